@@ -1,0 +1,15 @@
+#pragma once
+// Human-readable units for the command line's tables.
+
+#include <cstdint>
+#include <string>
+
+namespace pipescope::cli {
+
+std::string format_seconds(double s);         // "1.23 ms", "4.56 s"
+std::string format_bytes(double bytes);       // "12.3 GiB", "512 KiB"
+std::string format_rate(double bytes_per_s);  // "12.0 GB/s" (decimal, as links are quoted)
+std::string format_count(double n);           // "1.23 B", "45.6 M", "789 k"
+std::string format_percent(double frac);      // "27.3 %"
+
+}  // namespace pipescope::cli

@@ -1,0 +1,69 @@
+#include "cli/simulate_command.h"
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/summary.h"
+#include "sim/result_json.h"
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
+#include "sim/trace_io.h"
+
+namespace pipescope::cli {
+
+CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
+  SimulateOptions* opts = &o;
+  CLI::App* cmd =
+      app.add_subcommand("simulate",
+                         "Simulate one training step of a scenario: per-stage times, step time, "
+                         "throughput, bubble, MFU and peak memory against capacity");
+  cmd->add_option("scenario", opts->scenario, "Scenario JSON file")->required();
+  cmd->add_option("-K,--stages", opts->stages,
+                  "Pipeline stages (default: the cluster's device count)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-M,--micro-batches", opts->micro_batches,
+                  "Micro-batches per step (default: training.micro_batches)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
+      ->check(CLI::IsMember({"gpipe"}));
+  cmd->add_option("--remat", opts->remat, "Rematerialization (default: training.remat)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--partition", opts->partition, "How to cut the layers into stages")
+      ->check(CLI::IsMember({"uniform"}))
+      ->capture_default_str();
+  cmd->add_option("--set", opts->overrides,
+                  "Override a scenario field by dotted JSON path, e.g. --set model.layers=48 "
+                  "(repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--trace", opts->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
+  cmd->add_flag("--json", opts->json, "Print the result as JSON instead of a table");
+  return cmd;
+}
+
+int run_simulate(const SimulateOptions& o) {
+  const Scenario scenario = load_scenario(o.scenario, o.overrides);
+  SimConfig config;
+  config.stages = o.stages;
+  config.micro_batches = o.micro_batches;
+  if (o.schedule) config.schedule = parse_schedule(*o.schedule);
+  if (o.remat) config.remat = (*o.remat == "on");
+  config.partition = *parse_partition_method(o.partition);
+  config.record_timeline = o.trace.has_value();
+  const SimResult result = simulate(scenario, config);
+
+  if (o.json) {
+    std::cout << to_json(result).dump(2) << "\n";
+  } else {
+    print_summary(std::cout, scenario, result, config.partition);
+  }
+  if (o.trace) {
+    write_chrome_trace_file(*o.trace, result.timeline);
+    (o.json ? std::cerr : std::cout)
+        << "Trace written to " << *o.trace << " (" << result.timeline.events.size()
+        << " events; open it in Perfetto or chrome://tracing)\n";
+  }
+  return 0;
+}
+
+}  // namespace pipescope::cli

@@ -1,0 +1,30 @@
+#pragma once
+// `pipescope simulate`: one training step of a scenario, as a table, JSON and a
+// Chrome trace.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace pipescope::cli {
+
+struct SimulateOptions {
+  std::string scenario;
+  std::optional<int> stages;
+  std::optional<int> micro_batches;
+  std::optional<std::string> schedule;
+  std::optional<std::string> remat;  // "on" | "off"
+  std::string partition = "uniform";
+  std::vector<std::string> overrides;
+  std::optional<std::string> trace;
+  bool json = false;
+};
+
+// Registers the subcommand, binding its options to `options`.
+CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options);
+
+int run_simulate(const SimulateOptions& options);
+
+}  // namespace pipescope::cli

@@ -1,0 +1,95 @@
+#include "cli/summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "cli/format.h"
+
+namespace pipescope::cli {
+namespace {
+
+std::string pad(std::string s, std::size_t width, bool right = true) {
+  if (s.size() >= width) return s;
+  const std::string fill(width - s.size(), ' ');
+  return right ? fill + s : s + fill;
+}
+
+void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
+                  PartitionMethod partition) {
+  const ModelSpec& m = sc.model;
+  const Cluster& c = sc.cluster;
+  out << "Scenario   " << sc.name << ": " << m.family << ", " << m.layers.size() << " layers, "
+      << format_count(static_cast<double>(m.total_params())) << " params, " << to_string(m.dtype)
+      << "\n";
+  out << "Cluster    " << c.devices << " x " << c.device.name << " ("
+      << format_bytes(static_cast<double>(c.device.memory_bytes)) << " each), "
+      << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
+      << ", " << format_seconds(c.interconnect.latency_s) << " latency\n";
+  out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages << ", M=" << r.micro_batches
+      << ", micro-batch " << r.micro_batch_size << ", remat " << (r.remat ? "on" : "off")
+      << ", partition " << to_string(partition) << ", cost model " << r.cost_model << "\n\n";
+}
+
+void print_stage_table(std::ostream& out, const SimResult& r) {
+  out << pad("stage", 5) << pad("layers", 14) << pad("params", 10) << pad("forward", 11)
+      << pad("backward", 11) << pad("recompute", 11) << pad("peak memory / capacity", 28) << "\n";
+  for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
+    const StageCost& c = r.stage_costs[s];
+    const DeviceMetrics& d = r.metrics.devices[s];
+    const std::string layers = std::to_string(c.layers.first_layer) + "-" +
+                               std::to_string(c.layers.last_layer) + " (" +
+                               std::to_string(c.layers.layer_count()) + ")";
+    const std::string mem = format_bytes(static_cast<double>(d.peak_memory)) + " / " +
+                            format_bytes(static_cast<double>(d.memory_capacity));
+    out << pad(std::to_string(s), 5) << pad(layers, 14)
+        << pad(format_count(static_cast<double>(c.params)), 10)
+        << pad(format_seconds(simtime_to_seconds(c.forward)), 11)
+        << pad(format_seconds(simtime_to_seconds(c.backward)), 11)
+        << pad(r.remat ? format_seconds(simtime_to_seconds(c.recompute)) : "-", 11) << pad(mem, 28)
+        << (d.fits() ? "" : "  OVER") << "\n";
+  }
+  out << "(times per micro-batch of " << r.micro_batch_size << ")\n\n";
+}
+
+void print_totals(std::ostream& out, const SimResult& r) {
+  const Metrics& m = r.metrics;
+  out << "Step time      " << format_seconds(m.step_time_s()) << "\n";
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%.4g samples/s", m.samples_per_s);
+  out << "Throughput     " << buf << ", " << format_count(m.tokens_per_s) << " tokens/s\n";
+  out << "Bubble         " << format_percent(m.bubble_fraction) << " (per device:";
+  for (const DeviceMetrics& d : m.devices) out << " " << format_percent(d.bubble_fraction);
+  out << ")\n";
+  out << "MFU            " << format_percent(m.mfu) << "\n";
+  out << "Communication  " << format_seconds(simtime_to_seconds(m.comm_time)) << " of link time"
+      << ", recompute " << format_seconds(simtime_to_seconds(m.recompute_time)) << " in total\n";
+  const auto worst =
+      std::max_element(m.devices.begin(), m.devices.end(), [](const auto& a, const auto& b) {
+        return a.peak_memory - a.memory_capacity < b.peak_memory - b.memory_capacity;
+      });
+  if (worst == m.devices.end()) return;
+  const auto dev = worst - m.devices.begin();
+  out << "Memory         ";
+  if (m.fits()) {
+    out << "fits: largest peak " << format_bytes(static_cast<double>(worst->peak_memory)) << " of "
+        << format_bytes(static_cast<double>(worst->memory_capacity)) << " (device " << dev << ")\n";
+  } else {
+    out << "DOES NOT FIT: device " << dev << " needs "
+        << format_bytes(static_cast<double>(worst->peak_memory)) << " of "
+        << format_bytes(static_cast<double>(worst->memory_capacity)) << " ("
+        << format_bytes(static_cast<double>(worst->peak_memory - worst->memory_capacity))
+        << " over)\n";
+  }
+}
+
+}  // namespace
+
+void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
+                   PartitionMethod partition) {
+  print_header(out, scenario, result, partition);
+  print_stage_table(out, result);
+  print_totals(out, result);
+}
+
+}  // namespace pipescope::cli

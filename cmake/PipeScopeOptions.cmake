@@ -1,0 +1,63 @@
+# Warnings, sanitizers and the AUTO/ON/OFF resolution of the optional parts.
+
+add_library(pipescope_warnings INTERFACE)
+target_compile_options(pipescope_warnings INTERFACE
+  $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>)
+
+if(PIPESCOPE_SANITIZE)
+  add_compile_options(-fsanitize=${PIPESCOPE_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${PIPESCOPE_SANITIZE})
+endif()
+
+# pipescope_resolve_option(<var> <found>): turns AUTO into ON or OFF by whether the
+# dependency was found, and fails when ON was asked for and it was not.
+function(pipescope_resolve_option var found what)
+  if(${var} STREQUAL "AUTO")
+    if(${found})
+      set(${var}_ENABLED ON PARENT_SCOPE)
+    else()
+      set(${var}_ENABLED OFF PARENT_SCOPE)
+    endif()
+  elseif(${var})
+    if(NOT ${found})
+      message(FATAL_ERROR "${var}=ON but ${what} was not found")
+    endif()
+    set(${var}_ENABLED ON PARENT_SCOPE)
+  else()
+    set(${var}_ENABLED OFF PARENT_SCOPE)
+  endif()
+endfunction()
+
+include(CheckLanguage)
+if(NOT PIPESCOPE_WITH_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+endif()
+set(_cuda_found OFF)
+if(CMAKE_CUDA_COMPILER)
+  set(_cuda_found ON)
+endif()
+pipescope_resolve_option(PIPESCOPE_WITH_CUDA _cuda_found "the CUDA toolkit")
+
+set(_qt_found OFF)
+if(NOT PIPESCOPE_WITH_GUI STREQUAL "OFF")
+  find_package(Qt6 QUIET COMPONENTS Widgets Charts)
+  if(Qt6_FOUND)
+    set(_qt_found ON)
+  endif()
+endif()
+pipescope_resolve_option(PIPESCOPE_WITH_GUI _qt_found "Qt 6 (Widgets, Charts)")
+
+set(_mpi_found OFF)
+if(NOT PIPESCOPE_WITH_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(_mpi_found ON)
+  endif()
+endif()
+pipescope_resolve_option(PIPESCOPE_WITH_MPI _mpi_found "OpenMPI")
+
+message(STATUS "PipeScope: CUDA ${PIPESCOPE_WITH_CUDA_ENABLED}, GUI ${PIPESCOPE_WITH_GUI_ENABLED}, MPI ${PIPESCOPE_WITH_MPI_ENABLED}"
+               " (their parts are not in this version yet)")

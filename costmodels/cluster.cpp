@@ -1,0 +1,72 @@
+#include "costmodels/cluster.h"
+
+#include <string>
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+// Link numbering (cluster.h): all-to-all i*devices + j for i -> j; pcie-host 2d for
+// d -> host and 2d+1 for host -> d; ring 2d for d -> d+1 (clockwise) and 2d+1 for
+// d -> d-1 (counter-clockwise), indices mod devices.
+
+int Cluster::link_count() const {
+  switch (interconnect.topology) {
+    case TopologyKind::kAllToAll:
+      return devices * devices;
+    case TopologyKind::kPcieHost:
+    case TopologyKind::kRing:
+      return 2 * devices;
+  }
+  return 0;
+}
+
+std::vector<Hop> Cluster::route(int src, int dst) const {
+  PS_CHECK(src >= 0 && src < devices && dst >= 0 && dst < devices,
+           "route " + std::to_string(src) + " -> " + std::to_string(dst) + " outside " +
+               std::to_string(devices) + " devices");
+  std::vector<Hop> hops;
+  if (src == dst) return hops;
+  const auto hop = [&](int link) {
+    hops.push_back({link, interconnect.bandwidth, interconnect.latency_s});
+  };
+  switch (interconnect.topology) {
+    case TopologyKind::kAllToAll:
+      hop(src * devices + dst);
+      break;
+    case TopologyKind::kPcieHost:
+      hop(2 * src);
+      hop(2 * dst + 1);
+      break;
+    case TopologyKind::kRing: {
+      const int clockwise = (dst - src + devices) % devices;
+      const bool go_clockwise = clockwise <= devices - clockwise;
+      const int steps = go_clockwise ? clockwise : devices - clockwise;
+      for (int i = 0, at = src; i < steps; ++i) {
+        hop(go_clockwise ? 2 * at : 2 * at + 1);
+        at = go_clockwise ? (at + 1) % devices : (at - 1 + devices) % devices;
+      }
+      break;
+    }
+  }
+  return hops;
+}
+
+std::string Cluster::link_name(int link) const {
+  PS_CHECK(link >= 0 && link < link_count(), "link " + std::to_string(link) + " out of range");
+  const auto arrow = [](const std::string& a, const std::string& b) { return a + "->" + b; };
+  const int d = link / 2;
+  switch (interconnect.topology) {
+    case TopologyKind::kAllToAll:
+      return arrow(std::to_string(link / devices), std::to_string(link % devices));
+    case TopologyKind::kPcieHost:
+      return link % 2 == 0 ? arrow(std::to_string(d), "host") : arrow("host", std::to_string(d));
+    case TopologyKind::kRing: {
+      const int next = link % 2 == 0 ? (d + 1) % devices : (d - 1 + devices) % devices;
+      return arrow(std::to_string(d), std::to_string(next));
+    }
+  }
+  return "?";
+}
+
+}  // namespace pipescope

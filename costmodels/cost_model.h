@@ -1,0 +1,56 @@
+#pragma once
+// Cost models turn a layer and a micro-batch size into durations. The engine only
+// asks a CostModel; which one is in use (analytic roofline now, a profiled table
+// later) is chosen by name.
+
+#include <cstdint>
+#include <string_view>
+
+#include "costmodels/device.h"
+#include "costmodels/model.h"
+#include "costmodels/units.h"
+
+namespace pipescope {
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view description() const = 0;
+  // Time of one layer's forward, backward and recompute on a micro-batch of
+  // `batch` samples.
+  virtual SimTime forward(const LayerSpec& layer, std::int64_t batch) const = 0;
+  virtual SimTime backward(const LayerSpec& layer, std::int64_t batch) const = 0;
+  virtual SimTime recompute(const LayerSpec& layer, std::int64_t batch) const = 0;
+  // The optimizer step over `params` parameters.
+  virtual SimTime optimizer_step(std::int64_t params) const = 0;
+};
+
+// Roofline with a per-op overhead:
+//   t = op_overhead + max(F / (peak(dtype) * efficiency(F)), bytes / mem_bandwidth)
+// (Williams, Waterman & Patterson, "Roofline", CACM 2009). Bytes moved by a layer's
+// forward: its weights read once plus its input, output and stash written or read
+// once per sample; the backward moves twice that (weights and activations read,
+// weight and input gradients written). Recompute costs one forward. The optimizer
+// step reads and writes the weights, gradients and state: 2 * params *
+// bytes_per_param bytes, memory-bound.
+class AnalyticCostModel final : public CostModel {
+ public:
+  AnalyticCostModel(Device device, DType dtype, double bytes_per_param);
+  std::string_view name() const override { return "analytic"; }
+  std::string_view description() const override;
+  SimTime forward(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime backward(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime recompute(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime optimizer_step(std::int64_t params) const override;
+
+  // One roofline op of `flops` FLOPs that moves `bytes` bytes.
+  SimTime op_time(Flops flops, double bytes) const;
+
+ private:
+  Device device_;
+  DType dtype_;
+  double bytes_per_param_;
+};
+
+}  // namespace pipescope

@@ -1,0 +1,147 @@
+#include "costmodels/device.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace pipescope {
+
+double EfficiencyCurve::at(Flops flops) const {
+  if (half_flops <= 0.0 || flops <= 0.0) return max_efficiency;
+  return max_efficiency * flops / (flops + half_flops);
+}
+
+std::string_view to_string(TopologyKind k) {
+  switch (k) {
+    case TopologyKind::kAllToAll:
+      return "all-to-all";
+    case TopologyKind::kPcieHost:
+      return "pcie-host";
+    case TopologyKind::kRing:
+      return "ring";
+  }
+  return "unknown";
+}
+
+std::optional<TopologyKind> parse_topology(std::string_view name) {
+  for (TopologyKind k : {TopologyKind::kAllToAll, TopologyKind::kPcieHost, TopologyKind::kRing}) {
+    if (name == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Shared assumptions of every preset (ours, not a vendor's):
+// - Large GEMMs reach 60-80 % of the dense peak (REFERENCES.md); we take 0.7.
+// - half_flops = the work of 10 us at the 16-bit peak: an op must keep every SM
+//   (or the MXU) busy for about that long before launch, wave-quantization and
+//   pipeline-fill costs stop dominating, so an op of 10 us of peak work runs at half
+//   of max_efficiency and a tiny one far below it.
+// - GPU op_overhead_s = 5 us, the order of a CUDA kernel launch plus its tail; a
+//   TPU runs one XLA-compiled program per step with no host launch per op, so its
+//   per-op cost (MXU fill, HBM->VMEM prologue) is taken as 1 us.
+constexpr double kMaxEfficiency = 0.7;
+constexpr double kHalfEfficiencyTime_s = 10e-6;
+constexpr double kGpuOpOverhead_s = 5e-6;
+constexpr double kTpuOpOverhead_s = 1e-6;
+// Per-hop latency of a device-to-device copy: NVLink peer copies and TPU ICI are
+// a few microseconds end to end including DMA setup (assumption); a PCIe copy
+// staged through host memory pays DMA setup and PCIe round trips on each hop.
+constexpr double kNvlinkLatency_s = 2e-6;
+constexpr double kIciLatency_s = 1e-6;
+constexpr double kPcieLatency_s = 5e-6;
+
+DevicePreset make(std::string name, double fp32, double bit16, Bytes memory, double mem_bw,
+                  double op_overhead_s, Interconnect link, std::string description) {
+  Device d;
+  d.name = std::move(name);
+  d.peak_flops_fp32 = fp32;
+  d.peak_flops_16bit = bit16;
+  d.memory_bytes = memory;
+  d.mem_bandwidth = mem_bw;
+  d.op_overhead_s = op_overhead_s;
+  d.efficiency = {kMaxEfficiency, bit16 * kHalfEfficiencyTime_s};
+  return {std::move(d), link, std::move(description)};
+}
+
+// NVIDIA's "GB" of HBM is binary: an A100 80GB reports 81,920 MiB in nvidia-smi,
+// a V100 16GB 16,384 MiB (less what the driver reserves), so GPU capacities are in
+// GiB, like the TPUs'.
+std::vector<DevicePreset> build_presets() {
+  std::vector<DevicePreset> p;
+  // A100 SXM4 80 GB: 19.5 TFLOP/s fp32, 312 bf16/fp16 dense, 80 GB HBM2e at
+  // 2,039 GB/s (NVIDIA A100 Tensor Core GPU datasheet). NVLink 3 through NVSwitch
+  // (DGX/HGX A100): 600 GB/s total per GPU, 300 GB/s each way to any peer (A100
+  // architecture whitepaper).
+  p.push_back(make("a100-80g", 19.5e12, 312e12, 80 * kGiB, 2039e9, kGpuOpOverhead_s,
+                   {TopologyKind::kAllToAll, 300e9, kNvlinkLatency_s},
+                   "NVIDIA A100 SXM4 80GB, NVLink 3 via NVSwitch (A100 datasheet)"));
+  // H100 SXM5: 67 TFLOP/s fp32, 989 bf16 dense (1,979 is with sparsity), 80 GB HBM3
+  // at 3.35 TB/s; NVLink 4 900 GB/s total, 450 GB/s each way (NVIDIA H100 datasheet).
+  p.push_back(make("h100-sxm", 67e12, 989e12, 80 * kGiB, 3.35e12, kGpuOpOverhead_s,
+                   {TopologyKind::kAllToAll, 450e9, kNvlinkLatency_s},
+                   "NVIDIA H100 SXM5 80GB, NVLink 4 via NVSwitch (H100 datasheet)"));
+  // H200 SXM: the H100 compute (67 fp32, 989 bf16 dense) with 141 GB HBM3e at
+  // 4.8 TB/s; NVLink 4 900 GB/s total, 450 GB/s each way (NVIDIA H200 datasheet).
+  p.push_back(make("h200", 67e12, 989e12, 141 * kGiB, 4.8e12, kGpuOpOverhead_s,
+                   {TopologyKind::kAllToAll, 450e9, kNvlinkLatency_s},
+                   "NVIDIA H200 SXM 141GB, NVLink 4 via NVSwitch (H200 datasheet)"));
+  // P100 PCIe 16 GB: 9.3 TFLOP/s fp32, 18.7 fp16, 16 GB HBM2 at 732 GB/s (NVIDIA
+  // Tesla P100 PCIe datasheet). No peer-to-peer: copies go through host memory over
+  // PCIe 3 x16, 15.75 GB/s theoretical per direction, ~12 GB/s achieved with pinned
+  // buffers (CUDA bandwidthTest).
+  p.push_back(make("p100-pcie", 9.3e12, 18.7e12, 16 * kGiB, 732e9, kGpuOpOverhead_s,
+                   {TopologyKind::kPcieHost, 12e9, kPcieLatency_s},
+                   "NVIDIA Tesla P100 PCIe 16GB through host memory (P100 datasheet)"));
+  // TPU v2, one core (half a chip). 45 TFLOP/s bf16 per chip (Google I/O 2017:
+  // 180 TFLOP/s per 4-chip board), 22.5 per core; 8 GiB HBM per core (Cloud TPU
+  // system architecture). HBM 700 GB/s per chip, 350 per core (Jouppi et al., "A
+  // Domain-Specific Supercomputer for Training Deep Neural Networks", CACM 2020,
+  // table 3; secondary sources quote 600 GB/s per chip). ICI: 4 links per chip of
+  // 496 Gbit/s = 62 GB/s each, 2-D torus (same table; a third-party summary also
+  // gives ~62 GB/s per v2 port), taken as per direction. fp32: XLA's default
+  // precision for f32 matmuls on TPU is one bf16 pass with fp32 accumulation (JAX
+  // issue google/jax#1856, JAX "Matmul precision" docs), which is how TF/Lingvo
+  // models such as GPipe's ran, so fp32 uses the bf16 peak; Precision.HIGHEST (6
+  // passes) would run at about 1/6 of it. Both cores of a chip sit on the ring and
+  // every hop is charged at ICI speed (conservative).
+  p.push_back(make("tpu-v2", 22.5e12, 22.5e12, 8 * kGiB, 350e9, kTpuOpOverhead_s,
+                   {TopologyKind::kRing, 62e9, kIciLatency_s},
+                   "Google TPU v2 core, ICI ring (Jouppi et al. CACM 2020; Cloud TPU docs)"));
+  // TPU v3, one core: 123 TFLOP/s bf16 and 32 GiB HBM at 900 GB/s per 2-core chip,
+  // 2-D torus (Cloud TPU v3 docs), so 61.5 TFLOP/s, 16 GiB, 450 GB/s per core. ICI
+  // 4 links of 656 Gbit/s = 82 GB/s (Jouppi et al. CACM 2020, table 3). fp32 as for
+  // tpu-v2.
+  p.push_back(make("tpu-v3", 61.5e12, 61.5e12, 16 * kGiB, 450e9, kTpuOpOverhead_s,
+                   {TopologyKind::kRing, 82e9, kIciLatency_s},
+                   "Google TPU v3 core, ICI ring (Cloud TPU v3 docs; Jouppi et al. CACM 2020)"));
+  // V100 SXM2 16 GB: 15.7 TFLOP/s fp32, 125 fp16 tensor, 16 GB HBM2 at 900 GB/s
+  // (NVIDIA Tesla V100 datasheet). NVLink 2: 6 links of 25 GB/s each way, 300 GB/s
+  // total (Volta whitepaper). In a DGX-1 hybrid cube-mesh a linked pair shares one or
+  // two links; we give every pair one link, 25 GB/s each way, the bandwidth any
+  // linked pair is guaranteed (all-to-all is a simplification of the cube-mesh).
+  p.push_back(make("v100-nvlink", 15.7e12, 125e12, 16 * kGiB, 900e9, kGpuOpOverhead_s,
+                   {TopologyKind::kAllToAll, 25e9, kNvlinkLatency_s},
+                   "NVIDIA Tesla V100 SXM2 16GB, NVLink 2 (V100 datasheet, Volta whitepaper)"));
+  std::sort(p.begin(), p.end(), [](const DevicePreset& a, const DevicePreset& b) {
+    return a.device.name < b.device.name;
+  });
+  return p;
+}
+
+}  // namespace
+
+const std::vector<DevicePreset>& device_presets() {
+  static const std::vector<DevicePreset> presets = build_presets();
+  return presets;
+}
+
+std::optional<DevicePreset> find_device_preset(std::string_view name) {
+  for (const DevicePreset& p : device_presets()) {
+    if (p.device.name == name) return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,70 @@
+#pragma once
+// An accelerator as the cost model sees it: peak FLOP/s per dtype, memory size
+// and bandwidth, a fixed cost per op, and how efficiency falls for small ops.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "costmodels/dtype.h"
+#include "costmodels/units.h"
+
+namespace pipescope {
+
+// Fraction of peak FLOP/s that an op of F FLOPs reaches:
+//   efficiency(F) = max_efficiency * F / (F + half_flops)
+// the saturating form of Hockney's "half-performance length" n_1/2 (Hockney &
+// Jesshope, Parallel Computers 2, 1988): an op of half_flops FLOPs runs at half
+// of the best achievable rate. Equivalently an op costs (F + half_flops) FLOPs at
+// max_efficiency, so tiny micro-batches pay a fixed price per op and run slower
+// per sample, as small GEMMs do on real hardware. half_flops = 0 gives a flat
+// efficiency.
+struct EfficiencyCurve {
+  double max_efficiency = 1.0;  // (0, 1]
+  Flops half_flops = 0.0;       // >= 0
+
+  double at(Flops flops) const;
+};
+
+struct Device {
+  std::string name;
+  double peak_flops_fp32 = 0.0;   // FLOP/s, dense
+  double peak_flops_16bit = 0.0;  // FLOP/s, dense bf16/fp16 (tensor cores, MXU)
+  Bytes memory_bytes = 0;         // capacity
+  double mem_bandwidth = 0.0;     // bytes/s
+  double op_overhead_s = 0.0;     // fixed cost per op (kernel launch, dispatch)
+  EfficiencyCurve efficiency;
+
+  double peak_flops(DType t) const { return is_16bit(t) ? peak_flops_16bit : peak_flops_fp32; }
+};
+
+// Interconnect kinds of a cluster preset; the topology turns them into routes.
+enum class TopologyKind {
+  kAllToAll,  // every pair of devices has its own direct link (NVLink switch)
+  kPcieHost,  // no peer-to-peer: device -> host memory -> device, two hops
+  kRing,      // devices on a ring (a TPU torus row): transfers hop between neighbours
+};
+
+std::string_view to_string(TopologyKind k);
+std::optional<TopologyKind> parse_topology(
+    std::string_view name);  // "all-to-all", "pcie-host", "ring"
+
+struct Interconnect {
+  TopologyKind topology = TopologyKind::kAllToAll;
+  double bandwidth = 0.0;  // bytes/s per link and direction
+  double latency_s = 0.0;  // per hop
+};
+
+// A named preset: one kind of device and the interconnect its machines use.
+struct DevicePreset {
+  Device device;
+  Interconnect interconnect;
+  std::string description;  // one line, with the source of the figures
+};
+
+// The built-in presets, sorted by name.
+const std::vector<DevicePreset>& device_presets();
+std::optional<DevicePreset> find_device_preset(std::string_view name);
+
+}  // namespace pipescope

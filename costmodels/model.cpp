@@ -1,0 +1,31 @@
+#include "costmodels/model.h"
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+std::int64_t ModelSpec::total_params() const {
+  std::int64_t sum = 0;
+  for (const LayerSpec& l : layers) sum += l.params;
+  return sum;
+}
+
+Flops ModelSpec::fwd_flops_per_sample() const {
+  Flops sum = 0.0;
+  for (const LayerSpec& l : layers) sum += l.fwd_flops;
+  return sum;
+}
+
+Flops ModelSpec::bwd_flops_per_sample() const {
+  Flops sum = 0.0;
+  for (const LayerSpec& l : layers) sum += l.bwd_flops;
+  return sum;
+}
+
+Bytes ModelSpec::input_bytes_of(int first) const {
+  PS_CHECK(first >= 0 && static_cast<std::size_t>(first) <= layers.size(),
+           "layer index " + std::to_string(first) + " out of range");
+  return first == 0 ? input_bytes : layers[static_cast<std::size_t>(first) - 1].out_bytes;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,110 @@
+#include "costmodels/model_families.h"
+
+#include <string>
+#include <utility>
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+namespace {
+
+double f64(std::int64_t x) {
+  return static_cast<double>(x);
+}
+
+LayerSpec layer(std::string name, Flops fwd, std::int64_t params, Bytes out, Bytes stash) {
+  return {std::move(name), fwd, 2.0 * fwd, params, out, stash};
+}
+
+}  // namespace
+
+// Per sample (b = 1): s = seq_len, h = d_model, f = d_ff, a = heads, V = vocab,
+// e = bytes per activation element. Backward FLOPs are 2x forward throughout
+// (input gradient + weight gradient; Narayanan et al. 2021).
+ModelSpec make_transformer(const TransformerParams& p, const std::string& name) {
+  PS_CHECK(
+      p.layers >= 0 && p.d_model > 0 && p.d_ff >= 0 && p.heads > 0 && p.seq_len > 0 && p.vocab > 0,
+      "transformer parameters must be positive");
+  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, v = p.vocab;
+  const std::int64_t f = p.d_ff == 0 ? 4 * h : p.d_ff;
+  const Bytes e = dtype_bytes(p.dtype);
+
+  ModelSpec m;
+  m.name = name;
+  m.family = "transformer";
+  m.dtype = p.dtype;
+  m.input_bytes = s * 4;  // int32 token ids
+  m.tokens_per_sample = s;
+
+  // Token lookup is a gather (no FLOPs); adding the positions costs s*h. The stash
+  // is the int32 token ids, needed to scatter the table gradient.
+  const std::int64_t position_params = p.learned_positions ? s * h : 0;
+  m.layers.push_back(layer("embed", f64(s * h), v * h + position_params, s * h * e, s * 4));
+
+  // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
+  // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,
+  // MLP 4shf, scores and attention over V 4s^2h; 24sh^2 + 4s^2h for f = 4h.
+  const Flops block_fwd = 8.0 * f64(s) * f64(h) * f64(h) + 4.0 * f64(s) * f64(h) * f64(f) +
+                          4.0 * f64(s) * f64(s) * f64(h);
+  // QKV and output projection weights and biases 4h^2 + 4h, MLP 2hf + f + h, two
+  // LayerNorms (gain, bias) 4h.
+  const std::int64_t block_params = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+  // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  // Models", section 4.1, for any element size e and any f, dropout masks 1 byte:
+  //   attention: QKV input e*sh, Q and K 2e*sh, softmax output e*as^2, its dropout
+  //     mask 1*as^2 and output e*as^2, V e*sh, output projection input e*sh, its
+  //     dropout mask 1*sh;
+  //   MLP: first linear input e*sh, GeLU input e*sf, second linear input e*sf,
+  //     dropout mask 1*sh;
+  //   two LayerNorm inputs 2e*sh (the first is the block input).
+  // Sum: s*(h*(8e + 2) + 2e*f) + a*s^2*(2e + 1); e = 2, f = 4h gives their
+  // sh*(34 + 5as/h).
+  const Bytes block_stash = s * (h * (8 * e + 2) + 2 * e * f) + a * s * s * (2 * e + 1);
+  for (int i = 0; i < p.layers; ++i) {
+    m.layers.push_back(
+        layer("block" + std::to_string(i), block_fwd, block_params, s * h * e, block_stash));
+  }
+
+  // Final LayerNorm + LM projection (2shV, untied) + softmax cross-entropy, counted
+  // as 5sV (max, exp, sum, normalise, log-likelihood); the LayerNorm's O(sh) is
+  // neglected like the blocks' elementwise work. Output: the fp32 loss. Stash: LN
+  // and projection inputs 2e*sh, softmax output e*sV, int32 targets 4s.
+  m.layers.push_back(layer("head", 2.0 * f64(s) * f64(h) * f64(v) + 5.0 * f64(s) * f64(v),
+                           v * h + 2 * h, 4, 2 * s * h * e + s * v * e + s * 4));
+  return m;
+}
+
+// Block x + W2 relu(W1 LN(x)) on d features, hidden size f, per sample.
+ModelSpec make_mlp(const MlpParams& p, const std::string& name) {
+  PS_CHECK(p.layers >= 0 && p.d_model > 0 && p.d_hidden >= 0 && p.classes >= 0,
+           "mlp parameters must be positive");
+  const std::int64_t d = p.d_model;
+  const std::int64_t f = p.d_hidden == 0 ? 4 * d : p.d_hidden;
+  const std::int64_t c = p.classes == 0 ? d : p.classes;
+  const Bytes e = dtype_bytes(p.dtype);
+
+  ModelSpec m;
+  m.name = name;
+  m.family = "mlp";
+  m.dtype = p.dtype;
+  m.input_bytes = d * e;
+  m.tokens_per_sample = 1;
+
+  // Two matmuls 4df; LayerNorm about 4d (mean, variance, normalise, scale and
+  // shift) and the residual add d; relu is comparisons, not counted.
+  // Params: W1, b1, W2, b2, LN gain and bias. Stash: LN input, W1 input, relu
+  // input, W2 input.
+  const Flops block_fwd = 4.0 * f64(d) * f64(f) + 5.0 * f64(d);
+  for (int i = 0; i < p.layers; ++i) {
+    m.layers.push_back(layer("block" + std::to_string(i), block_fwd, 2 * d * f + f + d + 2 * d,
+                             d * e, e * (2 * d + 2 * f)));
+  }
+  // Classifier 2dc plus softmax cross-entropy 5c; stash: its input, the softmax
+  // output and the int32 target.
+  m.layers.push_back(
+      layer("head", 2.0 * f64(d) * f64(c) + 5.0 * f64(c), d * c + c, 4, e * d + e * c + 4));
+  return m;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that PipeScope's build and tests need. Safe to
+# run again: it does nothing when everything is there, and runs `apt-get update`
+# at most once. Works as root or through sudo.
+#
+# Qt 6 and OpenMPI join this list with the GUI and the MPI runtime; the CUDA
+# toolkit is not a Debian package and is found in /usr/local/cuda when present.
+set -euo pipefail
+
+packages=(
+  build-essential
+  cmake
+  ninja-build
+  pkg-config
+  nlohmann-json3-dev  # scenario, plan and trace JSON
+  libcli11-dev        # the command line
+  libgtest-dev        # tests
+  libgmock-dev        # GTest's CMake package refers to gmock
+  libbenchmark-dev    # bench/
+  libboost-graph-dev  # topologies and layer graphs
+  libeigen3-dev       # the reference executor's tensors
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Quick start, second command: installs what is missing, builds everything, runs
+# the whole test suite, then builds and runs it again under AddressSanitizer and
+# UndefinedBehaviorSanitizer. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+
+echo "== build and test (RelWithDebInfo)"
+scripts/build.sh build -- -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ctest --test-dir build --output-on-failure -j2
+
+echo "== build and test under AddressSanitizer + UndefinedBehaviorSanitizer"
+scripts/build.sh build-asan -- -DCMAKE_BUILD_TYPE=Debug -DPIPESCOPE_SANITIZE=address,undefined \
+  -DPIPESCOPE_BUILD_BENCH=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j2

@@ -1,0 +1,32 @@
+#pragma once
+// The discrete-event engine: runs each device's op list in order, starting an op
+// once the device is free and its inputs have arrived, and moves activations and
+// gradients over the cluster's links. Time is integer ns; ties break in push
+// order, so the same input gives the same run.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/cluster.h"
+#include "sim/schedule.h"
+#include "sim/sim_listener.h"
+#include "sim/stage_costs.h"
+
+namespace pipescope {
+
+struct EngineResult {
+  SimTime step_time = 0;             // when the last op of any device ended
+  std::vector<SimTime> device_busy;  // compute time per device
+  std::vector<SimTime> device_end;   // when each device finished its list
+  SimTime recompute_time = 0;        // sum over devices
+  SimTime comm_time = 0;             // link occupancy summed over hops
+  std::int64_t compute_ops = 0;
+  std::int64_t transfers = 0;
+};
+
+// `listener` may be null. Throws InternalError if the schedule deadlocks (an op
+// waits for data that never comes), which check_schedule'd GPipe lists cannot do.
+EngineResult run_engine(const Schedule& schedule, const std::vector<StageCost>& stages,
+                        const Cluster& cluster, SimListener* listener);
+
+}  // namespace pipescope

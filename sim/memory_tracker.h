@@ -1,0 +1,53 @@
+#pragma once
+// Memory in use per device over simulated time (DESIGN.md, "Memory"):
+//   static: weights + gradients + optimizer state of the device's stages, all step;
+//   without remat: a micro-batch's whole stash, from the start of its F to the end
+//     of its B;
+//   with remat: its stage input from the start of F to the end of B, and its whole
+//     stash from the start of R to the end of B.
+// Transient buffers inside an op (one layer's output while it is computed, the
+// gradient being formed) are not counted; they are small next to the stash.
+
+#include <vector>
+
+#include "sim/schedule.h"
+#include "sim/sim_listener.h"
+#include "sim/stage_costs.h"
+#include "sim/timeline.h"
+
+namespace pipescope {
+
+class MemoryTracker final : public SimListener {
+ public:
+  MemoryTracker(const Schedule& schedule, const std::vector<StageCost>& stages);
+  void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
+  void on_transfer(const TransferHop&) override {}
+
+  // The curve of each device: a point wherever the total changes. At equal
+  // times, frees come before allocations.
+  std::vector<std::vector<MemoryPoint>> curves() const;
+  // Peak of each device, from the same events as curves().
+  std::vector<Bytes> peaks() const;
+  // Static bytes of each device.
+  const std::vector<Bytes>& static_bytes() const { return static_bytes_; }
+
+ private:
+  struct Delta {
+    SimTime time;
+    Bytes bytes;
+  };
+  // Calls fn(time, total) after each change on `device`, frees first at equal
+  // times.
+  template <typename Fn>
+  void walk(std::size_t device, Fn&& fn) const;
+
+  const std::vector<StageCost>& stages_;
+  bool remat_;
+  std::vector<Bytes> static_bytes_;
+  // Per device. A device runs one op at a time, so op starts and op ends each
+  // come in time order: two sorted lists that merge in linear time.
+  std::vector<std::vector<Delta>> allocs_;
+  std::vector<std::vector<Delta>> frees_;
+};
+
+}  // namespace pipescope

@@ -1,0 +1,38 @@
+#include "sim/result_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope {
+
+nlohmann::json to_json(const SimResult& r) {
+  using nlohmann::json;
+  const Metrics& m = r.metrics;
+  json devices = json::array();
+  for (const DeviceMetrics& d : m.devices) {
+    devices.push_back({{"peak_memory_bytes", d.peak_memory},
+                       {"memory_capacity_bytes", d.memory_capacity},
+                       {"busy_s", simtime_to_seconds(d.busy)}});
+  }
+  json stages = json::array();
+  for (const StageCost& s : r.stage_costs) {
+    stages.push_back({{"first_layer", s.layers.first_layer},
+                      {"last_layer", s.layers.last_layer},
+                      {"fwd_s", simtime_to_seconds(s.forward)},
+                      {"bwd_s", simtime_to_seconds(s.backward)},
+                      {"recompute_s", r.remat ? simtime_to_seconds(s.recompute) : 0.0}});
+  }
+  return json{{"K", r.stages},
+              {"M", r.micro_batches},
+              {"schedule", std::string(to_string(r.schedule))},
+              {"remat", r.remat},
+              {"micro_batch_size", r.micro_batch_size},
+              {"step_time_s", m.step_time_s()},
+              {"throughput_samples_per_s", m.samples_per_s},
+              {"bubble_fraction", m.bubble_fraction},
+              {"mfu", m.mfu},
+              {"fits", m.fits()},
+              {"devices", devices},
+              {"stages", stages}};
+}
+
+}  // namespace pipescope

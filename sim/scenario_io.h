@@ -1,0 +1,52 @@
+#pragma once
+// Reading scenario JSON (DESIGN.md, "Scenario JSON"). Every problem becomes a
+// ScenarioError that names the file and the JSON path of the offending field.
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sim/scenario.h"
+
+namespace pipescope {
+
+class ScenarioError : public std::runtime_error {
+ public:
+  // what() reads "FILE: PATH: MESSAGE" (or "FILE: MESSAGE" without a path).
+  ScenarioError(std::string file, std::string json_path, const std::string& message);
+  // A bad --set override: what() reads "FILE: --set ASSIGNMENT: MESSAGE", so the user
+  // sees the option as typed, while json_path() is the overridden PATH.
+  static ScenarioError in_override(std::string file, std::string json_path,
+                                   const std::string& assignment, const std::string& message);
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return json_path_; }
+
+ private:
+  struct Verbatim {};
+  ScenarioError(Verbatim, const std::string& what, std::string file, std::string json_path);
+
+  std::string file_;
+  std::string json_path_;
+};
+
+// Reads and validates a scenario file, applying `overrides` ("PATH=VALUE", the
+// --set option) first. VALUE is parsed as JSON when it is valid JSON and taken
+// as a string otherwise; PATH is dotted, with numbers indexing arrays
+// ("model.layers.3.fwd_flops").
+Scenario load_scenario(const std::filesystem::path& file,
+                       const std::vector<std::string>& overrides = {});
+
+// The same from text already read; `file` only labels errors.
+Scenario parse_scenario_text(const std::string& text, const std::string& file,
+                             const std::vector<std::string>& overrides = {});
+
+// Validates a parsed document; `file` only labels errors.
+Scenario parse_scenario(const nlohmann::json& doc, const std::string& file);
+
+// Applies one "PATH=VALUE" override to a document in place.
+void apply_override(nlohmann::json& doc, const std::string& assignment, const std::string& file);
+
+}  // namespace pipescope

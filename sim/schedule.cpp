@@ -1,0 +1,119 @@
+#include "sim/schedule.h"
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+std::string_view to_string(OpKind k) {
+  switch (k) {
+    case OpKind::kForward:
+      return "forward";
+    case OpKind::kRecompute:
+      return "recompute";
+    case OpKind::kBackward:
+      return "backward";
+    case OpKind::kOptimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+char op_letter(OpKind k) {
+  switch (k) {
+    case OpKind::kForward:
+      return 'F';
+    case OpKind::kRecompute:
+      return 'R';
+    case OpKind::kBackward:
+      return 'B';
+    case OpKind::kOptimizer:
+      return 'O';
+  }
+  return '?';
+}
+
+Schedule build_gpipe(int stages, int micro_batches, bool remat) {
+  PS_CHECK(stages >= 1 && micro_batches >= 1, "need K >= 1 and M >= 1");
+  Schedule s;
+  s.kind = ScheduleKind::kGpipe;
+  s.stages = stages;
+  s.micro_batches = micro_batches;
+  s.remat = remat;
+  s.stage_device.resize(static_cast<std::size_t>(stages));
+  s.device_ops.resize(static_cast<std::size_t>(stages));
+  for (int st = 0; st < stages; ++st) {
+    s.stage_device[static_cast<std::size_t>(st)] = st;
+    std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(st)];
+    ops.reserve(static_cast<std::size_t>(micro_batches) * (remat ? 3 : 2) + 1);
+    for (int m = 0; m < micro_batches; ++m) ops.push_back({OpKind::kForward, st, m});
+    for (int m = micro_batches - 1; m >= 0; --m) {
+      if (remat) ops.push_back({OpKind::kRecompute, st, m});
+      ops.push_back({OpKind::kBackward, st, m});
+    }
+    ops.push_back({OpKind::kOptimizer, st, 0});
+  }
+  return s;
+}
+
+Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool remat) {
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      return build_gpipe(stages, micro_batches, remat);
+  }
+  PS_CHECK(false, "unknown schedule kind");
+}
+
+std::string check_schedule(const Schedule& s) {
+  const auto K = static_cast<std::size_t>(s.stages);
+  const auto M = static_cast<std::size_t>(s.micro_batches);
+  if (s.stage_device.size() != K) return "stage_device has the wrong size";
+  // Position of each op in its device list, or -1 before it is seen.
+  std::vector<long> pos_f(K * M, -1), pos_r(K * M, -1), pos_b(K * M, -1), pos_o(K, -1);
+  for (std::size_t d = 0; d < s.device_ops.size(); ++d) {
+    const auto& ops = s.device_ops[d];
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      const auto where = [&] { return "device " + std::to_string(d) + " op " + std::to_string(i); };
+      if (op.stage < 0 || static_cast<std::size_t>(op.stage) >= K)
+        return where() + ": stage out of range";
+      if (s.stage_device[static_cast<std::size_t>(op.stage)] != static_cast<int>(d))
+        return where() + ": stage " + std::to_string(op.stage) + " does not run on this device";
+      if (op.kind == OpKind::kOptimizer) {
+        if (pos_o[static_cast<std::size_t>(op.stage)] >= 0)
+          return where() + ": second optimizer step";
+        pos_o[static_cast<std::size_t>(op.stage)] = static_cast<long>(i);
+        continue;
+      }
+      if (op.micro_batch < 0 || static_cast<std::size_t>(op.micro_batch) >= M)
+        return where() + ": micro-batch out of range";
+      const std::size_t key =
+          static_cast<std::size_t>(op.stage) * M + static_cast<std::size_t>(op.micro_batch);
+      auto& slot = op.kind == OpKind::kForward     ? pos_f
+                   : op.kind == OpKind::kRecompute ? pos_r
+                                                   : pos_b;
+      if (slot[key] >= 0) return where() + ": duplicate " + std::string(to_string(op.kind));
+      slot[key] = static_cast<long>(i);
+    }
+  }
+  for (std::size_t st = 0; st < K; ++st) {
+    for (std::size_t m = 0; m < M; ++m) {
+      const std::size_t key = st * M + m;
+      const auto what = [&] {
+        return "stage " + std::to_string(st) + " micro-batch " + std::to_string(m);
+      };
+      if (pos_f[key] < 0) return what() + ": missing forward";
+      if (pos_b[key] < 0) return what() + ": missing backward";
+      if (pos_b[key] < pos_f[key]) return what() + ": backward before forward";
+      if (s.remat && pos_r[key] < 0) return what() + ": missing recompute";
+      if (!s.remat && pos_r[key] >= 0) return what() + ": recompute without remat";
+      if (pos_r[key] >= 0 && (pos_r[key] > pos_b[key] || pos_r[key] < pos_f[key]))
+        return what() + ": recompute not between forward and backward";
+      if (pos_o[st] >= 0 && pos_o[st] < pos_b[key])
+        return what() + ": optimizer step before backward";
+    }
+    if (pos_o[st] < 0) return "stage " + std::to_string(st) + ": missing optimizer step";
+  }
+  return {};
+}
+
+}  // namespace pipescope

@@ -1,0 +1,56 @@
+#pragma once
+// A schedule is data: for every device the ordered list of compute ops it runs.
+// The simulator and the executor interpret the same lists. Transfers are not
+// listed: finishing F(s,m) sends its activation to stage s+1, finishing B(s,m)
+// sends its gradient to stage s-1.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/scenario.h"
+
+namespace pipescope {
+
+enum class OpKind : std::uint8_t {
+  kForward,    // F(s,m)
+  kRecompute,  // R(s,m): the forward again, to rebuild the stash before B
+  kBackward,   // B(s,m)
+  kOptimizer,  // the stage's optimizer step; micro_batch is unused (0)
+};
+
+std::string_view to_string(OpKind k);
+char op_letter(OpKind k);  // F, R, B, O
+
+struct Op {
+  OpKind kind = OpKind::kForward;
+  int stage = 0;
+  int micro_batch = 0;
+
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::kGpipe;
+  int stages = 1;         // K
+  int micro_batches = 1;  // M
+  bool remat = false;
+  std::vector<int> stage_device;            // device that runs each stage
+  std::vector<std::vector<Op>> device_ops;  // per device, in execution order
+
+  int devices() const { return static_cast<int>(device_ops.size()); }
+};
+
+// GPipe (fill-drain): every forward in micro-batch order, then every backward in
+// reverse micro-batch order, each preceded by its recompute when remat is on,
+// then the optimizer step. Stage s runs on device s.
+Schedule build_gpipe(int stages, int micro_batches, bool remat);
+
+Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool remat);
+
+// Checks that every stage has exactly one F and one B per micro-batch (and one R
+// when remat is on) on its own device, R before B, F before B, and one optimizer
+// step after them. Returns the first problem found, or an empty string.
+std::string check_schedule(const Schedule& s);
+
+}  // namespace pipescope

@@ -1,0 +1,40 @@
+#include "sim/stage_costs.h"
+
+#include <cmath>
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
+                                           const std::vector<StageRange>& stages,
+                                           const CostModel& cost, std::int64_t micro_batch_size,
+                                           double bytes_per_param) {
+  const std::int64_t b = micro_batch_size;
+  std::vector<StageCost> out;
+  out.reserve(stages.size());
+  for (const StageRange& range : stages) {
+    PS_CHECK(range.first_layer >= 0 && range.last_layer < static_cast<int>(model.layers.size()) &&
+                 range.first_layer <= range.last_layer,
+             "stage range outside the model");
+    StageCost c;
+    c.layers = range;
+    for (int l = range.first_layer; l <= range.last_layer; ++l) {
+      const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
+      c.forward += cost.forward(layer, b);
+      c.backward += cost.backward(layer, b);
+      c.recompute += cost.recompute(layer, b);
+      c.params += layer.params;
+      c.stash_bytes += layer.stash_bytes * b;
+    }
+    c.optimizer = cost.optimizer_step(c.params);
+    c.static_bytes =
+        static_cast<Bytes>(std::llround(static_cast<double>(c.params) * bytes_per_param));
+    c.input_bytes = model.input_bytes_of(range.first_layer) * b;
+    c.output_bytes = model.layers[static_cast<std::size_t>(range.last_layer)].out_bytes * b;
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,34 @@
+#pragma once
+// What one pipeline stage costs for one micro-batch: the durations the engine
+// schedules and the sizes the memory tracker accounts.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/cost_model.h"
+#include "costmodels/model.h"
+#include "sim/partition.h"
+
+namespace pipescope {
+
+struct StageCost {
+  StageRange layers;
+  SimTime forward = 0;    // ns, one micro-batch through every layer of the stage
+  SimTime backward = 0;   // ns
+  SimTime recompute = 0;  // ns; charged only when the schedule rematerializes
+  SimTime optimizer = 0;  // ns, the stage's optimizer step
+  std::int64_t params = 0;
+  Bytes static_bytes = 0;  // weights + gradients + optimizer state
+  Bytes input_bytes = 0;   // the stage's input for one micro-batch
+  Bytes output_bytes = 0;  // what it sends to the next stage for one micro-batch
+  Bytes stash_bytes = 0;   // every layer's stash for one micro-batch
+};
+
+// A stage's time is the sum of its layers' times (each layer one op with its own
+// overhead).
+std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
+                                           const std::vector<StageRange>& stages,
+                                           const CostModel& cost, std::int64_t micro_batch_size,
+                                           double bytes_per_param);
+
+}  // namespace pipescope

@@ -1,0 +1,87 @@
+#pragma once
+// What happened when, on which device and lane. The same type describes a
+// simulated and (later) a measured run, so traces, the GUI and comparisons treat
+// both alike.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodels/units.h"
+#include "sim/schedule.h"
+#include "sim/sim_listener.h"
+
+namespace pipescope {
+
+enum class Lane : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2 };
+std::string_view to_string(Lane l);
+
+enum class EventKind : std::uint8_t {
+  kForward,
+  kRecompute,
+  kBackward,
+  kOptimizer,  // compute lane
+  kActivation,
+  kGradient,  // send and recv lanes
+};
+std::string_view to_string(EventKind k);
+EventKind event_kind(OpKind k);
+EventKind event_kind(TransferKind k);
+
+struct TimelineEvent {
+  int device = 0;
+  Lane lane = Lane::kCompute;
+  EventKind kind = EventKind::kForward;
+  int stage = 0;                      // the op's stage; for transfers the sending stage
+  int micro_batch = 0;                // unused (0) for the optimizer step
+  SimTime start = 0;                  // ns
+  SimTime end = 0;                    // ns
+  Bytes bytes = 0;                    // transfers only
+  std::optional<int> peer_stage;      // transfers: the receiving stage
+  std::optional<std::uint64_t> flow;  // transfers: shared by its send and recv events
+  std::optional<int> link;            // transfers: the Cluster link this hop used
+};
+
+// Bytes in use on one device from `time` until the next point.
+struct MemoryPoint {
+  SimTime time = 0;
+  Bytes bytes = 0;
+};
+
+struct Timeline {
+  std::vector<std::string> device_names;
+  std::vector<TimelineEvent> events;             // in the order they started
+  std::vector<std::vector<MemoryPoint>> memory;  // per device; may be empty
+  std::vector<std::string> link_names;           // index = link id
+};
+
+// Records compute ops on the compute lane; a transfer's first hop on the
+// sender's send lane and its last hop on the receiver's recv lane, both with the
+// transfer's flow id.
+class TimelineRecorder final : public SimListener {
+ public:
+  explicit TimelineRecorder(Timeline& out) : out_(out) {}
+  void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
+  void on_transfer(const TransferHop& hop) override;
+
+ private:
+  Timeline& out_;
+};
+
+// Fans one engine out to several listeners.
+class ListenerList final : public SimListener {
+ public:
+  void add(SimListener* l) { listeners_.push_back(l); }
+  void on_compute(int device, const Op& op, SimTime start, SimTime end) override {
+    for (SimListener* l : listeners_) l->on_compute(device, op, start, end);
+  }
+  void on_transfer(const TransferHop& hop) override {
+    for (SimListener* l : listeners_) l->on_transfer(hop);
+  }
+
+ private:
+  std::vector<SimListener*> listeners_;
+};
+
+}  // namespace pipescope

@@ -1,0 +1,145 @@
+#include "sim/trace_io.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope {
+namespace {
+
+// ns -> "us.fff": exact, no floating point.
+std::string micros(SimTime ns) {
+  char buf[32];
+  const char* sign = ns < 0 ? "-" : "";
+  const SimTime a = ns < 0 ? -ns : ns;
+  std::snprintf(buf, sizeof buf, "%s%" PRId64 ".%03" PRId64, sign, a / 1000, a % 1000);
+  return buf;
+}
+
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump();
+}
+
+std::string event_name(const TimelineEvent& e) {
+  const std::string mb = std::to_string(e.micro_batch);
+  switch (e.kind) {
+    case EventKind::kForward:
+      return "F" + mb;
+    case EventKind::kRecompute:
+      return "R" + mb;
+    case EventKind::kBackward:
+      return "B" + mb;
+    case EventKind::kOptimizer:
+      return "optimizer";
+    case EventKind::kActivation:
+      return "act " + mb;
+    case EventKind::kGradient:
+      return "grad " + mb;
+  }
+  return "?";
+}
+
+class Writer {
+ public:
+  explicit Writer(std::ostream& out) : out_(out) {}
+  void event(const std::string& body) {
+    out_ << (first_ ? "\n" : ",\n") << '{' << body << '}';
+    first_ = false;
+  }
+
+ private:
+  std::ostream& out_;
+  bool first_ = true;
+};
+
+std::string head(const char* ph, int pid, int tid) {
+  return std::string("\"ph\":\"") + ph + "\",\"pid\":" + std::to_string(pid) +
+         ",\"tid\":" + std::to_string(tid);
+}
+
+void write_metadata(Writer& w, const Timeline& t) {
+  for (std::size_t d = 0; d < t.device_names.size(); ++d) {
+    const int pid = static_cast<int>(d);
+    w.event(head("M", pid, 0) +
+            ",\"name\":\"process_name\",\"args\":{\"name\":" + quoted(t.device_names[d]) + "}");
+    w.event(head("M", pid, 0) + ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
+            std::to_string(pid) + "}");
+    for (Lane lane : {Lane::kCompute, Lane::kSend, Lane::kRecv}) {
+      w.event(head("M", pid, static_cast<int>(lane)) +
+              ",\"name\":\"thread_name\",\"args\":{\"name\":\"" + std::string(to_string(lane)) +
+              "\"}");
+    }
+  }
+}
+
+void write_event(Writer& w, const Timeline& t, const TimelineEvent& e) {
+  const int tid = static_cast<int>(e.lane);
+  std::string args = "\"stage\":" + std::to_string(e.stage);
+  if (e.kind != EventKind::kOptimizer) args += ",\"micro_batch\":" + std::to_string(e.micro_batch);
+  if (e.lane != Lane::kCompute) {
+    args += ",\"bytes\":" + std::to_string(e.bytes);
+    if (e.peer_stage) args += ",\"to_stage\":" + std::to_string(*e.peer_stage);
+    if (e.link && static_cast<std::size_t>(*e.link) < t.link_names.size()) {
+      args += ",\"link\":" + quoted(t.link_names[static_cast<std::size_t>(*e.link)]);
+    }
+  }
+  w.event(head("X", e.device, tid) + ",\"name\":" + quoted(event_name(e)) + ",\"cat\":\"" +
+          std::string(to_string(e.kind)) + "\",\"ts\":" + micros(e.start) +
+          ",\"dur\":" + micros(e.end - e.start) + ",\"args\":{" + args + "}");
+  if (e.flow) {
+    // The arrow runs from the start of the send slice to the start of the recv
+    // slice; "bp":"e" binds its end to the slice that encloses it.
+    const bool send = e.lane == Lane::kSend;
+    w.event(head(send ? "s" : "f", e.device, tid) +
+            ",\"name\":\"transfer\",\"cat\":\"flow\",\"id\":" + std::to_string(*e.flow) +
+            ",\"ts\":" + micros(e.start) + (send ? "" : ",\"bp\":\"e\""));
+  }
+}
+
+void write_memory(Writer& w, const Timeline& t) {
+  for (std::size_t d = 0; d < t.memory.size(); ++d) {
+    for (const MemoryPoint& p : t.memory[d]) {
+      w.event(head("C", static_cast<int>(d), 0) + ",\"name\":\"memory\",\"ts\":" + micros(p.time) +
+              ",\"args\":{\"bytes\":" + std::to_string(p.bytes) + "}");
+    }
+  }
+}
+
+}  // namespace
+
+void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
+  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+  Writer w(out);
+  write_metadata(w, timeline);
+  for (const TimelineEvent& e : timeline.events) write_event(w, timeline, e);
+  write_memory(w, timeline);
+  out << "\n]}\n";
+}
+
+void write_chrome_trace_file(const std::filesystem::path& path, const Timeline& timeline) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
+    write_chrome_trace(out, timeline);
+    out.flush();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      throw std::runtime_error(path.string() + ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw std::runtime_error(path.string() + ": cannot rename the finished trace into place");
+  }
+}
+
+}  // namespace pipescope

@@ -1,0 +1,143 @@
+// `pipescope simulate` as a user runs it: the contract's JSON keys, the trace
+// file, and one-line errors with a non-zero exit status.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CliResult run(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path() / ("pipescope_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cmd = std::string(PIPESCOPE_CLI) + " " + args + " >" + (dir / "out").string() +
+                          " 2>" + (dir / "err").string();
+  const int raw = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+const std::string kDemo = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json";
+
+std::set<std::string> keys(const nlohmann::json& j) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : j.items()) out.insert(k);
+  return out;
+}
+
+TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
+  const CliResult r = run("simulate " + kDemo + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(keys(j),
+            (std::set<std::string>{"K", "M", "schedule", "remat", "micro_batch_size", "step_time_s",
+                                   "throughput_samples_per_s", "bubble_fraction", "mfu", "fits",
+                                   "devices", "stages"}));
+  ASSERT_EQ(j["devices"].size(), j["K"].get<std::size_t>());
+  EXPECT_EQ(keys(j["devices"][0]),
+            (std::set<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "busy_s"}));
+  EXPECT_EQ(keys(j["stages"][0]),
+            (std::set<std::string>{"first_layer", "last_layer", "fwd_s", "bwd_s", "recompute_s"}));
+  EXPECT_EQ(j["schedule"], "gpipe");
+  EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["stages"][0]["first_layer"], 0);
+}
+
+TEST(SimulateCli, OptionsOverrideTheScenario) {
+  const CliResult r = run("simulate " + kDemo + " -K 2 -M 4 --remat off --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["K"], 2);
+  EXPECT_EQ(j["M"], 4);
+  EXPECT_EQ(j["remat"], false);
+  EXPECT_EQ(j["stages"][1]["recompute_s"], 0.0);
+}
+
+TEST(SimulateCli, SetOverridesAField) {
+  const CliResult r = run("simulate " + kDemo + " --set training.global_batch=64 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["micro_batch_size"], 64 / j["M"].get<int>());
+}
+
+TEST(SimulateCli, TableNamesEveryStageAndTheTotals) {
+  const CliResult r = run("simulate " + kDemo + " -K 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Step time"), std::string::npos);
+  EXPECT_NE(r.out.find("Bubble"), std::string::npos);
+  EXPECT_NE(r.out.find("peak memory / capacity"), std::string::npos);
+  EXPECT_NE(r.out.find("K=2"), std::string::npos);
+}
+
+TEST(SimulateCli, WritesATraceThatParses) {
+  const fs::path trace = fs::temp_directory_path() / "pipescope_cli_trace.json";
+  fs::remove(trace);
+  const CliResult r = run("simulate " + kDemo + " --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
+  EXPECT_GT(doc["traceEvents"].size(), 100u);
+  fs::remove(trace);
+}
+
+TEST(SimulateCli, MissingFileIsOneLineNamingIt) {
+  const CliResult r = run("simulate /no/such/scenario.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "pipescope: error: /no/such/scenario.json: cannot open file\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(SimulateCli, ImpossibleKIsAClearError) {
+  const CliResult r = run("simulate " + kDemo + " -K 64");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("K=64 is more stages than"), std::string::npos) << r.err;
+}
+
+TEST(SimulateCli, BadSetNamesThePath) {
+  const CliResult r = run("simulate " + kDemo + " --set training.micro_batches=3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("training.micro_batches"), std::string::npos) << r.err;
+}
+
+TEST(SimulateCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run("simulate").status, 2);
+  EXPECT_EQ(run("simulate " + kDemo + " --remat maybe").status, 2);
+  EXPECT_EQ(run("frobnicate").status, 2);
+}
+
+TEST(SimulateCli, HelpDescribesTheOptions) {
+  const CliResult r = run("simulate --help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* opt : {"--stages", "--micro-batches", "--remat", "--set", "--trace", "--json"}) {
+    EXPECT_NE(r.out.find(opt), std::string::npos) << opt;
+  }
+}
+
+}  // namespace

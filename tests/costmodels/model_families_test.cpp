@@ -1,0 +1,168 @@
+#include "costmodels/model_families.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace pipescope {
+namespace {
+
+// h = 4, f = 16, s = 3, a = 2, V = 10, fp32 (e = 4), two blocks; numbers by hand.
+TransformerParams tiny() {
+  TransformerParams p;
+  p.layers = 2;
+  p.d_model = 4;
+  p.d_ff = 16;
+  p.heads = 2;
+  p.seq_len = 3;
+  p.vocab = 10;
+  p.dtype = DType::kFp32;
+  return p;
+}
+
+TEST(Transformer, LayerListAndModelFields) {
+  const ModelSpec m = make_transformer(tiny(), "tiny");
+  EXPECT_EQ(m.name, "tiny");
+  EXPECT_EQ(m.family, "transformer");
+  EXPECT_EQ(m.dtype, DType::kFp32);
+  EXPECT_EQ(m.input_bytes, 12);  // 3 int32 token ids
+  EXPECT_EQ(m.tokens_per_sample, 3);
+  ASSERT_EQ(m.layers.size(), 4u);
+  EXPECT_EQ(m.layers[0].name, "embed");
+  EXPECT_EQ(m.layers[1].name, "block0");
+  EXPECT_EQ(m.layers[2].name, "block1");
+  EXPECT_EQ(m.layers[3].name, "head");
+}
+
+TEST(Transformer, EmbeddingByHand) {
+  const LayerSpec& l = make_transformer(tiny()).layers[0];
+  EXPECT_EQ(l.fwd_flops, 12.0);  // s*h
+  EXPECT_EQ(l.bwd_flops, 24.0);
+  EXPECT_EQ(l.params, 40);       // V*h, sinusoidal positions
+  EXPECT_EQ(l.out_bytes, 48);    // s*h*4
+  EXPECT_EQ(l.stash_bytes, 12);  // token ids
+}
+
+TEST(Transformer, LearnedPositionsAddATable) {
+  TransformerParams p = tiny();
+  p.learned_positions = true;
+  EXPECT_EQ(make_transformer(p).layers[0].params, 52);  // V*h + s*h = 40 + 12
+}
+
+TEST(Transformer, BlockByHand) {
+  const LayerSpec& l = make_transformer(tiny()).layers[1];
+  EXPECT_EQ(l.fwd_flops, 1296.0);  // 8*3*16 + 4*3*4*16 + 4*9*4 = 384 + 768 + 144
+  EXPECT_EQ(l.bwd_flops, 2592.0);
+  EXPECT_EQ(l.params, 244);  // 64+16 + 128+16+4 + 16
+  EXPECT_EQ(l.out_bytes, 48);
+  // 4-byte tensors of s*h: QKV in, Q, K, V, out-proj in, MLP in, 2 LN in = 8 * 48;
+  // masks 2 * 12; s*f tensors 2 * 4 * 48; a*s^2 = 18: (4 + 1 + 4) * 18.
+  EXPECT_EQ(l.stash_bytes, 384 + 24 + 384 + 162);
+}
+
+TEST(Transformer, HeadByHand) {
+  const LayerSpec& l = make_transformer(tiny()).layers[3];
+  EXPECT_EQ(l.fwd_flops, 390.0);  // 2*3*4*10 + 5*3*10
+  EXPECT_EQ(l.bwd_flops, 780.0);
+  EXPECT_EQ(l.params, 48);  // V*h + 2h
+  EXPECT_EQ(l.out_bytes, 4);
+  EXPECT_EQ(l.stash_bytes, 228);  // 2*3*4*4 + 3*10*4 + 3*4
+}
+
+TEST(Transformer, ModelTotals) {
+  const ModelSpec m = make_transformer(tiny());
+  EXPECT_EQ(m.total_params(), 40 + 2 * 244 + 48);
+  EXPECT_EQ(m.fwd_flops_per_sample(), 12.0 + 2 * 1296.0 + 390.0);
+  EXPECT_EQ(m.bwd_flops_per_sample(), 2 * (12.0 + 2 * 1296.0 + 390.0));
+  EXPECT_EQ(m.input_bytes_of(0), 12);
+  EXPECT_EQ(m.input_bytes_of(1), 48);
+  EXPECT_EQ(m.input_bytes_of(3), 48);
+  EXPECT_EQ(m.input_bytes_of(4), 4);
+}
+
+TEST(Transformer, DefaultFeedForwardIsFourTimesModel) {
+  TransformerParams p = tiny();
+  p.d_ff = 0;
+  EXPECT_EQ(make_transformer(p).layers[1].params, 244);
+}
+
+// Korthikanti et al. 2022: 16-bit activations, f = 4h: s*h*34 + 5*a*s^2 bytes.
+TEST(Transformer, StashMatchesKorthikantiForSixteenBit) {
+  TransformerParams p = tiny();
+  p.d_model = 8;
+  p.d_ff = 0;
+  p.seq_len = 4;
+  p.heads = 2;
+  p.dtype = DType::kBf16;
+  EXPECT_EQ(make_transformer(p).layers[1].stash_bytes, 4 * 8 * 34 + 5 * 2 * 4 * 4);
+}
+
+// GPipe (Huang et al. 2019), Transformer-L with h = 2048, f = 8192, a = 32,
+// s = 1024, V = 32000: 282.2M parameters for 3 blocks, 785.8M for 13, 5.3B for 103.
+// Its Transformer uses sinusoidal positions (no position table), our default.
+TEST(Transformer, GpipeParameterCounts) {
+  TransformerParams p;
+  p.d_model = 2048;
+  p.d_ff = 8192;
+  p.heads = 32;
+  p.seq_len = 1024;
+  p.vocab = 32000;
+  const struct {
+    int layers;
+    double paper;
+  } rows[] = {{3, 282.2e6}, {13, 785.8e6}, {103, 5.3e9}};
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.layers);
+    p.layers = row.layers;
+    const double ours = static_cast<double>(make_transformer(p).total_params());
+    EXPECT_NEAR(ours / row.paper, 1.0, 0.005);
+  }
+  p.layers = 3;
+  EXPECT_EQ(make_transformer(p).total_params(), 284'248'064 - 1024 * 2048);
+  EXPECT_EQ(make_transformer(p).layers[1].params, 50'358'272);
+}
+
+// d = 4, f = 16 (default), c = 3, fp32, two blocks.
+TEST(Mlp, ByHand) {
+  MlpParams p;
+  p.layers = 2;
+  p.d_model = 4;
+  p.classes = 3;
+  const ModelSpec m = make_mlp(p, "tiny-mlp");
+  EXPECT_EQ(m.name, "tiny-mlp");
+  EXPECT_EQ(m.family, "mlp");
+  EXPECT_EQ(m.input_bytes, 16);
+  EXPECT_EQ(m.tokens_per_sample, 1);
+  ASSERT_EQ(m.layers.size(), 3u);
+
+  const LayerSpec& b = m.layers[1];
+  EXPECT_EQ(b.name, "block1");
+  EXPECT_EQ(b.fwd_flops, 276.0);  // 4*4*16 + 5*4
+  EXPECT_EQ(b.bwd_flops, 552.0);
+  EXPECT_EQ(b.params, 156);  // 2*64 + 16 + 4 + 8
+  EXPECT_EQ(b.out_bytes, 16);
+  EXPECT_EQ(b.stash_bytes, 160);  // 4 * (2*4 + 2*16)
+
+  const LayerSpec& h = m.layers[2];
+  EXPECT_EQ(h.name, "head");
+  EXPECT_EQ(h.fwd_flops, 39.0);  // 2*4*3 + 5*3
+  EXPECT_EQ(h.params, 15);
+  EXPECT_EQ(h.out_bytes, 4);
+  EXPECT_EQ(h.stash_bytes, 32);  // 16 + 12 + 4
+  EXPECT_EQ(m.total_params(), 2 * 156 + 15);
+}
+
+TEST(Mlp, ClassesDefaultToModelWidth) {
+  MlpParams p;
+  p.layers = 1;
+  p.d_model = 4;
+  p.d_hidden = 8;
+  p.dtype = DType::kBf16;
+  const ModelSpec m = make_mlp(p);
+  EXPECT_EQ(m.layers[1].params, 4 * 4 + 4);
+  EXPECT_EQ(m.layers[0].stash_bytes, 2 * (8 + 16));
+  EXPECT_EQ(m.input_bytes, 8);
+}
+
+}  // namespace
+}  // namespace pipescope

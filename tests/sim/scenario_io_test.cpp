@@ -1,0 +1,605 @@
+#include "sim/scenario_io.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodels/device.h"
+#include "costmodels/model_families.h"
+
+namespace pipescope {
+namespace {
+
+using nlohmann::json;
+
+const std::string kScenarios = std::string(PIPESCOPE_TEST_DATA_DIR) + "/scenarios/";
+
+// A valid scenario that each error test breaks in one place.
+json good_doc() {
+  return json::parse(R"({
+    "model": { "family": "transformer", "layers": 4, "d_model": 64, "heads": 4,
+               "seq_len": 32, "vocab": 100 },
+    "cluster": { "preset": "a100-80g", "devices": 2 },
+    "training": { "global_batch": 32, "micro_batches": 4 }
+  })");
+}
+
+json layer_list_doc() {
+  json doc = good_doc();
+  doc["model"] = json::parse(R"({ "family": "layers", "layers": [
+      { "name": "a", "fwd_flops": 10, "params": 1, "out_bytes": 4, "stash_bytes": 4 },
+      { "name": "b", "fwd_flops": 10, "params": 1, "out_bytes": 4, "stash_bytes": 4 },
+      { "name": "c", "fwd_flops": 10, "params": 1, "out_bytes": 4, "stash_bytes": 4 } ]})");
+  return doc;
+}
+
+json explicit_cluster_doc() {
+  json doc = good_doc();
+  doc["cluster"] = json::parse(R"({ "devices": 2,
+      "device": { "peak_flops": 1e12, "memory_bytes": 1000000, "mem_bandwidth": 1e11 },
+      "interconnect": { "topology": "ring", "bandwidth": 1e10, "latency_s": 1e-6 } })");
+  return doc;
+}
+
+// The error that parsing `text` (labelled "bad.json") raises.
+ScenarioError error_of_text(const std::string& text,
+                            const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_scenario_text(text, "bad.json", overrides);
+  } catch (const ScenarioError& e) {
+    return e;
+  }
+  throw std::logic_error("the scenario was accepted");
+}
+
+ScenarioError error_of(const json& doc, const std::vector<std::string>& overrides = {}) {
+  return error_of_text(doc.dump(), overrides);
+}
+
+ScenarioError error_of_file(const std::string& file) {
+  try {
+    load_scenario(file);
+  } catch (const ScenarioError& e) {
+    return e;
+  }
+  throw std::logic_error("the scenario was accepted");
+}
+
+// --- Good scenarios ---
+
+TEST(ScenarioIo, LoadsDemo) {
+  const Scenario s = load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json");
+  EXPECT_EQ(s.name, "demo");
+  EXPECT_FALSE(s.notes.empty());
+  TransformerParams p;
+  p.layers = 24;
+  p.d_model = 2048;
+  p.d_ff = 8192;
+  p.heads = 16;
+  p.seq_len = 1024;
+  p.vocab = 32000;
+  p.dtype = DType::kBf16;
+  const ModelSpec expected = make_transformer(p);
+  EXPECT_EQ(s.model.family, "transformer");
+  EXPECT_EQ(s.model.dtype, DType::kBf16);
+  EXPECT_EQ(s.model.layers.size(), expected.layers.size());
+  EXPECT_EQ(s.model.total_params(), expected.total_params());
+  EXPECT_EQ(s.model.tokens_per_sample, 1024);
+  EXPECT_EQ(s.cluster.name, "a100-80g");
+  EXPECT_EQ(s.cluster.devices, 4);
+  EXPECT_EQ(s.cluster.device.memory_bytes, find_device_preset("a100-80g")->device.memory_bytes);
+  EXPECT_EQ(s.training.global_batch, 32);
+  EXPECT_EQ(s.training.micro_batches, 8);
+  EXPECT_EQ(s.training.micro_batch_size(), 4);
+  EXPECT_EQ(s.training.optimizer, Optimizer::kAdam);
+  EXPECT_EQ(s.training.bytes_per_param, bytes_per_param(Optimizer::kAdam, DType::kBf16));
+  EXPECT_EQ(s.training.schedule, ScheduleKind::kGpipe);
+  EXPECT_TRUE(s.training.remat);
+}
+
+TEST(ScenarioIo, LoadsGpipeTpuV3Example) {
+  const Scenario s =
+      load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpipe-transformer-tpuv3.json");
+  EXPECT_EQ(s.name, "gpipe-transformer-tpuv3");
+  EXPECT_EQ(s.model.dtype, DType::kFp32);
+  EXPECT_EQ(s.cluster.name, "tpu-v3");
+  EXPECT_EQ(s.cluster.devices, 8);
+  EXPECT_EQ(s.training.optimizer, Optimizer::kRmsprop);
+  EXPECT_EQ(s.training.bytes_per_param, 12.0);
+}
+
+TEST(ScenarioIo, ExplicitClusterAndMlp) {
+  const Scenario s = load_scenario(kScenarios + "explicit_cluster.json");
+  EXPECT_EQ(s.name, "explicit_cluster");  // the file's stem
+  EXPECT_EQ(s.notes, "");
+  MlpParams p;
+  p.layers = 6;
+  p.d_model = 512;
+  p.d_hidden = 2048;
+  p.classes = 10;
+  EXPECT_EQ(s.model.family, "mlp");
+  EXPECT_EQ(s.model.name, "mlp");
+  EXPECT_EQ(s.model.total_params(), make_mlp(p).total_params());
+  EXPECT_EQ(s.cluster.name, "toy-gpu");
+  EXPECT_EQ(s.cluster.devices, 2);
+  EXPECT_EQ(s.cluster.device.name, "toy-gpu");
+  EXPECT_EQ(s.cluster.device.peak_flops_fp32, 10e12);
+  EXPECT_EQ(s.cluster.device.peak_flops_16bit, 80e12);
+  EXPECT_EQ(s.cluster.device.memory_bytes, 16'000'000'000);
+  EXPECT_EQ(s.cluster.device.mem_bandwidth, 900e9);
+  EXPECT_EQ(s.cluster.device.op_overhead_s, 5e-6);
+  EXPECT_EQ(s.cluster.device.efficiency.max_efficiency, 0.5);
+  EXPECT_EQ(s.cluster.device.efficiency.half_flops, 0.0);
+  EXPECT_EQ(s.cluster.interconnect.topology, TopologyKind::kPcieHost);
+  EXPECT_EQ(s.cluster.interconnect.bandwidth, 12e9);
+  EXPECT_EQ(s.cluster.interconnect.latency_s, 5e-6);
+  EXPECT_EQ(s.training.micro_batches, 4);
+  EXPECT_EQ(s.training.optimizer, Optimizer::kMomentum);
+  EXPECT_EQ(s.training.bytes_per_param, 12.0);
+  EXPECT_FALSE(s.training.remat);
+}
+
+TEST(ScenarioIo, ExplicitLayerList) {
+  const Scenario s = load_scenario(kScenarios + "layer_list.json");
+  EXPECT_EQ(s.name, "three-layers");
+  EXPECT_EQ(s.model.name, "toy");
+  EXPECT_EQ(s.model.family, "layers");
+  EXPECT_EQ(s.model.dtype, DType::kFp16);
+  EXPECT_EQ(s.model.input_bytes, 64);
+  EXPECT_EQ(s.model.tokens_per_sample, 16);
+  ASSERT_EQ(s.model.layers.size(), 3u);
+  const LayerSpec& in = s.model.layers[0];
+  EXPECT_EQ(in.name, "in");
+  EXPECT_EQ(in.fwd_flops, 1e6);
+  EXPECT_EQ(in.bwd_flops, 2e6);  // default: twice the forward
+  EXPECT_EQ(in.params, 1000);
+  EXPECT_EQ(in.out_bytes, 256);
+  EXPECT_EQ(in.stash_bytes, 64);
+  EXPECT_EQ(s.model.layers[1].bwd_flops, 5e6);
+  EXPECT_EQ(s.model.layers[2].fwd_flops, 0.0);
+  // Without a name or op_overhead_s the device is "custom" with no per-op cost, one
+  // peak for every dtype and flat full efficiency.
+  EXPECT_EQ(s.cluster.name, "custom");
+  EXPECT_EQ(s.cluster.device.peak_flops_16bit, 1e12);
+  EXPECT_EQ(s.cluster.device.op_overhead_s, 0.0);
+  EXPECT_EQ(s.cluster.device.efficiency.max_efficiency, 1.0);
+  EXPECT_EQ(s.cluster.device.efficiency.half_flops, 0.0);
+  EXPECT_EQ(s.cluster.interconnect.latency_s, 0.0);
+  EXPECT_FALSE(s.training.optimizer.has_value());
+  EXPECT_EQ(s.training.bytes_per_param, 10.0);
+}
+
+TEST(ScenarioIo, EfficiencyObject) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["device"]["efficiency"] = {{"max", 0.8}, {"half_flops", 1e9}};
+  const Scenario s = parse_scenario(doc, "eff.json");
+  EXPECT_EQ(s.cluster.device.efficiency.max_efficiency, 0.8);
+  EXPECT_EQ(s.cluster.device.efficiency.half_flops, 1e9);
+}
+
+TEST(ScenarioIo, PresetInterconnectOverride) {
+  json doc = good_doc();
+  doc["cluster"]["interconnect"] = {{"topology", "ring"}, {"bandwidth", 5e9}, {"latency_s", 2e-6}};
+  const Scenario s = parse_scenario(doc, "ic.json");
+  const DevicePreset a100 = *find_device_preset("a100-80g");
+  EXPECT_EQ(s.cluster.name, "a100-80g");
+  EXPECT_EQ(s.cluster.device.peak_flops_16bit, a100.device.peak_flops_16bit);
+  EXPECT_EQ(s.cluster.interconnect.topology, TopologyKind::kRing);
+  EXPECT_EQ(s.cluster.interconnect.bandwidth, 5e9);
+  EXPECT_EQ(s.cluster.interconnect.latency_s, 2e-6);
+}
+
+TEST(ScenarioIo, DefaultsAndNameFromText) {
+  json doc = good_doc();
+  doc["training"].erase("micro_batches");
+  const Scenario s = parse_scenario_text(doc.dump(), "");
+  EXPECT_EQ(s.name, "scenario");
+  EXPECT_EQ(s.model.name, "transformer");
+  EXPECT_EQ(s.model.dtype, DType::kFp32);
+  EXPECT_EQ(s.training.micro_batches, 1);
+  EXPECT_EQ(s.training.optimizer, Optimizer::kAdam);
+  EXPECT_EQ(s.training.bytes_per_param, 16.0);
+  EXPECT_EQ(s.training.schedule, ScheduleKind::kGpipe);
+  EXPECT_TRUE(s.training.remat);
+  TransformerParams p;  // d_ff defaults to 4 * d_model
+  p.layers = 4;
+  p.d_model = 64;
+  p.d_ff = 256;
+  p.heads = 4;
+  p.seq_len = 32;
+  p.vocab = 100;
+  EXPECT_EQ(s.model.total_params(), make_transformer(p).total_params());
+}
+
+TEST(ScenarioIo, IntegralFloatsAreIntegers) {
+  json doc = good_doc();
+  doc["training"]["global_batch"] = 3.2e1;
+  EXPECT_EQ(parse_scenario(doc, "f.json").training.global_batch, 32);
+}
+
+// --- --set overrides ---
+
+TEST(ScenarioOverride, Number) {
+  const Scenario s = parse_scenario_text(good_doc().dump(), "o.json",
+                                         {"model.layers=6", "training.global_batch=64"});
+  EXPECT_EQ(s.model.layers.size(), 8u);  // embedding + 6 blocks + head
+  EXPECT_EQ(s.training.global_batch, 64);
+}
+
+TEST(ScenarioOverride, StringWithAndWithoutQuotes) {
+  const Scenario s = parse_scenario_text(good_doc().dump(), "o.json",
+                                         {"model.dtype=bf16", "training.optimizer=\"sgd\""});
+  EXPECT_EQ(s.model.dtype, DType::kBf16);
+  EXPECT_EQ(s.training.optimizer, Optimizer::kSgd);
+}
+
+TEST(ScenarioOverride, NestedArrayIndex) {
+  const Scenario s = parse_scenario_text(layer_list_doc().dump(), "o.json",
+                                         {"model.layers.1.fwd_flops=123", "model.layers.2.name=z"});
+  EXPECT_EQ(s.model.layers[1].fwd_flops, 123.0);
+  EXPECT_EQ(s.model.layers[2].name, "z");
+}
+
+TEST(ScenarioOverride, NewKeyIsRejectedByValidation) {
+  const ScenarioError e = error_of(good_doc(), {"training.foo=1"});
+  EXPECT_EQ(e.json_path(), "training.foo");
+}
+
+TEST(ScenarioOverride, MissingParent) {
+  const ScenarioError e = error_of(good_doc(), {"model.foo.bar=3"});
+  EXPECT_STREQ(e.what(), "bad.json: --set model.foo.bar=3: 'model.foo' does not exist");
+  EXPECT_EQ(e.file(), "bad.json");
+  EXPECT_EQ(e.json_path(), "model.foo.bar");
+}
+
+TEST(ScenarioOverride, IndexOutOfRange) {
+  const ScenarioError e = error_of(layer_list_doc(), {"model.layers.3.name=x"});
+  EXPECT_STREQ(e.what(), "bad.json: --set model.layers.3.name=x: 'model.layers.3' does not exist");
+  EXPECT_EQ(e.json_path(), "model.layers.3.name");
+}
+
+TEST(ScenarioOverride, ScalarParent) {
+  const ScenarioError e = error_of(good_doc(), {"model.family.x=1"});
+  EXPECT_STREQ(e.what(),
+               "bad.json: --set model.family.x=1: 'model.family' is not an object or an array");
+  EXPECT_EQ(e.json_path(), "model.family.x");
+}
+
+TEST(ScenarioOverride, MissingEquals) {
+  const ScenarioError e = error_of(good_doc(), {"model.layers"});
+  EXPECT_STREQ(e.what(), "bad.json: --set model.layers: expected PATH=VALUE");
+  EXPECT_EQ(e.json_path(), "");
+}
+
+TEST(ScenarioOverride, EmptyPath) {
+  const ScenarioError e = error_of(good_doc(), {"=3"});
+  EXPECT_STREQ(e.what(), "bad.json: --set =3: the path before '=' is empty");
+  EXPECT_EQ(e.json_path(), "");
+}
+
+TEST(ScenarioOverride, EmptySegment) {
+  const ScenarioError e = error_of(good_doc(), {"model..layers=3"});
+  EXPECT_STREQ(e.what(), "bad.json: --set model..layers=3: the path has an empty segment");
+  EXPECT_EQ(e.json_path(), "model..layers");
+}
+
+// --- Bad scenarios: one test per kind of mistake ---
+
+TEST(ScenarioErrors, MalformedJson) {
+  const std::string file = kScenarios + "malformed.json";
+  const ScenarioError e = error_of_file(file);
+  EXPECT_EQ(std::string(e.what()),
+            file +
+                ": malformed JSON at line 4, column 17: syntax error while parsing object key"
+                " - unexpected ','; expected string literal");
+  EXPECT_EQ(e.file(), file);
+  EXPECT_EQ(e.json_path(), "");
+}
+
+TEST(ScenarioErrors, MalformedJsonAtEnd) {
+  const ScenarioError e = error_of_text("{\n  \"model\": {}\n");
+  EXPECT_STREQ(e.what(),
+               "bad.json: malformed JSON at line 3, column 1: syntax error while parsing object -"
+               " unexpected end of input; expected '}'");
+}
+
+TEST(ScenarioErrors, HugeNumberDoesNotParse) {
+  const ScenarioError e = error_of_text("{\"training\": {\"global_batch\": 1e400}}");
+  EXPECT_STREQ(e.what(),
+               "bad.json: malformed JSON at line 1, column 35: number overflow parsing '1e400'");
+  EXPECT_EQ(e.json_path(), "");
+}
+
+TEST(ScenarioErrors, MissingFile) {
+  const std::string file = kScenarios + "no-such-file.json";
+  const ScenarioError e = error_of_file(file);
+  EXPECT_EQ(std::string(e.what()), file + ": cannot open file");
+  EXPECT_EQ(e.json_path(), "");
+}
+
+TEST(ScenarioErrors, TopLevelNotAnObject) {
+  const ScenarioError e = error_of(json::array());
+  EXPECT_STREQ(e.what(), "bad.json: expected an object, got array");
+}
+
+TEST(ScenarioErrors, UnknownTopLevelKey) {
+  json doc = good_doc();
+  doc["modle"] = 1;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: modle: unknown key 'modle' (expected one of: name, notes, model, "
+               "cluster, training)");
+  EXPECT_EQ(e.json_path(), "modle");
+}
+
+TEST(ScenarioErrors, UnknownNestedKey) {
+  json doc = good_doc();
+  doc["model"]["d_fff"] = 1024;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: model.d_fff: unknown key 'd_fff' (expected one of: family, name, "
+               "layers, d_model, d_ff, heads, seq_len, vocab, dtype, positions)");
+  EXPECT_EQ(e.json_path(), "model.d_fff");
+}
+
+TEST(Scenario, TransformerPositions) {
+  json doc = good_doc();
+  const auto embed_params = [&] { return parse_scenario(doc, "p.json").model.layers[0].params; };
+  const std::int64_t sinusoidal = embed_params();
+  doc["model"]["positions"] = "learned";
+  const std::int64_t learned = embed_params();
+  EXPECT_EQ(learned - sinusoidal, doc["model"]["seq_len"].get<std::int64_t>() *
+                                      doc["model"]["d_model"].get<std::int64_t>());
+  doc["model"]["positions"] = "rotary";
+  try {
+    parse_scenario(doc, "p.json");
+    FAIL() << "expected ScenarioError";
+  } catch (const ScenarioError& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "p.json: model.positions: unknown positions 'rotary' (expected one of: sinusoidal, "
+        "learned)");
+  }
+}
+
+TEST(ScenarioErrors, UnknownKeyInLayer) {
+  json doc = layer_list_doc();
+  doc["model"]["layers"][1]["flops"] = 3;
+  EXPECT_EQ(error_of(doc).json_path(), "model.layers[1].flops");
+}
+
+TEST(ScenarioErrors, WrongType) {
+  json doc = good_doc();
+  doc["model"]["family"] = 3;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: model.family: expected a string, got number");
+  EXPECT_EQ(e.json_path(), "model.family");
+}
+
+TEST(ScenarioErrors, WrongTypeForInteger) {
+  json doc = good_doc();
+  doc["model"]["layers"] = "24";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: model.layers: expected a positive integer, got string");
+  EXPECT_EQ(e.json_path(), "model.layers");
+}
+
+TEST(ScenarioErrors, WrongTypeBool) {
+  json doc = good_doc();
+  doc["training"]["remat"] = "yes";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: training.remat: expected true or false, got string");
+}
+
+TEST(ScenarioErrors, WrongTypeSection) {
+  json doc = good_doc();
+  doc["cluster"] = "a100-80g";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: cluster: expected an object, got string");
+  EXPECT_EQ(e.json_path(), "cluster");
+}
+
+TEST(ScenarioErrors, NegativeSize) {
+  json doc = good_doc();
+  doc["training"]["global_batch"] = -3;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: training.global_batch: expected a positive integer, got -3");
+  EXPECT_EQ(e.json_path(), "training.global_batch");
+}
+
+TEST(ScenarioErrors, NegativeLayerFlops) {
+  json doc = layer_list_doc();
+  doc["model"]["layers"][2]["fwd_flops"] = -1.5;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: model.layers[2].fwd_flops: expected a non-negative number, got -1.5");
+  EXPECT_EQ(e.json_path(), "model.layers[2].fwd_flops");
+}
+
+TEST(ScenarioErrors, ZeroSize) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["device"]["peak_flops"] = 0;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: cluster.device.peak_flops: expected a positive number, got 0");
+  EXPECT_EQ(e.json_path(), "cluster.device.peak_flops");
+}
+
+TEST(ScenarioErrors, NonIntegerWhereIntegerRequired) {
+  json doc = good_doc();
+  doc["model"]["d_model"] = 64.5;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: model.d_model: expected a positive integer, got 64.5");
+  EXPECT_EQ(e.json_path(), "model.d_model");
+}
+
+TEST(ScenarioErrors, IntegerTooLarge) {
+  json doc = good_doc();
+  doc["cluster"]["devices"] = 3e9;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: cluster.devices: expected a positive integer no larger than 2147483647, "
+               "got 3000000000.0");
+  EXPECT_EQ(e.json_path(), "cluster.devices");
+}
+
+TEST(ScenarioErrors, EfficiencyOutOfRange) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["device"]["efficiency"] = 1.5;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: cluster.device.efficiency: expected a number in (0, 1], got 1.5");
+}
+
+TEST(ScenarioErrors, EfficiencyObjectMissingKey) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["device"]["efficiency"] = {{"max", 0.5}};
+  EXPECT_EQ(error_of(doc).json_path(), "cluster.device.efficiency.half_flops");
+}
+
+TEST(ScenarioErrors, UnknownFamily) {
+  json doc = good_doc();
+  doc["model"]["family"] = "cnn";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: model.family: unknown family 'cnn' (expected one of: transformer, mlp, "
+               "layers)");
+  EXPECT_EQ(e.json_path(), "model.family");
+}
+
+TEST(ScenarioErrors, UnknownPreset) {
+  json doc = good_doc();
+  doc["cluster"]["preset"] = "a100";
+  const ScenarioError e = error_of(doc);
+  EXPECT_EQ(e.json_path(), "cluster.preset");
+  std::string names;
+  for (const DevicePreset& p : device_presets())
+    names += (names.empty() ? "" : ", ") + p.device.name;
+  EXPECT_EQ(std::string(e.what()),
+            "bad.json: cluster.preset: unknown preset 'a100' (expected one of: " + names + ")");
+  EXPECT_NE(names.find("a100-80g"), std::string::npos);
+}
+
+TEST(ScenarioErrors, UnknownDtype) {
+  json doc = good_doc();
+  doc["model"]["dtype"] = "fp8";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: model.dtype: unknown dtype 'fp8' (expected one of: fp32, bf16, fp16)");
+  EXPECT_EQ(e.json_path(), "model.dtype");
+}
+
+TEST(ScenarioErrors, UnknownTopology) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["interconnect"]["topology"] = "torus";
+  EXPECT_EQ(error_of(doc).json_path(), "cluster.interconnect.topology");
+}
+
+TEST(ScenarioErrors, UnknownOptimizer) {
+  json doc = good_doc();
+  doc["training"]["optimizer"] = "adagrad";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: training.optimizer: unknown optimizer 'adagrad' (expected one of: sgd, "
+               "momentum, rmsprop, adam)");
+  EXPECT_EQ(e.json_path(), "training.optimizer");
+}
+
+TEST(ScenarioErrors, UnknownSchedule) {
+  json doc = good_doc();
+  doc["training"]["schedule"] = "pipedream";
+  EXPECT_EQ(error_of(doc).json_path(), "training.schedule");
+}
+
+TEST(ScenarioErrors, OptimizerAndBytesPerParam) {
+  json doc = good_doc();
+  doc["training"]["optimizer"] = "adam";
+  doc["training"]["bytes_per_param"] = 16;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: training.bytes_per_param: 'bytes_per_param' cannot be given together "
+               "with 'optimizer'");
+  EXPECT_EQ(e.json_path(), "training.bytes_per_param");
+}
+
+TEST(ScenarioErrors, MicroBatchesDoNotDivideBatch) {
+  json doc = good_doc();
+  doc["training"]["micro_batches"] = 3;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: training.micro_batches: 3 does not divide global_batch 32");
+  EXPECT_EQ(e.json_path(), "training.micro_batches");
+}
+
+TEST(ScenarioErrors, MoreDevicesThanLayers) {
+  json doc = layer_list_doc();
+  doc["cluster"]["devices"] = 4;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: cluster.devices: 4 devices but the model has only 3 layers (each "
+               "pipeline stage needs at least one layer)");
+  EXPECT_EQ(e.json_path(), "cluster.devices");
+}
+
+TEST(ScenarioErrors, HeadsDoNotDivideDModel) {
+  json doc = good_doc();
+  doc["model"]["heads"] = 5;
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: model.heads: 5 heads do not divide d_model 64");
+  EXPECT_EQ(e.json_path(), "model.heads");
+}
+
+TEST(ScenarioErrors, EmptyLayerList) {
+  json doc = layer_list_doc();
+  doc["model"]["layers"] = json::array();
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: model.layers: expected at least one layer, got an empty array");
+  EXPECT_EQ(e.json_path(), "model.layers");
+}
+
+TEST(ScenarioErrors, DuplicateLayerName) {
+  json doc = layer_list_doc();
+  doc["model"]["layers"][2]["name"] = "a";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: model.layers[2].name: duplicate layer name 'a' (also used by "
+               "model.layers[0])");
+  EXPECT_EQ(e.json_path(), "model.layers[2].name");
+}
+
+TEST(ScenarioErrors, MissingRequiredKey) {
+  json doc = good_doc();
+  doc["training"].erase("global_batch");
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(), "bad.json: training.global_batch: missing required key");
+  EXPECT_EQ(e.json_path(), "training.global_batch");
+}
+
+TEST(ScenarioErrors, MissingLayerKey) {
+  json doc = layer_list_doc();
+  doc["model"]["layers"][0].erase("stash_bytes");
+  EXPECT_EQ(error_of(doc).json_path(), "model.layers[0].stash_bytes");
+}
+
+TEST(ScenarioErrors, PresetAndDevice) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["preset"] = "a100-80g";
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: cluster.device: 'device' cannot be given together with 'preset'");
+  EXPECT_EQ(e.json_path(), "cluster.device");
+}
+
+TEST(ScenarioErrors, NeitherPresetNorDevice) {
+  json doc = good_doc();
+  doc["cluster"].erase("preset");
+  const ScenarioError e = error_of(doc);
+  EXPECT_STREQ(e.what(),
+               "bad.json: cluster: expected a 'preset', or a 'device' and an 'interconnect'");
+  EXPECT_EQ(e.json_path(), "cluster");
+}
+
+}  // namespace
+}  // namespace pipescope

@@ -1,0 +1,52 @@
+#pragma once
+// Scenarios built in code for exact-value tests: a device with efficiency 1 and
+// no overhead, so an op of F FLOPs takes exactly F / peak seconds.
+
+#include <string>
+
+#include "sim/scenario.h"
+
+namespace pipescope::testing {
+
+// 1 GFLOP/s: one FLOP per nanosecond, so FLOPs read directly as ns.
+inline constexpr double kPeak = 1e9;
+
+inline Device exact_device(Bytes memory = Bytes{1} << 40) {
+  Device d;
+  d.name = "exact";
+  d.peak_flops_fp32 = kPeak;
+  d.peak_flops_16bit = kPeak;
+  d.memory_bytes = memory;
+  d.mem_bandwidth = 1e30;  // the roofline's memory term never binds
+  d.op_overhead_s = 0.0;
+  d.efficiency = EfficiencyCurve{1.0, 0.0};
+  return d;
+}
+
+// `layers` identical layers of `fwd_flops` per sample (backward 2x), no
+// parameters or activations unless given.
+inline Scenario uniform_scenario(int layers, int devices, Flops fwd_flops,
+                                 std::int64_t global_batch, int micro_batches, bool remat) {
+  Scenario sc;
+  sc.name = "uniform";
+  sc.model.name = "uniform";
+  sc.model.family = "layers";
+  for (int l = 0; l < layers; ++l) {
+    LayerSpec layer;
+    layer.name = "l" + std::to_string(l);
+    layer.fwd_flops = fwd_flops;
+    layer.bwd_flops = 2 * fwd_flops;
+    sc.model.layers.push_back(layer);
+  }
+  sc.cluster.name = "exact";
+  sc.cluster.devices = devices;
+  sc.cluster.device = exact_device();
+  sc.cluster.interconnect = Interconnect{TopologyKind::kAllToAll, 1e9, 0.0};
+  sc.training.global_batch = global_batch;
+  sc.training.micro_batches = micro_batches;
+  sc.training.bytes_per_param = 0.0;
+  sc.training.remat = remat;
+  return sc;
+}
+
+}  // namespace pipescope::testing

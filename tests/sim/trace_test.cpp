@@ -1,0 +1,111 @@
+// The Chrome trace: structure per DESIGN.md ("Trace") and byte-identical output
+// for the same input.
+
+#include "sim/trace_io.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/simulator.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+Scenario traced_scenario() {
+  Scenario sc = testing::uniform_scenario(6, 3, 1000.0, 8, 4, true);
+  for (LayerSpec& l : sc.model.layers) {
+    l.out_bytes = 300;
+    l.stash_bytes = 500;
+  }
+  sc.cluster.interconnect = Interconnect{TopologyKind::kPcieHost, 1e9, 1e-6};
+  return sc;
+}
+
+std::string trace_text(const Scenario& sc) {
+  std::ostringstream out;
+  write_chrome_trace(out, simulate(sc, SimConfig{}).timeline);
+  return out.str();
+}
+
+TEST(ChromeTrace, SameInputGivesIdenticalBytes) {
+  const std::string a = trace_text(traced_scenario());
+  const std::string b = trace_text(traced_scenario());
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+TEST(ChromeTrace, FollowsTheEventFormat) {
+  const SimResult r = simulate(traced_scenario(), SimConfig{});
+  std::ostringstream out;
+  write_chrome_trace(out, r.timeline);
+  const nlohmann::json doc = nlohmann::json::parse(out.str());
+  ASSERT_TRUE(doc.contains("traceEvents"));
+  std::map<std::string, int> by_phase;
+  std::map<int, std::set<int>> tids;  // pid -> lanes with complete events
+  std::map<std::uint64_t, std::string> flows;
+  int process_names = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    ++by_phase[ph];
+    if (ph == "M" && e["name"] == "process_name") ++process_names;
+    if (ph == "X") {
+      tids[e["pid"].get<int>()].insert(e["tid"].get<int>());
+      EXPECT_TRUE(e["args"].contains("stage"));
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+    }
+    if (ph == "s" || ph == "f") flows[e["id"].get<std::uint64_t>()] += ph;
+  }
+  EXPECT_EQ(process_names, 3);
+  // 3 stages x (4 F + 4 R + 4 B + 1 optimizer) compute events; 2 boundaries x 4
+  // micro-batches x 2 directions transfers, each a send and a recv.
+  EXPECT_EQ(r.compute_ops, 39);
+  EXPECT_EQ(r.transfers, 16);
+  EXPECT_EQ(by_phase["X"], 39 + 2 * 16);
+  EXPECT_EQ(flows.size(), 16u);
+  for (const auto& [id, phases] : flows) EXPECT_EQ(phases, "sf") << id;
+  EXPECT_GT(by_phase["C"], 0);
+  for (int pid = 0; pid < 3; ++pid) EXPECT_EQ(tids[pid], (std::set<int>{0, 1, 2}));
+}
+
+TEST(ChromeTrace, TimesAreMicrosecondsWithNanosecondDigits) {
+  Timeline t;
+  t.device_names = {"d0"};
+  TimelineEvent e;
+  e.start = 1'234'567;
+  e.end = 1'234'567 + 1'001;
+  t.events.push_back(e);
+  std::ostringstream out;
+  write_chrome_trace(out, t);
+  EXPECT_NE(out.str().find("\"ts\":1234.567,\"dur\":1.001"), std::string::npos) << out.str();
+}
+
+TEST(ChromeTrace, FileIsWrittenWhole) {
+  const auto path = std::filesystem::temp_directory_path() / "pipescope_trace_test.json";
+  std::filesystem::remove(path);
+  write_chrome_trace_file(path, simulate(traced_scenario(), SimConfig{}).timeline);
+  std::ifstream in(path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_GT(doc["traceEvents"].size(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+  std::filesystem::remove(path);
+}
+
+TEST(ChromeTrace, UnwritablePathIsAnErrorNamingIt) {
+  try {
+    write_chrome_trace_file("/nonexistent-dir/x.json", Timeline{});
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent-dir/x.json: cannot open for writing");
+  }
+}
+
+}  // namespace
+}  // namespace pipescope
