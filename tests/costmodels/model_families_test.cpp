@@ -35,7 +35,7 @@ TEST(Transformer, LayerListAndModelFields) {
 }
 
 TEST(Transformer, EmbeddingByHand) {
-  const LayerSpec& l = make_transformer(tiny()).layers[0];
+  const LayerSpec l = make_transformer(tiny()).layers[0];
   EXPECT_EQ(l.fwd_flops, 12.0);  // s*h
   EXPECT_EQ(l.bwd_flops, 24.0);
   EXPECT_EQ(l.params, 40);       // V*h, sinusoidal positions
@@ -50,7 +50,7 @@ TEST(Transformer, LearnedPositionsAddATable) {
 }
 
 TEST(Transformer, BlockByHand) {
-  const LayerSpec& l = make_transformer(tiny()).layers[1];
+  const LayerSpec l = make_transformer(tiny()).layers[1];
   EXPECT_EQ(l.fwd_flops, 1296.0);  // 8*3*16 + 4*3*4*16 + 4*9*4 = 384 + 768 + 144
   EXPECT_EQ(l.bwd_flops, 2592.0);
   EXPECT_EQ(l.params, 244);  // 64+16 + 128+16+4 + 16
@@ -61,7 +61,7 @@ TEST(Transformer, BlockByHand) {
 }
 
 TEST(Transformer, HeadByHand) {
-  const LayerSpec& l = make_transformer(tiny()).layers[3];
+  const LayerSpec l = make_transformer(tiny()).layers[3];
   EXPECT_EQ(l.fwd_flops, 390.0);  // 2*3*4*10 + 5*3*10
   EXPECT_EQ(l.bwd_flops, 780.0);
   EXPECT_EQ(l.params, 48);  // V*h + 2h
