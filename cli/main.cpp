@@ -4,13 +4,12 @@
 
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/simulate_command.h"
 #include "costmodels/check.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
 
 namespace {
 
@@ -39,16 +38,14 @@ int main(int argc, char** argv) {
 
   try {
     if (simulate_cmd->parsed()) return pipescope::cli::run_simulate(simulate);
-  } catch (const pipescope::ScenarioError& e) {
-    std::cerr << "pipescope: error: " << e.what() << "\n";
-    return kExitBadInput;
-  } catch (const pipescope::ConfigError& e) {
-    std::cerr << "pipescope: error: " << e.what() << "\n";
-    return kExitBadInput;
   } catch (const pipescope::InternalError& e) {
     std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
     return kExitInternal;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "pipescope: error: out of memory; try a smaller K, M or model\n";
+    return kExitBadInput;
   } catch (const std::exception& e) {
+    // ScenarioError, ConfigError and I/O errors already read as one sentence.
     std::cerr << "pipescope: error: " << e.what() << "\n";
     return kExitBadInput;
   }

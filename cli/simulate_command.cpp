@@ -50,15 +50,23 @@ int run_simulate(const SimulateOptions& o) {
   if (o.remat) config.remat = (*o.remat == "on");
   config.partition = *parse_partition_method(o.partition);
   config.record_timeline = o.trace.has_value();
-  const SimResult result = simulate(scenario, config);
+  SimResult result;
+  try {
+    result = simulate(scenario, config);
+  } catch (const ConfigError& e) {
+    if (e.scenario_field().empty()) throw;
+    throw ScenarioError(o.scenario, e.scenario_field(), e.what());
+  }
 
+  // The trace first: if it cannot be written, no result is printed as if all
+  // had gone well.
+  if (o.trace) write_chrome_trace_file(*o.trace, result.timeline);
   if (o.json) {
     std::cout << to_json(result).dump(2) << "\n";
   } else {
     print_summary(std::cout, scenario, result, config.partition);
   }
   if (o.trace) {
-    write_chrome_trace_file(*o.trace, result.timeline);
     (o.json ? std::cerr : std::cout)
         << "Trace written to " << *o.trace << " (" << result.timeline.events.size()
         << " events; open it in Perfetto or chrome://tracing)\n";

@@ -26,9 +26,12 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
       << format_bytes(static_cast<double>(c.device.memory_bytes)) << " each), "
       << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
       << ", " << format_seconds(c.interconnect.latency_s) << " latency\n";
-  out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages << ", M=" << r.micro_batches
-      << ", micro-batch " << r.micro_batch_size << ", remat " << (r.remat ? "on" : "off")
-      << ", partition " << to_string(partition) << ", cost model " << r.cost_model << "\n\n";
+  out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
+  // Without data parallelism the devices beyond K stay idle and are not counted.
+  if (r.stages < c.devices) out << " (on " << r.stages << " of the " << c.devices << " devices)";
+  out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
+      << (r.remat ? "on" : "off") << ", partition " << to_string(partition) << ", cost model "
+      << r.cost_model << "\n\n";
 }
 
 void print_stage_table(std::ostream& out, const SimResult& r) {

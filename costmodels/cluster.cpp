@@ -10,13 +10,14 @@ namespace pipescope {
 // d -> host and 2d+1 for host -> d; ring 2d for d -> d+1 (clockwise) and 2d+1 for
 // d -> d-1 (counter-clockwise), indices mod devices.
 
-int Cluster::link_count() const {
+std::int64_t Cluster::link_count() const {
+  const std::int64_t n = devices;
   switch (interconnect.topology) {
     case TopologyKind::kAllToAll:
-      return devices * devices;
+      return n * n;
     case TopologyKind::kPcieHost:
     case TopologyKind::kRing:
-      return 2 * devices;
+      return 2 * n;
   }
   return 0;
 }
@@ -27,23 +28,23 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
                std::to_string(devices) + " devices");
   std::vector<Hop> hops;
   if (src == dst) return hops;
-  const auto hop = [&](int link) {
+  const auto hop = [&](std::int64_t link) {
     hops.push_back({link, interconnect.bandwidth, interconnect.latency_s});
   };
   switch (interconnect.topology) {
     case TopologyKind::kAllToAll:
-      hop(src * devices + dst);
+      hop(std::int64_t{src} * devices + dst);
       break;
     case TopologyKind::kPcieHost:
-      hop(2 * src);
-      hop(2 * dst + 1);
+      hop(2 * std::int64_t{src});
+      hop(2 * std::int64_t{dst} + 1);
       break;
     case TopologyKind::kRing: {
       const int clockwise = (dst - src + devices) % devices;
       const bool go_clockwise = clockwise <= devices - clockwise;
       const int steps = go_clockwise ? clockwise : devices - clockwise;
       for (int i = 0, at = src; i < steps; ++i) {
-        hop(go_clockwise ? 2 * at : 2 * at + 1);
+        hop(go_clockwise ? 2 * std::int64_t{at} : 2 * std::int64_t{at} + 1);
         at = go_clockwise ? (at + 1) % devices : (at - 1 + devices) % devices;
       }
       break;
@@ -52,17 +53,17 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
   return hops;
 }
 
-std::string Cluster::link_name(int link) const {
+std::string Cluster::link_name(std::int64_t link) const {
   PS_CHECK(link >= 0 && link < link_count(), "link " + std::to_string(link) + " out of range");
   const auto arrow = [](const std::string& a, const std::string& b) { return a + "->" + b; };
-  const int d = link / 2;
+  const std::int64_t d = link / 2;
   switch (interconnect.topology) {
     case TopologyKind::kAllToAll:
       return arrow(std::to_string(link / devices), std::to_string(link % devices));
     case TopologyKind::kPcieHost:
       return link % 2 == 0 ? arrow(std::to_string(d), "host") : arrow("host", std::to_string(d));
     case TopologyKind::kRing: {
-      const int next = link % 2 == 0 ? (d + 1) % devices : (d - 1 + devices) % devices;
+      const std::int64_t next = link % 2 == 0 ? (d + 1) % devices : (d - 1 + devices) % devices;
       return arrow(std::to_string(d), std::to_string(next));
     }
   }

@@ -2,6 +2,7 @@
 // The devices of one pipeline and the routes between them. Every device of a
 // cluster is of the same kind in this version.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace pipescope {
 // One directed link a transfer occupies. Links are full duplex: each direction is
 // its own LinkId and queues its own transfers.
 struct Hop {
-  int link = 0;            // index of the directed link, < Cluster::link_count()
+  std::int64_t link = 0;   // index of the directed link, < Cluster::link_count()
   double bandwidth = 0.0;  // bytes/s
   double latency_s = 0.0;
 };
@@ -27,13 +28,13 @@ struct Cluster {
   // Directed links of the topology: all-to-all has devices*devices slots (i -> j),
   // pcie-host two per device (up to the host, down from it), ring two per device
   // (clockwise, counter-clockwise).
-  int link_count() const;
+  std::int64_t link_count() const;
   // The hops a transfer from device src to dst takes, in order. Empty when
   // src == dst. Through-host routes take two hops; ring routes take the shorter
   // way round (clockwise on a tie).
   std::vector<Hop> route(int src, int dst) const;
   // A short name for a directed link, for traces ("0->1", "2->host", "host->3").
-  std::string link_name(int link) const;
+  std::string link_name(std::int64_t link) const;
 };
 
 }  // namespace pipescope

@@ -1,5 +1,8 @@
 #include "costmodels/model_families.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -11,6 +14,17 @@ namespace {
 
 double f64(std::int64_t x) {
   return static_cast<double>(x);
+}
+
+// Sizes are 64-bit integers. Dimensions whose products would not fit are rejected
+// before any integer arithmetic can wrap; 2^62 leaves room for the sums over layers
+// and the micro-batch factors applied later.
+void require_fits(double value, const std::string& what) {
+  if (!(value < 0x1p62)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", value);
+    throw std::overflow_error(what + " come to " + buf + ", too many for 64-bit sizes");
+  }
 }
 
 LayerSpec layer(std::string name, Flops fwd, std::int64_t params, Bytes out, Bytes stash) {
@@ -37,6 +51,14 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   m.input_bytes = s * 4;  // int32 token ids
   m.tokens_per_sample = s;
 
+  {
+    const double S = f64(s), H = f64(h), F = f64(f), A = f64(a), V = f64(v), E = f64(e);
+    require_fits(S * (H * (8 * E + 2) + 2 * E * F) + A * S * S * (2 * E + 1),
+                 "the bytes one block stashes per sample");
+    require_fits(2 * S * H * E + S * V * E + 4 * S, "the bytes the head stashes per sample");
+    require_fits(f64(p.layers) * (4 * H * H + 2 * H * F + F + 9 * H) + 2 * V * H + S * H,
+                 "the parameters");
+  }
   // Token lookup is a gather (no FLOPs); adding the positions costs s*h. The stash
   // is the int32 token ids, needed to scatter the table gradient.
   const std::int64_t position_params = p.learned_positions ? s * h : 0;
@@ -83,6 +105,11 @@ ModelSpec make_mlp(const MlpParams& p, const std::string& name) {
   const std::int64_t f = p.d_hidden == 0 ? 4 * d : p.d_hidden;
   const std::int64_t c = p.classes == 0 ? d : p.classes;
   const Bytes e = dtype_bytes(p.dtype);
+  require_fits(
+      f64(p.layers) * (2 * f64(d) * f64(f) + f64(f) + 3 * f64(d)) + f64(d) * f64(c) + f64(c),
+      "the parameters");
+  require_fits(f64(e) * (2 * f64(d) + 2 * f64(f) + f64(c)) + 4,
+               "the bytes a layer stashes per sample");
 
   ModelSpec m;
   m.name = name;

@@ -27,6 +27,7 @@ struct TransformerParams {
   // (its parameter counts carry no such table).
   bool learned_positions = false;
 };
+// Throws std::overflow_error when the sizes do not fit in 64-bit integers.
 ModelSpec make_transformer(const TransformerParams& p, const std::string& name = "transformer");
 
 // A stack of residual MLP blocks x + W2·relu(W1·LN(x)) over feature vectors,
@@ -39,6 +40,7 @@ struct MlpParams {
   std::int64_t classes = 0;   // 0 means d_model
   DType dtype = DType::kFp32;
 };
+// Throws std::overflow_error when the sizes do not fit in 64-bit integers.
 ModelSpec make_mlp(const MlpParams& p, const std::string& name = "mlp");
 
 }  // namespace pipescope

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_map>
 
 #include "costmodels/check.h"
 #include "sim/event_queue.h"
@@ -10,22 +11,22 @@
 namespace pipescope {
 namespace {
 
-enum EventKind : std::uint32_t { kComputeDone = 0, kHopDone = 1 };
+enum EngineEvent : std::uint32_t { kComputeDone = 0, kTransferDone = 1 };
 
-// One hop of a precomputed route with its durations for the boundary's payload.
-struct RouteHop {
-  int link = 0;
-  SimTime serialize = 0;  // ns the link is occupied: bytes / bandwidth
-  SimTime latency = 0;    // ns until the first byte arrives
-  double bandwidth = 0.0;
+// A precomputed route with the durations of the boundary's payload. Transfers cut
+// through (DESIGN.md, "Link / topology"): the payload streams over every link of
+// the route at once, at the bottleneck's bandwidth, and arrives after the summed
+// latency plus bytes / bottleneck bandwidth.
+struct Route {
+  std::vector<std::uint32_t> links;  // engine-local link indices
+  SimTime serialize = 0;             // ns each link is occupied
+  SimTime latency = 0;               // ns, summed over the hops
 };
 
 struct InFlight {
-  std::uint64_t id = 0;
   TransferKind kind = TransferKind::kActivation;
   int boundary = 0;  // between stage boundary and boundary + 1
   int micro_batch = 0;
-  int hop = 0;
 };
 
 struct DeviceState {
@@ -48,7 +49,6 @@ class Engine {
     PS_CHECK(schedule.devices() <= cluster.devices,
              "schedule uses more devices than the cluster has");
     devices_.resize(sched_.device_ops.size());
-    link_free_.assign(static_cast<std::size_t>(cluster.link_count()), 0);
     const std::size_t cells = static_cast<std::size_t>(K_) * static_cast<std::size_t>(M_);
     act_ready_.assign(cells, 0);
     grad_ready_.assign(cells, 0);
@@ -57,6 +57,7 @@ class Engine {
       fwd_routes_.push_back(make_route(device_of(s), device_of(s + 1), bytes));
       bwd_routes_.push_back(make_route(device_of(s + 1), device_of(s), bytes));
     }
+    link_free_.assign(local_links_.size(), 0);
     result_.device_busy.assign(devices_.size(), 0);
     result_.device_end.assign(devices_.size(), 0);
   }
@@ -69,7 +70,7 @@ class Engine {
       if (e.kind == kComputeDone) {
         compute_done(static_cast<int>(e.id));
       } else {
-        hop_done(e.id);
+        transfer_done(e.id);
       }
     }
     for (std::size_t d = 0; d < devices_.size(); ++d) {
@@ -92,12 +93,23 @@ class Engine {
            static_cast<std::size_t>(m);
   }
 
-  std::vector<RouteHop> make_route(int src, int dst, Bytes bytes) const {
-    std::vector<RouteHop> route;
+  // Only the links that pipeline neighbours use get engine state, however large
+  // the cluster.
+  Route make_route(int src, int dst, Bytes bytes) {
+    Route route;
+    double bottleneck = 0.0;
+    double latency_s = 0.0;
     for (const Hop& h : cluster_.route(src, dst)) {
       PS_CHECK(h.bandwidth > 0.0, "link bandwidth must be positive");
-      route.push_back(RouteHop{h.link, seconds_to_simtime(static_cast<double>(bytes) / h.bandwidth),
-                               seconds_to_simtime(h.latency_s), h.bandwidth});
+      const auto [it, added] =
+          local_links_.emplace(h.link, static_cast<std::uint32_t>(local_links_.size()));
+      route.links.push_back(it->second);
+      bottleneck = route.links.size() == 1 ? h.bandwidth : std::min(bottleneck, h.bandwidth);
+      latency_s += h.latency_s;
+    }
+    if (!route.links.empty()) {
+      route.serialize = seconds_to_simtime(static_cast<double>(bytes) / bottleneck);
+      route.latency = seconds_to_simtime(latency_s);
     }
     return route;
   }
@@ -161,18 +173,26 @@ class Engine {
     try_start(d);
   }
 
-  const std::vector<RouteHop>& route_of(const InFlight& t) const {
+  const Route& route_of(const InFlight& t) const {
     const auto b = static_cast<std::size_t>(t.boundary);
     return t.kind == TransferKind::kActivation ? fwd_routes_[b] : bwd_routes_[b];
   }
 
+  // Each directed link carries one payload at a time, first come first served:
+  // a transfer starts when every link of its route is free.
   void send(TransferKind kind, int boundary, int m) {
     ++result_.transfers;
-    InFlight t{next_transfer_id_++, kind, boundary, m, 0};
-    if (route_of(t).empty()) {
+    const InFlight t{kind, boundary, m};
+    const Route& route = route_of(t);
+    if (route.links.empty()) {
       arrive(t);
       return;
     }
+    SimTime start = now_;
+    for (std::uint32_t l : route.links) start = std::max(start, link_free_[l]);
+    for (std::uint32_t l : route.links) link_free_[l] = start + route.serialize;
+    const SimTime end = start + route.latency + route.serialize;
+    result_.comm_time += route.serialize * static_cast<SimTime>(route.links.size());
     std::uint32_t slot;
     if (!free_slots_.empty()) {
       slot = free_slots_.back();
@@ -182,51 +202,31 @@ class Engine {
       slot = static_cast<std::uint32_t>(in_flight_.size());
       in_flight_.push_back(t);
     }
-    book_hop(slot);
-  }
-
-  // Links are FIFO per direction: a hop takes the link when it is free, holds it
-  // for bytes / bandwidth, and its data lands one latency after that.
-  void book_hop(std::uint32_t slot) {
-    const InFlight& t = in_flight_[slot];
-    const std::vector<RouteHop>& route = route_of(t);
-    const RouteHop& h = route[static_cast<std::size_t>(t.hop)];
-    SimTime& free_at = link_free_[static_cast<std::size_t>(h.link)];
-    const SimTime start = std::max(now_, free_at);
-    free_at = start + h.serialize;
-    const SimTime end = start + h.latency + h.serialize;
-    result_.comm_time += h.serialize;
-    queue_.push(end, kHopDone, slot);
+    queue_.push(end, kTransferDone, slot);
     if (listener_ != nullptr) {
-      const bool act = t.kind == TransferKind::kActivation;
-      TransferHop rec;
-      rec.transfer = t.id;
-      rec.kind = t.kind;
-      rec.src_stage = act ? t.boundary : t.boundary + 1;
-      rec.dst_stage = act ? t.boundary + 1 : t.boundary;
-      rec.micro_batch = t.micro_batch;
+      const bool act = kind == TransferKind::kActivation;
+      TransferRecord rec;
+      rec.id = next_transfer_id_;
+      rec.kind = kind;
+      rec.src_stage = act ? boundary : boundary + 1;
+      rec.dst_stage = act ? boundary + 1 : boundary;
+      rec.micro_batch = m;
       rec.src_device = device_of(rec.src_stage);
       rec.dst_device = device_of(rec.dst_stage);
-      rec.hop = t.hop;
-      rec.hop_count = static_cast<int>(route.size());
-      rec.link = h.link;
-      rec.bytes = stages_[static_cast<std::size_t>(t.boundary)].output_bytes;
+      rec.route = route_id(kind, boundary);
+      rec.bytes = stages_[static_cast<std::size_t>(boundary)].output_bytes;
       rec.start = start;
+      rec.serialize = route.serialize;
       rec.end = end;
       listener_->on_transfer(rec);
     }
+    ++next_transfer_id_;
   }
 
-  void hop_done(std::uint32_t slot) {
-    InFlight& t = in_flight_[slot];
-    ++t.hop;
-    if (static_cast<std::size_t>(t.hop) < route_of(t).size()) {
-      book_hop(slot);
-      return;
-    }
-    const InFlight done = t;
+  void transfer_done(std::uint32_t slot) {
+    const InFlight t = in_flight_[slot];
     free_slots_.push_back(slot);
-    arrive(done);
+    arrive(t);
   }
 
   void arrive(const InFlight& t) {
@@ -251,8 +251,9 @@ class Engine {
   std::vector<SimTime> link_free_;
   std::vector<std::uint8_t> act_ready_;   // input of stage s for micro-batch m has arrived
   std::vector<std::uint8_t> grad_ready_;  // output gradient of stage s for m has arrived
-  std::vector<std::vector<RouteHop>> fwd_routes_;
-  std::vector<std::vector<RouteHop>> bwd_routes_;
+  std::unordered_map<std::int64_t, std::uint32_t> local_links_;  // Cluster link -> index
+  std::vector<Route> fwd_routes_;
+  std::vector<Route> bwd_routes_;
   std::vector<InFlight> in_flight_;
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_transfer_id_ = 0;

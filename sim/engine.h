@@ -19,7 +19,7 @@ struct EngineResult {
   std::vector<SimTime> device_busy;  // compute time per device
   std::vector<SimTime> device_end;   // when each device finished its list
   SimTime recompute_time = 0;        // sum over devices
-  SimTime comm_time = 0;             // link occupancy summed over hops
+  SimTime comm_time = 0;             // link occupancy, summed over the links of each route
   std::int64_t compute_ops = 0;
   std::int64_t transfers = 0;
 };

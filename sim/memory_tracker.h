@@ -21,7 +21,7 @@ class MemoryTracker final : public SimListener {
  public:
   MemoryTracker(const Schedule& schedule, const std::vector<StageCost>& stages);
   void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
-  void on_transfer(const TransferHop&) override {}
+  void on_transfer(const TransferRecord&) override {}
 
   // The curve of each device: a point wherever the total changes. At equal
   // times, frees come before allocations.

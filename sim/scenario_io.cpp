@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,7 @@
 
 #include "costmodels/device.h"
 #include "costmodels/model_families.h"
+#include "sim/scenario_limits.h"
 
 namespace pipescope {
 
@@ -74,6 +76,10 @@ constexpr IntRange kPositiveInt{1, kInt64Max};
 constexpr IntRange kNonNegativeInt{0, kInt64Max};
 // Counts held in `int`, and model dimensions, which the families multiply together.
 constexpr IntRange kPositiveSmallInt{1, std::numeric_limits<int>::max()};
+
+// Layers and devices each become entries in per-layer and per-device tables.
+constexpr IntRange kLayerCount{1, 1 << 20};
+constexpr IntRange kDeviceCount{1, 1 << 20};
 
 enum class NumberRange { kPositive, kNonNegative, kFraction };
 
@@ -210,7 +216,7 @@ DType read_dtype(ObjectReader& m) {
 ModelSpec read_transformer(ObjectReader& m) {
   const std::string name = m.opt_string("name").value_or("transformer");
   TransformerParams p;
-  p.layers = static_cast<int>(m.integer("layers", kPositiveSmallInt));
+  p.layers = static_cast<int>(m.integer("layers", kLayerCount));
   p.d_model = m.integer("d_model", kPositiveSmallInt);
   p.d_ff = m.opt_integer("d_ff", kPositiveSmallInt).value_or(4 * p.d_model);
   p.heads = m.integer("heads", kPositiveSmallInt);
@@ -235,7 +241,7 @@ ModelSpec read_transformer(ObjectReader& m) {
 ModelSpec read_mlp(ObjectReader& m) {
   const std::string name = m.opt_string("name").value_or("mlp");
   MlpParams p;
-  p.layers = static_cast<int>(m.integer("layers", kPositiveSmallInt));
+  p.layers = static_cast<int>(m.integer("layers", kLayerCount));
   p.d_model = m.integer("d_model", kPositiveSmallInt);
   p.d_hidden = m.opt_integer("d_hidden", kPositiveSmallInt).value_or(4 * p.d_model);
   p.classes = m.opt_integer("classes", kPositiveSmallInt).value_or(p.d_model);
@@ -283,10 +289,12 @@ ModelSpec read_layer_list(ObjectReader& m) {
 ModelSpec read_model(ObjectReader m) {
   const std::string family = m.string("family");
   ModelSpec spec;
-  if (family == "transformer") {
-    spec = read_transformer(m);
-  } else if (family == "mlp") {
-    spec = read_mlp(m);
+  if (family == "transformer" || family == "mlp") {
+    try {
+      spec = family == "transformer" ? read_transformer(m) : read_mlp(m);
+    } catch (const std::overflow_error& e) {
+      m.fail_here(e.what());
+    }
   } else if (family == "layers") {
     spec = read_layer_list(m);
   } else {
@@ -347,7 +355,7 @@ std::string preset_names() {
 
 Cluster read_cluster(ObjectReader c) {
   Cluster cluster;
-  cluster.devices = static_cast<int>(c.integer("devices", kPositiveSmallInt));
+  cluster.devices = static_cast<int>(c.integer("devices", kDeviceCount));
   const std::optional<std::string> preset_name = c.opt_string("preset");
   const bool has_device = c.find("device") != nullptr;
   if (preset_name) {
@@ -463,7 +471,16 @@ std::optional<std::size_t> parse_index(const std::string& segment) {
   return value;
 }
 
-std::vector<std::string> split_path(const std::string& path) {
+// "model.layers.2.fwd_flops", or the form errors print, "model.layers[2].fwd_flops".
+std::vector<std::string> split_path(const std::string& bracketed) {
+  std::string path;
+  for (const char c : bracketed) {
+    if (c == '[') {
+      path += '.';
+    } else if (c != ']') {
+      path += c;
+    }
+  }
   std::vector<std::string> segments;
   std::size_t start = 0;
   for (;;) {
@@ -551,12 +568,7 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   s.model = read_model(std::move(model));
   s.cluster = read_cluster(std::move(cluster));
   s.training = read_training(std::move(training), s.model.dtype);
-  const auto layer_count = static_cast<std::int64_t>(s.model.layers.size());
-  if (s.cluster.devices > layer_count) {
-    Where{file, "cluster.devices"}.fail(
-        std::to_string(s.cluster.devices) + " devices but the model has only " +
-        std::to_string(layer_count) + " layers (each pipeline stage needs at least one layer)");
-  }
+  check_magnitudes(s, file);
   return s;
 }
 

@@ -11,21 +11,28 @@ namespace pipescope {
 
 enum class TransferKind : std::uint8_t { kActivation, kGradient };
 
-// One hop of a transfer over one directed link.
-struct TransferHop {
-  std::uint64_t transfer = 0;  // id shared by all hops of one transfer
+// Transfers between stage `boundary` and `boundary + 1` take one of two routes, so
+// a route is named by its boundary and direction.
+inline int route_id(TransferKind kind, int boundary) {
+  return 2 * boundary + (kind == TransferKind::kGradient ? 1 : 0);
+}
+
+// One transfer of an activation (stage s -> s+1) or a gradient (s+1 -> s). It
+// occupies every link of its route from `start` for `serialize` ns and arrives
+// at `end` = start + summed latency + serialize.
+struct TransferRecord {
+  std::uint64_t id = 0;
   TransferKind kind = TransferKind::kActivation;
   int src_stage = 0;
   int dst_stage = 0;
   int micro_batch = 0;
-  int src_device = 0;  // ends of the whole transfer, not of this hop
+  int src_device = 0;
   int dst_device = 0;
-  int hop = 0;  // 0-based index along the route
-  int hop_count = 1;
-  int link = 0;  // Cluster link id
+  int route = 0;  // route_id()
   Bytes bytes = 0;
-  SimTime start = 0;  // the hop takes the link (after any queueing)
-  SimTime end = 0;    // the data has arrived at the hop's far end
+  SimTime start = 0;      // the links are free and the first byte leaves
+  SimTime serialize = 0;  // bytes / the route's bottleneck bandwidth
+  SimTime end = 0;        // the last byte has arrived
 };
 
 class SimListener {
@@ -33,8 +40,8 @@ class SimListener {
   virtual ~SimListener() = default;
   // Called when an op starts; its end is known then.
   virtual void on_compute(int device, const Op& op, SimTime start, SimTime end) = 0;
-  // Called when a hop is booked on its link.
-  virtual void on_transfer(const TransferHop& hop) = 0;
+  // Called when a transfer is booked on its route.
+  virtual void on_transfer(const TransferRecord& transfer) = 0;
 };
 
 }  // namespace pipescope

@@ -33,10 +33,15 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
              cfg.micro_batches.value_or(sc.training.micro_batches),
              cfg.schedule.value_or(sc.training.schedule), cfg.remat.value_or(sc.training.remat)};
   const int layers = static_cast<int>(sc.model.layers.size());
+  // K defaults to the device count: say so, and name the scenario field.
+  const std::string k_name = cfg.stages ? "K=" + std::to_string(r.K)
+                                        : "K=" + std::to_string(r.K) + " (the cluster's devices)";
+  const std::string k_field = cfg.stages ? "" : "cluster.devices";
   if (r.K < 1) throw ConfigError("K must be at least 1, got " + std::to_string(r.K));
   if (r.K > layers) {
-    throw ConfigError("K=" + std::to_string(r.K) + " is more stages than the model's " +
-                      std::to_string(layers) + " layers");
+    throw ConfigError(k_name + " is more stages than the model's " + std::to_string(layers) +
+                          " layers; choose a smaller K with -K",
+                      k_field);
   }
   if (r.K > sc.cluster.devices) {
     throw ConfigError("K=" + std::to_string(r.K) + " is more stages than the cluster's " +
@@ -47,6 +52,11 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
     throw ConfigError("M=" + std::to_string(r.M) + " does not divide the global batch of " +
                       std::to_string(sc.training.global_batch));
   }
+  if (std::int64_t{r.K} * r.M > kMaxStageMicroBatches) {
+    throw ConfigError("K=" + std::to_string(r.K) + " x M=" + std::to_string(r.M) +
+                      " is more stage micro-batches than one simulation holds (" +
+                      std::to_string(kMaxStageMicroBatches) + ")");
+  }
   return r;
 }
 
@@ -56,6 +66,24 @@ std::vector<StageRange> make_partition(const Scenario& sc, PartitionMethod metho
       return partition_uniform(static_cast<int>(sc.model.layers.size()), K);
   }
   PS_CHECK(false, "unknown partition method");
+}
+
+// Names of the routes between neighbouring stages, indexed by route_id().
+std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cluster) {
+  std::vector<std::string> names(static_cast<std::size_t>(2 * schedule.stages));
+  for (int b = 0; b + 1 < schedule.stages; ++b) {
+    const int lo = schedule.stage_device[static_cast<std::size_t>(b)];
+    const int hi = schedule.stage_device[static_cast<std::size_t>(b + 1)];
+    for (const TransferKind kind : {TransferKind::kActivation, TransferKind::kGradient}) {
+      const bool act = kind == TransferKind::kActivation;
+      std::string name;
+      for (const Hop& h : cluster.route(act ? lo : hi, act ? hi : lo)) {
+        name += (name.empty() ? "" : ", ") + cluster.link_name(h.link);
+      }
+      names[static_cast<std::size_t>(route_id(kind, b))] = name.empty() ? "local" : name;
+    }
+  }
+  return names;
 }
 
 }  // namespace
@@ -96,9 +124,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
       out.timeline.device_names.push_back("device " + std::to_string(d) + " (" +
                                           scenario.cluster.device.name + ")");
     }
-    for (int l = 0; l < scenario.cluster.link_count(); ++l) {
-      out.timeline.link_names.push_back(scenario.cluster.link_name(l));
-    }
+    out.timeline.route_names = route_names(schedule, scenario.cluster);
     out.timeline.memory = memory.curves();
   }
   MetricsInput in;

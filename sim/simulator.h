@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "costmodels/cost_model.h"
@@ -24,11 +25,21 @@ std::string_view to_string(PartitionMethod p);
 std::optional<PartitionMethod> parse_partition_method(std::string_view name);  // "uniform"
 
 // A choice that the scenario allows but that cannot run, e.g. more stages than
-// devices. The message names the setting ("K", "M") and says why.
+// devices. The message names the setting ("K", "M") and says why; when the bad
+// value came from the scenario itself, scenario_field names its JSON path.
 class ConfigError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ConfigError(const std::string& message, std::string scenario_field = "")
+      : std::runtime_error(message), scenario_field_(std::move(scenario_field)) {}
+  const std::string& scenario_field() const { return scenario_field_; }
+
+ private:
+  std::string scenario_field_;
 };
+
+// Stage x micro-batch pairs one simulation holds (its op lists and arrival
+// tables grow with K x M): 2^27, far above what pipelines use.
+inline constexpr std::int64_t kMaxStageMicroBatches = std::int64_t{1} << 27;
 
 // What to simulate; unset fields come from the scenario (K defaults to the
 // cluster's device count).

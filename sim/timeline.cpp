@@ -62,27 +62,25 @@ void TimelineRecorder::on_compute(int device, const Op& op, SimTime start, SimTi
   out_.events.push_back(e);
 }
 
-void TimelineRecorder::on_transfer(const TransferHop& hop) {
+void TimelineRecorder::on_transfer(const TransferRecord& t) {
   TimelineEvent e;
-  e.kind = event_kind(hop.kind);
-  e.stage = hop.src_stage;
-  e.micro_batch = hop.micro_batch;
-  e.start = hop.start;
-  e.end = hop.end;
-  e.bytes = hop.bytes;
-  e.peer_stage = hop.dst_stage;
-  e.flow = hop.transfer;
-  e.link = hop.link;
-  if (hop.hop == 0) {
-    e.device = hop.src_device;
-    e.lane = Lane::kSend;
-    out_.events.push_back(e);
-  }
-  if (hop.hop == hop.hop_count - 1) {
-    e.device = hop.dst_device;
-    e.lane = Lane::kRecv;
-    out_.events.push_back(e);
-  }
+  e.kind = event_kind(t.kind);
+  e.stage = t.src_stage;
+  e.micro_batch = t.micro_batch;
+  e.bytes = t.bytes;
+  e.peer_stage = t.dst_stage;
+  e.flow = t.id;
+  e.route = t.route;
+  e.device = t.src_device;
+  e.lane = Lane::kSend;
+  e.start = t.start;
+  e.end = t.start + t.serialize;
+  out_.events.push_back(e);
+  e.device = t.dst_device;
+  e.lane = Lane::kRecv;
+  e.start = t.end - t.serialize;
+  e.end = t.end;
+  out_.events.push_back(e);
 }
 
 }  // namespace pipescope

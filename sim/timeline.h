@@ -40,7 +40,7 @@ struct TimelineEvent {
   Bytes bytes = 0;                    // transfers only
   std::optional<int> peer_stage;      // transfers: the receiving stage
   std::optional<std::uint64_t> flow;  // transfers: shared by its send and recv events
-  std::optional<int> link;            // transfers: the Cluster link this hop used
+  std::optional<int> route;           // transfers: index into Timeline::route_names
 };
 
 // Bytes in use on one device from `time` until the next point.
@@ -53,17 +53,18 @@ struct Timeline {
   std::vector<std::string> device_names;
   std::vector<TimelineEvent> events;             // in the order they started
   std::vector<std::vector<MemoryPoint>> memory;  // per device; may be empty
-  std::vector<std::string> link_names;           // index = link id
+  std::vector<std::string> route_names;          // index = route_id(), e.g. "0->host, host->1"
 };
 
-// Records compute ops on the compute lane; a transfer's first hop on the
-// sender's send lane and its last hop on the receiver's recv lane, both with the
-// transfer's flow id.
+// Records compute ops on the compute lane, and each transfer twice with its flow
+// id: on the sender's send lane while its bytes leave (start to start +
+// serialize) and on the receiver's recv lane while they land (end - serialize to
+// end).
 class TimelineRecorder final : public SimListener {
  public:
   explicit TimelineRecorder(Timeline& out) : out_(out) {}
   void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
-  void on_transfer(const TransferHop& hop) override;
+  void on_transfer(const TransferRecord& transfer) override;
 
  private:
   Timeline& out_;
@@ -76,8 +77,8 @@ class ListenerList final : public SimListener {
   void on_compute(int device, const Op& op, SimTime start, SimTime end) override {
     for (SimListener* l : listeners_) l->on_compute(device, op, start, end);
   }
-  void on_transfer(const TransferHop& hop) override {
-    for (SimListener* l : listeners_) l->on_transfer(hop);
+  void on_transfer(const TransferRecord& transfer) override {
+    for (SimListener* l : listeners_) l->on_transfer(transfer);
   }
 
  private:

@@ -1,10 +1,14 @@
 #include "sim/trace_io.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -61,7 +65,44 @@ std::string head(const char* ph, int pid, int tid) {
          ",\"tid\":" + std::to_string(tid);
 }
 
-void write_metadata(Writer& w, const Timeline& t) {
+constexpr int kLanes = 3;
+
+// Chrome's viewers draw the slices of one thread as a stack, so slices there must
+// nest. Slices of one lane that overlap without nesting (two transfers landing over
+// different links at once) go to further rows of that lane: row r of lane l is
+// tid r * kLanes + l. First fit in order of start time, so the result depends only
+// on the timeline.
+struct Rows {
+  std::vector<int> of_event;                 // row of each event
+  std::map<std::pair<int, int>, int> count;  // (device, lane) -> rows used
+};
+
+Rows assign_rows(const Timeline& t) {
+  Rows rows;
+  rows.of_event.assign(t.events.size(), 0);
+  std::map<std::pair<int, int>, std::vector<std::size_t>> lanes;
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    lanes[{t.events[i].device, static_cast<int>(t.events[i].lane)}].push_back(i);
+  }
+  for (auto& [key, idx] : lanes) {
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return t.events[a].start < t.events[b].start;
+    });
+    std::vector<SimTime> row_end;
+    for (std::size_t i : idx) {
+      const TimelineEvent& e = t.events[i];
+      std::size_t r = 0;
+      while (r < row_end.size() && row_end[r] > e.start) ++r;
+      if (r == row_end.size()) row_end.push_back(e.end);
+      row_end[r] = e.end;
+      rows.of_event[i] = static_cast<int>(r);
+    }
+    rows.count[key] = static_cast<int>(row_end.size());
+  }
+  return rows;
+}
+
+void write_metadata(Writer& w, const Timeline& t, const Rows& rows) {
   for (std::size_t d = 0; d < t.device_names.size(); ++d) {
     const int pid = static_cast<int>(d);
     w.event(head("M", pid, 0) +
@@ -69,22 +110,28 @@ void write_metadata(Writer& w, const Timeline& t) {
     w.event(head("M", pid, 0) + ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
             std::to_string(pid) + "}");
     for (Lane lane : {Lane::kCompute, Lane::kSend, Lane::kRecv}) {
-      w.event(head("M", pid, static_cast<int>(lane)) +
-              ",\"name\":\"thread_name\",\"args\":{\"name\":\"" + std::string(to_string(lane)) +
-              "\"}");
+      const int l = static_cast<int>(lane);
+      const auto it = rows.count.find({pid, l});
+      const int n = it == rows.count.end() ? 1 : it->second;
+      for (int r = 0; r < n; ++r) {
+        const std::string name =
+            std::string(to_string(lane)) + (r == 0 ? "" : " " + std::to_string(r + 1));
+        w.event(head("M", pid, r * kLanes + l) + ",\"name\":\"thread_name\",\"args\":{\"name\":\"" +
+                name + "\"}");
+      }
     }
   }
 }
 
-void write_event(Writer& w, const Timeline& t, const TimelineEvent& e) {
-  const int tid = static_cast<int>(e.lane);
+void write_event(Writer& w, const Timeline& t, const TimelineEvent& e, int row) {
+  const int tid = row * kLanes + static_cast<int>(e.lane);
   std::string args = "\"stage\":" + std::to_string(e.stage);
   if (e.kind != EventKind::kOptimizer) args += ",\"micro_batch\":" + std::to_string(e.micro_batch);
   if (e.lane != Lane::kCompute) {
     args += ",\"bytes\":" + std::to_string(e.bytes);
     if (e.peer_stage) args += ",\"to_stage\":" + std::to_string(*e.peer_stage);
-    if (e.link && static_cast<std::size_t>(*e.link) < t.link_names.size()) {
-      args += ",\"link\":" + quoted(t.link_names[static_cast<std::size_t>(*e.link)]);
+    if (e.route && static_cast<std::size_t>(*e.route) < t.route_names.size()) {
+      args += ",\"links\":" + quoted(t.route_names[static_cast<std::size_t>(*e.route)]);
     }
   }
   w.event(head("X", e.device, tid) + ",\"name\":" + quoted(event_name(e)) + ",\"cat\":\"" +
@@ -114,8 +161,11 @@ void write_memory(Writer& w, const Timeline& t) {
 void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
   Writer w(out);
-  write_metadata(w, timeline);
-  for (const TimelineEvent& e : timeline.events) write_event(w, timeline, e);
+  const Rows rows = assign_rows(timeline);
+  write_metadata(w, timeline, rows);
+  for (std::size_t i = 0; i < timeline.events.size(); ++i) {
+    write_event(w, timeline, timeline.events[i], rows.of_event[i]);
+  }
   write_memory(w, timeline);
   out << "\n]}\n";
 }

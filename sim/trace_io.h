@@ -1,6 +1,7 @@
 #pragma once
 // Chrome trace event JSON of a Timeline (DESIGN.md, "Trace"), for Perfetto and
-// chrome://tracing: pid = device, tid = lane (0 compute, 1 send, 2 recv),
+// chrome://tracing: pid = device, tid = lane (0 compute, 1 send, 2 recv; slices
+// that would overlap on a lane get further rows, tid + 3, + 6, ...),
 // complete events "X" with stage and micro-batch in args, counter events "C" for
 // memory, flow events "s"/"f" from each send to its receive. Times in
 // microseconds. Written as a stream, in a fixed order, so the same timeline gives

@@ -97,14 +97,47 @@ TEST(SimulateCli, TableNamesEveryStageAndTheTotals) {
   EXPECT_NE(r.out.find("K=2"), std::string::npos);
 }
 
-TEST(SimulateCli, WritesATraceThatParses) {
+TEST(SimulateCli, WritesATraceOfEveryOp) {
   const fs::path trace = fs::temp_directory_path() / "pipescope_cli_trace.json";
   fs::remove(trace);
-  const CliResult r = run("simulate " + kDemo + " --trace " + trace.string());
+  const CliResult r =
+      run("simulate " + kDemo + " -K 4 -M 8 --remat on --json --trace " + trace.string());
   ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NO_THROW(nlohmann::json::parse(r.out)) << "stdout must stay pure JSON";
+  EXPECT_NE(r.err.find("Trace written to"), std::string::npos);
   const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
-  EXPECT_GT(doc["traceEvents"].size(), 100u);
+  int compute = 0, sends = 0, recvs = 0, processes = 0, counters = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+    if (e["ph"] == "C") ++counters;
+    if (e["ph"] != "X") continue;
+    const int tid = e["tid"].get<int>() % 3;
+    (tid == 0 ? compute : tid == 1 ? sends : recvs) += 1;
+  }
+  EXPECT_EQ(processes, 4);
+  EXPECT_EQ(compute, 4 * (3 * 8 + 1));  // F, R, B per micro-batch and the optimizer step
+  EXPECT_EQ(sends, 2 * 3 * 8);          // activations and gradients over 3 boundaries
+  EXPECT_EQ(recvs, 2 * 3 * 8);
+  EXPECT_GT(counters, 4);
   fs::remove(trace);
+}
+
+TEST(SimulateCli, UnwritableTraceFailsBeforePrintingAResult) {
+  const CliResult r = run("simulate " + kDemo + " --json --trace /no/such/dir/t.json");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "pipescope: error: /no/such/dir/t.json: cannot open for writing\n");
+}
+
+TEST(SimulateCli, DefaultKBeyondTheLayersNamesTheScenarioField) {
+  const CliResult r = run("simulate " + kDemo + " --set model.layers=1 --set cluster.devices=8");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "pipescope: error: " + kDemo +
+                       ": cluster.devices: K=8 (the cluster's devices) is more stages than the "
+                       "model's 3 layers; choose a smaller K with -K\n");
+  EXPECT_EQ(
+      run("simulate " + kDemo + " --set model.layers=1 --set cluster.devices=8 -K 3 --json").status,
+      0);
 }
 
 TEST(SimulateCli, MissingFileIsOneLineNamingIt) {

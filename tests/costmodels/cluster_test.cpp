@@ -17,13 +17,13 @@ Cluster four_devices(TopologyKind topology) {
   return c;
 }
 
-std::vector<int> links_of(const std::vector<Hop>& hops) {
-  std::vector<int> links;
+std::vector<std::int64_t> links_of(const std::vector<Hop>& hops) {
+  std::vector<std::int64_t> links;
   for (const Hop& h : hops) links.push_back(h.link);
   return links;
 }
 
-using Links = std::vector<int>;
+using Links = std::vector<std::int64_t>;
 
 TEST(Cluster, AllToAllIsOneDirectHop) {
   const Cluster c = four_devices(TopologyKind::kAllToAll);

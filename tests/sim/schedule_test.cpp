@@ -52,6 +52,27 @@ TEST(CheckSchedule, FindsMissingDuplicateAndMisorderedOps) {
   Schedule no_remat = s;
   no_remat.remat = false;
   EXPECT_EQ(check_schedule(no_remat), "stage 0 micro-batch 0: recompute without remat");
+
+  Schedule no_recompute = s;
+  no_recompute.device_ops[0].erase(no_recompute.device_ops[0].begin() + 2);  // R1
+  EXPECT_EQ(check_schedule(no_recompute), "stage 0 micro-batch 1: missing recompute");
+
+  Schedule late_recompute = s;  // F0 F1 R1 B1 R0 B0 O -> F0 F1 R1 B1 B0 R0 O
+  std::swap(late_recompute.device_ops[0][4], late_recompute.device_ops[0][5]);
+  EXPECT_EQ(check_schedule(late_recompute),
+            "stage 0 micro-batch 0: recompute not between forward and backward");
+
+  Schedule early_step = s;
+  std::swap(early_step.device_ops[1][5], early_step.device_ops[1][6]);
+  EXPECT_EQ(check_schedule(early_step), "stage 1 micro-batch 0: optimizer step before backward");
+
+  Schedule no_step = s;
+  no_step.device_ops[1].pop_back();
+  EXPECT_EQ(check_schedule(no_step), "stage 1: missing optimizer step");
+
+  Schedule two_steps = s;
+  two_steps.device_ops[1].push_back(Op{OpKind::kOptimizer, 1, 0});
+  EXPECT_EQ(check_schedule(two_steps), "device 1 op 7: second optimizer step");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -73,6 +75,65 @@ TEST(ChromeTrace, FollowsTheEventFormat) {
   for (const auto& [id, phases] : flows) EXPECT_EQ(phases, "sf") << id;
   EXPECT_GT(by_phase["C"], 0);
   for (int pid = 0; pid < 3; ++pid) EXPECT_EQ(tids[pid], (std::set<int>{0, 1, 2}));
+}
+
+// Every (pid, tid) must hold slices that do not overlap, or the viewers draw them
+// wrongly. Long latencies and slow links make transfers queue back to back: a
+// slice that counted the latency as well as the link time would overlap the next.
+TEST(ChromeTrace, SlicesOfAThreadNeverOverlap) {
+  Scenario sc = traced_scenario();
+  sc.training.global_batch = 32;
+  sc.training.micro_batches = 32;
+  sc.cluster.interconnect = Interconnect{TopologyKind::kRing, 1e8, 1e-3};
+  std::ostringstream out;
+  write_chrome_trace(out, simulate(sc, SimConfig{}).timeline);
+  const nlohmann::json doc = nlohmann::json::parse(out.str());
+  std::map<std::pair<int, int>, std::vector<std::pair<std::int64_t, std::int64_t>>> slices;
+  std::set<std::pair<int, int>> named;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::pair<int, int> key{e["pid"].get<int>(), e["tid"].get<int>()};
+    if (e["ph"] == "M" && e["name"] == "thread_name") named.insert(key);
+    if (e["ph"] != "X") continue;
+    const auto ns = [](double us) { return static_cast<std::int64_t>(std::llround(us * 1000)); };
+    const std::int64_t start = ns(e["ts"].get<double>());
+    slices[key].push_back({start, start + ns(e["dur"].get<double>())});
+  }
+  for (auto& [key, list] : slices) {
+    EXPECT_TRUE(named.count(key)) << "thread without a name: " << key.first << "/" << key.second;
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 1; i < list.size(); ++i) {
+      EXPECT_LE(list[i - 1].second, list[i].first) << "pid " << key.first << " tid " << key.second;
+    }
+  }
+}
+
+TEST(ChromeTrace, OverlappingSlicesGoToAFurtherRow) {
+  Timeline t;
+  t.device_names = {"d0"};
+  TimelineEvent a;
+  a.lane = Lane::kRecv;
+  a.kind = EventKind::kActivation;
+  a.start = 0;
+  a.end = 100;
+  TimelineEvent b = a;
+  b.kind = EventKind::kGradient;
+  b.start = 50;
+  b.end = 150;
+  TimelineEvent c = a;
+  c.start = 100;
+  c.end = 120;
+  t.events = {a, b, c};
+  std::ostringstream out;
+  write_chrome_trace(out, t);
+  const nlohmann::json doc = nlohmann::json::parse(out.str());
+  std::vector<int> tids;
+  bool named = false;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") tids.push_back(e["tid"].get<int>());
+    if (e["ph"] == "M" && e["tid"] == 5 && e["args"]["name"] == "recv 2") named = true;
+  }
+  EXPECT_EQ(tids, (std::vector<int>{2, 5, 2}));
+  EXPECT_TRUE(named);
 }
 
 TEST(ChromeTrace, TimesAreMicrosecondsWithNanosecondDigits) {

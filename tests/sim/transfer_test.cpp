@@ -1,10 +1,12 @@
-// Transfers: latency + bytes / bandwidth per hop, two hops through the host,
-// FIFO queueing on a shared link direction, and overlap with compute.
+// Transfers (DESIGN.md, "Link / topology"): summed latency of the route plus bytes
+// over its bottleneck bandwidth, two hops through the host, FIFO queueing on a
+// shared link direction, full duplex links, and overlap with compute.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "sim/engine.h"
 #include "sim/simulator.h"
 #include "sim_fixtures.h"
 
@@ -34,23 +36,32 @@ TEST(Transfer, OneHopCostsLatencyPlusBytesOverBandwidth) {
   const SimResult r = simulate(two_stages(1, 200, 100e-9, TopologyKind::kAllToAll), SimConfig{});
   EXPECT_EQ(r.metrics.step_time, 6600);
   EXPECT_EQ(r.metrics.comm_time, 400);  // link occupancy excludes latency
-  const TimelineEvent& act = find(r.timeline, Lane::kRecv, EventKind::kActivation, 0);
-  EXPECT_EQ(act.start, 1000);
-  EXPECT_EQ(act.end, 1300);
-  EXPECT_EQ(act.device, 1);
-  EXPECT_EQ(act.bytes, 200);
+  const TimelineEvent& send = find(r.timeline, Lane::kSend, EventKind::kActivation, 0);
+  const TimelineEvent& recv = find(r.timeline, Lane::kRecv, EventKind::kActivation, 0);
+  // The bytes leave over [1000, 1200] and land over [1100, 1300].
+  EXPECT_EQ(send.device, 0);
+  EXPECT_EQ(send.start, 1000);
+  EXPECT_EQ(send.end, 1200);
+  EXPECT_EQ(recv.device, 1);
+  EXPECT_EQ(recv.start, 1100);
+  EXPECT_EQ(recv.end, 1300);
+  EXPECT_EQ(recv.bytes, 200);
+  EXPECT_EQ(r.timeline.route_names[0], "0->1");
+  EXPECT_EQ(r.timeline.route_names[1], "1->0");
 }
 
-TEST(Transfer, ThroughTheHostCostsTwoHops) {
+TEST(Transfer, ThroughTheHostCostsTwoLatencies) {
+  // Device -> host -> device: latency 2 x 100 ns, the bytes stream over both links
+  // at once (200 ns), and both links are occupied.
   const SimResult r = simulate(two_stages(1, 200, 100e-9, TopologyKind::kPcieHost), SimConfig{});
-  EXPECT_EQ(r.metrics.step_time, 6600 + 2 * 300);
+  EXPECT_EQ(r.metrics.step_time, 6600 + 2 * 100);
+  EXPECT_EQ(r.metrics.comm_time, 2 * 2 * 200);
   const TimelineEvent& send = find(r.timeline, Lane::kSend, EventKind::kActivation, 0);
   const TimelineEvent& recv = find(r.timeline, Lane::kRecv, EventKind::kActivation, 0);
   EXPECT_EQ(send.start, 1000);
-  EXPECT_EQ(send.end, 1300);  // device 0 -> host
-  EXPECT_EQ(recv.start, 1300);
-  EXPECT_EQ(recv.end, 1600);  // host -> device 1
+  EXPECT_EQ(recv.end, 1400);
   EXPECT_EQ(send.flow, recv.flow);
+  EXPECT_EQ(r.timeline.route_names[0], "0->host, host->1");
 }
 
 TEST(Transfer, OverlapsWithCompute) {
@@ -77,20 +88,52 @@ TEST(Transfer, SharedLinkDirectionQueuesFifo) {
   EXPECT_EQ(a1.end, 4000);
 }
 
-TEST(Transfer, OppositeDirectionsDoNotContend) {
-  // Full duplex: a gradient going back does not wait for activations going forward.
-  const SimResult r = simulate(two_stages(4, 1500, 0.0, TopologyKind::kAllToAll), SimConfig{});
-  for (const TimelineEvent& e : r.timeline.events) {
-    if (e.lane != Lane::kSend || e.kind != EventKind::kGradient) continue;
-    // Each gradient leaves when its backward on stage 1 ends.
-    const auto b =
-        std::find_if(r.timeline.events.begin(), r.timeline.events.end(), [&](const auto& x) {
-          return x.lane == Lane::kCompute && x.kind == EventKind::kBackward && x.device == 1 &&
-                 x.micro_batch == e.micro_batch;
-        });
-    ASSERT_NE(b, r.timeline.events.end());
-    EXPECT_EQ(e.start, b->end);
-  }
+// Two stages with a hand-written op list in which stage 1 sends a gradient back
+// while an activation is still coming forward. t_f = 1000, t_b = 2000, 5000 B at
+// 1 B/ns, no latency:
+//   act 0 on 0->1 [1000, 6000]; act 1 queues behind it [6000, 11000];
+//   device 1: F0 [6000, 7000], B0 [7000, 9000], grad 0 on 1->0 [9000, 14000]
+//   (a half-duplex link would hold it until 11000); F1 [11000, 12000],
+//   B1 [12000, 14000], grad 1 [14000, 19000]; device 0: B0 [14000, 16000],
+//   B1 [19000, 21000].
+TEST(Transfer, LinksAreFullDuplex) {
+  Scenario sc = two_stages(2, 5000, 0.0, TopologyKind::kAllToAll);
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
+  const auto stages = compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0);
+  Schedule s = build_gpipe(2, 2, false);
+  s.device_ops[0] = {{OpKind::kForward, 0, 0},
+                     {OpKind::kForward, 0, 1},
+                     {OpKind::kBackward, 0, 0},
+                     {OpKind::kBackward, 0, 1},
+                     {OpKind::kOptimizer, 0, 0}};
+  s.device_ops[1] = {{OpKind::kForward, 1, 0},
+                     {OpKind::kBackward, 1, 0},
+                     {OpKind::kForward, 1, 1},
+                     {OpKind::kBackward, 1, 1},
+                     {OpKind::kOptimizer, 1, 0}};
+  ASSERT_EQ(check_schedule(s), "");
+  Timeline t;
+  TimelineRecorder rec(t);
+  const EngineResult r = run_engine(s, stages, sc.cluster, &rec);
+  EXPECT_EQ(find(t, Lane::kRecv, EventKind::kGradient, 0).end, 14000);
+  EXPECT_EQ(find(t, Lane::kRecv, EventKind::kActivation, 1).end, 11000);
+  EXPECT_EQ(r.step_time, 21000);
+}
+
+TEST(Transfer, MultiHopRouteSumsLatencies) {
+  // Stages on devices 0 and 2 of a 4-device ring: two hops each way, 100 ns each.
+  Scenario sc = two_stages(1, 200, 100e-9, TopologyKind::kRing);
+  sc.cluster.devices = 4;
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
+  const auto stages = compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0);
+  Schedule s = build_gpipe(2, 1, false);
+  s.stage_device = {0, 2};
+  s.device_ops = {s.device_ops[0], {}, s.device_ops[1]};
+  ASSERT_EQ(check_schedule(s), "");
+  const EngineResult r = run_engine(s, stages, sc.cluster, nullptr);
+  EXPECT_EQ(r.step_time, 1000 + (200 + 200) + 1000 + 2000 + (200 + 200) + 2000);
+  EXPECT_EQ(r.comm_time, 2 * 2 * 200);
+  EXPECT_EQ(r.device_busy[1], 0);
 }
 
 TEST(Transfer, RingNeighboursAreOneHop) {
