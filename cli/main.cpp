@@ -8,7 +8,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/capacity_command.h"
+#include "cli/export_command.h"
+#include "cli/plan_command.h"
 #include "cli/simulate_command.h"
+#include "cli/sweep_command.h"
 #include "costmodels/check.h"
 
 namespace {
@@ -26,8 +30,17 @@ int main(int argc, char** argv) {
                "pipescope"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "pipescope 0.1.0");
-  pipescope::cli::SimulateOptions simulate;
-  CLI::App* simulate_cmd = pipescope::cli::add_simulate_command(app, simulate);
+  namespace cli = pipescope::cli;
+  cli::SimulateOptions simulate;
+  cli::PlanOptions plan;
+  cli::SweepOptions sweep;
+  cli::CapacityOptions capacity;
+  cli::ExportOptions exporting;
+  CLI::App* simulate_cmd = cli::add_simulate_command(app, simulate);
+  CLI::App* plan_cmd = cli::add_plan_command(app, plan);
+  CLI::App* sweep_cmd = cli::add_sweep_command(app, sweep);
+  CLI::App* capacity_cmd = cli::add_capacity_command(app, capacity);
+  CLI::App* export_cmd = cli::add_export_command(app, exporting);
 
   try {
     app.parse(argc, argv);
@@ -37,7 +50,11 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (simulate_cmd->parsed()) return pipescope::cli::run_simulate(simulate);
+    if (simulate_cmd->parsed()) return cli::run_simulate(simulate);
+    if (plan_cmd->parsed()) return cli::run_plan(plan);
+    if (sweep_cmd->parsed()) return cli::run_sweep_command(sweep);
+    if (capacity_cmd->parsed()) return cli::run_capacity(capacity);
+    if (export_cmd->parsed()) return cli::run_export(exporting);
   } catch (const pipescope::InternalError& e) {
     std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
     return kExitInternal;

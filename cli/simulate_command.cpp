@@ -1,10 +1,13 @@
 #include "cli/simulate_command.h"
 
 #include <iostream>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/summary.h"
+#include "sim/plan_io.h"
+#include "sim/planner.h"
 #include "sim/result_json.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
@@ -18,7 +21,10 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
       app.add_subcommand("simulate",
                          "Simulate one training step of a scenario: per-stage times, step time, "
                          "throughput, bubble, MFU and peak memory against capacity");
-  cmd->add_option("scenario", opts->scenario, "Scenario JSON file")->required();
+  add_scenario_options(*cmd, opts->scenario);
+  cmd->add_option("--plan", opts->plan,
+                  "Simulate a plan written by `pipescope plan -o` (its K, M, schedule, remat and "
+                  "cuts) on the scenario it was made for");
   cmd->add_option("-K,--stages", opts->stages,
                   "Pipeline stages (default: the cluster's device count)")
       ->check(CLI::PositiveNumber);
@@ -29,23 +35,37 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
       ->check(CLI::IsMember({"gpipe"}));
   cmd->add_option("--remat", opts->remat, "Rematerialization (default: training.remat)")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--partition", opts->partition, "How to cut the layers into stages")
-      ->check(CLI::IsMember({"uniform"}))
+  cmd->add_option("--partition", opts->partition,
+                  "How to cut the layers into stages: optimal (least slowest stage within "
+                  "memory), uniform (layer counts), params (parameter counts), gpipe (least "
+                  "variance of stage times)")
+      ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
       ->capture_default_str();
-  cmd->add_option("--set", opts->overrides,
-                  "Override a scenario field by dotted JSON path, e.g. --set model.layers=48 "
-                  "(repeatable)")
-      ->allow_extra_args(false);
   cmd->add_option("--trace", opts->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   cmd->add_flag("--json", opts->json, "Print the result as JSON instead of a table");
   return cmd;
 }
 
 int run_simulate(const SimulateOptions& o) {
-  const Scenario scenario = load_scenario(o.scenario, o.overrides);
+  Scenario scenario = load(o.scenario);
   SimConfig config;
-  config.stages = o.stages;
-  config.micro_batches = o.micro_batches;
+  if (o.plan) {
+    if (o.stages || o.micro_batches || o.schedule || o.remat) {
+      throw std::invalid_argument(
+          "--plan fixes K, M, the schedule and remat; drop -K, -M, --schedule and --remat");
+    }
+    const Plan plan = read_plan_file(*o.plan);
+    check_plan_matches(plan, scenario, *o.plan);
+    // The plan's pipeline is one of its D replicas.
+    scenario = replica_scenario(scenario, plan.stages, plan.data_parallel);
+    config.stages = plan.stages;
+    config.micro_batches = plan.micro_batches;
+    config.schedule = plan.schedule;
+    config.remat = plan.remat;
+    config.stage_ranges = plan.stage_ranges();
+  }
+  if (o.stages) config.stages = o.stages;
+  if (o.micro_batches) config.micro_batches = o.micro_batches;
   if (o.schedule) config.schedule = parse_schedule(*o.schedule);
   if (o.remat) config.remat = (*o.remat == "on");
   config.partition = *parse_partition_method(o.partition);
@@ -55,7 +75,7 @@ int run_simulate(const SimulateOptions& o) {
     result = simulate(scenario, config);
   } catch (const ConfigError& e) {
     if (e.scenario_field().empty()) throw;
-    throw ScenarioError(o.scenario, e.scenario_field(), e.what());
+    throw ScenarioError(o.scenario.file, e.scenario_field(), e.what());
   }
 
   // The trace first: if it cannot be written, no result is printed as if all
@@ -64,7 +84,8 @@ int run_simulate(const SimulateOptions& o) {
   if (o.json) {
     std::cout << to_json(result).dump(2) << "\n";
   } else {
-    print_summary(std::cout, scenario, result, config.partition);
+    print_summary(std::cout, scenario, result,
+                  o.plan ? "from " + *o.plan : std::string(to_string(config.partition)));
   }
   if (o.trace) {
     (o.json ? std::cerr : std::cout)

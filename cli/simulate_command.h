@@ -8,16 +8,18 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/scenario_options.h"
+
 namespace pipescope::cli {
 
 struct SimulateOptions {
-  std::string scenario;
+  ScenarioOptions scenario;
+  std::optional<std::string> plan;
   std::optional<int> stages;
   std::optional<int> micro_batches;
   std::optional<std::string> schedule;
   std::optional<std::string> remat;  // "on" | "off"
-  std::string partition = "uniform";
-  std::vector<std::string> overrides;
+  std::string partition = "optimal";
   std::optional<std::string> trace;
   bool json = false;
 };

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "cli/format.h"
+#include "sim/format.h"
 
 namespace pipescope::cli {
 namespace {
@@ -16,7 +16,7 @@ std::string pad(std::string s, std::size_t width, bool right = true) {
 }
 
 void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
-                  PartitionMethod partition) {
+                  std::string_view partition) {
   const ModelSpec& m = sc.model;
   const Cluster& c = sc.cluster;
   out << "Scenario   " << sc.name << ": " << m.family << ", " << m.layers.size() << " layers, "
@@ -30,8 +30,8 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   // Without data parallelism the devices beyond K stay idle and are not counted.
   if (r.stages < c.devices) out << " (on " << r.stages << " of the " << c.devices << " devices)";
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
-      << (r.remat ? "on" : "off") << ", partition " << to_string(partition) << ", cost model "
-      << r.cost_model << "\n\n";
+      << (r.remat ? "on" : "off") << ", partition " << partition << ", cost model " << r.cost_model
+      << "\n\n";
 }
 
 void print_stage_table(std::ostream& out, const SimResult& r) {
@@ -89,7 +89,7 @@ void print_totals(std::ostream& out, const SimResult& r) {
 }  // namespace
 
 void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
-                   PartitionMethod partition) {
+                   std::string_view partition) {
   print_header(out, scenario, result, partition);
   print_stage_table(out, result);
   print_totals(out, result);

@@ -2,6 +2,7 @@
 // The human-readable report of one simulated step.
 
 #include <ostream>
+#include <string_view>
 
 #include "sim/scenario.h"
 #include "sim/simulator.h"
@@ -9,6 +10,6 @@
 namespace pipescope::cli {
 
 void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
-                   PartitionMethod partition);
+                   std::string_view partition);
 
 }  // namespace pipescope::cli

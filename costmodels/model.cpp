@@ -25,6 +25,10 @@ Flops ModelSpec::bwd_flops_per_sample() const {
 Bytes ModelSpec::input_bytes_of(int first) const {
   PS_CHECK(first >= 0 && static_cast<std::size_t>(first) <= layers.size(),
            "layer index " + std::to_string(first) + " out of range");
+  if (!cut_bytes.empty()) {
+    PS_CHECK(cut_bytes.size() == layers.size() + 1, "cut_bytes does not match the layer list");
+    return cut_bytes[static_cast<std::size_t>(first)];
+  }
   return first == 0 ? input_bytes : layers[static_cast<std::size_t>(first) - 1].out_bytes;
 }
 

@@ -1,12 +1,11 @@
 #include "costmodels/model_families.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "costmodels/check.h"
+#include "costmodels/size_checks.h"
 
 namespace pipescope {
 
@@ -16,19 +15,15 @@ double f64(std::int64_t x) {
   return static_cast<double>(x);
 }
 
-// Sizes are 64-bit integers. Dimensions whose products would not fit are rejected
-// before any integer arithmetic can wrap; 2^62 leaves room for the sums over layers
-// and the micro-batch factors applied later.
-void require_fits(double value, const std::string& what) {
-  if (!(value < 0x1p62)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", value);
-    throw std::overflow_error(what + " come to " + buf + ", too many for 64-bit sizes");
-  }
-}
-
 LayerSpec layer(std::string name, Flops fwd, std::int64_t params, Bytes out, Bytes stash) {
-  return {std::move(name), fwd, 2.0 * fwd, params, out, stash};
+  LayerSpec l;
+  l.name = std::move(name);
+  l.fwd_flops = fwd;
+  l.bwd_flops = 2.0 * fwd;
+  l.params = params;
+  l.out_bytes = out;
+  l.stash_bytes = stash;
+  return l;
 }
 
 }  // namespace
@@ -40,8 +35,16 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   PS_CHECK(
       p.layers >= 0 && p.d_model > 0 && p.d_ff >= 0 && p.heads > 0 && p.seq_len > 0 && p.vocab > 0,
       "transformer parameters must be positive");
+  PS_CHECK(
+      p.kv_heads >= 0 && p.kv_heads <= p.heads && (p.kv_heads == 0 || p.heads % p.kv_heads == 0),
+      "kv_heads must divide heads");
   const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, v = p.vocab;
   const std::int64_t f = p.d_ff == 0 ? 4 * h : p.d_ff;
+  // Width of the K and V projections: h for multi-head attention, h * kv / a with
+  // grouped-query attention (kv key/value heads shared by a / kv query heads each).
+  const std::int64_t kv = p.kv_heads == 0 ? a : p.kv_heads;
+  PS_CHECK(kv == a || h % a == 0, "grouped-query attention needs heads to divide d_model");
+  const std::int64_t d_kv = kv == a ? h : h / a * kv;
   const Bytes e = dtype_bytes(p.dtype);
 
   ModelSpec m;
@@ -66,12 +69,16 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
 
   // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
   // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,
-  // MLP 4shf, scores and attention over V 4s^2h; 24sh^2 + 4s^2h for f = 4h.
-  const Flops block_fwd = 8.0 * f64(s) * f64(h) * f64(h) + 4.0 * f64(s) * f64(h) * f64(f) +
-                          4.0 * f64(s) * f64(s) * f64(h);
-  // QKV and output projection weights and biases 4h^2 + 4h, MLP 2hf + f + h, two
-  // LayerNorms (gain, bias) 4h.
-  const std::int64_t block_params = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h;
+  // MLP 4shf, scores and attention over V 4s^2h; 24sh^2 + 4s^2h for f = 4h. With
+  // grouped-query attention K and V take 4sh*d_kv instead of 4sh^2 (Q and output
+  // projection stay 4sh^2); the scores are unchanged.
+  const Flops block_fwd = 4.0 * f64(s) * f64(h) * (f64(h) + f64(d_kv)) +
+                          4.0 * f64(s) * f64(h) * f64(f) + 4.0 * f64(s) * f64(s) * f64(h);
+  // Q and output projection weights and biases 2h^2 + 2h, K and V 2h*d_kv + 2d_kv
+  // (4h^2 + 4h together without GQA), MLP 2hf + f + h, two LayerNorms (gain, bias)
+  // 4h.
+  const std::int64_t block_params =
+      2 * h * h + 2 * h + 2 * h * d_kv + 2 * d_kv + 2 * h * f + f + h + 4 * h;
   // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   // Models", section 4.1, for any element size e and any f, dropout masks 1 byte:
   //   attention: QKV input e*sh, Q and K 2e*sh, softmax output e*as^2, its dropout
@@ -81,19 +88,22 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   //     dropout mask 1*sh;
   //   two LayerNorm inputs 2e*sh (the first is the block input).
   // Sum: s*(h*(8e + 2) + 2e*f) + a*s^2*(2e + 1); e = 2, f = 4h gives their
-  // sh*(34 + 5as/h).
-  const Bytes block_stash = s * (h * (8 * e + 2) + 2 * e * f) + a * s * s * (2 * e + 1);
+  // sh*(34 + 5as/h). With grouped-query attention K and V are e*s*d_kv each.
+  const Bytes block_stash =
+      s * (h * (6 * e + 2) + 2 * e * d_kv + 2 * e * f) + a * s * s * (2 * e + 1);
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(
         layer("block" + std::to_string(i), block_fwd, block_params, s * h * e, block_stash));
   }
 
-  // Final LayerNorm + LM projection (2shV, untied) + softmax cross-entropy, counted
-  // as 5sV (max, exp, sum, normalise, log-likelihood); the LayerNorm's O(sh) is
-  // neglected like the blocks' elementwise work. Output: the fp32 loss. Stash: LN
-  // and projection inputs 2e*sh, softmax output e*sV, int32 targets 4s.
+  // Final LayerNorm + LM projection (2shV; V*h weights unless tied to the token
+  // table) + softmax cross-entropy, counted as 5sV (max, exp, sum, normalise,
+  // log-likelihood); the LayerNorm's O(sh) is neglected like the blocks'
+  // elementwise work. Output: the fp32 loss. Stash: LN and projection inputs
+  // 2e*sh, softmax output e*sV, int32 targets 4s.
+  const std::int64_t head_params = (p.tied_embeddings ? 0 : v * h) + 2 * h;
   m.layers.push_back(layer("head", 2.0 * f64(s) * f64(h) * f64(v) + 5.0 * f64(s) * f64(v),
-                           v * h + 2 * h, 4, 2 * s * h * e + s * v * e + s * 4));
+                           head_params, 4, 2 * s * h * e + s * v * e + s * 4));
   return m;
 }
 

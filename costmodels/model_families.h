@@ -24,8 +24,20 @@ struct TransformerParams {
   DType dtype = DType::kFp32;
   // A learned position table (seq_len x d_model parameters) instead of the
   // original Transformer's sinusoidal positions, which GPipe's Transformer uses
-  // (its parameter counts carry no such table).
+  // (its parameter counts carry no such table). Rotary positions (Llama) have no
+  // parameters either and count as sinusoidal.
   bool learned_positions = false;
+  // The LM projection reuses the token table (GPT-2, T5; Press & Wolf 2017): the
+  // head keeps its 2shV FLOPs but has no V x h weights of its own. The table is
+  // counted once, on the embedding's stage. When embedding and head sit on
+  // different stages, real pipelines (Megatron-LM) keep a copy on both and
+  // all-reduce its gradient; that copy (V*h weights with their gradients and
+  // optimizer state on the last stage) is not modelled.
+  bool tied_embeddings = false;
+  // Key/value heads for grouped-query attention (Ainslie et al. 2023; Llama-2-70B,
+  // Mistral): K and V projections are h x (h * kv_heads / heads). 0 means heads
+  // (multi-head attention).
+  std::int64_t kv_heads = 0;
 };
 // Throws std::overflow_error when the sizes do not fit in 64-bit integers.
 ModelSpec make_transformer(const TransformerParams& p, const std::string& name = "transformer");
@@ -42,5 +54,24 @@ struct MlpParams {
 };
 // Throws std::overflow_error when the sizes do not fit in 64-bit integers.
 ModelSpec make_mlp(const MlpParams& p, const std::string& name = "mlp");
+
+// An AmoebaNet-D image classifier as GPipe scales it: AmoebaNet-D (L, D) has L
+// normal cells with D filters (Huang et al. 2019, Table 1), in three groups split
+// by two reduction cells, after an ImageNet stem of a 3x3 stride-2 convolution and
+// two reduction cells; then global average pooling, a linear classifier and
+// softmax cross-entropy. Cells follow the TensorFlow TPU reference AmoebaNet-D as
+// torchgpipe reimplements it (benchmarks/models/amoebanet), which reproduces the
+// paper's parameter counts. Every cell consumes the outputs of the two cells before
+// it (h[i-1], h[i-2]; Real et al. 2019), so cuts between cells carry two tensors;
+// the layers name their inputs and the model comes back with cut_bytes filled.
+struct AmoebaNetParams {
+  int cells = 0;                  // L, normal cells; group g of three holds L/3 (+1 for g < L % 3)
+  std::int64_t filters = 0;       // D, at least 8: normal cells of the groups have D, 2D, 4D
+  std::int64_t image_size = 224;  // square input, 3 channels
+  std::int64_t classes = 1000;
+  DType dtype = DType::kFp32;
+};
+// Throws std::overflow_error when the sizes do not fit in 64-bit integers.
+ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name = "amoebanet");
 
 }  // namespace pipescope

@@ -1,8 +1,35 @@
 #include "sim/partition.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "costmodels/check.h"
+#include "sim/format.h"
 
 namespace pipescope {
+
+std::string_view to_string(PartitionMethod p) {
+  switch (p) {
+    case PartitionMethod::kOptimal:
+      return "optimal";
+    case PartitionMethod::kUniform:
+      return "uniform";
+    case PartitionMethod::kParams:
+      return "params";
+    case PartitionMethod::kGpipe:
+      return "gpipe";
+  }
+  return "?";
+}
+
+std::optional<PartitionMethod> parse_partition_method(std::string_view name) {
+  for (PartitionMethod p : {PartitionMethod::kOptimal, PartitionMethod::kUniform,
+                            PartitionMethod::kParams, PartitionMethod::kGpipe}) {
+    if (name == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
 
 std::vector<StageRange> partition_uniform(int layers, int stages) {
   PS_CHECK(stages >= 1 && stages <= layers, "need 1 <= stages <= layers");
@@ -17,6 +44,198 @@ std::vector<StageRange> partition_uniform(int layers, int stages) {
     first += count;
   }
   return out;
+}
+
+namespace {
+
+// Prefix sums over the layers, so that any stage's totals cost O(1).
+SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {
+  if (p.link_bandwidth <= 0.0) return 0;
+  return seconds_to_simtime(p.link_latency_s + static_cast<double>(bytes) / p.link_bandwidth);
+}
+
+struct Prefix {
+  std::vector<SimTime> cut_time;  // moving cut i between devices; 0 for the model's ends
+  std::vector<SimTime> compute;  // forward + backward (+ recompute with remat)
+  std::vector<SimTime> fwd_bwd;  // forward + backward
+  std::vector<std::int64_t> params;
+  std::vector<Bytes> stash;
+
+  explicit Prefix(const PartitionProblem& p) {
+    const std::size_t n = p.layers.size();
+    compute.assign(n + 1, 0);
+    fwd_bwd.assign(n + 1, 0);
+    params.assign(n + 1, 0);
+    stash.assign(n + 1, 0);
+    cut_time.assign(n + 1, 0);
+    for (std::size_t i = 1; i < n; ++i) cut_time[i] = transfer_time(p, p.cut_bytes[i]);
+    for (std::size_t i = 0; i < n; ++i) {
+      const LayerCost& l = p.layers[i];
+      fwd_bwd[i + 1] = fwd_bwd[i] + l.forward + l.backward;
+      compute[i + 1] = fwd_bwd[i + 1] + (p.remat ? l.recompute : 0) + (compute[i] - fwd_bwd[i]);
+      params[i + 1] = params[i] + l.params;
+      stash[i + 1] = stash[i] + l.stash_bytes;
+    }
+  }
+  SimTime compute_of(int first, int last) const { return compute[last + 1] - compute[first]; }
+  SimTime fwd_bwd_of(int first, int last) const { return fwd_bwd[last + 1] - fwd_bwd[first]; }
+  std::int64_t params_of(int first, int last) const { return params[last + 1] - params[first]; }
+  Bytes stash_of(int first, int last) const { return stash[last + 1] - stash[first]; }
+};
+
+Bytes static_bytes(const PartitionProblem& p, std::int64_t params) {
+  return static_cast<Bytes>(std::llround(static_cast<double>(params) * p.bytes_per_param));
+}
+
+// The part of a stage's memory that only grows as the stage takes more layers:
+// everything but the M inputs kept under remat.
+Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last) {
+  const Bytes stash = pre.stash_of(first, last);
+  return static_bytes(p, pre.params_of(first, last)) + (p.remat ? stash : p.micro_batches * stash);
+}
+
+Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last) {
+  return memory_floor(p, pre, first, last) +
+         (p.remat ? p.micro_batches * p.cut_bytes[static_cast<std::size_t>(first)] : 0);
+}
+
+// The model's input and the loss do not cross between devices (cut_time is 0 at
+// both ends).
+SimTime time_of(const Prefix& pre, int first, int last) {
+  return pre.compute_of(first, last) + pre.cut_time[static_cast<std::size_t>(first)] +
+         pre.cut_time[static_cast<std::size_t>(last + 1)];
+}
+
+// Cuts L layers into K contiguous stages minimising combine() over the stages of
+// cost(first, last), among the stages that pass ok(first, last). `floor` is a
+// lower bound of cost that grows as a stage extends to the left, and `too_big`
+// a condition that stays true once true as it does, which both end the search
+// early. best[s][j]: the best value of s stages over layers [0, j).
+template <typename V, typename Cost, typename Floor, typename TooBig, typename Ok, typename Combine>
+std::optional<std::pair<V, std::vector<StageRange>>> dp_partition(int L, int K, Cost cost,
+                                                                  Floor floor, TooBig too_big,
+                                                                  Ok ok, Combine combine) {
+  PS_CHECK(K >= 1 && K <= L, "need 1 <= stages <= layers");
+  const V inf = std::numeric_limits<V>::max();
+  const auto W = static_cast<std::size_t>(L + 1);
+  std::vector<V> best(static_cast<std::size_t>(K + 1) * W, inf);
+  std::vector<int> from(static_cast<std::size_t>(K + 1) * W, -1);
+  const auto at = [W](int s, int j) {
+    return static_cast<std::size_t>(s) * W + static_cast<std::size_t>(j);
+  };
+  best[at(0, 0)] = V{};
+  for (int s = 1; s <= K; ++s) {
+    for (int j = s; j <= L - (K - s); ++j) {
+      V b = inf;
+      int arg = -1;
+      // The first stage starts at layer 0; stage s at s - 1 or later.
+      const int lowest = s == 1 ? 0 : s - 1;
+      const int highest = s == 1 ? 0 : j - 1;
+      for (int i = highest; i >= lowest; --i) {
+        const V f = floor(i, j - 1);
+        if (b != inf && f >= b) break;
+        if (too_big(i, j - 1)) break;
+        const V prev = best[at(s - 1, i)];
+        if (prev == inf || !ok(i, j - 1)) continue;
+        const V v = combine(prev, cost(i, j - 1));
+        if (v < b) {
+          b = v;
+          arg = i;
+        }
+      }
+      best[at(s, j)] = b;
+      from[at(s, j)] = arg;
+    }
+  }
+  if (best[at(K, L)] == inf) return std::nullopt;
+  std::vector<StageRange> stages(static_cast<std::size_t>(K));
+  for (int s = K, j = L; s >= 1; --s) {
+    const int i = from[at(s, j)];
+    stages[static_cast<std::size_t>(s - 1)] = StageRange{i, j - 1};
+    j = i;
+  }
+  return std::make_pair(best[at(K, L)], std::move(stages));
+}
+
+const auto kMax = [](auto a, auto b) { return std::max(a, b); };
+const auto kNever = [](int, int) { return false; };
+const auto kAlways = [](int, int) { return true; };
+
+void check_problem(const PartitionProblem& p) {
+  PS_CHECK(p.cut_bytes.size() == p.layers.size() + 1, "cut_bytes needs layers + 1 entries");
+  PS_CHECK(p.stages >= 1 && p.stages <= static_cast<int>(p.layers.size()), "need 1 <= K <= layers");
+}
+
+}  // namespace
+
+SimTime stage_time(const PartitionProblem& p, int first, int last) {
+  check_problem(p);
+  return time_of(Prefix(p), first, last);
+}
+
+Bytes stage_memory(const PartitionProblem& p, int first, int last) {
+  check_problem(p);
+  return memory_of(p, Prefix(p), first, last);
+}
+
+PartitionResult partition_optimal(const PartitionProblem& p) {
+  check_problem(p);
+  const Prefix pre(p);
+  const int L = static_cast<int>(p.layers.size());
+  const auto time = [&](int i, int j) { return time_of(pre, i, j); };
+  const auto compute = [&](int i, int j) { return pre.compute_of(i, j); };
+  const Bytes cap = p.memory_capacity.value_or(std::numeric_limits<Bytes>::max());
+  const auto too_big = [&](int i, int j) { return memory_floor(p, pre, i, j) > cap; };
+  const auto fits = [&](int i, int j) { return memory_of(p, pre, i, j) <= cap; };
+  PartitionResult result;
+  if (auto best = dp_partition<SimTime>(L, p.stages, time, compute, too_big, fits, kMax)) {
+    result.bottleneck = best->first;
+    result.stages = std::move(best->second);
+    return result;
+  }
+  // Nothing fits: the smallest capacity that would.
+  const Bytes least = min_peak_memory(p);
+  result.memory_needed = least;
+  result.why = "no cut into " + std::to_string(p.stages) + " stages fits " +
+               format_bytes(static_cast<double>(cap)) + " per device; the best needs " +
+               format_bytes(static_cast<double>(least)) + " on its fullest stage";
+  return result;
+}
+
+Bytes min_peak_memory(const PartitionProblem& p) {
+  check_problem(p);
+  const Prefix pre(p);
+  const auto memory = [&](int i, int j) { return memory_of(p, pre, i, j); };
+  const auto floor = [&](int i, int j) { return memory_floor(p, pre, i, j); };
+  const auto least = dp_partition<Bytes>(static_cast<int>(p.layers.size()), p.stages, memory, floor,
+                                         kNever, kAlways, kMax);
+  PS_CHECK(least.has_value(), "an unconstrained partition always exists");
+  return least->first;
+}
+
+std::vector<StageRange> partition_params(const PartitionProblem& p) {
+  check_problem(p);
+  const Prefix pre(p);
+  const auto params = [&](int i, int j) { return pre.params_of(i, j); };
+  return dp_partition<std::int64_t>(static_cast<int>(p.layers.size()), p.stages, params, params,
+                                    kNever, kAlways, kMax)
+      ->second;
+}
+
+std::vector<StageRange> partition_min_variance(const PartitionProblem& p) {
+  check_problem(p);
+  const Prefix pre(p);
+  // The mean stage cost is fixed (total / K), so the variance is least where the
+  // sum of squared stage costs is. Forward + backward, as the GPipe paper
+  // estimates a cell's cost; in double, since squared nanoseconds overflow.
+  const auto square = [&](int i, int j) {
+    const auto fb = static_cast<double>(pre.fwd_bwd_of(i, j));
+    return fb * fb;
+  };
+  const auto plus = [](double a, double b) { return a + b; };
+  return dp_partition<double>(static_cast<int>(p.layers.size()), p.stages, square, square, kNever,
+                              kAlways, plus)
+      ->second;
 }
 
 }  // namespace pipescope

@@ -1,7 +1,14 @@
 #pragma once
-// Contiguous cuts of a model's layers into pipeline stages.
+// Contiguous cuts of a model's layers into pipeline stages (DESIGN.md,
+// "Partitioner").
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
+
+#include "costmodels/units.h"
 
 namespace pipescope {
 
@@ -10,10 +17,72 @@ struct StageRange {
   int last_layer = 0;   // inclusive
 
   int layer_count() const { return last_layer - first_layer + 1; }
+  friend bool operator==(const StageRange&, const StageRange&) = default;
 };
+
+enum class PartitionMethod {
+  kOptimal,  // minimal slowest stage within memory (exact)
+  kUniform,  // equal layer counts
+  kParams,   // balanced parameter counts (DeepSpeed's partition_method="parameters")
+  kGpipe,    // minimal variance of stage costs (the GPipe paper's heuristic)
+};
+std::string_view to_string(PartitionMethod p);
+std::optional<PartitionMethod> parse_partition_method(std::string_view name);
 
 // Even split by layer count; the first (layers % stages) stages take one layer
 // more. Requires 1 <= stages <= layers.
 std::vector<StageRange> partition_uniform(int layers, int stages);
+
+// Per-layer inputs of the other methods, all for one micro-batch.
+struct LayerCost {
+  SimTime forward = 0;
+  SimTime backward = 0;
+  SimTime recompute = 0;
+  std::int64_t params = 0;
+  Bytes stash_bytes = 0;  // for the micro-batch
+};
+
+// What the optimal partitioner minimises and respects.
+struct PartitionProblem {
+  std::vector<LayerCost> layers;
+  // cut_bytes[i]: bytes crossing a cut before layer i for one micro-batch
+  // (cut_bytes[0] the model input, cut_bytes[L] the last output); L + 1 entries.
+  std::vector<Bytes> cut_bytes;
+  int stages = 1;
+  int micro_batches = 1;
+  bool remat = true;
+  double bytes_per_param = 0.0;
+  std::optional<Bytes> memory_capacity;  // none: no memory limit
+  // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).
+  double link_latency_s = 0.0;
+  double link_bandwidth = 0.0;  // bytes/s; 0 means transfers are free
+};
+
+struct PartitionResult {
+  std::vector<StageRange> stages;  // empty when nothing fits
+  SimTime bottleneck = 0;          // the slowest stage's time (optimal only)
+  // When no cut fits: the smallest memory that would, and a sentence on why.
+  std::optional<Bytes> memory_needed;
+  std::string why;
+};
+
+// Stage time used by the optimal partitioner: forward + backward + recompute
+// (with remat) + the transfer time of its input cut and of its output cut.
+SimTime stage_time(const PartitionProblem& p, int first, int last);
+// Peak memory of a stage under GPipe (DESIGN.md, "Memory"): weights, gradients
+// and optimizer state, plus M stashes without remat, or M inputs and one stash
+// with remat.
+Bytes stage_memory(const PartitionProblem& p, int first, int last);
+
+// Exact minimum of the slowest stage subject to memory, by dynamic programming
+// over (stages, prefix) with pruning; ties go to the cut found first.
+PartitionResult partition_optimal(const PartitionProblem& p);
+// The least memory any cut needs on its fullest stage: the problem fits in
+// memory_capacity exactly when this is at most it.
+Bytes min_peak_memory(const PartitionProblem& p);
+// Exact minimum of the largest stage's parameter count.
+std::vector<StageRange> partition_params(const PartitionProblem& p);
+// Exact minimum of the variance of the stages' forward + backward times.
+std::vector<StageRange> partition_min_variance(const PartitionProblem& p);
 
 }  // namespace pipescope

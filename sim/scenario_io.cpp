@@ -4,15 +4,10 @@
 
 #include "sim/scenario_io.h"
 
-#include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,7 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/device.h"
+#include "costmodels/layer_graph.h"
 #include "costmodels/model_families.h"
+#include "sim/json_reader.h"
 #include "sim/scenario_limits.h"
 
 namespace pipescope {
@@ -31,6 +28,8 @@ using nlohmann::json;
 
 namespace {
 
+using namespace json_io;
+
 std::string compose(const std::string& file, const std::string& path, const std::string& message) {
   std::string out;
   if (!file.empty()) out += file + ": ";
@@ -38,176 +37,9 @@ std::string compose(const std::string& file, const std::string& path, const std:
   return out + message;
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
-  return out;
-}
-
-// A value's place: the file and its dotted JSON path ("model.layers[2].name").
-struct Where {
-  const std::string& file;
-  std::string path;
-
-  [[noreturn]] void fail(const std::string& message) const {
-    throw ScenarioError(file, path, message);
-  }
-  Where key(std::string_view k) const {
-    return {file, path.empty() ? std::string(k) : path + "." + std::string(k)};
-  }
-  Where index(std::size_t i) const { return {file, path + "[" + std::to_string(i) + "]"}; }
-};
-
-// A value of the wrong type is named by its type ("got string"), a number out of range
-// by its value ("got -3").
-std::string type_of(const json& v) {
-  return v.type_name();
-}
-std::string describe(const json& v) {
-  return v.is_number() ? v.dump() : type_of(v);
-}
-
-struct IntRange {
-  std::int64_t min = 0;  // 0 or 1
-  std::int64_t max = 0;
-};
-constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
-constexpr IntRange kPositiveInt{1, kInt64Max};
-constexpr IntRange kNonNegativeInt{0, kInt64Max};
-// Counts held in `int`, and model dimensions, which the families multiply together.
-constexpr IntRange kPositiveSmallInt{1, std::numeric_limits<int>::max()};
-
 // Layers and devices each become entries in per-layer and per-device tables.
 constexpr IntRange kLayerCount{1, 1 << 20};
 constexpr IntRange kDeviceCount{1, 1 << 20};
-
-enum class NumberRange { kPositive, kNonNegative, kFraction };
-
-std::int64_t as_int(const json& v, const Where& w, IntRange r) {
-  const std::string expected = r.min > 0 ? "a positive integer" : "a non-negative integer";
-  const std::string wrong = "expected " + expected + ", got " + describe(v);
-  const std::string too_large =
-      "expected " + expected + " no larger than " + std::to_string(r.max) + ", got " + describe(v);
-  std::int64_t value = 0;
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(r.max)) w.fail(too_large);
-    value = static_cast<std::int64_t>(u);
-  } else if (v.is_number_integer()) {
-    value = v.get<std::int64_t>();
-  } else if (v.is_number_float()) {
-    // Sizes are often written as 16e9, which JSON parsers read as floats; accept
-    // those that are exact integers.
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || std::trunc(d) != d || d < static_cast<double>(r.min)) w.fail(wrong);
-    if (d >= 0x1p63) w.fail(too_large);
-    value = static_cast<std::int64_t>(d);
-  } else {
-    w.fail(wrong);
-  }
-  if (value < r.min) w.fail(wrong);
-  if (value > r.max) w.fail(too_large);
-  return value;
-}
-
-double as_number(const json& v, const Where& w, NumberRange r) {
-  const char* expected = r == NumberRange::kPositive      ? "a positive number"
-                         : r == NumberRange::kNonNegative ? "a non-negative number"
-                                                          : "a number in (0, 1]";
-  if (!v.is_number()) w.fail(std::string("expected ") + expected + ", got " + type_of(v));
-  const double d = v.get<double>();
-  const bool ok = std::isfinite(d) && (r == NumberRange::kPositive      ? d > 0.0
-                                       : r == NumberRange::kNonNegative ? d >= 0.0
-                                                                        : d > 0.0 && d <= 1.0);
-  if (!ok) w.fail(std::string("expected ") + expected + ", got " + describe(v));
-  return d;
-}
-
-std::string as_string(const json& v, const Where& w) {
-  if (!v.is_string()) w.fail("expected a string, got " + type_of(v));
-  return v.get<std::string>();
-}
-
-bool as_bool(const json& v, const Where& w) {
-  if (!v.is_boolean()) w.fail("expected true or false, got " + type_of(v));
-  return v.get<bool>();
-}
-
-// "A JSON object at a path": typed accessors that report the path of a bad value,
-// and finish(), which reports any key nobody asked for.
-class ObjectReader {
- public:
-  ObjectReader(const json& value, Where where) : value_(value), where_(std::move(where)) {
-    if (!value_.is_object()) where_.fail("expected an object, got " + type_of(value_));
-  }
-
-  Where where(std::string_view key) const { return where_.key(key); }
-  [[noreturn]] void fail(std::string_view key, const std::string& message) const {
-    where(key).fail(message);
-  }
-  [[noreturn]] void fail_here(const std::string& message) const { where_.fail(message); }
-
-  const json* find(std::string_view key) {
-    if (std::find(asked_.begin(), asked_.end(), key) == asked_.end()) asked_.emplace_back(key);
-    const auto it = value_.find(std::string(key));
-    return it == value_.end() ? nullptr : &*it;
-  }
-  const json& at(std::string_view key) {
-    const json* v = find(key);
-    if (v == nullptr) fail(key, "missing required key");
-    return *v;
-  }
-
-  std::string string(std::string_view key) { return as_string(at(key), where(key)); }
-  std::optional<std::string> opt_string(std::string_view key) {
-    const json* v = find(key);
-    return v ? std::optional(as_string(*v, where(key))) : std::nullopt;
-  }
-  std::int64_t integer(std::string_view key, IntRange r) { return as_int(at(key), where(key), r); }
-  std::optional<std::int64_t> opt_integer(std::string_view key, IntRange r) {
-    const json* v = find(key);
-    return v ? std::optional(as_int(*v, where(key), r)) : std::nullopt;
-  }
-  double number(std::string_view key, NumberRange r) { return as_number(at(key), where(key), r); }
-  std::optional<double> opt_number(std::string_view key, NumberRange r) {
-    const json* v = find(key);
-    return v ? std::optional(as_number(*v, where(key), r)) : std::nullopt;
-  }
-  std::optional<bool> opt_bool(std::string_view key) {
-    const json* v = find(key);
-    return v ? std::optional(as_bool(*v, where(key))) : std::nullopt;
-  }
-  ObjectReader object(std::string_view key) { return ObjectReader(at(key), where(key)); }
-  std::optional<ObjectReader> opt_object(std::string_view key) {
-    const json* v = find(key);
-    return v ? std::optional(ObjectReader(*v, where(key))) : std::nullopt;
-  }
-
-  void finish() const {
-    for (const auto& item : value_.items()) {
-      if (std::find(asked_.begin(), asked_.end(), item.key()) == asked_.end()) {
-        fail(item.key(),
-             "unknown key '" + item.key() + "' (expected one of: " + join(asked_) + ")");
-      }
-    }
-  }
-
- private:
-  const json& value_;
-  Where where_;
-  std::vector<std::string> asked_;
-};
-
-// An optional name from a fixed set (dtype, optimizer, ...), parsed by `parse`.
-template <class Parse>
-auto opt_choice(ObjectReader& r, std::string_view key, const std::string& what, Parse parse,
-                const std::string& known) -> decltype(parse(std::string_view{})) {
-  const std::optional<std::string> name = r.opt_string(key);
-  if (!name) return std::nullopt;
-  const auto value = parse(*name);
-  if (!value) r.fail(key, "unknown " + what + " '" + *name + "' (expected one of: " + known + ")");
-  return value;
-}
 
 DType read_dtype(ObjectReader& m) {
   return opt_choice(m, "dtype", "dtype", parse_dtype, "fp32, bf16, fp16").value_or(DType::kFp32);
@@ -231,9 +63,15 @@ ModelSpec read_transformer(ObjectReader& m) {
   p.learned_positions =
       opt_choice(m, "positions", "positions", parse_positions, "sinusoidal, learned")
           .value_or(false);
+  p.tied_embeddings = m.opt_bool("tied_embeddings").value_or(false);
+  p.kv_heads = m.opt_integer("kv_heads", kPositiveSmallInt).value_or(p.heads);
   if (p.d_model % p.heads != 0) {
     m.fail("heads",
            std::to_string(p.heads) + " heads do not divide d_model " + std::to_string(p.d_model));
+  }
+  if (p.kv_heads > p.heads || p.heads % p.kv_heads != 0) {
+    m.fail("kv_heads", std::to_string(p.kv_heads) + " key/value heads do not divide heads " +
+                           std::to_string(p.heads));
   }
   return make_transformer(p, name);
 }
@@ -249,6 +87,23 @@ ModelSpec read_mlp(ObjectReader& m) {
   return make_mlp(p, name);
 }
 
+ModelSpec read_amoebanet(ObjectReader& m) {
+  const std::string name = m.opt_string("name").value_or("amoebanet");
+  AmoebaNetParams p;
+  p.cells = static_cast<int>(m.integer("cells", kLayerCount));
+  p.filters = m.integer("filters", kPositiveSmallInt);
+  if (p.filters < 8) {
+    m.fail("filters",
+           "expected at least 8 (the stem has filters / 4 channels and its first "
+           "reduction cell's bottlenecks filters / 8), got " +
+               std::to_string(p.filters));
+  }
+  p.image_size = m.opt_integer("image_size", kPositiveSmallInt).value_or(224);
+  p.classes = m.opt_integer("classes", kPositiveSmallInt).value_or(1000);
+  p.dtype = read_dtype(m);
+  return make_amoebanet(p, name);
+}
+
 LayerSpec read_layer(ObjectReader l) {
   LayerSpec layer;
   layer.name = l.string("name");
@@ -258,6 +113,16 @@ LayerSpec read_layer(ObjectReader l) {
   layer.params = l.integer("params", kNonNegativeInt);
   layer.out_bytes = l.integer("out_bytes", kNonNegativeInt);
   layer.stash_bytes = l.integer("stash_bytes", kNonNegativeInt);
+  if (l.find("inputs") != nullptr) {
+    const json& names = l.array("inputs");
+    if (names.empty()) {
+      l.fail("inputs",
+             "expected at least one layer name (leave 'inputs' out for the previous layer)");
+    }
+    for (std::size_t j = 0; j < names.size(); ++j) {
+      layer.inputs.push_back(as_string(names[j], l.where("inputs").index(j)));
+    }
+  }
   l.finish();
   return layer;
 }
@@ -283,22 +148,34 @@ ModelSpec read_layer_list(ObjectReader& m) {
   spec.dtype = read_dtype(m);
   spec.input_bytes = m.opt_integer("input_bytes", kNonNegativeInt).value_or(0);
   spec.tokens_per_sample = m.opt_integer("tokens_per_sample", kPositiveInt).value_or(1);
+  // Layers that name their inputs form a graph: check it, order it, size its cuts.
+  try {
+    resolve_layer_graph(spec);
+  } catch (const LayerGraphError& e) {
+    const Where layer_at = list_at.index(static_cast<std::size_t>(e.layer()));
+    const Where at =
+        e.input() ? layer_at.key("inputs").index(static_cast<std::size_t>(*e.input())) : layer_at;
+    at.fail(e.reason());
+  }
   return spec;
 }
 
 ModelSpec read_model(ObjectReader m) {
   const std::string family = m.string("family");
   ModelSpec spec;
-  if (family == "transformer" || family == "mlp") {
+  if (family == "transformer" || family == "mlp" || family == "amoebanet") {
     try {
-      spec = family == "transformer" ? read_transformer(m) : read_mlp(m);
+      spec = family == "transformer" ? read_transformer(m)
+             : family == "mlp"       ? read_mlp(m)
+                                     : read_amoebanet(m);
     } catch (const std::overflow_error& e) {
       m.fail_here(e.what());
     }
   } else if (family == "layers") {
     spec = read_layer_list(m);
   } else {
-    m.fail("family", "unknown family '" + family + "' (expected one of: transformer, mlp, layers)");
+    m.fail("family", "unknown family '" + family +
+                         "' (expected one of: transformer, mlp, amoebanet, layers)");
   }
   spec.family = family;
   m.finish();
@@ -410,57 +287,6 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
 std::string default_name(const std::string& file) {
   const std::string stem = std::filesystem::path(file).stem().string();
   return stem.empty() ? "scenario" : stem;
-}
-
-// Reports where a parse failed. nlohmann's own message has a line and column only for
-// syntax errors, not for a number that overflows a double (1e400), so a second pass
-// collects the position of either through the SAX interface.
-class ErrorLocator : public nlohmann::json_sax<json> {
- public:
-  std::size_t position = 0;
-  std::string reason;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t pos, const std::string&, const json::exception& ex) override {
-    position = pos;
-    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: "
-    // since the position is reported separately.
-    std::string_view text = ex.what();
-    if (const auto p = text.find("] "); p != std::string_view::npos) text.remove_prefix(p + 2);
-    if (text.starts_with("parse error")) {
-      if (const auto p = text.find(": "); p != std::string_view::npos) text.remove_prefix(p + 2);
-    }
-    reason = text;
-    return false;
-  }
-};
-
-json parse_json(const std::string& text, const std::string& file) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_discarded()) return doc;
-  ErrorLocator locator;
-  json::sax_parse(text, &locator);
-  // `position` counts the characters the lexer read, so the offending one is at index
-  // position - 1 (the end of the text for an unexpected end of input).
-  const std::size_t index = std::min(locator.position > 0 ? locator.position - 1 : 0, text.size());
-  const std::string_view before = std::string_view(text).substr(0, index);
-  const auto line = 1 + std::count(before.begin(), before.end(), '\n');
-  const std::size_t line_start = before.rfind('\n');
-  const std::size_t column = line_start == std::string_view::npos ? index + 1 : index - line_start;
-  throw ScenarioError(file, "",
-                      "malformed JSON at line " + std::to_string(line) + ", column " +
-                          std::to_string(column) + ": " + locator.reason);
 }
 
 std::optional<std::size_t> parse_index(const std::string& segment) {
@@ -582,15 +408,15 @@ Scenario parse_scenario_text(const std::string& text, const std::string& file,
 Scenario load_scenario(const std::filesystem::path& file,
                        const std::vector<std::string>& overrides) {
   const std::string label = file.string();
-  std::error_code ec;
-  std::ifstream in(file, std::ios::binary);
-  if (!in || std::filesystem::is_directory(file, ec)) {
-    throw ScenarioError(label, "", "cannot open file");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ScenarioError(label, "", "cannot read file");
-  return parse_scenario_text(text.str(), label, overrides);
+  return parse_scenario(load_scenario_json(file, overrides), label);
+}
+
+json load_scenario_json(const std::filesystem::path& file,
+                        const std::vector<std::string>& overrides) {
+  const std::string label = file.string();
+  json doc = parse_json(read_text_file(file, label), label);
+  for (const std::string& assignment : overrides) apply_override(doc, assignment, label);
+  return doc;
 }
 
 }  // namespace pipescope

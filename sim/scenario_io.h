@@ -39,6 +39,11 @@ class ScenarioError : public std::runtime_error {
 Scenario load_scenario(const std::filesystem::path& file,
                        const std::vector<std::string>& overrides = {});
 
+// The document after overrides, before validation (for tools that vary a field and
+// validate each variant, like capacity).
+nlohmann::json load_scenario_json(const std::filesystem::path& file,
+                                  const std::vector<std::string>& overrides = {});
+
 // The same from text already read; `file` only labels errors.
 Scenario parse_scenario_text(const std::string& text, const std::string& file,
                              const std::vector<std::string>& overrides = {});

@@ -58,7 +58,8 @@ void check_magnitudes(const Scenario& s, const std::string& file) {
     const double layer_s =
         ((2 * l.fwd_flops + l.bwd_flops) * batch + 3 * batch * d.efficiency.half_flops) / rate +
         4 * act * batch / d.mem_bandwidth + 3 * batch * d.op_overhead_s +
-        2 * (static_cast<double>(l.out_bytes) * batch / s.cluster.interconnect.bandwidth +
+        2 * (static_cast<double>(m.input_bytes_of(static_cast<int>(i) + 1)) * batch /
+                 s.cluster.interconnect.bandwidth +
              batch * hops * s.cluster.interconnect.latency_s);
     if (layer_s > worst_layer_s) {
       worst_layer_s = layer_s;

@@ -1,23 +1,12 @@
 #include "sim/simulator.h"
 
+#include <algorithm>
+
 #include "costmodels/check.h"
 #include "sim/engine.h"
 #include "sim/memory_tracker.h"
 
 namespace pipescope {
-
-std::string_view to_string(PartitionMethod p) {
-  switch (p) {
-    case PartitionMethod::kUniform:
-      return "uniform";
-  }
-  return "?";
-}
-
-std::optional<PartitionMethod> parse_partition_method(std::string_view name) {
-  if (name == "uniform") return PartitionMethod::kUniform;
-  return std::nullopt;
-}
 
 namespace {
 
@@ -60,14 +49,6 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   return r;
 }
 
-std::vector<StageRange> make_partition(const Scenario& sc, PartitionMethod method, int K) {
-  switch (method) {
-    case PartitionMethod::kUniform:
-      return partition_uniform(static_cast<int>(sc.model.layers.size()), K);
-  }
-  PS_CHECK(false, "unknown partition method");
-}
-
 // Names of the routes between neighbouring stages, indexed by route_id().
 std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cluster) {
   std::vector<std::string> names(static_cast<std::size_t>(2 * schedule.stages));
@@ -88,6 +69,58 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 
 }  // namespace
 
+PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
+                                   int micro_batches, bool remat) {
+  const std::int64_t b = sc.training.global_batch / micro_batches;
+  PartitionProblem p;
+  p.stages = stages;
+  p.micro_batches = micro_batches;
+  p.remat = remat;
+  p.bytes_per_param = sc.training.bytes_per_param;
+  p.memory_capacity = sc.cluster.device.memory_bytes;
+  for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
+    const LayerSpec& layer = sc.model.layers[l];
+    p.layers.push_back(LayerCost{cost.forward(layer, b), cost.backward(layer, b),
+                                 cost.recompute(layer, b), layer.params, layer.stash_bytes * b});
+  }
+  for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
+    p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
+  }
+  // Neighbouring stages run on neighbouring devices; their route sets the cost.
+  if (sc.cluster.devices > 1) {
+    double bottleneck = 0.0;
+    for (const Hop& h : sc.cluster.route(0, 1)) {
+      p.link_latency_s += h.latency_s;
+      bottleneck = bottleneck == 0.0 ? h.bandwidth : std::min(bottleneck, h.bandwidth);
+    }
+    p.link_bandwidth = bottleneck;
+  }
+  return p;
+}
+
+std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
+                                         PartitionMethod method, int stages, int micro_batches,
+                                         bool remat) {
+  const int layers = static_cast<int>(sc.model.layers.size());
+  if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
+  PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat);
+  switch (method) {
+    case PartitionMethod::kOptimal: {
+      PartitionResult r = partition_optimal(p);
+      if (!r.stages.empty()) return r.stages;
+      p.memory_capacity.reset();
+      return partition_optimal(p).stages;
+    }
+    case PartitionMethod::kParams:
+      return partition_params(p);
+    case PartitionMethod::kGpipe:
+      return partition_min_variance(p);
+    case PartitionMethod::kUniform:
+      break;
+  }
+  return partition_uniform(layers, stages);
+}
+
 SimResult simulate(const Scenario& scenario, const SimConfig& config) {
   const AnalyticCostModel cost(scenario.cluster.device, scenario.model.dtype,
                                scenario.training.bytes_per_param);
@@ -103,9 +136,15 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.remat = r.remat;
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
-  out.stage_costs =
-      compute_stage_costs(scenario.model, make_partition(scenario, config.partition, r.K), cost,
-                          out.micro_batch_size, scenario.training.bytes_per_param);
+  std::vector<StageRange> ranges;
+  if (config.stage_ranges) {
+    ranges = *config.stage_ranges;
+    PS_CHECK(static_cast<int>(ranges.size()) == r.K, "one stage range per stage");
+  } else {
+    ranges = choose_partition(scenario, cost, config.partition, r.K, r.M, r.remat);
+  }
+  out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
+                                        scenario.training.bytes_per_param);
   const Schedule schedule = build_schedule(r.schedule, r.K, r.M, r.remat);
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);

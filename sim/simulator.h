@@ -20,10 +20,6 @@
 
 namespace pipescope {
 
-enum class PartitionMethod { kUniform };
-std::string_view to_string(PartitionMethod p);
-std::optional<PartitionMethod> parse_partition_method(std::string_view name);  // "uniform"
-
 // A choice that the scenario allows but that cannot run, e.g. more stages than
 // devices. The message names the setting ("K", "M") and says why; when the bad
 // value came from the scenario itself, scenario_field names its JSON path.
@@ -48,7 +44,9 @@ struct SimConfig {
   std::optional<int> micro_batches;
   std::optional<ScheduleKind> schedule;
   std::optional<bool> remat;
-  PartitionMethod partition = PartitionMethod::kUniform;
+  PartitionMethod partition = PartitionMethod::kOptimal;
+  // Cuts given explicitly (from a plan) instead of by `partition`.
+  std::optional<std::vector<StageRange>> stage_ranges;
   bool record_timeline = true;  // events and memory curves; off for sweeps
 };
 
@@ -65,6 +63,19 @@ struct SimResult {
   std::int64_t compute_ops = 0;
   std::int64_t transfers = 0;
 };
+
+// The optimal partitioner's inputs for a scenario at K stages and M
+// micro-batches: per-layer times from `cost`, cut sizes, the device's memory and
+// the link between neighbouring stages.
+PartitionProblem partition_problem(const Scenario& scenario, const CostModel& cost, int stages,
+                                   int micro_batches, bool remat);
+
+// The cut `method` makes. The optimal method respects memory and, when nothing
+// fits, returns its best cut without the memory limit (the simulation then shows
+// by how much it does not fit).
+std::vector<StageRange> choose_partition(const Scenario& scenario, const CostModel& cost,
+                                         PartitionMethod method, int stages, int micro_batches,
+                                         bool remat);
 
 // Uses the analytic cost model of the scenario's device.
 SimResult simulate(const Scenario& scenario, const SimConfig& config);

@@ -31,7 +31,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
     c.static_bytes =
         static_cast<Bytes>(std::llround(static_cast<double>(c.params) * bytes_per_param));
     c.input_bytes = model.input_bytes_of(range.first_layer) * b;
-    c.output_bytes = model.layers[static_cast<std::size_t>(range.last_layer)].out_bytes * b;
+    c.output_bytes = model.input_bytes_of(range.last_layer + 1) * b;
     out.push_back(c);
   }
   return out;

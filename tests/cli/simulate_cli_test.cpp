@@ -2,48 +2,21 @@
 // file, and one-line errors with a non-zero exit status.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.h"
+
 namespace {
 
+using pipescope::testing::CliResult;
+using pipescope::testing::run;
+using pipescope::testing::slurp;
 namespace fs = std::filesystem;
-
-struct CliResult {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-CliResult run(const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("pipescope_cli_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string cmd = std::string(PIPESCOPE_CLI) + " " + args + " >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
-  return r;
-}
 
 const std::string kDemo = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json";
 

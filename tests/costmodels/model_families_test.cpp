@@ -122,6 +122,27 @@ TEST(Transformer, GpipeParameterCounts) {
   EXPECT_EQ(make_transformer(p).layers[1].params, 50'358'272);
 }
 
+TEST(Transformer, TiedEmbeddingsDropHeadWeightsKeepFlops) {
+  TransformerParams p = tiny();
+  p.tied_embeddings = true;
+  const LayerSpec head = make_transformer(p).layers[3];
+  EXPECT_EQ(head.params, 8);  // the final LayerNorm's 2h; V*h is the embedding's table
+  EXPECT_EQ(head.fwd_flops, 390.0);
+}
+
+TEST(Transformer, GroupedQueryAttentionByHand) {
+  TransformerParams p = tiny();
+  p.kv_heads = 1;  // K and V are h * 1 / 2 = 2 wide
+  const LayerSpec l = make_transformer(p).layers[1];
+  // Q, out 2h^2 + 2h = 40; K, V 2*h*2 + 2*2 = 20; MLP 128 + 16 + 4; LNs 16.
+  EXPECT_EQ(l.params, 40 + 20 + 148 + 16);
+  EXPECT_EQ(l.fwd_flops, 4.0 * 3 * 4 * (4 + 2) + 768 + 144);
+  // K and V stash 2 * e*s*(h - 2) = 48 bytes less than multi-head attention.
+  EXPECT_EQ(l.stash_bytes, 954 - 48);
+  p.kv_heads = 2;  // as many as heads: multi-head attention
+  EXPECT_EQ(make_transformer(p).layers[1].params, 244);
+}
+
 // d = 4, f = 16 (default), c = 3, fp32, two blocks.
 TEST(Mlp, ByHand) {
   MlpParams p;

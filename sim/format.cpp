@@ -1,9 +1,9 @@
-#include "cli/format.h"
+#include "sim/format.h"
 
 #include <cmath>
 #include <cstdio>
 
-namespace pipescope::cli {
+namespace pipescope {
 namespace {
 
 std::string printf_string(const char* fmt, double v, const char* unit) {
@@ -61,4 +61,4 @@ std::string format_percent(double frac) {
   return printf_string("%.1f %s", frac * 100, "%");
 }
 
-}  // namespace pipescope::cli
+}  // namespace pipescope

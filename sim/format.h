@@ -1,10 +1,11 @@
 #pragma once
-// Human-readable units for the command line's tables.
+// Human-readable units for tables and messages (the planner says why a choice
+// does not fit: "stage 1 needs 19.3 GiB of 16.0 GiB").
 
 #include <cstdint>
 #include <string>
 
-namespace pipescope::cli {
+namespace pipescope {
 
 std::string format_seconds(double s);         // "1.23 ms", "4.56 s"
 std::string format_bytes(double bytes);       // "12.3 GiB", "512 KiB"
@@ -12,4 +13,4 @@ std::string format_rate(double bytes_per_s);  // "12.0 GB/s" (decimal, as links 
 std::string format_count(double n);           // "1.23 B", "45.6 M", "789 k"
 std::string format_percent(double frac);      // "27.3 %"
 
-}  // namespace pipescope::cli
+}  // namespace pipescope

@@ -1,0 +1,65 @@
+// The partitioner and the planner at the sizes people plan for:
+//   BM_PartitionOptimal: GPipe's largest Transformer (1,663 layers) into 128
+//     stages on TPU v3 cores, with memory limits;
+//   BM_PlanGpt3On1024: `plan` for scenarios/gpt3-175b-1024.json (96 layers,
+//     d_model 12,288, 1,024 devices): every K dividing 1,024, M up to 512, remat
+//     on and off, on all cores.
+//
+//   build/bench/pipescope_plan_bench
+
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "costmodels/model_families.h"
+#include "sim/planner.h"
+#include "sim/scenario_io.h"
+
+namespace pipescope {
+namespace {
+
+void BM_PartitionOptimal(benchmark::State& state) {
+  Scenario sc;
+  TransformerParams p;
+  p.layers = 1661;  // + embedding and head = 1,663 layers
+  p.d_model = 2048;
+  p.d_ff = 8192;
+  p.heads = 32;
+  p.seq_len = 1024;
+  p.vocab = 32000;
+  sc.model = make_transformer(p);
+  const DevicePreset preset = *find_device_preset("tpu-v3");
+  sc.cluster.devices = 128;
+  sc.cluster.device = preset.device;
+  sc.cluster.interconnect = preset.interconnect;
+  sc.training.global_batch = 128;
+  sc.training.micro_batches = 128;
+  sc.training.bytes_per_param = 12;
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 12);
+  const PartitionProblem problem = partition_problem(sc, cost, 128, 128, true);
+  for (auto _ : state) {
+    const PartitionResult r = partition_optimal(problem);
+    benchmark::DoNotOptimize(r.bottleneck);
+    if (r.stages.empty()) state.SkipWithError("nothing fits");
+  }
+}
+
+void BM_PlanGpt3On1024(benchmark::State& state) {
+  const Scenario sc =
+      load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json");
+  std::size_t tried = 0;
+  for (auto _ : state) {
+    const PlanReport r = run_planner(sc, PlanRequest{});
+    tried = r.ranked.size() + r.rejected.size();
+    benchmark::DoNotOptimize(r.ranked.data());
+  }
+  state.counters["configurations"] = static_cast<double>(tried);
+}
+
+BENCHMARK(BM_PartitionOptimal)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanGpt3On1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace pipescope
+
+BENCHMARK_MAIN();

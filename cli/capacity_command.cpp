@@ -1,0 +1,71 @@
+#include "cli/capacity_command.h"
+
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/capacity.h"
+#include "sim/format.h"
+#include "sim/scenario_io.h"
+
+namespace pipescope::cli {
+
+CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "capacity",
+      "The largest value of an integer model parameter (default model.layers) that still fits "
+      "in memory with K stages, and the model's parameter count then");
+  add_scenario_options(*cmd, o.scenario);
+  cmd->add_option("-K,--stages", o.stages, "Pipeline stages")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-M,--micro-batches", o.micro_batches,
+                  "Micro-batches (default: training.micro_batches)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--remat", o.remat, "Rematerialization (default: training.remat)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--param", o.param, "The integer field to grow, by its JSON path")
+      ->capture_default_str();
+  cmd->add_flag("--json", o.json, "Print the result as JSON");
+  return cmd;
+}
+
+int run_capacity(const CapacityOptions& o) {
+  // Validate the scenario as given first, for its own clear errors.
+  const Scenario sc = load(o.scenario);
+  const nlohmann::json doc = load_scenario_json(o.scenario.file, o.scenario.overrides);
+  CapacityRequest req;
+  req.stages = o.stages;
+  req.micro_batches = o.micro_batches;
+  if (o.remat) req.remat = *o.remat == "on";
+  req.param = o.param;
+  const CapacityResult r = find_capacity(doc, o.scenario.file, req);
+  if (o.json) {
+    std::cout << nlohmann::json{{"param", r.param},
+                                {"max_value", r.max_value},
+                                {"params", r.params},
+                                {"fits", r.fits}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  const std::string setting =
+      "K=" + std::to_string(o.stages) +
+      ", M=" + std::to_string(o.micro_batches.value_or(sc.training.micro_batches)) + ", remat " +
+      (req.remat.value_or(sc.training.remat) ? "on" : "off");
+  const std::string device = sc.cluster.device.name + " (" +
+                             format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) +
+                             " per device)";
+  if (!r.fits) {
+    std::cout << "With " << setting << ", no value of " << r.param << " fits on " << device
+              << ".\n";
+    return 0;
+  }
+  std::cout << "With " << setting << " on " << device << ": " << r.param << " up to " << r.max_value
+            << " fits, " << format_count(static_cast<double>(r.params)) << " parameters ("
+            << r.probes << " values tried).\n";
+  return 0;
+}
+
+}  // namespace pipescope::cli

@@ -1,0 +1,25 @@
+#pragma once
+// `pipescope capacity`: the largest model that fits with K stages.
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/scenario_options.h"
+
+namespace pipescope::cli {
+
+struct CapacityOptions {
+  ScenarioOptions scenario;
+  int stages = 1;
+  std::optional<int> micro_batches;
+  std::optional<std::string> remat;
+  std::string param = "model.layers";
+  bool json = false;
+};
+
+CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& options);
+int run_capacity(const CapacityOptions& options);
+
+}  // namespace pipescope::cli

@@ -1,0 +1,185 @@
+#include "cli/plan_command.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/progress.h"
+#include "sim/format.h"
+#include "sim/plan.h"
+#include "sim/plan_io.h"
+#include "sim/planner.h"
+
+namespace pipescope::cli {
+
+CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan",
+      "Find the fastest plan that fits: every K dividing the devices (the rest are data-parallel "
+      "replicas), every M dividing the per-replica batch, remat on and off; each cut optimally "
+      "within memory, simulated and ranked by throughput");
+  add_scenario_options(*cmd, o.scenario);
+  cmd->add_option("--devices", o.devices, "Devices N to plan for (default: the cluster's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-K,--stages", o.stages, "Fix the number of pipeline stages")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-M,--micro-batches", o.micro_batches, "Fix the number of micro-batches")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--remat", o.remat, "Fix rematerialization (default: try both)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--max-micro-batches", o.max_micro_batches, "Largest M to try")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--top", o.top, "How many plans to list")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("-o,--output", o.output, "Write the best plan as plan JSON");
+  cmd->add_flag("--json", o.json, "Print the ranking as JSON");
+  return cmd;
+}
+
+namespace {
+
+Bytes fullest(const SimResult& r) {
+  Bytes peak = 0;
+  for (const DeviceMetrics& d : r.metrics.devices) peak = std::max(peak, d.peak_memory);
+  return peak;
+}
+
+nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const StageCost& s : c.result.stage_costs) {
+    stages.push_back({{"first_layer", s.layers.first_layer}, {"last_layer", s.layers.last_layer}});
+  }
+  return {{"rank", rank},
+          {"K", c.stages},
+          {"D", c.data_parallel},
+          {"M", c.micro_batches},
+          {"remat", c.remat},
+          {"schedule", std::string(to_string(c.schedule))},
+          {"micro_batch_size", c.result.micro_batch_size},
+          {"step_time_s", c.result.metrics.step_time_s()},
+          {"throughput_samples_per_s", c.samples_per_s},
+          {"bubble_fraction", c.result.metrics.bubble_fraction},
+          {"mfu", c.result.metrics.mfu},
+          {"peak_memory_bytes", fullest(c.result)},
+          {"stages", stages}};
+}
+
+// Layers per stage, runs of equal counts shortened: "7 7 7 5", "2x34 1x30".
+std::string layer_counts(const SimResult& r) {
+  std::string out;
+  const auto& st = r.stage_costs;
+  for (std::size_t i = 0; i < st.size();) {
+    std::size_t j = i;
+    while (j < st.size() && st[j].layers.layer_count() == st[i].layers.layer_count()) ++j;
+    const std::string n = std::to_string(st[i].layers.layer_count());
+    const std::size_t run = j - i;
+    for (std::size_t k = 0; k < (run > 3 ? 1 : run); ++k) out += (out.empty() ? "" : " ") + n;
+    if (run > 3) out += "x" + std::to_string(run);
+    i = j;
+  }
+  return out;
+}
+
+void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions& o) {
+  const std::size_t tried = report.ranked.size() + report.rejected.size();
+  std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
+            << sc.cluster.device.name << " ("
+            << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes))
+            << " each), global batch " << sc.training.global_batch << ": " << tried
+            << " configurations tried, " << report.ranked.size() << " fit\n\n";
+  if (!report.ranked.empty()) {
+    std::printf("%4s %5s %5s %5s %6s %9s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
+                "remat", "schedule", "step time", "samples/s", "bubble", "MFU", "peak memory",
+                "stages (layers)");
+    const auto n = std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top));
+    for (std::size_t i = 0; i < n; ++i) {
+      const PlanCandidate& c = report.ranked[i];
+      const std::string cuts = layer_counts(c.result);
+      std::printf("%4zu %5d %5d %5d %6s %9s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
+                  c.data_parallel, c.micro_batches, c.remat ? "on" : "off",
+                  std::string(to_string(c.schedule)).c_str(),
+                  format_seconds(c.result.metrics.step_time_s()).c_str(), c.samples_per_s,
+                  format_percent(c.result.metrics.bubble_fraction).c_str(),
+                  format_percent(c.result.metrics.mfu).c_str(),
+                  format_bytes(static_cast<double>(fullest(c.result))).c_str(), cuts.c_str());
+    }
+    std::fflush(stdout);
+  }
+  if (!report.rejected.empty()) {
+    std::cout << "\nRejected (" << report.rejected.size() << "):\n";
+    for (const PlanCandidate& c : report.rejected) std::cout << "  " << c.rejected << "\n";
+  }
+  if (report.devices > 1 && !report.ranked.empty() && report.ranked.front().data_parallel > 1) {
+    std::cout << "\nWith D > 1 the gradient all-reduce between replicas is not simulated yet: "
+                 "throughput is an upper bound.\n";
+  }
+}
+
+}  // namespace
+
+int run_plan(const PlanOptions& o) {
+  const Scenario scenario = load(o.scenario);
+  PlanRequest request;
+  request.devices = o.devices;
+  request.stages = o.stages;
+  request.micro_batches = o.micro_batches;
+  if (o.remat) request.remat = *o.remat == "on";
+  request.max_micro_batches = o.max_micro_batches;
+  PlanReport report;
+  {
+    ProgressBar bar("planning");
+    request.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+    report = run_planner(scenario, request);
+  }
+  if (report.ranked.empty()) {
+    const PlanCandidate* closest = closest_rejected(report);
+    std::cerr << "pipescope: error: no plan fits " << scenario.cluster.device.name << " ("
+              << format_bytes(static_cast<double>(scenario.cluster.device.memory_bytes))
+              << " per device)";
+    if (closest != nullptr) {
+      std::cerr << "; the least any configuration needs is "
+                << format_bytes(static_cast<double>(closest->memory_needed)) << " ("
+                << closest->label() << ")";
+    }
+    std::cerr << "\n";
+    return 1;
+  }
+  if (o.output) {
+    const PlanCandidate& best = report.ranked.front();
+    Plan plan = make_plan(replica_scenario(scenario, best.stages, best.data_parallel), best.result,
+                          best.data_parallel, "optimal");
+    plan.global_batch = scenario.training.global_batch;
+    plan.scenario_name = scenario.name;
+    write_plan_file(*o.output, plan);
+  }
+  if (o.json) {
+    nlohmann::json ranked = nlohmann::json::array();
+    for (std::size_t i = 0;
+         i < std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top)); ++i) {
+      ranked.push_back(candidate_json(report.ranked[i], static_cast<int>(i + 1)));
+    }
+    nlohmann::json rejected = nlohmann::json::array();
+    for (const PlanCandidate& c : report.rejected) {
+      rejected.push_back({{"K", c.stages},
+                          {"D", c.data_parallel},
+                          {"M", c.micro_batches},
+                          {"remat", c.remat},
+                          {"schedule", std::string(to_string(c.schedule))},
+                          {"reason", c.rejected}});
+    }
+    std::cout << nlohmann::json{{"devices", report.devices},
+                                {"plans", ranked},
+                                {"rejected", rejected}}
+                     .dump(2)
+              << "\n";
+  } else {
+    print_table(scenario, report, o);
+  }
+  if (o.output) (o.json ? std::cerr : std::cout) << "\nBest plan written to " << *o.output << "\n";
+  return 0;
+}
+
+}  // namespace pipescope::cli

@@ -1,0 +1,149 @@
+#include "cli/sweep_command.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/progress.h"
+#include "sim/format.h"
+#include "sim/sweep.h"
+
+namespace pipescope::cli {
+
+CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "Simulate every K x M pair and print throughput, bubble and peak memory tables");
+  add_scenario_options(*cmd, o.scenario);
+  cmd->add_option("-K,--stages", o.stages,
+                  "Stage counts, comma-separated (default: 1, 2, 4, ... up to the devices)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-M,--micro-batches", o.micro_batches,
+                  "Micro-batch counts, comma-separated (default: 1, 2, 4, ... dividing the batch)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--remat", o.remat, "Rematerialization (default: training.remat)")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--partition", o.partition, "How to cut the layers into stages")
+      ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
+      ->capture_default_str();
+  cmd->add_option("--csv", o.csv, "Also write the results as CSV");
+  cmd->add_flag("--json", o.json, "Print the results as JSON");
+  return cmd;
+}
+
+namespace {
+
+std::vector<int> powers_of_two(std::int64_t limit, const std::function<bool(int)>& keep) {
+  std::vector<int> out;
+  for (std::int64_t v = 1; v <= limit; v *= 2) {
+    if (keep(static_cast<int>(v))) out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+void print_grid(const std::string& title, const SweepRequest& req,
+                const std::vector<SweepPoint>& points,
+                const std::function<std::string(const SweepPoint&)>& cell) {
+  std::printf("%s\n%8s", title.c_str(), "K \\ M");
+  for (int M : req.micro_batches) std::printf(" %10d", M);
+  std::printf("\n");
+  std::size_t i = 0;
+  for (int K : req.stages) {
+    std::printf("%8d", K);
+    for (std::size_t m = 0; m < req.micro_batches.size(); ++m, ++i) {
+      const SweepPoint& p = points[i];
+      std::printf(" %10s", p.error.empty() ? cell(p).c_str() : "-");
+    }
+    std::printf("\n");
+  }
+  std::printf("\n");
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
+    out << text;
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(tmp);
+      throw std::runtime_error(path.string() + ": write failed");
+    }
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+int run_sweep_command(const SweepOptions& o) {
+  const Scenario sc = load(o.scenario);
+  SweepRequest req;
+  req.stages = o.stages;
+  req.micro_batches = o.micro_batches;
+  const int layers = static_cast<int>(sc.model.layers.size());
+  if (req.stages.empty()) {
+    req.stages = powers_of_two(sc.cluster.devices, [&](int K) { return K <= layers; });
+  }
+  if (req.micro_batches.empty()) {
+    req.micro_batches = powers_of_two(sc.training.global_batch,
+                                      [&](int M) { return sc.training.global_batch % M == 0; });
+  }
+  if (o.remat) req.remat = *o.remat == "on";
+  req.partition = *parse_partition_method(o.partition);
+  std::vector<SweepPoint> points;
+  {
+    ProgressBar bar("sweeping");
+    req.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+    points = run_sweep(sc, req);
+  }
+  if (o.csv) write_text(*o.csv, sweep_csv(points));
+  if (o.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const SweepPoint& p : points) {
+      nlohmann::json j = {{"K", p.stages}, {"M", p.micro_batches}};
+      if (!p.error.empty()) {
+        j["error"] = p.error;
+      } else {
+        j.update({{"step_time_s", p.step_time_s},
+                  {"throughput_samples_per_s", p.samples_per_s},
+                  {"bubble_fraction", p.bubble_fraction},
+                  {"mfu", p.mfu},
+                  {"peak_memory_bytes", p.peak_memory},
+                  {"fits", p.fits}});
+      }
+      out.push_back(j);
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Sweep of " << sc.name << " on " << sc.cluster.device.name << " ("
+            << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes))
+            << " per device), global batch " << sc.training.global_batch << ", partition "
+            << o.partition << "\n\n";
+  char buf[64];
+  print_grid("Throughput (samples/s)", req, points, [&](const SweepPoint& p) {
+    std::snprintf(buf, sizeof buf, "%.4g", p.samples_per_s);
+    return std::string(buf);
+  });
+  print_grid("Bubble", req, points,
+             [](const SweepPoint& p) { return format_percent(p.bubble_fraction); });
+  print_grid("Peak memory per device (! = does not fit)", req, points, [](const SweepPoint& p) {
+    return format_bytes(static_cast<double>(p.peak_memory)) + (p.fits ? "" : "!");
+  });
+  for (const SweepPoint& p : points) {
+    if (!p.error.empty()) {
+      std::cout << "K=" << p.stages << " M=" << p.micro_batches << ": " << p.error << "\n";
+    }
+  }
+  if (o.csv) std::cout << "CSV written to " << *o.csv << "\n";
+  return 0;
+}
+
+}  // namespace pipescope::cli

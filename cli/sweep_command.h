@@ -1,0 +1,27 @@
+#pragma once
+// `pipescope sweep`: the K x M table of throughput, bubble and peak memory.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/scenario_options.h"
+
+namespace pipescope::cli {
+
+struct SweepOptions {
+  ScenarioOptions scenario;
+  std::vector<int> stages;
+  std::vector<int> micro_batches;
+  std::optional<std::string> remat;
+  std::string partition = "optimal";
+  std::optional<std::string> csv;
+  bool json = false;
+};
+
+CLI::App* add_sweep_command(CLI::App& app, SweepOptions& options);
+int run_sweep_command(const SweepOptions& options);
+
+}  // namespace pipescope::cli

@@ -1,0 +1,117 @@
+#include "sim/capacity.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/partition.h"
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
+
+namespace pipescope {
+namespace {
+
+// Far beyond any limit the scenario accepts; ends the doubling.
+constexpr std::int64_t kLargestValue = std::int64_t{1} << 40;
+
+struct Probe {
+  bool fits = false;
+  std::int64_t params = 0;
+};
+
+}  // namespace
+
+CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
+                             const CapacityRequest& request) {
+  // The field must exist and hold an integer: the search sets it to other values.
+  const Scenario base = parse_scenario(doc, file);
+  const nlohmann::json::json_pointer pointer("/" + [&] {
+    std::string p = request.param;
+    for (char& c : p) c = c == '.' ? '/' : c;
+    return p;
+  }());
+  if (!doc.contains(pointer) || !doc.at(pointer).is_number_integer()) {
+    throw ScenarioError(file, request.param, "capacity searches an integer field; this one is not");
+  }
+  const int M = request.micro_batches.value_or(base.training.micro_batches);
+  const bool remat = request.remat.value_or(base.training.remat);
+
+  CapacityResult result;
+  result.param = request.param;
+  const auto probe = [&](std::int64_t value) {
+    ++result.probes;
+    nlohmann::json d = doc;
+    d[pointer] = value;
+    Probe out;
+    Scenario sc;
+    try {
+      sc = parse_scenario(d, file);
+    } catch (const ScenarioError&) {
+      return out;
+    }
+    if (request.stages > static_cast<int>(sc.model.layers.size()) ||
+        sc.training.global_batch % M != 0) {
+      return out;
+    }
+    const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
+    const PartitionProblem p = partition_problem(sc, cost, request.stages, M, remat);
+    out.fits = min_peak_memory(p) <= sc.cluster.device.memory_bytes;
+    out.params = sc.model.total_params();
+    return out;
+  };
+
+  // Values too small for K stages are not "does not fit": start at the smallest
+  // value that gives K layers (validity grows with the value, like memory).
+  const auto enough_layers = [&](std::int64_t value) {
+    nlohmann::json d = doc;
+    d[pointer] = value;
+    try {
+      return request.stages <= static_cast<int>(parse_scenario(d, file).model.layers.size());
+    } catch (const ScenarioError&) {
+      return false;
+    }
+  };
+  // The smallest v in (lo, hi] with pred(v), given pred(hi) and not pred(lo).
+  const auto first_true = [](std::int64_t lo, std::int64_t hi, const auto& pred) {
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      (pred(mid) ? hi : lo) = mid;
+    }
+    return hi;
+  };
+  std::int64_t start = 1;
+  while (!enough_layers(start)) {
+    if (start >= kLargestValue) return result;
+    start *= 2;
+  }
+  if (start > 1) start = first_true(start / 2, start, enough_layers);
+
+  Probe best = probe(start);
+  if (!best.fits) return result;
+  std::int64_t lo = start;  // fits
+  std::int64_t hi = start;  // the first value seen not to fit
+  for (;;) {
+    if (hi >= kLargestValue) break;
+    hi = std::min(hi * 2, kLargestValue);
+    const Probe p = probe(hi);
+    if (!p.fits) break;
+    lo = hi;
+    best = p;
+  }
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    const Probe p = probe(mid);
+    if (p.fits) {
+      lo = mid;
+      best = p;
+    } else {
+      hi = mid;
+    }
+  }
+  result.fits = true;
+  result.max_value = lo;
+  result.params = best.params;
+  return result;
+}
+
+}  // namespace pipescope

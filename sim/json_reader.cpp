@@ -1,0 +1,212 @@
+#include "sim/json_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+namespace pipescope::json_io {
+
+using nlohmann::json;
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+void Where::fail(const std::string& message) const {
+  throw ScenarioError(file, path, message);
+}
+
+Where Where::key(std::string_view k) const {
+  return {file, path.empty() ? std::string(k) : path + "." + std::string(k)};
+}
+
+Where Where::index(std::size_t i) const {
+  return {file, path + "[" + std::to_string(i) + "]"};
+}
+
+std::string type_of(const json& v) {
+  return v.type_name();
+}
+
+std::string describe(const json& v) {
+  return v.is_number() ? v.dump() : type_of(v);
+}
+
+std::int64_t as_int(const json& v, const Where& w, IntRange r) {
+  const std::string expected = r.min > 0 ? "a positive integer" : "a non-negative integer";
+  const std::string wrong = "expected " + expected + ", got " + describe(v);
+  const std::string too_large =
+      "expected " + expected + " no larger than " + std::to_string(r.max) + ", got " + describe(v);
+  std::int64_t value = 0;
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    if (u > static_cast<std::uint64_t>(r.max)) w.fail(too_large);
+    value = static_cast<std::int64_t>(u);
+  } else if (v.is_number_integer()) {
+    value = v.get<std::int64_t>();
+  } else if (v.is_number_float()) {
+    // Sizes are often written as 16e9, which JSON parsers read as floats; accept
+    // those that are exact integers.
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::trunc(d) != d || d < static_cast<double>(r.min)) w.fail(wrong);
+    if (d >= 0x1p63) w.fail(too_large);
+    value = static_cast<std::int64_t>(d);
+  } else {
+    w.fail(wrong);
+  }
+  if (value < r.min) w.fail(wrong);
+  if (value > r.max) w.fail(too_large);
+  return value;
+}
+
+double as_number(const json& v, const Where& w, NumberRange r) {
+  const char* expected = r == NumberRange::kPositive      ? "a positive number"
+                         : r == NumberRange::kNonNegative ? "a non-negative number"
+                                                          : "a number in (0, 1]";
+  if (!v.is_number()) w.fail(std::string("expected ") + expected + ", got " + type_of(v));
+  const double d = v.get<double>();
+  const bool ok = std::isfinite(d) && (r == NumberRange::kPositive      ? d > 0.0
+                                       : r == NumberRange::kNonNegative ? d >= 0.0
+                                                                        : d > 0.0 && d <= 1.0);
+  if (!ok) w.fail(std::string("expected ") + expected + ", got " + describe(v));
+  return d;
+}
+
+std::string as_string(const json& v, const Where& w) {
+  if (!v.is_string()) w.fail("expected a string, got " + type_of(v));
+  return v.get<std::string>();
+}
+
+bool as_bool(const json& v, const Where& w) {
+  if (!v.is_boolean()) w.fail("expected true or false, got " + type_of(v));
+  return v.get<bool>();
+}
+
+ObjectReader::ObjectReader(const json& value, Where where)
+    : value_(value), where_(std::move(where)) {
+  if (!value_.is_object()) where_.fail("expected an object, got " + type_of(value_));
+}
+
+const json* ObjectReader::find(std::string_view key) {
+  if (std::find(asked_.begin(), asked_.end(), key) == asked_.end()) asked_.emplace_back(key);
+  const auto it = value_.find(std::string(key));
+  return it == value_.end() ? nullptr : &*it;
+}
+
+const json& ObjectReader::at(std::string_view key) {
+  const json* v = find(key);
+  if (v == nullptr) fail(key, "missing required key");
+  return *v;
+}
+
+std::optional<std::string> ObjectReader::opt_string(std::string_view key) {
+  const json* v = find(key);
+  return v ? std::optional(as_string(*v, where(key))) : std::nullopt;
+}
+
+std::optional<std::int64_t> ObjectReader::opt_integer(std::string_view key, IntRange r) {
+  const json* v = find(key);
+  return v ? std::optional(as_int(*v, where(key), r)) : std::nullopt;
+}
+
+std::optional<double> ObjectReader::opt_number(std::string_view key, NumberRange r) {
+  const json* v = find(key);
+  return v ? std::optional(as_number(*v, where(key), r)) : std::nullopt;
+}
+
+std::optional<bool> ObjectReader::opt_bool(std::string_view key) {
+  const json* v = find(key);
+  return v ? std::optional(as_bool(*v, where(key))) : std::nullopt;
+}
+
+std::optional<ObjectReader> ObjectReader::opt_object(std::string_view key) {
+  const json* v = find(key);
+  return v ? std::optional(ObjectReader(*v, where(key))) : std::nullopt;
+}
+
+const json& ObjectReader::array(std::string_view key) {
+  const json& v = at(key);
+  if (!v.is_array()) fail(key, "expected an array, got " + type_of(v));
+  return v;
+}
+
+void ObjectReader::finish() const {
+  for (const auto& item : value_.items()) {
+    if (std::find(asked_.begin(), asked_.end(), item.key()) == asked_.end()) {
+      fail(item.key(), "unknown key '" + item.key() + "' (expected one of: " + join(asked_) + ")");
+    }
+  }
+}
+
+namespace {
+
+// Reports where a parse failed. nlohmann's own message has a line and column only for
+// syntax errors, not for a number that overflows a double (1e400), so a second pass
+// collects the position of either through the SAX interface.
+class ErrorLocator : public nlohmann::json_sax<json> {
+ public:
+  std::size_t position = 0;
+  std::string reason;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t pos, const std::string&, const json::exception& ex) override {
+    position = pos;
+    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: "
+    // since the position is reported separately.
+    std::string_view text = ex.what();
+    if (const auto p = text.find("] "); p != std::string_view::npos) text.remove_prefix(p + 2);
+    if (text.starts_with("parse error")) {
+      if (const auto p = text.find(": "); p != std::string_view::npos) text.remove_prefix(p + 2);
+    }
+    reason = text;
+    return false;
+  }
+};
+
+}  // namespace
+
+json parse_json(const std::string& text, const std::string& file) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_discarded()) return doc;
+  ErrorLocator locator;
+  json::sax_parse(text, &locator);
+  // `position` counts the characters the lexer read, so the offending one is at index
+  // position - 1 (the end of the text for an unexpected end of input).
+  const std::size_t index = std::min(locator.position > 0 ? locator.position - 1 : 0, text.size());
+  const std::string_view before = std::string_view(text).substr(0, index);
+  const auto line = 1 + std::count(before.begin(), before.end(), '\n');
+  const std::size_t line_start = before.rfind('\n');
+  const std::size_t column = line_start == std::string_view::npos ? index + 1 : index - line_start;
+  throw ScenarioError(file, "",
+                      "malformed JSON at line " + std::to_string(line) + ", column " +
+                          std::to_string(column) + ": " + locator.reason);
+}
+
+std::string read_text_file(const std::filesystem::path& path, const std::string& label) {
+  std::error_code ec;
+  std::ifstream in(path, std::ios::binary);
+  if (!in || std::filesystem::is_directory(path, ec)) {
+    throw ScenarioError(label, "", "cannot open file");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ScenarioError(label, "", "cannot read file");
+  return text.str();
+}
+
+}  // namespace pipescope::json_io

@@ -1,0 +1,73 @@
+#pragma once
+// A plan: the chosen K, M, schedule, remat and cuts for a model on a cluster, with
+// the predicted times and memory (DESIGN.md, "Files": plan JSON). Plans are what
+// `plan` writes, `simulate --plan` reads back, and `export` turns into the forms
+// other tools take.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "sim/partition.h"
+#include "sim/scenario.h"
+
+namespace pipescope {
+
+struct SimResult;  // sim/simulator.h
+
+struct PlanStage {
+  StageRange layers;
+  int device = 0;
+  double fwd_s = 0.0;  // per micro-batch
+  double bwd_s = 0.0;
+  double recompute_s = 0.0;  // 0 without remat
+  Bytes peak_memory = 0;
+};
+
+struct Plan {
+  static constexpr int kVersion = 1;
+
+  std::string scenario_name;
+  // The model's identity: a plan applies only to the model it was made for.
+  std::string model_name;
+  std::string model_hash;  // model_hash() of the layer list
+  int layer_count = 0;
+  std::vector<std::string> layer_names;  // for exports that name split points
+
+  std::string cluster_name;
+  int devices = 1;  // N = stages x data_parallel
+  Bytes memory_capacity = 0;
+
+  int stages = 1;         // K
+  int data_parallel = 1;  // D, replicas of the pipeline
+  int micro_batches = 1;  // M per replica
+  std::int64_t global_batch = 1;
+  std::int64_t micro_batch_size = 1;
+  ScheduleKind schedule = ScheduleKind::kGpipe;
+  bool remat = true;
+  std::string partition_method;  // how the cuts were chosen, e.g. "optimal"
+  std::vector<PlanStage> stage_plans;
+
+  double step_time_s = 0.0;
+  double throughput_samples_per_s = 0.0;
+  double bubble_fraction = 0.0;
+  bool fits = true;
+
+  std::vector<StageRange> stage_ranges() const;
+};
+
+// A plan from a simulated step of one pipeline replica: stage s on device s, every
+// field from `result` (stage times per micro-batch, peak memory per device) and the
+// scenario (names, layer list, memory capacity). devices = K x data_parallel,
+// global_batch = data_parallel x M x micro-batch size, and the throughput is
+// data_parallel times the replica's.
+Plan make_plan(const Scenario& scenario, const SimResult& result, int data_parallel,
+               std::string partition_method);
+
+// A stable hex digest (64-bit FNV-1a) of every layer's name, FLOPs, parameters and
+// sizes and of the model's dtype and input: equal layer lists give equal hashes
+// on every machine.
+std::string model_hash(const ModelSpec& model);
+
+}  // namespace pipescope

@@ -1,0 +1,294 @@
+// Plan JSON <-> Plan. Reading is as strict as for scenarios: every key is required,
+// unknown keys are errors, and the cuts, counts and batch sizes must agree with one
+// another, so that a plan that loads can be run or exported as it stands.
+
+#include "sim/plan_io.h"
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/json_reader.h"
+
+namespace pipescope {
+
+using nlohmann::json;
+
+namespace {
+
+using namespace json_io;
+
+constexpr const char* kFormat = "pipescope-plan";
+// Layers and devices each become entries in per-layer and per-device tables.
+constexpr IntRange kLayerCount{1, 1 << 20};
+constexpr IntRange kDeviceCount{1, 1 << 20};
+
+std::string str(std::int64_t v) {
+  return std::to_string(v);
+}
+
+bool is_hash(const std::string& s) {
+  if (s.size() != 16) return false;
+  for (const char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+void check_format_and_version(ObjectReader& top) {
+  const json* format = top.find("format");
+  if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat) {
+    top.fail("format", std::string("not a PipeScope plan (expected \"") + kFormat + "\")");
+  }
+  const std::int64_t version = top.integer("version", kPositiveInt);
+  if (version != Plan::kVersion) {
+    top.fail("version", "plan version " + str(version) +
+                            " is not supported (this PipeScope reads version " +
+                            str(Plan::kVersion) + ")");
+  }
+}
+
+void read_model(ObjectReader m, Plan& p) {
+  p.model_name = m.string("name");
+  p.model_hash = m.string("hash");
+  if (!is_hash(p.model_hash)) {
+    m.fail("hash", "expected 16 lowercase hex digits, got \"" + p.model_hash + "\"");
+  }
+  p.layer_count = static_cast<int>(m.integer("layers", kLayerCount));
+  const Where names_at = m.where("layer_names");
+  const json& names = m.array("layer_names");
+  if (names.size() != static_cast<std::size_t>(p.layer_count)) {
+    names_at.fail("expected " + str(p.layer_count) + " names (model.layers), got " +
+                  std::to_string(names.size()));
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    p.layer_names.push_back(as_string(names[i], names_at.index(i)));
+  }
+  m.finish();
+}
+
+void read_cluster(ObjectReader c, Plan& p) {
+  p.cluster_name = c.string("name");
+  p.devices = static_cast<int>(c.integer("devices", kDeviceCount));
+  p.memory_capacity = c.integer("memory_capacity_bytes", kPositiveInt);
+  c.finish();
+}
+
+PlanStage read_stage(ObjectReader s) {
+  PlanStage st;
+  st.layers.first_layer = static_cast<int>(s.integer("first_layer", {0, kLayerCount.max}));
+  st.layers.last_layer = static_cast<int>(s.integer("last_layer", {0, kLayerCount.max}));
+  st.device = static_cast<int>(s.integer("device", {0, kDeviceCount.max}));
+  st.fwd_s = s.number("fwd_s", NumberRange::kNonNegative);
+  st.bwd_s = s.number("bwd_s", NumberRange::kNonNegative);
+  st.recompute_s = s.number("recompute_s", NumberRange::kNonNegative);
+  st.peak_memory = s.integer("peak_memory_bytes", kNonNegativeInt);
+  s.finish();
+  return st;
+}
+
+void read_predicted(ObjectReader r, Plan& p) {
+  p.step_time_s = r.number("step_time_s", NumberRange::kNonNegative);
+  p.throughput_samples_per_s = r.number("throughput_samples_per_s", NumberRange::kNonNegative);
+  p.bubble_fraction = r.number("bubble_fraction", NumberRange::kNonNegative);
+  if (p.bubble_fraction > 1.0) {
+    r.fail("bubble_fraction", "expected a number in [0, 1], got " + r.at("bubble_fraction").dump());
+  }
+  p.fits = r.boolean("fits");
+  r.finish();
+}
+
+// Stages cut the layers 0..L-1 into K contiguous, non-empty ranges on devices of
+// the cluster.
+void check_stages(const Plan& p, const Where& at) {
+  if (p.stage_plans.size() != static_cast<std::size_t>(p.stages)) {
+    at.fail("expected K = " + str(p.stages) + " stages, got " +
+            std::to_string(p.stage_plans.size()));
+  }
+  for (std::size_t i = 0; i < p.stage_plans.size(); ++i) {
+    const PlanStage& s = p.stage_plans[i];
+    const Where here = at.index(i);
+    if (i == 0 && s.layers.first_layer != 0) {
+      here.key("first_layer")
+          .fail("the first stage must start at layer 0, got " + str(s.layers.first_layer));
+    }
+    if (i > 0) {
+      const int expected = p.stage_plans[i - 1].layers.last_layer + 1;
+      if (s.layers.first_layer != expected) {
+        here.key("first_layer")
+            .fail("stages must be contiguous: expected " + str(expected) + " (the layer after " +
+                  at.index(i - 1).path + ".last_layer), got " + str(s.layers.first_layer));
+      }
+    }
+    if (s.layers.last_layer < s.layers.first_layer) {
+      here.key("last_layer")
+          .fail("a stage needs at least one layer: last_layer " + str(s.layers.last_layer) +
+                " is before first_layer " + str(s.layers.first_layer));
+    }
+    if (s.device >= p.devices) {
+      here.key("device").fail("device " + str(s.device) + " does not exist (cluster.devices is " +
+                              str(p.devices) + ")");
+    }
+  }
+  const int last = p.stage_plans.back().layers.last_layer;
+  if (last != p.layer_count - 1) {
+    at.index(p.stage_plans.size() - 1)
+        .key("last_layer")
+        .fail("the last stage must end at the model's last layer " + str(p.layer_count - 1) +
+              ", got " + str(last));
+  }
+}
+
+// N = K x D devices; D replicas split the global batch, each into M micro-batches.
+void check_sizes(const Plan& p, const Where& top) {
+  const std::int64_t needed = std::int64_t{p.stages} * p.data_parallel;
+  if (needed != p.devices) {
+    top.key("cluster").key("devices").fail("expected K x D = " + str(needed) + " devices, got " +
+                                           str(p.devices));
+  }
+  if (p.global_batch % p.data_parallel != 0) {
+    top.key("D").fail(str(p.data_parallel) + " replicas do not divide global_batch " +
+                      str(p.global_batch));
+  }
+  const std::int64_t per_replica = p.global_batch / p.data_parallel;
+  if (per_replica % p.micro_batches != 0) {
+    top.key("M").fail(str(p.micro_batches) + " does not divide the per-replica batch " +
+                      str(per_replica) + " (global_batch / D)");
+  }
+  const std::int64_t mbs = per_replica / p.micro_batches;
+  if (p.micro_batch_size != mbs) {
+    top.key("micro_batch_size")
+        .fail("expected global_batch / (D x M) = " + str(mbs) + ", got " + str(p.micro_batch_size));
+  }
+}
+
+// Keys in the order of DESIGN.md, which reads better than nlohmann::json's sorted
+// order; plan_to_json returns the same document.
+nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
+  using ojson = nlohmann::ordered_json;
+  ojson stages = ojson::array();
+  for (const PlanStage& s : plan.stage_plans) {
+    stages.push_back({{"first_layer", s.layers.first_layer},
+                      {"last_layer", s.layers.last_layer},
+                      {"device", s.device},
+                      {"fwd_s", s.fwd_s},
+                      {"bwd_s", s.bwd_s},
+                      {"recompute_s", s.recompute_s},
+                      {"peak_memory_bytes", s.peak_memory}});
+  }
+  ojson doc;
+  doc["format"] = kFormat;
+  doc["version"] = Plan::kVersion;
+  doc["scenario"] = plan.scenario_name;
+  doc["model"] = {{"name", plan.model_name},
+                  {"hash", plan.model_hash},
+                  {"layers", plan.layer_count},
+                  {"layer_names", plan.layer_names}};
+  doc["cluster"] = {{"name", plan.cluster_name},
+                    {"devices", plan.devices},
+                    {"memory_capacity_bytes", plan.memory_capacity}};
+  doc["K"] = plan.stages;
+  doc["D"] = plan.data_parallel;
+  doc["M"] = plan.micro_batches;
+  doc["global_batch"] = plan.global_batch;
+  doc["micro_batch_size"] = plan.micro_batch_size;
+  doc["schedule"] = std::string(to_string(plan.schedule));
+  doc["remat"] = plan.remat;
+  doc["partition"] = plan.partition_method;
+  doc["stages"] = std::move(stages);
+  doc["predicted"] = {{"step_time_s", plan.step_time_s},
+                      {"throughput_samples_per_s", plan.throughput_samples_per_s},
+                      {"bubble_fraction", plan.bubble_fraction},
+                      {"fits", plan.fits}};
+  return doc;
+}
+
+}  // namespace
+
+json plan_to_json(const Plan& plan) {
+  return json::parse(plan_to_ordered_json(plan).dump());
+}
+
+Plan plan_from_json(const json& doc, const std::string& file) {
+  ObjectReader top(doc, Where{file, ""});
+  check_format_and_version(top);
+  Plan p;
+  p.scenario_name = top.string("scenario");
+  read_model(top.object("model"), p);
+  read_cluster(top.object("cluster"), p);
+  p.stages = static_cast<int>(top.integer("K", kLayerCount));
+  p.data_parallel = static_cast<int>(top.integer("D", kDeviceCount));
+  p.micro_batches = static_cast<int>(top.integer("M", kPositiveSmallInt));
+  p.global_batch = top.integer("global_batch", kPositiveInt);
+  p.micro_batch_size = top.integer("micro_batch_size", kPositiveInt);
+  top.at("schedule");  // reports a missing key
+  p.schedule = *opt_choice(top, "schedule", "schedule", parse_schedule, "gpipe");
+  p.remat = top.boolean("remat");
+  p.partition_method = top.string("partition");
+  const Where stages_at = top.where("stages");
+  const json& stages = top.array("stages");
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    p.stage_plans.push_back(read_stage(ObjectReader(stages[i], stages_at.index(i))));
+  }
+  read_predicted(top.object("predicted"), p);
+  top.finish();
+
+  check_stages(p, stages_at);
+  check_sizes(p, top.here());
+  return p;
+}
+
+void write_plan_file(const std::filesystem::path& path, const Plan& plan) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
+    out << plan_to_ordered_json(plan).dump(2) << "\n";
+    out.flush();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      throw std::runtime_error(path.string() + ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw std::runtime_error(path.string() + ": cannot rename the finished plan into place");
+  }
+}
+
+Plan read_plan_file(const std::filesystem::path& path) {
+  const std::string label = path.string();
+  return plan_from_json(parse_json(read_text_file(path, label), label), label);
+}
+
+void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::string& plan_file) {
+  const std::string hash = model_hash(scenario.model);
+  if (plan.model_hash != hash) {
+    throw ScenarioError(plan_file, "model.hash",
+                        "this plan was made for model '" + plan.model_name + "' (hash " +
+                            plan.model_hash + "), not for the scenario's model '" +
+                            scenario.model.name + "' (hash " + hash + ")");
+  }
+  if (plan.devices > scenario.cluster.devices) {
+    throw ScenarioError(plan_file, "cluster.devices",
+                        "this plan needs " + str(plan.devices) +
+                            " devices, but the scenario's cluster has " +
+                            str(scenario.cluster.devices));
+  }
+  if (plan.global_batch != scenario.training.global_batch) {
+    throw ScenarioError(plan_file, "global_batch",
+                        "this plan was made for global_batch " + str(plan.global_batch) +
+                            ", but the scenario's is " + str(scenario.training.global_batch));
+  }
+}
+
+}  // namespace pipescope

@@ -1,0 +1,148 @@
+#include "sim/planner.h"
+
+#include <algorithm>
+
+#include "sim/format.h"
+#include "sim/parallel.h"
+
+namespace pipescope {
+
+std::string PlanCandidate::label() const {
+  return "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
+         " M=" + std::to_string(micro_batches) + " remat " + (remat ? "on" : "off") + " " +
+         std::string(to_string(schedule));
+}
+
+Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel) {
+  Scenario r = scenario;
+  r.cluster.devices = stages;
+  r.training.global_batch = scenario.training.global_batch / data_parallel;
+  return r;
+}
+
+namespace {
+
+std::vector<int> divisors(std::int64_t n, std::int64_t limit) {
+  std::vector<int> out;
+  for (std::int64_t d = 1; d <= std::min(n, limit); ++d) {
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req, int N) {
+  const int layers = static_cast<int>(sc.model.layers.size());
+  const std::int64_t batch = sc.training.global_batch;
+  if (req.stages) {
+    if (N % *req.stages != 0) {
+      throw ConfigError("K=" + std::to_string(*req.stages) + " does not divide the " +
+                        std::to_string(N) + " devices");
+    }
+    if (*req.stages > layers) {
+      throw ConfigError("K=" + std::to_string(*req.stages) + " is more stages than the model's " +
+                        std::to_string(layers) + " layers");
+    }
+  }
+  std::vector<PlanCandidate> out;
+  for (int K : divisors(N, layers)) {
+    if (req.stages && K != *req.stages) continue;
+    const int D = N / K;
+    if (batch % D != 0) continue;
+    for (int M : divisors(batch / D, req.max_micro_batches)) {
+      if (req.micro_batches && M != *req.micro_batches) continue;
+      for (const bool remat : {false, true}) {
+        if (req.remat && remat != *req.remat) continue;
+        if (std::int64_t{K} * M > kMaxStageMicroBatches) continue;
+        PlanCandidate c;
+        c.stages = K;
+        c.data_parallel = D;
+        c.micro_batches = M;
+        c.remat = remat;
+        c.schedule = ScheduleKind::kGpipe;
+        out.push_back(c);
+      }
+    }
+  }
+  if (out.empty()) {
+    std::string what = "no configuration of " + std::to_string(N) + " devices";
+    if (req.stages) what += " with K=" + std::to_string(*req.stages);
+    if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
+    throw ConfigError(what + " divides the global batch of " + std::to_string(batch) +
+                      " into whole micro-batches (the batch splits over D = N / K replicas, then "
+                      "into M micro-batches)");
+  }
+  return out;
+}
+
+void evaluate(const Scenario& sc, PlanCandidate& c) {
+  const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
+  const AnalyticCostModel cost(replica.cluster.device, replica.model.dtype,
+                               replica.training.bytes_per_param);
+  const PartitionResult cut =
+      partition_optimal(partition_problem(replica, cost, c.stages, c.micro_batches, c.remat));
+  if (cut.stages.empty()) {
+    c.memory_needed = *cut.memory_needed;
+    c.rejected = c.label() + ": needs " + format_bytes(static_cast<double>(*cut.memory_needed)) +
+                 " on its fullest device, which has " +
+                 format_bytes(static_cast<double>(replica.cluster.device.memory_bytes));
+    return;
+  }
+  SimConfig config;
+  config.stages = c.stages;
+  config.micro_batches = c.micro_batches;
+  config.schedule = c.schedule;
+  config.remat = c.remat;
+  config.stage_ranges = cut.stages;
+  config.record_timeline = false;
+  c.result = simulate(replica, config, cost);
+  c.fits = c.result.metrics.fits();
+  c.samples_per_s = c.result.metrics.samples_per_s * c.data_parallel;
+  if (!c.fits) {
+    // The partitioner's memory model and the simulated curve disagree: report the
+    // simulated peak, which is the one that counts.
+    Bytes peak = 0;
+    for (const DeviceMetrics& d : c.result.metrics.devices) peak = std::max(peak, d.peak_memory);
+    c.memory_needed = peak;
+    c.rejected = c.label() + ": needs " + format_bytes(static_cast<double>(peak)) +
+                 " on its fullest device, which has " +
+                 format_bytes(static_cast<double>(replica.cluster.device.memory_bytes));
+  }
+}
+
+}  // namespace
+
+const PlanCandidate* closest_rejected(const PlanReport& report) {
+  const PlanCandidate* best = nullptr;
+  for (const PlanCandidate& c : report.rejected) {
+    if (best == nullptr || c.memory_needed < best->memory_needed) best = &c;
+  }
+  return best;
+}
+
+PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
+  PlanReport report;
+  report.devices = request.devices.value_or(scenario.cluster.devices);
+  if (report.devices < 1) throw ConfigError("the number of devices must be at least 1");
+  if (report.devices > scenario.cluster.devices) {
+    throw ConfigError(std::to_string(report.devices) + " devices asked for, but the cluster has " +
+                      std::to_string(scenario.cluster.devices));
+  }
+  std::vector<PlanCandidate> all = enumerate(scenario, request, report.devices);
+  parallel_for(
+      all.size(), request.threads, [&](std::size_t i) { evaluate(scenario, all[i]); },
+      request.progress);
+  for (PlanCandidate& c : all) (c.fits ? report.ranked : report.rejected).push_back(std::move(c));
+  // Best throughput first; among equals, fewer stages, fewer micro-batches, no remat.
+  std::stable_sort(report.ranked.begin(), report.ranked.end(),
+                   [](const PlanCandidate& a, const PlanCandidate& b) {
+                     if (a.samples_per_s != b.samples_per_s)
+                       return a.samples_per_s > b.samples_per_s;
+                     if (a.stages != b.stages) return a.stages < b.stages;
+                     if (a.micro_batches != b.micro_batches)
+                       return a.micro_batches < b.micro_batches;
+                     return !a.remat && b.remat;
+                   });
+  return report;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,65 @@
+#pragma once
+// The planner (DESIGN.md, "Planner"): given N devices, tries every K that divides
+// N (the other N / K are data-parallel replicas of the pipeline), every M that
+// divides the per-replica batch, remat on and off and every schedule; cuts each
+// optimally within memory, simulates it, and ranks what fits by throughput.
+// Choosing M is the point: more micro-batches shrink the bubble, smaller ones run
+// less efficiently per sample.
+//
+// Data parallelism is counted as D independent replicas: the gradient all-reduce
+// between them is not simulated yet, so throughput with D > 1 is an upper bound.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodels/cost_model.h"
+#include "sim/scenario.h"
+#include "sim/simulator.h"
+
+namespace pipescope {
+
+struct PlanRequest {
+  std::optional<int> devices;        // N; default: the cluster's device count
+  std::optional<int> stages;         // fix K
+  std::optional<int> micro_batches;  // fix M
+  std::optional<bool> remat;         // fix remat; default: try both
+  int max_micro_batches = 512;       // bound on M
+  unsigned threads = 0;              // 0: one per core
+  std::function<void(std::size_t done, std::size_t total)> progress;
+};
+
+struct PlanCandidate {
+  int stages = 1;         // K
+  int data_parallel = 1;  // D
+  int micro_batches = 1;  // M
+  ScheduleKind schedule = ScheduleKind::kGpipe;
+  bool remat = true;
+  bool fits = false;
+  std::string rejected;        // why it does not fit, one sentence; empty when it fits
+  Bytes memory_needed = 0;     // when rejected: the least memory per device that would fit
+  double samples_per_s = 0.0;  // all D replicas together
+  SimResult result;            // the replica's simulation (no timeline); empty when rejected
+
+  std::string label() const;  // "K=4 D=2 M=8 remat on gpipe"
+};
+
+struct PlanReport {
+  int devices = 1;
+  std::vector<PlanCandidate> ranked;    // fitting candidates, best first
+  std::vector<PlanCandidate> rejected;  // in search order
+};
+
+// The per-replica scenario: K devices of the cluster and the global batch / D.
+Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel);
+
+// Among rejected candidates, the one that needs the least memory (for "no plan
+// fits: the closest needs ..."); null when there are none.
+const PlanCandidate* closest_rejected(const PlanReport& report);
+
+// Throws ConfigError when the request cannot be met at all (N not divisible as
+// asked, K larger than the number of layers, a batch that no D divides).
+PlanReport run_planner(const Scenario& scenario, const PlanRequest& request);
+
+}  // namespace pipescope

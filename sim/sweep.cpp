@@ -1,0 +1,69 @@
+#include "sim/sweep.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "sim/parallel.h"
+#include "sim/simulator.h"
+
+namespace pipescope {
+
+std::vector<SweepPoint> run_sweep(const Scenario& scenario, const SweepRequest& request) {
+  std::vector<SweepPoint> points;
+  for (int K : request.stages) {
+    for (int M : request.micro_batches) {
+      SweepPoint p;
+      p.stages = K;
+      p.micro_batches = M;
+      points.push_back(p);
+    }
+  }
+  parallel_for(
+      points.size(), request.threads,
+      [&](std::size_t i) {
+        SweepPoint& p = points[i];
+        SimConfig config;
+        config.stages = p.stages;
+        config.micro_batches = p.micro_batches;
+        config.remat = request.remat;
+        config.partition = request.partition;
+        config.record_timeline = false;
+        try {
+          const SimResult r = simulate(scenario, config);
+          p.step_time_s = r.metrics.step_time_s();
+          p.samples_per_s = r.metrics.samples_per_s;
+          p.bubble_fraction = r.metrics.bubble_fraction;
+          p.mfu = r.metrics.mfu;
+          for (const DeviceMetrics& d : r.metrics.devices)
+            p.peak_memory = std::max(p.peak_memory, d.peak_memory);
+          p.fits = r.metrics.fits();
+        } catch (const ConfigError& e) {
+          p.error = e.what();
+        }
+      },
+      request.progress);
+  return points;
+}
+
+std::string sweep_csv(const std::vector<SweepPoint>& points) {
+  std::string out =
+      "K,M,step_time_s,samples_per_s,bubble_fraction,mfu,peak_memory_bytes,fits,error\n";
+  char buf[256];
+  for (const SweepPoint& p : points) {
+    std::snprintf(buf, sizeof buf, "%d,%d,%.9g,%.9g,%.9g,%.9g,%lld,%s,", p.stages, p.micro_batches,
+                  p.step_time_s, p.samples_per_s, p.bubble_fraction, p.mfu,
+                  static_cast<long long>(p.peak_memory),
+                  p.error.empty() ? (p.fits ? "true" : "false") : "");
+    out += buf;
+    // Errors are sentences: quote them, doubling any quote (RFC 4180).
+    if (!p.error.empty()) {
+      out += '"';
+      for (char c : p.error) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+      out += '"';
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace pipescope

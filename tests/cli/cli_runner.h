@@ -1,0 +1,44 @@
+#pragma once
+// Runs the pipescope program as a user would and captures what it prints.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace pipescope::testing {
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `args` go through the shell: quote what needs it.
+inline CliResult run(const std::string& args) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pipescope_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cmd = std::string(PIPESCOPE_CLI) + " " + args + " >" + (dir / "out").string() +
+                          " 2>" + (dir / "err").string() + " </dev/null";
+  const int raw = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+}  // namespace pipescope::testing

@@ -1,0 +1,132 @@
+// `pipescope plan`, `sweep`, `capacity` and `simulate --plan` as a user runs
+// them: the plan a search writes reproduces its prediction when simulated again.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+using pipescope::testing::CliResult;
+using pipescope::testing::run;
+using pipescope::testing::slurp;
+namespace fs = std::filesystem;
+
+const std::string kDemo = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json";
+
+fs::path temp(const std::string& name) {
+  return fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+}
+
+TEST(PlanCli, RanksPlansAsJson) {
+  const CliResult r = run("plan " + kDemo + " --top 5 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["devices"], 4);
+  ASSERT_EQ(j["plans"].size(), 5u);
+  for (std::size_t i = 1; i < j["plans"].size(); ++i) {
+    EXPECT_GE(j["plans"][i - 1]["throughput_samples_per_s"].get<double>(),
+              j["plans"][i]["throughput_samples_per_s"].get<double>());
+  }
+  for (const auto& p : j["plans"]) EXPECT_EQ(4 % p["K"].get<int>(), 0);
+}
+
+TEST(PlanCli, WrittenPlanReproducesItsPrediction) {
+  const fs::path plan = temp("plan.json");
+  const CliResult r = run("plan " + kDemo + " -K 4 -o " + plan.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json best = nlohmann::json::parse(r.out)["plans"][0];
+  const nlohmann::json file = nlohmann::json::parse(slurp(plan));
+  EXPECT_EQ(file["format"], "pipescope-plan");
+  EXPECT_EQ(file["K"], 4);
+  const CliResult again = run("simulate " + kDemo + " --plan " + plan.string() + " --json");
+  ASSERT_EQ(again.status, 0) << again.err;
+  const nlohmann::json sim = nlohmann::json::parse(again.out);
+  EXPECT_EQ(sim["K"], best["K"]);
+  EXPECT_EQ(sim["M"], best["M"]);
+  EXPECT_EQ(sim["step_time_s"].get<double>(), best["step_time_s"].get<double>());
+  for (std::size_t s = 0; s < 4; ++s) {
+    EXPECT_EQ(sim["stages"][s]["first_layer"], best["stages"][s]["first_layer"]);
+  }
+  fs::remove(plan);
+}
+
+TEST(PlanCli, PlanForAnotherModelIsRefused) {
+  const fs::path plan = temp("plan_other.json");
+  ASSERT_EQ(run("plan " + kDemo + " -K 2 -o " + plan.string()).status, 0);
+  const CliResult r = run("simulate " + kDemo + " --set model.layers=30 --plan " + plan.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(plan.string() + ": model.hash: this plan was made for model"),
+            std::string::npos)
+      << r.err;
+  fs::remove(plan);
+}
+
+TEST(PlanCli, ImpossibleRequestsFailClearly) {
+  const CliResult k = run("plan " + kDemo + " -K 3");
+  EXPECT_EQ(k.status, 1);
+  EXPECT_EQ(k.err, "pipescope: error: K=3 does not divide the 4 devices\n");
+  const CliResult tiny = run("plan " + kDemo +
+                             " --set cluster.preset=tpu-v2 --set model.d_model=8192 "
+                             "--set model.heads=64");
+  EXPECT_EQ(tiny.status, 1);
+  EXPECT_NE(tiny.err.find("pipescope: error: no plan fits tpu-v2 (8.00 GiB per device); the least "
+                          "any configuration needs is "),
+            std::string::npos)
+      << tiny.err;
+  const CliResult corrupt = run("simulate " + kDemo + " --plan " + kDemo);
+  EXPECT_EQ(corrupt.status, 1);
+  EXPECT_NE(corrupt.err.find("format"), std::string::npos) << corrupt.err;
+}
+
+TEST(ExportCli, TorchGpipeBalanceMatchesThePlan) {
+  const fs::path plan = temp("plan_export.json");
+  ASSERT_EQ(run("plan " + kDemo + " -K 4 -o " + plan.string()).status, 0);
+  const nlohmann::json p = nlohmann::json::parse(slurp(plan));
+  std::string balance = "balance = [";
+  for (std::size_t s = 0; s < p["stages"].size(); ++s) {
+    const int n =
+        p["stages"][s]["last_layer"].get<int>() - p["stages"][s]["first_layer"].get<int>() + 1;
+    balance += (s ? ", " : "") + std::to_string(n);
+  }
+  const CliResult r = run("export " + plan.string() + " --to torchgpipe");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(balance + "]"), std::string::npos) << r.out;
+  EXPECT_EQ(run("export " + plan.string() + " --to keras").status, 2);
+  EXPECT_EQ(run("export " + kDemo + " --to torchgpipe").status, 1);
+  fs::remove(plan);
+}
+
+TEST(SweepCli, WritesCsvAndJson) {
+  const fs::path csv = temp("sweep.csv");
+  const CliResult r = run("sweep " + kDemo + " -K 1,2,4 -M 2,8 --csv " + csv.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Throughput (samples/s)"), std::string::npos);
+  const std::string text = slurp(csv);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1 + 3 * 2);
+  fs::remove(csv);
+  const CliResult j = run("sweep " + kDemo + " -K 2 -M 4,3 --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const nlohmann::json points = nlohmann::json::parse(j.out);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_GT(points[0]["throughput_samples_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(points[1]["error"], "M=3 does not divide the global batch of 32");
+}
+
+TEST(CapacityCli, JsonFollowsTheContract) {
+  const CliResult r = run("capacity " + kDemo + " -K 4 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["param"], "model.layers");
+  EXPECT_GT(j["max_value"].get<int>(), 24);
+  EXPECT_GT(j["params"].get<std::int64_t>(), 1'000'000'000);
+  EXPECT_EQ(j["fits"], true);
+  EXPECT_EQ(run("capacity " + kDemo).status, 2);  // -K is required
+}
+
+}  // namespace

@@ -1,0 +1,174 @@
+#include "sim/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodels/model_families.h"
+#include "sim/scenario_io.h"
+
+namespace pipescope {
+namespace {
+
+using nlohmann::json;
+
+const std::string kHf = std::string(PIPESCOPE_TEST_DATA_DIR) + "/hf/";
+
+// GPT-2 small and Llama-2-7B as published on the Hub (openai-community/gpt2,
+// meta-llama/Llama-2-7b-hf), shipped in tests/data/hf.
+TEST(HfConfig, Gpt2Small) {
+  const TransformerParams p = read_hf_config(kHf + "gpt2/config.json");
+  EXPECT_EQ(p.d_model, 768);
+  EXPECT_EQ(p.layers, 12);
+  EXPECT_EQ(p.heads, 12);
+  EXPECT_EQ(p.kv_heads, 12);
+  EXPECT_EQ(p.d_ff, 3072);  // n_inner absent: 4 * n_embd
+  EXPECT_EQ(p.vocab, 50257);
+  EXPECT_EQ(p.seq_len, 1024);  // n_positions
+  EXPECT_EQ(p.dtype, DType::kFp32);
+  EXPECT_TRUE(p.learned_positions);  // wpe
+  EXPECT_TRUE(p.tied_embeddings);    // lm_head shares wte
+  // 124,439,808: the parameter count of GPT2LMHeadModel, the tied head counted once.
+  const std::int64_t params = make_transformer(p).total_params();
+  EXPECT_EQ(params, 124'439'808);
+  EXPECT_NEAR(static_cast<double>(params) / 124.4e6, 1.0, 0.01);
+}
+
+TEST(HfConfig, Llama2_7b) {
+  const TransformerParams p = read_hf_config(kHf + "llama-2-7b/config.json");
+  EXPECT_EQ(p.d_model, 4096);
+  EXPECT_EQ(p.layers, 32);
+  EXPECT_EQ(p.heads, 32);
+  EXPECT_EQ(p.kv_heads, 32);
+  EXPECT_EQ(p.d_ff, 16512);  // SwiGLU: 1.5 * 11008
+  EXPECT_EQ(p.vocab, 32000);
+  EXPECT_EQ(p.seq_len, 4096);
+  EXPECT_EQ(p.dtype, DType::kFp16);
+  EXPECT_FALSE(p.learned_positions);  // rotary
+  EXPECT_FALSE(p.tied_embeddings);
+  // 6,738,415,616 in LlamaForCausalLM; ours has 7h + f more per block in biases
+  // and LayerNorm shifts, +0.02 % (the brief allowed 2 %).
+  const ModelSpec m = make_transformer(p);
+  EXPECT_NEAR(static_cast<double>(m.total_params()) / 6'738'415'616.0, 1.0, 0.001);
+  // Gate, up and down projections: 6shi forward FLOPs, as the two-matrix form's 4shf.
+  const double s = 4096, h = 4096, i = 11008;
+  EXPECT_EQ(m.layers[1].fwd_flops, 8 * s * h * h + 6 * s * h * i + 4 * s * s * h);
+}
+
+TEST(HfConfig, SequenceLengthOverridesTheContext) {
+  EXPECT_EQ(read_hf_config(kHf + "gpt2/config.json", 256).seq_len, 256);
+}
+
+// Mistral-7B-v0.1's sizes: grouped-query attention with 8 key/value heads.
+TEST(HfConfig, GroupedQueryAttention) {
+  const json doc = json::parse(R"({
+    "model_type": "mistral", "hidden_act": "silu", "hidden_size": 4096,
+    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 32768,
+    "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16" })");
+  const TransformerParams p = parse_hf_config(doc, "config.json", 4096);
+  EXPECT_EQ(p.kv_heads, 8);
+  EXPECT_EQ(p.d_ff, 21504);
+  EXPECT_EQ(p.dtype, DType::kBf16);
+  // 7,241,732,096 in MistralForCausalLM.
+  EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 7'241'732'096.0, 1.0,
+              0.001);
+}
+
+TEST(HfConfig, UngatedIntermediateSizeAndNullInner) {
+  // GPT-NeoX (Pythia) has an intermediate_size but a plain GeLU MLP.
+  const json neox = json::parse(R"({ "model_type": "gpt_neox", "hidden_act": "gelu",
+    "hidden_size": 512, "intermediate_size": 2048, "num_hidden_layers": 6,
+    "num_attention_heads": 8, "vocab_size": 50304, "max_position_embeddings": 2048 })");
+  EXPECT_EQ(parse_hf_config(neox, "config.json").d_ff, 2048);
+  const json gpt2 = json::parse(R"({ "model_type": "gpt2", "n_embd": 64, "n_inner": null,
+    "n_layer": 2, "n_head": 4, "vocab_size": 100, "n_ctx": 32 })");
+  const TransformerParams p = parse_hf_config(gpt2, "config.json");
+  EXPECT_EQ(p.d_ff, 256);
+  EXPECT_EQ(p.seq_len, 32);
+}
+
+// The message parse_hf_config raises for `doc` (labelled "config.json").
+std::string error_of(const json& doc, std::optional<std::int64_t> seq_len = std::nullopt) {
+  try {
+    parse_hf_config(doc, "config.json", seq_len);
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  throw std::logic_error("the config was accepted");
+}
+
+json llama() {
+  return json::parse(R"({ "model_type": "llama", "hidden_act": "silu", "hidden_size": 64,
+    "intermediate_size": 172, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "vocab_size": 100, "max_position_embeddings": 128 })");
+}
+
+TEST(HfConfigErrors, MissingKeysNameTheAlternatives) {
+  json doc = llama();
+  doc.erase("hidden_size");
+  EXPECT_EQ(error_of(doc), "config.json: hidden_size: missing (also looked for n_embd)");
+  doc = llama();
+  doc["num_hidden_layers"] = nullptr;
+  EXPECT_EQ(error_of(doc),
+            "config.json: num_hidden_layers: missing (also looked for n_layer, num_layers)");
+  doc = llama();
+  doc.erase("vocab_size");
+  EXPECT_EQ(error_of(doc), "config.json: vocab_size: missing");
+  doc = llama();
+  doc.erase("max_position_embeddings");
+  EXPECT_EQ(error_of(doc),
+            "config.json: max_position_embeddings: missing (also looked for n_positions, "
+            "n_ctx); give a sequence length");
+  EXPECT_EQ(parse_hf_config(doc, "config.json", 64).seq_len, 64);
+}
+
+TEST(HfConfigErrors, BadValuesNameTheKeyFound) {
+  json doc = llama();
+  doc["hidden_size"] = "64";
+  EXPECT_EQ(error_of(doc), "config.json: hidden_size: expected a positive integer, got string");
+  doc = json::parse(R"({ "n_embd": 768, "n_layer": 2, "n_head": 7, "vocab_size": 10,
+    "n_positions": 8 })");
+  EXPECT_EQ(error_of(doc), "config.json: n_head: 7 heads do not divide n_embd 768");
+  doc = llama();
+  doc["num_key_value_heads"] = 3;
+  EXPECT_EQ(error_of(doc),
+            "config.json: num_key_value_heads: 3 key/value heads do not divide 4 attention heads");
+  doc = llama();
+  doc["torch_dtype"] = "float64";
+  EXPECT_EQ(error_of(doc),
+            "config.json: torch_dtype: unknown dtype 'float64' (expected one of: float32, "
+            "bfloat16, float16)");
+  doc = llama();
+  doc["tie_word_embeddings"] = "yes";
+  EXPECT_EQ(error_of(doc), "config.json: tie_word_embeddings: expected true or false, got string");
+  EXPECT_EQ(error_of(llama(), 0), "config.json: the sequence length must be positive, got 0");
+}
+
+TEST(HfConfigErrors, MixtureOfExperts) {
+  json doc = llama();
+  doc["num_local_experts"] = 8;
+  EXPECT_EQ(error_of(doc),
+            "config.json: num_local_experts: mixture-of-experts models are not supported (the "
+            "transformer family has one MLP per block)");
+}
+
+TEST(HfConfigErrors, NotAnObjectAndMissingFile) {
+  EXPECT_EQ(error_of(json::array({1})), "config.json: expected an object, got array");
+  const std::string missing = kHf + "absent/config.json";
+  try {
+    read_hf_config(missing);
+    FAIL() << "expected ScenarioError";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()), missing + ": cannot open file");
+  }
+}
+
+}  // namespace
+}  // namespace pipescope

@@ -1,0 +1,211 @@
+// The partitioners against brute force: every contiguous cut of small random
+// models, with and without memory limits, remat and transfer costs.
+
+#include "sim/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <random>
+
+namespace pipescope {
+namespace {
+
+// Every way to cut L layers into K non-empty contiguous stages.
+void for_each_cut(int L, int K, const std::function<void(const std::vector<StageRange>&)>& fn) {
+  std::vector<StageRange> cut;
+  std::function<void(int, int)> rec = [&](int first, int left) {
+    if (left == 1) {
+      cut.push_back({first, L - 1});
+      fn(cut);
+      cut.pop_back();
+      return;
+    }
+    for (int last = first; last <= L - left; ++last) {
+      cut.push_back({first, last});
+      rec(last + 1, left - 1);
+      cut.pop_back();
+    }
+  };
+  rec(0, K);
+}
+
+PartitionProblem random_problem(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> layers(1, 9);
+  std::uniform_int_distribution<SimTime> time(1, 1000);
+  std::uniform_int_distribution<std::int64_t> params(0, 500);
+  std::uniform_int_distribution<Bytes> bytes(0, 400);
+  PartitionProblem p;
+  const int L = layers(rng);
+  for (int l = 0; l < L; ++l) {
+    const SimTime f = time(rng);
+    p.layers.push_back({f, 2 * f + time(rng) % 7, f, params(rng), bytes(rng)});
+  }
+  for (int i = 0; i <= L; ++i) p.cut_bytes.push_back(bytes(rng));
+  p.stages = std::uniform_int_distribution<int>(1, L)(rng);
+  p.micro_batches = std::uniform_int_distribution<int>(1, 8)(rng);
+  p.remat = rng() % 2 == 0;
+  p.bytes_per_param = 4.0 * static_cast<double>(rng() % 5);
+  if (rng() % 3 != 0) p.memory_capacity = std::uniform_int_distribution<Bytes>(500, 6000)(rng);
+  if (rng() % 2 == 0) {
+    p.link_bandwidth = 1e9;  // 1 byte per ns
+    p.link_latency_s = 50e-9;
+  }
+  return p;
+}
+
+SimTime bottleneck(const PartitionProblem& p, const std::vector<StageRange>& cut) {
+  SimTime worst = 0;
+  for (const StageRange& s : cut)
+    worst = std::max(worst, stage_time(p, s.first_layer, s.last_layer));
+  return worst;
+}
+
+Bytes fullest(const PartitionProblem& p, const std::vector<StageRange>& cut) {
+  Bytes worst = 0;
+  for (const StageRange& s : cut)
+    worst = std::max(worst, stage_memory(p, s.first_layer, s.last_layer));
+  return worst;
+}
+
+bool contiguous(const std::vector<StageRange>& cut, int L, int K) {
+  if (static_cast<int>(cut.size()) != K || cut.front().first_layer != 0 ||
+      cut.back().last_layer != L - 1) {
+    return false;
+  }
+  for (std::size_t s = 0; s < cut.size(); ++s) {
+    if (cut[s].layer_count() < 1) return false;
+    if (s > 0 && cut[s].first_layer != cut[s - 1].last_layer + 1) return false;
+  }
+  return true;
+}
+
+TEST(OptimalPartition, MatchesBruteForceOnRandomInstances) {
+  std::mt19937_64 rng(20261122);
+  int infeasible = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const PartitionProblem p = random_problem(rng);
+    const int L = static_cast<int>(p.layers.size());
+    SimTime best = std::numeric_limits<SimTime>::max();
+    Bytes least_memory = std::numeric_limits<Bytes>::max();
+    for_each_cut(L, p.stages, [&](const std::vector<StageRange>& cut) {
+      least_memory = std::min(least_memory, fullest(p, cut));
+      if (p.memory_capacity && fullest(p, cut) > *p.memory_capacity) return;
+      best = std::min(best, bottleneck(p, cut));
+    });
+    const PartitionResult r = partition_optimal(p);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    if (best == std::numeric_limits<SimTime>::max()) {
+      ++infeasible;
+      EXPECT_TRUE(r.stages.empty());
+      ASSERT_TRUE(r.memory_needed.has_value());
+      EXPECT_EQ(*r.memory_needed, least_memory);
+      EXPECT_FALSE(r.why.empty());
+      continue;
+    }
+    ASSERT_TRUE(contiguous(r.stages, L, p.stages));
+    EXPECT_EQ(r.bottleneck, best);
+    EXPECT_EQ(bottleneck(p, r.stages), best);
+    if (p.memory_capacity) {
+      EXPECT_LE(fullest(p, r.stages), *p.memory_capacity);
+    }
+  }
+  // The generator must exercise both outcomes.
+  EXPECT_GT(infeasible, 100);
+  EXPECT_LT(infeasible, 2000);
+}
+
+TEST(ParamsPartition, MatchesBruteForce) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 1000; ++trial) {
+    const PartitionProblem p = random_problem(rng);
+    const int L = static_cast<int>(p.layers.size());
+    const auto largest = [&](const std::vector<StageRange>& cut) {
+      std::int64_t worst = 0;
+      for (const StageRange& s : cut) {
+        std::int64_t sum = 0;
+        for (int l = s.first_layer; l <= s.last_layer; ++l)
+          sum += p.layers[static_cast<std::size_t>(l)].params;
+        worst = std::max(worst, sum);
+      }
+      return worst;
+    };
+    std::int64_t best = std::numeric_limits<std::int64_t>::max();
+    for_each_cut(L, p.stages, [&](const auto& cut) { best = std::min(best, largest(cut)); });
+    const auto cut = partition_params(p);
+    ASSERT_TRUE(contiguous(cut, L, p.stages));
+    EXPECT_EQ(largest(cut), best) << "trial " << trial;
+  }
+}
+
+TEST(MinVariancePartition, MatchesBruteForce) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 1000; ++trial) {
+    const PartitionProblem p = random_problem(rng);
+    const int L = static_cast<int>(p.layers.size());
+    const auto squares = [&](const std::vector<StageRange>& cut) {
+      double sum = 0;
+      for (const StageRange& s : cut) {
+        double c = 0;
+        for (int l = s.first_layer; l <= s.last_layer; ++l) {
+          c += static_cast<double>(p.layers[static_cast<std::size_t>(l)].forward +
+                                   p.layers[static_cast<std::size_t>(l)].backward);
+        }
+        sum += c * c;
+      }
+      return sum;
+    };
+    double best = std::numeric_limits<double>::max();
+    for_each_cut(L, p.stages, [&](const auto& cut) { best = std::min(best, squares(cut)); });
+    const auto cut = partition_min_variance(p);
+    ASSERT_TRUE(contiguous(cut, L, p.stages));
+    EXPECT_EQ(squares(cut), best) << "trial " << trial;
+  }
+}
+
+TEST(OptimalPartition, BalancesUnevenLayersByHand) {
+  // Times 1,1,1,1,4 (F only, B and R zero) into 2 stages: {0-3} and {4} give 4.
+  PartitionProblem p;
+  for (SimTime t : {1, 1, 1, 1, 4}) p.layers.push_back({t, 0, 0, 0, 0});
+  p.cut_bytes.assign(6, 0);
+  p.stages = 2;
+  const PartitionResult r = partition_optimal(p);
+  EXPECT_EQ(r.stages, (std::vector<StageRange>{{0, 3}, {4, 4}}));
+  EXPECT_EQ(r.bottleneck, 4);
+  EXPECT_EQ(partition_uniform(5, 2), (std::vector<StageRange>{{0, 2}, {3, 4}}));
+}
+
+TEST(OptimalPartition, MemoryMovesTheCut) {
+  // Equal times, but layer 0 holds 1000 parameters at 4 bytes: with 3000 bytes per
+  // device it must stand alone, whatever the balance.
+  PartitionProblem p;
+  p.layers = {{10, 0, 0, 1000, 0}, {10, 0, 0, 0, 0}, {10, 0, 0, 0, 0}, {10, 0, 0, 0, 0}};
+  p.cut_bytes.assign(5, 0);
+  p.stages = 2;
+  p.bytes_per_param = 4.0;
+  EXPECT_EQ(partition_optimal(p).stages, (std::vector<StageRange>{{0, 1}, {2, 3}}));
+  p.memory_capacity = 4000;
+  EXPECT_EQ(partition_optimal(p).stages, (std::vector<StageRange>{{0, 1}, {2, 3}}));
+  p.layers[1].params = 1;
+  EXPECT_EQ(partition_optimal(p).stages, (std::vector<StageRange>{{0, 0}, {1, 3}}));
+  p.memory_capacity = 3000;
+  const PartitionResult none = partition_optimal(p);
+  EXPECT_TRUE(none.stages.empty());
+  EXPECT_EQ(none.memory_needed, 4000);
+  EXPECT_EQ(none.why,
+            "no cut into 2 stages fits 2.93 KiB per device; the best needs 3.91 KiB on its fullest "
+            "stage");
+}
+
+TEST(PartitionMethods, ParseAndName) {
+  for (const char* name : {"optimal", "uniform", "params", "gpipe"}) {
+    ASSERT_TRUE(parse_partition_method(name).has_value()) << name;
+    EXPECT_EQ(to_string(*parse_partition_method(name)), name);
+  }
+  EXPECT_FALSE(parse_partition_method("greedy").has_value());
+}
+
+}  // namespace
+}  // namespace pipescope

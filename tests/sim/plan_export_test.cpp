@@ -1,0 +1,282 @@
+// Exports of a plan: golden files for each form, and checks that every form's
+// numbers agree with the plan for cuts the golden plan does not cover.
+
+#include "sim/plan_export.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/plan_io.h"
+
+namespace pipescope {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kGolden = fs::path(PIPESCOPE_TEST_DATA_DIR) / "golden";
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Compares with a golden file; PIPESCOPE_UPDATE_GOLDEN=1 rewrites it instead.
+void expect_golden(const std::string& name, const std::string& actual) {
+  const fs::path path = kGolden / name;
+  const char* update = std::getenv("PIPESCOPE_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  ASSERT_TRUE(fs::exists(path)) << path << " is missing; run with PIPESCOPE_UPDATE_GOLDEN=1";
+  EXPECT_EQ(actual, read_text(path)) << "differs from " << path;
+}
+
+// The golden plan (written by plan_io_test): seven layers embed, block0..block4,
+// head cut 3 / 2 / 2 over K=3 stages, M=4 micro-batches of 2, remat on.
+Plan golden_plan() {
+  return read_plan_file(kGolden / "plan.json");
+}
+
+// A plan with the given layers per stage; layer i is named names[i] (or "l<i>").
+Plan plan_with(const std::vector<int>& balance, int m, int d, bool remat,
+               std::vector<std::string> names = {}) {
+  Plan p = golden_plan();
+  p.layer_count = std::accumulate(balance.begin(), balance.end(), 0);
+  if (names.empty()) {
+    for (int i = 0; i < p.layer_count; ++i) names.push_back("l" + std::to_string(i));
+  }
+  p.layer_names = std::move(names);
+  p.stages = static_cast<int>(balance.size());
+  p.data_parallel = d;
+  p.devices = p.stages * d;
+  p.micro_batches = m;
+  p.micro_batch_size = 3;
+  p.global_batch = std::int64_t{3} * m * d;
+  p.remat = remat;
+  p.stage_plans.clear();
+  int first = 0;
+  for (std::size_t s = 0; s < balance.size(); ++s) {
+    PlanStage st;
+    st.layers = {first, first + balance[s] - 1};
+    st.device = static_cast<int>(s);
+    first += balance[s];
+    p.stage_plans.push_back(st);
+  }
+  return p;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The rest of the first line that starts with `prefix`, or "(none)".
+std::string after(const std::string& text, const std::string& prefix) {
+  for (const std::string& line : lines_of(text)) {
+    if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+  }
+  return "(none)";
+}
+
+// "[3, 2, 2]" -> {3, 2, 2}.
+std::vector<int> ints_of(std::string list) {
+  for (char& c : list) {
+    if (c == '[' || c == ']' || c == ',') c = ' ';
+  }
+  std::istringstream in(list);
+  std::vector<int> out;
+  for (int v = 0; in >> v;) out.push_back(v);
+  return out;
+}
+
+// Megatron flags as name -> value ("" for a flag without one).
+std::map<std::string, std::string> flags_of(const std::string& text) {
+  std::map<std::string, std::string> out;
+  for (std::string line : lines_of(text)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line.size() >= 2 && line.substr(line.size() - 2) == " \\") line.resize(line.size() - 2);
+    const std::size_t space = line.find(' ');
+    out[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
+  }
+  return out;
+}
+
+std::vector<std::vector<std::string>> csv_of(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : lines_of(text)) {
+    std::vector<std::string> cells;
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = line.find(',', start);
+      cells.push_back(line.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+TEST(PlanExport, FormatNames) {
+  for (const ExportFormat f : {ExportFormat::kTorchGpipe, ExportFormat::kDeepSpeed,
+                               ExportFormat::kMegatron, ExportFormat::kTorchPipelining}) {
+    EXPECT_EQ(parse_export_format(to_string(f)), f);
+  }
+  EXPECT_EQ(to_string(ExportFormat::kTorchPipelining), "torch-pipelining");
+  EXPECT_FALSE(parse_export_format("pipedream").has_value());
+}
+
+TEST(PlanExport, GoldenFiles) {
+  const Plan p = golden_plan();
+  expect_golden("plan.torchgpipe.py", export_plan(p, ExportFormat::kTorchGpipe));
+  expect_golden("plan.deepspeed.py", export_plan(p, ExportFormat::kDeepSpeed));
+  expect_golden("plan.megatron.txt", export_plan(p, ExportFormat::kMegatron));
+  expect_golden("plan.torch-pipelining.csv", export_plan(p, ExportFormat::kTorchPipelining));
+}
+
+TEST(PlanExport, TorchGpipeBalanceIsTheCut) {
+  for (const Plan& p : {golden_plan(), plan_with({1, 4, 2, 5}, 8, 2, false)}) {
+    const std::string text = export_plan(p, ExportFormat::kTorchGpipe);
+    const std::vector<int> balance = ints_of(after(text, "balance = "));
+    ASSERT_EQ(balance.size(), static_cast<std::size_t>(p.stages));
+    EXPECT_EQ(std::accumulate(balance.begin(), balance.end(), 0), p.layer_count);
+    for (std::size_t s = 0; s < balance.size(); ++s) {
+      EXPECT_EQ(balance[s], p.stage_plans[s].layers.layer_count());
+    }
+    EXPECT_EQ(
+        after(text, "model = GPipe(model, balance=balance, chunks="),
+        std::to_string(p.micro_batches) + ", checkpoint='" + (p.remat ? "always" : "never") + "')");
+  }
+}
+
+TEST(PlanExport, DeepSpeedPartsAreTheBoundaries) {
+  for (const Plan& p : {golden_plan(), plan_with({1, 4, 2, 5}, 8, 2, false)}) {
+    const std::string text = export_plan(p, ExportFormat::kDeepSpeed);
+    const std::vector<int> parts = ints_of(after(text, "PIPESCOPE_PARTS = "));
+    ASSERT_EQ(parts.size(), static_cast<std::size_t>(p.stages) + 1);
+    EXPECT_EQ(parts.front(), 0);
+    EXPECT_EQ(parts.back(), p.layer_count);
+    for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+      EXPECT_EQ(parts[s], p.stage_plans[s].layers.first_layer);
+      EXPECT_EQ(parts[s + 1], p.stage_plans[s].layers.last_layer + 1);
+    }
+    // DeepSpeed's train_batch_size = micro-batch x accumulation steps x replicas.
+    EXPECT_EQ(after(text, "    \"train_batch_size\": "), std::to_string(p.global_batch) + ",");
+    EXPECT_EQ(after(text, "    \"train_micro_batch_size_per_gpu\": "),
+              std::to_string(p.micro_batch_size) + ",");
+    EXPECT_EQ(after(text, "    \"gradient_accumulation_steps\": "),
+              std::to_string(p.micro_batches) + ",");
+    EXPECT_EQ(p.global_batch, p.micro_batch_size * p.micro_batches * p.data_parallel);
+  }
+}
+
+TEST(PlanExport, MegatronUnevenFirstAndLast) {
+  // Golden cut 3 / 2 / 2 with 'embed' first and 'head' last: 2 / 2 / 1 transformer layers.
+  const std::map<std::string, std::string> f =
+      flags_of(export_plan(golden_plan(), ExportFormat::kMegatron));
+  EXPECT_EQ(f.at("--pipeline-model-parallel-size"), "3");
+  EXPECT_EQ(f.at("--num-layers"), "5");
+  EXPECT_EQ(f.at("--decoder-first-pipeline-num-layers"), "2");
+  EXPECT_EQ(f.at("--decoder-last-pipeline-num-layers"), "1");
+  EXPECT_EQ(f.count("--pipeline-model-parallel-layout"), 0u);
+  EXPECT_EQ(f.at("--micro-batch-size"), "2");
+  EXPECT_EQ(f.at("--global-batch-size"), "8");
+  EXPECT_EQ(f.at("--recompute-granularity"), "full");
+  EXPECT_EQ(f.at("--recompute-method"), "uniform");
+  EXPECT_EQ(f.at("--recompute-num-layers"), "1");  // gcd(2, 2, 1)
+}
+
+TEST(PlanExport, MegatronEvenCutNeedsNoUnevenFlags) {
+  const std::string text =
+      export_plan(plan_with({3, 2, 2, 3}, 4, 2, true,
+                            {"embed", "b", "c", "d", "e", "f", "g", "h", "i", "head"}),
+                  ExportFormat::kMegatron);
+  const std::map<std::string, std::string> f = flags_of(text);
+  EXPECT_EQ(f.at("--num-layers"), "8");
+  EXPECT_EQ(f.count("--decoder-first-pipeline-num-layers"), 0u);
+  EXPECT_EQ(f.count("--pipeline-model-parallel-layout"), 0u);
+  EXPECT_EQ(f.at("--global-batch-size"), "24");    // 3 x M 4 x D 2
+  EXPECT_EQ(f.at("--recompute-num-layers"), "2");  // whole stages, as GPipe
+  EXPECT_NE(text.find("# Run on K x D = 8 GPUs"), std::string::npos);
+}
+
+TEST(PlanExport, MegatronUnevenMiddleNeedsTheLayout) {
+  // No 'embed' or 'head' names: every layer is a transformer layer, 1 / 3 / 1 / 2.
+  const std::string text =
+      export_plan(plan_with({1, 3, 1, 2}, 4, 1, false), ExportFormat::kMegatron);
+  const std::map<std::string, std::string> f = flags_of(text);
+  EXPECT_EQ(f.at("--num-layers"), "7");
+  EXPECT_EQ(f.at("--pipeline-model-parallel-layout"), "'Et|t*3|t|t*2L'");
+  EXPECT_EQ(f.count("--decoder-first-pipeline-num-layers"), 0u);
+  EXPECT_EQ(f.count("--recompute-granularity"), 0u);  // remat off
+  EXPECT_NE(text.find("cannot express it"), std::string::npos);
+  // A first stage holding only the embedding also needs the layout.
+  const std::map<std::string, std::string> g = flags_of(export_plan(
+      plan_with({1, 2, 2}, 4, 1, true, {"embed", "a", "b", "c", "head"}), ExportFormat::kMegatron));
+  EXPECT_EQ(g.at("--pipeline-model-parallel-layout"), "'E|t*2|tL'");
+  EXPECT_EQ(g.at("--num-layers"), "3");
+}
+
+TEST(PlanExport, MegatronRejectsAModelWithoutTransformerLayers) {
+  const Plan p = plan_with({1, 1}, 2, 1, true, {"embed", "head"});
+  EXPECT_THROW(export_plan(p, ExportFormat::kMegatron), std::invalid_argument);
+}
+
+// Checks a PyTorch pipelining CSV against `p`: one row per rank, GPipe's order on
+// each rank, every action after the one it receives from.
+void check_pipelining_csv(const Plan& p) {
+  SCOPED_TRACE("K=" + std::to_string(p.stages) + " M=" + std::to_string(p.micro_batches));
+  const auto rows = csv_of(export_plan(p, ExportFormat::kTorchPipelining));
+  ASSERT_EQ(rows.size(), static_cast<std::size_t>(p.stages));
+  const int M = p.micro_batches;
+  std::map<std::string, std::size_t> column;  // action -> step
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    std::vector<std::string> order;
+    for (std::size_t c = 0; c < rows[r].size(); ++c) {
+      if (rows[r][c].empty()) continue;
+      order.push_back(rows[r][c]);
+      column[rows[r][c]] = c;
+    }
+    EXPECT_FALSE(rows[r].back().empty()) << "row " << r << " ends with an idle cell";
+    std::vector<std::string> expected;
+    const std::string s = std::to_string(r);
+    for (int m = 0; m < M; ++m) expected.push_back(s + "F" + std::to_string(m));
+    for (int m = M - 1; m >= 0; --m) expected.push_back(s + "B" + std::to_string(m));
+    EXPECT_EQ(order, expected) << "rank " << r;
+  }
+  for (int st = 1; st < p.stages; ++st) {
+    for (int m = 0; m < M; ++m) {
+      const std::string mb = std::to_string(m);
+      EXPECT_GT(column[std::to_string(st) + "F" + mb], column[std::to_string(st - 1) + "F" + mb]);
+      EXPECT_GT(column[std::to_string(st - 1) + "B" + mb], column[std::to_string(st) + "B" + mb]);
+    }
+  }
+}
+
+TEST(PlanExport, TorchPipeliningCsvIsGpipeTimeAligned) {
+  check_pipelining_csv(golden_plan());
+  check_pipelining_csv(plan_with({2, 1, 1, 3, 1}, 6, 1, false));
+  check_pipelining_csv(plan_with({4}, 3, 2, true));
+  // The golden plan's first rank: four forwards, idle while the pipeline drains
+  // forward and fills backward, then four backwards.
+  EXPECT_EQ(csv_of(export_plan(golden_plan(), ExportFormat::kTorchPipelining))[0],
+            (std::vector<std::string>{"0F0", "0F1", "0F2", "0F3", "", "", "", "", "0B3", "0B2",
+                                      "0B1", "0B0"}));
+}
+
+}  // namespace
+}  // namespace pipescope

@@ -1,0 +1,442 @@
+// Plan JSON: round trips, the golden file, the model hash, plans made from a
+// simulation, and every kind of bad plan with the message the user sees.
+
+#include "sim/plan_io.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const fs::path kGolden = fs::path(PIPESCOPE_TEST_DATA_DIR) / "golden";
+
+// Seven named layers cut 3 / 2 / 2 over K=3 stages, M=4 micro-batches of 2.
+Plan sample_plan() {
+  Plan p;
+  p.scenario_name = "golden";
+  p.model_name = "toy7";
+  p.model_hash = "0123456789abcdef";
+  p.layer_count = 7;
+  p.layer_names = {"embed", "block0", "block1", "block2", "block3", "block4", "head"};
+  p.cluster_name = "exact";
+  p.devices = 3;
+  p.memory_capacity = Bytes{16} << 30;
+  p.stages = 3;
+  p.data_parallel = 1;
+  p.micro_batches = 4;
+  p.global_batch = 8;
+  p.micro_batch_size = 2;
+  p.schedule = ScheduleKind::kGpipe;
+  p.remat = true;
+  p.partition_method = "optimal";
+  p.stage_plans = {{{0, 2}, 0, 0.003, 0.006, 0.003, 1'000'000},
+                   {{3, 4}, 1, 0.0025, 0.005, 0.0025, 900'000},
+                   {{5, 6}, 2, 0.0035, 0.007, 0.0035, 1'100'000}};
+  p.step_time_s = 0.1015;
+  p.throughput_samples_per_s = 78.817733990147786;
+  p.bubble_fraction = 1.0 / 3.0;
+  p.fits = true;
+  return p;
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Compares with a golden file; PIPESCOPE_UPDATE_GOLDEN=1 rewrites it instead.
+void expect_golden(const std::string& name, const std::string& actual) {
+  const fs::path path = kGolden / name;
+  const char* update = std::getenv("PIPESCOPE_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  ASSERT_TRUE(fs::exists(path)) << path << " is missing; run with PIPESCOPE_UPDATE_GOLDEN=1";
+  EXPECT_EQ(actual, read_text(path)) << "differs from " << path;
+}
+
+fs::path temp_path(const std::string& name) {
+  return fs::temp_directory_path() /
+         (std::string("pipescope_plan_io_") +
+          ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name);
+}
+
+void expect_same(const Plan& a, const Plan& b) {
+  EXPECT_EQ(a.scenario_name, b.scenario_name);
+  EXPECT_EQ(a.model_name, b.model_name);
+  EXPECT_EQ(a.model_hash, b.model_hash);
+  EXPECT_EQ(a.layer_count, b.layer_count);
+  EXPECT_EQ(a.layer_names, b.layer_names);
+  EXPECT_EQ(a.cluster_name, b.cluster_name);
+  EXPECT_EQ(a.devices, b.devices);
+  EXPECT_EQ(a.memory_capacity, b.memory_capacity);
+  EXPECT_EQ(a.stages, b.stages);
+  EXPECT_EQ(a.data_parallel, b.data_parallel);
+  EXPECT_EQ(a.micro_batches, b.micro_batches);
+  EXPECT_EQ(a.global_batch, b.global_batch);
+  EXPECT_EQ(a.micro_batch_size, b.micro_batch_size);
+  EXPECT_EQ(a.schedule, b.schedule);
+  EXPECT_EQ(a.remat, b.remat);
+  EXPECT_EQ(a.partition_method, b.partition_method);
+  ASSERT_EQ(a.stage_plans.size(), b.stage_plans.size());
+  for (std::size_t i = 0; i < a.stage_plans.size(); ++i) {
+    SCOPED_TRACE("stage " + std::to_string(i));
+    EXPECT_EQ(a.stage_plans[i].layers, b.stage_plans[i].layers);
+    EXPECT_EQ(a.stage_plans[i].device, b.stage_plans[i].device);
+    // Exact: JSON numbers are written with enough digits to read back every bit.
+    EXPECT_EQ(a.stage_plans[i].fwd_s, b.stage_plans[i].fwd_s);
+    EXPECT_EQ(a.stage_plans[i].bwd_s, b.stage_plans[i].bwd_s);
+    EXPECT_EQ(a.stage_plans[i].recompute_s, b.stage_plans[i].recompute_s);
+    EXPECT_EQ(a.stage_plans[i].peak_memory, b.stage_plans[i].peak_memory);
+  }
+  EXPECT_EQ(a.step_time_s, b.step_time_s);
+  EXPECT_EQ(a.throughput_samples_per_s, b.throughput_samples_per_s);
+  EXPECT_EQ(a.bubble_fraction, b.bubble_fraction);
+  EXPECT_EQ(a.fits, b.fits);
+}
+
+// The message that reading `doc` as "p.json" raises.
+std::string error_of(const json& doc) {
+  try {
+    plan_from_json(doc, "p.json");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(PlanIo, RoundTripsThroughAFile) {
+  const Plan plan = sample_plan();
+  const fs::path path = temp_path("round_trip.json");
+  write_plan_file(path, plan);
+  EXPECT_FALSE(fs::exists(fs::path(path.string() + ".tmp")));
+  const Plan back = read_plan_file(path);
+  fs::remove(path);
+  expect_same(plan, back);
+  EXPECT_EQ(back.stage_ranges(), (std::vector<StageRange>{{0, 2}, {3, 4}, {5, 6}}));
+}
+
+TEST(PlanIo, RoundTripsThroughJson) {
+  Plan plan = sample_plan();
+  plan.remat = false;
+  plan.data_parallel = 2;
+  plan.devices = 6;
+  plan.global_batch = 16;
+  plan.fits = false;
+  expect_same(plan, plan_from_json(plan_to_json(plan), "p.json"));
+}
+
+TEST(PlanIo, WritesTheGoldenFile) {
+  const fs::path path = temp_path("golden.json");
+  write_plan_file(path, sample_plan());
+  const std::string text = read_text(path);
+  fs::remove(path);
+  expect_golden("plan.json", text);
+  // The format and version lead the file, as DESIGN.md shows them.
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"pipescope-plan\",\n  \"version\": 1,", 0), 0u);
+}
+
+TEST(PlanIo, WriteFailureNamesTheFile) {
+  const fs::path path = temp_path("no_such_dir") / "plan.json";
+  try {
+    write_plan_file(path, sample_plan());
+    FAIL() << "the write succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path.string() + ": cannot open for writing");
+  }
+}
+
+// --- The model hash ---
+
+ModelSpec small_model() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.family = "layers";
+  m.dtype = DType::kBf16;
+  m.input_bytes = 64;
+  m.tokens_per_sample = 16;
+  const auto layer = [](const char* name, Flops fwd, Flops bwd, std::int64_t params, Bytes out,
+                        Bytes stash) {
+    LayerSpec l;
+    l.name = name;
+    l.fwd_flops = fwd;
+    l.bwd_flops = bwd;
+    l.params = params;
+    l.out_bytes = out;
+    l.stash_bytes = stash;
+    return l;
+  };
+  m.layers = {layer("in", 1e6, 2e6, 1000, 256, 64), layer("out", 0.5, 1.0, 0, 4, 0)};
+  return m;
+}
+
+TEST(ModelHash, IsStable) {
+  // Computed independently (Python, FNV-1a over the serialisation plan.cpp
+  // documents); a change here breaks every saved plan.
+  EXPECT_EQ(model_hash(small_model()), "332b31cf20504114");
+  EXPECT_EQ(model_hash(small_model()), model_hash(small_model()));
+}
+
+TEST(ModelHash, ChangesWithEveryLayerFieldButNotTheName) {
+  const std::string base = model_hash(small_model());
+  const auto changed = [&](auto edit) {
+    ModelSpec m = small_model();
+    edit(m);
+    return model_hash(m);
+  };
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers[1].name = "head"; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers[0].fwd_flops = 1e6 + 1; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers[0].bwd_flops = 3e6; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers[0].params = 1001; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers[1].out_bytes = 8; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers[1].stash_bytes = 1; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.dtype = DType::kFp16; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.input_bytes = 65; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.tokens_per_sample = 8; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers.pop_back(); }), base);
+  // A layer graph differs from the plain sequence of the same layers.
+  EXPECT_NE(changed([](ModelSpec& m) { m.layers[1].inputs = {"input", "in"}; }), base);
+  EXPECT_NE(changed([](ModelSpec& m) {
+              m.layers[1].inputs = {"input", "in"};
+            }),
+            changed([](ModelSpec& m) {
+              m.layers[1].inputs = {"in", "input"};
+            }));
+  EXPECT_EQ(changed([](ModelSpec& m) { m.name = "renamed"; }), base);
+}
+
+// --- make_plan ---
+
+TEST(MakePlan, FillsEveryFieldFromTheSimulation) {
+  // Six equal layers on K=3, M=2 micro-batches of 2: every stage has two layers of
+  // 1000 FLOPs per sample, 4000 ns forward per micro-batch.
+  const Scenario sc = testing::uniform_scenario(6, 3, 1000.0, 4, 2, true);
+  SimConfig config;
+  config.partition = PartitionMethod::kUniform;
+  const SimResult r = simulate(sc, config);
+  const Plan p = make_plan(sc, r, 2, "uniform");
+  EXPECT_EQ(p.scenario_name, "uniform");
+  EXPECT_EQ(p.model_name, "uniform");
+  EXPECT_EQ(p.model_hash, model_hash(sc.model));
+  EXPECT_EQ(p.layer_count, 6);
+  EXPECT_EQ(p.layer_names, (std::vector<std::string>{"l0", "l1", "l2", "l3", "l4", "l5"}));
+  EXPECT_EQ(p.cluster_name, "exact");
+  EXPECT_EQ(p.devices, 6);
+  EXPECT_EQ(p.memory_capacity, sc.cluster.device.memory_bytes);
+  EXPECT_EQ(p.stages, 3);
+  EXPECT_EQ(p.data_parallel, 2);
+  EXPECT_EQ(p.micro_batches, 2);
+  EXPECT_EQ(p.micro_batch_size, 2);
+  EXPECT_EQ(p.global_batch, 8);  // D x M x micro-batch size
+  EXPECT_TRUE(p.remat);
+  EXPECT_EQ(p.partition_method, "uniform");
+  ASSERT_EQ(p.stage_plans.size(), 3u);
+  for (int s = 0; s < 3; ++s) {
+    const PlanStage& st = p.stage_plans[static_cast<std::size_t>(s)];
+    EXPECT_EQ(st.layers, (StageRange{2 * s, 2 * s + 1}));
+    EXPECT_EQ(st.device, s);
+    EXPECT_DOUBLE_EQ(st.fwd_s, 4000e-9);
+    EXPECT_DOUBLE_EQ(st.bwd_s, 8000e-9);
+    EXPECT_DOUBLE_EQ(st.recompute_s, 4000e-9);
+    EXPECT_EQ(st.peak_memory, r.metrics.devices[static_cast<std::size_t>(s)].peak_memory);
+  }
+  EXPECT_EQ(p.step_time_s, r.metrics.step_time_s());
+  EXPECT_EQ(p.throughput_samples_per_s, 2 * r.metrics.samples_per_s);
+  EXPECT_EQ(p.bubble_fraction, r.metrics.bubble_fraction);
+  EXPECT_TRUE(p.fits);
+  // What make_plan produces, plan_from_json accepts.
+  expect_same(p, plan_from_json(plan_to_json(p), "p.json"));
+}
+
+// --- Bad plans ---
+
+TEST(PlanIoErrors, MalformedJsonHasLineAndColumn) {
+  const fs::path path = temp_path("malformed.json");
+  std::ofstream(path) << "{\n  \"format\": \"pipescope-plan\",\n  \"version\" 1\n}\n";
+  try {
+    read_plan_file(path);
+    FAIL() << "accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(
+        std::string(e.what()).rfind(path.string() + ": malformed JSON at line 3, column 13: ", 0),
+        0u)
+        << e.what();
+  }
+  fs::remove(path);
+}
+
+TEST(PlanIoErrors, MissingFile) {
+  try {
+    read_plan_file("/nonexistent/plan.json");
+    FAIL() << "accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_STREQ(e.what(), "/nonexistent/plan.json: cannot open file");
+  }
+}
+
+// The message that reading the sample plan after `edit` raises.
+template <class Edit>
+std::string error_after(Edit edit) {
+  json doc = plan_to_json(sample_plan());
+  edit(doc);
+  return error_of(doc);
+}
+
+TEST(PlanIoErrors, WrongFormatOrVersion) {
+  const std::string not_a_plan =
+      "p.json: format: not a PipeScope plan (expected \"pipescope-plan\")";
+  EXPECT_EQ(error_after([](json& d) { d["format"] = "pipescope-trace"; }), not_a_plan);
+  EXPECT_EQ(error_after([](json& d) { d.erase("format"); }), not_a_plan);
+  // A scenario given where a plan belongs.
+  EXPECT_EQ(error_of(json::parse(R"({"model": {}, "cluster": {}, "training": {}})")), not_a_plan);
+  EXPECT_EQ(error_after([](json& d) { d["version"] = 7; }),
+            "p.json: version: plan version 7 is not supported (this PipeScope reads version 1)");
+  EXPECT_EQ(error_after([](json& d) { d["version"] = "1"; }),
+            "p.json: version: expected a positive integer, got string");
+  EXPECT_EQ(error_of(json::array()), "p.json: expected an object, got array");
+}
+
+TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
+  EXPECT_EQ(error_after([](json& d) { d["stages"][1]["colour"] = "red"; }),
+            "p.json: stages[1].colour: unknown key 'colour' (expected one of: first_layer, "
+            "last_layer, device, fwd_s, bwd_s, recompute_s, peak_memory_bytes)");
+  EXPECT_EQ(error_after([](json& d) {
+              d["extra"] = 1;
+            }).rfind("p.json: extra: unknown key 'extra' (expected one of: format, ", 0),
+            0u);
+  EXPECT_EQ(error_after([](json& d) { d["predicted"].erase("fits"); }),
+            "p.json: predicted.fits: missing required key");
+  EXPECT_EQ(error_after([](json& d) { d.erase("schedule"); }),
+            "p.json: schedule: missing required key");
+  EXPECT_EQ(error_after([](json& d) { d["K"] = "3"; }),
+            "p.json: K: expected a positive integer, got string");
+  EXPECT_EQ(error_after([](json& d) { d["remat"] = 1; }),
+            "p.json: remat: expected true or false, got number");
+  EXPECT_EQ(error_after([](json& d) { d["stages"][0]["fwd_s"] = -1.0; }),
+            "p.json: stages[0].fwd_s: expected a non-negative number, got -1.0");
+  EXPECT_EQ(error_after([](json& d) { d["stages"] = json::object(); }),
+            "p.json: stages: expected an array, got object");
+  EXPECT_EQ(error_after([](json& d) { d["schedule"] = "zigzag"; }),
+            "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe)");
+  EXPECT_EQ(error_after([](json& d) { d["model"]["hash"] = "0123456789ABCDEF"; }),
+            "p.json: model.hash: expected 16 lowercase hex digits, got \"0123456789ABCDEF\"");
+  EXPECT_EQ(error_after([](json& d) { d["model"]["layer_names"].erase(6); }),
+            "p.json: model.layer_names: expected 7 names (model.layers), got 6");
+  EXPECT_EQ(error_after([](json& d) { d["model"]["layer_names"][2] = 5; }),
+            "p.json: model.layer_names[2]: expected a string, got number");
+  EXPECT_EQ(error_after([](json& d) { d["predicted"]["bubble_fraction"] = 1.5; }),
+            "p.json: predicted.bubble_fraction: expected a number in [0, 1], got 1.5");
+}
+
+TEST(PlanIoErrors, StagesMustCutTheModelContiguously) {
+  EXPECT_EQ(error_after([](json& d) { d["stages"][1]["first_layer"] = 4; }),
+            "p.json: stages[1].first_layer: stages must be contiguous: expected 3 (the layer "
+            "after stages[0].last_layer), got 4");
+  EXPECT_EQ(error_after([](json& d) { d["stages"][0]["first_layer"] = 1; }),
+            "p.json: stages[0].first_layer: the first stage must start at layer 0, got 1");
+  EXPECT_EQ(error_after([](json& d) { d["stages"][2]["last_layer"] = 5; }),
+            "p.json: stages[2].last_layer: the last stage must end at the model's last layer 6, "
+            "got 5");
+  EXPECT_EQ(error_after([](json& d) {
+              d["stages"][1]["last_layer"] = 2;
+              d["stages"][2]["first_layer"] = 3;
+            }),
+            "p.json: stages[1].last_layer: a stage needs at least one layer: last_layer 2 is "
+            "before first_layer 3");
+  EXPECT_EQ(error_after([](json& d) { d["stages"][2]["device"] = 3; }),
+            "p.json: stages[2].device: device 3 does not exist (cluster.devices is 3)");
+}
+
+TEST(PlanIoErrors, CountsAndBatchesMustAgree) {
+  EXPECT_EQ(error_after([](json& d) { d["K"] = 4; }),
+            "p.json: stages: expected K = 4 stages, got 3");
+  EXPECT_EQ(error_after([](json& d) { d["D"] = 2; }),
+            "p.json: cluster.devices: expected K x D = 6 devices, got 3");
+  EXPECT_EQ(error_after([](json& d) { d["M"] = 3; }),
+            "p.json: M: 3 does not divide the per-replica batch 8 (global_batch / D)");
+  EXPECT_EQ(error_after([](json& d) { d["micro_batch_size"] = 4; }),
+            "p.json: micro_batch_size: expected global_batch / (D x M) = 2, got 4");
+  EXPECT_EQ(error_after([](json& d) {
+              d["global_batch"] = 10;
+              d["D"] = 3;
+              d["cluster"]["devices"] = 9;
+            }),
+            "p.json: D: 3 replicas do not divide global_batch 10");
+}
+
+// --- Matching a plan to a scenario ---
+
+Scenario scenario_for(const Plan& plan) {
+  Scenario sc = testing::uniform_scenario(7, 3, 1000.0, plan.global_batch, 4, true);
+  sc.model.name = "toy7";
+  return sc;
+}
+
+// "JSON_PATH | MESSAGE" of the mismatch check_plan_matches reports, or "(matches)".
+std::string mismatch(const Plan& plan, const Scenario& sc) {
+  try {
+    check_plan_matches(plan, sc, "p.json");
+  } catch (const ScenarioError& e) {
+    return e.json_path() + " | " + e.what();
+  }
+  return "(matches)";
+}
+
+TEST(CheckPlanMatches, AcceptsItsOwnScenario) {
+  Plan plan = sample_plan();
+  Scenario sc = scenario_for(plan);
+  plan.model_hash = model_hash(sc.model);
+  EXPECT_EQ(mismatch(plan, sc), "(matches)");
+  sc.cluster.devices = 8;  // more devices than the plan uses are fine
+  sc.model.name = "renamed";
+  EXPECT_EQ(mismatch(plan, sc), "(matches)");
+}
+
+TEST(CheckPlanMatches, RejectsAForeignModel) {
+  Plan plan = sample_plan();
+  Scenario sc = scenario_for(plan);
+  plan.model_hash = model_hash(sc.model);
+  sc.model.name = "other";
+  sc.model.layers[3].fwd_flops = 2000.0;
+  EXPECT_EQ(mismatch(plan, sc),
+            "model.hash | p.json: model.hash: this plan was made for model 'toy7' (hash " +
+                plan.model_hash + "), not for the scenario's model 'other' (hash " +
+                model_hash(sc.model) + ")");
+}
+
+TEST(CheckPlanMatches, RejectsTooFewDevicesAndAnotherBatch) {
+  Plan plan = sample_plan();
+  Scenario sc = scenario_for(plan);
+  plan.model_hash = model_hash(sc.model);
+  sc.cluster.devices = 2;
+  EXPECT_EQ(mismatch(plan, sc),
+            "cluster.devices | p.json: cluster.devices: this plan needs 3 devices, but the "
+            "scenario's cluster has 2");
+  sc.cluster.devices = 3;
+  sc.training.global_batch = 16;
+  EXPECT_EQ(mismatch(plan, sc),
+            "global_batch | p.json: global_batch: this plan was made for global_batch 8, but the "
+            "scenario's is 16");
+}
+
+}  // namespace
+}  // namespace pipescope

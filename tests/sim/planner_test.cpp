@@ -1,0 +1,192 @@
+// The planner, the sweep and the capacity search: each against the simulator it
+// is built on, and the trade-off the planner exists for.
+
+#include "sim/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/capacity.h"
+#include "sim/scenario_io.h"
+#include "sim/sweep.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+// 8 equal layers of 1000 FLOPs per sample on 4 exact devices, batch 16.
+Scenario small() {
+  Scenario sc = testing::uniform_scenario(8, 4, 1000.0, 16, 4, true);
+  for (LayerSpec& l : sc.model.layers) {
+    l.params = 100;
+    l.stash_bytes = 1000;
+    l.out_bytes = 10;
+  }
+  sc.training.bytes_per_param = 16;
+  return sc;
+}
+
+TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
+  const PlanReport r = run_planner(small(), PlanRequest{});
+  // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; remat on and off.
+  const std::size_t expected = 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */);
+  EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
+  EXPECT_TRUE(r.rejected.empty());
+  for (std::size_t i = 1; i < r.ranked.size(); ++i) {
+    EXPECT_GE(r.ranked[i - 1].samples_per_s, r.ranked[i].samples_per_s);
+  }
+  // Each ranked figure is D times the simulation of one replica.
+  for (const PlanCandidate& c : r.ranked) {
+    SimConfig cfg;
+    cfg.stages = c.stages;
+    cfg.micro_batches = c.micro_batches;
+    cfg.remat = c.remat;
+    cfg.record_timeline = false;
+    const SimResult sim = simulate(replica_scenario(small(), c.stages, c.data_parallel), cfg);
+    EXPECT_DOUBLE_EQ(c.samples_per_s, c.data_parallel * sim.metrics.samples_per_s) << c.label();
+  }
+  // Without communication or overhead, pure data parallelism (K=1, D=4) with no
+  // recompute has no bubble at all and wins.
+  EXPECT_EQ(r.ranked.front().stages, 1);
+  EXPECT_EQ(r.ranked.front().data_parallel, 4);
+  EXPECT_FALSE(r.ranked.front().remat);
+}
+
+TEST(Planner, ChoosesMBetweenBubbleAndSmallOpInefficiency) {
+  // One pipeline of 4 stages. Small micro-batches pay half_flops per op; large M
+  // shrinks the bubble: the best M lies strictly inside the range.
+  Scenario sc = small();
+  sc.training.global_batch = 256;
+  sc.cluster.device.efficiency = EfficiencyCurve{1.0, 20000.0};
+  PlanRequest req;
+  req.stages = 4;
+  req.remat = false;
+  const PlanReport r = run_planner(sc, req);
+  ASSERT_FALSE(r.ranked.empty());
+  const int best_m = r.ranked.front().micro_batches;
+  EXPECT_GT(best_m, 1);
+  EXPECT_LT(best_m, 256);
+}
+
+TEST(Planner, RejectsWhatDoesNotFitAndSaysWhy) {
+  Scenario sc = small();
+  // Weights alone: 8 layers x 100 x 16 B = 12,800 B; a stage of 2 layers holds
+  // 3,200 B plus activations.
+  sc.cluster.device.memory_bytes = 8000;
+  PlanRequest req;
+  req.stages = 4;
+  const PlanReport r = run_planner(sc, req);
+  ASSERT_FALSE(r.rejected.empty());
+  ASSERT_FALSE(r.ranked.empty());
+  for (const PlanCandidate& c : r.ranked) EXPECT_TRUE(c.result.metrics.fits()) << c.label();
+  const PlanCandidate& worst = r.rejected.front();
+  EXPECT_EQ(worst.rejected.rfind(worst.label() + ": needs ", 0), 0u) << worst.rejected;
+  EXPECT_GT(worst.memory_needed, 8000);
+  EXPECT_NE(worst.rejected.find("which has 7.81 KiB"), std::string::npos) << worst.rejected;
+  sc.cluster.device.memory_bytes = 100;
+  const PlanReport none = run_planner(sc, req);
+  EXPECT_TRUE(none.ranked.empty());
+  const PlanCandidate* closest = closest_rejected(none);
+  ASSERT_NE(closest, nullptr);
+  for (const PlanCandidate& c : none.rejected) EXPECT_LE(closest->memory_needed, c.memory_needed);
+}
+
+TEST(Planner, ImpossibleRequestsAreConfigErrors) {
+  PlanRequest three;
+  three.stages = 3;
+  try {
+    run_planner(small(), three);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "K=3 does not divide the 4 devices");
+  }
+  PlanRequest m;
+  m.micro_batches = 3;
+  EXPECT_THROW(run_planner(small(), m), ConfigError);
+  PlanRequest too_many;
+  too_many.devices = 8;
+  EXPECT_THROW(run_planner(small(), too_many), ConfigError);
+}
+
+TEST(Sweep, OnePointPerPairInRowMajorOrder) {
+  SweepRequest req;
+  req.stages = {1, 2};
+  req.micro_batches = {4, 3};
+  const std::vector<SweepPoint> points = run_sweep(small(), req);
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[1].stages, 1);
+  EXPECT_EQ(points[1].micro_batches, 3);
+  EXPECT_EQ(points[1].error, "M=3 does not divide the global batch of 16");
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.micro_batches = 4;
+  cfg.record_timeline = false;
+  const SimResult direct = simulate(small(), cfg);
+  EXPECT_EQ(points[2].step_time_s, direct.metrics.step_time_s());
+  EXPECT_EQ(points[2].bubble_fraction, direct.metrics.bubble_fraction);
+  const std::string csv = sweep_csv(points);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "K,M,step_time_s,samples_per_s,bubble_fraction,mfu,peak_memory_bytes,fits,error");
+  EXPECT_NE(csv.find("\n1,3,0,0,0,0,0,,\"M=3 does not divide the global batch of 16\"\n"),
+            std::string::npos)
+      << csv;
+}
+
+nlohmann::json transformer_doc() {
+  return nlohmann::json::parse(R"({
+    "model": { "family": "transformer", "layers": 4, "d_model": 1024, "heads": 16,
+               "seq_len": 512, "vocab": 32000 },
+    "cluster": { "preset": "v100-nvlink", "devices": 4 },
+    "training": { "global_batch": 16, "micro_batches": 4, "optimizer": "adam" }
+  })");
+}
+
+bool fits_with_layers(const nlohmann::json& doc, int layers, int K) {
+  nlohmann::json d = doc;
+  d["model"]["layers"] = layers;
+  const Scenario sc = parse_scenario(d, "t.json");
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
+  return min_peak_memory(partition_problem(sc, cost, K, 4, true)) <= sc.cluster.device.memory_bytes;
+}
+
+TEST(Capacity, LargestLayerCountThatFits) {
+  const nlohmann::json doc = transformer_doc();
+  CapacityRequest req;
+  req.stages = 4;
+  const CapacityResult r = find_capacity(doc, "t.json", req);
+  ASSERT_TRUE(r.fits);
+  EXPECT_EQ(r.param, "model.layers");
+  EXPECT_GT(r.max_value, 10);
+  EXPECT_TRUE(fits_with_layers(doc, static_cast<int>(r.max_value), 4));
+  EXPECT_FALSE(fits_with_layers(doc, static_cast<int>(r.max_value) + 1, 4));
+  nlohmann::json at = doc;
+  at["model"]["layers"] = r.max_value;
+  EXPECT_EQ(r.params, parse_scenario(at, "t.json").model.total_params());
+  // Four stages hold about four times the layers of one.
+  req.stages = 1;
+  const CapacityResult one = find_capacity(doc, "t.json", req);
+  EXPECT_GT(r.max_value, 3 * one.max_value);
+}
+
+TEST(Capacity, NothingFitsAndBadFields) {
+  nlohmann::json doc = transformer_doc();
+  doc["model"]["d_model"] = 65536;
+  doc["model"]["heads"] = 16;
+  CapacityRequest req;
+  req.stages = 1;
+  const CapacityResult r = find_capacity(doc, "t.json", req);
+  EXPECT_FALSE(r.fits);
+  EXPECT_EQ(r.max_value, 0);
+  req.param = "model.dtype";
+  try {
+    find_capacity(transformer_doc(), "t.json", req);
+    FAIL() << "expected ScenarioError";
+  } catch (const ScenarioError& e) {
+    EXPECT_STREQ(e.what(),
+                 "t.json: model.dtype: capacity searches an integer field; this one is not");
+  }
+}
+
+}  // namespace
+}  // namespace pipescope
