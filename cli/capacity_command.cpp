@@ -34,7 +34,7 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
 int run_capacity(const CapacityOptions& o) {
   // Validate the scenario as given first, for its own clear errors.
   const Scenario sc = load(o.scenario);
-  const nlohmann::json doc = load_scenario_json(o.scenario.file, o.scenario.overrides);
+  const nlohmann::json doc = load_document(o.scenario);
   CapacityRequest req;
   req.stages = o.stages;
   req.micro_batches = o.micro_batches;

@@ -1,5 +1,6 @@
 #include "cli/scenario_options.h"
 
+#include "sim/hf_config.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope::cli {
@@ -10,10 +11,33 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "Override a scenario field by its JSON path, e.g. --set model.layers=48 "
                  "(repeatable)")
       ->allow_extra_args(false);
+  cmd.add_option("--hf-config", o.hf_config,
+                 "Take the model from a Hugging Face config.json (a transformer; hidden_size, "
+                 "num_hidden_layers, intermediate_size, num_attention_heads, vocab_size, ...)");
+  cmd.add_option("--seq-len", o.seq_len,
+                 "Sequence length for --hf-config (default: its max_position_embeddings)")
+      ->check(CLI::PositiveNumber);
+}
+
+nlohmann::json load_document(const ScenarioOptions& o) {
+  if (o.seq_len && !o.hf_config) {
+    throw std::invalid_argument("--seq-len applies to --hf-config; use --set model.seq_len=N");
+  }
+  nlohmann::json doc = load_scenario_json(o.file);
+  if (o.hf_config) {
+    const std::filesystem::path config(*o.hf_config);
+    // Hub checkouts keep config.json in a folder named after the model.
+    const std::string name = config.has_parent_path() && config.filename() == "config.json"
+                                 ? config.parent_path().filename().string()
+                                 : config.stem().string();
+    doc["model"] = transformer_model_json(read_hf_config(config, o.seq_len), name);
+  }
+  for (const std::string& assignment : o.overrides) apply_override(doc, assignment, o.file);
+  return doc;
 }
 
 Scenario load(const ScenarioOptions& o) {
-  return load_scenario(o.file, o.overrides);
+  return parse_scenario(load_document(o), o.file);
 }
 
 }  // namespace pipescope::cli

@@ -1,10 +1,13 @@
 #pragma once
 // Options every scenario-reading subcommand shares: the file and --set.
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "sim/scenario.h"
 
@@ -13,9 +16,14 @@ namespace pipescope::cli {
 struct ScenarioOptions {
   std::string file;
   std::vector<std::string> overrides;
+  std::optional<std::string> hf_config;
+  std::optional<std::int64_t> seq_len;
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
+// The scenario document: the file, its model replaced by --hf-config when given,
+// then the --set overrides.
+nlohmann::json load_document(const ScenarioOptions& o);
 Scenario load(const ScenarioOptions& o);
 
 }  // namespace pipescope::cli

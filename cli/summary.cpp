@@ -19,9 +19,10 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
                   std::string_view partition) {
   const ModelSpec& m = sc.model;
   const Cluster& c = sc.cluster;
-  out << "Scenario   " << sc.name << ": " << m.family << ", " << m.layers.size() << " layers, "
-      << format_count(static_cast<double>(m.total_params())) << " params, " << to_string(m.dtype)
-      << "\n";
+  out << "Scenario   " << sc.name << ": " << m.family
+      << (m.name != m.family ? " '" + m.name + "'" : std::string()) << ", " << m.layers.size()
+      << " layers, " << format_count(static_cast<double>(m.total_params())) << " params, "
+      << to_string(m.dtype) << "\n";
   out << "Cluster    " << c.devices << " x " << c.device.name << " ("
       << format_bytes(static_cast<double>(c.device.memory_bytes)) << " each), "
       << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
@@ -60,7 +61,9 @@ void print_totals(std::ostream& out, const SimResult& r) {
   out << "Step time      " << format_seconds(m.step_time_s()) << "\n";
   char buf[128];
   std::snprintf(buf, sizeof buf, "%.4g samples/s", m.samples_per_s);
-  out << "Throughput     " << buf << ", " << format_count(m.tokens_per_s) << " tokens/s\n";
+  out << "Throughput     " << buf;
+  if (m.tokens_per_s != m.samples_per_s) out << ", " << format_count(m.tokens_per_s) << " tokens/s";
+  out << "\n";
   out << "Bubble         " << format_percent(m.bubble_fraction) << " (per device:";
   for (const DeviceMetrics& d : m.devices) out << " " << format_percent(d.bubble_fraction);
   out << ")\n";

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, second command: installs what is missing, builds everything, runs
 # the whole test suite, then builds and runs it again under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Exits non-zero on any failure.
+# UndefinedBehaviorSanitizer, and the tests of threaded code under
+# ThreadSanitizer. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,3 +17,9 @@ scripts/build.sh build-asan -- -DCMAKE_BUILD_TYPE=Debug -DPIPESCOPE_SANITIZE=add
   -DPIPESCOPE_BUILD_BENCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j2
+
+echo "== threaded code (planner, sweep) under ThreadSanitizer"
+scripts/build.sh build-tsan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SANITIZE=thread \
+  -DPIPESCOPE_BUILD_BENCH=OFF
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest --test-dir build-tsan --output-on-failure -j2 -R "Planner|Sweep|PlanCli|SweepCli|Capacity"

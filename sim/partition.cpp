@@ -56,8 +56,8 @@ SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {
 
 struct Prefix {
   std::vector<SimTime> cut_time;  // moving cut i between devices; 0 for the model's ends
-  std::vector<SimTime> compute;  // forward + backward (+ recompute with remat)
-  std::vector<SimTime> fwd_bwd;  // forward + backward
+  std::vector<SimTime> compute;   // forward + backward (+ recompute with remat)
+  std::vector<SimTime> fwd_bwd;   // forward + backward
   std::vector<std::int64_t> params;
   std::vector<Bytes> stash;
 

@@ -102,6 +102,32 @@ TEST(ExportCli, TorchGpipeBalanceMatchesThePlan) {
   fs::remove(plan);
 }
 
+TEST(HfConfigCli, ModelComesFromTheConfig) {
+  const std::string gpt2 = std::string(PIPESCOPE_TEST_DATA_DIR) + "/hf/gpt2/config.json";
+  const CliResult r = run("simulate " + kDemo + " --hf-config " + gpt2 + " -K 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("transformer 'gpt2', 14 layers, 124 M params, fp32"), std::string::npos)
+      << r.out;
+  // --set applies after the config: the config's 12 blocks become 6.
+  const CliResult six =
+      run("simulate " + kDemo + " --hf-config " + gpt2 + " --set model.layers=6 -K 2");
+  EXPECT_NE(six.out.find("'gpt2', 8 layers"), std::string::npos) << six.out;
+  const CliResult missing = run("simulate " + kDemo + " --hf-config /no/config.json");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.err, "pipescope: error: /no/config.json: cannot open file\n");
+  EXPECT_EQ(run("simulate " + kDemo + " --seq-len 512").status, 1);
+}
+
+TEST(ScenarioFiles, GpipePaperSetupsSimulateAndFit) {
+  for (const char* name :
+       {"gpipe/transformer-tpuv3.json", "gpipe/amoebanet-tpuv2.json", "gpt3-175b-1024.json"}) {
+    const std::string file = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/" + name;
+    const CliResult r = run("plan " + file + " --top 1 --json");
+    ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["plans"].size(), 1u) << name;
+  }
+}
+
 TEST(SweepCli, WritesCsvAndJson) {
   const fs::path csv = temp("sweep.csv");
   const CliResult r = run("sweep " + kDemo + " -K 1,2,4 -M 2,8 --csv " + csv.string());

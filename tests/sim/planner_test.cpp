@@ -107,6 +107,16 @@ TEST(Planner, ImpossibleRequestsAreConfigErrors) {
   PlanRequest too_many;
   too_many.devices = 8;
   EXPECT_THROW(run_planner(small(), too_many), ConfigError);
+  Scenario wide = small();
+  wide.cluster.devices = 16;
+  PlanRequest sixteen;
+  sixteen.stages = 16;
+  try {
+    run_planner(wide, sixteen);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "K=16 is more stages than the model's 8 layers");
+  }
 }
 
 TEST(Sweep, OnePointPerPairInRowMajorOrder) {

@@ -10,64 +10,13 @@
 
 #include "costmodels/device.h"
 #include "costmodels/model_families.h"
+#include "scenario_docs.h"
 
 namespace pipescope {
 namespace {
 
 using nlohmann::json;
-
-const std::string kScenarios = std::string(PIPESCOPE_TEST_DATA_DIR) + "/scenarios/";
-
-// A valid scenario that each error test breaks in one place.
-json good_doc() {
-  return json::parse(R"({
-    "model": { "family": "transformer", "layers": 4, "d_model": 64, "heads": 4,
-               "seq_len": 32, "vocab": 100 },
-    "cluster": { "preset": "a100-80g", "devices": 2 },
-    "training": { "global_batch": 32, "micro_batches": 4 }
-  })");
-}
-
-json layer_list_doc() {
-  json doc = good_doc();
-  doc["model"] = json::parse(R"({ "family": "layers", "layers": [
-      { "name": "a", "fwd_flops": 10, "params": 1, "out_bytes": 4, "stash_bytes": 4 },
-      { "name": "b", "fwd_flops": 10, "params": 1, "out_bytes": 4, "stash_bytes": 4 },
-      { "name": "c", "fwd_flops": 10, "params": 1, "out_bytes": 4, "stash_bytes": 4 } ]})");
-  return doc;
-}
-
-json explicit_cluster_doc() {
-  json doc = good_doc();
-  doc["cluster"] = json::parse(R"({ "devices": 2,
-      "device": { "peak_flops": 1e12, "memory_bytes": 1000000, "mem_bandwidth": 1e11 },
-      "interconnect": { "topology": "ring", "bandwidth": 1e10, "latency_s": 1e-6 } })");
-  return doc;
-}
-
-// The error that parsing `text` (labelled "bad.json") raises.
-ScenarioError error_of_text(const std::string& text,
-                            const std::vector<std::string>& overrides = {}) {
-  try {
-    parse_scenario_text(text, "bad.json", overrides);
-  } catch (const ScenarioError& e) {
-    return e;
-  }
-  throw std::logic_error("the scenario was accepted");
-}
-
-ScenarioError error_of(const json& doc, const std::vector<std::string>& overrides = {}) {
-  return error_of_text(doc.dump(), overrides);
-}
-
-ScenarioError error_of_file(const std::string& file) {
-  try {
-    load_scenario(file);
-  } catch (const ScenarioError& e) {
-    return e;
-  }
-  throw std::logic_error("the scenario was accepted");
-}
+using namespace testing::docs;
 
 // --- Good scenarios ---
 
@@ -103,7 +52,7 @@ TEST(ScenarioIo, LoadsDemo) {
 
 TEST(ScenarioIo, LoadsGpipeTpuV3Example) {
   const Scenario s =
-      load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpipe-transformer-tpuv3.json");
+      load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpipe/transformer-tpuv3.json");
   EXPECT_EQ(s.name, "gpipe-transformer-tpuv3");
   EXPECT_EQ(s.model.dtype, DType::kFp32);
   EXPECT_EQ(s.cluster.name, "tpu-v3");
@@ -572,113 +521,6 @@ TEST(ScenarioErrors, DuplicateLayerName) {
                "bad.json: model.layers[2].name: duplicate layer name 'a' (also used by "
                "model.layers[0])");
   EXPECT_EQ(e.json_path(), "model.layers[2].name");
-}
-
-// --- Layer graphs (inputs), amoebanet, transformer options ---
-
-std::vector<std::string> layer_names(const Scenario& s) {
-  std::vector<std::string> names;
-  for (const LayerSpec& l : s.model.layers) names.push_back(l.name);
-  return names;
-}
-
-TEST(ScenarioLayerGraph, InputsMakeCutsCarrySeveralTensors) {
-  json doc = layer_list_doc();
-  doc["model"]["input_bytes"] = 100;
-  doc["model"]["layers"][1]["out_bytes"] = 8;
-  doc["model"]["layers"][2]["inputs"] = {"a", "b"};  // a skips over b
-  const Scenario s = parse_scenario(doc, "g.json");
-  EXPECT_EQ(s.model.layers[2].inputs, (std::vector<std::string>{"a", "b"}));
-  EXPECT_TRUE(s.model.layers[1].inputs.empty());
-  EXPECT_EQ(s.model.cut_bytes, (std::vector<Bytes>{100, 4, 12, 4}));
-  EXPECT_EQ(s.model.input_bytes_of(2), 12);
-}
-
-TEST(ScenarioLayerGraph, LaterLayersAreMovedUp) {
-  json doc = layer_list_doc();
-  doc["model"]["layers"][1]["inputs"] = {"c"};
-  doc["model"]["layers"][2]["inputs"] = {"a", "input"};
-  const Scenario s = parse_scenario(doc, "g.json");
-  EXPECT_EQ(layer_names(s), (std::vector<std::string>{"a", "c", "b"}));
-  EXPECT_EQ(s.model.layers[0].inputs, std::vector<std::string>{"input"});
-}
-
-TEST(ScenarioLayerGraph, UnknownLayer) {
-  json doc = layer_list_doc();
-  doc["model"]["layers"][2]["inputs"] = {"a", "x"};
-  const ScenarioError e = error_of(doc);
-  EXPECT_STREQ(e.what(), "bad.json: model.layers[2].inputs[1]: unknown layer 'x'");
-  EXPECT_EQ(e.json_path(), "model.layers[2].inputs[1]");
-}
-
-TEST(ScenarioLayerGraph, Cycle) {
-  json doc = layer_list_doc();
-  doc["model"]["layers"][1]["inputs"] = {"c"};
-  doc["model"]["layers"][2]["inputs"] = {"b"};
-  const ScenarioError e = error_of(doc);
-  EXPECT_STREQ(e.what(), "bad.json: model.layers[1].inputs[0]: layers form a cycle: b -> c -> b");
-  EXPECT_EQ(e.json_path(), "model.layers[1].inputs[0]");
-}
-
-TEST(ScenarioLayerGraph, WrongTypes) {
-  json doc = layer_list_doc();
-  doc["model"]["layers"][1]["inputs"] = "a";
-  EXPECT_STREQ(error_of(doc).what(),
-               "bad.json: model.layers[1].inputs: expected an array, got string");
-  doc["model"]["layers"][1]["inputs"] = {1};
-  EXPECT_STREQ(error_of(doc).what(),
-               "bad.json: model.layers[1].inputs[0]: expected a string, got number");
-  doc["model"]["layers"][1]["inputs"] = json::array();
-  EXPECT_STREQ(error_of(doc).what(),
-               "bad.json: model.layers[1].inputs: expected at least one layer name (leave "
-               "'inputs' out for the previous layer)");
-}
-
-TEST(ScenarioAmoebaNet, FamilyWithDefaults) {
-  json doc = good_doc();
-  doc["model"] = {{"family", "amoebanet"}, {"cells", 6}, {"filters", 64}};
-  const Scenario s = parse_scenario(doc, "a.json");
-  EXPECT_EQ(s.model.family, "amoebanet");
-  EXPECT_EQ(s.model.name, "amoebanet");
-  AmoebaNetParams p;
-  p.cells = 6;
-  p.filters = 64;
-  const ModelSpec expected = make_amoebanet(p);  // image_size 224, 1000 classes, fp32
-  EXPECT_EQ(s.model.total_params(), expected.total_params());
-  EXPECT_EQ(s.model.cut_bytes, expected.cut_bytes);
-  EXPECT_EQ(s.model.layers.size(), 3u + 6u + 2u + 1u);
-}
-
-TEST(ScenarioAmoebaNet, Errors) {
-  json doc = good_doc();
-  doc["model"] = {{"family", "amoebanet"}, {"cells", 6}, {"filters", 4}};
-  EXPECT_STREQ(error_of(doc).what(),
-               "bad.json: model.filters: expected at least 8 (the stem has filters / 4 channels "
-               "and its first reduction cell's bottlenecks filters / 8), got 4");
-  doc["model"] = {{"family", "amoebanet"}, {"cells", 6}, {"filters", 64}, {"d_model", 3}};
-  EXPECT_STREQ(error_of(doc).what(),
-               "bad.json: model.d_model: unknown key 'd_model' (expected one of: family, name, "
-               "cells, filters, image_size, classes, dtype)");
-}
-
-TEST(ScenarioTransformer, TiedEmbeddingsAndKeyValueHeads) {
-  json doc = good_doc();
-  doc["model"]["tied_embeddings"] = true;
-  doc["model"]["kv_heads"] = 2;
-  const Scenario s = parse_scenario(doc, "t.json");
-  EXPECT_EQ(s.model.layers.back().params, 2 * 64);  // the final LayerNorm alone
-  TransformerParams p;
-  p.layers = 4;
-  p.d_model = 64;
-  p.heads = 4;
-  p.seq_len = 32;
-  p.vocab = 100;
-  p.tied_embeddings = true;
-  p.kv_heads = 2;
-  EXPECT_EQ(s.model.total_params(), make_transformer(p).total_params());
-  doc["model"]["kv_heads"] = 3;
-  const ScenarioError e = error_of(doc);
-  EXPECT_STREQ(e.what(), "bad.json: model.kv_heads: 3 key/value heads do not divide heads 4");
 }
 
 TEST(ScenarioErrors, MissingRequiredKey) {
