@@ -25,8 +25,9 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--remat", o.remat, "Rematerialization (default: training.remat)")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--param", o.param, "The integer field to grow, by its JSON path")
-      ->capture_default_str();
+  cmd->add_option("--param", o.param,
+                  "The integer field to grow, by its JSON path (default: model.layers, or "
+                  "model.cells for amoebanet)");
   cmd->add_flag("--json", o.json, "Print the result as JSON");
   return cmd;
 }
@@ -45,7 +46,8 @@ int run_capacity(const CapacityOptions& o) {
     std::cout << nlohmann::json{{"param", r.param},
                                 {"max_value", r.max_value},
                                 {"params", r.params},
-                                {"fits", r.fits}}
+                                {"fits", r.fits},
+                                {"limited", r.limited}}
                      .dump(2)
               << "\n";
     return 0;
@@ -65,6 +67,10 @@ int run_capacity(const CapacityOptions& o) {
   std::cout << "With " << setting << " on " << device << ": " << r.param << " up to " << r.max_value
             << " fits, " << format_count(static_cast<double>(r.params)) << " parameters ("
             << r.probes << " values tried).\n";
+  if (r.limited) {
+    std::cout << "The search stops at models of " << kCapacityLayerLimit
+              << " layers: larger values may fit too.\n";
+  }
   return 0;
 }
 

@@ -15,7 +15,7 @@ struct CapacityOptions {
   int stages = 1;
   std::optional<int> micro_batches;
   std::optional<std::string> remat;
-  std::string param = "model.layers";
+  std::optional<std::string> param;
   bool json = false;
 };
 

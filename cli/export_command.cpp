@@ -6,36 +6,11 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "sim/file_io.h"
 #include "sim/plan_export.h"
 #include "sim/plan_io.h"
 
 namespace pipescope::cli {
-namespace {
-
-// Written to a temporary name and renamed, so a failure leaves no half-written file.
-void write_text_file(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      throw std::runtime_error(path.string() + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error(path.string() + ": cannot rename the finished file into place");
-  }
-}
-
-}  // namespace
 
 CLI::App* add_export_command(CLI::App& app, ExportOptions& o) {
   ExportOptions* opts = &o;
@@ -58,7 +33,7 @@ int run_export(const ExportOptions& o) {
   const Plan plan = read_plan_file(o.plan);
   const std::string text = export_plan(plan, *format);
   if (o.output) {
-    write_text_file(*o.output, text);
+    write_file_atomically(*o.output, text);
     std::cout << "Wrote the " << o.to << " export of " << o.plan << " to " << *o.output << "\n";
   } else {
     std::cout << text;

@@ -1,6 +1,7 @@
 #include "cli/scenario_options.h"
 
 #include "sim/hf_config.h"
+#include "sim/model_json.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope::cli {

@@ -48,7 +48,9 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
 
 int run_simulate(const SimulateOptions& o) {
   Scenario scenario = load(o.scenario);
+  const Cluster whole_cluster = scenario.cluster;
   SimConfig config;
+  int replicas = 1;
   if (o.plan) {
     if (o.stages || o.micro_batches || o.schedule || o.remat) {
       throw std::invalid_argument(
@@ -58,6 +60,7 @@ int run_simulate(const SimulateOptions& o) {
     check_plan_matches(plan, scenario, *o.plan);
     // The plan's pipeline is one of its D replicas.
     scenario = replica_scenario(scenario, plan.stages, plan.data_parallel);
+    replicas = plan.data_parallel;
     config.stages = plan.stages;
     config.micro_batches = plan.micro_batches;
     config.schedule = plan.schedule;
@@ -77,6 +80,12 @@ int run_simulate(const SimulateOptions& o) {
     if (e.scenario_field().empty()) throw;
     throw ScenarioError(o.scenario.file, e.scenario_field(), e.what());
   }
+  // A plan's D replicas each run the simulated pipeline on their share of the
+  // batch (the gradient all-reduce between them is not simulated yet).
+  result.metrics.samples_per_s *= replicas;
+  result.metrics.tokens_per_s *= replicas;
+  scenario.cluster.devices = whole_cluster.devices;
+  scenario.training.global_batch *= replicas;
 
   // The trace first: if it cannot be written, no result is printed as if all
   // had gone well.
@@ -85,7 +94,7 @@ int run_simulate(const SimulateOptions& o) {
     std::cout << to_json(result).dump(2) << "\n";
   } else {
     print_summary(std::cout, scenario, result,
-                  o.plan ? "from " + *o.plan : std::string(to_string(config.partition)));
+                  o.plan ? "from " + *o.plan : std::string(to_string(config.partition)), replicas);
   }
   if (o.trace) {
     (o.json ? std::cerr : std::cout)

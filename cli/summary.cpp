@@ -16,7 +16,7 @@ std::string pad(std::string s, std::size_t width, bool right = true) {
 }
 
 void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
-                  std::string_view partition) {
+                  std::string_view partition, int replicas) {
   const ModelSpec& m = sc.model;
   const Cluster& c = sc.cluster;
   out << "Scenario   " << sc.name << ": " << m.family
@@ -28,8 +28,12 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
       << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
       << ", " << format_seconds(c.interconnect.latency_s) << " latency\n";
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
-  // Without data parallelism the devices beyond K stay idle and are not counted.
-  if (r.stages < c.devices) out << " (on " << r.stages << " of the " << c.devices << " devices)";
+  if (replicas > 1) {
+    out << " x D=" << replicas << " replicas (gradient all-reduce not simulated)";
+  } else if (r.stages < c.devices) {
+    // Without data parallelism the devices beyond K stay idle and are not counted.
+    out << " (on " << r.stages << " of the " << c.devices << " devices)";
+  }
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
       << (r.remat ? "on" : "off") << ", partition " << partition << ", cost model " << r.cost_model
       << "\n\n";
@@ -92,8 +96,8 @@ void print_totals(std::ostream& out, const SimResult& r) {
 }  // namespace
 
 void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
-                   std::string_view partition) {
-  print_header(out, scenario, result, partition);
+                   std::string_view partition, int replicas) {
+  print_header(out, scenario, result, partition, replicas);
   print_stage_table(out, result);
   print_totals(out, result);
 }

@@ -10,6 +10,6 @@
 namespace pipescope::cli {
 
 void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
-                   std::string_view partition);
+                   std::string_view partition, int replicas = 1);
 
 }  // namespace pipescope::cli

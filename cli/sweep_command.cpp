@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/progress.h"
+#include "sim/file_io.h"
 #include "sim/format.h"
 #include "sim/sweep.h"
 
@@ -64,22 +65,6 @@ void print_grid(const std::string& title, const SweepRequest& req,
   std::printf("\n");
 }
 
-void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
-    out << text;
-    out.flush();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      throw std::runtime_error(path.string() + ": write failed");
-    }
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 }  // namespace
 
 int run_sweep_command(const SweepOptions& o) {
@@ -103,7 +88,7 @@ int run_sweep_command(const SweepOptions& o) {
     req.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
     points = run_sweep(sc, req);
   }
-  if (o.csv) write_text(*o.csv, sweep_csv(points));
+  if (o.csv) write_file_atomically(*o.csv, sweep_csv(points));
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const SweepPoint& p : points) {

@@ -6,6 +6,7 @@
 // out what crosses each cut.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct LayerSpec {
   std::vector<std::string> inputs{};
 };
 
+struct TransformerParams;  // costmodels/model_families.h
+struct MlpParams;
+
 struct ModelSpec {
   std::string name;
   std::string family;  // "transformer", "mlp" or "layers"
@@ -42,6 +46,10 @@ struct ModelSpec {
   // (costmodels/layer_graph.h); empty for plain sequences, where a cut carries the
   // previous layer's output alone.
   std::vector<Bytes> cut_bytes;
+  // The family parameters the layers were expanded from, for tools that rebuild
+  // the model (the executor, plan files); null for explicit layer lists.
+  std::shared_ptr<const TransformerParams> transformer;
+  std::shared_ptr<const MlpParams> mlp;
 
   std::int64_t total_params() const;
   Flops fwd_flops_per_sample() const;

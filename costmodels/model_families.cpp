@@ -1,6 +1,7 @@
 #include "costmodels/model_families.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -50,6 +51,7 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   ModelSpec m;
   m.name = name;
   m.family = "transformer";
+  m.transformer = std::make_shared<const TransformerParams>(p);
   m.dtype = p.dtype;
   m.input_bytes = s * 4;  // int32 token ids
   m.tokens_per_sample = s;
@@ -124,6 +126,7 @@ ModelSpec make_mlp(const MlpParams& p, const std::string& name) {
   ModelSpec m;
   m.name = name;
   m.family = "mlp";
+  m.mlp = std::make_shared<const MlpParams>(p);
   m.dtype = p.dtype;
   m.input_bytes = d * e;
   m.tokens_per_sample = 1;

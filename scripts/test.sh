@@ -18,8 +18,8 @@ scripts/build.sh build-asan -- -DCMAKE_BUILD_TYPE=Debug -DPIPESCOPE_SANITIZE=add
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j2
 
-echo "== threaded code (planner, sweep) under ThreadSanitizer"
+echo "== threaded code (executor runtime, planner, sweep) under ThreadSanitizer"
 scripts/build.sh build-tsan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SANITIZE=thread \
   -DPIPESCOPE_BUILD_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir build-tsan --output-on-failure -j2 -R "Planner|Sweep|PlanCli|SweepCli|Capacity"
+  ctest --test-dir build-tsan --output-on-failure -j2 -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity"

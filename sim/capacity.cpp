@@ -1,6 +1,7 @@
 #include "sim/capacity.h"
 
 #include <algorithm>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -23,21 +24,35 @@ struct Probe {
 
 CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
                              const CapacityRequest& request) {
-  // The field must exist and hold an integer: the search sets it to other values.
   const Scenario base = parse_scenario(doc, file);
+  const std::string param =
+      request.param.value_or(base.model.family == "amoebanet" ? "model.cells" : "model.layers");
+  // The field must exist and hold an integer: the search sets it to other values.
   const nlohmann::json::json_pointer pointer("/" + [&] {
-    std::string p = request.param;
+    std::string p = param;
     for (char& c : p) c = c == '.' ? '/' : c;
     return p;
   }());
-  if (!doc.contains(pointer) || !doc.at(pointer).is_number_integer()) {
-    throw ScenarioError(file, request.param, "capacity searches an integer field; this one is not");
+  if (!doc.contains(pointer)) {
+    throw ScenarioError(file, param,
+                        "capacity grows an integer field of the scenario; this one is missing");
+  }
+  if (!doc.at(pointer).is_number_integer()) {
+    throw ScenarioError(file, param,
+                        "capacity grows an integer field; this one holds a " +
+                            std::string(doc.at(pointer).type_name()));
+  }
+  if (request.stages > base.cluster.devices) {
+    throw ConfigError("K=" + std::to_string(request.stages) +
+                      " is more stages than the cluster's " + std::to_string(base.cluster.devices) +
+                      " devices");
   }
   const int M = request.micro_batches.value_or(base.training.micro_batches);
   const bool remat = request.remat.value_or(base.training.remat);
 
   CapacityResult result;
-  result.param = request.param;
+  result.param = param;
+  std::set<std::int64_t> beyond_limit;  // values not probed: too many layers
   const auto probe = [&](std::int64_t value) {
     ++result.probes;
     nlohmann::json d = doc;
@@ -51,6 +66,10 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
     }
     if (request.stages > static_cast<int>(sc.model.layers.size()) ||
         sc.training.global_batch % M != 0) {
+      return out;
+    }
+    if (sc.model.layers.size() > static_cast<std::size_t>(kCapacityLayerLimit)) {
+      beyond_limit.insert(value);
       return out;
     }
     const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
@@ -109,6 +128,8 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
     }
   }
   result.fits = true;
+  // The first value that "did not fit" was never tried: lo is a lower bound.
+  result.limited = beyond_limit.count(hi) > 0;
   result.max_value = lo;
   result.params = best.params;
   return result;

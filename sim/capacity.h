@@ -15,7 +15,8 @@ struct CapacityRequest {
   int stages = 1;                    // K
   std::optional<int> micro_batches;  // default: the scenario's
   std::optional<bool> remat;         // default: the scenario's
-  std::string param = "model.layers";
+  // The field to grow; default model.layers (model.cells for amoebanet).
+  std::optional<std::string> param;
 };
 
 struct CapacityResult {
@@ -24,7 +25,14 @@ struct CapacityResult {
   std::int64_t params = 0;     // the model's parameter count at max_value
   bool fits = false;           // some value fits at all
   std::int64_t probes = 0;     // values tried
+  // The search stopped at kCapacityLayerLimit layers with the model still
+  // fitting: max_value is a lower bound.
+  bool limited = false;
 };
+
+// Models beyond this many layers are not probed: partitioning them costs more
+// than a capacity search should.
+inline constexpr int kCapacityLayerLimit = 4096;
 
 // `doc` is the scenario JSON with any --set overrides applied; `file` labels
 // errors. The search doubles the value until it no longer fits, then bisects,

@@ -166,20 +166,4 @@ TransformerParams read_hf_config(const std::filesystem::path& file,
   return parse_hf_config(parse_json(read_text_file(file, label), label), label, seq_len);
 }
 
-nlohmann::json transformer_model_json(const TransformerParams& p, const std::string& name) {
-  nlohmann::json m = {{"family", "transformer"},
-                      {"name", name},
-                      {"layers", p.layers},
-                      {"d_model", p.d_model},
-                      {"heads", p.heads},
-                      {"seq_len", p.seq_len},
-                      {"vocab", p.vocab},
-                      {"dtype", std::string(to_string(p.dtype))},
-                      {"positions", p.learned_positions ? "learned" : "sinusoidal"},
-                      {"tied_embeddings", p.tied_embeddings}};
-  if (p.d_ff != 0) m["d_ff"] = p.d_ff;
-  if (p.kv_heads != 0) m["kv_heads"] = p.kv_heads;
-  return m;
-}
-
 }  // namespace pipescope

@@ -53,9 +53,4 @@ TransformerParams read_hf_config(const std::filesystem::path& file,
 TransformerParams parse_hf_config(const nlohmann::json& doc, const std::string& file,
                                   std::optional<std::int64_t> seq_len = std::nullopt);
 
-// The scenario's "model" object for these parameters (family "transformer"), so
-// that a config can stand in for a scenario's model before --set overrides and
-// validation.
-nlohmann::json transformer_model_json(const TransformerParams& p, const std::string& name);
-
 }  // namespace pipescope

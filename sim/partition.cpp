@@ -193,8 +193,16 @@ PartitionResult partition_optimal(const PartitionProblem& p) {
     result.stages = std::move(best->second);
     return result;
   }
-  // Nothing fits: the smallest capacity that would.
-  const Bytes least = min_peak_memory(p);
+  // Nothing fits: the smallest capacity that would, and where it is needed.
+  const std::vector<StageRange> cut = min_peak_memory_cut(p);
+  Bytes least = 0;
+  for (std::size_t s = 0; s < cut.size(); ++s) {
+    const Bytes m = memory_of(p, pre, cut[s].first_layer, cut[s].last_layer);
+    if (m > least) {
+      least = m;
+      result.fullest_stage = static_cast<int>(s);
+    }
+  }
   result.memory_needed = least;
   result.why = "no cut into " + std::to_string(p.stages) + " stages fits " +
                format_bytes(static_cast<double>(cap)) + " per device; the best needs " +
@@ -203,6 +211,14 @@ PartitionResult partition_optimal(const PartitionProblem& p) {
 }
 
 Bytes min_peak_memory(const PartitionProblem& p) {
+  Bytes peak = 0;
+  const std::vector<StageRange> cut = min_peak_memory_cut(p);
+  for (const StageRange& s : cut)
+    peak = std::max(peak, stage_memory(p, s.first_layer, s.last_layer));
+  return peak;
+}
+
+std::vector<StageRange> min_peak_memory_cut(const PartitionProblem& p) {
   check_problem(p);
   const Prefix pre(p);
   const auto memory = [&](int i, int j) { return memory_of(p, pre, i, j); };
@@ -210,7 +226,7 @@ Bytes min_peak_memory(const PartitionProblem& p) {
   const auto least = dp_partition<Bytes>(static_cast<int>(p.layers.size()), p.stages, memory, floor,
                                          kNever, kAlways, kMax);
   PS_CHECK(least.has_value(), "an unconstrained partition always exists");
-  return least->first;
+  return least->second;
 }
 
 std::vector<StageRange> partition_params(const PartitionProblem& p) {

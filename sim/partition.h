@@ -63,6 +63,7 @@ struct PartitionResult {
   SimTime bottleneck = 0;          // the slowest stage's time (optimal only)
   // When no cut fits: the smallest memory that would, and a sentence on why.
   std::optional<Bytes> memory_needed;
+  std::optional<int> fullest_stage;  // which stage of that cut needs it
   std::string why;
 };
 
@@ -80,6 +81,8 @@ PartitionResult partition_optimal(const PartitionProblem& p);
 // The least memory any cut needs on its fullest stage: the problem fits in
 // memory_capacity exactly when this is at most it.
 Bytes min_peak_memory(const PartitionProblem& p);
+// The cut that achieves min_peak_memory.
+std::vector<StageRange> min_peak_memory_cut(const PartitionProblem& p);
 // Exact minimum of the largest stage's parameter count.
 std::vector<StageRange> partition_params(const PartitionProblem& p);
 // Exact minimum of the variance of the stages' forward + backward times.

@@ -1,5 +1,7 @@
 #include "sim/plan.h"
 
+#include "sim/model_json.h"
+
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -89,6 +91,8 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.model_hash = model_hash(scenario.model);
   p.layer_count = static_cast<int>(scenario.model.layers.size());
   for (const LayerSpec& l : scenario.model.layers) p.layer_names.push_back(l.name);
+  p.model_spec = model_spec_json(scenario.model);
+  p.optimizer = scenario.training.optimizer;
 
   p.cluster_name = scenario.cluster.name;
   p.devices = result.stages * data_parallel;

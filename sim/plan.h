@@ -5,8 +5,11 @@
 // other tools take.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "costmodels/model.h"
 #include "sim/partition.h"
@@ -34,6 +37,10 @@ struct Plan {
   std::string model_hash;  // model_hash() of the layer list
   int layer_count = 0;
   std::vector<std::string> layer_names;  // for exports that name split points
+  // The scenario's "model" object (family and parameters) so that the executor
+  // can rebuild the model; null for explicit layer lists.
+  nlohmann::json model_spec;
+  std::optional<Optimizer> optimizer;  // empty when the scenario gave bytes_per_param
 
   std::string cluster_name;
   int devices = 1;  // N = stages x data_parallel

@@ -4,6 +4,10 @@
 
 #include "sim/plan_io.h"
 
+#include "sim/file_io.h"
+
+#include "sim/scenario_io.h"
+
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -68,6 +72,17 @@ void read_model(ObjectReader m, Plan& p) {
   }
   for (std::size_t i = 0; i < names.size(); ++i) {
     p.layer_names.push_back(as_string(names[i], names_at.index(i)));
+  }
+  const json& spec = m.at("spec");
+  if (!spec.is_null()) {
+    // The spec must describe the very model the hash names.
+    const Where at = m.where("spec");
+    const ModelSpec model = parse_model(spec, at.file, at.path);
+    if (model_hash(model) != p.model_hash) {
+      m.fail("spec", "describes a model whose hash is " + model_hash(model) + ", not model.hash " +
+                         p.model_hash);
+    }
+    p.model_spec = spec;
   }
   m.finish();
 }
@@ -188,7 +203,8 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["model"] = {{"name", plan.model_name},
                   {"hash", plan.model_hash},
                   {"layers", plan.layer_count},
-                  {"layer_names", plan.layer_names}};
+                  {"layer_names", plan.layer_names},
+                  {"spec", plan.model_spec}};
   doc["cluster"] = {{"name", plan.cluster_name},
                     {"devices", plan.devices},
                     {"memory_capacity_bytes", plan.memory_capacity}};
@@ -200,6 +216,8 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["schedule"] = std::string(to_string(plan.schedule));
   doc["remat"] = plan.remat;
   doc["partition"] = plan.partition_method;
+  doc["optimizer"] =
+      plan.optimizer ? ojson(std::string(to_string(*plan.optimizer))) : ojson(nullptr);
   doc["stages"] = std::move(stages);
   doc["predicted"] = {{"step_time_s", plan.step_time_s},
                       {"throughput_samples_per_s", plan.throughput_samples_per_s},
@@ -230,6 +248,10 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   p.schedule = *opt_choice(top, "schedule", "schedule", parse_schedule, "gpipe");
   p.remat = top.boolean("remat");
   p.partition_method = top.string("partition");
+  if (!top.at("optimizer").is_null()) {
+    p.optimizer =
+        *opt_choice(top, "optimizer", "optimizer", parse_optimizer, "sgd, momentum, rmsprop, adam");
+  }
   const Where stages_at = top.where("stages");
   const json& stages = top.array("stages");
   for (std::size_t i = 0; i < stages.size(); ++i) {
@@ -244,25 +266,7 @@ Plan plan_from_json(const json& doc, const std::string& file) {
 }
 
 void write_plan_file(const std::filesystem::path& path, const Plan& plan) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
-    out << plan_to_ordered_json(plan).dump(2) << "\n";
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      throw std::runtime_error(path.string() + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error(path.string() + ": cannot rename the finished plan into place");
-  }
+  write_file_atomically(path, plan_to_ordered_json(plan).dump(2) + "\n");
 }
 
 Plan read_plan_file(const std::filesystem::path& path) {

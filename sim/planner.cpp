@@ -43,6 +43,11 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
                         std::to_string(layers) + " layers");
     }
   }
+  if (req.micro_batches && *req.micro_batches > req.max_micro_batches) {
+    throw ConfigError("M=" + std::to_string(*req.micro_batches) +
+                      " is above the largest M tried (" + std::to_string(req.max_micro_batches) +
+                      "); raise --max-micro-batches");
+  }
   std::vector<PlanCandidate> out;
   for (int K : divisors(N, layers)) {
     if (req.stages && K != *req.stages) continue;
@@ -80,11 +85,15 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
                                replica.training.bytes_per_param);
   const PartitionResult cut =
       partition_optimal(partition_problem(replica, cost, c.stages, c.micro_batches, c.remat));
+  const auto reject = [&](int stage, Bytes needed) {
+    c.memory_needed = needed;
+    c.rejected = c.label() + ": stage " + std::to_string(stage) + " needs " +
+                 format_bytes(static_cast<double>(needed)) + " of " +
+                 format_bytes(static_cast<double>(replica.cluster.device.memory_bytes)) +
+                 (cut.stages.empty() ? " even in the cut that needs least" : "");
+  };
   if (cut.stages.empty()) {
-    c.memory_needed = *cut.memory_needed;
-    c.rejected = c.label() + ": needs " + format_bytes(static_cast<double>(*cut.memory_needed)) +
-                 " on its fullest device, which has " +
-                 format_bytes(static_cast<double>(replica.cluster.device.memory_bytes));
+    reject(*cut.fullest_stage, *cut.memory_needed);
     return;
   }
   SimConfig config;
@@ -100,12 +109,11 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   if (!c.fits) {
     // The partitioner's memory model and the simulated curve disagree: report the
     // simulated peak, which is the one that counts.
-    Bytes peak = 0;
-    for (const DeviceMetrics& d : c.result.metrics.devices) peak = std::max(peak, d.peak_memory);
-    c.memory_needed = peak;
-    c.rejected = c.label() + ": needs " + format_bytes(static_cast<double>(peak)) +
-                 " on its fullest device, which has " +
-                 format_bytes(static_cast<double>(replica.cluster.device.memory_bytes));
+    const auto& devices = c.result.metrics.devices;
+    const auto fullest = std::max_element(
+        devices.begin(), devices.end(),
+        [](const auto& a, const auto& b) { return a.peak_memory < b.peak_memory; });
+    reject(static_cast<int>(fullest - devices.begin()), fullest->peak_memory);
   }
 }
 

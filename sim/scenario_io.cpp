@@ -381,6 +381,10 @@ void apply_override(json& doc, const std::string& assignment, const std::string&
   }
 }
 
+ModelSpec parse_model(const json& model, const std::string& file, const std::string& path) {
+  return read_model(ObjectReader(model, Where{file, path}));
+}
+
 Scenario parse_scenario(const json& doc, const std::string& file) {
   ObjectReader top(doc, Where{file, ""});
   Scenario s;

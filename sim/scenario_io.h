@@ -51,6 +51,11 @@ Scenario parse_scenario_text(const std::string& text, const std::string& file,
 // Validates a parsed document; `file` only labels errors.
 Scenario parse_scenario(const nlohmann::json& doc, const std::string& file);
 
+// A scenario's "model" object alone (as plan files carry it); `path` is where it
+// sits in `file`, for errors.
+ModelSpec parse_model(const nlohmann::json& model, const std::string& file,
+                      const std::string& path = "model");
+
 // Applies one "PATH=VALUE" override to a document in place.
 void apply_override(nlohmann::json& doc, const std::string& assignment, const std::string& file);
 

@@ -1,5 +1,7 @@
 #include "sim/trace_io.h"
 
+#include "sim/file_io.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -171,25 +173,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
 }
 
 void write_chrome_trace_file(const std::filesystem::path& path, const Timeline& timeline) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
-    write_chrome_trace(out, timeline);
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      throw std::runtime_error(path.string() + ": write failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error(path.string() + ": cannot rename the finished trace into place");
-  }
+  write_file_atomically(path, [&](std::ostream& out) { write_chrome_trace(out, timeline); });
 }
 
 }  // namespace pipescope

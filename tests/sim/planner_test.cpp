@@ -81,9 +81,10 @@ TEST(Planner, RejectsWhatDoesNotFitAndSaysWhy) {
   ASSERT_FALSE(r.ranked.empty());
   for (const PlanCandidate& c : r.ranked) EXPECT_TRUE(c.result.metrics.fits()) << c.label();
   const PlanCandidate& worst = r.rejected.front();
-  EXPECT_EQ(worst.rejected.rfind(worst.label() + ": needs ", 0), 0u) << worst.rejected;
+  EXPECT_EQ(worst.rejected.rfind(worst.label() + ": stage ", 0), 0u) << worst.rejected;
+  EXPECT_NE(worst.rejected.find(" needs "), std::string::npos) << worst.rejected;
   EXPECT_GT(worst.memory_needed, 8000);
-  EXPECT_NE(worst.rejected.find("which has 7.81 KiB"), std::string::npos) << worst.rejected;
+  EXPECT_NE(worst.rejected.find(" of 7.81 KiB"), std::string::npos) << worst.rejected;
   sc.cluster.device.memory_bytes = 100;
   const PlanReport none = run_planner(sc, req);
   EXPECT_TRUE(none.ranked.empty());
@@ -104,6 +105,15 @@ TEST(Planner, ImpossibleRequestsAreConfigErrors) {
   PlanRequest m;
   m.micro_batches = 3;
   EXPECT_THROW(run_planner(small(), m), ConfigError);
+  PlanRequest big_m;
+  big_m.micro_batches = 1024;
+  big_m.max_micro_batches = 512;
+  try {
+    run_planner(small(), big_m);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "M=1024 is above the largest M tried (512); raise --max-micro-batches");
+  }
   PlanRequest too_many;
   too_many.devices = 8;
   EXPECT_THROW(run_planner(small(), too_many), ConfigError);
@@ -179,6 +189,22 @@ TEST(Capacity, LargestLayerCountThatFits) {
   EXPECT_GT(r.max_value, 3 * one.max_value);
 }
 
+TEST(Capacity, TinyModelsStopAtTheLayerLimit) {
+  nlohmann::json doc = transformer_doc();
+  doc["model"]["d_model"] = 16;
+  doc["model"]["heads"] = 1;
+  doc["model"]["seq_len"] = 4;
+  doc["model"]["vocab"] = 10;
+  CapacityRequest req;
+  req.stages = 2;
+  const CapacityResult r = find_capacity(doc, "t.json", req);
+  EXPECT_TRUE(r.fits);
+  EXPECT_TRUE(r.limited);
+  EXPECT_EQ(r.max_value, kCapacityLayerLimit - 2);  // + embedding and head
+  req.stages = 8;
+  EXPECT_THROW(find_capacity(doc, "t.json", req), ConfigError);  // 4 devices
+}
+
 TEST(Capacity, NothingFitsAndBadFields) {
   nlohmann::json doc = transformer_doc();
   doc["model"]["d_model"] = 65536;
@@ -188,13 +214,24 @@ TEST(Capacity, NothingFitsAndBadFields) {
   const CapacityResult r = find_capacity(doc, "t.json", req);
   EXPECT_FALSE(r.fits);
   EXPECT_EQ(r.max_value, 0);
+  req.param = "cluster.preset";
+  req.stages = 1;
+  try {
+    find_capacity(transformer_doc(), "t.json", req);
+    FAIL() << "expected ScenarioError";
+  } catch (const ScenarioError& e) {
+    EXPECT_STREQ(e.what(),
+                 "t.json: cluster.preset: capacity grows an integer field; this one holds a "
+                 "string");
+  }
   req.param = "model.dtype";
   try {
     find_capacity(transformer_doc(), "t.json", req);
     FAIL() << "expected ScenarioError";
   } catch (const ScenarioError& e) {
     EXPECT_STREQ(e.what(),
-                 "t.json: model.dtype: capacity searches an integer field; this one is not");
+                 "t.json: model.dtype: capacity grows an integer field of the scenario; this one "
+                 "is missing");
   }
 }
 

@@ -1,0 +1,78 @@
+#include "exec/data.h"
+
+#include <random>
+#include <stdexcept>
+
+namespace pipescope::exec {
+namespace {
+
+// One sample: its inputs as rows of `input` starting at `row`, its targets appended.
+void language_sample(const TaskShape& t, std::mt19937_64& rng, Matrix& input, int row,
+                     std::vector<std::int32_t>& targets) {
+  std::uniform_int_distribution<int> token(0, t.vocab - 1);
+  std::vector<int> x(static_cast<std::size_t>(t.seq_len) + 1);
+  x[0] = token(rng);
+  for (std::size_t i = 1; i < x.size(); ++i) x[i] = (3 * x[i - 1] + 1) % t.vocab;
+  for (int p = 0; p < t.seq_len; ++p) {
+    input(row + p, 0) = static_cast<float>(x[static_cast<std::size_t>(p)]);
+    targets.push_back(x[static_cast<std::size_t>(p) + 1]);
+  }
+}
+
+void mlp_sample(const TaskShape& t, std::mt19937_64& rng, const Matrix& teacher, Matrix& input,
+                int row, std::vector<std::int32_t>& targets) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int f = 0; f < t.features; ++f) input(row, f) = normal(rng);
+  const Matrix scores = input.row(row) * teacher;  // (1, classes)
+  Eigen::Index best = 0;
+  scores.row(0).maxCoeff(&best);
+  targets.push_back(static_cast<std::int32_t>(best));
+}
+
+MicroBatch samples(const TaskShape& t, int first, int count, std::uint64_t step,
+                   std::uint64_t seed) {
+  MicroBatch mb;
+  mb.batch = count;
+  mb.seq = t.language_model ? t.seq_len : 1;
+  mb.input =
+      t.language_model ? Matrix::Zero(count * t.seq_len, 1) : Matrix::Zero(count, t.features);
+  Matrix teacher;
+  if (!t.language_model) {
+    std::mt19937_64 trng(seed ^ 0x7ea0c4e5ULL);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    teacher = Matrix(t.features, t.classes);
+    for (Eigen::Index i = 0; i < teacher.size(); ++i) teacher.data()[i] = normal(trng);
+  }
+  for (int i = 0; i < count; ++i) {
+    // Each sample has its own stream, so cutting the batch differently gives the
+    // same samples.
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + step * 1'000'003ULL +
+                        static_cast<std::uint64_t>(first + i));
+    if (t.language_model) {
+      language_sample(t, rng, mb.input, i * t.seq_len, mb.targets);
+    } else {
+      mlp_sample(t, rng, teacher, mb.input, i, mb.targets);
+    }
+  }
+  return mb;
+}
+
+}  // namespace
+
+std::vector<MicroBatch> synthetic_batch(const TaskShape& shape, int global_batch, int micro_batches,
+                                        std::uint64_t step, std::uint64_t seed) {
+  if (micro_batches < 1 || global_batch % micro_batches != 0) {
+    throw std::invalid_argument("micro-batches must divide the batch");
+  }
+  const int b = global_batch / micro_batches;
+  std::vector<MicroBatch> out;
+  for (int m = 0; m < micro_batches; ++m) out.push_back(samples(shape, m * b, b, step, seed));
+  return out;
+}
+
+MicroBatch whole_batch(const TaskShape& shape, int global_batch, std::uint64_t step,
+                       std::uint64_t seed) {
+  return samples(shape, 0, global_batch, step, seed);
+}
+
+}  // namespace pipescope::exec

@@ -1,0 +1,37 @@
+#pragma once
+// Deterministic synthetic training data, generated in code so that runs need no
+// downloads and the loss visibly falls:
+//   language models: sequences in which each token is a fixed function of the one
+//     before it, x[t] = (3 x[t-1] + 1) mod V, from a random first token; the
+//     target of position t is x[t+1]. A model that learns the rule drives the
+//     loss towards 0 (from log V for a uniform guess).
+//   mlp: feature vectors labelled by a fixed random linear teacher,
+//     argmax(W x) over the classes.
+// The same (seed, step) always gives the same mini-batch, so runs with different
+// K and M see identical data.
+
+#include <cstdint>
+#include <vector>
+
+#include "exec/runtime.h"
+
+namespace pipescope::exec {
+
+struct TaskShape {
+  bool language_model = true;
+  int seq_len = 1;   // language models
+  int vocab = 2;     // language models
+  int features = 1;  // mlp: d_model
+  int classes = 2;   // mlp
+};
+
+// The mini-batch of `step`, cut into `micro_batches` equal micro-batches of
+// global_batch / micro_batches samples each, in order.
+std::vector<MicroBatch> synthetic_batch(const TaskShape& shape, int global_batch, int micro_batches,
+                                        std::uint64_t step, std::uint64_t seed);
+
+// The same mini-batch as one micro-batch (single-device reference training).
+MicroBatch whole_batch(const TaskShape& shape, int global_batch, std::uint64_t step,
+                       std::uint64_t seed);
+
+}  // namespace pipescope::exec

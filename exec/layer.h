@@ -1,0 +1,66 @@
+#pragma once
+// A layer with a real forward and backward. The runtime treats layers as black
+// boxes: forward fills a Stash with what backward needs; backward turns the
+// output's gradient into the input's and adds to the parameters' gradients.
+// Rematerialization drops the stash after forward and calls forward again (with
+// the same input) before backward.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/tensor.h"
+
+namespace pipescope::exec {
+
+// A parameter with its gradient (accumulated over micro-batches) and the
+// optimizer's state (allocated by the optimizer).
+struct Param {
+  std::string name;
+  Matrix value;
+  Matrix grad;  // same shape as value, zeroed by the optimizer step
+  Matrix m;     // momentum / Adam first moment (empty until used)
+  Matrix v;     // Adam second moment / RMSProp (empty until used)
+};
+
+// What a micro-batch brings besides its activations.
+struct Context {
+  int batch = 1;  // sequences (samples) in the micro-batch
+  int seq = 1;    // positions per sequence (1 for the mlp family)
+  // Next-token targets (or class labels), batch*seq entries; read by the loss.
+  const std::vector<std::int32_t>* targets = nullptr;
+  // The loss of a micro-batch is sum(token losses) * loss_scale. With
+  // loss_scale = 1 / (tokens in the whole mini-batch), the gradients summed over
+  // micro-batches are those of the mini-batch's mean loss, whatever M is.
+  double loss_scale = 1.0;
+};
+
+// Whatever a layer keeps between forward and backward.
+struct Stash {
+  std::vector<Matrix> tensors;
+  std::vector<std::int32_t> ints;
+  void clear() {
+    tensors.clear();
+    ints.clear();
+  }
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual const std::string& name() const = 0;
+  // x: the layer's input (for the embedding, token ids as floats, (b*s, 1)).
+  // Returns the output; the loss head returns its loss as a (1, 1) matrix.
+  virtual Matrix forward(const Matrix& x, const Context& ctx, Stash& stash) const = 0;
+  // dy: the gradient of the loss with respect to the output (for the loss head,
+  // (1, 1) holding 1). Returns the gradient with respect to x (empty for the
+  // embedding, whose input is token ids) and adds to each Param::grad.
+  virtual Matrix backward(const Matrix& dy, const Context& ctx, const Stash& stash) = 0;
+  virtual std::vector<Param*> params() = 0;
+  std::int64_t param_count();
+};
+
+using LayerList = std::vector<std::unique_ptr<Layer>>;
+
+}  // namespace pipescope::exec

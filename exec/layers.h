@@ -1,0 +1,173 @@
+#pragma once
+// The real layers of the reference executor (Eigen, fp32, single-threaded),
+// matching the transformer and mlp families of costmodels/model_families.h layer
+// for layer and parameter for parameter.
+//
+// Each layer is its math (a *Math class: parameter shapes plus forward and
+// backward templates over the scalar type, instantiated for float and double)
+// wrapped in MathLayer, which owns the parameters and implements exec::Layer in
+// float. The gradient checks run the same math in double.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec/kernels.h"
+#include "exec/layer.h"
+
+namespace pipescope::exec {
+
+// How a parameter starts: weights N(0, 0.02) (GPT-2), biases 0, LayerNorm gains 1.
+enum class Init { kNormal, kZero, kOne };
+inline constexpr double kInitStddev = 0.02;
+
+struct ParamShape {
+  std::string name;  // within the layer, e.g. "ln1.gain"
+  Index rows = 0;
+  Index cols = 0;
+  Init init = Init::kNormal;
+};
+
+// Parameter values in param_shapes() order, and their gradients (backward adds).
+template <typename T>
+using Values = std::vector<const Mat<T>*>;
+template <typename T>
+using Grads = std::vector<Mat<T>*>;
+
+// Token table plus positions: learned (a seq_len x h table) or the fixed
+// sinusoidal table of Vaswani et al. 2017, PE(t, 2i) = sin(t / 10000^(2i/h)),
+// PE(t, 2i+1) = cos(t / 10000^(2i/h)). Parameters: V*h (+ seq_len*h learned).
+class EmbeddingMath {
+ public:
+  // Throws std::invalid_argument for sizes it cannot run (vocab past 2^24, whose
+  // ids floats no longer hold exactly).
+  EmbeddingMath(Index vocab, Index seq_len, Index d_model, bool learned_positions);
+  std::vector<ParamShape> param_shapes() const;
+  // x is (b*s, 1) token ids as floats, out is (b*s, h); stash keeps the ids.
+  template <typename T>
+  Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                 std::vector<Mat<T>>& stash) const;
+  // dy is (b*s, h); scatter-adds into the table(s); returns an empty matrix.
+  template <typename T>
+  Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
+                  const std::vector<Mat<T>>& stash) const;
+
+ private:
+  Index vocab_, seq_len_, d_model_;
+  bool learned_;
+  Mat<double> sinusoid_;  // (seq_len, h) when not learned
+};
+
+// Pre-LayerNorm decoder block: x2 = x + Wo attn(LN1(x)) + bo with causal
+// (grouped-query) self-attention on a fused QKV projection with bias, then
+// out = x2 + W2 gelu(W1 LN2(x2) + b1) + b2. No dropout.
+// Parameters: 2h^2 + 2h*d_kv + 2d_kv + 2hf + f + 7h, as make_transformer counts.
+class TransformerBlockMath {
+ public:
+  // Throws std::invalid_argument unless heads divides d_model and kv_heads divides
+  // heads (kv_heads 0 means heads).
+  TransformerBlockMath(Index d_model, Index heads, Index kv_heads, Index d_ff);
+  std::vector<ParamShape> param_shapes() const;
+  // x is (b*s, h), out is (b*s, h).
+  template <typename T>
+  Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                 std::vector<Mat<T>>& stash) const;
+  // dy is (b*s, h), returns dx (b*s, h).
+  template <typename T>
+  Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
+                  const std::vector<Mat<T>>& stash) const;
+
+ private:
+  AttentionShape attention(const Context& ctx) const;
+  Index d_model_, heads_, kv_heads_, d_ff_;
+};
+
+// Final LayerNorm, LM projection h -> V without bias, softmax cross-entropy on
+// ctx.targets. Parameters: V*h + 2h. The loss is sum(token losses) * loss_scale.
+class LmHeadMath {
+ public:
+  LmHeadMath(Index d_model, Index vocab);
+  std::vector<ParamShape> param_shapes() const;
+  // x is (b*s, h), out is (1, 1): the loss.
+  template <typename T>
+  Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                 std::vector<Mat<T>>& stash) const;
+  // dy is (1, 1), returns dx (b*s, h).
+  template <typename T>
+  Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
+                  const std::vector<Mat<T>>& stash) const;
+
+ private:
+  Index d_model_, vocab_;
+};
+
+// Residual MLP block x + W2 relu(W1 LN(x) + b1) + b2 over feature vectors.
+// Parameters: 2df + f + 3d, as make_mlp counts.
+class MlpBlockMath {
+ public:
+  MlpBlockMath(Index d_model, Index d_hidden);
+  std::vector<ParamShape> param_shapes() const;
+  // x is (b, d), out is (b, d).
+  template <typename T>
+  Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                 std::vector<Mat<T>>& stash) const;
+  // dy is (b, d), returns dx (b, d).
+  template <typename T>
+  Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
+                  const std::vector<Mat<T>>& stash) const;
+
+ private:
+  Index d_model_, d_hidden_;
+};
+
+// Linear d -> classes with bias, softmax cross-entropy on ctx.targets (one per
+// sample). Parameters: d*c + c.
+class ClassifierHeadMath {
+ public:
+  ClassifierHeadMath(Index d_model, Index classes);
+  std::vector<ParamShape> param_shapes() const;
+  // x is (b, d), out is (1, 1): the loss.
+  template <typename T>
+  Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                 std::vector<Mat<T>>& stash) const;
+  // dy is (1, 1), returns dx (b, d).
+  template <typename T>
+  Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
+                  const std::vector<Mat<T>>& stash) const;
+
+ private:
+  Index d_model_, classes_;
+};
+
+// A layer's math with its fp32 parameters, named "<layer>.<param>". The values
+// are drawn from `rng` in param_shapes() order, row by row; gradients start at 0.
+template <class Math>
+class MathLayer final : public Layer {
+ public:
+  MathLayer(std::string name, Math math, std::mt19937_64& rng);
+  const std::string& name() const override { return name_; }
+  Matrix forward(const Matrix& x, const Context& ctx, Stash& stash) const override;
+  Matrix backward(const Matrix& dy, const Context& ctx, const Stash& stash) override;
+  std::vector<Param*> params() override;
+  const Math& math() const { return math_; }
+
+ private:
+  std::string name_;
+  Math math_;
+  std::vector<Param> params_;
+};
+
+using Embedding = MathLayer<EmbeddingMath>;
+using TransformerBlock = MathLayer<TransformerBlockMath>;
+using LmHead = MathLayer<LmHeadMath>;
+using MlpBlock = MathLayer<MlpBlockMath>;
+using ClassifierHead = MathLayer<ClassifierHeadMath>;
+
+extern template class MathLayer<EmbeddingMath>;
+extern template class MathLayer<TransformerBlockMath>;
+extern template class MathLayer<LmHeadMath>;
+extern template class MathLayer<MlpBlockMath>;
+extern template class MathLayer<ClassifierHeadMath>;
+
+}  // namespace pipescope::exec

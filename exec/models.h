@@ -1,0 +1,55 @@
+#pragma once
+// Whole models for the executor: the layer lists of the transformer and mlp
+// families (same names, order and parameter counts as make_transformer and
+// make_mlp), and single-device reference training through such a list.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "costmodels/model_families.h"
+#include "exec/layer.h"
+
+namespace pipescope::exec {
+
+// Initialisation is deterministic: layer i (0 = embed) draws its parameters from
+// its own std::mt19937_64 seeded from (seed, i), so a layer gets the same values
+// however the list is later cut into stages.
+//
+// Throws std::invalid_argument for what the executor cannot run: tied embeddings
+// (the head would have to share the embedding's table across stages; not
+// supported yet), heads not dividing d_model, sequences past 2^24 token ids.
+LayerList build_transformer(const TransformerParams& p, std::uint64_t seed);
+LayerList build_mlp(const MlpParams& p, std::uint64_t seed);
+
+// build_transformer / build_mlp from the family parameters spec.transformer /
+// spec.mlp. Throws std::invalid_argument when they are missing, when the spec's
+// layers are not the ones they make (edited after make_*), and, with the reason,
+// for families the executor cannot run:
+// "layers" (an explicit list carries costs, not the layers' math) and "amoebanet"
+// (no convolutional cells in the executor).
+LayerList build_layers(const ModelSpec& spec, std::uint64_t seed);
+
+// Forward through every layer on one device, the last being the loss, with
+// loss_scale = 1 / (batch * seq): returns the mean token (sample) loss. `input` is
+// (batch*seq, 1) token ids as floats or (batch, d) features; targets has batch*seq
+// entries.
+double model_loss(const LayerList& layers, const Matrix& input,
+                  const std::vector<std::int32_t>& targets, int batch, int seq);
+
+// model_loss, then backward through every layer, adding the mean loss's gradient
+// to every Param::grad (call it on several micro-batches with loss_scale chosen by
+// the caller to accumulate; see the overload). Returns the loss.
+double forward_backward(LayerList& layers, const Matrix& input,
+                        const std::vector<std::int32_t>& targets, int batch, int seq);
+// As above with an explicit loss_scale (the mean over a mini-batch of T tokens
+// split into parts takes 1 / T for every part). Returns sum(token losses) *
+// loss_scale.
+double forward_backward(LayerList& layers, const Matrix& input,
+                        const std::vector<std::int32_t>& targets, int batch, int seq,
+                        double loss_scale);
+
+// Sets every parameter's gradient to 0.
+void zero_grads(LayerList& layers);
+
+}  // namespace pipescope::exec

@@ -1,0 +1,498 @@
+#include "exec/runtime.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace pipescope::exec {
+
+StageError::StageError(int stage, Op op, const std::string& what)
+    : std::runtime_error(what), stage_(stage), op_(op) {}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string op_name(const Op& op) {
+  const std::string letter(1, op_letter(op.kind));
+  if (op.kind == OpKind::kOptimizer) return letter + "(" + std::to_string(op.stage) + ")";
+  return letter + "(" + std::to_string(op.stage) + "," + std::to_string(op.micro_batch) + ")";
+}
+
+// Thrown inside a worker when the step was aborted by another worker's error (or
+// by the watchdog, which records its own error first): not an error of its own.
+struct Aborted {};
+
+// Payloads travelling to one stage in one direction, by micro-batch, so a
+// receiver takes the micro-batch it asks for whatever order they arrive in.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, Matrix> ready;
+};
+
+// What a stage keeps between its ops of one step. Only the stage's own device
+// thread touches it.
+struct StageState {
+  std::vector<std::optional<Matrix>> inputs;               // remat, stage > 0: the boundary input
+  std::vector<char> input_kept;                            // remat: F ran and B has not yet
+  std::vector<std::optional<std::vector<Stash>>> stashes;  // per micro-batch, per layer
+  double loss = 0.0;                                       // last stage only
+};
+
+// A device's current op, for the watchdog's report.
+struct DeviceStatus {
+  enum class State { kStarting, kRunning, kWaiting, kDone } state = State::kStarting;
+  Op op;
+};
+
+// One step: the workers, their channels and the first error. Lives for one
+// call of PipelineRuntime::step; every thread is joined before it goes away.
+class StepRun {
+ public:
+  StepRun(std::vector<LayerList>& stages, const Schedule& schedule, const RuntimeOptions& options,
+          std::vector<ParamOptimizer>& optimizers, const std::vector<MicroBatch>& micro_batches)
+      : stages_(stages),
+        sched_(schedule),
+        options_(options),
+        optimizers_(optimizers),
+        mbs_(micro_batches),
+        K_(schedule.stages),
+        M_(schedule.micro_batches),
+        channels_(static_cast<std::size_t>(2 * schedule.stages)),
+        status_(schedule.device_ops.size()),
+        events_(schedule.device_ops.size()) {
+    std::int64_t tokens = 0;
+    for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
+    for (const MicroBatch& mb : mbs_) {
+      contexts_.push_back({mb.batch, mb.seq, &mb.targets, 1.0 / static_cast<double>(tokens)});
+    }
+    state_.resize(static_cast<std::size_t>(K_));
+    for (StageState& st : state_) {
+      st.inputs.resize(static_cast<std::size_t>(M_));
+      st.input_kept.assign(static_cast<std::size_t>(M_), 0);
+      st.stashes.resize(static_cast<std::size_t>(M_));
+    }
+  }
+
+  StepResult run() {
+    t0_ = Clock::now();
+    std::vector<std::thread> workers;
+    workers.reserve(sched_.device_ops.size());
+    try {
+      for (int d = 0; d < sched_.devices(); ++d) workers.emplace_back([this, d] { run_device(d); });
+    } catch (...) {
+      abort();
+      for (std::thread& w : workers) w.join();
+      throw;
+    }
+    for (std::thread& w : workers) w.join();
+    if (error_) throw *error_;
+    return result();
+  }
+
+ private:
+  SimTime ns_since_start(Clock::time_point t) const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0_).count();
+  }
+  StageState& state(int stage) { return state_[static_cast<std::size_t>(stage)]; }
+  LayerList& layers(int stage) { return stages_[static_cast<std::size_t>(stage)]; }
+  const Context& context(int m) const { return contexts_[static_cast<std::size_t>(m)]; }
+  Channel& channel(TransferKind kind, int to_stage) {
+    return channels_[static_cast<std::size_t>(route_id(kind, to_stage))];
+  }
+
+  void set_status(int device, DeviceStatus::State s, const Op& op) {
+    std::lock_guard lock(status_mu_);
+    status_[static_cast<std::size_t>(device)] = {s, op};
+  }
+
+  void fail(StageError err) {
+    {
+      std::lock_guard lock(error_mu_);
+      if (!error_) error_.emplace(std::move(err));
+    }
+    abort();
+  }
+
+  // Wakes every receiver. Taking each channel's mutex orders the flag before a
+  // receiver's next check, so no wake-up is lost.
+  void abort() {
+    aborted_.store(true);
+    for (Channel& c : channels_) {
+      std::lock_guard lock(c.mu);
+      c.cv.notify_all();
+    }
+  }
+
+  void run_device(int d) {
+    Op current;
+    try {
+      for (const Op& op : sched_.device_ops[static_cast<std::size_t>(d)]) {
+        current = op;
+        if (aborted_.load()) return;
+        set_status(d, DeviceStatus::State::kRunning, op);
+        if (options_.before_op) options_.before_op(d, op);
+        run_op(d, op);
+      }
+      set_status(d, DeviceStatus::State::kDone, current);
+    } catch (const Aborted&) {
+    } catch (const std::exception& e) {
+      fail(StageError(current.stage, current,
+                      "stage " + std::to_string(current.stage) + " failed in " + op_name(current) +
+                          ": " + e.what()));
+    } catch (...) {
+      fail(StageError(current.stage, current,
+                      "stage " + std::to_string(current.stage) + " failed in " + op_name(current) +
+                          ": unknown exception"));
+    }
+  }
+
+  void run_op(int d, const Op& op) {
+    switch (op.kind) {
+      case OpKind::kForward:
+        return forward(d, op);
+      case OpKind::kRecompute:
+        return recompute(d, op);
+      case OpKind::kBackward:
+        return backward(d, op);
+      case OpKind::kOptimizer: {
+        const auto start = Clock::now();
+        std::vector<Param*> params;
+        for (auto& layer : layers(op.stage)) {
+          for (Param* p : layer->params()) params.push_back(p);
+        }
+        optimizers_[static_cast<std::size_t>(op.stage)].step(params);
+        record_compute(d, op, start, Clock::now());
+        return;
+      }
+    }
+  }
+
+  // Runs the stage's layers on x, filling one stash per layer, and checks that
+  // every output is finite so the error names the layer that went wrong.
+  Matrix run_layers(int stage, const Matrix& x, const Context& ctx, std::vector<Stash>& stashes) {
+    LayerList& ls = layers(stage);
+    stashes.resize(ls.size());
+    Matrix out;
+    for (std::size_t l = 0; l < ls.size(); ++l) {
+      out = ls[l]->forward(l == 0 ? x : out, ctx, stashes[l]);
+      if (!out.allFinite()) {
+        if (stage == K_ - 1 && l + 1 == ls.size()) throw std::runtime_error("NaN or inf in loss");
+        throw std::runtime_error("layer '" + ls[l]->name() + "' produced NaN or inf");
+      }
+    }
+    return out;
+  }
+
+  void forward(int d, const Op& op) {
+    const auto m = static_cast<std::size_t>(op.micro_batch);
+    Matrix received;
+    if (op.stage > 0) received = receive(d, op, TransferKind::kActivation);
+    const Matrix& x = op.stage == 0 ? mbs_[m].input : received;
+    const auto start = Clock::now();
+    StageState& st = state(op.stage);
+    std::vector<Stash> stashes;
+    Matrix y = run_layers(op.stage, x, context(op.micro_batch), stashes);
+    if (sched_.remat) {
+      // Only the boundary input stays live until R rebuilds the stashes.
+      if (op.stage > 0) st.inputs[m] = std::move(received);
+      st.input_kept[m] = 1;
+    } else {
+      st.stashes[m] = std::move(stashes);
+    }
+    if (op.stage == K_ - 1) {
+      if (y.rows() != 1 || y.cols() != 1) {
+        throw std::runtime_error("the last layer must return a (1,1) loss, not (" +
+                                 std::to_string(y.rows()) + "," + std::to_string(y.cols()) + ")");
+      }
+      st.loss += static_cast<double>(y(0, 0));
+    }
+    record_compute(d, op, start, Clock::now());
+    if (op.stage + 1 < K_) send(d, op, TransferKind::kActivation, std::move(y));
+  }
+
+  void recompute(int d, const Op& op) {
+    const auto m = static_cast<std::size_t>(op.micro_batch);
+    const auto start = Clock::now();
+    StageState& st = state(op.stage);
+    if (st.input_kept[m] == 0) {
+      throw std::runtime_error(sched_.remat ? "no kept input: F must run before R"
+                                            : "R needs remat, which this schedule turns off");
+    }
+    const Matrix& x = op.stage == 0 ? mbs_[m].input : *st.inputs[m];
+    std::vector<Stash> stashes;
+    run_layers(op.stage, x, context(op.micro_batch), stashes);
+    st.stashes[m] = std::move(stashes);
+    record_compute(d, op, start, Clock::now());
+  }
+
+  void backward(int d, const Op& op) {
+    const auto m = static_cast<std::size_t>(op.micro_batch);
+    Matrix dy =
+        op.stage == K_ - 1 ? Matrix::Constant(1, 1, 1.0f) : receive(d, op, TransferKind::kGradient);
+    const auto start = Clock::now();
+    StageState& st = state(op.stage);
+    if (!st.stashes[m]) {
+      throw std::runtime_error(sched_.remat ? "no stash: R must run before B"
+                                            : "no stash: F must run before B");
+    }
+    LayerList& ls = layers(op.stage);
+    const std::vector<Stash>& stashes = *st.stashes[m];
+    for (std::size_t l = ls.size(); l-- > 0;) {
+      dy = ls[l]->backward(dy, context(op.micro_batch), stashes[l]);
+      if (!dy.allFinite()) {
+        throw std::runtime_error("layer '" + ls[l]->name() + "' produced a NaN or inf gradient");
+      }
+      if (dy.size() == 0 && (l > 0 || op.stage > 0)) {
+        throw std::runtime_error("layer '" + ls[l]->name() + "' returned no input gradient");
+      }
+    }
+    st.stashes[m].reset();
+    st.inputs[m].reset();
+    st.input_kept[m] = 0;
+    record_compute(d, op, start, Clock::now());
+    if (op.stage > 0) send(d, op, TransferKind::kGradient, std::move(dy));
+  }
+
+  // Transfer flow ids are unique within a step: one per (direction, boundary,
+  // micro-batch).
+  std::uint64_t flow_id(TransferKind kind, int boundary, int m) const {
+    return static_cast<std::uint64_t>(route_id(kind, boundary)) * static_cast<std::uint64_t>(M_) +
+           static_cast<std::uint64_t>(m);
+  }
+
+  TimelineEvent transfer_event(int device, Lane lane, TransferKind kind, int from, int to, int m,
+                               Bytes bytes) const {
+    const int boundary = std::min(from, to);
+    TimelineEvent e;
+    e.device = device;
+    e.lane = lane;
+    e.kind = event_kind(kind);
+    e.stage = from;
+    e.micro_batch = m;
+    e.bytes = bytes;
+    e.peer_stage = to;
+    e.flow = flow_id(kind, boundary, m);
+    e.route = route_id(kind, boundary);
+    return e;
+  }
+
+  void send(int d, const Op& op, TransferKind kind, Matrix payload) {
+    const int to = kind == TransferKind::kActivation ? op.stage + 1 : op.stage - 1;
+    const auto bytes = static_cast<Bytes>(payload.size()) * static_cast<Bytes>(sizeof(float));
+    const auto start = Clock::now();
+    Channel& ch = channel(kind, to);
+    {
+      std::lock_guard lock(ch.mu);
+      if (!ch.ready.try_emplace(op.micro_batch, std::move(payload)).second) {
+        throw std::runtime_error("micro-batch " + std::to_string(op.micro_batch) +
+                                 " was sent to stage " + std::to_string(to) + " twice");
+      }
+    }
+    ch.cv.notify_all();
+    TimelineEvent e = transfer_event(d, Lane::kSend, kind, op.stage, to, op.micro_batch, bytes);
+    e.start = ns_since_start(start);
+    e.end = ns_since_start(Clock::now());
+    events_[static_cast<std::size_t>(d)].push_back(e);
+  }
+
+  // Blocks until the payload of op's micro-batch arrives, the step aborts, or
+  // the watchdog expires.
+  Matrix receive(int d, const Op& op, TransferKind kind) {
+    const int from = kind == TransferKind::kActivation ? op.stage - 1 : op.stage + 1;
+    set_status(d, DeviceStatus::State::kWaiting, op);
+    const auto start = Clock::now();
+    const auto deadline = start + options_.watchdog;
+    Channel& ch = channel(kind, op.stage);
+    Matrix payload;
+    {
+      std::unique_lock lock(ch.mu);
+      for (;;) {
+        if (aborted_.load()) throw Aborted{};
+        const auto it = ch.ready.find(op.micro_batch);
+        if (it != ch.ready.end()) {
+          payload = std::move(it->second);
+          ch.ready.erase(it);
+          break;
+        }
+        if (Clock::now() >= deadline) {
+          lock.unlock();
+          stalled(op);
+          throw Aborted{};
+        }
+        ch.cv.wait_until(lock, deadline);
+      }
+    }
+    set_status(d, DeviceStatus::State::kRunning, op);
+    const auto bytes = static_cast<Bytes>(payload.size()) * static_cast<Bytes>(sizeof(float));
+    TimelineEvent e = transfer_event(d, Lane::kRecv, kind, from, op.stage, op.micro_batch, bytes);
+    e.start = ns_since_start(start);
+    e.end = ns_since_start(Clock::now());
+    events_[static_cast<std::size_t>(d)].push_back(e);
+    return payload;
+  }
+
+  // The watchdog: names what every device is doing, then stops the step.
+  void stalled(const Op& op) {
+    std::string msg =
+        "pipeline stalled (watchdog " + std::to_string(options_.watchdog.count()) + " ms): ";
+    {
+      std::lock_guard lock(status_mu_);
+      for (std::size_t d = 0; d < status_.size(); ++d) {
+        const DeviceStatus& s = status_[d];
+        msg += (d == 0 ? "device " : "; device ") + std::to_string(d);
+        switch (s.state) {
+          case DeviceStatus::State::kStarting:
+            msg += " has not started";
+            break;
+          case DeviceStatus::State::kRunning:
+            msg += " runs " + op_name(s.op);
+            break;
+          case DeviceStatus::State::kDone:
+            msg += " has finished its ops";
+            break;
+          case DeviceStatus::State::kWaiting: {
+            const bool fwd = s.op.kind == OpKind::kForward;
+            msg += " waits in " + op_name(s.op) + " for the " + (fwd ? "activation" : "gradient") +
+                   " of micro-batch " + std::to_string(s.op.micro_batch) + " from stage " +
+                   std::to_string(fwd ? s.op.stage - 1 : s.op.stage + 1);
+            break;
+          }
+        }
+      }
+    }
+    fail(StageError(op.stage, op, msg));
+  }
+
+  void record_compute(int d, const Op& op, Clock::time_point start, Clock::time_point end) {
+    TimelineEvent e;
+    e.device = d;
+    e.lane = Lane::kCompute;
+    e.kind = event_kind(op.kind);
+    e.stage = op.stage;
+    e.micro_batch = op.kind == OpKind::kOptimizer ? 0 : op.micro_batch;
+    e.start = ns_since_start(start);
+    e.end = ns_since_start(end);
+    events_[static_cast<std::size_t>(d)].push_back(e);
+  }
+
+  StepResult result() {
+    StepResult r;
+    for (const StageState& st : state_) r.loss += st.loss;
+    Timeline& t = r.timeline;
+    for (int d = 0; d < sched_.devices(); ++d) {
+      t.device_names.push_back("device " + std::to_string(d) + " (cpu thread)");
+    }
+    t.route_names.assign(static_cast<std::size_t>(2 * K_), "in-process queue");
+    for (const auto& evs : events_) t.events.insert(t.events.end(), evs.begin(), evs.end());
+    std::stable_sort(
+        t.events.begin(), t.events.end(),
+        [](const TimelineEvent& a, const TimelineEvent& b) { return a.start < b.start; });
+    std::optional<SimTime> first;
+    SimTime last = 0;
+    for (const TimelineEvent& e : t.events) {
+      if (e.lane != Lane::kCompute) continue;
+      first = first ? std::min(*first, e.start) : e.start;
+      last = std::max(last, e.end);
+    }
+    r.step_time = first ? last - *first : 0;
+    return r;
+  }
+
+  std::vector<LayerList>& stages_;
+  const Schedule& sched_;
+  const RuntimeOptions& options_;
+  std::vector<ParamOptimizer>& optimizers_;
+  const std::vector<MicroBatch>& mbs_;
+  const int K_;
+  const int M_;
+  std::vector<Context> contexts_;
+  std::vector<StageState> state_;
+  std::vector<Channel> channels_;  // index route_id(kind, receiving stage)
+  std::atomic<bool> aborted_{false};
+  std::mutex status_mu_;
+  std::vector<DeviceStatus> status_;
+  std::mutex error_mu_;
+  std::optional<StageError> error_;
+  std::vector<std::vector<TimelineEvent>> events_;  // per device, written by its worker
+  Clock::time_point t0_;
+};
+
+void require(bool ok, const std::string& msg) {
+  if (!ok) throw std::invalid_argument(msg);
+}
+
+}  // namespace
+
+PipelineRuntime::PipelineRuntime(std::vector<LayerList> stages, Schedule schedule,
+                                 RuntimeOptions options)
+    : stages_(std::move(stages)), schedule_(std::move(schedule)), options_(std::move(options)) {
+  const int K = schedule_.stages;
+  const int M = schedule_.micro_batches;
+  require(K >= 1 && M >= 1, "the schedule needs K >= 1 and M >= 1");
+  require(static_cast<int>(stages_.size()) == K,
+          "the schedule has " + std::to_string(K) + " stages but " +
+              std::to_string(stages_.size()) + " layer lists were given");
+  require(static_cast<int>(schedule_.stage_device.size()) == K,
+          "the schedule's stage_device has the wrong size");
+  require(options_.watchdog.count() > 0, "the watchdog must be positive");
+  for (int s = 0; s < K; ++s) {
+    const int dev = schedule_.stage_device[static_cast<std::size_t>(s)];
+    require(dev >= 0 && dev < schedule_.devices(),
+            "stage " + std::to_string(s) + " runs on a device the schedule does not have");
+    require(!stages_[static_cast<std::size_t>(s)].empty(),
+            "stage " + std::to_string(s) + " has no layers");
+  }
+  // Only the shape of the lists is checked here: a list that never completes
+  // (a missing F, say) is caught by the watchdog, so tests can exercise it.
+  for (int d = 0; d < schedule_.devices(); ++d) {
+    for (const Op& op : schedule_.device_ops[static_cast<std::size_t>(d)]) {
+      require(op.stage >= 0 && op.stage < K, "device " + std::to_string(d) + " lists " +
+                                                 op_name(op) + ", whose stage is out of range");
+      require(op.kind == OpKind::kOptimizer || (op.micro_batch >= 0 && op.micro_batch < M),
+              "device " + std::to_string(d) + " lists " + op_name(op) +
+                  ", whose micro-batch is out of range");
+      require(schedule_.stage_device[static_cast<std::size_t>(op.stage)] == d,
+              "device " + std::to_string(d) + " lists " + op_name(op) + " of stage " +
+                  std::to_string(op.stage) + ", which runs on another device");
+    }
+  }
+  optimizers_.assign(static_cast<std::size_t>(K), ParamOptimizer(options_.optimizer));
+}
+
+PipelineRuntime::~PipelineRuntime() = default;
+
+StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
+  require(static_cast<int>(micro_batches.size()) == schedule_.micro_batches,
+          "the schedule has " + std::to_string(schedule_.micro_batches) + " micro-batches but " +
+              std::to_string(micro_batches.size()) + " were given");
+  for (std::size_t m = 0; m < micro_batches.size(); ++m) {
+    const MicroBatch& mb = micro_batches[m];
+    const std::int64_t tokens = std::int64_t{mb.batch} * mb.seq;
+    require(mb.batch >= 1 && mb.seq >= 1 && mb.input.rows() == tokens &&
+                static_cast<std::int64_t>(mb.targets.size()) == tokens,
+            "micro-batch " + std::to_string(m) +
+                " needs batch, seq >= 1 and batch*seq input rows and targets");
+  }
+  StepRun run(stages_, schedule_, options_, optimizers_, micro_batches);
+  try {
+    return run.run();
+  } catch (...) {
+    // A failed step leaves partial gradient sums; drop them so the next step
+    // starts clean. (Stages whose optimizer op already ran keep their update.)
+    for (LayerList& ls : stages_) {
+      for (auto& layer : ls) {
+        for (Param* p : layer->params()) p->grad.setZero();
+      }
+    }
+    throw;
+  }
+}
+
+}  // namespace pipescope::exec

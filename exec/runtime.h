@@ -1,0 +1,93 @@
+#pragma once
+// The pipeline runtime: runs a Schedule's per-device op lists (the same lists the
+// simulator runs) with real layers, one worker thread per device. Activations go
+// forward and gradients back through in-process channels; with remat a stage
+// keeps only its input per micro-batch and recomputes before backward; gradients
+// accumulate over the micro-batches; the optimizer op applies them.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "exec/layer.h"
+#include "exec/optimizer.h"
+#include "sim/schedule.h"
+#include "sim/timeline.h"
+
+namespace pipescope::exec {
+
+// One micro-batch's input to stage 0 and what the loss needs.
+struct MicroBatch {
+  Matrix input;                        // (b*s, 1) token ids as floats, or (b, d) features
+  std::vector<std::int32_t> targets;   // b*s entries
+  int batch = 1;
+  int seq = 1;
+};
+
+// A stage failed: which one, in which op, and why. The runtime stops every
+// worker and rethrows this from step(). what() is the whole sentence, e.g.
+// "stage 1 failed in B(1,3): NaN or inf in loss", or for the watchdog
+// "pipeline stalled (watchdog 200 ms): device 0 waits in B(0,3) for the gradient
+// of micro-batch 3 from stage 1; device 1 waits in F(1,2) for ..." (stage and op
+// are then those of the receiver that timed out).
+class StageError : public std::runtime_error {
+ public:
+  StageError(int stage, Op op, const std::string& what);
+  int stage() const { return stage_; }
+  const Op& op() const { return op_; }
+
+ private:
+  int stage_;
+  Op op_;
+};
+
+struct RuntimeOptions {
+  OptimizerConfig optimizer;
+  // A device that waits this long for an activation or a gradient stops the step
+  // with an error naming every waiting op.
+  std::chrono::milliseconds watchdog{30000};
+  // Called (on the worker's thread, so from several threads at once) before each
+  // op; tests inject faults with it.
+  std::function<void(int device, const Op& op)> before_op;
+};
+
+struct StepResult {
+  double loss = 0.0;        // the mini-batch's mean loss (sum over micro-batches)
+  Timeline timeline;        // measured; times in ns from the start of the step
+  SimTime step_time = 0;    // ns, from the first op's start to the last op's end
+};
+
+class PipelineRuntime {
+ public:
+  // stages[s] holds the layers of stage s, in order; stage s runs on
+  // schedule.stage_device[s]. The last stage's last layer is the loss. Throws
+  // std::invalid_argument when the lists do not fit the stages (an op of a stage
+  // on another device, an index out of range, an empty stage); a list that never
+  // completes is left to the watchdog.
+  PipelineRuntime(std::vector<LayerList> stages, Schedule schedule, RuntimeOptions options);
+  ~PipelineRuntime();
+  PipelineRuntime(const PipelineRuntime&) = delete;
+  PipelineRuntime& operator=(const PipelineRuntime&) = delete;
+
+  // One training step over schedule.micro_batches micro-batches, one worker
+  // thread per device, all joined before it returns or throws. Throws
+  // StageError when a stage fails or the watchdog fires; the gradients are then
+  // zeroed (stages whose optimizer op already ran keep their update), so the
+  // runtime can step again. Throws std::invalid_argument for malformed
+  // micro-batches.
+  StepResult step(const std::vector<MicroBatch>& micro_batches);
+
+  const std::vector<LayerList>& stages() const { return stages_; }
+  std::vector<LayerList>& stages() { return stages_; }
+
+ private:
+  std::vector<LayerList> stages_;
+  Schedule schedule_;
+  RuntimeOptions options_;
+  std::vector<ParamOptimizer> optimizers_;  // one per stage
+};
+
+}  // namespace pipescope::exec
