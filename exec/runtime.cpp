@@ -87,7 +87,7 @@ class StepRun {
     try {
       for (int d = 0; d < sched_.devices(); ++d) workers.emplace_back([this, d] { run_device(d); });
     } catch (...) {
-      abort();
+      abort_step();
       for (std::thread& w : workers) w.join();
       throw;
     }
@@ -117,12 +117,12 @@ class StepRun {
       std::lock_guard lock(error_mu_);
       if (!error_) error_.emplace(std::move(err));
     }
-    abort();
+    abort_step();
   }
 
   // Wakes every receiver. Taking each channel's mutex orders the flag before a
   // receiver's next check, so no wake-up is lost.
-  void abort() {
+  void abort_step() {
     aborted_.store(true);
     for (Channel& c : channels_) {
       std::lock_guard lock(c.mu);
