@@ -11,6 +11,7 @@
 #include "cli/capacity_command.h"
 #include "cli/export_command.h"
 #include "cli/plan_command.h"
+#include "cli/run_command.h"
 #include "cli/simulate_command.h"
 #include "cli/sweep_command.h"
 #include "costmodels/check.h"
@@ -36,11 +37,13 @@ int main(int argc, char** argv) {
   cli::SweepOptions sweep;
   cli::CapacityOptions capacity;
   cli::ExportOptions exporting;
+  cli::RunOptions running;
   CLI::App* simulate_cmd = cli::add_simulate_command(app, simulate);
   CLI::App* plan_cmd = cli::add_plan_command(app, plan);
   CLI::App* sweep_cmd = cli::add_sweep_command(app, sweep);
   CLI::App* capacity_cmd = cli::add_capacity_command(app, capacity);
   CLI::App* export_cmd = cli::add_export_command(app, exporting);
+  CLI::App* run_cmd = cli::add_run_command(app, running);
 
   try {
     app.parse(argc, argv);
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
     if (sweep_cmd->parsed()) return cli::run_sweep_command(sweep);
     if (capacity_cmd->parsed()) return cli::run_capacity(capacity);
     if (export_cmd->parsed()) return cli::run_export(exporting);
+    if (run_cmd->parsed()) return cli::run_run(running);
   } catch (const pipescope::InternalError& e) {
     std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
     return kExitInternal;

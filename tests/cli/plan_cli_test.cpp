@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -126,6 +127,45 @@ TEST(ScenarioFiles, GpipePaperSetupsSimulateAndFit) {
     ASSERT_EQ(r.status, 0) << name << ": " << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["plans"].size(), 1u) << name;
   }
+}
+
+TEST(RunCli, TrainsAPlanAndMeasuresIt) {
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const fs::path plan = temp("run_plan.json");
+  const fs::path trace = temp("run_trace.json");
+  ASSERT_EQ(run("plan " + small + " -K 2 -M 4 -o " + plan.string()).status, 0);
+  const CliResult r = run("run " + plan.string() + " --steps 3 --json --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["losses"].size(), 3u);
+  for (const auto& loss : j["losses"]) {
+    EXPECT_GT(loss.get<double>(), 0.0);
+    EXPECT_LT(loss.get<double>(), 2 * std::log(64.0));
+  }
+  EXPECT_GT(j["measured_step_time_s"].get<double>(), 0.0);
+  EXPECT_GT(j["throughput_samples_per_s"].get<double>(), 0.0);
+  EXPECT_GE(j["bubble_fraction"].get<double>(), 0.0);
+  EXPECT_LT(j["bubble_fraction"].get<double>(), 1.0);
+  // The measured trace has every op of both stages: per micro-batch F, B (and R
+  // with remat), and the optimizer step.
+  const bool remat = nlohmann::json::parse(slurp(plan))["remat"].get<bool>();
+  const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
+  int compute = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["tid"].get<int>() % 3 == 0) ++compute;
+  }
+  EXPECT_EQ(compute, 2 * ((remat ? 3 : 2) * 4 + 1));
+  fs::remove(plan);
+  fs::remove(trace);
+}
+
+TEST(RunCli, RefusesModelsTooBigForTheCpu) {
+  const fs::path plan = temp("run_big.json");
+  ASSERT_EQ(run("plan " + kDemo + " -K 2 -o " + plan.string()).status, 0);
+  const CliResult r = run("run " + plan.string() + " --steps 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("model.spec: 1.34 B parameters need 20.0 GiB"), std::string::npos) << r.err;
+  fs::remove(plan);
 }
 
 TEST(SweepCli, WritesCsvAndJson) {
