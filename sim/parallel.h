@@ -15,12 +15,10 @@ namespace pipescope {
 
 // Calls job(i) for i in [0, n) on `threads` threads (0: one per core) and
 // progress(done, n) after each, from whichever thread finished it, one at a time.
-// Stops handing out jobs once `cancel` is set. Rethrows the first exception a
-// job threw, after all threads have stopped.
+// Rethrows the first exception a job threw, after all threads have stopped.
 inline void parallel_for(std::size_t n, unsigned threads,
                          const std::function<void(std::size_t)>& job,
-                         const std::function<void(std::size_t, std::size_t)>& progress = {},
-                         const std::atomic<bool>* cancel = nullptr) {
+                         const std::function<void(std::size_t, std::size_t)>& progress = {}) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(n, 1)));
   std::atomic<std::size_t> next{0};
@@ -30,7 +28,7 @@ inline void parallel_for(std::size_t n, unsigned threads,
   std::exception_ptr error;
   const auto worker = [&] {
     for (;;) {
-      if (failed || (cancel != nullptr && cancel->load())) return;
+      if (failed) return;
       const std::size_t i = next++;
       if (i >= n) return;
       try {

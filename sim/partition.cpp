@@ -72,7 +72,7 @@ struct Prefix {
     for (std::size_t i = 0; i < n; ++i) {
       const LayerCost& l = p.layers[i];
       fwd_bwd[i + 1] = fwd_bwd[i] + l.forward + l.backward;
-      compute[i + 1] = fwd_bwd[i + 1] + (p.remat ? l.recompute : 0) + (compute[i] - fwd_bwd[i]);
+      compute[i + 1] = compute[i] + l.forward + l.backward + (p.remat ? l.recompute : 0);
       params[i + 1] = params[i] + l.params;
       stash[i + 1] = stash[i] + l.stash_bytes;
     }

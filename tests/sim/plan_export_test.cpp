@@ -17,31 +17,16 @@
 
 #include "sim/plan_io.h"
 
+#include "golden.h"
+
 namespace pipescope {
 namespace {
 
+using testing::expect_golden;
+using testing::kGolden;
+using testing::read_text;
+
 namespace fs = std::filesystem;
-
-const fs::path kGolden = fs::path(PIPESCOPE_TEST_DATA_DIR) / "golden";
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Compares with a golden file; PIPESCOPE_UPDATE_GOLDEN=1 rewrites it instead.
-void expect_golden(const std::string& name, const std::string& actual) {
-  const fs::path path = kGolden / name;
-  const char* update = std::getenv("PIPESCOPE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
-  }
-  ASSERT_TRUE(fs::exists(path)) << path << " is missing; run with PIPESCOPE_UPDATE_GOLDEN=1";
-  EXPECT_EQ(actual, read_text(path)) << "differs from " << path;
-}
 
 // The golden plan (written by plan_io_test): seven layers embed, block0..block4,
 // head cut 3 / 2 / 2 over K=3 stages, M=4 micro-batches of 2, remat on.
