@@ -9,8 +9,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/capacity_command.h"
+#include "cli/compare_command.h"
 #include "cli/export_command.h"
 #include "cli/plan_command.h"
+#include "cli/profile_command.h"
 #include "cli/run_command.h"
 #include "cli/simulate_command.h"
 #include "cli/sweep_command.h"
@@ -38,12 +40,16 @@ int main(int argc, char** argv) {
   cli::CapacityOptions capacity;
   cli::ExportOptions exporting;
   cli::RunOptions running;
+  cli::ProfileOptions profiling;
+  cli::CompareOptions comparing;
   CLI::App* simulate_cmd = cli::add_simulate_command(app, simulate);
   CLI::App* plan_cmd = cli::add_plan_command(app, plan);
   CLI::App* sweep_cmd = cli::add_sweep_command(app, sweep);
   CLI::App* capacity_cmd = cli::add_capacity_command(app, capacity);
   CLI::App* export_cmd = cli::add_export_command(app, exporting);
   CLI::App* run_cmd = cli::add_run_command(app, running);
+  CLI::App* profile_cmd = cli::add_profile_command(app, profiling);
+  CLI::App* compare_cmd = cli::add_compare_command(app, comparing);
 
   try {
     app.parse(argc, argv);
@@ -59,6 +65,8 @@ int main(int argc, char** argv) {
     if (capacity_cmd->parsed()) return cli::run_capacity(capacity);
     if (export_cmd->parsed()) return cli::run_export(exporting);
     if (run_cmd->parsed()) return cli::run_run(running);
+    if (profile_cmd->parsed()) return cli::run_profile(profiling);
+    if (compare_cmd->parsed()) return cli::run_compare(comparing);
   } catch (const pipescope::InternalError& e) {
     std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
     return kExitInternal;

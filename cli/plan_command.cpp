@@ -20,6 +20,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
       "replicas), every M dividing the per-replica batch, remat on and off; each cut optimally "
       "within memory, simulated and ranked by throughput");
   add_scenario_options(*cmd, o.scenario);
+  add_cost_model_option(*cmd, o.scenario);
   cmd->add_option("--devices", o.devices, "Devices N to plan for (default: the cluster's)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("-K,--stages", o.stages, "Fix the number of pipeline stages")

@@ -1,7 +1,10 @@
 #include "cli/scenario_options.h"
 
+#include <memory>
+
 #include "sim/hf_config.h"
 #include "sim/model_json.h"
+#include "sim/profile_io.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope::cli {
@@ -18,6 +21,12 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--seq-len", o.seq_len,
                  "Sequence length for --hf-config (default: its max_position_embeddings)")
       ->check(CLI::PositiveNumber);
+}
+
+void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o) {
+  cmd.add_option("--cost-model", o.cost_model,
+                 "Time layers, the optimizer and transfers from a profile written by `pipescope "
+                 "profile` instead of the device's roofline");
 }
 
 nlohmann::json load_document(const ScenarioOptions& o) {
@@ -38,7 +47,12 @@ nlohmann::json load_document(const ScenarioOptions& o) {
 }
 
 Scenario load(const ScenarioOptions& o) {
-  return parse_scenario(load_document(o), o.file);
+  Scenario scenario = parse_scenario(load_document(o), o.file);
+  if (o.cost_model) {
+    apply_profile(scenario, std::make_shared<const Profile>(read_profile_file(*o.cost_model)),
+                  *o.cost_model);
+  }
+  return scenario;
 }
 
 }  // namespace pipescope::cli

@@ -18,12 +18,16 @@ struct ScenarioOptions {
   std::vector<std::string> overrides;
   std::optional<std::string> hf_config;
   std::optional<std::int64_t> seq_len;
+  std::optional<std::string> cost_model;  // a profile; only where add_cost_model_option
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
+// --cost-model PROFILE, for the commands that time steps (simulate, plan, sweep).
+void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides.
 nlohmann::json load_document(const ScenarioOptions& o);
+// The scenario of load_document, with the --cost-model profile applied.
 Scenario load(const ScenarioOptions& o);
 
 }  // namespace pipescope::cli

@@ -22,6 +22,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                          "Simulate one training step of a scenario: per-stage times, step time, "
                          "throughput, bubble, MFU and peak memory against capacity");
   add_scenario_options(*cmd, opts->scenario);
+  add_cost_model_option(*cmd, opts->scenario);
   cmd->add_option("--plan", opts->plan,
                   "Simulate a plan written by `pipescope plan -o` (its K, M, schedule, remat and "
                   "cuts) on the scenario it was made for");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "costmodels/profile.h"
 #include "sim/format.h"
 
 namespace pipescope::cli {
@@ -27,6 +28,14 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
       << format_bytes(static_cast<double>(c.device.memory_bytes)) << " each), "
       << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
       << ", " << format_seconds(c.interconnect.latency_s) << " latency\n";
+  if (c.profile) {
+    out << "Profile    layer times, optimizer and transport measured on " << c.profile->machine
+        << " (" << c.profile->backend << ")\n";
+  }
+  if (c.shared_cores > 0 && c.shared_cores < r.stages) {
+    out << "Cores      the " << r.stages << " stages share " << c.shared_cores
+        << " cores: an op holds a core for its whole duration, in the order ops become ready\n";
+  }
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
   if (replicas > 1) {
     out << " x D=" << replicas << " replicas (gradient all-reduce not simulated)";

@@ -19,6 +19,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "sweep", "Simulate every K x M pair and print throughput, bubble and peak memory tables");
   add_scenario_options(*cmd, o.scenario);
+  add_cost_model_option(*cmd, o.scenario);
   cmd->add_option("-K,--stages", o.stages,
                   "Stage counts, comma-separated (default: 1, 2, 4, ... up to the devices)")
       ->delimiter(',')

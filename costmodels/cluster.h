@@ -3,6 +3,7 @@
 // cluster is of the same kind in this version.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,24 @@ struct Hop {
   double latency_s = 0.0;
 };
 
+struct Profile;  // costmodels/profile.h
+
 struct Cluster {
   std::string name;  // preset name, or the device name for an explicit cluster
   int devices = 1;
   Device device;
   Interconnect interconnect;
+  // Measured figures (`--cost-model PROFILE`): the cost model answers from the
+  // profile and the interconnect is the profile's transport. Null: the device's
+  // roofline.
+  std::shared_ptr<const Profile> profile;
+  // Devices that share this many cores (a CPU run with more stages than cores):
+  // a compute op holds one core for its whole duration, cores go to ops in the
+  // order they become ready. 0: every device has its own.
+  int shared_cores = 0;
+  // Measured (`--cost-model`): how much slower an op runs while n devices compute
+  // at once, [n - 1]; [0] is 1. Empty: devices do not slow each other down.
+  std::vector<double> concurrency_slowdown;
 
   // Directed links of the topology: all-to-all has devices*devices slots (i -> j),
   // pcie-host two per device (up to the host, down from it), ring two per device

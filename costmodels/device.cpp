@@ -124,6 +124,26 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("v100-nvlink", 15.7e12, 125e12, 16 * kGiB, 900e9, kGpuOpOverhead_s,
                    {TopologyKind::kAllToAll, 25e9, kNvlinkLatency_s},
                    "NVIDIA Tesla V100 SXM2 16GB, NVLink 2 (V100 datasheet, Volta whitepaper)"));
+  // cpu: one core of the machine at hand, a device of the CPU executor. Its real
+  // figures come from `pipescope profile` (--cost-model); these nominal ones only
+  // let a scenario name it without a profile: 32 GFLOP/s fp32 (a 2-4 GHz core with
+  // 128-bit SIMD, what a portable Eigen build uses), 20 GB/s of memory bandwidth,
+  // 4 GiB per core (the executor's limit on model state), 1 us per op; stages
+  // talk through in-process queues, taken as 10 GB/s and 5 us (a thread wake-up).
+  {
+    Device d;
+    d.name = "cpu";
+    d.peak_flops_fp32 = 32e9;
+    d.peak_flops_16bit = 32e9;
+    d.memory_bytes = 4 * kGiB;
+    d.mem_bandwidth = 20e9;
+    d.op_overhead_s = 1e-6;
+    d.efficiency = {kMaxEfficiency, 32e9 * kHalfEfficiencyTime_s};
+    p.push_back({std::move(d),
+                 {TopologyKind::kAllToAll, 10e9, 5e-6},
+                 "one core of this machine for the CPU executor (nominal figures; measure them "
+                 "with `pipescope profile` and pass --cost-model)"});
+  }
   std::sort(p.begin(), p.end(), [](const DevicePreset& a, const DevicePreset& b) {
     return a.device.name < b.device.name;
   });

@@ -2,6 +2,9 @@
 
 #include <random>
 #include <stdexcept>
+#include <string>
+
+#include "costmodels/model_families.h"
 
 namespace pipescope::exec {
 namespace {
@@ -58,6 +61,23 @@ MicroBatch samples(const TaskShape& t, int first, int count, std::uint64_t step,
 }
 
 }  // namespace
+
+TaskShape task_shape(const ModelSpec& spec) {
+  TaskShape task;
+  if (spec.transformer) {
+    task.language_model = true;
+    task.seq_len = static_cast<int>(spec.transformer->seq_len);
+    task.vocab = static_cast<int>(spec.transformer->vocab);
+  } else if (spec.mlp) {
+    task.language_model = false;
+    task.features = static_cast<int>(spec.mlp->d_model);
+    task.classes = static_cast<int>(spec.mlp->classes == 0 ? spec.mlp->d_model : spec.mlp->classes);
+  } else {
+    throw std::invalid_argument("model '" + spec.name +
+                                "' has no transformer or mlp parameters to train on");
+  }
+  return task;
+}
 
 std::vector<MicroBatch> synthetic_batch(const TaskShape& shape, int global_batch, int micro_batches,
                                         std::uint64_t step, std::uint64_t seed) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "costmodels/model.h"
 #include "exec/runtime.h"
 
 namespace pipescope::exec {
@@ -24,6 +25,10 @@ struct TaskShape {
   int features = 1;  // mlp: d_model
   int classes = 2;   // mlp
 };
+
+// The task a transformer (language model) or mlp (classifier) spec trains on.
+// Throws std::invalid_argument for specs without family parameters.
+TaskShape task_shape(const ModelSpec& spec);
 
 // The mini-batch of `step`, cut into `micro_batches` equal micro-batches of
 // global_batch / micro_batches samples each, in order.

@@ -13,9 +13,9 @@ namespace pipescope::exec {
 struct OptimizerConfig {
   Optimizer kind = Optimizer::kAdam;
   double learning_rate = 1e-3;
-  double momentum = 0.9;        // SGD with momentum
-  double beta1 = 0.9;           // Adam
-  double beta2 = 0.999;         // Adam, RMSProp decay
+  double momentum = 0.9;  // SGD with momentum
+  double beta1 = 0.9;     // Adam
+  double beta2 = 0.999;   // Adam, RMSProp decay
   double epsilon = 1e-8;
 };
 

@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <exception>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
+
+#ifdef __linux__
+#include <time.h>
+#endif
+
+#include "exec/channel.h"
 
 namespace pipescope::exec {
 
@@ -24,17 +29,33 @@ std::string op_name(const Op& op) {
   return letter + "(" + std::to_string(op.stage) + "," + std::to_string(op.micro_batch) + ")";
 }
 
+// The calling thread's CPU time in ns, or -1 where the clock is missing. Unlike
+// wall time it leaves out what the OS or a hypervisor (steal) took away.
+SimTime thread_cpu_ns() {
+#ifdef __linux__
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return -1;
+  return SimTime{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+#else
+  return -1;
+#endif
+}
+
+struct OpStart {
+  Clock::time_point wall;
+  SimTime cpu = -1;
+};
+
+OpStart op_start() {
+  OpStart s;
+  s.cpu = thread_cpu_ns();
+  s.wall = Clock::now();
+  return s;
+}
+
 // Thrown inside a worker when the step was aborted by another worker's error (or
 // by the watchdog, which records its own error first): not an error of its own.
 struct Aborted {};
-
-// Payloads travelling to one stage in one direction, by micro-batch, so a
-// receiver takes the micro-batch it asks for whatever order they arrive in.
-struct Channel {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<int, Matrix> ready;
-};
 
 // What a stage keeps between its ops of one step. Only the stage's own device
 // thread touches it.
@@ -120,14 +141,10 @@ class StepRun {
     abort_step();
   }
 
-  // Wakes every receiver. Taking each channel's mutex orders the flag before a
-  // receiver's next check, so no wake-up is lost.
+  // Wakes every receiver.
   void abort_step() {
     aborted_.store(true);
-    for (Channel& c : channels_) {
-      std::lock_guard lock(c.mu);
-      c.cv.notify_all();
-    }
+    for (Channel& c : channels_) c.wake_all();
   }
 
   void run_device(int d) {
@@ -162,13 +179,13 @@ class StepRun {
       case OpKind::kBackward:
         return backward(d, op);
       case OpKind::kOptimizer: {
-        const auto start = Clock::now();
+        const OpStart start = op_start();
         std::vector<Param*> params;
         for (auto& layer : layers(op.stage)) {
           for (Param* p : layer->params()) params.push_back(p);
         }
         optimizers_[static_cast<std::size_t>(op.stage)].step(params);
-        record_compute(d, op, start, Clock::now());
+        record_compute(d, op, start);
         return;
       }
     }
@@ -195,7 +212,7 @@ class StepRun {
     Matrix received;
     if (op.stage > 0) received = receive(d, op, TransferKind::kActivation);
     const Matrix& x = op.stage == 0 ? mbs_[m].input : received;
-    const auto start = Clock::now();
+    const OpStart start = op_start();
     StageState& st = state(op.stage);
     std::vector<Stash> stashes;
     Matrix y = run_layers(op.stage, x, context(op.micro_batch), stashes);
@@ -213,13 +230,13 @@ class StepRun {
       }
       st.loss += static_cast<double>(y(0, 0));
     }
-    record_compute(d, op, start, Clock::now());
+    record_compute(d, op, start);
     if (op.stage + 1 < K_) send(d, op, TransferKind::kActivation, std::move(y));
   }
 
   void recompute(int d, const Op& op) {
     const auto m = static_cast<std::size_t>(op.micro_batch);
-    const auto start = Clock::now();
+    const OpStart start = op_start();
     StageState& st = state(op.stage);
     if (st.input_kept[m] == 0) {
       throw std::runtime_error(sched_.remat ? "no kept input: F must run before R"
@@ -229,14 +246,14 @@ class StepRun {
     std::vector<Stash> stashes;
     run_layers(op.stage, x, context(op.micro_batch), stashes);
     st.stashes[m] = std::move(stashes);
-    record_compute(d, op, start, Clock::now());
+    record_compute(d, op, start);
   }
 
   void backward(int d, const Op& op) {
     const auto m = static_cast<std::size_t>(op.micro_batch);
     Matrix dy =
         op.stage == K_ - 1 ? Matrix::Constant(1, 1, 1.0f) : receive(d, op, TransferKind::kGradient);
-    const auto start = Clock::now();
+    const OpStart start = op_start();
     StageState& st = state(op.stage);
     if (!st.stashes[m]) {
       throw std::runtime_error(sched_.remat ? "no stash: R must run before B"
@@ -256,7 +273,7 @@ class StepRun {
     st.stashes[m].reset();
     st.inputs[m].reset();
     st.input_kept[m] = 0;
-    record_compute(d, op, start, Clock::now());
+    record_compute(d, op, start);
     if (op.stage > 0) send(d, op, TransferKind::kGradient, std::move(dy));
   }
 
@@ -287,15 +304,7 @@ class StepRun {
     const int to = kind == TransferKind::kActivation ? op.stage + 1 : op.stage - 1;
     const auto bytes = static_cast<Bytes>(payload.size()) * static_cast<Bytes>(sizeof(float));
     const auto start = Clock::now();
-    Channel& ch = channel(kind, to);
-    {
-      std::lock_guard lock(ch.mu);
-      if (!ch.ready.try_emplace(op.micro_batch, std::move(payload)).second) {
-        throw std::runtime_error("micro-batch " + std::to_string(op.micro_batch) +
-                                 " was sent to stage " + std::to_string(to) + " twice");
-      }
-    }
-    ch.cv.notify_all();
+    channel(kind, to).put(op.micro_batch, std::move(payload));
     TimelineEvent e = transfer_event(d, Lane::kSend, kind, op.stage, to, op.micro_batch, bytes);
     e.start = ns_since_start(start);
     e.end = ns_since_start(Clock::now());
@@ -309,25 +318,15 @@ class StepRun {
     set_status(d, DeviceStatus::State::kWaiting, op);
     const auto start = Clock::now();
     const auto deadline = start + options_.watchdog;
-    Channel& ch = channel(kind, op.stage);
     Matrix payload;
-    {
-      std::unique_lock lock(ch.mu);
-      for (;;) {
-        if (aborted_.load()) throw Aborted{};
-        const auto it = ch.ready.find(op.micro_batch);
-        if (it != ch.ready.end()) {
-          payload = std::move(it->second);
-          ch.ready.erase(it);
-          break;
-        }
-        if (Clock::now() >= deadline) {
-          lock.unlock();
-          stalled(op);
-          throw Aborted{};
-        }
-        ch.cv.wait_until(lock, deadline);
-      }
+    switch (channel(kind, op.stage).take(op.micro_batch, deadline, aborted_, payload)) {
+      case Channel::Wait::kReady:
+        break;
+      case Channel::Wait::kAborted:
+        throw Aborted{};
+      case Channel::Wait::kTimedOut:
+        stalled(op);
+        throw Aborted{};
     }
     set_status(d, DeviceStatus::State::kRunning, op);
     const auto bytes = static_cast<Bytes>(payload.size()) * static_cast<Bytes>(sizeof(float));
@@ -370,15 +369,18 @@ class StepRun {
     fail(StageError(op.stage, op, msg));
   }
 
-  void record_compute(int d, const Op& op, Clock::time_point start, Clock::time_point end) {
+  void record_compute(int d, const Op& op, const OpStart& start) {
+    const SimTime cpu_end = thread_cpu_ns();
+    const auto end = Clock::now();
     TimelineEvent e;
     e.device = d;
     e.lane = Lane::kCompute;
     e.kind = event_kind(op.kind);
     e.stage = op.stage;
     e.micro_batch = op.kind == OpKind::kOptimizer ? 0 : op.micro_batch;
-    e.start = ns_since_start(start);
+    e.start = ns_since_start(start.wall);
     e.end = ns_since_start(end);
+    if (start.cpu >= 0 && cpu_end >= start.cpu) e.cpu_time = cpu_end - start.cpu;
     events_[static_cast<std::size_t>(d)].push_back(e);
   }
 

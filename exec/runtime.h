@@ -21,8 +21,8 @@ namespace pipescope::exec {
 
 // One micro-batch's input to stage 0 and what the loss needs.
 struct MicroBatch {
-  Matrix input;                        // (b*s, 1) token ids as floats, or (b, d) features
-  std::vector<std::int32_t> targets;   // b*s entries
+  Matrix input;                       // (b*s, 1) token ids as floats, or (b, d) features
+  std::vector<std::int32_t> targets;  // b*s entries
   int batch = 1;
   int seq = 1;
 };
@@ -55,9 +55,9 @@ struct RuntimeOptions {
 };
 
 struct StepResult {
-  double loss = 0.0;        // the mini-batch's mean loss (sum over micro-batches)
-  Timeline timeline;        // measured; times in ns from the start of the step
-  SimTime step_time = 0;    // ns, from the first op's start to the last op's end
+  double loss = 0.0;      // the mini-batch's mean loss (sum over micro-batches)
+  Timeline timeline;      // measured; times in ns from the start of the step
+  SimTime step_time = 0;  // ns, from the first op's start to the last op's end
 };
 
 class PipelineRuntime {

@@ -22,4 +22,4 @@ echo "== threaded code (executor runtime, planner, sweep) under ThreadSanitizer"
 scripts/build.sh build-tsan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SANITIZE=thread \
   -DPIPESCOPE_BUILD_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir build-tsan --output-on-failure -j2 -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity"
+  ctest --test-dir build-tsan --output-on-failure -j2 -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity|Channel|Profiler|Compare|ProfileCli|CompareCli|RunCli"

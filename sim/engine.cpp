@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <string>
 #include <unordered_map>
 
@@ -32,6 +33,7 @@ struct InFlight {
 struct DeviceState {
   std::size_t next = 0;  // index of the next op in the device's list
   bool busy = false;
+  bool waits_for_core = false;  // ready, queued for a shared core
   SimTime op_start = 0;
 };
 
@@ -60,6 +62,9 @@ class Engine {
     link_free_.assign(local_links_.size(), 0);
     result_.device_busy.assign(devices_.size(), 0);
     result_.device_end.assign(devices_.size(), 0);
+    if (cluster.shared_cores > 0 && cluster.shared_cores < schedule.devices()) {
+      core_limit_ = cluster.shared_cores;
+    }
   }
 
   EngineResult run() {
@@ -148,6 +153,16 @@ class Engine {
     if (dev.busy || dev.next >= ops.size()) return;
     const Op& op = ops[dev.next];
     if (!ready(op)) return;
+    if (core_limit_ > 0) {
+      if (cores_in_use_ == core_limit_) {
+        if (!dev.waits_for_core) {
+          dev.waits_for_core = true;
+          core_waiters_.push_back(d);
+        }
+        return;
+      }
+      ++cores_in_use_;
+    }
     const SimTime end = now_ + duration(op);
     dev.busy = true;
     dev.op_start = now_;
@@ -165,12 +180,24 @@ class Engine {
     ++result_.compute_ops;
     dev.busy = false;
     ++dev.next;
+    if (core_limit_ > 0) release_core();
     if (op.kind == OpKind::kForward && op.stage + 1 < K_) {
       send(TransferKind::kActivation, op.stage, op.micro_batch);
     } else if (op.kind == OpKind::kBackward && op.stage > 0) {
       send(TransferKind::kGradient, op.stage - 1, op.micro_batch);
     }
     try_start(d);
+  }
+
+  // The freed core goes to the device that has waited longest for one.
+  void release_core() {
+    --cores_in_use_;
+    while (!core_waiters_.empty() && cores_in_use_ < core_limit_) {
+      const int w = core_waiters_.front();
+      core_waiters_.pop_front();
+      devices_[static_cast<std::size_t>(w)].waits_for_core = false;
+      try_start(w);
+    }
   }
 
   const Route& route_of(const InFlight& t) const {
@@ -257,6 +284,9 @@ class Engine {
   std::vector<InFlight> in_flight_;
   std::vector<std::uint32_t> free_slots_;
   std::uint64_t next_transfer_id_ = 0;
+  int core_limit_ = 0;  // > 0: devices share this many cores
+  int cores_in_use_ = 0;
+  std::deque<int> core_waiters_;
   EngineResult result_;
 };
 

@@ -2,7 +2,9 @@
 // The discrete-event engine: runs each device's op list in order, starting an op
 // once the device is free and its inputs have arrived, and moves activations and
 // gradients over the cluster's links. Time is integer ns; ties break in push
-// order, so the same input gives the same run.
+// order, so the same input gives the same run. When the cluster's devices share
+// fewer cores than there are devices (Cluster::shared_cores), a compute op also
+// needs a free core and waits for one in FIFO order.
 
 #include <cstdint>
 #include <vector>

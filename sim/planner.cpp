@@ -17,6 +17,10 @@ Scenario replica_scenario(const Scenario& scenario, int stages, int data_paralle
   Scenario r = scenario;
   r.cluster.devices = stages;
   r.training.global_batch = scenario.training.global_batch / data_parallel;
+  // Replicas on a machine whose cores the devices share get their share of them.
+  if (r.cluster.shared_cores > 0) {
+    r.cluster.shared_cores = std::max(1, r.cluster.shared_cores / data_parallel);
+  }
   return r;
 }
 
@@ -81,8 +85,8 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
 
 void evaluate(const Scenario& sc, PlanCandidate& c) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
-  const AnalyticCostModel cost(replica.cluster.device, replica.model.dtype,
-                               replica.training.bytes_per_param);
+  const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
+  const CostModel& cost = *cost_model;
   const PartitionResult cut =
       partition_optimal(partition_problem(replica, cost, c.stages, c.micro_batches, c.remat));
   const auto reject = [&](int stage, Bytes needed) {

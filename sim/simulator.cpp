@@ -1,8 +1,10 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "costmodels/check.h"
+#include "costmodels/profile.h"
 #include "sim/engine.h"
 #include "sim/memory_tracker.h"
 
@@ -121,10 +123,54 @@ std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& co
   return partition_uniform(layers, stages);
 }
 
+double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing) {
+  if (slowdown.empty() || computing <= 1.0) return 1.0;
+  const double last = static_cast<double>(slowdown.size());
+  if (computing >= last) return slowdown.back();
+  const auto i = static_cast<std::size_t>(computing);  // between i and i + 1 devices
+  const double frac = computing - static_cast<double>(i);
+  return slowdown[i - 1] + (slowdown[i] - slowdown[i - 1]) * frac;
+}
+
+void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster,
+                                std::vector<StageCost>& stages) {
+  const std::vector<double>& slowdown = cluster.concurrency_slowdown;
+  if (slowdown.size() < 2) return;
+  const std::vector<StageCost> base = stages;
+  // Two rounds: the slowdown changes the step, and with it the mean concurrency,
+  // only a little.
+  double factor = 1.0;
+  for (int round = 0; round < 2; ++round) {
+    const EngineResult run = run_engine(schedule, stages, cluster, nullptr);
+    if (run.step_time <= 0) return;
+    SimTime busy = 0;
+    for (const SimTime b : run.device_busy) busy += b;
+    const double computing = static_cast<double>(busy) / static_cast<double>(run.step_time);
+    const double next = concurrency_slowdown_at(slowdown, computing);
+    if (round > 0 && next == factor) break;
+    factor = next;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const auto scale = [&](SimTime t) {
+        return static_cast<SimTime>(std::llround(static_cast<double>(t) * factor));
+      };
+      stages[s].forward = scale(base[s].forward);
+      stages[s].backward = scale(base[s].backward);
+      stages[s].recompute = scale(base[s].recompute);
+      stages[s].optimizer = scale(base[s].optimizer);
+    }
+  }
+}
+
+std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario) {
+  if (scenario.cluster.profile) {
+    return std::make_unique<ProfiledCostModel>(scenario.cluster.profile);
+  }
+  return std::make_unique<AnalyticCostModel>(scenario.cluster.device, scenario.model.dtype,
+                                             scenario.training.bytes_per_param);
+}
+
 SimResult simulate(const Scenario& scenario, const SimConfig& config) {
-  const AnalyticCostModel cost(scenario.cluster.device, scenario.model.dtype,
-                               scenario.training.bytes_per_param);
-  return simulate(scenario, config, cost);
+  return simulate(scenario, config, *make_cost_model(scenario));
 }
 
 SimResult simulate(const Scenario& scenario, const SimConfig& config, const CostModel& cost) {
@@ -148,6 +194,8 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   const Schedule schedule = build_schedule(r.schedule, r.K, r.M, r.remat);
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);
+
+  apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);
 
   MemoryTracker memory(schedule, out.stage_costs);
   TimelineRecorder recorder(out.timeline);

@@ -3,6 +3,7 @@
 // -> engine -> metrics, memory curves and timeline.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -77,7 +78,24 @@ std::vector<StageRange> choose_partition(const Scenario& scenario, const CostMod
                                          PartitionMethod method, int stages, int micro_batches,
                                          bool remat);
 
-// Uses the analytic cost model of the scenario's device.
+// The slowdown of an op when `computing` devices compute at once on average:
+// linear between the cluster's measured points (concurrency_slowdown[n - 1] for
+// n devices), the last one beyond them, 1 for one device or none measured.
+double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing);
+
+// Devices that share caches and memory bandwidth (the cores of one CPU) slow
+// each other down. With the cluster's concurrency_slowdown measured, every op of
+// `stages` is stretched by the slowdown at the step's mean number of computing
+// devices (busy time over step time), found by running the engine (twice: the
+// stretch changes the mean a little). A no-op without a measured slowdown.
+void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster,
+                                std::vector<StageCost>& stages);
+
+// The scenario's cost model: the profile's measurements when the cluster carries
+// one (`--cost-model`), else the roofline of its device.
+std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario);
+
+// Uses make_cost_model(scenario).
 SimResult simulate(const Scenario& scenario, const SimConfig& config);
 SimResult simulate(const Scenario& scenario, const SimConfig& config, const CostModel& cost);
 

@@ -41,6 +41,9 @@ struct TimelineEvent {
   std::optional<int> peer_stage;      // transfers: the receiving stage
   std::optional<std::uint64_t> flow;  // transfers: shared by its send and recv events
   std::optional<int> route;           // transfers: index into Timeline::route_names
+  // Measured compute ops: the worker thread's CPU time during the op, ns. Less
+  // than end - start by what the OS or a hypervisor took away (steal).
+  std::optional<SimTime> cpu_time;
 };
 
 // Bytes in use on one device from `time` until the next point.

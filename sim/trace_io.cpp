@@ -136,6 +136,7 @@ void write_event(Writer& w, const Timeline& t, const TimelineEvent& e, int row) 
       args += ",\"links\":" + quoted(t.route_names[static_cast<std::size_t>(*e.route)]);
     }
   }
+  if (e.cpu_time) args += ",\"cpu_us\":" + micros(*e.cpu_time);
   w.event(head("X", e.device, tid) + ",\"name\":" + quoted(event_name(e)) + ",\"cat\":\"" +
           std::string(to_string(e.kind)) + "\",\"ts\":" + micros(e.start) +
           ",\"dur\":" + micros(e.end - e.start) + ",\"args\":{" + args + "}");

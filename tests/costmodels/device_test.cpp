@@ -11,8 +11,8 @@ namespace {
 TEST(Device, PresetsAreSortedByName) {
   std::vector<std::string> names;
   for (const DevicePreset& p : device_presets()) names.push_back(p.device.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"a100-80g", "h100-sxm", "h200", "p100-pcie", "tpu-v2",
-                                             "tpu-v3", "v100-nvlink"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"a100-80g", "cpu", "h100-sxm", "h200", "p100-pcie",
+                                             "tpu-v2", "tpu-v3", "v100-nvlink"}));
 }
 
 TEST(Device, FindPresetByExactName) {
@@ -56,6 +56,15 @@ TEST(Device, GpuPresetFigures) {
   EXPECT_EQ(h200.device.memory_bytes, 141 * kGiB);
   EXPECT_EQ(h200.device.mem_bandwidth, 4.8e12);
   EXPECT_EQ(h200.device.peak_flops(DType::kBf16), 989e12);
+}
+
+TEST(Device, CpuPresetIsACoreWithNominalFigures) {
+  const DevicePreset cpu = find_device_preset("cpu").value();
+  EXPECT_EQ(cpu.device.memory_bytes, 4 * kGiB);
+  EXPECT_EQ(cpu.device.peak_flops(DType::kFp32), 32e9);
+  EXPECT_EQ(cpu.interconnect.topology, TopologyKind::kAllToAll);
+  EXPECT_EQ(cpu.interconnect.latency_s, 5e-6);
+  EXPECT_NE(cpu.description.find("pipescope profile"), std::string::npos);
 }
 
 TEST(Device, EveryPresetIsPlausible) {

@@ -1,0 +1,211 @@
+#include "cli/compare_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/progress.h"
+#include "exec/compare.h"
+#include "exec/plan_runner.h"
+#include "exec/profiler.h"
+#include "sim/format.h"
+#include "sim/plan_io.h"
+#include "sim/profile_io.h"
+
+namespace pipescope::cli {
+
+CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "compare",
+      "Predict a plan's step from a profile of this machine, run it for real, and show "
+      "predicted against measured: step time, throughput, bubble and per-stage busy time");
+  cmd->add_option("plan", o.plan, "Plan JSON written by `pipescope plan -o`")->required();
+  cmd->add_option("--backend", o.backend, "Where to run")
+      ->check(CLI::IsMember({"cpu"}))
+      ->capture_default_str();
+  cmd->add_option("--profile", o.profile,
+                  "Predict from this profile (`pipescope profile`) instead of profiling the "
+                  "plan's model at its micro-batch size between the measured steps");
+  cmd->add_option("--steps", o.steps, "Training steps to run, warm-up included")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Leading steps left out of the median")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_option("--rounds", o.rounds,
+                  "Independent runs (each with its own profile); the one with the median error "
+                  "is reported")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_option("--lr", o.learning_rate, "Learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the weights and the data")->capture_default_str();
+  cmd->add_flag("--json", o.json, "Print the comparison as JSON");
+  return cmd;
+}
+
+namespace {
+
+std::string signed_percent(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f%%", v * 100.0);
+  return buf;
+}
+
+void row(const std::string& what, const std::string& predicted, const std::string& measured,
+         double error) {
+  std::printf("%-18s %12s %12s %9s\n", what.c_str(), predicted.c_str(), measured.c_str(),
+              signed_percent(error).c_str());
+}
+
+}  // namespace
+
+int run_compare(const CompareOptions& o) {
+  if (o.warmup >= o.steps) {
+    throw std::invalid_argument("--warmup " + std::to_string(o.warmup) + " leaves none of the " +
+                                std::to_string(o.steps) + " steps to measure; raise --steps");
+  }
+  const Plan plan = read_plan_file(o.plan);
+  const ModelSpec model = exec::plan_model(plan, o.plan);
+  if (model_hash(model) != plan.model_hash) {
+    throw std::invalid_argument(o.plan +
+                                ": model.hash: the plan's layers do not match its model.spec "
+                                "(edited by hand?)");
+  }
+
+  std::shared_ptr<const Profile> given;
+  if (o.profile) given = std::make_shared<const Profile>(read_profile_file(*o.profile));
+  const std::string profile_label = o.profile ? *o.profile : "a profile measured between the steps";
+
+  std::vector<exec::Comparison> rounds;
+  std::shared_ptr<const Profile> profile = given;
+  {
+    // Each round runs the steps; without a given profile, one profiling pass
+    // at the plan's micro-batch size follows every step, so that the profile and
+    // the measurement see the machine in the same state.
+    const std::size_t total =
+        static_cast<std::size_t>(o.steps) * static_cast<std::size_t>(o.rounds);
+    ProgressBar bar("comparing");
+    std::size_t done = 0;
+    for (int round = 0; round < o.rounds; ++round) {
+      std::unique_ptr<exec::ModelProfiler> profiler;
+      if (!given) {
+        exec::ProfileOptions p;
+        p.batch_sizes = {plan.micro_batch_size};
+        p.seed = o.seed;
+        p.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
+        profiler = std::make_unique<exec::ModelProfiler>(model, p);
+      }
+      exec::PlanRunOptions run;
+      run.steps = o.steps;
+      run.learning_rate = o.learning_rate;
+      run.seed = o.seed;
+      run.on_step = [&](int step, int, const exec::StepResult&) {
+        if (profiler && step > o.warmup) profiler->measure_pass();
+        bar.update(++done, total);
+      };
+      std::vector<exec::StepResult> steps = exec::run_plan(plan, model, run);
+      if (profiler) profile = std::make_shared<const Profile>(profiler->finish());
+      const Scenario scenario = exec::cpu_scenario(plan, model, profile, profile_label);
+      rounds.push_back(exec::compare_run(scenario, plan, steps, o.warmup));
+    }
+  }
+  std::vector<std::size_t> order(rounds.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return rounds[a].relative_error < rounds[b].relative_error;
+  });
+  const exec::Comparison& c = rounds[order[order.size() / 2]];
+  const std::string note = c.shared_cores ? exec::shared_cores_note(c.stages, c.cores) : "";
+
+  if (o.json) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (const exec::StageComparison& s : c.per_stage) {
+      stages.push_back({{"predicted_busy_s", s.predicted_busy_s},
+                        {"measured_busy_s", s.measured_busy_s},
+                        {"relative_error", s.relative_error}});
+    }
+    nlohmann::json out = {{"K", c.stages},
+                          {"M", c.micro_batches},
+                          {"predicted_step_time_s", c.predicted_step_s},
+                          {"measured_step_time_s", c.measured_step_s},
+                          {"relative_error", c.relative_error},
+                          {"predicted_throughput_samples_per_s", c.predicted_throughput},
+                          {"measured_throughput_samples_per_s", c.measured_throughput},
+                          {"predicted_bubble_fraction", c.predicted_bubble},
+                          {"measured_bubble_fraction", c.measured_bubble},
+                          {"stages", stages},
+                          {"replayed_step_time_s", c.replayed_step_s},
+                          {"runtime_overhead", c.runtime_overhead},
+                          {"cpu_replayed_step_time_s", c.cpu_replayed_step_s},
+                          {"cpu_relative_error", c.cpu_relative_error},
+                          {"steal_fraction", c.steal_fraction},
+                          {"warmup_steps", c.warmup_steps},
+                          {"measured_steps", c.measured_steps},
+                          {"cores", c.cores},
+                          {"shared_cores", c.shared_cores}};
+    if (!note.empty()) out["shared_cores_note"] = note;
+    nlohmann::json errors = nlohmann::json::array();
+    for (const exec::Comparison& r : rounds) errors.push_back(r.relative_error);
+    out["round_relative_errors"] = errors;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+
+  std::printf("Comparing %s: %s, K=%d, M=%d, micro-batch %lld, remat %s, %s\n", o.plan.c_str(),
+              model.name.c_str(), c.stages, c.micro_batches,
+              static_cast<long long>(plan.micro_batch_size), plan.remat ? "on" : "off",
+              to_string(plan.schedule).data());
+  std::printf("Prediction from %s (%s, %d cores); measurement: median of steps %d-%d\n",
+              profile_label.c_str(), profile->machine.c_str(), profile->cores, c.warmup_steps + 1,
+              o.steps);
+  if (rounds.size() > 1) {
+    std::string errors;
+    for (const exec::Comparison& r : rounds) {
+      errors += (errors.empty() ? "" : ", ") + signed_percent(r.relative_error);
+    }
+    std::printf("Rounds: %zu (step-time errors %s); the median one is shown\n", rounds.size(),
+                errors.c_str());
+  }
+  std::printf("\n");
+  std::printf("%-18s %12s %12s %9s\n", "", "predicted", "measured", "error");
+  row("step time", format_seconds(c.predicted_step_s), format_seconds(c.measured_step_s),
+      c.relative_error);
+  char p_tp[32], m_tp[32];
+  std::snprintf(p_tp, sizeof p_tp, "%.4g/s", c.predicted_throughput);
+  std::snprintf(m_tp, sizeof m_tp, "%.4g/s", c.measured_throughput);
+  row("throughput", p_tp, m_tp,
+      exec::relative_error(c.predicted_throughput, c.measured_throughput));
+  row("bubble", format_percent(c.predicted_bubble), format_percent(c.measured_bubble),
+      exec::relative_error(c.predicted_bubble, c.measured_bubble));
+  for (std::size_t s = 0; s < c.per_stage.size(); ++s) {
+    const exec::StageComparison& st = c.per_stage[s];
+    row("stage " + std::to_string(s) + " busy", format_seconds(st.predicted_busy_s),
+        format_seconds(st.measured_busy_s), st.relative_error);
+  }
+  std::printf(
+      "\nRuntime overhead     %s: the measured step against the engine replayed with this run's "
+      "own op durations (%s)\n",
+      signed_percent(c.runtime_overhead).c_str(), format_seconds(c.replayed_step_s).c_str());
+  std::printf(
+      "Taken from the ops   %s of their wall time went to other work (the OS, other "
+      "processes, a hypervisor's steal); replayed with CPU time only the step is %s, %s from "
+      "the prediction\n",
+      format_percent(c.steal_fraction).c_str(), format_seconds(c.cpu_replayed_step_s).c_str(),
+      signed_percent(c.cpu_relative_error).c_str());
+  if (!note.empty()) std::printf("Shared cores         %s\n", note.c_str());
+  if (plan.data_parallel > 1) {
+    std::printf("(one of the plan's %d data-parallel replicas)\n", plan.data_parallel);
+  }
+  return 0;
+}
+
+}  // namespace pipescope::cli

@@ -1,0 +1,104 @@
+#include "costmodels/profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <utility>
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string layer_signature(const LayerSpec& layer) {
+  std::string kind = layer.name;
+  while (!kind.empty() && kind.back() >= '0' && kind.back() <= '9') kind.pop_back();
+  return kind + "|fwd=" + number(layer.fwd_flops) + "|bwd=" + number(layer.bwd_flops) +
+         "|params=" + std::to_string(layer.params) + "|out=" + std::to_string(layer.out_bytes) +
+         "|stash=" + std::to_string(layer.stash_bytes);
+}
+
+const LayerProfile* Profile::find(const LayerSpec& layer) const {
+  const std::string sig = layer_signature(layer);
+  for (const LayerProfile& p : layers) {
+    if (p.signature == sig) return &p;
+  }
+  return nullptr;
+}
+
+SimTime interpolate_time(const std::vector<std::int64_t>& sizes, const std::vector<SimTime>& times,
+                         std::int64_t batch) {
+  PS_CHECK(!sizes.empty() && sizes.size() == times.size(), "a profile entry needs measurements");
+  const auto b = static_cast<double>(batch);
+  double t = 0.0;
+  if (sizes.size() == 1) {
+    t = static_cast<double>(times[0]) * b / static_cast<double>(sizes[0]);
+  } else {
+    // The segment [i, i+1] that holds batch, or the first / last one outside.
+    std::size_t i = 0;
+    while (i + 2 < sizes.size() && sizes[i + 1] < batch) ++i;
+    const auto x0 = static_cast<double>(sizes[i]);
+    const auto x1 = static_cast<double>(sizes[i + 1]);
+    const auto y0 = static_cast<double>(times[i]);
+    const auto y1 = static_cast<double>(times[i + 1]);
+    t = y0 + (y1 - y0) * (b - x0) / (x1 - x0);
+  }
+  return std::max<SimTime>(1, static_cast<SimTime>(std::llround(t)));
+}
+
+void check_profile_covers(const Profile& profile, const ModelSpec& model) {
+  for (const LayerSpec& layer : model.layers) {
+    if (profile.find(layer) == nullptr) {
+      throw std::invalid_argument("has no measurement for layer '" + layer.name + "' (" +
+                                  layer_signature(layer) + ") of model '" + model.name +
+                                  "'; profile this model with `pipescope profile`");
+    }
+  }
+}
+
+ProfiledCostModel::ProfiledCostModel(std::shared_ptr<const Profile> profile)
+    : profile_(std::move(profile)) {
+  PS_CHECK(profile_ != nullptr, "a profiled cost model needs a profile");
+  description_ = "profiled on " +
+                 (profile_->machine.empty() ? "an unnamed machine" : profile_->machine) + " (" +
+                 profile_->backend + " backend, " + std::to_string(profile_->cores) + " cores)";
+}
+
+const LayerProfile& ProfiledCostModel::entry(const LayerSpec& layer) const {
+  const LayerProfile* p = profile_->find(layer);
+  PS_CHECK(p != nullptr, "the profile has no entry for layer " + layer.name);
+  return *p;
+}
+
+SimTime ProfiledCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {
+  const LayerProfile& p = entry(layer);
+  return interpolate_time(p.batch_sizes, p.forward, batch);
+}
+
+SimTime ProfiledCostModel::backward(const LayerSpec& layer, std::int64_t batch) const {
+  const LayerProfile& p = entry(layer);
+  return interpolate_time(p.batch_sizes, p.backward, batch);
+}
+
+SimTime ProfiledCostModel::recompute(const LayerSpec& layer, std::int64_t batch) const {
+  const LayerProfile& p = entry(layer);
+  return interpolate_time(p.batch_sizes, p.recompute, batch);
+}
+
+SimTime ProfiledCostModel::optimizer_step(std::int64_t params) const {
+  return profile_->optimizer_overhead +
+         static_cast<SimTime>(
+             std::llround(profile_->optimizer_ns_per_param * static_cast<double>(params)));
+}
+
+}  // namespace pipescope

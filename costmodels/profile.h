@@ -1,0 +1,86 @@
+#pragma once
+// A profile: what one machine and backend measured for one model's layers
+// (forward, backward and recompute per micro-batch size), its optimizer step and
+// the transport between devices (DESIGN.md, "Files": profile). ProfiledCostModel
+// answers the simulator from it instead of from a roofline.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodels/cost_model.h"
+#include "costmodels/model.h"
+#include "costmodels/units.h"
+
+namespace pipescope {
+
+// One kind of layer, measured at several micro-batch sizes. Layers with the same
+// signature (the blocks of a Transformer) share one entry.
+struct LayerProfile {
+  std::string signature;                  // layer_signature() of the layers it stands for
+  std::string example;                    // the name of the layer that was measured
+  std::vector<std::int64_t> batch_sizes;  // ascending, distinct, >= 1
+  std::vector<SimTime> forward;           // ns, one entry per batch size
+  std::vector<SimTime> backward;
+  std::vector<SimTime> recompute;
+};
+
+struct Profile {
+  static constexpr int kVersion = 1;
+
+  std::string backend = "cpu";
+  std::string machine;     // e.g. the CPU's model name
+  int cores = 1;           // hardware threads the machine offers
+  std::string model_name;  // the model it was measured on (a label)
+  std::vector<LayerProfile> layers;
+  // Optimizer step: overhead + ns_per_param * params.
+  std::string optimizer;  // the optimizer it was timed with
+  SimTime optimizer_overhead = 0;
+  double optimizer_ns_per_param = 0.0;
+  // Transport between two devices: latency + bytes / bandwidth.
+  double transport_latency_s = 0.0;
+  double transport_bandwidth = 0.0;  // bytes/s
+  // How much slower the model's ops run while n cores run them at once, [n - 1]
+  // for n = 1 .. cores ([0] is 1): shared caches and memory bandwidth.
+  std::vector<double> concurrency_slowdown{1.0};
+
+  // The entry for `layer`, or null.
+  const LayerProfile* find(const LayerSpec& layer) const;
+};
+
+// What makes two layers cost the same: the name without its trailing index
+// ("block7" -> "block") and every per-sample figure, e.g.
+// "block|fwd=1.2e+06|bwd=2.4e+06|params=49920|out=8192|stash=40960".
+std::string layer_signature(const LayerSpec& layer);
+
+// A measured time at `batch`: piecewise linear between measured sizes, extended
+// along the first or last segment outside them (proportional to the batch when
+// only one size was measured), never below 1 ns.
+SimTime interpolate_time(const std::vector<std::int64_t>& sizes, const std::vector<SimTime>& times,
+                         std::int64_t batch);
+
+// Throws std::invalid_argument naming the first layer of `model` the profile did
+// not measure.
+void check_profile_covers(const Profile& profile, const ModelSpec& model);
+
+class ProfiledCostModel final : public CostModel {
+ public:
+  // The profile must cover every layer the model asks about (check_profile_covers);
+  // a layer it lacks is an internal error.
+  explicit ProfiledCostModel(std::shared_ptr<const Profile> profile);
+  std::string_view name() const override { return "profiled"; }
+  std::string_view description() const override { return description_; }
+  SimTime forward(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime backward(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime recompute(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime optimizer_step(std::int64_t params) const override;
+  const Profile& profile() const { return *profile_; }
+
+ private:
+  const LayerProfile& entry(const LayerSpec& layer) const;
+  std::shared_ptr<const Profile> profile_;
+  std::string description_;
+};
+
+}  // namespace pipescope

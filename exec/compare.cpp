@@ -1,0 +1,143 @@
+#include "exec/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "costmodels/check.h"
+#include "costmodels/device.h"
+#include "exec/plan_runner.h"
+#include "sim/engine.h"
+#include "sim/profile_io.h"
+
+namespace pipescope::exec {
+
+Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
+                      std::shared_ptr<const Profile> profile, const std::string& profile_file) {
+  const DevicePreset preset = find_device_preset("cpu").value();
+  Scenario sc;
+  sc.name = plan.scenario_name + " (on this machine's CPU)";
+  sc.model = model;
+  sc.cluster.name = "cpu";
+  sc.cluster.devices = plan.stages;
+  sc.cluster.device = preset.device;
+  sc.cluster.interconnect = preset.interconnect;
+  sc.training.global_batch = plan.global_batch / plan.data_parallel;
+  sc.training.micro_batches = plan.micro_batches;
+  sc.training.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
+  sc.training.bytes_per_param = bytes_per_param(*sc.training.optimizer, model.dtype);
+  sc.training.schedule = plan.schedule;
+  sc.training.remat = plan.remat;
+  apply_profile(sc, std::move(profile), profile_file);
+  return sc;
+}
+
+double relative_error(double predicted, double measured) {
+  if (measured == 0.0) return predicted == 0.0 ? 0.0 : INFINITY;
+  return (predicted - measured) / measured;
+}
+
+std::string shared_cores_note(int stages, int cores) {
+  return std::to_string(stages) + " stages share " + std::to_string(cores) +
+         (cores == 1 ? " core" : " cores") +
+         ": predicted with a pool of that many cores, each op holding one for its whole "
+         "duration and ops served in the order they became ready (the OS time-slices the "
+         "threads instead, so the order, not the total work, is approximate)";
+}
+
+Comparison compare_run(const Scenario& scenario, const Plan& plan,
+                       const std::vector<StepResult>& steps, int warmup) {
+  PS_CHECK(!steps.empty(), "compare needs at least one measured step");
+  const int K = plan.stages;
+  SimConfig config;
+  config.stages = K;
+  config.micro_batches = plan.micro_batches;
+  config.schedule = plan.schedule;
+  config.remat = plan.remat;
+  config.stage_ranges = plan.stage_ranges();
+  config.record_timeline = false;
+  const SimResult predicted = simulate(scenario, config);
+
+  Comparison c;
+  c.stages = K;
+  c.micro_batches = plan.micro_batches;
+  c.warmup_steps = static_cast<std::size_t>(std::max(0, warmup)) < steps.size() ? warmup : 0;
+  c.measured_steps = static_cast<int>(steps.size()) - c.warmup_steps;
+  const StepResult& median = steps[median_step(steps, c.warmup_steps)];
+  const double samples = static_cast<double>(scenario.training.global_batch);
+  c.predicted_step_s = predicted.metrics.step_time_s();
+  c.measured_step_s = simtime_to_seconds(median.step_time);
+  c.relative_error = relative_error(c.predicted_step_s, c.measured_step_s);
+  c.predicted_throughput = predicted.metrics.samples_per_s;
+  c.measured_throughput = c.measured_step_s > 0 ? samples / c.measured_step_s : 0.0;
+  c.predicted_bubble = predicted.metrics.bubble_fraction;
+  c.measured_bubble = measured_bubble(median, K);
+  c.cores = scenario.cluster.shared_cores;
+  c.shared_cores = c.cores > 0 && c.cores < K;
+
+  // Measured busy time and mean op durations per stage (stage s on device s).
+  struct Sums {
+    SimTime busy = 0;
+    SimTime total[4] = {0, 0, 0, 0};
+    SimTime cpu[4] = {0, 0, 0, 0};
+    SimTime count[4] = {0, 0, 0, 0};
+  };
+  SimTime wall_sum = 0;
+  SimTime cpu_sum = 0;
+  std::vector<Sums> sums(static_cast<std::size_t>(K));
+  for (const TimelineEvent& e : median.timeline.events) {
+    if (e.lane != Lane::kCompute) continue;
+    Sums& s = sums.at(static_cast<std::size_t>(e.stage));
+    const auto kind = static_cast<std::size_t>(e.kind);
+    PS_CHECK(kind < 4, "compute events are F, R, B or the optimizer");
+    s.busy += e.end - e.start;
+    s.total[kind] += e.end - e.start;
+    // Without a CPU clock the wall time stands in.
+    const SimTime cpu = e.cpu_time ? std::min(*e.cpu_time, e.end - e.start) : e.end - e.start;
+    s.cpu[kind] += cpu;
+    s.count[kind] += 1;
+    wall_sum += e.end - e.start;
+    cpu_sum += cpu;
+  }
+  std::vector<StageCost> replay = predicted.stage_costs;
+  std::vector<StageCost> cpu_replay = predicted.stage_costs;
+  for (int s = 0; s < K; ++s) {
+    const Sums& m = sums[static_cast<std::size_t>(s)];
+    StageComparison sc;
+    sc.predicted_busy_s =
+        simtime_to_seconds(predicted.metrics.devices[static_cast<std::size_t>(s)].busy);
+    sc.measured_busy_s = simtime_to_seconds(m.busy);
+    sc.relative_error = relative_error(sc.predicted_busy_s, sc.measured_busy_s);
+    c.per_stage.push_back(sc);
+    const auto mean = [&](EventKind k) {
+      const auto i = static_cast<std::size_t>(k);
+      return m.count[i] == 0 ? SimTime{0} : m.total[i] / m.count[i];
+    };
+    const auto mean_cpu = [&](EventKind k) {
+      const auto i = static_cast<std::size_t>(k);
+      return m.count[i] == 0 ? SimTime{0} : m.cpu[i] / m.count[i];
+    };
+    StageCost& cost = replay[static_cast<std::size_t>(s)];
+    cost.forward = mean(EventKind::kForward);
+    cost.backward = mean(EventKind::kBackward);
+    cost.recompute = mean(EventKind::kRecompute);
+    cost.optimizer = mean(EventKind::kOptimizer);
+    StageCost& cpu_cost = cpu_replay[static_cast<std::size_t>(s)];
+    cpu_cost.forward = mean_cpu(EventKind::kForward);
+    cpu_cost.backward = mean_cpu(EventKind::kBackward);
+    cpu_cost.recompute = mean_cpu(EventKind::kRecompute);
+    cpu_cost.optimizer = mean_cpu(EventKind::kOptimizer);
+  }
+  c.steal_fraction =
+      wall_sum > 0 ? 1.0 - static_cast<double>(cpu_sum) / static_cast<double>(wall_sum) : 0.0;
+  const Schedule schedule = build_schedule(plan.schedule, K, plan.micro_batches, plan.remat);
+  const EngineResult replayed = run_engine(schedule, replay, scenario.cluster, nullptr);
+  c.replayed_step_s = simtime_to_seconds(replayed.step_time);
+  c.runtime_overhead = c.replayed_step_s > 0 ? c.measured_step_s / c.replayed_step_s - 1.0 : 0.0;
+  c.cpu_replayed_step_s =
+      simtime_to_seconds(run_engine(schedule, cpu_replay, scenario.cluster, nullptr).step_time);
+  c.cpu_relative_error = relative_error(c.predicted_step_s, c.cpu_replayed_step_s);
+  return c;
+}
+
+}  // namespace pipescope::exec

@@ -1,0 +1,72 @@
+#pragma once
+// Prediction against measurement: the simulator's step for a plan (with a
+// profile as its cost model) beside the runtime's measured steps of the same
+// plan, stage by stage, and the simulator replayed with the run's own measured
+// op durations, which isolates what the runtime adds beyond its ops.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodels/profile.h"
+#include "exec/runtime.h"
+#include "sim/plan.h"
+#include "sim/scenario.h"
+#include "sim/simulator.h"
+
+namespace pipescope::exec {
+
+// The scenario in which one pipeline replica of `plan` runs on this machine:
+// the plan's model and schedule, its batch / D, the `cpu` preset with one
+// device per stage, and the profile applied (apply_profile: its times, its
+// transport, its cores shared by the devices when there are more stages).
+Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
+                      std::shared_ptr<const Profile> profile, const std::string& profile_file);
+
+// (predicted - measured) / measured; 0 when both are 0.
+double relative_error(double predicted, double measured);
+
+struct StageComparison {
+  double predicted_busy_s = 0.0;  // compute time of the stage's device in a step
+  double measured_busy_s = 0.0;
+  double relative_error = 0.0;
+};
+
+struct Comparison {
+  int stages = 1;
+  int micro_batches = 1;
+  int warmup_steps = 0;    // excluded from the median
+  int measured_steps = 0;  // the steps the median is taken over
+  double predicted_step_s = 0.0;
+  double measured_step_s = 0.0;  // median of the measured steps
+  double relative_error = 0.0;
+  double predicted_throughput = 0.0;  // samples/s of one replica
+  double measured_throughput = 0.0;
+  double predicted_bubble = 0.0;
+  double measured_bubble = 0.0;
+  std::vector<StageComparison> per_stage;
+  // The engine run on the median step's own mean F, R, B and optimizer durations
+  // per stage and the profile's transport: measured / replayed - 1 is what the
+  // runtime costs beyond its ops (waits, wake-ups, scheduling).
+  double replayed_step_s = 0.0;
+  double runtime_overhead = 0.0;
+  // The same replay with each op's thread CPU time instead of its wall time: the
+  // step as it would have run had nothing (another process, a hypervisor's
+  // steal) taken the cores away mid-op. steal_fraction = 1 - CPU / wall time
+  // summed over the median step's ops.
+  double cpu_replayed_step_s = 0.0;
+  double cpu_relative_error = 0.0;  // predicted against cpu_replayed_step_s
+  double steal_fraction = 0.0;
+  int cores = 0;              // the machine's, from the profile
+  bool shared_cores = false;  // more stages than cores
+};
+
+// `scenario` from cpu_scenario; `steps` from run_plan on the same plan.
+// Requires at least one step; uses all of them when warmup >= steps.size().
+Comparison compare_run(const Scenario& scenario, const Plan& plan,
+                       const std::vector<StepResult>& steps, int warmup);
+
+// One line on how shared cores were modelled, for the report.
+std::string shared_cores_note(int stages, int cores);
+
+}  // namespace pipescope::exec

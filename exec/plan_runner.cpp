@@ -1,0 +1,89 @@
+#include "exec/plan_runner.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "costmodels/check.h"
+#include "exec/data.h"
+#include "exec/models.h"
+#include "sim/format.h"
+#include "sim/scenario_io.h"
+
+namespace pipescope::exec {
+
+void check_executor_size(const ModelSpec& model, const std::string& where) {
+  const double bytes = static_cast<double>(model.total_params()) * 16.0;
+  if (bytes > kMaxExecutorBytes) {
+    throw std::invalid_argument(
+        where + ": " + format_count(static_cast<double>(model.total_params())) +
+        " parameters need " + format_bytes(bytes) +
+        " of weights, gradients and optimizer state in fp32; the CPU executor takes up to " +
+        format_bytes(kMaxExecutorBytes) + " (use a smaller model, e.g. scenarios/cpu-small.json)");
+  }
+}
+
+ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
+  if (plan.model_spec.is_null()) {
+    throw std::invalid_argument(plan_file +
+                                ": model.spec: the executor runs transformer and mlp models; this "
+                                "plan's model is an explicit layer list or another family");
+  }
+  ModelSpec spec = parse_model(plan.model_spec, plan_file, "model.spec");
+  check_executor_size(spec, plan_file + ": model.spec");
+  return spec;
+}
+
+std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
+                                 const PlanRunOptions& o) {
+  if (o.steps < 1) throw std::invalid_argument("a run needs at least one step");
+  LayerList all = build_layers(model, o.seed);
+  std::vector<LayerList> stages;
+  for (const StageRange& r : plan.stage_ranges()) {
+    PS_CHECK(r.last_layer < static_cast<int>(all.size()), "plan cut outside the model");
+    LayerList stage;
+    for (int l = r.first_layer; l <= r.last_layer; ++l) {
+      stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
+    }
+    stages.push_back(std::move(stage));
+  }
+  RuntimeOptions options;
+  options.optimizer.kind = plan.optimizer.value_or(Optimizer::kAdam);
+  options.optimizer.learning_rate = o.learning_rate;
+  options.watchdog = o.watchdog;
+  PipelineRuntime runtime(
+      std::move(stages), build_schedule(plan.schedule, plan.stages, plan.micro_batches, plan.remat),
+      options);
+  const TaskShape task = task_shape(model);
+  const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
+  std::vector<StepResult> out;
+  for (int step = 0; step < o.steps; ++step) {
+    out.push_back(runtime.step(synthetic_batch(task, batch, plan.micro_batches,
+                                               static_cast<std::uint64_t>(step), o.seed)));
+    if (o.on_step) o.on_step(step + 1, o.steps, out.back());
+  }
+  return out;
+}
+
+double measured_bubble(const StepResult& r, int devices) {
+  SimTime busy = 0;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.lane == Lane::kCompute) busy += e.end - e.start;
+  }
+  const double total = static_cast<double>(r.step_time) * devices;
+  return total > 0 ? 1.0 - static_cast<double>(busy) / total : 0.0;
+}
+
+std::size_t median_step(const std::vector<StepResult>& steps, int warmup) {
+  PS_CHECK(!steps.empty(), "no steps to take the median of");
+  const std::size_t first = warmup >= 0 && static_cast<std::size_t>(warmup) < steps.size()
+                                ? static_cast<std::size_t>(warmup)
+                                : 0;
+  std::vector<std::size_t> order;
+  for (std::size_t i = first; i < steps.size(); ++i) order.push_back(i);
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return steps[a].step_time < steps[b].step_time; });
+  return order[order.size() / 2];
+}
+
+}  // namespace pipescope::exec

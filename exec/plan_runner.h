@@ -1,0 +1,56 @@
+#pragma once
+// Running a plan for real on the CPU: the plan's model rebuilt from its family
+// parameters, cut as the plan says, run with the plan's schedule and remat on
+// synthetic data, one thread per stage. `pipescope run` and `compare` share it.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "exec/runtime.h"
+#include "sim/plan.h"
+
+namespace pipescope::exec {
+
+// Weights, gradients and two optimizer slots in fp32 (16 bytes a parameter) up
+// to this size; beyond it a run would swap or be killed rather than teach
+// anything.
+inline constexpr double kMaxExecutorBytes = 4.0 * 1024 * 1024 * 1024;
+
+// Throws std::invalid_argument, starting with `where`, when the model's weights,
+// gradients and optimizer state exceed kMaxExecutorBytes.
+void check_executor_size(const ModelSpec& model, const std::string& where);
+
+// The plan's model. Throws std::invalid_argument naming `plan_file` and
+// model.spec when the plan carries no family parameters (an explicit layer
+// list) or the model exceeds kMaxExecutorBytes; ScenarioError when the spec is
+// malformed.
+ModelSpec plan_model(const Plan& plan, const std::string& plan_file);
+
+struct PlanRunOptions {
+  int steps = 20;
+  double learning_rate = 1e-2;
+  std::uint64_t seed = 1;
+  std::chrono::milliseconds watchdog{30000};
+  // Called after each step with (steps done, steps) and that step's result.
+  std::function<void(int, int, const StepResult&)> on_step;
+};
+
+// One pipeline replica of the plan (its global batch / D samples a step), every
+// step's result in order. Throws std::invalid_argument for models the executor
+// cannot build and StageError when a stage fails.
+std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
+                                 const PlanRunOptions& options);
+
+// 1 - compute time / (devices x step time).
+double measured_bubble(const StepResult& step, int devices);
+
+// The step whose time is the median of steps [warmup, n) (all of them when
+// warmup >= n). Requires n >= 1.
+std::size_t median_step(const std::vector<StepResult>& steps, int warmup);
+
+}  // namespace pipescope::exec

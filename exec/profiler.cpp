@@ -1,0 +1,390 @@
+#include "exec/profiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "exec/channel.h"
+#include "exec/data.h"
+#include "exec/models.h"
+#include "exec/optimizer.h"
+
+namespace pipescope::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+SimTime elapsed(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+SimTime median(std::vector<SimTime> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void require_finite(const Matrix& m, const Layer& layer) {
+  if (!m.allFinite()) {
+    throw std::runtime_error("layer '" + layer.name() + "' produced NaN or inf while profiling");
+  }
+}
+
+// A gradient for the layer's output: 1 for the loss, small normal values otherwise.
+Matrix output_gradient(const Matrix& y, std::mt19937_64& rng) {
+  if (y.rows() == 1 && y.cols() == 1) return Matrix::Constant(1, 1, 1.0f);
+  std::normal_distribution<float> normal(0.0f, 0.01f);
+  Matrix dy(y.rows(), y.cols());
+  for (Eigen::Index i = 0; i < dy.size(); ++i) dy.data()[i] = normal(rng);
+  return dy;
+}
+
+// Per-layer samples of one batch size: for each pass over the model, every
+// layer's forward (its stash dropped, as under remat), recompute (a second
+// forward whose stash backward uses) and backward, in the order a stage runs
+// them, each timed on its own.
+struct Samples {
+  std::vector<std::vector<SimTime>> forward, backward, recompute;  // [layer][pass]
+};
+
+void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int passes,
+                 std::mt19937_64& rng, Samples& out) {
+  const std::size_t L = layers.size();
+  out.forward.resize(L);
+  out.backward.resize(L);
+  out.recompute.resize(L);
+  for (int pass = 0; pass < passes; ++pass) {
+    Matrix x = input;
+    for (std::size_t l = 0; l < L; ++l) {
+      Stash stash;
+      const auto t0 = Clock::now();
+      Matrix y = layers[l]->forward(x, ctx, stash);
+      require_finite(y, *layers[l]);
+      out.forward[l].push_back(elapsed(t0));
+      x = std::move(y);
+    }
+    std::vector<Stash> stashes(L);
+    x = input;
+    for (std::size_t l = 0; l < L; ++l) {
+      const auto t0 = Clock::now();
+      Matrix y = layers[l]->forward(x, ctx, stashes[l]);
+      require_finite(y, *layers[l]);
+      out.recompute[l].push_back(elapsed(t0));
+      x = std::move(y);
+    }
+    Matrix dy = output_gradient(x, rng);
+    for (std::size_t l = L; l-- > 0;) {
+      const auto t0 = Clock::now();
+      Matrix dx = layers[l]->backward(dy, ctx, stashes[l]);
+      require_finite(dx, *layers[l]);
+      out.backward[l].push_back(elapsed(t0));
+      dy = std::move(dx);
+    }
+  }
+  for (auto& layer : layers) {
+    for (Param* p : layer->params()) p->grad.setZero();
+  }
+}
+
+SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int repeats) {
+  OptimizerConfig config;
+  config.kind = kind;
+  config.learning_rate = 1e-9;  // the weights barely move
+  ParamOptimizer opt(config);
+  opt.step(params);  // allocates the state
+  std::vector<SimTime> t;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    opt.step(params);
+    t.push_back(elapsed(t0));
+  }
+  return median(t);
+}
+
+// Mean wall time of one pass when `n` threads each run their own copy of the
+// model at once, started together.
+double concurrent_pass_s(std::vector<LayerList>& models, const MicroBatch& mb, int n,
+                         std::uint64_t seed) {
+  const Context ctx{mb.batch, mb.seq, &mb.targets,
+                    1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
+  std::vector<double> seconds(static_cast<std::size_t>(n), 0.0);
+  std::atomic<int> waiting{n};
+  const auto work = [&](int i) {
+    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(i));
+    Samples ignored;
+    waiting.fetch_sub(1);
+    while (waiting.load() > 0) std::this_thread::yield();
+    const auto t0 = Clock::now();
+    time_passes(models[static_cast<std::size_t>(i)], mb.input, ctx, 1, rng, ignored);
+    seconds[static_cast<std::size_t>(i)] = static_cast<double>(elapsed(t0)) * 1e-9;
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(work, i);
+  work(0);
+  for (std::thread& t : threads) t.join();
+  double sum = 0.0;
+  for (const double v : seconds) sum += v;
+  return sum / n;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
+                                                 int cores, std::uint64_t seed) {
+  std::vector<double> out{1.0};
+  const int most = std::min(cores, 8);
+  if (most < 2) return out;
+  std::vector<LayerList> models;
+  for (int i = 0; i < most; ++i) models.push_back(build_layers(spec, seed));
+  const MicroBatch mb = whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed);
+  concurrent_pass_s(models, mb, most, seed);  // warm-up
+  for (int n = 2; n <= most; ++n) {
+    // Alone and together in turn, so that a drifting machine affects both.
+    std::vector<double> alone;
+    std::vector<double> together;
+    for (int trial = 0; trial < 3; ++trial) {
+      alone.push_back(concurrent_pass_s(models, mb, 1, seed));
+      together.push_back(concurrent_pass_s(models, mb, n, seed));
+    }
+    out.push_back(std::max(1.0, median_of(together) / median_of(alone)));
+  }
+  return out;
+}
+
+std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_t limit) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d * d <= global_batch; ++d) {
+    if (global_batch % d != 0) continue;
+    out.push_back(d);
+    if (d * d != global_batch) out.push_back(global_batch / d);
+  }
+  std::sort(out.begin(), out.end());
+  if (limit > 0 && out.size() > limit) out.erase(out.begin(), out.end() - static_cast<long>(limit));
+  return out;
+}
+
+struct ModelProfiler::State {
+  ModelSpec spec;
+  ProfileOptions options;
+  LayerList layers;
+  TaskShape task;
+  std::vector<std::size_t> entry_of_layer;  // layer -> index into profile.layers
+  Profile profile;
+  // samples[size][entry]: pooled timings of the entry's layers at that size.
+  std::vector<std::vector<Samples>> samples;
+  std::vector<MicroBatch> batches;  // one per size
+  std::mt19937_64 rng;
+};
+
+ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
+    : state_(std::make_unique<State>()) {
+  if (o.batch_sizes.empty()) throw std::invalid_argument("no micro-batch sizes to profile");
+  for (std::size_t i = 0; i < o.batch_sizes.size(); ++i) {
+    if (o.batch_sizes[i] < 1 || o.batch_sizes[i] > (1 << 20) ||
+        (i > 0 && o.batch_sizes[i] <= o.batch_sizes[i - 1])) {
+      throw std::invalid_argument("micro-batch sizes must be ascending, distinct and in [1, 2^20]");
+    }
+  }
+  if (o.repeats < 1) throw std::invalid_argument("repeats must be at least 1");
+  State& st = *state_;
+  st.spec = spec;
+  st.options = o;
+  st.layers = build_layers(spec, o.seed);
+  st.task = task_shape(spec);
+  st.rng.seed(o.seed);
+
+  // One entry per signature, named after its first layer.
+  std::map<std::string, std::size_t> entry_of;
+  Profile& p = st.profile;
+  p.backend = "cpu";
+  p.machine = cpu_model_name();
+  p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.model_name = spec.name;
+  for (const LayerSpec& layer : spec.layers) {
+    const std::string sig = layer_signature(layer);
+    const auto [it, added] = entry_of.emplace(sig, p.layers.size());
+    st.entry_of_layer.push_back(it->second);
+    if (!added) continue;
+    LayerProfile e;
+    e.signature = sig;
+    e.example = layer.name;
+    e.batch_sizes = o.batch_sizes;
+    p.layers.push_back(std::move(e));
+  }
+  for (const std::int64_t b : o.batch_sizes) {
+    st.batches.push_back(whole_batch(st.task, static_cast<int>(b), 0, o.seed));
+  }
+  st.samples.assign(o.batch_sizes.size(), std::vector<Samples>(p.layers.size()));
+  // Warm-up: one pass per size, not kept.
+  for (std::size_t i = 0; i < st.batches.size(); ++i) run_passes(i, 1, false);
+}
+
+ModelProfiler::~ModelProfiler() = default;
+
+void ModelProfiler::run_passes(std::size_t size_index, int passes, bool keep) {
+  State& st = *state_;
+  const MicroBatch& mb = st.batches[size_index];
+  const Context ctx{mb.batch, mb.seq, &mb.targets,
+                    1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
+  Samples per_layer;
+  time_passes(st.layers, mb.input, ctx, passes, st.rng, per_layer);
+  if (!keep) return;
+  for (std::size_t l = 0; l < st.layers.size(); ++l) {
+    Samples& to = st.samples[size_index][st.entry_of_layer[l]];
+    to.forward.resize(1);
+    to.backward.resize(1);
+    to.recompute.resize(1);
+    const auto append = [](std::vector<SimTime>& a, const std::vector<SimTime>& from) {
+      a.insert(a.end(), from.begin(), from.end());
+    };
+    append(to.forward[0], per_layer.forward[l]);
+    append(to.backward[0], per_layer.backward[l]);
+    append(to.recompute[0], per_layer.recompute[l]);
+  }
+}
+
+void ModelProfiler::measure_pass() {
+  for (std::size_t i = 0; i < state_->batches.size(); ++i) run_passes(i, 1, true);
+}
+
+Profile ModelProfiler::finish() {
+  State& st = *state_;
+  Profile p = st.profile;
+  for (std::size_t i = 0; i < st.samples.size(); ++i) {
+    for (std::size_t e = 0; e < p.layers.size(); ++e) {
+      const Samples& s = st.samples[i][e];
+      if (s.forward.empty() || s.forward[0].empty()) {
+        throw std::logic_error("finish() before any measure_pass()");
+      }
+      p.layers[e].forward.push_back(median(s.forward[0]));
+      p.layers[e].backward.push_back(median(s.backward[0]));
+      p.layers[e].recompute.push_back(median(s.recompute[0]));
+    }
+  }
+
+  // The optimizer: overhead + per-parameter cost, from the whole model and its
+  // smallest layer with parameters.
+  std::vector<Param*> all;
+  std::vector<Param*> smallest;
+  std::int64_t smallest_count = 0;
+  std::int64_t all_count = 0;
+  for (auto& layer : st.layers) {
+    const std::int64_t n = layer->param_count();
+    if (n > 0 && (smallest.empty() || n < smallest_count)) {
+      smallest = layer->params();
+      smallest_count = n;
+    }
+    for (Param* q : layer->params()) all.push_back(q);
+    all_count += n;
+  }
+  const Optimizer kind = st.options.optimizer;
+  p.optimizer = std::string(to_string(kind));
+  const int repeats = std::max(3, st.options.repeats);
+  const SimTime t_all = time_optimizer(all, kind, repeats);
+  const SimTime t_small = smallest.empty() ? 0 : time_optimizer(smallest, kind, repeats);
+  if (all_count > smallest_count) {
+    p.optimizer_ns_per_param = std::max(0.0, static_cast<double>(t_all - t_small) /
+                                                 static_cast<double>(all_count - smallest_count));
+  } else if (all_count > 0) {
+    p.optimizer_ns_per_param = static_cast<double>(t_all) / static_cast<double>(all_count);
+  }
+  p.optimizer_overhead = std::max<SimTime>(
+      0, t_small -
+             static_cast<SimTime>(p.optimizer_ns_per_param * static_cast<double>(smallest_count)));
+
+  const TransportFigures tr = profile_transport(200);
+  p.transport_latency_s = tr.latency_s;
+  p.transport_bandwidth = tr.bandwidth;
+  p.concurrency_slowdown = measure_concurrency_slowdown(st.spec, st.options.batch_sizes.back(),
+                                                        p.cores, st.options.seed);
+  return p;
+}
+
+Profile profile_model(const ModelSpec& spec, const ProfileOptions& o) {
+  ModelProfiler profiler(spec, o);
+  const std::size_t total = static_cast<std::size_t>(o.repeats) + 1;
+  for (int r = 0; r < o.repeats; ++r) {
+    profiler.measure_pass();
+    if (o.progress) o.progress(static_cast<std::size_t>(r) + 1, total);
+  }
+  Profile p = profiler.finish();
+  if (o.progress) o.progress(total, total);
+  return p;
+}
+
+TransportFigures profile_transport(int round_trips) {
+  if (round_trips < 1) throw std::invalid_argument("round_trips must be at least 1");
+  // Payload sizes in floats: 4 B to 4 MiB.
+  const std::vector<Eigen::Index> sizes{1, 1024, 16 * 1024, 256 * 1024, 1024 * 1024};
+  std::vector<double> bytes;
+  std::vector<double> one_way_s;
+  Channel ping;
+  Channel pong;
+  const std::atomic<bool> never{false};
+  const auto forever = Clock::now() + std::chrono::hours(24);
+  for (const Eigen::Index n : sizes) {
+    const int rounds = round_trips;
+    std::thread echo([&] {
+      for (int r = 0; r < rounds; ++r) {
+        Matrix m;
+        if (ping.take(r, forever, never, m) != Channel::Wait::kReady) return;
+        pong.put(r, std::move(m));
+      }
+    });
+    std::vector<SimTime> rtt;
+    Matrix payload = Matrix::Zero(1, n);
+    for (int r = 0; r < rounds; ++r) {
+      const auto t0 = Clock::now();
+      ping.put(r, std::move(payload));
+      pong.take(r, forever, never, payload);
+      rtt.push_back(elapsed(t0));
+    }
+    echo.join();
+    bytes.push_back(static_cast<double>(n) * sizeof(float));
+    one_way_s.push_back(static_cast<double>(median(rtt)) * 0.5e-9);
+  }
+  // Least squares t = a + b * bytes.
+  const auto k = static_cast<double>(bytes.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    sx += bytes[i];
+    sy += one_way_s[i];
+    sxx += bytes[i] * bytes[i];
+    sxy += bytes[i] * one_way_s[i];
+  }
+  const double slope = (k * sxy - sx * sy) / (k * sxx - sx * sx);
+  TransportFigures f;
+  // Moving a payload costs about the same whatever its size: a slope at or below
+  // zero (noise) means "no per-byte cost we can see", kept finite at 1 PB/s.
+  f.bandwidth = slope > 1e-15 ? 1.0 / slope : 1e15;
+  f.latency_s = std::max(0.0, slope > 1e-15 ? (sy - slope * sx) / k : sy / k);
+  return f;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(colon + 1);
+        name.erase(0, name.find_first_not_of(" \t"));
+        if (!name.empty()) return name;
+      }
+    }
+  }
+  return "unknown CPU";
+}
+
+}  // namespace pipescope::exec

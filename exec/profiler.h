@@ -1,0 +1,91 @@
+#pragma once
+// The CPU backend's profiler: times every kind of layer of a model (forward,
+// backward, recompute) at the micro-batch sizes a plan may use, the optimizer
+// step, and the in-process channel between two stage threads, and returns them
+// as a Profile (costmodels/profile.h) that the simulator takes as its cost model.
+//
+// The whole model runs on the calling thread as one stage would, on synthetic
+// data: a forward pass, a second forward that keeps the stashes (a recompute),
+// and the backward pass, every layer's op timed on its own with the finiteness
+// check the runtime makes. After one warm-up pass, `repeats` passes are timed
+// (the optimizer max(3, repeats) times);
+// each figure is the median of its layer's timings, pooled over the layers of
+// one signature (a Transformer's blocks).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "costmodels/optimizer.h"
+#include "costmodels/profile.h"
+
+namespace pipescope::exec {
+
+struct ProfileOptions {
+  std::vector<std::int64_t> batch_sizes{1};  // micro-batch sizes, ascending
+  int repeats = 5;
+  std::uint64_t seed = 1;
+  Optimizer optimizer = Optimizer::kAdam;
+  // Called after each measurement with (done, total).
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+// Throws std::invalid_argument for models the executor cannot build
+// (build_layers) and for bad options.
+Profile profile_model(const ModelSpec& spec, const ProfileOptions& options);
+
+// profile_model in parts, for callers that interleave the timed passes with
+// other work (`compare` puts one between training steps, so a machine whose
+// speed drifts affects prediction and measurement alike).
+class ModelProfiler {
+ public:
+  // Builds the model and runs one untimed warm-up pass per batch size; throws as
+  // profile_model does. options.repeats and progress are not used here.
+  ModelProfiler(const ModelSpec& spec, const ProfileOptions& options);
+  ~ModelProfiler();
+  ModelProfiler(const ModelProfiler&) = delete;
+  ModelProfiler& operator=(const ModelProfiler&) = delete;
+
+  // One timed pass over the model at every batch size.
+  void measure_pass();
+  // The medians of every pass so far, then the optimizer and the transport.
+  // Throws std::logic_error before the first measure_pass.
+  Profile finish();
+
+ private:
+  struct State;
+  void run_passes(std::size_t size_index, int passes, bool keep);
+  std::unique_ptr<State> state_;
+};
+
+// Latency and bandwidth of exec::Channel between two threads: half the round
+// trip of a payload bounced between them, fitted as latency + bytes / bandwidth
+// over payloads from 4 B to 4 MiB. Payloads are moved, not copied, so the
+// bandwidth is high and the latency (a thread's wake-up) is what counts.
+struct TransportFigures {
+  double latency_s = 0.0;
+  double bandwidth = 0.0;  // bytes/s
+};
+TransportFigures profile_transport(int round_trips);
+
+// How much slower a pass over the model (at `batch`) runs while n threads each
+// run their own copy at once, n = 1 .. min(cores, 8): cores share caches and
+// memory bandwidth. [0] is 1; each factor is the median of three "together"
+// timings over the median of three "alone" ones, taken in turn, and at least 1
+// (a faster "together" is noise).
+std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
+                                                 int cores, std::uint64_t seed);
+
+// The CPU's model name from /proc/cpuinfo, or "unknown CPU".
+std::string cpu_model_name();
+
+// The micro-batch sizes a plan of `global_batch` samples may use: every divisor
+// of it (global_batch / M for each M that divides it), at most `limit` of them,
+// the largest kept.
+std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_t limit);
+
+}  // namespace pipescope::exec

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Prediction against measurement over a grid of K and M on this machine: profiles
+# scenarios/cpu-small.json once, then for each K and M plans it with the profile
+# (`plan --cost-model`), runs the plan and compares (`compare --profile`). Prints
+# one row per configuration and the median and worst |error|. Usage:
+#   scripts/compare-grid.sh [BUILD_DIR] [STEPS] [ROUNDS]
+# (default build/, 20 steps of which compare leaves out 2 for warm-up, and 3
+# rounds, of which compare reports the one with the median error). Takes
+# a minute or two; run it on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=${1:-build}
+steps=${2:-20}
+rounds=${3:-3}
+ps="$build_dir/cli/pipescope"
+[ -x "$ps" ] || scripts/build.sh "$build_dir" pipescope
+scenario=scenarios/cpu-small.json
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$ps" profile "$scenario" -o "$work/profile.json" --repeats 9 >/dev/null
+printf '%2s %3s %6s %12s %12s %8s %12s %8s %7s %9s\n' K M remat "predicted" "measured" error \
+  "cpu-replay" error steal overhead
+for K in 1 2; do
+  for M in 1 2 4 8 16; do
+    "$ps" plan "$scenario" --set cluster.devices=$K -K $K -M $M --cost-model "$work/profile.json" \
+      -o "$work/plan.json" >/dev/null
+    "$ps" compare "$work/plan.json" --steps "$steps" --rounds "$rounds" --json \
+      >"$work/c-$K-$M.json"
+    python3 - "$work/c-$K-$M.json" "$work/plan.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+print("%2d %3d %6s %10.1f ms %10.1f ms %+7.1f%% %10.1f ms %+7.1f%% %6.1f%% %+8.1f%%" % (
+    c["K"], c["M"], "on" if p["remat"] else "off", c["predicted_step_time_s"] * 1e3,
+    c["measured_step_time_s"] * 1e3, c["relative_error"] * 100, c["cpu_replayed_step_time_s"] * 1e3,
+    c["cpu_relative_error"] * 100, c["steal_fraction"] * 100, c["runtime_overhead"] * 100))
+PY
+  done
+done
+python3 - "$work" <<'PY'
+import glob, json, statistics, sys
+runs = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/c-*.json"))]
+for key, what in (("relative_error", "measured"), ("cpu_relative_error", "CPU-time replay")):
+    errs = [abs(r[key]) for r in runs]
+    print("against the %s step: median |error| %.1f%%, worst %.1f%%" % (
+        what, statistics.median(errs) * 100, max(errs) * 100))
+over = [abs(r["runtime_overhead"]) for r in runs]
+print("runtime overhead (measured vs replay of its own ops): median %.1f%%, worst %.1f%%" % (
+    statistics.median(over) * 100, max(over) * 100))
+PY

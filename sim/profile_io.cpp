@@ -1,0 +1,190 @@
+#include "sim/profile_io.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/file_io.h"
+#include "sim/json_reader.h"
+#include "sim/scenario_io.h"
+
+namespace pipescope {
+
+using nlohmann::json;
+
+namespace {
+
+using namespace json_io;
+
+constexpr const char* kFormat = "pipescope-profile";
+// A measured time is at most an hour; anything above is a unit mistake.
+constexpr double kMaxTime_s = 3600.0;
+
+std::vector<double> seconds(const std::vector<SimTime>& ns) {
+  std::vector<double> out;
+  out.reserve(ns.size());
+  for (const SimTime t : ns) out.push_back(simtime_to_seconds(t));
+  return out;
+}
+
+SimTime read_time(const json& v, const Where& w) {
+  const double s = as_number(v, w, NumberRange::kPositive);
+  if (s > kMaxTime_s)
+    w.fail("a measured time of " + describe(v) + " s is implausible (over an hour)");
+  return std::max<SimTime>(1, seconds_to_simtime(s));
+}
+
+std::vector<SimTime> read_times(ObjectReader& r, std::string_view key, std::size_t n) {
+  const json& a = r.array(key);
+  const Where w = r.where(key);
+  if (a.size() != n) {
+    w.fail("has " + std::to_string(a.size()) + " entries but batch_sizes has " + std::to_string(n));
+  }
+  std::vector<SimTime> out;
+  for (std::size_t i = 0; i < a.size(); ++i) out.push_back(read_time(a[i], w.index(i)));
+  return out;
+}
+
+LayerProfile read_layer(ObjectReader r) {
+  LayerProfile p;
+  p.signature = r.string("signature");
+  p.example = r.string("example");
+  const json& sizes = r.array("batch_sizes");
+  if (sizes.empty()) r.fail("batch_sizes", "needs at least one batch size");
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const Where w = r.where("batch_sizes").index(i);
+    const std::int64_t b = as_int(sizes[i], w, kPositiveSmallInt);
+    if (!p.batch_sizes.empty() && b <= p.batch_sizes.back()) {
+      w.fail("batch sizes must be ascending and distinct");
+    }
+    p.batch_sizes.push_back(b);
+  }
+  p.forward = read_times(r, "forward_s", p.batch_sizes.size());
+  p.backward = read_times(r, "backward_s", p.batch_sizes.size());
+  p.recompute = read_times(r, "recompute_s", p.batch_sizes.size());
+  r.finish();
+  return p;
+}
+
+}  // namespace
+
+json profile_to_json(const Profile& profile) {
+  json layers = json::array();
+  for (const LayerProfile& l : profile.layers) {
+    json e = json::object();
+    e["signature"] = l.signature;
+    e["example"] = l.example;
+    e["batch_sizes"] = l.batch_sizes;
+    e["forward_s"] = seconds(l.forward);
+    e["backward_s"] = seconds(l.backward);
+    e["recompute_s"] = seconds(l.recompute);
+    layers.push_back(std::move(e));
+  }
+  json doc = json::object();
+  doc["format"] = kFormat;
+  doc["version"] = Profile::kVersion;
+  doc["backend"] = profile.backend;
+  doc["machine"] = profile.machine;
+  doc["cores"] = profile.cores;
+  doc["model"] = profile.model_name;
+  doc["layers"] = std::move(layers);
+  doc["optimizer"] = {{"name", profile.optimizer},
+                      {"overhead_s", simtime_to_seconds(profile.optimizer_overhead)},
+                      {"per_param_s", profile.optimizer_ns_per_param * 1e-9}};
+  doc["transport"] = {{"latency_s", profile.transport_latency_s},
+                      {"bandwidth", profile.transport_bandwidth}};
+  doc["concurrency_slowdown"] = profile.concurrency_slowdown;
+  return doc;
+}
+
+Profile profile_from_json(const json& doc, const std::string& file) {
+  if (!doc.is_object()) Where{file, ""}.fail("a profile is a JSON object, got " + type_of(doc));
+  ObjectReader top(doc, Where{file, ""});
+  const json* format = top.find("format");
+  if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat) {
+    top.fail("format", std::string("not a PipeScope profile (expected \"") + kFormat + "\")");
+  }
+  const std::int64_t version = top.integer("version", kPositiveInt);
+  if (version != Profile::kVersion) {
+    top.fail("version", "profile version " + std::to_string(version) +
+                            " is not supported (this PipeScope reads version " +
+                            std::to_string(Profile::kVersion) + ")");
+  }
+  Profile p;
+  p.backend = top.string("backend");
+  if (p.backend != "cpu") top.fail("backend", "unknown backend '" + p.backend + "' (expected cpu)");
+  p.machine = top.string("machine");
+  p.cores = static_cast<int>(top.integer("cores", IntRange{1, 1 << 16}));
+  p.model_name = top.string("model");
+  const json& layers = top.array("layers");
+  if (layers.empty()) top.fail("layers", "a profile needs at least one measured layer");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const Where w = top.where("layers").index(i);
+    if (!layers[i].is_object()) w.fail("expected an object, got " + type_of(layers[i]));
+    p.layers.push_back(read_layer(ObjectReader(layers[i], w)));
+    for (std::size_t j = 0; j < i; ++j) {
+      if (p.layers[j].signature == p.layers[i].signature) {
+        w.key("signature").fail("measured twice (also layers[" + std::to_string(j) + "])");
+      }
+    }
+  }
+  ObjectReader opt = top.object("optimizer");
+  p.optimizer = opt.string("name");
+  const double overhead = opt.number("overhead_s", NumberRange::kNonNegative);
+  if (overhead > kMaxTime_s) opt.fail("overhead_s", "implausible (over an hour)");
+  p.optimizer_overhead = seconds_to_simtime(overhead);
+  const double per_param = opt.number("per_param_s", NumberRange::kNonNegative);
+  if (per_param > 1e-3) opt.fail("per_param_s", "implausible (over a millisecond per parameter)");
+  p.optimizer_ns_per_param = per_param * 1e9;
+  opt.finish();
+  ObjectReader tr = top.object("transport");
+  p.transport_latency_s = tr.number("latency_s", NumberRange::kNonNegative);
+  if (p.transport_latency_s > kMaxTime_s) tr.fail("latency_s", "implausible (over an hour)");
+  p.transport_bandwidth = tr.number("bandwidth", NumberRange::kPositive);
+  if (p.transport_bandwidth < 1.0) tr.fail("bandwidth", "implausible (under a byte per second)");
+  tr.finish();
+  const json& slowdown = top.array("concurrency_slowdown");
+  const Where sw = top.where("concurrency_slowdown");
+  if (slowdown.empty() || slowdown.size() > static_cast<std::size_t>(p.cores)) {
+    sw.fail("needs one factor for each number of cores from 1 to at most 'cores' (" +
+            std::to_string(p.cores) + ")");
+  }
+  p.concurrency_slowdown.clear();
+  for (std::size_t i = 0; i < slowdown.size(); ++i) {
+    const double f = as_number(slowdown[i], sw.index(i), NumberRange::kPositive);
+    if (i == 0 && f != 1.0) sw.index(0).fail("one core alone is the reference: must be 1");
+    if (f < 0.5 || f > 100.0) sw.index(i).fail("implausible slowdown " + describe(slowdown[i]));
+    p.concurrency_slowdown.push_back(f);
+  }
+  top.finish();
+  return p;
+}
+
+void write_profile_file(const std::filesystem::path& path, const Profile& profile) {
+  write_file_atomically(path, profile_to_json(profile).dump(2) + "\n");
+}
+
+Profile read_profile_file(const std::filesystem::path& path) {
+  const std::string label = path.string();
+  return profile_from_json(parse_json(read_text_file(path, label), label), label);
+}
+
+void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
+                   const std::string& profile_file) {
+  try {
+    check_profile_covers(*profile, scenario.model);
+  } catch (const std::invalid_argument& e) {
+    throw ScenarioError(profile_file, "layers", e.what());
+  }
+  scenario.cluster.interconnect.bandwidth = profile->transport_bandwidth;
+  scenario.cluster.interconnect.latency_s = profile->transport_latency_s;
+  scenario.cluster.shared_cores = profile->cores;
+  scenario.cluster.concurrency_slowdown = profile->concurrency_slowdown;
+  scenario.cluster.profile = std::move(profile);
+}
+
+}  // namespace pipescope

@@ -1,0 +1,193 @@
+// profile -> plan -> run -> compare as a user runs them: the profile is a cost
+// model that simulate, plan and sweep answer from exactly, compare's JSON keeps
+// its contract and its arithmetic, and bad profiles are refused by name.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+using pipescope::testing::CliResult;
+using pipescope::testing::run;
+using pipescope::testing::slurp;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kSmall = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+const std::string kDemo = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json";
+
+fs::path temp(const std::string& name) {
+  return fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+}
+
+// A quick profile of cpu-small at micro-batch sizes 2, 4 and 8.
+fs::path quick_profile(const std::string& name) {
+  const fs::path file = temp(name);
+  const CliResult r =
+      run("profile " + kSmall + " --batch-sizes 8,2,4 --repeats 1 -o " + file.string());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Profile written to " + file.string()), std::string::npos) << r.out;
+  return file;
+}
+
+double entry(const json& layer, const char* key, std::int64_t batch) {
+  const json& sizes = layer["batch_sizes"];
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i].get<std::int64_t>() == batch) return layer[key][i].get<double>();
+  }
+  ADD_FAILURE() << "batch " << batch << " not profiled";
+  return 0.0;
+}
+
+TEST(ProfileCli, MeasuresEveryKindOfLayerAtTheGivenSizes) {
+  const fs::path file = quick_profile("profile_sizes.json");
+  const json p = json::parse(slurp(file));
+  EXPECT_EQ(p["format"], "pipescope-profile");
+  EXPECT_EQ(p["backend"], "cpu");
+  EXPECT_EQ(p["optimizer"]["name"], "adam");  // the scenario's
+  ASSERT_EQ(p["layers"].size(), 3u);
+  EXPECT_EQ(p["layers"][0]["example"], "embed");
+  EXPECT_EQ(p["layers"][1]["example"], "block0");
+  EXPECT_EQ(p["layers"][2]["example"], "head");
+  for (const json& l : p["layers"]) EXPECT_EQ(l["batch_sizes"], json::parse("[2, 4, 8]"));
+  fs::remove(file);
+}
+
+// The simulator's stage times are the profile's layer times summed, at the
+// plan's micro-batch size (4 when M = 4 of a batch of 16).
+TEST(ProfileCli, SimulateAnswersFromTheProfile) {
+  const fs::path file = quick_profile("profile_sim.json");
+  const json p = json::parse(slurp(file));
+  const CliResult r =
+      run("simulate " + kSmall + " --cost-model " + file.string() + " -K 1 -M 4 --remat on --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json s = json::parse(r.out);
+  ASSERT_EQ(s["stages"].size(), 1u);
+  const json& layers = p["layers"];
+  // embed + 4 blocks + head.
+  const double fwd = entry(layers[0], "forward_s", 4) + 4 * entry(layers[1], "forward_s", 4) +
+                     entry(layers[2], "forward_s", 4);
+  const double bwd = entry(layers[0], "backward_s", 4) + 4 * entry(layers[1], "backward_s", 4) +
+                     entry(layers[2], "backward_s", 4);
+  const double rec = entry(layers[0], "recompute_s", 4) + 4 * entry(layers[1], "recompute_s", 4) +
+                     entry(layers[2], "recompute_s", 4);
+  EXPECT_NEAR(s["stages"][0]["fwd_s"].get<double>(), fwd, 6e-9);  // ns rounding per layer
+  EXPECT_NEAR(s["stages"][0]["bwd_s"].get<double>(), bwd, 6e-9);
+  EXPECT_NEAR(s["stages"][0]["recompute_s"].get<double>(), rec, 6e-9);
+
+  const CliResult text = run("simulate " + kSmall + " --cost-model " + file.string());
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("Profile    layer times, optimizer and transport measured on"),
+            std::string::npos)
+      << text.out;
+  fs::remove(file);
+}
+
+TEST(ProfileCli, PlanAndSweepTakeTheProfile) {
+  const fs::path file = quick_profile("profile_plan.json");
+  const CliResult plan = run("plan " + kSmall + " --cost-model " + file.string() + " --json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  EXPECT_FALSE(json::parse(plan.out)["plans"].empty());
+  const CliResult sweep =
+      run("sweep " + kSmall + " --cost-model " + file.string() + " -K 1,2 -M 2,4 --json");
+  ASSERT_EQ(sweep.status, 0) << sweep.err;
+  fs::remove(file);
+}
+
+TEST(ProfileCli, RefusesAProfileOfAnotherModelOrAMalformedOne) {
+  const fs::path file = quick_profile("profile_other.json");
+  CliResult r = run("simulate " + kDemo + " --cost-model " + file.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(file.string() + ": layers: has no measurement for layer 'embed'"),
+            std::string::npos)
+      << r.err;
+  { std::ofstream(file) << "{\"format\": \"pipescope-profile\", \"version\": 1}"; }
+  r = run("simulate " + kSmall + " --cost-model " + file.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(file.string() + ": backend: missing required key"), std::string::npos)
+      << r.err;
+  fs::remove(file);
+  r = run("simulate " + kSmall + " --cost-model " + file.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+  r = run("profile " + kDemo + " -o " + file.string());  // 1.34 B parameters
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("model: 1.34 B parameters need"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(file));
+}
+
+TEST(CompareCli, JsonKeepsTheContractAndItsArithmetic) {
+  const fs::path profile = quick_profile("compare_profile.json");
+  const fs::path plan = temp("compare_plan.json");
+  ASSERT_EQ(
+      run("plan " + kSmall + " --cost-model " + profile.string() + " -K 2 -M 4 -o " + plan.string())
+          .status,
+      0);
+  const CliResult r = run("compare " + plan.string() + " --profile " + profile.string() +
+                          " --steps 3 --warmup 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json c = json::parse(r.out);
+  const double predicted = c["predicted_step_time_s"].get<double>();
+  const double measured = c["measured_step_time_s"].get<double>();
+  EXPECT_GT(predicted, 0.0);
+  EXPECT_GT(measured, 0.0);
+  EXPECT_NEAR(c["relative_error"].get<double>(), (predicted - measured) / measured, 1e-12);
+  EXPECT_EQ(c["K"], 2);
+  EXPECT_EQ(c["M"], 4);
+  EXPECT_EQ(c["warmup_steps"], 1);
+  EXPECT_EQ(c["measured_steps"], 2);
+  ASSERT_EQ(c["stages"].size(), 2u);
+  EXPECT_NEAR(c["measured_throughput_samples_per_s"].get<double>(), 16.0 / measured, 1e-9);
+  EXPECT_GE(c["steal_fraction"].get<double>(), 0.0);
+  EXPECT_LT(c["steal_fraction"].get<double>(), 1.0);
+  EXPECT_EQ(c["round_relative_errors"].size(), 1u);
+
+  const CliResult text = run("compare " + plan.string() + " --steps 2 --warmup 1");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("a profile measured between the steps"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("step time"), std::string::npos);
+  EXPECT_NE(text.out.find("stage 1 busy"), std::string::npos);
+  fs::remove(profile);
+  fs::remove(plan);
+}
+
+// More stages than the profile's cores: the run still trains, and compare says
+// how the sharing was modelled.
+TEST(CompareCli, SaysWhenStagesShareCores) {
+  const fs::path profile = quick_profile("compare_shared.json");
+  json p = json::parse(slurp(profile));
+  p["cores"] = 1;
+  p["concurrency_slowdown"] = json::array({1.0});
+  { std::ofstream(profile) << p.dump(); }
+  const fs::path plan = temp("compare_shared_plan.json");
+  ASSERT_EQ(run("plan " + kSmall + " -K 2 -M 2 -o " + plan.string()).status, 0);
+  const CliResult r = run("compare " + plan.string() + " --profile " + profile.string() +
+                          " --steps 2 --warmup 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json c = json::parse(r.out);
+  EXPECT_EQ(c["shared_cores"], true);
+  EXPECT_NE(c["shared_cores_note"].get<std::string>().find("2 stages share 1 core"),
+            std::string::npos);
+  fs::remove(profile);
+  fs::remove(plan);
+}
+
+TEST(CompareCli, RefusesWarmUpThatLeavesNothingToMeasure) {
+  const fs::path plan = temp("compare_warmup_plan.json");
+  ASSERT_EQ(run("plan " + kSmall + " -K 2 -o " + plan.string()).status, 0);
+  const CliResult r = run("compare " + plan.string() + " --steps 2 --warmup 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--warmup 2 leaves none of the 2 steps to measure"), std::string::npos)
+      << r.err;
+  fs::remove(plan);
+}
+
+}  // namespace

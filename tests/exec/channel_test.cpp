@@ -1,0 +1,75 @@
+// exec::Channel, the CPU backend's transport: payloads by key in any order, a
+// second send of one key refused, and a receiver that returns on abort or at
+// its deadline instead of hanging.
+
+#include "exec/channel.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+namespace pipescope::exec {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Channel, TakesPayloadsByKeyWhateverTheOrder) {
+  Channel ch;
+  const std::atomic<bool> aborted{false};
+  ch.put(2, Matrix::Constant(1, 1, 2.0f));
+  ch.put(1, Matrix::Constant(1, 1, 1.0f));
+  Matrix m;
+  ASSERT_EQ(ch.take(1, Channel::Clock::now() + 1s, aborted, m), Channel::Wait::kReady);
+  EXPECT_EQ(m(0, 0), 1.0f);
+  ASSERT_EQ(ch.take(2, Channel::Clock::now() + 1s, aborted, m), Channel::Wait::kReady);
+  EXPECT_EQ(m(0, 0), 2.0f);
+}
+
+TEST(Channel, RefusesASecondPayloadForOneKey) {
+  Channel ch;
+  ch.put(0, Matrix::Zero(1, 1));
+  EXPECT_THROW(ch.put(0, Matrix::Zero(1, 1)), std::runtime_error);
+}
+
+TEST(Channel, TimesOutAndAborts) {
+  Channel ch;
+  std::atomic<bool> aborted{false};
+  Matrix m;
+  EXPECT_EQ(ch.take(0, Channel::Clock::now() + 5ms, aborted, m), Channel::Wait::kTimedOut);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(5ms);
+    aborted.store(true);
+    ch.wake_all();
+  });
+  EXPECT_EQ(ch.take(0, Channel::Clock::now() + 60s, aborted, m), Channel::Wait::kAborted);
+  stopper.join();
+}
+
+TEST(Channel, HandsPayloadsAcrossThreads) {
+  Channel ping;
+  Channel pong;
+  const std::atomic<bool> aborted{false};
+  std::thread echo([&] {
+    for (int r = 0; r < 50; ++r) {
+      Matrix m;
+      if (ping.take(r, Channel::Clock::now() + 10s, aborted, m) != Channel::Wait::kReady) {
+        return;
+      }
+      m(0, 0) += 1.0f;
+      pong.put(r, std::move(m));
+    }
+  });
+  Matrix payload = Matrix::Zero(1, 1);
+  for (int r = 0; r < 50; ++r) {
+    ping.put(r, std::move(payload));
+    ASSERT_EQ(pong.take(r, Channel::Clock::now() + 10s, aborted, payload), Channel::Wait::kReady);
+  }
+  echo.join();
+  EXPECT_EQ(payload(0, 0), 50.0f);
+}
+
+}  // namespace
+}  // namespace pipescope::exec

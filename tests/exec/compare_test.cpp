@@ -1,0 +1,174 @@
+// compare_run against runs whose every op time is known: a "measured" step that
+// is the simulator's own timeline must compare with zero error, a slower median
+// step with exactly its error, and CPU times below the wall times must show as
+// time taken away from the ops.
+
+#include "exec/compare.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../tiny_models.h"
+#include "costmodels/model_families.h"
+#include "sim/plan.h"
+#include "sim/simulator.h"
+
+namespace pipescope::exec {
+namespace {
+
+using testing::tiny_transformer;
+
+// Every layer of the model: 1 ms forward, 2 ms backward, 1.5 ms recompute per
+// sample; free transport; 2 cores.
+std::shared_ptr<const Profile> known_profile(const ModelSpec& m, int cores) {
+  auto p = std::make_shared<Profile>();
+  p->machine = "known";
+  p->cores = cores;
+  for (const LayerSpec& l : m.layers) {
+    if (p->find(l) != nullptr) continue;
+    LayerProfile e;
+    e.signature = layer_signature(l);
+    e.example = l.name;
+    e.batch_sizes = {1};
+    e.forward = {1000000};
+    e.backward = {2000000};
+    e.recompute = {1500000};
+    p->layers.push_back(e);
+  }
+  p->optimizer = "adam";
+  p->transport_latency_s = 0.0;
+  p->transport_bandwidth = 1e30;
+  return p;
+}
+
+// K stages over the model's 4 layers, M micro-batches of 2 samples.
+Plan plan_of(const ModelSpec& m, int K, int M, bool remat) {
+  Plan p;
+  p.scenario_name = "known";
+  p.model_name = m.name;
+  p.model_hash = model_hash(m);
+  p.layer_count = static_cast<int>(m.layers.size());
+  p.stages = K;
+  p.devices = K;
+  p.micro_batches = M;
+  p.micro_batch_size = 2;
+  p.global_batch = 2 * M;
+  p.remat = remat;
+  p.optimizer = Optimizer::kAdam;
+  const int per = 4 / K;
+  for (int s = 0; s < K; ++s) {
+    PlanStage st;
+    st.layers = {s * per, s * per + per - 1};
+    st.device = s;
+    p.stage_plans.push_back(st);
+  }
+  return p;
+}
+
+// The simulator's step as if it had been measured.
+StepResult as_measured(const SimResult& r, double scale, double cpu_share) {
+  StepResult s;
+  s.timeline = r.timeline;
+  for (TimelineEvent& e : s.timeline.events) {
+    e.start = static_cast<SimTime>(static_cast<double>(e.start) * scale);
+    e.end = static_cast<SimTime>(static_cast<double>(e.end) * scale);
+    if (e.lane == Lane::kCompute) {
+      e.cpu_time = static_cast<SimTime>(static_cast<double>(e.end - e.start) * cpu_share);
+    }
+  }
+  s.step_time = static_cast<SimTime>(static_cast<double>(r.metrics.step_time) * scale);
+  return s;
+}
+
+SimResult predicted(const Scenario& sc, const Plan& plan) {
+  SimConfig c;
+  c.stages = plan.stages;
+  c.micro_batches = plan.micro_batches;
+  c.remat = plan.remat;
+  c.stage_ranges = plan.stage_ranges();
+  return simulate(sc, c);
+}
+
+TEST(Compare, TheSimulatorsOwnTimelineComparesWithoutError) {
+  const ModelSpec m = tiny_transformer(2);
+  for (const bool remat : {false, true}) {
+    const Plan plan = plan_of(m, 2, 4, remat);
+    const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
+    EXPECT_EQ(sc.cluster.devices, 2);
+    EXPECT_EQ(sc.training.global_batch, 8);
+    const SimResult r = predicted(sc, plan);
+    const Comparison c = compare_run(sc, plan, {as_measured(r, 1.0, 1.0)}, 0);
+    EXPECT_DOUBLE_EQ(c.predicted_step_s, r.metrics.step_time_s());
+    EXPECT_DOUBLE_EQ(c.measured_step_s, r.metrics.step_time_s());
+    EXPECT_EQ(c.relative_error, 0.0);
+    EXPECT_DOUBLE_EQ(c.replayed_step_s, c.measured_step_s);
+    EXPECT_EQ(c.runtime_overhead, 0.0);
+    EXPECT_EQ(c.steal_fraction, 0.0);
+    EXPECT_DOUBLE_EQ(c.measured_bubble, r.metrics.bubble_fraction);
+    ASSERT_EQ(c.per_stage.size(), 2u);
+    for (const StageComparison& s : c.per_stage) {
+      EXPECT_DOUBLE_EQ(s.measured_busy_s, s.predicted_busy_s);
+      EXPECT_EQ(s.relative_error, 0.0);
+    }
+    EXPECT_FALSE(c.shared_cores);
+  }
+}
+
+TEST(Compare, TheMedianStepAfterWarmUpStandsForTheRun) {
+  const ModelSpec m = tiny_transformer(2);
+  const Plan plan = plan_of(m, 2, 2, false);
+  const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
+  const SimResult r = predicted(sc, plan);
+  // A slow warm-up step, then steps 1.1x, 1.25x and 1.2x the prediction.
+  const std::vector<StepResult> steps{as_measured(r, 9.0, 1.0), as_measured(r, 1.1, 1.0),
+                                      as_measured(r, 1.25, 1.0), as_measured(r, 1.2, 1.0)};
+  const Comparison c = compare_run(sc, plan, steps, 1);
+  EXPECT_EQ(c.warmup_steps, 1);
+  EXPECT_EQ(c.measured_steps, 3);
+  EXPECT_DOUBLE_EQ(c.measured_step_s, simtime_to_seconds(steps[3].step_time));
+  EXPECT_NEAR(c.relative_error, 1.0 / 1.2 - 1.0, 1e-6);
+  EXPECT_NEAR(c.measured_throughput, 4.0 / c.measured_step_s, 1e-9);
+  // Every op 1.2x as long: the replay is the measurement, no overhead.
+  EXPECT_NEAR(c.runtime_overhead, 0.0, 1e-6);
+}
+
+TEST(Compare, CpuTimeBelowWallTimeIsTimeTakenFromTheOps) {
+  const ModelSpec m = tiny_transformer(2);
+  const Plan plan = plan_of(m, 2, 4, false);
+  const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
+  const SimResult r = predicted(sc, plan);
+  // The ops ran 1.25x long on the wall clock but used only their predicted CPU time.
+  const Comparison c = compare_run(sc, plan, {as_measured(r, 1.25, 0.8)}, 0);
+  EXPECT_NEAR(c.steal_fraction, 0.2, 1e-3);
+  EXPECT_NEAR(c.relative_error, 1.0 / 1.25 - 1.0, 1e-6);
+  EXPECT_NEAR(c.cpu_relative_error, 0.0, 1e-3);
+  EXPECT_NEAR(c.cpu_replayed_step_s, c.predicted_step_s, 1e-3 * c.predicted_step_s);
+}
+
+TEST(Compare, MoreStagesThanCoresAreSaidToShareThem) {
+  const ModelSpec m = tiny_transformer(2);
+  const Plan plan = plan_of(m, 4, 4, false);
+  const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
+  EXPECT_EQ(sc.cluster.shared_cores, 2);
+  const SimResult r = predicted(sc, plan);
+  const Comparison c = compare_run(sc, plan, {as_measured(r, 1.0, 1.0)}, 0);
+  EXPECT_TRUE(c.shared_cores);
+  EXPECT_EQ(c.cores, 2);
+  EXPECT_NE(shared_cores_note(4, 2).find("4 stages share 2 cores"), std::string::npos);
+  // Two cores for four stages: slower than four dedicated cores would be.
+  Scenario dedicated = sc;
+  dedicated.cluster.shared_cores = 0;
+  EXPECT_GT(r.metrics.step_time, predicted(dedicated, plan).metrics.step_time);
+}
+
+TEST(Compare, RelativeError) {
+  EXPECT_EQ(relative_error(1.1, 1.0), 1.1 / 1.0 - 1.0);
+  EXPECT_EQ(relative_error(0.0, 0.0), 0.0);
+  EXPECT_EQ(relative_error(0.5, 2.0), -0.75);
+}
+
+}  // namespace
+}  // namespace pipescope::exec

@@ -1,0 +1,125 @@
+// The CPU profiler: what it measures (one entry per kind of layer, every
+// requested micro-batch size, the optimizer, the transport) and that the result
+// is a profile the simulator takes for the same model. Times are checked for
+// being measured at all (positive, finite), never for their size.
+
+#include "exec/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "../tiny_models.h"
+#include "costmodels/model_families.h"
+
+namespace pipescope::exec {
+namespace {
+
+using testing::tiny_transformer;
+
+TEST(PlanBatchSizes, EveryDivisorTheLargestKept) {
+  EXPECT_EQ(plan_batch_sizes(16, 12), (std::vector<std::int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(plan_batch_sizes(12, 3), (std::vector<std::int64_t>{4, 6, 12}));
+  EXPECT_EQ(plan_batch_sizes(7, 12), (std::vector<std::int64_t>{1, 7}));
+  EXPECT_EQ(plan_batch_sizes(1, 12), (std::vector<std::int64_t>{1}));
+}
+
+TEST(Profiler, OneEntryPerKindOfLayerAtEverySize) {
+  const ModelSpec model = tiny_transformer(3);
+  ProfileOptions o;
+  o.batch_sizes = {1, 3};
+  o.repeats = 2;
+  o.optimizer = Optimizer::kMomentum;
+  std::size_t last_done = 0;
+  std::size_t total = 0;
+  o.progress = [&](std::size_t done, std::size_t of) {
+    EXPECT_EQ(done, last_done + 1);
+    last_done = done;
+    total = of;
+  };
+  const Profile p = profile_model(model, o);
+  EXPECT_EQ(last_done, total);
+  EXPECT_EQ(p.backend, "cpu");
+  EXPECT_GE(p.cores, 1);
+  EXPECT_FALSE(p.machine.empty());
+  EXPECT_EQ(p.model_name, "tiny");
+  ASSERT_EQ(p.layers.size(), 3u);  // embed, block (x3), head
+  EXPECT_EQ(p.layers[0].example, "embed");
+  EXPECT_EQ(p.layers[1].example, "block0");
+  EXPECT_EQ(p.layers[2].example, "head");
+  for (const LayerProfile& l : p.layers) {
+    EXPECT_EQ(l.batch_sizes, (std::vector<std::int64_t>{1, 3}));
+    ASSERT_EQ(l.forward.size(), 2u);
+    ASSERT_EQ(l.backward.size(), 2u);
+    ASSERT_EQ(l.recompute.size(), 2u);
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_GT(l.forward[i], 0);
+      EXPECT_GT(l.backward[i], 0);
+      EXPECT_GT(l.recompute[i], 0);
+    }
+  }
+  EXPECT_EQ(p.optimizer, "momentum");
+  EXPECT_GE(p.optimizer_ns_per_param, 0.0);
+  EXPECT_GE(p.optimizer_overhead, 0);
+  EXPECT_GT(p.transport_bandwidth, 0.0);
+  EXPECT_TRUE(std::isfinite(p.transport_latency_s));
+  EXPECT_GE(p.transport_latency_s, 0.0);
+  ASSERT_EQ(p.concurrency_slowdown.size(), static_cast<std::size_t>(std::min(p.cores, 8)));
+  EXPECT_EQ(p.concurrency_slowdown[0], 1.0);
+  for (const double f : p.concurrency_slowdown) EXPECT_GE(f, 1.0);
+  // It covers the model, and deeper ones of the same shape, not wider ones.
+  EXPECT_NO_THROW(check_profile_covers(p, model));
+  EXPECT_NO_THROW(check_profile_covers(p, tiny_transformer(8)));
+  EXPECT_THROW(check_profile_covers(p, tiny_transformer(3, 32)), std::invalid_argument);
+}
+
+TEST(Profiler, ProfilesTheMlpFamily) {
+  MlpParams m;
+  m.layers = 2;
+  m.d_model = 8;
+  m.classes = 4;
+  const Profile p =
+      profile_model(make_mlp(m, "mlp"), ProfileOptions{{2}, 1, 1, Optimizer::kSgd, {}});
+  ASSERT_GE(p.layers.size(), 2u);
+  EXPECT_EQ(p.layers.front().batch_sizes, (std::vector<std::int64_t>{2}));
+}
+
+TEST(Profiler, RefusesBadOptionsAndModelsItCannotBuild) {
+  const ModelSpec model = tiny_transformer(1);
+  EXPECT_THROW(profile_model(model, ProfileOptions{{}, 1, 1, Optimizer::kSgd, {}}),
+               std::invalid_argument);
+  EXPECT_THROW(profile_model(model, ProfileOptions{{4, 2}, 1, 1, Optimizer::kSgd, {}}),
+               std::invalid_argument);
+  EXPECT_THROW(profile_model(model, ProfileOptions{{1}, 0, 1, Optimizer::kSgd, {}}),
+               std::invalid_argument);
+  ModelSpec layers = model;
+  layers.family = "layers";
+  layers.transformer.reset();
+  EXPECT_THROW(profile_model(layers, ProfileOptions{{1}, 1, 1, Optimizer::kSgd, {}}),
+               std::invalid_argument);
+}
+
+TEST(Profiler, ConcurrencySlowdownHasOneFactorPerCoreCount) {
+  const ModelSpec model = tiny_transformer(1);
+  EXPECT_EQ(measure_concurrency_slowdown(model, 2, 1, 1), (std::vector<double>{1.0}));
+  const std::vector<double> f = measure_concurrency_slowdown(model, 2, 3, 1);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0], 1.0);
+  EXPECT_GE(f[1], 1.0);
+  EXPECT_GE(f[2], 1.0);
+  EXPECT_TRUE(std::isfinite(f[2]));
+}
+
+TEST(Profiler, TransportFiguresAreFiniteAndPositive) {
+  const TransportFigures f = profile_transport(5);
+  EXPECT_GT(f.bandwidth, 0.0);
+  EXPECT_TRUE(std::isfinite(f.bandwidth));
+  EXPECT_GE(f.latency_s, 0.0);
+  EXPECT_LT(f.latency_s, 1.0);
+  EXPECT_THROW(profile_transport(0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipescope::exec

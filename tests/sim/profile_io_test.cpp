@@ -1,0 +1,278 @@
+// Profile JSON and profiles as the simulator's cost model: round trips, every
+// kind of bad profile with the message the user sees, and exact step times from
+// measured figures, with and without cores shared between devices.
+
+#include "sim/profile_io.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// One entry for the uniform scenario's layers ("l0", "l1", ... share it): per
+// sample 100 ns forward, 200 ns backward, 150 ns recompute, measured at 1 and 4.
+Profile uniform_profile(const Scenario& sc, int cores) {
+  Profile p;
+  p.machine = "test machine";
+  p.cores = cores;
+  p.model_name = sc.model.name;
+  LayerProfile e;
+  e.signature = layer_signature(sc.model.layers[0]);
+  e.example = sc.model.layers[0].name;
+  e.batch_sizes = {1, 4};
+  e.forward = {100, 400};
+  e.backward = {200, 800};
+  e.recompute = {150, 600};
+  p.layers.push_back(e);
+  p.optimizer = "sgd";
+  p.optimizer_overhead = 0;
+  p.optimizer_ns_per_param = 0.0;
+  p.transport_latency_s = 0.0;
+  p.transport_bandwidth = 1e9;
+  return p;
+}
+
+TEST(ProfileIo, RoundTripsThroughJsonAndAFile) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 3);
+  p.optimizer_overhead = 1234;
+  p.optimizer_ns_per_param = 0.5;
+  p.transport_latency_s = 2e-5;
+  p.transport_bandwidth = 5e9;
+  p.concurrency_slowdown = {1.0, 1.25, 1.5};
+  const fs::path file = fs::temp_directory_path() / "pipescope_profile_roundtrip.json";
+  write_profile_file(file, p);
+  const Profile q = read_profile_file(file);
+  fs::remove(file);
+  EXPECT_EQ(q.machine, "test machine");
+  EXPECT_EQ(q.cores, 3);
+  ASSERT_EQ(q.layers.size(), 1u);
+  EXPECT_EQ(q.layers[0].signature, p.layers[0].signature);
+  EXPECT_EQ(q.layers[0].batch_sizes, p.layers[0].batch_sizes);
+  EXPECT_EQ(q.layers[0].forward, p.layers[0].forward);
+  EXPECT_EQ(q.layers[0].backward, p.layers[0].backward);
+  EXPECT_EQ(q.layers[0].recompute, p.layers[0].recompute);
+  EXPECT_EQ(q.optimizer, "sgd");
+  EXPECT_EQ(q.optimizer_overhead, 1234);
+  EXPECT_DOUBLE_EQ(q.optimizer_ns_per_param, 0.5);
+  EXPECT_DOUBLE_EQ(q.transport_latency_s, 2e-5);
+  EXPECT_DOUBLE_EQ(q.transport_bandwidth, 5e9);
+  EXPECT_EQ(q.concurrency_slowdown, (std::vector<double>{1.0, 1.25, 1.5}));
+}
+
+std::string error_of(const json& doc) {
+  try {
+    profile_from_json(doc, "p.json");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(ProfileIoErrors, NameTheFileAndTheField) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  const json good = profile_to_json(uniform_profile(sc, 2));
+  ASSERT_EQ(error_of(good), "(accepted)");
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = good;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  const auto contains = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  std::string e = with("/format", "pipescope-plan");
+  EXPECT_TRUE(contains(e, "p.json: format: not a PipeScope profile")) << e;
+  e = with("/version", 2);
+  EXPECT_TRUE(contains(e, "p.json: version: profile version 2 is not supported")) << e;
+  e = with("/layers/0/forward_s", json::array({1e-6}));
+  EXPECT_TRUE(contains(e, "p.json: layers[0].forward_s: has 1 entries but batch_sizes has 2")) << e;
+  e = with("/layers/0/batch_sizes", json::array({4, 1}));
+  EXPECT_TRUE(contains(e, "p.json: layers[0].batch_sizes[1]: batch sizes must be ascending")) << e;
+  e = with("/layers/0/backward_s/1", -1.0);
+  EXPECT_TRUE(contains(e, "p.json: layers[0].backward_s[1]:")) << e;
+  e = with("/layers/0/recompute_s/0", 7200.0);
+  EXPECT_TRUE(contains(e, "p.json: layers[0].recompute_s[0]: a measured time of 7200.0 s")) << e;
+  e = with("/transport/bandwidth", 0);
+  EXPECT_TRUE(contains(e, "p.json: transport.bandwidth:")) << e;
+  e = with("/cores", 0);
+  EXPECT_TRUE(contains(e, "p.json: cores:")) << e;
+  e = with("/concurrency_slowdown", json::array({1.0, 1.1, 1.2}));
+  EXPECT_TRUE(contains(e,
+                       "p.json: concurrency_slowdown: needs one factor for each number of "
+                       "cores from 1 to at most 'cores' (2)"))
+      << e;
+  e = with("/concurrency_slowdown", json::array({1.2}));
+  EXPECT_TRUE(contains(e, "p.json: concurrency_slowdown[0]: one core alone is the reference")) << e;
+  e = with("/concurrency_slowdown", json::array({1.0, 1000.0}));
+  EXPECT_TRUE(contains(e, "p.json: concurrency_slowdown[1]: implausible slowdown")) << e;
+  e = with("/backend", "tpu");
+  EXPECT_TRUE(contains(e, "p.json: backend: unknown backend 'tpu'")) << e;
+  e = with("/surprise", 1);
+  EXPECT_TRUE(contains(e, "surprise")) << e;
+  e = with("/layers", json::array());
+  EXPECT_TRUE(contains(e, "p.json: layers: a profile needs at least one measured layer")) << e;
+  json twice = good;
+  twice["layers"].push_back(good["layers"][0]);
+  e = error_of(twice);
+  EXPECT_TRUE(contains(e, "p.json: layers[1].signature: measured twice")) << e;
+  json missing = good;
+  missing["optimizer"].erase("per_param_s");
+  e = error_of(missing);
+  EXPECT_TRUE(contains(e, "p.json: optimizer.per_param_s: missing required key")) << e;
+}
+
+TEST(ProfileIoErrors, MalformedJsonAndMissingFile) {
+  const fs::path file = fs::temp_directory_path() / "pipescope_profile_bad.json";
+  { std::ofstream(file) << "{\"format\": "; }
+  try {
+    read_profile_file(file);
+    FAIL() << "truncated JSON accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed JSON"), std::string::npos) << e.what();
+  }
+  fs::remove(file);
+  EXPECT_THROW(read_profile_file(file), ScenarioError);
+}
+
+TEST(ApplyProfile, TakesTheTransportAndCoresAndRefusesUnmeasuredLayers) {
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 1);
+  p.transport_latency_s = 3e-6;
+  p.transport_bandwidth = 7e9;
+  apply_profile(sc, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_EQ(sc.cluster.interconnect.latency_s, 3e-6);
+  EXPECT_EQ(sc.cluster.interconnect.bandwidth, 7e9);
+  EXPECT_EQ(sc.cluster.shared_cores, 1);
+  EXPECT_EQ(sc.cluster.concurrency_slowdown, (std::vector<double>{1.0}));
+  ASSERT_NE(sc.cluster.profile, nullptr);
+  EXPECT_EQ(make_cost_model(sc)->name(), "profiled");
+
+  Scenario other = testing::uniform_scenario(4, 2, 2000.0, 8, 4, false);  // other FLOPs
+  try {
+    apply_profile(other, std::make_shared<const Profile>(p), "p.json");
+    FAIL() << "a profile of other layers was applied";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), "p.json");
+    EXPECT_EQ(e.json_path(), "layers");
+    EXPECT_NE(std::string(e.what()).find("no measurement for layer 'l0'"), std::string::npos)
+        << e.what();
+  }
+}
+
+// With measured times GPipe's closed form holds exactly: K=2 stages of two
+// layers, M=4 micro-batches of 2 samples, so t_f = 2 x 200 ns and t_b = 2 x 400.
+TEST(ProfiledSimulation, GpipeClosedFormFromMeasuredTimes) {
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  apply_profile(sc, std::make_shared<const Profile>(uniform_profile(sc, 2)), "p.json");
+  const SimResult r = simulate(sc, SimConfig{});
+  EXPECT_EQ(r.cost_model, "profiled");
+  const SimTime tf = 2 * 200;  // interpolated between 1 (100 ns) and 4 (400 ns)
+  const SimTime tb = 2 * 400;
+  ASSERT_EQ(r.stage_costs.size(), 2u);
+  EXPECT_EQ(r.stage_costs[0].forward, tf);
+  EXPECT_EQ(r.stage_costs[1].backward, tb);
+  EXPECT_EQ(r.metrics.step_time, (4 + 2 - 1) * (tf + tb));
+}
+
+// One core for two devices: every op waits for the core, so the step is the sum
+// of all ops, K x M x (t_f + t_b), instead of (M + K - 1)(t_f + t_b).
+TEST(ProfiledSimulation, DevicesSharingOneCoreRunOneOpAtATime) {
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  apply_profile(sc, std::make_shared<const Profile>(uniform_profile(sc, 1)), "p.json");
+  const SimResult r = simulate(sc, SimConfig{});
+  const SimTime tf = 400;
+  const SimTime tb = 800;
+  EXPECT_EQ(r.metrics.step_time, 2 * 4 * (tf + tb));
+  // Never two ops at once.
+  std::vector<TimelineEvent> ops;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.lane == Lane::kCompute) ops.push_back(e);
+  }
+  std::sort(ops.begin(), ops.end(),
+            [](const TimelineEvent& a, const TimelineEvent& b) { return a.start < b.start; });
+  for (std::size_t i = 1; i < ops.size(); ++i) EXPECT_GE(ops[i].start, ops[i - 1].end);
+}
+
+// Four devices on two cores: between the two bounds (the work over two cores,
+// and the dedicated-core pipeline), never more than two ops at once.
+TEST(ProfiledSimulation, FourDevicesOnTwoCores) {
+  Scenario dedicated = testing::uniform_scenario(4, 4, 1000.0, 8, 8, false);
+  apply_profile(dedicated, std::make_shared<const Profile>(uniform_profile(dedicated, 4)), "p");
+  Scenario shared = dedicated;
+  shared.cluster.shared_cores = 2;
+  const SimResult a = simulate(dedicated, SimConfig{});
+  const SimResult b = simulate(shared, SimConfig{});
+  const SimTime tf = 100;  // one layer per stage, one sample per micro-batch
+  const SimTime tb = 200;
+  EXPECT_EQ(a.metrics.step_time, (8 + 4 - 1) * (tf + tb));
+  EXPECT_GE(b.metrics.step_time, 4 * 8 * (tf + tb) / 2);
+  EXPECT_GT(b.metrics.step_time, a.metrics.step_time);
+  std::vector<std::pair<SimTime, int>> edges;
+  for (const TimelineEvent& e : b.timeline.events) {
+    if (e.lane != Lane::kCompute) continue;
+    edges.emplace_back(e.start, +1);
+    edges.emplace_back(e.end, -1);
+  }
+  std::sort(edges.begin(), edges.end());  // an end (-1) sorts before a start at the same time
+  int running = 0;
+  int most = 0;
+  for (const auto& [t, d] : edges) {
+    running += d;
+    most = std::max(most, running);
+  }
+  EXPECT_EQ(most, 2);
+}
+
+TEST(ConcurrencySlowdown, InterpolatesBetweenMeasuredCounts) {
+  const std::vector<double> f{1.0, 1.2, 1.6};
+  EXPECT_EQ(concurrency_slowdown_at(f, 1.0), 1.0);
+  EXPECT_EQ(concurrency_slowdown_at(f, 0.5), 1.0);
+  EXPECT_DOUBLE_EQ(concurrency_slowdown_at(f, 1.5), 1.1);
+  EXPECT_DOUBLE_EQ(concurrency_slowdown_at(f, 2.0), 1.2);
+  EXPECT_DOUBLE_EQ(concurrency_slowdown_at(f, 2.25), 1.3);
+  EXPECT_EQ(concurrency_slowdown_at(f, 3.0), 1.6);
+  EXPECT_EQ(concurrency_slowdown_at(f, 7.0), 1.6);
+  EXPECT_EQ(concurrency_slowdown_at({}, 2.0), 1.0);
+}
+
+// K=2, M=1: one device computes at a time, so no slowdown. K=2, M=64: the two
+// devices compute together nearly all the step (64 of 65 slots), and every op is
+// stretched by the slowdown at that mean.
+TEST(ConcurrencySlowdown, StretchesOpsByTheMeanNumberComputing) {
+  Scenario one = testing::uniform_scenario(2, 2, 1000.0, 1, 1, false);
+  Profile p = uniform_profile(one, 2);
+  p.concurrency_slowdown = {1.0, 1.5};
+  apply_profile(one, std::make_shared<const Profile>(p), "p.json");
+  const SimResult r1 = simulate(one, SimConfig{});
+  EXPECT_EQ(r1.stage_costs[0].forward, 100);
+  EXPECT_EQ(r1.metrics.step_time, 2 * (100 + 200));
+
+  Scenario many = testing::uniform_scenario(2, 2, 1000.0, 64, 64, false);
+  apply_profile(many, std::make_shared<const Profile>(p), "p.json");
+  const SimResult r64 = simulate(many, SimConfig{});
+  // Mean computing devices 2 * 64 / 65 before the stretch; the stretch keeps it.
+  const double factor = concurrency_slowdown_at({1.0, 1.5}, 2.0 * 64 / 65);
+  EXPECT_EQ(r64.stage_costs[0].forward, std::llround(100 * factor));
+  EXPECT_EQ(r64.stage_costs[1].backward, std::llround(200 * factor));
+  EXPECT_EQ(r64.metrics.step_time, 65 * (r64.stage_costs[0].forward + r64.stage_costs[0].backward));
+}
+
+}  // namespace
+}  // namespace pipescope
