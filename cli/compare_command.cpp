@@ -102,8 +102,14 @@ int run_compare(const CompareOptions& o) {
         p.batch_sizes = {plan.micro_batch_size};
         p.seed = o.seed;
         p.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
-        profiler = std::make_unique<exec::ModelProfiler>(model, p);
+        try {
+          profiler = std::make_unique<exec::ModelProfiler>(model, p);
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(o.plan + ": micro_batch_size: " + e.what());
+        }
       }
+      // A given profile that does not fit the model is refused before any step.
+      if (given) exec::cpu_scenario(plan, model, given, profile_label);
       exec::PlanRunOptions run;
       run.steps = o.steps;
       run.learning_rate = o.learning_rate;

@@ -47,6 +47,11 @@ int run_profile(const ProfileOptions& o) {
   p.batch_sizes.erase(std::unique(p.batch_sizes.begin(), p.batch_sizes.end()), p.batch_sizes.end());
   if (p.batch_sizes.empty()) {
     p.batch_sizes = exec::plan_batch_sizes(scenario.training.global_batch, kDefaultBatchSizes);
+    if (p.batch_sizes.back() > (1 << 20)) {
+      throw std::invalid_argument(o.scenario.file +
+                                  ": training.global_batch: too large a batch to profile every "
+                                  "micro-batch size of; give the sizes with --batch-sizes");
+    }
   }
   p.repeats = o.repeats;
   p.seed = o.seed;

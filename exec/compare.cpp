@@ -61,7 +61,8 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   Comparison c;
   c.stages = K;
   c.micro_batches = plan.micro_batches;
-  c.warmup_steps = static_cast<std::size_t>(std::max(0, warmup)) < steps.size() ? warmup : 0;
+  c.warmup_steps =
+      static_cast<std::size_t>(std::max(0, warmup)) < steps.size() ? std::max(0, warmup) : 0;
   c.measured_steps = static_cast<int>(steps.size()) - c.warmup_steps;
   const StepResult& median = steps[median_step(steps, c.warmup_steps)];
   const double samples = static_cast<double>(scenario.training.global_batch);

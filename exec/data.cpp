@@ -1,5 +1,6 @@
 #include "exec/data.h"
 
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -34,6 +35,11 @@ void mlp_sample(const TaskShape& t, std::mt19937_64& rng, const Matrix& teacher,
 
 MicroBatch samples(const TaskShape& t, int first, int count, std::uint64_t step,
                    std::uint64_t seed) {
+  const std::int64_t rows = std::int64_t{count} * (t.language_model ? t.seq_len : 1);
+  if (count < 1 || rows > std::numeric_limits<int>::max()) {
+    throw std::invalid_argument("a micro-batch of " + std::to_string(count) +
+                                " samples is outside what the executor takes");
+  }
   MicroBatch mb;
   mb.batch = count;
   mb.seq = t.language_model ? t.seq_len : 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <random>
@@ -13,6 +14,7 @@
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/optimizer.h"
+#include "exec/plan_runner.h"
 
 namespace pipescope::exec {
 
@@ -113,20 +115,34 @@ double concurrent_pass_s(std::vector<LayerList>& models, const MicroBatch& mb, i
   const Context ctx{mb.batch, mb.seq, &mb.targets,
                     1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
   std::vector<double> seconds(static_cast<std::size_t>(n), 0.0);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
   std::atomic<int> waiting{n};
   const auto work = [&](int i) {
-    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(i));
-    Samples ignored;
-    waiting.fetch_sub(1);
-    while (waiting.load() > 0) std::this_thread::yield();
-    const auto t0 = Clock::now();
-    time_passes(models[static_cast<std::size_t>(i)], mb.input, ctx, 1, rng, ignored);
-    seconds[static_cast<std::size_t>(i)] = static_cast<double>(elapsed(t0)) * 1e-9;
+    try {
+      std::mt19937_64 rng(seed + static_cast<std::uint64_t>(i));
+      Samples ignored;
+      waiting.fetch_sub(1);
+      while (waiting.load() > 0) std::this_thread::yield();
+      const auto t0 = Clock::now();
+      time_passes(models[static_cast<std::size_t>(i)], mb.input, ctx, 1, rng, ignored);
+      seconds[static_cast<std::size_t>(i)] = static_cast<double>(elapsed(t0)) * 1e-9;
+    } catch (...) {
+      errors[static_cast<std::size_t>(i)] = std::current_exception();
+    }
   };
   std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) threads.emplace_back(work, i);
+  try {
+    for (int i = 1; i < n; ++i) threads.emplace_back(work, i);
+  } catch (...) {
+    waiting.store(0);  // release the threads that did start
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
   work(0);
   for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
   double sum = 0.0;
   for (const double v : seconds) sum += v;
   return sum / n;
@@ -142,7 +158,11 @@ double median_of(std::vector<double> v) {
 std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
                                                  int cores, std::uint64_t seed) {
   std::vector<double> out{1.0};
-  const int most = std::min(cores, 8);
+  // One copy of the model per thread: as many as fit the executor's memory limit.
+  const double copy_bytes = 16.0 * static_cast<double>(spec.total_params());
+  const int fit =
+      copy_bytes > 0 ? static_cast<int>(std::min(8.0, kMaxExecutorBytes / copy_bytes)) : 8;
+  const int most = std::min({cores, 8, fit});
   if (most < 2) return out;
   std::vector<LayerList> models;
   for (int i = 0; i < most; ++i) models.push_back(build_layers(spec, seed));
@@ -173,6 +193,10 @@ std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_
   return out;
 }
 
+// Rows of one micro-batch's activations: beyond this the executor's int sizes
+// (and this machine's memory) give out.
+constexpr std::int64_t kMaxProfiledTokens = std::int64_t{1} << 24;
+
 struct ModelProfiler::State {
   ModelSpec spec;
   ProfileOptions options;
@@ -196,6 +220,14 @@ ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
     }
   }
   if (o.repeats < 1) throw std::invalid_argument("repeats must be at least 1");
+  const std::int64_t seq = spec.tokens_per_sample;
+  if (o.batch_sizes.back() > kMaxProfiledTokens / std::max<std::int64_t>(1, seq)) {
+    throw std::invalid_argument("micro-batch size " + std::to_string(o.batch_sizes.back()) + " x " +
+                                std::to_string(seq) +
+                                " tokens per sample is more than the executor takes in one "
+                                "micro-batch (" +
+                                std::to_string(kMaxProfiledTokens) + " tokens)");
+  }
   State& st = *state_;
   st.spec = spec;
   st.options = o;
@@ -334,6 +366,9 @@ TransportFigures profile_transport(int round_trips) {
   const auto forever = Clock::now() + std::chrono::hours(24);
   for (const Eigen::Index n : sizes) {
     const int rounds = round_trips;
+    // The echo only moves payloads, which cannot throw; the timing side
+    // allocates its payload before the echo starts.
+    Matrix payload = Matrix::Zero(1, n);
     std::thread echo([&] {
       for (int r = 0; r < rounds; ++r) {
         Matrix m;
@@ -342,7 +377,7 @@ TransportFigures profile_transport(int round_trips) {
       }
     });
     std::vector<SimTime> rtt;
-    Matrix payload = Matrix::Zero(1, n);
+    rtt.reserve(static_cast<std::size_t>(rounds));
     for (int r = 0; r < rounds; ++r) {
       const auto t0 = Clock::now();
       ping.put(r, std::move(payload));

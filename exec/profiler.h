@@ -73,7 +73,8 @@ struct TransportFigures {
 TransportFigures profile_transport(int round_trips);
 
 // How much slower a pass over the model (at `batch`) runs while n threads each
-// run their own copy at once, n = 1 .. min(cores, 8): cores share caches and
+// run their own copy at once, n = 1 .. min(cores, 8, the copies that fit the
+// executor's 4 GiB): cores share caches and
 // memory bandwidth. [0] is 1; each factor is the median of three "together"
 // timings over the median of three "alone" ones, taken in turn, and at least 1
 // (a faster "together" is noise).

@@ -1,8 +1,10 @@
 #include "sim/profile_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -122,14 +124,14 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   p.model_name = top.string("model");
   const json& layers = top.array("layers");
   if (layers.empty()) top.fail("layers", "a profile needs at least one measured layer");
+  std::unordered_map<std::string, std::size_t> seen;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const Where w = top.where("layers").index(i);
     if (!layers[i].is_object()) w.fail("expected an object, got " + type_of(layers[i]));
     p.layers.push_back(read_layer(ObjectReader(layers[i], w)));
-    for (std::size_t j = 0; j < i; ++j) {
-      if (p.layers[j].signature == p.layers[i].signature) {
-        w.key("signature").fail("measured twice (also layers[" + std::to_string(j) + "])");
-      }
+    const auto [it, added] = seen.emplace(p.layers[i].signature, i);
+    if (!added) {
+      w.key("signature").fail("measured twice (also layers[" + std::to_string(it->second) + "])");
     }
   }
   ObjectReader opt = top.object("optimizer");
@@ -179,6 +181,40 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
     check_profile_covers(*profile, scenario.model);
   } catch (const std::invalid_argument& e) {
     throw ScenarioError(profile_file, "layers", e.what());
+  }
+  // The longest step the profile can give this scenario, in double: every op of
+  // every micro-batch one after the other, at the worst slowdown. Linear
+  // interpolation makes M x t(batch / M) largest at one of the ends.
+  const auto at = [](const LayerProfile& e, const std::vector<SimTime>& t, double batch) {
+    const auto& x = e.batch_sizes;
+    if (x.size() == 1) return static_cast<double>(t[0]) * batch / static_cast<double>(x[0]);
+    std::size_t i = 0;
+    while (i + 2 < x.size() && static_cast<double>(x[i + 1]) < batch) ++i;
+    const auto x0 = static_cast<double>(x[i]);
+    const auto y0 = static_cast<double>(t[i]);
+    const auto y1 = static_cast<double>(t[i + 1]);
+    return std::max(1.0, y0 + (y1 - y0) * (batch - x0) / (static_cast<double>(x[i + 1]) - x0));
+  };
+  const auto batch = static_cast<double>(scenario.training.global_batch);
+  double whole = 0.0;    // one micro-batch of the whole batch
+  double per_one = 0.0;  // micro-batches of one sample
+  for (const LayerSpec& layer : scenario.model.layers) {
+    const LayerProfile& e = *profile->find(layer);
+    whole += at(e, e.forward, batch) + at(e, e.backward, batch) + at(e, e.recompute, batch);
+    per_one += batch * (at(e, e.forward, 1) + at(e, e.backward, 1) + at(e, e.recompute, 1));
+  }
+  double worst_slowdown = 1.0;
+  for (const double f : profile->concurrency_slowdown) worst_slowdown = std::max(worst_slowdown, f);
+  const double step_ns =
+      (std::max(whole, per_one) + static_cast<double>(profile->optimizer_overhead) +
+       profile->optimizer_ns_per_param * static_cast<double>(scenario.model.total_params())) *
+      worst_slowdown;
+  constexpr double kMaxStepNs = 1e18;  // about 31 years, well inside SimTime
+  if (!(step_ns <= kMaxStepNs)) {
+    throw ScenarioError(profile_file, "layers",
+                        "with these measurements a step of the scenario's batch of " +
+                            std::to_string(scenario.training.global_batch) +
+                            " could take over 30 years, beyond what the simulator's clock holds");
   }
   scenario.cluster.interconnect.bandwidth = profile->transport_bandwidth;
   scenario.cluster.interconnect.latency_s = profile->transport_latency_s;

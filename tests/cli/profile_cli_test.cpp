@@ -180,6 +180,24 @@ TEST(CompareCli, SaysWhenStagesShareCores) {
   fs::remove(plan);
 }
 
+TEST(CompareCli, RefusesAProfileOfAnotherModelBeforeRunning) {
+  const fs::path profile = temp("compare_wide.json");
+  ASSERT_EQ(run("profile " + kSmall + " --set model.d_model=32 --batch-sizes 4 --repeats 1 -o " +
+                profile.string())
+                .status,
+            0);
+  const fs::path plan = temp("compare_wide_plan.json");
+  ASSERT_EQ(run("plan " + kSmall + " -K 2 -M 4 -o " + plan.string()).status, 0);
+  const CliResult r = run("compare " + plan.string() + " --profile " + profile.string() +
+                          " --steps 1000 --warmup 1");  // refused before a step runs
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(profile.string() + ": layers: has no measurement for layer 'embed'"),
+            std::string::npos)
+      << r.err;
+  fs::remove(profile);
+  fs::remove(plan);
+}
+
 TEST(CompareCli, RefusesWarmUpThatLeavesNothingToMeasure) {
   const fs::path plan = temp("compare_warmup_plan.json");
   ASSERT_EQ(run("plan " + kSmall + " -K 2 -o " + plan.string()).status, 0);

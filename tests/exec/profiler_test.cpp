@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
@@ -94,6 +95,21 @@ TEST(Profiler, RefusesBadOptionsAndModelsItCannotBuild) {
                std::invalid_argument);
   EXPECT_THROW(profile_model(model, ProfileOptions{{1}, 0, 1, Optimizer::kSgd, {}}),
                std::invalid_argument);
+  // 2^20 sequences of 64 tokens: more rows than the executor takes.
+  TransformerParams long_seq;
+  long_seq.layers = 1;
+  long_seq.d_model = 16;
+  long_seq.heads = 2;
+  long_seq.seq_len = 64;
+  long_seq.vocab = 16;
+  try {
+    profile_model(make_transformer(long_seq, "long"),
+                  ProfileOptions{{1 << 20}, 1, 1, Optimizer::kSgd, {}});
+    FAIL() << "2^26 tokens in one micro-batch accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("1048576 x 64 tokens per sample"), std::string::npos)
+        << e.what();
+  }
   ModelSpec layers = model;
   layers.family = "layers";
   layers.transformer.reset();

@@ -240,6 +240,27 @@ TEST(ProfiledSimulation, FourDevicesOnTwoCores) {
   EXPECT_EQ(most, 2);
 }
 
+TEST(ApplyProfile, RefusesMeasurementsThatWouldOverflowTheClock) {
+  // An hour a layer at one sample, three million samples a step.
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 3'000'000, 1, false);
+  Profile p = uniform_profile(sc, 2);
+  p.layers[0].batch_sizes = {1};
+  p.layers[0].forward = {3'600'000'000'000};
+  p.layers[0].backward = {3'600'000'000'000};
+  p.layers[0].recompute = {3'600'000'000'000};
+  try {
+    apply_profile(sc, std::make_shared<const Profile>(p), "p.json");
+    FAIL() << "a step of centuries was accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.json_path(), "layers");
+    EXPECT_NE(std::string(e.what()).find("could take over 30 years"), std::string::npos)
+        << e.what();
+  }
+  // A batch of 30 takes 30 x 3 x 4 hours: fine.
+  Scenario small = testing::uniform_scenario(4, 2, 1000.0, 30, 1, false);
+  EXPECT_NO_THROW(apply_profile(small, std::make_shared<const Profile>(p), "p.json"));
+}
+
 TEST(ConcurrencySlowdown, InterpolatesBetweenMeasuredCounts) {
   const std::vector<double> f{1.0, 1.2, 1.6};
   EXPECT_EQ(concurrency_slowdown_at(f, 1.0), 1.0);
