@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -87,6 +88,9 @@ int run_compare(const CompareOptions& o) {
 
   std::vector<exec::Comparison> rounds;
   std::shared_ptr<const Profile> profile = given;
+  // A given profile that does not fit the model is refused before any step.
+  std::optional<Scenario> given_scenario;
+  if (given) given_scenario = exec::cpu_scenario(plan, model, given, profile_label);
   {
     // Each round runs the steps; without a given profile, one profiling pass
     // at the plan's micro-batch size follows every step, so that the profile and
@@ -108,8 +112,6 @@ int run_compare(const CompareOptions& o) {
           throw std::invalid_argument(o.plan + ": micro_batch_size: " + e.what());
         }
       }
-      // A given profile that does not fit the model is refused before any step.
-      if (given) exec::cpu_scenario(plan, model, given, profile_label);
       exec::PlanRunOptions run;
       run.steps = o.steps;
       run.learning_rate = o.learning_rate;
@@ -119,9 +121,13 @@ int run_compare(const CompareOptions& o) {
         bar.update(++done, total);
       };
       std::vector<exec::StepResult> steps = exec::run_plan(plan, model, run);
-      if (profiler) profile = std::make_shared<const Profile>(profiler->finish());
-      const Scenario scenario = exec::cpu_scenario(plan, model, profile, profile_label);
-      rounds.push_back(exec::compare_run(scenario, plan, steps, o.warmup));
+      if (profiler) {
+        profile = std::make_shared<const Profile>(profiler->finish());
+        rounds.push_back(exec::compare_run(exec::cpu_scenario(plan, model, profile, profile_label),
+                                           plan, steps, o.warmup));
+      } else {
+        rounds.push_back(exec::compare_run(*given_scenario, plan, steps, o.warmup));
+      }
     }
   }
   std::vector<std::size_t> order(rounds.size());

@@ -36,24 +36,29 @@ const LayerProfile* Profile::find(const LayerSpec& layer) const {
   return nullptr;
 }
 
-SimTime interpolate_time(const std::vector<std::int64_t>& sizes, const std::vector<SimTime>& times,
-                         std::int64_t batch) {
+double interpolate_ns(const std::vector<std::int64_t>& sizes, const std::vector<SimTime>& times,
+                      double batch) {
   PS_CHECK(!sizes.empty() && sizes.size() == times.size(), "a profile entry needs measurements");
-  const auto b = static_cast<double>(batch);
   double t = 0.0;
   if (sizes.size() == 1) {
-    t = static_cast<double>(times[0]) * b / static_cast<double>(sizes[0]);
+    t = static_cast<double>(times[0]) * batch / static_cast<double>(sizes[0]);
   } else {
     // The segment [i, i+1] that holds batch, or the first / last one outside.
     std::size_t i = 0;
-    while (i + 2 < sizes.size() && sizes[i + 1] < batch) ++i;
+    while (i + 2 < sizes.size() && static_cast<double>(sizes[i + 1]) < batch) ++i;
     const auto x0 = static_cast<double>(sizes[i]);
     const auto x1 = static_cast<double>(sizes[i + 1]);
     const auto y0 = static_cast<double>(times[i]);
     const auto y1 = static_cast<double>(times[i + 1]);
-    t = y0 + (y1 - y0) * (b - x0) / (x1 - x0);
+    t = y0 + (y1 - y0) * (batch - x0) / (x1 - x0);
   }
-  return std::max<SimTime>(1, static_cast<SimTime>(std::llround(t)));
+  return std::max(1.0, t);
+}
+
+SimTime interpolate_time(const std::vector<std::int64_t>& sizes, const std::vector<SimTime>& times,
+                         std::int64_t batch) {
+  return static_cast<SimTime>(
+      std::llround(interpolate_ns(sizes, times, static_cast<double>(batch))));
 }
 
 void check_profile_covers(const Profile& profile, const ModelSpec& model) {

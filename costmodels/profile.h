@@ -59,6 +59,9 @@ std::string layer_signature(const LayerSpec& layer);
 // only one size was measured), never below 1 ns.
 SimTime interpolate_time(const std::vector<std::int64_t>& sizes, const std::vector<SimTime>& times,
                          std::int64_t batch);
+// The same in double ns, for bounds that must not overflow SimTime.
+double interpolate_ns(const std::vector<std::int64_t>& sizes, const std::vector<SimTime>& times,
+                      double batch);
 
 // Throws std::invalid_argument naming the first layer of `model` the profile did
 // not measure.

@@ -54,6 +54,11 @@ struct Samples {
   std::vector<std::vector<SimTime>> forward, backward, recompute;  // [layer][pass]
 };
 
+// One kind of layer's timings at one batch size, pooled over its layers and passes.
+struct Pooled {
+  std::vector<SimTime> forward, backward, recompute;
+};
+
 void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int passes,
                  std::mt19937_64& rng, Samples& out) {
   const std::size_t L = layers.size();
@@ -204,8 +209,8 @@ struct ModelProfiler::State {
   TaskShape task;
   std::vector<std::size_t> entry_of_layer;  // layer -> index into profile.layers
   Profile profile;
-  // samples[size][entry]: pooled timings of the entry's layers at that size.
-  std::vector<std::vector<Samples>> samples;
+  // pooled[size][entry]: the timings of the entry's layers at that size.
+  std::vector<std::vector<Pooled>> pooled;
   std::vector<MicroBatch> batches;  // one per size
   std::mt19937_64 rng;
 };
@@ -256,7 +261,7 @@ ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
   for (const std::int64_t b : o.batch_sizes) {
     st.batches.push_back(whole_batch(st.task, static_cast<int>(b), 0, o.seed));
   }
-  st.samples.assign(o.batch_sizes.size(), std::vector<Samples>(p.layers.size()));
+  st.pooled.assign(o.batch_sizes.size(), std::vector<Pooled>(p.layers.size()));
   // Warm-up: one pass per size, not kept.
   for (std::size_t i = 0; i < st.batches.size(); ++i) run_passes(i, 1, false);
 }
@@ -272,16 +277,13 @@ void ModelProfiler::run_passes(std::size_t size_index, int passes, bool keep) {
   time_passes(st.layers, mb.input, ctx, passes, st.rng, per_layer);
   if (!keep) return;
   for (std::size_t l = 0; l < st.layers.size(); ++l) {
-    Samples& to = st.samples[size_index][st.entry_of_layer[l]];
-    to.forward.resize(1);
-    to.backward.resize(1);
-    to.recompute.resize(1);
+    Pooled& to = st.pooled[size_index][st.entry_of_layer[l]];
     const auto append = [](std::vector<SimTime>& a, const std::vector<SimTime>& from) {
       a.insert(a.end(), from.begin(), from.end());
     };
-    append(to.forward[0], per_layer.forward[l]);
-    append(to.backward[0], per_layer.backward[l]);
-    append(to.recompute[0], per_layer.recompute[l]);
+    append(to.forward, per_layer.forward[l]);
+    append(to.backward, per_layer.backward[l]);
+    append(to.recompute, per_layer.recompute[l]);
   }
 }
 
@@ -292,15 +294,13 @@ void ModelProfiler::measure_pass() {
 Profile ModelProfiler::finish() {
   State& st = *state_;
   Profile p = st.profile;
-  for (std::size_t i = 0; i < st.samples.size(); ++i) {
+  for (std::size_t i = 0; i < st.pooled.size(); ++i) {
     for (std::size_t e = 0; e < p.layers.size(); ++e) {
-      const Samples& s = st.samples[i][e];
-      if (s.forward.empty() || s.forward[0].empty()) {
-        throw std::logic_error("finish() before any measure_pass()");
-      }
-      p.layers[e].forward.push_back(median(s.forward[0]));
-      p.layers[e].backward.push_back(median(s.backward[0]));
-      p.layers[e].recompute.push_back(median(s.recompute[0]));
+      const Pooled& s = st.pooled[i][e];
+      if (s.forward.empty()) throw std::logic_error("finish() before any measure_pass()");
+      p.layers[e].forward.push_back(median(s.forward));
+      p.layers[e].backward.push_back(median(s.backward));
+      p.layers[e].recompute.push_back(median(s.recompute));
     }
   }
 

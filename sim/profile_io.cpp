@@ -104,7 +104,6 @@ json profile_to_json(const Profile& profile) {
 }
 
 Profile profile_from_json(const json& doc, const std::string& file) {
-  if (!doc.is_object()) Where{file, ""}.fail("a profile is a JSON object, got " + type_of(doc));
   ObjectReader top(doc, Where{file, ""});
   const json* format = top.find("format");
   if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat) {
@@ -185,23 +184,16 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
   // The longest step the profile can give this scenario, in double: every op of
   // every micro-batch one after the other, at the worst slowdown. Linear
   // interpolation makes M x t(batch / M) largest at one of the ends.
-  const auto at = [](const LayerProfile& e, const std::vector<SimTime>& t, double batch) {
-    const auto& x = e.batch_sizes;
-    if (x.size() == 1) return static_cast<double>(t[0]) * batch / static_cast<double>(x[0]);
-    std::size_t i = 0;
-    while (i + 2 < x.size() && static_cast<double>(x[i + 1]) < batch) ++i;
-    const auto x0 = static_cast<double>(x[i]);
-    const auto y0 = static_cast<double>(t[i]);
-    const auto y1 = static_cast<double>(t[i + 1]);
-    return std::max(1.0, y0 + (y1 - y0) * (batch - x0) / (static_cast<double>(x[i + 1]) - x0));
-  };
   const auto batch = static_cast<double>(scenario.training.global_batch);
   double whole = 0.0;    // one micro-batch of the whole batch
   double per_one = 0.0;  // micro-batches of one sample
   for (const LayerSpec& layer : scenario.model.layers) {
     const LayerProfile& e = *profile->find(layer);
-    whole += at(e, e.forward, batch) + at(e, e.backward, batch) + at(e, e.recompute, batch);
-    per_one += batch * (at(e, e.forward, 1) + at(e, e.backward, 1) + at(e, e.recompute, 1));
+    const auto at = [&](const std::vector<SimTime>& t, double b) {
+      return interpolate_ns(e.batch_sizes, t, b);
+    };
+    whole += at(e.forward, batch) + at(e.backward, batch) + at(e.recompute, batch);
+    per_one += batch * (at(e.forward, 1) + at(e.backward, 1) + at(e.recompute, 1));
   }
   double worst_slowdown = 1.0;
   for (const double f : profile->concurrency_slowdown) worst_slowdown = std::max(worst_slowdown, f);
