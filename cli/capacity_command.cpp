@@ -47,7 +47,10 @@ int run_capacity(const CapacityOptions& o) {
                                 {"max_value", r.max_value},
                                 {"params", r.params},
                                 {"fits", r.fits},
-                                {"limited", r.limited}}
+                                {"limited", r.limited},
+                                {"fractional_value", r.fractional_value},
+                                {"peak_memory_bytes", r.peak_memory_bytes},
+                                {"memory_bytes", r.memory_bytes}}
                      .dump(2)
               << "\n";
     return 0;
@@ -67,6 +70,12 @@ int run_capacity(const CapacityOptions& o) {
   std::cout << "With " << setting << " on " << device << ": " << r.param << " up to " << r.max_value
             << " fits, " << format_count(static_cast<double>(r.params)) << " parameters ("
             << r.probes << " values tried).\n";
+  if (r.next_peak_memory_bytes > 0) {
+    std::cout << "Peak memory " << format_bytes(static_cast<double>(r.peak_memory_bytes)) << " at "
+              << r.max_value << ", " << format_bytes(static_cast<double>(r.next_peak_memory_bytes))
+              << " at " << r.max_value + 1 << ": in finer steps the capacity is "
+              << format_fixed(r.fractional_value, 2) << ".\n";
+  }
   if (r.limited) {
     std::cout << "The search stops at models of " << kCapacityLayerLimit
               << " layers: larger values may fit too.\n";

@@ -16,6 +16,7 @@
 #include "cli/run_command.h"
 #include "cli/simulate_command.h"
 #include "cli/sweep_command.h"
+#include "cli/validate_command.h"
 #include "costmodels/check.h"
 
 namespace {
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
   cli::RunOptions running;
   cli::ProfileOptions profiling;
   cli::CompareOptions comparing;
+  cli::ValidateOptions validating;
   CLI::App* simulate_cmd = cli::add_simulate_command(app, simulate);
   CLI::App* plan_cmd = cli::add_plan_command(app, plan);
   CLI::App* sweep_cmd = cli::add_sweep_command(app, sweep);
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = cli::add_run_command(app, running);
   CLI::App* profile_cmd = cli::add_profile_command(app, profiling);
   CLI::App* compare_cmd = cli::add_compare_command(app, comparing);
+  CLI::App* validate_cmd = cli::add_validate_command(app, validating);
 
   try {
     app.parse(argc, argv);
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) return cli::run_run(running);
     if (profile_cmd->parsed()) return cli::run_profile(profiling);
     if (compare_cmd->parsed()) return cli::run_compare(comparing);
+    if (validate_cmd->parsed()) return cli::run_validate(validating);
   } catch (const pipescope::InternalError& e) {
     std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
     return kExitInternal;

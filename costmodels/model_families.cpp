@@ -91,8 +91,11 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   //   two LayerNorm inputs 2e*sh (the first is the block input).
   // Sum: s*(h*(8e + 2) + 2e*f) + a*s^2*(2e + 1); e = 2, f = 4h gives their
   // sh*(34 + 5as/h). With grouped-query attention K and V are e*s*d_kv each.
+  // Without dropout the masks and the dropped probabilities go: s*(8e*h + 2e*f) +
+  // e*a*s^2.
+  const Bytes mask = p.dropout ? 1 : 0;
   const Bytes block_stash =
-      s * (h * (6 * e + 2) + 2 * e * d_kv + 2 * e * f) + a * s * s * (2 * e + 1);
+      s * (h * (6 * e + 2 * mask) + 2 * e * d_kv + 2 * e * f) + a * s * s * (e + mask * (e + 1));
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(
         layer("block" + std::to_string(i), block_fwd, block_params, s * h * e, block_stash));

@@ -38,6 +38,11 @@ struct TransformerParams {
   // Mistral): K and V projections are h x (h * kv_heads / heads). 0 means heads
   // (multi-head attention).
   std::int64_t kv_heads = 0;
+  // Dropout on the attention probabilities, the attention output and the MLP
+  // output (Megatron-LM, GPT-2). Without it the masks and the dropped copy of the
+  // probabilities are not stashed: Lingvo's Transformer layers, which GPipe's
+  // experiments ran, default every dropout probability to 0.
+  bool dropout = true;
 };
 // Throws std::overflow_error when the sizes do not fit in 64-bit integers.
 ModelSpec make_transformer(const TransformerParams& p, const std::string& name = "transformer");

@@ -18,6 +18,7 @@ constexpr std::int64_t kLargestValue = std::int64_t{1} << 40;
 struct Probe {
   bool fits = false;
   std::int64_t params = 0;
+  std::int64_t peak = 0;  // 0: not a valid model for K stages
 };
 
 }  // namespace
@@ -74,8 +75,10 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
     }
     const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
     const PartitionProblem p = partition_problem(sc, cost, request.stages, M, remat);
-    out.fits = min_peak_memory(p) <= sc.cluster.device.memory_bytes;
+    out.peak = min_peak_memory(p);
+    out.fits = out.peak <= sc.cluster.device.memory_bytes;
     out.params = sc.model.total_params();
+    result.memory_bytes = sc.cluster.device.memory_bytes;
     return out;
   };
 
@@ -109,13 +112,14 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
   if (!best.fits) return result;
   std::int64_t lo = start;  // fits
   std::int64_t hi = start;  // the first value seen not to fit
+  Probe beyond;             // the probe of hi
   for (;;) {
     if (hi >= kLargestValue) break;
     hi = std::min(hi * 2, kLargestValue);
-    const Probe p = probe(hi);
-    if (!p.fits) break;
+    beyond = probe(hi);
+    if (!beyond.fits) break;
     lo = hi;
-    best = p;
+    best = beyond;
   }
   while (hi - lo > 1) {
     const std::int64_t mid = lo + (hi - lo) / 2;
@@ -125,6 +129,7 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
       best = p;
     } else {
       hi = mid;
+      beyond = p;
     }
   }
   result.fits = true;
@@ -132,6 +137,17 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
   result.limited = beyond_limit.count(hi) > 0;
   result.max_value = lo;
   result.params = best.params;
+  result.peak_memory_bytes = best.peak;
+  result.fractional_value = static_cast<double>(lo);
+  result.fractional_params = static_cast<double>(best.params);
+  if (hi == lo + 1 && beyond.peak > best.peak) {
+    result.next_peak_memory_bytes = beyond.peak;
+    result.next_params = beyond.params;
+    const double share = static_cast<double>(result.memory_bytes - best.peak) /
+                         static_cast<double>(beyond.peak - best.peak);
+    result.fractional_value += share;
+    result.fractional_params += share * static_cast<double>(beyond.params - best.params);
+  }
   return result;
 }
 

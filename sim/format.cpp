@@ -61,4 +61,10 @@ std::string format_percent(double frac) {
   return printf_string("%.1f %s", frac * 100, "%");
 }
 
+std::string format_fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
 }  // namespace pipescope

@@ -17,6 +17,7 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
                       {"tied_embeddings", p.tied_embeddings}};
   if (p.d_ff != 0) m["d_ff"] = p.d_ff;
   if (p.kv_heads != 0) m["kv_heads"] = p.kv_heads;
+  if (!p.dropout) m["dropout"] = false;
   return m;
 }
 

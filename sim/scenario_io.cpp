@@ -65,6 +65,7 @@ ModelSpec read_transformer(ObjectReader& m) {
           .value_or(false);
   p.tied_embeddings = m.opt_bool("tied_embeddings").value_or(false);
   p.kv_heads = m.opt_integer("kv_heads", kPositiveSmallInt).value_or(p.heads);
+  p.dropout = m.opt_bool("dropout").value_or(true);
   if (p.d_model % p.heads != 0) {
     m.fail("heads",
            std::to_string(p.heads) + " heads do not divide d_model " + std::to_string(p.d_model));

@@ -60,6 +60,18 @@ TEST(Transformer, BlockByHand) {
   EXPECT_EQ(l.stash_bytes, 384 + 24 + 384 + 162);
 }
 
+// Without dropout: no masks (2 * 12 bytes of s*h, 18 of a*s^2) and no dropped copy
+// of the probabilities (4 * 18); parameters and FLOPs do not change.
+TEST(Transformer, BlockWithoutDropout) {
+  TransformerParams p = tiny();
+  p.dropout = false;
+  const LayerSpec l = make_transformer(p).layers[1];
+  EXPECT_EQ(l.stash_bytes, 384 + 384 + 4 * 18);
+  EXPECT_EQ(l.params, 244);
+  EXPECT_EQ(l.fwd_flops, 1296.0);
+  EXPECT_EQ(make_transformer(p).layers[3].stash_bytes, 228);  // the head has no dropout
+}
+
 TEST(Transformer, HeadByHand) {
   const LayerSpec l = make_transformer(tiny()).layers[3];
   EXPECT_EQ(l.fwd_flops, 390.0);  // 2*3*4*10 + 5*3*10

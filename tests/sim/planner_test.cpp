@@ -162,12 +162,18 @@ nlohmann::json transformer_doc() {
   })");
 }
 
-bool fits_with_layers(const nlohmann::json& doc, int layers, int K) {
+// The least peak memory any cut into K stages reaches (M = 4, remat on).
+std::int64_t peak_with_layers(const nlohmann::json& doc, std::int64_t layers, int K) {
   nlohmann::json d = doc;
   d["model"]["layers"] = layers;
   const Scenario sc = parse_scenario(d, "t.json");
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
-  return min_peak_memory(partition_problem(sc, cost, K, 4, true)) <= sc.cluster.device.memory_bytes;
+  return min_peak_memory(partition_problem(sc, cost, K, 4, true));
+}
+
+bool fits_with_layers(const nlohmann::json& doc, int layers, int K) {
+  return peak_with_layers(doc, layers, K) <=
+         parse_scenario(doc, "t.json").cluster.device.memory_bytes;
 }
 
 TEST(Capacity, LargestLayerCountThatFits) {
@@ -187,6 +193,26 @@ TEST(Capacity, LargestLayerCountThatFits) {
   req.stages = 1;
   const CapacityResult one = find_capacity(doc, "t.json", req);
   EXPECT_GT(r.max_value, 3 * one.max_value);
+}
+
+// One stage: memory grows by the same amount with every layer, so the finer
+// capacity is max_value plus the fraction of one more layer's memory that fits.
+TEST(Capacity, FractionalCapacityInterpolatesTheNextLayer) {
+  const nlohmann::json doc = transformer_doc();
+  CapacityRequest req;
+  req.stages = 1;
+  const CapacityResult r = find_capacity(doc, "t.json", req);
+  ASSERT_TRUE(r.fits);
+  const auto peak = [&](std::int64_t layers) { return peak_with_layers(doc, layers, 1); };
+  EXPECT_EQ(r.peak_memory_bytes, peak(r.max_value));
+  EXPECT_EQ(r.next_peak_memory_bytes, peak(r.max_value + 1));
+  EXPECT_EQ(r.memory_bytes, 16LL << 30);  // v100-nvlink
+  const double expected = static_cast<double>(r.max_value) +
+                          static_cast<double>(r.memory_bytes - r.peak_memory_bytes) /
+                              static_cast<double>(r.next_peak_memory_bytes - r.peak_memory_bytes);
+  EXPECT_DOUBLE_EQ(r.fractional_value, expected);
+  EXPECT_GE(r.fractional_value, static_cast<double>(r.max_value));
+  EXPECT_LT(r.fractional_value, static_cast<double>(r.max_value + 1));
 }
 
 TEST(Capacity, TinyModelsStopAtTheLayerLimit) {

@@ -11,6 +11,7 @@
 #include "costmodels/device.h"
 #include "costmodels/model_families.h"
 #include "scenario_docs.h"
+#include "sim/model_json.h"
 
 namespace pipescope {
 namespace {
@@ -54,7 +55,9 @@ TEST(ScenarioIo, LoadsGpipeTpuV3Example) {
   const Scenario s =
       load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpipe/transformer-tpuv3.json");
   EXPECT_EQ(s.name, "gpipe-transformer-tpuv3");
-  EXPECT_EQ(s.model.dtype, DType::kFp32);
+  EXPECT_EQ(s.model.dtype, DType::kBf16);
+  ASSERT_TRUE(s.model.transformer);
+  EXPECT_FALSE(s.model.transformer->dropout);
   EXPECT_EQ(s.cluster.name, "tpu-v3");
   EXPECT_EQ(s.cluster.devices, 8);
   EXPECT_EQ(s.training.optimizer, Optimizer::kRmsprop);
@@ -298,7 +301,7 @@ TEST(ScenarioErrors, UnknownNestedKey) {
   EXPECT_STREQ(e.what(),
                "bad.json: model.d_fff: unknown key 'd_fff' (expected one of: family, name, "
                "layers, d_model, d_ff, heads, seq_len, vocab, dtype, positions, "
-               "tied_embeddings, kv_heads)");
+               "tied_embeddings, kv_heads, dropout)");
   EXPECT_EQ(e.json_path(), "model.d_fff");
 }
 
@@ -320,6 +323,25 @@ TEST(Scenario, TransformerPositions) {
         "p.json: model.positions: unknown positions 'rotary' (expected one of: sinusoidal, "
         "learned)");
   }
+}
+
+TEST(Scenario, TransformerDropout) {
+  json doc = good_doc();
+  const Scenario with = parse_scenario(doc, "d.json");
+  ASSERT_TRUE(with.model.transformer);
+  EXPECT_TRUE(with.model.transformer->dropout);
+  doc["model"]["dropout"] = false;
+  const Scenario without = parse_scenario(doc, "d.json");
+  EXPECT_FALSE(without.model.transformer->dropout);
+  EXPECT_LT(without.model.layers[1].stash_bytes, with.model.layers[1].stash_bytes);
+  EXPECT_EQ(without.model.total_params(), with.model.total_params());
+  // A plan carries the setting: the model it rebuilds stashes the same bytes.
+  json again = good_doc();
+  again["model"] = model_spec_json(without.model);
+  EXPECT_EQ(parse_scenario(again, "d.json").model.layers[1].stash_bytes,
+            without.model.layers[1].stash_bytes);
+  doc["model"]["dropout"] = "no";
+  EXPECT_EQ(error_of(doc).json_path(), "model.dropout");
 }
 
 TEST(ScenarioErrors, UnknownKeyInLayer) {

@@ -1,0 +1,167 @@
+#include "cli/validate_command.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string_view>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/bundled_scenarios.h"
+#include "cli/progress.h"
+#include "sim/file_io.h"
+#include "sim/format.h"
+#include "sim/gpipe_validation.h"
+#include "sim/scenario_io.h"
+
+namespace pipescope::cli {
+
+CLI::App* add_validate_command(CLI::App& app, ValidateOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "validate",
+      "Reproduce the GPipe paper's tables (largest Transformer per TPU core count, normalized "
+      "throughput) and print the paper's figures beside the simulated ones");
+  cmd->add_option("--scenarios", o.scenarios,
+                  "Folder with transformer-tpuv3.json and amoebanet-tpuv2.json (default: the "
+                  "copies of scenarios/gpipe/ built into the program)");
+  cmd->add_flag("--json", o.json, "Print the figures as JSON");
+  return cmd;
+}
+
+namespace {
+
+struct Source {
+  nlohmann::json doc;
+  std::string label;
+};
+
+Source read_source(const std::optional<std::string>& folder, const char* name,
+                   std::string_view bundled) {
+  if (folder) {
+    const std::string file = (std::filesystem::path(*folder) / name).string();
+    return {load_scenario_json(file), file};
+  }
+  const std::string label = std::string("scenarios/gpipe/") + name + " (built in)";
+  nlohmann::json doc = nlohmann::json::parse(bundled, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) throw ScenarioError(label, "", "not valid JSON");
+  return {std::move(doc), label};
+}
+
+std::string signed_percent(double frac) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.1f %%", frac * 100);
+  return buf;
+}
+
+std::string value_text(const PaperFigure& f, double v) {
+  if (f.name.find("parameters") != std::string::npos) return format_count(v);
+  if (f.table == "memory") return format_fixed(v, v == std::floor(v) ? 0 : 2);
+  return format_fixed(v, 2);
+}
+
+void print_figures(const ValidationReport& report, const std::string& table,
+                   const std::string& title, int name_width) {
+  std::printf("%s\n%-*s %10s %10s %10s %9s %6s\n", title.c_str(), name_width, "", "paper",
+              "simulated", "(whole)", "error", "tol.");
+  for (const PaperFigure& f : report.figures) {
+    if (f.table != table) continue;
+    const std::string whole = f.whole ? "(" + value_text(f, *f.whole) + ")" : "";
+    const std::string tol =
+        f.tolerance ? format_fixed(*f.tolerance * 100, 0) + " %" : std::string("-");
+    const char* verdict = !f.checked() ? "" : f.within_tolerance() ? "  ok" : "  OUTSIDE";
+    std::printf("%-*s %10s %10s %10s %9s %6s%s\n", name_width, f.name.c_str(),
+                value_text(f, f.paper).c_str(), value_text(f, f.simulated).c_str(), whole.c_str(),
+                signed_percent(f.relative_error()).c_str(), tol.c_str(), verdict);
+  }
+  std::printf("\n");
+}
+
+void print_throughput(const ValidationReport& report, const std::string& table,
+                      const std::string& title) {
+  std::map<std::pair<int, int>, const PaperFigure*> cells;
+  for (const PaperFigure& f : report.figures) {
+    if (f.table != table) continue;
+    int K = 0, M = 0;
+    if (std::sscanf(f.name.c_str(), "K=%d M=%d", &K, &M) == 2) cells[{M, K}] = &f;
+  }
+  std::printf("%s\nnormalized to K=2, M=1; paper / simulated\n%6s", title.c_str(), "M \\ K");
+  for (int K : {2, 4, 8}) std::printf(" %13d", K);
+  std::printf("\n");
+  for (int M : {1, 4, 32}) {
+    std::printf("%6d", M);
+    for (int K : {2, 4, 8}) {
+      const auto it = cells.find({M, K});
+      if (it == cells.end()) {
+        std::printf(" %13s", "-");
+        continue;
+      }
+      std::printf("   %4.2f / %4.2f", it->second->paper, it->second->simulated);
+    }
+    std::printf("\n");
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int run_validate(const ValidateOptions& o) {
+  const Source transformer =
+      read_source(o.scenarios, "transformer-tpuv3.json", kBundledGpipeTransformer);
+  const Source amoebanet = read_source(o.scenarios, "amoebanet-tpuv2.json", kBundledGpipeAmoebanet);
+  // Validate each as given first, for its own clear errors.
+  parse_scenario(transformer.doc, transformer.label);
+  parse_scenario(amoebanet.doc, amoebanet.label);
+
+  ValidationReport report;
+  {
+    ProgressBar bar("validate");
+    ValidationInputs in;
+    in.transformer = &transformer.doc;
+    in.transformer_file = transformer.label;
+    in.amoebanet = &amoebanet.doc;
+    in.amoebanet_file = amoebanet.label;
+    in.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
+    report = validate_gpipe(in);
+  }
+
+  if (o.json) {
+    nlohmann::json j = validation_json(report);
+    j["scenarios"] = {transformer.label, amoebanet.label};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("The GPipe paper (Huang et al. 2019) beside the simulation\nscenarios: %s, %s\n\n",
+                transformer.label.c_str(), amoebanet.label.c_str());
+    print_figures(report, "memory",
+                  "Largest Transformer on TPU v3 cores of 16 GiB (table 1); compared: the "
+                  "capacity in finer steps, (whole layers)",
+                  24);
+    print_figures(report, "ratios", "Ratios the paper states", 36);
+    print_throughput(report, "transformer-throughput", "Transformer-48 throughput (table 2)");
+    print_throughput(report, "amoebanet-throughput", "AmoebaNet-D (18, 256) throughput (table 2)");
+    std::printf("What the memory table's assumptions do (whole layers; paper in brackets)\n");
+    std::string last;
+    for (const Sensitivity& s : report.sensitivities) {
+      if (s.assumption != last) {
+        std::printf("%s%s:", last.empty() ? "" : "\n", s.assumption.c_str());
+        last = s.assumption;
+      }
+      std::printf("  %s %.0f (%.0f)", s.figure.c_str(), s.simulated, s.paper);
+    }
+    std::printf("\n\n");
+    std::printf(
+        "%d of %d checked figures within tolerance; the throughput tables are reported, "
+        "not checked (their batches are not given).\n",
+        report.checked() - report.failed(), report.checked());
+  }
+  if (report.failed() > 0) {
+    std::cerr << "pipescope: error: " << report.failed() << " of " << report.checked()
+              << " checked figures are outside their tolerance\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pipescope::cli

@@ -1,0 +1,256 @@
+#include "sim/gpipe_validation.h"
+
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "costmodels/check.h"
+#include "sim/capacity.h"
+#include "sim/scenario_io.h"
+#include "sim/sweep.h"
+
+namespace pipescope {
+namespace {
+
+// Huang et al. 2019, "GPipe: Efficient Training of Giant Neural Networks using
+// Pipeline Parallelism", table 1 (Transformer rows): the largest Transformer
+// with d_model 2048, d_ff 8192, 32 heads, vocabulary 32k, sequence 1024, batch
+// 32 that fits on Cloud TPU v3 cores of 16 GiB at 12 bytes per parameter.
+struct CapacityRow {
+  const char* name;
+  int stages;
+  bool remat;
+  double layers;
+  double params;
+};
+constexpr CapacityRow kCapacityRows[] = {
+    {"Naive-1", 1, false, 3, 282.2e6},         {"Pipeline-1", 1, true, 13, 785.8e6},
+    {"Pipeline-8", 8, true, 103, 5.3e9},       {"Pipeline-32", 32, true, 415, 21.0e9},
+    {"Pipeline-128", 128, true, 1663, 83.9e9},
+};
+
+// Table 2: training throughput normalized to K=2, M=1, for M in {1, 4, 32}
+// (rows) and K in {2, 4, 8} (columns).
+constexpr int kThroughputK[] = {2, 4, 8};
+constexpr int kThroughputM[] = {1, 4, 32};
+constexpr double kTransformerThroughput[3][3] = {{1, 1.07, 1.3}, {1.7, 3.2, 4.8}, {1.8, 3.4, 6.3}};
+constexpr double kAmoebanetThroughput[3][3] = {
+    {1, 1.13, 1.38}, {1.07, 1.26, 1.72}, {1.21, 1.84, 3.48}};
+
+// The tolerances the issue of record asks for: capacities and the parameter
+// ratios within 15 %, the Transformer's speedups at M=32 within 10 %.
+constexpr double kCapacityTolerance = 0.15;
+constexpr double kSpeedupTolerance = 0.10;
+
+CapacityResult capacity_of(const nlohmann::json& doc, const std::string& file, int stages,
+                           bool remat, std::optional<int> micro_batches) {
+  nlohmann::json d = doc;
+  d["cluster"]["devices"] = stages;  // Pipeline-K: K cores
+  CapacityRequest request;
+  request.stages = stages;
+  request.remat = remat;
+  request.micro_batches = micro_batches;
+  request.param = "model.layers";
+  return find_capacity(d, file, request);
+}
+
+// Throughput per (K, M), from one sweep over the table's grid.
+std::map<std::pair<int, int>, double> throughput_grid(const nlohmann::json& doc,
+                                                      const std::string& file) {
+  nlohmann::json d = doc;
+  d["cluster"]["devices"] = 8;  // the largest K of the table
+  const Scenario scenario = parse_scenario(d, file);
+  SweepRequest request;
+  request.stages.assign(std::begin(kThroughputK), std::end(kThroughputK));
+  request.micro_batches.assign(std::begin(kThroughputM), std::end(kThroughputM));
+  request.threads = 1;
+  std::map<std::pair<int, int>, double> grid;
+  for (const SweepPoint& p : run_sweep(scenario, request)) {
+    if (!p.error.empty()) {
+      throw ScenarioError(file, "",
+                          "K=" + std::to_string(p.stages) +
+                              " M=" + std::to_string(p.micro_batches) + ": " + p.error);
+    }
+    grid[{p.stages, p.micro_batches}] = p.samples_per_s;
+  }
+  return grid;
+}
+
+void add_throughput_table(ValidationReport& report, const std::string& table,
+                          const double (&paper)[3][3],
+                          const std::map<std::pair<int, int>, double>& grid,
+                          const std::string& note) {
+  const double base = grid.at({2, 1});
+  for (int mi = 0; mi < 3; ++mi) {
+    for (int ki = 0; ki < 3; ++ki) {
+      const int K = kThroughputK[ki], M = kThroughputM[mi];
+      PaperFigure f;
+      f.table = table;
+      f.name = "K=" + std::to_string(K) + " M=" + std::to_string(M);
+      f.paper = paper[mi][ki];
+      f.simulated = grid.at({K, M}) / base;
+      f.note = note;
+      report.figures.push_back(std::move(f));
+    }
+  }
+}
+
+}  // namespace
+
+bool PaperFigure::within_tolerance() const {
+  return tolerance && std::fabs(relative_error()) <= *tolerance;
+}
+
+int ValidationReport::checked() const {
+  int n = 0;
+  for (const PaperFigure& f : figures) n += f.checked() ? 1 : 0;
+  return n;
+}
+
+int ValidationReport::failed() const {
+  int n = 0;
+  for (const PaperFigure& f : figures) n += f.checked() && !f.within_tolerance() ? 1 : 0;
+  return n;
+}
+
+ValidationReport validate_gpipe(const ValidationInputs& in) {
+  PS_CHECK(in.transformer != nullptr && in.amoebanet != nullptr, "validation needs both scenarios");
+  const nlohmann::json& transformer = *in.transformer;
+  const std::string& tfile = in.transformer_file;
+  ValidationReport report;
+
+  // Sensitivities: the memory table's assumptions changed one at a time.
+  struct Variant {
+    const char* assumption;
+    const char* path;
+    nlohmann::json value;
+  };
+  const Variant variants[] = {
+      {"M=4 instead of 8", "/training/micro_batches", 4},
+      {"M=16 instead of 8", "/training/micro_batches", 16},
+      {"fp32 activations instead of bf16", "/model/dtype", "fp32"},
+      {"dropout on (masks and dropped probabilities stashed)", "/model/dropout", true},
+  };
+  const std::size_t total = std::size(kCapacityRows) + 2 + std::size(variants);
+  std::size_t done = 0;
+  const auto step = [&] {
+    if (in.progress) in.progress(++done, total);
+  };
+
+  // Table 1: capacities, whole layers as the paper reports them and in finer
+  // steps, which is what is compared (a table of whole layers floors it).
+  std::map<std::string, CapacityResult> capacity;
+  for (const CapacityRow& row : kCapacityRows) {
+    // Naive-1 is the plain model without micro-batches; the pipelines use the
+    // scenario's M.
+    const CapacityResult r = capacity_of(transformer, tfile, row.stages, row.remat,
+                                         row.remat ? std::nullopt : std::optional<int>(1));
+    capacity[row.name] = r;
+    PaperFigure layers;
+    layers.table = "memory";
+    layers.name = std::string(row.name) + " layers";
+    layers.paper = row.layers;
+    layers.simulated = r.fractional_value;
+    layers.whole = static_cast<double>(r.max_value);
+    layers.tolerance = kCapacityTolerance;
+    PaperFigure params = layers;
+    params.name = std::string(row.name) + " parameters";
+    params.paper = row.params;
+    params.simulated = r.fractional_params;
+    params.whole = static_cast<double>(r.params);
+    report.figures.push_back(std::move(layers));
+    report.figures.push_back(std::move(params));
+    step();
+  }
+
+  // The ratios the paper states in words.
+  const auto ratio = [&](const char* name, double paper, const CapacityResult& num,
+                         const CapacityResult& den) {
+    PaperFigure f;
+    f.table = "ratios";
+    f.name = name;
+    f.paper = paper;
+    f.simulated = den.fractional_params > 0 ? num.fractional_params / den.fractional_params : 0;
+    f.whole =
+        den.params > 0 ? static_cast<double>(num.params) / static_cast<double>(den.params) : 0.0;
+    f.tolerance = kCapacityTolerance;
+    report.figures.push_back(std::move(f));
+  };
+  ratio("rematerialization, one core (2.7x)", 2.7, capacity["Pipeline-1"], capacity["Naive-1"]);
+  ratio("128 partitions (298x)", 298, capacity["Pipeline-128"], capacity["Naive-1"]);
+
+  // Table 2. The paper grew the batch with K where memory allowed and does not
+  // give the batches; the scenarios keep theirs, so only the speedups at M=32,
+  // where the bubble is small and the batch matters least, are held to a
+  // tolerance.
+  const auto tgrid = throughput_grid(transformer, tfile);
+  step();
+  const auto speedup = [&](const std::string& name, int K, double paper) {
+    PaperFigure f;
+    f.table = "ratios";
+    f.name = name;
+    f.paper = paper;
+    f.simulated = tgrid.at({K, 32}) / tgrid.at({2, 32});
+    f.tolerance = kSpeedupTolerance;
+    f.note = "Transformer-48 at M=32, over K=2";
+    report.figures.push_back(std::move(f));
+  };
+  speedup("4x the accelerators (3.5x)", 8, 6.3 / 1.8);
+  speedup("2x the accelerators", 4, 3.4 / 1.8);
+  add_throughput_table(report, "transformer-throughput", kTransformerThroughput, tgrid,
+                       "batch kept at the scenario's; the paper's is not given");
+  const auto agrid = throughput_grid(*in.amoebanet, in.amoebanet_file);
+  step();
+  add_throughput_table(report, "amoebanet-throughput", kAmoebanetThroughput, agrid,
+                       "batch kept at the scenario's; the paper's is not given");
+
+  for (const Variant& v : variants) {
+    nlohmann::json d = transformer;
+    d[nlohmann::json::json_pointer(v.path)] = v.value;
+    for (const CapacityRow& row : kCapacityRows) {
+      if (row.stages > 8) continue;  // the larger pipelines scale like Pipeline-8
+      if (!row.remat && std::string(v.path) == "/training/micro_batches") continue;
+      const CapacityResult r = capacity_of(d, tfile, row.stages, row.remat,
+                                           row.remat ? std::nullopt : std::optional<int>(1));
+      report.sensitivities.push_back(Sensitivity{v.assumption, std::string(row.name) + " layers",
+                                                 row.layers, static_cast<double>(r.max_value)});
+    }
+    step();
+  }
+  return report;
+}
+
+nlohmann::json validation_json(const ValidationReport& report) {
+  nlohmann::json figures = nlohmann::json::array();
+  for (const PaperFigure& f : report.figures) {
+    nlohmann::json j = {{"table", f.table},
+                        {"name", f.name},
+                        {"paper", f.paper},
+                        {"simulated", f.simulated},
+                        {"relative_error", f.relative_error()},
+                        {"tolerance", nullptr},
+                        {"within_tolerance", nullptr}};
+    if (f.whole) j["simulated_whole"] = *f.whole;
+    if (f.tolerance) {
+      j["tolerance"] = *f.tolerance;
+      j["within_tolerance"] = f.within_tolerance();
+    }
+    if (!f.note.empty()) j["note"] = f.note;
+    figures.push_back(std::move(j));
+  }
+  nlohmann::json sensitivities = nlohmann::json::array();
+  for (const Sensitivity& s : report.sensitivities) {
+    sensitivities.push_back({{"assumption", s.assumption},
+                             {"figure", s.figure},
+                             {"paper", s.paper},
+                             {"simulated", s.simulated}});
+  }
+  return {{"figures", std::move(figures)},
+          {"sensitivities", std::move(sensitivities)},
+          {"checked", report.checked()},
+          {"failed", report.failed()}};
+}
+
+}  // namespace pipescope

@@ -1,0 +1,81 @@
+// `pipescope validate` as a user runs it: the built-in copies of the GPipe
+// scenarios are the shipped files, and a figure outside its tolerance fails
+// the command.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+using pipescope::testing::CliResult;
+using pipescope::testing::run;
+using pipescope::testing::slurp;
+namespace fs = std::filesystem;
+
+const std::string kGpipe = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpipe";
+
+nlohmann::json without_labels(nlohmann::json j) {
+  j.erase("scenarios");
+  return j;
+}
+
+TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
+  const CliResult built_in = run("validate --json");
+  ASSERT_EQ(built_in.status, 0) << built_in.err;
+  const nlohmann::json a = nlohmann::json::parse(built_in.out);
+  EXPECT_EQ(a["checked"], 14);
+  EXPECT_EQ(a["failed"], 0);
+  EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
+  const CliResult files = run("validate --json --scenarios " + kGpipe);
+  ASSERT_EQ(files.status, 0) << files.err;
+  const nlohmann::json b = nlohmann::json::parse(files.out);
+  EXPECT_EQ(b["scenarios"][1], kGpipe + "/amoebanet-tpuv2.json");
+  // A stale copy (the files edited, the program not rebuilt) would differ.
+  EXPECT_EQ(without_labels(a), without_labels(b));
+}
+
+TEST(ValidateCli, PrintsTheTables) {
+  const CliResult r = run("validate");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* text :
+       {"Largest Transformer on TPU v3 cores of 16 GiB (table 1)", "Pipeline-128 layers",
+        "rematerialization, one core (2.7x)", "Transformer-48 throughput (table 2)",
+        "AmoebaNet-D (18, 256) throughput (table 2)",
+        "M=16 instead of 8:", "14 of 14 checked figures within tolerance"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(ValidateCli, FigureOutsideToleranceFails) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pipescope_validate_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(kGpipe + "/amoebanet-tpuv2.json", dir / "amoebanet-tpuv2.json");
+  nlohmann::json t = nlohmann::json::parse(slurp(kGpipe + "/transformer-tpuv3.json"));
+  t["model"]["dtype"] = "fp32";  // fp32 activations: a third fewer layers fit
+  std::ofstream(dir / "transformer-tpuv3.json") << t.dump();
+  const CliResult r = run("validate --json --scenarios " + dir.string());
+  fs::remove_all(dir);
+  EXPECT_EQ(r.status, 1);
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // the figures are still printed
+  EXPECT_GT(j["failed"].get<int>(), 0);
+  EXPECT_EQ(r.err, "pipescope: error: " + std::to_string(j["failed"].get<int>()) +
+                       " of 14 checked figures are outside their tolerance\n");
+}
+
+TEST(ValidateCli, MissingFolderIsNamed) {
+  const CliResult r = run("validate --scenarios /no/such/dir");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "pipescope: error: /no/such/dir/transformer-tpuv3.json: cannot open file\n");
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
