@@ -83,4 +83,23 @@ void TimelineRecorder::on_transfer(const TransferRecord& t) {
   out_.events.push_back(e);
 }
 
+std::string event_name(const TimelineEvent& e) {
+  const std::string mb = std::to_string(e.micro_batch);
+  switch (e.kind) {
+    case EventKind::kForward:
+      return "F" + mb;
+    case EventKind::kRecompute:
+      return "R" + mb;
+    case EventKind::kBackward:
+      return "B" + mb;
+    case EventKind::kOptimizer:
+      return "optimizer";
+    case EventKind::kActivation:
+      return "act " + mb;
+    case EventKind::kGradient:
+      return "grad " + mb;
+  }
+  return "?";
+}
+
 }  // namespace pipescope

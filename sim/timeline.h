@@ -46,6 +46,10 @@ struct TimelineEvent {
   std::optional<SimTime> cpu_time;
 };
 
+// The short name traces and the timeline view give an event: "F3", "R3", "B3",
+// "optimizer", "act 3", "grad 3".
+std::string event_name(const TimelineEvent& e);
+
 // Bytes in use on one device from `time` until the next point.
 struct MemoryPoint {
   SimTime time = 0;

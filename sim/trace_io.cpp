@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -28,25 +29,6 @@ std::string micros(SimTime ns) {
 
 std::string quoted(const std::string& s) {
   return nlohmann::json(s).dump();
-}
-
-std::string event_name(const TimelineEvent& e) {
-  const std::string mb = std::to_string(e.micro_batch);
-  switch (e.kind) {
-    case EventKind::kForward:
-      return "F" + mb;
-    case EventKind::kRecompute:
-      return "R" + mb;
-    case EventKind::kBackward:
-      return "B" + mb;
-    case EventKind::kOptimizer:
-      return "optimizer";
-    case EventKind::kActivation:
-      return "act " + mb;
-    case EventKind::kGradient:
-      return "grad " + mb;
-  }
-  return "?";
 }
 
 class Writer {
@@ -175,6 +157,174 @@ void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
 
 void write_chrome_trace_file(const std::filesystem::path& path, const Timeline& timeline) {
   write_file_atomically(path, [&](std::ostream& out) { write_chrome_trace(out, timeline); });
+}
+
+}  // namespace pipescope
+
+namespace pipescope {
+namespace {
+
+std::string error_text(const std::string& file, const std::string& path, const std::string& msg) {
+  return path.empty() ? file + ": " + msg : file + ": " + path + ": " + msg;
+}
+
+class TraceReader {
+ public:
+  explicit TraceReader(std::string file) : file_(std::move(file)) {}
+
+  Timeline read(const nlohmann::json& doc) {
+    if (!doc.is_object()) fail("", "a trace is a JSON object with traceEvents");
+    const auto events = doc.find("traceEvents");
+    if (events == doc.end()) fail("traceEvents", "missing");
+    if (!events->is_array()) fail("traceEvents", "expected an array");
+    for (std::size_t i = 0; i < events->size(); ++i) event((*events)[i], i);
+    return std::move(t_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
+    throw TraceError(file_, path, msg);
+  }
+
+  const nlohmann::json& field(const nlohmann::json& e, const std::string& path,
+                              const char* key) const {
+    const auto it = e.find(key);
+    if (it == e.end()) fail(path + "." + key, "missing");
+    return *it;
+  }
+  std::int64_t integer(const nlohmann::json& e, const std::string& path, const char* key) const {
+    const nlohmann::json& v = field(e, path, key);
+    if (!v.is_number_integer()) fail(path + "." + key, "expected an integer");
+    return v.get<std::int64_t>();
+  }
+  int small(const nlohmann::json& e, const std::string& path, const char* key) const {
+    const std::int64_t v = integer(e, path, key);
+    if (v < 0 || v > (1 << 24)) fail(path + "." + key, "out of range: " + std::to_string(v));
+    return static_cast<int>(v);
+  }
+  // Microseconds with three decimals to nanoseconds.
+  SimTime nanos(const nlohmann::json& e, const std::string& path, const char* key) const {
+    const nlohmann::json& v = field(e, path, key);
+    if (!v.is_number()) fail(path + "." + key, "expected a number of microseconds");
+    const double us = v.get<double>();
+    if (!std::isfinite(us) || std::fabs(us) > 9e12) {
+      fail(path + "." + key, "out of range");
+    }
+    return static_cast<SimTime>(std::llround(us * 1000.0));
+  }
+  std::string text(const nlohmann::json& e, const std::string& path, const char* key) const {
+    const nlohmann::json& v = field(e, path, key);
+    if (!v.is_string()) fail(path + "." + key, "expected a string");
+    return v.get<std::string>();
+  }
+
+  void event(const nlohmann::json& e, std::size_t index) {
+    const std::string path = "traceEvents[" + std::to_string(index) + "]";
+    if (!e.is_object()) fail(path, "expected an object");
+    const std::string ph = text(e, path, "ph");
+    if (ph == "M") {
+      if (text(e, path, "name") != "process_name") return;
+      const int pid = small(e, path, "pid");
+      const nlohmann::json& args = field(e, path, "args");
+      if (!args.is_object()) fail(path + ".args", "expected an object");
+      if (t_.device_names.size() <= static_cast<std::size_t>(pid)) {
+        t_.device_names.resize(static_cast<std::size_t>(pid) + 1);
+      }
+      t_.device_names[static_cast<std::size_t>(pid)] = text(args, path + ".args", "name");
+    } else if (ph == "X") {
+      slice(e, path);
+    } else if (ph == "s" || ph == "f") {
+      if (t_.events.empty() || !last_slice_) fail(path, "a flow event without its slice before it");
+      TimelineEvent& last = t_.events.back();
+      if (small(e, path, "pid") != last.device || nanos(e, path, "ts") != last.start) {
+        fail(path, "a flow event that does not follow its slice");
+      }
+      const std::int64_t id = integer(e, path, "id");
+      if (id < 0) fail(path + ".id", "negative");
+      last.flow = static_cast<std::uint64_t>(id);
+      last_slice_ = false;
+    } else if (ph == "C") {
+      const int pid = small(e, path, "pid");
+      const nlohmann::json& args = field(e, path, "args");
+      if (!args.is_object()) fail(path + ".args", "expected an object");
+      const std::int64_t bytes = integer(args, path + ".args", "bytes");
+      if (bytes < 0) fail(path + ".args.bytes", "negative");
+      if (t_.memory.size() <= static_cast<std::size_t>(pid)) {
+        t_.memory.resize(static_cast<std::size_t>(pid) + 1);
+      }
+      t_.memory[static_cast<std::size_t>(pid)].push_back(MemoryPoint{nanos(e, path, "ts"), bytes});
+    }
+    // Other phases (instant events, other tools' metadata) carry nothing we draw.
+  }
+
+  void slice(const nlohmann::json& e, const std::string& path) {
+    TimelineEvent ev;
+    ev.device = small(e, path, "pid");
+    const int tid = small(e, path, "tid");
+    ev.lane = static_cast<Lane>(tid % 3);
+    const std::string cat = text(e, path, "cat");
+    bool known = false;
+    for (const EventKind k :
+         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kOptimizer,
+          EventKind::kActivation, EventKind::kGradient}) {
+      if (to_string(k) == cat) {
+        ev.kind = k;
+        known = true;
+      }
+    }
+    if (!known) fail(path + ".cat", "unknown kind '" + cat + "'");
+    const bool transfer = ev.kind == EventKind::kActivation || ev.kind == EventKind::kGradient;
+    if (transfer == (ev.lane == Lane::kCompute)) {
+      fail(path + ".tid",
+           "a " + cat + " slice on the " + std::string(to_string(ev.lane)) + " lane");
+    }
+    ev.start = nanos(e, path, "ts");
+    const SimTime duration = nanos(e, path, "dur");
+    if (duration < 0) fail(path + ".dur", "negative duration");
+    ev.end = ev.start + duration;
+    const nlohmann::json& args = field(e, path, "args");
+    const std::string apath = path + ".args";
+    if (!args.is_object()) fail(apath, "expected an object");
+    ev.stage = small(args, apath, "stage");
+    if (ev.kind != EventKind::kOptimizer) ev.micro_batch = small(args, apath, "micro_batch");
+    if (transfer) {
+      ev.bytes = integer(args, apath, "bytes");
+      if (ev.bytes < 0) fail(apath + ".bytes", "negative");
+      if (args.contains("to_stage")) ev.peer_stage = small(args, apath, "to_stage");
+      if (args.contains("links")) {
+        const std::string links = text(args, apath, "links");
+        const auto it = std::find(t_.route_names.begin(), t_.route_names.end(), links);
+        ev.route = static_cast<int>(it - t_.route_names.begin());
+        if (it == t_.route_names.end()) t_.route_names.push_back(links);
+      }
+    }
+    if (args.contains("cpu_us")) ev.cpu_time = nanos(args, apath, "cpu_us");
+    t_.events.push_back(ev);
+    last_slice_ = true;
+  }
+
+  std::string file_;
+  Timeline t_;
+  bool last_slice_ = false;
+};
+
+}  // namespace
+
+TraceError::TraceError(std::string file, std::string json_path, const std::string& message)
+    : std::runtime_error(error_text(file, json_path, message)),
+      file_(std::move(file)),
+      json_path_(std::move(json_path)) {}
+
+Timeline read_chrome_trace(std::istream& in, const std::string& file) {
+  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) throw TraceError(file, "", "not valid JSON");
+  return TraceReader(file).read(doc);
+}
+
+Timeline read_chrome_trace_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw TraceError(path.string(), "", "cannot open file");
+  return read_chrome_trace(in, path.string());
 }
 
 }  // namespace pipescope
