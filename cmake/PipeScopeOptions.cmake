@@ -43,12 +43,12 @@ pipescope_resolve_option(PIPESCOPE_WITH_CUDA _cuda_found "the CUDA toolkit")
 
 set(_qt_found OFF)
 if(NOT PIPESCOPE_WITH_GUI STREQUAL "OFF")
-  find_package(Qt6 QUIET COMPONENTS Widgets Charts)
+  find_package(Qt6 QUIET COMPONENTS Widgets Charts Svg Concurrent)
   if(Qt6_FOUND)
     set(_qt_found ON)
   endif()
 endif()
-pipescope_resolve_option(PIPESCOPE_WITH_GUI _qt_found "Qt 6 (Widgets, Charts)")
+pipescope_resolve_option(PIPESCOPE_WITH_GUI _qt_found "Qt 6 (Widgets, Charts, Svg, Concurrent)")
 
 set(_mpi_found OFF)
 if(NOT PIPESCOPE_WITH_MPI STREQUAL "OFF")
@@ -60,4 +60,4 @@ endif()
 pipescope_resolve_option(PIPESCOPE_WITH_MPI _mpi_found "OpenMPI")
 
 message(STATUS "PipeScope: CUDA ${PIPESCOPE_WITH_CUDA_ENABLED}, GUI ${PIPESCOPE_WITH_GUI_ENABLED}, MPI ${PIPESCOPE_WITH_MPI_ENABLED}"
-               " (their parts are not in this version yet)")
+               " (the CUDA and MPI parts are not in this version yet)")

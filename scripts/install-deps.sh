@@ -3,8 +3,8 @@
 # run again: it does nothing when everything is there, and runs `apt-get update`
 # at most once. Works as root or through sudo.
 #
-# Qt 6 and OpenMPI join this list with the GUI and the MPI runtime; the CUDA
-# toolkit is not a Debian package and is found in /usr/local/cuda when present.
+# OpenMPI joins this list with the MPI runtime; the CUDA toolkit is not a Debian
+# package and is found in /usr/local/cuda when present.
 set -euo pipefail
 
 packages=(
@@ -19,6 +19,12 @@ packages=(
   libbenchmark-dev    # bench/
   libboost-graph-dev  # topologies and layer graphs
   libeigen3-dev       # the reference executor's tensors
+  qt6-base-dev        # pipescope-gui: Widgets, Concurrent
+  qt6-charts-dev      # its trade-off charts
+  libqt6opengl6-dev   # Qt6Charts' CMake package needs Qt6OpenGL's
+  qt6-svg-dev         # SVG export of the timeline
+  libgl-dev           # Qt6Gui's CMake package looks for OpenGL
+  fonts-dejavu-core   # text in offscreen renders (screenshots, GUI tests)
 )
 
 missing=()

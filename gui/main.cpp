@@ -1,0 +1,106 @@
+// pipescope-gui: explore K/M trade-offs of a scenario on a timeline.
+//   pipescope-gui [SCENARIO] [-K N] [-M N] [--screenshot PNG]
+// --screenshot renders the window offscreen to a PNG once the simulation is
+// done and exits (for the README's picture and for tests).
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QFile>
+#include <QPixmap>
+
+#include "gui/main_window.h"
+
+namespace {
+
+int fail(const QString& message) {
+  std::fprintf(stderr, "pipescope-gui: error: %s\n", message.toLocal8Bit().constData());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A screenshot needs no display: choose the offscreen platform before Qt
+  // starts, unless the caller chose one.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--screenshot") == 0 && std::getenv("QT_QPA_PLATFORM") == nullptr) {
+      qputenv("QT_QPA_PLATFORM", "offscreen");
+    }
+  }
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("PipeScope"));
+  QApplication::setApplicationName(QStringLiteral("pipescope-gui"));
+  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(
+      QStringLiteral("PipeScope: explore pipeline-parallel K/M trade-offs on a timeline"));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  parser.addPositionalArgument(QStringLiteral("scenario"),
+                               QStringLiteral("Scenario JSON to open (default: the demo)"),
+                               QStringLiteral("[SCENARIO]"));
+  const QCommandLineOption stages(QStringList{"K", "stages"}, QStringLiteral("Pipeline stages"),
+                                  QStringLiteral("N"));
+  const QCommandLineOption micro(QStringList{"M", "micro-batches"}, QStringLiteral("Micro-batches"),
+                                 QStringLiteral("N"));
+  const QCommandLineOption shot(
+      QStringLiteral("screenshot"),
+      QStringLiteral("Render the window offscreen to this PNG when the simulation is done, "
+                     "and exit"),
+      QStringLiteral("PNG"));
+  parser.addOptions({stages, micro, shot});
+  parser.process(app);
+
+  const QStringList args = parser.positionalArguments();
+  if (args.size() > 1) return fail(QStringLiteral("give at most one scenario"));
+  const QString scenario =
+      args.isEmpty() ? QStringLiteral(PIPESCOPE_SCENARIO_DIR "/demo.json") : args.front();
+  const auto number = [&](const QCommandLineOption& o, int* out) {
+    if (!parser.isSet(o)) return true;
+    bool ok = false;
+    *out = parser.value(o).toInt(&ok);
+    return ok && *out > 0;
+  };
+  int k = 0, m = 0;
+  if (!number(stages, &k)) return fail(QStringLiteral("-K takes a positive integer"));
+  if (!number(micro, &m)) return fail(QStringLiteral("-M takes a positive integer"));
+
+  pipescope::gui::MainWindow window;
+  if (const auto error = window.open_scenario(scenario)) return fail(*error);
+  if (k > 0) {
+    if (k > window.scenario()->cluster.devices) {
+      return fail(QStringLiteral("K=%1 is more stages than the cluster's %2 devices")
+                      .arg(k)
+                      .arg(window.scenario()->cluster.devices));
+    }
+    window.set_stages(k);
+  }
+  if (m > 0) {
+    if (window.scenario()->training.global_batch % m != 0) {
+      return fail(QStringLiteral("M=%1 does not divide the global batch %2")
+                      .arg(m)
+                      .arg(window.scenario()->training.global_batch));
+    }
+    window.set_micro_batches(m);
+  }
+  window.show();
+  if (!parser.isSet(shot)) return QApplication::exec();
+
+  if (!window.wait_idle(120000)) return fail(QStringLiteral("the simulation did not finish"));
+  if (!window.last_error().isEmpty()) return fail(window.last_error());
+  const QString path = parser.value(shot);
+  const QString tmp = path + QStringLiteral(".tmp.png");
+  QFile::remove(path);
+  if (!window.grab().save(tmp, "PNG") || !QFile::rename(tmp, path)) {
+    QFile::remove(tmp);
+    return fail(QStringLiteral("%1: cannot write the screenshot").arg(path));
+  }
+  std::printf("Screenshot written to %s (%dx%d)\n", path.toLocal8Bit().constData(), window.width(),
+              window.height());
+  return 0;
+}

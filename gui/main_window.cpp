@@ -1,0 +1,565 @@
+#include "gui/main_window.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDirIterator>
+#include <QDockWidget>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHeaderView>
+#include <QImage>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPainter>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QSvgGenerator>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "costmodels/device.h"
+#include "gui/job_runner.h"
+#include "gui/memory_bars.h"
+#include "gui/memory_widget.h"
+#include "gui/stage_table_model.h"
+#include "gui/timeline_widget.h"
+#include "gui/tradeoff_view.h"
+#include "sim/file_io.h"
+#include "sim/format.h"
+#include "sim/plan.h"
+#include "sim/plan_export.h"
+#include "sim/plan_io.h"
+#include "sim/scenario_io.h"
+#include "sim/sweep.h"
+#include "sim/trace_io.h"
+
+namespace pipescope::gui {
+namespace {
+
+constexpr int kMaxRecent = 8;
+constexpr int kMaxMicroBatches = 512;
+
+QString qs(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+// Runs `f`, turning any exception into its message.
+template <typename F>
+std::optional<QString> attempt(F&& f) {
+  try {
+    f();
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+}
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(tr("PipeScope"));
+  sim_runner_ = new JobRunner(this);
+  sweep_runner_ = new JobRunner(this);
+  plan_runner_ = new JobRunner(this);
+
+  timeline_ = new TimelineWidget;
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(timeline_);
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+
+  memory_ = new MemoryWidget;
+  stage_model_ = new StageTableModel(this);
+  stage_table_ = new QTableView;
+  stage_table_->setModel(stage_model_);
+  stage_table_->horizontalHeader()->setStretchLastSection(true);
+  stage_table_->verticalHeader()->hide();
+  tradeoffs_ = new TradeoffView;
+  connect(tradeoffs_, &TradeoffView::selected, this, [this](int k, int m) {
+    filling_ = true;
+    k_spin_->setValue(k);
+    m_combo_->setCurrentIndex(m_combo_->findData(m));
+    filling_ = false;
+    simulate();
+  });
+
+  auto* tabs = new QTabWidget;
+  auto* memory_scroll = new QScrollArea;
+  memory_scroll->setWidget(memory_);
+  memory_scroll->setWidgetResizable(true);
+  tabs->addTab(memory_scroll, tr("Memory"));
+  tabs->addTab(stage_table_, tr("Stages"));
+  auto* bottom = new QSplitter(Qt::Horizontal);
+  bottom->addWidget(tabs);
+  bottom->addWidget(tradeoffs_);
+  bottom->setSizes({450, 700});
+
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(scroll);
+  split->addWidget(bottom);
+  split->setSizes({560, 320});
+  setCentralWidget(split);
+
+  build_controls();
+  build_menus();
+  status_ = new QLabel;
+  statusBar()->addWidget(status_, 1);
+  resize(1400, 900);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::build_controls() {
+  auto* panel = new QWidget;
+  auto* form = new QFormLayout(panel);
+  k_spin_ = new QSpinBox;
+  k_spin_->setToolTip(tr("Pipeline stages K"));
+  m_combo_ = new QComboBox;
+  m_combo_->setToolTip(tr("Micro-batches M (divisors of the global batch)"));
+  schedule_combo_ = new QComboBox;
+  schedule_combo_->addItem(QStringLiteral("gpipe"));
+  remat_check_ = new QCheckBox(tr("rematerialization"));
+  partition_combo_ = new QComboBox;
+  for (const char* p : {"optimal", "uniform", "params", "gpipe"}) partition_combo_->addItem(p);
+  preset_combo_ = new QComboBox;
+  for (const DevicePreset& p : device_presets()) preset_combo_->addItem(qs(p.device.name));
+  transfers_check_ = new QCheckBox(tr("show transfers"));
+  transfers_check_->setChecked(true);
+  form->addRow(tr("K"), k_spin_);
+  form->addRow(tr("M"), m_combo_);
+  form->addRow(tr("schedule"), schedule_combo_);
+  form->addRow(QString(), remat_check_);
+  form->addRow(tr("partition"), partition_combo_);
+  form->addRow(tr("cluster"), preset_combo_);
+  form->addRow(QString(), transfers_check_);
+
+  summary_ = new QLabel;
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  summary_->setWordWrap(true);
+  form->addRow(summary_);
+  best_label_ = new QLabel(tr("Best plan: searching..."));
+  best_label_->setWordWrap(true);
+  best_apply_ = new QPushButton(tr("Apply best plan"));
+  best_apply_->setEnabled(false);
+  form->addRow(best_label_);
+  form->addRow(best_apply_);
+
+  auto* dock = new QDockWidget(tr("Configuration"), this);
+  dock->setObjectName(QStringLiteral("configuration"));
+  dock->setWidget(panel);
+  dock->setFeatures(QDockWidget::DockWidgetMovable);
+  addDockWidget(Qt::LeftDockWidgetArea, dock);
+
+  const auto changed = [this] {
+    if (!filling_) simulate();
+  };
+  connect(k_spin_, &QSpinBox::valueChanged, this, changed);
+  connect(m_combo_, &QComboBox::currentIndexChanged, this, changed);
+  connect(remat_check_, &QCheckBox::toggled, this, changed);
+  connect(partition_combo_, &QComboBox::currentIndexChanged, this, changed);
+  connect(preset_combo_, &QComboBox::currentTextChanged, this, [this](const QString& name) {
+    if (!filling_) set_preset(name);
+  });
+  connect(transfers_check_, &QCheckBox::toggled, timeline_, &TimelineWidget::set_show_transfers);
+  connect(best_apply_, &QPushButton::clicked, this, &MainWindow::apply_best_plan);
+}
+
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&Open scenario..."), QKeySequence::Open, this, [this] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open scenario"), {}, tr("Scenarios (*.json)"));
+    if (path.isEmpty()) return;
+    if (const auto error = open_scenario(path)) QMessageBox::warning(this, tr("Open"), *error);
+  });
+  recent_menu_ = file->addMenu(tr("Open &recent"));
+  rebuild_recent_menu();
+  QMenu* bundled = file->addMenu(tr("&Bundled scenarios"));
+  const QString dir = QStringLiteral(PIPESCOPE_SCENARIO_DIR);
+  QStringList found;
+  for (QDirIterator it(dir, {QStringLiteral("*.json")}, QDir::Files, QDirIterator::Subdirectories);
+       it.hasNext();) {
+    found << it.next();
+  }
+  found.sort();
+  for (const QString& path : found) {
+    bundled->addAction(QDir(dir).relativeFilePath(path), this, [this, path] {
+      if (const auto error = open_scenario(path)) QMessageBox::warning(this, tr("Open"), *error);
+    });
+  }
+  bundled->setEnabled(!found.isEmpty());
+  file->addAction(tr("Open &measured trace..."), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open measured trace"), {},
+                                                      tr("Chrome traces (*.json)"));
+    if (path.isEmpty()) return;
+    if (const auto error = open_measured_trace(path)) {
+      QMessageBox::warning(this, tr("Open measured trace"), *error);
+    }
+  });
+  file->addSeparator();
+  const auto save = [this](const QString& title, const QString& filter, auto export_fn) {
+    const QString path = QFileDialog::getSaveFileName(this, title, {}, filter);
+    if (path.isEmpty()) return;
+    if (const auto error = export_fn(path)) QMessageBox::warning(this, title, *error);
+  };
+  file->addAction(tr("Export &plan..."), this, [this, save] {
+    save(tr("Export plan"), tr("Plans (*.json)"),
+         [this](const QString& p) { return export_plan(p); });
+  });
+  QMenu* frameworks = file->addMenu(tr("Export &for"));
+  for (const char* f : {"torchgpipe", "deepspeed", "megatron", "torch-pipelining"}) {
+    const QString format = QString::fromLatin1(f);
+    frameworks->addAction(format, this, [this, save, format] {
+      save(tr("Export for %1").arg(format), tr("All files (*)"),
+           [this, format](const QString& p) { return export_framework(p, format); });
+    });
+  }
+  file->addAction(tr("Export Chrome &trace..."), this, [this, save] {
+    save(tr("Export trace"), tr("Chrome traces (*.json)"),
+         [this](const QString& p) { return export_trace(p); });
+  });
+  file->addAction(tr("Export timeline &image..."), this, [this, save] {
+    save(tr("Export image"), tr("Images (*.png *.svg)"),
+         [this](const QString& p) { return export_image(p); });
+  });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  view->addAction(tr("&Reset zoom"), timeline_, &TimelineWidget::reset_zoom);
+  view->addAction(tr("Zoom &back"), timeline_, &TimelineWidget::zoom_back);
+}
+
+void MainWindow::add_recent(const QString& path) {
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  recent.removeAll(absolute);
+  recent.prepend(absolute);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  settings.setValue(QStringLiteral("recentFiles"), recent);
+  rebuild_recent_menu();
+}
+
+void MainWindow::rebuild_recent_menu() {
+  recent_menu_->clear();
+  const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+  for (const QString& path : recent) {
+    recent_menu_->addAction(path, this, [this, path] {
+      if (const auto error = open_scenario(path)) QMessageBox::warning(this, tr("Open"), *error);
+    });
+  }
+  recent_menu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::rescenario(const nlohmann::json& doc) {
+  auto parsed = std::make_shared<const Scenario>(parse_scenario(doc, file_.toStdString()));
+  doc_ = doc;
+  scenario_ = std::move(parsed);
+}
+
+std::optional<QString> MainWindow::open_scenario(const QString& path) {
+  const QString previous = file_;
+  const auto error = attempt([&] {
+    nlohmann::json doc = load_scenario_json(path.toStdString());
+    file_ = path;
+    rescenario(doc);
+  });
+  if (error) {
+    file_ = previous;
+    show_error(*error);
+    return error;
+  }
+  measured_.reset();
+  setWindowTitle(tr("PipeScope - %1").arg(QFileInfo(path).fileName()));
+  add_recent(path);
+  fill_controls();
+  simulate();
+  sweep();
+  search_plans();
+  return std::nullopt;
+}
+
+std::optional<QString> MainWindow::open_measured_trace(const QString& path) {
+  Timeline measured;
+  if (const auto error = attempt([&] { measured = read_chrome_trace_file(path.toStdString()); })) {
+    show_error(*error);
+    return error;
+  }
+  measured_ = std::move(measured);
+  measured_file_ = path;
+  show_result();
+  return std::nullopt;
+}
+
+void MainWindow::fill_controls() {
+  filling_ = true;
+  const Scenario& sc = *scenario_;
+  const int layers = static_cast<int>(sc.model.layers.size());
+  k_spin_->setRange(1, std::max(1, std::min(sc.cluster.devices, layers)));
+  k_spin_->setValue(std::min(sc.cluster.devices, layers));
+  m_combo_->clear();
+  for (std::int64_t m = 1; m <= std::min<std::int64_t>(sc.training.global_batch, kMaxMicroBatches);
+       ++m) {
+    if (sc.training.global_batch % m == 0) {
+      m_combo_->addItem(QString::number(m), static_cast<int>(m));
+    }
+  }
+  m_combo_->setCurrentIndex(std::max(0, m_combo_->findData(sc.training.micro_batches)));
+  remat_check_->setChecked(sc.training.remat);
+  const bool preset = doc_.contains("cluster") && doc_["cluster"].contains("preset");
+  preset_combo_->setEnabled(preset);
+  if (preset_combo_->findText(qs(sc.cluster.name)) < 0) preset_combo_->addItem(qs(sc.cluster.name));
+  preset_combo_->setCurrentText(qs(sc.cluster.name));
+  filling_ = false;
+}
+
+void MainWindow::set_stages(int k) {
+  k_spin_->setValue(k);
+}
+
+void MainWindow::set_micro_batches(int m) {
+  const int index = m_combo_->findData(m);
+  if (index < 0) {
+    show_error(tr("M=%1 does not divide the global batch").arg(m));
+    return;
+  }
+  m_combo_->setCurrentIndex(index);
+}
+
+void MainWindow::set_remat(bool on) {
+  remat_check_->setChecked(on);
+}
+
+void MainWindow::set_preset(const QString& name) {
+  if (!scenario_) return;
+  nlohmann::json doc = doc_;
+  doc["cluster"]["preset"] = name.toStdString();
+  if (const auto error = attempt([&] { rescenario(doc); })) {
+    show_error(*error);
+    return;
+  }
+  simulate();
+  sweep();
+  search_plans();
+}
+
+SimConfig MainWindow::current_config() const {
+  SimConfig c;
+  c.stages = k_spin_->value();
+  c.micro_batches = m_combo_->currentData().toInt();
+  c.remat = remat_check_->isChecked();
+  c.partition = parse_partition_method(partition_combo_->currentText().toStdString())
+                    .value_or(PartitionMethod::kOptimal);
+  c.record_timeline = true;
+  return c;
+}
+
+void MainWindow::simulate() {
+  if (!scenario_) return;
+  const std::shared_ptr<const Scenario> sc = scenario_;
+  const SimConfig config = current_config();
+  status_->setText(tr("Simulating K=%1, M=%2...").arg(*config.stages).arg(*config.micro_batches));
+  sim_runner_->submit(
+      [this, sc, config]() -> std::function<void()> {
+        auto result = std::make_shared<const SimResult>(pipescope::simulate(*sc, config));
+        return [this, result] {
+          result_ = result;
+          last_error_.clear();
+          show_result();
+        };
+      },
+      [this](const QString& error) { show_error(error); });
+}
+
+void MainWindow::sweep() {
+  const std::shared_ptr<const Scenario> sc = scenario_;
+  SweepRequest request;
+  const int layers = static_cast<int>(sc->model.layers.size());
+  for (int k = 1; k <= std::min(sc->cluster.devices, layers); k *= 2) request.stages.push_back(k);
+  for (std::int64_t m = 1; m <= std::min<std::int64_t>(sc->training.global_batch, kMaxMicroBatches);
+       m *= 2) {
+    if (sc->training.global_batch % m == 0) request.micro_batches.push_back(static_cast<int>(m));
+  }
+  sweep_runner_->submit(
+      [this, sc, request]() -> std::function<void()> {
+        auto points = run_sweep(*sc, request);
+        return [this, points = std::move(points)]() mutable {
+          tradeoffs_->set_points(std::move(points));
+          tradeoffs_->set_current(k_spin_->value(), m_combo_->currentData().toInt());
+        };
+      },
+      [this](const QString& error) { show_error(tr("sweep: %1").arg(error)); });
+}
+
+void MainWindow::search_plans() {
+  const std::shared_ptr<const Scenario> sc = scenario_;
+  best_.reset();
+  best_apply_->setEnabled(false);
+  best_label_->setText(tr("Best plan: searching..."));
+  plan_runner_->submit(
+      [this, sc]() -> std::function<void()> {
+        PlanReport report = run_planner(*sc, PlanRequest{});
+        return [this, report = std::move(report)]() mutable {
+          if (report.ranked.empty()) {
+            best_label_->setText(tr("Best plan: nothing fits"));
+            return;
+          }
+          best_ = std::move(report.ranked.front());
+          best_label_->setText(tr("Best plan: %1, %2 samples/s")
+                                   .arg(qs(best_->label()))
+                                   .arg(best_->samples_per_s, 0, 'f', 2));
+          best_apply_->setEnabled(best_->data_parallel == 1);
+          best_apply_->setToolTip(best_->data_parallel == 1
+                                      ? tr("Set K, M and remat to the best plan's")
+                                      : tr("The best plan replicates the pipeline (D > 1), "
+                                           "which the timeline does not show yet"));
+        };
+      },
+      [this](const QString& error) { best_label_->setText(tr("Best plan: %1").arg(error)); });
+}
+
+void MainWindow::apply_best_plan() {
+  if (!best_) return;
+  filling_ = true;
+  k_spin_->setValue(best_->stages);
+  m_combo_->setCurrentIndex(m_combo_->findData(best_->micro_batches));
+  remat_check_->setChecked(best_->remat);
+  filling_ = false;
+  simulate();
+}
+
+void MainWindow::show_result() {
+  if (!result_) return;
+  std::vector<const Timeline*> sources{&result_->timeline};
+  std::vector<std::string> prefixes{""};
+  if (measured_) {
+    sources.push_back(&*measured_);
+    prefixes.emplace_back("measured");
+  }
+  timeline_->set_timelines(std::move(sources), std::move(prefixes));
+  memory_->set_bars(memory_bars(result_->metrics));
+  stage_model_->set_result(result_);
+  tradeoffs_->set_current(result_->stages, result_->micro_batches);
+  summary_->setText(summary_text());
+  status_->setText(tr("K=%1, M=%2: %3 ops")
+                       .arg(result_->stages)
+                       .arg(result_->micro_batches)
+                       .arg(result_->compute_ops + result_->transfers));
+}
+
+QString MainWindow::summary_text() const {
+  if (!result_) return {};
+  const Metrics& m = result_->metrics;
+  Bytes peak = 0;
+  for (const DeviceMetrics& d : m.devices) peak = std::max(peak, d.peak_memory);
+  QString text = tr("Step time %1\nThroughput %2 samples/s\nBubble %3\nMFU %4\nPeak memory %5%6")
+                     .arg(qs(format_seconds(m.step_time_s())))
+                     .arg(m.samples_per_s, 0, 'f', 2)
+                     .arg(qs(format_percent(m.bubble_fraction)))
+                     .arg(qs(format_percent(m.mfu)))
+                     .arg(qs(format_bytes(static_cast<double>(peak))))
+                     .arg(m.fits() ? QString() : tr(" (does not fit)"));
+  if (measured_ && !measured_->events.empty()) {
+    SimTime first = measured_->events.front().start, last = 0;
+    for (const TimelineEvent& e : measured_->events) {
+      first = std::min(first, e.start);
+      last = std::max(last, e.end);
+    }
+    const double measured_s = simtime_to_seconds(last - first);
+    text +=
+        tr("\nMeasured step %1 (prediction %2)")
+            .arg(qs(format_seconds(measured_s)))
+            .arg(measured_s > 0 ? QString::asprintf(
+                                      "%+.1f %%", 100 * (m.step_time_s() - measured_s) / measured_s)
+                                : QStringLiteral("-"));
+  }
+  return text;
+}
+
+void MainWindow::show_error(const QString& message) {
+  last_error_ = message;
+  status_->setText(tr("Error: %1").arg(message));
+}
+
+bool MainWindow::wait_idle(int timeout_ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (sim_runner_->busy() || sweep_runner_->busy() || plan_runner_->busy()) {
+    if (timer.elapsed() > timeout_ms) return false;
+    QApplication::processEvents(QEventLoop::AllEvents, 20);
+  }
+  QApplication::processEvents();
+  return true;
+}
+
+std::optional<QString> MainWindow::export_plan(const QString& path) {
+  if (!result_) return tr("nothing simulated yet");
+  return attempt([&] {
+    const Plan plan =
+        make_plan(*scenario_, *result_, 1, partition_combo_->currentText().toStdString());
+    write_plan_file(path.toStdString(), plan);
+  });
+}
+
+std::optional<QString> MainWindow::export_framework(const QString& path, const QString& format) {
+  if (!result_) return tr("nothing simulated yet");
+  const auto f = parse_export_format(format.toStdString());
+  if (!f) return tr("unknown export format '%1'").arg(format);
+  return attempt([&] {
+    const Plan plan =
+        make_plan(*scenario_, *result_, 1, partition_combo_->currentText().toStdString());
+    write_file_atomically(path.toStdString(), pipescope::export_plan(plan, *f));
+  });
+}
+
+std::optional<QString> MainWindow::export_trace(const QString& path) {
+  if (!result_) return tr("nothing simulated yet");
+  return attempt([&] { write_chrome_trace_file(path.toStdString(), result_->timeline); });
+}
+
+std::optional<QString> MainWindow::export_image(const QString& path) {
+  const QSize size(std::max(800, timeline_->width()), timeline_->minimumHeight());
+  if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+    QSvgGenerator svg;
+    svg.setFileName(path + QStringLiteral(".tmp"));
+    svg.setSize(size);
+    svg.setViewBox(QRect(QPoint(0, 0), size));
+    svg.setTitle(tr("PipeScope timeline"));
+    {
+      QPainter p(&svg);
+      timeline_->render_to(p, size);
+    }
+    std::error_code ec;
+    std::filesystem::rename((path + QStringLiteral(".tmp")).toStdString(), path.toStdString(), ec);
+    if (ec) return tr("%1: cannot write: %2").arg(path, qs(ec.message()));
+    return std::nullopt;
+  }
+  QImage image(size, QImage::Format_ARGB32);
+  {
+    QPainter p(&image);
+    timeline_->render_to(p, size);
+  }
+  const QString tmp = path + QStringLiteral(".tmp.png");
+  if (!image.save(tmp, "PNG")) return tr("%1: cannot write the image").arg(path);
+  std::error_code ec;
+  std::filesystem::rename(tmp.toStdString(), path.toStdString(), ec);
+  if (ec) return tr("%1: cannot write: %2").arg(path, qs(ec.message()));
+  return std::nullopt;
+}
+
+}  // namespace pipescope::gui

@@ -1,0 +1,124 @@
+#pragma once
+// The desktop app's window: controls for K, M, schedule, remat, partition and
+// cluster preset on the left; the timeline (prediction, and a measured run under
+// it) in the middle; memory per device, the stage table, the K/M trade-off
+// charts and the summary with the planner's best plan below. Every change
+// re-simulates off the UI thread; menus open scenarios and measured traces and
+// export plans, framework forms, traces and images.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <QMainWindow>
+#include <nlohmann/json.hpp>
+
+#include "sim/planner.h"
+#include "sim/scenario.h"
+#include "sim/simulator.h"
+
+QT_BEGIN_NAMESPACE
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QMenu;
+class QPushButton;
+class QSpinBox;
+class QTableView;
+QT_END_NAMESPACE
+
+namespace pipescope::gui {
+
+class JobRunner;
+class MemoryWidget;
+class StageTableModel;
+class TimelineWidget;
+class TradeoffView;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Loads a scenario file; on failure leaves the current one and returns the
+  // error (one sentence naming the file and field).
+  std::optional<QString> open_scenario(const QString& path);
+  // A measured trace (`pipescope run --trace`) shown under the prediction.
+  std::optional<QString> open_measured_trace(const QString& path);
+
+  void set_stages(int k);
+  void set_micro_batches(int m);
+  void set_remat(bool on);
+  void set_preset(const QString& name);
+
+  // Waits (running the event loop) until no simulation, sweep or plan search
+  // runs; false after timeout_ms.
+  bool wait_idle(int timeout_ms);
+
+  const Scenario* scenario() const { return scenario_.get(); }
+  std::shared_ptr<const SimResult> result() const { return result_; }
+  TimelineWidget* timeline() const { return timeline_; }
+  MemoryWidget* memory() const { return memory_; }
+  TradeoffView* tradeoffs() const { return tradeoffs_; }
+  StageTableModel* stage_model() const { return stage_model_; }
+  QString summary_text() const;
+  QString last_error() const { return last_error_; }
+
+  // Export; each returns the error, if any. Files are written atomically.
+  std::optional<QString> export_plan(const QString& path);
+  std::optional<QString> export_framework(const QString& path, const QString& format);
+  std::optional<QString> export_trace(const QString& path);
+  std::optional<QString> export_image(const QString& path);  // .png or .svg
+
+ private:
+  void build_menus();
+  void build_controls();
+  void fill_controls();
+  void simulate();
+  void sweep();
+  void search_plans();
+  void show_result();
+  void show_error(const QString& message);
+  void apply_best_plan();
+  void add_recent(const QString& path);
+  void rebuild_recent_menu();
+  SimConfig current_config() const;
+  void rescenario(const nlohmann::json& doc);
+
+  // The scenario as JSON (the preset control edits it) and as parsed.
+  nlohmann::json doc_;
+  QString file_;
+  std::shared_ptr<const Scenario> scenario_;
+  std::shared_ptr<const SimResult> result_;
+  std::optional<Timeline> measured_;
+  QString measured_file_;
+  std::optional<PlanCandidate> best_;
+  QString last_error_;
+  bool filling_ = false;  // controls are being set from the scenario
+
+  JobRunner* sim_runner_ = nullptr;
+  JobRunner* sweep_runner_ = nullptr;
+  JobRunner* plan_runner_ = nullptr;
+
+  QSpinBox* k_spin_ = nullptr;
+  QComboBox* m_combo_ = nullptr;
+  QComboBox* schedule_combo_ = nullptr;
+  QCheckBox* remat_check_ = nullptr;
+  QComboBox* partition_combo_ = nullptr;
+  QComboBox* preset_combo_ = nullptr;
+  QCheckBox* transfers_check_ = nullptr;
+  QLabel* summary_ = nullptr;
+  QLabel* best_label_ = nullptr;
+  QPushButton* best_apply_ = nullptr;
+  QLabel* status_ = nullptr;
+  TimelineWidget* timeline_ = nullptr;
+  MemoryWidget* memory_ = nullptr;
+  TradeoffView* tradeoffs_ = nullptr;
+  StageTableModel* stage_model_ = nullptr;
+  QTableView* stage_table_ = nullptr;
+  QMenu* recent_menu_ = nullptr;
+};
+
+}  // namespace pipescope::gui

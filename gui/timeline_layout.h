@@ -1,0 +1,75 @@
+#pragma once
+// What the timeline view draws, as plain code without Qt, tested without a
+// display: one row per device and lane (compute, send, recv; slices that would
+// overlap on a lane get further rows of it), an item per event, hit testing,
+// the dependencies of an op (the transfer that fed it, the op it feeds), labels
+// and tooltips. A second timeline (a measured run) can be laid out under the
+// first with its own row prefix and the same time axis.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/timeline.h"
+
+namespace pipescope::gui {
+
+struct TimelineRow {
+  int source = 0;  // which timeline: 0 the first laid out, 1 the second, ...
+  int device = 0;
+  Lane lane = Lane::kCompute;
+  int sub_row = 0;    // 0 for the lane's first row, 1 for "recv 2", ...
+  std::string label;  // "device 0", "  send", "  recv 2"; prefixed for source > 0,
+                      // e.g. "measured: device 0"
+};
+
+struct TimelineItem {
+  int source = 0;
+  std::size_t event = 0;  // index into that timeline's events
+  int row = 0;            // index into TimelineLayout::rows
+};
+
+struct TimelineLayout {
+  std::vector<TimelineRow> rows;
+  std::vector<TimelineItem> items;  // every event of every source, rows in order
+  double start_ns = 0.0;            // earliest start over all sources
+  double end_ns = 0.0;              // latest end over all sources
+};
+
+// Lays out timelines one under another: for each, its devices in order, each
+// with a compute row, then (when show_transfers and the device has any) its send
+// and recv rows. Overlapping slices of one lane go to the first further row of
+// that lane where they fit (first fit by start time). prefixes[i] labels the rows
+// of source i ("" for none; "measured" gives "measured: device 0").
+TimelineLayout layout_timelines(const std::vector<const Timeline*>& sources,
+                                const std::vector<std::string>& prefixes, bool show_transfers);
+
+// The item under (row, time), if any: an event of that row whose [start, end]
+// contains time, or failing that the nearest one within tolerance_ns.
+std::optional<std::size_t> hit_test(const TimelineLayout& layout,
+                                    const std::vector<const Timeline*>& sources, int row,
+                                    double time_ns, double tolerance_ns);
+
+// Items related to one item of the same source, by the schedule's dependencies
+// (DESIGN.md, "Ops"): for F(s,m) the activation transfer into s for m (send and
+// recv events) and F(s-1,m) before it, and the transfer out of s and F(s+1,m)
+// after it; for B(s,m) the gradient transfer from s+1 and B(s+1,m) before, the
+// transfer to s-1 and B(s-1,m) after, and F(s,m) / R(s,m) of its own stage
+// before; for R(s,m) the F(s,m) before and B(s,m) after; for a transfer event the
+// op that sent it and the op that consumed it (and its other half, same flow).
+struct Dependencies {
+  std::vector<std::size_t> before;  // item indices
+  std::vector<std::size_t> after;
+};
+Dependencies dependencies_of(const TimelineLayout& layout,
+                             const std::vector<const Timeline*>& sources, std::size_t item);
+
+// "F3", "R3", "B3", "optimizer", "act 3", "grad 3" (as traces name them).
+std::string item_label(const TimelineEvent& e);
+// Several lines: kind, stage (and peer for transfers), micro-batch, start,
+// duration (with units, e.g. "12.5 ms"), bytes for transfers, the link route
+// when known, and the CPU time for measured ops.
+std::string item_tooltip(const Timeline& timeline, const TimelineEvent& e);
+
+}  // namespace pipescope::gui

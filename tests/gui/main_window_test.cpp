@@ -1,0 +1,240 @@
+// The desktop app driven as a user would, offscreen: changing K and M
+// re-simulates and redraws the timeline, the memory view flags a device that
+// does not fit, exports reproduce the prediction, a measured trace lies under
+// the predicted rows, and the screenshot mode writes a real picture.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QImage>
+#include <QStandardPaths>
+#include <nlohmann/json.hpp>
+
+#include "../cli/cli_runner.h"
+#include "gui/main_window.h"
+#include "gui/memory_widget.h"
+#include "gui/stage_table_model.h"
+#include "gui/timeline_widget.h"
+#include "gui/tradeoff_view.h"
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
+
+namespace pipescope::gui {
+namespace {
+
+namespace fs = std::filesystem;
+const QString kScenarios = QStringLiteral(PIPESCOPE_SOURCE_DIR "/scenarios/");
+constexpr int kTimeout_ms = 120000;
+
+fs::path temp(const std::string& name) {
+  return fs::temp_directory_path() / ("pipescope_gui_" + std::to_string(::getpid()) + "_" + name);
+}
+
+std::size_t compute_items(const TimelineLayout& layout) {
+  std::size_t n = 0;
+  for (const TimelineItem& item : layout.items) {
+    n += layout.rows[static_cast<std::size_t>(item.row)].lane == Lane::kCompute ? 1 : 0;
+  }
+  return n;
+}
+
+class MainWindowTest : public ::testing::Test {
+ protected:
+  void open(const QString& name) {
+    const auto error = window.open_scenario(kScenarios + name);
+    ASSERT_FALSE(error) << error->toStdString();
+    ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+    ASSERT_TRUE(window.result());
+  }
+  MainWindow window;
+};
+
+TEST_F(MainWindowTest, ChangingKAndMUpdatesTheTimeline) {
+  open(QStringLiteral("demo.json"));
+  for (const auto& [k, m] : {std::pair{2, 4}, std::pair{4, 8}, std::pair{1, 2}}) {
+    window.set_stages(k);
+    window.set_micro_batches(m);
+    ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+    const auto result = window.result();
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->stages, k);
+    EXPECT_EQ(result->micro_batches, m);
+    // The same numbers as the simulator run directly.
+    SimConfig config;
+    config.stages = k;
+    config.micro_batches = m;
+    const SimResult direct = simulate(*window.scenario(), config);
+    EXPECT_EQ(result->metrics.step_time, direct.metrics.step_time);
+    const TimelineLayout& layout = window.timeline()->layout();
+    EXPECT_EQ(layout.items.size(), direct.timeline.events.size());
+    EXPECT_EQ(static_cast<std::int64_t>(compute_items(layout)), direct.compute_ops);
+    EXPECT_NE(window.summary_text().indexOf(QStringLiteral("Step time")), -1);
+  }
+}
+
+TEST_F(MainWindowTest, MemoryViewFlagsADeviceThatDoesNotFit) {
+  open(QStringLiteral("gpipe/transformer-tpuv3.json"));
+  window.set_stages(2);
+  window.set_micro_batches(1);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  const auto& bars = window.memory()->bars();
+  ASSERT_EQ(bars.size(), 2u);
+  for (const MemoryBar& b : bars) {
+    EXPECT_FALSE(b.fits);
+    EXPECT_EQ(b.over_by, b.peak - b.capacity);
+    EXPECT_GT(b.over_by, 0);
+    EXPECT_EQ(MemoryWidget::bar_color(b), QColor(0xd3, 0x2f, 0x2f));
+    EXPECT_NE(b.label.find(" over"), std::string::npos) << b.label;
+  }
+  EXPECT_NE(window.summary_text().indexOf(QStringLiteral("does not fit")), -1);
+  // With eight stages and 32 micro-batches it fits, and nothing is red.
+  window.set_stages(8);
+  window.set_micro_batches(32);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  for (const MemoryBar& b : window.memory()->bars()) EXPECT_TRUE(b.fits) << b.label;
+}
+
+TEST_F(MainWindowTest, ExportedPlanReproducesThePrediction) {
+  open(QStringLiteral("demo.json"));
+  window.set_stages(2);
+  window.set_micro_batches(8);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  const fs::path plan = temp("plan.json");
+  ASSERT_FALSE(window.export_plan(QString::fromStdString(plan.string())));
+  const pipescope::testing::CliResult r =
+      pipescope::testing::run("simulate " + (kScenarios + "demo.json").toStdString() + " --plan " +
+                              plan.string() + " --json");
+  fs::remove(plan);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["K"], 2);
+  EXPECT_EQ(j["M"], 8);
+  EXPECT_DOUBLE_EQ(j["step_time_s"].get<double>(), window.result()->metrics.step_time_s());
+
+  const fs::path torchgpipe = temp("torchgpipe.py");
+  ASSERT_FALSE(window.export_framework(QString::fromStdString(torchgpipe.string()),
+                                       QStringLiteral("torchgpipe")));
+  EXPECT_NE(pipescope::testing::slurp(torchgpipe).find("balance"), std::string::npos);
+  fs::remove(torchgpipe);
+  EXPECT_TRUE(window.export_framework(QStringLiteral("/tmp/x"), QStringLiteral("nonsense")));
+
+  const fs::path png = temp("timeline.png");
+  const fs::path svg = temp("timeline.svg");
+  ASSERT_FALSE(window.export_image(QString::fromStdString(png.string())));
+  ASSERT_FALSE(window.export_image(QString::fromStdString(svg.string())));
+  const QImage image(QString::fromStdString(png.string()));
+  EXPECT_FALSE(image.isNull());
+  EXPECT_EQ(image.height(), window.timeline()->minimumHeight());
+  EXPECT_NE(pipescope::testing::slurp(svg).find("<svg"), std::string::npos);
+  fs::remove(png);
+  fs::remove(svg);
+}
+
+TEST_F(MainWindowTest, MeasuredTraceLiesUnderThePrediction) {
+  open(QStringLiteral("demo.json"));
+  const fs::path trace = temp("trace.json");
+  ASSERT_FALSE(window.export_trace(QString::fromStdString(trace.string())));
+  const std::size_t predicted = window.timeline()->layout().items.size();
+  const std::size_t rows = window.timeline()->layout().rows.size();
+  ASSERT_FALSE(window.open_measured_trace(QString::fromStdString(trace.string())));
+  fs::remove(trace);
+  const TimelineLayout& layout = window.timeline()->layout();
+  EXPECT_EQ(layout.items.size(), 2 * predicted);
+  EXPECT_EQ(layout.rows.size(), 2 * rows);
+  EXPECT_EQ(layout.rows[rows].label.rfind("measured", 0), 0u) << layout.rows[rows].label;
+  // The trace is the prediction itself: the step time error is zero.
+  EXPECT_NE(window.summary_text().indexOf(QStringLiteral("+0.0 %")), -1)
+      << window.summary_text().toStdString();
+  const auto bad = window.open_measured_trace(QStringLiteral("/no/such/trace.json"));
+  ASSERT_TRUE(bad);
+  EXPECT_NE(bad->indexOf(QStringLiteral("/no/such/trace.json")), -1);
+}
+
+TEST_F(MainWindowTest, BadScenarioKeepsTheCurrentOne) {
+  open(QStringLiteral("demo.json"));
+  const fs::path bad = temp("bad.json");
+  std::FILE* f = std::fopen(bad.c_str(), "w");
+  std::fputs(R"({"model": {"family": "transformer"}})", f);
+  std::fclose(f);
+  const auto error = window.open_scenario(QString::fromStdString(bad.string()));
+  fs::remove(bad);
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->indexOf(QString::fromStdString(bad.string())), -1) << error->toStdString();
+  EXPECT_EQ(window.scenario()->name, "demo");
+}
+
+TEST_F(MainWindowTest, TradeoffChartsAndStageTable) {
+  open(QStringLiteral("demo.json"));
+  EXPECT_EQ(window.tradeoffs()->stage_values(), (std::vector<int>{1, 2, 4}));
+  std::set<int> ms;
+  for (const SweepPoint& p : window.tradeoffs()->points()) ms.insert(p.micro_batches);
+  EXPECT_EQ(ms, (std::set<int>{1, 2, 4, 8, 16, 32}));
+  // Choosing a point on the chart selects that K and M.
+  emit window.tradeoffs()->selected(2, 16);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->stages, 2);
+  EXPECT_EQ(window.result()->micro_batches, 16);
+
+  QAbstractItemModelTester tester(window.stage_model(),
+                                  QAbstractItemModelTester::FailureReportingMode::Fatal);
+  EXPECT_EQ(window.stage_model()->rowCount(), 2);
+  EXPECT_EQ(window.stage_model()->columnCount(), StageTableModel::kColumns);
+  EXPECT_EQ(window.stage_model()->data(window.stage_model()->index(1, 0)).toInt(), 1);
+}
+
+TEST_F(MainWindowTest, ClickingAnOpHighlightsItsDependencies) {
+  open(QStringLiteral("demo.json"));
+  TimelineWidget* t = window.timeline();
+  const TimelineLayout& layout = t->layout();
+  const Timeline& timeline = window.result()->timeline;
+  std::optional<std::size_t> middle;
+  for (std::size_t i = 0; i < layout.items.size(); ++i) {
+    const TimelineEvent& e = timeline.events[layout.items[i].event];
+    if (e.kind == EventKind::kForward && e.stage == 1 && e.micro_batch == 0) middle = i;
+  }
+  ASSERT_TRUE(middle);
+  t->select(middle);
+  EXPECT_FALSE(t->selected_dependencies().before.empty());
+  EXPECT_FALSE(t->selected_dependencies().after.empty());
+  t->select(std::nullopt);
+  EXPECT_TRUE(t->selected_dependencies().before.empty());
+}
+
+TEST(Screenshot, WritesANonBlankPictureOfTheWindow) {
+  const fs::path png = temp("shot.png");
+  const std::string cmd = std::string(PIPESCOPE_GUI) + " --screenshot " + png.string() + " " +
+                          (kScenarios + "demo.json").toStdString() + " -K 2 -M 4 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const QImage image(QString::fromStdString(png.string()));
+  fs::remove(png);
+  ASSERT_FALSE(image.isNull());
+  EXPECT_EQ(image.size(), QSize(1400, 900));
+  std::set<QRgb> colours;
+  for (int y = 0; y < image.height(); y += 7) {
+    for (int x = 0; x < image.width(); x += 7) colours.insert(image.pixel(x, y));
+  }
+  EXPECT_GT(colours.size(), 20u);  // text, ops of several kinds, charts: not a blank window
+  const std::string bad = std::string(PIPESCOPE_GUI) + " --screenshot " + png.string() +
+                          " /no/such.json >/dev/null 2>&1";
+  const int status = std::system(bad.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  EXPECT_FALSE(fs::exists(png));
+}
+
+}  // namespace
+}  // namespace pipescope::gui
+
+int main(int argc, char** argv) {
+  if (!qEnvironmentVariableIsSet("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  QStandardPaths::setTestModeEnabled(true);  // recent files go to a test folder
+  QApplication app(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
