@@ -126,6 +126,8 @@ MainWindow::~MainWindow() = default;
 void MainWindow::build_controls() {
   auto* panel = new QWidget;
   auto* form = new QFormLayout(panel);
+  d_combo_ = new QComboBox;
+  d_combo_->setToolTip(tr("Data-parallel replicas D of the pipeline (N = K x D devices)"));
   k_spin_ = new QSpinBox;
   k_spin_->setToolTip(tr("Pipeline stages K"));
   m_combo_ = new QComboBox;
@@ -139,6 +141,7 @@ void MainWindow::build_controls() {
   for (const DevicePreset& p : device_presets()) preset_combo_->addItem(qs(p.device.name));
   transfers_check_ = new QCheckBox(tr("show transfers"));
   transfers_check_->setChecked(true);
+  form->addRow(tr("D"), d_combo_);
   form->addRow(tr("K"), k_spin_);
   form->addRow(tr("M"), m_combo_);
   form->addRow(tr("schedule"), schedule_combo_);
@@ -167,6 +170,12 @@ void MainWindow::build_controls() {
   const auto changed = [this] {
     if (!filling_) simulate();
   };
+  connect(d_combo_, &QComboBox::currentIndexChanged, this, [this] {
+    if (filling_ || !scenario_) return;
+    fill_k_and_m(k_spin_->value(), m_combo_->currentData().toInt());
+    simulate();
+    sweep();
+  });
   connect(k_spin_, &QSpinBox::valueChanged, this, changed);
   connect(m_combo_, &QComboBox::currentIndexChanged, this, changed);
   connect(remat_check_, &QCheckBox::toggled, this, changed);
@@ -309,23 +318,64 @@ std::optional<QString> MainWindow::open_measured_trace(const QString& path) {
 void MainWindow::fill_controls() {
   filling_ = true;
   const Scenario& sc = *scenario_;
-  const int layers = static_cast<int>(sc.model.layers.size());
-  k_spin_->setRange(1, std::max(1, std::min(sc.cluster.devices, layers)));
-  k_spin_->setValue(std::min(sc.cluster.devices, layers));
-  m_combo_->clear();
-  for (std::int64_t m = 1; m <= std::min<std::int64_t>(sc.training.global_batch, kMaxMicroBatches);
-       ++m) {
-    if (sc.training.global_batch % m == 0) {
-      m_combo_->addItem(QString::number(m), static_cast<int>(m));
+  d_combo_->clear();
+  for (int d = 1; d <= sc.cluster.devices; ++d) {
+    if (sc.cluster.devices % d == 0 && sc.training.global_batch % d == 0) {
+      d_combo_->addItem(QString::number(d), d);
     }
   }
-  m_combo_->setCurrentIndex(std::max(0, m_combo_->findData(sc.training.micro_batches)));
+  d_combo_->setCurrentIndex(0);
+  fill_k_and_m(sc.cluster.devices, sc.training.micro_batches);
   remat_check_->setChecked(sc.training.remat);
   const bool preset = doc_.contains("cluster") && doc_["cluster"].contains("preset");
   preset_combo_->setEnabled(preset);
   if (preset_combo_->findText(qs(sc.cluster.name)) < 0) preset_combo_->addItem(qs(sc.cluster.name));
   preset_combo_->setCurrentText(qs(sc.cluster.name));
   filling_ = false;
+}
+
+// K up to the replica's devices (and the layers), M among the divisors of the
+// replica's batch; keeps k and m where they are still allowed.
+void MainWindow::fill_k_and_m(int k, int m) {
+  const bool was_filling = filling_;
+  filling_ = true;
+  const Scenario& sc = *scenario_;
+  const int d = data_parallel();
+  const int layers = static_cast<int>(sc.model.layers.size());
+  const int k_max = std::max(1, std::min(sc.cluster.devices / d, layers));
+  k_spin_->setRange(1, k_max);
+  k_spin_->setValue(std::clamp(k, 1, k_max));
+  const std::int64_t batch = sc.training.global_batch / d;
+  m_combo_->clear();
+  for (std::int64_t v = 1; v <= std::min<std::int64_t>(batch, kMaxMicroBatches); ++v) {
+    if (batch % v == 0) m_combo_->addItem(QString::number(v), static_cast<int>(v));
+  }
+  int index = m_combo_->findData(m);
+  if (index < 0) {  // the largest M not above m
+    index = 0;
+    for (int i = 0; i < m_combo_->count(); ++i) {
+      if (m_combo_->itemData(i).toInt() <= m) index = i;
+    }
+  }
+  m_combo_->setCurrentIndex(index);
+  filling_ = was_filling;
+}
+
+int MainWindow::data_parallel() const {
+  return std::max(1, d_combo_->currentData().toInt());
+}
+
+Scenario MainWindow::replica() const {
+  return replica_scenario(*scenario_, k_spin_->value(), data_parallel());
+}
+
+void MainWindow::set_data_parallel(int d) {
+  const int index = d_combo_->findData(d);
+  if (index < 0) {
+    show_error(tr("D=%1 does not divide both the devices and the batch").arg(d));
+    return;
+  }
+  d_combo_->setCurrentIndex(index);
 }
 
 void MainWindow::set_stages(int k) {
@@ -371,13 +421,14 @@ SimConfig MainWindow::current_config() const {
 
 void MainWindow::simulate() {
   if (!scenario_) return;
-  const std::shared_ptr<const Scenario> sc = scenario_;
+  const auto sc = std::make_shared<const Scenario>(replica());
   const SimConfig config = current_config();
   status_->setText(tr("Simulating K=%1, M=%2...").arg(*config.stages).arg(*config.micro_batches));
   sim_runner_->submit(
       [this, sc, config]() -> std::function<void()> {
         auto result = std::make_shared<const SimResult>(pipescope::simulate(*sc, config));
-        return [this, result] {
+        return [this, sc, result] {
+          replica_ = sc;
           result_ = result;
           last_error_.clear();
           show_result();
@@ -387,7 +438,10 @@ void MainWindow::simulate() {
 }
 
 void MainWindow::sweep() {
-  const std::shared_ptr<const Scenario> sc = scenario_;
+  // One replica's K x M grid: devices / D of them, batch / D.
+  const int d = data_parallel();
+  const auto sc = std::make_shared<const Scenario>(
+      replica_scenario(*scenario_, scenario_->cluster.devices / d, d));
   SweepRequest request;
   const int layers = static_cast<int>(sc->model.layers.size());
   for (int k = 1; k <= std::min(sc->cluster.devices, layers); k *= 2) request.stages.push_back(k);
@@ -423,11 +477,8 @@ void MainWindow::search_plans() {
           best_label_->setText(tr("Best plan: %1, %2 samples/s")
                                    .arg(qs(best_->label()))
                                    .arg(best_->samples_per_s, 0, 'f', 2));
-          best_apply_->setEnabled(best_->data_parallel == 1);
-          best_apply_->setToolTip(best_->data_parallel == 1
-                                      ? tr("Set K, M and remat to the best plan's")
-                                      : tr("The best plan replicates the pipeline (D > 1), "
-                                           "which the timeline does not show yet"));
+          best_apply_->setEnabled(true);
+          best_apply_->setToolTip(tr("Set D, K, M and remat to the best plan's"));
         };
       },
       [this](const QString& error) { best_label_->setText(tr("Best plan: %1").arg(error)); });
@@ -436,11 +487,12 @@ void MainWindow::search_plans() {
 void MainWindow::apply_best_plan() {
   if (!best_) return;
   filling_ = true;
-  k_spin_->setValue(best_->stages);
-  m_combo_->setCurrentIndex(m_combo_->findData(best_->micro_batches));
+  d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(best_->data_parallel)));
+  fill_k_and_m(best_->stages, best_->micro_batches);
   remat_check_->setChecked(best_->remat);
   filling_ = false;
   simulate();
+  sweep();
 }
 
 void MainWindow::show_result() {
@@ -467,13 +519,21 @@ QString MainWindow::summary_text() const {
   const Metrics& m = result_->metrics;
   Bytes peak = 0;
   for (const DeviceMetrics& d : m.devices) peak = std::max(peak, d.peak_memory);
+  // Replicas of the simulated result (the D control may already say otherwise).
+  const auto d =
+      static_cast<int>(scenario_->training.global_batch / replica_->training.global_batch);
   QString text = tr("Step time %1\nThroughput %2 samples/s\nBubble %3\nMFU %4\nPeak memory %5%6")
                      .arg(qs(format_seconds(m.step_time_s())))
-                     .arg(m.samples_per_s, 0, 'f', 2)
+                     .arg(m.samples_per_s * d, 0, 'f', 2)
                      .arg(qs(format_percent(m.bubble_fraction)))
                      .arg(qs(format_percent(m.mfu)))
                      .arg(qs(format_bytes(static_cast<double>(peak))))
                      .arg(m.fits() ? QString() : tr(" (does not fit)"));
+  if (d > 1) {
+    text += tr("\nOne of D=%1 replicas shown; throughput counts all (their gradient "
+               "all-reduce is not simulated)")
+                .arg(d);
+  }
   if (measured_ && !measured_->events.empty()) {
     SimTime first = measured_->events.front().start, last = 0;
     for (const TimelineEvent& e : measured_->events) {
@@ -507,11 +567,17 @@ bool MainWindow::wait_idle(int timeout_ms) {
   return true;
 }
 
+Plan MainWindow::current_plan() const {
+  // The replica result_ simulated, and how many of them make up the scenario.
+  const auto d =
+      static_cast<int>(scenario_->training.global_batch / replica_->training.global_batch);
+  return make_plan(*replica_, *result_, d, partition_combo_->currentText().toStdString());
+}
+
 std::optional<QString> MainWindow::export_plan(const QString& path) {
   if (!result_) return tr("nothing simulated yet");
   return attempt([&] {
-    const Plan plan =
-        make_plan(*scenario_, *result_, 1, partition_combo_->currentText().toStdString());
+    const Plan plan = current_plan();
     write_plan_file(path.toStdString(), plan);
   });
 }
@@ -521,8 +587,7 @@ std::optional<QString> MainWindow::export_framework(const QString& path, const Q
   const auto f = parse_export_format(format.toStdString());
   if (!f) return tr("unknown export format '%1'").arg(format);
   return attempt([&] {
-    const Plan plan =
-        make_plan(*scenario_, *result_, 1, partition_combo_->currentText().toStdString());
+    const Plan plan = current_plan();
     write_file_atomically(path.toStdString(), pipescope::export_plan(plan, *f));
   });
 }

@@ -13,6 +13,7 @@
 #include <QMainWindow>
 #include <nlohmann/json.hpp>
 
+#include "sim/plan.h"
 #include "sim/planner.h"
 #include "sim/scenario.h"
 #include "sim/simulator.h"
@@ -48,6 +49,9 @@ class MainWindow : public QMainWindow {
   // A measured trace (`pipescope run --trace`) shown under the prediction.
   std::optional<QString> open_measured_trace(const QString& path);
 
+  // Data-parallel replicas D of the pipeline: the timeline shows one replica
+  // (N / D devices, batch / D); throughput counts all of them.
+  void set_data_parallel(int d);
   void set_stages(int k);
   void set_micro_batches(int m);
   void set_remat(bool on);
@@ -64,6 +68,10 @@ class MainWindow : public QMainWindow {
   TradeoffView* tradeoffs() const { return tradeoffs_; }
   StageTableModel* stage_model() const { return stage_model_; }
   QString summary_text() const;
+  // The planner's best plan, once the search is done; apply_best_plan() sets
+  // D, K, M and remat to it.
+  const std::optional<PlanCandidate>& best_plan() const { return best_; }
+  void apply_best_plan();
   QString last_error() const { return last_error_; }
 
   // Export; each returns the error, if any. Files are written atomically.
@@ -81,16 +89,21 @@ class MainWindow : public QMainWindow {
   void search_plans();
   void show_result();
   void show_error(const QString& message);
-  void apply_best_plan();
   void add_recent(const QString& path);
   void rebuild_recent_menu();
   SimConfig current_config() const;
+  int data_parallel() const;
+  // The scenario one replica runs (cluster of K devices, batch / D).
+  Scenario replica() const;
+  void fill_k_and_m(int k, int m);
+  Plan current_plan() const;
   void rescenario(const nlohmann::json& doc);
 
   // The scenario as JSON (the preset control edits it) and as parsed.
   nlohmann::json doc_;
   QString file_;
   std::shared_ptr<const Scenario> scenario_;
+  std::shared_ptr<const Scenario> replica_;  // what result_ simulated
   std::shared_ptr<const SimResult> result_;
   std::optional<Timeline> measured_;
   QString measured_file_;
@@ -102,6 +115,7 @@ class MainWindow : public QMainWindow {
   JobRunner* sweep_runner_ = nullptr;
   JobRunner* plan_runner_ = nullptr;
 
+  QComboBox* d_combo_ = nullptr;
   QSpinBox* k_spin_ = nullptr;
   QComboBox* m_combo_ = nullptr;
   QComboBox* schedule_combo_ = nullptr;

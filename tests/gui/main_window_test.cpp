@@ -189,6 +189,35 @@ TEST_F(MainWindowTest, TradeoffChartsAndStageTable) {
   EXPECT_EQ(window.stage_model()->data(window.stage_model()->index(1, 0)).toInt(), 1);
 }
 
+TEST_F(MainWindowTest, AppliesThePlannersBestPlan) {
+  open(QStringLiteral("demo.json"));
+  ASSERT_TRUE(window.best_plan());
+  const PlanCandidate best = *window.best_plan();
+  window.apply_best_plan();
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->stages, best.stages);
+  EXPECT_EQ(window.result()->micro_batches, best.micro_batches);
+  EXPECT_EQ(window.result()->remat, best.remat);
+  // The window shows one replica; its throughput counts all of them, as the
+  // planner's does.
+  EXPECT_EQ(window.result()->metrics.step_time, best.result.metrics.step_time);
+  EXPECT_NE(window.summary_text().indexOf(
+                QStringLiteral("%1 samples/s").arg(best.samples_per_s, 0, 'f', 2)),
+            -1)
+      << window.summary_text().toStdString();
+  if (best.data_parallel > 1) {
+    EXPECT_NE(window.summary_text().indexOf(QStringLiteral("D=%1").arg(best.data_parallel)), -1);
+  }
+  // Its plan file says the same.
+  const fs::path plan = temp("best.json");
+  ASSERT_FALSE(window.export_plan(QString::fromStdString(plan.string())));
+  const nlohmann::json j = nlohmann::json::parse(pipescope::testing::slurp(plan));
+  fs::remove(plan);
+  EXPECT_EQ(j["D"], best.data_parallel);
+  EXPECT_EQ(j["K"], best.stages);
+  EXPECT_EQ(j["cluster"]["devices"], best.stages * best.data_parallel);
+}
+
 TEST_F(MainWindowTest, ClickingAnOpHighlightsItsDependencies) {
   open(QStringLiteral("demo.json"));
   TimelineWidget* t = window.timeline();
