@@ -15,6 +15,8 @@
 #include <QApplication>
 #include <QImage>
 #include <QStandardPaths>
+#include <QTest>
+#include <QWheelEvent>
 #include <nlohmann/json.hpp>
 
 #include "../cli/cli_runner.h"
@@ -234,6 +236,51 @@ TEST_F(MainWindowTest, ClickingAnOpHighlightsItsDependencies) {
   EXPECT_FALSE(t->selected_dependencies().after.empty());
   t->select(std::nullopt);
   EXPECT_TRUE(t->selected_dependencies().before.empty());
+}
+
+TEST_F(MainWindowTest, WheelDragBandAndKeysMoveTheTimeAxis) {
+  open(QStringLiteral("demo.json"));
+  TimelineWidget* t = window.timeline();
+  window.show();
+  t->resize(1150, t->height());
+  const TimeAxis full = t->axis();
+  const double full_span = full.span_ns();
+  ASSERT_GT(full_span, 0);
+  const int y = TimelineWidget::kAxisHeight + 5;
+  // The wheel zooms in about the cursor: the time under it stays put.
+  const QPointF at(TimelineWidget::kGutter + 300.0, y);
+  const double t_at = full.t_of(300);
+  QWheelEvent wheel(at, t->mapToGlobal(at), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                    Qt::NoScrollPhase, false);
+  QApplication::sendEvent(t, &wheel);
+  EXPECT_NEAR(t->axis().span_ns(), full_span / 1.25, full_span * 1e-9);
+  EXPECT_NEAR(t->axis().t_of(300), t_at, full_span * 1e-9);
+  // Dragging right by 100 px shows earlier times.
+  const double before = t->axis().start_ns;
+  QTest::mousePress(t, Qt::LeftButton, Qt::NoModifier, QPoint(TimelineWidget::kGutter + 400, y));
+  QTest::mouseMove(t, QPoint(TimelineWidget::kGutter + 450, y));
+  QTest::mouseMove(t, QPoint(TimelineWidget::kGutter + 500, y));
+  QTest::mouseRelease(t, Qt::LeftButton, Qt::NoModifier, QPoint(TimelineWidget::kGutter + 500, y));
+  EXPECT_LT(t->axis().start_ns, before);
+  // Escape resets to the whole step.
+  QTest::keyClick(t, Qt::Key_Escape);
+  EXPECT_DOUBLE_EQ(t->axis().start_ns, full.start_ns);
+  EXPECT_DOUBLE_EQ(t->axis().end_ns, full.end_ns);
+  // Shift+drag zooms to the band; Backspace goes back.
+  const double t0 = t->axis().t_of(200), t1 = t->axis().t_of(600);
+  QTest::mousePress(t, Qt::LeftButton, Qt::ShiftModifier, QPoint(TimelineWidget::kGutter + 200, y));
+  QTest::mouseMove(t, QPoint(TimelineWidget::kGutter + 600, y));
+  QTest::mouseRelease(t, Qt::LeftButton, Qt::ShiftModifier,
+                      QPoint(TimelineWidget::kGutter + 600, y));
+  EXPECT_NEAR(t->axis().start_ns, t0, full_span * 1e-9);
+  EXPECT_NEAR(t->axis().end_ns, t1, full_span * 1e-9);
+  QTest::keyClick(t, Qt::Key_Backspace);
+  EXPECT_DOUBLE_EQ(t->axis().span_ns(), full_span);
+  // A click on an op selects it.
+  QTest::mouseClick(t, Qt::LeftButton, Qt::NoModifier, QPoint(TimelineWidget::kGutter + 2, y));
+  ASSERT_TRUE(t->selected());
+  EXPECT_EQ(window.result()->timeline.events[t->layout().items[*t->selected()].event].kind,
+            EventKind::kForward);
 }
 
 TEST(Screenshot, WritesANonBlankPictureOfTheWindow) {
