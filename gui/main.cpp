@@ -1,5 +1,5 @@
 // pipescope-gui: explore K/M trade-offs of a scenario on a timeline.
-//   pipescope-gui [SCENARIO] [-K N] [-M N] [--screenshot PNG]
+//   pipescope-gui [SCENARIO] [-K N] [-M N] [--measured TRACE] [--screenshot PNG]
 // --screenshot renders the window offscreen to a PNG once the simulation is
 // done and exits (for the README's picture and for tests).
 
@@ -53,7 +53,11 @@ int main(int argc, char** argv) {
       QStringLiteral("Render the window offscreen to this PNG when the simulation is done, "
                      "and exit"),
       QStringLiteral("PNG"));
-  parser.addOptions({stages, micro, shot});
+  const QCommandLineOption measured(
+      QStringLiteral("measured"),
+      QStringLiteral("A trace measured by `pipescope run --trace`, shown under the prediction"),
+      QStringLiteral("TRACE"));
+  parser.addOptions({stages, micro, measured, shot});
   parser.process(app);
 
   const QStringList args = parser.positionalArguments();
@@ -87,6 +91,9 @@ int main(int argc, char** argv) {
                       .arg(window.scenario()->training.global_batch));
     }
     window.set_micro_batches(m);
+  }
+  if (parser.isSet(measured)) {
+    if (const auto error = window.open_measured_trace(parser.value(measured))) return fail(*error);
   }
   window.show();
   if (!parser.isSet(shot)) return QApplication::exec();

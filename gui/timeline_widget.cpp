@@ -134,7 +134,7 @@ void TimelineWidget::render_to(QPainter& p, const QSize& size) const {
     }
     p.setPen(palette().color(QPalette::Text));
     p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
-               QString::fromStdString(row.label));
+               fm.elidedText(QString::fromStdString(row.label), Qt::ElideMiddle, kGutter - 8));
     p.setPen(QColor(0, 0, 0, 25));
     p.drawLine(0, y + kRowHeight - 1, size.width(), y + kRowHeight - 1);
   }

@@ -41,7 +41,7 @@ class TimelineWidget : public QWidget {
   // Draws the whole view at `size` (for PNG and SVG export).
   void render_to(QPainter& painter, const QSize& size) const;
 
-  static constexpr int kGutter = 150;  // px of row labels
+  static constexpr int kGutter = 180;  // px of row labels
   static constexpr int kAxisHeight = 26;
   static constexpr int kRowHeight = 20;
 

@@ -159,6 +159,34 @@ TEST_F(MainWindowTest, MeasuredTraceLiesUnderThePrediction) {
   EXPECT_NE(bad->indexOf(QStringLiteral("/no/such/trace.json")), -1);
 }
 
+// A trace measured by `pipescope run` (with CPU times per op) under the
+// prediction of the same plan.
+TEST_F(MainWindowTest, OpensATraceMeasuredByRun) {
+  open(QStringLiteral("cpu-small.json"));
+  window.set_stages(2);
+  window.set_micro_batches(4);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  const fs::path plan = temp("run_plan.json");
+  const fs::path trace = temp("run_trace.json");
+  ASSERT_FALSE(window.export_plan(QString::fromStdString(plan.string())));
+  const pipescope::testing::CliResult r =
+      pipescope::testing::run("run " + plan.string() + " --steps 2 --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto error = window.open_measured_trace(QString::fromStdString(trace.string()));
+  fs::remove(plan);
+  fs::remove(trace);
+  ASSERT_FALSE(error) << error->toStdString();
+  const TimelineLayout& layout = window.timeline()->layout();
+  int measured_compute = 0;
+  for (const TimelineItem& item : layout.items) {
+    measured_compute +=
+        item.source == 1 && layout.rows[static_cast<std::size_t>(item.row)].lane == Lane::kCompute;
+  }
+  // Same schedule: as many compute ops measured as predicted.
+  EXPECT_EQ(measured_compute, window.result()->compute_ops);
+  EXPECT_NE(window.summary_text().indexOf(QStringLiteral("Measured step")), -1);
+}
+
 TEST_F(MainWindowTest, BadScenarioKeepsTheCurrentOne) {
   open(QStringLiteral("demo.json"));
   const fs::path bad = temp("bad.json");
