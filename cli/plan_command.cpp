@@ -17,7 +17,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "plan",
       "Find the fastest plan that fits: every K dividing the devices (the rest are data-parallel "
-      "replicas), every M dividing the per-replica batch, remat on and off; each cut optimally "
+      "replicas), every M dividing the per-replica batch, each schedule, remat on and off; each "
+      "cut "
+      "optimally "
       "within memory, simulated and ranked by throughput");
   add_scenario_options(*cmd, o.scenario);
   add_cost_model_option(*cmd, o.scenario);
@@ -29,6 +31,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--remat", o.remat, "Fix rematerialization (default: try both)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
   cmd->add_option("--max-micro-batches", o.max_micro_batches, "Largest M to try")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -128,6 +132,7 @@ int run_plan(const PlanOptions& o) {
   request.stages = o.stages;
   request.micro_batches = o.micro_batches;
   if (o.remat) request.remat = *o.remat == "on";
+  if (o.schedule) request.schedule = parse_schedule(*o.schedule);
   request.max_micro_batches = o.max_micro_batches;
   PlanReport report;
   {

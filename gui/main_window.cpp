@@ -134,6 +134,7 @@ void MainWindow::build_controls() {
   m_combo_->setToolTip(tr("Micro-batches M (divisors of the global batch)"));
   schedule_combo_ = new QComboBox;
   schedule_combo_->addItem(QStringLiteral("gpipe"));
+  schedule_combo_->addItem(QStringLiteral("1f1b"));
   remat_check_ = new QCheckBox(tr("rematerialization"));
   partition_combo_ = new QComboBox;
   for (const char* p : {"optimal", "uniform", "params", "gpipe"}) partition_combo_->addItem(p);
@@ -179,6 +180,11 @@ void MainWindow::build_controls() {
   connect(k_spin_, &QSpinBox::valueChanged, this, changed);
   connect(m_combo_, &QComboBox::currentIndexChanged, this, changed);
   connect(remat_check_, &QCheckBox::toggled, this, changed);
+  connect(schedule_combo_, &QComboBox::currentIndexChanged, this, [this] {
+    if (filling_ || !scenario_) return;
+    simulate();
+    sweep();
+  });
   connect(partition_combo_, &QComboBox::currentIndexChanged, this, changed);
   connect(preset_combo_, &QComboBox::currentTextChanged, this, [this](const QString& name) {
     if (!filling_) set_preset(name);
@@ -327,6 +333,7 @@ void MainWindow::fill_controls() {
   d_combo_->setCurrentIndex(0);
   fill_k_and_m(sc.cluster.devices, sc.training.micro_batches);
   remat_check_->setChecked(sc.training.remat);
+  schedule_combo_->setCurrentText(qs(std::string(to_string(sc.training.schedule))));
   const bool preset = doc_.contains("cluster") && doc_["cluster"].contains("preset");
   preset_combo_->setEnabled(preset);
   if (preset_combo_->findText(qs(sc.cluster.name)) < 0) preset_combo_->addItem(qs(sc.cluster.name));
@@ -365,8 +372,19 @@ int MainWindow::data_parallel() const {
   return std::max(1, d_combo_->currentData().toInt());
 }
 
+ScheduleKind MainWindow::schedule() const {
+  return parse_schedule(schedule_combo_->currentText().toStdString())
+      .value_or(ScheduleKind::kGpipe);
+}
+
+void MainWindow::set_schedule(ScheduleKind schedule) {
+  schedule_combo_->setCurrentText(qs(std::string(to_string(schedule))));
+}
+
 Scenario MainWindow::replica() const {
-  return replica_scenario(*scenario_, k_spin_->value(), data_parallel());
+  Scenario r = replica_scenario(*scenario_, k_spin_->value(), data_parallel());
+  r.training.schedule = schedule();
+  return r;
 }
 
 void MainWindow::set_data_parallel(int d) {
@@ -413,6 +431,7 @@ SimConfig MainWindow::current_config() const {
   c.stages = k_spin_->value();
   c.micro_batches = m_combo_->currentData().toInt();
   c.remat = remat_check_->isChecked();
+  c.schedule = schedule();
   c.partition = parse_partition_method(partition_combo_->currentText().toStdString())
                     .value_or(PartitionMethod::kOptimal);
   c.record_timeline = true;
@@ -440,8 +459,9 @@ void MainWindow::simulate() {
 void MainWindow::sweep() {
   // One replica's K x M grid: devices / D of them, batch / D.
   const int d = data_parallel();
-  const auto sc = std::make_shared<const Scenario>(
-      replica_scenario(*scenario_, scenario_->cluster.devices / d, d));
+  Scenario one = replica_scenario(*scenario_, scenario_->cluster.devices / d, d);
+  one.training.schedule = schedule();
+  const auto sc = std::make_shared<const Scenario>(std::move(one));
   SweepRequest request;
   const int layers = static_cast<int>(sc->model.layers.size());
   for (int k = 1; k <= std::min(sc->cluster.devices, layers); k *= 2) request.stages.push_back(k);
@@ -490,6 +510,7 @@ void MainWindow::apply_best_plan() {
   d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(best_->data_parallel)));
   fill_k_and_m(best_->stages, best_->micro_batches);
   remat_check_->setChecked(best_->remat);
+  set_schedule(best_->schedule);
   filling_ = false;
   simulate();
   sweep();

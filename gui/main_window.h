@@ -55,6 +55,7 @@ class MainWindow : public QMainWindow {
   void set_stages(int k);
   void set_micro_batches(int m);
   void set_remat(bool on);
+  void set_schedule(ScheduleKind schedule);
   void set_preset(const QString& name);
 
   // Waits (running the event loop) until no simulation, sweep or plan search
@@ -93,6 +94,7 @@ class MainWindow : public QMainWindow {
   void rebuild_recent_menu();
   SimConfig current_config() const;
   int data_parallel() const;
+  ScheduleKind schedule() const;
   // The scenario one replica runs (cluster of K devices, batch / D).
   Scenario replica() const;
   void fill_k_and_m(int k, int m);

@@ -74,7 +74,8 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
       return out;
     }
     const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
-    const PartitionProblem p = partition_problem(sc, cost, request.stages, M, remat);
+    const PartitionProblem p =
+        partition_problem(sc, cost, request.stages, M, remat, sc.training.schedule);
     out.peak = min_peak_memory(p);
     out.fits = out.peak <= sc.cluster.device.memory_bytes;
     out.params = sc.model.total_params();

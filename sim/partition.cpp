@@ -88,15 +88,18 @@ Bytes static_bytes(const PartitionProblem& p, std::int64_t params) {
 }
 
 // The part of a stage's memory that only grows as the stage takes more layers:
-// everything but the M inputs kept under remat.
+// everything but the inputs kept under remat.
 Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last) {
   const Bytes stash = pre.stash_of(first, last);
-  return static_bytes(p, pre.params_of(first, last)) + (p.remat ? stash : p.micro_batches * stash);
+  return static_bytes(p, pre.params_of(first, last)) +
+         (p.remat ? stash : p.in_flight.value_or(p.micro_batches) * stash);
 }
 
 Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last) {
   return memory_floor(p, pre, first, last) +
-         (p.remat ? p.micro_batches * p.cut_bytes[static_cast<std::size_t>(first)] : 0);
+         (p.remat
+              ? p.in_flight.value_or(p.micro_batches) * p.cut_bytes[static_cast<std::size_t>(first)]
+              : 0);
 }
 
 // The model's input and the loss do not cross between devices (cut_time is 0 at

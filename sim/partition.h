@@ -51,6 +51,10 @@ struct PartitionProblem {
   int stages = 1;
   int micro_batches = 1;
   bool remat = true;
+  // Micro-batches whose stash (or, with remat, input) a stage holds at once:
+  // M under GPipe; under 1F1B stage s holds K - s, bounded here for every stage
+  // by stage 0's min(K, M). Unset: M.
+  std::optional<int> in_flight;
   double bytes_per_param = 0.0;
   std::optional<Bytes> memory_capacity;  // none: no memory limit
   // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).
@@ -70,9 +74,9 @@ struct PartitionResult {
 // Stage time used by the optimal partitioner: forward + backward + recompute
 // (with remat) + the transfer time of its input cut and of its output cut.
 SimTime stage_time(const PartitionProblem& p, int first, int last);
-// Peak memory of a stage under GPipe (DESIGN.md, "Memory"): weights, gradients
-// and optimizer state, plus M stashes without remat, or M inputs and one stash
-// with remat.
+// Peak memory of a stage (DESIGN.md, "Memory"): weights, gradients and
+// optimizer state, plus n stashes without remat, or n inputs and one stash with
+// remat, n being in_flight (M under GPipe).
 Bytes stage_memory(const PartitionProblem& p, int first, int last);
 
 // Exact minimum of the slowest stage subject to memory, by dynamic programming

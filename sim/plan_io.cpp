@@ -245,7 +245,7 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   p.global_batch = top.integer("global_batch", kPositiveInt);
   p.micro_batch_size = top.integer("micro_batch_size", kPositiveInt);
   top.at("schedule");  // reports a missing key
-  p.schedule = *opt_choice(top, "schedule", "schedule", parse_schedule, "gpipe");
+  p.schedule = *opt_choice(top, "schedule", "schedule", parse_schedule, kScheduleNames);
   p.remat = top.boolean("remat");
   p.partition_method = top.string("partition");
   if (!top.at("optimizer").is_null()) {

@@ -59,16 +59,19 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
     if (batch % D != 0) continue;
     for (int M : divisors(batch / D, req.max_micro_batches)) {
       if (req.micro_batches && M != *req.micro_batches) continue;
-      for (const bool remat : {false, true}) {
-        if (req.remat && remat != *req.remat) continue;
-        if (std::int64_t{K} * M > kMaxStageMicroBatches) continue;
-        PlanCandidate c;
-        c.stages = K;
-        c.data_parallel = D;
-        c.micro_batches = M;
-        c.remat = remat;
-        c.schedule = ScheduleKind::kGpipe;
-        out.push_back(c);
+      for (const ScheduleKind schedule : {ScheduleKind::kGpipe, ScheduleKind::k1F1B}) {
+        if (req.schedule && schedule != *req.schedule) continue;
+        for (const bool remat : {false, true}) {
+          if (req.remat && remat != *req.remat) continue;
+          if (std::int64_t{K} * M > kMaxStageMicroBatches) continue;
+          PlanCandidate c;
+          c.stages = K;
+          c.data_parallel = D;
+          c.micro_batches = M;
+          c.remat = remat;
+          c.schedule = schedule;
+          out.push_back(c);
+        }
       }
     }
   }
@@ -87,8 +90,8 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
-  const PartitionResult cut =
-      partition_optimal(partition_problem(replica, cost, c.stages, c.micro_batches, c.remat));
+  const PartitionResult cut = partition_optimal(
+      partition_problem(replica, cost, c.stages, c.micro_batches, c.remat, c.schedule));
   const auto reject = [&](int stage, Bytes needed) {
     c.memory_needed = needed;
     c.rejected = c.label() + ": stage " + std::to_string(stage) + " needs " +

@@ -21,12 +21,13 @@
 namespace pipescope {
 
 struct PlanRequest {
-  std::optional<int> devices;        // N; default: the cluster's device count
-  std::optional<int> stages;         // fix K
-  std::optional<int> micro_batches;  // fix M
-  std::optional<bool> remat;         // fix remat; default: try both
-  int max_micro_batches = 512;       // bound on M
-  unsigned threads = 0;              // 0: one per core
+  std::optional<int> devices;            // N; default: the cluster's device count
+  std::optional<int> stages;             // fix K
+  std::optional<int> micro_batches;      // fix M
+  std::optional<bool> remat;             // fix remat; default: try both
+  std::optional<ScheduleKind> schedule;  // fix the schedule; default: try each
+  int max_micro_batches = 512;           // bound on M
+  unsigned threads = 0;                  // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
 

@@ -6,12 +6,15 @@ std::string_view to_string(ScheduleKind k) {
   switch (k) {
     case ScheduleKind::kGpipe:
       return "gpipe";
+    case ScheduleKind::k1F1B:
+      return "1f1b";
   }
   return "unknown";
 }
 
 std::optional<ScheduleKind> parse_schedule(std::string_view name) {
   if (name == "gpipe") return ScheduleKind::kGpipe;
+  if (name == "1f1b") return ScheduleKind::k1F1B;
   return std::nullopt;
 }
 

@@ -13,10 +13,13 @@
 
 namespace pipescope {
 
-enum class ScheduleKind { kGpipe };
+// gpipe: fill-drain (Huang et al. 2019); 1f1b: PipeDream-Flush (Narayanan et al.
+// 2021), one forward one backward in the steady state.
+enum class ScheduleKind { kGpipe, k1F1B };
 
 std::string_view to_string(ScheduleKind k);
-std::optional<ScheduleKind> parse_schedule(std::string_view name);  // "gpipe"
+std::optional<ScheduleKind> parse_schedule(std::string_view name);  // "gpipe", "1f1b"
+inline constexpr const char* kScheduleNames = "gpipe, 1f1b";
 
 struct TrainingConfig {
   std::int64_t global_batch = 1;       // samples per optimizer step

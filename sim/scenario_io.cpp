@@ -278,8 +278,8 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
     cfg.optimizer = optimizer.value_or(Optimizer::kAdam);
     cfg.bytes_per_param = bytes_per_param(*cfg.optimizer, dtype);
   }
-  cfg.schedule =
-      opt_choice(t, "schedule", "schedule", parse_schedule, "gpipe").value_or(ScheduleKind::kGpipe);
+  cfg.schedule = opt_choice(t, "schedule", "schedule", parse_schedule, kScheduleNames)
+                     .value_or(ScheduleKind::kGpipe);
   cfg.remat = t.opt_bool("remat").value_or(true);
   t.finish();
   return cfg;

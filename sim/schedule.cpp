@@ -1,5 +1,7 @@
 #include "sim/schedule.h"
 
+#include <algorithm>
+
 #include "costmodels/check.h"
 
 namespace pipescope {
@@ -32,10 +34,14 @@ char op_letter(OpKind k) {
   return '?';
 }
 
-Schedule build_gpipe(int stages, int micro_batches, bool remat) {
+namespace {
+
+// Stage s on device s, empty op lists with room for F, B (and R) per
+// micro-batch and the optimizer step.
+Schedule one_stage_per_device(ScheduleKind kind, int stages, int micro_batches, bool remat) {
   PS_CHECK(stages >= 1 && micro_batches >= 1, "need K >= 1 and M >= 1");
   Schedule s;
-  s.kind = ScheduleKind::kGpipe;
+  s.kind = kind;
   s.stages = stages;
   s.micro_batches = micro_batches;
   s.remat = remat;
@@ -43,13 +49,43 @@ Schedule build_gpipe(int stages, int micro_batches, bool remat) {
   s.device_ops.resize(static_cast<std::size_t>(stages));
   for (int st = 0; st < stages; ++st) {
     s.stage_device[static_cast<std::size_t>(st)] = st;
+    s.device_ops[static_cast<std::size_t>(st)].reserve(
+        static_cast<std::size_t>(micro_batches) * (remat ? 3 : 2) + 1);
+  }
+  return s;
+}
+
+// B(st, m), preceded by its recompute under remat.
+void push_backward(std::vector<Op>& ops, int st, int m, bool remat) {
+  if (remat) ops.push_back({OpKind::kRecompute, st, m});
+  ops.push_back({OpKind::kBackward, st, m});
+}
+
+}  // namespace
+
+Schedule build_gpipe(int stages, int micro_batches, bool remat) {
+  Schedule s = one_stage_per_device(ScheduleKind::kGpipe, stages, micro_batches, remat);
+  for (int st = 0; st < stages; ++st) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(st)];
-    ops.reserve(static_cast<std::size_t>(micro_batches) * (remat ? 3 : 2) + 1);
     for (int m = 0; m < micro_batches; ++m) ops.push_back({OpKind::kForward, st, m});
-    for (int m = micro_batches - 1; m >= 0; --m) {
-      if (remat) ops.push_back({OpKind::kRecompute, st, m});
-      ops.push_back({OpKind::kBackward, st, m});
+    for (int m = micro_batches - 1; m >= 0; --m) push_backward(ops, st, m, remat);
+    ops.push_back({OpKind::kOptimizer, st, 0});
+  }
+  return s;
+}
+
+Schedule build_1f1b(int stages, int micro_batches, bool remat) {
+  Schedule s = one_stage_per_device(ScheduleKind::k1F1B, stages, micro_batches, remat);
+  for (int st = 0; st < stages; ++st) {
+    std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(st)];
+    const int warmup = std::min(stages - st - 1, micro_batches);
+    int next_f = 0, next_b = 0;
+    while (next_f < warmup) ops.push_back({OpKind::kForward, st, next_f++});
+    while (next_f < micro_batches) {  // steady state: one forward, one backward
+      ops.push_back({OpKind::kForward, st, next_f++});
+      push_backward(ops, st, next_b++, remat);
     }
+    while (next_b < micro_batches) push_backward(ops, st, next_b++, remat);  // cool-down
     ops.push_back({OpKind::kOptimizer, st, 0});
   }
   return s;
@@ -59,6 +95,8 @@ Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool r
   switch (kind) {
     case ScheduleKind::kGpipe:
       return build_gpipe(stages, micro_batches, remat);
+    case ScheduleKind::k1F1B:
+      return build_1f1b(stages, micro_batches, remat);
   }
   PS_CHECK(false, "unknown schedule kind");
 }

@@ -46,6 +46,14 @@ struct Schedule {
 // then the optimizer step. Stage s runs on device s.
 Schedule build_gpipe(int stages, int micro_batches, bool remat);
 
+// 1F1B (PipeDream-Flush, Narayanan et al. 2021): stage s runs min(K-s-1, M)
+// warm-up forwards, then alternates one forward and one backward (oldest
+// micro-batch first) until the forwards run out, then the remaining backwards,
+// then the optimizer step. At most K-s micro-batches are in flight on stage s,
+// so its activation memory does not grow with M. With remat each backward is
+// preceded by its recompute. Stage s runs on device s.
+Schedule build_1f1b(int stages, int micro_batches, bool remat);
+
 Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool remat);
 
 // Checks that every stage has exactly one F and one B per micro-batch (and one R

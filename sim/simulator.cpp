@@ -72,12 +72,13 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 }  // namespace
 
 PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
-                                   int micro_batches, bool remat) {
+                                   int micro_batches, bool remat, ScheduleKind schedule) {
   const std::int64_t b = sc.training.global_batch / micro_batches;
   PartitionProblem p;
   p.stages = stages;
   p.micro_batches = micro_batches;
   p.remat = remat;
+  if (schedule == ScheduleKind::k1F1B) p.in_flight = std::min(stages, micro_batches);
   p.bytes_per_param = sc.training.bytes_per_param;
   p.memory_capacity = sc.cluster.device.memory_bytes;
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
@@ -102,10 +103,10 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
 
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
-                                         bool remat) {
+                                         bool remat, ScheduleKind schedule) {
   const int layers = static_cast<int>(sc.model.layers.size());
   if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
-  PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat);
+  PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat, schedule);
   switch (method) {
     case PartitionMethod::kOptimal: {
       PartitionResult r = partition_optimal(p);
@@ -187,7 +188,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     ranges = *config.stage_ranges;
     PS_CHECK(static_cast<int>(ranges.size()) == r.K, "one stage range per stage");
   } else {
-    ranges = choose_partition(scenario, cost, config.partition, r.K, r.M, r.remat);
+    ranges = choose_partition(scenario, cost, config.partition, r.K, r.M, r.remat, r.schedule);
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         scenario.training.bytes_per_param);

@@ -69,14 +69,15 @@ struct SimResult {
 // micro-batches: per-layer times from `cost`, cut sizes, the device's memory and
 // the link between neighbouring stages.
 PartitionProblem partition_problem(const Scenario& scenario, const CostModel& cost, int stages,
-                                   int micro_batches, bool remat);
+                                   int micro_batches, bool remat,
+                                   ScheduleKind schedule = ScheduleKind::kGpipe);
 
 // The cut `method` makes. The optimal method respects memory and, when nothing
 // fits, returns its best cut without the memory limit (the simulation then shows
 // by how much it does not fit).
 std::vector<StageRange> choose_partition(const Scenario& scenario, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
-                                         bool remat);
+                                         bool remat, ScheduleKind schedule = ScheduleKind::kGpipe);
 
 // The slowdown of an op when `computing` devices compute at once on average:
 // linear between the cluster's measured points (concurrency_slowdown[n - 1] for

@@ -97,12 +97,12 @@ Trace single_device(LayerList model, const TaskShape& task, const OptimizerConfi
 }
 
 Trace pipelined(LayerList model, const TaskShape& task, const OptimizerConfig& config, int K, int M,
-                bool remat) {
+                bool remat, ScheduleKind schedule) {
   const int L = static_cast<int>(model.size());
   RuntimeOptions options;
   options.optimizer = config;
   PipelineRuntime runtime(split(std::move(model), partition_uniform(L, K)),
-                          build_gpipe(K, M, remat), options);
+                          build_schedule(schedule, K, M, remat), options);
   Trace t;
   for (int step = 0; step < kSteps; ++step) {
     t.losses.push_back(
@@ -141,24 +141,26 @@ struct Case {
   int K;
   int M;
   bool remat;
+  ScheduleKind schedule;
 };
 
 class Consistency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Consistency, TransformerMatchesSingleDevice) {
-  const auto [K, M, remat] = GetParam();
+  const auto [K, M, remat, schedule] = GetParam();
   const TransformerParams p = tiny_transformer();
   TaskShape task;
   task.seq_len = static_cast<int>(p.seq_len);
   task.vocab = static_cast<int>(p.vocab);
   const Trace want = single_device(build_transformer(p, kSeed), task, momentum());
-  expect_same(want, pipelined(build_transformer(p, kSeed), task, momentum(), K, M, remat));
+  expect_same(want,
+              pipelined(build_transformer(p, kSeed), task, momentum(), K, M, remat, schedule));
   // The loss is a real one: the synthetic task starts near log V.
   EXPECT_NEAR(want.losses.front(), std::log(13.0), 0.5);
 }
 
 TEST_P(Consistency, MlpMatchesSingleDevice) {
-  const auto [K, M, remat] = GetParam();
+  const auto [K, M, remat, schedule] = GetParam();
   MlpParams p;
   p.layers = 5;
   p.d_model = 8;
@@ -168,14 +170,18 @@ TEST_P(Consistency, MlpMatchesSingleDevice) {
   task.features = 8;
   task.classes = 4;
   const Trace want = single_device(build_mlp(p, kSeed), task, momentum());
-  expect_same(want, pipelined(build_mlp(p, kSeed), task, momentum(), K, M, remat));
+  expect_same(want, pipelined(build_mlp(p, kSeed), task, momentum(), K, M, remat, schedule));
 }
 
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (int K : {1, 2, 3, 4}) {
     for (int M : {1, 2, 4, 8}) {
-      for (bool remat : {false, true}) out.push_back({K, M, remat});
+      for (bool remat : {false, true}) {
+        for (ScheduleKind s : {ScheduleKind::kGpipe, ScheduleKind::k1F1B}) {
+          out.push_back({K, M, remat, s});
+        }
+      }
     }
   }
   return out;
@@ -185,7 +191,9 @@ INSTANTIATE_TEST_SUITE_P(KxMxRemat, Consistency, ::testing::ValuesIn(cases()),
                          [](const auto& param_info) {
                            return "K" + std::to_string(param_info.param.K) + "M" +
                                   std::to_string(param_info.param.M) +
-                                  (param_info.param.remat ? "Remat" : "NoRemat");
+                                  (param_info.param.remat ? "Remat" : "NoRemat") +
+                                  (param_info.param.schedule == ScheduleKind::k1F1B ? "OneFOneB"
+                                                                                    : "Gpipe");
                          });
 
 TEST(SyntheticTask, LossFallsWhenTraining) {

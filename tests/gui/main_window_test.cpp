@@ -81,6 +81,22 @@ TEST_F(MainWindowTest, ChangingKAndMUpdatesTheTimeline) {
   }
 }
 
+TEST_F(MainWindowTest, ScheduleControlSimulatesOneFOneB) {
+  open(QStringLiteral("demo.json"));
+  window.set_schedule(ScheduleKind::k1F1B);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->schedule, ScheduleKind::k1F1B);
+  SimConfig config;
+  config.schedule = ScheduleKind::k1F1B;
+  const SimResult direct = simulate(*window.scenario(), config);
+  EXPECT_EQ(window.result()->metrics.step_time, direct.metrics.step_time);
+  // The plan it exports says 1f1b.
+  const fs::path plan = temp("1f1b.json");
+  ASSERT_FALSE(window.export_plan(QString::fromStdString(plan.string())));
+  EXPECT_EQ(nlohmann::json::parse(pipescope::testing::slurp(plan))["schedule"], "1f1b");
+  fs::remove(plan);
+}
+
 TEST_F(MainWindowTest, MemoryViewFlagsADeviceThatDoesNotFit) {
   open(QStringLiteral("gpipe/transformer-tpuv3.json"));
   window.set_stages(2);

@@ -29,8 +29,8 @@ Scenario small() {
 
 TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   const PlanReport r = run_planner(small(), PlanRequest{});
-  // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; remat on and off.
-  const std::size_t expected = 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */);
+  // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; gpipe and 1f1b; remat on and off.
+  const std::size_t expected = 2 * 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */);
   EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
   EXPECT_TRUE(r.rejected.empty());
   for (std::size_t i = 1; i < r.ranked.size(); ++i) {
@@ -42,6 +42,7 @@ TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
     cfg.stages = c.stages;
     cfg.micro_batches = c.micro_batches;
     cfg.remat = c.remat;
+    cfg.schedule = c.schedule;
     cfg.record_timeline = false;
     const SimResult sim = simulate(replica_scenario(small(), c.stages, c.data_parallel), cfg);
     EXPECT_DOUBLE_EQ(c.samples_per_s, c.data_parallel * sim.metrics.samples_per_s) << c.label();
