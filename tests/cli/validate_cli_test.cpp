@@ -32,6 +32,7 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   const nlohmann::json a = nlohmann::json::parse(built_in.out);
   EXPECT_EQ(a["checked"], 14);
   EXPECT_EQ(a["failed"], 0);
+  EXPECT_EQ(a["gaps"], 4);
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
   ASSERT_EQ(files.status, 0) << files.err;
@@ -47,8 +48,9 @@ TEST(ValidateCli, PrintsTheTables) {
   for (const char* text :
        {"Largest Transformer on TPU v3 cores of 16 GiB (table 1)", "Pipeline-128 layers",
         "rematerialization, one core (2.7x)", "Transformer-48 throughput (table 2)",
-        "AmoebaNet-D (18, 256) throughput (table 2)",
-        "M=16 instead of 8:", "14 of 14 checked figures within tolerance"}) {
+        "AmoebaNet-D (18, 256) throughput (table 2)", "M=16 instead of 8:",
+        "10 of 14 checked figures within tolerance, 4 outside with the cause stated",
+        "* gap: Naive-1 holds 2 layers: 3 need 17.4 GiB of 16.0 GiB (8.5 % over)"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   }
   EXPECT_EQ(r.err, "");
@@ -69,6 +71,28 @@ TEST(ValidateCli, FigureOutsideToleranceFails) {
   EXPECT_GT(j["failed"].get<int>(), 0);
   EXPECT_EQ(r.err, "pipescope: error: " + std::to_string(j["failed"].get<int>()) +
                        " of 14 checked figures are outside their tolerance\n");
+}
+
+TEST(ValidateCli, WrongModelOrBrokenFileIsNamed) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pipescope_validate_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // The transformer scenario saved under AmoebaNet's name.
+  fs::copy_file(kGpipe + "/transformer-tpuv3.json", dir / "transformer-tpuv3.json");
+  fs::copy_file(kGpipe + "/transformer-tpuv3.json", dir / "amoebanet-tpuv2.json");
+  const CliResult swapped = run("validate --scenarios " + dir.string());
+  EXPECT_EQ(swapped.status, 1);
+  EXPECT_EQ(swapped.err, "pipescope: error: " + (dir / "amoebanet-tpuv2.json").string() +
+                             ": model.family: expected amoebanet (the paper's model), got "
+                             "transformer\n");
+  EXPECT_EQ(swapped.out, "");
+  std::ofstream(dir / "transformer-tpuv3.json") << "{\"model\": ";
+  const CliResult broken = run("validate --scenarios " + dir.string());
+  fs::remove_all(dir);
+  EXPECT_EQ(broken.status, 1);
+  EXPECT_NE(broken.err.find((dir / "transformer-tpuv3.json").string()), std::string::npos)
+      << broken.err;
+  EXPECT_EQ(broken.out, "");
 }
 
 TEST(ValidateCli, MissingFolderIsNamed) {

@@ -53,43 +53,57 @@ class GpipeValidation : public ::testing::Test {
   static inline int progress_calls = 0;
 };
 
-TEST_F(GpipeValidation, EveryCheckedFigureIsWithinItsTolerance) {
+// Every checked figure is within its tolerance except the four built on
+// Naive-1, whose miss is stated (a third layer needs 17.4 GiB of 16).
+TEST_F(GpipeValidation, CheckedFiguresAreWithinToleranceOrAStatedGap) {
   EXPECT_EQ(report->checked(), 14);
   EXPECT_EQ(report->failed(), 0);
+  EXPECT_EQ(report->gaps(), 4);
   for (const PaperFigure& f : report->figures) {
     if (!f.checked()) continue;
-    EXPECT_LE(std::fabs(f.relative_error()), *f.tolerance)
-        << f.name << ": paper " << f.paper << ", simulated " << f.simulated;
+    const bool on_naive = f.name.rfind("Naive-1", 0) == 0 ||
+                          f.name.find("(2.7x)") != std::string::npos ||
+                          f.name.find("(298x)") != std::string::npos;
+    if (on_naive) {
+      EXPECT_GT(std::fabs(f.relative_error()), *f.tolerance) << f.name;
+      EXPECT_EQ(f.gap, "Naive-1 holds 2 layers: 3 need 17.4 GiB of 16.0 GiB (8.5 % over)")
+          << f.name;
+    } else {
+      EXPECT_LE(std::fabs(f.relative_error()), *f.tolerance)
+          << f.name << ": paper " << f.paper << ", simulated " << f.simulated;
+      EXPECT_EQ(f.gap, "") << f.name;
+    }
   }
   EXPECT_EQ(progress_calls, 11);  // 5 capacities, 2 throughput grids, 4 assumptions
 }
 
-// Layer counts and the parameter ratios within 15 % (the capacity in finer
-// steps; a whole layer is a third of Naive-1's three).
+// Layer counts and parameters in whole layers, as the paper counts them; the
+// capacity in finer steps alongside.
 TEST_F(GpipeValidation, CapacitiesFollowTheTable) {
   for (const char* row : {"Naive-1", "Pipeline-1", "Pipeline-8", "Pipeline-32", "Pipeline-128"}) {
     const PaperFigure& layers = figure(std::string("memory/") + row + " layers");
     EXPECT_EQ(layers.tolerance, 0.15) << row;
-    ASSERT_TRUE(layers.whole) << row;
+    ASSERT_TRUE(layers.finer) << row;
     // The whole count is the finer capacity floored.
-    EXPECT_EQ(*layers.whole, std::floor(layers.simulated)) << row;
+    EXPECT_EQ(layers.simulated, std::floor(*layers.finer)) << row;
   }
-  EXPECT_EQ(*figure("memory/Pipeline-1 layers").whole, 13);
+  EXPECT_EQ(figure("memory/Pipeline-1 layers").simulated, 13);
   // The honest miss the README explains: a third layer without rematerialization
   // needs 17.4 GiB of the 16 GiB, so whole layers give 2 where the paper has 3.
-  EXPECT_EQ(*figure("memory/Naive-1 layers").whole, 2);
-  EXPECT_NEAR(figure("memory/Naive-1 layers").simulated, 2.70, 0.01);
+  EXPECT_EQ(figure("memory/Naive-1 layers").simulated, 2);
+  EXPECT_NEAR(*figure("memory/Naive-1 layers").finer, 2.70, 0.01);
   // Pipeline-K holds the same layers per core at every K (the paper: "scales
   // linearly"): 111, 447 and 1791 are 14K - 1 (embedding and head fill a slot).
-  EXPECT_EQ(*figure("memory/Pipeline-8 layers").whole, 111);
-  EXPECT_EQ(*figure("memory/Pipeline-32 layers").whole, 447);
-  EXPECT_EQ(*figure("memory/Pipeline-128 layers").whole, 1791);
+  EXPECT_EQ(figure("memory/Pipeline-8 layers").simulated, 111);
+  EXPECT_EQ(figure("memory/Pipeline-32 layers").simulated, 447);
+  EXPECT_EQ(figure("memory/Pipeline-128 layers").simulated, 1791);
   // Parameters: 50.36 M per layer plus the token table and the LM projection,
   // 65.5 M each (the paper's 785.8 M).
-  EXPECT_EQ(*figure("memory/Pipeline-1 parameters").whole, 2 * 65536000 + 4096 + 13 * 50358272.0);
-  EXPECT_NEAR(figure("ratios/rematerialization, one core (2.7x)").simulated, 3.02, 0.01);
-  EXPECT_NEAR(*figure("ratios/rematerialization, one core (2.7x)").whole, 785.7 / 231.8, 0.01);
-  EXPECT_NEAR(figure("ratios/128 partitions (298x)").relative_error(), 0.135, 0.01);
+  EXPECT_EQ(figure("memory/Pipeline-1 parameters").simulated,
+            2 * 65536000 + 4096 + 13 * 50358272.0);
+  EXPECT_NEAR(figure("ratios/rematerialization, one core (2.7x)").simulated, 785.7 / 231.8, 0.01);
+  EXPECT_NEAR(*figure("ratios/rematerialization, one core (2.7x)").finer, 3.02, 0.01);
+  EXPECT_NEAR(figure("ratios/128 partitions (298x)").relative_error(), 0.308, 0.01);
 }
 
 // The Transformer's speedups at M=32 within 10 %; the rest reported only.
@@ -119,6 +133,13 @@ TEST_F(GpipeValidation, ThroughputTables) {
       EXPECT_LT(figure(k + " M=4").simulated, figure(k + " M=32").simulated);
     }
   }
+  // Which configurations fit the simulated memory: Transformer-48 on two cores
+  // does not at any M (its weights, gradients and optimizer slot take 14-15 GiB of each core's 16),
+  // so the speedups' K=2 base is flagged; K=8, M=32 fits.
+  EXPECT_FALSE(*speedup.fits);
+  EXPECT_FALSE(*figure("transformer-throughput/K=2 M=32").fits);
+  EXPECT_TRUE(*figure("transformer-throughput/K=8 M=32").fits);
+  EXPECT_FALSE(*figure("transformer-throughput/K=2 M=1").fits);
   // At M=32 the bubble bound K*M/(M+K-1) over K=2's caps the Transformer's
   // speedup: 3.39 for 4x the accelerators; the 7-block stages of an uneven cut
   // (48 blocks and the head over 8 stages) cost the rest.
@@ -155,24 +176,31 @@ TEST(PaperFigure, ErrorToleranceAndJson) {
   ValidationReport r;
   r.figures.push_back(f);
   f.tolerance.reset();
-  f.whole = 3.0;
+  f.finer = 3.0;
+  f.fits = false;
   r.figures.push_back(f);
   f.tolerance = 0.01;
   r.figures.push_back(f);
-  EXPECT_EQ(r.checked(), 2);
+  f.gap = "known";
+  r.figures.push_back(f);
+  EXPECT_EQ(r.checked(), 3);
   EXPECT_EQ(r.failed(), 1);
+  EXPECT_EQ(r.gaps(), 1);
   const nlohmann::json j = validation_json(r);
-  EXPECT_EQ(j["checked"], 2);
+  EXPECT_EQ(j["checked"], 3);
   EXPECT_EQ(j["failed"], 1);
+  EXPECT_EQ(j["gaps"], 1);
+  EXPECT_EQ(j["figures"][3]["gap"], "known");
+  EXPECT_EQ(j["figures"][1]["fits"], false);
   EXPECT_EQ(j["figures"][0]["within_tolerance"], true);
   EXPECT_TRUE(j["figures"][1]["tolerance"].is_null());
   EXPECT_TRUE(j["figures"][1]["within_tolerance"].is_null());
-  EXPECT_EQ(j["figures"][1]["simulated_whole"], 3.0);
-  EXPECT_FALSE(j["figures"][0].contains("simulated_whole"));
+  EXPECT_EQ(j["figures"][1]["simulated_finer"], 3.0);
+  EXPECT_FALSE(j["figures"][0].contains("simulated_finer"));
   EXPECT_EQ(j["figures"][2]["within_tolerance"], false);
 }
 
-TEST(GpipeValidationErrors, ScenarioWithoutLayersIsNamed) {
+TEST(GpipeValidationErrors, ScenarioOfTheWrongFamilyIsNamed) {
   nlohmann::json transformer = load_scenario_json(kDir + "transformer-tpuv3.json");
   const nlohmann::json amoebanet = load_scenario_json(kDir + "amoebanet-tpuv2.json");
   ValidationInputs in;
@@ -185,7 +213,9 @@ TEST(GpipeValidationErrors, ScenarioWithoutLayersIsNamed) {
     FAIL() << "expected ScenarioError";
   } catch (const ScenarioError& e) {
     EXPECT_EQ(e.file(), "t.json");
-    EXPECT_EQ(e.json_path(), "model.layers");
+    EXPECT_EQ(e.json_path(), "model.family");
+    EXPECT_STREQ(e.what(),
+                 "t.json: model.family: expected transformer (the paper's model), got amoebanet");
   }
 }
 
