@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -168,6 +170,27 @@ std::string error_text(const std::string& file, const std::string& path, const s
   return path.empty() ? file + ": " + msg : file + ": " + path + ": " + msg;
 }
 
+// Indices read from a trace size vectors (device names, memory curves, route
+// names), so they are bounded: a broken file cannot ask for gigabytes.
+constexpr std::int64_t kMaxDevice = std::int64_t{1} << 16;
+constexpr std::int64_t kMaxStage = std::int64_t{1} << 20;
+constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
+constexpr std::int64_t kMaxBytes = std::numeric_limits<std::int64_t>::max();
+
+// Times are written as microseconds with three decimals, and the JSON parser
+// gives the double v nearest to that decimal. Below 2^43 us the doubles are at
+// most 2^-10 us apart, so |v - exact| <= 2^-11 us = 0.49 ns. The whole
+// microseconds of v are exact; its fraction times 1000 is off by those 0.49 ns
+// and a rounding error near 1e-13 ns, so llround gives the written ns exactly.
+// (llround(v * 1000) is not enough: from 2^42 us on, v * 1000 is rounded to a
+// multiple of 0.5 ns and can land on n + 0.5.) 2^43 us = 8.8e15 ns, about 101
+// days; from there on about half of all ns counts would come back off by one.
+constexpr double kMaxMicros = 0x1p43;
+
+bool is_transfer(EventKind k) {
+  return k == EventKind::kActivation || k == EventKind::kGradient;
+}
+
 class TraceReader {
  public:
   explicit TraceReader(std::string file) : file_(std::move(file)) {}
@@ -178,6 +201,11 @@ class TraceReader {
     if (events == doc.end()) fail("traceEvents", "missing");
     if (!events->is_array()) fail("traceEvents", "expected an array");
     for (std::size_t i = 0; i < events->size(); ++i) event((*events)[i], i);
+    // route_names is indexed by route_id() over every boundary of the pipeline,
+    // as the simulator and the executor fill it; routes no transfer took have no
+    // name in the trace and come back empty.
+    if (!t_.events.empty()) t_.route_names.assign(2 * static_cast<std::size_t>(stages_), "");
+    for (const auto& [id, name] : routes_) t_.route_names[static_cast<std::size_t>(id)] = name;
     return std::move(t_);
   }
 
@@ -192,25 +220,39 @@ class TraceReader {
     if (it == e.end()) fail(path + "." + key, "missing");
     return *it;
   }
-  std::int64_t integer(const nlohmann::json& e, const std::string& path, const char* key) const {
+  const nlohmann::json& object(const nlohmann::json& e, const std::string& path,
+                               const char* key) const {
+    const nlohmann::json& v = field(e, path, key);
+    if (!v.is_object()) fail(path + "." + key, "expected an object");
+    return v;
+  }
+  // Every integer of ours is a count or an index: 0 to `max`.
+  std::int64_t integer(const nlohmann::json& e, const std::string& path, const char* key,
+                       std::int64_t max) const {
     const nlohmann::json& v = field(e, path, key);
     if (!v.is_number_integer()) fail(path + "." + key, "expected an integer");
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
+                          : v.get<std::int64_t>() >= 0;
+    if (!fits) fail(path + "." + key, "out of range: " + v.dump());
     return v.get<std::int64_t>();
   }
-  int small(const nlohmann::json& e, const std::string& path, const char* key) const {
-    const std::int64_t v = integer(e, path, key);
-    if (v < 0 || v > (1 << 24)) fail(path + "." + key, "out of range: " + std::to_string(v));
-    return static_cast<int>(v);
+  int index(const nlohmann::json& e, const std::string& path, const char* key,
+            std::int64_t max) const {
+    return static_cast<int>(integer(e, path, key, max));
   }
-  // Microseconds with three decimals to nanoseconds.
   SimTime nanos(const nlohmann::json& e, const std::string& path, const char* key) const {
     const nlohmann::json& v = field(e, path, key);
     if (!v.is_number()) fail(path + "." + key, "expected a number of microseconds");
     const double us = v.get<double>();
-    if (!std::isfinite(us) || std::fabs(us) > 9e12) {
-      fail(path + "." + key, "out of range");
-    }
-    return static_cast<SimTime>(std::llround(us * 1000.0));
+    if (!(std::fabs(us) < kMaxMicros)) fail(path + "." + key, "out of range");
+    const double whole = std::floor(us);
+    return static_cast<SimTime>(whole) * 1000 + std::llround((us - whole) * 1000.0);
+  }
+  SimTime duration(const nlohmann::json& e, const std::string& path, const char* key) const {
+    const SimTime ns = nanos(e, path, key);
+    if (ns < 0) fail(path + "." + key, "negative duration");
+    return ns;
   }
   std::string text(const nlohmann::json& e, const std::string& path, const char* key) const {
     const nlohmann::json& v = field(e, path, key);
@@ -221,91 +263,124 @@ class TraceReader {
   void event(const nlohmann::json& e, std::size_t index) {
     const std::string path = "traceEvents[" + std::to_string(index) + "]";
     if (!e.is_object()) fail(path, "expected an object");
+    const std::optional<int> after_slice = std::exchange(last_slice_tid_, std::nullopt);
     const std::string ph = text(e, path, "ph");
     if (ph == "M") {
-      if (text(e, path, "name") != "process_name") return;
-      const int pid = small(e, path, "pid");
-      const nlohmann::json& args = field(e, path, "args");
-      if (!args.is_object()) fail(path + ".args", "expected an object");
-      if (t_.device_names.size() <= static_cast<std::size_t>(pid)) {
-        t_.device_names.resize(static_cast<std::size_t>(pid) + 1);
-      }
-      t_.device_names[static_cast<std::size_t>(pid)] = text(args, path + ".args", "name");
+      if (text(e, path, "name") == "process_name") process_name(e, path);
     } else if (ph == "X") {
       slice(e, path);
     } else if (ph == "s" || ph == "f") {
-      if (t_.events.empty() || !last_slice_) fail(path, "a flow event without its slice before it");
-      TimelineEvent& last = t_.events.back();
-      if (small(e, path, "pid") != last.device || nanos(e, path, "ts") != last.start) {
-        fail(path, "a flow event that does not follow its slice");
-      }
-      const std::int64_t id = integer(e, path, "id");
-      if (id < 0) fail(path + ".id", "negative");
-      last.flow = static_cast<std::uint64_t>(id);
-      last_slice_ = false;
+      flow(e, path, ph == "s", after_slice);
     } else if (ph == "C") {
-      const int pid = small(e, path, "pid");
-      const nlohmann::json& args = field(e, path, "args");
-      if (!args.is_object()) fail(path + ".args", "expected an object");
-      const std::int64_t bytes = integer(args, path + ".args", "bytes");
-      if (bytes < 0) fail(path + ".args.bytes", "negative");
-      if (t_.memory.size() <= static_cast<std::size_t>(pid)) {
-        t_.memory.resize(static_cast<std::size_t>(pid) + 1);
-      }
-      t_.memory[static_cast<std::size_t>(pid)].push_back(MemoryPoint{nanos(e, path, "ts"), bytes});
+      if (text(e, path, "name") == "memory") counter(e, path);
     }
-    // Other phases (instant events, other tools' metadata) carry nothing we draw.
+    // Other phases, thread names and other tools' counters carry nothing we draw.
+  }
+
+  void process_name(const nlohmann::json& e, const std::string& path) {
+    const auto pid = static_cast<std::size_t>(index(e, path, "pid", kMaxDevice));
+    const std::string name = text(object(e, path, "args"), path + ".args", "name");
+    if (t_.device_names.size() <= pid) t_.device_names.resize(pid + 1);
+    t_.device_names[pid] = name;
+  }
+
+  void counter(const nlohmann::json& e, const std::string& path) {
+    const auto pid = static_cast<std::size_t>(index(e, path, "pid", kMaxDevice));
+    const SimTime time = nanos(e, path, "ts");
+    const Bytes bytes = integer(object(e, path, "args"), path + ".args", "bytes", kMaxBytes);
+    if (t_.memory.size() <= pid) t_.memory.resize(pid + 1);
+    t_.memory[pid].push_back(MemoryPoint{time, bytes});
+  }
+
+  // The writer puts a transfer's flow event right after its slice: "s" after the
+  // send, "f" after the receive, at the slice's start.
+  void flow(const nlohmann::json& e, const std::string& path, bool send,
+            std::optional<int> slice_tid) {
+    if (!slice_tid) fail(path, "a flow event without its slice before it");
+    TimelineEvent& slice = t_.events.back();
+    if (slice.lane != (send ? Lane::kSend : Lane::kRecv)) {
+      fail(path + ".ph", send ? "a flow start ('s') after a slice that is no send"
+                              : "a flow end ('f') after a slice that is no receive");
+    }
+    if (index(e, path, "pid", kMaxDevice) != slice.device) fail(path + ".pid", "not its slice's");
+    if (index(e, path, "tid", kMaxInt) != *slice_tid) fail(path + ".tid", "not its slice's");
+    if (nanos(e, path, "ts") != slice.start) fail(path + ".ts", "not its slice's start");
+    const nlohmann::json& id = field(e, path, "id");
+    if (!id.is_number_unsigned()) fail(path + ".id", "expected a non-negative integer");
+    slice.flow = id.get<std::uint64_t>();
+  }
+
+  EventKind kind(const nlohmann::json& e, const std::string& path) const {
+    const std::string cat = text(e, path, "cat");
+    for (const EventKind k :
+         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kOptimizer,
+          EventKind::kActivation, EventKind::kGradient}) {
+      if (to_string(k) == cat) return k;
+    }
+    fail(path + ".cat", "unknown kind '" + cat + "'");
   }
 
   void slice(const nlohmann::json& e, const std::string& path) {
     TimelineEvent ev;
-    ev.device = small(e, path, "pid");
-    const int tid = small(e, path, "tid");
-    ev.lane = static_cast<Lane>(tid % 3);
-    const std::string cat = text(e, path, "cat");
-    bool known = false;
-    for (const EventKind k :
-         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kOptimizer,
-          EventKind::kActivation, EventKind::kGradient}) {
-      if (to_string(k) == cat) {
-        ev.kind = k;
-        known = true;
-      }
-    }
-    if (!known) fail(path + ".cat", "unknown kind '" + cat + "'");
-    const bool transfer = ev.kind == EventKind::kActivation || ev.kind == EventKind::kGradient;
-    if (transfer == (ev.lane == Lane::kCompute)) {
-      fail(path + ".tid",
-           "a " + cat + " slice on the " + std::string(to_string(ev.lane)) + " lane");
+    ev.device = index(e, path, "pid", kMaxDevice);
+    const int tid = index(e, path, "tid", kMaxInt);
+    ev.lane = static_cast<Lane>(tid % kLanes);
+    ev.kind = kind(e, path);
+    if (is_transfer(ev.kind) == (ev.lane == Lane::kCompute)) {
+      fail(path + ".tid", "a " + std::string(to_string(ev.kind)) + " slice on the " +
+                              std::string(to_string(ev.lane)) + " lane");
     }
     ev.start = nanos(e, path, "ts");
-    const SimTime duration = nanos(e, path, "dur");
-    if (duration < 0) fail(path + ".dur", "negative duration");
-    ev.end = ev.start + duration;
-    const nlohmann::json& args = field(e, path, "args");
+    ev.end = ev.start + duration(e, path, "dur");
     const std::string apath = path + ".args";
-    if (!args.is_object()) fail(apath, "expected an object");
-    ev.stage = small(args, apath, "stage");
-    if (ev.kind != EventKind::kOptimizer) ev.micro_batch = small(args, apath, "micro_batch");
-    if (transfer) {
-      ev.bytes = integer(args, apath, "bytes");
-      if (ev.bytes < 0) fail(apath + ".bytes", "negative");
-      if (args.contains("to_stage")) ev.peer_stage = small(args, apath, "to_stage");
-      if (args.contains("links")) {
-        const std::string links = text(args, apath, "links");
-        const auto it = std::find(t_.route_names.begin(), t_.route_names.end(), links);
-        ev.route = static_cast<int>(it - t_.route_names.begin());
-        if (it == t_.route_names.end()) t_.route_names.push_back(links);
-      }
+    const nlohmann::json& args = object(e, path, "args");
+    ev.stage = index(args, apath, "stage", kMaxStage);
+    if (ev.kind != EventKind::kOptimizer)
+      ev.micro_batch = index(args, apath, "micro_batch", kMaxInt);
+    if (is_transfer(ev.kind)) transfer_args(args, apath, ev);
+    if (args.contains("cpu_us")) ev.cpu_time = duration(args, apath, "cpu_us");
+    const std::string name = text(e, path, "name");
+    if (name != event_name(ev)) {
+      fail(path + ".name", "unknown event name '" + name + "' (this " +
+                               std::string(to_string(ev.kind)) + " slice is '" + event_name(ev) +
+                               "')");
     }
-    if (args.contains("cpu_us")) ev.cpu_time = nanos(args, apath, "cpu_us");
+    stages_ = std::max({stages_, ev.stage + 1, ev.peer_stage.value_or(0) + 1});
     t_.events.push_back(ev);
-    last_slice_ = true;
+    last_slice_tid_ = tid;
+  }
+
+  // Bytes, the receiving stage (an activation goes from stage s to s + 1, a
+  // gradient to s - 1) and the route, whose index route_id() follows from both.
+  void transfer_args(const nlohmann::json& args, const std::string& apath, TimelineEvent& ev) {
+    const bool act = ev.kind == EventKind::kActivation;
+    ev.bytes = integer(args, apath, "bytes", kMaxBytes);
+    if (args.contains("to_stage")) {
+      const int to = index(args, apath, "to_stage", kMaxStage);
+      if (to != ev.stage + (act ? 1 : -1)) {
+        fail(apath + ".to_stage", std::string(act ? "an activation" : "a gradient") +
+                                      " from stage " + std::to_string(ev.stage) + " to " +
+                                      std::to_string(to));
+      }
+      ev.peer_stage = to;
+    }
+    if (!args.contains("links")) return;
+    const std::string links = text(args, apath, "links");
+    if (!ev.peer_stage) fail(apath + ".to_stage", "missing (a transfer over links names it)");
+    const int boundary = std::min(ev.stage, *ev.peer_stage);
+    ev.route = route_id(act ? TransferKind::kActivation : TransferKind::kGradient, boundary);
+    const auto [it, added] = routes_.emplace(*ev.route, links);
+    if (!added && it->second != links) {
+      fail(apath + ".links",
+           "'" + links + "', but an earlier transfer over this route gave '" + it->second + "'");
+    }
   }
 
   std::string file_;
   Timeline t_;
-  bool last_slice_ = false;
+  std::optional<int> last_slice_tid_;  // set while the previous event is a slice
+  int stages_ = 0;                     // highest stage seen + 1
+  std::map<int, std::string> routes_;  // route_id() -> links
 };
 
 }  // namespace

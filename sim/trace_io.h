@@ -40,10 +40,13 @@ class TraceError : public std::runtime_error {
 // a Timeline, for laying a measured run over a prediction: device names, compute
 // ops and transfers (kind from "cat", lane from the tid, stage, micro-batch,
 // bytes, receiving stage, links, CPU time, flow ids from the flow events that
-// follow their slice), and the memory counters. Route names are numbered in
-// order of first use. Times are microseconds with three decimals; they become
-// exact nanoseconds below 2^53 ns (104 days). Events of kinds this program does
-// not write are skipped; ours with a missing or mistyped field are errors.
+// follow their slice), and the memory counters; writing the result again gives
+// the same bytes. Routes are numbered by route_id() from the transfer's
+// direction and stages; a route no transfer took has no name in the trace and
+// comes back as "". Times are microseconds with three decimals; they become
+// exact nanoseconds below 2^43 us (8.8e15 ns, about 101 days), and larger ones
+// are refused. Events of kinds this program does not write are skipped; ours
+// with a missing, mistyped or inconsistent field are errors.
 Timeline read_chrome_trace(std::istream& in, const std::string& file);
 Timeline read_chrome_trace_file(const std::filesystem::path& path);
 

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +18,8 @@
 
 namespace pipescope {
 namespace {
+
+using nlohmann::json;
 
 Timeline simulated_timeline() {
   Scenario sc = testing::uniform_scenario(6, 3, 1000.0, 8, 4, true);
@@ -43,13 +48,10 @@ Timeline read(const std::string& text) {
   return read_chrome_trace(in, "t.json");
 }
 
-TEST(TraceRead, RoundTripsFieldByField) {
-  const Timeline t = simulated_timeline();
-  ASSERT_FALSE(t.memory.empty());
-  const Timeline back = read(write(t));
+void expect_same(const Timeline& back, const Timeline& t) {
   EXPECT_EQ(back.device_names, t.device_names);
+  EXPECT_EQ(back.route_names, t.route_names);
   ASSERT_EQ(back.events.size(), t.events.size());
-  int transfers = 0, with_cpu = 0;
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const TimelineEvent& a = t.events[i];
     const TimelineEvent& b = back.events[i];
@@ -63,53 +65,158 @@ TEST(TraceRead, RoundTripsFieldByField) {
     EXPECT_EQ(b.bytes, a.bytes) << i;
     EXPECT_EQ(b.peer_stage, a.peer_stage) << i;
     EXPECT_EQ(b.flow, a.flow) << i;
+    EXPECT_EQ(b.route, a.route) << i;
     EXPECT_EQ(b.cpu_time, a.cpu_time) << i;
-    ASSERT_EQ(b.route.has_value(), a.route.has_value()) << i;
-    if (a.route) {
-      EXPECT_EQ(back.route_names[static_cast<std::size_t>(*b.route)],
-                t.route_names[static_cast<std::size_t>(*a.route)]);
-    }
-    transfers += a.flow ? 1 : 0;
-    with_cpu += a.cpu_time ? 1 : 0;
   }
-  EXPECT_GT(transfers, 0);
-  EXPECT_GT(with_cpu, 0);
   ASSERT_EQ(back.memory.size(), t.memory.size());
   for (std::size_t d = 0; d < t.memory.size(); ++d) {
-    ASSERT_EQ(back.memory[d].size(), t.memory[d].size());
+    ASSERT_EQ(back.memory[d].size(), t.memory[d].size()) << d;
     for (std::size_t p = 0; p < t.memory[d].size(); ++p) {
-      EXPECT_EQ(back.memory[d][p].time, t.memory[d][p].time);
-      EXPECT_EQ(back.memory[d][p].bytes, t.memory[d][p].bytes);
+      EXPECT_EQ(back.memory[d][p].time, t.memory[d][p].time) << d << " " << p;
+      EXPECT_EQ(back.memory[d][p].bytes, t.memory[d][p].bytes) << d << " " << p;
     }
   }
-  // Written again, the same bytes.
-  EXPECT_EQ(write(back), write(t));
 }
 
+TEST(TraceRead, RoundTripsFieldByField) {
+  const Timeline t = simulated_timeline();
+  // What the comparison covers: 3 devices, transfers over named routes, CPU
+  // times, memory curves.
+  ASSERT_EQ(t.device_names.size(), 3u);
+  ASSERT_EQ(t.memory.size(), 3u);
+  ASSERT_EQ(t.route_names.size(), 6u);
+  EXPECT_EQ(t.route_names[0], "0->host, host->1");
+  int transfers = 0, with_cpu = 0;
+  for (const TimelineEvent& e : t.events) {
+    transfers += e.flow && e.route ? 1 : 0;
+    with_cpu += e.cpu_time ? 1 : 0;
+  }
+  EXPECT_EQ(transfers, 2 * 2 * 2 * 4);  // send + recv, act + grad, 2 boundaries, M = 4
+  EXPECT_GT(with_cpu, 0);
+  const std::string text = write(t);
+  const Timeline back = read(text);
+  expect_same(back, t);
+  // Written again, the same bytes.
+  EXPECT_EQ(write(back), text);
+}
+
+// A timeline as `pipescope run` records it: every route named, times far from
+// zero, CPU times, no memory; here also a flow id beyond 2^63.
+TEST(TraceRead, RoundTripsAMeasuredStyleTimeline) {
+  Timeline t;
+  t.device_names = {"device 0 (cpu thread)", "device 1 (cpu thread)"};
+  t.route_names.assign(4, "in-process queue");
+  TimelineEvent f;
+  f.start = 1'000'000'001;
+  f.end = 1'000'250'002;
+  f.cpu_time = 200'001;
+  t.events.push_back(f);
+  TimelineEvent send;
+  send.lane = Lane::kSend;
+  send.kind = EventKind::kActivation;
+  send.bytes = 4096;
+  send.peer_stage = 1;
+  send.flow = std::numeric_limits<std::uint64_t>::max();
+  send.route = 0;
+  send.start = 1'000'250'003;
+  send.end = 1'000'250'900;
+  t.events.push_back(send);
+  TimelineEvent recv = send;
+  recv.device = 1;
+  recv.lane = Lane::kRecv;
+  recv.start = 1'000'250'500;
+  recv.end = 1'000'251'000;
+  t.events.push_back(recv);
+  TimelineEvent grad = send;
+  grad.device = 1;
+  grad.kind = EventKind::kGradient;
+  grad.stage = 1;
+  grad.peer_stage = 0;
+  grad.flow = 5;
+  grad.route = 1;
+  grad.start = 1'000'300'000;
+  grad.end = 1'000'300'000;  // zero duration is fine
+  t.events.push_back(grad);
+  TimelineEvent opt;
+  opt.device = 1;
+  opt.stage = 1;
+  opt.kind = EventKind::kOptimizer;
+  opt.start = 1'000'400'000;
+  opt.end = 1'000'400'999;
+  opt.cpu_time = 0;
+  t.events.push_back(opt);
+  const std::string text = write(t);
+  const Timeline back = read(text);
+  // The trace names only routes a transfer took; the unused last boundary's
+  // two come back empty.
+  Timeline expected = t;
+  expected.route_names = {"in-process queue", "in-process queue", "", ""};
+  expect_same(back, expected);
+  EXPECT_EQ(write(back), text);
+}
+
+// "123456789.123" us is not a double; the reader still gets 123456789123 ns, and
+// every ns count below 2^43 us comes back exactly.
 TEST(TraceRead, ExactNanosecondsFromMicroseconds) {
+  std::vector<SimTime> times = {0, 1, 999, 1000, 123'456'789'123};
+  const SimTime limit_ns = (SimTime{1} << 43) * 1000;  // 2^43 us
+  for (int k = 10; k <= 43; ++k) {
+    const SimTime p = (SimTime{1} << k) * 1000;
+    for (SimTime d = 1; d <= 7; ++d) times.push_back(p - d);
+  }
+  std::uint64_t x = 88172645463325252ull;  // xorshift64: fixed pseudo-random times
+  for (int i = 0; i < 20000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    times.push_back(static_cast<SimTime>(x % static_cast<std::uint64_t>(limit_ns)));
+  }
   Timeline t;
   t.device_names = {"d"};
+  t.memory.resize(1);
+  for (const SimTime ns : times) t.memory[0].push_back(MemoryPoint{ns, 1});
   TimelineEvent e;
-  e.start = 123'456'789'123;  // 123 s and a bit, odd ns
+  e.start = 123'456'789'123;
   e.end = e.start + 999'999'999'999;
   t.events.push_back(e);
   const Timeline back = read(write(t));
   ASSERT_EQ(back.events.size(), 1u);
-  EXPECT_EQ(back.events[0].start, e.start);
-  EXPECT_EQ(back.events[0].end, e.end);
+  EXPECT_EQ(back.events[0].start, 123'456'789'123);
+  EXPECT_EQ(back.events[0].end, 1'123'456'789'122);
+  ASSERT_EQ(back.memory.size(), 1u);
+  ASSERT_EQ(back.memory[0].size(), times.size());
+  int wrong = 0;
+  for (std::size_t i = 0; i < times.size(); ++i) wrong += back.memory[0][i].time != times[i];
+  EXPECT_EQ(wrong, 0);
+  // At 2^43 us the doubles are too far apart for every ns: refused, not rounded.
+  t.memory[0] = {MemoryPoint{limit_ns, 1}};
+  try {
+    read(write(t));
+    ADD_FAILURE() << "2^43 us read without error";
+  } catch (const TraceError& err) {
+    EXPECT_EQ(err.json_path(), "traceEvents[6].ts");  // 5 metadata, 1 slice
+  }
 }
 
 TEST(TraceRead, EmptyTrace) {
   const Timeline back = read(R"({"traceEvents": []})");
   EXPECT_TRUE(back.events.empty());
   EXPECT_TRUE(back.device_names.empty());
+  EXPECT_TRUE(back.memory.empty());
+  EXPECT_TRUE(back.route_names.empty());
+  const std::string empty = write(Timeline{});
+  EXPECT_EQ(empty, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n]}\n");
+  EXPECT_EQ(write(read(empty)), empty);
 }
 
 TEST(TraceRead, SkipsOtherToolsEvents) {
   const Timeline back = read(
       R"({"traceEvents": [{"ph": "i", "name": "mark", "ts": 1, "pid": 0, "tid": 0},
-                          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "x"}}]})");
+                          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "x"}},
+                          {"ph": "C", "name": "cpu", "pid": 0, "ts": 1, "args": {"load": 3}}],
+          "otherData": {"tool": "x"}})");
   EXPECT_TRUE(back.events.empty());
+  EXPECT_TRUE(back.memory.empty());
 }
 
 void expect_error(const std::string& text, const std::string& path, const std::string& what) {
@@ -125,44 +232,138 @@ void expect_error(const std::string& text, const std::string& path, const std::s
 
 const char* const kSlice =
     R"({"ph":"X","pid":0,"tid":0,"name":"F0","cat":"forward","ts":1.000,"dur":2.000,"args":{"stage":0,"micro_batch":0}})";
+const char* const kSend =
+    R"({"ph":"X","pid":0,"tid":1,"name":"act 2","cat":"activation","ts":1.000,"dur":2.000,"args":{"stage":0,"micro_batch":2,"bytes":300,"to_stage":1,"links":"0->1"}})";
+const char* const kFlow =
+    R"({"ph":"s","pid":0,"tid":1,"name":"transfer","cat":"flow","id":7,"ts":1.000})";
 
-std::string with(const std::string& key, const nlohmann::json& value) {
-  nlohmann::json e = nlohmann::json::parse(kSlice);
-  if (value.is_discarded()) {
-    e.erase(key);
-  } else {
-    e[key] = value;
-  }
-  return nlohmann::json{{"traceEvents", {e}}}.dump();
+json discarded() {
+  return json(json::value_t::discarded);
 }
 
-TEST(TraceRead, BadTracesNameTheFileAndField) {
+// kSlice (or `base`) with `key` set to `value`, or removed when `value` is discarded.
+std::string with(const std::string& key, const json& value, const char* base = kSlice) {
+  json e = json::parse(base);
+  json& target = key.rfind("args.", 0) == 0 ? e["args"] : e;
+  const std::string k = key.rfind("args.", 0) == 0 ? key.substr(5) : key;
+  if (value.is_discarded()) {
+    target.erase(k);
+  } else {
+    target[k] = value;
+  }
+  return json{{"traceEvents", {e}}}.dump();
+}
+
+std::string events(std::initializer_list<const char*> list) {
+  json a = json::array();
+  for (const char* e : list) a.push_back(json::parse(e));
+  return json{{"traceEvents", a}}.dump();
+}
+
+TEST(TraceRead, BadDocumentsNameTheFileAndPath) {
   expect_error("{", "", "t.json: not valid JSON");
   expect_error("[1, 2]", "", "t.json: a trace is a JSON object with traceEvents");
   expect_error("{}", "traceEvents", "t.json: traceEvents: missing");
   expect_error(R"({"traceEvents": 3})", "traceEvents", "t.json: traceEvents: expected an array");
   expect_error(R"({"traceEvents": [3]})", "traceEvents[0]",
                "t.json: traceEvents[0]: expected an object");
-  EXPECT_NO_THROW(read(nlohmann::json{{"traceEvents", {nlohmann::json::parse(kSlice)}}}.dump()));
-  expect_error(with("ts", nlohmann::json(nlohmann::json::value_t::discarded)), "traceEvents[0].ts",
-               "t.json: traceEvents[0].ts: missing");
+  expect_error(R"({"traceEvents": [{"name": "x"}]})", "traceEvents[0].ph",
+               "t.json: traceEvents[0].ph: missing");
+}
+
+TEST(TraceRead, BadSlicesNameTheField) {
+  EXPECT_NO_THROW(read(events({kSlice})));
+  EXPECT_NO_THROW(read(events({kSend, kFlow})));
+  expect_error(with("ts", discarded()), "traceEvents[0].ts", "t.json: traceEvents[0].ts: missing");
   expect_error(with("ts", "soon"), "traceEvents[0].ts",
                "t.json: traceEvents[0].ts: expected a number of microseconds");
+  expect_error(with("ts", 1e300), "traceEvents[0].ts", "t.json: traceEvents[0].ts: out of range");
   expect_error(with("dur", -1.5), "traceEvents[0].dur",
                "t.json: traceEvents[0].dur: negative duration");
+  expect_error(with("args.cpu_us", -0.001), "traceEvents[0].args.cpu_us",
+               "t.json: traceEvents[0].args.cpu_us: negative duration");
+  expect_error(with("name", "F1"), "traceEvents[0].name",
+               "t.json: traceEvents[0].name: unknown event name 'F1' (this forward slice is 'F0')");
+  expect_error(with("name", "lunch"), "traceEvents[0].name",
+               "t.json: traceEvents[0].name: unknown event name 'lunch' (this forward slice is "
+               "'F0')");
+  expect_error(with("name", discarded()), "traceEvents[0].name",
+               "t.json: traceEvents[0].name: missing");
   expect_error(with("cat", "lunch"), "traceEvents[0].cat",
                "t.json: traceEvents[0].cat: unknown kind 'lunch'");
   expect_error(with("tid", 1), "traceEvents[0].tid",
                "t.json: traceEvents[0].tid: a forward slice on the send lane");
+  EXPECT_NO_THROW(read(with("tid", 3)));  // row 2 of the compute lane
+}
+
+TEST(TraceRead, BadFieldsOfOursAreErrors) {
   expect_error(with("tid", -2), "traceEvents[0].tid",
                "t.json: traceEvents[0].tid: out of range: -2");
-  expect_error(with("pid", 1e300), "traceEvents[0].pid",
-               "t.json: traceEvents[0].pid: expected an integer");
-  expect_error(with("ts", 1e300), "traceEvents[0].ts", "t.json: traceEvents[0].ts: out of range");
-  expect_error(with("args", nlohmann::json::object()), "traceEvents[0].args.stage",
+  expect_error(with("tid", 1e300), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: expected an integer");
+  expect_error(with("tid", 4294967296), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: out of range: 4294967296");
+  expect_error(with("pid", 65537), "traceEvents[0].pid",
+               "t.json: traceEvents[0].pid: out of range: 65537");
+  expect_error(with("args", json::object()), "traceEvents[0].args.stage",
                "t.json: traceEvents[0].args.stage: missing");
-  expect_error(R"({"traceEvents": [{"ph":"s","pid":0,"tid":1,"id":3,"ts":1}]})", "traceEvents[0]",
+  expect_error(with("args", 3), "traceEvents[0].args",
+               "t.json: traceEvents[0].args: expected an object");
+  expect_error(with("args.micro_batch", "0"), "traceEvents[0].args.micro_batch",
+               "t.json: traceEvents[0].args.micro_batch: expected an integer");
+  expect_error(with("args.bytes", -300, kSend), "traceEvents[0].args.bytes",
+               "t.json: traceEvents[0].args.bytes: out of range: -300");
+  expect_error(with("args.bytes", discarded(), kSend), "traceEvents[0].args.bytes",
+               "t.json: traceEvents[0].args.bytes: missing");
+  expect_error(with("args.to_stage", 2, kSend), "traceEvents[0].args.to_stage",
+               "t.json: traceEvents[0].args.to_stage: an activation from stage 0 to 2");
+  expect_error(with("args.to_stage", discarded(), kSend), "traceEvents[0].args.to_stage",
+               "t.json: traceEvents[0].args.to_stage: missing (a transfer over links names it)");
+  expect_error(with("args.links", 5, kSend), "traceEvents[0].args.links",
+               "t.json: traceEvents[0].args.links: expected a string");
+  // Two transfers over one route (stage 0 -> 1) naming different links.
+  const std::string other = with("args.links", "0->host, host->1", kSend);
+  json doc = json::parse(other);
+  doc["traceEvents"].insert(doc["traceEvents"].begin(), json::parse(kSend));
+  expect_error(doc.dump(), "traceEvents[1].args.links",
+               "t.json: traceEvents[1].args.links: '0->host, host->1', but an earlier transfer "
+               "over this route gave '0->1'");
+  expect_error(R"({"traceEvents": [{"ph":"M","name":"process_name","pid":0,"args":{}}]})",
+               "traceEvents[0].args.name", "t.json: traceEvents[0].args.name: missing");
+  expect_error(R"({"traceEvents": [{"ph":"C","name":"memory","pid":0,"ts":0,"args":{}}]})",
+               "traceEvents[0].args.bytes", "t.json: traceEvents[0].args.bytes: missing");
+}
+
+TEST(TraceRead, FlowEventsFollowTheirSlice) {
+  const Timeline t = read(events({kSend, kFlow}));
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].flow, 7u);
+  EXPECT_EQ(t.events[0].route, 0);
+  EXPECT_EQ(t.route_names, (std::vector<std::string>{"0->1", "", "", ""}));
+  expect_error(events({kFlow}), "traceEvents[0]",
                "t.json: traceEvents[0]: a flow event without its slice before it");
+  const char* const thread_name =
+      R"({"ph":"M","pid":0,"tid":0,"name":"thread_name","args":{"name":"x"}})";
+  expect_error(events({kSend, thread_name, kFlow}), "traceEvents[2]",
+               "t.json: traceEvents[2]: a flow event without its slice before it");
+  expect_error(events({kSend, kSlice, kFlow}), "traceEvents[2].ph",
+               "t.json: traceEvents[2].ph: a flow start ('s') after a slice that is no send");
+  json f = json::parse(kFlow);
+  f["ph"] = "f";
+  expect_error(events({kSend, f.dump().c_str()}), "traceEvents[1].ph",
+               "t.json: traceEvents[1].ph: a flow end ('f') after a slice that is no receive");
+  f = json::parse(kFlow);
+  f["tid"] = 4;
+  expect_error(events({kSend, f.dump().c_str()}), "traceEvents[1].tid",
+               "t.json: traceEvents[1].tid: not its slice's");
+  f = json::parse(kFlow);
+  f["ts"] = 1.001;
+  expect_error(events({kSend, f.dump().c_str()}), "traceEvents[1].ts",
+               "t.json: traceEvents[1].ts: not its slice's start");
+  f = json::parse(kFlow);
+  f["id"] = -7;
+  expect_error(events({kSend, f.dump().c_str()}), "traceEvents[1].id",
+               "t.json: traceEvents[1].id: expected a non-negative integer");
 }
 
 TEST(TraceRead, MissingFileIsNamed) {
@@ -170,6 +371,8 @@ TEST(TraceRead, MissingFileIsNamed) {
     read_chrome_trace_file("/no/such/trace.json");
     FAIL() << "expected TraceError";
   } catch (const TraceError& e) {
+    EXPECT_EQ(e.file(), "/no/such/trace.json");
+    EXPECT_EQ(e.json_path(), "");
     EXPECT_STREQ(e.what(), "/no/such/trace.json: cannot open file");
   }
 }
