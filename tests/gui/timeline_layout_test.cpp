@@ -6,19 +6,22 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
-#include "../sim/sim_fixtures.h"
+#include <nlohmann/json.hpp>
+
 #include "sim/simulator.h"
+#include "sim/trace_io.h"
+#include "tests/sim/sim_fixtures.h"
 
 namespace pipescope::gui {
 namespace {
 
-// K=3 stages of two layers, M=2, GPipe with remat; 1000-byte activations take
-// 1 us over the 1 GB/s links.
+// K=3 stages of two layers, M=2, GPipe with remat: F takes 2 us, R 2 us, B 4 us;
+// 1000-byte activations and gradients take 1 us over the 1 GB/s links.
 SimResult three_stages() {
   Scenario sc = testing::uniform_scenario(6, 3, 1000.0, 2, 2, true);
   for (LayerSpec& l : sc.model.layers) l.out_bytes = 1000;
@@ -41,172 +44,466 @@ TimelineEvent ev(int device, Lane lane, EventKind kind, int stage, int mb, SimTi
   return e;
 }
 
+const TimelineEvent& event_of(const TimelineLayout& layout,
+                              const std::vector<const Timeline*>& sources, std::size_t item) {
+  return sources[static_cast<std::size_t>(layout.items[item].source)]
+      ->events[layout.items[item].event];
+}
+
 std::vector<std::string> row_labels(const TimelineLayout& layout) {
   std::vector<std::string> out;
   for (const TimelineRow& r : layout.rows) out.push_back(r.label);
   return out;
 }
 
-std::optional<std::size_t> find(const TimelineLayout& layout, const Timeline& t, EventKind kind,
-                                int stage, int mb, std::optional<Lane> lane = std::nullopt) {
+// The labels of a row's items, in order: "F0 F1 R1".
+std::string row_items(const TimelineLayout& layout, const std::vector<const Timeline*>& sources,
+                      int row) {
+  std::string out;
   for (std::size_t i = 0; i < layout.items.size(); ++i) {
-    const TimelineEvent& e = t.events[layout.items[i].event];
-    if (e.kind == kind && e.stage == stage && e.micro_batch == mb && (!lane || e.lane == *lane)) {
+    if (layout.items[i].row != row) continue;
+    out += (out.empty() ? "" : " ") + item_label(event_of(layout, sources, i));
+  }
+  return out;
+}
+
+// The item of an event, by what it is.
+std::size_t find(const TimelineLayout& layout, const std::vector<const Timeline*>& sources,
+                 EventKind kind, int stage, int mb, Lane lane = Lane::kCompute, int source = 0) {
+  for (std::size_t i = 0; i < layout.items.size(); ++i) {
+    const TimelineEvent& e = event_of(layout, sources, i);
+    if (layout.items[i].source == source && e.kind == kind && e.stage == stage &&
+        e.micro_batch == mb && e.lane == lane) {
       return i;
     }
   }
-  return std::nullopt;
+  ADD_FAILURE() << "no such item";
+  return layout.items.size();
 }
 
-TEST(TimelineLayout, RowsPerDeviceAndLane) {
+// Every event in exactly one item, on a row of its source, device and lane; items
+// in order of row, and of start within a row, whose slices do not overlap.
+void expect_well_formed(const TimelineLayout& layout, const std::vector<const Timeline*>& sources) {
+  std::size_t events = 0;
+  for (const Timeline* t : sources) events += t->events.size();
+  ASSERT_EQ(layout.items.size(), events);
+  std::set<std::pair<int, std::size_t>> seen;
+  for (std::size_t i = 0; i < layout.items.size(); ++i) {
+    const TimelineItem& item = layout.items[i];
+    ASSERT_GE(item.row, 0);
+    ASSERT_LT(static_cast<std::size_t>(item.row), layout.rows.size());
+    EXPECT_TRUE(seen.insert({item.source, item.event}).second) << "placed twice: " << item.event;
+    const TimelineRow& row = layout.rows[static_cast<std::size_t>(item.row)];
+    const TimelineEvent& e = event_of(layout, sources, i);
+    EXPECT_EQ(row.source, item.source);
+    EXPECT_EQ(row.device, e.device);
+    EXPECT_EQ(row.lane, e.lane);
+    if (i == 0) continue;
+    const TimelineItem& prev = layout.items[i - 1];
+    ASSERT_LE(prev.row, item.row);
+    if (prev.row == item.row) {
+      EXPECT_LE(event_of(layout, sources, i - 1).end, e.start);
+    }
+  }
+}
+
+TEST(TimelineLayout, RowsOfASimulatedRun) {
   const SimResult r = three_stages();
   const Timeline& t = r.timeline;
-  const TimelineLayout layout = layout_timelines({&t}, {""}, true);
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
   EXPECT_EQ(row_labels(layout),
-            (std::vector<std::string>{t.device_names[0], "  send", "  recv", t.device_names[1],
-                                      "  send", "  recv", t.device_names[2], "  send", "  recv"}));
-  // Every event in exactly one row, of its device and lane.
-  ASSERT_EQ(layout.items.size(), t.events.size());
-  std::vector<int> seen(t.events.size(), 0);
-  for (const TimelineItem& item : layout.items) {
-    ++seen[item.event];
-    const TimelineRow& row = layout.rows[static_cast<std::size_t>(item.row)];
-    EXPECT_EQ(row.device, t.events[item.event].device);
-    EXPECT_EQ(row.lane, t.events[item.event].lane);
+            (std::vector<std::string>{"device 0 (exact)", "  send", "  recv", "device 1 (exact)",
+                                      "  send", "  recv", "device 2 (exact)", "  send", "  recv"}));
+  for (int row = 0; row < 9; ++row) {
+    EXPECT_EQ(layout.rows[static_cast<std::size_t>(row)].device, row / 3);
+    EXPECT_EQ(layout.rows[static_cast<std::size_t>(row)].lane, static_cast<Lane>(row % 3));
+    EXPECT_EQ(layout.rows[static_cast<std::size_t>(row)].sub_row, 0);
+    EXPECT_EQ(layout.rows[static_cast<std::size_t>(row)].source, 0);
   }
-  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  // GPipe with remat: all forwards (the last micro-batch's recomputation right
+  // after its forward, its stash still in place), then backwards in reverse.
+  EXPECT_EQ(row_items(layout, src, 0), "F0 F1 R1 B1 R0 B0 optimizer");
+  EXPECT_EQ(row_items(layout, src, 1), "act 0 act 1");
+  EXPECT_EQ(row_items(layout, src, 2), "grad 1 grad 0");
+  EXPECT_EQ(row_items(layout, src, 3), "F0 F1 R1 B1 R0 B0 optimizer");
+  EXPECT_EQ(row_items(layout, src, 4), "act 0 act 1 grad 1 grad 0");
+  EXPECT_EQ(row_items(layout, src, 5), "act 0 act 1 grad 1 grad 0");
+  EXPECT_EQ(row_items(layout, src, 6), "F0 F1 R1 B1 R0 B0 optimizer");
+  EXPECT_EQ(row_items(layout, src, 7), "grad 1 grad 0");
+  EXPECT_EQ(row_items(layout, src, 8), "act 0 act 1");
+  expect_well_formed(layout, src);
+  EXPECT_EQ(layout.items.size(), 37u);  // 21 ops, 8 transfers x 2 halves
   EXPECT_EQ(layout.start_ns, 0);
+  EXPECT_EQ(layout.end_ns, 32'000);
   EXPECT_EQ(layout.end_ns, static_cast<double>(r.metrics.step_time));
-  // Without transfers only the compute rows remain.
-  const TimelineLayout compute = layout_timelines({&t}, {""}, false);
-  EXPECT_EQ(compute.rows.size(), 3u);
+
+  // Without transfers only the compute rows remain; the extent is the same.
+  const TimelineLayout compute = layout_timelines(src, {""}, false);
+  EXPECT_EQ(row_labels(compute),
+            (std::vector<std::string>{"device 0 (exact)", "device 1 (exact)", "device 2 (exact)"}));
+  EXPECT_EQ(compute.items.size(), 21u);
   EXPECT_EQ(static_cast<std::int64_t>(compute.items.size()), r.compute_ops);
+  EXPECT_EQ(row_items(compute, src, 2), "F0 F1 R1 B1 R0 B0 optimizer");
+  EXPECT_EQ(compute.end_ns, 32'000);
 }
 
-TEST(TimelineLayout, OverlappingSlicesGoToAFurtherRow) {
+TEST(TimelineLayout, OverlappingSlicesGoToTheFirstRowWhereTheyFit) {
   Timeline t;
-  t.device_names = {"d0"};
-  // Two receives landing at once over different links, and a third after both.
-  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 0, 0, 100));
-  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 1, 50, 150));
-  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 2, 150, 200));
-  const TimelineLayout layout = layout_timelines({&t}, {""}, true);
-  EXPECT_EQ(row_labels(layout), (std::vector<std::string>{"d0", "  recv", "  recv 2"}));
-  std::map<int, int> row_of;  // micro-batch -> row
-  for (const TimelineItem& item : layout.items) row_of[t.events[item.event].micro_batch] = item.row;
-  EXPECT_EQ(row_of[0], 1);
-  EXPECT_EQ(row_of[1], 2);
-  EXPECT_EQ(row_of[2], 1);  // first fit: row 1 is free again at 150 (0..100 ended)
+  t.device_names = {"d0", "d1"};
+  // Receives landing at once over different links, given out of order as a
+  // measured trace may: A [0,100], B [10,50], C [20,200], D [60,70], E [100,150].
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 3, 60, 70));    // D
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 0, 0, 100));    // A
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 1, 10, 50));    // B
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 4, 100, 150));  // E
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 2, 20, 200));   // C
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 0, 200, 300));  // F0
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  // d1 has no events: its compute row stays (all bubble), without send or recv.
+  EXPECT_EQ(row_labels(layout),
+            (std::vector<std::string>{"d0", "  recv", "  recv 2", "  recv 3", "d1"}));
+  EXPECT_EQ(layout.rows[3].sub_row, 2);
+  EXPECT_EQ(layout.rows[4].device, 1);
+  // First fit: D fits row 2 again once B ended at 50; E fits row 1 at 100 exactly.
+  EXPECT_EQ(row_items(layout, src, 0), "F0");
+  EXPECT_EQ(row_items(layout, src, 1), "act 0 act 4");
+  EXPECT_EQ(row_items(layout, src, 2), "act 1 act 3");
+  EXPECT_EQ(row_items(layout, src, 3), "act 2");
+  EXPECT_EQ(row_items(layout, src, 4), "");
+  expect_well_formed(layout, src);
+  EXPECT_EQ(layout.start_ns, 0);
+  EXPECT_EQ(layout.end_ns, 300);
+}
+
+TEST(TimelineLayout, RowsMatchTheTraceWriters) {
+  // The trace puts row r of lane l in tid r * 3 + l; the layout must agree, so
+  // "recv 2" is the same row in the app and in Perfetto.
+  const SimResult r = three_stages();
+  Timeline t = r.timeline;
+  for (TimelineEvent& e : t.events) {
+    if (e.lane != Lane::kCompute) e.end += 2'500;  // slow links: transfers overlap
+  }
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  std::vector<int> layout_tid(t.events.size());
+  for (const TimelineItem& item : layout.items) {
+    const TimelineRow& row = layout.rows[static_cast<std::size_t>(item.row)];
+    layout_tid[item.event] = row.sub_row * 3 + static_cast<int>(row.lane);
+  }
+  std::ostringstream out;
+  write_chrome_trace(out, t);
+  std::vector<int> trace_tid;
+  const nlohmann::json doc = nlohmann::json::parse(out.str());
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") trace_tid.push_back(e["tid"].get<int>());
+  }
+  EXPECT_EQ(layout_tid, trace_tid);
+  const std::vector<std::string> labels = row_labels(layout);
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "  recv 2"), labels.end());
 }
 
 TEST(TimelineLayout, HitTesting) {
   Timeline t;
-  t.device_names = {"d0"};
+  t.device_names = {"d0", "d1"};
   t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 0, 100, 200));
   t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 1, 300, 400));
-  const TimelineLayout layout = layout_timelines({&t}, {""}, true);
-  ASSERT_EQ(layout.rows.size(), 1u);
-  const auto event_at = [&](double time, double tol) -> int {
-    const auto hit = hit_test(layout, {&t}, 0, time, tol);
-    return hit ? static_cast<int>(layout.items[*hit].event) : -1;
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 2, 400, 450));
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 5, 0, 1000));
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kActivation, 0, 6, 500, 600));
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  ASSERT_EQ(row_labels(layout), (std::vector<std::string>{"d0", "  recv", "  recv 2", "d1"}));
+  const auto hit = [&](int row, double time, double tolerance) -> std::string {
+    const auto item = hit_test(layout, src, row, time, tolerance);
+    return item ? item_label(event_of(layout, src, *item)) : "-";
   };
-  EXPECT_EQ(event_at(150, 0), 0);
-  EXPECT_EQ(event_at(100, 0), 0);
-  EXPECT_EQ(event_at(400, 0), 1);
-  EXPECT_EQ(event_at(250, 10), -1);  // in the gap, far from both
-  EXPECT_EQ(event_at(205, 10), 0);   // just after the first
-  EXPECT_EQ(event_at(295, 10), 1);   // just before the second
-  EXPECT_EQ(event_at(50, 10), -1);
-  EXPECT_FALSE(hit_test(layout, {&t}, 5, 150, 0));  // no such row
+  // Inside, ends included.
+  EXPECT_EQ(hit(0, 150, 0), "F0");
+  EXPECT_EQ(hit(0, 100, 0), "F0");
+  EXPECT_EQ(hit(0, 200, 0), "F0");
+  EXPECT_EQ(hit(0, 350.5, 0), "F1");
+  EXPECT_EQ(hit(0, 400, 0), "F2");  // where one ends and the next starts: the next
+  EXPECT_EQ(hit(0, 450, 0), "F2");
+  // Near, within the tolerance: the nearest; a tie goes to the earlier.
+  EXPECT_EQ(hit(0, 205, 10), "F0");
+  EXPECT_EQ(hit(0, 295, 10), "F1");
+  EXPECT_EQ(hit(0, 90, 10), "F0");
+  EXPECT_EQ(hit(0, 460, 10), "F2");
+  EXPECT_EQ(hit(0, 240, 60), "F0");
+  EXPECT_EQ(hit(0, 260, 60), "F1");
+  EXPECT_EQ(hit(0, 250, 50), "F0");
+  // Misses: in a gap far from both, before the first, after the last.
+  EXPECT_EQ(hit(0, 250, 10), "-");
+  EXPECT_EQ(hit(0, 89, 10), "-");
+  EXPECT_EQ(hit(0, 461, 10), "-");
+  EXPECT_EQ(hit(0, 205, -1), "-");
+  // Further rows of a lane, an idle row, rows that do not exist.
+  EXPECT_EQ(hit(1, 550, 0), "act 5");
+  EXPECT_EQ(hit(2, 550, 0), "act 6");
+  EXPECT_EQ(hit(2, 450, 0), "-");
+  EXPECT_EQ(hit(3, 150, 1e9), "-");
+  EXPECT_EQ(hit(4, 150, 1e9), "-");
+  EXPECT_EQ(hit(-1, 150, 1e9), "-");
 }
 
-TEST(TimelineLayout, DependenciesFollowTheSchedule) {
-  const SimResult r = three_stages();
-  const Timeline& t = r.timeline;
-  const TimelineLayout layout = layout_timelines({&t}, {""}, true);
-  const auto kinds = [&](const std::vector<std::size_t>& items) {
+class SimulatedDependencies : public ::testing::Test {
+ protected:
+  // "F0 s1 compute": label, stage and lane of each item.
+  std::multiset<std::string> describe(const std::vector<std::size_t>& items) const {
     std::multiset<std::string> out;
     for (const std::size_t i : items) {
-      const TimelineEvent& e = t.events[layout.items[i].event];
-      out.insert(std::string(to_string(e.kind)) + " " + std::to_string(e.stage) + " " +
+      const TimelineEvent& e = event_of(layout, src, i);
+      out.insert(item_label(e) + " s" + std::to_string(e.stage) + " " +
                  std::string(to_string(e.lane)));
     }
     return out;
-  };
-  const auto f10 = find(layout, t, EventKind::kForward, 1, 0);
-  ASSERT_TRUE(f10);
-  const Dependencies f = dependencies_of(layout, {&t}, *f10);
-  EXPECT_EQ(kinds(f.before), (std::multiset<std::string>{"activation 0 send", "activation 0 recv",
-                                                         "forward 0 compute"}));
-  EXPECT_EQ(kinds(f.after), (std::multiset<std::string>{"activation 1 send", "activation 1 recv",
-                                                        "forward 2 compute"}));
-  const auto b10 = find(layout, t, EventKind::kBackward, 1, 0);
-  ASSERT_TRUE(b10);
-  const Dependencies b = dependencies_of(layout, {&t}, *b10);
-  EXPECT_EQ(kinds(b.before),
-            (std::multiset<std::string>{"gradient 2 send", "gradient 2 recv", "backward 2 compute",
-                                        "forward 1 compute", "recompute 1 compute"}));
-  EXPECT_EQ(kinds(b.after), (std::multiset<std::string>{"gradient 1 send", "gradient 1 recv",
-                                                        "backward 0 compute"}));
-  const auto r10 = find(layout, t, EventKind::kRecompute, 1, 0);
-  ASSERT_TRUE(r10);
-  const Dependencies rr = dependencies_of(layout, {&t}, *r10);
-  EXPECT_EQ(kinds(rr.before), (std::multiset<std::string>{"forward 1 compute"}));
-  EXPECT_EQ(kinds(rr.after), (std::multiset<std::string>{"backward 1 compute"}));
-  // A send: the forward that produced it before, its receive and the forward
-  // that consumes it after.
-  const auto send = find(layout, t, EventKind::kActivation, 0, 1, Lane::kSend);
-  ASSERT_TRUE(send);
-  const Dependencies s = dependencies_of(layout, {&t}, *send);
-  EXPECT_EQ(kinds(s.before), (std::multiset<std::string>{"forward 0 compute"}));
-  EXPECT_EQ(kinds(s.after), (std::multiset<std::string>{"activation 0 recv", "forward 1 compute"}));
-  for (const std::size_t i : s.after) EXPECT_EQ(t.events[layout.items[i].event].micro_batch, 1);
+  }
+  Dependencies of(EventKind kind, int stage, int mb, Lane lane = Lane::kCompute) const {
+    return dependencies_of(layout, src, find(layout, src, kind, stage, mb, lane));
+  }
+
+  SimResult r = three_stages();
+  std::vector<const Timeline*> src{&r.timeline};
+  TimelineLayout layout = layout_timelines(src, {""}, true);
+};
+
+using Set = std::multiset<std::string>;
+
+TEST_F(SimulatedDependencies, OfAForward) {
+  const Dependencies f = of(EventKind::kForward, 1, 0);
+  EXPECT_EQ(describe(f.before), (Set{"act 0 s0 send", "act 0 s0 recv", "F0 s0 compute"}));
+  EXPECT_EQ(describe(f.after), (Set{"act 0 s1 send", "act 0 s1 recv", "F0 s2 compute"}));
+  // The first and last stages have nothing before and after.
+  EXPECT_TRUE(of(EventKind::kForward, 0, 1).before.empty());
+  EXPECT_EQ(describe(of(EventKind::kForward, 2, 1).after), Set{});
+  EXPECT_EQ(describe(of(EventKind::kForward, 2, 1).before),
+            (Set{"act 1 s1 send", "act 1 s1 recv", "F1 s1 compute"}));
 }
 
-TEST(TimelineLayout, SecondSourceUnderTheFirst) {
+TEST_F(SimulatedDependencies, OfABackward) {
+  const Dependencies b = of(EventKind::kBackward, 1, 0);
+  EXPECT_EQ(describe(b.before), (Set{"grad 0 s2 send", "grad 0 s2 recv", "B0 s2 compute",
+                                     "F0 s1 compute", "R0 s1 compute"}));
+  EXPECT_EQ(describe(b.after), (Set{"grad 0 s1 send", "grad 0 s1 recv", "B0 s0 compute"}));
+}
+
+TEST_F(SimulatedDependencies, OfARecomputation) {
+  const Dependencies rr = of(EventKind::kRecompute, 1, 0);
+  EXPECT_EQ(describe(rr.before), (Set{"F0 s1 compute"}));
+  EXPECT_EQ(describe(rr.after), (Set{"B0 s1 compute"}));
+}
+
+TEST_F(SimulatedDependencies, OfATransfer) {
+  // The send of micro-batch 1's activation from stage 0: the forward that
+  // produced it before; its receive and the forward that consumes it after.
+  const Dependencies send = of(EventKind::kActivation, 0, 1, Lane::kSend);
+  EXPECT_EQ(describe(send.before), (Set{"F1 s0 compute"}));
+  EXPECT_EQ(describe(send.after), (Set{"act 1 s0 recv", "F1 s1 compute"}));
+  // Its receive: the send is before it.
+  const Dependencies recv = of(EventKind::kActivation, 0, 1, Lane::kRecv);
+  EXPECT_EQ(describe(recv.before), (Set{"F1 s0 compute", "act 1 s0 send"}));
+  EXPECT_EQ(describe(recv.after), (Set{"F1 s1 compute"}));
+  // The halves found are the same transfer, not another micro-batch's.
+  const std::size_t send_item = find(layout, src, EventKind::kActivation, 0, 1, Lane::kSend);
+  for (const std::size_t i : recv.before) EXPECT_EQ(event_of(layout, src, i).micro_batch, 1);
+  EXPECT_EQ(std::count(recv.before.begin(), recv.before.end(), send_item), 1);
+  // Gradients run the other way.
+  const Dependencies grad = of(EventKind::kGradient, 2, 0, Lane::kSend);
+  EXPECT_EQ(describe(grad.before), (Set{"B0 s2 compute"}));
+  EXPECT_EQ(describe(grad.after), (Set{"grad 0 s2 recv", "B0 s1 compute"}));
+}
+
+TEST_F(SimulatedDependencies, OfTheOptimizerAndOfNothing) {
+  const Dependencies opt = of(EventKind::kOptimizer, 1, 0);
+  EXPECT_EQ(describe(opt.before), (Set{"B0 s1 compute", "B1 s1 compute"}));
+  EXPECT_TRUE(opt.after.empty());
+  const Dependencies none = dependencies_of(layout, src, layout.items.size());
+  EXPECT_TRUE(none.before.empty());
+  EXPECT_TRUE(none.after.empty());
+}
+
+TEST(TimelineLayout, DependenciesOfATransferWithoutItsReceivingStage) {
+  // A trace may leave out the receiving stage: activations go to s + 1 and
+  // gradients to s - 1. Other micro-batches and stages are not related.
+  Timeline t;
+  t.device_names = {"d0", "d1"};
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 0, 0, 10));
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 1, 10, 20));
+  t.events.push_back(ev(0, Lane::kSend, EventKind::kActivation, 0, 0, 10, 15));
+  t.events.push_back(ev(1, Lane::kRecv, EventKind::kActivation, 0, 0, 12, 17));
+  t.events.push_back(ev(1, Lane::kCompute, EventKind::kForward, 1, 0, 17, 27));
+  t.events.push_back(ev(1, Lane::kCompute, EventKind::kBackward, 1, 0, 27, 47));
+  t.events.push_back(ev(1, Lane::kSend, EventKind::kGradient, 1, 0, 47, 50));
+  t.events.push_back(ev(0, Lane::kRecv, EventKind::kGradient, 1, 0, 48, 51));
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kBackward, 0, 0, 51, 71));
+  t.events[2].flow = t.events[3].flow = 7;
+  t.events[6].flow = t.events[7].flow = 8;
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  const auto events = [&](const std::vector<std::size_t>& items) {
+    std::vector<std::size_t> out;
+    for (const std::size_t i : items) out.push_back(layout.items[i].event);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const Dependencies act =
+      dependencies_of(layout, src, find(layout, src, EventKind::kActivation, 0, 0, Lane::kRecv));
+  EXPECT_EQ(events(act.before), (std::vector<std::size_t>{0, 2}));
+  EXPECT_EQ(events(act.after), (std::vector<std::size_t>{4}));
+  const Dependencies grad =
+      dependencies_of(layout, src, find(layout, src, EventKind::kGradient, 1, 0, Lane::kSend));
+  EXPECT_EQ(events(grad.before), (std::vector<std::size_t>{5}));
+  EXPECT_EQ(events(grad.after), (std::vector<std::size_t>{7, 8}));
+  const Dependencies f = dependencies_of(layout, src, find(layout, src, EventKind::kForward, 1, 0));
+  EXPECT_EQ(events(f.before), (std::vector<std::size_t>{0, 2, 3}));
+  EXPECT_EQ(events(f.after), (std::vector<std::size_t>{}));
+}
+
+TEST(TimelineLayout, AMeasuredRunUnderThePrediction) {
   const SimResult r = three_stages();
-  const Timeline& t = r.timeline;
-  const TimelineLayout layout = layout_timelines({&t, &t}, {"", "measured"}, false);
-  ASSERT_EQ(layout.rows.size(), 6u);
-  EXPECT_EQ(layout.rows[3].label, "measured: " + t.device_names[0]);
-  EXPECT_EQ(layout.rows[3].source, 1);
-  EXPECT_EQ(layout.items.size(), 2 * static_cast<std::size_t>(r.compute_ops));
-  // Dependencies stay within their own source.
-  const auto f = find(layout, t, EventKind::kForward, 1, 0);
-  std::size_t measured_f = 0;
-  for (std::size_t i = 0; i < layout.items.size(); ++i) {
-    const TimelineEvent& e = t.events[layout.items[i].event];
-    if (layout.items[i].source == 1 && e.kind == EventKind::kForward && e.stage == 1 &&
-        e.micro_batch == 0) {
-      measured_f = i;
-    }
+  const Timeline& predicted = r.timeline;
+  // The "measured" run: the prediction's trace read back, 500 ns late.
+  std::ostringstream trace;
+  write_chrome_trace(trace, predicted);
+  std::istringstream in(trace.str());
+  Timeline measured = read_chrome_trace(in, "measured.json");
+  for (TimelineEvent& e : measured.events) e.start += 500, e.end += 500;
+  const std::vector<const Timeline*> src{&predicted, &measured};
+  const TimelineLayout layout = layout_timelines(src, {"", "measured"}, true);
+  EXPECT_EQ(row_labels(layout),
+            (std::vector<std::string>{"device 0 (exact)", "  send", "  recv", "device 1 (exact)",
+                                      "  send", "  recv", "device 2 (exact)", "  send", "  recv",
+                                      "measured: device 0 (exact)", "  send", "  recv",
+                                      "measured: device 1 (exact)", "  send", "  recv",
+                                      "measured: device 2 (exact)", "  send", "  recv"}));
+  for (std::size_t row = 0; row < layout.rows.size(); ++row) {
+    EXPECT_EQ(layout.rows[row].source, row < 9 ? 0 : 1);
   }
-  ASSERT_TRUE(f);
-  for (const std::size_t i : dependencies_of(layout, {&t, &t}, measured_f).before) {
-    EXPECT_EQ(layout.items[i].source, 1);
-  }
+  expect_well_formed(layout, src);
+  EXPECT_EQ(row_items(layout, src, 9), "F0 F1 R1 B1 R0 B0 optimizer");
+  EXPECT_EQ(layout.start_ns, 0);
+  EXPECT_EQ(layout.end_ns, 32'500);
+  // Hits and dependencies stay within their own source.
+  const auto hit = hit_test(layout, src, 9, 1'000, 0);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(layout.items[*hit].source, 1);
+  EXPECT_EQ(item_label(event_of(layout, src, *hit)), "F0");
+  const std::size_t f = find(layout, src, EventKind::kForward, 1, 0, Lane::kCompute, 1);
+  const Dependencies deps = dependencies_of(layout, src, f);
+  EXPECT_EQ(deps.before.size(), 3u);
+  EXPECT_EQ(deps.after.size(), 3u);
+  for (const std::size_t i : deps.before) EXPECT_EQ(layout.items[i].source, 1);
+  for (const std::size_t i : deps.after) EXPECT_EQ(layout.items[i].source, 1);
+  // Missing prefixes mean none.
+  EXPECT_EQ(layout_timelines(src, {}, false).rows[3].label, "device 0 (exact)");
 }
 
 TEST(TimelineLayout, LabelsAndTooltips) {
   Timeline t;
   t.device_names = {"d0", "d1"};
-  t.route_names = {"0->1"};
+  t.route_names = {"0->1", ""};
   TimelineEvent f = ev(0, Lane::kCompute, EventKind::kForward, 2, 3, 1'000'000, 13'500'000);
   f.cpu_time = 12'000'000;
-  TimelineEvent a = ev(0, Lane::kSend, EventKind::kActivation, 2, 3, 0, 2'000, 4 << 20);
-  a.peer_stage = 3;
-  a.route = 0;
-  TimelineEvent opt = ev(0, Lane::kCompute, EventKind::kOptimizer, 2, 0, 0, 10);
+  TimelineEvent act = ev(0, Lane::kSend, EventKind::kActivation, 2, 3, 0, 2'000, 4 << 20);
+  act.peer_stage = 3;
+  act.route = 0;
+  TimelineEvent grad =
+      ev(1, Lane::kRecv, EventKind::kGradient, 3, 5, 1'500'000'000, 1'500'000'500, 1000);
+  grad.peer_stage = 2;
+  grad.route = 1;  // a route with no name
+  const TimelineEvent opt = ev(0, Lane::kCompute, EventKind::kOptimizer, 2, 0, 0, 10);
   EXPECT_EQ(item_label(f), "F3");
-  EXPECT_EQ(item_label(a), "act 3");
-  EXPECT_EQ(item_label(opt), "optimizer");
   EXPECT_EQ(item_label(ev(0, Lane::kCompute, EventKind::kRecompute, 0, 7, 0, 1)), "R7");
+  EXPECT_EQ(item_label(ev(0, Lane::kCompute, EventKind::kBackward, 0, 12, 0, 1)), "B12");
+  EXPECT_EQ(item_label(opt), "optimizer");
+  EXPECT_EQ(item_label(act), "act 3");
+  EXPECT_EQ(item_label(grad), "grad 5");
   EXPECT_EQ(item_tooltip(t, f),
-            "forward, stage 2, micro-batch 3\nstart 1.00 ms, duration 12.5 ms\nCPU time 12.0 ms");
-  EXPECT_EQ(item_tooltip(t, a),
-            "activation, stage 2 -> 3, micro-batch 3\nstart 0 s, duration 2.00 us\n4.00 MiB over "
-            "0->1");
-  EXPECT_EQ(item_tooltip(t, opt).rfind("optimizer, stage 2\n", 0), 0u);
+            "F3: forward, stage 2, micro-batch 3\n"
+            "start 1.00 ms, duration 12.5 ms\n"
+            "CPU time 12.0 ms (96.0 % of the duration)");
+  EXPECT_EQ(item_tooltip(t, act),
+            "act 3: activation (send), stage 2 -> 3, micro-batch 3\n"
+            "start 0 s, duration 2.00 us\n"
+            "4.00 MiB over 0->1");
+  EXPECT_EQ(item_tooltip(t, grad),
+            "grad 5: gradient (recv), stage 3 -> 2, micro-batch 5\n"
+            "start 1.50 s, duration 500 ns\n"
+            "1000 B");
+  grad.route = 7;  // out of range: no route either
+  EXPECT_EQ(item_tooltip(t, grad).substr(item_tooltip(t, grad).rfind('\n')), "\n1000 B");
+  EXPECT_EQ(item_tooltip(t, opt),
+            "optimizer, stage 2\n"
+            "start 0 s, duration 10.0 ns");
+}
+
+// A synthetic run of 110k events: 8 devices of 5000 back-to-back 1 us forwards,
+// each sending a 2.5 us transfer to the next device, so that three transfers
+// overlap on every send and recv lane at any time.
+Timeline large_timeline() {
+  constexpr int kDevices = 8, kOps = 5000;
+  Timeline t;
+  std::uint64_t flow = 0;
+  for (int d = 0; d < kDevices; ++d) {
+    t.device_names.push_back("gpu " + std::to_string(d));
+    for (int m = 0; m < kOps; ++m) {
+      const SimTime start = 1000 * (d + m);
+      t.events.push_back(ev(d, Lane::kCompute, EventKind::kForward, d, m, start, start + 1000));
+      if (d + 1 == kDevices) continue;
+      TimelineEvent send =
+          ev(d, Lane::kSend, EventKind::kActivation, d, m, start + 1000, start + 3500, 1 << 20);
+      send.peer_stage = d + 1;
+      send.flow = flow++;
+      TimelineEvent recv = send;
+      recv.device = d + 1;
+      recv.lane = Lane::kRecv;
+      t.events.push_back(send);
+      t.events.push_back(recv);
+    }
+  }
+  return t;
+}
+
+// Large timelines lay out correctly (how fast is for bench/, not for tests).
+TEST(TimelineLayout, LargeTimelinesLayOutCorrectly) {
+  const Timeline t = large_timeline();
+  ASSERT_EQ(t.events.size(), 110'000u);
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  const std::size_t f = find(layout, src, EventKind::kForward, 3, 2500);
+  const Dependencies deps = dependencies_of(layout, src, f);
+  // Device 0: compute and three send rows; 1-6: compute, 3 send, 3 recv; 7: 1 + 3.
+  EXPECT_EQ(layout.rows.size(), 4u + 6u * 7u + 4u);
+  EXPECT_EQ(row_labels(layout)[3], "  send 3");
+  expect_well_formed(layout, src);
+  // Transfer m starts 1 us after m - 1 and lasts 2.5 us: first fit cycles rows.
+  for (const TimelineItem& item : layout.items) {
+    const TimelineEvent& e = t.events[item.event];
+    const TimelineRow& row = layout.rows[static_cast<std::size_t>(item.row)];
+    EXPECT_EQ(row.sub_row, e.lane == Lane::kCompute ? 0 : e.micro_batch % 3);
+  }
+  EXPECT_EQ(deps.before.size(), 3u);  // act 2500 from stage 2 (both halves), F(2, 2500)
+  EXPECT_EQ(deps.after.size(), 3u);
+}
+
+TEST(TimelineLayout, ManyOverlappingSlicesGetARowEach) {
+  // 20k slices all overlapping on one lane need 20k rows.
+  Timeline t;
+  t.device_names = {"d0"};
+  for (int i = 0; i < 20'000; ++i) {
+    t.events.push_back(ev(0, Lane::kRecv, EventKind::kGradient, 1, i, i, 1'000'000 - i));
+  }
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  ASSERT_EQ(layout.rows.size(), 20'001u);
+  EXPECT_EQ(layout.rows.back().label, "  recv 20000");
+  expect_well_formed(layout, src);
+  // Each row its one slice.
+  for (const TimelineItem& item : layout.items) {
+    EXPECT_EQ(item.row, 1 + t.events[item.event].micro_batch);
+  }
 }
 
 }  // namespace
