@@ -32,7 +32,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--remat", o.remat, "Fix rematerialization (default: try both)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
-      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1"}));
   cmd->add_option("--max-micro-batches", o.max_micro_batches, "Largest M to try")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -33,7 +33,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Micro-batches per step (default: training.micro_batches)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
-      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1"}));
   cmd->add_option("--remat", opts->remat, "Rematerialization (default: training.remat)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--partition", opts->partition,

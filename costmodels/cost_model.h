@@ -22,6 +22,13 @@ class CostModel {
   virtual SimTime forward(const LayerSpec& layer, std::int64_t batch) const = 0;
   virtual SimTime backward(const LayerSpec& layer, std::int64_t batch) const = 0;
   virtual SimTime recompute(const LayerSpec& layer, std::int64_t batch) const = 0;
+  // The part of backward() that computes the weight gradients, which schedules
+  // that split the backward run as a separate W op. Half the backward by default:
+  // for a layer of matrix products the input and the weight gradients are
+  // products of the same size; a layer without parameters has no W.
+  virtual SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const {
+    return layer.params == 0 ? 0 : backward(layer, batch) / 2;
+  }
   // The optimizer step over `params` parameters.
   virtual SimTime optimizer_step(std::int64_t params) const = 0;
 };

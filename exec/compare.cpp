@@ -79,9 +79,9 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   // Measured busy time and mean op durations per stage (stage s on device s).
   struct Sums {
     SimTime busy = 0;
-    SimTime total[4] = {0, 0, 0, 0};
-    SimTime cpu[4] = {0, 0, 0, 0};
-    SimTime count[4] = {0, 0, 0, 0};
+    SimTime total[5] = {0, 0, 0, 0, 0};
+    SimTime cpu[5] = {0, 0, 0, 0, 0};
+    SimTime count[5] = {0, 0, 0, 0, 0};
   };
   SimTime wall_sum = 0;
   SimTime cpu_sum = 0;
@@ -90,7 +90,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
     if (e.lane != Lane::kCompute) continue;
     Sums& s = sums.at(static_cast<std::size_t>(e.stage));
     const auto kind = static_cast<std::size_t>(e.kind);
-    PS_CHECK(kind < 4, "compute events are F, R, B or the optimizer");
+    PS_CHECK(kind < 5, "compute events are F, R, B, W or the optimizer");
     s.busy += e.end - e.start;
     s.total[kind] += e.end - e.start;
     // Without a CPU clock the wall time stands in.
@@ -119,13 +119,16 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
       return m.count[i] == 0 ? SimTime{0} : m.cpu[i] / m.count[i];
     };
     StageCost& cost = replay[static_cast<std::size_t>(s)];
+    // A split backward's B and W together are the stage's backward.
     cost.forward = mean(EventKind::kForward);
-    cost.backward = mean(EventKind::kBackward);
+    cost.weight = mean(EventKind::kWeight);
+    cost.backward = mean(EventKind::kBackward) + cost.weight;
     cost.recompute = mean(EventKind::kRecompute);
     cost.optimizer = mean(EventKind::kOptimizer);
     StageCost& cpu_cost = cpu_replay[static_cast<std::size_t>(s)];
     cpu_cost.forward = mean_cpu(EventKind::kForward);
-    cpu_cost.backward = mean_cpu(EventKind::kBackward);
+    cpu_cost.weight = mean_cpu(EventKind::kWeight);
+    cpu_cost.backward = mean_cpu(EventKind::kBackward) + cpu_cost.weight;
     cpu_cost.recompute = mean_cpu(EventKind::kRecompute);
     cpu_cost.optimizer = mean_cpu(EventKind::kOptimizer);
   }

@@ -3,8 +3,9 @@
 // *_forward / *_backward pair, here function templates over the scalar type so the
 // layers run them in float and the gradient checks run the very same code in
 // double. Matrices are row-major; n is the number of rows (b*s tokens, or b
-// samples for the mlp family). A backward adds to the parameter gradients it is
-// given and returns the input's gradient.
+// samples for the mlp family). A layer with parameters has two backward halves:
+// *_backward_input returns the input's gradient, *_backward_params adds to the
+// parameters' gradients, so that zero-bubble schedules can run them apart.
 
 #include <cmath>
 #include <cstdint>
@@ -43,24 +44,32 @@ Mat<T> layernorm_forward(const Mat<T>& x, const Mat<T>& gain, const Mat<T>& bias
   return out;
 }
 
-// dout, x are (n, c), stats (n, 2) from the forward; returns dx (n, c) and adds to
-// dgain, dbias (1, c).
+// dout, x are (n, c), stats (n, 2) from the forward; returns dx (n, c).
 template <typename T>
-Mat<T> layernorm_backward(const Mat<T>& dout, const Mat<T>& x, const Mat<T>& stats,
-                          const Mat<T>& gain, Mat<T>& dgain, Mat<T>& dbias) {
+Mat<T> layernorm_backward_input(const Mat<T>& dout, const Mat<T>& x, const Mat<T>& stats,
+                                const Mat<T>& gain) {
   const Index n = x.rows();
   const auto c = static_cast<T>(x.cols());
   Mat<T> dx(n, x.cols());
   for (Index r = 0; r < n; ++r) {
     const auto xhat = ((x.row(r).array() - stats(r, 0)) * stats(r, 1)).eval();
     const auto dxhat = (dout.row(r).array() * gain.array()).eval();
-    dgain.array() += dout.row(r).array() * xhat;
-    dbias += dout.row(r);
     const T mean_dxhat = dxhat.sum() / c;
     const T mean_dxhat_xhat = (dxhat * xhat).sum() / c;
     dx.row(r) = (stats(r, 1) * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat)).matrix();
   }
   return dx;
+}
+
+// Adds the gain's and the bias's gradients, sum(dout * xhat) and sum(dout) over
+// the rows, to dgain and dbias (1, c).
+template <typename T>
+void layernorm_backward_params(const Mat<T>& dout, const Mat<T>& x, const Mat<T>& stats,
+                               Mat<T>& dgain, Mat<T>& dbias) {
+  for (Index r = 0; r < x.rows(); ++r) {
+    dgain.array() += dout.row(r).array() * ((x.row(r).array() - stats(r, 0)) * stats(r, 1));
+    dbias += dout.row(r);
+  }
 }
 
 // x is (n, in), w (in, out), b (1, out); out is (n, out) = x w + b.
@@ -71,14 +80,18 @@ Mat<T> linear_forward(const Mat<T>& x, const Mat<T>& w, const Mat<T>& b) {
   return out;
 }
 
-// dout is (n, out), x (n, in); returns dx (n, in) = dout w^T and adds x^T dout to
-// dw (in, out) and the column sums of dout to db (1, out).
+// dout is (n, out); returns dx (n, in) = dout w^T.
 template <typename T>
-Mat<T> linear_backward(const Mat<T>& dout, const Mat<T>& x, const Mat<T>& w, Mat<T>& dw,
-                       Mat<T>& db) {
-  dw.noalias() += x.transpose() * dout;
-  db += dout.colwise().sum();
+Mat<T> linear_backward_input(const Mat<T>& dout, const Mat<T>& w) {
   return dout * w.transpose();
+}
+
+// dout is (n, out), x (n, in); adds x^T dout to dw (in, out) and, unless db is
+// null, the column sums of dout to db (1, out).
+template <typename T>
+void linear_backward_params(const Mat<T>& dout, const Mat<T>& x, Mat<T>& dw, Mat<T>* db) {
+  dw.noalias() += x.transpose() * dout;
+  if (db != nullptr) *db += dout.colwise().sum();
 }
 
 // GeLU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2):

@@ -6,6 +6,7 @@
 // the same input) before backward.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@ struct Stash {
   }
 };
 
+// The weight-gradient work a split backward leaves for the W op: closures that
+// add to Param::grad, reading the layer's stash, which must live until they run.
+using WeightGradQueue = std::vector<std::function<void()>>;
+
 class Layer {
  public:
   virtual ~Layer() = default;
@@ -57,6 +62,14 @@ class Layer {
   // (1, 1) holding 1). Returns the gradient with respect to x (empty for the
   // embedding, whose input is token ids) and adds to each Param::grad.
   virtual Matrix backward(const Matrix& dy, const Context& ctx, const Stash& stash) = 0;
+  // B of a split backward (zero-bubble schedules): returns backward's dx and
+  // appends to `deferred` the work that adds the parameters' gradients, for the
+  // W op to run later, the stash still alive. Running it adds exactly what
+  // backward adds. The default, for layers without parameters, is backward.
+  virtual Matrix backward_input(const Matrix& dy, const Context& ctx, const Stash& stash,
+                                WeightGradQueue& /*deferred*/) {
+    return backward(dy, ctx, stash);
+  }
   virtual std::vector<Param*> params() = 0;
   std::int64_t param_count();
 };

@@ -1,6 +1,7 @@
 #include "exec/layers.h"
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -27,6 +28,23 @@ void check_input(const Mat<T>& x, const Context& ctx, Index cols, const char* la
 
 void check_positive(Index value, const char* what) {
   if (value < 1) throw std::invalid_argument(std::string(what) + " must be positive");
+}
+
+// The parameter halves of the linear and LayerNorm backwards, now or in W. x and
+// stats come from the stash, which outlives a deferred W.
+template <typename T>
+void linear_params(const Grads<T>& g, const Mat<T>& dout, const Mat<T>& x, std::size_t weight,
+                   std::optional<std::size_t> bias) {
+  Mat<T>* db = bias ? g[*bias] : nullptr;
+  g.add(dout, [&x, dw = g[weight], db](const Mat<T>& d) { linear_backward_params(d, x, *dw, db); });
+}
+
+template <typename T>
+void layernorm_params(const Grads<T>& g, const Mat<T>& dout, const Mat<T>& x, const Mat<T>& stats,
+                      std::size_t gain, std::size_t bias) {
+  g.add(dout, [&x, &stats, dgain = g[gain], dbias = g[bias]](const Mat<T>& d) {
+    layernorm_backward_params(d, x, stats, *dgain, *dbias);
+  });
 }
 
 }  // namespace
@@ -91,11 +109,15 @@ Mat<T> EmbeddingMath::forward(const Values<T>& w, const Mat<T>& x, const Context
 template <typename T>
 Mat<T> EmbeddingMath::backward(const Values<T>& /*w*/, const Grads<T>& dw, const Mat<T>& dy,
                                const Context& ctx, const std::vector<Mat<T>>& stash) const {
+  // All of it is weight gradient: the input is token ids.
   const Mat<T>& ids = stash.at(0);
-  for (Index r = 0; r < dy.rows(); ++r) {
-    dw[0]->row(static_cast<Index>(ids(r, 0))) += dy.row(r);
-    if (learned_) dw[1]->row(r % ctx.seq) += dy.row(r);
-  }
+  Mat<T>* positions = learned_ ? dw[1] : nullptr;
+  dw.add(dy, [&ids, table = dw[0], positions, seq = ctx.seq](const Mat<T>& d) {
+    for (Index r = 0; r < d.rows(); ++r) {
+      table->row(static_cast<Index>(ids(r, 0))) += d.row(r);
+      if (positions != nullptr) positions->row(r % seq) += d.row(r);
+    }
+  });
   return Mat<T>();
 }
 
@@ -185,20 +207,20 @@ Mat<T> TransformerBlockMath::backward(const Values<T>& w, const Grads<T>& dw, co
                                       const Context& ctx, const std::vector<Mat<T>>& st) const {
   // The residuals pass dy straight through to x2 and dx2 to x.
   Mat<T> dx2 = dy;
-  const Mat<T> dgelu =
-      linear_backward(dy, st[kGeluOut], *w[kFc2Weight], *dw[kFc2Weight], *dw[kFc2Bias]);
+  linear_params(dw, dy, st[kGeluOut], kFc2Weight, kFc2Bias);
+  const Mat<T> dgelu = linear_backward_input(dy, *w[kFc2Weight]);
   const Mat<T> dfc1 = gelu_backward(dgelu, st[kFc1Out]);
-  const Mat<T> dln2 =
-      linear_backward(dfc1, st[kLn2Out], *w[kFc1Weight], *dw[kFc1Weight], *dw[kFc1Bias]);
-  dx2 +=
-      layernorm_backward(dln2, st[kX2], st[kLn2Stats], *w[kLn2Gain], *dw[kLn2Gain], *dw[kLn2Bias]);
-  const Mat<T> dattn =
-      linear_backward(dx2, st[kAttn], *w[kProjWeight], *dw[kProjWeight], *dw[kProjBias]);
+  linear_params(dw, dfc1, st[kLn2Out], kFc1Weight, kFc1Bias);
+  const Mat<T> dln2 = linear_backward_input(dfc1, *w[kFc1Weight]);
+  layernorm_params(dw, dln2, st[kX2], st[kLn2Stats], kLn2Gain, kLn2Bias);
+  dx2 += layernorm_backward_input(dln2, st[kX2], st[kLn2Stats], *w[kLn2Gain]);
+  linear_params(dw, dx2, st[kAttn], kProjWeight, kProjBias);
+  const Mat<T> dattn = linear_backward_input(dx2, *w[kProjWeight]);
   const Mat<T> dqkv = attention_backward(dattn, st[kQkv], st[kProbs], attention(ctx));
-  const Mat<T> dln1 =
-      linear_backward(dqkv, st[kLn1Out], *w[kQkvWeight], *dw[kQkvWeight], *dw[kQkvBias]);
-  return dx2 + layernorm_backward(dln1, st[kX], st[kLn1Stats], *w[kLn1Gain], *dw[kLn1Gain],
-                                  *dw[kLn1Bias]);
+  linear_params(dw, dqkv, st[kLn1Out], kQkvWeight, kQkvBias);
+  const Mat<T> dln1 = linear_backward_input(dqkv, *w[kQkvWeight]);
+  layernorm_params(dw, dln1, st[kX], st[kLn1Stats], kLn1Gain, kLn1Bias);
+  return dx2 + layernorm_backward_input(dln1, st[kX], st[kLn1Stats], *w[kLn1Gain]);
 }
 
 // ---------------------------------------------------------------- LM head
@@ -233,9 +255,10 @@ Mat<T> LmHeadMath::backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>
                             const Context& ctx, const std::vector<Mat<T>>& st) const {
   const auto scale = static_cast<T>(ctx.loss_scale * static_cast<double>(dy(0, 0)));
   const Mat<T> dlogits = crossentropy_backward(st[3], *ctx.targets, scale);
-  dw[2]->noalias() += st[2].transpose() * dlogits;
-  const Mat<T> dln = dlogits * w[2]->transpose();
-  return layernorm_backward(dln, st[0], st[1], *w[0], *dw[0], *dw[1]);
+  linear_params(dw, dlogits, st[2], 2, std::nullopt);
+  const Mat<T> dln = linear_backward_input(dlogits, *w[2]);
+  layernorm_params(dw, dln, st[0], st[1], 0, 1);
+  return layernorm_backward_input(dln, st[0], st[1], *w[0]);
 }
 
 // ---------------------------------------------------------------- mlp block
@@ -268,10 +291,13 @@ Mat<T> MlpBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context&
 template <typename T>
 Mat<T> MlpBlockMath::backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy,
                               const Context& /*ctx*/, const std::vector<Mat<T>>& st) const {
-  const Mat<T> drelu = linear_backward(dy, st[4], *w[4], *dw[4], *dw[5]);
+  linear_params(dw, dy, st[4], 4, 5);
+  const Mat<T> drelu = linear_backward_input(dy, *w[4]);
   const Mat<T> dfc1 = relu_backward(drelu, st[3]);
-  const Mat<T> dln = linear_backward(dfc1, st[2], *w[2], *dw[2], *dw[3]);
-  return dy + layernorm_backward(dln, st[0], st[1], *w[0], *dw[0], *dw[1]);
+  linear_params(dw, dfc1, st[2], 2, 3);
+  const Mat<T> dln = linear_backward_input(dfc1, *w[2]);
+  layernorm_params(dw, dln, st[0], st[1], 0, 1);
+  return dy + layernorm_backward_input(dln, st[0], st[1], *w[0]);
 }
 
 // ---------------------------------------------------------------- classifier head
@@ -304,7 +330,8 @@ Mat<T> ClassifierHeadMath::backward(const Values<T>& w, const Grads<T>& dw, cons
                                     const Context& ctx, const std::vector<Mat<T>>& st) const {
   const auto scale = static_cast<T>(ctx.loss_scale * static_cast<double>(dy(0, 0)));
   const Mat<T> dlogits = crossentropy_backward(st[1], *ctx.targets, scale);
-  return linear_backward(dlogits, st[0], *w[0], *dw[0], *dw[1]);
+  linear_params(dw, dlogits, st[0], 0, 1);
+  return linear_backward_input(dlogits, *w[0]);
 }
 
 // ---------------------------------------------------------------- MathLayer
@@ -344,11 +371,24 @@ Matrix MathLayer<Math>::forward(const Matrix& x, const Context& ctx, Stash& stas
 
 template <class Math>
 Matrix MathLayer<Math>::backward(const Matrix& dy, const Context& ctx, const Stash& stash) {
+  return run_backward(dy, ctx, stash, nullptr);
+}
+
+template <class Math>
+Matrix MathLayer<Math>::backward_input(const Matrix& dy, const Context& ctx, const Stash& stash,
+                                       WeightGradQueue& deferred) {
+  return run_backward(dy, ctx, stash, &deferred);
+}
+
+template <class Math>
+Matrix MathLayer<Math>::run_backward(const Matrix& dy, const Context& ctx, const Stash& stash,
+                                     WeightGradQueue* deferred) {
   Values<float> w;
   Grads<float> dw;
+  dw.deferred = deferred;
   for (Param& p : params_) {
     w.push_back(&p.value);
-    dw.push_back(&p.grad);
+    dw.dw.push_back(&p.grad);
   }
   return math_.template backward<float>(w, dw, dy, ctx, stash.tensors);
 }

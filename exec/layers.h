@@ -29,11 +29,30 @@ struct ParamShape {
   Init init = Init::kNormal;
 };
 
-// Parameter values in param_shapes() order, and their gradients (backward adds).
+// Parameter values in param_shapes() order.
 template <typename T>
 using Values = std::vector<const Mat<T>*>;
+
+// Where a backward puts the parameters' gradients, in param_shapes() order: added
+// at once, or, with `deferred` set (B of a split backward), queued for the W op.
 template <typename T>
-using Grads = std::vector<Mat<T>*>;
+struct Grads {
+  std::vector<Mat<T>*> dw;
+  WeightGradQueue* deferred = nullptr;
+
+  Mat<T>* operator[](std::size_t i) const { return dw[i]; }
+  // Runs add(dout) now, or queues it with a copy of dout (the output gradient a
+  // backward computes and drops). add must reach nothing else that dies with the
+  // backward: only the stash, the gradients and values it captures.
+  template <class Add>
+  void add(const Mat<T>& dout, Add&& add) const {
+    if (deferred == nullptr) {
+      add(dout);
+    } else {
+      deferred->emplace_back([add = std::forward<Add>(add), d = dout] { add(d); });
+    }
+  }
+};
 
 // Token table plus positions: learned (a seq_len x h table) or the fixed
 // sinusoidal table of Vaswani et al. 2017, PE(t, 2i) = sin(t / 10000^(2i/h)),
@@ -149,12 +168,17 @@ class MathLayer final : public Layer {
   const std::string& name() const override { return name_; }
   Matrix forward(const Matrix& x, const Context& ctx, Stash& stash) const override;
   Matrix backward(const Matrix& dy, const Context& ctx, const Stash& stash) override;
+  Matrix backward_input(const Matrix& dy, const Context& ctx, const Stash& stash,
+                        WeightGradQueue& deferred) override;
   std::vector<Param*> params() override;
   const Math& math() const { return math_; }
 
  private:
   std::string name_;
   Math math_;
+  Matrix run_backward(const Matrix& dy, const Context& ctx, const Stash& stash,
+                      WeightGradQueue* deferred);
+
   std::vector<Param> params_;
 };
 

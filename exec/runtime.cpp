@@ -63,6 +63,8 @@ struct StageState {
   std::vector<std::optional<Matrix>> inputs;               // remat, stage > 0: the boundary input
   std::vector<char> input_kept;                            // remat: F ran and B has not yet
   std::vector<std::optional<std::vector<Stash>>> stashes;  // per micro-batch, per layer
+  std::vector<WeightGradQueue> deferred;                   // split backward: B ran, its W has not
+  std::vector<char> awaits_weight;                         // split backward: B ran and W has not
   double loss = 0.0;                                       // last stage only
 };
 
@@ -85,6 +87,7 @@ class StepRun {
         mbs_(micro_batches),
         K_(schedule.stages),
         M_(schedule.micro_batches),
+        split_(splits_backward(schedule.kind)),
         channels_(static_cast<std::size_t>(2 * schedule.stages)),
         status_(schedule.device_ops.size()),
         events_(schedule.device_ops.size()) {
@@ -98,6 +101,8 @@ class StepRun {
       st.inputs.resize(static_cast<std::size_t>(M_));
       st.input_kept.assign(static_cast<std::size_t>(M_), 0);
       st.stashes.resize(static_cast<std::size_t>(M_));
+      st.deferred.resize(static_cast<std::size_t>(M_));
+      st.awaits_weight.assign(static_cast<std::size_t>(M_), 0);
     }
   }
 
@@ -178,6 +183,8 @@ class StepRun {
         return recompute(d, op);
       case OpKind::kBackward:
         return backward(d, op);
+      case OpKind::kWeight:
+        return weight(d, op);
       case OpKind::kOptimizer: {
         const OpStart start = op_start();
         std::vector<Param*> params;
@@ -259,10 +266,13 @@ class StepRun {
       throw std::runtime_error(sched_.remat ? "no stash: R must run before B"
                                             : "no stash: F must run before B");
     }
+    if (st.awaits_weight[m] != 0) throw std::runtime_error("second B before its W");
     LayerList& ls = layers(op.stage);
     const std::vector<Stash>& stashes = *st.stashes[m];
     for (std::size_t l = ls.size(); l-- > 0;) {
-      dy = ls[l]->backward(dy, context(op.micro_batch), stashes[l]);
+      // A split backward leaves the parameters' gradients to W; the stash stays.
+      dy = split_ ? ls[l]->backward_input(dy, context(op.micro_batch), stashes[l], st.deferred[m])
+                  : ls[l]->backward(dy, context(op.micro_batch), stashes[l]);
       if (!dy.allFinite()) {
         throw std::runtime_error("layer '" + ls[l]->name() + "' produced a NaN or inf gradient");
       }
@@ -270,11 +280,34 @@ class StepRun {
         throw std::runtime_error("layer '" + ls[l]->name() + "' returned no input gradient");
       }
     }
+    if (split_) {
+      st.awaits_weight[m] = 1;
+    } else {
+      release(st, m);
+    }
+    record_compute(d, op, start);
+    if (op.stage > 0) send(d, op, TransferKind::kGradient, std::move(dy));
+  }
+
+  // W(s,m): the weight gradients B(s,m) left, then the micro-batch's stash goes.
+  void weight(int d, const Op& op) {
+    const auto m = static_cast<std::size_t>(op.micro_batch);
+    const OpStart start = op_start();
+    StageState& st = state(op.stage);
+    if (!split_) throw std::runtime_error("W needs a schedule that splits the backward");
+    if (st.awaits_weight[m] == 0)
+      throw std::runtime_error("no input gradient: B must run before W");
+    for (const auto& work : st.deferred[m]) work();
+    st.deferred[m].clear();
+    st.awaits_weight[m] = 0;
+    release(st, m);
+    record_compute(d, op, start);
+  }
+
+  static void release(StageState& st, std::size_t m) {
     st.stashes[m].reset();
     st.inputs[m].reset();
     st.input_kept[m] = 0;
-    record_compute(d, op, start);
-    if (op.stage > 0) send(d, op, TransferKind::kGradient, std::move(dy));
   }
 
   // Transfer flow ids are unique within a step: one per (direction, boundary,
@@ -414,6 +447,7 @@ class StepRun {
   const std::vector<MicroBatch>& mbs_;
   const int K_;
   const int M_;
+  const bool split_;  // B computes input gradients only; W the weights'
   std::vector<Context> contexts_;
   std::vector<StageState> state_;
   std::vector<Channel> channels_;  // index route_id(kind, receiving stage)

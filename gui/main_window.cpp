@@ -133,8 +133,8 @@ void MainWindow::build_controls() {
   m_combo_ = new QComboBox;
   m_combo_->setToolTip(tr("Micro-batches M (divisors of the global batch)"));
   schedule_combo_ = new QComboBox;
-  schedule_combo_->addItem(QStringLiteral("gpipe"));
-  schedule_combo_->addItem(QStringLiteral("1f1b"));
+  for (const ScheduleKind k : kAllSchedules)
+    schedule_combo_->addItem(qs(std::string(to_string(k))));
   remat_check_ = new QCheckBox(tr("rematerialization"));
   partition_combo_ = new QComboBox;
   for (const char* p : {"optimal", "uniform", "params", "gpipe"}) partition_combo_->addItem(p);

@@ -226,10 +226,13 @@ std::vector<Related> related_to(const TimelineEvent& me) {
     case K::kBackward:
       return {{K::kGradient, s + 1, true}, {K::kBackward, s + 1, true},
               {K::kForward, s, true},      {K::kRecompute, s, true},
-              {K::kGradient, s, false},    {K::kBackward, s - 1, false}};
+              {K::kGradient, s, false},    {K::kBackward, s - 1, false},
+              {K::kWeight, s, false}};
+    case K::kWeight:
+      return {{K::kBackward, s, true}, {K::kOptimizer, s, false, true}};
     case K::kOptimizer:
-      // The step needs every backward of its stage.
-      return {{K::kBackward, s, true, true}};
+      // The step needs every backward (and weight gradient) of its stage.
+      return {{K::kBackward, s, true, true}, {K::kWeight, s, true, true}};
     case K::kActivation:
     case K::kGradient: {
       // The receiving stage, when a trace left it out, follows from the kind.

@@ -21,6 +21,8 @@ QColor kind_color(EventKind k) {
       return QColor(0x9b, 0x7b, 0xd8);  // violet
     case EventKind::kBackward:
       return QColor(0x3f, 0xa8, 0x6b);  // green
+    case EventKind::kWeight:
+      return QColor(0x2e, 0x8f, 0x8f);  // teal
     case EventKind::kOptimizer:
       return QColor(0x8a, 0x8a, 0x8a);
     case EventKind::kActivation:

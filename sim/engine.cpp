@@ -46,7 +46,8 @@ class Engine {
         cluster_(cluster),
         listener_(listener),
         K_(schedule.stages),
-        M_(schedule.micro_batches) {
+        M_(schedule.micro_batches),
+        split_(splits_backward(schedule.kind)) {
     PS_CHECK(static_cast<int>(stages.size()) == K_, "one StageCost per stage");
     PS_CHECK(schedule.devices() <= cluster.devices,
              "schedule uses more devices than the cluster has");
@@ -127,7 +128,9 @@ class Engine {
       case OpKind::kRecompute:
         return c.recompute;
       case OpKind::kBackward:
-        return c.backward;
+        return split_ ? c.backward - c.weight : c.backward;
+      case OpKind::kWeight:
+        return c.weight;
       case OpKind::kOptimizer:
         return c.optimizer;
     }
@@ -141,6 +144,7 @@ class Engine {
       case OpKind::kBackward:
         return op.stage == K_ - 1 || grad_ready_[cell(op.stage, op.micro_batch)] != 0;
       case OpKind::kRecompute:
+      case OpKind::kWeight:
       case OpKind::kOptimizer:
         return true;
     }
@@ -272,6 +276,7 @@ class Engine {
   SimListener* listener_;
   int K_;
   int M_;
+  bool split_;  // B is the input gradient, W the weight gradient
   SimTime now_ = 0;
   EventQueue queue_;
   std::vector<DeviceState> devices_;

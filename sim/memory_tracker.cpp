@@ -7,7 +7,7 @@
 namespace pipescope {
 
 MemoryTracker::MemoryTracker(const Schedule& schedule, const std::vector<StageCost>& stages)
-    : stages_(stages), remat_(schedule.remat) {
+    : stages_(stages), remat_(schedule.remat), split_(splits_backward(schedule.kind)) {
   const auto n = static_cast<std::size_t>(schedule.devices());
   static_bytes_.assign(n, 0);
   allocs_.resize(n);
@@ -28,8 +28,14 @@ void MemoryTracker::on_compute(int device, const Op& op, SimTime start, SimTime 
       allocs_[d].push_back({start, c.stash_bytes});
       break;
     case OpKind::kBackward:
-      // Remat frees the input and the rebuilt stash; otherwise the stash.
-      frees_[d].push_back({end, remat_ ? c.input_bytes + c.stash_bytes : c.stash_bytes});
+    case OpKind::kWeight:
+      // The last op to need the micro-batch frees it: remat frees the input and
+      // the rebuilt stash, otherwise the stash. A split backward keeps them
+      // until W, which reads the layers' inputs (and B's output gradients,
+      // counted within the stash).
+      if ((op.kind == OpKind::kWeight) == split_) {
+        frees_[d].push_back({end, remat_ ? c.input_bytes + c.stash_bytes : c.stash_bytes});
+      }
       break;
     case OpKind::kOptimizer:
       break;

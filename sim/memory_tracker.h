@@ -43,6 +43,7 @@ class MemoryTracker final : public SimListener {
 
   const std::vector<StageCost>& stages_;
   bool remat_;
+  bool split_;  // the stash lives until W, not B
   std::vector<Bytes> static_bytes_;
   // Per device. A device runs one op at a time, so op starts and op ends each
   // come in time order: two sorted lists that merge in linear time.

@@ -250,7 +250,8 @@ std::string export_megatron(const Plan& p) {
 
 // Each rank runs its forward and backward actions in the schedule's order, one per
 // step, as soon as its input arrived in an earlier step (F(s,m) after F(s-1,m),
-// B(s,m) after B(s+1,m)); a rank that must wait leaves the cell empty.
+// B(s,m) after B(s+1,m)); a rank that must wait leaves the cell empty. A split
+// backward is PyTorch's I (input gradient) and W (weight gradient), else B.
 std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
   const Schedule sched = build_schedule(p.schedule, p.stages, p.micro_batches, p.remat);
   const auto K = static_cast<std::size_t>(p.stages);
@@ -261,7 +262,10 @@ std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
   std::vector<std::vector<Op>> ops(ranks);
   for (std::size_t d = 0; d < ranks; ++d) {
     for (const Op& op : sched.device_ops[d]) {
-      if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) ops[d].push_back(op);
+      if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward ||
+          op.kind == OpKind::kWeight) {
+        ops[d].push_back(op);
+      }
     }
   }
   constexpr long kNotYet = -1;
@@ -280,15 +284,19 @@ std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
       const Op& op = ops[r][next[r]];
       const bool fwd = op.kind == OpKind::kForward;
       const int from = fwd ? op.stage - 1 : op.stage + 1;
-      const bool ready = from < 0 || from >= p.stages ||
+      const bool ready = op.kind == OpKind::kWeight || from < 0 || from >= p.stages ||
                          ((fwd ? f_step : b_step)[at(from, op.micro_batch)] != kNotYet &&
                           (fwd ? f_step : b_step)[at(from, op.micro_batch)] < step);
       if (!ready) {
         rows[r].emplace_back();
         continue;
       }
-      (fwd ? f_step : b_step)[at(op.stage, op.micro_batch)] = step;
-      rows[r].push_back(str(op.stage) + (fwd ? "F" : "B") + str(op.micro_batch));
+      const char* action = fwd                           ? "F"
+                           : op.kind == OpKind::kWeight  ? "W"
+                           : splits_backward(p.schedule) ? "I"
+                                                         : "B";
+      if (op.kind != OpKind::kWeight) (fwd ? f_step : b_step)[at(op.stage, op.micro_batch)] = step;
+      rows[r].push_back(str(op.stage) + action + str(op.micro_batch));
       ++next[r];
       --remaining;
       progressed = true;

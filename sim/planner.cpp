@@ -59,7 +59,7 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
     if (batch % D != 0) continue;
     for (int M : divisors(batch / D, req.max_micro_batches)) {
       if (req.micro_batches && M != *req.micro_batches) continue;
-      for (const ScheduleKind schedule : {ScheduleKind::kGpipe, ScheduleKind::k1F1B}) {
+      for (const ScheduleKind schedule : kAllSchedules) {
         if (req.schedule && schedule != *req.schedule) continue;
         for (const bool remat : {false, true}) {
           if (req.remat && remat != *req.remat) continue;

@@ -8,6 +8,8 @@ std::string_view to_string(ScheduleKind k) {
       return "gpipe";
     case ScheduleKind::k1F1B:
       return "1f1b";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
   }
   return "unknown";
 }
@@ -15,6 +17,7 @@ std::string_view to_string(ScheduleKind k) {
 std::optional<ScheduleKind> parse_schedule(std::string_view name) {
   if (name == "gpipe") return ScheduleKind::kGpipe;
   if (name == "1f1b") return ScheduleKind::k1F1B;
+  if (name == "zb-h1") return ScheduleKind::kZbH1;
   return std::nullopt;
 }
 

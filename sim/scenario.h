@@ -14,12 +14,22 @@
 namespace pipescope {
 
 // gpipe: fill-drain (Huang et al. 2019); 1f1b: PipeDream-Flush (Narayanan et al.
-// 2021), one forward one backward in the steady state.
-enum class ScheduleKind { kGpipe, k1F1B };
+// 2021), one forward one backward in the steady state; zb-h1: Zero Bubble H1 (Qi
+// et al. 2024), 1F1B with the backward split into B (input gradient) and W
+// (weight gradient), the W deferred into what would be bubbles.
+enum class ScheduleKind { kGpipe, k1F1B, kZbH1 };
 
 std::string_view to_string(ScheduleKind k);
-std::optional<ScheduleKind> parse_schedule(std::string_view name);  // "gpipe", "1f1b"
-inline constexpr const char* kScheduleNames = "gpipe, 1f1b";
+std::optional<ScheduleKind> parse_schedule(std::string_view name);  // "gpipe", "1f1b", "zb-h1"
+inline constexpr const char* kScheduleNames = "gpipe, 1f1b, zb-h1";
+inline constexpr ScheduleKind kAllSchedules[] = {ScheduleKind::kGpipe, ScheduleKind::k1F1B,
+                                                 ScheduleKind::kZbH1};
+
+// Whether the schedule runs a backward as two ops, B (input gradient) and W
+// (weight gradient).
+constexpr bool splits_backward(ScheduleKind k) {
+  return k == ScheduleKind::kZbH1;
+}
 
 struct TrainingConfig {
   std::int64_t global_batch = 1;       // samples per optimizer step

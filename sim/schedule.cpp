@@ -14,6 +14,8 @@ std::string_view to_string(OpKind k) {
       return "recompute";
     case OpKind::kBackward:
       return "backward";
+    case OpKind::kWeight:
+      return "weight";
     case OpKind::kOptimizer:
       return "optimizer";
   }
@@ -28,6 +30,8 @@ char op_letter(OpKind k) {
       return 'R';
     case OpKind::kBackward:
       return 'B';
+    case OpKind::kWeight:
+      return 'W';
     case OpKind::kOptimizer:
       return 'O';
   }
@@ -50,7 +54,9 @@ Schedule one_stage_per_device(ScheduleKind kind, int stages, int micro_batches, 
   for (int st = 0; st < stages; ++st) {
     s.stage_device[static_cast<std::size_t>(st)] = st;
     s.device_ops[static_cast<std::size_t>(st)].reserve(
-        static_cast<std::size_t>(micro_batches) * (remat ? 3 : 2) + 1);
+        static_cast<std::size_t>(micro_batches) *
+            (2 + (remat ? 1 : 0) + (splits_backward(kind) ? 1 : 0)) +
+        1);
   }
   return s;
 }
@@ -91,12 +97,41 @@ Schedule build_1f1b(int stages, int micro_batches, bool remat) {
   return s;
 }
 
+Schedule build_zb_h1(int stages, int micro_batches, bool remat) {
+  Schedule s = one_stage_per_device(ScheduleKind::kZbH1, stages, micro_batches, remat);
+  for (int st = 0; st < stages; ++st) {
+    std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(st)];
+    const int M = micro_batches;
+    int next_f = 0, next_b = 0, next_w = 0;
+    const auto weight = [&] { ops.push_back({OpKind::kWeight, st, next_w++}); };
+    while (next_f < std::min(stages - st - 1, M)) ops.push_back({OpKind::kForward, st, next_f++});
+    for (int round = 0; round < st && next_f < M; ++round) {  // W deferred
+      ops.push_back({OpKind::kForward, st, next_f++});
+      push_backward(ops, st, next_b++, remat);
+    }
+    while (next_f < M) {  // steady state: F, B, W
+      ops.push_back({OpKind::kForward, st, next_f++});
+      push_backward(ops, st, next_b++, remat);
+      weight();
+    }
+    while (next_b < M) {  // cool-down: B, W
+      push_backward(ops, st, next_b++, remat);
+      weight();
+    }
+    while (next_w < M) weight();  // the deferred W fill the tail
+    ops.push_back({OpKind::kOptimizer, st, 0});
+  }
+  return s;
+}
+
 Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool remat) {
   switch (kind) {
     case ScheduleKind::kGpipe:
       return build_gpipe(stages, micro_batches, remat);
     case ScheduleKind::k1F1B:
       return build_1f1b(stages, micro_batches, remat);
+    case ScheduleKind::kZbH1:
+      return build_zb_h1(stages, micro_batches, remat);
   }
   PS_CHECK(false, "unknown schedule kind");
 }
@@ -106,7 +141,9 @@ std::string check_schedule(const Schedule& s) {
   const auto M = static_cast<std::size_t>(s.micro_batches);
   if (s.stage_device.size() != K) return "stage_device has the wrong size";
   // Position of each op in its device list, or -1 before it is seen.
-  std::vector<long> pos_f(K * M, -1), pos_r(K * M, -1), pos_b(K * M, -1), pos_o(K, -1);
+  const bool split = splits_backward(s.kind);
+  std::vector<long> pos_f(K * M, -1), pos_r(K * M, -1), pos_b(K * M, -1), pos_w(K * M, -1),
+      pos_o(K, -1);
   for (std::size_t d = 0; d < s.device_ops.size(); ++d) {
     const auto& ops = s.device_ops[d];
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -128,6 +165,7 @@ std::string check_schedule(const Schedule& s) {
           static_cast<std::size_t>(op.stage) * M + static_cast<std::size_t>(op.micro_batch);
       auto& slot = op.kind == OpKind::kForward     ? pos_f
                    : op.kind == OpKind::kRecompute ? pos_r
+                   : op.kind == OpKind::kWeight    ? pos_w
                                                    : pos_b;
       if (slot[key] >= 0) return where() + ": duplicate " + std::string(to_string(op.kind));
       slot[key] = static_cast<long>(i);
@@ -148,6 +186,13 @@ std::string check_schedule(const Schedule& s) {
         return what() + ": recompute not between forward and backward";
       if (pos_o[st] >= 0 && pos_o[st] < pos_b[key])
         return what() + ": optimizer step before backward";
+      if (split && pos_w[key] < 0) return what() + ": missing weight gradient";
+      if (!split && pos_w[key] >= 0)
+        return what() + ": weight gradient in a schedule that does not split the backward";
+      if (pos_w[key] >= 0 && pos_w[key] < pos_b[key])
+        return what() + ": weight gradient before backward";
+      if (pos_w[key] >= 0 && pos_o[st] >= 0 && pos_o[st] < pos_w[key])
+        return what() + ": optimizer step before weight gradient";
     }
     if (pos_o[st] < 0) return "stage " + std::to_string(st) + ": missing optimizer step";
   }

@@ -2,7 +2,9 @@
 // A schedule is data: for every device the ordered list of compute ops it runs.
 // The simulator and the executor interpret the same lists. Transfers are not
 // listed: finishing F(s,m) sends its activation to stage s+1, finishing B(s,m)
-// sends its gradient to stage s-1.
+// sends its gradient to stage s-1. Schedules that split the backward
+// (splits_backward) run B(s,m) as the input gradient only and W(s,m), later on
+// the same device, as the weight gradient.
 
 #include <cstdint>
 #include <string>
@@ -15,12 +17,13 @@ namespace pipescope {
 enum class OpKind : std::uint8_t {
   kForward,    // F(s,m)
   kRecompute,  // R(s,m): the forward again, to rebuild the stash before B
-  kBackward,   // B(s,m)
+  kBackward,   // B(s,m): the whole backward, or its input gradient when split
+  kWeight,     // W(s,m): the weight gradient of a split backward
   kOptimizer,  // the stage's optimizer step; micro_batch is unused (0)
 };
 
 std::string_view to_string(OpKind k);
-char op_letter(OpKind k);  // F, R, B, O
+char op_letter(OpKind k);  // F, R, B, W, O
 
 struct Op {
   OpKind kind = OpKind::kForward;
@@ -54,11 +57,22 @@ Schedule build_gpipe(int stages, int micro_batches, bool remat);
 // preceded by its recompute. Stage s runs on device s.
 Schedule build_1f1b(int stages, int micro_batches, bool remat);
 
+// ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", the handcrafted
+// schedule H1): 1F1B's K-s-1 warm-up forwards on stage s, then s rounds of one
+// forward and one B whose W waits, then rounds of F, B, W, then B and W pairs,
+// then the W still owed and the optimizer step. The deferred W fill the cool-down
+// that 1F1B leaves idle while every stage holds at most K micro-batches whose W
+// is still to run, 1F1B's peak on its first stage. With uniform stages (T_F =
+// T_B = T_W, no communication) the bubble per device is (K-1) T instead of
+// 1F1B's 3 (K-1) T. With remat each B is preceded by its recompute.
+Schedule build_zb_h1(int stages, int micro_batches, bool remat);
+
 Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool remat);
 
 // Checks that every stage has exactly one F and one B per micro-batch (and one R
-// when remat is on) on its own device, R before B, F before B, and one optimizer
-// step after them. Returns the first problem found, or an empty string.
+// when remat is on, one W after the B when the schedule splits the backward) on
+// its own device, R before B, F before B, and one optimizer step after them.
+// Returns the first problem found, or an empty string.
 std::string check_schedule(const Schedule& s);
 
 }  // namespace pipescope

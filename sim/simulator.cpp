@@ -78,7 +78,8 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   p.stages = stages;
   p.micro_batches = micro_batches;
   p.remat = remat;
-  if (schedule == ScheduleKind::k1F1B) p.in_flight = std::min(stages, micro_batches);
+  // 1F1B and ZB-H1 hold at most K micro-batches (the first stage's count).
+  if (schedule != ScheduleKind::kGpipe) p.in_flight = std::min(stages, micro_batches);
   p.bytes_per_param = sc.training.bytes_per_param;
   p.memory_capacity = sc.cluster.device.memory_bytes;
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {

@@ -23,6 +23,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
       c.forward += cost.forward(layer, b);
       c.backward += cost.backward(layer, b);
+      c.weight += cost.weight_grad(layer, b);
       c.recompute += cost.recompute(layer, b);
       c.params += layer.params;
       c.stash_bytes += layer.stash_bytes * b;

@@ -14,7 +14,8 @@ namespace pipescope {
 struct StageCost {
   StageRange layers;
   SimTime forward = 0;    // ns, one micro-batch through every layer of the stage
-  SimTime backward = 0;   // ns
+  SimTime backward = 0;   // ns, the whole backward: input and weight gradients
+  SimTime weight = 0;     // ns, the weight-gradient part of backward (W when split)
   SimTime recompute = 0;  // ns; charged only when the schedule rematerializes
   SimTime optimizer = 0;  // ns, the stage's optimizer step
   std::int64_t params = 0;

@@ -22,6 +22,8 @@ std::string_view to_string(EventKind k) {
       return "recompute";
     case EventKind::kBackward:
       return "backward";
+    case EventKind::kWeight:
+      return "weight";
     case EventKind::kOptimizer:
       return "optimizer";
     case EventKind::kActivation:
@@ -40,6 +42,8 @@ EventKind event_kind(OpKind k) {
       return EventKind::kRecompute;
     case OpKind::kBackward:
       return EventKind::kBackward;
+    case OpKind::kWeight:
+      return EventKind::kWeight;
     case OpKind::kOptimizer:
       return EventKind::kOptimizer;
   }
@@ -92,6 +96,8 @@ std::string event_name(const TimelineEvent& e) {
       return "R" + mb;
     case EventKind::kBackward:
       return "B" + mb;
+    case EventKind::kWeight:
+      return "W" + mb;
     case EventKind::kOptimizer:
       return "optimizer";
     case EventKind::kActivation:

@@ -21,6 +21,7 @@ enum class EventKind : std::uint8_t {
   kForward,
   kRecompute,
   kBackward,
+  kWeight,
   kOptimizer,  // compute lane
   kActivation,
   kGradient,  // send and recv lanes
@@ -47,7 +48,7 @@ struct TimelineEvent {
 };
 
 // The short name traces and the timeline view give an event: "F3", "R3", "B3",
-// "optimizer", "act 3", "grad 3".
+// "W3", "optimizer", "act 3", "grad 3".
 std::string event_name(const TimelineEvent& e);
 
 // Bytes in use on one device from `time` until the next point.

@@ -313,8 +313,8 @@ class TraceReader {
   EventKind kind(const nlohmann::json& e, const std::string& path) const {
     const std::string cat = text(e, path, "cat");
     for (const EventKind k :
-         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kOptimizer,
-          EventKind::kActivation, EventKind::kGradient}) {
+         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kWeight,
+          EventKind::kOptimizer, EventKind::kActivation, EventKind::kGradient}) {
       if (to_string(k) == cat) return k;
     }
     fail(path + ".cat", "unknown kind '" + cat + "'");

@@ -147,14 +147,16 @@ TEST(RunCli, TrainsAPlanAndMeasuresIt) {
   EXPECT_GE(j["bubble_fraction"].get<double>(), 0.0);
   EXPECT_LT(j["bubble_fraction"].get<double>(), 1.0);
   // The measured trace has every op of both stages: per micro-batch F, B (and R
-  // with remat), and the optimizer step.
-  const bool remat = nlohmann::json::parse(slurp(plan))["remat"].get<bool>();
+  // with remat, W with a split backward), and the optimizer step.
+  const nlohmann::json plan_doc = nlohmann::json::parse(slurp(plan));
+  const bool remat = plan_doc["remat"].get<bool>();
+  const bool split = plan_doc["schedule"] == "zb-h1";
   const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
   int compute = 0;
   for (const auto& e : doc["traceEvents"]) {
     if (e["ph"] == "X" && e["tid"].get<int>() % 3 == 0) ++compute;
   }
-  EXPECT_EQ(compute, 2 * ((remat ? 3 : 2) * 4 + 1));
+  EXPECT_EQ(compute, 2 * ((2 + (remat ? 1 : 0) + (split ? 1 : 0)) * 4 + 1));
   fs::remove(plan);
   fs::remove(trace);
 }

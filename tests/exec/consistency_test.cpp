@@ -173,12 +173,24 @@ TEST_P(Consistency, MlpMatchesSingleDevice) {
   expect_same(want, pipelined(build_mlp(p, kSeed), task, momentum(), K, M, remat, schedule));
 }
 
+std::string schedule_test_name(ScheduleKind s) {
+  switch (s) {
+    case ScheduleKind::kGpipe:
+      return "Gpipe";
+    case ScheduleKind::k1F1B:
+      return "OneFOneB";
+    case ScheduleKind::kZbH1:
+      return "ZbH1";
+  }
+  return "Unknown";
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (int K : {1, 2, 3, 4}) {
     for (int M : {1, 2, 4, 8}) {
       for (bool remat : {false, true}) {
-        for (ScheduleKind s : {ScheduleKind::kGpipe, ScheduleKind::k1F1B}) {
+        for (ScheduleKind s : kAllSchedules) {
           out.push_back({K, M, remat, s});
         }
       }
@@ -192,8 +204,7 @@ INSTANTIATE_TEST_SUITE_P(KxMxRemat, Consistency, ::testing::ValuesIn(cases()),
                            return "K" + std::to_string(param_info.param.K) + "M" +
                                   std::to_string(param_info.param.M) +
                                   (param_info.param.remat ? "Remat" : "NoRemat") +
-                                  (param_info.param.schedule == ScheduleKind::k1F1B ? "OneFOneB"
-                                                                                    : "Gpipe");
+                                  schedule_test_name(param_info.param.schedule);
                          });
 
 TEST(SyntheticTask, LossFallsWhenTraining) {

@@ -37,7 +37,10 @@ class RefLayer {
  public:
   virtual ~RefLayer() = default;
   virtual MatD forward(const MatD& x, const Context& ctx, std::vector<MatD>& stash) const = 0;
-  virtual MatD backward(const MatD& dy, const Context& ctx, const std::vector<MatD>& stash) = 0;
+  // With `deferred`, the input-gradient half only: the parameters' gradients are
+  // queued there (a split backward's B and W).
+  virtual MatD backward(const MatD& dy, const Context& ctx, const std::vector<MatD>& stash,
+                        WeightGradQueue* deferred = nullptr) = 0;
   std::vector<MatD> w, dw;
 };
 
@@ -53,9 +56,11 @@ class RefLayerOf final : public RefLayer {
   MatD forward(const MatD& x, const Context& ctx, std::vector<MatD>& stash) const override {
     return math_.template forward<double>(values(), x, ctx, stash);
   }
-  MatD backward(const MatD& dy, const Context& ctx, const std::vector<MatD>& stash) override {
+  MatD backward(const MatD& dy, const Context& ctx, const std::vector<MatD>& stash,
+                WeightGradQueue* deferred) override {
     Grads<double> g;
-    for (MatD& m : dw) g.push_back(&m);
+    g.deferred = deferred;
+    for (MatD& m : dw) g.dw.push_back(&m);
     return math_.template backward<double>(values(), g, dy, ctx, stash);
   }
 
@@ -158,7 +163,8 @@ MatD run(const RefModel& model, const MatD& x, const Context& ctx,
 }
 
 // loss = sum(out * R) for a random R, so dy = R; checks backward's input gradient
-// (unless the input is token ids) and every parameter gradient.
+// (unless the input is token ids) and every parameter gradient, then that the
+// split backward (B, then the queued W) gives the very same numbers.
 void check_gradients(RefModel& model, MatD x, const Context& ctx, bool input_is_ids,
                      std::mt19937_64& rng) {
   std::vector<std::vector<MatD>> stashes;
@@ -178,10 +184,31 @@ void check_gradients(RefModel& model, MatD x, const Context& ctx, bool input_is_
   } else {
     expect_gradient(dy, numerical_gradient(x, loss), "input");
   }
+  std::vector<std::vector<MatD>> whole;
   for (std::size_t i = 0; i < model.size(); ++i) {
+    whole.push_back(model[i]->dw);
     for (std::size_t k = 0; k < model[i]->w.size(); ++k) {
       expect_gradient(model[i]->dw[k], numerical_gradient(model[i]->w[k], loss),
                       "layer " + std::to_string(i) + " param " + std::to_string(k));
+    }
+  }
+  // Split: the same input gradient with every parameter gradient untouched, then
+  // the queued weight-gradient work adds exactly the whole backward's.
+  WeightGradQueue deferred;
+  MatD dx = r;
+  for (std::size_t i = model.size(); i-- > 0;) {
+    for (MatD& g : model[i]->dw) g.setZero();
+    dx = model[i]->backward(dx, ctx, stashes[i], &deferred);
+  }
+  EXPECT_EQ(dx, dy);
+  for (const auto& layer : model) {
+    for (const MatD& g : layer->dw) EXPECT_EQ(g.cwiseAbs().maxCoeff(), 0.0) << "B added to W's";
+  }
+  EXPECT_FALSE(deferred.empty());
+  for (const auto& work : deferred) work();
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    for (std::size_t k = 0; k < model[i]->w.size(); ++k) {
+      EXPECT_EQ(model[i]->dw[k], whole[i][k]) << "layer " << i << " param " << k;
     }
   }
 }

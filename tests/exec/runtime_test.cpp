@@ -401,6 +401,39 @@ TEST(RuntimeFaults, ThrowingHookStopsEveryWorker) {
   EXPECT_GT(r.loss, 0.0);
 }
 
+// A fault in a split backward's W names the W.
+TEST(RuntimeFaults, FaultInWeightGradientNamesTheW) {
+  RuntimeOptions options;
+  options.before_op = [](int device, const Op& op) {
+    if (device == 1 && op == Op{OpKind::kWeight, 1, 2}) throw std::runtime_error("injected fault");
+  };
+  PipelineRuntime rt(split(toy_model(8), 3), build_zb_h1(3, 4, false), options);
+  try {
+    rt.step(micro_batches(mini_batch(0), 4));
+    FAIL() << "step() did not throw";
+  } catch (const StageError& e) {
+    EXPECT_EQ(e.op(), (Op{OpKind::kWeight, 1, 2}));
+    EXPECT_STREQ(e.what(), "stage 1 failed in W(1,2): injected fault");
+  }
+}
+
+// A hand-edited list that runs W before its B is an error, not wrong gradients.
+TEST(RuntimeFaults, WeightBeforeItsBackwardIsAnError) {
+  Schedule sched = build_zb_h1(2, 2, false);
+  std::vector<Op>& dev1 = sched.device_ops[1];
+  std::iter_swap(std::find(dev1.begin(), dev1.end(), Op{OpKind::kWeight, 1, 0}), dev1.begin());
+  RuntimeOptions options;
+  options.watchdog = Ms(2000);
+  PipelineRuntime rt(split(toy_model(8), 2), sched, options);
+  try {
+    rt.step(micro_batches(mini_batch(0), 2));
+    FAIL() << "step() did not throw";
+  } catch (const StageError& e) {
+    EXPECT_EQ(e.op(), (Op{OpKind::kWeight, 1, 0}));
+    EXPECT_STREQ(e.what(), "stage 1 failed in W(1,0): no input gradient: B must run before W");
+  }
+}
+
 TEST(RuntimeFaults, NanActivationNamesStageAndLayer) {
   LayerList model = toy_model(6);
   model.insert(model.begin() + 3, std::make_unique<ToyNan>());  // layer 3 of 7: stage 1

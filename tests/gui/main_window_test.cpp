@@ -97,6 +97,24 @@ TEST_F(MainWindowTest, ScheduleControlSimulatesOneFOneB) {
   fs::remove(plan);
 }
 
+// Every schedule is on the control; zb-h1's timeline shows its W ops.
+TEST_F(MainWindowTest, ScheduleControlSimulatesZeroBubble) {
+  open(QStringLiteral("demo.json"));
+  window.set_schedule(ScheduleKind::kZbH1);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->schedule, ScheduleKind::kZbH1);
+  SimConfig config;
+  config.schedule = ScheduleKind::kZbH1;
+  const SimResult direct = simulate(*window.scenario(), config);
+  EXPECT_EQ(window.result()->metrics.step_time, direct.metrics.step_time);
+  std::size_t weights = 0;
+  for (const TimelineItem& item : window.timeline()->layout().items) {
+    if (window.result()->timeline.events[item.event].kind == EventKind::kWeight) ++weights;
+  }
+  EXPECT_EQ(weights, static_cast<std::size_t>(direct.stage_costs.size()) *
+                         static_cast<std::size_t>(direct.micro_batches));
+}
+
 TEST_F(MainWindowTest, MemoryViewFlagsADeviceThatDoesNotFit) {
   open(QStringLiteral("gpipe/transformer-tpuv3.json"));
   window.set_stages(2);

@@ -11,12 +11,9 @@
 namespace pipescope {
 namespace {
 
-struct Case {
-  int K;
-  int M;
-};
+using testing::KxM;
 
-class GpipeClosedForm : public ::testing::TestWithParam<Case> {};
+class GpipeClosedForm : public ::testing::TestWithParam<KxM> {};
 
 TEST_P(GpipeClosedForm, StepAndBubbleWithoutRemat) {
   const auto [K, M] = GetParam();
@@ -50,13 +47,9 @@ TEST_P(GpipeClosedForm, RematAddsOneForwardPerMicroBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KxM, GpipeClosedForm,
-                         ::testing::Values(Case{1, 1}, Case{1, 8}, Case{2, 1}, Case{2, 4},
-                                           Case{4, 4}, Case{4, 16}, Case{8, 1}, Case{8, 32},
-                                           Case{3, 7}),
-                         [](const auto& param_info) {
-                           return "K" + std::to_string(param_info.param.K) + "M" +
-                                  std::to_string(param_info.param.M);
-                         });
+                         ::testing::Values(KxM{1, 1}, KxM{1, 8}, KxM{2, 1}, KxM{2, 4}, KxM{4, 4},
+                                           KxM{4, 16}, KxM{8, 1}, KxM{8, 32}, KxM{3, 7}),
+                         testing::kxm_name);
 
 TEST(GpipeClosedForm, BubbleIsNegligibleWhenMIsFourTimesK) {
   // The paper's rule of thumb: at M = 4K the bubble is (K-1)/(5K-1) < 20 %.

@@ -14,15 +14,7 @@
 namespace pipescope {
 namespace {
 
-std::string ops_text(const std::vector<Op>& ops) {
-  std::string out;
-  for (const Op& op : ops) {
-    if (!out.empty()) out += ' ';
-    out += op_letter(op.kind);
-    if (op.kind != OpKind::kOptimizer) out += std::to_string(op.micro_batch);
-  }
-  return out;
-}
+using testing::ops_text;
 
 TEST(OneFOneB, WarmUpSteadyStateCoolDown) {
   const Schedule s = build_1f1b(3, 4, false);
@@ -57,12 +49,9 @@ TEST(OneFOneB, ValidAndAtMostKMinusSInFlight) {
             build_1f1b(3, 4, false).device_ops);
 }
 
-struct Case {
-  int K;
-  int M;
-};
+using testing::KxM;
 
-class OneFOneBClosedForm : public ::testing::TestWithParam<Case> {};
+class OneFOneBClosedForm : public ::testing::TestWithParam<KxM> {};
 
 // Equal stages, no communication or overhead: the same step and bubble as GPipe,
 // (M + K - 1)(t_f + t_b) and (K - 1) / (M + K - 1).
@@ -99,13 +88,9 @@ TEST_P(OneFOneBClosedForm, PeakActivationMemoryIsKMicroBatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KxM, OneFOneBClosedForm,
-                         ::testing::Values(Case{1, 1}, Case{1, 8}, Case{2, 1}, Case{2, 4},
-                                           Case{4, 4}, Case{4, 16}, Case{8, 1}, Case{8, 32},
-                                           Case{3, 7}),
-                         [](const auto& param_info) {
-                           return "K" + std::to_string(param_info.param.K) + "M" +
-                                  std::to_string(param_info.param.M);
-                         });
+                         ::testing::Values(KxM{1, 1}, KxM{1, 8}, KxM{2, 1}, KxM{2, 4}, KxM{4, 4},
+                                           KxM{4, 16}, KxM{8, 1}, KxM{8, 32}, KxM{3, 7}),
+                         testing::kxm_name);
 
 // The partitioner knows 1F1B needs less memory: a model whose GPipe cut does not
 // fit without remat fits under 1F1B.

@@ -320,7 +320,7 @@ TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
   EXPECT_EQ(error_after([](json& d) { d["stages"] = json::object(); }),
             "p.json: stages: expected an array, got object");
   EXPECT_EQ(error_after([](json& d) { d["schedule"] = "zigzag"; }),
-            "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe, 1f1b)");
+            "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe, 1f1b, zb-h1)");
   EXPECT_EQ(error_after([](json& d) { d["model"]["hash"] = "0123456789ABCDEF"; }),
             "p.json: model.hash: expected 16 lowercase hex digits, got \"0123456789ABCDEF\"");
   EXPECT_EQ(error_after([](json& d) { d["model"]["layer_names"].erase(6); }),

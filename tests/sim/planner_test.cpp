@@ -29,8 +29,9 @@ Scenario small() {
 
 TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   const PlanReport r = run_planner(small(), PlanRequest{});
-  // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; gpipe and 1f1b; remat on and off.
-  const std::size_t expected = 2 * 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */);
+  // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; gpipe, 1f1b and zb-h1; remat on
+  // and off.
+  const std::size_t expected = 3 * 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */);
   EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
   EXPECT_TRUE(r.rejected.empty());
   for (std::size_t i = 1; i < r.ranked.size(); ++i) {

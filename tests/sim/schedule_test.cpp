@@ -2,31 +2,25 @@
 
 #include <gtest/gtest.h>
 
+#include "sim_fixtures.h"
+
 namespace pipescope {
 namespace {
 
-std::string letters(const std::vector<Op>& ops) {
-  std::string s;
-  for (const Op& op : ops) {
-    if (!s.empty()) s += ' ';
-    s += op_letter(op.kind);
-    if (op.kind != OpKind::kOptimizer) s += std::to_string(op.micro_batch);
-  }
-  return s;
-}
+using testing::ops_text;
 
 TEST(GpipeSchedule, FillThenDrainInReverse) {
   const Schedule s = build_gpipe(2, 3, false);
   ASSERT_EQ(s.devices(), 2);
-  EXPECT_EQ(letters(s.device_ops[0]), "F0 F1 F2 B2 B1 B0 O");
-  EXPECT_EQ(letters(s.device_ops[1]), "F0 F1 F2 B2 B1 B0 O");
+  EXPECT_EQ(ops_text(s.device_ops[0]), "F0 F1 F2 B2 B1 B0 O");
+  EXPECT_EQ(ops_text(s.device_ops[1]), "F0 F1 F2 B2 B1 B0 O");
   for (const Op& op : s.device_ops[1]) EXPECT_EQ(op.stage, 1);
   EXPECT_EQ(check_schedule(s), "");
 }
 
 TEST(GpipeSchedule, RematRecomputesBeforeEachBackward) {
   const Schedule s = build_gpipe(3, 2, true);
-  EXPECT_EQ(letters(s.device_ops[2]), "F0 F1 R1 B1 R0 B0 O");
+  EXPECT_EQ(ops_text(s.device_ops[2]), "F0 F1 R1 B1 R0 B0 O");
   EXPECT_EQ(s.stage_device, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(check_schedule(s), "");
 }

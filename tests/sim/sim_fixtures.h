@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "sim/scenario.h"
+#include "sim/schedule.h"
 
 namespace pipescope::testing {
 
@@ -47,6 +50,27 @@ inline Scenario uniform_scenario(int layers, int devices, Flops fwd_flops,
   sc.training.bytes_per_param = 0.0;
   sc.training.remat = remat;
   return sc;
+}
+
+// K and M of a parameterised closed-form test, and its name, e.g. "K4M16".
+struct KxM {
+  int K;
+  int M;
+};
+
+inline std::string kxm_name(const ::testing::TestParamInfo<KxM>& info) {
+  return "K" + std::to_string(info.param.K) + "M" + std::to_string(info.param.M);
+}
+
+// A device's op list as text, e.g. "F0 F1 B0 W0 O".
+inline std::string ops_text(const std::vector<Op>& ops) {
+  std::string out;
+  for (const Op& op : ops) {
+    if (!out.empty()) out += ' ';
+    out += op_letter(op.kind);
+    if (op.kind != OpKind::kOptimizer) out += std::to_string(op.micro_batch);
+  }
+  return out;
 }
 
 }  // namespace pipescope::testing
