@@ -2,7 +2,8 @@
 // the whole simulate() call (cost model, schedule, engine, memory tracking,
 // metrics; no timeline), for K in {8, 64} and M in {32, 1024}. An "op" is a
 // compute op (F, R, B, optimizer step) or a transfer of an activation or a
-// gradient.
+// gradient. BM_*Interleaved run interleaved-1f1b with v chunks per device on a
+// model of 2 K v blocks.
 //
 //   build/bench/pipescope_sim_bench --benchmark_min_time=1
 
@@ -16,11 +17,11 @@
 namespace pipescope {
 namespace {
 
-Scenario bench_scenario(int K, int M) {
+Scenario bench_scenario(int K, int M, int chunks = 1) {
   Scenario sc;
   sc.name = "bench";
   TransformerParams p;
-  p.layers = 2 * K;
+  p.layers = 2 * K * chunks;
   p.d_model = 1024;
   p.heads = 16;
   p.seq_len = 1024;
@@ -39,16 +40,12 @@ Scenario bench_scenario(int K, int M) {
   return sc;
 }
 
-void BM_Engine(benchmark::State& state) {
-  const int K = static_cast<int>(state.range(0));
-  const int M = static_cast<int>(state.range(1));
-  const Scenario sc = bench_scenario(K, M);
-  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
-  const auto stages = compute_stage_costs(sc.model, partition_uniform(2 * K, K), cost, 1, 16);
-  const Schedule schedule = build_gpipe(K, M, true);
+// Runs the engine (or simulate()) per iteration and reports ops per second.
+void time_engine(benchmark::State& state, const Schedule& schedule,
+                 const std::vector<StageCost>& stages, const Cluster& cluster) {
   std::int64_t ops = 0;
   for (auto _ : state) {
-    const EngineResult r = run_engine(schedule, stages, sc.cluster, nullptr);
+    const EngineResult r = run_engine(schedule, stages, cluster, nullptr);
     benchmark::DoNotOptimize(r.step_time);
     ops += r.compute_ops + r.transfers;
   }
@@ -56,12 +53,7 @@ void BM_Engine(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsRate);
 }
 
-void BM_Simulate(benchmark::State& state) {
-  const int K = static_cast<int>(state.range(0));
-  const int M = static_cast<int>(state.range(1));
-  const Scenario sc = bench_scenario(K, M);
-  SimConfig cfg;
-  cfg.record_timeline = false;
+void time_simulate(benchmark::State& state, const Scenario& sc, const SimConfig& cfg) {
   std::int64_t ops = 0;
   for (auto _ : state) {
     const SimResult r = simulate(sc, cfg);
@@ -72,6 +64,49 @@ void BM_Simulate(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsRate);
 }
 
+void BM_Engine(benchmark::State& state) {
+  const int K = static_cast<int>(state.range(0));
+  const int M = static_cast<int>(state.range(1));
+  const Scenario sc = bench_scenario(K, M);
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
+  const auto stages = compute_stage_costs(sc.model, partition_uniform(2 * K, K), cost, 1, 16);
+  const Schedule schedule = build_gpipe(K, M, true);
+  time_engine(state, schedule, stages, sc.cluster);
+}
+
+void BM_Simulate(benchmark::State& state) {
+  const int K = static_cast<int>(state.range(0));
+  const int M = static_cast<int>(state.range(1));
+  const Scenario sc = bench_scenario(K, M);
+  SimConfig cfg;
+  cfg.record_timeline = false;
+  time_simulate(state, sc, cfg);
+}
+
+void BM_EngineInterleaved(benchmark::State& state) {
+  const int K = static_cast<int>(state.range(0));
+  const int v = static_cast<int>(state.range(1));
+  const int M = static_cast<int>(state.range(2));
+  const Scenario sc = bench_scenario(K, M, v);
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
+  const int layers = static_cast<int>(sc.model.layers.size());
+  const auto stages = compute_stage_costs(sc.model, partition_uniform(layers, K * v), cost, 1, 16);
+  const Schedule schedule = build_interleaved_1f1b(K, M, v, true);
+  time_engine(state, schedule, stages, sc.cluster);
+}
+
+void BM_SimulateInterleaved(benchmark::State& state) {
+  const int K = static_cast<int>(state.range(0));
+  const int v = static_cast<int>(state.range(1));
+  const int M = static_cast<int>(state.range(2));
+  const Scenario sc = bench_scenario(K, M, v);
+  SimConfig cfg;
+  cfg.schedule = ScheduleKind::kInterleaved1F1B;
+  cfg.chunks = v;
+  cfg.record_timeline = false;
+  time_simulate(state, sc, cfg);
+}
+
 BENCHMARK(BM_Engine)
     ->ArgNames({"K", "M"})
     ->ArgsProduct({{8, 64}, {32, 1024}})
@@ -79,6 +114,14 @@ BENCHMARK(BM_Engine)
 BENCHMARK(BM_Simulate)
     ->ArgNames({"K", "M"})
     ->ArgsProduct({{8, 64}, {32, 1024}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EngineInterleaved)
+    ->ArgNames({"K", "v", "M"})
+    ->Args({64, 4, 1024})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimulateInterleaved)
+    ->ArgNames({"K", "v", "M"})
+    ->Args({64, 4, 1024})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -200,8 +200,8 @@ int run_compare(const CompareOptions& o) {
       exec::relative_error(c.predicted_bubble, c.measured_bubble));
   for (std::size_t s = 0; s < c.per_stage.size(); ++s) {
     const exec::StageComparison& st = c.per_stage[s];
-    row("stage " + std::to_string(s) + " busy", format_seconds(st.predicted_busy_s),
-        format_seconds(st.measured_busy_s), st.relative_error);
+    row((c.chunks > 1 ? "device " : "stage ") + std::to_string(s) + " busy",
+        format_seconds(st.predicted_busy_s), format_seconds(st.measured_busy_s), st.relative_error);
   }
   std::printf(
       "\nRuntime overhead     %s: the measured step against the engine replayed with this run's "

@@ -32,7 +32,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--remat", o.remat, "Fix rematerialization (default: try both)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
+  cmd->add_option("--chunks", o.chunks,
+                  "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
+                  "stages); default: try 2 and 4)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-micro-batches", o.max_micro_batches, "Largest M to try")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -45,6 +49,12 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
 }
 
 namespace {
+
+// "gpipe", "interleaved-1f1b v=2".
+std::string schedule_label(const PlanCandidate& c) {
+  return std::string(to_string(c.schedule)) +
+         (c.chunks > 1 ? " v=" + std::to_string(c.chunks) : "");
+}
 
 Bytes fullest(const SimResult& r) {
   Bytes peak = 0;
@@ -63,6 +73,7 @@ nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
           {"M", c.micro_batches},
           {"remat", c.remat},
           {"schedule", std::string(to_string(c.schedule))},
+          {"chunks", c.chunks},
           {"micro_batch_size", c.result.micro_batch_size},
           {"step_time_s", c.result.metrics.step_time_s()},
           {"throughput_samples_per_s", c.samples_per_s},
@@ -96,18 +107,17 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << " each), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() << " fit\n\n";
   if (!report.ranked.empty()) {
-    std::printf("%4s %5s %5s %5s %6s %9s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
+    std::printf("%4s %5s %5s %5s %6s %16s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
                 "remat", "schedule", "step time", "samples/s", "bubble", "MFU", "peak memory",
                 "stages (layers)");
     const auto n = std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top));
     for (std::size_t i = 0; i < n; ++i) {
       const PlanCandidate& c = report.ranked[i];
       const std::string cuts = layer_counts(c.result);
-      std::printf("%4zu %5d %5d %5d %6s %9s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
+      std::printf("%4zu %5d %5d %5d %6s %16s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
                   c.data_parallel, c.micro_batches, c.remat ? "on" : "off",
-                  std::string(to_string(c.schedule)).c_str(),
-                  format_seconds(c.result.metrics.step_time_s()).c_str(), c.samples_per_s,
-                  format_percent(c.result.metrics.bubble_fraction).c_str(),
+                  schedule_label(c).c_str(), format_seconds(c.result.metrics.step_time_s()).c_str(),
+                  c.samples_per_s, format_percent(c.result.metrics.bubble_fraction).c_str(),
                   format_percent(c.result.metrics.mfu).c_str(),
                   format_bytes(static_cast<double>(fullest(c.result))).c_str(), cuts.c_str());
     }
@@ -133,6 +143,7 @@ int run_plan(const PlanOptions& o) {
   request.micro_batches = o.micro_batches;
   if (o.remat) request.remat = *o.remat == "on";
   if (o.schedule) request.schedule = parse_schedule(*o.schedule);
+  request.chunks = o.chunks;
   request.max_micro_batches = o.max_micro_batches;
   PlanReport report;
   {
@@ -174,6 +185,7 @@ int run_plan(const PlanOptions& o) {
                           {"M", c.micro_batches},
                           {"remat", c.remat},
                           {"schedule", std::string(to_string(c.schedule))},
+                          {"chunks", c.chunks},
                           {"reason", c.rejected}});
     }
     std::cout << nlohmann::json{{"devices", report.devices},

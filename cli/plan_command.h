@@ -16,6 +16,7 @@ struct PlanOptions {
   std::optional<int> stages;
   std::optional<int> micro_batches;
   std::optional<std::string> remat;
+  std::optional<int> chunks;  // v, interleaved-1f1b
   std::optional<std::string> schedule;
   int max_micro_batches = 512;
   int top = 10;

@@ -33,7 +33,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Micro-batches per step (default: training.micro_batches)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
+  cmd->add_option("--chunks", opts->chunks,
+                  "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
+                  "stages); default: training.chunks)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--remat", opts->remat, "Rematerialization (default: training.remat)")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--partition", opts->partition,
@@ -53,9 +57,10 @@ int run_simulate(const SimulateOptions& o) {
   SimConfig config;
   int replicas = 1;
   if (o.plan) {
-    if (o.stages || o.micro_batches || o.schedule || o.remat) {
+    if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat) {
       throw std::invalid_argument(
-          "--plan fixes K, M, the schedule and remat; drop -K, -M, --schedule and --remat");
+          "--plan fixes K, M, the schedule, its chunks and remat; drop -K, -M, --schedule, "
+          "--chunks and --remat");
     }
     const Plan plan = read_plan_file(*o.plan);
     check_plan_matches(plan, scenario, *o.plan);
@@ -65,12 +70,14 @@ int run_simulate(const SimulateOptions& o) {
     config.stages = plan.stages;
     config.micro_batches = plan.micro_batches;
     config.schedule = plan.schedule;
+    config.chunks = plan.chunks;
     config.remat = plan.remat;
     config.stage_ranges = plan.stage_ranges();
   }
   if (o.stages) config.stages = o.stages;
   if (o.micro_batches) config.micro_batches = o.micro_batches;
   if (o.schedule) config.schedule = parse_schedule(*o.schedule);
+  if (o.chunks) config.chunks = o.chunks;
   if (o.remat) config.remat = (*o.remat == "on");
   config.partition = *parse_partition_method(o.partition);
   config.record_timeline = o.trace.has_value();

@@ -18,6 +18,7 @@ struct SimulateOptions {
   std::optional<int> stages;
   std::optional<int> micro_batches;
   std::optional<std::string> schedule;
+  std::optional<int> chunks;         // v, interleaved-1f1b
   std::optional<std::string> remat;  // "on" | "off"
   std::string partition = "optimal";
   std::optional<std::string> trace;

@@ -37,6 +37,7 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << " cores: an op holds a core for its whole duration, in the order ops become ready\n";
   }
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
+  if (r.chunks > 1) out << " x " << r.chunks << " chunks (stage s on device s mod K)";
   if (replicas > 1) {
     out << " x D=" << replicas << " replicas (gradient all-reduce not simulated)";
   } else if (r.stages < c.devices) {
@@ -49,18 +50,22 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
 }
 
 void print_stage_table(std::ostream& out, const SimResult& r) {
-  out << pad("stage", 5) << pad("layers", 14) << pad("params", 10) << pad("forward", 11)
-      << pad("backward", 11) << pad("recompute", 11) << pad("peak memory / capacity", 28) << "\n";
+  // With chunks, device d runs stages d, d + K, ...: the memory is the device's.
+  const bool chunked = r.chunks > 1;
+  out << pad("stage", 5) << (chunked ? pad("device", 7) : "") << pad("layers", 14)
+      << pad("params", 10) << pad("forward", 11) << pad("backward", 11) << pad("recompute", 11)
+      << pad("peak memory / capacity", 28) << "\n";
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
     const StageCost& c = r.stage_costs[s];
-    const DeviceMetrics& d = r.metrics.devices[s];
+    const std::size_t device = s % static_cast<std::size_t>(r.stages);
+    const DeviceMetrics& d = r.metrics.devices.at(device);
     const std::string layers = std::to_string(c.layers.first_layer) + "-" +
                                std::to_string(c.layers.last_layer) + " (" +
                                std::to_string(c.layers.layer_count()) + ")";
     const std::string mem = format_bytes(static_cast<double>(d.peak_memory)) + " / " +
                             format_bytes(static_cast<double>(d.memory_capacity));
-    out << pad(std::to_string(s), 5) << pad(layers, 14)
-        << pad(format_count(static_cast<double>(c.params)), 10)
+    out << pad(std::to_string(s), 5) << (chunked ? pad(std::to_string(device), 7) : "")
+        << pad(layers, 14) << pad(format_count(static_cast<double>(c.params)), 10)
         << pad(format_seconds(simtime_to_seconds(c.forward)), 11)
         << pad(format_seconds(simtime_to_seconds(c.backward)), 11)
         << pad(r.remat ? format_seconds(simtime_to_seconds(c.recompute)) : "-", 11) << pad(mem, 28)

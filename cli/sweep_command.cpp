@@ -30,6 +30,12 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--remat", o.remat, "Rematerialization (default: training.remat)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--schedule", o.schedule, "Pipeline schedule (default: training.schedule)")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
+  cmd->add_option("--chunks", o.chunks,
+                  "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
+                  "stages); default: training.chunks)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--partition", o.partition, "How to cut the layers into stages")
       ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
       ->capture_default_str();
@@ -82,6 +88,8 @@ int run_sweep_command(const SweepOptions& o) {
                                       [&](int M) { return sc.training.global_batch % M == 0; });
   }
   if (o.remat) req.remat = *o.remat == "on";
+  if (o.schedule) req.schedule = parse_schedule(*o.schedule);
+  req.chunks = o.chunks;
   req.partition = *parse_partition_method(o.partition);
   std::vector<SweepPoint> points;
   {

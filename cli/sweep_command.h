@@ -16,6 +16,8 @@ struct SweepOptions {
   std::vector<int> stages;
   std::vector<int> micro_batches;
   std::optional<std::string> remat;
+  std::optional<std::string> schedule;
+  std::optional<int> chunks;  // v, interleaved-1f1b
   std::string partition = "optimal";
   std::optional<std::string> csv;
   bool json = false;

@@ -27,6 +27,7 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
   sc.training.bytes_per_param = bytes_per_param(*sc.training.optimizer, model.dtype);
   sc.training.schedule = plan.schedule;
+  sc.training.chunks = plan.chunks;
   sc.training.remat = plan.remat;
   apply_profile(sc, std::move(profile), profile_file);
   return sc;
@@ -53,6 +54,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   config.stages = K;
   config.micro_batches = plan.micro_batches;
   config.schedule = plan.schedule;
+  config.chunks = plan.chunks;
   config.remat = plan.remat;
   config.stage_ranges = plan.stage_ranges();
   config.record_timeline = false;
@@ -60,6 +62,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
 
   Comparison c;
   c.stages = K;
+  c.chunks = plan.chunks;
   c.micro_batches = plan.micro_batches;
   c.warmup_steps =
       static_cast<std::size_t>(std::max(0, warmup)) < steps.size() ? std::max(0, warmup) : 0;
@@ -76,22 +79,22 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   c.cores = scenario.cluster.shared_cores;
   c.shared_cores = c.cores > 0 && c.cores < K;
 
-  // Measured busy time and mean op durations per stage (stage s on device s).
+  // Mean op durations per model stage (K x v of them), busy time per device.
   struct Sums {
-    SimTime busy = 0;
     SimTime total[5] = {0, 0, 0, 0, 0};
     SimTime cpu[5] = {0, 0, 0, 0, 0};
     SimTime count[5] = {0, 0, 0, 0, 0};
   };
   SimTime wall_sum = 0;
   SimTime cpu_sum = 0;
-  std::vector<Sums> sums(static_cast<std::size_t>(K));
+  std::vector<Sums> sums(static_cast<std::size_t>(plan.model_stages()));
+  std::vector<SimTime> device_busy(static_cast<std::size_t>(K), 0);
   for (const TimelineEvent& e : median.timeline.events) {
     if (e.lane != Lane::kCompute) continue;
     Sums& s = sums.at(static_cast<std::size_t>(e.stage));
     const auto kind = static_cast<std::size_t>(e.kind);
     PS_CHECK(kind < 5, "compute events are F, R, B, W or the optimizer");
-    s.busy += e.end - e.start;
+    device_busy.at(static_cast<std::size_t>(e.device)) += e.end - e.start;
     s.total[kind] += e.end - e.start;
     // Without a CPU clock the wall time stands in.
     const SimTime cpu = e.cpu_time ? std::min(*e.cpu_time, e.end - e.start) : e.end - e.start;
@@ -102,14 +105,16 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   }
   std::vector<StageCost> replay = predicted.stage_costs;
   std::vector<StageCost> cpu_replay = predicted.stage_costs;
-  for (int s = 0; s < K; ++s) {
-    const Sums& m = sums[static_cast<std::size_t>(s)];
+  for (int d = 0; d < K; ++d) {
     StageComparison sc;
     sc.predicted_busy_s =
-        simtime_to_seconds(predicted.metrics.devices[static_cast<std::size_t>(s)].busy);
-    sc.measured_busy_s = simtime_to_seconds(m.busy);
+        simtime_to_seconds(predicted.metrics.devices[static_cast<std::size_t>(d)].busy);
+    sc.measured_busy_s = simtime_to_seconds(device_busy[static_cast<std::size_t>(d)]);
     sc.relative_error = relative_error(sc.predicted_busy_s, sc.measured_busy_s);
     c.per_stage.push_back(sc);
+  }
+  for (int s = 0; s < plan.model_stages(); ++s) {
+    const Sums& m = sums[static_cast<std::size_t>(s)];
     const auto mean = [&](EventKind k) {
       const auto i = static_cast<std::size_t>(k);
       return m.count[i] == 0 ? SimTime{0} : m.total[i] / m.count[i];
@@ -134,7 +139,8 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   }
   c.steal_fraction =
       wall_sum > 0 ? 1.0 - static_cast<double>(cpu_sum) / static_cast<double>(wall_sum) : 0.0;
-  const Schedule schedule = build_schedule(plan.schedule, K, plan.micro_batches, plan.remat);
+  const Schedule schedule =
+      build_schedule(plan.schedule, K, plan.micro_batches, plan.remat, plan.chunks);
   const EngineResult replayed = run_engine(schedule, replay, scenario.cluster, nullptr);
   c.replayed_step_s = simtime_to_seconds(replayed.step_time);
   c.runtime_overhead = c.replayed_step_s > 0 ? c.measured_step_s / c.replayed_step_s - 1.0 : 0.0;

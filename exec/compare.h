@@ -34,6 +34,7 @@ struct StageComparison {
 
 struct Comparison {
   int stages = 1;
+  int chunks = 1;  // v, model chunks per device
   int micro_batches = 1;
   int warmup_steps = 0;    // excluded from the median
   int measured_steps = 0;  // the steps the median is taken over
@@ -44,6 +45,8 @@ struct Comparison {
   double measured_throughput = 0.0;
   double predicted_bubble = 0.0;
   double measured_bubble = 0.0;
+  // Busy time per pipeline device: device d runs stage d, or with v chunks the
+  // stages d, d + K, ...
   std::vector<StageComparison> per_stage;
   // The engine run on the median step's own mean F, R, B and optimizer durations
   // per stage and the profile's transport: measured / replayed - 1 is what the

@@ -52,7 +52,8 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   options.optimizer.learning_rate = o.learning_rate;
   options.watchdog = o.watchdog;
   PipelineRuntime runtime(
-      std::move(stages), build_schedule(plan.schedule, plan.stages, plan.micro_batches, plan.remat),
+      std::move(stages),
+      build_schedule(plan.schedule, plan.stages, plan.micro_batches, plan.remat, plan.chunks),
       options);
   const TaskShape task = task_shape(model);
   const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);

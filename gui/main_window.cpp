@@ -135,6 +135,13 @@ void MainWindow::build_controls() {
   schedule_combo_ = new QComboBox;
   for (const ScheduleKind k : kAllSchedules)
     schedule_combo_->addItem(qs(std::string(to_string(k))));
+  chunks_spin_ = new QSpinBox;
+  chunks_spin_->setRange(1, 16);
+  chunks_spin_->setValue(2);
+  chunks_spin_->setEnabled(false);
+  chunks_spin_->setToolTip(
+      tr("Model chunks v per device for interleaved-1f1b: K x v stages, stage s on device s mod "
+         "K; M must be a multiple of K"));
   remat_check_ = new QCheckBox(tr("rematerialization"));
   partition_combo_ = new QComboBox;
   for (const char* p : {"optimal", "uniform", "params", "gpipe"}) partition_combo_->addItem(p);
@@ -146,6 +153,7 @@ void MainWindow::build_controls() {
   form->addRow(tr("K"), k_spin_);
   form->addRow(tr("M"), m_combo_);
   form->addRow(tr("schedule"), schedule_combo_);
+  form->addRow(tr("chunks"), chunks_spin_);
   form->addRow(QString(), remat_check_);
   form->addRow(tr("partition"), partition_combo_);
   form->addRow(tr("cluster"), preset_combo_);
@@ -180,8 +188,15 @@ void MainWindow::build_controls() {
   connect(k_spin_, &QSpinBox::valueChanged, this, changed);
   connect(m_combo_, &QComboBox::currentIndexChanged, this, changed);
   connect(remat_check_, &QCheckBox::toggled, this, changed);
-  connect(schedule_combo_, &QComboBox::currentIndexChanged, this, [this] {
+  const auto schedule_changed = [this] {
+    chunks_spin_->setEnabled(takes_chunks(schedule()));
     if (filling_ || !scenario_) return;
+    simulate();
+    sweep();
+  };
+  connect(schedule_combo_, &QComboBox::currentIndexChanged, this, schedule_changed);
+  connect(chunks_spin_, &QSpinBox::valueChanged, this, [this] {
+    if (filling_ || !scenario_ || !takes_chunks(schedule())) return;
     simulate();
     sweep();
   });
@@ -334,6 +349,7 @@ void MainWindow::fill_controls() {
   fill_k_and_m(sc.cluster.devices, sc.training.micro_batches);
   remat_check_->setChecked(sc.training.remat);
   schedule_combo_->setCurrentText(qs(std::string(to_string(sc.training.schedule))));
+  if (takes_chunks(sc.training.schedule)) chunks_spin_->setValue(sc.training.chunks);
   const bool preset = doc_.contains("cluster") && doc_["cluster"].contains("preset");
   preset_combo_->setEnabled(preset);
   if (preset_combo_->findText(qs(sc.cluster.name)) < 0) preset_combo_->addItem(qs(sc.cluster.name));
@@ -381,9 +397,18 @@ void MainWindow::set_schedule(ScheduleKind schedule) {
   schedule_combo_->setCurrentText(qs(std::string(to_string(schedule))));
 }
 
+void MainWindow::set_chunks(int v) {
+  chunks_spin_->setValue(v);
+}
+
+int MainWindow::chunks() const {
+  return takes_chunks(schedule()) ? chunks_spin_->value() : 1;
+}
+
 Scenario MainWindow::replica() const {
   Scenario r = replica_scenario(*scenario_, k_spin_->value(), data_parallel());
   r.training.schedule = schedule();
+  r.training.chunks = chunks();
   return r;
 }
 
@@ -432,6 +457,7 @@ SimConfig MainWindow::current_config() const {
   c.micro_batches = m_combo_->currentData().toInt();
   c.remat = remat_check_->isChecked();
   c.schedule = schedule();
+  c.chunks = chunks();
   c.partition = parse_partition_method(partition_combo_->currentText().toStdString())
                     .value_or(PartitionMethod::kOptimal);
   c.record_timeline = true;
@@ -461,6 +487,7 @@ void MainWindow::sweep() {
   const int d = data_parallel();
   Scenario one = replica_scenario(*scenario_, scenario_->cluster.devices / d, d);
   one.training.schedule = schedule();
+  one.training.chunks = chunks();
   const auto sc = std::make_shared<const Scenario>(std::move(one));
   SweepRequest request;
   const int layers = static_cast<int>(sc->model.layers.size());
@@ -511,6 +538,7 @@ void MainWindow::apply_best_plan() {
   fill_k_and_m(best_->stages, best_->micro_batches);
   remat_check_->setChecked(best_->remat);
   set_schedule(best_->schedule);
+  if (best_->chunks > 1) chunks_spin_->setValue(best_->chunks);
   filling_ = false;
   simulate();
   sweep();

@@ -56,6 +56,8 @@ class MainWindow : public QMainWindow {
   void set_micro_batches(int m);
   void set_remat(bool on);
   void set_schedule(ScheduleKind schedule);
+  // v, model chunks per device; used when the schedule takes chunks.
+  void set_chunks(int v);
   void set_preset(const QString& name);
 
   // Waits (running the event loop) until no simulation, sweep or plan search
@@ -95,6 +97,7 @@ class MainWindow : public QMainWindow {
   SimConfig current_config() const;
   int data_parallel() const;
   ScheduleKind schedule() const;
+  int chunks() const;  // the control's v under interleaving, else 1
   // The scenario one replica runs (cluster of K devices, batch / D).
   Scenario replica() const;
   void fill_k_and_m(int k, int m);
@@ -119,6 +122,7 @@ class MainWindow : public QMainWindow {
 
   QComboBox* d_combo_ = nullptr;
   QSpinBox* k_spin_ = nullptr;
+  QSpinBox* chunks_spin_ = nullptr;
   QComboBox* m_combo_ = nullptr;
   QComboBox* schedule_combo_ = nullptr;
   QCheckBox* remat_check_ = nullptr;

@@ -257,4 +257,29 @@ std::vector<StageRange> partition_min_variance(const PartitionProblem& p) {
       ->second;
 }
 
+namespace {
+
+// The busiest device's work when device d runs stages d, d + K, ...
+SimTime busiest_device(const PartitionProblem& p, const std::vector<StageRange>& cut, int K) {
+  std::vector<SimTime> load(static_cast<std::size_t>(K), 0);
+  for (std::size_t s = 0; s < cut.size(); ++s) {
+    load[s % static_cast<std::size_t>(K)] += stage_time(p, cut[s].first_layer, cut[s].last_layer);
+  }
+  return *std::max_element(load.begin(), load.end());
+}
+
+}  // namespace
+
+std::vector<StageRange> balance_chunked_devices(const PartitionProblem& p,
+                                                std::vector<StageRange> best, int K) {
+  std::vector<StageRange> even = partition_min_variance(p);
+  if (even.size() != best.size()) return best;
+  if (p.memory_capacity) {
+    for (const StageRange& r : even) {
+      if (stage_memory(p, r.first_layer, r.last_layer) > *p.memory_capacity) return best;
+    }
+  }
+  return busiest_device(p, even, K) < busiest_device(p, best, K) ? even : best;
+}
+
 }  // namespace pipescope

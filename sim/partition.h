@@ -92,4 +92,12 @@ std::vector<StageRange> partition_params(const PartitionProblem& p);
 // Exact minimum of the variance of the stages' forward + backward times.
 std::vector<StageRange> partition_min_variance(const PartitionProblem& p);
 
+// For K devices that each run several stages (device d runs d, d + K, ...): a
+// device's time is the sum of its stages', and the least slowest stage, which
+// many cuts share, can still load one device with two large stages. Returns
+// `best` or the cut of least variance, which spreads the layers evenly, whichever
+// leaves less work on the busiest device, the latter only if it fits in memory.
+std::vector<StageRange> balance_chunked_devices(const PartitionProblem& p,
+                                                std::vector<StageRange> best, int K);
+
 }  // namespace pipescope

@@ -83,7 +83,7 @@ std::string model_hash(const ModelSpec& model) {
 Plan make_plan(const Scenario& scenario, const SimResult& result, int data_parallel,
                std::string partition_method) {
   PS_CHECK(data_parallel >= 1, "data_parallel must be positive");
-  PS_CHECK(static_cast<int>(result.stage_costs.size()) == result.stages,
+  PS_CHECK(static_cast<int>(result.stage_costs.size()) == result.stages * result.chunks,
            "one stage cost per stage");
   Plan p;
   p.scenario_name = scenario.name;
@@ -99,6 +99,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.memory_capacity = scenario.cluster.device.memory_bytes;
 
   p.stages = result.stages;
+  p.chunks = result.chunks;
   p.data_parallel = data_parallel;
   p.micro_batches = result.micro_batches;
   p.micro_batch_size = result.micro_batch_size;
@@ -112,11 +113,12 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
     const StageCost& c = result.stage_costs[s];
     PlanStage st;
     st.layers = c.layers;
-    st.device = static_cast<int>(s);
+    st.device = static_cast<int>(s) % result.stages;
     st.fwd_s = simtime_to_seconds(c.forward);
     st.bwd_s = simtime_to_seconds(c.backward);
     st.recompute_s = result.remat ? simtime_to_seconds(c.recompute) : 0.0;
-    st.peak_memory = s < m.devices.size() ? m.devices[s].peak_memory : 0;
+    const auto d = static_cast<std::size_t>(st.device);
+    st.peak_memory = d < m.devices.size() ? m.devices[d].peak_memory : 0;
     p.stage_plans.push_back(st);
   }
 

@@ -46,7 +46,8 @@ struct Plan {
   int devices = 1;  // N = stages x data_parallel
   Bytes memory_capacity = 0;
 
-  int stages = 1;         // K
+  int stages = 1;         // K, the pipeline's devices
+  int chunks = 1;         // v: stage_plans holds K x v model stages (interleaved-1f1b)
   int data_parallel = 1;  // D, replicas of the pipeline
   int micro_batches = 1;  // M per replica
   std::int64_t global_batch = 1;
@@ -62,9 +63,10 @@ struct Plan {
   bool fits = true;
 
   std::vector<StageRange> stage_ranges() const;
+  int model_stages() const { return stages * chunks; }
 };
 
-// A plan from a simulated step of one pipeline replica: stage s on device s, every
+// A plan from a simulated step of one pipeline replica: stage s on device s mod K, every
 // field from `result` (stage times per micro-batch, peak memory per device) and the
 // scenario (names, layer list, memory capacity). devices = K x data_parallel,
 // global_batch = data_parallel x M x micro-batch size, and the throughput is

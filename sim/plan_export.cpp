@@ -71,7 +71,8 @@ std::string summary(const Plan& p) {
          str(p.layer_count) + " layers): K=" + str(p.stages) +
          " stages x D=" + str(p.data_parallel) + " replicas,\n# M=" + str(p.micro_batches) +
          " micro-batches of " + str(p.micro_batch_size) + " (global batch " + str(p.global_batch) +
-         "), schedule " + std::string(to_string(p.schedule)) + ", remat " +
+         "), schedule " + std::string(to_string(p.schedule)) +
+         (p.chunks > 1 ? " with " + str(p.chunks) + " chunks per device" : "") + ", remat " +
          (p.remat ? "on" : "off") + ".\n" +
          (p.fits ? "" : "# WARNING: the plan predicts more memory than a device has.\n");
 }
@@ -202,6 +203,7 @@ std::string export_megatron(const Plan& p) {
 
   std::vector<std::string> flags{"--pipeline-model-parallel-size " + str(p.stages),
                                  "--num-layers " + str(total)};
+  if (p.chunks > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + str(p.chunks));
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << summary(p)
@@ -210,11 +212,15 @@ std::string export_megatron(const Plan& p) {
     << "# are those; every other layer is one transformer layer (--num-layers " << total << ").\n"
     << "# Run on K x D = " << p.devices << " GPUs; Megatron-LM then accumulates global / "
     << "(micro x D) = " << p.micro_batches << " micro-batches.\n"
-    << "# Megatron-LM runs 1F1B (PipeDream-Flush), not GPipe: the same bubble, fewer\n"
-    << "# activations alive at once than the plan's memory prediction assumes.\n";
+    << (p.chunks > 1
+            ? "# Megatron-LM runs the plan's interleaved 1F1B: its " + str(p.model_stages()) +
+                  " virtual stages in order, stage s on rank s mod " + str(p.stages) + ".\n"
+            : std::string("# Megatron-LM runs 1F1B (PipeDream-Flush), not GPipe: the same "
+                          "bubble, fewer\n# activations alive at once than the plan's memory "
+                          "prediction assumes.\n"));
   if (even) {
     o << "# Cut: " << cut << " transformer layers, even: no uneven-stage flags needed.\n";
-  } else if (ends_nonempty && middle_even) {
+  } else if (ends_nonempty && middle_even && p.chunks == 1) {
     o << "# Cut: " << cut << " transformer layers: even middle stages, uneven first and last.\n";
     flags.push_back("--decoder-first-pipeline-num-layers " + str(t.front()));
     flags.push_back("--decoder-last-pipeline-num-layers " + str(t.back()));
@@ -253,8 +259,8 @@ std::string export_megatron(const Plan& p) {
 // B(s,m) after B(s+1,m)); a rank that must wait leaves the cell empty. A split
 // backward is PyTorch's I (input gradient) and W (weight gradient), else B.
 std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
-  const Schedule sched = build_schedule(p.schedule, p.stages, p.micro_batches, p.remat);
-  const auto K = static_cast<std::size_t>(p.stages);
+  const Schedule sched = build_schedule(p.schedule, p.stages, p.micro_batches, p.remat, p.chunks);
+  const auto K = static_cast<std::size_t>(sched.stages);  // model stages, K x v
   const auto M = static_cast<std::size_t>(p.micro_batches);
   // One rank per device of the pipeline; recompute and optimizer steps are not
   // actions (PyTorch recomputes inside a stage's backward, with checkpointing).
@@ -284,7 +290,7 @@ std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
       const Op& op = ops[r][next[r]];
       const bool fwd = op.kind == OpKind::kForward;
       const int from = fwd ? op.stage - 1 : op.stage + 1;
-      const bool ready = op.kind == OpKind::kWeight || from < 0 || from >= p.stages ||
+      const bool ready = op.kind == OpKind::kWeight || from < 0 || from >= sched.stages ||
                          ((fwd ? f_step : b_step)[at(from, op.micro_batch)] != kNotYet &&
                           (fwd ? f_step : b_step)[at(from, op.micro_batch)] < step);
       if (!ready) {
@@ -341,8 +347,16 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
 }
 
 std::string export_plan(const Plan& plan, ExportFormat format) {
-  PS_CHECK(!plan.stage_plans.empty() && plan.stages == static_cast<int>(plan.stage_plans.size()),
-           "a plan has one entry per stage");
+  PS_CHECK(
+      !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
+      "a plan has one entry per stage");
+  if (plan.chunks > 1 &&
+      (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {
+    throw std::invalid_argument(
+        "cannot export an interleaved-1f1b plan to " + std::string(to_string(format)) +
+        ": it runs one stage per device; export it to megatron or torch-pipelining, or plan "
+        "with another --schedule");
+  }
   switch (format) {
     case ExportFormat::kTorchGpipe:
       return export_torchgpipe(plan);

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/json_reader.h"
+#include "sim/schedule.h"
 
 namespace pipescope {
 
@@ -118,12 +119,14 @@ void read_predicted(ObjectReader r, Plan& p) {
   r.finish();
 }
 
-// Stages cut the layers 0..L-1 into K contiguous, non-empty ranges on devices of
-// the cluster.
+// Stages cut the layers 0..L-1 into K x v contiguous, non-empty ranges on devices
+// of the cluster.
 void check_stages(const Plan& p, const Where& at) {
-  if (p.stage_plans.size() != static_cast<std::size_t>(p.stages)) {
-    at.fail("expected K = " + str(p.stages) + " stages, got " +
-            std::to_string(p.stage_plans.size()));
+  if (p.stage_plans.size() != static_cast<std::size_t>(p.model_stages())) {
+    at.fail(p.chunks == 1 ? "expected K = " + str(p.stages) + " stages, got " +
+                                std::to_string(p.stage_plans.size())
+                          : "expected K x chunks = " + str(p.model_stages()) + " stages, got " +
+                                std::to_string(p.stage_plans.size()));
   }
   for (std::size_t i = 0; i < p.stage_plans.size(); ++i) {
     const PlanStage& s = p.stage_plans[i];
@@ -214,6 +217,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["global_batch"] = plan.global_batch;
   doc["micro_batch_size"] = plan.micro_batch_size;
   doc["schedule"] = std::string(to_string(plan.schedule));
+  doc["chunks"] = plan.chunks;
   doc["remat"] = plan.remat;
   doc["partition"] = plan.partition_method;
   doc["optimizer"] =
@@ -246,6 +250,10 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   p.micro_batch_size = top.integer("micro_batch_size", kPositiveInt);
   top.at("schedule");  // reports a missing key
   p.schedule = *opt_choice(top, "schedule", "schedule", parse_schedule, kScheduleNames);
+  // Plans written before interleaving have no "chunks": one per device.
+  p.chunks = static_cast<int>(top.opt_integer("chunks", kLayerCount).value_or(1));
+  const std::string shape = schedule_shape_problem(p.schedule, p.stages, p.micro_batches, p.chunks);
+  if (!shape.empty()) top.where("chunks").fail(shape);
   p.remat = top.boolean("remat");
   p.partition_method = top.string("partition");
   if (!top.at("optimizer").is_null()) {

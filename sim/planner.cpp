@@ -10,7 +10,7 @@ namespace pipescope {
 std::string PlanCandidate::label() const {
   return "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
          " M=" + std::to_string(micro_batches) + " remat " + (remat ? "on" : "off") + " " +
-         std::string(to_string(schedule));
+         std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "");
 }
 
 Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel) {
@@ -47,6 +47,10 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
                         std::to_string(layers) + " layers");
     }
   }
+  if (req.chunks && (!req.schedule || !takes_chunks(*req.schedule))) {
+    throw ConfigError("--chunks " + std::to_string(*req.chunks) +
+                      " needs --schedule interleaved-1f1b");
+  }
   if (req.micro_batches && *req.micro_batches > req.max_micro_batches) {
     throw ConfigError("M=" + std::to_string(*req.micro_batches) +
                       " is above the largest M tried (" + std::to_string(req.max_micro_batches) +
@@ -61,16 +65,30 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
       if (req.micro_batches && M != *req.micro_batches) continue;
       for (const ScheduleKind schedule : kAllSchedules) {
         if (req.schedule && schedule != *req.schedule) continue;
-        for (const bool remat : {false, true}) {
-          if (req.remat && remat != *req.remat) continue;
-          if (std::int64_t{K} * M > kMaxStageMicroBatches) continue;
-          PlanCandidate c;
-          c.stages = K;
-          c.data_parallel = D;
-          c.micro_batches = M;
-          c.remat = remat;
-          c.schedule = schedule;
-          out.push_back(c);
+        // Interleaving needs M a multiple of K and K x v stages of at least a
+        // layer each; on one device it only adds work.
+        std::vector<int> chunk_counts{1};
+        if (takes_chunks(schedule)) {
+          chunk_counts.clear();
+          for (const int v : req.chunks ? std::vector<int>{*req.chunks} : std::vector<int>{2, 4}) {
+            if ((K > 1 || req.chunks) && M % K == 0 && std::int64_t{K} * v <= layers) {
+              chunk_counts.push_back(v);
+            }
+          }
+        }
+        for (const int chunks : chunk_counts) {
+          for (const bool remat : {false, true}) {
+            if (req.remat && remat != *req.remat) continue;
+            if (std::int64_t{K} * chunks * M > kMaxStageMicroBatches) continue;
+            PlanCandidate c;
+            c.stages = K;
+            c.data_parallel = D;
+            c.micro_batches = M;
+            c.remat = remat;
+            c.schedule = schedule;
+            c.chunks = chunks;
+            out.push_back(c);
+          }
         }
       }
     }
@@ -90,23 +108,28 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
-  const PartitionResult cut = partition_optimal(
-      partition_problem(replica, cost, c.stages, c.micro_batches, c.remat, c.schedule));
-  const auto reject = [&](int stage, Bytes needed) {
+  const PartitionProblem problem = partition_problem(
+      replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule, c.chunks);
+  PartitionResult cut = partition_optimal(problem);
+  if (c.chunks > 1 && !cut.stages.empty()) {
+    cut.stages = balance_chunked_devices(problem, std::move(cut.stages), c.stages);
+  }
+  const auto reject = [&](const char* what, int index, Bytes needed) {
     c.memory_needed = needed;
-    c.rejected = c.label() + ": stage " + std::to_string(stage) + " needs " +
+    c.rejected = c.label() + ": " + what + std::to_string(index) + " needs " +
                  format_bytes(static_cast<double>(needed)) + " of " +
                  format_bytes(static_cast<double>(replica.cluster.device.memory_bytes)) +
                  (cut.stages.empty() ? " even in the cut that needs least" : "");
   };
   if (cut.stages.empty()) {
-    reject(*cut.fullest_stage, *cut.memory_needed);
+    reject("stage ", *cut.fullest_stage, *cut.memory_needed);
     return;
   }
   SimConfig config;
   config.stages = c.stages;
   config.micro_batches = c.micro_batches;
   config.schedule = c.schedule;
+  config.chunks = c.chunks;
   config.remat = c.remat;
   config.stage_ranges = cut.stages;
   config.record_timeline = false;
@@ -120,7 +143,9 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
     const auto fullest = std::max_element(
         devices.begin(), devices.end(),
         [](const auto& a, const auto& b) { return a.peak_memory < b.peak_memory; });
-    reject(static_cast<int>(fullest - devices.begin()), fullest->peak_memory);
+    // Device d holds stage d, or with chunks the stages d, d + K, ...
+    reject(c.chunks > 1 ? "device " : "stage ", static_cast<int>(fullest - devices.begin()),
+           fullest->peak_memory);
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The planner (DESIGN.md, "Planner"): given N devices, tries every K that divides
 // N (the other N / K are data-parallel replicas of the pipeline), every M that
-// divides the per-replica batch, remat on and off and every schedule; cuts each
+// divides the per-replica batch, remat on and off and every schedule (interleaved
+// with v = 2 and 4 chunks per device where M is a multiple of K); cuts each
 // optimally within memory, simulates it, and ranks what fits by throughput.
 // Choosing M is the point: more micro-batches shrink the bubble, smaller ones run
 // less efficiently per sample.
@@ -26,6 +27,7 @@ struct PlanRequest {
   std::optional<int> micro_batches;      // fix M
   std::optional<bool> remat;             // fix remat; default: try both
   std::optional<ScheduleKind> schedule;  // fix the schedule; default: try each
+  std::optional<int> chunks;             // fix v (interleaved-1f1b); default: 2 and 4
   int max_micro_batches = 512;           // bound on M
   unsigned threads = 0;                  // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;
@@ -36,6 +38,7 @@ struct PlanCandidate {
   int data_parallel = 1;  // D
   int micro_batches = 1;  // M
   ScheduleKind schedule = ScheduleKind::kGpipe;
+  int chunks = 1;  // v
   bool remat = true;
   bool fits = false;
   std::string rejected;        // why it does not fit, one sentence; empty when it fits
@@ -43,7 +46,7 @@ struct PlanCandidate {
   double samples_per_s = 0.0;  // all D replicas together
   SimResult result;            // the replica's simulation (no timeline); empty when rejected
 
-  std::string label() const;  // "K=4 D=2 M=8 remat on gpipe"
+  std::string label() const;  // "K=4 D=2 M=8 remat on gpipe", "... interleaved-1f1b v=2"
 };
 
 struct PlanReport {

@@ -14,8 +14,10 @@ nlohmann::json to_json(const SimResult& r) {
                        {"busy_s", simtime_to_seconds(d.busy)}});
   }
   json stages = json::array();
-  for (const StageCost& s : r.stage_costs) {
-    stages.push_back({{"first_layer", s.layers.first_layer},
+  for (std::size_t i = 0; i < r.stage_costs.size(); ++i) {
+    const StageCost& s = r.stage_costs[i];
+    stages.push_back({{"device", static_cast<int>(i) % r.stages},
+                      {"first_layer", s.layers.first_layer},
                       {"last_layer", s.layers.last_layer},
                       {"fwd_s", simtime_to_seconds(s.forward)},
                       {"bwd_s", simtime_to_seconds(s.backward)},
@@ -24,6 +26,7 @@ nlohmann::json to_json(const SimResult& r) {
   return json{{"K", r.stages},
               {"M", r.micro_batches},
               {"schedule", std::string(to_string(r.schedule))},
+              {"chunks", r.chunks},
               {"remat", r.remat},
               {"micro_batch_size", r.micro_batch_size},
               {"step_time_s", m.step_time_s()},

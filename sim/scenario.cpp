@@ -10,6 +10,8 @@ std::string_view to_string(ScheduleKind k) {
       return "1f1b";
     case ScheduleKind::kZbH1:
       return "zb-h1";
+    case ScheduleKind::kInterleaved1F1B:
+      return "interleaved-1f1b";
   }
   return "unknown";
 }
@@ -18,6 +20,7 @@ std::optional<ScheduleKind> parse_schedule(std::string_view name) {
   if (name == "gpipe") return ScheduleKind::kGpipe;
   if (name == "1f1b") return ScheduleKind::k1F1B;
   if (name == "zb-h1") return ScheduleKind::kZbH1;
+  if (name == "interleaved-1f1b") return ScheduleKind::kInterleaved1F1B;
   return std::nullopt;
 }
 

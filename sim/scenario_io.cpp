@@ -280,6 +280,12 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   }
   cfg.schedule = opt_choice(t, "schedule", "schedule", parse_schedule, kScheduleNames)
                      .value_or(ScheduleKind::kGpipe);
+  cfg.chunks = static_cast<int>(t.opt_integer("chunks", kLayerCount)
+                                    .value_or(takes_chunks(cfg.schedule) ? kDefaultChunks : 1));
+  if (cfg.chunks > 1 && !takes_chunks(cfg.schedule)) {
+    t.fail("chunks",
+           std::to_string(cfg.chunks) + " chunks need \"schedule\": \"interleaved-1f1b\"");
+  }
   cfg.remat = t.opt_bool("remat").value_or(true);
   t.finish();
   return cfg;

@@ -1,6 +1,7 @@
 #include "sim/schedule.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "costmodels/check.h"
 
@@ -124,7 +125,72 @@ Schedule build_zb_h1(int stages, int micro_batches, bool remat) {
   return s;
 }
 
-Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool remat) {
+Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, bool remat) {
+  const std::string problem =
+      schedule_shape_problem(ScheduleKind::kInterleaved1F1B, devices, micro_batches, chunks);
+  if (!problem.empty()) throw std::invalid_argument(problem);
+  const int K = devices, M = micro_batches, v = chunks;
+  Schedule s;
+  s.kind = ScheduleKind::kInterleaved1F1B;
+  s.stages = K * v;
+  s.chunks = v;
+  s.micro_batches = M;
+  s.remat = remat;
+  s.stage_device.resize(static_cast<std::size_t>(K * v));
+  for (int st = 0; st < K * v; ++st) s.stage_device[static_cast<std::size_t>(st)] = st % K;
+  s.device_ops.resize(static_cast<std::size_t>(K));
+  const int total = M * v;  // chunk micro-batches per device
+  for (int d = 0; d < K; ++d) {
+    std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(d)];
+    ops.reserve(static_cast<std::size_t>(total) * (remat ? 3 : 2) + static_cast<std::size_t>(v));
+    // Virtual step k: its chunk and micro-batch.
+    const auto stage_of = [&](int k, bool forward) {
+      const int chunk = (k % (K * v)) / K;
+      return (forward ? chunk : v - 1 - chunk) * K + d;
+    };
+    const auto micro_batch_of = [&](int k) { return (k / (K * v)) * K + k % K; };
+    const int warmup = M == K ? total : std::min(2 * (K - d - 1) + (v - 1) * K, total);
+    int next_f = 0, next_b = 0;
+    const auto forward = [&] {
+      ops.push_back({OpKind::kForward, stage_of(next_f, true), micro_batch_of(next_f)});
+      ++next_f;
+    };
+    const auto backward = [&] {
+      push_backward(ops, stage_of(next_b, false), micro_batch_of(next_b), remat);
+      ++next_b;
+    };
+    while (next_f < warmup) forward();
+    while (next_f < total) {  // steady state: one forward, one backward
+      forward();
+      backward();
+    }
+    while (next_b < total) backward();  // cool-down
+    for (int c = 0; c < v; ++c) ops.push_back({OpKind::kOptimizer, c * K + d, 0});
+  }
+  return s;
+}
+
+std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks) {
+  if (devices < 1 || micro_batches < 1) return "need K >= 1 and M >= 1";
+  if (chunks < 1) return "chunks must be at least 1, got " + std::to_string(chunks);
+  if (!takes_chunks(kind)) {
+    if (chunks != 1) {
+      return std::string(to_string(kind)) + " runs one chunk per device; " +
+             std::to_string(chunks) + " chunks need interleaved-1f1b";
+    }
+    return {};
+  }
+  if (micro_batches % devices != 0) {
+    return "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=" +
+           std::to_string(micro_batches) + ", K=" + std::to_string(devices);
+  }
+  return {};
+}
+
+Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, bool remat, int chunks) {
+  const std::string problem = schedule_shape_problem(kind, devices, micro_batches, chunks);
+  if (!problem.empty()) throw std::invalid_argument(problem);
+  const int stages = devices;
   switch (kind) {
     case ScheduleKind::kGpipe:
       return build_gpipe(stages, micro_batches, remat);
@@ -132,6 +198,8 @@ Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool r
       return build_1f1b(stages, micro_batches, remat);
     case ScheduleKind::kZbH1:
       return build_zb_h1(stages, micro_batches, remat);
+    case ScheduleKind::kInterleaved1F1B:
+      return build_interleaved_1f1b(devices, micro_batches, chunks, remat);
   }
   PS_CHECK(false, "unknown schedule kind");
 }

@@ -33,9 +33,13 @@ struct Op {
   friend bool operator==(const Op&, const Op&) = default;
 };
 
+// Model stages and devices: stage s runs on device stage_device[s]. Without
+// chunks (v = 1) there are K stages on K devices; interleaved-1f1b cuts the
+// model into K x v stages, stage s on device s mod K.
 struct Schedule {
   ScheduleKind kind = ScheduleKind::kGpipe;
-  int stages = 1;         // K
+  int stages = 1;         // model stages: K x chunks
+  int chunks = 1;         // v, stages per device
   int micro_batches = 1;  // M
   bool remat = false;
   std::vector<int> stage_device;            // device that runs each stage
@@ -67,7 +71,26 @@ Schedule build_1f1b(int stages, int micro_batches, bool remat);
 // 1F1B's 3 (K-1) T. With remat each B is preceded by its recompute.
 Schedule build_zb_h1(int stages, int micro_batches, bool remat);
 
-Schedule build_schedule(ScheduleKind kind, int stages, int micro_batches, bool remat);
+// Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021, "Efficient Large-Scale
+// Language Model Training on GPU Clusters"): K devices, v chunks each, stage s =
+// c K + d on device d. Device d sees the K v M chunk micro-batches in groups of
+// K micro-batches: virtual step k is micro-batch (k / Kv) K + k mod K of chunk
+// (k mod Kv) / K going forward, chunk v - 1 - that going backward. It runs
+// min(2 (K - d - 1) + (v - 1) K, vM) warm-up forwards (all of them when M = K),
+// then one forward and one backward until the forwards run out, then the rest
+// of the backwards, then each chunk's optimizer step. Needs M a multiple of K, as
+// Megatron does. With equal stages the bubble is 1/v of 1F1B's.
+Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, bool remat);
+
+// The schedule `kind` over K devices (K stages unless kind takes chunks, then K
+// x chunks). Throws std::invalid_argument when the shape does not suit the kind
+// (chunks > 1 without interleaving, M not a multiple of K with it).
+Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, bool remat,
+                        int chunks = 1);
+
+// Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
+// string: the rules build_schedule enforces, for callers that report them.
+std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks);
 
 // Checks that every stage has exactly one F and one B per micro-batch (and one R
 // when remat is on, one W after the B when the schedule splits the backward) on

@@ -17,22 +17,43 @@ struct Resolved {
   int M;
   ScheduleKind schedule;
   bool remat;
+  int chunks;
 };
 
 Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   Resolved r{cfg.stages.value_or(sc.cluster.devices),
              cfg.micro_batches.value_or(sc.training.micro_batches),
-             cfg.schedule.value_or(sc.training.schedule), cfg.remat.value_or(sc.training.remat)};
+             cfg.schedule.value_or(sc.training.schedule), cfg.remat.value_or(sc.training.remat),
+             cfg.chunks.value_or(sc.training.chunks)};
+  // A scenario's chunks apply to interleaving only: another schedule chosen
+  // on the command line runs one chunk per device, and interleaving chosen
+  // there over a scenario of another schedule gets v = 2.
+  if (!cfg.chunks && !takes_chunks(r.schedule)) r.chunks = 1;
+  if (!cfg.chunks && takes_chunks(r.schedule) && !takes_chunks(sc.training.schedule)) {
+    r.chunks = kDefaultChunks;
+  }
   const int layers = static_cast<int>(sc.model.layers.size());
   // K defaults to the device count: say so, and name the scenario field.
   const std::string k_name = cfg.stages ? "K=" + std::to_string(r.K)
                                         : "K=" + std::to_string(r.K) + " (the cluster's devices)";
   const std::string k_field = cfg.stages ? "" : "cluster.devices";
   if (r.K < 1) throw ConfigError("K must be at least 1, got " + std::to_string(r.K));
+  if (r.chunks < 1) throw ConfigError("chunks must be at least 1, got " + std::to_string(r.chunks));
+  if (r.chunks > 1 && !takes_chunks(r.schedule)) {
+    throw ConfigError(std::string(to_string(r.schedule)) +
+                      " runs one model chunk per device; --chunks " + std::to_string(r.chunks) +
+                      " needs --schedule interleaved-1f1b");
+  }
   if (r.K > layers) {
     throw ConfigError(k_name + " is more stages than the model's " + std::to_string(layers) +
                           " layers; choose a smaller K with -K",
                       k_field);
+  }
+  if (std::int64_t{r.K} * r.chunks > layers) {
+    throw ConfigError(k_name + " x " + std::to_string(r.chunks) + " chunks is " +
+                      std::to_string(std::int64_t{r.K} * r.chunks) +
+                      " model stages, more than the model's " + std::to_string(layers) +
+                      " layers; choose fewer chunks or a smaller K");
   }
   if (r.K > sc.cluster.devices) {
     throw ConfigError("K=" + std::to_string(r.K) + " is more stages than the cluster's " +
@@ -43,11 +64,14 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
     throw ConfigError("M=" + std::to_string(r.M) + " does not divide the global batch of " +
                       std::to_string(sc.training.global_batch));
   }
-  if (std::int64_t{r.K} * r.M > kMaxStageMicroBatches) {
+  if (std::int64_t{r.K} * r.chunks * r.M > kMaxStageMicroBatches) {
     throw ConfigError("K=" + std::to_string(r.K) + " x M=" + std::to_string(r.M) +
+                      (r.chunks > 1 ? " x " + std::to_string(r.chunks) + " chunks" : "") +
                       " is more stage micro-batches than one simulation holds (" +
                       std::to_string(kMaxStageMicroBatches) + ")");
   }
+  const std::string shape = schedule_shape_problem(r.schedule, r.K, r.M, r.chunks);
+  if (!shape.empty()) throw ConfigError(shape);
   return r;
 }
 
@@ -72,16 +96,28 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 }  // namespace
 
 PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
-                                   int micro_batches, bool remat, ScheduleKind schedule) {
+                                   int micro_batches, bool remat, ScheduleKind schedule,
+                                   int chunks) {
   const std::int64_t b = sc.training.global_batch / micro_batches;
   PartitionProblem p;
   p.stages = stages;
   p.micro_batches = micro_batches;
   p.remat = remat;
-  // 1F1B and ZB-H1 hold at most K micro-batches (the first stage's count).
-  if (schedule != ScheduleKind::kGpipe) p.in_flight = std::min(stages, micro_batches);
   p.bytes_per_param = sc.training.bytes_per_param;
   p.memory_capacity = sc.cluster.device.memory_bytes;
+  if (takes_chunks(schedule)) {
+    // Device 0 holds its warm-up's chunk micro-batches and one more, spread
+    // over its v chunks (build_interleaved_1f1b).
+    const int K = stages / chunks;
+    const int total = micro_batches * chunks;
+    const int held =
+        micro_batches == K ? total : std::min(2 * (K - 1) + (chunks - 1) * K + 1, total);
+    p.in_flight = std::min(micro_batches, (held + chunks - 1) / chunks);
+    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  } else if (schedule != ScheduleKind::kGpipe) {
+    // 1F1B and ZB-H1 hold at most K micro-batches (the first stage's count).
+    p.in_flight = std::min(stages, micro_batches);
+  }
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
     p.layers.push_back(LayerCost{cost.forward(layer, b), cost.backward(layer, b),
@@ -104,16 +140,19 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
 
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
-                                         bool remat, ScheduleKind schedule) {
+                                         bool remat, ScheduleKind schedule, int chunks) {
   const int layers = static_cast<int>(sc.model.layers.size());
   if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
-  PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat, schedule);
+  PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks);
   switch (method) {
     case PartitionMethod::kOptimal: {
       PartitionResult r = partition_optimal(p);
-      if (!r.stages.empty()) return r.stages;
-      p.memory_capacity.reset();
-      return partition_optimal(p).stages;
+      if (r.stages.empty()) {
+        p.memory_capacity.reset();
+        r = partition_optimal(p);
+      }
+      return chunks > 1 ? balance_chunked_devices(p, std::move(r.stages), stages / chunks)
+                        : r.stages;
     }
     case PartitionMethod::kParams:
       return partition_params(p);
@@ -179,6 +218,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   const Resolved r = resolve(scenario, config);
   SimResult out;
   out.stages = r.K;
+  out.chunks = r.chunks;
   out.micro_batches = r.M;
   out.schedule = r.schedule;
   out.remat = r.remat;
@@ -187,13 +227,14 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   std::vector<StageRange> ranges;
   if (config.stage_ranges) {
     ranges = *config.stage_ranges;
-    PS_CHECK(static_cast<int>(ranges.size()) == r.K, "one stage range per stage");
+    PS_CHECK(static_cast<int>(ranges.size()) == r.K * r.chunks, "one stage range per stage");
   } else {
-    ranges = choose_partition(scenario, cost, config.partition, r.K, r.M, r.remat, r.schedule);
+    ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
+                              r.schedule, r.chunks);
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         scenario.training.bytes_per_param);
-  const Schedule schedule = build_schedule(r.schedule, r.K, r.M, r.remat);
+  const Schedule schedule = build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);
 

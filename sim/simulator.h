@@ -44,6 +44,7 @@ struct SimConfig {
   std::optional<int> stages;
   std::optional<int> micro_batches;
   std::optional<ScheduleKind> schedule;
+  std::optional<int> chunks;  // v, interleaved-1f1b only
   std::optional<bool> remat;
   PartitionMethod partition = PartitionMethod::kOptimal;
   // Cuts given explicitly (from a plan) instead of by `partition`.
@@ -52,7 +53,8 @@ struct SimConfig {
 };
 
 struct SimResult {
-  int stages = 1;
+  int stages = 1;  // K, the pipeline's devices
+  int chunks = 1;  // v: stage_costs holds K x v model stages, stage s on device s mod K
   int micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::kGpipe;
   bool remat = false;
@@ -65,19 +67,22 @@ struct SimResult {
   std::int64_t transfers = 0;
 };
 
-// The optimal partitioner's inputs for a scenario at K stages and M
-// micro-batches: per-layer times from `cost`, cut sizes, the device's memory and
-// the link between neighbouring stages.
+// The optimal partitioner's inputs for a scenario at `stages` model stages (K x
+// chunks) and M micro-batches: per-layer times from `cost`, cut sizes, the
+// device's memory and the link between neighbouring stages. With v chunks a
+// device holds v stages: each gets 1/v of its memory and the micro-batches in
+// flight on device 0's busiest chunk.
 PartitionProblem partition_problem(const Scenario& scenario, const CostModel& cost, int stages,
                                    int micro_batches, bool remat,
-                                   ScheduleKind schedule = ScheduleKind::kGpipe);
+                                   ScheduleKind schedule = ScheduleKind::kGpipe, int chunks = 1);
 
 // The cut `method` makes. The optimal method respects memory and, when nothing
 // fits, returns its best cut without the memory limit (the simulation then shows
 // by how much it does not fit).
 std::vector<StageRange> choose_partition(const Scenario& scenario, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
-                                         bool remat, ScheduleKind schedule = ScheduleKind::kGpipe);
+                                         bool remat, ScheduleKind schedule = ScheduleKind::kGpipe,
+                                         int chunks = 1);
 
 // The slowdown of an op when `computing` devices compute at once on average:
 // linear between the cluster's measured points (concurrency_slowdown[n - 1] for

@@ -26,6 +26,8 @@ std::vector<SweepPoint> run_sweep(const Scenario& scenario, const SweepRequest& 
         config.stages = p.stages;
         config.micro_batches = p.micro_batches;
         config.remat = request.remat;
+        config.schedule = request.schedule;
+        config.chunks = request.chunks;
         config.partition = request.partition;
         config.record_timeline = false;
         try {

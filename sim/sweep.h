@@ -26,9 +26,11 @@ struct SweepPoint {
 };
 
 struct SweepRequest {
-  std::vector<int> stages;         // K values
-  std::vector<int> micro_batches;  // M values
-  std::optional<bool> remat;       // default: the scenario's
+  std::vector<int> stages;               // K values
+  std::vector<int> micro_batches;        // M values
+  std::optional<bool> remat;             // default: the scenario's
+  std::optional<ScheduleKind> schedule;  // default: the scenario's
+  std::optional<int> chunks;             // default: the scenario's (interleaved-1f1b)
   PartitionMethod partition = PartitionMethod::kOptimal;
   unsigned threads = 0;  // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;

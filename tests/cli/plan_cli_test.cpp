@@ -87,7 +87,7 @@ TEST(PlanCli, ImpossibleRequestsFailClearly) {
 
 TEST(ExportCli, TorchGpipeBalanceMatchesThePlan) {
   const fs::path plan = temp("plan_export.json");
-  ASSERT_EQ(run("plan " + kDemo + " -K 4 -o " + plan.string()).status, 0);
+  ASSERT_EQ(run("plan " + kDemo + " -K 4 --schedule gpipe -o " + plan.string()).status, 0);
   const nlohmann::json p = nlohmann::json::parse(slurp(plan));
   std::string balance = "balance = [";
   for (std::size_t s = 0; s < p["stages"].size(); ++s) {
@@ -100,6 +100,38 @@ TEST(ExportCli, TorchGpipeBalanceMatchesThePlan) {
   EXPECT_NE(r.out.find(balance + "]"), std::string::npos) << r.out;
   EXPECT_EQ(run("export " + plan.string() + " --to keras").status, 2);
   EXPECT_EQ(run("export " + kDemo + " --to torchgpipe").status, 1);
+  fs::remove(plan);
+}
+
+// An interleaved plan runs K x v stages on K devices: torchgpipe and DeepSpeed
+// cannot say that, Megatron-LM and PyTorch pipelining can.
+TEST(ExportCli, InterleavedPlansGoWhereVirtualStagesExist) {
+  const fs::path plan = temp("plan_interleaved.json");
+  ASSERT_EQ(
+      run("plan " + kDemo + " -K 4 -M 8 --schedule interleaved-1f1b --chunks 2 -o " + plan.string())
+          .status,
+      0);
+  const nlohmann::json p = nlohmann::json::parse(slurp(plan));
+  EXPECT_EQ(p["chunks"], 2);
+  ASSERT_EQ(p["stages"].size(), 8u);
+  for (std::size_t s = 0; s < 8; ++s) EXPECT_EQ(p["stages"][s]["device"], s % 4);
+  const CliResult gpipe = run("export " + plan.string() + " --to torchgpipe");
+  EXPECT_EQ(gpipe.status, 1);
+  EXPECT_NE(gpipe.err.find("cannot export an interleaved-1f1b plan to torchgpipe"),
+            std::string::npos)
+      << gpipe.err;
+  const CliResult megatron = run("export " + plan.string() + " --to megatron");
+  ASSERT_EQ(megatron.status, 0) << megatron.err;
+  EXPECT_NE(megatron.out.find("--num-virtual-stages-per-pipeline-rank 2"), std::string::npos);
+  // PyTorch pipelining: rank 3 runs stages 3 and 7.
+  const CliResult torch = run("export " + plan.string() + " --to torch-pipelining");
+  ASSERT_EQ(torch.status, 0) << torch.err;
+  const std::string last_row = torch.out.substr(torch.out.rfind('\n', torch.out.size() - 2) + 1);
+  EXPECT_NE(last_row.find("3F0"), std::string::npos) << last_row;
+  EXPECT_NE(last_row.find("7B7"), std::string::npos) << last_row;
+  EXPECT_EQ(last_row.find("2F0"), std::string::npos) << last_row;
+  // The plan simulates and runs as itself.
+  EXPECT_EQ(run("simulate " + kDemo + " --plan " + plan.string()).status, 0);
   fs::remove(plan);
 }
 
@@ -184,6 +216,27 @@ TEST(SweepCli, WritesCsvAndJson) {
   ASSERT_EQ(points.size(), 2u);
   EXPECT_GT(points[0]["throughput_samples_per_s"].get<double>(), 0.0);
   EXPECT_EQ(points[1]["error"], "M=3 does not divide the global batch of 32");
+}
+
+// The schedule and its chunks reach every pair: interleaving 4 devices needs M
+// a multiple of 4, and v = 2 halves 1F1B's bubble at K = 4, M = 8 or close to it.
+TEST(SweepCli, ScheduleAndChunksReachEveryPair) {
+  const auto sweep = [](const std::string& args) {
+    const CliResult r = run("sweep " + kDemo + " -K 4 -M 2,8 --remat off --json " + args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json inter = sweep("--schedule interleaved-1f1b --chunks 2");
+  const nlohmann::json one = sweep("--schedule 1f1b");
+  ASSERT_EQ(inter.size(), 2u);
+  EXPECT_EQ(inter[0]["error"],
+            "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=2, K=4");
+  EXPECT_LT(inter[1]["bubble_fraction"].get<double>(),
+            0.75 * one[1]["bubble_fraction"].get<double>());
+  const CliResult bad = run("sweep " + kDemo + " -K 4 -M 8 --chunks 2 --json");
+  ASSERT_EQ(bad.status, 0) << bad.err;
+  EXPECT_EQ(nlohmann::json::parse(bad.out)[0]["error"],
+            "gpipe runs one model chunk per device; --chunks 2 needs --schedule interleaved-1f1b");
 }
 
 TEST(CapacityCli, JsonFollowsTheContract) {

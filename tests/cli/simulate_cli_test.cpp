@@ -31,14 +31,14 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(keys(j),
-            (std::set<std::string>{"K", "M", "schedule", "remat", "micro_batch_size", "step_time_s",
-                                   "throughput_samples_per_s", "bubble_fraction", "mfu", "fits",
-                                   "devices", "stages"}));
+            (std::set<std::string>{"K", "M", "schedule", "chunks", "remat", "micro_batch_size",
+                                   "step_time_s", "throughput_samples_per_s", "bubble_fraction",
+                                   "mfu", "fits", "devices", "stages"}));
   ASSERT_EQ(j["devices"].size(), j["K"].get<std::size_t>());
   EXPECT_EQ(keys(j["devices"][0]),
             (std::set<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "busy_s"}));
-  EXPECT_EQ(keys(j["stages"][0]),
-            (std::set<std::string>{"first_layer", "last_layer", "fwd_s", "bwd_s", "recompute_s"}));
+  EXPECT_EQ(keys(j["stages"][0]), (std::set<std::string>{"device", "first_layer", "last_layer",
+                                                         "fwd_s", "bwd_s", "recompute_s"}));
   EXPECT_EQ(j["schedule"], "gpipe");
   EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
   EXPECT_EQ(j["stages"][0]["first_layer"], 0);

@@ -97,12 +97,12 @@ Trace single_device(LayerList model, const TaskShape& task, const OptimizerConfi
 }
 
 Trace pipelined(LayerList model, const TaskShape& task, const OptimizerConfig& config, int K, int M,
-                bool remat, ScheduleKind schedule) {
+                bool remat, ScheduleKind schedule, int chunks) {
   const int L = static_cast<int>(model.size());
   RuntimeOptions options;
   options.optimizer = config;
-  PipelineRuntime runtime(split(std::move(model), partition_uniform(L, K)),
-                          build_schedule(schedule, K, M, remat), options);
+  PipelineRuntime runtime(split(std::move(model), partition_uniform(L, K * chunks)),
+                          build_schedule(schedule, K, M, remat, chunks), options);
   Trace t;
   for (int step = 0; step < kSteps; ++step) {
     t.losses.push_back(
@@ -142,25 +142,26 @@ struct Case {
   int M;
   bool remat;
   ScheduleKind schedule;
+  int chunks = 1;
 };
 
 class Consistency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Consistency, TransformerMatchesSingleDevice) {
-  const auto [K, M, remat, schedule] = GetParam();
+  const auto [K, M, remat, schedule, chunks] = GetParam();
   const TransformerParams p = tiny_transformer();
   TaskShape task;
   task.seq_len = static_cast<int>(p.seq_len);
   task.vocab = static_cast<int>(p.vocab);
   const Trace want = single_device(build_transformer(p, kSeed), task, momentum());
-  expect_same(want,
-              pipelined(build_transformer(p, kSeed), task, momentum(), K, M, remat, schedule));
+  expect_same(want, pipelined(build_transformer(p, kSeed), task, momentum(), K, M, remat, schedule,
+                              chunks));
   // The loss is a real one: the synthetic task starts near log V.
   EXPECT_NEAR(want.losses.front(), std::log(13.0), 0.5);
 }
 
 TEST_P(Consistency, MlpMatchesSingleDevice) {
-  const auto [K, M, remat, schedule] = GetParam();
+  const auto [K, M, remat, schedule, chunks] = GetParam();
   MlpParams p;
   p.layers = 5;
   p.d_model = 8;
@@ -170,7 +171,8 @@ TEST_P(Consistency, MlpMatchesSingleDevice) {
   task.features = 8;
   task.classes = 4;
   const Trace want = single_device(build_mlp(p, kSeed), task, momentum());
-  expect_same(want, pipelined(build_mlp(p, kSeed), task, momentum(), K, M, remat, schedule));
+  expect_same(want,
+              pipelined(build_mlp(p, kSeed), task, momentum(), K, M, remat, schedule, chunks));
 }
 
 std::string schedule_test_name(ScheduleKind s) {
@@ -181,6 +183,8 @@ std::string schedule_test_name(ScheduleKind s) {
       return "OneFOneB";
     case ScheduleKind::kZbH1:
       return "ZbH1";
+    case ScheduleKind::kInterleaved1F1B:
+      return "Interleaved";
   }
   return "Unknown";
 }
@@ -191,7 +195,18 @@ std::vector<Case> cases() {
     for (int M : {1, 2, 4, 8}) {
       for (bool remat : {false, true}) {
         for (ScheduleKind s : kAllSchedules) {
-          out.push_back({K, M, remat, s});
+          if (!takes_chunks(s)) out.push_back({K, M, remat, s});
+        }
+      }
+    }
+  }
+  // Interleaved: v chunks per device, K x v <= 6 stages, M a multiple of K
+  // dividing the batch of 8.
+  for (int K : {1, 2}) {
+    for (int chunks : {2, 3}) {
+      for (int M : {K, 2 * K, 4 * K}) {
+        for (bool remat : {false, true}) {
+          out.push_back({K, M, remat, ScheduleKind::kInterleaved1F1B, chunks});
         }
       }
     }
@@ -199,13 +214,13 @@ std::vector<Case> cases() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(KxMxRemat, Consistency, ::testing::ValuesIn(cases()),
-                         [](const auto& param_info) {
-                           return "K" + std::to_string(param_info.param.K) + "M" +
-                                  std::to_string(param_info.param.M) +
-                                  (param_info.param.remat ? "Remat" : "NoRemat") +
-                                  schedule_test_name(param_info.param.schedule);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    KxMxRemat, Consistency, ::testing::ValuesIn(cases()), [](const auto& param_info) {
+      return "K" + std::to_string(param_info.param.K) + "M" + std::to_string(param_info.param.M) +
+             (param_info.param.remat ? "Remat" : "NoRemat") +
+             schedule_test_name(param_info.param.schedule) +
+             (param_info.param.chunks > 1 ? "V" + std::to_string(param_info.param.chunks) : "");
+    });
 
 TEST(SyntheticTask, LossFallsWhenTraining) {
   // A few hundred Adam steps on the Fibonacci-mod-V task take the loss well below

@@ -115,6 +115,33 @@ TEST_F(MainWindowTest, ScheduleControlSimulatesZeroBubble) {
                          static_cast<std::size_t>(direct.micro_batches));
 }
 
+// The chunks control drives interleaved-1f1b: K x v stages, as simulate() does.
+TEST_F(MainWindowTest, ChunksControlSimulatesInterleaving) {
+  open(QStringLiteral("demo.json"));
+  window.set_stages(4);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  window.set_micro_batches(8);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  window.set_schedule(ScheduleKind::kInterleaved1F1B);
+  window.set_chunks(2);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  ASSERT_NE(window.result(), nullptr);
+  EXPECT_EQ(window.result()->chunks, 2);
+  EXPECT_EQ(window.result()->stage_costs.size(), 8u);
+  SimConfig config;
+  config.stages = 4;
+  config.micro_batches = 8;
+  config.schedule = ScheduleKind::kInterleaved1F1B;
+  config.chunks = 2;
+  EXPECT_EQ(window.result()->metrics.step_time,
+            simulate(*window.scenario(), config).metrics.step_time);
+  // The plan it exports says so.
+  const fs::path plan = temp("interleaved.json");
+  ASSERT_FALSE(window.export_plan(QString::fromStdString(plan.string())));
+  EXPECT_EQ(nlohmann::json::parse(pipescope::testing::slurp(plan))["chunks"], 2);
+  fs::remove(plan);
+}
+
 TEST_F(MainWindowTest, MemoryViewFlagsADeviceThatDoesNotFit) {
   open(QStringLiteral("gpipe/transformer-tpuv3.json"));
   window.set_stages(2);

@@ -320,7 +320,18 @@ TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
   EXPECT_EQ(error_after([](json& d) { d["stages"] = json::object(); }),
             "p.json: stages: expected an array, got object");
   EXPECT_EQ(error_after([](json& d) { d["schedule"] = "zigzag"; }),
-            "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe, 1f1b, zb-h1)");
+            "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe, 1f1b, zb-h1, "
+            "interleaved-1f1b)");
+  EXPECT_EQ(error_after([](json& d) { d["chunks"] = 2; }),
+            "p.json: chunks: gpipe runs one chunk per device; 2 chunks need interleaved-1f1b");
+  EXPECT_EQ(error_after([](json& d) {
+              d["schedule"] = "interleaved-1f1b";
+              d["chunks"] = 2;
+            }),
+            "p.json: chunks: interleaved-1f1b needs M to be a multiple of K (as Megatron-LM "
+            "does): M=4, K=3");
+  EXPECT_EQ(error_after([](json& d) { d["chunks"] = 0; }),
+            "p.json: chunks: expected a positive integer, got 0");
   EXPECT_EQ(error_after([](json& d) { d["model"]["hash"] = "0123456789ABCDEF"; }),
             "p.json: model.hash: expected 16 lowercase hex digits, got \"0123456789ABCDEF\"");
   EXPECT_EQ(error_after([](json& d) { d["model"]["layer_names"].erase(6); }),

@@ -30,8 +30,10 @@ Scenario small() {
 TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   const PlanReport r = run_planner(small(), PlanRequest{});
   // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; gpipe, 1f1b and zb-h1; remat on
-  // and off.
-  const std::size_t expected = 3 * 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */);
+  // and off. Interleaved: K > 1, M a multiple of K, v in {2, 4} with K v <= 8
+  // layers: K=2 M in {2, 4, 8} v in {2, 4}, K=4 M in {4, 8, 16} v = 2.
+  const std::size_t expected =
+      3 * 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */) + 2 * (3 * 2 + 3 * 1);
   EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
   EXPECT_TRUE(r.rejected.empty());
   for (std::size_t i = 1; i < r.ranked.size(); ++i) {
@@ -44,6 +46,7 @@ TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
     cfg.micro_batches = c.micro_batches;
     cfg.remat = c.remat;
     cfg.schedule = c.schedule;
+    cfg.chunks = c.chunks;
     cfg.record_timeline = false;
     const SimResult sim = simulate(replica_scenario(small(), c.stages, c.data_parallel), cfg);
     EXPECT_DOUBLE_EQ(c.samples_per_s, c.data_parallel * sim.metrics.samples_per_s) << c.label();

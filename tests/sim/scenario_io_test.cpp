@@ -207,6 +207,25 @@ TEST(ScenarioOverride, NewKeyIsRejectedByValidation) {
   EXPECT_EQ(e.json_path(), "training.foo");
 }
 
+// chunks belong to interleaving: 2 by default there, an error elsewhere.
+TEST(ScenarioTraining, ChunksGoWithInterleaving) {
+  const Scenario inter = parse_scenario_text(good_doc().dump(), "o.json",
+                                             {"training.schedule=interleaved-1f1b"});
+  EXPECT_EQ(inter.training.chunks, 2);
+  const Scenario four = parse_scenario_text(
+      good_doc().dump(), "o.json", {"training.schedule=interleaved-1f1b", "training.chunks=4"});
+  EXPECT_EQ(four.training.chunks, 4);
+  EXPECT_EQ(parse_scenario_text(good_doc().dump(), "o.json", {}).training.chunks, 1);
+  const ScenarioError e = error_of(good_doc(), {"training.chunks=2"});
+  EXPECT_EQ(e.json_path(), "training.chunks");
+  EXPECT_NE(std::string(e.what()).find("2 chunks need \"schedule\": \"interleaved-1f1b\""),
+            std::string::npos)
+      << e.what();
+  EXPECT_EQ(error_of(good_doc(), {"training.schedule=interleaved-1f1b", "training.chunks=0"})
+                .json_path(),
+            "training.chunks");
+}
+
 TEST(ScenarioOverride, MissingParent) {
   const ScenarioError e = error_of(good_doc(), {"model.foo.bar=3"});
   EXPECT_STREQ(e.what(), "bad.json: --set model.foo.bar=3: 'model.foo' does not exist");
