@@ -9,9 +9,9 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
-#include <QFile>
 #include <QPixmap>
 
+#include "gui/atomic_save.h"
 #include "gui/main_window.h"
 
 namespace {
@@ -101,11 +101,8 @@ int main(int argc, char** argv) {
   if (!window.wait_idle(120000)) return fail(QStringLiteral("the simulation did not finish"));
   if (!window.last_error().isEmpty()) return fail(window.last_error());
   const QString path = parser.value(shot);
-  const QString tmp = path + QStringLiteral(".tmp.png");
-  QFile::remove(path);
-  if (!window.grab().save(tmp, "PNG") || !QFile::rename(tmp, path)) {
-    QFile::remove(tmp);
-    return fail(QStringLiteral("%1: cannot write the screenshot").arg(path));
+  if (const auto error = pipescope::gui::save_png_atomically(window.grab().toImage(), path)) {
+    return fail(*error);
   }
   std::printf("Screenshot written to %s (%dx%d)\n", path.toLocal8Bit().constData(), window.width(),
               window.height());

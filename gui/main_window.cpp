@@ -1,11 +1,11 @@
 #include "gui/main_window.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include <QAction>
 #include <QApplication>
+#include <QBuffer>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDirIterator>
@@ -32,6 +32,7 @@
 #include <QVBoxLayout>
 
 #include "costmodels/device.h"
+#include "gui/atomic_save.h"
 #include "gui/job_runner.h"
 #include "gui/memory_bars.h"
 #include "gui/memory_widget.h"
@@ -649,8 +650,10 @@ std::optional<QString> MainWindow::export_trace(const QString& path) {
 std::optional<QString> MainWindow::export_image(const QString& path) {
   const QSize size(std::max(800, timeline_->width()), timeline_->minimumHeight());
   if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
     QSvgGenerator svg;
-    svg.setFileName(path + QStringLiteral(".tmp"));
+    svg.setOutputDevice(&buffer);
     svg.setSize(size);
     svg.setViewBox(QRect(QPoint(0, 0), size));
     svg.setTitle(tr("PipeScope timeline"));
@@ -658,22 +661,14 @@ std::optional<QString> MainWindow::export_image(const QString& path) {
       QPainter p(&svg);
       timeline_->render_to(p, size);
     }
-    std::error_code ec;
-    std::filesystem::rename((path + QStringLiteral(".tmp")).toStdString(), path.toStdString(), ec);
-    if (ec) return tr("%1: cannot write: %2").arg(path, qs(ec.message()));
-    return std::nullopt;
+    return save_bytes_atomically(bytes, path);
   }
   QImage image(size, QImage::Format_ARGB32);
   {
     QPainter p(&image);
     timeline_->render_to(p, size);
   }
-  const QString tmp = path + QStringLiteral(".tmp.png");
-  if (!image.save(tmp, "PNG")) return tr("%1: cannot write the image").arg(path);
-  std::error_code ec;
-  std::filesystem::rename(tmp.toStdString(), path.toStdString(), ec);
-  if (ec) return tr("%1: cannot write: %2").arg(path, qs(ec.message()));
-  return std::nullopt;
+  return save_png_atomically(image, path);
 }
 
 }  // namespace pipescope::gui

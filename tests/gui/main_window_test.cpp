@@ -200,6 +200,28 @@ TEST_F(MainWindowTest, ExportedPlanReproducesThePrediction) {
   fs::remove(svg);
 }
 
+// A picture that cannot be written gives one error naming the file and leaves no
+// temporary file beside it.
+TEST_F(MainWindowTest, ImageExportFailsCleanly) {
+  open(QStringLiteral("demo.json"));
+  const fs::path dir = temp("no_such_dir");
+  fs::remove_all(dir);
+  for (const char* name : {"timeline.svg", "timeline.png"}) {
+    const fs::path target = dir / name;
+    const auto error = window.export_image(QString::fromStdString(target.string()));
+    ASSERT_TRUE(error);
+    EXPECT_NE(error->indexOf(QString::fromStdString(target.string())), -1) << error->toStdString();
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  const fs::path here = temp("clean_export.svg");
+  ASSERT_FALSE(window.export_image(QString::fromStdString(here.string())));
+  for (const auto& entry : fs::directory_iterator(here.parent_path())) {
+    EXPECT_EQ(entry.path().filename().string().find("clean_export.svg."), std::string::npos)
+        << entry.path();
+  }
+  fs::remove(here);
+}
+
 TEST_F(MainWindowTest, MeasuredTraceLiesUnderThePrediction) {
   open(QStringLiteral("demo.json"));
   const fs::path trace = temp("trace.json");
