@@ -75,6 +75,18 @@ TEST_F(GpipeValidation, CheckedFiguresAreWithinToleranceOrAStatedGap) {
     }
   }
   EXPECT_EQ(progress_calls, 11);  // 5 capacities, 2 throughput grids, 4 assumptions
+  // Each capacity figure names the Table 1 rows it rests on; the gap follows them.
+  for (const PaperFigure& f : report->figures) {
+    if (f.name == "128 partitions (298x)") {
+      EXPECT_EQ(f.capacity_rows, (std::vector<std::string>{"Pipeline-128", "Naive-1"}));
+    }
+    if (f.name == "Pipeline-8 layers") {
+      EXPECT_EQ(f.capacity_rows, std::vector<std::string>{"Pipeline-8"});
+    }
+    if (f.table != "memory" && f.table != "ratios") {
+      EXPECT_TRUE(f.capacity_rows.empty()) << f.name;
+    }
+  }
 }
 
 // Layer counts and parameters in whole layers, as the paper counts them; the
