@@ -95,6 +95,12 @@ SimTime ProfiledCostModel::backward(const LayerSpec& layer, std::int64_t batch) 
   return interpolate_time(p.batch_sizes, p.backward, batch);
 }
 
+SimTime ProfiledCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch) const {
+  const LayerProfile& p = entry(layer);
+  if (p.weight.empty()) return CostModel::weight_grad(layer, batch);
+  return std::min(interpolate_time(p.batch_sizes, p.weight, batch), backward(layer, batch));
+}
+
 SimTime ProfiledCostModel::recompute(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
   return interpolate_time(p.batch_sizes, p.recompute, batch);

@@ -24,6 +24,9 @@ struct LayerProfile {
   std::vector<SimTime> forward;           // ns, one entry per batch size
   std::vector<SimTime> backward;
   std::vector<SimTime> recompute;
+  // The weight-gradient part of backward (a split backward's W), at most the
+  // backward; empty in profiles written before it was measured.
+  std::vector<SimTime> weight;
 };
 
 struct Profile {
@@ -77,6 +80,8 @@ class ProfiledCostModel final : public CostModel {
   SimTime forward(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime backward(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime recompute(const LayerSpec& layer, std::int64_t batch) const override;
+  // Measured when the profile has it, else CostModel's half of the backward.
+  SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime optimizer_step(std::int64_t params) const override;
   const Profile& profile() const { return *profile_; }
 

@@ -49,14 +49,15 @@ Matrix output_gradient(const Matrix& y, std::mt19937_64& rng) {
 // Per-layer samples of one batch size: for each pass over the model, every
 // layer's forward (its stash dropped, as under remat), recompute (a second
 // forward whose stash backward uses) and backward, in the order a stage runs
-// them, each timed on its own.
+// them, each timed on its own; then the weight-gradient half (W) of the backward
+// split as zero-bubble schedules run it.
 struct Samples {
-  std::vector<std::vector<SimTime>> forward, backward, recompute;  // [layer][pass]
+  std::vector<std::vector<SimTime>> forward, backward, recompute, weight;  // [layer][pass]
 };
 
 // One kind of layer's timings at one batch size, pooled over its layers and passes.
 struct Pooled {
-  std::vector<SimTime> forward, backward, recompute;
+  std::vector<SimTime> forward, backward, recompute, weight;
 };
 
 void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int passes,
@@ -65,6 +66,7 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
   out.forward.resize(L);
   out.backward.resize(L);
   out.recompute.resize(L);
+  out.weight.resize(L);
   for (int pass = 0; pass < passes; ++pass) {
     Matrix x = input;
     for (std::size_t l = 0; l < L; ++l) {
@@ -90,6 +92,17 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
       Matrix dx = layers[l]->backward(dy, ctx, stashes[l]);
       require_finite(dx, *layers[l]);
       out.backward[l].push_back(elapsed(t0));
+      dy = std::move(dx);
+    }
+    // The backward again, split as zero-bubble schedules run it: W, the queued
+    // weight-gradient work, timed on its own.
+    dy = output_gradient(x, rng);
+    for (std::size_t l = L; l-- > 0;) {
+      WeightGradQueue deferred;
+      Matrix dx = layers[l]->backward_input(dy, ctx, stashes[l], deferred);
+      const auto t0 = Clock::now();
+      for (const auto& work : deferred) work();
+      out.weight[l].push_back(elapsed(t0));
       dy = std::move(dx);
     }
   }
@@ -284,6 +297,7 @@ void ModelProfiler::run_passes(std::size_t size_index, int passes, bool keep) {
     append(to.forward, per_layer.forward[l]);
     append(to.backward, per_layer.backward[l]);
     append(to.recompute, per_layer.recompute[l]);
+    append(to.weight, per_layer.weight[l]);
   }
 }
 
@@ -301,6 +315,7 @@ Profile ModelProfiler::finish() {
       p.layers[e].forward.push_back(median(s.forward));
       p.layers[e].backward.push_back(median(s.backward));
       p.layers[e].recompute.push_back(median(s.recompute));
+      p.layers[e].weight.push_back(std::min(median(s.weight), p.layers[e].backward.back()));
     }
   }
 

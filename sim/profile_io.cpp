@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/file_io.h"
+#include "sim/format.h"
 #include "sim/json_reader.h"
 #include "sim/scenario_io.h"
 
@@ -68,6 +69,18 @@ LayerProfile read_layer(ObjectReader r) {
   p.forward = read_times(r, "forward_s", p.batch_sizes.size());
   p.backward = read_times(r, "backward_s", p.batch_sizes.size());
   p.recompute = read_times(r, "recompute_s", p.batch_sizes.size());
+  if (r.find("weight_s") != nullptr) {
+    p.weight = read_times(r, "weight_s", p.batch_sizes.size());
+    for (std::size_t i = 0; i < p.weight.size(); ++i) {
+      if (p.weight[i] > p.backward[i]) {
+        r.where("weight_s")
+            .index(i)
+            .fail("the weight gradient is part of the backward, but " +
+                  format_seconds(simtime_to_seconds(p.weight[i])) + " is more than backward_s's " +
+                  format_seconds(simtime_to_seconds(p.backward[i])));
+      }
+    }
+  }
   r.finish();
   return p;
 }
@@ -84,6 +97,7 @@ json profile_to_json(const Profile& profile) {
     e["forward_s"] = seconds(l.forward);
     e["backward_s"] = seconds(l.backward);
     e["recompute_s"] = seconds(l.recompute);
+    if (!l.weight.empty()) e["weight_s"] = seconds(l.weight);
     layers.push_back(std::move(e));
   }
   json doc = json::object();

@@ -68,6 +68,7 @@ TEST(ProfileIo, RoundTripsThroughJsonAndAFile) {
   EXPECT_EQ(q.layers[0].forward, p.layers[0].forward);
   EXPECT_EQ(q.layers[0].backward, p.layers[0].backward);
   EXPECT_EQ(q.layers[0].recompute, p.layers[0].recompute);
+  EXPECT_TRUE(q.layers[0].weight.empty());  // not measured: no weight_s written
   EXPECT_EQ(q.optimizer, "sgd");
   EXPECT_EQ(q.optimizer_overhead, 1234);
   EXPECT_DOUBLE_EQ(q.optimizer_ns_per_param, 0.5);
@@ -83,6 +84,30 @@ std::string error_of(const json& doc) {
     return e.what();
   }
   return "(accepted)";
+}
+
+// A measured weight-gradient share round-trips, reaches the cost model, and may
+// not exceed the backward it is part of.
+TEST(ProfileIo, WeightGradientTimes) {
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  for (LayerSpec& l : sc.model.layers) l.params = 1;  // a layer without parameters has no W
+  Profile p = uniform_profile(sc, 2);
+  p.layers[0].weight = {90, 300};
+  const Profile q = profile_from_json(profile_to_json(p), "p.json");
+  EXPECT_EQ(q.layers[0].weight, (std::vector<SimTime>{90, 300}));
+  const LayerSpec& layer = sc.model.layers[0];
+  EXPECT_EQ(ProfiledCostModel(std::make_shared<const Profile>(q)).weight_grad(layer, 4), 300);
+  // Without it, half the backward.
+  EXPECT_EQ(ProfiledCostModel(std::make_shared<const Profile>(uniform_profile(sc, 2)))
+                .weight_grad(layer, 4),
+            400);
+  json doc = profile_to_json(p);
+  doc["layers"][0]["weight_s"][1] = 1e-6;  // 1000 ns, backward is 800
+  EXPECT_EQ(error_of(doc),
+            "p.json: layers[0].weight_s[1]: the weight gradient is part of the backward, but "
+            "1.00 us is more than backward_s's 800 ns");
+  doc["layers"][0]["weight_s"] = {1e-7};
+  EXPECT_EQ(error_of(doc), "p.json: layers[0].weight_s: has 1 entries but batch_sizes has 2");
 }
 
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
