@@ -97,6 +97,11 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
     std::string what = "no configuration of " + std::to_string(N) + " devices";
     if (req.stages) what += " with K=" + std::to_string(*req.stages);
     if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
+    if (req.schedule && takes_chunks(*req.schedule)) {
+      throw ConfigError(what +
+                        " can run interleaved-1f1b: it needs K > 1 devices per pipeline, "
+                        "M a multiple of K and K x v stages of at least one layer each");
+    }
     throw ConfigError(what + " divides the global batch of " + std::to_string(batch) +
                       " into whole micro-batches (the batch splits over D = N / K replicas, then "
                       "into M micro-batches)");

@@ -119,6 +119,39 @@ TEST(Planner, ImpossibleRequestsAreConfigErrors) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(), "M=1024 is above the largest M tried (512); raise --max-micro-batches");
   }
+  // Interleaving: K=4 with M=2 cannot; --chunks without it is refused.
+  PlanRequest inter;
+  inter.schedule = ScheduleKind::kInterleaved1F1B;
+  inter.stages = 4;
+  inter.micro_batches = 2;
+  try {
+    run_planner(small(), inter);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "no configuration of 4 devices with K=4 and M=2 can run interleaved-1f1b: it "
+                 "needs K > 1 devices per pipeline, M a multiple of K and K x v stages of at "
+                 "least one layer each");
+  }
+  PlanRequest chunks_alone;
+  chunks_alone.chunks = 2;
+  try {
+    run_planner(small(), chunks_alone);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "--chunks 2 needs --schedule interleaved-1f1b");
+  }
+  PlanRequest fixed;
+  fixed.schedule = ScheduleKind::kInterleaved1F1B;
+  fixed.chunks = 2;
+  fixed.stages = 2;
+  const PlanReport r = run_planner(small(), fixed);
+  ASSERT_FALSE(r.ranked.empty());
+  for (const PlanCandidate& c : r.ranked) {
+    EXPECT_EQ(c.chunks, 2);
+    EXPECT_EQ(c.micro_batches % 2, 0);
+    EXPECT_EQ(c.result.stage_costs.size(), 4u);
+  }
   PlanRequest too_many;
   too_many.devices = 8;
   EXPECT_THROW(run_planner(small(), too_many), ConfigError);
