@@ -3,47 +3,34 @@
 #include <algorithm>
 #include <set>
 
-#include <QAction>
 #include <QApplication>
-#include <QBuffer>
 #include <QCheckBox>
 #include <QComboBox>
-#include <QDirIterator>
 #include <QDockWidget>
 #include <QElapsedTimer>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHeaderView>
-#include <QImage>
 #include <QLabel>
-#include <QMenuBar>
-#include <QMessageBox>
-#include <QPainter>
 #include <QPushButton>
 #include <QScrollArea>
-#include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
-#include <QSvgGenerator>
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 
 #include "costmodels/device.h"
-#include "gui/atomic_save.h"
 #include "gui/job_runner.h"
+#include "gui/main_window_util.h"
 #include "gui/memory_bars.h"
 #include "gui/memory_widget.h"
 #include "gui/stage_table_model.h"
 #include "gui/timeline_widget.h"
 #include "gui/tradeoff_view.h"
-#include "sim/file_io.h"
 #include "sim/format.h"
 #include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
 #include "sim/scenario_io.h"
 #include "sim/sweep.h"
 #include "sim/trace_io.h"
@@ -51,23 +38,7 @@
 namespace pipescope::gui {
 namespace {
 
-constexpr int kMaxRecent = 8;
 constexpr int kMaxMicroBatches = 512;
-
-QString qs(const std::string& s) {
-  return QString::fromStdString(s);
-}
-
-// Runs `f`, turning any exception into its message.
-template <typename F>
-std::optional<QString> attempt(F&& f) {
-  try {
-    f();
-    return std::nullopt;
-  } catch (const std::exception& e) {
-    return QString::fromStdString(e.what());
-  }
-}
 
 }  // namespace
 
@@ -207,94 +178,6 @@ void MainWindow::build_controls() {
   });
   connect(transfers_check_, &QCheckBox::toggled, timeline_, &TimelineWidget::set_show_transfers);
   connect(best_apply_, &QPushButton::clicked, this, &MainWindow::apply_best_plan);
-}
-
-void MainWindow::build_menus() {
-  QMenu* file = menuBar()->addMenu(tr("&File"));
-  file->addAction(tr("&Open scenario..."), QKeySequence::Open, this, [this] {
-    const QString path =
-        QFileDialog::getOpenFileName(this, tr("Open scenario"), {}, tr("Scenarios (*.json)"));
-    if (path.isEmpty()) return;
-    if (const auto error = open_scenario(path)) QMessageBox::warning(this, tr("Open"), *error);
-  });
-  recent_menu_ = file->addMenu(tr("Open &recent"));
-  rebuild_recent_menu();
-  QMenu* bundled = file->addMenu(tr("&Bundled scenarios"));
-  const QString dir = QStringLiteral(PIPESCOPE_SCENARIO_DIR);
-  QStringList found;
-  for (QDirIterator it(dir, {QStringLiteral("*.json")}, QDir::Files, QDirIterator::Subdirectories);
-       it.hasNext();) {
-    found << it.next();
-  }
-  found.sort();
-  for (const QString& path : found) {
-    bundled->addAction(QDir(dir).relativeFilePath(path), this, [this, path] {
-      if (const auto error = open_scenario(path)) QMessageBox::warning(this, tr("Open"), *error);
-    });
-  }
-  bundled->setEnabled(!found.isEmpty());
-  file->addAction(tr("Open &measured trace..."), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open measured trace"), {},
-                                                      tr("Chrome traces (*.json)"));
-    if (path.isEmpty()) return;
-    if (const auto error = open_measured_trace(path)) {
-      QMessageBox::warning(this, tr("Open measured trace"), *error);
-    }
-  });
-  file->addSeparator();
-  const auto save = [this](const QString& title, const QString& filter, auto export_fn) {
-    const QString path = QFileDialog::getSaveFileName(this, title, {}, filter);
-    if (path.isEmpty()) return;
-    if (const auto error = export_fn(path)) QMessageBox::warning(this, title, *error);
-  };
-  file->addAction(tr("Export &plan..."), this, [this, save] {
-    save(tr("Export plan"), tr("Plans (*.json)"),
-         [this](const QString& p) { return export_plan(p); });
-  });
-  QMenu* frameworks = file->addMenu(tr("Export &for"));
-  for (const char* f : {"torchgpipe", "deepspeed", "megatron", "torch-pipelining"}) {
-    const QString format = QString::fromLatin1(f);
-    frameworks->addAction(format, this, [this, save, format] {
-      save(tr("Export for %1").arg(format), tr("All files (*)"),
-           [this, format](const QString& p) { return export_framework(p, format); });
-    });
-  }
-  file->addAction(tr("Export Chrome &trace..."), this, [this, save] {
-    save(tr("Export trace"), tr("Chrome traces (*.json)"),
-         [this](const QString& p) { return export_trace(p); });
-  });
-  file->addAction(tr("Export timeline &image..."), this, [this, save] {
-    save(tr("Export image"), tr("Images (*.png *.svg)"),
-         [this](const QString& p) { return export_image(p); });
-  });
-  file->addSeparator();
-  file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
-
-  QMenu* view = menuBar()->addMenu(tr("&View"));
-  view->addAction(tr("&Reset zoom"), timeline_, &TimelineWidget::reset_zoom);
-  view->addAction(tr("Zoom &back"), timeline_, &TimelineWidget::zoom_back);
-}
-
-void MainWindow::add_recent(const QString& path) {
-  QSettings settings;
-  QStringList recent = settings.value(QStringLiteral("recentFiles")).toStringList();
-  const QString absolute = QFileInfo(path).absoluteFilePath();
-  recent.removeAll(absolute);
-  recent.prepend(absolute);
-  while (recent.size() > kMaxRecent) recent.removeLast();
-  settings.setValue(QStringLiteral("recentFiles"), recent);
-  rebuild_recent_menu();
-}
-
-void MainWindow::rebuild_recent_menu() {
-  recent_menu_->clear();
-  const QStringList recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
-  for (const QString& path : recent) {
-    recent_menu_->addAction(path, this, [this, path] {
-      if (const auto error = open_scenario(path)) QMessageBox::warning(this, tr("Open"), *error);
-    });
-  }
-  recent_menu_->setEnabled(!recent.isEmpty());
 }
 
 void MainWindow::rescenario(const nlohmann::json& doc) {
@@ -615,60 +498,6 @@ bool MainWindow::wait_idle(int timeout_ms) {
   }
   QApplication::processEvents();
   return true;
-}
-
-Plan MainWindow::current_plan() const {
-  // The replica result_ simulated, and how many of them make up the scenario.
-  const auto d =
-      static_cast<int>(scenario_->training.global_batch / replica_->training.global_batch);
-  return make_plan(*replica_, *result_, d, partition_combo_->currentText().toStdString());
-}
-
-std::optional<QString> MainWindow::export_plan(const QString& path) {
-  if (!result_) return tr("nothing simulated yet");
-  return attempt([&] {
-    const Plan plan = current_plan();
-    write_plan_file(path.toStdString(), plan);
-  });
-}
-
-std::optional<QString> MainWindow::export_framework(const QString& path, const QString& format) {
-  if (!result_) return tr("nothing simulated yet");
-  const auto f = parse_export_format(format.toStdString());
-  if (!f) return tr("unknown export format '%1'").arg(format);
-  return attempt([&] {
-    const Plan plan = current_plan();
-    write_file_atomically(path.toStdString(), pipescope::export_plan(plan, *f));
-  });
-}
-
-std::optional<QString> MainWindow::export_trace(const QString& path) {
-  if (!result_) return tr("nothing simulated yet");
-  return attempt([&] { write_chrome_trace_file(path.toStdString(), result_->timeline); });
-}
-
-std::optional<QString> MainWindow::export_image(const QString& path) {
-  const QSize size(std::max(800, timeline_->width()), timeline_->minimumHeight());
-  if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
-    QByteArray bytes;
-    QBuffer buffer(&bytes);
-    QSvgGenerator svg;
-    svg.setOutputDevice(&buffer);
-    svg.setSize(size);
-    svg.setViewBox(QRect(QPoint(0, 0), size));
-    svg.setTitle(tr("PipeScope timeline"));
-    {
-      QPainter p(&svg);
-      timeline_->render_to(p, size);
-    }
-    return save_bytes_atomically(bytes, path);
-  }
-  QImage image(size, QImage::Format_ARGB32);
-  {
-    QPainter p(&image);
-    timeline_->render_to(p, size);
-  }
-  return save_png_atomically(image, path);
 }
 
 }  // namespace pipescope::gui
