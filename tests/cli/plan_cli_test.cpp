@@ -183,12 +183,13 @@ TEST(RunCli, TrainsAPlanAndMeasuresIt) {
   const nlohmann::json plan_doc = nlohmann::json::parse(slurp(plan));
   const bool remat = plan_doc["remat"].get<bool>();
   const bool split = plan_doc["schedule"] == "zb-h1";
+  const int chunks = plan_doc["chunks"].get<int>();  // stages per device
   const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
   int compute = 0;
   for (const auto& e : doc["traceEvents"]) {
     if (e["ph"] == "X" && e["tid"].get<int>() % 3 == 0) ++compute;
   }
-  EXPECT_EQ(compute, 2 * ((2 + (remat ? 1 : 0) + (split ? 1 : 0)) * 4 + 1));
+  EXPECT_EQ(compute, 2 * chunks * ((2 + (remat ? 1 : 0) + (split ? 1 : 0)) * 4 + 1));
   fs::remove(plan);
   fs::remove(trace);
 }
