@@ -36,7 +36,7 @@ void BM_PartitionOptimal(benchmark::State& state) {
   sc.training.micro_batches = 128;
   sc.training.bytes_per_param = 12;
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 12);
-  const PartitionProblem problem = partition_problem(sc, cost, 128, 128, true);
+  const PartitionProblem problem = partition_problem(sc, cost, 128, 128, Remat::kAlways);
   for (auto _ : state) {
     const PartitionResult r = partition_optimal(problem);
     benchmark::DoNotOptimize(r.bottleneck);

@@ -36,7 +36,7 @@ Scenario bench_scenario(int K, int M, int chunks = 1) {
   sc.training.global_batch = M;
   sc.training.micro_batches = M;
   sc.training.bytes_per_param = 16;
-  sc.training.remat = true;
+  sc.training.remat = Remat::kAlways;
   return sc;
 }
 
@@ -70,7 +70,7 @@ void BM_Engine(benchmark::State& state) {
   const Scenario sc = bench_scenario(K, M);
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
   const auto stages = compute_stage_costs(sc.model, partition_uniform(2 * K, K), cost, 1, 16);
-  const Schedule schedule = build_gpipe(K, M, true);
+  const Schedule schedule = build_gpipe(K, M, Remat::kAlways);
   time_engine(state, schedule, stages, sc.cluster);
 }
 
@@ -91,7 +91,7 @@ void BM_EngineInterleaved(benchmark::State& state) {
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
   const int layers = static_cast<int>(sc.model.layers.size());
   const auto stages = compute_stage_costs(sc.model, partition_uniform(layers, K * v), cost, 1, 16);
-  const Schedule schedule = build_interleaved_1f1b(K, M, v, true);
+  const Schedule schedule = build_interleaved_1f1b(K, M, v, Remat::kAlways);
   time_engine(state, schedule, stages, sc.cluster);
 }
 

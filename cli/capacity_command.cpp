@@ -23,8 +23,7 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
   cmd->add_option("-M,--micro-batches", o.micro_batches,
                   "Micro-batches (default: training.micro_batches)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--remat", o.remat, "Rematerialization (default: training.remat)")
-      ->check(CLI::IsMember({"on", "off"}));
+  add_remat_option(*cmd, o.remat, "default: training.remat");
   cmd->add_option("--param", o.param,
                   "The integer field to grow, by its JSON path (default: model.layers, or "
                   "model.cells for amoebanet)");
@@ -39,7 +38,7 @@ int run_capacity(const CapacityOptions& o) {
   CapacityRequest req;
   req.stages = o.stages;
   req.micro_batches = o.micro_batches;
-  if (o.remat) req.remat = *o.remat == "on";
+  req.remat = remat_of(o.remat);
   req.param = o.param;
   const CapacityResult r = find_capacity(doc, o.scenario.file, req);
   if (o.json) {
@@ -58,7 +57,7 @@ int run_capacity(const CapacityOptions& o) {
   const std::string setting =
       "K=" + std::to_string(o.stages) +
       ", M=" + std::to_string(o.micro_batches.value_or(sc.training.micro_batches)) + ", remat " +
-      (req.remat.value_or(sc.training.remat) ? "on" : "off");
+      std::string(remat_label(req.remat.value_or(sc.training.remat)));
   const std::string device = sc.cluster.device.name + " (" +
                              format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) +
                              " per device)";

@@ -174,8 +174,8 @@ int run_compare(const CompareOptions& o) {
 
   std::printf("Comparing %s: %s, K=%d, M=%d, micro-batch %lld, remat %s, %s\n", o.plan.c_str(),
               model.name.c_str(), c.stages, c.micro_batches,
-              static_cast<long long>(plan.micro_batch_size), plan.remat ? "on" : "off",
-              to_string(plan.schedule).data());
+              static_cast<long long>(plan.micro_batch_size),
+              std::string(remat_label(plan.remat)).c_str(), to_string(plan.schedule).data());
   std::printf("Prediction from %s (%s, %d cores); measurement: median of steps %d-%d\n",
               profile_label.c_str(), profile->machine.c_str(), profile->cores, c.warmup_steps + 1,
               o.steps);

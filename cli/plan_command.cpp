@@ -17,7 +17,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "plan",
       "Find the fastest plan that fits: every K dividing the devices (the rest are data-parallel "
-      "replicas), every M dividing the per-replica batch, each schedule, remat on and off; each "
+      "replicas), every M dividing the per-replica batch, each schedule, each remat mode; each "
       "cut "
       "optimally "
       "within memory, simulated and ranked by throughput");
@@ -29,8 +29,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("-M,--micro-batches", o.micro_batches, "Fix the number of micro-batches")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--remat", o.remat, "Fix rematerialization (default: try both)")
-      ->check(CLI::IsMember({"on", "off"}));
+  add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
       ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
   cmd->add_option("--chunks", o.chunks,
@@ -71,7 +70,8 @@ nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
           {"K", c.stages},
           {"D", c.data_parallel},
           {"M", c.micro_batches},
-          {"remat", c.remat},
+          {"remat", c.remat != Remat::kNever},
+          {"remat_mode", std::string(to_string(c.remat))},
           {"schedule", std::string(to_string(c.schedule))},
           {"chunks", c.chunks},
           {"micro_batch_size", c.result.micro_batch_size},
@@ -107,15 +107,15 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << " each), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() << " fit\n\n";
   if (!report.ranked.empty()) {
-    std::printf("%4s %5s %5s %5s %6s %16s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
+    std::printf("%4s %5s %5s %5s %11s %16s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
                 "remat", "schedule", "step time", "samples/s", "bubble", "MFU", "peak memory",
                 "stages (layers)");
     const auto n = std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top));
     for (std::size_t i = 0; i < n; ++i) {
       const PlanCandidate& c = report.ranked[i];
       const std::string cuts = layer_counts(c.result);
-      std::printf("%4zu %5d %5d %5d %6s %16s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
-                  c.data_parallel, c.micro_batches, c.remat ? "on" : "off",
+      std::printf("%4zu %5d %5d %5d %11s %16s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
+                  c.data_parallel, c.micro_batches, std::string(remat_label(c.remat)).c_str(),
                   schedule_label(c).c_str(), format_seconds(c.result.metrics.step_time_s()).c_str(),
                   c.samples_per_s, format_percent(c.result.metrics.bubble_fraction).c_str(),
                   format_percent(c.result.metrics.mfu).c_str(),
@@ -141,7 +141,7 @@ int run_plan(const PlanOptions& o) {
   request.devices = o.devices;
   request.stages = o.stages;
   request.micro_batches = o.micro_batches;
-  if (o.remat) request.remat = *o.remat == "on";
+  request.remat = remat_of(o.remat);
   if (o.schedule) request.schedule = parse_schedule(*o.schedule);
   request.chunks = o.chunks;
   request.max_micro_batches = o.max_micro_batches;
@@ -183,7 +183,8 @@ int run_plan(const PlanOptions& o) {
       rejected.push_back({{"K", c.stages},
                           {"D", c.data_parallel},
                           {"M", c.micro_batches},
-                          {"remat", c.remat},
+                          {"remat", c.remat != Remat::kNever},
+                          {"remat_mode", std::string(to_string(c.remat))},
                           {"schedule", std::string(to_string(c.schedule))},
                           {"chunks", c.chunks},
                           {"reason", c.rejected}});

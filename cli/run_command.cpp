@@ -75,7 +75,7 @@ int run_run(const RunOptions& o) {
   std::cout << "Running " << o.plan << ": " << spec.name << ", "
             << format_count(static_cast<double>(spec.total_params()))
             << " params, K=" << plan.stages << ", M=" << plan.micro_batches << ", batch " << batch
-            << ", remat " << (plan.remat ? "on" : "off") << ", " << o.steps
+            << ", remat " << remat_label(plan.remat) << ", " << o.steps
             << " steps on the CPU (one thread per stage)\n\n";
   for (std::size_t i = 0; i < losses.size(); ++i) {
     std::printf("step %4zu  loss %.5f  %s\n", i + 1, losses[i],

@@ -29,6 +29,20 @@ void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o) {
                  "profile` instead of the device's roofline");
 }
 
+void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const std::string& what) {
+  cmd.add_option("--remat", remat,
+                 "Rematerialization: on (always: every micro-batch recomputes its forward "
+                 "before its backward), except-last (all but the last micro-batch, as "
+                 "torchgpipe does), off (never); " +
+                     what)
+      ->check(CLI::IsMember({"on", "off", "always", "never", "except-last"}));
+}
+
+std::optional<Remat> remat_of(const std::optional<std::string>& remat) {
+  if (!remat) return std::nullopt;
+  return parse_remat(*remat);
+}
+
 nlohmann::json load_document(const ScenarioOptions& o) {
   if (o.seq_len && !o.hf_config) {
     throw std::invalid_argument("--seq-len applies to --hf-config; use --set model.seq_len=N");

@@ -24,6 +24,11 @@ struct ScenarioOptions {
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 // --cost-model PROFILE, for the commands that time steps (simulate, plan, sweep).
 void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
+// --remat MODE: on or always, except-last, off or never. `what` says what an
+// absent option means.
+void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const std::string& what);
+// The mode add_remat_option took, if given.
+std::optional<Remat> remat_of(const std::optional<std::string>& remat);
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides.
 nlohmann::json load_document(const ScenarioOptions& o);

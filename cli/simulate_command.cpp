@@ -38,8 +38,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: training.chunks)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--remat", opts->remat, "Rematerialization (default: training.remat)")
-      ->check(CLI::IsMember({"on", "off"}));
+  add_remat_option(*cmd, opts->remat, "default: training.remat");
   cmd->add_option("--partition", opts->partition,
                   "How to cut the layers into stages: optimal (least slowest stage within "
                   "memory), uniform (layer counts), params (parameter counts), gpipe (least "
@@ -78,7 +77,7 @@ int run_simulate(const SimulateOptions& o) {
   if (o.micro_batches) config.micro_batches = o.micro_batches;
   if (o.schedule) config.schedule = parse_schedule(*o.schedule);
   if (o.chunks) config.chunks = o.chunks;
-  if (o.remat) config.remat = (*o.remat == "on");
+  if (o.remat) config.remat = remat_of(o.remat);
   config.partition = *parse_partition_method(o.partition);
   config.record_timeline = o.trace.has_value();
   SimResult result;

@@ -19,7 +19,7 @@ struct SimulateOptions {
   std::optional<int> micro_batches;
   std::optional<std::string> schedule;
   std::optional<int> chunks;         // v, interleaved-1f1b
-  std::optional<std::string> remat;  // "on" | "off"
+  std::optional<std::string> remat;  // "on" | "off" | "always" | "never" | "except-last"
   std::string partition = "optimal";
   std::optional<std::string> trace;
   bool json = false;

@@ -45,7 +45,7 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
     out << " (on " << r.stages << " of the " << c.devices << " devices)";
   }
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
-      << (r.remat ? "on" : "off") << ", partition " << partition << ", cost model " << r.cost_model
+      << remat_label(r.remat) << ", partition " << partition << ", cost model " << r.cost_model
       << "\n\n";
 }
 
@@ -68,8 +68,8 @@ void print_stage_table(std::ostream& out, const SimResult& r) {
         << pad(layers, 14) << pad(format_count(static_cast<double>(c.params)), 10)
         << pad(format_seconds(simtime_to_seconds(c.forward)), 11)
         << pad(format_seconds(simtime_to_seconds(c.backward)), 11)
-        << pad(r.remat ? format_seconds(simtime_to_seconds(c.recompute)) : "-", 11) << pad(mem, 28)
-        << (d.fits() ? "" : "  OVER") << "\n";
+        << pad(r.remat != Remat::kNever ? format_seconds(simtime_to_seconds(c.recompute)) : "-", 11)
+        << pad(mem, 28) << (d.fits() ? "" : "  OVER") << "\n";
   }
   out << "(times per micro-batch of " << r.micro_batch_size << ")\n\n";
 }

@@ -28,8 +28,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
                   "Micro-batch counts, comma-separated (default: 1, 2, 4, ... dividing the batch)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--remat", o.remat, "Rematerialization (default: training.remat)")
-      ->check(CLI::IsMember({"on", "off"}));
+  add_remat_option(*cmd, o.remat, "default: training.remat");
   cmd->add_option("--schedule", o.schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
   cmd->add_option("--chunks", o.chunks,
@@ -87,7 +86,7 @@ int run_sweep_command(const SweepOptions& o) {
     req.micro_batches = powers_of_two(sc.training.global_batch,
                                       [&](int M) { return sc.training.global_batch % M == 0; });
   }
-  if (o.remat) req.remat = *o.remat == "on";
+  req.remat = remat_of(o.remat);
   if (o.schedule) req.schedule = parse_schedule(*o.schedule);
   req.chunks = o.chunks;
   req.partition = *parse_partition_method(o.partition);

@@ -60,8 +60,8 @@ struct Aborted {};
 // What a stage keeps between its ops of one step. Only the stage's own device
 // thread touches it.
 struct StageState {
-  std::vector<std::optional<Matrix>> inputs;               // remat, stage > 0: the boundary input
-  std::vector<char> input_kept;                            // remat: F ran and B has not yet
+  std::vector<std::optional<Matrix>> inputs;  // recomputed, stage > 0: the boundary input
+  std::vector<char> input_kept;               // recomputed: F ran and B has not yet
   std::vector<std::optional<std::vector<Stash>>> stashes;  // per micro-batch, per layer
   std::vector<WeightGradQueue> deferred;                   // split backward: B ran, its W has not
   std::vector<char> awaits_weight;                         // split backward: B ran and W has not
@@ -223,7 +223,7 @@ class StepRun {
     StageState& st = state(op.stage);
     std::vector<Stash> stashes;
     Matrix y = run_layers(op.stage, x, context(op.micro_batch), stashes);
-    if (sched_.remat) {
+    if (sched_.recomputes(op.micro_batch)) {
       // Only the boundary input stays live until R rebuilds the stashes.
       if (op.stage > 0) st.inputs[m] = std::move(received);
       st.input_kept[m] = 1;
@@ -246,8 +246,11 @@ class StepRun {
     const OpStart start = op_start();
     StageState& st = state(op.stage);
     if (st.input_kept[m] == 0) {
-      throw std::runtime_error(sched_.remat ? "no kept input: F must run before R"
-                                            : "R needs remat, which this schedule turns off");
+      throw std::runtime_error(sched_.recomputes(op.micro_batch)
+                                   ? "no kept input: F must run before R"
+                                   : "R of a micro-batch that remat " +
+                                         std::string(to_string(sched_.remat)) +
+                                         " does not recompute");
     }
     const Matrix& x = op.stage == 0 ? mbs_[m].input : *st.inputs[m];
     std::vector<Stash> stashes;
@@ -263,8 +266,8 @@ class StepRun {
     const OpStart start = op_start();
     StageState& st = state(op.stage);
     if (!st.stashes[m]) {
-      throw std::runtime_error(sched_.remat ? "no stash: R must run before B"
-                                            : "no stash: F must run before B");
+      throw std::runtime_error(sched_.recomputes(op.micro_batch) ? "no stash: R must run before B"
+                                                                 : "no stash: F must run before B");
     }
     if (st.awaits_weight[m] != 0) throw std::runtime_error("second B before its W");
     LayerList& ls = layers(op.stage);

@@ -114,7 +114,14 @@ void MainWindow::build_controls() {
   chunks_spin_->setToolTip(
       tr("Model chunks v per device for interleaved-1f1b: K x v stages, stage s on device s mod "
          "K; M must be a multiple of K"));
-  remat_check_ = new QCheckBox(tr("rematerialization"));
+  remat_combo_ = new QComboBox;
+  for (const Remat r : kAllRemats) {
+    remat_combo_->addItem(qs(std::string(to_string(r))), static_cast<int>(r));
+  }
+  remat_combo_->setToolTip(
+      tr("Rematerialization: always recomputes every micro-batch's forward before its "
+         "backward, keeping only each stage's input; except-last all but the last "
+         "micro-batch's; never keeps every activation"));
   partition_combo_ = new QComboBox;
   for (const char* p : {"optimal", "uniform", "params", "gpipe"}) partition_combo_->addItem(p);
   preset_combo_ = new QComboBox;
@@ -126,7 +133,7 @@ void MainWindow::build_controls() {
   form->addRow(tr("M"), m_combo_);
   form->addRow(tr("schedule"), schedule_combo_);
   form->addRow(tr("chunks"), chunks_spin_);
-  form->addRow(QString(), remat_check_);
+  form->addRow(tr("remat"), remat_combo_);
   form->addRow(tr("partition"), partition_combo_);
   form->addRow(tr("cluster"), preset_combo_);
   form->addRow(QString(), transfers_check_);
@@ -159,7 +166,7 @@ void MainWindow::build_controls() {
   });
   connect(k_spin_, &QSpinBox::valueChanged, this, changed);
   connect(m_combo_, &QComboBox::currentIndexChanged, this, changed);
-  connect(remat_check_, &QCheckBox::toggled, this, changed);
+  connect(remat_combo_, &QComboBox::currentIndexChanged, this, changed);
   const auto schedule_changed = [this] {
     chunks_spin_->setEnabled(takes_chunks(schedule()));
     if (filling_ || !scenario_) return;
@@ -231,7 +238,7 @@ void MainWindow::fill_controls() {
   }
   d_combo_->setCurrentIndex(0);
   fill_k_and_m(sc.cluster.devices, sc.training.micro_batches);
-  remat_check_->setChecked(sc.training.remat);
+  set_remat(sc.training.remat);
   schedule_combo_->setCurrentText(qs(std::string(to_string(sc.training.schedule))));
   if (takes_chunks(sc.training.schedule)) chunks_spin_->setValue(sc.training.chunks);
   const bool preset = doc_.contains("cluster") && doc_["cluster"].contains("preset");
@@ -318,8 +325,12 @@ void MainWindow::set_micro_batches(int m) {
   m_combo_->setCurrentIndex(index);
 }
 
-void MainWindow::set_remat(bool on) {
-  remat_check_->setChecked(on);
+void MainWindow::set_remat(Remat remat) {
+  remat_combo_->setCurrentIndex(std::max(0, remat_combo_->findData(static_cast<int>(remat))));
+}
+
+Remat MainWindow::remat() const {
+  return static_cast<Remat>(remat_combo_->currentData().toInt());
 }
 
 void MainWindow::set_preset(const QString& name) {
@@ -339,7 +350,7 @@ SimConfig MainWindow::current_config() const {
   SimConfig c;
   c.stages = k_spin_->value();
   c.micro_batches = m_combo_->currentData().toInt();
-  c.remat = remat_check_->isChecked();
+  c.remat = remat();
   c.schedule = schedule();
   c.chunks = chunks();
   c.partition = parse_partition_method(partition_combo_->currentText().toStdString())
@@ -420,7 +431,7 @@ void MainWindow::apply_best_plan() {
   filling_ = true;
   d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(best_->data_parallel)));
   fill_k_and_m(best_->stages, best_->micro_batches);
-  remat_check_->setChecked(best_->remat);
+  set_remat(best_->remat);
   set_schedule(best_->schedule);
   if (best_->chunks > 1) chunks_spin_->setValue(best_->chunks);
   filling_ = false;

@@ -54,7 +54,8 @@ class MainWindow : public QMainWindow {
   void set_data_parallel(int d);
   void set_stages(int k);
   void set_micro_batches(int m);
-  void set_remat(bool on);
+  void set_remat(Remat remat);
+  Remat remat() const;
   void set_schedule(ScheduleKind schedule);
   // v, model chunks per device; used when the schedule takes chunks.
   void set_chunks(int v);
@@ -125,7 +126,7 @@ class MainWindow : public QMainWindow {
   QSpinBox* chunks_spin_ = nullptr;
   QComboBox* m_combo_ = nullptr;
   QComboBox* schedule_combo_ = nullptr;
-  QCheckBox* remat_check_ = nullptr;
+  QComboBox* remat_combo_ = nullptr;
   QComboBox* partition_combo_ = nullptr;
   QComboBox* preset_combo_ = nullptr;
   QCheckBox* transfers_check_ = nullptr;

@@ -53,8 +53,8 @@ QVariant StageTableModel::data(const QModelIndex& index, int role) const {
     case kBackward:
       return QString::fromStdString(format_seconds(simtime_to_seconds(c.backward)));
     case kRecompute:
-      return QString::fromStdString(result_->remat ? format_seconds(simtime_to_seconds(c.recompute))
-                                                   : "-");
+      return QString::fromStdString(
+          result_->remat != Remat::kNever ? format_seconds(simtime_to_seconds(c.recompute)) : "-");
     case kPeakMemory:
       if (!device) return {};
       return QString::fromStdString(format_bytes(static_cast<double>(device->peak_memory)) + " / " +

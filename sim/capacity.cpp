@@ -49,7 +49,7 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
                       " devices");
   }
   const int M = request.micro_batches.value_or(base.training.micro_batches);
-  const bool remat = request.remat.value_or(base.training.remat);
+  const Remat remat = request.remat.value_or(base.training.remat);
 
   CapacityResult result;
   result.param = param;

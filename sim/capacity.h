@@ -9,12 +9,14 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "sim/scenario.h"
+
 namespace pipescope {
 
 struct CapacityRequest {
   int stages = 1;                    // K
   std::optional<int> micro_batches;  // default: the scenario's
-  std::optional<bool> remat;         // default: the scenario's
+  std::optional<Remat> remat;        // default: the scenario's
   // The field to grow; default model.layers (model.cells for amoebanet).
   std::optional<std::string> param;
 };

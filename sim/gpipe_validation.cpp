@@ -52,7 +52,7 @@ CapacityResult capacity_of(const nlohmann::json& doc, const std::string& file, i
   d["cluster"]["devices"] = stages;  // Pipeline-K: K cores
   CapacityRequest request;
   request.stages = stages;
-  request.remat = remat;
+  request.remat = remat_from_bool(remat);
   request.micro_batches = micro_batches;
   request.param = "model.layers";
   return find_capacity(d, file, request);

@@ -7,7 +7,10 @@
 namespace pipescope {
 
 MemoryTracker::MemoryTracker(const Schedule& schedule, const std::vector<StageCost>& stages)
-    : stages_(stages), remat_(schedule.remat), split_(splits_backward(schedule.kind)) {
+    : stages_(stages),
+      remat_(schedule.remat),
+      micro_batches_(schedule.micro_batches),
+      split_(splits_backward(schedule.kind)) {
   const auto n = static_cast<std::size_t>(schedule.devices());
   static_bytes_.assign(n, 0);
   allocs_.resize(n);
@@ -20,21 +23,22 @@ MemoryTracker::MemoryTracker(const Schedule& schedule, const std::vector<StageCo
 void MemoryTracker::on_compute(int device, const Op& op, SimTime start, SimTime end) {
   const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
   const auto d = static_cast<std::size_t>(device);
+  const bool recomputed = recomputes(remat_, op.micro_batch, micro_batches_);
   switch (op.kind) {
     case OpKind::kForward:
-      allocs_[d].push_back({start, remat_ ? c.input_bytes : c.stash_bytes});
+      allocs_[d].push_back({start, recomputed ? c.input_bytes : c.stash_bytes});
       break;
     case OpKind::kRecompute:
       allocs_[d].push_back({start, c.stash_bytes});
       break;
     case OpKind::kBackward:
     case OpKind::kWeight:
-      // The last op to need the micro-batch frees it: remat frees the input and
+      // The last op to need the micro-batch frees it: a recomputed one frees the input and
       // the rebuilt stash, otherwise the stash. A split backward keeps them
       // until W, which reads the layers' inputs (and B's output gradients,
       // counted within the stash).
       if ((op.kind == OpKind::kWeight) == split_) {
-        frees_[d].push_back({end, remat_ ? c.input_bytes + c.stash_bytes : c.stash_bytes});
+        frees_[d].push_back({end, recomputed ? c.input_bytes + c.stash_bytes : c.stash_bytes});
       }
       break;
     case OpKind::kOptimizer:

@@ -1,10 +1,11 @@
 #pragma once
 // Memory in use per device over simulated time (DESIGN.md, "Memory"):
 //   static: weights + gradients + optimizer state of the device's stages, all step;
-//   without remat: a micro-batch's whole stash, from the start of its F to the end
-//     of its B;
-//   with remat: its stage input from the start of F to the end of B, and its whole
-//     stash from the start of R to the end of B.
+//   a micro-batch that is not recomputed: its whole stash, from the start of its F
+//     to the end of its B (of its W when the backward is split);
+//   one that is (remat always, or except-last for all but the last): its stage
+//     input from the start of F to the end of B, and its whole stash from the start
+//     of R to the end of B.
 // Transient buffers inside an op (one layer's output while it is computed, the
 // gradient being formed) are not counted; they are small next to the stash.
 
@@ -42,7 +43,8 @@ class MemoryTracker final : public SimListener {
   void walk(std::size_t device, Fn&& fn) const;
 
   const std::vector<StageCost>& stages_;
-  bool remat_;
+  Remat remat_;
+  int micro_batches_;
   bool split_;  // the stash lives until W, not B
   std::vector<Bytes> static_bytes_;
   // Per device. A device runs one op at a time, so op starts and op ends each

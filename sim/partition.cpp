@@ -54,14 +54,44 @@ SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {
   return seconds_to_simtime(p.link_latency_s + static_cast<double>(bytes) / p.link_bandwidth);
 }
 
+// Micro-batches whose whole stash a stage holds at its peak, and those whose
+// input alone it keeps (stage_memory).
+int stashes_held(const PartitionProblem& p) {
+  const int n = p.in_flight.value_or(p.micro_batches);
+  switch (p.remat) {
+    case Remat::kNever:
+      return n;
+    case Remat::kAlways:
+      return 1;
+    case Remat::kExceptLast:
+      return n > 1 && !p.forwards_first ? 2 : 1;
+  }
+  return n;
+}
+
+int inputs_held(const PartitionProblem& p) {
+  const int n = p.in_flight.value_or(p.micro_batches);
+  switch (p.remat) {
+    case Remat::kNever:
+      return 0;
+    case Remat::kAlways:
+      return n;
+    case Remat::kExceptLast:
+      return n - 1;
+  }
+  return 0;
+}
+
 struct Prefix {
   std::vector<SimTime> cut_time;  // moving cut i between devices; 0 for the model's ends
-  std::vector<SimTime> compute;   // forward + backward (+ recompute with remat)
+  std::vector<SimTime> compute;   // forward + backward (+ recompute's share under remat)
   std::vector<SimTime> fwd_bwd;   // forward + backward
   std::vector<std::int64_t> params;
   std::vector<Bytes> stash;
+  int stashes = 0;  // stashes_held, inputs_held: fixed for the problem
+  int inputs = 0;
 
-  explicit Prefix(const PartitionProblem& p) {
+  explicit Prefix(const PartitionProblem& p) : stashes(stashes_held(p)), inputs(inputs_held(p)) {
     const std::size_t n = p.layers.size();
     compute.assign(n + 1, 0);
     fwd_bwd.assign(n + 1, 0);
@@ -72,7 +102,8 @@ struct Prefix {
     for (std::size_t i = 0; i < n; ++i) {
       const LayerCost& l = p.layers[i];
       fwd_bwd[i + 1] = fwd_bwd[i] + l.forward + l.backward;
-      compute[i + 1] = compute[i] + l.forward + l.backward + (p.remat ? l.recompute : 0);
+      compute[i + 1] = compute[i] + l.forward + l.backward +
+                       l.recompute * recomputed_count(p.remat, p.micro_batches) / p.micro_batches;
       params[i + 1] = params[i] + l.params;
       stash[i + 1] = stash[i] + l.stash_bytes;
     }
@@ -90,16 +121,12 @@ Bytes static_bytes(const PartitionProblem& p, std::int64_t params) {
 // The part of a stage's memory that only grows as the stage takes more layers:
 // everything but the inputs kept under remat.
 Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last) {
-  const Bytes stash = pre.stash_of(first, last);
-  return static_bytes(p, pre.params_of(first, last)) +
-         (p.remat ? stash : p.in_flight.value_or(p.micro_batches) * stash);
+  return static_bytes(p, pre.params_of(first, last)) + pre.stashes * pre.stash_of(first, last);
 }
 
 Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last) {
   return memory_floor(p, pre, first, last) +
-         (p.remat
-              ? p.in_flight.value_or(p.micro_batches) * p.cut_bytes[static_cast<std::size_t>(first)]
-              : 0);
+         pre.inputs * p.cut_bytes[static_cast<std::size_t>(first)];
 }
 
 // The model's input and the loss do not cross between devices (cut_time is 0 at

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "costmodels/units.h"
+#include "sim/scenario.h"
 
 namespace pipescope {
 
@@ -50,8 +51,12 @@ struct PartitionProblem {
   std::vector<Bytes> cut_bytes;
   int stages = 1;
   int micro_batches = 1;
-  bool remat = true;
-  // Micro-batches whose stash (or, with remat, input) a stage holds at once:
+  Remat remat = Remat::kAlways;
+  // Whether every forward runs before any backward (GPipe): then under remat
+  // except-last the last micro-batch's stash is freed before the first recompute
+  // rebuilds another; under the other schedules the two can coexist.
+  bool forwards_first = true;
+  // Micro-batches whose stash (or, when recomputed, input) a stage holds at once:
   // M under GPipe; under 1F1B stage s holds K - s, bounded here for every stage
   // by stage 0's min(K, M). Unset: M.
   std::optional<int> in_flight;
@@ -71,12 +76,17 @@ struct PartitionResult {
   std::string why;
 };
 
-// Stage time used by the optimal partitioner: forward + backward + recompute
-// (with remat) + the transfer time of its input cut and of its output cut.
+// Stage time used by the optimal partitioner, per micro-batch: forward +
+// backward + recompute (its share (M-1)/M under remat except-last, none without
+// remat) + the transfer time of its input cut and of its output cut.
 SimTime stage_time(const PartitionProblem& p, int first, int last);
 // Peak memory of a stage (DESIGN.md, "Memory"): weights, gradients and
-// optimizer state, plus n stashes without remat, or n inputs and one stash with
-// remat, n being in_flight (M under GPipe).
+// optimizer state, plus, n being in_flight (M under GPipe):
+//   remat never:       n stashes;
+//   remat always:      n inputs and one stash;
+//   remat except-last: n - 1 inputs and the last micro-batch's stash, plus the
+//                      stash a recompute rebuilds while it lives (not under
+//                      forwards_first, nor when n = 1).
 Bytes stage_memory(const PartitionProblem& p, int first, int last);
 
 // Exact minimum of the slowest stage subject to memory, by dynamic programming

@@ -116,7 +116,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
     st.device = static_cast<int>(s) % result.stages;
     st.fwd_s = simtime_to_seconds(c.forward);
     st.bwd_s = simtime_to_seconds(c.backward);
-    st.recompute_s = result.remat ? simtime_to_seconds(c.recompute) : 0.0;
+    st.recompute_s = result.remat != Remat::kNever ? simtime_to_seconds(c.recompute) : 0.0;
     const auto d = static_cast<std::size_t>(st.device);
     st.peak_memory = d < m.devices.size() ? m.devices[d].peak_memory : 0;
     p.stage_plans.push_back(st);

@@ -24,7 +24,7 @@ struct PlanStage {
   int device = 0;
   double fwd_s = 0.0;  // per micro-batch
   double bwd_s = 0.0;
-  double recompute_s = 0.0;  // 0 without remat
+  double recompute_s = 0.0;  // one micro-batch's recompute; 0 without remat
   Bytes peak_memory = 0;
 };
 
@@ -53,7 +53,7 @@ struct Plan {
   std::int64_t global_batch = 1;
   std::int64_t micro_batch_size = 1;
   ScheduleKind schedule = ScheduleKind::kGpipe;
-  bool remat = true;
+  Remat remat = Remat::kAlways;
   std::string partition_method;  // how the cuts were chosen, e.g. "optimal"
   std::vector<PlanStage> stage_plans;
 

@@ -73,7 +73,7 @@ std::string summary(const Plan& p) {
          " micro-batches of " + str(p.micro_batch_size) + " (global batch " + str(p.global_batch) +
          "), schedule " + std::string(to_string(p.schedule)) +
          (p.chunks > 1 ? " with " + str(p.chunks) + " chunks per device" : "") + ", remat " +
-         (p.remat ? "on" : "off") + ".\n" +
+         std::string(remat_label(p.remat)) + ".\n" +
          (p.fits ? "" : "# WARNING: the plan predicts more memory than a device has.\n");
 }
 
@@ -111,11 +111,15 @@ std::string export_torchgpipe(const Plan& p) {
       << "# across replicas (e.g. torch.distributed all-reduce) before the optimizer step.\n";
   }
   o << "# checkpoint='always' recomputes each micro-batch's forward in the backward pass as\n"
-    << "# GPipe's rematerialization does; 'never' keeps every activation (remat off).\n"
+    << "# GPipe's rematerialization does; 'except_last' all but the last micro-batch's\n"
+    << "# (remat except-last); 'never' keeps every activation (remat off).\n"
     << "from torchgpipe import GPipe\n\n"
     << "balance = " << python_list(balance_of(p)) << "\n"
     << "model = GPipe(model, balance=balance, chunks=" << p.micro_batches << ", checkpoint='"
-    << (p.remat ? "always" : "never") << "')\n";
+    << (p.remat == Remat::kAlways       ? "always"
+        : p.remat == Remat::kExceptLast ? "except_last"
+                                        : "never")
+    << "')\n";
   return o.str();
 }
 
@@ -139,7 +143,7 @@ std::string export_deepspeed(const Plan& p) {
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
     o << "#   stage " << s << ": " << describe_layers(p, p.stage_plans[s].layers) << "\n";
   }
-  const int interval = p.remat ? largest_stage(p) : 0;
+  const int interval = p.remat != Remat::kNever ? largest_stage(p) : 0;
   o << "from deepspeed.pipe import PipelineModule\n\n"
     << "PIPESCOPE_PARTS = " << python_list(parts) << "\n\n\n"
     << "class PlannedPipelineModule(PipelineModule):\n"
@@ -153,9 +157,13 @@ std::string export_deepspeed(const Plan& p) {
     << "        stage_id = self._topo.get_coord(self.global_rank).pipe\n"
     << "        self._set_bounds(start=self.parts[stage_id], stop=self.parts[stage_id + 1])\n\n\n"
     << "# activation_checkpoint_interval " << interval
-    << (p.remat ? ": one checkpoint around each stage's forward (GPipe's remat)"
-                : ": no activation checkpointing (remat off)")
+    << (p.remat != Remat::kNever ? ": one checkpoint around each stage's forward (GPipe's remat)"
+                                 : ": no activation checkpointing (remat off)")
     << ".\n"
+    << (p.remat == Remat::kExceptLast
+            ? "# DeepSpeed checkpoints every micro-batch: remat except-last runs as remat on,\n"
+              "# one recompute more per stage than the plan predicts.\n"
+            : "")
     << "# model = PlannedPipelineModule(layers=layers, num_stages=" << p.stages
     << ", loss_fn=loss_fn,\n"
     << "#                               activation_checkpoint_interval=" << interval << ")\n"
@@ -237,13 +245,17 @@ std::string export_megatron(const Plan& p) {
   }
   flags.push_back("--micro-batch-size " + str(p.micro_batch_size));
   flags.push_back("--global-batch-size " + str(p.global_batch));
-  if (p.remat) {
+  if (p.remat != Remat::kNever) {
     int chunk = 0;
     for (const int n : t) chunk = std::gcd(chunk, n);
     o << "# Remat: recompute chunks of " << chunk
       << " transformer layer(s) from each chunk's input; " << chunk << " is the gcd\n"
       << "# of the stages' counts, so no chunk crosses a stage end (with even stages a chunk\n"
       << "# is a whole stage, as in GPipe).\n";
+    if (p.remat == Remat::kExceptLast) {
+      o << "# Megatron-LM recomputes every micro-batch: remat except-last runs as remat on,\n"
+        << "# one recompute more per stage than the plan predicts.\n";
+    }
     flags.push_back("--recompute-granularity full");
     flags.push_back("--recompute-method uniform");
     flags.push_back("--recompute-num-layers " + str(chunk));

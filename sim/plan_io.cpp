@@ -218,7 +218,8 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["micro_batch_size"] = plan.micro_batch_size;
   doc["schedule"] = std::string(to_string(plan.schedule));
   doc["chunks"] = plan.chunks;
-  doc["remat"] = plan.remat;
+  doc["remat"] = plan.remat != Remat::kNever;
+  doc["remat_mode"] = std::string(to_string(plan.remat));
   doc["partition"] = plan.partition_method;
   doc["optimizer"] =
       plan.optimizer ? ojson(std::string(to_string(*plan.optimizer))) : ojson(nullptr);
@@ -254,7 +255,15 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   p.chunks = static_cast<int>(top.opt_integer("chunks", kLayerCount).value_or(1));
   const std::string shape = schedule_shape_problem(p.schedule, p.stages, p.micro_batches, p.chunks);
   if (!shape.empty()) top.where("chunks").fail(shape);
-  p.remat = top.boolean("remat");
+  // "remat" says whether anything is recomputed; "remat_mode", absent from plans
+  // written before except-last, which micro-batches.
+  const bool remat = top.boolean("remat");
+  p.remat = opt_choice(top, "remat_mode", "remat mode", parse_remat, kRematNames)
+                .value_or(remat_from_bool(remat));
+  if (remat != (p.remat != Remat::kNever)) {
+    top.fail("remat_mode", "remat mode '" + std::string(to_string(p.remat)) +
+                               "' contradicts \"remat\": " + (remat ? "true" : "false"));
+  }
   p.partition_method = top.string("partition");
   if (!top.at("optimizer").is_null()) {
     p.optimizer =

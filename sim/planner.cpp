@@ -9,7 +9,7 @@ namespace pipescope {
 
 std::string PlanCandidate::label() const {
   return "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
-         " M=" + std::to_string(micro_batches) + " remat " + (remat ? "on" : "off") + " " +
+         " M=" + std::to_string(micro_batches) + " remat " + std::string(remat_label(remat)) + " " +
          std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "");
 }
 
@@ -77,8 +77,10 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
           }
         }
         for (const int chunks : chunk_counts) {
-          for (const bool remat : {false, true}) {
+          for (const Remat remat : kAllRemats) {
             if (req.remat && remat != *req.remat) continue;
+            // With one micro-batch, except-last recomputes nothing: remat off.
+            if (remat == Remat::kExceptLast && M == 1 && !req.remat) continue;
             if (std::int64_t{K} * chunks * M > kMaxStageMicroBatches) continue;
             PlanCandidate c;
             c.stages = K;
@@ -177,15 +179,19 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
       all.size(), request.threads, [&](std::size_t i) { evaluate(scenario, all[i]); },
       request.progress);
   for (PlanCandidate& c : all) (c.fits ? report.ranked : report.rejected).push_back(std::move(c));
-  // Best throughput first; among equals, fewer stages, fewer micro-batches, no remat.
+  // Best throughput first; among equals, fewer stages, fewer micro-batches, less
+  // recomputation (kAllRemats lists the modes from none to most).
+  const auto remat_rank = [](Remat r) {
+    return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
+  };
   std::stable_sort(report.ranked.begin(), report.ranked.end(),
-                   [](const PlanCandidate& a, const PlanCandidate& b) {
+                   [&](const PlanCandidate& a, const PlanCandidate& b) {
                      if (a.samples_per_s != b.samples_per_s)
                        return a.samples_per_s > b.samples_per_s;
                      if (a.stages != b.stages) return a.stages < b.stages;
                      if (a.micro_batches != b.micro_batches)
                        return a.micro_batches < b.micro_batches;
-                     return !a.remat && b.remat;
+                     return remat_rank(a.remat) < remat_rank(b.remat);
                    });
   return report;
 }

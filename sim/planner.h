@@ -1,7 +1,7 @@
 #pragma once
 // The planner (DESIGN.md, "Planner"): given N devices, tries every K that divides
 // N (the other N / K are data-parallel replicas of the pipeline), every M that
-// divides the per-replica batch, remat on and off and every schedule (interleaved
+// divides the per-replica batch, every remat mode and every schedule (interleaved
 // with v = 2 and 4 chunks per device where M is a multiple of K); cuts each
 // optimally within memory, simulates it, and ranks what fits by throughput.
 // Choosing M is the point: more micro-batches shrink the bubble, smaller ones run
@@ -25,7 +25,7 @@ struct PlanRequest {
   std::optional<int> devices;            // N; default: the cluster's device count
   std::optional<int> stages;             // fix K
   std::optional<int> micro_batches;      // fix M
-  std::optional<bool> remat;             // fix remat; default: try both
+  std::optional<Remat> remat;            // fix remat; default: try each mode
   std::optional<ScheduleKind> schedule;  // fix the schedule; default: try each
   std::optional<int> chunks;             // fix v (interleaved-1f1b); default: 2 and 4
   int max_micro_batches = 512;           // bound on M
@@ -39,7 +39,7 @@ struct PlanCandidate {
   int micro_batches = 1;  // M
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;  // v
-  bool remat = true;
+  Remat remat = Remat::kAlways;
   bool fits = false;
   std::string rejected;        // why it does not fit, one sentence; empty when it fits
   Bytes memory_needed = 0;     // when rejected: the least memory per device that would fit

@@ -16,18 +16,20 @@ nlohmann::json to_json(const SimResult& r) {
   json stages = json::array();
   for (std::size_t i = 0; i < r.stage_costs.size(); ++i) {
     const StageCost& s = r.stage_costs[i];
-    stages.push_back({{"device", static_cast<int>(i) % r.stages},
-                      {"first_layer", s.layers.first_layer},
-                      {"last_layer", s.layers.last_layer},
-                      {"fwd_s", simtime_to_seconds(s.forward)},
-                      {"bwd_s", simtime_to_seconds(s.backward)},
-                      {"recompute_s", r.remat ? simtime_to_seconds(s.recompute) : 0.0}});
+    stages.push_back(
+        {{"device", static_cast<int>(i) % r.stages},
+         {"first_layer", s.layers.first_layer},
+         {"last_layer", s.layers.last_layer},
+         {"fwd_s", simtime_to_seconds(s.forward)},
+         {"bwd_s", simtime_to_seconds(s.backward)},
+         {"recompute_s", r.remat != Remat::kNever ? simtime_to_seconds(s.recompute) : 0.0}});
   }
   return json{{"K", r.stages},
               {"M", r.micro_batches},
               {"schedule", std::string(to_string(r.schedule))},
               {"chunks", r.chunks},
-              {"remat", r.remat},
+              {"remat", r.remat != Remat::kNever},
+              {"remat_mode", std::string(to_string(r.remat))},
               {"micro_batch_size", r.micro_batch_size},
               {"step_time_s", m.step_time_s()},
               {"throughput_samples_per_s", m.samples_per_s},

@@ -24,4 +24,35 @@ std::optional<ScheduleKind> parse_schedule(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view to_string(Remat r) {
+  switch (r) {
+    case Remat::kNever:
+      return "never";
+    case Remat::kAlways:
+      return "always";
+    case Remat::kExceptLast:
+      return "except-last";
+  }
+  return "unknown";
+}
+
+std::string_view remat_label(Remat r) {
+  switch (r) {
+    case Remat::kNever:
+      return "off";
+    case Remat::kAlways:
+      return "on";
+    case Remat::kExceptLast:
+      return "except-last";
+  }
+  return "unknown";
+}
+
+std::optional<Remat> parse_remat(std::string_view name) {
+  if (name == "always" || name == "on") return Remat::kAlways;
+  if (name == "never" || name == "off") return Remat::kNever;
+  if (name == "except-last") return Remat::kExceptLast;
+  return std::nullopt;
+}
+
 }  // namespace pipescope

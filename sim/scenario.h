@@ -42,6 +42,35 @@ constexpr bool takes_chunks(ScheduleKind k) {
   return k == ScheduleKind::kInterleaved1F1B;
 }
 
+// Rematerialization (activation checkpointing): which micro-batches keep only
+// their stage input after F and recompute the rest (R) before B.
+//   always:      every micro-batch (GPipe's remat);
+//   except-last: every one but the last, M - 1, whose backward comes first or
+//                soonest, so recomputing it saves little (torchgpipe's default);
+//   never:       every micro-batch keeps its whole stash from F to B.
+enum class Remat : std::uint8_t { kNever, kAlways, kExceptLast };
+
+// "always", "never", "except-last": the name in JSON files ("remat_mode").
+std::string_view to_string(Remat r);
+// "on", "off", "except-last": the form summaries and labels use.
+std::string_view remat_label(Remat r);
+// The names above, and "on" (always) and "off" (never) as the command line takes them.
+std::optional<Remat> parse_remat(std::string_view name);
+inline constexpr const char* kRematNames = "always, except-last, never (or on, off)";
+inline constexpr Remat kAllRemats[] = {Remat::kNever, Remat::kExceptLast, Remat::kAlways};
+constexpr Remat remat_from_bool(bool on) {
+  return on ? Remat::kAlways : Remat::kNever;
+}
+
+// Whether micro-batch m of M is recomputed before its backward.
+constexpr bool recomputes(Remat r, int micro_batch, int micro_batches) {
+  return r == Remat::kAlways || (r == Remat::kExceptLast && micro_batch != micro_batches - 1);
+}
+// How many of M micro-batches are recomputed.
+constexpr int recomputed_count(Remat r, int micro_batches) {
+  return r == Remat::kAlways ? micro_batches : r == Remat::kExceptLast ? micro_batches - 1 : 0;
+}
+
 struct TrainingConfig {
   std::int64_t global_batch = 1;       // samples per optimizer step
   int micro_batches = 1;               // M; divides global_batch
@@ -49,7 +78,7 @@ struct TrainingConfig {
   double bytes_per_param = 0.0;        // weights + gradients + optimizer state
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;  // v, model chunks per device (interleaved-1f1b only; kDefaultChunks)
-  bool remat = true;
+  Remat remat = Remat::kAlways;
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }
 };

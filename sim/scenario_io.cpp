@@ -286,7 +286,14 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
     t.fail("chunks",
            std::to_string(cfg.chunks) + " chunks need \"schedule\": \"interleaved-1f1b\"");
   }
-  cfg.remat = t.opt_bool("remat").value_or(true);
+  if (const json* r = t.find("remat"); r != nullptr && r->is_string()) {
+    cfg.remat = *opt_choice(t, "remat", "remat mode", parse_remat, kRematNames);
+  } else if (r != nullptr && !r->is_boolean()) {
+    t.fail("remat",
+           "expected true, false or one of: " + std::string(kRematNames) + ", got " + type_of(*r));
+  } else {
+    cfg.remat = remat_from_bool(t.opt_bool("remat").value_or(true));
+  }
   t.finish();
   return cfg;
 }

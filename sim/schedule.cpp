@@ -43,7 +43,7 @@ namespace {
 
 // Stage s on device s, empty op lists with room for F, B (and R) per
 // micro-batch and the optimizer step.
-Schedule one_stage_per_device(ScheduleKind kind, int stages, int micro_batches, bool remat) {
+Schedule one_stage_per_device(ScheduleKind kind, int stages, int micro_batches, Remat remat) {
   PS_CHECK(stages >= 1 && micro_batches >= 1, "need K >= 1 and M >= 1");
   Schedule s;
   s.kind = kind;
@@ -56,32 +56,32 @@ Schedule one_stage_per_device(ScheduleKind kind, int stages, int micro_batches, 
     s.stage_device[static_cast<std::size_t>(st)] = st;
     s.device_ops[static_cast<std::size_t>(st)].reserve(
         static_cast<std::size_t>(micro_batches) *
-            (2 + (remat ? 1 : 0) + (splits_backward(kind) ? 1 : 0)) +
+            (2 + (remat != Remat::kNever ? 1 : 0) + (splits_backward(kind) ? 1 : 0)) +
         1);
   }
   return s;
 }
 
-// B(st, m), preceded by its recompute under remat.
-void push_backward(std::vector<Op>& ops, int st, int m, bool remat) {
-  if (remat) ops.push_back({OpKind::kRecompute, st, m});
+// B(st, m), preceded by its recompute when remat recomputes m.
+void push_backward(std::vector<Op>& ops, const Schedule& s, int st, int m) {
+  if (s.recomputes(m)) ops.push_back({OpKind::kRecompute, st, m});
   ops.push_back({OpKind::kBackward, st, m});
 }
 
 }  // namespace
 
-Schedule build_gpipe(int stages, int micro_batches, bool remat) {
+Schedule build_gpipe(int stages, int micro_batches, Remat remat) {
   Schedule s = one_stage_per_device(ScheduleKind::kGpipe, stages, micro_batches, remat);
   for (int st = 0; st < stages; ++st) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(st)];
     for (int m = 0; m < micro_batches; ++m) ops.push_back({OpKind::kForward, st, m});
-    for (int m = micro_batches - 1; m >= 0; --m) push_backward(ops, st, m, remat);
+    for (int m = micro_batches - 1; m >= 0; --m) push_backward(ops, s, st, m);
     ops.push_back({OpKind::kOptimizer, st, 0});
   }
   return s;
 }
 
-Schedule build_1f1b(int stages, int micro_batches, bool remat) {
+Schedule build_1f1b(int stages, int micro_batches, Remat remat) {
   Schedule s = one_stage_per_device(ScheduleKind::k1F1B, stages, micro_batches, remat);
   for (int st = 0; st < stages; ++st) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(st)];
@@ -90,15 +90,15 @@ Schedule build_1f1b(int stages, int micro_batches, bool remat) {
     while (next_f < warmup) ops.push_back({OpKind::kForward, st, next_f++});
     while (next_f < micro_batches) {  // steady state: one forward, one backward
       ops.push_back({OpKind::kForward, st, next_f++});
-      push_backward(ops, st, next_b++, remat);
+      push_backward(ops, s, st, next_b++);
     }
-    while (next_b < micro_batches) push_backward(ops, st, next_b++, remat);  // cool-down
+    while (next_b < micro_batches) push_backward(ops, s, st, next_b++);  // cool-down
     ops.push_back({OpKind::kOptimizer, st, 0});
   }
   return s;
 }
 
-Schedule build_zb_h1(int stages, int micro_batches, bool remat) {
+Schedule build_zb_h1(int stages, int micro_batches, Remat remat) {
   Schedule s = one_stage_per_device(ScheduleKind::kZbH1, stages, micro_batches, remat);
   for (int st = 0; st < stages; ++st) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(st)];
@@ -108,15 +108,15 @@ Schedule build_zb_h1(int stages, int micro_batches, bool remat) {
     while (next_f < std::min(stages - st - 1, M)) ops.push_back({OpKind::kForward, st, next_f++});
     for (int round = 0; round < st && next_f < M; ++round) {  // W deferred
       ops.push_back({OpKind::kForward, st, next_f++});
-      push_backward(ops, st, next_b++, remat);
+      push_backward(ops, s, st, next_b++);
     }
     while (next_f < M) {  // steady state: F, B, W
       ops.push_back({OpKind::kForward, st, next_f++});
-      push_backward(ops, st, next_b++, remat);
+      push_backward(ops, s, st, next_b++);
       weight();
     }
     while (next_b < M) {  // cool-down: B, W
-      push_backward(ops, st, next_b++, remat);
+      push_backward(ops, s, st, next_b++);
       weight();
     }
     while (next_w < M) weight();  // the deferred W fill the tail
@@ -125,7 +125,7 @@ Schedule build_zb_h1(int stages, int micro_batches, bool remat) {
   return s;
 }
 
-Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, bool remat) {
+Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Remat remat) {
   const std::string problem =
       schedule_shape_problem(ScheduleKind::kInterleaved1F1B, devices, micro_batches, chunks);
   if (!problem.empty()) throw std::invalid_argument(problem);
@@ -142,7 +142,8 @@ Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, bool
   const int total = M * v;  // chunk micro-batches per device
   for (int d = 0; d < K; ++d) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(d)];
-    ops.reserve(static_cast<std::size_t>(total) * (remat ? 3 : 2) + static_cast<std::size_t>(v));
+    ops.reserve(static_cast<std::size_t>(total) * (remat != Remat::kNever ? 3 : 2) +
+                static_cast<std::size_t>(v));
     // Virtual step k: its chunk and micro-batch.
     const auto stage_of = [&](int k, bool forward) {
       const int chunk = (k % (K * v)) / K;
@@ -156,7 +157,7 @@ Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, bool
       ++next_f;
     };
     const auto backward = [&] {
-      push_backward(ops, stage_of(next_b, false), micro_batch_of(next_b), remat);
+      push_backward(ops, s, stage_of(next_b, false), micro_batch_of(next_b));
       ++next_b;
     };
     while (next_f < warmup) forward();
@@ -187,7 +188,8 @@ std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_bat
   return {};
 }
 
-Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, bool remat, int chunks) {
+Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat remat,
+                        int chunks) {
   const std::string problem = schedule_shape_problem(kind, devices, micro_batches, chunks);
   if (!problem.empty()) throw std::invalid_argument(problem);
   const int stages = devices;
@@ -248,8 +250,12 @@ std::string check_schedule(const Schedule& s) {
       if (pos_f[key] < 0) return what() + ": missing forward";
       if (pos_b[key] < 0) return what() + ": missing backward";
       if (pos_b[key] < pos_f[key]) return what() + ": backward before forward";
-      if (s.remat && pos_r[key] < 0) return what() + ": missing recompute";
-      if (!s.remat && pos_r[key] >= 0) return what() + ": recompute without remat";
+      const bool recomputed = s.recomputes(static_cast<int>(m));
+      if (recomputed && pos_r[key] < 0) return what() + ": missing recompute";
+      if (!recomputed && pos_r[key] >= 0) {
+        return what() + ": recompute that remat " + std::string(to_string(s.remat)) +
+               " does not ask for";
+      }
       if (pos_r[key] >= 0 && (pos_r[key] > pos_b[key] || pos_r[key] < pos_f[key]))
         return what() + ": recompute not between forward and backward";
       if (pos_o[st] >= 0 && pos_o[st] < pos_b[key])

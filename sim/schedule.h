@@ -41,17 +41,19 @@ struct Schedule {
   int stages = 1;         // model stages: K x chunks
   int chunks = 1;         // v, stages per device
   int micro_batches = 1;  // M
-  bool remat = false;
+  Remat remat = Remat::kNever;
   std::vector<int> stage_device;            // device that runs each stage
   std::vector<std::vector<Op>> device_ops;  // per device, in execution order
 
   int devices() const { return static_cast<int>(device_ops.size()); }
+  // Whether micro-batch m runs R before its B.
+  bool recomputes(int m) const { return pipescope::recomputes(remat, m, micro_batches); }
 };
 
 // GPipe (fill-drain): every forward in micro-batch order, then every backward in
-// reverse micro-batch order, each preceded by its recompute when remat is on,
+// reverse micro-batch order, each preceded by its recompute when remat asks for it,
 // then the optimizer step. Stage s runs on device s.
-Schedule build_gpipe(int stages, int micro_batches, bool remat);
+Schedule build_gpipe(int stages, int micro_batches, Remat remat);
 
 // 1F1B (PipeDream-Flush, Narayanan et al. 2021): stage s runs min(K-s-1, M)
 // warm-up forwards, then alternates one forward and one backward (oldest
@@ -59,7 +61,7 @@ Schedule build_gpipe(int stages, int micro_batches, bool remat);
 // then the optimizer step. At most K-s micro-batches are in flight on stage s,
 // so its activation memory does not grow with M. With remat each backward is
 // preceded by its recompute. Stage s runs on device s.
-Schedule build_1f1b(int stages, int micro_batches, bool remat);
+Schedule build_1f1b(int stages, int micro_batches, Remat remat);
 
 // ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", the handcrafted
 // schedule H1): 1F1B's K-s-1 warm-up forwards on stage s, then s rounds of one
@@ -69,7 +71,7 @@ Schedule build_1f1b(int stages, int micro_batches, bool remat);
 // is still to run, 1F1B's peak on its first stage. With uniform stages (T_F =
 // T_B = T_W, no communication) the bubble per device is (K-1) T instead of
 // 1F1B's 3 (K-1) T. With remat each B is preceded by its recompute.
-Schedule build_zb_h1(int stages, int micro_batches, bool remat);
+Schedule build_zb_h1(int stages, int micro_batches, Remat remat);
 
 // Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021, "Efficient Large-Scale
 // Language Model Training on GPU Clusters"): K devices, v chunks each, stage s =
@@ -80,12 +82,12 @@ Schedule build_zb_h1(int stages, int micro_batches, bool remat);
 // then one forward and one backward until the forwards run out, then the rest
 // of the backwards, then each chunk's optimizer step. Needs M a multiple of K, as
 // Megatron does. With equal stages the bubble is 1/v of 1F1B's.
-Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, bool remat);
+Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Remat remat);
 
 // The schedule `kind` over K devices (K stages unless kind takes chunks, then K
 // x chunks). Throws std::invalid_argument when the shape does not suit the kind
 // (chunks > 1 without interleaving, M not a multiple of K with it).
-Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, bool remat,
+Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat remat,
                         int chunks = 1);
 
 // Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
@@ -93,9 +95,9 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, bool 
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks);
 
 // Checks that every stage has exactly one F and one B per micro-batch (and one R
-// when remat is on, one W after the B when the schedule splits the backward) on
-// its own device, R before B, F before B, and one optimizer step after them.
-// Returns the first problem found, or an empty string.
+// for each micro-batch that remat recomputes, none for the others, one W after the B when the
+// schedule splits the backward) on its own device, R before B, F before B, and one optimizer step
+// after them. Returns the first problem found, or an empty string.
 std::string check_schedule(const Schedule& s);
 
 }  // namespace pipescope

@@ -16,7 +16,7 @@ struct Resolved {
   int K;
   int M;
   ScheduleKind schedule;
-  bool remat;
+  Remat remat;
   int chunks;
 };
 
@@ -96,13 +96,14 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 }  // namespace
 
 PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
-                                   int micro_batches, bool remat, ScheduleKind schedule,
+                                   int micro_batches, Remat remat, ScheduleKind schedule,
                                    int chunks) {
   const std::int64_t b = sc.training.global_batch / micro_batches;
   PartitionProblem p;
   p.stages = stages;
   p.micro_batches = micro_batches;
   p.remat = remat;
+  p.forwards_first = schedule == ScheduleKind::kGpipe;
   p.bytes_per_param = sc.training.bytes_per_param;
   p.memory_capacity = sc.cluster.device.memory_bytes;
   if (takes_chunks(schedule)) {
@@ -140,7 +141,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
 
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
-                                         bool remat, ScheduleKind schedule, int chunks) {
+                                         Remat remat, ScheduleKind schedule, int chunks) {
   const int layers = static_cast<int>(sc.model.layers.size());
   if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
   PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks);

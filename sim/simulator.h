@@ -45,7 +45,7 @@ struct SimConfig {
   std::optional<int> micro_batches;
   std::optional<ScheduleKind> schedule;
   std::optional<int> chunks;  // v, interleaved-1f1b only
-  std::optional<bool> remat;
+  std::optional<Remat> remat;
   PartitionMethod partition = PartitionMethod::kOptimal;
   // Cuts given explicitly (from a plan) instead of by `partition`.
   std::optional<std::vector<StageRange>> stage_ranges;
@@ -57,7 +57,7 @@ struct SimResult {
   int chunks = 1;  // v: stage_costs holds K x v model stages, stage s on device s mod K
   int micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::kGpipe;
-  bool remat = false;
+  Remat remat = Remat::kNever;
   std::int64_t micro_batch_size = 1;
   std::string cost_model;
   std::vector<StageCost> stage_costs;
@@ -73,7 +73,7 @@ struct SimResult {
 // device holds v stages: each gets 1/v of its memory and the micro-batches in
 // flight on device 0's busiest chunk.
 PartitionProblem partition_problem(const Scenario& scenario, const CostModel& cost, int stages,
-                                   int micro_batches, bool remat,
+                                   int micro_batches, Remat remat,
                                    ScheduleKind schedule = ScheduleKind::kGpipe, int chunks = 1);
 
 // The cut `method` makes. The optimal method respects memory and, when nothing
@@ -81,7 +81,7 @@ PartitionProblem partition_problem(const Scenario& scenario, const CostModel& co
 // by how much it does not fit).
 std::vector<StageRange> choose_partition(const Scenario& scenario, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
-                                         bool remat, ScheduleKind schedule = ScheduleKind::kGpipe,
+                                         Remat remat, ScheduleKind schedule = ScheduleKind::kGpipe,
                                          int chunks = 1);
 
 // The slowdown of an op when `computing` devices compute at once on average:

@@ -28,7 +28,7 @@ struct SweepPoint {
 struct SweepRequest {
   std::vector<int> stages;               // K values
   std::vector<int> micro_batches;        // M values
-  std::optional<bool> remat;             // default: the scenario's
+  std::optional<Remat> remat;            // default: the scenario's
   std::optional<ScheduleKind> schedule;  // default: the scenario's
   std::optional<int> chunks;             // default: the scenario's (interleaved-1f1b)
   PartitionMethod partition = PartitionMethod::kOptimal;

@@ -31,9 +31,9 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(keys(j),
-            (std::set<std::string>{"K", "M", "schedule", "chunks", "remat", "micro_batch_size",
-                                   "step_time_s", "throughput_samples_per_s", "bubble_fraction",
-                                   "mfu", "fits", "devices", "stages"}));
+            (std::set<std::string>{"K", "M", "schedule", "chunks", "remat", "remat_mode",
+                                   "micro_batch_size", "step_time_s", "throughput_samples_per_s",
+                                   "bubble_fraction", "mfu", "fits", "devices", "stages"}));
   ASSERT_EQ(j["devices"].size(), j["K"].get<std::size_t>());
   EXPECT_EQ(keys(j["devices"][0]),
             (std::set<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "busy_s"}));
@@ -52,6 +52,23 @@ TEST(SimulateCli, OptionsOverrideTheScenario) {
   EXPECT_EQ(j["M"], 4);
   EXPECT_EQ(j["remat"], false);
   EXPECT_EQ(j["stages"][1]["recompute_s"], 0.0);
+}
+
+TEST(SimulateCli, RematExceptLastFromTheOptionAndFromSet) {
+  const CliResult r = run("simulate " + kDemo + " -K 2 -M 4 --remat except-last --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["remat"], true);
+  EXPECT_EQ(j["remat_mode"], "except-last");
+  EXPECT_GT(j["stages"][1]["recompute_s"].get<double>(), 0.0);
+  const CliResult set = run("simulate " + kDemo + " -K 2 -M 4 --set training.remat=except-last");
+  ASSERT_EQ(set.status, 0) << set.err;
+  EXPECT_NE(set.out.find("remat except-last"), std::string::npos) << set.out;
+  // One recompute fewer per stage than remat on: a shorter step.
+  const CliResult on = run("simulate " + kDemo + " -K 2 -M 4 --remat on --json");
+  ASSERT_EQ(on.status, 0) << on.err;
+  EXPECT_LT(j["step_time_s"].get<double>(),
+            nlohmann::json::parse(on.out)["step_time_s"].get<double>());
 }
 
 TEST(SimulateCli, SetOverridesAField) {

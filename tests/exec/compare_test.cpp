@@ -45,7 +45,7 @@ std::shared_ptr<const Profile> known_profile(const ModelSpec& m, int cores) {
 }
 
 // K stages over the model's 4 layers, M micro-batches of 2 samples.
-Plan plan_of(const ModelSpec& m, int K, int M, bool remat) {
+Plan plan_of(const ModelSpec& m, int K, int M, Remat remat) {
   Plan p;
   p.scenario_name = "known";
   p.model_name = m.name;
@@ -94,7 +94,7 @@ SimResult predicted(const Scenario& sc, const Plan& plan) {
 
 TEST(Compare, TheSimulatorsOwnTimelineComparesWithoutError) {
   const ModelSpec m = tiny_transformer(2);
-  for (const bool remat : {false, true}) {
+  for (const Remat remat : kAllRemats) {
     const Plan plan = plan_of(m, 2, 4, remat);
     const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
     EXPECT_EQ(sc.cluster.devices, 2);
@@ -119,7 +119,7 @@ TEST(Compare, TheSimulatorsOwnTimelineComparesWithoutError) {
 
 TEST(Compare, TheMedianStepAfterWarmUpStandsForTheRun) {
   const ModelSpec m = tiny_transformer(2);
-  const Plan plan = plan_of(m, 2, 2, false);
+  const Plan plan = plan_of(m, 2, 2, Remat::kNever);
   const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
   const SimResult r = predicted(sc, plan);
   // A slow warm-up step, then steps 1.1x, 1.25x and 1.2x the prediction.
@@ -137,7 +137,7 @@ TEST(Compare, TheMedianStepAfterWarmUpStandsForTheRun) {
 
 TEST(Compare, CpuTimeBelowWallTimeIsTimeTakenFromTheOps) {
   const ModelSpec m = tiny_transformer(2);
-  const Plan plan = plan_of(m, 2, 4, false);
+  const Plan plan = plan_of(m, 2, 4, Remat::kNever);
   const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
   const SimResult r = predicted(sc, plan);
   // The ops ran 1.25x long on the wall clock but used only their predicted CPU time.
@@ -150,7 +150,7 @@ TEST(Compare, CpuTimeBelowWallTimeIsTimeTakenFromTheOps) {
 
 TEST(Compare, MoreStagesThanCoresAreSaidToShareThem) {
   const ModelSpec m = tiny_transformer(2);
-  const Plan plan = plan_of(m, 4, 4, false);
+  const Plan plan = plan_of(m, 4, 4, Remat::kNever);
   const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
   EXPECT_EQ(sc.cluster.shared_cores, 2);
   const SimResult r = predicted(sc, plan);

@@ -1,5 +1,5 @@
 // GPipe's core promise with the real layers: training a Transformer (and an MLP)
-// cut into K stages with M micro-batches, remat on or off, gives the same loss and
+// cut into K stages with M micro-batches, under every remat mode, gives the same loss and
 // the same parameters after every step as training it on one device on the whole
 // mini-batch (DESIGN.md, "Executor"; relative tolerance 1e-5).
 
@@ -97,7 +97,7 @@ Trace single_device(LayerList model, const TaskShape& task, const OptimizerConfi
 }
 
 Trace pipelined(LayerList model, const TaskShape& task, const OptimizerConfig& config, int K, int M,
-                bool remat, ScheduleKind schedule, int chunks) {
+                Remat remat, ScheduleKind schedule, int chunks) {
   const int L = static_cast<int>(model.size());
   RuntimeOptions options;
   options.optimizer = config;
@@ -140,7 +140,7 @@ void expect_same(const Trace& want, const Trace& got) {
 struct Case {
   int K;
   int M;
-  bool remat;
+  Remat remat;
   ScheduleKind schedule;
   int chunks = 1;
 };
@@ -189,11 +189,23 @@ std::string schedule_test_name(ScheduleKind s) {
   return "Unknown";
 }
 
+std::string remat_test_name(Remat r) {
+  switch (r) {
+    case Remat::kNever:
+      return "NoRemat";
+    case Remat::kAlways:
+      return "Remat";
+    case Remat::kExceptLast:
+      return "RematExceptLast";
+  }
+  return "Unknown";
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (int K : {1, 2, 3, 4}) {
     for (int M : {1, 2, 4, 8}) {
-      for (bool remat : {false, true}) {
+      for (const Remat remat : kAllRemats) {
         for (ScheduleKind s : kAllSchedules) {
           if (!takes_chunks(s)) out.push_back({K, M, remat, s});
         }
@@ -205,7 +217,7 @@ std::vector<Case> cases() {
   for (int K : {1, 2}) {
     for (int chunks : {2, 3}) {
       for (int M : {K, 2 * K, 4 * K}) {
-        for (bool remat : {false, true}) {
+        for (const Remat remat : kAllRemats) {
           out.push_back({K, M, remat, ScheduleKind::kInterleaved1F1B, chunks});
         }
       }
@@ -217,7 +229,7 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(
     KxMxRemat, Consistency, ::testing::ValuesIn(cases()), [](const auto& param_info) {
       return "K" + std::to_string(param_info.param.K) + "M" + std::to_string(param_info.param.M) +
-             (param_info.param.remat ? "Remat" : "NoRemat") +
+             remat_test_name(param_info.param.remat) +
              schedule_test_name(param_info.param.schedule) +
              (param_info.param.chunks > 1 ? "V" + std::to_string(param_info.param.chunks) : "");
     });

@@ -255,7 +255,7 @@ void expect_matches_reference(const Schedule& sched, const OptimizerConfig& opt,
   }
 }
 
-class RuntimeConsistency : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+class RuntimeConsistency : public ::testing::TestWithParam<std::tuple<int, int, Remat>> {};
 
 TEST_P(RuntimeConsistency, AdamMatchesSingleDevice) {
   const auto [K, M, remat] = GetParam();
@@ -265,33 +265,37 @@ TEST_P(RuntimeConsistency, AdamMatchesSingleDevice) {
   expect_matches_reference(build_gpipe(K, M, remat), adam);
 }
 
-std::string case_name(const ::testing::TestParamInfo<std::tuple<int, int, bool>>& p) {
+std::string case_name(const ::testing::TestParamInfo<std::tuple<int, int, Remat>>& p) {
   return "K" + std::to_string(std::get<0>(p.param)) + "_M" + std::to_string(std::get<1>(p.param)) +
-         (std::get<2>(p.param) ? "_remat" : "_noremat");
+         "_remat_" +
+         (std::get<2>(p.param) == Remat::kExceptLast
+              ? std::string("except_last")
+              : std::string(to_string(std::get<2>(p.param))));
 }
 
 INSTANTIATE_TEST_SUITE_P(Runtime, RuntimeConsistency,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values(1, 2, 4, 8), ::testing::Bool()),
+                                            ::testing::Values(1, 2, 4, 8),
+                                            ::testing::ValuesIn(kAllRemats)),
                          case_name);
 
 TEST(RuntimeSchedules, MomentumSgdMatchesSingleDevice) {
   OptimizerConfig sgd;
   sgd.kind = Optimizer::kMomentum;
   sgd.learning_rate = 0.1;
-  expect_matches_reference(build_gpipe(3, 4, true), sgd);
+  expect_matches_reference(build_gpipe(3, 4, Remat::kAlways), sgd);
 }
 
 TEST(RuntimeSchedules, MoreStagesThanCores) {
   OptimizerConfig adam;
   adam.learning_rate = 1e-2;
-  expect_matches_reference(build_gpipe(6, 4, false), adam);
-  expect_matches_reference(build_gpipe(6, 8, true), adam);
+  expect_matches_reference(build_gpipe(6, 4, Remat::kNever), adam);
+  expect_matches_reference(build_gpipe(6, 8, Remat::kAlways), adam);
 }
 
 // Two stages on one device, interleaved by hand.
 TEST(RuntimeSchedules, SeveralStagesOnOneDevice) {
-  Schedule s = build_gpipe(2, 4, false);
+  Schedule s = build_gpipe(2, 4, Remat::kNever);
   s.stage_device = {0, 0};
   s.device_ops.assign(1, {});
   std::vector<Op>& ops = s.device_ops[0];
@@ -305,7 +309,7 @@ TEST(RuntimeSchedules, SeveralStagesOnOneDevice) {
 
 TEST(RuntimeTimeline, OneComputeEventPerOpWithSaneTimes) {
   const int K = 3, M = 4;
-  const Schedule sched = build_gpipe(K, M, true);
+  const Schedule sched = build_gpipe(K, M, Remat::kAlways);
   PipelineRuntime rt(split(toy_model(8), K), sched, RuntimeOptions{});
   const StepResult r = rt.step(micro_batches(mini_batch(0), M));
   const Timeline& t = r.timeline;
@@ -383,7 +387,7 @@ TEST(RuntimeFaults, ThrowingHookStopsEveryWorker) {
       throw std::runtime_error("injected fault");
     }
   };
-  PipelineRuntime rt(split(toy_model(8), 3), build_gpipe(3, 4, false), options);
+  PipelineRuntime rt(split(toy_model(8), 3), build_gpipe(3, 4, Remat::kNever), options);
   const auto start = std::chrono::steady_clock::now();
   try {
     rt.step(micro_batches(mini_batch(0), 4));
@@ -407,7 +411,7 @@ TEST(RuntimeFaults, FaultInWeightGradientNamesTheW) {
   options.before_op = [](int device, const Op& op) {
     if (device == 1 && op == Op{OpKind::kWeight, 1, 2}) throw std::runtime_error("injected fault");
   };
-  PipelineRuntime rt(split(toy_model(8), 3), build_zb_h1(3, 4, false), options);
+  PipelineRuntime rt(split(toy_model(8), 3), build_zb_h1(3, 4, Remat::kNever), options);
   try {
     rt.step(micro_batches(mini_batch(0), 4));
     FAIL() << "step() did not throw";
@@ -419,7 +423,7 @@ TEST(RuntimeFaults, FaultInWeightGradientNamesTheW) {
 
 // A hand-edited list that runs W before its B is an error, not wrong gradients.
 TEST(RuntimeFaults, WeightBeforeItsBackwardIsAnError) {
-  Schedule sched = build_zb_h1(2, 2, false);
+  Schedule sched = build_zb_h1(2, 2, Remat::kNever);
   std::vector<Op>& dev1 = sched.device_ops[1];
   std::iter_swap(std::find(dev1.begin(), dev1.end(), Op{OpKind::kWeight, 1, 0}), dev1.begin());
   RuntimeOptions options;
@@ -437,7 +441,8 @@ TEST(RuntimeFaults, WeightBeforeItsBackwardIsAnError) {
 TEST(RuntimeFaults, NanActivationNamesStageAndLayer) {
   LayerList model = toy_model(6);
   model.insert(model.begin() + 3, std::make_unique<ToyNan>());  // layer 3 of 7: stage 1
-  PipelineRuntime rt(split(std::move(model), 3), build_gpipe(3, 4, true), RuntimeOptions{});
+  PipelineRuntime rt(split(std::move(model), 3), build_gpipe(3, 4, Remat::kAlways),
+                     RuntimeOptions{});
   try {
     rt.step(micro_batches(mini_batch(0), 4));
     FAIL() << "step() did not throw";
@@ -451,7 +456,8 @@ TEST(RuntimeFaults, NanActivationNamesStageAndLayer) {
 TEST(RuntimeFaults, NanLossIsAnError) {
   LayerList model = toy_model(6);
   model.push_back(std::make_unique<ToyNan>());  // the last layer's (1,1) output is NaN
-  PipelineRuntime rt(split(std::move(model), 2), build_gpipe(2, 2, false), RuntimeOptions{});
+  PipelineRuntime rt(split(std::move(model), 2), build_gpipe(2, 2, Remat::kNever),
+                     RuntimeOptions{});
   try {
     rt.step(micro_batches(mini_batch(0), 2));
     FAIL() << "step() did not throw";
@@ -462,7 +468,7 @@ TEST(RuntimeFaults, NanLossIsAnError) {
 }
 
 TEST(RuntimeFaults, WatchdogNamesEveryWaitingOp) {
-  Schedule sched = build_gpipe(2, 4, false);
+  Schedule sched = build_gpipe(2, 4, Remat::kNever);
   std::vector<Op>& dev0 = sched.device_ops[0];
   dev0.erase(std::find(dev0.begin(), dev0.end(), Op{OpKind::kForward, 0, 2}));  // never sent
   RuntimeOptions options;
@@ -490,9 +496,12 @@ TEST(RuntimeFaults, WatchdogNamesEveryWaitingOp) {
 
 TEST(RuntimeErrors, BadInputsAreRejected) {
   EXPECT_THROW(
-      { PipelineRuntime bad(split(toy_model(8), 2), build_gpipe(3, 2, false), RuntimeOptions{}); },
+      {
+        PipelineRuntime bad(split(toy_model(8), 2), build_gpipe(3, 2, Remat::kNever),
+                            RuntimeOptions{});
+      },
       std::invalid_argument);
-  PipelineRuntime rt(split(toy_model(8), 2), build_gpipe(2, 2, false), RuntimeOptions{});
+  PipelineRuntime rt(split(toy_model(8), 2), build_gpipe(2, 2, Remat::kNever), RuntimeOptions{});
   EXPECT_THROW(rt.step(micro_batches(mini_batch(0), 4)), std::invalid_argument);
 }
 

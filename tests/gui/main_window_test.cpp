@@ -115,6 +115,38 @@ TEST_F(MainWindowTest, ScheduleControlSimulatesZeroBubble) {
                          static_cast<std::size_t>(direct.micro_batches));
 }
 
+// The remat control takes every mode; except-last's timeline has no R for the
+// last micro-batch, and the exported plan says which mode it is.
+TEST_F(MainWindowTest, RematControlTakesEveryMode) {
+  open(QStringLiteral("demo.json"));
+  EXPECT_EQ(window.remat(), Remat::kAlways);  // the scenario's
+  window.set_remat(Remat::kExceptLast);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  const auto result = window.result();
+  EXPECT_EQ(result->remat, Remat::kExceptLast);
+  SimConfig config;
+  config.remat = Remat::kExceptLast;
+  const SimResult direct = simulate(*window.scenario(), config);
+  EXPECT_EQ(result->metrics.step_time, direct.metrics.step_time);
+  std::size_t recomputes = 0;
+  for (const TimelineItem& item : window.timeline()->layout().items) {
+    const TimelineEvent& e = result->timeline.events[item.event];
+    if (e.kind == EventKind::kRecompute) {
+      ++recomputes;
+      EXPECT_NE(e.micro_batch, result->micro_batches - 1);
+    }
+  }
+  EXPECT_EQ(recomputes,
+            result->stage_costs.size() * static_cast<std::size_t>(result->micro_batches - 1));
+  const fs::path plan = temp("except_last.json");
+  ASSERT_FALSE(window.export_plan(QString::fromStdString(plan.string())));
+  EXPECT_EQ(nlohmann::json::parse(pipescope::testing::slurp(plan))["remat_mode"], "except-last");
+  fs::remove(plan);
+  window.set_remat(Remat::kNever);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->remat, Remat::kNever);
+}
+
 // The chunks control drives interleaved-1f1b: K x v stages, as simulate() does.
 TEST_F(MainWindowTest, ChunksControlSimulatesInterleaving) {
   open(QStringLiteral("demo.json"));

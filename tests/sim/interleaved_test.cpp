@@ -29,7 +29,7 @@ std::string staged_text(const std::vector<Op>& ops) {
 }
 
 TEST(Interleaved, StagesAndOpOrder) {
-  const Schedule s = build_interleaved_1f1b(2, 4, 2, false);
+  const Schedule s = build_interleaved_1f1b(2, 4, 2, Remat::kNever);
   EXPECT_EQ(s.kind, ScheduleKind::kInterleaved1F1B);
   EXPECT_EQ(s.stages, 4);
   EXPECT_EQ(s.chunks, 2);
@@ -45,7 +45,7 @@ TEST(Interleaved, StagesAndOpOrder) {
             "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 "
             "B1.2 B1.3 O1 O3");
   // M = K: every forward first, as Megatron does.
-  EXPECT_EQ(staged_text(build_interleaved_1f1b(2, 2, 2, true).device_ops[1]),
+  EXPECT_EQ(staged_text(build_interleaved_1f1b(2, 2, 2, Remat::kAlways).device_ops[1]),
             "F1.0 F1.1 F3.0 F3.1 R3.0 B3.0 R3.1 B3.1 R1.0 B1.0 R1.1 B1.1 O1 O3");
 }
 
@@ -53,7 +53,7 @@ TEST(Interleaved, ValidForEveryShape) {
   for (int K : {1, 2, 3, 4}) {
     for (int v : {1, 2, 3, 4}) {
       for (int groups : {1, 2, 5}) {
-        for (bool remat : {false, true}) {
+        for (const Remat remat : kAllRemats) {
           const Schedule s = build_interleaved_1f1b(K, K * groups, v, remat);
           EXPECT_EQ(check_schedule(s), "") << K << " " << v << " " << groups;
           EXPECT_EQ(s.stages, K * v);
@@ -71,9 +71,9 @@ TEST(Interleaved, ShapeRules) {
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleaved1F1B, 4, 8, 0),
             "chunks must be at least 1, got 0");
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleaved1F1B, 4, 8, 2), "");
-  EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved1F1B, 4, 6, false, 2),
+  EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved1F1B, 4, 6, Remat::kNever, 2),
                std::invalid_argument);
-  EXPECT_THROW(build_schedule(ScheduleKind::kGpipe, 4, 8, false, 2), std::invalid_argument);
+  EXPECT_THROW(build_schedule(ScheduleKind::kGpipe, 4, 8, Remat::kNever, 2), std::invalid_argument);
 }
 
 TEST(Interleaved, SimulatorExplainsBadShapes) {

@@ -17,21 +17,22 @@ namespace {
 using testing::ops_text;
 
 TEST(OneFOneB, WarmUpSteadyStateCoolDown) {
-  const Schedule s = build_1f1b(3, 4, false);
+  const Schedule s = build_1f1b(3, 4, Remat::kNever);
   EXPECT_EQ(s.kind, ScheduleKind::k1F1B);
   ASSERT_EQ(s.devices(), 3);
   EXPECT_EQ(ops_text(s.device_ops[0]), "F0 F1 F2 B0 F3 B1 B2 B3 O");
   EXPECT_EQ(ops_text(s.device_ops[1]), "F0 F1 B0 F2 B1 F3 B2 B3 O");
   EXPECT_EQ(ops_text(s.device_ops[2]), "F0 B0 F1 B1 F2 B2 F3 B3 O");
-  EXPECT_EQ(ops_text(build_1f1b(2, 3, true).device_ops[0]), "F0 F1 R0 B0 F2 R1 B1 R2 B2 O");
+  EXPECT_EQ(ops_text(build_1f1b(2, 3, Remat::kAlways).device_ops[0]),
+            "F0 F1 R0 B0 F2 R1 B1 R2 B2 O");
   // Fewer micro-batches than stages: the warm-up is cut to M.
-  EXPECT_EQ(ops_text(build_1f1b(4, 2, false).device_ops[0]), "F0 F1 B0 B1 O");
+  EXPECT_EQ(ops_text(build_1f1b(4, 2, Remat::kNever).device_ops[0]), "F0 F1 B0 B1 O");
 }
 
 TEST(OneFOneB, ValidAndAtMostKMinusSInFlight) {
   for (int K : {1, 2, 3, 4, 8}) {
     for (int M : {1, 2, 3, 8, 17}) {
-      for (bool remat : {false, true}) {
+      for (const Remat remat : kAllRemats) {
         const Schedule s = build_1f1b(K, M, remat);
         EXPECT_EQ(check_schedule(s), "") << K << " " << M;
         for (int st = 0; st < K; ++st) {
@@ -45,8 +46,8 @@ TEST(OneFOneB, ValidAndAtMostKMinusSInFlight) {
       }
     }
   }
-  EXPECT_EQ(build_schedule(ScheduleKind::k1F1B, 3, 4, false).device_ops,
-            build_1f1b(3, 4, false).device_ops);
+  EXPECT_EQ(build_schedule(ScheduleKind::k1F1B, 3, 4, Remat::kNever).device_ops,
+            build_1f1b(3, 4, Remat::kNever).device_ops);
 }
 
 using testing::KxM;
@@ -101,9 +102,11 @@ TEST(OneFOneB, PartitionerCountsKMicroBatchesInFlight) {
   // holds 16 of them (64,000 B), 1F1B at most 2 (8,000 B).
   sc.cluster.device.memory_bytes = 10'000;
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
-  EXPECT_GT(min_peak_memory(partition_problem(sc, cost, 2, 16, false, ScheduleKind::kGpipe)),
-            sc.cluster.device.memory_bytes);
-  EXPECT_EQ(min_peak_memory(partition_problem(sc, cost, 2, 16, false, ScheduleKind::k1F1B)), 8'000);
+  EXPECT_GT(
+      min_peak_memory(partition_problem(sc, cost, 2, 16, Remat::kNever, ScheduleKind::kGpipe)),
+      sc.cluster.device.memory_bytes);
+  EXPECT_EQ(min_peak_memory(partition_problem(sc, cost, 2, 16, Remat::kNever, ScheduleKind::k1F1B)),
+            8'000);
   SimConfig config;
   config.schedule = ScheduleKind::k1F1B;
   EXPECT_TRUE(simulate(sc, config).metrics.fits());

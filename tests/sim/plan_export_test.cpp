@@ -35,7 +35,7 @@ Plan golden_plan() {
 }
 
 // A plan with the given layers per stage; layer i is named names[i] (or "l<i>").
-Plan plan_with(const std::vector<int>& balance, int m, int d, bool remat,
+Plan plan_with(const std::vector<int>& balance, int m, int d, Remat remat,
                std::vector<std::string> names = {}) {
   Plan p = golden_plan();
   p.layer_count = std::accumulate(balance.begin(), balance.end(), 0);
@@ -134,7 +134,7 @@ TEST(PlanExport, GoldenFiles) {
 }
 
 TEST(PlanExport, TorchGpipeBalanceIsTheCut) {
-  for (const Plan& p : {golden_plan(), plan_with({1, 4, 2, 5}, 8, 2, false)}) {
+  for (const Plan& p : {golden_plan(), plan_with({1, 4, 2, 5}, 8, 2, Remat::kNever)}) {
     const std::string text = export_plan(p, ExportFormat::kTorchGpipe);
     const std::vector<int> balance = ints_of(after(text, "balance = "));
     ASSERT_EQ(balance.size(), static_cast<std::size_t>(p.stages));
@@ -142,14 +142,17 @@ TEST(PlanExport, TorchGpipeBalanceIsTheCut) {
     for (std::size_t s = 0; s < balance.size(); ++s) {
       EXPECT_EQ(balance[s], p.stage_plans[s].layers.layer_count());
     }
-    EXPECT_EQ(
-        after(text, "model = GPipe(model, balance=balance, chunks="),
-        std::to_string(p.micro_batches) + ", checkpoint='" + (p.remat ? "always" : "never") + "')");
+    EXPECT_EQ(after(text, "model = GPipe(model, balance=balance, chunks="),
+              std::to_string(p.micro_batches) + ", checkpoint='" +
+                  (p.remat == Remat::kAlways       ? "always"
+                   : p.remat == Remat::kExceptLast ? "except_last"
+                                                   : "never") +
+                  "')");
   }
 }
 
 TEST(PlanExport, DeepSpeedPartsAreTheBoundaries) {
-  for (const Plan& p : {golden_plan(), plan_with({1, 4, 2, 5}, 8, 2, false)}) {
+  for (const Plan& p : {golden_plan(), plan_with({1, 4, 2, 5}, 8, 2, Remat::kNever)}) {
     const std::string text = export_plan(p, ExportFormat::kDeepSpeed);
     const std::vector<int> parts = ints_of(after(text, "PIPESCOPE_PARTS = "));
     ASSERT_EQ(parts.size(), static_cast<std::size_t>(p.stages) + 1);
@@ -185,9 +188,29 @@ TEST(PlanExport, MegatronUnevenFirstAndLast) {
   EXPECT_EQ(f.at("--recompute-num-layers"), "1");  // gcd(2, 2, 1)
 }
 
+TEST(PlanExport, RematExceptLast) {
+  const Plan p = plan_with({3, 2, 2, 3}, 4, 1, Remat::kExceptLast,
+                           {"embed", "b", "c", "d", "e", "f", "g", "h", "i", "head"});
+  const std::string gpipe = export_plan(p, ExportFormat::kTorchGpipe);
+  EXPECT_NE(gpipe.find("checkpoint='except_last')"), std::string::npos);
+  EXPECT_NE(gpipe.find("remat except-last."), std::string::npos);
+  // DeepSpeed and Megatron-LM recompute every micro-batch: the export says so.
+  const std::string ds = export_plan(p, ExportFormat::kDeepSpeed);
+  EXPECT_NE(ds.find("activation_checkpoint_interval 3"), std::string::npos);
+  EXPECT_NE(ds.find("remat except-last runs as remat on"), std::string::npos);
+  const std::string mg = export_plan(p, ExportFormat::kMegatron);
+  EXPECT_EQ(flags_of(mg).at("--recompute-granularity"), "full");
+  EXPECT_NE(mg.find("remat except-last runs as remat on"), std::string::npos);
+  EXPECT_EQ(export_plan(plan_with({3, 2, 2, 3}, 4, 1, Remat::kAlways,
+                                  {"embed", "b", "c", "d", "e", "f", "g", "h", "i", "head"}),
+                        ExportFormat::kMegatron)
+                .find("except-last"),
+            std::string::npos);
+}
+
 TEST(PlanExport, MegatronEvenCutNeedsNoUnevenFlags) {
   const std::string text =
-      export_plan(plan_with({3, 2, 2, 3}, 4, 2, true,
+      export_plan(plan_with({3, 2, 2, 3}, 4, 2, Remat::kAlways,
                             {"embed", "b", "c", "d", "e", "f", "g", "h", "i", "head"}),
                   ExportFormat::kMegatron);
   const std::map<std::string, std::string> f = flags_of(text);
@@ -202,7 +225,7 @@ TEST(PlanExport, MegatronEvenCutNeedsNoUnevenFlags) {
 TEST(PlanExport, MegatronUnevenMiddleNeedsTheLayout) {
   // No 'embed' or 'head' names: every layer is a transformer layer, 1 / 3 / 1 / 2.
   const std::string text =
-      export_plan(plan_with({1, 3, 1, 2}, 4, 1, false), ExportFormat::kMegatron);
+      export_plan(plan_with({1, 3, 1, 2}, 4, 1, Remat::kNever), ExportFormat::kMegatron);
   const std::map<std::string, std::string> f = flags_of(text);
   EXPECT_EQ(f.at("--num-layers"), "7");
   EXPECT_EQ(f.at("--pipeline-model-parallel-layout"), "'Et|t*3|t|t*2L'");
@@ -210,14 +233,15 @@ TEST(PlanExport, MegatronUnevenMiddleNeedsTheLayout) {
   EXPECT_EQ(f.count("--recompute-granularity"), 0u);  // remat off
   EXPECT_NE(text.find("cannot express it"), std::string::npos);
   // A first stage holding only the embedding also needs the layout.
-  const std::map<std::string, std::string> g = flags_of(export_plan(
-      plan_with({1, 2, 2}, 4, 1, true, {"embed", "a", "b", "c", "head"}), ExportFormat::kMegatron));
+  const std::map<std::string, std::string> g = flags_of(
+      export_plan(plan_with({1, 2, 2}, 4, 1, Remat::kAlways, {"embed", "a", "b", "c", "head"}),
+                  ExportFormat::kMegatron));
   EXPECT_EQ(g.at("--pipeline-model-parallel-layout"), "'E|t*2|tL'");
   EXPECT_EQ(g.at("--num-layers"), "3");
 }
 
 TEST(PlanExport, MegatronRejectsAModelWithoutTransformerLayers) {
-  const Plan p = plan_with({1, 1}, 2, 1, true, {"embed", "head"});
+  const Plan p = plan_with({1, 1}, 2, 1, Remat::kAlways, {"embed", "head"});
   EXPECT_THROW(export_plan(p, ExportFormat::kMegatron), std::invalid_argument);
 }
 
@@ -254,8 +278,8 @@ void check_pipelining_csv(const Plan& p) {
 
 TEST(PlanExport, TorchPipeliningCsvIsGpipeTimeAligned) {
   check_pipelining_csv(golden_plan());
-  check_pipelining_csv(plan_with({2, 1, 1, 3, 1}, 6, 1, false));
-  check_pipelining_csv(plan_with({4}, 3, 2, true));
+  check_pipelining_csv(plan_with({2, 1, 1, 3, 1}, 6, 1, Remat::kNever));
+  check_pipelining_csv(plan_with({4}, 3, 2, Remat::kAlways));
   // The golden plan's first rank: four forwards, idle while the pipeline drains
   // forward and fills backward, then four backwards.
   EXPECT_EQ(csv_of(export_plan(golden_plan(), ExportFormat::kTorchPipelining))[0],

@@ -46,7 +46,7 @@ Plan sample_plan() {
   p.global_batch = 8;
   p.micro_batch_size = 2;
   p.schedule = ScheduleKind::kGpipe;
-  p.remat = true;
+  p.remat = Remat::kAlways;
   p.partition_method = "optimal";
   p.stage_plans = {{{0, 2}, 0, 0.003, 0.006, 0.003, 1'000'000},
                    {{3, 4}, 1, 0.0025, 0.005, 0.0025, 900'000},
@@ -121,12 +121,31 @@ TEST(PlanIo, RoundTripsThroughAFile) {
 
 TEST(PlanIo, RoundTripsThroughJson) {
   Plan plan = sample_plan();
-  plan.remat = false;
+  plan.remat = Remat::kNever;
   plan.data_parallel = 2;
   plan.devices = 6;
   plan.global_batch = 16;
   plan.fits = false;
   expect_same(plan, plan_from_json(plan_to_json(plan), "p.json"));
+}
+
+TEST(PlanIo, RematModeRoundTripsAndOlderPlansReadTheBool) {
+  Plan plan = sample_plan();
+  plan.remat = Remat::kExceptLast;
+  json doc = plan_to_json(plan);
+  EXPECT_EQ(doc["remat"], true);
+  EXPECT_EQ(doc["remat_mode"], "except-last");
+  EXPECT_EQ(plan_from_json(doc, "p.json").remat, Remat::kExceptLast);
+  doc.erase("remat_mode");  // a plan written before the modes
+  EXPECT_EQ(plan_from_json(doc, "p.json").remat, Remat::kAlways);
+  doc["remat"] = false;
+  EXPECT_EQ(plan_from_json(doc, "p.json").remat, Remat::kNever);
+  doc["remat_mode"] = "always";
+  EXPECT_EQ(error_of(doc), "p.json: remat_mode: remat mode 'always' contradicts \"remat\": false");
+  doc["remat_mode"] = "sometimes";
+  EXPECT_EQ(error_of(doc),
+            "p.json: remat_mode: unknown remat mode 'sometimes' (expected one of: always, "
+            "except-last, never (or on, off))");
 }
 
 TEST(PlanIo, WritesTheGoldenFile) {
@@ -231,7 +250,7 @@ TEST(MakePlan, FillsEveryFieldFromTheSimulation) {
   EXPECT_EQ(p.micro_batches, 2);
   EXPECT_EQ(p.micro_batch_size, 2);
   EXPECT_EQ(p.global_batch, 8);  // D x M x micro-batch size
-  EXPECT_TRUE(p.remat);
+  EXPECT_EQ(p.remat, Remat::kAlways);
   EXPECT_EQ(p.partition_method, "uniform");
   ASSERT_EQ(p.stage_plans.size(), 3u);
   for (int s = 0; s < 3; ++s) {

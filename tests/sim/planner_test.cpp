@@ -29,11 +29,14 @@ Scenario small() {
 
 TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   const PlanReport r = run_planner(small(), PlanRequest{});
-  // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; gpipe, 1f1b and zb-h1; remat on
-  // and off. Interleaved: K > 1, M a multiple of K, v in {2, 4} with K v <= 8
+  // K in {1, 2, 4}; D = 4 / K; M divides 16 / D; gpipe, 1f1b and zb-h1; remat
+  // never, except-last and always, except-last not with M = 1 (where it is
+  // never). Interleaved: K > 1, M a multiple of K, v in {2, 4} with K v <= 8
   // layers: K=2 M in {2, 4, 8} v in {2, 4}, K=4 M in {4, 8, 16} v = 2.
+  const auto remats = [](int divisors) { return 2 + 3 * (divisors - 1); };
   const std::size_t expected =
-      3 * 2 * (3 /* M | 4 */ + 4 /* M | 8 */ + 5 /* M | 16 */) + 2 * (3 * 2 + 3 * 1);
+      3 * (remats(3) /* M | 4 */ + remats(4) /* M | 8 */ + remats(5) /* M | 16 */) +
+      3 * (3 * 2 + 3 * 1);
   EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
   EXPECT_TRUE(r.rejected.empty());
   for (std::size_t i = 1; i < r.ranked.size(); ++i) {
@@ -55,7 +58,7 @@ TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   // recompute has no bubble at all and wins.
   EXPECT_EQ(r.ranked.front().stages, 1);
   EXPECT_EQ(r.ranked.front().data_parallel, 4);
-  EXPECT_FALSE(r.ranked.front().remat);
+  EXPECT_EQ(r.ranked.front().remat, Remat::kNever);
 }
 
 TEST(Planner, ChoosesMBetweenBubbleAndSmallOpInefficiency) {
@@ -66,7 +69,7 @@ TEST(Planner, ChoosesMBetweenBubbleAndSmallOpInefficiency) {
   sc.cluster.device.efficiency = EfficiencyCurve{1.0, 20000.0};
   PlanRequest req;
   req.stages = 4;
-  req.remat = false;
+  req.remat = Remat::kNever;
   const PlanReport r = run_planner(sc, req);
   ASSERT_FALSE(r.ranked.empty());
   const int best_m = r.ranked.front().micro_batches;
@@ -206,7 +209,7 @@ std::int64_t peak_with_layers(const nlohmann::json& doc, std::int64_t layers, in
   d["model"]["layers"] = layers;
   const Scenario sc = parse_scenario(d, "t.json");
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
-  return min_peak_memory(partition_problem(sc, cost, K, 4, true));
+  return min_peak_memory(partition_problem(sc, cost, K, 4, Remat::kAlways));
 }
 
 bool fits_with_layers(const nlohmann::json& doc, int layers, int K) {

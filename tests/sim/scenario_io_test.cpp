@@ -48,7 +48,7 @@ TEST(ScenarioIo, LoadsDemo) {
   EXPECT_EQ(s.training.optimizer, Optimizer::kAdam);
   EXPECT_EQ(s.training.bytes_per_param, bytes_per_param(Optimizer::kAdam, DType::kBf16));
   EXPECT_EQ(s.training.schedule, ScheduleKind::kGpipe);
-  EXPECT_TRUE(s.training.remat);
+  EXPECT_EQ(s.training.remat, Remat::kAlways);
 }
 
 TEST(ScenarioIo, LoadsGpipeTpuV3Example) {
@@ -92,7 +92,7 @@ TEST(ScenarioIo, ExplicitClusterAndMlp) {
   EXPECT_EQ(s.training.micro_batches, 4);
   EXPECT_EQ(s.training.optimizer, Optimizer::kMomentum);
   EXPECT_EQ(s.training.bytes_per_param, 12.0);
-  EXPECT_FALSE(s.training.remat);
+  EXPECT_EQ(s.training.remat, Remat::kNever);
 }
 
 TEST(ScenarioIo, ExplicitLayerList) {
@@ -156,7 +156,7 @@ TEST(ScenarioIo, DefaultsAndNameFromText) {
   EXPECT_EQ(s.training.optimizer, Optimizer::kAdam);
   EXPECT_EQ(s.training.bytes_per_param, 16.0);
   EXPECT_EQ(s.training.schedule, ScheduleKind::kGpipe);
-  EXPECT_TRUE(s.training.remat);
+  EXPECT_EQ(s.training.remat, Remat::kAlways);
   TransformerParams p;  // d_ff defaults to 4 * d_model
   p.layers = 4;
   p.d_model = 64;
@@ -209,8 +209,8 @@ TEST(ScenarioOverride, NewKeyIsRejectedByValidation) {
 
 // chunks belong to interleaving: 2 by default there, an error elsewhere.
 TEST(ScenarioTraining, ChunksGoWithInterleaving) {
-  const Scenario inter = parse_scenario_text(good_doc().dump(), "o.json",
-                                             {"training.schedule=interleaved-1f1b"});
+  const Scenario inter =
+      parse_scenario_text(good_doc().dump(), "o.json", {"training.schedule=interleaved-1f1b"});
   EXPECT_EQ(inter.training.chunks, 2);
   const Scenario four = parse_scenario_text(
       good_doc().dump(), "o.json", {"training.schedule=interleaved-1f1b", "training.chunks=4"});
@@ -221,9 +221,9 @@ TEST(ScenarioTraining, ChunksGoWithInterleaving) {
   EXPECT_NE(std::string(e.what()).find("2 chunks need \"schedule\": \"interleaved-1f1b\""),
             std::string::npos)
       << e.what();
-  EXPECT_EQ(error_of(good_doc(), {"training.schedule=interleaved-1f1b", "training.chunks=0"})
-                .json_path(),
-            "training.chunks");
+  EXPECT_EQ(
+      error_of(good_doc(), {"training.schedule=interleaved-1f1b", "training.chunks=0"}).json_path(),
+      "training.chunks");
 }
 
 TEST(ScenarioOverride, MissingParent) {
@@ -387,9 +387,30 @@ TEST(ScenarioErrors, WrongTypeForInteger) {
 
 TEST(ScenarioErrors, WrongTypeBool) {
   json doc = good_doc();
-  doc["training"]["remat"] = "yes";
+  doc["training"]["remat"] = 1;
   const ScenarioError e = error_of(doc);
-  EXPECT_STREQ(e.what(), "bad.json: training.remat: expected true or false, got string");
+  EXPECT_STREQ(e.what(),
+               "bad.json: training.remat: expected true, false or one of: always, except-last, "
+               "never (or on, off), got number");
+  doc["training"]["remat"] = "yes";
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: training.remat: unknown remat mode 'yes' (expected one of: always, "
+               "except-last, never (or on, off))");
+}
+
+TEST(ScenarioIo, RematModes) {
+  json doc = good_doc();
+  for (const auto& [value, want] :
+       std::vector<std::pair<json, Remat>>{{true, Remat::kAlways},
+                                           {false, Remat::kNever},
+                                           {"always", Remat::kAlways},
+                                           {"never", Remat::kNever},
+                                           {"except-last", Remat::kExceptLast},
+                                           {"on", Remat::kAlways},
+                                           {"off", Remat::kNever}}) {
+    doc["training"]["remat"] = value;
+    EXPECT_EQ(parse_scenario(doc, "s.json").training.remat, want) << value.dump();
+  }
 }
 
 TEST(ScenarioErrors, WrongTypeSection) {

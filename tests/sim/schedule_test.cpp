@@ -10,7 +10,7 @@ namespace {
 using testing::ops_text;
 
 TEST(GpipeSchedule, FillThenDrainInReverse) {
-  const Schedule s = build_gpipe(2, 3, false);
+  const Schedule s = build_gpipe(2, 3, Remat::kNever);
   ASSERT_EQ(s.devices(), 2);
   EXPECT_EQ(ops_text(s.device_ops[0]), "F0 F1 F2 B2 B1 B0 O");
   EXPECT_EQ(ops_text(s.device_ops[1]), "F0 F1 F2 B2 B1 B0 O");
@@ -19,14 +19,14 @@ TEST(GpipeSchedule, FillThenDrainInReverse) {
 }
 
 TEST(GpipeSchedule, RematRecomputesBeforeEachBackward) {
-  const Schedule s = build_gpipe(3, 2, true);
+  const Schedule s = build_gpipe(3, 2, Remat::kAlways);
   EXPECT_EQ(ops_text(s.device_ops[2]), "F0 F1 R1 B1 R0 B0 O");
   EXPECT_EQ(s.stage_device, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(check_schedule(s), "");
 }
 
 TEST(CheckSchedule, FindsMissingDuplicateAndMisorderedOps) {
-  Schedule s = build_gpipe(2, 2, true);
+  Schedule s = build_gpipe(2, 2, Remat::kAlways);
   Schedule missing = s;
   missing.device_ops[1].erase(missing.device_ops[1].begin());
   EXPECT_EQ(check_schedule(missing), "stage 1 micro-batch 0: missing forward");
@@ -35,7 +35,7 @@ TEST(CheckSchedule, FindsMissingDuplicateAndMisorderedOps) {
   dup.device_ops[0].insert(dup.device_ops[0].begin(), Op{OpKind::kForward, 0, 1});
   EXPECT_EQ(check_schedule(dup), "device 0 op 2: duplicate forward");
 
-  Schedule order = build_gpipe(1, 1, false);
+  Schedule order = build_gpipe(1, 1, Remat::kNever);
   std::swap(order.device_ops[0][0], order.device_ops[0][1]);
   EXPECT_EQ(check_schedule(order), "stage 0 micro-batch 0: backward before forward");
 
@@ -44,8 +44,9 @@ TEST(CheckSchedule, FindsMissingDuplicateAndMisorderedOps) {
   EXPECT_EQ(check_schedule(wrong_device), "device 0 op 0: stage 1 does not run on this device");
 
   Schedule no_remat = s;
-  no_remat.remat = false;
-  EXPECT_EQ(check_schedule(no_remat), "stage 0 micro-batch 0: recompute without remat");
+  no_remat.remat = Remat::kNever;
+  EXPECT_EQ(check_schedule(no_remat),
+            "stage 0 micro-batch 0: recompute that remat never does not ask for");
 
   Schedule no_recompute = s;
   no_recompute.device_ops[0].erase(no_recompute.device_ops[0].begin() + 2);  // R1

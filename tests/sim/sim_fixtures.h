@@ -48,7 +48,21 @@ inline Scenario uniform_scenario(int layers, int devices, Flops fwd_flops,
   sc.training.global_batch = global_batch;
   sc.training.micro_batches = micro_batches;
   sc.training.bytes_per_param = 0.0;
-  sc.training.remat = remat;
+  sc.training.remat = remat_from_bool(remat);
+  return sc;
+}
+
+// 4 layers on 2 stages; per sample: stash 100 B per layer, outputs 10 B, input
+// 7 B, 1000 params per layer at 12 B/param; micro-batches of 2.
+inline Scenario memory_scenario(int micro_batches, bool remat) {
+  Scenario sc = uniform_scenario(4, 2, 1000.0, 2 * micro_batches, micro_batches, remat);
+  for (LayerSpec& l : sc.model.layers) {
+    l.stash_bytes = 100;
+    l.out_bytes = 10;
+    l.params = 1000;
+  }
+  sc.model.input_bytes = 7;
+  sc.training.bytes_per_param = 12.0;
   return sc;
 }
 

@@ -100,7 +100,7 @@ TEST(Transfer, LinksAreFullDuplex) {
   Scenario sc = two_stages(2, 5000, 0.0, TopologyKind::kAllToAll);
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
   const auto stages = compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0);
-  Schedule s = build_gpipe(2, 2, false);
+  Schedule s = build_gpipe(2, 2, Remat::kNever);
   s.device_ops[0] = {{OpKind::kForward, 0, 0},
                      {OpKind::kForward, 0, 1},
                      {OpKind::kBackward, 0, 0},
@@ -126,7 +126,7 @@ TEST(Transfer, MultiHopRouteSumsLatencies) {
   sc.cluster.devices = 4;
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
   const auto stages = compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0);
-  Schedule s = build_gpipe(2, 1, false);
+  Schedule s = build_gpipe(2, 1, Remat::kNever);
   s.stage_device = {0, 2};
   s.device_ops = {s.device_ops[0], {}, s.device_ops[1]};
   ASSERT_EQ(check_schedule(s), "");

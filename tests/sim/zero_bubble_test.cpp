@@ -17,23 +17,23 @@ namespace {
 using testing::ops_text;
 
 TEST(ZeroBubbleH1, OpOrder) {
-  const Schedule s = build_zb_h1(3, 4, false);
+  const Schedule s = build_zb_h1(3, 4, Remat::kNever);
   EXPECT_EQ(s.kind, ScheduleKind::kZbH1);
   ASSERT_EQ(s.devices(), 3);
   // Stage 0: 1F1B's warm-up, then F B W; stage s first defers s W.
   EXPECT_EQ(ops_text(s.device_ops[0]), "F0 F1 F2 B0 W0 F3 B1 W1 B2 W2 B3 W3 O");
   EXPECT_EQ(ops_text(s.device_ops[1]), "F0 F1 B0 F2 B1 W0 F3 B2 W1 B3 W2 W3 O");
   EXPECT_EQ(ops_text(s.device_ops[2]), "F0 B0 F1 B1 F2 B2 W0 F3 B3 W1 W2 W3 O");
-  EXPECT_EQ(ops_text(build_zb_h1(2, 2, true).device_ops[1]), "F0 R0 B0 F1 R1 B1 W0 W1 O");
-  EXPECT_EQ(ops_text(build_zb_h1(4, 2, false).device_ops[3]), "F0 B0 F1 B1 W0 W1 O");
-  EXPECT_EQ(build_schedule(ScheduleKind::kZbH1, 3, 4, false).device_ops,
-            build_zb_h1(3, 4, false).device_ops);
+  EXPECT_EQ(ops_text(build_zb_h1(2, 2, Remat::kAlways).device_ops[1]), "F0 R0 B0 F1 R1 B1 W0 W1 O");
+  EXPECT_EQ(ops_text(build_zb_h1(4, 2, Remat::kNever).device_ops[3]), "F0 B0 F1 B1 W0 W1 O");
+  EXPECT_EQ(build_schedule(ScheduleKind::kZbH1, 3, 4, Remat::kNever).device_ops,
+            build_zb_h1(3, 4, Remat::kNever).device_ops);
 }
 
 TEST(ZeroBubbleH1, ValidAndAtMostKAwaitingW) {
   for (int K : {1, 2, 3, 4, 8}) {
     for (int M : {1, 2, 3, 8, 17}) {
-      for (bool remat : {false, true}) {
+      for (const Remat remat : kAllRemats) {
         const Schedule s = build_zb_h1(K, M, remat);
         EXPECT_EQ(check_schedule(s), "") << K << " " << M;
         for (int st = 0; st < K; ++st) {
@@ -50,7 +50,7 @@ TEST(ZeroBubbleH1, ValidAndAtMostKAwaitingW) {
 }
 
 TEST(ZeroBubbleH1, CheckScheduleWantsOneWAfterEachB) {
-  const Schedule s = build_zb_h1(2, 2, false);
+  const Schedule s = build_zb_h1(2, 2, Remat::kNever);
   ASSERT_EQ(ops_text(s.device_ops[1]), "F0 B0 F1 B1 W0 W1 O");
   // Drop W1: missing.
   Schedule missing = s;
@@ -64,7 +64,7 @@ TEST(ZeroBubbleH1, CheckScheduleWantsOneWAfterEachB) {
                  std::find(e_ops.begin(), e_ops.end(), Op{OpKind::kBackward, 1, 0}));
   EXPECT_EQ(check_schedule(early), "stage 1 micro-batch 0: weight gradient before backward");
   // A W in a schedule that does not split the backward.
-  Schedule one = build_1f1b(2, 2, false);
+  Schedule one = build_1f1b(2, 2, Remat::kNever);
   one.device_ops[0].insert(one.device_ops[0].end() - 1, Op{OpKind::kWeight, 0, 0});
   EXPECT_EQ(check_schedule(one),
             "stage 0 micro-batch 0: weight gradient in a schedule that does not split the "

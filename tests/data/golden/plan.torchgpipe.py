@@ -8,7 +8,8 @@
 #   stage 2: layers 5-6: block4, head
 # Feed each replica mini-batches of 8 samples; GPipe splits them into `chunks` micro-batches.
 # checkpoint='always' recomputes each micro-batch's forward in the backward pass as
-# GPipe's rematerialization does; 'never' keeps every activation (remat off).
+# GPipe's rematerialization does; 'except_last' all but the last micro-batch's
+# (remat except-last); 'never' keeps every activation (remat off).
 from torchgpipe import GPipe
 
 balance = [3, 2, 2]
