@@ -31,7 +31,8 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
       ->check(CLI::PositiveNumber);
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"}));
+  add_schedule_file_option(*cmd, o.schedule_file);
   cmd->add_option("--chunks", o.chunks,
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: try 2 and 4)")
@@ -144,6 +145,7 @@ int run_plan(const PlanOptions& o) {
   request.remat = remat_of(o.remat);
   if (o.schedule) request.schedule = parse_schedule(*o.schedule);
   request.chunks = o.chunks;
+  request.custom = custom_of(o.schedule_file);
   request.max_micro_batches = o.max_micro_batches;
   PlanReport report;
   {

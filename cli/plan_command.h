@@ -18,6 +18,7 @@ struct PlanOptions {
   std::optional<std::string> remat;
   std::optional<int> chunks;  // v, interleaved-1f1b
   std::optional<std::string> schedule;
+  std::optional<std::string> schedule_file;  // custom schedule, per-rank action CSV
   int max_micro_batches = 512;
   int top = 10;
   std::optional<std::string> output;

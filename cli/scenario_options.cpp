@@ -43,6 +43,20 @@ std::optional<Remat> remat_of(const std::optional<std::string>& remat) {
   return parse_remat(*remat);
 }
 
+void add_schedule_file_option(CLI::App& cmd, std::optional<std::string>& file) {
+  cmd.add_option("--schedule-file", file,
+                 "Run a custom schedule: PyTorch pipelining's per-rank action CSV (a row per "
+                 "device, cells like 0F1, 1B0, or 0I1 and 0W1 for a split backward; what "
+                 "`export --to torch-pipelining` writes). It fixes K, M and the chunks (stage s "
+                 "on device s mod K) and is checked for missing, duplicated and deadlocking "
+                 "actions first");
+}
+
+std::shared_ptr<const CustomSchedule> custom_of(const std::optional<std::string>& file) {
+  if (!file) return nullptr;
+  return std::make_shared<const CustomSchedule>(read_schedule_csv(*file));
+}
+
 nlohmann::json load_document(const ScenarioOptions& o) {
   if (o.seq_len && !o.hf_config) {
     throw std::invalid_argument("--seq-len applies to --hf-config; use --set model.seq_len=N");

@@ -2,6 +2,7 @@
 // Options every scenario-reading subcommand shares: the file and --set.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "sim/custom_schedule.h"
 #include "sim/scenario.h"
 
 namespace pipescope::cli {
@@ -29,6 +31,11 @@ void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
 void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const std::string& what);
 // The mode add_remat_option took, if given.
 std::optional<Remat> remat_of(const std::optional<std::string>& remat);
+// --schedule-file CSV: a custom schedule, PyTorch pipelining's per-rank action
+// CSV (as `export --to torch-pipelining` writes it).
+void add_schedule_file_option(CLI::App& cmd, std::optional<std::string>& file);
+// The schedule read from that file, validated; null without the option.
+std::shared_ptr<const CustomSchedule> custom_of(const std::optional<std::string>& file);
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides.
 nlohmann::json load_document(const ScenarioOptions& o);

@@ -33,7 +33,8 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Micro-batches per step (default: training.micro_batches)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"}));
+  add_schedule_file_option(*cmd, opts->schedule_file);
   cmd->add_option("--chunks", opts->chunks,
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: training.chunks)")
@@ -56,10 +57,10 @@ int run_simulate(const SimulateOptions& o) {
   SimConfig config;
   int replicas = 1;
   if (o.plan) {
-    if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat) {
+    if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file) {
       throw std::invalid_argument(
           "--plan fixes K, M, the schedule, its chunks and remat; drop -K, -M, --schedule, "
-          "--chunks and --remat");
+          "--schedule-file, --chunks and --remat");
     }
     const Plan plan = read_plan_file(*o.plan);
     check_plan_matches(plan, scenario, *o.plan);
@@ -69,6 +70,7 @@ int run_simulate(const SimulateOptions& o) {
     config.stages = plan.stages;
     config.micro_batches = plan.micro_batches;
     config.schedule = plan.schedule;
+    config.custom = plan.custom;
     config.chunks = plan.chunks;
     config.remat = plan.remat;
     config.stage_ranges = plan.stage_ranges();
@@ -78,6 +80,7 @@ int run_simulate(const SimulateOptions& o) {
   if (o.schedule) config.schedule = parse_schedule(*o.schedule);
   if (o.chunks) config.chunks = o.chunks;
   if (o.remat) config.remat = remat_of(o.remat);
+  if (o.schedule_file) config.custom = custom_of(o.schedule_file);
   config.partition = *parse_partition_method(o.partition);
   config.record_timeline = o.trace.has_value();
   SimResult result;

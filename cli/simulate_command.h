@@ -18,8 +18,9 @@ struct SimulateOptions {
   std::optional<int> stages;
   std::optional<int> micro_batches;
   std::optional<std::string> schedule;
-  std::optional<int> chunks;         // v, interleaved-1f1b
-  std::optional<std::string> remat;  // "on" | "off" | "always" | "never" | "except-last"
+  std::optional<std::string> schedule_file;  // custom schedule, per-rank action CSV
+  std::optional<int> chunks;                 // v, interleaved-1f1b
+  std::optional<std::string> remat;          // "on" | "off" | "always" | "never" | "except-last"
   std::string partition = "optimal";
   std::optional<std::string> trace;
   bool json = false;

@@ -54,6 +54,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   config.stages = K;
   config.micro_batches = plan.micro_batches;
   config.schedule = plan.schedule;
+  config.custom = plan.custom;
   config.chunks = plan.chunks;
   config.remat = plan.remat;
   config.stage_ranges = plan.stage_ranges();
@@ -139,8 +140,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   }
   c.steal_fraction =
       wall_sum > 0 ? 1.0 - static_cast<double>(cpu_sum) / static_cast<double>(wall_sum) : 0.0;
-  const Schedule schedule =
-      build_schedule(plan.schedule, K, plan.micro_batches, plan.remat, plan.chunks);
+  const Schedule schedule = plan.schedule_ops();
   const EngineResult replayed = run_engine(schedule, replay, scenario.cluster, nullptr);
   c.replayed_step_s = simtime_to_seconds(replayed.step_time);
   c.runtime_overhead = c.replayed_step_s > 0 ? c.measured_step_s / c.replayed_step_s - 1.0 : 0.0;

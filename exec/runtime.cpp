@@ -87,7 +87,7 @@ class StepRun {
         mbs_(micro_batches),
         K_(schedule.stages),
         M_(schedule.micro_batches),
-        split_(splits_backward(schedule.kind)),
+        split_(schedule.split),
         channels_(static_cast<std::size_t>(2 * schedule.stages)),
         status_(schedule.device_ops.size()),
         events_(schedule.device_ops.size()) {

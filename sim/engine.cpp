@@ -47,7 +47,7 @@ class Engine {
         listener_(listener),
         K_(schedule.stages),
         M_(schedule.micro_batches),
-        split_(splits_backward(schedule.kind)) {
+        split_(schedule.split) {
     PS_CHECK(static_cast<int>(stages.size()) == K_, "one StageCost per stage");
     PS_CHECK(schedule.devices() <= cluster.devices,
              "schedule uses more devices than the cluster has");

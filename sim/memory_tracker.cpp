@@ -10,7 +10,7 @@ MemoryTracker::MemoryTracker(const Schedule& schedule, const std::vector<StageCo
     : stages_(stages),
       remat_(schedule.remat),
       micro_batches_(schedule.micro_batches),
-      split_(splits_backward(schedule.kind)) {
+      split_(schedule.split) {
   const auto n = static_cast<std::size_t>(schedule.devices());
   static_bytes_.assign(n, 0);
   allocs_.resize(n);

@@ -39,6 +39,14 @@ class Fnv1a64 {
 
 }  // namespace
 
+Schedule Plan::schedule_ops() const {
+  if (schedule == ScheduleKind::kCustom) {
+    PS_CHECK(custom != nullptr, "a custom plan carries its actions");
+    return build_custom(*custom, remat);
+  }
+  return build_schedule(schedule, stages, micro_batches, remat, chunks);
+}
+
 std::vector<StageRange> Plan::stage_ranges() const {
   std::vector<StageRange> out;
   out.reserve(stage_plans.size());
@@ -106,6 +114,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.global_batch = std::int64_t{data_parallel} * result.micro_batches * result.micro_batch_size;
   p.schedule = result.schedule;
   p.remat = result.remat;
+  p.custom = result.custom;
   p.partition_method = std::move(partition_method);
 
   const Metrics& m = result.metrics;

@@ -5,6 +5,7 @@
 // other tools take.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/model.h"
+#include "sim/custom_schedule.h"
 #include "sim/partition.h"
 #include "sim/scenario.h"
 
@@ -54,7 +56,8 @@ struct Plan {
   std::int64_t micro_batch_size = 1;
   ScheduleKind schedule = ScheduleKind::kGpipe;
   Remat remat = Remat::kAlways;
-  std::string partition_method;  // how the cuts were chosen, e.g. "optimal"
+  std::shared_ptr<const CustomSchedule> custom;  // the actions of schedule custom
+  std::string partition_method;                  // how the cuts were chosen, e.g. "optimal"
   std::vector<PlanStage> stage_plans;
 
   double step_time_s = 0.0;
@@ -63,6 +66,8 @@ struct Plan {
   bool fits = true;
 
   std::vector<StageRange> stage_ranges() const;
+  // The op lists the plan runs: its schedule's, or its custom actions'.
+  Schedule schedule_ops() const;
   int model_stages() const { return stages * chunks; }
 };
 

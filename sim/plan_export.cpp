@@ -271,7 +271,7 @@ std::string export_megatron(const Plan& p) {
 // B(s,m) after B(s+1,m)); a rank that must wait leaves the cell empty. A split
 // backward is PyTorch's I (input gradient) and W (weight gradient), else B.
 std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
-  const Schedule sched = build_schedule(p.schedule, p.stages, p.micro_batches, p.remat, p.chunks);
+  const Schedule sched = p.schedule_ops();
   const auto K = static_cast<std::size_t>(sched.stages);  // model stages, K x v
   const auto M = static_cast<std::size_t>(p.micro_batches);
   // One rank per device of the pipeline; recompute and optimizer steps are not
@@ -309,10 +309,7 @@ std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
         rows[r].emplace_back();
         continue;
       }
-      const char* action = fwd                           ? "F"
-                           : op.kind == OpKind::kWeight  ? "W"
-                           : splits_backward(p.schedule) ? "I"
-                                                         : "B";
+      const char* action = fwd ? "F" : op.kind == OpKind::kWeight ? "W" : sched.split ? "I" : "B";
       if (op.kind != OpKind::kWeight) (fwd ? f_step : b_step)[at(op.stage, op.micro_batch)] = step;
       rows[r].push_back(str(op.stage) + action + str(op.micro_batch));
       ++next[r];
@@ -362,6 +359,12 @@ std::string export_plan(const Plan& plan, ExportFormat format) {
   PS_CHECK(
       !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
       "a plan has one entry per stage");
+  if (plan.schedule == ScheduleKind::kCustom && format != ExportFormat::kTorchPipelining) {
+    throw std::invalid_argument(
+        "cannot export a custom-schedule plan to " + std::string(to_string(format)) +
+        ": it runs its own schedule; export it to torch-pipelining, which runs per-rank "
+        "action lists");
+  }
   if (plan.chunks > 1 &&
       (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {
     throw std::invalid_argument(

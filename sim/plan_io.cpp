@@ -162,6 +162,32 @@ void check_stages(const Plan& p, const Where& at) {
   }
 }
 
+// A custom schedule's per-rank actions, which must agree with K, M and chunks.
+void read_custom_actions(ObjectReader& top, Plan& p) {
+  const Where at = top.where("actions");
+  const json& rows = top.array("actions");
+  std::vector<std::vector<std::string>> cells;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (!rows[r].is_array())
+      at.index(r).fail("expected an array of actions, got " + type_of(rows[r]));
+    cells.emplace_back();
+    for (std::size_t i = 0; i < rows[r].size(); ++i) {
+      cells.back().push_back(as_string(rows[r][i], at.index(r).index(i)));
+    }
+  }
+  auto custom =
+      std::make_shared<const CustomSchedule>(custom_from_actions(cells, at.file, "actions"));
+  const auto agree = [&](const char* key, int plan_value, int actions_value) {
+    if (plan_value != actions_value) {
+      top.fail(key, "the plan says " + str(plan_value) + ", its actions " + str(actions_value));
+    }
+  };
+  agree("K", p.stages, custom->devices());
+  agree("M", p.micro_batches, custom->micro_batches);
+  agree("chunks", p.chunks, custom->chunks());
+  p.custom = std::move(custom);
+}
+
 // N = K x D devices; D replicas split the global batch, each into M micro-batches.
 void check_sizes(const Plan& p, const Where& top) {
   const std::int64_t needed = std::int64_t{p.stages} * p.data_parallel;
@@ -218,6 +244,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["micro_batch_size"] = plan.micro_batch_size;
   doc["schedule"] = std::string(to_string(plan.schedule));
   doc["chunks"] = plan.chunks;
+  if (plan.custom) doc["actions"] = action_names(*plan.custom);
   doc["remat"] = plan.remat != Remat::kNever;
   doc["remat_mode"] = std::string(to_string(plan.remat));
   doc["partition"] = plan.partition_method;
@@ -253,8 +280,17 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   p.schedule = *opt_choice(top, "schedule", "schedule", parse_schedule, kScheduleNames);
   // Plans written before interleaving have no "chunks": one per device.
   p.chunks = static_cast<int>(top.opt_integer("chunks", kLayerCount).value_or(1));
-  const std::string shape = schedule_shape_problem(p.schedule, p.stages, p.micro_batches, p.chunks);
-  if (!shape.empty()) top.where("chunks").fail(shape);
+  if (p.schedule == ScheduleKind::kCustom) {
+    read_custom_actions(top, p);
+  } else {
+    if (top.find("actions") != nullptr) {
+      top.fail("actions",
+               "actions belong to a custom schedule, not " + std::string(to_string(p.schedule)));
+    }
+    const std::string shape =
+        schedule_shape_problem(p.schedule, p.stages, p.micro_batches, p.chunks);
+    if (!shape.empty()) top.where("chunks").fail(shape);
+  }
   // "remat" says whether anything is recomputed; "remat_mode", absent from plans
   // written before except-last, which micro-batches.
   const bool remat = top.boolean("remat");

@@ -34,7 +34,55 @@ std::vector<int> divisors(std::int64_t n, std::int64_t limit) {
   return out;
 }
 
+// A custom schedule fixes K, M and v: one candidate per remat mode.
+std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanRequest& req, int N) {
+  const CustomSchedule& custom = *req.custom;
+  const int K = custom.devices();
+  const int M = custom.micro_batches;
+  const std::string what = "the custom schedule's K=" + std::to_string(K);
+  if (req.schedule && *req.schedule != ScheduleKind::kCustom) {
+    throw ConfigError("a schedule file makes the schedule custom, not " +
+                      std::string(to_string(*req.schedule)));
+  }
+  if ((req.stages && *req.stages != K) || (req.micro_batches && *req.micro_batches != M) ||
+      (req.chunks && *req.chunks != custom.chunks())) {
+    throw ConfigError(
+        "-K, -M and --chunks must agree with the custom schedule's K=" + std::to_string(K) +
+        ", M=" + std::to_string(M) + " and chunks=" + std::to_string(custom.chunks()));
+  }
+  if (N % K != 0) {
+    throw ConfigError(what + " does not divide the " + std::to_string(N) + " devices");
+  }
+  if (std::int64_t{K} * custom.chunks() > static_cast<std::int64_t>(sc.model.layers.size())) {
+    throw ConfigError(what + " x " + std::to_string(custom.chunks()) +
+                      " chunks is more stages than the model's " +
+                      std::to_string(sc.model.layers.size()) + " layers");
+  }
+  const int D = N / K;
+  if (sc.training.global_batch % (std::int64_t{D} * M) != 0) {
+    throw ConfigError("D=" + std::to_string(D) + " replicas x M=" + std::to_string(M) +
+                      " micro-batches do not divide the global batch of " +
+                      std::to_string(sc.training.global_batch));
+  }
+  std::vector<PlanCandidate> out;
+  for (const Remat remat : kAllRemats) {
+    if (req.remat && remat != *req.remat) continue;
+    if (remat == Remat::kExceptLast && M == 1 && !req.remat) continue;
+    PlanCandidate c;
+    c.stages = K;
+    c.data_parallel = D;
+    c.micro_batches = M;
+    c.remat = remat;
+    c.schedule = ScheduleKind::kCustom;
+    c.chunks = custom.chunks();
+    c.custom = req.custom;
+    out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req, int N) {
+  if (req.custom) return enumerate_custom(sc, req, N);
   const int layers = static_cast<int>(sc.model.layers.size());
   const std::int64_t batch = sc.training.global_batch;
   if (req.stages) {
@@ -138,6 +186,7 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   config.schedule = c.schedule;
   config.chunks = c.chunks;
   config.remat = c.remat;
+  config.custom = c.custom;
   config.stage_ranges = cut.stages;
   config.record_timeline = false;
   c.result = simulate(replica, config, cost);

@@ -28,8 +28,10 @@ struct PlanRequest {
   std::optional<Remat> remat;            // fix remat; default: try each mode
   std::optional<ScheduleKind> schedule;  // fix the schedule; default: try each
   std::optional<int> chunks;             // fix v (interleaved-1f1b); default: 2 and 4
-  int max_micro_batches = 512;           // bound on M
-  unsigned threads = 0;                  // 0: one per core
+  // Plan a custom schedule: its K, M and chunks are fixed; D and remat are searched.
+  std::shared_ptr<const CustomSchedule> custom;
+  int max_micro_batches = 512;  // bound on M
+  unsigned threads = 0;         // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
@@ -40,6 +42,7 @@ struct PlanCandidate {
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;  // v
   Remat remat = Remat::kAlways;
+  std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
   bool fits = false;
   std::string rejected;        // why it does not fit, one sentence; empty when it fits
   Bytes memory_needed = 0;     // when rejected: the least memory per device that would fit

@@ -18,12 +18,14 @@ namespace pipescope {
 // et al. 2024), 1F1B with the backward split into B (input gradient) and W
 // (weight gradient), the W deferred into what would be bubbles;
 // interleaved-1f1b: Megatron-LM's 1F1B over v model chunks per device (Narayanan
-// et al. 2021).
-enum class ScheduleKind { kGpipe, k1F1B, kZbH1, kInterleaved1F1B };
+// et al. 2021); custom: per-device action lists read from a file
+// (sim/custom_schedule.h), which the planner does not search.
+enum class ScheduleKind { kGpipe, k1F1B, kZbH1, kInterleaved1F1B, kCustom };
 
 std::string_view to_string(ScheduleKind k);
-// "gpipe", "1f1b", "zb-h1", "interleaved-1f1b"
+// "gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"
 std::optional<ScheduleKind> parse_schedule(std::string_view name);
+// The built-in schedules (kAllSchedules); custom comes with its file.
 inline constexpr const char* kScheduleNames = "gpipe, 1f1b, zb-h1, interleaved-1f1b";
 inline constexpr ScheduleKind kAllSchedules[] = {
     ScheduleKind::kGpipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1, ScheduleKind::kInterleaved1F1B};

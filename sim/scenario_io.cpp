@@ -280,6 +280,12 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   }
   cfg.schedule = opt_choice(t, "schedule", "schedule", parse_schedule, kScheduleNames)
                      .value_or(ScheduleKind::kGpipe);
+  if (cfg.schedule == ScheduleKind::kCustom) {
+    t.fail("schedule",
+           "a custom schedule comes from its action file: pass it with --schedule-file and "
+           "give a built-in schedule here (" +
+               std::string(kScheduleNames) + ")");
+  }
   cfg.chunks = static_cast<int>(t.opt_integer("chunks", kLayerCount)
                                     .value_or(takes_chunks(cfg.schedule) ? kDefaultChunks : 1));
   if (cfg.chunks > 1 && !takes_chunks(cfg.schedule)) {

@@ -47,6 +47,7 @@ Schedule one_stage_per_device(ScheduleKind kind, int stages, int micro_batches, 
   PS_CHECK(stages >= 1 && micro_batches >= 1, "need K >= 1 and M >= 1");
   Schedule s;
   s.kind = kind;
+  s.split = splits_backward(kind);
   s.stages = stages;
   s.micro_batches = micro_batches;
   s.remat = remat;
@@ -174,6 +175,9 @@ Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Rema
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks) {
   if (devices < 1 || micro_batches < 1) return "need K >= 1 and M >= 1";
   if (chunks < 1) return "chunks must be at least 1, got " + std::to_string(chunks);
+  if (kind == ScheduleKind::kCustom) {
+    return "a custom schedule is read from its action file (--schedule-file), not built";
+  }
   if (!takes_chunks(kind)) {
     if (chunks != 1) {
       return std::string(to_string(kind)) + " runs one chunk per device; " +
@@ -202,6 +206,8 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
       return build_zb_h1(stages, micro_batches, remat);
     case ScheduleKind::kInterleaved1F1B:
       return build_interleaved_1f1b(devices, micro_batches, chunks, remat);
+    case ScheduleKind::kCustom:
+      break;  // schedule_shape_problem said so
   }
   PS_CHECK(false, "unknown schedule kind");
 }
@@ -211,7 +217,7 @@ std::string check_schedule(const Schedule& s) {
   const auto M = static_cast<std::size_t>(s.micro_batches);
   if (s.stage_device.size() != K) return "stage_device has the wrong size";
   // Position of each op in its device list, or -1 before it is seen.
-  const bool split = splits_backward(s.kind);
+  const bool split = s.split;
   std::vector<long> pos_f(K * M, -1), pos_r(K * M, -1), pos_b(K * M, -1), pos_w(K * M, -1),
       pos_o(K, -1);
   for (std::size_t d = 0; d < s.device_ops.size(); ++d) {

@@ -42,6 +42,7 @@ struct Schedule {
   int chunks = 1;         // v, stages per device
   int micro_batches = 1;  // M
   Remat remat = Remat::kNever;
+  bool split = false;                       // B is the input gradient, W the weight gradient
   std::vector<int> stage_device;            // device that runs each stage
   std::vector<std::vector<Op>> device_ops;  // per device, in execution order
 

@@ -25,10 +25,33 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
              cfg.micro_batches.value_or(sc.training.micro_batches),
              cfg.schedule.value_or(sc.training.schedule), cfg.remat.value_or(sc.training.remat),
              cfg.chunks.value_or(sc.training.chunks)};
+  if (cfg.custom) {
+    // The action file fixes K, M and the chunks; options may only repeat them.
+    const CustomSchedule& c = *cfg.custom;
+    const auto clash = [](const char* what, int given, int file) {
+      if (given != file) {
+        throw ConfigError(std::string(what) + "=" + std::to_string(given) +
+                          " contradicts the custom schedule's " + std::to_string(file));
+      }
+    };
+    if (cfg.schedule && *cfg.schedule != ScheduleKind::kCustom) {
+      throw ConfigError("a schedule file makes the schedule custom, not " +
+                        std::string(to_string(*cfg.schedule)));
+    }
+    r.schedule = ScheduleKind::kCustom;
+    clash("K", cfg.stages.value_or(c.devices()), c.devices());
+    clash("M", cfg.micro_batches.value_or(c.micro_batches), c.micro_batches);
+    clash("chunks", cfg.chunks.value_or(c.chunks()), c.chunks());
+    r.K = c.devices();
+    r.M = c.micro_batches;
+    r.chunks = c.chunks();
+  } else if (r.schedule == ScheduleKind::kCustom) {
+    throw ConfigError("schedule custom needs its action file (--schedule-file)");
+  }
   // A scenario's chunks apply to interleaving only: another schedule chosen
   // on the command line runs one chunk per device, and interleaving chosen
   // there over a scenario of another schedule gets v = 2.
-  if (!cfg.chunks && !takes_chunks(r.schedule)) r.chunks = 1;
+  if (!cfg.custom && !cfg.chunks && !takes_chunks(r.schedule)) r.chunks = 1;
   if (!cfg.chunks && takes_chunks(r.schedule) && !takes_chunks(sc.training.schedule)) {
     r.chunks = kDefaultChunks;
   }
@@ -39,7 +62,7 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   const std::string k_field = cfg.stages ? "" : "cluster.devices";
   if (r.K < 1) throw ConfigError("K must be at least 1, got " + std::to_string(r.K));
   if (r.chunks < 1) throw ConfigError("chunks must be at least 1, got " + std::to_string(r.chunks));
-  if (r.chunks > 1 && !takes_chunks(r.schedule)) {
+  if (r.chunks > 1 && !takes_chunks(r.schedule) && !cfg.custom) {
     throw ConfigError(std::string(to_string(r.schedule)) +
                       " runs one model chunk per device; --chunks " + std::to_string(r.chunks) +
                       " needs --schedule interleaved-1f1b");
@@ -70,8 +93,10 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
                       " is more stage micro-batches than one simulation holds (" +
                       std::to_string(kMaxStageMicroBatches) + ")");
   }
-  const std::string shape = schedule_shape_problem(r.schedule, r.K, r.M, r.chunks);
-  if (!shape.empty()) throw ConfigError(shape);
+  if (!cfg.custom) {
+    const std::string shape = schedule_shape_problem(r.schedule, r.K, r.M, r.chunks);
+    if (!shape.empty()) throw ConfigError(shape);
+  }
   return r;
 }
 
@@ -106,7 +131,12 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   p.forwards_first = schedule == ScheduleKind::kGpipe;
   p.bytes_per_param = sc.training.bytes_per_param;
   p.memory_capacity = sc.cluster.device.memory_bytes;
-  if (takes_chunks(schedule)) {
+  if (schedule == ScheduleKind::kCustom) {
+    // Any order: bound the micro-batches in flight by M, as under GPipe, and
+    // give each of a device's stages its share of the memory. The simulated
+    // memory curve, from the actual order, decides whether the plan fits.
+    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  } else if (takes_chunks(schedule)) {
     // Device 0 holds its warm-up's chunk micro-batches and one more, spread
     // over its v chunks (build_interleaved_1f1b).
     const int K = stages / chunks;
@@ -223,6 +253,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.micro_batches = r.M;
   out.schedule = r.schedule;
   out.remat = r.remat;
+  out.custom = config.custom;
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
   std::vector<StageRange> ranges;
@@ -235,7 +266,8 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         scenario.training.bytes_per_param);
-  const Schedule schedule = build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
+  const Schedule schedule = config.custom ? build_custom(*config.custom, r.remat)
+                                          : build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);
 

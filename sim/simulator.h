@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "costmodels/cost_model.h"
+#include "sim/custom_schedule.h"
 #include "sim/metrics.h"
 #include "sim/partition.h"
 #include "sim/scenario.h"
@@ -46,6 +47,8 @@ struct SimConfig {
   std::optional<ScheduleKind> schedule;
   std::optional<int> chunks;  // v, interleaved-1f1b only
   std::optional<Remat> remat;
+  // A custom schedule's actions (schedule custom); fixes K, M and the chunks.
+  std::shared_ptr<const CustomSchedule> custom;
   PartitionMethod partition = PartitionMethod::kOptimal;
   // Cuts given explicitly (from a plan) instead of by `partition`.
   std::optional<std::vector<StageRange>> stage_ranges;
@@ -58,6 +61,7 @@ struct SimResult {
   int micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::kGpipe;
   Remat remat = Remat::kNever;
+  std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
   std::int64_t micro_batch_size = 1;
   std::string cost_model;
   std::vector<StageCost> stage_costs;

@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "sim/scenario.h"
 
 namespace {
 
@@ -181,7 +183,8 @@ TEST(RunCli, TrainsAPlanAndMeasuresIt) {
   // The measured trace has every op of both stages: per micro-batch F, B (and R
   // with remat, W with a split backward), and the optimizer step.
   const nlohmann::json plan_doc = nlohmann::json::parse(slurp(plan));
-  const bool remat = plan_doc["remat"].get<bool>();
+  const int recomputed = pipescope::recomputed_count(
+      *pipescope::parse_remat(plan_doc["remat_mode"].get<std::string>()), 4);
   const bool split = plan_doc["schedule"] == "zb-h1";
   const int chunks = plan_doc["chunks"].get<int>();  // stages per device
   const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
@@ -189,9 +192,61 @@ TEST(RunCli, TrainsAPlanAndMeasuresIt) {
   for (const auto& e : doc["traceEvents"]) {
     if (e["ph"] == "X" && e["tid"].get<int>() % 3 == 0) ++compute;
   }
-  EXPECT_EQ(compute, 2 * chunks * ((2 + (remat ? 1 : 0) + (split ? 1 : 0)) * 4 + 1));
+  EXPECT_EQ(compute, 2 * chunks * ((2 + (split ? 1 : 0)) * 4 + recomputed + 1));
   fs::remove(plan);
   fs::remove(trace);
+}
+
+// A custom schedule from a CSV: planned, written with its actions, simulated
+// from the plan, exported back to the same CSV, and trained by the executor.
+TEST(RunCli, CustomScheduleFromACsvRunsEndToEnd) {
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const fs::path csv = temp("custom.csv");
+  const fs::path plan = temp("custom_plan.json");
+  const fs::path back = temp("custom_back.csv");
+  {
+    std::ofstream out(csv);
+    out << "0F0,0F1,0F2,0F3,,,0B0,0B1,0B2,0B3\n,1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\n";
+  }
+  const CliResult p = run("plan " + small + " --schedule-file " + csv.string() +
+                          " --remat except-last -o " + plan.string());
+  ASSERT_EQ(p.status, 0) << p.err;
+  const nlohmann::json doc = nlohmann::json::parse(slurp(plan));
+  EXPECT_EQ(doc["schedule"], "custom");
+  EXPECT_EQ(doc["remat_mode"], "except-last");
+  EXPECT_EQ(doc["actions"][1][4], "1B0");
+  const CliResult sim = run("simulate " + small + " --plan " + plan.string() + " --json");
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  EXPECT_EQ(nlohmann::json::parse(sim.out)["schedule"], "custom");
+  ASSERT_EQ(run("export " + plan.string() + " --to torch-pipelining -o " + back.string()).status,
+            0);
+  EXPECT_EQ(slurp(back), "0F0,0F1,0F2,0F3,,,0B0,0B1,0B2,0B3\n,1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\n");
+  const CliResult r = run("run " + plan.string() + " --steps 2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["losses"].size(), 2u);
+  for (const fs::path& f : {csv, plan, back}) fs::remove(f);
+}
+
+TEST(SimulateCli, BadScheduleFileNamesTheCell) {
+  const fs::path csv = temp("bad_custom.csv");
+  {
+    std::ofstream out(csv);
+    out << "0F0,0F1,0B1,0B0\n1F0,1F1,1B0,1X1\n";
+  }
+  const CliResult r = run("simulate " + kDemo + " --schedule-file " + csv.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(csv.string() + ": row 2, column 4: '1X1': unknown action kind 'X'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  const CliResult k = run("simulate " + kDemo + " -K 4 --schedule-file " + csv.string());
+  EXPECT_EQ(k.status, 1);
+  const CliResult none = run("simulate " + kDemo + " --schedule custom");
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("schedule custom needs its action file (--schedule-file)"),
+            std::string::npos)
+      << none.err;
+  fs::remove(csv);
 }
 
 TEST(RunCli, RefusesModelsTooBigForTheCpu) {

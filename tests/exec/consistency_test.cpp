@@ -13,6 +13,7 @@
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/runtime.h"
+#include "sim/custom_schedule.h"
 #include "sim/partition.h"
 
 namespace pipescope::exec {
@@ -96,13 +97,50 @@ Trace single_device(LayerList model, const TaskShape& task, const OptimizerConfi
   return t;
 }
 
+// A custom schedule as PyTorch pipelining's CSV: breadth-first over the
+// looped placement (stage c K + d on rank d), every forward chunk by chunk,
+// then every backward, last chunk first, micro-batches in forward order (GPipe
+// reverses them); with `split` each I's W comes after all of them.
+std::string breadth_first_csv(int K, int M, int chunks, bool split) {
+  std::string csv;
+  for (int d = 0; d < K; ++d) {
+    std::vector<std::string> cells;
+    for (int c = 0; c < chunks; ++c) {
+      for (int m = 0; m < M; ++m)
+        cells.push_back(std::to_string(c * K + d) + "F" + std::to_string(m));
+    }
+    for (int c = chunks - 1; c >= 0; --c) {
+      for (int m = 0; m < M; ++m) {
+        cells.push_back(std::to_string(c * K + d) + (split ? "I" : "B") + std::to_string(m));
+      }
+    }
+    for (int c = chunks - 1; split && c >= 0; --c) {
+      for (int m = 0; m < M; ++m)
+        cells.push_back(std::to_string(c * K + d) + "W" + std::to_string(m));
+    }
+    for (std::size_t i = 0; i < cells.size(); ++i) csv += (i ? "," : "") + cells[i];
+    csv += "\n";
+  }
+  return csv;
+}
+
+// The schedule of a case; custom ones come from breadth_first_csv, split when
+// `split_custom`.
+Schedule schedule_of(int K, int M, Remat remat, ScheduleKind schedule, int chunks,
+                     bool split_custom) {
+  if (schedule != ScheduleKind::kCustom) return build_schedule(schedule, K, M, remat, chunks);
+  return build_custom(
+      parse_schedule_csv(breadth_first_csv(K, M, chunks, split_custom), "breadth-first.csv"),
+      remat);
+}
+
 Trace pipelined(LayerList model, const TaskShape& task, const OptimizerConfig& config, int K, int M,
-                Remat remat, ScheduleKind schedule, int chunks) {
+                Remat remat, ScheduleKind schedule, int chunks, bool split_custom = false) {
   const int L = static_cast<int>(model.size());
   RuntimeOptions options;
   options.optimizer = config;
   PipelineRuntime runtime(split(std::move(model), partition_uniform(L, K * chunks)),
-                          build_schedule(schedule, K, M, remat, chunks), options);
+                          schedule_of(K, M, remat, schedule, chunks, split_custom), options);
   Trace t;
   for (int step = 0; step < kSteps; ++step) {
     t.losses.push_back(
@@ -143,25 +181,26 @@ struct Case {
   Remat remat;
   ScheduleKind schedule;
   int chunks = 1;
+  bool split_custom = false;  // custom: I and W rather than B
 };
 
 class Consistency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Consistency, TransformerMatchesSingleDevice) {
-  const auto [K, M, remat, schedule, chunks] = GetParam();
+  const auto [K, M, remat, schedule, chunks, split_custom] = GetParam();
   const TransformerParams p = tiny_transformer();
   TaskShape task;
   task.seq_len = static_cast<int>(p.seq_len);
   task.vocab = static_cast<int>(p.vocab);
   const Trace want = single_device(build_transformer(p, kSeed), task, momentum());
   expect_same(want, pipelined(build_transformer(p, kSeed), task, momentum(), K, M, remat, schedule,
-                              chunks));
+                              chunks, split_custom));
   // The loss is a real one: the synthetic task starts near log V.
   EXPECT_NEAR(want.losses.front(), std::log(13.0), 0.5);
 }
 
 TEST_P(Consistency, MlpMatchesSingleDevice) {
-  const auto [K, M, remat, schedule, chunks] = GetParam();
+  const auto [K, M, remat, schedule, chunks, split_custom] = GetParam();
   MlpParams p;
   p.layers = 5;
   p.d_model = 8;
@@ -171,8 +210,8 @@ TEST_P(Consistency, MlpMatchesSingleDevice) {
   task.features = 8;
   task.classes = 4;
   const Trace want = single_device(build_mlp(p, kSeed), task, momentum());
-  expect_same(want,
-              pipelined(build_mlp(p, kSeed), task, momentum(), K, M, remat, schedule, chunks));
+  expect_same(want, pipelined(build_mlp(p, kSeed), task, momentum(), K, M, remat, schedule, chunks,
+                              split_custom));
 }
 
 std::string schedule_test_name(ScheduleKind s) {
@@ -185,6 +224,8 @@ std::string schedule_test_name(ScheduleKind s) {
       return "ZbH1";
     case ScheduleKind::kInterleaved1F1B:
       return "Interleaved";
+    case ScheduleKind::kCustom:
+      return "Custom";
   }
   return "Unknown";
 }
@@ -223,6 +264,19 @@ std::vector<Case> cases() {
       }
     }
   }
+  // Custom: breadth-first action files, whole or split backward, one or two
+  // chunks per device.
+  for (int K : {2, 3}) {
+    for (int chunks : {1, 2}) {
+      for (int M : {2, 4}) {
+        for (const Remat remat : kAllRemats) {
+          for (bool split : {false, true}) {
+            out.push_back({K, M, remat, ScheduleKind::kCustom, chunks, split});
+          }
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -231,7 +285,8 @@ INSTANTIATE_TEST_SUITE_P(
       return "K" + std::to_string(param_info.param.K) + "M" + std::to_string(param_info.param.M) +
              remat_test_name(param_info.param.remat) +
              schedule_test_name(param_info.param.schedule) +
-             (param_info.param.chunks > 1 ? "V" + std::to_string(param_info.param.chunks) : "");
+             (param_info.param.chunks > 1 ? "V" + std::to_string(param_info.param.chunks) : "") +
+             (param_info.param.split_custom ? "Split" : "");
     });
 
 TEST(SyntheticTask, LossFallsWhenTraining) {

@@ -1,0 +1,337 @@
+#include "sim/custom_schedule.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+
+#include "sim/json_reader.h"
+#include "sim/scenario_io.h"
+
+namespace pipescope {
+
+namespace {
+
+// Bounds that keep a typo ("0F99999999") from asking for absurd tables; real
+// pipelines are far below them.
+constexpr int kMaxStage = 1 << 16;
+constexpr int kMaxMicroBatch = 1 << 20;
+
+// One parsed cell: the op, or for W the op with kind kWeight.
+struct Action {
+  Op op;
+  std::string where;  // "row 2, column 5"
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Digits at the front of `s` as a number below `limit`, consumed; nothing when
+// there are none or the number is too large.
+std::optional<int> take_number(std::string_view& s, int limit) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end == s.data() || value >= limit) return std::nullopt;
+  s.remove_prefix(static_cast<std::size_t>(end - s.data()));
+  return value;
+}
+
+class Reader {
+ public:
+  Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& message) const {
+    throw ScenarioError(file_, where, message);
+  }
+
+  // Parses one non-empty cell of rank `rank` into ranks_.
+  void cell(std::string_view text, int rank, const std::string& where) {
+    const std::string cell(text);
+    std::string_view s = text;
+    const std::optional<int> stage = take_number(s, kMaxStage);
+    if (!stage) {
+      fail(where, "'" + cell +
+                      "' is not an action: expected <stage><F|B|I|W><micro-batch>, e.g. "
+                      "0F1 (stages below " +
+                      std::to_string(kMaxStage) + ")");
+    }
+    std::size_t letters = 0;
+    while (letters < s.size() &&
+           (std::isalpha(static_cast<unsigned char>(s[letters])) != 0 || s[letters] == '_')) {
+      ++letters;
+    }
+    const std::string kind(s.substr(0, letters));
+    s.remove_prefix(letters);
+    for (const char* comm : {"SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD"}) {
+      if (kind == comm) {
+        fail(where, "'" + cell +
+                        "' is a communication action; give the compute-only form (F, B, I, W), "
+                        "the transfers follow from it");
+      }
+    }
+    Op op;
+    op.stage = *stage;
+    if (kind == "F") {
+      op.kind = OpKind::kForward;
+    } else if (kind == "B" || kind == "FULL_BACKWARD") {
+      op.kind = OpKind::kBackward;
+      full_ = true;
+    } else if (kind == "I") {
+      op.kind = OpKind::kBackward;
+      split_ = true;
+    } else if (kind == "W") {
+      op.kind = OpKind::kWeight;
+      split_ = true;
+    } else {
+      fail(where, "'" + cell + "': unknown action kind '" + kind + "' (expected F, B, I or W)");
+    }
+    const std::optional<int> mb = take_number(s, kMaxMicroBatch);
+    if (!mb || !s.empty()) {
+      fail(where, "'" + cell + "' needs a micro-batch number after its kind, e.g. " +
+                      std::to_string(*stage) + kind + "0 (below " + std::to_string(kMaxMicroBatch) +
+                      ")");
+    }
+    op.micro_batch = *mb;
+    if (full_ && split_) {
+      fail(where, "'" + cell + "' mixes whole backwards (B) with split ones (I and W)");
+    }
+    ranks_[static_cast<std::size_t>(rank)].push_back({op, where});
+  }
+
+  void add_rank() { ranks_.emplace_back(); }
+
+  CustomSchedule finish() const;
+
+ private:
+  std::string file_;
+  std::vector<std::vector<Action>> ranks_;
+  bool full_ = false;
+  bool split_ = false;
+};
+
+std::string name_of(const Op& op, bool split) {
+  const char* kind = op.kind == OpKind::kForward  ? "F"
+                     : op.kind == OpKind::kWeight ? "W"
+                     : split                      ? "I"
+                                                  : "B";
+  return std::to_string(op.stage) + kind + std::to_string(op.micro_batch);
+}
+
+CustomSchedule Reader::finish() const {
+  const auto K = static_cast<int>(ranks_.size());
+  if (K == 0) fail("", "no ranks: expected one row of actions per device");
+  // Key of (kind, stage, micro-batch); each action at most once.
+  const auto key = [](OpKind kind, int stage, int mb) {
+    return (static_cast<std::uint64_t>(kind) << 56) | (static_cast<std::uint64_t>(stage) << 28) |
+           static_cast<std::uint64_t>(mb);
+  };
+  std::unordered_map<std::uint64_t, std::pair<int, std::size_t>> seen;  // rank, index
+  int stages = 0, micro_batches = 0;
+  for (int r = 0; r < K; ++r) {
+    const auto& actions = ranks_[static_cast<std::size_t>(r)];
+    if (actions.empty())
+      fail("row " + std::to_string(r + 1), "rank " + std::to_string(r) + " has no actions");
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      const Op& op = actions[i].op;
+      if (op.stage % K != r) {
+        fail(actions[i].where,
+             "stage " + std::to_string(op.stage) + " is on rank " + std::to_string(r) +
+                 ", but stage s runs on rank s mod K = " + std::to_string(op.stage % K) +
+                 " (K = " + std::to_string(K) + " rows)");
+      }
+      if (!seen.emplace(key(op.kind, op.stage, op.micro_batch), std::pair{r, i}).second) {
+        fail(actions[i].where, "'" + name_of(op, split_) + "' appears twice");
+      }
+      stages = std::max(stages, op.stage + 1);
+      micro_batches = std::max(micro_batches, op.micro_batch + 1);
+    }
+  }
+  // Each (stage, micro-batch) has its F, its backward and, when split, its W.
+  const auto missing = [&](OpKind kind, int s, int m) {
+    return seen.find(key(kind, s, m)) == seen.end();
+  };
+  const auto check_complete = [&] {
+    for (int s = 0; s < stages; ++s) {
+      for (int m = 0; m < micro_batches; ++m) {
+        Op op{OpKind::kForward, s, m};
+        for (const OpKind kind : {OpKind::kForward, OpKind::kBackward, OpKind::kWeight}) {
+          if (kind == OpKind::kWeight && !split_) continue;
+          op.kind = kind;
+          if (missing(kind, s, m)) {
+            fail("", "'" + name_of(op, split_) + "' is missing: every stage 0.." +
+                         std::to_string(stages - 1) + " needs F, " + (split_ ? "I and W" : "B") +
+                         " for every micro-batch 0.." + std::to_string(micro_batches - 1));
+          }
+        }
+      }
+    }
+  };
+  // `seen` holds every F, so a gap shows within its size + 1 pairs: the loop
+  // never walks a huge, mostly empty table.
+  check_complete();
+  if (stages % K != 0) {
+    fail("", std::to_string(stages) + " stages over " + std::to_string(K) +
+                 " ranks: the stages must fill every rank equally (K x v of them)");
+  }
+  // Order on a rank: the backward after the forward, W after its I.
+  for (int r = 0; r < K; ++r) {
+    const auto& actions = ranks_[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      const Op& op = actions[i].op;
+      if (op.kind == OpKind::kForward) continue;
+      const OpKind before = op.kind == OpKind::kWeight ? OpKind::kBackward : OpKind::kForward;
+      if (seen.at(key(before, op.stage, op.micro_batch)).second > i) {
+        fail(actions[i].where, "'" + name_of(op, split_) + "' comes before '" +
+                                   name_of(Op{before, op.stage, op.micro_batch}, split_) +
+                                   "' on its rank");
+      }
+    }
+  }
+  // Deadlock: run every rank as far as its next action's inputs allow.
+  const auto cell = [&](int s, int m) {
+    return static_cast<std::size_t>(s) * static_cast<std::size_t>(micro_batches) +
+           static_cast<std::size_t>(m);
+  };
+  const std::size_t cells = cell(stages, 0);
+  std::vector<char> f_done(cells, 0), b_done(cells, 0);
+  std::vector<std::size_t> next(static_cast<std::size_t>(K), 0);
+  std::size_t remaining = 0;
+  for (const auto& a : ranks_) remaining += a.size();
+  const auto waits_for = [&](const Op& op) -> std::optional<Op> {
+    if (op.kind == OpKind::kForward) {
+      if (op.stage > 0 && f_done[cell(op.stage - 1, op.micro_batch)] == 0) {
+        return Op{OpKind::kForward, op.stage - 1, op.micro_batch};
+      }
+    } else if (op.kind == OpKind::kBackward) {
+      if (op.stage + 1 < stages && b_done[cell(op.stage + 1, op.micro_batch)] == 0) {
+        return Op{OpKind::kBackward, op.stage + 1, op.micro_batch};
+      }
+    }
+    return std::nullopt;  // W waits only for its I, earlier on its rank
+  };
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int r = 0; r < K; ++r) {
+      const auto& actions = ranks_[static_cast<std::size_t>(r)];
+      auto& n = next[static_cast<std::size_t>(r)];
+      while (n < actions.size() && !waits_for(actions[n].op)) {
+        const Op& op = actions[n].op;
+        if (op.kind == OpKind::kForward) f_done[cell(op.stage, op.micro_batch)] = 1;
+        if (op.kind == OpKind::kBackward) b_done[cell(op.stage, op.micro_batch)] = 1;
+        ++n;
+        --remaining;
+        progressed = true;
+      }
+    }
+    if (!progressed) {
+      std::string stuck;
+      for (int r = 0; r < K; ++r) {
+        const auto& actions = ranks_[static_cast<std::size_t>(r)];
+        const std::size_t n = next[static_cast<std::size_t>(r)];
+        if (n == actions.size()) continue;
+        stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+                 " waits at '" + name_of(actions[n].op, split_) + "' (" + actions[n].where +
+                 ") for '" + name_of(*waits_for(actions[n].op), split_) + "'";
+      }
+      fail("", "the schedule deadlocks: " + stuck);
+    }
+  }
+  CustomSchedule out;
+  out.stages = stages;
+  out.micro_batches = micro_batches;
+  out.split = split_;
+  for (const auto& actions : ranks_) {
+    out.ranks.emplace_back();
+    for (const Action& a : actions) out.ranks.back().push_back(a.op);
+  }
+  return out;
+}
+
+}  // namespace
+
+CustomSchedule parse_schedule_csv(const std::string& text, const std::string& file) {
+  Reader reader(file);
+  std::vector<std::string_view> lines;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const std::size_t nl = rest.find('\n');
+    lines.push_back(rest.substr(0, nl));
+    rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
+  }
+  while (!lines.empty() && trim(lines.back()).empty()) lines.pop_back();  // trailing blank lines
+  for (std::size_t row = 0; row < lines.size(); ++row) {
+    reader.add_rank();
+    std::string_view line = lines[row];
+    for (std::size_t column = 1;; ++column) {
+      const std::size_t comma = line.find(',');
+      const std::string_view c = trim(line.substr(0, comma));
+      if (!c.empty()) {
+        reader.cell(c, static_cast<int>(row),
+                    "row " + std::to_string(row + 1) + ", column " + std::to_string(column));
+      }
+      if (comma == std::string_view::npos) break;
+      line.remove_prefix(comma + 1);
+    }
+  }
+  return reader.finish();
+}
+
+CustomSchedule read_schedule_csv(const std::filesystem::path& file) {
+  return parse_schedule_csv(json_io::read_text_file(file, "schedule file"), file.string());
+}
+
+CustomSchedule custom_from_actions(const std::vector<std::vector<std::string>>& cells,
+                                   const std::string& file, const std::string& where) {
+  Reader reader(file);
+  for (std::size_t r = 0; r < cells.size(); ++r) {
+    reader.add_rank();
+    for (std::size_t i = 0; i < cells[r].size(); ++i) {
+      const std::string_view c = trim(cells[r][i]);
+      if (!c.empty()) {
+        reader.cell(c, static_cast<int>(r),
+                    where + "[" + std::to_string(r) + "][" + std::to_string(i) + "]");
+      }
+    }
+  }
+  return reader.finish();
+}
+
+std::vector<std::vector<std::string>> action_names(const CustomSchedule& c) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& ops : c.ranks) {
+    out.emplace_back();
+    for (const Op& op : ops) out.back().push_back(name_of(op, c.split));
+  }
+  return out;
+}
+
+Schedule build_custom(const CustomSchedule& c, Remat remat) {
+  Schedule s;
+  s.kind = ScheduleKind::kCustom;
+  s.stages = c.stages;
+  s.chunks = c.chunks();
+  s.micro_batches = c.micro_batches;
+  s.remat = remat;
+  s.split = c.split;
+  const int K = c.devices();
+  for (int st = 0; st < c.stages; ++st) s.stage_device.push_back(st % K);
+  for (int d = 0; d < K; ++d) {
+    std::vector<Op>& ops = s.device_ops.emplace_back();
+    for (const Op& op : c.ranks[static_cast<std::size_t>(d)]) {
+      if (op.kind == OpKind::kBackward && s.recomputes(op.micro_batch)) {
+        ops.push_back({OpKind::kRecompute, op.stage, op.micro_batch});
+      }
+      ops.push_back(op);
+    }
+    for (int st = d; st < c.stages; st += K) ops.push_back({OpKind::kOptimizer, st, 0});
+  }
+  return s;
+}
+
+}  // namespace pipescope
