@@ -128,10 +128,6 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
     std::cout << "\nRejected (" << report.rejected.size() << "):\n";
     for (const PlanCandidate& c : report.rejected) std::cout << "  " << c.rejected << "\n";
   }
-  if (report.devices > 1 && !report.ranked.empty() && report.ranked.front().data_parallel > 1) {
-    std::cout << "\nWith D > 1 the gradient all-reduce between replicas is not simulated yet: "
-                 "throughput is an upper bound.\n";
-  }
 }
 
 }  // namespace

@@ -35,6 +35,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"}));
   add_schedule_file_option(*cmd, opts->schedule_file);
+  cmd->add_option("-D,--data-parallel", opts->data_parallel,
+                  "Data-parallel replicas of the pipeline (K x D devices): one replica is "
+                  "simulated on its share of the batch, each stage all-reducing its gradients "
+                  "over a ring of the replicas before its optimizer step (default: 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--chunks", opts->chunks,
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: training.chunks)")
@@ -57,10 +62,11 @@ int run_simulate(const SimulateOptions& o) {
   SimConfig config;
   int replicas = 1;
   if (o.plan) {
-    if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file) {
+    if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
+        o.data_parallel) {
       throw std::invalid_argument(
-          "--plan fixes K, M, the schedule, its chunks and remat; drop -K, -M, --schedule, "
-          "--schedule-file, --chunks and --remat");
+          "--plan fixes K, D, M, the schedule, its chunks and remat; drop -K, --data-parallel, "
+          "-M, --schedule, --schedule-file, --chunks and --remat");
     }
     const Plan plan = read_plan_file(*o.plan);
     check_plan_matches(plan, scenario, *o.plan);
@@ -74,6 +80,25 @@ int run_simulate(const SimulateOptions& o) {
     config.chunks = plan.chunks;
     config.remat = plan.remat;
     config.stage_ranges = plan.stage_ranges();
+    config.data_parallel = data_parallel_ring(whole_cluster, plan.stages, plan.data_parallel);
+  } else if (o.data_parallel && *o.data_parallel > 1) {
+    // D replicas of a K-device pipeline: simulate one, on its share of the batch.
+    const int D = *o.data_parallel;
+    const int K = o.stages.value_or(whole_cluster.devices / D);
+    if (K < 1 || std::int64_t{K} * D > whole_cluster.devices) {
+      throw ConfigError("--data-parallel " + std::to_string(D) + " with K=" + std::to_string(K) +
+                        " needs " + std::to_string(std::int64_t{K} * D) +
+                        " devices; the cluster has " + std::to_string(whole_cluster.devices));
+    }
+    if (scenario.training.global_batch % D != 0) {
+      throw ConfigError("--data-parallel " + std::to_string(D) +
+                        " does not divide the global batch of " +
+                        std::to_string(scenario.training.global_batch));
+    }
+    scenario = replica_scenario(scenario, K, D);
+    replicas = D;
+    config.stages = K;
+    config.data_parallel = data_parallel_ring(whole_cluster, K, D);
   }
   if (o.stages) config.stages = o.stages;
   if (o.micro_batches) config.micro_batches = o.micro_batches;
@@ -90,8 +115,8 @@ int run_simulate(const SimulateOptions& o) {
     if (e.scenario_field().empty()) throw;
     throw ScenarioError(o.scenario.file, e.scenario_field(), e.what());
   }
-  // A plan's D replicas each run the simulated pipeline on their share of the
-  // batch (the gradient all-reduce between them is not simulated yet).
+  // D replicas each run the simulated pipeline on their share of the batch; the
+  // simulation holds their gradient all-reduce.
   result.metrics.samples_per_s *= replicas;
   result.metrics.tokens_per_s *= replicas;
   scenario.cluster.devices = whole_cluster.devices;

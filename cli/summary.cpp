@@ -39,7 +39,7 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
   if (r.chunks > 1) out << " x " << r.chunks << " chunks (stage s on device s mod K)";
   if (replicas > 1) {
-    out << " x D=" << replicas << " replicas (gradient all-reduce not simulated)";
+    out << " x D=" << replicas << " replicas (ring all-reduce of each stage's gradients)";
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
     out << " (on " << r.stages << " of the " << c.devices << " devices)";
@@ -86,8 +86,11 @@ void print_totals(std::ostream& out, const SimResult& r) {
   for (const DeviceMetrics& d : m.devices) out << " " << format_percent(d.bubble_fraction);
   out << ")\n";
   out << "MFU            " << format_percent(m.mfu) << "\n";
-  out << "Communication  " << format_seconds(simtime_to_seconds(m.comm_time)) << " of link time"
-      << ", recompute " << format_seconds(simtime_to_seconds(m.recompute_time)) << " in total\n";
+  out << "Communication  " << format_seconds(simtime_to_seconds(m.comm_time)) << " of link time";
+  if (m.allreduce_time > 0) {
+    out << ", gradient all-reduce " << format_seconds(simtime_to_seconds(m.allreduce_time));
+  }
+  out << ", recompute " << format_seconds(simtime_to_seconds(m.recompute_time)) << " in total\n";
   const auto worst =
       std::max_element(m.devices.begin(), m.devices.end(), [](const auto& a, const auto& b) {
         return a.peak_memory - a.memory_capacity < b.peak_memory - b.memory_capacity;

@@ -362,10 +362,12 @@ SimConfig MainWindow::current_config() const {
 void MainWindow::simulate() {
   if (!scenario_) return;
   const auto sc = std::make_shared<const Scenario>(replica());
-  const SimConfig config = current_config();
+  SimConfig config = current_config();
   status_->setText(tr("Simulating K=%1, M=%2...").arg(*config.stages).arg(*config.micro_batches));
   sim_runner_->submit(
-      [this, sc, config]() -> std::function<void()> {
+      [this, sc, config, whole = scenario_->cluster,
+       d = data_parallel()]() mutable -> std::function<void()> {
+        config.data_parallel = data_parallel_ring(whole, *config.stages, d);
         auto result = std::make_shared<const SimResult>(pipescope::simulate(*sc, config));
         return [this, sc, result] {
           replica_ = sc;
@@ -474,8 +476,8 @@ QString MainWindow::summary_text() const {
                      .arg(qs(format_bytes(static_cast<double>(peak))))
                      .arg(m.fits() ? QString() : tr(" (does not fit)"));
   if (d > 1) {
-    text += tr("\nOne of D=%1 replicas shown; throughput counts all (their gradient "
-               "all-reduce is not simulated)")
+    text += tr("\nOne of D=%1 replicas shown, with each stage's gradient all-reduce among "
+               "them; throughput counts all")
                 .arg(d);
   }
   if (measured_ && !measured_->events.empty()) {

@@ -231,8 +231,15 @@ std::vector<Related> related_to(const TimelineEvent& me) {
     case K::kWeight:
       return {{K::kBackward, s, true}, {K::kOptimizer, s, false, true}};
     case K::kOptimizer:
-      // The step needs every backward (and weight gradient) of its stage.
-      return {{K::kBackward, s, true, true}, {K::kWeight, s, true, true}};
+      // The step needs every backward (and weight gradient) of its stage, and
+      // with data parallelism its all-reduce.
+      return {{K::kBackward, s, true, true},
+              {K::kWeight, s, true, true},
+              {K::kAllReduce, s, true, true}};
+    case K::kAllReduce:
+      return {{K::kBackward, s, true, true},
+              {K::kWeight, s, true, true},
+              {K::kOptimizer, s, false, true}};
     case K::kActivation:
     case K::kGradient: {
       // The receiving stage, when a trace left it out, follows from the kind.
@@ -294,7 +301,8 @@ std::string item_tooltip(const Timeline& timeline, const TimelineEvent& e) {
   if (transfer) text += " (" + std::string(to_string(e.lane)) + ")";
   text += ", stage " + std::to_string(e.stage);
   if (e.peer_stage) text += " -> " + std::to_string(*e.peer_stage);
-  if (e.kind != EventKind::kOptimizer) text += ", micro-batch " + std::to_string(e.micro_batch);
+  if (has_micro_batch(e.kind)) text += ", micro-batch " + std::to_string(e.micro_batch);
+  if (e.kind == EventKind::kAllReduce) text += ", " + format_bytes(static_cast<double>(e.bytes));
   const SimTime duration = e.end - e.start;
   text += "\nstart " + format_seconds(simtime_to_seconds(e.start)) + ", duration " +
           format_seconds(simtime_to_seconds(duration));

@@ -29,6 +29,8 @@ QColor kind_color(EventKind k) {
       return QColor(0xe0, 0x9b, 0x3d);  // orange
     case EventKind::kGradient:
       return QColor(0xd0, 0x6a, 0x5a);  // red-brown
+    case EventKind::kAllReduce:
+      return QColor(0x5a, 0x7d, 0xb8);  // slate blue
   }
   return Qt::gray;
 }

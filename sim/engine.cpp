@@ -12,7 +12,7 @@
 namespace pipescope {
 namespace {
 
-enum EngineEvent : std::uint32_t { kComputeDone = 0, kTransferDone = 1 };
+enum EngineEvent : std::uint32_t { kComputeDone = 0, kTransferDone = 1, kAllReduceDone = 2 };
 
 // A precomputed route with the durations of the boundary's payload. Transfers cut
 // through (DESIGN.md, "Link / topology"): the payload streams over every link of
@@ -61,6 +61,13 @@ class Engine {
       bwd_routes_.push_back(make_route(device_of(s + 1), device_of(s), bytes));
     }
     link_free_.assign(local_links_.size(), 0);
+    grads_left_.assign(static_cast<std::size_t>(K_), M_);
+    reduced_.assign(static_cast<std::size_t>(K_), 0);
+    for (int s = 0; s < K_; ++s) {
+      if (stages_[static_cast<std::size_t>(s)].allreduce == 0)
+        reduced_[static_cast<std::size_t>(s)] = 1;
+    }
+    replica_link_free_.assign(sched_.device_ops.size(), 0);
     result_.device_busy.assign(devices_.size(), 0);
     result_.device_end.assign(devices_.size(), 0);
     if (cluster.shared_cores > 0 && cluster.shared_cores < schedule.devices()) {
@@ -75,6 +82,9 @@ class Engine {
       now_ = e.time;
       if (e.kind == kComputeDone) {
         compute_done(static_cast<int>(e.id));
+      } else if (e.kind == kAllReduceDone) {
+        reduced_[e.id] = 1;
+        try_start(device_of(static_cast<int>(e.id)));
       } else {
         transfer_done(e.id);
       }
@@ -143,9 +153,10 @@ class Engine {
         return op.stage == 0 || act_ready_[cell(op.stage, op.micro_batch)] != 0;
       case OpKind::kBackward:
         return op.stage == K_ - 1 || grad_ready_[cell(op.stage, op.micro_batch)] != 0;
+      case OpKind::kOptimizer:
+        return reduced_[static_cast<std::size_t>(op.stage)] != 0;
       case OpKind::kRecompute:
       case OpKind::kWeight:
-      case OpKind::kOptimizer:
         return true;
     }
     return true;
@@ -190,7 +201,24 @@ class Engine {
     } else if (op.kind == OpKind::kBackward && op.stage > 0) {
       send(TransferKind::kGradient, op.stage - 1, op.micro_batch);
     }
+    if (op.kind == (split_ ? OpKind::kWeight : OpKind::kBackward) &&
+        --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
+      all_reduce(op.stage);
+    }
     try_start(d);
+  }
+
+  // The stage's gradients are complete: sum them across the replicas.
+  void all_reduce(int stage) {
+    const StageCost& c = stages_[static_cast<std::size_t>(stage)];
+    if (c.allreduce == 0) return;
+    const int d = device_of(stage);
+    SimTime& free = replica_link_free_[static_cast<std::size_t>(d)];
+    const SimTime start = std::max(now_, free);
+    free = start + c.allreduce;
+    result_.allreduce_time += c.allreduce;
+    queue_.push(free, kAllReduceDone, static_cast<std::uint32_t>(stage));
+    if (listener_ != nullptr) listener_->on_allreduce(d, stage, c.grad_bytes, start, free);
   }
 
   // The freed core goes to the device that has waited longest for one.
@@ -281,8 +309,11 @@ class Engine {
   EventQueue queue_;
   std::vector<DeviceState> devices_;
   std::vector<SimTime> link_free_;
-  std::vector<std::uint8_t> act_ready_;   // input of stage s for micro-batch m has arrived
-  std::vector<std::uint8_t> grad_ready_;  // output gradient of stage s for m has arrived
+  std::vector<std::uint8_t> act_ready_;     // input of stage s for micro-batch m has arrived
+  std::vector<std::uint8_t> grad_ready_;    // output gradient of stage s for m has arrived
+  std::vector<int> grads_left_;             // per stage: micro-batches whose gradient is due
+  std::vector<std::uint8_t> reduced_;       // per stage: all-reduced, or no replicas
+  std::vector<SimTime> replica_link_free_;  // per device: when its link to the replicas is
   std::unordered_map<std::int64_t, std::uint32_t> local_links_;  // Cluster link -> index
   std::vector<Route> fwd_routes_;
   std::vector<Route> bwd_routes_;

@@ -22,10 +22,15 @@ struct EngineResult {
   std::vector<SimTime> device_end;   // when each device finished its list
   SimTime recompute_time = 0;        // sum over devices
   SimTime comm_time = 0;             // link occupancy, summed over the links of each route
+  SimTime allreduce_time = 0;        // the stages' gradient all-reduces, summed
   std::int64_t compute_ops = 0;
   std::int64_t transfers = 0;
 };
 
+// With data-parallel replicas (StageCost::allreduce > 0) a stage's gradients are
+// all-reduced once its last backward (W when split) ends, on its device's link
+// to the replicas, one all-reduce at a time per device, concurrently with
+// compute and the pipeline's transfers; the stage's optimizer step waits for it.
 // `listener` may be null. Throws InternalError if the schedule deadlocks (an op
 // waits for data that never comes), which check_schedule'd GPipe lists cannot do.
 EngineResult run_engine(const Schedule& schedule, const std::vector<StageCost>& stages,

@@ -27,6 +27,7 @@ struct Metrics {
   double mfu = 0.0;
   SimTime comm_time = 0;       // link occupancy, summed over hops
   SimTime recompute_time = 0;  // summed over devices
+  SimTime allreduce_time = 0;  // the stages' data-parallel gradient all-reduces, summed
   std::vector<DeviceMetrics> devices;
 
   bool fits() const;

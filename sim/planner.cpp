@@ -187,6 +187,7 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   config.chunks = c.chunks;
   config.remat = c.remat;
   config.custom = c.custom;
+  config.data_parallel = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
   config.stage_ranges = cut.stages;
   config.record_timeline = false;
   c.result = simulate(replica, config, cost);

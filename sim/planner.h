@@ -7,8 +7,9 @@
 // Choosing M is the point: more micro-batches shrink the bubble, smaller ones run
 // less efficiently per sample.
 //
-// Data parallelism is counted as D independent replicas: the gradient all-reduce
-// between them is not simulated yet, so throughput with D > 1 is an upper bound.
+// With D > 1 replicas each stage all-reduces its gradients over a ring of the
+// replicas (DataParallel, from the cluster's route between replicas) before its
+// optimizer step, overlapping the backward of earlier stages.
 
 #include <functional>
 #include <optional>

@@ -42,6 +42,10 @@ class SimListener {
   virtual void on_compute(int device, const Op& op, SimTime start, SimTime end) = 0;
   // Called when a transfer is booked on its route.
   virtual void on_transfer(const TransferRecord& transfer) = 0;
+  // Called when a stage's gradient all-reduce across data-parallel replicas is
+  // booked on its device's replica link, `bytes` of gradients.
+  virtual void on_allreduce(int /*device*/, int /*stage*/, Bytes /*bytes*/, SimTime /*start*/,
+                            SimTime /*end*/) {}
 };
 
 }  // namespace pipescope

@@ -169,6 +169,34 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   return p;
 }
 
+DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) {
+  DataParallel dp;
+  dp.replicas = replicas;
+  if (replicas <= 1) return dp;
+  if (std::int64_t{stages} * replicas > whole.devices) {
+    throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
+                      " need " + std::to_string(std::int64_t{stages} * replicas) +
+                      " devices; the cluster has " + std::to_string(whole.devices));
+  }
+  for (const Hop& h : whole.route(0, stages)) {
+    dp.latency_s += h.latency_s;
+    dp.bandwidth = dp.bandwidth == 0.0 ? h.bandwidth : std::min(dp.bandwidth, h.bandwidth);
+  }
+  if (!(dp.bandwidth > 0.0)) {
+    throw ConfigError(
+        "the link between replicas has no bandwidth: the gradient all-reduce "
+        "cannot run");
+  }
+  return dp;
+}
+
+SimTime allreduce_time(const DataParallel& dp, Bytes bytes) {
+  if (dp.replicas <= 1) return 0;
+  const double D = dp.replicas;
+  return seconds_to_simtime(2.0 * (D - 1.0) *
+                            (dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
+}
+
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
                                          Remat remat, ScheduleKind schedule, int chunks) {
@@ -271,6 +299,14 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);
 
+  out.data_parallel = config.data_parallel.replicas;
+  if (config.data_parallel.replicas > 1) {
+    const Bytes per_param = dtype_bytes(scenario.model.dtype);
+    for (StageCost& c : out.stage_costs) {
+      c.grad_bytes = c.params * per_param;
+      c.allreduce = allreduce_time(config.data_parallel, c.grad_bytes);
+    }
+  }
   apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);
 
   MemoryTracker memory(schedule, out.stage_costs);

@@ -39,6 +39,25 @@ class ConfigError : public std::runtime_error {
 // tables grow with K x M): 2^27, far above what pipelines use.
 inline constexpr std::int64_t kMaxStageMicroBatches = std::int64_t{1} << 27;
 
+// D data-parallel replicas of the pipeline and the ring that all-reduces each
+// stage's gradients among them: device d of each replica sends to device d of
+// the next over `bandwidth` and `latency_s` (the cluster's route between them).
+// A ring all-reduce of B bytes takes 2 (D - 1) (latency + B / (D bandwidth)).
+struct DataParallel {
+  int replicas = 1;  // D
+  double bandwidth = 0.0;
+  double latency_s = 0.0;
+};
+
+// The ring of `replicas` copies of a `stages`-device pipeline on `whole`, the
+// cluster of all K x D devices: replica r's device d is whole's device r K + d,
+// and a hop is the route from device 0 to device K. Throws ConfigError when the
+// cluster has fewer than K x D devices.
+DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas);
+
+// Ring all-reduce time of `bytes` over `dp` (0 for one replica).
+SimTime allreduce_time(const DataParallel& dp, Bytes bytes);
+
 // What to simulate; unset fields come from the scenario (K defaults to the
 // cluster's device count).
 struct SimConfig {
@@ -50,6 +69,9 @@ struct SimConfig {
   // A custom schedule's actions (schedule custom); fixes K, M and the chunks.
   std::shared_ptr<const CustomSchedule> custom;
   PartitionMethod partition = PartitionMethod::kOptimal;
+  // Replicas whose gradients each stage all-reduces before its optimizer step;
+  // the scenario is then one replica's (K devices, its share of the batch).
+  DataParallel data_parallel;
   // Cuts given explicitly (from a plan) instead of by `partition`.
   std::optional<std::vector<StageRange>> stage_ranges;
   bool record_timeline = true;  // events and memory curves; off for sweeps
@@ -62,6 +84,7 @@ struct SimResult {
   ScheduleKind schedule = ScheduleKind::kGpipe;
   Remat remat = Remat::kNever;
   std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
+  int data_parallel = 1;  // D; metrics are one replica's, all-reduces included
   std::int64_t micro_batch_size = 1;
   std::string cost_model;
   std::vector<StageCost> stage_costs;

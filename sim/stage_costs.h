@@ -18,6 +18,10 @@ struct StageCost {
   SimTime weight = 0;     // ns, the weight-gradient part of backward (W when split)
   SimTime recompute = 0;  // ns; charged only when the schedule rematerializes
   SimTime optimizer = 0;  // ns, the stage's optimizer step
+  // ns, the stage's gradient all-reduce across data-parallel replicas, once per
+  // step after its last backward; 0 without replicas.
+  SimTime allreduce = 0;
+  Bytes grad_bytes = 0;  // what the all-reduce sums: the stage's gradients
   std::int64_t params = 0;
   Bytes static_bytes = 0;  // weights + gradients + optimizer state
   Bytes input_bytes = 0;   // the stage's input for one micro-batch

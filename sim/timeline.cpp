@@ -30,6 +30,8 @@ std::string_view to_string(EventKind k) {
       return "activation";
     case EventKind::kGradient:
       return "gradient";
+    case EventKind::kAllReduce:
+      return "allreduce";
   }
   return "?";
 }
@@ -87,6 +89,19 @@ void TimelineRecorder::on_transfer(const TransferRecord& t) {
   out_.events.push_back(e);
 }
 
+void TimelineRecorder::on_allreduce(int device, int stage, Bytes bytes, SimTime start,
+                                    SimTime end) {
+  TimelineEvent e;
+  e.device = device;
+  e.lane = Lane::kSend;
+  e.kind = EventKind::kAllReduce;
+  e.stage = stage;
+  e.bytes = bytes;
+  e.start = start;
+  e.end = end;
+  out_.events.push_back(e);
+}
+
 std::string event_name(const TimelineEvent& e) {
   const std::string mb = std::to_string(e.micro_batch);
   switch (e.kind) {
@@ -104,6 +119,8 @@ std::string event_name(const TimelineEvent& e) {
       return "act " + mb;
     case EventKind::kGradient:
       return "grad " + mb;
+    case EventKind::kAllReduce:
+      return "all-reduce";
   }
   return "?";
 }

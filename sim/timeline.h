@@ -24,9 +24,15 @@ enum class EventKind : std::uint8_t {
   kWeight,
   kOptimizer,  // compute lane
   kActivation,
-  kGradient,  // send and recv lanes
+  kGradient,   // send and recv lanes
+  kAllReduce,  // send lane: a stage's gradient all-reduce across data-parallel replicas
 };
 std::string_view to_string(EventKind k);
+// Whether events of the kind belong to one micro-batch (not the optimizer step
+// or the all-reduce, which cover all of them).
+constexpr bool has_micro_batch(EventKind k) {
+  return k != EventKind::kOptimizer && k != EventKind::kAllReduce;
+}
 EventKind event_kind(OpKind k);
 EventKind event_kind(TransferKind k);
 
@@ -73,6 +79,7 @@ class TimelineRecorder final : public SimListener {
   explicit TimelineRecorder(Timeline& out) : out_(out) {}
   void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
   void on_transfer(const TransferRecord& transfer) override;
+  void on_allreduce(int device, int stage, Bytes bytes, SimTime start, SimTime end) override;
 
  private:
   Timeline& out_;
@@ -87,6 +94,9 @@ class ListenerList final : public SimListener {
   }
   void on_transfer(const TransferRecord& transfer) override {
     for (SimListener* l : listeners_) l->on_transfer(transfer);
+  }
+  void on_allreduce(int device, int stage, Bytes bytes, SimTime start, SimTime end) override {
+    for (SimListener* l : listeners_) l->on_allreduce(device, stage, bytes, start, end);
   }
 
  private:

@@ -112,7 +112,7 @@ void write_metadata(Writer& w, const Timeline& t, const Rows& rows) {
 void write_event(Writer& w, const Timeline& t, const TimelineEvent& e, int row) {
   const int tid = row * kLanes + static_cast<int>(e.lane);
   std::string args = "\"stage\":" + std::to_string(e.stage);
-  if (e.kind != EventKind::kOptimizer) args += ",\"micro_batch\":" + std::to_string(e.micro_batch);
+  if (has_micro_batch(e.kind)) args += ",\"micro_batch\":" + std::to_string(e.micro_batch);
   if (e.lane != Lane::kCompute) {
     args += ",\"bytes\":" + std::to_string(e.bytes);
     if (e.peer_stage) args += ",\"to_stage\":" + std::to_string(*e.peer_stage);
@@ -189,6 +189,11 @@ constexpr double kMaxMicros = 0x1p43;
 
 bool is_transfer(EventKind k) {
   return k == EventKind::kActivation || k == EventKind::kGradient;
+}
+
+// Slices on a send or receive lane: transfers, and all-reduces (send only).
+bool on_link_lane(EventKind k) {
+  return is_transfer(k) || k == EventKind::kAllReduce;
 }
 
 class TraceReader {
@@ -312,9 +317,9 @@ class TraceReader {
 
   EventKind kind(const nlohmann::json& e, const std::string& path) const {
     const std::string cat = text(e, path, "cat");
-    for (const EventKind k :
-         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kWeight,
-          EventKind::kOptimizer, EventKind::kActivation, EventKind::kGradient}) {
+    for (const EventKind k : {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward,
+                              EventKind::kWeight, EventKind::kOptimizer, EventKind::kActivation,
+                              EventKind::kGradient, EventKind::kAllReduce}) {
       if (to_string(k) == cat) return k;
     }
     fail(path + ".cat", "unknown kind '" + cat + "'");
@@ -326,7 +331,8 @@ class TraceReader {
     const int tid = index(e, path, "tid", kMaxInt);
     ev.lane = static_cast<Lane>(tid % kLanes);
     ev.kind = kind(e, path);
-    if (is_transfer(ev.kind) == (ev.lane == Lane::kCompute)) {
+    if (on_link_lane(ev.kind) == (ev.lane == Lane::kCompute) ||
+        (ev.kind == EventKind::kAllReduce && ev.lane != Lane::kSend)) {
       fail(path + ".tid", "a " + std::string(to_string(ev.kind)) + " slice on the " +
                               std::string(to_string(ev.lane)) + " lane");
     }
@@ -335,9 +341,9 @@ class TraceReader {
     const std::string apath = path + ".args";
     const nlohmann::json& args = object(e, path, "args");
     ev.stage = index(args, apath, "stage", kMaxStage);
-    if (ev.kind != EventKind::kOptimizer)
-      ev.micro_batch = index(args, apath, "micro_batch", kMaxInt);
+    if (has_micro_batch(ev.kind)) ev.micro_batch = index(args, apath, "micro_batch", kMaxInt);
     if (is_transfer(ev.kind)) transfer_args(args, apath, ev);
+    if (ev.kind == EventKind::kAllReduce) ev.bytes = integer(args, apath, "bytes", kMaxBytes);
     if (args.contains("cpu_us")) ev.cpu_time = duration(args, apath, "cpu_us");
     const std::string name = text(e, path, "name");
     if (name != event_name(ev)) {

@@ -71,6 +71,28 @@ TEST(SimulateCli, RematExceptLastFromTheOptionAndFromSet) {
             nlohmann::json::parse(on.out)["step_time_s"].get<double>());
 }
 
+TEST(SimulateCli, DataParallelReplicasAllReduceTheirGradients) {
+  const CliResult r = run("simulate " + kDemo + " -K 2 -D 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("K=2 x D=2 replicas (ring all-reduce of each stage's gradients)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gradient all-reduce"), std::string::npos) << r.out;
+  // The all-reduce makes a step longer than the same replica's alone.
+  const CliResult d = run("simulate " + kDemo + " -K 2 -D 2 --json");
+  const CliResult alone = run(
+      "simulate " + kDemo + " -K 2 --set training.global_batch=16 --set cluster.devices=2 --json");
+  ASSERT_EQ(d.status, 0) << d.err;
+  ASSERT_EQ(alone.status, 0) << alone.err;
+  EXPECT_GT(nlohmann::json::parse(d.out)["step_time_s"].get<double>(),
+            nlohmann::json::parse(alone.out)["step_time_s"].get<double>());
+  const CliResult big = run("simulate " + kDemo + " -K 4 -D 2");
+  EXPECT_EQ(big.status, 1);
+  EXPECT_NE(big.err.find("--data-parallel 2 with K=4 needs 8 devices; the cluster has 4"),
+            std::string::npos)
+      << big.err;
+}
+
 TEST(SimulateCli, SetOverridesAField) {
   const CliResult r = run("simulate " + kDemo + " --set training.global_batch=64 --json");
   ASSERT_EQ(r.status, 0) << r.err;

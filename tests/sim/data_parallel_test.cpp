@@ -1,0 +1,129 @@
+// Data parallelism: D replicas of the pipeline, each stage all-reducing its
+// gradients over a ring of the replicas once its last backward ends, before its
+// optimizer step. Closed forms with exact devices: the ring time, the step of
+// pure data parallelism (nothing to overlap) and of a 2-stage pipeline whose
+// last stage's all-reduce hides behind the first stage's backward.
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "sim/planner.h"
+#include "sim/simulator.h"
+#include "sim/trace_io.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+// `layers` layers of 1000 FLOPs per sample and 100 fp32 parameters each, on
+// `devices` exact devices (1 FLOP/ns) linked all-to-all at 1 GB/s, 2 us apart.
+Scenario dp_scenario(int layers, int devices, std::int64_t batch, int M) {
+  Scenario sc = testing::uniform_scenario(layers, devices, 1000.0, batch, M, false);
+  for (LayerSpec& l : sc.model.layers) l.params = 100;
+  sc.cluster.interconnect = Interconnect{TopologyKind::kAllToAll, 1e9, 2e-6};
+  return sc;
+}
+
+TEST(DataParallel, RingAllReduceTime) {
+  DataParallel dp;
+  dp.replicas = 4;
+  dp.bandwidth = 1e9;
+  dp.latency_s = 2e-6;
+  // 2 (D - 1) steps of a quarter of the bytes each: 6 x (2 us + 1000 ns).
+  EXPECT_EQ(allreduce_time(dp, 4000), 6 * (2000 + 1000));
+  dp.replicas = 1;
+  EXPECT_EQ(allreduce_time(dp, 4000), 0);
+}
+
+TEST(DataParallel, RingFollowsTheClusterRouteBetweenReplicas) {
+  Scenario sc = dp_scenario(4, 8, 8, 1);
+  const DataParallel all = data_parallel_ring(sc.cluster, 2, 4);
+  EXPECT_EQ(all.replicas, 4);
+  EXPECT_EQ(all.bandwidth, 1e9);
+  EXPECT_EQ(all.latency_s, 2e-6);
+  // On a ring of 8, device 0 reaches device 2 in two hops.
+  sc.cluster.interconnect.topology = TopologyKind::kRing;
+  EXPECT_EQ(data_parallel_ring(sc.cluster, 2, 4).latency_s, 4e-6);
+  EXPECT_EQ(data_parallel_ring(sc.cluster, 2, 1).replicas, 1);
+  EXPECT_THROW(data_parallel_ring(sc.cluster, 4, 4), ConfigError);  // 16 > 8 devices
+}
+
+TEST(DataParallel, PureDataParallelismPaysTheWholeAllReduce) {
+  // K = 1, D = 4, one micro-batch of 2 samples per replica: 4 layers take
+  // tf = 8000 ns and tb = 16000 ns; then 400 params x 4 B = 1600 B all-reduce in
+  // 6 x (2000 + 400) ns; then the optimizer step.
+  const Scenario whole = dp_scenario(4, 4, 8, 1);
+  SimConfig cfg;
+  cfg.stages = 1;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, 1, 4);
+  const SimResult r = simulate(replica_scenario(whole, 1, 4), cfg);
+  ASSERT_EQ(r.stage_costs.size(), 1u);
+  EXPECT_EQ(r.stage_costs[0].grad_bytes, 1600);
+  EXPECT_EQ(r.stage_costs[0].allreduce, 6 * 2400);
+  EXPECT_EQ(r.data_parallel, 4);
+  EXPECT_EQ(r.metrics.step_time, 8000 + 16000 + 6 * 2400 + r.stage_costs[0].optimizer);
+  EXPECT_EQ(r.metrics.allreduce_time, 6 * 2400);
+  // Without replicas the same step has no all-reduce.
+  SimConfig alone;
+  alone.stages = 1;
+  EXPECT_EQ(simulate(replica_scenario(whole, 1, 4), alone).metrics.step_time,
+            8000 + 16000 + r.stage_costs[0].optimizer);
+}
+
+TEST(DataParallel, LastStagesAllReduceOverlapsTheFirstStagesBackward) {
+  // K = 2 stages of 2 layers, D = 2, M = 1 micro-batch of 2: tf = 4000, tb =
+  // 8000 per stage, and the activation and the gradient each take the 2 us hop
+  // between the stages. Stage 1's backward ends at 2 tf + tb + hop; its
+  // all-reduce (200 params x 4 B over 2 replicas: 2 x (2000 + 400) ns) runs
+  // during stage 0's backward; stage 0's starts at 2 tf + 2 tb + 2 hops and its
+  // optimizer step follows.
+  const Scenario whole = dp_scenario(4, 4, 4, 1);
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, 2, 2);
+  const SimResult r = simulate(replica_scenario(whole, 2, 2), cfg);
+  const SimTime tf = 4000, tb = 8000, hop = 2000, a = 2 * 2400;
+  EXPECT_EQ(r.stage_costs[1].allreduce, a);
+  EXPECT_LT(a, tb);  // hidden behind stage 0's backward
+  EXPECT_EQ(r.metrics.step_time, 2 * tf + 2 * tb + 2 * hop + a + r.stage_costs[0].optimizer);
+  // The timeline: one all-reduce per stage, on its device's send lane, after its
+  // backward and before its optimizer step.
+  std::vector<const TimelineEvent*> reduces;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.kind == EventKind::kAllReduce) reduces.push_back(&e);
+  }
+  ASSERT_EQ(reduces.size(), 2u);
+  for (const TimelineEvent* e : reduces) {
+    EXPECT_EQ(e->lane, Lane::kSend);
+    EXPECT_EQ(e->device, e->stage);
+    EXPECT_EQ(e->bytes, 800);
+    EXPECT_EQ(e->end - e->start, a);
+    for (const TimelineEvent& o : r.timeline.events) {
+      if (o.stage != e->stage) continue;
+      if (o.kind == EventKind::kBackward) {
+        EXPECT_LE(o.end, e->start);
+      }
+      if (o.kind == EventKind::kOptimizer) {
+        EXPECT_GE(o.start, e->end);
+      }
+    }
+  }
+  EXPECT_EQ(reduces[0]->stage, 1);
+  EXPECT_EQ(reduces[0]->start, 2 * tf + tb + hop);
+  // The trace keeps them: written and read back, the same events.
+  std::stringstream trace;
+  write_chrome_trace(trace, r.timeline);
+  const Timeline back = read_chrome_trace(trace, "t.json");
+  std::size_t read = 0;
+  for (const TimelineEvent& e : back.events) {
+    if (e.kind != EventKind::kAllReduce) continue;
+    ++read;
+    EXPECT_EQ(e.bytes, 800);
+    EXPECT_EQ(e.lane, Lane::kSend);
+  }
+  EXPECT_EQ(read, 2u);
+}
+
+}  // namespace
+}  // namespace pipescope
