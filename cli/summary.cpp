@@ -27,7 +27,13 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   out << "Cluster    " << c.devices << " x " << c.device.name << " ("
       << format_bytes(static_cast<double>(c.device.memory_bytes)) << " each), "
       << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
-      << ", " << format_seconds(c.interconnect.latency_s) << " latency\n";
+      << ", " << format_seconds(c.interconnect.latency_s) << " latency";
+  if (c.interconnect.topology == TopologyKind::kNodes) {
+    out << " inside nodes of " << c.interconnect.devices_per_node << "; "
+        << format_rate(c.interconnect.inter_node_bandwidth) << ", "
+        << format_seconds(c.interconnect.inter_node_latency_s) << " per device between nodes";
+  }
+  out << "\n";
   if (c.profile) {
     out << "Profile    layer times, optimizer and transport measured on " << c.profile->machine
         << " (" << c.profile->backend << ")\n";

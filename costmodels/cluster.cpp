@@ -10,9 +10,18 @@ namespace pipescope {
 // d -> host and 2d+1 for host -> d; ring 2d for d -> d+1 (clockwise) and 2d+1 for
 // d -> d-1 (counter-clockwise), indices mod devices.
 
+void Cluster::build_topology() {
+  graph = interconnect.topology == TopologyKind::kNodes
+              ? TopologyGraph::nodes(devices, interconnect)
+              : nullptr;
+}
+
 std::int64_t Cluster::link_count() const {
   const std::int64_t n = devices;
   switch (interconnect.topology) {
+    case TopologyKind::kNodes:
+      PS_CHECK(graph != nullptr, "the nodes topology needs build_topology()");
+      return graph->link_count();
     case TopologyKind::kAllToAll:
       return n * n;
     case TopologyKind::kPcieHost:
@@ -28,6 +37,11 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
                std::to_string(devices) + " devices");
   std::vector<Hop> hops;
   if (src == dst) return hops;
+  if (interconnect.topology == TopologyKind::kNodes) {
+    PS_CHECK(graph != nullptr && graph->devices() >= devices,
+             "the nodes topology needs build_topology()");
+    return graph->route(src, dst);
+  }
   const auto hop = [&](std::int64_t link) {
     hops.push_back({link, interconnect.bandwidth, interconnect.latency_s});
   };
@@ -39,6 +53,8 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
       hop(2 * std::int64_t{src});
       hop(2 * std::int64_t{dst} + 1);
       break;
+    case TopologyKind::kNodes:
+      break;  // above
     case TopologyKind::kRing: {
       const int clockwise = (dst - src + devices) % devices;
       const bool go_clockwise = clockwise <= devices - clockwise;
@@ -58,6 +74,8 @@ std::string Cluster::link_name(std::int64_t link) const {
   const auto arrow = [](const std::string& a, const std::string& b) { return a + "->" + b; };
   const std::int64_t d = link / 2;
   switch (interconnect.topology) {
+    case TopologyKind::kNodes:
+      return graph->link_name(link);
     case TopologyKind::kAllToAll:
       return arrow(std::to_string(link / devices), std::to_string(link % devices));
     case TopologyKind::kPcieHost:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "costmodels/device.h"
+#include "costmodels/topology.h"
 #include "costmodels/units.h"
 
 namespace pipescope {
@@ -38,6 +39,13 @@ struct Cluster {
   // Measured (`--cost-model`): how much slower an op runs while n devices compute
   // at once, [n - 1]; [0] is 1. Empty: devices do not slow each other down.
   std::vector<double> concurrency_slowdown;
+  // The network as a graph, for topologies that need one (kNodes): built by
+  // build_topology() for `devices` devices; routes of a copy with fewer devices
+  // (one pipeline replica) stay valid.
+  std::shared_ptr<const TopologyGraph> graph;
+  // Builds `graph` when the topology needs one. Throws std::invalid_argument on
+  // an impossible topology.
+  void build_topology();
 
   // Directed links of the topology: all-to-all has devices*devices slots (i -> j),
   // pcie-host two per device (up to the host, down from it), ring two per device

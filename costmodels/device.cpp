@@ -19,12 +19,15 @@ std::string_view to_string(TopologyKind k) {
       return "pcie-host";
     case TopologyKind::kRing:
       return "ring";
+    case TopologyKind::kNodes:
+      return "nodes";
   }
   return "unknown";
 }
 
 std::optional<TopologyKind> parse_topology(std::string_view name) {
-  for (TopologyKind k : {TopologyKind::kAllToAll, TopologyKind::kPcieHost, TopologyKind::kRing}) {
+  for (TopologyKind k : {TopologyKind::kAllToAll, TopologyKind::kPcieHost, TopologyKind::kRing,
+                         TopologyKind::kNodes}) {
     if (name == to_string(k)) return k;
   }
   return std::nullopt;
@@ -82,6 +85,18 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("h100-sxm", 67e12, 989e12, 80 * kGiB, 3.35e12, kGpuOpOverhead_s,
                    {TopologyKind::kAllToAll, 450e9, kNvlinkLatency_s},
                    "NVIDIA H100 SXM5 80GB, NVLink 4 via NVSwitch (H100 datasheet)"));
+  // DGX H100: 8 H100 SXM5 per node on NVLink 4 through NVSwitch, 450 GB/s each
+  // way, and 8 ConnectX-7 NICs of 400 Gbit/s = 50 GB/s each way, one per GPU, to
+  // the InfiniBand fabric (NVIDIA DGX H100 user guide). The InfiniBand hop
+  // latency, 5 us per hop through the NIC and switch, is an assumption of the
+  // order vendors quote for RDMA, not a measurement.
+  {
+    DevicePreset dgx = make("dgx-h100", 67e12, 989e12, 80 * kGiB, 3.35e12, kGpuOpOverhead_s,
+                            {TopologyKind::kNodes, 450e9, kNvlinkLatency_s, 8, 50e9, 5e-6},
+                            "NVIDIA DGX H100 nodes: 8 H100 SXM5 on NVSwitch, a 400 Gb/s "
+                            "InfiniBand NIC per GPU between nodes (DGX H100 user guide)");
+    p.push_back(std::move(dgx));
+  }
   // H200 SXM: the H100 compute (67 fp32, 989 bf16 dense) with 141 GB HBM3e at
   // 4.8 TB/s; NVLink 4 900 GB/s total, 450 GB/s each way (NVIDIA H200 datasheet).
   p.push_back(make("h200", 67e12, 989e12, 141 * kGiB, 4.8e12, kGpuOpOverhead_s,

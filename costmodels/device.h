@@ -44,16 +44,22 @@ enum class TopologyKind {
   kAllToAll,  // every pair of devices has its own direct link (NVLink switch)
   kPcieHost,  // no peer-to-peer: device -> host memory -> device, two hops
   kRing,      // devices on a ring (a TPU torus row): transfers hop between neighbours
+  kNodes,     // nodes of devices behind a switch, a NIC per device to a spine (topology.h)
 };
 
 std::string_view to_string(TopologyKind k);
 std::optional<TopologyKind> parse_topology(
-    std::string_view name);  // "all-to-all", "pcie-host", "ring"
+    std::string_view name);  // "all-to-all", "pcie-host", "ring", "nodes"
 
 struct Interconnect {
   TopologyKind topology = TopologyKind::kAllToAll;
   double bandwidth = 0.0;  // bytes/s per link and direction
   double latency_s = 0.0;  // per hop
+  // kNodes only: devices per node (behind one switch at bandwidth, latency_s)
+  // and each device's link to the spine between nodes.
+  int devices_per_node = 0;
+  double inter_node_bandwidth = 0.0;  // bytes/s per direction
+  double inter_node_latency_s = 0.0;  // per hop
 };
 
 // A named preset: one kind of device and the interconnect its machines use.

@@ -218,9 +218,16 @@ Interconnect read_interconnect(ObjectReader ic) {
   Interconnect out;
   ic.at("topology");  // reports a missing key
   out.topology =
-      *opt_choice(ic, "topology", "topology", parse_topology, "all-to-all, pcie-host, ring");
+      *opt_choice(ic, "topology", "topology", parse_topology, "all-to-all, pcie-host, ring, nodes");
   out.bandwidth = ic.number("bandwidth", NumberRange::kPositive);
   out.latency_s = ic.number("latency_s", NumberRange::kNonNegative);
+  if (out.topology == TopologyKind::kNodes) {
+    // Nodes of devices behind a switch (bandwidth, latency_s), a link per device
+    // to a spine between nodes.
+    out.devices_per_node = static_cast<int>(ic.integer("devices_per_node", kDeviceCount));
+    out.inter_node_bandwidth = ic.number("inter_node_bandwidth", NumberRange::kPositive);
+    out.inter_node_latency_s = ic.number("inter_node_latency_s", NumberRange::kNonNegative);
+  }
   ic.finish();
   return out;
 }
@@ -254,6 +261,11 @@ Cluster read_cluster(ObjectReader c) {
     cluster.interconnect = read_interconnect(c.object("interconnect"));
   }
   c.finish();
+  try {
+    cluster.build_topology();
+  } catch (const std::invalid_argument& e) {
+    c.fail("interconnect", e.what());
+  }
   return cluster;
 }
 

@@ -38,6 +38,13 @@ void check_magnitudes(const Scenario& s, const std::string& file) {
   };
   const double rate = d.peak_flops(m.dtype) * d.efficiency.max_efficiency;
   const double hops = std::max(2.0, static_cast<double>(s.cluster.devices));
+  // The slower of a nodes topology's two kinds of link bounds every hop.
+  const Interconnect& ic = s.cluster.interconnect;
+  const bool nodes = ic.topology == TopologyKind::kNodes;
+  const double slowest_bandwidth =
+      nodes ? std::min(ic.bandwidth, ic.inter_node_bandwidth) : ic.bandwidth;
+  const double slowest_latency_s =
+      nodes ? std::max(ic.latency_s, ic.inter_node_latency_s) : ic.latency_s;
   double activations = static_cast<double>(m.input_bytes);
   double params = 0.0;
   double step_s = 0.0;
@@ -59,8 +66,8 @@ void check_magnitudes(const Scenario& s, const std::string& file) {
         ((2 * l.fwd_flops + l.bwd_flops) * batch + 3 * batch * d.efficiency.half_flops) / rate +
         4 * act * batch / d.mem_bandwidth + 3 * batch * d.op_overhead_s +
         2 * (static_cast<double>(m.input_bytes_of(static_cast<int>(i) + 1)) * batch /
-                 s.cluster.interconnect.bandwidth +
-             batch * hops * s.cluster.interconnect.latency_s);
+                 slowest_bandwidth +
+             batch * hops * slowest_latency_s);
     if (layer_s > worst_layer_s) {
       worst_layer_s = layer_s;
       worst_layer = i;

@@ -8,7 +8,9 @@
 
 #include <sstream>
 
+#include "scenario_docs.h"
 #include "sim/planner.h"
+#include "sim/scenario_io.h"
 #include "sim/simulator.h"
 #include "sim/trace_io.h"
 #include "sim_fixtures.h"
@@ -47,6 +49,38 @@ TEST(DataParallel, RingFollowsTheClusterRouteBetweenReplicas) {
   EXPECT_EQ(data_parallel_ring(sc.cluster, 2, 4).latency_s, 4e-6);
   EXPECT_EQ(data_parallel_ring(sc.cluster, 2, 1).replicas, 1);
   EXPECT_THROW(data_parallel_ring(sc.cluster, 4, 4), ConfigError);  // 16 > 8 devices
+}
+
+TEST(DataParallel, ReplicasInOtherNodesAllReduceOverTheSpine) {
+  // dgx-h100 nodes of 8: K = 8 fills a node, so a replica's device d talks to
+  // its twin through its NIC, the spine and the twin's NIC.
+  nlohmann::json doc = testing::docs::good_doc();
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"devices", 16}};
+  const Scenario sc = parse_scenario(doc, "dgx.json");
+  const DataParallel across = data_parallel_ring(sc.cluster, 8, 2);
+  EXPECT_EQ(across.bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(across.latency_s, 2 * 5e-6);
+  const DataParallel inside = data_parallel_ring(sc.cluster, 4, 2);  // both in node 0
+  EXPECT_EQ(inside.bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(inside.latency_s, 2 * 2e-6);
+  // Explicit: the same topology, and what it needs.
+  doc["cluster"] = {
+      {"devices", 4},
+      {"device", doc["cluster"]["device"]},
+      {"interconnect", {{"topology", "nodes"}, {"bandwidth", 1e9}, {"latency_s", 0.0}}}};
+  doc["cluster"]["device"] = {{"name", "x"},          {"peak_flops", 1e12}, {"memory_bytes", 1e9},
+                              {"mem_bandwidth", 1e9}, {"op_overhead_s", 0}, {"efficiency", 1.0}};
+  try {
+    parse_scenario(doc, "n.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_STREQ(e.what(), "n.json: cluster.interconnect.devices_per_node: missing required key");
+  }
+  doc["cluster"]["interconnect"]["devices_per_node"] = 2;
+  doc["cluster"]["interconnect"]["inter_node_bandwidth"] = 1e8;
+  doc["cluster"]["interconnect"]["inter_node_latency_s"] = 1e-6;
+  const Scenario explicit_nodes = parse_scenario(doc, "n.json");
+  EXPECT_EQ(explicit_nodes.cluster.link_name(explicit_nodes.cluster.route(1, 2)[0].link), "1->ib");
 }
 
 TEST(DataParallel, PureDataParallelismPaysTheWholeAllReduce) {

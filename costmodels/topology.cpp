@@ -1,0 +1,102 @@
+#include "costmodels/topology.h"
+
+#include <limits>
+#include <stdexcept>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+
+#include "costmodels/check.h"
+#include "costmodels/cluster.h"
+
+namespace pipescope {
+
+namespace {
+
+struct EdgeProps {
+  double weight = 0.0;  // latency, plus a tiny term per hop so fewer hops win ties
+  std::int64_t link = 0;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+                                    EdgeProps>;
+
+// Far below any latency: only breaks ties between equally fast paths.
+constexpr double kPerHop_s = 1e-15;
+
+}  // namespace
+
+std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Interconnect& ic) {
+  if (devices < 1) throw std::invalid_argument("a topology needs at least one device");
+  if (ic.devices_per_node < 1) {
+    throw std::invalid_argument("the nodes topology needs devices_per_node >= 1");
+  }
+  if (!(ic.bandwidth > 0.0) || !(ic.inter_node_bandwidth > 0.0)) {
+    throw std::invalid_argument("the nodes topology needs positive bandwidths");
+  }
+  auto g = std::make_shared<TopologyGraph>();
+  g->devices_ = devices;
+  const int node_count = (devices + ic.devices_per_node - 1) / ic.devices_per_node;
+  for (int d = 0; d < devices; ++d) g->vertex_names_.push_back(std::to_string(d));
+  for (int n = 0; n < node_count; ++n) g->vertex_names_.push_back("nvswitch" + std::to_string(n));
+  const int spine = static_cast<int>(g->vertex_names_.size());
+  g->vertex_names_.push_back("ib");
+  const auto cable = [&](int a, int b, double bandwidth, double latency_s) {
+    g->links_.push_back({a, b, bandwidth, latency_s});
+    g->links_.push_back({b, a, bandwidth, latency_s});
+  };
+  for (int d = 0; d < devices; ++d) {
+    cable(d, devices + d / ic.devices_per_node, ic.bandwidth, ic.latency_s);
+    if (node_count > 1) cable(d, spine, ic.inter_node_bandwidth, ic.inter_node_latency_s);
+  }
+  return g;
+}
+
+std::vector<Hop> TopologyGraph::route(int src, int dst) const {
+  PS_CHECK(src >= 0 && src < devices_ && dst >= 0 && dst < devices_, "route outside the graph");
+  std::vector<Hop> hops;
+  if (src == dst) return hops;
+  Graph graph(vertex_names_.size());
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    const Link& l = links_[i];
+    boost::add_edge(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to),
+                    EdgeProps{l.latency_s + kPerHop_s, static_cast<std::int64_t>(i)}, graph);
+  }
+  std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(graph));
+  std::vector<double> dist(boost::num_vertices(graph), std::numeric_limits<double>::infinity());
+  boost::dijkstra_shortest_paths(graph, static_cast<std::size_t>(src),
+                                 boost::predecessor_map(pred.data())
+                                     .distance_map(dist.data())
+                                     .weight_map(boost::get(&EdgeProps::weight, graph)));
+  PS_CHECK(dist[static_cast<std::size_t>(dst)] < std::numeric_limits<double>::infinity(),
+           "no route from device " + std::to_string(src) + " to " + std::to_string(dst));
+  // Walk back from dst; of parallel edges into a vertex take the lightest.
+  std::vector<std::int64_t> reversed;
+  for (std::size_t v = static_cast<std::size_t>(dst); v != static_cast<std::size_t>(src);
+       v = pred[v]) {
+    const std::size_t u = pred[v];
+    std::int64_t best = -1;
+    double best_weight = 0.0;
+    for (auto [e, end] = boost::out_edges(u, graph); e != end; ++e) {
+      if (boost::target(*e, graph) != v) continue;
+      if (best < 0 || graph[*e].weight < best_weight) {
+        best = graph[*e].link;
+        best_weight = graph[*e].weight;
+      }
+    }
+    reversed.push_back(best);
+  }
+  for (auto it = reversed.rbegin(); it != reversed.rend(); ++it) {
+    const Link& l = links_[static_cast<std::size_t>(*it)];
+    hops.push_back({*it, l.bandwidth, l.latency_s});
+  }
+  return hops;
+}
+
+std::string TopologyGraph::link_name(std::int64_t link) const {
+  PS_CHECK(link >= 0 && link < link_count(), "link " + std::to_string(link) + " out of range");
+  const Link& l = links_[static_cast<std::size_t>(link)];
+  return vertex_names_[static_cast<std::size_t>(l.from)] + "->" +
+         vertex_names_[static_cast<std::size_t>(l.to)];
+}
+
+}  // namespace pipescope

@@ -1,0 +1,50 @@
+#pragma once
+// A cluster's network as a graph (Boost.Graph): devices, node switches and a
+// spine are vertices, each direction of a cable a weighted edge. Routes are
+// shortest paths by latency (fewest hops among equals), found by Dijkstra's
+// algorithm; each edge is one directed link, which transfers share and queue
+// on (the engine's contention).
+//
+// The `nodes` topology (Interconnect::devices_per_node): devices sit in nodes of
+// devices_per_node behind a node switch (NVSwitch: bandwidth, latency_s per hop),
+// and every device has its own NIC to a spine switch (InfiniBand:
+// inter_node_bandwidth, inter_node_latency_s per hop). Inside a node a transfer
+// goes device -> node switch -> device; between nodes device -> spine -> device.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodels/device.h"
+
+namespace pipescope {
+
+struct Hop;  // costmodels/cluster.h
+
+class TopologyGraph {
+ public:
+  // The `nodes` topology of `devices` devices. Throws std::invalid_argument on
+  // a non-positive size, bandwidth or per-node count.
+  static std::shared_ptr<const TopologyGraph> nodes(int devices, const Interconnect& ic);
+
+  int devices() const { return devices_; }
+  std::int64_t link_count() const { return static_cast<std::int64_t>(links_.size()); }
+  // The hops from device src to dst, in order; empty when src == dst.
+  std::vector<Hop> route(int src, int dst) const;
+  // "3->nvswitch0", "ib->9".
+  std::string link_name(std::int64_t link) const;
+
+ private:
+  struct Link {
+    int from = 0;
+    int to = 0;
+    double bandwidth = 0.0;
+    double latency_s = 0.0;
+  };
+  int devices_ = 0;
+  std::vector<std::string> vertex_names_;
+  std::vector<Link> links_;  // edge index = link id
+};
+
+}  // namespace pipescope

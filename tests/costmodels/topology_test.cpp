@@ -1,0 +1,95 @@
+// The nodes topology as a Boost.Graph: shortest routes stay inside a node on
+// its switch and cross nodes over the spine, links are directed and named, and
+// the engine's contention sees transfers that share a NIC.
+
+#include "costmodels/topology.h"
+
+#include <gtest/gtest.h>
+
+#include "costmodels/cluster.h"
+
+namespace pipescope {
+namespace {
+
+Interconnect dgx_like() {
+  Interconnect ic;
+  ic.topology = TopologyKind::kNodes;
+  ic.bandwidth = 450e9;
+  ic.latency_s = 2e-6;
+  ic.devices_per_node = 4;
+  ic.inter_node_bandwidth = 50e9;
+  ic.inter_node_latency_s = 5e-6;
+  return ic;
+}
+
+std::vector<std::string> names(const Cluster& c, const std::vector<Hop>& hops) {
+  std::vector<std::string> out;
+  for (const Hop& h : hops) out.push_back(c.link_name(h.link));
+  return out;
+}
+
+TEST(Topology, RoutesStayInsideANodeAndCrossOverTheSpine) {
+  Cluster c;
+  c.devices = 10;  // nodes of 4, 4 and 2
+  c.interconnect = dgx_like();
+  c.build_topology();
+  ASSERT_TRUE(c.graph);
+  // 10 device <-> switch cables and 10 device <-> spine cables, each two links.
+  EXPECT_EQ(c.link_count(), 40);
+  const std::vector<Hop> inside = c.route(1, 3);
+  EXPECT_EQ(names(c, inside), (std::vector<std::string>{"1->nvswitch0", "nvswitch0->3"}));
+  for (const Hop& h : inside) {
+    EXPECT_EQ(h.bandwidth, 450e9);
+    EXPECT_EQ(h.latency_s, 2e-6);
+  }
+  const std::vector<Hop> across = c.route(3, 9);
+  EXPECT_EQ(names(c, across), (std::vector<std::string>{"3->ib", "ib->9"}));
+  for (const Hop& h : across) EXPECT_EQ(h.bandwidth, 50e9);
+  // Each direction is its own link.
+  EXPECT_NE(c.route(9, 3)[0].link, across[1].link);
+  EXPECT_TRUE(c.route(5, 5).empty());
+}
+
+TEST(Topology, OneNodeHasNoSpine) {
+  Cluster c;
+  c.devices = 4;
+  c.interconnect = dgx_like();
+  c.build_topology();
+  EXPECT_EQ(c.link_count(), 8);
+  EXPECT_EQ(names(c, c.route(0, 3)), (std::vector<std::string>{"0->nvswitch0", "nvswitch0->3"}));
+}
+
+TEST(Topology, ARouteOfAReplicaUsesTheWholeClustersGraph) {
+  Cluster whole;
+  whole.devices = 8;
+  whole.interconnect = dgx_like();
+  whole.build_topology();
+  Cluster replica = whole;
+  replica.devices = 2;  // one pipeline of a data-parallel job
+  EXPECT_EQ(names(replica, replica.route(0, 1)),
+            (std::vector<std::string>{"0->nvswitch0", "nvswitch0->1"}));
+}
+
+TEST(Topology, ImpossibleShapesAreRefused) {
+  Interconnect ic = dgx_like();
+  ic.devices_per_node = 0;
+  EXPECT_THROW(TopologyGraph::nodes(8, ic), std::invalid_argument);
+  ic = dgx_like();
+  ic.inter_node_bandwidth = 0.0;
+  EXPECT_THROW(TopologyGraph::nodes(8, ic), std::invalid_argument);
+  EXPECT_THROW(TopologyGraph::nodes(0, dgx_like()), std::invalid_argument);
+}
+
+TEST(Topology, DgxH100PresetIsNodesOfEight) {
+  const std::optional<DevicePreset> p = find_device_preset("dgx-h100");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->interconnect.topology, TopologyKind::kNodes);
+  EXPECT_EQ(p->interconnect.devices_per_node, 8);
+  EXPECT_EQ(p->interconnect.bandwidth, 450e9);
+  EXPECT_EQ(p->interconnect.inter_node_bandwidth, 50e9);
+  EXPECT_EQ(parse_topology("nodes"), TopologyKind::kNodes);
+  EXPECT_EQ(to_string(TopologyKind::kNodes), "nodes");
+}
+
+}  // namespace
+}  // namespace pipescope
