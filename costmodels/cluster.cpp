@@ -11,16 +11,24 @@ namespace pipescope {
 // d -> d-1 (counter-clockwise), indices mod devices.
 
 void Cluster::build_topology() {
-  graph = interconnect.topology == TopologyKind::kNodes
-              ? TopologyGraph::nodes(devices, interconnect)
-              : nullptr;
+  switch (interconnect.topology) {
+    case TopologyKind::kNodes:
+      graph = TopologyGraph::nodes(devices, interconnect);
+      break;
+    case TopologyKind::kTorus:
+      graph = TopologyGraph::torus(devices, interconnect);
+      break;
+    default:
+      graph = nullptr;
+  }
 }
 
 std::int64_t Cluster::link_count() const {
   const std::int64_t n = devices;
   switch (interconnect.topology) {
     case TopologyKind::kNodes:
-      PS_CHECK(graph != nullptr, "the nodes topology needs build_topology()");
+    case TopologyKind::kTorus:
+      PS_CHECK(graph != nullptr, "a graph topology needs build_topology()");
       return graph->link_count();
     case TopologyKind::kAllToAll:
       return n * n;
@@ -37,9 +45,10 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
                std::to_string(devices) + " devices");
   std::vector<Hop> hops;
   if (src == dst) return hops;
-  if (interconnect.topology == TopologyKind::kNodes) {
+  if (interconnect.topology == TopologyKind::kNodes ||
+      interconnect.topology == TopologyKind::kTorus) {
     PS_CHECK(graph != nullptr && graph->devices() >= devices,
-             "the nodes topology needs build_topology()");
+             "a graph topology needs build_topology()");
     return graph->route(src, dst);
   }
   const auto hop = [&](std::int64_t link) {
@@ -54,6 +63,7 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
       hop(2 * std::int64_t{dst} + 1);
       break;
     case TopologyKind::kNodes:
+    case TopologyKind::kTorus:
       break;  // above
     case TopologyKind::kRing: {
       const int clockwise = (dst - src + devices) % devices;
@@ -75,6 +85,7 @@ std::string Cluster::link_name(std::int64_t link) const {
   const std::int64_t d = link / 2;
   switch (interconnect.topology) {
     case TopologyKind::kNodes:
+    case TopologyKind::kTorus:
       return graph->link_name(link);
     case TopologyKind::kAllToAll:
       return arrow(std::to_string(link / devices), std::to_string(link % devices));

@@ -21,13 +21,15 @@ std::string_view to_string(TopologyKind k) {
       return "ring";
     case TopologyKind::kNodes:
       return "nodes";
+    case TopologyKind::kTorus:
+      return "torus";
   }
   return "unknown";
 }
 
 std::optional<TopologyKind> parse_topology(std::string_view name) {
   for (TopologyKind k : {TopologyKind::kAllToAll, TopologyKind::kPcieHost, TopologyKind::kRing,
-                         TopologyKind::kNodes}) {
+                         TopologyKind::kNodes, TopologyKind::kTorus}) {
     if (name == to_string(k)) return k;
   }
   return std::nullopt;
@@ -131,6 +133,17 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("tpu-v3", 61.5e12, 61.5e12, 16 * kGiB, 450e9, kTpuOpOverhead_s,
                    {TopologyKind::kRing, 82e9, kIciLatency_s},
                    "Google TPU v3 core, ICI ring (Cloud TPU v3 docs; Jouppi et al. CACM 2020)"));
+  // TPU v3 cores on a 2-D torus: the tpu-v3 core figures with the torus the
+  // chips are wired in (Cloud TPU v3 docs: a 2-D torus of ICI links, 82 GB/s
+  // each; Jouppi et al. CACM 2020, table 3), each core a vertex with its four
+  // neighbours, the most nearly square grid for the device count.
+  {
+    DevicePreset torus = make("tpu-torus", 61.5e12, 61.5e12, 16 * kGiB, 450e9, kTpuOpOverhead_s,
+                              {TopologyKind::kTorus, 82e9, kIciLatency_s},
+                              "Google TPU v3 cores on a 2-D ICI torus (Cloud TPU v3 docs; "
+                              "Jouppi et al. CACM 2020)");
+    p.push_back(std::move(torus));
+  }
   // V100 SXM2 16 GB: 15.7 TFLOP/s fp32, 125 fp16 tensor, 16 GB HBM2 at 900 GB/s
   // (NVIDIA Tesla V100 datasheet). NVLink 2: 6 links of 25 GB/s each way, 300 GB/s
   // total (Volta whitepaper). In a DGX-1 hybrid cube-mesh a linked pair shares one or

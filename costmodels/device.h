@@ -45,11 +45,12 @@ enum class TopologyKind {
   kPcieHost,  // no peer-to-peer: device -> host memory -> device, two hops
   kRing,      // devices on a ring (a TPU torus row): transfers hop between neighbours
   kNodes,     // nodes of devices behind a switch, a NIC per device to a spine (topology.h)
+  kTorus,     // a 2-D torus: each device linked to its four grid neighbours (topology.h)
 };
 
 std::string_view to_string(TopologyKind k);
 std::optional<TopologyKind> parse_topology(
-    std::string_view name);  // "all-to-all", "pcie-host", "ring", "nodes"
+    std::string_view name);  // "all-to-all", "pcie-host", "ring", "nodes", "torus"
 
 struct Interconnect {
   TopologyKind topology = TopologyKind::kAllToAll;
@@ -60,6 +61,9 @@ struct Interconnect {
   int devices_per_node = 0;
   double inter_node_bandwidth = 0.0;  // bytes/s per direction
   double inter_node_latency_s = 0.0;  // per hop
+  // kTorus only: devices per row of the grid; 0 takes the most nearly square
+  // grid (the largest divisor of the device count up to its square root).
+  int torus_width = 0;
 };
 
 // A named preset: one kind of device and the interconnect its machines use.

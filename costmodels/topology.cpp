@@ -51,6 +51,36 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Int
   return g;
 }
 
+std::shared_ptr<const TopologyGraph> TopologyGraph::torus(int devices, const Interconnect& ic) {
+  if (devices < 1) throw std::invalid_argument("a topology needs at least one device");
+  if (!(ic.bandwidth > 0.0)) throw std::invalid_argument("the torus needs a positive bandwidth");
+  int width = ic.torus_width;
+  if (width == 0) {
+    for (int w = 1; static_cast<std::int64_t>(w) * w <= devices; ++w) {
+      if (devices % w == 0) width = w;
+    }
+  }
+  if (width < 1 || devices % width != 0) {
+    throw std::invalid_argument("torus_width " + std::to_string(width) + " does not divide the " +
+                                std::to_string(devices) + " devices");
+  }
+  const int height = devices / width;
+  auto g = std::make_shared<TopologyGraph>();
+  g->devices_ = devices;
+  for (int d = 0; d < devices; ++d) g->vertex_names_.push_back(std::to_string(d));
+  const auto cable = [&](int a, int b) {
+    g->links_.push_back({a, b, ic.bandwidth, ic.latency_s});
+    g->links_.push_back({b, a, ic.bandwidth, ic.latency_s});
+  };
+  for (int d = 0; d < devices; ++d) {
+    const int x = d % width, y = d / width;
+    // Right and down, wrapping; a dimension of 2 has one cable per pair, of 1 none.
+    if (width > 1 && (width > 2 || x == 0)) cable(d, y * width + (x + 1) % width);
+    if (height > 1 && (height > 2 || y == 0)) cable(d, ((y + 1) % height) * width + x);
+  }
+  return g;
+}
+
 std::vector<Hop> TopologyGraph::route(int src, int dst) const {
   PS_CHECK(src >= 0 && src < devices_ && dst >= 0 && dst < devices_, "route outside the graph");
   std::vector<Hop> hops;

@@ -10,6 +10,10 @@
 // and every device has its own NIC to a spine switch (InfiniBand:
 // inter_node_bandwidth, inter_node_latency_s per hop). Inside a node a transfer
 // goes device -> node switch -> device; between nodes device -> spine -> device.
+//
+// The `torus` topology: devices on a W x H grid (device d at column d mod W,
+// row d / W), each linked to its four neighbours with wrap-around, as TPU chips
+// are; routes take the fewest hops.
 
 #include <cstdint>
 #include <memory>
@@ -27,6 +31,11 @@ class TopologyGraph {
   // The `nodes` topology of `devices` devices. Throws std::invalid_argument on
   // a non-positive size, bandwidth or per-node count.
   static std::shared_ptr<const TopologyGraph> nodes(int devices, const Interconnect& ic);
+  // A 2-D torus of `devices` devices in rows of ic.torus_width (0: the most
+  // nearly square grid), each linked to its right and lower neighbours with
+  // wrap-around, both directions, at bandwidth and latency_s. Throws
+  // std::invalid_argument when the width does not divide the device count.
+  static std::shared_ptr<const TopologyGraph> torus(int devices, const Interconnect& ic);
 
   int devices() const { return devices_; }
   std::int64_t link_count() const { return static_cast<std::int64_t>(links_.size()); }

@@ -217,8 +217,8 @@ Device read_device(ObjectReader d) {
 Interconnect read_interconnect(ObjectReader ic) {
   Interconnect out;
   ic.at("topology");  // reports a missing key
-  out.topology =
-      *opt_choice(ic, "topology", "topology", parse_topology, "all-to-all, pcie-host, ring, nodes");
+  out.topology = *opt_choice(ic, "topology", "topology", parse_topology,
+                             "all-to-all, pcie-host, ring, nodes, torus");
   out.bandwidth = ic.number("bandwidth", NumberRange::kPositive);
   out.latency_s = ic.number("latency_s", NumberRange::kNonNegative);
   if (out.topology == TopologyKind::kNodes) {
@@ -227,6 +227,9 @@ Interconnect read_interconnect(ObjectReader ic) {
     out.devices_per_node = static_cast<int>(ic.integer("devices_per_node", kDeviceCount));
     out.inter_node_bandwidth = ic.number("inter_node_bandwidth", NumberRange::kPositive);
     out.inter_node_latency_s = ic.number("inter_node_latency_s", NumberRange::kNonNegative);
+  }
+  if (out.topology == TopologyKind::kTorus) {
+    out.torus_width = static_cast<int>(ic.opt_integer("torus_width", kDeviceCount).value_or(0));
   }
   ic.finish();
   return out;

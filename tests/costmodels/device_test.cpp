@@ -12,7 +12,8 @@ TEST(Device, PresetsAreSortedByName) {
   std::vector<std::string> names;
   for (const DevicePreset& p : device_presets()) names.push_back(p.device.name);
   EXPECT_EQ(names, (std::vector<std::string>{"a100-80g", "cpu", "dgx-h100", "h100-sxm", "h200",
-                                             "p100-pcie", "tpu-v2", "tpu-v3", "v100-nvlink"}));
+                                             "p100-pcie", "tpu-torus", "tpu-v2", "tpu-v3",
+                                             "v100-nvlink"}));
 }
 
 TEST(Device, FindPresetByExactName) {
@@ -102,10 +103,11 @@ TEST(Device, TopologyNamesRoundTrip) {
   EXPECT_EQ(to_string(TopologyKind::kAllToAll), "all-to-all");
   EXPECT_EQ(to_string(TopologyKind::kPcieHost), "pcie-host");
   EXPECT_EQ(to_string(TopologyKind::kRing), "ring");
-  for (TopologyKind k : {TopologyKind::kAllToAll, TopologyKind::kPcieHost, TopologyKind::kRing}) {
+  for (TopologyKind k : {TopologyKind::kAllToAll, TopologyKind::kPcieHost, TopologyKind::kRing,
+                         TopologyKind::kNodes, TopologyKind::kTorus}) {
     EXPECT_EQ(parse_topology(to_string(k)), k);
   }
-  EXPECT_FALSE(parse_topology("torus").has_value());
+  EXPECT_FALSE(parse_topology("mesh").has_value());
 }
 
 TEST(Device, DTypeNamesRoundTrip) {

@@ -80,6 +80,31 @@ TEST(Topology, ImpossibleShapesAreRefused) {
   EXPECT_THROW(TopologyGraph::nodes(0, dgx_like()), std::invalid_argument);
 }
 
+TEST(Topology, TorusRoutesTakeTheFewestHopsAroundTheWrap) {
+  Cluster c;
+  c.devices = 16;  // 4 x 4, the most nearly square grid
+  c.interconnect = {TopologyKind::kTorus, 82e9, 1e-6};
+  c.build_topology();
+  EXPECT_EQ(c.link_count(), 16 * 2 * 2);  // a right and a down cable per device
+  EXPECT_EQ(c.route(0, 1).size(), 1u);
+  EXPECT_EQ(c.route(0, 3).size(), 1u);   // around the row's wrap
+  EXPECT_EQ(c.route(0, 12).size(), 1u);  // around the column's wrap
+  EXPECT_EQ(c.route(0, 5).size(), 2u);
+  EXPECT_EQ(c.route(0, 10).size(), 4u);  // two across, two down: the farthest
+  EXPECT_EQ(names(c, c.route(0, 3)), (std::vector<std::string>{"0->3"}));
+  // 2 x 3: a dimension of two has one cable per pair.
+  Cluster small;
+  small.devices = 6;
+  small.interconnect = {TopologyKind::kTorus, 82e9, 1e-6};
+  small.interconnect.torus_width = 2;
+  small.build_topology();
+  EXPECT_EQ(small.link_count(), (3 + 6) * 2);  // 3 row cables, 6 column cables
+  small.interconnect.torus_width = 4;
+  EXPECT_THROW(small.build_topology(), std::invalid_argument);
+  EXPECT_TRUE(find_device_preset("tpu-torus"));
+  EXPECT_EQ(find_device_preset("tpu-torus")->interconnect.topology, TopologyKind::kTorus);
+}
+
 TEST(Topology, DgxH100PresetIsNodesOfEight) {
   const std::optional<DevicePreset> p = find_device_preset("dgx-h100");
   ASSERT_TRUE(p);

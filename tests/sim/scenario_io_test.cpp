@@ -512,8 +512,17 @@ TEST(ScenarioErrors, UnknownDtype) {
 
 TEST(ScenarioErrors, UnknownTopology) {
   json doc = explicit_cluster_doc();
-  doc["cluster"]["interconnect"]["topology"] = "torus";
+  doc["cluster"]["interconnect"]["topology"] = "mesh";
   EXPECT_EQ(error_of(doc).json_path(), "cluster.interconnect.topology");
+  // A torus whose rows do not divide the devices is named at the interconnect.
+  doc["cluster"]["interconnect"]["topology"] = "torus";
+  doc["cluster"]["interconnect"]["torus_width"] = 3;
+  doc["cluster"]["devices"] = 4;
+  const ScenarioError e = error_of(doc);
+  EXPECT_EQ(e.json_path(), "cluster.interconnect");
+  EXPECT_NE(std::string(e.what()).find("torus_width 3 does not divide the 4 devices"),
+            std::string::npos)
+      << e.what();
 }
 
 TEST(ScenarioErrors, UnknownOptimizer) {
