@@ -11,6 +11,7 @@
 #include "cli/progress.h"
 #include "sim/file_io.h"
 #include "sim/format.h"
+#include "sim/simulator.h"
 #include "sim/sweep.h"
 
 namespace pipescope::cli {
@@ -34,6 +35,11 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   cmd->add_option("--chunks", o.chunks,
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: training.chunks)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-D,--data-parallel", o.data_parallel,
+                  "Data-parallel replicas of each pipeline: every K x M point simulates one of "
+                  "D replicas of K devices on batch / D, with each stage's gradient all-reduce, "
+                  "and counts all D in its throughput (default: 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--partition", o.partition, "How to cut the layers into stages")
       ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
@@ -79,12 +85,20 @@ int run_sweep_command(const SweepOptions& o) {
   req.stages = o.stages;
   req.micro_batches = o.micro_batches;
   const int layers = static_cast<int>(sc.model.layers.size());
+  const int D = o.data_parallel;
+  if (sc.training.global_batch % D != 0 || D > sc.cluster.devices) {
+    throw ConfigError("--data-parallel " + std::to_string(D) + " needs at most " +
+                      std::to_string(sc.cluster.devices) +
+                      " replicas dividing the global batch of " +
+                      std::to_string(sc.training.global_batch));
+  }
+  req.data_parallel = D;
+  const std::int64_t replica_batch = sc.training.global_batch / D;
   if (req.stages.empty()) {
-    req.stages = powers_of_two(sc.cluster.devices, [&](int K) { return K <= layers; });
+    req.stages = powers_of_two(sc.cluster.devices / D, [&](int K) { return K <= layers; });
   }
   if (req.micro_batches.empty()) {
-    req.micro_batches = powers_of_two(sc.training.global_batch,
-                                      [&](int M) { return sc.training.global_batch % M == 0; });
+    req.micro_batches = powers_of_two(replica_batch, [&](int M) { return replica_batch % M == 0; });
   }
   req.remat = remat_of(o.remat);
   if (o.schedule) req.schedule = parse_schedule(*o.schedule);
@@ -119,7 +133,12 @@ int run_sweep_command(const SweepOptions& o) {
   std::cout << "Sweep of " << sc.name << " on " << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes))
             << " per device), global batch " << sc.training.global_batch << ", partition "
-            << o.partition << "\n\n";
+            << o.partition;
+  if (D > 1) {
+    std::cout << ", D=" << D << " replicas of each pipeline (one simulated, with its gradient "
+              << "all-reduce; throughput counts all)";
+  }
+  std::cout << "\n\n";
   char buf[64];
   print_grid("Throughput (samples/s)", req, points, [&](const SweepPoint& p) {
     std::snprintf(buf, sizeof buf, "%.4g", p.samples_per_s);

@@ -380,18 +380,22 @@ void MainWindow::simulate() {
 }
 
 void MainWindow::sweep() {
-  // One replica's K x M grid: devices / D of them, batch / D.
+  // D replicas of K devices for every K up to devices / D, M dividing batch / D;
+  // each point one replica with its gradient all-reduce, throughput of all D.
   const int d = data_parallel();
-  Scenario one = replica_scenario(*scenario_, scenario_->cluster.devices / d, d);
-  one.training.schedule = schedule();
-  one.training.chunks = chunks();
-  const auto sc = std::make_shared<const Scenario>(std::move(one));
+  Scenario whole = *scenario_;
+  whole.training.schedule = schedule();
+  whole.training.chunks = chunks();
+  const auto sc = std::make_shared<const Scenario>(std::move(whole));
   SweepRequest request;
+  request.data_parallel = d;
   const int layers = static_cast<int>(sc->model.layers.size());
-  for (int k = 1; k <= std::min(sc->cluster.devices, layers); k *= 2) request.stages.push_back(k);
-  for (std::int64_t m = 1; m <= std::min<std::int64_t>(sc->training.global_batch, kMaxMicroBatches);
-       m *= 2) {
-    if (sc->training.global_batch % m == 0) request.micro_batches.push_back(static_cast<int>(m));
+  for (int k = 1; k <= std::min(sc->cluster.devices / d, layers); k *= 2) {
+    request.stages.push_back(k);
+  }
+  const std::int64_t batch = sc->training.global_batch / d;
+  for (std::int64_t m = 1; m <= std::min<std::int64_t>(batch, kMaxMicroBatches); m *= 2) {
+    if (batch % m == 0) request.micro_batches.push_back(static_cast<int>(m));
   }
   sweep_runner_->submit(
       [this, sc, request]() -> std::function<void()> {

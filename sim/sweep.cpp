@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "sim/parallel.h"
+#include "sim/planner.h"
 #include "sim/simulator.h"
 
 namespace pipescope {
@@ -30,10 +31,17 @@ std::vector<SweepPoint> run_sweep(const Scenario& scenario, const SweepRequest& 
         config.chunks = request.chunks;
         config.partition = request.partition;
         config.record_timeline = false;
+        const int D = request.data_parallel;
         try {
-          const SimResult r = simulate(scenario, config);
+          if (D > 1 && scenario.training.global_batch % D != 0) {
+            throw ConfigError(std::to_string(D) + " replicas do not divide the global batch of " +
+                              std::to_string(scenario.training.global_batch));
+          }
+          config.data_parallel = data_parallel_ring(scenario.cluster, p.stages, D);
+          const SimResult r =
+              simulate(D > 1 ? replica_scenario(scenario, p.stages, D) : scenario, config);
           p.step_time_s = r.metrics.step_time_s();
-          p.samples_per_s = r.metrics.samples_per_s;
+          p.samples_per_s = r.metrics.samples_per_s * D;
           p.bubble_fraction = r.metrics.bubble_fraction;
           p.mfu = r.metrics.mfu;
           for (const DeviceMetrics& d : r.metrics.devices)

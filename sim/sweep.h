@@ -32,6 +32,10 @@ struct SweepRequest {
   std::optional<ScheduleKind> schedule;  // default: the scenario's
   std::optional<int> chunks;             // default: the scenario's (interleaved-1f1b)
   PartitionMethod partition = PartitionMethod::kOptimal;
+  // D replicas of each K-device pipeline on the scenario's cluster: each point
+  // simulates one replica on batch / D with its gradient all-reduce, and its
+  // throughput counts all D.
+  int data_parallel = 1;
   unsigned threads = 0;  // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;
 };

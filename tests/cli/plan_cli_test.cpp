@@ -276,6 +276,23 @@ TEST(SweepCli, WritesCsvAndJson) {
 
 // The schedule and its chunks reach every pair: interleaving 4 devices needs M
 // a multiple of 4, and v = 2 halves 1F1B's bubble at K = 4, M = 8 or close to it.
+// A sweep with D replicas gives at each point what simulate -D gives.
+TEST(SweepCli, DataParallelPointsMatchSimulate) {
+  const CliResult r = run("sweep " + kDemo + " -D 2 -K 1,2,4 -M 8 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json points = nlohmann::json::parse(r.out);
+  ASSERT_EQ(points.size(), 3u);
+  const CliResult s = run("simulate " + kDemo + " -K 2 -D 2 -M 8 --json");
+  ASSERT_EQ(s.status, 0) << s.err;
+  const nlohmann::json sim = nlohmann::json::parse(s.out);
+  EXPECT_EQ(points[1]["step_time_s"], sim["step_time_s"]);
+  EXPECT_DOUBLE_EQ(points[1]["throughput_samples_per_s"].get<double>(),
+                   sim["throughput_samples_per_s"].get<double>());
+  // K=4 x D=2 needs 8 of the demo's 4 devices.
+  EXPECT_EQ(points[2]["error"], "2 replicas of K=4 need 8 devices; the cluster has 4");
+  EXPECT_EQ(run("sweep " + kDemo + " -D 3").status, 1);  // 3 does not divide the batch of 32
+}
+
 TEST(SweepCli, ScheduleAndChunksReachEveryPair) {
   const auto sweep = [](const std::string& args) {
     const CliResult r = run("sweep " + kDemo + " -K 4 -M 2,8 --remat off --json " + args);
