@@ -72,11 +72,16 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::torus(int devices, const Int
     g->links_.push_back({a, b, ic.bandwidth, ic.latency_s});
     g->links_.push_back({b, a, ic.bandwidth, ic.latency_s});
   };
-  for (int d = 0; d < devices; ++d) {
-    const int x = d % width, y = d / width;
-    // Right and down, wrapping; a dimension of 2 has one cable per pair, of 1 none.
-    if (width > 1 && (width > 2 || x == 0)) cable(d, y * width + (x + 1) % width);
-    if (height > 1 && (height > 2 || y == 0)) cable(d, ((y + 1) % height) * width + x);
+  // Placement: device d sits on row d / W, left to right on even rows and right
+  // to left on odd ones (a snake), so devices d and d + 1 - a pipeline's
+  // neighbouring stages - are always one hop apart.
+  const auto at = [&](int x, int y) { return y * width + (y % 2 == 0 ? x : width - 1 - x); };
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      // Right and down, wrapping; a dimension of 2 has one cable per pair, of 1 none.
+      if (width > 1 && (width > 2 || x == 0)) cable(at(x, y), at((x + 1) % width, y));
+      if (height > 1 && (height > 2 || y == 0)) cable(at(x, y), at(x, (y + 1) % height));
+    }
   }
   return g;
 }

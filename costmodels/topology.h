@@ -11,9 +11,10 @@
 // inter_node_bandwidth, inter_node_latency_s per hop). Inside a node a transfer
 // goes device -> node switch -> device; between nodes device -> spine -> device.
 //
-// The `torus` topology: devices on a W x H grid (device d at column d mod W,
-// row d / W), each linked to its four neighbours with wrap-around, as TPU chips
-// are; routes take the fewest hops.
+// The `torus` topology: devices on a W x H grid, each linked to its four
+// neighbours with wrap-around, as TPU chips are; routes take the fewest hops.
+// Device d sits on row d / W in snake order (left to right on even rows, right
+// to left on odd ones), so a pipeline's consecutive devices are neighbours.
 
 #include <cstdint>
 #include <memory>

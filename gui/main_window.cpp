@@ -215,6 +215,41 @@ std::optional<QString> MainWindow::open_scenario(const QString& path) {
   return std::nullopt;
 }
 
+std::optional<QString> MainWindow::open_schedule_file(const QString& path) {
+  if (!scenario_) return tr("Open a scenario before a schedule file");
+  std::shared_ptr<const CustomSchedule> custom;
+  if (const auto error = attempt([&] {
+        custom = std::make_shared<const CustomSchedule>(read_schedule_csv(path.toStdString()));
+      })) {
+    return error;
+  }
+  const int d = data_parallel();
+  if (custom->devices() > scenario_->cluster.devices / d) {
+    return tr("%1: the schedule runs on %2 devices; D=%3 replicas of the cluster's %4 leave %5")
+        .arg(path)
+        .arg(custom->devices())
+        .arg(d)
+        .arg(scenario_->cluster.devices)
+        .arg(scenario_->cluster.devices / d);
+  }
+  if ((scenario_->training.global_batch / d) % custom->micro_batches != 0) {
+    return tr("%1: its %2 micro-batches do not divide the batch of %3 per replica")
+        .arg(path)
+        .arg(custom->micro_batches)
+        .arg(scenario_->training.global_batch / d);
+  }
+  custom_ = std::move(custom);
+  filling_ = true;
+  if (schedule_combo_->findText(QStringLiteral("custom")) < 0) {
+    schedule_combo_->addItem(QStringLiteral("custom"));
+  }
+  set_schedule(ScheduleKind::kCustom);
+  fill_k_and_m(custom_->devices(), custom_->micro_batches);
+  filling_ = false;
+  simulate();
+  return std::nullopt;
+}
+
 std::optional<QString> MainWindow::open_measured_trace(const QString& path) {
   Timeline measured;
   if (const auto error = attempt([&] { measured = read_chrome_trace_file(path.toStdString()); })) {
@@ -353,6 +388,10 @@ SimConfig MainWindow::current_config() const {
   c.remat = remat();
   c.schedule = schedule();
   c.chunks = chunks();
+  if (c.schedule == ScheduleKind::kCustom && custom_) {
+    c.custom = custom_;
+    c.chunks = custom_->chunks();
+  }
   c.partition = parse_partition_method(partition_combo_->currentText().toStdString())
                     .value_or(PartitionMethod::kOptimal);
   c.record_timeline = true;
@@ -380,6 +419,8 @@ void MainWindow::simulate() {
 }
 
 void MainWindow::sweep() {
+  // A custom schedule fixes K and M: there is no grid to sweep.
+  if (schedule() == ScheduleKind::kCustom) return;
   // D replicas of K devices for every K up to devices / D, M dividing batch / D;
   // each point one replica with its gradient all-reduce, throughput of all D.
   const int d = data_parallel();

@@ -48,6 +48,10 @@ class MainWindow : public QMainWindow {
   std::optional<QString> open_scenario(const QString& path);
   // A measured trace (`pipescope run --trace`) shown under the prediction.
   std::optional<QString> open_measured_trace(const QString& path);
+  // A custom schedule, PyTorch pipelining's per-rank action CSV: the schedule
+  // control gains "custom" and K and M follow the file. On failure nothing
+  // changes and the error names the file, row and column.
+  std::optional<QString> open_schedule_file(const QString& path);
 
   // Data-parallel replicas D of the pipeline: the timeline shows one replica
   // (N / D devices, batch / D); throughput counts all of them.
@@ -112,6 +116,7 @@ class MainWindow : public QMainWindow {
   std::shared_ptr<const Scenario> replica_;  // what result_ simulated
   std::shared_ptr<const SimResult> result_;
   std::optional<Timeline> measured_;
+  std::shared_ptr<const CustomSchedule> custom_;  // the last schedule file opened
   QString measured_file_;
   std::optional<PlanCandidate> best_;
   QString last_error_;

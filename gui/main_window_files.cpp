@@ -58,6 +58,15 @@ void MainWindow::build_menus() {
     });
   }
   bundled->setEnabled(!found.isEmpty());
+  file->addAction(tr("Open &schedule file..."), this, [this] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open schedule file"), {},
+                                     tr("PyTorch pipelining action CSV (*.csv);;All files (*)"));
+    if (path.isEmpty()) return;
+    if (const auto error = open_schedule_file(path)) {
+      QMessageBox::warning(this, tr("Open schedule file"), *error);
+    }
+  });
   file->addAction(tr("Open &measured trace..."), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open measured trace"), {},
                                                       tr("Chrome traces (*.json)"));

@@ -86,12 +86,14 @@ TEST(Topology, TorusRoutesTakeTheFewestHopsAroundTheWrap) {
   c.interconnect = {TopologyKind::kTorus, 82e9, 1e-6};
   c.build_topology();
   EXPECT_EQ(c.link_count(), 16 * 2 * 2);  // a right and a down cable per device
-  EXPECT_EQ(c.route(0, 1).size(), 1u);
+  // Snake placement: rows 0 1 2 3 / 7 6 5 4 / 8 9 10 11 / 15 14 13 12, so
+  // every pair of consecutive devices, a pipeline's neighbours, is one hop.
+  for (int d = 0; d + 1 < 16; ++d) EXPECT_EQ(c.route(d, d + 1).size(), 1u) << d;
+  EXPECT_EQ(names(c, c.route(3, 4)), (std::vector<std::string>{"3->4"}));
   EXPECT_EQ(c.route(0, 3).size(), 1u);   // around the row's wrap
-  EXPECT_EQ(c.route(0, 12).size(), 1u);  // around the column's wrap
-  EXPECT_EQ(c.route(0, 5).size(), 2u);
-  EXPECT_EQ(c.route(0, 10).size(), 4u);  // two across, two down: the farthest
-  EXPECT_EQ(names(c, c.route(0, 3)), (std::vector<std::string>{"0->3"}));
+  EXPECT_EQ(c.route(0, 15).size(), 1u);  // around the column's wrap
+  EXPECT_EQ(c.route(0, 6).size(), 2u);   // (0,0) to (1,1)
+  EXPECT_EQ(c.route(0, 10).size(), 4u);  // (0,0) to (2,2): two across, two down
   // 2 x 3: a dimension of two has one cable per pair.
   Cluster small;
   small.devices = 6;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -145,6 +146,40 @@ TEST_F(MainWindowTest, RematControlTakesEveryMode) {
   window.set_remat(Remat::kNever);
   ASSERT_TRUE(window.wait_idle(kTimeout_ms));
   EXPECT_EQ(window.result()->remat, Remat::kNever);
+}
+
+// A schedule file makes the schedule custom: K and M follow it, the prediction
+// is simulate()'s with the same actions, and a bad file changes nothing.
+TEST_F(MainWindowTest, OpensACustomScheduleFile) {
+  open(QStringLiteral("demo.json"));
+  const fs::path bad = temp("bad_schedule.csv");
+  {
+    std::ofstream out(bad);
+    out << "0F0,0X0\n";
+  }
+  const auto error = window.open_schedule_file(QString::fromStdString(bad.string()));
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->indexOf(QStringLiteral("row 1, column 2")), -1) << error->toStdString();
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->schedule, ScheduleKind::kGpipe);  // the scenario's, unchanged
+  const fs::path csv = temp("schedule.csv");
+  {
+    std::ofstream out(csv);
+    out << "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\n";
+  }
+  ASSERT_FALSE(window.open_schedule_file(QString::fromStdString(csv.string())));
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  const auto result = window.result();
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->schedule, ScheduleKind::kCustom);
+  EXPECT_EQ(result->stages, 2);
+  EXPECT_EQ(result->micro_batches, 4);
+  SimConfig config;
+  config.custom = std::make_shared<const CustomSchedule>(read_schedule_csv(csv));
+  const SimResult direct = simulate(replica_scenario(*window.scenario(), 2, 1), config);
+  EXPECT_EQ(result->metrics.step_time, direct.metrics.step_time);
+  fs::remove(bad);
+  fs::remove(csv);
 }
 
 // The chunks control drives interleaved-1f1b: K x v stages, as simulate() does.
