@@ -33,6 +33,10 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << format_rate(c.interconnect.inter_node_bandwidth) << ", "
         << format_seconds(c.interconnect.inter_node_latency_s) << " per device between nodes";
   }
+  if (c.interconnect.topology == TopologyKind::kPcieHost && c.interconnect.devices_per_switch > 0) {
+    out << ", " << c.interconnect.devices_per_switch
+        << " devices per PCIe switch sharing its uplink";
+  }
   out << "\n";
   if (c.profile) {
     out << "Profile    layer times, optimizer and transport measured on " << c.profile->machine

@@ -18,18 +18,37 @@ void Cluster::build_topology() {
     case TopologyKind::kTorus:
       graph = TopologyGraph::torus(devices, interconnect);
       break;
+    case TopologyKind::kPcieHost:
+      graph = interconnect.devices_per_switch > 0 ? TopologyGraph::pcie_tree(devices, interconnect)
+                                                  : nullptr;
+      break;
     default:
       graph = nullptr;
   }
 }
 
-std::int64_t Cluster::link_count() const {
-  const std::int64_t n = devices;
+bool Cluster::uses_graph() const {
   switch (interconnect.topology) {
     case TopologyKind::kNodes:
     case TopologyKind::kTorus:
-      PS_CHECK(graph != nullptr, "a graph topology needs build_topology()");
-      return graph->link_count();
+      return true;
+    case TopologyKind::kPcieHost:
+      return interconnect.devices_per_switch > 0;
+    default:
+      return false;
+  }
+}
+
+std::int64_t Cluster::link_count() const {
+  const std::int64_t n = devices;
+  if (uses_graph()) {
+    PS_CHECK(graph != nullptr, "a graph topology needs build_topology()");
+    return graph->link_count();
+  }
+  switch (interconnect.topology) {
+    case TopologyKind::kNodes:
+    case TopologyKind::kTorus:
+      return 0;  // above
     case TopologyKind::kAllToAll:
       return n * n;
     case TopologyKind::kPcieHost:
@@ -45,8 +64,7 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
                std::to_string(devices) + " devices");
   std::vector<Hop> hops;
   if (src == dst) return hops;
-  if (interconnect.topology == TopologyKind::kNodes ||
-      interconnect.topology == TopologyKind::kTorus) {
+  if (uses_graph()) {
     PS_CHECK(graph != nullptr && graph->devices() >= devices,
              "a graph topology needs build_topology()");
     return graph->route(src, dst);
@@ -83,10 +101,11 @@ std::string Cluster::link_name(std::int64_t link) const {
   PS_CHECK(link >= 0 && link < link_count(), "link " + std::to_string(link) + " out of range");
   const auto arrow = [](const std::string& a, const std::string& b) { return a + "->" + b; };
   const std::int64_t d = link / 2;
+  if (uses_graph()) return graph->link_name(link);
   switch (interconnect.topology) {
     case TopologyKind::kNodes:
     case TopologyKind::kTorus:
-      return graph->link_name(link);
+      return "?";  // above
     case TopologyKind::kAllToAll:
       return arrow(std::to_string(link / devices), std::to_string(link % devices));
     case TopologyKind::kPcieHost:

@@ -39,7 +39,8 @@ struct Cluster {
   // Measured (`--cost-model`): how much slower an op runs while n devices compute
   // at once, [n - 1]; [0] is 1. Empty: devices do not slow each other down.
   std::vector<double> concurrency_slowdown;
-  // The network as a graph, for topologies that need one (kNodes): built by
+  // The network as a graph, for topologies that need one (kNodes, kTorus, a
+  // kPcieHost tree with switches): built by
   // build_topology() for `devices` devices; routes of a copy with fewer devices
   // (one pipeline replica) stay valid.
   std::shared_ptr<const TopologyGraph> graph;
@@ -48,8 +49,8 @@ struct Cluster {
   void build_topology();
 
   // Directed links of the topology: all-to-all has devices*devices slots (i -> j),
-  // pcie-host two per device (up to the host, down from it), ring two per device
-  // (clockwise, counter-clockwise).
+  // pcie-host two per device (up to the host, down from it) and, with switches,
+  // two per switch, ring two per device (clockwise, counter-clockwise).
   std::int64_t link_count() const;
   // The hops a transfer from device src to dst takes, in order. Empty when
   // src == dst. Through-host routes take two hops; ring routes take the shorter
@@ -57,6 +58,8 @@ struct Cluster {
   std::vector<Hop> route(int src, int dst) const;
   // A short name for a directed link, for traces ("0->1", "2->host", "host->3").
   std::string link_name(std::int64_t link) const;
+  // Whether the topology is routed on `graph`.
+  bool uses_graph() const;
 };
 
 }  // namespace pipescope

@@ -111,6 +111,18 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("p100-pcie", 9.3e12, 18.7e12, 16 * kGiB, 732e9, kGpuOpOverhead_s,
                    {TopologyKind::kPcieHost, 12e9, kPcieLatency_s},
                    "NVIDIA Tesla P100 PCIe 16GB through host memory (P100 datasheet)"));
+  // An 8-GPU PCIe server of P100s: the p100-pcie figures on a PCIe tree, two GPUs
+  // behind each PCIe 3 switch whose one x16 uplink to the host they share, peer
+  // copies staged through host memory. Two GPUs per switch is the layout of the
+  // common 4-switch, 8-GPU PCIe chassis; it is an assumption about the machine,
+  // not a vendor figure, and `devices_per_switch` overrides it.
+  {
+    Interconnect tree{TopologyKind::kPcieHost, 12e9, kPcieLatency_s};
+    tree.devices_per_switch = 2;
+    p.push_back(make("pcie-host", 9.3e12, 18.7e12, 16 * kGiB, 732e9, kGpuOpOverhead_s, tree,
+                     "NVIDIA Tesla P100 PCIe 16GB, two per PCIe switch, copies through host "
+                     "memory (P100 datasheet; switch layout assumed)"));
+  }
   // TPU v2, one core (half a chip). 45 TFLOP/s bf16 per chip (Google I/O 2017:
   // 180 TFLOP/s per 4-chip board), 22.5 per core; 8 GiB HBM per core (Cloud TPU
   // system architecture). HBM 700 GB/s per chip, 350 per core (Jouppi et al., "A

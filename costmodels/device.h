@@ -42,7 +42,7 @@ struct Device {
 // Interconnect kinds of a cluster preset; the topology turns them into routes.
 enum class TopologyKind {
   kAllToAll,  // every pair of devices has its own direct link (NVLink switch)
-  kPcieHost,  // no peer-to-peer: device -> host memory -> device, two hops
+  kPcieHost,  // no peer-to-peer: device -> host memory -> device (a PCIe tree, topology.h)
   kRing,      // devices on a ring (a TPU torus row): transfers hop between neighbours
   kNodes,     // nodes of devices behind a switch, a NIC per device to a spine (topology.h)
   kTorus,     // a 2-D torus: each device linked to its four grid neighbours (topology.h)
@@ -64,6 +64,9 @@ struct Interconnect {
   // kTorus only: devices per row of the grid; 0 takes the most nearly square
   // grid (the largest divisor of the device count up to its square root).
   int torus_width = 0;
+  // kPcieHost only: devices behind one PCIe switch, which share its one uplink
+  // (at bandwidth) to the host; 0: every device on its own root port.
+  int devices_per_switch = 0;
 };
 
 // A named preset: one kind of device and the interconnect its machines use.

@@ -86,6 +86,38 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::torus(int devices, const Int
   return g;
 }
 
+std::shared_ptr<const TopologyGraph> TopologyGraph::pcie_tree(int devices, const Interconnect& ic) {
+  if (devices < 1) throw std::invalid_argument("a topology needs at least one device");
+  if (ic.devices_per_switch < 1) {
+    throw std::invalid_argument("the PCIe tree needs devices_per_switch >= 1");
+  }
+  if (!(ic.bandwidth > 0.0))
+    throw std::invalid_argument("the PCIe tree needs a positive bandwidth");
+  auto g = std::make_shared<TopologyGraph>();
+  g->devices_ = devices;
+  const int switches = (devices + ic.devices_per_switch - 1) / ic.devices_per_switch;
+  for (int d = 0; d < devices; ++d) g->vertex_names_.push_back(std::to_string(d));
+  // Switch s is vertex up(s) for traffic towards the host, down(s) away from it.
+  const auto up = [&](int s) { return devices + 2 * s; };
+  const auto down = [&](int s) { return devices + 2 * s + 1; };
+  for (int s = 0; s < switches; ++s) {
+    g->vertex_names_.push_back("pcie" + std::to_string(s));
+    g->vertex_names_.push_back("pcie" + std::to_string(s));
+  }
+  const int host = static_cast<int>(g->vertex_names_.size());
+  g->vertex_names_.push_back("host");
+  for (int d = 0; d < devices; ++d) {
+    const int s = d / ic.devices_per_switch;
+    g->links_.push_back({d, up(s), ic.bandwidth, ic.latency_s});
+    g->links_.push_back({down(s), d, ic.bandwidth, ic.latency_s});
+  }
+  for (int s = 0; s < switches; ++s) {
+    g->links_.push_back({up(s), host, ic.bandwidth, 0.0});
+    g->links_.push_back({host, down(s), ic.bandwidth, 0.0});
+  }
+  return g;
+}
+
 std::vector<Hop> TopologyGraph::route(int src, int dst) const {
   PS_CHECK(src >= 0 && src < devices_ && dst >= 0 && dst < devices_, "route outside the graph");
   std::vector<Hop> hops;

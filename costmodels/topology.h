@@ -15,6 +15,14 @@
 // neighbours with wrap-around, as TPU chips are; routes take the fewest hops.
 // Device d sits on row d / W in snake order (left to right on even rows, right
 // to left on odd ones), so a pipeline's consecutive devices are neighbours.
+//
+// The `pcie-host` tree (Interconnect::devices_per_switch > 0): devices in groups
+// behind a PCIe switch, each switch on one uplink to the host. There is no
+// peer-to-peer: a copy goes device -> switch -> host memory -> switch -> device,
+// even between two devices of one switch, so devices of a switch share its
+// uplink each way. A switch is two vertices, one per direction, which is how the
+// graph forbids the peer path; latency_s is charged on the device's link (DMA
+// setup), the switch hop adds none.
 
 #include <cstdint>
 #include <memory>
@@ -37,12 +45,16 @@ class TopologyGraph {
   // wrap-around, both directions, at bandwidth and latency_s. Throws
   // std::invalid_argument when the width does not divide the device count.
   static std::shared_ptr<const TopologyGraph> torus(int devices, const Interconnect& ic);
+  // The PCIe tree of `devices` devices in groups of ic.devices_per_switch.
+  // Links 2d and 2d + 1 are device d's up and down; the switches' uplinks
+  // follow. Throws std::invalid_argument on a non-positive group or bandwidth.
+  static std::shared_ptr<const TopologyGraph> pcie_tree(int devices, const Interconnect& ic);
 
   int devices() const { return devices_; }
   std::int64_t link_count() const { return static_cast<std::int64_t>(links_.size()); }
   // The hops from device src to dst, in order; empty when src == dst.
   std::vector<Hop> route(int src, int dst) const;
-  // "3->nvswitch0", "ib->9".
+  // "3->nvswitch0", "ib->9", "pcie1->host".
   std::string link_name(std::int64_t link) const;
 
  private:

@@ -228,6 +228,12 @@ Interconnect read_interconnect(ObjectReader ic) {
     out.inter_node_bandwidth = ic.number("inter_node_bandwidth", NumberRange::kPositive);
     out.inter_node_latency_s = ic.number("inter_node_latency_s", NumberRange::kNonNegative);
   }
+  if (out.topology == TopologyKind::kPcieHost) {
+    // Devices behind PCIe switches that share an uplink to the host; 0 or
+    // absent: every device on its own root port.
+    out.devices_per_switch =
+        static_cast<int>(ic.opt_integer("devices_per_switch", {0, kDeviceCount.max}).value_or(0));
+  }
   if (out.topology == TopologyKind::kTorus) {
     out.torus_width = static_cast<int>(ic.opt_integer("torus_width", kDeviceCount).value_or(0));
   }

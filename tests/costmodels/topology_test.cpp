@@ -107,6 +107,49 @@ TEST(Topology, TorusRoutesTakeTheFewestHopsAroundTheWrap) {
   EXPECT_EQ(find_device_preset("tpu-torus")->interconnect.topology, TopologyKind::kTorus);
 }
 
+TEST(Topology, PcieTreeStagesEveryCopyThroughTheHost) {
+  Cluster c;
+  c.devices = 5;  // switches of 2, 2 and 1
+  c.interconnect = {TopologyKind::kPcieHost, 12e9, 5e-6};
+  c.interconnect.devices_per_switch = 2;
+  c.build_topology();
+  ASSERT_TRUE(c.graph);
+  EXPECT_EQ(c.link_count(), 5 * 2 + 3 * 2);
+  // No peer path even inside a switch: up to the host and back down.
+  const std::vector<Hop> same = c.route(0, 1);
+  EXPECT_EQ(names(c, same),
+            (std::vector<std::string>{"0->pcie0", "pcie0->host", "host->pcie0", "pcie0->1"}));
+  double latency_s = 0.0;
+  for (const Hop& h : same) {
+    EXPECT_EQ(h.bandwidth, 12e9);
+    latency_s += h.latency_s;
+  }
+  EXPECT_EQ(latency_s, 2 * 5e-6);  // DMA setup on each device's link, as without switches
+  EXPECT_EQ(names(c, c.route(4, 2)),
+            (std::vector<std::string>{"4->pcie2", "pcie2->host", "host->pcie1", "pcie1->2"}));
+  // Devices 0 and 1 share their switch's uplink; 0 and 2 do not.
+  EXPECT_EQ(c.route(0, 4)[1].link, c.route(1, 3)[1].link);
+  EXPECT_NE(c.route(0, 4)[1].link, c.route(2, 4)[1].link);
+  // Without switches: each device on its own root port, the closed form.
+  Cluster flat = c;
+  flat.interconnect.devices_per_switch = 0;
+  flat.build_topology();
+  EXPECT_FALSE(flat.graph);
+  EXPECT_EQ(names(flat, flat.route(0, 1)), (std::vector<std::string>{"0->host", "host->1"}));
+  Interconnect bad = c.interconnect;
+  bad.bandwidth = 0.0;
+  EXPECT_THROW(TopologyGraph::pcie_tree(4, bad), std::invalid_argument);
+}
+
+TEST(Topology, PcieHostPresetIsP100sTwoPerSwitch) {
+  const std::optional<DevicePreset> p = find_device_preset("pcie-host");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->interconnect.topology, TopologyKind::kPcieHost);
+  EXPECT_EQ(p->interconnect.devices_per_switch, 2);
+  EXPECT_EQ(p->interconnect.bandwidth, 12e9);
+  EXPECT_EQ(p->device.peak_flops_fp32, find_device_preset("p100-pcie")->device.peak_flops_fp32);
+}
+
 TEST(Topology, DgxH100PresetIsNodesOfEight) {
   const std::optional<DevicePreset> p = find_device_preset("dgx-h100");
   ASSERT_TRUE(p);

@@ -145,6 +145,25 @@ TEST(ScenarioIo, PresetInterconnectOverride) {
   EXPECT_EQ(s.cluster.interconnect.latency_s, 2e-6);
 }
 
+TEST(ScenarioIo, PcieSwitchesBuildATree) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["devices"] = 4;
+  doc["cluster"]["interconnect"] = {{"topology", "pcie-host"},
+                                    {"bandwidth", 12e9},
+                                    {"latency_s", 5e-6},
+                                    {"devices_per_switch", 2}};
+  const Scenario s = parse_scenario(doc, "tree.json");
+  EXPECT_EQ(s.cluster.interconnect.devices_per_switch, 2);
+  ASSERT_TRUE(s.cluster.graph);
+  EXPECT_EQ(s.cluster.link_name(s.cluster.route(2, 3)[1].link), "pcie1->host");
+  doc["cluster"]["interconnect"]["devices_per_switch"] = -1;
+  EXPECT_EQ(error_of(doc).json_path(), "cluster.interconnect.devices_per_switch");
+  // Only the PCIe tree has switches.
+  doc["cluster"]["interconnect"]["topology"] = "ring";
+  doc["cluster"]["interconnect"]["devices_per_switch"] = 2;
+  EXPECT_EQ(error_of(doc).json_path(), "cluster.interconnect.devices_per_switch");
+}
+
 TEST(ScenarioIo, DefaultsAndNameFromText) {
   json doc = good_doc();
   doc["training"].erase("micro_batches");

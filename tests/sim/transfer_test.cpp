@@ -64,6 +64,18 @@ TEST(Transfer, ThroughTheHostCostsTwoLatencies) {
   EXPECT_EQ(r.timeline.route_names[0], "0->host, host->1");
 }
 
+TEST(Transfer, ThroughAPcieSwitchCostsWhatTheFlatHostRouteCosts) {
+  // Alone on the tree a copy pays the same two DMA latencies; the trace names
+  // the switch hops.
+  Scenario sc = two_stages(1, 200, 100e-9, TopologyKind::kPcieHost);
+  sc.cluster.interconnect.devices_per_switch = 2;
+  sc.cluster.build_topology();
+  const SimResult r = simulate(sc, SimConfig{});
+  EXPECT_EQ(r.metrics.step_time, 6600 + 2 * 100);
+  EXPECT_EQ(r.timeline.route_names[0], "0->pcie0, pcie0->host, host->pcie0, pcie0->1");
+  EXPECT_EQ(r.timeline.route_names[1], "1->pcie0, pcie0->host, host->pcie0, pcie0->0");
+}
+
 TEST(Transfer, OverlapsWithCompute) {
   // M=2: the send of activation 0 runs while F(0,1) computes. Hand timeline with
   // c = 300: step = 3 t_f + 2c + 3 t_b.
@@ -88,16 +100,10 @@ TEST(Transfer, SharedLinkDirectionQueuesFifo) {
   EXPECT_EQ(a1.end, 4000);
 }
 
-// Two stages with a hand-written op list in which stage 1 sends a gradient back
-// while an activation is still coming forward. t_f = 1000, t_b = 2000, 5000 B at
-// 1 B/ns, no latency:
-//   act 0 on 0->1 [1000, 6000]; act 1 queues behind it [6000, 11000];
-//   device 1: F0 [6000, 7000], B0 [7000, 9000], grad 0 on 1->0 [9000, 14000]
-//   (a half-duplex link would hold it until 11000); F1 [11000, 12000],
-//   B1 [12000, 14000], grad 1 [14000, 19000]; device 0: B0 [14000, 16000],
-//   B1 [19000, 21000].
-TEST(Transfer, LinksAreFullDuplex) {
-  Scenario sc = two_stages(2, 5000, 0.0, TopologyKind::kAllToAll);
+// Runs two stages of `sc` on a hand-written op list in which stage 1 sends
+// gradient 0 back before activation 1 has come forward: device 0 runs F0 F1 B0
+// B1, device 1 F0 B0 F1 B1.
+EngineResult run_crossing(const Scenario& sc, Timeline& t) {
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
   const auto stages = compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0);
   Schedule s = build_gpipe(2, 2, Remat::kNever);
@@ -111,13 +117,50 @@ TEST(Transfer, LinksAreFullDuplex) {
                      {OpKind::kForward, 1, 1},
                      {OpKind::kBackward, 1, 1},
                      {OpKind::kOptimizer, 1, 0}};
-  ASSERT_EQ(check_schedule(s), "");
-  Timeline t;
+  EXPECT_EQ(check_schedule(s), "");
   TimelineRecorder rec(t);
-  const EngineResult r = run_engine(s, stages, sc.cluster, &rec);
+  return run_engine(s, stages, sc.cluster, &rec);
+}
+
+// Two stages with a hand-written op list in which stage 1 sends a gradient back
+// while an activation is still coming forward. t_f = 1000, t_b = 2000, 5000 B at
+// 1 B/ns, no latency:
+//   act 0 on 0->1 [1000, 6000]; act 1 queues behind it [6000, 11000];
+//   device 1: F0 [6000, 7000], B0 [7000, 9000], grad 0 on 1->0 [9000, 14000]
+//   (a half-duplex link would hold it until 11000); F1 [11000, 12000],
+//   B1 [12000, 14000], grad 1 [14000, 19000]; device 0: B0 [14000, 16000],
+//   B1 [19000, 21000].
+TEST(Transfer, LinksAreFullDuplex) {
+  Scenario sc = two_stages(2, 5000, 0.0, TopologyKind::kAllToAll);
+  Timeline t;
+  const EngineResult r = run_crossing(sc, t);
   EXPECT_EQ(find(t, Lane::kRecv, EventKind::kGradient, 0).end, 14000);
   EXPECT_EQ(find(t, Lane::kRecv, EventKind::kActivation, 1).end, 11000);
   EXPECT_EQ(r.step_time, 21000);
+}
+
+// The LinksAreFullDuplex op list on a PCIe tree. With both devices behind one
+// switch, the activations going up and the gradient going up share the switch's
+// uplink to the host (no peer-to-peer): grad 0 waits for act 1 to clear it,
+// [11000, 16000], grad 1 follows [16000, 21000], and device 0 runs B0 [16000,
+// 18000] and B1 [21000, 23000]. Behind two switches nothing is shared and the
+// step is the full-duplex 21000.
+TEST(Transfer, DevicesBehindOnePcieSwitchShareItsUplink) {
+  for (const int per_switch : {2, 1}) {
+    Scenario sc = two_stages(2, 5000, 0.0, TopologyKind::kPcieHost);
+    sc.cluster.interconnect.devices_per_switch = per_switch;
+    sc.cluster.build_topology();
+    Timeline t;
+    const EngineResult r = run_crossing(sc, t);
+    EXPECT_EQ(find(t, Lane::kRecv, EventKind::kActivation, 1).end, 11000) << per_switch;
+    if (per_switch == 2) {
+      EXPECT_EQ(find(t, Lane::kRecv, EventKind::kGradient, 0).end, 16000);
+      EXPECT_EQ(r.step_time, 23000);
+    } else {
+      EXPECT_EQ(find(t, Lane::kRecv, EventKind::kGradient, 0).end, 14000);
+      EXPECT_EQ(r.step_time, 21000);
+    }
+  }
 }
 
 TEST(Transfer, MultiHopRouteSumsLatencies) {
