@@ -382,7 +382,7 @@ std::string export_plan(const Plan& plan, ExportFormat format) {
     case ExportFormat::kTorchPipelining:
       return export_torch_pipelining(plan);
   }
-  PS_CHECK(false, "unknown export format");
+  fail_check("format is known", __FILE__, __LINE__, "unknown export format");
 }
 
 }  // namespace pipescope

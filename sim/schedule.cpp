@@ -209,7 +209,7 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
     case ScheduleKind::kCustom:
       break;  // schedule_shape_problem said so
   }
-  PS_CHECK(false, "unknown schedule kind");
+  fail_check("kind is built in", __FILE__, __LINE__, "unknown schedule kind");
 }
 
 std::string check_schedule(const Schedule& s) {
