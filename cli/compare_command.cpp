@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/compare.h"
 #include "exec/plan_runner.h"
@@ -25,10 +26,14 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "compare",
       "Predict a plan's step from a profile of this machine, run it for real, and show "
-      "predicted against measured: step time, throughput, bubble and per-stage busy time");
+      "predicted against measured: step time, throughput, bubble and per-stage busy time. With "
+      "--backend mpi it runs under `mpirun -np DEVICES`, one process per device, and rank 0 "
+      "prints");
   cmd->add_option("plan", o.plan, "Plan JSON written by `pipescope plan -o`")->required();
-  cmd->add_option("--backend", o.backend, "Where to run")
-      ->check(CLI::IsMember({"cpu"}))
+  cmd->add_option("--backend", o.backend,
+                  "Where to run: cpu (a thread per device) or mpi (a process per device; the "
+                  "MPI transport is measured after the run unless --profile is given)")
+      ->check(CLI::IsMember({"cpu", "mpi"}))
       ->capture_default_str();
   cmd->add_option("--profile", o.profile,
                   "Predict from this profile (`pipescope profile`) instead of profiling the "
@@ -70,38 +75,68 @@ void row(const std::string& what, const std::string& predicted, const std::strin
 }  // namespace
 
 int run_compare(const CompareOptions& o) {
-  if (o.warmup >= o.steps) {
-    throw std::invalid_argument("--warmup " + std::to_string(o.warmup) + " leaves none of the " +
-                                std::to_string(o.steps) + " steps to measure; raise --steps");
-  }
-  const Plan plan = read_plan_file(o.plan);
-  const ModelSpec model = exec::plan_model(plan, o.plan);
-  if (model_hash(model) != plan.model_hash) {
-    throw std::invalid_argument(o.plan +
-                                ": model.hash: the plan's layers do not match its model.spec "
-                                "(edited by hand?)");
-  }
-
+  const bool mpi = o.backend == "mpi";
+  // Errors under MPI: cli/mpi_job.h.
+#ifdef PIPESCOPE_HAVE_MPI
+  std::optional<MpiJob> job;
+  if (mpi) job.emplace();
+  const int rank = mpi ? job->rank() : 0;
+#else
+  if (mpi) throw_no_mpi();
+  const int rank = 0;
+#endif
+  Plan plan;
+  ModelSpec model;
   std::shared_ptr<const Profile> given;
-  if (o.profile) given = std::make_shared<const Profile>(read_profile_file(*o.profile));
-  const std::string profile_label = o.profile ? *o.profile : "a profile measured between the steps";
+  std::string profile_label;
+  // A given profile that does not fit the model is refused before any step.
+  std::optional<Scenario> given_scenario;
+  try {
+    if (o.warmup >= o.steps) {
+      throw std::invalid_argument("--warmup " + std::to_string(o.warmup) + " leaves none of the " +
+                                  std::to_string(o.steps) + " steps to measure; raise --steps");
+    }
+    plan = read_plan_file(o.plan);
+    model = exec::plan_model(plan, o.plan);
+    if (model_hash(model) != plan.model_hash) {
+      throw std::invalid_argument(o.plan +
+                                  ": model.hash: the plan's layers do not match its model.spec "
+                                  "(edited by hand?)");
+    }
+    if (o.profile) given = std::make_shared<const Profile>(read_profile_file(*o.profile));
+    profile_label = o.profile ? *o.profile
+                              : std::string(mpi ? "a profile measured between the steps (rank 0) "
+                                                  "and of the MPI transport after them"
+                                                : "a profile measured between the steps");
+    if (given) given_scenario = exec::cpu_scenario(plan, model, given, profile_label);
+#ifdef PIPESCOPE_HAVE_MPI
+    if (job) job->require_devices(plan.schedule_ops().devices(), o.plan);
+#endif
+  } catch (const std::exception& e) {
+#ifdef PIPESCOPE_HAVE_MPI
+    if (job) return job->input_error(e);
+#endif
+    throw;
+  }
 
   std::vector<exec::Comparison> rounds;
   std::shared_ptr<const Profile> profile = given;
-  // A given profile that does not fit the model is refused before any step.
-  std::optional<Scenario> given_scenario;
-  if (given) given_scenario = exec::cpu_scenario(plan, model, given, profile_label);
-  {
+  try {
     // Each round runs the steps; without a given profile, one profiling pass
     // at the plan's micro-batch size follows every step, so that the profile and
     // the measurement see the machine in the same state.
     const std::size_t total =
         static_cast<std::size_t>(o.steps) * static_cast<std::size_t>(o.rounds);
-    ProgressBar bar("comparing");
+    std::optional<ProgressBar> bar;
+    if (rank == 0) bar.emplace("comparing");
     std::size_t done = 0;
     for (int round = 0; round < o.rounds; ++round) {
+      // Rank 0 alone profiles, between the steps, while the other ranks wait
+      // for the next step: as in the threaded run, one core measures while the
+      // others are idle (the profile's concurrency slowdown covers them
+      // computing together).
       std::unique_ptr<exec::ModelProfiler> profiler;
-      if (!given) {
+      if (!given && rank == 0) {
         exec::ProfileOptions p;
         p.batch_sizes = {plan.micro_batch_size};
         p.seed = o.seed;
@@ -116,20 +151,44 @@ int run_compare(const CompareOptions& o) {
       run.steps = o.steps;
       run.learning_rate = o.learning_rate;
       run.seed = o.seed;
+#ifdef PIPESCOPE_HAVE_MPI
+      if (mpi) run.transport = std::make_shared<exec::MpiTransport>();
+#endif
       run.on_step = [&](int step, int, const exec::StepResult&) {
         if (profiler && step > o.warmup) profiler->measure_pass();
-        bar.update(++done, total);
+        ++done;
+        if (bar) bar->update(done, total);
       };
       std::vector<exec::StepResult> steps = exec::run_plan(plan, model, run);
-      if (profiler) {
-        profile = std::make_shared<const Profile>(profiler->finish());
+      if (!given) {
+        Profile measured;
+        if (rank == 0) measured = profiler->finish();
+#ifdef PIPESCOPE_HAVE_MPI
+        if (mpi) {
+          exec::MpiSession::wait_for_all();
+          const exec::TransportFigures tr = exec::profile_mpi_transport(200);
+          measured.concurrency_slowdown =
+              exec::measure_mpi_concurrency_slowdown(model, plan.micro_batch_size, o.seed);
+          measured.backend = "mpi";
+          measured.transport_latency_s = tr.latency_s;
+          measured.transport_bandwidth = tr.bandwidth;
+        }
+#endif
+        if (rank != 0) continue;
+        profile = std::make_shared<const Profile>(std::move(measured));
         rounds.push_back(exec::compare_run(exec::cpu_scenario(plan, model, profile, profile_label),
                                            plan, steps, o.warmup));
-      } else {
+      } else if (rank == 0) {
         rounds.push_back(exec::compare_run(*given_scenario, plan, steps, o.warmup));
       }
     }
+  } catch (const std::exception& e) {
+#ifdef PIPESCOPE_HAVE_MPI
+    if (job) job->rank_error(e);
+#endif
+    throw;
   }
+  if (rank != 0) return 0;
   std::vector<std::size_t> order(rounds.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
+#include <optional>
 #include <stdexcept>
 
+#include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
@@ -22,8 +25,11 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
       "may use), its optimizer step and the transport between stages on this machine; "
       "`simulate`, `plan` and `sweep` take the result with --cost-model");
   add_scenario_options(*cmd, o.scenario);
-  cmd->add_option("--backend", o.backend, "What to measure")
-      ->check(CLI::IsMember({"cpu"}))
+  cmd->add_option("--backend", o.backend,
+                  "What to measure: cpu (the layers on one thread, the in-process channel) or "
+                  "mpi (under `mpirun -np 2` or more: the layers on rank 0, MPI point-to-point "
+                  "between ranks 0 and 1)")
+      ->check(CLI::IsMember({"cpu", "mpi"}))
       ->capture_default_str();
   cmd->add_option("-o,--output", o.output, "Profile JSON to write")->capture_default_str();
   cmd->add_option("--batch-sizes", o.batch_sizes,
@@ -38,8 +44,10 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
   return cmd;
 }
 
-int run_profile(const ProfileOptions& o) {
-  const Scenario scenario = load(o.scenario);
+namespace {
+
+// What every rank checks alike before any measurement.
+exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& scenario) {
   exec::check_executor_size(scenario.model, o.scenario.file + ": model");
   exec::ProfileOptions p;
   p.batch_sizes = o.batch_sizes;
@@ -56,16 +64,63 @@ int run_profile(const ProfileOptions& o) {
   p.repeats = o.repeats;
   p.seed = o.seed;
   p.optimizer = scenario.training.optimizer.value_or(Optimizer::kAdam);
-  Profile profile;
+  return p;
+}
+
+Profile measure(const ProfileOptions& o, const Scenario& scenario, exec::ProfileOptions p) {
   try {
     ProgressBar bar("profiling");
     p.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
-    profile = exec::profile_model(scenario.model, p);
+    return exec::profile_model(scenario.model, p);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(o.scenario.file + ": model: " + e.what());
   }
-  write_profile_file(o.output, profile);
+}
 
+void print_profile(const ProfileOptions& o, const Scenario& scenario, const Profile& profile);
+
+// Under mpirun: rank 0 measures the layers while the others sleep, then ranks 0
+// and 1 measure the MPI transport; rank 0 writes the profile (errors:
+// cli/mpi_job.h).
+int run_profile_mpi(const ProfileOptions& o) {
+#ifndef PIPESCOPE_HAVE_MPI
+  (void)o;
+  throw_no_mpi();
+#else
+  const MpiJob job;
+  std::optional<Scenario> scenario;
+  exec::ProfileOptions p;
+  try {
+    if (job.size() < 2) {
+      throw std::invalid_argument(
+          "--backend mpi measures the transport between two processes: start it with mpirun "
+          "-np 2");
+    }
+    scenario = load(o.scenario);
+    p = profile_options(o, *scenario);
+  } catch (const std::exception& e) {
+    return job.input_error(e);
+  }
+  Profile profile;
+  try {
+    if (job.rank() == 0) profile = measure(o, *scenario, p);
+    exec::MpiSession::wait_for_all();
+    const exec::TransportFigures tr = exec::profile_mpi_transport(200);
+    profile.concurrency_slowdown =
+        exec::measure_mpi_concurrency_slowdown(scenario->model, p.batch_sizes.back(), o.seed);
+    profile.backend = "mpi";
+    profile.transport_latency_s = tr.latency_s;
+    profile.transport_bandwidth = tr.bandwidth;
+    if (job.rank() == 0) write_profile_file(o.output, profile);
+  } catch (const std::exception& e) {
+    job.rank_error(e);
+  }
+  if (job.rank() == 0) print_profile(o, *scenario, profile);
+  return 0;
+#endif
+}
+
+void print_profile(const ProfileOptions& o, const Scenario& scenario, const Profile& profile) {
   std::printf("Profiled %s on %s (%d cores), %s backend, median of %d\n\n",
               scenario.model.name.c_str(), profile.machine.c_str(), profile.cores,
               profile.backend.c_str(), o.repeats);
@@ -82,11 +137,23 @@ int run_profile(const ProfileOptions& o) {
   std::printf("\nOptimizer  %s: %s + %.3g ns per parameter\n", profile.optimizer.c_str(),
               format_seconds(simtime_to_seconds(profile.optimizer_overhead)).c_str(),
               profile.optimizer_ns_per_param);
-  std::printf("Transport  in-process channel: %s latency, %s\n",
-              format_seconds(profile.transport_latency_s).c_str(),
-              format_rate(profile.transport_bandwidth).c_str());
+  std::printf(
+      "Transport  %s: %s latency, %s\n",
+      profile.backend == "mpi" ? "MPI point-to-point between two processes" : "in-process channel",
+      format_seconds(profile.transport_latency_s).c_str(),
+      format_rate(profile.transport_bandwidth).c_str());
   std::printf("\nProfile written to %s (use it with --cost-model %s)\n", o.output.c_str(),
               o.output.c_str());
+}
+
+}  // namespace
+
+int run_profile(const ProfileOptions& o) {
+  if (o.backend == "mpi") return run_profile_mpi(o);
+  const Scenario scenario = load(o.scenario);
+  const Profile profile = measure(o, scenario, profile_options(o, scenario));
+  write_profile_file(o.output, profile);
+  print_profile(o, scenario, profile);
   return 0;
 }
 

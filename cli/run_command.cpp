@@ -1,13 +1,17 @@
 #include "cli/run_command.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <regex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/plan_runner.h"
 #include "sim/format.h"
@@ -20,10 +24,13 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "run",
       "Train a plan's model for real (synthetic data) with the plan's cut, schedule and remat, "
-      "one thread per pipeline stage, and measure step time, throughput and bubble");
+      "one thread per pipeline stage (cpu) or one process per device under mpirun (mpi), and "
+      "measure step time, throughput and bubble");
   cmd->add_option("plan", o.plan, "Plan JSON written by `pipescope plan -o`")->required();
-  cmd->add_option("--backend", o.backend, "Where to run")
-      ->check(CLI::IsMember({"cpu"}))
+  cmd->add_option("--backend", o.backend,
+                  "Where to run: cpu (a thread per device) or mpi (`mpirun -np DEVICES pipescope "
+                  "run PLAN --backend mpi`, a process per device)")
+      ->check(CLI::IsMember({"cpu", "mpi"}))
       ->capture_default_str();
   cmd->add_option("--steps", o.steps, "Training steps")
       ->check(CLI::PositiveNumber)
@@ -34,25 +41,47 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   cmd->add_option("--seed", o.seed, "Seed of the weights and the data")->capture_default_str();
   cmd->add_option("--trace", o.trace, "Write the last step's measured timeline as a Chrome trace");
   cmd->add_flag("--json", o.json, "Print the results as JSON");
+  cmd->add_option("--watchdog", o.watchdog_ms,
+                  "Stop with an error naming the waiting ops when a device waits this many ms "
+                  "for an activation or gradient")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--inject-fault", o.inject_fault)->group("");  // testing hook (run_command.h)
   return cmd;
 }
 
-int run_run(const RunOptions& o) {
-  const Plan plan = read_plan_file(o.plan);
-  const ModelSpec spec = exec::plan_model(plan, o.plan);
-  const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
-  std::vector<exec::StepResult> steps;
-  {
-    ProgressBar bar("training");
-    exec::PlanRunOptions run;
-    run.steps = o.steps;
-    run.learning_rate = o.learning_rate;
-    run.seed = o.seed;
-    run.on_step = [&](int done, int total, const exec::StepResult&) {
-      bar.update(static_cast<std::size_t>(done), static_cast<std::size_t>(total));
-    };
-    steps = exec::run_plan(plan, spec, run);
+namespace {
+
+// The before_op hook of --inject-fault.
+std::function<void(int, const Op&)> fault_hook(const std::optional<std::string>& spec) {
+  if (!spec) return nullptr;
+  static const std::regex form(R"((throw|kill|stall):([FRBWO])\((\d+)(?:,(\d+))?\))");
+  std::smatch m;
+  if (!std::regex_match(*spec, m, form)) {
+    throw std::invalid_argument("--inject-fault: expected throw|kill|stall:OP like B(1,3), not '" +
+                                *spec + "'");
   }
+  const std::string what = m[1];
+  const char letter = m[2].str()[0];
+  const int stage = std::stoi(m[3]);
+  const int mb = m[4].matched ? std::stoi(m[4]) : 0;
+  return [=](int, const Op& op) {
+    if (op_letter(op.kind) != letter || op.stage != stage ||
+        (op.kind != OpKind::kOptimizer && op.micro_batch != mb)) {
+      return;
+    }
+    if (what == "kill") std::raise(SIGKILL);
+    if (what == "stall") {
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    throw std::runtime_error("injected fault");
+  };
+}
+
+// What `run` prints after training, on the one process that prints.
+int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
+           const std::vector<exec::StepResult>& steps, const std::string& where) {
+  const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
   std::vector<double> losses;
   for (const exec::StepResult& r : steps) losses.push_back(r.loss);
   // The first step warms caches and allocators; the median of the rest stands for
@@ -75,8 +104,8 @@ int run_run(const RunOptions& o) {
   std::cout << "Running " << o.plan << ": " << spec.name << ", "
             << format_count(static_cast<double>(spec.total_params()))
             << " params, K=" << plan.stages << ", M=" << plan.micro_batches << ", batch " << batch
-            << ", remat " << remat_label(plan.remat) << ", " << o.steps
-            << " steps on the CPU (one thread per stage)\n\n";
+            << ", remat " << remat_label(plan.remat) << ", " << o.steps << " steps " << where
+            << "\n\n";
   for (std::size_t i = 0; i < losses.size(); ++i) {
     std::printf("step %4zu  loss %.5f  %s\n", i + 1, losses[i],
                 format_seconds(simtime_to_seconds(steps[i].step_time)).c_str());
@@ -89,6 +118,70 @@ int run_run(const RunOptions& o) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", plan.data_parallel);
   if (o.trace) std::printf("Trace written to %s\n", o.trace->c_str());
   return 0;
+}
+
+exec::PlanRunOptions run_options(const RunOptions& o) {
+  exec::PlanRunOptions run;
+  run.steps = o.steps;
+  run.learning_rate = o.learning_rate;
+  run.seed = o.seed;
+  run.watchdog = std::chrono::milliseconds(o.watchdog_ms);
+  run.before_op = fault_hook(o.inject_fault);
+  return run;
+}
+
+// One process per device under mpirun (errors: cli/mpi_job.h).
+int run_mpi(const RunOptions& o) {
+#ifndef PIPESCOPE_HAVE_MPI
+  (void)o;
+  throw_no_mpi();
+#else
+  const MpiJob job;
+  Plan plan;
+  ModelSpec spec;
+  exec::PlanRunOptions run;
+  try {
+    plan = read_plan_file(o.plan);
+    spec = exec::plan_model(plan, o.plan);
+    run = run_options(o);
+    job.require_devices(plan.schedule_ops().devices(), o.plan);
+  } catch (const std::exception& e) {
+    return job.input_error(e);
+  }
+  std::vector<exec::StepResult> steps;
+  try {
+    run.transport = std::make_shared<exec::MpiTransport>();
+    std::optional<ProgressBar> bar;
+    if (job.rank() == 0) bar.emplace("training");
+    run.on_step = [&](int done, int total, const exec::StepResult&) {
+      if (bar) bar->update(static_cast<std::size_t>(done), static_cast<std::size_t>(total));
+    };
+    steps = exec::run_plan(plan, spec, run);
+  } catch (const std::exception& e) {
+    job.rank_error(e);
+  }
+  if (job.rank() != 0) return 0;
+  return report(o, plan, spec, steps,
+                "over MPI (" + std::to_string(job.size()) + " processes, one per device)");
+#endif
+}
+
+}  // namespace
+
+int run_run(const RunOptions& o) {
+  if (o.backend == "mpi") return run_mpi(o);
+  const Plan plan = read_plan_file(o.plan);
+  const ModelSpec spec = exec::plan_model(plan, o.plan);
+  std::vector<exec::StepResult> steps;
+  {
+    ProgressBar bar("training");
+    exec::PlanRunOptions run = run_options(o);
+    run.on_step = [&](int done, int total, const exec::StepResult&) {
+      bar.update(static_cast<std::size_t>(done), static_cast<std::size_t>(total));
+    };
+    steps = exec::run_plan(plan, spec, run);
+  }
+  return report(o, plan, spec, steps, "on the CPU (one thread per stage)");
 }
 
 }  // namespace pipescope::cli

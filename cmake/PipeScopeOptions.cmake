@@ -60,4 +60,4 @@ endif()
 pipescope_resolve_option(PIPESCOPE_WITH_MPI _mpi_found "OpenMPI")
 
 message(STATUS "PipeScope: CUDA ${PIPESCOPE_WITH_CUDA_ENABLED}, GUI ${PIPESCOPE_WITH_GUI_ENABLED}, MPI ${PIPESCOPE_WITH_MPI_ENABLED}"
-               " (the CUDA and MPI parts are not in this version yet)")
+               " (the CUDA backend is not in this version yet)")

@@ -51,6 +51,8 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   options.optimizer.kind = plan.optimizer.value_or(Optimizer::kAdam);
   options.optimizer.learning_rate = o.learning_rate;
   options.watchdog = o.watchdog;
+  options.before_op = o.before_op;
+  options.transport = o.transport;
   PipelineRuntime runtime(std::move(stages), plan.schedule_ops(), options);
   const TaskShape task = task_shape(model);
   const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);

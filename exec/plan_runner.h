@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct PlanRunOptions {
   std::chrono::milliseconds watchdog{30000};
   // Called after each step with (steps done, steps) and that step's result.
   std::function<void(int, int, const StepResult&)> on_step;
+  // RuntimeOptions::before_op and ::transport (null: threads and in-process
+  // channels).
+  std::function<void(int device, const Op& op)> before_op;
+  std::shared_ptr<Transport> transport;
 };
 
 // One pipeline replica of the plan (its global batch / D samples a step), every

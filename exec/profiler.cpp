@@ -173,6 +173,16 @@ double median_of(std::vector<double> v) {
 
 }  // namespace
 
+double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed) {
+  const Context ctx{mb.batch, mb.seq, &mb.targets,
+                    1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
+  std::mt19937_64 rng(seed);
+  Samples ignored;
+  const auto t0 = Clock::now();
+  time_passes(model, mb.input, ctx, 1, rng, ignored);
+  return static_cast<double>(elapsed(t0)) * 1e-9;
+}
+
 std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
                                                  int cores, std::uint64_t seed) {
   std::vector<double> out{1.0};
@@ -403,21 +413,34 @@ TransportFigures profile_transport(int round_trips) {
     bytes.push_back(static_cast<double>(n) * sizeof(float));
     one_way_s.push_back(static_cast<double>(median(rtt)) * 0.5e-9);
   }
-  // Least squares t = a + b * bytes.
-  const auto k = static_cast<double>(bytes.size());
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    sx += bytes[i];
-    sy += one_way_s[i];
-    sxx += bytes[i] * bytes[i];
-    sxy += bytes[i] * one_way_s[i];
+  return fit_transport(bytes, one_way_s);
+}
+
+TransportFigures fit_transport(const std::vector<double>& bytes,
+                               const std::vector<double>& one_way_s) {
+  if (bytes.size() != one_way_s.size() || bytes.size() < 2) {
+    throw std::invalid_argument("fit_transport needs two or more (bytes, time) pairs");
   }
-  const double slope = (k * sxy - sx * sy) / (k * sxx - sx * sx);
+  // The smallest payload's time is the latency (a fit's intercept would be
+  // set by the largest payloads, whose noise exceeds a small message's whole
+  // cost); the slope is the least-squares line through that point.
+  std::size_t first = 0;
+  for (std::size_t i = 1; i < bytes.size(); ++i) {
+    if (bytes[i] < bytes[first]) first = i;
+  }
+  double sxx = 0.0;
+  double sxy = 0.0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const double dx = bytes[i] - bytes[first];
+    sxx += dx * dx;
+    sxy += dx * (one_way_s[i] - one_way_s[first]);
+  }
+  const double slope = sxx > 0.0 ? sxy / sxx : 0.0;
   TransportFigures f;
   // Moving a payload costs about the same whatever its size: a slope at or below
   // zero (noise) means "no per-byte cost we can see", kept finite at 1 PB/s.
   f.bandwidth = slope > 1e-15 ? 1.0 / slope : 1e15;
-  f.latency_s = std::max(0.0, slope > 1e-15 ? (sy - slope * sx) / k : sy / k);
+  f.latency_s = std::max(0.0, one_way_s[first] - (slope > 1e-15 ? slope * bytes[first] : 0.0));
   return f;
 }
 

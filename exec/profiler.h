@@ -22,6 +22,7 @@
 #include "costmodels/model.h"
 #include "costmodels/optimizer.h"
 #include "costmodels/profile.h"
+#include "exec/runtime.h"
 
 namespace pipescope::exec {
 
@@ -71,6 +72,13 @@ struct TransportFigures {
   double bandwidth = 0.0;  // bytes/s
 };
 TransportFigures profile_transport(int round_trips);
+// one_way_s = latency + bytes / bandwidth, anchored at the smallest payload
+// (its time, less its bytes over the bandwidth, is the latency) with the
+// least-squares slope through it; a slope at or below zero (noise) gives 1 PB/s
+// and the smallest payload's time as the latency. Throws std::invalid_argument
+// with fewer than two points.
+TransportFigures fit_transport(const std::vector<double>& bytes,
+                               const std::vector<double>& one_way_s);
 
 // How much slower a pass over the model (at `batch`) runs while n threads each
 // run their own copy at once, n = 1 .. min(cores, 8, the copies that fit the
@@ -80,6 +88,10 @@ TransportFigures profile_transport(int round_trips);
 // (a faster "together" is noise).
 std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
                                                  int cores, std::uint64_t seed);
+
+// The wall time, in seconds, of one pass over `model` on `mb` as the profiler
+// times it (forward, recompute, backward, split backward).
+double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed);
 
 // The CPU's model name from /proc/cpuinfo, or "unknown CPU".
 std::string cpu_model_name();

@@ -12,7 +12,7 @@
 #include <time.h>
 #endif
 
-#include "exec/channel.h"
+#include "exec/transport.h"
 
 namespace pipescope::exec {
 
@@ -79,7 +79,8 @@ struct DeviceStatus {
 class StepRun {
  public:
   StepRun(std::vector<LayerList>& stages, const Schedule& schedule, const RuntimeOptions& options,
-          std::vector<ParamOptimizer>& optimizers, const std::vector<MicroBatch>& micro_batches)
+          std::vector<ParamOptimizer>& optimizers, const std::vector<MicroBatch>& micro_batches,
+          Transport& transport)
       : stages_(stages),
         sched_(schedule),
         options_(options),
@@ -88,7 +89,7 @@ class StepRun {
         K_(schedule.stages),
         M_(schedule.micro_batches),
         split_(schedule.split),
-        channels_(static_cast<std::size_t>(2 * schedule.stages)),
+        transport_(transport),
         status_(schedule.device_ops.size()),
         events_(schedule.device_ops.size()) {
     std::int64_t tokens = 0;
@@ -107,11 +108,13 @@ class StepRun {
   }
 
   StepResult run() {
+    local_ = transport_.local_devices(sched_.devices());
+    transport_.begin_step(sched_);
     t0_ = Clock::now();
     std::vector<std::thread> workers;
-    workers.reserve(sched_.device_ops.size());
+    workers.reserve(local_.size());
     try {
-      for (int d = 0; d < sched_.devices(); ++d) workers.emplace_back([this, d] { run_device(d); });
+      for (const int d : local_) workers.emplace_back([this, d] { run_device(d); });
     } catch (...) {
       abort_step();
       for (std::thread& w : workers) w.join();
@@ -129,10 +132,6 @@ class StepRun {
   StageState& state(int stage) { return state_[static_cast<std::size_t>(stage)]; }
   LayerList& layers(int stage) { return stages_[static_cast<std::size_t>(stage)]; }
   const Context& context(int m) const { return contexts_[static_cast<std::size_t>(m)]; }
-  Channel& channel(TransferKind kind, int to_stage) {
-    return channels_[static_cast<std::size_t>(route_id(kind, to_stage))];
-  }
-
   void set_status(int device, DeviceStatus::State s, const Op& op) {
     std::lock_guard lock(status_mu_);
     status_[static_cast<std::size_t>(device)] = {s, op};
@@ -149,7 +148,7 @@ class StepRun {
   // Wakes every receiver.
   void abort_step() {
     aborted_.store(true);
-    for (Channel& c : channels_) c.wake_all();
+    transport_.wake_all();
   }
 
   void run_device(int d) {
@@ -340,7 +339,7 @@ class StepRun {
     const int to = kind == TransferKind::kActivation ? op.stage + 1 : op.stage - 1;
     const auto bytes = static_cast<Bytes>(payload.size()) * static_cast<Bytes>(sizeof(float));
     const auto start = Clock::now();
-    channel(kind, to).put(op.micro_batch, std::move(payload));
+    transport_.send(kind, to, op.micro_batch, std::move(payload));
     TimelineEvent e = transfer_event(d, Lane::kSend, kind, op.stage, to, op.micro_batch, bytes);
     e.start = ns_since_start(start);
     e.end = ns_since_start(Clock::now());
@@ -355,7 +354,7 @@ class StepRun {
     const auto start = Clock::now();
     const auto deadline = start + options_.watchdog;
     Matrix payload;
-    switch (channel(kind, op.stage).take(op.micro_batch, deadline, aborted_, payload)) {
+    switch (transport_.take(kind, op.stage, op.micro_batch, deadline, aborted_, payload)) {
       case Channel::Wait::kReady:
         break;
       case Channel::Wait::kAborted:
@@ -379,9 +378,9 @@ class StepRun {
         "pipeline stalled (watchdog " + std::to_string(options_.watchdog.count()) + " ms): ";
     {
       std::lock_guard lock(status_mu_);
-      for (std::size_t d = 0; d < status_.size(); ++d) {
-        const DeviceStatus& s = status_[d];
-        msg += (d == 0 ? "device " : "; device ") + std::to_string(d);
+      for (const int d : local_) {
+        const DeviceStatus& s = status_[static_cast<std::size_t>(d)];
+        msg += (d == local_.front() ? "device " : "; device ") + std::to_string(d);
         switch (s.state) {
           case DeviceStatus::State::kStarting:
             msg += " has not started";
@@ -424,11 +423,10 @@ class StepRun {
     StepResult r;
     for (const StageState& st : state_) r.loss += st.loss;
     Timeline& t = r.timeline;
-    for (int d = 0; d < sched_.devices(); ++d) {
-      t.device_names.push_back("device " + std::to_string(d) + " (cpu thread)");
-    }
-    t.route_names.assign(static_cast<std::size_t>(2 * K_), "in-process queue");
     for (const auto& evs : events_) t.events.insert(t.events.end(), evs.begin(), evs.end());
+    transport_.end_step(r.loss, t);
+    for (int d = 0; d < sched_.devices(); ++d) t.device_names.push_back(transport_.device_name(d));
+    t.route_names.assign(static_cast<std::size_t>(2 * K_), transport_.route_name());
     std::stable_sort(
         t.events.begin(), t.events.end(),
         [](const TimelineEvent& a, const TimelineEvent& b) { return a.start < b.start; });
@@ -453,7 +451,8 @@ class StepRun {
   const bool split_;  // B computes input gradients only; W the weights'
   std::vector<Context> contexts_;
   std::vector<StageState> state_;
-  std::vector<Channel> channels_;  // index route_id(kind, receiving stage)
+  Transport& transport_;
+  std::vector<int> local_;  // the devices this process runs
   std::atomic<bool> aborted_{false};
   std::mutex status_mu_;
   std::vector<DeviceStatus> status_;
@@ -519,7 +518,9 @@ StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
             "micro-batch " + std::to_string(m) +
                 " needs batch, seq >= 1 and batch*seq input rows and targets");
   }
-  StepRun run(stages_, schedule_, options_, optimizers_, micro_batches);
+  InProcessTransport in_process;
+  Transport& transport = options_.transport ? *options_.transport : in_process;
+  StepRun run(stages_, schedule_, options_, optimizers_, micro_batches, transport);
   try {
     return run.run();
   } catch (...) {

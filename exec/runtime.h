@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "sim/timeline.h"
 
 namespace pipescope::exec {
+
+class Transport;  // exec/transport.h
 
 // One micro-batch's input to stage 0 and what the loss needs.
 struct MicroBatch {
@@ -52,6 +55,9 @@ struct RuntimeOptions {
   // Called (on the worker's thread, so from several threads at once) before each
   // op; tests inject faults with it.
   std::function<void(int device, const Op& op)> before_op;
+  // How payloads travel and which devices this process runs; null: every device
+  // a thread of this process, in-process channels (InProcessTransport).
+  std::shared_ptr<Transport> transport;
 };
 
 struct StepResult {

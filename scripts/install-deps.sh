@@ -3,8 +3,8 @@
 # run again: it does nothing when everything is there, and runs `apt-get update`
 # at most once. Works as root or through sudo.
 #
-# OpenMPI joins this list with the MPI runtime; the CUDA toolkit is not a Debian
-# package and is found in /usr/local/cuda when present.
+# The CUDA toolkit is not a Debian package and is found in /usr/local/cuda when
+# present.
 set -euo pipefail
 
 packages=(
@@ -19,6 +19,8 @@ packages=(
   libbenchmark-dev    # bench/
   libboost-graph-dev  # topologies and layer graphs
   libeigen3-dev       # the reference executor's tensors
+  libopenmpi-dev      # the MPI runtime (--backend mpi)
+  openmpi-bin         # mpirun, for it and its tests
   qt6-base-dev        # pipescope-gui: Widgets, Concurrent
   qt6-charts-dev      # its trade-off charts
   libqt6opengl6-dev   # Qt6Charts' CMake package needs Qt6OpenGL's

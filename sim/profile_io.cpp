@@ -131,7 +131,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   }
   Profile p;
   p.backend = top.string("backend");
-  if (p.backend != "cpu") top.fail("backend", "unknown backend '" + p.backend + "' (expected cpu)");
+  if (p.backend != "cpu" && p.backend != "mpi") {
+    top.fail("backend", "unknown backend '" + p.backend + "' (expected cpu or mpi)");
+  }
   p.machine = top.string("machine");
   p.cores = static_cast<int>(top.integer("cores", IntRange{1, 1 << 16}));
   p.model_name = top.string("model");

@@ -15,6 +15,7 @@
 #include "exec/runtime.h"
 #include "sim/custom_schedule.h"
 #include "sim/partition.h"
+#include "tiny_models.h"
 
 namespace pipescope::exec {
 namespace {
@@ -23,16 +24,7 @@ constexpr int kBatch = 8;
 constexpr int kSteps = 3;
 constexpr std::uint64_t kSeed = 42;
 
-TransformerParams tiny_transformer() {
-  TransformerParams p;
-  p.layers = 4;  // + embedding and head: 6 layers
-  p.d_model = 16;
-  p.d_ff = 24;
-  p.heads = 2;
-  p.seq_len = 5;
-  p.vocab = 13;
-  return p;
-}
+using testing::tiny_transformer;  // 4 blocks + embedding and head: 6 layers
 
 OptimizerConfig adam() {
   OptimizerConfig c;

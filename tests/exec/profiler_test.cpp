@@ -131,6 +131,26 @@ TEST(Profiler, ConcurrencySlowdownHasOneFactorPerCoreCount) {
   EXPECT_TRUE(std::isfinite(f[2]));
 }
 
+TEST(Profiler, TransportFitIsAnchoredAtTheSmallestPayload) {
+  // 10 us + bytes at 1 GB/s, in any order: exact.
+  const std::vector<double> bytes{65536, 4, 4096, 1 << 20};
+  std::vector<double> t;
+  for (const double b : bytes) t.push_back(10e-6 + b / 1e9);
+  TransportFigures f = fit_transport(bytes, t);
+  EXPECT_NEAR(f.bandwidth, 1e9, 1e-3);
+  EXPECT_NEAR(f.latency_s, 10e-6, 1e-15);
+  // Noise on the largest payload moves the slope, not the latency.
+  t[3] += 200e-6;
+  f = fit_transport(bytes, t);
+  EXPECT_LT(f.bandwidth, 1e9);
+  EXPECT_NEAR(f.latency_s, 10e-6, 1e-9);
+  // Time that does not grow with size: no visible per-byte cost.
+  f = fit_transport({4, 4096}, {8e-6, 7e-6});
+  EXPECT_EQ(f.bandwidth, 1e15);
+  EXPECT_EQ(f.latency_s, 8e-6);
+  EXPECT_THROW(fit_transport({4}, {1e-6}), std::invalid_argument);
+}
+
 TEST(Profiler, TransportFiguresAreFiniteAndPositive) {
   const TransportFigures f = profile_transport(5);
   EXPECT_GT(f.bandwidth, 0.0);

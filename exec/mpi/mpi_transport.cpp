@@ -1,0 +1,435 @@
+#include "exec/mpi/mpi_transport.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "exec/data.h"
+#include "exec/models.h"
+
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+namespace pipescope::exec {
+
+namespace {
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw std::runtime_error(std::string(what) + " failed: " + std::string(text, std::size_t(len)));
+}
+
+// A payload travels as two messages: its shape (two int64, tag 2t) and then
+// its floats (tag 2t + 1), which the receiver takes straight into the Matrix it
+// allocates from the shape; neither side copies the floats, and on one host
+// OpenMPI's single-copy path (CMA) lets the receiver pull them while the
+// sender computes.
+int header_tag(int tag) {
+  return 2 * tag;
+}
+int data_tag(int tag) {
+  return 2 * tag + 1;
+}
+
+void start_send(MPI_Comm comm, int dest, int tag, OutgoingPayload& o) {
+  if (o.payload.size() > INT_MAX) {
+    throw std::runtime_error("a payload of " + std::to_string(o.payload.size()) +
+                             " floats is too large for one MPI message");
+  }
+  o.shape[0] = o.payload.rows();
+  o.shape[1] = o.payload.cols();
+  check(MPI_Isend(o.shape, 2, MPI_INT64_T, dest, header_tag(tag), comm, &o.requests[0]),
+        "MPI_Isend");
+  check(MPI_Isend(o.payload.data(), static_cast<int>(o.payload.size()), MPI_FLOAT, dest,
+                  data_tag(tag), comm, &o.requests[1]),
+        "MPI_Isend");
+}
+
+// TimelineEvent as 14 int64s for the gather (-1 for an absent optional).
+constexpr int kEventFields = 14;
+
+void put_event(const TimelineEvent& e, std::vector<std::int64_t>& out) {
+  out.insert(out.end(),
+             {e.device, static_cast<std::int64_t>(e.lane), static_cast<std::int64_t>(e.kind),
+              e.stage, e.micro_batch, e.start, e.end, e.bytes, e.peer_stage.value_or(-1),
+              e.flow.has_value() ? 1 : 0, static_cast<std::int64_t>(e.flow.value_or(0)),
+              e.route.value_or(-1), e.cpu_time.value_or(-1), 0});
+}
+
+TimelineEvent get_event(const std::int64_t* f) {
+  TimelineEvent e;
+  e.device = static_cast<int>(f[0]);
+  e.lane = static_cast<Lane>(f[1]);
+  e.kind = static_cast<EventKind>(f[2]);
+  e.stage = static_cast<int>(f[3]);
+  e.micro_batch = static_cast<int>(f[4]);
+  e.start = f[5];
+  e.end = f[6];
+  e.bytes = f[7];
+  if (f[8] >= 0) e.peer_stage = static_cast<int>(f[8]);
+  if (f[9] != 0) e.flow = static_cast<std::uint64_t>(f[10]);
+  if (f[11] >= 0) e.route = static_cast<int>(f[11]);
+  if (f[12] >= 0) e.cpu_time = f[12];
+  return e;
+}
+
+// Polls `ready` (an MPI_Improbe or MPI_Test, which also drive MPI's
+// progress) until it says yes, `aborted` is set or `deadline` passes; `idle`
+// runs between polls. It spins for the first 100 us (a yield there would hand
+// a loaded core away for a whole time slice, ms), then sleeps 20 us between
+// polls so that ranks sharing cores (mpirun --oversubscribe) leave them to the
+// ranks that compute. The thread's timer slack is cut to 1 us so that such a
+// sleep lasts about what it asks for (the default 50 us slack would make every
+// late arrival cost up to ~100 us).
+template <class Ready>
+Transport::Wait poll(const Ready& ready, Transport::Clock::time_point deadline,
+                     const std::atomic<bool>& aborted, const std::function<void()>& idle) {
+  using Clock = Transport::Clock;
+  const auto start = Clock::now();
+  for (;;) {
+    if (aborted.load()) return Transport::Wait::kAborted;
+    if (ready()) return Transport::Wait::kReady;
+    if (idle) idle();
+    const auto now = Clock::now();
+    if (now >= deadline) return Transport::Wait::kTimedOut;
+    if (now - start < std::chrono::microseconds(100)) continue;
+#ifdef __linux__
+    thread_local const bool slack_cut = prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL) == 0;
+    (void)slack_cut;
+#endif
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+// Receives the payload (source, tag) of start_send into `out`.
+Transport::Wait receive(MPI_Comm comm, int source, int tag, Transport::Clock::time_point deadline,
+                        const std::atomic<bool>& aborted, Matrix& out,
+                        const std::function<void()>& idle) {
+  std::int64_t shape[2] = {0, 0};
+  const Transport::Wait header = poll(
+      [&] {
+        int flag = 0;
+        MPI_Message message = MPI_MESSAGE_NULL;
+        check(MPI_Improbe(source, header_tag(tag), comm, &flag, &message, MPI_STATUS_IGNORE),
+              "MPI_Improbe");
+        if (flag != 0)
+          check(MPI_Mrecv(shape, 2, MPI_INT64_T, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+        return flag != 0;
+      },
+      deadline, aborted, idle);
+  if (header != Transport::Wait::kReady) return header;
+  if (shape[0] < 0 || shape[1] < 0 || (shape[1] > 0 && shape[0] > INT_MAX / shape[1])) {
+    throw std::runtime_error("an MPI payload of impossible shape (" + std::to_string(shape[0]) +
+                             ", " + std::to_string(shape[1]) + ")");
+  }
+  out.resize(shape[0], shape[1]);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Irecv(out.data(), static_cast<int>(out.size()), MPI_FLOAT, source, data_tag(tag), comm,
+                  &request),
+        "MPI_Irecv");
+  const Transport::Wait data = poll(
+      [&] {
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        return done != 0;
+      },
+      deadline, aborted, idle);
+  if (data != Transport::Wait::kReady) {
+    MPI_Cancel(&request);
+    MPI_Request_free(&request);
+  }
+  return data;
+}
+
+std::int64_t steady_ns(Transport::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int provided = 0;
+  check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    throw std::runtime_error(
+        "the MPI library gives no MPI_THREAD_SERIALIZED support, which the MPI runtime needs");
+  }
+}
+
+MpiSession::~MpiSession() {
+  MPI_Finalize();
+}
+
+int MpiSession::rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int MpiSession::size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+void MpiSession::wait_for_all() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+MpiTransport::MpiTransport() {
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  void* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  if (flag != 0 && ub != nullptr) tag_ub_ = *static_cast<int*>(ub);
+  // Host names, to tell whether the ranks share one clock.
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  std::vector<char> all(static_cast<std::size_t>(size_) * MPI_MAX_PROCESSOR_NAME);
+  check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                      MPI_CHAR, comm_),
+        "MPI_Allgather");
+  for (int r = 0; r < size_; ++r) {
+    const char* h = all.data() + static_cast<std::ptrdiff_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
+    one_host_ = one_host_ && hosts_.back() == hosts_.front();
+  }
+}
+
+MpiTransport::~MpiTransport() {
+  // A step that failed leaves sends nobody will receive; cancel them.
+  for (OutgoingPayload& o : pending_) {
+    for (MPI_Request& r : o.requests) {
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+    }
+  }
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::vector<int> MpiTransport::local_devices(int devices) const {
+  if (devices != size_) {
+    throw std::invalid_argument("the plan runs on " + std::to_string(devices) +
+                                " devices but this MPI job has " + std::to_string(size_) +
+                                " processes; start it with mpirun -np " + std::to_string(devices));
+  }
+  return {rank_};
+}
+
+void MpiTransport::begin_step(const Schedule& schedule) {
+  local_devices(schedule.devices());
+  stage_device_ = schedule.stage_device;
+  micro_batches_ = schedule.micro_batches;
+  // Two messages (tags) per payload: header_tag / data_tag.
+  const std::int64_t largest = 2 * static_cast<std::int64_t>(2 * schedule.stages) * micro_batches_;
+  if (largest > tag_ub_) {
+    throw std::invalid_argument(
+        "K=" + std::to_string(schedule.stages) + " and M=" + std::to_string(micro_batches_) +
+        " need more message tags than this MPI library has (" + std::to_string(tag_ub_) + ")");
+  }
+  check(MPI_Barrier(comm_), "MPI_Barrier");
+  t0_ = Clock::now();
+}
+
+int MpiTransport::tag(TransferKind kind, int to_stage, int micro_batch) const {
+  return route_id(kind, to_stage) * micro_batches_ + micro_batch;
+}
+
+int MpiTransport::rank_of_stage(int stage) const {
+  return stage_device_.at(static_cast<std::size_t>(stage));
+}
+
+void MpiTransport::send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) {
+  test_sends();
+  OutgoingPayload& o = pending_.emplace_back();
+  o.payload = std::move(payload);
+  try {
+    start_send(comm_, rank_of_stage(to_stage), tag(kind, to_stage, micro_batch), o);
+  } catch (...) {
+    pending_.pop_back();
+    throw;
+  }
+}
+
+void MpiTransport::test_sends() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    int done = 0;
+    check(MPI_Testall(2, it->requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    it = done != 0 ? pending_.erase(it) : std::next(it);
+  }
+}
+
+Transport::Wait MpiTransport::take(TransferKind kind, int to_stage, int micro_batch,
+                                   Clock::time_point deadline, const std::atomic<bool>& aborted,
+                                   Matrix& out) {
+  const int from = kind == TransferKind::kActivation ? to_stage - 1 : to_stage + 1;
+  return receive(comm_, rank_of_stage(from), tag(kind, to_stage, micro_batch), deadline, aborted,
+                 out, [this] { test_sends(); });
+}
+
+void MpiTransport::end_step(double& loss, Timeline& timeline) {
+  for (OutgoingPayload& o : pending_) {
+    check(MPI_Waitall(2, o.requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
+  }
+  pending_.clear();
+  double total = 0.0;
+  check(MPI_Allreduce(&loss, &total, 1, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
+  loss = total;
+  // On one host every rank reads the same monotonic clock: shift each rank's
+  // events by how much later than the earliest rank it started. Across hosts
+  // the barrier in begin_step is the alignment.
+  const std::int64_t mine = steady_ns(t0_);
+  std::int64_t earliest = mine;
+  check(MPI_Allreduce(&mine, &earliest, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce");
+  const std::int64_t shift = one_host_ ? mine - earliest : 0;
+  std::vector<std::int64_t> local;
+  for (TimelineEvent e : timeline.events) {
+    e.start += shift;
+    e.end += shift;
+    put_event(e, local);
+  }
+  const int count = static_cast<int>(local.size());
+  std::vector<int> counts(static_cast<std::size_t>(size_));
+  check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  std::vector<int> offsets(static_cast<std::size_t>(size_), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  std::vector<std::int64_t> all(static_cast<std::size_t>(offsets.back() + counts.back()));
+  check(MPI_Allgatherv(local.data(), count, MPI_INT64_T, all.data(), counts.data(), offsets.data(),
+                       MPI_INT64_T, comm_),
+        "MPI_Allgatherv");
+  timeline.events.clear();
+  for (std::size_t i = 0; i + kEventFields <= all.size(); i += kEventFields) {
+    timeline.events.push_back(get_event(all.data() + i));
+  }
+}
+
+std::string MpiTransport::device_name(int device) const {
+  std::string name = "device " + std::to_string(device) + " (rank " + std::to_string(device);
+  if (device >= 0 && device < static_cast<int>(hosts_.size())) {
+    name += " on " + hosts_[static_cast<std::size_t>(device)];
+  }
+  return name + ")";
+}
+
+}  // namespace pipescope::exec
+
+namespace pipescope::exec {
+
+TransportFigures profile_mpi_transport(int round_trips) {
+  if (round_trips < 1) throw std::invalid_argument("round_trips must be at least 1");
+  const int rank = MpiSession::rank();
+  if (MpiSession::size() < 2) {
+    throw std::invalid_argument(
+        "measuring the MPI transport needs two processes or more (mpirun -np 2)");
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  // Payload sizes in floats: 4 B to 4 MiB, as profile_transport.
+  const std::vector<Eigen::Index> sizes{1, 1024, 16 * 1024, 256 * 1024, 1024 * 1024};
+  const std::atomic<bool> never{false};
+  const auto forever = Transport::Clock::now() + std::chrono::hours(24);
+  std::vector<double> bytes;
+  std::vector<double> one_way_s;
+  for (std::size_t i = 0; i < sizes.size() && rank < 2; ++i) {
+    const int tag = static_cast<int>(i);
+    const int peer = 1 - rank;
+    std::vector<SimTime> rtt;
+    // One untimed round trip first: connections are set up lazily.
+    for (int r = -1; r < round_trips; ++r) {
+      Matrix payload = Matrix::Zero(1, sizes[i]);
+      const auto t0 = Transport::Clock::now();
+      if (rank == 1) {
+        if (receive(comm, peer, tag, forever, never, payload, nullptr) != Transport::Wait::kReady) {
+          throw std::runtime_error("the MPI transport probe lost a message");
+        }
+      }
+      OutgoingPayload out;
+      out.payload = std::move(payload);
+      start_send(comm, peer, tag, out);
+      if (rank == 0 &&
+          receive(comm, peer, tag, forever, never, payload, nullptr) != Transport::Wait::kReady) {
+        throw std::runtime_error("the MPI transport probe lost a message");
+      }
+      check(MPI_Waitall(2, out.requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
+      if (rank == 0 && r >= 0) {
+        rtt.push_back(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Transport::Clock::now() - t0)
+                .count());
+      }
+    }
+    if (rank == 0) {
+      std::sort(rtt.begin(), rtt.end());
+      bytes.push_back(static_cast<double>(sizes[i]) * sizeof(float));
+      one_way_s.push_back(static_cast<double>(rtt[rtt.size() / 2]) * 0.5e-9);
+    }
+  }
+  // Rank 0's fit goes to everyone.
+  double figures[2] = {0.0, 0.0};
+  if (rank == 0) {
+    const TransportFigures f = fit_transport(bytes, one_way_s);
+    figures[0] = f.latency_s;
+    figures[1] = f.bandwidth;
+  }
+  check(MPI_Bcast(figures, 2, MPI_DOUBLE, 0, comm), "MPI_Bcast");
+  MPI_Comm_free(&comm);
+  return {figures[0], figures[1]};
+}
+
+std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
+                                                     std::uint64_t seed) {
+  const int rank = MpiSession::rank();
+  const int most = std::min(MpiSession::size(), 8);
+  LayerList model = build_layers(spec, seed);
+  const MicroBatch mb = whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed);
+  model_pass_s(model, mb, seed);  // warm-up
+  std::vector<double> out(static_cast<std::size_t>(most), 1.0);
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (int n = 2; n <= most; ++n) {
+    // Alone and together in turn, so that a drifting machine affects both; the
+    // ranks not computing sleep in wait_for_all.
+    std::vector<double> alone;
+    std::vector<double> together;
+    for (int trial = 0; trial < 3; ++trial) {
+      check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      if (rank == 0) alone.push_back(model_pass_s(model, mb, seed));
+      MpiSession::wait_for_all();
+      check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      if (rank < n) {
+        const double t = model_pass_s(model, mb, seed);
+        if (rank == 0) together.push_back(t);
+      }
+      MpiSession::wait_for_all();
+    }
+    if (rank == 0)
+      out[static_cast<std::size_t>(n - 1)] = std::max(1.0, median(together) / median(alone));
+  }
+  check(MPI_Bcast(out.data(), most, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  return out;
+}
+
+}  // namespace pipescope::exec

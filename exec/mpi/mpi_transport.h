@@ -1,0 +1,108 @@
+#pragma once
+// The MPI runtime (`--backend mpi`): one process (rank) per device, started by
+// `mpirun -np K`; device d runs on rank d. The runtime interprets the op lists
+// exactly as the threaded CPU backend does; only the transport differs:
+// activations and gradients travel as non-blocking MPI point-to-point messages
+// (a shape, then the floats straight from and into the matrices: MPI_Isend,
+// MPI_Improbe / MPI_Mrecv, MPI_Irecv), tagged by route and micro-batch so a
+// receiver takes the micro-batch it asks for whatever order they arrive in. At the end of a step
+// every rank gets the whole step's loss and timeline (MPI_Allgatherv), so rank 0 can print and
+// trace it.
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "exec/profiler.h"
+#include "exec/transport.h"
+
+namespace pipescope::exec {
+
+// MPI_Init_thread for the lifetime of the object, at MPI_THREAD_SERIALIZED or
+// better (a device's worker thread makes the MPI calls), and MPI_Finalize.
+class MpiSession {
+ public:
+  // Throws std::runtime_error when MPI cannot give the thread level.
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  static int rank();
+  static int size();
+  // A barrier that sleeps between polls, for ranks that wait while another
+  // measures (MPI_Barrier spins and would take a core from it).
+  static void wait_for_all();
+};
+
+// A payload being sent: its shape and floats stay here until MPI is done
+// with them.
+struct OutgoingPayload {
+  std::int64_t shape[2] = {0, 0};
+  Matrix payload;
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+class MpiTransport final : public Transport {
+ public:
+  // On MPI_COMM_WORLD (duplicated, so its messages meet no one else's). Needs
+  // an MpiSession.
+  MpiTransport();
+  ~MpiTransport() override;
+  MpiTransport(const MpiTransport&) = delete;
+  MpiTransport& operator=(const MpiTransport&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // This rank's device; throws std::invalid_argument unless the job has
+  // exactly one rank per device.
+  std::vector<int> local_devices(int devices) const override;
+  // All ranks meet, then each starts its clock; on one host the ranks' clocks
+  // are the same (CLOCK_MONOTONIC), so end_step aligns them exactly.
+  void begin_step(const Schedule& schedule) override;
+  void send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) override;
+  Wait take(TransferKind kind, int to_stage, int micro_batch, Clock::time_point deadline,
+            const std::atomic<bool>& aborted, Matrix& out) override;
+  void wake_all() override {}  // take() polls the abort flag
+  void end_step(double& loss, Timeline& timeline) override;
+  std::string device_name(int device) const override;
+  std::string route_name() const override { return "MPI point-to-point"; }
+
+ private:
+  int tag(TransferKind kind, int to_stage, int micro_batch) const;
+  int rank_of_stage(int stage) const;
+  void test_sends();  // frees the buffers of completed sends
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  int tag_ub_ = 32767;
+  std::vector<std::string> hosts_;  // per rank
+  bool one_host_ = true;
+  std::vector<int> stage_device_;
+  int micro_batches_ = 1;
+  Clock::time_point t0_;
+  std::list<OutgoingPayload> pending_;  // stable addresses while MPI owns them
+};
+
+// Latency and bandwidth of the MPI transport between ranks 0 and 1 as the
+// runtime uses it (the same two messages per payload and the same polling): half
+// the median round trip of payloads from 4 B to 4 MiB, fitted as latency +
+// bytes / bandwidth (fit_transport). Every rank calls it; ranks past 1 only
+// receive the result. Throws std::invalid_argument with one process.
+TransportFigures profile_mpi_transport(int round_trips);
+
+// How much slower a pass over the model (at `batch`) runs while n ranks each
+// run their own copy at once, n = 1 .. min(ranks, 8): [0] is 1, each factor the
+// median of three "together" timings on rank 0 over the median of three
+// "alone" ones, taken in turn, and at least 1. mpirun binds each rank to a core,
+// so the threads of measure_concurrency_slowdown would share one; this measures
+// what the runtime's ranks do. Every rank calls it and gets the result.
+std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
+                                                     std::uint64_t seed);
+
+}  // namespace pipescope::exec

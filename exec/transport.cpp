@@ -1,0 +1,39 @@
+#include "exec/transport.h"
+
+#include <numeric>
+#include <utility>
+
+namespace pipescope::exec {
+
+std::vector<int> InProcessTransport::local_devices(int devices) const {
+  std::vector<int> all(static_cast<std::size_t>(devices));
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
+
+void InProcessTransport::begin_step(const Schedule& schedule) {
+  // Fresh channels each step: nothing a failed step left behind reaches the next.
+  channels_ = std::vector<Channel>(static_cast<std::size_t>(2 * schedule.stages));
+}
+
+void InProcessTransport::send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) {
+  channels_[static_cast<std::size_t>(route_id(kind, to_stage))].put(micro_batch,
+                                                                    std::move(payload));
+}
+
+Transport::Wait InProcessTransport::take(TransferKind kind, int to_stage, int micro_batch,
+                                         Clock::time_point deadline,
+                                         const std::atomic<bool>& aborted, Matrix& out) {
+  return channels_[static_cast<std::size_t>(route_id(kind, to_stage))].take(micro_batch, deadline,
+                                                                            aborted, out);
+}
+
+void InProcessTransport::wake_all() {
+  for (Channel& c : channels_) c.wake_all();
+}
+
+std::string InProcessTransport::device_name(int device) const {
+  return "device " + std::to_string(device) + " (cpu thread)";
+}
+
+}  // namespace pipescope::exec

@@ -1,0 +1,179 @@
+// `pipescope run PLAN --backend mpi` under mpirun as a user launches it: the same
+// losses as the threaded backend, rank 0 alone prints and traces, and a rank that
+// fails, stalls or dies ends the whole job with a non-zero status naming the
+// rank (and the op, when the rank can still speak). Skipped where pipescope was
+// built without MPI.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+using pipescope::testing::CliResult;
+using pipescope::testing::run;
+using pipescope::testing::run_under;
+using pipescope::testing::slurp;
+namespace fs = std::filesystem;
+
+// cpu-small cut down, so that the jobs stay quick under the sanitizers.
+const std::string kTiny =
+    " --set model.layers=2 --set model.d_model=16 --set model.heads=2 --set model.seq_len=8";
+
+fs::path temp(const std::string& name) {
+  return fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+}
+
+#ifdef PIPESCOPE_MPIEXEC
+// `timeout` turns a hung job into a failure (status 124) rather than a hung
+// test; --allow-run-as-root for CI, --oversubscribe for more ranks than cores.
+// Under AddressSanitizer, leak checking is off in the MPI processes: OpenMPI
+// leaves allocations to exit in components it dlclose()s, which LeakSanitizer
+// cannot attribute (tests/CMakeLists.txt).
+std::string mpirun(int ranks) {
+  return "ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" timeout 120 " +
+         std::string(PIPESCOPE_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
+         std::to_string(ranks);
+}
+#endif
+
+class MpiCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef PIPESCOPE_MPIEXEC
+    GTEST_SKIP() << "pipescope was built without MPI (PIPESCOPE_WITH_MPI found no OpenMPI)";
+#else
+    const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+    plan_ = temp("mpi_plan.json");
+    ASSERT_EQ(run("plan " + small + kTiny + " -K 2 -M 4 -o " + plan_.string()).status, 0);
+#endif
+  }
+  void TearDown() override {
+    fs::remove(plan_);
+  }
+  fs::path plan_;
+};
+
+#ifdef PIPESCOPE_MPIEXEC
+TEST_F(MpiCli, RunMatchesTheThreadedBackend) {
+  const fs::path trace = temp("mpi_trace.json");
+  const CliResult threads = run("run " + plan_.string() + " --steps 3 --json");
+  ASSERT_EQ(threads.status, 0) << threads.err;
+  const CliResult mpi =
+      run_under(mpirun(2), "run " + plan_.string() + " --backend mpi --steps 3 --json --trace " +
+                               trace.string());
+  ASSERT_EQ(mpi.status, 0) << mpi.err;
+  // One JSON document: rank 1 prints nothing.
+  const nlohmann::json want = nlohmann::json::parse(threads.out);
+  const nlohmann::json got = nlohmann::json::parse(mpi.out);
+  ASSERT_EQ(got["losses"].size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double w = want["losses"][i].get<double>();
+    EXPECT_NEAR(got["losses"][i].get<double>(), w, 1e-6 * std::abs(w)) << "step " << i;
+  }
+  // The trace has both devices' ops, named by rank.
+  const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
+  int forwards[2] = {0, 0};
+  std::string names;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"].get<std::string>().rfind("F", 0) == 0 &&
+        e["tid"].get<int>() % 3 == 0) {
+      ++forwards[e["pid"].get<int>() % 2];
+    }
+    if (e["ph"] == "M" && e["name"] == "process_name") names += e["args"]["name"].dump();
+  }
+  EXPECT_EQ(forwards[0], 4);
+  EXPECT_EQ(forwards[1], 4);
+  EXPECT_NE(names.find("rank 1"), std::string::npos) << names;
+  fs::remove(trace);
+}
+
+TEST_F(MpiCli, AStageThatThrowsEndsTheJobNamingRankAndOp) {
+  const CliResult r =
+      run_under(mpirun(2),
+                "run " + plan_.string() + " --backend mpi --steps 2 --inject-fault 'throw:B(1,2)'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("rank 1 of 2: stage 1 failed in B(1,2): injected fault"), std::string::npos)
+      << r.err;
+}
+
+TEST_F(MpiCli, AStalledStageTripsTheWatchdogOfItsNeighbour) {
+  // Rank 1 never runs F(1,1): rank 0's B waits for a gradient that never comes.
+  const CliResult r = run_under(
+      mpirun(2), "run " + plan_.string() +
+                     " --backend mpi --steps 1 --watchdog 1500 --inject-fault 'stall:F(1,1)'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("rank 0 of 2: pipeline stalled (watchdog 1500 ms): device 0 waits in B(0,"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(MpiCli, AKilledRankEndsTheJob) {
+  const CliResult r = run_under(
+      mpirun(2), "run " + plan_.string() + " --backend mpi --steps 1 --inject-fault 'kill:F(1,0)'");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, 124) << "the job hung";
+  EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+}
+
+TEST_F(MpiCli, TheWrongNumberOfProcessesIsRefusedOnce) {
+  const CliResult r = run_under(mpirun(3), "run " + plan_.string() + " --backend mpi --steps 1");
+  EXPECT_EQ(r.status, 1) << r.err;
+  const std::string want =
+      "the plan runs on 2 devices but this MPI job has 3 processes; start it "
+      "with mpirun -np 2";
+  const std::size_t at = r.err.find(want);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed by more than one rank";
+}
+// profile --backend mpi measures the layers and the MPI transport; compare
+// --backend mpi predicts from that profile (or one it measures itself) and
+// runs the plan over MPI.
+TEST_F(MpiCli, ProfilesTheMpiTransportAndComparesAgainstIt) {
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const fs::path profile = temp("mpi_profile.json");
+  const CliResult p = run_under(mpirun(2), "profile " + small + kTiny + " --backend mpi -o " +
+                                               profile.string() + " --batch-sizes 4 --repeats 2");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.out.find("Transport  MPI point-to-point between two processes"), std::string::npos)
+      << p.out;
+  const nlohmann::json doc = nlohmann::json::parse(slurp(profile));
+  EXPECT_EQ(doc["backend"], "mpi");
+  EXPECT_GT(doc["transport"]["bandwidth"].get<double>(), 0.0);
+  EXPECT_GE(doc["transport"]["latency_s"].get<double>(), 0.0);
+
+  for (const std::string& with : {" --profile " + profile.string(), std::string()}) {
+    const CliResult c =
+        run_under(mpirun(2), "compare " + plan_.string() +
+                                 " --backend mpi --steps 4 --warmup 1 --json" + with);
+    ASSERT_EQ(c.status, 0) << with << ": " << c.err;
+    const nlohmann::json j = nlohmann::json::parse(c.out);  // rank 0 alone prints
+    EXPECT_EQ(j["K"], 2);
+    EXPECT_EQ(j["measured_steps"], 3);
+    const double predicted = j["predicted_step_time_s"].get<double>();
+    const double measured = j["measured_step_time_s"].get<double>();
+    EXPECT_GT(predicted, 0.0);
+    EXPECT_GT(measured, 0.0);
+    EXPECT_NEAR(j["relative_error"].get<double>(), (predicted - measured) / measured, 1e-9);
+    EXPECT_EQ(j["stages"].size(), 2u);
+  }
+  fs::remove(profile);
+}
+
+TEST_F(MpiCli, ProfilingTheTransportNeedsTwoProcesses) {
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const CliResult r = run_under(mpirun(1), "profile " + small + " --backend mpi -o /dev/null");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("start it with mpirun -np 2"), std::string::npos) << r.err;
+}
+#else
+TEST_F(MpiCli, RunMatchesTheThreadedBackend) {}
+#endif
+
+}  // namespace
