@@ -14,6 +14,7 @@
 #include "cli/plan_command.h"
 #include "cli/profile_command.h"
 #include "cli/run_command.h"
+#include "cli/selftest_command.h"
 #include "cli/simulate_command.h"
 #include "cli/sweep_command.h"
 #include "cli/validate_command.h"
@@ -22,7 +23,8 @@
 namespace {
 
 // Exit statuses: 0 success, 1 bad input or configuration, 2 command-line usage
-// (CLI11's own codes are mapped to it), 3 internal error (a bug).
+// (CLI11's own codes are mapped to it), 3 internal error (a bug), 4 the
+// hardware a selftest checks is not there (cli/selftest_command.h).
 constexpr int kExitBadInput = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitInternal = 3;
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   cli::ProfileOptions profiling;
   cli::CompareOptions comparing;
   cli::ValidateOptions validating;
+  cli::SelftestOptions selftesting;
   CLI::App* simulate_cmd = cli::add_simulate_command(app, simulate);
   CLI::App* plan_cmd = cli::add_plan_command(app, plan);
   CLI::App* sweep_cmd = cli::add_sweep_command(app, sweep);
@@ -53,6 +56,7 @@ int main(int argc, char** argv) {
   CLI::App* profile_cmd = cli::add_profile_command(app, profiling);
   CLI::App* compare_cmd = cli::add_compare_command(app, comparing);
   CLI::App* validate_cmd = cli::add_validate_command(app, validating);
+  CLI::App* selftest_cmd = cli::add_selftest_command(app, selftesting);
 
   try {
     app.parse(argc, argv);
@@ -71,6 +75,7 @@ int main(int argc, char** argv) {
     if (profile_cmd->parsed()) return cli::run_profile(profiling);
     if (compare_cmd->parsed()) return cli::run_compare(comparing);
     if (validate_cmd->parsed()) return cli::run_validate(validating);
+    if (selftest_cmd->parsed()) return cli::run_selftest(selftesting);
   } catch (const pipescope::InternalError& e) {
     std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
     return kExitInternal;

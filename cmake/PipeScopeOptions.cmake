@@ -1,11 +1,18 @@
 # Warnings, sanitizers and the AUTO/ON/OFF resolution of the optional parts.
 
 add_library(pipescope_warnings INTERFACE)
+# C++ sources get the full set; CUDA sources pass the common ones to their host
+# compiler (nvcc knows none of them itself).
 target_compile_options(pipescope_warnings INTERFACE
-  $<$<CXX_COMPILER_ID:GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>)
+  $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 
+# Sanitizers instrument the C++ code; CUDA sources (device code, and their host
+# side compiled by nvcc) are left as they are.
 if(PIPESCOPE_SANITIZE)
-  add_compile_options(-fsanitize=${PIPESCOPE_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${PIPESCOPE_SANITIZE}>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>)
   add_link_options(-fsanitize=${PIPESCOPE_SANITIZE})
 endif()
 
@@ -60,4 +67,4 @@ endif()
 pipescope_resolve_option(PIPESCOPE_WITH_MPI _mpi_found "OpenMPI")
 
 message(STATUS "PipeScope: CUDA ${PIPESCOPE_WITH_CUDA_ENABLED}, GUI ${PIPESCOPE_WITH_GUI_ENABLED}, MPI ${PIPESCOPE_WITH_MPI_ENABLED}"
-               " (the CUDA backend is not in this version yet)")
+               " (CUDA: kernels and selftest; the CUDA runtime backend is not in this version yet)")

@@ -1,0 +1,78 @@
+#include "cli/selftest_command.h"
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#ifdef PIPESCOPE_HAVE_CUDA
+#include "exec/cuda/gpu.h"
+#include "exec/cuda/selftest.h"
+#endif
+
+namespace pipescope::cli {
+
+CLI::App* add_selftest_command(CLI::App& app, SelftestOptions& o) {
+  CLI::App* cmd = app.add_subcommand(
+      "selftest",
+      "Check the GPU backend on this machine: every CUDA kernel against the CPU reference on "
+      "random data, within fp32 tolerances. Exit status 0: all pass; 1: a kernel is off; 4: no "
+      "GPU is visible (nothing was checked)");
+  cmd->add_option("--backend", o.backend, "What to check")
+      ->check(CLI::IsMember({"cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the random data")->capture_default_str();
+  cmd->add_flag("--json", o.json, "Print the checks as JSON");
+  return cmd;
+}
+
+int run_selftest(const SelftestOptions& o) {
+#ifndef PIPESCOPE_HAVE_CUDA
+  (void)o;
+  throw std::invalid_argument(
+      "selftest --backend cuda: this pipescope was built without CUDA (configure with "
+      "-DPIPESCOPE_WITH_CUDA=ON and the CUDA toolkit in /usr/local/cuda)");
+#else
+  const exec::cuda::GpuAvailability gpus = exec::cuda::visible_gpus();
+  if (gpus.devices == 0) {
+    if (o.json) {
+      std::cout << nlohmann::json{{"gpus", 0},
+                                  {"reason", gpus.reason},
+                                  {"checks", nlohmann::json::array()}}
+                       .dump(2)
+                << "\n";
+    }
+    std::cerr << "pipescope selftest: " << gpus.reason << "; nothing was checked\n";
+    return kExitNoDevice;
+  }
+  const std::vector<exec::cuda::KernelCheck> checks = exec::cuda::check_kernels(o.seed);
+  bool all = true;
+  for (const auto& c : checks) all = all && c.ok();
+  if (o.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& c : checks) {
+      list.push_back({{"kernel", c.kernel},
+                      {"max_error", c.max_error},
+                      {"tolerance", c.tolerance},
+                      {"ok", c.ok()}});
+    }
+    std::cout << nlohmann::json{{"gpus", gpus.devices}, {"checks", list}, {"ok", all}}.dump(2)
+              << "\n";
+    return all ? 0 : 1;
+  }
+  std::printf("CUDA kernels against the CPU reference (%d GPU%s visible, GPU 0 used)\n\n",
+              gpus.devices, gpus.devices == 1 ? "" : "s");
+  std::printf("%-36s %12s %12s\n", "kernel", "max error", "tolerance");
+  for (const auto& c : checks) {
+    std::printf("%-36s %12.3g %12.3g  %s\n", c.kernel.c_str(), c.max_error, c.tolerance,
+                c.ok() ? "ok" : "FAILED");
+  }
+  std::printf("\n%s\n", all ? "All kernels match the CPU reference."
+                            : "Some kernels do not match the CPU reference.");
+  return all ? 0 : 1;
+#endif
+}
+
+}  // namespace pipescope::cli
