@@ -141,6 +141,7 @@ int run_compare(const CompareOptions& o) {
         p.batch_sizes = {plan.micro_batch_size};
         p.seed = o.seed;
         p.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
+        p.measure_threads = !mpi;  // measure_mpi_machine measures the ranks instead
         try {
           profiler = std::make_unique<exec::ModelProfiler>(model, p);
         } catch (const std::invalid_argument& e) {
@@ -164,15 +165,7 @@ int run_compare(const CompareOptions& o) {
         Profile measured;
         if (rank == 0) measured = profiler->finish();
 #ifdef PIPESCOPE_HAVE_MPI
-        if (mpi) {
-          exec::MpiSession::wait_for_all();
-          const exec::TransportFigures tr = exec::profile_mpi_transport(200);
-          measured.concurrency_slowdown =
-              exec::measure_mpi_concurrency_slowdown(model, plan.micro_batch_size, o.seed);
-          measured.backend = "mpi";
-          measured.transport_latency_s = tr.latency_s;
-          measured.transport_bandwidth = tr.bandwidth;
-        }
+        if (mpi) exec::measure_mpi_machine(measured, model, plan.micro_batch_size, o.seed);
 #endif
         if (rank != 0) continue;
         profile = std::make_shared<const Profile>(std::move(measured));

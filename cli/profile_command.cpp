@@ -98,19 +98,14 @@ int run_profile_mpi(const ProfileOptions& o) {
     }
     scenario = load(o.scenario);
     p = profile_options(o, *scenario);
+    p.measure_threads = false;  // measure_mpi_machine measures the ranks instead
   } catch (const std::exception& e) {
     return job.input_error(e);
   }
   Profile profile;
   try {
     if (job.rank() == 0) profile = measure(o, *scenario, p);
-    exec::MpiSession::wait_for_all();
-    const exec::TransportFigures tr = exec::profile_mpi_transport(200);
-    profile.concurrency_slowdown =
-        exec::measure_mpi_concurrency_slowdown(scenario->model, p.batch_sizes.back(), o.seed);
-    profile.backend = "mpi";
-    profile.transport_latency_s = tr.latency_s;
-    profile.transport_bandwidth = tr.bandwidth;
+    exec::measure_mpi_machine(profile, scenario->model, p.batch_sizes.back(), o.seed);
     if (job.rank() == 0) write_profile_file(o.output, profile);
   } catch (const std::exception& e) {
     job.rank_error(e);

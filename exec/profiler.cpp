@@ -359,6 +359,7 @@ Profile ModelProfiler::finish() {
       0, t_small -
              static_cast<SimTime>(p.optimizer_ns_per_param * static_cast<double>(smallest_count)));
 
+  if (!st.options.measure_threads) return p;
   const TransportFigures tr = profile_transport(200);
   p.transport_latency_s = tr.latency_s;
   p.transport_bandwidth = tr.bandwidth;

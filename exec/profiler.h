@@ -33,6 +33,10 @@ struct ProfileOptions {
   Optimizer optimizer = Optimizer::kAdam;
   // Called after each measurement with (done, total).
   std::function<void(std::size_t, std::size_t)> progress;
+  // Whether finish() measures the in-process channel and the threads'
+  // concurrency slowdown; off for callers that measure their own (the MPI
+  // backend: measure_mpi_machine).
+  bool measure_threads = true;
 };
 
 // Throws std::invalid_argument for models the executor cannot build

@@ -432,4 +432,14 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
   return out;
 }
 
+void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
+                         std::uint64_t seed) {
+  MpiSession::wait_for_all();
+  const TransportFigures tr = profile_mpi_transport(200);
+  profile.concurrency_slowdown = measure_mpi_concurrency_slowdown(spec, batch, seed);
+  profile.backend = "mpi";
+  profile.transport_latency_s = tr.latency_s;
+  profile.transport_bandwidth = tr.bandwidth;
+}
+
 }  // namespace pipescope::exec

@@ -105,4 +105,11 @@ TransportFigures profile_mpi_transport(int round_trips);
 std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
                                                      std::uint64_t seed);
 
+// What a profile of the MPI backend measures beyond the layers: after the
+// other ranks have waited (sleeping) for rank 0, the MPI transport and the
+// ranks' concurrency slowdown at `batch`, written into `profile` with backend
+// "mpi". Every rank calls it; rank 0's profile is the one to keep.
+void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
+                         std::uint64_t seed);
+
 }  // namespace pipescope::exec
