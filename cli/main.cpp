@@ -2,6 +2,9 @@
 // Subcommands parse their options here and call the library; every error becomes
 // one sentence on stderr and a non-zero exit status.
 
+#include <signal.h>
+
+#include <csignal>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -19,6 +22,7 @@
 #include "cli/sweep_command.h"
 #include "cli/validate_command.h"
 #include "costmodels/check.h"
+#include "sim/cancel.h"
 
 namespace {
 
@@ -28,6 +32,28 @@ namespace {
 constexpr int kExitBadInput = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitInternal = 3;
+constexpr int kExitInterrupted = 128 + SIGINT;  // what shells report for Ctrl-C
+
+// Ctrl-C or SIGTERM asks long work to stop (sim/cancel.h): workers finish their
+// current job or op, nothing is written, and the program exits 130. A second one
+// ends the program at once, the default way.
+extern "C" void on_stop_signal(int sig) {
+  if (pipescope::cancel_requested()) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  pipescope::request_cancel();
+}
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
 
 }  // namespace
 
@@ -65,6 +91,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
+  install_stop_handlers();
   try {
     if (simulate_cmd->parsed()) return cli::run_simulate(simulate);
     if (plan_cmd->parsed()) return cli::run_plan(plan);
@@ -76,6 +103,9 @@ int main(int argc, char** argv) {
     if (compare_cmd->parsed()) return cli::run_compare(comparing);
     if (validate_cmd->parsed()) return cli::run_validate(validating);
     if (selftest_cmd->parsed()) return cli::run_selftest(selftesting);
+  } catch (const pipescope::Cancelled&) {
+    std::cerr << "pipescope: interrupted\n";
+    return kExitInterrupted;
   } catch (const pipescope::InternalError& e) {
     std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
     return kExitInternal;

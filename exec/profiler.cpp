@@ -15,6 +15,7 @@
 #include "exec/models.h"
 #include "exec/optimizer.h"
 #include "exec/plan_runner.h"
+#include "sim/cancel.h"
 
 namespace pipescope::exec {
 
@@ -68,6 +69,7 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
   out.recompute.resize(L);
   out.weight.resize(L);
   for (int pass = 0; pass < passes; ++pass) {
+    throw_if_cancelled();
     Matrix x = input;
     for (std::size_t l = 0; l < L; ++l) {
       Stash stash;
@@ -372,6 +374,7 @@ Profile profile_model(const ModelSpec& spec, const ProfileOptions& o) {
   ModelProfiler profiler(spec, o);
   const std::size_t total = static_cast<std::size_t>(o.repeats) + 1;
   for (int r = 0; r < o.repeats; ++r) {
+    throw_if_cancelled();
     profiler.measure_pass();
     if (o.progress) o.progress(static_cast<std::size_t>(r) + 1, total);
   }

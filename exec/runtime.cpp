@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,7 @@
 #endif
 
 #include "exec/transport.h"
+#include "sim/cancel.h"
 
 namespace pipescope::exec {
 
@@ -108,19 +110,28 @@ class StepRun {
   }
 
   StepResult run() {
+    throw_if_cancelled();
     local_ = transport_.local_devices(sched_.devices());
     transport_.begin_step(sched_);
     t0_ = Clock::now();
     std::vector<std::thread> workers;
     workers.reserve(local_.size());
+    running_ = local_.size();
     try {
-      for (const int d : local_) workers.emplace_back([this, d] { run_device(d); });
+      for (const int d : local_) {
+        workers.emplace_back([this, d] {
+          run_device(d);
+          worker_done();
+        });
+      }
     } catch (...) {
       abort_step();
       for (std::thread& w : workers) w.join();
       throw;
     }
+    watch_for_cancel();
     for (std::thread& w : workers) w.join();
+    if (cancelled_.load()) throw Cancelled();
     if (error_) throw *error_;
     return result();
   }
@@ -145,6 +156,35 @@ class StepRun {
     abort_step();
   }
 
+  void worker_done() {
+    {
+      std::lock_guard lock(running_mu_);
+      --running_;
+    }
+    running_cv_.notify_all();
+  }
+
+  // Each worker looks for a stop request (Ctrl-C) before its ops; the calling
+  // thread, idle while they run, looks too, for the workers that wait for a
+  // payload: either aborts the step, so every worker stops after its current op
+  // and the waiting ones wake at once.
+  void watch_for_cancel() {
+    std::unique_lock lock(running_mu_);
+    while (running_ > 0) {
+      if (cancel_requested()) {
+        lock.unlock();
+        cancel();
+        return;
+      }
+      running_cv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+  }
+
+  void cancel() {
+    cancelled_.store(true);
+    abort_step();
+  }
+
   // Wakes every receiver.
   void abort_step() {
     aborted_.store(true);
@@ -157,6 +197,10 @@ class StepRun {
       for (const Op& op : sched_.device_ops[static_cast<std::size_t>(d)]) {
         current = op;
         if (aborted_.load()) return;
+        if (cancel_requested()) {
+          cancel();
+          return;
+        }
         set_status(d, DeviceStatus::State::kRunning, op);
         if (options_.before_op) options_.before_op(d, op);
         run_op(d, op);
@@ -454,6 +498,10 @@ class StepRun {
   Transport& transport_;
   std::vector<int> local_;  // the devices this process runs
   std::atomic<bool> aborted_{false};
+  std::mutex running_mu_;
+  std::condition_variable running_cv_;
+  std::size_t running_ = 0;             // workers still in run_device
+  std::atomic<bool> cancelled_{false};  // the step was stopped on request
   std::mutex status_mu_;
   std::vector<DeviceStatus> status_;
   std::mutex error_mu_;

@@ -82,8 +82,9 @@ class PipelineRuntime {
   // thread per device, all joined before it returns or throws. Throws
   // StageError when a stage fails or the watchdog fires; the gradients are then
   // zeroed (stages whose optimizer op already ran keep their update), so the
-  // runtime can step again. Throws std::invalid_argument for malformed
-  // micro-batches.
+  // runtime can step again. A stop request (sim/cancel.h) ends the step the same
+  // way, each worker after its current op, with Cancelled. Throws
+  // std::invalid_argument for malformed micro-batches.
   StepResult step(const std::vector<MicroBatch>& micro_batches);
 
   const std::vector<LayerList>& stages() const { return stages_; }

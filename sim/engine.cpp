@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "costmodels/check.h"
+#include "sim/cancel.h"
 #include "sim/event_queue.h"
 
 namespace pipescope {
@@ -77,7 +78,10 @@ class Engine {
 
   EngineResult run() {
     for (std::size_t d = 0; d < devices_.size(); ++d) try_start(static_cast<int>(d));
+    std::uint32_t events = 0;
     while (!queue_.empty()) {
+      // A million-op schedule runs for seconds: look for Ctrl-C now and then.
+      if ((++events & 0xFFFFu) == 0) throw_if_cancelled();
       const Event e = queue_.pop();
       now_ = e.time;
       if (e.kind == kComputeDone) {

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "sim/cancel.h"
+
 namespace pipescope {
 
 void write_file_atomically(const std::filesystem::path& path,
@@ -16,6 +18,11 @@ void write_file_atomically(const std::filesystem::path& path,
     if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
     write(out);
     out.flush();
+    if (cancel_requested()) {  // Ctrl-C while writing: the file stays as it was
+      out.close();
+      std::filesystem::remove(tmp, ignored);
+      throw Cancelled();
+    }
     if (!out) {
       out.close();
       std::filesystem::remove(tmp, ignored);

@@ -11,11 +11,15 @@
 #include <thread>
 #include <vector>
 
+#include "sim/cancel.h"
+
 namespace pipescope {
 
 // Calls job(i) for i in [0, n) on `threads` threads (0: one per core) and
 // progress(done, n) after each, from whichever thread finished it, one at a time.
-// Rethrows the first exception a job threw, after all threads have stopped.
+// Rethrows the first exception a job threw, after all threads have stopped. A
+// stop request (sim/cancel.h) ends the workers after their current job and
+// throws Cancelled.
 inline void parallel_for(std::size_t n, unsigned threads,
                          const std::function<void(std::size_t)>& job,
                          const std::function<void(std::size_t, std::size_t)>& progress = {}) {
@@ -28,7 +32,7 @@ inline void parallel_for(std::size_t n, unsigned threads,
   std::exception_ptr error;
   const auto worker = [&] {
     for (;;) {
-      if (failed) return;
+      if (failed || cancel_requested()) return;
       const std::size_t i = next++;
       if (i >= n) return;
       try {
@@ -49,6 +53,7 @@ inline void parallel_for(std::size_t n, unsigned threads,
   worker();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+  throw_if_cancelled();
 }
 
 }  // namespace pipescope

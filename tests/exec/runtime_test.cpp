@@ -13,10 +13,12 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "exec/runtime.h"
+#include "sim/cancel.h"
 #include "sim/partition.h"
 
 namespace pipescope::exec {
@@ -492,6 +494,71 @@ TEST(RuntimeFaults, WatchdogNamesEveryWaitingOp) {
   const Ms took = elapsed_since(start);
   EXPECT_GE(took, Ms(200));
   EXPECT_LT(took, Ms(5000));
+}
+
+// Clears the process-wide stop request around a test.
+struct CancelGuard {
+  CancelGuard() { reset_cancel(); }
+  ~CancelGuard() { reset_cancel(); }
+};
+
+// Ctrl-C in the middle of a step: the step ends with Cancelled (not a stage's
+// error), and after the request is cleared the runtime steps again from clean
+// gradients: the same loss and parameters as a runtime that never stopped.
+TEST(RuntimeCancel, StopRequestEndsTheStepAndLeavesNoPartialGradients) {
+  const CancelGuard guard;
+  std::atomic<bool> armed{true};
+  RuntimeOptions options;
+  options.watchdog = Ms(20000);
+  options.before_op = [&armed](int device, const Op& op) {
+    if (armed.load() && device == 1 && op == Op{OpKind::kBackward, 1, 1}) request_cancel();
+  };
+  PipelineRuntime rt(split(toy_model(8), 2), build_gpipe(2, 4, Remat::kNever), options);
+  EXPECT_THROW(rt.step(micro_batches(mini_batch(0), 4)), Cancelled);
+  // Still requested: the next step does not start.
+  EXPECT_THROW(rt.step(micro_batches(mini_batch(0), 4)), Cancelled);
+
+  armed = false;
+  reset_cancel();
+  PipelineRuntime fresh(split(toy_model(8), 2), build_gpipe(2, 4, Remat::kNever), RuntimeOptions{});
+  const StepResult a = rt.step(micro_batches(mini_batch(0), 4));
+  const StepResult b = fresh.step(micro_batches(mini_batch(0), 4));
+  EXPECT_EQ(a.loss, b.loss);
+  for (std::size_t s = 0; s < 2; ++s) {
+    for (std::size_t l = 0; l < rt.stages()[s].size(); ++l) {
+      const std::vector<Param*> pa = rt.stages()[s][l]->params();
+      const std::vector<Param*> pb = fresh.stages()[s][l]->params();
+      ASSERT_EQ(pa.size(), pb.size());
+      for (std::size_t i = 0; i < pa.size(); ++i) {
+        EXPECT_EQ(pa[i]->value, pb[i]->value) << "stage " << s << " layer " << l;
+      }
+    }
+  }
+}
+
+// A device waiting for a payload that never comes (a missing F) is woken by a
+// stop request from another thread long before its watchdog.
+TEST(RuntimeCancel, WakesDevicesThatWaitForAPayload) {
+  const CancelGuard guard;
+  Schedule sched = build_gpipe(2, 4, Remat::kNever);
+  std::vector<Op>& dev0 = sched.device_ops[0];
+  dev0.erase(std::find(dev0.begin(), dev0.end(), Op{OpKind::kForward, 0, 2}));  // never sent
+  RuntimeOptions options;
+  options.watchdog = Ms(60000);
+  PipelineRuntime rt(split(toy_model(8), 2), sched, options);
+  std::thread ctrl_c([] {
+    std::this_thread::sleep_for(Ms(100));
+    request_cancel();
+  });
+  try {
+    rt.step(micro_batches(mini_batch(0), 4));
+    ADD_FAILURE() << "step() did not throw";
+  } catch (const Cancelled& e) {
+    EXPECT_STREQ(e.what(), "interrupted");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected Cancelled, got: " << e.what();
+  }
+  ctrl_c.join();
 }
 
 TEST(RuntimeErrors, BadInputsAreRejected) {
