@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "costmodels/profile.h"
 #include "sim/format.h"
 
 namespace pipescope::cli {
 namespace {
+
+// Up to this many devices the bubble line lists each one's.
+constexpr std::size_t kListedDevices = 16;
 
 std::string pad(std::string s, std::size_t width, bool right = true) {
   if (s.size() >= width) return s;
@@ -93,7 +97,17 @@ void print_totals(std::ostream& out, const SimResult& r) {
   if (m.tokens_per_s != m.samples_per_s) out << ", " << format_count(m.tokens_per_s) << " tokens/s";
   out << "\n";
   out << "Bubble         " << format_percent(m.bubble_fraction) << " (per device:";
-  for (const DeviceMetrics& d : m.devices) out << " " << format_percent(d.bubble_fraction);
+  if (m.devices.size() <= kListedDevices) {
+    for (const DeviceMetrics& d : m.devices) out << " " << format_percent(d.bubble_fraction);
+  } else {
+    // Hundreds of figures say less than their range.
+    std::vector<double> b;
+    b.reserve(m.devices.size());
+    for (const DeviceMetrics& d : m.devices) b.push_back(d.bubble_fraction);
+    std::sort(b.begin(), b.end());
+    out << " " << format_percent(b.front()) << " to " << format_percent(b.back()) << ", median "
+        << format_percent(b[b.size() / 2]);
+  }
   out << ")\n";
   out << "MFU            " << format_percent(m.mfu) << "\n";
   out << "Communication  " << format_seconds(simtime_to_seconds(m.comm_time)) << " of link time";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -107,6 +108,29 @@ TEST(SimulateCli, TableNamesEveryStageAndTheTotals) {
   EXPECT_NE(r.out.find("Bubble"), std::string::npos);
   EXPECT_NE(r.out.find("peak memory / capacity"), std::string::npos);
   EXPECT_NE(r.out.find("K=2"), std::string::npos);
+}
+
+// Up to 16 devices the bubble line lists each; beyond, their range and median.
+TEST(SimulateCli, BubbleLineListsFewDevicesAndSummarisesMany) {
+  const CliResult few = run("simulate " + kDemo + " -K 2");
+  ASSERT_EQ(few.status, 0) << few.err;
+  EXPECT_TRUE(std::regex_search(few.out, std::regex(R"(\(per device: [0-9.]+ % [0-9.]+ %\)\n)")))
+      << few.out;
+  const CliResult many = run("simulate " + std::string(PIPESCOPE_SOURCE_DIR) +
+                             "/scenarios/gpt3-175b-1024.json -K 32 -M 64 --partition uniform");
+  ASSERT_EQ(many.status, 0) << many.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      many.out, m,
+      std::regex(
+          R"(Bubble +[0-9.]+ % \(per device: ([0-9.]+) % to ([0-9.]+) %, median ([0-9.]+) %\)\n)")))
+      << many.out;
+  const double low = std::stod(m[1].str());
+  const double high = std::stod(m[2].str());
+  const double median = std::stod(m[3].str());
+  EXPECT_LT(low, high);  // the first and last stages idle differently
+  EXPECT_LE(low, median);
+  EXPECT_LE(median, high);
 }
 
 TEST(SimulateCli, WritesATraceOfEveryOp) {
