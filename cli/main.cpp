@@ -5,9 +5,12 @@
 #include <signal.h>
 
 #include <csignal>
+#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <new>
+#include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -44,6 +47,30 @@ extern "C" void on_stop_signal(int sig) {
     return;
   }
   pipescope::request_cancel();
+}
+
+// An error quotes what the user wrote, which may hold a newline or other control
+// characters: escaped, so the message stays one line.
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 void install_stop_handlers() {
@@ -107,14 +134,14 @@ int main(int argc, char** argv) {
     std::cerr << "pipescope: interrupted\n";
     return kExitInterrupted;
   } catch (const pipescope::InternalError& e) {
-    std::cerr << "pipescope: internal error (please report): " << e.what() << "\n";
+    std::cerr << "pipescope: internal error (please report): " << one_line(e.what()) << "\n";
     return kExitInternal;
   } catch (const std::bad_alloc&) {
     std::cerr << "pipescope: error: out of memory; try a smaller K, M or model\n";
     return kExitBadInput;
   } catch (const std::exception& e) {
     // ScenarioError, ConfigError and I/O errors already read as one sentence.
-    std::cerr << "pipescope: error: " << e.what() << "\n";
+    std::cerr << "pipescope: error: " << one_line(e.what()) << "\n";
     return kExitBadInput;
   }
   return kExitUsage;

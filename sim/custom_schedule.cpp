@@ -33,8 +33,10 @@ std::string_view trim(std::string_view s) {
 }
 
 // Digits at the front of `s` as a number below `limit`, consumed; nothing when
-// there are none or the number is too large.
+// there are none (a sign is not a digit: "-1F0" would index below the tables)
+// or the number is too large.
 std::optional<int> take_number(std::string_view& s, int limit) {
+  if (s.empty() || s.front() < '0' || s.front() > '9') return std::nullopt;
   int value = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || end == s.data() || value >= limit) return std::nullopt;
@@ -279,11 +281,13 @@ CustomSchedule parse_schedule_csv(const std::string& text, const std::string& fi
       line.remove_prefix(comma + 1);
     }
   }
-  return reader.finish();
+  CustomSchedule out = reader.finish();
+  out.file = file;
+  return out;
 }
 
 CustomSchedule read_schedule_csv(const std::filesystem::path& file) {
-  return parse_schedule_csv(json_io::read_text_file(file, "schedule file"), file.string());
+  return parse_schedule_csv(json_io::read_text_file(file, file.string()), file.string());
 }
 
 CustomSchedule custom_from_actions(const std::vector<std::vector<std::string>>& cells,
@@ -299,7 +303,9 @@ CustomSchedule custom_from_actions(const std::vector<std::vector<std::string>>& 
       }
     }
   }
-  return reader.finish();
+  CustomSchedule out = reader.finish();
+  out.file = file;
+  return out;
 }
 
 std::vector<std::vector<std::string>> action_names(const CustomSchedule& c) {

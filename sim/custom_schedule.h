@@ -31,6 +31,7 @@ struct CustomSchedule {
   int stages = 0;         // K x v
   int micro_batches = 0;  // M
   bool split = false;     // I and W rather than B
+  std::string file;       // where it was read from, for errors about its K and M
 
   int devices() const { return static_cast<int>(ranks.size()); }
   int chunks() const { return devices() == 0 ? 0 : stages / devices(); }

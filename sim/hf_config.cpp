@@ -19,7 +19,7 @@ using namespace json_io;
 
 namespace {
 
-constexpr IntRange kLayerCount{1, 1 << 20};
+constexpr IntRange kLayerCount{1, 1 << 14};  // as sim/scenario_io.cpp
 
 // Model types whose MLP is gated (SwiGLU or GeGLU: gate, up and down matrices).
 constexpr std::array<std::string_view, 12> kGatedTypes = {
@@ -106,12 +106,12 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
   TransformerParams p;
   const std::optional<Found> hidden_key = find_any(r, {"hidden_size", "n_embd"});
   if (!hidden_key) fail_missing(r, {"hidden_size", "n_embd"});
-  p.d_model = integer_of(r, *hidden_key, kPositiveSmallInt);
+  p.d_model = integer_of(r, *hidden_key, kModelWidth);
   p.layers =
       static_cast<int>(required(r, {"num_hidden_layers", "n_layer", "num_layers"}, kLayerCount));
   const std::optional<Found> heads_key = find_any(r, {"num_attention_heads", "n_head"});
   if (!heads_key) fail_missing(r, {"num_attention_heads", "n_head"});
-  p.heads = integer_of(r, *heads_key, kPositiveSmallInt);
+  p.heads = integer_of(r, *heads_key, kModelWidth);
   if (p.d_model % p.heads != 0) {
     r.fail(heads_key->key, std::to_string(p.heads) + " heads do not divide " + hidden_key->key +
                                " " + std::to_string(p.d_model));
@@ -119,7 +119,7 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
 
   p.kv_heads = p.heads;
   if (const std::optional<Found> kv = find_any(r, {"num_key_value_heads"})) {
-    p.kv_heads = integer_of(r, *kv, kPositiveSmallInt);
+    p.kv_heads = integer_of(r, *kv, kModelWidth);
     if (p.kv_heads > p.heads || p.heads % p.kv_heads != 0) {
       r.fail(kv->key, std::to_string(p.kv_heads) + " key/value heads do not divide " +
                           std::to_string(p.heads) + " attention heads");
@@ -130,13 +130,13 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
   }
 
   const std::optional<Found> ff = find_any(r, {"intermediate_size", "n_inner", "ffn_dim"});
-  const std::int64_t inner = ff ? integer_of(r, *ff, kPositiveSmallInt) : 4 * p.d_model;
+  const std::int64_t inner = ff ? integer_of(r, *ff, kModelWidth) : 4 * p.d_model;
   const bool gated = contains(kGatedTypes, model_type) ||
                      (ff && ff->key == "intermediate_size" && (act == "silu" || act == "swish"));
   // Three h x i matrices as two of width 1.5i: same weights and FLOPs (see header).
   p.d_ff = gated ? (3 * inner + 1) / 2 : inner;
 
-  p.vocab = required(r, {"vocab_size"});
+  p.vocab = required(r, {"vocab_size"}, kModelLength);
   if (seq_len) {
     if (*seq_len <= 0) {
       throw ScenarioError(file, "",
@@ -148,7 +148,7 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
                                                      "n_ctx"};
     const std::optional<Found> f = find_any(r, keys);
     if (!f) fail_missing(r, keys, "; give a sequence length");
-    p.seq_len = integer_of(r, *f, kPositiveSmallInt);
+    p.seq_len = integer_of(r, *f, kModelLength);
   }
 
   p.dtype = read_dtype(r);

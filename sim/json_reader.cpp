@@ -1,10 +1,16 @@
 #include "sim/json_reader.h"
 
+#include "costmodels/check.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <sstream>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace pipescope::json_io {
 
@@ -63,16 +69,41 @@ std::int64_t as_int(const json& v, const Where& w, IntRange r) {
   return value;
 }
 
+namespace {
+
+// What each NumberRange accepts: (lo, hi], or [lo, hi] when lo is included.
+struct Bounds {
+  const char* expected;
+  double lo;
+  bool lo_included;
+  double hi;
+};
+
+Bounds bounds_of(NumberRange r) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  switch (r) {
+    case NumberRange::kPositive:
+      return {"a positive number", 0.0, false, kInf};
+    case NumberRange::kNonNegative:
+      return {"a non-negative number", 0.0, true, kInf};
+    case NumberRange::kFraction:
+      return {"a number in (0, 1]", 0.0, false, 1.0};
+    case NumberRange::kRate:
+      return {"a rate from 1 to 1e30 per second", 1.0, true, 1e30};
+    case NumberRange::kDuration:
+      return {"a duration from 0 to 3600 seconds", 0.0, true, 3600.0};
+  }
+  fail_check("NumberRange", __FILE__, __LINE__, "unknown range");
+}
+
+}  // namespace
+
 double as_number(const json& v, const Where& w, NumberRange r) {
-  const char* expected = r == NumberRange::kPositive      ? "a positive number"
-                         : r == NumberRange::kNonNegative ? "a non-negative number"
-                                                          : "a number in (0, 1]";
-  if (!v.is_number()) w.fail(std::string("expected ") + expected + ", got " + type_of(v));
+  const Bounds b = bounds_of(r);
+  if (!v.is_number()) w.fail(std::string("expected ") + b.expected + ", got " + type_of(v));
   const double d = v.get<double>();
-  const bool ok = std::isfinite(d) && (r == NumberRange::kPositive      ? d > 0.0
-                                       : r == NumberRange::kNonNegative ? d >= 0.0
-                                                                        : d > 0.0 && d <= 1.0);
-  if (!ok) w.fail(std::string("expected ") + expected + ", got " + describe(v));
+  const bool ok = std::isfinite(d) && (b.lo_included ? d >= b.lo : d > b.lo) && d <= b.hi;
+  if (!ok) w.fail(std::string("expected ") + b.expected + ", got " + describe(v));
   return d;
 }
 
@@ -180,9 +211,85 @@ class ErrorLocator : public nlohmann::json_sax<json> {
 
 }  // namespace
 
+// nlohmann keeps the last of two equal keys in an object; a hand-edited file that
+// says "layers" twice almost surely meant one of them, so the second is an
+// error. A SAX pass over a text that parsed finds it and its path.
+class DuplicateKeyFinder : public nlohmann::json_sax<json> {
+ public:
+  std::string duplicate;  // path of the repeated key, empty if none
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override {
+    frames_.push_back({true, {}, {}, 0});
+    return true;
+  }
+  bool key(string_t& k) override {
+    Frame& f = frames_.back();
+    f.key = k;
+    if (!f.keys.insert(k).second) {
+      duplicate = path();
+      return false;
+    }
+    return true;
+  }
+  bool end_object() override {
+    frames_.pop_back();
+    return value();
+  }
+  bool start_array(std::size_t) override {
+    frames_.push_back({false, {}, {}, 0});
+    return true;
+  }
+  bool end_array() override {
+    frames_.pop_back();
+    return value();
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool object = true;
+    std::set<std::string> keys;
+    std::string key;        // object: the current key
+    std::size_t index = 0;  // array: the current element
+  };
+  // A value ended: the enclosing array moves to its next element.
+  bool value() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+    return true;
+  }
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.object) {
+        out += (out.empty() ? "" : ".") + f.key;
+      } else {
+        out += "[" + std::to_string(f.index) + "]";
+      }
+    }
+    return out;
+  }
+  std::vector<Frame> frames_;
+};
+
 json parse_json(const std::string& text, const std::string& file) {
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_discarded()) return doc;
+  if (!doc.is_discarded()) {
+    DuplicateKeyFinder finder;
+    json::sax_parse(text, &finder);
+    if (!finder.duplicate.empty()) {
+      throw ScenarioError(file, finder.duplicate, "the key appears twice in its object");
+    }
+    return doc;
+  }
   ErrorLocator locator;
   json::sax_parse(text, &locator);
   // `position` counts the characters the lexer read, so the offending one is at index

@@ -45,8 +45,17 @@ inline constexpr IntRange kPositiveInt{1, kInt64Max};
 inline constexpr IntRange kNonNegativeInt{0, kInt64Max};
 // Counts held in `int`, and model dimensions, which the families multiply together.
 inline constexpr IntRange kPositiveSmallInt{1, std::numeric_limits<int>::max()};
+// Model dimensions, bounded far above any published model (the largest use widths
+// near 2^15 and contexts near 2^20) so that a typo is named at its field instead
+// of surfacing as an overflow of the model's products.
+inline constexpr IntRange kModelWidth{1, 1 << 20};     // d_model, d_ff, heads, filters
+inline constexpr IntRange kModelLength{1, 1 << 24};    // seq_len, vocab, classes
+inline constexpr IntRange kGlobalBatch{1, 1LL << 40};  // samples in one step
 
-enum class NumberRange { kPositive, kNonNegative, kFraction };
+// Rates (FLOP/s, bytes/s) from 1 to 1e30 per second, durations (latencies,
+// per-op overheads) from 0 to an hour.
+enum class NumberRange { kPositive, kNonNegative, kFraction, kRate, kDuration };
+
 
 // Integers written as floats (16e9) are accepted when they are exact.
 std::int64_t as_int(const nlohmann::json& v, const Where& w, IntRange r);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "costmodels/check.h"
+#include "sim/cancel.h"
 #include "sim/format.h"
 
 namespace pipescope {
@@ -155,7 +156,9 @@ std::optional<std::pair<V, std::vector<StageRange>>> dp_partition(int L, int K, 
   };
   best[at(0, 0)] = V{};
   for (int s = 1; s <= K; ++s) {
-    for (int j = s; j <= L - (K - s); ++j) {
+    throw_if_cancelled();
+    // The last stage ends at layer L - 1: only best[K][L] is wanted.
+    for (int j = s == K ? L : s; j <= L - (K - s); ++j) {
       V b = inf;
       int arg = -1;
       // The first stage starts at layer 0; stage s at s - 1 or later.

@@ -38,7 +38,9 @@ std::string compose(const std::string& file, const std::string& path, const std:
 }
 
 // Layers and devices each become entries in per-layer and per-device tables.
-constexpr IntRange kLayerCount{1, 1 << 20};
+// The optimal partitioner's search grows with the square of the layer count:
+// 16,384 layers (far beyond any published model) still cut in seconds.
+constexpr IntRange kLayerCount{1, 1 << 14};
 constexpr IntRange kDeviceCount{1, 1 << 20};
 
 DType read_dtype(ObjectReader& m) {
@@ -49,11 +51,11 @@ ModelSpec read_transformer(ObjectReader& m) {
   const std::string name = m.opt_string("name").value_or("transformer");
   TransformerParams p;
   p.layers = static_cast<int>(m.integer("layers", kLayerCount));
-  p.d_model = m.integer("d_model", kPositiveSmallInt);
-  p.d_ff = m.opt_integer("d_ff", kPositiveSmallInt).value_or(4 * p.d_model);
-  p.heads = m.integer("heads", kPositiveSmallInt);
-  p.seq_len = m.integer("seq_len", kPositiveSmallInt);
-  p.vocab = m.integer("vocab", kPositiveSmallInt);
+  p.d_model = m.integer("d_model", kModelWidth);
+  p.d_ff = m.opt_integer("d_ff", kModelWidth).value_or(4 * p.d_model);
+  p.heads = m.integer("heads", kModelWidth);
+  p.seq_len = m.integer("seq_len", kModelLength);
+  p.vocab = m.integer("vocab", kModelLength);
   p.dtype = read_dtype(m);
   const auto parse_positions = [](std::string_view v) -> std::optional<bool> {
     if (v == "sinusoidal") return false;
@@ -64,7 +66,7 @@ ModelSpec read_transformer(ObjectReader& m) {
       opt_choice(m, "positions", "positions", parse_positions, "sinusoidal, learned")
           .value_or(false);
   p.tied_embeddings = m.opt_bool("tied_embeddings").value_or(false);
-  p.kv_heads = m.opt_integer("kv_heads", kPositiveSmallInt).value_or(p.heads);
+  p.kv_heads = m.opt_integer("kv_heads", kModelWidth).value_or(p.heads);
   p.dropout = m.opt_bool("dropout").value_or(true);
   if (p.d_model % p.heads != 0) {
     m.fail("heads",
@@ -81,9 +83,9 @@ ModelSpec read_mlp(ObjectReader& m) {
   const std::string name = m.opt_string("name").value_or("mlp");
   MlpParams p;
   p.layers = static_cast<int>(m.integer("layers", kLayerCount));
-  p.d_model = m.integer("d_model", kPositiveSmallInt);
-  p.d_hidden = m.opt_integer("d_hidden", kPositiveSmallInt).value_or(4 * p.d_model);
-  p.classes = m.opt_integer("classes", kPositiveSmallInt).value_or(p.d_model);
+  p.d_model = m.integer("d_model", kModelWidth);
+  p.d_hidden = m.opt_integer("d_hidden", kModelWidth).value_or(4 * p.d_model);
+  p.classes = m.opt_integer("classes", kModelLength).value_or(p.d_model);
   p.dtype = read_dtype(m);
   return make_mlp(p, name);
 }
@@ -92,7 +94,7 @@ ModelSpec read_amoebanet(ObjectReader& m) {
   const std::string name = m.opt_string("name").value_or("amoebanet");
   AmoebaNetParams p;
   p.cells = static_cast<int>(m.integer("cells", kLayerCount));
-  p.filters = m.integer("filters", kPositiveSmallInt);
+  p.filters = m.integer("filters", kModelWidth);
   if (p.filters < 8) {
     m.fail("filters",
            "expected at least 8 (the stem has filters / 4 channels and its first "
@@ -100,7 +102,7 @@ ModelSpec read_amoebanet(ObjectReader& m) {
                std::to_string(p.filters));
   }
   p.image_size = m.opt_integer("image_size", kPositiveSmallInt).value_or(224);
-  p.classes = m.opt_integer("classes", kPositiveSmallInt).value_or(1000);
+  p.classes = m.opt_integer("classes", kModelLength).value_or(1000);
   p.dtype = read_dtype(m);
   return make_amoebanet(p, name);
 }
@@ -135,6 +137,10 @@ ModelSpec read_layer_list(ObjectReader& m) {
   const json& list = m.at("layers");
   if (!list.is_array()) list_at.fail("expected an array of layers, got " + type_of(list));
   if (list.empty()) list_at.fail("expected at least one layer, got an empty array");
+  if (list.size() > static_cast<std::size_t>(kLayerCount.max)) {
+    list_at.fail("expected at most " + std::to_string(kLayerCount.max) + " layers, got " +
+                 std::to_string(list.size()));
+  }
   std::map<std::string, std::size_t> index_of_name;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const Where at = list_at.index(i);
@@ -202,12 +208,12 @@ EfficiencyCurve read_efficiency(const json& v, const Where& w) {
 Device read_device(ObjectReader d) {
   Device dev;
   dev.name = d.opt_string("name").value_or("custom");
-  dev.peak_flops_fp32 = d.number("peak_flops", NumberRange::kPositive);
+  dev.peak_flops_fp32 = d.number("peak_flops", NumberRange::kRate);
   dev.peak_flops_16bit =
-      d.opt_number("peak_flops_16bit", NumberRange::kPositive).value_or(dev.peak_flops_fp32);
+      d.opt_number("peak_flops_16bit", NumberRange::kRate).value_or(dev.peak_flops_fp32);
   dev.memory_bytes = d.integer("memory_bytes", kPositiveInt);
-  dev.mem_bandwidth = d.number("mem_bandwidth", NumberRange::kPositive);
-  dev.op_overhead_s = d.opt_number("op_overhead_s", NumberRange::kNonNegative).value_or(0.0);
+  dev.mem_bandwidth = d.number("mem_bandwidth", NumberRange::kRate);
+  dev.op_overhead_s = d.opt_number("op_overhead_s", NumberRange::kDuration).value_or(0.0);
   if (const json* e = d.find("efficiency"))
     dev.efficiency = read_efficiency(*e, d.where("efficiency"));
   d.finish();
@@ -219,14 +225,14 @@ Interconnect read_interconnect(ObjectReader ic) {
   ic.at("topology");  // reports a missing key
   out.topology = *opt_choice(ic, "topology", "topology", parse_topology,
                              "all-to-all, pcie-host, ring, nodes, torus");
-  out.bandwidth = ic.number("bandwidth", NumberRange::kPositive);
-  out.latency_s = ic.number("latency_s", NumberRange::kNonNegative);
+  out.bandwidth = ic.number("bandwidth", NumberRange::kRate);
+  out.latency_s = ic.number("latency_s", NumberRange::kDuration);
   if (out.topology == TopologyKind::kNodes) {
     // Nodes of devices behind a switch (bandwidth, latency_s), a link per device
     // to a spine between nodes.
     out.devices_per_node = static_cast<int>(ic.integer("devices_per_node", kDeviceCount));
-    out.inter_node_bandwidth = ic.number("inter_node_bandwidth", NumberRange::kPositive);
-    out.inter_node_latency_s = ic.number("inter_node_latency_s", NumberRange::kNonNegative);
+    out.inter_node_bandwidth = ic.number("inter_node_bandwidth", NumberRange::kRate);
+    out.inter_node_latency_s = ic.number("inter_node_latency_s", NumberRange::kDuration);
   }
   if (out.topology == TopologyKind::kPcieHost) {
     // Devices behind PCIe switches that share an uplink to the host; 0 or
@@ -280,7 +286,7 @@ Cluster read_cluster(ObjectReader c) {
 
 TrainingConfig read_training(ObjectReader t, DType dtype) {
   TrainingConfig cfg;
-  cfg.global_batch = t.integer("global_batch", kPositiveInt);
+  cfg.global_batch = t.integer("global_batch", kGlobalBatch);
   cfg.micro_batches =
       static_cast<int>(t.opt_integer("micro_batches", kPositiveSmallInt).value_or(1));
   if (cfg.global_batch % cfg.micro_batches != 0) {

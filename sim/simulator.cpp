@@ -57,8 +57,10 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   }
   const int layers = static_cast<int>(sc.model.layers.size());
   // K defaults to the device count: say so, and name the scenario field.
-  const std::string k_name = cfg.stages ? "K=" + std::to_string(r.K)
-                                        : "K=" + std::to_string(r.K) + " (the cluster's devices)";
+  const std::string k_name =
+      cfg.custom ? "K=" + std::to_string(r.K) + " (the rows of " + cfg.custom->file + ")"
+      : cfg.stages ? "K=" + std::to_string(r.K)
+                   : "K=" + std::to_string(r.K) + " (the cluster's devices)";
   const std::string k_field = cfg.stages ? "" : "cluster.devices";
   if (r.K < 1) throw ConfigError("K must be at least 1, got " + std::to_string(r.K));
   if (r.chunks < 1) throw ConfigError("chunks must be at least 1, got " + std::to_string(r.chunks));
@@ -79,8 +81,9 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
                       " layers; choose fewer chunks or a smaller K");
   }
   if (r.K > sc.cluster.devices) {
-    throw ConfigError("K=" + std::to_string(r.K) + " is more stages than the cluster's " +
-                      std::to_string(sc.cluster.devices) + " devices");
+    throw ConfigError(k_name + " is more stages than the cluster's " +
+                          std::to_string(sc.cluster.devices) + " devices",
+                      "cluster.devices");
   }
   if (r.M < 1) throw ConfigError("M must be at least 1, got " + std::to_string(r.M));
   if (sc.training.global_batch % r.M != 0) {

@@ -161,6 +161,28 @@ TEST(CustomSchedule, BadFilesNameRowAndColumn) {
             "them)");
 }
 
+// Inputs the fuzzer (fuzz/fuzz_schedule_csv, fuzz/fuzz_plan) found crashing: a
+// sign before a stage or micro-batch number indexed below the tables.
+TEST(CustomSchedule, SignedNumbersAreNotActions) {
+  EXPECT_EQ(error_of("-1F0\n"),
+            "s.csv: row 1, column 1: '-1F0' is not an action: expected "
+            "<stage><F|B|I|W><micro-batch>, e.g. 0F1 (stages below 65536)");
+  EXPECT_EQ(error_of("-5F65536"),
+            "s.csv: row 1, column 1: '-5F65536' is not an action: expected "
+            "<stage><F|B|I|W><micro-batch>, e.g. 0F1 (stages below 65536)");
+  EXPECT_EQ(error_of("0F-1\n"),
+            "s.csv: row 1, column 1: '0F-1' needs a micro-batch number after its kind, e.g. 0F0 "
+            "(below 1048576)");
+  try {
+    custom_from_actions({{"-1F0", "0F0", "0B0"}}, "plan.json", "actions");
+    ADD_FAILURE() << "accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("plan.json: actions[0][0]: '-1F0' is not an action", 0),
+              0u)
+        << e.what();
+  }
+}
+
 TEST(CustomSchedule, DeadlockNamesEveryStuckRank) {
   // Rank 0 runs micro-batch 0's backward before micro-batch 1's forward, rank 1
   // wants micro-batch 1's forward before it sends micro-batch 0's gradient.

@@ -310,6 +310,17 @@ TEST(ScenarioErrors, HugeNumberDoesNotParse) {
   EXPECT_EQ(e.json_path(), "");
 }
 
+TEST(ScenarioErrors, DuplicateKeyNamesItsPath) {
+  // JSON parsers keep one of two equal keys; a hand-edited file that says a key
+  // twice is refused, naming where.
+  ScenarioError e = error_of_text(R"({"model": {"layers": 4, "d_model": 64, "layers": 8}})");
+  EXPECT_STREQ(e.what(), "bad.json: model.layers: the key appears twice in its object");
+  EXPECT_EQ(e.json_path(), "model.layers");
+  e = error_of_text(R"({"model": {"family": "layers", "layers": [{"name": "a"}, )"
+                    R"({"name": "b", "params": 1, "params": 2}]}})");
+  EXPECT_STREQ(e.what(), "bad.json: model.layers[1].params: the key appears twice in its object");
+}
+
 TEST(ScenarioErrors, MissingFile) {
   const std::string file = kScenarios + "no-such-file.json";
   const ScenarioError e = error_of_file(file);
@@ -461,7 +472,9 @@ TEST(ScenarioErrors, ZeroSize) {
   json doc = explicit_cluster_doc();
   doc["cluster"]["device"]["peak_flops"] = 0;
   const ScenarioError e = error_of(doc);
-  EXPECT_STREQ(e.what(), "bad.json: cluster.device.peak_flops: expected a positive number, got 0");
+  EXPECT_STREQ(e.what(),
+               "bad.json: cluster.device.peak_flops: expected a rate from 1 to 1e30 per second, "
+               "got 0");
   EXPECT_EQ(e.json_path(), "cluster.device.peak_flops");
 }
 

@@ -71,20 +71,39 @@ TEST(ScenarioLimits, ParametersAndStateMustFit) {
 
 TEST(ScenarioLimits, FamilyDimensionsThatOverflowNameTheModel) {
   json doc = transformer_doc();
-  doc["model"]["seq_len"] = 2000000000;
-  doc["model"]["d_model"] = 2000000000;
-  doc["model"]["heads"] = 1;
+  // Each dimension within its own bound, their product beyond 64 bits.
+  doc["model"]["seq_len"] = 1 << 24;
+  doc["model"]["d_model"] = 1 << 20;
+  doc["model"]["heads"] = 1 << 20;
   EXPECT_EQ(error_of(doc),
-            "big.json: model: the bytes one block stashes per sample come to 3e+20, too many for "
-            "64-bit sizes");
+            "big.json: model: the bytes one block stashes per sample come to 2.66e+21, too many "
+            "for 64-bit sizes");
+}
+
+TEST(ScenarioLimits, ModelDimensionsAreBoundedAtTheirField) {
+  json doc = transformer_doc();
+  doc["model"]["d_model"] = 2000000000;
+  EXPECT_EQ(error_of(doc),
+            "big.json: model.d_model: expected a positive integer no larger than 1048576, got "
+            "2000000000");
+  doc = transformer_doc();
+  doc["model"]["seq_len"] = (1 << 24) + 1;
+  EXPECT_EQ(error_of(doc),
+            "big.json: model.seq_len: expected a positive integer no larger than 16777216, got "
+            "16777217");
 }
 
 TEST(ScenarioLimits, LayerCountIsBounded) {
   json doc = transformer_doc();
   doc["model"]["layers"] = 2000000000;
   EXPECT_EQ(error_of(doc),
-            "big.json: model.layers: expected a positive integer no larger than 1048576, got "
+            "big.json: model.layers: expected a positive integer no larger than 16384, got "
             "2000000000");
+  doc["model"]["layers"] = 16385;
+  EXPECT_EQ(error_of(doc),
+            "big.json: model.layers: expected a positive integer no larger than 16384, got 16385");
+  doc["model"]["layers"] = 16384;
+  EXPECT_EQ(error_of(doc), "accepted");
 }
 
 TEST(ScenarioLimits, LargestGpipeModelLoads) {
