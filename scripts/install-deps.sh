@@ -27,6 +27,8 @@ packages=(
   qt6-svg-dev         # SVG export of the timeline
   libgl-dev           # Qt6Gui's CMake package looks for OpenGL
   fonts-dejavu-core   # text in offscreen renders (screenshots, GUI tests)
+  clang               # scripts/fuzz.sh: the libFuzzer targets
+  libclang-rt-dev     # libFuzzer and clang's sanitizer runtimes
 )
 
 missing=()

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Quick start, second command: installs what is missing, builds everything, runs
 # the whole test suite, then builds and runs it again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, and the tests of threaded code under
-# ThreadSanitizer. Exits non-zero on any failure.
+# UndefinedBehaviorSanitizer, the tests of threaded code under ThreadSanitizer,
+# and every input format's fuzz target for a bounded time (FUZZ_SECONDS each,
+# default 30). Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,3 +31,6 @@ scripts/build.sh build-tsan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SAN
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j2 -E "Mpi" \
   -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity|Channel|Profiler|Compare|ProfileCli|CompareCli|RunCli"
+
+echo "== fuzz every input format (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-30} s a format"
+FUZZ_SECONDS="${FUZZ_SECONDS:-30}" scripts/fuzz.sh

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Fuzzes every input format: builds the libFuzzer targets in build-fuzz with
+# clang (ASan + UBSan, only the costmodels and sim libraries besides the
+# targets), replays each saved crash in fuzz/regressions/<target>/ once, then
+# runs each target for FUZZ_SECONDS (default 30) on a working copy of its seed
+# corpus (build-fuzz/corpus/<target>, which keeps what earlier runs found).
+# Crash, leak and timeout inputs land in build-fuzz/artifacts/<target>/, logs in
+# build-fuzz/logs/. Exits non-zero when any target fails, naming it and its
+# artifacts.
+#
+#   FUZZ_SECONDS=120 scripts/fuzz.sh                 # longer runs
+#   FUZZ_TARGETS="fuzz_plan fuzz_profile" scripts/fuzz.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+FUZZ_TARGETS="${FUZZ_TARGETS:-fuzz_scenario fuzz_plan fuzz_profile fuzz_schedule_csv fuzz_hf_config fuzz_trace}"
+build="build-fuzz"
+
+echo "== configure and build $build (clang, libFuzzer, ASan + UBSan)"
+CC=clang CXX=clang++ cmake -G Ninja -S . -B "$build" -DPIPESCOPE_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_CUDA=OFF \
+  -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_BUILD_TESTS=OFF -DPIPESCOPE_BUILD_BENCH=OFF >/dev/null
+# shellcheck disable=SC2086  # the target list is split on purpose
+cmake --build "$build" -j 2 --target $FUZZ_TARGETS
+echo "built in ${SECONDS} s"
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+# The dictionary of a target, if it has one.
+dict_of() {
+  case "$1" in
+    fuzz_schedule_csv) echo fuzz/schedule_csv.dict ;;
+    *) echo fuzz/json.dict ;;
+  esac
+}
+
+failed=()
+for target in $FUZZ_TARGETS; do
+  exe="$build/fuzz/$target"
+  log="$build/logs/$target.log"
+  artifacts="$build/artifacts/$target/"
+  mkdir -p "$build/logs" "$artifacts"
+
+  regressions=(fuzz/regressions/"$target"/*)
+  if [[ -e "${regressions[0]}" ]]; then
+    echo "== $target: replaying ${#regressions[@]} saved crash input(s)"
+    if ! "$exe" -timeout=10 -rss_limit_mb=2048 "${regressions[@]}" >"$log.regressions" 2>&1; then
+      tail -n 30 "$log.regressions"
+      echo "FAILED: $target on a saved input of fuzz/regressions/$target/ (log: $log.regressions)"
+      failed+=("$target")
+      continue
+    fi
+  fi
+
+  echo "== $target: fuzzing for ${FUZZ_SECONDS} s"
+  corpus="$build/corpus/$target"
+  mkdir -p "$corpus"
+  cp fuzz/corpus/"$target"/* "$corpus"/
+  rm -f "$artifacts"*
+  dict="$(dict_of "$target")"
+  if "$exe" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+       -dict="$dict" -artifact_prefix="$artifacts" -print_final_stats=1 "$corpus" >"$log" 2>&1; then
+    grep -E '^stat::number_of_executed_units|^#[0-9]+ *DONE' "$log" | tr '\n' ' ' || true
+    echo "(corpus: $(find "$corpus" -type f | wc -l) inputs)"
+  else
+    tail -n 40 "$log"
+    found=$(find "$artifacts" -type f | tr '\n' ' ')
+    echo "FAILED: $target; artifact(s): ${found:-none written} (log: $log)"
+    echo "  reproduce: $exe <artifact>"
+    failed+=("$target")
+  fi
+done
+
+if ((${#failed[@]} > 0)); then
+  echo "== fuzzing failed: ${failed[*]}"
+  exit 1
+fi
+echo "== all fuzz targets ran clean (${SECONDS} s in all)"
