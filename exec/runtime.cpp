@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -20,6 +21,14 @@ namespace pipescope::exec {
 
 StageError::StageError(int stage, Op op, const std::string& what)
     : std::runtime_error(what), stage_(stage), op_(op) {}
+
+// What the runtime owns and its steps' workers use.
+struct RuntimeCore {
+  std::vector<LayerList> stages;
+  Schedule schedule;
+  RuntimeOptions options;
+  std::vector<ParamOptimizer> optimizers;  // one per stage
+};
 
 namespace {
 
@@ -77,23 +86,27 @@ struct DeviceStatus {
 };
 
 // One step: the workers, their channels and the first error. Lives for one
-// call of PipelineRuntime::step; every thread is joined before it goes away.
-class StepRun {
+// call of PipelineRuntime::step, and longer only when a worker never returns (a
+// stage stuck in an op): the workers co-own it, and it co-owns the layers, the
+// micro-batches and the transport they use, so an abandoned worker never touches
+// freed memory.
+class StepRun : public std::enable_shared_from_this<StepRun> {
  public:
-  StepRun(std::vector<LayerList>& stages, const Schedule& schedule, const RuntimeOptions& options,
-          std::vector<ParamOptimizer>& optimizers, const std::vector<MicroBatch>& micro_batches,
-          Transport& transport)
-      : stages_(stages),
-        sched_(schedule),
-        options_(options),
-        optimizers_(optimizers),
-        mbs_(micro_batches),
-        K_(schedule.stages),
-        M_(schedule.micro_batches),
-        split_(schedule.split),
-        transport_(transport),
-        status_(schedule.device_ops.size()),
-        events_(schedule.device_ops.size()) {
+  StepRun(std::shared_ptr<RuntimeCore> core, std::vector<MicroBatch> micro_batches,
+          std::shared_ptr<Transport> transport)
+      : core_(std::move(core)),
+        stages_(core_->stages),
+        sched_(core_->schedule),
+        options_(core_->options),
+        optimizers_(core_->optimizers),
+        mbs_(std::move(micro_batches)),
+        K_(sched_.stages),
+        M_(sched_.micro_batches),
+        split_(sched_.split),
+        transport_owner_(std::move(transport)),
+        transport_(*transport_owner_),
+        status_(sched_.device_ops.size()),
+        events_(sched_.device_ops.size()) {
     std::int64_t tokens = 0;
     for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
     for (const MicroBatch& mb : mbs_) {
@@ -109,6 +122,10 @@ class StepRun {
     }
   }
 
+  // Whether the step ended with workers still running (abandoned).
+  bool abandoned() const { return !abandoned_.empty(); }
+  const std::string& abandoned_ops() const { return abandoned_; }
+
   StepResult run() {
     throw_if_cancelled();
     local_ = transport_.local_devices(sched_.devices());
@@ -117,11 +134,12 @@ class StepRun {
     std::vector<std::thread> workers;
     workers.reserve(local_.size());
     running_ = local_.size();
+    finished_.assign(local_.size(), 0);
     try {
-      for (const int d : local_) {
-        workers.emplace_back([this, d] {
-          run_device(d);
-          worker_done();
+      for (std::size_t i = 0; i < local_.size(); ++i) {
+        workers.emplace_back([self = shared_from_this(), i] {
+          self->run_device(self->local_[i]);
+          self->worker_done(i);
         });
       }
     } catch (...) {
@@ -129,10 +147,18 @@ class StepRun {
       for (std::thread& w : workers) w.join();
       throw;
     }
-    watch_for_cancel();
-    for (std::thread& w : workers) w.join();
+    wait_for_workers();
+    end_workers(workers);
     if (cancelled_.load()) throw Cancelled();
-    if (error_) throw *error_;
+    if (error_) {
+      if (abandoned()) {
+        throw StageError(error_->stage(), error_->op(),
+                         std::string(error_->what()) + "; " + abandoned_ + " did not stop within " +
+                             std::to_string(options_.watchdog.count()) +
+                             " ms of the error and was abandoned");
+      }
+      throw *error_;
+    }
     return result();
   }
 
@@ -156,28 +182,65 @@ class StepRun {
     abort_step();
   }
 
-  void worker_done() {
+  void worker_done(std::size_t i) {
     {
       std::lock_guard lock(running_mu_);
       --running_;
+      finished_[i] = 1;
     }
     running_cv_.notify_all();
   }
 
-  // Each worker looks for a stop request (Ctrl-C) before its ops; the calling
-  // thread, idle while they run, looks too, for the workers that wait for a
-  // payload: either aborts the step, so every worker stops after its current op
-  // and the waiting ones wake at once.
-  void watch_for_cancel() {
+  // Until every worker has returned. Each worker looks for a stop request
+  // (Ctrl-C) before its ops; the calling thread, idle while they run, looks too,
+  // for the workers that wait for a payload: either aborts the step, so every
+  // worker stops after its current op and the waiting ones wake at once. Once
+  // the step is aborted (an error, the watchdog, a stop), the workers get the
+  // watchdog's time to finish their ops; one that has not by then is stuck
+  // (an op that never ends), and waiting longer would hang the program.
+  void wait_for_workers() {
     std::unique_lock lock(running_mu_);
+    std::optional<Clock::time_point> give_up;
     while (running_ > 0) {
-      if (cancel_requested()) {
+      if (!give_up && aborted_.load()) give_up = Clock::now() + options_.watchdog;
+      if (give_up && Clock::now() >= *give_up) return;
+      if (!cancelled_.load() && cancel_requested()) {
         lock.unlock();
         cancel();
-        return;
+        lock.lock();
+        continue;
       }
       running_cv_.wait_for(lock, std::chrono::milliseconds(20));
     }
+  }
+
+  // Joins the workers that returned; the others, stuck in an op, are detached
+  // and named in abandoned_ (they keep this StepRun alive).
+  void end_workers(std::vector<std::thread>& workers) {
+    std::vector<std::size_t> stuck;
+    {
+      std::lock_guard lock(running_mu_);
+      for (std::size_t i = 0; i < workers.size(); ++i) {
+        if (finished_[i] == 0) stuck.push_back(i);
+      }
+    }
+    std::string names;
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      if (std::find(stuck.begin(), stuck.end(), i) == stuck.end()) {
+        workers[i].join();
+        continue;
+      }
+      workers[i].detach();
+      const int d = local_[i];
+      Op op;
+      {
+        std::lock_guard lock(status_mu_);
+        op = status_[static_cast<std::size_t>(d)].op;
+      }
+      names += (names.empty() ? "device " : ", device ") + std::to_string(d) + " (in " +
+               op_name(op) + ")";
+    }
+    abandoned_ = names;
   }
 
   void cancel() {
@@ -485,22 +548,26 @@ class StepRun {
     return r;
   }
 
+  std::shared_ptr<RuntimeCore> core_;
   std::vector<LayerList>& stages_;
   const Schedule& sched_;
   const RuntimeOptions& options_;
   std::vector<ParamOptimizer>& optimizers_;
-  const std::vector<MicroBatch>& mbs_;
+  const std::vector<MicroBatch> mbs_;
   const int K_;
   const int M_;
   const bool split_;  // B computes input gradients only; W the weights'
   std::vector<Context> contexts_;
   std::vector<StageState> state_;
+  std::shared_ptr<Transport> transport_owner_;
   Transport& transport_;
   std::vector<int> local_;  // the devices this process runs
   std::atomic<bool> aborted_{false};
   std::mutex running_mu_;
   std::condition_variable running_cv_;
   std::size_t running_ = 0;             // workers still in run_device
+  std::vector<char> finished_;          // per worker (index into local_): returned
+  std::string abandoned_;               // the workers left running, "device 1 (in F(1,2))"
   std::atomic<bool> cancelled_{false};  // the step was stopped on request
   std::mutex status_mu_;
   std::vector<DeviceStatus> status_;
@@ -518,45 +585,63 @@ void require(bool ok, const std::string& msg) {
 
 PipelineRuntime::PipelineRuntime(std::vector<LayerList> stages, Schedule schedule,
                                  RuntimeOptions options)
-    : stages_(std::move(stages)), schedule_(std::move(schedule)), options_(std::move(options)) {
-  const int K = schedule_.stages;
-  const int M = schedule_.micro_batches;
+    : core_(std::make_shared<RuntimeCore>()) {
+  core_->stages = std::move(stages);
+  core_->schedule = std::move(schedule);
+  core_->options = std::move(options);
+  const std::vector<LayerList>& layers = core_->stages;
+  const Schedule& sched = core_->schedule;
+  const int K = sched.stages;
+  const int M = sched.micro_batches;
   require(K >= 1 && M >= 1, "the schedule needs K >= 1 and M >= 1");
-  require(static_cast<int>(stages_.size()) == K,
+  require(static_cast<int>(layers.size()) == K,
           "the schedule has " + std::to_string(K) + " stages but " +
-              std::to_string(stages_.size()) + " layer lists were given");
-  require(static_cast<int>(schedule_.stage_device.size()) == K,
+              std::to_string(layers.size()) + " layer lists were given");
+  require(static_cast<int>(sched.stage_device.size()) == K,
           "the schedule's stage_device has the wrong size");
-  require(options_.watchdog.count() > 0, "the watchdog must be positive");
+  require(core_->options.watchdog.count() > 0, "the watchdog must be positive");
   for (int s = 0; s < K; ++s) {
-    const int dev = schedule_.stage_device[static_cast<std::size_t>(s)];
-    require(dev >= 0 && dev < schedule_.devices(),
+    const int dev = sched.stage_device[static_cast<std::size_t>(s)];
+    require(dev >= 0 && dev < sched.devices(),
             "stage " + std::to_string(s) + " runs on a device the schedule does not have");
-    require(!stages_[static_cast<std::size_t>(s)].empty(),
+    require(!layers[static_cast<std::size_t>(s)].empty(),
             "stage " + std::to_string(s) + " has no layers");
   }
   // Only the shape of the lists is checked here: a list that never completes
   // (a missing F, say) is caught by the watchdog, so tests can exercise it.
-  for (int d = 0; d < schedule_.devices(); ++d) {
-    for (const Op& op : schedule_.device_ops[static_cast<std::size_t>(d)]) {
+  for (int d = 0; d < sched.devices(); ++d) {
+    for (const Op& op : sched.device_ops[static_cast<std::size_t>(d)]) {
       require(op.stage >= 0 && op.stage < K, "device " + std::to_string(d) + " lists " +
                                                  op_name(op) + ", whose stage is out of range");
       require(op.kind == OpKind::kOptimizer || (op.micro_batch >= 0 && op.micro_batch < M),
               "device " + std::to_string(d) + " lists " + op_name(op) +
                   ", whose micro-batch is out of range");
-      require(schedule_.stage_device[static_cast<std::size_t>(op.stage)] == d,
+      require(sched.stage_device[static_cast<std::size_t>(op.stage)] == d,
               "device " + std::to_string(d) + " lists " + op_name(op) + " of stage " +
                   std::to_string(op.stage) + ", which runs on another device");
     }
   }
-  optimizers_.assign(static_cast<std::size_t>(K), ParamOptimizer(options_.optimizer));
+  core_->optimizers.assign(static_cast<std::size_t>(K), ParamOptimizer(core_->options.optimizer));
 }
 
 PipelineRuntime::~PipelineRuntime() = default;
 
+const std::vector<LayerList>& PipelineRuntime::stages() const {
+  return core_->stages;
+}
+
+std::vector<LayerList>& PipelineRuntime::stages() {
+  return core_->stages;
+}
+
 StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
-  require(static_cast<int>(micro_batches.size()) == schedule_.micro_batches,
-          "the schedule has " + std::to_string(schedule_.micro_batches) + " micro-batches but " +
+  if (!abandoned_.empty()) {
+    throw std::logic_error("the pipeline cannot step again: an earlier step left " + abandoned_ +
+                           " running");
+  }
+  const Schedule& schedule = core_->schedule;
+  require(static_cast<int>(micro_batches.size()) == schedule.micro_batches,
+          "the schedule has " + std::to_string(schedule.micro_batches) + " micro-batches but " +
               std::to_string(micro_batches.size()) + " were given");
   for (std::size_t m = 0; m < micro_batches.size(); ++m) {
     const MicroBatch& mb = micro_batches[m];
@@ -566,15 +651,20 @@ StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
             "micro-batch " + std::to_string(m) +
                 " needs batch, seq >= 1 and batch*seq input rows and targets");
   }
-  InProcessTransport in_process;
-  Transport& transport = options_.transport ? *options_.transport : in_process;
-  StepRun run(stages_, schedule_, options_, optimizers_, micro_batches, transport);
+  std::shared_ptr<Transport> transport = core_->options.transport;
+  if (!transport) transport = std::make_shared<InProcessTransport>();
+  const auto run = std::make_shared<StepRun>(core_, micro_batches, std::move(transport));
   try {
-    return run.run();
+    return run->run();
   } catch (...) {
+    if (run->abandoned()) {
+      // A worker still runs an op on these layers: leave them to it.
+      abandoned_ = run->abandoned_ops();
+      throw;
+    }
     // A failed step leaves partial gradient sums; drop them so the next step
     // starts clean. (Stages whose optimizer op already ran keep their update.)
-    for (LayerList& ls : stages_) {
+    for (LayerList& ls : core_->stages) {
       for (auto& layer : ls) {
         for (Param* p : layer->params()) p->grad.setZero();
       }

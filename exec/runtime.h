@@ -20,7 +20,8 @@
 
 namespace pipescope::exec {
 
-class Transport;  // exec/transport.h
+class Transport;     // exec/transport.h
+struct RuntimeCore;  // what a runtime and its workers share (runtime.cpp)
 
 // One micro-batch's input to stage 0 and what the loss needs.
 struct MicroBatch {
@@ -85,16 +86,20 @@ class PipelineRuntime {
   // runtime can step again. A stop request (sim/cancel.h) ends the step the same
   // way, each worker after its current op, with Cancelled. Throws
   // std::invalid_argument for malformed micro-batches.
+  //
+  // After an error or a stop, a worker still in its op once the watchdog's time
+  // has passed again is stuck (an op that never ends): the step throws without
+  // it, naming it, and leaves it running on the layers, which it co-owns, so
+  // nothing it uses is freed under it. The runtime then refuses to step again
+  // (std::logic_error); the program should end.
   StepResult step(const std::vector<MicroBatch>& micro_batches);
 
-  const std::vector<LayerList>& stages() const { return stages_; }
-  std::vector<LayerList>& stages() { return stages_; }
+  const std::vector<LayerList>& stages() const;
+  std::vector<LayerList>& stages();
 
  private:
-  std::vector<LayerList> stages_;
-  Schedule schedule_;
-  RuntimeOptions options_;
-  std::vector<ParamOptimizer> optimizers_;  // one per stage
+  std::shared_ptr<RuntimeCore> core_;
+  std::string abandoned_;  // workers an earlier step left running, e.g. "device 1 (in F(1,2))"
 };
 
 }  // namespace pipescope::exec

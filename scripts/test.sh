@@ -30,7 +30,7 @@ scripts/build.sh build-tsan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SAN
   -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_WITH_GUI=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j2 -E "Mpi" \
-  -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity|Channel|Profiler|Compare|ProfileCli|CompareCli|RunCli"
+  -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity|Channel|Profiler|Compare|ProfileCli|CompareCli|RunCli|RunFaultCli"
 
 echo "== fuzz every input format (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-30} s a format"
 FUZZ_SECONDS="${FUZZ_SECONDS:-30}" scripts/fuzz.sh

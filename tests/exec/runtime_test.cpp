@@ -496,6 +496,41 @@ TEST(RuntimeFaults, WatchdogNamesEveryWaitingOp) {
   EXPECT_LT(took, Ms(5000));
 }
 
+// A stage stuck in an op (one that never ends): the neighbour's watchdog names
+// it, the step gives up on it after the watchdog's time again instead of hanging
+// in a join, and the runtime refuses to step with it still running.
+TEST(RuntimeFaults, StuckStageIsNamedAndAbandoned) {
+  // Shared with the stuck worker, which outlives this test's frame until released.
+  const auto release = std::make_shared<std::atomic<bool>>(false);
+  RuntimeOptions options;
+  options.watchdog = Ms(200);
+  options.before_op = [release](int, const Op& op) {
+    if (op == Op{OpKind::kForward, 1, 1}) {
+      while (!release->load()) std::this_thread::sleep_for(Ms(1));
+    }
+  };
+  PipelineRuntime rt(split(toy_model(8), 2), build_gpipe(2, 2, Remat::kNever), options);
+  try {
+    rt.step(micro_batches(mini_batch(0), 2));
+    FAIL() << "step() did not throw";
+  } catch (const StageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "pipeline stalled (watchdog 200 ms): device 0 waits in B(0,1) for the gradient "
+                 "of micro-batch 1 from stage 1; device 1 runs F(1,1); device 1 (in F(1,1)) did "
+                 "not stop within 200 ms of the error and was abandoned");
+    EXPECT_EQ(e.op(), (Op{OpKind::kBackward, 0, 1}));
+  }
+  try {
+    rt.step(micro_batches(mini_batch(0), 2));
+    FAIL() << "a runtime with a stuck worker stepped again";
+  } catch (const std::logic_error& e) {
+    EXPECT_STREQ(e.what(),
+                 "the pipeline cannot step again: an earlier step left device 1 (in F(1,1)) "
+                 "running");
+  }
+  release->store(true);  // the worker then sees the aborted step and returns
+}
+
 // Clears the process-wide stop request around a test.
 struct CancelGuard {
   CancelGuard() { reset_cancel(); }
