@@ -594,9 +594,9 @@ PipelineRuntime::PipelineRuntime(std::vector<LayerList> stages, Schedule schedul
   const int K = sched.stages;
   const int M = sched.micro_batches;
   require(K >= 1 && M >= 1, "the schedule needs K >= 1 and M >= 1");
-  require(static_cast<int>(layers.size()) == K,
-          "the schedule has " + std::to_string(K) + " stages but " +
-              std::to_string(layers.size()) + " layer lists were given");
+  require(static_cast<int>(layers.size()) == K, "the schedule has " + std::to_string(K) +
+                                                    " stages but " + std::to_string(layers.size()) +
+                                                    " layer lists were given");
   require(static_cast<int>(sched.stage_device.size()) == K,
           "the schedule's stage_device has the wrong size");
   require(core_->options.watchdog.count() > 0, "the watchdog must be positive");

@@ -40,9 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > fuzz::kMaxInput) return -1;
   const std::string text(reinterpret_cast<const char*>(data), size);
   Plan plan;
-  const bool refused = fuzz::refuses([&] {
-    plan = plan_from_json(json_io::parse_json(text, fuzz::kLabel), fuzz::kLabel);
-  });
+  const bool refused = fuzz::refuses(
+      [&] { plan = plan_from_json(json_io::parse_json(text, fuzz::kLabel), fuzz::kLabel); });
   if (refused) return 0;
   const std::string written = plan_to_json(plan).dump(2);
   try {

@@ -17,9 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > fuzz::kMaxInput) return -1;
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
   Timeline timeline;
-  const bool refused = fuzz::refuses([&] {
-    timeline = read_chrome_trace(in, "trace.json");
-  });
+  const bool refused = fuzz::refuses([&] { timeline = read_chrome_trace(in, "trace.json"); });
   if (refused) return 0;
   fuzz::check_trace_round_trip(timeline);
   return 0;
