@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/summary.h"
+#include "sim/file_io.h"
 #include "sim/plan_io.h"
 #include "sim/planner.h"
 #include "sim/result_json.h"
@@ -107,13 +108,29 @@ int run_simulate(const SimulateOptions& o) {
   if (o.remat) config.remat = remat_of(o.remat);
   if (o.schedule_file) config.custom = custom_of(o.schedule_file);
   config.partition = *parse_partition_method(o.partition);
-  config.record_timeline = o.trace.has_value();
+  // The trace is written while the engine runs (a run of millions of ops is
+  // never held whole) to a temporary file, renamed into place once complete: if
+  // it cannot be written, no result is printed as if all had gone well.
+  config.record_timeline = false;
   SimResult result;
-  try {
-    result = simulate(scenario, config);
-  } catch (const ConfigError& e) {
-    if (e.scenario_field().empty()) throw;
-    throw ScenarioError(o.scenario.file, e.scenario_field(), e.what());
+  std::int64_t traced_slices = 0;
+  const auto run_simulation = [&] {
+    try {
+      result = simulate(scenario, config);
+    } catch (const ConfigError& e) {
+      if (e.scenario_field().empty()) throw;
+      throw ScenarioError(o.scenario.file, e.scenario_field(), e.what());
+    }
+  };
+  if (o.trace) {
+    write_file_atomically(*o.trace, [&](std::ostream& out) {
+      ChromeTraceWriter writer(out);
+      config.timeline_sink = &writer;
+      run_simulation();
+      traced_slices = writer.slices();
+    });
+  } else {
+    run_simulation();
   }
   // D replicas each run the simulated pipeline on their share of the batch; the
   // simulation holds their gradient all-reduce.
@@ -122,9 +139,6 @@ int run_simulate(const SimulateOptions& o) {
   scenario.cluster.devices = whole_cluster.devices;
   scenario.training.global_batch *= replicas;
 
-  // The trace first: if it cannot be written, no result is printed as if all
-  // had gone well.
-  if (o.trace) write_chrome_trace_file(*o.trace, result.timeline);
   if (o.json) {
     std::cout << to_json(result).dump(2) << "\n";
   } else {
@@ -132,9 +146,8 @@ int run_simulate(const SimulateOptions& o) {
                   o.plan ? "from " + *o.plan : std::string(to_string(config.partition)), replicas);
   }
   if (o.trace) {
-    (o.json ? std::cerr : std::cout)
-        << "Trace written to " << *o.trace << " (" << result.timeline.events.size()
-        << " events; open it in Perfetto or chrome://tracing)\n";
+    (o.json ? std::cerr : std::cout) << "Trace written to " << *o.trace << " (" << traced_slices
+                                     << " events; open it in Perfetto or chrome://tracing)\n";
   }
   return 0;
 }

@@ -16,7 +16,13 @@ void write_file_atomically(const std::filesystem::path& path,
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
-    write(out);
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      std::filesystem::remove(tmp, ignored);
+      throw;
+    }
     out.flush();
     if (cancel_requested()) {  // Ctrl-C while writing: the file stays as it was
       out.close();

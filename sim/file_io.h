@@ -11,8 +11,9 @@ namespace pipescope {
 
 // Calls write(stream) on a temporary file and renames it to `path`. Throws
 // std::runtime_error naming `path` when it cannot open, write or rename, and
-// Cancelled when a stop was requested (sim/cancel.h) before the rename; the
-// temporary file is removed then and `path` is left as it was.
+// Cancelled when a stop was requested (sim/cancel.h) before the rename; what
+// write() throws passes through. The temporary file is removed then and `path`
+// is left as it was.
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& write);
 

@@ -67,19 +67,27 @@ void MemoryTracker::walk(std::size_t device, Fn&& fn) const {
   }
 }
 
+void MemoryTracker::for_each_point(
+    const std::function<void(int device, const MemoryPoint& point)>& fn) const {
+  for (std::size_t dev = 0; dev < allocs_.size(); ++dev) {
+    // One point held back: a later change at the same time replaces it.
+    MemoryPoint held{0, static_bytes_[dev]};
+    walk(dev, [&](SimTime t, Bytes total) {
+      if (held.time != t) {
+        fn(static_cast<int>(dev), held);
+        held.time = t;
+      }
+      held.bytes = total;
+    });
+    fn(static_cast<int>(dev), held);
+  }
+}
+
 std::vector<std::vector<MemoryPoint>> MemoryTracker::curves() const {
   std::vector<std::vector<MemoryPoint>> out(allocs_.size());
-  for (std::size_t dev = 0; dev < allocs_.size(); ++dev) {
-    auto& curve = out[dev];
-    curve.push_back({0, static_bytes_[dev]});
-    walk(dev, [&](SimTime t, Bytes total) {
-      if (curve.back().time == t) {
-        curve.back().bytes = total;
-      } else {
-        curve.push_back({t, total});
-      }
-    });
-  }
+  for_each_point([&](int device, const MemoryPoint& p) {
+    out[static_cast<std::size_t>(device)].push_back(p);
+  });
   return out;
 }
 

@@ -9,6 +9,7 @@
 // Transient buffers inside an op (one layer's output while it is computed, the
 // gradient being formed) are not counted; they are small next to the stash.
 
+#include <functional>
 #include <vector>
 
 #include "sim/schedule.h"
@@ -27,6 +28,8 @@ class MemoryTracker final : public SimListener {
   // The curve of each device: a point wherever the total changes. At equal
   // times, frees come before allocations.
   std::vector<std::vector<MemoryPoint>> curves() const;
+  // The same points, device after device, without holding them.
+  void for_each_point(const std::function<void(int device, const MemoryPoint& point)>& fn) const;
   // Peak of each device, from the same events as curves().
   std::vector<Bytes> peaks() const;
   // Static bytes of each device.

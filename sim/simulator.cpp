@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "costmodels/check.h"
 #include "costmodels/profile.h"
@@ -58,7 +59,7 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   const int layers = static_cast<int>(sc.model.layers.size());
   // K defaults to the device count: say so, and name the scenario field.
   const std::string k_name =
-      cfg.custom ? "K=" + std::to_string(r.K) + " (the rows of " + cfg.custom->file + ")"
+      cfg.custom   ? "K=" + std::to_string(r.K) + " (the rows of " + cfg.custom->file + ")"
       : cfg.stages ? "K=" + std::to_string(r.K)
                    : "K=" + std::to_string(r.K) + " (the cluster's devices)";
   const std::string k_field = cfg.stages ? "" : "cluster.devices";
@@ -313,21 +314,27 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);
 
   MemoryTracker memory(schedule, out.stage_costs);
-  TimelineRecorder recorder(out.timeline);
+  TimelineCollector collector(out.timeline);
+  TimelineSink* sink = config.timeline_sink;
+  if (!sink && config.record_timeline) sink = &collector;
+  std::optional<TimelineRecorder> recorder;
   ListenerList listeners;
   listeners.add(&memory);
-  if (config.record_timeline) listeners.add(&recorder);
+  if (sink) {
+    std::vector<std::string> device_names;
+    for (int d = 0; d < schedule.devices(); ++d) {
+      device_names.push_back("device " + std::to_string(d) + " (" + scenario.cluster.device.name +
+                             ")");
+    }
+    sink->begin(device_names, route_names(schedule, scenario.cluster));
+    listeners.add(&recorder.emplace(*sink));
+  }
   const EngineResult run = run_engine(schedule, out.stage_costs, scenario.cluster, &listeners);
   out.compute_ops = run.compute_ops;
   out.transfers = run.transfers;
-
-  if (config.record_timeline) {
-    for (int d = 0; d < schedule.devices(); ++d) {
-      out.timeline.device_names.push_back("device " + std::to_string(d) + " (" +
-                                          scenario.cluster.device.name + ")");
-    }
-    out.timeline.route_names = route_names(schedule, scenario.cluster);
-    out.timeline.memory = memory.curves();
+  if (sink) {
+    memory.for_each_point([&](int device, const MemoryPoint& p) { sink->memory_point(device, p); });
+    sink->end();
   }
   MetricsInput in;
   in.samples = scenario.training.global_batch;

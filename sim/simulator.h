@@ -75,6 +75,10 @@ struct SimConfig {
   // Cuts given explicitly (from a plan) instead of by `partition`.
   std::optional<std::vector<StageRange>> stage_ranges;
   bool record_timeline = true;  // events and memory curves; off for sweeps
+  // When set, the timeline goes here as the engine runs (names, events, memory
+  // curves) and SimResult::timeline stays empty: a trace of millions of ops is
+  // written without being held (ChromeTraceWriter).
+  TimelineSink* timeline_sink = nullptr;
 };
 
 struct SimResult {

@@ -56,6 +56,18 @@ EventKind event_kind(TransferKind k) {
   return k == TransferKind::kActivation ? EventKind::kActivation : EventKind::kGradient;
 }
 
+void TimelineCollector::begin(const std::vector<std::string>& device_names,
+                              const std::vector<std::string>& route_names) {
+  out_.device_names = device_names;
+  out_.route_names = route_names;
+}
+
+void TimelineCollector::memory_point(int device, const MemoryPoint& point) {
+  const auto d = static_cast<std::size_t>(device);
+  if (out_.memory.size() <= d) out_.memory.resize(d + 1);
+  out_.memory[d].push_back(point);
+}
+
 void TimelineRecorder::on_compute(int device, const Op& op, SimTime start, SimTime end) {
   TimelineEvent e;
   e.device = device;
@@ -65,7 +77,7 @@ void TimelineRecorder::on_compute(int device, const Op& op, SimTime start, SimTi
   e.micro_batch = op.micro_batch;
   e.start = start;
   e.end = end;
-  out_.events.push_back(e);
+  sink_.event(e);
 }
 
 void TimelineRecorder::on_transfer(const TransferRecord& t) {
@@ -81,12 +93,12 @@ void TimelineRecorder::on_transfer(const TransferRecord& t) {
   e.lane = Lane::kSend;
   e.start = t.start;
   e.end = t.start + t.serialize;
-  out_.events.push_back(e);
+  sink_.event(e);
   e.device = t.dst_device;
   e.lane = Lane::kRecv;
   e.start = t.end - t.serialize;
   e.end = t.end;
-  out_.events.push_back(e);
+  sink_.event(e);
 }
 
 void TimelineRecorder::on_allreduce(int device, int stage, Bytes bytes, SimTime start,
@@ -99,7 +111,7 @@ void TimelineRecorder::on_allreduce(int device, int stage, Bytes bytes, SimTime 
   e.bytes = bytes;
   e.start = start;
   e.end = end;
-  out_.events.push_back(e);
+  sink_.event(e);
 }
 
 std::string event_name(const TimelineEvent& e) {

@@ -70,19 +70,46 @@ struct Timeline {
   std::vector<std::string> route_names;          // index = route_id(), e.g. "0->host, host->1"
 };
 
+// Takes a run's timeline piece by piece as it happens, instead of holding it
+// whole: the names first, then every event in the order the run reports it
+// (each lane's in order of start for a simulated run), then the memory curves.
+class TimelineSink {
+ public:
+  virtual ~TimelineSink() = default;
+  virtual void begin(const std::vector<std::string>& device_names,
+                     const std::vector<std::string>& route_names) = 0;
+  virtual void event(const TimelineEvent& e) = 0;
+  virtual void memory_point(int device, const MemoryPoint& point) = 0;
+  virtual void end() = 0;
+};
+
+// The sink that keeps everything: fills a Timeline.
+class TimelineCollector final : public TimelineSink {
+ public:
+  explicit TimelineCollector(Timeline& out) : out_(out) {}
+  void begin(const std::vector<std::string>& device_names,
+             const std::vector<std::string>& route_names) override;
+  void event(const TimelineEvent& e) override { out_.events.push_back(e); }
+  void memory_point(int device, const MemoryPoint& point) override;
+  void end() override {}
+
+ private:
+  Timeline& out_;
+};
+
 // Records compute ops on the compute lane, and each transfer twice with its flow
 // id: on the sender's send lane while its bytes leave (start to start +
 // serialize) and on the receiver's recv lane while they land (end - serialize to
-// end).
+// end). Each event goes to `sink` as the engine reports it.
 class TimelineRecorder final : public SimListener {
  public:
-  explicit TimelineRecorder(Timeline& out) : out_(out) {}
+  explicit TimelineRecorder(TimelineSink& sink) : sink_(sink) {}
   void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
   void on_transfer(const TransferRecord& transfer) override;
   void on_allreduce(int device, int stage, Bytes bytes, SimTime start, SimTime end) override;
 
  private:
-  Timeline& out_;
+  TimelineSink& sink_;
 };
 
 // Fans one engine out to several listeners.

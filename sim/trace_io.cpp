@@ -3,6 +3,7 @@
 #include "sim/file_io.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -21,140 +22,193 @@ namespace pipescope {
 namespace {
 
 // ns -> "us.fff": exact, no floating point.
-std::string micros(SimTime ns) {
-  char buf[32];
-  const char* sign = ns < 0 ? "-" : "";
-  const SimTime a = ns < 0 ? -ns : ns;
-  std::snprintf(buf, sizeof buf, "%s%" PRId64 ".%03" PRId64, sign, a / 1000, a % 1000);
-  return buf;
+void append_micros(std::string& out, SimTime ns) {
+  if (ns < 0) out += '-';
+  // The magnitude as unsigned: -INT64_MIN does not fit a SimTime.
+  const std::uint64_t a =
+      ns < 0 ? ~static_cast<std::uint64_t>(ns) + 1 : static_cast<std::uint64_t>(ns);
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, a / 1000);
+  out.append(buf, end);
+  const auto frac = static_cast<unsigned>(a % 1000);
+  out += '.';
+  out += static_cast<char>('0' + frac / 100);
+  out += static_cast<char>('0' + frac / 10 % 10);
+  out += static_cast<char>('0' + frac % 10);
 }
 
-std::string quoted(const std::string& s) {
+template <typename Int>
+void append_int(std::string& out, Int v) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
+}
+
+std::string json_string(const std::string& s) {
   return nlohmann::json(s).dump();
-}
-
-class Writer {
- public:
-  explicit Writer(std::ostream& out) : out_(out) {}
-  void event(const std::string& body) {
-    out_ << (first_ ? "\n" : ",\n") << '{' << body << '}';
-    first_ = false;
-  }
-
- private:
-  std::ostream& out_;
-  bool first_ = true;
-};
-
-std::string head(const char* ph, int pid, int tid) {
-  return std::string("\"ph\":\"") + ph + "\",\"pid\":" + std::to_string(pid) +
-         ",\"tid\":" + std::to_string(tid);
 }
 
 constexpr int kLanes = 3;
 
+}  // namespace
+
+ChromeTraceWriter::ChromeTraceWriter(std::ostream& out) : out_(out) {
+  out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+}
+
+void ChromeTraceWriter::put(const std::string& body) {
+  out_ << (events_written_ == 0 ? "\n{" : ",\n{") << body << '}';
+  ++events_written_;
+}
+
+void ChromeTraceWriter::head(std::string& out, const char* ph, int pid, int tid) {
+  out += "\"ph\":\"";
+  out += ph;
+  out += "\",\"pid\":";
+  append_int(out, pid);
+  out += ",\"tid\":";
+  append_int(out, tid);
+}
+
+void ChromeTraceWriter::begin(const std::vector<std::string>& device_names,
+                              const std::vector<std::string>& route_names) {
+  device_names_ = device_names;
+  quoted_routes_.clear();
+  for (const std::string& r : route_names) quoted_routes_.push_back(json_string(r));
+  std::string body;
+  for (std::size_t d = 0; d < device_names_.size(); ++d) {
+    const int pid = static_cast<int>(d);
+    body.clear();
+    head(body, "M", pid, 0);
+    body += ",\"name\":\"process_name\",\"args\":{\"name\":" + json_string(device_names_[d]) + "}";
+    put(body);
+    body.clear();
+    head(body, "M", pid, 0);
+    body += ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":";
+    append_int(body, pid);
+    body += '}';
+    put(body);
+  }
+}
+
 // Chrome's viewers draw the slices of one thread as a stack, so slices there must
 // nest. Slices of one lane that overlap without nesting (two transfers landing over
 // different links at once) go to further rows of that lane: row r of lane l is
-// tid r * kLanes + l. First fit in order of start time, so the result depends only
-// on the timeline.
-struct Rows {
-  std::vector<int> of_event;                 // row of each event
-  std::map<std::pair<int, int>, int> count;  // (device, lane) -> rows used
-};
-
-Rows assign_rows(const Timeline& t) {
-  Rows rows;
-  rows.of_event.assign(t.events.size(), 0);
-  std::map<std::pair<int, int>, std::vector<std::size_t>> lanes;
-  for (std::size_t i = 0; i < t.events.size(); ++i) {
-    lanes[{t.events[i].device, static_cast<int>(t.events[i].lane)}].push_back(i);
-  }
-  for (auto& [key, idx] : lanes) {
-    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-      return t.events[a].start < t.events[b].start;
-    });
-    std::vector<SimTime> row_end;
-    for (std::size_t i : idx) {
-      const TimelineEvent& e = t.events[i];
-      std::size_t r = 0;
-      while (r < row_end.size() && row_end[r] > e.start) ++r;
-      if (r == row_end.size()) row_end.push_back(e.end);
-      row_end[r] = e.end;
-      rows.of_event[i] = static_cast<int>(r);
-    }
-    rows.count[key] = static_cast<int>(row_end.size());
-  }
-  return rows;
+// tid r * kLanes + l, the first row whose last slice has ended by the new one's
+// start. The result depends only on the order of the events.
+int ChromeTraceWriter::row_for(const TimelineEvent& e) {
+  const std::size_t key =
+      static_cast<std::size_t>(e.device) * kLanes + static_cast<std::size_t>(e.lane);
+  if (row_ends_.size() <= key) row_ends_.resize(key + 1);
+  std::vector<SimTime>& ends = row_ends_[key];
+  std::size_t r = 0;
+  while (r < ends.size() && ends[r] > e.start) ++r;
+  if (r == ends.size()) ends.push_back(e.end);
+  ends[r] = e.end;
+  return static_cast<int>(r);
 }
 
-void write_metadata(Writer& w, const Timeline& t, const Rows& rows) {
-  for (std::size_t d = 0; d < t.device_names.size(); ++d) {
-    const int pid = static_cast<int>(d);
-    w.event(head("M", pid, 0) +
-            ",\"name\":\"process_name\",\"args\":{\"name\":" + quoted(t.device_names[d]) + "}");
-    w.event(head("M", pid, 0) + ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
-            std::to_string(pid) + "}");
-    for (Lane lane : {Lane::kCompute, Lane::kSend, Lane::kRecv}) {
-      const int l = static_cast<int>(lane);
-      const auto it = rows.count.find({pid, l});
-      const int n = it == rows.count.end() ? 1 : it->second;
-      for (int r = 0; r < n; ++r) {
-        const std::string name =
-            std::string(to_string(lane)) + (r == 0 ? "" : " " + std::to_string(r + 1));
-        w.event(head("M", pid, r * kLanes + l) + ",\"name\":\"thread_name\",\"args\":{\"name\":\"" +
-                name + "\"}");
-      }
-    }
+void ChromeTraceWriter::event(const TimelineEvent& e) {
+  const int tid = row_for(e) * kLanes + static_cast<int>(e.lane);
+  std::string& b = buffer_;
+  b.clear();
+  head(b, "X", e.device, tid);
+  b += ",\"name\":\"";
+  b += event_name(e);  // letters, digits, spaces and dashes: nothing to escape
+  b += "\",\"cat\":\"";
+  b += to_string(e.kind);
+  b += "\",\"ts\":";
+  append_micros(b, e.start);
+  b += ",\"dur\":";
+  append_micros(b, e.end - e.start);
+  b += ",\"args\":{\"stage\":";
+  append_int(b, e.stage);
+  if (has_micro_batch(e.kind)) {
+    b += ",\"micro_batch\":";
+    append_int(b, e.micro_batch);
   }
-}
-
-void write_event(Writer& w, const Timeline& t, const TimelineEvent& e, int row) {
-  const int tid = row * kLanes + static_cast<int>(e.lane);
-  std::string args = "\"stage\":" + std::to_string(e.stage);
-  if (has_micro_batch(e.kind)) args += ",\"micro_batch\":" + std::to_string(e.micro_batch);
   if (e.lane != Lane::kCompute) {
-    args += ",\"bytes\":" + std::to_string(e.bytes);
-    if (e.peer_stage) args += ",\"to_stage\":" + std::to_string(*e.peer_stage);
-    if (e.route && static_cast<std::size_t>(*e.route) < t.route_names.size()) {
-      args += ",\"links\":" + quoted(t.route_names[static_cast<std::size_t>(*e.route)]);
+    b += ",\"bytes\":";
+    append_int(b, e.bytes);
+    if (e.peer_stage) {
+      b += ",\"to_stage\":";
+      append_int(b, *e.peer_stage);
+    }
+    if (e.route && static_cast<std::size_t>(*e.route) < quoted_routes_.size()) {
+      b += ",\"links\":";
+      b += quoted_routes_[static_cast<std::size_t>(*e.route)];
     }
   }
-  if (e.cpu_time) args += ",\"cpu_us\":" + micros(*e.cpu_time);
-  w.event(head("X", e.device, tid) + ",\"name\":" + quoted(event_name(e)) + ",\"cat\":\"" +
-          std::string(to_string(e.kind)) + "\",\"ts\":" + micros(e.start) +
-          ",\"dur\":" + micros(e.end - e.start) + ",\"args\":{" + args + "}");
+  if (e.cpu_time) {
+    b += ",\"cpu_us\":";
+    append_micros(b, *e.cpu_time);
+  }
+  b += '}';
+  put(b);
   if (e.flow) {
     // The arrow runs from the start of the send slice to the start of the recv
     // slice; "bp":"e" binds its end to the slice that encloses it.
     const bool send = e.lane == Lane::kSend;
-    w.event(head(send ? "s" : "f", e.device, tid) +
-            ",\"name\":\"transfer\",\"cat\":\"flow\",\"id\":" + std::to_string(*e.flow) +
-            ",\"ts\":" + micros(e.start) + (send ? "" : ",\"bp\":\"e\""));
+    b.clear();
+    head(b, send ? "s" : "f", e.device, tid);
+    b += ",\"name\":\"transfer\",\"cat\":\"flow\",\"id\":";
+    append_int(b, *e.flow);
+    b += ",\"ts\":";
+    append_micros(b, e.start);
+    if (!send) b += ",\"bp\":\"e\"";
+    put(b);
   }
+  ++slices_;
 }
 
-void write_memory(Writer& w, const Timeline& t) {
-  for (std::size_t d = 0; d < t.memory.size(); ++d) {
-    for (const MemoryPoint& p : t.memory[d]) {
-      w.event(head("C", static_cast<int>(d), 0) + ",\"name\":\"memory\",\"ts\":" + micros(p.time) +
-              ",\"args\":{\"bytes\":" + std::to_string(p.bytes) + "}");
+void ChromeTraceWriter::memory_point(int device, const MemoryPoint& point) {
+  std::string& b = buffer_;
+  b.clear();
+  head(b, "C", device, 0);
+  b += ",\"name\":\"memory\",\"ts\":";
+  append_micros(b, point.time);
+  b += ",\"args\":{\"bytes\":";
+  append_int(b, point.bytes);
+  b += '}';
+  put(b);
+}
+
+// The lanes' names last, once their rows are known (viewers take metadata
+// anywhere in the file).
+void ChromeTraceWriter::end() {
+  std::string body;
+  for (std::size_t d = 0; d < device_names_.size(); ++d) {
+    const int pid = static_cast<int>(d);
+    for (const Lane lane : {Lane::kCompute, Lane::kSend, Lane::kRecv}) {
+      const int l = static_cast<int>(lane);
+      const std::size_t key = d * kLanes + static_cast<std::size_t>(l);
+      const std::size_t rows =
+          key < row_ends_.size() ? std::max<std::size_t>(1, row_ends_[key].size()) : 1;
+      for (std::size_t r = 0; r < rows; ++r) {
+        body.clear();
+        head(body, "M", pid, static_cast<int>(r) * kLanes + l);
+        body += ",\"name\":\"thread_name\",\"args\":{\"name\":\"";
+        body += to_string(lane);
+        if (r > 0) {
+          body += ' ';
+          append_int(body, r + 1);
+        }
+        body += "\"}";
+        put(body);
+      }
     }
   }
+  out_ << "\n]}\n";
 }
 
-}  // namespace
-
 void write_chrome_trace(std::ostream& out, const Timeline& timeline) {
-  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
-  Writer w(out);
-  const Rows rows = assign_rows(timeline);
-  write_metadata(w, timeline, rows);
-  for (std::size_t i = 0; i < timeline.events.size(); ++i) {
-    write_event(w, timeline, timeline.events[i], rows.of_event[i]);
+  ChromeTraceWriter w(out);
+  w.begin(timeline.device_names, timeline.route_names);
+  for (const TimelineEvent& e : timeline.events) w.event(e);
+  for (std::size_t d = 0; d < timeline.memory.size(); ++d) {
+    for (const MemoryPoint& p : timeline.memory[d]) w.memory_point(static_cast<int>(d), p);
   }
-  write_memory(w, timeline);
-  out << "\n]}\n";
+  w.end();
 }
 
 void write_chrome_trace_file(const std::filesystem::path& path, const Timeline& timeline) {

@@ -7,15 +7,49 @@
 // microseconds. Written as a stream, in a fixed order, so the same timeline gives
 // the same bytes.
 
+#include <cstdint>
 #include <filesystem>
 #include <istream>
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sim/timeline.h"
 
 namespace pipescope {
+
+// Writes the trace as the timeline comes, holding no more than a few numbers per
+// lane: process names at begin(), each slice (and its flow event) as it comes,
+// then the memory counters, and at end() the lanes' names, whose further rows
+// are known only then. An event goes to the first row of its lane whose slices
+// have ended by its start, so the bytes depend only on the order of the events.
+class ChromeTraceWriter final : public TimelineSink {
+ public:
+  // Writes the opening of the document.
+  explicit ChromeTraceWriter(std::ostream& out);
+  void begin(const std::vector<std::string>& device_names,
+             const std::vector<std::string>& route_names) override;
+  void event(const TimelineEvent& e) override;
+  void memory_point(int device, const MemoryPoint& point) override;
+  // Writes the lanes' names and closes the document.
+  void end() override;
+  // Compute ops, transfers' halves and all-reduces written so far.
+  std::int64_t slices() const { return slices_; }
+
+ private:
+  void put(const std::string& body);
+  static void head(std::string& out, const char* ph, int pid, int tid);
+  int row_for(const TimelineEvent& e);
+
+  std::ostream& out_;
+  std::vector<std::string> device_names_;
+  std::vector<std::string> quoted_routes_;      // JSON strings, by route_id()
+  std::vector<std::vector<SimTime>> row_ends_;  // [device * 3 + lane][row]: last end
+  std::string buffer_;
+  std::int64_t events_written_ = 0;
+  std::int64_t slices_ = 0;
+};
 
 void write_chrome_trace(std::ostream& out, const Timeline& timeline);
 

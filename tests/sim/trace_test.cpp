@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/file_io.h"
 #include "sim/simulator.h"
 #include "sim_fixtures.h"
 
@@ -157,6 +158,48 @@ TEST(ChromeTrace, FileIsWrittenWhole) {
   EXPECT_GT(doc["traceEvents"].size(), 0u);
   EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
   std::filesystem::remove(path);
+}
+
+// Streamed while the engine runs (simulate --trace), the trace is the same bytes
+// as one written from the whole timeline afterwards, and nothing is held.
+TEST(ChromeTrace, StreamedTraceEqualsTheWholeTimelines) {
+  for (const ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kZbH1}) {
+    SimConfig config;
+    config.schedule = kind;
+    std::ostringstream streamed;
+    ChromeTraceWriter writer(streamed);
+    config.timeline_sink = &writer;
+    const SimResult r = simulate(traced_scenario(), config);
+    EXPECT_TRUE(r.timeline.events.empty());
+    EXPECT_TRUE(r.timeline.memory.empty());
+
+    config.timeline_sink = nullptr;
+    const SimResult whole = simulate(traced_scenario(), config);
+    std::ostringstream written;
+    write_chrome_trace(written, whole.timeline);
+    EXPECT_EQ(streamed.str(), written.str()) << to_string(kind);
+    EXPECT_EQ(writer.slices(), static_cast<std::int64_t>(whole.timeline.events.size()));
+    EXPECT_EQ(whole.timeline.events.size(),
+              static_cast<std::size_t>(whole.compute_ops + 2 * whole.transfers));
+  }
+}
+
+// A simulation that fails while its trace streams leaves no file behind, not
+// even the temporary one.
+TEST(ChromeTrace, FailedStreamLeavesNoFile) {
+  const auto path = std::filesystem::temp_directory_path() / "pipescope_trace_fail.json";
+  std::filesystem::remove(path);
+  SimConfig config;
+  config.stages = 99;  // more than the scenario's devices
+  EXPECT_THROW(write_file_atomically(path,
+                                     [&](std::ostream& out) {
+                                       ChromeTraceWriter writer(out);
+                                       config.timeline_sink = &writer;
+                                       simulate(traced_scenario(), config);
+                                     }),
+               ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
 }
 
 TEST(ChromeTrace, UnwritablePathIsAnErrorNamingIt) {

@@ -118,7 +118,8 @@ EngineResult run_crossing(const Scenario& sc, Timeline& t) {
                      {OpKind::kBackward, 1, 1},
                      {OpKind::kOptimizer, 1, 0}};
   EXPECT_EQ(check_schedule(s), "");
-  TimelineRecorder rec(t);
+  TimelineCollector collect(t);
+  TimelineRecorder rec(collect);
   return run_engine(s, stages, sc.cluster, &rec);
 }
 
