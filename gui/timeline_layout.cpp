@@ -1,9 +1,10 @@
 #include "gui/timeline_layout.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <numeric>
-#include <tuple>
+#include <span>
 #include <utility>
 
 #include "sim/format.h"
@@ -61,29 +62,81 @@ class FirstFit {
   std::vector<SimTime> end_;  // min of the rows' end times under each node
 };
 
+// What laying out needs of an event, gathered by device and lane in one pass
+// over the events: reading them there, strided, cost more than the rest.
+struct LaneEvent {
+  SimTime start = 0;
+  SimTime end = 0;
+  std::size_t event = 0;
+  EventKind kind = EventKind::kForward;
+};
+
+// An event with a negative device or an unknown lane (corrupt input) has no row.
+bool has_row(const TimelineEvent& e) {
+  return e.device >= 0 && static_cast<std::size_t>(e.lane) < std::size(kLanes);
+}
+
+// A timeline's events by (device, lane, start), ties in timeline order as in the
+// trace writer: device d's lane l is events[begin[b]] to events[begin[b + 1] - 1]
+// for b = 3d + l.
+struct ByLane {
+  std::vector<LaneEvent> events;
+  std::vector<std::size_t> begin;
+};
+
+ByLane sort_by_lane(const Timeline& t, int devices) {
+  // A counting sort by device and lane keeps timeline order, which is usually
+  // order of start already.
+  const auto bucket = [](const TimelineEvent& e) {
+    return static_cast<std::size_t>(e.device) * std::size(kLanes) +
+           static_cast<std::size_t>(e.lane);
+  };
+  ByLane out;
+  out.begin.assign(static_cast<std::size_t>(devices) * std::size(kLanes) + 1, 0);
+  for (const TimelineEvent& e : t.events) {
+    if (has_row(e)) ++out.begin[bucket(e) + 1];
+  }
+  std::partial_sum(out.begin.begin(), out.begin.end(), out.begin.begin());
+  out.events.resize(out.begin.back());
+  std::vector<std::size_t> fill(out.begin.begin(), out.begin.end() - 1);
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const TimelineEvent& e = t.events[i];
+    if (has_row(e)) out.events[fill[bucket(e)]++] = LaneEvent{e.start, e.end, i, e.kind};
+  }
+  const auto by_start = [](const LaneEvent& a, const LaneEvent& b) { return a.start < b.start; };
+  for (std::size_t b = 0; b + 1 < out.begin.size(); ++b) {
+    const auto lo = out.events.begin() + static_cast<std::ptrdiff_t>(out.begin[b]);
+    const auto hi = out.events.begin() + static_cast<std::ptrdiff_t>(out.begin[b + 1]);
+    if (!std::is_sorted(lo, hi, by_start)) std::stable_sort(lo, hi, by_start);
+  }
+  return out;
+}
+
 // Appends the rows and items of one device's lane; `events` are its events in
 // order of start.
 void lay_out_lane(const Timeline& t, int source, int device, Lane lane,
-                  const std::vector<std::size_t>& events, const std::string& prefix,
+                  std::span<const LaneEvent> events, const std::string& prefix,
                   TimelineLayout& layout) {
   FirstFit fit(events.size());
   std::vector<std::size_t> sub_row(events.size());
   for (std::size_t k = 0; k < events.size(); ++k) {
-    sub_row[k] = fit.place(t.events[events[k]].start, t.events[events[k]].end);
+    sub_row[k] = fit.place(events[k].start, events[k].end);
   }
   // A device's compute row stays even when it is idle: its bubble is the point.
   const std::size_t rows = std::max<std::size_t>(fit.rows(), lane == Lane::kCompute ? 1 : 0);
-  // Items go row by row, each row in order of start (hit_test relies on it): a
+  // Items go row by row, each row in order of start (the queries rely on it): a
   // counting sort by sub-row, stable in start order.
   std::vector<std::size_t> begin(rows + 1, 0);
   for (const std::size_t r : sub_row) ++begin[r + 1];
   std::partial_sum(begin.begin(), begin.end(), begin.begin());
   const int first_row = static_cast<int>(layout.rows.size());
   const std::size_t first_item = layout.items.size();
+  for (std::size_t r = 0; r < rows; ++r) layout.row_begin.push_back(first_item + begin[r]);
   layout.items.resize(first_item + events.size());
   for (std::size_t k = 0; k < events.size(); ++k) {
-    layout.items[first_item + begin[sub_row[k]]++] =
-        TimelineItem{source, events[k], first_row + static_cast<int>(sub_row[k])};
+    const LaneEvent& e = events[k];
+    layout.items[first_item + begin[sub_row[k]]++] = TimelineItem{
+        source, first_row + static_cast<int>(sub_row[k]), e.event, e.start, e.end, e.kind};
   }
   for (std::size_t r = 0; r < rows; ++r) {
     const int sub = static_cast<int>(r);
@@ -92,25 +145,60 @@ void lay_out_lane(const Timeline& t, int source, int device, Lane lane,
   }
 }
 
+// (stage, micro-batch) as one ordered 64-bit key: stage in the high half.
+std::int64_t pack(int stage, int micro_batch) {
+  return static_cast<std::int64_t>(stage) * (std::int64_t{1} << 32) +
+         static_cast<std::int64_t>(static_cast<std::uint32_t>(micro_batch));
+}
+
+std::int64_t op_class(int source, EventKind kind) {
+  return static_cast<std::int64_t>(source) * 256 + static_cast<std::int64_t>(kind);
+}
+
+// The dependency lookup, built once per layout (a sort of every item), where
+// scanning every item on each click took 25 ms at a million events.
+void index_dependencies(const std::vector<const Timeline*>& sources, TimelineLayout& layout) {
+  std::vector<std::size_t> item_of;  // per event of one source; items.size() for none
+  std::size_t next = 0;              // sources' items are contiguous, in source order
+  for (std::size_t s = 0; s < sources.size(); ++s) {
+    if (sources[s] == nullptr) continue;
+    const Timeline& t = *sources[s];
+    item_of.assign(t.events.size(), layout.items.size());
+    for (; next < layout.items.size() && layout.items[next].source == static_cast<int>(s); ++next) {
+      item_of[layout.items[next].event] = next;
+    }
+    // In event order: reads the events front to back.
+    for (std::size_t i = 0; i < t.events.size(); ++i) {
+      if (item_of[i] == layout.items.size()) continue;  // hidden, or no row
+      const TimelineEvent& e = t.events[i];
+      layout.by_op.push_back(
+          ItemKey{op_class(static_cast<int>(s), e.kind), pack(e.stage, e.micro_batch), item_of[i]});
+      if (e.flow) {
+        layout.by_flow.push_back(
+            ItemKey{static_cast<std::int64_t>(s), static_cast<std::int64_t>(*e.flow), item_of[i]});
+      }
+    }
+  }
+  std::sort(layout.by_op.begin(), layout.by_op.end());
+  std::sort(layout.by_flow.begin(), layout.by_flow.end());
+}
+
 }  // namespace
 
 TimelineLayout layout_timelines(const std::vector<const Timeline*>& sources,
                                 const std::vector<std::string>& prefixes, bool show_transfers) {
   TimelineLayout layout;
+  std::size_t events = 0;
+  for (const Timeline* t : sources) events += t != nullptr ? t->events.size() : 0;
+  layout.items.reserve(events);
   bool any = false;
   for (std::size_t s = 0; s < sources.size(); ++s) {
     if (sources[s] == nullptr) continue;
     const Timeline& t = *sources[s];
     const std::string& prefix = s < prefixes.size() ? prefixes[s] : std::string();
-    // Events by (device, lane, start), ties in timeline order as in the trace
-    // writer. An event with a negative device (corrupt input) has no row.
-    std::vector<std::size_t> order;
-    order.reserve(t.events.size());
     int devices = static_cast<int>(t.device_names.size());
-    for (std::size_t i = 0; i < t.events.size(); ++i) {
-      const TimelineEvent& e = t.events[i];
-      if (e.device < 0) continue;
-      order.push_back(i);
+    for (const TimelineEvent& e : t.events) {
+      if (!has_row(e)) continue;
       devices = std::max(devices, e.device + 1);
       // The extent counts hidden transfers too: the axis does not jump when
       // they are switched on.
@@ -119,27 +207,20 @@ TimelineLayout layout_timelines(const std::vector<const Timeline*>& sources,
       layout.end_ns = any ? std::max(layout.end_ns, end) : end;
       any = true;
     }
-    const auto key = [&](std::size_t i) {
-      const TimelineEvent& e = t.events[i];
-      return std::make_tuple(e.device, static_cast<int>(e.lane), e.start, i);
-    };
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
-
-    std::size_t next = 0;  // into order
-    std::vector<std::size_t> lane_events;
+    const ByLane by_lane = sort_by_lane(t, devices);
     for (int d = 0; d < devices; ++d) {
       for (const Lane lane : kLanes) {
-        lane_events.clear();
-        while (next < order.size() && t.events[order[next]].device == d &&
-               t.events[order[next]].lane == lane) {
-          lane_events.push_back(order[next++]);
-        }
+        const std::size_t b =
+            static_cast<std::size_t>(d) * std::size(kLanes) + static_cast<std::size_t>(lane);
+        const std::span<const LaneEvent> lane_events(by_lane.events.data() + by_lane.begin[b],
+                                                     by_lane.begin[b + 1] - by_lane.begin[b]);
         if (lane != Lane::kCompute && (!show_transfers || lane_events.empty())) continue;
         lay_out_lane(t, static_cast<int>(s), d, lane, lane_events, prefix, layout);
       }
     }
   }
+  layout.row_begin.push_back(layout.items.size());
+  index_dependencies(sources, layout);
   return layout;
 }
 
@@ -153,42 +234,68 @@ const TimelineEvent& event_of(const TimelineLayout& layout,
 
 }  // namespace
 
-std::optional<std::size_t> hit_test(const TimelineLayout& layout,
-                                    const std::vector<const Timeline*>& sources, int row,
-                                    double time_ns, double tolerance_ns) {
-  // The row's items: items are sorted by row, and a row's by start.
-  const auto by_row = [](const TimelineItem& a, const TimelineItem& b) { return a.row < b.row; };
-  const auto [lo_it, hi_it] =
-      std::equal_range(layout.items.begin(), layout.items.end(), TimelineItem{0, 0, row}, by_row);
-  const auto lo = static_cast<std::size_t>(lo_it - layout.items.begin());
-  const auto hi = static_cast<std::size_t>(hi_it - layout.items.begin());
-  if (lo == hi) return std::nullopt;
+namespace {
+
+// Where an item ends on screen: an end before the start (a corrupt trace)
+// draws as the start. In a row these are in order: each slice ends at or
+// before the next starts (first fit), so max(start, end) never decreases.
+double end_of(const TimelineItem& item) {
+  return static_cast<double>(std::max(item.start, item.end));
+}
+
+ItemRange row_items(const TimelineLayout& layout, int row) {
+  if (row < 0 || static_cast<std::size_t>(row) + 1 >= layout.row_begin.size()) return {};
+  return {layout.row_begin[static_cast<std::size_t>(row)],
+          layout.row_begin[static_cast<std::size_t>(row) + 1]};
+}
+
+// The first item of [first, last) for which pred holds, pred being false then
+// true along the range.
+template <typename Pred>
+std::size_t partition_point(const TimelineLayout& layout, std::size_t first, std::size_t last,
+                            Pred pred) {
+  const auto begin = layout.items.begin();
+  return static_cast<std::size_t>(
+      std::partition_point(begin + static_cast<std::ptrdiff_t>(first),
+                           begin + static_cast<std::ptrdiff_t>(last),
+                           [&](const TimelineItem& it) { return !pred(it); }) -
+      begin);
+}
+
+}  // namespace
+
+ItemRange items_in(const TimelineLayout& layout, int row, double t0_ns, double t1_ns) {
+  const ItemRange all = row_items(layout, row);
+  // Starts and ends both ascend along a row, so both tests flip once.
+  const std::size_t first = partition_point(layout, all.first, all.last, [&](const auto& it) {
+    return end_of(it) > t0_ns || static_cast<double>(it.start) >= t0_ns;
+  });
+  const std::size_t last = partition_point(layout, first, all.last, [&](const auto& it) {
+    return static_cast<double>(it.start) >= t1_ns;
+  });
+  return {first, last};
+}
+
+std::optional<std::size_t> hit_test(const TimelineLayout& layout, int row, double time_ns,
+                                    double tolerance_ns) {
+  const ItemRange all = row_items(layout, row);
+  if (all.size() == 0) return std::nullopt;
   // One past the last item starting at or before time_ns. Slices of a row do not
   // overlap, so only that item can contain time_ns, and it and the next are the
   // nearest on either side.
-  const auto start_of = [&](std::size_t i) {
-    return static_cast<double>(event_of(layout, sources, i).start);
-  };
-  std::size_t first = lo, count = hi - lo;
-  while (count > 0) {
-    const std::size_t half = count / 2;
-    if (start_of(first + half) <= time_ns) {
-      first += half + 1;
-      count -= half + 1;
-    } else {
-      count = half;
-    }
-  }
+  const std::size_t first = partition_point(layout, all.first, all.last, [&](const auto& it) {
+    return static_cast<double>(it.start) > time_ns;
+  });
   std::optional<std::size_t> best;
   double best_distance = 0.0;
-  if (first > lo) {
-    const double end = static_cast<double>(event_of(layout, sources, first - 1).end);
+  if (first > all.first) {
+    const double end = end_of(layout.items[first - 1]);
     if (time_ns <= end) return first - 1;
     if (time_ns - end <= tolerance_ns) best = first - 1, best_distance = time_ns - end;
   }
-  if (first < hi) {
+  if (first < all.last) {
     // Strictly nearer: a tie goes to the slice before, which ended there.
-    const double d = start_of(first) - time_ns;
+    const double d = static_cast<double>(layout.items[first].start) - time_ns;
     if (d <= tolerance_ns && (!best || d < best_distance)) best = first;
   }
   return best;
@@ -205,11 +312,6 @@ struct Related {
   bool before;
   bool any_micro_batch = false;
 };
-
-bool matches(const Related& r, const TimelineEvent& e, int micro_batch) {
-  return e.kind == r.kind && e.stage == r.stage &&
-         (r.any_micro_batch || e.micro_batch == micro_batch);
-}
 
 // What the schedule says an event depends on and feeds (DESIGN.md, "Ops").
 std::vector<Related> related_to(const TimelineEvent& me) {
@@ -251,6 +353,15 @@ std::vector<Related> related_to(const TimelineEvent& me) {
   return {};
 }
 
+// The keys equal to `key` in an index, or with any micro-batch: [lo, hi].
+std::pair<std::vector<ItemKey>::const_iterator, std::vector<ItemKey>::const_iterator> keys(
+    const std::vector<ItemKey>& index, std::int64_t a, std::int64_t b_lo, std::int64_t b_hi) {
+  const auto lo = std::lower_bound(index.begin(), index.end(), ItemKey{a, b_lo, 0});
+  const auto hi =
+      std::upper_bound(lo, index.end(), ItemKey{a, b_hi, std::numeric_limits<std::size_t>::max()});
+  return {lo, hi};
+}
+
 }  // namespace
 
 Dependencies dependencies_of(const TimelineLayout& layout,
@@ -260,31 +371,44 @@ Dependencies dependencies_of(const TimelineLayout& layout,
   const int source = layout.items[item].source;
   const TimelineEvent& me = event_of(layout, sources, item);
   const std::vector<Related> related = related_to(me);
-  const bool transfer = is_transfer(me.kind);
-  // One pass over this source's items (contiguous: sources are laid out one
-  // after another), testing each against the handful of related kinds. A lookup
-  // index would have to be rebuilt per call, as the layout has nowhere to keep it,
-  // and building it costs more than this pass: about 1 ms for 100k events.
-  const auto by_source = [](const TimelineItem& a, const TimelineItem& b) {
-    return a.source < b.source;
+  const bool by_flow = is_transfer(me.kind) && me.flow;
+  const auto same_flow = [&](std::size_t i) {
+    return by_flow && event_of(layout, sources, i).flow == me.flow;
   };
-  const auto [lo, hi] = std::equal_range(layout.items.begin(), layout.items.end(),
-                                         TimelineItem{source, 0, 0}, by_source);
-  for (auto it = lo; it != hi; ++it) {
-    const auto i = static_cast<std::size_t>(it - layout.items.begin());
-    if (i == item) continue;
-    const TimelineEvent& e = sources[static_cast<std::size_t>(source)]->events[it->event];
-    if (transfer && me.flow && e.flow == me.flow) {
+  // (item, rank, before): an item related in several ways counts once, as the
+  // first of them (the other half of a transfer first, then related's order).
+  struct Found {
+    std::size_t item;
+    std::size_t rank;
+    bool before;
+  };
+  std::vector<Found> found;
+  if (by_flow) {
+    const auto flow = static_cast<std::int64_t>(*me.flow);
+    const auto [lo, hi] = keys(layout.by_flow, source, flow, flow);
+    for (auto it = lo; it != hi; ++it) {
       // The other half of this transfer: the send comes before its receive.
-      if (e.lane != me.lane) (me.lane == Lane::kSend ? deps.after : deps.before).push_back(i);
-      continue;
-    }
-    for (const Related& r : related) {
-      if (matches(r, e, me.micro_batch)) {
-        (r.before ? deps.before : deps.after).push_back(i);
-        break;
+      if (it->item != item && event_of(layout, sources, it->item).lane != me.lane) {
+        found.push_back({it->item, 0, me.lane != Lane::kSend});
       }
     }
+  }
+  for (std::size_t r = 0; r < related.size(); ++r) {
+    const Related& rel = related[r];
+    const std::int64_t b_lo = pack(rel.stage, rel.any_micro_batch ? 0 : me.micro_batch);
+    const std::int64_t b_hi = pack(rel.stage, rel.any_micro_batch ? -1 : me.micro_batch);
+    const auto [lo, hi] = keys(layout.by_op, op_class(source, rel.kind), b_lo, b_hi);
+    for (auto it = lo; it != hi; ++it) {
+      // Items of the same flow are this transfer's halves, handled above.
+      if (it->item != item && !same_flow(it->item)) found.push_back({it->item, r + 1, rel.before});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const Found& x, const Found& y) {
+    return x.item != y.item ? x.item < y.item : x.rank < y.rank;
+  });
+  for (std::size_t k = 0; k < found.size(); ++k) {
+    if (k > 0 && found[k].item == found[k - 1].item) continue;
+    (found[k].before ? deps.before : deps.after).push_back(found[k].item);
   }
   return deps;
 }

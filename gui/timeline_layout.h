@@ -7,6 +7,7 @@
 // first with its own row prefix and the same time axis.
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,17 +25,40 @@ struct TimelineRow {
                       // e.g. "measured: device 0"
 };
 
+// What is drawn of an event, copied from it so that queries over a row read one
+// array and not the events.
 struct TimelineItem {
   int source = 0;
-  std::size_t event = 0;  // index into that timeline's events
   int row = 0;            // index into TimelineLayout::rows
+  std::size_t event = 0;  // index into that timeline's events
+  SimTime start = 0;      // ns
+  SimTime end = 0;        // ns; an end before the start (a corrupt trace) counts as the start
+  EventKind kind = EventKind::kForward;
+};
+
+// Items of one source that have the same (kind, stage, micro-batch), or the
+// same transfer flow: what dependencies_of looks up. Sorted by key, then item.
+struct ItemKey {
+  std::int64_t a = 0;  // (source, kind) packed: source * 256 + kind; or the source for flows
+  std::int64_t b = 0;  // (stage, micro-batch) packed into 64 bits; or the flow id
+  std::size_t item = 0;
+  friend bool operator<(const ItemKey& x, const ItemKey& y) {
+    return x.a != y.a ? x.a < y.a : x.b != y.b ? x.b < y.b : x.item < y.item;
+  }
 };
 
 struct TimelineLayout {
   std::vector<TimelineRow> rows;
-  std::vector<TimelineItem> items;  // every event of every source, rows in order
-  double start_ns = 0.0;            // earliest start over all sources
-  double end_ns = 0.0;              // latest end over all sources
+  // Every shown event of every source, by row, and within a row by start. A row's
+  // slices do not overlap (each ends at or before the next starts), so their
+  // ends are in order too: the items of a row in a time window are found by
+  // binary search (items_in).
+  std::vector<TimelineItem> items;
+  std::vector<std::size_t> row_begin;  // row r's items are [row_begin[r], row_begin[r + 1])
+  std::vector<ItemKey> by_op;          // (source, kind, stage, micro-batch), every item
+  std::vector<ItemKey> by_flow;        // (source, flow), items of transfers with a flow
+  double start_ns = 0.0;               // earliest start over all sources
+  double end_ns = 0.0;                 // latest end over all sources
 };
 
 // Lays out timelines one under another: for each, its devices in order, each
@@ -45,11 +69,20 @@ struct TimelineLayout {
 TimelineLayout layout_timelines(const std::vector<const Timeline*>& sources,
                                 const std::vector<std::string>& prefixes, bool show_transfers);
 
+// The items of a row that overlap [t0_ns, t1_ns) (or, for an empty slice,
+// start inside it), as [first, last) into layout.items; empty for a row that
+// does not exist. O(log n).
+struct ItemRange {
+  std::size_t first = 0;
+  std::size_t last = 0;
+  std::size_t size() const { return last - first; }
+};
+ItemRange items_in(const TimelineLayout& layout, int row, double t0_ns, double t1_ns);
+
 // The item under (row, time), if any: an event of that row whose [start, end]
-// contains time, or failing that the nearest one within tolerance_ns.
-std::optional<std::size_t> hit_test(const TimelineLayout& layout,
-                                    const std::vector<const Timeline*>& sources, int row,
-                                    double time_ns, double tolerance_ns);
+// contains time, or failing that the nearest one within tolerance_ns. O(log n).
+std::optional<std::size_t> hit_test(const TimelineLayout& layout, int row, double time_ns,
+                                    double tolerance_ns);
 
 // Items related to one item of the same source, by the schedule's dependencies
 // (DESIGN.md, "Ops"): for F(s,m) the activation transfer into s for m (send and
@@ -58,8 +91,10 @@ std::optional<std::size_t> hit_test(const TimelineLayout& layout,
 // transfer to s-1 and B(s-1,m) after, and F(s,m) / R(s,m) of its own stage
 // before; for R(s,m) the F(s,m) before and B(s,m) after; for a transfer event the
 // op that sent it and the op that consumed it (and its other half, same flow).
+// Found through the layout's by_op and by_flow indices: O(log n) per related
+// kind plus what it finds.
 struct Dependencies {
-  std::vector<std::size_t> before;  // item indices
+  std::vector<std::size_t> before;  // item indices, ascending
   std::vector<std::size_t> after;
 };
 Dependencies dependencies_of(const TimelineLayout& layout,

@@ -6,9 +6,12 @@
 #include <QHelpEvent>
 #include <QKeyEvent>
 #include <QMouseEvent>
+#include <QPaintEvent>
 #include <QPainter>
 #include <QToolTip>
 #include <QWheelEvent>
+
+#include "gui/timeline_lod.h"
 
 namespace pipescope::gui {
 namespace {
@@ -38,6 +41,24 @@ QColor kind_color(EventKind k) {
 const QColor kBubble(0xf6, 0xe3, 0xe3);  // idle compute time: the bubble
 const QColor kBefore(0x1f, 0x4e, 0xc9);  // what fed the selected op
 const QColor kAfter(0xe0, 0x6c, 0x00);   // what it feeds
+// Narrower than the shortest label ("F0", 2 characters and a margin) is not
+// worth building a label for, px.
+constexpr double kMinLabelWidth = 12.0;
+
+int y_of(int row) {
+  return TimelineWidget::kAxisHeight + row * TimelineWidget::kRowHeight;
+}
+
+// Where an op (or a span of ops) of a row is drawn; none outside the plot.
+std::optional<QRectF> op_rect(const TimeAxis& axis, SimTime start, SimTime end, int row) {
+  double x0 = axis.x_of(static_cast<double>(start));
+  double x1 = axis.x_of(static_cast<double>(std::max(start, end)));
+  if (x1 < 0 || x0 > axis.width_px) return std::nullopt;
+  x0 = std::max(x0, -2.0);
+  x1 = std::min(x1, axis.width_px + 2);
+  return QRectF(TimelineWidget::kGutter + x0, y_of(row) + 2, std::max(1.0, x1 - x0),
+                TimelineWidget::kRowHeight - 4);
+}
 
 }  // namespace
 
@@ -108,12 +129,12 @@ std::optional<std::size_t> TimelineWidget::item_at(const QPoint& p) const {
   const auto row = row_at(p.y());
   if (!row || p.x() < kGutter) return std::nullopt;
   const double t = axis_.t_of(p.x() - kGutter);
-  return hit_test(layout_, sources_, *row, t, 3 * axis_.span_ns() / axis_.width_px);
+  return hit_test(layout_, *row, t, 3 * axis_.span_ns() / axis_.width_px);
 }
 
-void TimelineWidget::paintEvent(QPaintEvent*) {
+void TimelineWidget::paintEvent(QPaintEvent* event) {
   QPainter p(this);
-  render_to(p, size());
+  paint_area(p, size(), event->rect());
   if (banding_ && press_) {
     const int x0 = std::min(press_->x(), band_x_), x1 = std::max(press_->x(), band_x_);
     p.fillRect(QRect(x0, kAxisHeight, x1 - x0, height() - kAxisHeight), QColor(80, 120, 200, 50));
@@ -121,18 +142,40 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
 }
 
 void TimelineWidget::render_to(QPainter& p, const QSize& size) const {
-  const TimeAxis axis = axis_.resized(plot_width(size.width()));
-  p.fillRect(QRect(QPoint(0, 0), size), palette().color(QPalette::Base));
-  p.setRenderHint(QPainter::Antialiasing, false);
-  const QFontMetrics fm(p.font());
+  paint_area(p, size, QRect(QPoint(0, 0), size));
+}
 
-  // Rows: labels, and the bubble under the compute rows between the first start
-  // and the last end (ops drawn over it leave the idle time showing).
+void TimelineWidget::paint_area(QPainter& p, const QSize& size, const QRect& exposed) const {
+  const TimeAxis axis = axis_.resized(plot_width(size.width()));
+  const QRect area = exposed.intersected(QRect(QPoint(0, 0), size));
+  if (area.isEmpty()) return;
+  p.fillRect(area, palette().color(QPalette::Base));
+  p.setRenderHint(QPainter::Antialiasing, false);
+  // Only the rows in the exposed area: in its scroll area the widget is as tall
+  // as all rows, and a paint shows a screenful of them.
+  const int rows = static_cast<int>(layout_.rows.size());
+  const RowRange in_view{std::max(0, (area.top() - kAxisHeight) / kRowHeight),
+                         area.bottom() < kAxisHeight
+                             ? 0
+                             : std::min(rows, (area.bottom() - kAxisHeight) / kRowHeight + 1)};
+  paint_rows(p, axis, size.width(), in_view);
+  p.save();
+  p.setClipRect(QRect(kGutter, kAxisHeight, size.width() - kGutter, size.height() - kAxisHeight) &
+                area);
+  paint_ops(p, axis, in_view);
+  p.restore();
+  if (area.top() < kAxisHeight) paint_axis(p, axis, size.width());
+}
+
+void TimelineWidget::paint_rows(QPainter& p, const TimeAxis& axis, int width, RowRange rows) const {
+  // Labels, and the bubble under the compute rows between the first start and
+  // the last end (ops drawn over it leave the idle time showing).
+  const QFontMetrics fm(p.font());
   const double x_start = kGutter + std::max(0.0, axis.x_of(layout_.start_ns));
   const double x_end = kGutter + std::min(axis.width_px, axis.x_of(layout_.end_ns));
-  for (std::size_t r = 0; r < layout_.rows.size(); ++r) {
-    const TimelineRow& row = layout_.rows[r];
-    const int y = kAxisHeight + static_cast<int>(r) * kRowHeight;
+  for (int r = rows.first; r < rows.last; ++r) {
+    const TimelineRow& row = layout_.rows[static_cast<std::size_t>(r)];
+    const int y = y_of(r);
     if (row.lane == Lane::kCompute && x_end > x_start) {
       p.fillRect(QRectF(x_start, y + 1, x_end - x_start, kRowHeight - 2), kBubble);
     }
@@ -140,53 +183,73 @@ void TimelineWidget::render_to(QPainter& p, const QSize& size) const {
     p.drawText(QRect(4, y, kGutter - 8, kRowHeight), Qt::AlignVCenter | Qt::AlignLeft,
                fm.elidedText(QString::fromStdString(row.label), Qt::ElideMiddle, kGutter - 8));
     p.setPen(QColor(0, 0, 0, 25));
-    p.drawLine(0, y + kRowHeight - 1, size.width(), y + kRowHeight - 1);
+    p.drawLine(0, y + kRowHeight - 1, width, y + kRowHeight - 1);
   }
+}
 
-  // Ops.
-  const auto mark = [&](std::size_t i) -> std::optional<QColor> {
-    if (selected_ && *selected_ == i) return QColor(Qt::black);
-    if (std::find(deps_.before.begin(), deps_.before.end(), i) != deps_.before.end())
-      return kBefore;
-    if (std::find(deps_.after.begin(), deps_.after.end(), i) != deps_.after.end()) return kAfter;
-    return std::nullopt;
-  };
-  p.save();
-  p.setClipRect(QRect(kGutter, kAxisHeight, size.width() - kGutter, size.height() - kAxisHeight));
-  for (std::size_t i = 0; i < layout_.items.size(); ++i) {
+void TimelineWidget::paint_ops(QPainter& p, const TimeAxis& axis, RowRange rows) const {
+  // By level of detail (gui/timeline_lod.h): each op wider than a pixel with its
+  // colour and label, the ops within one pixel as one busy span.
+  const QFontMetrics fm(p.font());
+  for (int r = rows.first; r < rows.last; ++r) {
+    const bool lighter = layout_.rows[static_cast<std::size_t>(r)].source > 0;
+    const auto fill = [&](const QRectF& rect, EventKind kind) {
+      p.fillRect(rect, lighter ? kind_color(kind).lighter(125) : kind_color(kind));
+    };
+    // Unlabelled spans of one kind that touch (within half a pixel) are one
+    // rectangle on screen: drawn as one, a busy stretch of a zoomed-out row
+    // costs one fill and not one per pixel.
+    std::optional<std::pair<QRectF, EventKind>> run;
+    for (const RowSpan& span : row_spans(layout_, r, axis)) {
+      const auto rect = op_rect(axis, span.start, span.end, r);
+      if (!rect) continue;
+      const EventKind kind = span.item ? layout_.items[*span.item].kind : span.kind;
+      // Building a label costs more than the rectangle: only where one may fit.
+      if (!span.item || rect->width() < kMinLabelWidth) {
+        if (run && run->second == kind && rect->left() <= run->first.right() + 0.5) {
+          run->first.setRight(std::max(run->first.right(), rect->right()));
+        } else {
+          if (run) fill(run->first, run->second);
+          run.emplace(*rect, kind);
+        }
+        continue;
+      }
+      if (run) fill(run->first, run->second), run.reset();
+      fill(*rect, kind);
+      const TimelineItem& item = layout_.items[*span.item];
+      const QString label = QString::fromStdString(
+          item_label(sources_[static_cast<std::size_t>(item.source)]->events[item.event]));
+      if (rect->width() > fm.horizontalAdvance(label) + 4) {
+        p.setPen(Qt::white);
+        p.drawText(*rect, Qt::AlignCenter, label);
+      }
+    }
+    if (run) fill(run->first, run->second);
+  }
+  // The selected op and what it depends on, outlined over the spans, which may
+  // have merged them with their neighbours.
+  const auto outline = [&](std::size_t i, const QColor& color) {
     const TimelineItem& item = layout_.items[i];
-    const TimelineEvent& e = sources_[item.source]->events[item.event];
-    double x0 = axis.x_of(static_cast<double>(e.start));
-    double x1 = axis.x_of(static_cast<double>(e.end));
-    if (x1 < 0 || x0 > axis.width_px) continue;
-    x0 = std::max(x0, -2.0);
-    x1 = std::min(x1, axis.width_px + 2);
-    const int y = kAxisHeight + item.row * kRowHeight;
-    const QRectF rect(kGutter + x0, y + 2, std::max(1.0, x1 - x0), kRowHeight - 4);
-    QColor fill = kind_color(e.kind);
-    if (item.source > 0) fill = fill.lighter(125);
-    p.fillRect(rect, fill);
-    if (const auto m = mark(i)) {
-      p.setPen(QPen(*m, 2));
-      p.drawRect(rect.adjusted(1, 1, -1, -1));
+    if (item.row < rows.first || item.row >= rows.last) return;
+    if (const auto rect = op_rect(axis, item.start, item.end, item.row)) {
+      p.setPen(QPen(color, 2));
+      p.drawRect(rect->width() > 4 ? rect->adjusted(1, 1, -1, -1) : *rect);
     }
-    const QString label = QString::fromStdString(item_label(e));
-    if (rect.width() > fm.horizontalAdvance(label) + 4) {
-      p.setPen(Qt::white);
-      p.drawText(rect, Qt::AlignCenter, label);
-    }
-  }
-  p.restore();
+  };
+  for (const std::size_t i : deps_.before) outline(i, kBefore);
+  for (const std::size_t i : deps_.after) outline(i, kAfter);
+  if (selected_) outline(*selected_, Qt::black);
+}
 
-  // Time axis.
-  p.fillRect(QRect(0, 0, size.width(), kAxisHeight), palette().color(QPalette::Window));
+void TimelineWidget::paint_axis(QPainter& p, const TimeAxis& axis, int width) const {
+  p.fillRect(QRect(0, 0, width, kAxisHeight), palette().color(QPalette::Window));
   p.setPen(palette().color(QPalette::WindowText));
   for (const Tick& t : time_ticks(axis, 90)) {
     const int x = kGutter + static_cast<int>(std::lround(t.x));
     p.drawLine(x, kAxisHeight - 6, x, kAxisHeight);
     p.drawText(x + 3, kAxisHeight - 9, QString::fromStdString(t.label));
   }
-  p.drawLine(kGutter, kAxisHeight - 1, size.width(), kAxisHeight - 1);
+  p.drawLine(kGutter, kAxisHeight - 1, width, kAxisHeight - 1);
 }
 
 void TimelineWidget::resizeEvent(QResizeEvent*) {

@@ -3,8 +3,10 @@
 // with their micro-batch, idle time left visible as the bubble. Wheel zooms
 // about the cursor, dragging pans, Shift+drag (or the right button) zooms to a
 // rubber band, Backspace goes back, Escape resets; hovering shows an op's
-// details, clicking one highlights what fed it and what it feeds. The geometry
-// and layout are gui/time_axis.h and gui/timeline_layout.h; this only draws.
+// details, clicking one highlights what fed it and what it feeds. The geometry,
+// layout and level of detail are gui/time_axis.h, gui/timeline_layout.h and
+// gui/timeline_lod.h; this only draws, the rows in view and at most a
+// rectangle per pixel of each, so that a million events stay interactive.
 
 #include <optional>
 #include <vector>
@@ -57,6 +59,16 @@ class TimelineWidget : public QWidget {
 
  private:
   void relayout();
+  // Draws what lies in `exposed` of the view at `size`: the rows there, their
+  // ops, and the time axis if it is exposed.
+  void paint_area(QPainter& painter, const QSize& size, const QRect& exposed) const;
+  struct RowRange {
+    int first = 0;
+    int last = 0;  // one past
+  };
+  void paint_rows(QPainter& painter, const TimeAxis& axis, int width, RowRange rows) const;
+  void paint_ops(QPainter& painter, const TimeAxis& axis, RowRange rows) const;
+  void paint_axis(QPainter& painter, const TimeAxis& axis, int width) const;
   double plot_width(int widget_width) const;
   std::optional<int> row_at(int y) const;
   std::optional<std::size_t> item_at(const QPoint& p) const;

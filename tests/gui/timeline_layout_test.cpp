@@ -216,7 +216,7 @@ TEST(TimelineLayout, HitTesting) {
   const TimelineLayout layout = layout_timelines(src, {""}, true);
   ASSERT_EQ(row_labels(layout), (std::vector<std::string>{"d0", "  recv", "  recv 2", "d1"}));
   const auto hit = [&](int row, double time, double tolerance) -> std::string {
-    const auto item = hit_test(layout, src, row, time, tolerance);
+    const auto item = hit_test(layout, row, time, tolerance);
     return item ? item_label(event_of(layout, src, *item)) : "-";
   };
   // Inside, ends included.
@@ -386,7 +386,7 @@ TEST(TimelineLayout, AMeasuredRunUnderThePrediction) {
   EXPECT_EQ(layout.start_ns, 0);
   EXPECT_EQ(layout.end_ns, 32'500);
   // Hits and dependencies stay within their own source.
-  const auto hit = hit_test(layout, src, 9, 1'000, 0);
+  const auto hit = hit_test(layout, 9, 1'000, 0);
   ASSERT_TRUE(hit);
   EXPECT_EQ(layout.items[*hit].source, 1);
   EXPECT_EQ(item_label(event_of(layout, src, *hit)), "F0");
