@@ -22,6 +22,14 @@ class CostModel {
   virtual SimTime forward(const LayerSpec& layer, std::int64_t batch) const = 0;
   virtual SimTime backward(const LayerSpec& layer, std::int64_t batch) const = 0;
   virtual SimTime recompute(const LayerSpec& layer, std::int64_t batch) const = 0;
+  // A forward whose stash stays for the backward (a micro-batch that is not
+  // rematerialized). forward() is one whose stash is dropped as it goes (the
+  // stage keeps only its input). On a device where writing the stash to fresh
+  // memory costs extra (a CPU's caches and page faults) the two differ;
+  // forward() by default.
+  virtual SimTime forward_keeping_stash(const LayerSpec& layer, std::int64_t batch) const {
+    return forward(layer, batch);
+  }
   // The part of backward() that computes the weight gradients, which schedules
   // that split the backward run as a separate W op. Half the backward by default:
   // for a layer of matrix products the input and the weight gradients are

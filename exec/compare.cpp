@@ -80,12 +80,16 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   c.cores = scenario.cluster.shared_cores;
   c.shared_cores = c.cores > 0 && c.cores < K;
 
-  // Mean op durations per model stage (K x v of them), busy time per device.
+  // Mean op durations per model stage (K x v of them), busy time per device: by
+  // EventKind for F, R, B, W and the optimizer, and apart for the forwards that
+  // keep their stash (not rematerialized), which cost more.
+  constexpr std::size_t kKept = 5;
   struct Sums {
-    SimTime total[5] = {0, 0, 0, 0, 0};
-    SimTime cpu[5] = {0, 0, 0, 0, 0};
-    SimTime count[5] = {0, 0, 0, 0, 0};
+    SimTime total[6] = {0, 0, 0, 0, 0, 0};
+    SimTime cpu[6] = {0, 0, 0, 0, 0, 0};
+    SimTime count[6] = {0, 0, 0, 0, 0, 0};
   };
+  const Schedule schedule = plan.schedule_ops();
   SimTime wall_sum = 0;
   SimTime cpu_sum = 0;
   std::vector<Sums> sums(static_cast<std::size_t>(plan.model_stages()));
@@ -93,8 +97,9 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   for (const TimelineEvent& e : median.timeline.events) {
     if (e.lane != Lane::kCompute) continue;
     Sums& s = sums.at(static_cast<std::size_t>(e.stage));
-    const auto kind = static_cast<std::size_t>(e.kind);
-    PS_CHECK(kind < 5, "compute events are F, R, B, W or the optimizer");
+    auto kind = static_cast<std::size_t>(e.kind);
+    PS_CHECK(kind < kKept, "compute events are F, R, B, W or the optimizer");
+    if (e.kind == EventKind::kForward && !schedule.recomputes(e.micro_batch)) kind = kKept;
     device_busy.at(static_cast<std::size_t>(e.device)) += e.end - e.start;
     s.total[kind] += e.end - e.start;
     // Without a CPU clock the wall time stands in.
@@ -116,31 +121,27 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   }
   for (int s = 0; s < plan.model_stages(); ++s) {
     const Sums& m = sums[static_cast<std::size_t>(s)];
-    const auto mean = [&](EventKind k) {
-      const auto i = static_cast<std::size_t>(k);
+    const auto mean = [&](std::size_t i) {
       return m.count[i] == 0 ? SimTime{0} : m.total[i] / m.count[i];
     };
-    const auto mean_cpu = [&](EventKind k) {
-      const auto i = static_cast<std::size_t>(k);
+    const auto mean_cpu = [&](std::size_t i) {
       return m.count[i] == 0 ? SimTime{0} : m.cpu[i] / m.count[i];
     };
-    StageCost& cost = replay[static_cast<std::size_t>(s)];
-    // A split backward's B and W together are the stage's backward.
-    cost.forward = mean(EventKind::kForward);
-    cost.weight = mean(EventKind::kWeight);
-    cost.backward = mean(EventKind::kBackward) + cost.weight;
-    cost.recompute = mean(EventKind::kRecompute);
-    cost.optimizer = mean(EventKind::kOptimizer);
-    StageCost& cpu_cost = cpu_replay[static_cast<std::size_t>(s)];
-    cpu_cost.forward = mean_cpu(EventKind::kForward);
-    cpu_cost.weight = mean_cpu(EventKind::kWeight);
-    cpu_cost.backward = mean_cpu(EventKind::kBackward) + cpu_cost.weight;
-    cpu_cost.recompute = mean_cpu(EventKind::kRecompute);
-    cpu_cost.optimizer = mean_cpu(EventKind::kOptimizer);
+    const auto set = [&](StageCost& cost, const auto& of) {
+      const auto at = [](EventKind k) { return static_cast<std::size_t>(k); };
+      // A split backward's B and W together are the stage's backward.
+      cost.forward = of(at(EventKind::kForward));
+      cost.forward_kept = of(kKept);
+      cost.weight = of(at(EventKind::kWeight));
+      cost.backward = of(at(EventKind::kBackward)) + cost.weight;
+      cost.recompute = of(at(EventKind::kRecompute));
+      cost.optimizer = of(at(EventKind::kOptimizer));
+    };
+    set(replay[static_cast<std::size_t>(s)], mean);
+    set(cpu_replay[static_cast<std::size_t>(s)], mean_cpu);
   }
   c.steal_fraction =
       wall_sum > 0 ? 1.0 - static_cast<double>(cpu_sum) / static_cast<double>(wall_sum) : 0.0;
-  const Schedule schedule = plan.schedule_ops();
   const EngineResult replayed = run_engine(schedule, replay, scenario.cluster, nullptr);
   c.replayed_step_s = simtime_to_seconds(replayed.step_time);
   c.runtime_overhead = c.replayed_step_s > 0 ? c.measured_step_s / c.replayed_step_s - 1.0 : 0.0;

@@ -304,14 +304,19 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     }
   }
 
-  // Runs the stage's layers on x, filling one stash per layer, and checks that
-  // every output is finite so the error names the layer that went wrong.
-  Matrix run_layers(int stage, const Matrix& x, const Context& ctx, std::vector<Stash>& stashes) {
+  // Runs the stage's layers on x and checks that every output is finite so the
+  // error names the layer that went wrong. With `stashes` each layer's stash is
+  // kept there; without, one scratch stash is reused, each layer's dropped as
+  // the next one starts (a forward under remat keeps only the stage's input).
+  Matrix run_layers(int stage, const Matrix& x, const Context& ctx,
+                    std::vector<Stash>* stashes) {
     LayerList& ls = layers(stage);
-    stashes.resize(ls.size());
+    if (stashes != nullptr) stashes->resize(ls.size());
+    Stash scratch;
     Matrix out;
     for (std::size_t l = 0; l < ls.size(); ++l) {
-      out = ls[l]->forward(l == 0 ? x : out, ctx, stashes[l]);
+      Stash& stash = stashes != nullptr ? (*stashes)[l] : scratch;
+      out = ls[l]->forward(l == 0 ? x : out, ctx, stash);
       if (!out.allFinite()) {
         if (stage == K_ - 1 && l + 1 == ls.size()) throw std::runtime_error("NaN or inf in loss");
         throw std::runtime_error("layer '" + ls[l]->name() + "' produced NaN or inf");
@@ -327,10 +332,12 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     const Matrix& x = op.stage == 0 ? mbs_[m].input : received;
     const OpStart start = op_start();
     StageState& st = state(op.stage);
+    // Under remat only the boundary input stays live until R rebuilds the
+    // stashes; otherwise every layer's stash stays for B.
+    const bool recomputed = sched_.recomputes(op.micro_batch);
     std::vector<Stash> stashes;
-    Matrix y = run_layers(op.stage, x, context(op.micro_batch), stashes);
-    if (sched_.recomputes(op.micro_batch)) {
-      // Only the boundary input stays live until R rebuilds the stashes.
+    Matrix y = run_layers(op.stage, x, context(op.micro_batch), recomputed ? nullptr : &stashes);
+    if (recomputed) {
       if (op.stage > 0) st.inputs[m] = std::move(received);
       st.input_kept[m] = 1;
     } else {
@@ -360,7 +367,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     }
     const Matrix& x = op.stage == 0 ? mbs_[m].input : *st.inputs[m];
     std::vector<Stash> stashes;
-    run_layers(op.stage, x, context(op.micro_batch), stashes);
+    run_layers(op.stage, x, context(op.micro_batch), &stashes);
     st.stashes[m] = std::move(stashes);
     record_compute(d, op, start);
   }

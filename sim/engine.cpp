@@ -138,7 +138,7 @@ class Engine {
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
     switch (op.kind) {
       case OpKind::kForward:
-        return c.forward;
+        return sched_.recomputes(op.micro_batch) ? c.forward : c.forward_kept.value_or(c.forward);
       case OpKind::kRecompute:
         return c.recompute;
       case OpKind::kBackward:

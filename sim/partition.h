@@ -36,6 +36,9 @@ std::vector<StageRange> partition_uniform(int layers, int stages);
 
 // Per-layer inputs of the other methods, all for one micro-batch.
 struct LayerCost {
+  // A micro-batch's forward, averaged over the step's micro-batches: those that
+  // remat recomputes drop their stash, the others keep it (CostModel::
+  // forward_keeping_stash).
   SimTime forward = 0;
   SimTime backward = 0;
   SimTime recompute = 0;

@@ -153,10 +153,16 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     // 1F1B and ZB-H1 hold at most K micro-batches (the first stage's count).
     p.in_flight = std::min(stages, micro_batches);
   }
+  const double recomputed =
+      static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
-    p.layers.push_back(LayerCost{cost.forward(layer, b), cost.backward(layer, b),
-                                 cost.recompute(layer, b), layer.params, layer.stash_bytes * b});
+    const double forward =
+        recomputed * static_cast<double>(cost.forward(layer, b)) +
+        (1.0 - recomputed) * static_cast<double>(cost.forward_keeping_stash(layer, b));
+    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)),
+                                 cost.backward(layer, b), cost.recompute(layer, b), layer.params,
+                                 layer.stash_bytes * b});
   }
   for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
     p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
@@ -258,6 +264,7 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
         return static_cast<SimTime>(std::llround(static_cast<double>(t) * factor));
       };
       stages[s].forward = scale(base[s].forward);
+      if (base[s].forward_kept) stages[s].forward_kept = scale(*base[s].forward_kept);
       stages[s].backward = scale(base[s].backward);
       stages[s].recompute = scale(base[s].recompute);
       stages[s].optimizer = scale(base[s].optimizer);

@@ -22,6 +22,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
     for (int l = range.first_layer; l <= range.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
       c.forward += cost.forward(layer, b);
+      c.forward_kept = c.forward_kept.value_or(0) + cost.forward_keeping_stash(layer, b);
       c.backward += cost.backward(layer, b);
       c.weight += cost.weight_grad(layer, b);
       c.recompute += cost.recompute(layer, b);

@@ -3,6 +3,7 @@
 // schedules and the sizes the memory tracker accounts.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "costmodels/cost_model.h"
@@ -13,7 +14,9 @@ namespace pipescope {
 
 struct StageCost {
   StageRange layers;
-  SimTime forward = 0;    // ns, one micro-batch through every layer of the stage
+  SimTime forward = 0;    // ns, one micro-batch through every layer, stashes dropped (remat)
+  // ns, the same keeping every stash for the backward (no remat); unset: forward
+  std::optional<SimTime> forward_kept;
   SimTime backward = 0;   // ns, the whole backward: input and weight gradients
   SimTime weight = 0;     // ns, the weight-gradient part of backward (W when split)
   SimTime recompute = 0;  // ns; charged only when the schedule rematerializes

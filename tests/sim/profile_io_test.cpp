@@ -36,9 +36,11 @@ Profile uniform_profile(const Scenario& sc, int cores) {
   e.signature = layer_signature(sc.model.layers[0]);
   e.example = sc.model.layers[0].name;
   e.batch_sizes = {1, 4};
+  // A forward costs the same whether it keeps its stash (the recompute's
+  // figure) or not; ForwardThatKeepsItsStashCostsTheRecompute tells them apart.
   e.forward = {100, 400};
   e.backward = {200, 800};
-  e.recompute = {150, 600};
+  e.recompute = {100, 400};
   p.layers.push_back(e);
   p.optimizer = "sgd";
   p.optimizer_overhead = 0;
@@ -263,6 +265,45 @@ TEST(ProfiledSimulation, FourDevicesOnTwoCores) {
     most = std::max(most, running);
   }
   EXPECT_EQ(most, 2);
+}
+
+// The profiler times R as a forward that keeps every stash: a forward without
+// remat, which keeps its stash for B, costs that; one under remat, which drops
+// it as it goes, costs the forward's figure. K=2 stages of two layers, M=4
+// micro-batches of 2: forward 2 x 200 ns, kept 2 x 300, backward 2 x 400.
+TEST(ProfiledSimulation, ForwardThatKeepsItsStashCostsTheRecompute) {
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  p.layers[0].recompute = {150, 600};
+  apply_profile(sc, std::make_shared<const Profile>(p), "p.json");
+  const SimTime tf = 400, tk = 600, tb = 800;
+  SimConfig never;
+  never.remat = Remat::kNever;
+  const SimResult off = simulate(sc, never);
+  EXPECT_EQ(off.stage_costs[0].forward, tf);
+  EXPECT_EQ(off.stage_costs[0].forward_kept, tk);
+  EXPECT_EQ(off.metrics.step_time, (4 + 2 - 1) * (tk + tb));
+  // Remat always: every F drops its stash, every B is preceded by R (= tk).
+  SimConfig always;
+  always.remat = Remat::kAlways;
+  const SimResult on = simulate(sc, always);
+  SimTime forwards = 0;
+  for (const TimelineEvent& e : on.timeline.events) {
+    if (e.lane == Lane::kCompute && e.kind == EventKind::kForward) {
+      EXPECT_EQ(e.end - e.start, tf);
+      ++forwards;
+    }
+  }
+  EXPECT_EQ(forwards, 2 * 4);
+  // Except-last: the last micro-batch keeps its stash.
+  SimConfig except_last;
+  except_last.remat = Remat::kExceptLast;
+  const SimResult el = simulate(sc, except_last);
+  for (const TimelineEvent& e : el.timeline.events) {
+    if (e.lane == Lane::kCompute && e.kind == EventKind::kForward) {
+      EXPECT_EQ(e.end - e.start, e.micro_batch == 3 ? tk : tf) << "F" << e.micro_batch;
+    }
+  }
 }
 
 TEST(ApplyProfile, RefusesMeasurementsThatWouldOverflowTheClock) {
