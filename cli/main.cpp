@@ -25,6 +25,7 @@
 #include "cli/sweep_command.h"
 #include "cli/validate_command.h"
 #include "costmodels/check.h"
+#include "exec/host_memory.h"
 #include "sim/cancel.h"
 
 namespace {
@@ -119,6 +120,11 @@ int main(int argc, char** argv) {
   }
 
   install_stop_handlers();
+  // The executor's steps and the profile that predicts them should see memory
+  // alike (exec/host_memory.h).
+  if (run_cmd->parsed() || profile_cmd->parsed() || compare_cmd->parsed()) {
+    pipescope::exec::keep_freed_memory();
+  }
   try {
     if (simulate_cmd->parsed()) return cli::run_simulate(simulate);
     if (plan_cmd->parsed()) return cli::run_plan(plan);

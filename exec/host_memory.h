@@ -1,0 +1,22 @@
+#pragma once
+// How the CPU executor's process treats memory it frees.
+//
+// Every step allocates and frees the same activation buffers. glibc's malloc by
+// default hands large freed blocks back to the OS (munmap, or trimming the top
+// of a heap), so the next step page-faults them in again; how often depends on
+// which arena a thread drew and on what the process did before (a profile
+// measured after other work saw a forward that keeps its stash cost 27 % more,
+// or nothing more). Training frameworks keep freed memory in a cache for reuse
+// instead; this does the same with malloc's own settings, so that a step costs
+// the same every time and a profile predicts it.
+
+namespace pipescope::exec {
+
+// Process-wide: no trimming of freed memory at the top of a heap, and blocks up
+// to 32 MiB (glibc's largest setting) from the heap instead of their own
+// mappings. For programs that run the executor or the profiler; call before
+// they start. Returns false where the C library has no such settings (not
+// glibc), which leaves the defaults.
+bool keep_freed_memory();
+
+}  // namespace pipescope::exec
