@@ -37,7 +37,7 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
       ->capture_default_str();
   cmd->add_option("--profile", o.profile,
                   "Predict from this profile (`pipescope profile`) instead of profiling the "
-                  "plan's model at its micro-batch size between the measured steps");
+                  "plan's model at its micro-batch size before each round's steps");
   cmd->add_option("--steps", o.steps, "Training steps to run, warm-up included")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -105,9 +105,9 @@ int run_compare(const CompareOptions& o) {
     }
     if (o.profile) given = std::make_shared<const Profile>(read_profile_file(*o.profile));
     profile_label = o.profile ? *o.profile
-                              : std::string(mpi ? "a profile measured between the steps (rank 0) "
-                                                  "and of the MPI transport after them"
-                                                : "a profile measured between the steps");
+                              : std::string(mpi ? "a profile measured before each round's steps "
+                                                  "(rank 0) and of the MPI transport after them"
+                                                : "a profile measured before each round's steps");
     if (given) given_scenario = exec::cpu_scenario(plan, model, given, profile_label);
 #ifdef PIPESCOPE_HAVE_MPI
     if (job) job->require_devices(plan.schedule_ops().devices(), o.plan);
@@ -122,31 +122,38 @@ int run_compare(const CompareOptions& o) {
   std::vector<exec::Comparison> rounds;
   std::shared_ptr<const Profile> profile = given;
   try {
-    // Each round runs the steps; without a given profile, one profiling pass
-    // at the plan's micro-batch size follows every step, so that the profile and
-    // the measurement see the machine in the same state.
-    const std::size_t total =
-        static_cast<std::size_t>(o.steps) * static_cast<std::size_t>(o.rounds);
+    // Each round, without a given profile, first profiles the plan's model at its
+    // micro-batch size (as many timed passes as measured steps), then runs the
+    // steps: the profile sees the machine as the run does a moment later, and
+    // leaves the run's caches and cores alone while it is measured.
+    const std::size_t passes = static_cast<std::size_t>(std::max(3, o.steps - o.warmup));
+    const std::size_t per_round = static_cast<std::size_t>(o.steps) + (given ? 0 : passes);
+    const std::size_t total = per_round * static_cast<std::size_t>(o.rounds);
     std::optional<ProgressBar> bar;
     if (rank == 0) bar.emplace("comparing");
     std::size_t done = 0;
     for (int round = 0; round < o.rounds; ++round) {
-      // Rank 0 alone profiles, between the steps, while the other ranks wait
-      // for the next step: as in the threaded run, one core measures while the
-      // others are idle (the profile's concurrency slowdown covers them
-      // computing together).
-      std::unique_ptr<exec::ModelProfiler> profiler;
+      // Rank 0 alone profiles while the other ranks wait for the first step: as
+      // in the threaded run, one core measures while the others are idle (the
+      // profile's concurrency slowdown covers them computing together).
+      Profile measured;
       if (!given && rank == 0) {
         exec::ProfileOptions p;
         p.batch_sizes = {plan.micro_batch_size};
         p.seed = o.seed;
         p.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
         p.measure_threads = !mpi;  // measure_mpi_machine measures the ranks instead
+        std::unique_ptr<exec::ModelProfiler> profiler;
         try {
           profiler = std::make_unique<exec::ModelProfiler>(model, p);
         } catch (const std::invalid_argument& e) {
           throw std::invalid_argument(o.plan + ": micro_batch_size: " + e.what());
         }
+        for (std::size_t pass = 0; pass < passes; ++pass) {
+          profiler->measure_pass();
+          if (bar) bar->update(++done, total);
+        }
+        measured = profiler->finish();
       }
       exec::PlanRunOptions run;
       run.steps = o.steps;
@@ -155,15 +162,11 @@ int run_compare(const CompareOptions& o) {
 #ifdef PIPESCOPE_HAVE_MPI
       if (mpi) run.transport = std::make_shared<exec::MpiTransport>();
 #endif
-      run.on_step = [&](int step, int, const exec::StepResult&) {
-        if (profiler && step > o.warmup) profiler->measure_pass();
-        ++done;
-        if (bar) bar->update(done, total);
+      run.on_step = [&](int, int, const exec::StepResult&) {
+        if (bar) bar->update(++done, total);
       };
       std::vector<exec::StepResult> steps = exec::run_plan(plan, model, run);
       if (!given) {
-        Profile measured;
-        if (rank == 0) measured = profiler->finish();
 #ifdef PIPESCOPE_HAVE_MPI
         if (mpi) exec::measure_mpi_machine(measured, model, plan.micro_batch_size, o.seed);
 #endif

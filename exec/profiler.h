@@ -55,7 +55,8 @@ class ModelProfiler {
   ModelProfiler(const ModelProfiler&) = delete;
   ModelProfiler& operator=(const ModelProfiler&) = delete;
 
-  // One timed pass over the model at every batch size.
+  // One timed pass over the model at every batch size, each after an untimed
+  // one that brings the model back into the caches.
   void measure_pass();
   // The medians of every pass so far, then the optimizer and the transport.
   // Throws std::logic_error before the first measure_pass.
@@ -89,7 +90,8 @@ TransportFigures fit_transport(const std::vector<double>& bytes,
 // executor's 4 GiB): cores share caches and
 // memory bandwidth. [0] is 1; each factor is the median of three "together"
 // timings over the median of three "alone" ones, taken in turn, and at least 1
-// (a faster "together" is noise).
+// (a faster "together" is noise). A timing is the mean of three passes per
+// thread after an untimed one, so that it compares warm caches with warm caches.
 std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
                                                  int cores, std::uint64_t seed);
 

@@ -152,7 +152,8 @@ TEST(CompareCli, JsonKeepsTheContractAndItsArithmetic) {
 
   const CliResult text = run("compare " + plan.string() + " --steps 2 --warmup 1");
   ASSERT_EQ(text.status, 0) << text.err;
-  EXPECT_NE(text.out.find("a profile measured between the steps"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("a profile measured before each round's steps"), std::string::npos)
+      << text.out;
   EXPECT_NE(text.out.find("step time"), std::string::npos);
   // Busy time per device; with one chunk per device a device is a stage.
   const bool chunked = json::parse(slurp(plan)).value("chunks", 1) > 1;
