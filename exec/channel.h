@@ -22,7 +22,7 @@ class Channel {
   enum class Wait { kReady, kAborted, kTimedOut };
 
   // Throws std::runtime_error when `key` is already waiting to be taken.
-  void put(int key, Matrix payload) {
+  void put(int key, Tensor payload) {
     {
       std::lock_guard lock(mu_);
       if (!ready_.try_emplace(key, std::move(payload)).second) {
@@ -34,7 +34,7 @@ class Channel {
 
   // Blocks until the payload of `key` arrives (moved into `out`), `aborted` is
   // set (checked whenever the channel wakes), or `deadline` passes.
-  Wait take(int key, Clock::time_point deadline, const std::atomic<bool>& aborted, Matrix& out) {
+  Wait take(int key, Clock::time_point deadline, const std::atomic<bool>& aborted, Tensor& out) {
     std::unique_lock lock(mu_);
     for (;;) {
       if (aborted.load()) return Wait::kAborted;
@@ -59,7 +59,7 @@ class Channel {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<int, Matrix> ready_;
+  std::map<int, Tensor> ready_;
 };
 
 }  // namespace pipescope::exec

@@ -16,13 +16,17 @@
 namespace pipescope::exec {
 
 // A parameter with its gradient (accumulated over micro-batches) and the
-// optimizer's state (allocated by the optimizer).
+// optimizer's state (allocated by the optimizer): on the host, or for a device
+// layer in its device's memory (the d_ fields; the host ones stay empty).
 struct Param {
   std::string name;
   Matrix value;
   Matrix grad;  // same shape as value, zeroed by the optimizer step
   Matrix m;     // momentum / Adam first moment (empty until used)
   Matrix v;     // Adam second moment / RMSProp (empty until used)
+  DeviceMatrix d_value, d_grad, d_m, d_v;
+
+  bool on_device() const { return !d_value.empty(); }
 };
 
 // What a micro-batch brings besides its activations.
@@ -37,13 +41,18 @@ struct Context {
   double loss_scale = 1.0;
 };
 
-// Whatever a layer keeps between forward and backward.
+// Whatever a layer keeps between forward and backward: host matrices, or a
+// device layer's device buffers.
 struct Stash {
   std::vector<Matrix> tensors;
   std::vector<std::int32_t> ints;
+  std::vector<DeviceMatrix> device;
+  std::vector<DeviceArray<std::int32_t>> device_ints;
   void clear() {
     tensors.clear();
     ints.clear();
+    device.clear();
+    device_ints.clear();
   }
 };
 
@@ -55,18 +64,23 @@ class Layer {
  public:
   virtual ~Layer() = default;
   virtual const std::string& name() const = 0;
-  // x: the layer's input (for the embedding, token ids as floats, (b*s, 1)).
-  // Returns the output; the loss head returns its loss as a (1, 1) matrix.
-  virtual Matrix forward(const Matrix& x, const Context& ctx, Stash& stash) const = 0;
+  // Where it computes: null for the host (Eigen), else the device its
+  // parameters and outputs live on.
+  virtual Device* device() const { return nullptr; }
+  // x: the layer's input (for the embedding, token ids as floats, (b*s, 1), on
+  // the host for every backend). Returns the output; the loss head returns its
+  // loss as a (1, 1) host matrix.
+  virtual Tensor forward(const Tensor& x, const Context& ctx, Stash& stash) const = 0;
   // dy: the gradient of the loss with respect to the output (for the loss head,
-  // (1, 1) holding 1). Returns the gradient with respect to x (empty for the
-  // embedding, whose input is token ids) and adds to each Param::grad.
-  virtual Matrix backward(const Matrix& dy, const Context& ctx, const Stash& stash) = 0;
+  // (1, 1) on the host, holding 1). Returns the gradient with respect to x
+  // (empty for the embedding, whose input is token ids) and adds to each
+  // Param's gradient.
+  virtual Tensor backward(const Tensor& dy, const Context& ctx, const Stash& stash) = 0;
   // B of a split backward (zero-bubble schedules): returns backward's dx and
   // appends to `deferred` the work that adds the parameters' gradients, for the
   // W op to run later, the stash still alive. Running it adds exactly what
   // backward adds. The default, for layers without parameters, is backward.
-  virtual Matrix backward_input(const Matrix& dy, const Context& ctx, const Stash& stash,
+  virtual Tensor backward_input(const Tensor& dy, const Context& ctx, const Stash& stash,
                                 WeightGradQueue& /*deferred*/) {
     return backward(dy, ctx, stash);
   }
@@ -75,5 +89,10 @@ class Layer {
 };
 
 using LayerList = std::vector<std::unique_ptr<Layer>>;
+
+// Sets the parameter's gradient to 0, where it lives.
+void zero_grad(Param& p);
+// The parameter's value on the host (a copy from its device).
+Matrix host_value(const Param& p);
 
 }  // namespace pipescope::exec

@@ -124,21 +124,6 @@ Mat<T> EmbeddingMath::backward(const Values<T>& /*w*/, const Grads<T>& dw, const
 // ---------------------------------------------------------------- transformer block
 
 namespace {
-// Parameter order of a transformer block.
-enum BlockParam : std::size_t {
-  kLn1Gain,
-  kLn1Bias,
-  kQkvWeight,
-  kQkvBias,
-  kProjWeight,
-  kProjBias,
-  kLn2Gain,
-  kLn2Bias,
-  kFc1Weight,
-  kFc1Bias,
-  kFc2Weight,
-  kFc2Bias,
-};
 // Stash order of a transformer block.
 enum BlockStash : std::size_t {
   kX,
@@ -362,22 +347,22 @@ MathLayer<Math>::MathLayer(std::string name, Math math, std::mt19937_64& rng)
 }
 
 template <class Math>
-Matrix MathLayer<Math>::forward(const Matrix& x, const Context& ctx, Stash& stash) const {
+Tensor MathLayer<Math>::forward(const Tensor& x, const Context& ctx, Stash& stash) const {
   Values<float> w;
   for (const Param& p : params_) w.push_back(&p.value);
   stash.clear();
-  return math_.template forward<float>(w, x, ctx, stash.tensors);
+  return math_.template forward<float>(w, x.host(), ctx, stash.tensors);
 }
 
 template <class Math>
-Matrix MathLayer<Math>::backward(const Matrix& dy, const Context& ctx, const Stash& stash) {
-  return run_backward(dy, ctx, stash, nullptr);
+Tensor MathLayer<Math>::backward(const Tensor& dy, const Context& ctx, const Stash& stash) {
+  return run_backward(dy.host(), ctx, stash, nullptr);
 }
 
 template <class Math>
-Matrix MathLayer<Math>::backward_input(const Matrix& dy, const Context& ctx, const Stash& stash,
+Tensor MathLayer<Math>::backward_input(const Tensor& dy, const Context& ctx, const Stash& stash,
                                        WeightGradQueue& deferred) {
-  return run_backward(dy, ctx, stash, &deferred);
+  return run_backward(dy.host(), ctx, stash, &deferred);
 }
 
 template <class Math>

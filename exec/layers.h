@@ -63,6 +63,12 @@ class EmbeddingMath {
   // ids floats no longer hold exactly).
   EmbeddingMath(Index vocab, Index seq_len, Index d_model, bool learned_positions);
   std::vector<ParamShape> param_shapes() const;
+  Index vocab() const { return vocab_; }
+  Index seq_len() const { return seq_len_; }
+  Index d_model() const { return d_model_; }
+  bool learned_positions() const { return learned_; }
+  // (seq_len, h) when the positions are not learned.
+  const Mat<double>& sinusoid() const { return sinusoid_; }
   // x is (b*s, 1) token ids as floats, out is (b*s, h); stash keeps the ids.
   template <typename T>
   Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
@@ -78,6 +84,22 @@ class EmbeddingMath {
   Mat<double> sinusoid_;  // (seq_len, h) when not learned
 };
 
+// The order of a transformer block's parameters (param_shapes()).
+enum BlockParam : std::size_t {
+  kLn1Gain,
+  kLn1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kProjWeight,
+  kProjBias,
+  kLn2Gain,
+  kLn2Bias,
+  kFc1Weight,
+  kFc1Bias,
+  kFc2Weight,
+  kFc2Bias,
+};
+
 // Pre-LayerNorm decoder block: x2 = x + Wo attn(LN1(x)) + bo with causal
 // (grouped-query) self-attention on a fused QKV projection with bias, then
 // out = x2 + W2 gelu(W1 LN2(x2) + b1) + b2. No dropout.
@@ -88,6 +110,9 @@ class TransformerBlockMath {
   // heads (kv_heads 0 means heads).
   TransformerBlockMath(Index d_model, Index heads, Index kv_heads, Index d_ff);
   std::vector<ParamShape> param_shapes() const;
+  Index d_model() const { return d_model_; }
+  Index d_ff() const { return d_ff_; }
+  AttentionShape attention(const Context& ctx) const;
   // x is (b*s, h), out is (b*s, h).
   template <typename T>
   Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
@@ -98,7 +123,6 @@ class TransformerBlockMath {
                   const std::vector<Mat<T>>& stash) const;
 
  private:
-  AttentionShape attention(const Context& ctx) const;
   Index d_model_, heads_, kv_heads_, d_ff_;
 };
 
@@ -108,6 +132,8 @@ class LmHeadMath {
  public:
   LmHeadMath(Index d_model, Index vocab);
   std::vector<ParamShape> param_shapes() const;
+  Index d_model() const { return d_model_; }
+  Index vocab() const { return vocab_; }
   // x is (b*s, h), out is (1, 1): the loss.
   template <typename T>
   Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
@@ -127,6 +153,8 @@ class MlpBlockMath {
  public:
   MlpBlockMath(Index d_model, Index d_hidden);
   std::vector<ParamShape> param_shapes() const;
+  Index d_model() const { return d_model_; }
+  Index d_hidden() const { return d_hidden_; }
   // x is (b, d), out is (b, d).
   template <typename T>
   Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
@@ -146,6 +174,8 @@ class ClassifierHeadMath {
  public:
   ClassifierHeadMath(Index d_model, Index classes);
   std::vector<ParamShape> param_shapes() const;
+  Index d_model() const { return d_model_; }
+  Index classes() const { return classes_; }
   // x is (b, d), out is (1, 1): the loss.
   template <typename T>
   Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
@@ -166,9 +196,9 @@ class MathLayer final : public Layer {
  public:
   MathLayer(std::string name, Math math, std::mt19937_64& rng);
   const std::string& name() const override { return name_; }
-  Matrix forward(const Matrix& x, const Context& ctx, Stash& stash) const override;
-  Matrix backward(const Matrix& dy, const Context& ctx, const Stash& stash) override;
-  Matrix backward_input(const Matrix& dy, const Context& ctx, const Stash& stash,
+  Tensor forward(const Tensor& x, const Context& ctx, Stash& stash) const override;
+  Tensor backward(const Tensor& dy, const Context& ctx, const Stash& stash) override;
+  Tensor backward_input(const Tensor& dy, const Context& ctx, const Stash& stash,
                         WeightGradQueue& deferred) override;
   std::vector<Param*> params() override;
   const Math& math() const { return math_; }

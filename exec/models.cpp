@@ -125,10 +125,10 @@ double model_loss(const LayerList& layers, const Matrix& input,
                   const std::vector<std::int32_t>& targets, int batch, int seq) {
   require(!layers.empty(), "the model has no layers");
   const Context ctx = make_context(targets, batch, seq, mean_scale(batch, seq));
-  Matrix x = input;
+  Tensor x = input;
   Stash stash;
   for (const auto& layer : layers) x = layer->forward(x, ctx, stash);
-  return static_cast<double>(x(0, 0));
+  return static_cast<double>(x.host()(0, 0));
 }
 
 double forward_backward(LayerList& layers, const Matrix& input,
@@ -143,10 +143,10 @@ double forward_backward(LayerList& layers, const Matrix& input,
   require(batch > 0 && seq > 0, "batch and seq must be positive");
   const Context ctx = make_context(targets, batch, seq, loss_scale);
   std::vector<Stash> stashes(layers.size());
-  Matrix x = input;
+  Tensor x = input;
   for (std::size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(x, ctx, stashes[i]);
-  const double loss = static_cast<double>(x(0, 0));
-  Matrix dy = Matrix::Ones(1, 1);
+  const double loss = static_cast<double>(x.host()(0, 0));
+  Tensor dy = Matrix(Matrix::Ones(1, 1));
   for (std::size_t i = layers.size(); i-- > 0;) {
     dy = layers[i]->backward(dy, ctx, stashes[i]);
     stashes[i].clear();
@@ -156,7 +156,7 @@ double forward_backward(LayerList& layers, const Matrix& input,
 
 void zero_grads(LayerList& layers) {
   for (auto& layer : layers) {
-    for (Param* p : layer->params()) p->grad.setZero();
+    for (Param* p : layer->params()) zero_grad(*p);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "costmodels/check.h"
+#include "exec/device.h"
 
 namespace pipescope::exec {
 namespace {
@@ -35,6 +36,10 @@ void ParamOptimizer::step(const std::vector<Param*>& params) {
   const auto correct2 = static_cast<float>(1.0 - std::pow(config_.beta2, t));
   for (Param* p : params) {
     PS_CHECK(p != nullptr, "null parameter");
+    if (p->on_device()) {
+      device_step(*p, lr, mu, b1, b2, eps, correct1, correct2);
+      continue;
+    }
     // A parameter whose gradient was never allocated received no gradient.
     if (p->grad.size() == 0) continue;
     PS_CHECK(p->grad.rows() == p->value.rows() && p->grad.cols() == p->value.cols(),
@@ -65,6 +70,40 @@ void ParamOptimizer::step(const std::vector<Param*>& params) {
     }
     p->grad.setZero();
   }
+}
+
+// The same rules on the parameter's device (Device's *_update operations).
+void ParamOptimizer::device_step(Param& p, float lr, float mu, float b1, float b2, float eps,
+                                 float correct1, float correct2) const {
+  if (p.d_grad.empty()) return;
+  PS_CHECK(p.d_grad.rows == p.d_value.rows && p.d_grad.cols == p.d_value.cols,
+           "gradient of " + p.name + " has the wrong shape");
+  Device& dev = *p.d_value.device();
+  const std::int64_t n = p.d_value.size();
+  const auto slot = [&](DeviceMatrix& s) {
+    if (s.empty()) {
+      s = dev.matrix(p.d_value.rows, p.d_value.cols);
+      dev.fill(s.data(), n, 0.0f);
+    }
+    return s.data();
+  };
+  float* w = p.d_value.data();
+  const float* g = p.d_grad.data();
+  switch (config_.kind) {
+    case Optimizer::kSgd:
+      dev.sgd_update(w, g, n, lr);
+      break;
+    case Optimizer::kMomentum:
+      dev.momentum_update(w, slot(p.d_m), g, n, lr, mu);
+      break;
+    case Optimizer::kRmsprop:
+      dev.rmsprop_update(w, slot(p.d_v), g, n, lr, b2, eps);
+      break;
+    case Optimizer::kAdam:
+      dev.adam_update(w, slot(p.d_m), slot(p.d_v), g, n, lr, b1, b2, eps, correct1, correct2);
+      break;
+  }
+  dev.fill(p.d_grad.data(), n, 0.0f);
 }
 
 }  // namespace pipescope::exec

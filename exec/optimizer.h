@@ -25,9 +25,12 @@ struct OptimizerConfig {
 class ParamOptimizer {
  public:
   explicit ParamOptimizer(OptimizerConfig config) : config_(config) {}
+  // Parameters on a device are updated there, with the same arithmetic.
   void step(const std::vector<Param*>& params);
 
  private:
+  void device_step(Param& p, float lr, float mu, float b1, float b2, float eps, float correct1,
+                   float correct2) const;
   OptimizerConfig config_;
   long steps_ = 0;
 };

@@ -13,6 +13,7 @@
 
 #include "exec/channel.h"
 #include "exec/data.h"
+#include "exec/device.h"
 #include "exec/models.h"
 #include "exec/optimizer.h"
 #include "exec/plan_runner.h"
@@ -33,18 +34,22 @@ SimTime median(std::vector<SimTime> v) {
   return v[v.size() / 2];
 }
 
-void require_finite(const Matrix& m, const Layer& layer) {
-  if (!m.allFinite()) {
+// Checks every output as the runtime does; on a device this also waits for the
+// layer's work, so its time is in the measurement.
+void require_finite(const Tensor& t, const Layer& layer) {
+  if (!all_finite(t)) {
     throw std::runtime_error("layer '" + layer.name() + "' produced NaN or inf while profiling");
   }
 }
 
-// A gradient for the layer's output: 1 for the loss, small normal values otherwise.
-Matrix output_gradient(const Matrix& y, std::mt19937_64& rng) {
-  if (y.rows() == 1 && y.cols() == 1) return Matrix::Constant(1, 1, 1.0f);
+// A gradient for the layer's output: 1 for the loss, small normal values
+// otherwise, where the output lives.
+Tensor output_gradient(const Tensor& y, std::mt19937_64& rng) {
+  if (y.rows() == 1 && y.cols() == 1) return Matrix(Matrix::Constant(1, 1, 1.0f));
   std::normal_distribution<float> normal(0.0f, 0.01f);
   Matrix dy(y.rows(), y.cols());
   for (Eigen::Index i = 0; i < dy.size(); ++i) dy.data()[i] = normal(rng);
+  if (y.on_device()) return upload(*y.device().device(), dy);
   return dy;
 }
 
@@ -56,6 +61,11 @@ Matrix output_gradient(const Matrix& y, std::mt19937_64& rng) {
 struct Samples {
   std::vector<std::vector<SimTime>> forward, backward, recompute, weight;  // [layer][pass]
 };
+
+// Waits for a device layer's work (a host layer's is done when it returns).
+void synchronize(const Layer& layer) {
+  if (Device* d = layer.device()) d->synchronize();
+}
 
 // One kind of layer's timings at one batch size, pooled over its layers and passes.
 struct Pooled {
@@ -71,11 +81,11 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
   out.weight.resize(L);
   for (int pass = 0; pass < passes; ++pass) {
     throw_if_cancelled();
-    Matrix x = input;
+    Tensor x = input;
     for (std::size_t l = 0; l < L; ++l) {
       Stash stash;
       const auto t0 = Clock::now();
-      Matrix y = layers[l]->forward(x, ctx, stash);
+      Tensor y = layers[l]->forward(x, ctx, stash);
       require_finite(y, *layers[l]);
       out.forward[l].push_back(elapsed(t0));
       x = std::move(y);
@@ -84,15 +94,15 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
     x = input;
     for (std::size_t l = 0; l < L; ++l) {
       const auto t0 = Clock::now();
-      Matrix y = layers[l]->forward(x, ctx, stashes[l]);
+      Tensor y = layers[l]->forward(x, ctx, stashes[l]);
       require_finite(y, *layers[l]);
       out.recompute[l].push_back(elapsed(t0));
       x = std::move(y);
     }
-    Matrix dy = output_gradient(x, rng);
+    Tensor dy = output_gradient(x, rng);
     for (std::size_t l = L; l-- > 0;) {
       const auto t0 = Clock::now();
-      Matrix dx = layers[l]->backward(dy, ctx, stashes[l]);
+      Tensor dx = layers[l]->backward(dy, ctx, stashes[l]);
       require_finite(dx, *layers[l]);
       out.backward[l].push_back(elapsed(t0));
       dy = std::move(dx);
@@ -102,15 +112,17 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
     dy = output_gradient(x, rng);
     for (std::size_t l = L; l-- > 0;) {
       WeightGradQueue deferred;
-      Matrix dx = layers[l]->backward_input(dy, ctx, stashes[l], deferred);
+      Tensor dx = layers[l]->backward_input(dy, ctx, stashes[l], deferred);
+      synchronize(*layers[l]);
       const auto t0 = Clock::now();
       for (const auto& work : deferred) work();
+      synchronize(*layers[l]);
       out.weight[l].push_back(elapsed(t0));
       dy = std::move(dx);
     }
   }
   for (auto& layer : layers) {
-    for (Param* p : layer->params()) p->grad.setZero();
+    for (Param* p : layer->params()) zero_grad(*p);
   }
 }
 
@@ -119,11 +131,24 @@ SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int re
   config.kind = kind;
   config.learning_rate = 1e-9;  // the weights barely move
   ParamOptimizer opt(config);
+  // Device parameters: each timing waits for the update to have run.
+  std::vector<Device*> devices;
+  for (const Param* p : params) {
+    Device* d = p->on_device() ? p->d_value.device() : nullptr;
+    if (d != nullptr && std::find(devices.begin(), devices.end(), d) == devices.end()) {
+      devices.push_back(d);
+    }
+  }
+  const auto wait = [&] {
+    for (Device* d : devices) d->synchronize();
+  };
   opt.step(params);  // allocates the state
+  wait();
   std::vector<SimTime> t;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = Clock::now();
     opt.step(params);
+    wait();
     t.push_back(elapsed(t0));
   }
   return median(t);
@@ -417,10 +442,10 @@ TransportFigures profile_transport(int round_trips) {
     const int rounds = round_trips;
     // The echo only moves payloads, which cannot throw; the timing side
     // allocates its payload before the echo starts.
-    Matrix payload = Matrix::Zero(1, n);
+    Tensor payload = Matrix(Matrix::Zero(1, n));
     std::thread echo([&] {
       for (int r = 0; r < rounds; ++r) {
-        Matrix m;
+        Tensor m;
         if (ping.take(r, forever, never, m) != Channel::Wait::kReady) return;
         pong.put(r, std::move(m));
       }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,8 @@
 #include <time.h>
 #endif
 
+#include "exec/device.h"
+#include "exec/device_layers.h"
 #include "exec/transport.h"
 #include "sim/cancel.h"
 
@@ -28,6 +31,7 @@ struct RuntimeCore {
   Schedule schedule;
   RuntimeOptions options;
   std::vector<ParamOptimizer> optimizers;  // one per stage
+  std::vector<Device*> devices;            // per stage: its layers' device, null on the host
 };
 
 namespace {
@@ -55,14 +59,23 @@ SimTime thread_cpu_ns() {
 struct OpStart {
   Clock::time_point wall;
   SimTime cpu = -1;
+  std::shared_ptr<Fence> fence;  // a device stage's: where the op's work starts on its stream
 };
 
-OpStart op_start() {
-  OpStart s;
-  s.cpu = thread_cpu_ns();
-  s.wall = Clock::now();
-  return s;
-}
+// An op of a device stage is timed on the device, by the fences around its
+// work, once the step is over.
+struct DeviceTiming {
+  std::size_t event = 0;  // index into the worker's events
+  Device* device = nullptr;
+  std::shared_ptr<Fence> begin, end;
+};
+
+// Each device's fence at the start of the step and when it was made (ns since
+// the step's start): the device is idle then, so the two coincide.
+struct StepFence {
+  std::shared_ptr<Fence> fence;
+  SimTime at = 0;
+};
 
 // Thrown inside a worker when the step was aborted by another worker's error (or
 // by the watchdog, which records its own error first): not an error of its own.
@@ -71,7 +84,7 @@ struct Aborted {};
 // What a stage keeps between its ops of one step. Only the stage's own device
 // thread touches it.
 struct StageState {
-  std::vector<std::optional<Matrix>> inputs;  // recomputed, stage > 0: the boundary input
+  std::vector<std::optional<Tensor>> inputs;  // recomputed, stage > 0: the boundary input
   std::vector<char> input_kept;               // recomputed: F ran and B has not yet
   std::vector<std::optional<std::vector<Stash>>> stashes;  // per micro-batch, per layer
   std::vector<WeightGradQueue> deferred;                   // split backward: B ran, its W has not
@@ -106,11 +119,13 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
         transport_owner_(std::move(transport)),
         transport_(*transport_owner_),
         status_(sched_.device_ops.size()),
-        events_(sched_.device_ops.size()) {
+        events_(sched_.device_ops.size()),
+        timings_(sched_.device_ops.size()) {
     std::int64_t tokens = 0;
     for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
     for (const MicroBatch& mb : mbs_) {
       contexts_.push_back({mb.batch, mb.seq, &mb.targets, 1.0 / static_cast<double>(tokens)});
+      inputs_.emplace_back(mb.input);
     }
     state_.resize(static_cast<std::size_t>(K_));
     for (StageState& st : state_) {
@@ -131,6 +146,11 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     local_ = transport_.local_devices(sched_.devices());
     transport_.begin_step(sched_);
     t0_ = Clock::now();
+    for (Device* dev : core_->devices) {
+      if (dev != nullptr && step_fences_.count(dev) == 0) {
+        step_fences_[dev] = {dev->fence(), ns_since_start(Clock::now())};
+      }
+    }
     std::vector<std::thread> workers;
     workers.reserve(local_.size());
     running_ = local_.size();
@@ -292,7 +312,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
       case OpKind::kWeight:
         return weight(d, op);
       case OpKind::kOptimizer: {
-        const OpStart start = op_start();
+        const OpStart start = op_start(op.stage);
         std::vector<Param*> params;
         for (auto& layer : layers(op.stage)) {
           for (Param* p : layer->params()) params.push_back(p);
@@ -308,18 +328,22 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   // error names the layer that went wrong. With `stashes` each layer's stash is
   // kept there; without, one scratch stash is reused, each layer's dropped as
   // the next one starts (a forward under remat keeps only the stage's input).
-  Matrix run_layers(int stage, const Matrix& x, const Context& ctx,
-                    std::vector<Stash>* stashes) {
+  Tensor run_layers(int stage, const Tensor& x, const Context& ctx, std::vector<Stash>* stashes) {
     LayerList& ls = layers(stage);
     if (stashes != nullptr) stashes->resize(ls.size());
     Stash scratch;
-    Matrix out;
+    Tensor out;
+    // On a device each check waits for the work: one per op, which names the
+    // stage; on the host one per layer, which names the layer.
+    const bool per_layer = device_of(stage) == nullptr;
     for (std::size_t l = 0; l < ls.size(); ++l) {
       Stash& stash = stashes != nullptr ? (*stashes)[l] : scratch;
       out = ls[l]->forward(l == 0 ? x : out, ctx, stash);
-      if (!out.allFinite()) {
-        if (stage == K_ - 1 && l + 1 == ls.size()) throw std::runtime_error("NaN or inf in loss");
-        throw std::runtime_error("layer '" + ls[l]->name() + "' produced NaN or inf");
+      const bool last = l + 1 == ls.size();
+      if ((per_layer || last) && !all_finite(out)) {
+        if (stage == K_ - 1 && last) throw std::runtime_error("NaN or inf in loss");
+        throw std::runtime_error(per_layer ? "layer '" + ls[l]->name() + "' produced NaN or inf"
+                                           : "a layer produced NaN or inf");
       }
     }
     return out;
@@ -327,16 +351,16 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
 
   void forward(int d, const Op& op) {
     const auto m = static_cast<std::size_t>(op.micro_batch);
-    Matrix received;
+    Tensor received;
     if (op.stage > 0) received = receive(d, op, TransferKind::kActivation);
-    const Matrix& x = op.stage == 0 ? mbs_[m].input : received;
-    const OpStart start = op_start();
+    const Tensor& x = op.stage == 0 ? inputs_[m] : received;
+    const OpStart start = op_start(op.stage);
     StageState& st = state(op.stage);
     // Under remat only the boundary input stays live until R rebuilds the
     // stashes; otherwise every layer's stash stays for B.
     const bool recomputed = sched_.recomputes(op.micro_batch);
     std::vector<Stash> stashes;
-    Matrix y = run_layers(op.stage, x, context(op.micro_batch), recomputed ? nullptr : &stashes);
+    Tensor y = run_layers(op.stage, x, context(op.micro_batch), recomputed ? nullptr : &stashes);
     if (recomputed) {
       if (op.stage > 0) st.inputs[m] = std::move(received);
       st.input_kept[m] = 1;
@@ -348,7 +372,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
         throw std::runtime_error("the last layer must return a (1,1) loss, not (" +
                                  std::to_string(y.rows()) + "," + std::to_string(y.cols()) + ")");
       }
-      st.loss += static_cast<double>(y(0, 0));
+      st.loss += static_cast<double>(y.host()(0, 0));
     }
     record_compute(d, op, start);
     if (op.stage + 1 < K_) send(d, op, TransferKind::kActivation, std::move(y));
@@ -356,7 +380,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
 
   void recompute(int d, const Op& op) {
     const auto m = static_cast<std::size_t>(op.micro_batch);
-    const OpStart start = op_start();
+    const OpStart start = op_start(op.stage);
     StageState& st = state(op.stage);
     if (st.input_kept[m] == 0) {
       throw std::runtime_error(sched_.recomputes(op.micro_batch)
@@ -365,7 +389,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
                                          std::string(to_string(sched_.remat)) +
                                          " does not recompute");
     }
-    const Matrix& x = op.stage == 0 ? mbs_[m].input : *st.inputs[m];
+    const Tensor& x = op.stage == 0 ? inputs_[m] : *st.inputs[m];
     std::vector<Stash> stashes;
     run_layers(op.stage, x, context(op.micro_batch), &stashes);
     st.stashes[m] = std::move(stashes);
@@ -374,9 +398,9 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
 
   void backward(int d, const Op& op) {
     const auto m = static_cast<std::size_t>(op.micro_batch);
-    Matrix dy =
-        op.stage == K_ - 1 ? Matrix::Constant(1, 1, 1.0f) : receive(d, op, TransferKind::kGradient);
-    const OpStart start = op_start();
+    Tensor dy = op.stage == K_ - 1 ? Tensor(Matrix(Matrix::Constant(1, 1, 1.0f)))
+                                   : receive(d, op, TransferKind::kGradient);
+    const OpStart start = op_start(op.stage);
     StageState& st = state(op.stage);
     if (!st.stashes[m]) {
       throw std::runtime_error(sched_.recomputes(op.micro_batch) ? "no stash: R must run before B"
@@ -389,8 +413,11 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
       // A split backward leaves the parameters' gradients to W; the stash stays.
       dy = split_ ? ls[l]->backward_input(dy, context(op.micro_batch), stashes[l], st.deferred[m])
                   : ls[l]->backward(dy, context(op.micro_batch), stashes[l]);
-      if (!dy.allFinite()) {
-        throw std::runtime_error("layer '" + ls[l]->name() + "' produced a NaN or inf gradient");
+      const bool per_layer = device_of(op.stage) == nullptr;
+      if ((per_layer || l == 0) && !all_finite(dy)) {
+        throw std::runtime_error(per_layer ? "layer '" + ls[l]->name() +
+                                                 "' produced a NaN or inf gradient"
+                                           : "a layer produced a NaN or inf gradient");
       }
       if (dy.size() == 0 && (l > 0 || op.stage > 0)) {
         throw std::runtime_error("layer '" + ls[l]->name() + "' returned no input gradient");
@@ -408,7 +435,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   // W(s,m): the weight gradients B(s,m) left, then the micro-batch's stash goes.
   void weight(int d, const Op& op) {
     const auto m = static_cast<std::size_t>(op.micro_batch);
-    const OpStart start = op_start();
+    const OpStart start = op_start(op.stage);
     StageState& st = state(op.stage);
     if (!split_) throw std::runtime_error("W needs a schedule that splits the backward");
     if (st.awaits_weight[m] == 0)
@@ -449,10 +476,12 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     return e;
   }
 
-  void send(int d, const Op& op, TransferKind kind, Matrix payload) {
+  void send(int d, const Op& op, TransferKind kind, Tensor payload) {
     const int to = kind == TransferKind::kActivation ? op.stage + 1 : op.stage - 1;
-    const auto bytes = static_cast<Bytes>(payload.size()) * static_cast<Bytes>(sizeof(float));
+    const Bytes bytes = payload.bytes();
     const auto start = Clock::now();
+    // The receiver's device waits for the work that made it.
+    if (payload.on_device()) payload.device().ready = payload.device().device()->fence();
     transport_.send(kind, to, op.micro_batch, std::move(payload));
     TimelineEvent e = transfer_event(d, Lane::kSend, kind, op.stage, to, op.micro_batch, bytes);
     e.start = ns_since_start(start);
@@ -462,12 +491,12 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
 
   // Blocks until the payload of op's micro-batch arrives, the step aborts, or
   // the watchdog expires.
-  Matrix receive(int d, const Op& op, TransferKind kind) {
+  Tensor receive(int d, const Op& op, TransferKind kind) {
     const int from = kind == TransferKind::kActivation ? op.stage - 1 : op.stage + 1;
     set_status(d, DeviceStatus::State::kWaiting, op);
     const auto start = Clock::now();
     const auto deadline = start + options_.watchdog;
-    Matrix payload;
+    Tensor payload;
     switch (transport_.take(kind, op.stage, op.micro_batch, deadline, aborted_, payload)) {
       case Channel::Wait::kReady:
         break;
@@ -478,12 +507,27 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
         throw Aborted{};
     }
     set_status(d, DeviceStatus::State::kRunning, op);
-    const auto bytes = static_cast<Bytes>(payload.size()) * static_cast<Bytes>(sizeof(float));
+    payload = onto_stage_device(op.stage, std::move(payload));
+    const Bytes bytes = payload.bytes();
     TimelineEvent e = transfer_event(d, Lane::kRecv, kind, from, op.stage, op.micro_batch, bytes);
     e.start = ns_since_start(start);
     e.end = ns_since_start(Clock::now());
     events_[static_cast<std::size_t>(d)].push_back(e);
     return payload;
+  }
+
+  // A payload where the stage computes: on its device, after the work that made
+  // it (copied there when it comes from another device), or on the host.
+  Tensor onto_stage_device(int stage, Tensor payload) {
+    if (!payload.on_device()) return payload;
+    Device* dev = device_of(stage);
+    if (dev == nullptr) return to_host(payload);
+    DeviceMatrix& p = payload.device();
+    if (p.ready) dev->wait(*p.ready);
+    if (p.device() == dev) return payload;
+    DeviceMatrix local = dev->matrix(p.rows, p.cols);
+    dev->copy_from(p, local);
+    return local;
   }
 
   // The watchdog: names what every device is doing, then stops the step.
@@ -518,7 +562,22 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     fail(StageError(op.stage, op, msg));
   }
 
+  OpStart op_start(int stage) const {
+    OpStart s;
+    if (Device* dev = device_of(stage)) s.fence = dev->fence();
+    s.cpu = thread_cpu_ns();
+    s.wall = Clock::now();
+    return s;
+  }
+
+  Device* device_of(int stage) const { return core_->devices[static_cast<std::size_t>(stage)]; }
+
   void record_compute(int d, const Op& op, const OpStart& start) {
+    if (start.fence) {
+      Device* dev = device_of(op.stage);
+      timings_[static_cast<std::size_t>(d)].push_back(
+          {events_[static_cast<std::size_t>(d)].size(), dev, start.fence, dev->fence()});
+    }
     const SimTime cpu_end = thread_cpu_ns();
     const auto end = Clock::now();
     TimelineEvent e;
@@ -529,11 +588,27 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     e.micro_batch = op.kind == OpKind::kOptimizer ? 0 : op.micro_batch;
     e.start = ns_since_start(start.wall);
     e.end = ns_since_start(end);
-    if (start.cpu >= 0 && cpu_end >= start.cpu) e.cpu_time = cpu_end - start.cpu;
+    // A device op's host thread only enqueues: its CPU time says nothing.
+    if (!start.fence && start.cpu >= 0 && cpu_end >= start.cpu) e.cpu_time = cpu_end - start.cpu;
     events_[static_cast<std::size_t>(d)].push_back(e);
   }
 
+  // Device ops' times from their fences: ns since the step's start, through
+  // each device's fence at that start.
+  void time_device_ops() {
+    for (const auto& [dev, start] : step_fences_) dev->synchronize();
+    for (std::size_t d = 0; d < timings_.size(); ++d) {
+      for (const DeviceTiming& t : timings_[d]) {
+        const StepFence& s = step_fences_.at(t.device);
+        TimelineEvent& e = events_[d][t.event];
+        e.start = s.at + t.device->elapsed_ns(*s.fence, *t.begin);
+        e.end = s.at + t.device->elapsed_ns(*s.fence, *t.end);
+      }
+    }
+  }
+
   StepResult result() {
+    time_device_ops();
     StepResult r;
     for (const StageState& st : state_) r.loss += st.loss;
     Timeline& t = r.timeline;
@@ -561,6 +636,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   const RuntimeOptions& options_;
   std::vector<ParamOptimizer>& optimizers_;
   const std::vector<MicroBatch> mbs_;
+  std::vector<Tensor> inputs_;  // stage 0's input of each micro-batch (host token ids or features)
   const int K_;
   const int M_;
   const bool split_;  // B computes input gradients only; W the weights'
@@ -581,6 +657,8 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   std::mutex error_mu_;
   std::optional<StageError> error_;
   std::vector<std::vector<TimelineEvent>> events_;  // per device, written by its worker
+  std::vector<std::vector<DeviceTiming>> timings_;  // likewise, for device stages' ops
+  std::map<Device*, StepFence> step_fences_;        // made before the workers start
   Clock::time_point t0_;
 };
 
@@ -629,6 +707,13 @@ PipelineRuntime::PipelineRuntime(std::vector<LayerList> stages, Schedule schedul
     }
   }
   core_->optimizers.assign(static_cast<std::size_t>(K), ParamOptimizer(core_->options.optimizer));
+  for (int s = 0; s < K; ++s) {
+    try {
+      core_->devices.push_back(stage_device(layers[static_cast<std::size_t>(s)]));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("stage " + std::to_string(s) + ": " + e.what());
+    }
+  }
 }
 
 PipelineRuntime::~PipelineRuntime() = default;
@@ -673,7 +758,7 @@ StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
     // starts clean. (Stages whose optimizer op already ran keep their update.)
     for (LayerList& ls : core_->stages) {
       for (auto& layer : ls) {
-        for (Param* p : layer->params()) p->grad.setZero();
+        for (Param* p : layer->params()) zero_grad(*p);
       }
     }
     throw;

@@ -16,14 +16,14 @@ void InProcessTransport::begin_step(const Schedule& schedule) {
   channels_ = std::vector<Channel>(static_cast<std::size_t>(2 * schedule.stages));
 }
 
-void InProcessTransport::send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) {
+void InProcessTransport::send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) {
   channels_[static_cast<std::size_t>(route_id(kind, to_stage))].put(micro_batch,
                                                                     std::move(payload));
 }
 
 Transport::Wait InProcessTransport::take(TransferKind kind, int to_stage, int micro_batch,
                                          Clock::time_point deadline,
-                                         const std::atomic<bool>& aborted, Matrix& out) {
+                                         const std::atomic<bool>& aborted, Tensor& out) {
   return channels_[static_cast<std::size_t>(route_id(kind, to_stage))].take(micro_batch, deadline,
                                                                             aborted, out);
 }

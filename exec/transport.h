@@ -33,11 +33,11 @@ class Transport {
   virtual void begin_step(const Schedule& schedule) = 0;
   // Hands micro-batch `micro_batch`'s payload to stage `to_stage` in direction
   // `kind` (its route_id). Returns without waiting for the receiver.
-  virtual void send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) = 0;
+  virtual void send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) = 0;
   // Blocks until that payload arrives (moved into `out`), `aborted` is set, or
   // `deadline` passes.
   virtual Wait take(TransferKind kind, int to_stage, int micro_batch, Clock::time_point deadline,
-                    const std::atomic<bool>& aborted, Matrix& out) = 0;
+                    const std::atomic<bool>& aborted, Tensor& out) = 0;
   // Wakes every take(); call after setting the abort flag.
   virtual void wake_all() = 0;
   // After this process's workers have all joined without error: completes its
@@ -58,9 +58,9 @@ class InProcessTransport final : public Transport {
  public:
   std::vector<int> local_devices(int devices) const override;
   void begin_step(const Schedule& schedule) override;
-  void send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) override;
+  void send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) override;
   Wait take(TransferKind kind, int to_stage, int micro_batch, Clock::time_point deadline,
-            const std::atomic<bool>& aborted, Matrix& out) override;
+            const std::atomic<bool>& aborted, Tensor& out) override;
   void wake_all() override;
   std::string device_name(int device) const override;
   std::string route_name() const override { return "in-process queue"; }

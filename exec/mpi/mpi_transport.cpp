@@ -261,10 +261,14 @@ int MpiTransport::rank_of_stage(int stage) const {
   return stage_device_.at(static_cast<std::size_t>(stage));
 }
 
-void MpiTransport::send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) {
+void MpiTransport::send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) {
+  if (payload.on_device()) {
+    throw std::logic_error(
+        "the MPI transport carries host tensors; device tensors travel through NCCL");
+  }
   test_sends();
   OutgoingPayload& o = pending_.emplace_back();
-  o.payload = std::move(payload);
+  o.payload = std::move(payload.host());
   try {
     start_send(comm_, rank_of_stage(to_stage), tag(kind, to_stage, micro_batch), o);
   } catch (...) {
@@ -283,10 +287,13 @@ void MpiTransport::test_sends() {
 
 Transport::Wait MpiTransport::take(TransferKind kind, int to_stage, int micro_batch,
                                    Clock::time_point deadline, const std::atomic<bool>& aborted,
-                                   Matrix& out) {
+                                   Tensor& out) {
   const int from = kind == TransferKind::kActivation ? to_stage - 1 : to_stage + 1;
-  return receive(comm_, rank_of_stage(from), tag(kind, to_stage, micro_batch), deadline, aborted,
-                 out, [this] { test_sends(); });
+  Matrix m;
+  const Wait w = receive(comm_, rank_of_stage(from), tag(kind, to_stage, micro_batch), deadline,
+                         aborted, m, [this] { test_sends(); });
+  if (w == Wait::kReady) out = std::move(m);
+  return w;
 }
 
 void MpiTransport::end_step(double& loss, Timeline& timeline) {

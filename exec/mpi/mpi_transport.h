@@ -64,9 +64,9 @@ class MpiTransport final : public Transport {
   // All ranks meet, then each starts its clock; on one host the ranks' clocks
   // are the same (CLOCK_MONOTONIC), so end_step aligns them exactly.
   void begin_step(const Schedule& schedule) override;
-  void send(TransferKind kind, int to_stage, int micro_batch, Matrix payload) override;
+  void send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) override;
   Wait take(TransferKind kind, int to_stage, int micro_batch, Clock::time_point deadline,
-            const std::atomic<bool>& aborted, Matrix& out) override;
+            const std::atomic<bool>& aborted, Tensor& out) override;
   void wake_all() override {}  // take() polls the abort flag
   void end_step(double& loss, Timeline& timeline) override;
   std::string device_name(int device) const override;

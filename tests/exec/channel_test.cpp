@@ -21,11 +21,11 @@ TEST(Channel, TakesPayloadsByKeyWhateverTheOrder) {
   const std::atomic<bool> aborted{false};
   ch.put(2, Matrix::Constant(1, 1, 2.0f));
   ch.put(1, Matrix::Constant(1, 1, 1.0f));
-  Matrix m;
+  Tensor m;
   ASSERT_EQ(ch.take(1, Channel::Clock::now() + 1s, aborted, m), Channel::Wait::kReady);
-  EXPECT_EQ(m(0, 0), 1.0f);
+  EXPECT_EQ(m.host()(0, 0), 1.0f);
   ASSERT_EQ(ch.take(2, Channel::Clock::now() + 1s, aborted, m), Channel::Wait::kReady);
-  EXPECT_EQ(m(0, 0), 2.0f);
+  EXPECT_EQ(m.host()(0, 0), 2.0f);
 }
 
 TEST(Channel, RefusesASecondPayloadForOneKey) {
@@ -37,7 +37,7 @@ TEST(Channel, RefusesASecondPayloadForOneKey) {
 TEST(Channel, TimesOutAndAborts) {
   Channel ch;
   std::atomic<bool> aborted{false};
-  Matrix m;
+  Tensor m;
   EXPECT_EQ(ch.take(0, Channel::Clock::now() + 5ms, aborted, m), Channel::Wait::kTimedOut);
   std::thread stopper([&] {
     std::this_thread::sleep_for(5ms);
@@ -54,21 +54,21 @@ TEST(Channel, HandsPayloadsAcrossThreads) {
   const std::atomic<bool> aborted{false};
   std::thread echo([&] {
     for (int r = 0; r < 50; ++r) {
-      Matrix m;
+      Tensor m;
       if (ping.take(r, Channel::Clock::now() + 10s, aborted, m) != Channel::Wait::kReady) {
         return;
       }
-      m(0, 0) += 1.0f;
+      m.host()(0, 0) += 1.0f;
       pong.put(r, std::move(m));
     }
   });
-  Matrix payload = Matrix::Zero(1, 1);
+  Tensor payload = Matrix::Zero(1, 1);
   for (int r = 0; r < 50; ++r) {
     ping.put(r, std::move(payload));
     ASSERT_EQ(pong.take(r, Channel::Clock::now() + 10s, aborted, payload), Channel::Wait::kReady);
   }
   echo.join();
-  EXPECT_EQ(payload(0, 0), 50.0f);
+  EXPECT_EQ(payload.host()(0, 0), 50.0f);
 }
 
 }  // namespace

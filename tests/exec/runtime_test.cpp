@@ -34,7 +34,8 @@ class ToyEmbedding final : public Layer {
     table_.grad = Matrix::Zero(vocab, h);
   }
   const std::string& name() const override { return name_; }
-  Matrix forward(const Matrix& x, const Context&, Stash& stash) const override {
+  Tensor forward(const Tensor& in, const Context&, Stash& stash) const override {
+    const Matrix& x = in.host();
     Matrix out(x.rows(), table_.value.cols());
     stash.ints.resize(static_cast<std::size_t>(x.rows()));
     for (Eigen::Index i = 0; i < x.rows(); ++i) {
@@ -44,7 +45,8 @@ class ToyEmbedding final : public Layer {
     }
     return out;
   }
-  Matrix backward(const Matrix& dy, const Context&, const Stash& stash) override {
+  Tensor backward(const Tensor& grad, const Context&, const Stash& stash) override {
+    const Matrix& dy = grad.host();
     for (Eigen::Index i = 0; i < dy.rows(); ++i) {
       table_.grad.row(stash.ints[static_cast<std::size_t>(i)]) += dy.row(i);
     }
@@ -70,12 +72,14 @@ class ToyDense final : public Layer {
     b_.grad = Matrix::Zero(1, h);
   }
   const std::string& name() const override { return name_; }
-  Matrix forward(const Matrix& x, const Context&, Stash& stash) const override {
+  Tensor forward(const Tensor& in, const Context&, Stash& stash) const override {
+    const Matrix& x = in.host();
     Matrix y = ((x * w_.value).rowwise() + b_.value.row(0)).array().tanh().matrix();
     stash.tensors = {x, y};
     return y;
   }
-  Matrix backward(const Matrix& dy, const Context&, const Stash& stash) override {
+  Tensor backward(const Tensor& grad, const Context&, const Stash& stash) override {
+    const Matrix& dy = grad.host();
     const Matrix& x = stash.tensors[0];
     const Matrix& y = stash.tensors[1];
     const Matrix dz = (dy.array() * (1.0f - y.array().square())).matrix();
@@ -95,7 +99,8 @@ class ToyDense final : public Layer {
 class ToyLoss final : public Layer {
  public:
   const std::string& name() const override { return name_; }
-  Matrix forward(const Matrix& x, const Context& ctx, Stash& stash) const override {
+  Tensor forward(const Tensor& in, const Context& ctx, Stash& stash) const override {
+    const Matrix& x = in.host();
     Matrix p = (x.colwise() - x.rowwise().maxCoeff()).array().exp().matrix();
     const Eigen::VectorXf sums = p.rowwise().sum();
     p.array().colwise() /= sums.array();
@@ -106,7 +111,8 @@ class ToyLoss final : public Layer {
     stash.tensors = {std::move(p)};
     return Matrix::Constant(1, 1, static_cast<float>(loss * ctx.loss_scale));
   }
-  Matrix backward(const Matrix& dy, const Context& ctx, const Stash& stash) override {
+  Tensor backward(const Tensor& grad, const Context& ctx, const Stash& stash) override {
+    const Matrix& dy = grad.host();
     Matrix dx = stash.tensors[0];
     for (Eigen::Index i = 0; i < dx.rows(); ++i) {
       dx(i, (*ctx.targets)[static_cast<std::size_t>(i)]) -= 1.0f;
@@ -123,10 +129,11 @@ class ToyLoss final : public Layer {
 class ToyNan final : public Layer {
  public:
   const std::string& name() const override { return name_; }
-  Matrix forward(const Matrix& x, const Context&, Stash&) const override {
+  Tensor forward(const Tensor& in, const Context&, Stash&) const override {
+    const Matrix& x = in.host();
     return Matrix::Constant(x.rows(), x.cols(), std::numeric_limits<float>::quiet_NaN());
   }
-  Matrix backward(const Matrix& dy, const Context&, const Stash&) override { return dy; }
+  Tensor backward(const Tensor& dy, const Context&, const Stash&) override { return dy; }
   std::vector<Param*> params() override { return {}; }
 
  private:
@@ -213,10 +220,10 @@ Reference train_reference(int layers, const OptimizerConfig& opt, int steps) {
     const MicroBatch mb = mini_batch(step);
     const Context ctx{mb.batch, mb.seq, &mb.targets, 1.0 / (mb.batch * mb.seq)};
     std::vector<Stash> stashes(ls.size());
-    Matrix x = mb.input;
+    Tensor x = mb.input;
     for (std::size_t l = 0; l < ls.size(); ++l) x = ls[l]->forward(x, ctx, stashes[l]);
-    ref.losses.push_back(static_cast<double>(x(0, 0)));
-    Matrix dy = Matrix::Constant(1, 1, 1.0f);
+    ref.losses.push_back(static_cast<double>(x.host()(0, 0)));
+    Tensor dy = Matrix::Constant(1, 1, 1.0f);
     for (std::size_t l = ls.size(); l-- > 0;) dy = ls[l]->backward(dy, ctx, stashes[l]);
     std::vector<Param*> params;
     for (auto& layer : ls) {
