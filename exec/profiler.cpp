@@ -159,7 +159,7 @@ SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int re
 // core's caches, as a stage's layers stay there from one micro-batch to the
 // next), then all time `passes` passes, started together.
 double concurrent_pass_s(std::vector<LayerList>& models, const MicroBatch& mb, int n,
-                         std::uint64_t seed, int passes = 3) {
+                         std::uint64_t seed, int passes = 1) {
   const Context ctx{mb.batch, mb.seq, &mb.targets,
                     1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
   std::vector<double> seconds(static_cast<std::size_t>(n), 0.0);
@@ -353,13 +353,7 @@ void ModelProfiler::run_passes(std::size_t size_index, int passes, bool keep) {
 }
 
 void ModelProfiler::measure_pass() {
-  // Between other work (a training step) the profiler's copy of the model has
-  // left the caches, where a stage keeps its own layers from one micro-batch to
-  // the next: an untimed pass brings it back before the timed one.
-  for (std::size_t i = 0; i < state_->batches.size(); ++i) {
-    run_passes(i, 1, false);
-    run_passes(i, 1, true);
-  }
+  for (std::size_t i = 0; i < state_->batches.size(); ++i) run_passes(i, 1, true);
 }
 
 Profile ModelProfiler::finish() {

@@ -55,8 +55,10 @@ class ModelProfiler {
   ModelProfiler(const ModelProfiler&) = delete;
   ModelProfiler& operator=(const ModelProfiler&) = delete;
 
-  // One timed pass over the model at every batch size, each after an untimed
-  // one that brings the model back into the caches.
+  // One timed pass over the model at every batch size. Passes measure warm
+  // caches when they follow each other (or the constructor's warm-up): a
+  // stage keeps its layers in its core's caches from one micro-batch to the
+  // next, so a pass after other work would measure them cold.
   void measure_pass();
   // The medians of every pass so far, then the optimizer and the transport.
   // Throws std::logic_error before the first measure_pass.
@@ -90,8 +92,8 @@ TransportFigures fit_transport(const std::vector<double>& bytes,
 // executor's 4 GiB): cores share caches and
 // memory bandwidth. [0] is 1; each factor is the median of three "together"
 // timings over the median of three "alone" ones, taken in turn, and at least 1
-// (a faster "together" is noise). A timing is the mean of three passes per
-// thread after an untimed one, so that it compares warm caches with warm caches.
+// (a faster "together" is noise). Each thread's timed pass follows an untimed
+// one, so that warm caches are compared with warm caches.
 std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
                                                  int cores, std::uint64_t seed);
 
