@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,9 +18,10 @@ namespace pipescope::cli {
 CLI::App* add_selftest_command(CLI::App& app, SelftestOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "selftest",
-      "Check the GPU backend on this machine: every CUDA kernel against the CPU reference on "
-      "random data, within fp32 tolerances. Exit status 0: all pass; 1: a kernel is off; 4: no "
-      "GPU is visible (nothing was checked)");
+      "Check the GPU backend on this machine: every CUDA kernel against the CPU reference, and "
+      "every operation of the GPU device against the host device, on random data within fp32 "
+      "tolerances. Exit status 0: all pass; 1: a check is off; 4: no GPU is visible (nothing "
+      "was checked)");
   cmd->add_option("--backend", o.backend, "What to check")
       ->check(CLI::IsMember({"cuda"}))
       ->capture_default_str();
@@ -47,7 +49,8 @@ int run_selftest(const SelftestOptions& o) {
     std::cerr << "pipescope selftest: " << gpus.reason << "; nothing was checked\n";
     return kExitNoDevice;
   }
-  const std::vector<exec::cuda::KernelCheck> checks = exec::cuda::check_kernels(o.seed);
+  std::vector<exec::cuda::KernelCheck> checks = exec::cuda::check_kernels(o.seed);
+  for (auto& c : exec::cuda::check_device_ops(o.seed)) checks.push_back(std::move(c));
   bool all = true;
   for (const auto& c : checks) all = all && c.ok();
   if (o.json) {
@@ -62,15 +65,17 @@ int run_selftest(const SelftestOptions& o) {
               << "\n";
     return all ? 0 : 1;
   }
-  std::printf("CUDA kernels against the CPU reference (%d GPU%s visible, GPU 0 used)\n\n",
-              gpus.devices, gpus.devices == 1 ? "" : "s");
-  std::printf("%-36s %12s %12s\n", "kernel", "max error", "tolerance");
+  std::printf(
+      "CUDA kernels and device operations (\"device ...\") against the CPU reference "
+      "(%d GPU%s visible, GPU 0 used)\n\n",
+      gpus.devices, gpus.devices == 1 ? "" : "s");
+  std::printf("%-52s %12s %12s\n", "kernel", "max error", "tolerance");
   for (const auto& c : checks) {
-    std::printf("%-36s %12.3g %12.3g  %s\n", c.kernel.c_str(), c.max_error, c.tolerance,
+    std::printf("%-52s %12.3g %12.3g  %s\n", c.kernel.c_str(), c.max_error, c.tolerance,
                 c.ok() ? "ok" : "FAILED");
   }
-  std::printf("\n%s\n", all ? "All kernels match the CPU reference."
-                            : "Some kernels do not match the CPU reference.");
+  std::printf("\n%s\n", all ? "All kernels and device operations match the CPU reference."
+                            : "Some kernels or device operations do not match the CPU reference.");
   return all ? 0 : 1;
 #endif
 }

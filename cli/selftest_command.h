@@ -1,6 +1,7 @@
 #pragma once
 // `pipescope selftest --backend cuda`: every CUDA kernel against the CPU
-// reference on random data (exec/cuda/selftest.h).
+// reference, and every CudaDevice operation against HostDevice's, on random
+// data (exec/cuda/selftest.h).
 
 #include <cstdint>
 #include <string>

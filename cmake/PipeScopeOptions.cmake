@@ -67,4 +67,4 @@ endif()
 pipescope_resolve_option(PIPESCOPE_WITH_MPI _mpi_found "OpenMPI")
 
 message(STATUS "PipeScope: CUDA ${PIPESCOPE_WITH_CUDA_ENABLED}, GUI ${PIPESCOPE_WITH_GUI_ENABLED}, MPI ${PIPESCOPE_WITH_MPI_ENABLED}"
-               " (CUDA: kernels and selftest; the CUDA runtime backend is not in this version yet)")
+               " (CUDA: kernels, CudaDevice and selftest)")

@@ -1,51 +1,34 @@
-// The CUDA backend's kernels (kernels.h). Each operation mirrors its CPU
-// reference in exec/kernels.h line for line; the formulas are there.
+// The CUDA backend's elementwise, LayerNorm, loss, optimizer and product
+// kernels (kernels.h). Each operation mirrors its CPU reference line for line,
+// exec/kernels.h or HostDevice (exec/host_device.cpp); the formulas are there.
 
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/kernel_common.cuh"
 #include "exec/cuda/kernels.h"
 
 namespace pipescope::exec::cuda {
 
 namespace {
 
-constexpr int kBlock = 256;  // threads per block; a multiple of the warp size
+using detail::block_reduce;
+using detail::grid_for;
+using detail::grid_for_columns;
+using detail::grid_start;
+using detail::grid_stride;
+using detail::kBlock;
+using detail::require;
+using detail::require_rows;
+using detail::require_size;
+
 constexpr float kLayerNormEps = 1e-5f;
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 
 // ---------------------------------------------------------------------------
 // kernels
-
-// The sum (or max) over the block of every thread's v; every thread gets it.
-// blockDim.x == kBlock.
-template <bool kMax>
-__device__ float block_reduce(float v) {
-  __shared__ float warp_part[kBlock / 32];
-  __shared__ float total;
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float other = __shfl_down_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, other) : v + other;
-  }
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < kBlock / 32 ? warp_part[lane] : (kMax ? -INFINITY : 0.0f);
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float other = __shfl_down_sync(0xffffffffu, v, offset);
-      v = kMax ? fmaxf(v, other) : v + other;
-    }
-    if (lane == 0) total = v;
-  }
-  __syncthreads();
-  const float result = total;
-  __syncthreads();  // warp_part and total may be reused by the next call
-  return result;
-}
 
 __device__ float gelu(float x) {
   return 0.5f * x * (1.0f + tanhf(kGeluK * (x + 0.044715f * x * x * x)));
@@ -57,31 +40,25 @@ __device__ float gelu_slope(float x) {
 }
 
 __global__ void gelu_forward_kernel(float* out, const float* u, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     out[i] = gelu(u[i]);
   }
 }
 
-__global__ void gelu_backward_kernel(float* du, const float* dout, const float* u,
-                                     std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+__global__ void gelu_backward_kernel(float* du, const float* dout, const float* u, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     du[i] = dout[i] * gelu_slope(u[i]);
   }
 }
 
 __global__ void relu_forward_kernel(float* out, const float* u, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     out[i] = u[i] < 0.0f ? 0.0f : u[i];  // a NaN stays NaN, as on the CPU (fmaxf would hide it)
   }
 }
 
-__global__ void relu_backward_kernel(float* du, const float* dout, const float* u,
-                                     std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+__global__ void relu_backward_kernel(float* du, const float* dout, const float* u, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     du[i] = u[i] > 0.0f ? dout[i] : 0.0f;
   }
 }
@@ -150,8 +127,7 @@ __global__ void layernorm_backward_params_kernel(float* dgain, float* dbias, con
 }
 
 __global__ void add_bias_kernel(float* out, const float* bias, std::int64_t n, int c) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     out[i] += bias[i % c];
   }
 }
@@ -189,8 +165,7 @@ __global__ void crossentropy_forward_kernel(float* probs, float* losses, const f
 __global__ void crossentropy_backward_kernel(float* dlogits, const float* probs,
                                              const std::int32_t* targets, float scale,
                                              std::int64_t n, int v) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const std::int64_t r = i / v;
     const float hot = targets[r] == static_cast<std::int32_t>(i % v) ? 1.0f : 0.0f;
     dlogits[i] = (probs[i] - hot) * scale;
@@ -199,52 +174,61 @@ __global__ void crossentropy_backward_kernel(float* dlogits, const float* probs,
 
 __global__ void momentum_kernel(float* w, float* m, const float* g, std::int64_t n, float lr,
                                 float mu) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     m[i] = mu * m[i] + g[i];
     w[i] -= lr * m[i];
   }
 }
 
-__global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n,
-                            float lr, float b1, float b2, float eps, float correct1,
-                            float correct2) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
+__global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n, float lr,
+                            float b1, float b2, float eps, float correct1, float correct2) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     m[i] = b1 * m[i] + (1.0f - b1) * g[i];
     v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
     w[i] -= lr * (m[i] / correct1) / (sqrtf(v[i] / correct2) + eps);
   }
 }
 
-// ---------------------------------------------------------------------------
-// launchers
-
-void require(bool ok, const char* launcher, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string(launcher) + ": " + what);
+__global__ void fill_kernel(float* x, std::int64_t n, float value) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) x[i] = value;
 }
 
-void require_rows(const char* launcher, int rows, int c) {
-  require(rows >= 1 && c >= 1, launcher,
-          "needs rows >= 1 and columns >= 1, got (" + std::to_string(rows) + ", " +
-              std::to_string(c) + ")");
+// out may be a or b: each element is read before it is written, by one thread.
+__global__ void add_kernel(float* out, const float* a, const float* b, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
 }
 
-// Blocks for a grid-stride loop over n elements: enough to fill a large GPU,
-// never more than the work.
-unsigned grid_for(std::int64_t n) {
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  return static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
+__global__ void axpy_kernel(float* y, float alpha, const float* x, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) y[i] += alpha * x[i];
 }
 
-unsigned grid_for_columns(int c) {
-  return static_cast<unsigned>((std::int64_t{c} + kBlock - 1) / kBlock);
+__global__ void sgd_kernel(float* w, const float* g, std::int64_t n, float lr) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) w[i] -= lr * g[i];
+}
+
+__global__ void rmsprop_kernel(float* w, float* v, const float* g, std::int64_t n, float lr,
+                               float b2, float eps) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    v[i] = b2 * v[i] + (1.0f - b2) * (g[i] * g[i]);
+    w[i] -= lr * g[i] / (sqrtf(v[i]) + eps);
+  }
+}
+
+// *found = 1 when some x[i] is NaN or infinite. Every thread writes the same
+// value, so the racing stores agree; *found is zeroed before the launch.
+__global__ void any_nonfinite_kernel(int* found, const float* x, std::int64_t n) {
+  bool bad = false;
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) bad = bad || !isfinite(x[i]);
+  if (bad) *found = 1;
 }
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// launchers
+
 void gelu_forward(float* out, const float* u, std::int64_t n, cudaStream_t stream) {
-  require(n >= 0, "gelu_forward", "negative size");
+  require_size("gelu_forward", n);
   if (n == 0) return;
   gelu_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, u, n);
   PS_CUDA_CHECK(cudaGetLastError());
@@ -252,14 +236,14 @@ void gelu_forward(float* out, const float* u, std::int64_t n, cudaStream_t strea
 
 void gelu_backward(float* du, const float* dout, const float* u, std::int64_t n,
                    cudaStream_t stream) {
-  require(n >= 0, "gelu_backward", "negative size");
+  require_size("gelu_backward", n);
   if (n == 0) return;
   gelu_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(du, dout, u, n);
   PS_CUDA_CHECK(cudaGetLastError());
 }
 
 void relu_forward(float* out, const float* u, std::int64_t n, cudaStream_t stream) {
-  require(n >= 0, "relu_forward", "negative size");
+  require_size("relu_forward", n);
   if (n == 0) return;
   relu_forward_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, u, n);
   PS_CUDA_CHECK(cudaGetLastError());
@@ -267,7 +251,7 @@ void relu_forward(float* out, const float* u, std::int64_t n, cudaStream_t strea
 
 void relu_backward(float* du, const float* dout, const float* u, std::int64_t n,
                    cudaStream_t stream) {
-  require(n >= 0, "relu_backward", "negative size");
+  require_size("relu_backward", n);
   if (n == 0) return;
   relu_backward_kernel<<<grid_for(n), kBlock, 0, stream>>>(du, dout, u, n);
   PS_CUDA_CHECK(cudaGetLastError());
@@ -292,8 +276,8 @@ void layernorm_backward_input(float* dx, const float* dout, const float* x, cons
 void layernorm_backward_params(float* dgain, float* dbias, const float* dout, const float* x,
                                const float* stats, int rows, int c, cudaStream_t stream) {
   require_rows("layernorm_backward_params", rows, c);
-  layernorm_backward_params_kernel<<<grid_for_columns(c), kBlock, 0, stream>>>(
-      dgain, dbias, dout, x, stats, rows, c);
+  layernorm_backward_params_kernel<<<grid_for_columns(c), kBlock, 0, stream>>>(dgain, dbias, dout,
+                                                                               x, stats, rows, c);
   PS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -329,7 +313,7 @@ void crossentropy_backward(float* dlogits, const float* probs, const std::int32_
 
 void momentum_update(float* w, float* m, const float* g, std::int64_t n, float lr, float mu,
                      cudaStream_t stream) {
-  require(n >= 0, "momentum_update", "negative size");
+  require_size("momentum_update", n);
   if (n == 0) return;
   momentum_kernel<<<grid_for(n), kBlock, 0, stream>>>(w, m, g, n, lr, mu);
   PS_CUDA_CHECK(cudaGetLastError());
@@ -338,7 +322,7 @@ void momentum_update(float* w, float* m, const float* g, std::int64_t n, float l
 void adam_update(float* w, float* m, float* v, const float* g, std::int64_t n, float lr,
                  float beta1, float beta2, float epsilon, float correct1, float correct2,
                  cudaStream_t stream) {
-  require(n >= 0, "adam_update", "negative size");
+  require_size("adam_update", n);
   require(correct1 > 0.0f && correct2 > 0.0f, "adam_update", "bias corrections must be positive");
   if (n == 0) return;
   adam_kernel<<<grid_for(n), kBlock, 0, stream>>>(w, m, v, g, n, lr, beta1, beta2, epsilon,
@@ -357,6 +341,68 @@ void gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k
   PS_CUBLAS_CHECK(cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
                               trans_b ? k : n, a, trans_a ? m : k, &beta, c, n));
+}
+
+// The same swap, matrix i of each operand at its pointer + i * stride (in
+// floats).
+void gemm_strided_batched(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,
+                          float alpha, const float* a, std::int64_t stride_a, const float* b,
+                          std::int64_t stride_b, float beta, float* c, std::int64_t stride_c,
+                          int batch) {
+  require(m >= 1 && n >= 1 && k >= 1 && batch >= 1, "gemm_strided_batched",
+          "needs m, n, k, batch >= 1, got " + std::to_string(m) + ", " + std::to_string(n) + ", " +
+              std::to_string(k) + ", " + std::to_string(batch));
+  require(stride_a >= 0 && stride_b >= 0 && stride_c >= 0, "gemm_strided_batched",
+          "negative stride");
+  PS_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                                            trans_b ? k : n, stride_b, a, trans_a ? m : k, stride_a,
+                                            &beta, c, n, stride_c, batch));
+}
+
+void fill(float* x, std::int64_t n, float value, cudaStream_t stream) {
+  require_size("fill", n);
+  if (n == 0) return;
+  fill_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, n, value);
+  PS_CUDA_CHECK(cudaGetLastError());
+}
+
+void add(float* out, const float* a, const float* b, std::int64_t n, cudaStream_t stream) {
+  require_size("add", n);
+  if (n == 0) return;
+  add_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, a, b, n);
+  PS_CUDA_CHECK(cudaGetLastError());
+}
+
+void axpy(float* y, float alpha, const float* x, std::int64_t n, cudaStream_t stream) {
+  require_size("axpy", n);
+  if (n == 0) return;
+  axpy_kernel<<<grid_for(n), kBlock, 0, stream>>>(y, alpha, x, n);
+  PS_CUDA_CHECK(cudaGetLastError());
+}
+
+void sgd_update(float* w, const float* g, std::int64_t n, float lr, cudaStream_t stream) {
+  require_size("sgd_update", n);
+  if (n == 0) return;
+  sgd_kernel<<<grid_for(n), kBlock, 0, stream>>>(w, g, n, lr);
+  PS_CUDA_CHECK(cudaGetLastError());
+}
+
+void rmsprop_update(float* w, float* v, const float* g, std::int64_t n, float lr, float beta2,
+                    float epsilon, cudaStream_t stream) {
+  require_size("rmsprop_update", n);
+  if (n == 0) return;
+  rmsprop_kernel<<<grid_for(n), kBlock, 0, stream>>>(w, v, g, n, lr, beta2, epsilon);
+  PS_CUDA_CHECK(cudaGetLastError());
+}
+
+void any_nonfinite(int* found, const float* x, std::int64_t n, cudaStream_t stream) {
+  require(found != nullptr, "any_nonfinite", "no flag to write to");
+  require_size("any_nonfinite", n);
+  PS_CUDA_CHECK(cudaMemsetAsync(found, 0, sizeof(int), stream));
+  if (n == 0) return;
+  any_nonfinite_kernel<<<grid_for(n), kBlock, 0, stream>>>(found, x, n);
+  PS_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace pipescope::exec::cuda

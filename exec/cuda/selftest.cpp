@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "exec/cuda/device_buffer.h"
 #include "exec/cuda/kernels.h"
@@ -19,10 +20,8 @@ namespace {
 using M = Mat<float>;
 namespace ref = pipescope::exec;  // the CPU reference (exec/kernels.h)
 
-// fp32 elementwise work differs from the CPU only by the last bits of the
-// transcendental functions; reductions also by their summation order.
-constexpr double kElementwise = 1e-5;
-constexpr double kReduction = 1e-4;
+constexpr double kElementwise = kElementwiseTolerance;
+constexpr double kReduction = kReductionTolerance;
 
 class Checker {
  public:
@@ -46,16 +45,8 @@ class Checker {
 
   void compare(const std::string& kernel, const M& want, const std::vector<float>& got,
                double tolerance) {
-    double scale = 1.0;
-    for (Eigen::Index i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, std::abs(static_cast<double>(want.data()[i])));
-    }
-    double worst = got.size() == static_cast<std::size_t>(want.size()) ? 0.0 : INFINITY;
-    for (std::size_t i = 0; i < got.size() && i < static_cast<std::size_t>(want.size()); ++i) {
-      const double d = std::abs(static_cast<double>(got[i]) - want.data()[i]);
-      worst = std::isfinite(d) ? std::max(worst, d / scale) : INFINITY;
-    }
-    checks.push_back({kernel, worst, tolerance});
+    checks.push_back(compare_to_reference(
+        kernel, {want.data(), static_cast<std::size_t>(want.size())}, got, tolerance));
   }
 
   static std::vector<float> host(const M& m) { return {m.data(), m.data() + m.size()}; }
@@ -213,6 +204,18 @@ void check_gemm(Checker& k) {
 }
 
 }  // namespace
+
+KernelCheck compare_to_reference(std::string kernel, std::span<const float> want,
+                                 std::span<const float> got, double tolerance) {
+  double scale = 1.0;
+  for (const float w : want) scale = std::max(scale, std::abs(static_cast<double>(w)));
+  double worst = got.size() == want.size() ? 0.0 : INFINITY;
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double d = std::abs(static_cast<double>(got[i]) - want[i]);
+    worst = std::isfinite(d) ? std::max(worst, d / scale) : INFINITY;
+  }
+  return {std::move(kernel), worst, tolerance};
+}
 
 std::vector<KernelCheck> check_kernels(std::uint64_t seed) {
   PS_CUDA_CHECK(cudaSetDevice(0));
