@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/gpu_stages.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/plan_runner.h"
@@ -28,9 +29,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
       "measure step time, throughput and bubble");
   cmd->add_option("plan", o.plan, "Plan JSON written by `pipescope plan -o`")->required();
   cmd->add_option("--backend", o.backend,
-                  "Where to run: cpu (a thread per device) or mpi (`mpirun -np DEVICES pipescope "
-                  "run PLAN --backend mpi`, a process per device)")
-      ->check(CLI::IsMember({"cpu", "mpi"}))
+                  "Where to run: cpu (a thread per device), cuda (a stream per stage, device d "
+                  "on GPU d mod the GPUs visible) or mpi (`mpirun -np DEVICES pipescope run PLAN "
+                  "--backend mpi`, a process per device)")
+      ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
       ->capture_default_str();
   cmd->add_option("--steps", o.steps, "Training steps")
       ->check(CLI::PositiveNumber)
@@ -172,16 +174,23 @@ int run_run(const RunOptions& o) {
   if (o.backend == "mpi") return run_mpi(o);
   const Plan plan = read_plan_file(o.plan);
   const ModelSpec spec = exec::plan_model(plan, o.plan);
+  exec::PlanRunOptions run = run_options(o);
+  std::string where = "on the CPU (one thread per stage)";
+  if (o.backend == "cuda") {
+    const GpuStages gpus = gpu_stages();
+    run.stage_device = gpus.stage_device;
+    where = "on " + std::to_string(gpus.gpus) + (gpus.gpus == 1 ? " GPU" : " GPUs") +
+            " (a stream per stage)";
+  }
   std::vector<exec::StepResult> steps;
   {
     ProgressBar bar("training");
-    exec::PlanRunOptions run = run_options(o);
     run.on_step = [&](int done, int total, const exec::StepResult&) {
       bar.update(static_cast<std::size_t>(done), static_cast<std::size_t>(total));
     };
     steps = exec::run_plan(plan, spec, run);
   }
-  return report(o, plan, spec, steps, "on the CPU (one thread per stage)");
+  return report(o, plan, spec, steps, where);
 }
 
 }  // namespace pipescope::cli

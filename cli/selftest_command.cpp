@@ -2,15 +2,19 @@
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #ifdef PIPESCOPE_HAVE_CUDA
+#include "exec/cuda/cuda_device.h"
 #include "exec/cuda/gpu.h"
 #include "exec/cuda/selftest.h"
+#include "exec/pipeline_check.h"
 #endif
 
 namespace pipescope::cli {
@@ -18,10 +22,11 @@ namespace pipescope::cli {
 CLI::App* add_selftest_command(CLI::App& app, SelftestOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "selftest",
-      "Check the GPU backend on this machine: every CUDA kernel against the CPU reference, and "
+      "Check the GPU backend on this machine: every CUDA kernel against the CPU reference, "
       "every operation of the GPU device against the host device, on random data within fp32 "
-      "tolerances. Exit status 0: all pass; 1: a check is off; 4: no GPU is visible (nothing "
-      "was checked)");
+      "tolerances, then a short pipeline run on the GPUs against single-GPU training (GPipe's "
+      "promise). Exit status 0: all pass; 1: a check is off; 4: no GPU is visible (nothing was "
+      "checked)");
   cmd->add_option("--backend", o.backend, "What to check")
       ->check(CLI::IsMember({"cuda"}))
       ->capture_default_str();
@@ -51,6 +56,15 @@ int run_selftest(const SelftestOptions& o) {
   }
   std::vector<exec::cuda::KernelCheck> checks = exec::cuda::check_kernels(o.seed);
   for (auto& c : exec::cuda::check_device_ops(o.seed)) checks.push_back(std::move(c));
+  // GPipe's promise on the GPUs: stage s on GPU s mod the GPUs, each on its own
+  // stream, against one GPU training the whole mini-batch.
+  const int visible = gpus.devices;
+  for (const exec::PipelineCheck& c : exec::check_pipeline([visible](int stage) {
+         return std::make_shared<exec::cuda::CudaDevice>(stage % visible,
+                                                         "stage " + std::to_string(stage));
+       })) {
+    checks.push_back({c.name, c.max_error, c.tolerance});
+  }
   bool all = true;
   for (const auto& c : checks) all = all && c.ok();
   if (o.json) {
@@ -74,8 +88,9 @@ int run_selftest(const SelftestOptions& o) {
     std::printf("%-52s %12.3g %12.3g  %s\n", c.kernel.c_str(), c.max_error, c.tolerance,
                 c.ok() ? "ok" : "FAILED");
   }
-  std::printf("\n%s\n", all ? "All kernels and device operations match the CPU reference."
-                            : "Some kernels or device operations do not match the CPU reference.");
+  std::printf("\n%s\n", all ? "All kernels, device operations and pipeline runs match their "
+                              "references."
+                            : "Some checks do not match their references.");
   return all ? 0 : 1;
 #endif
 }

@@ -14,7 +14,7 @@
 
 namespace pipescope::exec {
 
-class HostDevice final : public Device {
+class HostDevice : public Device {
  public:
   // `label` names it ("host", "gpu 1" for a test's second device).
   explicit HostDevice(std::string label = "host") : label_(std::move(label)) {}

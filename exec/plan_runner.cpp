@@ -6,6 +6,7 @@
 
 #include "costmodels/check.h"
 #include "exec/data.h"
+#include "exec/device_layers.h"
 #include "exec/models.h"
 #include "sim/format.h"
 #include "sim/scenario_io.h"
@@ -38,12 +39,18 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
                                  const PlanRunOptions& o) {
   if (o.steps < 1) throw std::invalid_argument("a run needs at least one step");
   LayerList all = build_layers(model, o.seed);
+  const Schedule schedule = plan.schedule_ops();
   std::vector<LayerList> stages;
   for (const StageRange& r : plan.stage_ranges()) {
     PS_CHECK(r.last_layer < static_cast<int>(all.size()), "plan cut outside the model");
     LayerList stage;
     for (int l = r.first_layer; l <= r.last_layer; ++l) {
       stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
+    }
+    if (o.stage_device) {
+      const int s = static_cast<int>(stages.size());
+      stage = to_device(std::move(stage),
+                        o.stage_device(s, schedule.stage_device[static_cast<std::size_t>(s)]));
     }
     stages.push_back(std::move(stage));
   }
@@ -53,7 +60,7 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   options.watchdog = o.watchdog;
   options.before_op = o.before_op;
   options.transport = o.transport;
-  PipelineRuntime runtime(std::move(stages), plan.schedule_ops(), options);
+  PipelineRuntime runtime(std::move(stages), schedule, options);
   const TaskShape task = task_shape(model);
   const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
   std::vector<StepResult> out;

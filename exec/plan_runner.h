@@ -17,6 +17,8 @@
 
 namespace pipescope::exec {
 
+class Device;  // device.h
+
 // Weights, gradients and two optimizer slots in fp32 (16 bytes a parameter) up
 // to this size; beyond it a run would swap or be killed rather than teach
 // anything.
@@ -43,6 +45,9 @@ struct PlanRunOptions {
   // channels).
   std::function<void(int device, const Op& op)> before_op;
   std::shared_ptr<Transport> transport;
+  // The device each model stage computes on, given the stage and its pipeline
+  // device (a GPU backend); null: host layers, the CPU backend.
+  std::function<std::shared_ptr<Device>(int stage, int device)> stage_device;
 };
 
 // One pipeline replica of the plan (its global batch / D samples a step), every

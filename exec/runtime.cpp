@@ -572,6 +572,17 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
 
   Device* device_of(int stage) const { return core_->devices[static_cast<std::size_t>(stage)]; }
 
+  // The transport's name for a pipeline device, or where its first stage computes.
+  std::string device_name(int d) const {
+    for (int s = 0; s < K_; ++s) {
+      Device* dev = device_of(s);
+      if (sched_.stage_device[static_cast<std::size_t>(s)] == d && dev != nullptr) {
+        return "device " + std::to_string(d) + " (" + dev->name() + ")";
+      }
+    }
+    return transport_.device_name(d);
+  }
+
   void record_compute(int d, const Op& op, const OpStart& start) {
     if (start.fence) {
       Device* dev = device_of(op.stage);
@@ -614,7 +625,7 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     Timeline& t = r.timeline;
     for (const auto& evs : events_) t.events.insert(t.events.end(), evs.begin(), evs.end());
     transport_.end_step(r.loss, t);
-    for (int d = 0; d < sched_.devices(); ++d) t.device_names.push_back(transport_.device_name(d));
+    for (int d = 0; d < sched_.devices(); ++d) t.device_names.push_back(device_name(d));
     t.route_names.assign(static_cast<std::size_t>(2 * K_), transport_.route_name());
     std::stable_sort(
         t.events.begin(), t.events.end(),

@@ -547,4 +547,17 @@ bool CudaDevice::all_finite(const float* x, std::int64_t n) {
   return found == 0;
 }
 
+GpuPlacement place_on_gpus() {
+  const GpuAvailability available = visible_gpus();
+  if (available.devices == 0) {
+    throw CudaError(available.reason);
+  }
+  GpuPlacement p;
+  p.gpus = available.devices;
+  p.stage_device = [gpus = p.gpus](int stage, int device) -> std::shared_ptr<Device> {
+    return std::make_shared<CudaDevice>(device % gpus, "stage " + std::to_string(stage));
+  };
+  return p;
+}
+
 }  // namespace pipescope::exec::cuda

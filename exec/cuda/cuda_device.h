@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -124,5 +125,15 @@ class CudaDevice final : public Device {
   cublasHandle_t blas_ = nullptr;
   int* nonfinite_ = nullptr;  // all_finite's flag, one int on the GPU
 };
+
+// Where the stages of a run go on the visible GPUs: model stage s of pipeline
+// device d on GPU d mod G, each stage on its own CudaDevice (stream). With one
+// GPU every stage is on it; the stages then share it, as compare models.
+// Throws CudaError with the reason when no GPU is visible.
+struct GpuPlacement {
+  int gpus = 0;  // visible
+  std::function<std::shared_ptr<Device>(int stage, int device)> stage_device;
+};
+GpuPlacement place_on_gpus();
 
 }  // namespace pipescope::exec::cuda

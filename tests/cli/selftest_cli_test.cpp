@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -32,8 +33,31 @@ TEST(SelftestCli, ChecksTheKernelsOrSaysWhyNot) {
   } else {
     EXPECT_TRUE(j["ok"].get<bool>());
     EXPECT_GE(j["checks"].size(), 20u);
+    // The short pipeline runs close the list.
+    EXPECT_EQ(j["checks"].back()["kernel"].get<std::string>().rfind("pipeline ", 0), 0u);
   }
 #endif
+}
+
+// `run --backend cuda` trains on the GPUs, or says why it cannot, in one line.
+TEST(RunCudaCli, TrainsOnTheGpusOrSaysWhyNot) {
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const std::string plan = ::testing::TempDir() + "run_cuda_plan.json";
+  ASSERT_EQ(run("plan " + small + " -K 2 -M 4 -o " + plan).status, 0);
+  const CliResult r = run("run " + plan + " --backend cuda --steps 3 --json");
+  const CliResult gpus = run("selftest --backend cuda --json");
+  if (gpus.status == 0) {
+    ASSERT_EQ(r.status, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["losses"].size(), 3u);
+  } else {
+    EXPECT_EQ(r.status, 1);
+    const std::string why = gpus.status == 4 ? "pipescope: error: --backend cuda: no CUDA GPU visible"
+                                             : "pipescope: error: --backend cuda: this pipescope "
+                                               "was built without CUDA";
+    EXPECT_EQ(r.err.rfind(why, 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST(SelftestCli, OnlyTheCudaBackendHasASelftest) {

@@ -19,8 +19,11 @@
 #include "exec/device_layers.h"
 #include "exec/host_device.h"
 #include "exec/models.h"
+#include "exec/pipeline_check.h"
+#include "exec/plan_runner.h"
 #include "exec/runtime.h"
 #include "sim/partition.h"
+#include "sim/plan.h"
 #include "tiny_models.h"
 
 namespace pipescope::exec {
@@ -245,6 +248,68 @@ TEST(DeviceRuntime, AStageOnTwoDevicesIsRefused) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "stage 0: layer 'block0' is on a, the stage's first layer on the host");
   }
+}
+
+// The check `selftest --backend cuda` runs on GPUs, here on host devices: it
+// passes, and a device whose copies between stages lose their data fails it.
+TEST(PipelineCheck, PassesOnHostDevicesAndCatchesABrokenCopy) {
+  const std::vector<PipelineCheck> good =
+      check_pipeline([](int) { return std::make_shared<HostDevice>(); });
+  ASSERT_EQ(good.size(), 3u);
+  EXPECT_EQ(good[0].name, "pipeline gpipe, K=2, M=4, remat always");
+  for (const PipelineCheck& c : good) {
+    EXPECT_TRUE(c.ok()) << c.name << ": " << c.max_error;
+    EXPECT_LE(c.max_error, 1e-5);
+  }
+
+  class ZeroingCopies final : public HostDevice {
+   public:
+    void copy_from(const DeviceMatrix& src, DeviceMatrix& dst) override {
+      HostDevice::copy_from(src, dst);
+      fill(dst.data(), dst.size(), 0.0f);
+    }
+  };
+  for (const PipelineCheck& c :
+       check_pipeline([](int) { return std::make_shared<ZeroingCopies>(); })) {
+    EXPECT_FALSE(c.ok()) << c.name;
+  }
+}
+
+// run_plan puts each stage on the device the plan runner is given, and the
+// timeline names it; the losses are the host run's.
+TEST(DeviceRuntime, RunPlanPutsStagesOnTheirDevices) {
+  Plan plan;
+  const TransformerParams p = testing::tiny_transformer();
+  const ModelSpec spec = make_transformer(p);
+  plan.stages = 2;
+  plan.devices = 2;
+  plan.micro_batches = 2;
+  plan.global_batch = kBatch;
+  plan.micro_batch_size = kBatch / 2;
+  plan.schedule = ScheduleKind::k1F1B;
+  plan.remat = Remat::kNever;
+  plan.stage_plans.resize(2);
+  plan.stage_plans[0].layers = {0, 2};
+  plan.stage_plans[0].device = 0;
+  plan.stage_plans[1].layers = {3, 5};
+  plan.stage_plans[1].device = 1;
+  PlanRunOptions host;
+  host.steps = 2;
+  PlanRunOptions device = host;
+  std::vector<int> placed;
+  device.stage_device = [&](int stage, int pipeline_device) -> std::shared_ptr<Device> {
+    placed.push_back(pipeline_device);
+    return std::make_shared<HostDevice>("gpu " + std::to_string(stage));
+  };
+  const std::vector<StepResult> a = run_plan(plan, spec, host);
+  const std::vector<StepResult> b = run_plan(plan, spec, device);
+  EXPECT_EQ(placed, (std::vector<int>{0, 1}));
+  ASSERT_EQ(b.size(), 2u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i].loss, a[i].loss, 1e-5 * std::abs(a[i].loss));
+  }
+  EXPECT_EQ(b[0].timeline.device_names,
+            (std::vector<std::string>{"device 0 (gpu 0)", "device 1 (gpu 1)"}));
 }
 
 }  // namespace
