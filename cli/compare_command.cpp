@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/gpu_stages.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/compare.h"
@@ -31,9 +32,10 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
       "prints");
   cmd->add_option("plan", o.plan, "Plan JSON written by `pipescope plan -o`")->required();
   cmd->add_option("--backend", o.backend,
-                  "Where to run: cpu (a thread per device) or mpi (a process per device; the "
-                  "MPI transport is measured after the run unless --profile is given)")
-      ->check(CLI::IsMember({"cpu", "mpi"}))
+                  "Where to run: cpu (a thread per device), cuda (a stream per stage on the GPUs "
+                  "visible; profiled on them) or mpi (a process per device; the MPI transport is "
+                  "measured after the run unless --profile is given)")
+      ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
       ->capture_default_str();
   cmd->add_option("--profile", o.profile,
                   "Predict from this profile (`pipescope profile`) instead of profiling the "
@@ -91,7 +93,10 @@ int run_compare(const CompareOptions& o) {
   std::string profile_label;
   // A given profile that does not fit the model is refused before any step.
   std::optional<Scenario> given_scenario;
+  // --backend cuda: every stage on a stream of a GPU, the profile on them too.
+  std::optional<GpuStages> gpus;
   try {
+    if (o.backend == "cuda") gpus = gpu_stages();
     if (o.warmup >= o.steps) {
       throw std::invalid_argument("--warmup " + std::to_string(o.warmup) + " leaves none of the " +
                                   std::to_string(o.steps) + " steps to measure; raise --steps");
@@ -143,6 +148,13 @@ int run_compare(const CompareOptions& o) {
         p.seed = o.seed;
         p.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
         p.measure_threads = !mpi;  // measure_mpi_machine measures the ranks instead
+        if (gpus) {
+          // The layers on stage 0's GPU, the transport to stage 1's, and the
+          // GPUs the stages share.
+          p.device = gpus->stage_device(0, 0);
+          p.peer = gpus->stage_device(1, 1);
+          p.devices = std::min(gpus->gpus, plan.stages);
+        }
         std::unique_ptr<exec::ModelProfiler> profiler;
         try {
           profiler = std::make_unique<exec::ModelProfiler>(model, p);
@@ -156,6 +168,7 @@ int run_compare(const CompareOptions& o) {
         measured = profiler->finish();
       }
       exec::PlanRunOptions run;
+      if (gpus) run.stage_device = gpus->stage_device;
       run.steps = o.steps;
       run.learning_rate = o.learning_rate;
       run.seed = o.seed;
@@ -191,7 +204,8 @@ int run_compare(const CompareOptions& o) {
     return rounds[a].relative_error < rounds[b].relative_error;
   });
   const exec::Comparison& c = rounds[order[order.size() / 2]];
-  const std::string note = c.shared_cores ? exec::shared_cores_note(c.stages, c.cores) : "";
+  const std::string note =
+      c.shared_cores ? exec::shared_cores_note(c.stages, c.cores, gpus ? "GPU" : "core") : "";
 
   if (o.json) {
     nlohmann::json stages = nlohmann::json::array();
@@ -231,9 +245,11 @@ int run_compare(const CompareOptions& o) {
               model.name.c_str(), c.stages, c.micro_batches,
               static_cast<long long>(plan.micro_batch_size),
               std::string(remat_label(plan.remat)).c_str(), to_string(plan.schedule).data());
-  std::printf("Prediction from %s (%s, %d cores); measurement: median of steps %d-%d\n",
-              profile_label.c_str(), profile->machine.c_str(), profile->cores, c.warmup_steps + 1,
-              o.steps);
+  std::printf("Prediction from %s (%s, %d %s); measurement: median of steps %d-%d\n",
+              profile_label.c_str(), profile->machine.c_str(), profile->cores,
+              profile->backend == "cuda" ? (profile->cores == 1 ? "GPU" : "GPUs")
+                                         : (profile->cores == 1 ? "core" : "cores"),
+              c.warmup_steps + 1, o.steps);
   if (rounds.size() > 1) {
     std::string errors;
     for (const exec::Comparison& r : rounds) {
@@ -268,7 +284,7 @@ int run_compare(const CompareOptions& o) {
       "the prediction\n",
       format_percent(c.steal_fraction).c_str(), format_seconds(c.cpu_replayed_step_s).c_str(),
       signed_percent(c.cpu_relative_error).c_str());
-  if (!note.empty()) std::printf("Shared cores         %s\n", note.c_str());
+  if (!note.empty()) std::printf("%-20s %s\n", gpus ? "Shared GPUs" : "Shared cores", note.c_str());
   if (plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", plan.data_parallel);
   }

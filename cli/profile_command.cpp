@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "cli/gpu_stages.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/plan_runner.h"
@@ -26,10 +27,11 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
       "`simulate`, `plan` and `sweep` take the result with --cost-model");
   add_scenario_options(*cmd, o.scenario);
   cmd->add_option("--backend", o.backend,
-                  "What to measure: cpu (the layers on one thread, the in-process channel) or "
-                  "mpi (under `mpirun -np 2` or more: the layers on rank 0, MPI point-to-point "
-                  "between ranks 0 and 1)")
-      ->check(CLI::IsMember({"cpu", "mpi"}))
+                  "What to measure: cpu (the layers on one thread, the in-process channel), cuda "
+                  "(the layers on GPU 0, copies from it to GPU 1, or to another stream of GPU 0 "
+                  "when it is the only one) or mpi (under `mpirun -np 2` or more: the layers on "
+                  "rank 0, MPI point-to-point between ranks 0 and 1)")
+      ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
       ->capture_default_str();
   cmd->add_option("-o,--output", o.output, "Profile JSON to write")->capture_default_str();
   cmd->add_option("--batch-sizes", o.batch_sizes,
@@ -146,7 +148,14 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
 int run_profile(const ProfileOptions& o) {
   if (o.backend == "mpi") return run_profile_mpi(o);
   const Scenario scenario = load(o.scenario);
-  const Profile profile = measure(o, scenario, profile_options(o, scenario));
+  exec::ProfileOptions p = profile_options(o, scenario);
+  if (o.backend == "cuda") {
+    const GpuStages gpus = gpu_stages();
+    p.device = gpus.stage_device(0, 0);
+    p.peer = gpus.stage_device(1, 1);
+    p.devices = gpus.gpus;
+  }
+  const Profile profile = measure(o, scenario, p);
   write_profile_file(o.output, profile);
   print_profile(o, scenario, profile);
   return 0;

@@ -16,7 +16,9 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
                       std::shared_ptr<const Profile> profile, const std::string& profile_file) {
   const DevicePreset preset = find_device_preset("cpu").value();
   Scenario sc;
-  sc.name = plan.scenario_name + " (on this machine's CPU)";
+  sc.name =
+      plan.scenario_name + (profile && profile->backend == "cuda" ? " (on this machine's GPUs)"
+                                                                  : " (on this machine's CPU)");
   sc.model = model;
   sc.cluster.name = "cpu";
   sc.cluster.devices = plan.stages;
@@ -38,12 +40,15 @@ double relative_error(double predicted, double measured) {
   return (predicted - measured) / measured;
 }
 
-std::string shared_cores_note(int stages, int cores) {
-  return std::to_string(stages) + " stages share " + std::to_string(cores) +
-         (cores == 1 ? " core" : " cores") +
-         ": predicted with a pool of that many cores, each op holding one for its whole "
-         "duration and ops served in the order they became ready (the OS time-slices the "
-         "threads instead, so the order, not the total work, is approximate)";
+std::string shared_cores_note(int stages, int cores, const std::string& what) {
+  const std::string many = what + "s";
+  const std::string who = what == "GPU" ? "each GPU interleaves the streams' kernels"
+                                        : "the OS time-slices the threads";
+  return std::to_string(stages) + " stages share " + std::to_string(cores) + " " +
+         (cores == 1 ? what : many) + ": predicted with a pool of that many " + many +
+         ", each op holding one for its whole duration and ops served in the order they became "
+         "ready (" +
+         who + " instead, so the order, not the total work, is approximate)";
 }
 
 Comparison compare_run(const Scenario& scenario, const Plan& plan,

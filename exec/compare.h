@@ -69,7 +69,8 @@ struct Comparison {
 Comparison compare_run(const Scenario& scenario, const Plan& plan,
                        const std::vector<StepResult>& steps, int warmup);
 
-// One line on how shared cores were modelled, for the report.
-std::string shared_cores_note(int stages, int cores);
+// One line on how shared cores (or GPUs: `what` is "GPU") were modelled, for
+// the report.
+std::string shared_cores_note(int stages, int cores, const std::string& what = "core");
 
 }  // namespace pipescope::exec

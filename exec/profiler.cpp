@@ -14,6 +14,7 @@
 #include "exec/channel.h"
 #include "exec/data.h"
 #include "exec/device.h"
+#include "exec/device_layers.h"
 #include "exec/models.h"
 #include "exec/optimizer.h"
 #include "exec/plan_runner.h"
@@ -301,15 +302,17 @@ ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
   st.spec = spec;
   st.options = o;
   st.layers = build_layers(spec, o.seed);
+  if (o.device) st.layers = to_device(std::move(st.layers), o.device);
   st.task = task_shape(spec);
   st.rng.seed(o.seed);
 
   // One entry per signature, named after its first layer.
   std::map<std::string, std::size_t> entry_of;
   Profile& p = st.profile;
-  p.backend = "cpu";
-  p.machine = cpu_model_name();
-  p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.backend = o.device ? o.backend : "cpu";
+  p.machine = o.device ? o.device->name() : cpu_model_name();
+  p.cores = o.device ? std::max(1, o.devices)
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   p.model_name = spec.name;
   for (const LayerSpec& layer : spec.layers) {
     const std::string sig = layer_signature(layer);
@@ -400,6 +403,18 @@ Profile ModelProfiler::finish() {
       0, t_small -
              static_cast<SimTime>(p.optimizer_ns_per_param * static_cast<double>(smallest_count)));
 
+  if (st.options.device) {
+    // Stages on devices of their own do not slow each other; those sharing one
+    // are the cores' pool of the simulator.
+    p.concurrency_slowdown = {1.0};
+    if (st.options.peer) {
+      const TransportFigures tr = profile_device_transport(*st.options.device, *st.options.peer,
+                                                           std::max(5, st.options.repeats));
+      p.transport_latency_s = tr.latency_s;
+      p.transport_bandwidth = tr.bandwidth;
+    }
+    return p;
+  }
   if (!st.options.measure_threads) return p;
   const TransportFigures tr = profile_transport(200);
   p.transport_latency_s = tr.latency_s;
@@ -455,6 +470,28 @@ TransportFigures profile_transport(int round_trips) {
     echo.join();
     bytes.push_back(static_cast<double>(n) * sizeof(float));
     one_way_s.push_back(static_cast<double>(median(rtt)) * 0.5e-9);
+  }
+  return fit_transport(bytes, one_way_s);
+}
+
+TransportFigures profile_device_transport(Device& from, Device& to, int repeats) {
+  std::vector<double> bytes;
+  std::vector<double> one_way_s;
+  for (Eigen::Index n = 1; n <= (Eigen::Index{1} << 20); n *= 8) {
+    const DeviceMatrix src = upload(from, Matrix::Zero(1, n));
+    DeviceMatrix dst = to.matrix(1, n);
+    std::vector<SimTime> t;
+    for (int r = 0; r <= repeats; ++r) {
+      from.synchronize();
+      to.synchronize();
+      const auto t0 = Clock::now();
+      to.wait(*from.fence());
+      to.copy_from(src, dst);
+      to.synchronize();
+      if (r > 0) t.push_back(elapsed(t0));  // the first copy sets up the path
+    }
+    bytes.push_back(static_cast<double>(n) * sizeof(float));
+    one_way_s.push_back(static_cast<double>(median(t)) * 1e-9);
   }
   return fit_transport(bytes, one_way_s);
 }

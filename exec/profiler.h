@@ -26,6 +26,8 @@
 
 namespace pipescope::exec {
 
+class Device;  // device.h
+
 struct ProfileOptions {
   std::vector<std::int64_t> batch_sizes{1};  // micro-batch sizes, ascending
   int repeats = 5;
@@ -37,6 +39,14 @@ struct ProfileOptions {
   // concurrency slowdown; off for callers that measure their own (the MPI
   // backend: measure_mpi_machine).
   bool measure_threads = true;
+  // A device backend (a GPU): the layers measured on `device`, the transport as
+  // copies from it to `peer` (another stream of its GPU, or a second GPU), and
+  // `devices` of them for the stages to share (the profile's cores). The
+  // profile's backend is `backend`. Null: the CPU.
+  std::shared_ptr<Device> device = nullptr;
+  std::shared_ptr<Device> peer = nullptr;
+  int devices = 1;
+  std::string backend = "cuda";
 };
 
 // Throws std::invalid_argument for models the executor cannot build
@@ -79,6 +89,10 @@ struct TransportFigures {
   double bandwidth = 0.0;  // bytes/s
 };
 TransportFigures profile_transport(int round_trips);
+// The same for a copy from one device to another as the runtime makes it
+// between device stages (the receiver waits for the sender's fence, copies,
+// and its work goes on after the copy), timed until the copy has landed.
+TransportFigures profile_device_transport(Device& from, Device& to, int repeats);
 // one_way_s = latency + bytes / bandwidth, anchored at the smallest payload
 // (its time, less its bytes over the bandwidth, is the latency) with the
 // least-squares slope through it; a slope at or below zero (noise) gives 1 PB/s

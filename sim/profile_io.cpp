@@ -131,8 +131,8 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   }
   Profile p;
   p.backend = top.string("backend");
-  if (p.backend != "cpu" && p.backend != "mpi") {
-    top.fail("backend", "unknown backend '" + p.backend + "' (expected cpu or mpi)");
+  if (p.backend != "cpu" && p.backend != "mpi" && p.backend != "cuda") {
+    top.fail("backend", "unknown backend '" + p.backend + "' (expected cpu, mpi or cuda)");
   }
   p.machine = top.string("machine");
   p.cores = static_cast<int>(top.integer("cores", IntRange{1, 1 << 16}));

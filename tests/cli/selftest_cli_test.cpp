@@ -52,11 +52,20 @@ TEST(RunCudaCli, TrainsOnTheGpusOrSaysWhyNot) {
     EXPECT_EQ(j["losses"].size(), 3u);
   } else {
     EXPECT_EQ(r.status, 1);
-    const std::string why = gpus.status == 4 ? "pipescope: error: --backend cuda: no CUDA GPU visible"
-                                             : "pipescope: error: --backend cuda: this pipescope "
-                                               "was built without CUDA";
+    const std::string why = gpus.status == 4
+                                ? "pipescope: error: --backend cuda: no CUDA GPU visible"
+                                : "pipescope: error: --backend cuda: this pipescope "
+                                  "was built without CUDA";
     EXPECT_EQ(r.err.rfind(why, 0), 0u) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    // profile and compare need the GPUs too, and say so alike.
+    for (const std::string& args :
+         {"profile " + small + " --backend cuda -o " + ::testing::TempDir() + "p.json",
+          "compare " + plan + " --backend cuda --steps 2 --warmup 1"}) {
+      const CliResult other = run(args);
+      EXPECT_EQ(other.status, 1) << args;
+      EXPECT_EQ(other.err.rfind(why, 0), 0u) << args << ": " << other.err;
+    }
   }
 }
 

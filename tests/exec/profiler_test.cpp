@@ -9,11 +9,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
+#include "exec/host_device.h"
+#include "sim/profile_io.h"
+
+#include <nlohmann/json.hpp>
 
 namespace pipescope::exec {
 namespace {
@@ -158,6 +163,37 @@ TEST(Profiler, TransportFiguresAreFiniteAndPositive) {
   EXPECT_GE(f.latency_s, 0.0);
   EXPECT_LT(f.latency_s, 1.0);
   EXPECT_THROW(profile_transport(0), std::invalid_argument);
+}
+
+// A GPU backend's profile, here on host devices: the layers measured on the
+// device, the transport as copies to its peer, the devices the stages share
+// as the cores; it reads back as a cuda profile.
+TEST(Profiler, MeasuresLayersOnADeviceAndCopiesToItsPeer) {
+  ProfileOptions o;
+  o.batch_sizes = {2, 4};
+  o.repeats = 2;
+  o.device = std::make_shared<HostDevice>("gpu 0");
+  o.peer = std::make_shared<HostDevice>("gpu 1");
+  o.devices = 2;
+  const ModelSpec spec = tiny_transformer(2);
+  const Profile p = profile_model(spec, o);
+  EXPECT_EQ(p.backend, "cuda");
+  EXPECT_EQ(p.machine, "gpu 0");
+  EXPECT_EQ(p.cores, 2);
+  EXPECT_EQ(p.concurrency_slowdown, (std::vector<double>{1.0}));
+  EXPECT_GT(p.transport_bandwidth, 0.0);
+  EXPECT_GE(p.transport_latency_s, 0.0);
+  ASSERT_EQ(p.layers.size(), 3u);  // embed, the blocks, head
+  for (const LayerProfile& l : p.layers) {
+    EXPECT_EQ(l.batch_sizes, (std::vector<std::int64_t>{2, 4}));
+    for (const auto* times : {&l.forward, &l.backward, &l.recompute}) {
+      ASSERT_EQ(times->size(), 2u) << l.example;
+      EXPECT_GT((*times)[0], 0) << l.example;
+    }
+  }
+  const Profile back = profile_from_json(profile_to_json(p), "p.json");
+  EXPECT_EQ(back.backend, "cuda");
+  EXPECT_EQ(back.cores, 2);
 }
 
 }  // namespace
