@@ -15,6 +15,11 @@
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/plan_runner.h"
+#ifdef PIPESCOPE_HAVE_NCCL
+#include "exec/cuda/cuda_check.h"
+#include "exec/cuda/cuda_device.h"
+#include "exec/mpi/nccl_transport.h"
+#endif
 #include "sim/format.h"
 #include "sim/plan_io.h"
 #include "sim/trace_io.h"
@@ -33,6 +38,12 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
                   "on GPU d mod the GPUs visible) or mpi (`mpirun -np DEVICES pipescope run PLAN "
                   "--backend mpi`, a process per device)")
       ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
+      ->capture_default_str();
+  cmd->add_option(
+         "--device", o.device,
+         "With --backend mpi: where each rank computes, cpu, or cuda (its node-local rank's "
+         "GPU, payloads over NCCL)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--steps", o.steps, "Training steps")
       ->check(CLI::PositiveNumber)
@@ -132,6 +143,29 @@ exec::PlanRunOptions run_options(const RunOptions& o) {
   return run;
 }
 
+#ifdef PIPESCOPE_HAVE_MPI
+// --device cuda under MPI: this rank's stages on its GPU, payloads over NCCL.
+void use_gpus(exec::PlanRunOptions& run) {
+#ifndef PIPESCOPE_HAVE_NCCL
+  (void)run;
+  throw std::runtime_error(
+      "--device cuda: this pipescope was built without NCCL (it needs MPI, the CUDA toolkit and "
+      "its NCCL)");
+#else
+  int gpu = 0;
+  try {
+    gpu = exec::local_gpu();
+  } catch (const exec::cuda::CudaError& e) {
+    throw std::runtime_error(std::string("--device cuda: ") + e.what());
+  }
+  run.transport = std::make_shared<exec::NcclTransport>(gpu);
+  run.stage_device = [gpu](int stage, int) -> std::shared_ptr<exec::Device> {
+    return std::make_shared<exec::cuda::CudaDevice>(gpu, "stage " + std::to_string(stage));
+  };
+#endif
+}
+#endif
+
 // One process per device under mpirun (errors: cli/mpi_job.h).
 int run_mpi(const RunOptions& o) {
 #ifndef PIPESCOPE_HAVE_MPI
@@ -147,12 +181,13 @@ int run_mpi(const RunOptions& o) {
     spec = exec::plan_model(plan, o.plan);
     run = run_options(o);
     job.require_devices(plan.schedule_ops().devices(), o.plan);
+    if (o.device == "cuda") use_gpus(run);
   } catch (const std::exception& e) {
     return job.input_error(e);
   }
   std::vector<exec::StepResult> steps;
   try {
-    run.transport = std::make_shared<exec::MpiTransport>();
+    if (!run.transport) run.transport = std::make_shared<exec::MpiTransport>();
     std::optional<ProgressBar> bar;
     if (job.rank() == 0) bar.emplace("training");
     run.on_step = [&](int done, int total, const exec::StepResult&) {
@@ -164,7 +199,8 @@ int run_mpi(const RunOptions& o) {
   }
   if (job.rank() != 0) return 0;
   return report(o, plan, spec, steps,
-                "over MPI (" + std::to_string(job.size()) + " processes, one per device)");
+                "over MPI (" + std::to_string(job.size()) + " processes, one per device" +
+                    (o.device == "cuda" ? ", each on a GPU, payloads over NCCL)" : ")"));
 #endif
 }
 
@@ -172,6 +208,11 @@ int run_mpi(const RunOptions& o) {
 
 int run_run(const RunOptions& o) {
   if (o.backend == "mpi") return run_mpi(o);
+  if (o.device != "cpu") {
+    throw std::invalid_argument("--device " + o.device +
+                                " goes with --backend mpi; on one process use --backend " +
+                                o.device);
+  }
   const Plan plan = read_plan_file(o.plan);
   const ModelSpec spec = exec::plan_model(plan, o.plan);
   exec::PlanRunOptions run = run_options(o);

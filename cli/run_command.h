@@ -14,6 +14,7 @@ namespace pipescope::cli {
 struct RunOptions {
   std::string plan;
   std::string backend = "cpu";
+  std::string device = "cpu";  // --backend mpi: where each rank computes (cpu or cuda)
   int steps = 20;
   double learning_rate = 1e-2;
   std::uint64_t seed = 1;

@@ -8,6 +8,7 @@
 #include "exec/data.h"
 #include "exec/device_layers.h"
 #include "exec/models.h"
+#include "exec/transport.h"
 #include "sim/format.h"
 #include "sim/scenario_io.h"
 
@@ -40,6 +41,13 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   if (o.steps < 1) throw std::invalid_argument("a run needs at least one step");
   LayerList all = build_layers(model, o.seed);
   const Schedule schedule = plan.schedule_ops();
+  // Devices only for the stages this process runs (one process per device
+  // under MPI); the others stay as they were built, unused.
+  std::vector<int> local;
+  if (o.stage_device) {
+    local = o.transport ? o.transport->local_devices(schedule.devices())
+                        : InProcessTransport().local_devices(schedule.devices());
+  }
   std::vector<LayerList> stages;
   for (const StageRange& r : plan.stage_ranges()) {
     PS_CHECK(r.last_layer < static_cast<int>(all.size()), "plan cut outside the model");
@@ -47,10 +55,10 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
     for (int l = r.first_layer; l <= r.last_layer; ++l) {
       stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
     }
-    if (o.stage_device) {
-      const int s = static_cast<int>(stages.size());
-      stage = to_device(std::move(stage),
-                        o.stage_device(s, schedule.stage_device[static_cast<std::size_t>(s)]));
+    const int s = static_cast<int>(stages.size());
+    const int device = schedule.stage_device[static_cast<std::size_t>(s)];
+    if (o.stage_device && std::find(local.begin(), local.end(), device) != local.end()) {
+      stage = to_device(std::move(stage), o.stage_device(s, device));
     }
     stages.push_back(std::move(stage));
   }

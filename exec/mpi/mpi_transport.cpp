@@ -11,6 +11,7 @@
 
 #include "exec/data.h"
 #include "exec/models.h"
+#include "exec/mpi/mpi_poll.h"
 
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -19,14 +20,6 @@
 namespace pipescope::exec {
 
 namespace {
-
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw std::runtime_error(std::string(what) + " failed: " + std::string(text, std::size_t(len)));
-}
 
 // A payload travels as two messages: its shape (two int64, tag 2t) and then
 // its floats (tag 2t + 1), which the receiver takes straight into the Matrix it
@@ -47,11 +40,11 @@ void start_send(MPI_Comm comm, int dest, int tag, OutgoingPayload& o) {
   }
   o.shape[0] = o.payload.rows();
   o.shape[1] = o.payload.cols();
-  check(MPI_Isend(o.shape, 2, MPI_INT64_T, dest, header_tag(tag), comm, &o.requests[0]),
-        "MPI_Isend");
-  check(MPI_Isend(o.payload.data(), static_cast<int>(o.payload.size()), MPI_FLOAT, dest,
-                  data_tag(tag), comm, &o.requests[1]),
-        "MPI_Isend");
+  mpi_check(MPI_Isend(o.shape, 2, MPI_INT64_T, dest, header_tag(tag), comm, &o.requests[0]),
+            "MPI_Isend");
+  mpi_check(MPI_Isend(o.payload.data(), static_cast<int>(o.payload.size()), MPI_FLOAT, dest,
+                      data_tag(tag), comm, &o.requests[1]),
+            "MPI_Isend");
 }
 
 // TimelineEvent as 14 int64s for the gather (-1 for an absent optional).
@@ -82,47 +75,19 @@ TimelineEvent get_event(const std::int64_t* f) {
   return e;
 }
 
-// Polls `ready` (an MPI_Improbe or MPI_Test, which also drive MPI's
-// progress) until it says yes, `aborted` is set or `deadline` passes; `idle`
-// runs between polls. It spins for the first 100 us (a yield there would hand
-// a loaded core away for a whole time slice, ms), then sleeps 20 us between
-// polls so that ranks sharing cores (mpirun --oversubscribe) leave them to the
-// ranks that compute. The thread's timer slack is cut to 1 us so that such a
-// sleep lasts about what it asks for (the default 50 us slack would make every
-// late arrival cost up to ~100 us).
-template <class Ready>
-Transport::Wait poll(const Ready& ready, Transport::Clock::time_point deadline,
-                     const std::atomic<bool>& aborted, const std::function<void()>& idle) {
-  using Clock = Transport::Clock;
-  const auto start = Clock::now();
-  for (;;) {
-    if (aborted.load()) return Transport::Wait::kAborted;
-    if (ready()) return Transport::Wait::kReady;
-    if (idle) idle();
-    const auto now = Clock::now();
-    if (now >= deadline) return Transport::Wait::kTimedOut;
-    if (now - start < std::chrono::microseconds(100)) continue;
-#ifdef __linux__
-    thread_local const bool slack_cut = prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL) == 0;
-    (void)slack_cut;
-#endif
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
-
 // Receives the payload (source, tag) of start_send into `out`.
 Transport::Wait receive(MPI_Comm comm, int source, int tag, Transport::Clock::time_point deadline,
                         const std::atomic<bool>& aborted, Matrix& out,
                         const std::function<void()>& idle) {
   std::int64_t shape[2] = {0, 0};
-  const Transport::Wait header = poll(
+  const Transport::Wait header = mpi_poll(
       [&] {
         int flag = 0;
         MPI_Message message = MPI_MESSAGE_NULL;
-        check(MPI_Improbe(source, header_tag(tag), comm, &flag, &message, MPI_STATUS_IGNORE),
-              "MPI_Improbe");
+        mpi_check(MPI_Improbe(source, header_tag(tag), comm, &flag, &message, MPI_STATUS_IGNORE),
+                  "MPI_Improbe");
         if (flag != 0)
-          check(MPI_Mrecv(shape, 2, MPI_INT64_T, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+          mpi_check(MPI_Mrecv(shape, 2, MPI_INT64_T, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
         return flag != 0;
       },
       deadline, aborted, idle);
@@ -133,13 +98,13 @@ Transport::Wait receive(MPI_Comm comm, int source, int tag, Transport::Clock::ti
   }
   out.resize(shape[0], shape[1]);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Irecv(out.data(), static_cast<int>(out.size()), MPI_FLOAT, source, data_tag(tag), comm,
-                  &request),
-        "MPI_Irecv");
-  const Transport::Wait data = poll(
+  mpi_check(MPI_Irecv(out.data(), static_cast<int>(out.size()), MPI_FLOAT, source, data_tag(tag),
+                      comm, &request),
+            "MPI_Irecv");
+  const Transport::Wait data = mpi_poll(
       [&] {
         int done = 0;
-        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
         return done != 0;
       },
       deadline, aborted, idle);
@@ -158,7 +123,7 @@ std::int64_t steady_ns(Transport::Clock::time_point t) {
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
-  check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
   if (provided < MPI_THREAD_SERIALIZED) {
     MPI_Finalize();
     throw std::runtime_error(
@@ -184,17 +149,17 @@ int MpiSession::size() {
 
 void MpiSession::wait_for_all() {
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+  mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
   for (;;) {
     int done = 0;
-    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done != 0) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
 MpiTransport::MpiTransport() {
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   void* ub = nullptr;
@@ -206,9 +171,9 @@ MpiTransport::MpiTransport() {
   int len = 0;
   MPI_Get_processor_name(name, &len);
   std::vector<char> all(static_cast<std::size_t>(size_) * MPI_MAX_PROCESSOR_NAME);
-  check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
-                      MPI_CHAR, comm_),
-        "MPI_Allgather");
+  mpi_check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                          MPI_MAX_PROCESSOR_NAME, MPI_CHAR, comm_),
+            "MPI_Allgather");
   for (int r = 0; r < size_; ++r) {
     const char* h = all.data() + static_cast<std::ptrdiff_t>(r) * MPI_MAX_PROCESSOR_NAME;
     hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
@@ -249,7 +214,7 @@ void MpiTransport::begin_step(const Schedule& schedule) {
         "K=" + std::to_string(schedule.stages) + " and M=" + std::to_string(micro_batches_) +
         " need more message tags than this MPI library has (" + std::to_string(tag_ub_) + ")");
   }
-  check(MPI_Barrier(comm_), "MPI_Barrier");
+  mpi_check(MPI_Barrier(comm_), "MPI_Barrier");
   t0_ = Clock::now();
 }
 
@@ -280,7 +245,7 @@ void MpiTransport::send(TransferKind kind, int to_stage, int micro_batch, Tensor
 void MpiTransport::test_sends() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     int done = 0;
-    check(MPI_Testall(2, it->requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    mpi_check(MPI_Testall(2, it->requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
     it = done != 0 ? pending_.erase(it) : std::next(it);
   }
 }
@@ -298,18 +263,18 @@ Transport::Wait MpiTransport::take(TransferKind kind, int to_stage, int micro_ba
 
 void MpiTransport::end_step(double& loss, Timeline& timeline) {
   for (OutgoingPayload& o : pending_) {
-    check(MPI_Waitall(2, o.requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    mpi_check(MPI_Waitall(2, o.requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
   }
   pending_.clear();
   double total = 0.0;
-  check(MPI_Allreduce(&loss, &total, 1, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(&loss, &total, 1, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce");
   loss = total;
   // On one host every rank reads the same monotonic clock: shift each rank's
   // events by how much later than the earliest rank it started. Across hosts
   // the barrier in begin_step is the alignment.
   const std::int64_t mine = steady_ns(t0_);
   std::int64_t earliest = mine;
-  check(MPI_Allreduce(&mine, &earliest, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(&mine, &earliest, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce");
   const std::int64_t shift = one_host_ ? mine - earliest : 0;
   std::vector<std::int64_t> local;
   for (TimelineEvent e : timeline.events) {
@@ -319,13 +284,13 @@ void MpiTransport::end_step(double& loss, Timeline& timeline) {
   }
   const int count = static_cast<int>(local.size());
   std::vector<int> counts(static_cast<std::size_t>(size_));
-  check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+  mpi_check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather");
   std::vector<int> offsets(static_cast<std::size_t>(size_), 0);
   for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
   std::vector<std::int64_t> all(static_cast<std::size_t>(offsets.back() + counts.back()));
-  check(MPI_Allgatherv(local.data(), count, MPI_INT64_T, all.data(), counts.data(), offsets.data(),
-                       MPI_INT64_T, comm_),
-        "MPI_Allgatherv");
+  mpi_check(MPI_Allgatherv(local.data(), count, MPI_INT64_T, all.data(), counts.data(),
+                           offsets.data(), MPI_INT64_T, comm_),
+            "MPI_Allgatherv");
   timeline.events.clear();
   for (std::size_t i = 0; i + kEventFields <= all.size(); i += kEventFields) {
     timeline.events.push_back(get_event(all.data() + i));
@@ -352,7 +317,7 @@ TransportFigures profile_mpi_transport(int round_trips) {
         "measuring the MPI transport needs two processes or more (mpirun -np 2)");
   }
   MPI_Comm comm = MPI_COMM_NULL;
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
   // Payload sizes in floats: 4 B to 4 MiB, as profile_transport.
   const std::vector<Eigen::Index> sizes{1, 1024, 16 * 1024, 256 * 1024, 1024 * 1024};
   const std::atomic<bool> never{false};
@@ -379,7 +344,7 @@ TransportFigures profile_mpi_transport(int round_trips) {
           receive(comm, peer, tag, forever, never, payload, nullptr) != Transport::Wait::kReady) {
         throw std::runtime_error("the MPI transport probe lost a message");
       }
-      check(MPI_Waitall(2, out.requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
+      mpi_check(MPI_Waitall(2, out.requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
       if (rank == 0 && r >= 0) {
         rtt.push_back(
             std::chrono::duration_cast<std::chrono::nanoseconds>(Transport::Clock::now() - t0)
@@ -399,7 +364,7 @@ TransportFigures profile_mpi_transport(int round_trips) {
     figures[0] = f.latency_s;
     figures[1] = f.bandwidth;
   }
-  check(MPI_Bcast(figures, 2, MPI_DOUBLE, 0, comm), "MPI_Bcast");
+  mpi_check(MPI_Bcast(figures, 2, MPI_DOUBLE, 0, comm), "MPI_Bcast");
   MPI_Comm_free(&comm);
   return {figures[0], figures[1]};
 }
@@ -422,10 +387,10 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
     std::vector<double> alone;
     std::vector<double> together;
     for (int trial = 0; trial < 3; ++trial) {
-      check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
       if (rank == 0) alone.push_back(model_pass_s(model, mb, seed));
       MpiSession::wait_for_all();
-      check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
       if (rank < n) {
         const double t = model_pass_s(model, mb, seed);
         if (rank == 0) together.push_back(t);
@@ -435,7 +400,7 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
     if (rank == 0)
       out[static_cast<std::size_t>(n - 1)] = std::max(1.0, median(together) / median(alone));
   }
-  check(MPI_Bcast(out.data(), most, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  mpi_check(MPI_Bcast(out.data(), most, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
   return out;
 }
 

@@ -122,6 +122,27 @@ TEST_F(MpiCli, AKilledRankEndsTheJob) {
   EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
 }
 
+// --device cuda puts each rank's stages on its GPU and moves payloads by NCCL;
+// where no GPU is visible (or NCCL was not built) every rank meets that alike
+// and rank 0 alone says so.
+TEST_F(MpiCli, GpusUnderMpiOrWhyNot) {
+  const CliResult r = run_under(
+      mpirun(2), "run " + plan_.string() + " --backend mpi --device cuda --steps 2 --json");
+  const CliResult gpus = run("selftest --backend cuda --json");
+  if (gpus.status == 0 && r.status == 0) {
+    EXPECT_EQ(nlohmann::json::parse(r.out)["losses"].size(), 2u);
+    return;
+  }
+  EXPECT_EQ(r.status, 1) << r.err;
+  const std::string want = "pipescope: error: --device cuda: ";
+  const std::size_t at = r.err.find(want);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed by more than one rank";
+  EXPECT_TRUE(r.err.find("no CUDA GPU visible", at) != std::string::npos ||
+              r.err.find("built without NCCL", at) != std::string::npos)
+      << r.err;
+}
+
 TEST_F(MpiCli, TheWrongNumberOfProcessesIsRefusedOnce) {
   const CliResult r = run_under(mpirun(3), "run " + plan_.string() + " --backend mpi --steps 1");
   EXPECT_EQ(r.status, 1) << r.err;
