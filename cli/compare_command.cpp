@@ -214,6 +214,16 @@ int run_compare(const CompareOptions& o) {
                         {"measured_busy_s", s.measured_busy_s},
                         {"relative_error", s.relative_error}});
     }
+    nlohmann::json ops = nlohmann::json::array();
+    for (const exec::OpComparison& op : c.per_op) {
+      ops.push_back({{"stage", op.stage},
+                     {"kind", op.kind},
+                     {"count", op.count},
+                     {"predicted_s", op.predicted_s},
+                     {"measured_s", op.measured_s},
+                     {"measured_cpu_s", op.measured_cpu_s},
+                     {"relative_error", op.relative_error}});
+    }
     nlohmann::json out = {{"K", c.stages},
                           {"M", c.micro_batches},
                           {"predicted_step_time_s", c.predicted_step_s},
@@ -224,6 +234,7 @@ int run_compare(const CompareOptions& o) {
                           {"predicted_bubble_fraction", c.predicted_bubble},
                           {"measured_bubble_fraction", c.measured_bubble},
                           {"stages", stages},
+                          {"ops", ops},
                           {"replayed_step_time_s", c.replayed_step_s},
                           {"runtime_overhead", c.runtime_overhead},
                           {"cpu_replayed_step_time_s", c.cpu_replayed_step_s},
@@ -273,6 +284,14 @@ int run_compare(const CompareOptions& o) {
     const exec::StageComparison& st = c.per_stage[s];
     row((c.chunks > 1 ? "device " : "stage ") + std::to_string(s) + " busy",
         format_seconds(st.predicted_busy_s), format_seconds(st.measured_busy_s), st.relative_error);
+  }
+  if (!c.per_op.empty()) {
+    std::printf("\n%-18s %12s %12s %9s\n", "mean op time", "predicted", "measured", "error");
+    for (const exec::OpComparison& op : c.per_op) {
+      row((c.per_op.back().stage > 0 ? "stage " + std::to_string(op.stage) + " " : "") + op.kind +
+              " x" + std::to_string(op.count),
+          format_seconds(op.predicted_s), format_seconds(op.measured_s), op.relative_error);
+    }
   }
   std::printf(
       "\nRuntime overhead     %s: the measured step against the engine replayed with this run's "

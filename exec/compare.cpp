@@ -144,6 +144,34 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
     };
     set(replay[static_cast<std::size_t>(s)], mean);
     set(cpu_replay[static_cast<std::size_t>(s)], mean_cpu);
+
+    const StageCost& p = predicted.stage_costs.at(static_cast<std::size_t>(s));
+    const auto at = [](EventKind k) { return static_cast<std::size_t>(k); };
+    const bool split = splits_backward(plan.schedule);
+    const std::pair<std::size_t, SimTime> kinds[] = {
+        {at(EventKind::kForward), p.forward},
+        {kKept, p.forward_kept.value_or(p.forward)},
+        {at(EventKind::kRecompute), p.recompute},
+        {at(EventKind::kBackward), split ? p.backward - p.weight : p.backward},
+        {at(EventKind::kWeight), p.weight},
+        {at(EventKind::kOptimizer), p.optimizer}};
+    for (const auto& [i, predicted_ns] : kinds) {
+      if (m.count[i] == 0) continue;
+      OpComparison op;
+      op.stage = s;
+      op.kind = i == kKept                         ? "F kept"
+                : i == at(EventKind::kForward)   ? "F"
+                : i == at(EventKind::kRecompute) ? "R"
+                : i == at(EventKind::kBackward)  ? (split ? "B input" : "B")
+                : i == at(EventKind::kWeight)    ? "W"
+                                                 : "optimizer";
+      op.count = static_cast<int>(m.count[i]);
+      op.predicted_s = simtime_to_seconds(predicted_ns);
+      op.measured_s = simtime_to_seconds(mean(i));
+      op.measured_cpu_s = simtime_to_seconds(mean_cpu(i));
+      op.relative_error = relative_error(op.predicted_s, op.measured_s);
+      c.per_op.push_back(std::move(op));
+    }
   }
   c.steal_fraction =
       wall_sum > 0 ? 1.0 - static_cast<double>(cpu_sum) / static_cast<double>(wall_sum) : 0.0;

@@ -32,6 +32,18 @@ struct StageComparison {
   double relative_error = 0.0;
 };
 
+// One kind of op of one model stage: the prediction's duration against the
+// mean of the median step's ops of that kind.
+struct OpComparison {
+  int stage = 0;     // model stage
+  std::string kind;  // "F", "F kept" (keeps its stash), "R", "B", "B input", "W", "optimizer"
+  int count = 0;     // ops of this kind in the step
+  double predicted_s = 0.0;
+  double measured_s = 0.0;      // mean wall time
+  double measured_cpu_s = 0.0;  // mean thread CPU time (wall time without a CPU clock)
+  double relative_error = 0.0;
+};
+
 struct Comparison {
   int stages = 1;
   int chunks = 1;  // v, model chunks per device
@@ -53,6 +65,9 @@ struct Comparison {
   // runtime costs beyond its ops (waits, wake-ups, scheduling).
   double replayed_step_s = 0.0;
   double runtime_overhead = 0.0;
+  // Per model stage and kind of op, the durations behind the busy times: where
+  // the prediction's error comes from.
+  std::vector<OpComparison> per_op;
   // The same replay with each op's thread CPU time instead of its wall time: the
   // step as it would have run had nothing (another process, a hypervisor's
   // steal) taken the cores away mid-op. steal_fraction = 1 - CPU / wall time

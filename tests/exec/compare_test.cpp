@@ -148,6 +148,53 @@ TEST(Compare, CpuTimeBelowWallTimeIsTimeTakenFromTheOps) {
   EXPECT_NEAR(c.cpu_replayed_step_s, c.predicted_step_s, 1e-3 * c.predicted_step_s);
 }
 
+// Each kind of op of each stage, its predicted duration beside the measured
+// mean: here every op ran 1.25x its prediction on 0.8x of it in CPU time.
+TEST(Compare, EachKindOfOpIsComparedWithItsPrediction) {
+  const ModelSpec m = tiny_transformer(2);
+  struct Case {
+    Remat remat;
+    ScheduleKind schedule;
+    std::vector<std::string> kinds;  // of one stage, in the order reported
+  };
+  const std::vector<Case> cases{
+      {Remat::kNever, ScheduleKind::kGpipe, {"F kept", "B", "optimizer"}},
+      {Remat::kAlways, ScheduleKind::kGpipe, {"F", "R", "B", "optimizer"}},
+      {Remat::kNever, ScheduleKind::kZbH1, {"F kept", "B input", "W", "optimizer"}}};
+  for (const Case& k : cases) {
+    Plan plan = plan_of(m, 2, 4, k.remat);
+    plan.schedule = k.schedule;
+    auto profile = std::make_shared<Profile>(*known_profile(m, 2));
+    profile->optimizer_overhead = 500000;
+    const Scenario sc = cpu_scenario(plan, m, profile, "known.json");
+    SimConfig config;
+    config.stages = plan.stages;
+    config.micro_batches = plan.micro_batches;
+    config.schedule = plan.schedule;
+    config.remat = plan.remat;
+    config.stage_ranges = plan.stage_ranges();
+    const SimResult r = simulate(sc, config);
+    const Comparison c = compare_run(sc, plan, {as_measured(r, 1.25, 0.8)}, 0);
+    ASSERT_EQ(c.per_op.size(), 2 * k.kinds.size()) << to_string(k.schedule);
+    for (std::size_t i = 0; i < c.per_op.size(); ++i) {
+      const OpComparison& op = c.per_op[i];
+      SCOPED_TRACE(std::string(to_string(k.schedule)) + " " + op.kind);
+      EXPECT_EQ(op.stage, static_cast<int>(i / k.kinds.size()));
+      EXPECT_EQ(op.kind, k.kinds[i % k.kinds.size()]);
+      EXPECT_EQ(op.count, op.kind == "optimizer" ? 1 : 4);
+      EXPECT_GT(op.predicted_s, 0.0);
+      EXPECT_NEAR(op.measured_s, 1.25 * op.predicted_s, 1e-8);
+      EXPECT_NEAR(op.measured_cpu_s, op.predicted_s, 1e-8);
+      EXPECT_NEAR(op.relative_error, 1.0 / 1.25 - 1.0, 1e-6);
+    }
+    // A split backward's two halves are the whole backward.
+    if (k.schedule == ScheduleKind::kZbH1) {
+      EXPECT_NEAR(c.per_op[1].predicted_s + c.per_op[2].predicted_s,
+                  simtime_to_seconds(r.stage_costs[0].backward), 1e-9);
+    }
+  }
+}
+
 TEST(Compare, MoreStagesThanCoresAreSaidToShareThem) {
   const ModelSpec m = tiny_transformer(2);
   const Plan plan = plan_of(m, 4, 4, Remat::kNever);
