@@ -4,6 +4,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <fstream>
 #include <map>
@@ -68,10 +69,21 @@ void synchronize(const Layer& layer) {
   if (Device* d = layer.device()) d->synchronize();
 }
 
-// One kind of layer's timings at one batch size, pooled over its layers and passes.
-struct Pooled {
-  std::vector<SimTime> forward, backward, recompute, weight;
-};
+// The figure for one kind of layer: the median of each layer's timings over the
+// passes (robust to a pass that the OS interrupted), then the mean over the
+// layers of that kind. The layers of one shape do not all take the same time,
+// and consistently so (the first block's stash is the coldest by the time its
+// backward reads it): the mean keeps their sum, which a median over the pooled
+// timings would put too low.
+SimTime layer_figure(const std::vector<std::vector<SimTime>>& per_layer,
+                     const std::vector<std::size_t>& layers) {
+  if (layers.empty() || per_layer.at(layers.front()).empty()) {
+    throw std::logic_error("finish() before any measure_pass()");
+  }
+  double sum = 0.0;
+  for (const std::size_t l : layers) sum += static_cast<double>(median(per_layer.at(l)));
+  return static_cast<SimTime>(std::llround(sum / static_cast<double>(layers.size())));
+}
 
 void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int passes,
                  std::mt19937_64& rng, Samples& out) {
@@ -274,8 +286,8 @@ struct ModelProfiler::State {
   TaskShape task;
   std::vector<std::size_t> entry_of_layer;  // layer -> index into profile.layers
   Profile profile;
-  // pooled[size][entry]: the timings of the entry's layers at that size.
-  std::vector<std::vector<Pooled>> pooled;
+  // samples[size]: every layer's timings at that size, over the passes so far.
+  std::vector<Samples> samples;
   std::vector<MicroBatch> batches;  // one per size
   std::mt19937_64 rng;
 };
@@ -328,7 +340,7 @@ ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
   for (const std::int64_t b : o.batch_sizes) {
     st.batches.push_back(whole_batch(st.task, static_cast<int>(b), 0, o.seed));
   }
-  st.pooled.assign(o.batch_sizes.size(), std::vector<Pooled>(p.layers.size()));
+  st.samples.assign(o.batch_sizes.size(), Samples{});
   // Warm-up: one pass per size, not kept.
   for (std::size_t i = 0; i < st.batches.size(); ++i) run_passes(i, 1, false);
 }
@@ -340,19 +352,8 @@ void ModelProfiler::run_passes(std::size_t size_index, int passes, bool keep) {
   const MicroBatch& mb = st.batches[size_index];
   const Context ctx{mb.batch, mb.seq, &mb.targets,
                     1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
-  Samples per_layer;
-  time_passes(st.layers, mb.input, ctx, passes, st.rng, per_layer);
-  if (!keep) return;
-  for (std::size_t l = 0; l < st.layers.size(); ++l) {
-    Pooled& to = st.pooled[size_index][st.entry_of_layer[l]];
-    const auto append = [](std::vector<SimTime>& a, const std::vector<SimTime>& from) {
-      a.insert(a.end(), from.begin(), from.end());
-    };
-    append(to.forward, per_layer.forward[l]);
-    append(to.backward, per_layer.backward[l]);
-    append(to.recompute, per_layer.recompute[l]);
-    append(to.weight, per_layer.weight[l]);
-  }
+  Samples scratch;
+  time_passes(st.layers, mb.input, ctx, passes, st.rng, keep ? st.samples[size_index] : scratch);
 }
 
 void ModelProfiler::measure_pass() {
@@ -362,14 +363,17 @@ void ModelProfiler::measure_pass() {
 Profile ModelProfiler::finish() {
   State& st = *state_;
   Profile p = st.profile;
-  for (std::size_t i = 0; i < st.pooled.size(); ++i) {
+  std::vector<std::vector<std::size_t>> layers_of(p.layers.size());
+  for (std::size_t l = 0; l < st.entry_of_layer.size(); ++l) {
+    layers_of[st.entry_of_layer[l]].push_back(l);
+  }
+  for (const Samples& s : st.samples) {
     for (std::size_t e = 0; e < p.layers.size(); ++e) {
-      const Pooled& s = st.pooled[i][e];
-      if (s.forward.empty()) throw std::logic_error("finish() before any measure_pass()");
-      p.layers[e].forward.push_back(median(s.forward));
-      p.layers[e].backward.push_back(median(s.backward));
-      p.layers[e].recompute.push_back(median(s.recompute));
-      p.layers[e].weight.push_back(std::min(median(s.weight), p.layers[e].backward.back()));
+      LayerProfile& to = p.layers[e];
+      to.forward.push_back(layer_figure(s.forward, layers_of[e]));
+      to.backward.push_back(layer_figure(s.backward, layers_of[e]));
+      to.recompute.push_back(layer_figure(s.recompute, layers_of[e]));
+      to.weight.push_back(std::min(layer_figure(s.weight, layers_of[e]), to.backward.back()));
     }
   }
 

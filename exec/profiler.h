@@ -9,8 +9,8 @@
 // and the backward pass, every layer's op timed on its own with the finiteness
 // check the runtime makes. After one warm-up pass, `repeats` passes are timed
 // (the optimizer max(3, repeats) times);
-// each figure is the median of its layer's timings, pooled over the layers of
-// one signature (a Transformer's blocks).
+// each figure is, for the layers of one signature (a Transformer's blocks), the
+// mean over those layers of each one's median timing.
 
 #include <cstddef>
 #include <cstdint>
