@@ -15,6 +15,7 @@
 #include <time.h>
 #endif
 
+#include "exec/affinity.h"
 #include "exec/device.h"
 #include "exec/device_layers.h"
 #include "exec/transport.h"
@@ -155,9 +156,16 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
     workers.reserve(local_.size());
     running_ = local_.size();
     finished_.assign(local_.size(), 0);
+    // One thread alone has no other to drift onto its core; under MPI it is
+    // the rank's, which mpirun binds.
+    const std::vector<int> cpus = options_.pin_threads && local_.size() >= 2
+                                      ? cpus_for_threads(static_cast<int>(local_.size()))
+                                      : std::vector<int>{};
     try {
       for (std::size_t i = 0; i < local_.size(); ++i) {
-        workers.emplace_back([self = shared_from_this(), i] {
+        const int cpu = cpus.empty() ? -1 : cpus[i];
+        workers.emplace_back([self = shared_from_this(), i, cpu] {
+          if (cpu >= 0) pin_current_thread(cpu);
           self->run_device(self->local_[i]);
           self->worker_done(i);
         });

@@ -59,6 +59,10 @@ struct RuntimeOptions {
   // How payloads travel and which devices this process runs; null: every device
   // a thread of this process, in-process channels (InProcessTransport).
   std::shared_ptr<Transport> transport;
+  // Each device's thread on a core of its own (exec/affinity.h) when this
+  // process runs two or more devices and has a core for each; otherwise, or
+  // false, the OS places them.
+  bool pin_threads = true;
 };
 
 struct StepResult {

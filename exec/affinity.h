@@ -1,0 +1,34 @@
+#pragma once
+// Where the CPU executor's threads run.
+//
+// A device of the `cpu` preset is a core. Left to the OS, two stage threads that
+// hand each other payloads drift onto one core: the scheduler wakes a receiver
+// next to the sender that woke it (its caches are warm there) and moves it back
+// only when it balances load, milliseconds later. Meanwhile the two threads
+// time-share one core while the other idles, which measured up to 7 % of the
+// ops' wall time taken from them and steps 10 % longer than their ops on this
+// 2-core machine. Pinning each device's thread to a core of its own, as the
+// simulator assumes, removes that.
+
+#include <vector>
+
+namespace pipescope::exec {
+
+// The CPUs the calling thread may run on (sched_getaffinity), ascending: the
+// process's, for a thread nobody pinned. Empty where the system cannot say
+// (then nothing is pinned).
+std::vector<int> allowed_cpus();
+
+// Binds the calling thread to `cpu`. Returns false (and leaves the thread as it
+// was) when the system refuses.
+bool pin_current_thread(int cpu);
+
+// The CPU the calling thread runs on now, or -1 where the system cannot say.
+int current_cpu();
+
+// The CPU for each of `threads` threads, one core each: allowed_cpus()[i], or
+// empty (do not pin) when there are more threads than allowed CPUs, since then
+// they share cores and the OS time-slices them.
+std::vector<int> cpus_for_threads(int threads);
+
+}  // namespace pipescope::exec
