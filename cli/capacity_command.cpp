@@ -17,12 +17,10 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
       "The largest value of an integer model parameter (default model.layers) that still fits "
       "in memory with K stages, and the model's parameter count then");
   add_scenario_options(*cmd, o.scenario);
-  cmd->add_option("-K,--stages", o.stages, "Pipeline stages")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("-K,--stages", o.stages, "Pipeline stages")->required()->check(positive_number());
   cmd->add_option("-M,--micro-batches", o.micro_batches,
                   "Micro-batches (default: training.micro_batches)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   add_remat_option(*cmd, o.remat, "default: training.remat");
   cmd->add_option("--param", o.param,
                   "The integer field to grow, by its JSON path (default: model.layers, or "

@@ -14,6 +14,7 @@
 #include "cli/gpu_stages.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
+#include "cli/scenario_options.h"
 #include "exec/compare.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
@@ -52,9 +53,9 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--lr", o.learning_rate, "Learning rate")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the weights and the data")->capture_default_str();
+  add_seed_option(*cmd, o.seed, "Seed of the weights and the data");
   cmd->add_flag("--json", o.json, "Print the comparison as JSON");
   return cmd;
 }
@@ -108,6 +109,7 @@ int run_compare(const CompareOptions& o) {
                                   ": model.hash: the plan's layers do not match its model.spec "
                                   "(edited by hand?)");
     }
+    if (o.backend == "cpu") exec::check_plan_fits_host(plan, o.plan);
     if (o.profile) given = std::make_shared<const Profile>(read_profile_file(*o.profile));
     profile_label = o.profile ? *o.profile
                               : std::string(mpi ? "a profile measured before each round's steps "
@@ -256,11 +258,11 @@ int run_compare(const CompareOptions& o) {
               model.name.c_str(), c.stages, c.micro_batches,
               static_cast<long long>(plan.micro_batch_size),
               std::string(remat_label(plan.remat)).c_str(), to_string(plan.schedule).data());
-  std::printf("Prediction from %s (%s, %d %s); measurement: median of steps %d-%d\n",
-              profile_label.c_str(), profile->machine.c_str(), profile->cores,
+  std::printf("Prediction from %s (%s, %d %s); measurement: %s\n", profile_label.c_str(),
+              profile->machine.c_str(), profile->cores,
               profile->backend == "cuda" ? (profile->cores == 1 ? "GPU" : "GPUs")
                                          : (profile->cores == 1 ? "core" : "cores"),
-              c.warmup_steps + 1, o.steps);
+              exec::measured_steps_label(o.steps, c.warmup_steps).c_str());
   if (rounds.size() > 1) {
     std::string errors;
     for (const exec::Comparison& r : rounds) {

@@ -7,10 +7,10 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <new>
 #include <string>
-#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -27,60 +27,69 @@
 #include "costmodels/check.h"
 #include "exec/host_memory.h"
 #include "sim/cancel.h"
+#include "sim/file_io.h"
+#include "sim/format.h"
+#include "sim/signals.h"
 
 namespace {
 
 // Exit statuses: 0 success, 1 bad input or configuration, 2 command-line usage
 // (CLI11's own codes are mapped to it), 3 internal error (a bug), 4 the
-// hardware a selftest checks is not there (cli/selftest_command.h).
+// hardware a selftest checks is not there (cli/selftest_command.h), 128 + N
+// stopped by signal N (Ctrl-C: 130; sim/signals.h).
 constexpr int kExitBadInput = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitInternal = 3;
-constexpr int kExitInterrupted = 128 + SIGINT;  // what shells report for Ctrl-C
 
-// Ctrl-C or SIGTERM asks long work to stop (sim/cancel.h): workers finish their
-// current job or op, nothing is written, and the program exits 130. A second one
-// ends the program at once, the default way.
-extern "C" void on_stop_signal(int sig) {
-  if (pipescope::cancel_requested()) {
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-    return;
-  }
-  pipescope::request_cancel();
-}
-
-// An error quotes what the user wrote, which may hold a newline or other control
-// characters: escaped, so the message stays one line.
-std::string one_line(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
+// Whether a subcommand's output options name standard output ("-"). Those are
+// the options that take an output file: --output, --trace and --csv.
+bool writes_data_to_stdout(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    for (const char* name : {"--output", "--trace", "--csv"}) {
+      const CLI::Option* option = sub->get_option_no_throw(name);
+      if (option == nullptr || option->count() == 0) continue;
+      for (const std::string& value : option->results()) {
+        if (pipescope::is_standard_output(value)) return true;
+      }
     }
   }
-  return out;
+  return false;
 }
 
-void install_stop_handlers() {
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+// What ends the command once it has run: anything left unwritten on standard
+// output is an error too (a full disk), except a reader that went away.
+int finish(int status) {
+  try {
+    pipescope::finish_standard_output();
+  } catch (const std::exception& e) {
+    std::cerr << "pipescope: error: " << e.what() << "\n";
+    return status == 0 ? kExitBadInput : status;
+  }
+  return status;
+}
+
+// Runs the command and turns what it throws into one line on stderr and an
+// exit status.
+int run_reporting_errors(const std::function<int()>& command) {
+  using pipescope::escape_for_terminal;
+  try {
+    return command();
+  } catch (const pipescope::Cancelled&) {
+    std::cerr << "pipescope: interrupted\n";
+    const int sig = pipescope::stop_signal();
+    return 128 + (sig != 0 ? sig : SIGINT);
+  } catch (const pipescope::InternalError& e) {
+    std::cerr << "pipescope: internal error (please report): " << escape_for_terminal(e.what())
+              << "\n";
+    return kExitInternal;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "pipescope: error: out of memory; try a smaller K, M or model\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    // ScenarioError, ConfigError and I/O errors already read as one sentence.
+    std::cerr << "pipescope: error: " << escape_for_terminal(e.what()) << "\n";
+    return kExitBadInput;
+  }
 }
 
 }  // namespace
@@ -119,13 +128,14 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
 
-  install_stop_handlers();
+  pipescope::install_signal_handlers();
+  if (writes_data_to_stdout(app)) pipescope::reserve_standard_output_for_data();
   // The executor's steps and the profile that predicts them should see memory
   // alike (exec/host_memory.h).
   if (run_cmd->parsed() || profile_cmd->parsed() || compare_cmd->parsed()) {
     pipescope::exec::keep_freed_memory();
   }
-  try {
+  const auto command = [&]() -> int {
     if (simulate_cmd->parsed()) return cli::run_simulate(simulate);
     if (plan_cmd->parsed()) return cli::run_plan(plan);
     if (sweep_cmd->parsed()) return cli::run_sweep_command(sweep);
@@ -136,19 +146,7 @@ int main(int argc, char** argv) {
     if (compare_cmd->parsed()) return cli::run_compare(comparing);
     if (validate_cmd->parsed()) return cli::run_validate(validating);
     if (selftest_cmd->parsed()) return cli::run_selftest(selftesting);
-  } catch (const pipescope::Cancelled&) {
-    std::cerr << "pipescope: interrupted\n";
-    return kExitInterrupted;
-  } catch (const pipescope::InternalError& e) {
-    std::cerr << "pipescope: internal error (please report): " << one_line(e.what()) << "\n";
-    return kExitInternal;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "pipescope: error: out of memory; try a smaller K, M or model\n";
-    return kExitBadInput;
-  } catch (const std::exception& e) {
-    // ScenarioError, ConfigError and I/O errors already read as one sentence.
-    std::cerr << "pipescope: error: " << one_line(e.what()) << "\n";
-    return kExitBadInput;
-  }
-  return kExitUsage;
+    return kExitUsage;
+  };
+  return finish(run_reporting_errors(command));
 }

@@ -24,11 +24,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   add_scenario_options(*cmd, o.scenario);
   add_cost_model_option(*cmd, o.scenario);
   cmd->add_option("--devices", o.devices, "Devices N to plan for (default: the cluster's)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("-K,--stages", o.stages, "Fix the number of pipeline stages")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("-M,--micro-batches", o.micro_batches, "Fix the number of micro-batches")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
       ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"}));
@@ -36,12 +36,12 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--chunks", o.chunks,
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: try 2 and 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--max-micro-batches", o.max_micro_batches, "Largest M to try")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--top", o.top, "How many plans to list")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("-o,--output", o.output, "Write the best plan as plan JSON");
   cmd->add_flag("--json", o.json, "Print the ranking as JSON");
@@ -147,7 +147,7 @@ int run_plan(const PlanOptions& o) {
   {
     ProgressBar bar("planning");
     request.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
-    report = run_planner(scenario, request);
+    report = naming_scenario_file(o.scenario.file, [&] { return run_planner(scenario, request); });
   }
   if (report.ranked.empty()) {
     const PlanCandidate* closest = closest_rejected(report);

@@ -42,7 +42,7 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
   cmd->add_option("--repeats", o.repeats, "Timings per figure (the median is kept)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the weights and the data")->capture_default_str();
+  add_seed_option(*cmd, o.seed, "Seed of the weights and the data");
   return cmd;
 }
 

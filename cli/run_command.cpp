@@ -14,6 +14,7 @@
 #include "cli/gpu_stages.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
+#include "cli/scenario_options.h"
 #include "exec/plan_runner.h"
 #ifdef PIPESCOPE_HAVE_NCCL
 #include "exec/cuda/cuda_check.h"
@@ -46,18 +47,18 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--steps", o.steps, "Training steps")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--lr", o.learning_rate, "Learning rate")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the weights and the data")->capture_default_str();
+  add_seed_option(*cmd, o.seed, "Seed of the weights and the data");
   cmd->add_option("--trace", o.trace, "Write the last step's measured timeline as a Chrome trace");
   cmd->add_flag("--json", o.json, "Print the results as JSON");
   cmd->add_option("--watchdog", o.watchdog_ms,
                   "Stop with an error naming the waiting ops when a device waits this many ms "
                   "for an activation or gradient")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--inject-fault", o.inject_fault)->group("");  // testing hook (run_command.h)
   return cmd;
@@ -91,15 +92,17 @@ std::function<void(int, const Op&)> fault_hook(const std::optional<std::string>&
   };
 }
 
+// The first step warms caches and allocators; the median of the rest stands for
+// the run.
+constexpr int kWarmupSteps = 1;
+
 // What `run` prints after training, on the one process that prints.
 int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
            const std::vector<exec::StepResult>& steps, const std::string& where) {
   const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
   std::vector<double> losses;
   for (const exec::StepResult& r : steps) losses.push_back(r.loss);
-  // The first step warms caches and allocators; the median of the rest stands for
-  // the run.
-  const exec::StepResult& median = steps[exec::median_step(steps, 1)];
+  const exec::StepResult& median = steps[exec::median_step(steps, kWarmupSteps)];
   const exec::StepResult& last = steps.back();
   const double bubble = exec::measured_bubble(median, plan.stages);
   const double step_s = simtime_to_seconds(median.step_time);
@@ -124,9 +127,10 @@ int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
                 format_seconds(simtime_to_seconds(steps[i].step_time)).c_str());
   }
   std::printf(
-      "\nMeasured step time  %s (median of steps 2-%d)\nThroughput          %.4g samples/s\nBubble "
+      "\nMeasured step time  %s (%s)\nThroughput          %.4g samples/s\nBubble "
       "             %s\n",
-      format_seconds(step_s).c_str(), o.steps, throughput, format_percent(bubble).c_str());
+      format_seconds(step_s).c_str(), exec::measured_steps_label(o.steps, kWarmupSteps).c_str(),
+      throughput, format_percent(bubble).c_str());
   if (plan.data_parallel > 1)
     std::printf("(one of the plan's %d data-parallel replicas)\n", plan.data_parallel);
   if (o.trace) std::printf("Trace written to %s\n", o.trace->c_str());
@@ -215,6 +219,8 @@ int run_run(const RunOptions& o) {
   }
   const Plan plan = read_plan_file(o.plan);
   const ModelSpec spec = exec::plan_model(plan, o.plan);
+  // Host memory holds every stage on the CPU backend; a GPU's is its own.
+  if (o.backend == "cpu") exec::check_plan_fits_host(plan, o.plan);
   exec::PlanRunOptions run = run_options(o);
   std::string where = "on the CPU (one thread per stage)";
   if (o.backend == "cuda") {

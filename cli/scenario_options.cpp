@@ -1,5 +1,9 @@
 #include "cli/scenario_options.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
 #include <memory>
 
 #include "sim/hf_config.h"
@@ -20,7 +24,45 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
                  "num_hidden_layers, intermediate_size, num_attention_heads, vocab_size, ...)");
   cmd.add_option("--seq-len", o.seq_len,
                  "Sequence length for --hf-config (default: its max_position_embeddings)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
+}
+
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(input.c_str(), &end);
+        if (input.empty() || end != input.c_str() + input.size()) {
+          return "expected a number above 0, got '" + input + "'";
+        }
+        if (!(v > 0.0) || errno == ERANGE) {
+          return "expected a number above 0, got " + input;
+        }
+        return {};
+      },
+      "POSITIVE");
+}
+
+void add_seed_option(CLI::App& cmd, std::uint64_t& seed, const std::string& description) {
+  const CLI::Validator whole(
+      [](std::string& input) -> std::string {
+        const std::string range = "expected a whole number from 0 to " +
+                                  std::to_string(std::numeric_limits<std::uint64_t>::max()) +
+                                  " (2^64 - 1), got " + input;
+        const bool digits = !input.empty() && std::all_of(input.begin(), input.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        });
+        if (!digits) return range;
+        // Decimal: CLI11 would read a leading 0 as octal (hence transform, not
+        // check, which may not change the text).
+        input.erase(0, std::min(input.find_first_not_of('0'), input.size() - 1));
+        errno = 0;
+        std::strtoull(input.c_str(), nullptr, 10);
+        return errno == ERANGE ? range : std::string{};
+      },
+      "[0, 2^64-1]");
+  cmd.add_option("--seed", seed, description)->transform(whole)->capture_default_str();
 }
 
 void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o) {

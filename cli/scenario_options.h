@@ -12,6 +12,8 @@
 
 #include "sim/custom_schedule.h"
 #include "sim/scenario.h"
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
 
 namespace pipescope::cli {
 
@@ -36,6 +38,24 @@ std::optional<Remat> remat_of(const std::optional<std::string>& remat);
 void add_schedule_file_option(CLI::App& cmd, std::optional<std::string>& file);
 // The schedule read from that file, validated; null without the option.
 std::shared_ptr<const CustomSchedule> custom_of(const std::optional<std::string>& file);
+// A number above 0, for counts and rates. CLI::PositiveNumber names its range by
+// the smallest and largest doubles, a 309-digit number; this says "expected a
+// number above 0, got 0".
+CLI::Validator positive_number();
+// --seed: a whole number from 0 to 2^64 - 1, refused outside it (CLI11 would
+// wrap "-1" round to 2^64 - 1 and clamp larger values without a word).
+void add_seed_option(CLI::App& cmd, std::uint64_t& seed, const std::string& description);
+// Runs fn(); a ConfigError that names a scenario field becomes a ScenarioError
+// naming `file` and that field, as scenario errors are reported.
+template <typename Fn>
+decltype(auto) naming_scenario_file(const std::string& file, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const ConfigError& e) {
+    if (e.scenario_field().empty()) throw;
+    throw ScenarioError(file, e.scenario_field(), e.what());
+  }
+}
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides.
 nlohmann::json load_document(const ScenarioOptions& o);

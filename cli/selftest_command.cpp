@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/scenario_options.h"
+
 #ifdef PIPESCOPE_HAVE_CUDA
 #include "exec/cuda/cuda_device.h"
 #include "exec/cuda/gpu.h"
@@ -30,7 +32,7 @@ CLI::App* add_selftest_command(CLI::App& app, SelftestOptions& o) {
   cmd->add_option("--backend", o.backend, "What to check")
       ->check(CLI::IsMember({"cuda"}))
       ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the random data")->capture_default_str();
+  add_seed_option(*cmd, o.seed, "Seed of the random data");
   cmd->add_flag("--json", o.json, "Print the checks as JSON");
   return cmd;
 }

@@ -29,10 +29,10 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "cuts) on the scenario it was made for");
   cmd->add_option("-K,--stages", opts->stages,
                   "Pipeline stages (default: the cluster's device count)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("-M,--micro-batches", opts->micro_batches,
                   "Micro-batches per step (default: training.micro_batches)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"}));
   add_schedule_file_option(*cmd, opts->schedule_file);
@@ -40,11 +40,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Data-parallel replicas of the pipeline (K x D devices): one replica is "
                   "simulated on its share of the batch, each stage all-reducing its gradients "
                   "over a ring of the replicas before its optimizer step (default: 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--chunks", opts->chunks,
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: training.chunks)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
   cmd->add_option("--partition", opts->partition,
                   "How to cut the layers into stages: optimal (least slowest stage within "
@@ -74,22 +74,29 @@ int run_simulate(const SimulateOptions& o) {
     // The plan's pipeline is one of its D replicas.
     scenario = replica_scenario(scenario, plan.stages, plan.data_parallel);
     replicas = plan.data_parallel;
-    config.stages = plan.stages;
-    config.micro_batches = plan.micro_batches;
-    config.schedule = plan.schedule;
-    config.custom = plan.custom;
-    config.chunks = plan.chunks;
-    config.remat = plan.remat;
-    config.stage_ranges = plan.stage_ranges();
+    config = plan_sim_config(plan);
     config.data_parallel = data_parallel_ring(whole_cluster, plan.stages, plan.data_parallel);
   } else if (o.data_parallel && *o.data_parallel > 1) {
     // D replicas of a K-device pipeline: simulate one, on its share of the batch.
     const int D = *o.data_parallel;
-    const int K = o.stages.value_or(whole_cluster.devices / D);
-    if (K < 1 || std::int64_t{K} * D > whole_cluster.devices) {
-      throw ConfigError("--data-parallel " + std::to_string(D) + " with K=" + std::to_string(K) +
-                        " needs " + std::to_string(std::int64_t{K} * D) +
-                        " devices; the cluster has " + std::to_string(whole_cluster.devices));
+    const int N = whole_cluster.devices;
+    // D replicas of K devices each take K x D of the cluster's N; without -K, K
+    // is N / D, which D must divide.
+    if (!o.stages && N % D != 0) {
+      throw ScenarioError(o.scenario.file, "cluster.devices",
+                          "--data-parallel " + std::to_string(D) + " without -K makes " +
+                              std::to_string(D) + " pipelines of K = devices / D each, and " +
+                              std::to_string(D) + " does not divide the cluster's " +
+                              std::to_string(N) + " devices; choose a D that does, or give -K " +
+                              "with K x D at most " + std::to_string(N));
+    }
+    const int K = o.stages.value_or(N / D);
+    if (std::int64_t{K} * D > N) {
+      throw ScenarioError(o.scenario.file, "cluster.devices",
+                          "--data-parallel " + std::to_string(D) +
+                              " replicas of K=" + std::to_string(K) +
+                              " devices need K x D = " + std::to_string(std::int64_t{K} * D) +
+                              " devices; the cluster has " + std::to_string(N));
     }
     if (scenario.training.global_batch % D != 0) {
       throw ConfigError("--data-parallel " + std::to_string(D) +
@@ -115,12 +122,7 @@ int run_simulate(const SimulateOptions& o) {
   SimResult result;
   std::int64_t traced_slices = 0;
   const auto run_simulation = [&] {
-    try {
-      result = simulate(scenario, config);
-    } catch (const ConfigError& e) {
-      if (e.scenario_field().empty()) throw;
-      throw ScenarioError(o.scenario.file, e.scenario_field(), e.what());
-    }
+    naming_scenario_file(o.scenario.file, [&] { result = simulate(scenario, config); });
   };
   if (o.trace) {
     write_file_atomically(*o.trace, [&](std::ostream& out) {

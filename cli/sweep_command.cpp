@@ -24,23 +24,23 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   cmd->add_option("-K,--stages", o.stages,
                   "Stage counts, comma-separated (default: 1, 2, 4, ... up to the devices)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("-M,--micro-batches", o.micro_batches,
                   "Micro-batch counts, comma-separated (default: 1, 2, 4, ... dividing the batch)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   add_remat_option(*cmd, o.remat, "default: training.remat");
   cmd->add_option("--schedule", o.schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
   cmd->add_option("--chunks", o.chunks,
                   "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
                   "stages); default: training.chunks)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("-D,--data-parallel", o.data_parallel,
                   "Data-parallel replicas of each pipeline: every K x M point simulates one of "
                   "D replicas of K devices on batch / D, with each stage's gradient all-reduce, "
                   "and counts all D in its throughput (default: 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--partition", o.partition, "How to cut the layers into stages")
       ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
       ->capture_default_str();
@@ -110,6 +110,10 @@ int run_sweep_command(const SweepOptions& o) {
     req.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
     points = run_sweep(sc, req);
   }
+  // A table of configurations that cannot run tells nothing: say why instead,
+  // and leave any --csv file as it was.
+  const std::string nothing = sweep_nothing_fits(points, sc.cluster.device.memory_bytes);
+  if (!nothing.empty()) throw ConfigError("sweep of " + sc.name + ": " + nothing);
   if (o.csv) write_file_atomically(*o.csv, sweep_csv(points));
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();

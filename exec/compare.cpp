@@ -31,7 +31,7 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.schedule = plan.schedule;
   sc.training.chunks = plan.chunks;
   sc.training.remat = plan.remat;
-  apply_profile(sc, std::move(profile), profile_file);
+  if (profile) apply_profile(sc, std::move(profile), profile_file);
   return sc;
 }
 
@@ -55,16 +55,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
                        const std::vector<StepResult>& steps, int warmup) {
   PS_CHECK(!steps.empty(), "compare needs at least one measured step");
   const int K = plan.stages;
-  SimConfig config;
-  config.stages = K;
-  config.micro_batches = plan.micro_batches;
-  config.schedule = plan.schedule;
-  config.custom = plan.custom;
-  config.chunks = plan.chunks;
-  config.remat = plan.remat;
-  config.stage_ranges = plan.stage_ranges();
-  config.record_timeline = false;
-  const SimResult predicted = simulate(scenario, config);
+  const SimResult predicted = simulate(scenario, plan_sim_config(plan));
 
   Comparison c;
   c.stages = K;
@@ -159,7 +150,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
       if (m.count[i] == 0) continue;
       OpComparison op;
       op.stage = s;
-      op.kind = i == kKept                         ? "F kept"
+      op.kind = i == kKept                       ? "F kept"
                 : i == at(EventKind::kForward)   ? "F"
                 : i == at(EventKind::kRecompute) ? "R"
                 : i == at(EventKind::kBackward)  ? (split ? "B input" : "B")

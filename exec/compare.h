@@ -19,7 +19,8 @@ namespace pipescope::exec {
 // The scenario in which one pipeline replica of `plan` runs on this machine:
 // the plan's model and schedule, its batch / D, the `cpu` preset with one
 // device per stage, and the profile applied (apply_profile: its times, its
-// transport, its cores shared by the devices when there are more stages).
+// transport, its cores shared by the devices when there are more stages); a
+// null profile leaves the preset's nominal figures.
 Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
                       std::shared_ptr<const Profile> profile, const std::string& profile_file);
 

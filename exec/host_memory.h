@@ -1,5 +1,6 @@
 #pragma once
-// How the CPU executor's process treats memory it frees.
+// How the CPU executor's process treats memory it frees, and how much it may
+// take.
 //
 // Every step allocates and frees the same activation buffers. glibc's malloc by
 // default hands large freed blocks back to the OS (munmap, or trimming the top
@@ -10,6 +11,10 @@
 // instead; this does the same with malloc's own settings, so that a step costs
 // the same every time and a profile predicts it.
 
+#include <cstdint>
+#include <optional>
+#include <string>
+
 namespace pipescope::exec {
 
 // Process-wide: no trimming of freed memory at the top of a heap, and blocks up
@@ -18,5 +23,15 @@ namespace pipescope::exec {
 // they start. Returns false where the C library has no such settings (not
 // glibc), which leaves the defaults.
 bool keep_freed_memory();
+
+// Memory this process can still take: MemAvailable of /proc/meminfo, or the
+// limit of its control group (cgroup v2 memory.max, v1 memory.limit_in_bytes,
+// the lowest on its path) when that is lower. `source` names where the figure
+// comes from, for messages. Empty when neither can be read.
+struct HostMemory {
+  std::int64_t bytes = 0;
+  std::string source;
+};
+std::optional<HostMemory> host_memory_available();
 
 }  // namespace pipescope::exec

@@ -5,12 +5,15 @@
 #include <utility>
 
 #include "costmodels/check.h"
+#include "exec/compare.h"
 #include "exec/data.h"
 #include "exec/device_layers.h"
+#include "exec/host_memory.h"
 #include "exec/models.h"
 #include "exec/transport.h"
 #include "sim/format.h"
 #include "sim/scenario_io.h"
+#include "sim/simulator.h"
 
 namespace pipescope::exec {
 
@@ -34,6 +37,37 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
   ModelSpec spec = parse_model(plan.model_spec, plan_file, "model.spec");
   check_executor_size(spec, plan_file + ": model.spec");
   return spec;
+}
+
+HostMemoryNeed plan_host_memory(const Plan& plan) {
+  // The plan's model in fp32, what the executor computes in, on the nominal cpu
+  // device: only sizes matter here, not times.
+  PS_CHECK(!plan.model_spec.is_null(), "the executor runs models given by their family");
+  nlohmann::json spec = plan.model_spec;
+  spec["dtype"] = "fp32";
+  const Scenario sc =
+      cpu_scenario(plan, parse_model(spec, plan.scenario_name, "model.spec"), nullptr, "");
+  const SimResult r = simulate(sc, plan_sim_config(plan));
+  HostMemoryNeed need;
+  for (const StageCost& c : r.stage_costs) need.state += c.static_bytes;
+  for (const DeviceMetrics& d : r.metrics.devices) need.activations += d.peak_memory;
+  need.activations -= need.state;
+  return need;
+}
+
+void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
+  const std::optional<HostMemory> host = host_memory_available();
+  if (!host) return;  // nothing to compare with: let the run try
+  const HostMemoryNeed need = plan_host_memory(plan);
+  if (need.total() <= host->bytes) return;
+  const auto bytes = [](Bytes b) { return format_bytes(static_cast<double>(b)); };
+  throw std::invalid_argument(
+      plan_file + ": this plan of scenario '" + plan.scenario_name + "' needs " +
+      bytes(need.total()) + " to run here (" + bytes(need.state) +
+      " of fp32 weights, gradients and optimizer state and " + bytes(need.activations) +
+      " of activations kept by its " + std::string(to_string(plan.schedule)) +
+      " schedule), but this machine has " + bytes(host->bytes) + " available (" + host->source +
+      "); make a plan with a smaller batch or model, more micro-batches or remat");
 }
 
 std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
@@ -99,6 +133,18 @@ std::size_t median_step(const std::vector<StepResult>& steps, int warmup) {
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return steps[a].step_time < steps[b].step_time; });
   return order[order.size() / 2];
+}
+
+std::string measured_steps_label(int steps, int warmup) {
+  PS_CHECK(steps >= 1, "a run has at least one step");
+  const bool skips = warmup >= 0 && warmup < steps;
+  const int first = skips ? warmup + 1 : 1;  // 1-based
+  const std::string range =
+      first == steps ? "step " + std::to_string(steps)
+                     : "median of steps " + std::to_string(first) + "-" + std::to_string(steps);
+  if (skips || warmup <= 0) return range;
+  return range + ", warm-up included (a median needs --steps " + std::to_string(warmup + 2) +
+         " or more)";
 }
 
 }  // namespace pipescope::exec

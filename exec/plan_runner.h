@@ -34,6 +34,22 @@ void check_executor_size(const ModelSpec& model, const std::string& where);
 // malformed.
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file);
 
+// What one pipeline replica of the plan holds at its peak in the executor's
+// fp32, by PipeScope's own memory model (the simulated memory curve of each
+// device), summed over the replica's devices, which on the CPU backend all live
+// in one process.
+struct HostMemoryNeed {
+  Bytes state = 0;        // weights, gradients and optimizer state
+  Bytes activations = 0;  // what the schedule keeps at once, beyond the state
+  Bytes total() const { return state + activations; }
+};
+HostMemoryNeed plan_host_memory(const Plan& plan);
+
+// Throws std::invalid_argument naming plan_file and scenario when
+// plan_host_memory exceeds what this machine has available
+// (host_memory_available), before anything is allocated.
+void check_plan_fits_host(const Plan& plan, const std::string& plan_file);
+
 struct PlanRunOptions {
   int steps = 20;
   double learning_rate = 1e-2;
@@ -62,5 +78,10 @@ double measured_bubble(const StepResult& step, int devices);
 // The step whose time is the median of steps [warmup, n) (all of them when
 // warmup >= n). Requires n >= 1.
 std::size_t median_step(const std::vector<StepResult>& steps, int warmup);
+
+// What median_step(steps, warmup) of `steps` steps measured, for reports:
+// "median of steps 2-20", "step 2", or, when the warm-up would leave no step,
+// "step 1, warm-up included (a median needs --steps 3 or more)".
+std::string measured_steps_label(int steps, int warmup);
 
 }  // namespace pipescope::exec

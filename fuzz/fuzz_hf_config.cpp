@@ -1,6 +1,6 @@
 // Hugging Face config.json, read as `--hf-config` reads it (parse_json,
 // parse_hf_config), then turned into a scenario's model (transformer_model_json,
-// parse_scenario) and, when small, simulated.
+// parse_scenario, parse_scenario_with_hf_model) and, when small, simulated.
 //
 // Input: the config document, optionally followed by a line "--seq-len N".
 
@@ -48,15 +48,35 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string text(reinterpret_cast<const char*>(data), size);
   const std::optional<std::int64_t> seq_len =
       seq_len_of(fuzz::take_trailing_options(text, "--seq-len ", 1));
+  TransformerParams params;
+  if (fuzz::refuses([&] {
+        params = parse_hf_config(json_io::parse_json(text, "config.json"), "config.json", seq_len);
+      })) {
+    return 0;
+  }
+  // A config that reads gives the scenario a model whose every field its reader
+  // accepts: a problem with a value derived from the config is named in the
+  // config at its key, never at a scenario field the user did not write. Only
+  // the model as a whole may fail, with the scenario's batch and optimizer, and
+  // that error names the config too.
+  nlohmann::json doc = json_io::parse_json(kScenario, fuzz::kLabel);
+  doc["model"] = transformer_model_json(params, "fuzz-model");
   Scenario scenario;
-  const bool refused = fuzz::refuses([&] {
-    const TransformerParams params =
-        parse_hf_config(json_io::parse_json(text, "config.json"), "config.json", seq_len);
-    nlohmann::json doc = json_io::parse_json(kScenario, fuzz::kLabel);
-    doc["model"] = transformer_model_json(params, "fuzz-model");
+  try {
     scenario = parse_scenario(doc, fuzz::kLabel);
-  });
-  if (refused) return 0;
+  } catch (const ScenarioError& e) {
+    if (e.json_path() != "model") {
+      fuzz::property_failed("a config that reads gives a model whose fields all read", e.what());
+    }
+    try {
+      (void)parse_scenario_with_hf_model(doc, fuzz::kLabel, "config.json", {});
+    } catch (const ScenarioError& named) {
+      if (named.file() != "config.json") {
+        fuzz::property_failed("errors about a model from a config name the config", named.what());
+      }
+    }
+    return 0;
+  }
   fuzz::simulate_if_small(scenario);
   return 0;
 }

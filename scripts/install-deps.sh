@@ -29,6 +29,7 @@ packages=(
   fonts-dejavu-core   # text in offscreen renders (screenshots, GUI tests)
   clang               # scripts/fuzz.sh: the libFuzzer targets
   libclang-rt-dev     # libFuzzer and clang's sanitizer runtimes
+  zlib1g-dev          # .gz outputs (compressed Chrome traces)
 )
 
 missing=()

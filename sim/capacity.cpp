@@ -7,6 +7,7 @@
 
 #include "sim/partition.h"
 #include "sim/scenario_io.h"
+#include "sim/schedule.h"
 #include "sim/simulator.h"
 
 namespace pipescope {
@@ -50,6 +51,12 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
   }
   const int M = request.micro_batches.value_or(base.training.micro_batches);
   const Remat remat = request.remat.value_or(base.training.remat);
+  // The scenario's schedule and chunks, under the rule simulate applies to them.
+  const ScheduleKind schedule = base.training.schedule;
+  const int chunks = base.training.chunks;
+  const std::string shape = schedule_shape_problem(schedule, request.stages, M, chunks);
+  if (!shape.empty()) throw ConfigError(shape);
+  const int model_stages = request.stages * chunks;
 
   CapacityResult result;
   result.param = param;
@@ -65,7 +72,7 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
     } catch (const ScenarioError&) {
       return out;
     }
-    if (request.stages > static_cast<int>(sc.model.layers.size()) ||
+    if (model_stages > static_cast<int>(sc.model.layers.size()) ||
         sc.training.global_batch % M != 0) {
       return out;
     }
@@ -75,8 +82,10 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
     }
     const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
     const PartitionProblem p =
-        partition_problem(sc, cost, request.stages, M, remat, sc.training.schedule);
-    out.peak = min_peak_memory(p);
+        partition_problem(sc, cost, model_stages, M, remat, schedule, chunks);
+    // With chunks a device holds v stages, each within its share of the memory
+    // (partition_problem): v times the fullest bounds the device.
+    out.peak = min_peak_memory(p) * chunks;
     out.fits = out.peak <= sc.cluster.device.memory_bytes;
     out.params = sc.model.total_params();
     result.memory_bytes = sc.cluster.device.memory_bytes;
@@ -89,7 +98,7 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
     nlohmann::json d = doc;
     d[pointer] = value;
     try {
-      return request.stages <= static_cast<int>(parse_scenario(d, file).model.layers.size());
+      return model_stages <= static_cast<int>(parse_scenario(d, file).model.layers.size());
     } catch (const ScenarioError&) {
       return false;
     }

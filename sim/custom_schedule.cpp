@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "sim/json_reader.h"
+#include "sim/input_file.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope {
@@ -255,17 +255,28 @@ CustomSchedule Reader::finish() const {
   return out;
 }
 
+// The text's lines. Files saved by spreadsheets and editors on other systems end
+// lines with CR LF (Windows) or CR alone (classic Mac OS), and may begin with a
+// UTF-8 byte-order mark: each is read as the line ends and text it stands for.
+std::vector<std::string_view> csv_lines(std::string_view text) {
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  if (text.starts_with(kByteOrderMark)) text.remove_prefix(kByteOrderMark.size());
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const std::size_t end = text.find_first_of("\r\n");
+    lines.push_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    const bool crlf = text[end] == '\r' && text.substr(end + 1).starts_with('\n');
+    text.remove_prefix(end + (crlf ? 2 : 1));
+  }
+  return lines;
+}
+
 }  // namespace
 
 CustomSchedule parse_schedule_csv(const std::string& text, const std::string& file) {
   Reader reader(file);
-  std::vector<std::string_view> lines;
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const std::size_t nl = rest.find('\n');
-    lines.push_back(rest.substr(0, nl));
-    rest = nl == std::string_view::npos ? std::string_view{} : rest.substr(nl + 1);
-  }
+  std::vector<std::string_view> lines = csv_lines(text);
   while (!lines.empty() && trim(lines.back()).empty()) lines.pop_back();  // trailing blank lines
   for (std::size_t row = 0; row < lines.size(); ++row) {
     reader.add_rank();
@@ -287,7 +298,8 @@ CustomSchedule parse_schedule_csv(const std::string& text, const std::string& fi
 }
 
 CustomSchedule read_schedule_csv(const std::filesystem::path& file) {
-  return parse_schedule_csv(json_io::read_text_file(file, file.string()), file.string());
+  const std::string label = file.string();
+  return parse_schedule_csv(read_input_file(file, label, kMaxPlanBytes, "a schedule CSV"), label);
 }
 
 CustomSchedule custom_from_actions(const std::vector<std::vector<std::string>>& cells,

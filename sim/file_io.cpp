@@ -1,46 +1,309 @@
 #include "sim/file_io.h"
 
-#include <fstream>
-#include <stdexcept>
-#include <system_error>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <thread>
 
 #include "sim/cancel.h"
+#include "sim/temp_files.h"
 
 namespace pipescope {
 
-void write_file_atomically(const std::filesystem::path& path,
-                           const std::function<void(std::ostream&)>& write) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  std::error_code ignored;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
+namespace fs = std::filesystem;
+
+namespace {
+
+// Where the data written to "-" goes: standard output, or a copy of it once
+// reserve_standard_output_for_data() has sent the rest of stdout to stderr.
+std::atomic<int> g_data_fd{STDOUT_FILENO};
+std::atomic<bool> g_unnamed{true};
+
+constexpr int kMaxLinks = 40;     // as the kernel follows
+constexpr int kMaxAttempts = 64;  // random temporary names tried
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now and reports the error a close can carry (NFS, quotas).
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+// The file `path` ends at once its symbolic links are followed; a link to a
+// missing file ends at that file, which the write creates.
+fs::path follow_links(const fs::path& path, const std::string& label) {
+  fs::path p = path;
+  for (int i = 0; i < kMaxLinks; ++i) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) throw OutputError(label, "cannot read the symbolic link", ec.value());
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  throw OutputError(label, "cannot follow the symbolic link", ELOOP);
+}
+
+// Streams write()'s output to `fd`, compressed when asked, and checks it all.
+void stream_to(int fd, const std::string& label, bool gzip,
+               const std::function<void(std::ostream&)>& write) {
+  WriteProgress progress(label);
+  FdOutputBuf raw(fd, label, &progress);
+  std::optional<GzipOutputBuf> zipped;
+  if (gzip) zipped.emplace(raw, label);
+  std::ostream out(gzip ? static_cast<std::streambuf*>(&*zipped) : &raw);
+  out.exceptions(std::ios::badbit);  // lets OutputError and Cancelled through
+  write(out);
+  if (!out) throw OutputError(label, "cannot write", EIO);
+  if (zipped) zipped->finish();
+  raw.flush_all();
+}
+
+// A FIFO with no reader yet: wait for one, but let Ctrl-C end the wait.
+int open_fifo(const fs::path& p, const std::string& label) {
+  for (;;) {
+    const int fd = ::open(p.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    if (errno != ENXIO && errno != EINTR) throw OutputError(label, "cannot open", errno);
+    throw_if_cancelled();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+int connect_socket(const fs::path& p, const std::string& label) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (p.string().size() >= sizeof address.sun_path) {
+    throw OutputError(label, "cannot connect to the socket", ENAMETOOLONG);
+  }
+  std::memcpy(address.sun_path, p.c_str(), p.string().size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw OutputError(label, "cannot connect to the socket", errno);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw OutputError(label, "cannot connect to the socket", err);
+  }
+  return fd;
+}
+
+// Character and block devices, FIFOs and sockets are written to, never replaced.
+void write_in_place(const fs::path& p, const struct stat& st, const std::string& label,
+                    const std::function<void(std::ostream&)>& write) {
+  int fd = -1;
+  if (S_ISFIFO(st.st_mode)) {
+    fd = open_fifo(p, label);
+  } else if (S_ISSOCK(st.st_mode)) {
+    fd = connect_socket(p, label);
+  } else {
+    fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) throw OutputError(label, "cannot open", errno);
+  }
+  Fd file(fd);
+  stream_to(file.get(), label, wants_gzip(label), write);
+  if (file.close() != 0) throw OutputError(label, "cannot write", errno);
+}
+
+std::string random_hex() {
+  unsigned char bytes[8] = {};
+  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    // No entropy source: the time and the address space still differ per run;
+    // O_EXCL and linkat() refuse a name that exists, whatever its origin.
+    const auto seed = static_cast<std::uint64_t>(
+        std::chrono::steady_clock::now().time_since_epoch().count() ^ ::getpid());
+    std::memcpy(bytes, &seed, sizeof bytes);
+  }
+  char text[17];
+  for (int i = 0; i < 8; ++i) std::snprintf(text + 2 * i, 3, "%02x", bytes[i]);
+  return text;
+}
+
+// ".NAME.0123456789abcdef.tmp" beside the target: hidden, unpredictable, and
+// short enough for any file system's 255-byte names.
+fs::path temp_name(const fs::path& target) {
+  const std::string name = target.filename().string().substr(0, 200);
+  return target.parent_path() / ("." + name + "." + random_hex() + ".tmp");
+}
+
+// The replaced file's permissions (and, for root, its owner) carry over.
+void copy_metadata(int fd, const std::optional<struct stat>& old) {
+  if (!old) return;
+  ::fchmod(fd, old->st_mode & 07777);
+  if (::geteuid() == 0 && ::fchown(fd, old->st_uid, old->st_gid) != 0) {
+    // Not fatal: the data is what was asked for.
+  }
+}
+
+void sync_file(int fd, const std::string& label) {
+  // EINVAL: the file system does not sync (e.g. some FUSE ones): nothing to do.
+  if (::fsync(fd) != 0 && errno != EINVAL) throw OutputError(label, "cannot write", errno);
+}
+
+void sync_folder(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);  // best effort: the rename itself is already atomic
+  ::close(fd);
+}
+
+void rename_into_place(const fs::path& temp, const fs::path& target, const std::string& label) {
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    throw OutputError(label, "cannot put the finished file in place", err);
+  }
+}
+
+// The unnamed way: nothing is visible (or left by SIGKILL) until the finished
+// data gets a random name, which is renamed over the target at once.
+void write_unnamed(int raw_fd, const fs::path& target, const std::optional<struct stat>& old,
+                   const std::string& label, const std::function<void(std::ostream&)>& write) {
+  Fd file(raw_fd);
+  copy_metadata(file.get(), old);
+  stream_to(file.get(), label, wants_gzip(label), write);
+  sync_file(file.get(), label);
+  throw_if_cancelled();
+  const std::string proc = "/proc/self/fd/" + std::to_string(file.get());
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    const fs::path temp = temp_name(target);
+    const TempFileGuard guard(temp.string());
+    if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      if (errno == EEXIST) continue;
+      throw OutputError(label, "cannot name the finished file", errno);
+    }
+    if (file.close() != 0) {
+      const int err = errno;
+      ::unlink(temp.c_str());
+      throw OutputError(label, "cannot write", err);
+    }
+    rename_into_place(temp, target, label);
+    return;
+  }
+  throw OutputError(label, "cannot name the finished file", EEXIST);
+}
+
+// The named way, where the file system has no unnamed files: a file created
+// exclusively under a random name, removed on every way out.
+void write_named(const fs::path& target, const std::optional<struct stat>& old,
+                 const std::string& label, const std::function<void(std::ostream&)>& write) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    const fs::path temp = temp_name(target);
+    const TempFileGuard guard(temp.string());
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0)
+      throw OutputError(label, "cannot create a file in " + target.parent_path().string(), errno);
     try {
-      write(out);
+      Fd file(fd);
+      copy_metadata(file.get(), old);
+      stream_to(file.get(), label, wants_gzip(label), write);
+      sync_file(file.get(), label);
+      if (file.close() != 0) throw OutputError(label, "cannot write", errno);
+      throw_if_cancelled();
     } catch (...) {
-      out.close();
-      std::filesystem::remove(tmp, ignored);
+      ::unlink(temp.c_str());
       throw;
     }
-    out.flush();
-    if (cancel_requested()) {  // Ctrl-C while writing: the file stays as it was
-      out.close();
-      std::filesystem::remove(tmp, ignored);
-      throw Cancelled();
-    }
-    if (!out) {
-      out.close();
-      std::filesystem::remove(tmp, ignored);
-      throw std::runtime_error(path.string() + ": write failed");
+    rename_into_place(temp, target, label);
+    return;
+  }
+  throw OutputError(label, "cannot create a temporary file", EEXIST);
+}
+
+bool unnamed_files_usable() {
+  return g_unnamed.load() && ::access("/proc/self/fd", X_OK) == 0;
+}
+
+void write_regular(const fs::path& target, const std::optional<struct stat>& old,
+                   const std::string& label, const std::function<void(std::ostream&)>& write) {
+  const fs::path dir = target.parent_path();
+  if (unnamed_files_usable()) {
+    const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    if (fd >= 0) return write_unnamed(fd, target, old, label, write);
+    // EOPNOTSUPP: not on this file system; EISDIR or EINVAL: a kernel without it.
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+      throw OutputError(label, "cannot create a file in " + dir.string(), errno);
     }
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ignored);
-    throw std::runtime_error(path.string() + ": cannot rename the finished file into place");
+  write_named(target, old, label, write);
+}
+
+void write_standard_output(const std::function<void(std::ostream&)>& write) {
+  std::cout.flush();
+  std::fflush(stdout);
+  stream_to(g_data_fd.load(), "standard output", false, write);
+}
+
+}  // namespace
+
+void use_unnamed_temporaries(bool use) {
+  g_unnamed.store(use);
+}
+
+bool is_standard_output(const fs::path& path) {
+  return path == "-";
+}
+
+void write_file_atomically(const fs::path& path, const std::function<void(std::ostream&)>& write) {
+  if (is_standard_output(path)) return write_standard_output(write);
+  const std::string label = path.string();
+  if (label.empty()) throw OutputError("(empty file name)", "cannot write", ENOENT);
+  fs::path target = follow_links(path, label);
+  if (!target.has_parent_path()) target = fs::path(".") / target;
+  struct stat st {};
+  if (::stat(target.c_str(), &st) != 0) {
+    if (errno != ENOENT) throw OutputError(label, "cannot write", errno);
+    return write_regular(target, std::nullopt, label, write);
   }
+  if (S_ISDIR(st.st_mode)) throw OutputError(label, "cannot write", EISDIR);
+  if (!S_ISREG(st.st_mode)) return write_in_place(target, st, label, write);
+  write_regular(target, st, label, write);
+  sync_folder(target.parent_path());
+}
+
+void reserve_standard_output_for_data() {
+  if (g_data_fd.load() != STDOUT_FILENO) return;
+  std::cout.flush();
+  std::fflush(stdout);
+  const int data = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (data < 0) throw OutputError("standard output", "cannot reserve", errno);
+  ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  g_data_fd.store(data);
+}
+
+void finish_standard_output() {
+  std::cout.flush();
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
+  const int err = errno != 0 ? errno : EIO;
+  if (failed && err != EPIPE) throw OutputError("standard output", "cannot write", err);
 }
 
 }  // namespace pipescope

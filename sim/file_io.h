@@ -1,24 +1,60 @@
 #pragma once
-// Output files are written to a temporary name beside the target and renamed into
-// place, so a failure (or Ctrl-C) never leaves a half-written plan, trace or CSV.
+// Every file PipeScope writes goes through write_file_atomically. What it
+// promises (docs and the README's "Bad input" part say the same):
+// - A regular file (or a new one) is written whole or not at all: the data goes
+//   to a temporary file that no other process can own or predict (unnamed,
+//   O_TMPFILE, where the file system has it; otherwise created exclusively under
+//   a random name beside the target), is flushed and fsync()ed, and then
+//   renamed over the target, keeping the target's permissions. On an error, an
+//   exception, a stop request or a signal the temporary file is removed; an
+//   unnamed one disappears even when the process is killed with SIGKILL.
+// - A symbolic link is followed: the file it points to is replaced, the link
+//   stays.
+// - An output that is not a regular file (a character device such as
+//   /dev/null, a FIFO, a socket) is written to directly and never replaced.
+// - "-" is standard output.
+// - A name ending in ".gz" is written compressed (gzip).
+// - Every write is checked: a full disk, a closed pipe or the file size limit
+//   is an OutputError naming the output and the reason.
+// - A write that takes more than two seconds shows its progress on a terminal.
 
 #include <filesystem>
 #include <functional>
 #include <ostream>
 #include <string>
 
+#include "sim/output_stream.h"
+
 namespace pipescope {
 
-// Calls write(stream) on a temporary file and renames it to `path`. Throws
-// std::runtime_error naming `path` when it cannot open, write or rename, and
-// Cancelled when a stop was requested (sim/cancel.h) before the rename; what
-// write() throws passes through. The temporary file is removed then and `path`
-// is left as it was.
+// Calls write(stream) and puts the result in place at `path` as said above.
+// Throws OutputError naming `path` when it cannot create, write or rename, and
+// Cancelled when a stop was requested (sim/cancel.h) before the data was
+// complete; what write() throws passes through. In every one of these cases
+// `path` is left as it was.
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(std::ostream&)>& write);
 
 inline void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
   write_file_atomically(path, [&](std::ostream& out) { out << text; });
 }
+
+// For tests: false makes every regular output take the named way, as on file
+// systems without unnamed temporary files.
+void use_unnamed_temporaries(bool use);
+
+// Whether `path` names standard output ("-").
+bool is_standard_output(const std::filesystem::path& path);
+
+// For a command one of whose outputs is "-": from now on the data written to
+// "-" goes to the process's standard output and everything else the program
+// prints there (summaries, notes) goes to standard error, so the two never mix.
+void reserve_standard_output_for_data();
+
+// Flushes and checks standard output (and the data descriptor, when reserved):
+// throws OutputError("standard output", ...) when a write failed, e.g. on a
+// full disk. A reader that went away (EPIPE) is not an error: the caller ends
+// quietly, as `| head` expects.
+void finish_standard_output();
 
 }  // namespace pipescope

@@ -68,3 +68,56 @@ std::string format_fixed(double v, int digits) {
 }
 
 }  // namespace pipescope
+
+namespace pipescope {
+
+namespace {
+
+// The three-byte UTF-8 forms of U+200E-U+200F, U+202A-U+202E and
+// U+2066-U+2069: E2 80 8E-8F, E2 80 AA-AE, E2 81 A6-A9.
+bool is_bidi_control(unsigned b1, unsigned b2) {
+  if (b1 == 0x80) return b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE);
+  return b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9;
+}
+
+std::string hex_escape(const char* prefix, unsigned value, int digits) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%s%0*x", prefix, digits, value);
+  return buf;
+}
+
+}  // namespace
+
+std::string escape_for_terminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    const auto next = [&](std::size_t k) -> unsigned {
+      return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u;
+    };
+    if (u == '\n') {
+      out += "\\n";
+    } else if (u == '\r') {
+      out += "\\r";
+    } else if (u == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += hex_escape("\\x", u, 2);
+    } else if (u == 0xC2 && next(1) >= 0x80 && next(1) <= 0x9F) {  // C1: U+0080-U+009F
+      out += hex_escape("\\u", next(1), 4);
+      i += 1;
+    } else if (u == 0xD8 && next(1) == 0x9C) {  // U+061C, the Arabic letter mark
+      out += "\\u061c";
+      i += 1;
+    } else if (u == 0xE2 && is_bidi_control(next(1), next(2))) {
+      out += hex_escape("\\u", 0x2000u + ((next(1) & 0x3Fu) << 6) + (next(2) & 0x3Fu), 4);
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace pipescope

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/input_file.h"
 #include "sim/json_reader.h"
 #include "sim/scenario_io.h"
 
@@ -83,14 +84,29 @@ DType read_dtype(ObjectReader& r) {
   r.fail(f->key, "unknown dtype '" + name + "' (expected one of: float32, bfloat16, float16)");
 }
 
+// Every key is read through the scenario's typed accessors, so that a value
+// means the same however it is written (8 and 8.0 are both eight experts) and a
+// value of the wrong type is refused rather than passed over.
 void reject_mixture_of_experts(ObjectReader& r) {
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
-    const json* v = r.find(key);
-    if (v != nullptr && v->is_number_integer() && v->get<std::int64_t>() > 1) {
+    const std::optional<Found> f = find_any(r, {key});
+    if (f && integer_of(r, *f, kNonNegativeInt) > 1) {
       r.fail(key,
              "mixture-of-experts models are not supported (the transformer family has "
              "one MLP per block)");
     }
+  }
+}
+
+// The model's sizes, which the scenario reader would otherwise find too large for
+// 64 bits and blame on the scenario's "model", a field the user never wrote.
+void check_sizes_fit(const TransformerParams& p, ObjectReader& r) {
+  try {
+    (void)make_transformer(p);
+  } catch (const std::overflow_error& e) {
+    r.fail_here(std::string(e.what()) +
+                " (from hidden_size, the heads, the sequence length and "
+                "vocab_size together)");
   }
 }
 
@@ -124,8 +140,8 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
       r.fail(kv->key, std::to_string(p.kv_heads) + " key/value heads do not divide " +
                           std::to_string(p.heads) + " attention heads");
     }
-  } else if (const json* mq = r.find("multi_query");
-             mq != nullptr && mq->is_boolean() && mq->get<bool>()) {
+  } else if (const std::optional<Found> mq = find_any(r, {"multi_query"});
+             mq && as_bool(*mq->value, r.where(mq->key))) {
     p.kv_heads = 1;
   }
 
@@ -135,12 +151,24 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
                      (ff && ff->key == "intermediate_size" && (act == "silu" || act == "swish"));
   // Three h x i matrices as two of width 1.5i: same weights and FLOPs (see header).
   p.d_ff = gated ? (3 * inner + 1) / 2 : inner;
+  // The width the scenario's model gets must be within its limit; named here, at
+  // the key it comes from, since the user never wrote a d_ff.
+  if (p.d_ff > kModelWidth.max) {
+    const std::string why = ff ? "a gated MLP's three matrices count as two of width 1.5 x " +
+                                     ff->key + " = " + std::to_string(p.d_ff)
+                               : "without intermediate_size the MLP is 4 x " + hidden_key->key +
+                                     " = " + std::to_string(p.d_ff) + " wide";
+    r.fail(ff ? ff->key : hidden_key->key,
+           why + ", more than the limit of " + std::to_string(kModelWidth.max));
+  }
 
   p.vocab = required(r, {"vocab_size"}, kModelLength);
   if (seq_len) {
-    if (*seq_len <= 0) {
+    if (*seq_len < kModelLength.min || *seq_len > kModelLength.max) {
       throw ScenarioError(file, "",
-                          "the sequence length must be positive, got " + std::to_string(*seq_len));
+                          "the sequence length must be from 1 to " +
+                              std::to_string(kModelLength.max) + ", got " +
+                              std::to_string(*seq_len));
     }
     p.seq_len = *seq_len;
   } else {
@@ -157,13 +185,33 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
       contains(kLearnedPositionTypes, model_type) || positions.value_or("") == "absolute";
   const std::optional<Found> tied = find_any(r, {"tie_word_embeddings"});
   p.tied_embeddings = !tied || as_bool(*tied->value, r.where(tied->key));
+  check_sizes_fit(p, r);
   return p;
+}
+
+Scenario parse_scenario_with_hf_model(const json& doc, const std::string& scenario_file,
+                                      const std::string& hf_file,
+                                      const std::vector<std::string>& overrides) {
+  try {
+    return parse_scenario(doc, scenario_file);
+  } catch (const ScenarioError& e) {
+    const auto in_model = [](std::string_view path) {
+      return path == "model" || path.starts_with("model.") || path.starts_with("model[");
+    };
+    const bool overridden = std::any_of(overrides.begin(), overrides.end(), [&](const auto& o) {
+      return in_model(std::string_view(o).substr(0, o.find('=')));
+    });
+    if (!in_model(e.json_path()) || overridden) throw;
+    throw ScenarioError(hf_file, "",
+                        "with the training and cluster of " + scenario_file + ": " + e.message());
+  }
 }
 
 TransformerParams read_hf_config(const std::filesystem::path& file,
                                  std::optional<std::int64_t> seq_len) {
   const std::string label = file.string();
-  return parse_hf_config(parse_json(read_text_file(file, label), label), label, seq_len);
+  const std::string text = read_input_file(file, label, kMaxDocumentBytes, "a Hugging Face config");
+  return parse_hf_config(parse_json(text, label), label, seq_len);
 }
 
 }  // namespace pipescope

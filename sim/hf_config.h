@@ -36,10 +36,12 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "costmodels/model_families.h"
+#include "sim/scenario.h"
 
 namespace pipescope {
 
@@ -52,5 +54,14 @@ TransformerParams read_hf_config(const std::filesystem::path& file,
 // The same from a parsed document; `file` only labels errors.
 TransformerParams parse_hf_config(const nlohmann::json& doc, const std::string& file,
                                   std::optional<std::int64_t> seq_len = std::nullopt);
+
+// Validates a scenario document whose "model" was built from the config `hf_file`
+// (transformer_model_json), with the --set `overrides` applied after it. What
+// parse_hf_config cannot check alone (the model's sizes with the scenario's batch
+// and optimizer) is found here; an error about the model names the config, where
+// the user wrote its sizes, unless an override wrote the model's field.
+Scenario parse_scenario_with_hf_model(const nlohmann::json& doc, const std::string& scenario_file,
+                                      const std::string& hf_file,
+                                      const std::vector<std::string>& overrides);
 
 }  // namespace pipescope

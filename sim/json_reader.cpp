@@ -1,13 +1,12 @@
 #include "sim/json_reader.h"
 
 #include "costmodels/check.h"
+#include "sim/input_file.h"
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,8 +85,11 @@ Bounds bounds_of(NumberRange r) {
       return {"a positive number", 0.0, false, kInf};
     case NumberRange::kNonNegative:
       return {"a non-negative number", 0.0, true, kInf};
-    case NumberRange::kFraction:
-      return {"a number in (0, 1]", 0.0, false, 1.0};
+    case NumberRange::kEfficiency:
+      // Real kernels reach from a few percent of peak to nearly all of it. Far
+      // smaller fractions (1e-320 is a positive double) are typos, and would
+      // otherwise surface as a step too long for the clock, blamed on FLOPs.
+      return {"an efficiency from 1e-6 to 1", 1e-6, true, 1.0};
     case NumberRange::kRate:
       return {"a rate from 1 to 1e30 per second", 1.0, true, 1e30};
     case NumberRange::kDuration:
@@ -175,48 +177,19 @@ void ObjectReader::finish() const {
 
 namespace {
 
-// Reports where a parse failed. nlohmann's own message has a line and column only for
-// syntax errors, not for a number that overflows a double (1e400), so a second pass
-// collects the position of either through the SAX interface.
-class ErrorLocator : public nlohmann::json_sax<json> {
+// The pass that runs before the document is built, so that what would make
+// building it wasteful or wrong is refused first:
+// - nesting deeper than kMaxJsonDepth (a few MB of brackets would otherwise
+//   take gigabytes as a tree);
+// - a key repeated in its object: nlohmann keeps the last of two equal keys, and
+//   a hand-edited file that says "layers" twice almost surely meant one of them;
+// - malformed JSON, with its line and column. nlohmann's own message has those
+//   only for syntax errors, not for a number that overflows a double (1e400);
+//   the SAX interface reports the position of either.
+class Checker : public nlohmann::json_sax<json> {
  public:
-  std::size_t position = 0;
-  std::string reason;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t pos, const std::string&, const json::exception& ex) override {
-    position = pos;
-    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: "
-    // since the position is reported separately.
-    std::string_view text = ex.what();
-    if (const auto p = text.find("] "); p != std::string_view::npos) text.remove_prefix(p + 2);
-    if (text.starts_with("parse error")) {
-      if (const auto p = text.find(": "); p != std::string_view::npos) text.remove_prefix(p + 2);
-    }
-    reason = text;
-    return false;
-  }
-};
-
-}  // namespace
-
-// nlohmann keeps the last of two equal keys in an object; a hand-edited file that
-// says "layers" twice almost surely meant one of them, so the second is an
-// error. A SAX pass over a text that parsed finds it and its path.
-class DuplicateKeyFinder : public nlohmann::json_sax<json> {
- public:
-  std::string duplicate;  // path of the repeated key, empty if none
+  std::optional<JsonProblem> problem;
+  std::size_t error_position = 0;
 
   bool null() override { return value(); }
   bool boolean(bool) override { return value(); }
@@ -225,32 +198,28 @@ class DuplicateKeyFinder : public nlohmann::json_sax<json> {
   bool number_float(number_float_t, const string_t&) override { return value(); }
   bool string(string_t&) override { return value(); }
   bool binary(binary_t&) override { return value(); }
-  bool start_object(std::size_t) override {
-    frames_.push_back({true, {}, {}, 0});
-    return true;
-  }
+  bool start_object(std::size_t) override { return open(true); }
   bool key(string_t& k) override {
     Frame& f = frames_.back();
     f.key = k;
-    if (!f.keys.insert(k).second) {
-      duplicate = path();
-      return false;
+    if (f.keys.insert(k).second) return true;
+    problem = JsonProblem{JsonProblem::Kind::kDuplicateKey, path(frames_.size()),
+                          "the key appears twice in its object"};
+    return false;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t pos, const std::string&, const json::exception& ex) override {
+    error_position = pos;
+    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 5: "
+    // since the position is reported separately.
+    std::string_view text = ex.what();
+    if (const auto p = text.find("] "); p != std::string_view::npos) text.remove_prefix(p + 2);
+    if (text.starts_with("parse error")) {
+      if (const auto p = text.find(": "); p != std::string_view::npos) text.remove_prefix(p + 2);
     }
-    return true;
-  }
-  bool end_object() override {
-    frames_.pop_back();
-    return value();
-  }
-  bool start_array(std::size_t) override {
-    frames_.push_back({false, {}, {}, 0});
-    return true;
-  }
-  bool end_array() override {
-    frames_.pop_back();
-    return value();
-  }
-  bool parse_error(std::size_t, const std::string&, const json::exception&) override {
+    problem = JsonProblem{JsonProblem::Kind::kMalformed, "", std::string(text)};
     return false;
   }
 
@@ -261,14 +230,34 @@ class DuplicateKeyFinder : public nlohmann::json_sax<json> {
     std::string key;        // object: the current key
     std::size_t index = 0;  // array: the current element
   };
+  // The outermost levels of a path too deep to print whole.
+  static constexpr std::size_t kPathLevels = 4;
+
+  bool open(bool object) {
+    if (frames_.size() == kMaxJsonDepth) {
+      const std::size_t levels = std::min(frames_.size(), kPathLevels);
+      problem = JsonProblem{JsonProblem::Kind::kTooDeep, path(levels) + "...",
+                            "objects and arrays nest deeper than " + std::to_string(kMaxJsonDepth) +
+                                " levels, the limit for JSON inputs"};
+      return false;
+    }
+    frames_.push_back({object, {}, {}, 0});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return value();
+  }
   // A value ended: the enclosing array moves to its next element.
   bool value() {
     if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
     return true;
   }
-  std::string path() const {
+  // The path through the outermost `levels` frames.
+  std::string path(std::size_t levels) const {
     std::string out;
-    for (const Frame& f : frames_) {
+    for (std::size_t i = 0; i < levels; ++i) {
+      const Frame& f = frames_[i];
       if (f.object) {
         out += (out.empty() ? "" : ".") + f.key;
       } else {
@@ -280,40 +269,40 @@ class DuplicateKeyFinder : public nlohmann::json_sax<json> {
   std::vector<Frame> frames_;
 };
 
-json parse_json(const std::string& text, const std::string& file) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_discarded()) {
-    DuplicateKeyFinder finder;
-    json::sax_parse(text, &finder);
-    if (!finder.duplicate.empty()) {
-      throw ScenarioError(file, finder.duplicate, "the key appears twice in its object");
-    }
-    return doc;
-  }
-  ErrorLocator locator;
-  json::sax_parse(text, &locator);
-  // `position` counts the characters the lexer read, so the offending one is at index
-  // position - 1 (the end of the text for an unexpected end of input).
-  const std::size_t index = std::min(locator.position > 0 ? locator.position - 1 : 0, text.size());
-  const std::string_view before = std::string_view(text).substr(0, index);
+// "line L, column C" of the character the lexer stopped at: `position` counts
+// the characters it read, so that one is at index position - 1 (the end of the
+// text for an unexpected end of input).
+std::string line_and_column(std::string_view text, std::size_t position) {
+  const std::size_t index = std::min(position > 0 ? position - 1 : 0, text.size());
+  const std::string_view before = text.substr(0, index);
   const auto line = 1 + std::count(before.begin(), before.end(), '\n');
   const std::size_t line_start = before.rfind('\n');
   const std::size_t column = line_start == std::string_view::npos ? index + 1 : index - line_start;
-  throw ScenarioError(file, "",
-                      "malformed JSON at line " + std::to_string(line) + ", column " +
-                          std::to_string(column) + ": " + locator.reason);
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+}  // namespace
+
+std::optional<JsonProblem> find_json_problem(std::string_view text) {
+  Checker checker;
+  json::sax_parse(text.begin(), text.end(), &checker);
+  if (checker.problem && checker.problem->kind == JsonProblem::Kind::kMalformed) {
+    checker.problem->message = "malformed JSON at " +
+                               line_and_column(text, checker.error_position) + ": " +
+                               checker.problem->message;
+  }
+  return checker.problem;
+}
+
+json parse_json(const std::string& text, const std::string& file) {
+  if (const std::optional<JsonProblem> problem = find_json_problem(text)) {
+    throw ScenarioError(file, problem->path, problem->message);
+  }
+  return json::parse(text);
 }
 
 std::string read_text_file(const std::filesystem::path& path, const std::string& label) {
-  std::error_code ec;
-  std::ifstream in(path, std::ios::binary);
-  if (!in || std::filesystem::is_directory(path, ec)) {
-    throw ScenarioError(label, "", "cannot open file");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ScenarioError(label, "", "cannot read file");
-  return text.str();
+  return read_input_file(path, label, kMaxPlanBytes, "a plan");
 }
 
 }  // namespace pipescope::json_io

@@ -53,9 +53,9 @@ inline constexpr IntRange kModelLength{1, 1 << 24};    // seq_len, vocab, classe
 inline constexpr IntRange kGlobalBatch{1, 1LL << 40};  // samples in one step
 
 // Rates (FLOP/s, bytes/s) from 1 to 1e30 per second, durations (latencies,
-// per-op overheads) from 0 to an hour.
-enum class NumberRange { kPositive, kNonNegative, kFraction, kRate, kDuration };
-
+// per-op overheads) from 0 to an hour, efficiencies (the fraction of a device's
+// peak its kernels reach) from 1e-6 to 1.
+enum class NumberRange { kPositive, kNonNegative, kEfficiency, kRate, kDuration };
 
 // Integers written as floats (16e9) are accepted when they are exact.
 std::int64_t as_int(const nlohmann::json& v, const Where& w, IntRange r);
@@ -111,12 +111,29 @@ auto opt_choice(ObjectReader& r, std::string_view key, const std::string& what, 
   return value;
 }
 
-// Parses `text`; malformed JSON becomes a ScenarioError "FILE: malformed JSON at line
-// L, column C: REASON".
+// The deepest nesting of objects and arrays a JSON input may have. PipeScope's
+// own files nest at most five levels and Hugging Face configs rarely more than
+// four; the limit is checked before a document is built, so that a file of
+// brackets cannot take gigabytes of memory as a tree.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+
+// What the check before parsing found: malformed JSON (its message names the line
+// and column), nesting deeper than kMaxJsonDepth, or a key repeated in its object
+// (nlohmann would keep the last silently). `path` is where, when known.
+struct JsonProblem {
+  enum class Kind { kMalformed, kTooDeep, kDuplicateKey };
+  Kind kind;
+  std::string path;
+  std::string message;
+};
+std::optional<JsonProblem> find_json_problem(std::string_view text);
+
+// Parses `text`; any JsonProblem becomes a ScenarioError "FILE: PATH: MESSAGE",
+// e.g. "FILE: malformed JSON at line L, column C: REASON".
 nlohmann::json parse_json(const std::string& text, const std::string& file);
 
-// The whole file as text; a file that cannot be opened or read becomes a
-// ScenarioError naming `label`.
+// A plan file's text (sim/plan_io.cpp), with the plans' size limit
+// (sim/input_file.h); errors are ScenarioErrors naming `label`.
 std::string read_text_file(const std::filesystem::path& path, const std::string& label);
 
 }  // namespace pipescope::json_io

@@ -47,6 +47,19 @@ Schedule Plan::schedule_ops() const {
   return build_schedule(schedule, stages, micro_batches, remat, chunks);
 }
 
+SimConfig plan_sim_config(const Plan& plan) {
+  SimConfig config;
+  config.stages = plan.stages;
+  config.micro_batches = plan.micro_batches;
+  config.schedule = plan.schedule;
+  config.custom = plan.custom;
+  config.chunks = plan.chunks;
+  config.remat = plan.remat;
+  config.stage_ranges = plan.stage_ranges();
+  config.record_timeline = false;
+  return config;
+}
+
 std::vector<StageRange> Plan::stage_ranges() const {
   std::vector<StageRange> out;
   out.reserve(stage_plans.size());

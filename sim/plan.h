@@ -19,7 +19,8 @@
 
 namespace pipescope {
 
-struct SimResult;  // sim/simulator.h
+struct SimConfig;  // sim/simulator.h
+struct SimResult;
 
 struct PlanStage {
   StageRange layers;
@@ -78,6 +79,10 @@ struct Plan {
 // data_parallel times the replica's.
 Plan make_plan(const Scenario& scenario, const SimResult& result, int data_parallel,
                std::string partition_method);
+
+// The simulation of the plan's pipeline as it stands: its K, M, schedule (or
+// custom actions), chunks, remat and cuts, without a recorded timeline.
+SimConfig plan_sim_config(const Plan& plan);
 
 // A stable hex digest (64-bit FNV-1a) of every layer's name, FLOPs, parameters and
 // sizes and of the model's dtype and input: equal layer lists give equal hashes

@@ -119,8 +119,24 @@ void read_predicted(ObjectReader r, Plan& p) {
   r.finish();
 }
 
-// Stages cut the layers 0..L-1 into K x v contiguous, non-empty ranges on devices
-// of the cluster.
+// Every schedule PipeScope builds or reads, in the engine and in the executor,
+// runs model stage s on pipeline device s mod K (Schedule::stage_device). A plan
+// that places a stage elsewhere is refused rather than honoured: on one
+// replica's devices, which are alike, another order would only change the links
+// between stages, while two stages on one device would need a schedule none of
+// the builders writes; reading such a field and then running s mod K anyway
+// would hide the edit.
+void check_stage_device(const Plan& p, std::size_t stage, const Where& at) {
+  const int expected = static_cast<int>(stage % static_cast<std::size_t>(p.stages));
+  const int device = p.stage_plans[stage].device;
+  if (device == expected) return;
+  at.fail("expected " + str(expected) + ", got " + str(device) + ": PipeScope runs model stage " +
+          std::to_string(stage) + " on device " + std::to_string(stage) +
+          " mod K=" + str(p.stages) + ", and a plan's stages cannot be moved to other devices");
+}
+
+// Stages cut the layers 0..L-1 into K x v contiguous, non-empty ranges, stage s
+// on device s mod K.
 void check_stages(const Plan& p, const Where& at) {
   if (p.stage_plans.size() != static_cast<std::size_t>(p.model_stages())) {
     at.fail(p.chunks == 1 ? "expected K = " + str(p.stages) + " stages, got " +
@@ -148,10 +164,7 @@ void check_stages(const Plan& p, const Where& at) {
           .fail("a stage needs at least one layer: last_layer " + str(s.layers.last_layer) +
                 " is before first_layer " + str(s.layers.first_layer));
     }
-    if (s.device >= p.devices) {
-      here.key("device").fail("device " + str(s.device) + " does not exist (cluster.devices is " +
-                              str(p.devices) + ")");
-    }
+    check_stage_device(p, i, here.key("device"));
   }
   const int last = p.stage_plans.back().layers.last_layer;
   if (last != p.layer_count - 1) {

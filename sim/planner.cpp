@@ -113,13 +113,16 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
       if (req.micro_batches && M != *req.micro_batches) continue;
       for (const ScheduleKind schedule : kAllSchedules) {
         if (req.schedule && schedule != *req.schedule) continue;
-        // Interleaving needs M a multiple of K and K x v stages of at least a
-        // layer each; on one device it only adds work.
+        // The shapes the schedule runs (the rule every command applies) with K x v
+        // stages of at least a layer each. On one device interleaving only adds
+        // work: the search leaves it out unless asked for it.
         std::vector<int> chunk_counts{1};
         if (takes_chunks(schedule)) {
           chunk_counts.clear();
+          const bool asked = req.chunks || req.schedule;
           for (const int v : req.chunks ? std::vector<int>{*req.chunks} : std::vector<int>{2, 4}) {
-            if ((K > 1 || req.chunks) && M % K == 0 && std::int64_t{K} * v <= layers) {
+            if ((K > 1 || asked) && schedule_shape_problem(schedule, K, M, v).empty() &&
+                std::int64_t{K} * v <= layers) {
               chunk_counts.push_back(v);
             }
           }
@@ -149,8 +152,8 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
     if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
     if (req.schedule && takes_chunks(*req.schedule)) {
       throw ConfigError(what +
-                        " can run interleaved-1f1b: it needs K > 1 devices per pipeline, "
-                        "M a multiple of K and K x v stages of at least one layer each");
+                        " can run interleaved-1f1b: it needs M a multiple of K and K x v "
+                        "stages of at least one layer each");
     }
     throw ConfigError(what + " divides the global batch of " + std::to_string(batch) +
                       " into whole micro-batches (the batch splits over D = N / K replicas, then "

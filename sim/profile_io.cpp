@@ -12,6 +12,7 @@
 
 #include "sim/file_io.h"
 #include "sim/format.h"
+#include "sim/input_file.h"
 #include "sim/json_reader.h"
 #include "sim/scenario_io.h"
 
@@ -187,7 +188,8 @@ void write_profile_file(const std::filesystem::path& path, const Profile& profil
 
 Profile read_profile_file(const std::filesystem::path& path) {
   const std::string label = path.string();
-  return profile_from_json(parse_json(read_text_file(path, label), label), label);
+  return profile_from_json(
+      parse_json(read_input_file(path, label, kMaxDocumentBytes, "a profile"), label), label);
 }
 
 void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,

@@ -19,6 +19,7 @@
 #include "costmodels/device.h"
 #include "costmodels/layer_graph.h"
 #include "costmodels/model_families.h"
+#include "sim/input_file.h"
 #include "sim/json_reader.h"
 #include "sim/scenario_limits.h"
 
@@ -192,14 +193,15 @@ ModelSpec read_model(ObjectReader m) {
 EfficiencyCurve read_efficiency(const json& v, const Where& w) {
   EfficiencyCurve curve;
   if (v.is_number()) {
-    curve.max_efficiency = as_number(v, w, NumberRange::kFraction);
+    curve.max_efficiency = as_number(v, w, NumberRange::kEfficiency);
     return curve;
   }
   if (!v.is_object()) {
-    w.fail("expected a number in (0, 1] or an object {max, half_flops}, got " + type_of(v));
+    w.fail("expected an efficiency from 1e-6 to 1 or an object {max, half_flops}, got " +
+           type_of(v));
   }
   ObjectReader e(v, w);
-  curve.max_efficiency = e.number("max", NumberRange::kFraction);
+  curve.max_efficiency = e.number("max", NumberRange::kEfficiency);
   curve.half_flops = e.number("half_flops", NumberRange::kNonNegative);
   e.finish();
   return curve;
@@ -369,17 +371,21 @@ std::vector<std::string> split_path(const std::string& bracketed) {
 ScenarioError::ScenarioError(std::string file, std::string json_path, const std::string& message)
     : std::runtime_error(compose(file, json_path, message)),
       file_(std::move(file)),
-      json_path_(std::move(json_path)) {}
+      json_path_(std::move(json_path)),
+      message_(message) {}
 
 ScenarioError::ScenarioError(Verbatim, const std::string& what, std::string file,
-                             std::string json_path)
-    : std::runtime_error(what), file_(std::move(file)), json_path_(std::move(json_path)) {}
+                             std::string json_path, std::string message)
+    : std::runtime_error(what),
+      file_(std::move(file)),
+      json_path_(std::move(json_path)),
+      message_(std::move(message)) {}
 
 ScenarioError ScenarioError::in_override(std::string file, std::string json_path,
                                          const std::string& assignment,
                                          const std::string& message) {
   const std::string what = compose(file, "--set " + assignment, message);
-  return ScenarioError(Verbatim{}, what, std::move(file), std::move(json_path));
+  return ScenarioError(Verbatim{}, what, std::move(file), std::move(json_path), message);
 }
 
 void apply_override(json& doc, const std::string& assignment, const std::string& file) {
@@ -392,9 +398,14 @@ void apply_override(json& doc, const std::string& assignment, const std::string&
     return ScenarioError::in_override(file, path, assignment, message);
   };
   if (path.empty()) throw fail("the path before '=' is empty");
-  // Not JSON (a bare word such as gpipe) means a string, so quotes are rarely needed.
-  json value = json::parse(assignment.substr(eq + 1), nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) value = assignment.substr(eq + 1);
+  // Not JSON (a bare word such as gpipe) means a string, so quotes are rarely needed;
+  // JSON is held to the rules of a file's JSON (no repeated key, bounded nesting).
+  const std::string text = assignment.substr(eq + 1);
+  const std::optional<JsonProblem> problem = find_json_problem(text);
+  if (problem && problem->kind != JsonProblem::Kind::kMalformed) {
+    throw fail("in the value at '" + problem->path + "': " + problem->message);
+  }
+  json value = problem ? json(text) : json::parse(text);
 
   const std::vector<std::string> segments = split_path(path);
   json* node = &doc;
@@ -465,7 +476,7 @@ Scenario load_scenario(const std::filesystem::path& file,
 json load_scenario_json(const std::filesystem::path& file,
                         const std::vector<std::string>& overrides) {
   const std::string label = file.string();
-  json doc = parse_json(read_text_file(file, label), label);
+  json doc = parse_json(read_input_file(file, label, kMaxDocumentBytes, "a scenario"), label);
   for (const std::string& assignment : overrides) apply_override(doc, assignment, label);
   return doc;
 }

@@ -23,13 +23,17 @@ class ScenarioError : public std::runtime_error {
                                    const std::string& assignment, const std::string& message);
   const std::string& file() const { return file_; }
   const std::string& json_path() const { return json_path_; }
+  // What is wrong, without the file and the path.
+  const std::string& message() const { return message_; }
 
  private:
   struct Verbatim {};
-  ScenarioError(Verbatim, const std::string& what, std::string file, std::string json_path);
+  ScenarioError(Verbatim, const std::string& what, std::string file, std::string json_path,
+                std::string message);
 
   std::string file_;
   std::string json_path_;
+  std::string message_;
 };
 
 // Reads and validates a scenario file, applying `overrides` ("PATH=VALUE", the

@@ -104,6 +104,26 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   return r;
 }
 
+// A model whose layers all take no time simulates to a step of no time (or only
+// the optimizer's), and every throughput, bubble and MFU from it means nothing.
+void check_layers_take_time(const Scenario& sc, const std::vector<StageCost>& stages,
+                            const CostModel& cost) {
+  SimTime total = 0;
+  for (const StageCost& c : stages) total += c.forward + c.backward;
+  if (total > 0) return;
+  const bool no_flops =
+      sc.model.fwd_flops_per_sample() == 0.0 && sc.model.bwd_flops_per_sample() == 0.0;
+  throw ConfigError(
+      "scenario '" + sc.name + "': every layer of model '" + sc.model.name +
+          "' takes 0 s forward and backward" +
+          (no_flops ? " (their fwd_flops and bwd_flops are all 0, and the device adds no "
+                      "per-op overhead)"
+                    : " under the " + std::string(cost.name()) + " cost model") +
+          "; a step would take no time, so its throughput would mean nothing: give the layers "
+          "their FLOPs",
+      no_flops ? "model.layers" : "");
+}
+
 // Names of the routes between neighbouring stages, indexed by route_id().
 std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cluster) {
   std::vector<std::string> names(static_cast<std::size_t>(2 * schedule.stages));
@@ -305,6 +325,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         scenario.training.bytes_per_param);
+  check_layers_take_time(scenario, out.stage_costs, cost);
   const Schedule schedule = config.custom ? build_custom(*config.custom, r.remat)
                                           : build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "sim/format.h"
 #include "sim/parallel.h"
 #include "sim/planner.h"
 #include "sim/simulator.h"
@@ -53,6 +54,34 @@ std::vector<SweepPoint> run_sweep(const Scenario& scenario, const SweepRequest& 
       },
       request.progress);
   return points;
+}
+
+std::string sweep_nothing_fits(const std::vector<SweepPoint>& points, Bytes capacity) {
+  const SweepPoint* least = nullptr;
+  const SweepPoint* refused = nullptr;
+  std::size_t refused_count = 0;
+  for (const SweepPoint& p : points) {
+    if (!p.error.empty()) {
+      if (refused == nullptr) refused = &p;
+      ++refused_count;
+      continue;
+    }
+    if (p.fits) return {};
+    if (least == nullptr || p.peak_memory < least->peak_memory) least = &p;
+  }
+  const auto name = [](const SweepPoint& p) {
+    return "K=" + std::to_string(p.stages) + " M=" + std::to_string(p.micro_batches);
+  };
+  std::string others;
+  if (refused != nullptr) {
+    others = std::to_string(refused_count) + " of the " + std::to_string(points.size()) +
+             " configurations cannot run (" + name(*refused) + ": " + refused->error + ")";
+  }
+  if (least == nullptr) return others.empty() ? "the sweep has no configurations" : others;
+  return "no configuration fits in memory: the least any needs is " +
+         format_bytes(static_cast<double>(least->peak_memory)) + " per device (" + name(*least) +
+         "), the device has " + format_bytes(static_cast<double>(capacity)) +
+         (others.empty() ? "" : "; " + others);
 }
 
 std::string sweep_csv(const std::vector<SweepPoint>& points) {

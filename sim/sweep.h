@@ -43,6 +43,11 @@ struct SweepRequest {
 // Row-major: for each K, each M, in the order given.
 std::vector<SweepPoint> run_sweep(const Scenario& scenario, const SweepRequest& request);
 
+// Why the sweep has nothing to show, or an empty string when some point fits in
+// `capacity` bytes per device: every point refused (the first reason), or none
+// fitting (the least peak memory any point needs, against the capacity).
+std::string sweep_nothing_fits(const std::vector<SweepPoint>& points, Bytes capacity);
+
 // CSV with a header row: K,M,step_time_s,samples_per_s,bubble_fraction,mfu,
 // peak_memory_bytes,fits,error.
 std::string sweep_csv(const std::vector<SweepPoint>& points);

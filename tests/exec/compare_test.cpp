@@ -13,6 +13,8 @@
 
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
+#include "exec/plan_runner.h"
+#include "sim/model_json.h"
 #include "sim/plan.h"
 #include "sim/simulator.h"
 
@@ -209,6 +211,35 @@ TEST(Compare, MoreStagesThanCoresAreSaidToShareThem) {
   Scenario dedicated = sc;
   dedicated.cluster.shared_cores = 0;
   EXPECT_GT(r.metrics.step_time, predicted(dedicated, plan).metrics.step_time);
+}
+
+// What `run` checks against the machine before it allocates: fp32 weights,
+// gradients and Adam's two slots, and what the schedule keeps, which remat cuts.
+TEST(PlanRunner, HostMemoryIsThePlansSimulatedPeakInFp32) {
+  const ModelSpec m = tiny_transformer(2);
+  Plan plan = plan_of(m, 2, 4, Remat::kNever);
+  plan.model_spec = model_spec_json(m);
+  const HostMemoryNeed kept = plan_host_memory(plan);
+  EXPECT_EQ(kept.state, m.total_params() * 16);
+  EXPECT_GT(kept.activations, 0);
+  plan.remat = Remat::kAlways;
+  const HostMemoryNeed remat = plan_host_memory(plan);
+  EXPECT_EQ(remat.state, kept.state);
+  EXPECT_LT(remat.activations, kept.activations);
+  // Twice the batch, twice the activations; the state stays.
+  plan.global_batch *= 2;
+  plan.micro_batch_size *= 2;
+  const HostMemoryNeed twice = plan_host_memory(plan);
+  EXPECT_EQ(twice.state, remat.state);
+  EXPECT_EQ(twice.activations, 2 * remat.activations);
+}
+
+TEST(PlanRunner, MeasuredStepsAreNamedForAnyNumberOfSteps) {
+  EXPECT_EQ(measured_steps_label(20, 1), "median of steps 2-20");
+  EXPECT_EQ(measured_steps_label(2, 1), "step 2");
+  EXPECT_EQ(measured_steps_label(5, 0), "median of steps 1-5");
+  EXPECT_EQ(measured_steps_label(1, 1),
+            "step 1, warm-up included (a median needs --steps 3 or more)");
 }
 
 TEST(Compare, RelativeError) {

@@ -163,6 +163,28 @@ TEST(CustomSchedule, BadFilesNameRowAndColumn) {
 
 // Inputs the fuzzer (fuzz/fuzz_schedule_csv, fuzz/fuzz_plan) found crashing: a
 // sign before a stage or micro-batch number indexed below the tables.
+// Files saved on Windows (CR LF), classic Mac OS (CR alone) or with a UTF-8
+// byte-order mark read as the same schedule; a BOM is not part of the first cell.
+TEST(CustomSchedule, LineEndsAndByteOrderMarkReadAsMeant) {
+  const std::string rows[] = {"0F0,0F1,,0B0,0B1", ",1F0,1B0,1F1,1B1"};
+  const CustomSchedule lf = parse_schedule_csv(rows[0] + "\n" + rows[1] + "\n", "lf.csv");
+  ASSERT_EQ(lf.devices(), 2);
+  ASSERT_EQ(lf.micro_batches, 2);
+  for (const std::string& text :
+       {rows[0] + "\r\n" + rows[1] + "\r\n", rows[0] + "\r" + rows[1] + "\r",
+        rows[0] + "\r" + rows[1], "\xEF\xBB\xBF" + rows[0] + "\n" + rows[1] + "\n",
+        "\xEF\xBB\xBF" + rows[0] + "\r" + rows[1] + "\r\n\r\n"}) {
+    const CustomSchedule c = parse_schedule_csv(text, "s.csv");
+    EXPECT_EQ(c.devices(), 2) << ::testing::PrintToString(text);
+    EXPECT_EQ(c.stages, lf.stages);
+    EXPECT_EQ(c.micro_batches, lf.micro_batches);
+    EXPECT_EQ(action_names(c), action_names(lf)) << ::testing::PrintToString(text);
+  }
+  // A blank line inside, however its ends are written, is still a rank with no actions.
+  EXPECT_EQ(error_of(rows[0] + "\r\r" + rows[1] + "\r"),
+            error_of(rows[0] + "\n\n" + rows[1] + "\n"));
+}
+
 TEST(CustomSchedule, SignedNumbersAreNotActions) {
   EXPECT_EQ(error_of("-1F0\n"),
             "s.csv: row 1, column 1: '-1F0' is not an action: expected "

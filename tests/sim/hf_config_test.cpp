@@ -7,10 +7,12 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "costmodels/model_families.h"
+#include "sim/model_json.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope {
@@ -148,7 +150,72 @@ TEST(HfConfigErrors, BadValuesNameTheKeyFound) {
   doc = llama();
   doc["tie_word_embeddings"] = "yes";
   EXPECT_EQ(error_of(doc), "config.json: tie_word_embeddings: expected true or false, got string");
-  EXPECT_EQ(error_of(llama(), 0), "config.json: the sequence length must be positive, got 0");
+  EXPECT_EQ(error_of(llama(), 0),
+            "config.json: the sequence length must be from 1 to 16777216, got 0");
+  EXPECT_EQ(error_of(llama(), 1LL << 30),
+            "config.json: the sequence length must be from 1 to 16777216, got 1073741824");
+}
+
+// Values the scenario's model derives from the config are checked against the
+// scenario's limits here, and named at the config's key: the user never wrote
+// the scenario's d_ff, and a product too large for 64 bits comes from the config.
+TEST(HfConfigErrors, DerivedValuesAreBlamedOnTheConfig) {
+  json doc = llama();
+  doc["intermediate_size"] = 1000000;
+  EXPECT_EQ(error_of(doc),
+            "config.json: intermediate_size: a gated MLP's three matrices count as two of width "
+            "1.5 x intermediate_size = 1500000, more than the limit of 1048576");
+  doc = json::parse(R"({ "n_embd": 1048576, "n_layer": 2, "n_head": 16, "vocab_size": 10,
+    "n_positions": 8 })");
+  EXPECT_EQ(error_of(doc),
+            "config.json: n_embd: without intermediate_size the MLP is 4 x n_embd = 4194304 wide, "
+            "more than the limit of 1048576");
+  doc = json::parse(R"({ "n_embd": 65536, "n_layer": 2, "n_head": 65536, "vocab_size": 16777216,
+    "n_positions": 16777216 })");
+  const std::string e = error_of(doc);
+  EXPECT_TRUE(e.starts_with("config.json: the bytes one block stashes per sample come to ")) << e;
+  EXPECT_NE(e.find("too many for 64-bit sizes"), std::string::npos) << e;
+}
+
+// The error parse_scenario_with_hf_model raises for `scenario` ("s.json", its
+// model from "config.json").
+ScenarioError hf_scenario_error(const json& scenario, const std::vector<std::string>& overrides) {
+  try {
+    (void)parse_scenario_with_hf_model(scenario, "s.json", "config.json", overrides);
+  } catch (const ScenarioError& e) {
+    return e;
+  }
+  throw std::logic_error("the scenario was accepted");
+}
+
+// What only the whole scenario can check (the model's sizes with its batch and
+// optimizer) names the config when the model came from it, unless a --set
+// wrote the model's field.
+TEST(HfConfigErrors, ScenarioChecksOfTheModelNameTheConfig) {
+  json scenario = json::parse(R"({
+    "model": {}, "cluster": {"preset": "cpu", "devices": 2},
+    "training": {"global_batch": 16, "optimizer": "adam"} })");
+  TransformerParams p;
+  p.layers = 16384;
+  p.d_model = 1 << 20;
+  p.d_ff = 1 << 20;
+  p.heads = 16;
+  p.seq_len = 1;
+  p.vocab = 1 << 24;
+  scenario["model"] = transformer_model_json(p, "huge");
+  ScenarioError e = hf_scenario_error(scenario, {});
+  EXPECT_EQ(e.file(), "config.json");
+  EXPECT_TRUE(std::string(e.what()).starts_with(
+      "config.json: with the training and cluster of s.json: the parameters with their "
+      "gradients and optimizer state ("))
+      << e.what();
+  e = hf_scenario_error(scenario, {"model.layers=16384"});
+  EXPECT_EQ(e.file(), "s.json");
+  EXPECT_EQ(e.json_path(), "model");
+  scenario["training"]["global_batch"] = 0;  // not the model's: the scenario's
+  e = hf_scenario_error(scenario, {});
+  EXPECT_EQ(e.file(), "s.json");
+  EXPECT_EQ(e.json_path(), "training.global_batch");
 }
 
 TEST(HfConfigErrors, MixtureOfExperts) {
@@ -157,6 +224,44 @@ TEST(HfConfigErrors, MixtureOfExperts) {
   EXPECT_EQ(error_of(doc),
             "config.json: num_local_experts: mixture-of-experts models are not supported (the "
             "transformer family has one MLP per block)");
+}
+
+// A count written as a float that is a whole number (8.0, as some exporters write
+// every number) means the same as the integer: 8.0 experts are refused like 8
+// rather than simulated as a dense model, and 1.0 expert is a dense model.
+TEST(HfConfigErrors, WholeFloatsReadAsIntegers) {
+  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+    json doc = llama();
+    doc[key] = 8.0;
+    EXPECT_EQ(error_of(doc), std::string("config.json: ") + key +
+                                 ": mixture-of-experts models are not supported (the "
+                                 "transformer family has one MLP per block)");
+    doc[key] = 1.0;
+    EXPECT_EQ(parse_hf_config(doc, "config.json").d_model, 64);
+    doc[key] = 8.5;
+    EXPECT_EQ(error_of(doc),
+              std::string("config.json: ") + key + ": expected a non-negative integer, got 8.5");
+    doc[key] = "8";
+    EXPECT_EQ(error_of(doc),
+              std::string("config.json: ") + key + ": expected a non-negative integer, got string");
+  }
+  json doc = llama();
+  doc["hidden_size"] = 64.0;
+  doc["num_attention_heads"] = 4.0;
+  doc["num_key_value_heads"] = 2.0;
+  const TransformerParams p = parse_hf_config(doc, "config.json");
+  EXPECT_EQ(p.d_model, 64);
+  EXPECT_EQ(p.heads, 4);
+  EXPECT_EQ(p.kv_heads, 2);
+}
+
+// multi_query is read, not passed over when it is not a JSON boolean.
+TEST(HfConfigErrors, MultiQueryMustBeABoolean) {
+  json doc = llama();
+  doc["multi_query"] = true;
+  EXPECT_EQ(parse_hf_config(doc, "config.json").kv_heads, 1);
+  doc["multi_query"] = "true";
+  EXPECT_EQ(error_of(doc), "config.json: multi_query: expected true or false, got string");
 }
 
 TEST(HfConfigErrors, NotAnObjectAndMissingFile) {

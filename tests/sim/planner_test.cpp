@@ -137,9 +137,17 @@ TEST(Planner, ImpossibleRequestsAreConfigErrors) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "no configuration of 4 devices with K=4 and M=2 can run interleaved-1f1b: it "
-                 "needs K > 1 devices per pipeline, M a multiple of K and K x v stages of at "
-                 "least one layer each");
+                 "needs M a multiple of K and K x v stages of at least one layer each");
   }
+  // On one device, asked for, it runs as simulate runs it.
+  inter.stages = 1;
+  inter.micro_batches = 2;
+  PlanRequest one = inter;
+  one.devices = 1;
+  const PlanReport single = run_planner(small(), one);
+  ASSERT_FALSE(single.ranked.empty());
+  EXPECT_EQ(single.ranked[0].schedule, ScheduleKind::kInterleaved1F1B);
+  EXPECT_EQ(single.ranked[0].stages, 1);
   PlanRequest chunks_alone;
   chunks_alone.chunks = 2;
   try {

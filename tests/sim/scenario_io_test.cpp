@@ -321,6 +321,40 @@ TEST(ScenarioErrors, DuplicateKeyNamesItsPath) {
   EXPECT_STREQ(e.what(), "bad.json: model.layers[1].params: the key appears twice in its object");
 }
 
+// Nesting is refused at the limit, before a tree is built, with the path of
+// its outermost levels; the limit itself is accepted as far as nesting goes.
+TEST(ScenarioErrors, NestingDeeperThanTheLimit) {
+  const auto nested = [](std::size_t depth) {
+    return "{\"model\": " + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  };
+  ScenarioError e = error_of_text(nested(65));
+  EXPECT_STREQ(e.what(),
+               "bad.json: model[0][0][0]...: objects and arrays nest deeper than 64 levels, the "
+               "limit for JSON inputs");
+  e = error_of_text(nested(64));
+  EXPECT_STREQ(e.what(), "bad.json: model: expected an object, got array");
+  // Unclosed: refused at the limit, not at the end of the text.
+  e = error_of_text("{\"a\": " + std::string(1000000, '['));
+  EXPECT_EQ(e.json_path(), "a[0][0][0]...");
+}
+
+// A --set value that is JSON follows a file's rules: a key said twice is
+// refused, naming the option and the key, rather than one of the two kept.
+TEST(ScenarioOverride, DuplicateKeyInTheValueIsRefused) {
+  ScenarioError e =
+      error_of(explicit_cluster_doc(), {R"(cluster.device.efficiency={"max": 0.5, "max": 0.9, )"
+                                        R"("half_flops": 0})"});
+  EXPECT_STREQ(e.what(),
+               "bad.json: --set cluster.device.efficiency={\"max\": 0.5, \"max\": 0.9, "
+               "\"half_flops\": 0}: in the value at 'max': the key appears twice in its object");
+  EXPECT_EQ(e.json_path(), "cluster.device.efficiency");
+  e = error_of(good_doc(), {"training=" + std::string(100, '[') + std::string(100, ']')});
+  EXPECT_NE(std::string(e.what()).find("nest deeper than 64 levels"), std::string::npos)
+      << e.what();
+  // Not JSON: still a string, as before.
+  EXPECT_EQ(parse_scenario_text(good_doc().dump(), "o.json", {"name={\"a\""}).name, "{\"a\"");
+}
+
 TEST(ScenarioErrors, MissingFile) {
   const std::string file = kScenarios + "no-such-file.json";
   const ScenarioError e = error_of_file(file);
@@ -501,7 +535,27 @@ TEST(ScenarioErrors, EfficiencyOutOfRange) {
   doc["cluster"]["device"]["efficiency"] = 1.5;
   const ScenarioError e = error_of(doc);
   EXPECT_STREQ(e.what(),
-               "bad.json: cluster.device.efficiency: expected a number in (0, 1], got 1.5");
+               "bad.json: cluster.device.efficiency: expected an efficiency from 1e-6 to 1, got "
+               "1.5");
+}
+
+// A denormal efficiency is positive, but no device runs at it: refused at its own
+// field, not later as a step too long for the clock blamed on a layer's FLOPs.
+TEST(ScenarioErrors, TinyEfficiencyIsBlamedOnItself) {
+  for (const json& efficiency : {json(1e-320), json({{"max", 1e-320}, {"half_flops", 0}})}) {
+    json doc = explicit_cluster_doc();
+    doc["cluster"]["device"]["efficiency"] = efficiency;
+    const ScenarioError e = error_of(doc);
+    const std::string path =
+        efficiency.is_object() ? "cluster.device.efficiency.max" : "cluster.device.efficiency";
+    EXPECT_EQ(e.json_path(), path);
+    EXPECT_NE(std::string(e.what()).find("expected an efficiency from 1e-6 to 1"),
+              std::string::npos)
+        << e.what();
+  }
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["device"]["efficiency"] = 1e-6;  // the bound itself is accepted
+  EXPECT_NO_THROW(parse_scenario(doc, "bad.json"));
 }
 
 TEST(ScenarioErrors, EfficiencyObjectMissingKey) {

@@ -1,0 +1,47 @@
+#pragma once
+// Reading an input file whole, the one way every reader does it: scenarios, plans,
+// profiles, Hugging Face configs, schedule CSVs and Chrome traces.
+//
+// - Anything that can be opened for reading is read like a file: a regular file,
+//   a FIFO (mkfifo), a process substitution (<(jq ... s.json), /dev/fd/N), a
+//   character device. Each is opened once and read once, to its end.
+// - Waiting for a writer or for data never holds off a stop request: the file is
+//   opened without blocking and polled, and Ctrl-C (sim/cancel.h) ends the wait
+//   with Cancelled within a fraction of a second.
+// - Each kind of input has a size limit, checked before and while reading, so a
+//   wrong file (a disk image, /dev/zero) is refused at once rather than read into
+//   memory. The limits are far above real files of each kind.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace pipescope {
+
+// Scenarios (even 16,384 explicit layers take a few MB), profiles and Hugging
+// Face configs (a few KB). A JSON document takes several times its size in
+// memory once parsed, so the limit also bounds what a wrong file can cost.
+inline constexpr std::uint64_t kMaxDocumentBytes = 64ULL << 20;  // 64 MiB
+// Plans and schedule CSVs, which list every action of every device: K = 1024
+// devices and M = 8192 micro-batches take about 130 MB.
+inline constexpr std::uint64_t kMaxPlanBytes = 512ULL << 20;  // 512 MiB
+// Chrome traces, which the GUI and `compare` read: the full trace of a large
+// pipeline runs to gigabytes.
+inline constexpr std::uint64_t kMaxTraceBytes = 4ULL << 30;  // 4 GiB
+
+// The whole content of `path`, at most `max_bytes` of it; `what` names the kind
+// of input in the error about its size ("a scenario"). Errors are ScenarioErrors
+// (sim/scenario_io.h) naming `label`: "cannot open file", "cannot open file: it
+// is a directory", "larger than 64 MiB, the limit for a scenario". Throws
+// Cancelled when a stop is requested while waiting.
+std::string read_input_file(const std::filesystem::path& path, const std::string& label,
+                            std::uint64_t max_bytes, const std::string& what);
+
+// A Chrome trace, as read_chrome_trace_file reads it: the same rules with the
+// trace's limit; errors are TraceErrors (sim/trace_io.h) naming `path`.
+std::string read_trace_input(const std::filesystem::path& path);
+
+// "64 MiB", "4 GiB", "512 bytes": a limit as the errors print it.
+std::string byte_size_text(std::uint64_t bytes);
+
+}  // namespace pipescope

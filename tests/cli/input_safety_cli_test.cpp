@@ -1,0 +1,150 @@
+// Inputs as a user gives them: process substitutions and named FIFOs read like
+// files for every kind of input, and Ctrl-C while waiting on a FIFO that nobody
+// writes ends the command at once.
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "cli_runner.h"
+
+namespace pipescope::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSource = PIPESCOPE_SOURCE_DIR;
+const std::string kDemo = kSource + "/scenarios/demo.json";
+const std::string kSmall = kSource + "/scenarios/cpu-small.json";
+
+class InputSafetyCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("pipescope_input_cli_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // `script` under bash (process substitution is bash's), with the program as $P.
+  static CliResult bash(const std::string& script) {
+    // run_under appends the program's path: bash's $1 here.
+    std::string quoted = "'P=\"$1\"; ";
+    for (const char c : script) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return run_under("bash -c " + quoted + "' bash", "");
+  }
+
+  fs::path dir_;
+};
+
+// The same result whether the scenario is a file, a process substitution or a
+// FIFO that a background writer fills.
+TEST_F(InputSafetyCli, ScenarioFromProcessSubstitutionAndFifo) {
+  const CliResult file = run("simulate " + kDemo);
+  ASSERT_EQ(file.status, 0) << file.err;
+  const CliResult substituted = bash("exec $P simulate <(cat " + kDemo + ")");
+  EXPECT_EQ(substituted.status, 0) << substituted.err;
+  EXPECT_EQ(substituted.err, "");
+  EXPECT_EQ(substituted.out.substr(substituted.out.find('\n')),
+            file.out.substr(file.out.find('\n')))
+      << "everything but the first line (the scenario's name, from the file's) must agree";
+
+  const fs::path fifo = dir_ / "demo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const CliResult named =
+      bash("cat " + kDemo + " > " + fifo.string() + " & exec $P simulate " + fifo.string());
+  EXPECT_EQ(named.status, 0) << named.err;
+  EXPECT_EQ(named.out, file.out);
+}
+
+// Every other input kind through a process substitution: --set is not a file,
+// the rest are read by the one input reader.
+TEST_F(InputSafetyCli, EveryInputKindFromAProcessSubstitution) {
+  const fs::path plan = dir_ / "plan.json";
+  const fs::path csv = dir_ / "schedule.csv";
+  ASSERT_EQ(run("plan " + kSmall + " -K 2 -o " + plan.string()).status, 0);
+  ASSERT_EQ(run("export " + plan.string() + " --to torch-pipelining -o " + csv.string()).status, 0);
+  const std::string hf = kSource + "/tests/data/hf/gpt2/config.json";
+  ASSERT_TRUE(fs::exists(hf));
+  for (const std::string& args :
+       {"simulate " + kSmall + " --plan <(cat " + plan.string() + ")",
+        "simulate " + kSmall + " --schedule-file <(cat " + csv.string() + ")",
+        "simulate " + kSmall + " --hf-config <(cat " + hf + ") --seq-len 64",
+        "export <(cat " + plan.string() + ") --to torch-pipelining"}) {
+    const CliResult r = bash("exec $P " + args);
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
+    EXPECT_EQ(r.err, "") << args;
+  }
+}
+
+// Whether `pid` has `path` open: it is waiting on it (its stop handlers are
+// installed before any input is read).
+bool has_open(pid_t pid, const fs::path& path) {
+  std::error_code ec;
+  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    if (fs::read_symlink(fd.path(), ec) == path) return true;
+  }
+  return false;
+}
+
+// A FIFO that nobody writes: the first Ctrl-C ends the wait, the way any other
+// long work ends. Killed after 20 s (a hang fails the test, not the suite).
+TEST_F(InputSafetyCli, CtrlCEndsAWaitForAFifoWriter) {
+  const fs::path fifo = dir_ / "nobody.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const fs::path err_file = dir_ / "stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 1);
+    ::dup2(null, 0);
+    std::string program = PIPESCOPE_CLI;
+    std::string command = "simulate";
+    std::string input = fifo.string();
+    char* argv[] = {program.data(), command.data(), input.data(), nullptr};
+    ::execv(program.c_str(), argv);
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  const auto opened_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!has_open(pid, fifo) && std::chrono::steady_clock::now() < opened_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  // Give it a moment to settle into the wait; how long does not matter.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::kill(pid, SIGINT);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int raw = 0;
+  bool ended = false;
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (::waitpid(pid, &raw, WNOHANG) == pid) {
+      ended = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!ended) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &raw, 0);
+    FAIL() << "pipescope still waited on the FIFO 20 s after Ctrl-C";
+  }
+  EXPECT_TRUE(WIFEXITED(raw)) << "ended by a signal, not by itself";
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 130);
+  EXPECT_EQ(slurp(err_file), "pipescope: interrupted\n");
+}
+
+}  // namespace
+}  // namespace pipescope::testing
