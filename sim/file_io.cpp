@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "sim/cancel.h"
+#include "sim/file_descriptor.h"
 #include "sim/temp_files.h"
 
 namespace pipescope {
@@ -32,26 +33,6 @@ std::atomic<bool> g_unnamed{true};
 
 constexpr int kMaxLinks = 40;     // as the kernel follows
 constexpr int kMaxAttempts = 64;  // random temporary names tried
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports the error a close can carry (NFS, quotas).
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 // The file `path` ends at once its symbolic links are followed; a link to a
 // missing file ends at that file, which the write creates.
@@ -126,7 +107,7 @@ void write_in_place(const fs::path& p, const struct stat& st, const std::string&
     fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) throw OutputError(label, "cannot open", errno);
   }
-  Fd file(fd);
+  FileDescriptor file(fd);
   stream_to(file.get(), label, wants_gzip(label), write);
   if (file.close() != 0) throw OutputError(label, "cannot write", errno);
 }
@@ -185,7 +166,7 @@ void rename_into_place(const fs::path& temp, const fs::path& target, const std::
 // data gets a random name, which is renamed over the target at once.
 void write_unnamed(int raw_fd, const fs::path& target, const std::optional<struct stat>& old,
                    const std::string& label, const std::function<void(std::ostream&)>& write) {
-  Fd file(raw_fd);
+  FileDescriptor file(raw_fd);
   copy_metadata(file.get(), old);
   stream_to(file.get(), label, wants_gzip(label), write);
   sync_file(file.get(), label);
@@ -221,7 +202,7 @@ void write_named(const fs::path& target, const std::optional<struct stat>& old,
     if (fd < 0)
       throw OutputError(label, "cannot create a file in " + target.parent_path().string(), errno);
     try {
-      Fd file(fd);
+      FileDescriptor file(fd);
       copy_metadata(file.get(), old);
       stream_to(file.get(), label, wants_gzip(label), write);
       sync_file(file.get(), label);

@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "sim/cancel.h"
+#include "sim/file_descriptor.h"
 #include "sim/scenario_io.h"
 #include "sim/trace_io.h"
 
@@ -22,21 +23,6 @@ constexpr int kPollMilliseconds = 100;
 
 // Reports a problem with the file; throws (each reader its own error type).
 using Fail = std::function<void(const std::string& reason)>;
-
-// The descriptor, closed on every way out.
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Waits until `fd` has data or has reached its end. A FIFO opened without
 // blocking reads as empty until its first writer connects, and Linux's poll()
@@ -54,7 +40,7 @@ void wait_readable(int fd) {
 
 std::string read_all(const std::filesystem::path& path, std::uint64_t max_bytes,
                      const std::string& what, const Fail& fail) {
-  const Descriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) fail("cannot open file");
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail("cannot read file");

@@ -207,7 +207,9 @@ TEST(ChromeTrace, UnwritablePathIsAnErrorNamingIt) {
     write_chrome_trace_file("/nonexistent-dir/x.json", Timeline{});
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent-dir/x.json: cannot create a file in /nonexistent-dir: No such file or directory");
+    EXPECT_STREQ(e.what(),
+                 "/nonexistent-dir/x.json: cannot create a file in /nonexistent-dir: No such file "
+                 "or directory");
   }
 }
 
