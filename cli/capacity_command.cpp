@@ -31,8 +31,8 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
 
 int run_capacity(const CapacityOptions& o) {
   // Validate the scenario as given first, for its own clear errors.
-  const Scenario sc = load(o.scenario);
   const nlohmann::json doc = load_document(o.scenario);
+  const Scenario sc = load(o.scenario, doc);
   CapacityRequest req;
   req.stages = o.stages;
   req.micro_batches = o.micro_batches;

@@ -116,13 +116,19 @@ nlohmann::json load_document(const ScenarioOptions& o) {
   return doc;
 }
 
-Scenario load(const ScenarioOptions& o) {
-  Scenario scenario = parse_scenario(load_document(o), o.file);
+Scenario load(const ScenarioOptions& o, const nlohmann::json& doc) {
+  Scenario scenario = o.hf_config
+                          ? parse_scenario_with_hf_model(doc, o.file, *o.hf_config, o.overrides)
+                          : parse_scenario(doc, o.file);
   if (o.cost_model) {
     apply_profile(scenario, std::make_shared<const Profile>(read_profile_file(*o.cost_model)),
                   *o.cost_model);
   }
   return scenario;
+}
+
+Scenario load(const ScenarioOptions& o) {
+  return load(o, load_document(o));
 }
 
 }  // namespace pipescope::cli

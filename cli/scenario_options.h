@@ -59,7 +59,11 @@ decltype(auto) naming_scenario_file(const std::string& file, Fn&& fn) {
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides.
 nlohmann::json load_document(const ScenarioOptions& o);
-// The scenario of load_document, with the --cost-model profile applied.
+// The scenario of load_document, with the --cost-model profile applied. An error
+// in a model that --hf-config built names the config, not the scenario file.
 Scenario load(const ScenarioOptions& o);
+// The same, from a document load_document already read: an input that can be
+// read once only (a pipe, a process substitution) is not read twice.
+Scenario load(const ScenarioOptions& o, const nlohmann::json& doc);
 
 }  // namespace pipescope::cli

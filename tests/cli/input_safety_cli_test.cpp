@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "tests/open_files.h"
 
 namespace pipescope::testing {
 namespace {
@@ -88,14 +89,17 @@ TEST_F(InputSafetyCli, EveryInputKindFromAProcessSubstitution) {
   }
 }
 
-// Whether `pid` has `path` open: it is waiting on it (its stop handlers are
-// installed before any input is read).
-bool has_open(pid_t pid, const fs::path& path) {
-  std::error_code ec;
-  for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
-    if (fs::read_symlink(fd.path(), ec) == path) return true;
+// Every command that reads a scenario reads it once: a process substitution
+// can be read only once, and the second read would find it empty.
+TEST_F(InputSafetyCli, EveryScenarioCommandReadsAProcessSubstitutionOnce) {
+  for (const std::string& args : {std::string("simulate"), std::string("plan -K 2"),
+                                  std::string("sweep -K 1,2"), std::string("capacity -K 2")}) {
+    const std::string cmd = args.substr(0, args.find(' '));
+    const std::string rest = args.size() > cmd.size() ? args.substr(cmd.size()) : "";
+    const CliResult r = bash("exec $P " + cmd + " <(cat " + kSmall + ")" + rest);
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
+    EXPECT_EQ(r.err, "") << args;
   }
-  return false;
 }
 
 // A FIFO that nobody writes: the first Ctrl-C ends the wait, the way any other
@@ -119,10 +123,9 @@ TEST_F(InputSafetyCli, CtrlCEndsAWaitForAFifoWriter) {
     ::_exit(127);
   }
   ASSERT_GT(pid, 0);
-  const auto opened_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!has_open(pid, fifo) && std::chrono::steady_clock::now() < opened_by) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // Its stop handlers are installed before any input is read.
+  (void)testing::wait_until_open(
+      pid, [&](const fs::path& p) { return p == fifo; }, std::chrono::seconds(20));
   // Give it a moment to settle into the wait; how long does not matter.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ::kill(pid, SIGINT);

@@ -153,6 +153,38 @@ TEST(HfConfigCli, ModelComesFromTheConfig) {
   EXPECT_EQ(run("simulate " + kDemo + " --seq-len 512").status, 1);
 }
 
+// What only the whole scenario can check of a model the config built is blamed
+// on the config, where its sizes were written, not on scenario fields the user
+// never wrote; with capacity too, which reads the scenario once for two uses.
+TEST(HfConfigCli, ScenarioChecksOfTheModelNameTheConfig) {
+  nlohmann::json hf =
+      nlohmann::json::parse(slurp(std::string(PIPESCOPE_TEST_DATA_DIR) + "/hf/gpt2/config.json"));
+  hf["n_layer"] = 16384;
+  hf["n_embd"] = 262144;
+  hf["n_head"] = 64;
+  hf["vocab_size"] = 16000000;
+  const fs::path config = temp("huge_config.json");
+  // On cpu-small's CPU, a step of this model outlasts the simulator's clock.
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  std::ofstream(config) << hf.dump();
+  for (const std::string command : {"simulate", "capacity -K 2"}) {
+    const CliResult r = run(command + " " + small + " --hf-config " + config.string());
+    EXPECT_EQ(r.status, 1) << command;
+    EXPECT_EQ(r.err.rfind("pipescope: error: " + config.string() +
+                              ": with the training and "
+                              "cluster of " +
+                              small + ": ",
+                          0),
+              0u)
+        << r.err;
+  }
+  // A --set of the model's field is blamed on the scenario, where --set applies.
+  const CliResult set =
+      run("simulate " + small + " --hf-config " + config.string() + " --set model.layers=16384");
+  EXPECT_EQ(set.err.rfind("pipescope: error: " + small + ": model", 0), 0u) << set.err;
+  fs::remove(config);
+}
+
 TEST(ScenarioFiles, GpipePaperSetupsSimulateAndFit) {
   for (const char* name :
        {"gpipe/transformer-tpuv3.json", "gpipe/amoebanet-tpuv2.json", "gpt3-175b-1024.json"}) {
