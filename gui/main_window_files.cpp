@@ -69,7 +69,7 @@ void MainWindow::build_menus() {
   });
   file->addAction(tr("Open &measured trace..."), this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open measured trace"), {},
-                                                      tr("Chrome traces (*.json)"));
+                                                      tr("Chrome traces (*.json *.json.gz)"));
     if (path.isEmpty()) return;
     if (const auto error = open_measured_trace(path)) {
       QMessageBox::warning(this, tr("Open measured trace"), *error);
@@ -94,7 +94,7 @@ void MainWindow::build_menus() {
     });
   }
   file->addAction(tr("Export Chrome &trace..."), this, [this, save] {
-    save(tr("Export trace"), tr("Chrome traces (*.json)"),
+    save(tr("Export trace"), tr("Chrome traces (*.json *.json.gz)"),
          [this](const QString& p) { return export_trace(p); });
   });
   file->addAction(tr("Export timeline &image..."), this, [this, save] {

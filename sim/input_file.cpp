@@ -5,12 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <functional>
+#include <limits>
 
 #include "sim/cancel.h"
 #include "sim/file_descriptor.h"
+#include "sim/output_stream.h"
 #include "sim/scenario_io.h"
 #include "sim/trace_io.h"
 
@@ -71,6 +76,45 @@ std::string read_all(const std::filesystem::path& path, std::uint64_t max_bytes,
   }
 }
 
+// The content of the gzip data `packed` (one member or several, as `cat a.gz
+// b.gz` makes), at most `max_bytes` of it.
+std::string gunzip(const std::string& packed, std::uint64_t max_bytes, const std::string& what,
+                   const Fail& fail) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) fail("cannot decompress: out of memory");
+  const struct End {
+    z_stream& z;
+    ~End() { inflateEnd(&z); }
+  } end{z};
+  const auto* const first = reinterpret_cast<const Bytef*>(packed.data());
+  const auto* const last = first + packed.size();
+  z.next_in = const_cast<Bytef*>(first);
+  std::string text;
+  std::array<char, 1 << 16> buffer;
+  for (;;) {
+    throw_if_cancelled();
+    z.avail_in = static_cast<uInt>(
+        std::min<std::size_t>(last - z.next_in, std::numeric_limits<uInt>::max()));
+    z.next_out = reinterpret_cast<Bytef*>(buffer.data());
+    z.avail_out = static_cast<uInt>(buffer.size());
+    const int status = inflate(&z, Z_NO_FLUSH);
+    const std::size_t produced = buffer.size() - z.avail_out;
+    if (text.size() + produced > max_bytes) {
+      fail("larger than " + byte_size_text(max_bytes) + " uncompressed, the limit for " + what);
+    }
+    text.append(buffer.data(), produced);
+    const bool all_read = z.next_in == last;
+    if (status == Z_STREAM_END && all_read) return text;
+    if (status == Z_STREAM_END) {
+      inflateReset(&z);  // another member follows
+    } else if (status == Z_BUF_ERROR && all_read) {
+      fail("not valid gzip: the data ends early");
+    } else if (status != Z_OK) {
+      fail("not valid gzip data");
+    }
+  }
+}
+
 }  // namespace
 
 std::string read_input_file(const std::filesystem::path& path, const std::string& label,
@@ -79,9 +123,11 @@ std::string read_input_file(const std::filesystem::path& path, const std::string
                   [&](const std::string& reason) { throw ScenarioError(label, "", reason); });
 }
 
-std::string read_trace_input(const std::filesystem::path& path) {
-  return read_all(path, kMaxTraceBytes, "a Chrome trace",
-                  [&](const std::string& reason) { throw TraceError(path.string(), "", reason); });
+std::string read_trace_input(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  const Fail fail = [&](const std::string& reason) { throw TraceError(path.string(), "", reason); };
+  std::string text = read_all(path, max_bytes, "a Chrome trace", fail);
+  if (!wants_gzip(path.string())) return text;
+  return gunzip(text, max_bytes, "a Chrome trace", fail);
 }
 
 std::string byte_size_text(std::uint64_t bytes) {

@@ -25,7 +25,7 @@ inline constexpr std::uint64_t kMaxDocumentBytes = 64ULL << 20;  // 64 MiB
 // Plans and schedule CSVs, which list every action of every device: K = 1024
 // devices and M = 8192 micro-batches take about 130 MB.
 inline constexpr std::uint64_t kMaxPlanBytes = 512ULL << 20;  // 512 MiB
-// Chrome traces, which the GUI and `compare` read: the full trace of a large
+// Chrome traces, which the GUI reads: the full trace of a large
 // pipeline runs to gigabytes.
 inline constexpr std::uint64_t kMaxTraceBytes = 4ULL << 30;  // 4 GiB
 
@@ -38,8 +38,11 @@ std::string read_input_file(const std::filesystem::path& path, const std::string
                             std::uint64_t max_bytes, const std::string& what);
 
 // A Chrome trace, as read_chrome_trace_file reads it: the same rules with the
-// trace's limit; errors are TraceErrors (sim/trace_io.h) naming `path`.
-std::string read_trace_input(const std::filesystem::path& path);
+// trace's limit; errors are TraceErrors (sim/trace_io.h) naming `path`. A name
+// ending in ".gz" is decompressed (gzip, as the trace writer makes it), with the
+// same limit on what it holds. Tests set a smaller limit.
+std::string read_trace_input(const std::filesystem::path& path,
+                             std::uint64_t max_bytes = kMaxTraceBytes);
 
 // "64 MiB", "4 GiB", "512 bytes": a limit as the errors print it.
 std::string byte_size_text(std::uint64_t bytes);

@@ -1,13 +1,15 @@
 #include "sim/trace_io.h"
 
 #include "sim/file_io.h"
+#include "sim/input_file.h"
+#include "sim/json_reader.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -450,16 +452,26 @@ TraceError::TraceError(std::string file, std::string json_path, const std::strin
       file_(std::move(file)),
       json_path_(std::move(json_path)) {}
 
+namespace {
+
+// The checks every JSON input has (sim/json_reader.h: nesting, repeated keys),
+// then the trace's own.
+Timeline read_chrome_trace_text(const std::string& text, const std::string& file) {
+  if (const std::optional<json_io::JsonProblem> problem = json_io::find_json_problem(text)) {
+    throw TraceError(file, problem->path, problem->message);
+  }
+  return TraceReader(file).read(nlohmann::json::parse(text));
+}
+
+}  // namespace
+
 Timeline read_chrome_trace(std::istream& in, const std::string& file) {
-  const nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) throw TraceError(file, "", "not valid JSON");
-  return TraceReader(file).read(doc);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  return read_chrome_trace_text(text, file);
 }
 
 Timeline read_chrome_trace_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw TraceError(path.string(), "", "cannot open file");
-  return read_chrome_trace(in, path.string());
+  return read_chrome_trace_text(read_trace_input(path), path.string());
 }
 
 }  // namespace pipescope

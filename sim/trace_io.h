@@ -80,8 +80,12 @@ class TraceError : public std::runtime_error {
 // comes back as "". Times are microseconds with three decimals; they become
 // exact nanoseconds below 2^43 us (8.8e15 ns, about 101 days), and larger ones
 // are refused. Events of kinds this program does not write are skipped; ours
-// with a missing, mistyped or inconsistent field are errors.
+// with a missing, mistyped or inconsistent field are errors, as are malformed
+// JSON, nesting deeper than any trace has and a key repeated in its object.
 Timeline read_chrome_trace(std::istream& in, const std::string& file);
+// The same from a file, read as every input is (sim/input_file.h): a FIFO or a
+// process substitution like a file, within the traces' size limit, and a name
+// ending in ".gz" decompressed.
 Timeline read_chrome_trace_file(const std::filesystem::path& path);
 
 }  // namespace pipescope

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "sim/cancel.h"
+#include "sim/file_io.h"
 #include "sim/scenario_io.h"
 #include "sim/trace_io.h"
 
@@ -177,6 +178,49 @@ TEST_F(InputFile, TracesHaveTheirOwnLimitAndError) {
   }
   const std::string text = "{\"traceEvents\": []}";
   EXPECT_EQ(read_trace_input(write("t.json", text)), text);
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The trace error for reading `path` with a limit of `max_bytes`; "" when read.
+std::string trace_error(const fs::path& path, std::uint64_t max_bytes) {
+  try {
+    (void)read_trace_input(path, max_bytes);
+  } catch (const TraceError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A trace named *.gz is read as the writer writes it: gzip, one member or several
+// (`cat a.gz b.gz`), with the limit on what it holds, not on its compressed size.
+TEST_F(InputFile, DecompressesTracesNamedGz) {
+  std::string text = "{\"traceEvents\": [";
+  for (int i = 0; i < 20000; ++i) text += "{\"ph\":\"M\",\"pid\":" + std::to_string(i) + "},";
+  text += "{}]}";
+  const fs::path gz = dir_ / "t.json.gz";
+  write_file_atomically(gz, text);
+  ASSERT_LT(fs::file_size(gz), text.size() / 4) << "the writer did not compress";
+  EXPECT_EQ(read_trace_input(gz), text);
+
+  const fs::path twice = dir_ / "twice.json.gz";
+  const std::string packed = slurp(gz);
+  (void)write("twice.json.gz", packed + packed);
+  EXPECT_EQ(read_trace_input(twice), text + text);
+
+  EXPECT_EQ(trace_error(gz, text.size()), "");
+  EXPECT_EQ(trace_error(gz, text.size() - 1), gz.string() + ": larger than " +
+                                                  byte_size_text(text.size() - 1) +
+                                                  " uncompressed, the limit for a Chrome trace");
+  const fs::path cut = write("cut.json.gz", packed.substr(0, packed.size() / 2));
+  EXPECT_EQ(trace_error(cut, 1 << 20), cut.string() + ": not valid gzip: the data ends early");
+  const fs::path plain = write("plain.json.gz", text);
+  EXPECT_EQ(trace_error(plain, 1 << 20), plain.string() + ": not valid gzip data");
+  const fs::path tail = write("tail.json.gz", packed + "garbage");
+  EXPECT_EQ(trace_error(tail, 1 << 20), tail.string() + ": not valid gzip data");
 }
 
 TEST(ByteSizeText, NamesTheLargestWholeUnit) {

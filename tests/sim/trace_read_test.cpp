@@ -262,7 +262,9 @@ std::string events(std::initializer_list<const char*> list) {
 }
 
 TEST(TraceRead, BadDocumentsNameTheFileAndPath) {
-  expect_error("{", "", "t.json: not valid JSON");
+  expect_error("{", "",
+               "t.json: malformed JSON at line 1, column 2: syntax error while parsing object key "
+               "- unexpected end of input; expected string literal");
   expect_error("[1, 2]", "", "t.json: a trace is a JSON object with traceEvents");
   expect_error("{}", "traceEvents", "t.json: traceEvents: missing");
   expect_error(R"({"traceEvents": 3})", "traceEvents", "t.json: traceEvents: expected an array");
@@ -270,6 +272,24 @@ TEST(TraceRead, BadDocumentsNameTheFileAndPath) {
                "t.json: traceEvents[0]: expected an object");
   expect_error(R"({"traceEvents": [{"name": "x"}]})", "traceEvents[0].ph",
                "t.json: traceEvents[0].ph: missing");
+}
+
+// The checks of every JSON input: a repeated key is refused rather than one of
+// its values silently kept, and nesting stops at the limit before any tree is
+// built.
+TEST(TraceRead, RepeatedKeysAndDeepNestingAreRefused) {
+  expect_error(R"({"traceEvents": [], "traceEvents": []})", "traceEvents",
+               "t.json: traceEvents: the key appears twice in its object");
+  const std::string deep =
+      R"({"traceEvents": [], "x": )" + std::string(100, '[') + std::string(100, ']') + "}";
+  try {
+    read(deep);
+    ADD_FAILURE() << "expected TraceError";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("nest deeper than 64 levels, the limit for JSON inputs"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(TraceRead, BadSlicesNameTheField) {
