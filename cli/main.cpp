@@ -95,6 +95,7 @@ int run_reporting_errors(const std::function<int()>& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pipescope::check_standard_output_writes();
   CLI::App app{"PipeScope: plan, simulate and check pipeline-parallel training (GPipe and after)",
                "pipescope"};
   app.require_subcommand(1);
@@ -124,8 +125,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : kExitUsage;
+    const int code = app.exit(e);  // --help and --version are checked like any output
+    return finish(code == 0 ? 0 : kExitUsage);
   }
 
   pipescope::install_signal_handlers();

@@ -7,6 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <ext/stdio_sync_filebuf.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -30,6 +32,8 @@ namespace {
 // reserve_standard_output_for_data() has sent the rest of stdout to stderr.
 std::atomic<int> g_data_fd{STDOUT_FILENO};
 std::atomic<bool> g_unnamed{true};
+// The reason the first write to standard output failed (check_standard_output_writes).
+std::atomic<int> g_stdout_error{0};
 
 constexpr int kMaxLinks = 40;     // as the kernel follows
 constexpr int kMaxAttempts = 64;  // random temporary names tried
@@ -279,11 +283,48 @@ void reserve_standard_output_for_data() {
   g_data_fd.store(data);
 }
 
+namespace {
+
+// Standard output's writes, made by stdio: every byte or the reason it failed.
+// A short count tells stdio the write failed.
+ssize_t write_standard_output(void* /*cookie*/, const char* data, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(STDOUT_FILENO, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int none = 0;
+      g_stdout_error.compare_exchange_strong(none, n < 0 ? errno : EIO);
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+}  // namespace
+
+void check_standard_output_writes() {
+  static bool installed = false;
+  if (installed) return;
+  FILE* checked = fopencookie(nullptr, "w", {nullptr, write_standard_output, nullptr, nullptr});
+  if (checked == nullptr) return;  // stdio keeps the flag, without the reason
+  std::cout.flush();
+  std::fflush(stdout);
+  if (::isatty(STDOUT_FILENO) != 0) std::setvbuf(checked, nullptr, _IOLBF, BUFSIZ);
+  stdout = checked;
+  // std::cout writes through stdout, in order with printf, as before.
+  static __gnu_cxx::stdio_sync_filebuf<char> cout_buffer(checked);
+  std::cout.rdbuf(&cout_buffer);
+  installed = true;
+}
+
 void finish_standard_output() {
   std::cout.flush();
   errno = 0;
   const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
-  const int err = errno != 0 ? errno : EIO;
+  const int recorded = g_stdout_error.load();
+  const int err = recorded != 0 ? recorded : errno != 0 ? errno : EIO;
   if (failed && err != EPIPE) throw OutputError("standard output", "cannot write", err);
 }
 

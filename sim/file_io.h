@@ -51,6 +51,11 @@ bool is_standard_output(const std::filesystem::path& path);
 // prints there (summaries, notes) goes to standard error, so the two never mix.
 void reserve_standard_output_for_data();
 
+// Makes standard output (printf and std::cout alike) remember why its first
+// write failed, which stdio itself forgets: "No space left on device" rather
+// than a guess. Call once, first thing in main().
+void check_standard_output_writes();
+
 // Flushes and checks standard output (and the data descriptor, when reserved):
 // throws OutputError("standard output", ...) when a write failed, e.g. on a
 // full disk. A reader that went away (EPIPE) is not an error: the caller ends
