@@ -110,6 +110,7 @@ int run_compare(const CompareOptions& o) {
                                   "(edited by hand?)");
     }
     if (o.backend == "cpu") exec::check_plan_fits_host(plan, o.plan);
+    if (gpus) check_plan_fits_gpus(plan, o.plan, gpus->gpus);
     if (o.profile) given = std::make_shared<const Profile>(read_profile_file(*o.profile));
     profile_label = o.profile ? *o.profile
                               : std::string(mpi ? "a profile measured before each round's steps "
@@ -117,7 +118,10 @@ int run_compare(const CompareOptions& o) {
                                                 : "a profile measured before each round's steps");
     if (given) given_scenario = exec::cpu_scenario(plan, model, given, profile_label);
 #ifdef PIPESCOPE_HAVE_MPI
-    if (job) job->require_devices(plan.schedule_ops().devices(), o.plan);
+    if (job) {
+      job->require_devices(plan.schedule_ops().devices(), o.plan);
+      job->check_memory(plan, o.plan, /*on_gpu=*/false);
+    }
 #endif
   } catch (const std::exception& e) {
 #ifdef PIPESCOPE_HAVE_MPI

@@ -4,6 +4,9 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+
+#include "sim/plan.h"
 
 namespace pipescope::exec {
 class Device;
@@ -15,6 +18,11 @@ struct GpuStages {
   int gpus = 0;
   std::function<std::shared_ptr<exec::Device>(int stage, int device)> stage_device;
 };
+
+// Throws std::invalid_argument naming plan_file when a GPU cannot hold what the
+// plan's devices placed on it need (exec/plan_runner.h), device d on GPU d mod
+// `gpus`. A GPU whose free memory cannot be read is not checked.
+void check_plan_fits_gpus(const Plan& plan, const std::string& plan_file, int gpus);
 
 // Throws std::runtime_error saying why there are none: no GPU visible (with
 // the driver's reason), or this pipescope built without CUDA.

@@ -2,7 +2,15 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
+
+#include "exec/host_memory.h"
+#include "exec/plan_runner.h"
+#ifdef PIPESCOPE_HAVE_NCCL
+#include "exec/cuda/gpu.h"
+#include "exec/mpi/nccl_transport.h"
+#endif
 
 namespace pipescope::cli {
 
@@ -30,6 +38,76 @@ void MpiJob::require_devices(int devices, const std::string& plan_file) const {
   throw std::invalid_argument(plan_file + ": the plan runs on " + std::to_string(devices) +
                               " devices but this MPI job has " + std::to_string(size()) +
                               " processes; start it with mpirun -np " + std::to_string(devices));
+}
+
+std::vector<int> MpiJob::node_ranks() const {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &node);
+  int count = 0;
+  MPI_Comm_size(node, &count);
+  std::vector<int> ranks(static_cast<std::size_t>(count));
+  const int me = rank();
+  MPI_Allgather(&me, 1, MPI_INT, ranks.data(), 1, MPI_INT, node);
+  MPI_Comm_free(&node);
+  return ranks;
+}
+
+void MpiJob::agree(const std::function<void()>& check) const {
+  std::string message;
+  try {
+    check();
+  } catch (const std::exception& e) {
+    message = e.what();
+    if (message.empty()) message = "a check failed";
+  }
+  const int mine = message.empty() ? size() : rank();
+  int first = size();
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == size()) return;
+  int length = static_cast<int>(message.size());
+  MPI_Bcast(&length, 1, MPI_INT, first, MPI_COMM_WORLD);
+  message.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(message.data(), length, MPI_CHAR, first, MPI_COMM_WORLD);
+  throw std::invalid_argument(message);
+}
+
+namespace {
+
+// The memory this rank's devices share with the others of its pool, if known.
+std::optional<exec::MemoryPool> rank_pool(const MpiJob& job, bool on_gpu) {
+  if (on_gpu) {
+#ifdef PIPESCOPE_HAVE_NCCL
+    int gpu = 0;
+    try {
+      gpu = exec::local_gpu();
+    } catch (const std::exception&) {
+      return {};  // the run itself says why there is no GPU
+    }
+    const std::optional<Bytes> free = exec::cuda::free_gpu_memory(gpu);
+    if (!free) return {};
+    return exec::MemoryPool{
+        "on GPU " + std::to_string(gpu) + " of rank " + std::to_string(job.rank()),
+        *free,
+        "cudaMemGetInfo",
+        {job.rank()}};
+#else
+    return {};
+#endif
+  }
+  const std::optional<exec::HostMemory> host = exec::host_memory_available();
+  if (!host) return {};
+  return exec::MemoryPool{"on the node of rank " + std::to_string(job.rank()), host->bytes,
+                          host->source, job.node_ranks()};
+}
+
+}  // namespace
+
+void MpiJob::check_memory(const Plan& plan, const std::string& plan_file, bool on_gpu) const {
+  // Every rank asks for its node's ranks (a collective) before any may fail.
+  const std::optional<exec::MemoryPool> pool = rank_pool(*this, on_gpu);
+  agree([&] {
+    if (pool) exec::check_plan_fits(plan, plan_file, {*pool});
+  });
 }
 #endif
 

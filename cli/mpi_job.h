@@ -7,8 +7,11 @@
 // (MPI_Abort), so no other rank waits for it forever.
 
 #include <exception>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "sim/plan.h"
 #ifdef PIPESCOPE_HAVE_MPI
 #include "exec/mpi/mpi_transport.h"
 #endif
@@ -32,6 +35,18 @@ class MpiJob {
   // Throws std::invalid_argument naming `plan_file` unless the job has one
   // process per device.
   void require_devices(int devices, const std::string& plan_file) const;
+  // The ranks on this rank's node (they share its memory), this one included.
+  std::vector<int> node_ranks() const;
+  // Runs check() on every rank; when it threw on any, throws the message of the
+  // lowest such rank as std::invalid_argument on every rank, so that a check
+  // only some ranks fail (one node short of memory) is still met by all alike.
+  // Every rank must call it.
+  void agree(const std::function<void()>& check) const;
+  // Before anything is allocated, on every rank (agree): the devices of this
+  // node's ranks fit in its memory (rank r runs device r), or with `on_gpu`
+  // this rank's stages fit in its GPU's. A memory that cannot be read is not
+  // checked.
+  void check_memory(const Plan& plan, const std::string& plan_file, bool on_gpu) const;
 
  private:
   exec::MpiSession session_;

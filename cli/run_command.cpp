@@ -185,6 +185,7 @@ int run_mpi(const RunOptions& o) {
     spec = exec::plan_model(plan, o.plan);
     run = run_options(o);
     job.require_devices(plan.schedule_ops().devices(), o.plan);
+    job.check_memory(plan, o.plan, o.device == "cuda");
     if (o.device == "cuda") use_gpus(run);
   } catch (const std::exception& e) {
     return job.input_error(e);
@@ -225,6 +226,7 @@ int run_run(const RunOptions& o) {
   std::string where = "on the CPU (one thread per stage)";
   if (o.backend == "cuda") {
     const GpuStages gpus = gpu_stages();
+    check_plan_fits_gpus(plan, o.plan, gpus.gpus);
     run.stage_device = gpus.stage_device;
     where = "on " + std::to_string(gpus.gpus) + (gpus.gpus == 1 ? " GPU" : " GPUs") +
             " (a stream per stage)";

@@ -63,23 +63,36 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
       << "\n\n";
 }
 
+namespace {
+
+std::string layer_range(const StageCost& c) {
+  return std::to_string(c.layers.first_layer) + "-" + std::to_string(c.layers.last_layer) + " (" +
+         std::to_string(c.layers.layer_count()) + ")";
+}
+
+}  // namespace
+
 void print_stage_table(std::ostream& out, const SimResult& r) {
   // With chunks, device d runs stages d, d + K, ...: the memory is the device's.
   const bool chunked = r.chunks > 1;
-  out << pad("stage", 5) << (chunked ? pad("device", 7) : "") << pad("layers", 14)
-      << pad("params", 10) << pad("forward", 11) << pad("backward", 11) << pad("recompute", 11)
-      << pad("peak memory / capacity", 28) << "\n";
+  // Columns as wide as their widest cell and a space, at least as their title.
+  std::size_t layers_width = 14;
+  for (const StageCost& c : r.stage_costs) {
+    layers_width = std::max(layers_width, layer_range(c).size() + 1);
+  }
+  const std::size_t stage_width =
+      std::max<std::size_t>(5, std::to_string(r.stage_costs.size()).size());
+  out << pad("stage", stage_width) << (chunked ? pad("device", 7) : "")
+      << pad("layers", layers_width) << pad("params", 10) << pad("forward", 11)
+      << pad("backward", 11) << pad("recompute", 11) << pad("peak memory / capacity", 28) << "\n";
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
     const StageCost& c = r.stage_costs[s];
     const std::size_t device = s % static_cast<std::size_t>(r.stages);
     const DeviceMetrics& d = r.metrics.devices.at(device);
-    const std::string layers = std::to_string(c.layers.first_layer) + "-" +
-                               std::to_string(c.layers.last_layer) + " (" +
-                               std::to_string(c.layers.layer_count()) + ")";
     const std::string mem = format_bytes(static_cast<double>(d.peak_memory)) + " / " +
                             format_bytes(static_cast<double>(d.memory_capacity));
-    out << pad(std::to_string(s), 5) << (chunked ? pad(std::to_string(device), 7) : "")
-        << pad(layers, 14) << pad(format_count(static_cast<double>(c.params)), 10)
+    out << pad(std::to_string(s), stage_width) << (chunked ? pad(std::to_string(device), 7) : "")
+        << pad(layer_range(c), layers_width) << pad(format_count(static_cast<double>(c.params)), 10)
         << pad(format_seconds(simtime_to_seconds(c.forward)), 11)
         << pad(format_seconds(simtime_to_seconds(c.backward)), 11)
         << pad(r.remat != Remat::kNever ? format_seconds(simtime_to_seconds(c.recompute)) : "-", 11)

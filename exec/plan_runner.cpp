@@ -39,7 +39,7 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
   return spec;
 }
 
-HostMemoryNeed plan_host_memory(const Plan& plan) {
+std::vector<HostMemoryNeed> plan_device_memory(const Plan& plan) {
   // The plan's model in fp32, what the executor computes in, on the nominal cpu
   // device: only sizes matter here, not times.
   PS_CHECK(!plan.model_spec.is_null(), "the executor runs models given by their family");
@@ -48,26 +48,67 @@ HostMemoryNeed plan_host_memory(const Plan& plan) {
   const Scenario sc =
       cpu_scenario(plan, parse_model(spec, plan.scenario_name, "model.spec"), nullptr, "");
   const SimResult r = simulate(sc, plan_sim_config(plan));
-  HostMemoryNeed need;
-  for (const StageCost& c : r.stage_costs) need.state += c.static_bytes;
-  for (const DeviceMetrics& d : r.metrics.devices) need.activations += d.peak_memory;
-  need.activations -= need.state;
+  std::vector<HostMemoryNeed> need(r.metrics.devices.size());
+  // Stage s lives on device s mod K (plans are checked to say so).
+  for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
+    need[s % need.size()].state += r.stage_costs[s].static_bytes;
+  }
+  for (std::size_t d = 0; d < need.size(); ++d) {
+    need[d].activations = r.metrics.devices[d].peak_memory - need[d].state;
+  }
   return need;
+}
+
+HostMemoryNeed plan_host_memory(const Plan& plan) {
+  HostMemoryNeed sum;
+  for (const HostMemoryNeed& d : plan_device_memory(plan)) {
+    sum.state += d.state;
+    sum.activations += d.activations;
+  }
+  return sum;
+}
+
+void check_plan_fits(const Plan& plan, const std::string& plan_file,
+                     const std::vector<MemoryPool>& pools) {
+  const std::vector<HostMemoryNeed> per_device = plan_device_memory(plan);
+  const auto bytes = [](Bytes b) { return format_bytes(static_cast<double>(b)); };
+  for (const MemoryPool& pool : pools) {
+    HostMemoryNeed need;
+    for (const int d : pool.devices) {
+      PS_CHECK(d >= 0 && d < static_cast<int>(per_device.size()), "memory pool device");
+      need.state += per_device[static_cast<std::size_t>(d)].state;
+      need.activations += per_device[static_cast<std::size_t>(d)].activations;
+    }
+    if (need.total() <= pool.available) continue;
+    throw std::invalid_argument(
+        plan_file + ": this plan of scenario '" + plan.scenario_name + "' needs " +
+        bytes(need.total()) + " to run " + pool.name + " (" + bytes(need.state) +
+        " of fp32 weights, gradients and optimizer state and " + bytes(need.activations) +
+        " of activations kept by its " + std::string(to_string(plan.schedule)) +
+        " schedule), but it has " + bytes(pool.available) + " available (" + pool.source +
+        "); make a plan with a smaller batch or model, more micro-batches or remat");
+  }
+}
+
+std::vector<MemoryPool> gpu_memory_pools(
+    int devices, int gpus, const std::function<std::optional<Bytes>(int)>& free_bytes) {
+  std::vector<MemoryPool> pools;
+  for (int g = 0; g < gpus && g < devices; ++g) {
+    const std::optional<Bytes> free = free_bytes(g);
+    if (!free) continue;
+    MemoryPool pool{"on GPU " + std::to_string(g), *free, "cudaMemGetInfo", {}};
+    for (int d = g; d < devices; d += gpus) pool.devices.push_back(d);
+    pools.push_back(std::move(pool));
+  }
+  return pools;
 }
 
 void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
   const std::optional<HostMemory> host = host_memory_available();
   if (!host) return;  // nothing to compare with: let the run try
-  const HostMemoryNeed need = plan_host_memory(plan);
-  if (need.total() <= host->bytes) return;
-  const auto bytes = [](Bytes b) { return format_bytes(static_cast<double>(b)); };
-  throw std::invalid_argument(
-      plan_file + ": this plan of scenario '" + plan.scenario_name + "' needs " +
-      bytes(need.total()) + " to run here (" + bytes(need.state) +
-      " of fp32 weights, gradients and optimizer state and " + bytes(need.activations) +
-      " of activations kept by its " + std::string(to_string(plan.schedule)) +
-      " schedule), but this machine has " + bytes(host->bytes) + " available (" + host->source +
-      "); make a plan with a smaller batch or model, more micro-batches or remat");
+  MemoryPool pool{"on this machine", host->bytes, host->source, {}};
+  for (int d = 0; d < plan.schedule_ops().devices(); ++d) pool.devices.push_back(d);
+  check_plan_fits(plan, plan_file, {pool});
 }
 
 std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,18 +37,39 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file);
 
 // What one pipeline replica of the plan holds at its peak in the executor's
 // fp32, by PipeScope's own memory model (the simulated memory curve of each
-// device), summed over the replica's devices, which on the CPU backend all live
-// in one process.
+// device).
 struct HostMemoryNeed {
   Bytes state = 0;        // weights, gradients and optimizer state
   Bytes activations = 0;  // what the schedule keeps at once, beyond the state
   Bytes total() const { return state + activations; }
 };
+// One entry per device of the replica.
+std::vector<HostMemoryNeed> plan_device_memory(const Plan& plan);
+// Summed over the replica's devices, which on the CPU backend all live in one
+// process.
 HostMemoryNeed plan_host_memory(const Plan& plan);
 
-// Throws std::invalid_argument naming plan_file and scenario when
-// plan_host_memory exceeds what this machine has available
-// (host_memory_available), before anything is allocated.
+// A memory some of the plan's devices share: this machine's (every device on
+// the CPU backend), a node's (its ranks under MPI), a GPU's (the devices placed
+// on it).
+struct MemoryPool {
+  std::string name;     // "this machine", "this node", "GPU 1"
+  Bytes available = 0;  // what it can still take
+  std::string source;   // where that figure comes from
+  std::vector<int> devices;
+};
+
+// Throws std::invalid_argument naming plan_file and scenario, the pool and both
+// figures, for the first pool that cannot hold what its devices need
+// (plan_device_memory), before anything is allocated.
+void check_plan_fits(const Plan& plan, const std::string& plan_file,
+                     const std::vector<MemoryPool>& pools);
+// The pools of a run on `gpus` GPUs with device d on GPU d mod gpus, each with
+// what `free_bytes(gpu)` says is free; a GPU it cannot tell about is left out.
+std::vector<MemoryPool> gpu_memory_pools(
+    int devices, int gpus, const std::function<std::optional<Bytes>(int)>& free_bytes);
+// The CPU backend's check: every device in this machine's memory
+// (host_memory_available); nothing is checked when that cannot be read.
 void check_plan_fits_host(const Plan& plan, const std::string& plan_file);
 
 struct PlanRunOptions {

@@ -18,4 +18,15 @@ GpuAvailability visible_gpus() {
   return a;
 }
 
+std::optional<std::int64_t> free_gpu_memory(int gpu) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(gpu) != cudaSuccess) return {};
+  std::size_t free = 0;
+  std::size_t total = 0;
+  const bool known = cudaMemGetInfo(&free, &total) == cudaSuccess;
+  cudaSetDevice(previous);
+  if (!known) return {};
+  return static_cast<std::int64_t>(free);
+}
+
 }  // namespace pipescope::exec::cuda

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -153,6 +154,29 @@ TEST_F(MpiCli, TheWrongNumberOfProcessesIsRefusedOnce) {
   ASSERT_NE(at, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed by more than one rank";
 }
+// A plan larger than the node's memory is refused before any rank allocates,
+// by every rank alike, and said once, naming the node's memory.
+TEST_F(MpiCli, APlanLargerThanTheNodeIsRefusedOnce) {
+  nlohmann::json plan = nlohmann::json::parse(slurp(plan_));
+  const std::int64_t batch = std::int64_t{1} << 32;  // terabytes of activations
+  plan["global_batch"] = batch;
+  plan["micro_batch_size"] = batch / 4;
+  const fs::path huge = temp("mpi_huge_plan.json");
+  { std::ofstream(huge) << plan.dump(2); }
+  for (const char* command : {"run", "compare"}) {
+    const CliResult r = run_under(
+        mpirun(2), std::string(command) + " " + huge.string() + " --backend mpi --steps 3");
+    EXPECT_EQ(r.status, 1) << command << "\n" << r.err;
+    const std::string want = huge.string() + ": this plan of scenario 'cpu-small' needs ";
+    const std::size_t at = r.err.find(want);
+    ASSERT_NE(at, std::string::npos) << command << "\n" << r.err;
+    EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed by more than one rank";
+    EXPECT_NE(r.err.find("to run on the node of rank 0 ("), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+  }
+  fs::remove(huge);
+}
+
 // profile --backend mpi measures the layers and the MPI transport; compare
 // --backend mpi predicts from that profile (or one it measures itself) and
 // runs the plan over MPI.

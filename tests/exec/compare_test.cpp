@@ -234,6 +234,64 @@ TEST(PlanRunner, HostMemoryIsThePlansSimulatedPeakInFp32) {
   EXPECT_EQ(twice.activations, 2 * remat.activations);
 }
 
+// Each device holds its stages' state and what its schedule keeps; the sum is
+// the host's need.
+TEST(PlanRunner, DeviceMemoryIsEachDevicesPeak) {
+  const ModelSpec m = tiny_transformer(4);
+  Plan plan = plan_of(m, 2, 4, Remat::kNever);
+  plan.model_spec = model_spec_json(m);
+  const std::vector<HostMemoryNeed> each = plan_device_memory(plan);
+  ASSERT_EQ(each.size(), 2u);
+  const HostMemoryNeed all = plan_host_memory(plan);
+  EXPECT_EQ(each[0].state + each[1].state, all.state);
+  EXPECT_EQ(each[0].activations + each[1].activations, all.activations);
+  EXPECT_GT(each[0].state, 0);
+  EXPECT_GT(each[1].state, 0);
+}
+
+// A pool that holds exactly what its devices need passes; one byte less is
+// refused, naming the pool, its source and the plan; other pools' devices do not
+// count against it.
+TEST(PlanRunner, EachMemoryPoolMustHoldItsDevices) {
+  const ModelSpec m = tiny_transformer(4);
+  Plan plan = plan_of(m, 2, 4, Remat::kNever);
+  plan.model_spec = model_spec_json(m);
+  const std::vector<HostMemoryNeed> each = plan_device_memory(plan);
+  const Bytes first = each[0].total();
+  const Bytes second = each[1].total();
+  EXPECT_NO_THROW(check_plan_fits(
+      plan, "p.json", {{"on GPU 0", first, "test", {0}}, {"on GPU 1", second, "test", {1}}}));
+  EXPECT_NO_THROW(check_plan_fits(plan, "p.json", {{"here", first + second, "test", {0, 1}}}));
+  try {
+    check_plan_fits(plan, "p.json",
+                    {{"on GPU 0", first, "test", {0}}, {"on GPU 1", second - 1, "probe", {1}}});
+    FAIL() << "expected the second pool to be refused";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("p.json: this plan of scenario '", 0), 0u) << what;
+    EXPECT_NE(what.find("to run on GPU 1 ("), std::string::npos) << what;
+    EXPECT_NE(what.find(" available (probe)"), std::string::npos) << what;
+  }
+}
+
+// Device d on GPU d mod G; a GPU whose free memory is unknown is not a pool.
+TEST(PlanRunner, GpuPoolsFollowThePlacement) {
+  const auto free = [](int gpu) -> std::optional<Bytes> {
+    if (gpu == 1) return std::nullopt;
+    return Bytes{1000} * (gpu + 1);
+  };
+  const std::vector<MemoryPool> pools = gpu_memory_pools(5, 3, free);
+  ASSERT_EQ(pools.size(), 2u);
+  EXPECT_EQ(pools[0].name, "on GPU 0");
+  EXPECT_EQ(pools[0].available, 1000);
+  EXPECT_EQ(pools[0].devices, (std::vector<int>{0, 3}));
+  EXPECT_EQ(pools[1].name, "on GPU 2");
+  EXPECT_EQ(pools[1].available, 3000);
+  EXPECT_EQ(pools[1].devices, (std::vector<int>{2}));
+  // More GPUs than devices: the spare GPUs hold nothing and are left out.
+  EXPECT_EQ(gpu_memory_pools(2, 4, free).size(), 1u);
+}
+
 TEST(PlanRunner, MeasuredStepsAreNamedForAnyNumberOfSteps) {
   EXPECT_EQ(measured_steps_label(20, 1), "median of steps 2-20");
   EXPECT_EQ(measured_steps_label(2, 1), "step 2");
