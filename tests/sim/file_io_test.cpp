@@ -28,6 +28,7 @@
 #include "sim/cancel.h"
 #include "sim/file_io.h"
 #include "sim/signals.h"
+#include "tests/open_files.h"
 
 namespace pipescope {
 namespace {
@@ -338,21 +339,6 @@ pid_t start_writer(const fs::path& out, bool unnamed, Stuck stuck, rlim_t file_l
   return pid;
 }
 
-// Waits until the child has a file open in `dir` (an unnamed temporary shows in
-// /proc/PID/fd as "DIR/#INODE (deleted)"), or until it ended; a minute at most.
-void wait_until_writing(pid_t pid, const fs::path& dir) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::error_code ec;
-    for (const auto& fd : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
-      const std::string target = fs::read_symlink(fd.path(), ec).string();
-      if (target.rfind(dir.string() + "/", 0) == 0) return;
-    }
-    if (ec) return;  // the child is gone
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 int wait_status(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -363,7 +349,7 @@ TEST_F(FileIo, EachStopSignalEndsTheWriteAndLeavesNothing) {
   for (const bool unnamed : {true, false}) {
     for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
       const pid_t pid = start_writer(dir_ / "out.json", unnamed, Stuck::kWriting);
-      wait_until_writing(pid, dir_);
+      (void)testing::wait_until_writing_in(pid, dir_);
       ::kill(pid, sig);
       const int status = wait_status(pid);
       ASSERT_TRUE(WIFEXITED(status)) << "signal " << sig;
@@ -377,7 +363,7 @@ TEST_F(FileIo, EachStopSignalEndsTheWriteAndLeavesNothing) {
 // handler removes the named temporary first.
 TEST_F(FileIo, ASecondInterruptEndsAStuckWriteAndLeavesNothing) {
   const pid_t pid = start_writer(dir_ / "out.json", false, Stuck::kIdle);
-  wait_until_writing(pid, dir_);
+  (void)testing::wait_until_writing_in(pid, dir_);
   ::kill(pid, SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ::kill(pid, SIGINT);
@@ -392,7 +378,7 @@ TEST_F(FileIo, ASecondInterruptEndsAStuckWriteAndLeavesNothing) {
 TEST_F(FileIo, BrokenPipeAndKillLeaveNothing) {
   for (const auto& [sig, unnamed] : {std::pair{SIGPIPE, false}, std::pair{SIGKILL, true}}) {
     const pid_t pid = start_writer(dir_ / "out.json", unnamed, Stuck::kIdle);
-    wait_until_writing(pid, dir_);
+    (void)testing::wait_until_writing_in(pid, dir_);
     ::kill(pid, sig);
     const int status = wait_status(pid);
     ASSERT_TRUE(WIFSIGNALED(status));
