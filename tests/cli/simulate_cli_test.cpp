@@ -27,6 +27,21 @@ std::set<std::string> keys(const nlohmann::json& j) {
   return out;
 }
 
+// A stage's layer range as wide as "8002-16001 (8000)" still stands apart
+// from its stage number: the columns grow with their widest cell.
+TEST(SimulateCli, StageTableColumnsNeverRunTogether) {
+  const CliResult r = run("simulate " + kDemo + " --set model.layers=16000 -K 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::size_t header = r.out.find("stage ");
+  ASSERT_NE(header, std::string::npos) << r.out;
+  const std::size_t row = r.out.find('\n', header) + 1;
+  const std::size_t next = r.out.find('\n', row) + 1;
+  EXPECT_EQ(r.out.substr(row, r.out.find('\n', row) - row).find("    0     0-8001 (8002)"), 0u)
+      << r.out;
+  EXPECT_EQ(r.out.substr(next, r.out.find('\n', next) - next).find("    1 8002-16001 (8000)"), 0u)
+      << r.out;
+}
+
 TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   const CliResult r = run("simulate " + kDemo + " --json");
   ASSERT_EQ(r.status, 0) << r.err;
