@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
-FUZZ_TARGETS="${FUZZ_TARGETS:-fuzz_scenario fuzz_plan fuzz_profile fuzz_schedule_csv fuzz_hf_config fuzz_trace}"
+FUZZ_TARGETS="${FUZZ_TARGETS:-fuzz_scenario fuzz_plan fuzz_profile fuzz_schedule_csv fuzz_hf_config fuzz_trace fuzz_trace_gz}"
 build="build-fuzz"
 
 echo "== configure and build $build (clang, libFuzzer, ASan + UBSan)"
@@ -32,6 +32,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 dict_of() {
   case "$1" in
     fuzz_schedule_csv) echo fuzz/schedule_csv.dict ;;
+    fuzz_trace_gz) echo fuzz/gzip.dict ;;
     *) echo fuzz/json.dict ;;
   esac
 }
