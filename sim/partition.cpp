@@ -202,13 +202,33 @@ void check_problem(const PartitionProblem& p) {
 }  // namespace
 
 SimTime stage_time(const PartitionProblem& p, int first, int last) {
-  check_problem(p);
-  return time_of(Prefix(p), first, last);
+  return StagePrices(p).time(first, last);
 }
 
 Bytes stage_memory(const PartitionProblem& p, int first, int last) {
+  return StagePrices(p).memory(first, last);
+}
+
+struct StagePrices::Sums : Prefix {
+  using Prefix::Prefix;
+};
+
+StagePrices::StagePrices(const PartitionProblem& p) : p_(p) {
   check_problem(p);
-  return memory_of(p, Prefix(p), first, last);
+  sums_ = std::make_unique<const Sums>(p);
+}
+StagePrices::~StagePrices() = default;
+
+SimTime StagePrices::time(int first, int last) const {
+  return time_of(*sums_, first, last);
+}
+
+SimTime StagePrices::compute(int first, int last) const {
+  return sums_->compute_of(first, last);
+}
+
+Bytes StagePrices::memory(int first, int last) const {
+  return memory_of(p_, *sums_, first, last);
 }
 
 PartitionResult partition_optimal(const PartitionProblem& p) {
@@ -285,31 +305,6 @@ std::vector<StageRange> partition_min_variance(const PartitionProblem& p) {
   return dp_partition<double>(static_cast<int>(p.layers.size()), p.stages, square, square, kNever,
                               kAlways, plus)
       ->second;
-}
-
-namespace {
-
-// The busiest device's work when device d runs stages d, d + K, ...
-SimTime busiest_device(const PartitionProblem& p, const std::vector<StageRange>& cut, int K) {
-  std::vector<SimTime> load(static_cast<std::size_t>(K), 0);
-  for (std::size_t s = 0; s < cut.size(); ++s) {
-    load[s % static_cast<std::size_t>(K)] += stage_time(p, cut[s].first_layer, cut[s].last_layer);
-  }
-  return *std::max_element(load.begin(), load.end());
-}
-
-}  // namespace
-
-std::vector<StageRange> balance_chunked_devices(const PartitionProblem& p,
-                                                std::vector<StageRange> best, int K) {
-  std::vector<StageRange> even = partition_min_variance(p);
-  if (even.size() != best.size()) return best;
-  if (p.memory_capacity) {
-    for (const StageRange& r : even) {
-      if (stage_memory(p, r.first_layer, r.last_layer) > *p.memory_capacity) return best;
-    }
-  }
-  return busiest_device(p, even, K) < busiest_device(p, best, K) ? even : best;
 }
 
 }  // namespace pipescope

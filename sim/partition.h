@@ -3,6 +3,7 @@
 // "Partitioner").
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -92,6 +93,25 @@ SimTime stage_time(const PartitionProblem& p, int first, int last);
 //                      forwards_first, nor when n = 1).
 Bytes stage_memory(const PartitionProblem& p, int first, int last);
 
+// stage_time and stage_memory of one problem, O(1) each after O(layers) to
+// set up; the problem must outlive it.
+class StagePrices {
+ public:
+  explicit StagePrices(const PartitionProblem& p);
+  ~StagePrices();
+  StagePrices(const StagePrices&) = delete;
+  StagePrices& operator=(const StagePrices&) = delete;
+  SimTime time(int first, int last) const;
+  Bytes memory(int first, int last) const;
+  // time() without the transfers: never less for a stage with more layers.
+  SimTime compute(int first, int last) const;
+
+ private:
+  struct Sums;
+  const PartitionProblem& p_;
+  std::unique_ptr<const Sums> sums_;
+};
+
 // Exact minimum of the slowest stage subject to memory, by dynamic programming
 // over (stages, prefix) with pruning; ties go to the cut found first.
 PartitionResult partition_optimal(const PartitionProblem& p);
@@ -104,13 +124,5 @@ std::vector<StageRange> min_peak_memory_cut(const PartitionProblem& p);
 std::vector<StageRange> partition_params(const PartitionProblem& p);
 // Exact minimum of the variance of the stages' forward + backward times.
 std::vector<StageRange> partition_min_variance(const PartitionProblem& p);
-
-// For K devices that each run several stages (device d runs d, d + K, ...): a
-// device's time is the sum of its stages', and the least slowest stage, which
-// many cuts share, can still load one device with two large stages. Returns
-// `best` or the cut of least variance, which spreads the layers evenly, whichever
-// leaves less work on the busiest device, the latter only if it fits in memory.
-std::vector<StageRange> balance_chunked_devices(const PartitionProblem& p,
-                                                std::vector<StageRange> best, int K);
 
 }  // namespace pipescope

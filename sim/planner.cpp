@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/device_partition.h"
 #include "sim/format.h"
 #include "sim/parallel.h"
 
@@ -168,10 +169,7 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   const CostModel& cost = *cost_model;
   const PartitionProblem problem = partition_problem(
       replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule, c.chunks);
-  PartitionResult cut = partition_optimal(problem);
-  if (c.chunks > 1 && !cut.stages.empty()) {
-    cut.stages = balance_chunked_devices(problem, std::move(cut.stages), c.stages);
-  }
+  PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes);
   const auto reject = [&](const char* what, int index, Bytes needed) {
     c.memory_needed = needed;
     c.rejected = c.label() + ": " + what + std::to_string(index) + " needs " +
@@ -180,7 +178,7 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
                  (cut.stages.empty() ? " even in the cut that needs least" : "");
   };
   if (cut.stages.empty()) {
-    reject("stage ", *cut.fullest_stage, *cut.memory_needed);
+    reject(c.chunks > 1 ? "device " : "stage ", *cut.fullest_stage, *cut.memory_needed);
     return;
   }
   SimConfig config;
@@ -192,6 +190,9 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   config.custom = c.custom;
   config.data_parallel = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
   config.stage_ranges = cut.stages;
+  if (c.chunks > 1) {
+    config.stage_ranges = fastest_chunked_cut(replica, config, cost, problem, c.stages);
+  }
   config.record_timeline = false;
   c.result = simulate(replica, config, cost);
   c.fits = c.result.metrics.fits();

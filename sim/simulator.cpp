@@ -6,6 +6,7 @@
 
 #include "costmodels/check.h"
 #include "costmodels/profile.h"
+#include "sim/device_partition.h"
 #include "sim/engine.h"
 #include "sim/memory_tracker.h"
 
@@ -235,13 +236,13 @@ std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& co
   PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks);
   switch (method) {
     case PartitionMethod::kOptimal: {
-      PartitionResult r = partition_optimal(p);
-      if (r.stages.empty()) {
+      const int devices = stages / chunks;
+      PartitionResult r = partition_devices(p, devices, sc.cluster.device.memory_bytes);
+      if (r.stages.empty()) {  // nothing fits: the fastest cut, which the memory curve flags
         p.memory_capacity.reset();
-        r = partition_optimal(p);
+        r = partition_devices(p, devices, std::nullopt);
       }
-      return chunks > 1 ? balance_chunked_devices(p, std::move(r.stages), stages / chunks)
-                        : r.stages;
+      return r.stages;
     }
     case PartitionMethod::kParams:
       return partition_params(p);
@@ -251,6 +252,35 @@ std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& co
       break;
   }
   return partition_uniform(layers, stages);
+}
+
+std::vector<StageRange> fastest_chunked_cut(const Scenario& sc, SimConfig config,
+                                            const CostModel& cost, const PartitionProblem& p,
+                                            int devices) {
+  std::vector<std::vector<StageRange>> cuts;
+  for (std::vector<StageRange> cut :
+       {partition_optimal(p).stages,
+        partition_devices(p, devices, sc.cluster.device.memory_bytes).stages,
+        partition_min_variance(p)}) {
+    if (!cut.empty() && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) {
+      cuts.push_back(std::move(cut));
+    }
+  }
+  if (cuts.size() < 2) return cuts.empty() ? std::vector<StageRange>{} : cuts.front();
+  config.record_timeline = false;
+  config.timeline_sink = nullptr;
+  std::size_t best = 0;
+  std::optional<std::pair<bool, SimTime>> best_key;  // (does not fit, step time): least wins
+  for (std::size_t i = 0; i < cuts.size(); ++i) {
+    config.stage_ranges = cuts[i];
+    const Metrics m = simulate(sc, config, cost).metrics;
+    const std::pair<bool, SimTime> key{!m.fits(), m.step_time};
+    if (!best_key || key < *best_key) {
+      best_key = key;
+      best = i;
+    }
+  }
+  return cuts[best];
 }
 
 double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing) {
@@ -319,7 +349,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   if (config.stage_ranges) {
     ranges = *config.stage_ranges;
     PS_CHECK(static_cast<int>(ranges.size()) == r.K * r.chunks, "one stage range per stage");
-  } else {
+  } else if (config.partition == PartitionMethod::kOptimal && r.chunks > 1) {
+    const PartitionProblem p =
+        partition_problem(scenario, cost, r.K * r.chunks, r.M, r.remat, r.schedule, r.chunks);
+    ranges = fastest_chunked_cut(scenario, config, cost, p, r.K);
+  }
+  if (ranges.empty()) {
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
                               r.schedule, r.chunks);
   }

@@ -115,6 +115,19 @@ std::vector<StageRange> choose_partition(const Scenario& scenario, const CostMod
                                          Remat remat, ScheduleKind schedule = ScheduleKind::kGpipe,
                                          int chunks = 1);
 
+// With several stages a device (`devices` devices run p.stages stages, stage s
+// on device s mod devices): of the cut with the least slowest stage
+// (partition_optimal), the cut with the least busy busiest device
+// (partition_devices) and the cut of least stage-time variance, the one whose
+// simulated step under `config` is shortest, a cut that fits in memory before
+// one that does not. No one of those objectives predicts the step: a device's
+// total sets its share, but in an interleaved schedule a chunk much slower
+// than its neighbours also stalls the devices after it. Empty when the first
+// two find no cut that fits.
+std::vector<StageRange> fastest_chunked_cut(const Scenario& scenario, SimConfig config,
+                                            const CostModel& cost, const PartitionProblem& p,
+                                            int devices);
+
 // The slowdown of an op when `computing` devices compute at once on average:
 // linear between the cluster's measured points (concurrency_slowdown[n - 1] for
 // n devices), the last one beyond them, 1 for one device or none measured.

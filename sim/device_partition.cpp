@@ -1,0 +1,353 @@
+#include "sim/device_partition.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "costmodels/check.h"
+#include "sim/cancel.h"
+#include "sim/format.h"
+
+namespace pipescope {
+
+std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vector<StageRange>& cut,
+                                     int devices) {
+  PS_CHECK(devices >= 1, "need at least one device");
+  const StagePrices prices(p);
+  std::vector<DeviceLoad> load(static_cast<std::size_t>(devices));
+  for (std::size_t s = 0; s < cut.size(); ++s) {
+    DeviceLoad& d = load[s % load.size()];
+    d.time += prices.time(cut[s].first_layer, cut[s].last_layer);
+    d.memory += prices.memory(cut[s].first_layer, cut[s].last_layer);
+  }
+  return load;
+}
+
+namespace {
+
+// Transfers across many stages cost O(stages) each and are tried O(stages)
+// times a round: beyond this many stages only single boundary moves run.
+constexpr std::size_t kMaxTransferStages = 128;
+
+// What the search minimises, in order.
+struct Score {
+  SimTime busiest = 0;
+  double spread = 0.0;  // sum of squared device times, in double (ns^2 overflow)
+  friend bool operator<(const Score& a, const Score& b) {
+    return a.busiest != b.busiest ? a.busiest < b.busiest : a.spread < b.spread;
+  }
+};
+
+// One cut under search, with its stages' times and memory kept per stage so
+// that a moved boundary costs O(1) to price (plus a rescan of the devices
+// when the busiest one gets lighter).
+class Search {
+ public:
+  Search(const PartitionProblem& p, std::vector<StageRange> cut, int devices,
+         std::optional<Bytes> capacity)
+      : prices_(p), cut_(std::move(cut)), devices_(devices), capacity_(capacity) {
+    stage_time_.resize(cut_.size());
+    stage_memory_.resize(cut_.size());
+    load_.assign(static_cast<std::size_t>(devices_), DeviceLoad{});
+    for (std::size_t s = 0; s < cut_.size(); ++s) {
+      stage_time_[s] = prices_.time(cut_[s].first_layer, cut_[s].last_layer);
+      stage_memory_[s] = prices_.memory(cut_[s].first_layer, cut_[s].last_layer);
+      load_[device_of(s)].time += stage_time_[s];
+      load_[device_of(s)].memory += stage_memory_[s];
+    }
+  }
+
+  bool fits() const {
+    return std::all_of(load_.begin(), load_.end(), [&](const DeviceLoad& d) { return ok(d); });
+  }
+  Score score() const {
+    Score sc;
+    for (const DeviceLoad& d : load_) {
+      sc.busiest = std::max(sc.busiest, d.time);
+      sc.spread += static_cast<double>(d.time) * static_cast<double>(d.time);
+    }
+    return sc;
+  }
+  const std::vector<StageRange>& cut() const { return cut_; }
+
+  // Moves boundaries while that improves the score; returns the final score.
+  Score improve() {
+    Score now = score();
+    do {
+      for (bool moved = true; moved;) {
+        throw_if_cancelled();
+        moved = false;
+        for (std::size_t b = 1; b < cut_.size(); ++b) {
+          for (const int step : {-1, 1}) {
+            if (try_move(b, step, now)) moved = true;
+          }
+        }
+      }
+    } while (cut_.size() <= kMaxTransferStages && relieve_busiest(now));
+    return now;
+  }
+
+ private:
+  std::size_t device_of(std::size_t stage) const {
+    return stage % static_cast<std::size_t>(devices_);
+  }
+  bool ok(const DeviceLoad& d) const { return !capacity_ || d.memory <= *capacity_; }
+
+  // Moves the first layer of stage b by `step` (-1: stage b takes the last
+  // layer of stage b - 1; +1: gives its first layer to it) when both stages
+  // keep a layer, every device still fits, and the score improves.
+  bool try_move(std::size_t b, int step, Score& now) {
+    StageRange left = cut_[b - 1];
+    StageRange right = cut_[b];
+    left.last_layer += step;
+    right.first_layer += step;
+    if (left.layer_count() < 1 || right.layer_count() < 1) return false;
+    const SimTime left_time = prices_.time(left.first_layer, left.last_layer);
+    const SimTime right_time = prices_.time(right.first_layer, right.last_layer);
+    const Bytes left_memory = prices_.memory(left.first_layer, left.last_layer);
+    const Bytes right_memory = prices_.memory(right.first_layer, right.last_layer);
+    // The two devices' loads after the move (one device when they share it).
+    const std::size_t dl = device_of(b - 1);
+    const std::size_t dr = device_of(b);
+    DeviceLoad l = load_[dl];
+    l.time += left_time - stage_time_[b - 1];
+    l.memory += left_memory - stage_memory_[b - 1];
+    DeviceLoad r = dr == dl ? l : load_[dr];
+    r.time += right_time - stage_time_[b];
+    r.memory += right_memory - stage_memory_[b];
+    if (dr == dl) l = r;
+    if (!ok(l) || !ok(r)) return false;
+    if (!(price(dl, l, dr, r, now) < now)) return false;
+    // price() rounds the spread; only an exact improvement is taken, so that
+    // the score strictly falls and the search ends.
+    const DeviceLoad old_l = load_[dl];
+    const DeviceLoad old_r = load_[dr];
+    load_[dl] = l;
+    load_[dr] = r;
+    const Score next = score();
+    if (!(next < now)) {
+      load_[dr] = old_r;
+      load_[dl] = old_l;
+      return false;
+    }
+    stage_time_[b - 1] = left_time;
+    stage_time_[b] = right_time;
+    stage_memory_[b - 1] = left_memory;
+    stage_memory_[b] = right_memory;
+    cut_[b - 1] = left;
+    cut_[b] = right;
+    now = next;
+    return true;
+  }
+
+  // Where no single boundary move helps, one layer can still go from a stage of
+  // the busiest device to a stage far away, every stage between shifting by a
+  // layer: tries those transfers, keeps the first that improves the score.
+  bool relieve_busiest(Score& now) {
+    const std::size_t busiest = static_cast<std::size_t>(
+        std::max_element(load_.begin(), load_.end(),
+                         [](const DeviceLoad& a, const DeviceLoad& b) { return a.time < b.time; }) -
+        load_.begin());
+    for (std::size_t from = busiest; from < cut_.size(); from += load_.size()) {
+      for (std::size_t to = 0; to < cut_.size(); ++to) {
+        throw_if_cancelled();
+        if (device_of(to) != busiest && try_transfer(from, to, now)) return true;
+      }
+    }
+    return false;
+  }
+
+  // Moves one layer from stage `from` to stage `to`: the boundaries between
+  // them shift by one layer towards `from`.
+  bool try_transfer(std::size_t from, std::size_t to, Score& now) {
+    if (cut_[from].layer_count() < 2) return false;
+    const int step = from < to ? -1 : 1;
+    std::vector<StageRange> moved(
+        cut_.begin() + static_cast<std::ptrdiff_t>(std::min(from, to)),
+        cut_.begin() + static_cast<std::ptrdiff_t>(std::max(from, to)) + 1);
+    for (std::size_t i = 0; i + 1 < moved.size(); ++i) {
+      moved[i].last_layer += step;
+      moved[i + 1].first_layer += step;
+    }
+    std::vector<DeviceLoad> load = load_;
+    const std::size_t first = std::min(from, to);
+    for (std::size_t i = 0; i < moved.size(); ++i) {
+      DeviceLoad& d = load[device_of(first + i)];
+      d.time += prices_.time(moved[i].first_layer, moved[i].last_layer) - stage_time_[first + i];
+      d.memory +=
+          prices_.memory(moved[i].first_layer, moved[i].last_layer) - stage_memory_[first + i];
+    }
+    std::swap(load, load_);
+    const Score next = score();
+    if (!fits() || !(next < now)) {
+      std::swap(load, load_);
+      return false;
+    }
+    for (std::size_t i = 0; i < moved.size(); ++i) {
+      cut_[first + i] = moved[i];
+      stage_time_[first + i] = prices_.time(moved[i].first_layer, moved[i].last_layer);
+      stage_memory_[first + i] = prices_.memory(moved[i].first_layer, moved[i].last_layer);
+    }
+    now = next;
+    return true;
+  }
+
+  // The score once devices dl and dr carry l and r: O(1) unless one of them was
+  // the busiest and gets lighter, when the others are scanned.
+  Score price(std::size_t dl, const DeviceLoad& l, std::size_t dr, const DeviceLoad& r,
+              const Score& now) const {
+    const auto sq = [](SimTime t) { return static_cast<double>(t) * static_cast<double>(t); };
+    Score next;
+    next.spread = now.spread - sq(load_[dl].time) + sq(l.time);
+    if (dr != dl) next.spread += sq(r.time) - sq(load_[dr].time);
+    next.busiest = std::max({now.busiest, l.time, r.time});
+    const bool was_busiest = load_[dl].time == now.busiest || load_[dr].time == now.busiest;
+    if (was_busiest && std::max(l.time, r.time) < now.busiest) {
+      next.busiest = std::max(l.time, r.time);
+      for (std::size_t d = 0; d < load_.size(); ++d) {
+        if (d != dl && d != dr) next.busiest = std::max(next.busiest, load_[d].time);
+      }
+    }
+    return next;
+  }
+
+  StagePrices prices_;
+  std::vector<StageRange> cut_;
+  int devices_;
+  std::optional<Bytes> capacity_;
+  std::vector<SimTime> stage_time_;
+  std::vector<Bytes> stage_memory_;
+  std::vector<DeviceLoad> load_;
+};
+
+// Every cut, depth first, pruned by the best busiest time found so far: exact,
+// unless it would visit more than `max_nodes` partial cuts (then it gives up
+// and returns false, and the local search's cut stands).
+
+class Exhaustive {
+ public:
+  Exhaustive(const PartitionProblem& p, int devices, std::optional<Bytes> capacity,
+             std::vector<StageRange> incumbent, SimTime incumbent_time, long max_nodes)
+      : max_nodes_(max_nodes),
+        prices_(p),
+        layers_(static_cast<int>(p.layers.size())),
+        stages_(p.stages),
+        capacity_(capacity),
+        load_(static_cast<std::size_t>(devices)),
+        cut_(static_cast<std::size_t>(p.stages)),
+        best_(std::move(incumbent)),
+        best_time_(incumbent_time) {}
+
+  // Whether the search finished; best() is then an optimal cut.
+  bool run() {
+    descend(0, 0);
+    return nodes_ <= max_nodes_;
+  }
+  const std::vector<StageRange>& best() const { return best_; }
+  SimTime best_time() const { return best_time_; }
+
+ private:
+  void descend(int stage, int first) {
+    if (++nodes_ > max_nodes_) return;
+    if ((nodes_ & 4095) == 0) throw_if_cancelled();
+    DeviceLoad& d = load_[static_cast<std::size_t>(stage) % load_.size()];
+    const int highest = stage == stages_ - 1 ? layers_ - 1 : layers_ - (stages_ - stage);
+    for (int last = stage == stages_ - 1 ? layers_ - 1 : first; last <= highest; ++last) {
+      const SimTime time = prices_.time(first, last);
+      const Bytes memory = prices_.memory(first, last);
+      if (d.time + prices_.compute(first, last) >= best_time_) return;  // grows with `last`
+      if (d.time + time >= best_time_ || (capacity_ && d.memory + memory > *capacity_)) continue;
+      d.time += time;
+      d.memory += memory;
+      cut_[static_cast<std::size_t>(stage)] = {first, last};
+      if (stage == stages_ - 1) {
+        record();
+      } else {
+        descend(stage + 1, last + 1);
+      }
+      d.time -= time;
+      d.memory -= memory;
+      if (nodes_ > max_nodes_) return;
+    }
+  }
+  void record() {
+    SimTime busiest = 0;
+    for (const DeviceLoad& d : load_) busiest = std::max(busiest, d.time);
+    if (busiest < best_time_) {
+      best_time_ = busiest;
+      best_ = cut_;
+    }
+  }
+
+  long max_nodes_;
+  StagePrices prices_;
+  int layers_;
+  int stages_;
+  std::optional<Bytes> capacity_;
+  std::vector<DeviceLoad> load_;
+  std::vector<StageRange> cut_;
+  std::vector<StageRange> best_;
+  SimTime best_time_;
+  long nodes_ = 0;
+};
+
+// No cut found fits: the fullest device of the cut that needs least memory
+// stage by stage, as the figure to beat.
+PartitionResult nothing_fits(const PartitionProblem& p, int devices, Bytes capacity) {
+  PartitionResult r;
+  const std::vector<DeviceLoad> loads = device_loads(p, min_peak_memory_cut(p), devices);
+  for (std::size_t d = 0; d < loads.size(); ++d) {
+    if (!r.memory_needed || loads[d].memory > *r.memory_needed) {
+      r.memory_needed = loads[d].memory;
+      r.fullest_stage = static_cast<int>(d);  // device d runs stage d first
+    }
+  }
+  r.why = "no cut into " + std::to_string(p.stages) + " stages on " + std::to_string(devices) +
+          " devices fits " + format_bytes(static_cast<double>(capacity)) +
+          " per device; the best found needs " +
+          format_bytes(static_cast<double>(*r.memory_needed)) + " on its fullest device";
+  return r;
+}
+
+}  // namespace
+
+PartitionResult partition_devices(const PartitionProblem& p, int devices,
+                                  std::optional<Bytes> device_capacity, long max_exhaustive_nodes) {
+  PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
+  PartitionResult best = partition_optimal(p);
+  if (devices == p.stages) return best;
+  std::vector<std::vector<StageRange>> starts;
+  if (!best.stages.empty()) starts.push_back(best.stages);
+  starts.push_back(partition_min_variance(p));
+  starts.push_back(partition_uniform(static_cast<int>(p.layers.size()), p.stages));
+  std::optional<Score> best_score;
+  for (std::vector<StageRange>& start : starts) {
+    Search search(p, std::move(start), devices, device_capacity);
+    if (!search.fits()) continue;
+    const Score score = search.improve();
+    if (!best_score || score < *best_score) {
+      best_score = score;
+      best.stages = search.cut();
+      best.bottleneck = score.busiest;
+    }
+  }
+  // Exact where the cuts are few enough to search them all (most real models:
+  // tens of layers), pruned by the local search's answer; then the local
+  // search evens out the other devices without touching the busiest time.
+  Exhaustive exhaustive(p, devices, device_capacity, best.stages,
+                        best_score ? best_score->busiest : std::numeric_limits<SimTime>::max(),
+                        max_exhaustive_nodes);
+  if (exhaustive.run() &&
+      exhaustive.best_time() <
+          (best_score ? best_score->busiest : std::numeric_limits<SimTime>::max())) {
+    Search search(p, exhaustive.best(), devices, device_capacity);
+    best_score = search.improve();
+    best.stages = search.cut();
+    best.bottleneck = best_score->busiest;
+  }
+  if (!best_score) return nothing_fits(p, devices, device_capacity.value_or(0));
+  return best;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,52 @@
+#pragma once
+// Cutting a model into the stages of a schedule that runs several stages on
+// each device (interleaved 1F1B with v chunks, and custom schedules that do the
+// same): device d of K runs stages d, d + K, d + 2K, ... Its work in a step is
+// the sum of its stages', and so is its memory. The cut that minimises the
+// slowest single stage (partition_optimal) can still put two large stages on
+// one device; this one balances the devices.
+
+#include <optional>
+#include <vector>
+
+#include "costmodels/units.h"
+#include "sim/partition.h"
+
+namespace pipescope {
+
+// A device's share of a cut: the summed stage_time and stage_memory of its
+// stages.
+struct DeviceLoad {
+  SimTime time = 0;
+  Bytes memory = 0;
+};
+std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vector<StageRange>& cut,
+                                     int devices);
+
+// Objective: the least busy time of the busiest device (its stages' stage_time
+// summed), among the cuts of p.stages stages whose every device's summed
+// stage_memory fits `device_capacity` (none: no limit); ties go to the cut
+// whose device times spread least (sum of squares), which also shortens the
+// other devices' share of the step.
+//
+// Method: exact where the cuts are few enough, a local search beyond.
+// - The local search starts from three cuts (partition_optimal's, which
+//   minimises the slowest stage; the cut of least stage-time variance; the even
+//   split by layer count) and moves one stage boundary by one layer at a time
+//   while that lowers (busiest time, sum of squares); where no such move helps,
+//   it moves one layer from a stage of the busiest device to any other device's
+//   stage, the stages between shifting by one layer (up to 128 stages), and
+//   starts over. Every step strictly improves that pair, so it ends. Tests
+//   bound it by brute force: within one layer's stage time of the optimum.
+// - Then a depth-first search over every cut, pruned by the best busiest time
+//   so far (a device's time only grows as its stages take layers), proves the
+//   local search's answer optimal or finds a better cut, unless it would visit
+//   more than `max_exhaustive_nodes` partial cuts: models of tens of layers are
+//   solved exactly, larger ones keep the local search's cut.
+//
+inline constexpr long kMaxExhaustiveNodes = 200000;
+PartitionResult partition_devices(const PartitionProblem& p, int devices,
+                                  std::optional<Bytes> device_capacity,
+                                  long max_exhaustive_nodes = kMaxExhaustiveNodes);
+
+}  // namespace pipescope
