@@ -156,7 +156,8 @@ int run_validate(const ValidateOptions& o) {
     std::printf("\n\n");
     for (const PaperFigure& f : report.figures) {
       if (!f.gap.empty()) {
-        std::printf("* gap: %s (README: \"How close is the simulator?\")\n", f.gap.c_str());
+        std::printf("* gap: %s (docs/validation.md: \"How close is the simulator?\")\n",
+                    f.gap.c_str());
         break;
       }
     }

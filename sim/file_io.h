@@ -1,6 +1,6 @@
 #pragma once
 // Every file PipeScope writes goes through write_file_atomically. What it
-// promises (docs and the README's "Bad input" part say the same):
+// promises (docs/bad-input-and-files.md says the same):
 // - A regular file (or a new one) is written whole or not at all: the data goes
 //   to a temporary file that no other process can own or predict (unnamed,
 //   O_TMPFILE, where the file system has it; otherwise created exclusively under
