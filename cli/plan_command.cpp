@@ -108,17 +108,24 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << " each), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() << " fit\n\n";
   if (!report.ranked.empty()) {
-    std::printf("%4s %5s %5s %5s %11s %16s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
-                "remat", "schedule", "step time", "samples/s", "bubble", "MFU", "peak memory",
-                "stages (layers)");
     const auto n = std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top));
+    // The schedule column as wide as its longest label ("interleaved-1f1b v=2").
+    int schedule_width = 8;
+    for (std::size_t i = 0; i < n; ++i) {
+      schedule_width =
+          std::max(schedule_width, static_cast<int>(schedule_label(report.ranked[i]).size()));
+    }
+    std::printf("%4s %5s %5s %5s %11s %*s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
+                "remat", schedule_width, "schedule", "step time", "samples/s", "bubble", "MFU",
+                "peak memory", "stages (layers)");
     for (std::size_t i = 0; i < n; ++i) {
       const PlanCandidate& c = report.ranked[i];
       const std::string cuts = layer_counts(c.result);
-      std::printf("%4zu %5d %5d %5d %11s %16s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
+      std::printf("%4zu %5d %5d %5d %11s %*s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
                   c.data_parallel, c.micro_batches, std::string(remat_label(c.remat)).c_str(),
-                  schedule_label(c).c_str(), format_seconds(c.result.metrics.step_time_s()).c_str(),
-                  c.samples_per_s, format_percent(c.result.metrics.bubble_fraction).c_str(),
+                  schedule_width, schedule_label(c).c_str(),
+                  format_seconds(c.result.metrics.step_time_s()).c_str(), c.samples_per_s,
+                  format_percent(c.result.metrics.bubble_fraction).c_str(),
                   format_percent(c.result.metrics.mfu).c_str(),
                   format_bytes(static_cast<double>(fullest(c.result))).c_str(), cuts.c_str());
     }
