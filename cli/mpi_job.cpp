@@ -59,6 +59,8 @@ void MpiJob::agree(const std::function<void()>& check) const {
   } catch (const std::exception& e) {
     message = e.what();
     if (message.empty()) message = "a check failed";
+  } catch (...) {
+    message = "a check failed";
   }
   const int mine = message.empty() ? size() : rank();
   int first = size();
@@ -74,15 +76,18 @@ void MpiJob::agree(const std::function<void()>& check) const {
 namespace {
 
 // The memory this rank's devices share with the others of its pool, if known.
+// Every rank makes the same collective calls whatever its node has (a GPU, a
+// readable memory figure), so that none waits for a call another skipped.
 std::optional<exec::MemoryPool> rank_pool(const MpiJob& job, bool on_gpu) {
+  const std::vector<int> node = job.node_ranks();
   if (on_gpu) {
 #ifdef PIPESCOPE_HAVE_NCCL
-    int gpu = 0;
-    try {
-      gpu = exec::local_gpu();
-    } catch (const std::exception&) {
-      return {};  // the run itself says why there is no GPU
-    }
+    // local_gpu() splits the world by node: only if every rank has a GPU.
+    int has_gpu = exec::cuda::visible_gpus().devices > 0 ? 1 : 0;
+    int all_have = 0;
+    MPI_Allreduce(&has_gpu, &all_have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_have == 0) return {};  // the run itself says why there is no GPU
+    const int gpu = exec::local_gpu();
     const std::optional<Bytes> free = exec::cuda::free_gpu_memory(gpu);
     if (!free) return {};
     return exec::MemoryPool{
@@ -97,13 +102,12 @@ std::optional<exec::MemoryPool> rank_pool(const MpiJob& job, bool on_gpu) {
   const std::optional<exec::HostMemory> host = exec::host_memory_available();
   if (!host) return {};
   return exec::MemoryPool{"on the node of rank " + std::to_string(job.rank()), host->bytes,
-                          host->source, job.node_ranks()};
+                          host->source, node};
 }
 
 }  // namespace
 
 void MpiJob::check_memory(const Plan& plan, const std::string& plan_file, bool on_gpu) const {
-  // Every rank asks for its node's ranks (a collective) before any may fail.
   const std::optional<exec::MemoryPool> pool = rank_pool(*this, on_gpu);
   agree([&] {
     if (pool) exec::check_plan_fits(plan, plan_file, {*pool});

@@ -321,12 +321,14 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   if (!best.stages.empty()) starts.push_back(best.stages);
   starts.push_back(partition_min_variance(p));
   starts.push_back(partition_uniform(static_cast<int>(p.layers.size()), p.stages));
+  starts.push_back(min_peak_memory_cut(p));  // the one most likely to fit
   std::optional<Score> best_score;
   for (std::vector<StageRange>& start : starts) {
     Search search(p, std::move(start), devices, device_capacity);
     if (!search.fits()) continue;
     const Score score = search.improve();
     if (!best_score || score < *best_score) {
+      if (!best_score) best = PartitionResult{};  // no stale "nothing fits" figures
       best_score = score;
       best.stages = search.cut();
       best.bottleneck = score.busiest;
@@ -334,15 +336,15 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   }
   // Exact where the cuts are few enough to search them all (most real models:
   // tens of layers), pruned by the local search's answer; then the local
-  // search evens out the other devices without touching the busiest time.
-  Exhaustive exhaustive(p, devices, device_capacity, best.stages,
-                        best_score ? best_score->busiest : std::numeric_limits<SimTime>::max(),
-                        max_exhaustive_nodes);
-  if (exhaustive.run() &&
-      exhaustive.best_time() <
-          (best_score ? best_score->busiest : std::numeric_limits<SimTime>::max())) {
+  // search evens out the other devices without touching the busiest time. A
+  // search cut short still offers the best cut it found.
+  const SimTime incumbent = best_score ? best_score->busiest : std::numeric_limits<SimTime>::max();
+  Exhaustive exhaustive(p, devices, device_capacity, best.stages, incumbent, max_exhaustive_nodes);
+  exhaustive.run();
+  if (exhaustive.best_time() < incumbent) {
     Search search(p, exhaustive.best(), devices, device_capacity);
     best_score = search.improve();
+    best = PartitionResult{};
     best.stages = search.cut();
     best.bottleneck = best_score->busiest;
   }

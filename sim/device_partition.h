@@ -30,19 +30,19 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 // other devices' share of the step.
 //
 // Method: exact where the cuts are few enough, a local search beyond.
-// - The local search starts from three cuts (partition_optimal's, which
+// - The local search starts from four cuts (partition_optimal's, which
 //   minimises the slowest stage; the cut of least stage-time variance; the even
-//   split by layer count) and moves one stage boundary by one layer at a time
-//   while that lowers (busiest time, sum of squares); where no such move helps,
-//   it moves one layer from a stage of the busiest device to any other device's
-//   stage, the stages between shifting by one layer (up to 128 stages), and
-//   starts over. Every step strictly improves that pair, so it ends. Tests
-//   bound it by brute force: within one layer's stage time of the optimum.
+//   split by layer count; the cut of least peak memory) and moves one stage boundary by one layer
+//   at a time while that lowers (busiest time, sum of squares); where no such move helps, it moves
+//   one layer from a stage of the busiest device to any other device's stage, the stages between
+//   shifting by one layer (up to 128 stages), and starts over. Every step strictly improves that
+//   pair, so it ends. Tests bound it by brute force: within one layer's stage time of the optimum.
 // - Then a depth-first search over every cut, pruned by the best busiest time
 //   so far (a device's time only grows as its stages take layers), proves the
 //   local search's answer optimal or finds a better cut, unless it would visit
 //   more than `max_exhaustive_nodes` partial cuts: models of tens of layers are
-//   solved exactly, larger ones keep the local search's cut.
+//   solved exactly; for larger ones the better of the local search's cut and
+//   the best the cut-short search found stands.
 //
 inline constexpr long kMaxExhaustiveNodes = 200000;
 PartitionResult partition_devices(const PartitionProblem& p, int devices,

@@ -311,11 +311,15 @@ void check_standard_output_writes() {
   if (checked == nullptr) return;  // stdio keeps the flag, without the reason
   std::cout.flush();
   std::fflush(stdout);
-  if (::isatty(STDOUT_FILENO) != 0) std::setvbuf(checked, nullptr, _IOLBF, BUFSIZ);
+  // Line by line: what goes here is a few lines of summary (data written to
+  // "-" has its own descriptor), and fd 1 may become stderr later
+  // (reserve_standard_output_for_data), where lines must not wait.
+  std::setvbuf(checked, nullptr, _IOLBF, BUFSIZ);
   stdout = checked;
-  // std::cout writes through stdout, in order with printf, as before.
-  static __gnu_cxx::stdio_sync_filebuf<char> cout_buffer(checked);
-  std::cout.rdbuf(&cout_buffer);
+  // std::cout writes through stdout, in order with printf, as before. Never
+  // freed: std::cout flushes it after every static object is gone.
+  static auto* const cout_buffer = new __gnu_cxx::stdio_sync_filebuf<char>(checked);
+  std::cout.rdbuf(cout_buffer);
   installed = true;
 }
 

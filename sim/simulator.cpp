@@ -260,11 +260,15 @@ std::vector<StageRange> fastest_chunked_cut(const Scenario& sc, SimConfig config
   std::vector<std::vector<StageRange>> cuts;
   for (std::vector<StageRange> cut :
        {partition_optimal(p).stages,
-        partition_devices(p, devices, sc.cluster.device.memory_bytes).stages,
-        partition_min_variance(p)}) {
+        partition_devices(p, devices, sc.cluster.device.memory_bytes).stages}) {
     if (!cut.empty() && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) {
       cuts.push_back(std::move(cut));
     }
+  }
+  if (cuts.empty()) return {};  // nothing fits: the caller cuts without the limit
+  if (std::vector<StageRange> even = partition_min_variance(p);
+      std::find(cuts.begin(), cuts.end(), even) == cuts.end()) {
+    cuts.push_back(std::move(even));
   }
   if (cuts.size() < 2) return cuts.empty() ? std::vector<StageRange>{} : cuts.front();
   config.record_timeline = false;
