@@ -29,9 +29,8 @@ GpuStages gpu_stages() {
 
 void check_plan_fits_gpus(const Plan& plan, const std::string& plan_file, int gpus) {
 #ifdef PIPESCOPE_HAVE_CUDA
-  exec::check_plan_fits(
-      plan, plan_file,
-      exec::gpu_memory_pools(plan.schedule_ops().devices(), gpus, exec::cuda::free_gpu_memory));
+  exec::check_plan_fits(plan, plan_file,
+                        exec::gpu_memory_pools(plan.stages, gpus, exec::cuda::free_gpu_memory));
 #else
   (void)plan;
   (void)plan_file;

@@ -107,7 +107,7 @@ void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
   const std::optional<HostMemory> host = host_memory_available();
   if (!host) return;  // nothing to compare with: let the run try
   MemoryPool pool{"on this machine", host->bytes, host->source, {}};
-  for (int d = 0; d < plan.schedule_ops().devices(); ++d) pool.devices.push_back(d);
+  for (int d = 0; d < plan.stages; ++d) pool.devices.push_back(d);  // one replica's K
   check_plan_fits(plan, plan_file, {pool});
 }
 

@@ -190,11 +190,9 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   config.custom = c.custom;
   config.data_parallel = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
   config.stage_ranges = cut.stages;
-  if (c.chunks > 1) {
-    config.stage_ranges = fastest_chunked_cut(replica, config, cost, problem, c.stages);
-  }
   config.record_timeline = false;
-  c.result = simulate(replica, config, cost);
+  c.result = c.chunks > 1 ? *fastest_chunked_cut(replica, config, cost, problem, cut.stages)
+                          : simulate(replica, config, cost);
   c.fits = c.result.metrics.fits();
   c.samples_per_s = c.result.metrics.samples_per_s * c.data_parallel;
   if (!c.fits) {

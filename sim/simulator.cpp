@@ -254,37 +254,32 @@ std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& co
   return partition_uniform(layers, stages);
 }
 
-std::vector<StageRange> fastest_chunked_cut(const Scenario& sc, SimConfig config,
-                                            const CostModel& cost, const PartitionProblem& p,
-                                            int devices) {
+std::optional<SimResult> fastest_chunked_cut(const Scenario& sc, SimConfig config,
+                                             const CostModel& cost, const PartitionProblem& p,
+                                             std::vector<StageRange> device_cut) {
   std::vector<std::vector<StageRange>> cuts;
-  for (std::vector<StageRange> cut :
-       {partition_optimal(p).stages,
-        partition_devices(p, devices, sc.cluster.device.memory_bytes).stages}) {
+  const auto add = [&](std::vector<StageRange> cut) {
     if (!cut.empty() && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) {
       cuts.push_back(std::move(cut));
     }
-  }
-  if (cuts.empty()) return {};  // nothing fits: the caller cuts without the limit
-  if (std::vector<StageRange> even = partition_min_variance(p);
-      std::find(cuts.begin(), cuts.end(), even) == cuts.end()) {
-    cuts.push_back(std::move(even));
-  }
-  if (cuts.size() < 2) return cuts.empty() ? std::vector<StageRange>{} : cuts.front();
+  };
+  add(partition_optimal(p).stages);
+  add(std::move(device_cut));
+  if (cuts.empty()) return std::nullopt;  // nothing fits: the caller cuts without the limit
+  add(partition_min_variance(p));
   config.record_timeline = false;
   config.timeline_sink = nullptr;
-  std::size_t best = 0;
-  std::optional<std::pair<bool, SimTime>> best_key;  // (does not fit, step time): least wins
-  for (std::size_t i = 0; i < cuts.size(); ++i) {
-    config.stage_ranges = cuts[i];
-    const Metrics m = simulate(sc, config, cost).metrics;
-    const std::pair<bool, SimTime> key{!m.fits(), m.step_time};
-    if (!best_key || key < *best_key) {
-      best_key = key;
-      best = i;
+  std::optional<SimResult> best;
+  for (std::vector<StageRange>& cut : cuts) {
+    config.stage_ranges = std::move(cut);
+    SimResult r = simulate(sc, config, cost);
+    // (does not fit, step time): the least wins.
+    if (!best || std::pair{!r.metrics.fits(), r.metrics.step_time} <
+                     std::pair{!best->metrics.fits(), best->metrics.step_time}) {
+      best = std::move(r);
     }
   }
-  return cuts[best];
+  return best;
 }
 
 double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing) {
@@ -356,7 +351,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   } else if (config.partition == PartitionMethod::kOptimal && r.chunks > 1) {
     const PartitionProblem p =
         partition_problem(scenario, cost, r.K * r.chunks, r.M, r.remat, r.schedule, r.chunks);
-    ranges = fastest_chunked_cut(scenario, config, cost, p, r.K);
+    if (std::optional<SimResult> best = fastest_chunked_cut(
+            scenario, config, cost, p,
+            partition_devices(p, r.K, scenario.cluster.device.memory_bytes).stages)) {
+      if (!config.record_timeline && config.timeline_sink == nullptr) return *best;
+      for (const StageCost& c : best->stage_costs) ranges.push_back(c.layers);
+    }
   }
   if (ranges.empty()) {
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,

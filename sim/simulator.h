@@ -115,18 +115,18 @@ std::vector<StageRange> choose_partition(const Scenario& scenario, const CostMod
                                          Remat remat, ScheduleKind schedule = ScheduleKind::kGpipe,
                                          int chunks = 1);
 
-// With several stages a device (`devices` devices run p.stages stages, stage s
-// on device s mod devices): of the cut with the least slowest stage
-// (partition_optimal), the cut with the least busy busiest device
-// (partition_devices) and the cut of least stage-time variance, the one whose
-// simulated step under `config` is shortest, a cut that fits in memory before
-// one that does not. No one of those objectives predicts the step: a device's
-// total sets its share, but in an interleaved schedule a chunk much slower
-// than its neighbours also stalls the devices after it. Empty when the first
-// two find no cut that fits.
-std::vector<StageRange> fastest_chunked_cut(const Scenario& scenario, SimConfig config,
-                                            const CostModel& cost, const PartitionProblem& p,
-                                            int devices);
+// With several stages a device (stage s on device s mod K): of the cut with
+// the least slowest stage (partition_optimal), `device_cut` (the cut with the
+// least busy busiest device, partition_devices) and the cut of least
+// stage-time variance, the simulation under `config` (without a timeline) of
+// the one whose step is shortest, a cut that fits in memory before one that
+// does not; its stage_costs name the cut. No one of those objectives predicts
+// the step: a device's total sets its share, but in an interleaved schedule a
+// chunk much slower than its neighbours also stalls the devices after it.
+// Empty when neither of the first two is a cut that fits.
+std::optional<SimResult> fastest_chunked_cut(const Scenario& scenario, SimConfig config,
+                                             const CostModel& cost, const PartitionProblem& p,
+                                             std::vector<StageRange> device_cut);
 
 // The slowdown of an op when `computing` devices compute at once on average:
 // linear between the cluster's measured points (concurrency_slowdown[n - 1] for

@@ -11,27 +11,12 @@
 #include <optional>
 #include <random>
 
+#include "cuts.h"
+
 namespace pipescope {
 namespace {
 
-// Every way to cut L layers into S non-empty contiguous stages.
-void for_each_cut(int L, int S, const std::function<void(const std::vector<StageRange>&)>& fn) {
-  std::vector<StageRange> cut;
-  std::function<void(int, int)> rec = [&](int first, int left) {
-    if (left == 1) {
-      cut.push_back({first, L - 1});
-      fn(cut);
-      cut.pop_back();
-      return;
-    }
-    for (int last = first; last <= L - left; ++last) {
-      cut.push_back({first, last});
-      rec(last + 1, left - 1);
-      cut.pop_back();
-    }
-  };
-  rec(0, S);
-}
+using testing::for_each_cut;
 
 struct Instance {
   PartitionProblem problem;
