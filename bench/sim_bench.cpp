@@ -40,6 +40,7 @@ Scenario bench_scenario(int K, int M, int chunks = 1, int blocks_per_stage = 2) 
   sc.cluster.devices = K;
   sc.cluster.device = preset.device;
   sc.cluster.interconnect = preset.interconnect;
+  sc.cluster.cost_model = CostModelKind::kKernels;  // what a scenario on the preset gets
   sc.training.global_batch = M;
   sc.training.micro_batches = M;
   sc.training.bytes_per_param = 16;

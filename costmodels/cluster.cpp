@@ -39,6 +39,20 @@ bool Cluster::uses_graph() const {
   }
 }
 
+std::string_view to_string(CostModelKind k) {
+  return k == CostModelKind::kKernels ? "kernels" : "analytic";
+}
+
+std::optional<CostModelKind> parse_cost_model_kind(std::string_view name) {
+  if (name == "analytic") return CostModelKind::kAnalytic;
+  if (name == "kernels") return CostModelKind::kKernels;
+  return std::nullopt;
+}
+
+double Cluster::achievable_fraction() const {
+  return cost_model == CostModelKind::kKernels && !profile ? device.kernels.link_efficiency : 1.0;
+}
+
 std::int64_t Cluster::link_count() const {
   const std::int64_t n = devices;
   if (uses_graph()) {
@@ -67,10 +81,12 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
   if (uses_graph()) {
     PS_CHECK(graph != nullptr && graph->devices() >= devices,
              "a graph topology needs build_topology()");
-    return graph->route(src, dst);
+    hops = graph->route(src, dst);
+    for (Hop& h : hops) h.bandwidth *= achievable_fraction();
+    return hops;
   }
   const auto hop = [&](std::int64_t link) {
-    hops.push_back({link, interconnect.bandwidth, interconnect.latency_s});
+    hops.push_back({link, interconnect.bandwidth * achievable_fraction(), interconnect.latency_s});
   };
   switch (interconnect.topology) {
     case TopologyKind::kAllToAll:

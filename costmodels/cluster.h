@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "costmodels/device.h"
@@ -23,6 +25,14 @@ struct Hop {
 
 struct Profile;  // costmodels/profile.h
 
+// Which model costs the layers when no profile is given: the roofline of
+// costmodels/cost_model.h, or the kernel-level model of
+// costmodels/kernel_cost_model.h (the default where the device has a kernel
+// table).
+enum class CostModelKind : std::uint8_t { kAnalytic, kKernels };
+std::string_view to_string(CostModelKind k);
+std::optional<CostModelKind> parse_cost_model_kind(std::string_view name);  // "analytic", "kernels"
+
 struct Cluster {
   std::string name;  // preset name, or the device name for an explicit cluster
   int devices = 1;
@@ -32,6 +42,7 @@ struct Cluster {
   // profile and the interconnect is the profile's transport. Null: the device's
   // roofline.
   std::shared_ptr<const Profile> profile;
+  CostModelKind cost_model = CostModelKind::kAnalytic;
   // Devices that share this many cores (a CPU run with more stages than cores):
   // a compute op holds one core for its whole duration, cores go to ops in the
   // order they become ready. 0: every device has its own.
@@ -58,6 +69,10 @@ struct Cluster {
   std::vector<Hop> route(int src, int dst) const;
   // A short name for a directed link, for traces ("0->1", "2->host", "host->3").
   std::string link_name(std::int64_t link) const;
+  // The share of a link's peak bandwidth a copy achieves: the kernel table's
+  // link_efficiency under the kernels model, 1 otherwise (the analytic model's
+  // links run at peak; a profile's transport is measured).
+  double achievable_fraction() const;
   // Whether the topology is routed on `graph`.
   bool uses_graph() const;
 };

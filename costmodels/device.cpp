@@ -70,6 +70,76 @@ DevicePreset make(std::string name, double fp32, double bit16, Bytes memory, dou
   return {std::move(d), link, std::move(description)};
 }
 
+// Kernel tables (the kernel-level model, costmodels/kernel_cost_model.h). The
+// figures every GPU table shares, and why:
+// - Tiles: cuBLAS runs large 16-bit GEMMs on Ampere and Hopper in 256 x 128
+//   output tiles, its most efficient size, and in 128 x 128 tiles on older
+//   GPUs; the tiles of a GEMM run in waves of one per SM (NVIDIA, "Matrix
+//   Multiplication Background" user's guide, DU-09799-001, sections 2.3 and 3).
+// - gemm_k_overhead = 64: a tile of depth k costs k + 64 at full rate (loading
+//   its first operand slices and writing its result); an assumption that makes
+//   a depth-64 product (attention scores over 64-wide heads) run at half the
+//   rate of a deep one, as that guide's plots of small-k GEMMs show.
+// - memory_efficiency = 0.85: what STREAM-style copy kernels typically reach of
+//   the HBM peak; an assumption, not a measurement of ours.
+// - kernel_overhead_s = 4 us: the launch-to-launch gap of kernels queued on one
+//   CUDA stream, the order of the few microseconds of launch latency; an
+//   assumption.
+// - link_efficiency = 0.8: CUDA's p2pBandwidthLatencyTest on an 8 x A100 80GB
+//   NVLink server measured 430-520 GB/s bidirectional between GPU pairs (of
+//   600 peak), and nccl-tests all-reduce about 200 GB/s bus bandwidth (NVIDIA
+//   nccl-tests issue #149, 2023); on 4 HDR InfiniBand NICs for 8 GPUs
+//   nccl-tests reached 85-96 GB/s of 100 (issue #119, 2022).
+KernelTable gpu_kernels(int sms, int tile_m, int tile_n, double gemm_eff, double attention_fwd,
+                        double attention_bwd, double fp8_peak) {
+  KernelTable t;
+  t.present = true;
+  t.multiprocessors = sms;
+  t.tile_m = tile_m;
+  t.tile_n = tile_n;
+  t.gemm_efficiency = gemm_eff;
+  t.gemm_k_overhead = 64.0;
+  t.attention_fwd_efficiency = attention_fwd;
+  t.attention_bwd_efficiency = attention_bwd;
+  t.memory_efficiency = 0.85;
+  t.kernel_overhead_s = 4e-6;
+  t.link_efficiency = 0.8;
+  t.peak_flops_fp8 = fp8_peak;
+  return t;
+}
+
+// A100 (108 SMs, A100 architecture whitepaper): large bf16 GEMMs reach about 80 %
+// of the 312 TFLOP/s peak in the user's guide above; FlashAttention-2 reaches 50-73 %
+// of the peak in its forward (Dao 2023, "FlashAttention-2", figures 4-5) and less
+// in its backward, taken as 0.6 and 0.5. No FP8.
+KernelTable a100_kernels() {
+  return gpu_kernels(108, 256, 128, 0.8, 0.6, 0.5, 0.0);
+}
+
+// H100 SXM5 (132 SMs, H100 whitepaper): large bf16 and FP8 GEMMs reach about 75 %
+// of their dense peaks (989 and 1,979 TFLOP/s, H100 datasheet);
+// FlashAttention-3 reaches up to 75 % of the bf16 peak forward and 1.5-1.75x
+// FlashAttention-2's speed backward (Shah et al. 2024), taken as 0.6 and 0.45
+// for the sequence lengths of training.
+KernelTable h100_kernels(int sms, double fp8_peak) {
+  return gpu_kernels(sms, 256, 128, 0.75, 0.6, 0.45, fp8_peak);
+}
+
+// V100 (80 SMs, Volta whitepaper), 128 x 128 tiles; fp16 tensor-core GEMMs reach
+// about 75 % of the 125 TFLOP/s peak at large sizes (the user's guide above,
+// assumption for the exact figure). FlashAttention (Dao et al. 2022) does not
+// run on Volta: fused attention here is a stand-in at half the peak, and
+// scenarios of V100 runs of the time use "attention": "unfused".
+KernelTable v100_kernels() {
+  return gpu_kernels(80, 128, 128, 0.75, 0.5, 0.4, 0.0);
+}
+
+// P100 (56 SMs, Pascal whitepaper): no tensor cores; fp16 runs as paired FMAs on
+// the CUDA cores, which large GEMMs keep about 75 % busy (assumption).
+KernelTable p100_kernels() {
+  return gpu_kernels(56, 128, 128, 0.75, 0.5, 0.4, 0.0);
+}
+
 // NVIDIA's "GB" of HBM is binary: an A100 80GB reports 81,920 MiB in nvidia-smi,
 // a V100 16GB 16,384 MiB (less what the driver reserves), so GPU capacities are in
 // GiB, like the TPUs'.
@@ -82,11 +152,37 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("a100-80g", 19.5e12, 312e12, 80 * kGiB, 2039e9, kGpuOpOverhead_s,
                    {TopologyKind::kAllToAll, 300e9, kNvlinkLatency_s},
                    "NVIDIA A100 SXM4 80GB, NVLink 3 via NVSwitch (A100 datasheet)"));
+  p.back().device.kernels = a100_kernels();
+  // A100 SXM4 40 GB: the 80 GB part's compute with 40 GB of HBM2 at 1,555 GB/s
+  // (A100 datasheet).
+  p.push_back(make("a100-40g", 19.5e12, 312e12, 40 * kGiB, 1555e9, kGpuOpOverhead_s,
+                   {TopologyKind::kAllToAll, 300e9, kNvlinkLatency_s},
+                   "NVIDIA A100 SXM4 40GB, NVLink 3 via NVSwitch (A100 datasheet)"));
+  p.back().device.kernels = a100_kernels();
+  // DGX A100: 8 A100 SXM4 80 GB per node on NVSwitch (300 GB/s each way) and 8
+  // ConnectX-6 HDR NICs of 200 Gbit/s = 25 GB/s each way, one per GPU, to the
+  // InfiniBand fabric (NVIDIA DGX A100 user guide); hop latency as dgx-h100's.
+  {
+    DevicePreset dgx = make("dgx-a100", 19.5e12, 312e12, 80 * kGiB, 2039e9, kGpuOpOverhead_s,
+                            {TopologyKind::kNodes, 300e9, kNvlinkLatency_s, 8, 25e9, 5e-6},
+                            "NVIDIA DGX A100 nodes: 8 A100 SXM4 80GB on NVSwitch, a 200 Gb/s "
+                            "InfiniBand NIC per GPU between nodes (DGX A100 user guide)");
+    dgx.device.kernels = a100_kernels();
+    p.push_back(std::move(dgx));
+  }
   // H100 SXM5: 67 TFLOP/s fp32, 989 bf16 dense (1,979 is with sparsity), 80 GB HBM3
   // at 3.35 TB/s; NVLink 4 900 GB/s total, 450 GB/s each way (NVIDIA H100 datasheet).
   p.push_back(make("h100-sxm", 67e12, 989e12, 80 * kGiB, 3.35e12, kGpuOpOverhead_s,
                    {TopologyKind::kAllToAll, 450e9, kNvlinkLatency_s},
                    "NVIDIA H100 SXM5 80GB, NVLink 4 via NVSwitch (H100 datasheet)"));
+  p.back().device.kernels = h100_kernels(132, 1979e12);
+  // H100 PCIe: 114 SMs, 51 TFLOP/s fp32, 756 bf16 and 1,513 FP8 dense, 80 GB
+  // HBM2e at 2.0 TB/s; PCIe Gen5 x16, 64 GB/s each way (H100 datasheet). Copies
+  // between GPUs go through the host in this preset (no NVLink bridges).
+  p.push_back(make("h100-pcie", 51e12, 756e12, 80 * kGiB, 2.0e12, kGpuOpOverhead_s,
+                   {TopologyKind::kPcieHost, 64e9, kPcieLatency_s},
+                   "NVIDIA H100 PCIe 80GB through host memory (H100 datasheet)"));
+  p.back().device.kernels = h100_kernels(114, 1513e12);
   // DGX H100: 8 H100 SXM5 per node on NVLink 4 through NVSwitch, 450 GB/s each
   // way, and 8 ConnectX-7 NICs of 400 Gbit/s = 50 GB/s each way, one per GPU, to
   // the InfiniBand fabric (NVIDIA DGX H100 user guide). The InfiniBand hop
@@ -97,6 +193,7 @@ std::vector<DevicePreset> build_presets() {
                             {TopologyKind::kNodes, 450e9, kNvlinkLatency_s, 8, 50e9, 5e-6},
                             "NVIDIA DGX H100 nodes: 8 H100 SXM5 on NVSwitch, a 400 Gb/s "
                             "InfiniBand NIC per GPU between nodes (DGX H100 user guide)");
+    dgx.device.kernels = h100_kernels(132, 1979e12);
     p.push_back(std::move(dgx));
   }
   // H200 SXM: the H100 compute (67 fp32, 989 bf16 dense) with 141 GB HBM3e at
@@ -104,6 +201,7 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("h200", 67e12, 989e12, 141 * kGiB, 4.8e12, kGpuOpOverhead_s,
                    {TopologyKind::kAllToAll, 450e9, kNvlinkLatency_s},
                    "NVIDIA H200 SXM 141GB, NVLink 4 via NVSwitch (H200 datasheet)"));
+  p.back().device.kernels = h100_kernels(132, 1979e12);
   // P100 PCIe 16 GB: 9.3 TFLOP/s fp32, 18.7 fp16, 16 GB HBM2 at 732 GB/s (NVIDIA
   // Tesla P100 PCIe datasheet). No peer-to-peer: copies go through host memory over
   // PCIe 3 x16, 15.75 GB/s theoretical per direction, ~12 GB/s achieved with pinned
@@ -111,6 +209,7 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("p100-pcie", 9.3e12, 18.7e12, 16 * kGiB, 732e9, kGpuOpOverhead_s,
                    {TopologyKind::kPcieHost, 12e9, kPcieLatency_s},
                    "NVIDIA Tesla P100 PCIe 16GB through host memory (P100 datasheet)"));
+  p.back().device.kernels = p100_kernels();
   // An 8-GPU PCIe server of P100s: the p100-pcie figures on a PCIe tree, two GPUs
   // behind each PCIe 3 switch whose one x16 uplink to the host they share, peer
   // copies staged through host memory. Two GPUs per switch is the layout of the
@@ -122,6 +221,7 @@ std::vector<DevicePreset> build_presets() {
     p.push_back(make("pcie-host", 9.3e12, 18.7e12, 16 * kGiB, 732e9, kGpuOpOverhead_s, tree,
                      "NVIDIA Tesla P100 PCIe 16GB, two per PCIe switch, copies through host "
                      "memory (P100 datasheet; switch layout assumed)"));
+    p.back().device.kernels = p100_kernels();
   }
   // TPU v2, one core (half a chip). 45 TFLOP/s bf16 per chip (Google I/O 2017:
   // 180 TFLOP/s per 4-chip board), 22.5 per core; 8 GiB HBM per core (Cloud TPU
@@ -164,6 +264,7 @@ std::vector<DevicePreset> build_presets() {
   p.push_back(make("v100-nvlink", 15.7e12, 125e12, 16 * kGiB, 900e9, kGpuOpOverhead_s,
                    {TopologyKind::kAllToAll, 25e9, kNvlinkLatency_s},
                    "NVIDIA Tesla V100 SXM2 16GB, NVLink 2 (V100 datasheet, Volta whitepaper)"));
+  p.back().device.kernels = v100_kernels();
   // cpu: one core of the machine at hand, a device of the CPU executor. Its real
   // figures come from `pipescope profile` (--cost-model); these nominal ones only
   // let a scenario name it without a profile: 32 GFLOP/s fp32 (a 2-4 GHz core with

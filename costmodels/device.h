@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "costmodels/dtype.h"
+#include "costmodels/kernel_table.h"
 #include "costmodels/units.h"
 
 namespace pipescope {
@@ -35,6 +36,8 @@ struct Device {
   double mem_bandwidth = 0.0;     // bytes/s
   double op_overhead_s = 0.0;     // fixed cost per op (kernel launch, dispatch)
   EfficiencyCurve efficiency;
+  // The kernel-level model's figures for this device (present only where known).
+  KernelTable kernels;
 
   double peak_flops(DType t) const { return is_16bit(t) ? peak_flops_16bit : peak_flops_fp32; }
 };

@@ -15,6 +15,30 @@
 
 namespace pipescope {
 
+// One kernel of a layer's forward pass, per sample: the kernel-level cost model
+// derives its time and its backward's from the shape. A micro-batch of b samples
+// multiplies `rows` (GEMM), `batch_count` (attention) and `bytes` (memory) by b.
+struct Kernel {
+  enum class Kind : std::uint8_t {
+    kGemm,       // (rows x k) . (k x n), batch_count independent products
+    kMemory,     // memory-bound: bytes read and written, forward and backward
+    kAttention,  // fused attention over batch_count heads of length seq, width head_dim
+  };
+  Kind kind = Kind::kGemm;
+  std::int64_t rows = 0;         // kGemm: rows of the product per sample (tokens)
+  std::int64_t n = 0;            // kGemm: columns of the output
+  std::int64_t k = 0;            // kGemm: reduction depth
+  std::int64_t batch_count = 1;  // kGemm, kAttention: independent products per sample
+  Bytes bytes = 0;               // kMemory: bytes the forward moves per sample
+  Bytes bwd_bytes = 0;           // kMemory: bytes its backward moves per sample
+  std::int64_t seq = 0;          // kAttention: sequence length
+  std::int64_t head_dim = 0;     // kAttention
+  bool causal = false;           // kAttention: a causal mask (half the score matrix)
+  bool has_weight = true;        // kGemm: the right operand is a weight (its gradient is W)
+
+  bool operator==(const Kernel&) const = default;
+};
+
 // Costs of one layer for one sample; a micro-batch of b samples costs b times as
 // much (parameters excepted).
 struct LayerSpec {
@@ -28,6 +52,10 @@ struct LayerSpec {
   // input). Empty: the previous layer's output (for the first layer, the model's
   // input), as in a plain sequence.
   std::vector<std::string> inputs{};
+  // What the layer runs on an accelerator, for the kernel-level cost model
+  // (costmodels/kernel_cost_model.h); empty: the layer is costed from its FLOPs
+  // and bytes alone.
+  std::vector<Kernel> kernels{};
 };
 
 struct TransformerParams;  // costmodels/model_families.h

@@ -27,6 +27,74 @@ LayerSpec layer(std::string name, Flops fwd, std::int64_t params, Bytes out, Byt
   return l;
 }
 
+Kernel gemm(std::int64_t rows, std::int64_t n, std::int64_t k) {
+  Kernel g;
+  g.kind = Kernel::Kind::kGemm;
+  g.rows = rows;
+  g.n = n;
+  g.k = k;
+  return g;
+}
+
+// A memory-bound kernel moving `fwd` bytes forward and `bwd` backward.
+Kernel memory(Bytes fwd, Bytes bwd) {
+  Kernel m;
+  m.kind = Kernel::Kind::kMemory;
+  m.bytes = fwd;
+  m.bwd_bytes = bwd;
+  return m;
+}
+
+// The kernels of one Transformer block per sample, as Megatron-LM runs it: layer
+// norm, QKV projection, attention, output projection, bias-dropout-add, layer
+// norm, MLP up projection, bias-GeLU, down projection, bias-dropout-add. A
+// memory-bound kernel reads its inputs and writes its outputs once forward; its
+// backward reads the output gradient and what it saved and writes the input
+// gradient. e: bytes per element; dropout masks are 1 byte per element.
+std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv) {
+  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, d = h / a;
+  const Bytes e = dtype_bytes(p.dtype);
+  const Bytes mask = p.dropout ? 1 : 0;
+  const Kernel layer_norm = memory(2 * s * h * e, 3 * s * h * e);
+  // Residual add with dropout on the branch: reads branch and residual, writes the
+  // sum and the mask; backward reads the gradient and the mask, writes one.
+  const Kernel dropout_add = memory(s * h * (3 * e + mask), s * h * (2 * e + mask));
+  std::vector<Kernel> k;
+  k.push_back(layer_norm);
+  k.push_back(gemm(s, h + 2 * d_kv, h));
+  if (p.fused_attention) {
+    Kernel att;
+    att.kind = Kernel::Kind::kAttention;
+    att.seq = s;
+    att.head_dim = d;
+    att.batch_count = a;
+    att.causal = true;
+    k.push_back(att);
+  } else {
+    // Scores Q.K^T per head, a fused scale-mask-softmax over the a x s x s
+    // scores (backward: reads probabilities and their gradient, writes one),
+    // dropout on the probabilities, then the product with V.
+    Kernel scores = gemm(s, s, d);
+    scores.batch_count = a;
+    scores.has_weight = false;
+    Kernel context = gemm(s, d, s);
+    context.batch_count = a;
+    context.has_weight = false;
+    k.push_back(scores);
+    k.push_back(memory(2 * a * s * s * e, 3 * a * s * s * e));
+    if (p.dropout) k.push_back(memory(a * s * s * (2 * e + 1), a * s * s * (2 * e + 1)));
+    k.push_back(context);
+  }
+  k.push_back(gemm(s, h, h));
+  k.push_back(dropout_add);
+  k.push_back(layer_norm);
+  k.push_back(gemm(s, f, h));
+  k.push_back(memory(2 * s * f * e, 3 * s * f * e));  // bias + GeLU
+  k.push_back(gemm(s, h, f));
+  k.push_back(dropout_add);
+  return k;
+}
+
 }  // namespace
 
 // Per sample (b = 1): s = seq_len, h = d_model, f = d_ff, a = heads, V = vocab,
@@ -68,6 +136,9 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   // is the int32 token ids, needed to scatter the table gradient.
   const std::int64_t position_params = p.learned_positions ? s * h : 0;
   m.layers.push_back(layer("embed", f64(s * h), v * h + position_params, s * h * e, s * 4));
+  // Kernels: a gather of s table rows plus the positions, written once; its
+  // backward scatters s rows of gradient into the table.
+  m.layers.back().kernels = {memory(3 * s * h * e + s * 4, 2 * s * h * e + s * 4)};
 
   // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
   // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,
@@ -96,9 +167,11 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   const Bytes mask = p.dropout ? 1 : 0;
   const Bytes block_stash =
       s * (h * (6 * e + 2 * mask) + 2 * e * d_kv + 2 * e * f) + a * s * s * (e + mask * (e + 1));
+  const std::vector<Kernel> kernels = block_kernels(p, f, d_kv);
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(
         layer("block" + std::to_string(i), block_fwd, block_params, s * h * e, block_stash));
+    m.layers.back().kernels = kernels;
   }
 
   // Final LayerNorm + LM projection (2shV; V*h weights unless tied to the token
@@ -109,6 +182,11 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   const std::int64_t head_params = (p.tied_embeddings ? 0 : v * h) + 2 * h;
   m.layers.push_back(layer("head", 2.0 * f64(s) * f64(h) * f64(v) + 5.0 * f64(s) * f64(v),
                            head_params, 4, 2 * s * h * e + s * v * e + s * 4));
+  // Kernels: the layer norm, the projection, and the cross-entropy's passes
+  // over the s x V logits (read them, write the probabilities; backward reads
+  // those and writes their gradient).
+  m.layers.back().kernels = {memory(2 * s * h * e, 3 * s * h * e), gemm(s, v, h),
+                             memory(2 * s * v * e + s * 4, 2 * s * v * e + s * 4)};
   return m;
 }
 
@@ -139,14 +217,20 @@ ModelSpec make_mlp(const MlpParams& p, const std::string& name) {
   // Params: W1, b1, W2, b2, LN gain and bias. Stash: LN input, W1 input, relu
   // input, W2 input.
   const Flops block_fwd = 4.0 * f64(d) * f64(f) + 5.0 * f64(d);
+  // Kernels per sample: layer norm, W1, bias + relu, W2 with the residual add.
+  const std::vector<Kernel> kernels = {memory(2 * d * e, 3 * d * e), gemm(1, f, d),
+                                       memory(2 * f * e, 3 * f * e), gemm(1, d, f),
+                                       memory(3 * d * e, 2 * d * e)};
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(layer("block" + std::to_string(i), block_fwd, 2 * d * f + f + d + 2 * d,
                              d * e, e * (2 * d + 2 * f)));
+    m.layers.back().kernels = kernels;
   }
   // Classifier 2dc plus softmax cross-entropy 5c; stash: its input, the softmax
   // output and the int32 target.
   m.layers.push_back(
       layer("head", 2.0 * f64(d) * f64(c) + 5.0 * f64(c), d * c + c, 4, e * d + e * c + 4));
+  m.layers.back().kernels = {gemm(1, c, d), memory(2 * c * e + 4, 2 * c * e + 4)};
   return m;
 }
 

@@ -43,6 +43,17 @@ struct TransformerParams {
   // probabilities are not stashed: Lingvo's Transformer layers, which GPipe's
   // experiments ran, default every dropout probability to 0.
   bool dropout = true;
+  // Attention as one fused kernel per pass (FlashAttention, Dao et al. 2022):
+  // the s x s scores never reach memory. false: the unfused form of Megatron-LM
+  // before 2022, batched GEMMs around a softmax (and dropout) that reads and
+  // writes the a x s x s probabilities. Only the kernel-level cost model
+  // (costmodels/kernel_cost_model.h) tells the two apart; the stash above is the
+  // unfused one either way.
+  bool fused_attention = true;
+  // The block and head GEMMs run in FP8 on tensor cores (NVIDIA Transformer
+  // Engine); weights and activations stay in dtype. Needs a device with an FP8
+  // peak.
+  bool fp8 = false;
 };
 // Throws std::overflow_error when the sizes do not fit in 64-bit integers.
 ModelSpec make_transformer(const TransformerParams& p, const std::string& name = "transformer");

@@ -80,9 +80,9 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
       beyond_limit.insert(value);
       return out;
     }
-    const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
+    const std::unique_ptr<CostModel> cost = make_cost_model(sc);
     const PartitionProblem p =
-        partition_problem(sc, cost, model_stages, M, remat, schedule, chunks);
+        partition_problem(sc, *cost, model_stages, M, remat, schedule, chunks);
     // With chunks a device holds v stages, each within its share of the memory
     // (partition_problem): v times the fullest bounds the device.
     out.peak = min_peak_memory(p) * chunks;

@@ -18,6 +18,8 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (p.d_ff != 0) m["d_ff"] = p.d_ff;
   if (p.kv_heads != 0) m["kv_heads"] = p.kv_heads;
   if (!p.dropout) m["dropout"] = false;
+  if (!p.fused_attention) m["attention"] = "unfused";
+  if (p.fp8) m["fp8"] = true;
   return m;
 }
 

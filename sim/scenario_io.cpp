@@ -69,6 +69,14 @@ ModelSpec read_transformer(ObjectReader& m) {
   p.tied_embeddings = m.opt_bool("tied_embeddings").value_or(false);
   p.kv_heads = m.opt_integer("kv_heads", kModelWidth).value_or(p.heads);
   p.dropout = m.opt_bool("dropout").value_or(true);
+  const auto parse_attention = [](std::string_view v) -> std::optional<bool> {
+    if (v == "fused") return true;
+    if (v == "unfused") return false;
+    return std::nullopt;
+  };
+  p.fused_attention =
+      opt_choice(m, "attention", "attention", parse_attention, "fused, unfused").value_or(true);
+  p.fp8 = m.opt_bool("fp8").value_or(false);
   if (p.d_model % p.heads != 0) {
     m.fail("heads",
            std::to_string(p.heads) + " heads do not divide d_model " + std::to_string(p.d_model));
@@ -207,6 +215,26 @@ EfficiencyCurve read_efficiency(const json& v, const Where& w) {
   return curve;
 }
 
+// A device's kernel table (costmodels/kernel_table.h), every figure required but
+// the FP8 peak: a partial table would mix figures of two devices.
+KernelTable read_kernel_table(ObjectReader k) {
+  KernelTable t;
+  t.present = true;
+  t.multiprocessors = static_cast<int>(k.integer("multiprocessors", {1, 1 << 16}));
+  t.tile_m = static_cast<int>(k.integer("tile_m", {1, 1 << 12}));
+  t.tile_n = static_cast<int>(k.integer("tile_n", {1, 1 << 12}));
+  t.gemm_efficiency = k.number("gemm_efficiency", NumberRange::kEfficiency);
+  t.gemm_k_overhead = k.number("gemm_k_overhead", NumberRange::kNonNegative);
+  t.attention_fwd_efficiency = k.number("attention_fwd_efficiency", NumberRange::kEfficiency);
+  t.attention_bwd_efficiency = k.number("attention_bwd_efficiency", NumberRange::kEfficiency);
+  t.memory_efficiency = k.number("memory_efficiency", NumberRange::kEfficiency);
+  t.kernel_overhead_s = k.number("kernel_overhead_s", NumberRange::kDuration);
+  t.link_efficiency = k.number("link_efficiency", NumberRange::kEfficiency);
+  t.peak_flops_fp8 = k.opt_number("peak_flops_fp8", NumberRange::kRate).value_or(0.0);
+  k.finish();
+  return t;
+}
+
 Device read_device(ObjectReader d) {
   Device dev;
   dev.name = d.opt_string("name").value_or("custom");
@@ -218,6 +246,7 @@ Device read_device(ObjectReader d) {
   dev.op_overhead_s = d.opt_number("op_overhead_s", NumberRange::kDuration).value_or(0.0);
   if (const json* e = d.find("efficiency"))
     dev.efficiency = read_efficiency(*e, d.where("efficiency"));
+  if (auto k = d.opt_object("kernels")) dev.kernels = read_kernel_table(*k);
   d.finish();
   return dev;
 }
@@ -276,6 +305,15 @@ Cluster read_cluster(ObjectReader c) {
     cluster.device = read_device(c.object("device"));
     cluster.name = cluster.device.name;
     cluster.interconnect = read_interconnect(c.object("interconnect"));
+  }
+  const bool has_table = cluster.device.kernels.present;
+  cluster.cost_model =
+      opt_choice(c, "cost_model", "cost model", parse_cost_model_kind, "analytic, kernels")
+          .value_or(has_table ? CostModelKind::kKernels : CostModelKind::kAnalytic);
+  if (cluster.cost_model == CostModelKind::kKernels && !has_table) {
+    c.fail("cost_model", "the kernels model needs the device's kernel table: device '" +
+                             cluster.device.name +
+                             "' has none (give \"kernels\" in the device, or use \"analytic\")");
   }
   c.finish();
   try {
@@ -455,6 +493,16 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
 
   s.model = read_model(std::move(model));
   s.cluster = read_cluster(std::move(cluster));
+  if (s.model.transformer && s.model.transformer->fp8) {
+    const Where fp8 = Where{file, ""}.key("model").key("fp8");
+    if (s.cluster.cost_model != CostModelKind::kKernels) {
+      fp8.fail("FP8 GEMMs are costed by the kernels model only, and the cluster's cost_model is "
+               "analytic");
+    }
+    if (!(s.cluster.device.kernels.peak_flops_fp8 > 0.0)) {
+      fp8.fail("device '" + s.cluster.device.name + "' has no FP8 peak (expected false)");
+    }
+  }
   s.training = read_training(std::move(training), s.model.dtype);
   check_magnitudes(s, file);
   return s;

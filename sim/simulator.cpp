@@ -5,6 +5,8 @@
 #include <optional>
 
 #include "costmodels/check.h"
+#include "costmodels/kernel_cost_model.h"
+#include "costmodels/model_families.h"
 #include "costmodels/profile.h"
 #include "sim/device_partition.h"
 #include "sim/engine.h"
@@ -324,6 +326,11 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
 std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario) {
   if (scenario.cluster.profile) {
     return std::make_unique<ProfiledCostModel>(scenario.cluster.profile);
+  }
+  if (scenario.cluster.cost_model == CostModelKind::kKernels) {
+    const bool fp8 = scenario.model.transformer && scenario.model.transformer->fp8;
+    return std::make_unique<KernelCostModel>(scenario.cluster.device, scenario.model.dtype, fp8,
+                                             scenario.training.bytes_per_param);
   }
   return std::make_unique<AnalyticCostModel>(scenario.cluster.device, scenario.model.dtype,
                                              scenario.training.bytes_per_param);

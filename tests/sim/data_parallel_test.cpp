@@ -53,15 +53,16 @@ TEST(DataParallel, RingFollowsTheClusterRouteBetweenReplicas) {
 
 TEST(DataParallel, ReplicasInOtherNodesAllReduceOverTheSpine) {
   // dgx-h100 nodes of 8: K = 8 fills a node, so a replica's device d talks to
-  // its twin through its NIC, the spine and the twin's NIC.
+  // its twin through its NIC, the spine and the twin's NIC. The kernels model
+  // (the preset's default) runs links at their achievable share, 0.8.
   nlohmann::json doc = testing::docs::good_doc();
   doc["cluster"] = {{"preset", "dgx-h100"}, {"devices", 16}};
   const Scenario sc = parse_scenario(doc, "dgx.json");
   const DataParallel across = data_parallel_ring(sc.cluster, 8, 2);
-  EXPECT_EQ(across.bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(across.bandwidth, 0.8 * 50e9);
   EXPECT_DOUBLE_EQ(across.latency_s, 2 * 5e-6);
   const DataParallel inside = data_parallel_ring(sc.cluster, 4, 2);  // both in node 0
-  EXPECT_EQ(inside.bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(inside.bandwidth, 0.8 * 450e9);
   EXPECT_DOUBLE_EQ(inside.latency_s, 2 * 2e-6);
   // Explicit: the same topology, and what it needs.
   doc["cluster"] = {

@@ -384,7 +384,7 @@ TEST(ScenarioErrors, UnknownNestedKey) {
   EXPECT_STREQ(e.what(),
                "bad.json: model.d_fff: unknown key 'd_fff' (expected one of: family, name, "
                "layers, d_model, d_ff, heads, seq_len, vocab, dtype, positions, "
-               "tied_embeddings, kv_heads, dropout)");
+               "tied_embeddings, kv_heads, dropout, attention, fp8)");
   EXPECT_EQ(e.json_path(), "model.d_fff");
 }
 
@@ -710,6 +710,66 @@ TEST(ScenarioErrors, NeitherPresetNorDevice) {
   EXPECT_STREQ(e.what(),
                "bad.json: cluster: expected a 'preset', or a 'device' and an 'interconnect'");
   EXPECT_EQ(e.json_path(), "cluster");
+}
+
+TEST(ScenarioCostModel, GpuPresetsDefaultToTheKernelsModelAndAnalyticStaysByName) {
+  EXPECT_EQ(parse_scenario(good_doc(), "a.json").cluster.cost_model, CostModelKind::kKernels);
+  json doc = good_doc();
+  doc["cluster"]["cost_model"] = "analytic";
+  EXPECT_EQ(parse_scenario(doc, "a.json").cluster.cost_model, CostModelKind::kAnalytic);
+  EXPECT_EQ(parse_scenario(explicit_cluster_doc(), "e.json").cluster.cost_model,
+            CostModelKind::kAnalytic);
+}
+
+TEST(ScenarioCostModel, KernelsNeedTheDevicesTable) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["cost_model"] = "kernels";
+  const ScenarioError e = error_of(doc);
+  EXPECT_EQ(e.json_path(), "cluster.cost_model");
+  EXPECT_NE(std::string(e.what()).find("has none"), std::string::npos) << e.what();
+  doc["cluster"]["cost_model"] = "roofline";
+  EXPECT_NE(std::string(error_of(doc).what()).find("expected one of: analytic, kernels"),
+            std::string::npos);
+}
+
+TEST(ScenarioCostModel, AnExplicitDeviceCarriesAWholeKernelTable) {
+  json doc = explicit_cluster_doc();
+  doc["cluster"]["device"]["kernels"] = json::parse(R"({
+      "multiprocessors": 30, "tile_m": 128, "tile_n": 64, "gemm_efficiency": 0.7,
+      "gemm_k_overhead": 32, "attention_fwd_efficiency": 0.5, "attention_bwd_efficiency": 0.4,
+      "memory_efficiency": 0.9, "kernel_overhead_s": 5e-6, "link_efficiency": 0.7 })");
+  const Scenario sc = parse_scenario(doc, "e.json");
+  EXPECT_EQ(sc.cluster.cost_model, CostModelKind::kKernels);
+  EXPECT_EQ(sc.cluster.device.kernels.multiprocessors, 30);
+  EXPECT_EQ(sc.cluster.device.kernels.tile_n, 64);
+  EXPECT_DOUBLE_EQ(sc.cluster.device.kernels.link_efficiency, 0.7);
+  doc["cluster"]["device"]["kernels"].erase("memory_efficiency");
+  EXPECT_EQ(error_of(doc).json_path(), "cluster.device.kernels.memory_efficiency");
+  doc["cluster"]["device"]["kernels"]["memory_efficiency"] = 1.5;
+  EXPECT_EQ(error_of(doc).json_path(), "cluster.device.kernels.memory_efficiency");
+}
+
+TEST(ScenarioCostModel, Fp8NeedsAnFp8PeakAndTheKernelsModel) {
+  json doc = good_doc();
+  doc["model"]["fp8"] = true;
+  ScenarioError e = error_of(doc);  // a100-80g has no FP8
+  EXPECT_EQ(e.json_path(), "model.fp8");
+  EXPECT_NE(std::string(e.what()).find("no FP8 peak"), std::string::npos) << e.what();
+  doc["cluster"]["preset"] = "h100-sxm";
+  EXPECT_TRUE(parse_scenario(doc, "a.json").model.transformer->fp8);
+  doc["cluster"]["cost_model"] = "analytic";
+  e = error_of(doc);
+  EXPECT_EQ(e.json_path(), "model.fp8");
+  EXPECT_NE(std::string(e.what()).find("kernels model only"), std::string::npos) << e.what();
+}
+
+TEST(ScenarioCostModel, AttentionIsFusedOrUnfused) {
+  json doc = good_doc();
+  EXPECT_TRUE(parse_scenario(doc, "a.json").model.transformer->fused_attention);
+  doc["model"]["attention"] = "unfused";
+  EXPECT_FALSE(parse_scenario(doc, "a.json").model.transformer->fused_attention);
+  doc["model"]["attention"] = "flash";
+  EXPECT_EQ(error_of(doc).json_path(), "model.attention");
 }
 
 }  // namespace

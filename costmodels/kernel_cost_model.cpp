@@ -1,0 +1,162 @@
+#include "costmodels/kernel_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+namespace {
+
+double f64(std::int64_t x) {
+  return static_cast<double>(x);
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Backward FLOPs of fused attention over its forward's: the backward recomputes
+// the scores and runs four more products (the gradients of P, S, Q/K and V)
+// against the forward's two (Dao 2023, "FlashAttention-2", section 3.1.2).
+constexpr double kAttentionBackwardFlops = 2.5;
+
+}  // namespace
+
+double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Bytes element_bytes,
+                    std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count) {
+  if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0.0;
+  const std::int64_t tiles = ceil_div(m, t.tile_m) * ceil_div(n, t.tile_n) * count;
+  const std::int64_t waves = ceil_div(tiles, t.multiprocessors);
+  const double sm_rate = peak * t.gemm_efficiency / t.multiprocessors;
+  const double tile_s = 2.0 * t.tile_m * t.tile_n * (f64(k) + t.gemm_k_overhead) / sm_rate;
+  const double bytes =
+      f64(count) * (f64(m) * f64(k) + f64(k) * f64(n) + f64(m) * f64(n)) * f64(element_bytes);
+  return std::max(f64(waves) * tile_s, memory_seconds(t, mem_bandwidth, bytes));
+}
+
+double memory_seconds(const KernelTable& t, double mem_bandwidth, double bytes) {
+  return bytes / (mem_bandwidth * t.memory_efficiency);
+}
+
+KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable& t,
+                         double gemm_peak, double attention_peak, double mem_bandwidth,
+                         Bytes element_bytes) {
+  KernelTimes out;
+  const double launch = t.kernel_overhead_s;
+  switch (kn.kind) {
+    case Kernel::Kind::kGemm: {
+      // One product over every token of the micro-batch (a linear layer), or
+      // batch_count products per sample (attention's per-head products).
+      const bool per_sample = kn.batch_count > 1;
+      const std::int64_t m = per_sample ? kn.rows : kn.rows * batch;
+      const std::int64_t count = per_sample ? kn.batch_count * batch : 1;
+      const auto gemm = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) {
+        return launch + gemm_seconds(t, gemm_peak, mem_bandwidth, element_bytes, mm, nn, kk, count);
+      };
+      out.forward = gemm(m, kn.n, kn.k);
+      const double input_grad = gemm(m, kn.k, kn.n);   // dX = dY . W^T
+      const double weight_grad = gemm(kn.k, kn.n, m);  // dW = X^T . dY
+      out.backward = input_grad + weight_grad;
+      out.weight = kn.has_weight ? weight_grad : 0.0;
+      break;
+    }
+    case Kernel::Kind::kMemory:
+      out.forward = launch + memory_seconds(t, mem_bandwidth, f64(kn.bytes) * f64(batch));
+      if (kn.bwd_bytes > 0) {
+        out.backward = launch + memory_seconds(t, mem_bandwidth, f64(kn.bwd_bytes) * f64(batch));
+      }
+      break;
+    case Kernel::Kind::kAttention: {
+      const double flops = 4.0 * f64(kn.seq) * f64(kn.seq) * f64(kn.head_dim) *
+                           f64(kn.batch_count) * f64(batch) * (kn.causal ? 0.5 : 1.0);
+      out.forward = launch + flops / (attention_peak * t.attention_fwd_efficiency);
+      out.backward =
+          launch + kAttentionBackwardFlops * flops / (attention_peak * t.attention_bwd_efficiency);
+      break;
+    }
+  }
+  return out;
+}
+
+KernelCostModel::KernelCostModel(Device device, DType dtype, bool fp8, double bytes_per_param)
+    : device_(std::move(device)),
+      dtype_(dtype),
+      fp8_(fp8),
+      fallback_(device_, dtype, bytes_per_param),
+      bytes_per_param_(bytes_per_param) {
+  const KernelTable& t = device_.kernels;
+  PS_CHECK(t.present, "device " + device_.name + " has no kernel table");
+  PS_CHECK(t.multiprocessors > 0 && t.tile_m > 0 && t.tile_n > 0, "kernel table without tiles");
+  PS_CHECK(t.gemm_efficiency > 0.0 && t.memory_efficiency > 0.0 &&
+               t.attention_fwd_efficiency > 0.0 && t.attention_bwd_efficiency > 0.0,
+           "kernel table with a zero efficiency");
+  PS_CHECK(!fp8_ || t.peak_flops_fp8 > 0.0, "device " + device_.name + " has no FP8 peak");
+}
+
+std::string_view KernelCostModel::description() const {
+  return "kernel-level: GEMMs by tile and wave quantisation, fused attention, memory-bound "
+         "kernels at achievable bandwidth, a fixed cost per kernel (docs/models.md)";
+}
+
+KernelCostModel::LayerTimes KernelCostModel::compute(const LayerSpec& layer,
+                                                     std::int64_t batch) const {
+  const KernelTable& t = device_.kernels;
+  const double peak = device_.peak_flops(dtype_);
+  const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
+  double fwd = 0.0, bwd = 0.0, w = 0.0;
+  for (const Kernel& k : layer.kernels) {
+    const KernelTimes kt =
+        kernel_times(k, batch, t, gemm_peak, peak, device_.mem_bandwidth, dtype_bytes(dtype_));
+    fwd += kt.forward;
+    bwd += kt.backward;
+    w += kt.weight;
+  }
+  return {seconds_to_simtime(fwd), seconds_to_simtime(bwd), seconds_to_simtime(w)};
+}
+
+KernelCostModel::LayerTimes KernelCostModel::times(const LayerSpec& layer,
+                                                   std::int64_t batch) const {
+  const std::pair<const void*, std::int64_t> key{&layer.kernels, batch};
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = cache_.find(key);
+    if (it != cache_.end() && it->second.kernels == layer.kernels) return it->second.times;
+  }
+  const LayerTimes lt = compute(layer, batch);
+  const std::lock_guard<std::mutex> lock(mutex_);
+  cache_[key] = Entry{layer.kernels, lt};
+  return lt;
+}
+
+SimTime KernelCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {
+  if (layer.kernels.empty()) return fallback_.forward(layer, batch);
+  return times(layer, batch).forward;
+}
+
+SimTime KernelCostModel::backward(const LayerSpec& layer, std::int64_t batch) const {
+  if (layer.kernels.empty()) return fallback_.backward(layer, batch);
+  return times(layer, batch).backward;
+}
+
+SimTime KernelCostModel::recompute(const LayerSpec& layer, std::int64_t batch) const {
+  return forward(layer, batch);
+}
+
+SimTime KernelCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch) const {
+  if (layer.kernels.empty()) return fallback_.weight_grad(layer, batch);
+  return times(layer, batch).weight;
+}
+
+// The optimizer reads and writes weights, gradients and state once: a
+// memory-bound pass over 2 * params * bytes_per_param bytes, as one fused kernel.
+SimTime KernelCostModel::optimizer_step(std::int64_t params) const {
+  if (params == 0) return 0;
+  const KernelTable& t = device_.kernels;
+  return seconds_to_simtime(
+      t.kernel_overhead_s +
+      memory_seconds(t, device_.mem_bandwidth, 2.0 * f64(params) * bytes_per_param_));
+}
+
+}  // namespace pipescope

@@ -1,0 +1,91 @@
+#pragma once
+// The kernel-level cost model: a layer is the kernels it runs on the GPU
+// (LayerSpec::kernels), each costed from its shape and the device's kernel table
+// (costmodels/kernel_table.h), and a layer's time is the sum of its kernels'.
+//
+// - GEMM (rows x k) . (k x n), batch_count products: its output is cut into
+//   tiles of tile_m x tile_n; the tiles run in waves of one per multiprocessor,
+//   so a GEMM takes ceil(tiles / SMs) waves (tile and wave quantisation, NVIDIA
+//   "Matrix Multiplication Background" user's guide), each wave the time of one
+//   tile of depth k + gemm_k_overhead at gemm_efficiency of one SM's share of
+//   the peak; never less than its operands and result moved at the achievable
+//   memory bandwidth. Its backward is two GEMMs of the same size (input and
+//   weight gradients); the weight-gradient one is the split backward's W.
+// - Memory-bound kernels: bytes / (bandwidth x memory_efficiency).
+// - Fused attention: 4 s^2 d FLOPs per head forward (half with a causal mask) at
+//   attention_fwd_efficiency; its backward 2.5 times the forward's FLOPs (five
+//   products to the forward's two, Dao 2023) at attention_bwd_efficiency.
+// - Every kernel adds kernel_overhead_s.
+// Layers without kernels (convolutional models, explicit layer lists) are costed
+// by the analytic roofline. Times are computed once per layer shape and batch
+// size, then looked up.
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "costmodels/cost_model.h"
+#include "costmodels/device.h"
+#include "costmodels/model.h"
+
+namespace pipescope {
+
+// One kernel's times for a micro-batch of `batch` samples, seconds.
+struct KernelTimes {
+  double forward = 0.0;
+  double backward = 0.0;  // input and weight gradients together
+  double weight = 0.0;    // the weight-gradient part of backward
+};
+
+// The cost terms, public so tests can check each against a hand computation.
+// `peak` is the dense FLOP/s of the GEMM's element type.
+double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Bytes element_bytes,
+                    std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count);
+double memory_seconds(const KernelTable& t, double mem_bandwidth, double bytes);
+KernelTimes kernel_times(const Kernel& kernel, std::int64_t batch, const KernelTable& t,
+                         double gemm_peak, double attention_peak, double mem_bandwidth,
+                         Bytes element_bytes);
+
+class KernelCostModel final : public CostModel {
+ public:
+  // fp8: the GEMMs run at the device's FP8 peak (attention and memory-bound
+  // kernels stay in dtype). The device must have a kernel table, and an FP8
+  // peak when fp8 is set.
+  KernelCostModel(Device device, DType dtype, bool fp8, double bytes_per_param);
+  std::string_view name() const override { return "kernels"; }
+  std::string_view description() const override;
+  SimTime forward(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime backward(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime recompute(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime optimizer_step(std::int64_t params) const override;
+
+ private:
+  // Forward, backward and weight-gradient time of a layer's kernels, ns.
+  struct LayerTimes {
+    SimTime forward = 0, backward = 0, weight = 0;
+  };
+  LayerTimes times(const LayerSpec& layer, std::int64_t batch) const;
+  LayerTimes compute(const LayerSpec& layer, std::int64_t batch) const;
+
+  Device device_;
+  DType dtype_;
+  bool fp8_;
+  AnalyticCostModel fallback_;
+  double bytes_per_param_;
+  // Keyed by the address of the layer's kernel list and the batch size; an entry
+  // keeps a copy of the list and is used only while the list at that address
+  // still equals it (a layer freed and another allocated in its place is
+  // recomputed, never answered from the old entry).
+  struct Entry {
+    std::vector<Kernel> kernels;
+    LayerTimes times;
+  };
+  mutable std::mutex mutex_;
+  mutable std::map<std::pair<const void*, std::int64_t>, Entry> cache_;
+};
+
+}  // namespace pipescope

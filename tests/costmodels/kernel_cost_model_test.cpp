@@ -1,0 +1,236 @@
+#include "costmodels/kernel_cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "costmodels/cluster.h"
+#include "costmodels/device.h"
+#include "costmodels/model_families.h"
+
+namespace pipescope {
+namespace {
+
+// A toy device: 4 SMs, 2 x 2 tiles, a peak of 16 FLOP/s at half efficiency
+// (2 FLOP/s per SM), 1000 B/s of memory fully achieved, no fixed costs.
+KernelTable toy_table() {
+  KernelTable t;
+  t.present = true;
+  t.multiprocessors = 4;
+  t.tile_m = 2;
+  t.tile_n = 2;
+  t.gemm_efficiency = 0.5;
+  t.gemm_k_overhead = 0.0;
+  t.attention_fwd_efficiency = 0.5;
+  t.attention_bwd_efficiency = 0.25;
+  t.memory_efficiency = 1.0;
+  t.kernel_overhead_s = 0.0;
+  t.link_efficiency = 0.5;
+  return t;
+}
+
+TEST(KernelCostModel, GemmRunsWholeTilesInWavesOfOnePerSm) {
+  const KernelTable t = toy_table();
+  // 4 x 4 output: 4 tiles, one wave; a tile is 2*2*2*k FLOPs at 2 FLOP/s.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1e12, 2, 4, 4, 3, 1), 2.0 * 2 * 2 * 3 / 2.0);
+  // 5 x 4: the fifth row needs a third tile row (tile quantisation), 6 tiles
+  // need two waves (wave quantisation): twice the time for 25 % more work.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1e12, 2, 5, 4, 3, 1), 2 * 12.0);
+  // Two products of 4 x 4: 8 tiles, two waves.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1e12, 2, 4, 4, 3, 2), 24.0);
+}
+
+TEST(KernelCostModel, GemmDepthPaysTheTileOverhead) {
+  KernelTable t = toy_table();
+  t.gemm_k_overhead = 1.0;
+  // Depth 3 costs as depth 4.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1e12, 2, 4, 4, 3, 1), 2.0 * 2 * 2 * 4 / 2.0);
+}
+
+TEST(KernelCostModel, ShallowGemmIsBoundByMemory) {
+  const KernelTable t = toy_table();
+  // Operands 4x3 and 3x4 and the 4x4 result, 2 bytes each: 80 bytes at 10 B/s
+  // is 8 s; the arithmetic takes 12 s. At 1 B/s memory wins: 80 s.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 10.0, 2, 4, 4, 3, 1), 12.0);
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1.0, 2, 4, 4, 3, 1), 80.0);
+}
+
+TEST(KernelCostModel, MemoryKernelMovesBytesAtAchievedBandwidth) {
+  KernelTable t = toy_table();
+  t.memory_efficiency = 0.8;
+  EXPECT_DOUBLE_EQ(memory_seconds(t, 50.0, 100.0), 2.5);
+}
+
+TEST(KernelCostModel, GemmBackwardIsInputAndWeightGradient) {
+  KernelTable t = toy_table();
+  t.kernel_overhead_s = 1.0;
+  Kernel g;
+  g.kind = Kernel::Kind::kGemm;
+  g.rows = 2;  // per sample; a batch of 2 makes m = 4
+  g.n = 6;
+  g.k = 4;
+  const KernelTimes kt = kernel_times(g, 2, t, 16.0, 16.0, 1e12, 2);
+  // Forward 4x6 (k 4): 6 tiles, 2 waves of 2*2*2*4/2 = 16 s, plus 1 s.
+  EXPECT_DOUBLE_EQ(kt.forward, 1 + 32.0);
+  // dX 4x4 (k 6): 4 tiles, 1 wave of 24 s; dW 4x6 (k 4): as the forward.
+  EXPECT_DOUBLE_EQ(kt.backward, (1 + 24.0) + (1 + 32.0));
+  EXPECT_DOUBLE_EQ(kt.weight, 1 + 32.0);
+  g.has_weight = false;  // both operands are activations: no W
+  EXPECT_DOUBLE_EQ(kernel_times(g, 2, t, 16.0, 16.0, 1e12, 2).weight, 0.0);
+}
+
+TEST(KernelCostModel, BatchedGemmKeepsOneProductPerHeadAndSample) {
+  const KernelTable t = toy_table();
+  Kernel g;
+  g.kind = Kernel::Kind::kGemm;
+  g.rows = 4;
+  g.n = 4;
+  g.k = 3;
+  g.batch_count = 2;  // two heads per sample
+  // 3 samples: 6 products of 4 x 4, 24 tiles, 6 waves of 12 s.
+  EXPECT_DOUBLE_EQ(kernel_times(g, 3, t, 16.0, 16.0, 1e12, 2).forward, 6 * 12.0);
+}
+
+TEST(KernelCostModel, FusedAttentionCountsHalfTheScoresWhenCausal) {
+  const KernelTable t = toy_table();
+  Kernel a;
+  a.kind = Kernel::Kind::kAttention;
+  a.seq = 8;
+  a.head_dim = 2;
+  a.batch_count = 3;
+  a.causal = true;
+  // 4 s^2 d per head and sample, halved: 4*64*2*3*2 / 2 = 1536 FLOPs for 2
+  // samples; forward at 16 * 0.5, backward 2.5x the FLOPs at 16 * 0.25.
+  const KernelTimes kt = kernel_times(a, 2, t, 16.0, 16.0, 1e12, 2);
+  EXPECT_DOUBLE_EQ(kt.forward, 1536.0 / 8.0);
+  EXPECT_DOUBLE_EQ(kt.backward, 2.5 * 1536.0 / 4.0);
+  EXPECT_DOUBLE_EQ(kt.weight, 0.0);
+}
+
+double kernel_flops(const std::vector<Kernel>& kernels) {
+  double flops = 0.0;
+  for (const Kernel& k : kernels) {
+    if (k.kind == Kernel::Kind::kGemm) flops += 2.0 * k.rows * k.n * k.k * k.batch_count;
+    if (k.kind == Kernel::Kind::kAttention)
+      flops += 4.0 * k.seq * k.seq * k.head_dim * k.batch_count;
+  }
+  return flops;
+}
+
+TEST(KernelCostModel, BlockKernelsCarryTheBlocksFlops) {
+  TransformerParams p;
+  p.layers = 2;
+  p.d_model = 256;
+  p.heads = 4;
+  p.kv_heads = 2;
+  p.seq_len = 128;
+  p.vocab = 1000;
+  p.dtype = DType::kBf16;
+  for (bool fused : {true, false}) {
+    p.fused_attention = fused;
+    const ModelSpec m = make_transformer(p);
+    const LayerSpec& block = m.layers[1];
+    EXPECT_DOUBLE_EQ(kernel_flops(block.kernels), block.fwd_flops) << "fused " << fused;
+    // The head's projection is its 2shV; the softmax's 5sV is memory-bound here.
+    EXPECT_DOUBLE_EQ(kernel_flops(m.layers.back().kernels), 2.0 * 128 * 256 * 1000);
+  }
+}
+
+TEST(KernelCostModel, LayerTimeIsTheSumOfItsKernels) {
+  Device d = find_device_preset("a100-80g")->device;
+  TransformerParams p;
+  p.layers = 1;
+  p.d_model = 1024;
+  p.heads = 16;
+  p.seq_len = 512;
+  p.vocab = 5000;
+  p.dtype = DType::kBf16;
+  const ModelSpec m = make_transformer(p);
+  const KernelCostModel cost(d, DType::kBf16, false, 16.0);
+  double fwd = 0.0, bwd = 0.0, w = 0.0;
+  for (const Kernel& k : m.layers[1].kernels) {
+    const KernelTimes kt = kernel_times(k, 4, d.kernels, 312e12, 312e12, 2039e9, 2);
+    fwd += kt.forward;
+    bwd += kt.backward;
+    w += kt.weight;
+  }
+  EXPECT_EQ(cost.forward(m.layers[1], 4), seconds_to_simtime(fwd));
+  EXPECT_EQ(cost.recompute(m.layers[1], 4), seconds_to_simtime(fwd));
+  EXPECT_EQ(cost.backward(m.layers[1], 4), seconds_to_simtime(bwd));
+  EXPECT_EQ(cost.weight_grad(m.layers[1], 4), seconds_to_simtime(w));
+  EXPECT_GT(w, 0.0);
+  EXPECT_LT(w, bwd);
+}
+
+TEST(KernelCostModel, ACachedLayerIsRecomputedWhenItsKernelsChange) {
+  Device d = find_device_preset("a100-80g")->device;
+  const KernelCostModel cost(d, DType::kBf16, false, 16.0);
+  LayerSpec layer;
+  Kernel g;
+  g.rows = 1024;
+  g.n = 4096;
+  g.k = 4096;
+  layer.kernels = {g};
+  const SimTime first = cost.forward(layer, 1);
+  layer.kernels[0].n = 8192;  // same address, twice the work
+  const SimTime second = cost.forward(layer, 1);
+  EXPECT_GT(second, first + first / 4);  // 3 waves of tiles instead of 2
+}
+
+TEST(KernelCostModel, Fp8GemmsRunAtTheFp8Peak) {
+  Device d = find_device_preset("h100-sxm")->device;
+  LayerSpec layer;
+  Kernel g;
+  g.rows = 8192;
+  g.n = 8192;
+  g.k = 8192;
+  layer.kernels = {g};
+  const KernelCostModel bf16(d, DType::kBf16, false, 16.0);
+  const KernelCostModel fp8(d, DType::kBf16, true, 16.0);
+  const double ratio = static_cast<double>(bf16.forward(layer, 1)) / fp8.forward(layer, 1);
+  EXPECT_NEAR(ratio, 1979.0 / 989.0, 0.01);
+}
+
+TEST(KernelCostModel, LayersWithoutKernelsFallBackToTheRoofline) {
+  Device d = find_device_preset("a100-80g")->device;
+  const KernelCostModel kernels(d, DType::kBf16, false, 16.0);
+  const AnalyticCostModel analytic(d, DType::kBf16, 16.0);
+  LayerSpec conv;
+  conv.fwd_flops = 1e9;
+  conv.bwd_flops = 2e9;
+  conv.params = 1000;
+  conv.out_bytes = 1000;
+  conv.stash_bytes = 2000;
+  EXPECT_EQ(kernels.forward(conv, 8), analytic.forward(conv, 8));
+  EXPECT_EQ(kernels.backward(conv, 8), analytic.backward(conv, 8));
+}
+
+TEST(KernelCostModel, OptimizerStepIsOneMemoryBoundPass) {
+  Device d = find_device_preset("a100-80g")->device;
+  const KernelCostModel cost(d, DType::kBf16, false, 16.0);
+  const double expected = 4e-6 + 2.0 * 1e9 * 16.0 / (2039e9 * 0.85);
+  EXPECT_EQ(cost.optimizer_step(1'000'000'000), seconds_to_simtime(expected));
+}
+
+TEST(KernelCostModel, LinksRunAtTheirAchievableShareUnderTheKernelsModel) {
+  Cluster c;
+  c.devices = 2;
+  c.device = find_device_preset("a100-80g")->device;
+  c.interconnect = find_device_preset("a100-80g")->interconnect;
+  c.cost_model = CostModelKind::kAnalytic;
+  EXPECT_DOUBLE_EQ(c.route(0, 1).at(0).bandwidth, 300e9);
+  c.cost_model = CostModelKind::kKernels;
+  EXPECT_DOUBLE_EQ(c.route(0, 1).at(0).bandwidth, 300e9 * 0.8);
+}
+
+TEST(KernelCostModel, EveryGpuPresetHasATableAndTheCpuNone) {
+  for (const DevicePreset& p : device_presets()) {
+    const bool gpu = p.device.name.rfind("tpu", 0) != 0 && p.device.name != "cpu";
+    EXPECT_EQ(p.device.kernels.present, gpu) << p.device.name;
+  }
+  EXPECT_GT(find_device_preset("h100-sxm")->device.kernels.peak_flops_fp8, 0.0);
+  EXPECT_EQ(find_device_preset("a100-80g")->device.kernels.peak_flops_fp8, 0.0);
+}
+
+}  // namespace
+}  // namespace pipescope
