@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/calibrate_command.h"
 #include "cli/capacity_command.h"
 #include "cli/compare_command.h"
 #include "cli/export_command.h"
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
   cli::CompareOptions comparing;
   cli::ValidateOptions validating;
   cli::SelftestOptions selftesting;
+  cli::CalibrateOptions calibrating;
   CLI::App* simulate_cmd = cli::add_simulate_command(app, simulate);
   CLI::App* plan_cmd = cli::add_plan_command(app, plan);
   CLI::App* sweep_cmd = cli::add_sweep_command(app, sweep);
@@ -121,6 +123,7 @@ int main(int argc, char** argv) {
   CLI::App* compare_cmd = cli::add_compare_command(app, comparing);
   CLI::App* validate_cmd = cli::add_validate_command(app, validating);
   CLI::App* selftest_cmd = cli::add_selftest_command(app, selftesting);
+  CLI::App* calibrate_cmd = cli::add_calibrate_command(app, calibrating);
 
   try {
     app.parse(argc, argv);
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
     if (compare_cmd->parsed()) return cli::run_compare(comparing);
     if (validate_cmd->parsed()) return cli::run_validate(validating);
     if (selftest_cmd->parsed()) return cli::run_selftest(selftesting);
+    if (calibrate_cmd->parsed()) return cli::run_calibrate(calibrating);
     return kExitUsage;
   };
   return finish(run_reporting_errors(command));

@@ -6,9 +6,9 @@
 #include <limits>
 #include <memory>
 
+#include "sim/cost_model_file.h"
 #include "sim/hf_config.h"
 #include "sim/model_json.h"
-#include "sim/profile_io.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope::cli {
@@ -67,8 +67,11 @@ void add_seed_option(CLI::App& cmd, std::uint64_t& seed, const std::string& desc
 
 void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--cost-model", o.cost_model,
-                 "Time layers, the optimizer and transfers from a profile written by `pipescope "
-                 "profile` instead of the device's roofline");
+                 "How layers are timed: analytic (the device's roofline), kernels (the "
+                 "kernel-level model, on devices with a kernel table), a cost-model file written "
+                 "by `pipescope calibrate` (the kernel-level model with fitted figures), or a "
+                 "profile written by `pipescope profile` (measured layers, optimizer and "
+                 "transfers)");
 }
 
 void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const std::string& what) {
@@ -120,10 +123,7 @@ Scenario load(const ScenarioOptions& o, const nlohmann::json& doc) {
   Scenario scenario = o.hf_config
                           ? parse_scenario_with_hf_model(doc, o.file, *o.hf_config, o.overrides)
                           : parse_scenario(doc, o.file);
-  if (o.cost_model) {
-    apply_profile(scenario, std::make_shared<const Profile>(read_profile_file(*o.cost_model)),
-                  *o.cost_model);
-  }
+  if (o.cost_model) apply_cost_model_argument(scenario, *o.cost_model);
   return scenario;
 }
 

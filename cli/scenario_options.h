@@ -22,11 +22,14 @@ struct ScenarioOptions {
   std::vector<std::string> overrides;
   std::optional<std::string> hf_config;
   std::optional<std::int64_t> seq_len;
-  std::optional<std::string> cost_model;  // a profile; only where add_cost_model_option
+  // analytic, kernels, a cost-model file or a profile; only where add_cost_model_option
+  std::optional<std::string> cost_model;
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
-// --cost-model PROFILE, for the commands that time steps (simulate, plan, sweep).
+// --cost-model analytic|kernels|FILE (a cost-model file or a profile), for the
+// commands that time steps (simulate, plan, sweep); see apply_cost_model_argument
+// (sim/cost_model_file.h).
 void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
 // --remat MODE: on or always, except-last, off or never. `what` says what an
 // absent option means.
@@ -59,7 +62,7 @@ decltype(auto) naming_scenario_file(const std::string& file, Fn&& fn) {
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides.
 nlohmann::json load_document(const ScenarioOptions& o);
-// The scenario of load_document, with the --cost-model profile applied. An error
+// The scenario of load_document, with --cost-model applied. An error
 // in a model that --hf-config built names the config, not the scenario file.
 Scenario load(const ScenarioOptions& o);
 // The same, from a document load_document already read: an input that can be

@@ -1,0 +1,81 @@
+#pragma once
+// Cost-model files: the kernel-level model's fitted figures for one device,
+// as `pipescope calibrate` writes them and `--cost-model FILE` applies them.
+//
+//   {"format": "pipescope-cost-model", "version": 1, "model": "kernels",
+//    "device": "a100-80g",
+//    "parameters": {"gemm_efficiency": 0.71, ...},
+//    "fit": {"measured": "steps.csv", "rows": 6,
+//            "rms_relative_error": 0.012, "max_relative_error": 0.021}}
+//
+// "parameters" holds every figure of calibration_parameters()
+// (costmodels/kernel_table.h), each within that registry's range; "fit" says
+// where the figures came from and may be left out of a file written by hand.
+// Reading is as strict as for scenarios: unknown keys, wrong types and values
+// out of range are ScenarioErrors naming the file, the field and the range.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "costmodels/kernel_table.h"
+#include "sim/scenario.h"
+
+namespace pipescope {
+
+inline constexpr const char* kCostModelFormat = "pipescope-cost-model";
+inline constexpr int kCostModelVersion = 1;
+
+// How well the figures reproduce the step times they were fitted to.
+struct CostModelFit {
+  std::string measured;  // the CSV's name
+  std::int64_t rows = 0;
+  double rms_relative_error = 0.0;  // sqrt(mean((simulated - measured) / measured)^2)
+  double max_relative_error = 0.0;  // max |simulated - measured| / measured
+};
+
+struct CostModelFile {
+  std::string device;  // the device name the figures belong to ("a100-80g")
+  // One value per calibration_parameters() entry, in the registry's order.
+  std::vector<std::pair<std::string, double>> parameters;
+  std::optional<CostModelFit> fit;
+
+  // The value of `name`, if the file holds it.
+  std::optional<double> find(std::string_view name) const;
+};
+
+// The figures of `table` (every calibration parameter) for `device`.
+CostModelFile cost_model_of(const KernelTable& table, const std::string& device);
+
+nlohmann::json cost_model_to_json(const CostModelFile& file);
+// Whether `doc` says it is a cost-model file (its "format"), so that one
+// --cost-model option can take a profile or a cost-model file.
+bool is_cost_model_document(const nlohmann::json& doc);
+// Throws ScenarioError (file + JSON path + valid range) for anything malformed
+// or unknown.
+CostModelFile cost_model_from_json(const nlohmann::json& doc, const std::string& file);
+
+// Written to a temporary file and renamed into place (sim/file_io.h).
+void write_cost_model_file(const std::filesystem::path& path, const CostModelFile& file);
+CostModelFile read_cost_model_file(const std::filesystem::path& path);
+
+// Makes `scenario` use the kernel-level model with the file's figures. Throws
+// ScenarioError naming `label` when the scenario's device is not the file's or
+// has no kernel table.
+void apply_cost_model(Scenario& scenario, const CostModelFile& file, const std::string& label);
+
+// What `--cost-model ARG` does to a scenario: "analytic" or "kernels" chooses
+// that model by name (kernels needs the device's kernel table); any other ARG
+// is a file, read once: a cost-model file (its "format" says so) is applied
+// with apply_cost_model, anything else is read as a profile
+// (sim/profile_io.h). Errors are ScenarioErrors naming ARG.
+void apply_cost_model_argument(Scenario& scenario, const std::string& arg);
+
+}  // namespace pipescope
