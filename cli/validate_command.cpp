@@ -1,5 +1,6 @@
 #include "cli/validate_command.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <map>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,8 @@
 #include "sim/file_io.h"
 #include "sim/format.h"
 #include "sim/gpipe_validation.h"
+#include "sim/gpu_validation.h"
+#include "sim/json_reader.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope::cli {
@@ -23,10 +27,14 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& o) {
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Reproduce the GPipe paper's tables (largest Transformer per TPU core count, normalized "
-      "throughput) and print the paper's figures beside the simulated ones");
+      "throughput) and published GPU pipeline measurements, and print the published figures "
+      "beside the simulated ones");
   cmd->add_option("--scenarios", o.scenarios,
                   "Folder with transformer-tpuv3.json and amoebanet-tpuv2.json (default: the "
                   "copies of scenarios/gpipe/ built into the program)");
+  cmd->add_option("--gpu-scenarios", o.gpu_scenarios,
+                  "Folder of GPU validation cases, every *.json in it (default: the copies of "
+                  "scenarios/validation/ built into the program)");
   cmd->add_flag("--json", o.json, "Print the figures as JSON");
   return cmd;
 }
@@ -48,6 +56,37 @@ Source read_source(const std::optional<std::string>& folder, const char* name,
   nlohmann::json doc = nlohmann::json::parse(bundled, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) throw ScenarioError(label, "", "not valid JSON");
   return {std::move(doc), label};
+}
+
+// The GPU suite's cases: every *.json of `folder` in name order, or the bundled copies.
+std::vector<GpuCase> read_gpu_cases(const std::optional<std::string>& folder,
+                                    std::vector<std::string>& labels) {
+  std::vector<GpuCase> cases;
+  if (folder) {
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    std::filesystem::directory_iterator it(*folder, ec);
+    if (ec) throw ScenarioError(*folder, "", "cannot read the folder: " + ec.message());
+    for (const auto& entry : it) {
+      if (entry.path().extension() == ".json") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      throw ScenarioError(*folder, "", "no validation cases (*.json) in the folder");
+    }
+    for (const auto& file : files) {
+      labels.push_back(file.string());
+      cases.push_back(read_gpu_case(load_scenario_json(file), file.string()));
+    }
+    return cases;
+  }
+  for (std::size_t i = 0; i < kBundledGpuValidationCount; ++i) {
+    const BundledScenario& b = kBundledGpuValidation[i];
+    const std::string label = "scenarios/validation/" + std::string(b.name) + " (built in)";
+    labels.push_back(label);
+    cases.push_back(read_gpu_case(json_io::parse_json(std::string(b.text), label), label));
+  }
+  return cases;
 }
 
 std::string signed_percent(double frac) {
@@ -112,12 +151,72 @@ void print_throughput(const ValidationReport& report, const std::string& table,
   std::printf("\n");
 }
 
+// Decimals that keep a figure of any size readable: 8715, 132.4, 26.73, 1.234.
+std::string figure_text(double v) {
+  const double a = std::fabs(v);
+  return format_fixed(v, a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : 3);
+}
+
+void print_gpu_suite(const ValidationReport& report) {
+  int source_width = 6;
+  for (const PaperFigure& f : report.figures) {
+    if (f.table == "gpu") source_width = std::max(source_width, static_cast<int>(f.source.size()));
+  }
+  std::printf("Published GPU measurements (docs/validation.md: \"The GPU suite\")\n");
+  std::printf("%-6s %-*s %-13s %10s %10s %9s %6s\n", "case", source_width, "source", "metric",
+              "published", "simulated", "error", "tol.");
+  int gaps = 0, outside = 0, cases = 0;
+  for (const PaperFigure& f : report.figures) {
+    if (f.table != "gpu") continue;
+    ++cases;
+    const std::optional<GpuMetric> metric = parse_gpu_metric(f.metric);
+    const std::string unit = metric ? std::string(metric_unit(*metric)) : f.metric;
+    const char* verdict = f.within_tolerance() ? "  ok" : f.gap.empty() ? "  OUTSIDE" : "  gap*";
+    gaps += !f.within_tolerance() && !f.gap.empty() ? 1 : 0;
+    outside += !f.within_tolerance() && f.gap.empty() ? 1 : 0;
+    std::printf("%-6s %-*s %-13s %10s %10s %9s %4s %%%s%s\n", f.name.c_str(), source_width,
+                f.source.c_str(), unit.c_str(), figure_text(f.paper).c_str(),
+                figure_text(f.simulated).c_str(), signed_percent(f.relative_error()).c_str(),
+                format_fixed(f.tolerance.value_or(0) * 100, 0).c_str(), verdict,
+                f.fits.value_or(true) ? "" : " !");
+  }
+  std::printf(
+      "median |error| %.1f %% over %d cases; %d within tolerance, %d outside with the "
+      "cause stated (gap*), %d outside without\n",
+      median_abs_error(report, "gpu") * 100, cases, cases - gaps - outside, gaps, outside);
+  // Each stated cause once, after the cases it explains.
+  std::vector<std::pair<std::string, std::string>> causes;  // (cases, gap)
+  for (const PaperFigure& f : report.figures) {
+    if (f.table != "gpu" || f.gap.empty()) continue;
+    const auto same = std::find_if(causes.begin(), causes.end(),
+                                   [&](const auto& c) { return c.second == f.gap; });
+    if (same == causes.end()) {
+      causes.emplace_back(f.name, f.gap);
+    } else {
+      same->first += ", " + f.name;
+    }
+  }
+  for (const auto& [names, gap] : causes) std::printf("* %s: %s\n", names.c_str(), gap.c_str());
+  const bool any_over =
+      std::any_of(report.figures.begin(), report.figures.end(),
+                  [](const auto& f) { return f.table == "gpu" && !f.fits.value_or(true); });
+  if (any_over) {
+    std::printf(
+        "! the case does not fit in the simulated memory, which does not shard optimizer state "
+        "over the replicas (ZeRO-1, the distributed optimizer) and counts the unfused attention's "
+        "stash; its simulated time does not depend on that\n");
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int run_validate(const ValidateOptions& o) {
   const Source transformer =
       read_source(o.scenarios, "transformer-tpuv3.json", kBundledGpipeTransformer);
   const Source amoebanet = read_source(o.scenarios, "amoebanet-tpuv2.json", kBundledGpipeAmoebanet);
+  std::vector<std::string> gpu_labels;
+  const std::vector<GpuCase> gpu_cases = read_gpu_cases(o.gpu_scenarios, gpu_labels);
   ValidationReport report;
   {
     ProgressBar bar("validate");
@@ -128,15 +227,21 @@ int run_validate(const ValidateOptions& o) {
     in.amoebanet_file = amoebanet.label;
     in.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
     report = validate_gpipe(in);
+    std::vector<PaperFigure> gpu = validate_gpu(gpu_cases, in.progress);
+    report.figures.insert(report.figures.end(), gpu.begin(), gpu.end());
   }
 
   if (o.json) {
     nlohmann::json j = validation_json(report);
     j["scenarios"] = {transformer.label, amoebanet.label};
+    j["gpu_scenarios"] = gpu_labels;
+    j["gpu_median_abs_error"] = median_abs_error(report, "gpu");
     std::cout << j.dump(2) << "\n";
   } else {
-    std::printf("The GPipe paper (Huang et al. 2019) beside the simulation\nscenarios: %s, %s\n\n",
+    std::printf("The GPipe paper (Huang et al. 2019) beside the simulation\nscenarios: %s, %s\n",
                 transformer.label.c_str(), amoebanet.label.c_str());
+    std::printf("GPU cases: %zu from %s\n\n", gpu_cases.size(),
+                o.gpu_scenarios ? o.gpu_scenarios->c_str() : "scenarios/validation/ (built in)");
     print_figures(report, "memory",
                   "Largest Transformer on TPU v3 cores of 16 GiB (table 1); in whole layers, as "
                   "the paper counts; (finer): the share of the next layer that would still fit",
@@ -154,8 +259,9 @@ int run_validate(const ValidateOptions& o) {
       std::printf("  %s %.0f (%.0f)", s.figure.c_str(), s.simulated, s.paper);
     }
     std::printf("\n\n");
+    print_gpu_suite(report);
     for (const PaperFigure& f : report.figures) {
-      if (!f.gap.empty()) {
+      if (!f.gap.empty() && f.table != "gpu") {
         std::printf("* gap: %s (docs/validation.md: \"How close is the simulator?\")\n",
                     f.gap.c_str());
         break;
@@ -166,7 +272,7 @@ int run_validate(const ValidateOptions& o) {
         "batch where memory required); its simulated time does not depend on that\n");
     std::printf(
         "%d of %d checked figures within tolerance, %d outside with the cause stated; the "
-        "throughput tables are reported, not checked (their batches are not given).\n",
+        "GPipe throughput tables are reported, not checked (their batches are not given).\n",
         report.checked() - report.failed() - report.gaps(), report.checked(), report.gaps());
   }
   if (report.failed() > 0) {

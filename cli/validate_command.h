@@ -1,5 +1,6 @@
 #pragma once
-// `pipescope validate`: the GPipe paper's tables beside the simulator's figures.
+// `pipescope validate`: the GPipe paper's tables and published GPU measurements
+// beside the simulator's figures.
 
 #include <optional>
 #include <string>
@@ -12,6 +13,10 @@ struct ValidateOptions {
   // A folder holding transformer-tpuv3.json and amoebanet-tpuv2.json; default:
   // the copies of scenarios/gpipe/ built into the program.
   std::optional<std::string> scenarios;
+  // A folder of GPU validation cases (every *.json in it, see
+  // sim/gpu_validation.h); default: the copies of scenarios/validation/ built
+  // into the program.
+  std::optional<std::string> gpu_scenarios;
   bool json = false;
 };
 

@@ -19,8 +19,13 @@
 namespace pipescope {
 
 struct PaperFigure {
-  std::string table;  // "memory", "ratios", "transformer-throughput", ...
-  std::string name;   // "Pipeline-8 layers", "K=4 M=32", "rematerialization (2.7x)"
+  std::string table;  // "memory", "ratios", "transformer-throughput", "gpu", ...
+  std::string name;   // "Pipeline-8 layers", "K=4 M=32", "rematerialization (2.7x)", "BL-4"
+  // Where the paper's figure was published: "Huang et al. 2019, Table 1".
+  std::string source;
+  // What the figure measures, for the GPU suite ("samples_per_s", ...); empty
+  // for the GPipe tables, whose figures are named by their table.
+  std::string metric;
   double paper = 0.0;
   double simulated = 0.0;  // the figure compared with the paper's, in its terms
   // For capacities, information only: the capacity in finer steps than whole

@@ -158,6 +158,19 @@ TEST_F(GpipeValidation, ThroughputTables) {
   EXPECT_LT(speedup.simulated, (8.0 * 32 / 39) / (2.0 * 32 / 33));
 }
 
+// Every figure names where the paper published it: the capacities and the
+// ratios built on them table 1, the throughputs and speedups table 2.
+TEST_F(GpipeValidation, FiguresNameTheirTable) {
+  for (const PaperFigure& f : report->figures) {
+    const bool table2 = f.table == "transformer-throughput" || f.table == "amoebanet-throughput" ||
+                        f.name.find("accelerators") != std::string::npos;
+    EXPECT_EQ(f.source, table2 ? "Huang et al. 2019, Table 2" : "Huang et al. 2019, Table 1")
+        << f.table << "/" << f.name;
+    EXPECT_EQ(f.metric, "") << f.name;
+  }
+  EXPECT_EQ(validation_json(*report)["figures"][0]["source"], "Huang et al. 2019, Table 1");
+}
+
 TEST_F(GpipeValidation, AssumptionsMoveTheFigures) {
   std::map<std::string, double> s;
   for (const Sensitivity& x : report->sensitivities) s[x.assumption + "/" + x.figure] = x.simulated;
@@ -210,6 +223,9 @@ TEST(PaperFigure, ErrorToleranceAndJson) {
   EXPECT_EQ(j["figures"][1]["simulated_finer"], 3.0);
   EXPECT_FALSE(j["figures"][0].contains("simulated_finer"));
   EXPECT_EQ(j["figures"][2]["within_tolerance"], false);
+  // source always, metric only when set.
+  EXPECT_EQ(j["figures"][0]["source"], "");
+  EXPECT_FALSE(j["figures"][0].contains("metric"));
 }
 
 TEST(GpipeValidationErrors, ScenarioOfTheWrongFamilyIsNamed) {

@@ -1,0 +1,106 @@
+#pragma once
+// Published measurements of pipeline-parallel training on GPUs beside the
+// simulator's figures (`pipescope validate`, the GPU suite). Each case is a
+// scenario file (scenarios/validation/) with a top-level "validation" object:
+// where the figure was published, the setup as published, the measured figure,
+// what the source leaves unstated and how it was chosen, and the pipeline the
+// run used (K stages, D replicas, the layers per stage when the source gives
+// them). The rest of the file is an ordinary scenario whose training.global_batch
+// and training.micro_batches are the run's global batch and micro-batches per
+// pipeline (m = GBS / (d · mbs)).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/gpipe_validation.h"
+#include "sim/scenario.h"
+
+namespace pipescope {
+
+// The figure a case was measured in.
+enum class GpuMetric {
+  kSamplesPerS,       // "samples_per_s": global batch / step time
+  kStepTimeS,         // "step_time_s": seconds per optimizer step
+  kTokensPerSPerGpu,  // "tokens_per_s_per_gpu": global batch x sequence / step / GPUs
+  kTflopsPerGpu,      // "tflops_per_gpu": megatron_flops_per_step / step / GPUs, in 1e12
+};
+std::string_view to_string(GpuMetric m);
+std::optional<GpuMetric> parse_gpu_metric(std::string_view name);
+inline constexpr const char* kGpuMetricNames =
+    "samples_per_s, step_time_s, tokens_per_s_per_gpu, tflops_per_gpu";
+// "samples/s", "s/step", "tokens/s/GPU", "TFLOP/s/GPU".
+std::string_view metric_unit(GpuMetric m);
+
+// The tolerance of a throughput figure when the case gives none.
+inline constexpr double kGpuDefaultTolerance = 0.20;
+
+struct GpuCase {
+  std::string file;  // labels errors
+  std::string id;    // "BL-4"
+  std::string source;
+  GpuMetric metric = GpuMetric::kSamplesPerS;
+  double measured = 0.0;
+  std::string setup;
+  std::string unstated;
+  double tolerance = kGpuDefaultTolerance;
+  // Why the case is known to fall outside its tolerance: what the model does
+  // not represent. Empty: no known gap.
+  std::string gap;
+  int stages = 1;         // K = p
+  int data_parallel = 1;  // D = d; K x D = cluster.devices
+  // Layers per model stage (K x chunks entries, summing to the model's layers),
+  // as the source partitioned them; empty: the simulator's optimal cut.
+  std::vector<int> balance;
+  nlohmann::json scenario;  // the document without "validation"
+  Scenario parsed;          // the whole run: cluster.devices = K x D, the global batch
+};
+
+// Reads a case document: the "validation" object (ObjectReader, so that errors
+// name the file and the field, e.g. "validation.measured.metric") and the rest
+// through parse_scenario. Throws ScenarioError.
+GpuCase read_gpu_case(const nlohmann::json& doc, const std::string& file);
+
+// The figures a step's time gives, as the sources compute them.
+// Samples per second of the whole run: global_batch / step.
+double samples_per_s(std::int64_t global_batch, double step_time_s);
+// Tokens per second per GPU (NVIDIA NeMo's "tokens/sec/GPU"): global_batch x
+// seq_len / step / GPUs.
+double tokens_per_s_per_gpu(std::int64_t global_batch, std::int64_t seq_len, double step_time_s,
+                            int gpus);
+// FLOPs of one step by the formula of Narayanan et al. 2021 ("Efficient
+// Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
+// equation 3), which Megatron-DeepSpeed's logs and the BigScience study report
+// as hardware TFLOP/s: 24 c B s l h^2 (1 + s / 6h + V / 16lh), c = 4 with
+// activation checkpointing (the forward counted twice), 3 without; B the global
+// batch, s the sequence, l the layers, h the width, V the vocabulary.
+double megatron_flops_per_step(std::int64_t global_batch, std::int64_t seq_len, std::int64_t layers,
+                               std::int64_t d_model, std::int64_t vocab,
+                               bool activation_checkpointing);
+// The case's metric from a simulated step of the whole run (`step_time_s`).
+// Throws ScenarioError when the metric needs a model the case does not have
+// (tokens and TFLOP/s need a transformer).
+double gpu_metric_value(const GpuCase& c, double step_time_s);
+
+// Simulates one case: one of its D replicas, K stages, its micro-batches, the
+// balance as the cut, the gradient all-reduce over the replicas' ring. Returns
+// the step time in seconds.
+double simulate_gpu_case(const GpuCase& c);
+
+// Every case as a PaperFigure of table "gpu": name the case id, source, metric,
+// tolerance; gap set when outside the tolerance with a reason stated. Calls
+// progress(done, total) after each case.
+std::vector<PaperFigure> validate_gpu(
+    const std::vector<GpuCase>& cases,
+    const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+// Median |relative error| of the figures of `table`; 0 when there are none.
+double median_abs_error(const ValidationReport& report, const std::string& table);
+
+}  // namespace pipescope

@@ -1,0 +1,284 @@
+// The simulator against published GPU measurements (scenarios/validation/):
+// every case file carries its source, setup and unstated choices; a bad
+// "validation" object is named by file and field; the metrics follow the
+// sources' formulas; and each case stays within its tolerance or its stated gap.
+
+#include "sim/gpu_validation.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/scenario_io.h"
+
+namespace pipescope {
+namespace {
+
+const std::filesystem::path kDir =
+    std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "scenarios" / "validation";
+
+std::vector<std::filesystem::path> case_files() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<GpuCase> bundled_cases() {
+  std::vector<GpuCase> cases;
+  for (const auto& f : case_files()) {
+    cases.push_back(read_gpu_case(load_scenario_json(f), f.filename().string()));
+  }
+  return cases;
+}
+
+TEST(GpuValidationCases, EveryCaseLoadsWithItsSourceSetupAndUnstatedChoices) {
+  const std::vector<GpuCase> cases = bundled_cases();
+  ASSERT_GE(cases.size(), 10u);
+  std::set<std::string> ids, publications;
+  for (const GpuCase& c : cases) {
+    SCOPED_TRACE(c.file);
+    EXPECT_TRUE(ids.insert(c.id).second) << "repeated case " << c.id;
+    // The file is named after its case: "bl-4.json" holds BL-4.
+    std::string lower = c.id;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    EXPECT_EQ(c.file, lower + ".json");
+    EXPECT_GT(c.source.size(), 10u);
+    EXPECT_GT(c.setup.size(), 40u);
+    EXPECT_GT(c.unstated.size(), 40u);
+    EXPECT_GT(c.measured, 0.0);
+    EXPECT_GT(c.tolerance, 0.0);
+    // "Authors year, where": the publication is what precedes the first comma.
+    publications.insert(c.source.substr(0, c.source.find(',')));
+    EXPECT_EQ(c.stages * c.data_parallel, c.parsed.cluster.devices);
+    EXPECT_FALSE(c.scenario.contains("validation"));
+    EXPECT_FALSE(c.balance.empty()) << "every case gives the cut its source used";
+  }
+  EXPECT_EQ(publications,
+            (std::set<std::string>{"BigScience 2022", "Kim et al. 2020", "NVIDIA 2024"}));
+}
+
+// The case's K, D and M are the published p, d and m.
+TEST(GpuValidationCases, PipelinesAreThePublishedOnes) {
+  std::map<std::string, GpuCase> by_id;
+  for (GpuCase& c : bundled_cases()) by_id.emplace(c.id, std::move(c));
+  ASSERT_EQ(by_id.count("BL-4"), 1u);
+  const GpuCase& bl = by_id.at("BL-4");
+  EXPECT_EQ(bl.stages, 48);
+  EXPECT_EQ(bl.data_parallel, 8);
+  EXPECT_EQ(bl.parsed.training.micro_batches, 256);
+  EXPECT_EQ(bl.parsed.training.global_batch, 2048);
+  EXPECT_EQ(bl.balance.front(), 3);  // embedding and two blocks
+  EXPECT_EQ(bl.balance.back(), 3);   // two blocks and the LM head
+  ASSERT_EQ(by_id.count("NE-3"), 1u);
+  const GpuCase& ne3 = by_id.at("NE-3");
+  EXPECT_EQ(ne3.stages, 4);
+  EXPECT_EQ(ne3.data_parallel, 4);
+  EXPECT_EQ(ne3.parsed.training.micro_batches, 32);
+  EXPECT_EQ(ne3.parsed.training.chunks, 10);
+  EXPECT_EQ(ne3.balance.size(), 40u);
+  ASSERT_EQ(by_id.count("TG-A9"), 1u);
+  const GpuCase& tg = by_id.at("TG-A9");
+  EXPECT_EQ(tg.stages, 8);
+  EXPECT_EQ(tg.data_parallel, 1);
+  EXPECT_EQ(tg.parsed.training.micro_batches, 32);
+  EXPECT_EQ(tg.balance, (std::vector<int>{2, 2, 2, 3, 3, 4, 4, 4}));
+}
+
+// A minimal good case to break one field at a time.
+nlohmann::json good_case() {
+  return nlohmann::json::parse(R"({
+    "model": { "family": "transformer", "layers": 4, "d_model": 64, "heads": 4,
+               "seq_len": 32, "vocab": 64, "dtype": "fp32" },
+    "cluster": { "preset": "a100-80g", "devices": 4 },
+    "training": { "global_batch": 16, "micro_batches": 4, "schedule": "1f1b" },
+    "validation": {
+      "case": "X-1", "source": "Someone 2020, Table 9",
+      "measured": { "metric": "samples_per_s", "value": 10 },
+      "setup": "as published", "unstated": "what was chosen",
+      "stages": 2, "data_parallel": 2, "balance": [3, 3]
+    }
+  })");
+}
+
+void expect_error(const nlohmann::json& doc, const std::string& path, const std::string& words) {
+  try {
+    read_gpu_case(doc, "case.json");
+    ADD_FAILURE() << "expected an error at " << path;
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.file(), "case.json");
+    EXPECT_EQ(e.json_path(), path) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuValidationCases, BadValidationObjectsNameTheField) {
+  EXPECT_NO_THROW(read_gpu_case(good_case(), "case.json"));
+  nlohmann::json d = good_case();
+  d.erase("validation");
+  expect_error(d, "validation", "missing required key");
+  d = good_case();
+  d["validation"] = "BL-4";
+  expect_error(d, "validation", "expected an object");
+  d = good_case();
+  d["validation"].erase("source");
+  expect_error(d, "validation.source", "missing required key");
+  d = good_case();
+  d["validation"]["setup"] = " ";
+  expect_error(d, "validation.setup", "must not be empty");
+  d = good_case();
+  d["validation"].erase("unstated");
+  expect_error(d, "validation.unstated", "missing required key");
+  d = good_case();
+  d["validation"]["measured"].erase("metric");
+  expect_error(d, "validation.measured.metric", "missing required key");
+  d = good_case();
+  d["validation"]["measured"]["metric"] = "mfu";
+  expect_error(d, "validation.measured.metric", "unknown metric 'mfu'");
+  d = good_case();
+  d["validation"]["measured"]["value"] = -3;
+  expect_error(d, "validation.measured.value", "expected a positive number, got -3");
+  d = good_case();
+  d["validation"]["tolerance"] = 1.5;
+  expect_error(d, "validation.tolerance", "from 1e-6 to 1");
+  d = good_case();
+  d["validation"]["year"] = 2020;
+  expect_error(d, "validation.year", "unknown key 'year'");
+  d = good_case();
+  d["validation"]["stages"] = 0;
+  expect_error(d, "validation.stages", "got 0");
+  d = good_case();
+  d["validation"]["data_parallel"] = 1;
+  expect_error(d, "validation.data_parallel", "= 2 devices, but cluster.devices is 4");
+  d = good_case();
+  d["training"]["global_batch"] = 12;  // 2 replicas of 6: not 4 micro-batches
+  d["training"]["micro_batches"] = 4;
+  expect_error(d, "validation.data_parallel", "not 2 replicas x 4 micro-batches");
+  d = good_case();
+  d["validation"]["balance"] = nlohmann::json::array({6});
+  expect_error(d, "validation.balance", "expected 2 entries");
+  d = good_case();
+  d["validation"]["balance"] = nlohmann::json::array({3, 2});
+  expect_error(d, "validation.balance", "add up to 5 layers; the model has 6");
+  d = good_case();
+  d["validation"]["balance"] = nlohmann::json::array({3, 0});
+  expect_error(d, "validation.balance[1]", "got 0");
+  d = good_case();
+  d["model"] = {{"family", "mlp"}, {"layers", 4}, {"d_model", 16}};  // 4 blocks and a head
+  d["validation"]["balance"] = nlohmann::json::array({3, 2});
+  d["validation"]["measured"]["metric"] = "tokens_per_s_per_gpu";
+  expect_error(d, "validation.measured.metric", "needs a transformer");
+  // The scenario around it is read as any scenario.
+  d = good_case();
+  d["training"]["optimiser"] = "adam";
+  expect_error(d, "training.optimiser", "unknown key");
+}
+
+TEST(GpuValidationMetrics, FormulasAgainstHandComputedValues) {
+  EXPECT_DOUBLE_EQ(samples_per_s(1280, 10.0), 128.0);
+  // 128 sequences of 4096 tokens in 2 s on 16 GPUs.
+  EXPECT_DOUBLE_EQ(tokens_per_s_per_gpu(128, 4096, 2.0, 16), 16384.0);
+  // 24 c B s l h^2 (1 + s/6h + V/16lh) with every size 1: 24 c (1 + 1/6 + 1/16).
+  EXPECT_DOUBLE_EQ(megatron_flops_per_step(1, 1, 1, 1, 1, true), 96.0 * (1 + 1.0 / 6 + 1.0 / 16));
+  EXPECT_DOUBLE_EQ(megatron_flops_per_step(1, 1, 1, 1, 1, false), 72.0 * (1 + 1.0 / 6 + 1.0 / 16));
+  // The formula reproduces the BLOOM study's own figure for BL-4: 142.17 s per
+  // iteration printed as 111.30 TFLOP/s per GPU on 384 GPUs.
+  EXPECT_NEAR(megatron_flops_per_step(2048, 2048, 96, 12288, 250880, true) / 142.17 / 384 / 1e12,
+              111.30, 0.01);
+  // And the NeMo case's tokens/s from a step time.
+  std::map<std::string, GpuCase> by_id;
+  for (GpuCase& c : bundled_cases()) by_id.emplace(c.id, std::move(c));
+  EXPECT_NEAR(gpu_metric_value(by_id.at("BL-4"), 142.17), 111.30, 0.01);
+  EXPECT_DOUBLE_EQ(gpu_metric_value(by_id.at("NE-3"), 1.0), 128.0 * 4096 / 16);
+  EXPECT_DOUBLE_EQ(gpu_metric_value(by_id.at("NE-7"), 2.0), 32.0 * 4096 / 2.0 / 8);
+  EXPECT_DOUBLE_EQ(gpu_metric_value(by_id.at("TG-A9"), 10.0), 128.0);
+  GpuCase timed = by_id.at("TG-A9");
+  timed.metric = GpuMetric::kStepTimeS;
+  EXPECT_DOUBLE_EQ(gpu_metric_value(timed, 10.0), 10.0);
+  // Tokens need a sequence: an image model has none.
+  timed.metric = GpuMetric::kTokensPerSPerGpu;
+  EXPECT_THROW(gpu_metric_value(timed, 10.0), ScenarioError);
+}
+
+TEST(GpuValidationMetrics, NamesAndUnits) {
+  for (const GpuMetric m : {GpuMetric::kSamplesPerS, GpuMetric::kStepTimeS,
+                            GpuMetric::kTokensPerSPerGpu, GpuMetric::kTflopsPerGpu}) {
+    EXPECT_EQ(parse_gpu_metric(to_string(m)), m);
+  }
+  EXPECT_EQ(parse_gpu_metric("mfu"), std::nullopt);
+  EXPECT_EQ(metric_unit(GpuMetric::kTokensPerSPerGpu), "tokens/s/GPU");
+  EXPECT_EQ(metric_unit(GpuMetric::kTflopsPerGpu), "TFLOP/s/GPU");
+}
+
+TEST(GpuValidationMetrics, MedianOfTheSuite) {
+  ValidationReport r;
+  for (const double sim : {1.1, 0.7, 1.05, 2.0}) {
+    PaperFigure f;
+    f.table = "gpu";
+    f.paper = 1.0;
+    f.simulated = sim;
+    r.figures.push_back(f);
+  }
+  PaperFigure other;
+  other.table = "memory";
+  other.paper = 1.0;
+  other.simulated = 100.0;
+  r.figures.push_back(other);
+  // |errors| 0.05, 0.1, 0.3, 1.0: the median is the mean of the middle two.
+  EXPECT_NEAR(median_abs_error(r, "gpu"), 0.2, 1e-12);
+  r.figures.erase(r.figures.begin());  // 0.05, 0.3, 1.0
+  EXPECT_NEAR(median_abs_error(r, "gpu"), 0.3, 1e-12);
+  EXPECT_EQ(median_abs_error(r, "none"), 0.0);
+}
+
+// Each case's simulated figure within its tolerance, or outside it with the
+// reason stated in the case file: a regression of the model fails here.
+TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
+  const std::vector<GpuCase> cases = bundled_cases();
+  std::size_t calls = 0;
+  const std::vector<PaperFigure> figures =
+      validate_gpu(cases, [&](std::size_t done, std::size_t total) {
+        EXPECT_EQ(done, ++calls);
+        EXPECT_EQ(total, cases.size());
+      });
+  ASSERT_EQ(figures.size(), cases.size());
+  EXPECT_EQ(calls, cases.size());
+  ValidationReport report;
+  for (std::size_t i = 0; i < figures.size(); ++i) {
+    const PaperFigure& f = figures[i];
+    const GpuCase& c = cases[i];
+    SCOPED_TRACE(c.id);
+    EXPECT_EQ(f.table, "gpu");
+    EXPECT_EQ(f.name, c.id);
+    EXPECT_EQ(f.source, c.source);
+    EXPECT_EQ(f.metric, std::string(to_string(c.metric)));
+    EXPECT_EQ(f.paper, c.measured);
+    EXPECT_GT(f.simulated, 0.0);
+    ASSERT_TRUE(f.tolerance);
+    if (!f.within_tolerance()) {
+      EXPECT_FALSE(c.gap.empty()) << "outside " << *f.tolerance << " without a stated gap: paper "
+                                  << f.paper << ", simulated " << f.simulated;
+      EXPECT_EQ(f.gap, c.gap);
+      // Every stated gap explains a simulation faster than the measurement.
+      EXPECT_GT(f.relative_error(), *f.tolerance);
+    } else {
+      EXPECT_EQ(f.gap, "");
+    }
+    report.figures.push_back(f);
+  }
+  EXPECT_EQ(report.failed(), 0);
+}
+
+}  // namespace
+}  // namespace pipescope
