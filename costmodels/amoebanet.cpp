@@ -23,6 +23,15 @@
 //   same state each keep their own ReLU output, as with non-inplace ReLUs.
 // - Feature maps shrink by ceil(side / stride), as with TensorFlow's SAME padding.
 // - Images are 3 x image_size^2 elements of the model's dtype.
+// - Kernels (for the kernel-level cost model), as PyTorch runs the cell op by op:
+//   a convolution is an implicit GEMM (rows: output pixels, columns: output
+//   channels, depth: kernel taps x input channels); ReLU, BatchNorm, pooling,
+//   the pair sums and the concatenations are memory-bound passes over their
+//   maps. Element passes, forward / backward: ReLU 2 / 3 (read, write; read the
+//   gradient and the input, write), BatchNorm in training 3 / 5 (a statistics
+//   pass, then normalise; backward two passes over the gradient and the input),
+//   pooling input + output / input + output (+ input again for max pooling's
+//   argmax), pair sum 3 / 3, concatenation 2 / 0 (its backward is views).
 
 #include <array>
 #include <cmath>
@@ -62,6 +71,25 @@ struct Cost {
   double flops = 0.0;
   double params = 0.0;
   double stash = 0.0;
+  // Memory kernels' sizes are in elements here; add() scales them to bytes.
+  std::vector<Kernel> kernels;
+
+  void pass(double fwd_elements, double bwd_elements) {
+    Kernel k;
+    k.kind = Kernel::Kind::kMemory;
+    k.bytes = std::llround(fwd_elements);
+    k.bwd_bytes = std::llround(bwd_elements);
+    kernels.push_back(k);
+  }
+  void conv(const Map& out, std::int64_t taps) {
+    Kernel k;
+    k.kind = Kernel::Kind::kGemm;
+    k.rows = out.h * out.w;
+    k.n = out.channels;
+    k.k = taps;
+    kernels.push_back(k);
+  }
+  void batch_norm(const Map& m) { pass(3.0 * m.elements(), 5.0 * m.elements()); }
 
   // ReLU -> kh x kw convolution with strides (sh, sw), no bias -> BatchNorm.
   Map relu_conv_bn(const Map& in, std::int64_t out_channels, std::int64_t kh, std::int64_t kw,
@@ -71,6 +99,9 @@ struct Cost {
     flops += 2.0 * taps * out.elements();
     params += taps * f64(out_channels) + 2.0 * f64(out_channels);
     stash += in.elements() + out.elements();
+    pass(2.0 * in.elements(), 3.0 * in.elements());
+    conv(out, kh * kw * in.channels);
+    batch_norm(out);
     return out;
   }
   Map conv1x1(const Map& in, std::int64_t out_channels, std::int64_t stride = 1) {
@@ -85,12 +116,19 @@ struct Cost {
     flops += 2.0 * f64(in.channels) * out.elements();
     params += 2.0 * f64(in.channels) * f64(half) + 2.0 * f64(out.channels);
     stash += in.elements() + out.elements();
+    pass(2.0 * in.elements(), 3.0 * in.elements());
+    const Map half_map{half, out.h, out.w};
+    conv(half_map, in.channels);
+    conv(half_map, in.channels);
+    pass(2.0 * out.elements(), 0.0);  // the concatenation
+    batch_norm(out);
     return out;
   }
   Map pool(const Map& in, std::int64_t k, std::int64_t stride, bool max) {
     const Map out{in.channels, shrink(in.h, stride), shrink(in.w, stride)};
     flops += f64(k) * f64(k) * out.elements();
     if (max) stash += in.elements();
+    pass(in.elements() + out.elements(), (max ? 2.0 : 1.0) * in.elements() + out.elements());
     return out;
   }
 };
@@ -197,10 +235,13 @@ Map cell(Cost& cost, const Map& prev, const Map& prev_prev, std::int64_t c, bool
       out = apply(cost, b.op, states[static_cast<std::size_t>(b.state)], c, stride);
     }
     cost.flops += out.elements();  // the pair's sum
+    cost.pass(3.0 * out.elements(), 3.0 * out.elements());
     states.push_back(out);
   }
   const Map& last = states.back();
-  return {c * static_cast<std::int64_t>(g.concat.size()), last.h, last.w};
+  const Map result{c * static_cast<std::int64_t>(g.concat.size()), last.h, last.w};
+  cost.pass(2.0 * result.elements(), 0.0);  // the concatenation
+  return result;
 }
 
 }  // namespace
@@ -234,6 +275,12 @@ ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name) {
     l.out_bytes = std::llround(out_bytes);
     l.stash_bytes = std::llround(c.stash * f64(e));
     l.inputs = std::move(inputs);
+    std::vector<Kernel> kernels = c.kernels;
+    for (Kernel& k : kernels) {
+      k.bytes *= e;
+      k.bwd_bytes *= e;
+    }
+    l.kernels = make_kernel_list(std::move(kernels));
     m.layers.push_back(std::move(l));
   };
 
@@ -281,6 +328,9 @@ ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name) {
   head.flops = prev.elements() + 2.0 * features * classes + 5.0 * classes;
   head.params = features * classes + classes;
   head.stash = features + classes + 4.0 / f64(e);
+  head.pass(prev.elements(), prev.elements());  // global average pooling
+  head.conv(Map{p.classes, 1, 1}, prev.channels);
+  head.pass(3.0 * classes, 3.0 * classes);  // softmax cross-entropy
   add("classify", head, 4.0, {});
   resolve_layer_graph(m);
   return m;

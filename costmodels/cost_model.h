@@ -12,6 +12,15 @@
 
 namespace pipescope {
 
+// Every time of one layer on one micro-batch, as the stage costs need them.
+struct OpTimes {
+  SimTime forward = 0;
+  SimTime forward_kept = 0;  // forward_keeping_stash
+  SimTime backward = 0;
+  SimTime weight = 0;  // weight_grad
+  SimTime recompute = 0;
+};
+
 class CostModel {
  public:
   virtual ~CostModel() = default;
@@ -39,6 +48,12 @@ class CostModel {
   }
   // The optimizer step over `params` parameters.
   virtual SimTime optimizer_step(std::int64_t params) const = 0;
+  // All of the above for one layer at once; models that derive them together
+  // answer in one call.
+  virtual OpTimes op_times(const LayerSpec& layer, std::int64_t batch) const {
+    return {forward(layer, batch), forward_keeping_stash(layer, batch), backward(layer, batch),
+            weight_grad(layer, batch), recompute(layer, batch)};
+  }
 };
 
 // Roofline with a per-op overhead:

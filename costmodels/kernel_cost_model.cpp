@@ -22,18 +22,36 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
 // against the forward's two (Dao 2023, "FlashAttention-2", section 3.1.2).
 constexpr double kAttentionBackwardFlops = 2.5;
 
+// Bytes of one partial result of a split-K GEMM: fp32 accumulators.
+constexpr double kPartialBytes = 4.0;
+
 }  // namespace
 
 double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Bytes element_bytes,
                     std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count) {
   if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0.0;
   const std::int64_t tiles = ceil_div(m, t.tile_m) * ceil_div(n, t.tile_n) * count;
-  const std::int64_t waves = ceil_div(tiles, t.multiprocessors);
   const double sm_rate = peak * t.gemm_efficiency / t.multiprocessors;
-  const double tile_s = 2.0 * t.tile_m * t.tile_n * (f64(k) + t.gemm_k_overhead) / sm_rate;
   const double bytes =
       f64(count) * (f64(m) * f64(k) + f64(k) * f64(n) + f64(m) * f64(n)) * f64(element_bytes);
-  return std::max(f64(waves) * tile_s, memory_seconds(t, mem_bandwidth, bytes));
+  const double memory_s = memory_seconds(t, mem_bandwidth, bytes);
+  // Split-K: with fewer tiles than SMs, the reduction is cut into `split` slices
+  // run side by side, whose fp32 partial results one more pass then sums. The
+  // fastest split up to the idle SMs, in powers of two.
+  double best = 0.0;
+  const std::int64_t most = std::max<std::int64_t>(1, t.multiprocessors / tiles);
+  for (std::int64_t split = 1; split <= most; split *= 2) {
+    const std::int64_t waves = ceil_div(tiles * split, t.multiprocessors);
+    const double depth = f64(ceil_div(k, split)) + t.gemm_k_overhead;
+    const double compute_s = f64(waves) * 2.0 * t.tile_m * t.tile_n * depth / sm_rate;
+    const double partials_s =
+        split == 1 ? 0.0
+                   : memory_seconds(t, mem_bandwidth,
+                                    f64(split + 1) * f64(count) * f64(m) * f64(n) * kPartialBytes);
+    const double s = std::max(compute_s, memory_s) + partials_s;
+    if (split == 1 || s < best) best = s;
+  }
+  return best;
 }
 
 double memory_seconds(const KernelTable& t, double mem_bandwidth, double bytes) {
@@ -106,7 +124,7 @@ KernelCostModel::LayerTimes KernelCostModel::compute(const LayerSpec& layer,
   const double peak = device_.peak_flops(dtype_);
   const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
   double fwd = 0.0, bwd = 0.0, w = 0.0;
-  for (const Kernel& k : layer.kernels) {
+  for (const Kernel& k : *layer.kernels) {
     const KernelTimes kt =
         kernel_times(k, batch, t, gemm_peak, peak, device_.mem_bandwidth, dtype_bytes(dtype_));
     fwd += kt.forward;
@@ -118,25 +136,31 @@ KernelCostModel::LayerTimes KernelCostModel::compute(const LayerSpec& layer,
 
 KernelCostModel::LayerTimes KernelCostModel::times(const LayerSpec& layer,
                                                    std::int64_t batch) const {
-  const std::pair<const void*, std::int64_t> key{&layer.kernels, batch};
+  const Key key{layer.kernels.get(), batch};
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = cache_.find(key);
-    if (it != cache_.end() && it->second.kernels == layer.kernels) return it->second.times;
+    if (it != cache_.end()) return it->second.times;
   }
   const LayerTimes lt = compute(layer, batch);
   const std::lock_guard<std::mutex> lock(mutex_);
-  cache_[key] = Entry{layer.kernels, lt};
+  cache_.emplace(key, Entry{layer.kernels, lt});
   return lt;
 }
 
+OpTimes KernelCostModel::op_times(const LayerSpec& layer, std::int64_t batch) const {
+  if (!layer.kernels) return CostModel::op_times(layer, batch);
+  const LayerTimes t = times(layer, batch);
+  return {t.forward, t.forward, t.backward, t.weight, t.forward};
+}
+
 SimTime KernelCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {
-  if (layer.kernels.empty()) return fallback_.forward(layer, batch);
+  if (!layer.kernels) return fallback_.forward(layer, batch);
   return times(layer, batch).forward;
 }
 
 SimTime KernelCostModel::backward(const LayerSpec& layer, std::int64_t batch) const {
-  if (layer.kernels.empty()) return fallback_.backward(layer, batch);
+  if (!layer.kernels) return fallback_.backward(layer, batch);
   return times(layer, batch).backward;
 }
 
@@ -145,7 +169,7 @@ SimTime KernelCostModel::recompute(const LayerSpec& layer, std::int64_t batch) c
 }
 
 SimTime KernelCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch) const {
-  if (layer.kernels.empty()) return fallback_.weight_grad(layer, batch);
+  if (!layer.kernels) return fallback_.weight_grad(layer, batch);
   return times(layer, batch).weight;
 }
 

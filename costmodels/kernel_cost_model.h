@@ -9,21 +9,24 @@
 //   "Matrix Multiplication Background" user's guide), each wave the time of one
 //   tile of depth k + gemm_k_overhead at gemm_efficiency of one SM's share of
 //   the peak; never less than its operands and result moved at the achievable
-//   memory bandwidth. Its backward is two GEMMs of the same size (input and
-//   weight gradients); the weight-gradient one is the split backward's W.
+//   memory bandwidth. A GEMM with fewer tiles than SMs (a weight gradient
+//   reduced over many tokens or pixels) splits its reduction over the idle SMs
+//   and sums the fp32 partial results in one more memory pass (split-K, as
+//   cuBLAS and cuDNN do), taking the fastest split. Its backward is two GEMMs of the same size
+//   (input and weight gradients); the weight-gradient one is the split backward's W.
 // - Memory-bound kernels: bytes / (bandwidth x memory_efficiency).
 // - Fused attention: 4 s^2 d FLOPs per head forward (half with a causal mask) at
 //   attention_fwd_efficiency; its backward 2.5 times the forward's FLOPs (five
 //   products to the forward's two, Dao 2023) at attention_bwd_efficiency.
 // - Every kernel adds kernel_overhead_s.
 // Layers without kernels (convolutional models, explicit layer lists) are costed
-// by the analytic roofline. Times are computed once per layer shape and batch
-// size, then looked up.
+// by the analytic roofline. Times are computed once per kernel list (equal
+// layers share one) and batch size, then looked up.
 
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -63,6 +66,8 @@ class KernelCostModel final : public CostModel {
   SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime optimizer_step(std::int64_t params) const override;
 
+  OpTimes op_times(const LayerSpec& layer, std::int64_t batch) const override;
+
  private:
   // Forward, backward and weight-gradient time of a layer's kernels, ns.
   struct LayerTimes {
@@ -77,15 +82,23 @@ class KernelCostModel final : public CostModel {
   AnalyticCostModel fallback_;
   double bytes_per_param_;
   // Keyed by the address of the layer's kernel list and the batch size; an entry
-  // keeps a copy of the list and is used only while the list at that address
-  // still equals it (a layer freed and another allocated in its place is
-  // recomputed, never answered from the old entry).
+  // holds the list, so the address is not reused while the entry lives.
+  struct Key {
+    const void* list = nullptr;
+    std::int64_t batch = 0;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.list) ^ (std::hash<std::int64_t>()(k.batch) << 1);
+    }
+  };
   struct Entry {
-    std::vector<Kernel> kernels;
+    KernelList kernels;
     LayerTimes times;
   };
   mutable std::mutex mutex_;
-  mutable std::map<std::pair<const void*, std::int64_t>, Entry> cache_;
+  mutable std::unordered_map<Key, Entry, KeyHash> cache_;
 };
 
 }  // namespace pipescope

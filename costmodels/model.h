@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodels/dtype.h"
@@ -39,6 +40,13 @@ struct Kernel {
   bool operator==(const Kernel&) const = default;
 };
 
+// A layer's kernels, shared by the equal layers of a model (a Transformer's
+// blocks) so that a cost model can key what it derived by the list's address.
+using KernelList = std::shared_ptr<const std::vector<Kernel>>;
+inline KernelList make_kernel_list(std::vector<Kernel> kernels) {
+  return std::make_shared<const std::vector<Kernel>>(std::move(kernels));
+}
+
 // Costs of one layer for one sample; a micro-batch of b samples costs b times as
 // much (parameters excepted).
 struct LayerSpec {
@@ -53,9 +61,9 @@ struct LayerSpec {
   // input), as in a plain sequence.
   std::vector<std::string> inputs{};
   // What the layer runs on an accelerator, for the kernel-level cost model
-  // (costmodels/kernel_cost_model.h); empty: the layer is costed from its FLOPs
+  // (costmodels/kernel_cost_model.h); null: the layer is costed from its FLOPs
   // and bytes alone.
-  std::vector<Kernel> kernels{};
+  KernelList kernels{};
 };
 
 struct TransformerParams;  // costmodels/model_families.h

@@ -138,7 +138,8 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   m.layers.push_back(layer("embed", f64(s * h), v * h + position_params, s * h * e, s * 4));
   // Kernels: a gather of s table rows plus the positions, written once; its
   // backward scatters s rows of gradient into the table.
-  m.layers.back().kernels = {memory(3 * s * h * e + s * 4, 2 * s * h * e + s * 4)};
+  m.layers.back().kernels =
+      make_kernel_list({memory(3 * s * h * e + s * 4, 2 * s * h * e + s * 4)});
 
   // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
   // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,
@@ -167,7 +168,7 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   const Bytes mask = p.dropout ? 1 : 0;
   const Bytes block_stash =
       s * (h * (6 * e + 2 * mask) + 2 * e * d_kv + 2 * e * f) + a * s * s * (e + mask * (e + 1));
-  const std::vector<Kernel> kernels = block_kernels(p, f, d_kv);
+  const KernelList kernels = make_kernel_list(block_kernels(p, f, d_kv));
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(
         layer("block" + std::to_string(i), block_fwd, block_params, s * h * e, block_stash));
@@ -185,8 +186,9 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   // Kernels: the layer norm, the projection, and the cross-entropy's passes
   // over the s x V logits (read them, write the probabilities; backward reads
   // those and writes their gradient).
-  m.layers.back().kernels = {memory(2 * s * h * e, 3 * s * h * e), gemm(s, v, h),
-                             memory(2 * s * v * e + s * 4, 2 * s * v * e + s * 4)};
+  m.layers.back().kernels =
+      make_kernel_list({memory(2 * s * h * e, 3 * s * h * e), gemm(s, v, h),
+                        memory(2 * s * v * e + s * 4, 2 * s * v * e + s * 4)});
   return m;
 }
 
@@ -218,9 +220,9 @@ ModelSpec make_mlp(const MlpParams& p, const std::string& name) {
   // input, W2 input.
   const Flops block_fwd = 4.0 * f64(d) * f64(f) + 5.0 * f64(d);
   // Kernels per sample: layer norm, W1, bias + relu, W2 with the residual add.
-  const std::vector<Kernel> kernels = {memory(2 * d * e, 3 * d * e), gemm(1, f, d),
-                                       memory(2 * f * e, 3 * f * e), gemm(1, d, f),
-                                       memory(3 * d * e, 2 * d * e)};
+  const KernelList kernels =
+      make_kernel_list({memory(2 * d * e, 3 * d * e), gemm(1, f, d), memory(2 * f * e, 3 * f * e),
+                        gemm(1, d, f), memory(3 * d * e, 2 * d * e)});
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(layer("block" + std::to_string(i), block_fwd, 2 * d * f + f + d + 2 * d,
                              d * e, e * (2 * d + 2 * f)));
@@ -230,7 +232,7 @@ ModelSpec make_mlp(const MlpParams& p, const std::string& name) {
   // output and the int32 target.
   m.layers.push_back(
       layer("head", 2.0 * f64(d) * f64(c) + 5.0 * f64(c), d * c + c, 4, e * d + e * c + 4));
-  m.layers.back().kernels = {gemm(1, c, d), memory(2 * c * e + 4, 2 * c * e + 4)};
+  m.layers.back().kernels = make_kernel_list({gemm(1, c, d), memory(2 * c * e + 4, 2 * c * e + 4)});
   return m;
 }
 

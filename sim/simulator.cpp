@@ -180,12 +180,11 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
-    const double forward =
-        recomputed * static_cast<double>(cost.forward(layer, b)) +
-        (1.0 - recomputed) * static_cast<double>(cost.forward_keeping_stash(layer, b));
-    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)),
-                                 cost.backward(layer, b), cost.recompute(layer, b), layer.params,
-                                 layer.stash_bytes * b});
+    const OpTimes t = cost.op_times(layer, b);
+    const double forward = recomputed * static_cast<double>(t.forward) +
+                           (1.0 - recomputed) * static_cast<double>(t.forward_kept);
+    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)), t.backward,
+                                 t.recompute, layer.params, layer.stash_bytes * b});
   }
   for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
     p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);

@@ -21,11 +21,12 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
     c.layers = range;
     for (int l = range.first_layer; l <= range.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
-      c.forward += cost.forward(layer, b);
-      c.forward_kept = c.forward_kept.value_or(0) + cost.forward_keeping_stash(layer, b);
-      c.backward += cost.backward(layer, b);
-      c.weight += cost.weight_grad(layer, b);
-      c.recompute += cost.recompute(layer, b);
+      const OpTimes t = cost.op_times(layer, b);
+      c.forward += t.forward;
+      c.forward_kept = c.forward_kept.value_or(0) + t.forward_kept;
+      c.backward += t.backward;
+      c.weight += t.weight;
+      c.recompute += t.recompute;
       c.params += layer.params;
       c.stash_bytes += layer.stash_bytes * b;
     }

@@ -55,6 +55,16 @@ TEST(KernelCostModel, ShallowGemmIsBoundByMemory) {
   EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1.0, 2, 4, 4, 3, 1), 80.0);
 }
 
+TEST(KernelCostModel, AFewTilesSplitTheirReductionOverIdleSms) {
+  const KernelTable t = toy_table();
+  // 2 x 2 output, depth 64: one tile, 3 SMs idle. Unsplit: 2*2*2*64/2 = 256 s.
+  // Split in 4: depth 16 each, one wave of 64 s, plus summing 5 fp32 copies of
+  // the 2 x 2 result (80 bytes) at 1000 B/s, 0.08 s; split in 2 would take 128 s.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1000.0, 2, 2, 2, 64, 1), 64.0 + 0.08);
+  // A full wave of tiles is never split.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1e12, 2, 4, 4, 64, 1), 256.0);
+}
+
 TEST(KernelCostModel, MemoryKernelMovesBytesAtAchievedBandwidth) {
   KernelTable t = toy_table();
   t.memory_efficiency = 0.8;
@@ -130,9 +140,9 @@ TEST(KernelCostModel, BlockKernelsCarryTheBlocksFlops) {
     p.fused_attention = fused;
     const ModelSpec m = make_transformer(p);
     const LayerSpec& block = m.layers[1];
-    EXPECT_DOUBLE_EQ(kernel_flops(block.kernels), block.fwd_flops) << "fused " << fused;
+    EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops) << "fused " << fused;
     // The head's projection is its 2shV; the softmax's 5sV is memory-bound here.
-    EXPECT_DOUBLE_EQ(kernel_flops(m.layers.back().kernels), 2.0 * 128 * 256 * 1000);
+    EXPECT_DOUBLE_EQ(kernel_flops(*m.layers.back().kernels), 2.0 * 128 * 256 * 1000);
   }
 }
 
@@ -148,7 +158,7 @@ TEST(KernelCostModel, LayerTimeIsTheSumOfItsKernels) {
   const ModelSpec m = make_transformer(p);
   const KernelCostModel cost(d, DType::kBf16, false, 16.0);
   double fwd = 0.0, bwd = 0.0, w = 0.0;
-  for (const Kernel& k : m.layers[1].kernels) {
+  for (const Kernel& k : *m.layers[1].kernels) {
     const KernelTimes kt = kernel_times(k, 4, d.kernels, 312e12, 312e12, 2039e9, 2);
     fwd += kt.forward;
     bwd += kt.backward;
@@ -162,19 +172,48 @@ TEST(KernelCostModel, LayerTimeIsTheSumOfItsKernels) {
   EXPECT_LT(w, bwd);
 }
 
-TEST(KernelCostModel, ACachedLayerIsRecomputedWhenItsKernelsChange) {
+TEST(KernelCostModel, OpTimesAgreeWithTheSingleCalls) {
   Device d = find_device_preset("a100-80g")->device;
   const KernelCostModel cost(d, DType::kBf16, false, 16.0);
-  LayerSpec layer;
+  TransformerParams p;
+  p.layers = 2;
+  p.d_model = 512;
+  p.heads = 8;
+  p.seq_len = 256;
+  p.vocab = 3000;
+  p.dtype = DType::kBf16;
+  const ModelSpec m = make_transformer(p);
+  for (const LayerSpec& layer : m.layers) {
+    const OpTimes t = cost.op_times(layer, 3);
+    EXPECT_EQ(t.forward, cost.forward(layer, 3)) << layer.name;
+    EXPECT_EQ(t.forward_kept, cost.forward_keeping_stash(layer, 3)) << layer.name;
+    EXPECT_EQ(t.backward, cost.backward(layer, 3)) << layer.name;
+    EXPECT_EQ(t.weight, cost.weight_grad(layer, 3)) << layer.name;
+    EXPECT_EQ(t.recompute, cost.recompute(layer, 3)) << layer.name;
+  }
+  // The two blocks are equal: one answer for both, at any batch.
+  EXPECT_EQ(cost.op_times(m.layers[1], 5).backward, cost.op_times(m.layers[2], 5).backward);
+}
+
+TEST(KernelCostModel, EachKernelListIsCostedOnItsOwn) {
+  Device d = find_device_preset("a100-80g")->device;
+  const KernelCostModel cost(d, DType::kBf16, false, 16.0);
   Kernel g;
   g.rows = 1024;
   g.n = 4096;
   g.k = 4096;
-  layer.kernels = {g};
-  const SimTime first = cost.forward(layer, 1);
-  layer.kernels[0].n = 8192;  // same address, twice the work
-  const SimTime second = cost.forward(layer, 1);
+  LayerSpec narrow, wide;
+  narrow.kernels = make_kernel_list({g});
+  g.n = 8192;  // twice the work
+  wide.kernels = make_kernel_list({g});
+  const SimTime first = cost.forward(narrow, 1);
+  const SimTime second = cost.forward(wide, 1);
   EXPECT_GT(second, first + first / 4);  // 3 waves of tiles instead of 2
+  EXPECT_EQ(cost.forward(narrow, 1), first);
+  EXPECT_EQ(
+      cost.forward(narrow, 2),
+      seconds_to_simtime(
+          kernel_times((*narrow.kernels)[0], 2, d.kernels, 312e12, 312e12, 2039e9, 2).forward));
 }
 
 TEST(KernelCostModel, Fp8GemmsRunAtTheFp8Peak) {
@@ -184,7 +223,7 @@ TEST(KernelCostModel, Fp8GemmsRunAtTheFp8Peak) {
   g.rows = 8192;
   g.n = 8192;
   g.k = 8192;
-  layer.kernels = {g};
+  layer.kernels = make_kernel_list({g});
   const KernelCostModel bf16(d, DType::kBf16, false, 16.0);
   const KernelCostModel fp8(d, DType::kBf16, true, 16.0);
   const double ratio = static_cast<double>(bf16.forward(layer, 1)) / fp8.forward(layer, 1);
