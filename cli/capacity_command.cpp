@@ -2,10 +2,12 @@
 
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/capacity.h"
+#include "sim/cost_model_file.h"
 #include "sim/format.h"
 #include "sim/scenario_io.h"
 
@@ -17,6 +19,13 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
       "The largest value of an integer model parameter (default model.layers) that still fits "
       "in memory with K stages, and the model's parameter count then");
   add_scenario_options(*cmd, o.scenario);
+  cmd->add_option("--cost-model", o.scenario.cost_model,
+                  "How layers are timed, as for simulate: analytic, kernels, a cost-model file "
+                  "(`pipescope calibrate`) or a profile (`pipescope profile`). Memory alone "
+                  "decides what fits, so every model gives the same answer; it is applied to "
+                  "every value tried all the same: kernels needs the device's kernel table, and "
+                  "a value whose layers the profile did not measure is an error, not \"does not "
+                  "fit\"");
   cmd->add_option("-K,--stages", o.stages, "Pipeline stages")->required()->check(positive_number());
   cmd->add_option("-M,--micro-batches", o.micro_batches,
                   "Micro-batches (default: training.micro_batches)")
@@ -32,8 +41,18 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
 int run_capacity(const CapacityOptions& o) {
   // Validate the scenario as given first, for its own clear errors.
   const nlohmann::json doc = load_document(o.scenario);
-  const Scenario sc = load(o.scenario, doc);
+  // --cost-model is read once (it may be a pipe) and applied to every scenario
+  // the search derives from the document, as to this one.
+  ScenarioOptions as_given = o.scenario;
+  as_given.cost_model.reset();
+  Scenario sc = load(as_given, doc);
   CapacityRequest req;
+  if (o.scenario.cost_model) {
+    auto cost_model =
+        std::make_shared<const CostModelArgument>(read_cost_model_argument(*o.scenario.cost_model));
+    apply_cost_model_argument(sc, *cost_model);
+    req.adjust = [cost_model](Scenario& s) { apply_cost_model_argument(s, *cost_model); };
+  }
   req.stages = o.stages;
   req.micro_batches = o.micro_batches;
   req.remat = remat_of(o.remat);

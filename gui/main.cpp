@@ -1,5 +1,6 @@
 // pipescope-gui: explore K/M trade-offs of a scenario on a timeline.
-//   pipescope-gui [SCENARIO] [-K N] [-M N] [--measured TRACE] [--screenshot PNG]
+//   pipescope-gui [SCENARIO] [-K N] [-M N] [--cost-model MODEL] [--measured TRACE]
+//                 [--screenshot PNG]
 // --screenshot renders the window offscreen to a PNG once the simulation is
 // done and exits (for the README's picture and for tests).
 
@@ -57,7 +58,14 @@ int main(int argc, char** argv) {
       QStringLiteral("measured"),
       QStringLiteral("A trace measured by `pipescope run --trace`, shown under the prediction"),
       QStringLiteral("TRACE"));
-  parser.addOptions({stages, micro, measured, shot});
+  const QCommandLineOption cost_model(
+      QStringLiteral("cost-model"),
+      QStringLiteral("How layers are timed: analytic (the device's roofline), kernels (the "
+                     "kernel-level model, on devices with a kernel table), a cost-model file "
+                     "written by `pipescope calibrate`, or a profile written by `pipescope "
+                     "profile` (default: as the scenario says)"),
+      QStringLiteral("MODEL"));
+  parser.addOptions({stages, micro, cost_model, measured, shot});
   parser.process(app);
 
   const QStringList args = parser.positionalArguments();
@@ -75,6 +83,10 @@ int main(int argc, char** argv) {
   if (!number(micro, &m)) return fail(QStringLiteral("-M takes a positive integer"));
 
   pipescope::gui::MainWindow window;
+  // Before the scenario: read once, and applied to it as it opens.
+  if (parser.isSet(cost_model)) {
+    if (const auto error = window.set_cost_model(parser.value(cost_model))) return fail(*error);
+  }
   if (const auto error = window.open_scenario(scenario)) return fail(*error);
   if (k > 0) {
     if (k > window.scenario()->cluster.devices) {

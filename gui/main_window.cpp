@@ -188,9 +188,39 @@ void MainWindow::build_controls() {
 }
 
 void MainWindow::rescenario(const nlohmann::json& doc) {
-  auto parsed = std::make_shared<const Scenario>(parse_scenario(doc, file_.toStdString()));
+  Scenario parsed = parse_scenario(doc, file_.toStdString());
+  if (cost_model_) apply_cost_model_argument(parsed, *cost_model_);
   doc_ = doc;
-  scenario_ = std::move(parsed);
+  scenario_ = std::make_shared<const Scenario>(std::move(parsed));
+}
+
+std::optional<QString> MainWindow::set_cost_model(const QString& model) {
+  std::shared_ptr<const CostModelArgument> chosen;
+  if (!model.isEmpty()) {
+    if (const auto error = attempt([&] {
+          chosen = std::make_shared<const CostModelArgument>(
+              read_cost_model_argument(model.toStdString()));
+        })) {
+      show_error(*error);
+      return error;
+    }
+  }
+  const auto previous = cost_model_;
+  cost_model_ = std::move(chosen);
+  if (scenario_) {
+    if (const auto error = attempt([&] { rescenario(doc_); })) {
+      cost_model_ = previous;
+      show_error(*error);
+      return error;
+    }
+  }
+  cost_model_label_ = model;
+  if (scenario_) {
+    simulate();
+    sweep();
+    search_plans();
+  }
+  return std::nullopt;
 }
 
 std::optional<QString> MainWindow::open_scenario(const QString& path) {
@@ -520,6 +550,10 @@ QString MainWindow::summary_text() const {
                      .arg(qs(format_percent(m.mfu)))
                      .arg(qs(format_bytes(static_cast<double>(peak))))
                      .arg(m.fits() ? QString() : tr(" (does not fit)"));
+  text += tr("\nCost model %1").arg(qs(result_->cost_model));
+  if (cost_model_ && (cost_model_->file || cost_model_->profile)) {
+    text += tr(" (%1)").arg(QFileInfo(cost_model_label_).fileName());
+  }
   if (d > 1) {
     text += tr("\nOne of D=%1 replicas shown, with each stage's gradient all-reduce among "
                "them; throughput counts all")

@@ -13,6 +13,7 @@
 #include <QMainWindow>
 #include <nlohmann/json.hpp>
 
+#include "sim/cost_model_file.h"
 #include "sim/plan.h"
 #include "sim/planner.h"
 #include "sim/scenario.h"
@@ -46,6 +47,15 @@ class MainWindow : public QMainWindow {
   // Loads a scenario file; on failure leaves the current one and returns the
   // error (one sentence naming the file and field).
   std::optional<QString> open_scenario(const QString& path);
+  // How layers are timed, as `--cost-model MODEL` says it (analytic, kernels, a
+  // cost-model file of `pipescope calibrate` or a profile of `pipescope
+  // profile`); empty: as the scenario says. A file is read once, here, and
+  // applied to every scenario opened and every cluster preset chosen after.
+  // On failure (an unreadable file, a model the current scenario cannot use)
+  // nothing changes and the error names the file or the device.
+  std::optional<QString> set_cost_model(const QString& model);
+  // The MODEL of set_cost_model in use; empty: the scenario's own.
+  QString cost_model() const { return cost_model_label_; }
   // A measured trace (`pipescope run --trace`) shown under the prediction.
   std::optional<QString> open_measured_trace(const QString& path);
   // A custom schedule, PyTorch pipelining's per-rank action CSV: the schedule
@@ -107,6 +117,8 @@ class MainWindow : public QMainWindow {
   Scenario replica() const;
   void fill_k_and_m(int k, int m);
   Plan current_plan() const;
+  // Parses `doc` (the cost model of set_cost_model applied) and makes it the
+  // scenario; throws, changing nothing, when it is not valid.
   void rescenario(const nlohmann::json& doc);
 
   // The scenario as JSON (the preset control edits it) and as parsed.
@@ -117,6 +129,9 @@ class MainWindow : public QMainWindow {
   std::shared_ptr<const SimResult> result_;
   std::optional<Timeline> measured_;
   std::shared_ptr<const CustomSchedule> custom_;  // the last schedule file opened
+  // set_cost_model's model as read; null: the scenario's own.
+  std::shared_ptr<const CostModelArgument> cost_model_;
+  QString cost_model_label_;
   QString measured_file_;
   std::optional<PlanCandidate> best_;
   QString last_error_;

@@ -1,5 +1,6 @@
 // MainWindow's menus and files: opening scenarios (recent and bundled ones),
-// and exporting the current simulation as a plan, a framework's form, a Chrome
+// choosing the cost model (by name, or a cost-model file or profile), and
+// exporting the current simulation as a plan, a framework's form, a Chrome
 // trace or a picture.
 
 #include <QApplication>
@@ -74,6 +75,24 @@ void MainWindow::build_menus() {
     if (const auto error = open_measured_trace(path)) {
       QMessageBox::warning(this, tr("Open measured trace"), *error);
     }
+  });
+  // --cost-model's choices: by name, or a file (a cost-model file or a profile).
+  QMenu* cost = file->addMenu(tr("Cost &model"));
+  const auto choose = [this](const QString& model) {
+    if (const auto error = set_cost_model(model)) {
+      QMessageBox::warning(this, tr("Cost model"), *error);
+    }
+  };
+  cost->addAction(tr("As the scenario says"), this, [choose] { choose({}); });
+  cost->addAction(tr("&Analytic (the device's roofline)"), this,
+                  [choose] { choose(QStringLiteral("analytic")); });
+  cost->addAction(tr("&Kernels (the kernel-level model)"), this,
+                  [choose] { choose(QStringLiteral("kernels")); });
+  cost->addAction(tr("Open cost-model file or &profile..."), this, [this, choose] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open cost-model file or profile"), {},
+                                     tr("Cost-model files and profiles (*.json);;All files (*)"));
+    if (!path.isEmpty()) choose(path);
   });
   file->addSeparator();
   const auto save = [this](const QString& title, const QString& filter, auto export_fn) {

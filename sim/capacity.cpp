@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -22,11 +23,32 @@ struct Probe {
   std::int64_t peak = 0;  // 0: not a valid model for K stages
 };
 
+// request.adjust on the scenario of a probed value; its errors say which value
+// it was, since the scenario as given passed.
+void adjust_probe(const std::function<void(Scenario&)>& adjust, Scenario& sc,
+                  const std::string& param, std::int64_t value) {
+  const std::string at =
+      " (at " + param + " = " + std::to_string(value) + ", a value capacity probed)";
+  try {
+    adjust(sc);
+  } catch (const ScenarioError& e) {
+    throw ScenarioError(e.file(), e.json_path(), e.message() + at);
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.what() + at, e.scenario_field());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(e.what() + at);
+  }
+}
+
 }  // namespace
 
 CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
                              const CapacityRequest& request) {
-  const Scenario base = parse_scenario(doc, file);
+  const Scenario base = [&] {
+    Scenario sc = parse_scenario(doc, file);
+    if (request.adjust) request.adjust(sc);
+    return sc;
+  }();
   const std::string param =
       request.param.value_or(base.model.family == "amoebanet" ? "model.cells" : "model.layers");
   // The field must exist and hold an integer: the search sets it to other values.
@@ -80,6 +102,7 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
       beyond_limit.insert(value);
       return out;
     }
+    if (request.adjust) adjust_probe(request.adjust, sc, param, value);
     const std::unique_ptr<CostModel> cost = make_cost_model(sc);
     const PartitionProblem p =
         partition_problem(sc, *cost, model_stages, M, remat, schedule, chunks);

@@ -4,6 +4,7 @@
 // default, for which some cut into K stages fits every device's memory.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,13 @@ struct CapacityRequest {
   std::optional<Remat> remat;        // default: the scenario's
   // The field to grow; default model.layers (model.cells for amoebanet).
   std::optional<std::string> param;
+  // Applied to the scenario and to every scenario probed (e.g. --cost-model:
+  // apply_cost_model_argument with what was read once). Memory alone decides
+  // what fits, and no cost model changes memory, so this cannot change the
+  // answer; it is checked on every probe all the same. Its errors are errors,
+  // not "does not fit": on a probed value they name the field and the value
+  // (a profile that did not measure the layers of that model).
+  std::function<void(Scenario&)> adjust;
 };
 
 struct CapacityResult {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "costmodels/check.h"
 #include "sim/file_io.h"
 #include "sim/input_file.h"
 #include "sim/json_reader.h"
@@ -159,23 +160,16 @@ void apply_cost_model(Scenario& scenario, const CostModelFile& file, const std::
   scenario.cluster.cost_model = CostModelKind::kKernels;
 }
 
-void apply_cost_model_argument(Scenario& scenario, const std::string& arg) {
-  if (const std::optional<CostModelKind> kind = parse_cost_model_kind(arg)) {
-    if (*kind == CostModelKind::kKernels && !scenario.cluster.device.kernels.present) {
-      throw std::invalid_argument(
-          "--cost-model kernels needs the device's kernel table: device '" +
-          scenario.cluster.device.name +
-          "' has none (give \"kernels\" in the scenario's device, or use --cost-model analytic)");
-    }
-    scenario.cluster.cost_model = *kind;
-    return;
-  }
+CostModelArgument read_cost_model_argument(const std::string& arg) {
+  CostModelArgument out;
+  out.arg = arg;
+  if ((out.kind = parse_cost_model_kind(arg))) return out;
   // Read once: the argument may be a pipe or a process substitution.
   const json doc = parse_json(
       read_input_file(arg, arg, kMaxDocumentBytes, "a profile or a cost-model file"), arg);
   if (is_cost_model_document(doc)) {
-    apply_cost_model(scenario, cost_model_from_json(doc, arg), arg);
-    return;
+    out.file = cost_model_from_json(doc, arg);
+    return out;
   }
   const auto format = doc.is_object() ? doc.find("format") : doc.end();
   if (doc.is_object() &&
@@ -185,7 +179,32 @@ void apply_cost_model_argument(Scenario& scenario, const std::string& arg) {
                                     "\"pipescope-profile\" or \"") +
                             kCostModelFormat + "\")");
   }
-  apply_profile(scenario, std::make_shared<const Profile>(profile_from_json(doc, arg)), arg);
+  out.profile = std::make_shared<const Profile>(profile_from_json(doc, arg));
+  return out;
+}
+
+void apply_cost_model_argument(Scenario& scenario, const CostModelArgument& arg) {
+  if (arg.kind) {
+    if (*arg.kind == CostModelKind::kKernels && !scenario.cluster.device.kernels.present) {
+      throw std::invalid_argument(
+          "--cost-model kernels needs the device's kernel table: device '" +
+          scenario.cluster.device.name +
+          "' has none (give \"kernels\" in the scenario's device, or use --cost-model analytic)");
+    }
+    scenario.cluster.cost_model = *arg.kind;
+    return;
+  }
+  if (arg.file) {
+    apply_cost_model(scenario, *arg.file, arg.arg);
+    return;
+  }
+  PS_CHECK(arg.profile != nullptr,
+           "a cost-model argument is a name, a cost-model file or a profile");
+  apply_profile(scenario, arg.profile, arg.arg);
+}
+
+void apply_cost_model_argument(Scenario& scenario, const std::string& arg) {
+  apply_cost_model_argument(scenario, read_cost_model_argument(arg));
 }
 
 }  // namespace pipescope

@@ -71,11 +71,28 @@ CostModelFile read_cost_model_file(const std::filesystem::path& path);
 // has no kernel table.
 void apply_cost_model(Scenario& scenario, const CostModelFile& file, const std::string& label);
 
-// What `--cost-model ARG` does to a scenario: "analytic" or "kernels" chooses
-// that model by name (kernels needs the device's kernel table); any other ARG
-// is a file, read once: a cost-model file (its "format" says so) is applied
-// with apply_cost_model, anything else is read as a profile
-// (sim/profile_io.h). Errors are ScenarioErrors naming ARG.
+// `--cost-model ARG` as read: a model chosen by name, a cost-model file or a
+// profile. Read once and applied to any number of scenarios, for the commands
+// that derive many scenarios from one document (capacity's probes, the GUI's
+// cluster presets): the file may be a pipe that can be read only once.
+struct CostModelArgument {
+  std::string arg;                         // as given; errors name it
+  std::optional<CostModelKind> kind;       // "analytic" or "kernels"
+  std::optional<CostModelFile> file;       // a cost-model file
+  std::shared_ptr<const Profile> profile;  // a profile
+};
+
+// Reads ARG: "analytic" or "kernels" chooses that model by name; any other ARG
+// is a file, read once: a cost-model file (its "format" says so), anything else
+// a profile (sim/profile_io.h). Errors are ScenarioErrors naming ARG.
+CostModelArgument read_cost_model_argument(const std::string& arg);
+
+// What `--cost-model ARG` does to a scenario: the model chosen by name (kernels
+// needs the device's kernel table: std::invalid_argument naming the device),
+// a cost-model file applied with apply_cost_model, a profile with apply_profile
+// (a ScenarioError naming ARG when it lacks one of the scenario's layers).
+void apply_cost_model_argument(Scenario& scenario, const CostModelArgument& arg);
+// The two above in one step.
 void apply_cost_model_argument(Scenario& scenario, const std::string& arg);
 
 }  // namespace pipescope

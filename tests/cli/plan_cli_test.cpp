@@ -358,4 +358,75 @@ TEST(CapacityCli, JsonFollowsTheContract) {
   EXPECT_EQ(run("capacity " + kDemo).status, 2);  // -K is required
 }
 
+// capacity takes --cost-model as simulate does, reads it once and applies it to
+// every value it tries: memory decides what fits, so the answer is the same,
+// and what the model cannot cost is an error, not "does not fit".
+TEST(CapacityCli, CostModelIsReadOnceAndAppliedToEveryValueTried) {
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const CliResult plain = run("capacity " + kDemo + " -K 4 --json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  for (const std::string model : {"analytic", "kernels"}) {
+    const CliResult r = run("capacity " + kDemo + " -K 4 --json --cost-model " + model);
+    ASSERT_EQ(r.status, 0) << model << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse(plain.out)) << model;
+  }
+  // A cost-model file of the demo's device, through a process substitution (a
+  // pipe read twice would be empty the second time), as the scenario is.
+  const fs::path file = temp("capacity_cost_model.json");
+  std::ofstream(file) << nlohmann::json{
+      {"format", "pipescope-cost-model"},
+      {"version", 1},
+      {"model", "kernels"},
+      {"device", "a100-80g"},
+      {"parameters",
+       {{"gemm_efficiency", 0.55},
+        {"attention_fwd_efficiency", 0.6},
+        {"attention_bwd_efficiency", 0.5},
+        {"memory_efficiency", 0.85},
+        {"kernel_overhead_s", 4e-6},
+        {"link_efficiency",
+         0.8}}}}.dump();
+  const CliResult piped = pipescope::testing::run_under(
+      "bash -c 'exec \"$1\" capacity <(cat " + kDemo + ") -K 4 --json --cost-model <(cat " +
+          file.string() + ")' bash",
+      "");
+  ASSERT_EQ(piped.status, 0) << piped.err;
+  EXPECT_EQ(nlohmann::json::parse(piped.out), nlohmann::json::parse(plain.out));
+  CliResult r = run("capacity " + kDemo + " -K 4 --set cluster.preset=h100-sxm --cost-model " +
+                    file.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "pipescope: error: " + file.string() +
+                       ": device: the figures are for device 'a100-80g' but the scenario's "
+                       "device is 'h100-sxm'; calibrate again on a scenario of that device\n");
+  fs::remove(file);
+  r = run("capacity " + small + " -K 2 --cost-model kernels");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("pipescope: error: --cost-model kernels needs the device's kernel table: "
+                        "device 'cpu' has none",
+                        0),
+            0u)
+      << r.err;
+  // A profile of cpu-small: one measurement stands for every block, so every
+  // block count is costed, with the same answer...
+  const fs::path profile = temp("capacity_profile.json");
+  ASSERT_EQ(run("profile " + small + " --batch-sizes 4 --repeats 1 -o " + profile.string()).status,
+            0);
+  const CliResult unprofiled = run("capacity " + small + " -K 2 --json");
+  ASSERT_EQ(unprofiled.status, 0) << unprofiled.err;
+  r = run("capacity " + small + " -K 2 --json --cost-model " + profile.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse(unprofiled.out));
+  // ... but other widths were not measured: the first one tried is an error.
+  r = run("capacity " + small + " -K 2 --param model.d_model --cost-model " + profile.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("pipescope: error: " + profile.string() +
+                            ": layers: has no measurement for layer 'embed'",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.err.find("(at model.d_model = 4, a value capacity probed)\n"), std::string::npos)
+      << r.err;
+  fs::remove(profile);
+}
+
 }  // namespace

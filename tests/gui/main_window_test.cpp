@@ -461,6 +461,131 @@ TEST_F(MainWindowTest, WheelDragBandAndKeysMoveTheTimeAxis) {
             EventKind::kForward);
 }
 
+// --cost-model in the window: by name or from a file read once, applied to the
+// scenario and kept for the presets chosen after; what it cannot cost changes
+// nothing and says why.
+TEST_F(MainWindowTest, CostModelRetimesTheScenarioAndItsPresets) {
+  open(QStringLiteral("demo.json"));
+  const auto step_time = [&](const QString& model) {
+    const auto error = window.set_cost_model(model);
+    EXPECT_FALSE(error) << error->toStdString();
+    EXPECT_TRUE(window.wait_idle(kTimeout_ms));
+    SimConfig config;
+    config.stages = window.result()->stages;
+    config.micro_batches = window.result()->micro_batches;
+    const SimResult direct = simulate(*window.scenario(), config);
+    EXPECT_EQ(window.result()->metrics.step_time, direct.metrics.step_time);
+    return window.result()->metrics.step_time;
+  };
+  const SimTime analytic = step_time(QStringLiteral("analytic"));
+  EXPECT_EQ(window.scenario()->cluster.cost_model, CostModelKind::kAnalytic);
+  EXPECT_EQ(window.result()->cost_model, "analytic");
+  EXPECT_NE(window.summary_text().indexOf(QStringLiteral("Cost model analytic")), -1);
+  const SimTime kernels = step_time(QStringLiteral("kernels"));
+  EXPECT_EQ(window.scenario()->cluster.cost_model, CostModelKind::kKernels);
+  EXPECT_NE(kernels, analytic);
+  EXPECT_EQ(window.cost_model(), QStringLiteral("kernels"));
+
+  // A cost-model file: the kernel model with its figures, GEMMs at 40 % here.
+  const fs::path file = temp("cost_model.json");
+  std::ofstream(file) << nlohmann::json{
+      {"format", "pipescope-cost-model"},
+      {"version", 1},
+      {"model", "kernels"},
+      {"device", "a100-80g"},
+      {"parameters",
+       {{"gemm_efficiency", 0.4},
+        {"attention_fwd_efficiency", 0.6},
+        {"attention_bwd_efficiency", 0.5},
+        {"memory_efficiency", 0.85},
+        {"kernel_overhead_s", 4e-6},
+        {"link_efficiency",
+         0.8}}}}.dump();
+  const QString path = QString::fromStdString(file.string());
+  const SimTime fitted = step_time(path);
+  EXPECT_DOUBLE_EQ(window.scenario()->cluster.device.kernels.gemm_efficiency, 0.4);
+  EXPECT_GT(fitted, kernels);  // slower GEMMs
+  EXPECT_NE(window.summary_text().indexOf(QStringLiteral("Cost model kernels (") +
+                                          QString::fromStdString(file.filename().string())),
+            -1)
+      << window.summary_text().toStdString();
+  // Read once: a preset chosen after the file is gone still gets its figures.
+  fs::remove(file);
+  window.set_preset(QStringLiteral("a100-80g"));
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_TRUE(window.last_error().isEmpty()) << window.last_error().toStdString();
+  EXPECT_DOUBLE_EQ(window.scenario()->cluster.device.kernels.gemm_efficiency, 0.4);
+  EXPECT_EQ(window.result()->metrics.step_time, fitted);
+  // Figures for another device: the preset is refused and the scenario stays.
+  window.set_preset(QStringLiteral("h100-sxm"));
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.scenario()->cluster.device.name, "a100-80g");
+  EXPECT_NE(window.last_error().indexOf(QStringLiteral("calibrate again")), -1)
+      << window.last_error().toStdString();
+
+  // Back to the scenario's own model (kernels: the device has a table).
+  EXPECT_EQ(step_time(QString()), kernels);
+  EXPECT_TRUE(window.cost_model().isEmpty());
+}
+
+TEST_F(MainWindowTest, CostModelItCannotApplyChangesNothing) {
+  open(QStringLiteral("cpu-small.json"));
+  const SimTime before = window.result()->metrics.step_time;
+  auto error = window.set_cost_model(QStringLiteral("kernels"));
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->indexOf(QStringLiteral("device 'cpu' has none")), -1) << error->toStdString();
+  EXPECT_TRUE(window.cost_model().isEmpty());
+  error = window.set_cost_model(QStringLiteral("/no/such/cost-model.json"));
+  ASSERT_TRUE(error);
+  EXPECT_TRUE(error->startsWith(QStringLiteral("/no/such/cost-model.json")))
+      << error->toStdString();
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->metrics.step_time, before);
+  // Chosen first, then a scenario it cannot cost: the scenario is not opened.
+  ASSERT_FALSE(window.set_cost_model(QStringLiteral("analytic")));
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  open(QStringLiteral("demo.json"));
+  EXPECT_EQ(window.result()->cost_model, "analytic");
+  ASSERT_FALSE(window.set_cost_model(QStringLiteral("kernels")));
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  error = window.open_scenario(kScenarios + QStringLiteral("cpu-small.json"));
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->indexOf(QStringLiteral("device 'cpu' has none")), -1) << error->toStdString();
+  EXPECT_EQ(window.scenario()->name, "demo");
+}
+
+// The command line's --cost-model: applied before the first simulation, and a
+// model the scenario cannot use ends the program with why.
+TEST(CommandLine, CostModelOption) {
+  const fs::path png = temp("cost_model_shot.png");
+  const fs::path err = temp("cost_model_err.txt");
+  const std::string gui = std::string(PIPESCOPE_GUI) + " --screenshot " + png.string() + " ";
+  std::string cmd = gui + "--cost-model analytic " + (kScenarios + "demo.json").toStdString() +
+                    " -K 2 -M 4 >/dev/null 2>" + err.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << pipescope::testing::slurp(err);
+  EXPECT_TRUE(fs::exists(png));
+  fs::remove(png);
+  cmd = gui + "--cost-model kernels " + (kScenarios + "cpu-small.json").toStdString() +
+        " >/dev/null 2>" + err.string();
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  const std::string message = pipescope::testing::slurp(err);
+  // After whatever Qt says on stderr (XDG_RUNTIME_DIR unset), the one error line.
+  EXPECT_NE(message.find("pipescope-gui: error: --cost-model kernels needs the device's kernel "
+                         "table: device 'cpu' has none"),
+            std::string::npos)
+      << message;
+  EXPECT_FALSE(fs::exists(png));
+  cmd = gui + "--cost-model /no/such.json " + (kScenarios + "demo.json").toStdString() +
+        " >/dev/null 2>" + err.string();
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(pipescope::testing::slurp(err).find(
+                "pipescope-gui: error: /no/such.json: cannot open file\n"),
+            std::string::npos)
+      << pipescope::testing::slurp(err);
+  fs::remove(err);
+}
+
 TEST(Screenshot, WritesANonBlankPictureOfTheWindow) {
   const fs::path png = temp("shot.png");
   const std::string cmd = std::string(PIPESCOPE_GUI) + " --screenshot " + png.string() + " " +

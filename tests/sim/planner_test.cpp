@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "sim/capacity.h"
@@ -374,6 +377,70 @@ TEST(Capacity, NothingFitsAndBadFields) {
     EXPECT_STREQ(e.what(),
                  "t.json: model.dtype: capacity grows an integer field of the scenario; this one "
                  "is missing");
+  }
+}
+
+// request.adjust (capacity's --cost-model) reaches the scenario as given and
+// every probed one, and cannot change what fits: memory decides.
+TEST(Capacity, AdjustReachesEveryProbedScenario) {
+  const nlohmann::json doc = transformer_doc();
+  CapacityRequest req;
+  req.stages = 4;
+  const CapacityResult plain = find_capacity(doc, "t.json", req);
+  ASSERT_TRUE(plain.fits);
+  std::vector<std::size_t> layers;  // of each scenario adjusted
+  req.adjust = [&](Scenario& sc) {
+    layers.push_back(sc.model.layers.size());
+    sc.cluster.cost_model = CostModelKind::kAnalytic;
+  };
+  const CapacityResult adjusted = find_capacity(doc, "t.json", req);
+  EXPECT_EQ(adjusted.max_value, plain.max_value);
+  EXPECT_EQ(adjusted.peak_memory_bytes, plain.peak_memory_bytes);
+  EXPECT_EQ(adjusted.probes, plain.probes);
+  // The scenario as given (4 blocks, embedding and head), then one per probe.
+  ASSERT_EQ(static_cast<std::int64_t>(layers.size()), plain.probes + 1);
+  EXPECT_EQ(layers.front(), 6u);
+  EXPECT_EQ(layers[1], 4u);  // the first probe: 2 blocks, the least for K = 4
+  EXPECT_EQ(layers[2], 6u);  // then doubling
+  EXPECT_EQ(layers[3], 10u);
+}
+
+// An adjustment that fails on a probed value (a profile without the layers of
+// that model) is an error naming the value, not "does not fit".
+TEST(Capacity, AdjustErrorsNameTheProbedValue) {
+  const nlohmann::json doc = transformer_doc();
+  CapacityRequest req;
+  req.stages = 4;
+  req.adjust = [](Scenario& sc) {
+    if (sc.model.layers.size() > 12) {
+      throw ScenarioError("prof.json", "layers", "has no measurement for layer 'block12'");
+    }
+  };
+  try {
+    find_capacity(doc, "t.json", req);
+    FAIL() << "expected ScenarioError";
+  } catch (const ScenarioError& e) {
+    // Probes 2, 4, 8, then 16 blocks: the first of more than 12 layers.
+    EXPECT_STREQ(e.what(),
+                 "prof.json: layers: has no measurement for layer 'block12' (at model.layers = "
+                 "16, a value capacity probed)");
+  }
+  req.adjust = [](Scenario& sc) {
+    if (sc.model.layers.size() > 12) throw std::invalid_argument("no kernel table");
+  };
+  try {
+    find_capacity(doc, "t.json", req);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "no kernel table (at model.layers = 16, a value capacity probed)");
+  }
+  // On the scenario as given, the error is the adjustment's own.
+  req.adjust = [](Scenario&) { throw std::invalid_argument("no kernel table"); };
+  try {
+    find_capacity(doc, "t.json", req);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "no kernel table");
   }
 }
 
