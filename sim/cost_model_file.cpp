@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/check.h"
+#include "costmodels/model_families.h"
 #include "sim/file_io.h"
 #include "sim/input_file.h"
 #include "sim/json_reader.h"
@@ -190,6 +191,12 @@ void apply_cost_model_argument(Scenario& scenario, const CostModelArgument& arg)
           "--cost-model kernels needs the device's kernel table: device '" +
           scenario.cluster.device.name +
           "' has none (give \"kernels\" in the scenario's device, or use --cost-model analytic)");
+    }
+    if (*arg.kind == CostModelKind::kAnalytic && scenario.model.transformer &&
+        scenario.model.transformer->fp8) {
+      throw std::invalid_argument(
+          "--cost-model analytic cannot cost the model's FP8 GEMMs (\"fp8\": true needs the "
+          "kernels model)");
     }
     scenario.cluster.cost_model = *arg.kind;
     return;

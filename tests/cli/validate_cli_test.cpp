@@ -30,9 +30,10 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   const CliResult built_in = run("validate --json");
   ASSERT_EQ(built_in.status, 0) << built_in.err;
   const nlohmann::json a = nlohmann::json::parse(built_in.out);
-  EXPECT_EQ(a["checked"], 14);
+  // 14 GPipe figures and the 12 cases of the GPU suite.
+  EXPECT_EQ(a["checked"], 26);
   EXPECT_EQ(a["failed"], 0);
-  EXPECT_EQ(a["gaps"], 4);
+  EXPECT_EQ(a["gaps"], 12);
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
   ASSERT_EQ(files.status, 0) << files.err;
@@ -49,7 +50,8 @@ TEST(ValidateCli, PrintsTheTables) {
        {"Largest Transformer on TPU v3 cores of 16 GiB (table 1)", "Pipeline-128 layers",
         "rematerialization, one core (2.7x)", "Transformer-48 throughput (table 2)",
         "AmoebaNet-D (18, 256) throughput (table 2)", "M=16 instead of 8:",
-        "10 of 14 checked figures within tolerance, 4 outside with the cause stated",
+        "14 of 26 checked figures within tolerance, 12 outside with the cause stated",
+        "Published GPU measurements", "median |error| 25.1 % over 12 cases",
         "* gap: Naive-1 holds 2 layers: 3 need 17.4 GiB of 16.0 GiB (8.5 % over)"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   }
@@ -70,7 +72,7 @@ TEST(ValidateCli, FigureOutsideToleranceFails) {
   const nlohmann::json j = nlohmann::json::parse(r.out);  // the figures are still printed
   EXPECT_GT(j["failed"].get<int>(), 0);
   EXPECT_EQ(r.err, "pipescope: error: " + std::to_string(j["failed"].get<int>()) +
-                       " of 14 checked figures are outside their tolerance\n");
+                       " of 26 checked figures are outside their tolerance\n");
 }
 
 TEST(ValidateCli, WrongModelOrBrokenFileIsNamed) {

@@ -12,11 +12,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "costmodels/model_families.h"
 #include "sim/cost_model_file.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
@@ -250,6 +252,20 @@ TEST(CostModelFile, AppliesToItsDeviceOnly) {
   no_table.cluster.device.kernels.present = false;
   e = error_of([&] { apply_cost_model(no_table, sample_file(), "c.json"); });
   EXPECT_TRUE(contains(e, "c.json: model: device 'a100-80g' has no kernel table")) << e;
+}
+
+TEST(CostModelArgument, AnalyticCannotCostFp8Gemms) {
+  Scenario sc = small_a100();
+  TransformerParams p = *sc.model.transformer;
+  p.fp8 = true;
+  sc.model = make_transformer(p);
+  try {
+    apply_cost_model_argument(sc, "analytic");
+    FAIL() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("FP8"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(sc.cluster.cost_model, CostModelKind::kKernels);
 }
 
 TEST(CostModelArgument, TakesModelNamesCostModelFilesAndProfiles) {
