@@ -36,7 +36,7 @@ double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Byt
       f64(count) * (f64(m) * f64(k) + f64(k) * f64(n) + f64(m) * f64(n)) * f64(element_bytes);
   const double memory_s = memory_seconds(t, mem_bandwidth, bytes);
   // Split-K: with fewer tiles than SMs, the reduction is cut into `split` slices
-  // run side by side, whose fp32 partial results one more pass then sums. The
+  // run side by side, whose fp32 partial results one more kernel then sums. The
   // fastest split up to the idle SMs, in powers of two.
   double best = 0.0;
   const std::int64_t most = std::max<std::int64_t>(1, t.multiprocessors / tiles);
@@ -44,10 +44,12 @@ double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Byt
     const std::int64_t waves = ceil_div(tiles * split, t.multiprocessors);
     const double depth = f64(ceil_div(k, split)) + t.gemm_k_overhead;
     const double compute_s = f64(waves) * 2.0 * t.tile_m * t.tile_n * depth / sm_rate;
+    // The slices write their partials and the extra kernel reads them back.
     const double partials_s =
         split == 1 ? 0.0
-                   : memory_seconds(t, mem_bandwidth,
-                                    f64(split + 1) * f64(count) * f64(m) * f64(n) * kPartialBytes);
+                   : t.kernel_overhead_s + memory_seconds(t, mem_bandwidth,
+                                                          2.0 * f64(split) * f64(count) * f64(m) *
+                                                              f64(n) * kPartialBytes);
     const double s = std::max(compute_s, memory_s) + partials_s;
     if (split == 1 || s < best) best = s;
   }
@@ -66,12 +68,15 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
   switch (kn.kind) {
     case Kernel::Kind::kGemm: {
       // One product over every token of the micro-batch (a linear layer), or
-      // batch_count products per sample (attention's per-head products).
-      const bool per_sample = kn.batch_count > 1;
+      // batch_count products per sample (attention's per-head products, whose
+      // operands are all activations). Only products with a weight run in FP8
+      // (gemm_peak); the per-head ones stay in the model's dtype.
+      const bool per_sample = kn.batch_count > 1 || !kn.has_weight;
       const std::int64_t m = per_sample ? kn.rows : kn.rows * batch;
       const std::int64_t count = per_sample ? kn.batch_count * batch : 1;
+      const double peak = kn.has_weight ? gemm_peak : attention_peak;
       const auto gemm = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) {
-        return launch + gemm_seconds(t, gemm_peak, mem_bandwidth, element_bytes, mm, nn, kk, count);
+        return launch + gemm_seconds(t, peak, mem_bandwidth, element_bytes, mm, nn, kk, count);
       };
       out.forward = gemm(m, kn.n, kn.k);
       const double input_grad = gemm(m, kn.k, kn.n);   // dX = dY . W^T
@@ -85,6 +90,7 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
       if (kn.bwd_bytes > 0) {
         out.backward = launch + memory_seconds(t, mem_bandwidth, f64(kn.bwd_bytes) * f64(batch));
       }
+      if (kn.backward_is_weight_grad) out.weight = out.backward;
       break;
     case Kernel::Kind::kAttention: {
       const double flops = 4.0 * f64(kn.seq) * f64(kn.seq) * f64(kn.head_dim) *

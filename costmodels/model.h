@@ -36,6 +36,9 @@ struct Kernel {
   std::int64_t head_dim = 0;     // kAttention
   bool causal = false;           // kAttention: a causal mask (half the score matrix)
   bool has_weight = true;        // kGemm: the right operand is a weight (its gradient is W)
+  // kMemory: the backward computes a weight gradient (an embedding's scatter
+  // into its table), so a split backward runs it as W.
+  bool backward_is_weight_grad = false;
 
   bool operator==(const Kernel&) const = default;
 };

@@ -137,9 +137,12 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   const std::int64_t position_params = p.learned_positions ? s * h : 0;
   m.layers.push_back(layer("embed", f64(s * h), v * h + position_params, s * h * e, s * 4));
   // Kernels: a gather of s table rows plus the positions, written once; its
-  // backward scatters s rows of gradient into the table.
-  m.layers.back().kernels =
-      make_kernel_list({memory(3 * s * h * e + s * 4, 2 * s * h * e + s * 4)});
+  // backward scatters s rows of gradient into the table: the weight gradient.
+  {
+    Kernel gather = memory(3 * s * h * e + s * 4, 2 * s * h * e + s * 4);
+    gather.backward_is_weight_grad = true;
+    m.layers.back().kernels = make_kernel_list({gather});
+  }
 
   // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
   // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,

@@ -315,6 +315,11 @@ namespace {
 struct PreparedRow {
   Scenario scenario;  // one replica's, with the row's batch
   SimConfig config;
+  // With replicas: the whole cluster, whose ring between them the fit re-prices
+  // under each trial table (its link efficiency moves the all-reduce too).
+  std::optional<Cluster> replicas_cluster;
+  int stages = 1;
+  int replicas = 1;
 };
 
 PreparedRow prepare_row(const Scenario& base, const MeasuredStep& row) {
@@ -349,6 +354,9 @@ PreparedRow prepare_row(const Scenario& base, const MeasuredStep& row) {
                         std::to_string(p.scenario.training.global_batch));
     }
     c.data_parallel = data_parallel_ring(base.cluster, K, D);
+    p.replicas_cluster = base.cluster;
+    p.stages = K;
+    p.replicas = D;
     p.scenario = replica_scenario(p.scenario, K, D);
   }
   return p;
@@ -538,14 +546,17 @@ CalibrationResult calibrate(const Scenario& scenario, const std::vector<Measured
   const auto row_error = [&](const MeasuredStep& row, const std::exception& e) {
     return ScenarioError(csv, "line " + std::to_string(row.line), row.label() + ": " + e.what());
   };
+  // The rows run under the kernel-level model, whatever the scenario chose, and
+  // so do the rings between their replicas.
+  Scenario kernels = scenario;
+  kernels.cluster.cost_model = CostModelKind::kKernels;
+  kernels.cluster.profile = nullptr;
   for (const MeasuredStep& row : rows) {
     try {
-      prepared.push_back(prepare_row(scenario, row));
-    } catch (const ConfigError& e) {
+      prepared.push_back(prepare_row(kernels, row));
+    } catch (const std::exception& e) {
       throw row_error(row, e);
     }
-    prepared.back().scenario.cluster.cost_model = CostModelKind::kKernels;
-    prepared.back().scenario.cluster.profile = nullptr;
   }
 
   const unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
@@ -562,12 +573,16 @@ CalibrationResult calibrate(const Scenario& scenario, const std::vector<Measured
       PreparedRow& p = prepared[i];
       p.scenario.cluster.device.kernels = table;
       try {
+        if (p.replicas_cluster) {
+          p.replicas_cluster->device.kernels = table;
+          p.config.data_parallel = data_parallel_ring(*p.replicas_cluster, p.stages, p.replicas);
+        }
         const SimResult r = simulate(p.scenario, p.config);
         times[i] = r.metrics.step_time_s();
         if (cuts != nullptr) {
           for (const StageCost& c : r.stage_costs) (*cuts)[i].push_back(c.layers);
         }
-      } catch (const ConfigError& e) {
+      } catch (const std::exception& e) {
         throw row_error(rows[i], e);
       }
     });

@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -215,21 +216,39 @@ EfficiencyCurve read_efficiency(const json& v, const Where& w) {
   return curve;
 }
 
+// The deepest tile overhead a kernel table may give, in units of reduction
+// depth: far beyond any real tile, and small enough that times stay finite.
+constexpr double kMaxKOverhead = 1e4;
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 // A device's kernel table (costmodels/kernel_table.h), every figure required but
-// the FP8 peak: a partial table would mix figures of two devices.
+// the FP8 peak: a partial table would mix figures of two devices. The figures
+// calibrate may fit keep to the ranges of calibration_parameters(), so that a
+// table read here can always be written as a cost-model file.
 KernelTable read_kernel_table(ObjectReader k) {
   KernelTable t;
   t.present = true;
   t.multiprocessors = static_cast<int>(k.integer("multiprocessors", {1, 1 << 16}));
   t.tile_m = static_cast<int>(k.integer("tile_m", {1, 1 << 12}));
   t.tile_n = static_cast<int>(k.integer("tile_n", {1, 1 << 12}));
-  t.gemm_efficiency = k.number("gemm_efficiency", NumberRange::kEfficiency);
   t.gemm_k_overhead = k.number("gemm_k_overhead", NumberRange::kNonNegative);
-  t.attention_fwd_efficiency = k.number("attention_fwd_efficiency", NumberRange::kEfficiency);
-  t.attention_bwd_efficiency = k.number("attention_bwd_efficiency", NumberRange::kEfficiency);
-  t.memory_efficiency = k.number("memory_efficiency", NumberRange::kEfficiency);
-  t.kernel_overhead_s = k.number("kernel_overhead_s", NumberRange::kDuration);
-  t.link_efficiency = k.number("link_efficiency", NumberRange::kEfficiency);
+  if (t.gemm_k_overhead > kMaxKOverhead) {
+    k.fail("gemm_k_overhead", "expected a depth from 0 to " + number_text(kMaxKOverhead) +
+                                  ", got " + number_text(t.gemm_k_overhead));
+  }
+  for (const CalibrationParameter& p : calibration_parameters()) {
+    const double v = k.number(p.name, NumberRange::kNonNegative);
+    if (v < p.min || v > p.max) {
+      k.fail(p.name, "expected " + number_text(p.min) + " to " + number_text(p.max) + " (" +
+                         p.meaning + "), got " + number_text(v));
+    }
+    t.*p.field = v;
+  }
   t.peak_flops_fp8 = k.opt_number("peak_flops_fp8", NumberRange::kRate).value_or(0.0);
   k.finish();
   return t;
@@ -496,8 +515,9 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   if (s.model.transformer && s.model.transformer->fp8) {
     const Where fp8 = Where{file, ""}.key("model").key("fp8");
     if (s.cluster.cost_model != CostModelKind::kKernels) {
-      fp8.fail("FP8 GEMMs are costed by the kernels model only, and the cluster's cost_model is "
-               "analytic");
+      fp8.fail(
+          "FP8 GEMMs are costed by the kernels model only, and the cluster's cost_model is "
+          "analytic");
     }
     if (!(s.cluster.device.kernels.peak_flops_fp8 > 0.0)) {
       fp8.fail("device '" + s.cluster.device.name + "' has no FP8 peak (expected false)");

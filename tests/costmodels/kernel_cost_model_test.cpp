@@ -58,9 +58,10 @@ TEST(KernelCostModel, ShallowGemmIsBoundByMemory) {
 TEST(KernelCostModel, AFewTilesSplitTheirReductionOverIdleSms) {
   const KernelTable t = toy_table();
   // 2 x 2 output, depth 64: one tile, 3 SMs idle. Unsplit: 2*2*2*64/2 = 256 s.
-  // Split in 4: depth 16 each, one wave of 64 s, plus summing 5 fp32 copies of
-  // the 2 x 2 result (80 bytes) at 1000 B/s, 0.08 s; split in 2 would take 128 s.
-  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1000.0, 2, 2, 2, 64, 1), 64.0 + 0.08);
+  // Split in 4: depth 16 each, one wave of 64 s, plus writing and reading back
+  // 4 fp32 partials of the 2 x 2 result (2 * 4 * 16 = 128 bytes) at 1000 B/s,
+  // 0.128 s, and one more kernel (0 s here); split in 2 would take 128 s.
+  EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1000.0, 2, 2, 2, 64, 1), 64.0 + 0.128);
   // A full wave of tiles is never split.
   EXPECT_DOUBLE_EQ(gemm_seconds(t, 16.0, 1e12, 2, 4, 4, 64, 1), 256.0);
 }
@@ -101,6 +102,34 @@ TEST(KernelCostModel, BatchedGemmKeepsOneProductPerHeadAndSample) {
   EXPECT_DOUBLE_EQ(kernel_times(g, 3, t, 16.0, 16.0, 1e12, 2).forward, 6 * 12.0);
 }
 
+TEST(KernelCostModel, PerHeadProductsStayPerSampleAndInTheModelsDtype) {
+  const KernelTable t = toy_table();
+  Kernel g;
+  g.kind = Kernel::Kind::kGemm;
+  g.rows = 4;
+  g.n = 4;
+  g.k = 3;
+  g.batch_count = 1;  // one head
+  g.has_weight = false;
+  // 2 samples: 2 products of 4 x 4 (not one of 8 x 4), 8 tiles, 2 waves of 12 s,
+  // at the attention peak (16) even though the GEMM peak (1600) is higher.
+  EXPECT_DOUBLE_EQ(kernel_times(g, 2, t, 1600.0, 16.0, 1e12, 2).forward, 2 * 12.0);
+}
+
+TEST(KernelCostModel, AnEmbeddingsScatterIsItsWeightGradient) {
+  TransformerParams p;
+  p.layers = 1;
+  p.d_model = 64;
+  p.heads = 4;
+  p.seq_len = 32;
+  p.vocab = 100;
+  const ModelSpec m = make_transformer(p);
+  const KernelCostModel cost(find_device_preset("a100-80g")->device, DType::kFp32, false, 16.0);
+  const OpTimes t = cost.op_times(m.layers.front(), 2);
+  EXPECT_GT(t.backward, 0);
+  EXPECT_EQ(t.weight, t.backward);
+}
+
 TEST(KernelCostModel, FusedAttentionCountsHalfTheScoresWhenCausal) {
   const KernelTable t = toy_table();
   Kernel a;
@@ -120,9 +149,11 @@ TEST(KernelCostModel, FusedAttentionCountsHalfTheScoresWhenCausal) {
 double kernel_flops(const std::vector<Kernel>& kernels) {
   double flops = 0.0;
   for (const Kernel& k : kernels) {
-    if (k.kind == Kernel::Kind::kGemm) flops += 2.0 * k.rows * k.n * k.k * k.batch_count;
+    const auto d = [](std::int64_t x) { return static_cast<double>(x); };
+    if (k.kind == Kernel::Kind::kGemm)
+      flops += 2.0 * d(k.rows) * d(k.n) * d(k.k) * d(k.batch_count);
     if (k.kind == Kernel::Kind::kAttention)
-      flops += 4.0 * k.seq * k.seq * k.head_dim * k.batch_count;
+      flops += 4.0 * d(k.seq) * d(k.seq) * d(k.head_dim) * d(k.batch_count);
   }
   return flops;
 }
@@ -226,7 +257,8 @@ TEST(KernelCostModel, Fp8GemmsRunAtTheFp8Peak) {
   layer.kernels = make_kernel_list({g});
   const KernelCostModel bf16(d, DType::kBf16, false, 16.0);
   const KernelCostModel fp8(d, DType::kBf16, true, 16.0);
-  const double ratio = static_cast<double>(bf16.forward(layer, 1)) / fp8.forward(layer, 1);
+  const double ratio =
+      static_cast<double>(bf16.forward(layer, 1)) / static_cast<double>(fp8.forward(layer, 1));
   EXPECT_NEAR(ratio, 1979.0 / 989.0, 0.01);
 }
 
