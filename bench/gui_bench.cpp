@@ -1,8 +1,8 @@
 // What the desktop app costs on the UI thread. First, one change of K or M
 // before the new timeline is on screen: simulate with a timeline (on the
 // worker), lay it out, and paint the timeline view into a 1400 x 600 image, for
-// the demo scenario at K=8, M=32 and larger (the issue of record asks for under
-// 100 ms at K=8, M=32). Then a timeline of a million events (the demo at K=72,
+// the demo scenario at K=8, M=32 and larger (the aim is under 100 ms at K=8,
+// M=32; docs/performance.md). Then a timeline of a million events (the demo at K=72,
 // M=2048: 1,024,072 events) for what must stay interactive: the layout, a
 // paint of the whole step, a paint zoomed in, a hover and a click.
 //

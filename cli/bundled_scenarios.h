@@ -10,7 +10,8 @@ namespace pipescope::cli {
 extern const std::string_view kBundledGpipeTransformer;  // scenarios/gpipe/transformer-tpuv3.json
 extern const std::string_view kBundledGpipeAmoebanet;    // scenarios/gpipe/amoebanet-tpuv2.json
 
-// The GPU suite, scenarios/validation/*.json, in file-name order.
+// The GPU suite, the scenarios/validation/ cases cli/CMakeLists.txt lists, in
+// file-name order.
 struct BundledScenario {
   std::string_view name;  // "bl-4.json"
   std::string_view text;

@@ -1,5 +1,5 @@
-// AmoebaNet-D (L, D) as a layer graph: one layer per cell (DESIGN.md: layers are
-// the unit a pipeline cuts), each consuming the two cells before it.
+// AmoebaNet-D (L, D) as a layer graph: one layer per cell (layers are the unit a
+// pipeline cuts; docs/design.md), each consuming the two cells before it.
 //
 // Architecture: the TensorFlow TPU reference AmoebaNet-D (tensorflow/tpu,
 // models/official/amoeba_net), which GPipe used, as torchgpipe reimplements it

@@ -38,7 +38,7 @@ std::optional<TopologyKind> parse_topology(std::string_view name) {
 namespace {
 
 // Shared assumptions of every preset (ours, not a vendor's):
-// - Large GEMMs reach 60-80 % of the dense peak (REFERENCES.md); we take 0.7.
+// - Large GEMMs reach 60-80 % of the dense peak (docs/models.md); we take 0.7.
 // - half_flops = the work of 10 us at the 16-bit peak: an op must keep every SM
 //   (or the MXU) busy for about that long before launch, wave-quantization and
 //   pipeline-fill costs stop dominating, so an op of 10 us of peak work runs at half

@@ -124,8 +124,7 @@ std::string_view KernelCostModel::description() const {
          "kernels at achievable bandwidth, a fixed cost per kernel (docs/models.md)";
 }
 
-KernelCostModel::LayerTimes KernelCostModel::compute(const LayerSpec& layer,
-                                                     std::int64_t batch) const {
+OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) const {
   const KernelTable& t = device_.kernels;
   const double peak = device_.peak_flops(dtype_);
   const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
@@ -137,27 +136,27 @@ KernelCostModel::LayerTimes KernelCostModel::compute(const LayerSpec& layer,
     bwd += kt.backward;
     w += kt.weight;
   }
-  return {seconds_to_simtime(fwd), seconds_to_simtime(bwd), seconds_to_simtime(w)};
+  // A forward keeps or drops its stash at the same cost; a recompute is a forward.
+  const SimTime forward = seconds_to_simtime(fwd);
+  return {forward, forward, seconds_to_simtime(bwd), seconds_to_simtime(w), forward};
 }
 
-KernelCostModel::LayerTimes KernelCostModel::times(const LayerSpec& layer,
-                                                   std::int64_t batch) const {
+OpTimes KernelCostModel::times(const LayerSpec& layer, std::int64_t batch) const {
   const Key key{layer.kernels.get(), batch};
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     const auto it = cache_.find(key);
     if (it != cache_.end()) return it->second.times;
   }
-  const LayerTimes lt = compute(layer, batch);
+  const OpTimes t = compute(layer, batch);
   const std::lock_guard<std::mutex> lock(mutex_);
-  cache_.emplace(key, Entry{layer.kernels, lt});
-  return lt;
+  cache_.emplace(key, Entry{layer.kernels, t});
+  return t;
 }
 
 OpTimes KernelCostModel::op_times(const LayerSpec& layer, std::int64_t batch) const {
   if (!layer.kernels) return CostModel::op_times(layer, batch);
-  const LayerTimes t = times(layer, batch);
-  return {t.forward, t.forward, t.backward, t.weight, t.forward};
+  return times(layer, batch);
 }
 
 SimTime KernelCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {

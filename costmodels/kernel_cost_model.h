@@ -69,12 +69,9 @@ class KernelCostModel final : public CostModel {
   OpTimes op_times(const LayerSpec& layer, std::int64_t batch) const override;
 
  private:
-  // Forward, backward and weight-gradient time of a layer's kernels, ns.
-  struct LayerTimes {
-    SimTime forward = 0, backward = 0, weight = 0;
-  };
-  LayerTimes times(const LayerSpec& layer, std::int64_t batch) const;
-  LayerTimes compute(const LayerSpec& layer, std::int64_t batch) const;
+  // A layer's times, ns: looked up, or computed from its kernels and kept.
+  OpTimes times(const LayerSpec& layer, std::int64_t batch) const;
+  OpTimes compute(const LayerSpec& layer, std::int64_t batch) const;
 
   Device device_;
   DType dtype_;
@@ -95,7 +92,7 @@ class KernelCostModel final : public CostModel {
   };
   struct Entry {
     KernelList kernels;
-    LayerTimes times;
+    OpTimes times;
   };
   mutable std::mutex mutex_;
   mutable std::unordered_map<Key, Entry, KeyHash> cache_;

@@ -3,7 +3,7 @@
 // directed acyclic graph through LayerSpec::inputs. A pipeline still cuts the
 // layers into contiguous stages of one order, a topological order of the graph;
 // a cut then carries every tensor produced before it and consumed after it
-// (DESIGN.md, "Partitioner").
+// (docs/models.md, "The partitioner").
 //
 // Semantics the simulator relies on: a stage that receives several tensors at a
 // cut receives them all in one transfer of ModelSpec::cut_bytes (one message per

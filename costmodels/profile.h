@@ -1,7 +1,7 @@
 #pragma once
 // A profile: what one machine and backend measured for one model's layers
 // (forward, backward and recompute per micro-batch size), its optimizer step and
-// the transport between devices (DESIGN.md, "Files": profile). ProfiledCostModel
+// the transport between devices (docs/file-formats.md, profiles). ProfiledCostModel
 // answers the simulator from it instead of from a roofline.
 
 #include <cstdint>

@@ -220,12 +220,6 @@ EfficiencyCurve read_efficiency(const json& v, const Where& w) {
 // depth: far beyond any real tile, and small enough that times stay finite.
 constexpr double kMaxKOverhead = 1e4;
 
-std::string number_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // A device's kernel table (costmodels/kernel_table.h), every figure required but
 // the FP8 peak: a partial table would mix figures of two devices. The figures
 // calibrate may fit keep to the ranges of calibration_parameters(), so that a
@@ -238,14 +232,14 @@ KernelTable read_kernel_table(ObjectReader k) {
   t.tile_n = static_cast<int>(k.integer("tile_n", {1, 1 << 12}));
   t.gemm_k_overhead = k.number("gemm_k_overhead", NumberRange::kNonNegative);
   if (t.gemm_k_overhead > kMaxKOverhead) {
-    k.fail("gemm_k_overhead", "expected a depth from 0 to " + number_text(kMaxKOverhead) +
-                                  ", got " + number_text(t.gemm_k_overhead));
+    k.fail("gemm_k_overhead", "expected a depth from 0 to " + describe(json(kMaxKOverhead)) +
+                                  ", got " + describe(json(t.gemm_k_overhead)));
   }
   for (const CalibrationParameter& p : calibration_parameters()) {
     const double v = k.number(p.name, NumberRange::kNonNegative);
     if (v < p.min || v > p.max) {
-      k.fail(p.name, "expected " + number_text(p.min) + " to " + number_text(p.max) + " (" +
-                         p.meaning + "), got " + number_text(v));
+      k.fail(p.name, "expected " + describe(json(p.min)) + " to " + describe(json(p.max)) + " (" +
+                         p.meaning + "), got " + describe(json(v)));
     }
     t.*p.field = v;
   }
