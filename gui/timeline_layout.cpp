@@ -1,6 +1,7 @@
 #include "gui/timeline_layout.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <limits>
 #include <numeric>
@@ -8,6 +9,7 @@
 #include <utility>
 
 #include "sim/format.h"
+#include "sim/op_dependencies.h"
 
 namespace pipescope::gui {
 namespace {
@@ -303,55 +305,80 @@ std::optional<std::size_t> hit_test(const TimelineLayout& layout, int row, doubl
 
 namespace {
 
-// One kind of related item: an op of `stage`, or a transfer sent by `stage`, of
-// the same micro-batch unless any_micro_batch. The sender is enough: activations
-// go from s to s + 1 and gradients back (DESIGN.md, "Ops").
-struct Related {
-  EventKind kind;
-  int stage;
-  bool before;
-  bool any_micro_batch = false;
-};
+// The event that carries a dependency between stages, if any.
+std::optional<EventKind> carrier(Via via) {
+  switch (via) {
+    case Via::kActivation:
+      return EventKind::kActivation;
+    case Via::kGradient:
+      return EventKind::kGradient;
+    case Via::kAllReduce:
+      return EventKind::kAllReduce;
+    case Via::kSameStage:
+      break;
+  }
+  return std::nullopt;
+}
 
-// What the schedule says an event depends on and feeds (DESIGN.md, "Ops").
-std::vector<Related> related_to(const TimelineEvent& me) {
-  const int s = me.stage;
-  using K = EventKind;
-  switch (me.kind) {
-    case K::kForward:
-      return {{K::kActivation, s - 1, true},
-              {K::kForward, s - 1, true},
-              {K::kActivation, s, false},
-              {K::kForward, s + 1, false}};
-    case K::kRecompute:
-      return {{K::kForward, s, true}, {K::kBackward, s, false}};
-    case K::kBackward:
-      return {{K::kGradient, s + 1, true}, {K::kBackward, s + 1, true},
-              {K::kForward, s, true},      {K::kRecompute, s, true},
-              {K::kGradient, s, false},    {K::kBackward, s - 1, false},
-              {K::kWeight, s, false}};
-    case K::kWeight:
-      return {{K::kBackward, s, true}, {K::kOptimizer, s, false, true}};
-    case K::kOptimizer:
-      // The step needs every backward (and weight gradient) of its stage, and
-      // with data parallelism its all-reduce.
-      return {{K::kBackward, s, true, true},
-              {K::kWeight, s, true, true},
-              {K::kAllReduce, s, true, true}};
-    case K::kAllReduce:
-      return {{K::kBackward, s, true, true},
-              {K::kWeight, s, true, true},
-              {K::kOptimizer, s, false, true}};
-    case K::kActivation:
-    case K::kGradient: {
-      // The receiving stage, when a trace left it out, follows from the kind.
-      const K op = me.kind == K::kActivation ? K::kForward : K::kBackward;
-      const int to = me.peer_stage.value_or(me.kind == K::kActivation ? s + 1 : s - 1);
-      return {{op, s, true}, {op, to, false}};
+constexpr std::array<OpKind, 5> kOpKinds{OpKind::kForward, OpKind::kRecompute, OpKind::kBackward,
+                                         OpKind::kWeight, OpKind::kOptimizer};
+
+std::optional<OpKind> op_kind(EventKind k) {
+  for (const OpKind o : kOpKinds) {
+    if (event_kind(o) == k) return o;
+  }
+  return std::nullopt;
+}
+
+// An op's dependencies (before) and its dependents (after), each with the
+// transfer or all-reduce between them. A carrier is named by the stage that
+// sends it (activations go from s to s + 1, gradients back) or, for an
+// all-reduce, by the stage it sums.
+void relate_op(OpKind kind, int s, std::vector<RelatedKind>& out) {
+  for (const Dependency& d : op_dependencies(kind)) {
+    const int from = s + d.stage_offset;
+    if (const auto c = carrier(d.via)) {
+      out.push_back({*c, d.via == Via::kAllReduce ? s : from, true, d.via == Via::kAllReduce});
+    }
+    out.push_back({event_kind(d.on), from, true, d.every_micro_batch});
+  }
+  for (const OpKind dependent : kOpKinds) {
+    const bool any = !has_micro_batch(event_kind(dependent));
+    for (const Dependency& d : op_dependencies(dependent)) {
+      if (d.on != kind) continue;
+      if (const auto c = carrier(d.via)) out.push_back({*c, s, false, d.via == Via::kAllReduce});
+      out.push_back({event_kind(dependent), s - d.stage_offset, false, any});
     }
   }
-  return {};
 }
+
+// A transfer's or an all-reduce's two sides: the ops that the rules connect
+// through it. A trace may name the receiving stage (peer_stage).
+void relate_carrier(const TimelineEvent& me, std::vector<RelatedKind>& out) {
+  for (const OpKind dependent : kOpKinds) {
+    for (const Dependency& d : op_dependencies(dependent)) {
+      if (carrier(d.via) != me.kind) continue;
+      const bool all_reduce = d.via == Via::kAllReduce;
+      out.push_back({event_kind(d.on), me.stage, true, all_reduce});
+      const int to = all_reduce ? me.stage : me.peer_stage.value_or(me.stage - d.stage_offset);
+      out.push_back({event_kind(dependent), to, false, all_reduce});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<RelatedKind> related_kinds(const TimelineEvent& me) {
+  std::vector<RelatedKind> out;
+  if (const auto op = op_kind(me.kind)) {
+    relate_op(*op, me.stage, out);
+  } else {
+    relate_carrier(me, out);
+  }
+  return out;
+}
+
+namespace {
 
 // The keys equal to `key` in an index, or with any micro-batch: [lo, hi].
 std::pair<std::vector<ItemKey>::const_iterator, std::vector<ItemKey>::const_iterator> keys(
@@ -370,7 +397,7 @@ Dependencies dependencies_of(const TimelineLayout& layout,
   if (item >= layout.items.size()) return deps;
   const int source = layout.items[item].source;
   const TimelineEvent& me = event_of(layout, sources, item);
-  const std::vector<Related> related = related_to(me);
+  const std::vector<RelatedKind> related = related_kinds(me);
   const bool by_flow = is_transfer(me.kind) && me.flow;
   const auto same_flow = [&](std::size_t i) {
     return by_flow && event_of(layout, sources, i).flow == me.flow;
@@ -394,7 +421,7 @@ Dependencies dependencies_of(const TimelineLayout& layout,
     }
   }
   for (std::size_t r = 0; r < related.size(); ++r) {
-    const Related& rel = related[r];
+    const RelatedKind& rel = related[r];
     const std::int64_t b_lo = pack(rel.stage, rel.any_micro_batch ? 0 : me.micro_batch);
     const std::int64_t b_hi = pack(rel.stage, rel.any_micro_batch ? -1 : me.micro_batch);
     const auto [lo, hi] = keys(layout.by_op, op_class(source, rel.kind), b_lo, b_hi);

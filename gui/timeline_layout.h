@@ -84,15 +84,26 @@ ItemRange items_in(const TimelineLayout& layout, int row, double t0_ns, double t
 std::optional<std::size_t> hit_test(const TimelineLayout& layout, int row, double time_ns,
                                     double tolerance_ns);
 
-// Items related to one item of the same source, by the schedule's dependencies
-// (DESIGN.md, "Ops"): for F(s,m) the activation transfer into s for m (send and
-// recv events) and F(s-1,m) before it, and the transfer out of s and F(s+1,m)
-// after it; for B(s,m) the gradient transfer from s+1 and B(s+1,m) before, the
-// transfer to s-1 and B(s-1,m) after, and F(s,m) / R(s,m) of its own stage
-// before; for R(s,m) the F(s,m) before and B(s,m) after; for a transfer event the
-// op that sent it and the op that consumed it (and its other half, same flow).
-// Found through the layout's by_op and by_flow indices: O(log n) per related
-// kind plus what it finds.
+// The kinds of item related to an event by the schedule's dependency rules
+// (sim/op_dependencies.h): an event of `kind` and `stage`, of the same
+// micro-batch unless any_micro_batch, before or after it. For an op, what it
+// depends on and what depends on it, each with the transfer or all-reduce
+// between them (a transfer named by the stage that sends it); for a transfer or
+// an all-reduce, the ops on its two sides. F(s,m): the activation sent by s-1
+// and F(s-1,m) before; the activation sent by s, F(s+1,m), R(s,m) and B(s,m)
+// after.
+struct RelatedKind {
+  EventKind kind;
+  int stage;
+  bool before;
+  bool any_micro_batch = false;
+};
+std::vector<RelatedKind> related_kinds(const TimelineEvent& me);
+
+// Items related to one item of the same source: the other half of a transfer
+// (same flow) first, then each of related_kinds in its order; an item related
+// in several ways counts once, as the first. Found through the layout's by_op
+// and by_flow indices: O(log n) per related kind plus what it finds.
 struct Dependencies {
   std::vector<std::size_t> before;  // item indices, ascending
   std::vector<std::size_t> after;

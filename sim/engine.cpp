@@ -1,6 +1,7 @@
 #include "sim/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <string>
@@ -9,6 +10,7 @@
 #include "costmodels/check.h"
 #include "sim/cancel.h"
 #include "sim/event_queue.h"
+#include "sim/op_dependencies.h"
 
 namespace pipescope {
 namespace {
@@ -16,7 +18,7 @@ namespace {
 enum EngineEvent : std::uint32_t { kComputeDone = 0, kTransferDone = 1, kAllReduceDone = 2 };
 
 // A precomputed route with the durations of the boundary's payload. Transfers cut
-// through (DESIGN.md, "Link / topology"): the payload streams over every link of
+// through (docs/models.md, "Interconnects and placement"): the payload streams over every link of
 // the route at once, at the bottleneck's bandwidth, and arrives after the summed
 // latency plus bytes / bottleneck bandwidth.
 struct Route {
@@ -29,6 +31,15 @@ struct InFlight {
   TransferKind kind = TransferKind::kActivation;
   int boundary = 0;  // between stage boundary and boundary + 1
   int micro_batch = 0;
+};
+
+// What an op kind waits for from another stage or the replicas, and what it
+// sends when it finishes: read once from the dependency rules.
+struct KindRules {
+  Via waits = Via::kSameStage;
+  int waits_offset = 0;  // the stage it waits for, relative to its own
+  Sends sends;
+  bool feeds_all_reduce = false;
 };
 
 struct DeviceState {
@@ -62,7 +73,7 @@ class Engine {
       bwd_routes_.push_back(make_route(device_of(s + 1), device_of(s), bytes));
     }
     link_free_.assign(local_links_.size(), 0);
-    grads_left_.assign(static_cast<std::size_t>(K_), M_);
+    read_rules();
     reduced_.assign(static_cast<std::size_t>(K_), 0);
     for (int s = 0; s < K_; ++s) {
       if (stages_[static_cast<std::size_t>(s)].allreduce == 0)
@@ -107,6 +118,29 @@ class Engine {
   }
 
  private:
+  // The engine's view of the dependency rules. Same-stage dependencies hold by
+  // the device's order (check_schedule), so only the other kinds are waited on.
+  void read_rules() {
+    for (const OpKind k : {OpKind::kForward, OpKind::kRecompute, OpKind::kBackward, OpKind::kWeight,
+                           OpKind::kOptimizer}) {
+      KindRules& r = rules_[static_cast<std::size_t>(k)];
+      for (const Dependency& d : op_dependencies(k)) {
+        if (d.via != Via::kSameStage) r.waits = d.via, r.waits_offset = d.stage_offset;
+      }
+      r.sends = sends_after(k);
+      r.feeds_all_reduce = feeds_all_reduce(k);
+    }
+    // Each stage's all-reduce waits for every micro-batch of each op kind it depends on.
+    for (int s = 0; s < K_; ++s) {
+      int due = 0;
+      for (const Dependency& d : op_dependencies(OpKind::kOptimizer)) {
+        if (d.via == Via::kAllReduce && applies(d, s, K_, split_, false)) due += M_;
+      }
+      grads_left_.push_back(due);
+    }
+  }
+  const KindRules& rules(OpKind k) const { return rules_[static_cast<std::size_t>(k)]; }
+
   int device_of(int stage) const { return sched_.stage_device[static_cast<std::size_t>(stage)]; }
   std::size_t cell(int stage, int m) const {
     return static_cast<std::size_t>(stage) * static_cast<std::size_t>(M_) +
@@ -152,15 +186,17 @@ class Engine {
   }
 
   bool ready(const Op& op) const {
-    switch (op.kind) {
-      case OpKind::kForward:
-        return op.stage == 0 || act_ready_[cell(op.stage, op.micro_batch)] != 0;
-      case OpKind::kBackward:
-        return op.stage == K_ - 1 || grad_ready_[cell(op.stage, op.micro_batch)] != 0;
-      case OpKind::kOptimizer:
+    const KindRules& r = rules(op.kind);
+    const int from = op.stage + r.waits_offset;
+    if (from < 0 || from >= K_) return true;  // no neighbour there to wait for
+    switch (r.waits) {
+      case Via::kActivation:
+        return act_ready_[cell(op.stage, op.micro_batch)] != 0;
+      case Via::kGradient:
+        return grad_ready_[cell(op.stage, op.micro_batch)] != 0;
+      case Via::kAllReduce:
         return reduced_[static_cast<std::size_t>(op.stage)] != 0;
-      case OpKind::kRecompute:
-      case OpKind::kWeight:
+      case Via::kSameStage:
         return true;
     }
     return true;
@@ -200,13 +236,14 @@ class Engine {
     dev.busy = false;
     ++dev.next;
     if (core_limit_ > 0) release_core();
-    if (op.kind == OpKind::kForward && op.stage + 1 < K_) {
-      send(TransferKind::kActivation, op.stage, op.micro_batch);
-    } else if (op.kind == OpKind::kBackward && op.stage > 0) {
-      send(TransferKind::kGradient, op.stage - 1, op.micro_batch);
+    const KindRules& r = rules(op.kind);
+    const int to = op.stage + r.sends.direction;
+    if (r.sends.via != Via::kSameStage && to >= 0 && to < K_) {
+      const TransferKind kind =
+          r.sends.via == Via::kActivation ? TransferKind::kActivation : TransferKind::kGradient;
+      send(kind, std::min(op.stage, to), op.micro_batch);
     }
-    if (op.kind == (split_ ? OpKind::kWeight : OpKind::kBackward) &&
-        --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
+    if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
       all_reduce(op.stage);
     }
     try_start(d);
@@ -308,7 +345,8 @@ class Engine {
   SimListener* listener_;
   int K_;
   int M_;
-  bool split_;  // B is the input gradient, W the weight gradient
+  bool split_;                        // B is the input gradient, W the weight gradient
+  std::array<KindRules, 5> rules_{};  // per OpKind
   SimTime now_ = 0;
   EventQueue queue_;
   std::vector<DeviceState> devices_;

@@ -1,9 +1,11 @@
 #include "sim/schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 
 #include "costmodels/check.h"
+#include "sim/op_dependencies.h"
 
 namespace pipescope {
 
@@ -212,14 +214,26 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
   fail_check("kind is built in", __FILE__, __LINE__, "unknown schedule kind");
 }
 
-std::string check_schedule(const Schedule& s) {
+namespace {
+
+// Where each op of a schedule stands in its device's list, -1 where it is absent.
+struct Positions {
+  std::size_t M = 0;
+  std::array<std::vector<long>, 5> at;  // per OpKind: per (stage, micro-batch), or per stage
+
+  long of(OpKind k, std::size_t stage, std::size_t m) const {
+    const auto& v = at[static_cast<std::size_t>(k)];
+    return k == OpKind::kOptimizer ? v[stage] : v[stage * M + m];
+  }
+};
+
+// Fills `p` from the device lists; the first op that is out of range, on the
+// wrong device or there twice is the problem returned.
+std::string find_positions(const Schedule& s, Positions& p) {
   const auto K = static_cast<std::size_t>(s.stages);
-  const auto M = static_cast<std::size_t>(s.micro_batches);
-  if (s.stage_device.size() != K) return "stage_device has the wrong size";
-  // Position of each op in its device list, or -1 before it is seen.
-  const bool split = s.split;
-  std::vector<long> pos_f(K * M, -1), pos_r(K * M, -1), pos_b(K * M, -1), pos_w(K * M, -1),
-      pos_o(K, -1);
+  p.M = static_cast<std::size_t>(s.micro_batches);
+  for (auto& v : p.at) v.assign(K * p.M, -1);
+  p.at[static_cast<std::size_t>(OpKind::kOptimizer)].assign(K, -1);
   for (std::size_t d = 0; d < s.device_ops.size(); ++d) {
     const auto& ops = s.device_ops[d];
     for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -229,52 +243,70 @@ std::string check_schedule(const Schedule& s) {
         return where() + ": stage out of range";
       if (s.stage_device[static_cast<std::size_t>(op.stage)] != static_cast<int>(d))
         return where() + ": stage " + std::to_string(op.stage) + " does not run on this device";
-      if (op.kind == OpKind::kOptimizer) {
-        if (pos_o[static_cast<std::size_t>(op.stage)] >= 0)
-          return where() + ": second optimizer step";
-        pos_o[static_cast<std::size_t>(op.stage)] = static_cast<long>(i);
-        continue;
-      }
-      if (op.micro_batch < 0 || static_cast<std::size_t>(op.micro_batch) >= M)
+      const bool step = op.kind == OpKind::kOptimizer;
+      if (!step && (op.micro_batch < 0 || static_cast<std::size_t>(op.micro_batch) >= p.M))
         return where() + ": micro-batch out of range";
-      const std::size_t key =
-          static_cast<std::size_t>(op.stage) * M + static_cast<std::size_t>(op.micro_batch);
-      auto& slot = op.kind == OpKind::kForward     ? pos_f
-                   : op.kind == OpKind::kRecompute ? pos_r
-                   : op.kind == OpKind::kWeight    ? pos_w
-                                                   : pos_b;
-      if (slot[key] >= 0) return where() + ": duplicate " + std::string(to_string(op.kind));
-      slot[key] = static_cast<long>(i);
+      const std::size_t key = static_cast<std::size_t>(op.stage) * (step ? 1 : p.M) +
+                              (step ? 0 : static_cast<std::size_t>(op.micro_batch));
+      long& slot = p.at[static_cast<std::size_t>(op.kind)][key];
+      if (slot >= 0)
+        return where() + (step ? ": second optimizer step"
+                               : ": duplicate " + std::string(to_string(op.kind)));
+      slot = static_cast<long>(i);
     }
   }
+  return {};
+}
+
+// Which ops micro-batch m of a stage must have, and must not.
+std::string check_presence(const Schedule& s, const Positions& p, std::size_t st, std::size_t m) {
+  const bool recomputed = s.recomputes(static_cast<int>(m));
+  if (p.of(OpKind::kForward, st, m) < 0) return "missing forward";
+  if (p.of(OpKind::kBackward, st, m) < 0) return "missing backward";
+  if (recomputed && p.of(OpKind::kRecompute, st, m) < 0) return "missing recompute";
+  if (!recomputed && p.of(OpKind::kRecompute, st, m) >= 0)
+    return "recompute that remat " + std::string(to_string(s.remat)) + " does not ask for";
+  if (s.split && p.of(OpKind::kWeight, st, m) < 0) return "missing weight gradient";
+  if (!s.split && p.of(OpKind::kWeight, st, m) >= 0)
+    return "weight gradient in a schedule that does not split the backward";
+  return {};
+}
+
+// The dependency rules of the stage's own ops (the others are waited for at
+// run time): each op after what it depends on, in its device's order.
+std::string check_order(const Schedule& s, const Positions& p, std::size_t st, std::size_t m) {
+  const bool recomputed = s.recomputes(static_cast<int>(m));
+  for (const OpKind k : {OpKind::kForward, OpKind::kRecompute, OpKind::kBackward, OpKind::kWeight,
+                         OpKind::kOptimizer}) {
+    const long mine = p.of(k, st, m);
+    if (mine < 0) continue;
+    for (const Dependency& d : op_dependencies(k)) {
+      if (d.stage_offset != 0 || !applies(d, static_cast<int>(st), s.stages, s.split, recomputed))
+        continue;
+      const long theirs = p.of(d.on, st, m);
+      if (theirs >= 0 && mine < theirs) return std::string(d.broken);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string check_schedule(const Schedule& s) {
+  const auto K = static_cast<std::size_t>(s.stages);
+  const auto M = static_cast<std::size_t>(s.micro_batches);
+  if (s.stage_device.size() != K) return "stage_device has the wrong size";
+  Positions p;
+  if (std::string problem = find_positions(s, p); !problem.empty()) return problem;
   for (std::size_t st = 0; st < K; ++st) {
     for (std::size_t m = 0; m < M; ++m) {
-      const std::size_t key = st * M + m;
-      const auto what = [&] {
-        return "stage " + std::to_string(st) + " micro-batch " + std::to_string(m);
-      };
-      if (pos_f[key] < 0) return what() + ": missing forward";
-      if (pos_b[key] < 0) return what() + ": missing backward";
-      if (pos_b[key] < pos_f[key]) return what() + ": backward before forward";
-      const bool recomputed = s.recomputes(static_cast<int>(m));
-      if (recomputed && pos_r[key] < 0) return what() + ": missing recompute";
-      if (!recomputed && pos_r[key] >= 0) {
-        return what() + ": recompute that remat " + std::string(to_string(s.remat)) +
-               " does not ask for";
-      }
-      if (pos_r[key] >= 0 && (pos_r[key] > pos_b[key] || pos_r[key] < pos_f[key]))
-        return what() + ": recompute not between forward and backward";
-      if (pos_o[st] >= 0 && pos_o[st] < pos_b[key])
-        return what() + ": optimizer step before backward";
-      if (split && pos_w[key] < 0) return what() + ": missing weight gradient";
-      if (!split && pos_w[key] >= 0)
-        return what() + ": weight gradient in a schedule that does not split the backward";
-      if (pos_w[key] >= 0 && pos_w[key] < pos_b[key])
-        return what() + ": weight gradient before backward";
-      if (pos_w[key] >= 0 && pos_o[st] >= 0 && pos_o[st] < pos_w[key])
-        return what() + ": optimizer step before weight gradient";
+      std::string problem = check_presence(s, p, st, m);
+      if (problem.empty()) problem = check_order(s, p, st, m);
+      if (!problem.empty())
+        return "stage " + std::to_string(st) + " micro-batch " + std::to_string(m) + ": " + problem;
     }
-    if (pos_o[st] < 0) return "stage " + std::to_string(st) + ": missing optimizer step";
+    if (p.of(OpKind::kOptimizer, st, 0) < 0)
+      return "stage " + std::to_string(st) + ": missing optimizer step";
   }
   return {};
 }

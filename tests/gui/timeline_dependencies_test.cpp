@@ -1,9 +1,13 @@
-// dependencies_of through the layout's index against a scan of every item with
-// the rules of DESIGN.md ("Ops"), on simulated and on random timelines.
+// The dependency rules as the desktop app relates events (related_kinds, read
+// off sim/op_dependencies.h), and dependencies_of through the layout's index
+// against a scan of every item with those rules, on simulated and on random
+// timelines.
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gui/timeline_layout.h"
@@ -12,51 +16,6 @@
 
 namespace pipescope::gui {
 namespace {
-
-struct Rule {
-  EventKind kind;
-  int stage;
-  bool before;
-  bool any_micro_batch = false;
-};
-
-// The rules, written out again for the scan: an op's inputs and outputs by
-// kind and stage, the same micro-batch unless any_micro_batch.
-std::vector<Rule> rules(const TimelineEvent& me) {
-  const int s = me.stage;
-  using K = EventKind;
-  switch (me.kind) {
-    case K::kForward:
-      return {{K::kActivation, s - 1, true},
-              {K::kForward, s - 1, true},
-              {K::kActivation, s, false},
-              {K::kForward, s + 1, false}};
-    case K::kRecompute:
-      return {{K::kForward, s, true}, {K::kBackward, s, false}};
-    case K::kBackward:
-      return {{K::kGradient, s + 1, true}, {K::kBackward, s + 1, true},
-              {K::kForward, s, true},      {K::kRecompute, s, true},
-              {K::kGradient, s, false},    {K::kBackward, s - 1, false},
-              {K::kWeight, s, false}};
-    case K::kWeight:
-      return {{K::kBackward, s, true}, {K::kOptimizer, s, false, true}};
-    case K::kOptimizer:
-      return {{K::kBackward, s, true, true},
-              {K::kWeight, s, true, true},
-              {K::kAllReduce, s, true, true}};
-    case K::kAllReduce:
-      return {{K::kBackward, s, true, true},
-              {K::kWeight, s, true, true},
-              {K::kOptimizer, s, false, true}};
-    case K::kActivation:
-    case K::kGradient: {
-      const K op = me.kind == K::kActivation ? K::kForward : K::kBackward;
-      const int to = me.peer_stage.value_or(me.kind == K::kActivation ? s + 1 : s - 1);
-      return {{op, s, true}, {op, to, false}};
-    }
-  }
-  return {};
-}
 
 // Every item of the same source against the rules: the other half of a
 // transfer (same flow, other lane) first, else the first rule that matches.
@@ -75,7 +34,7 @@ Dependencies scan(const TimelineLayout& layout, const std::vector<const Timeline
       if (e.lane != me.lane) (me.lane == Lane::kSend ? deps.after : deps.before).push_back(i);
       continue;
     }
-    for (const Rule& r : rules(me)) {
+    for (const RelatedKind& r : related_kinds(me)) {
       if (e.kind == r.kind && e.stage == r.stage &&
           (r.any_micro_batch || e.micro_batch == me.micro_batch)) {
         (r.before ? deps.before : deps.after).push_back(i);
@@ -97,6 +56,50 @@ void expect_same_as_scan(const TimelineLayout& layout,
     related += want.before.size() + want.after.size();
   }
   EXPECT_GT(related, layout.items.size());  // the timelines had dependencies to find
+}
+
+// (kind, stage, before, any micro-batch) of each related kind, as text.
+std::vector<std::string> kinds_of(const TimelineEvent& e) {
+  std::vector<std::string> out;
+  for (const RelatedKind& r : related_kinds(e)) {
+    out.push_back(std::string(r.before ? "<" : ">") + std::string(to_string(r.kind)) + " " +
+                  std::to_string(r.stage) + (r.any_micro_batch ? " *" : ""));
+  }
+  return out;
+}
+
+TimelineEvent event(EventKind kind, int stage, std::optional<int> peer = std::nullopt) {
+  TimelineEvent e;
+  e.kind = kind;
+  e.stage = stage;
+  e.peer_stage = peer;
+  return e;
+}
+
+TEST(TimelineDependencies, RelatedKindsFollowTheScheduleRules) {
+  using K = EventKind;
+  const auto name = [](K k) { return std::string(to_string(k)); };
+  const std::string act = name(K::kActivation), grad = name(K::kGradient), ar = name(K::kAllReduce),
+                    f = name(K::kForward), r = name(K::kRecompute), b = name(K::kBackward),
+                    w = name(K::kWeight), o = name(K::kOptimizer);
+  using V = std::vector<std::string>;
+  // F(2): the activation from stage 1 and F(1) before; its own activation out,
+  // F(3), and R(2) and B(2) of its stage after.
+  EXPECT_EQ(kinds_of(event(K::kForward, 2)), (V{"<" + act + " 1", "<" + f + " 1", ">" + act + " 2",
+                                                ">" + f + " 3", ">" + r + " 2", ">" + b + " 2"}));
+  // B(2): the gradient from 3 and B(3), F(2), R(2) before; the gradient it sends,
+  // B(1), W(2), and the all-reduce and optimizer step of stage 2 after.
+  EXPECT_EQ(kinds_of(event(K::kBackward, 2)),
+            (V{"<" + grad + " 3", "<" + b + " 3", "<" + f + " 2", "<" + r + " 2", ">" + grad + " 2",
+               ">" + b + " 1", ">" + w + " 2", ">" + ar + " 2 *", ">" + o + " 2 *"}));
+  // The optimizer step: every B and W of its stage, through the all-reduce.
+  EXPECT_EQ(kinds_of(event(K::kOptimizer, 1)),
+            (V{"<" + ar + " 1 *", "<" + b + " 1 *", "<" + ar + " 1 *", "<" + w + " 1 *"}));
+  // A gradient sent by stage 3 goes to 2, or to the stage a trace names.
+  EXPECT_EQ(kinds_of(event(K::kGradient, 3)), (V{"<" + b + " 3", ">" + b + " 2"}));
+  EXPECT_EQ(kinds_of(event(K::kActivation, 3, 7)), (V{"<" + f + " 3", ">" + f + " 7"}));
+  EXPECT_EQ(kinds_of(event(K::kAllReduce, 0)),
+            (V{"<" + b + " 0 *", ">" + o + " 0 *", "<" + w + " 0 *", ">" + o + " 0 *"}));
 }
 
 TEST(TimelineDependencies, OfEveryOpOfASimulatedRunAndItsMeasuredCopy) {
