@@ -28,6 +28,7 @@ packages=(
   libgl-dev           # Qt6Gui's CMake package looks for OpenGL
   fonts-dejavu-core   # text in offscreen renders (screenshots, GUI tests)
   clang               # scripts/fuzz.sh: the libFuzzer targets
+  clang-format        # scripts/check-format.sh
   libclang-rt-dev     # libFuzzer and clang's sanitizer runtimes
   zlib1g-dev          # .gz outputs (compressed Chrome traces)
 )

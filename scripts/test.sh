@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Quick start, second command: installs what is missing, builds everything, runs
-# the whole test suite, then builds and runs it again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, the tests of threaded code under ThreadSanitizer,
-# and every input format's fuzz target for a bounded time (FUZZ_SECONDS each,
-# default 30). Exits non-zero on any failure.
+# Quick start, second command: installs what is missing, checks the formatting,
+# builds everything (CUDA, the desktop app and MPI all on), runs the whole test
+# suite, then builds and runs it again under AddressSanitizer and
+# UndefinedBehaviorSanitizer (with CUDA off), the tests of threaded code under
+# ThreadSanitizer (with the desktop app and MPI off), and every input format's
+# fuzz target for a bounded time (FUZZ_SECONDS each, default 30). The sanitizer
+# builds double as the build matrix: each optional part is built switched off
+# once, so that each stays optional. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,30 +15,34 @@ scripts/install-deps.sh
 SECONDS=0
 phase() { echo "== [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*"; }
 
-phase "build and test (RelWithDebInfo)"
-scripts/build.sh build -- -DCMAKE_BUILD_TYPE=RelWithDebInfo
+phase "formatting (clang-format)"
+scripts/check-format.sh
+
+phase "build and test (RelWithDebInfo; CUDA, desktop app and MPI on)"
+scripts/build.sh build -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=ON -DPIPESCOPE_WITH_MPI=ON
 ctest --test-dir build --output-on-failure -j2
 
-phase "build and test under AddressSanitizer + UndefinedBehaviorSanitizer"
+phase "build and test under AddressSanitizer + UndefinedBehaviorSanitizer (CUDA off)"
 # Debug keeps every assertion (Eigen's bounds checks too); -O1, as the sanitizers'
 # documentation suggests, keeps Eigen's templates from running tens of times
 # slower than they do optimized.
 scripts/build.sh build-asan -- -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-  -DPIPESCOPE_SANITIZE=address,undefined -DPIPESCOPE_BUILD_BENCH=OFF
+  -DPIPESCOPE_SANITIZE=address,undefined -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_WITH_CUDA=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j2
 
-phase "threaded code (executor runtime, planner, sweep) under ThreadSanitizer"
+phase "threaded code (executor runtime, planner, sweep) under ThreadSanitizer (desktop app, MPI off)"
 # Qt is not built with ThreadSanitizer, so its own synchronisation would show up
 # as races: the desktop app is left out of this run. (Its one worker hands each
 # result back to the UI thread through a QFutureWatcher; it shares no state.)
 # Nor is OpenMPI, whose TCP transport reports lock-order inversions inside
-# MPI_Init: the MPI jobs (Mpi*) are left out too; the runtime they share with
-# the threaded backend is in the run.
+# MPI_Init: the MPI backend is not built here; the runtime it shares with the
+# threaded backend is in the run.
 scripts/build.sh build-tsan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SANITIZE=thread \
-  -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_WITH_GUI=OFF
+  -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_MPI=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest --test-dir build-tsan --output-on-failure -j2 -E "Mpi" \
+  ctest --test-dir build-tsan --output-on-failure -j2 \
   -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity|Channel|Profiler|Compare|ProfileCli|CompareCli|RunCli|RunFaultCli"
 
 phase "fuzz every input format (libFuzzer, ASan + UBSan), ${FUZZ_SECONDS:-30} s a format"

@@ -14,7 +14,7 @@ namespace pipescope {
 
 struct StageCost {
   StageRange layers;
-  SimTime forward = 0;    // ns, one micro-batch through every layer, stashes dropped (remat)
+  SimTime forward = 0;  // ns, one micro-batch through every layer, stashes dropped (remat)
   // ns, the same keeping every stash for the backward (no remat); unset: forward
   std::optional<SimTime> forward_kept;
   SimTime backward = 0;   // ns, the whole backward: input and weight gradients

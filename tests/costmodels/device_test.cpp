@@ -11,10 +11,10 @@ namespace {
 TEST(Device, PresetsAreSortedByName) {
   std::vector<std::string> names;
   for (const DevicePreset& p : device_presets()) names.push_back(p.device.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"a100-40g", "a100-80g", "cpu", "dgx-a100", "dgx-h100",
-                                             "h100-pcie", "h100-sxm", "h200", "p100-pcie",
-                                             "pcie-host", "tpu-torus", "tpu-v2", "tpu-v3",
-                                             "v100-nvlink"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"a100-40g", "a100-80g", "cpu", "dgx-a100", "dgx-h100",
+                                      "h100-pcie", "h100-sxm", "h200", "p100-pcie", "pcie-host",
+                                      "tpu-torus", "tpu-v2", "tpu-v3", "v100-nvlink"}));
 }
 
 TEST(Device, FindPresetByExactName) {

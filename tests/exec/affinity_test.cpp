@@ -81,7 +81,8 @@ std::map<int, std::vector<std::vector<int>>> cpus_seen(int K, bool pin) {
   ModelSpec spec = testing::tiny_transformer(4);
   LayerList model = build_layers(spec, 3);
   std::vector<LayerList> stages(static_cast<std::size_t>(K));
-  const std::size_t per = (model.size() + static_cast<std::size_t>(K) - 1) / static_cast<std::size_t>(K);
+  const std::size_t per =
+      (model.size() + static_cast<std::size_t>(K) - 1) / static_cast<std::size_t>(K);
   for (std::size_t l = 0; l < model.size(); ++l) {
     stages[std::min(l / per, static_cast<std::size_t>(K - 1))].push_back(std::move(model[l]));
   }
@@ -104,8 +105,8 @@ TEST(RuntimeAffinity, EachDeviceThreadHasACoreOfItsOwnWhenThereAreEnough) {
 
 TEST(RuntimeAffinity, MoreDevicesThanCoresOrPinningOffAreLeftToTheOs) {
   const std::vector<int> cpus = allowed_cpus();
-  for (const auto& [K, pin] : {std::pair{static_cast<int>(cpus.size()) + 1, true},
-                               std::pair{2, false}}) {
+  for (const auto& [K, pin] :
+       {std::pair{static_cast<int>(cpus.size()) + 1, true}, std::pair{2, false}}) {
     const auto seen = cpus_seen(K, pin);
     ASSERT_EQ(seen.size(), static_cast<std::size_t>(K));
     for (const auto& [device, each_op] : seen) {
