@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "exec/device_checks.h"
+
 namespace pipescope::exec {
 
 namespace {
@@ -31,24 +33,7 @@ const HostFence& host_fence(const Fence& f) {
   return *h;
 }
 
-void require(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string("HostDevice::") + op + ": " + what);
-}
-
-void require_size(std::int64_t n, const char* op) {
-  require(n >= 0, op, "a negative size " + std::to_string(n));
-}
-
-void require_rows(int rows, int c, const char* op) {
-  require(rows >= 0 && c > 0, op,
-          "bad shape (" + std::to_string(rows) + ", " + std::to_string(c) + ")");
-}
-
-void require_attention(const AttentionShape& sh, const char* op) {
-  require(sh.batch > 0 && sh.seq > 0 && sh.heads > 0 && sh.kv_heads > 0 && sh.head_dim > 0 &&
-              sh.heads % sh.kv_heads == 0,
-          op, "bad attention shape");
-}
+constexpr DeviceChecks check("HostDevice");
 
 // Allocations carry their size in a header of one alignment unit.
 constexpr std::size_t kAlign = 64;
@@ -56,7 +41,7 @@ constexpr std::size_t kAlign = 64;
 }  // namespace
 
 void* HostDevice::allocate(std::int64_t bytes) {
-  require(bytes > 0, "allocate", "bytes " + std::to_string(bytes));
+  check.allocation(bytes);
   const std::size_t total = (static_cast<std::size_t>(bytes) + 2 * kAlign - 1) / kAlign * kAlign;
   void* base = std::aligned_alloc(kAlign, total);
   if (base == nullptr) throw std::bad_alloc();
@@ -73,24 +58,24 @@ void HostDevice::release(void* p) noexcept {
 }
 
 void HostDevice::upload(const float* src, std::int64_t n, float* dst) {
-  require_size(n, "upload");
+  check.size(n, "upload");
   if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
 }
 
 void HostDevice::upload(const std::int32_t* src, std::int64_t n, std::int32_t* dst) {
-  require_size(n, "upload");
+  check.size(n, "upload");
   if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(std::int32_t));
 }
 
 void HostDevice::download(const float* src, std::int64_t n, float* dst) {
-  require_size(n, "download");
+  check.size(n, "download");
   if (n > 0) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
 }
 
 void HostDevice::copy_from(const DeviceMatrix& src, DeviceMatrix& dst) {
-  require(src.rows == dst.rows && src.cols == dst.cols, "copy_from", "shapes differ");
-  require(dynamic_cast<HostDevice*>(src.device()) != nullptr || src.empty(), "copy_from",
-          "the source is not host memory");
+  check.require(src.rows == dst.rows && src.cols == dst.cols, "copy_from", "shapes differ");
+  check.require(dynamic_cast<HostDevice*>(src.device()) != nullptr || src.empty(), "copy_from",
+                "the source is not host memory");
   if (src.size() > 0) {
     std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(src.size()) * sizeof(float));
   }
@@ -113,37 +98,37 @@ SimTime HostDevice::elapsed_ns(const Fence& from, const Fence& to) const {
 // ---------------------------------------------------------------- elementwise
 
 void HostDevice::fill(float* x, std::int64_t n, float value) {
-  require_size(n, "fill");
+  check.size(n, "fill");
   std::fill(x, x + n, value);
 }
 
 void HostDevice::add(float* out, const float* a, const float* b, std::int64_t n) {
-  require_size(n, "add");
+  check.size(n, "add");
   for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 void HostDevice::axpy(float* y, float alpha, const float* x, std::int64_t n) {
-  require_size(n, "axpy");
+  check.size(n, "axpy");
   for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
 void HostDevice::gelu_forward(float* out, const float* u, std::int64_t n) {
-  require_size(n, "gelu_forward");
+  check.size(n, "gelu_forward");
   Map(out, 1, n) = exec::gelu_forward<float>(ConstMap(u, 1, n));
 }
 
 void HostDevice::gelu_backward(float* du, const float* dout, const float* u, std::int64_t n) {
-  require_size(n, "gelu_backward");
+  check.size(n, "gelu_backward");
   Map(du, 1, n) = exec::gelu_backward<float>(ConstMap(dout, 1, n), ConstMap(u, 1, n));
 }
 
 void HostDevice::relu_forward(float* out, const float* u, std::int64_t n) {
-  require_size(n, "relu_forward");
+  check.size(n, "relu_forward");
   Map(out, 1, n) = exec::relu_forward<float>(ConstMap(u, 1, n));
 }
 
 void HostDevice::relu_backward(float* du, const float* dout, const float* u, std::int64_t n) {
-  require_size(n, "relu_backward");
+  check.size(n, "relu_backward");
   Map(du, 1, n) = exec::relu_backward<float>(ConstMap(dout, 1, n), ConstMap(u, 1, n));
 }
 
@@ -158,7 +143,7 @@ void HostDevice::gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, 
                                       const float* a, std::int64_t stride_a, const float* b,
                                       std::int64_t stride_b, float beta, float* c,
                                       std::int64_t stride_c, int batch) {
-  require(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm", "negative sizes");
+  check.gemm(m, n, k, batch);
   for (int i = 0; i < batch; ++i) {
     const ConstMap A(a + i * stride_a, trans_a ? k : m, trans_a ? m : k);
     const ConstMap B(b + i * stride_b, trans_b ? n : k, trans_b ? k : n);
@@ -183,12 +168,12 @@ void HostDevice::gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, 
 }
 
 void HostDevice::add_bias(float* out, const float* bias, int rows, int c) {
-  require_rows(rows, c, "add_bias");
+  check.rows(rows, c, "add_bias");
   Map(out, rows, c).rowwise() += ConstMap(bias, 1, c).row(0);
 }
 
 void HostDevice::column_sums_add(float* db, const float* dout, int rows, int c) {
-  require_rows(rows, c, "column_sums_add");
+  check.rows(rows, c, "column_sums_add");
   Map(db, 1, c) += ConstMap(dout, rows, c).colwise().sum();
 }
 
@@ -196,7 +181,7 @@ void HostDevice::column_sums_add(float* db, const float* dout, int rows, int c) 
 
 void HostDevice::layernorm_forward(float* out, float* stats, const float* x, const float* gain,
                                    const float* bias, int rows, int c) {
-  require_rows(rows, c, "layernorm_forward");
+  check.rows(rows, c, "layernorm_forward");
   Matrix s;
   Map(out, rows, c) = exec::layernorm_forward<float>(ConstMap(x, rows, c), ConstMap(gain, 1, c),
                                                      ConstMap(bias, 1, c), s);
@@ -205,7 +190,7 @@ void HostDevice::layernorm_forward(float* out, float* stats, const float* x, con
 
 void HostDevice::layernorm_backward_input(float* dx, const float* dout, const float* x,
                                           const float* stats, const float* gain, int rows, int c) {
-  require_rows(rows, c, "layernorm_backward_input");
+  check.rows(rows, c, "layernorm_backward_input");
   Map(dx, rows, c) =
       exec::layernorm_backward_input<float>(ConstMap(dout, rows, c), ConstMap(x, rows, c),
                                             ConstMap(stats, rows, 2), ConstMap(gain, 1, c));
@@ -213,7 +198,7 @@ void HostDevice::layernorm_backward_input(float* dx, const float* dout, const fl
 
 void HostDevice::layernorm_backward_params(float* dgain, float* dbias, const float* dout,
                                            const float* x, const float* stats, int rows, int c) {
-  require_rows(rows, c, "layernorm_backward_params");
+  check.rows(rows, c, "layernorm_backward_params");
   Matrix g = ConstMap(dgain, 1, c);
   Matrix b = ConstMap(dbias, 1, c);
   exec::layernorm_backward_params<float>(ConstMap(dout, rows, c), ConstMap(x, rows, c),
@@ -242,7 +227,7 @@ struct Heads {
 
 void HostDevice::split_qkv(float* q, float* k, float* v, const float* qkv,
                            const AttentionShape& sh) {
-  require_attention(sh, "split_qkv");
+  check.attention(sh, "split_qkv");
   const Heads h{sh};
   const Index dh = sh.head_dim;
   for (Index i = 0; i < sh.batch; ++i) {
@@ -261,7 +246,7 @@ void HostDevice::split_qkv(float* q, float* k, float* v, const float* qkv,
 
 void HostDevice::merge_qkv_grad(float* dqkv, const float* dq, const float* dk, const float* dv,
                                 const AttentionShape& sh) {
-  require_attention(sh, "merge_qkv_grad");
+  check.attention(sh, "merge_qkv_grad");
   const Heads h{sh};
   const Index dh = sh.head_dim;
   std::fill(dqkv, dqkv + sh.batch * sh.seq * h.width(), 0.0f);
@@ -282,7 +267,7 @@ void HostDevice::merge_qkv_grad(float* dqkv, const float* dq, const float* dk, c
 }
 
 void HostDevice::merge_heads(float* out, const float* o, const AttentionShape& sh) {
-  require_attention(sh, "merge_heads");
+  check.attention(sh, "merge_heads");
   const Heads h{sh};
   for (Index i = 0; i < sh.batch; ++i) {
     for (Index j = 0; j < sh.heads; ++j) {
@@ -295,7 +280,7 @@ void HostDevice::merge_heads(float* out, const float* o, const AttentionShape& s
 }
 
 void HostDevice::split_heads(float* o, const float* out, const AttentionShape& sh) {
-  require_attention(sh, "split_heads");
+  check.attention(sh, "split_heads");
   const Heads h{sh};
   for (Index i = 0; i < sh.batch; ++i) {
     for (Index j = 0; j < sh.heads; ++j) {
@@ -309,8 +294,7 @@ void HostDevice::split_heads(float* o, const float* out, const AttentionShape& s
 
 void HostDevice::causal_softmax_forward(float* probs, const float* scores, float scale, int rows,
                                         int s) {
-  require(rows >= 0 && s > 0 && rows % s == 0, "causal_softmax_forward",
-          "rows must be whole s x s blocks");
+  check.square_blocks(rows, s, "causal_softmax_forward");
   for (int r = 0; r < rows; ++r) {
     const int t = r % s;
     const float* in = scores + static_cast<std::int64_t>(r) * s;
@@ -329,8 +313,7 @@ void HostDevice::causal_softmax_forward(float* probs, const float* scores, float
 
 void HostDevice::causal_softmax_backward(float* dscores, const float* probs, const float* dprobs,
                                          float scale, int rows, int s) {
-  require(rows >= 0 && s > 0 && rows % s == 0, "causal_softmax_backward",
-          "rows must be whole s x s blocks");
+  check.square_blocks(rows, s, "causal_softmax_backward");
   for (int r = 0; r < rows; ++r) {
     const std::int64_t at = static_cast<std::int64_t>(r) * s;
     float dot = 0.0f;
@@ -343,11 +326,11 @@ void HostDevice::causal_softmax_backward(float* dscores, const float* probs, con
 
 void HostDevice::crossentropy_forward(float* probs, float* losses, const float* logits,
                                       const std::int32_t* targets, int rows, int v) {
-  require_rows(rows, v, "crossentropy_forward");
+  check.rows(rows, v, "crossentropy_forward");
   for (int r = 0; r < rows; ++r) {
     const std::int32_t target = targets[r];
-    require(target >= 0 && target < v, "crossentropy_forward",
-            "target " + std::to_string(target) + " outside [0, " + std::to_string(v) + ")");
+    check.require(target >= 0 && target < v, "crossentropy_forward",
+                  "target " + std::to_string(target) + " outside [0, " + std::to_string(v) + ")");
     const ConstMap logit(logits + static_cast<std::int64_t>(r) * v, 1, v);
     Map p(probs + static_cast<std::int64_t>(r) * v, 1, v);
     const float max = logit.maxCoeff();
@@ -360,7 +343,7 @@ void HostDevice::crossentropy_forward(float* probs, float* losses, const float* 
 
 void HostDevice::crossentropy_backward(float* dlogits, const float* probs,
                                        const std::int32_t* targets, float scale, int rows, int v) {
-  require_rows(rows, v, "crossentropy_backward");
+  check.rows(rows, v, "crossentropy_backward");
   for (int r = 0; r < rows; ++r) {
     const std::int64_t at = static_cast<std::int64_t>(r) * v;
     for (int c = 0; c < v; ++c) dlogits[at + c] = probs[at + c];
@@ -373,7 +356,7 @@ void HostDevice::crossentropy_backward(float* dlogits, const float* probs,
 
 void HostDevice::embedding_forward(float* out, const std::int32_t* ids, const float* table,
                                    const float* positions, int rows, int seq, int d) {
-  require(rows >= 0 && seq > 0 && d > 0, "embedding_forward", "bad shape");
+  check.embedding(rows, seq, d, "embedding_forward");
   for (int r = 0; r < rows; ++r) {
     const float* token = table + static_cast<std::int64_t>(ids[r]) * d;
     const float* pos = positions + static_cast<std::int64_t>(r % seq) * d;
@@ -384,7 +367,7 @@ void HostDevice::embedding_forward(float* out, const std::int32_t* ids, const fl
 
 void HostDevice::embedding_backward(float* dtable, float* dpositions, const std::int32_t* ids,
                                     const float* dout, int rows, int seq, int d) {
-  require(rows >= 0 && seq > 0 && d > 0, "embedding_backward", "bad shape");
+  check.embedding(rows, seq, d, "embedding_backward");
   for (int r = 0; r < rows; ++r) {
     const float* g = dout + static_cast<std::int64_t>(r) * d;
     float* token = dtable + static_cast<std::int64_t>(ids[r]) * d;
@@ -400,13 +383,13 @@ void HostDevice::embedding_backward(float* dtable, float* dpositions, const std:
 
 // The same float arithmetic, in the same order, as ParamOptimizer::step.
 void HostDevice::sgd_update(float* w, const float* g, std::int64_t n, float lr) {
-  require_size(n, "sgd_update");
+  check.size(n, "sgd_update");
   for (std::int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
 }
 
 void HostDevice::momentum_update(float* w, float* m, const float* g, std::int64_t n, float lr,
                                  float mu) {
-  require_size(n, "momentum_update");
+  check.size(n, "momentum_update");
   for (std::int64_t i = 0; i < n; ++i) {
     m[i] = mu * m[i] + g[i];
     w[i] -= lr * m[i];
@@ -415,7 +398,7 @@ void HostDevice::momentum_update(float* w, float* m, const float* g, std::int64_
 
 void HostDevice::rmsprop_update(float* w, float* v, const float* g, std::int64_t n, float lr,
                                 float beta2, float epsilon) {
-  require_size(n, "rmsprop_update");
+  check.size(n, "rmsprop_update");
   for (std::int64_t i = 0; i < n; ++i) {
     v[i] = beta2 * v[i] + (1.0f - beta2) * (g[i] * g[i]);
     w[i] -= lr * g[i] / (std::sqrt(v[i]) + epsilon);
@@ -425,7 +408,7 @@ void HostDevice::rmsprop_update(float* w, float* v, const float* g, std::int64_t
 void HostDevice::adam_update(float* w, float* m, float* v, const float* g, std::int64_t n, float lr,
                              float beta1, float beta2, float epsilon, float correct1,
                              float correct2) {
-  require_size(n, "adam_update");
+  check.size(n, "adam_update");
   for (std::int64_t i = 0; i < n; ++i) {
     m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
     v[i] = beta2 * v[i] + (1.0f - beta2) * (g[i] * g[i]);
@@ -434,7 +417,7 @@ void HostDevice::adam_update(float* w, float* m, float* v, const float* g, std::
 }
 
 bool HostDevice::all_finite(const float* x, std::int64_t n) {
-  require_size(n, "all_finite");
+  check.size(n, "all_finite");
   for (std::int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(x[i])) return false;
   }

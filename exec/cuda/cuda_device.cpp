@@ -10,30 +10,22 @@
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/gpu.h"
 #include "exec/cuda/kernels.h"
+#include "exec/device_checks.h"
 
 namespace pipescope::exec::cuda {
 
 namespace {
 
-void require(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw std::invalid_argument(std::string("CudaDevice::") + op + ": " + what);
-}
+constexpr DeviceChecks check("CudaDevice");
 
-void require_size(std::int64_t n, const char* op) {
-  require(n >= 0, op, "a negative size " + std::to_string(n));
-}
-
-// As HostDevice: zero rows is no work, zero columns is a mistake.
-void require_rows(int rows, int c, const char* op) {
-  require(rows >= 0 && c > 0, op,
-          "bad shape (" + std::to_string(rows) + ", " + std::to_string(c) + ")");
-}
-
+// The shape checked as HostDevice checks it, and small enough for the kernels'
+// ints.
 HeadShape head_shape(const AttentionShape& sh, const char* op) {
-  const auto fits = [](Index x) { return x > 0 && x <= std::numeric_limits<int>::max(); };
-  require(fits(sh.batch) && fits(sh.seq) && fits(sh.heads) && fits(sh.kv_heads) &&
-              fits(sh.head_dim) && sh.heads % sh.kv_heads == 0,
-          op, "bad attention shape");
+  check.attention(sh, op);
+  const auto fits = [](Index x) { return x <= std::numeric_limits<int>::max(); };
+  check.require(
+      fits(sh.batch) && fits(sh.seq) && fits(sh.heads) && fits(sh.kv_heads) && fits(sh.head_dim),
+      op, "bad attention shape");
   return {static_cast<int>(sh.batch), static_cast<int>(sh.seq), static_cast<int>(sh.heads),
           static_cast<int>(sh.kv_heads), static_cast<int>(sh.head_dim)};
 }
@@ -74,7 +66,7 @@ class CudaFence final : public Fence {
 
 const CudaFence& cuda_fence(const Fence& f, const char* op) {
   const auto* c = dynamic_cast<const CudaFence*>(&f);
-  require(c != nullptr, op, "a fence of another kind of device");
+  check.require(c != nullptr, op, "a fence of another kind of device");
   return *c;
 }
 
@@ -204,7 +196,7 @@ void CudaDevice::make_current() const {
 // ---------------------------------------------------------------- memory
 
 void* CudaDevice::allocate(std::int64_t bytes) {
-  require(bytes > 0, "allocate", "bytes " + std::to_string(bytes));
+  check.allocation(bytes);
   make_current();
   void* p = nullptr;
   PS_CUDA_CHECK(cudaMallocAsync(&p, static_cast<std::size_t>(bytes), compute_));
@@ -228,17 +220,17 @@ void CudaDevice::upload_bytes(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CudaDevice::upload(const float* src, std::int64_t n, float* dst) {
-  require_size(n, "upload");
+  check.size(n, "upload");
   if (n > 0) upload_bytes(dst, src, bytes_of(n, sizeof(float)));
 }
 
 void CudaDevice::upload(const std::int32_t* src, std::int64_t n, std::int32_t* dst) {
-  require_size(n, "upload");
+  check.size(n, "upload");
   if (n > 0) upload_bytes(dst, src, bytes_of(n, sizeof(std::int32_t)));
 }
 
 void CudaDevice::download(const float* src, std::int64_t n, float* dst) {
-  require_size(n, "download");
+  check.size(n, "download");
   if (n == 0) return;
   make_current();
   PS_CUDA_CHECK(
@@ -251,13 +243,14 @@ void CudaDevice::download(const float* src, std::int64_t n, float* dst) {
 // src's producer). The compute streams of both devices then wait for it: this
 // one reads dst next, and the source's frees src on its stream later.
 void CudaDevice::copy_from(const DeviceMatrix& src, DeviceMatrix& dst) {
-  require(src.rows == dst.rows && src.cols == dst.cols, "copy_from",
-          "shapes differ: (" + std::to_string(src.rows) + ", " + std::to_string(src.cols) +
-              ") into (" + std::to_string(dst.rows) + ", " + std::to_string(dst.cols) + ")");
+  check.require(src.rows == dst.rows && src.cols == dst.cols, "copy_from",
+                "shapes differ: (" + std::to_string(src.rows) + ", " + std::to_string(src.cols) +
+                    ") into (" + std::to_string(dst.rows) + ", " + std::to_string(dst.cols) + ")");
   if (src.empty()) return;
-  require(dst.device() == this, "copy_from", "the destination is not on this device");
+  check.require(dst.device() == this, "copy_from", "the destination is not on this device");
   auto* from = dynamic_cast<CudaDevice*>(src.device());
-  require(from != nullptr, "copy_from", "the source is on " + src.device()->name() + ", not a GPU");
+  check.require(from != nullptr, "copy_from",
+                "the source is on " + src.device()->name() + ", not a GPU");
   make_current();
   const std::size_t bytes = bytes_of(src.size(), sizeof(float));
   // Per call: copy_from may run on another thread than the compute calls.
@@ -296,7 +289,7 @@ void CudaDevice::synchronize() {
 SimTime CudaDevice::elapsed_ns(const Fence& from, const Fence& to) const {
   const CudaFence& a = cuda_fence(from, "elapsed_ns");
   const CudaFence& b = cuda_fence(to, "elapsed_ns");
-  require(a.gpu() == gpu_ && b.gpu() == gpu_, "elapsed_ns", "a fence of another GPU");
+  check.require(a.gpu() == gpu_ && b.gpu() == gpu_, "elapsed_ns", "a fence of another GPU");
   make_current();
   float ms = 0.0f;  // resolution about 0.5 us
   PS_CUDA_CHECK(cudaEventElapsedTime(&ms, a.event(), b.event()));
@@ -306,43 +299,43 @@ SimTime CudaDevice::elapsed_ns(const Fence& from, const Fence& to) const {
 // ---------------------------------------------------------------- elementwise
 
 void CudaDevice::fill(float* x, std::int64_t n, float value) {
-  require_size(n, "fill");
+  check.size(n, "fill");
   make_current();
   cuda::fill(x, n, value, compute_);
 }
 
 void CudaDevice::add(float* out, const float* a, const float* b, std::int64_t n) {
-  require_size(n, "add");
+  check.size(n, "add");
   make_current();
   cuda::add(out, a, b, n, compute_);
 }
 
 void CudaDevice::axpy(float* y, float alpha, const float* x, std::int64_t n) {
-  require_size(n, "axpy");
+  check.size(n, "axpy");
   make_current();
   cuda::axpy(y, alpha, x, n, compute_);
 }
 
 void CudaDevice::gelu_forward(float* out, const float* u, std::int64_t n) {
-  require_size(n, "gelu_forward");
+  check.size(n, "gelu_forward");
   make_current();
   cuda::gelu_forward(out, u, n, compute_);
 }
 
 void CudaDevice::gelu_backward(float* du, const float* dout, const float* u, std::int64_t n) {
-  require_size(n, "gelu_backward");
+  check.size(n, "gelu_backward");
   make_current();
   cuda::gelu_backward(du, dout, u, n, compute_);
 }
 
 void CudaDevice::relu_forward(float* out, const float* u, std::int64_t n) {
-  require_size(n, "relu_forward");
+  check.size(n, "relu_forward");
   make_current();
   cuda::relu_forward(out, u, n, compute_);
 }
 
 void CudaDevice::relu_backward(float* du, const float* dout, const float* u, std::int64_t n) {
-  require_size(n, "relu_backward");
+  check.size(n, "relu_backward");
   make_current();
   cuda::relu_backward(du, dout, u, n, compute_);
 }
@@ -358,7 +351,7 @@ void CudaDevice::gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, 
                                       const float* a, std::int64_t stride_a, const float* b,
                                       std::int64_t stride_b, float beta, float* c,
                                       std::int64_t stride_c, int batch) {
-  require(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm", "negative sizes");
+  check.gemm(m, n, k, batch);
   if (m == 0 || n == 0 || batch == 0) return;
   make_current();
   if (k > 0) {
@@ -383,14 +376,14 @@ void CudaDevice::gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, 
 }
 
 void CudaDevice::add_bias(float* out, const float* bias, int rows, int c) {
-  require_rows(rows, c, "add_bias");
+  check.rows(rows, c, "add_bias");
   if (rows == 0) return;
   make_current();
   cuda::add_bias(out, bias, rows, c, compute_);
 }
 
 void CudaDevice::column_sums_add(float* db, const float* dout, int rows, int c) {
-  require_rows(rows, c, "column_sums_add");
+  check.rows(rows, c, "column_sums_add");
   if (rows == 0) return;
   make_current();
   cuda::column_sums_add(db, dout, rows, c, compute_);
@@ -400,7 +393,7 @@ void CudaDevice::column_sums_add(float* db, const float* dout, int rows, int c) 
 
 void CudaDevice::layernorm_forward(float* out, float* stats, const float* x, const float* gain,
                                    const float* bias, int rows, int c) {
-  require_rows(rows, c, "layernorm_forward");
+  check.rows(rows, c, "layernorm_forward");
   if (rows == 0) return;
   make_current();
   cuda::layernorm_forward(out, stats, x, gain, bias, rows, c, compute_);
@@ -408,7 +401,7 @@ void CudaDevice::layernorm_forward(float* out, float* stats, const float* x, con
 
 void CudaDevice::layernorm_backward_input(float* dx, const float* dout, const float* x,
                                           const float* stats, const float* gain, int rows, int c) {
-  require_rows(rows, c, "layernorm_backward_input");
+  check.rows(rows, c, "layernorm_backward_input");
   if (rows == 0) return;
   make_current();
   cuda::layernorm_backward_input(dx, dout, x, stats, gain, rows, c, compute_);
@@ -416,7 +409,7 @@ void CudaDevice::layernorm_backward_input(float* dx, const float* dout, const fl
 
 void CudaDevice::layernorm_backward_params(float* dgain, float* dbias, const float* dout,
                                            const float* x, const float* stats, int rows, int c) {
-  require_rows(rows, c, "layernorm_backward_params");
+  check.rows(rows, c, "layernorm_backward_params");
   if (rows == 0) return;
   make_current();
   cuda::layernorm_backward_params(dgain, dbias, dout, x, stats, rows, c, compute_);
@@ -452,8 +445,7 @@ void CudaDevice::split_heads(float* o, const float* out, const AttentionShape& s
 
 void CudaDevice::causal_softmax_forward(float* probs, const float* scores, float scale, int rows,
                                         int s) {
-  require(rows >= 0 && s > 0 && rows % s == 0, "causal_softmax_forward",
-          "rows must be whole s x s blocks");
+  check.square_blocks(rows, s, "causal_softmax_forward");
   if (rows == 0) return;
   make_current();
   cuda::causal_softmax_forward(probs, scores, scale, rows, s, compute_);
@@ -461,8 +453,7 @@ void CudaDevice::causal_softmax_forward(float* probs, const float* scores, float
 
 void CudaDevice::causal_softmax_backward(float* dscores, const float* probs, const float* dprobs,
                                          float scale, int rows, int s) {
-  require(rows >= 0 && s > 0 && rows % s == 0, "causal_softmax_backward",
-          "rows must be whole s x s blocks");
+  check.square_blocks(rows, s, "causal_softmax_backward");
   if (rows == 0) return;
   make_current();
   cuda::causal_softmax_backward(dscores, probs, dprobs, scale, rows, s, compute_);
@@ -472,7 +463,7 @@ void CudaDevice::causal_softmax_backward(float* dscores, const float* probs, con
 
 void CudaDevice::crossentropy_forward(float* probs, float* losses, const float* logits,
                                       const std::int32_t* targets, int rows, int v) {
-  require_rows(rows, v, "crossentropy_forward");
+  check.rows(rows, v, "crossentropy_forward");
   if (rows == 0) return;
   make_current();
   cuda::crossentropy_forward(probs, losses, logits, targets, rows, v, compute_);
@@ -480,7 +471,7 @@ void CudaDevice::crossentropy_forward(float* probs, float* losses, const float* 
 
 void CudaDevice::crossentropy_backward(float* dlogits, const float* probs,
                                        const std::int32_t* targets, float scale, int rows, int v) {
-  require_rows(rows, v, "crossentropy_backward");
+  check.rows(rows, v, "crossentropy_backward");
   if (rows == 0) return;
   make_current();
   cuda::crossentropy_backward(dlogits, probs, targets, scale, rows, v, compute_);
@@ -490,7 +481,7 @@ void CudaDevice::crossentropy_backward(float* dlogits, const float* probs,
 
 void CudaDevice::embedding_forward(float* out, const std::int32_t* ids, const float* table,
                                    const float* positions, int rows, int seq, int d) {
-  require(rows >= 0 && seq > 0 && d > 0, "embedding_forward", "bad shape");
+  check.embedding(rows, seq, d, "embedding_forward");
   if (rows == 0) return;
   make_current();
   cuda::embedding_forward(out, ids, table, positions, rows, seq, d, compute_);
@@ -498,7 +489,7 @@ void CudaDevice::embedding_forward(float* out, const std::int32_t* ids, const fl
 
 void CudaDevice::embedding_backward(float* dtable, float* dpositions, const std::int32_t* ids,
                                     const float* dout, int rows, int seq, int d) {
-  require(rows >= 0 && seq > 0 && d > 0, "embedding_backward", "bad shape");
+  check.embedding(rows, seq, d, "embedding_backward");
   if (rows == 0) return;
   make_current();
   cuda::embedding_backward(dtable, dpositions, ids, dout, rows, seq, d, compute_);
@@ -507,21 +498,21 @@ void CudaDevice::embedding_backward(float* dtable, float* dpositions, const std:
 // ---------------------------------------------------------------- optimizers
 
 void CudaDevice::sgd_update(float* w, const float* g, std::int64_t n, float lr) {
-  require_size(n, "sgd_update");
+  check.size(n, "sgd_update");
   make_current();
   cuda::sgd_update(w, g, n, lr, compute_);
 }
 
 void CudaDevice::momentum_update(float* w, float* m, const float* g, std::int64_t n, float lr,
                                  float mu) {
-  require_size(n, "momentum_update");
+  check.size(n, "momentum_update");
   make_current();
   cuda::momentum_update(w, m, g, n, lr, mu, compute_);
 }
 
 void CudaDevice::rmsprop_update(float* w, float* v, const float* g, std::int64_t n, float lr,
                                 float beta2, float epsilon) {
-  require_size(n, "rmsprop_update");
+  check.size(n, "rmsprop_update");
   make_current();
   cuda::rmsprop_update(w, v, g, n, lr, beta2, epsilon, compute_);
 }
@@ -529,7 +520,7 @@ void CudaDevice::rmsprop_update(float* w, float* v, const float* g, std::int64_t
 void CudaDevice::adam_update(float* w, float* m, float* v, const float* g, std::int64_t n, float lr,
                              float beta1, float beta2, float epsilon, float correct1,
                              float correct2) {
-  require_size(n, "adam_update");
+  check.size(n, "adam_update");
   make_current();
   cuda::adam_update(w, m, v, g, n, lr, beta1, beta2, epsilon, correct1, correct2, compute_);
 }
@@ -537,7 +528,7 @@ void CudaDevice::adam_update(float* w, float* m, float* v, const float* g, std::
 // ---------------------------------------------------------------- checks
 
 bool CudaDevice::all_finite(const float* x, std::int64_t n) {
-  require_size(n, "all_finite");
+  check.size(n, "all_finite");
   if (n == 0) return true;
   make_current();
   cuda::any_nonfinite(nonfinite_, x, n, compute_);

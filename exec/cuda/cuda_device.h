@@ -5,8 +5,8 @@
 // comes from the GPU's stream-ordered pool (cudaMallocAsync on the compute
 // stream, kept for reuse); every operation is the HostDevice reference's
 // (exec/host_device.cpp) on the kernels of exec/cuda/kernels.h, enqueued on the
-// compute stream. Shapes are checked as HostDevice checks them
-// (std::invalid_argument); CUDA failures are CudaError.
+// compute stream. Shapes are checked by the checks HostDevice makes
+// (exec/device_checks.h, std::invalid_argument); CUDA failures are CudaError.
 //
 // Threads: one host thread makes the compute calls of a CudaDevice; copy_from
 // may come from another, and arrays may be released from any. Every call makes

@@ -1,26 +1,28 @@
 #pragma once
-// What the CUDA backend's .cu files share: the block size, block- and
-// warp-wide reductions, grid sizes and the launchers' shape checks. Included by
-// .cu files only.
+// What the CUDA backend's .cu files share beyond the kernels' bodies
+// (kernel_bodies.h): who a thread is, block- and warp-wide reductions, and the
+// launchers' shape checks. Included by .cu files only.
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
-namespace pipescope::exec::cuda::detail {
+#include "exec/cuda/kernel_bodies.h"
 
-inline constexpr int kBlock = 256;  // threads per block; a multiple of the warp size
-inline constexpr int kWarp = 32;
+namespace pipescope::exec::cuda::detail {
 
 // ---------------------------------------------------------------------------
 // kernels
+
+__device__ inline ThreadIndex this_thread() {
+  return {blockIdx.x, threadIdx.x, blockDim.x, gridDim.x};
+}
 
 // The sum (or max) over the warp of every lane's v; every lane gets it.
 template <bool kMax>
 __device__ inline float warp_reduce(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, other) : v + other;
+    v = combine<kMax>(v, __shfl_xor_sync(0xffffffffu, v, offset));
   }
   return v;
 }
@@ -34,16 +36,14 @@ __device__ float block_reduce(float v) {
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
   for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    const float other = __shfl_down_sync(0xffffffffu, v, offset);
-    v = kMax ? fmaxf(v, other) : v + other;
+    v = combine<kMax>(v, __shfl_down_sync(0xffffffffu, v, offset));
   }
   if (lane == 0) warp_part[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = lane < kBlock / kWarp ? warp_part[lane] : (kMax ? -INFINITY : 0.0f);
+    v = lane < kBlock / kWarp ? warp_part[lane] : identity<kMax>();
     for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      const float other = __shfl_down_sync(0xffffffffu, v, offset);
-      v = kMax ? fmaxf(v, other) : v + other;
+      v = combine<kMax>(v, __shfl_down_sync(0xffffffffu, v, offset));
     }
     if (lane == 0) total = v;
   }
@@ -53,13 +53,36 @@ __device__ float block_reduce(float v) {
   return result;
 }
 
-// The first index of this thread in a grid-stride loop, and the stride.
-__device__ inline std::int64_t grid_start() {
-  return blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
-}
-__device__ inline std::int64_t grid_stride() {
-  return std::int64_t{gridDim.x} * blockDim.x;
-}
+// The groups of kernel_bodies.h's *_row bodies on the GPU: this thread's share,
+// combined with the other threads' by shuffles (and shared memory).
+struct DeviceBlock {
+  __device__ static int rank() { return static_cast<int>(threadIdx.x); }
+  __device__ static int size() { return static_cast<int>(blockDim.x); }
+  template <bool kMax, class F>
+  __device__ float reduce(int begin, int end, F f) const {
+    return block_reduce<kMax>(strided_partial<kMax>(rank(), size(), begin, end, f));
+  }
+  template <class F>
+  __device__ void each(int begin, int end, F f) const {
+    for_strided(rank(), size(), begin, end, f);
+  }
+  template <class F>
+  __device__ void once(F f) const {
+    if (rank() == 0) f();
+  }
+};
+
+struct DeviceWarp {
+  __device__ static int rank() { return static_cast<int>(threadIdx.x % kWarp); }
+  template <bool kMax, class F>
+  __device__ float reduce(int begin, int end, F f) const {
+    return warp_reduce<kMax>(strided_partial<kMax>(rank(), kWarp, begin, end, f));
+  }
+  template <class F>
+  __device__ void each(int begin, int end, F f) const {
+    for_strided(rank(), kWarp, begin, end, f);
+  }
+};
 
 // ---------------------------------------------------------------------------
 // launchers
@@ -76,23 +99,6 @@ inline void require_rows(const char* launcher, int rows, int c) {
 
 inline void require_size(const char* launcher, std::int64_t n) {
   require(n >= 0, launcher, "negative size " + std::to_string(n));
-}
-
-// Blocks for a grid-stride loop over n elements: enough to fill a large GPU,
-// never more than the work.
-inline unsigned grid_for(std::int64_t n) {
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  return static_cast<unsigned>(blocks < 4096 ? blocks : 4096);
-}
-
-inline unsigned grid_for_columns(int c) {
-  return static_cast<unsigned>((std::int64_t{c} + kBlock - 1) / kBlock);
-}
-
-// Blocks for one warp per row.
-inline unsigned grid_for_warp_rows(int rows) {
-  constexpr int kRowsPerBlock = kBlock / kWarp;
-  return static_cast<unsigned>((std::int64_t{rows} + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
 }  // namespace pipescope::exec::cuda::detail

@@ -1,8 +1,8 @@
 // The CUDA backend's elementwise, LayerNorm, loss, optimizer and product
-// kernels (kernels.h). Each operation mirrors its CPU reference line for line,
-// exec/kernels.h or HostDevice (exec/host_device.cpp); the formulas are there.
+// kernels (kernels.h). Each kernel's work is in kernel_bodies.h, where the test
+// of the bodies runs it on the CPU; each operation mirrors its CPU reference
+// line for line, exec/kernels.h or HostDevice (exec/host_device.cpp).
 
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -14,212 +14,106 @@ namespace pipescope::exec::cuda {
 
 namespace {
 
-using detail::block_reduce;
+using detail::DeviceBlock;
 using detail::grid_for;
+using detail::grid_for_block_rows;
 using detail::grid_for_columns;
-using detail::grid_start;
-using detail::grid_stride;
 using detail::kBlock;
 using detail::require;
 using detail::require_rows;
 using detail::require_size;
-
-constexpr float kLayerNormEps = 1e-5f;
-constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
+using detail::this_thread;
 
 // ---------------------------------------------------------------------------
-// kernels
-
-__device__ float gelu(float x) {
-  return 0.5f * x * (1.0f + tanhf(kGeluK * (x + 0.044715f * x * x * x)));
-}
-
-__device__ float gelu_slope(float x) {
-  const float t = tanhf(kGeluK * (x + 0.044715f * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * 0.044715f * x * x);
-}
+// kernels: each is its body in kernel_bodies.h, run by this thread
 
 __global__ void gelu_forward_kernel(float* out, const float* u, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    out[i] = gelu(u[i]);
-  }
+  detail::gelu_forward_thread(this_thread(), out, u, n);
 }
 
 __global__ void gelu_backward_kernel(float* du, const float* dout, const float* u, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    du[i] = dout[i] * gelu_slope(u[i]);
-  }
+  detail::gelu_backward_thread(this_thread(), du, dout, u, n);
 }
 
 __global__ void relu_forward_kernel(float* out, const float* u, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    out[i] = u[i] < 0.0f ? 0.0f : u[i];  // a NaN stays NaN, as on the CPU (fmaxf would hide it)
-  }
+  detail::relu_forward_thread(this_thread(), out, u, n);
 }
 
 __global__ void relu_backward_kernel(float* du, const float* dout, const float* u, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    du[i] = u[i] > 0.0f ? dout[i] : 0.0f;
-  }
+  detail::relu_backward_thread(this_thread(), du, dout, u, n);
 }
 
-// One block per row: the mean, then the variance about it (two passes, as the
-// reference), then the normalised row.
+// One block per row.
 __global__ void layernorm_forward_kernel(float* out, float* stats, const float* x,
                                          const float* gain, const float* bias, int c) {
-  const float* row = x + static_cast<std::int64_t>(blockIdx.x) * c;
-  float* out_row = out + static_cast<std::int64_t>(blockIdx.x) * c;
-  float s = 0.0f;
-  for (int j = threadIdx.x; j < c; j += blockDim.x) s += row[j];
-  const float mean = block_reduce<false>(s) / static_cast<float>(c);
-  float q = 0.0f;
-  for (int j = threadIdx.x; j < c; j += blockDim.x) q += (row[j] - mean) * (row[j] - mean);
-  const float var = block_reduce<false>(q) / static_cast<float>(c);
-  const float rstd = 1.0f / sqrtf(var + kLayerNormEps);
-  for (int j = threadIdx.x; j < c; j += blockDim.x) {
-    out_row[j] = (row[j] - mean) * rstd * gain[j] + bias[j];
-  }
-  if (threadIdx.x == 0) {
-    stats[2 * blockIdx.x] = mean;
-    stats[2 * blockIdx.x + 1] = rstd;
-  }
+  detail::layernorm_forward_row(DeviceBlock{}, out, stats, x, gain, bias, blockIdx.x, c);
 }
 
-// One block per row: dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),
-// dxhat = dout * gain.
 __global__ void layernorm_backward_input_kernel(float* dx, const float* dout, const float* x,
                                                 const float* stats, const float* gain, int c) {
-  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * c;
-  const float mean = stats[2 * blockIdx.x];
-  const float rstd = stats[2 * blockIdx.x + 1];
-  float s = 0.0f;
-  float sx = 0.0f;
-  for (int j = threadIdx.x; j < c; j += blockDim.x) {
-    const float xhat = (x[base + j] - mean) * rstd;
-    const float dxhat = dout[base + j] * gain[j];
-    s += dxhat;
-    sx += dxhat * xhat;
-  }
-  const float mean_dxhat = block_reduce<false>(s) / static_cast<float>(c);
-  const float mean_dxhat_xhat = block_reduce<false>(sx) / static_cast<float>(c);
-  for (int j = threadIdx.x; j < c; j += blockDim.x) {
-    const float xhat = (x[base + j] - mean) * rstd;
-    const float dxhat = dout[base + j] * gain[j];
-    dx[base + j] = rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
-  }
+  detail::layernorm_backward_input_row(DeviceBlock{}, dx, dout, x, stats, gain, blockIdx.x, c);
 }
 
-// One thread per column, rows in order: deterministic sums.
+// One thread per column.
 __global__ void layernorm_backward_params_kernel(float* dgain, float* dbias, const float* dout,
                                                  const float* x, const float* stats, int rows,
                                                  int c) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= c) return;
-  float g = 0.0f;
-  float b = 0.0f;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t at = r * c + j;
-    g += dout[at] * ((x[at] - stats[2 * r]) * stats[2 * r + 1]);
-    b += dout[at];
-  }
-  dgain[j] += g;
-  dbias[j] += b;
+  detail::layernorm_backward_params_thread(this_thread(), dgain, dbias, dout, x, stats, rows, c);
 }
 
 __global__ void add_bias_kernel(float* out, const float* bias, std::int64_t n, int c) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    out[i] += bias[i % c];
-  }
+  detail::add_bias_thread(this_thread(), out, bias, n, c);
 }
 
 __global__ void column_sums_add_kernel(float* db, const float* dout, int rows, int c) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= c) return;
-  float s = 0.0f;
-  for (int r = 0; r < rows; ++r) s += dout[static_cast<std::int64_t>(r) * c + j];
-  db[j] += s;
+  detail::column_sums_add_thread(this_thread(), db, dout, rows, c);
 }
 
-// One block per row. A target outside [0, v) gives a NaN loss (the CPU path
-// checks targets before it runs; a kernel cannot throw).
+// One block per row.
 __global__ void crossentropy_forward_kernel(float* probs, float* losses, const float* logits,
                                             const std::int32_t* targets, int v) {
-  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * v;
-  float m = -INFINITY;
-  for (int j = threadIdx.x; j < v; j += blockDim.x) m = fmaxf(m, logits[base + j]);
-  const float max = block_reduce<true>(m);
-  float s = 0.0f;
-  for (int j = threadIdx.x; j < v; j += blockDim.x) {
-    const float e = expf(logits[base + j] - max);
-    probs[base + j] = e;
-    s += e;
-  }
-  const float sum = block_reduce<false>(s);
-  for (int j = threadIdx.x; j < v; j += blockDim.x) probs[base + j] /= sum;
-  if (threadIdx.x == 0) {
-    const std::int32_t t = targets[blockIdx.x];
-    losses[blockIdx.x] = t >= 0 && t < v ? logf(sum) + max - logits[base + t] : NAN;
-  }
+  detail::crossentropy_forward_row(DeviceBlock{}, probs, losses, logits, targets, blockIdx.x, v);
 }
 
 __global__ void crossentropy_backward_kernel(float* dlogits, const float* probs,
                                              const std::int32_t* targets, float scale,
                                              std::int64_t n, int v) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const std::int64_t r = i / v;
-    const float hot = targets[r] == static_cast<std::int32_t>(i % v) ? 1.0f : 0.0f;
-    dlogits[i] = (probs[i] - hot) * scale;
-  }
+  detail::crossentropy_backward_thread(this_thread(), dlogits, probs, targets, scale, n, v);
 }
 
 __global__ void momentum_kernel(float* w, float* m, const float* g, std::int64_t n, float lr,
                                 float mu) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    m[i] = mu * m[i] + g[i];
-    w[i] -= lr * m[i];
-  }
+  detail::momentum_thread(this_thread(), w, m, g, n, lr, mu);
 }
 
 __global__ void adam_kernel(float* w, float* m, float* v, const float* g, std::int64_t n, float lr,
                             float b1, float b2, float eps, float correct1, float correct2) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    w[i] -= lr * (m[i] / correct1) / (sqrtf(v[i] / correct2) + eps);
-  }
+  detail::adam_thread(this_thread(), w, m, v, g, n, lr, b1, b2, eps, correct1, correct2);
 }
 
 __global__ void fill_kernel(float* x, std::int64_t n, float value) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) x[i] = value;
+  detail::fill_thread(this_thread(), x, n, value);
 }
 
-// out may be a or b: each element is read before it is written, by one thread.
 __global__ void add_kernel(float* out, const float* a, const float* b, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+  detail::add_thread(this_thread(), out, a, b, n);
 }
 
 __global__ void axpy_kernel(float* y, float alpha, const float* x, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) y[i] += alpha * x[i];
+  detail::axpy_thread(this_thread(), y, alpha, x, n);
 }
 
 __global__ void sgd_kernel(float* w, const float* g, std::int64_t n, float lr) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) w[i] -= lr * g[i];
+  detail::sgd_thread(this_thread(), w, g, n, lr);
 }
 
 __global__ void rmsprop_kernel(float* w, float* v, const float* g, std::int64_t n, float lr,
                                float b2, float eps) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    v[i] = b2 * v[i] + (1.0f - b2) * (g[i] * g[i]);
-    w[i] -= lr * g[i] / (sqrtf(v[i]) + eps);
-  }
+  detail::rmsprop_thread(this_thread(), w, v, g, n, lr, b2, eps);
 }
 
-// *found = 1 when some x[i] is NaN or infinite. Every thread writes the same
-// value, so the racing stores agree; *found is zeroed before the launch.
 __global__ void any_nonfinite_kernel(int* found, const float* x, std::int64_t n) {
-  bool bad = false;
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) bad = bad || !isfinite(x[i]);
-  if (bad) *found = 1;
+  detail::any_nonfinite_thread(this_thread(), found, x, n);
 }
 
 }  // namespace
@@ -260,16 +154,16 @@ void relu_backward(float* du, const float* dout, const float* u, std::int64_t n,
 void layernorm_forward(float* out, float* stats, const float* x, const float* gain,
                        const float* bias, int rows, int c, cudaStream_t stream) {
   require_rows("layernorm_forward", rows, c);
-  layernorm_forward_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(out, stats, x, gain,
-                                                                               bias, c);
+  layernorm_forward_kernel<<<grid_for_block_rows(rows), kBlock, 0, stream>>>(out, stats, x, gain,
+                                                                             bias, c);
   PS_CUDA_CHECK(cudaGetLastError());
 }
 
 void layernorm_backward_input(float* dx, const float* dout, const float* x, const float* stats,
                               const float* gain, int rows, int c, cudaStream_t stream) {
   require_rows("layernorm_backward_input", rows, c);
-  layernorm_backward_input_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-      dx, dout, x, stats, gain, c);
+  layernorm_backward_input_kernel<<<grid_for_block_rows(rows), kBlock, 0, stream>>>(dx, dout, x,
+                                                                                    stats, gain, c);
   PS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -297,8 +191,8 @@ void column_sums_add(float* db, const float* dout, int rows, int c, cudaStream_t
 void crossentropy_forward(float* probs, float* losses, const float* logits,
                           const std::int32_t* targets, int rows, int v, cudaStream_t stream) {
   require_rows("crossentropy_forward", rows, v);
-  crossentropy_forward_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-      probs, losses, logits, targets, v);
+  crossentropy_forward_kernel<<<grid_for_block_rows(rows), kBlock, 0, stream>>>(probs, losses,
+                                                                                logits, targets, v);
   PS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -8,12 +8,15 @@
 // waiting for the kernel. Matrices are row-major fp32; rows is the number of
 // tokens (b*s) or samples. kernels.cu holds the elementwise, LayerNorm, loss,
 // optimizer and product launchers; sequence_kernels.cu those on (batch,
-// sequence) layouts: attention heads, causal softmax and the embedding.
+// sequence) layouts: attention heads, causal softmax and the embedding. The
+// kernels' work is in kernel_bodies.h.
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "exec/cuda/kernel_bodies.h"
 
 namespace pipescope::exec::cuda {
 
@@ -90,18 +93,7 @@ void gemm_strided_batched(cublasHandle_t handle, bool trans_a, bool trans_b, int
 
 // ---- sequence_kernels.cu
 
-// The shape of causal self-attention (exec::AttentionShape, without Eigen): b
-// sequences of s positions, `heads` query heads reading `kv_heads` key/value
-// heads (heads a multiple of kv_heads), each head_dim wide. Head-major tensors
-// q, k, v, o are (b, heads, s, head_dim); qkv is (b*s, h + 2 d_kv) with
-// h = heads head_dim and d_kv = kv_heads head_dim.
-struct HeadShape {
-  int batch = 1;
-  int seq = 1;
-  int heads = 1;
-  int kv_heads = 1;
-  int head_dim = 1;
-};
+// HeadShape, the shape of causal self-attention, is in kernel_bodies.h.
 
 // qkv -> q, k, v; a key/value head is repeated for the query heads that read it.
 void split_qkv(float* q, float* k, float* v, const float* qkv, const HeadShape& shape,

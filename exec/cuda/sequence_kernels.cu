@@ -1,8 +1,8 @@
 // The CUDA backend's kernels on (batch, sequence) layouts (kernels.h): the
 // attention heads' layout changes, the causal softmax and the embedding. Each
-// mirrors its CPU reference in HostDevice (exec/host_device.cpp).
+// kernel's work is in kernel_bodies.h, where the test of the bodies runs it on
+// the CPU; each mirrors its CPU reference in HostDevice (exec/host_device.cpp).
 
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -14,153 +14,59 @@ namespace pipescope::exec::cuda {
 
 namespace {
 
+using detail::DeviceWarp;
 using detail::grid_for;
 using detail::grid_for_warp_rows;
-using detail::grid_start;
-using detail::grid_stride;
+using detail::head_entries;
+using detail::Heads;
 using detail::kBlock;
-using detail::kWarp;
+using detail::qkv_entries;
 using detail::require;
-using detail::warp_reduce;
+using detail::this_thread;
+using detail::warp_row;
 
 // ---------------------------------------------------------------------------
-// kernels
+// kernels: each is its body in kernel_bodies.h, run by this thread
 
-// Where a (sequence i, head j, position t) row of a head-major tensor starts,
-// and which key/value head query head j reads.
-struct Heads {
-  HeadShape sh;
-  __device__ std::int64_t width() const { return std::int64_t{sh.heads} * sh.head_dim; }
-  __device__ std::int64_t kv_width() const { return std::int64_t{sh.kv_heads} * sh.head_dim; }
-  __device__ std::int64_t qkv_width() const { return width() + 2 * kv_width(); }
-  __device__ std::int64_t head_row(std::int64_t i, std::int64_t j, std::int64_t t) const {
-    return ((i * sh.heads + j) * sh.seq + t) * sh.head_dim;
-  }
-  __device__ int kv_head(int j) const { return j / (sh.heads / sh.kv_heads); }
-};
-
-// One thread per entry of q (= of k and v, head-major), n = b heads s dh.
 __global__ void split_qkv_kernel(float* q, float* k, float* v, const float* qkv, Heads h,
                                  std::int64_t n) {
-  const int dh = h.sh.head_dim;
-  for (std::int64_t at = grid_start(); at < n; at += grid_stride()) {
-    const std::int64_t e = at % dh;
-    std::int64_t rest = at / dh;
-    const std::int64_t t = rest % h.sh.seq;
-    rest /= h.sh.seq;
-    const int j = static_cast<int>(rest % h.sh.heads);
-    const std::int64_t i = rest / h.sh.heads;
-    const float* row = qkv + (i * h.sh.seq + t) * h.qkv_width();
-    const std::int64_t g = h.kv_head(j);
-    q[at] = row[j * std::int64_t{dh} + e];
-    k[at] = row[h.width() + g * dh + e];
-    v[at] = row[h.width() + h.kv_width() + g * dh + e];
-  }
+  detail::split_qkv_thread(this_thread(), q, k, v, qkv, h, n);
 }
 
-// One thread per entry of dqkv, n = b s (h + 2 d_kv). A key/value entry sums
-// the query heads of its group from 0 in head order, as the reference does.
 __global__ void merge_qkv_grad_kernel(float* dqkv, const float* dq, const float* dk,
                                       const float* dv, Heads h, std::int64_t n) {
-  const int dh = h.sh.head_dim;
-  const int group = h.sh.heads / h.sh.kv_heads;
-  for (std::int64_t at = grid_start(); at < n; at += grid_stride()) {
-    const std::int64_t col = at % h.qkv_width();
-    const std::int64_t token = at / h.qkv_width();
-    const std::int64_t i = token / h.sh.seq;
-    const std::int64_t t = token % h.sh.seq;
-    if (col < h.width()) {
-      dqkv[at] = dq[h.head_row(i, col / dh, t) + col % dh];
-      continue;
-    }
-    const bool is_k = col < h.width() + h.kv_width();
-    const std::int64_t c = col - h.width() - (is_k ? 0 : h.kv_width());
-    const std::int64_t g = c / dh;
-    const float* from = is_k ? dk : dv;
-    float sum = 0.0f;
-    for (std::int64_t j = g * group; j < (g + 1) * group; ++j) {
-      sum += from[h.head_row(i, j, t) + c % dh];
-    }
-    dqkv[at] = sum;
-  }
+  detail::merge_qkv_grad_thread(this_thread(), dqkv, dq, dk, dv, h, n);
 }
 
-// Where entry `at` of out (b*s, h) lives in o (b, heads, s, dh).
-__device__ std::int64_t head_entry(const Heads& h, std::int64_t at) {
-  const int dh = h.sh.head_dim;
-  const std::int64_t col = at % h.width();
-  const std::int64_t token = at / h.width();
-  return h.head_row(token / h.sh.seq, col / dh, token % h.sh.seq) + col % dh;
-}
-
-// One thread per entry of out, n = b s h (both directions).
 __global__ void merge_heads_kernel(float* out, const float* o, Heads h, std::int64_t n) {
-  for (std::int64_t at = grid_start(); at < n; at += grid_stride()) out[at] = o[head_entry(h, at)];
+  detail::merge_heads_thread(this_thread(), out, o, h, n);
 }
 
 __global__ void split_heads_kernel(float* o, const float* out, Heads h, std::int64_t n) {
-  for (std::int64_t at = grid_start(); at < n; at += grid_stride()) o[head_entry(h, at)] = out[at];
+  detail::split_heads_thread(this_thread(), o, out, h, n);
 }
 
-// One warp per row; lane l handles columns l, l + 32, ... in every pass, so an
-// entry is read before it is written by the same thread (probs may be scores).
+// One warp per row.
 __global__ void causal_softmax_forward_kernel(float* probs, const float* scores, float scale,
                                               int rows, int s) {
-  const std::int64_t r = blockIdx.x * std::int64_t{kBlock / kWarp} + threadIdx.x / kWarp;
-  if (r >= rows) return;  // a whole warp leaves together: the shuffles stay full
-  const int lane = threadIdx.x % kWarp;
-  const int t = static_cast<int>(r % s);
-  const float* in = scores + r * s;
-  float* out = probs + r * s;
-  float m = -INFINITY;
-  for (int c = lane; c <= t; c += kWarp) m = fmaxf(m, in[c] * scale);
-  const float max = warp_reduce<true>(m);
-  float partial = 0.0f;
-  for (int c = lane; c <= t; c += kWarp) {
-    const float e = expf(in[c] * scale - max);
-    out[c] = e;
-    partial += e;
-  }
-  const float sum = warp_reduce<false>(partial);
-  for (int c = lane; c <= t; c += kWarp) out[c] /= sum;
-  for (int c = t + 1 + lane; c < s; c += kWarp) out[c] = 0.0f;
+  detail::causal_softmax_forward_row(DeviceWarp{}, probs, scores, scale, warp_row(this_thread()),
+                                     rows, s);
 }
 
-// One warp per row: dot = rowsum(P dP), then dscores = P (dP - dot) scale.
 __global__ void causal_softmax_backward_kernel(float* dscores, const float* probs,
                                                const float* dprobs, float scale, int rows, int s) {
-  const std::int64_t r = blockIdx.x * std::int64_t{kBlock / kWarp} + threadIdx.x / kWarp;
-  if (r >= rows) return;
-  const int lane = threadIdx.x % kWarp;
-  const std::int64_t at = r * s;
-  float partial = 0.0f;
-  for (int c = lane; c < s; c += kWarp) partial += probs[at + c] * dprobs[at + c];
-  const float dot = warp_reduce<false>(partial);
-  for (int c = lane; c < s; c += kWarp) {
-    dscores[at + c] = probs[at + c] * (dprobs[at + c] - dot) * scale;
-  }
+  detail::causal_softmax_backward_row(DeviceWarp{}, dscores, probs, dprobs, scale,
+                                      warp_row(this_thread()), rows, s);
 }
 
-// One thread per entry of out (rows, d), n = rows d.
 __global__ void embedding_forward_kernel(float* out, const std::int32_t* ids, const float* table,
                                          const float* positions, int seq, int d, std::int64_t n) {
-  for (std::int64_t at = grid_start(); at < n; at += grid_stride()) {
-    const std::int64_t r = at / d;
-    const std::int64_t e = at % d;
-    out[at] = table[std::int64_t{ids[r]} * d + e] + positions[(r % seq) * d + e];
-  }
+  detail::embedding_forward_thread(this_thread(), out, ids, table, positions, seq, d, n);
 }
 
-// One thread per entry of dout; rows with the same id (and every sequence's
-// position t) add into the same entry, hence atomicAdd.
 __global__ void embedding_backward_kernel(float* dtable, float* dpositions, const std::int32_t* ids,
                                           const float* dout, int seq, int d, std::int64_t n) {
-  for (std::int64_t at = grid_start(); at < n; at += grid_stride()) {
-    const std::int64_t r = at / d;
-    const std::int64_t e = at % d;
-    atomicAdd(dtable + std::int64_t{ids[r]} * d + e, dout[at]);
-    if (dpositions != nullptr) atomicAdd(dpositions + (r % seq) * d + e, dout[at]);
-  }
+  detail::embedding_backward_thread(this_thread(), dtable, dpositions, ids, dout, seq, d, n);
 }
 
 // ---------------------------------------------------------------------------
@@ -175,11 +81,6 @@ void require_heads(const char* launcher, const HeadShape& sh) {
   require(sh.heads % sh.kv_heads == 0, launcher,
           std::to_string(sh.heads) + " query heads do not split into " +
               std::to_string(sh.kv_heads) + " key/value groups");
-}
-
-// Entries of a head-major tensor (b, heads, s, dh), which is also b s h.
-std::int64_t head_entries(const HeadShape& sh) {
-  return std::int64_t{sh.batch} * sh.heads * sh.seq * sh.head_dim;
 }
 
 void require_blocks(const char* launcher, int rows, int s) {
@@ -207,8 +108,7 @@ void split_qkv(float* q, float* k, float* v, const float* qkv, const HeadShape& 
 void merge_qkv_grad(float* dqkv, const float* dq, const float* dk, const float* dv,
                     const HeadShape& shape, cudaStream_t stream) {
   require_heads("merge_qkv_grad", shape);
-  const std::int64_t n = std::int64_t{shape.batch} * shape.seq *
-                         (std::int64_t{shape.heads} + 2 * shape.kv_heads) * shape.head_dim;
+  const std::int64_t n = qkv_entries(shape);
   merge_qkv_grad_kernel<<<grid_for(n), kBlock, 0, stream>>>(dqkv, dq, dk, dv, Heads{shape}, n);
   PS_CUDA_CHECK(cudaGetLastError());
 }
