@@ -117,6 +117,117 @@ double read_seconds(std::string_view cell, const CellPlace& at) {
   return v;
 }
 
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    lines.push_back(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return lines;
+}
+
+const char* column_name(Column c) {
+  for (const ColumnInfo& i : kColumns) {
+    if (i.column == c) return i.name;
+  }
+  return "?";
+}
+
+// The header: each cell a known column, none twice, every required one present.
+std::vector<Column> read_header(std::string_view text, const std::string& file, int line) {
+  const std::vector<std::string_view> header = split_cells(text);
+  std::vector<Column> order;
+  for (std::size_t c = 0; c < header.size(); ++c) {
+    const auto known = std::find_if(std::begin(kColumns), std::end(kColumns),
+                                    [&](const ColumnInfo& i) { return header[c] == i.name; });
+    const std::string where = "line " + std::to_string(line) + ", column " + std::to_string(c + 1);
+    if (known == std::end(kColumns)) {
+      throw ScenarioError(file, where,
+                          "unknown column " + quoted(header[c]) + " (expected: " + column_names() +
+                              "; the first line must be the header)");
+    }
+    if (std::find(order.begin(), order.end(), known->column) != order.end()) {
+      throw ScenarioError(file, where, "column '" + std::string(known->name) + "' given twice");
+    }
+    order.push_back(known->column);
+  }
+  for (const ColumnInfo& i : kColumns) {
+    if (i.required && std::find(order.begin(), order.end(), i.column) == order.end()) {
+      throw ScenarioError(file, "line " + std::to_string(line),
+                          "missing column '" + std::string(i.name) +
+                              "' (the header must name: " + column_names() + ")");
+    }
+  }
+  return order;
+}
+
+ScheduleKind read_schedule(std::string_view cell, const CellPlace& at) {
+  const auto s = parse_schedule(cell);
+  if (!s || *s == ScheduleKind::kCustom) {
+    at.fail("unknown schedule " + quoted(cell) + " (expected one of: " + kScheduleNames + ")");
+  }
+  return *s;
+}
+
+Remat read_remat(std::string_view cell, const CellPlace& at) {
+  const auto r = parse_remat(cell);
+  if (!r) at.fail("unknown remat mode " + quoted(cell) + " (expected one of: " + kRematNames + ")");
+  return *r;
+}
+
+// One cell into its field of `row`; an empty optional cell keeps the default.
+void read_cell(std::string_view cell, Column column, const CellPlace& at, MeasuredStep& row) {
+  switch (column) {
+    case Column::kK:
+      row.stages = static_cast<int>(read_int(cell, at, 1 << 20));
+      break;
+    case Column::kM:
+      row.micro_batches = static_cast<int>(read_int(cell, at, 1 << 24));
+      break;
+    case Column::kSchedule:
+      row.schedule = read_schedule(cell, at);
+      break;
+    case Column::kRemat:
+      row.remat = read_remat(cell, at);
+      break;
+    case Column::kStepTime:
+      row.step_time_s = read_seconds(cell, at);
+      break;
+    case Column::kD:
+      if (!cell.empty()) row.data_parallel = static_cast<int>(read_int(cell, at, 1 << 20));
+      break;
+    case Column::kChunks:
+      if (!cell.empty()) row.chunks = static_cast<int>(read_int(cell, at, 1024));
+      break;
+    case Column::kMicroBatch:
+      if (!cell.empty()) row.micro_batch = read_int(cell, at, std::int64_t{1} << 40);
+      break;
+  }
+}
+
+// The row on line `line`, `rows_before` rows after the header.
+MeasuredStep read_row(std::string_view text, const std::vector<Column>& order,
+                      const std::string& file, int line, std::size_t rows_before) {
+  const std::vector<std::string_view> cells = split_cells(text);
+  if (cells.size() != order.size()) {
+    throw ScenarioError(file, "line " + std::to_string(line),
+                        "has " + std::to_string(cells.size()) + " cells but the header has " +
+                            std::to_string(order.size()) + " columns");
+  }
+  if (rows_before == kMaxRows) {
+    throw ScenarioError(file, "line " + std::to_string(line),
+                        "more than " + std::to_string(kMaxRows) + " measured steps");
+  }
+  MeasuredStep row;
+  row.line = line;
+  for (std::size_t c = 0; c < cells.size(); ++c) {
+    read_cell(cells[c], order[c], CellPlace{file, line, column_name(order[c])}, row);
+  }
+  return row;
+}
+
 }  // namespace
 
 std::string MeasuredStep::label() const {
@@ -131,113 +242,18 @@ std::string MeasuredStep::label() const {
 }
 
 std::vector<MeasuredStep> parse_measured_csv(const std::string& text, const std::string& file) {
-  std::vector<std::string_view> lines;
-  {
-    std::string_view rest = text;
-    while (!rest.empty()) {
-      const std::size_t nl = rest.find('\n');
-      lines.push_back(rest.substr(0, nl));
-      if (nl == std::string_view::npos) break;
-      rest.remove_prefix(nl + 1);
-    }
-  }
+  const std::vector<std::string_view> lines = split_lines(text);
   std::size_t first = 0;
   while (first < lines.size() && trim(lines[first]).empty()) ++first;
   if (first == lines.size()) {
     throw ScenarioError(file, "",
                         "no header: the first line must name the columns: " + column_names());
   }
-  // Header: each cell a known column, none twice, every required one present.
-  const int header_line = static_cast<int>(first) + 1;
-  const std::vector<std::string_view> header = split_cells(lines[first]);
-  std::vector<Column> order;
-  for (std::size_t c = 0; c < header.size(); ++c) {
-    const auto known = std::find_if(std::begin(kColumns), std::end(kColumns),
-                                    [&](const ColumnInfo& i) { return header[c] == i.name; });
-    const std::string where =
-        "line " + std::to_string(header_line) + ", column " + std::to_string(c + 1);
-    if (known == std::end(kColumns)) {
-      throw ScenarioError(file, where,
-                          "unknown column " + quoted(header[c]) + " (expected: " + column_names() +
-                              "; the first line must be the header)");
-    }
-    if (std::find(order.begin(), order.end(), known->column) != order.end()) {
-      throw ScenarioError(file, where, "column '" + std::string(known->name) + "' given twice");
-    }
-    order.push_back(known->column);
-  }
-  for (const ColumnInfo& i : kColumns) {
-    if (i.required && std::find(order.begin(), order.end(), i.column) == order.end()) {
-      throw ScenarioError(file, "line " + std::to_string(header_line),
-                          "missing column '" + std::string(i.name) +
-                              "' (the header must name: " + column_names() + ")");
-    }
-  }
-  const auto name_of = [](Column c) {
-    for (const ColumnInfo& i : kColumns) {
-      if (i.column == c) return i.name;
-    }
-    return "?";
-  };
-
+  const std::vector<Column> order = read_header(lines[first], file, static_cast<int>(first) + 1);
   std::vector<MeasuredStep> rows;
   for (std::size_t l = first + 1; l < lines.size(); ++l) {
     if (trim(lines[l]).empty()) continue;
-    const int line = static_cast<int>(l) + 1;
-    const std::vector<std::string_view> cells = split_cells(lines[l]);
-    if (cells.size() != order.size()) {
-      throw ScenarioError(file, "line " + std::to_string(line),
-                          "has " + std::to_string(cells.size()) + " cells but the header has " +
-                              std::to_string(order.size()) + " columns");
-    }
-    if (rows.size() == kMaxRows) {
-      throw ScenarioError(file, "line " + std::to_string(line),
-                          "more than " + std::to_string(kMaxRows) + " measured steps");
-    }
-    MeasuredStep row;
-    row.line = line;
-    for (std::size_t c = 0; c < cells.size(); ++c) {
-      const std::string_view cell = cells[c];
-      const CellPlace at{file, line, name_of(order[c])};
-      switch (order[c]) {
-        case Column::kK:
-          row.stages = static_cast<int>(read_int(cell, at, 1 << 20));
-          break;
-        case Column::kM:
-          row.micro_batches = static_cast<int>(read_int(cell, at, 1 << 24));
-          break;
-        case Column::kSchedule: {
-          const auto s = parse_schedule(cell);
-          if (!s || *s == ScheduleKind::kCustom) {
-            at.fail("unknown schedule " + quoted(cell) + " (expected one of: " + kScheduleNames +
-                    ")");
-          }
-          row.schedule = *s;
-          break;
-        }
-        case Column::kRemat: {
-          const auto r = parse_remat(cell);
-          if (!r)
-            at.fail("unknown remat mode " + quoted(cell) + " (expected one of: " + kRematNames +
-                    ")");
-          row.remat = *r;
-          break;
-        }
-        case Column::kStepTime:
-          row.step_time_s = read_seconds(cell, at);
-          break;
-        case Column::kD:
-          if (!cell.empty()) row.data_parallel = static_cast<int>(read_int(cell, at, 1 << 20));
-          break;
-        case Column::kChunks:
-          if (!cell.empty()) row.chunks = static_cast<int>(read_int(cell, at, 1024));
-          break;
-        case Column::kMicroBatch:
-          if (!cell.empty()) row.micro_batch = read_int(cell, at, std::int64_t{1} << 40);
-          break;
-      }
-    }
-    rows.push_back(row);
+    rows.push_back(read_row(lines[l], order, file, static_cast<int>(l) + 1, rows.size()));
   }
   if (rows.empty()) {
     throw ScenarioError(file, "", "no measured steps: a row per step after the header");
@@ -377,111 +393,173 @@ void clamp_into(std::vector<double>& u, const BoxFunction& fn) {
   for (std::size_t j = 0; j < u.size(); ++j) u[j] = std::clamp(u[j], fn.lo[j], fn.hi[j]);
 }
 
+// fn at a point it first clamps into the box, counted and reported; NaN counts
+// as infinity.
+class Evaluator {
+ public:
+  Evaluator(const BoxFunction& fn, const NelderMeadOptions& o) : fn_(fn), o_(o) {}
+
+  double operator()(std::vector<double>& u) {
+    clamp_into(u, fn_);
+    ++evaluations_;
+    const double v = fn_.f(u);
+    if (o_.progress) o_.progress(std::min(evaluations_, o_.max_evaluations), o_.max_evaluations);
+    return std::isnan(v) ? std::numeric_limits<double>::infinity() : v;
+  }
+  std::size_t evaluations() const { return evaluations_; }
+  bool exhausted() const { return evaluations_ >= o_.max_evaluations; }
+
+ private:
+  const BoxFunction& fn_;
+  const NelderMeadOptions& o_;
+  std::size_t evaluations_ = 0;
+};
+
+// a + s (b - c)
+std::vector<double> along(const std::vector<double>& a, double s, const std::vector<double>& b,
+                          const std::vector<double>& c) {
+  std::vector<double> r(a.size());
+  for (std::size_t j = 0; j < a.size(); ++j) r[j] = a[j] + s * (b[j] - c[j]);
+  return r;
+}
+
+struct Simplex {
+  std::vector<std::vector<double>> pts;
+  std::vector<double> vals;
+
+  void replace(std::size_t i, std::vector<double> p, double v) {
+    pts[i] = std::move(p);
+    vals[i] = v;
+  }
+};
+
+// A simplex around the best point so far, each edge along one coordinate,
+// pointing into the box.
+Simplex simplex_around(const Minimum& best, const BoxFunction& fn, double step, Evaluator& eval) {
+  Simplex s{{best.u}, {best.value}};
+  for (std::size_t j = 0; j < best.u.size(); ++j) {
+    std::vector<double> p = best.u;
+    p[j] += (p[j] + step <= fn.hi[j]) ? step : -step;
+    s.vals.push_back(eval(p));
+    s.pts.push_back(std::move(p));
+  }
+  return s;
+}
+
+// The simplex's best, worst and second-worst points.
+struct Ranks {
+  std::size_t best = 0;
+  std::size_t worst = 0;
+  std::size_t second_worst = 0;
+};
+
+Ranks ranks_of(const Simplex& s) {
+  std::vector<std::size_t> idx(s.vals.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(),
+            [&](std::size_t a, std::size_t b) { return s.vals[a] < s.vals[b]; });
+  return {idx.front(), idx.back(), idx[idx.size() - 2]};
+}
+
+bool converged(const Simplex& s, const Ranks& r, const NelderMeadOptions& o) {
+  const std::vector<double>& best = s.pts[r.best];
+  double size = 0.0;
+  for (const auto& p : s.pts) {
+    for (std::size_t j = 0; j < p.size(); ++j) size = std::max(size, std::abs(p[j] - best[j]));
+  }
+  const double spread = s.vals[r.worst] - s.vals[r.best];
+  return size <= o.min_size || (std::isfinite(spread) && spread <= o.tolerance);
+}
+
+// The centroid of every point but `except`.
+std::vector<double> centroid(const Simplex& s, std::size_t except) {
+  const std::size_t n = s.pts.size() - 1;
+  std::vector<double> c(n, 0.0);
+  for (std::size_t i = 0; i <= n; ++i) {
+    if (i == except) continue;
+    for (std::size_t j = 0; j < n; ++j) c[j] += s.pts[i][j] / static_cast<double>(n);
+  }
+  return c;
+}
+
+void shrink_toward(Simplex& s, std::size_t best, Evaluator& eval) {
+  for (std::size_t i = 0; i < s.pts.size(); ++i) {
+    if (i == best) continue;
+    s.pts[i] = along(s.pts[best], 0.5, s.pts[i], s.pts[best]);
+    s.vals[i] = eval(s.pts[i]);
+  }
+}
+
+// One move: the worst point reflected through the others' centroid, expanded
+// when that beats the best, contracted when it beats nothing, or else the whole
+// simplex shrunk toward the best.
+void move_worst(Simplex& s, const Ranks& r, Evaluator& eval) {
+  const std::size_t w = r.worst;
+  const std::vector<double> c = centroid(s, w);
+  std::vector<double> xr = along(c, 1.0, c, s.pts[w]);
+  const double fr = eval(xr);
+  if (fr < s.vals[r.best]) {
+    std::vector<double> xe = along(c, 2.0, c, s.pts[w]);
+    const double fe = eval(xe);
+    if (fe < fr) {
+      s.replace(w, std::move(xe), fe);
+    } else {
+      s.replace(w, std::move(xr), fr);
+    }
+    return;
+  }
+  if (fr < s.vals[r.second_worst]) {
+    s.replace(w, std::move(xr), fr);
+    return;
+  }
+  // Contract: outside when the reflection beat the worst, inside otherwise.
+  const bool outside = fr < s.vals[w];
+  std::vector<double> xc = outside ? along(c, 0.5, xr, c) : along(c, 0.5, s.pts[w], c);
+  const double fc = eval(xc);
+  if (fc < (outside ? fr : s.vals[w])) {
+    s.replace(w, std::move(xc), fc);
+    return;
+  }
+  shrink_toward(s, r.best, eval);
+}
+
+// The simplex's best point into `best` when it is better; how much better.
+double keep_best(const Simplex& s, Minimum& best) {
+  const auto it = std::min_element(s.vals.begin(), s.vals.end());
+  const double improvement = best.value - *it;
+  if (*it < best.value) {
+    best.value = *it;
+    best.u = s.pts[static_cast<std::size_t>(it - s.vals.begin())];
+  }
+  return improvement;
+}
+
 }  // namespace
 
 Minimum nelder_mead(const BoxFunction& fn, std::vector<double> u0, const NelderMeadOptions& o) {
-  const std::size_t n = u0.size();
-  if (fn.lo.size() != n || fn.hi.size() != n) {
+  if (fn.lo.size() != u0.size() || fn.hi.size() != u0.size()) {
     throw std::invalid_argument("nelder_mead: one bound per coordinate");
   }
-  std::size_t evaluations = 0;
-  const auto eval = [&](std::vector<double>& u) {
-    clamp_into(u, fn);
-    ++evaluations;
-    const double v = fn.f(u);
-    if (o.progress) o.progress(std::min(evaluations, o.max_evaluations), o.max_evaluations);
-    return std::isnan(v) ? std::numeric_limits<double>::infinity() : v;
-  };
+  Evaluator eval(fn, o);
   Minimum best;
   best.u = std::move(u0);
   best.value = eval(best.u);
-  if (n == 0) {
-    best.evaluations = evaluations;
+  if (best.u.empty()) {
+    best.evaluations = eval.evaluations();
     return best;
   }
-  const auto add = [](const std::vector<double>& a, double s, const std::vector<double>& b,
-                      const std::vector<double>& c) {
-    // a + s (b - c)
-    std::vector<double> r(a.size());
-    for (std::size_t j = 0; j < a.size(); ++j) r[j] = a[j] + s * (b[j] - c[j]);
-    return r;
-  };
-  for (int round = 0; round <= o.restarts && evaluations < o.max_evaluations; ++round) {
-    // A simplex around the best point so far, each edge along one coordinate,
-    // pointing into the box.
-    std::vector<std::vector<double>> pts{best.u};
-    std::vector<double> vals{best.value};
-    for (std::size_t j = 0; j < n; ++j) {
-      std::vector<double> p = best.u;
-      const double step = p[j] + o.initial_step <= fn.hi[j] ? o.initial_step : -o.initial_step;
-      p[j] += step;
-      vals.push_back(eval(p));
-      pts.push_back(std::move(p));
+  for (int round = 0; round <= o.restarts && !eval.exhausted(); ++round) {
+    Simplex s = simplex_around(best, fn, o.initial_step, eval);
+    while (!eval.exhausted()) {
+      const Ranks r = ranks_of(s);
+      if (converged(s, r, o)) break;
+      move_worst(s, r, eval);
     }
-    std::vector<std::size_t> idx(n + 1);
-    while (evaluations < o.max_evaluations) {
-      std::iota(idx.begin(), idx.end(), 0);
-      std::sort(idx.begin(), idx.end(),
-                [&](std::size_t a, std::size_t b) { return vals[a] < vals[b]; });
-      const std::size_t b = idx.front();
-      const std::size_t w = idx.back();
-      const std::size_t sw = idx[n - 1];
-      double size = 0.0;
-      for (const auto& p : pts) {
-        for (std::size_t j = 0; j < n; ++j) size = std::max(size, std::abs(p[j] - pts[b][j]));
-      }
-      const double spread = vals[w] - vals[b];
-      if (size <= o.min_size || (std::isfinite(spread) && spread <= o.tolerance)) break;
-      std::vector<double> c(n, 0.0);
-      for (std::size_t i = 0; i <= n; ++i) {
-        if (i == w) continue;
-        for (std::size_t j = 0; j < n; ++j) c[j] += pts[i][j] / static_cast<double>(n);
-      }
-      std::vector<double> xr = add(c, 1.0, c, pts[w]);
-      const double fr = eval(xr);
-      if (fr < vals[b]) {
-        std::vector<double> xe = add(c, 2.0, c, pts[w]);
-        const double fe = eval(xe);
-        if (fe < fr) {
-          pts[w] = std::move(xe);
-          vals[w] = fe;
-        } else {
-          pts[w] = std::move(xr);
-          vals[w] = fr;
-        }
-        continue;
-      }
-      if (fr < vals[sw]) {
-        pts[w] = std::move(xr);
-        vals[w] = fr;
-        continue;
-      }
-      // Contract: outside when the reflection beat the worst, inside otherwise.
-      const bool outside = fr < vals[w];
-      std::vector<double> xc = outside ? add(c, 0.5, xr, c) : add(c, 0.5, pts[w], c);
-      const double fc = eval(xc);
-      if (fc < (outside ? fr : vals[w])) {
-        pts[w] = std::move(xc);
-        vals[w] = fc;
-        continue;
-      }
-      // Shrink toward the best.
-      for (std::size_t i = 0; i <= n; ++i) {
-        if (i == b) continue;
-        pts[i] = add(pts[b], 0.5, pts[i], pts[b]);
-        vals[i] = eval(pts[i]);
-      }
-    }
-    const auto it = std::min_element(vals.begin(), vals.end());
-    const double improvement = best.value - *it;
-    if (*it < best.value) {
-      best.value = *it;
-      best.u = pts[static_cast<std::size_t>(it - vals.begin())];
-    }
+    const double improvement = keep_best(s, best);
     // A restart that found nothing better: the simplex had converged for real.
     if (round > 0 && !(improvement > o.tolerance)) break;
   }
-  best.evaluations = evaluations;
+  best.evaluations = eval.evaluations();
   return best;
 }
 
@@ -525,13 +603,9 @@ double relative_error(double simulated, double measured) {
   return (simulated - measured) / measured;
 }
 
-}  // namespace
-
-CalibrationResult calibrate(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
-                            const std::vector<const CalibrationParameter*>& fit,
-                            const std::string& csv,
-                            const std::function<void(std::size_t, std::size_t)>& progress) {
-  const Device& device = scenario.cluster.device;
+void check_can_calibrate(const Device& device, const std::vector<MeasuredStep>& rows,
+                         const std::vector<const CalibrationParameter*>& fit,
+                         const std::string& csv) {
   if (!device.kernels.present) {
     throw std::invalid_argument(
         "device '" + device.name +
@@ -540,128 +614,170 @@ CalibrationResult calibrate(const Scenario& scenario, const std::vector<Measured
   }
   if (rows.empty()) throw std::invalid_argument(csv + ": no measured steps");
   if (fit.empty()) throw std::invalid_argument("--fit: name at least one parameter");
+}
 
-  std::vector<PreparedRow> prepared;
-  prepared.reserve(rows.size());
-  const auto row_error = [&](const MeasuredStep& row, const std::exception& e) {
-    return ScenarioError(csv, "line " + std::to_string(row.line), row.label() + ": " + e.what());
-  };
+using Cuts = std::vector<std::vector<StageRange>>;  // per row, its stages' layers
+
+// The measured rows, ready to run under trial kernel tables.
+class RowRunner {
+ public:
+  RowRunner(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
+            const std::string& csv);
+
+  // Every row under `table`, each with the cut its config holds (free: the
+  // optimal partitioner's, as `pipescope simulate` cuts; fixed: the cut of a
+  // round, see fit_in_rounds), the cuts it ran with into `cuts` when given. A
+  // row that cannot run is an error naming its line.
+  std::vector<double> simulate_all(const KernelTable& table, Cuts* cuts = nullptr);
+  void fix_cuts(const Cuts& cuts) {
+    for (std::size_t i = 0; i < prepared_.size(); ++i) prepared_[i].config.stage_ranges = cuts[i];
+  }
+  void free_cuts() {
+    for (PreparedRow& p : prepared_) p.config.stage_ranges.reset();
+  }
+
+ private:
+  ScenarioError row_error(const MeasuredStep& row, const std::exception& e) const {
+    return ScenarioError(csv_, "line " + std::to_string(row.line), row.label() + ": " + e.what());
+  }
+  void run_row(std::size_t i, const KernelTable& table, std::vector<double>& times, Cuts* cuts);
+
+  const std::vector<MeasuredStep>& rows_;
+  const std::string& csv_;
+  std::vector<PreparedRow> prepared_;
+  unsigned threads_ = 1;
+};
+
+RowRunner::RowRunner(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
+                     const std::string& csv)
+    : rows_(rows), csv_(csv) {
   // The rows run under the kernel-level model, whatever the scenario chose, and
   // so do the rings between their replicas.
   Scenario kernels = scenario;
   kernels.cluster.cost_model = CostModelKind::kKernels;
   kernels.cluster.profile = nullptr;
+  prepared_.reserve(rows.size());
   for (const MeasuredStep& row : rows) {
     try {
-      prepared.push_back(prepare_row(kernels, row));
+      prepared_.push_back(prepare_row(kernels, row));
     } catch (const std::exception& e) {
       throw row_error(row, e);
     }
   }
+  threads_ = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
+                                             static_cast<unsigned>(rows.size())));
+}
 
-  const unsigned threads = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
-                                                           static_cast<unsigned>(rows.size())));
-  // Every row under `table`, each with the cut its config holds (free: the
-  // optimal partitioner's, as `pipescope simulate` cuts; fixed: the cut of a
-  // round, see below), the cuts it ran with into `cuts` when given. A row that
-  // cannot run is an error naming its line.
-  const auto simulate_all = [&](const KernelTable& table,
-                                std::vector<std::vector<StageRange>>* cuts = nullptr) {
-    std::vector<double> times(rows.size());
-    if (cuts != nullptr) cuts->assign(rows.size(), {});
-    parallel_for(rows.size(), threads, [&](std::size_t i) {
-      PreparedRow& p = prepared[i];
-      p.scenario.cluster.device.kernels = table;
-      try {
-        if (p.replicas_cluster) {
-          p.replicas_cluster->device.kernels = table;
-          p.config.data_parallel = data_parallel_ring(*p.replicas_cluster, p.stages, p.replicas);
-        }
-        const SimResult r = simulate(p.scenario, p.config);
-        times[i] = r.metrics.step_time_s();
-        if (cuts != nullptr) {
-          for (const StageCost& c : r.stage_costs) (*cuts)[i].push_back(c.layers);
-        }
-      } catch (const std::exception& e) {
-        throw row_error(rows[i], e);
-      }
-    });
-    return times;
-  };
-  const auto free_cuts = [&] {
-    for (PreparedRow& p : prepared) p.config.stage_ranges.reset();
-  };
-
-  const KernelTable& table = device.kernels;
-  BoxFunction fn;
-  std::vector<double> u0;
-  for (const CalibrationParameter* p : fit) {
-    const auto [lo, hi] = log_range(*p);
-    fn.lo.push_back(lo);
-    fn.hi.push_back(hi);
-    u0.push_back(std::clamp(std::log(std::max(table.*p->field, 1e-300)), lo, hi));
+void RowRunner::run_row(std::size_t i, const KernelTable& table, std::vector<double>& times,
+                        Cuts* cuts) {
+  PreparedRow& p = prepared_[i];
+  p.scenario.cluster.device.kernels = table;
+  try {
+    if (p.replicas_cluster) {
+      p.replicas_cluster->device.kernels = table;
+      p.config.data_parallel = data_parallel_ring(*p.replicas_cluster, p.stages, p.replicas);
+    }
+    const SimResult r = simulate(p.scenario, p.config);
+    times[i] = r.metrics.step_time_s();
+    if (cuts != nullptr) {
+      for (const StageCost& c : r.stage_costs) (*cuts)[i].push_back(c.layers);
+    }
+  } catch (const std::exception& e) {
+    throw row_error(rows_[i], e);
   }
-  const auto table_at = [&](const std::vector<double>& u) {
+}
+
+std::vector<double> RowRunner::simulate_all(const KernelTable& table, Cuts* cuts) {
+  std::vector<double> times(rows_.size());
+  if (cuts != nullptr) cuts->assign(rows_.size(), {});
+  parallel_for(rows_.size(), threads_, [&](std::size_t i) { run_row(i, table, times, cuts); });
+  return times;
+}
+
+// The fitted parameters as coordinates u_j = log x_j in their ranges, around
+// the device's table.
+struct FitSpace {
+  const KernelTable& table;
+  const std::vector<const CalibrationParameter*>& fit;
+  BoxFunction box;         // lo and hi; f set by the fit
+  std::vector<double> u0;  // the table's values
+
+  KernelTable table_at(const std::vector<double>& u) const {
     KernelTable t = table;
     for (std::size_t j = 0; j < fit.size(); ++j) {
       t.*fit[j]->field = std::clamp(std::exp(u[j]), fit[j]->min, fit[j]->max);
     }
     return t;
-  };
-  const auto objective = [&](const std::vector<double>& times, const std::vector<double>& u) {
-    double f = 0.0;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      if (!(times[i] > 0.0)) return std::numeric_limits<double>::infinity();
-      const double r = std::log(times[i] / rows[i].step_time_s);
-      f += r * r;
-    }
-    for (std::size_t j = 0; j < u.size(); ++j) f += kPriorWeight * (u[j] - u0[j]) * (u[j] - u0[j]);
-    return f;
-  };
+  }
+};
 
-  CalibrationResult result;
-  std::vector<std::vector<StageRange>> cuts;
-  result.simulated_before = simulate_all(table, &cuts);
-  result.objective_before = objective(result.simulated_before, u0);
-  fn.f = [&](const std::vector<double>& u) { return objective(simulate_all(table_at(u)), u); };
+FitSpace fit_space(const KernelTable& table, const std::vector<const CalibrationParameter*>& fit) {
+  FitSpace space{table, fit, {}, {}};
+  for (const CalibrationParameter* p : fit) {
+    const auto [lo, hi] = log_range(*p);
+    space.box.lo.push_back(lo);
+    space.box.hi.push_back(hi);
+    space.u0.push_back(std::clamp(std::log(std::max(table.*p->field, 1e-300)), lo, hi));
+  }
+  return space;
+}
 
-  // The partitioner cuts each row where its stages balance under the figures
-  // being fitted, so a row's step time jumps where a small change of them moves
-  // a cut, and the objective has walls that trap a simplex far from the
-  // minimum. The fit therefore runs in rounds: each row keeps the cut the
-  // partitioner chose at the start of the round, which makes the objective
-  // continuous within it; after the round the rows are cut anew under the
-  // fitted figures, and the rounds end when the cuts stay. The step times
-  // reported and written are those of free cuts, as `simulate` gives them.
+// F(x) of calibration.h, at the rows' simulated `times` and the point `u`.
+double objective(const std::vector<double>& times, const std::vector<MeasuredStep>& rows,
+                 const std::vector<double>& u, const std::vector<double>& u0) {
+  double f = 0.0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!(times[i] > 0.0)) return std::numeric_limits<double>::infinity();
+    const double r = std::log(times[i] / rows[i].step_time_s);
+    f += r * r;
+  }
+  for (std::size_t j = 0; j < u.size(); ++j) f += kPriorWeight * (u[j] - u0[j]) * (u[j] - u0[j]);
+  return f;
+}
+
+struct FittedPoint {
+  std::vector<double> u;
+  std::size_t evaluations = 0;
+};
+
+// The partitioner cuts each row where its stages balance under the figures
+// being fitted, so a row's step time jumps where a small change of them moves
+// a cut, and the objective has walls that trap a simplex far from the
+// minimum. The fit therefore runs in rounds: each row keeps the cut the
+// partitioner chose at the start of the round, which makes the objective
+// continuous within it; after the round the rows are cut anew under the
+// fitted figures, and the rounds end when the cuts stay. The step times
+// reported and written are those of free cuts, as `simulate` gives them.
+// `cuts` are the free cuts under the table's own figures.
+FittedPoint fit_in_rounds(RowRunner& runner, const FitSpace& space, Cuts cuts,
+                          const std::function<void(std::size_t, std::size_t)>& progress) {
   constexpr int kMaxRounds = 6;
   NelderMeadOptions options;
-  options.max_evaluations = 300 * fit.size();
+  options.max_evaluations = 300 * space.fit.size();
   const std::size_t total = options.max_evaluations * kMaxRounds;
   std::size_t done = 0;
   options.progress = [&](std::size_t evaluations, std::size_t) {
     if (progress) progress(std::min(done + evaluations, total), total);
   };
-  std::vector<double> u = u0;
+  FittedPoint out{space.u0, 0};
   for (int round = 0; round < kMaxRounds; ++round) {
-    for (std::size_t i = 0; i < prepared.size(); ++i) prepared[i].config.stage_ranges = cuts[i];
-    const Minimum m = nelder_mead(fn, u, options);
+    runner.fix_cuts(cuts);
+    const Minimum m = nelder_mead(space.box, out.u, options);
     done += m.evaluations;
-    result.evaluations += m.evaluations;
-    u = m.u;
-    free_cuts();
-    std::vector<std::vector<StageRange>> next;
-    simulate_all(table_at(u), &next);
-    ++result.evaluations;
+    out.evaluations += m.evaluations;
+    out.u = m.u;
+    runner.free_cuts();
+    Cuts next;
+    runner.simulate_all(space.table_at(out.u), &next);
+    ++out.evaluations;
     if (next == cuts) break;
     cuts = std::move(next);
   }
   if (progress) progress(total, total);
-  result.fitted = table_at(u);
-  result.simulated_after = simulate_all(result.fitted);
-  result.objective_after = objective(result.simulated_after, u);
-  for (const CalibrationParameter* p : fit) {
-    result.changes.push_back({p, table.*p->field, result.fitted.*p->field});
-  }
+  return out;
+}
+
+void measure_errors(const std::vector<MeasuredStep>& rows, CalibrationResult& result) {
   double sum = 0.0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const double e = relative_error(result.simulated_after[i], rows[i].step_time_s);
@@ -669,6 +785,37 @@ CalibrationResult calibrate(const Scenario& scenario, const std::vector<Measured
     result.max_relative_error = std::max(result.max_relative_error, std::abs(e));
   }
   result.rms_relative_error = std::sqrt(sum / static_cast<double>(rows.size()));
+}
+
+}  // namespace
+
+CalibrationResult calibrate(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
+                            const std::vector<const CalibrationParameter*>& fit,
+                            const std::string& csv,
+                            const std::function<void(std::size_t, std::size_t)>& progress) {
+  check_can_calibrate(scenario.cluster.device, rows, fit, csv);
+  RowRunner runner(scenario, rows, csv);
+  FitSpace space = fit_space(scenario.cluster.device.kernels, fit);
+  const auto objective_at = [&](const std::vector<double>& times, const std::vector<double>& u) {
+    return objective(times, rows, u, space.u0);
+  };
+
+  CalibrationResult result;
+  Cuts cuts;
+  result.simulated_before = runner.simulate_all(space.table, &cuts);
+  result.objective_before = objective_at(result.simulated_before, space.u0);
+  space.box.f = [&](const std::vector<double>& u) {
+    return objective_at(runner.simulate_all(space.table_at(u)), u);
+  };
+  const FittedPoint fitted = fit_in_rounds(runner, space, std::move(cuts), progress);
+  result.evaluations = fitted.evaluations;
+  result.fitted = space.table_at(fitted.u);
+  result.simulated_after = runner.simulate_all(result.fitted);
+  result.objective_after = objective_at(result.simulated_after, fitted.u);
+  for (const CalibrationParameter* p : fit) {
+    result.changes.push_back({p, space.table.*p->field, result.fitted.*p->field});
+  }
+  measure_errors(rows, result);
   return result;
 }
 

@@ -111,6 +111,12 @@ class Reader {
   CustomSchedule finish() const;
 
  private:
+  struct Index;
+  Index index_actions() const;
+  void check_complete(const Index& index) const;
+  void check_order(const Index& index) const;
+  void check_deadlock(const Index& index) const;
+
   std::string file_;
   std::vector<std::vector<Action>> ranks_;
   bool full_ = false;
@@ -125,16 +131,25 @@ std::string name_of(const Op& op, bool split) {
   return std::to_string(op.stage) + kind + std::to_string(op.micro_batch);
 }
 
-CustomSchedule Reader::finish() const {
+// Key of (kind, stage, micro-batch); each action at most once.
+std::uint64_t action_key(OpKind kind, int stage, int mb) {
+  return (static_cast<std::uint64_t>(kind) << 56) | (static_cast<std::uint64_t>(stage) << 28) |
+         static_cast<std::uint64_t>(mb);
+}
+
+// Every action by its key: the rank it is on and its index there; and how many
+// stages and micro-batches the actions name.
+struct Reader::Index {
+  std::unordered_map<std::uint64_t, std::pair<int, std::size_t>> seen;
+  int stages = 0;
+  int micro_batches = 0;
+
+  bool has(OpKind kind, int s, int m) const { return seen.count(action_key(kind, s, m)) > 0; }
+};
+
+Reader::Index Reader::index_actions() const {
   const auto K = static_cast<int>(ranks_.size());
-  if (K == 0) fail("", "no ranks: expected one row of actions per device");
-  // Key of (kind, stage, micro-batch); each action at most once.
-  const auto key = [](OpKind kind, int stage, int mb) {
-    return (static_cast<std::uint64_t>(kind) << 56) | (static_cast<std::uint64_t>(stage) << 28) |
-           static_cast<std::uint64_t>(mb);
-  };
-  std::unordered_map<std::uint64_t, std::pair<int, std::size_t>> seen;  // rank, index
-  int stages = 0, micro_batches = 0;
+  Index index;
   for (int r = 0; r < K; ++r) {
     const auto& actions = ranks_[static_cast<std::size_t>(r)];
     if (actions.empty())
@@ -147,106 +162,147 @@ CustomSchedule Reader::finish() const {
                  ", but stage s runs on rank s mod K = " + std::to_string(op.stage % K) +
                  " (K = " + std::to_string(K) + " rows)");
       }
-      if (!seen.emplace(key(op.kind, op.stage, op.micro_batch), std::pair{r, i}).second) {
+      if (!index.seen.emplace(action_key(op.kind, op.stage, op.micro_batch), std::pair{r, i})
+               .second) {
         fail(actions[i].where, "'" + name_of(op, split_) + "' appears twice");
       }
-      stages = std::max(stages, op.stage + 1);
-      micro_batches = std::max(micro_batches, op.micro_batch + 1);
+      index.stages = std::max(index.stages, op.stage + 1);
+      index.micro_batches = std::max(index.micro_batches, op.micro_batch + 1);
     }
   }
-  // Each (stage, micro-batch) has its F, its backward and, when split, its W.
-  const auto missing = [&](OpKind kind, int s, int m) {
-    return seen.find(key(kind, s, m)) == seen.end();
-  };
-  const auto check_complete = [&] {
-    for (int s = 0; s < stages; ++s) {
-      for (int m = 0; m < micro_batches; ++m) {
-        Op op{OpKind::kForward, s, m};
-        for (const OpKind kind : {OpKind::kForward, OpKind::kBackward, OpKind::kWeight}) {
-          if (kind == OpKind::kWeight && !split_) continue;
-          op.kind = kind;
-          if (missing(kind, s, m)) {
-            fail("", "'" + name_of(op, split_) + "' is missing: every stage 0.." +
-                         std::to_string(stages - 1) + " needs F, " + (split_ ? "I and W" : "B") +
-                         " for every micro-batch 0.." + std::to_string(micro_batches - 1));
-          }
-        }
+  return index;
+}
+
+// Each (stage, micro-batch) has its F, its backward and, when split, its W.
+// `seen` holds every F, so a gap shows within its size + 1 pairs: the loop
+// never walks a huge, mostly empty table.
+void Reader::check_complete(const Index& index) const {
+  for (int s = 0; s < index.stages; ++s) {
+    for (int m = 0; m < index.micro_batches; ++m) {
+      for (const OpKind kind : {OpKind::kForward, OpKind::kBackward, OpKind::kWeight}) {
+        if (kind == OpKind::kWeight && !split_) continue;
+        if (index.has(kind, s, m)) continue;
+        fail("", "'" + name_of(Op{kind, s, m}, split_) + "' is missing: every stage 0.." +
+                     std::to_string(index.stages - 1) + " needs F, " + (split_ ? "I and W" : "B") +
+                     " for every micro-batch 0.." + std::to_string(index.micro_batches - 1));
       }
     }
-  };
-  // `seen` holds every F, so a gap shows within its size + 1 pairs: the loop
-  // never walks a huge, mostly empty table.
-  check_complete();
-  if (stages % K != 0) {
-    fail("", std::to_string(stages) + " stages over " + std::to_string(K) +
-                 " ranks: the stages must fill every rank equally (K x v of them)");
   }
-  // Order on a rank: the backward after the forward, W after its I.
-  for (int r = 0; r < K; ++r) {
-    const auto& actions = ranks_[static_cast<std::size_t>(r)];
+}
+
+// Order on a rank: the backward after the forward, W after its I.
+void Reader::check_order(const Index& index) const {
+  for (const auto& actions : ranks_) {
     for (std::size_t i = 0; i < actions.size(); ++i) {
       const Op& op = actions[i].op;
       if (op.kind == OpKind::kForward) continue;
       const OpKind before = op.kind == OpKind::kWeight ? OpKind::kBackward : OpKind::kForward;
-      if (seen.at(key(before, op.stage, op.micro_batch)).second > i) {
+      if (index.seen.at(action_key(before, op.stage, op.micro_batch)).second > i) {
         fail(actions[i].where, "'" + name_of(op, split_) + "' comes before '" +
                                    name_of(Op{before, op.stage, op.micro_batch}, split_) +
                                    "' on its rank");
       }
     }
   }
-  // Deadlock: run every rank as far as its next action's inputs allow.
-  const auto cell = [&](int s, int m) {
-    return static_cast<std::size_t>(s) * static_cast<std::size_t>(micro_batches) +
+}
+
+// The ranks run, each as far as its next action's inputs allow.
+class Replay {
+ public:
+  Replay(const std::vector<std::vector<Action>>& ranks, int stages, int micro_batches)
+      : ranks_(ranks),
+        stages_(stages),
+        micro_batches_(micro_batches),
+        f_done_(cell(stages, 0), 0),
+        b_done_(cell(stages, 0), 0),
+        next_(ranks.size(), 0) {
+    for (const auto& a : ranks) remaining_ += a.size();
+  }
+
+  bool done() const { return remaining_ == 0; }
+  // One pass over the ranks; whether any action ran.
+  bool advance();
+  // The action `op` waits for, when it cannot run yet.
+  std::optional<Op> waits_for(const Op& op) const;
+  // The index of rank r's next action (its size when it is through).
+  std::size_t next(std::size_t r) const { return next_[r]; }
+
+ private:
+  std::size_t cell(int s, int m) const {
+    return static_cast<std::size_t>(s) * static_cast<std::size_t>(micro_batches_) +
            static_cast<std::size_t>(m);
-  };
-  const std::size_t cells = cell(stages, 0);
-  std::vector<char> f_done(cells, 0), b_done(cells, 0);
-  std::vector<std::size_t> next(static_cast<std::size_t>(K), 0);
-  std::size_t remaining = 0;
-  for (const auto& a : ranks_) remaining += a.size();
-  const auto waits_for = [&](const Op& op) -> std::optional<Op> {
-    if (op.kind == OpKind::kForward) {
-      if (op.stage > 0 && f_done[cell(op.stage - 1, op.micro_batch)] == 0) {
-        return Op{OpKind::kForward, op.stage - 1, op.micro_batch};
-      }
-    } else if (op.kind == OpKind::kBackward) {
-      if (op.stage + 1 < stages && b_done[cell(op.stage + 1, op.micro_batch)] == 0) {
-        return Op{OpKind::kBackward, op.stage + 1, op.micro_batch};
-      }
+  }
+
+  const std::vector<std::vector<Action>>& ranks_;
+  int stages_;
+  int micro_batches_;
+  std::vector<char> f_done_, b_done_;
+  std::vector<std::size_t> next_;
+  std::size_t remaining_ = 0;
+};
+
+std::optional<Op> Replay::waits_for(const Op& op) const {
+  if (op.kind == OpKind::kForward) {
+    if (op.stage > 0 && f_done_[cell(op.stage - 1, op.micro_batch)] == 0) {
+      return Op{OpKind::kForward, op.stage - 1, op.micro_batch};
     }
-    return std::nullopt;  // W waits only for its I, earlier on its rank
-  };
-  while (remaining > 0) {
-    bool progressed = false;
-    for (int r = 0; r < K; ++r) {
-      const auto& actions = ranks_[static_cast<std::size_t>(r)];
-      auto& n = next[static_cast<std::size_t>(r)];
-      while (n < actions.size() && !waits_for(actions[n].op)) {
-        const Op& op = actions[n].op;
-        if (op.kind == OpKind::kForward) f_done[cell(op.stage, op.micro_batch)] = 1;
-        if (op.kind == OpKind::kBackward) b_done[cell(op.stage, op.micro_batch)] = 1;
-        ++n;
-        --remaining;
-        progressed = true;
-      }
-    }
-    if (!progressed) {
-      std::string stuck;
-      for (int r = 0; r < K; ++r) {
-        const auto& actions = ranks_[static_cast<std::size_t>(r)];
-        const std::size_t n = next[static_cast<std::size_t>(r)];
-        if (n == actions.size()) continue;
-        stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
-                 " waits at '" + name_of(actions[n].op, split_) + "' (" + actions[n].where +
-                 ") for '" + name_of(*waits_for(actions[n].op), split_) + "'";
-      }
-      fail("", "the schedule deadlocks: " + stuck);
+  } else if (op.kind == OpKind::kBackward) {
+    if (op.stage + 1 < stages_ && b_done_[cell(op.stage + 1, op.micro_batch)] == 0) {
+      return Op{OpKind::kBackward, op.stage + 1, op.micro_batch};
     }
   }
+  return std::nullopt;  // W waits only for its I, earlier on its rank
+}
+
+bool Replay::advance() {
+  bool progressed = false;
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    const auto& actions = ranks_[r];
+    auto& n = next_[r];
+    while (n < actions.size() && !waits_for(actions[n].op)) {
+      const Op& op = actions[n].op;
+      if (op.kind == OpKind::kForward) f_done_[cell(op.stage, op.micro_batch)] = 1;
+      if (op.kind == OpKind::kBackward) b_done_[cell(op.stage, op.micro_batch)] = 1;
+      ++n;
+      --remaining_;
+      progressed = true;
+    }
+  }
+  return progressed;
+}
+
+// Deadlock: run every rank as far as its next action's inputs allow.
+void Reader::check_deadlock(const Index& index) const {
+  Replay replay(ranks_, index.stages, index.micro_batches);
+  while (!replay.done()) {
+    if (replay.advance()) continue;
+    std::string stuck;
+    for (std::size_t r = 0; r < ranks_.size(); ++r) {
+      const auto& actions = ranks_[r];
+      const std::size_t n = replay.next(r);
+      if (n == actions.size()) continue;
+      stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+               " waits at '" + name_of(actions[n].op, split_) + "' (" + actions[n].where +
+               ") for '" + name_of(*replay.waits_for(actions[n].op), split_) + "'";
+    }
+    fail("", "the schedule deadlocks: " + stuck);
+  }
+}
+
+CustomSchedule Reader::finish() const {
+  const auto K = static_cast<int>(ranks_.size());
+  if (K == 0) fail("", "no ranks: expected one row of actions per device");
+  const Index index = index_actions();
+  check_complete(index);
+  if (index.stages % K != 0) {
+    fail("", std::to_string(index.stages) + " stages over " + std::to_string(K) +
+                 " ranks: the stages must fill every rank equally (K x v of them)");
+  }
+  check_order(index);
+  check_deadlock(index);
   CustomSchedule out;
-  out.stages = stages;
-  out.micro_batches = micro_batches;
+  out.stages = index.stages;
+  out.micro_batches = index.micro_batches;
   out.split = split_;
   for (const auto& actions : ranks_) {
     out.ranks.emplace_back();

@@ -35,6 +35,19 @@ std::vector<int> divisors(std::int64_t n, std::int64_t limit) {
   return out;
 }
 
+// One candidate of `shape` per remat mode the request allows. With one
+// micro-batch, except-last recomputes nothing: remat off, unless asked for.
+void add_remat_modes(std::vector<PlanCandidate>& out, const PlanRequest& req,
+                     const PlanCandidate& shape) {
+  for (const Remat remat : kAllRemats) {
+    if (req.remat && remat != *req.remat) continue;
+    if (remat == Remat::kExceptLast && shape.micro_batches == 1 && !req.remat) continue;
+    PlanCandidate c = shape;
+    c.remat = remat;
+    out.push_back(c);
+  }
+}
+
 // A custom schedule fixes K, M and v: one candidate per remat mode.
 std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanRequest& req, int N) {
   const CustomSchedule& custom = *req.custom;
@@ -65,27 +78,20 @@ std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanReques
                       " micro-batches do not divide the global batch of " +
                       std::to_string(sc.training.global_batch));
   }
+  PlanCandidate shape;
+  shape.stages = K;
+  shape.data_parallel = D;
+  shape.micro_batches = M;
+  shape.schedule = ScheduleKind::kCustom;
+  shape.chunks = custom.chunks();
+  shape.custom = req.custom;
   std::vector<PlanCandidate> out;
-  for (const Remat remat : kAllRemats) {
-    if (req.remat && remat != *req.remat) continue;
-    if (remat == Remat::kExceptLast && M == 1 && !req.remat) continue;
-    PlanCandidate c;
-    c.stages = K;
-    c.data_parallel = D;
-    c.micro_batches = M;
-    c.remat = remat;
-    c.schedule = ScheduleKind::kCustom;
-    c.chunks = custom.chunks();
-    c.custom = req.custom;
-    out.push_back(c);
-  }
+  add_remat_modes(out, req, shape);
   return out;
 }
 
-std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req, int N) {
-  if (req.custom) return enumerate_custom(sc, req, N);
-  const int layers = static_cast<int>(sc.model.layers.size());
-  const std::int64_t batch = sc.training.global_batch;
+// -K, --chunks and -M as given, against N devices and the model's layers.
+void check_request(const PlanRequest& req, int N, int layers) {
   if (req.stages) {
     if (N % *req.stages != 0) {
       throw ConfigError("K=" + std::to_string(*req.stages) + " does not divide the " +
@@ -105,6 +111,61 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
                       " is above the largest M tried (" + std::to_string(req.max_micro_batches) +
                       "); raise --max-micro-batches");
   }
+}
+
+// The shapes the schedule runs (the rule every command applies) with K x v
+// stages of at least a layer each. On one device interleaving only adds work:
+// the search leaves it out unless asked for it.
+std::vector<int> chunk_counts(ScheduleKind schedule, const PlanRequest& req, int K, int M,
+                              int layers) {
+  if (!takes_chunks(schedule)) return {1};
+  std::vector<int> out;
+  const bool asked = req.chunks || req.schedule;
+  for (const int v : req.chunks ? std::vector<int>{*req.chunks} : std::vector<int>{2, 4}) {
+    if ((K > 1 || asked) && schedule_shape_problem(schedule, K, M, v).empty() &&
+        std::int64_t{K} * v <= layers) {
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+// Every schedule, chunk count and remat mode the request allows at K, D and M.
+void add_schedules(std::vector<PlanCandidate>& out, const PlanRequest& req, PlanCandidate shape,
+                   int layers) {
+  for (const ScheduleKind schedule : kAllSchedules) {
+    if (req.schedule && schedule != *req.schedule) continue;
+    shape.schedule = schedule;
+    for (const int chunks :
+         chunk_counts(schedule, req, shape.stages, shape.micro_batches, layers)) {
+      if (std::int64_t{shape.stages} * chunks * shape.micro_batches > kMaxStageMicroBatches) {
+        continue;
+      }
+      shape.chunks = chunks;
+      add_remat_modes(out, req, shape);
+    }
+  }
+}
+
+[[noreturn]] void throw_no_configuration(const PlanRequest& req, int N, std::int64_t batch) {
+  std::string what = "no configuration of " + std::to_string(N) + " devices";
+  if (req.stages) what += " with K=" + std::to_string(*req.stages);
+  if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
+  if (req.schedule && takes_chunks(*req.schedule)) {
+    throw ConfigError(what +
+                      " can run interleaved-1f1b: it needs M a multiple of K and K x v "
+                      "stages of at least one layer each");
+  }
+  throw ConfigError(what + " divides the global batch of " + std::to_string(batch) +
+                    " into whole micro-batches (the batch splits over D = N / K replicas, then "
+                    "into M micro-batches)");
+}
+
+std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req, int N) {
+  if (req.custom) return enumerate_custom(sc, req, N);
+  const int layers = static_cast<int>(sc.model.layers.size());
+  const std::int64_t batch = sc.training.global_batch;
+  check_request(req, N, layers);
   std::vector<PlanCandidate> out;
   for (int K : divisors(N, layers)) {
     if (req.stages && K != *req.stages) continue;
@@ -112,54 +173,14 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
     if (batch % D != 0) continue;
     for (int M : divisors(batch / D, req.max_micro_batches)) {
       if (req.micro_batches && M != *req.micro_batches) continue;
-      for (const ScheduleKind schedule : kAllSchedules) {
-        if (req.schedule && schedule != *req.schedule) continue;
-        // The shapes the schedule runs (the rule every command applies) with K x v
-        // stages of at least a layer each. On one device interleaving only adds
-        // work: the search leaves it out unless asked for it.
-        std::vector<int> chunk_counts{1};
-        if (takes_chunks(schedule)) {
-          chunk_counts.clear();
-          const bool asked = req.chunks || req.schedule;
-          for (const int v : req.chunks ? std::vector<int>{*req.chunks} : std::vector<int>{2, 4}) {
-            if ((K > 1 || asked) && schedule_shape_problem(schedule, K, M, v).empty() &&
-                std::int64_t{K} * v <= layers) {
-              chunk_counts.push_back(v);
-            }
-          }
-        }
-        for (const int chunks : chunk_counts) {
-          for (const Remat remat : kAllRemats) {
-            if (req.remat && remat != *req.remat) continue;
-            // With one micro-batch, except-last recomputes nothing: remat off.
-            if (remat == Remat::kExceptLast && M == 1 && !req.remat) continue;
-            if (std::int64_t{K} * chunks * M > kMaxStageMicroBatches) continue;
-            PlanCandidate c;
-            c.stages = K;
-            c.data_parallel = D;
-            c.micro_batches = M;
-            c.remat = remat;
-            c.schedule = schedule;
-            c.chunks = chunks;
-            out.push_back(c);
-          }
-        }
-      }
+      PlanCandidate shape;
+      shape.stages = K;
+      shape.data_parallel = D;
+      shape.micro_batches = M;
+      add_schedules(out, req, shape, layers);
     }
   }
-  if (out.empty()) {
-    std::string what = "no configuration of " + std::to_string(N) + " devices";
-    if (req.stages) what += " with K=" + std::to_string(*req.stages);
-    if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
-    if (req.schedule && takes_chunks(*req.schedule)) {
-      throw ConfigError(what +
-                        " can run interleaved-1f1b: it needs M a multiple of K and K x v "
-                        "stages of at least one layer each");
-    }
-    throw ConfigError(what + " divides the global batch of " + std::to_string(batch) +
-                      " into whole micro-batches (the batch splits over D = N / K replicas, then "
-                      "into M micro-batches)");
-  }
+  if (out.empty()) throw_no_configuration(req, N, batch);
   return out;
 }
 
