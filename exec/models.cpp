@@ -4,7 +4,9 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
+#include "costmodels/check.h"
 #include "exec/layers.h"
 
 namespace pipescope::exec {
@@ -155,9 +157,45 @@ double forward_backward(LayerList& layers, const Matrix& input,
 }
 
 void zero_grads(LayerList& layers) {
+  for (Param* p : params_of(layers)) zero_grad(*p);
+}
+
+std::vector<Param*> params_of(LayerList& layers) {
+  std::vector<Param*> out;
   for (auto& layer : layers) {
-    for (Param* p : layer->params()) zero_grad(*p);
+    for (Param* p : layer->params()) out.push_back(p);
   }
+  return out;
+}
+
+std::vector<LayerList> cut_into_stages(LayerList all, const std::vector<StageRange>& ranges) {
+  std::vector<LayerList> stages;
+  stages.reserve(ranges.size());
+  for (const StageRange& r : ranges) {
+    PS_CHECK(r.first_layer >= 0 && r.first_layer <= r.last_layer &&
+                 r.last_layer < static_cast<int>(all.size()),
+             "stage cut outside the model");
+    LayerList& stage = stages.emplace_back();
+    for (int l = r.first_layer; l <= r.last_layer; ++l) {
+      PS_CHECK(all[static_cast<std::size_t>(l)] != nullptr, "a layer in two stages");
+      stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
+    }
+  }
+  return stages;
+}
+
+std::vector<double> train_reference(LayerList& layers, const OptimizerConfig& optimizer, int steps,
+                                    const std::function<MicroBatch(int step)>& mini_batch,
+                                    const std::function<void(int step)>& after_step) {
+  ParamOptimizer opt(optimizer);
+  std::vector<double> losses;
+  for (int step = 0; step < steps; ++step) {
+    const MicroBatch mb = mini_batch(step);
+    losses.push_back(forward_backward(layers, mb.input, mb.targets, mb.batch, mb.seq));
+    opt.step(params_of(layers));
+    if (after_step) after_step(step);
+  }
+  return losses;
 }
 
 }  // namespace pipescope::exec

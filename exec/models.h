@@ -1,14 +1,19 @@
 #pragma once
 // Whole models for the executor: the layer lists of the transformer and mlp
 // families (same names, order and parameter counts as make_transformer and
-// make_mlp), and single-device reference training through such a list.
+// make_mlp), such a list cut into stages, and single-device reference training
+// through it.
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "costmodels/model.h"
 #include "costmodels/model_families.h"
 #include "exec/layer.h"
+#include "exec/optimizer.h"
+#include "exec/runtime.h"
+#include "sim/partition.h"
 
 namespace pipescope::exec {
 
@@ -51,5 +56,21 @@ double forward_backward(LayerList& layers, const Matrix& input,
 
 // Sets every parameter's gradient to 0.
 void zero_grads(LayerList& layers);
+
+// Every parameter of the layers, layer by layer.
+std::vector<Param*> params_of(LayerList& layers);
+
+// The model cut into stages: stage s takes layers ranges[s] of `all`, moved out
+// of it (ranges as the partitioners give them, e.g. partition_uniform).
+std::vector<LayerList> cut_into_stages(LayerList all, const std::vector<StageRange>& ranges);
+
+// Single-device reference training, what a pipeline of the same layers must
+// reproduce: each of `steps` steps runs forward_backward over the whole
+// mini-batch mini_batch(step) (its mean loss), then one optimizer step over every
+// parameter, after which after_step(step), when given, sees the updated layers.
+// Returns each step's loss.
+std::vector<double> train_reference(LayerList& layers, const OptimizerConfig& optimizer, int steps,
+                                    const std::function<MicroBatch(int step)>& mini_batch,
+                                    const std::function<void(int step)>& after_step = {});
 
 }  // namespace pipescope::exec

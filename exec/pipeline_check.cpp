@@ -64,17 +64,10 @@ std::vector<Matrix> values(std::vector<LayerList>& stages) {
 Run single_device(const std::shared_ptr<Device>& device) {
   std::vector<LayerList> one;
   one.push_back(to_device(build_transformer(model(), kSeed), device));
-  ParamOptimizer opt(momentum());
   Run r;
-  for (int step = 0; step < kSteps; ++step) {
-    const MicroBatch mb = whole_batch(task(), kBatch, static_cast<std::uint64_t>(step), kSeed);
-    r.losses.push_back(forward_backward(one[0], mb.input, mb.targets, mb.batch, mb.seq));
-    std::vector<Param*> params;
-    for (auto& layer : one[0]) {
-      for (Param* p : layer->params()) params.push_back(p);
-    }
-    opt.step(params);
-  }
+  r.losses = train_reference(one[0], momentum(), kSteps, [](int step) {
+    return whole_batch(task(), kBatch, static_cast<std::uint64_t>(step), kSeed);
+  });
   r.params = values(one);
   return r;
 }
@@ -82,13 +75,10 @@ Run single_device(const std::shared_ptr<Device>& device) {
 Run pipelined(const std::function<std::shared_ptr<Device>(int)>& make_device, ScheduleKind kind,
               int K, int M, Remat remat) {
   LayerList all = build_transformer(model(), kSeed);
-  std::vector<LayerList> stages;
-  for (const StageRange& r : partition_uniform(static_cast<int>(all.size()), K)) {
-    LayerList stage;
-    for (int l = r.first_layer; l <= r.last_layer; ++l) {
-      stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
-    }
-    stages.push_back(to_device(std::move(stage), make_device(static_cast<int>(stages.size()))));
+  const int layers = static_cast<int>(all.size());
+  std::vector<LayerList> stages = cut_into_stages(std::move(all), partition_uniform(layers, K));
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    stages[s] = to_device(std::move(stages[s]), make_device(static_cast<int>(s)));
   }
   RuntimeOptions options;
   options.optimizer = momentum();

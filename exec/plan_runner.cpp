@@ -123,19 +123,12 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
     local = o.transport ? o.transport->local_devices(schedule.devices())
                         : InProcessTransport().local_devices(schedule.devices());
   }
-  std::vector<LayerList> stages;
-  for (const StageRange& r : plan.stage_ranges()) {
-    PS_CHECK(r.last_layer < static_cast<int>(all.size()), "plan cut outside the model");
-    LayerList stage;
-    for (int l = r.first_layer; l <= r.last_layer; ++l) {
-      stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
-    }
-    const int s = static_cast<int>(stages.size());
-    const int device = schedule.stage_device[static_cast<std::size_t>(s)];
+  std::vector<LayerList> stages = cut_into_stages(std::move(all), plan.stage_ranges());
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const int device = schedule.stage_device[s];
     if (o.stage_device && std::find(local.begin(), local.end(), device) != local.end()) {
-      stage = to_device(std::move(stage), o.stage_device(s, device));
+      stages[s] = to_device(std::move(stages[s]), o.stage_device(static_cast<int>(s), device));
     }
-    stages.push_back(std::move(stage));
   }
   RuntimeOptions options;
   options.optimizer.kind = plan.optimizer.value_or(Optimizer::kAdam);

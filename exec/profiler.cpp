@@ -134,9 +134,7 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
       dy = std::move(dx);
     }
   }
-  for (auto& layer : layers) {
-    for (Param* p : layer->params()) zero_grad(*p);
-  }
+  zero_grads(layers);
 }
 
 SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int repeats) {

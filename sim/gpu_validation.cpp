@@ -7,6 +7,7 @@
 
 #include "costmodels/model_families.h"
 #include "sim/json_reader.h"
+#include "sim/partition.h"
 #include "sim/planner.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
@@ -202,15 +203,7 @@ CaseRun run_case(const GpuCase& c) {
   if (c.data_parallel > 1) {
     config.data_parallel = data_parallel_ring(c.parsed.cluster, c.stages, c.data_parallel);
   }
-  if (!c.balance.empty()) {
-    std::vector<StageRange> ranges;
-    int first = 0;
-    for (const int n : c.balance) {
-      ranges.push_back(StageRange{first, first + n - 1});
-      first += n;
-    }
-    config.stage_ranges = std::move(ranges);
-  }
+  if (!c.balance.empty()) config.stage_ranges = ranges_from_sizes(c.balance);
   try {
     const SimResult r = simulate(replica, config);
     return {r.metrics.step_time_s(), r.metrics.fits()};

@@ -35,6 +35,15 @@ std::optional<PartitionMethod> parse_partition_method(std::string_view name);
 // more. Requires 1 <= stages <= layers.
 std::vector<StageRange> partition_uniform(int layers, int stages);
 
+// The contiguous cut whose stage s holds sizes[s] layers, from layer 0 (a
+// torchgpipe `balance`). Requires every size >= 1.
+std::vector<StageRange> ranges_from_sizes(const std::vector<int>& sizes);
+// Layers per stage: the inverse of ranges_from_sizes.
+std::vector<int> sizes_of(const std::vector<StageRange>& ranges);
+// The K + 1 layer indices around K contiguous stages (DeepSpeed's `parts`):
+// stage s holds layers [b[s], b[s + 1]); {0} for no stages.
+std::vector<int> boundaries_of(const std::vector<StageRange>& ranges);
+
 // Per-layer inputs of the other methods, all for one micro-batch.
 struct LayerCost {
   // A micro-batch's forward, averaged over the step's micro-batches: those that

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "costmodels/check.h"
+#include "sim/partition.h"
 #include "sim/schedule.h"
 
 namespace pipescope {
@@ -84,9 +85,7 @@ std::string python_list(const std::vector<int>& v) {
 }
 
 std::vector<int> balance_of(const Plan& p) {
-  std::vector<int> out;
-  for (const PlanStage& s : p.stage_plans) out.push_back(s.layers.layer_count());
-  return out;
+  return sizes_of(p.stage_ranges());
 }
 
 int largest_stage(const Plan& p) {
@@ -124,8 +123,7 @@ std::string export_torchgpipe(const Plan& p) {
 }
 
 std::string export_deepspeed(const Plan& p) {
-  std::vector<int> parts{0};
-  for (const PlanStage& s : p.stage_plans) parts.push_back(s.layers.last_layer + 1);
+  const std::vector<int> parts = boundaries_of(p.stage_ranges());
   std::ostringstream o;
   o << "# DeepSpeed pipeline parallelism (deepspeed.pipe.PipelineModule) from a PipeScope plan "
        "for\n"

@@ -18,4 +18,17 @@ inline ModelSpec tiny_transformer(int layers, std::int64_t d_model = 16) {
   return make_transformer(p, "tiny");
 }
 
+// The small Transformer the executor's consistency tests train: `blocks`
+// blocks of width 16 (+ embedding and head), 2 heads, 5 positions, 13 tokens.
+inline TransformerParams tiny_executor_transformer_params(int blocks = 4) {
+  TransformerParams p;
+  p.layers = blocks;
+  p.d_model = 16;
+  p.d_ff = 24;
+  p.heads = 2;
+  p.seq_len = 5;
+  p.vocab = 13;
+  return p;
+}
+
 }  // namespace pipescope::testing

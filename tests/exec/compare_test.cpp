@@ -85,12 +85,10 @@ StepResult as_measured(const SimResult& r, double scale, double cpu_share) {
   return s;
 }
 
+// The plan simulated with its timeline, which as_measured replays.
 SimResult predicted(const Scenario& sc, const Plan& plan) {
-  SimConfig c;
-  c.stages = plan.stages;
-  c.micro_batches = plan.micro_batches;
-  c.remat = plan.remat;
-  c.stage_ranges = plan.stage_ranges();
+  SimConfig c = plan_sim_config(plan);
+  c.record_timeline = true;
   return simulate(sc, c);
 }
 
@@ -169,13 +167,7 @@ TEST(Compare, EachKindOfOpIsComparedWithItsPrediction) {
     auto profile = std::make_shared<Profile>(*known_profile(m, 2));
     profile->optimizer_overhead = 500000;
     const Scenario sc = cpu_scenario(plan, m, profile, "known.json");
-    SimConfig config;
-    config.stages = plan.stages;
-    config.micro_batches = plan.micro_batches;
-    config.schedule = plan.schedule;
-    config.remat = plan.remat;
-    config.stage_ranges = plan.stage_ranges();
-    const SimResult r = simulate(sc, config);
+    const SimResult r = predicted(sc, plan);
     const Comparison c = compare_run(sc, plan, {as_measured(r, 1.25, 0.8)}, 0);
     ASSERT_EQ(c.per_op.size(), 2 * k.kinds.size()) << to_string(k.schedule);
     for (std::size_t i = 0; i < c.per_op.size(); ++i) {

@@ -9,13 +9,13 @@
 #include <cmath>
 #include <string>
 
+#include "../tiny_models.h"
 #include "costmodels/model_families.h"
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/runtime.h"
 #include "sim/custom_schedule.h"
 #include "sim/partition.h"
-#include "tiny_models.h"
 
 namespace pipescope::exec {
 namespace {
@@ -24,7 +24,7 @@ constexpr int kBatch = 8;
 constexpr int kSteps = 3;
 constexpr std::uint64_t kSeed = 42;
 
-using testing::tiny_transformer;  // 4 blocks + embedding and head: 6 layers
+using testing::tiny_executor_transformer_params;  // 4 blocks + embedding and head: 6 layers
 
 OptimizerConfig adam() {
   OptimizerConfig c;
@@ -44,19 +44,6 @@ OptimizerConfig momentum() {
   return c;
 }
 
-// Layers [first, last] of a freshly built model (same seed, same weights).
-std::vector<LayerList> split(LayerList all, const std::vector<StageRange>& ranges) {
-  std::vector<LayerList> stages;
-  for (const StageRange& r : ranges) {
-    LayerList stage;
-    for (int l = r.first_layer; l <= r.last_layer; ++l) {
-      stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
-    }
-    stages.push_back(std::move(stage));
-  }
-  return stages;
-}
-
 struct Trace {
   std::vector<double> losses;
   std::vector<std::vector<float>> params;  // every parameter value, layer by layer
@@ -74,17 +61,10 @@ std::vector<std::vector<float>> values(std::vector<LayerList*> parts) {
 }
 
 Trace single_device(LayerList model, const TaskShape& task, const OptimizerConfig& config) {
-  ParamOptimizer opt(config);
   Trace t;
-  for (int step = 0; step < kSteps; ++step) {
-    const MicroBatch mb = whole_batch(task, kBatch, static_cast<std::uint64_t>(step), kSeed);
-    t.losses.push_back(forward_backward(model, mb.input, mb.targets, mb.batch, mb.seq));
-    std::vector<Param*> params;
-    for (auto& layer : model) {
-      for (Param* p : layer->params()) params.push_back(p);
-    }
-    opt.step(params);
-  }
+  t.losses = train_reference(model, config, kSteps, [&](int step) {
+    return whole_batch(task, kBatch, static_cast<std::uint64_t>(step), kSeed);
+  });
   t.params = values({&model});
   return t;
 }
@@ -131,7 +111,7 @@ Trace pipelined(LayerList model, const TaskShape& task, const OptimizerConfig& c
   const int L = static_cast<int>(model.size());
   RuntimeOptions options;
   options.optimizer = config;
-  PipelineRuntime runtime(split(std::move(model), partition_uniform(L, K * chunks)),
+  PipelineRuntime runtime(cut_into_stages(std::move(model), partition_uniform(L, K * chunks)),
                           schedule_of(K, M, remat, schedule, chunks, split_custom), options);
   Trace t;
   for (int step = 0; step < kSteps; ++step) {
@@ -180,7 +160,7 @@ class Consistency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Consistency, TransformerMatchesSingleDevice) {
   const auto [K, M, remat, schedule, chunks, split_custom] = GetParam();
-  const TransformerParams p = tiny_transformer();
+  const TransformerParams p = tiny_executor_transformer_params();
   TaskShape task;
   task.seq_len = static_cast<int>(p.seq_len);
   task.vocab = static_cast<int>(p.vocab);
@@ -284,7 +264,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SyntheticTask, LossFallsWhenTraining) {
   // A few hundred Adam steps on the Fibonacci-mod-V task take the loss well below
   // the uniform guess log V.
-  TransformerParams p = tiny_transformer();
+  TransformerParams p = tiny_executor_transformer_params();
   p.layers = 2;
   TaskShape task;
   task.seq_len = static_cast<int>(p.seq_len);
@@ -292,20 +272,11 @@ TEST(SyntheticTask, LossFallsWhenTraining) {
   LayerList model = build_transformer(p, kSeed);
   OptimizerConfig cfg = adam();
   cfg.learning_rate = 3e-2;
-  ParamOptimizer opt(cfg);
-  double first = 0.0, last = 0.0;
-  for (int step = 0; step < 200; ++step) {
-    const MicroBatch mb = whole_batch(task, 16, static_cast<std::uint64_t>(step), kSeed);
-    last = forward_backward(model, mb.input, mb.targets, mb.batch, mb.seq);
-    if (step == 0) first = last;
-    std::vector<Param*> params;
-    for (auto& layer : model) {
-      for (Param* q : layer->params()) params.push_back(q);
-    }
-    opt.step(params);
-  }
-  EXPECT_GT(first, 2.0);
-  EXPECT_LT(last, 0.5 * first);
+  const std::vector<double> losses = train_reference(model, cfg, 200, [&](int step) {
+    return whole_batch(task, 16, static_cast<std::uint64_t>(step), kSeed);
+  });
+  EXPECT_GT(losses.front(), 2.0);
+  EXPECT_LT(losses.back(), 0.5 * losses.front());
 }
 
 }  // namespace

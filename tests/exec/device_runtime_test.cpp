@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../tiny_models.h"
 #include "costmodels/model_families.h"
 #include "exec/data.h"
 #include "exec/device_layers.h"
@@ -24,7 +25,6 @@
 #include "exec/runtime.h"
 #include "sim/partition.h"
 #include "sim/plan.h"
-#include "tiny_models.h"
 
 namespace pipescope::exec {
 namespace {
@@ -66,17 +66,10 @@ Trace single_device(const TransformerParams& p, const OptimizerConfig& config) {
   auto device = std::make_shared<HostDevice>();
   std::vector<LayerList> model;
   model.push_back(to_device(build_transformer(p, kSeed), device));
-  ParamOptimizer opt(config);
   Trace t;
-  for (int step = 0; step < kSteps; ++step) {
-    const MicroBatch mb = whole_batch(task_of(p), kBatch, static_cast<std::uint64_t>(step), kSeed);
-    t.losses.push_back(forward_backward(model[0], mb.input, mb.targets, mb.batch, mb.seq));
-    std::vector<Param*> params;
-    for (auto& layer : model[0]) {
-      for (Param* q : layer->params()) params.push_back(q);
-    }
-    opt.step(params);
-  }
+  t.losses = train_reference(model[0], config, kSteps, [&](int step) {
+    return whole_batch(task_of(p), kBatch, static_cast<std::uint64_t>(step), kSeed);
+  });
   t.params = values(model);
   return t;
 }
@@ -87,16 +80,12 @@ std::vector<LayerList> device_stages(const TransformerParams& p, int stages, boo
                                      std::vector<std::shared_ptr<HostDevice>>& devices) {
   LayerList all = build_transformer(p, kSeed);
   const int L = static_cast<int>(all.size());
-  std::vector<LayerList> out;
-  for (const StageRange& r : partition_uniform(L, stages)) {
+  std::vector<LayerList> out = cut_into_stages(std::move(all), partition_uniform(L, stages));
+  for (LayerList& stage : out) {
     if (!shared || devices.empty()) {
       devices.push_back(std::make_shared<HostDevice>("device " + std::to_string(devices.size())));
     }
-    LayerList stage;
-    for (int l = r.first_layer; l <= r.last_layer; ++l) {
-      stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
-    }
-    out.push_back(to_device(std::move(stage), devices.back()));
+    stage = to_device(std::move(stage), devices.back());
   }
   return out;
 }
@@ -114,7 +103,7 @@ class DeviceConsistency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DeviceConsistency, MatchesSingleDeviceTraining) {
   const Case c = GetParam();
-  const TransformerParams p = testing::tiny_transformer();
+  const TransformerParams p = testing::tiny_executor_transformer_params();
   std::vector<std::shared_ptr<HostDevice>> devices;
   RuntimeOptions options;
   options.optimizer = momentum();
@@ -180,7 +169,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, DeviceConsistency, ::testing::ValuesIn(cases
 // the step, one at a time on a device; the memory of stashes and payloads goes
 // back once the step is over, and all of it with the runtime.
 TEST(DeviceRuntime, TimesOpsByFencesAndGivesMemoryBack) {
-  const TransformerParams p = testing::tiny_transformer();
+  const TransformerParams p = testing::tiny_executor_transformer_params();
   std::vector<std::shared_ptr<HostDevice>> devices;
   {
     PipelineRuntime runtime(device_stages(p, 2, false, devices),
@@ -217,7 +206,7 @@ TEST(DeviceRuntime, TimesOpsByFencesAndGivesMemoryBack) {
 }
 
 TEST(DeviceRuntime, NanOnADeviceNamesTheStageAndOp) {
-  const TransformerParams p = testing::tiny_transformer();
+  const TransformerParams p = testing::tiny_executor_transformer_params();
   std::vector<std::shared_ptr<HostDevice>> devices;
   std::vector<LayerList> stages = device_stages(p, 2, false, devices);
   // A NaN weight in stage 1's first block.
@@ -234,7 +223,7 @@ TEST(DeviceRuntime, NanOnADeviceNamesTheStageAndOp) {
 }
 
 TEST(DeviceRuntime, AStageOnTwoDevicesIsRefused) {
-  const TransformerParams p = testing::tiny_transformer(2);
+  const TransformerParams p = testing::tiny_executor_transformer_params(2);
   auto a = std::make_shared<HostDevice>("a");
   LayerList host = build_transformer(p, kSeed);
   LayerList on_a = to_device(build_transformer(p, kSeed), a);
@@ -279,7 +268,7 @@ TEST(PipelineCheck, PassesOnHostDevicesAndCatchesABrokenCopy) {
 // timeline names it; the losses are the host run's.
 TEST(DeviceRuntime, RunPlanPutsStagesOnTheirDevices) {
   Plan plan;
-  const TransformerParams p = testing::tiny_transformer();
+  const TransformerParams p = testing::tiny_executor_transformer_params();
   const ModelSpec spec = make_transformer(p);
   plan.stages = 2;
   plan.devices = 2;

@@ -1,7 +1,8 @@
 // The executor's layers: finite-difference gradient checks of every layer and of
 // whole models, run in double on the same templated math the float layers use;
 // parameter counts against the cost-model families; causal masking; known
-// cross-entropy values; deterministic initialisation.
+// cross-entropy values; deterministic initialisation; a model cut into stages;
+// single-device reference training.
 //
 // Tolerance: central differences with eps = 1e-5 in double have a truncation
 // error of about eps^2 / 6 * f''' ~ 1e-11 and a rounding error of about
@@ -20,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "costmodels/check.h"
 #include "costmodels/model_families.h"
 #include "exec/layers.h"
 #include "exec/models.h"
@@ -486,6 +488,58 @@ TEST(ModelInit, DeterministicPerLayer) {
   EXPECT_EQ(a[1]->params()[3]->value, Matrix::Zero(1, 24));  // qkv.bias
   const Matrix& table = a[0]->params()[0]->value;
   EXPECT_NEAR(std::sqrt(table.squaredNorm() / static_cast<double>(table.size())), 0.02, 0.005);
+}
+
+TEST(ModelStages, CutMovesEachLayerToItsStage) {
+  LayerList all = build_transformer(transformer(3, 8, 0, 2, 0, 3, 11, false), 7);
+  std::vector<const Layer*> layers;
+  for (const auto& layer : all) layers.push_back(layer.get());
+  const std::vector<LayerList> stages = cut_into_stages(std::move(all), {{0, 1}, {2, 2}, {3, 4}});
+  ASSERT_EQ(stages.size(), 3u);
+  ASSERT_EQ(stages[0].size(), 2u);
+  ASSERT_EQ(stages[1].size(), 1u);
+  ASSERT_EQ(stages[2].size(), 2u);
+  EXPECT_EQ(stages[0][0].get(), layers[0]);
+  EXPECT_EQ(stages[0][1].get(), layers[1]);
+  EXPECT_EQ(stages[1][0].get(), layers[2]);
+  EXPECT_EQ(stages[2][0].get(), layers[3]);
+  EXPECT_EQ(stages[2][1]->name(), "head");
+  EXPECT_THROW(cut_into_stages(build_transformer(transformer(1, 8, 0, 2, 0, 3, 11, false), 7),
+                               {{0, 1}, {2, 3}}),
+               InternalError);
+}
+
+// Reference training calls after_step once a step, after the update, and
+// returns each step's loss.
+TEST(ReferenceTraining, StepsUpdateAndReportEachLoss) {
+  const TransformerParams p = transformer(1, 8, 0, 2, 0, 3, 11, false);
+  LayerList layers = build_transformer(p, 7);
+  const Matrix before = layers[1]->params()[2]->value;
+  OptimizerConfig sgd;
+  sgd.kind = Optimizer::kSgd;
+  sgd.learning_rate = 0.1;
+  std::vector<int> seen;
+  const std::vector<double> losses = train_reference(
+      layers, sgd, 3,
+      [](int step) {
+        MicroBatch mb;
+        mb.batch = 2;
+        mb.seq = 3;
+        mb.input = Matrix::Constant(6, 1, static_cast<float>(step));
+        mb.targets.assign(6, 1);
+        return mb;
+      },
+      [&](int step) {
+        seen.push_back(step);
+        EXPECT_NE(layers[1]->params()[2]->value, before) << "not updated by step " << step;
+      });
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));
+  ASSERT_EQ(losses.size(), 3u);
+  // A real loss, near log V before training, falling as every step learns the
+  // one target.
+  EXPECT_NEAR(losses[0], std::log(11.0), 0.5);
+  EXPECT_LT(losses[1], losses[0]);
+  EXPECT_LT(losses[2], losses[1]);
 }
 
 // Changing token t changes no output before t, in any block; other sequences of

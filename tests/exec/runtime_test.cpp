@@ -17,6 +17,7 @@
 #include <tuple>
 #include <utility>
 
+#include "exec/models.h"
 #include "exec/runtime.h"
 #include "sim/cancel.h"
 #include "sim/partition.h"
@@ -155,14 +156,8 @@ LayerList toy_model(int layers, unsigned seed = 7) {
 }
 
 std::vector<LayerList> split(LayerList model, int stages) {
-  std::vector<LayerList> out;
-  for (const StageRange& r : partition_uniform(static_cast<int>(model.size()), stages)) {
-    LayerList& stage = out.emplace_back();
-    for (int l = r.first_layer; l <= r.last_layer; ++l) {
-      stage.push_back(std::move(model[static_cast<std::size_t>(l)]));
-    }
-  }
-  return out;
+  const int layers = static_cast<int>(model.size());
+  return cut_into_stages(std::move(model), partition_uniform(layers, stages));
 }
 
 // The mini-batch of one step; micro-batch m holds sequences [m*b, (m+1)*b).
@@ -210,28 +205,12 @@ struct Reference {
   std::vector<std::vector<Matrix>> params;  // after each step
 };
 
-Reference train_reference(int layers, const OptimizerConfig& opt, int steps) {
+Reference reference_run(int layers, const OptimizerConfig& opt, int steps) {
   std::vector<LayerList> model;
   model.push_back(toy_model(layers));
-  LayerList& ls = model[0];
-  ParamOptimizer optimizer(opt);
   Reference ref;
-  for (int step = 0; step < steps; ++step) {
-    const MicroBatch mb = mini_batch(step);
-    const Context ctx{mb.batch, mb.seq, &mb.targets, 1.0 / (mb.batch * mb.seq)};
-    std::vector<Stash> stashes(ls.size());
-    Tensor x = mb.input;
-    for (std::size_t l = 0; l < ls.size(); ++l) x = ls[l]->forward(x, ctx, stashes[l]);
-    ref.losses.push_back(static_cast<double>(x.host()(0, 0)));
-    Tensor dy = Matrix::Constant(1, 1, 1.0f);
-    for (std::size_t l = ls.size(); l-- > 0;) dy = ls[l]->backward(dy, ctx, stashes[l]);
-    std::vector<Param*> params;
-    for (auto& layer : ls) {
-      for (Param* p : layer->params()) params.push_back(p);
-    }
-    optimizer.step(params);
-    ref.params.push_back(param_values(model));
-  }
+  ref.losses = train_reference(model[0], opt, steps, mini_batch,
+                               [&](int) { ref.params.push_back(param_values(model)); });
   return ref;
 }
 
@@ -247,7 +226,7 @@ void expect_close(const Matrix& got, const Matrix& want, const std::string& what
 
 void expect_matches_reference(const Schedule& sched, const OptimizerConfig& opt, int layers = 8) {
   constexpr int kSteps = 3;
-  const Reference ref = train_reference(layers, opt, kSteps);
+  const Reference ref = reference_run(layers, opt, kSteps);
   RuntimeOptions options;
   options.optimizer = opt;
   PipelineRuntime rt(split(toy_model(layers), sched.stages), sched, options);

@@ -15,7 +15,7 @@
 #include <memory>
 #include <utility>
 
-#include "../exec/tiny_models.h"
+#include "../tiny_models.h"
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/mpi/mpi_transport.h"
@@ -31,7 +31,7 @@ constexpr std::uint64_t kSeed = 7;
 
 // 8 blocks + embedding and head: 10 layers, enough for 4 devices x 2 chunks.
 TransformerParams small_transformer() {
-  return testing::tiny_transformer(8);
+  return testing::tiny_executor_transformer_params(8);
 }
 
 struct Case {
@@ -52,14 +52,9 @@ Training train(const Case& c, std::shared_ptr<Transport> transport) {
   const int K = MpiSession::size();
   const TransformerParams p = small_transformer();
   LayerList all = build_transformer(p, kSeed);
-  std::vector<LayerList> stages;
-  for (const StageRange& r : partition_uniform(static_cast<int>(all.size()), K * c.chunks)) {
-    LayerList stage;
-    for (int l = r.first_layer; l <= r.last_layer; ++l) {
-      stage.push_back(std::move(all[static_cast<std::size_t>(l)]));
-    }
-    stages.push_back(std::move(stage));
-  }
+  const int layers = static_cast<int>(all.size());
+  std::vector<LayerList> stages =
+      cut_into_stages(std::move(all), partition_uniform(layers, K * c.chunks));
   Training out;
   out.schedule = build_schedule(c.schedule, K, c.M, c.remat, c.chunks);
   RuntimeOptions options;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "costmodels/check.h"
 #include "cuts.h"
 
 namespace pipescope {
@@ -182,6 +183,20 @@ TEST(OptimalPartition, MemoryMovesTheCut) {
   EXPECT_EQ(none.why,
             "no cut into 2 stages fits 2.93 KiB per device; the best needs 3.91 KiB on its fullest "
             "stage");
+}
+
+TEST(StageSizes, RangesSizesAndBoundariesConvert) {
+  const std::vector<StageRange> ranges = ranges_from_sizes({3, 1, 2});
+  EXPECT_EQ(ranges, (std::vector<StageRange>{{0, 2}, {3, 3}, {4, 5}}));
+  EXPECT_EQ(sizes_of(ranges), (std::vector<int>{3, 1, 2}));
+  EXPECT_EQ(boundaries_of(ranges), (std::vector<int>{0, 3, 4, 6}));
+  EXPECT_TRUE(ranges_from_sizes({}).empty());
+  EXPECT_EQ(boundaries_of({}), (std::vector<int>{0}));
+  EXPECT_THROW(ranges_from_sizes({2, 0, 1}), InternalError);
+  // Every cut is the cut of its own sizes.
+  for_each_cut(6, 3, [](const std::vector<StageRange>& cut) {
+    EXPECT_EQ(ranges_from_sizes(sizes_of(cut)), cut);
+  });
 }
 
 TEST(PartitionMethods, ParseAndName) {
