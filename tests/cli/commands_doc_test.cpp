@@ -4,9 +4,9 @@
 // drift apart.
 //
 // Options are tokens `--name` and `-X` (one letter) that stand alone: a link
-// anchor such as `#data-parallel-replicas--d` is no option. A page section
-// `## \`pipescope NAME\`` belongs to subcommand NAME; the options in a code
-// span or code-block command that reads `pipescope OTHER ...` belong to OTHER
+// anchor such as `#data-parallel-replicas--d` is no option. The section headed
+// "## `pipescope NAME`" belongs to subcommand NAME; the options in a code span
+// or code-block command that reads `pipescope OTHER ...` belong to OTHER
 // (`pipescope plan -o` in simulate's section). Sections of no subcommand
 // (exit status, scenario options) may name options of any subcommand; the
 // `pipescope-gui` section is another program's and is left out.
