@@ -1,7 +1,11 @@
 #pragma once
-// Cost models turn a layer and a micro-batch size into durations. The engine only
-// asks a CostModel; which one is in use (analytic roofline now, a profiled table
-// later) is chosen by name.
+// Cost models turn a layer and a micro-batch size into durations. The simulator
+// sees a layer's times only through a CostModel (sim/stage_costs.h sums them per
+// stage); there are three: the analytic roofline below, the kernel-level model
+// (costmodels/kernel_cost_model.h) and a measured profile (costmodels/profile.h).
+// make_cost_model (sim/simulator.h) picks one for a scenario: its profile if it
+// carries one, else the cluster's cost_model ("kernels" or "analytic"; see
+// docs/models.md, "What the models assume").
 
 #include <cstdint>
 #include <string_view>

@@ -1,16 +1,23 @@
 #pragma once
-// The CPU backend's profiler: times every kind of layer of a model (forward,
-// backward, recompute) at the micro-batch sizes a plan may use, the optimizer
-// step, and the in-process channel between two stage threads, and returns them
-// as a Profile (costmodels/profile.h) that the simulator takes as its cost model.
+// The executor's profiler: times every kind of layer of a model (forward,
+// recompute, backward, and the weight-gradient half W of a split backward) at the
+// micro-batch sizes a plan may use, the optimizer step (overhead + cost per
+// parameter) and the transport between stages, and returns them as a Profile
+// (costmodels/profile.h) that the simulator takes as its cost model.
 //
-// The whole model runs on the calling thread as one stage would, on synthetic
-// data: a forward pass, a second forward that keeps the stashes (a recompute),
-// and the backward pass, every layer's op timed on its own with the finiteness
-// check the runtime makes. After one warm-up pass, `repeats` passes are timed
-// (the optimizer max(3, repeats) times);
-// each figure is, for the layers of one signature (a Transformer's blocks), the
-// mean over those layers of each one's median timing.
+// The whole model runs as one stage would, on synthetic data: a forward pass, a
+// second forward that keeps the stashes (a recompute), the backward pass, then
+// the backward again split as zero-bubble schedules run it, every layer's op
+// timed on its own with the finiteness check the runtime makes. After one
+// warm-up pass, `repeats` passes are timed (the optimizer max(3, repeats)
+// times); each figure is, for the layers of one signature (a Transformer's
+// blocks), the mean over those layers of each one's median timing.
+//
+// On the CPU (the default) the layers run on the calling thread, the transport
+// is the in-process channel between two threads, and the cores' concurrency
+// slowdown is measured too. With ProfileOptions::device (a GPU) the layers run
+// on that device and the transport is a copy to ProfileOptions::peer; the MPI
+// backend measures its own transport (measure_threads off).
 
 #include <cstddef>
 #include <cstdint>

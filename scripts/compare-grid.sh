@@ -19,8 +19,10 @@ scenario=scenarios/cpu-small.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The issue of record asks for a model of at least 50 ms a step: cpu-small with
-# GRID_LAYERS blocks (default 10: about 60 ms a step on one core here).
+# A model of at least 50 ms a step, so that timer noise and the runtime's fixed
+# costs stay small beside the ops (docs/executor.md, "How close is the
+# prediction on this machine?"): cpu-small with GRID_LAYERS blocks (default 10:
+# about 60 ms a step on one core here).
 layers=${GRID_LAYERS:-10}
 set_model=(--set "model.layers=$layers")
 "$ps" profile "$scenario" "${set_model[@]}" -o "$work/profile.json" --repeats 9 >/dev/null

@@ -1,5 +1,6 @@
 #pragma once
-// Memory in use per device over simulated time (DESIGN.md, "Memory"):
+// Memory in use per device over simulated time (docs/models.md, "What the models
+// assume", Memory):
 //   static: weights + gradients + optimizer state of the device's stages, all step;
 //   a micro-batch that is not recomputed: its whole stash, from the start of its F
 //     to the end of its B (of its W when the backward is split);

@@ -1,5 +1,5 @@
 #pragma once
-// Step-level results of a run (DESIGN.md, "Metrics").
+// Step-level results of a run (docs/models.md, "What the models assume", Metrics).
 
 #include <cstdint>
 #include <vector>

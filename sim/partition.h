@@ -1,6 +1,6 @@
 #pragma once
-// Contiguous cuts of a model's layers into pipeline stages (DESIGN.md,
-// "Partitioner").
+// Contiguous cuts of a model's layers into pipeline stages (docs/models.md, "The
+// partitioner").
 
 #include <cstdint>
 #include <memory>
@@ -93,7 +93,7 @@ struct PartitionResult {
 // backward + recompute (its share (M-1)/M under remat except-last, none without
 // remat) + the transfer time of its input cut and of its output cut.
 SimTime stage_time(const PartitionProblem& p, int first, int last);
-// Peak memory of a stage (DESIGN.md, "Memory"): weights, gradients and
+// Peak memory of a stage (docs/models.md, "The partitioner"): weights, gradients and
 // optimizer state, plus, n being in_flight (M under GPipe):
 //   remat never:       n stashes;
 //   remat always:      n inputs and one stash;

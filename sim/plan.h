@@ -1,6 +1,6 @@
 #pragma once
 // A plan: the chosen K, M, schedule, remat and cuts for a model on a cluster, with
-// the predicted times and memory (DESIGN.md, "Files": plan JSON). Plans are what
+// the predicted times and memory (docs/file-formats.md, "Plans"). Plans are what
 // `plan` writes, `simulate --plan` reads back, and `export` turns into the forms
 // other tools take.
 

@@ -1,5 +1,5 @@
 #pragma once
-// A plan in the forms other tools take (DESIGN.md, "Files"):
+// A plan in the forms other tools take (docs/commands.md, "`pipescope export`"):
 //   torchgpipe       the `balance` list: layers per stage;
 //   deepspeed        PipelineModule(partition_method="type:...") is not exact, so
 //                    the stage boundaries as `parts` for a custom partition;

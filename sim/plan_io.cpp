@@ -224,8 +224,8 @@ void check_sizes(const Plan& p, const Where& top) {
   }
 }
 
-// Keys in the order of DESIGN.md, which reads better than nlohmann::json's sorted
-// order; plan_to_json returns the same document.
+// Keys in the order docs/file-formats.md ("Plans") lists them, which reads better
+// than nlohmann::json's sorted order; plan_to_json returns the same document.
 nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   using ojson = nlohmann::ordered_json;
   ojson stages = ojson::array();

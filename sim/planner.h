@@ -1,5 +1,5 @@
 #pragma once
-// The planner (DESIGN.md, "Planner"): given N devices, tries every K that divides
+// The planner (docs/commands.md, "`pipescope plan`"): given N devices, tries every K that divides
 // N (the other N / K are data-parallel replicas of the pipeline), every M that
 // divides the per-replica batch, every remat mode and every schedule (interleaved
 // with v = 2 and 4 chunks per device where M is a multiple of K); cuts each

@@ -1,5 +1,6 @@
 #pragma once
-// The `simulate --json` object (DESIGN.md, "Contracts"), exactly those keys.
+// The `simulate --json` object, exactly the keys docs/commands.md lists under
+// "`pipescope simulate`" (`--json`).
 
 #include <nlohmann/json_fwd.hpp>
 

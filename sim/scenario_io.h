@@ -1,5 +1,5 @@
 #pragma once
-// Reading scenario JSON (DESIGN.md, "Scenario JSON"). Every problem becomes a
+// Reading scenario JSON (docs/file-formats.md, "Scenarios"). Every problem becomes a
 // ScenarioError that names the file and the JSON path of the offending field.
 
 #include <filesystem>

@@ -142,7 +142,8 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
                                 std::vector<StageCost>& stages);
 
 // The scenario's cost model: the profile's measurements when the cluster carries
-// one (`--cost-model`), else the roofline of its device.
+// one (`--cost-model`), else the kernel-level model or the device's roofline, as
+// the cluster's cost_model says.
 std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario);
 
 // Uses make_cost_model(scenario).

@@ -1,5 +1,5 @@
 #pragma once
-// Chrome trace event JSON of a Timeline (DESIGN.md, "Trace"), for Perfetto and
+// Chrome trace event JSON of a Timeline (docs/file-formats.md, "Chrome traces"), for Perfetto and
 // chrome://tracing: pid = device, tid = lane (0 compute, 1 send, 2 recv; slices
 // that would overlap on a lane get further rows, tid + 3, + 6, ...),
 // complete events "X" with stage and micro-batch in args, counter events "C" for

@@ -18,9 +18,10 @@ TEST(Optimizer, NamesRoundTrip) {
   EXPECT_FALSE(parse_optimizer("Adam").has_value());
 }
 
-// REFERENCES.md: fp32 SGD 8, momentum 12, RMSProp 12 (GPipe), Adam 16; mixed
-// precision keeps 2+2 bytes of 16-bit weights and gradients plus a 4-byte master
-// copy, so the totals match (ZeRO, section 3.1).
+// docs/models.md, "The formulas in more detail", Bytes per parameter: fp32 SGD 8,
+// momentum 12, RMSProp 12 (GPipe), Adam 16; mixed precision keeps 2+2 bytes of
+// 16-bit weights and gradients plus a 4-byte master copy, so the totals match
+// (ZeRO, section 3.1).
 TEST(Optimizer, BytesPerParamTable) {
   for (DType t : {DType::kFp32, DType::kBf16, DType::kFp16}) {
     SCOPED_TRACE(std::string(to_string(t)));

@@ -1,7 +1,7 @@
 // GPipe's core promise with the real layers: training a Transformer (and an MLP)
 // cut into K stages with M micro-batches, under every remat mode, gives the same loss and
 // the same parameters after every step as training it on one device on the whole
-// mini-batch (DESIGN.md, "Executor"; relative tolerance 1e-5).
+// mini-batch (docs/executor.md; relative tolerance 1e-5).
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
-// GPipe's closed forms (DESIGN.md): K equal stages, no communication or overhead,
-// no remat: step = (M + K - 1)(t_f + t_b), bubble = (K - 1) / (M + K - 1). With
-// remat each stage adds one forward per micro-batch; the first recompute of every
-// stage overlaps the wait for gradients, which gives step = (M+K-1)(t_f+t_b) + M t_r.
+// GPipe's closed forms (docs/schedules.md, "What the tests hold the schedules to"):
+// K equal stages, no communication or overhead, no remat: step = (M + K - 1)(t_f +
+// t_b), bubble = (K - 1) / (M + K - 1). With remat each stage adds one forward per
+// micro-batch; the first recompute of every stage overlaps the wait for gradients,
+// which gives step = (M+K-1)(t_f+t_b) + M t_r.
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// Peak and curve of per-device memory against hand computations (DESIGN.md,
-// "Memory"): without remat every micro-batch's stash is live from its F to its B;
-// with remat only the stage input is, plus one micro-batch's stash from R to B.
+// Peak and curve of per-device memory against hand computations (docs/models.md,
+// "What the models assume", Memory): without remat every micro-batch's stash is live from its F to
+// its B; with remat only the stage input is, plus one micro-batch's stash from R to B.
 
 #include <gtest/gtest.h>
 

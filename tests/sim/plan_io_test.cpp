@@ -154,7 +154,7 @@ TEST(PlanIo, WritesTheGoldenFile) {
   const std::string text = read_text(path);
   fs::remove(path);
   expect_golden("plan.json", text);
-  // The format and version lead the file, as DESIGN.md shows them.
+  // The format and version lead the file, as docs/file-formats.md ("Plans") shows them.
   EXPECT_EQ(text.rfind("{\n  \"format\": \"pipescope-plan\",\n  \"version\": 1,", 0), 0u);
 }
 

@@ -1,4 +1,5 @@
-// Rematerialization modes (DESIGN.md, "Schedules"): always, except-last and
+// Rematerialization modes (docs/schedules.md, "Rematerialization: `--remat`"; their
+// memory in docs/models.md, "The partitioner"): always, except-last and
 // never. except-last keeps the last micro-batch's whole stash instead of
 // recomputing it: one recompute fewer per stage, the step shorter by one
 // recompute under GPipe, and memory of n - 1 inputs and one stash (two where a
@@ -165,8 +166,8 @@ TEST(RematModes, PlannerTriesExceptLastAndCanBeFixedToIt) {
   EXPECT_EQ(all.ranked[1].label(), "K=2 D=1 M=4 remat except-last gpipe");
 
   // Room for stage 1's 3 inputs and one stash under GPipe except-last; remat
-  // always keeps a fourth input (DESIGN.md, "Memory": under remat the input
-  // lives from F to B and the rebuilt stash from R to B), never four stashes.
+  // always keeps a fourth input (docs/models.md, "What the models assume", Memory: under remat the
+  // input lives from F to B and the rebuilt stash from R to B), never four stashes.
   sc.cluster.device.memory_bytes = kStatics + 3 * kInput1 + kStash;
   const PlanReport tight = run_planner(sc, req);
   ASSERT_EQ(tight.ranked.size(), 1u);

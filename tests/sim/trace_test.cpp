@@ -1,4 +1,4 @@
-// The Chrome trace: structure per DESIGN.md ("Trace") and byte-identical output
+// The Chrome trace: structure per docs/file-formats.md ("Chrome traces") and byte-identical output
 // for the same input.
 
 #include "sim/trace_io.h"

@@ -1,6 +1,6 @@
-// Transfers (DESIGN.md, "Link / topology"): summed latency of the route plus bytes
-// over its bottleneck bandwidth, two hops through the host, FIFO queueing on a
-// shared link direction, full duplex links, and overlap with compute.
+// Transfers (docs/models.md, "What the models assume", Transfers): summed latency of the route plus
+// bytes over its bottleneck bandwidth, two hops through the host, FIFO queueing on a shared link
+// direction, full duplex links, and overlap with compute.
 
 #include <gtest/gtest.h>
 
