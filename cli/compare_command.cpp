@@ -32,12 +32,11 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
       "--backend mpi it runs under `mpirun -np DEVICES`, one process per device, and rank 0 "
       "prints");
   cmd->add_option("plan", o.plan, "Plan JSON written by `pipescope plan -o`")->required();
-  cmd->add_option("--backend", o.backend,
-                  "Where to run: cpu (a thread per device), cuda (a stream per stage on the GPUs "
-                  "visible; profiled on them) or mpi (a process per device; the MPI transport is "
-                  "measured after the run unless --profile is given)")
-      ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
-      ->capture_default_str();
+  add_backend_option(
+      *cmd, o.backend,
+      "Where to run: cpu (a thread per device), cuda (a stream per stage on the GPUs "
+      "visible; profiled on them) or mpi (a process per device; the MPI transport is "
+      "measured after the run unless --profile is given)");
   cmd->add_option("--profile", o.profile,
                   "Predict from this profile (`pipescope profile`) instead of profiling the "
                   "plan's model at its micro-batch size before each round's steps");
@@ -75,197 +74,213 @@ void row(const std::string& what, const std::string& predicted, const std::strin
               signed_percent(error).c_str());
 }
 
-}  // namespace
-
-int run_compare(const CompareOptions& o) {
-  const bool mpi = o.backend == "mpi";
-  // Errors under MPI: cli/mpi_job.h.
-#ifdef PIPESCOPE_HAVE_MPI
-  std::optional<MpiJob> job;
-  if (mpi) job.emplace();
-  const int rank = mpi ? job->rank() : 0;
-#else
-  if (mpi) throw_no_mpi();
-  const int rank = 0;
-#endif
+// What every round of `compare` uses.
+struct CompareInputs {
   Plan plan;
   ModelSpec model;
-  std::shared_ptr<const Profile> given;
-  std::string profile_label;
+  std::shared_ptr<const Profile> given;  // --profile
+  std::string profile_label;             // how the report names the prediction's profile
   // A given profile that does not fit the model is refused before any step.
   std::optional<Scenario> given_scenario;
   // --backend cuda: every stage on a stream of a GPU, the profile on them too.
   std::optional<GpuStages> gpus;
-  try {
-    if (o.backend == "cuda") gpus = gpu_stages();
-    if (o.warmup >= o.steps) {
-      throw std::invalid_argument("--warmup " + std::to_string(o.warmup) + " leaves none of the " +
-                                  std::to_string(o.steps) + " steps to measure; raise --steps");
-    }
-    plan = read_plan_file(o.plan);
-    model = exec::plan_model(plan, o.plan);
-    if (model_hash(model) != plan.model_hash) {
-      throw std::invalid_argument(o.plan +
-                                  ": model.hash: the plan's layers do not match its model.spec "
-                                  "(edited by hand?)");
-    }
-    if (o.backend == "cpu") exec::check_plan_fits_host(plan, o.plan);
-    if (gpus) check_plan_fits_gpus(plan, o.plan, gpus->gpus);
-    if (o.profile) given = std::make_shared<const Profile>(read_profile_file(*o.profile));
-    profile_label = o.profile ? *o.profile
-                              : std::string(mpi ? "a profile measured before each round's steps "
-                                                  "(rank 0) and of the MPI transport after them"
-                                                : "a profile measured before each round's steps");
-    if (given) given_scenario = exec::cpu_scenario(plan, model, given, profile_label);
-#ifdef PIPESCOPE_HAVE_MPI
-    if (job) {
-      job->require_devices(plan.schedule_ops().devices(), o.plan);
-      job->check_memory(plan, o.plan, /*on_gpu=*/false);
-    }
-#endif
-  } catch (const std::exception& e) {
-#ifdef PIPESCOPE_HAVE_MPI
-    if (job) return job->input_error(e);
-#endif
-    throw;
-  }
+  bool mpi = false;
+};
 
-  std::vector<exec::Comparison> rounds;
-  std::shared_ptr<const Profile> profile = given;
-  try {
-    // Each round, without a given profile, first profiles the plan's model at its
-    // micro-batch size (as many timed passes as measured steps), then runs the
-    // steps: the profile sees the machine as the run does a moment later, and
-    // leaves the run's caches and cores alone while it is measured.
-    const std::size_t passes = static_cast<std::size_t>(std::max(3, o.steps - o.warmup));
-    const std::size_t per_round = static_cast<std::size_t>(o.steps) + (given ? 0 : passes);
-    const std::size_t total = per_round * static_cast<std::size_t>(o.rounds);
-    std::optional<ProgressBar> bar;
-    if (rank == 0) bar.emplace("comparing");
-    std::size_t done = 0;
-    for (int round = 0; round < o.rounds; ++round) {
-      // Rank 0 alone profiles while the other ranks wait for the first step: as
-      // in the threaded run, one core measures while the others are idle (the
-      // profile's concurrency slowdown covers them computing together).
-      Profile measured;
-      if (!given && rank == 0) {
-        exec::ProfileOptions p;
-        p.batch_sizes = {plan.micro_batch_size};
-        p.seed = o.seed;
-        p.optimizer = plan.optimizer.value_or(Optimizer::kAdam);
-        p.measure_threads = !mpi;  // measure_mpi_machine measures the ranks instead
-        if (gpus) {
-          // The layers on stage 0's GPU, the transport to stage 1's, and the
-          // GPUs the stages share.
-          p.device = gpus->stage_device(0, 0);
-          p.peer = gpus->stage_device(1, 1);
-          p.devices = std::min(gpus->gpus, plan.stages);
-        }
-        std::unique_ptr<exec::ModelProfiler> profiler;
-        try {
-          profiler = std::make_unique<exec::ModelProfiler>(model, p);
-        } catch (const std::invalid_argument& e) {
-          throw std::invalid_argument(o.plan + ": micro_batch_size: " + e.what());
-        }
-        for (std::size_t pass = 0; pass < passes; ++pass) {
-          profiler->measure_pass();
-          if (bar) bar->update(++done, total);
-        }
-        measured = profiler->finish();
-      }
-      exec::PlanRunOptions run;
-      if (gpus) run.stage_device = gpus->stage_device;
-      run.steps = o.steps;
-      run.learning_rate = o.learning_rate;
-      run.seed = o.seed;
-#ifdef PIPESCOPE_HAVE_MPI
-      if (mpi) run.transport = std::make_shared<exec::MpiTransport>();
-#endif
-      run.on_step = [&](int, int, const exec::StepResult&) {
-        if (bar) bar->update(++done, total);
-      };
-      std::vector<exec::StepResult> steps = exec::run_plan(plan, model, run);
-      if (!given) {
-#ifdef PIPESCOPE_HAVE_MPI
-        if (mpi) exec::measure_mpi_machine(measured, model, plan.micro_batch_size, o.seed);
-#endif
-        if (rank != 0) continue;
-        profile = std::make_shared<const Profile>(std::move(measured));
-        rounds.push_back(exec::compare_run(exec::cpu_scenario(plan, model, profile, profile_label),
-                                           plan, steps, o.warmup));
-      } else if (rank == 0) {
-        rounds.push_back(exec::compare_run(*given_scenario, plan, steps, o.warmup));
-      }
-    }
-  } catch (const std::exception& e) {
-#ifdef PIPESCOPE_HAVE_MPI
-    if (job) job->rank_error(e);
-#endif
-    throw;
+// Reads and checks the plan, its model and a given profile before any step.
+CompareInputs read_inputs(const CompareOptions& o) {
+  CompareInputs in;
+  in.mpi = o.backend == "mpi";
+  if (o.backend == "cuda") in.gpus = gpu_stages();
+  if (o.warmup >= o.steps) {
+    throw std::invalid_argument("--warmup " + std::to_string(o.warmup) + " leaves none of the " +
+                                std::to_string(o.steps) + " steps to measure; raise --steps");
   }
-  if (rank != 0) return 0;
+  in.plan = read_plan_file(o.plan);
+  in.model = exec::plan_model(in.plan, o.plan);
+  if (model_hash(in.model) != in.plan.model_hash) {
+    throw std::invalid_argument(o.plan +
+                                ": model.hash: the plan's layers do not match its model.spec "
+                                "(edited by hand?)");
+  }
+  if (o.backend == "cpu") exec::check_plan_fits_host(in.plan, o.plan);
+  if (in.gpus) check_plan_fits_gpus(in.plan, o.plan, in.gpus->gpus);
+  if (o.profile) in.given = std::make_shared<const Profile>(read_profile_file(*o.profile));
+  in.profile_label = o.profile
+                         ? *o.profile
+                         : std::string(in.mpi ? "a profile measured before each round's steps "
+                                                "(rank 0) and of the MPI transport after them"
+                                              : "a profile measured before each round's steps");
+  if (in.given)
+    in.given_scenario = exec::cpu_scenario(in.plan, in.model, in.given, in.profile_label);
+  return in;
+}
+
+// The rounds' progress: profiling passes and steps alike.
+struct RoundsProgress {
+  std::optional<ProgressBar> bar;
+  std::size_t done = 0;
+  std::size_t total = 0;
+
+  void advance() {
+    if (bar) bar->update(++done, total);
+  }
+};
+
+// Profiles the plan's model at its micro-batch size in `passes` timed passes.
+Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::size_t passes,
+                      RoundsProgress& progress) {
+  exec::ProfileOptions p;
+  p.batch_sizes = {in.plan.micro_batch_size};
+  p.seed = o.seed;
+  p.optimizer = in.plan.optimizer.value_or(Optimizer::kAdam);
+  p.measure_threads = !in.mpi;  // measure_mpi_machine measures the ranks instead
+  if (in.gpus) {
+    // The layers on stage 0's GPU, the transport to stage 1's, and the GPUs the
+    // stages share.
+    p.device = in.gpus->stage_device(0, 0);
+    p.peer = in.gpus->stage_device(1, 1);
+    p.devices = std::min(in.gpus->gpus, in.plan.stages);
+  }
+  std::unique_ptr<exec::ModelProfiler> profiler;
+  try {
+    profiler = std::make_unique<exec::ModelProfiler>(in.model, p);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(o.plan + ": micro_batch_size: " + e.what());
+  }
+  for (std::size_t pass = 0; pass < passes; ++pass) {
+    profiler->measure_pass();
+    progress.advance();
+  }
+  return profiler->finish();
+}
+
+// Trains the plan for --steps steps, on the backend's devices and transport.
+std::vector<exec::StepResult> run_steps(const CompareOptions& o, const CompareInputs& in,
+                                        RoundsProgress& progress) {
+  exec::PlanRunOptions run;
+  if (in.gpus) run.stage_device = in.gpus->stage_device;
+  run.steps = o.steps;
+  run.learning_rate = o.learning_rate;
+  run.seed = o.seed;
+#ifdef PIPESCOPE_HAVE_MPI
+  if (in.mpi) run.transport = std::make_shared<exec::MpiTransport>();
+#endif
+  run.on_step = [&](int, int, const exec::StepResult&) { progress.advance(); };
+  return exec::run_plan(in.plan, in.model, run);
+}
+
+// The rounds' comparisons (on rank 0; none on the others) and the profile of
+// the last one (the given one with --profile).
+struct Rounds {
+  std::vector<exec::Comparison> comparisons;
+  std::shared_ptr<const Profile> profile;
+};
+
+// Each round, without a given profile, first profiles the plan's model at its
+// micro-batch size (as many timed passes as measured steps), then runs the
+// steps: the profile sees the machine as the run does a moment later, and
+// leaves the run's caches and cores alone while it is measured.
+Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
+  Rounds rounds{{}, in.given};
+  const std::size_t passes = static_cast<std::size_t>(std::max(3, o.steps - o.warmup));
+  const std::size_t per_round = static_cast<std::size_t>(o.steps) + (in.given ? 0 : passes);
+  RoundsProgress progress;
+  progress.total = per_round * static_cast<std::size_t>(o.rounds);
+  if (rank == 0) progress.bar.emplace("comparing");
+  for (int round = 0; round < o.rounds; ++round) {
+    // Rank 0 alone profiles while the other ranks wait for the first step: as
+    // in the threaded run, one core measures while the others are idle (the
+    // profile's concurrency slowdown covers them computing together).
+    Profile measured;
+    if (!in.given && rank == 0) measured = profile_model(o, in, passes, progress);
+    const std::vector<exec::StepResult> steps = run_steps(o, in, progress);
+    if (!in.given) {
+#ifdef PIPESCOPE_HAVE_MPI
+      if (in.mpi) exec::measure_mpi_machine(measured, in.model, in.plan.micro_batch_size, o.seed);
+#endif
+      if (rank != 0) continue;
+      rounds.profile = std::make_shared<const Profile>(std::move(measured));
+      rounds.comparisons.push_back(
+          exec::compare_run(exec::cpu_scenario(in.plan, in.model, rounds.profile, in.profile_label),
+                            in.plan, steps, o.warmup));
+    } else if (rank == 0) {
+      rounds.comparisons.push_back(exec::compare_run(*in.given_scenario, in.plan, steps, o.warmup));
+    }
+  }
+  return rounds;
+}
+
+// The round with the median step-time error.
+const exec::Comparison& median_round(const std::vector<exec::Comparison>& rounds) {
   std::vector<std::size_t> order(rounds.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return rounds[a].relative_error < rounds[b].relative_error;
   });
-  const exec::Comparison& c = rounds[order[order.size() / 2]];
-  const std::string note =
-      c.shared_cores ? exec::shared_cores_note(c.stages, c.cores, gpus ? "GPU" : "core") : "";
+  return rounds[order[order.size() / 2]];
+}
 
-  if (o.json) {
-    nlohmann::json stages = nlohmann::json::array();
-    for (const exec::StageComparison& s : c.per_stage) {
-      stages.push_back({{"predicted_busy_s", s.predicted_busy_s},
-                        {"measured_busy_s", s.measured_busy_s},
-                        {"relative_error", s.relative_error}});
-    }
-    nlohmann::json ops = nlohmann::json::array();
-    for (const exec::OpComparison& op : c.per_op) {
-      ops.push_back({{"stage", op.stage},
-                     {"kind", op.kind},
-                     {"count", op.count},
-                     {"predicted_s", op.predicted_s},
-                     {"measured_s", op.measured_s},
-                     {"measured_cpu_s", op.measured_cpu_s},
-                     {"relative_error", op.relative_error}});
-    }
-    nlohmann::json out = {{"K", c.stages},
-                          {"M", c.micro_batches},
-                          {"predicted_step_time_s", c.predicted_step_s},
-                          {"measured_step_time_s", c.measured_step_s},
-                          {"relative_error", c.relative_error},
-                          {"predicted_throughput_samples_per_s", c.predicted_throughput},
-                          {"measured_throughput_samples_per_s", c.measured_throughput},
-                          {"predicted_bubble_fraction", c.predicted_bubble},
-                          {"measured_bubble_fraction", c.measured_bubble},
-                          {"stages", stages},
-                          {"ops", ops},
-                          {"replayed_step_time_s", c.replayed_step_s},
-                          {"runtime_overhead", c.runtime_overhead},
-                          {"cpu_replayed_step_time_s", c.cpu_replayed_step_s},
-                          {"cpu_relative_error", c.cpu_relative_error},
-                          {"steal_fraction", c.steal_fraction},
-                          {"warmup_steps", c.warmup_steps},
-                          {"measured_steps", c.measured_steps},
-                          {"cores", c.cores},
-                          {"shared_cores", c.shared_cores}};
-    if (!note.empty()) out["shared_cores_note"] = note;
-    nlohmann::json errors = nlohmann::json::array();
-    for (const exec::Comparison& r : rounds) errors.push_back(r.relative_error);
-    out["round_relative_errors"] = errors;
-    std::cout << out.dump(2) << "\n";
-    return 0;
+nlohmann::json comparison_json(const exec::Comparison& c) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const exec::StageComparison& s : c.per_stage) {
+    stages.push_back({{"predicted_busy_s", s.predicted_busy_s},
+                      {"measured_busy_s", s.measured_busy_s},
+                      {"relative_error", s.relative_error}});
   }
+  nlohmann::json ops = nlohmann::json::array();
+  for (const exec::OpComparison& op : c.per_op) {
+    ops.push_back({{"stage", op.stage},
+                   {"kind", op.kind},
+                   {"count", op.count},
+                   {"predicted_s", op.predicted_s},
+                   {"measured_s", op.measured_s},
+                   {"measured_cpu_s", op.measured_cpu_s},
+                   {"relative_error", op.relative_error}});
+  }
+  return {{"K", c.stages},
+          {"M", c.micro_batches},
+          {"predicted_step_time_s", c.predicted_step_s},
+          {"measured_step_time_s", c.measured_step_s},
+          {"relative_error", c.relative_error},
+          {"predicted_throughput_samples_per_s", c.predicted_throughput},
+          {"measured_throughput_samples_per_s", c.measured_throughput},
+          {"predicted_bubble_fraction", c.predicted_bubble},
+          {"measured_bubble_fraction", c.measured_bubble},
+          {"stages", stages},
+          {"ops", ops},
+          {"replayed_step_time_s", c.replayed_step_s},
+          {"runtime_overhead", c.runtime_overhead},
+          {"cpu_replayed_step_time_s", c.cpu_replayed_step_s},
+          {"cpu_relative_error", c.cpu_relative_error},
+          {"steal_fraction", c.steal_fraction},
+          {"warmup_steps", c.warmup_steps},
+          {"measured_steps", c.measured_steps},
+          {"cores", c.cores},
+          {"shared_cores", c.shared_cores}};
+}
 
+void print_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
+                const std::string& note) {
+  nlohmann::json out = comparison_json(c);
+  if (!note.empty()) out["shared_cores_note"] = note;
+  nlohmann::json errors = nlohmann::json::array();
+  for (const exec::Comparison& r : rounds) errors.push_back(r.relative_error);
+  out["round_relative_errors"] = errors;
+  std::cout << out.dump(2) << "\n";
+}
+
+// The report's head: the plan, the prediction's profile, the rounds.
+void print_heading(const CompareOptions& o, const CompareInputs& in, const Profile& profile,
+                   const exec::Comparison& c, const std::vector<exec::Comparison>& rounds) {
   std::printf("Comparing %s: %s, K=%d, M=%d, micro-batch %lld, remat %s, %s\n", o.plan.c_str(),
-              model.name.c_str(), c.stages, c.micro_batches,
-              static_cast<long long>(plan.micro_batch_size),
-              std::string(remat_label(plan.remat)).c_str(), to_string(plan.schedule).data());
-  std::printf("Prediction from %s (%s, %d %s); measurement: %s\n", profile_label.c_str(),
-              profile->machine.c_str(), profile->cores,
-              profile->backend == "cuda" ? (profile->cores == 1 ? "GPU" : "GPUs")
-                                         : (profile->cores == 1 ? "core" : "cores"),
+              in.model.name.c_str(), c.stages, c.micro_batches,
+              static_cast<long long>(in.plan.micro_batch_size),
+              std::string(remat_label(in.plan.remat)).c_str(), to_string(in.plan.schedule).data());
+  std::printf("Prediction from %s (%s, %d %s); measurement: %s\n", in.profile_label.c_str(),
+              profile.machine.c_str(), profile.cores,
+              profile.backend == "cuda" ? (profile.cores == 1 ? "GPU" : "GPUs")
+                                        : (profile.cores == 1 ? "core" : "cores"),
               exec::measured_steps_label(o.steps, c.warmup_steps).c_str());
   if (rounds.size() > 1) {
     std::string errors;
@@ -276,6 +291,11 @@ int run_compare(const CompareOptions& o) {
                 errors.c_str());
   }
   std::printf("\n");
+}
+
+// Step time, throughput, bubble and each device's busy time, then each kind of
+// op's mean time.
+void print_table(const exec::Comparison& c) {
   std::printf("%-18s %12s %12s %9s\n", "", "predicted", "measured", "error");
   row("step time", format_seconds(c.predicted_step_s), format_seconds(c.measured_step_s),
       c.relative_error);
@@ -291,14 +311,17 @@ int run_compare(const CompareOptions& o) {
     row((c.chunks > 1 ? "device " : "stage ") + std::to_string(s) + " busy",
         format_seconds(st.predicted_busy_s), format_seconds(st.measured_busy_s), st.relative_error);
   }
-  if (!c.per_op.empty()) {
-    std::printf("\n%-18s %12s %12s %9s\n", "mean op time", "predicted", "measured", "error");
-    for (const exec::OpComparison& op : c.per_op) {
-      row((c.per_op.back().stage > 0 ? "stage " + std::to_string(op.stage) + " " : "") + op.kind +
-              " x" + std::to_string(op.count),
-          format_seconds(op.predicted_s), format_seconds(op.measured_s), op.relative_error);
-    }
+  if (c.per_op.empty()) return;
+  std::printf("\n%-18s %12s %12s %9s\n", "mean op time", "predicted", "measured", "error");
+  for (const exec::OpComparison& op : c.per_op) {
+    row((c.per_op.back().stage > 0 ? "stage " + std::to_string(op.stage) + " " : "") + op.kind +
+            " x" + std::to_string(op.count),
+        format_seconds(op.predicted_s), format_seconds(op.measured_s), op.relative_error);
   }
+}
+
+// What the runtime and other work add, shared cores, replicas.
+void print_notes(const CompareInputs& in, const exec::Comparison& c, const std::string& note) {
   std::printf(
       "\nRuntime overhead     %s: the measured step against the engine replayed with this run's "
       "own op durations (%s)\n",
@@ -309,10 +332,66 @@ int run_compare(const CompareOptions& o) {
       "the prediction\n",
       format_percent(c.steal_fraction).c_str(), format_seconds(c.cpu_replayed_step_s).c_str(),
       signed_percent(c.cpu_relative_error).c_str());
-  if (!note.empty()) std::printf("%-20s %s\n", gpus ? "Shared GPUs" : "Shared cores", note.c_str());
-  if (plan.data_parallel > 1) {
-    std::printf("(one of the plan's %d data-parallel replicas)\n", plan.data_parallel);
+  if (!note.empty()) {
+    std::printf("%-20s %s\n", in.gpus ? "Shared GPUs" : "Shared cores", note.c_str());
   }
+  if (in.plan.data_parallel > 1) {
+    std::printf("(one of the plan's %d data-parallel replicas)\n", in.plan.data_parallel);
+  }
+}
+
+// What rank 0 prints: the median round, as JSON or as a report.
+void report(const CompareOptions& o, const CompareInputs& in, const Rounds& rounds) {
+  const exec::Comparison& c = median_round(rounds.comparisons);
+  const std::string note =
+      c.shared_cores ? exec::shared_cores_note(c.stages, c.cores, in.gpus ? "GPU" : "core") : "";
+  if (o.json) {
+    print_json(c, rounds.comparisons, note);
+    return;
+  }
+  print_heading(o, in, *rounds.profile, c, rounds.comparisons);
+  print_table(c);
+  print_notes(in, c, note);
+}
+
+}  // namespace
+
+int run_compare(const CompareOptions& o) {
+  const bool mpi = o.backend == "mpi";
+  // Errors under MPI: cli/mpi_job.h.
+#ifdef PIPESCOPE_HAVE_MPI
+  std::optional<MpiJob> job;
+  if (mpi) job.emplace();
+  const int rank = mpi ? job->rank() : 0;
+#else
+  if (mpi) throw_no_mpi();
+  const int rank = 0;
+#endif
+  CompareInputs in;
+  try {
+    in = read_inputs(o);
+#ifdef PIPESCOPE_HAVE_MPI
+    if (job) {
+      job->require_devices(in.plan.schedule_ops().devices(), o.plan);
+      job->check_memory(in.plan, o.plan, /*on_gpu=*/false);
+    }
+#endif
+  } catch (const std::exception& e) {
+#ifdef PIPESCOPE_HAVE_MPI
+    if (job) return job->input_error(e);
+#endif
+    throw;
+  }
+  Rounds rounds;
+  try {
+    rounds = run_rounds(o, in, rank);
+  } catch (const std::exception& e) {
+#ifdef PIPESCOPE_HAVE_MPI
+    if (job) job->rank_error(e);
+#endif
+    throw;
+  }
+  if (rank == 0) report(o, in, rounds);
   return 0;
 }
 

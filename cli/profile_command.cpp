@@ -26,13 +26,12 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
       "may use), its optimizer step and the transport between stages on this machine; "
       "`simulate`, `plan` and `sweep` take the result with --cost-model");
   add_scenario_options(*cmd, o.scenario);
-  cmd->add_option("--backend", o.backend,
-                  "What to measure: cpu (the layers on one thread, the in-process channel), cuda "
-                  "(the layers on GPU 0, copies from it to GPU 1, or to another stream of GPU 0 "
-                  "when it is the only one) or mpi (under `mpirun -np 2` or more: the layers on "
-                  "rank 0, MPI point-to-point between ranks 0 and 1)")
-      ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
-      ->capture_default_str();
+  add_backend_option(
+      *cmd, o.backend,
+      "What to measure: cpu (the layers on one thread, the in-process channel), cuda "
+      "(the layers on GPU 0, copies from it to GPU 1, or to another stream of GPU 0 "
+      "when it is the only one) or mpi (under `mpirun -np 2` or more: the layers on "
+      "rank 0, MPI point-to-point between ranks 0 and 1)");
   cmd->add_option("-o,--output", o.output, "Profile JSON to write")->capture_default_str();
   cmd->add_option("--batch-sizes", o.batch_sizes,
                   "Micro-batch sizes to measure, comma-separated (default: every divisor of "

@@ -34,12 +34,11 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
       "one thread per pipeline stage (cpu) or one process per device under mpirun (mpi), and "
       "measure step time, throughput and bubble");
   cmd->add_option("plan", o.plan, "Plan JSON written by `pipescope plan -o`")->required();
-  cmd->add_option("--backend", o.backend,
-                  "Where to run: cpu (a thread per device), cuda (a stream per stage, device d "
-                  "on GPU d mod the GPUs visible) or mpi (`mpirun -np DEVICES pipescope run PLAN "
-                  "--backend mpi`, a process per device)")
-      ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
-      ->capture_default_str();
+  add_backend_option(
+      *cmd, o.backend,
+      "Where to run: cpu (a thread per device), cuda (a stream per stage, device d "
+      "on GPU d mod the GPUs visible) or mpi (`mpirun -np DEVICES pipescope run PLAN "
+      "--backend mpi`, a process per device)");
   cmd->add_option(
          "--device", o.device,
          "With --backend mpi: where each rank computes, cpu, or cuda (its node-local rank's "

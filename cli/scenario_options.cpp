@@ -65,6 +65,12 @@ void add_seed_option(CLI::App& cmd, std::uint64_t& seed, const std::string& desc
   cmd.add_option("--seed", seed, description)->transform(whole)->capture_default_str();
 }
 
+void add_backend_option(CLI::App& cmd, std::string& backend, const std::string& description) {
+  cmd.add_option("--backend", backend, description)
+      ->check(CLI::IsMember({"cpu", "cuda", "mpi"}))
+      ->capture_default_str();
+}
+
 void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--cost-model", o.cost_model,
                  "How layers are timed: analytic (the device's roofline), kernels (the "

@@ -48,6 +48,9 @@ CLI::Validator positive_number();
 // --seed: a whole number from 0 to 2^64 - 1, refused outside it (CLI11 would
 // wrap "-1" round to 2^64 - 1 and clamp larger values without a word).
 void add_seed_option(CLI::App& cmd, std::uint64_t& seed, const std::string& description);
+// --backend cpu|cuda|mpi: where the executor runs (profile, run, compare);
+// `description` says what each means to the command.
+void add_backend_option(CLI::App& cmd, std::string& backend, const std::string& description);
 // Runs fn(); a ConfigError that names a scenario field becomes a ScenarioError
 // naming `file` and that field, as scenario errors are reported.
 template <typename Fn>

@@ -21,7 +21,7 @@
 namespace pipescope::exec {
 
 class Transport;     // exec/transport.h
-struct RuntimeCore;  // what a runtime and its workers share (runtime.cpp)
+struct RuntimeCore;  // what a runtime and its steps share (runtime_core.h)
 
 // One micro-batch's input to stage 0 and what the loss needs.
 struct MicroBatch {

@@ -1,0 +1,179 @@
+#include "exec/step_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "exec/affinity.h"
+#include "sim/cancel.h"
+
+namespace pipescope::exec {
+
+StepRun::StepRun(std::shared_ptr<RuntimeCore> core, std::vector<MicroBatch> micro_batches,
+                 std::shared_ptr<Transport> transport)
+    : core_(std::move(core)),
+      sched_(core_->schedule),
+      mbs_(std::move(micro_batches)),
+      transport_owner_(std::move(transport)),
+      transport_(*transport_owner_),
+      watchdog_(core_->options.watchdog, sched_.devices(), transport_),
+      timer_(sched_.devices(), sched_.micro_batches) {
+  std::int64_t tokens = 0;
+  for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
+  for (const MicroBatch& mb : mbs_) {
+    contexts_.push_back({mb.batch, mb.seq, &mb.targets, 1.0 / static_cast<double>(tokens)});
+    inputs_.emplace_back(mb.input);
+  }
+  stages_.reserve(static_cast<std::size_t>(sched_.stages));
+  for (int s = 0; s < sched_.stages; ++s) {
+    const auto i = static_cast<std::size_t>(s);
+    stages_.emplace_back(s, core_->stages[i], core_->optimizers[i], core_->devices[i], sched_,
+                         contexts_, inputs_);
+  }
+}
+
+StepResult StepRun::run() {
+  throw_if_cancelled();
+  local_ = transport_.local_devices(sched_.devices());
+  watchdog_.watch(local_);
+  for (const int d : local_)
+    workers_.emplace_back(d, *core_, stages_, transport_, timer_, watchdog_);
+  transport_.begin_step(sched_);
+  timer_.start(core_->devices);
+  std::vector<std::thread> threads;
+  start_workers(threads);
+  wait_for_workers();
+  end_workers(threads);
+  if (watchdog_.cancelled()) throw Cancelled();
+  throw_if_failed();
+  return result();
+}
+
+void StepRun::start_workers(std::vector<std::thread>& threads) {
+  threads.reserve(local_.size());
+  running_ = local_.size();
+  finished_.assign(local_.size(), 0);
+  // One thread alone has no other to drift onto its core; under MPI it is the
+  // rank's, which mpirun binds.
+  const std::vector<int> cpus = core_->options.pin_threads && local_.size() >= 2
+                                    ? cpus_for_threads(static_cast<int>(local_.size()))
+                                    : std::vector<int>{};
+  try {
+    for (std::size_t i = 0; i < local_.size(); ++i) {
+      const int cpu = cpus.empty() ? -1 : cpus[i];
+      threads.emplace_back([self = shared_from_this(), i, cpu] {
+        if (cpu >= 0) pin_current_thread(cpu);
+        self->workers_[i].run();
+        self->worker_done(i);
+      });
+    }
+  } catch (...) {
+    watchdog_.abort();
+    for (std::thread& t : threads) t.join();
+    throw;
+  }
+}
+
+void StepRun::worker_done(std::size_t i) {
+  {
+    std::lock_guard lock(running_mu_);
+    --running_;
+    finished_[i] = 1;
+  }
+  running_cv_.notify_all();
+}
+
+// Until every worker has returned. Each worker looks for a stop request
+// (Ctrl-C) before its ops; the calling thread, idle while they run, looks too,
+// for the workers that wait for a payload: either stops the step, so every
+// worker stops after its current op and the waiting ones wake at once. Once the
+// step has stopped (an error, the watchdog, a stop request), the workers get the
+// watchdog's time to finish their ops; one that has not by then is stuck (an op
+// that never ends), and waiting longer would hang the program.
+void StepRun::wait_for_workers() {
+  std::unique_lock lock(running_mu_);
+  std::optional<Watchdog::Clock::time_point> give_up;
+  while (running_ > 0) {
+    if (!give_up && watchdog_.aborted()) give_up = Watchdog::Clock::now() + watchdog_.limit();
+    if (give_up && Watchdog::Clock::now() >= *give_up) return;
+    if (!watchdog_.cancelled() && cancel_requested()) {
+      lock.unlock();
+      watchdog_.cancel();
+      lock.lock();
+      continue;
+    }
+    running_cv_.wait_for(lock, std::chrono::milliseconds(20));
+  }
+}
+
+// Joins the workers that returned; the others, stuck in an op, are detached and
+// named in abandoned_ (they keep this StepRun alive).
+void StepRun::end_workers(std::vector<std::thread>& threads) {
+  std::vector<std::size_t> stuck;
+  {
+    std::lock_guard lock(running_mu_);
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      if (finished_[i] == 0) stuck.push_back(i);
+    }
+  }
+  std::string names;
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    if (std::find(stuck.begin(), stuck.end(), i) == stuck.end()) {
+      threads[i].join();
+      continue;
+    }
+    threads[i].detach();
+    const int d = local_[i];
+    names += (names.empty() ? "device " : ", device ") + std::to_string(d) + " (in " +
+             op_name(watchdog_.op_of(d)) + ")";
+  }
+  abandoned_ = names;
+}
+
+void StepRun::throw_if_failed() const {
+  const std::optional<StageError> error = watchdog_.error();
+  if (!error) return;
+  if (abandoned()) {
+    throw StageError(error->stage(), error->op(),
+                     std::string(error->what()) + "; " + abandoned_ + " did not stop within " +
+                         std::to_string(watchdog_.limit().count()) +
+                         " ms of the error and was abandoned");
+  }
+  throw *error;
+}
+
+StepResult StepRun::result() {
+  StepResult r;
+  Timeline& t = r.timeline;
+  t.events = timer_.finish();
+  for (const StageWork& stage : stages_) r.loss += stage.loss();
+  transport_.end_step(r.loss, t);
+  for (int d = 0; d < sched_.devices(); ++d) t.device_names.push_back(device_name(d));
+  t.route_names.assign(static_cast<std::size_t>(2 * sched_.stages), transport_.route_name());
+  std::stable_sort(
+      t.events.begin(), t.events.end(),
+      [](const TimelineEvent& a, const TimelineEvent& b) { return a.start < b.start; });
+  std::optional<SimTime> first;
+  SimTime last = 0;
+  for (const TimelineEvent& e : t.events) {
+    if (e.lane != Lane::kCompute) continue;
+    first = first ? std::min(*first, e.start) : e.start;
+    last = std::max(last, e.end);
+  }
+  r.step_time = first ? last - *first : 0;
+  return r;
+}
+
+// The transport's name for a pipeline device, or where its first stage computes.
+std::string StepRun::device_name(int d) const {
+  for (int s = 0; s < sched_.stages; ++s) {
+    Device* dev = core_->devices[static_cast<std::size_t>(s)];
+    if (sched_.stage_device[static_cast<std::size_t>(s)] == d && dev != nullptr) {
+      return "device " + std::to_string(d) + " (" + dev->name() + ")";
+    }
+  }
+  return transport_.device_name(d);
+}
+
+}  // namespace pipescope::exec
