@@ -30,61 +30,7 @@ class HostDevice : public Device {
   void synchronize() override {}
   SimTime elapsed_ns(const Fence& from, const Fence& to) const override;
 
-  void fill(float* x, std::int64_t n, float value) override;
-  void add(float* out, const float* a, const float* b, std::int64_t n) override;
-  void axpy(float* y, float alpha, const float* x, std::int64_t n) override;
-  void gelu_forward(float* out, const float* u, std::int64_t n) override;
-  void gelu_backward(float* du, const float* dout, const float* u, std::int64_t n) override;
-  void relu_forward(float* out, const float* u, std::int64_t n) override;
-  void relu_backward(float* du, const float* dout, const float* u, std::int64_t n) override;
-
-  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-            const float* b, float beta, float* c) override;
-  void gemm_strided_batched(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
-                            const float* a, std::int64_t stride_a, const float* b,
-                            std::int64_t stride_b, float beta, float* c, std::int64_t stride_c,
-                            int batch) override;
-  void add_bias(float* out, const float* bias, int rows, int c) override;
-  void column_sums_add(float* db, const float* dout, int rows, int c) override;
-
-  void layernorm_forward(float* out, float* stats, const float* x, const float* gain,
-                         const float* bias, int rows, int c) override;
-  void layernorm_backward_input(float* dx, const float* dout, const float* x, const float* stats,
-                                const float* gain, int rows, int c) override;
-  void layernorm_backward_params(float* dgain, float* dbias, const float* dout, const float* x,
-                                 const float* stats, int rows, int c) override;
-
-  void split_qkv(float* q, float* k, float* v, const float* qkv,
-                 const AttentionShape& shape) override;
-  void merge_qkv_grad(float* dqkv, const float* dq, const float* dk, const float* dv,
-                      const AttentionShape& shape) override;
-  void merge_heads(float* out, const float* o, const AttentionShape& shape) override;
-  void split_heads(float* o, const float* out, const AttentionShape& shape) override;
-  void causal_softmax_forward(float* probs, const float* scores, float scale, int rows,
-                              int s) override;
-  void causal_softmax_backward(float* dscores, const float* probs, const float* dprobs, float scale,
-                               int rows, int s) override;
-
-  void crossentropy_forward(float* probs, float* losses, const float* logits,
-                            const std::int32_t* targets, int rows, int v) override;
-  void crossentropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
-                             float scale, int rows, int v) override;
-
-  void embedding_forward(float* out, const std::int32_t* ids, const float* table,
-                         const float* positions, int rows, int seq, int d) override;
-  void embedding_backward(float* dtable, float* dpositions, const std::int32_t* ids,
-                          const float* dout, int rows, int seq, int d) override;
-
-  void sgd_update(float* w, const float* g, std::int64_t n, float lr) override;
-  void momentum_update(float* w, float* m, const float* g, std::int64_t n, float lr,
-                       float mu) override;
-  void rmsprop_update(float* w, float* v, const float* g, std::int64_t n, float lr, float beta2,
-                      float epsilon) override;
-  void adam_update(float* w, float* m, float* v, const float* g, std::int64_t n, float lr,
-                   float beta1, float beta2, float epsilon, float correct1,
-                   float correct2) override;
-
-  bool all_finite(const float* x, std::int64_t n) override;
+  PIPESCOPE_DEVICE_KERNEL_OVERRIDES
 
   // Bytes allocated and not yet released (for the tests).
   std::int64_t bytes_in_use() const { return bytes_in_use_.load(); }

@@ -114,9 +114,8 @@ Mat<T> gelu_backward(const Mat<T>& dout, const Mat<T>& u) {
   const T k = std::sqrt(T(2) / std::numbers::pi_v<T>);
   const auto x = u.array();
   const Mat<T> t = (k * (x + T(0.044715) * x.cube())).tanh().matrix();
-  const auto slope = T(0.5) * (T(1) + t.array()) +
-                     T(0.5) * x * (T(1) - t.array().square()) * k *
-                         (T(1) + T(3 * 0.044715) * x.square());
+  const auto slope = T(0.5) * (T(1) + t.array()) + T(0.5) * x * (T(1) - t.array().square()) * k *
+                                                       (T(1) + T(3 * 0.044715) * x.square());
   return (dout.array() * slope).matrix();
 }
 
