@@ -274,10 +274,13 @@ using Set = std::multiset<std::string>;
 TEST_F(SimulatedDependencies, OfAForward) {
   const Dependencies f = of(EventKind::kForward, 1, 0);
   EXPECT_EQ(describe(f.before), (Set{"act 0 s0 send", "act 0 s0 recv", "F0 s0 compute"}));
-  EXPECT_EQ(describe(f.after), (Set{"act 0 s1 send", "act 0 s1 recv", "F0 s2 compute"}));
-  // The first and last stages have nothing before and after.
+  // After it: the activation it sends, the forward that reads it, and its
+  // stage's recompute and backward of the same micro-batch.
+  EXPECT_EQ(describe(f.after), (Set{"act 0 s1 send", "act 0 s1 recv", "F0 s2 compute",
+                                    "R0 s1 compute", "B0 s1 compute"}));
+  // The first stage has nothing before it, the last sends nothing on.
   EXPECT_TRUE(of(EventKind::kForward, 0, 1).before.empty());
-  EXPECT_EQ(describe(of(EventKind::kForward, 2, 1).after), Set{});
+  EXPECT_EQ(describe(of(EventKind::kForward, 2, 1).after), (Set{"R1 s2 compute", "B1 s2 compute"}));
   EXPECT_EQ(describe(of(EventKind::kForward, 2, 1).before),
             (Set{"act 1 s1 send", "act 1 s1 recv", "F1 s1 compute"}));
 }
@@ -286,7 +289,10 @@ TEST_F(SimulatedDependencies, OfABackward) {
   const Dependencies b = of(EventKind::kBackward, 1, 0);
   EXPECT_EQ(describe(b.before), (Set{"grad 0 s2 send", "grad 0 s2 recv", "B0 s2 compute",
                                      "F0 s1 compute", "R0 s1 compute"}));
-  EXPECT_EQ(describe(b.after), (Set{"grad 0 s1 send", "grad 0 s1 recv", "B0 s0 compute"}));
+  // After it: the gradient it sends, the backward that reads it, and its
+  // stage's optimizer step, which waits for every backward of the stage.
+  EXPECT_EQ(describe(b.after),
+            (Set{"grad 0 s1 send", "grad 0 s1 recv", "B0 s0 compute", "optimizer s1 compute"}));
 }
 
 TEST_F(SimulatedDependencies, OfARecomputation) {
@@ -358,7 +364,7 @@ TEST(TimelineLayout, DependenciesOfATransferWithoutItsReceivingStage) {
   EXPECT_EQ(events(grad.after), (std::vector<std::size_t>{7, 8}));
   const Dependencies f = dependencies_of(layout, src, find(layout, src, EventKind::kForward, 1, 0));
   EXPECT_EQ(events(f.before), (std::vector<std::size_t>{0, 2, 3}));
-  EXPECT_EQ(events(f.after), (std::vector<std::size_t>{}));
+  EXPECT_EQ(events(f.after), (std::vector<std::size_t>{5}));  // its stage's backward
 }
 
 TEST(TimelineLayout, AMeasuredRunUnderThePrediction) {
@@ -393,7 +399,7 @@ TEST(TimelineLayout, AMeasuredRunUnderThePrediction) {
   const std::size_t f = find(layout, src, EventKind::kForward, 1, 0, Lane::kCompute, 1);
   const Dependencies deps = dependencies_of(layout, src, f);
   EXPECT_EQ(deps.before.size(), 3u);
-  EXPECT_EQ(deps.after.size(), 3u);
+  EXPECT_EQ(deps.after.size(), 5u);  // send, receive, F(2,0), R(1,0), B(1,0)
   for (const std::size_t i : deps.before) EXPECT_EQ(layout.items[i].source, 1);
   for (const std::size_t i : deps.after) EXPECT_EQ(layout.items[i].source, 1);
   // Missing prefixes mean none.
