@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures and builds into a build folder. Usage:
-#   scripts/build.sh BUILD_DIR [TARGET] [-- extra cmake arguments]
+#   scripts/build.sh BUILD_DIR [TARGET...] [-- extra cmake arguments]
 # Two parallel jobs: the machines that build PipeScope have two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 build_dir=$1
 shift
 target=()
-if [ $# -gt 0 ] && [ "$1" != "--" ]; then
-  target=(--target "$1")
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  target+=("$1")
   shift
-fi
+done
+[ ${#target[@]} -gt 0 ] && target=(--target "${target[@]}")
 [ "${1:-}" = "--" ] && shift
 
 generator=()

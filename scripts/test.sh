@@ -3,7 +3,7 @@
 # builds everything (CUDA, the desktop app and MPI all on), runs the whole test
 # suite, then builds and runs it again under AddressSanitizer and
 # UndefinedBehaviorSanitizer (with CUDA off), the tests of threaded code under
-# ThreadSanitizer (with the desktop app and MPI off), and every input format's
+# ThreadSanitizer (with the desktop app, MPI and CUDA off), and every input format's
 # fuzz target for a bounded time (FUZZ_SECONDS each, default 30). The sanitizer
 # builds double as the build matrix: each optional part is built switched off
 # once, so that each stays optional. Exits non-zero on any failure.
@@ -39,8 +39,11 @@ phase "threaded code (executor runtime, planner, sweep) under ThreadSanitizer (d
 # Nor is OpenMPI, whose TCP transport reports lock-order inversions inside
 # MPI_Init: the MPI backend is not built here; the runtime it shares with the
 # threaded backend is in the run.
-scripts/build.sh build-tsan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SANITIZE=thread \
-  -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_MPI=OFF
+# Only the programs whose tests run here are built (the command, for the CLI
+# tests), and CUDA is off too: the GPU backend has no threads of its own here.
+scripts/build.sh build-tsan pipescope pipescope_sim_tests pipescope_exec_tests pipescope_cli_tests \
+  -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_SANITIZE=thread -DPIPESCOPE_BUILD_BENCH=OFF \
+  -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_WITH_CUDA=OFF
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j2 \
   -R "Runtime|Consistency|Planner|Sweep|PlanCli|SweepCli|Capacity|Channel|Profiler|Compare|ProfileCli|CompareCli|RunCli|RunFaultCli"
