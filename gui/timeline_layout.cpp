@@ -320,9 +320,6 @@ std::optional<EventKind> carrier(Via via) {
   return std::nullopt;
 }
 
-constexpr std::array<OpKind, 5> kOpKinds{OpKind::kForward, OpKind::kRecompute, OpKind::kBackward,
-                                         OpKind::kWeight, OpKind::kOptimizer};
-
 std::optional<OpKind> op_kind(EventKind k) {
   for (const OpKind o : kOpKinds) {
     if (event_kind(o) == k) return o;

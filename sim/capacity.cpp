@@ -44,11 +44,13 @@ void adjust_probe(const std::function<void(Scenario&)>& adjust, Scenario& sc,
 // The field the search grows and the shape it probes, fixed from the scenario
 // as given and the request.
 struct Search {
+  Search(const nlohmann::json& d, const std::string& f, const CapacityRequest& r)
+      : doc(d), file(f), request(r) {}
   const nlohmann::json& doc;
   const std::string& file;
   const CapacityRequest& request;
   std::string param;
-  nlohmann::json::json_pointer pointer;
+  nlohmann::json::json_pointer pointer{};
   int micro_batches = 1;
   Remat remat = Remat::kAlways;
   ScheduleKind schedule = ScheduleKind::kGpipe;
@@ -80,7 +82,7 @@ Search prepare_search(const nlohmann::json& doc, const std::string& file,
                       const CapacityRequest& request) {
   Scenario base = parse_scenario(doc, file);
   if (request.adjust) request.adjust(base);
-  Search s{doc, file, request};
+  Search s(doc, file, request);
   s.param =
       request.param.value_or(base.model.family == "amoebanet" ? "model.cells" : "model.layers");
   s.pointer = pointer_to(s.param);

@@ -121,8 +121,7 @@ class Engine {
   // The engine's view of the dependency rules. Same-stage dependencies hold by
   // the device's order (check_schedule), so only the other kinds are waited on.
   void read_rules() {
-    for (const OpKind k : {OpKind::kForward, OpKind::kRecompute, OpKind::kBackward, OpKind::kWeight,
-                           OpKind::kOptimizer}) {
+    for (const OpKind k : kOpKinds) {
       KindRules& r = rules_[static_cast<std::size_t>(k)];
       for (const Dependency& d : op_dependencies(k)) {
         if (d.via != Via::kSameStage) r.waits = d.via, r.waits_offset = d.stage_offset;

@@ -27,9 +27,6 @@ constexpr std::array<Dependency, 2> kOptimizer{{
      "optimizer step before weight gradient"},
 }};
 
-constexpr std::array<OpKind, 5> kKinds{OpKind::kForward, OpKind::kRecompute, OpKind::kBackward,
-                                       OpKind::kWeight, OpKind::kOptimizer};
-
 }  // namespace
 
 std::span<const Dependency> op_dependencies(OpKind k) {
@@ -50,7 +47,7 @@ std::span<const Dependency> op_dependencies(OpKind k) {
 
 // Read off the table: an op sends what a neighbouring stage's op waits for from it.
 Sends sends_after(OpKind k) {
-  for (const OpKind dependent : kKinds) {
+  for (const OpKind dependent : kOpKinds) {
     for (const Dependency& d : op_dependencies(dependent)) {
       if (d.on == k && (d.via == Via::kActivation || d.via == Via::kGradient)) {
         return {d.via, -d.stage_offset};
@@ -61,7 +58,7 @@ Sends sends_after(OpKind k) {
 }
 
 bool feeds_all_reduce(OpKind k) {
-  for (const OpKind dependent : kKinds) {
+  for (const OpKind dependent : kOpKinds) {
     for (const Dependency& d : op_dependencies(dependent)) {
       if (d.on == k && d.via == Via::kAllReduce) return true;
     }

@@ -276,8 +276,7 @@ std::string check_presence(const Schedule& s, const Positions& p, std::size_t st
 // run time): each op after what it depends on, in its device's order.
 std::string check_order(const Schedule& s, const Positions& p, std::size_t st, std::size_t m) {
   const bool recomputed = s.recomputes(static_cast<int>(m));
-  for (const OpKind k : {OpKind::kForward, OpKind::kRecompute, OpKind::kBackward, OpKind::kWeight,
-                         OpKind::kOptimizer}) {
+  for (const OpKind k : kOpKinds) {
     const long mine = p.of(k, st, m);
     if (mine < 0) continue;
     for (const Dependency& d : op_dependencies(k)) {

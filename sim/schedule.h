@@ -6,6 +6,7 @@
 // (splits_backward) run B(s,m) as the input gradient only and W(s,m), later on
 // the same device, as the weight gradient.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ enum class OpKind : std::uint8_t {
   kWeight,     // W(s,m): the weight gradient of a split backward
   kOptimizer,  // the stage's optimizer step; micro_batch is unused (0)
 };
+
+// Every kind, in the order above.
+inline constexpr std::array<OpKind, 5> kOpKinds{
+    OpKind::kForward, OpKind::kRecompute, OpKind::kBackward, OpKind::kWeight, OpKind::kOptimizer};
 
 std::string_view to_string(OpKind k);
 char op_letter(OpKind k);  // F, R, B, W, O
