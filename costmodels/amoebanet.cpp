@@ -23,15 +23,7 @@
 //   same state each keep their own ReLU output, as with non-inplace ReLUs.
 // - Feature maps shrink by ceil(side / stride), as with TensorFlow's SAME padding.
 // - Images are 3 x image_size^2 elements of the model's dtype.
-// - Kernels (for the kernel-level cost model), as PyTorch runs the cell op by op:
-//   a convolution is an implicit GEMM (rows: output pixels, columns: output
-//   channels, depth: kernel taps x input channels); ReLU, BatchNorm, pooling,
-//   the pair sums and the concatenations are memory-bound passes over their
-//   maps. Element passes, forward / backward: ReLU 2 / 3 (read, write; read the
-//   gradient and the input, write), BatchNorm in training 3 / 5 (a statistics
-//   pass, then normalise; backward two passes over the gradient and the input),
-//   pooling input + output / input + output (+ input again for max pooling's
-//   argmax), pair sum 3 / 3, concatenation 2 / 0 (its backward is views).
+// - Kernels (for the kernel-level cost model): costmodels/conv_costs.h.
 
 #include <array>
 #include <cmath>
@@ -42,6 +34,7 @@
 #include <vector>
 
 #include "costmodels/check.h"
+#include "costmodels/conv_costs.h"
 #include "costmodels/layer_graph.h"
 #include "costmodels/model_families.h"
 #include "costmodels/size_checks.h"
@@ -50,57 +43,19 @@ namespace pipescope {
 
 namespace {
 
-double f64(std::int64_t x) {
-  return static_cast<double>(x);
-}
+using conv::f64;
+using conv::Map;
+using conv::shrink;
 
-// A feature map: channels x height x width.
-struct Map {
-  std::int64_t channels = 0;
-  std::int64_t h = 0;
-  std::int64_t w = 0;
-  double elements() const { return f64(channels) * f64(h) * f64(w); }
-};
-
-std::int64_t shrink(std::int64_t side, std::int64_t stride) {
-  return (side + stride - 1) / stride;
-}
-
-// Per-sample costs of one layer, in doubles until checked (elements, not bytes).
-struct Cost {
-  double flops = 0.0;
-  double params = 0.0;
-  double stash = 0.0;
-  // Memory kernels' sizes are in elements here; add() scales them to bytes.
-  std::vector<Kernel> kernels;
-
-  void pass(double fwd_elements, double bwd_elements) {
-    Kernel k;
-    k.kind = Kernel::Kind::kMemory;
-    k.bytes = std::llround(fwd_elements);
-    k.bwd_bytes = std::llround(bwd_elements);
-    kernels.push_back(k);
-  }
-  void conv(const Map& out, std::int64_t taps) {
-    Kernel k;
-    k.kind = Kernel::Kind::kGemm;
-    k.rows = out.h * out.w;
-    k.n = out.channels;
-    k.k = taps;
-    kernels.push_back(k);
-  }
-  void batch_norm(const Map& m) { pass(3.0 * m.elements(), 5.0 * m.elements()); }
-
+// AmoebaNet's operations on top of the shared ones; what each stashes is
+// AmoebaNet's choice (the file comment).
+struct Cost : conv::Cost {
   // ReLU -> kh x kw convolution with strides (sh, sw), no bias -> BatchNorm.
   Map relu_conv_bn(const Map& in, std::int64_t out_channels, std::int64_t kh, std::int64_t kw,
                    std::int64_t sh, std::int64_t sw) {
-    const Map out{out_channels, shrink(in.h, sh), shrink(in.w, sw)};
-    const double taps = f64(kh) * f64(kw) * f64(in.channels);
-    flops += 2.0 * taps * out.elements();
-    params += taps * f64(out_channels) + 2.0 * f64(out_channels);
+    relu(in);
+    const Map out = convolution(in, out_channels, kh, kw, sh, sw);
     stash += in.elements() + out.elements();
-    pass(2.0 * in.elements(), 3.0 * in.elements());
-    conv(out, kh * kw * in.channels);
     batch_norm(out);
     return out;
   }
@@ -113,23 +68,17 @@ struct Cost {
   Map factorized_reduce(const Map& in, std::int64_t out_channels) {
     const std::int64_t half = out_channels / 2;
     const Map out{2 * half, shrink(in.h, 2), shrink(in.w, 2)};
-    flops += 2.0 * f64(in.channels) * out.elements();
-    params += 2.0 * f64(in.channels) * f64(half) + 2.0 * f64(out.channels);
     stash += in.elements() + out.elements();
-    pass(2.0 * in.elements(), 3.0 * in.elements());
-    const Map half_map{half, out.h, out.w};
-    conv(half_map, in.channels);
-    conv(half_map, in.channels);
+    relu(in);
+    convolution(in, half, 1, 1, 2, 2);
+    convolution(in, half, 1, 1, 2, 2);
     pass(2.0 * out.elements(), 0.0);  // the concatenation
     batch_norm(out);
     return out;
   }
-  Map pool(const Map& in, std::int64_t k, std::int64_t stride, bool max) {
-    const Map out{in.channels, shrink(in.h, stride), shrink(in.w, stride)};
-    flops += f64(k) * f64(k) * out.elements();
+  Map max_or_avg_pool(const Map& in, std::int64_t k, std::int64_t stride, bool max) {
     if (max) stash += in.elements();
-    pass(in.elements() + out.elements(), (max ? 2.0 : 1.0) * in.elements() + out.elements());
-    return out;
+    return pool(in, k, stride, max);
   }
 };
 
@@ -161,11 +110,11 @@ Map apply(Cost& cost, Op op, const Map& in, std::int64_t c, std::int64_t stride)
       return cost.conv1x1(cost.relu_conv_bn(a, q, 7, 1, stride, 1), c);
     }
     case Op::kMaxPool2x2:
-      return cost.pool(in, 2, stride, true);
+      return cost.max_or_avg_pool(in, 2, stride, true);
     case Op::kMaxPool3x3:
-      return cost.pool(in, 3, stride, true);
+      return cost.max_or_avg_pool(in, 3, stride, true);
     case Op::kAvgPool3x3:
-      return cost.pool(in, 3, stride, false);
+      return cost.max_or_avg_pool(in, 3, stride, false);
   }
   return in;
 }
@@ -234,8 +183,7 @@ Map cell(Cost& cost, const Map& prev, const Map& prev_prev, std::int64_t c, bool
       const std::int64_t stride = reduction && b.state < 2 ? 2 : 1;
       out = apply(cost, b.op, states[static_cast<std::size_t>(b.state)], c, stride);
     }
-    cost.flops += out.elements();  // the pair's sum
-    cost.pass(3.0 * out.elements(), 3.0 * out.elements());
+    cost.sum(out);  // the pair's sum
     states.push_back(out);
   }
   const Map& last = states.back();
@@ -250,38 +198,17 @@ ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name) {
   PS_CHECK(p.cells >= 0 && p.filters >= 8 && p.image_size > 0 && p.classes > 0,
            "amoebanet parameters must be positive, with at least 8 filters");
   const Bytes e = dtype_bytes(p.dtype);
-  ModelSpec m;
-  m.name = name;
-  m.family = "amoebanet";
-  m.dtype = p.dtype;
-  m.tokens_per_sample = 1;
-  const Map image{3, p.image_size, p.image_size};
-  require_fits(image.elements() * f64(e), "the bytes of an image");
-  m.input_bytes = 3 * p.image_size * p.image_size * e;
+  ModelSpec m = conv::image_model(name, "amoebanet", p.dtype, p.image_size);
 
   double total_params = 0.0;
   // Adds a layer from its cost, after checking that its sizes fit.
-  const auto add = [&](std::string layer_name, const Cost& c, double out_bytes,
+  // Adds a layer from its cost and its output per sample, in elements.
+  const auto add = [&](std::string layer_name, const Cost& c, double out_elements,
                        std::vector<std::string> inputs) {
-    require_fits(c.stash * f64(e), "the bytes " + layer_name + " stashes per sample");
-    require_fits(out_bytes, "the bytes of " + layer_name + "'s output per sample");
     total_params += c.params;
     require_fits(total_params, "the parameters");
-    LayerSpec l;
-    l.name = std::move(layer_name);
-    l.fwd_flops = c.flops;
-    l.bwd_flops = 2.0 * c.flops;
-    l.params = std::llround(c.params);
-    l.out_bytes = std::llround(out_bytes);
-    l.stash_bytes = std::llround(c.stash * f64(e));
-    l.inputs = std::move(inputs);
-    std::vector<Kernel> kernels = c.kernels;
-    for (Kernel& k : kernels) {
-      k.bytes *= e;
-      k.bwd_bytes *= e;
-    }
-    l.kernels = make_kernel_list(std::move(kernels));
-    m.layers.push_back(std::move(l));
+    m.layers.push_back(
+        conv::to_layer(std::move(layer_name), c, out_elements, std::move(inputs), e));
   };
 
   // Stem: 3x3 stride-2 convolution to D/4 channels, then two reduction cells (D/2,
@@ -289,8 +216,8 @@ ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name) {
   // h[i-2].
   std::int64_t channels = p.filters / 4;
   Cost stem;
-  Map prev = stem.relu_conv_bn(image, channels, 3, 3, 2, 2);
-  add("stem1", stem, prev.elements() * f64(e), {});
+  Map prev = stem.relu_conv_bn(Map{3, p.image_size, p.image_size}, channels, 3, 3, 2, 2);
+  add("stem1", stem, prev.elements(), {});
   Map prev_prev = prev;
   std::string prev_name = "stem1", prev_prev_name = "stem1";
   bool reduction_prev = false;
@@ -301,7 +228,7 @@ ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name) {
     const Map out = cell(c, prev, prev_prev, channels, reduction, reduction_prev);
     std::vector<std::string> inputs{prev_name};
     if (prev_prev_name != prev_name) inputs.push_back(prev_prev_name);
-    add(cell_name, c, out.elements() * f64(e), std::move(inputs));
+    add(cell_name, c, out.elements(), std::move(inputs));
     prev_prev = prev;
     prev_prev_name = prev_name;
     prev = out;
@@ -319,19 +246,12 @@ ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name) {
     }
   }
 
-  // Head on h[L-1] alone: global average pooling (one addition per element), a
-  // linear classifier with bias 2*C*classes, softmax cross-entropy 5*classes (as
-  // in the other families). Stash: the pooled features, the softmax output and the
-  // int32 label; output the fp32 loss.
-  const double features = f64(prev.channels), classes = f64(p.classes);
+  // Head on h[L-1] alone: global average pooling, a linear classifier and
+  // softmax cross-entropy; its output is the fp32 loss.
   Cost head;
-  head.flops = prev.elements() + 2.0 * features * classes + 5.0 * classes;
-  head.params = features * classes + classes;
-  head.stash = features + classes + 4.0 / f64(e);
-  head.pass(prev.elements(), prev.elements());  // global average pooling
-  head.conv(Map{p.classes, 1, 1}, prev.channels);
-  head.pass(3.0 * classes, 3.0 * classes);  // softmax cross-entropy
-  add("classify", head, 4.0, {});
+  head.global_average_pool(prev);
+  head.classifier_with_loss(prev.channels, p.classes, e);
+  add("classify", head, 4.0 / f64(e), {});  // the fp32 loss
   resolve_layer_graph(m);
   return m;
 }

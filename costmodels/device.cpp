@@ -39,7 +39,7 @@ namespace {
 
 // Shared assumptions of every preset (ours, not a vendor's):
 // - Large GEMMs reach 60-80 % of the dense peak (docs/models.md); we take 0.7.
-// - half_flops = the work of 10 us at the 16-bit peak: an op must keep every SM
+// - half_flops = the work of 10 us at the faster of the two peaks: an op must keep every SM
 //   (or the MXU) busy for about that long before launch, wave-quantization and
 //   pipeline-fill costs stop dominating, so an op of 10 us of peak work runs at half
 //   of max_efficiency and a tiny one far below it.
@@ -66,7 +66,7 @@ DevicePreset make(std::string name, double fp32, double bit16, Bytes memory, dou
   d.memory_bytes = memory;
   d.mem_bandwidth = mem_bw;
   d.op_overhead_s = op_overhead_s;
-  d.efficiency = {kMaxEfficiency, bit16 * kHalfEfficiencyTime_s};
+  d.efficiency = {kMaxEfficiency, std::max(fp32, bit16) * kHalfEfficiencyTime_s};
   return {std::move(d), link, std::move(description)};
 }
 
@@ -138,6 +138,21 @@ KernelTable v100_kernels() {
 // the CUDA cores, which large GEMMs keep about 75 % busy (assumption).
 KernelTable p100_kernels() {
   return gpu_kernels(56, 128, 128, 0.75, 0.5, 0.4, 0.0);
+}
+
+// Tesla P40 (GP102, 30 SMs: 3,840 CUDA cores of 128 per SM, NVIDIA Pascal
+// GP100/GP102 whitepapers): fp32 only (no fast fp16), in 128 x 128 SGEMM tiles at
+// the presets' assumed 0.75; attention as P100's. Two figures measured on a P40
+// (Microway 2016, "NVIDIA Tesla P40 GPU Accelerator (Pascal GP102) Up Close", CUDA
+// bandwidthTest --memory=pinned on one card, 32 MiB): the device-to-device copy,
+// 240,357.5 MB/s of 2^20 bytes counting each byte read and written, is 252 GB/s of
+// the datasheet's 346, so memory-bound kernels get 0.73; the host-to-device copy,
+// 11,842.8 MB/s = 12.4 GB/s of PCIe 3.0 x16's 15.75, gives links 0.79.
+KernelTable p40_kernels() {
+  KernelTable t = gpu_kernels(30, 128, 128, 0.75, 0.5, 0.4, 0.0);
+  t.memory_efficiency = 0.73;
+  t.link_efficiency = 0.79;
+  return t;
 }
 
 // NVIDIA's "GB" of HBM is binary: an A100 80GB reports 81,920 MiB in nvidia-smi,
@@ -222,6 +237,23 @@ std::vector<DevicePreset> build_presets() {
                      "NVIDIA Tesla P100 PCIe 16GB, two per PCIe switch, copies through host "
                      "memory (P100 datasheet; switch layout assumed)"));
     p.back().device.kernels = p100_kernels();
+  }
+  // An 8-GPU PCIe server of Tesla P40s: 12 TFLOP/s fp32 at the 1,531 MHz boost
+  // clock, 24 GB GDDR5 at 346 GB/s, PCIe 3.0 x16 (NVIDIA Tesla P40 datasheet);
+  // 16-bit arithmetic runs at 1/64 of the fp32 rate on compute capability 6.1
+  // (CUDA C++ Programming Guide, arithmetic instruction throughput), so its
+  // 16-bit peak is 0.19 TFLOP/s. No NVLink:
+  // peer copies are staged through host memory at PCIe 3.0 x16's 15.75 GB/s per
+  // direction (the kernel table's link efficiency is the measured share of it),
+  // two GPUs behind each switch, as in `pcie-host` (an assumption about the
+  // machine).
+  {
+    Interconnect tree{TopologyKind::kPcieHost, 15.75e9, kPcieLatency_s};
+    tree.devices_per_switch = 2;
+    p.push_back(make("p40-pcie", 12e12, 12e12 / 64, 24 * kGiB, 346e9, kGpuOpOverhead_s, tree,
+                     "NVIDIA Tesla P40 24GB, two per PCIe switch, copies through host memory "
+                     "(P40 datasheet; Microway 2016 bandwidthTest; switch layout assumed)"));
+    p.back().device.kernels = p40_kernels();
   }
   // TPU v2, one core (half a chip). 45 TFLOP/s bf16 per chip (Google I/O 2017:
   // 180 TFLOP/s per 4-chip board), 22.5 per core; 8 GiB HBM per core (Cloud TPU

@@ -90,4 +90,17 @@ struct AmoebaNetParams {
 // Throws std::overflow_error when the sizes do not fit in 64-bit integers.
 ModelSpec make_amoebanet(const AmoebaNetParams& p, const std::string& name = "amoebanet");
 
+// A ResNet image classifier of bottleneck blocks (He et al. 2016) as torchvision
+// builds it and torchgpipe flattens it into one layer per module (370 for
+// ResNet-101; costmodels/resnet.cpp lists them). Each block's residual layer
+// consumes its identity layer, so cuts inside a block carry two tensors.
+struct ResNetParams {
+  int depth = 101;                // 50, 101 or 152
+  std::int64_t image_size = 224;  // square input, 3 channels, at least 32
+  std::int64_t classes = 1000;
+  DType dtype = DType::kFp32;
+};
+// Throws std::overflow_error when the sizes do not fit in 64-bit integers.
+ModelSpec make_resnet(const ResNetParams& p, const std::string& name = "resnet");
+
 }  // namespace pipescope

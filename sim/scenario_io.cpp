@@ -117,6 +117,23 @@ ModelSpec read_amoebanet(ObjectReader& m) {
   return make_amoebanet(p, name);
 }
 
+ModelSpec read_resnet(ObjectReader& m) {
+  const std::string name = m.opt_string("name").value_or("resnet");
+  ResNetParams p;
+  p.depth = static_cast<int>(m.integer("depth", kPositiveSmallInt));
+  if (p.depth != 50 && p.depth != 101 && p.depth != 152) {
+    m.fail("depth", "expected 50, 101 or 152, got " + std::to_string(p.depth));
+  }
+  p.image_size = m.opt_integer("image_size", kPositiveSmallInt).value_or(224);
+  if (p.image_size < 32) {
+    m.fail("image_size", "expected at least 32 (five halvings leave a 1 x 1 map), got " +
+                             std::to_string(p.image_size));
+  }
+  p.classes = m.opt_integer("classes", kModelLength).value_or(1000);
+  p.dtype = read_dtype(m);
+  return make_resnet(p, name);
+}
+
 LayerSpec read_layer(ObjectReader l) {
   LayerSpec layer;
   layer.name = l.string("name");
@@ -180,11 +197,12 @@ ModelSpec read_layer_list(ObjectReader& m) {
 ModelSpec read_model(ObjectReader m) {
   const std::string family = m.string("family");
   ModelSpec spec;
-  if (family == "transformer" || family == "mlp" || family == "amoebanet") {
+  if (family == "transformer" || family == "mlp" || family == "amoebanet" || family == "resnet") {
     try {
       spec = family == "transformer" ? read_transformer(m)
              : family == "mlp"       ? read_mlp(m)
-                                     : read_amoebanet(m);
+             : family == "amoebanet" ? read_amoebanet(m)
+                                     : read_resnet(m);
     } catch (const std::overflow_error& e) {
       m.fail_here(e.what());
     }
@@ -192,7 +210,7 @@ ModelSpec read_model(ObjectReader m) {
     spec = read_layer_list(m);
   } else {
     m.fail("family", "unknown family '" + family +
-                         "' (expected one of: transformer, mlp, amoebanet, layers)");
+                         "' (expected one of: transformer, mlp, amoebanet, resnet, layers)");
   }
   spec.family = family;
   m.finish();

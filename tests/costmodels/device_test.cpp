@@ -11,10 +11,10 @@ namespace {
 TEST(Device, PresetsAreSortedByName) {
   std::vector<std::string> names;
   for (const DevicePreset& p : device_presets()) names.push_back(p.device.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"a100-40g", "a100-80g", "cpu", "dgx-a100", "dgx-h100",
-                                      "h100-pcie", "h100-sxm", "h200", "p100-pcie", "pcie-host",
-                                      "tpu-torus", "tpu-v2", "tpu-v3", "v100-nvlink"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"a100-40g", "a100-80g", "cpu", "dgx-a100", "dgx-h100",
+                                             "h100-pcie", "h100-sxm", "h200", "p100-pcie",
+                                             "p40-pcie", "pcie-host", "tpu-torus", "tpu-v2",
+                                             "tpu-v3", "v100-nvlink"}));
 }
 
 TEST(Device, FindPresetByExactName) {
@@ -48,6 +48,21 @@ TEST(Device, GpuPresetFigures) {
   EXPECT_EQ(p100.interconnect.topology, TopologyKind::kPcieHost);
   EXPECT_EQ(p100.interconnect.bandwidth, 12e9);
 
+  // The P40: fp32 at the datasheet's 12 TFLOP/s, 16-bit at 1/64 of it, its
+  // efficiency curve on the fp32 peak, and the two efficiencies measured on it.
+  const DevicePreset p40 = find_device_preset("p40-pcie").value();
+  EXPECT_EQ(p40.device.memory_bytes, 24 * kGiB);
+  EXPECT_EQ(p40.device.peak_flops(DType::kFp32), 12e12);
+  EXPECT_EQ(p40.device.peak_flops(DType::kFp16), 12e12 / 64);
+  EXPECT_EQ(p40.device.efficiency.half_flops, 12e12 * 10e-6);
+  EXPECT_EQ(p40.device.mem_bandwidth, 346e9);
+  EXPECT_EQ(p40.interconnect.topology, TopologyKind::kPcieHost);
+  EXPECT_EQ(p40.interconnect.bandwidth, 15.75e9);
+  EXPECT_EQ(p40.interconnect.devices_per_switch, 2);
+  EXPECT_EQ(p40.device.kernels.multiprocessors, 30);
+  EXPECT_EQ(p40.device.kernels.memory_efficiency, 0.73);
+  EXPECT_EQ(p40.device.kernels.link_efficiency, 0.79);
+
   const DevicePreset v100 = find_device_preset("v100-nvlink").value();
   EXPECT_EQ(v100.device.peak_flops(DType::kFp32), 15.7e12);
   EXPECT_EQ(v100.device.peak_flops(DType::kFp16), 125e12);
@@ -74,14 +89,19 @@ TEST(Device, EveryPresetIsPlausible) {
     SCOPED_TRACE(p.device.name);
     const Device& d = p.device;
     EXPECT_GT(d.peak_flops_fp32, 0.0);
-    EXPECT_GE(d.peak_flops_16bit, d.peak_flops_fp32);
+    // Only Pascal's GP102 has no fast 16-bit path.
+    if (d.name != "p40-pcie") {
+      EXPECT_GE(d.peak_flops_16bit, d.peak_flops_fp32);
+    }
     EXPECT_GT(d.memory_bytes, 0);
     EXPECT_GT(d.mem_bandwidth, 0.0);
     EXPECT_GT(d.op_overhead_s, 0.0);
     EXPECT_GE(d.efficiency.max_efficiency, 0.6);
     EXPECT_LE(d.efficiency.max_efficiency, 0.8);
-    // An op of 10 us of peak 16-bit work runs at half of the best efficiency.
-    EXPECT_DOUBLE_EQ(d.efficiency.half_flops, d.peak_flops_16bit * 10e-6);
+    // An op of 10 us of work at the faster peak runs at half of the best
+    // efficiency.
+    EXPECT_DOUBLE_EQ(d.efficiency.half_flops,
+                     std::max(d.peak_flops_16bit, d.peak_flops_fp32) * 10e-6);
     EXPECT_GT(p.interconnect.bandwidth, 0.0);
     EXPECT_GT(p.interconnect.latency_s, 0.0);
     EXPECT_FALSE(p.description.empty());

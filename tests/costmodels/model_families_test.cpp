@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace pipescope {
 namespace {
@@ -195,6 +197,103 @@ TEST(Mlp, ClassesDefaultToModelWidth) {
   EXPECT_EQ(m.layers[1].params, 4 * 4 + 4);
   EXPECT_EQ(m.layers[0].stash_bytes, 2 * (8 + 16));
   EXPECT_EQ(m.input_bytes, 8);
+}
+
+// --- ResNet ---
+
+ResNetParams resnet(int depth) {
+  ResNetParams p;
+  p.depth = depth;
+  return p;  // 224 x 224, 1000 classes, fp32
+}
+
+// torchvision's parameter counts (sum of p.numel() over resnet50/101/152()).
+TEST(ResNet, ParametersMatchTorchvision) {
+  EXPECT_EQ(make_resnet(resnet(50)).total_params(), 25'557'032);
+  EXPECT_EQ(make_resnet(resnet(101)).total_params(), 44'549'160);
+  EXPECT_EQ(make_resnet(resnet(152)).total_params(), 60'192'808);
+}
+
+// torchgpipe's flattening: 4 stem modules, 11 per bottleneck, 3 in the head; 370
+// for ResNet-101, whose published balances sum to it.
+TEST(ResNet, OneLayerPerModuleInTorchgpipesOrder) {
+  const ModelSpec m = make_resnet(resnet(101));
+  ASSERT_EQ(m.layers.size(), 370u);
+  EXPECT_EQ(m.family, "resnet");
+  EXPECT_EQ(m.layers[0].name, "conv1");
+  EXPECT_EQ(m.layers[3].name, "maxpool");
+  const char* block[] = {"identity", "conv1", "bn1", "relu1",    "conv2", "bn2",
+                         "relu2",    "conv3", "bn3", "residual", "relu3"};
+  for (int i = 0; i < 11; ++i) {
+    EXPECT_EQ(m.layers[static_cast<std::size_t>(4 + i)].name, std::string("layer1_0_") + block[i]);
+  }
+  EXPECT_EQ(m.layers[4 + 3 * 11].name, "layer2_0_identity");
+  EXPECT_EQ(m.layers[4 + 33 * 11 - 1].name, "layer4_2_relu3");
+  EXPECT_EQ(m.layers[367].name, "avgpool");
+  EXPECT_EQ(m.layers[368].name, "flat");
+  EXPECT_EQ(m.layers[369].name, "fc");
+}
+
+// Forward FLOPs by hand for ResNet-50: 2 x 4,089,184,256 multiply-adds of the
+// convolutions and the classifier (the published 4.09 GMAC), the 3 x 3 max pool
+// (9 x 64 x 56 x 56), one addition per element of each block's output (3 blocks
+// of 256 x 56^2, 4 of 512 x 28^2, 6 of 1024 x 14^2, 3 of 2048 x 7^2), the average
+// pool (2048 x 7^2) and softmax cross-entropy (5 x 1000).
+TEST(ResNet, ForwardFlopsByHand) {
+  const ModelSpec m = make_resnet(resnet(50));
+  double flops = 0.0;
+  for (const LayerSpec& l : m.layers) flops += l.fwd_flops;
+  const double sums = 3.0 * 802'816 + 4.0 * 401'408 + 6.0 * 200'704 + 3.0 * 100'352;
+  EXPECT_DOUBLE_EQ(flops, 2.0 * 4'089'184'256 + 9.0 * 64 * 56 * 56 + sums + 100'352 + 5'000);
+}
+
+// A cut inside a block carries the chain's tensor and the block's input (the
+// identity); a cut between blocks only the last ReLU's output.
+TEST(ResNet, CutsInsideABlockCarryTheIdentity) {
+  const ModelSpec m = make_resnet(resnet(50));
+  const Bytes map64 = 64 * 56 * 56 * 4;  // fp32
+  EXPECT_EQ(m.layers[8].name, "layer1_0_conv2");
+  EXPECT_EQ(m.cut_bytes[8], map64 + map64);       // relu1's output + maxpool's
+  EXPECT_EQ(m.cut_bytes[15], 256 * 56 * 56 * 4);  // before layer1_1_identity
+  EXPECT_EQ(m.layers[13].inputs, (std::vector<std::string>{"layer1_0_bn3", "layer1_0_identity"}));
+}
+
+// What each module keeps for its backward (fp32): the stem's convolution the
+// image, a BatchNorm its input, a ReLU its output, the max pool its int64
+// indices, a convolution after a ReLU nothing.
+TEST(ResNet, StashKeepsEachTensorOnce) {
+  const ModelSpec m = make_resnet(resnet(50));
+  EXPECT_EQ(m.layers[0].stash_bytes, 3 * 224 * 224 * 4);   // conv1: the image
+  EXPECT_EQ(m.layers[1].stash_bytes, 64 * 112 * 112 * 4);  // bn1
+  EXPECT_EQ(m.layers[2].stash_bytes, 64 * 112 * 112 * 4);  // relu
+  EXPECT_EQ(m.layers[3].stash_bytes, 64 * 56 * 56 * 8);    // maxpool's indices
+  EXPECT_EQ(m.layers[5].stash_bytes, 64 * 56 * 56 * 4);    // first conv1: the pool's output
+  EXPECT_EQ(m.layers[8].stash_bytes, 0);                   // conv2 after relu1
+  EXPECT_EQ(m.layers[4].stash_bytes, 0);                   // identity
+  EXPECT_EQ(m.layers[13].stash_bytes, 256 * 56 * 56 * 4);  // residual: downsample's BN
+  EXPECT_EQ(m.layers[15 + 9].stash_bytes, 0);              // a residual without one
+}
+
+// The kernels of a 3 x 3 convolution and of a strided residual: implicit GEMMs
+// (output pixels x output channels x taps) and memory passes.
+TEST(ResNet, ConvolutionsAreImplicitGemms) {
+  const ModelSpec m = make_resnet(resnet(50));
+  const std::vector<Kernel>& conv2 = *m.layers[8].kernels;
+  ASSERT_EQ(conv2.size(), 1u);
+  EXPECT_EQ(conv2[0].kind, Kernel::Kind::kGemm);
+  EXPECT_EQ(conv2[0].rows, 56 * 56);
+  EXPECT_EQ(conv2[0].n, 64);
+  EXPECT_EQ(conv2[0].k, 9 * 64);
+  const LayerSpec& residual = m.layers[4 + 3 * 11 + 9];  // layer2_0: 256 x 56^2 -> 512 x 28^2
+  EXPECT_EQ(residual.name, "layer2_0_residual");
+  const std::vector<Kernel>& k = *residual.kernels;
+  ASSERT_EQ(k.size(), 3u);  // downsample GEMM, its BatchNorm, the sum
+  EXPECT_EQ(k[0].rows, 28 * 28);
+  EXPECT_EQ(k[0].n, 512);
+  EXPECT_EQ(k[0].k, 256);
+  EXPECT_EQ(k[1].bytes, 3 * 512 * 28 * 28 * 4);
+  EXPECT_EQ(k[2].bytes, 3 * 512 * 28 * 28 * 4);
+  EXPECT_EQ(residual.params, 256 * 512 + 2 * 512);
 }
 
 }  // namespace

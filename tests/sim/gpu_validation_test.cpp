@@ -94,6 +94,16 @@ TEST(GpuValidationCases, PipelinesAreThePublishedOnes) {
   EXPECT_EQ(tg.data_parallel, 1);
   EXPECT_EQ(tg.parsed.training.micro_batches, 32);
   EXPECT_EQ(tg.balance, (std::vector<int>{2, 2, 2, 3, 3, 4, 4, 4}));
+  // torchgpipe's ResNet-101 balances count its 370 children, as the model does.
+  ASSERT_EQ(by_id.count("TG-R5"), 1u);
+  const GpuCase& r5 = by_id.at("TG-R5");
+  EXPECT_EQ(r5.parsed.model.family, "resnet");
+  EXPECT_EQ(r5.parsed.model.layers.size(), 370u);
+  EXPECT_EQ(r5.parsed.training.micro_batches, 150);
+  EXPECT_EQ(r5.balance, (std::vector<int>{26, 22, 33, 44, 44, 66, 66, 69}));
+  ASSERT_EQ(by_id.count("TG-R1"), 1u);
+  EXPECT_EQ(by_id.at("TG-R1").balance, std::vector<int>{370});  // the plain model on one GPU
+  EXPECT_EQ(by_id.at("TG-R1").parsed.training.remat, Remat::kNever);
 }
 
 // A minimal good case to break one field at a time.

@@ -570,7 +570,7 @@ TEST(ScenarioErrors, UnknownFamily) {
   const ScenarioError e = error_of(doc);
   EXPECT_STREQ(e.what(),
                "bad.json: model.family: unknown family 'cnn' (expected one of: transformer, mlp, "
-               "amoebanet, layers)");
+               "amoebanet, resnet, layers)");
   EXPECT_EQ(e.json_path(), "model.family");
 }
 

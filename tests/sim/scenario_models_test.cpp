@@ -1,4 +1,5 @@
-// Scenario keys for model structure: layer graphs (inputs), the amoebanet family,
+// Scenario keys for model structure: layer graphs (inputs), the amoebanet and
+// resnet families,
 // and the transformer's tied embeddings and key/value heads.
 
 #include <gtest/gtest.h>
@@ -103,6 +104,30 @@ TEST(ScenarioAmoebaNet, Errors) {
   EXPECT_STREQ(error_of(doc).what(),
                "bad.json: model.d_model: unknown key 'd_model' (expected one of: family, name, "
                "cells, filters, image_size, classes, dtype)");
+}
+
+TEST(ScenarioResNet, FamilyWithDefaults) {
+  json doc = good_doc();
+  doc["model"] = {{"family", "resnet"}, {"depth", 50}};
+  const Scenario s = parse_scenario(doc, "r.json");
+  EXPECT_EQ(s.model.family, "resnet");
+  EXPECT_EQ(s.model.name, "resnet");
+  EXPECT_EQ(s.model.total_params(), 25'557'032);  // 224 x 224 images, 1000 classes
+  EXPECT_EQ(s.model.layers.size(), 4u + 16u * 11u + 3u);
+}
+
+TEST(ScenarioResNet, Errors) {
+  json doc = good_doc();
+  doc["model"] = {{"family", "resnet"}, {"depth", 34}};
+  EXPECT_STREQ(error_of(doc).what(), "bad.json: model.depth: expected 50, 101 or 152, got 34");
+  doc["model"] = {{"family", "resnet"}, {"depth", 101}, {"image_size", 16}};
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.image_size: expected at least 32 (five halvings leave a 1 x 1 "
+               "map), got 16");
+  doc["model"] = {{"family", "resnet"}, {"depth", 101}, {"cells", 3}};
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.cells: unknown key 'cells' (expected one of: family, name, depth, "
+               "image_size, classes, dtype)");
 }
 
 TEST(ScenarioTransformer, TiedEmbeddingsAndKeyValueHeads) {
