@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
-#include <iostream>
 #include <new>
 #include <string>
 
@@ -17,6 +16,7 @@
 #include "cli/calibrate_command.h"
 #include "cli/capacity_command.h"
 #include "cli/compare_command.h"
+#include "cli/error_line.h"
 #include "cli/export_command.h"
 #include "cli/plan_command.h"
 #include "cli/profile_command.h"
@@ -63,7 +63,7 @@ int finish(int status) {
   try {
     pipescope::finish_standard_output();
   } catch (const std::exception& e) {
-    std::cerr << "pipescope: error: " << e.what() << "\n";
+    pipescope::cli::print_error(e.what());
     return status == 0 ? kExitBadInput : status;
   }
   return status;
@@ -76,19 +76,19 @@ int run_reporting_errors(const std::function<int()>& command) {
   try {
     return command();
   } catch (const pipescope::Cancelled&) {
-    std::cerr << "pipescope: interrupted\n";
+    pipescope::cli::print_line("pipescope: interrupted");
     const int sig = pipescope::stop_signal();
     return 128 + (sig != 0 ? sig : SIGINT);
   } catch (const pipescope::InternalError& e) {
-    std::cerr << "pipescope: internal error (please report): " << escape_for_terminal(e.what())
-              << "\n";
+    pipescope::cli::print_line("pipescope: internal error (please report): " +
+                               escape_for_terminal(e.what()));
     return kExitInternal;
   } catch (const std::bad_alloc&) {
-    std::cerr << "pipescope: error: out of memory; try a smaller K, M or model\n";
+    pipescope::cli::print_error("out of memory; try a smaller K, M or model");
     return kExitBadInput;
   } catch (const std::exception& e) {
     // ScenarioError, ConfigError and I/O errors already read as one sentence.
-    std::cerr << "pipescope: error: " << escape_for_terminal(e.what()) << "\n";
+    pipescope::cli::print_error(escape_for_terminal(e.what()));
     return kExitBadInput;
   }
 }

@@ -1,10 +1,11 @@
 #include "cli/mpi_job.h"
 
 #include <cstdlib>
-#include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
+#include "cli/error_line.h"
 #include "exec/host_memory.h"
 #include "exec/plan_runner.h"
 #ifdef PIPESCOPE_HAVE_NCCL
@@ -22,13 +23,12 @@ void throw_no_mpi() {
 
 #ifdef PIPESCOPE_HAVE_MPI
 int MpiJob::input_error(const std::exception& e) const {
-  if (rank() == 0) std::cerr << "pipescope: error: " << e.what() << "\n";
+  if (rank() == 0) print_error(e.what());
   return 1;
 }
 
 void MpiJob::rank_error(const std::exception& e) const {
-  std::cerr << "pipescope: error: rank " << rank() << " of " << size() << ": " << e.what()
-            << std::endl;
+  print_error("rank " + std::to_string(rank()) + " of " + std::to_string(size()) + ": " + e.what());
   MPI_Abort(MPI_COMM_WORLD, 1);  // ends every rank; does not return
   std::_Exit(1);
 }

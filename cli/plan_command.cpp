@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/error_line.h"
 #include "cli/progress.h"
 #include "sim/format.h"
 #include "sim/plan.h"
@@ -158,15 +159,15 @@ int run_plan(const PlanOptions& o) {
   }
   if (report.ranked.empty()) {
     const PlanCandidate* closest = closest_rejected(report);
-    std::cerr << "pipescope: error: no plan fits " << scenario.cluster.device.name << " ("
-              << format_bytes(static_cast<double>(scenario.cluster.device.memory_bytes))
-              << " per device)";
+    std::string message = "no plan fits " + scenario.cluster.device.name + " (" +
+                          format_bytes(static_cast<double>(scenario.cluster.device.memory_bytes)) +
+                          " per device)";
     if (closest != nullptr) {
-      std::cerr << "; the least any configuration needs is "
-                << format_bytes(static_cast<double>(closest->memory_needed)) << " ("
-                << closest->label() << ")";
+      message += "; the least any configuration needs is " +
+                 format_bytes(static_cast<double>(closest->memory_needed)) + " (" +
+                 closest->label() + ")";
     }
-    std::cerr << "\n";
+    print_error(message);
     return 1;
   }
   if (o.output) {

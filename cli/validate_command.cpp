@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bundled_scenarios.h"
+#include "cli/error_line.h"
 #include "cli/progress.h"
 #include "sim/file_io.h"
 #include "sim/format.h"
@@ -276,8 +277,8 @@ int run_validate(const ValidateOptions& o) {
         report.checked() - report.failed() - report.gaps(), report.checked(), report.gaps());
   }
   if (report.failed() > 0) {
-    std::cerr << "pipescope: error: " << report.failed() << " of " << report.checked()
-              << " checked figures are outside their tolerance\n";
+    print_error(std::to_string(report.failed()) + " of " + std::to_string(report.checked()) +
+                " checked figures are outside their tolerance");
     return 1;
   }
   return 0;

@@ -146,7 +146,7 @@ TEST(Topology, PcieHostPresetIsP100sTwoPerSwitch) {
   ASSERT_TRUE(p);
   EXPECT_EQ(p->interconnect.topology, TopologyKind::kPcieHost);
   EXPECT_EQ(p->interconnect.devices_per_switch, 2);
-  EXPECT_EQ(p->interconnect.bandwidth, 12e9);
+  EXPECT_EQ(p->interconnect.bandwidth, 15.75e9);
   EXPECT_EQ(p->device.peak_flops_fp32, find_device_preset("p100-pcie")->device.peak_flops_fp32);
 }
 
