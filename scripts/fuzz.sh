@@ -19,7 +19,8 @@ build="build-fuzz"
 
 echo "== configure and build $build (clang, libFuzzer, ASan + UBSan)"
 CC=clang CXX=clang++ cmake -G Ninja -S . -B "$build" -DPIPESCOPE_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_CUDA=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_CUDA=OFF \
   -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_BUILD_TESTS=OFF -DPIPESCOPE_BUILD_BENCH=OFF >/dev/null
 # shellcheck disable=SC2086  # the target list is split on purpose
 cmake --build "$build" -j 2 --target $FUZZ_TARGETS
