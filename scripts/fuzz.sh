@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Fuzzes every input format: builds the libFuzzer targets in build-fuzz with
-# clang (ASan + UBSan, only the costmodels and sim libraries besides the
-# targets), replays each saved crash in fuzz/regressions/<target>/ once, then
-# runs each target for FUZZ_SECONDS (default 30) on a working copy of its seed
-# corpus (build-fuzz/corpus/<target>, which keeps what earlier runs found).
-# Crash, leak and timeout inputs land in build-fuzz/artifacts/<target>/, logs in
-# build-fuzz/logs/. Exits non-zero when any target fails, naming it and its
-# artifacts.
+# Fuzzes every input format: builds the libFuzzer targets with clang (ASan +
+# UBSan), replays each saved crash in fuzz/regressions/<target>/ once, then runs
+# each target for FUZZ_SECONDS (default 30) on a working copy of its seed corpus
+# (<build>/corpus/<target>, which keeps what earlier runs found). Crash, leak and
+# timeout inputs land in <build>/artifacts/<target>/, logs in <build>/logs/.
+# Exits non-zero when any target fails, naming it and its artifacts.
+#
+# The build folder is FUZZ_BUILD (default build-fuzz). One that is not configured
+# yet is configured for the fuzz targets alone; one configured already must have
+# been with PIPESCOPE_FUZZ=ON (scripts/test.sh fuzzes in its sanitized build).
 #
 #   FUZZ_SECONDS=120 scripts/fuzz.sh                 # longer runs
 #   FUZZ_TARGETS="fuzz_plan fuzz_profile" scripts/fuzz.sh
@@ -15,13 +17,19 @@ cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
 FUZZ_TARGETS="${FUZZ_TARGETS:-fuzz_scenario fuzz_plan fuzz_profile fuzz_schedule_csv fuzz_hf_config fuzz_trace fuzz_trace_gz}"
-build="build-fuzz"
+build="${FUZZ_BUILD:-build-fuzz}"
 
-echo "== configure and build $build (clang, libFuzzer, ASan + UBSan)"
-CC=clang CXX=clang++ cmake -G Ninja -S . -B "$build" -DPIPESCOPE_FUZZ=ON \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_CUDA=OFF \
-  -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_BUILD_TESTS=OFF -DPIPESCOPE_BUILD_BENCH=OFF >/dev/null
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  echo "== configure $build (clang, libFuzzer, ASan + UBSan)"
+  CC=clang CXX=clang++ cmake -G Ninja -S . -B "$build" -DPIPESCOPE_FUZZ=ON \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+    -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_CUDA=OFF \
+    -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_BUILD_TESTS=OFF -DPIPESCOPE_BUILD_BENCH=OFF >/dev/null
+elif ! grep -q '^PIPESCOPE_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
+  echo "error: $build is configured without PIPESCOPE_FUZZ=ON; use another FUZZ_BUILD" >&2
+  exit 2
+fi
+echo "== build the fuzz targets in $build"
 # shellcheck disable=SC2086  # the target list is split on purpose
 cmake --build "$build" -j 2 --target $FUZZ_TARGETS
 echo "built in ${SECONDS} s"

@@ -351,7 +351,9 @@ TEST_F(CudaKernelBodies, AnyNonFiniteFindsOneBadEntryAnywhere) {
 const std::vector<std::array<int, 2>> kRowShapes = {{1, 1}, {3, 5}, {4, 257}, {9, 300}, {2, 700}};
 
 TEST_F(CudaKernelBodies, BiasAndColumnSumsMatchTheHostDevice) {
-  for (const auto& [rows, c] : kRowShapes) {
+  for (const auto& shape : kRowShapes) {
+    const int rows = shape[0];  // named copies: lambdas below capture them
+    const int c = shape[1];
     SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(c));
     const std::int64_t n = std::int64_t{rows} * c;
     const std::vector<float> bias = random(c, 10);
@@ -372,7 +374,9 @@ TEST_F(CudaKernelBodies, BiasAndColumnSumsMatchTheHostDevice) {
 }
 
 TEST_F(CudaKernelBodies, LayerNormMatchesTheHostDevice) {
-  for (const auto& [rows, c] : kRowShapes) {
+  for (const auto& shape : kRowShapes) {
+    const int rows = shape[0];  // named copies: lambdas below capture them
+    const int c = shape[1];
     SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(c));
     const std::int64_t n = std::int64_t{rows} * c;
     // Off-centre, so a kernel that skipped the mean would show.
@@ -413,7 +417,9 @@ TEST_F(CudaKernelBodies, LayerNormMatchesTheHostDevice) {
 }
 
 TEST_F(CudaKernelBodies, CrossEntropyMatchesTheHostDevice) {
-  for (const auto& [rows, v] : kRowShapes) {
+  for (const auto& shape : kRowShapes) {
+    const int rows = shape[0];  // named copies: lambdas below capture them
+    const int v = shape[1];
     SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(v));
     const std::int64_t n = std::int64_t{rows} * v;
     // Far from zero: without the max subtracted, exp would overflow.
@@ -508,8 +514,9 @@ TEST_F(CudaKernelBodies, HeadLayoutsMatchTheHostDevice) {
 TEST_F(CudaKernelBodies, CausalSoftmaxMatchesTheHostDevice) {
   // (rows, s): one row, blocks of s rows ending mid-block of warps, rows
   // longer than a warp.
-  for (const auto& [rows, s] :
-       std::vector<std::array<int, 2>>{{1, 1}, {10, 5}, {66, 33}, {140, 70}}) {
+  for (const auto& shape : std::vector<std::array<int, 2>>{{1, 1}, {10, 5}, {66, 33}, {140, 70}}) {
+    const int rows = shape[0];  // named copies: lambdas below capture them
+    const int s = shape[1];
     SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(s));
     const std::int64_t n = std::int64_t{rows} * s;
     const std::vector<float> scores = random(n, 23, 0.0f, 4.0f);
@@ -540,8 +547,10 @@ TEST_F(CudaKernelBodies, CausalSoftmaxMatchesTheHostDevice) {
 TEST_F(CudaKernelBodies, EmbeddingMatchesTheHostDevice) {
   // (rows, seq, d): ids repeat (a vocabulary of 5), so the backward's adds meet.
   constexpr int kVocab = 5;
-  for (const auto& [rows, seq, d] :
-       std::vector<std::array<int, 3>>{{1, 1, 1}, {6, 3, 7}, {40, 8, 300}}) {
+  for (const auto& shape : std::vector<std::array<int, 3>>{{1, 1, 1}, {6, 3, 7}, {40, 8, 300}}) {
+    const int rows = shape[0];  // named copies: lambdas below capture them
+    const int seq = shape[1];
+    const int d = shape[2];
     SCOPED_TRACE(std::to_string(rows) + " rows of " + std::to_string(d));
     const std::int64_t n = std::int64_t{rows} * d;
     const std::vector<std::int32_t> ids = random_ids(rows, kVocab, 25);

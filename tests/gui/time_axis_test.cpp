@@ -138,7 +138,7 @@ TEST(TimeAxis, PanMovesByPixelsAndStopsAtTheEnds) {
   EXPECT_EQ(last.start_ns, 900);
   EXPECT_EQ(last.end_ns, 1000);
   // A pixel is worth more time when zoomed out: 10 ns per pixel.
-  EXPECT_EQ(TimeAxis(0, 1000, 100).panned(7, 0, 5000).start_ns, 70);
+  EXPECT_EQ((TimeAxis{0, 1000, 100}).panned(7, 0, 5000).start_ns, 70);
   // Nothing to pan over when the window shows everything.
   const TimeAxis whole = TimeAxis::fit(0, 1000, 100).panned(25, 0, 1000);
   EXPECT_EQ(whole.start_ns, 0);
