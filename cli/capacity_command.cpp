@@ -39,11 +39,15 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
 }
 
 int run_capacity(const CapacityOptions& o) {
-  // Validate the scenario as given first, for its own clear errors.
-  const nlohmann::json doc = load_document(o.scenario);
+  // Validate the scenario as given first, for its own clear errors, with -M and
+  // --remat as its fields.
+  TrainingFlags flags;
+  flags.micro_batches = o.micro_batches;
+  flags.remat = o.remat;
+  ScenarioOptions as_given = with_training_flags(o.scenario, flags);
+  const nlohmann::json doc = load_document(as_given);
   // --cost-model is read once (it may be a pipe) and applied to every scenario
   // the search derives from the document, as to this one.
-  ScenarioOptions as_given = o.scenario;
   as_given.cost_model.reset();
   Scenario sc = load(as_given, doc);
   CapacityRequest req;

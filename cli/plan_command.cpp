@@ -141,7 +141,10 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
 }  // namespace
 
 int run_plan(const PlanOptions& o) {
-  const Scenario scenario = load(o.scenario);
+  const Scenario scenario = load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
+                                                                  .schedule = o.schedule,
+                                                                  .chunks = o.chunks,
+                                                                  .remat = o.remat}));
   PlanRequest request;
   request.devices = o.devices;
   request.stages = o.stages;

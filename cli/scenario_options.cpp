@@ -108,6 +108,51 @@ std::shared_ptr<const CustomSchedule> custom_of(const std::optional<std::string>
   return std::make_shared<const CustomSchedule>(read_schedule_csv(*file));
 }
 
+ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
+  std::vector<FieldFlag>& out = o.field_flags;
+  if (f.micro_batches_vary) {
+    out.push_back({"-M", "training.micro_batches", std::nullopt});
+  } else if (f.micro_batches) {
+    out.push_back(
+        {"-M " + std::to_string(*f.micro_batches), "training.micro_batches", *f.micro_batches});
+  }
+  const std::optional<ScheduleKind> schedule =
+      f.schedule ? parse_schedule(*f.schedule) : std::nullopt;
+  if (schedule && *schedule != ScheduleKind::kCustom) {
+    out.push_back({"--schedule " + *f.schedule, "training.schedule", *f.schedule});
+    if (!f.chunks && !takes_chunks(*schedule)) {
+      out.push_back({"--schedule " + *f.schedule, "training.chunks", std::nullopt});
+    }
+  }
+  if (f.chunks)
+    out.push_back({"--chunks " + std::to_string(*f.chunks), "training.chunks", *f.chunks});
+  if (f.remat) out.push_back({"--remat " + *f.remat, "training.remat", *f.remat});
+  return o;
+}
+
+namespace {
+
+// Writes (or removes) a flag's field; the sections on its path are made when
+// missing, so that what is missing is reported as the file's.
+void apply_field_flag(nlohmann::json& doc, const FieldFlag& f) {
+  nlohmann::json* node = &doc;
+  std::string_view rest = f.path;
+  for (std::size_t dot = rest.find('.'); dot != std::string_view::npos; dot = rest.find('.')) {
+    if (!node->is_object()) return;  // the file's own error is reported
+    node = &(*node)[std::string(rest.substr(0, dot))];
+    rest.remove_prefix(dot + 1);
+  }
+  if (node->is_null()) *node = nlohmann::json::object();
+  if (!node->is_object()) return;
+  if (f.value) {
+    (*node)[std::string(rest)] = *f.value;
+  } else {
+    node->erase(std::string(rest));
+  }
+}
+
+}  // namespace
+
 nlohmann::json load_document(const ScenarioOptions& o) {
   if (o.seq_len && !o.hf_config) {
     throw std::invalid_argument("--seq-len applies to --hf-config; use --set model.seq_len=N");
@@ -122,13 +167,23 @@ nlohmann::json load_document(const ScenarioOptions& o) {
     doc["model"] = transformer_model_json(read_hf_config(config, o.seq_len), name);
   }
   for (const std::string& assignment : o.overrides) apply_override(doc, assignment, o.file);
+  for (const FieldFlag& f : o.field_flags) apply_field_flag(doc, f);
   return doc;
 }
 
 Scenario load(const ScenarioOptions& o, const nlohmann::json& doc) {
-  Scenario scenario = o.hf_config
-                          ? parse_scenario_with_hf_model(doc, o.file, *o.hf_config, o.overrides)
-                          : parse_scenario(doc, o.file);
+  Scenario scenario;
+  try {
+    scenario = o.hf_config ? parse_scenario_with_hf_model(doc, o.file, *o.hf_config, o.overrides)
+                           : parse_scenario(doc, o.file);
+  } catch (const ScenarioError& e) {
+    for (const FieldFlag& f : o.field_flags) {
+      if (f.value && e.file() == o.file && e.json_path() == f.path) {
+        throw ScenarioError::in_flag(o.file, f.path, f.flag, e.message());
+      }
+    }
+    throw;
+  }
   if (o.cost_model) apply_cost_model_argument(scenario, *o.cost_model);
   return scenario;
 }

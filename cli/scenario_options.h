@@ -17,9 +17,21 @@
 
 namespace pipescope::cli {
 
+// A command-line flag that stands for a scenario field (-M 2 for
+// training.micro_batches). load_document writes it into the document after the
+// --set overrides, or removes the field when the flag takes several values (a
+// sweep's list), so that the scenario is checked once, as it will run; an error
+// in that field names the flag.
+struct FieldFlag {
+  std::string flag;                     // as typed: "-M 2"
+  std::string path;                     // dotted: "training.micro_batches"
+  std::optional<nlohmann::json> value;  // none: the field is removed
+};
+
 struct ScenarioOptions {
   std::string file;
   std::vector<std::string> overrides;
+  std::vector<FieldFlag> field_flags;  // set by the command, not an option
   std::optional<std::string> hf_config;
   std::optional<std::int64_t> seq_len;
   // analytic, kernels, a cost-model file or a profile; only where add_cost_model_option
@@ -62,8 +74,21 @@ decltype(auto) naming_scenario_file(const std::string& file, Fn&& fn) {
     throw ScenarioError(file, e.scenario_field(), e.what());
   }
 }
+// The flags of the training section, as a command took them.
+struct TrainingFlags {
+  std::optional<int> micro_batches;     // -M
+  std::optional<std::string> schedule;  // --schedule
+  std::optional<int> chunks;            // --chunks
+  std::optional<std::string> remat;     // --remat
+  bool micro_batches_vary = false;      // -M took a list (sweep)
+};
+// `o` with those flags as its field_flags. A schedule that runs one chunk per
+// device, given without --chunks, also removes the file's chunk count, which
+// belonged to the schedule it replaces; --schedule custom (a schedule file) stands
+// for no field.
+ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f);
 // The scenario document: the file, its model replaced by --hf-config when given,
-// then the --set overrides.
+// then the --set overrides, then the field flags.
 nlohmann::json load_document(const ScenarioOptions& o);
 // The scenario of load_document, with --cost-model applied. An error
 // in a model that --hf-config built names the config, not the scenario file.

@@ -58,7 +58,14 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
 }
 
 int run_simulate(const SimulateOptions& o) {
-  Scenario scenario = load(o.scenario);
+  // The flags that stand for training fields are checked with the scenario, as
+  // fields of it; with --plan they are refused below instead.
+  Scenario scenario = o.plan
+                          ? load(o.scenario)
+                          : load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
+                                                                  .schedule = o.schedule,
+                                                                  .chunks = o.chunks,
+                                                                  .remat = o.remat}));
   const Cluster whole_cluster = scenario.cluster;
   SimConfig config;
   int replicas = 1;

@@ -80,7 +80,12 @@ void print_grid(const std::string& title, const SweepRequest& req,
 }  // namespace
 
 int run_sweep_command(const SweepOptions& o) {
-  const Scenario sc = load(o.scenario);
+  TrainingFlags flags;
+  flags.micro_batches_vary = !o.micro_batches.empty();
+  flags.schedule = o.schedule;
+  flags.chunks = o.chunks;
+  flags.remat = o.remat;
+  const Scenario sc = load(with_training_flags(o.scenario, flags));
   SweepRequest req;
   req.stages = o.stages;
   req.micro_batches = o.micro_batches;

@@ -453,7 +453,12 @@ ScenarioError::ScenarioError(Verbatim, const std::string& what, std::string file
 ScenarioError ScenarioError::in_override(std::string file, std::string json_path,
                                          const std::string& assignment,
                                          const std::string& message) {
-  const std::string what = compose(file, "--set " + assignment, message);
+  return in_flag(std::move(file), std::move(json_path), "--set " + assignment, message);
+}
+
+ScenarioError ScenarioError::in_flag(std::string file, std::string json_path,
+                                     const std::string& flag, const std::string& message) {
+  const std::string what = compose(file, flag, message);
   return ScenarioError(Verbatim{}, what, std::move(file), std::move(json_path), message);
 }
 

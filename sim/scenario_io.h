@@ -21,6 +21,10 @@ class ScenarioError : public std::runtime_error {
   // sees the option as typed, while json_path() is the overridden PATH.
   static ScenarioError in_override(std::string file, std::string json_path,
                                    const std::string& assignment, const std::string& message);
+  // A command-line flag that stands for the field at `json_path` (-M for
+  // training.micro_batches): what() reads "FILE: FLAG: MESSAGE".
+  static ScenarioError in_flag(std::string file, std::string json_path, const std::string& flag,
+                               const std::string& message);
   const std::string& file() const { return file_; }
   const std::string& json_path() const { return json_path_; }
   // What is wrong, without the file and the path.

@@ -339,12 +339,18 @@ TEST(SweepCli, ScheduleAndChunksReachEveryPair) {
   EXPECT_LT(inter[1]["bubble_fraction"].get<double>(),
             0.75 * one[1]["bubble_fraction"].get<double>());
   // A sweep whose only pair cannot run has nothing to show: it fails with why.
-  const CliResult bad = run("sweep " + kDemo + " -K 4 -M 8 --chunks 2 --json");
+  const CliResult bad = run("sweep " + kDemo + " -K 4 -M 2 --schedule interleaved-1f1b --json");
   EXPECT_EQ(bad.status, 1);
   EXPECT_EQ(bad.out, "");
   EXPECT_EQ(bad.err,
-            "pipescope: error: sweep of demo: 1 of the 1 configurations cannot run (K=4 M=8: gpipe "
-            "runs one model chunk per device; --chunks 2 needs --schedule interleaved-1f1b)\n");
+            "pipescope: error: sweep of demo: 1 of the 1 configurations cannot run (K=4 M=2: "
+            "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=2, K=4)\n");
+  // Chunks without a schedule that takes them are the scenario's error, named
+  // by the flag, before any configuration is tried.
+  const CliResult chunks = run("sweep " + kDemo + " -K 4 -M 8 --chunks 2 --json");
+  EXPECT_EQ(chunks.status, 1);
+  EXPECT_EQ(chunks.err, "pipescope: error: " + kDemo +
+                            ": --chunks 2: 2 chunks need \"schedule\": \"interleaved-1f1b\"\n");
 }
 
 TEST(CapacityCli, JsonFollowsTheContract) {

@@ -117,6 +117,46 @@ TEST(SimulateCli, SetOverridesAField) {
   EXPECT_EQ(j["micro_batch_size"], 64 / j["M"].get<int>());
 }
 
+// -M, --schedule, --chunks and --remat are fields of the scenario, written in
+// after --set and checked once with it: the file's 8 micro-batches do not stand
+// in the way of a batch of 4 that -M 2 divides, and what is wrong names the flag.
+TEST(SimulateCli, FlagsAreCheckedAsTheScenarioFieldsTheyReplace) {
+  const std::string small_batch = " --set training.global_batch=4 -K 2 -M 2";
+  for (const std::string command : {"simulate", "plan"}) {
+    const CliResult r = run(command + " " + kDemo + small_batch + " --json");
+    ASSERT_EQ(r.status, 0) << command << ": " << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(command == "plan" ? j["plans"][0]["M"] : j["M"], 2) << command;
+  }
+  const CliResult sweep =
+      run("sweep " + kDemo + " --set training.global_batch=2 -K 2 -M 1,2 --json");
+  ASSERT_EQ(sweep.status, 0) << sweep.err;
+  EXPECT_EQ(nlohmann::json::parse(sweep.out).size(), 2u);
+  const CliResult capacity = run("capacity " + kDemo + small_batch + " --json");
+  ASSERT_EQ(capacity.status, 0) << capacity.err;
+  EXPECT_EQ(nlohmann::json::parse(capacity.out)["fits"], true);
+
+  for (const std::string command : {"simulate", "plan", "capacity -K 2"}) {
+    const CliResult bad = run(command + " " + kDemo + " -M 3");
+    EXPECT_EQ(bad.status, 1) << command;
+    EXPECT_EQ(bad.err, "pipescope: error: " + kDemo + ": -M 3: 3 does not divide global_batch 32\n")
+        << command;
+  }
+  const CliResult chunks = run("simulate " + kDemo + " --chunks 2");
+  EXPECT_EQ(chunks.status, 1);
+  EXPECT_EQ(chunks.err, "pipescope: error: " + kDemo +
+                            ": --chunks 2: 2 chunks need \"schedule\": \"interleaved-1f1b\"\n");
+  // A one-chunk schedule replaces the file's interleaving, chunk count with it.
+  const CliResult one_chunk =
+      run("simulate " + kDemo +
+          " --set training.schedule=interleaved-1f1b --set training.chunks=2 --schedule 1f1b -K 2 "
+          "--json");
+  ASSERT_EQ(one_chunk.status, 0) << one_chunk.err;
+  const nlohmann::json j = nlohmann::json::parse(one_chunk.out);
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["chunks"], 1);
+}
+
 TEST(SimulateCli, TableNamesEveryStageAndTheTotals) {
   const CliResult r = run("simulate " + kDemo + " -K 2");
   ASSERT_EQ(r.status, 0) << r.err;
