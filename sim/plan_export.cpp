@@ -162,9 +162,19 @@ std::string export_deepspeed(const Plan& p) {
             ? "# DeepSpeed checkpoints every micro-batch: remat except-last runs as remat on,\n"
               "# one recompute more per stage than the plan predicts.\n"
             : "")
+    << (p.remat != Remat::kNever
+            ? "# Non-reentrant checkpointing: DeepSpeed's default (reentrant) checkpoint fails in\n"
+              "# the first backward when a span starts at a layer whose input is integer token\n"
+              "# ids (the embedding).\n"
+              "# from deepspeed.checkpointing import non_reentrant_checkpoint\n"
+            : "")
     << "# model = PlannedPipelineModule(layers=layers, num_stages=" << p.stages
     << ", loss_fn=loss_fn,\n"
-    << "#                               activation_checkpoint_interval=" << interval << ")\n"
+    << "#                               activation_checkpoint_interval=" << interval
+    << (p.remat != Remat::kNever ? ",\n#                               "
+                                   "activation_checkpoint_func=non_reentrant_checkpoint"
+                                 : "")
+    << ")\n"
     << "DEEPSPEED_CONFIG = {\n"
     << "    \"train_batch_size\": " << p.global_batch << ",\n"
     << "    \"train_micro_batch_size_per_gpu\": " << p.micro_batch_size << ",\n"
@@ -209,7 +219,6 @@ std::string export_megatron(const Plan& p) {
 
   std::vector<std::string> flags{"--pipeline-model-parallel-size " + str(p.stages),
                                  "--num-layers " + str(total)};
-  if (p.chunks > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + str(p.chunks));
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << summary(p)
@@ -226,6 +235,7 @@ std::string export_megatron(const Plan& p) {
                           "prediction assumes.\n"));
   if (even) {
     o << "# Cut: " << cut << " transformer layers, even: no uneven-stage flags needed.\n";
+    if (p.chunks > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + str(p.chunks));
   } else if (ends_nonempty && middle_even && p.chunks == 1) {
     o << "# Cut: " << cut << " transformer layers: even middle stages, uneven first and last.\n";
     flags.push_back("--decoder-first-pipeline-num-layers " + str(t.front()));
@@ -239,6 +249,11 @@ std::string export_megatron(const Plan& p) {
     o << "# Cut: " << cut << " transformer layers. --decoder-first/last-pipeline-num-layers\n"
       << "# cannot express it (they split the rest evenly over the middle stages), so it is\n"
       << "# given as --pipeline-model-parallel-layout, which older Megatron-LM releases lack.\n";
+    if (p.chunks > 1) {
+      // Megatron-LM refuses --num-virtual-stages-per-pipeline-rank beside a layout.
+      o << "# The layout's " << k << " stages over " << p.stages << " ranks fix the " << p.chunks
+        << " virtual stages per rank.\n";
+    }
     flags.push_back("--pipeline-model-parallel-layout '" + layout + "'");
   }
   flags.push_back("--micro-batch-size " + str(p.micro_batch_size));

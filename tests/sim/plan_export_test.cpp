@@ -240,6 +240,36 @@ TEST(PlanExport, MegatronUnevenMiddleNeedsTheLayout) {
   EXPECT_EQ(g.at("--num-layers"), "3");
 }
 
+// An interleaved plan: K = 2 ranks, v = 2 chunks each, stage s on rank s mod 2.
+Plan interleaved_plan(const std::vector<int>& balance) {
+  Plan p = plan_with(balance, 4, 1, Remat::kNever);
+  p.stages = 2;
+  p.chunks = 2;
+  p.devices = 2;
+  for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+    p.stage_plans[s].device = static_cast<int>(s % 2);
+  }
+  return p;
+}
+
+// Even virtual stages take --num-virtual-stages-per-pipeline-rank; uneven ones
+// take the layout, which fixes the virtual stages itself and which Megatron-LM
+// refuses beside that flag.
+TEST(PlanExport, MegatronInterleavedGivesTheVirtualStagesOnce) {
+  const std::map<std::string, std::string> even =
+      flags_of(export_plan(interleaved_plan({2, 2, 2, 2}), ExportFormat::kMegatron));
+  EXPECT_EQ(even.at("--pipeline-model-parallel-size"), "2");
+  EXPECT_EQ(even.at("--num-virtual-stages-per-pipeline-rank"), "2");
+  EXPECT_EQ(even.count("--pipeline-model-parallel-layout"), 0u);
+  const std::string text = export_plan(interleaved_plan({1, 3, 1, 2}), ExportFormat::kMegatron);
+  const std::map<std::string, std::string> uneven = flags_of(text);
+  EXPECT_EQ(uneven.at("--pipeline-model-parallel-layout"), "'Et|t*3|t|t*2L'");
+  EXPECT_EQ(uneven.count("--num-virtual-stages-per-pipeline-rank"), 0u);
+  EXPECT_NE(text.find("# The layout's 4 stages over 2 ranks fix the 2 virtual stages per rank."),
+            std::string::npos)
+      << text;
+}
+
 TEST(PlanExport, MegatronRejectsAModelWithoutTransformerLayers) {
   const Plan p = plan_with({1, 1}, 2, 1, Remat::kAlways, {"embed", "head"});
   EXPECT_THROW(export_plan(p, ExportFormat::kMegatron), std::invalid_argument);
