@@ -165,15 +165,17 @@ std::string export_deepspeed(const Plan& p) {
     << (p.remat != Remat::kNever
             ? "# Non-reentrant checkpointing: DeepSpeed's default (reentrant) checkpoint fails in\n"
               "# the first backward when a span starts at a layer whose input is integer token\n"
-              "# ids (the embedding).\n"
-              "# from deepspeed.checkpointing import non_reentrant_checkpoint\n"
+              "# ids (the embedding). (deepspeed.checkpointing is an attribute of the package,\n"
+              "# not a module to import from.)\n"
+              "# import deepspeed\n"
             : "")
     << "# model = PlannedPipelineModule(layers=layers, num_stages=" << p.stages
     << ", loss_fn=loss_fn,\n"
     << "#                               activation_checkpoint_interval=" << interval
-    << (p.remat != Remat::kNever ? ",\n#                               "
-                                   "activation_checkpoint_func=non_reentrant_checkpoint"
-                                 : "")
+    << (p.remat != Remat::kNever
+            ? ",\n#                               "
+              "activation_checkpoint_func=deepspeed.checkpointing.non_reentrant_checkpoint"
+            : "")
     << ")\n"
     << "DEEPSPEED_CONFIG = {\n"
     << "    \"train_batch_size\": " << p.global_batch << ",\n"

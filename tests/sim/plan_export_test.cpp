@@ -270,6 +270,22 @@ TEST(PlanExport, MegatronInterleavedGivesTheVirtualStagesOnce) {
       << text;
 }
 
+// With remat, DeepSpeed's non-reentrant checkpoint, named as DeepSpeed 0.19
+// exposes it (an attribute of the package: `from deepspeed.checkpointing import`
+// fails); without remat, no checkpoint function at all.
+TEST(PlanExport, DeepSpeedCheckpointsWithTheNonReentrantFunction) {
+  const std::string with =
+      export_plan(plan_with({2, 2}, 4, 1, Remat::kAlways), ExportFormat::kDeepSpeed);
+  EXPECT_NE(
+      with.find("activation_checkpoint_func=deepspeed.checkpointing.non_reentrant_checkpoint"),
+      std::string::npos)
+      << with;
+  EXPECT_EQ(with.find("from deepspeed.checkpointing import"), std::string::npos) << with;
+  const std::string without =
+      export_plan(plan_with({2, 2}, 4, 1, Remat::kNever), ExportFormat::kDeepSpeed);
+  EXPECT_EQ(without.find("activation_checkpoint_func"), std::string::npos) << without;
+}
+
 TEST(PlanExport, MegatronRejectsAModelWithoutTransformerLayers) {
   const Plan p = plan_with({1, 1}, 2, 1, Remat::kAlways, {"embed", "head"});
   EXPECT_THROW(export_plan(p, ExportFormat::kMegatron), std::invalid_argument);

@@ -32,11 +32,12 @@ class PlannedPipelineModule(PipelineModule):
 # activation_checkpoint_interval 3: one checkpoint around each stage's forward (GPipe's remat).
 # Non-reentrant checkpointing: DeepSpeed's default (reentrant) checkpoint fails in
 # the first backward when a span starts at a layer whose input is integer token
-# ids (the embedding).
-# from deepspeed.checkpointing import non_reentrant_checkpoint
+# ids (the embedding). (deepspeed.checkpointing is an attribute of the package,
+# not a module to import from.)
+# import deepspeed
 # model = PlannedPipelineModule(layers=layers, num_stages=3, loss_fn=loss_fn,
 #                               activation_checkpoint_interval=3,
-#                               activation_checkpoint_func=non_reentrant_checkpoint)
+#                               activation_checkpoint_func=deepspeed.checkpointing.non_reentrant_checkpoint)
 DEEPSPEED_CONFIG = {
     "train_batch_size": 8,
     "train_micro_batch_size_per_gpu": 2,
