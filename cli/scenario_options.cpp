@@ -111,43 +111,37 @@ std::shared_ptr<const CustomSchedule> custom_of(const std::optional<std::string>
 ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
   std::vector<FieldFlag>& out = o.field_flags;
   if (f.micro_batches_vary) {
-    out.push_back({"-M", "training.micro_batches", std::nullopt});
+    out.push_back({"-M", "micro_batches", std::nullopt});
   } else if (f.micro_batches) {
-    out.push_back(
-        {"-M " + std::to_string(*f.micro_batches), "training.micro_batches", *f.micro_batches});
+    out.push_back({"-M " + std::to_string(*f.micro_batches), "micro_batches", *f.micro_batches});
   }
   const std::optional<ScheduleKind> schedule =
       f.schedule ? parse_schedule(*f.schedule) : std::nullopt;
   if (schedule && *schedule != ScheduleKind::kCustom) {
-    out.push_back({"--schedule " + *f.schedule, "training.schedule", *f.schedule});
+    out.push_back({"--schedule " + *f.schedule, "schedule", *f.schedule});
     if (!f.chunks && !takes_chunks(*schedule)) {
-      out.push_back({"--schedule " + *f.schedule, "training.chunks", std::nullopt});
+      out.push_back({"--schedule " + *f.schedule, "chunks", std::nullopt});
     }
   }
-  if (f.chunks)
-    out.push_back({"--chunks " + std::to_string(*f.chunks), "training.chunks", *f.chunks});
-  if (f.remat) out.push_back({"--remat " + *f.remat, "training.remat", *f.remat});
+  if (f.chunks) out.push_back({"--chunks " + std::to_string(*f.chunks), "chunks", *f.chunks});
+  if (f.remat) out.push_back({"--remat " + *f.remat, "remat", *f.remat});
   return o;
 }
 
 namespace {
 
-// Writes (or removes) a flag's field; the sections on its path are made when
-// missing, so that what is missing is reported as the file's.
+// Writes (or removes) a flag's field. A missing training section is made, so
+// that what it lacks is reported as the file's; one of another type is left for
+// the file's own error.
 void apply_field_flag(nlohmann::json& doc, const FieldFlag& f) {
-  nlohmann::json* node = &doc;
-  std::string_view rest = f.path;
-  for (std::size_t dot = rest.find('.'); dot != std::string_view::npos; dot = rest.find('.')) {
-    if (!node->is_object()) return;  // the file's own error is reported
-    node = &(*node)[std::string(rest.substr(0, dot))];
-    rest.remove_prefix(dot + 1);
-  }
-  if (node->is_null()) *node = nlohmann::json::object();
-  if (!node->is_object()) return;
+  if (!doc.is_object()) return;
+  nlohmann::json& training = doc["training"];
+  if (training.is_null()) training = nlohmann::json::object();
+  if (!training.is_object()) return;
   if (f.value) {
-    (*node)[std::string(rest)] = *f.value;
+    training[f.key] = *f.value;
   } else {
-    node->erase(std::string(rest));
+    training.erase(f.key);
   }
 }
 
@@ -178,8 +172,8 @@ Scenario load(const ScenarioOptions& o, const nlohmann::json& doc) {
                            : parse_scenario(doc, o.file);
   } catch (const ScenarioError& e) {
     for (const FieldFlag& f : o.field_flags) {
-      if (f.value && e.file() == o.file && e.json_path() == f.path) {
-        throw ScenarioError::in_flag(o.file, f.path, f.flag, e.message());
+      if (f.value && e.file() == o.file && e.json_path() == "training." + f.key) {
+        throw ScenarioError::in_flag(o.file, e.json_path(), f.flag, e.message());
       }
     }
     throw;

@@ -17,14 +17,14 @@
 
 namespace pipescope::cli {
 
-// A command-line flag that stands for a scenario field (-M 2 for
-// training.micro_batches). load_document writes it into the document after the
-// --set overrides, or removes the field when the flag takes several values (a
-// sweep's list), so that the scenario is checked once, as it will run; an error
-// in that field names the flag.
+// A command-line flag that stands for a field of the scenario's training
+// section (-M 2 for training.micro_batches). load_document writes it into the
+// document after the --set overrides, or removes the field when the flag takes
+// several values (a sweep's list), so that the scenario is checked once, as it
+// will run; an error in that field names the flag.
 struct FieldFlag {
   std::string flag;                     // as typed: "-M 2"
-  std::string path;                     // dotted: "training.micro_batches"
+  std::string key;                      // in "training": "micro_batches"
   std::optional<nlohmann::json> value;  // none: the field is removed
 };
 
