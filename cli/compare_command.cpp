@@ -15,7 +15,9 @@
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
+#include "exec/backends.h"
 #include "exec/compare.h"
+#include "exec/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
 #include "sim/format.h"
@@ -163,9 +165,7 @@ std::vector<exec::StepResult> run_steps(const CompareOptions& o, const CompareIn
   run.steps = o.steps;
   run.learning_rate = o.learning_rate;
   run.seed = o.seed;
-#ifdef PIPESCOPE_HAVE_MPI
-  if (in.mpi) run.transport = std::make_shared<exec::MpiTransport>();
-#endif
+  if (in.mpi) run.transport = exec::mpi_backend().transport();
   run.on_step = [&](int, int, const exec::StepResult&) { progress.advance(); };
   return exec::run_plan(in.plan, in.model, run);
 }
@@ -196,9 +196,9 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
     if (!in.given && rank == 0) measured = profile_model(o, in, passes, progress);
     const std::vector<exec::StepResult> steps = run_steps(o, in, progress);
     if (!in.given) {
-#ifdef PIPESCOPE_HAVE_MPI
-      if (in.mpi) exec::measure_mpi_machine(measured, in.model, in.plan.micro_batch_size, o.seed);
-#endif
+      if (in.mpi) {
+        exec::mpi_backend().measure_machine(measured, in.model, in.plan.micro_batch_size, o.seed);
+      }
       if (rank != 0) continue;
       rounds.profile = std::make_shared<const Profile>(std::move(measured));
       rounds.comparisons.push_back(
@@ -261,12 +261,13 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
 }
 
 void print_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
-                const std::string& note) {
+                const std::string& note, bool on_host) {
   nlohmann::json out = comparison_json(c);
   if (!note.empty()) out["shared_cores_note"] = note;
   nlohmann::json errors = nlohmann::json::array();
   for (const exec::Comparison& r : rounds) errors.push_back(r.relative_error);
   out["round_relative_errors"] = errors;
+  if (on_host) out["kernels"] = exec::kernel_level();
   std::cout << out.dump(2) << "\n";
 }
 
@@ -282,6 +283,7 @@ void print_heading(const CompareOptions& o, const CompareInputs& in, const Profi
               profile.backend == "cuda" ? (profile.cores == 1 ? "GPU" : "GPUs")
                                         : (profile.cores == 1 ? "core" : "cores"),
               exec::measured_steps_label(o.steps, c.warmup_steps).c_str());
+  if (!in.gpus) std::printf("Kernels: %s\n", exec::kernel_level_label().c_str());
   if (rounds.size() > 1) {
     std::string errors;
     for (const exec::Comparison& r : rounds) {
@@ -346,7 +348,7 @@ void report(const CompareOptions& o, const CompareInputs& in, const Rounds& roun
   const std::string note =
       c.shared_cores ? exec::shared_cores_note(c.stages, c.cores, in.gpus ? "GPU" : "core") : "";
   if (o.json) {
-    print_json(c, rounds.comparisons, note);
+    print_json(c, rounds.comparisons, note, !in.gpus);
     return;
   }
   print_heading(o, in, *rounds.profile, c, rounds.comparisons);
@@ -359,36 +361,25 @@ void report(const CompareOptions& o, const CompareInputs& in, const Rounds& roun
 int run_compare(const CompareOptions& o) {
   const bool mpi = o.backend == "mpi";
   // Errors under MPI: cli/mpi_job.h.
-#ifdef PIPESCOPE_HAVE_MPI
   std::optional<MpiJob> job;
   if (mpi) job.emplace();
   const int rank = mpi ? job->rank() : 0;
-#else
-  if (mpi) throw_no_mpi();
-  const int rank = 0;
-#endif
   CompareInputs in;
   try {
     in = read_inputs(o);
-#ifdef PIPESCOPE_HAVE_MPI
     if (job) {
       job->require_devices(in.plan.schedule_ops().devices(), o.plan);
       job->check_memory(in.plan, o.plan, /*on_gpu=*/false);
     }
-#endif
   } catch (const std::exception& e) {
-#ifdef PIPESCOPE_HAVE_MPI
     if (job) return job->input_error(e);
-#endif
     throw;
   }
   Rounds rounds;
   try {
     rounds = run_rounds(o, in, rank);
   } catch (const std::exception& e) {
-#ifdef PIPESCOPE_HAVE_MPI
     if (job) job->rank_error(e);
-#endif
     throw;
   }
   if (rank == 0) report(o, in, rounds);

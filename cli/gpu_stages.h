@@ -1,6 +1,6 @@
 #pragma once
 // What `--backend cuda` commands share: each model stage on its own stream of
-// a visible GPU (exec/cuda/cuda_device.h, place_on_gpus).
+// a visible GPU (exec/backends.h, place_on_gpus).
 
 #include <functional>
 #include <memory>
@@ -25,7 +25,8 @@ struct GpuStages {
 void check_plan_fits_gpus(const Plan& plan, const std::string& plan_file, int gpus);
 
 // Throws std::runtime_error saying why there are none: no GPU visible (with
-// the driver's reason), or this pipescope built without CUDA.
+// the driver's reason), the CUDA backend cannot be loaded (the library
+// missing), or this pipescope built without CUDA.
 GpuStages gpu_stages();
 
 }  // namespace pipescope::cli

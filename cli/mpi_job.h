@@ -11,23 +11,22 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
+#include "exec/backends.h"
 #include "sim/plan.h"
-#ifdef PIPESCOPE_HAVE_MPI
-#include "exec/mpi/mpi_transport.h"
-#endif
 
 namespace pipescope::cli {
 
-// Throws std::invalid_argument: this pipescope was built without MPI.
-[[noreturn]] void throw_no_mpi();
-
-#ifdef PIPESCOPE_HAVE_MPI
 class MpiJob {
  public:
-  MpiJob() : session_(nullptr, nullptr) {}
+  // Opens the MPI backend (exec/backends.h) and starts MPI; throws
+  // std::runtime_error "--backend mpi: ..." when the backend cannot be had.
+  MpiJob();
 
-  int rank() const { return exec::MpiSession::rank(); }
-  int size() const { return exec::MpiSession::size(); }
+  int rank() const { return mpi_.rank(); }
+  int size() const { return mpi_.size(); }
+  const exec::MpiBackend& backend() const { return mpi_; }
   // Prints `e` on rank 0; returns the exit status.
   int input_error(const std::exception& e) const;
   // Prints `e` with this rank and ends the job.
@@ -49,8 +48,8 @@ class MpiJob {
   void check_memory(const Plan& plan, const std::string& plan_file, bool on_gpu) const;
 
  private:
-  exec::MpiSession session_;
+  const exec::MpiBackend& mpi_;
+  std::shared_ptr<void> session_;
 };
-#endif
 
 }  // namespace pipescope::cli

@@ -9,6 +9,7 @@
 #include "cli/gpu_stages.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
+#include "exec/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
 #include "sim/format.h"
@@ -84,10 +85,6 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
 // and 1 measure the MPI transport; rank 0 writes the profile (errors:
 // cli/mpi_job.h).
 int run_profile_mpi(const ProfileOptions& o) {
-#ifndef PIPESCOPE_HAVE_MPI
-  (void)o;
-  throw_no_mpi();
-#else
   const MpiJob job;
   std::optional<Scenario> scenario;
   exec::ProfileOptions p;
@@ -106,20 +103,21 @@ int run_profile_mpi(const ProfileOptions& o) {
   Profile profile;
   try {
     if (job.rank() == 0) profile = measure(o, *scenario, p);
-    exec::measure_mpi_machine(profile, scenario->model, p.batch_sizes.back(), o.seed);
+    job.backend().measure_machine(profile, scenario->model, p.batch_sizes.back(), o.seed);
     if (job.rank() == 0) write_profile_file(o.output, profile);
   } catch (const std::exception& e) {
     job.rank_error(e);
   }
   if (job.rank() == 0) print_profile(o, *scenario, profile);
   return 0;
-#endif
 }
 
 void print_profile(const ProfileOptions& o, const Scenario& scenario, const Profile& profile) {
-  std::printf("Profiled %s on %s (%d cores), %s backend, median of %d\n\n",
+  std::printf("Profiled %s on %s (%d cores), %s backend, median of %d\n",
               scenario.model.name.c_str(), profile.machine.c_str(), profile.cores,
               profile.backend.c_str(), o.repeats);
+  if (profile.backend != "cuda") std::printf("Kernels: %s\n", exec::kernel_level_label().c_str());
+  std::printf("\n");
   std::printf("%-12s %6s %12s %12s %12s\n", "layer", "batch", "forward", "backward", "recompute");
   for (const LayerProfile& l : profile.layers) {
     for (std::size_t i = 0; i < l.batch_sizes.size(); ++i) {

@@ -15,12 +15,9 @@
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
+#include "exec/backends.h"
+#include "exec/kernel_level.h"
 #include "exec/plan_runner.h"
-#ifdef PIPESCOPE_HAVE_NCCL
-#include "exec/cuda/cuda_check.h"
-#include "exec/cuda/cuda_device.h"
-#include "exec/mpi/nccl_transport.h"
-#endif
 #include "sim/format.h"
 #include "sim/plan_io.h"
 #include "sim/trace_io.h"
@@ -107,20 +104,24 @@ int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
   const double step_s = simtime_to_seconds(median.step_time);
   const double throughput = batch / step_s;
   if (o.trace) write_chrome_trace_file(*o.trace, last.timeline);
+  // The host's kernels compute unless the stages run on GPUs.
+  const bool on_host = o.backend != "cuda" && o.device != "cuda";
   if (o.json) {
-    std::cout << nlohmann::json{{"losses", losses},
-                                {"measured_step_time_s", step_s},
-                                {"throughput_samples_per_s", throughput},
-                                {"bubble_fraction", bubble}}
-                     .dump(2)
-              << "\n";
+    nlohmann::json out{{"losses", losses},
+                       {"measured_step_time_s", step_s},
+                       {"throughput_samples_per_s", throughput},
+                       {"bubble_fraction", bubble}};
+    if (on_host) out["kernels"] = exec::kernel_level();
+    std::cout << out.dump(2) << "\n";
     return 0;
   }
   std::cout << "Running " << o.plan << ": " << spec.name << ", "
             << format_count(static_cast<double>(spec.total_params()))
             << " params, K=" << plan.stages << ", M=" << plan.micro_batches << ", batch " << batch
             << ", remat " << remat_label(plan.remat) << ", " << o.steps << " steps " << where
-            << "\n\n";
+            << "\n";
+  if (on_host) std::cout << "Kernels: " << exec::kernel_level_label() << "\n";
+  std::cout << "\n";
   for (std::size_t i = 0; i < losses.size(); ++i) {
     std::printf("step %4zu  loss %.5f  %s\n", i + 1, losses[i],
                 format_seconds(simtime_to_seconds(steps[i].step_time)).c_str());
@@ -146,35 +147,26 @@ exec::PlanRunOptions run_options(const RunOptions& o) {
   return run;
 }
 
-#ifdef PIPESCOPE_HAVE_MPI
 // --device cuda under MPI: this rank's stages on its GPU, payloads over NCCL.
 void use_gpus(exec::PlanRunOptions& run) {
-#ifndef PIPESCOPE_HAVE_NCCL
-  (void)run;
-  throw std::runtime_error(
-      "--device cuda: this pipescope was built without NCCL (it needs MPI, the CUDA toolkit and "
-      "its NCCL)");
-#else
   int gpu = 0;
+  const exec::NcclBackend* nccl = nullptr;
+  const exec::CudaBackend* cuda = nullptr;
   try {
-    gpu = exec::local_gpu();
-  } catch (const exec::cuda::CudaError& e) {
+    nccl = &exec::nccl_backend();
+    cuda = &exec::cuda_backend();
+    gpu = nccl->local_gpu();
+  } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("--device cuda: ") + e.what());
   }
-  run.transport = std::make_shared<exec::NcclTransport>(gpu);
-  run.stage_device = [gpu](int stage, int) -> std::shared_ptr<exec::Device> {
-    return std::make_shared<exec::cuda::CudaDevice>(gpu, "stage " + std::to_string(stage));
+  run.transport = nccl->transport(gpu);
+  run.stage_device = [cuda, gpu](int stage, int) -> std::shared_ptr<exec::Device> {
+    return cuda->stream(gpu, "stage " + std::to_string(stage));
   };
-#endif
 }
-#endif
 
 // One process per device under mpirun (errors: cli/mpi_job.h).
 int run_mpi(const RunOptions& o) {
-#ifndef PIPESCOPE_HAVE_MPI
-  (void)o;
-  throw_no_mpi();
-#else
   const MpiJob job;
   Plan plan;
   ModelSpec spec;
@@ -191,7 +183,7 @@ int run_mpi(const RunOptions& o) {
   }
   std::vector<exec::StepResult> steps;
   try {
-    if (!run.transport) run.transport = std::make_shared<exec::MpiTransport>();
+    if (!run.transport) run.transport = job.backend().transport();
     std::optional<ProgressBar> bar;
     if (job.rank() == 0) bar.emplace("training");
     run.on_step = [&](int done, int total, const exec::StepResult&) {
@@ -205,7 +197,6 @@ int run_mpi(const RunOptions& o) {
   return report(o, plan, spec, steps,
                 "over MPI (" + std::to_string(job.size()) + " processes, one per device" +
                     (o.device == "cuda" ? ", each on a GPU, payloads over NCCL)" : ")"));
-#endif
 }
 
 }  // namespace

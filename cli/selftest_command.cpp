@@ -12,12 +12,8 @@
 
 #include "cli/scenario_options.h"
 
-#ifdef PIPESCOPE_HAVE_CUDA
-#include "exec/cuda/cuda_device.h"
-#include "exec/cuda/gpu.h"
-#include "exec/cuda/selftest.h"
+#include "exec/backends.h"
 #include "exec/pipeline_check.h"
-#endif
 
 namespace pipescope::cli {
 
@@ -37,14 +33,18 @@ CLI::App* add_selftest_command(CLI::App& app, SelftestOptions& o) {
   return cmd;
 }
 
+// The CUDA backend, or why there is none.
+const exec::CudaBackend& open_cuda() {
+  try {
+    return exec::cuda_backend();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("selftest --backend cuda: ") + e.what());
+  }
+}
+
 int run_selftest(const SelftestOptions& o) {
-#ifndef PIPESCOPE_HAVE_CUDA
-  (void)o;
-  throw std::invalid_argument(
-      "selftest --backend cuda: this pipescope was built without CUDA (configure with "
-      "-DPIPESCOPE_WITH_CUDA=ON and the CUDA toolkit in /usr/local/cuda)");
-#else
-  const exec::cuda::GpuAvailability gpus = exec::cuda::visible_gpus();
+  const exec::CudaBackend& cuda = open_cuda();
+  const exec::GpuAvailability gpus = cuda.visible_gpus();
   if (gpus.devices == 0) {
     if (o.json) {
       std::cout << nlohmann::json{{"gpus", 0},
@@ -56,14 +56,12 @@ int run_selftest(const SelftestOptions& o) {
     std::cerr << "pipescope selftest: " << gpus.reason << "; nothing was checked\n";
     return kExitNoDevice;
   }
-  std::vector<exec::cuda::KernelCheck> checks = exec::cuda::check_kernels(o.seed);
-  for (auto& c : exec::cuda::check_device_ops(o.seed)) checks.push_back(std::move(c));
+  std::vector<exec::KernelCheck> checks = cuda.check_kernels_and_ops(o.seed);
   // GPipe's promise on the GPUs: stage s on GPU s mod the GPUs, each on its own
   // stream, against one GPU training the whole mini-batch.
   const int visible = gpus.devices;
-  for (const exec::PipelineCheck& c : exec::check_pipeline([visible](int stage) {
-         return std::make_shared<exec::cuda::CudaDevice>(stage % visible,
-                                                         "stage " + std::to_string(stage));
+  for (const exec::PipelineCheck& c : exec::check_pipeline([&cuda, visible](int stage) {
+         return cuda.stream(stage % visible, "stage " + std::to_string(stage));
        })) {
     checks.push_back({c.name, c.max_error, c.tolerance});
   }
@@ -94,7 +92,6 @@ int run_selftest(const SelftestOptions& o) {
                               "references."
                             : "Some checks do not match their references.");
   return all ? 0 : 1;
-#endif
 }
 
 }  // namespace pipescope::cli

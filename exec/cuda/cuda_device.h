@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "exec/backends.h"
 #include "exec/device.h"
 
 namespace pipescope::exec::cuda {
@@ -73,14 +74,9 @@ class CudaDevice final : public Device {
   int* nonfinite_ = nullptr;  // all_finite's flag, one int on the GPU
 };
 
-// Where the stages of a run go on the visible GPUs: model stage s of pipeline
-// device d on GPU d mod G, each stage on its own CudaDevice (stream). With one
-// GPU every stage is on it; the stages then share it, as compare models.
-// Throws CudaError with the reason when no GPU is visible.
-struct GpuPlacement {
-  int gpus = 0;  // visible
-  std::function<std::shared_ptr<Device>(int stage, int device)> stage_device;
-};
+// Where the stages of a run go on the visible GPUs (exec/backends.h), each
+// stage on its own CudaDevice. Throws CudaError with the reason when no GPU is
+// visible.
 GpuPlacement place_on_gpus();
 
 }  // namespace pipescope::exec::cuda

@@ -6,12 +6,11 @@
 #include <optional>
 #include <string>
 
+#include "exec/backends.h"
+
 namespace pipescope::exec::cuda {
 
-struct GpuAvailability {
-  int devices = 0;
-  std::string reason;  // why there are none, when devices == 0
-};
+using exec::GpuAvailability;  // exec/backends.h
 
 // Never throws: a missing driver or GPU is an answer, not an error.
 GpuAvailability visible_gpus();

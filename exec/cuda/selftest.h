@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "exec/backends.h"
+
 namespace pipescope::exec::cuda {
 
 // fp32 elementwise work differs from the CPU only by the last bits of the
@@ -17,12 +19,7 @@ namespace pipescope::exec::cuda {
 inline constexpr double kElementwiseTolerance = 1e-5;
 inline constexpr double kReductionTolerance = 1e-4;
 
-struct KernelCheck {
-  std::string kernel;    // "layernorm_forward", "gemm (A^T B)", "device split_qkv (gqa)"
-  double max_error = 0;  // max |gpu - cpu| / max(1, max |cpu|)
-  double tolerance = 0;  // fp32 with a different summation order
-  bool ok() const { return max_error <= tolerance; }
-};
+using exec::KernelCheck;  // exec/backends.h
 
 // The check of `got` against the reference `want`: max_error as above, infinite
 // when the sizes differ or an entry of either is NaN or infinite.
