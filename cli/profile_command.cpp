@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/gpu_stages.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
+#include "exec/gemm_rate.h"
 #include "exec/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
@@ -43,6 +48,9 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   add_seed_option(*cmd, o.seed, "Seed of the weights and the data");
+  cmd->add_flag("--json", o.json,
+                "Print the profile as JSON, with each layer's FLOPs, achieved FLOP/s and share "
+                "of the machine's GEMM rate");
   return cmd;
 }
 
@@ -73,7 +81,13 @@ Profile measure(const ProfileOptions& o, const Scenario& scenario, exec::Profile
   try {
     ProgressBar bar("profiling");
     p.progress = [&](std::size_t done, std::size_t total) { bar.update(done, total); };
-    return exec::profile_model(scenario.model, p);
+    Profile profile = exec::profile_model(scenario.model, p);
+    // The layers ran on this CPU, one thread: the rate they are measured against.
+    if (!p.device) {
+      const exec::GemmRate gemm = exec::measure_gemm_rate();
+      profile.gemm = MachineGemm{gemm.flop_s, gemm.shape.m, gemm.shape.n, gemm.shape.k};
+    }
+    return profile;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(o.scenario.file + ": model: " + e.what());
   }
@@ -112,7 +126,76 @@ int run_profile_mpi(const ProfileOptions& o) {
   return 0;
 }
 
+// "4.25 GFLOP/s", "312 MFLOP/s".
+std::string format_flop_rate(double flop_s) {
+  const char* const units[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s"};
+  std::size_t u = 0;
+  while (u + 1 < std::size(units) && flop_s >= 1000.0) {
+    flop_s /= 1000.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s", flop_s, units[u]);
+  return buf;
+}
+
+// Each layer's achieved FLOP/s beside the machine's GEMM rate; nothing when the
+// rate was not measured (a GPU backend).
+void print_layer_rates(const Scenario& scenario, const Profile& profile) {
+  if (profile.gemm.flop_s <= 0.0) return;
+  std::printf("\nGEMM       %s: the executor's fp32 product at %lld x %lld x %lld on one thread\n",
+              format_flop_rate(profile.gemm.flop_s).c_str(), static_cast<long long>(profile.gemm.m),
+              static_cast<long long>(profile.gemm.n), static_cast<long long>(profile.gemm.k));
+  std::printf(
+      "Achieved   each layer's FLOPs over its measured time, and its share of the GEMM rate\n");
+  std::printf("%-12s %6s %14s %8s %14s %8s\n", "layer", "batch", "forward", "of GEMM", "backward",
+              "of GEMM");
+  for (const LayerProfile& l : profile.layers) {
+    const LayerSpec* spec = exec::measured_layer(scenario.model, l);
+    if (spec == nullptr) continue;
+    for (std::size_t i = 0; i < l.batch_sizes.size(); ++i) {
+      const exec::LayerRates r = exec::layer_rates(*spec, l, i, profile.gemm.flop_s);
+      std::printf(
+          "%-12s %6lld %14s %8s %14s %8s\n", i == 0 ? l.example.c_str() : "",
+          static_cast<long long>(l.batch_sizes[i]), format_flop_rate(r.forward.flop_s).c_str(),
+          format_percent(r.forward.fraction).c_str(), format_flop_rate(r.backward.flop_s).c_str(),
+          format_percent(r.backward.fraction).c_str());
+    }
+  }
+}
+
+// The profile as written, each layer with its FLOPs, achieved FLOP/s and (when
+// the GEMM rate was measured) their share of it per batch size, and the file.
+void print_profile_json(const ProfileOptions& o, const Scenario& scenario, const Profile& profile) {
+  nlohmann::json doc = profile_to_json(profile);
+  doc["output"] = o.output;
+  if (profile.backend != "cuda") doc["kernels"] = exec::kernel_level();
+  const bool has_gemm = profile.gemm.flop_s > 0.0;
+  for (std::size_t e = 0; e < profile.layers.size(); ++e) {
+    const LayerProfile& l = profile.layers[e];
+    const LayerSpec* spec = exec::measured_layer(scenario.model, l);
+    if (spec == nullptr) continue;
+    nlohmann::json& out = doc["layers"][e];
+    for (std::size_t i = 0; i < l.batch_sizes.size(); ++i) {
+      const exec::LayerRates r = exec::layer_rates(*spec, l, i, profile.gemm.flop_s);
+      out["forward_flops"].push_back(r.forward_flops);
+      out["backward_flops"].push_back(r.backward_flops);
+      out["forward_flop_s"].push_back(r.forward.flop_s);
+      out["backward_flop_s"].push_back(r.backward.flop_s);
+      if (has_gemm) {
+        out["forward_gemm_fraction"].push_back(r.forward.fraction);
+        out["backward_gemm_fraction"].push_back(r.backward.fraction);
+      }
+    }
+  }
+  std::printf("%s\n", doc.dump(2).c_str());
+}
+
 void print_profile(const ProfileOptions& o, const Scenario& scenario, const Profile& profile) {
+  if (o.json) {
+    print_profile_json(o, scenario, profile);
+    return;
+  }
   std::printf("Profiled %s on %s (%d cores), %s backend, median of %d\n",
               scenario.model.name.c_str(), profile.machine.c_str(), profile.cores,
               profile.backend.c_str(), o.repeats);
@@ -136,6 +219,7 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
       profile.backend == "mpi" ? "MPI point-to-point between two processes" : "in-process channel",
       format_seconds(profile.transport_latency_s).c_str(),
       format_rate(profile.transport_bandwidth).c_str());
+  print_layer_rates(scenario, profile);
   std::printf("\nProfile written to %s (use it with --cost-model %s)\n", o.output.c_str(),
               o.output.c_str());
 }

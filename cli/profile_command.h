@@ -19,6 +19,7 @@ struct ProfileOptions {
   std::vector<std::int64_t> batch_sizes;  // default: every micro-batch size a plan may use
   int repeats = 5;
   std::uint64_t seed = 1;
+  bool json = false;
 };
 
 CLI::App* add_profile_command(CLI::App& app, ProfileOptions& options);

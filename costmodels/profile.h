@@ -29,6 +29,15 @@ struct LayerProfile {
   std::vector<SimTime> weight;
 };
 
+// The machine's achievable fp32 GEMM rate on the executor's own GEMM path, one
+// thread (exec/gemm_rate.h), and the product (m x k) . (k x n) that reached it.
+struct MachineGemm {
+  double flop_s = 0.0;  // FLOP/s; 0: not measured
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+};
+
 struct Profile {
   static constexpr int kVersion = 1;
 
@@ -47,6 +56,9 @@ struct Profile {
   // How much slower the model's ops run while n cores run them at once, [n - 1]
   // for n = 1 .. cores ([0] is 1): shared caches and memory bandwidth.
   std::vector<double> concurrency_slowdown{1.0};
+  // Measured for the CPU backends; absent from GPU profiles and from profiles
+  // written before it was measured.
+  MachineGemm gemm;
 
   // The entry for `layer`, or null.
   const LayerProfile* find(const LayerSpec& layer) const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -86,6 +87,20 @@ LayerProfile read_layer(ObjectReader r) {
   return p;
 }
 
+// The machine's GEMM rate: a product at most 2^16 wide each way, at most an
+// exaFLOP/s (anything above is a unit mistake).
+MachineGemm read_gemm(ObjectReader r) {
+  MachineGemm g;
+  g.flop_s = r.number("flop_s", NumberRange::kPositive);
+  if (g.flop_s > 1e18) r.fail("flop_s", "implausible (over 10^18 FLOP/s)");
+  constexpr IntRange kGemmSide{1, 1 << 16};
+  g.m = r.integer("m", kGemmSide);
+  g.n = r.integer("n", kGemmSide);
+  g.k = r.integer("k", kGemmSide);
+  r.finish();
+  return g;
+}
+
 }  // namespace
 
 json profile_to_json(const Profile& profile) {
@@ -115,6 +130,12 @@ json profile_to_json(const Profile& profile) {
   doc["transport"] = {{"latency_s", profile.transport_latency_s},
                       {"bandwidth", profile.transport_bandwidth}};
   doc["concurrency_slowdown"] = profile.concurrency_slowdown;
+  if (profile.gemm.flop_s > 0.0) {
+    doc["gemm"] = {{"flop_s", profile.gemm.flop_s},
+                   {"m", profile.gemm.m},
+                   {"n", profile.gemm.n},
+                   {"k", profile.gemm.k}};
+  }
   return doc;
 }
 
@@ -178,6 +199,7 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     if (f < 0.5 || f > 100.0) sw.index(i).fail("implausible slowdown " + describe(slowdown[i]));
     p.concurrency_slowdown.push_back(f);
   }
+  if (std::optional<ObjectReader> gemm = top.opt_object("gemm")) p.gemm = read_gemm(*gemm);
   top.finish();
   return p;
 }

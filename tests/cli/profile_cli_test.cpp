@@ -74,6 +74,52 @@ TEST(ProfileCli, MeasuresEveryKindOfLayerAtTheGivenSizes) {
   fs::remove(file);
 }
 
+// --json: the profile as written, with the machine's GEMM rate and, per layer
+// and batch size, the cost model's FLOPs over the measured time and its share
+// of that rate; the text names the same rate.
+TEST(ProfileCli, ReportsEachLayersShareOfTheGemmRate) {
+  const fs::path file = temp("profile_gemm.json");
+  const CliResult r =
+      run("profile " + kSmall + " --batch-sizes 2,4 --repeats 1 --json -o " + file.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json out = json::parse(r.out);
+  const json written = json::parse(slurp(file));
+  EXPECT_EQ(out["output"], file.string());
+  EXPECT_EQ(out["gemm"], written["gemm"]);  // the file records the rate
+  const double rate = out["gemm"]["flop_s"].get<double>();
+  EXPECT_GT(rate, 0.0);
+  const std::int64_t side = out["gemm"]["m"].get<std::int64_t>();
+  EXPECT_TRUE(side == 256 || side == 384 || side == 512) << side;
+  EXPECT_EQ(out["gemm"]["n"], side);
+  EXPECT_EQ(out["gemm"]["k"], side);
+  // Per sample, from the cost model: embed s*h, a block 4sh(2h) + 4shf + 4s^2h,
+  // the head 2shV + 5sV; backward twice the forward.
+  const double per_sample[] = {32.0 * 64, 3407872.0, 2.0 * 32 * 64 * 64 + 5.0 * 32 * 64};
+  ASSERT_EQ(out["layers"].size(), 3u);
+  for (std::size_t l = 0; l < 3; ++l) {
+    const json& e = out["layers"][l];
+    for (std::size_t i = 0; i < 2; ++i) {
+      const double batch = e["batch_sizes"][i].get<double>();
+      EXPECT_DOUBLE_EQ(e["forward_flops"][i].get<double>(), per_sample[l] * batch);
+      EXPECT_DOUBLE_EQ(e["backward_flops"][i].get<double>(), 2.0 * per_sample[l] * batch);
+      for (const std::string pass : {"forward", "backward"}) {
+        const double achieved = e[pass + "_flop_s"][i].get<double>();
+        EXPECT_NEAR(achieved, e[pass + "_flops"][i].get<double>() / e[pass + "_s"][i].get<double>(),
+                    achieved * 1e-12);
+        EXPECT_NEAR(e[pass + "_gemm_fraction"][i].get<double>() * rate, achieved, achieved * 1e-12);
+      }
+    }
+  }
+  const CliResult text =
+      run("profile " + kSmall + " --batch-sizes 2 --repeats 1 -o " + file.string());
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("GEMM       "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("the executor's fp32 product at "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("forward  of GEMM       backward  of GEMM"), std::string::npos)
+      << text.out;
+  fs::remove(file);
+}
+
 // The simulator's stage times are the profile's layer times summed, at the
 // plan's micro-batch size (4 when M = 4 of a batch of 16).
 TEST(ProfileCli, SimulateAnswersFromTheProfile) {

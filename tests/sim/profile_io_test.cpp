@@ -112,6 +112,33 @@ TEST(ProfileIo, WeightGradientTimes) {
   EXPECT_EQ(error_of(doc), "p.json: layers[0].weight_s: has 1 entries but batch_sizes has 2");
 }
 
+// The machine's GEMM rate round-trips; a profile without it (a GPU's, or one
+// written before it was measured) is read with none, and writes none.
+TEST(ProfileIo, MachineGemmRate) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("gemm"));
+  EXPECT_EQ(profile_from_json(profile_to_json(p), "p.json").gemm.flop_s, 0.0);
+  p.gemm = MachineGemm{2.5e10, 384, 384, 384};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["gemm"], json::parse(R"({"flop_s": 2.5e10, "m": 384, "n": 384, "k": 384})"));
+  const Profile q = profile_from_json(doc, "p.json");
+  EXPECT_EQ(q.gemm.flop_s, 2.5e10);
+  EXPECT_EQ(q.gemm.m, 384);
+  EXPECT_EQ(q.gemm.n, 384);
+  EXPECT_EQ(q.gemm.k, 384);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/gemm/flop_s", 0).find("p.json: gemm.flop_s:"), std::string::npos);
+  EXPECT_EQ(with("/gemm/flop_s", 1e19), "p.json: gemm.flop_s: implausible (over 10^18 FLOP/s)");
+  EXPECT_NE(with("/gemm/m", 0).find("p.json: gemm.m:"), std::string::npos);
+  EXPECT_NE(with("/gemm/speed", 1).find("p.json: gemm.speed"), std::string::npos);
+  EXPECT_EQ(with("/gemm", 1), "p.json: gemm: expected an object, got number");
+}
+
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   const json good = profile_to_json(uniform_profile(sc, 2));
