@@ -115,7 +115,18 @@ if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
     die "pip install torch failed"
 fi
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The commit of the checkout the binary is in (else of this one), marked when
+# that checkout has uncommitted changes, which the binary may include.
+commit=unknown
+for dir in "$(dirname "$pipescope")" .; do
+  if head=$(git -C "$dir" rev-parse --short HEAD 2>/dev/null); then
+    commit=$head
+    if [ -n "$(git -C "$dir" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+      commit="$commit+uncommitted"
+    fi
+    break
+  fi
+done
 
 # The plans: the one `pipescope plan` picks for K=2, and the best gpipe and
 # 1f1b ones. A schedule PyTorch has no class for runs there from the CSV that

@@ -612,7 +612,8 @@ def parse_args(argv):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--commit", default="unknown", help="the pipescope checkout's commit")
+    p.add_argument("--commit", default="unknown",
+                   help="the commit of the checkout the binary was built from")
     p.add_argument("--loss-every", type=int, default=5, help="show every Nth step's loss")
     p.add_argument("--timeout", type=int, default=300,
                    help="seconds a PyTorch rank waits for another before giving up")
@@ -667,6 +668,8 @@ def main(argv):
         "torch": torch.__version__,
         "pipescope_commit": args.commit,
         "pipescope": args.pipescope,
+        "pipescope_built": datetime.datetime.fromtimestamp(
+            os.stat(args.pipescope).st_mtime).strftime("%Y-%m-%d %H:%M"),
         **machine(),
         "load_average_before": load_average(),
         "params": count,
@@ -678,8 +681,9 @@ def main(argv):
     }
     names = ["embed"] + ["block%d" % i for i in range(model["layers"])] + ["head"]
     if not args.json:
-        print("Python %s, torch %s, pipescope %s (%s)"
-              % (info["python"], info["torch"], args.commit, args.pipescope))
+        print("Python %s, torch %s, pipescope %s (%s, built %s)"
+              % (info["python"], info["torch"], args.commit, args.pipescope,
+                 info["pipescope_built"]))
         print("CPU: %s, %d cores, load average %s; %s"
               % (info["cpu"], info["cores"], info["load_average_before"], info["date"]))
         print("Model: %d blocks, d_model %d, %d heads, seq %d, vocab %d: %d parameters "
