@@ -67,9 +67,9 @@ const MpiBackend& mpi_backend() {
 
 const NcclBackend& nccl_backend() {
 #ifdef PIPESCOPE_BUILT_NCCL_BACKEND
-  static const NcclBackend& backend = open_backend<NcclBackend>(
-      {"libpipescope_exec_nccl.so", "pipescope_nccl_backend",
-       "it needs OpenMPI's libmpi, the CUDA runtime, cuBLAS and NCCL"});
+  static const NcclBackend& backend =
+      open_backend<NcclBackend>({"libpipescope_exec_nccl.so", "pipescope_nccl_backend",
+                                 "it needs OpenMPI's libmpi, the CUDA runtime, cuBLAS and NCCL"});
   return backend;
 #else
   throw_not_built("NCCL", "it needs MPI, the CUDA toolkit and its NCCL");

@@ -6,13 +6,25 @@ namespace pipescope::exec {
 
 namespace {
 
-// What each level adds that the kernels use (Eigen's packet math).
-const char* level_features(const std::string& level) {
-  if (level == "x86-64-v4") return "AVX-512, FMA";
-  if (level == "x86-64-v3") return "AVX2, FMA";
-  if (level == "x86-64-v2") return "SSE4.2";
-  if (level == "x86-64") return "SSE2";
-  return "";
+// The vector instructions this copy was compiled for, as its compiler saw them
+// (a build with -march=native included), widest first.
+std::string compiled_features() {
+  std::string f;
+#if defined(__AVX512F__)
+  f = "AVX-512";
+#elif defined(__AVX2__)
+  f = "AVX2";
+#elif defined(__AVX__)
+  f = "AVX";
+#elif defined(__SSE4_2__)
+  f = "SSE4.2";
+#elif defined(__SSE2__)
+  f = "SSE2";
+#endif
+#if defined(__FMA__)
+  f += f.empty() ? "FMA" : ", FMA";
+#endif
+  return f;
 }
 
 }  // namespace
@@ -32,7 +44,7 @@ std::vector<std::string> built_kernel_levels() {
 
 std::string kernel_level_label() {
   std::string label = kernel_level();
-  std::string details = level_features(label);
+  std::string details = compiled_features();
   const std::vector<std::string> built = built_kernel_levels();
   if (built.size() > 1) {
     details += details.empty() ? "built: " : "; built: ";

@@ -17,8 +17,9 @@ const char* kernel_level();
 // The levels this build made, the baseline first.
 std::vector<std::string> built_kernel_levels();
 
-// For the commands' output: "x86-64-v3 (AVX2, FMA; built: x86-64, x86-64-v3,
-// x86-64-v4)".
+// For the commands' output: the level, the vector instructions the copy was
+// compiled for and the levels built, "x86-64-v3 (AVX2, FMA; built: x86-64,
+// x86-64-v3, x86-64-v4)".
 std::string kernel_level_label();
 
 }  // namespace pipescope::exec

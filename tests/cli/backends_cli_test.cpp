@@ -23,9 +23,13 @@ const std::string kDemo = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.j
 
 // The libraries of the backends and what they need; none may be loaded by a
 // command that does not use them.
-const std::vector<std::string> kBackendLibraries = {
-    "libpipescope_exec_cuda", "libpipescope_exec_mpi", "libpipescope_exec_nccl", "libcudart",
-    "libcublas",              "libnccl",               "libmpi"};
+const std::vector<std::string> kBackendLibraries = {"libpipescope_exec_cuda",
+                                                    "libpipescope_exec_mpi",
+                                                    "libpipescope_exec_nccl",
+                                                    "libcudart",
+                                                    "libcublas",
+                                                    "libnccl",
+                                                    "libmpi"};
 
 // The dynamic loader names every file it opens (LD_DEBUG=files, on stderr).
 CliResult run_watching_the_loader(const std::string& args) {
@@ -67,7 +71,8 @@ fs::path copy_without_backends(const fs::path& to) {
   fs::create_directories(to / "lib");
   for (const auto& entry : fs::recursive_directory_iterator(lib)) {
     const std::string name = entry.path().filename().string();
-    const bool own = name.rfind("libpipescope_", 0) == 0 && name.find("_exec_") == std::string::npos;
+    const bool own =
+        name.rfind("libpipescope_", 0) == 0 && name.find("_exec_") == std::string::npos;
     if (!entry.is_regular_file() || !own) continue;
     const fs::path target = to / "lib" / fs::relative(entry.path(), lib);
     fs::create_directories(target.parent_path());

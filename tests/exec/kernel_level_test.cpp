@@ -83,9 +83,9 @@ TEST_P(KernelCopy, PassesTheKernelChecks) {
                  << ": that copy of the executor is built but cannot run here";
   }
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
-  const std::string out = (std::filesystem::temp_directory_path() /
-                           ("pipescope_level_" + std::to_string(::getpid())))
-                              .string();
+  const std::string out =
+      (std::filesystem::temp_directory_path() / ("pipescope_level_" + std::to_string(::getpid())))
+          .string();
   const std::string cmd = "env " + forcing_environment(level) + " PIPESCOPE_FORCED_LEVEL=" + level +
                           " " + self.string() + " --gtest_filter='" + kCopyChecks + "' >" + out +
                           " 2>&1";
@@ -95,7 +95,8 @@ TEST_P(KernelCopy, PassesTheKernelChecks) {
   ASSERT_TRUE(WIFEXITED(raw)) << log;
   EXPECT_EQ(WEXITSTATUS(raw), 0) << log;
   // The checks ran (a filter that matches nothing passes too).
-  EXPECT_NE(log.find("KernelLevel.TheLoaderMapsTheHighestLevelThisProcessorRuns"), std::string::npos)
+  EXPECT_NE(log.find("KernelLevel.TheLoaderMapsTheHighestLevelThisProcessorRuns"),
+            std::string::npos)
       << log;
   EXPECT_NE(log.find("LayerGradients."), std::string::npos) << log;
 }
