@@ -177,7 +177,20 @@ int run_mpi(const RunOptions& o) {
     run = run_options(o);
     job.require_devices(plan.schedule_ops().devices(), o.plan);
     job.check_memory(plan, o.plan, o.device == "cuda");
-    if (o.device == "cuda") use_gpus(run);
+    if (o.device == "cuda") {
+      // Every rank has the backends and a GPU, or every rank stops with the
+      // first one's reason: local_gpu() is collective.
+      job.agree([] {
+        try {
+          exec::nccl_backend();
+          const exec::GpuAvailability gpus = exec::cuda_backend().visible_gpus();
+          if (gpus.devices == 0) throw std::runtime_error(gpus.reason);
+        } catch (const std::runtime_error& e) {
+          throw std::runtime_error(std::string("--device cuda: ") + e.what());
+        }
+      });
+      use_gpus(run);
+    }
   } catch (const std::exception& e) {
     return job.input_error(e);
   }

@@ -35,9 +35,13 @@ set(PIPESCOPE_EXEC_LEVELS "${_pipescope_default_levels}" CACHE STRING
 set(PIPESCOPE_EIGEN_ABI EIGEN_MAX_ALIGN_BYTES=64 EIGEN_MAX_STATIC_ALIGN_BYTES=64)
 
 # pipescope_shared_library(<target>): calls inside the library bind to the
-# library's own functions (no interposition through the PLT), as they would in
-# a static library.
+# library's own functions, as they would in a static library: its ordinary
+# functions at compile time (no interposition through the PLT), and its
+# template and inline functions (Eigen's kernels among them) at link time, so
+# that a program defining the same instantiations, compiled for another
+# instruction set, cannot take their place.
 function(pipescope_shared_library target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-semantic-interposition>)
+  target_link_options(${target} PRIVATE -Wl,-Bsymbolic-functions)
 endfunction()
