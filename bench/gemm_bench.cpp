@@ -5,11 +5,13 @@
 //
 // The shapes are the cost model's kernels of each kind of layer
 // (LayerSpec::kernels): for every linear (rows x k) . (k x n) the executor's
-// three products, called through exec/kernels.h: forward x w + b
-// (linear_forward), backward input dout w^T and backward weight
-// dw += x^T dout; for attention one head's scores q k^T and context p v,
-// written as exec/kernels.h writes them, on column blocks of the [Q | K | V]
-// matrix. The BLAS side computes the same into a result allocated the same
+// three products (exec/kernels.h): forward x w + b (linear_forward), backward
+// input dout w^T and backward weight dw += x^T dout; for attention one head's
+// scores q k^T and context p v (head_scores, head_context), on column blocks
+// of the [Q | K | V] matrix. These are the float instantiations compiled in
+// the executor's library, so the bench runs the copy the loader picks for this
+// processor (the Kernels line of `pipescope profile`), as the executor does.
+// The BLAS side computes the same into a result allocated the same
 // way, so the two differ in the product alone. Each benchmark reports FLOP/s
 // (2 m n k per product) over the thread's CPU time.
 //
@@ -154,24 +156,17 @@ void eigen_linear(benchmark::State& state, const Case& c) {
   }
 }
 
-// One head's products as attention_forward writes them.
+// One head's products as attention_forward computes them.
 void eigen_attention(benchmark::State& state, const Case& c) {
   const Index s = c.shape.m, dh = c.head_dim;
   const Matrix qkv = filled(s, c.qkv_width);
-  const auto q = qkv.block(0, 0, s, dh);
-  const auto key = qkv.block(0, dh, s, dh);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   if (c.pass == Pass::kScores) {
-    for (auto _ : state) {
-      const Matrix scores = (q * key.transpose()) * scale;
-      benchmark::DoNotOptimize(scores.data());
-    }
+    for (auto _ : state) benchmark::DoNotOptimize(exec::head_scores(qkv, 0, 0, dh, s, dh).data());
   } else {
     const Matrix p = filled(s, s);
-    const auto v = qkv.block(0, 2 * dh, s, dh);
     Matrix out(s, dh);
     for (auto _ : state) {
-      out.block(0, 0, s, dh).noalias() = p * v;
+      exec::head_context(p, 0, qkv, 0, 2 * dh, s, dh, out, 0);
       benchmark::DoNotOptimize(out.data());
     }
   }

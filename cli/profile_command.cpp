@@ -126,19 +126,6 @@ int run_profile_mpi(const ProfileOptions& o) {
   return 0;
 }
 
-// "4.25 GFLOP/s", "312 MFLOP/s".
-std::string format_flop_rate(double flop_s) {
-  const char* const units[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s"};
-  std::size_t u = 0;
-  while (u + 1 < std::size(units) && flop_s >= 1000.0) {
-    flop_s /= 1000.0;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g %s", flop_s, units[u]);
-  return buf;
-}
-
 // Each layer's achieved FLOP/s beside the machine's GEMM rate; nothing when the
 // rate was not measured (a GPU backend).
 void print_layer_rates(const Scenario& scenario, const Profile& profile) {

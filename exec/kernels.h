@@ -144,6 +144,26 @@ struct AttentionShape {
   Index kv_width() const { return kv_heads * head_dim; }
 };
 
+// One head's two products, on column blocks of [Q | K | V] starting at `row`:
+// the scores (s, s) = q k^T / sqrt(dh), and the context out[row.., out_col..]
+// (s, dh) = p v with p the (s, s) block of probs starting at `p_row`.
+template <typename T>
+Mat<T> head_scores(const Mat<T>& qkv, Index row, Index q_col, Index k_col, Index s, Index dh) {
+  // The product first, then the scale: Eigen evaluates (q k^T) * scale through
+  // a path half as fast (bench/gemm_bench.cpp's scores rows).
+  Mat<T> scores(s, s);
+  scores.noalias() = qkv.block(row, q_col, s, dh) * qkv.block(row, k_col, s, dh).transpose();
+  scores *= T(1) / std::sqrt(static_cast<T>(dh));
+  return scores;
+}
+
+template <typename T>
+void head_context(const Mat<T>& probs, Index p_row, const Mat<T>& qkv, Index row, Index v_col,
+                  Index s, Index dh, Mat<T>& out, Index out_col) {
+  out.block(row, out_col, s, dh).noalias() =
+      probs.block(p_row, 0, s, s) * qkv.block(row, v_col, s, dh);
+}
+
 // qkv is (b*s, h + 2 d_kv): [Q | K | V] per token; out is (b*s, h) with head j in
 // columns j*dh..; probs (b*a*s, s) gets softmax(Q K^T / sqrt(dh)) with the causal
 // mask, the s x s block of sequence i and head j at row (i*a + j)*s.
@@ -151,24 +171,21 @@ template <typename T>
 Mat<T> attention_forward(const Mat<T>& qkv, const AttentionShape& sh, Mat<T>& probs) {
   const Index s = sh.seq, dh = sh.head_dim, h = sh.width(), dkv = sh.kv_width();
   const Index group = sh.heads / sh.kv_heads;
-  const T scale = T(1) / std::sqrt(static_cast<T>(dh));
   Mat<T> out(sh.batch * s, h);
   probs.setZero(sh.batch * sh.heads * s, s);
   for (Index i = 0; i < sh.batch; ++i) {
     for (Index j = 0; j < sh.heads; ++j) {
       const Index g = j / group;
-      const auto q = qkv.block(i * s, j * dh, s, dh);
-      const auto k = qkv.block(i * s, h + g * dh, s, dh);
-      const auto v = qkv.block(i * s, h + dkv + g * dh, s, dh);
-      const Mat<T> scores = (q * k.transpose()) * scale;
-      auto p = probs.block((i * sh.heads + j) * s, 0, s, s);
+      const Mat<T> scores = head_scores(qkv, i * s, j * dh, h + g * dh, s, dh);
+      const Index p_row = (i * sh.heads + j) * s;
+      auto p = probs.block(p_row, 0, s, s);
       // Position t attends to positions 0..t; the masked entries stay exactly 0.
       for (Index t = 0; t < s; ++t) {
         const T max = scores.row(t).head(t + 1).maxCoeff();
         p.row(t).head(t + 1) = (scores.row(t).head(t + 1).array() - max).exp().matrix();
         p.row(t).head(t + 1) /= p.row(t).head(t + 1).sum();
       }
-      out.block(i * s, j * dh, s, dh).noalias() = p * v;
+      head_context(probs, p_row, qkv, i * s, h + dkv + g * dh, s, dh, out, j * dh);
     }
   }
   return out;
@@ -246,5 +263,32 @@ Mat<T> crossentropy_backward(const Mat<T>& probs, const std::vector<std::int32_t
   for (Index r = 0; r < probs.rows(); ++r) dlogits(r, targets[static_cast<std::size_t>(r)]) -= T(1);
   return dlogits * scale;
 }
+
+// The float kernels are compiled once, in the executor's library
+// (kernels.cpp), so that every caller (the layers, the tests, the benches) runs
+// the copy built for the processor's level (exec/kernel_level.h) rather than
+// its own baseline instantiation; the double ones (the gradient checks) are
+// instantiated where they are used.
+#define PIPESCOPE_EXEC_FLOAT_KERNELS(PREFIX)                                                     \
+  PREFIX Mat<float> layernorm_forward(const Mat<float>&, const Mat<float>&, const Mat<float>&,   \
+                                      Mat<float>&);                                              \
+  PREFIX Mat<float> layernorm_backward_input(const Mat<float>&, const Mat<float>&,               \
+                                             const Mat<float>&, const Mat<float>&);              \
+  PREFIX void layernorm_backward_params(const Mat<float>&, const Mat<float>&, const Mat<float>&, \
+                                        Mat<float>&, Mat<float>&);                               \
+  PREFIX Mat<float> linear_forward(const Mat<float>&, const Mat<float>&, const Mat<float>&);     \
+  PREFIX Mat<float> linear_backward_input(const Mat<float>&, const Mat<float>&);                 \
+  PREFIX void linear_backward_params(const Mat<float>&, const Mat<float>&, Mat<float>&,          \
+                                     Mat<float>*);                                               \
+  PREFIX Mat<float> gelu_forward(const Mat<float>&);                                             \
+  PREFIX Mat<float> gelu_backward(const Mat<float>&, const Mat<float>&);                         \
+  PREFIX Mat<float> head_scores(const Mat<float>&, Index, Index, Index, Index, Index);           \
+  PREFIX void head_context(const Mat<float>&, Index, const Mat<float>&, Index, Index, Index,     \
+                           Index, Mat<float>&, Index);                                           \
+  PREFIX Mat<float> attention_forward(const Mat<float>&, const AttentionShape&, Mat<float>&);    \
+  PREFIX Mat<float> attention_backward(const Mat<float>&, const Mat<float>&, const Mat<float>&,  \
+                                       const AttentionShape&);
+
+PIPESCOPE_EXEC_FLOAT_KERNELS(extern template)
 
 }  // namespace pipescope::exec

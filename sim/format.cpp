@@ -57,6 +57,17 @@ std::string format_count(double n) {
   return printf_string("%.0f%s", n, "");
 }
 
+std::string format_flop_rate(double flop_s) {
+  const char* units[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"};
+  int u = 0;
+  while (std::fabs(flop_s) >= 1000 && u < 5) {
+    flop_s /= 1000;
+    ++u;
+  }
+  if (u == 0) return printf_string("%.0f %s", flop_s, units[0]);
+  return printf_string(fmt3(flop_s), flop_s, units[u]);
+}
+
 std::string format_percent(double frac) {
   return printf_string("%.1f %s", frac * 100, "%");
 }

@@ -16,6 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using pipescope::testing::CliResult;
+using pipescope::testing::run_program;
 using pipescope::testing::run_under;
 
 const std::string kSmall = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
@@ -81,30 +82,17 @@ fs::path copy_without_backends(const fs::path& to) {
   return to / "cli" / "pipescope";
 }
 
-CliResult run_copy(const fs::path& program, const std::string& args) {
-  const fs::path out = fs::path(::testing::TempDir()) / "backends_out";
-  const fs::path err = fs::path(::testing::TempDir()) / "backends_err";
-  const std::string cmd =
-      program.string() + " " + args + " >" + out.string() + " 2>" + err.string() + " </dev/null";
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = pipescope::testing::slurp(out);
-  r.err = pipescope::testing::slurp(err);
-  return r;
-}
-
 TEST(Backends, WithoutTheBackendLibrariesTheCommandRunsAndSaysWhatIsMissing) {
   const fs::path dir = fs::path(::testing::TempDir()) / "pipescope_without_backends";
   fs::remove_all(dir);
   const fs::path program = copy_without_backends(dir);
-  const CliResult sim = run_copy(program, "simulate " + kDemo);
+  const CliResult sim = run_program(program.string(), "simulate " + kDemo);
   EXPECT_EQ(sim.status, 0) << sim.err;
   EXPECT_NE(sim.out.find("Step time"), std::string::npos) << sim.out;
 
   const std::string plan = (dir / "plan.json").string();
-  ASSERT_EQ(run_copy(program, "plan " + kSmall + " -K 2 -o " + plan).status, 0);
-  const CliResult cuda = run_copy(program, "run " + plan + " --backend cuda --steps 2");
+  ASSERT_EQ(run_program(program.string(), "plan " + kSmall + " -K 2 -o " + plan).status, 0);
+  const CliResult cuda = run_program(program.string(), "run " + plan + " --backend cuda --steps 2");
   EXPECT_EQ(cuda.status, 1);
 #ifdef PIPESCOPE_CLI_HAS_CUDA
   EXPECT_EQ(cuda.err.rfind("pipescope: error: --backend cuda: cannot load "
@@ -118,7 +106,7 @@ TEST(Backends, WithoutTheBackendLibrariesTheCommandRunsAndSaysWhatIsMissing) {
 #endif
   EXPECT_EQ(std::count(cuda.err.begin(), cuda.err.end(), '\n'), 1) << cuda.err;
 
-  const CliResult mpi = run_copy(program, "run " + plan + " --backend mpi --steps 2");
+  const CliResult mpi = run_program(program.string(), "run " + plan + " --backend mpi --steps 2");
   EXPECT_EQ(mpi.status, 1);
 #ifdef PIPESCOPE_MPIEXEC
   EXPECT_EQ(mpi.err.rfind("pipescope: error: --backend mpi: cannot load "

@@ -25,14 +25,14 @@ inline std::string slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// `args` go through the shell: quote what needs it. `launcher` comes before the
-// program (e.g. "mpirun -np 2").
-inline CliResult run_under(const std::string& launcher, const std::string& args) {
+// Runs `program` (a path; "mpirun -np 2 <path>" also works) with `args`, which
+// go through the shell: quote what needs it.
+inline CliResult run_program(const std::string& program, const std::string& args) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("pipescope_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string cmd = launcher + " " + std::string(PIPESCOPE_CLI) + " " + args + " >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
+  const std::string cmd = program + " " + args + " >" + (dir / "out").string() + " 2>" +
+                          (dir / "err").string() + " </dev/null";
   const int raw = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -40,6 +40,11 @@ inline CliResult run_under(const std::string& launcher, const std::string& args)
   r.err = slurp(dir / "err");
   fs::remove_all(dir);
   return r;
+}
+
+// `launcher` comes before the program (e.g. "mpirun -np 2").
+inline CliResult run_under(const std::string& launcher, const std::string& args) {
+  return run_program(launcher + " " + std::string(PIPESCOPE_CLI), args);
 }
 
 inline CliResult run(const std::string& args) {

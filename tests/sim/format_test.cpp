@@ -1,4 +1,5 @@
-// Text echoed from input files is escaped before it reaches a terminal.
+// Units for people, and text echoed from input files escaped before it
+// reaches a terminal.
 
 #include <gtest/gtest.h>
 
@@ -8,6 +9,27 @@
 
 namespace pipescope {
 namespace {
+
+TEST(Format, QuantitiesKeepThreeSignificantDigitsInTheirUnit) {
+  EXPECT_EQ(format_seconds(0.0), "0 s");
+  EXPECT_EQ(format_seconds(0.00123), "1.23 ms");
+  EXPECT_EQ(format_seconds(45.6), "45.6 s");
+  EXPECT_EQ(format_bytes(512.0), "512 B");
+  EXPECT_EQ(format_bytes(19.3 * 1024 * 1024 * 1024), "19.3 GiB");
+  EXPECT_EQ(format_rate(12.0e9), "12.0 GB/s");
+  EXPECT_EQ(format_count(1.234e9), "1.23 B");
+  EXPECT_EQ(format_count(789.0), "789");
+  EXPECT_EQ(format_percent(0.273), "27.3 %");
+  EXPECT_EQ(format_fixed(2.7049, 2), "2.70");
+}
+
+TEST(Format, FlopRatesUseDecimalPrefixes) {
+  EXPECT_EQ(format_flop_rate(42.9e9), "42.9 GFLOP/s");
+  EXPECT_EQ(format_flop_rate(312e6), "312 MFLOP/s");
+  EXPECT_EQ(format_flop_rate(1.5e15), "1.50 PFLOP/s");
+  EXPECT_EQ(format_flop_rate(999.0), "999 FLOP/s");
+  EXPECT_EQ(format_flop_rate(0.0), "0 FLOP/s");
+}
 
 TEST(EscapeForTerminal, PlainTextAndOrdinaryUnicodeStayAsTheyAre) {
   EXPECT_EQ(escape_for_terminal("model.layers[2].name"), "model.layers[2].name");
