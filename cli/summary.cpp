@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "costmodels/profile.h"
+#include "sim/custom_schedule.h"
 #include "sim/format.h"
 
 namespace pipescope::cli {
@@ -51,7 +52,11 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << " cores: an op holds a core for its whole duration, in the order ops become ready\n";
   }
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
-  if (r.chunks > 1) out << " x " << r.chunks << " chunks (stage s on device s mod K)";
+  if (r.chunks > 1) {
+    out << " x " << r.chunks << " chunks ("
+        << (r.custom ? "each stage on the device whose row lists it" : "stage s on device s mod K")
+        << ")";
+  }
   if (replicas > 1) {
     out << " x D=" << replicas << " replicas (ring all-reduce of each stage's gradients)";
   } else if (r.stages < c.devices) {
@@ -60,7 +65,10 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   }
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
       << remat_label(r.remat) << ", partition " << partition << ", cost model " << r.cost_model
-      << "\n\n";
+      << "\n";
+  const std::string actions = r.custom ? side_action_note(*r.custom) : "";
+  if (!actions.empty()) out << "Actions    " << actions << "\n";
+  out << "\n";
 }
 
 namespace {

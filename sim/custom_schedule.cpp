@@ -1,27 +1,35 @@
 #include "sim/custom_schedule.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
 #include "sim/input_file.h"
 #include "sim/scenario_io.h"
+#include "sim/schedule_actions.h"
 
 namespace pipescope {
 
 namespace {
 
-// Bounds that keep a typo ("0F99999999") from asking for absurd tables; real
-// pipelines are far below them.
-constexpr int kMaxStage = 1 << 16;
-constexpr int kMaxMicroBatch = 1 << 20;
-
-// One parsed cell: the op, or for W the op with kind kWeight.
+// One compute action of a rank. `seq` is its cell's position on the rank (the
+// actions of an OVERLAP_F_B group share it), to order it against the other
+// actions of the rank.
 struct Action {
   Op op;
+  bool full = false;  // a whole backward (B) in a file that also splits them
+  int seq = 0;
   std::string where;  // "row 2, column 5"
+};
+
+// A transfer, FSDP or gradient-reduction action, checked against the compute.
+struct SideAction {
+  ScheduleAction action;
+  int rank = 0;
+  int seq = 0;
+  std::string where;
 };
 
 std::string_view trim(std::string_view s) {
@@ -32,18 +40,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Digits at the front of `s` as a number below `limit`, consumed; nothing when
-// there are none (a sign is not a digit: "-1F0" would index below the tables)
-// or the number is too large.
-std::optional<int> take_number(std::string_view& s, int limit) {
-  if (s.empty() || s.front() < '0' || s.front() > '9') return std::nullopt;
-  int value = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end == s.data() || value >= limit) return std::nullopt;
-  s.remove_prefix(static_cast<std::size_t>(end - s.data()));
-  return value;
-}
-
 class Reader {
  public:
   Reader(std::string file) : file_(std::move(file)) {}
@@ -52,73 +48,50 @@ class Reader {
     throw ScenarioError(file_, where, message);
   }
 
-  // Parses one non-empty cell of rank `rank` into ranks_.
+  // Parses one non-empty cell of rank `rank`.
   void cell(std::string_view text, int rank, const std::string& where) {
-    const std::string cell(text);
-    std::string_view s = text;
-    const std::optional<int> stage = take_number(s, kMaxStage);
-    if (!stage) {
-      fail(where, "'" + cell +
-                      "' is not an action: expected <stage><F|B|I|W><micro-batch>, e.g. "
-                      "0F1 (stages below " +
-                      std::to_string(kMaxStage) + ")");
+    std::vector<ScheduleAction> parsed;
+    try {
+      parsed = parse_action_cell(text);
+    } catch (const std::invalid_argument& e) {
+      fail(where, e.what());
     }
-    std::size_t letters = 0;
-    while (letters < s.size() &&
-           (std::isalpha(static_cast<unsigned char>(s[letters])) != 0 || s[letters] == '_')) {
-      ++letters;
-    }
-    const std::string kind(s.substr(0, letters));
-    s.remove_prefix(letters);
-    for (const char* comm : {"SEND_F", "RECV_F", "SEND_B", "RECV_B", "UNSHARD", "RESHARD"}) {
-      if (kind == comm) {
-        fail(where, "'" + cell +
-                        "' is a communication action; give the compute-only form (F, B, I, W), "
-                        "the transfers follow from it");
+    const auto r = static_cast<std::size_t>(rank);
+    const int seq = seq_[r]++;
+    if (parsed.size() > 1) ++side_counts_.overlapped;
+    for (const ScheduleAction& a : parsed) {
+      if (!is_compute(a.kind)) {
+        side_.push_back({a, rank, seq, where});
+        continue;
       }
+      ranks_[r].push_back({compute_op(a), a.kind == ActionKind::kFullBackward, seq, where});
     }
-    Op op;
-    op.stage = *stage;
-    if (kind == "F") {
-      op.kind = OpKind::kForward;
-    } else if (kind == "B" || kind == "FULL_BACKWARD") {
-      op.kind = OpKind::kBackward;
-      full_ = true;
-    } else if (kind == "I") {
-      op.kind = OpKind::kBackward;
-      split_ = true;
-    } else if (kind == "W") {
-      op.kind = OpKind::kWeight;
-      split_ = true;
-    } else {
-      fail(where, "'" + cell + "': unknown action kind '" + kind + "' (expected F, B, I or W)");
-    }
-    const std::optional<int> mb = take_number(s, kMaxMicroBatch);
-    if (!mb || !s.empty()) {
-      fail(where, "'" + cell + "' needs a micro-batch number after its kind, e.g. " +
-                      std::to_string(*stage) + kind + "0 (below " + std::to_string(kMaxMicroBatch) +
-                      ")");
-    }
-    op.micro_batch = *mb;
-    if (full_ && split_) {
-      fail(where, "'" + cell + "' mixes whole backwards (B) with split ones (I and W)");
-    }
-    ranks_[static_cast<std::size_t>(rank)].push_back({op, where});
   }
 
-  void add_rank() { ranks_.emplace_back(); }
+  void add_rank() {
+    ranks_.emplace_back();
+    seq_.push_back(0);
+  }
 
-  CustomSchedule finish() const;
+  CustomSchedule finish();
 
  private:
   struct Index;
+  Op compute_op(const ScheduleAction& a);
+  void expand_full_backwards();
   Index index_actions() const;
   void check_complete(const Index& index) const;
+  void check_placement(const Index& index) const;
   void check_order(const Index& index) const;
   void check_deadlock(const Index& index) const;
+  void check_side_actions(const Index& index);
+  void check_transfer(const Index& index, const SideAction& side) const;
 
   std::string file_;
   std::vector<std::vector<Action>> ranks_;
+  std::vector<int> seq_;
+  std::vector<SideAction> side_;
+  SideActionCounts side_counts_;
   bool full_ = false;
   bool split_ = false;
 };
@@ -137,30 +110,68 @@ std::uint64_t action_key(OpKind kind, int stage, int mb) {
          static_cast<std::uint64_t>(mb);
 }
 
-// Every action by its key: the rank it is on and its index there; and how many
-// stages and micro-batches the actions name.
+// Every action by its key: the rank it is on and its index there; the rank of
+// each stage (where its actions are); and how many stages and micro-batches
+// the actions name.
 struct Reader::Index {
   std::unordered_map<std::uint64_t, std::pair<int, std::size_t>> seen;
+  std::vector<int> stage_rank;  // -1 where a stage has no action
   int stages = 0;
   int micro_batches = 0;
 
   bool has(OpKind kind, int s, int m) const { return seen.count(action_key(kind, s, m)) > 0; }
 };
 
+Op Reader::compute_op(const ScheduleAction& a) {
+  Op op{OpKind::kForward, a.stage, a.micro_batch};
+  if (a.kind == ActionKind::kFullBackward) {
+    op.kind = OpKind::kBackward;
+    full_ = true;
+  } else if (a.kind == ActionKind::kBackwardInput) {
+    op.kind = OpKind::kBackward;
+    split_ = true;
+  } else if (a.kind == ActionKind::kBackwardWeight) {
+    op.kind = OpKind::kWeight;
+    split_ = true;
+  }
+  return op;
+}
+
+// A file that splits some backwards (I, W) and not others (B, as DualPipeV's
+// overlapped pairs): each B is its I and its W, run back to back.
+void Reader::expand_full_backwards() {
+  if (!(full_ && split_)) return;
+  for (auto& actions : ranks_) {
+    std::vector<Action> out;
+    for (Action& a : actions) {
+      const bool full = a.full;
+      a.full = false;
+      out.push_back(a);
+      if (full)
+        out.push_back({{OpKind::kWeight, a.op.stage, a.op.micro_batch}, false, a.seq, a.where});
+    }
+    actions = std::move(out);
+  }
+}
+
 Reader::Index Reader::index_actions() const {
   const auto K = static_cast<int>(ranks_.size());
   Index index;
+  std::unordered_map<int, std::pair<int, std::string>> placed;  // stage: rank, where first
   for (int r = 0; r < K; ++r) {
     const auto& actions = ranks_[static_cast<std::size_t>(r)];
-    if (actions.empty())
-      fail("row " + std::to_string(r + 1), "rank " + std::to_string(r) + " has no actions");
+    if (actions.empty()) {
+      fail("row " + std::to_string(r + 1),
+           "rank " + std::to_string(r) + " has no compute actions (F, B, I, W)");
+    }
     for (std::size_t i = 0; i < actions.size(); ++i) {
       const Op& op = actions[i].op;
-      if (op.stage % K != r) {
-        fail(actions[i].where,
-             "stage " + std::to_string(op.stage) + " is on rank " + std::to_string(r) +
-                 ", but stage s runs on rank s mod K = " + std::to_string(op.stage % K) +
-                 " (K = " + std::to_string(K) + " rows)");
+      const auto [at, fresh] = placed.try_emplace(op.stage, r, actions[i].where);
+      if (!fresh && at->second.first != r) {
+        fail(actions[i].where, "stage " + std::to_string(op.stage) + " is on rank " +
+                                   std::to_string(r) + " here but on rank " +
+                                   std::to_string(at->second.first) + " at " + at->second.second +
+                                   ": each stage runs on one rank");
       }
       if (!index.seen.emplace(action_key(op.kind, op.stage, op.micro_batch), std::pair{r, i})
                .second) {
@@ -170,7 +181,33 @@ Reader::Index Reader::index_actions() const {
       index.micro_batches = std::max(index.micro_batches, op.micro_batch + 1);
     }
   }
+  index.stage_rank.assign(static_cast<std::size_t>(index.stages), -1);
+  for (const auto& [stage, where] : placed) {
+    index.stage_rank[static_cast<std::size_t>(stage)] = where.first;
+  }
   return index;
+}
+
+// Every rank holds the same number of stages, K x v in all: in a loop (stage
+// s on rank s mod K, as interleaved schedules place them), in a V (stages d
+// and 2K-1-d on rank d) or in any other placement.
+void Reader::check_placement(const Index& index) const {
+  const auto K = static_cast<int>(ranks_.size());
+  if (index.stages % K != 0) {
+    fail("", std::to_string(index.stages) + " stages over " + std::to_string(K) +
+                 " ranks: the stages must fill every rank equally (K x v of them)");
+  }
+  std::vector<int> held(static_cast<std::size_t>(K), 0);
+  for (const int r : index.stage_rank) ++held[static_cast<std::size_t>(r)];
+  for (int r = 0; r < K; ++r) {
+    const int n = held[static_cast<std::size_t>(r)];
+    if (n != index.stages / K) {
+      fail("row " + std::to_string(r + 1),
+           "rank " + std::to_string(r) + " holds " + std::to_string(n) + " of the " +
+               std::to_string(index.stages) + " stages; each of the " + std::to_string(K) +
+               " ranks must hold " + std::to_string(index.stages / K));
+    }
+  }
 }
 
 // Each (stage, micro-batch) has its F, its backward and, when split, its W.
@@ -289,21 +326,109 @@ void Reader::check_deadlock(const Index& index) const {
   }
 }
 
-CustomSchedule Reader::finish() const {
+// Where a transfer may stand: a send after the action that produces what it
+// sends, a receive before the action that uses it, on the stage's rank.
+void Reader::check_transfer(const Index& index, const SideAction& side) const {
+  const ScheduleAction& a = side.action;
+  const std::string name = "'" + action_name(a) + "'";
+  if (a.micro_batch >= index.micro_batches) {
+    fail(side.where, name + " names micro-batch " + std::to_string(a.micro_batch) +
+                         "; the schedule's micro-batches are 0.." +
+                         std::to_string(index.micro_batches - 1));
+  }
+  const bool forward = a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF;
+  const bool send = a.kind == ActionKind::kSendF || a.kind == ActionKind::kSendB;
+  // Forward activations go to stage s+1, gradients to stage s-1.
+  const bool has_peer = forward == send ? a.stage + 1 < index.stages : a.stage > 0;
+  if (!has_peer) {
+    fail(side.where, name + ": stage " + std::to_string(a.stage) + " has no stage to " +
+                         (send ? "send to" : "receive from") + " in that direction");
+  }
+  const Op op{forward ? OpKind::kForward : OpKind::kBackward, a.stage, a.micro_batch};
+  const auto [rank, i] = index.seen.at(action_key(op.kind, op.stage, op.micro_batch));
+  const int seq = ranks_[static_cast<std::size_t>(rank)][i].seq;
+  if (send ? seq > side.seq : seq < side.seq) {
+    fail(side.where, name + (send ? " comes before '" : " comes after '") + name_of(op, split_) +
+                         "' on its rank: a " +
+                         (send ? "send follows the action that produces what it sends"
+                               : "receive comes before the action that uses it"));
+  }
+}
+
+// Transfers, FSDP and gradient reductions: each on its stage's rank, where
+// PyTorch's runtime could run it (check_transfer; a wait after what it waits
+// for; a stage's REDUCE_GRAD after its last gradient), none repeated but
+// UNSHARD and RESHARD.
+void Reader::check_side_actions(const Index& index) {
+  std::vector<int> last_gradient(static_cast<std::size_t>(index.stages), -1);
+  for (const auto& actions : ranks_) {
+    for (const Action& a : actions) {
+      if (a.op.kind == OpKind::kForward) continue;
+      int& last = last_gradient[static_cast<std::size_t>(a.op.stage)];
+      last = std::max(last, a.seq);
+    }
+  }
+  std::unordered_map<std::string, int> done;  // action name: its seq
+  for (const SideAction& side : side_) {
+    const ScheduleAction& a = side.action;
+    const std::string name = "'" + action_name(a) + "'";
+    if (a.stage >= index.stages ||
+        index.stage_rank[static_cast<std::size_t>(a.stage)] != side.rank) {
+      fail(side.where,
+           name + " is on rank " + std::to_string(side.rank) + ", but stage " +
+               std::to_string(a.stage) + "'s compute is " +
+               (a.stage >= index.stages
+                    ? "nowhere (the stages are 0.." + std::to_string(index.stages - 1) + ")"
+                    : "on rank " +
+                          std::to_string(index.stage_rank[static_cast<std::size_t>(a.stage)])));
+    }
+    if (a.kind == ActionKind::kUnshard || a.kind == ActionKind::kReshard) {
+      ++side_counts_.fsdp;
+      continue;
+    }
+    if (is_transfer(a.kind)) ++side_counts_.transfers;
+    if (!done.emplace(action_name(a), side.seq).second) fail(side.where, name + " appears twice");
+    if (a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ||
+        a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB) {
+      check_transfer(index, side);
+    } else if (a.kind == ActionKind::kReduceGrad) {
+      ++side_counts_.reductions;
+      if (last_gradient[static_cast<std::size_t>(a.stage)] > side.seq) {
+        fail(side.where, name + " comes before stage " + std::to_string(a.stage) +
+                             "'s last gradient on its rank: the reduction sums the finished "
+                             "gradients of every micro-batch");
+      }
+    } else {
+      // A wait after what it waits for.
+      ScheduleAction awaited = a;
+      awaited.kind = a.kind == ActionKind::kWaitSendF   ? ActionKind::kSendF
+                     : a.kind == ActionKind::kWaitSendB ? ActionKind::kSendB
+                                                        : ActionKind::kReduceGrad;
+      const auto it = done.find(action_name(awaited));
+      if (it == done.end() || it->second > side.seq) {
+        fail(side.where, name + " waits for '" + action_name(awaited) +
+                             "', which does not come before it on its rank");
+      }
+    }
+  }
+}
+
+CustomSchedule Reader::finish() {
   const auto K = static_cast<int>(ranks_.size());
   if (K == 0) fail("", "no ranks: expected one row of actions per device");
+  expand_full_backwards();
   const Index index = index_actions();
   check_complete(index);
-  if (index.stages % K != 0) {
-    fail("", std::to_string(index.stages) + " stages over " + std::to_string(K) +
-                 " ranks: the stages must fill every rank equally (K x v of them)");
-  }
+  check_placement(index);
   check_order(index);
   check_deadlock(index);
+  check_side_actions(index);
   CustomSchedule out;
   out.stages = index.stages;
   out.micro_batches = index.micro_batches;
   out.split = split_;
+  out.stage_rank = index.stage_rank;
+  out.side = side_counts_;
   for (const auto& actions : ranks_) {
     out.ranks.emplace_back();
     for (const Action& a : actions) out.ranks.back().push_back(a.op);
@@ -385,6 +510,25 @@ std::vector<std::vector<std::string>> action_names(const CustomSchedule& c) {
   return out;
 }
 
+std::string side_action_note(const CustomSchedule& c) {
+  const SideActionCounts& n = c.side;
+  std::string out;
+  const auto add = [&out](int count, const std::string& text) {
+    if (count > 0) out += (out.empty() ? "" : " ") + std::to_string(count) + " " + text;
+  };
+  add(n.transfers,
+      "SEND/RECV actions stand where they can run; transfers start when the action that "
+      "produces them ends.");
+  add(n.fsdp,
+      "UNSHARD/RESHARD actions cost nothing: each stage's weights stay whole on its device "
+      "(no FSDP sharding).");
+  add(n.reductions,
+      "REDUCE_GRAD actions follow their stage's last gradient: the data-parallel all-reduce "
+      "starts there.");
+  add(n.overlapped, "OVERLAP_F_B groups run their actions one after the other.");
+  return out;
+}
+
 Schedule build_custom(const CustomSchedule& c, Remat remat) {
   Schedule s;
   s.kind = ScheduleKind::kCustom;
@@ -394,7 +538,7 @@ Schedule build_custom(const CustomSchedule& c, Remat remat) {
   s.remat = remat;
   s.split = c.split;
   const int K = c.devices();
-  for (int st = 0; st < c.stages; ++st) s.stage_device.push_back(st % K);
+  s.stage_device = c.stage_rank;
   for (int d = 0; d < K; ++d) {
     std::vector<Op>& ops = s.device_ops.emplace_back();
     for (const Op& op : c.ranks[static_cast<std::size_t>(d)]) {
@@ -403,7 +547,10 @@ Schedule build_custom(const CustomSchedule& c, Remat remat) {
       }
       ops.push_back(op);
     }
-    for (int st = d; st < c.stages; st += K) ops.push_back({OpKind::kOptimizer, st, 0});
+    for (int st = 0; st < c.stages; ++st) {
+      if (c.stage_rank[static_cast<std::size_t>(st)] == d)
+        ops.push_back({OpKind::kOptimizer, st, 0});
+    }
   }
   return s;
 }

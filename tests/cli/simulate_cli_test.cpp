@@ -268,3 +268,33 @@ TEST(SimulateCli, HelpDescribesTheOptions) {
 }
 
 }  // namespace
+
+namespace {
+
+// A schedule CSV that PyTorch wrote with its communication, FSDP and
+// gradient-reduction actions simulates to the same step as its compute-only
+// form, and the summary says what the other actions meant.
+TEST(SimulateCli, PyTorchCsvWithCommunicationSimulatesLikeItsComputeAndSaysSo) {
+  const std::string dir = std::string(PIPESCOPE_SOURCE_DIR) + "/tests/data/pytorch-2.15/";
+  const CliResult comms =
+      run("simulate " + kDemo + " --schedule-file " + dir + "ScheduleInterleaved1F1B-comms.csv");
+  ASSERT_EQ(comms.status, 0) << comms.err;
+  EXPECT_NE(comms.out.find("\nActions    "), std::string::npos) << comms.out;
+  EXPECT_NE(comms.out.find("16 UNSHARD/RESHARD actions cost nothing"), std::string::npos)
+      << comms.out;
+  EXPECT_NE(comms.out.find("8 REDUCE_GRAD actions follow their stage's last gradient"),
+            std::string::npos)
+      << comms.out;
+  const CliResult compute =
+      run("simulate " + kDemo + " --json --schedule-file " + dir + "ScheduleInterleaved1F1B.csv");
+  const CliResult comms_json = run("simulate " + kDemo + " --json --schedule-file " + dir +
+                                   "ScheduleInterleaved1F1B-comms.csv");
+  ASSERT_EQ(compute.status, 0) << compute.err;
+  ASSERT_EQ(comms_json.status, 0) << comms_json.err;
+  const auto a = nlohmann::json::parse(compute.out), b = nlohmann::json::parse(comms_json.out);
+  EXPECT_GT(a.at("step_time_s").get<double>(), 0.0);
+  EXPECT_EQ(a.at("step_time_s"), b.at("step_time_s"));
+  EXPECT_EQ(compute.out.find("Actions"), std::string::npos);
+}
+
+}  // namespace

@@ -22,17 +22,9 @@
 namespace pipescope {
 namespace {
 
-using testing::ops_text;
+using testing::schedule_csv_error;
 
-// The message of the error that reading `text` as "s.csv" raises.
-std::string error_of(const std::string& text) {
-  try {
-    parse_schedule_csv(text, "s.csv");
-  } catch (const ScenarioError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
+using testing::ops_text;
 
 // A plan of `sc` simulated with the given schedule, exported to CSV and read back.
 CustomSchedule exported(const Scenario& sc, ScheduleKind kind, int K, int M, int chunks,
@@ -129,34 +121,34 @@ TEST(CustomSchedule, SplitBackwardReadsIAndW) {
 }
 
 TEST(CustomSchedule, BadFilesNameRowAndColumn) {
-  EXPECT_EQ(error_of(""), "s.csv: no ranks: expected one row of actions per device");
-  EXPECT_EQ(error_of("0F0,x\n"),
+  EXPECT_EQ(schedule_csv_error(""), "s.csv: no ranks: expected one row of actions per device");
+  EXPECT_EQ(schedule_csv_error("0F0,x\n"),
             "s.csv: row 1, column 2: 'x' is not an action: expected "
-            "<stage><F|B|I|W><micro-batch>, e.g. 0F1 (stages below 65536)");
-  EXPECT_EQ(error_of("0F0,0Q0\n"),
-            "s.csv: row 1, column 2: '0Q0': unknown action kind 'Q' (expected F, B, I or W)");
-  EXPECT_EQ(error_of("0F0,0B\n"),
+            "<stage><kind>[<micro-batch>], e.g. 0F1 (stages below 65536)");
+  EXPECT_EQ(schedule_csv_error("0F0,0Q0\n"),
+            "s.csv: row 1, column 2: '0Q0': unknown action kind 'Q' (expected F, B, I, W, "
+            "SEND_F, RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B, UNSHARD, RESHARD, "
+            "REDUCE_GRAD or WAIT_REDUCE_GRAD)");
+  EXPECT_EQ(schedule_csv_error("0F0,0B\n"),
             "s.csv: row 1, column 2: '0B' needs a micro-batch number after its kind, e.g. 0B0 "
             "(below 1048576)");
-  EXPECT_EQ(error_of("0F0,0F99999999\n").rfind("s.csv: row 1, column 2: '0F99999999' needs", 0),
-            0u);
-  EXPECT_EQ(error_of("0F0,0SEND_F0,0B0\n"),
-            "s.csv: row 1, column 2: '0SEND_F0' is a communication action; give the "
-            "compute-only form (F, B, I, W), the transfers follow from it");
-  EXPECT_EQ(error_of("0F0,1F0\n1B0,0B0\n"),
-            "s.csv: row 1, column 2: stage 1 is on rank 0, but stage s runs on rank s mod K = 1 "
-            "(K = 2 rows)");
-  EXPECT_EQ(error_of("0F0,0F0,0B0\n"), "s.csv: row 1, column 2: '0F0' appears twice");
-  EXPECT_EQ(error_of("0F0,0F1,0B0\n"),
+  EXPECT_EQ(
+      schedule_csv_error("0F0,0F99999999\n").rfind("s.csv: row 1, column 2: '0F99999999' needs", 0),
+      0u);
+  EXPECT_EQ(schedule_csv_error("0F0,1F0\n1B0,0B0\n"),
+            "s.csv: row 2, column 1: stage 1 is on rank 1 here but on rank 0 at row 1, column 2: "
+            "each stage runs on one rank");
+  EXPECT_EQ(schedule_csv_error("0F0,0F0,0B0\n"), "s.csv: row 1, column 2: '0F0' appears twice");
+  EXPECT_EQ(schedule_csv_error("0F0,0F1,0B0\n"),
             "s.csv: '0B1' is missing: every stage 0..0 needs F, B for every micro-batch 0..1");
-  EXPECT_EQ(error_of("0F0,0I0,0B1,0F1\n"),
-            "s.csv: row 1, column 3: '0B1' mixes whole backwards (B) with split ones (I and W)");
-  EXPECT_EQ(error_of("0F0,0W0,0I0\n"),
+  EXPECT_EQ(schedule_csv_error("0F0,0W0,0I0\n"),
             "s.csv: row 1, column 2: '0W0' comes before '0I0' on its rank");
-  EXPECT_EQ(error_of("0B0,0F0\n"), "s.csv: row 1, column 1: '0B0' comes before '0F0' on its rank");
-  EXPECT_EQ(error_of("0F0,0B0\n\n1F0,1B0\n"), "s.csv: row 2: rank 1 has no actions");
+  EXPECT_EQ(schedule_csv_error("0B0,0F0\n"),
+            "s.csv: row 1, column 1: '0B0' comes before '0F0' on its rank");
+  EXPECT_EQ(schedule_csv_error("0F0,0B0\n\n1F0,1B0\n"),
+            "s.csv: row 2: rank 1 has no compute actions (F, B, I, W)");
   // Stages 0..2 on 2 ranks: stage 2 is on rank 0 but rank 1 holds only one.
-  EXPECT_EQ(error_of("0F0,2F0,2B0,0B0\n1F0,1B0\n"),
+  EXPECT_EQ(schedule_csv_error("0F0,2F0,2B0,0B0\n1F0,1B0\n"),
             "s.csv: 3 stages over 2 ranks: the stages must fill every rank equally (K x v of "
             "them)");
 }
@@ -181,18 +173,18 @@ TEST(CustomSchedule, LineEndsAndByteOrderMarkReadAsMeant) {
     EXPECT_EQ(action_names(c), action_names(lf)) << ::testing::PrintToString(text);
   }
   // A blank line inside, however its ends are written, is still a rank with no actions.
-  EXPECT_EQ(error_of(rows[0] + "\r\r" + rows[1] + "\r"),
-            error_of(rows[0] + "\n\n" + rows[1] + "\n"));
+  EXPECT_EQ(schedule_csv_error(rows[0] + "\r\r" + rows[1] + "\r"),
+            schedule_csv_error(rows[0] + "\n\n" + rows[1] + "\n"));
 }
 
 TEST(CustomSchedule, SignedNumbersAreNotActions) {
-  EXPECT_EQ(error_of("-1F0\n"),
+  EXPECT_EQ(schedule_csv_error("-1F0\n"),
             "s.csv: row 1, column 1: '-1F0' is not an action: expected "
-            "<stage><F|B|I|W><micro-batch>, e.g. 0F1 (stages below 65536)");
-  EXPECT_EQ(error_of("-5F65536"),
+            "<stage><kind>[<micro-batch>], e.g. 0F1 (stages below 65536)");
+  EXPECT_EQ(schedule_csv_error("-5F65536"),
             "s.csv: row 1, column 1: '-5F65536' is not an action: expected "
-            "<stage><F|B|I|W><micro-batch>, e.g. 0F1 (stages below 65536)");
-  EXPECT_EQ(error_of("0F-1\n"),
+            "<stage><kind>[<micro-batch>], e.g. 0F1 (stages below 65536)");
+  EXPECT_EQ(schedule_csv_error("0F-1\n"),
             "s.csv: row 1, column 1: '0F-1' needs a micro-batch number after its kind, e.g. 0F0 "
             "(below 1048576)");
   try {
@@ -208,7 +200,7 @@ TEST(CustomSchedule, SignedNumbersAreNotActions) {
 TEST(CustomSchedule, DeadlockNamesEveryStuckRank) {
   // Rank 0 runs micro-batch 0's backward before micro-batch 1's forward, rank 1
   // wants micro-batch 1's forward before it sends micro-batch 0's gradient.
-  EXPECT_EQ(error_of("0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n"),
+  EXPECT_EQ(schedule_csv_error("0F0,0B0,0F1,0B1\n1F0,1F1,1B0,1B1\n"),
             "s.csv: the schedule deadlocks: rank 0 waits at '0B0' (row 1, column 2) for '1B0'; "
             "rank 1 waits at '1F1' (row 2, column 2) for '0F1'");
 }

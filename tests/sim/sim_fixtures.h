@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/custom_schedule.h"
 #include "sim/scenario.h"
+#include "sim/scenario_io.h"
 #include "sim/schedule.h"
 
 namespace pipescope::testing {
@@ -85,6 +87,17 @@ inline std::string ops_text(const std::vector<Op>& ops) {
     if (op.kind != OpKind::kOptimizer) out += std::to_string(op.micro_batch);
   }
   return out;
+}
+
+// The message of the error that reading `text` as the schedule CSV "s.csv"
+// raises, or "(accepted)".
+inline std::string schedule_csv_error(const std::string& text) {
+  try {
+    parse_schedule_csv(text, "s.csv");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "(accepted)";
 }
 
 }  // namespace pipescope::testing
