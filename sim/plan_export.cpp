@@ -28,8 +28,11 @@
 #include <vector>
 
 #include "costmodels/check.h"
+#include "sim/format.h"
 #include "sim/partition.h"
+#include "sim/planner.h"
 #include "sim/schedule.h"
+#include "sim/simulator.h"
 
 namespace pipescope {
 namespace {
@@ -93,10 +96,102 @@ int largest_stage(const Plan& p) {
   return b.empty() ? 0 : *std::max_element(b.begin(), b.end());
 }
 
-std::string export_torchgpipe(const Plan& p) {
+std::string_view framework_label(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kTorchGpipe:
+      return "torchgpipe";
+    case ExportFormat::kDeepSpeed:
+      return "DeepSpeed";
+    case ExportFormat::kMegatron:
+      return "Megatron-LM";
+    case ExportFormat::kTorchPipelining:
+      return "PyTorch pipelining";
+  }
+  return "unknown";
+}
+
+std::string_view schedule_label(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kGpipe:
+      return "GPipe";
+    case ScheduleKind::k1F1B:
+      return "1F1B";
+    case ScheduleKind::kZbH1:
+      return "ZB-H1";
+    case ScheduleKind::kInterleaved1F1B:
+      return "interleaved 1F1B";
+    case ScheduleKind::kCustom:
+      return "a custom schedule";
+  }
+  return "unknown";
+}
+
+// A step's time and its largest peak memory, with the device that has it.
+struct StepFigures {
+  double step_s = 0.0;
+  Bytes peak = 0;
+  int device = 0;
+};
+
+void keep_larger_peak(StepFigures& f, Bytes peak, int device) {
+  if (peak > f.peak) {
+    f.peak = peak;
+    f.device = device;
+  }
+}
+
+StepFigures planned_figures(const Plan& p) {
+  StepFigures f{p.step_time_s, 0, 0};
+  for (const PlanStage& s : p.stage_plans) keep_larger_peak(f, s.peak_memory, s.device);
+  return f;
+}
+
+// The plan's pipeline (K, M, cut, remat) simulated under `run` on its scenario.
+StepFigures simulated_figures(const Scenario& scenario, const Plan& p, FrameworkSchedule run) {
+  PlanSimulation sim = plan_simulation(scenario, p);
+  sim.config.schedule = run.schedule;
+  sim.config.chunks = run.chunks;
+  sim.config.custom = nullptr;
+  const Metrics m = simulate(sim.scenario, sim.config).metrics;
+  StepFigures f{m.step_time_s(), 0, 0};
+  for (std::size_t d = 0; d < m.devices.size(); ++d) {
+    keep_larger_peak(f, m.devices[d].peak_memory, static_cast<int>(d));
+  }
+  return f;
+}
+
+std::string bytes(Bytes b) {
+  return format_bytes(static_cast<double>(b));
+}
+
+// Comment lines: the schedule the framework runs and, when it is not the plan's,
+// what the plan becomes under it.
+std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
+  const FrameworkSchedule run = framework_schedule(format, p);
+  const std::string runs = "# " + std::string(framework_label(format)) + " runs " +
+                           std::string(schedule_label(run.schedule));
+  if (run == FrameworkSchedule{p.schedule, p.chunks}) {
+    return runs + ", the plan's schedule: the plan's step time and memory hold there.\n";
+  }
+  const std::string head = runs + ", not " + std::string(schedule_label(p.schedule)) + ": ";
+  if (scenario == nullptr) {
+    return head + "the step time and peak memory there are not\n# the plan's; " +
+           "export with the plan's scenario (--scenario FILE) to see them simulated.\n";
+  }
+  const StepFigures there = simulated_figures(*scenario, p, run);
+  const StepFigures planned = planned_figures(p);
+  const Bytes capacity = scenario->cluster.device.memory_bytes;
+  return head + "this plan there takes " + format_seconds(there.step_s) +
+         " a step (plan: " + format_seconds(planned.step_s) + ")\n# and peaks at " +
+         bytes(there.peak) + " on device " + str(there.device) + " (plan: " + bytes(planned.peak) +
+         " on device " + str(planned.device) + ")" +
+         (there.peak > capacity ? ", more than a device's " + bytes(capacity) : "") + ".\n";
+}
+
+std::string export_torchgpipe(const Plan& p, const std::string& runs) {
   std::ostringstream o;
   o << "# torchgpipe (github.com/kakaobrain/torchgpipe) from a PipeScope plan for\n"
-    << summary(p) << "# `model` must be an nn.Sequential whose " << p.layer_count
+    << summary(p) << runs << "# `model` must be an nn.Sequential whose " << p.layer_count
     << " children are the plan's layers, in order;\n"
     << "# balance[s] of them go to the s-th device given to GPipe (default cuda:0, cuda:1, ...):\n";
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
@@ -122,12 +217,12 @@ std::string export_torchgpipe(const Plan& p) {
   return o.str();
 }
 
-std::string export_deepspeed(const Plan& p) {
+std::string export_deepspeed(const Plan& p, const std::string& runs) {
   const std::vector<int> parts = boundaries_of(p.stage_ranges());
   std::ostringstream o;
   o << "# DeepSpeed pipeline parallelism (deepspeed.pipe.PipelineModule) from a PipeScope plan "
        "for\n"
-    << summary(p) << "#\n"
+    << summary(p) << runs << "#\n"
     << "# PipelineModule's partition_method ('parameters', 'uniform', 'type:REGEX') cannot\n"
     << "# state an arbitrary cut. PipelineModule keeps its cut in `parts`, K+1 layer indices\n"
     << "# (stage s holds layers parts[s] .. parts[s+1]-1), set by _partition_layers(). What to\n"
@@ -135,9 +230,7 @@ std::string export_deepspeed(const Plan& p) {
     << "# plan's " << p.layer_count
     << " layers in order, and use DEEPSPEED_CONFIG's batch settings in your\n"
     << "# DeepSpeed config. _partition_layers and _set_bounds are DeepSpeed internals (see\n"
-    << "# deepspeed/runtime/pipe/module.py); the class checks the stage and layer counts.\n"
-    << "# DeepSpeed runs its own 1F1B-style schedule, not GPipe's: the same bubble, fewer\n"
-    << "# activations alive at once than the plan's memory prediction assumes.\n";
+    << "# deepspeed/runtime/pipe/module.py); the class checks the stage and layer counts.\n";
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
     o << "#   stage " << s << ": " << describe_layers(p, p.stage_plans[s].layers) << "\n";
   }
@@ -203,7 +296,7 @@ std::string layout_stage(int transformer_layers) {
   return "t*" + str(transformer_layers);
 }
 
-std::string export_megatron(const Plan& p) {
+std::string export_megatron(const Plan& p, const std::string& runs) {
   const std::vector<int> t = megatron_layers(p);
   const int total = std::accumulate(t.begin(), t.end(), 0);
   if (total == 0) {
@@ -229,12 +322,11 @@ std::string export_megatron(const Plan& p) {
     << "# are those; every other layer is one transformer layer (--num-layers " << total << ").\n"
     << "# Run on K x D = " << p.devices << " GPUs; Megatron-LM then accumulates global / "
     << "(micro x D) = " << p.micro_batches << " micro-batches.\n"
+    << runs
     << (p.chunks > 1
-            ? "# Megatron-LM runs the plan's interleaved 1F1B: its " + str(p.model_stages()) +
-                  " virtual stages in order, stage s on rank s mod " + str(p.stages) + ".\n"
-            : std::string("# Megatron-LM runs 1F1B (PipeDream-Flush), not GPipe: the same "
-                          "bubble, fewer\n# activations alive at once than the plan's memory "
-                          "prediction assumes.\n"));
+            ? "# Its " + str(p.model_stages()) +
+                  " virtual stages run in order, stage s on rank s mod " + str(p.stages) + ".\n"
+            : "");
   if (even) {
     o << "# Cut: " << cut << " transformer layers, even: no uneven-stage flags needed.\n";
     if (p.chunks > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + str(p.chunks));
@@ -370,7 +462,22 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
   return std::nullopt;
 }
 
-std::string export_plan(const Plan& plan, ExportFormat format) {
+FrameworkSchedule framework_schedule(ExportFormat format, const Plan& plan) {
+  switch (format) {
+    case ExportFormat::kTorchGpipe:
+      return {ScheduleKind::kGpipe, 1};
+    case ExportFormat::kDeepSpeed:
+      return {ScheduleKind::k1F1B, 1};
+    case ExportFormat::kMegatron:
+      return plan.chunks > 1 ? FrameworkSchedule{ScheduleKind::kInterleaved1F1B, plan.chunks}
+                             : FrameworkSchedule{ScheduleKind::k1F1B, 1};
+    case ExportFormat::kTorchPipelining:
+      return {plan.schedule, plan.chunks};
+  }
+  fail_check("format is known", __FILE__, __LINE__, "unknown export format");
+}
+
+std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* scenario) {
   PS_CHECK(
       !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
       "a plan has one entry per stage");
@@ -389,11 +496,11 @@ std::string export_plan(const Plan& plan, ExportFormat format) {
   }
   switch (format) {
     case ExportFormat::kTorchGpipe:
-      return export_torchgpipe(plan);
+      return export_torchgpipe(plan, schedule_note(plan, format, scenario));
     case ExportFormat::kDeepSpeed:
-      return export_deepspeed(plan);
+      return export_deepspeed(plan, schedule_note(plan, format, scenario));
     case ExportFormat::kMegatron:
-      return export_megatron(plan);
+      return export_megatron(plan, schedule_note(plan, format, scenario));
     case ExportFormat::kTorchPipelining:
       return export_torch_pipelining(plan);
   }
