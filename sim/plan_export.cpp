@@ -188,6 +188,18 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
          (there.peak > capacity ? ", more than a device's " + bytes(capacity) : "") + ".\n";
 }
 
+// DeepSpeed and Megatron-LM recompute every micro-batch or none.
+std::string except_last_note(const Plan& p, ExportFormat format) {
+  if (p.remat != Remat::kExceptLast) return "";
+  std::string times;
+  for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+    times += (s ? " / " : "") + format_seconds(p.stage_plans[s].recompute_s);
+  }
+  return "# " + std::string(framework_label(format)) +
+         " recomputes every micro-batch: remat except-last runs as remat on,\n" +
+         "# one recompute more per stage and step than the plan predicts (" + times + ").\n";
+}
+
 std::string export_torchgpipe(const Plan& p, const std::string& runs) {
   std::ostringstream o;
   o << "# torchgpipe (github.com/kakaobrain/torchgpipe) from a PipeScope plan for\n"
@@ -251,10 +263,7 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
     << (p.remat != Remat::kNever ? ": one checkpoint around each stage's forward (GPipe's remat)"
                                  : ": no activation checkpointing (remat off)")
     << ".\n"
-    << (p.remat == Remat::kExceptLast
-            ? "# DeepSpeed checkpoints every micro-batch: remat except-last runs as remat on,\n"
-              "# one recompute more per stage than the plan predicts.\n"
-            : "")
+    << except_last_note(p, ExportFormat::kDeepSpeed)
     << (p.remat != Remat::kNever
             ? "# Non-reentrant checkpointing: DeepSpeed's default (reentrant) checkpoint fails in\n"
               "# the first backward when a span starts at a layer whose input is integer token\n"
@@ -294,6 +303,42 @@ std::string layout_stage(int transformer_layers) {
   if (transformer_layers == 0) return "";
   if (transformer_layers == 1) return "t";
   return "t*" + str(transformer_layers);
+}
+
+// --recompute-num-layers N: Megatron-LM's uniform method checkpoints the input of
+// layers [l, l + N) of a stage for l = 0, N, 2N, ... below its layer count, and
+// runs each group's layers by index with no clamp at the stage's end
+// (megatron/core/transformer/transformer_block.py, TransformerBlock.
+// _checkpointed_forward): N must divide every stage's count, and the gcd is the
+// largest N that does. With even stages a group is a whole stage, as in GPipe.
+int recompute_group(const std::vector<int>& transformer_layers) {
+  int n = 0;
+  for (const int t : transformer_layers) n = std::gcd(n, t);
+  return n;
+}
+
+// What the recompute flags do, set against the plan's remat: the plan keeps one
+// input per stage and micro-batch and recomputes the whole stage.
+std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int group) {
+  std::string kept;
+  bool whole_stages = true;
+  for (std::size_t s = 0; s < t.size(); ++s) {
+    kept += (s ? " / " : "") + str(t[s] / group);
+    whole_stages = whole_stages && t[s] / group <= 1;
+  }
+  const std::string out =
+      "# Remat: Megatron-LM checkpoints the input of each group of --recompute-num-layers\n"
+      "# transformer layers of a stage and runs a group's layers by index, without stopping\n"
+      "# at the stage's end: the group must divide every stage's count; " +
+      str(group) + " is their gcd.\n" +
+      (whole_stages ? "# Each stage is one group: its input is kept and the whole stage "
+                      "recomputed, as\n# the plan's remat does.\n"
+                    : "# The plan keeps one input per stage and micro-batch and recomputes the "
+                      "whole stage;\n# Megatron-LM keeps " +
+                          kept + " inputs per micro-batch and recomputes " + str(group) +
+                          " layer(s) at a\n# time: more stored inputs, a smaller recompute "
+                          "working set.\n");
+  return out + except_last_note(p, ExportFormat::kMegatron);
 }
 
 std::string export_megatron(const Plan& p, const std::string& runs) {
@@ -353,19 +398,11 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   flags.push_back("--micro-batch-size " + str(p.micro_batch_size));
   flags.push_back("--global-batch-size " + str(p.global_batch));
   if (p.remat != Remat::kNever) {
-    int chunk = 0;
-    for (const int n : t) chunk = std::gcd(chunk, n);
-    o << "# Remat: recompute chunks of " << chunk
-      << " transformer layer(s) from each chunk's input; " << chunk << " is the gcd\n"
-      << "# of the stages' counts, so no chunk crosses a stage end (with even stages a chunk\n"
-      << "# is a whole stage, as in GPipe).\n";
-    if (p.remat == Remat::kExceptLast) {
-      o << "# Megatron-LM recomputes every micro-batch: remat except-last runs as remat on,\n"
-        << "# one recompute more per stage than the plan predicts.\n";
-    }
+    const int group = recompute_group(t);
+    o << megatron_remat_note(p, t, group);
     flags.push_back("--recompute-granularity full");
     flags.push_back("--recompute-method uniform");
-    flags.push_back("--recompute-num-layers " + str(chunk));
+    flags.push_back("--recompute-num-layers " + str(group));
   }
   for (std::size_t i = 0; i < flags.size(); ++i) {
     o << flags[i] << (i + 1 < flags.size() ? " \\\n" : "\n");

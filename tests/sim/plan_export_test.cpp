@@ -243,6 +243,49 @@ TEST(PlanExport, MegatronUnevenMiddleNeedsTheLayout) {
   EXPECT_EQ(g.at("--num-layers"), "3");
 }
 
+// Megatron-LM's uniform recompute checkpoints groups of --recompute-num-layers
+// layers of a stage; with even stages a group is a stage, the plan's remat.
+TEST(PlanExport, MegatronRecomputeFlagsPerRematMode) {
+  const std::vector<std::string> names{"embed", "b", "c", "d", "e", "f", "g", "h", "i", "head"};
+  for (const Remat remat : kAllRemats) {
+    SCOPED_TRACE(std::string(to_string(remat)));
+    const std::string text =
+        export_plan(plan_with({3, 2, 2, 3}, 4, 1, remat, names), ExportFormat::kMegatron);
+    const std::map<std::string, std::string> f = flags_of(text);
+    if (remat == Remat::kNever) {
+      EXPECT_EQ(f.count("--recompute-granularity"), 0u);
+      EXPECT_EQ(f.count("--recompute-method"), 0u);
+      EXPECT_EQ(f.count("--recompute-num-layers"), 0u);
+      continue;
+    }
+    EXPECT_EQ(f.at("--recompute-granularity"), "full");
+    EXPECT_EQ(f.at("--recompute-method"), "uniform");
+    EXPECT_EQ(f.at("--recompute-num-layers"), "2");  // 2 / 2 / 2 / 2 transformer layers
+    EXPECT_NE(text.find("Each stage is one group"), std::string::npos) << text;
+    // Except-last cannot be said: the export names what runs instead and its cost.
+    EXPECT_EQ(text.find("remat except-last runs as remat on,\n# one recompute more per stage and "
+                        "step than the plan predicts (") != std::string::npos,
+              remat == Remat::kExceptLast)
+        << text;
+  }
+}
+
+TEST(PlanExport, MegatronUnevenStagesRecomputeInGroupsOfTheirGcd) {
+  // No 'embed' or 'head': 4 / 6 / 2 transformer layers, groups of 2.
+  const std::string text =
+      export_plan(plan_with({4, 6, 2}, 4, 1, Remat::kAlways), ExportFormat::kMegatron);
+  const std::map<std::string, std::string> f = flags_of(text);
+  EXPECT_EQ(f.at("--recompute-method"), "uniform");
+  EXPECT_EQ(f.at("--recompute-num-layers"), "2");
+  EXPECT_NE(text.find("Megatron-LM keeps 2 / 3 / 1 inputs per micro-batch"), std::string::npos)
+      << text;
+  // Golden cut 2 / 2 / 1: groups of one layer.
+  const std::string golden = export_plan(golden_plan(), ExportFormat::kMegatron);
+  EXPECT_EQ(flags_of(golden).at("--recompute-num-layers"), "1");
+  EXPECT_NE(golden.find("Megatron-LM keeps 2 / 2 / 1 inputs per micro-batch"), std::string::npos)
+      << golden;
+}
+
 // An interleaved plan: K = 2 ranks, v = 2 chunks each, stage s on rank s mod 2.
 Plan interleaved_plan(const std::vector<int>& balance) {
   Plan p = plan_with(balance, 4, 1, Remat::kNever);
