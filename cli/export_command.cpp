@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 
@@ -24,6 +25,12 @@ CLI::App* add_export_command(CLI::App& app, ExportOptions& o) {
       ->required()
       ->check(CLI::IsMember({"torchgpipe", "deepspeed", "megatron", "torch-pipelining"}));
   cmd->add_option("-o,--output", opts->output, "Write to FILE instead of standard output");
+  cmd->add_option("--scenario", opts->scenario.file,
+                  "The scenario the plan was made for: when the target runs another schedule "
+                  "than the plan's, the export gives the plan's step time and peak memory under "
+                  "it, simulated");
+  add_scenario_overrides(*cmd, opts->scenario);
+  add_cost_model_option(*cmd, opts->scenario);
   return cmd;
 }
 
@@ -31,7 +38,16 @@ int run_export(const ExportOptions& o) {
   const std::optional<ExportFormat> format = parse_export_format(o.to);
   if (!format) throw std::invalid_argument("unknown export format '" + o.to + "'");
   const Plan plan = read_plan_file(o.plan);
-  const std::string text = export_plan(plan, *format);
+  std::optional<Scenario> scenario;
+  if (!o.scenario.file.empty()) {
+    scenario = load(o.scenario);
+    check_plan_matches(plan, *scenario, o.plan);
+  } else if (!o.scenario.overrides.empty() || o.scenario.hf_config || o.scenario.cost_model) {
+    throw std::invalid_argument(
+        "--set, --hf-config and --cost-model apply to the plan's scenario; give --scenario FILE");
+  }
+  const std::string text = naming_scenario_file(
+      o.scenario.file, [&] { return export_plan(plan, *format, scenario ? &*scenario : nullptr); });
   if (o.output) {
     write_file_atomically(*o.output, text);
     std::cout << "Wrote the " << o.to << " export of " << o.plan << " to " << *o.output << "\n";

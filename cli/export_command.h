@@ -7,12 +7,17 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/scenario_options.h"
+
 namespace pipescope::cli {
 
 struct ExportOptions {
   std::string plan;
   std::string to;                     // torchgpipe | deepspeed | megatron | torch-pipelining
   std::optional<std::string> output;  // -o FILE; stdout when absent
+  // --scenario FILE (with --set, --cost-model): the plan's scenario, to simulate
+  // the plan under the schedule the framework runs; file empty when absent.
+  ScenarioOptions scenario;
 };
 
 // Registers the subcommand, binding its options to `options`.

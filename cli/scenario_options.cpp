@@ -15,6 +15,10 @@ namespace pipescope::cli {
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("scenario", o.file, "Scenario JSON file")->required();
+  add_scenario_overrides(cmd, o);
+}
+
+void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--set", o.overrides,
                  "Override a scenario field by its JSON path, e.g. --set model.layers=48 "
                  "(repeatable)")

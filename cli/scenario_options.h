@@ -39,6 +39,8 @@ struct ScenarioOptions {
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
+// --set, --hf-config and --seq-len alone, for a command whose scenario is optional.
+void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o);
 // --cost-model analytic|kernels|FILE (a cost-model file or a profile), for the
 // commands that time steps (simulate, plan, sweep); see apply_cost_model_argument
 // (sim/cost_model_file.h).

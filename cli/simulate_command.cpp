@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -79,10 +80,10 @@ int run_simulate(const SimulateOptions& o) {
     const Plan plan = read_plan_file(*o.plan);
     check_plan_matches(plan, scenario, *o.plan);
     // The plan's pipeline is one of its D replicas.
-    scenario = replica_scenario(scenario, plan.stages, plan.data_parallel);
+    PlanSimulation run = plan_simulation(scenario, plan);
+    scenario = std::move(run.scenario);
+    config = std::move(run.config);
     replicas = plan.data_parallel;
-    config = plan_sim_config(plan);
-    config.data_parallel = data_parallel_ring(whole_cluster, plan.stages, plan.data_parallel);
   } else if (o.data_parallel && *o.data_parallel > 1) {
     // D replicas of a K-device pipeline: simulate one, on its share of the batch.
     const int D = *o.data_parallel;

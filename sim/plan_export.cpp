@@ -28,8 +28,11 @@
 #include <vector>
 
 #include "costmodels/check.h"
+#include "sim/format.h"
 #include "sim/partition.h"
+#include "sim/planner.h"
 #include "sim/schedule.h"
+#include "sim/simulator.h"
 
 namespace pipescope {
 namespace {
@@ -93,10 +96,114 @@ int largest_stage(const Plan& p) {
   return b.empty() ? 0 : *std::max_element(b.begin(), b.end());
 }
 
-std::string export_torchgpipe(const Plan& p) {
+std::string_view framework_label(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kTorchGpipe:
+      return "torchgpipe";
+    case ExportFormat::kDeepSpeed:
+      return "DeepSpeed";
+    case ExportFormat::kMegatron:
+      return "Megatron-LM";
+    case ExportFormat::kTorchPipelining:
+      return "PyTorch pipelining";
+  }
+  return "unknown";
+}
+
+std::string_view schedule_label(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kGpipe:
+      return "GPipe";
+    case ScheduleKind::k1F1B:
+      return "1F1B";
+    case ScheduleKind::kZbH1:
+      return "ZB-H1";
+    case ScheduleKind::kInterleaved1F1B:
+      return "interleaved 1F1B";
+    case ScheduleKind::kCustom:
+      return "a custom schedule";
+  }
+  return "unknown";
+}
+
+// A step's time and its largest peak memory, with the device that has it.
+struct StepFigures {
+  double step_s = 0.0;
+  Bytes peak = 0;
+  int device = 0;
+};
+
+void keep_larger_peak(StepFigures& f, Bytes peak, int device) {
+  if (peak > f.peak) {
+    f.peak = peak;
+    f.device = device;
+  }
+}
+
+StepFigures planned_figures(const Plan& p) {
+  StepFigures f{p.step_time_s, 0, 0};
+  for (const PlanStage& s : p.stage_plans) keep_larger_peak(f, s.peak_memory, s.device);
+  return f;
+}
+
+// The plan's pipeline (K, M, cut, remat) simulated under `run` on its scenario.
+StepFigures simulated_figures(const Scenario& scenario, const Plan& p, FrameworkSchedule run) {
+  PlanSimulation sim = plan_simulation(scenario, p);
+  sim.config.schedule = run.schedule;
+  sim.config.chunks = run.chunks;
+  sim.config.custom = nullptr;
+  const Metrics m = simulate(sim.scenario, sim.config).metrics;
+  StepFigures f{m.step_time_s(), 0, 0};
+  for (std::size_t d = 0; d < m.devices.size(); ++d) {
+    keep_larger_peak(f, m.devices[d].peak_memory, static_cast<int>(d));
+  }
+  return f;
+}
+
+std::string bytes(Bytes b) {
+  return format_bytes(static_cast<double>(b));
+}
+
+// Comment lines: the schedule the framework runs and, when it is not the plan's,
+// what the plan becomes under it.
+std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
+  const FrameworkSchedule run = framework_schedule(format, p);
+  const std::string runs = "# " + std::string(framework_label(format)) + " runs " +
+                           std::string(schedule_label(run.schedule));
+  if (run == FrameworkSchedule{p.schedule, p.chunks}) {
+    return runs + ", the plan's schedule: the plan's step time and memory hold there.\n";
+  }
+  const std::string head = runs + ", not " + std::string(schedule_label(p.schedule)) + ": ";
+  if (scenario == nullptr) {
+    return head + "the step time and peak memory there are not\n# the plan's; " +
+           "export with the plan's scenario (--scenario FILE) to see them simulated.\n";
+  }
+  const StepFigures there = simulated_figures(*scenario, p, run);
+  const StepFigures planned = planned_figures(p);
+  const Bytes capacity = scenario->cluster.device.memory_bytes;
+  return head + "this plan there takes " + format_seconds(there.step_s) +
+         " a step (plan: " + format_seconds(planned.step_s) + ")\n# and peaks at " +
+         bytes(there.peak) + " on device " + str(there.device) + " (plan: " + bytes(planned.peak) +
+         " on device " + str(planned.device) + ")" +
+         (there.peak > capacity ? ", more than a device's " + bytes(capacity) : "") + ".\n";
+}
+
+// DeepSpeed and Megatron-LM recompute every micro-batch or none.
+std::string except_last_note(const Plan& p, ExportFormat format) {
+  if (p.remat != Remat::kExceptLast) return "";
+  std::string times;
+  for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+    times += (s ? " / " : "") + format_seconds(p.stage_plans[s].recompute_s);
+  }
+  return "# " + std::string(framework_label(format)) +
+         " recomputes every micro-batch: remat except-last runs as remat on,\n" +
+         "# one recompute more per stage and step than the plan predicts (" + times + ").\n";
+}
+
+std::string export_torchgpipe(const Plan& p, const std::string& runs) {
   std::ostringstream o;
   o << "# torchgpipe (github.com/kakaobrain/torchgpipe) from a PipeScope plan for\n"
-    << summary(p) << "# `model` must be an nn.Sequential whose " << p.layer_count
+    << summary(p) << runs << "# `model` must be an nn.Sequential whose " << p.layer_count
     << " children are the plan's layers, in order;\n"
     << "# balance[s] of them go to the s-th device given to GPipe (default cuda:0, cuda:1, ...):\n";
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
@@ -122,12 +229,12 @@ std::string export_torchgpipe(const Plan& p) {
   return o.str();
 }
 
-std::string export_deepspeed(const Plan& p) {
+std::string export_deepspeed(const Plan& p, const std::string& runs) {
   const std::vector<int> parts = boundaries_of(p.stage_ranges());
   std::ostringstream o;
   o << "# DeepSpeed pipeline parallelism (deepspeed.pipe.PipelineModule) from a PipeScope plan "
        "for\n"
-    << summary(p) << "#\n"
+    << summary(p) << runs << "#\n"
     << "# PipelineModule's partition_method ('parameters', 'uniform', 'type:REGEX') cannot\n"
     << "# state an arbitrary cut. PipelineModule keeps its cut in `parts`, K+1 layer indices\n"
     << "# (stage s holds layers parts[s] .. parts[s+1]-1), set by _partition_layers(). What to\n"
@@ -135,9 +242,7 @@ std::string export_deepspeed(const Plan& p) {
     << "# plan's " << p.layer_count
     << " layers in order, and use DEEPSPEED_CONFIG's batch settings in your\n"
     << "# DeepSpeed config. _partition_layers and _set_bounds are DeepSpeed internals (see\n"
-    << "# deepspeed/runtime/pipe/module.py); the class checks the stage and layer counts.\n"
-    << "# DeepSpeed runs its own 1F1B-style schedule, not GPipe's: the same bubble, fewer\n"
-    << "# activations alive at once than the plan's memory prediction assumes.\n";
+    << "# deepspeed/runtime/pipe/module.py); the class checks the stage and layer counts.\n";
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
     o << "#   stage " << s << ": " << describe_layers(p, p.stage_plans[s].layers) << "\n";
   }
@@ -158,10 +263,7 @@ std::string export_deepspeed(const Plan& p) {
     << (p.remat != Remat::kNever ? ": one checkpoint around each stage's forward (GPipe's remat)"
                                  : ": no activation checkpointing (remat off)")
     << ".\n"
-    << (p.remat == Remat::kExceptLast
-            ? "# DeepSpeed checkpoints every micro-batch: remat except-last runs as remat on,\n"
-              "# one recompute more per stage than the plan predicts.\n"
-            : "")
+    << except_last_note(p, ExportFormat::kDeepSpeed)
     << (p.remat != Remat::kNever
             ? "# Non-reentrant checkpointing: DeepSpeed's default (reentrant) checkpoint fails in\n"
               "# the first backward when a span starts at a layer whose input is integer token\n"
@@ -203,7 +305,43 @@ std::string layout_stage(int transformer_layers) {
   return "t*" + str(transformer_layers);
 }
 
-std::string export_megatron(const Plan& p) {
+// --recompute-num-layers N: Megatron-LM's uniform method checkpoints the input of
+// layers [l, l + N) of a stage for l = 0, N, 2N, ... below its layer count, and
+// runs each group's layers by index with no clamp at the stage's end
+// (megatron/core/transformer/transformer_block.py, TransformerBlock.
+// _checkpointed_forward): N must divide every stage's count, and the gcd is the
+// largest N that does. With even stages a group is a whole stage, as in GPipe.
+int recompute_group(const std::vector<int>& transformer_layers) {
+  int n = 0;
+  for (const int t : transformer_layers) n = std::gcd(n, t);
+  return n;
+}
+
+// What the recompute flags do, set against the plan's remat: the plan keeps one
+// input per stage and micro-batch and recomputes the whole stage.
+std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int group) {
+  std::string kept;
+  bool whole_stages = true;
+  for (std::size_t s = 0; s < t.size(); ++s) {
+    kept += (s ? " / " : "") + str(t[s] / group);
+    whole_stages = whole_stages && t[s] / group <= 1;
+  }
+  const std::string out =
+      "# Remat: Megatron-LM checkpoints the input of each group of --recompute-num-layers\n"
+      "# transformer layers of a stage and runs a group's layers by index, without stopping\n"
+      "# at the stage's end: the group must divide every stage's count; " +
+      str(group) + " is their gcd.\n" +
+      (whole_stages ? "# Each stage is one group: its input is kept and the whole stage "
+                      "recomputed, as\n# the plan's remat does.\n"
+                    : "# The plan keeps one input per stage and micro-batch and recomputes the "
+                      "whole stage;\n# Megatron-LM keeps " +
+                          kept + " inputs per micro-batch and recomputes " + str(group) +
+                          " layer(s) at a\n# time: more stored inputs, a smaller recompute "
+                          "working set.\n");
+  return out + except_last_note(p, ExportFormat::kMegatron);
+}
+
+std::string export_megatron(const Plan& p, const std::string& runs) {
   const std::vector<int> t = megatron_layers(p);
   const int total = std::accumulate(t.begin(), t.end(), 0);
   if (total == 0) {
@@ -229,12 +367,11 @@ std::string export_megatron(const Plan& p) {
     << "# are those; every other layer is one transformer layer (--num-layers " << total << ").\n"
     << "# Run on K x D = " << p.devices << " GPUs; Megatron-LM then accumulates global / "
     << "(micro x D) = " << p.micro_batches << " micro-batches.\n"
+    << runs
     << (p.chunks > 1
-            ? "# Megatron-LM runs the plan's interleaved 1F1B: its " + str(p.model_stages()) +
-                  " virtual stages in order, stage s on rank s mod " + str(p.stages) + ".\n"
-            : std::string("# Megatron-LM runs 1F1B (PipeDream-Flush), not GPipe: the same "
-                          "bubble, fewer\n# activations alive at once than the plan's memory "
-                          "prediction assumes.\n"));
+            ? "# Its " + str(p.model_stages()) +
+                  " virtual stages run in order, stage s on rank s mod " + str(p.stages) + ".\n"
+            : "");
   if (even) {
     o << "# Cut: " << cut << " transformer layers, even: no uneven-stage flags needed.\n";
     if (p.chunks > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + str(p.chunks));
@@ -261,19 +398,11 @@ std::string export_megatron(const Plan& p) {
   flags.push_back("--micro-batch-size " + str(p.micro_batch_size));
   flags.push_back("--global-batch-size " + str(p.global_batch));
   if (p.remat != Remat::kNever) {
-    int chunk = 0;
-    for (const int n : t) chunk = std::gcd(chunk, n);
-    o << "# Remat: recompute chunks of " << chunk
-      << " transformer layer(s) from each chunk's input; " << chunk << " is the gcd\n"
-      << "# of the stages' counts, so no chunk crosses a stage end (with even stages a chunk\n"
-      << "# is a whole stage, as in GPipe).\n";
-    if (p.remat == Remat::kExceptLast) {
-      o << "# Megatron-LM recomputes every micro-batch: remat except-last runs as remat on,\n"
-        << "# one recompute more per stage than the plan predicts.\n";
-    }
+    const int group = recompute_group(t);
+    o << megatron_remat_note(p, t, group);
     flags.push_back("--recompute-granularity full");
     flags.push_back("--recompute-method uniform");
-    flags.push_back("--recompute-num-layers " + str(chunk));
+    flags.push_back("--recompute-num-layers " + str(group));
   }
   for (std::size_t i = 0; i < flags.size(); ++i) {
     o << flags[i] << (i + 1 < flags.size() ? " \\\n" : "\n");
@@ -370,7 +499,22 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
   return std::nullopt;
 }
 
-std::string export_plan(const Plan& plan, ExportFormat format) {
+FrameworkSchedule framework_schedule(ExportFormat format, const Plan& plan) {
+  switch (format) {
+    case ExportFormat::kTorchGpipe:
+      return {ScheduleKind::kGpipe, 1};
+    case ExportFormat::kDeepSpeed:
+      return {ScheduleKind::k1F1B, 1};
+    case ExportFormat::kMegatron:
+      return plan.chunks > 1 ? FrameworkSchedule{ScheduleKind::kInterleaved1F1B, plan.chunks}
+                             : FrameworkSchedule{ScheduleKind::k1F1B, 1};
+    case ExportFormat::kTorchPipelining:
+      return {plan.schedule, plan.chunks};
+  }
+  fail_check("format is known", __FILE__, __LINE__, "unknown export format");
+}
+
+std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* scenario) {
   PS_CHECK(
       !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
       "a plan has one entry per stage");
@@ -389,11 +533,11 @@ std::string export_plan(const Plan& plan, ExportFormat format) {
   }
   switch (format) {
     case ExportFormat::kTorchGpipe:
-      return export_torchgpipe(plan);
+      return export_torchgpipe(plan, schedule_note(plan, format, scenario));
     case ExportFormat::kDeepSpeed:
-      return export_deepspeed(plan);
+      return export_deepspeed(plan, schedule_note(plan, format, scenario));
     case ExportFormat::kMegatron:
-      return export_megatron(plan);
+      return export_megatron(plan, schedule_note(plan, format, scenario));
     case ExportFormat::kTorchPipelining:
       return export_torch_pipelining(plan);
   }

@@ -20,7 +20,24 @@ enum class ExportFormat { kTorchGpipe, kDeepSpeed, kMegatron, kTorchPipelining }
 std::string_view to_string(ExportFormat f);
 std::optional<ExportFormat> parse_export_format(std::string_view name);
 
-// The text to write or print; ends with a newline.
-std::string export_plan(const Plan& plan, ExportFormat format);
+// The schedule a framework runs an exported plan with.
+struct FrameworkSchedule {
+  ScheduleKind schedule = ScheduleKind::kGpipe;
+  int chunks = 1;
+  friend bool operator==(const FrameworkSchedule&, const FrameworkSchedule&) = default;
+};
+
+// torchgpipe runs GPipe only; DeepSpeed's PipelineEngine its TrainSchedule, 1F1B's
+// order; Megatron-LM 1F1B, or interleaved 1F1B with the plan's virtual stages (its
+// standard schedules have neither GPipe nor ZB-H1); PyTorch pipelining the plan's
+// own, from the CSV.
+FrameworkSchedule framework_schedule(ExportFormat format, const Plan& plan);
+
+// The text to write or print; ends with a newline. Each export but the CSV says
+// which schedule the framework runs; when that is not the plan's, and the plan's
+// scenario is given (the one it was planned on, whole cluster), it gives the
+// plan's step time and peak memory under that schedule, simulated with the plan's
+// K, M, cut and remat, beside the plan's own.
+std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* scenario = nullptr);
 
 }  // namespace pipescope

@@ -5,6 +5,7 @@
 #include "sim/device_partition.h"
 #include "sim/format.h"
 #include "sim/parallel.h"
+#include "sim/plan.h"
 
 namespace pipescope {
 
@@ -23,6 +24,13 @@ Scenario replica_scenario(const Scenario& scenario, int stages, int data_paralle
     r.cluster.shared_cores = std::max(1, r.cluster.shared_cores / data_parallel);
   }
   return r;
+}
+
+PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan) {
+  PlanSimulation out{replica_scenario(scenario, plan.stages, plan.data_parallel),
+                     plan_sim_config(plan)};
+  out.config.data_parallel = data_parallel_ring(scenario.cluster, plan.stages, plan.data_parallel);
+  return out;
 }
 
 namespace {

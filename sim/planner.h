@@ -22,6 +22,8 @@
 
 namespace pipescope {
 
+struct Plan;  // sim/plan.h
+
 struct PlanRequest {
   std::optional<int> devices;            // N; default: the cluster's device count
   std::optional<int> stages;             // fix K
@@ -61,6 +63,15 @@ struct PlanReport {
 
 // The per-replica scenario: K devices of the cluster and the global batch / D.
 Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel);
+
+// A plan's pipeline as it was planned on `scenario` (the whole cluster): one of
+// its D replicas on the replica's share of the batch, with the plan's K, M,
+// schedule, chunks, remat and cuts, all-reducing over the ring of the replicas.
+struct PlanSimulation {
+  Scenario scenario;
+  SimConfig config;
+};
+PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan);
 
 // Among rejected candidates, the one that needs the least memory (for "no plan
 // fits: the closest needs ..."); null when there are none.

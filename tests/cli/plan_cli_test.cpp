@@ -105,6 +105,36 @@ TEST(ExportCli, TorchGpipeBalanceMatchesThePlan) {
   fs::remove(plan);
 }
 
+// A 1F1B plan exported to torchgpipe, which runs GPipe: with the plan's scenario
+// the export simulates it there; without, it says how to.
+TEST(ExportCli, GivesThePlanUnderTheFrameworksSchedule) {
+  const fs::path plan = temp("plan_1f1b.json");
+  ASSERT_EQ(run("plan " + kDemo + " -K 4 -M 8 --schedule 1f1b -o " + plan.string()).status, 0);
+  const CliResult with = run("export " + plan.string() + " --to torchgpipe --scenario " + kDemo);
+  ASSERT_EQ(with.status, 0) << with.err;
+  EXPECT_NE(with.out.find("# torchgpipe runs GPipe, not 1F1B: this plan there takes "),
+            std::string::npos)
+      << with.out;
+  EXPECT_NE(with.out.find("# and peaks at "), std::string::npos) << with.out;
+  const CliResult without = run("export " + plan.string() + " --to torchgpipe");
+  ASSERT_EQ(without.status, 0) << without.err;
+  EXPECT_NE(without.out.find("(--scenario FILE) to see them simulated."), std::string::npos)
+      << without.out;
+  const CliResult same = run("export " + plan.string() + " --to megatron --scenario " + kDemo);
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_NE(same.out.find("# Megatron-LM runs 1F1B, the plan's schedule"), std::string::npos)
+      << same.out;
+  // The scenario must be the plan's; overrides need one.
+  const CliResult other = run("export " + plan.string() + " --to torchgpipe --scenario " + kDemo +
+                              " --set model.layers=3");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.err.find("model"), std::string::npos) << other.err;
+  const CliResult orphan = run("export " + plan.string() + " --to torchgpipe --set model.layers=3");
+  EXPECT_EQ(orphan.status, 1);
+  EXPECT_NE(orphan.err.find("give --scenario FILE"), std::string::npos) << orphan.err;
+  fs::remove(plan);
+}
+
 // An interleaved plan runs K x v stages on K devices: torchgpipe and DeepSpeed
 // cannot say that, Megatron-LM and PyTorch pipelining can.
 TEST(ExportCli, InterleavedPlansGoWhereVirtualStagesExist) {

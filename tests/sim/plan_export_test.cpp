@@ -15,9 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "sim/format.h"
 #include "sim/plan_io.h"
+#include "sim/simulator.h"
 
 #include "golden.h"
+#include "sim_fixtures.h"
 
 namespace pipescope {
 namespace {
@@ -240,6 +243,49 @@ TEST(PlanExport, MegatronUnevenMiddleNeedsTheLayout) {
   EXPECT_EQ(g.at("--num-layers"), "3");
 }
 
+// Megatron-LM's uniform recompute checkpoints groups of --recompute-num-layers
+// layers of a stage; with even stages a group is a stage, the plan's remat.
+TEST(PlanExport, MegatronRecomputeFlagsPerRematMode) {
+  const std::vector<std::string> names{"embed", "b", "c", "d", "e", "f", "g", "h", "i", "head"};
+  for (const Remat remat : kAllRemats) {
+    SCOPED_TRACE(std::string(to_string(remat)));
+    const std::string text =
+        export_plan(plan_with({3, 2, 2, 3}, 4, 1, remat, names), ExportFormat::kMegatron);
+    const std::map<std::string, std::string> f = flags_of(text);
+    if (remat == Remat::kNever) {
+      EXPECT_EQ(f.count("--recompute-granularity"), 0u);
+      EXPECT_EQ(f.count("--recompute-method"), 0u);
+      EXPECT_EQ(f.count("--recompute-num-layers"), 0u);
+      continue;
+    }
+    EXPECT_EQ(f.at("--recompute-granularity"), "full");
+    EXPECT_EQ(f.at("--recompute-method"), "uniform");
+    EXPECT_EQ(f.at("--recompute-num-layers"), "2");  // 2 / 2 / 2 / 2 transformer layers
+    EXPECT_NE(text.find("Each stage is one group"), std::string::npos) << text;
+    // Except-last cannot be said: the export names what runs instead and its cost.
+    EXPECT_EQ(text.find("remat except-last runs as remat on,\n# one recompute more per stage and "
+                        "step than the plan predicts (") != std::string::npos,
+              remat == Remat::kExceptLast)
+        << text;
+  }
+}
+
+TEST(PlanExport, MegatronUnevenStagesRecomputeInGroupsOfTheirGcd) {
+  // No 'embed' or 'head': 4 / 6 / 2 transformer layers, groups of 2.
+  const std::string text =
+      export_plan(plan_with({4, 6, 2}, 4, 1, Remat::kAlways), ExportFormat::kMegatron);
+  const std::map<std::string, std::string> f = flags_of(text);
+  EXPECT_EQ(f.at("--recompute-method"), "uniform");
+  EXPECT_EQ(f.at("--recompute-num-layers"), "2");
+  EXPECT_NE(text.find("Megatron-LM keeps 2 / 3 / 1 inputs per micro-batch"), std::string::npos)
+      << text;
+  // Golden cut 2 / 2 / 1: groups of one layer.
+  const std::string golden = export_plan(golden_plan(), ExportFormat::kMegatron);
+  EXPECT_EQ(flags_of(golden).at("--recompute-num-layers"), "1");
+  EXPECT_NE(golden.find("Megatron-LM keeps 2 / 2 / 1 inputs per micro-batch"), std::string::npos)
+      << golden;
+}
+
 // An interleaved plan: K = 2 ranks, v = 2 chunks each, stage s on rank s mod 2.
 Plan interleaved_plan(const std::vector<int>& balance) {
   Plan p = plan_with(balance, 4, 1, Remat::kNever);
@@ -284,6 +330,119 @@ TEST(PlanExport, DeepSpeedCheckpointsWithTheNonReentrantFunction) {
   const std::string without =
       export_plan(plan_with({2, 2}, 4, 1, Remat::kNever), ExportFormat::kDeepSpeed);
   EXPECT_EQ(without.find("activation_checkpoint_func"), std::string::npos) << without;
+}
+
+// --- The schedule each framework runs ---
+
+TEST(PlanExport, FrameworkSchedules) {
+  for (const ScheduleKind k : {ScheduleKind::kGpipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1}) {
+    Plan p = golden_plan();
+    p.schedule = k;
+    EXPECT_EQ(framework_schedule(ExportFormat::kTorchGpipe, p),
+              (FrameworkSchedule{ScheduleKind::kGpipe, 1}));
+    EXPECT_EQ(framework_schedule(ExportFormat::kDeepSpeed, p),
+              (FrameworkSchedule{ScheduleKind::k1F1B, 1}));
+    EXPECT_EQ(framework_schedule(ExportFormat::kMegatron, p),
+              (FrameworkSchedule{ScheduleKind::k1F1B, 1}));
+    EXPECT_EQ(framework_schedule(ExportFormat::kTorchPipelining, p), (FrameworkSchedule{k, 1}));
+  }
+  Plan interleaved = golden_plan();
+  interleaved.schedule = ScheduleKind::kInterleaved1F1B;
+  interleaved.chunks = 2;
+  EXPECT_EQ(framework_schedule(ExportFormat::kMegatron, interleaved),
+            (FrameworkSchedule{ScheduleKind::kInterleaved1F1B, 2}));
+  EXPECT_EQ(framework_schedule(ExportFormat::kTorchPipelining, interleaved),
+            (FrameworkSchedule{ScheduleKind::kInterleaved1F1B, 2}));
+}
+
+// 4 layers on K=2 stages, M=8 micro-batches, no remat: GPipe keeps all eight
+// micro-batches' activations on stage 0, 1F1B two.
+Scenario schedule_scenario() {
+  return testing::memory_scenario(8, false);
+}
+
+Plan planned_as(const Scenario& sc, ScheduleKind schedule) {
+  SimConfig config;
+  config.schedule = schedule;
+  return make_plan(sc, simulate(sc, config), 1, "optimal");
+}
+
+// What `simulate` gives for the plan's cut, K, M and remat under `schedule`.
+Metrics simulated_as(const Scenario& sc, const Plan& p, ScheduleKind schedule) {
+  SimConfig config = plan_sim_config(p);
+  config.schedule = schedule;
+  return simulate(sc, config).metrics;
+}
+
+std::string figures_line(const Metrics& m) {
+  return "this plan there takes " + format_seconds(m.step_time_s()) + " a step (plan: ";
+}
+
+// "X on device D": the largest peak and the first device that has it.
+std::string largest_peak(const Metrics& m) {
+  std::size_t worst = 0;
+  for (std::size_t d = 0; d < m.devices.size(); ++d) {
+    if (m.devices[d].peak_memory > m.devices[worst].peak_memory) worst = d;
+  }
+  return format_bytes(static_cast<double>(m.devices[worst].peak_memory)) + " on device " +
+         std::to_string(worst);
+}
+
+std::string peak_words(const Metrics& m) {
+  return "# and peaks at " + largest_peak(m) + " (plan: ";
+}
+
+TEST(PlanExport, AOneFOneBPlanRunsAsPlannedWhereOneFOneBRuns) {
+  const Scenario sc = schedule_scenario();
+  const Plan p = planned_as(sc, ScheduleKind::k1F1B);
+  for (const ExportFormat f :
+       {ExportFormat::kTorchGpipe, ExportFormat::kDeepSpeed, ExportFormat::kMegatron}) {
+    const std::string text = export_plan(p, f, &sc);
+    EXPECT_EQ(text.find("fewer activations"), std::string::npos) << text;
+  }
+  EXPECT_NE(export_plan(p, ExportFormat::kMegatron, &sc)
+                .find("# Megatron-LM runs 1F1B, the plan's schedule: the plan's step time and "
+                      "memory hold there.\n"),
+            std::string::npos);
+  const std::string ds = export_plan(p, ExportFormat::kDeepSpeed, &sc);
+  EXPECT_NE(ds.find("# DeepSpeed runs 1F1B, the plan's schedule"), std::string::npos) << ds;
+  EXPECT_EQ(ds.find("a step (plan: "), std::string::npos) << ds;
+}
+
+TEST(PlanExport, AGpipePlanOnMegatronGetsTheOneFOneBFigures) {
+  const Scenario sc = schedule_scenario();
+  const Plan p = planned_as(sc, ScheduleKind::kGpipe);
+  const Metrics there = simulated_as(sc, p, ScheduleKind::k1F1B);
+  const std::string text = export_plan(p, ExportFormat::kMegatron, &sc);
+  EXPECT_NE(text.find("# Megatron-LM runs 1F1B, not GPipe: " + figures_line(there) +
+                      format_seconds(p.step_time_s) + ")\n" + peak_words(there)),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("fewer activations"), std::string::npos) << text;
+  // Without the scenario the export cannot simulate, and says so.
+  EXPECT_NE(export_plan(p, ExportFormat::kMegatron)
+                .find("export with the plan's scenario (--scenario FILE) to see them simulated."),
+            std::string::npos);
+}
+
+TEST(PlanExport, ZbH1AndOneFOneBPlansOnTorchgpipeGetTheGpipeFigures) {
+  const Scenario sc = schedule_scenario();
+  for (const ScheduleKind k : {ScheduleKind::kZbH1, ScheduleKind::k1F1B}) {
+    const Plan p = planned_as(sc, k);
+    const Metrics gpipe = simulated_as(sc, p, ScheduleKind::kGpipe);
+    const Metrics own = simulated_as(sc, p, k);
+    // The figures differ, so the test tells the schedules apart.
+    ASSERT_GT(gpipe.devices[0].peak_memory, own.devices[0].peak_memory);
+    ASSERT_NE(largest_peak(gpipe), largest_peak(own));
+    const std::string text = export_plan(p, ExportFormat::kTorchGpipe, &sc);
+    const std::string plan_peak = largest_peak(own) + ").";
+    EXPECT_NE(text.find("# torchgpipe runs GPipe, not " +
+                        std::string(k == ScheduleKind::kZbH1 ? "ZB-H1" : "1F1B") + ": " +
+                        figures_line(gpipe) + format_seconds(p.step_time_s) + ")\n" +
+                        peak_words(gpipe) + plan_peak),
+              std::string::npos)
+        << text;
+  }
 }
 
 TEST(PlanExport, MegatronRejectsAModelWithoutTransformerLayers) {

@@ -1,6 +1,8 @@
 # DeepSpeed pipeline parallelism (deepspeed.pipe.PipelineModule) from a PipeScope plan for
 # model 'toy7' (hash 0123456789abcdef, 7 layers): K=3 stages x D=1 replicas,
 # M=4 micro-batches of 2 (global batch 8), schedule gpipe, remat on.
+# DeepSpeed runs 1F1B, not GPipe: the step time and peak memory there are not
+# the plan's; export with the plan's scenario (--scenario FILE) to see them simulated.
 #
 # PipelineModule's partition_method ('parameters', 'uniform', 'type:REGEX') cannot
 # state an arbitrary cut. PipelineModule keeps its cut in `parts`, K+1 layer indices
@@ -9,8 +11,6 @@
 # plan's 7 layers in order, and use DEEPSPEED_CONFIG's batch settings in your
 # DeepSpeed config. _partition_layers and _set_bounds are DeepSpeed internals (see
 # deepspeed/runtime/pipe/module.py); the class checks the stage and layer counts.
-# DeepSpeed runs its own 1F1B-style schedule, not GPipe's: the same bubble, fewer
-# activations alive at once than the plan's memory prediction assumes.
 #   stage 0: layers 0-2: embed, block0, block1
 #   stage 1: layers 3-4: block2, block3
 #   stage 2: layers 5-6: block4, head

@@ -1,6 +1,7 @@
 # torchgpipe (github.com/kakaobrain/torchgpipe) from a PipeScope plan for
 # model 'toy7' (hash 0123456789abcdef, 7 layers): K=3 stages x D=1 replicas,
 # M=4 micro-batches of 2 (global batch 8), schedule gpipe, remat on.
+# torchgpipe runs GPipe, the plan's schedule: the plan's step time and memory hold there.
 # `model` must be an nn.Sequential whose 7 children are the plan's layers, in order;
 # balance[s] of them go to the s-th device given to GPipe (default cuda:0, cuda:1, ...):
 #   stage 0: layers 0-2: embed, block0, block1
