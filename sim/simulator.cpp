@@ -153,15 +153,27 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   const std::int64_t b = sc.training.global_batch / micro_batches;
   PartitionProblem p;
   p.stages = stages;
+  for (int s = 0; s < stages; ++s) {
+    p.stage_device.push_back(stage_device_of(schedule, s, stages / chunks));
+  }
   p.micro_batches = micro_batches;
   p.remat = remat;
-  p.forwards_first = schedule == ScheduleKind::kGpipe;
+  p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
   p.bytes_per_param = sc.training.bytes_per_param;
   p.memory_capacity = sc.cluster.device.memory_bytes;
   if (schedule == ScheduleKind::kCustom) {
     // Any order: bound the micro-batches in flight by M, as under GPipe, and
     // give each of a device's stages its share of the memory. The simulated
     // memory curve, from the actual order, decides whether the plan fits.
+    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  } else if (schedule == ScheduleKind::kZbV) {
+    // Each of a device's two chunks bounded by min(K, M) micro-batches: 2K chunk
+    // micro-batches a device, 1F1B's peak (build_zb_v).
+    p.in_flight = std::min(stages / chunks, micro_batches);
+    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  } else if (schedule == ScheduleKind::kLoopedBfs) {
+    // GPipe's order chunk by chunk: every chunk holds all M micro-batches when
+    // the backwards begin, each chunk in its share of the device's memory.
     p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
   } else if (takes_chunks(schedule)) {
     // Device 0 holds its warm-up's chunk micro-batches and one more, spread

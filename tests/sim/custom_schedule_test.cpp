@@ -56,7 +56,8 @@ TEST(CustomSchedule, EveryBuiltInScheduleRoundTripsThroughItsExport) {
   for (const Shape& s :
        {Shape{ScheduleKind::kGpipe, 3, 4, 1}, Shape{ScheduleKind::k1F1B, 4, 8, 1},
         Shape{ScheduleKind::kZbH1, 3, 4, 1}, Shape{ScheduleKind::kInterleaved1F1B, 2, 4, 2},
-        Shape{ScheduleKind::kInterleaved1F1B, 4, 4, 2}}) {
+        Shape{ScheduleKind::kInterleaved1F1B, 4, 4, 2}, Shape{ScheduleKind::kLoopedBfs, 2, 4, 2},
+        Shape{ScheduleKind::kLoopedBfs, 4, 2, 2}}) {
     for (const Remat remat : kAllRemats) {
       SCOPED_TRACE(std::string(to_string(s.kind)) + " K=" + std::to_string(s.K) + " remat " +
                    std::string(to_string(remat)));
@@ -91,6 +92,22 @@ TEST(CustomSchedule, EveryBuiltInScheduleRoundTripsThroughItsExport) {
         EXPECT_EQ(a.metrics.devices[d].peak_memory, b.metrics.devices[d].peak_memory);
       }
     }
+  }
+}
+
+// A zb-v plan exports its V (device 0 runs stages 0 and 2K - 1); custom
+// schedules place stage s on rank s mod K, so reading it back is refused at the
+// first stage of the V's second leg, by row and column.
+TEST(CustomSchedule, ZbVExportIsRefusedAsACustomSchedule) {
+  const Scenario sc = testing::uniform_scenario(8, 4, 1000.0, 8, 4, false);
+  try {
+    exported(sc, ScheduleKind::kZbV, 2, 4, 2, Remat::kNever);
+    FAIL() << "a V placement was read as a custom schedule";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 3 is on rank 0, but stage s runs on rank s mod K "
+                                         "= 1 (K = 2 rows)"),
+              std::string::npos)
+        << e.what();
   }
 }
 
