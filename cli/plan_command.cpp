@@ -32,11 +32,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
       ->check(positive_number());
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"}));
+      ->check(CLI::IsMember(schedule_choices(true)));
   add_schedule_file_option(*cmd, o.schedule_file);
-  cmd->add_option("--chunks", o.chunks,
-                  "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
-                  "stages); default: try 2 and 4)")
+  cmd->add_option("--chunks", o.chunks, chunks_help("default: try 2 and 4"))
       ->check(positive_number());
   cmd->add_option("--max-micro-batches", o.max_micro_batches, "Largest M to try")
       ->check(positive_number())

@@ -98,6 +98,20 @@ std::optional<Remat> remat_of(const std::optional<std::string>& remat) {
   return parse_remat(*remat);
 }
 
+std::vector<std::string> schedule_choices(bool with_custom) {
+  std::vector<std::string> out;
+  for (const ScheduleKind k : kAllSchedules) out.emplace_back(to_string(k));
+  if (with_custom) out.emplace_back(to_string(ScheduleKind::kCustom));
+  return out;
+}
+
+std::string chunks_help(const std::string& what) {
+  return "Model chunks per device for --schedule interleaved-1f1b or looped-bfs (virtual "
+         "stages, stage s on device s mod K), and zb-v (exactly 2, stages d and 2K-1-d on "
+         "device d); " +
+         what;
+}
+
 void add_schedule_file_option(CLI::App& cmd, std::optional<std::string>& file) {
   cmd.add_option("--schedule-file", file,
                  "Run a custom schedule: PyTorch pipelining's per-rank action CSV (a row per "

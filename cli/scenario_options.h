@@ -50,6 +50,11 @@ void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
 void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const std::string& what);
 // The mode add_remat_option took, if given.
 std::optional<Remat> remat_of(const std::optional<std::string>& remat);
+// The names --schedule takes: the built-in schedules (kAllSchedules), and
+// "custom" (the --schedule-file's) when `with_custom`.
+std::vector<std::string> schedule_choices(bool with_custom);
+// The help of --chunks, `what` saying what an absent option means.
+std::string chunks_help(const std::string& what);
 // --schedule-file CSV: a custom schedule, PyTorch pipelining's per-rank action
 // CSV (as `export --to torch-pipelining` writes it).
 void add_schedule_file_option(CLI::App& cmd, std::optional<std::string>& file);

@@ -35,16 +35,14 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Micro-batches per step (default: training.micro_batches)")
       ->check(positive_number());
   cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"}));
+      ->check(CLI::IsMember(schedule_choices(true)));
   add_schedule_file_option(*cmd, opts->schedule_file);
   cmd->add_option("-D,--data-parallel", opts->data_parallel,
                   "Data-parallel replicas of the pipeline (K x D devices): one replica is "
                   "simulated on its share of the batch, each stage all-reducing its gradients "
                   "over a ring of the replicas before its optimizer step (default: 1)")
       ->check(positive_number());
-  cmd->add_option("--chunks", opts->chunks,
-                  "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
-                  "stages); default: training.chunks)")
+  cmd->add_option("--chunks", opts->chunks, chunks_help("default: training.chunks"))
       ->check(positive_number());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
   cmd->add_option("--partition", opts->partition,

@@ -8,6 +8,7 @@
 #include "costmodels/profile.h"
 #include "sim/custom_schedule.h"
 #include "sim/format.h"
+#include "sim/schedule.h"
 
 namespace pipescope::cli {
 namespace {
@@ -54,7 +55,9 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
   if (r.chunks > 1) {
     out << " x " << r.chunks << " chunks ("
-        << (r.custom ? "each stage on the device whose row lists it" : "stage s on device s mod K")
+        << (r.custom                           ? "each stage on the device whose row lists it"
+            : r.schedule == ScheduleKind::kZbV ? "stages d and 2K-1-d on device d"
+                                               : "stage s on device s mod K")
         << ")";
   }
   if (replicas > 1) {
@@ -95,7 +98,8 @@ void print_stage_table(std::ostream& out, const SimResult& r) {
       << pad("backward", 11) << pad("recompute", 11) << pad("peak memory / capacity", 28) << "\n";
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
     const StageCost& c = r.stage_costs[s];
-    const std::size_t device = s % static_cast<std::size_t>(r.stages);
+    const auto device =
+        static_cast<std::size_t>(stage_device_of(r.schedule, static_cast<int>(s), r.stages));
     const DeviceMetrics& d = r.metrics.devices.at(device);
     const std::string mem = format_bytes(static_cast<double>(d.peak_memory)) + " / " +
                             format_bytes(static_cast<double>(d.memory_capacity));

@@ -31,10 +31,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
       ->check(positive_number());
   add_remat_option(*cmd, o.remat, "default: training.remat");
   cmd->add_option("--schedule", o.schedule, "Pipeline schedule (default: training.schedule)")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "zb-h1", "interleaved-1f1b"}));
-  cmd->add_option("--chunks", o.chunks,
-                  "Model chunks per device for --schedule interleaved-1f1b (Megatron-LM's virtual "
-                  "stages); default: training.chunks)")
+      ->check(CLI::IsMember(schedule_choices(false)));
+  cmd->add_option("--chunks", o.chunks, chunks_help("default: training.chunks"))
       ->check(positive_number());
   cmd->add_option("-D,--data-parallel", o.data_parallel,
                   "Data-parallel replicas of each pipeline: every K x M point simulates one of "

@@ -49,9 +49,10 @@ std::vector<HostMemoryNeed> plan_device_memory(const Plan& plan) {
       cpu_scenario(plan, parse_model(spec, plan.scenario_name, "model.spec"), nullptr, "");
   const SimResult r = simulate(sc, plan_sim_config(plan));
   std::vector<HostMemoryNeed> need(r.metrics.devices.size());
-  // Stage s lives on device s mod K (plans are checked to say so).
+  // Stage s lives on its schedule's device (plans are checked to say so).
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
-    need[s % need.size()].state += r.stage_costs[s].static_bytes;
+    const int d = stage_device_of(r.schedule, static_cast<int>(s), r.stages);
+    need[static_cast<std::size_t>(d)].state += r.stage_costs[s].static_bytes;
   }
   for (std::size_t d = 0; d < need.size(); ++d) {
     need[d].activations = r.metrics.devices[d].peak_memory - need[d].state;

@@ -112,8 +112,9 @@ void MainWindow::build_controls() {
   chunks_spin_->setValue(2);
   chunks_spin_->setEnabled(false);
   chunks_spin_->setToolTip(
-      tr("Model chunks v per device for interleaved-1f1b: K x v stages, stage s on device s mod "
-         "K; M must be a multiple of K"));
+      tr("Model chunks v per device for interleaved-1f1b and looped-bfs (K x v stages, stage s "
+         "on device s mod K; interleaved-1f1b needs M a multiple of K) and zb-v (exactly 2, "
+         "stages d and 2K-1-d on device d)"));
   remat_combo_ = new QComboBox;
   for (const Remat r : kAllRemats) {
     remat_combo_->addItem(qs(std::string(to_string(r))), static_cast<int>(r));

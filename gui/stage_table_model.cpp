@@ -4,6 +4,7 @@
 #include <QColor>
 
 #include "sim/format.h"
+#include "sim/schedule.h"
 
 namespace pipescope::gui {
 
@@ -28,8 +29,8 @@ QVariant StageTableModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= kColumns) return {};
   const std::size_t s = static_cast<std::size_t>(index.row());
   const StageCost& c = result_->stage_costs[s];
-  const DeviceMetrics* device = &result_->metrics.devices.at(
-      s % static_cast<std::size_t>(result_->stages));  // device s mod K
+  const DeviceMetrics* device = &result_->metrics.devices.at(static_cast<std::size_t>(
+      stage_device_of(result_->schedule, static_cast<int>(s), result_->stages)));
   if (role == Qt::ForegroundRole && index.column() == kPeakMemory && device && !device->fits()) {
     return QBrush(QColor(0xd3, 0x2f, 0x2f));
   }

@@ -11,13 +11,18 @@
 
 namespace pipescope {
 
+std::size_t device_of_stage(const PartitionProblem& p, std::size_t stage, int devices) {
+  if (p.stage_device.empty()) return stage % static_cast<std::size_t>(devices);
+  return static_cast<std::size_t>(p.stage_device[stage]);
+}
+
 std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vector<StageRange>& cut,
                                      int devices) {
   PS_CHECK(devices >= 1, "need at least one device");
   const StagePrices prices(p);
   std::vector<DeviceLoad> load(static_cast<std::size_t>(devices));
   for (std::size_t s = 0; s < cut.size(); ++s) {
-    DeviceLoad& d = load[s % load.size()];
+    DeviceLoad& d = load[device_of_stage(p, s, devices)];
     d.time += prices.time(cut[s].first_layer, cut[s].last_layer);
     d.memory += prices.memory(cut[s].first_layer, cut[s].last_layer);
   }
@@ -46,7 +51,7 @@ class Search {
  public:
   Search(const PartitionProblem& p, std::vector<StageRange> cut, int devices,
          std::optional<Bytes> capacity)
-      : prices_(p), cut_(std::move(cut)), devices_(devices), capacity_(capacity) {
+      : problem_(p), prices_(p), cut_(std::move(cut)), devices_(devices), capacity_(capacity) {
     stage_time_.resize(cut_.size());
     stage_memory_.resize(cut_.size());
     load_.assign(static_cast<std::size_t>(devices_), DeviceLoad{});
@@ -90,7 +95,7 @@ class Search {
 
  private:
   std::size_t device_of(std::size_t stage) const {
-    return stage % static_cast<std::size_t>(devices_);
+    return device_of_stage(problem_, stage, devices_);
   }
   bool ok(const DeviceLoad& d) const { return !capacity_ || d.memory <= *capacity_; }
 
@@ -149,7 +154,8 @@ class Search {
         std::max_element(load_.begin(), load_.end(),
                          [](const DeviceLoad& a, const DeviceLoad& b) { return a.time < b.time; }) -
         load_.begin());
-    for (std::size_t from = busiest; from < cut_.size(); from += load_.size()) {
+    for (std::size_t from = 0; from < cut_.size(); ++from) {
+      if (device_of(from) != busiest) continue;
       for (std::size_t to = 0; to < cut_.size(); ++to) {
         throw_if_cancelled();
         if (device_of(to) != busiest && try_transfer(from, to, now)) return true;
@@ -212,6 +218,7 @@ class Search {
     return next;
   }
 
+  const PartitionProblem& problem_;
   StagePrices prices_;
   std::vector<StageRange> cut_;
   int devices_;
@@ -230,6 +237,7 @@ class Exhaustive {
   Exhaustive(const PartitionProblem& p, int devices, std::optional<Bytes> capacity,
              std::vector<StageRange> incumbent, SimTime incumbent_time, long max_nodes)
       : max_nodes_(max_nodes),
+        problem_(p),
         prices_(p),
         layers_(static_cast<int>(p.layers.size())),
         stages_(p.stages),
@@ -251,7 +259,8 @@ class Exhaustive {
   void descend(int stage, int first) {
     if (++nodes_ > max_nodes_) return;
     if ((nodes_ & 4095) == 0) throw_if_cancelled();
-    DeviceLoad& d = load_[static_cast<std::size_t>(stage) % load_.size()];
+    DeviceLoad& d = load_[device_of_stage(problem_, static_cast<std::size_t>(stage),
+                                          static_cast<int>(load_.size()))];
     const int highest = stage == stages_ - 1 ? layers_ - 1 : layers_ - (stages_ - stage);
     for (int last = stage == stages_ - 1 ? layers_ - 1 : first; last <= highest; ++last) {
       const SimTime time = prices_.time(first, last);
@@ -281,6 +290,7 @@ class Exhaustive {
   }
 
   long max_nodes_;
+  const PartitionProblem& problem_;
   StagePrices prices_;
   int layers_;
   int stages_;

@@ -1,10 +1,11 @@
 #pragma once
 // Cutting a model into the stages of a schedule that runs several stages on
-// each device (interleaved 1F1B with v chunks, and custom schedules that do the
-// same): device d of K runs stages d, d + K, d + 2K, ... Its work in a step is
-// the sum of its stages', and so is its memory. The cut that minimises the
-// slowest single stage (partition_optimal) can still put two large stages on
-// one device; this one balances the devices.
+// each device (interleaved 1F1B and looped BFS with v chunks, ZB-V, and custom
+// schedules): device d of K runs the stages PartitionProblem::stage_device puts
+// on it (d, d + K, d + 2K, ... when it is empty; d and 2K - 1 - d under ZB-V's
+// V). Its work in a step is the sum of its stages', and so is its memory. The cut that minimises
+// the slowest single stage (partition_optimal) can still put two large stages on one device; this
+// one balances the devices.
 
 #include <optional>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "sim/partition.h"
 
 namespace pipescope {
+
+// The device of stage `stage` in p: p.stage_device's, or stage mod `devices`
+// when that is empty.
+std::size_t device_of_stage(const PartitionProblem& p, std::size_t stage, int devices);
 
 // A device's share of a cut: the summed stage_time and stage_memory of its
 // stages.

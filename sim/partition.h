@@ -63,6 +63,9 @@ struct PartitionProblem {
   // (cut_bytes[0] the model input, cut_bytes[L] the last output); L + 1 entries.
   std::vector<Bytes> cut_bytes;
   int stages = 1;
+  // The device of each stage when several share one (partition_devices); empty:
+  // stage s on device s mod the devices.
+  std::vector<int> stage_device;
   int micro_batches = 1;
   Remat remat = Remat::kAlways;
   // Whether every forward runs before any backward (GPipe): then under remat

@@ -135,7 +135,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
     const StageCost& c = result.stage_costs[s];
     PlanStage st;
     st.layers = c.layers;
-    st.device = static_cast<int>(s) % result.stages;
+    st.device = stage_device_of(result.schedule, static_cast<int>(s), result.stages);
     st.fwd_s = simtime_to_seconds(c.forward);
     st.bwd_s = simtime_to_seconds(c.backward);
     st.recompute_s = result.remat != Remat::kNever ? simtime_to_seconds(c.recompute) : 0.0;

@@ -72,11 +72,10 @@ struct Plan {
   int model_stages() const { return stages * chunks; }
 };
 
-// A plan from a simulated step of one pipeline replica: stage s on device s mod K, every
-// field from `result` (stage times per micro-batch, peak memory per device) and the
-// scenario (names, layer list, memory capacity). devices = K x data_parallel,
-// global_batch = data_parallel x M x micro-batch size, and the throughput is
-// data_parallel times the replica's.
+// A plan from a simulated step of one pipeline replica: stage s on its device (stage_device_of),
+// every field from `result` (stage times per micro-batch, peak memory per device) and the scenario
+// (names, layer list, memory capacity). devices = K x data_parallel, global_batch = data_parallel x
+// M x micro-batch size, and the throughput is data_parallel times the replica's.
 Plan make_plan(const Scenario& scenario, const SimResult& result, int data_parallel,
                std::string partition_method);
 

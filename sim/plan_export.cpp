@@ -531,6 +531,11 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
         ": it runs one stage per device; export it to megatron or torch-pipelining, or plan "
         "with another --schedule");
   }
+  if (plan.schedule == ScheduleKind::kZbV && format == ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export a zb-v plan to megatron: Megatron-LM places virtual stage s on rank s "
+        "mod K, not in zb-v's V; export it to torch-pipelining");
+  }
   switch (format) {
     case ExportFormat::kTorchGpipe:
       return export_torchgpipe(plan, schedule_note(plan, format, scenario));

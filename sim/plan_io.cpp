@@ -120,19 +120,25 @@ void read_predicted(ObjectReader r, Plan& p) {
 }
 
 // Every schedule PipeScope builds or reads, in the engine and in the executor,
-// runs model stage s on pipeline device s mod K (Schedule::stage_device). A plan
+// runs model stage s on pipeline device s mod K, or under zb-v on the device of
+// its V (stage_device_of, Schedule::stage_device). A plan
 // that places a stage elsewhere is refused rather than honoured: on one
 // replica's devices, which are alike, another order would only change the links
 // between stages, while two stages on one device would need a schedule none of
 // the builders writes; reading such a field and then running s mod K anyway
 // would hide the edit.
 void check_stage_device(const Plan& p, std::size_t stage, const Where& at) {
-  const int expected = static_cast<int>(stage % static_cast<std::size_t>(p.stages));
+  const int expected = stage_device_of(p.schedule, static_cast<int>(stage), p.stages);
   const int device = p.stage_plans[stage].device;
   if (device == expected) return;
+  const std::string rule =
+      p.schedule == ScheduleKind::kZbV
+          ? " (zb-v's V: stages d and 2K-1-d on device d, K=" + str(p.stages) + ")"
+          : " mod K=" + str(p.stages);
   at.fail("expected " + str(expected) + ", got " + str(device) + ": PipeScope runs model stage " +
-          std::to_string(stage) + " on device " + std::to_string(stage) +
-          " mod K=" + str(p.stages) + ", and a plan's stages cannot be moved to other devices");
+          std::to_string(stage) + " on device " +
+          (p.schedule == ScheduleKind::kZbV ? str(expected) : std::to_string(stage)) + rule +
+          ", and a plan's stages cannot be moved to other devices");
 }
 
 // Stages cut the layers 0..L-1 into K x v contiguous, non-empty ranges, stage s

@@ -160,9 +160,10 @@ void add_schedules(std::vector<PlanCandidate>& out, const PlanRequest& req, Plan
   if (req.stages) what += " with K=" + std::to_string(*req.stages);
   if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
   if (req.schedule && takes_chunks(*req.schedule)) {
-    throw ConfigError(what +
-                      " can run interleaved-1f1b: it needs M a multiple of K and K x v "
-                      "stages of at least one layer each");
+    const bool interleaved = *req.schedule == ScheduleKind::kInterleaved1F1B;
+    throw ConfigError(what + " can run " + std::string(to_string(*req.schedule)) + ": it needs " +
+                      (interleaved ? "M a multiple of K and " : "") +
+                      "K x v stages of at least one layer each");
   }
   throw ConfigError(what + " divides the global batch of " + std::to_string(batch) +
                     " into whole micro-batches (the batch splits over D = N / K replicas, then "
@@ -196,8 +197,9 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
-  const PartitionProblem problem = partition_problem(
-      replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule, c.chunks);
+  const PartitionProblem problem =
+      partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule,
+                        c.chunks, c.custom ? &c.custom->stage_rank : nullptr);
   PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes);
   const auto reject = [&](const char* what, int index, Bytes needed) {
     c.memory_needed = needed;

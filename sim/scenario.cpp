@@ -12,6 +12,10 @@ std::string_view to_string(ScheduleKind k) {
       return "zb-h1";
     case ScheduleKind::kInterleaved1F1B:
       return "interleaved-1f1b";
+    case ScheduleKind::kLoopedBfs:
+      return "looped-bfs";
+    case ScheduleKind::kZbV:
+      return "zb-v";
     case ScheduleKind::kCustom:
       return "custom";
   }
@@ -23,6 +27,8 @@ std::optional<ScheduleKind> parse_schedule(std::string_view name) {
   if (name == "1f1b") return ScheduleKind::k1F1B;
   if (name == "zb-h1") return ScheduleKind::kZbH1;
   if (name == "interleaved-1f1b") return ScheduleKind::kInterleaved1F1B;
+  if (name == "looped-bfs") return ScheduleKind::kLoopedBfs;
+  if (name == "zb-v") return ScheduleKind::kZbV;
   if (name == "custom") return ScheduleKind::kCustom;
   return std::nullopt;
 }

@@ -18,30 +18,37 @@ namespace pipescope {
 // et al. 2024), 1F1B with the backward split into B (input gradient) and W
 // (weight gradient), the W deferred into what would be bubbles;
 // interleaved-1f1b: Megatron-LM's 1F1B over v model chunks per device (Narayanan
-// et al. 2021); custom: per-device action lists read from a file
-// (sim/custom_schedule.h), which the planner does not search.
-enum class ScheduleKind { kGpipe, k1F1B, kZbH1, kInterleaved1F1B, kCustom };
+// et al. 2021); looped-bfs: GPipe's order over v model chunks per device, chunk by
+// chunk (Lamy-Poirier 2023, PyTorch's ScheduleLoopedBFS); zb-v: ZB-V (Qi et al.
+// 2024, PyTorch's ScheduleZBVZeroBubble), two chunks per device placed in a V
+// with the backward split as zb-h1's; custom: per-device action lists read from a
+// file (sim/custom_schedule.h), which the planner does not search.
+enum class ScheduleKind { kGpipe, k1F1B, kZbH1, kInterleaved1F1B, kLoopedBfs, kZbV, kCustom };
 
 std::string_view to_string(ScheduleKind k);
-// "gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "custom"
+// "gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v", "custom"
 std::optional<ScheduleKind> parse_schedule(std::string_view name);
 // The built-in schedules (kAllSchedules); custom comes with its file.
-inline constexpr const char* kScheduleNames = "gpipe, 1f1b, zb-h1, interleaved-1f1b";
+inline constexpr const char* kScheduleNames =
+    "gpipe, 1f1b, zb-h1, interleaved-1f1b, looped-bfs, zb-v";
 inline constexpr ScheduleKind kAllSchedules[] = {
-    ScheduleKind::kGpipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1, ScheduleKind::kInterleaved1F1B};
+    ScheduleKind::kGpipe,           ScheduleKind::k1F1B,      ScheduleKind::kZbH1,
+    ScheduleKind::kInterleaved1F1B, ScheduleKind::kLoopedBfs, ScheduleKind::kZbV};
 
 // Whether the schedule runs a backward as two ops, B (input gradient) and W
 // (weight gradient).
 constexpr bool splits_backward(ScheduleKind k) {
-  return k == ScheduleKind::kZbH1;
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbV;
 }
 
 // v when interleaving is asked for without saying how many chunks.
 inline constexpr int kDefaultChunks = 2;
 
-// Whether the schedule runs several model chunks per device (v = chunks > 1).
+// Whether the schedule runs several model chunks per device (v = chunks > 1;
+// zb-v exactly 2, kDefaultChunks).
 constexpr bool takes_chunks(ScheduleKind k) {
-  return k == ScheduleKind::kInterleaved1F1B;
+  return k == ScheduleKind::kInterleaved1F1B || k == ScheduleKind::kLoopedBfs ||
+         k == ScheduleKind::kZbV;
 }
 
 // Rematerialization (activation checkpointing): which micro-batches keep only
@@ -79,7 +86,7 @@ struct TrainingConfig {
   std::optional<Optimizer> optimizer;  // empty when bytes_per_param was given
   double bytes_per_param = 0.0;        // weights + gradients + optimizer state
   ScheduleKind schedule = ScheduleKind::kGpipe;
-  int chunks = 1;  // v, model chunks per device (interleaved-1f1b only; kDefaultChunks)
+  int chunks = 1;  // v, model chunks per device (schedules that take_chunks; kDefaultChunks)
   Remat remat = Remat::kAlways;
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }

@@ -128,25 +128,48 @@ Schedule build_zb_h1(int stages, int micro_batches, Remat remat) {
   return s;
 }
 
-Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Remat remat) {
-  const std::string problem =
-      schedule_shape_problem(ScheduleKind::kInterleaved1F1B, devices, micro_batches, chunks);
+int stage_device_of(ScheduleKind kind, int stage, int devices) {
+  if (kind == ScheduleKind::kZbV && stage >= devices) return 2 * devices - 1 - stage;
+  return stage % devices;
+}
+
+namespace {
+
+// K devices, v chunks each, stage s on device stage_device_of(kind, s, K),
+// empty op lists with room for F, R, B and W per chunk micro-batch and the
+// optimizer steps; throws when the shape does not suit `kind`.
+Schedule placed_stages(ScheduleKind kind, int devices, int micro_batches, int chunks, Remat remat) {
+  const std::string problem = schedule_shape_problem(kind, devices, micro_batches, chunks);
   if (!problem.empty()) throw std::invalid_argument(problem);
-  const int K = devices, M = micro_batches, v = chunks;
+  const int K = devices, v = chunks;
   Schedule s;
-  s.kind = ScheduleKind::kInterleaved1F1B;
+  s.kind = kind;
+  s.split = splits_backward(kind);
   s.stages = K * v;
   s.chunks = v;
-  s.micro_batches = M;
+  s.micro_batches = micro_batches;
   s.remat = remat;
   s.stage_device.resize(static_cast<std::size_t>(K * v));
-  for (int st = 0; st < K * v; ++st) s.stage_device[static_cast<std::size_t>(st)] = st % K;
+  for (int st = 0; st < K * v; ++st) {
+    s.stage_device[static_cast<std::size_t>(st)] = stage_device_of(kind, st, K);
+  }
   s.device_ops.resize(static_cast<std::size_t>(K));
+  for (std::vector<Op>& ops : s.device_ops) {
+    ops.reserve(static_cast<std::size_t>(micro_batches * v) *
+                    (2 + (remat != Remat::kNever ? 1 : 0) + (s.split ? 1 : 0)) +
+                static_cast<std::size_t>(v));
+  }
+  return s;
+}
+
+}  // namespace
+
+Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Remat remat) {
+  Schedule s = placed_stages(ScheduleKind::kInterleaved1F1B, devices, micro_batches, chunks, remat);
+  const int K = devices, M = micro_batches, v = chunks;
   const int total = M * v;  // chunk micro-batches per device
   for (int d = 0; d < K; ++d) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(d)];
-    ops.reserve(static_cast<std::size_t>(total) * (remat != Remat::kNever ? 3 : 2) +
-                static_cast<std::size_t>(v));
     // Virtual step k: its chunk and micro-batch.
     const auto stage_of = [&](int k, bool forward) {
       const int chunk = (k % (K * v)) / K;
@@ -174,6 +197,100 @@ Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Rema
   return s;
 }
 
+Schedule build_looped_bfs(int devices, int micro_batches, int chunks, Remat remat) {
+  Schedule s = placed_stages(ScheduleKind::kLoopedBfs, devices, micro_batches, chunks, remat);
+  const int K = devices, M = micro_batches, v = chunks;
+  for (int d = 0; d < K; ++d) {
+    std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(d)];
+    for (int c = 0; c < v; ++c) {
+      for (int m = 0; m < M; ++m) ops.push_back({OpKind::kForward, c * K + d, m});
+    }
+    for (int c = v - 1; c >= 0; --c) {
+      for (int m = M - 1; m >= 0; --m) push_backward(ops, s, c * K + d, m);
+    }
+    for (int c = 0; c < v; ++c) ops.push_back({OpKind::kOptimizer, c * K + d, 0});
+  }
+  return s;
+}
+
+namespace {
+
+// One device's op list under ZB-V: counts of F, B and W per chunk (0: stage d,
+// 1: stage 2K - 1 - d) and the op of each, dropped when its micro-batch is past
+// M (PyTorch writes the order for n = max(2K - 1, M) micro-batches, then drops
+// the rest).
+struct VDevice {
+  const Schedule& s;
+  std::vector<Op>& ops;
+  int K, d, n;
+  std::array<int, 2> stage{d, 2 * K - 1 - d};
+  std::array<int, 2> f{}, b{}, w{};
+
+  void forward(std::size_t c) { add(OpKind::kForward, stage[c], f[c]++); }
+  void input_gradient(std::size_t c) { add(OpKind::kBackward, stage[c], b[c]++); }
+  void weight(std::size_t c) { add(OpKind::kWeight, stage[c], w[c]++); }
+  void add(OpKind kind, int st, int m) {
+    if (m >= s.micro_batches) return;
+    if (kind == OpKind::kBackward) {
+      push_backward(ops, s, st, m);
+    } else {
+      ops.push_back({kind, st, m});
+    }
+  }
+
+  void warm_up() {
+    for (int i = 0; i < 2 * (K - d) - 1; ++i) forward(0);
+    for (int i = 0; i < d; ++i) {
+      forward(1);
+      forward(0);
+    }
+    for (int i = 0; i < K - d; ++i) {  // the V turns: the second chunk's first backwards
+      forward(1);
+      input_gradient(1);
+      weight(1);
+    }
+  }
+  void steady() {
+    while (f[1] < f[0] || f[0] < n) {
+      if (f[0] < n) forward(0);
+      input_gradient(0);
+      weight(0);
+      forward(1);
+      input_gradient(1);
+      weight(1);
+    }
+  }
+  void cool_down() {
+    for (int i = 0; i < d; ++i) {  // their W wait
+      input_gradient(0);
+      input_gradient(1);
+    }
+    for (int i = 0; i < K - d; ++i) {
+      input_gradient(0);
+      weight(0);
+    }
+    while (w[1] < b[1]) weight(1);
+    while (w[0] < b[0]) weight(0);
+    ops.push_back({OpKind::kOptimizer, stage[0], 0});
+    ops.push_back({OpKind::kOptimizer, stage[1], 0});
+  }
+};
+
+}  // namespace
+
+Schedule build_zb_v(int devices, int micro_batches, Remat remat) {
+  Schedule s = placed_stages(ScheduleKind::kZbV, devices, micro_batches, 2, remat);
+  const int K = devices;
+  for (int d = 0; d < K; ++d) {
+    VDevice v{s, s.device_ops[static_cast<std::size_t>(d)], K, d,
+              std::max(2 * K - 1, micro_batches)};
+    v.warm_up();
+    v.steady();
+    v.cool_down();
+  }
+  return s;
+}
+
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks) {
   if (devices < 1 || micro_batches < 1) return "need K >= 1 and M >= 1";
   if (chunks < 1) return "chunks must be at least 1, got " + std::to_string(chunks);
@@ -187,7 +304,12 @@ std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_bat
     }
     return {};
   }
-  if (micro_batches % devices != 0) {
+  if (kind == ScheduleKind::kZbV && chunks != 2) {
+    return "zb-v runs exactly 2 chunks per device (its V, as PyTorch's ScheduleZBVZeroBubble), "
+           "got " +
+           std::to_string(chunks);
+  }
+  if (kind == ScheduleKind::kInterleaved1F1B && micro_batches % devices != 0) {
     return "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=" +
            std::to_string(micro_batches) + ", K=" + std::to_string(devices);
   }
@@ -208,6 +330,10 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
       return build_zb_h1(stages, micro_batches, remat);
     case ScheduleKind::kInterleaved1F1B:
       return build_interleaved_1f1b(devices, micro_batches, chunks, remat);
+    case ScheduleKind::kLoopedBfs:
+      return build_looped_bfs(devices, micro_batches, chunks, remat);
+    case ScheduleKind::kZbV:
+      return build_zb_v(devices, micro_batches, remat);
     case ScheduleKind::kCustom:
       break;  // schedule_shape_problem said so
   }

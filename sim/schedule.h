@@ -39,8 +39,9 @@ struct Op {
 };
 
 // Model stages and devices: stage s runs on device stage_device[s]. Without
-// chunks (v = 1) there are K stages on K devices; interleaved-1f1b cuts the
-// model into K x v stages, stage s on device s mod K.
+// chunks (v = 1) there are K stages on K devices; interleaved-1f1b and
+// looped-bfs cut the model into K x v stages, stage s on device s mod K; zb-v
+// into 2K stages in a V (stage_device_of).
 struct Schedule {
   ScheduleKind kind = ScheduleKind::kGpipe;
   int stages = 1;         // model stages: K x chunks
@@ -55,6 +56,13 @@ struct Schedule {
   // Whether micro-batch m runs R before its B.
   bool recomputes(int m) const { return pipescope::recomputes(remat, m, micro_batches); }
 };
+
+// The device of model stage `stage` when `kind` runs on K devices: s mod K (one
+// stage per device, and the looped placement of the chunked schedules and of
+// custom ones), except under zb-v, whose V puts stages d and 2K - 1 - d on
+// device d (the first and the last stage on device 0). The one home of the
+// placement rule: schedules, partitioner, plans and tables ask it.
+int stage_device_of(ScheduleKind kind, int stage, int devices);
 
 // GPipe (fill-drain): every forward in micro-batch order, then every backward in
 // reverse micro-batch order, each preceded by its recompute when remat asks for it,
@@ -90,9 +98,39 @@ Schedule build_zb_h1(int stages, int micro_batches, Remat remat);
 // Megatron does. With equal stages the bubble is 1/v of 1F1B's.
 Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Remat remat);
 
+// Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism"; PyTorch's
+// ScheduleLoopedBFS): K devices, v chunks each, stage s = c K + d on device d, as
+// interleaved-1f1b places them. Device d runs, chunk by chunk (c = 0 .. v - 1),
+// every forward of stage c K + d in micro-batch order, then, from the last chunk
+// down, every backward of that chunk's stage in reverse micro-batch order (each
+// after its recompute when remat asks for it), then each chunk's optimizer step:
+// GPipe's order over the chunks. With equal chunks (T_F, T_B) and no
+// communication the step is (K - 1 + (v - 1) max(M, K) + M) (T_F + T_B): for M >=
+// K the bubble is (K - 1) (T_F + T_B), 1/v of GPipe's on the same devices, while a
+// device holds all v M chunk micro-batches when its backwards begin. Any M.
+Schedule build_looped_bfs(int devices, int micro_batches, int chunks, Remat remat);
+
+// ZB-V (Qi et al. 2024, "Pipeline Parallelism with Controllable Memory", and the
+// zero-bubble paper's ZB-V; PyTorch's ScheduleZBVZeroBubble): K devices, two
+// chunks each in a V, stage d and stage 2K - 1 - d on device d, the backward
+// split into B (input gradient) and W (weight gradient). PyTorch's per-device
+// order, with n = max(2K - 1, M): device d runs 2 (K - d) - 1 forwards of its
+// first chunk, d pairs of forwards (second chunk, first chunk), K - d rounds of
+// F, B, W of the second chunk; then, while forwards remain, F of the first chunk
+// (while there are n), B and W of the first chunk, F, B and W of the second; then
+// d pairs of B (first chunk, second chunk) whose W wait, K - d rounds of B and W
+// of the first chunk, the second chunk's W still owed, the first chunk's; ops of
+// micro-batches past M are dropped, as PyTorch does. Each B after its recompute
+// when remat asks for it; then the two optimizer steps. With T_F = T_B = T_W per
+// chunk, no communication and M >= 2K - 1 the step is 6MT + (K - 1) T (the
+// start-up alone), and every device holds at most 2K chunk micro-batches
+// awaiting W, 1F1B's peak on K devices.
+Schedule build_zb_v(int devices, int micro_batches, Remat remat);
+
 // The schedule `kind` over K devices (K stages unless kind takes chunks, then K
 // x chunks). Throws std::invalid_argument when the shape does not suit the kind
-// (chunks > 1 without interleaving, M not a multiple of K with it).
+// (chunks > 1 for a kind that does not take chunks, M not a multiple of K with
+// interleaved-1f1b, chunks other than 2 with zb-v).
 Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat remat,
                         int chunks = 1);
 

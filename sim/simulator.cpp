@@ -149,19 +149,35 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 
 PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
                                    int micro_batches, Remat remat, ScheduleKind schedule,
-                                   int chunks) {
+                                   int chunks, const std::vector<int>* placement) {
   const std::int64_t b = sc.training.global_batch / micro_batches;
   PartitionProblem p;
   p.stages = stages;
+  for (int s = 0; s < stages; ++s) {
+    p.stage_device.push_back(stage_device_of(schedule, s, stages / chunks));
+  }
+  if (placement != nullptr) {
+    PS_CHECK(static_cast<int>(placement->size()) == stages, "one device per stage");
+    p.stage_device = *placement;
+  }
   p.micro_batches = micro_batches;
   p.remat = remat;
-  p.forwards_first = schedule == ScheduleKind::kGpipe;
+  p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
   p.bytes_per_param = sc.training.bytes_per_param;
   p.memory_capacity = sc.cluster.device.memory_bytes;
   if (schedule == ScheduleKind::kCustom) {
     // Any order: bound the micro-batches in flight by M, as under GPipe, and
     // give each of a device's stages its share of the memory. The simulated
     // memory curve, from the actual order, decides whether the plan fits.
+    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  } else if (schedule == ScheduleKind::kZbV) {
+    // Each of a device's two chunks bounded by min(K, M) micro-batches: 2K chunk
+    // micro-batches a device, 1F1B's peak (build_zb_v).
+    p.in_flight = std::min(stages / chunks, micro_batches);
+    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  } else if (schedule == ScheduleKind::kLoopedBfs) {
+    // GPipe's order chunk by chunk: every chunk holds all M micro-batches when
+    // the backwards begin, each chunk in its share of the device's memory.
     p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
   } else if (takes_chunks(schedule)) {
     // Device 0 holds its warm-up's chunk micro-batches and one more, spread
@@ -231,10 +247,12 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes) {
 
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
-                                         Remat remat, ScheduleKind schedule, int chunks) {
+                                         Remat remat, ScheduleKind schedule, int chunks,
+                                         const std::vector<int>* placement) {
   const int layers = static_cast<int>(sc.model.layers.size());
   if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
-  PartitionProblem p = partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks);
+  PartitionProblem p =
+      partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks, placement);
   switch (method) {
     case PartitionMethod::kOptimal: {
       const int devices = stages / chunks;
@@ -351,12 +369,13 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
   std::vector<StageRange> ranges;
+  const std::vector<int>* placement = config.custom ? &config.custom->stage_rank : nullptr;
   if (config.stage_ranges) {
     ranges = *config.stage_ranges;
     PS_CHECK(static_cast<int>(ranges.size()) == r.K * r.chunks, "one stage range per stage");
   } else if (config.partition == PartitionMethod::kOptimal && r.chunks > 1) {
-    const PartitionProblem p =
-        partition_problem(scenario, cost, r.K * r.chunks, r.M, r.remat, r.schedule, r.chunks);
+    const PartitionProblem p = partition_problem(scenario, cost, r.K * r.chunks, r.M, r.remat,
+                                                 r.schedule, r.chunks, placement);
     if (std::optional<SimResult> best = fastest_chunked_cut(
             scenario, config, cost, p,
             partition_devices(p, r.K, scenario.cluster.device.memory_bytes).stages)) {
@@ -366,7 +385,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   }
   if (ranges.empty()) {
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
-                              r.schedule, r.chunks);
+                              r.schedule, r.chunks, placement);
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         scenario.training.bytes_per_param);

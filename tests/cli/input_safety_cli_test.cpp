@@ -74,7 +74,8 @@ TEST_F(InputSafetyCli, ScenarioFromProcessSubstitutionAndFifo) {
 TEST_F(InputSafetyCli, EveryInputKindFromAProcessSubstitution) {
   const fs::path plan = dir_ / "plan.json";
   const fs::path csv = dir_ / "schedule.csv";
-  ASSERT_EQ(run("plan " + kSmall + " -K 2 -o " + plan.string()).status, 0);
+  // A schedule of the looped placement, which a schedule file can express.
+  ASSERT_EQ(run("plan " + kSmall + " -K 2 --schedule 1f1b -o " + plan.string()).status, 0);
   ASSERT_EQ(run("export " + plan.string() + " --to torch-pipelining -o " + csv.string()).status, 0);
   const std::string hf = kSource + "/tests/data/hf/gpt2/config.json";
   ASSERT_TRUE(fs::exists(hf));

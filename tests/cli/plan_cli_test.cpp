@@ -251,7 +251,8 @@ TEST(RunCli, TrainsAPlanAndMeasuresIt) {
   const nlohmann::json plan_doc = nlohmann::json::parse(slurp(plan));
   const int recomputed = pipescope::recomputed_count(
       *pipescope::parse_remat(plan_doc["remat_mode"].get<std::string>()), 4);
-  const bool split = plan_doc["schedule"] == "zb-h1";
+  const bool split = pipescope::splits_backward(
+      pipescope::parse_schedule(plan_doc["schedule"].get<std::string>()).value());
   const int chunks = plan_doc["chunks"].get<int>();  // stages per device
   const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
   int compute = 0;

@@ -43,7 +43,7 @@ nlohmann::json make_plan(const std::string& scenario, const std::string& args) {
 }
 
 TEST(ValidityCli, PlanWithAStageMovedToAnotherDeviceIsRefusedEverywhere) {
-  nlohmann::json plan = make_plan(kDemo, "-K 4");
+  nlohmann::json plan = make_plan(kDemo, "-K 4 --schedule 1f1b");
   ASSERT_EQ(plan["stages"][1]["device"], 1);
   plan["stages"][1]["device"] = 3;
   plan["stages"][3]["device"] = 1;

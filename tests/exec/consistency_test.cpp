@@ -196,6 +196,10 @@ std::string schedule_test_name(ScheduleKind s) {
       return "ZbH1";
     case ScheduleKind::kInterleaved1F1B:
       return "Interleaved";
+    case ScheduleKind::kLoopedBfs:
+      return "LoopedBfs";
+    case ScheduleKind::kZbV:
+      return "ZbV";
     case ScheduleKind::kCustom:
       return "Custom";
   }
@@ -234,6 +238,23 @@ std::vector<Case> cases() {
           out.push_back({K, M, remat, ScheduleKind::kInterleaved1F1B, chunks});
         }
       }
+    }
+  }
+  // Looped BFS: v chunks per device, any M (here one not a multiple of K too).
+  for (int K : {1, 2}) {
+    for (int chunks : {2, 3}) {
+      for (int M : {1, 4}) {
+        for (const Remat remat : kAllRemats) {
+          out.push_back({K, M, remat, ScheduleKind::kLoopedBfs, chunks});
+        }
+      }
+    }
+  }
+  // ZB-V: two chunks per device in a V, the first and the last stage on device
+  // 0, stages K - 1 and K on one device.
+  for (int K : {1, 2, 3}) {
+    for (int M : {1, 4, 8}) {
+      for (const Remat remat : kAllRemats) out.push_back({K, M, remat, ScheduleKind::kZbV, 2});
     }
   }
   // Custom: breadth-first action files, whole or split backward, one or two

@@ -111,7 +111,7 @@ TEST(MeasuredCsv, ErrorsNameFileLineColumnAndRange) {
   e = err(head + "2,4,pipedream,on,1\n");
   EXPECT_TRUE(contains(e,
                        "line 2, column schedule: unknown schedule 'pipedream' (expected one of: "
-                       "gpipe, 1f1b, zb-h1, interleaved-1f1b)"))
+                       "gpipe, 1f1b, zb-h1, interleaved-1f1b, looped-bfs, zb-v)"))
       << e;
   e = err(head + "2,4,custom,on,1\n");
   EXPECT_TRUE(contains(e, "column schedule: unknown schedule 'custom'")) << e;

@@ -98,19 +98,24 @@ void expect_valid(const Instance& in, const PartitionResult& r, int trial) {
   EXPECT_EQ(r.bottleneck, busiest(loads));
 }
 
+// The partitioner finds the brute-force optimum, or nothing when no cut fits;
+// returns whether some cut fits.
+bool expect_optimum(const Instance& in, int trial) {
+  const std::optional<SimTime> optimum = brute_force(in);
+  const PartitionResult r = partition_devices(in.problem, in.devices, in.capacity);
+  EXPECT_EQ(r.stages.empty(), !optimum.has_value()) << "trial " << trial;
+  if (!optimum || r.stages.empty()) return false;
+  expect_valid(in, r, trial);
+  EXPECT_EQ(r.bottleneck, *optimum) << "trial " << trial;
+  return true;
+}
+
 // Small models are solved exactly: the brute-force optimum every time.
 TEST(DevicePartition, SmallModelsMatchBruteForce) {
   std::mt19937_64 rng(20261125);
   int cases = 0;
   for (int trial = 0; trial < 400; ++trial) {
-    const Instance in = random_instance(rng);
-    const std::optional<SimTime> optimum = brute_force(in);
-    const PartitionResult r = partition_devices(in.problem, in.devices, in.capacity);
-    ASSERT_EQ(r.stages.empty(), !optimum.has_value()) << "trial " << trial;
-    if (!optimum) continue;
-    ++cases;
-    expect_valid(in, r, trial);
-    EXPECT_EQ(r.bottleneck, *optimum) << "trial " << trial;
+    if (expect_optimum(random_instance(rng), trial)) ++cases;
   }
   EXPECT_GT(cases, 200);
 }
@@ -188,6 +193,45 @@ TEST(DevicePartition, BalancesDevicesNotStages) {
   EXPECT_EQ(loads[0].time, 6 * 300);
   EXPECT_EQ(loads[1].time, 6 * 300);
   EXPECT_EQ(r.bottleneck, 6 * 300);
+}
+
+// ZB-V's V: device d runs stages d and 2K - 1 - d. Over 4 stages of one layer
+// each (times 1, 2, 4, 8 blocks) device 0 carries stages 0 and 3, device 1
+// stages 1 and 2; the looped placement would pair 0 with 2 and 1 with 3.
+TEST(DevicePartition, LoadsFollowTheStageDeviceMap) {
+  PartitionProblem p;
+  for (const SimTime f : {100, 200, 400, 800}) p.layers.push_back({f, 2 * f, 0, 10, 10});
+  p.cut_bytes.assign(5, 0);
+  p.stages = 4;
+  p.micro_batches = 4;
+  p.remat = Remat::kNever;
+  const std::vector<StageRange> cut = {{0, 0}, {1, 1}, {2, 2}, {3, 3}};
+  const std::vector<DeviceLoad> looped = device_loads(p, cut, 2);
+  EXPECT_EQ(looped[0].time, (100 + 400) * 3);
+  EXPECT_EQ(looped[1].time, (200 + 800) * 3);
+  p.stage_device = {0, 1, 1, 0};
+  const std::vector<DeviceLoad> v = device_loads(p, cut, 2);
+  EXPECT_EQ(v[0].time, (100 + 800) * 3);
+  EXPECT_EQ(v[1].time, (200 + 400) * 3);
+}
+
+// Under the V placement (2 stages a device) the partitioner balances the
+// devices it names, as brute force over every cut does.
+TEST(DevicePartition, VPlacementMatchesBruteForce) {
+  std::mt19937_64 rng(20261126);
+  int cases = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Instance in = random_instance(rng);
+    const int K = 1 + static_cast<int>(rng() % 3);
+    const int L = static_cast<int>(in.problem.layers.size());
+    if (L < 2 * K) continue;
+    in.devices = K;
+    in.problem.stages = 2 * K;
+    in.problem.stage_device.clear();
+    for (int s = 0; s < 2 * K; ++s) in.problem.stage_device.push_back(s < K ? s : 2 * K - 1 - s);
+    if (expect_optimum(in, trial)) ++cases;
+  }
+  EXPECT_GT(cases, 100);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "chunked_fixtures.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
 #include "sim_fixtures.h"
@@ -15,18 +16,10 @@
 namespace pipescope {
 namespace {
 
-using testing::KxM;
+using testing::KxVxM;
+using testing::staged_text;
 
-// "F0.1" is F of stage 0, micro-batch 1 ("O2" the optimizer step of stage 2).
-std::string staged_text(const std::vector<Op>& ops) {
-  std::string out;
-  for (const Op& op : ops) {
-    if (!out.empty()) out += ' ';
-    out += op_letter(op.kind) + std::to_string(op.stage);
-    if (op.kind != OpKind::kOptimizer) out += "." + std::to_string(op.micro_batch);
-  }
-  return out;
-}
+using testing::KxM;
 
 TEST(Interleaved, StagesAndOpOrder) {
   const Schedule s = build_interleaved_1f1b(2, 4, 2, Remat::kNever);
@@ -103,13 +96,7 @@ TEST(Interleaved, SimulatorExplainsBadShapes) {
   EXPECT_THROW(simulate(sc, config), ConfigError);
 }
 
-struct Shape {
-  int K;
-  int v;
-  int M;
-};
-
-class InterleavedClosedForm : public ::testing::TestWithParam<Shape> {};
+class InterleavedClosedForm : public ::testing::TestWithParam<KxVxM> {};
 
 // Equal chunks of t_f = T and t_b = 2T (a device's share is v of them), no
 // communication: 1F1B over the same K devices takes (M + K - 1) 3vT, the
@@ -135,13 +122,10 @@ TEST_P(InterleavedClosedForm, BubbleIsOneVthOf1F1B) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KxVxM, InterleavedClosedForm,
-                         ::testing::Values(Shape{1, 2, 4}, Shape{2, 2, 2}, Shape{2, 2, 8},
-                                           Shape{4, 2, 8}, Shape{4, 4, 16}, Shape{3, 2, 9},
-                                           Shape{8, 3, 32}, Shape{4, 1, 8}),
-                         [](const auto& p) {
-                           return "K" + std::to_string(p.param.K) + "V" +
-                                  std::to_string(p.param.v) + "M" + std::to_string(p.param.M);
-                         });
+                         ::testing::Values(KxVxM{1, 2, 4}, KxVxM{2, 2, 2}, KxVxM{2, 2, 8},
+                                           KxVxM{4, 2, 8}, KxVxM{4, 4, 16}, KxVxM{3, 2, 9},
+                                           KxVxM{8, 3, 32}, KxVxM{4, 1, 8}),
+                         testing::kxvxm_name);
 
 }  // namespace
 }  // namespace pipescope

@@ -445,6 +445,23 @@ TEST(PlanExport, ZbH1AndOneFOneBPlansOnTorchgpipeGetTheGpipeFigures) {
   }
 }
 
+// Megatron-LM places virtual stage s on rank s mod K: a zb-v plan's V cannot
+// be written for it.
+TEST(PlanExport, MegatronRefusesZbV) {
+  Plan p = interleaved_plan({2, 2, 2, 2});
+  p.schedule = ScheduleKind::kZbV;
+  p.stage_plans[2].device = 1;
+  p.stage_plans[3].device = 0;
+  try {
+    export_plan(p, ExportFormat::kMegatron);
+    FAIL() << "a zb-v plan was exported to megatron";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "cannot export a zb-v plan to megatron: Megatron-LM places virtual stage s on "
+                 "rank s mod K, not in zb-v's V; export it to torch-pipelining");
+  }
+}
+
 TEST(PlanExport, MegatronRejectsAModelWithoutTransformerLayers) {
   const Plan p = plan_with({1, 1}, 2, 1, Remat::kAlways, {"embed", "head"});
   EXPECT_THROW(export_plan(p, ExportFormat::kMegatron), std::invalid_argument);

@@ -273,6 +273,31 @@ TEST(MakePlan, FillsEveryFieldFromTheSimulation) {
 
 // --- Bad plans ---
 
+// A zb-v plan places its stages in the V (device d runs stages d and
+// 2K - 1 - d), reads back as written, and refuses a stage moved off the V.
+TEST(MakePlan, ZbVStagesFollowTheV) {
+  const Scenario sc = testing::uniform_scenario(8, 2, 1000.0, 4, 4, false);
+  SimConfig config;
+  config.schedule = ScheduleKind::kZbV;
+  const Plan p = make_plan(sc, simulate(sc, config), 1, "optimal");
+  ASSERT_EQ(p.stage_plans.size(), 4u);
+  std::vector<int> devices;
+  for (const PlanStage& st : p.stage_plans) devices.push_back(st.device);
+  EXPECT_EQ(devices, (std::vector<int>{0, 1, 1, 0}));
+  expect_same(p, plan_from_json(plan_to_json(p), "p.json"));
+  json doc = plan_to_json(p);
+  doc["stages"][3]["device"] = 1;  // s mod K
+  try {
+    plan_from_json(doc, "p.json");
+    FAIL() << "a zb-v stage off its V was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_STREQ(e.what(),
+                 "p.json: stages[3].device: expected 0, got 1: PipeScope runs model stage 3 on "
+                 "device 0 (zb-v's V: stages d and 2K-1-d on device d, K=2), and a plan's stages "
+                 "cannot be moved to other devices");
+  }
+}
+
 TEST(PlanIoErrors, MalformedJsonHasLineAndColumn) {
   const fs::path path = temp_path("malformed.json");
   std::ofstream(path) << "{\n  \"format\": \"pipescope-plan\",\n  \"version\" 1\n}\n";
@@ -341,7 +366,7 @@ TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
             "p.json: stages: expected an array, got object");
   EXPECT_EQ(error_after([](json& d) { d["schedule"] = "zigzag"; }),
             "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe, 1f1b, zb-h1, "
-            "interleaved-1f1b)");
+            "interleaved-1f1b, looped-bfs, zb-v)");
   EXPECT_EQ(error_after([](json& d) { d["chunks"] = 2; }),
             "p.json: chunks: gpipe runs one chunk per device; 2 chunks need interleaved-1f1b");
   EXPECT_EQ(error_after([](json& d) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -38,10 +39,16 @@ TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   // never, except-last and always, except-last not with M = 1 (where it is
   // never). Interleaved: K > 1, M a multiple of K, v in {2, 4} with K v <= 8
   // layers: K=2 M in {2, 4, 8} v in {2, 4}, K=4 M in {4, 8, 16} v = 2.
+  // Looped BFS: K > 1, any M, the same v: K=2 M in {1, 2, 4, 8} v in {2, 4},
+  // K=4 M in {1, 2, 4, 8, 16} v = 2. ZB-V: K > 1, v = 2, any M: as many again
+  // as looped BFS's v = 2.
   const auto remats = [](int divisors) { return 2 + 3 * (divisors - 1); };
-  const std::size_t expected =
-      3 * (remats(3) /* M | 4 */ + remats(4) /* M | 8 */ + remats(5) /* M | 16 */) +
-      3 * (3 * 2 + 3 * 1);
+  const std::size_t one_stage_a_device =
+      3 * (remats(3) /* M | 4 */ + remats(4) /* M | 8 */ + remats(5) /* M | 16 */);
+  const std::size_t interleaved = 3 * (3 * 2 + 3 * 1);
+  const std::size_t looped_bfs = 2 * remats(4) + remats(5);
+  const std::size_t zb_v = remats(4) + remats(5);
+  const std::size_t expected = one_stage_a_device + interleaved + looped_bfs + zb_v;
   EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
   EXPECT_TRUE(r.rejected.empty());
   for (std::size_t i = 1; i < r.ranked.size(); ++i) {
@@ -228,9 +235,11 @@ TEST(Planner, InterleavingRunsTheFastestOfItsCandidateCuts) {
   EXPECT_LT(chosen.metrics.step_time, stage_optimal);
 }
 
-// Where interleaving is faster, the planner ranks it first: 50 blocks on 8
-// GPUs, M = 24, no remat, where 4 chunks a device cut the bubble most.
-TEST(Planner, PicksInterleavingWhereItIsFaster) {
+// Where chunks are faster, the planner ranks them first: 50 blocks on 8 GPUs,
+// M = 24 (at least 2K - 1), no remat. ZB-V's V leaves only the start-up idle
+// and ranks first; among the interleaved runs 4 chunks a device cut the bubble
+// most, ahead of every schedule with one stage a device.
+TEST(Planner, PicksChunksWhereTheyAreFaster) {
   const Scenario sc = gpt_on_8_a100s(50);
   PlanRequest req;
   req.stages = 8;
@@ -238,12 +247,16 @@ TEST(Planner, PicksInterleavingWhereItIsFaster) {
   req.remat = Remat::kNever;
   const PlanReport report = run_planner(sc, req);
   ASSERT_FALSE(report.ranked.empty());
-  const PlanCandidate& best = report.ranked.front();
-  EXPECT_EQ(best.schedule, ScheduleKind::kInterleaved1F1B);
-  EXPECT_EQ(best.chunks, 4);
+  EXPECT_EQ(report.ranked.front().schedule, ScheduleKind::kZbV);
+  EXPECT_EQ(report.ranked.front().chunks, 2);
+  const auto inter = std::find_if(
+      report.ranked.begin(), report.ranked.end(),
+      [](const PlanCandidate& c) { return c.schedule == ScheduleKind::kInterleaved1F1B; });
+  ASSERT_NE(inter, report.ranked.end());
+  EXPECT_EQ(inter->chunks, 4);
   for (const PlanCandidate& c : report.ranked) {
-    if (c.schedule != ScheduleKind::kInterleaved1F1B) {
-      EXPECT_GT(best.samples_per_s, c.samples_per_s) << to_string(c.schedule);
+    if (!takes_chunks(c.schedule)) {
+      EXPECT_GT(inter->samples_per_s, c.samples_per_s) << to_string(c.schedule);
     }
   }
 }
