@@ -155,19 +155,25 @@ recut gpipe-remat-on uneven-5-8-6-7 5,8,6,7
 recut interleaved-2-remat-off interleaved-2-even 4,3,3,3,3,3,3,4
 plan one-stage --devices 1 -K 1 -M 8 --schedule gpipe --remat on --set model.layers=6
 
-# The exports; one pipescope refuses (an interleaved plan to a tool that runs
-# one stage per device) is kept as FILE.refused with its message.
+# The exports. One pipescope refuses (exit status 1, "cannot export": an
+# interleaved plan to a tool that runs one stage per device) is kept as
+# FILE.refused with its message; any other failure stops the script.
 cases=()
 for dir in "$out"/*/; do
+  dir=${dir%/}
   name=$(basename "$dir")
   for to in torchgpipe:torchgpipe.py deepspeed:deepspeed.py megatron:megatron.txt \
     torch-pipelining:torch-pipelining.csv; do
-    file=$dir${to#*:}
-    if ! "$pipescope" export "$dir/plan.json" --to "${to%%:*}" -o "$file" >/dev/null \
-      2>"$file.refused"; then
-      [ -s "$file.refused" ] || die "pipescope export $dir/plan.json --to ${to%%:*} failed"
-    else
-      rm -f "$file.refused"
+    file=$dir/${to#*:}
+    rm -f "$file" "$file.refused"
+    status=0
+    "$pipescope" export "$dir/plan.json" --to "${to%%:*}" -o "$file" >/dev/null \
+      2>"$work/export.err" || status=$?
+    if [ "$status" = 1 ] && grep -q "cannot export" "$work/export.err"; then
+      mv "$work/export.err" "$file.refused"
+    elif [ "$status" != 0 ]; then
+      die "pipescope export $dir/plan.json --to ${to%%:*} failed (exit status $status):" \
+        "$(cat "$work/export.err")"
     fi
   done
   cases+=(--case "$name=$dir")
