@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# `pipescope export` checked by the tools it writes for (docs/export-checks.md).
+# Optional, not part of the tests: it installs PyTorch, DeepSpeed,
+# megatron-core and torchgpipe from PyPI into a virtual environment (a few
+# minutes and about 5 GB; the PyPI torch wheel brings CUDA libraries it does
+# not use here), makes plans of scenarios/demo.json, exports each to
+# torchgpipe, DeepSpeed, Megatron-LM and PyTorch pipelining, and has each tool
+# load its export on the CPU. One line per plan and tool: accepted, or
+# rejected with the tool's own message; exits 1 if any export was rejected.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The versions checked; change them here.
+TORCH_VERSION=2.15.0
+DEEPSPEED_VERSION=0.19.8
+MEGATRON_CORE_VERSION=0.16.1
+TORCHGPIPE_VERSION=0.0.7
+
+usage() {
+  cat <<'EOF'
+Usage: scripts/check-exports.sh [--keep DIR] [--help]
+
+Makes plans of scenarios/demo.json (gpipe, 1f1b, zb-h1 and interleaved 1f1b
+with 2 chunks on K=4, remat on, off and except-last, two hand-made cuts and a
+one-stage plan), exports each with `pipescope export --to torchgpipe|
+deepspeed|megatron|torch-pipelining`, and loads every export with the tool's
+own code on the CPU: torchgpipe's GPipe, DeepSpeed's PipelineModule and
+engine, megatron-core's TransformerConfig and layout checks, and PyTorch
+pipelining's schedule CSV loader. Prints the versions, then one line per plan
+and tool; exits 1 if a tool rejected an export.
+
+Options:
+  --keep DIR   write the plans and exports to DIR (one folder per plan) and
+               keep them (default: a temporary folder, removed at the end)
+  -h, --help   print this help
+
+Environment:
+  PIPESCOPE    the pipescope binary (default build/cli/pipescope; built with
+               scripts/build.sh if it is missing there)
+  VENV         a virtual environment to use and keep: reused if it exists,
+               created there if not (default: a throw-away one in a
+               temporary folder); the pinned versions are installed into it
+               where it has others
+  PYTHON       the Python that creates the environment (default python3)
+  PIP_EXTRA_INDEX_URL  read by pip, e.g. PyTorch's CPU wheel index where it
+               can be reached
+EOF
+}
+
+die() {
+  echo "check-exports.sh: error: $*" >&2
+  exit 1
+}
+
+keep=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keep)
+      [ $# -ge 2 ] || die "--keep needs a folder"
+      keep=$2
+      shift 2
+      ;;
+    -h | --help)
+      usage
+      exit 0
+      ;;
+    *)
+      usage >&2
+      die "unknown argument '$1'"
+      ;;
+  esac
+done
+
+scenario=scenarios/demo.json
+python=${PYTHON:-python3}
+command -v "$python" >/dev/null || die "$python not found (set PYTHON)"
+
+# The pipescope binary: the one given, or build/cli/pipescope, built if missing.
+if [ -n "${PIPESCOPE:-}" ]; then
+  pipescope=$(command -v "$PIPESCOPE") || die "PIPESCOPE=$PIPESCOPE: no such program"
+  [ -x "$pipescope" ] || die "PIPESCOPE=$PIPESCOPE is not executable"
+else
+  pipescope=build/cli/pipescope
+  if [ ! -x "$pipescope" ]; then
+    echo "No $pipescope: building it with scripts/build.sh build pipescope" >&2
+    scripts/build.sh build pipescope >&2 || die "building pipescope failed"
+  fi
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/check-exports.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+if [ -n "$keep" ]; then
+  mkdir -p "$keep" || die "cannot create $keep"
+  out=$(cd "$keep" && pwd)
+else
+  out=$work/plans
+fi
+
+# The virtual environment with the tools from PyPI, at the pinned versions.
+# DeepSpeed builds no ops ahead of time and runs on its CPU accelerator.
+export DS_BUILD_OPS=0 DS_ACCELERATOR=cpu
+if [ -n "${VENV:-}" ]; then
+  venv=$VENV
+else
+  venv=$work/venv
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  echo "Creating a virtual environment in $venv" >&2
+  "$python" -m venv "$venv" || die "cannot create a virtual environment in $venv" \
+    "(on Debian: apt-get install python3-venv)"
+fi
+pins=("torch==$TORCH_VERSION" "deepspeed==$DEEPSPEED_VERSION"
+  "megatron-core==$MEGATRON_CORE_VERSION" "torchgpipe==$TORCHGPIPE_VERSION")
+if ! "$venv/bin/python" - "${pins[@]}" <<'EOF'; then
+import importlib.metadata, sys
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    try:
+        assert importlib.metadata.version(name) == version
+    except Exception:
+        sys.exit(1)
+EOF
+  echo "Installing ${pins[*]} from PyPI into $venv (a few minutes)" >&2
+  pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  "${pip[@]}" "${pins[0]}" >&2 || die "pip install ${pins[0]} failed"
+  # DeepSpeed's setup imports torch: build it against the one just installed.
+  "${pip[@]}" setuptools wheel >&2 || die "pip install setuptools wheel failed"
+  "${pip[@]}" --no-build-isolation "${pins[@]}" >&2 || die "pip install ${pins[*]} failed"
+fi
+
+# The plans: scenarios/demo.json (26 layers: embed, 24 blocks, head) on K=4
+# with M=8, one per schedule and remat mode, two cuts the planner would not
+# choose (written with check_exports.py --recut: an uneven middle stage, which
+# Megatron-LM takes only as a layout, and even interleaved stages, which it
+# takes as --num-virtual-stages-per-pipeline-rank), and one stage on one device.
+plan() {
+  local name=$1
+  shift
+  mkdir -p "$out/$name"
+  "$pipescope" plan "$scenario" "$@" -o "$out/$name/plan.json" >/dev/null ||
+    die "pipescope plan $scenario $* failed"
+}
+recut() {
+  mkdir -p "$out/$2"
+  "$venv/bin/python" scripts/check_exports.py --recut "$out/$1/plan.json" \
+    "$out/$2/plan.json" "$3" || die "cannot cut $1 into $3"
+}
+K4=(-K 4 -M 8)
+plan gpipe-remat-on "${K4[@]}" --schedule gpipe --remat on
+plan 1f1b-remat-off "${K4[@]}" --schedule 1f1b --remat off
+plan zb-h1-except-last "${K4[@]}" --schedule zb-h1 --remat except-last
+plan interleaved-2-remat-on "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat on
+plan interleaved-2-remat-off "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat off
+recut gpipe-remat-on uneven-5-8-6-7 5,8,6,7
+recut interleaved-2-remat-off interleaved-2-even 4,3,3,3,3,3,3,4
+plan one-stage --devices 1 -K 1 -M 8 --schedule gpipe --remat on --set model.layers=6
+
+# The exports. One pipescope refuses (exit status 1, "cannot export": an
+# interleaved plan to a tool that runs one stage per device) is kept as
+# FILE.refused with its message; any other failure stops the script.
+cases=()
+for dir in "$out"/*/; do
+  dir=${dir%/}
+  name=$(basename "$dir")
+  for to in torchgpipe:torchgpipe.py deepspeed:deepspeed.py megatron:megatron.txt \
+    torch-pipelining:torch-pipelining.csv; do
+    file=$dir/${to#*:}
+    rm -f "$file" "$file.refused"
+    status=0
+    "$pipescope" export "$dir/plan.json" --to "${to%%:*}" -o "$file" >/dev/null \
+      2>"$work/export.err" || status=$?
+    if [ "$status" = 1 ] && grep -q "cannot export" "$work/export.err"; then
+      mv "$work/export.err" "$file.refused"
+    elif [ "$status" != 0 ]; then
+      die "pipescope export $dir/plan.json --to ${to%%:*} failed (exit status $status):" \
+        "$(cat "$work/export.err")"
+    fi
+  done
+  cases+=(--case "$name=$dir")
+done
+
+TMPDIR=$work "$venv/bin/python" -W ignore scripts/check_exports.py "${cases[@]}"

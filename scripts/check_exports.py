@@ -1,0 +1,590 @@
+"""PipeScope's exports loaded by the tools they are for.
+
+scripts/check-exports.sh makes a set of plans, exports each with
+`pipescope export --to torchgpipe|deepspeed|megatron|torch-pipelining` into a
+folder per plan, and calls this on those folders. Each export is handed to the
+real tool on the CPU, in one process:
+
+  torchgpipe        GPipe(nn.Sequential(<stand-in layers>), balance=<export's>,
+                    devices=['cpu'] * K, chunks=M, checkpoint=<export's>), one
+                    forward and backward;
+  deepspeed         the exported PlannedPipelineModule: its _partition_layers on
+                    a K-stage PipeDataParallelTopology for every stage (stage
+                    bounds as DeepSpeed's _set_bounds records them), then one
+                    engine.train_batch on gloo with world size 1 (one stage: the
+                    export's class with the plan's parts when K = 1, else its
+                    stages joined into one), the exported checkpoint interval
+                    and function and the exported batch settings;
+  megatron          the flags into megatron-core's TransformerConfig (its
+                    pipeline, virtual stage, layout and recompute checks), its
+                    layer counts per rank and virtual stage against the plan, and
+                    its micro-batch calculator against the plan's M;
+  torch-pipelining  the CSV loaded by _PipelineScheduleRuntime._load_csv (which
+                    validates it and adds the send and receive actions) for every
+                    rank, with stand-in stages, and its pipeline_order against the
+                    file.
+
+Prints one line per plan and tool, "accepted" or "rejected" with the tool's own
+message, and exits 1 if any export was rejected. See docs/export-checks.md.
+"""
+
+import argparse
+import ast
+import contextlib
+import importlib.metadata
+import io
+import json
+import logging
+import os
+import platform
+import shlex
+import socket
+import sys
+import traceback
+import types
+import warnings
+
+warnings.filterwarnings("ignore")
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+os.environ.setdefault("DS_BUILD_OPS", "0")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+FORMATS = ("torchgpipe", "deepspeed", "megatron", "torch-pipelining")
+FILES = {
+    "torchgpipe": "torchgpipe.py",
+    "deepspeed": "deepspeed.py",
+    "megatron": "megatron.txt",
+    "torch-pipelining": "torch-pipelining.csv",
+}
+PACKAGES = ("torch", "deepspeed", "megatron-core", "torchgpipe")
+# Stand-in layers: tiny, so a step takes milliseconds.
+VOCAB, WIDTH, SEQ = 32, 16, 8
+
+
+class Rejected(Exception):
+    """The tool refused the export; the message is the tool's."""
+
+
+def one_line(text, limit=400):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("h") else f"{n} {word}s"
+
+
+def tool_error(exc):
+    """The tool's own message: the exception's type and text."""
+    return one_line(f"{type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def quiet():
+    """Keeps the tools' banners and logs out of the result lines."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        yield
+
+
+# ---------------------------------------------------------------- plans
+
+
+class Plan:
+    """What the checks need from a plan file (docs/file-formats.md, "Plans")."""
+
+    def __init__(self, path):
+        with open(path) as f:
+            p = json.load(f)
+        self.K, self.D, self.M = p["K"], p["D"], p["M"]
+        self.chunks = p.get("chunks", 1)
+        self.schedule = p["schedule"]
+        self.remat = p.get("remat_mode", "always" if p["remat"] else "never")
+        self.micro_batch_size = p["micro_batch_size"]
+        self.global_batch = p["global_batch"]
+        self.names = p["model"]["layer_names"]
+        self.sizes = [s["last_layer"] - s["first_layer"] + 1 for s in p["stages"]]
+        self.parts = [0]
+        for n in self.sizes:
+            self.parts.append(self.parts[-1] + n)
+
+    @property
+    def embed_first(self):
+        return bool(self.names) and self.names[0] == "embed"
+
+    @property
+    def head_last(self):
+        return len(self.names) >= 2 and self.names[-1] == "head"
+
+    def transformer_layers(self):
+        """Layers per model stage as Megatron-LM counts them: no embedding, no head."""
+        t = list(self.sizes)
+        if self.embed_first:
+            t[0] -= 1
+        if self.head_last:
+            t[-1] -= 1
+        return t
+
+
+def recut(source, target, sizes):
+    """A plan file with the same setting and another cut (K·v stage sizes)."""
+    with open(source) as f:
+        p = json.load(f)
+    sizes = [int(n) for n in sizes.split(",")]
+    if len(sizes) != len(p["stages"]) or sum(sizes) != p["model"]["layers"]:
+        sys.exit(f"check_exports.py: {sizes} is not a cut of {p['model']['layers']} layers "
+                 f"into {len(p['stages'])} stages")
+    first = 0
+    for stage, n in zip(p["stages"], sizes):
+        stage["first_layer"], stage["last_layer"] = first, first + n - 1
+        first += n
+    with open(target, "w") as f:
+        json.dump(p, f, indent=1)
+
+
+# ---------------------------------------------------------------- stand-in layers
+
+
+def stand_in_layers(plan):
+    """One tiny module per plan layer: an Embedding for 'embed', a Linear to the
+    vocabulary for 'head', a Linear and tanh for every other layer."""
+    import torch.nn as nn
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(WIDTH, VOCAB)
+
+        def forward(self, x):
+            return self.lin(x).reshape(-1, VOCAB)
+
+    layers = []
+    for i, name in enumerate(plan.names):
+        if i == 0 and plan.embed_first:
+            layers.append(nn.Embedding(VOCAB, WIDTH))
+        elif i == len(plan.names) - 1 and plan.head_last:
+            layers.append(Head())
+        else:
+            layers.append(nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.Tanh()))
+    return layers
+
+
+def batch(plan, samples):
+    """Inputs and labels for `samples` sequences."""
+    import torch
+
+    gen = torch.Generator().manual_seed(samples)
+    if plan.embed_first:
+        x = torch.randint(0, VOCAB, (samples, SEQ), generator=gen)
+    else:
+        x = torch.randn(samples, SEQ, WIDTH, generator=gen)
+    return x, torch.randint(0, VOCAB, (samples, SEQ), generator=gen)
+
+
+def loss_of(plan):
+    import torch.nn.functional as F
+
+    def loss_fn(out, labels):
+        if plan.head_last:
+            return F.cross_entropy(out, labels.reshape(-1))
+        return out.float().pow(2).mean()
+
+    return loss_fn
+
+
+# ---------------------------------------------------------------- torchgpipe
+
+
+def gpipe_call(text):
+    """balance and the GPipe(...) keywords from the export, as Python literals."""
+    balance, keywords = None, None
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [
+            "balance"
+        ]:
+            balance = ast.literal_eval(node.value)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "GPipe":
+            keywords = {k.arg: k.value for k in node.keywords}
+    if balance is None or keywords is None:
+        raise Rejected("the export has no `balance = [...]` and GPipe(...) call")
+    return balance, {k: ast.literal_eval(v) for k, v in keywords.items() if k != "balance"}
+
+
+def check_torchgpipe(plan, text):
+    import torch.nn as nn
+    from torchgpipe import GPipe
+
+    balance, kw = gpipe_call(text)
+    try:
+        model = GPipe(nn.Sequential(*stand_in_layers(plan)), balance=balance,
+                      devices=["cpu"] * len(balance), **kw)
+        x, y = batch(plan, plan.global_batch // plan.D)
+        loss = loss_of(plan)(model(x), y)
+        loss.backward()
+    except Exception as e:  # the tool's refusal, in its words
+        raise Rejected(tool_error(e)) from e
+    got = [len(p) for p in model.partitions]
+    if got != plan.sizes:
+        raise Rejected(f"GPipe built partitions of {got} layers, the plan cuts {plan.sizes}")
+    return (f"GPipe balance={balance} chunks={kw.get('chunks')} "
+            f"checkpoint='{kw.get('checkpoint')}' on {len(balance)} x cpu; "
+            f"one forward/backward, loss {float(loss):.3f}")
+
+
+# ---------------------------------------------------------------- DeepSpeed
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_deepspeed():
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(free_port()))
+    import deepspeed
+
+    with quiet():
+        deepspeed.init_distributed(dist_backend="gloo")
+    for name in ("DeepSpeed", "deepspeed"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def model_call(text):
+    """The keywords of the commented `model = PlannedPipelineModule(...)` line."""
+    lines = [ln[2:] for ln in text.splitlines() if ln.startswith("# ")]
+    call = "model = PlannedPipelineModule("
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(call)), None)
+    if start is None:
+        raise Rejected("the export has no `model = PlannedPipelineModule(...)` line")
+    source, depth = "", 0
+    for ln in lines[start:]:
+        source += ln + "\n"
+        depth += ln.count("(") - ln.count(")")
+        if depth == 0:
+            break
+    call = ast.parse(source).body[0].value
+    return {k.arg: k.value for k in call.keywords}
+
+
+def ds_partition(namespace, plan):
+    """The export's _partition_layers for each of K stages, on a K-stage topology,
+    without K processes: parts and the bounds DeepSpeed's _set_bounds records."""
+    from deepspeed.pipe import PipelineModule
+    from deepspeed.runtime.pipe.topology import PipeDataParallelTopology
+
+    cls = namespace["PlannedPipelineModule"]
+    topo = PipeDataParallelTopology(num_pp=plan.K, num_dp=1)
+    for stage in range(plan.K):
+        fake = types.SimpleNamespace(_topo=topo, global_rank=topo.get_rank(pipe=stage, data=0),
+                                     _layer_specs=[None] * len(plan.names), num_stages=plan.K)
+        fake._set_bounds = lambda start=None, stop=None, f=fake: PipelineModule._set_bounds(
+            f, start, stop)
+        try:
+            cls._partition_layers(fake)
+        except Exception as e:
+            raise Rejected(tool_error(e)) from e
+        want = (plan.parts[stage], plan.parts[stage + 1])
+        if fake.parts != plan.parts or (fake._local_start, fake._local_stop) != want:
+            raise Rejected(f"stage {stage}: parts {fake.parts}, bounds "
+                           f"{fake._local_start}..{fake._local_stop}, the plan {plan.parts}")
+
+
+def ds_train(namespace, plan, kw):
+    import deepspeed
+    import torch
+
+    interval = ast.literal_eval(kw["activation_checkpoint_interval"])
+    func = kw.get("activation_checkpoint_func")
+    ckpt = eval(compile(ast.Expression(func), "<export>", "eval"), {"deepspeed": deepspeed}) \
+        if func is not None else deepspeed.checkpointing.checkpoint
+    if plan.K > 1:
+        # One process runs one stage: the plan's stages joined into one.
+        namespace["PIPESCOPE_PARTS"] = [0, plan.parts[-1]]
+    config = dict(namespace["DEEPSPEED_CONFIG"])
+    config["train_batch_size"] //= plan.D  # one replica here
+    config["optimizer"] = {"type": "SGD", "params": {"lr": 0.01}}
+    try:
+        with quiet():
+            module = namespace["PlannedPipelineModule"](
+                layers=stand_in_layers(plan), num_stages=1, loss_fn=loss_of(plan),
+                activation_checkpoint_interval=interval, activation_checkpoint_func=ckpt)
+            engine, _, _, _ = deepspeed.initialize(model=module,
+                                                   model_parameters=module.parameters(),
+                                                   config=config)
+            mb = config["train_micro_batch_size_per_gpu"]
+            data = iter([batch(plan, mb) for _ in range(config["gradient_accumulation_steps"])])
+            loss = engine.train_batch(data)
+    except Exception as e:
+        raise Rejected(tool_error(e)) from e
+    finally:
+        torch.distributed.barrier()
+    name = "non_reentrant_checkpoint" if ckpt is deepspeed.checkpointing.non_reentrant_checkpoint \
+        else getattr(ckpt, "__name__", str(ckpt))
+    return float(loss), interval, name, config
+
+
+def check_deepspeed(plan, text):
+    namespace = {}
+    try:
+        exec(compile(text, "deepspeed-export", "exec"), namespace)
+    except Exception as e:
+        raise Rejected(tool_error(e)) from e
+    ds_partition(namespace, plan)
+    kw = model_call(text)
+    stages = ast.literal_eval(kw["num_stages"])
+    if stages != plan.K:
+        raise Rejected(f"num_stages={stages}, the plan has K={plan.K}")
+    loss, interval, ckpt, config = ds_train(namespace, plan, kw)
+    ran = "the plan's one stage" if plan.K == 1 else f"the {plan.K} stages joined into one"
+    return (f"parts {plan.parts} on a {plan.K}-stage topology; train_batch on gloo, 1 process, "
+            f"{ran}, interval {interval}" + (f" with {ckpt}" if interval else "") +
+            f", {config['gradient_accumulation_steps']} micro-batches of "
+            f"{config['train_micro_batch_size_per_gpu']}: loss {loss:.3f}")
+
+
+# ---------------------------------------------------------------- Megatron-LM
+
+MEGATRON_FLAGS = {
+    "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
+    "--num-layers": ("num_layers", int),
+    "--decoder-first-pipeline-num-layers": ("num_layers_in_first_pipeline_stage", int),
+    "--decoder-last-pipeline-num-layers": ("num_layers_in_last_pipeline_stage", int),
+    "--pipeline-model-parallel-layout": ("pipeline_model_parallel_layout", str),
+    "--num-virtual-stages-per-pipeline-rank": ("virtual_pipeline_model_parallel_size", int),
+    "--recompute-granularity": ("recompute_granularity", str),
+    "--recompute-method": ("recompute_method", str),
+    "--recompute-num-layers": ("recompute_num_layers", int),
+    "--micro-batch-size": ("micro_batch_size", int),
+    "--global-batch-size": ("global_batch_size", int),
+}
+
+
+def megatron_flags(text):
+    words = shlex.split(" ".join(ln.rstrip("\\") for ln in text.splitlines()
+                                 if not ln.startswith("#")))
+    args = {}
+    for i in range(0, len(words), 2):
+        flag = words[i]
+        if flag not in MEGATRON_FLAGS or i + 1 >= len(words):
+            raise Rejected(f"unexpected argument {flag!r}: not a flag this check maps to "
+                           "megatron-core's configuration")
+        field, kind = MEGATRON_FLAGS[flag]
+        args[field] = kind(words[i + 1])
+    return args
+
+
+def megatron_training_note():
+    try:
+        import megatron.training.arguments  # noqa: F401
+        return None
+    except ImportError:
+        return ("megatron.training (Megatron-LM's argument parser and validate_args) is not in "
+                "the megatron-core package: the flags were checked against megatron.core only")
+
+
+def megatron_counts(config, plan):
+    """Transformer layers megatron-core builds on each model stage, in plan order."""
+    from megatron.core import parallel_state
+    from megatron.core.transformer.enums import LayerType
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    v = config.virtual_pipeline_model_parallel_size
+    layout = config.pipeline_model_parallel_layout
+    counts = []
+    parallel_state.set_virtual_pipeline_model_parallel_world_size(v)
+    try:
+        for s in range(plan.K * plan.chunks):
+            rank, vp = s % plan.K, (s // plan.K if v else None)
+            if layout is not None:
+                counts.append(layout.get_num_layers_to_build(LayerType.decoder, vp_stage=vp,
+                                                             pp_rank=rank))
+            else:
+                counts.append(get_num_layers_to_build(config, vp_stage=vp, pp_rank=rank))
+    finally:
+        parallel_state.set_virtual_pipeline_model_parallel_world_size(None)
+    if layout is not None:
+        ends = (layout.layout[0][0][0], layout.layout[plan.K - 1][-1][-1])
+        if ends != (LayerType.embedding, LayerType.loss):
+            raise Rejected(f"the layout puts {ends[0].name} first and {ends[1].name} last")
+    return counts
+
+
+def megatron_micro_batches(args, plan):
+    from megatron.core import num_microbatches_calculator as nmc
+
+    nmc.init_num_microbatches_calculator(
+        rank=0, rampup_batch_size=None, global_batch_size=args["global_batch_size"],
+        micro_batch_size=args["micro_batch_size"], data_parallel_size=plan.D,
+        decrease_batch_size_if_needed=False)
+    try:
+        return nmc.get_num_microbatches()
+    finally:
+        nmc.destroy_num_microbatches_calculator()
+
+
+def check_megatron(plan, text):
+    import torch
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    args = megatron_flags(text)
+    fields = {k: v for k, v in args.items() if k not in ("micro_batch_size", "global_batch_size")}
+    try:
+        with quiet():
+            config = TransformerConfig(hidden_size=64, num_attention_heads=4,
+                                       pipeline_dtype=torch.bfloat16, **fields)
+            counts = megatron_counts(config, plan)
+            micro = megatron_micro_batches(args, plan)
+    except Rejected:
+        raise
+    except Exception as e:
+        raise Rejected(tool_error(e)) from e
+    if counts != plan.transformer_layers():
+        raise Rejected(f"megatron-core builds {counts} transformer layers per stage, "
+                       f"the plan {plan.transformer_layers()}")
+    if micro != plan.M:
+        raise Rejected(f"megatron-core counts {micro} micro-batches, the plan M={plan.M}")
+    v = config.virtual_pipeline_model_parallel_size
+    how = "layout" if config.pipeline_model_parallel_layout is not None else \
+        "first/last" if "num_layers_in_first_pipeline_stage" in fields else "even"
+    recompute = (f"recompute {config.recompute_granularity}/{config.recompute_method}/"
+                 f"{config.recompute_num_layers}" if config.recompute_granularity else
+                 "no recompute")
+    return (f"TransformerConfig pp={config.pipeline_model_parallel_size}"
+            + (f" vpp={v}" if v else "") + f" ({how}), {recompute}; layers per stage "
+            f"{counts}; {micro} micro-batches")
+
+
+# ---------------------------------------------------------------- torch.distributed.pipelining
+
+
+class StandInStage:
+    """What a schedule's constructor and _load_csv read from a pipeline stage."""
+
+    def __init__(self, index, stages, ranks):
+        import torch.nn as nn
+
+        self.stage_index, self.num_stages = index, stages
+        self.group_size, self.group_rank = ranks, index % ranks
+        self.is_first, self.is_last = index == 0, index == stages - 1
+        self.stage_index_to_group_rank = {}
+        self.submod = nn.Identity()
+
+
+def read_csv(path):
+    import csv
+
+    with open(path, newline="") as f:
+        return [row for row in csv.reader(f)]
+
+
+def check_torch_pipelining(plan, path):
+    from torch.distributed.pipelining import schedules
+
+    rows = read_csv(path)
+    stages = plan.K * plan.chunks
+    same_as_class = None
+    for rank in range(plan.K):
+        mine = [StandInStage(s, stages, plan.K) for s in range(rank, stages, plan.K)]
+        try:
+            with quiet():
+                sched = schedules._PipelineScheduleRuntime(mine, n_microbatches=plan.M,
+                                                           loss_fn=loss_of(plan))
+                sched._load_csv(path)
+        except Exception as e:
+            raise Rejected(tool_error(e)) from e
+        got = [[str(a) if a is not None else "" for a in sched.pipeline_order[r]]
+               for r in sorted(sched.pipeline_order)]
+        if got != rows:
+            raise Rejected(f"rank {rank}: _load_csv read another schedule than the file holds")
+        if plan.chunks > 1:
+            with quiet():
+                ref = schedules.ScheduleInterleaved1F1B(mine, n_microbatches=plan.M,
+                                                        loss_fn=loss_of(plan))
+            ours = [str(a) for a in sched.pipeline_order[rank] if a is not None]
+            theirs = [str(a) for a in ref.pipeline_order[rank] if a is not None]
+            same_as_class = (same_as_class is not False) and ours == theirs
+    comms = sum(len(v) for v in sched.pipeline_order_with_comms.values())
+    note = ""
+    if same_as_class is not None:
+        note = ("; each rank's order is ScheduleInterleaved1F1B's" if same_as_class else
+                "; the order differs from ScheduleInterleaved1F1B's own (a valid schedule "
+                "all the same)")
+    return (f"_PipelineScheduleRuntime._load_csv: {plural(plan.K, 'rank')}, "
+            f"{plural(stages, 'stage')}, {plural(plan.M, 'micro-batch')}, {comms} actions with "
+            f"sends and receives{note}")
+
+
+# ---------------------------------------------------------------- main
+
+CHECKS = {
+    "torchgpipe": check_torchgpipe,
+    "deepspeed": check_deepspeed,
+    "megatron": check_megatron,
+    "torch-pipelining": None,
+}
+
+
+def run_check(tool, plan, folder):
+    refused = os.path.join(folder, FILES[tool] + ".refused")
+    if os.path.exists(refused):
+        with open(refused) as f:
+            return "not exported", one_line(f.read())
+    path = os.path.join(folder, FILES[tool])
+    try:
+        if tool == "torch-pipelining":
+            return "accepted", check_torch_pipelining(plan, path)
+        with open(path) as f:
+            return "accepted", CHECKS[tool](plan, f.read())
+    except Rejected as e:
+        return "rejected", str(e)
+    except Exception as e:  # a failure of this check, not of the tool
+        traceback.print_exc(file=sys.stderr)
+        return "error", tool_error(e)
+
+
+def versions():
+    out = [f"python {platform.python_version()}"]
+    for name in PACKAGES:
+        try:
+            out.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            out.append(f"{name} (not installed)")
+    return ", ".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--case", action="append", default=[], metavar="NAME=FOLDER",
+                    help="a plan folder: plan.json and its exports (repeatable)")
+    ap.add_argument("--recut", nargs=3, metavar=("PLAN", "OUT", "SIZES"),
+                    help="write PLAN with its stages cut to SIZES (comma-separated) to OUT")
+    args = ap.parse_args()
+    if args.recut:
+        recut(*args.recut)
+        return 0
+    print(f"Versions: {versions()}")
+    with quiet():
+        import megatron.core  # noqa: F401  (its import warns about optional packages)
+    note = megatron_training_note()
+    if note:
+        print(f"Note: {note}")
+    init_deepspeed()
+    counts = {}
+    width = max([len(c.split("=", 1)[0]) for c in args.case] + [4])
+    for case in args.case:
+        name, folder = case.split("=", 1)
+        plan = Plan(os.path.join(folder, "plan.json"))
+        for tool in FORMATS:
+            status, message = run_check(tool, plan, folder)
+            counts[status] = counts.get(status, 0) + 1
+            print(f"{name:<{width}}  {tool:<16}  {status}: {message}", flush=True)
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in
+                        ("accepted", "rejected", "not exported", "error"))
+    print(f"{summary}")
+    return 1 if counts.get("rejected") or counts.get("error") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
