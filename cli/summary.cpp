@@ -98,8 +98,8 @@ void print_stage_table(std::ostream& out, const SimResult& r) {
       << pad("backward", 11) << pad("recompute", 11) << pad("peak memory / capacity", 28) << "\n";
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
     const StageCost& c = r.stage_costs[s];
-    const auto device =
-        static_cast<std::size_t>(stage_device_of(r.schedule, static_cast<int>(s), r.stages));
+    const auto device = static_cast<std::size_t>(
+        placed_device(r.schedule, r.custom.get(), static_cast<int>(s), r.stages));
     const DeviceMetrics& d = r.metrics.devices.at(device);
     const std::string mem = format_bytes(static_cast<double>(d.peak_memory)) + " / " +
                             format_bytes(static_cast<double>(d.memory_capacity));

@@ -51,7 +51,7 @@ std::vector<HostMemoryNeed> plan_device_memory(const Plan& plan) {
   std::vector<HostMemoryNeed> need(r.metrics.devices.size());
   // Stage s lives on its schedule's device (plans are checked to say so).
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
-    const int d = stage_device_of(r.schedule, static_cast<int>(s), r.stages);
+    const int d = placed_device(r.schedule, r.custom.get(), static_cast<int>(s), r.stages);
     need[static_cast<std::size_t>(d)].state += r.stage_costs[s].static_bytes;
   }
   for (std::size_t d = 0; d < need.size(); ++d) {

@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QColor>
 
+#include "sim/custom_schedule.h"
 #include "sim/format.h"
 #include "sim/schedule.h"
 
@@ -29,8 +30,8 @@ QVariant StageTableModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= kColumns) return {};
   const std::size_t s = static_cast<std::size_t>(index.row());
   const StageCost& c = result_->stage_costs[s];
-  const DeviceMetrics* device = &result_->metrics.devices.at(static_cast<std::size_t>(
-      stage_device_of(result_->schedule, static_cast<int>(s), result_->stages)));
+  const DeviceMetrics* device = &result_->metrics.devices.at(static_cast<std::size_t>(placed_device(
+      result_->schedule, result_->custom.get(), static_cast<int>(s), result_->stages)));
   if (role == Qt::ForegroundRole && index.column() == kPeakMemory && device && !device->fits()) {
     return QBrush(QColor(0xd3, 0x2f, 0x2f));
   }

@@ -510,6 +510,11 @@ std::vector<std::vector<std::string>> action_names(const CustomSchedule& c) {
   return out;
 }
 
+int placed_device(ScheduleKind kind, const CustomSchedule* custom, int stage, int devices) {
+  if (custom != nullptr) return custom->stage_rank.at(static_cast<std::size_t>(stage));
+  return stage_device_of(kind, stage, devices);
+}
+
 std::string side_action_note(const CustomSchedule& c) {
   const SideActionCounts& n = c.side;
   std::string out;

@@ -81,6 +81,10 @@ std::vector<std::vector<std::string>> action_names(const CustomSchedule& c);
 // has none), for the summary.
 std::string side_action_note(const CustomSchedule& c);
 
+// The device of model stage `stage` over `devices` devices: a custom
+// schedule's row for it, otherwise `kind`'s placement (stage_device_of).
+int placed_device(ScheduleKind kind, const CustomSchedule* custom, int stage, int devices);
+
 // The schedule the simulator and the executor run: the actions with R before
 // each backward that `remat` recomputes and each stage's optimizer step at the
 // end of its device's list. Stage s runs on device stage_rank[s].

@@ -1,5 +1,6 @@
 #include "sim/plan.h"
 
+#include "sim/custom_schedule.h"
 #include "sim/model_json.h"
 
 #include <algorithm>
@@ -135,7 +136,8 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
     const StageCost& c = result.stage_costs[s];
     PlanStage st;
     st.layers = c.layers;
-    st.device = stage_device_of(result.schedule, static_cast<int>(s), result.stages);
+    st.device =
+        placed_device(result.schedule, result.custom.get(), static_cast<int>(s), result.stages);
     st.fwd_s = simtime_to_seconds(c.forward);
     st.bwd_s = simtime_to_seconds(c.backward);
     st.recompute_s = result.remat != Remat::kNever ? simtime_to_seconds(c.recompute) : 0.0;

@@ -4,6 +4,7 @@
 
 #include "sim/plan_io.h"
 
+#include "sim/custom_schedule.h"
 #include "sim/file_io.h"
 
 #include "sim/scenario_io.h"
@@ -120,25 +121,27 @@ void read_predicted(ObjectReader r, Plan& p) {
 }
 
 // Every schedule PipeScope builds or reads, in the engine and in the executor,
-// runs model stage s on pipeline device s mod K, or under zb-v on the device of
-// its V (stage_device_of, Schedule::stage_device). A plan
-// that places a stage elsewhere is refused rather than honoured: on one
-// replica's devices, which are alike, another order would only change the links
-// between stages, while two stages on one device would need a schedule none of
-// the builders writes; reading such a field and then running s mod K anyway
-// would hide the edit.
+// runs model stage s on pipeline device s mod K, under zb-v on the device of
+// its V (stage_device_of, Schedule::stage_device), and in a custom schedule on
+// the rank whose actions list it (placed_device). A plan that places a stage
+// elsewhere is refused rather than honoured: on one replica's devices, which
+// are alike, another order would only change the links between stages, while
+// two stages on one device would need a schedule none of the builders writes;
+// reading such a field and then running the schedule's placement anyway would
+// hide the edit.
 void check_stage_device(const Plan& p, std::size_t stage, const Where& at) {
-  const int expected = stage_device_of(p.schedule, static_cast<int>(stage), p.stages);
+  const int expected = placed_device(p.schedule, p.custom.get(), static_cast<int>(stage), p.stages);
   const int device = p.stage_plans[stage].device;
   if (device == expected) return;
   const std::string rule =
-      p.schedule == ScheduleKind::kZbV
+      p.custom ? " (the rank whose actions list it)"
+      : p.schedule == ScheduleKind::kZbV
           ? " (zb-v's V: stages d and 2K-1-d on device d, K=" + str(p.stages) + ")"
           : " mod K=" + str(p.stages);
+  const bool placed = p.custom || p.schedule == ScheduleKind::kZbV;
   at.fail("expected " + str(expected) + ", got " + str(device) + ": PipeScope runs model stage " +
-          std::to_string(stage) + " on device " +
-          (p.schedule == ScheduleKind::kZbV ? str(expected) : std::to_string(stage)) + rule +
-          ", and a plan's stages cannot be moved to other devices");
+          std::to_string(stage) + " on device " + (placed ? str(expected) : std::to_string(stage)) +
+          rule + ", and a plan's stages cannot be moved to other devices");
 }
 
 // Stages cut the layers 0..L-1 into K x v contiguous, non-empty ranges, stage s

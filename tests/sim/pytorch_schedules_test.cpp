@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "sim/custom_schedule.h"
+#include "sim/plan.h"
+#include "sim/plan_io.h"
 #include "sim/scenario_io.h"
 #include "sim/schedule_actions.h"
+#include "sim/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {
@@ -123,6 +126,46 @@ TEST(PyTorchSchedules, DualPipeVOverlapsRunInOrderAndWholeBackwardsSplit) {
   EXPECT_EQ(rank0[at], (Op{OpKind::kForward, 0, 7}));
   EXPECT_EQ(rank0[at + 1], (Op{OpKind::kBackward, 7, 3}));
   EXPECT_EQ(rank0[at + 2], (Op{OpKind::kWeight, 7, 3}));
+}
+
+// PipeScope's own Looped BFS and ZB-V run PyTorch's orders, op for op.
+TEST(PyTorchSchedules, LoopedBfsAndZbVAreTheOrdersPyTorchWrites) {
+  for (const auto& [name, kind] : {std::pair{"ScheduleLoopedBFS", ScheduleKind::kLoopedBfs},
+                                   std::pair{"ScheduleZBVZeroBubble", ScheduleKind::kZbV}}) {
+    SCOPED_TRACE(name);
+    const Schedule theirs = build_custom(written_by_pytorch(name), Remat::kNever);
+    const Schedule ours = build_schedule(kind, kRanks, kMicroBatches, Remat::kNever, 2);
+    EXPECT_EQ(theirs.device_ops, ours.device_ops);
+    EXPECT_EQ(theirs.stage_device, ours.stage_device);
+  }
+}
+
+// A plan of a V-placed file keeps each stage on the device that runs it, and
+// its file round trip keeps the placement.
+TEST(PyTorchSchedules, APlanOfAVKeepsItsPlacement) {
+  const Scenario sc = testing::uniform_scenario(16, kRanks, 1000.0, 16, kMicroBatches, false);
+  SimConfig cfg;
+  cfg.custom = std::make_shared<const CustomSchedule>(written_by_pytorch("ScheduleDualPipeV"));
+  const SimResult r = simulate(sc, cfg);
+  EXPECT_GT(r.metrics.step_time, 0);
+  const Plan plan = make_plan(sc, r, 1, "optimal");
+  ASSERT_EQ(plan.stage_plans.size(), kV.size());
+  for (std::size_t s = 0; s < kV.size(); ++s) EXPECT_EQ(plan.stage_plans[s].device, kV[s]);
+  const Plan back = plan_from_json(plan_to_json(plan), "plan.json");
+  for (std::size_t s = 0; s < kV.size(); ++s) EXPECT_EQ(back.stage_plans[s].device, kV[s]);
+  // Moved off its rank, a stage is refused.
+  nlohmann::json doc = plan_to_json(plan);
+  doc["stages"][1]["device"] = 2;
+  try {
+    plan_from_json(doc, "plan.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("expected 1, got 2: PipeScope runs model stage 1 on device "
+                                   "1 (the rank whose actions list it)"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PyTorchSchedules, TheNoteSaysWhatTheOtherActionsMeanHere) {
