@@ -120,6 +120,10 @@ std::string_view schedule_label(ScheduleKind k) {
       return "ZB-H1";
     case ScheduleKind::kInterleaved1F1B:
       return "interleaved 1F1B";
+    case ScheduleKind::kLoopedBfs:
+      return "looped BFS";
+    case ScheduleKind::kZbV:
+      return "ZB-V";
     case ScheduleKind::kCustom:
       return "a custom schedule";
   }
@@ -527,9 +531,13 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
   if (plan.chunks > 1 &&
       (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {
     throw std::invalid_argument(
-        "cannot export an interleaved-1f1b plan to " + std::string(to_string(format)) +
-        ": it runs one stage per device; export it to megatron or torch-pipelining, or plan "
-        "with another --schedule");
+        "cannot export " +
+        std::string(plan.schedule == ScheduleKind::kInterleaved1F1B ? "an " : "a ") +
+        std::string(to_string(plan.schedule)) + " plan to " + std::string(to_string(format)) +
+        ": it runs one stage per device; export it to " +
+        (plan.schedule == ScheduleKind::kZbV ? "torch-pipelining"
+                                             : "megatron or torch-pipelining") +
+        ", or plan with another --schedule");
   }
   if (plan.schedule == ScheduleKind::kZbV && format == ExportFormat::kMegatron) {
     throw std::invalid_argument(

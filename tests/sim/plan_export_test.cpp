@@ -445,6 +445,25 @@ TEST(PlanExport, ZbH1AndOneFOneBPlansOnTorchgpipeGetTheGpipeFigures) {
   }
 }
 
+// Chunked schedules other than interleaving are named as they are: in the
+// refusal of one-stage-a-device targets and in the note of the schedule
+// Megatron-LM runs instead.
+TEST(PlanExport, ChunkedPlansAreNamedByTheirOwnSchedule) {
+  Plan p = interleaved_plan({2, 2, 2, 2});
+  p.schedule = ScheduleKind::kLoopedBfs;
+  try {
+    export_plan(p, ExportFormat::kTorchGpipe);
+    ADD_FAILURE() << "a looped-bfs plan was exported to torchgpipe";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cannot export a looped-bfs plan to torchgpipe: ", 0), 0u)
+        << e.what();
+  }
+  const std::string megatron = export_plan(p, ExportFormat::kMegatron);
+  EXPECT_NE(megatron.find("# Megatron-LM runs interleaved 1F1B, not looped BFS: "),
+            std::string::npos)
+      << megatron;
+}
+
 // Megatron-LM places virtual stage s on rank s mod K: a zb-v plan's V cannot
 // be written for it.
 TEST(PlanExport, MegatronRefusesZbV) {
