@@ -106,9 +106,9 @@ std::vector<std::string> schedule_choices(bool with_custom) {
 }
 
 std::string chunks_help(const std::string& what) {
-  return "Model chunks per device for --schedule interleaved-1f1b or looped-bfs (virtual "
-         "stages, stage s on device s mod K), and zb-v (exactly 2, stages d and 2K-1-d on "
-         "device d); " +
+  return "Model chunks per device for --schedule interleaved-1f1b, interleaved-zb or "
+         "looped-bfs (virtual stages, stage s on device s mod K), and zb-v and dualpipe-v "
+         "(exactly 2, stages d and 2K-1-d on device d); " +
          what;
 }
 

@@ -55,9 +55,9 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
   if (r.chunks > 1) {
     out << " x " << r.chunks << " chunks ("
-        << (r.custom                           ? "each stage on the device whose row lists it"
-            : r.schedule == ScheduleKind::kZbV ? "stages d and 2K-1-d on device d"
-                                               : "stage s on device s mod K")
+        << (r.custom               ? "each stage on the device whose row lists it"
+            : v_shaped(r.schedule) ? "stages d and 2K-1-d on device d"
+                                   : "stage s on device s mod K")
         << ")";
   }
   if (replicas > 1) {

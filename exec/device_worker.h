@@ -3,9 +3,11 @@
 // runs the device's op list in order, each op on its stage (stage_work.h), and
 // moves the tensors: it receives an F's activation or a B's gradient through the
 // transport before the op (onto the stage's device) and sends the op's output
-// after it. An error in an op fails the step (watchdog.h) naming the stage and
+// after it (after the whole pair for the ops of an overlapped pair, Op::paired).
+// An error in an op fails the step (watchdog.h) naming the stage and
 // the op; once the step stops the worker ends after its current op.
 
+#include <utility>
 #include <vector>
 
 #include "exec/runtime_core.h"
@@ -42,6 +44,7 @@ class DeviceWorker {
   Transport& transport_;
   StepTimer& timer_;
   Watchdog& watchdog_;
+  std::vector<std::pair<Op, Tensor>> held_;  // outputs of an overlapped pair still running
 };
 
 }  // namespace pipescope::exec

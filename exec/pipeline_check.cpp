@@ -73,16 +73,17 @@ Run single_device(const std::shared_ptr<Device>& device) {
 }
 
 Run pipelined(const std::function<std::shared_ptr<Device>(int)>& make_device, ScheduleKind kind,
-              int K, int M, Remat remat) {
+              int K, int M, Remat remat, int chunks) {
   LayerList all = build_transformer(model(), kSeed);
   const int layers = static_cast<int>(all.size());
-  std::vector<LayerList> stages = cut_into_stages(std::move(all), partition_uniform(layers, K));
+  std::vector<LayerList> stages =
+      cut_into_stages(std::move(all), partition_uniform(layers, K * chunks));
   for (std::size_t s = 0; s < stages.size(); ++s) {
     stages[s] = to_device(std::move(stages[s]), make_device(static_cast<int>(s)));
   }
   RuntimeOptions options;
   options.optimizer = momentum();
-  PipelineRuntime runtime(std::move(stages), build_schedule(kind, K, M, remat), options);
+  PipelineRuntime runtime(std::move(stages), build_schedule(kind, K, M, remat, chunks), options);
   Run r;
   for (int step = 0; step < kSteps; ++step) {
     r.losses.push_back(
@@ -125,16 +126,24 @@ std::vector<PipelineCheck> check_pipeline(
     Remat remat;
   };
   std::vector<PipelineCheck> out;
+  // Every built-in schedule, the remat modes spread over them.
   for (const Case c :
        {Case{ScheduleKind::kGpipe, Remat::kAlways}, Case{ScheduleKind::k1F1B, Remat::kNever},
-        Case{ScheduleKind::kZbH1, Remat::kExceptLast}}) {
+        Case{ScheduleKind::kZbH1, Remat::kExceptLast},
+        Case{ScheduleKind::kInterleaved1F1B, Remat::kNever},
+        Case{ScheduleKind::kLoopedBfs, Remat::kAlways},
+        Case{ScheduleKind::kZbV, Remat::kExceptLast},
+        Case{ScheduleKind::kInterleavedZb, Remat::kNever},
+        Case{ScheduleKind::kDualPipeV, Remat::kAlways}}) {
     const int K = 2;
     const int M = 4;
+    const int chunks = takes_chunks(c.kind) ? kDefaultChunks : 1;
     PipelineCheck check;
     check.name = "pipeline " + std::string(to_string(c.kind)) + ", K=" + std::to_string(K) +
+                 (chunks > 1 ? " x " + std::to_string(chunks) + " chunks" : "") +
                  ", M=" + std::to_string(M) + ", remat " + std::string(to_string(c.remat));
     check.tolerance = kTolerance;
-    check.max_error = max_error(want, pipelined(make_device, c.kind, K, M, c.remat));
+    check.max_error = max_error(want, pipelined(make_device, c.kind, K, M, c.remat, chunks));
     out.push_back(std::move(check));
   }
   return out;

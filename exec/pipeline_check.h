@@ -22,9 +22,10 @@ struct PipelineCheck {
 };
 
 // `make_device(stage)` gives the device of a stage (a fresh one each call); the
-// single-device reference gets make_device(0). Runs K = 2 stages, M = 4
-// micro-batches: GPipe with remat, 1F1B without, ZB-H1 (split backward)
-// except-last.
+// single-device reference gets make_device(0). Runs every built-in schedule
+// on K = 2 devices (two chunks each for those that take chunks), M = 4
+// micro-batches, the remat modes spread over them (GPipe with remat, 1F1B
+// without, ZB-H1 except-last, ...).
 std::vector<PipelineCheck> check_pipeline(
     const std::function<std::shared_ptr<Device>(int stage)>& make_device);
 

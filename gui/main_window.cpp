@@ -112,9 +112,9 @@ void MainWindow::build_controls() {
   chunks_spin_->setValue(2);
   chunks_spin_->setEnabled(false);
   chunks_spin_->setToolTip(
-      tr("Model chunks v per device for interleaved-1f1b and looped-bfs (K x v stages, stage s "
-         "on device s mod K; interleaved-1f1b needs M a multiple of K) and zb-v (exactly 2, "
-         "stages d and 2K-1-d on device d)"));
+      tr("Model chunks v per device for interleaved-1f1b, interleaved-zb and looped-bfs (K x v "
+         "stages, stage s on device s mod K; interleaved-1f1b needs M a multiple of K); zb-v "
+         "and dualpipe-v run exactly 2, stages d and 2K-1-d on device d"));
   remat_combo_ = new QComboBox;
   for (const Remat r : kAllRemats) {
     remat_combo_->addItem(qs(std::string(to_string(r))), static_cast<int>(r));
@@ -169,14 +169,16 @@ void MainWindow::build_controls() {
   connect(m_combo_, &QComboBox::currentIndexChanged, this, changed);
   connect(remat_combo_, &QComboBox::currentIndexChanged, this, changed);
   const auto schedule_changed = [this] {
-    chunks_spin_->setEnabled(takes_chunks(schedule()));
+    // The V-shaped schedules run exactly two chunks: shown, not editable.
+    chunks_spin_->setEnabled(takes_chunks(schedule()) && !v_shaped(schedule()));
+    if (v_shaped(schedule())) chunks_spin_->setValue(kDefaultChunks);
     if (filling_ || !scenario_) return;
     simulate();
     sweep();
   };
   connect(schedule_combo_, &QComboBox::currentIndexChanged, this, schedule_changed);
   connect(chunks_spin_, &QSpinBox::valueChanged, this, [this] {
-    if (filling_ || !scenario_ || !takes_chunks(schedule())) return;
+    if (filling_ || !scenario_ || !takes_chunks(schedule()) || v_shaped(schedule())) return;
     simulate();
     sweep();
   });
@@ -359,6 +361,7 @@ void MainWindow::set_chunks(int v) {
 }
 
 int MainWindow::chunks() const {
+  if (v_shaped(schedule())) return kDefaultChunks;
   return takes_chunks(schedule()) ? chunks_spin_->value() : 1;
 }
 

@@ -19,7 +19,8 @@ namespace {
 // actions of the rank.
 struct Action {
   Op op;
-  bool full = false;  // a whole backward (B) in a file that also splits them
+  bool full = false;     // a whole backward (B) in a file that also splits them
+  bool grouped = false;  // in an OVERLAP_F_B group (the group's last has op.paired unset)
   int seq = 0;
   std::string where;  // "row 2, column 5"
 };
@@ -58,14 +59,19 @@ class Reader {
     }
     const auto r = static_cast<std::size_t>(rank);
     const int seq = seq_[r]++;
-    if (parsed.size() > 1) ++side_counts_.overlapped;
+    const bool grouped = parsed.size() > 1;
+    if (grouped) ++side_counts_.overlapped;
+    std::vector<Action>& actions = ranks_[r];
+    const std::size_t first = actions.size();
     for (const ScheduleAction& a : parsed) {
       if (!is_compute(a.kind)) {
         side_.push_back({a, rank, seq, where});
         continue;
       }
-      ranks_[r].push_back({compute_op(a), a.kind == ActionKind::kFullBackward, seq, where});
+      actions.push_back({compute_op(a), a.kind == ActionKind::kFullBackward, grouped, seq, where});
     }
+    // A group runs as an overlapped pair: its outputs leave when it ends.
+    for (std::size_t i = first; grouped && i + 1 < actions.size(); ++i) actions[i].op.paired = true;
   }
 
   void add_rank() {
@@ -138,17 +144,28 @@ Op Reader::compute_op(const ScheduleAction& a) {
 }
 
 // A file that splits some backwards (I, W) and not others (B, as DualPipeV's
-// overlapped pairs): each B is its I and its W, run back to back.
+// overlapped pairs): each B is its I and its W, run back to back, the I paired
+// with the W when the B is in an overlapped pair.
 void Reader::expand_full_backwards() {
   if (!(full_ && split_)) return;
   for (auto& actions : ranks_) {
     std::vector<Action> out;
     for (Action& a : actions) {
       const bool full = a.full;
+      const bool pair_goes_on = a.op.paired;
       a.full = false;
+      if (full) {
+        a.op.paired = a.grouped;
+        a.op.whole = true;
+      }
       out.push_back(a);
-      if (full)
-        out.push_back({{OpKind::kWeight, a.op.stage, a.op.micro_batch}, false, a.seq, a.where});
+      if (full) {
+        out.push_back({{OpKind::kWeight, a.op.stage, a.op.micro_batch, pair_goes_on},
+                       false,
+                       a.grouped,
+                       a.seq,
+                       a.where});
+      }
     }
     actions = std::move(out);
   }
@@ -530,7 +547,9 @@ std::string side_action_note(const CustomSchedule& c) {
   add(n.reductions,
       "REDUCE_GRAD actions follow their stage's last gradient: the data-parallel all-reduce "
       "starts there.");
-  add(n.overlapped, "OVERLAP_F_B groups run their actions one after the other.");
+  add(n.overlapped,
+      "OVERLAP_F_B groups run their actions one after the other and send their outputs when "
+      "the group ends.");
   return out;
 }
 
@@ -548,7 +567,9 @@ Schedule build_custom(const CustomSchedule& c, Remat remat) {
     std::vector<Op>& ops = s.device_ops.emplace_back();
     for (const Op& op : c.ranks[static_cast<std::size_t>(d)]) {
       if (op.kind == OpKind::kBackward && s.recomputes(op.micro_batch)) {
-        ops.push_back({OpKind::kRecompute, op.stage, op.micro_batch});
+        // Inside an overlapped pair the recompute is part of it.
+        const bool in_pair = !ops.empty() && ops.back().paired;
+        ops.push_back({OpKind::kRecompute, op.stage, op.micro_batch, in_pair});
       }
       ops.push_back(op);
     }

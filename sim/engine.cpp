@@ -47,6 +47,7 @@ struct DeviceState {
   bool busy = false;
   bool waits_for_core = false;  // ready, queued for a shared core
   SimTime op_start = 0;
+  std::vector<Op> held;  // done ops of an overlapped pair still running, their sends held
 };
 
 class Engine {
@@ -235,6 +236,22 @@ class Engine {
     dev.busy = false;
     ++dev.next;
     if (core_limit_ > 0) release_core();
+    if (op.paired) {
+      dev.held.push_back(op);
+    } else {
+      for (const Op& h : dev.held) send_output(h);
+      dev.held.clear();
+      send_output(op);
+    }
+    const KindRules& r = rules(op.kind);
+    if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
+      all_reduce(op.stage);
+    }
+    try_start(d);
+  }
+
+  // What a finished op sends to its neighbour stage, if anything.
+  void send_output(const Op& op) {
     const KindRules& r = rules(op.kind);
     const int to = op.stage + r.sends.direction;
     if (r.sends.via != Via::kSameStage && to >= 0 && to < K_) {
@@ -242,10 +259,6 @@ class Engine {
           r.sends.via == Via::kActivation ? TransferKind::kActivation : TransferKind::kGradient;
       send(kind, std::min(op.stage, to), op.micro_batch);
     }
-    if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
-      all_reduce(op.stage);
-    }
-    try_start(d);
   }
 
   // The stage's gradients are complete: sum them across the replicas.

@@ -124,6 +124,10 @@ std::string_view schedule_label(ScheduleKind k) {
       return "looped BFS";
     case ScheduleKind::kZbV:
       return "ZB-V";
+    case ScheduleKind::kInterleavedZb:
+      return "interleaved zero bubble";
+    case ScheduleKind::kDualPipeV:
+      return "DualPipeV";
     case ScheduleKind::kCustom:
       return "a custom schedule";
   }
@@ -414,52 +418,95 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   return o.str();
 }
 
-// Each rank runs its forward and backward actions in the schedule's order, one per
-// step, as soon as its input arrived in an earlier step (F(s,m) after F(s-1,m),
-// B(s,m) after B(s+1,m)); a rank that must wait leaves the cell empty. A split
-// backward is PyTorch's I (input gradient) and W (weight gradient), else B.
+// Whether `w` is the W of `b`, a B that runs with it as one whole backward.
+bool weight_of(const Op& b, const Op& w) {
+  return b.kind == OpKind::kBackward && b.whole && w.kind == OpKind::kWeight &&
+         w.stage == b.stage && w.micro_batch == b.micro_batch;
+}
+
+// A rank's actions: one op, or the ops of an overlapped pair (Op::paired, up to
+// the first op that is not), which PyTorch runs as one OVERLAP_F_B action, or a
+// whole backward (Op::whole, a B and its W), PyTorch's B.
+std::vector<std::vector<Op>> action_cells(const std::vector<Op>& device_ops) {
+  std::vector<std::vector<Op>> cells;
+  bool in_pair = false;
+  for (const Op& op : device_ops) {
+    if (op.kind != OpKind::kForward && op.kind != OpKind::kBackward && op.kind != OpKind::kWeight) {
+      continue;
+    }
+    const bool joins =
+        !cells.empty() && cells.back().size() == 1 && weight_of(cells.back().back(), op);
+    if (!in_pair && !joins) cells.emplace_back();
+    cells.back().push_back(op);
+    in_pair = op.paired;
+  }
+  return cells;
+}
+
+// A cell's text: "0F1", "2I3" (a split backward's input gradient), "2W3",
+// "2B3" (a B and its W, one whole backward); a pair "(0F7;7B3)OVERLAP_F_B".
+std::string cell_text(const std::vector<Op>& cell, bool split) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < cell.size(); ++i) {
+    const Op& op = cell[i];
+    const bool whole = i + 1 < cell.size() && weight_of(op, cell[i + 1]);
+    const char* action = op.kind == OpKind::kForward  ? "F"
+                         : op.kind == OpKind::kWeight ? "W"
+                         : split && !whole            ? "I"
+                                                      : "B";
+    parts.push_back(str(op.stage) + action + str(op.micro_batch));
+    if (whole) ++i;
+  }
+  if (parts.size() == 1) return parts[0];
+  std::string out = "(";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ";" : "") + parts[i];
+  return out + ")OVERLAP_F_B";
+}
+
+// Each rank runs its actions in the schedule's order, one per step, as soon as
+// their inputs arrived in an earlier step (F(s,m) after F(s-1,m), B(s,m) after
+// B(s+1,m)); a rank that must wait leaves the cell empty. Recompute and
+// optimizer steps are not actions (PyTorch recomputes inside a stage's
+// backward, with checkpointing).
 std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
   const Schedule sched = p.schedule_ops();
   const auto K = static_cast<std::size_t>(sched.stages);  // model stages, K x v
   const auto M = static_cast<std::size_t>(p.micro_batches);
-  // One rank per device of the pipeline; recompute and optimizer steps are not
-  // actions (PyTorch recomputes inside a stage's backward, with checkpointing).
-  const auto ranks = static_cast<std::size_t>(sched.devices());
-  std::vector<std::vector<Op>> ops(ranks);
+  const auto ranks = static_cast<std::size_t>(sched.devices());  // one per device
+  std::vector<std::vector<std::vector<Op>>> cells(ranks);
+  std::size_t remaining = 0;
   for (std::size_t d = 0; d < ranks; ++d) {
-    for (const Op& op : sched.device_ops[d]) {
-      if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward ||
-          op.kind == OpKind::kWeight) {
-        ops[d].push_back(op);
-      }
-    }
+    cells[d] = action_cells(sched.device_ops[d]);
+    remaining += cells[d].size();
   }
   constexpr long kNotYet = -1;
   std::vector<long> f_step(K * M, kNotYet), b_step(K * M, kNotYet);
   const auto at = [&](int stage, int mb) {
     return static_cast<std::size_t>(stage) * M + static_cast<std::size_t>(mb);
   };
+  const auto ready = [&](const Op& op, long step) {
+    const bool fwd = op.kind == OpKind::kForward;
+    const int from = fwd ? op.stage - 1 : op.stage + 1;
+    if (op.kind == OpKind::kWeight || from < 0 || from >= sched.stages) return true;
+    const long done = (fwd ? f_step : b_step)[at(from, op.micro_batch)];
+    return done != kNotYet && done < step;
+  };
   std::vector<std::size_t> next(ranks, 0);
   std::vector<std::vector<std::string>> rows(ranks);
-  std::size_t remaining = 0;
-  for (const auto& r : ops) remaining += r.size();
   for (long step = 0; remaining > 0; ++step) {
     bool progressed = false;
     for (std::size_t r = 0; r < ranks; ++r) {
-      if (next[r] == ops[r].size()) continue;
-      const Op& op = ops[r][next[r]];
-      const bool fwd = op.kind == OpKind::kForward;
-      const int from = fwd ? op.stage - 1 : op.stage + 1;
-      const bool ready = op.kind == OpKind::kWeight || from < 0 || from >= sched.stages ||
-                         ((fwd ? f_step : b_step)[at(from, op.micro_batch)] != kNotYet &&
-                          (fwd ? f_step : b_step)[at(from, op.micro_batch)] < step);
-      if (!ready) {
+      if (next[r] == cells[r].size()) continue;
+      const std::vector<Op>& cell = cells[r][next[r]];
+      if (!std::all_of(cell.begin(), cell.end(), [&](const Op& op) { return ready(op, step); })) {
         rows[r].emplace_back();
         continue;
       }
-      const char* action = fwd ? "F" : op.kind == OpKind::kWeight ? "W" : sched.split ? "I" : "B";
-      if (op.kind != OpKind::kWeight) (fwd ? f_step : b_step)[at(op.stage, op.micro_batch)] = step;
-      rows[r].push_back(str(op.stage) + action + str(op.micro_batch));
+      for (const Op& op : cell) {
+        if (op.kind == OpKind::kWeight) continue;
+        (op.kind == OpKind::kForward ? f_step : b_step)[at(op.stage, op.micro_batch)] = step;
+      }
+      rows[r].push_back(cell_text(cell, sched.split));
       ++next[r];
       --remaining;
       progressed = true;
@@ -531,18 +578,30 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
   if (plan.chunks > 1 &&
       (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {
     throw std::invalid_argument(
-        "cannot export " +
-        std::string(plan.schedule == ScheduleKind::kInterleaved1F1B ? "an " : "a ") +
+        "cannot export " + std::string(to_string(plan.schedule).front() == 'i' ? "an " : "a ") +
         std::string(to_string(plan.schedule)) + " plan to " + std::string(to_string(format)) +
         ": it runs one stage per device; export it to " +
-        (plan.schedule == ScheduleKind::kZbV ? "torch-pipelining"
-                                             : "megatron or torch-pipelining") +
+        (v_shaped(plan.schedule) ? "torch-pipelining" : "megatron or torch-pipelining") +
         ", or plan with another --schedule");
   }
-  if (plan.schedule == ScheduleKind::kZbV && format == ExportFormat::kMegatron) {
-    throw std::invalid_argument(
-        "cannot export a zb-v plan to megatron: Megatron-LM places virtual stage s on rank s "
-        "mod K, not in zb-v's V; export it to torch-pipelining");
+  if (v_shaped(plan.schedule) && format == ExportFormat::kMegatron) {
+    const std::string name(to_string(plan.schedule));
+    throw std::invalid_argument("cannot export a " + name +
+                                " plan to megatron: Megatron-LM places virtual stage s on rank s "
+                                "mod K, not in " +
+                                name + "'s V; export it to torch-pipelining");
+  }
+  if (plan.chunks > 1 && format == ExportFormat::kMegatron) {
+    // Megatron-LM runs every chunked plan as its interleaved 1F1B.
+    const std::string problem = schedule_shape_problem(ScheduleKind::kInterleaved1F1B, plan.stages,
+                                                       plan.micro_batches, plan.chunks);
+    if (!problem.empty()) {
+      throw std::invalid_argument("cannot export this " + std::string(to_string(plan.schedule)) +
+                                  " plan to megatron: Megatron-LM runs it as interleaved 1F1B, "
+                                  "and " +
+                                  problem +
+                                  "; plan with such an M, or export it to torch-pipelining");
+    }
   }
   switch (format) {
     case ExportFormat::kTorchGpipe:

@@ -121,8 +121,8 @@ void read_predicted(ObjectReader r, Plan& p) {
 }
 
 // Every schedule PipeScope builds or reads, in the engine and in the executor,
-// runs model stage s on pipeline device s mod K, under zb-v on the device of
-// its V (stage_device_of, Schedule::stage_device), and in a custom schedule on
+// runs model stage s on pipeline device s mod K, under zb-v and dualpipe-v on
+// the device of its V (stage_device_of, Schedule::stage_device), and in a custom schedule on
 // the rank whose actions list it (placed_device). A plan that places a stage
 // elsewhere is refused rather than honoured: on one replica's devices, which
 // are alike, another order would only change the links between stages, while
@@ -134,11 +134,11 @@ void check_stage_device(const Plan& p, std::size_t stage, const Where& at) {
   const int device = p.stage_plans[stage].device;
   if (device == expected) return;
   const std::string rule =
-      p.custom ? " (the rank whose actions list it)"
-      : p.schedule == ScheduleKind::kZbV
-          ? " (zb-v's V: stages d and 2K-1-d on device d, K=" + str(p.stages) + ")"
-          : " mod K=" + str(p.stages);
-  const bool placed = p.custom || p.schedule == ScheduleKind::kZbV;
+      p.custom               ? " (the rank whose actions list it)"
+      : v_shaped(p.schedule) ? " (" + std::string(to_string(p.schedule)) +
+                                   "'s V: stages d and 2K-1-d on device d, K=" + str(p.stages) + ")"
+                             : " mod K=" + str(p.stages);
+  const bool placed = p.custom || v_shaped(p.schedule);
   at.fail("expected " + str(expected) + ", got " + str(device) + ": PipeScope runs model stage " +
           std::to_string(stage) + " on device " + (placed ? str(expected) : std::to_string(stage)) +
           rule + ", and a plan's stages cannot be moved to other devices");

@@ -112,7 +112,8 @@ void check_request(const PlanRequest& req, int N, int layers) {
   }
   if (req.chunks && (!req.schedule || !takes_chunks(*req.schedule))) {
     throw ConfigError("--chunks " + std::to_string(*req.chunks) +
-                      " needs --schedule interleaved-1f1b");
+                      " needs a --schedule that runs several chunks per device (" +
+                      chunked_schedule_names() + ")");
   }
   if (req.micro_batches && *req.micro_batches > req.max_micro_batches) {
     throw ConfigError("M=" + std::to_string(*req.micro_batches) +

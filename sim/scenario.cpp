@@ -16,6 +16,10 @@ std::string_view to_string(ScheduleKind k) {
       return "looped-bfs";
     case ScheduleKind::kZbV:
       return "zb-v";
+    case ScheduleKind::kInterleavedZb:
+      return "interleaved-zb";
+    case ScheduleKind::kDualPipeV:
+      return "dualpipe-v";
     case ScheduleKind::kCustom:
       return "custom";
   }
@@ -29,8 +33,18 @@ std::optional<ScheduleKind> parse_schedule(std::string_view name) {
   if (name == "interleaved-1f1b") return ScheduleKind::kInterleaved1F1B;
   if (name == "looped-bfs") return ScheduleKind::kLoopedBfs;
   if (name == "zb-v") return ScheduleKind::kZbV;
+  if (name == "interleaved-zb") return ScheduleKind::kInterleavedZb;
+  if (name == "dualpipe-v") return ScheduleKind::kDualPipeV;
   if (name == "custom") return ScheduleKind::kCustom;
   return std::nullopt;
+}
+
+std::string chunked_schedule_names() {
+  std::string out;
+  for (const ScheduleKind k : kAllSchedules) {
+    if (takes_chunks(k)) out += (out.empty() ? "" : ", ") + std::string(to_string(k));
+  }
+  return out;
 }
 
 std::string_view to_string(Remat r) {

@@ -21,35 +21,63 @@ namespace pipescope {
 // et al. 2021); looped-bfs: GPipe's order over v model chunks per device, chunk by
 // chunk (Lamy-Poirier 2023, PyTorch's ScheduleLoopedBFS); zb-v: ZB-V (Qi et al.
 // 2024, PyTorch's ScheduleZBVZeroBubble), two chunks per device placed in a V
-// with the backward split as zb-h1's; custom: per-device action lists read from a
-// file (sim/custom_schedule.h), which the planner does not search.
-enum class ScheduleKind { kGpipe, k1F1B, kZbH1, kInterleaved1F1B, kLoopedBfs, kZbV, kCustom };
+// with the backward split as zb-h1's; interleaved-zb: zero bubble over v chunks
+// per device placed as interleaved-1f1b's (PyTorch's ScheduleInterleavedZeroBubble);
+// dualpipe-v: DualPipeV (DeepSeek-AI 2024 and Sea AI Lab's cut-in-half, PyTorch's
+// ScheduleDualPipeV), zb-v's V run as DualPipe pairs one micro-batch's forward
+// with another's backward; custom: per-device action lists read from a file
+// (sim/custom_schedule.h), which the planner does not search.
+enum class ScheduleKind {
+  kGpipe,
+  k1F1B,
+  kZbH1,
+  kInterleaved1F1B,
+  kLoopedBfs,
+  kZbV,
+  kInterleavedZb,
+  kDualPipeV,
+  kCustom
+};
 
 std::string_view to_string(ScheduleKind k);
-// "gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v", "custom"
+// "gpipe", "1f1b", "zb-h1", "interleaved-1f1b", "looped-bfs", "zb-v",
+// "interleaved-zb", "dualpipe-v", "custom"
 std::optional<ScheduleKind> parse_schedule(std::string_view name);
 // The built-in schedules (kAllSchedules); custom comes with its file.
 inline constexpr const char* kScheduleNames =
-    "gpipe, 1f1b, zb-h1, interleaved-1f1b, looped-bfs, zb-v";
+    "gpipe, 1f1b, zb-h1, interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v";
 inline constexpr ScheduleKind kAllSchedules[] = {
     ScheduleKind::kGpipe,           ScheduleKind::k1F1B,      ScheduleKind::kZbH1,
-    ScheduleKind::kInterleaved1F1B, ScheduleKind::kLoopedBfs, ScheduleKind::kZbV};
+    ScheduleKind::kInterleaved1F1B, ScheduleKind::kLoopedBfs, ScheduleKind::kZbV,
+    ScheduleKind::kInterleavedZb,   ScheduleKind::kDualPipeV};
 
 // Whether the schedule runs a backward as two ops, B (input gradient) and W
-// (weight gradient).
+// (weight gradient). dualpipe-v runs some backwards whole: as B and W back to
+// back.
 constexpr bool splits_backward(ScheduleKind k) {
-  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbV;
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbV || k == ScheduleKind::kInterleavedZb ||
+         k == ScheduleKind::kDualPipeV;
 }
 
 // v when interleaving is asked for without saying how many chunks.
 inline constexpr int kDefaultChunks = 2;
 
+// Whether the schedule places two chunks per device in a V: stages d and
+// 2K - 1 - d on device d (zb-v, dualpipe-v; exactly kDefaultChunks chunks).
+constexpr bool v_shaped(ScheduleKind k) {
+  return k == ScheduleKind::kZbV || k == ScheduleKind::kDualPipeV;
+}
+
 // Whether the schedule runs several model chunks per device (v = chunks > 1;
-// zb-v exactly 2, kDefaultChunks).
+// the V-shaped ones exactly 2, kDefaultChunks).
 constexpr bool takes_chunks(ScheduleKind k) {
   return k == ScheduleKind::kInterleaved1F1B || k == ScheduleKind::kLoopedBfs ||
-         k == ScheduleKind::kZbV;
+         k == ScheduleKind::kInterleavedZb || v_shaped(k);
 }
+
+// The built-in schedules that take a chunk count, for messages: "interleaved-1f1b,
+// looped-bfs, zb-v, ..." in kAllSchedules' order.
+std::string chunked_schedule_names();
 
 // Rematerialization (activation checkpointing): which micro-batches keep only
 // their stage input after F and recompute the rest (R) before B.

@@ -129,7 +129,7 @@ Schedule build_zb_h1(int stages, int micro_batches, Remat remat) {
 }
 
 int stage_device_of(ScheduleKind kind, int stage, int devices) {
-  if (kind == ScheduleKind::kZbV && stage >= devices) return 2 * devices - 1 - stage;
+  if (v_shaped(kind) && stage >= devices) return 2 * devices - 1 - stage;
   return stage % devices;
 }
 
@@ -291,6 +291,177 @@ Schedule build_zb_v(int devices, int micro_batches, Remat remat) {
   return s;
 }
 
+namespace {
+
+// One device's ops under interleaved-zb, in PyTorch's order: the k-th forward
+// and the j-th backward step's chunks, per-chunk micro-batch counters, and the
+// W owed in the order of their B.
+struct InterleavedZbDevice {
+  InterleavedZbDevice(Schedule& schedule, int device, int per_round_)
+      : s(schedule),
+        ops(schedule.device_ops[static_cast<std::size_t>(device)]),
+        K(schedule.devices()),
+        d(device),
+        v(schedule.chunks),
+        per_round(per_round_),
+        warmup(std::min((v - 1) * per_round + K - 1 - d, schedule.micro_batches * v)),
+        f(static_cast<std::size_t>(v)),
+        b(f),
+        w(f) {}
+
+  Schedule& s;
+  std::vector<Op>& ops;
+  int K, d, v, per_round, warmup;
+  std::vector<int> f, b, w;  // per chunk, the next micro-batch of each kind
+  std::vector<int> owed;     // chunk of each B whose W is still to run, oldest first
+  std::size_t next_owed = 0;
+
+  int stage(int chunk) const { return chunk * K + d; }
+  void forward(int k) {
+    const int c = (k / per_round) % v;
+    ops.push_back({OpKind::kForward, stage(c), f[static_cast<std::size_t>(c)]++});
+  }
+  void input_gradient(int j) {
+    const int c = v - 1 - (j / per_round) % v;
+    push_backward(ops, s, stage(c), b[static_cast<std::size_t>(c)]++);
+    owed.push_back(c);
+  }
+  void weight() {
+    const int c = owed[next_owed++];
+    ops.push_back({OpKind::kWeight, stage(c), w[static_cast<std::size_t>(c)]++});
+  }
+  void run(int total) {
+    for (int k = 0; k < warmup; ++k) forward(k);
+    for (int op = warmup; op < total + warmup; ++op) {
+      if (op < total) forward(op);
+      input_gradient(op - warmup);
+      if (op - warmup >= d) weight();
+    }
+    while (next_owed < owed.size()) weight();
+    for (int c = 0; c < v; ++c) ops.push_back({OpKind::kOptimizer, stage(c), 0});
+  }
+};
+
+}  // namespace
+
+Schedule build_interleaved_zb(int devices, int micro_batches, int chunks, Remat remat) {
+  Schedule s = placed_stages(ScheduleKind::kInterleavedZb, devices, micro_batches, chunks, remat);
+  const int K = devices, M = micro_batches;
+  const int per_round = M / std::max(1, M / K);  // micro-batches a round
+  for (int d = 0; d < K; ++d) InterleavedZbDevice(s, d, per_round).run(M * chunks);
+  return s;
+}
+
+namespace {
+
+// One device's ops under dualpipe-v, in PyTorch's order: chunk 0 is stage d,
+// chunk 1 stage 2K - 1 - d; per-chunk micro-batch counters and the W owed by
+// backwards that ran split, oldest first.
+struct DualPipeVDevice {
+  DualPipeVDevice(Schedule& schedule, int device)
+      : s(schedule),
+        ops(schedule.device_ops[static_cast<std::size_t>(device)]),
+        K(schedule.devices()),
+        d(device) {}
+
+  Schedule& s;
+  std::vector<Op>& ops;
+  int K, d;
+  std::array<int, 2> stage{d, 2 * K - 1 - d};
+  std::array<int, 2> f{}, b{}, w{};
+  std::vector<std::size_t> owed;
+  std::size_t next_owed = 0;
+
+  void forward(std::size_t c) { ops.push_back({OpKind::kForward, stage[c], f[c]++}); }
+  // The input gradient, its W owed.
+  void input_gradient(std::size_t c) {
+    push_backward(ops, s, stage[c], b[c]++);
+    owed.push_back(c);
+  }
+  // A whole backward: B and its W back to back.
+  void whole_backward(std::size_t c) {
+    push_backward(ops, s, stage[c], b[c]++);
+    ops.back().whole = true;
+    ops.push_back({OpKind::kWeight, stage[c], w[c]++});
+  }
+  void backward(std::size_t c, bool split) { split ? input_gradient(c) : whole_backward(c); }
+  // A DualPipe pair: F of chunk `fwd`, then a whole backward of chunk `bwd`, all but
+  // its last op (the W) paired.
+  void pair(std::size_t fwd, std::size_t bwd) {
+    const std::size_t first = ops.size();
+    forward(fwd);
+    whole_backward(bwd);
+    for (std::size_t i = first; i + 1 < ops.size(); ++i) ops[i].paired = true;
+  }
+  void weight_owed() {
+    if (next_owed == owed.size()) return;
+    const std::size_t c = owed[next_owed++];
+    ops.push_back({OpKind::kWeight, stage[c], w[c]++});
+  }
+
+  void run(int M) {
+    const int tail = K - d - 1;
+    for (int i = 0; i < 2 * tail; ++i) forward(0);
+    for (int i = 0; i <= d; ++i) {
+      forward(0);
+      forward(1);
+    }
+    for (int i = 0; i < tail; ++i) {
+      input_gradient(1);
+      weight_owed();
+      forward(1);
+    }
+    for (int i = 0; i < M - 2 * K + d + 1; ++i) {  // the DualPipe pairs
+      if (i == 0 && d == K - 1) {                  // the bottom of the V starts unpaired
+        forward(0);
+        whole_backward(1);
+      } else {
+        pair(0, 1);
+      }
+      pair(1, 0);
+    }
+    for (int i = 0; i < tail; ++i) {
+      whole_backward(1);
+      pair(1, 0);
+    }
+    bool split = false;  // the second half of these backwards run split
+    for (int i = 0; i <= d; ++i) {
+      if (i == (d + 1) / 2 && d % 2 == 1) split = true;
+      backward(1, split);
+      if (i == (d + 1) / 2 && d % 2 == 0) split = true;
+      backward(0, split);
+    }
+    for (int i = 0; i < tail; ++i) {
+      weight_owed();
+      backward(0, split);
+    }
+    while (next_owed < owed.size()) weight_owed();
+    ops.push_back({OpKind::kOptimizer, stage[0], 0});
+    ops.push_back({OpKind::kOptimizer, stage[1], 0});
+  }
+};
+
+}  // namespace
+
+Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat) {
+  Schedule s = placed_stages(ScheduleKind::kDualPipeV, devices, micro_batches, 2, remat);
+  for (int d = 0; d < devices; ++d) DualPipeVDevice(s, d).run(micro_batches);
+  return s;
+}
+
+int most_stashes_held(const Schedule& s) {
+  const OpKind frees = s.split ? OpKind::kWeight : OpKind::kBackward;
+  int most = 0;
+  for (const std::vector<Op>& ops : s.device_ops) {
+    int held = 0;
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::kForward) most = std::max(most, ++held);
+      if (op.kind == frees) --held;
+    }
+  }
+  return most;
+}
+
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks) {
   if (devices < 1 || micro_batches < 1) return "need K >= 1 and M >= 1";
   if (chunks < 1) return "chunks must be at least 1, got " + std::to_string(chunks);
@@ -300,14 +471,28 @@ std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_bat
   if (!takes_chunks(kind)) {
     if (chunks != 1) {
       return std::string(to_string(kind)) + " runs one chunk per device; " +
-             std::to_string(chunks) + " chunks need interleaved-1f1b";
+             std::to_string(chunks) + " chunks need one of " + chunked_schedule_names();
     }
     return {};
   }
-  if (kind == ScheduleKind::kZbV && chunks != 2) {
-    return "zb-v runs exactly 2 chunks per device (its V, as PyTorch's ScheduleZBVZeroBubble), "
-           "got " +
-           std::to_string(chunks);
+  if (v_shaped(kind) && chunks != kDefaultChunks) {
+    return std::string(to_string(kind)) +
+           " runs exactly 2 chunks per device (its V, as PyTorch's " +
+           (kind == ScheduleKind::kZbV ? "ScheduleZBVZeroBubble" : "ScheduleDualPipeV") +
+           "), got " + std::to_string(chunks);
+  }
+  if (kind == ScheduleKind::kDualPipeV && micro_batches < 2 * devices) {
+    return "dualpipe-v needs M >= 2K, its stage count (as PyTorch's ScheduleDualPipeV): M=" +
+           std::to_string(micro_batches) + ", K=" + std::to_string(devices);
+  }
+  if (kind == ScheduleKind::kInterleavedZb) {
+    const int rounds = std::max(1, micro_batches / devices);
+    if (micro_batches % rounds != 0) {
+      return "interleaved-zb needs M to be a multiple of its rounds, max(1, M / K) = " +
+             std::to_string(rounds) +
+             " (as PyTorch's ScheduleInterleavedZeroBubble): M=" + std::to_string(micro_batches) +
+             ", K=" + std::to_string(devices);
+    }
   }
   if (kind == ScheduleKind::kInterleaved1F1B && micro_batches % devices != 0) {
     return "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=" +
@@ -334,6 +519,10 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
       return build_looped_bfs(devices, micro_batches, chunks, remat);
     case ScheduleKind::kZbV:
       return build_zb_v(devices, micro_batches, remat);
+    case ScheduleKind::kInterleavedZb:
+      return build_interleaved_zb(devices, micro_batches, chunks, remat);
+    case ScheduleKind::kDualPipeV:
+      return build_dualpipe_v(devices, micro_batches, remat);
     case ScheduleKind::kCustom:
       break;  // schedule_shape_problem said so
   }

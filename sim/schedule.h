@@ -34,14 +34,23 @@ struct Op {
   OpKind kind = OpKind::kForward;
   int stage = 0;
   int micro_batch = 0;
+  // Runs as part of an overlapped pair with the ops after it on its device, up
+  // to the first that is not paired (DualPipe's F&B: a forward and another
+  // micro-batch's backward, PyTorch's OVERLAP_F_B): what it sends leaves when
+  // the pair ends, as PyTorch's runtime sends a pair's outputs after it.
+  bool paired = false;
+  // A split schedule's B that runs with its W, the next op, as one whole
+  // backward (what DualPipeV does with those it does not split): for exports,
+  // which write the two as PyTorch's B; the timing is the B's and the W's.
+  bool whole = false;
 
   friend bool operator==(const Op&, const Op&) = default;
 };
 
 // Model stages and devices: stage s runs on device stage_device[s]. Without
-// chunks (v = 1) there are K stages on K devices; interleaved-1f1b and
-// looped-bfs cut the model into K x v stages, stage s on device s mod K; zb-v
-// into 2K stages in a V (stage_device_of).
+// chunks (v = 1) there are K stages on K devices; interleaved-1f1b,
+// interleaved-zb and looped-bfs cut the model into K x v stages, stage s on
+// device s mod K; zb-v and dualpipe-v into 2K stages in a V (stage_device_of).
 struct Schedule {
   ScheduleKind kind = ScheduleKind::kGpipe;
   int stages = 1;         // model stages: K x chunks
@@ -59,8 +68,8 @@ struct Schedule {
 
 // The device of model stage `stage` when `kind` runs on K devices: s mod K (one
 // stage per device, and the looped placement of the chunked schedules and of
-// custom ones), except under zb-v, whose V puts stages d and 2K - 1 - d on
-// device d (the first and the last stage on device 0). The one home of the
+// custom ones), except under zb-v and dualpipe-v, whose V puts stages d and
+// 2K - 1 - d on device d (the first and the last stage on device 0). The one home of the
 // placement rule: schedules, partitioner, plans and tables ask it.
 int stage_device_of(ScheduleKind kind, int stage, int devices);
 
@@ -127,12 +136,52 @@ Schedule build_looped_bfs(int devices, int micro_batches, int chunks, Remat rema
 // awaiting W, 1F1B's peak on K devices.
 Schedule build_zb_v(int devices, int micro_batches, Remat remat);
 
+// Interleaved Zero Bubble (Qi et al. 2024's ZB-1p over v chunks; PyTorch's
+// ScheduleInterleavedZeroBubble): K devices, v chunks each, stage s = c K + d on
+// device d, the backward split into B (input gradient) and W (weight gradient).
+// The M micro-batches run in R = max(1, M / K) rounds of M / R (M must be a
+// multiple of R); a device's k-th forward is of chunk (k / (M / R)) mod v, its
+// k-th backward of chunk v - 1 - that. Device d runs min((v - 1) M / R + K - 1 -
+// d, vM) warm-up forwards, then one forward and one B, each followed after the
+// first d by the oldest W still owed, then the remaining B the same way, then
+// the W still owed and each chunk's optimizer step: PyTorch's order, op for op.
+// With T_F = T_B = T_W per chunk, no communication and M a multiple of K, the
+// step is 3vMT + (K - 1) T: ZB-H1's bubble at a chunk's scale.
+Schedule build_interleaved_zb(int devices, int micro_batches, int chunks, Remat remat);
+
+// DualPipeV (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", cut in half into
+// a V by Sea AI Lab; PyTorch's ScheduleDualPipeV): K devices, two chunks each in
+// zb-v's V (stages d and 2K - 1 - d on device d). PyTorch's per-device order,
+// chunk 0 the stage d, chunk 1 the other: 2 (K - d - 1) forwards of chunk 0; d +
+// 1 pairs F0 F1; K - d - 1 rounds of B1 (input gradient), the oldest W owed, F1;
+// then M - 2K + d + 1 rounds of the DualPipe pairs, F0 with a whole backward of
+// chunk 1 (unpaired in the last device's first round) and F1 with a whole
+// backward of chunk 0; K - d - 1 rounds of a whole B1 and the pair F1, whole B0;
+// d + 1 pairs of backwards of chunks 1 and 0, whole until the middle pair, split
+// from there; K - d - 1 rounds of the oldest W owed and a backward of chunk 0; the
+// W still owed; the two optimizer steps. A whole backward is B then its W. A
+// DualPipe pair overlaps one micro-batch's computation with the other's
+// communication (expert all-to-all on the models it was made for); here its ops
+// run one after the other (Op::paired) and what they send leaves when the pair
+// ends, as PyTorch's runtime sends it. Needs M >= 2K, as PyTorch does. With T_F =
+// T_B = T_W per chunk and no communication the step is 6MT + 2 (K - 1) T: the
+// published bubble (PP/2 - 1) (F&B + B - 3W) with PP = 2K stages, F&B = F + B
+// (nothing to overlap) and B the whole backward, 2T.
+Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat);
+
 // The schedule `kind` over K devices (K stages unless kind takes chunks, then K
 // x chunks). Throws std::invalid_argument when the shape does not suit the kind
 // (chunks > 1 for a kind that does not take chunks, M not a multiple of K with
-// interleaved-1f1b, chunks other than 2 with zb-v).
+// interleaved-1f1b, chunks other than 2 with zb-v and dualpipe-v, M < 2K with
+// dualpipe-v, M not a multiple of its rounds with interleaved-zb).
 Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat remat,
                         int chunks = 1);
+
+// The most chunk micro-batches whose stash one device holds at once when every
+// micro-batch keeps its stash: each from its F until its B frees it (its W when
+// the backward is split), counted in the device's own order. The one home of
+// the schedules' memory bounds: the partitioner spreads it over the chunks.
+int most_stashes_held(const Schedule& s);
 
 // Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
 // string: the rules build_schedule enforces, for callers that report them.

@@ -71,7 +71,7 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   if (r.chunks > 1 && !takes_chunks(r.schedule) && !cfg.custom) {
     throw ConfigError(std::string(to_string(r.schedule)) +
                       " runs one model chunk per device; --chunks " + std::to_string(r.chunks) +
-                      " needs --schedule interleaved-1f1b");
+                      " needs a schedule that runs several (" + chunked_schedule_names() + ")");
   }
   if (r.K > layers) {
     throw ConfigError(k_name + " is more stages than the model's " + std::to_string(layers) +
@@ -164,33 +164,17 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   p.remat = remat;
   p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
   p.bytes_per_param = sc.training.bytes_per_param;
-  p.memory_capacity = sc.cluster.device.memory_bytes;
-  if (schedule == ScheduleKind::kCustom) {
-    // Any order: bound the micro-batches in flight by M, as under GPipe, and
-    // give each of a device's stages its share of the memory. The simulated
-    // memory curve, from the actual order, decides whether the plan fits.
-    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
-  } else if (schedule == ScheduleKind::kZbV) {
-    // Each of a device's two chunks bounded by min(K, M) micro-batches: 2K chunk
-    // micro-batches a device, 1F1B's peak (build_zb_v).
-    p.in_flight = std::min(stages / chunks, micro_batches);
-    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
-  } else if (schedule == ScheduleKind::kLoopedBfs) {
-    // GPipe's order chunk by chunk: every chunk holds all M micro-batches when
-    // the backwards begin, each chunk in its share of the device's memory.
-    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
-  } else if (takes_chunks(schedule)) {
-    // Device 0 holds its warm-up's chunk micro-batches and one more, spread
-    // over its v chunks (build_interleaved_1f1b).
-    const int K = stages / chunks;
-    const int total = micro_batches * chunks;
-    const int held =
-        micro_batches == K ? total : std::min(2 * (K - 1) + (chunks - 1) * K + 1, total);
+  // Each of a device's stages gets its share of the memory. A custom schedule
+  // may run any order: its micro-batches in flight are bounded by M, as under
+  // GPipe, and the simulated memory curve, from the actual order, decides
+  // whether the plan fits. A built-in one holds at most most_stashes_held chunk
+  // micro-batches a device (1F1B's min(K, M), zb-v's 2K, interleaved-1f1b's
+  // warm-up and one), spread here over its chunks.
+  p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  if (schedule != ScheduleKind::kCustom) {
+    const int held = most_stashes_held(
+        build_schedule(schedule, stages / chunks, micro_batches, Remat::kNever, chunks));
     p.in_flight = std::min(micro_batches, (held + chunks - 1) / chunks);
-    p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
-  } else if (schedule != ScheduleKind::kGpipe) {
-    // 1F1B and ZB-H1 hold at most K micro-batches (the first stage's count).
-    p.in_flight = std::min(stages, micro_batches);
   }
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;

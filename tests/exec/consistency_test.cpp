@@ -200,6 +200,10 @@ std::string schedule_test_name(ScheduleKind s) {
       return "LoopedBfs";
     case ScheduleKind::kZbV:
       return "ZbV";
+    case ScheduleKind::kInterleavedZb:
+      return "InterleavedZb";
+    case ScheduleKind::kDualPipeV:
+      return "DualPipeV";
     case ScheduleKind::kCustom:
       return "Custom";
   }
@@ -257,6 +261,15 @@ std::vector<Case> cases() {
       for (const Remat remat : kAllRemats) out.push_back({K, M, remat, ScheduleKind::kZbV, 2});
     }
   }
+  // Interleaved zero bubble: v chunks per device, in one round and in several;
+  // DualPipeV: the V with overlapped pairs, whose outputs leave when the pair
+  // ends, M >= 2K. A remat mode each (the sanitizer runs take their time).
+  out.push_back({1, 4, Remat::kNever, ScheduleKind::kInterleavedZb, 2});
+  out.push_back({2, 2, Remat::kExceptLast, ScheduleKind::kInterleavedZb, 2});
+  out.push_back({2, 4, Remat::kAlways, ScheduleKind::kInterleavedZb, 3});
+  out.push_back({1, 2, Remat::kAlways, ScheduleKind::kDualPipeV, 2});
+  out.push_back({2, 4, Remat::kNever, ScheduleKind::kDualPipeV, 2});
+  out.push_back({3, 8, Remat::kExceptLast, ScheduleKind::kDualPipeV, 2});
   // Custom: breadth-first action files, whole or split backward, one or two
   // chunks per device.
   for (int K : {2, 3}) {

@@ -246,8 +246,9 @@ TEST(DeviceRuntime, AStageOnTwoDevicesIsRefused) {
 TEST(PipelineCheck, PassesOnHostDevicesAndCatchesABrokenCopy) {
   const std::vector<PipelineCheck> good =
       check_pipeline([](int) { return std::make_shared<HostDevice>(); });
-  ASSERT_EQ(good.size(), 3u);
+  ASSERT_EQ(good.size(), std::size(kAllSchedules));
   EXPECT_EQ(good[0].name, "pipeline gpipe, K=2, M=4, remat always");
+  EXPECT_EQ(good.back().name, "pipeline dualpipe-v, K=2 x 2 chunks, M=4, remat always");
   for (const PipelineCheck& c : good) {
     EXPECT_TRUE(c.ok()) << c.name << ": " << c.max_error;
     EXPECT_LE(c.max_error, 1e-5);

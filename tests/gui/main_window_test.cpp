@@ -56,6 +56,23 @@ class MainWindowTest : public ::testing::Test {
     ASSERT_TRUE(window.wait_idle(kTimeout_ms));
     ASSERT_TRUE(window.result());
   }
+  // The demo on K = 4 devices, M = 8, and the step of `schedule` there with
+  // `chunks` as simulate() gives it, for what the window shows.
+  void open_demo_on_four() {
+    open(QStringLiteral("demo.json"));
+    window.set_stages(4);
+    ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+    window.set_micro_batches(8);
+    ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  }
+  SimTime demo_step_on_four(ScheduleKind schedule, int chunks) const {
+    SimConfig config;
+    config.stages = 4;
+    config.micro_batches = 8;
+    config.schedule = schedule;
+    config.chunks = chunks;
+    return simulate(*window.scenario(), config).metrics.step_time;
+  }
   MainWindow window;
 };
 
@@ -184,29 +201,42 @@ TEST_F(MainWindowTest, OpensACustomScheduleFile) {
 
 // The chunks control drives interleaved-1f1b: K x v stages, as simulate() does.
 TEST_F(MainWindowTest, ChunksControlSimulatesInterleaving) {
-  open(QStringLiteral("demo.json"));
-  window.set_stages(4);
-  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
-  window.set_micro_batches(8);
-  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  open_demo_on_four();
   window.set_schedule(ScheduleKind::kInterleaved1F1B);
   window.set_chunks(2);
   ASSERT_TRUE(window.wait_idle(kTimeout_ms));
   ASSERT_NE(window.result(), nullptr);
   EXPECT_EQ(window.result()->chunks, 2);
   EXPECT_EQ(window.result()->stage_costs.size(), 8u);
-  SimConfig config;
-  config.stages = 4;
-  config.micro_batches = 8;
-  config.schedule = ScheduleKind::kInterleaved1F1B;
-  config.chunks = 2;
   EXPECT_EQ(window.result()->metrics.step_time,
-            simulate(*window.scenario(), config).metrics.step_time);
+            demo_step_on_four(ScheduleKind::kInterleaved1F1B, 2));
   // The plan it exports says so.
   const fs::path plan = temp("interleaved.json");
   ASSERT_FALSE(window.export_plan(QString::fromStdString(plan.string())));
   EXPECT_EQ(nlohmann::json::parse(pipescope::testing::slurp(plan))["chunks"], 2);
   fs::remove(plan);
+}
+
+// Every built-in schedule can be chosen; the V-shaped ones run two chunks
+// whatever the chunks control said before.
+TEST_F(MainWindowTest, EveryScheduleIsOfferedAndTheVRunsTwoChunks) {
+  open_demo_on_four();
+  window.set_schedule(ScheduleKind::kInterleaved1F1B);
+  window.set_chunks(3);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  ASSERT_NE(window.result(), nullptr);
+  EXPECT_EQ(window.result()->chunks, 3);
+  for (const ScheduleKind kind : kAllSchedules) {
+    window.set_schedule(kind);
+    ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+    ASSERT_NE(window.result(), nullptr) << to_string(kind);
+    EXPECT_EQ(window.result()->schedule, kind);
+  }
+  window.set_schedule(ScheduleKind::kDualPipeV);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->chunks, 2);
+  EXPECT_EQ(window.result()->stage_costs.size(), 8u);
+  EXPECT_EQ(window.result()->metrics.step_time, demo_step_on_four(ScheduleKind::kDualPipeV, 2));
 }
 
 TEST_F(MainWindowTest, MemoryViewFlagsADeviceThatDoesNotFit) {

@@ -109,9 +109,10 @@ TEST(MeasuredCsv, ErrorsNameFileLineColumnAndRange) {
   e = err(head + "2,4,gpipe,on,1e9\n");
   EXPECT_TRUE(contains(e, "column step_time_s")) << e;
   e = err(head + "2,4,pipedream,on,1\n");
-  EXPECT_TRUE(contains(e,
-                       "line 2, column schedule: unknown schedule 'pipedream' (expected one of: "
-                       "gpipe, 1f1b, zb-h1, interleaved-1f1b, looped-bfs, zb-v)"))
+  EXPECT_TRUE(contains(
+      e,
+      "line 2, column schedule: unknown schedule 'pipedream' (expected one of: "
+      "gpipe, 1f1b, zb-h1, interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v)"))
       << e;
   e = err(head + "2,4,custom,on,1\n");
   EXPECT_TRUE(contains(e, "column schedule: unknown schedule 'custom'")) << e;

@@ -50,7 +50,9 @@ TEST(CustomSchedule, EveryBuiltInScheduleRoundTripsThroughItsExport) {
         Shape{ScheduleKind::kZbH1, 3, 4, 1}, Shape{ScheduleKind::kInterleaved1F1B, 2, 4, 2},
         Shape{ScheduleKind::kInterleaved1F1B, 4, 4, 2}, Shape{ScheduleKind::kLoopedBfs, 2, 4, 2},
         Shape{ScheduleKind::kLoopedBfs, 4, 2, 2}, Shape{ScheduleKind::kZbV, 2, 4, 2},
-        Shape{ScheduleKind::kZbV, 2, 8, 2}}) {
+        Shape{ScheduleKind::kZbV, 2, 8, 2}, Shape{ScheduleKind::kInterleavedZb, 2, 4, 2},
+        Shape{ScheduleKind::kInterleavedZb, 4, 2, 2}, Shape{ScheduleKind::kDualPipeV, 2, 4, 2},
+        Shape{ScheduleKind::kDualPipeV, 4, 8, 2}}) {
     for (const Remat remat : kAllRemats) {
       SCOPED_TRACE(std::string(to_string(s.kind)) + " K=" + std::to_string(s.K) + " remat " +
                    std::string(to_string(remat)));
@@ -58,7 +60,7 @@ TEST(CustomSchedule, EveryBuiltInScheduleRoundTripsThroughItsExport) {
       EXPECT_EQ(c.devices(), s.K);
       EXPECT_EQ(c.micro_batches, s.M);
       EXPECT_EQ(c.chunks(), s.chunks);
-      EXPECT_EQ(c.split, s.kind == ScheduleKind::kZbH1 || s.kind == ScheduleKind::kZbV);
+      EXPECT_EQ(c.split, splits_backward(s.kind));
       const Schedule custom = build_custom(c, remat);
       const Schedule built = build_schedule(s.kind, s.K, s.M, remat, s.chunks);
       EXPECT_EQ(custom.device_ops, built.device_ops);

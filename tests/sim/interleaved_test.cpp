@@ -60,7 +60,8 @@ TEST(Interleaved, ShapeRules) {
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleaved1F1B, 4, 6, 2),
             "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=6, K=4");
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::k1F1B, 4, 8, 2),
-            "1f1b runs one chunk per device; 2 chunks need interleaved-1f1b");
+            "1f1b runs one chunk per device; 2 chunks need one of interleaved-1f1b, "
+            "looped-bfs, zb-v, interleaved-zb, dualpipe-v");
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleaved1F1B, 4, 8, 0),
             "chunks must be at least 1, got 0");
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleaved1F1B, 4, 8, 2), "");

@@ -449,35 +449,71 @@ TEST(PlanExport, ZbH1AndOneFOneBPlansOnTorchgpipeGetTheGpipeFigures) {
 // refusal of one-stage-a-device targets and in the note of the schedule
 // Megatron-LM runs instead.
 TEST(PlanExport, ChunkedPlansAreNamedByTheirOwnSchedule) {
-  Plan p = interleaved_plan({2, 2, 2, 2});
-  p.schedule = ScheduleKind::kLoopedBfs;
-  try {
-    export_plan(p, ExportFormat::kTorchGpipe);
-    ADD_FAILURE() << "a looped-bfs plan was exported to torchgpipe";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("cannot export a looped-bfs plan to torchgpipe: ", 0), 0u)
-        << e.what();
+  for (const auto& [kind, label] :
+       {std::pair{ScheduleKind::kLoopedBfs, "looped BFS"},
+        std::pair{ScheduleKind::kInterleavedZb, "interleaved zero bubble"}}) {
+    Plan p = interleaved_plan({2, 2, 2, 2});
+    p.schedule = kind;
+    const std::string name(to_string(kind));
+    try {
+      export_plan(p, ExportFormat::kTorchGpipe);
+      ADD_FAILURE() << "a " << name << " plan was exported to torchgpipe";
+    } catch (const std::invalid_argument& e) {
+      const std::string article = name.front() == 'i' ? "an " : "a ";
+      EXPECT_EQ(std::string(e.what()).rfind(
+                    "cannot export " + article + name + " plan to torchgpipe: ", 0),
+                0u)
+          << e.what();
+    }
+    const std::string megatron = export_plan(p, ExportFormat::kMegatron);
+    EXPECT_NE(
+        megatron.find("# Megatron-LM runs interleaved 1F1B, not " + std::string(label) + ": "),
+        std::string::npos)
+        << megatron;
+    // Megatron-LM (and PipeScope's interleaved 1F1B) take M a multiple of K.
+    p.micro_batches = 3;
+    try {
+      export_plan(p, ExportFormat::kMegatron);
+      ADD_FAILURE() << "a " << name << " plan with M=3 on K=2 was exported to megatron";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "cannot export this " + name +
+                    " plan to megatron: Megatron-LM runs it as interleaved 1F1B, and "
+                    "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=3, "
+                    "K=2; plan with such an M, or export it to torch-pipelining");
+    }
   }
-  const std::string megatron = export_plan(p, ExportFormat::kMegatron);
-  EXPECT_NE(megatron.find("# Megatron-LM runs interleaved 1F1B, not looped BFS: "),
-            std::string::npos)
-      << megatron;
 }
 
-// Megatron-LM places virtual stage s on rank s mod K: a zb-v plan's V cannot
-// be written for it.
-TEST(PlanExport, MegatronRefusesZbV) {
-  Plan p = interleaved_plan({2, 2, 2, 2});
-  p.schedule = ScheduleKind::kZbV;
-  p.stage_plans[2].device = 1;
-  p.stage_plans[3].device = 0;
-  try {
-    export_plan(p, ExportFormat::kMegatron);
-    FAIL() << "a zb-v plan was exported to megatron";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(),
-                 "cannot export a zb-v plan to megatron: Megatron-LM places virtual stage s on "
-                 "rank s mod K, not in zb-v's V; export it to torch-pipelining");
+// Megatron-LM places virtual stage s on rank s mod K: the V of a zb-v or
+// dualpipe-v plan cannot be written for it, nor for the one-stage-a-device
+// frameworks.
+TEST(PlanExport, TheVShapedPlansGoToPyTorchOnly) {
+  for (const ScheduleKind kind : {ScheduleKind::kZbV, ScheduleKind::kDualPipeV}) {
+    Plan p = interleaved_plan({2, 2, 2, 2});
+    p.schedule = kind;
+    p.stage_plans[2].device = 1;
+    p.stage_plans[3].device = 0;
+    const std::string name(to_string(kind));
+    try {
+      export_plan(p, ExportFormat::kMegatron);
+      ADD_FAILURE() << "a " << name << " plan was exported to megatron";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "cannot export a " + name +
+                    " plan to megatron: Megatron-LM places virtual stage s on rank s mod K, not "
+                    "in " +
+                    name + "'s V; export it to torch-pipelining");
+    }
+    try {
+      export_plan(p, ExportFormat::kDeepSpeed);
+      ADD_FAILURE() << "a " << name << " plan was exported to deepspeed";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), "cannot export a " + name +
+                                           " plan to deepspeed: it runs one stage per device; "
+                                           "export it to torch-pipelining, or plan with another "
+                                           "--schedule");
+    }
   }
 }
 

@@ -366,9 +366,10 @@ TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
             "p.json: stages: expected an array, got object");
   EXPECT_EQ(error_after([](json& d) { d["schedule"] = "zigzag"; }),
             "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe, 1f1b, zb-h1, "
-            "interleaved-1f1b, looped-bfs, zb-v)");
+            "interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v)");
   EXPECT_EQ(error_after([](json& d) { d["chunks"] = 2; }),
-            "p.json: chunks: gpipe runs one chunk per device; 2 chunks need interleaved-1f1b");
+            "p.json: chunks: gpipe runs one chunk per device; 2 chunks need one of "
+            "interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v");
   EXPECT_EQ(error_after([](json& d) {
               d["schedule"] = "interleaved-1f1b";
               d["chunks"] = 2;

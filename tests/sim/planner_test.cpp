@@ -41,14 +41,19 @@ TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   // layers: K=2 M in {2, 4, 8} v in {2, 4}, K=4 M in {4, 8, 16} v = 2.
   // Looped BFS: K > 1, any M, the same v: K=2 M in {1, 2, 4, 8} v in {2, 4},
   // K=4 M in {1, 2, 4, 8, 16} v = 2. ZB-V: K > 1, v = 2, any M: as many again
-  // as looped BFS's v = 2.
+  // as looped BFS's v = 2. Interleaved zero bubble: as looped BFS (M a multiple
+  // of max(1, M / K) holds for every M here). DualPipeV: v = 2, M >= 2K: K=2 M
+  // in {4, 8}, K=4 M in {8, 16}, three remat modes each.
   const auto remats = [](int divisors) { return 2 + 3 * (divisors - 1); };
   const std::size_t one_stage_a_device =
       3 * (remats(3) /* M | 4 */ + remats(4) /* M | 8 */ + remats(5) /* M | 16 */);
   const std::size_t interleaved = 3 * (3 * 2 + 3 * 1);
   const std::size_t looped_bfs = 2 * remats(4) + remats(5);
   const std::size_t zb_v = remats(4) + remats(5);
-  const std::size_t expected = one_stage_a_device + interleaved + looped_bfs + zb_v;
+  const std::size_t interleaved_zb = looped_bfs;
+  const std::size_t dualpipe_v = 4 * 3;
+  const std::size_t expected =
+      one_stage_a_device + interleaved + looped_bfs + zb_v + interleaved_zb + dualpipe_v;
   EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
   EXPECT_TRUE(r.rejected.empty());
   for (std::size_t i = 1; i < r.ranked.size(); ++i) {
@@ -166,7 +171,9 @@ TEST(Planner, ImpossibleRequestsAreConfigErrors) {
     run_planner(small(), chunks_alone);
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "--chunks 2 needs --schedule interleaved-1f1b");
+    EXPECT_STREQ(e.what(),
+                 "--chunks 2 needs a --schedule that runs several chunks per device "
+                 "(interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v)");
   }
   PlanRequest fixed;
   fixed.schedule = ScheduleKind::kInterleaved1F1B;
@@ -238,7 +245,10 @@ TEST(Planner, InterleavingRunsTheFastestOfItsCandidateCuts) {
 // Where chunks are faster, the planner ranks them first: 50 blocks on 8 GPUs,
 // M = 24 (at least 2K - 1), no remat. ZB-V's V leaves only the start-up idle
 // and ranks first; among the interleaved runs 4 chunks a device cut the bubble
-// most, ahead of every schedule with one stage a device.
+// most, ahead of every schedule with one stage a device, and the zero-bubble
+// interleaving, whose W fill the cool-down, beats Megatron's. DualPipeV, with
+// nothing to overlap on a dense model, has twice ZB-V's bubble and ranks after
+// it.
 TEST(Planner, PicksChunksWhereTheyAreFaster) {
   const Scenario sc = gpt_on_8_a100s(50);
   PlanRequest req;
@@ -259,6 +269,17 @@ TEST(Planner, PicksChunksWhereTheyAreFaster) {
       EXPECT_GT(inter->samples_per_s, c.samples_per_s) << to_string(c.schedule);
     }
   }
+  const auto best_of = [&](ScheduleKind kind) {
+    return std::find_if(report.ranked.begin(), report.ranked.end(),
+                        [kind](const PlanCandidate& c) { return c.schedule == kind; });
+  };
+  const auto izb = best_of(ScheduleKind::kInterleavedZb);
+  const auto dpv = best_of(ScheduleKind::kDualPipeV);
+  ASSERT_NE(izb, report.ranked.end());
+  ASSERT_NE(dpv, report.ranked.end());
+  EXPECT_EQ(izb->chunks, 4);
+  EXPECT_GT(izb->samples_per_s, inter->samples_per_s);
+  EXPECT_LT(dpv->samples_per_s, report.ranked.front().samples_per_s);
 }
 
 TEST(Sweep, OnePointPerPairInRowMajorOrder) {

@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "sim/custom_schedule.h"
+#include "sim/input_file.h"
 #include "sim/plan.h"
+#include "sim/plan_export.h"
 #include "sim/plan_io.h"
 #include "sim/scenario_io.h"
 #include "sim/schedule_actions.h"
@@ -28,6 +31,21 @@ constexpr int kMicroBatches = 8;
 
 CustomSchedule written_by_pytorch(const std::string& name) {
   return read_schedule_csv(std::string(PIPESCOPE_TEST_DATA_DIR) + "/pytorch-2.15/" + name + ".csv");
+}
+
+// A CSV's non-empty cells, row by row.
+std::vector<std::vector<std::string>> non_empty_cells(const std::string& csv) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(csv);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // PyTorch ends rows with CR LF
+    std::vector<std::string>& row = rows.emplace_back();
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, ',');) {
+      if (!cell.empty()) row.push_back(cell);
+    }
+  }
+  return rows;
 }
 
 const std::vector<int> kLoop{0, 1, 2, 3, 0, 1, 2, 3};
@@ -55,7 +73,9 @@ TEST_P(PyTorchSchedule, ImportsWithItsPlacementAndBuildsAValidSchedule) {
   EXPECT_EQ(c.micro_batches, kMicroBatches);
   EXPECT_EQ(c.stages, w.stages);
   EXPECT_EQ(c.split, w.split);
-  if (w.stages == 2 * kRanks) EXPECT_EQ(c.stage_rank, w.placement);
+  if (w.stages == 2 * kRanks) {
+    EXPECT_EQ(c.stage_rank, w.placement);
+  }
   const Schedule s = build_custom(c, Remat::kNever);
   EXPECT_EQ(check_schedule(s), "");
   EXPECT_EQ(s.stage_device, c.stage_rank);
@@ -74,6 +94,26 @@ TEST_P(PyTorchRuntimeSchedule, WithCommunicationItHasTheSameComputeAsWithout) {
   EXPECT_EQ(comms.side.reductions, w.stages);
   EXPECT_GT(comms.side.transfers, 0);
   EXPECT_EQ(comms.side.transfers % 3, 0);
+}
+
+// Imported, simulated and planned, the schedule exports as a CSV that reads
+// back as the same ops on the same ranks (overlapped pairs as pairs).
+TEST_P(PyTorchSchedule, ItsPlanExportsAndReadsBackTheSame) {
+  const Written& w = GetParam();
+  const auto theirs = std::make_shared<const CustomSchedule>(written_by_pytorch(w.name));
+  const Scenario sc = testing::uniform_scenario(16, kRanks, 1000.0, 16, kMicroBatches, false);
+  SimConfig cfg;
+  cfg.custom = theirs;
+  const Plan plan = make_plan(sc, simulate(sc, cfg), 1, "optimal");
+  const std::string csv = export_plan(plan, ExportFormat::kTorchPipelining);
+  const CustomSchedule back = parse_schedule_csv(csv, "export.csv");
+  EXPECT_EQ(back.stage_rank, theirs->stage_rank);
+  EXPECT_EQ(back.side.overlapped, theirs->side.overlapped) << csv;
+  for (const Remat remat : kAllRemats) {
+    EXPECT_EQ(build_custom(back, remat).device_ops, build_custom(*theirs, remat).device_ops)
+        << to_string(remat) << "\n"
+        << csv;
+  }
 }
 
 const auto kRuntimeSchedules =
@@ -115,7 +155,8 @@ TEST(PyTorchSchedules, GPipeReducesEachStageOnceAndTransfersNothing) {
 
 TEST(PyTorchSchedules, DualPipeVOverlapsRunInOrderAndWholeBackwardsSplit) {
   // Rank 0 starts 0F0..0F6, then stage 7's F, I, W of micro-batch 0; the
-  // overlapped pair (0F7;7B3) is 0F7 then 7B3 as its I and W back to back.
+  // overlapped pair (0F7;7B3) is 0F7 then 7B3 as its I and W back to back, the
+  // two first paired with the W, which ends the pair, the I marked whole.
   const CustomSchedule c = written_by_pytorch("ScheduleDualPipeV");
   EXPECT_TRUE(c.split);
   EXPECT_GT(c.side.overlapped, 0);
@@ -123,20 +164,36 @@ TEST(PyTorchSchedules, DualPipeVOverlapsRunInOrderAndWholeBackwardsSplit) {
   std::size_t at = 0;
   while (at < rank0.size() && !(rank0[at].stage == 0 && rank0[at].micro_batch == 7)) ++at;
   ASSERT_LT(at + 2, rank0.size());
-  EXPECT_EQ(rank0[at], (Op{OpKind::kForward, 0, 7}));
-  EXPECT_EQ(rank0[at + 1], (Op{OpKind::kBackward, 7, 3}));
-  EXPECT_EQ(rank0[at + 2], (Op{OpKind::kWeight, 7, 3}));
+  EXPECT_EQ(rank0[at], (Op{OpKind::kForward, 0, 7, true}));
+  EXPECT_EQ(rank0[at + 1], (Op{OpKind::kBackward, 7, 3, true, true}));
+  EXPECT_EQ(rank0[at + 2], (Op{OpKind::kWeight, 7, 3, false}));
 }
 
-// PipeScope's own Looped BFS and ZB-V run PyTorch's orders, op for op.
-TEST(PyTorchSchedules, LoopedBfsAndZbVAreTheOrdersPyTorchWrites) {
-  for (const auto& [name, kind] : {std::pair{"ScheduleLoopedBFS", ScheduleKind::kLoopedBfs},
-                                   std::pair{"ScheduleZBVZeroBubble", ScheduleKind::kZbV}}) {
+// PipeScope's own multi-chunk schedules run PyTorch's orders, op for op (a
+// whole backward in DualPipeV, and each in an overlapped pair, as B then W).
+TEST(PyTorchSchedules, BuiltInSchedulesAreTheOrdersPyTorchWrites) {
+  for (const auto& [name, kind] :
+       {std::pair{"ScheduleLoopedBFS", ScheduleKind::kLoopedBfs},
+        std::pair{"ScheduleZBVZeroBubble", ScheduleKind::kZbV},
+        std::pair{"ScheduleInterleavedZeroBubble", ScheduleKind::kInterleavedZb},
+        std::pair{"ScheduleDualPipeV", ScheduleKind::kDualPipeV}}) {
     SCOPED_TRACE(name);
     const Schedule theirs = build_custom(written_by_pytorch(name), Remat::kNever);
     const Schedule ours = build_schedule(kind, kRanks, kMicroBatches, Remat::kNever, 2);
     EXPECT_EQ(theirs.device_ops, ours.device_ops);
     EXPECT_EQ(theirs.stage_device, ours.stage_device);
+    // And a plan of it exports the actions PyTorch writes, cell for cell once
+    // the empty (waiting) cells are left out: DualPipeV's pairs as OVERLAP_F_B
+    // groups, its unsplit backwards as B.
+    const Scenario sc = testing::uniform_scenario(16, kRanks, 1000.0, 16, kMicroBatches, false);
+    SimConfig cfg;
+    cfg.schedule = kind;
+    cfg.chunks = 2;
+    const Plan plan = make_plan(sc, simulate(sc, cfg), 1, "optimal");
+    EXPECT_EQ(non_empty_cells(export_plan(plan, ExportFormat::kTorchPipelining)),
+              non_empty_cells(read_input_file(
+                  std::string(PIPESCOPE_TEST_DATA_DIR) + "/pytorch-2.15/" + name + ".csv", name,
+                  1 << 20, "a schedule CSV")));
   }
 }
 
