@@ -151,6 +151,10 @@ plan 1f1b-remat-off "${K4[@]}" --schedule 1f1b --remat off
 plan zb-h1-except-last "${K4[@]}" --schedule zb-h1 --remat except-last
 plan interleaved-2-remat-on "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat on
 plan interleaved-2-remat-off "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat off
+plan looped-bfs-2-remat-on "${K4[@]}" --schedule looped-bfs --chunks 2 --remat on
+plan zb-v-remat-off "${K4[@]}" --schedule zb-v --remat off
+plan interleaved-zb-2-remat-off "${K4[@]}" --schedule interleaved-zb --chunks 2 --remat off
+plan dualpipe-v-remat-off "${K4[@]}" --schedule dualpipe-v --remat off
 recut gpipe-remat-on uneven-5-8-6-7 5,8,6,7
 recut interleaved-2-remat-off interleaved-2-even 4,3,3,3,3,3,3,4
 plan one-stage --devices 1 -K 1 -M 8 --schedule gpipe --remat on --set model.layers=6

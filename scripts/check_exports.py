@@ -104,6 +104,7 @@ class Plan:
         self.global_batch = p["global_batch"]
         self.names = p["model"]["layer_names"]
         self.sizes = [s["last_layer"] - s["first_layer"] + 1 for s in p["stages"]]
+        self.devices = [s["device"] for s in p["stages"]]
         self.parts = [0]
         for n in self.sizes:
             self.parts.append(self.parts[-1] + n)
@@ -462,11 +463,11 @@ def check_megatron(plan, text):
 class StandInStage:
     """What a schedule's constructor and _load_csv read from a pipeline stage."""
 
-    def __init__(self, index, stages, ranks):
+    def __init__(self, index, stages, ranks, rank):
         import torch.nn as nn
 
         self.stage_index, self.num_stages = index, stages
-        self.group_size, self.group_rank = ranks, index % ranks
+        self.group_size, self.group_rank = ranks, rank
         self.is_first, self.is_last = index == 0, index == stages - 1
         self.stage_index_to_group_rank = {}
         self.submod = nn.Identity()
@@ -479,14 +480,27 @@ def read_csv(path):
         return [row for row in csv.reader(f)]
 
 
+# PyTorch's class for each PipeScope schedule with several stages a rank.
+PYTORCH_CLASSES = {
+    "interleaved-1f1b": "ScheduleInterleaved1F1B",
+    "looped-bfs": "ScheduleLoopedBFS",
+    "zb-v": "ScheduleZBVZeroBubble",
+    "interleaved-zb": "ScheduleInterleavedZeroBubble",
+    "dualpipe-v": "ScheduleDualPipeV",
+}
+
+
 def check_torch_pipelining(plan, path):
     from torch.distributed.pipelining import schedules
 
     rows = read_csv(path)
     stages = plan.K * plan.chunks
     same_as_class = None
+    name = PYTORCH_CLASSES.get(plan.schedule, "ScheduleInterleaved1F1B")
     for rank in range(plan.K):
-        mine = [StandInStage(s, stages, plan.K) for s in range(rank, stages, plan.K)]
+        # Each rank's stages where the plan places them (a loop or a V).
+        mine = [StandInStage(s, stages, plan.K, rank) for s in range(stages)
+                if plan.devices[s] == rank]
         try:
             with quiet():
                 sched = schedules._PipelineScheduleRuntime(mine, n_microbatches=plan.M,
@@ -500,17 +514,16 @@ def check_torch_pipelining(plan, path):
             raise Rejected(f"rank {rank}: _load_csv read another schedule than the file holds")
         if plan.chunks > 1:
             with quiet():
-                ref = schedules.ScheduleInterleaved1F1B(mine, n_microbatches=plan.M,
-                                                        loss_fn=loss_of(plan))
+                ref = getattr(schedules, name)(mine, n_microbatches=plan.M,
+                                               loss_fn=loss_of(plan))
             ours = [str(a) for a in sched.pipeline_order[rank] if a is not None]
             theirs = [str(a) for a in ref.pipeline_order[rank] if a is not None]
             same_as_class = (same_as_class is not False) and ours == theirs
     comms = sum(len(v) for v in sched.pipeline_order_with_comms.values())
     note = ""
     if same_as_class is not None:
-        note = ("; each rank's order is ScheduleInterleaved1F1B's" if same_as_class else
-                "; the order differs from ScheduleInterleaved1F1B's own (a valid schedule "
-                "all the same)")
+        note = (f"; each rank's order is {name}'s" if same_as_class else
+                f"; the order differs from {name}'s own (a valid schedule all the same)")
     return (f"_PipelineScheduleRuntime._load_csv: {plural(plan.K, 'rank')}, "
             f"{plural(stages, 'stage')}, {plural(plan.M, 'micro-batch')}, {comms} actions with "
             f"sends and receives{note}")
