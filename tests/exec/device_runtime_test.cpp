@@ -147,6 +147,8 @@ std::vector<Case> cases() {
     out.push_back({2, 4, remat, ScheduleKind::kInterleaved1F1B, 2});
     out.push_back({2, 2, remat, ScheduleKind::kLoopedBfs, 2});
     out.push_back({2, 4, remat, ScheduleKind::kZbV, 2});
+    out.push_back({2, 4, remat, ScheduleKind::kInterleavedZb, 2});
+    out.push_back({2, 4, remat, ScheduleKind::kDualPipeV, 2});
     out.push_back({2, 4, remat, ScheduleKind::kGpipe, 1, true});
     out.push_back({3, 2, remat, ScheduleKind::kZbH1, 1, true});
   }
