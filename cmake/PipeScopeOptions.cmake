@@ -2,9 +2,11 @@
 
 add_library(pipescope_warnings INTERFACE)
 # C++ sources get the full set; CUDA sources pass the common ones to their host
-# compiler (nvcc knows none of them itself).
+# compiler (nvcc knows none of them itself). A switch over an enum that misses
+# one of its values is an error: a schedule, op kind or format added later
+# must be handled wherever one is switched on, not fall through to a default.
 target_compile_options(pipescope_warnings INTERFACE
-  $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+  $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion -Werror=switch>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 
 # Sanitizers instrument the C++ code; CUDA sources (device code, and their host

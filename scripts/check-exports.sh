@@ -75,17 +75,8 @@ scenario=scenarios/demo.json
 python=${PYTHON:-python3}
 command -v "$python" >/dev/null || die "$python not found (set PYTHON)"
 
-# The pipescope binary: the one given, or build/cli/pipescope, built if missing.
-if [ -n "${PIPESCOPE:-}" ]; then
-  pipescope=$(command -v "$PIPESCOPE") || die "PIPESCOPE=$PIPESCOPE: no such program"
-  [ -x "$pipescope" ] || die "PIPESCOPE=$PIPESCOPE is not executable"
-else
-  pipescope=build/cli/pipescope
-  if [ ! -x "$pipescope" ]; then
-    echo "No $pipescope: building it with scripts/build.sh build pipescope" >&2
-    scripts/build.sh build pipescope >&2 || die "building pipescope failed"
-  fi
-fi
+. scripts/python-env.sh
+find_pipescope
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/check-exports.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -99,16 +90,7 @@ fi
 # The virtual environment with the tools from PyPI, at the pinned versions.
 # DeepSpeed builds no ops ahead of time and runs on its CPU accelerator.
 export DS_BUILD_OPS=0 DS_ACCELERATOR=cpu
-if [ -n "${VENV:-}" ]; then
-  venv=$VENV
-else
-  venv=$work/venv
-fi
-if [ ! -x "$venv/bin/python" ]; then
-  echo "Creating a virtual environment in $venv" >&2
-  "$python" -m venv "$venv" || die "cannot create a virtual environment in $venv" \
-    "(on Debian: apt-get install python3-venv)"
-fi
+make_venv "$work"
 pins=("torch==$TORCH_VERSION" "deepspeed==$DEEPSPEED_VERSION"
   "megatron-core==$MEGATRON_CORE_VERSION" "torchgpipe==$TORCHGPIPE_VERSION")
 if ! "$venv/bin/python" - "${pins[@]}" <<'EOF'; then

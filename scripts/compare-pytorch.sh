@@ -82,33 +82,14 @@ scenario=scenarios/cpu-small.json
 python=${PYTHON:-python3}
 command -v "$python" >/dev/null || die "$python not found (set PYTHON)"
 
-# The pipescope binary: the one given, or build/cli/pipescope, built if missing.
-if [ -n "${PIPESCOPE:-}" ]; then
-  pipescope=$(command -v "$PIPESCOPE") || die "PIPESCOPE=$PIPESCOPE: no such program"
-  [ -x "$pipescope" ] || die "PIPESCOPE=$PIPESCOPE is not executable"
-else
-  pipescope=build/cli/pipescope
-  if [ ! -x "$pipescope" ]; then
-    echo "No $pipescope: building it with scripts/build.sh build pipescope" >&2
-    scripts/build.sh build pipescope >&2 || die "building pipescope failed"
-  fi
-fi
-pipescope=$(cd "$(dirname "$pipescope")" && pwd)/$(basename "$pipescope")
+. scripts/python-env.sh
+find_pipescope
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/compare-pytorch.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # The virtual environment with PyTorch from PyPI.
-if [ -n "${VENV:-}" ]; then
-  venv=$VENV
-else
-  venv=$work/venv
-fi
-if [ ! -x "$venv/bin/python" ]; then
-  echo "Creating a virtual environment in $venv" >&2
-  "$python" -m venv "$venv" || die "cannot create a virtual environment in $venv" \
-    "(on Debian: apt-get install python3-venv)"
-fi
+make_venv "$work"
 if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   echo "Installing torch from PyPI into $venv (a few minutes)" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check torch >&2 ||

@@ -65,6 +65,7 @@ class Reader {
     const std::size_t first = actions.size();
     for (const ScheduleAction& a : parsed) {
       if (!is_compute(a.kind)) {
+        count_side_action(a.kind);
         side_.push_back({a, rank, seq, where});
         continue;
       }
@@ -90,7 +91,12 @@ class Reader {
   void check_placement(const Index& index) const;
   void check_order(const Index& index) const;
   void check_deadlock(const Index& index) const;
-  void check_side_actions(const Index& index);
+  void check_side_actions(const Index& index) const;
+  void count_side_action(ActionKind kind) {
+    if (kind == ActionKind::kUnshard || kind == ActionKind::kReshard) ++side_counts_.fsdp;
+    if (is_transfer(kind)) ++side_counts_.transfers;
+    if (kind == ActionKind::kReduceGrad) ++side_counts_.reductions;
+  }
   void check_transfer(const Index& index, const SideAction& side) const;
 
   std::string file_;
@@ -376,7 +382,7 @@ void Reader::check_transfer(const Index& index, const SideAction& side) const {
 // PyTorch's runtime could run it (check_transfer; a wait after what it waits
 // for; a stage's REDUCE_GRAD after its last gradient), none repeated but
 // UNSHARD and RESHARD.
-void Reader::check_side_actions(const Index& index) {
+void Reader::check_side_actions(const Index& index) const {
   std::vector<int> last_gradient(static_cast<std::size_t>(index.stages), -1);
   for (const auto& actions : ranks_) {
     for (const Action& a : actions) {
@@ -399,17 +405,12 @@ void Reader::check_side_actions(const Index& index) {
                     : "on rank " +
                           std::to_string(index.stage_rank[static_cast<std::size_t>(a.stage)])));
     }
-    if (a.kind == ActionKind::kUnshard || a.kind == ActionKind::kReshard) {
-      ++side_counts_.fsdp;
-      continue;
-    }
-    if (is_transfer(a.kind)) ++side_counts_.transfers;
+    if (a.kind == ActionKind::kUnshard || a.kind == ActionKind::kReshard) continue;
     if (!done.emplace(action_name(a), side.seq).second) fail(side.where, name + " appears twice");
     if (a.kind == ActionKind::kSendF || a.kind == ActionKind::kRecvF ||
         a.kind == ActionKind::kSendB || a.kind == ActionKind::kRecvB) {
       check_transfer(index, side);
     } else if (a.kind == ActionKind::kReduceGrad) {
-      ++side_counts_.reductions;
       if (last_gradient[static_cast<std::size_t>(a.stage)] > side.seq) {
         fail(side.where, name + " comes before stage " + std::to_string(a.stage) +
                              "'s last gradient on its rank: the reduction sums the finished "

@@ -1,5 +1,6 @@
 #include "sim/format.h"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -18,6 +19,18 @@ const char* fmt3(double v) {
   return a >= 100 ? "%.0f %s" : a >= 10 ? "%.1f %s" : "%.2f %s";
 }
 
+// `value` in the largest of the six `units` (each `step` times the one before)
+// that leaves it at least 1: whole in the first unit, three digits in others.
+std::string with_prefix(double value, double step, const std::array<const char*, 6>& units) {
+  std::size_t u = 0;
+  while (std::fabs(value) >= step && u + 1 < units.size()) {
+    value /= step;
+    ++u;
+  }
+  if (u == 0) return printf_string("%.0f %s", value, units[0]);
+  return printf_string(fmt3(value), value, units[u]);
+}
+
 }  // namespace
 
 std::string format_seconds(double s) {
@@ -30,14 +43,7 @@ std::string format_seconds(double s) {
 }
 
 std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (std::fabs(bytes) >= 1024 && u < 5) {
-    bytes /= 1024;
-    ++u;
-  }
-  if (u == 0) return printf_string("%.0f %s", bytes, units[0]);
-  return printf_string(fmt3(bytes), bytes, units[u]);
+  return with_prefix(bytes, 1024, {"B", "KiB", "MiB", "GiB", "TiB", "PiB"});
 }
 
 std::string format_rate(double bytes_per_s) {
@@ -58,14 +64,8 @@ std::string format_count(double n) {
 }
 
 std::string format_flop_rate(double flop_s) {
-  const char* units[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"};
-  int u = 0;
-  while (std::fabs(flop_s) >= 1000 && u < 5) {
-    flop_s /= 1000;
-    ++u;
-  }
-  if (u == 0) return printf_string("%.0f %s", flop_s, units[0]);
-  return printf_string(fmt3(flop_s), flop_s, units[u]);
+  return with_prefix(flop_s, 1000,
+                     {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"});
 }
 
 std::string format_percent(double frac) {

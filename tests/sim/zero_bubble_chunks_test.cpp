@@ -39,7 +39,7 @@ TEST(InterleavedZb, StagesAndPyTorchOpOrder) {
 }
 
 TEST(InterleavedZb, ShapeRules) {
-  EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleavedZb, 4, 6, 3), "");  // 1 round of 6
+  EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleavedZb, 4, 6, 3), "");   // 1 round of 6
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleavedZb, 4, 10, 2), "");  // 2 of 5
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleavedZb, 4, 9, 2),
             "interleaved-zb needs M to be a multiple of its rounds, max(1, M / K) = 2 (as "
