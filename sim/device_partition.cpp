@@ -320,6 +320,16 @@ PartitionResult nothing_fits(const PartitionProblem& p, int devices, Bytes capac
   return r;
 }
 
+// Whether no cut can fit: the stages' memory, summed over any cut, is at least
+// that of one stage holding every layer (less a byte a stage for rounding), and
+// the fullest device holds at least its share of that sum.
+bool surely_too_big(const PartitionProblem& p, int devices, std::optional<Bytes> capacity) {
+  if (!capacity) return false;
+  const StagePrices prices(p);
+  const Bytes total = prices.memory(0, static_cast<int>(p.layers.size()) - 1) - p.stages;
+  return total > *capacity * devices;
+}
+
 }  // namespace
 
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
@@ -327,6 +337,9 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
   PartitionResult best = partition_optimal(p);
   if (devices == p.stages) return best;
+  if (surely_too_big(p, devices, device_capacity)) {
+    return nothing_fits(p, devices, *device_capacity);
+  }
   std::vector<std::vector<StageRange>> starts;
   if (!best.stages.empty()) starts.push_back(best.stages);
   starts.push_back(partition_min_variance(p));

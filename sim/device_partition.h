@@ -35,6 +35,10 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 // other devices' share of the step.
 //
 // Method: exact where the cuts are few enough, a local search beyond.
+// - First, a problem that cannot fit is refused at once: over any cut the
+//   stages' memory sums to at least one stage's holding every layer (less a
+//   byte a stage for rounding), so when that is more than `devices` times the
+//   capacity, the fullest device overflows whatever the cut.
 // - The local search starts from four cuts (partition_optimal's, which
 //   minimises the slowest stage; the cut of least stage-time variance; the even
 //   split by layer count; the cut of least peak memory) and moves one stage boundary by one layer

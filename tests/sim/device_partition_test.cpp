@@ -165,6 +165,32 @@ TEST(DevicePartition, NothingThatFitsIsMissed) {
   EXPECT_LE(missed * 20, fitting) << missed << " of " << fitting << " fitting cases missed";
 }
 
+// At the least capacity any cut fits (the brute-force minimum of the fullest
+// device's memory) a cut is found, and a byte less finds none: the quick
+// refusal of problems too big for the devices refuses no problem that fits.
+TEST(DevicePartition, FitsExactlyAtTheLeastCapacity) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    Instance in = random_instance(rng);
+    Bytes least = std::numeric_limits<Bytes>::max();
+    for_each_cut(static_cast<int>(in.problem.layers.size()), in.problem.stages,
+                 [&](const std::vector<StageRange>& cut) {
+                   Bytes fullest = 0;
+                   for (const DeviceLoad& d : device_loads(in.problem, cut, in.devices)) {
+                     fullest = std::max(fullest, d.memory);
+                   }
+                   least = std::min(least, fullest);
+                 });
+    in.capacity = least;
+    EXPECT_FALSE(partition_devices(in.problem, in.devices, in.capacity).stages.empty())
+        << "trial " << trial;
+    in.capacity = least - 1;
+    const PartitionResult none = partition_devices(in.problem, in.devices, in.capacity);
+    EXPECT_TRUE(none.stages.empty()) << "trial " << trial;
+    EXPECT_GE(none.memory_needed.value_or(0), least) << "trial " << trial;
+  }
+}
+
 // One device per stage: the optimal stage cut, as partition_optimal finds it.
 TEST(DevicePartition, OneStageADeviceIsTheOptimalCut) {
   std::mt19937_64 rng(3);
