@@ -61,13 +61,8 @@ void DeviceWorker::run_op(const Op& op) {
   const OpStart start = StepTimer::op_start(dev);
   Tensor out = stages_[static_cast<std::size_t>(op.stage)].run(op, std::move(in));
   timer_.compute(device_, op, start, dev);
-  if (op.paired) {
-    held_.emplace_back(op, std::move(out));
-    return;
-  }
-  for (auto& [done, output] : held_) send_output(done, std::move(output));
-  held_.clear();
-  send_output(op, std::move(out));
+  pair_.finished(op, std::move(out),
+                 [this](const Op& done, Tensor output) { send_output(done, std::move(output)); });
 }
 
 Tensor DeviceWorker::input(const Op& op) {

@@ -15,6 +15,7 @@
 #include "exec/step_timer.h"
 #include "exec/transport.h"
 #include "exec/watchdog.h"
+#include "sim/pair_hold.h"
 
 namespace pipescope::exec {
 
@@ -44,7 +45,7 @@ class DeviceWorker {
   Transport& transport_;
   StepTimer& timer_;
   Watchdog& watchdog_;
-  std::vector<std::pair<Op, Tensor>> held_;  // outputs of an overlapped pair still running
+  PairHold<Tensor> pair_;  // the outputs of an overlapped pair still running
 };
 
 }  // namespace pipescope::exec

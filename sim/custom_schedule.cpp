@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "sim/input_file.h"
+#include "sim/pair_hold.h"
 #include "sim/scenario_io.h"
 #include "sim/schedule_actions.h"
 
@@ -275,7 +276,8 @@ class Replay {
         micro_batches_(micro_batches),
         f_done_(cell(stages, 0), 0),
         b_done_(cell(stages, 0), 0),
-        next_(ranks.size(), 0) {
+        next_(ranks.size(), 0),
+        pairs_(ranks.size()) {
     for (const auto& a : ranks) remaining_ += a.size();
   }
 
@@ -286,6 +288,11 @@ class Replay {
   std::optional<Op> waits_for(const Op& op) const;
   // The index of rank r's next action (its size when it is through).
   std::size_t next(std::size_t r) const { return next_[r]; }
+  // Whether `op` has run but its overlapped pair, still going on, holds its output.
+  bool held(const Op& op) const {
+    return std::any_of(pairs_.begin(), pairs_.end(),
+                       [&](const PairHold<NoOutput>& p) { return p.holds(op); });
+  }
 
  private:
   std::size_t cell(int s, int m) const {
@@ -298,6 +305,7 @@ class Replay {
   int micro_batches_;
   std::vector<char> f_done_, b_done_;
   std::vector<std::size_t> next_;
+  std::vector<PairHold<NoOutput>> pairs_;  // a rank's pair hands on its outputs when it ends
   std::size_t remaining_ = 0;
 };
 
@@ -320,9 +328,10 @@ bool Replay::advance() {
     const auto& actions = ranks_[r];
     auto& n = next_[r];
     while (n < actions.size() && !waits_for(actions[n].op)) {
-      const Op& op = actions[n].op;
-      if (op.kind == OpKind::kForward) f_done_[cell(op.stage, op.micro_batch)] = 1;
-      if (op.kind == OpKind::kBackward) b_done_[cell(op.stage, op.micro_batch)] = 1;
+      pairs_[r].finished(actions[n].op, NoOutput{}, [this](const Op& op, NoOutput) {
+        if (op.kind == OpKind::kForward) f_done_[cell(op.stage, op.micro_batch)] = 1;
+        if (op.kind == OpKind::kBackward) b_done_[cell(op.stage, op.micro_batch)] = 1;
+      });
       ++n;
       --remaining_;
       progressed = true;
@@ -341,9 +350,12 @@ void Reader::check_deadlock(const Index& index) const {
       const auto& actions = ranks_[r];
       const std::size_t n = replay.next(r);
       if (n == actions.size()) continue;
-      stuck += (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
-               " waits at '" + name_of(actions[n].op, split_) + "' (" + actions[n].where +
-               ") for '" + name_of(*replay.waits_for(actions[n].op), split_) + "'";
+      const Op awaited = *replay.waits_for(actions[n].op);
+      stuck +=
+          (stuck.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " waits at '" +
+          name_of(actions[n].op, split_) + "' (" + actions[n].where + ") for '" +
+          name_of(awaited, split_) + "'" +
+          (replay.held(awaited) ? ", which its overlapped pair holds until the pair ends" : "");
     }
     fail("", "the schedule deadlocks: " + stuck);
   }

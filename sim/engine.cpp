@@ -11,6 +11,7 @@
 #include "sim/cancel.h"
 #include "sim/event_queue.h"
 #include "sim/op_dependencies.h"
+#include "sim/pair_hold.h"
 
 namespace pipescope {
 namespace {
@@ -47,7 +48,7 @@ struct DeviceState {
   bool busy = false;
   bool waits_for_core = false;  // ready, queued for a shared core
   SimTime op_start = 0;
-  std::vector<Op> held;  // done ops of an overlapped pair still running, their sends held
+  PairHold<NoOutput> pair;  // the outputs of an overlapped pair still running
 };
 
 class Engine {
@@ -236,13 +237,7 @@ class Engine {
     dev.busy = false;
     ++dev.next;
     if (core_limit_ > 0) release_core();
-    if (op.paired) {
-      dev.held.push_back(op);
-    } else {
-      for (const Op& h : dev.held) send_output(h);
-      dev.held.clear();
-      send_output(op);
-    }
+    dev.pair.finished(op, NoOutput{}, [this](const Op& done, NoOutput) { send_output(done); });
     const KindRules& r = rules(op.kind);
     if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
       all_reduce(op.stage);

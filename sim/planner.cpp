@@ -161,9 +161,9 @@ void add_schedules(std::vector<PlanCandidate>& out, const PlanRequest& req, Plan
   if (req.stages) what += " with K=" + std::to_string(*req.stages);
   if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
   if (req.schedule && takes_chunks(*req.schedule)) {
-    const bool interleaved = *req.schedule == ScheduleKind::kInterleaved1F1B;
+    const std::string_view rule = schedule_shape_rule(*req.schedule);
     throw ConfigError(what + " can run " + std::string(to_string(*req.schedule)) + ": it needs " +
-                      (interleaved ? "M a multiple of K and " : "") +
+                      (rule.empty() ? "" : std::string(rule) + " and ") +
                       "K x v stages of at least one layer each");
   }
   throw ConfigError(what + " divides the global batch of " + std::to_string(batch) +

@@ -30,7 +30,7 @@ struct PlanRequest {
   std::optional<int> micro_batches;      // fix M
   std::optional<Remat> remat;            // fix remat; default: try each mode
   std::optional<ScheduleKind> schedule;  // fix the schedule; default: try each
-  std::optional<int> chunks;             // fix v (interleaved-1f1b); default: 2 and 4
+  std::optional<int> chunks;             // fix v (the chunked schedules); default: 2 and 4
   // Plan a custom schedule: its K, M and chunks are fixed; D and remat are searched.
   std::shared_ptr<const CustomSchedule> custom;
   int max_micro_batches = 512;  // bound on M

@@ -462,6 +462,26 @@ int most_stashes_held(const Schedule& s) {
   return most;
 }
 
+std::string_view schedule_shape_rule(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kInterleaved1F1B:
+      return "M to be a multiple of K (as Megatron-LM does)";
+    case ScheduleKind::kInterleavedZb:
+      return "M to be a multiple of its rounds, max(1, M / K) (as PyTorch's "
+             "ScheduleInterleavedZeroBubble)";
+    case ScheduleKind::kDualPipeV:
+      return "M >= 2K, its stage count (as PyTorch's ScheduleDualPipeV)";
+    case ScheduleKind::kGpipe:
+    case ScheduleKind::k1F1B:
+    case ScheduleKind::kZbH1:
+    case ScheduleKind::kLoopedBfs:
+    case ScheduleKind::kZbV:
+    case ScheduleKind::kCustom:
+      break;
+  }
+  return {};
+}
+
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks) {
   if (devices < 1 || micro_batches < 1) return "need K >= 1 and M >= 1";
   if (chunks < 1) return "chunks must be at least 1, got " + std::to_string(chunks);
@@ -481,24 +501,14 @@ std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_bat
            (kind == ScheduleKind::kZbV ? "ScheduleZBVZeroBubble" : "ScheduleDualPipeV") +
            "), got " + std::to_string(chunks);
   }
-  if (kind == ScheduleKind::kDualPipeV && micro_batches < 2 * devices) {
-    return "dualpipe-v needs M >= 2K, its stage count (as PyTorch's ScheduleDualPipeV): M=" +
-           std::to_string(micro_batches) + ", K=" + std::to_string(devices);
-  }
-  if (kind == ScheduleKind::kInterleavedZb) {
-    const int rounds = std::max(1, micro_batches / devices);
-    if (micro_batches % rounds != 0) {
-      return "interleaved-zb needs M to be a multiple of its rounds, max(1, M / K) = " +
-             std::to_string(rounds) +
-             " (as PyTorch's ScheduleInterleavedZeroBubble): M=" + std::to_string(micro_batches) +
-             ", K=" + std::to_string(devices);
-    }
-  }
-  if (kind == ScheduleKind::kInterleaved1F1B && micro_batches % devices != 0) {
-    return "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=" +
-           std::to_string(micro_batches) + ", K=" + std::to_string(devices);
-  }
-  return {};
+  const int rounds = std::max(1, micro_batches / devices);  // interleaved-zb's
+  const bool breaks_rule = (kind == ScheduleKind::kDualPipeV && micro_batches < 2 * devices) ||
+                           (kind == ScheduleKind::kInterleavedZb && micro_batches % rounds != 0) ||
+                           (kind == ScheduleKind::kInterleaved1F1B && micro_batches % devices != 0);
+  if (!breaks_rule) return {};
+  return std::string(to_string(kind)) + " needs " + std::string(schedule_shape_rule(kind)) +
+         ": M=" + std::to_string(micro_batches) + ", K=" + std::to_string(devices) +
+         (kind == ScheduleKind::kInterleavedZb ? ", rounds " + std::to_string(rounds) : "");
 }
 
 Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat remat,

@@ -186,6 +186,10 @@ int most_stashes_held(const Schedule& s);
 // Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
 // string: the rules build_schedule enforces, for callers that report them.
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks);
+// What `kind` asks of M and K beyond K >= 1 and M >= 1, in the words of
+// schedule_shape_problem's message (e.g. "M to be a multiple of K (as
+// Megatron-LM does)"); empty when nothing.
+std::string_view schedule_shape_rule(ScheduleKind kind);
 
 // Checks that every stage has exactly one F and one B per micro-batch (and one R
 // for each micro-batch that remat recomputes, none for the others, one W after the B when the

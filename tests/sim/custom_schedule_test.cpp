@@ -209,6 +209,23 @@ TEST(CustomSchedule, DeadlockNamesEveryStuckRank) {
             "rank 1 waits at '1F1' (row 2, column 2) for '0F1'");
 }
 
+// What an overlapped pair produces leaves when the pair ends: an op that needs
+// it inside the pair, or a rank whose pair waits for another rank's that waits
+// for it, deadlocks (and is refused before any simulation or run).
+TEST(CustomSchedule, DeadlockCountsTheOutputsAPairHolds) {
+  EXPECT_EQ(schedule_csv_error("(0F0;1F0)OVERLAP_F_B,1B0,0B0\n"),
+            "s.csv: the schedule deadlocks: rank 0 waits at '1F0' (row 1, column 1) for '0F0', "
+            "which its overlapped pair holds until the pair ends");
+  EXPECT_EQ(schedule_csv_error("0F0,(0F1;0I0)OVERLAP_F_B,0W0,0I1,0W1\n"
+                               "1F0,(1F1;1I0)OVERLAP_F_B,1W0,1I1,1W1\n"),
+            "s.csv: the schedule deadlocks: rank 0 waits at '0I0' (row 1, column 2) for '1I0'; "
+            "rank 1 waits at '1F1' (row 2, column 2) for '0F1', which its overlapped pair "
+            "holds until the pair ends");
+  // The same actions without the pairs run.
+  EXPECT_EQ(schedule_csv_error("0F0,1F0,1B0,0B0\n"), "(accepted)");
+  EXPECT_EQ(schedule_csv_error("0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1F1,1I0,1W0,1I1,1W1\n"), "(accepted)");
+}
+
 TEST(CustomSchedule, SimulationRefusesContradictingOptions) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 6, 3, false);
   SimConfig cfg;

@@ -154,7 +154,31 @@ TEST(Planner, ImpossibleRequestsAreConfigErrors) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "no configuration of 4 devices with K=4 and M=2 can run interleaved-1f1b: it "
-                 "needs M a multiple of K and K x v stages of at least one layer each");
+                 "needs M to be a multiple of K (as Megatron-LM does) and K x v stages of at "
+                 "least one layer each");
+  }
+  // Each chunked schedule names its own rule.
+  for (const auto& [kind, rule] : std::vector<std::pair<ScheduleKind, std::string>>{
+           {ScheduleKind::kDualPipeV,
+            "M >= 2K, its stage count (as PyTorch's ScheduleDualPipeV) "
+            "and "},
+           {ScheduleKind::kInterleavedZb,
+            "M to be a multiple of its rounds, max(1, M / K) (as PyTorch's "
+            "ScheduleInterleavedZeroBubble) and "},
+           {ScheduleKind::kLoopedBfs, ""}}) {
+    PlanRequest r = inter;
+    r.schedule = kind;
+    r.chunks = 3;  // 4 x 3 stages: more than the model's layers
+    if (kind == ScheduleKind::kDualPipeV) r.chunks.reset();
+    try {
+      run_planner(small(), r);
+      ADD_FAILURE() << to_string(kind) << " planned";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "no configuration of 4 devices with K=4 and M=" + std::to_string(*r.micro_batches) +
+                    " can run " + std::string(to_string(kind)) + ": it needs " + rule +
+                    "K x v stages of at least one layer each");
+    }
   }
   // On one device, asked for, it runs as simulate runs it.
   inter.stages = 1;

@@ -42,8 +42,8 @@ TEST(InterleavedZb, ShapeRules) {
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleavedZb, 4, 6, 3), "");   // 1 round of 6
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleavedZb, 4, 10, 2), "");  // 2 of 5
   EXPECT_EQ(schedule_shape_problem(ScheduleKind::kInterleavedZb, 4, 9, 2),
-            "interleaved-zb needs M to be a multiple of its rounds, max(1, M / K) = 2 (as "
-            "PyTorch's ScheduleInterleavedZeroBubble): M=9, K=4");
+            "interleaved-zb needs M to be a multiple of its rounds, max(1, M / K) (as "
+            "PyTorch's ScheduleInterleavedZeroBubble): M=9, K=4, rounds 2");
   EXPECT_THROW(build_schedule(ScheduleKind::kInterleavedZb, 4, 9, Remat::kNever, 2),
                std::invalid_argument);
   EXPECT_EQ(stage_device_of(ScheduleKind::kInterleavedZb, 5, 3), 2);
