@@ -113,12 +113,13 @@ std::string chunks_help(const std::string& what) {
 }
 
 void add_schedule_file_option(CLI::App& cmd, std::optional<std::string>& file) {
-  cmd.add_option("--schedule-file", file,
-                 "Run a custom schedule: PyTorch pipelining's per-rank action CSV (a row per "
-                 "device, cells like 0F1, 1B0, or 0I1 and 0W1 for a split backward; what "
-                 "`export --to torch-pipelining` writes). It fixes K, M and the chunks (stage s "
-                 "on device s mod K) and is checked for missing, duplicated and deadlocking "
-                 "actions first");
+  cmd.add_option(
+      "--schedule-file", file,
+      "Run a custom schedule: PyTorch pipelining's per-rank action CSV (a row per "
+      "device, cells like 0F1, 1B0, or 0I1 and 0W1 for a split backward; what "
+      "`export --to torch-pipelining` writes; (F;B)OVERLAP_F_B for DualPipe's pairs). It "
+      "fixes K, M and the chunks (each stage on the row that lists it: loops and Vs "
+      "alike) and is checked for missing, duplicated and deadlocking actions first");
 }
 
 std::shared_ptr<const CustomSchedule> custom_of(const std::optional<std::string>& file) {

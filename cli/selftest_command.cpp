@@ -57,8 +57,8 @@ int run_selftest(const SelftestOptions& o) {
     return kExitNoDevice;
   }
   std::vector<exec::KernelCheck> checks = cuda.check_kernels_and_ops(o.seed);
-  // GPipe's promise on the GPUs: stage s on GPU s mod the GPUs, each on its own
-  // stream, against one GPU training the whole mini-batch.
+  // Every built-in schedule's promise on the GPUs: stage s on GPU s mod the
+  // GPUs, each on its own stream, against one GPU training the whole mini-batch.
   const int visible = gpus.devices;
   for (const exec::PipelineCheck& c : exec::check_pipeline([&cuda, visible](int stage) {
          return cuda.stream(stage % visible, "stage " + std::to_string(stage));

@@ -14,6 +14,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
@@ -169,9 +170,18 @@ void MainWindow::build_controls() {
   connect(m_combo_, &QComboBox::currentIndexChanged, this, changed);
   connect(remat_combo_, &QComboBox::currentIndexChanged, this, changed);
   const auto schedule_changed = [this] {
-    // The V-shaped schedules run exactly two chunks: shown, not editable.
-    chunks_spin_->setEnabled(takes_chunks(schedule()) && !v_shaped(schedule()));
-    if (v_shaped(schedule())) chunks_spin_->setValue(kDefaultChunks);
+    // The V-shaped schedules run exactly two chunks: shown, not editable; the
+    // count chosen for a loop comes back with the loop.
+    const bool v = v_shaped(schedule());
+    chunks_spin_->setEnabled(takes_chunks(schedule()) && !v);
+    const QSignalBlocker quiet(chunks_spin_);
+    if (v && !chunks_before_v_) {
+      chunks_before_v_ = chunks_spin_->value();
+      chunks_spin_->setValue(kDefaultChunks);
+    } else if (!v && chunks_before_v_) {
+      chunks_spin_->setValue(*chunks_before_v_);
+      chunks_before_v_.reset();
+    }
     if (filling_ || !scenario_) return;
     simulate();
     sweep();

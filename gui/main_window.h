@@ -144,6 +144,8 @@ class MainWindow : public QMainWindow {
   QComboBox* d_combo_ = nullptr;
   QSpinBox* k_spin_ = nullptr;
   QSpinBox* chunks_spin_ = nullptr;
+  // The chunks chosen for a loop, kept while a V shows its fixed 2.
+  std::optional<int> chunks_before_v_;
   QComboBox* m_combo_ = nullptr;
   QComboBox* schedule_combo_ = nullptr;
   QComboBox* remat_combo_ = nullptr;

@@ -297,13 +297,24 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
 
 // Transformer layers per stage as Megatron-LM counts them: its embedding sits on the
 // first stage and its output layer and loss on the last, outside --num-layers.
-std::vector<int> megatron_layers(const Plan& p) {
-  std::vector<int> t = balance_of(p);
+// Whether the plan's first layer is Megatron-LM's embedding and its last the
+// output layer with the loss.
+struct GptEnds {
+  bool embed = false;
+  bool head = false;
+};
+GptEnds gpt_ends(const Plan& p) {
   const auto named = [&](std::size_t i, const char* n) {
     return i < p.layer_names.size() && p.layer_names[i] == n;
   };
-  if (!t.empty() && named(0, "embed")) --t.front();
-  if (!t.empty() && p.layer_count >= 2 && named(p.layer_names.size() - 1, "head")) --t.back();
+  return {named(0, "embed"), p.layer_count >= 2 && named(p.layer_names.size() - 1, "head")};
+}
+
+std::vector<int> megatron_layers(const Plan& p) {
+  std::vector<int> t = balance_of(p);
+  const GptEnds ends = gpt_ends(p);
+  if (!t.empty() && ends.embed) --t.front();
+  if (!t.empty() && ends.head) --t.back();
   return t;
 }
 
@@ -316,13 +327,28 @@ std::string layout_stage(int transformer_layers) {
 // --recompute-num-layers N: Megatron-LM's uniform method checkpoints the input of
 // layers [l, l + N) of a stage for l = 0, N, 2N, ... below its layer count, and
 // runs each group's layers by index with no clamp at the stage's end
-// (megatron/core/transformer/transformer_block.py, TransformerBlock.
-// _checkpointed_forward): N must divide every stage's count, and the gcd is the
-// largest N that does. With even stages a group is a whole stage, as in GPipe.
+// (megatron-core's TransformerBlock._checkpointed_forward): N must divide every stage's count, and
+// the gcd is the largest N that does. With even stages a group is a whole stage, as in GPipe.
 int recompute_group(const std::vector<int>& transformer_layers) {
   int n = 0;
   for (const int t : transformer_layers) n = std::gcd(n, t);
   return n;
+}
+
+// Megatron-LM checkpoints inside its transformer block only: what that leaves
+// out of the plan's remat.
+std::string megatron_ends_note(GptEnds e) {
+  if (!e.embed && !e.head) return "";
+  const std::string what = e.embed && e.head ? "the embedding and the output layer with its loss"
+                           : e.embed         ? "the embedding"
+                                             : "the output layer with its loss";
+  const std::string where = e.embed && e.head ? "the first and last stages hold"
+                            : e.embed         ? "the first stage holds"
+                                              : "the last stage holds";
+  return "# Megatron-LM recomputes transformer layers only, where the plan's remat also\n"
+         "# recomputes " +
+         what + ": Megatron-LM keeps their\n# activations, so " + where +
+         " more and recompute less than the plan says.\n";
 }
 
 // What the recompute flags do, set against the plan's remat: the plan keeps one
@@ -346,7 +372,7 @@ std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int gr
                           kept + " inputs per micro-batch and recomputes " + str(group) +
                           " layer(s) at a\n# time: more stored inputs, a smaller recompute "
                           "working set.\n");
-  return out + except_last_note(p, ExportFormat::kMegatron);
+  return out + megatron_ends_note(gpt_ends(p)) + except_last_note(p, ExportFormat::kMegatron);
 }
 
 std::string export_megatron(const Plan& p, const std::string& runs) {

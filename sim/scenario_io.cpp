@@ -387,8 +387,8 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   cfg.chunks = static_cast<int>(t.opt_integer("chunks", kLayerCount)
                                     .value_or(takes_chunks(cfg.schedule) ? kDefaultChunks : 1));
   if (cfg.chunks > 1 && !takes_chunks(cfg.schedule)) {
-    t.fail("chunks",
-           std::to_string(cfg.chunks) + " chunks need \"schedule\": \"interleaved-1f1b\"");
+    t.fail("chunks", std::to_string(cfg.chunks) +
+                         " chunks need a schedule that takes chunks: " + chunked_schedule_names());
   }
   if (const json* r = t.find("remat"); r != nullptr && r->is_string()) {
     cfg.remat = *opt_choice(t, "remat", "remat mode", parse_remat, kRematNames);

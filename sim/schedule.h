@@ -157,16 +157,15 @@ Schedule build_interleaved_zb(int devices, int micro_batches, int chunks, Remat 
 // then M - 2K + d + 1 rounds of the DualPipe pairs, F0 with a whole backward of
 // chunk 1 (unpaired in the last device's first round) and F1 with a whole
 // backward of chunk 0; K - d - 1 rounds of a whole B1 and the pair F1, whole B0;
-// d + 1 pairs of backwards of chunks 1 and 0, whole until the middle pair, split
-// from there; K - d - 1 rounds of the oldest W owed and a backward of chunk 0; the
-// W still owed; the two optimizer steps. A whole backward is B then its W. A
-// DualPipe pair overlaps one micro-batch's computation with the other's
-// communication (expert all-to-all on the models it was made for); here its ops
-// run one after the other (Op::paired) and what they send leaves when the pair
-// ends, as PyTorch's runtime sends it. Needs M >= 2K, as PyTorch does. With T_F =
-// T_B = T_W per chunk and no communication the step is 6MT + 2 (K - 1) T: the
-// published bubble (PP/2 - 1) (F&B + B - 3W) with PP = 2K stages, F&B = F + B
-// (nothing to overlap) and B the whole backward, 2T.
+// d + 1 rounds of a backward of chunk 1 then one of chunk 0, the first d + 1 of
+// these 2(d + 1) backwards whole and the rest split; K - d - 1 rounds of the oldest W owed and a
+// backward of chunk 0; the W still owed; the two optimizer steps. A whole backward is B then its W.
+// A DualPipe pair overlaps one micro-batch's computation with the other's communication (expert
+// all-to-all on the models it was made for); here its ops run one after the other (Op::paired) and
+// what they send leaves when the pair ends, as PyTorch's runtime sends it. Needs M >= 2K, as
+// PyTorch does. With T_F = T_B = T_W per chunk and no communication the step is 6MT + 2 (K - 1) T:
+// the published bubble (PP/2 - 1) (F&B + B - 3W) with PP = 2K stages, F&B = F + B (nothing to
+// overlap) and B the whole backward, 2T.
 Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat);
 
 // The schedule `kind` over K devices (K stages unless kind takes chunks, then K

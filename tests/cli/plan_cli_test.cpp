@@ -385,7 +385,8 @@ TEST(SweepCli, ScheduleAndChunksReachEveryPair) {
   const CliResult chunks = run("sweep " + kDemo + " -K 4 -M 8 --chunks 2 --json");
   EXPECT_EQ(chunks.status, 1);
   EXPECT_EQ(chunks.err, "pipescope: error: " + kDemo +
-                            ": --chunks 2: 2 chunks need \"schedule\": \"interleaved-1f1b\"\n");
+                            ": --chunks 2: 2 chunks need a schedule that takes chunks: "
+                            "interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v\n");
 }
 
 TEST(CapacityCli, JsonFollowsTheContract) {

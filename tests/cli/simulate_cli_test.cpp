@@ -145,7 +145,8 @@ TEST(SimulateCli, FlagsAreCheckedAsTheScenarioFieldsTheyReplace) {
   const CliResult chunks = run("simulate " + kDemo + " --chunks 2");
   EXPECT_EQ(chunks.status, 1);
   EXPECT_EQ(chunks.err, "pipescope: error: " + kDemo +
-                            ": --chunks 2: 2 chunks need \"schedule\": \"interleaved-1f1b\"\n");
+                            ": --chunks 2: 2 chunks need a schedule that takes chunks: "
+                            "interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v\n");
   // A one-chunk schedule replaces the file's interleaving, chunk count with it.
   const CliResult one_chunk =
       run("simulate " + kDemo +

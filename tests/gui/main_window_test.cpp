@@ -237,6 +237,11 @@ TEST_F(MainWindowTest, EveryScheduleIsOfferedAndTheVRunsTwoChunks) {
   EXPECT_EQ(window.result()->chunks, 2);
   EXPECT_EQ(window.result()->stage_costs.size(), 8u);
   EXPECT_EQ(window.result()->metrics.step_time, demo_step_on_four(ScheduleKind::kDualPipeV, 2));
+  // Back on a loop, the 3 chunks chosen for it come back.
+  window.set_schedule(ScheduleKind::kLoopedBfs);
+  ASSERT_TRUE(window.wait_idle(kTimeout_ms));
+  EXPECT_EQ(window.result()->chunks, 3);
+  EXPECT_EQ(window.result()->stage_costs.size(), 12u);
 }
 
 TEST_F(MainWindowTest, MemoryViewFlagsADeviceThatDoesNotFit) {

@@ -286,6 +286,37 @@ TEST(PlanExport, MegatronUnevenStagesRecomputeInGroupsOfTheirGcd) {
       << golden;
 }
 
+// Megatron-LM's checkpoints cover its transformer block, not the embedding nor
+// the output layer and loss, which the plan's remat recomputes: the export says
+// which of them the plan has and where.
+TEST(PlanExport, MegatronRecomputeLeavesTheEndsOut) {
+  const auto note = [](std::vector<std::string> names) {
+    const std::string text = export_plan(plan_with({2, 2}, 4, 1, Remat::kAlways, std::move(names)),
+                                         ExportFormat::kMegatron);
+    const std::size_t at = text.find("# Megatron-LM recomputes transformer layers only");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find("\n--", at) - at);
+  };
+  EXPECT_EQ(note({"a", "b", "c", "d"}), "");
+  EXPECT_EQ(note({"embed", "b", "c", "head"}),
+            "# Megatron-LM recomputes transformer layers only, where the plan's remat also\n"
+            "# recomputes the embedding and the output layer with its loss: Megatron-LM keeps "
+            "their\n# activations, so the first and last stages hold more and recompute less than "
+            "the plan says.");
+  EXPECT_NE(note({"embed", "b", "c", "d"})
+                .find("recomputes the embedding: Megatron-LM keeps "
+                      "their\n# activations, so the first stage holds"),
+            std::string::npos);
+  EXPECT_NE(note({"a", "b", "c", "head"})
+                .find("the output layer with its loss: Megatron-LM keeps their\n# activations, so "
+                      "the last stage holds"),
+            std::string::npos);
+  // Without remat there is nothing to recompute.
+  EXPECT_EQ(export_plan(plan_with({2, 2}, 4, 1, Remat::kNever, {"embed", "b", "c", "head"}),
+                        ExportFormat::kMegatron)
+                .find("transformer layers only"),
+            std::string::npos);
+}
+
 // An interleaved plan: K = 2 ranks, v = 2 chunks each, stage s on rank s mod 2.
 Plan interleaved_plan(const std::vector<int>& balance) {
   Plan p = plan_with(balance, 4, 1, Remat::kNever);
