@@ -24,7 +24,7 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
   for (std::size_t s = 0; s < cut.size(); ++s) {
     DeviceLoad& d = load[device_of_stage(p, s, devices)];
     d.time += prices.time(cut[s].first_layer, cut[s].last_layer);
-    d.memory += prices.memory(cut[s].first_layer, cut[s].last_layer);
+    d.memory += prices.memory(static_cast<int>(s), cut[s].first_layer, cut[s].last_layer);
   }
   return load;
 }
@@ -57,7 +57,8 @@ class Search {
     load_.assign(static_cast<std::size_t>(devices_), DeviceLoad{});
     for (std::size_t s = 0; s < cut_.size(); ++s) {
       stage_time_[s] = prices_.time(cut_[s].first_layer, cut_[s].last_layer);
-      stage_memory_[s] = prices_.memory(cut_[s].first_layer, cut_[s].last_layer);
+      stage_memory_[s] =
+          prices_.memory(static_cast<int>(s), cut_[s].first_layer, cut_[s].last_layer);
       load_[device_of(s)].time += stage_time_[s];
       load_[device_of(s)].memory += stage_memory_[s];
     }
@@ -110,8 +111,10 @@ class Search {
     if (left.layer_count() < 1 || right.layer_count() < 1) return false;
     const SimTime left_time = prices_.time(left.first_layer, left.last_layer);
     const SimTime right_time = prices_.time(right.first_layer, right.last_layer);
-    const Bytes left_memory = prices_.memory(left.first_layer, left.last_layer);
-    const Bytes right_memory = prices_.memory(right.first_layer, right.last_layer);
+    const Bytes left_memory =
+        prices_.memory(static_cast<int>(b - 1), left.first_layer, left.last_layer);
+    const Bytes right_memory =
+        prices_.memory(static_cast<int>(b), right.first_layer, right.last_layer);
     // The two devices' loads after the move (one device when they share it).
     const std::size_t dl = device_of(b - 1);
     const std::size_t dr = device_of(b);
@@ -182,7 +185,8 @@ class Search {
       DeviceLoad& d = load[device_of(first + i)];
       d.time += prices_.time(moved[i].first_layer, moved[i].last_layer) - stage_time_[first + i];
       d.memory +=
-          prices_.memory(moved[i].first_layer, moved[i].last_layer) - stage_memory_[first + i];
+          prices_.memory(static_cast<int>(first + i), moved[i].first_layer, moved[i].last_layer) -
+          stage_memory_[first + i];
     }
     std::swap(load, load_);
     const Score next = score();
@@ -193,7 +197,8 @@ class Search {
     for (std::size_t i = 0; i < moved.size(); ++i) {
       cut_[first + i] = moved[i];
       stage_time_[first + i] = prices_.time(moved[i].first_layer, moved[i].last_layer);
-      stage_memory_[first + i] = prices_.memory(moved[i].first_layer, moved[i].last_layer);
+      stage_memory_[first + i] =
+          prices_.memory(static_cast<int>(first + i), moved[i].first_layer, moved[i].last_layer);
     }
     now = next;
     return true;
@@ -264,7 +269,7 @@ class Exhaustive {
     const int highest = stage == stages_ - 1 ? layers_ - 1 : layers_ - (stages_ - stage);
     for (int last = stage == stages_ - 1 ? layers_ - 1 : first; last <= highest; ++last) {
       const SimTime time = prices_.time(first, last);
-      const Bytes memory = prices_.memory(first, last);
+      const Bytes memory = prices_.memory(stage, first, last);
       if (d.time + prices_.compute(first, last) >= best_time_) return;  // grows with `last`
       if (d.time + time >= best_time_ || (capacity_ && d.memory + memory > *capacity_)) continue;
       d.time += time;
@@ -321,12 +326,13 @@ PartitionResult nothing_fits(const PartitionProblem& p, int devices, Bytes capac
 }
 
 // Whether no cut can fit: the stages' memory, summed over any cut, is at least
-// that of one stage holding every layer (less a byte a stage for rounding), and
-// the fullest device holds at least its share of that sum.
+// that of one stage holding every layer with the fewest micro-batches any stage
+// holds (less a byte a stage for rounding), and the fullest device holds at
+// least its share of that sum.
 bool surely_too_big(const PartitionProblem& p, int devices, std::optional<Bytes> capacity) {
   if (!capacity) return false;
   const StagePrices prices(p);
-  const Bytes total = prices.memory(0, static_cast<int>(p.layers.size()) - 1) - p.stages;
+  const Bytes total = prices.least_memory(0, static_cast<int>(p.layers.size()) - 1) - p.stages;
   return total > *capacity * devices;
 }
 

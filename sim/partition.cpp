@@ -75,32 +75,23 @@ SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {
   return seconds_to_simtime(p.link_latency_s + static_cast<double>(bytes) / p.link_bandwidth);
 }
 
-// Micro-batches whose whole stash a stage holds at its peak, and those whose
-// input alone it keeps (stage_memory).
-int stashes_held(const PartitionProblem& p) {
-  const int n = p.in_flight.value_or(p.micro_batches);
+// Of n micro-batches in flight, those whose whole stash a stage holds at its
+// peak, and those whose input alone it keeps (stage_memory). Neither shrinks
+// as n grows.
+struct Held {
+  int stashes = 0;
+  int inputs = 0;
+};
+Held held_of(const PartitionProblem& p, int n) {
   switch (p.remat) {
     case Remat::kNever:
-      return n;
+      return {n, 0};
     case Remat::kAlways:
-      return 1;
+      return {1, n};
     case Remat::kExceptLast:
-      return n > 1 && !p.forwards_first ? 2 : 1;
+      return {n > 1 && !p.forwards_first ? 2 : 1, n - 1};
   }
-  return n;
-}
-
-int inputs_held(const PartitionProblem& p) {
-  const int n = p.in_flight.value_or(p.micro_batches);
-  switch (p.remat) {
-    case Remat::kNever:
-      return 0;
-    case Remat::kAlways:
-      return n;
-    case Remat::kExceptLast:
-      return n - 1;
-  }
-  return 0;
+  return {n, 0};
 }
 
 struct Prefix {
@@ -109,10 +100,16 @@ struct Prefix {
   std::vector<SimTime> fwd_bwd;   // forward + backward
   std::vector<std::int64_t> params;
   std::vector<Bytes> stash;
-  int stashes = 0;  // stashes_held, inputs_held: fixed for the problem
-  int inputs = 0;
+  Held held;                     // every stage's, from in_flight: fixed for the problem
+  std::vector<Held> stage_held;  // stage s's, from stage_in_flight when set
+  Held least;                    // the least any stage holds
 
-  explicit Prefix(const PartitionProblem& p) : stashes(stashes_held(p)), inputs(inputs_held(p)) {
+  explicit Prefix(const PartitionProblem& p)
+      : held(held_of(p, p.in_flight.value_or(p.micro_batches))), least(held) {
+    for (const int n : p.stage_in_flight) stage_held.push_back(held_of(p, n));
+    if (!p.stage_in_flight.empty()) {
+      least = held_of(p, *std::min_element(p.stage_in_flight.begin(), p.stage_in_flight.end()));
+    }
     const std::size_t n = p.layers.size();
     compute.assign(n + 1, 0);
     fwd_bwd.assign(n + 1, 0);
@@ -135,19 +132,30 @@ struct Prefix {
   Bytes stash_of(int first, int last) const { return stash[last + 1] - stash[first]; }
 };
 
+// Rounded half up, as std::llround rounds these non-negative values, without a
+// library call in the partitioners' innermost loop.
 Bytes static_bytes(const PartitionProblem& p, std::int64_t params) {
-  return static_cast<Bytes>(std::llround(static_cast<double>(params) * p.bytes_per_param));
+  const double exact = static_cast<double>(params) * p.bytes_per_param;
+  auto whole = static_cast<Bytes>(exact);
+  if (exact - static_cast<double>(whole) >= 0.5) ++whole;
+  return whole;
 }
 
 // The part of a stage's memory that only grows as the stage takes more layers:
 // everything but the inputs kept under remat.
+Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last, Held held) {
+  return static_bytes(p, pre.params_of(first, last)) + held.stashes * pre.stash_of(first, last);
+}
 Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last) {
-  return static_bytes(p, pre.params_of(first, last)) + pre.stashes * pre.stash_of(first, last);
+  return memory_floor(p, pre, first, last, pre.held);
 }
 
+Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last, Held held) {
+  return memory_floor(p, pre, first, last, held) +
+         held.inputs * p.cut_bytes[static_cast<std::size_t>(first)];
+}
 Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last) {
-  return memory_floor(p, pre, first, last) +
-         pre.inputs * p.cut_bytes[static_cast<std::size_t>(first)];
+  return memory_of(p, pre, first, last, pre.held);
 }
 
 // The model's input and the loss do not cross between devices (cut_time is 0 at
@@ -217,6 +225,8 @@ const auto kAlways = [](int, int) { return true; };
 void check_problem(const PartitionProblem& p) {
   PS_CHECK(p.cut_bytes.size() == p.layers.size() + 1, "cut_bytes needs layers + 1 entries");
   PS_CHECK(p.stages >= 1 && p.stages <= static_cast<int>(p.layers.size()), "need 1 <= K <= layers");
+  PS_CHECK(p.stage_in_flight.empty() || static_cast<int>(p.stage_in_flight.size()) == p.stages,
+           "stage_in_flight needs one count per stage");
 }
 
 }  // namespace
@@ -249,6 +259,16 @@ SimTime StagePrices::compute(int first, int last) const {
 
 Bytes StagePrices::memory(int first, int last) const {
   return memory_of(p_, *sums_, first, last);
+}
+
+Bytes StagePrices::memory(int stage, int first, int last) const {
+  const std::vector<Held>& held = sums_->stage_held;
+  if (held.empty()) return memory(first, last);
+  return memory_of(p_, *sums_, first, last, held[static_cast<std::size_t>(stage)]);
+}
+
+Bytes StagePrices::least_memory(int first, int last) const {
+  return memory_of(p_, *sums_, first, last, sums_->least);
 }
 
 PartitionResult partition_optimal(const PartitionProblem& p) {

@@ -76,6 +76,11 @@ struct PartitionProblem {
   // M under GPipe; under 1F1B stage s holds K - s, bounded here for every stage
   // by stage 0's min(K, M). Unset: M.
   std::optional<int> in_flight;
+  // When each device runs several stages: the micro-batches whose stash (or
+  // input) stage s holds when its device holds the most, read off the
+  // schedule's order; the memory of stage s in partition_devices. Empty:
+  // in_flight for every stage.
+  std::vector<int> stage_in_flight;
   double bytes_per_param = 0.0;
   std::optional<Bytes> memory_capacity;  // none: no memory limit
   // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).
@@ -114,7 +119,12 @@ class StagePrices {
   StagePrices(const StagePrices&) = delete;
   StagePrices& operator=(const StagePrices&) = delete;
   SimTime time(int first, int last) const;
+  // With in_flight micro-batches, as every stage of partition_optimal.
   Bytes memory(int first, int last) const;
+  // Stage `stage`'s, with its stage_in_flight count when set.
+  Bytes memory(int stage, int first, int last) const;
+  // With the least count of any stage: no stage of these layers needs less.
+  Bytes least_memory(int first, int last) const;
   // time() without the transfers: never less for a stage with more layers.
   SimTime compute(int first, int last) const;
 

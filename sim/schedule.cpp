@@ -449,17 +449,40 @@ Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat) {
   return s;
 }
 
-int most_stashes_held(const Schedule& s) {
+std::vector<int> stashes_at_peak(const Schedule& s) {
   const OpKind frees = s.split ? OpKind::kWeight : OpKind::kBackward;
-  int most = 0;
-  for (const std::vector<Op>& ops : s.device_ops) {
-    int held = 0;
-    for (const Op& op : ops) {
-      if (op.kind == OpKind::kForward) most = std::max(most, ++held);
-      if (op.kind == frees) --held;
+  std::vector<int> at_peak(static_cast<std::size_t>(s.stages), 0);
+  std::vector<int> held(static_cast<std::size_t>(s.stages), 0);
+  std::vector<std::vector<std::size_t>> stages_of(s.device_ops.size());
+  for (std::size_t t = 0; t < held.size(); ++t) {
+    stages_of[static_cast<std::size_t>(s.stage_device[t])].push_back(t);
+  }
+  for (std::size_t d = 0; d < s.device_ops.size(); ++d) {
+    int total = 0;
+    int most = 0;
+    for (const Op& op : s.device_ops[d]) {
+      const auto stage = static_cast<std::size_t>(op.stage);
+      if (op.kind == frees) {
+        --held[stage];
+        --total;
+      }
+      if (op.kind != OpKind::kForward) continue;
+      ++held[stage];
+      if (++total <= most) continue;
+      most = total;
+      for (const std::size_t t : stages_of[d]) at_peak[t] = held[t];
     }
   }
-  return most;
+  return at_peak;
+}
+
+int most_stashes_held(const Schedule& s) {
+  const std::vector<int> at_peak = stashes_at_peak(s);
+  std::vector<int> per_device(s.device_ops.size(), 0);
+  for (std::size_t t = 0; t < at_peak.size(); ++t) {
+    per_device[static_cast<std::size_t>(s.stage_device[t])] += at_peak[t];
+  }
+  return *std::max_element(per_device.begin(), per_device.end());
 }
 
 std::string_view schedule_shape_rule(ScheduleKind kind) {

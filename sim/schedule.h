@@ -179,8 +179,12 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
 // The most chunk micro-batches whose stash one device holds at once when every
 // micro-batch keeps its stash: each from its F until its B frees it (its W when
 // the backward is split), counted in the device's own order. The one home of
-// the schedules' memory bounds: the partitioner spreads it over the chunks.
+// the schedules' memory bounds.
 int most_stashes_held(const Schedule& s);
+// For each stage, the micro-batches whose stash it holds at the first moment its
+// device holds most_stashes_held's count for that device: the counts the
+// partitioner prices a device's stages at (docs/models.md, "The partitioner").
+std::vector<int> stashes_at_peak(const Schedule& s);
 
 // Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
 // string: the rules build_schedule enforces, for callers that report them.

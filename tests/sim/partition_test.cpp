@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <random>
@@ -161,6 +162,22 @@ TEST(OptimalPartition, BalancesUnevenLayersByHand) {
   EXPECT_EQ(r.stages, (std::vector<StageRange>{{0, 3}, {4, 4}}));
   EXPECT_EQ(r.bottleneck, 4);
   EXPECT_EQ(partition_uniform(5, 2), (std::vector<StageRange>{{0, 2}, {3, 4}}));
+}
+
+// A stage's weight bytes, params x bytes_per_param, round half up, as
+// std::llround rounds them, halves and the values just below included.
+TEST(StageMemory, WeightBytesRoundToTheNearestByte) {
+  PartitionProblem p;
+  p.layers = {{1, 0, 0, 3, 0}, {1, 0, 0, 0, 0}};
+  p.cut_bytes.assign(3, 0);
+  p.remat = Remat::kNever;
+  for (const double bytes_per_param : {2.5, 2.4999999999999996, 2.0, 0.1666, 1e-9, 18.0}) {
+    p.bytes_per_param = bytes_per_param;
+    EXPECT_EQ(stage_memory(p, 0, 1), std::llround(3 * bytes_per_param)) << bytes_per_param;
+  }
+  p.layers[0].params = std::int64_t{175} * 1000 * 1000 * 1000;  // GPT-3's weights at 18 B
+  p.bytes_per_param = 18.0;
+  EXPECT_EQ(stage_memory(p, 0, 1), std::int64_t{3150} * 1000 * 1000 * 1000);
 }
 
 TEST(OptimalPartition, MemoryMovesTheCut) {
