@@ -78,11 +78,7 @@ SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {
 // Of n micro-batches in flight, those whose whole stash a stage holds at its
 // peak, and those whose input alone it keeps (stage_memory). Neither shrinks
 // as n grows.
-struct Held {
-  int stashes = 0;
-  int inputs = 0;
-};
-Held held_of(const PartitionProblem& p, int n) {
+StashCount held_of(const PartitionProblem& p, int n) {
   switch (p.remat) {
     case Remat::kNever:
       return {n, 0};
@@ -100,15 +96,16 @@ struct Prefix {
   std::vector<SimTime> fwd_bwd;   // forward + backward
   std::vector<std::int64_t> params;
   std::vector<Bytes> stash;
-  Held held;                     // every stage's, from in_flight: fixed for the problem
-  std::vector<Held> stage_held;  // stage s's, from stage_in_flight when set
-  Held least;                    // the least any stage holds
+  StashCount held;   // every stage's, from in_flight: fixed for the problem
+  StashCount least;  // the least any stage holds, of each kind
 
   explicit Prefix(const PartitionProblem& p)
       : held(held_of(p, p.in_flight.value_or(p.micro_batches))), least(held) {
-    for (const int n : p.stage_in_flight) stage_held.push_back(held_of(p, n));
-    if (!p.stage_in_flight.empty()) {
-      least = held_of(p, *std::min_element(p.stage_in_flight.begin(), p.stage_in_flight.end()));
+    for (std::size_t s = 0; s < p.stage_held.size(); ++s) {
+      const StashCount& h = p.stage_held[s];
+      least =
+          s == 0 ? h
+                 : StashCount{std::min(least.stashes, h.stashes), std::min(least.inputs, h.inputs)};
     }
     const std::size_t n = p.layers.size();
     compute.assign(n + 1, 0);
@@ -143,14 +140,16 @@ Bytes static_bytes(const PartitionProblem& p, std::int64_t params) {
 
 // The part of a stage's memory that only grows as the stage takes more layers:
 // everything but the inputs kept under remat.
-Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last, Held held) {
+Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last,
+                   StashCount held) {
   return static_bytes(p, pre.params_of(first, last)) + held.stashes * pre.stash_of(first, last);
 }
 Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last) {
   return memory_floor(p, pre, first, last, pre.held);
 }
 
-Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last, Held held) {
+Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last,
+                StashCount held) {
   return memory_floor(p, pre, first, last, held) +
          held.inputs * p.cut_bytes[static_cast<std::size_t>(first)];
 }
@@ -225,8 +224,8 @@ const auto kAlways = [](int, int) { return true; };
 void check_problem(const PartitionProblem& p) {
   PS_CHECK(p.cut_bytes.size() == p.layers.size() + 1, "cut_bytes needs layers + 1 entries");
   PS_CHECK(p.stages >= 1 && p.stages <= static_cast<int>(p.layers.size()), "need 1 <= K <= layers");
-  PS_CHECK(p.stage_in_flight.empty() || static_cast<int>(p.stage_in_flight.size()) == p.stages,
-           "stage_in_flight needs one count per stage");
+  PS_CHECK(p.stage_held.empty() || static_cast<int>(p.stage_held.size()) == p.stages,
+           "stage_held needs one count per stage");
 }
 
 }  // namespace
@@ -262,9 +261,8 @@ Bytes StagePrices::memory(int first, int last) const {
 }
 
 Bytes StagePrices::memory(int stage, int first, int last) const {
-  const std::vector<Held>& held = sums_->stage_held;
-  if (held.empty()) return memory(first, last);
-  return memory_of(p_, *sums_, first, last, held[static_cast<std::size_t>(stage)]);
+  if (p_.stage_held.empty()) return memory(first, last);
+  return memory_of(p_, *sums_, first, last, p_.stage_held[static_cast<std::size_t>(stage)]);
 }
 
 Bytes StagePrices::least_memory(int first, int last) const {

@@ -76,11 +76,11 @@ struct PartitionProblem {
   // M under GPipe; under 1F1B stage s holds K - s, bounded here for every stage
   // by stage 0's min(K, M). Unset: M.
   std::optional<int> in_flight;
-  // When each device runs several stages: the micro-batches whose stash (or
-  // input) stage s holds when its device holds the most, read off the
-  // schedule's order; the memory of stage s in partition_devices. Empty:
-  // in_flight for every stage.
-  std::vector<int> stage_in_flight;
+  // When each device runs several stages: what stage s holds when its device
+  // holds the most (held_at_peak, read off the schedule's order, remat
+  // included); the memory of stage s in partition_devices. Empty: in_flight
+  // for every stage, by the remat formulas below.
+  std::vector<StashCount> stage_held;
   double bytes_per_param = 0.0;
   std::optional<Bytes> memory_capacity;  // none: no memory limit
   // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).
@@ -121,7 +121,7 @@ class StagePrices {
   SimTime time(int first, int last) const;
   // With in_flight micro-batches, as every stage of partition_optimal.
   Bytes memory(int first, int last) const;
-  // Stage `stage`'s, with its stage_in_flight count when set.
+  // Stage `stage`'s, with its stage_held counts when set.
   Bytes memory(int stage, int first, int last) const;
   // With the least count of any stage: no stage of these layers needs less.
   Bytes least_memory(int first, int last) const;

@@ -103,6 +103,14 @@ constexpr Remat remat_from_bool(bool on) {
 constexpr bool recomputes(Remat r, int micro_batch, int micro_batches) {
   return r == Remat::kAlways || (r == Remat::kExceptLast && micro_batch != micro_batches - 1);
 }
+// What a stage holds of its micro-batches at one moment: whole stashes, and
+// inputs alone (kept by a forward whose micro-batch remat recomputes).
+struct StashCount {
+  int stashes = 0;
+  int inputs = 0;
+  friend bool operator==(const StashCount&, const StashCount&) = default;
+};
+
 // How many of M micro-batches are recomputed.
 constexpr int recomputed_count(Remat r, int micro_batches) {
   return r == Remat::kAlways ? micro_batches : r == Remat::kExceptLast ? micro_batches - 1 : 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <stdexcept>
+#include <tuple>
 
 #include "costmodels/check.h"
 
@@ -448,26 +449,37 @@ Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat) {
   return s;
 }
 
-std::vector<int> stashes_at_peak(const Schedule& s) {
+std::vector<StashCount> held_at_peak(const Schedule& s) {
   const OpKind frees = s.split ? OpKind::kWeight : OpKind::kBackward;
-  std::vector<int> at_peak(static_cast<std::size_t>(s.stages), 0);
-  std::vector<int> held(static_cast<std::size_t>(s.stages), 0);
+  std::vector<StashCount> at_peak(static_cast<std::size_t>(s.stages));
+  std::vector<StashCount> held(static_cast<std::size_t>(s.stages));
   std::vector<std::vector<std::size_t>> stages_of(s.device_ops.size());
   for (std::size_t t = 0; t < held.size(); ++t) {
     stages_of[static_cast<std::size_t>(s.stage_device[t])].push_back(t);
   }
   for (std::size_t d = 0; d < s.device_ops.size(); ++d) {
-    int total = 0;
-    int most = 0;
+    StashCount total;
+    StashCount most;
     for (const Op& op : s.device_ops[d]) {
-      const auto stage = static_cast<std::size_t>(op.stage);
-      if (op.kind == frees) {
-        --held[stage];
-        --total;
+      StashCount& h = held[static_cast<std::size_t>(op.stage)];
+      const bool recomputed = s.recomputes(op.micro_batch);
+      const int sign = op.kind == frees ? -1 : 1;
+      if (op.kind == frees || op.kind == OpKind::kRecompute ||
+          (op.kind == OpKind::kForward && !recomputed)) {
+        h.stashes += sign;
+        total.stashes += sign;
       }
-      if (op.kind != OpKind::kForward) continue;
-      ++held[stage];
-      if (++total <= most) continue;
+      if ((op.kind == frees || op.kind == OpKind::kForward) && recomputed) {
+        h.inputs += sign;
+        total.inputs += sign;
+      }
+      if (sign < 0) continue;
+      if (s.remat == Remat::kExceptLast) {
+        StashCount& bound = at_peak[static_cast<std::size_t>(op.stage)];
+        bound = {std::max(bound.stashes, h.stashes), std::max(bound.inputs, h.inputs)};
+        continue;
+      }
+      if (std::tie(total.stashes, total.inputs) <= std::tie(most.stashes, most.inputs)) continue;
       most = total;
       for (const std::size_t t : stages_of[d]) at_peak[t] = held[t];
     }
@@ -476,10 +488,10 @@ std::vector<int> stashes_at_peak(const Schedule& s) {
 }
 
 int most_stashes_held(const Schedule& s) {
-  const std::vector<int> at_peak = stashes_at_peak(s);
+  const std::vector<StashCount> at_peak = held_at_peak(s);
   std::vector<int> per_device(s.device_ops.size(), 0);
   for (std::size_t t = 0; t < at_peak.size(); ++t) {
-    per_device[static_cast<std::size_t>(s.stage_device[t])] += at_peak[t];
+    per_device[static_cast<std::size_t>(s.stage_device[t])] += at_peak[t].stashes;
   }
   return *std::max_element(per_device.begin(), per_device.end());
 }

@@ -181,10 +181,16 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
 // the backward is split), counted in the device's own order. The one home of
 // the schedules' memory bounds.
 int most_stashes_held(const Schedule& s);
-// For each stage, the micro-batches whose stash it holds at the first moment its
-// device holds most_stashes_held's count for that device: the counts the
-// partitioner prices a device's stages at (docs/models.md, "The partitioner").
-std::vector<int> stashes_at_peak(const Schedule& s);
+// For each stage, what it holds at the first moment its device holds the most
+// whole stashes (of those, the most inputs), counted in the device's order as
+// the memory tracker counts: a forward keeps its stash, or its input alone when
+// remat recomputes the micro-batch; a recompute rebuilds the stash; the
+// backward (W when split) frees both. Under remat except-last, where one
+// micro-batch's whole stash meets the others' inputs and which moment weighs
+// most depends on their sizes, each stage's own most of each instead (a bound).
+// The counts the device partitioner prices a device's stages at
+// (docs/models.md, "The partitioner").
+std::vector<StashCount> held_at_peak(const Schedule& s);
 
 // Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
 // string: the rules build_schedule enforces, for callers that report them.

@@ -169,16 +169,19 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   // GPipe, and the simulated memory curve, from the actual order, decides
   // whether the plan fits. A built-in one holds at most most_stashes_held chunk
   // micro-batches a device (1F1B's min(K, M), zb-v's 2K, interleaved-1f1b's
-  // warm-up and one): spread over the chunks for the stage-optimal cut, and
-  // with several chunks, for the device partitioner, as each stage holds them
-  // when its device holds the most (stashes_at_peak).
+  // warm-up and one): spread over the chunks for the stage-optimal cut. With
+  // several chunks, the device partitioner prices each stage with what it holds
+  // when its device holds the most, remat included (held_at_peak).
   p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
   if (schedule != ScheduleKind::kCustom) {
     const Schedule order =
         build_schedule(schedule, stages / chunks, micro_batches, Remat::kNever, chunks);
     const int held = most_stashes_held(order);
     p.in_flight = std::min(micro_batches, (held + chunks - 1) / chunks);
-    if (chunks > 1 && placement == nullptr) p.stage_in_flight = stashes_at_peak(order);
+    if (chunks > 1 && placement == nullptr) {
+      p.stage_held =
+          held_at_peak(build_schedule(schedule, stages / chunks, micro_batches, remat, chunks));
+    }
   }
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;

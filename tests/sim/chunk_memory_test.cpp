@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,13 @@ namespace pipescope {
 namespace {
 
 // 16 layers: a light first layer (an embedding) and a last one whose stash is
-// twenty times a block's (a language model's logits).
+// twenty times a block's (a language model's logits); a stage's input a tenth
+// of a block's stash.
 Scenario head_heavy(int K, int M) {
   Scenario sc = testing::uniform_scenario(16, K, 1000.0, 8 * M, M, false);
   for (LayerSpec& l : sc.model.layers) {
     l.stash_bytes = 100;
+    l.out_bytes = 10;
     l.params = 10;
   }
   sc.model.layers.front().stash_bytes = 20;
@@ -29,55 +32,77 @@ Scenario head_heavy(int K, int M) {
   return sc;
 }
 
-// Each stage's micro-batches priced as its device holds them at its peak
-// (stashes_at_peak), a device's memory in the partitioner is what the
-// simulator's curve peaks at, even where the stages' stashes differ twentyfold
-// (spread evenly over the chunks, as before, device 3 of interleaved-1f1b at
-// K = 4, M = 8 was priced at 4.7 times its peak). Without remat: with it, a
-// split backward keeps a recomputed stash until its W, which the partitioner's
-// one stash a stage does not count (docs/models.md, "The partitioner").
+// Each stage priced with what it holds when its device holds the most
+// (held_at_peak), a device's memory in the partitioner is what the simulator's
+// curve peaks at, without remat and under remat always, even where the stages'
+// stashes differ twentyfold (spread evenly over the chunks, as before, device
+// 3 of interleaved-1f1b at K = 4, M = 8 was priced at 4.7 times its peak
+// without remat, and ZB-V's device 3 under remat at 0.3 times it: a split
+// backward keeps a recomputed stash until its W). Under except-last, where
+// one micro-batch's whole stash meets the others' inputs, each stage's own
+// most is summed instead: never below the peak, at most 66 % above it here.
 TEST(ChunkMemory, PartitionerPricesEachDeviceAtItsSimulatedPeak) {
   int cases = 0;
+  double worst = 0.0;  // priced over peak under except-last
   for (const ScheduleKind kind : kAllSchedules) {
     if (!takes_chunks(kind)) continue;
-    for (const auto& [K, M] : {std::pair{2, 8}, {4, 8}, {4, 16}, {3, 12}}) {
-      if (!schedule_shape_problem(kind, K, M, 2).empty()) continue;
-      SCOPED_TRACE(std::string(to_string(kind)) + " K=" + std::to_string(K) +
-                   " M=" + std::to_string(M));
-      const Scenario sc = head_heavy(K, M);
-      const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 4);
-      const PartitionProblem p = partition_problem(sc, cost, 2 * K, M, Remat::kNever, kind, 2);
-      const PartitionResult r = partition_devices(p, K, std::nullopt);
-      SimConfig cfg;
-      cfg.stages = K;
-      cfg.micro_batches = M;
-      cfg.schedule = kind;
-      cfg.chunks = 2;
-      cfg.remat = Remat::kNever;
-      cfg.stage_ranges = r.stages;
-      const SimResult sim = simulate(sc, cfg, cost);
-      const std::vector<DeviceLoad> loads = device_loads(p, r.stages, K);
-      for (int d = 0; d < K; ++d) {
-        EXPECT_EQ(loads[static_cast<std::size_t>(d)].memory,
-                  sim.metrics.devices[static_cast<std::size_t>(d)].peak_memory)
-            << "device " << d;
+    for (const Remat remat : kAllRemats) {
+      for (const auto& [K, M] : {std::pair{2, 8}, {4, 8}, {4, 16}, {3, 12}}) {
+        if (!schedule_shape_problem(kind, K, M, 2).empty()) continue;
+        SCOPED_TRACE(std::string(to_string(kind)) + " K=" + std::to_string(K) +
+                     " M=" + std::to_string(M) + " remat " + std::string(to_string(remat)));
+        const Scenario sc = head_heavy(K, M);
+        const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 4);
+        const PartitionProblem p = partition_problem(sc, cost, 2 * K, M, remat, kind, 2);
+        const PartitionResult r = partition_devices(p, K, std::nullopt);
+        SimConfig cfg;
+        cfg.stages = K;
+        cfg.micro_batches = M;
+        cfg.schedule = kind;
+        cfg.chunks = 2;
+        cfg.remat = remat;
+        cfg.stage_ranges = r.stages;
+        const SimResult sim = simulate(sc, cfg, cost);
+        const std::vector<DeviceLoad> loads = device_loads(p, r.stages, K);
+        for (int d = 0; d < K; ++d) {
+          const Bytes priced = loads[static_cast<std::size_t>(d)].memory;
+          const Bytes peak = sim.metrics.devices[static_cast<std::size_t>(d)].peak_memory;
+          if (remat != Remat::kExceptLast) {
+            EXPECT_EQ(priced, peak) << "device " << d;
+            continue;
+          }
+          // A bound: never below the peak; here at most 66 % above it.
+          EXPECT_GE(priced, peak) << "device " << d;
+          EXPECT_LE(priced * 3, peak * 5) << "device " << d;
+          worst = std::max(worst, static_cast<double>(priced) / static_cast<double>(peak));
+        }
+        ++cases;
       }
-      ++cases;
     }
   }
-  EXPECT_EQ(cases, 20);
+  EXPECT_EQ(cases, 60);
+  EXPECT_GT(worst, 1.6);  // the bound is loose: what docs/models.md says
 }
 
 // The counts at the peak add up to most_stashes_held on the fullest device, and
 // under the V the first device's first chunk holds nearly all of them.
-TEST(ChunkMemory, StashesAtPeakSumToTheMostHeld) {
+TEST(ChunkMemory, HeldAtPeakSumsToTheMostHeld) {
   const Schedule v = build_schedule(ScheduleKind::kZbV, 4, 8, Remat::kNever, 2);
-  EXPECT_EQ(stashes_at_peak(v), (std::vector<int>{7, 6, 5, 4, 4, 3, 2, 1}));
+  std::vector<int> stashes;
+  for (const StashCount& c : held_at_peak(v)) {
+    stashes.push_back(c.stashes);
+    EXPECT_EQ(c.inputs, 0);
+  }
+  EXPECT_EQ(stashes, (std::vector<int>{7, 6, 5, 4, 4, 3, 2, 1}));
   EXPECT_EQ(most_stashes_held(v), 8);
   const Schedule loop = build_schedule(ScheduleKind::kInterleaved1F1B, 4, 8, Remat::kNever, 2);
   EXPECT_EQ(most_stashes_held(loop), 11);
-  const std::vector<int> at_peak = stashes_at_peak(loop);
-  EXPECT_EQ(at_peak[0] + at_peak[4], 11);
+  const std::vector<StashCount> at_peak = held_at_peak(loop);
+  EXPECT_EQ(at_peak[0].stashes + at_peak[4].stashes, 11);
+  // Under remat, ZB-V's W's come late: recomputed stashes pile up until them.
+  const std::vector<StashCount> remat =
+      held_at_peak(build_schedule(ScheduleKind::kZbV, 4, 8, Remat::kAlways, 2));
+  EXPECT_GT(remat[3].stashes + remat[4].stashes, 2);
 }
 
 }  // namespace
