@@ -7,7 +7,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDockWidget>
-#include <QElapsedTimer>
+#include <QEventLoop>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHeaderView>
@@ -20,6 +20,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include "costmodels/device.h"
@@ -596,14 +597,26 @@ void MainWindow::show_error(const QString& message) {
 }
 
 bool MainWindow::wait_idle(int timeout_ms) {
-  QElapsedTimer timer;
-  timer.start();
-  while (sim_runner_->busy() || sweep_runner_->busy() || plan_runner_->busy()) {
-    if (timer.elapsed() > timeout_ms) return false;
-    QApplication::processEvents(QEventLoop::AllEvents, 20);
+  // Sleeps in the event loop until a runner finishes or the time is up, rather
+  // than spinning: a spinning UI thread takes a core from the work it awaits.
+  const auto busy = [this] {
+    return sim_runner_->busy() || sweep_runner_->busy() || plan_runner_->busy();
+  };
+  QEventLoop loop;
+  for (JobRunner* runner : {sim_runner_, sweep_runner_, plan_runner_}) {
+    connect(runner, &JobRunner::idle, &loop, [&] {
+      if (!busy()) loop.quit();
+    });
+  }
+  QTimer deadline;
+  deadline.setSingleShot(true);
+  connect(&deadline, &QTimer::timeout, &loop, &QEventLoop::quit);
+  if (busy()) {
+    deadline.start(timeout_ms);
+    loop.exec();
   }
   QApplication::processEvents();
-  return true;
+  return !busy();
 }
 
 }  // namespace pipescope::gui

@@ -241,6 +241,45 @@ TEST(DevicePartition, LoadsFollowTheStageDeviceMap) {
   EXPECT_EQ(v[1].time, (200 + 400) * 3);
 }
 
+// Shaped as a language model (an embedding, equal blocks, a head as heavy as
+// three, on 2 to 4 devices of 2 or 3 chunks): the optimum of every cut,
+// including where the local search alone misses it (5 of the 57 models that
+// fit).
+TEST(DevicePartition, LanguageModelShapesMatchBruteForce) {
+  std::mt19937_64 rng(20261126);
+  int cases = 0;
+  int local_missed = 0;
+  for (int trial = 0; trial < 100; ++trial) {
+    Instance in;
+    PartitionProblem& p = in.problem;
+    in.devices = 2 + static_cast<int>(rng() % 3);
+    p.stages = in.devices * (2 + static_cast<int>(rng() % 2));
+    const int blocks = std::uniform_int_distribution<int>(p.stages, 16)(rng);
+    const SimTime block = 300 + static_cast<SimTime>(rng() % 50);
+    p.layers.push_back({block / 10, block / 5, 0, 900, 0});  // embedding
+    // Equal blocks in odd trials; in even ones blocks of one, two or three
+    // times that cost (as a model mixing attention, MLP and mixture layers).
+    for (int b = 0; b < blocks; ++b) {
+      const SimTime f = trial % 2 == 1 ? block : block * (1 + static_cast<SimTime>(rng() % 3));
+      p.layers.push_back({f, 2 * f, f, 100, 40});
+    }
+    p.layers.push_back({3 * block, 6 * block, 0, 900, 200});  // head
+    p.cut_bytes.assign(p.layers.size() + 1, 50);
+    p.micro_batches = 4 + static_cast<int>(rng() % 5);
+    p.remat = kAllRemats[rng() % 3];
+    p.forwards_first = false;
+    p.bytes_per_param = 4.0;
+    p.link_bandwidth = 1e9;
+    if (rng() % 2 == 0) in.capacity = std::uniform_int_distribution<Bytes>(1500, 6000)(rng);
+    if (!expect_optimum(in, trial)) continue;
+    ++cases;
+    const PartitionResult local = partition_devices(p, in.devices, in.capacity, 0);
+    if (local.stages.empty() || local.bottleneck > *brute_force(in)) ++local_missed;
+  }
+  EXPECT_GT(cases, 50);
+  EXPECT_GT(local_missed, 3) << "the exhaustive search must have had something to find";
+}
+
 // Under the V placement (2 stages a device) the partitioner balances the
 // devices it names, as brute force over every cut does.
 TEST(DevicePartition, VPlacementMatchesBruteForce) {
