@@ -2,8 +2,12 @@
 //   BM_PartitionOptimal: GPipe's largest Transformer (1,663 layers) into 128
 //     stages on TPU v3 cores, with memory limits;
 //   BM_PlanGpt3On1024: `plan` for scenarios/gpt3-175b-1024.json (96 layers,
-//     d_model 12,288, 1,024 devices): every K dividing 1,024, M up to 512, remat
-//     on and off, on all cores.
+//     d_model 12,288, 1,024 devices): every K dividing 1,024, M up to 512,
+//     every remat mode and schedule, on all cores;
+//   BM_PlanScenario/demo and /gpipe_transformer: `plan` for scenarios/demo.json
+//     (the search the desktop app runs when it opens it: 26 layers on 4
+//     devices) and scenarios/gpipe/transformer-tpuv3.json (50 layers on 8),
+//     where the chunked schedules' device partitioner does most of the work.
 //
 //   build/bench/pipescope_plan_bench
 
@@ -44,9 +48,8 @@ void BM_PartitionOptimal(benchmark::State& state) {
   }
 }
 
-void BM_PlanGpt3On1024(benchmark::State& state) {
-  const Scenario sc =
-      load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json");
+void BM_PlanScenario(benchmark::State& state, const char* file) {
+  const Scenario sc = load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/" + file);
   std::size_t tried = 0;
   for (auto _ : state) {
     const PlanReport r = run_planner(sc, PlanRequest{});
@@ -55,8 +58,14 @@ void BM_PlanGpt3On1024(benchmark::State& state) {
   }
   state.counters["configurations"] = static_cast<double>(tried);
 }
-
+void BM_PlanGpt3On1024(benchmark::State& state) {
+  BM_PlanScenario(state, "gpt3-175b-1024.json");
+}
 BENCHMARK(BM_PartitionOptimal)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_PlanScenario, demo, "demo.json")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PlanScenario, gpipe_transformer, "gpipe/transformer-tpuv3.json")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_PlanGpt3On1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -46,12 +46,21 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 //   one layer from a stage of the busiest device to any other device's stage, the stages between
 //   shifting by one layer (up to 128 stages), and starts over. Every step strictly improves that
 //   pair, so it ends. Tests bound it by brute force: within one layer's stage time of the optimum.
-// - Then a depth-first search over every cut, pruned by the best busiest time
-//   so far (a device's time only grows as its stages take layers), proves the
-//   local search's answer optimal or finds a better cut, unless it would visit
-//   more than `max_exhaustive_nodes` partial cuts: models of tens of layers are
-//   solved exactly; for larger ones the better of the local search's cut and
-//   the best the cut-short search found stands.
+// - Then a depth-first search over every cut proves the local search's answer
+//   optimal or finds a better cut. It drops a partial cut when (a) a device's
+//   time reaches the best busiest time so far (a device's time only grows as
+//   its stages take layers); (b) the layers left, spread evenly over the
+//   devices that still have stages to come, would lift them to it (each stage
+//   takes at least its layers' compute); or (c) it has been at this stage and
+//   first layer before with every device's time (and, under a limit, memory)
+//   the same: what follows can do no better than it did then. Language
+//   models' equal blocks make (c) common. It remembers up to 32,768 such
+//   states (and 2^20 device loads in all), not at the last two stages, whose
+//   subtrees are small, and stops looking where partial cuts do not repeat
+//   (fewer than 1 look in 64 after the first 4,096). It gives up past
+//   `max_exhaustive_nodes` partial cuts: models of tens of layers are solved
+//   exactly; for larger ones the better of the local search's cut and the
+//   best the cut-short search found stands.
 //
 inline constexpr long kMaxExhaustiveNodes = 200000;
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
