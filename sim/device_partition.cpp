@@ -284,8 +284,9 @@ class Exhaustive {
     }
     open_after_.assign(static_cast<std::size_t>(stages_), 0);
     for (int s = 0; s < stages_; ++s) {
-      for (const int last : last_stage_)
+      for (const int last : last_stage_) {
         open_after_[static_cast<std::size_t>(s)] += last > s ? 1 : 0;
+      }
     }
   }
   ~Exhaustive() { seen_.clear(); }
