@@ -23,6 +23,7 @@ struct OpTimes {
   SimTime backward = 0;
   SimTime weight = 0;  // weight_grad
   SimTime recompute = 0;
+  SimTime input = 0;  // input_grad
 };
 
 class CostModel {
@@ -50,13 +51,21 @@ class CostModel {
   virtual SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const {
     return layer.params == 0 ? 0 : backward(layer, batch) / 2;
   }
+  // The B op of a split backward: the input gradients, with the weight
+  // gradients left for W. The rest of the backward by default; a measured
+  // profile may say more, since a deferred W finds its operands out of the
+  // caches and the two halves then cost more than the whole.
+  virtual SimTime input_grad(const LayerSpec& layer, std::int64_t batch) const {
+    return backward(layer, batch) - weight_grad(layer, batch);
+  }
   // The optimizer step over `params` parameters.
   virtual SimTime optimizer_step(std::int64_t params) const = 0;
   // All of the above for one layer at once; models that derive them together
   // answer in one call.
   virtual OpTimes op_times(const LayerSpec& layer, std::int64_t batch) const {
-    return {forward(layer, batch), forward_keeping_stash(layer, batch), backward(layer, batch),
-            weight_grad(layer, batch), recompute(layer, batch)};
+    return {forward(layer, batch),   forward_keeping_stash(layer, batch),
+            backward(layer, batch),  weight_grad(layer, batch),
+            recompute(layer, batch), input_grad(layer, batch)};
   }
 };
 

@@ -138,7 +138,9 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   }
   // A forward keeps or drops its stash at the same cost; a recompute is a forward.
   const SimTime forward = seconds_to_simtime(fwd);
-  return {forward, forward, seconds_to_simtime(bwd), seconds_to_simtime(w), forward};
+  const SimTime backward = seconds_to_simtime(bwd);
+  const SimTime weight = seconds_to_simtime(w);
+  return {forward, forward, backward, weight, forward, backward - weight};
 }
 
 OpTimes KernelCostModel::times(const LayerSpec& layer, std::int64_t batch) const {

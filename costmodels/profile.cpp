@@ -101,6 +101,12 @@ SimTime ProfiledCostModel::weight_grad(const LayerSpec& layer, std::int64_t batc
   return std::min(interpolate_time(p.batch_sizes, p.weight, batch), backward(layer, batch));
 }
 
+SimTime ProfiledCostModel::input_grad(const LayerSpec& layer, std::int64_t batch) const {
+  const LayerProfile& p = entry(layer);
+  if (p.input.empty()) return CostModel::input_grad(layer, batch);
+  return interpolate_time(p.batch_sizes, p.input, batch);
+}
+
 SimTime ProfiledCostModel::recompute(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
   return interpolate_time(p.batch_sizes, p.recompute, batch);

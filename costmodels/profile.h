@@ -27,6 +27,11 @@ struct LayerProfile {
   // The weight-gradient part of backward (a split backward's W), at most the
   // backward; empty in profiles written before it was measured.
   std::vector<SimTime> weight;
+  // A split backward's B (the input gradients), timed as a stage runs it:
+  // every layer's B before any W. It and W together may exceed backward (the
+  // deferred W reads operands the caches no longer hold). Empty in profiles
+  // written before it was measured: backward - weight.
+  std::vector<SimTime> input;
 };
 
 // The machine's achievable fp32 GEMM rate on the executor's own GEMM path, one
@@ -99,6 +104,7 @@ class ProfiledCostModel final : public CostModel {
   }
   // Measured when the profile has it, else CostModel's half of the backward.
   SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime input_grad(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime optimizer_step(std::int64_t params) const override;
   const Profile& profile() const { return *profile_; }
 

@@ -147,7 +147,8 @@ std::vector<StageCost> measured_costs(const std::vector<StageCost>& predicted,
     cost.forward = of(at(EventKind::kForward));
     cost.forward_kept = of(kKept);
     cost.weight = of(at(EventKind::kWeight));
-    cost.backward = of(at(EventKind::kBackward)) + cost.weight;
+    cost.input = of(at(EventKind::kBackward));
+    cost.backward = cost.input + cost.weight;
     cost.recompute = of(at(EventKind::kRecompute));
     cost.optimizer = of(at(EventKind::kOptimizer));
   }
@@ -170,7 +171,7 @@ void compare_ops(std::vector<OpComparison>& out, int s, const StageCost& p, cons
       {at(EventKind::kForward), p.forward},
       {kKept, p.forward_kept.value_or(p.forward)},
       {at(EventKind::kRecompute), p.recompute},
-      {at(EventKind::kBackward), split ? p.backward - p.weight : p.backward},
+      {at(EventKind::kBackward), split ? p.input : p.backward},
       {at(EventKind::kWeight), p.weight},
       {at(EventKind::kOptimizer), p.optimizer}};
   for (const auto& [i, predicted_ns] : kinds) {

@@ -58,10 +58,11 @@ Tensor output_gradient(const Tensor& y, std::mt19937_64& rng) {
 // Per-layer samples of one batch size: for each pass over the model, every
 // layer's forward (its stash dropped, as under remat), recompute (a second
 // forward whose stash backward uses) and backward, in the order a stage runs
-// them, each timed on its own; then the weight-gradient half (W) of the backward
-// split as zero-bubble schedules run it.
+// them, each timed on its own; then the backward split as zero-bubble
+// schedules run it: every layer's input gradients (B), then their weight
+// gradients (W), each layer's timed on its own.
 struct Samples {
-  std::vector<std::vector<SimTime>> forward, backward, recompute, weight;  // [layer][pass]
+  std::vector<std::vector<SimTime>> forward, backward, recompute, weight, input;  // [layer][pass]
 };
 
 // Waits for a device layer's work (a host layer's is done when it returns).
@@ -92,6 +93,7 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
   out.backward.resize(L);
   out.recompute.resize(L);
   out.weight.resize(L);
+  out.input.resize(L);
   for (int pass = 0; pass < passes; ++pass) {
     throw_if_cancelled();
     Tensor x = input;
@@ -120,18 +122,25 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
       out.backward[l].push_back(elapsed(t0));
       dy = std::move(dx);
     }
-    // The backward again, split as zero-bubble schedules run it: W, the queued
-    // weight-gradient work, timed on its own.
+    // The backward again, split as zero-bubble schedules run it: each layer's
+    // B, queueing its weight-gradient work; then that work (W), in the order
+    // it was queued. W runs after the other layers' B, as in a stage's W op,
+    // and so finds its operands as far out in the caches as there.
     dy = output_gradient(x, rng);
+    std::vector<WeightGradQueue> deferred(L);
     for (std::size_t l = L; l-- > 0;) {
-      WeightGradQueue deferred;
-      Tensor dx = layers[l]->backward_input(dy, ctx, stashes[l], deferred);
-      synchronize(*layers[l]);
       const auto t0 = Clock::now();
-      for (const auto& work : deferred) work();
+      Tensor dx = layers[l]->backward_input(dy, ctx, stashes[l], deferred[l]);
+      synchronize(*layers[l]);
+      require_finite(dx, *layers[l]);
+      out.input[l].push_back(elapsed(t0));
+      dy = std::move(dx);
+    }
+    for (std::size_t l = L; l-- > 0;) {
+      const auto t0 = Clock::now();
+      for (const auto& work : deferred[l]) work();
       synchronize(*layers[l]);
       out.weight[l].push_back(elapsed(t0));
-      dy = std::move(dx);
     }
   }
   zero_grads(layers);
@@ -372,6 +381,7 @@ Profile ModelProfiler::finish() {
       to.backward.push_back(layer_figure(s.backward, layers_of[e]));
       to.recompute.push_back(layer_figure(s.recompute, layers_of[e]));
       to.weight.push_back(std::min(layer_figure(s.weight, layers_of[e]), to.backward.back()));
+      to.input.push_back(layer_figure(s.input, layers_of[e]));
     }
   }
 

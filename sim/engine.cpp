@@ -177,7 +177,7 @@ class Engine {
       case OpKind::kRecompute:
         return c.recompute;
       case OpKind::kBackward:
-        return split_ ? c.backward - c.weight : c.backward;
+        return split_ ? c.input : c.backward;
       case OpKind::kWeight:
         return c.weight;
       case OpKind::kOptimizer:

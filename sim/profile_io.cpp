@@ -83,6 +83,7 @@ LayerProfile read_layer(ObjectReader r) {
       }
     }
   }
+  if (r.find("input_s") != nullptr) p.input = read_times(r, "input_s", p.batch_sizes.size());
   r.finish();
   return p;
 }
@@ -114,6 +115,7 @@ json profile_to_json(const Profile& profile) {
     e["backward_s"] = seconds(l.backward);
     e["recompute_s"] = seconds(l.recompute);
     if (!l.weight.empty()) e["weight_s"] = seconds(l.weight);
+    if (!l.input.empty()) e["input_s"] = seconds(l.input);
     layers.push_back(std::move(e));
   }
   json doc = json::object();

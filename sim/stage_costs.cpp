@@ -26,6 +26,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
       c.forward_kept = c.forward_kept.value_or(0) + t.forward_kept;
       c.backward += t.backward;
       c.weight += t.weight;
+      c.input += t.input;
       c.recompute += t.recompute;
       c.params += layer.params;
       c.stash_bytes += layer.stash_bytes * b;

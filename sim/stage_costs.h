@@ -19,6 +19,7 @@ struct StageCost {
   std::optional<SimTime> forward_kept;
   SimTime backward = 0;   // ns, the whole backward: input and weight gradients
   SimTime weight = 0;     // ns, the weight-gradient part of backward (W when split)
+  SimTime input = 0;      // ns, B when split: the input gradients (input_grad)
   SimTime recompute = 0;  // ns; charged only when the schedule rematerializes
   SimTime optimizer = 0;  // ns, the stage's optimizer step
   // ns, the stage's gradient all-reduce across data-parallel replicas, once per

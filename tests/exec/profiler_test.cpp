@@ -61,12 +61,14 @@ TEST(Profiler, OneEntryPerKindOfLayerAtEverySize) {
     ASSERT_EQ(l.backward.size(), 2u);
     ASSERT_EQ(l.recompute.size(), 2u);
     ASSERT_EQ(l.weight.size(), 2u);
+    ASSERT_EQ(l.input.size(), 2u);  // a split backward's B, timed on its own
     for (std::size_t i = 0; i < 2; ++i) {
       EXPECT_GT(l.forward[i], 0);
       EXPECT_GT(l.backward[i], 0);
       EXPECT_GT(l.recompute[i], 0);
       EXPECT_GT(l.weight[i], 0);  // every layer here has parameters
       EXPECT_LE(l.weight[i], l.backward[i]);
+      EXPECT_GT(l.input[i], 0);
     }
   }
   EXPECT_EQ(p.optimizer, "momentum");

@@ -112,6 +112,86 @@ TEST(ProfileIo, WeightGradientTimes) {
   EXPECT_EQ(error_of(doc), "p.json: layers[0].weight_s: has 1 entries but batch_sizes has 2");
 }
 
+// Four layers with parameters (a layer without them has no W) on two devices,
+// and a profile whose split backward costs more than the whole: B 150 and
+// 700 ns, W 90 and 300 ns at 1 and 4 samples, against a backward of 200 and
+// 800 ns.
+Scenario split_scenario() {
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  for (LayerSpec& l : sc.model.layers) l.params = 1;
+  return sc;
+}
+Profile split_profile(const Scenario& sc) {
+  Profile p = uniform_profile(sc, 2);
+  p.layers[0].weight = {90, 300};
+  p.layers[0].input = {150, 700};
+  return p;
+}
+
+// A split backward's measured B round-trips and reaches the cost model; B and
+// W together may exceed the backward (a deferred W's operands are out of the
+// caches). Without it, B is the rest of the backward.
+TEST(ProfileIo, SplitBackwardInputTimes) {
+  const Scenario sc = split_scenario();
+  const Profile p = split_profile(sc);
+  const json doc = profile_to_json(p);
+  ASSERT_EQ(doc["layers"][0]["input_s"].size(), 2u);
+  EXPECT_DOUBLE_EQ(doc["layers"][0]["input_s"][1].get<double>(), 7e-7);
+  const Profile q = profile_from_json(doc, "p.json");
+  EXPECT_EQ(q.layers[0].input, (std::vector<SimTime>{150, 700}));
+  const LayerSpec& layer = sc.model.layers[0];
+  const ProfiledCostModel measured(std::make_shared<const Profile>(q));
+  EXPECT_EQ(measured.input_grad(layer, 4), 700);
+  EXPECT_EQ(measured.op_times(layer, 4).input, 700);
+  Profile old = p;
+  old.layers[0].input.clear();
+  EXPECT_FALSE(profile_to_json(old)["layers"][0].contains("input_s"));
+  EXPECT_EQ(ProfiledCostModel(std::make_shared<const Profile>(old)).input_grad(layer, 4),
+            800 - 300);
+  json bad = doc;
+  bad["layers"][0]["input_s"] = {1e-7};
+  EXPECT_EQ(error_of(bad), "p.json: layers[0].input_s: has 1 entries but batch_sizes has 2");
+}
+
+// Under a split schedule each B lasts its stage's measured input gradients and
+// each W its weight gradients, while a fused backward keeps the whole: K=2
+// stages of two layers, micro-batches of 2 samples (B 2 x 2 x 150 ... 700
+// interpolated: 150 + (700 - 150) / 3 = 333 a layer at 2 samples).
+TEST(ProfiledSimulation, SplitBackwardRunsTheMeasuredHalves) {
+  Scenario sc = split_scenario();
+  apply_profile(sc, std::make_shared<const Profile>(split_profile(sc)), "p.json");
+  SimConfig config;
+  config.schedule = ScheduleKind::kZbH1;
+  config.record_timeline = true;
+  const SimResult r = simulate(sc, config);
+  ASSERT_EQ(r.stage_costs.size(), 2u);
+  const SimTime input = 2 * (150 + (700 - 150) / 3);  // two layers at 2 samples
+  const SimTime weight = 2 * (90 + (300 - 90) / 3);
+  EXPECT_EQ(r.stage_costs[0].input, input);
+  EXPECT_EQ(r.stage_costs[0].weight, weight);
+  EXPECT_EQ(r.stage_costs[0].backward, 2 * 400);
+  int backwards = 0, weights = 0;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.lane != Lane::kCompute) continue;
+    if (e.kind == EventKind::kBackward) {
+      EXPECT_EQ(e.end - e.start, input);
+      ++backwards;
+    } else if (e.kind == EventKind::kWeight) {
+      EXPECT_EQ(e.end - e.start, weight);
+      ++weights;
+    }
+  }
+  EXPECT_EQ(backwards, 2 * 4);
+  EXPECT_EQ(weights, 2 * 4);
+  // 1F1B runs the whole backward.
+  config.schedule = ScheduleKind::k1F1B;
+  for (const TimelineEvent& e : simulate(sc, config).timeline.events) {
+    if (e.lane == Lane::kCompute && e.kind == EventKind::kBackward) {
+      EXPECT_EQ(e.end - e.start, 2 * 400);
+    }
+  }
+}
+
 // The machine's GEMM rate round-trips; a profile without it (a GPU's, or one
 // written before it was measured) is read with none, and writes none.
 TEST(ProfileIo, MachineGemmRate) {
@@ -386,6 +466,26 @@ TEST(ConcurrencySlowdown, StretchesOpsByTheMeanNumberComputing) {
   EXPECT_EQ(r64.stage_costs[0].forward, std::llround(100 * factor));
   EXPECT_EQ(r64.stage_costs[1].backward, std::llround(200 * factor));
   EXPECT_EQ(r64.metrics.step_time, 65 * (r64.stage_costs[0].forward + r64.stage_costs[0].backward));
+}
+
+// Under a split schedule B and W keep their measured times while the other
+// ops stretch: the profile times them with their operands already out of the
+// caches, which the other cores' work cannot push out again.
+TEST(ConcurrencySlowdown, LeavesASplitBackwardsHalvesAsMeasured) {
+  Scenario plain = split_scenario();
+  apply_profile(plain, std::make_shared<const Profile>(split_profile(plain)), "p.json");
+  Scenario shared = split_scenario();
+  Profile p = split_profile(shared);
+  p.concurrency_slowdown = {1.0, 1.5};
+  apply_profile(shared, std::make_shared<const Profile>(p), "p.json");
+  SimConfig config;
+  config.schedule = ScheduleKind::kZbH1;
+  const StageCost base = simulate(plain, config).stage_costs[0];
+  const StageCost stretched = simulate(shared, config).stage_costs[0];
+  EXPECT_GT(static_cast<double>(stretched.forward), 1.05 * static_cast<double>(base.forward));
+  EXPECT_GT(stretched.backward, base.backward);
+  EXPECT_EQ(stretched.input, base.input);
+  EXPECT_EQ(stretched.weight, base.weight);
 }
 
 }  // namespace
