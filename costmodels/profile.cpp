@@ -98,7 +98,14 @@ SimTime ProfiledCostModel::backward(const LayerSpec& layer, std::int64_t batch) 
 SimTime ProfiledCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
   if (p.weight.empty()) return CostModel::weight_grad(layer, batch);
-  return std::min(interpolate_time(p.batch_sizes, p.weight, batch), backward(layer, batch));
+  const SimTime w = interpolate_time(p.batch_sizes, p.weight, batch);
+  // A part of the backward, unless B was timed too (the halves may exceed it).
+  return p.input.empty() ? std::min(w, backward(layer, batch)) : w;
+}
+
+bool Profile::split_measured() const {
+  return std::all_of(layers.begin(), layers.end(),
+                     [](const LayerProfile& l) { return !l.input.empty() && !l.weight.empty(); });
 }
 
 SimTime ProfiledCostModel::input_grad(const LayerSpec& layer, std::int64_t batch) const {

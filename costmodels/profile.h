@@ -24,8 +24,9 @@ struct LayerProfile {
   std::vector<SimTime> forward;           // ns, one entry per batch size
   std::vector<SimTime> backward;
   std::vector<SimTime> recompute;
-  // The weight-gradient part of backward (a split backward's W), at most the
-  // backward; empty in profiles written before it was measured.
+  // A split backward's W (its weight gradients): at most the backward in
+  // profiles without `input`; empty in profiles written before it was
+  // measured.
   std::vector<SimTime> weight;
   // A split backward's B (the input gradients), timed as a stage runs it:
   // every layer's B before any W. It and W together may exceed backward (the
@@ -67,6 +68,9 @@ struct Profile {
 
   // The entry for `layer`, or null.
   const LayerProfile* find(const LayerSpec& layer) const;
+  // Whether every layer's split backward was timed as a stage runs it (input
+  // and weight both measured), so B and W already carry cold caches.
+  bool split_measured() const;
 };
 
 // What makes two layers cost the same: the name without its trailing index

@@ -226,7 +226,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   c.per_stage = compare_busy(predicted, ops.device_busy);
   for (int s = 0; s < plan.model_stages(); ++s) {
     compare_ops(c.per_op, s, predicted.stage_costs.at(static_cast<std::size_t>(s)),
-                ops.stages[static_cast<std::size_t>(s)], splits_backward(plan.schedule));
+                ops.stages[static_cast<std::size_t>(s)], schedule.split);
   }
   compare_replays(c, scenario, schedule, predicted, ops);
   return c;

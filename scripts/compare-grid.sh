@@ -19,13 +19,28 @@ scenario=scenarios/cpu-small.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# A model of at least 50 ms a step, so that timer noise and the runtime's fixed
-# costs stay small beside the ops (docs/executor.md, "How close is the
-# prediction on this machine?"): cpu-small with GRID_LAYERS blocks (default 10:
-# about 60 ms a step on one core here).
-layers=${GRID_LAYERS:-10}
+# A model of at least 50 ms a step on one core, so that timer noise and the
+# runtime's fixed costs stay small beside the ops (docs/executor.md, "How close
+# is the prediction on this machine?"): cpu-small with GRID_LAYERS blocks, by
+# default 10 (about 60 ms on the 2026-11-24 machine), or as many more as this
+# machine needs for 50 ms (predicted from a profile of the 10).
+profile_blocks() {
+  "$ps" profile "$scenario" --set "model.layers=$1" -o "$work/profile.json" --repeats 9 >/dev/null
+}
+if [ -n "${GRID_LAYERS:-}" ]; then
+  layers=$GRID_LAYERS
+  profile_blocks "$layers"
+else
+  profile_blocks 10
+  layers=$("$ps" simulate "$scenario" --set model.layers=10 --set cluster.devices=1 -K 1 -M 1 \
+    --cost-model "$work/profile.json" --json | python3 -c '
+import json, math, sys
+step = json.load(sys.stdin)["step_time_s"]
+print(max(10, math.ceil(10 * 0.050 / step)))')
+  [ "$layers" -eq 10 ] || profile_blocks "$layers"
+fi
+echo "cpu-small with $layers blocks"
 set_model=(--set "model.layers=$layers")
-"$ps" profile "$scenario" "${set_model[@]}" -o "$work/profile.json" --repeats 9 >/dev/null
 printf '%2s %3s %6s %12s %12s %8s %12s %8s %7s %9s\n' K M remat "predicted" "measured" error \
   "cpu-replay" error steal overhead
 for K in 1 2; do

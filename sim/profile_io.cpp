@@ -71,9 +71,12 @@ LayerProfile read_layer(ObjectReader r) {
   p.forward = read_times(r, "forward_s", p.batch_sizes.size());
   p.backward = read_times(r, "backward_s", p.batch_sizes.size());
   p.recompute = read_times(r, "recompute_s", p.batch_sizes.size());
+  if (r.find("input_s") != nullptr) p.input = read_times(r, "input_s", p.batch_sizes.size());
   if (r.find("weight_s") != nullptr) {
     p.weight = read_times(r, "weight_s", p.batch_sizes.size());
-    for (std::size_t i = 0; i < p.weight.size(); ++i) {
+    // Without B measured, W is a part of the backward; with it, the two halves
+    // of a split backward may come to more than the whole.
+    for (std::size_t i = 0; i < p.weight.size() && p.input.empty(); ++i) {
       if (p.weight[i] > p.backward[i]) {
         r.where("weight_s")
             .index(i)
@@ -83,7 +86,6 @@ LayerProfile read_layer(ObjectReader r) {
       }
     }
   }
-  if (r.find("input_s") != nullptr) p.input = read_times(r, "input_s", p.batch_sizes.size());
   r.finish();
   return p;
 }
@@ -234,8 +236,13 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
     const auto at = [&](const std::vector<SimTime>& t, double b) {
       return interpolate_ns(e.batch_sizes, t, b);
     };
-    whole += at(e.forward, batch) + at(e.backward, batch) + at(e.recompute, batch);
-    per_one += batch * (at(e.forward, 1) + at(e.backward, 1) + at(e.recompute, 1));
+    // A split backward's B and W together may exceed the whole.
+    const auto backward = [&](double b) {
+      return e.input.empty() ? at(e.backward, b)
+                             : std::max(at(e.backward, b), at(e.input, b) + at(e.weight, b));
+    };
+    whole += at(e.forward, batch) + backward(batch) + at(e.recompute, batch);
+    per_one += batch * (at(e.forward, 1) + backward(1) + at(e.recompute, 1));
   }
   double worst_slowdown = 1.0;
   for (const double f : profile->concurrency_slowdown) worst_slowdown = std::max(worst_slowdown, f);

@@ -309,6 +309,7 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
   const std::vector<double>& slowdown = cluster.concurrency_slowdown;
   if (slowdown.size() < 2) return;
   const std::vector<StageCost> base = stages;
+  const bool split_cold = cluster.profile && cluster.profile->split_measured();
   // Two rounds: the slowdown changes the step, and with it the mean concurrency,
   // only a little.
   double factor = 1.0;
@@ -328,10 +329,15 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
       stages[s].forward = scale(base[s].forward);
       if (base[s].forward_kept) stages[s].forward_kept = scale(*base[s].forward_kept);
       stages[s].backward = scale(base[s].backward);
-      // Not a split backward's B and W: the profile times them with their
-      // operands already out of the caches, which the other cores' work then
-      // cannot push out again (stretched, the V schedules came out 6-13 %
-      // too slow on a 2-core machine; unstretched, within 3 %).
+      // A split backward's B and W only when the profile did not time them as
+      // a stage runs them: timed so, their operands are already out of the
+      // caches, which the other cores' work cannot push out again (stretched,
+      // the V schedules came out 6-13 % too slow on a 2-core machine;
+      // unstretched, within 3 %).
+      if (!split_cold) {
+        stages[s].input = scale(base[s].input);
+        stages[s].weight = scale(base[s].weight);
+      }
       stages[s].recompute = scale(base[s].recompute);
       stages[s].optimizer = scale(base[s].optimizer);
     }

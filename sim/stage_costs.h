@@ -17,9 +17,11 @@ struct StageCost {
   SimTime forward = 0;  // ns, one micro-batch through every layer, stashes dropped (remat)
   // ns, the same keeping every stash for the backward (no remat); unset: forward
   std::optional<SimTime> forward_kept;
-  SimTime backward = 0;   // ns, the whole backward: input and weight gradients
-  SimTime weight = 0;     // ns, the weight-gradient part of backward (W when split)
-  SimTime input = 0;      // ns, B when split: the input gradients (input_grad)
+  SimTime backward = 0;  // ns, the whole backward: input and weight gradients
+  // ns, W and B of a split backward: the weight gradients and the input
+  // gradients (input_grad), which together may exceed the fused backward
+  SimTime weight = 0;
+  SimTime input = 0;
   SimTime recompute = 0;  // ns; charged only when the schedule rematerializes
   SimTime optimizer = 0;  // ns, the stage's optimizer step
   // ns, the stage's gradient all-reduce across data-parallel replicas, once per

@@ -221,6 +221,8 @@ TEST(KernelCostModel, OpTimesAgreeWithTheSingleCalls) {
     EXPECT_EQ(t.backward, cost.backward(layer, 3)) << layer.name;
     EXPECT_EQ(t.weight, cost.weight_grad(layer, 3)) << layer.name;
     EXPECT_EQ(t.recompute, cost.recompute(layer, 3)) << layer.name;
+    EXPECT_EQ(t.input, cost.input_grad(layer, 3)) << layer.name;
+    EXPECT_EQ(t.input, t.backward - t.weight) << layer.name;
   }
   // The two blocks are equal: one answer for both, at any batch.
   EXPECT_EQ(cost.op_times(m.layers[1], 5).backward, cost.op_times(m.layers[2], 5).backward);

@@ -187,6 +187,25 @@ TEST(Compare, EachKindOfOpIsComparedWithItsPrediction) {
                   simtime_to_seconds(r.stage_costs[0].backward), 1e-9);
     }
   }
+  // Unless the profile timed B as a stage runs it: then B is that, and the
+  // halves come to more than the whole.
+  Plan plan = plan_of(m, 2, 4, Remat::kNever);
+  plan.schedule = ScheduleKind::kZbH1;
+  auto profile = std::make_shared<Profile>(*known_profile(m, 2));
+  for (LayerProfile& l : profile->layers) {
+    l.weight = l.backward;
+    for (SimTime& w : l.weight) w /= 2;
+    l.input = l.backward;  // B the whole backward, W half of it again
+  }
+  const Scenario sc = cpu_scenario(plan, m, profile, "known.json");
+  const SimResult r = predicted(sc, plan);
+  const Comparison c = compare_run(sc, plan, {as_measured(r, 1.0, 1.0)}, 0);
+  ASSERT_EQ(c.per_op[1].kind, "B input");
+  EXPECT_NEAR(c.per_op[1].predicted_s, simtime_to_seconds(r.stage_costs[0].input), 1e-9);
+  EXPECT_NEAR(c.per_op[1].predicted_s, simtime_to_seconds(r.stage_costs[0].backward), 1e-9);
+  EXPECT_GT(c.per_op[1].predicted_s + c.per_op[2].predicted_s,
+            1.4 * simtime_to_seconds(r.stage_costs[0].backward));
+  EXPECT_NEAR(c.per_op[1].measured_s, c.per_op[1].predicted_s, 1e-8);
 }
 
 TEST(Compare, MoreStagesThanCoresAreSaidToShareThem) {

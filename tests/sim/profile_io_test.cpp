@@ -148,9 +148,31 @@ TEST(ProfileIo, SplitBackwardInputTimes) {
   EXPECT_FALSE(profile_to_json(old)["layers"][0].contains("input_s"));
   EXPECT_EQ(ProfiledCostModel(std::make_shared<const Profile>(old)).input_grad(layer, 4),
             800 - 300);
+  // With B measured, W is no longer capped by the backward.
+  json more = doc;
+  more["layers"][0]["weight_s"][1] = 1e-6;  // 1000 ns, backward is 800
+  const Profile r = profile_from_json(more, "p.json");
+  EXPECT_EQ(ProfiledCostModel(std::make_shared<const Profile>(r)).weight_grad(layer, 4), 1000);
   json bad = doc;
   bad["layers"][0]["input_s"] = {1e-7};
   EXPECT_EQ(error_of(bad), "p.json: layers[0].input_s: has 1 entries but batch_sizes has 2");
+}
+
+// The partitioner prices a layer of a split schedule with its B and W, which
+// here come to more than the fused backward it prices under 1F1B.
+TEST(ProfiledSimulation, PartitionerPricesASplitBackwardsHalves) {
+  Scenario sc = split_scenario();
+  const auto profile = std::make_shared<const Profile>(split_profile(sc));
+  apply_profile(sc, profile, "p.json");
+  const ProfiledCostModel cost(profile);
+  const LayerSpec& layer = sc.model.layers[0];
+  const PartitionProblem split =
+      partition_problem(sc, cost, 2, 4, Remat::kNever, ScheduleKind::kZbH1);
+  const PartitionProblem fused =
+      partition_problem(sc, cost, 2, 4, Remat::kNever, ScheduleKind::k1F1B);
+  EXPECT_EQ(split.layers[0].backward, cost.input_grad(layer, 2) + cost.weight_grad(layer, 2));
+  EXPECT_EQ(fused.layers[0].backward, cost.backward(layer, 2));
+  EXPECT_GT(split.layers[0].backward, fused.layers[0].backward);
 }
 
 // Under a split schedule each B lasts its stage's measured input gradients and
@@ -432,6 +454,16 @@ TEST(ApplyProfile, RefusesMeasurementsThatWouldOverflowTheClock) {
   // A batch of 30 takes 30 x 3 x 4 hours: fine.
   Scenario small = testing::uniform_scenario(4, 2, 1000.0, 30, 1, false);
   EXPECT_NO_THROW(apply_profile(small, std::make_shared<const Profile>(p), "p.json"));
+  // A split backward's halves count where they exceed the whole: a
+  // nanosecond's backward, B and W of an hour each.
+  Profile split = uniform_profile(sc, 2);
+  split.layers[0].batch_sizes = {1};
+  split.layers[0].forward = {1};
+  split.layers[0].backward = {1};
+  split.layers[0].recompute = {1};
+  split.layers[0].input = {3'600'000'000'000};
+  split.layers[0].weight = {3'600'000'000'000};
+  EXPECT_THROW(apply_profile(sc, std::make_shared<const Profile>(split), "p.json"), ScenarioError);
 }
 
 TEST(ConcurrencySlowdown, InterpolatesBetweenMeasuredCounts) {
@@ -486,6 +518,18 @@ TEST(ConcurrencySlowdown, LeavesASplitBackwardsHalvesAsMeasured) {
   EXPECT_GT(stretched.backward, base.backward);
   EXPECT_EQ(stretched.input, base.input);
   EXPECT_EQ(stretched.weight, base.weight);
+  // A profile that did not time B (written before it was): both stretch.
+  Profile old = p;
+  for (LayerProfile& l : old.layers) l.input.clear();
+  Scenario old_shared = split_scenario();
+  apply_profile(old_shared, std::make_shared<const Profile>(old), "p.json");
+  old.concurrency_slowdown = {1.0};
+  Scenario old_plain = split_scenario();
+  apply_profile(old_plain, std::make_shared<const Profile>(old), "p.json");
+  const StageCost old_base = simulate(old_plain, config).stage_costs[0];
+  const StageCost old_stretched = simulate(old_shared, config).stage_costs[0];
+  EXPECT_GT(static_cast<double>(old_stretched.input), 1.05 * static_cast<double>(old_base.input));
+  EXPECT_GT(static_cast<double>(old_stretched.weight), 1.05 * static_cast<double>(old_base.weight));
 }
 
 }  // namespace
