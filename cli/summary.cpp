@@ -106,7 +106,7 @@ void print_stage_table(std::ostream& out, const SimResult& r) {
     out << pad(std::to_string(s), stage_width) << (chunked ? pad(std::to_string(device), 7) : "")
         << pad(layer_range(c), layers_width) << pad(format_count(static_cast<double>(c.params)), 10)
         << pad(format_seconds(simtime_to_seconds(c.forward)), 11)
-        << pad(format_seconds(simtime_to_seconds(c.backward)), 11)
+        << pad(format_seconds(simtime_to_seconds(c.backward_time(r.split_backward()))), 11)
         << pad(r.remat != Remat::kNever ? format_seconds(simtime_to_seconds(c.recompute)) : "-", 11)
         << pad(mem, 28) << (d.fits() ? "" : "  OVER") << "\n";
   }

@@ -53,7 +53,8 @@ QVariant StageTableModel::data(const QModelIndex& index, int role) const {
     case kForward:
       return QString::fromStdString(format_seconds(simtime_to_seconds(c.forward)));
     case kBackward:
-      return QString::fromStdString(format_seconds(simtime_to_seconds(c.backward)));
+      return QString::fromStdString(
+          format_seconds(simtime_to_seconds(c.backward_time(result_->split_backward()))));
     case kRecompute:
       return QString::fromStdString(
           result_->remat != Remat::kNever ? format_seconds(simtime_to_seconds(c.recompute)) : "-");

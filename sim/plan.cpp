@@ -139,7 +139,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
     st.device =
         placed_device(result.schedule, result.custom.get(), static_cast<int>(s), result.stages);
     st.fwd_s = simtime_to_seconds(c.forward);
-    st.bwd_s = simtime_to_seconds(c.backward);
+    st.bwd_s = simtime_to_seconds(c.backward_time(result.split_backward()));
     st.recompute_s = result.remat != Remat::kNever ? simtime_to_seconds(c.recompute) : 0.0;
     const auto d = static_cast<std::size_t>(st.device);
     st.peak_memory = d < m.devices.size() ? m.devices[d].peak_memory : 0;

@@ -21,7 +21,7 @@ nlohmann::json to_json(const SimResult& r) {
          {"first_layer", s.layers.first_layer},
          {"last_layer", s.layers.last_layer},
          {"fwd_s", simtime_to_seconds(s.forward)},
-         {"bwd_s", simtime_to_seconds(s.backward)},
+         {"bwd_s", simtime_to_seconds(s.backward_time(r.split_backward()))},
          {"recompute_s", r.remat != Remat::kNever ? simtime_to_seconds(s.recompute) : 0.0}});
   }
   return json{{"K", r.stages},

@@ -22,6 +22,9 @@ struct StageCost {
   // gradients (input_grad), which together may exceed the fused backward
   SimTime weight = 0;
   SimTime input = 0;
+  // What a micro-batch's backward costs the stage: B and W when the schedule
+  // splits it, the fused backward otherwise.
+  SimTime backward_time(bool split) const { return split ? input + weight : backward; }
   SimTime recompute = 0;  // ns; charged only when the schedule rematerializes
   SimTime optimizer = 0;  // ns, the stage's optimizer step
   // ns, the stage's gradient all-reduce across data-parallel replicas, once per

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/result_json.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
 #include "sim_fixtures.h"
@@ -205,6 +206,10 @@ TEST(ProfiledSimulation, SplitBackwardRunsTheMeasuredHalves) {
   }
   EXPECT_EQ(backwards, 2 * 4);
   EXPECT_EQ(weights, 2 * 4);
+  // What the result says a stage's backward costs is what it runs: B + W.
+  EXPECT_TRUE(r.split_backward());
+  EXPECT_DOUBLE_EQ(to_json(r)["stages"][0]["bwd_s"].get<double>(),
+                   simtime_to_seconds(input + weight));
   // 1F1B runs the whole backward.
   config.schedule = ScheduleKind::k1F1B;
   for (const TimelineEvent& e : simulate(sc, config).timeline.events) {
