@@ -200,7 +200,7 @@ void evaluate(const Scenario& sc, PlanCandidate& c) {
   const CostModel& cost = *cost_model;
   const PartitionProblem problem =
       partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule,
-                        c.chunks, c.custom ? &c.custom->stage_rank : nullptr);
+                        c.chunks, c.custom.get());
   PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes);
   const auto reject = [&](const char* what, int index, Bytes needed) {
     c.memory_needed = needed;

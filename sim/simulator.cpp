@@ -149,8 +149,10 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 
 PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
                                    int micro_batches, Remat remat, ScheduleKind schedule,
-                                   int chunks, const std::vector<int>* placement) {
+                                   int chunks, const CustomSchedule* custom) {
   const std::int64_t b = sc.training.global_batch / micro_batches;
+  const std::vector<int>* placement = custom ? &custom->stage_rank : nullptr;
+  const bool split = custom ? custom->split : splits_backward(schedule);
   PartitionProblem p;
   p.stages = stages;
   for (int s = 0; s < stages; ++s) {
@@ -192,7 +194,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
                            (1.0 - recomputed) * static_cast<double>(t.forward_kept);
     // A split backward costs its B and W, which a measured profile may put
     // above the whole.
-    const SimTime backward = splits_backward(schedule) ? t.input + t.weight : t.backward;
+    const SimTime backward = split ? t.input + t.weight : t.backward;
     p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)), backward, t.recompute,
                                  layer.params, layer.stash_bytes * b});
   }
@@ -242,11 +244,11 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes) {
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
                                          Remat remat, ScheduleKind schedule, int chunks,
-                                         const std::vector<int>* placement) {
+                                         const CustomSchedule* custom) {
   const int layers = static_cast<int>(sc.model.layers.size());
   if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
   PartitionProblem p =
-      partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks, placement);
+      partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks, custom);
   switch (method) {
     case PartitionMethod::kOptimal: {
       const int devices = stages / chunks;
@@ -373,13 +375,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
   std::vector<StageRange> ranges;
-  const std::vector<int>* placement = config.custom ? &config.custom->stage_rank : nullptr;
   if (config.stage_ranges) {
     ranges = *config.stage_ranges;
     PS_CHECK(static_cast<int>(ranges.size()) == r.K * r.chunks, "one stage range per stage");
   } else if (config.partition == PartitionMethod::kOptimal && r.chunks > 1) {
     const PartitionProblem p = partition_problem(scenario, cost, r.K * r.chunks, r.M, r.remat,
-                                                 r.schedule, r.chunks, placement);
+                                                 r.schedule, r.chunks, config.custom.get());
     if (std::optional<SimResult> best = fastest_chunked_cut(
             scenario, config, cost, p,
             partition_devices(p, r.K, scenario.cluster.device.memory_bytes).stages)) {
@@ -389,7 +390,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   }
   if (ranges.empty()) {
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
-                              r.schedule, r.chunks, placement);
+                              r.schedule, r.chunks, config.custom.get());
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         scenario.training.bytes_per_param);

@@ -104,12 +104,13 @@ struct SimResult {
 // chunks) and M micro-batches: per-layer times from `cost`, cut sizes, the
 // device's memory and the link between neighbouring stages. With v chunks a
 // device holds v stages: each gets 1/v of its memory and the micro-batches in
-// flight on device 0's busiest chunk. `placement`, when given, is each stage's
-// device (a custom schedule's rows); otherwise the schedule's (stage_device_of).
+// flight on device 0's busiest chunk. `custom`, for a custom schedule, puts each
+// stage on its rows' device (otherwise the schedule's, stage_device_of) and says
+// whether the backward is split (otherwise splits_backward(schedule)).
 PartitionProblem partition_problem(const Scenario& scenario, const CostModel& cost, int stages,
                                    int micro_batches, Remat remat,
                                    ScheduleKind schedule = ScheduleKind::kGpipe, int chunks = 1,
-                                   const std::vector<int>* placement = nullptr);
+                                   const CustomSchedule* custom = nullptr);
 
 // The cut `method` makes. The optimal method respects memory and, when nothing
 // fits, returns its best cut without the memory limit (the simulation then shows
@@ -117,8 +118,7 @@ PartitionProblem partition_problem(const Scenario& scenario, const CostModel& co
 std::vector<StageRange> choose_partition(const Scenario& scenario, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
                                          Remat remat, ScheduleKind schedule = ScheduleKind::kGpipe,
-                                         int chunks = 1,
-                                         const std::vector<int>* placement = nullptr);
+                                         int chunks = 1, const CustomSchedule* custom = nullptr);
 
 // With several stages a device (stage s on device s mod K): of the cut with
 // the least slowest stage (partition_optimal), `device_cut` (the cut with the

@@ -174,6 +174,20 @@ TEST(ProfiledSimulation, PartitionerPricesASplitBackwardsHalves) {
   EXPECT_EQ(split.layers[0].backward, cost.input_grad(layer, 2) + cost.weight_grad(layer, 2));
   EXPECT_EQ(fused.layers[0].backward, cost.backward(layer, 2));
   EXPECT_GT(split.layers[0].backward, fused.layers[0].backward);
+  // A custom schedule says for itself whether it splits.
+  CustomSchedule custom;
+  custom.stages = 2;
+  custom.micro_batches = 4;
+  custom.stage_rank = {0, 1};
+  custom.split = true;
+  const PartitionProblem custom_split =
+      partition_problem(sc, cost, 2, 4, Remat::kNever, ScheduleKind::kCustom, 1, &custom);
+  EXPECT_EQ(custom_split.layers[0].backward, split.layers[0].backward);
+  custom.split = false;
+  EXPECT_EQ(partition_problem(sc, cost, 2, 4, Remat::kNever, ScheduleKind::kCustom, 1, &custom)
+                .layers[0]
+                .backward,
+            fused.layers[0].backward);
 }
 
 // Under a split schedule each B lasts its stage's measured input gradients and
