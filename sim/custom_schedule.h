@@ -49,6 +49,11 @@ struct SideActionCounts {
   int overlapped = 0;  // OVERLAP_F_B groups
 };
 
+struct CustomSchedule;
+// Whether `schedule` runs each backward as B and W: the custom schedule's own
+// say when there is one.
+bool splits_backward(ScheduleKind schedule, const CustomSchedule* custom);
+
 struct CustomSchedule {
   // Per device, its F, B (or B and W when split) actions in order; B stands for
   // PyTorch's I when split.
@@ -63,6 +68,10 @@ struct CustomSchedule {
   int devices() const { return static_cast<int>(ranks.size()); }
   int chunks() const { return devices() == 0 ? 0 : stages / devices(); }
 };
+
+inline bool splits_backward(ScheduleKind schedule, const CustomSchedule* custom) {
+  return custom != nullptr ? custom->split : splits_backward(schedule);
+}
 
 // Reads the CSV text; errors are ScenarioErrors naming `file`, row and column.
 CustomSchedule parse_schedule_csv(const std::string& text, const std::string& file);

@@ -71,7 +71,13 @@ LayerProfile read_layer(ObjectReader r) {
   p.forward = read_times(r, "forward_s", p.batch_sizes.size());
   p.backward = read_times(r, "backward_s", p.batch_sizes.size());
   p.recompute = read_times(r, "recompute_s", p.batch_sizes.size());
-  if (r.find("input_s") != nullptr) p.input = read_times(r, "input_s", p.batch_sizes.size());
+  if (r.find("input_s") != nullptr) {
+    p.input = read_times(r, "input_s", p.batch_sizes.size());
+    if (r.find("weight_s") == nullptr) {
+      r.fail("input_s",
+             "needs weight_s beside it (B and W of a split backward are timed together)");
+    }
+  }
   if (r.find("weight_s") != nullptr) {
     p.weight = read_times(r, "weight_s", p.batch_sizes.size());
     // Without B measured, W is a part of the backward; with it, the two halves

@@ -152,7 +152,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
                                    int chunks, const CustomSchedule* custom) {
   const std::int64_t b = sc.training.global_batch / micro_batches;
   const std::vector<int>* placement = custom ? &custom->stage_rank : nullptr;
-  const bool split = custom ? custom->split : splits_backward(schedule);
+  const bool split = splits_backward(schedule, custom);
   PartitionProblem p;
   p.stages = stages;
   for (int s = 0; s < stages; ++s) {

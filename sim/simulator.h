@@ -97,7 +97,7 @@ struct SimResult {
   std::int64_t compute_ops = 0;
   std::int64_t transfers = 0;
   // Whether the schedule runs each backward as B and W.
-  bool split_backward() const { return custom ? custom->split : splits_backward(schedule); }
+  bool split_backward() const { return splits_backward(schedule, custom.get()); }
 };
 
 // The optimal partitioner's inputs for a scenario at `stages` model stages (K x

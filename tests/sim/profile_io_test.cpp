@@ -154,6 +154,11 @@ TEST(ProfileIo, SplitBackwardInputTimes) {
   more["layers"][0]["weight_s"][1] = 1e-6;  // 1000 ns, backward is 800
   const Profile r = profile_from_json(more, "p.json");
   EXPECT_EQ(ProfiledCostModel(std::make_shared<const Profile>(r)).weight_grad(layer, 4), 1000);
+  json alone = doc;
+  alone["layers"][0].erase("weight_s");
+  EXPECT_EQ(error_of(alone),
+            "p.json: layers[0].input_s: needs weight_s beside it (B and W of a split backward are "
+            "timed together)");
   json bad = doc;
   bad["layers"][0]["input_s"] = {1e-7};
   EXPECT_EQ(error_of(bad), "p.json: layers[0].input_s: has 1 entries but batch_sizes has 2");
