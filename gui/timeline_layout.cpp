@@ -14,7 +14,11 @@
 namespace pipescope::gui {
 namespace {
 
-constexpr Lane kLanes[] = {Lane::kCompute, Lane::kSend, Lane::kRecv};
+// A device's lanes in the order their rows are drawn: the tensor-parallel
+// collectives right under the ops they follow. Lane values index the buckets
+// of sort_by_lane, so every value below kLaneCount is here once.
+constexpr Lane kLanes[] = {Lane::kCompute, Lane::kTensor, Lane::kSend, Lane::kRecv};
+constexpr std::size_t kLaneCount = std::size(kLanes);
 
 bool is_transfer(EventKind k) {
   return k == EventKind::kActivation || k == EventKind::kGradient;
@@ -75,12 +79,12 @@ struct LaneEvent {
 
 // An event with a negative device or an unknown lane (corrupt input) has no row.
 bool has_row(const TimelineEvent& e) {
-  return e.device >= 0 && static_cast<std::size_t>(e.lane) < std::size(kLanes);
+  return e.device >= 0 && static_cast<std::size_t>(e.lane) < kLaneCount;
 }
 
 // A timeline's events by (device, lane, start), ties in timeline order as in the
 // trace writer: device d's lane l is events[begin[b]] to events[begin[b + 1] - 1]
-// for b = 3d + l.
+// for b = kLaneCount * d + l.
 struct ByLane {
   std::vector<LaneEvent> events;
   std::vector<std::size_t> begin;
@@ -90,11 +94,10 @@ ByLane sort_by_lane(const Timeline& t, int devices) {
   // A counting sort by device and lane keeps timeline order, which is usually
   // order of start already.
   const auto bucket = [](const TimelineEvent& e) {
-    return static_cast<std::size_t>(e.device) * std::size(kLanes) +
-           static_cast<std::size_t>(e.lane);
+    return static_cast<std::size_t>(e.device) * kLaneCount + static_cast<std::size_t>(e.lane);
   };
   ByLane out;
-  out.begin.assign(static_cast<std::size_t>(devices) * std::size(kLanes) + 1, 0);
+  out.begin.assign(static_cast<std::size_t>(devices) * kLaneCount + 1, 0);
   for (const TimelineEvent& e : t.events) {
     if (has_row(e)) ++out.begin[bucket(e) + 1];
   }
@@ -213,9 +216,11 @@ TimelineLayout layout_timelines(const std::vector<const Timeline*>& sources,
     for (int d = 0; d < devices; ++d) {
       for (const Lane lane : kLanes) {
         const std::size_t b =
-            static_cast<std::size_t>(d) * std::size(kLanes) + static_cast<std::size_t>(lane);
+            static_cast<std::size_t>(d) * kLaneCount + static_cast<std::size_t>(lane);
         const std::span<const LaneEvent> lane_events(by_lane.events.data() + by_lane.begin[b],
                                                      by_lane.begin[b + 1] - by_lane.begin[b]);
+        // Communication (transfers, all-reduces, tensor-parallel collectives)
+        // shows with the transfers, and a lane only where it has slices.
         if (lane != Lane::kCompute && (!show_transfers || lane_events.empty())) continue;
         lay_out_lane(t, static_cast<int>(s), d, lane, lane_events, prefix, layout);
       }
@@ -450,7 +455,9 @@ std::string item_tooltip(const Timeline& timeline, const TimelineEvent& e) {
   text += ", stage " + std::to_string(e.stage);
   if (e.peer_stage) text += " -> " + std::to_string(*e.peer_stage);
   if (has_micro_batch(e.kind)) text += ", micro-batch " + std::to_string(e.micro_batch);
-  if (e.kind == EventKind::kAllReduce) text += ", " + format_bytes(static_cast<double>(e.bytes));
+  if (e.kind == EventKind::kAllReduce || e.kind == EventKind::kTensorAllReduce) {
+    text += ", " + format_bytes(static_cast<double>(e.bytes));
+  }
   const SimTime duration = e.end - e.start;
   text += "\nstart " + format_seconds(simtime_to_seconds(e.start)) + ", duration " +
           format_seconds(simtime_to_seconds(duration));

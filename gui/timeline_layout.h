@@ -1,6 +1,6 @@
 #pragma once
 // What the timeline view draws, as plain code without Qt, tested without a
-// display: one row per device and lane (compute, send, recv; slices that would
+// display: one row per device and lane (compute, tensor, send, recv; slices that would
 // overlap on a lane get further rows of it), an item per event, hit testing,
 // the dependencies of an op (the transfer that fed it, the op it feeds), labels
 // and tooltips. A second timeline (a measured run) can be laid out under the
@@ -114,7 +114,7 @@ Dependencies dependencies_of(const TimelineLayout& layout,
 // "F3", "R3", "B3", "optimizer", "act 3", "grad 3" (as traces name them).
 std::string item_label(const TimelineEvent& e);
 // Several lines: kind, stage (and peer for transfers), micro-batch, start,
-// duration (with units, e.g. "12.5 ms"), bytes for transfers, the link route
+// duration (with units, e.g. "12.5 ms"), bytes for transfers and all-reduces, the link route
 // when known, and the CPU time for measured ops.
 std::string item_tooltip(const Timeline& timeline, const TimelineEvent& e);
 

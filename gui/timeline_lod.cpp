@@ -7,7 +7,8 @@
 namespace pipescope::gui {
 namespace {
 
-constexpr std::size_t kKinds = static_cast<std::size_t>(EventKind::kAllReduce) + 1;
+// Every EventKind, the last being kTensorAllReduce.
+constexpr std::size_t kKinds = static_cast<std::size_t>(EventKind::kTensorAllReduce) + 1;
 
 // Time and items of each kind in the span being built.
 struct Tally {

@@ -34,6 +34,8 @@ QColor kind_color(EventKind k) {
       return QColor(0xd0, 0x6a, 0x5a);  // red-brown
     case EventKind::kAllReduce:
       return QColor(0x5a, 0x7d, 0xb8);  // slate blue
+    case EventKind::kTensorAllReduce:
+      return QColor(0xc2, 0x5b, 0x9a);  // magenta
   }
   return Qt::gray;
 }

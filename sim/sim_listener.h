@@ -46,6 +46,11 @@ class SimListener {
   // booked on its device's replica link, `bytes` of gradients.
   virtual void on_allreduce(int /*device*/, int /*stage*/, Bytes /*bytes*/, SimTime /*start*/,
                             SimTime /*end*/) {}
+  // Called when an op of a tensor-parallel stage starts: its group's
+  // collectives (`bytes` all-reduced in all) run from `start`, when the op's
+  // compute ends, to `end`, when the op ends.
+  virtual void on_tensor_collective(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
+                                    SimTime /*start*/, SimTime /*end*/) {}
 };
 
 }  // namespace pipescope

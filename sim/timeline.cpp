@@ -10,6 +10,8 @@ std::string_view to_string(Lane l) {
       return "send";
     case Lane::kRecv:
       return "recv";
+    case Lane::kTensor:
+      return "tensor";
   }
   return "?";
 }
@@ -32,6 +34,8 @@ std::string_view to_string(EventKind k) {
       return "gradient";
     case EventKind::kAllReduce:
       return "allreduce";
+    case EventKind::kTensorAllReduce:
+      return "tensor-allreduce";
   }
   return "?";
 }
@@ -114,6 +118,20 @@ void TimelineRecorder::on_allreduce(int device, int stage, Bytes bytes, SimTime 
   sink_.event(e);
 }
 
+void TimelineRecorder::on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
+                                            SimTime end) {
+  TimelineEvent e;
+  e.device = device;
+  e.lane = Lane::kTensor;
+  e.kind = EventKind::kTensorAllReduce;
+  e.stage = op.stage;
+  e.micro_batch = op.micro_batch;
+  e.bytes = bytes;
+  e.start = start;
+  e.end = end;
+  sink_.event(e);
+}
+
 std::string event_name(const TimelineEvent& e) {
   const std::string mb = std::to_string(e.micro_batch);
   switch (e.kind) {
@@ -133,6 +151,8 @@ std::string event_name(const TimelineEvent& e) {
       return "grad " + mb;
     case EventKind::kAllReduce:
       return "all-reduce";
+    case EventKind::kTensorAllReduce:
+      return "tp " + mb;
   }
   return "?";
 }

@@ -14,7 +14,9 @@
 
 namespace pipescope {
 
-enum class Lane : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2 };
+// kTensor: the collectives of a tensor-parallel group (training.tensor_parallel)
+// that an op runs among its group's devices, after its compute.
+enum class Lane : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kTensor = 3 };
 std::string_view to_string(Lane l);
 
 enum class EventKind : std::uint8_t {
@@ -26,6 +28,9 @@ enum class EventKind : std::uint8_t {
   kActivation,
   kGradient,   // send and recv lanes
   kAllReduce,  // send lane: a stage's gradient all-reduce across data-parallel replicas
+  // tensor lane: the tensor-parallel all-reduces of one op (F, R or B) of a
+  // micro-batch, summed and drawn after the op's compute
+  kTensorAllReduce,
 };
 std::string_view to_string(EventKind k);
 // Whether events of the kind belong to one micro-batch (not the optimizer step
@@ -54,7 +59,7 @@ struct TimelineEvent {
 };
 
 // The short name traces and the timeline view give an event: "F3", "R3", "B3",
-// "W3", "optimizer", "act 3", "grad 3".
+// "W3", "optimizer", "act 3", "grad 3", "all-reduce", "tp 3".
 std::string event_name(const TimelineEvent& e);
 
 // Bytes in use on one device from `time` until the next point.
@@ -107,6 +112,8 @@ class TimelineRecorder final : public SimListener {
   void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
   void on_transfer(const TransferRecord& transfer) override;
   void on_allreduce(int device, int stage, Bytes bytes, SimTime start, SimTime end) override;
+  void on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
+                            SimTime end) override;
 
  private:
   TimelineSink& sink_;
@@ -124,6 +131,10 @@ class ListenerList final : public SimListener {
   }
   void on_allreduce(int device, int stage, Bytes bytes, SimTime start, SimTime end) override {
     for (SimListener* l : listeners_) l->on_allreduce(device, stage, bytes, start, end);
+  }
+  void on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
+                            SimTime end) override {
+    for (SimListener* l : listeners_) l->on_tensor_collective(device, op, bytes, start, end);
   }
 
  private:

@@ -50,7 +50,19 @@ std::string json_string(const std::string& s) {
   return nlohmann::json(s).dump();
 }
 
-constexpr int kLanes = 3;
+// Rows and tids. Row r of the compute, send and recv lanes is tid r * kGridLanes
+// + lane, as traces have always had it, which takes every tid below
+// kTensorTid. The tensor lane came later and has tids of its own: row r is
+// kTensorTid + r. Telling them apart by the tid alone keeps older traces
+// readable as they are; a trace within the size limit (4 GiB) cannot need the
+// 333 million rows of one lane that would reach kTensorTid.
+constexpr int kGridLanes = 3;              // compute, send, recv
+constexpr int kLaneCount = 4;              // and tensor
+constexpr int kTensorTid = 1'000'000'000;  // tid of the tensor lane's first row
+
+int tid_of(Lane lane, int row) {
+  return lane == Lane::kTensor ? kTensorTid + row : row * kGridLanes + static_cast<int>(lane);
+}
 
 }  // namespace
 
@@ -95,12 +107,12 @@ void ChromeTraceWriter::begin(const std::vector<std::string>& device_names,
 
 // Chrome's viewers draw the slices of one thread as a stack, so slices there must
 // nest. Slices of one lane that overlap without nesting (two transfers landing over
-// different links at once) go to further rows of that lane: row r of lane l is
-// tid r * kLanes + l, the first row whose last slice has ended by the new one's
-// start. The result depends only on the order of the events.
+// different links at once) go to further rows of that lane (tid_of), the first
+// row whose last slice has ended by the new one's start. The result depends only
+// on the order of the events.
 int ChromeTraceWriter::row_for(const TimelineEvent& e) {
   const std::size_t key =
-      static_cast<std::size_t>(e.device) * kLanes + static_cast<std::size_t>(e.lane);
+      static_cast<std::size_t>(e.device) * kLaneCount + static_cast<std::size_t>(e.lane);
   if (row_ends_.size() <= key) row_ends_.resize(key + 1);
   std::vector<SimTime>& ends = row_ends_[key];
   std::size_t r = 0;
@@ -111,7 +123,7 @@ int ChromeTraceWriter::row_for(const TimelineEvent& e) {
 }
 
 void ChromeTraceWriter::event(const TimelineEvent& e) {
-  const int tid = row_for(e) * kLanes + static_cast<int>(e.lane);
+  const int tid = tid_of(e.lane, row_for(e));
   std::string& b = buffer_;
   b.clear();
   head(b, "X", e.device, tid);
@@ -176,19 +188,20 @@ void ChromeTraceWriter::memory_point(int device, const MemoryPoint& point) {
 }
 
 // The lanes' names last, once their rows are known (viewers take metadata
-// anywhere in the file).
+// anywhere in the file). Compute, send and recv are named on every device, used
+// or not; the tensor lane only where it has slices, so that a run without
+// tensor parallelism gives the same bytes as before there was one.
 void ChromeTraceWriter::end() {
   std::string body;
   for (std::size_t d = 0; d < device_names_.size(); ++d) {
     const int pid = static_cast<int>(d);
-    for (const Lane lane : {Lane::kCompute, Lane::kSend, Lane::kRecv}) {
-      const int l = static_cast<int>(lane);
-      const std::size_t key = d * kLanes + static_cast<std::size_t>(l);
-      const std::size_t rows =
-          key < row_ends_.size() ? std::max<std::size_t>(1, row_ends_[key].size()) : 1;
+    for (const Lane lane : {Lane::kCompute, Lane::kSend, Lane::kRecv, Lane::kTensor}) {
+      const std::size_t key = d * kLaneCount + static_cast<std::size_t>(lane);
+      const std::size_t used = key < row_ends_.size() ? row_ends_[key].size() : 0;
+      const std::size_t rows = lane == Lane::kTensor ? used : std::max<std::size_t>(1, used);
       for (std::size_t r = 0; r < rows; ++r) {
         body.clear();
-        head(body, "M", pid, static_cast<int>(r) * kLanes + l);
+        head(body, "M", pid, tid_of(lane, static_cast<int>(r)));
         body += ",\"name\":\"thread_name\",\"args\":{\"name\":\"";
         body += to_string(lane);
         if (r > 0) {
@@ -247,9 +260,40 @@ bool is_transfer(EventKind k) {
   return k == EventKind::kActivation || k == EventKind::kGradient;
 }
 
-// Slices on a send or receive lane: transfers, and all-reduces (send only).
-bool on_link_lane(EventKind k) {
-  return is_transfer(k) || k == EventKind::kAllReduce;
+Lane lane_of_tid(int tid) {
+  return tid >= kTensorTid ? Lane::kTensor : static_cast<Lane>(tid % kGridLanes);
+}
+
+// The lanes the writer puts a kind of slice on, one bit per Lane.
+unsigned lanes_of(EventKind k) {
+  const auto bit = [](Lane l) { return 1u << static_cast<unsigned>(l); };
+  switch (k) {
+    case EventKind::kForward:
+    case EventKind::kRecompute:
+    case EventKind::kBackward:
+    case EventKind::kWeight:
+    case EventKind::kOptimizer:
+      return bit(Lane::kCompute);
+    case EventKind::kActivation:
+    case EventKind::kGradient:
+      return bit(Lane::kSend) | bit(Lane::kRecv);
+    case EventKind::kAllReduce:
+      return bit(Lane::kSend);
+    case EventKind::kTensorAllReduce:
+      return bit(Lane::kTensor);
+  }
+  return 0;
+}
+
+// "the compute lane", "the send or recv lane".
+std::string lane_names(unsigned lanes) {
+  std::string out;
+  for (const Lane l : {Lane::kCompute, Lane::kSend, Lane::kRecv, Lane::kTensor}) {
+    if (((lanes >> static_cast<unsigned>(l)) & 1u) == 0) continue;
+    out += out.empty() ? "the " : " or ";
+    out += to_string(l);
+  }
+  return out + " lane";
 }
 
 class TraceReader {
@@ -373,9 +417,10 @@ class TraceReader {
 
   EventKind kind(const nlohmann::json& e, const std::string& path) const {
     const std::string cat = text(e, path, "cat");
-    for (const EventKind k : {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward,
-                              EventKind::kWeight, EventKind::kOptimizer, EventKind::kActivation,
-                              EventKind::kGradient, EventKind::kAllReduce}) {
+    for (const EventKind k :
+         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kWeight,
+          EventKind::kOptimizer, EventKind::kActivation, EventKind::kGradient,
+          EventKind::kAllReduce, EventKind::kTensorAllReduce}) {
       if (to_string(k) == cat) return k;
     }
     fail(path + ".cat", "unknown kind '" + cat + "'");
@@ -385,12 +430,13 @@ class TraceReader {
     TimelineEvent ev;
     ev.device = index(e, path, "pid", kMaxDevice);
     const int tid = index(e, path, "tid", kMaxInt);
-    ev.lane = static_cast<Lane>(tid % kLanes);
+    ev.lane = lane_of_tid(tid);
     ev.kind = kind(e, path);
-    if (on_link_lane(ev.kind) == (ev.lane == Lane::kCompute) ||
-        (ev.kind == EventKind::kAllReduce && ev.lane != Lane::kSend)) {
+    const unsigned lanes = lanes_of(ev.kind);
+    if (((lanes >> static_cast<unsigned>(ev.lane)) & 1u) == 0) {
       fail(path + ".tid", "a " + std::string(to_string(ev.kind)) + " slice on the " +
-                              std::string(to_string(ev.lane)) + " lane");
+                              std::string(to_string(ev.lane)) + " lane (expected " +
+                              lane_names(lanes) + ")");
     }
     ev.start = nanos(e, path, "ts");
     ev.end = ev.start + duration(e, path, "dur");
@@ -399,7 +445,9 @@ class TraceReader {
     ev.stage = index(args, apath, "stage", kMaxStage);
     if (has_micro_batch(ev.kind)) ev.micro_batch = index(args, apath, "micro_batch", kMaxInt);
     if (is_transfer(ev.kind)) transfer_args(args, apath, ev);
-    if (ev.kind == EventKind::kAllReduce) ev.bytes = integer(args, apath, "bytes", kMaxBytes);
+    if (ev.kind == EventKind::kAllReduce || ev.kind == EventKind::kTensorAllReduce) {
+      ev.bytes = integer(args, apath, "bytes", kMaxBytes);
+    }
     if (args.contains("cpu_us")) ev.cpu_time = duration(args, apath, "cpu_us");
     const std::string name = text(e, path, "name");
     if (name != event_name(ev)) {

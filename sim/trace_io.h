@@ -1,7 +1,8 @@
 #pragma once
 // Chrome trace event JSON of a Timeline (docs/file-formats.md, "Chrome traces"), for Perfetto and
 // chrome://tracing: pid = device, tid = lane (0 compute, 1 send, 2 recv; slices
-// that would overlap on a lane get further rows, tid + 3, + 6, ...),
+// that would overlap on a lane get further rows, tid + 3, + 6, ...; the
+// tensor lane's rows are tid 1,000,000,000 + row),
 // complete events "X" with stage and micro-batch in args, counter events "C" for
 // memory, flow events "s"/"f" from each send to its receive. Times in
 // microseconds. Written as a stream, in a fixed order, so the same timeline gives
@@ -45,7 +46,7 @@ class ChromeTraceWriter final : public TimelineSink {
   std::ostream& out_;
   std::vector<std::string> device_names_;
   std::vector<std::string> quoted_routes_;      // JSON strings, by route_id()
-  std::vector<std::vector<SimTime>> row_ends_;  // [device * 3 + lane][row]: last end
+  std::vector<std::vector<SimTime>> row_ends_;  // [device * lanes + lane][row]: last end
   std::string buffer_;
   std::int64_t events_written_ = 0;
   std::int64_t slices_ = 0;

@@ -178,19 +178,32 @@ TEST(TimelineLayout, OverlappingSlicesGoToTheFirstRowWhereTheyFit) {
 }
 
 TEST(TimelineLayout, RowsMatchTheTraceWriters) {
-  // The trace puts row r of lane l in tid r * 3 + l; the layout must agree, so
-  // "recv 2" is the same row in the app and in Perfetto.
+  // The trace puts row r of lane l in tid r * 3 + l, and row r of the tensor
+  // lane in tid 1000000000 + r; the layout must agree, so "recv 2" and
+  // "tensor 2" are the same rows in the app and in Perfetto.
   const SimResult r = three_stages();
   Timeline t = r.timeline;
+  std::vector<TimelineEvent> tensor;
   for (TimelineEvent& e : t.events) {
     if (e.lane != Lane::kCompute) e.end += 2'500;  // slow links: transfers overlap
+    if (e.kind != EventKind::kForward && e.kind != EventKind::kBackward) continue;
+    // A slow collective after each forward and backward: they overlap too.
+    TimelineEvent tp = e;
+    tp.lane = Lane::kTensor;
+    tp.kind = EventKind::kTensorAllReduce;
+    tp.start = e.end;
+    tp.end = e.end + 3'000;
+    tensor.push_back(tp);
   }
+  t.events.insert(t.events.end(), tensor.begin(), tensor.end());
   const std::vector<const Timeline*> src{&t};
   const TimelineLayout layout = layout_timelines(src, {""}, true);
   std::vector<int> layout_tid(t.events.size());
   for (const TimelineItem& item : layout.items) {
     const TimelineRow& row = layout.rows[static_cast<std::size_t>(item.row)];
-    layout_tid[item.event] = row.sub_row * 3 + static_cast<int>(row.lane);
+    layout_tid[item.event] = row.lane == Lane::kTensor
+                                 ? 1'000'000'000 + row.sub_row
+                                 : row.sub_row * 3 + static_cast<int>(row.lane);
   }
   std::ostringstream out;
   write_chrome_trace(out, t);
@@ -202,6 +215,51 @@ TEST(TimelineLayout, RowsMatchTheTraceWriters) {
   EXPECT_EQ(layout_tid, trace_tid);
   const std::vector<std::string> labels = row_labels(layout);
   EXPECT_NE(std::find(labels.begin(), labels.end(), "  recv 2"), labels.end());
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "  tensor 2"), labels.end());
+}
+
+// A tensor-parallel op: its compute, then its group's all-reduces on the tensor
+// lane, whose row comes right after the device's compute row, before its send
+// and recv rows, and only on devices that have such events.
+TEST(TimelineLayout, TensorCollectivesGetARowAfterTheirDevicesCompute) {
+  Timeline t;
+  t.device_names = {"d0", "d1"};
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 0, 0, 100));
+  t.events.push_back(ev(0, Lane::kTensor, EventKind::kTensorAllReduce, 0, 0, 100, 130, 4096));
+  t.events.push_back(ev(0, Lane::kSend, EventKind::kActivation, 0, 0, 130, 150, 1000));
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 1, 130, 230));
+  t.events.push_back(ev(0, Lane::kTensor, EventKind::kTensorAllReduce, 0, 1, 230, 260, 4096));
+  t.events.push_back(ev(1, Lane::kRecv, EventKind::kActivation, 0, 0, 140, 150, 1000));
+  t.events.push_back(ev(1, Lane::kCompute, EventKind::kForward, 1, 0, 150, 250));
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  ASSERT_EQ(row_labels(layout),
+            (std::vector<std::string>{"d0", "  tensor", "  send", "d1", "  recv"}));
+  EXPECT_EQ(layout.rows[1].lane, Lane::kTensor);
+  EXPECT_EQ(layout.rows[1].device, 0);
+  EXPECT_EQ(layout.rows[1].sub_row, 0);
+  EXPECT_EQ(layout.rows[2].lane, Lane::kSend);
+  EXPECT_EQ(row_items(layout, src, 0), "F0 F1");
+  EXPECT_EQ(row_items(layout, src, 1), "tp 0 tp 1");
+  EXPECT_EQ(row_items(layout, src, 2), "act 0");
+  EXPECT_EQ(row_items(layout, src, 4), "act 0");
+  expect_well_formed(layout, src);
+  const auto hit = hit_test(layout, 1, 115, 0);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(event_of(layout, src, *hit).kind, EventKind::kTensorAllReduce);
+  EXPECT_EQ(event_of(layout, src, *hit).micro_batch, 0);
+  EXPECT_EQ(layout.end_ns, 260);
+
+  // Overlapping collectives take further rows, "tensor 2", as in the trace.
+  t.events.push_back(ev(0, Lane::kTensor, EventKind::kTensorAllReduce, 0, 2, 240, 300, 4096));
+  EXPECT_EQ(row_labels(layout_timelines(src, {""}, true)),
+            (std::vector<std::string>{"d0", "  tensor", "  tensor 2", "  send", "d1", "  recv"}));
+
+  // They are communication: hidden with the transfers, the extent unchanged.
+  const TimelineLayout compute = layout_timelines(src, {""}, false);
+  EXPECT_EQ(row_labels(compute), (std::vector<std::string>{"d0", "d1"}));
+  EXPECT_EQ(compute.items.size(), 3u);
+  EXPECT_EQ(compute.end_ns, 300);
 }
 
 TEST(TimelineLayout, HitTesting) {
@@ -420,12 +478,15 @@ TEST(TimelineLayout, LabelsAndTooltips) {
   grad.peer_stage = 2;
   grad.route = 1;  // a route with no name
   const TimelineEvent opt = ev(0, Lane::kCompute, EventKind::kOptimizer, 2, 0, 0, 10);
+  const TimelineEvent tp =
+      ev(0, Lane::kTensor, EventKind::kTensorAllReduce, 2, 3, 13'500'000, 13'800'000, 3 << 20);
   EXPECT_EQ(item_label(f), "F3");
   EXPECT_EQ(item_label(ev(0, Lane::kCompute, EventKind::kRecompute, 0, 7, 0, 1)), "R7");
   EXPECT_EQ(item_label(ev(0, Lane::kCompute, EventKind::kBackward, 0, 12, 0, 1)), "B12");
   EXPECT_EQ(item_label(opt), "optimizer");
   EXPECT_EQ(item_label(act), "act 3");
   EXPECT_EQ(item_label(grad), "grad 5");
+  EXPECT_EQ(item_label(tp), "tp 3");
   EXPECT_EQ(item_tooltip(t, f),
             "F3: forward, stage 2, micro-batch 3\n"
             "start 1.00 ms, duration 12.5 ms\n"
@@ -443,6 +504,10 @@ TEST(TimelineLayout, LabelsAndTooltips) {
   EXPECT_EQ(item_tooltip(t, opt),
             "optimizer, stage 2\n"
             "start 0 s, duration 10.0 ns");
+  // A tensor-parallel collective names its bytes, as the all-reduce does.
+  EXPECT_EQ(item_tooltip(t, tp),
+            "tp 3: tensor-allreduce, stage 2, micro-batch 3, 3.00 MiB\n"
+            "start 13.5 ms, duration 300 us");
 }
 
 // A synthetic run of 110k events: 8 devices of 5000 back-to-back 1 us forwards,

@@ -125,6 +125,27 @@ TEST(TimelineLod, AWindowThatShowsNothingGivesNothing) {
   EXPECT_TRUE(instant.spans(200, 300, 100).empty());
 }
 
+// A zoomed-out tensor row (the tensor-parallel collectives after each op) is a
+// busy span of the collectives' kind, the last of EventKind.
+TEST(TimelineLod, ABusySpanOfTensorCollectivesHasTheirKind) {
+  Timeline t;
+  t.device_names = {"d0"};
+  for (int m = 0; m < 3; ++m) {
+    t.events.push_back(op(K::kForward, 10 * m, 10 * m + 7));
+    t.events.push_back(op(K::kTensorAllReduce, 10 * m + 7, 10 * m + 10, 0, Lane::kTensor));
+  }
+  const TimelineLayout layout = layout_timelines({&t}, {""}, true);
+  ASSERT_EQ(layout.rows.size(), 2u);
+  ASSERT_EQ(layout.rows[1].lane, Lane::kTensor);
+  // 100 ns per pixel: each row one span of all its items.
+  EXPECT_EQ(describe(row_spans(layout, 1, TimeAxis{0, 1000, 10})), "[7,30] tensor-allreduce 3+3 -");
+  EXPECT_EQ(describe(row_spans(layout, 0, TimeAxis{0, 1000, 10})), "[0,27] forward 0+3 -");
+  // Zoomed in, each collective is its own span.
+  EXPECT_EQ(describe(row_spans(layout, 1, TimeAxis{0, 30, 30})),
+            "[7,10] tensor-allreduce 3+1 #3; [17,20] tensor-allreduce 4+1 #4; [27,30] "
+            "tensor-allreduce 5+1 #5");
+}
+
 // A row of n ops one after another, with gaps of 0 to 3 ns and durations of
 // 0 to 20 ns: slices that abut, of no duration, and idle time between.
 std::vector<TimelineEvent> random_row(std::size_t n, unsigned seed) {

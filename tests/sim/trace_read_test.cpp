@@ -155,6 +155,46 @@ TEST(TraceRead, RoundTripsAMeasuredStyleTimeline) {
   EXPECT_EQ(write(back), text);
 }
 
+// Tensor-parallel collectives (the tensor lane, its own rows of tids) come back
+// field for field among the other lanes, and write the same bytes again.
+TEST(TraceRead, RoundTripsTensorCollectives) {
+  Timeline t = simulated_timeline();
+  // Each forward's group all-reduces 2048 bytes per micro-batch after it; some
+  // also overlap an earlier one, which takes a second row of the lane.
+  std::vector<TimelineEvent> events;
+  int tensor = 0;
+  for (const TimelineEvent& e : t.events) {
+    events.push_back(e);
+    if (e.kind != EventKind::kForward) continue;
+    TimelineEvent tp = e;
+    tp.lane = Lane::kTensor;
+    tp.kind = EventKind::kTensorAllReduce;
+    tp.bytes = 2048 * (e.micro_batch + 1);
+    tp.cpu_time.reset();
+    tp.start = e.end;
+    tp.end = e.end + 700 + (e.micro_batch % 2 == 0 ? 50'000 : 0);
+    events.push_back(tp);
+    ++tensor;
+  }
+  t.events = events;
+  ASSERT_EQ(tensor, 3 * 4);
+  const std::string text = write(t);
+  EXPECT_NE(
+      text.find("\"tid\":1000000001,\"name\":\"thread_name\",\"args\":{\"name\":\"tensor 2\"}"),
+      std::string::npos);
+  const Timeline back = read(text);
+  expect_same(back, t);
+  int read_tensor = 0;
+  for (const TimelineEvent& e : back.events) {
+    if (e.lane != Lane::kTensor) continue;
+    ++read_tensor;
+    EXPECT_EQ(e.kind, EventKind::kTensorAllReduce);
+    EXPECT_EQ(e.bytes, 2048 * (e.micro_batch + 1));
+  }
+  EXPECT_EQ(read_tensor, tensor);
+  EXPECT_EQ(write(back), text);
+}
+
 // "123456789.123" us is not a double; the reader still gets 123456789123 ns, and
 // every ns count below 2^43 us comes back exactly.
 TEST(TraceRead, ExactNanosecondsFromMicroseconds) {
@@ -235,6 +275,10 @@ const char* const kSlice =
     R"({"ph":"X","pid":0,"tid":0,"name":"F0","cat":"forward","ts":1.000,"dur":2.000,"args":{"stage":0,"micro_batch":0}})";
 const char* const kSend =
     R"({"ph":"X","pid":0,"tid":1,"name":"act 2","cat":"activation","ts":1.000,"dur":2.000,"args":{"stage":0,"micro_batch":2,"bytes":300,"to_stage":1,"links":"0->1"}})";
+const char* const kAllReduceSlice =
+    R"({"ph":"X","pid":0,"tid":1,"name":"all-reduce","cat":"allreduce","ts":1.000,"dur":2.000,"args":{"stage":0,"bytes":300}})";
+const char* const kTensorSlice =
+    R"({"ph":"X","pid":0,"tid":1000000000,"name":"tp 2","cat":"tensor-allreduce","ts":3.000,"dur":0.500,"args":{"stage":0,"micro_batch":2,"bytes":4096}})";
 const char* const kFlow =
     R"({"ph":"s","pid":0,"tid":1,"name":"transfer","cat":"flow","id":7,"ts":1.000})";
 
@@ -313,8 +357,73 @@ TEST(TraceRead, BadSlicesNameTheField) {
   expect_error(with("cat", "lunch"), "traceEvents[0].cat",
                "t.json: traceEvents[0].cat: unknown kind 'lunch'");
   expect_error(with("tid", 1), "traceEvents[0].tid",
-               "t.json: traceEvents[0].tid: a forward slice on the send lane");
+               "t.json: traceEvents[0].tid: a forward slice on the send lane (expected the "
+               "compute lane)");
   EXPECT_NO_THROW(read(with("tid", 3)));  // row 2 of the compute lane
+  // Rows 1 to 333333333 of the first three lanes reach tid 999999999, as they
+  // always did; the tensor lane starts at tid 1000000000.
+  const Timeline far = read(with("tid", 999'999'999));
+  ASSERT_EQ(far.events.size(), 1u);
+  EXPECT_EQ(far.events[0].lane, Lane::kCompute);
+  expect_error(with("tid", 1'000'000'000), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: a forward slice on the tensor lane (expected the "
+               "compute lane)");
+  expect_error(with("tid", 0, kSend), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: a activation slice on the compute lane (expected the "
+               "send or recv lane)");
+  EXPECT_NO_THROW(read(events({kAllReduceSlice})));
+  expect_error(with("tid", 2, kAllReduceSlice), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: a allreduce slice on the recv lane (expected the send "
+               "lane)");
+  expect_error(with("tid", 1'000'000'000, kAllReduceSlice), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: a allreduce slice on the tensor lane (expected the "
+               "send lane)");
+}
+
+// A tensor-allreduce goes on the tensor lane only, and carries its bytes.
+TEST(TraceRead, TensorCollectivesOnTheTensorLaneOnly) {
+  const Timeline t = read(events({kSlice, kTensorSlice}));
+  ASSERT_EQ(t.events.size(), 2u);
+  const TimelineEvent& tp = t.events[1];
+  EXPECT_EQ(tp.device, 0);
+  EXPECT_EQ(tp.lane, Lane::kTensor);
+  EXPECT_EQ(tp.kind, EventKind::kTensorAllReduce);
+  EXPECT_EQ(tp.stage, 0);
+  EXPECT_EQ(tp.micro_batch, 2);
+  EXPECT_EQ(tp.bytes, 4096);
+  EXPECT_EQ(tp.start, 3'000);
+  EXPECT_EQ(tp.end, 3'500);
+  EXPECT_FALSE(tp.flow);
+  EXPECT_FALSE(tp.peer_stage);
+  // Row 2 of the tensor lane.
+  EXPECT_EQ(read(with("tid", 1'000'000'001, kTensorSlice)).events.at(0).lane, Lane::kTensor);
+  // On any other lane it is refused, naming the field and the lane it belongs on.
+  expect_error(with("tid", 1, kTensorSlice), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: a tensor-allreduce slice on the send lane (expected "
+               "the tensor lane)");
+  expect_error(with("tid", 2, kTensorSlice), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: a tensor-allreduce slice on the recv lane (expected "
+               "the tensor lane)");
+  expect_error(with("tid", 3, kTensorSlice), "traceEvents[0].tid",
+               "t.json: traceEvents[0].tid: a tensor-allreduce slice on the compute lane "
+               "(expected the tensor lane)");
+  // Its fields, as the all-reduce's.
+  expect_error(with("args.bytes", discarded(), kTensorSlice), "traceEvents[0].args.bytes",
+               "t.json: traceEvents[0].args.bytes: missing");
+  expect_error(with("args.bytes", -1, kTensorSlice), "traceEvents[0].args.bytes",
+               "t.json: traceEvents[0].args.bytes: out of range: -1");
+  expect_error(with("args.micro_batch", discarded(), kTensorSlice),
+               "traceEvents[0].args.micro_batch",
+               "t.json: traceEvents[0].args.micro_batch: missing");
+  expect_error(with("name", "tp 3", kTensorSlice), "traceEvents[0].name",
+               "t.json: traceEvents[0].name: unknown event name 'tp 3' (this tensor-allreduce "
+               "slice is 'tp 2')");
+  // No flow arrow follows a collective.
+  json f = json::parse(kFlow);
+  f["tid"] = 1'000'000'000;
+  f["ts"] = 3.0;
+  expect_error(events({kTensorSlice, f.dump().c_str()}), "traceEvents[1].ph",
+               "t.json: traceEvents[1].ph: a flow start ('s') after a slice that is no send");
 }
 
 TEST(TraceRead, BadFieldsOfOursAreErrors) {

@@ -137,6 +137,118 @@ TEST(ChromeTrace, OverlappingSlicesGoToAFurtherRow) {
   EXPECT_TRUE(named);
 }
 
+// A timeline without tensor-parallel collectives is written as it always was:
+// compute, send and recv named on every device (tid r * 3 + lane), no tensor
+// lane. These are the exact bytes.
+TEST(ChromeTrace, ATimelineWithoutTensorCollectivesKeepsItsBytes) {
+  Timeline t;
+  t.device_names = {"d0", "d1"};
+  TimelineEvent f;
+  f.start = 0;
+  f.end = 1'000;
+  TimelineEvent r;
+  r.device = 1;
+  r.lane = Lane::kRecv;
+  r.kind = EventKind::kActivation;
+  r.bytes = 300;
+  r.start = 1'000;
+  r.end = 1'500;
+  TimelineEvent r2 = r;
+  r2.micro_batch = 1;
+  r2.start = 1'200;
+  t.events = {f, r, r2};
+  std::ostringstream out;
+  write_chrome_trace(out, t);
+  EXPECT_EQ(
+      out.str(),
+      "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
+      "{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"d0\"}},\n"
+      "{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_"
+      "index\":0}},\n"
+      "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"d1\"}},\n"
+      "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_"
+      "index\":1}},\n"
+      "{\"ph\":\"X\",\"pid\":0,\"tid\":0,\"name\":\"F0\",\"cat\":\"forward\",\"ts\":0.000,"
+      "\"dur\":1.000,\"args\":{\"stage\":0,\"micro_batch\":0}},\n"
+      "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"name\":\"act 0\",\"cat\":\"activation\",\"ts\":1."
+      "000,\"dur\":0.500,\"args\":{\"stage\":0,\"micro_batch\":0,\"bytes\":300}},\n"
+      "{\"ph\":\"X\",\"pid\":1,\"tid\":5,\"name\":\"act 1\",\"cat\":\"activation\",\"ts\":1."
+      "200,\"dur\":0.300,\"args\":{\"stage\":0,\"micro_batch\":1,\"bytes\":300}},\n"
+      "{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}"
+      "},\n"
+      "{\"ph\":\"M\",\"pid\":0,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"send\"}},\n"
+      "{\"ph\":\"M\",\"pid\":0,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"recv\"}},\n"
+      "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"name\":\"thread_name\",\"args\":{\"name\":\"compute\"}"
+      "},\n"
+      "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"send\"}},\n"
+      "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"recv\"}},\n"
+      "{\"ph\":\"M\",\"pid\":1,\"tid\":5,\"name\":\"thread_name\",\"args\":{\"name\":\"recv "
+      "2\"}}\n"
+      "]}\n");
+}
+
+// A tensor-parallel op: its compute on the compute lane, then its group's
+// all-reduces on the tensor lane, whose rows are tid 1000000000, 1000000001, ...
+// (apart from the r * 3 + lane of the others) and named "tensor", "tensor 2".
+TEST(ChromeTrace, TensorCollectivesHaveTheirOwnLane) {
+  Timeline t;
+  t.device_names = {"d0", "d1"};
+  TimelineEvent f;
+  f.stage = 1;
+  f.micro_batch = 2;
+  f.start = 0;
+  f.end = 1'000;
+  TimelineEvent tp = f;
+  tp.lane = Lane::kTensor;
+  tp.kind = EventKind::kTensorAllReduce;
+  tp.bytes = 4096;
+  tp.start = 1'000;
+  tp.end = 1'250;
+  TimelineEvent tp2 = tp;  // overlaps tp: a second row of the tensor lane
+  tp2.micro_batch = 3;
+  tp2.bytes = 8192;
+  tp2.start = 1'100;
+  tp2.end = 1'300;
+  TimelineEvent g = f;  // device 1: no tensor lane
+  g.device = 1;
+  t.events = {f, tp, tp2, g};
+  std::ostringstream out;
+  write_chrome_trace(out, t);
+  const nlohmann::json doc = nlohmann::json::parse(out.str());
+  std::vector<nlohmann::json> slices;
+  std::map<std::pair<int, int>, std::string> thread_names;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") slices.push_back(e);
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      thread_names[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"];
+    }
+  }
+  ASSERT_EQ(slices.size(), 4u);
+  EXPECT_EQ(slices[0]["tid"], 0);
+  EXPECT_EQ(slices[1]["tid"], 1'000'000'000);
+  EXPECT_EQ(slices[1]["name"], "tp 2");
+  EXPECT_EQ(slices[1]["cat"], "tensor-allreduce");
+  EXPECT_EQ(slices[1]["ts"].get<double>(), 1.0);
+  EXPECT_EQ(slices[1]["dur"].get<double>(), 0.25);
+  EXPECT_EQ(slices[1]["args"], (nlohmann::json{{"stage", 1}, {"micro_batch", 2}, {"bytes", 4096}}));
+  EXPECT_EQ(slices[2]["tid"], 1'000'000'001);
+  EXPECT_EQ(slices[2]["name"], "tp 3");
+  EXPECT_EQ(slices[2]["args"]["bytes"], 8192);
+  EXPECT_EQ(slices[3]["pid"], 1);
+  EXPECT_EQ(slices[3]["tid"], 0);
+  // No flow arrows: a collective is not a transfer between two stages.
+  EXPECT_EQ(out.str().find("\"flow\""), std::string::npos);
+  const std::map<std::pair<int, int>, std::string> expected = {{{0, 0}, "compute"},
+                                                               {{0, 1}, "send"},
+                                                               {{0, 2}, "recv"},
+                                                               {{0, 1'000'000'000}, "tensor"},
+                                                               {{0, 1'000'000'001}, "tensor 2"},
+                                                               {{1, 0}, "compute"},
+                                                               {{1, 1}, "send"},
+                                                               {{1, 2}, "recv"}};
+  EXPECT_EQ(thread_names, expected);
+}
+
 TEST(ChromeTrace, TimesAreMicrosecondsWithNanosecondDigits) {
   Timeline t;
   t.device_names = {"d0"};
