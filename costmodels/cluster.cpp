@@ -6,21 +6,22 @@
 
 namespace pipescope {
 
-// Link numbering (cluster.h): all-to-all i*devices + j for i -> j; pcie-host 2d for
+// Link numbering (cluster.h), n physical devices: all-to-all i*n + j for i -> j; pcie-host 2d for
 // d -> host and 2d+1 for host -> d; ring 2d for d -> d+1 (clockwise) and 2d+1 for
-// d -> d-1 (counter-clockwise), indices mod devices.
+// d -> d-1 (counter-clockwise), indices mod n.
 
 void Cluster::build_topology() {
   switch (interconnect.topology) {
     case TopologyKind::kNodes:
-      graph = TopologyGraph::nodes(devices, interconnect);
+      graph = TopologyGraph::nodes(physical_devices(), interconnect);
       break;
     case TopologyKind::kTorus:
-      graph = TopologyGraph::torus(devices, interconnect);
+      graph = TopologyGraph::torus(physical_devices(), interconnect);
       break;
     case TopologyKind::kPcieHost:
-      graph = interconnect.devices_per_switch > 0 ? TopologyGraph::pcie_tree(devices, interconnect)
-                                                  : nullptr;
+      graph = interconnect.devices_per_switch > 0
+                  ? TopologyGraph::pcie_tree(physical_devices(), interconnect)
+                  : nullptr;
       break;
     default:
       graph = nullptr;
@@ -54,7 +55,7 @@ double Cluster::achievable_fraction() const {
 }
 
 std::int64_t Cluster::link_count() const {
-  const std::int64_t n = devices;
+  const std::int64_t n = physical_devices();
   if (uses_graph()) {
     PS_CHECK(graph != nullptr, "a graph topology needs build_topology()");
     return graph->link_count();
@@ -76,11 +77,18 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
   PS_CHECK(src >= 0 && src < devices && dst >= 0 && dst < devices,
            "route " + std::to_string(src) + " -> " + std::to_string(dst) + " outside " +
                std::to_string(devices) + " devices");
+  return physical_route(src * tensor_parallel, dst * tensor_parallel);
+}
+
+std::vector<Hop> Cluster::physical_route(int src, int dst) const {
+  const int n = physical_devices();
+  PS_CHECK(src >= 0 && src < n && dst >= 0 && dst < n, "route " + std::to_string(src) + " -> " +
+                                                           std::to_string(dst) + " outside " +
+                                                           std::to_string(n) + " physical devices");
   std::vector<Hop> hops;
   if (src == dst) return hops;
   if (uses_graph()) {
-    PS_CHECK(graph != nullptr && graph->devices() >= devices,
-             "a graph topology needs build_topology()");
+    PS_CHECK(graph != nullptr && graph->devices() >= n, "a graph topology needs build_topology()");
     hops = graph->route(src, dst);
     for (Hop& h : hops) h.bandwidth *= achievable_fraction();
     return hops;
@@ -90,7 +98,7 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
   };
   switch (interconnect.topology) {
     case TopologyKind::kAllToAll:
-      hop(std::int64_t{src} * devices + dst);
+      hop(std::int64_t{src} * n + dst);
       break;
     case TopologyKind::kPcieHost:
       hop(2 * std::int64_t{src});
@@ -100,12 +108,12 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
     case TopologyKind::kTorus:
       break;  // above
     case TopologyKind::kRing: {
-      const int clockwise = (dst - src + devices) % devices;
-      const bool go_clockwise = clockwise <= devices - clockwise;
-      const int steps = go_clockwise ? clockwise : devices - clockwise;
+      const int clockwise = (dst - src + n) % n;
+      const bool go_clockwise = clockwise <= n - clockwise;
+      const int steps = go_clockwise ? clockwise : n - clockwise;
       for (int i = 0, at = src; i < steps; ++i) {
         hop(go_clockwise ? 2 * std::int64_t{at} : 2 * std::int64_t{at} + 1);
-        at = go_clockwise ? (at + 1) % devices : (at - 1 + devices) % devices;
+        at = go_clockwise ? (at + 1) % n : (at - 1 + n) % n;
       }
       break;
     }
@@ -115,6 +123,7 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
 
 std::string Cluster::link_name(std::int64_t link) const {
   PS_CHECK(link >= 0 && link < link_count(), "link " + std::to_string(link) + " out of range");
+  const std::int64_t n = physical_devices();
   const auto arrow = [](const std::string& a, const std::string& b) { return a + "->" + b; };
   const std::int64_t d = link / 2;
   if (uses_graph()) return graph->link_name(link);
@@ -123,11 +132,11 @@ std::string Cluster::link_name(std::int64_t link) const {
     case TopologyKind::kTorus:
       return "?";  // above
     case TopologyKind::kAllToAll:
-      return arrow(std::to_string(link / devices), std::to_string(link % devices));
+      return arrow(std::to_string(link / n), std::to_string(link % n));
     case TopologyKind::kPcieHost:
       return link % 2 == 0 ? arrow(std::to_string(d), "host") : arrow("host", std::to_string(d));
     case TopologyKind::kRing: {
-      const std::int64_t next = link % 2 == 0 ? (d + 1) % devices : (d - 1 + devices) % devices;
+      const std::int64_t next = link % 2 == 0 ? (d + 1) % n : (d - 1 + n) % n;
       return arrow(std::to_string(d), std::to_string(next));
     }
   }

@@ -35,7 +35,12 @@ std::optional<CostModelKind> parse_cost_model_kind(std::string_view name);  // "
 
 struct Cluster {
   std::string name;  // preset name, or the device name for an explicit cluster
+  // The devices the pipeline sees. Under tensor parallelism each is a group of
+  // `tensor_parallel` physical devices that split every layer: physical devices
+  // g T to g T + T - 1 form group g (inside one node when T divides the node's
+  // devices), and a route between groups runs between their first devices.
   int devices = 1;
+  int tensor_parallel = 1;
   Device device;
   Interconnect interconnect;
   // Measured figures (`--cost-model PROFILE`): the cost model answers from the
@@ -55,18 +60,21 @@ struct Cluster {
   // build_topology() for `devices` devices; routes of a copy with fewer devices
   // (one pipeline replica) stay valid.
   std::shared_ptr<const TopologyGraph> graph;
-  // Builds `graph` when the topology needs one. Throws std::invalid_argument on
-  // an impossible topology.
+  // Builds `graph` when the topology needs one, for every physical device.
+  // Throws std::invalid_argument on an impossible topology.
   void build_topology();
+  int physical_devices() const { return devices * tensor_parallel; }
 
   // Directed links of the topology: all-to-all has devices*devices slots (i -> j),
   // pcie-host two per device (up to the host, down from it) and, with switches,
   // two per switch, ring two per device (clockwise, counter-clockwise).
   std::int64_t link_count() const;
-  // The hops a transfer from device src to dst takes, in order. Empty when
-  // src == dst. Through-host routes take two hops; ring routes take the shorter
-  // way round (clockwise on a tie).
+  // The hops a transfer from device (group) src to dst takes, in order. Empty
+  // when src == dst. Through-host routes take two hops; ring routes take the
+  // shorter way round (clockwise on a tie).
   std::vector<Hop> route(int src, int dst) const;
+  // The same between physical devices (< physical_devices()).
+  std::vector<Hop> physical_route(int src, int dst) const;
   // A short name for a directed link, for traces ("0->1", "2->host", "host->3").
   std::string link_name(std::int64_t link) const;
   // The share of a link's peak bandwidth a copy achieves: the kernel table's

@@ -22,6 +22,13 @@ Flops ModelSpec::bwd_flops_per_sample() const {
   return sum;
 }
 
+Flops ModelSpec::model_flops_per_device_sample() const {
+  if (tensor_parallel > 1 && whole_flops_per_sample > 0.0) {
+    return whole_flops_per_sample / tensor_parallel;
+  }
+  return fwd_flops_per_sample() + bwd_flops_per_sample();
+}
+
 Bytes ModelSpec::input_bytes_of(int first) const {
   PS_CHECK(first >= 0 && static_cast<std::size_t>(first) <= layers.size(),
            "layer index " + std::to_string(first) + " out of range");

@@ -67,6 +67,17 @@ struct LayerSpec {
   // (costmodels/kernel_cost_model.h); null: the layer is costed from its FLOPs
   // and bytes alone.
   KernelList kernels{};
+  // Under tensor parallelism (ModelSpec::tensor_parallel > 1) the layer is one
+  // device's share of it, and its group of devices sums partial results:
+  // `tp_fwd_allreduces` all-reduces in the forward (and again in a recompute)
+  // of `tp_fwd_bytes` per sample in all, `tp_bwd_allreduces` of `tp_bwd_bytes`
+  // in the backward's input-gradient part. With sequence parallelism each
+  // all-reduce is an all-gather and a reduce-scatter, whose ring moves the same
+  // bytes. 0 without tensor parallelism.
+  int tp_fwd_allreduces = 0;
+  int tp_bwd_allreduces = 0;
+  Bytes tp_fwd_bytes = 0;
+  Bytes tp_bwd_bytes = 0;
 };
 
 struct TransformerParams;  // costmodels/model_families.h
@@ -89,10 +100,24 @@ struct ModelSpec {
   // the model (the executor, plan files); null for explicit layer lists.
   std::shared_ptr<const TransformerParams> transformer;
   std::shared_ptr<const MlpParams> mlp;
+  // Tensor parallelism (Megatron-LM's, Shoeybi et al. 2019): each layer is the
+  // share of one of `tensor_parallel` devices that split it (its FLOPs,
+  // parameters, stash and kernels are that device's), and
+  // `sequence_parallel` (Korthikanti et al. 2022) splits the rest of the
+  // block's activations along the sequence too. 1 and false: whole layers.
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  // Forward + backward FLOPs per sample of the whole model when split (the
+  // shares add up to more: the padded vocabulary, the replicated position
+  // add); 0 when whole. model_flops_per_device_sample() uses it.
+  Flops whole_flops_per_sample = 0.0;
 
   std::int64_t total_params() const;
   Flops fwd_flops_per_sample() const;
   Flops bwd_flops_per_sample() const;
+  // The model FLOPs (forward + backward) one device does per sample: all of
+  // them, or its 1/T of the whole model's under tensor parallelism.
+  Flops model_flops_per_device_sample() const;
   // Bytes that cross a cut placed before layer `first` (the input of layer first),
   // per sample; first == L gives the last layer's output. O(1).
   Bytes input_bytes_of(int first) const;

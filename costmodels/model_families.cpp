@@ -45,23 +45,30 @@ Kernel memory(Bytes fwd, Bytes bwd) {
   return m;
 }
 
-// The kernels of one Transformer block per sample, as Megatron-LM runs it: layer
-// norm, QKV projection, attention, output projection, bias-dropout-add, layer
-// norm, MLP up projection, bias-GeLU, down projection, bias-dropout-add. A
-// memory-bound kernel reads its inputs and writes its outputs once forward; its
-// backward reads the output gradient and what it saved and writes the input
-// gradient. e: bytes per element; dropout masks are 1 byte per element.
-std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv) {
-  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, d = h / a;
+// The kernels of one Transformer block per sample on one of t devices, as
+// Megatron-LM runs it: layer norm, QKV projection, attention, output
+// projection, bias-dropout-add, layer norm, MLP up projection, bias-GeLU, down
+// projection, bias-dropout-add. A memory-bound kernel reads its inputs and
+// writes its outputs once forward; its backward reads the output gradient and
+// what it saved and writes the input gradient. e: bytes per element; dropout
+// masks are 1 byte per element. Under tensor parallelism the projections
+// split by columns (QKV, MLP up: n / t) or rows (output, MLP down: k / t) and
+// attention by heads; the layer norms and dropout-adds run on the whole s x h
+// on every device, or on s / t rows of it with sequence parallelism.
+std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
+                                  TensorSplit split) {
+  const std::int64_t t = split.ways;
+  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads / t, d = h / p.heads;
+  const std::int64_t rows = split.sequence ? s / t : s;  // of the layer norms and dropout-adds
   const Bytes e = dtype_bytes(p.dtype);
   const Bytes mask = p.dropout ? 1 : 0;
-  const Kernel layer_norm = memory(2 * s * h * e, 3 * s * h * e);
+  const Kernel layer_norm = memory(2 * rows * h * e, 3 * rows * h * e);
   // Residual add with dropout on the branch: reads branch and residual, writes the
   // sum and the mask; backward reads the gradient and the mask, writes one.
-  const Kernel dropout_add = memory(s * h * (3 * e + mask), s * h * (2 * e + mask));
+  const Kernel dropout_add = memory(rows * h * (3 * e + mask), rows * h * (2 * e + mask));
   std::vector<Kernel> k;
   k.push_back(layer_norm);
-  k.push_back(gemm(s, h + 2 * d_kv, h));
+  k.push_back(gemm(s, (h + 2 * d_kv) / t, h));
   if (p.fused_attention) {
     Kernel att;
     att.kind = Kernel::Kind::kAttention;
@@ -85,12 +92,12 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
     if (p.dropout) k.push_back(memory(a * s * s * (2 * e + 1), a * s * s * (2 * e + 1)));
     k.push_back(context);
   }
-  k.push_back(gemm(s, h, h));
+  k.push_back(gemm(s, h, h / t));
   k.push_back(dropout_add);
   k.push_back(layer_norm);
-  k.push_back(gemm(s, f, h));
-  k.push_back(memory(2 * s * f * e, 3 * s * f * e));  // bias + GeLU
-  k.push_back(gemm(s, h, f));
+  k.push_back(gemm(s, f / t, h));
+  k.push_back(memory(2 * s * (f / t) * e, 3 * s * (f / t) * e));  // bias + GeLU
+  k.push_back(gemm(s, h, f / t));
   k.push_back(dropout_add);
   return k;
 }
@@ -100,7 +107,25 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
 // Per sample (b = 1): s = seq_len, h = d_model, f = d_ff, a = heads, V = vocab,
 // e = bytes per activation element. Backward FLOPs are 2x forward throughout
 // (input gradient + weight gradient; Narayanan et al. 2021).
-ModelSpec make_transformer(const TransformerParams& p, const std::string& name) {
+std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) {
+  const std::int64_t t = split.ways;
+  if (t < 1) return "tensor parallelism needs at least 1 device, got " + std::to_string(t);
+  const std::int64_t f = p.d_ff == 0 ? 4 * p.d_model : p.d_ff;
+  const std::int64_t kv = p.kv_heads == 0 ? p.heads : p.kv_heads;
+  const auto divides = [&](std::int64_t n, const char* what) -> std::string {
+    if (n % t == 0) return "";
+    return std::to_string(t) + " tensor-parallel devices do not divide " + what + " " +
+           std::to_string(n);
+  };
+  for (std::string problem :
+       {divides(p.heads, "heads"), divides(kv, "kv_heads"), divides(f, "d_ff"),
+        split.sequence ? divides(p.seq_len, "seq_len") : std::string()}) {
+    if (!problem.empty()) return problem;
+  }
+  return "";
+}
+
+ModelSpec make_transformer(const TransformerParams& p, const std::string& name, TensorSplit split) {
   PS_CHECK(
       p.layers >= 0 && p.d_model > 0 && p.d_ff >= 0 && p.heads > 0 && p.seq_len > 0 && p.vocab > 0,
       "transformer parameters must be positive");
@@ -115,10 +140,22 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   PS_CHECK(kv == a || h % a == 0, "grouped-query attention needs heads to divide d_model");
   const std::int64_t d_kv = kv == a ? h : h / a * kv;
   const Bytes e = dtype_bytes(p.dtype);
+  const std::string split_problem = tensor_split_problem(p, split);
+  PS_CHECK(split_problem.empty(), split_problem);
+  // t devices share each layer; c of them its replicated activations (those of
+  // the layer norms, dropouts and residuals: t with sequence parallelism).
+  const std::int64_t t = split.ways, c = split.sequence ? t : 1;
+  const std::int64_t v_t = (v + t - 1) / t;  // vocabulary rows per device, padded
 
   ModelSpec m;
   m.name = name;
   m.family = "transformer";
+  m.tensor_parallel = split.ways;
+  m.sequence_parallel = split.sequence && t > 1;
+  if (t > 1) {
+    const ModelSpec whole = make_transformer(p, name);
+    m.whole_flops_per_sample = whole.fwd_flops_per_sample() + whole.bwd_flops_per_sample();
+  }
   m.transformer = std::make_shared<const TransformerParams>(p);
   m.dtype = p.dtype;
   m.input_bytes = s * 4;  // int32 token ids
@@ -134,8 +171,15 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   }
   // Token lookup is a gather (no FLOPs); adding the positions costs s*h. The stash
   // is the int32 token ids, needed to scatter the table gradient.
+  // Under tensor parallelism each device holds v / t rows of the token table
+  // (and the whole position table), writes zeros for the tokens outside them,
+  // and the group all-reduces the s x h result.
   const std::int64_t position_params = p.learned_positions ? s * h : 0;
-  m.layers.push_back(layer("embed", f64(s * h), v * h + position_params, s * h * e, s * 4));
+  m.layers.push_back(layer("embed", f64(s * h), v_t * h + position_params, s * h * e, s * 4));
+  if (t > 1) {
+    m.layers.back().tp_fwd_allreduces = 1;
+    m.layers.back().tp_fwd_bytes = s * h * e;
+  }
   // Kernels: a gather of s table rows plus the positions, written once; its
   // backward scatters s rows of gradient into the table: the weight gradient.
   {
@@ -149,13 +193,17 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   // MLP 4shf, scores and attention over V 4s^2h; 24sh^2 + 4s^2h for f = 4h. With
   // grouped-query attention K and V take 4sh*d_kv instead of 4sh^2 (Q and output
   // projection stay 4sh^2); the scores are unchanged.
-  const Flops block_fwd = 4.0 * f64(s) * f64(h) * (f64(h) + f64(d_kv)) +
-                          4.0 * f64(s) * f64(h) * f64(f) + 4.0 * f64(s) * f64(s) * f64(h);
+  // Every product splits over the t devices.
+  const Flops block_fwd = (4.0 * f64(s) * f64(h) * (f64(h) + f64(d_kv)) +
+                           4.0 * f64(s) * f64(h) * f64(f) + 4.0 * f64(s) * f64(s) * f64(h)) /
+                          f64(t);
   // Q and output projection weights and biases 2h^2 + 2h, K and V 2h*d_kv + 2d_kv
   // (4h^2 + 4h together without GQA), MLP 2hf + f + h, two LayerNorms (gain, bias)
-  // 4h.
+  // 4h. Split over t devices: the column-split QKV and MLP up projections with
+  // their biases, the row-split output and MLP down weights; the biases of the
+  // last two (added after the all-reduce) and the LayerNorms stay whole.
   const std::int64_t block_params =
-      2 * h * h + 2 * h + 2 * h * d_kv + 2 * d_kv + 2 * h * f + f + h + 4 * h;
+      (2 * h * h + h + 2 * h * d_kv + 2 * d_kv + 2 * h * f + f) / t + 2 * h + 4 * h;
   // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   // Models", section 4.1, for any element size e and any f, dropout masks 1 byte:
   //   attention: QKV input e*sh, Q and K 2e*sh, softmax output e*as^2, its dropout
@@ -168,30 +216,55 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name) 
   // sh*(34 + 5as/h). With grouped-query attention K and V are e*s*d_kv each.
   // Without dropout the masks and the dropped probabilities go: s*(8e*h + 2e*f) +
   // e*a*s^2.
+  // Under tensor parallelism (their section 4.2.2) the two LayerNorm inputs,
+  // the QKV and MLP inputs and the two dropout masks, s*h*(4e + 2), are whole
+  // on every device (split by t with sequence parallelism, 4.2.3), the rest
+  // split by t: their sh*(10 + 24/t + 5as/(ht)) and sh*(34/t + 5as/(ht)).
   const Bytes mask = p.dropout ? 1 : 0;
-  const Bytes block_stash =
-      s * (h * (6 * e + 2 * mask) + 2 * e * d_kv + 2 * e * f) + a * s * s * (e + mask * (e + 1));
-  const KernelList kernels = make_kernel_list(block_kernels(p, f, d_kv));
+  const Bytes replicated_stash = s * h * (4 * e + 2 * mask);
+  const Bytes split_stash =
+      s * (2 * e * h + 2 * e * d_kv + 2 * e * f) + a * s * s * (e + mask * (e + 1));
+  const Bytes block_stash = replicated_stash / c + split_stash / t;
+  // What crosses a cut: the s x h output, whole on every device of the group
+  // (each sends its copy to its peer of the next stage), or its s / t rows
+  // with sequence parallelism.
+  const Bytes block_out = s * h * e / c;
+  const KernelList kernels = make_kernel_list(block_kernels(p, f, d_kv, split));
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(
-        layer("block" + std::to_string(i), block_fwd, block_params, s * h * e, block_stash));
-    m.layers.back().kernels = kernels;
+        layer("block" + std::to_string(i), block_fwd, block_params, block_out, block_stash));
+    LayerSpec& block = m.layers.back();
+    block.kernels = kernels;
+    if (t > 1) {  // after the output and the MLP down projections; in the backward before
+      block.tp_fwd_allreduces = block.tp_bwd_allreduces = 2;
+      block.tp_fwd_bytes = block.tp_bwd_bytes = 2 * s * h * e;
+    }
   }
 
   // Final LayerNorm + LM projection (2shV; V*h weights unless tied to the token
   // table) + softmax cross-entropy, counted as 5sV (max, exp, sum, normalise,
   // log-likelihood); the LayerNorm's O(sh) is neglected like the blocks'
   // elementwise work. Output: the fp32 loss. Stash: LN and projection inputs
-  // 2e*sh, softmax output e*sV, int32 targets 4s.
-  const std::int64_t head_params = (p.tied_embeddings ? 0 : v * h) + 2 * h;
-  m.layers.push_back(layer("head", 2.0 * f64(s) * f64(h) * f64(v) + 5.0 * f64(s) * f64(v),
-                           head_params, 4, 2 * s * h * e + s * v * e + s * 4));
+  // 2e*sh, softmax output e*sV, int32 targets 4s. Under tensor parallelism
+  // the projection splits the vocabulary (v_t rows each) and so do the
+  // logits; the cross-entropy all-reduces three fp32 values per token (the
+  // maximum, the sum of exponentials, the target's logit), and the backward
+  // all-reduces the s x h input gradient.
+  const std::int64_t head_params = (p.tied_embeddings ? 0 : v_t * h) + 2 * h;
+  m.layers.push_back(layer("head", 2.0 * f64(s) * f64(h) * f64(v_t) + 5.0 * f64(s) * f64(v_t),
+                           head_params, 4, s * h * e / c + s * h * e + s * v_t * e + s * 4));
   // Kernels: the layer norm, the projection, and the cross-entropy's passes
   // over the s x V logits (read them, write the probabilities; backward reads
   // those and writes their gradient).
   m.layers.back().kernels =
-      make_kernel_list({memory(2 * s * h * e, 3 * s * h * e), gemm(s, v, h),
-                        memory(2 * s * v * e + s * 4, 2 * s * v * e + s * 4)});
+      make_kernel_list({memory(2 * s * h * e / c, 3 * s * h * e / c), gemm(s, v_t, h),
+                        memory(2 * s * v_t * e + s * 4, 2 * s * v_t * e + s * 4)});
+  if (t > 1) {
+    m.layers.back().tp_fwd_allreduces = 3;
+    m.layers.back().tp_fwd_bytes = 3 * s * 4;
+    m.layers.back().tp_bwd_allreduces = 1;
+    m.layers.back().tp_bwd_bytes = s * h * e;
+  }
   return m;
 }
 

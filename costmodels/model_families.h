@@ -55,8 +55,27 @@ struct TransformerParams {
   // peak.
   bool fp8 = false;
 };
-// Throws std::overflow_error when the sizes do not fit in 64-bit integers.
-ModelSpec make_transformer(const TransformerParams& p, const std::string& name = "transformer");
+// Megatron-LM's tensor parallelism over `ways` devices (Shoeybi et al. 2019):
+// each block's QKV and MLP up projections split by columns, its output and MLP
+// down projections by rows, attention by heads, so a block's forward ends in
+// two all-reduces of its s x h output and its backward in two of its input
+// gradient; the embedding and the LM projection split the vocabulary (padded
+// to a multiple of `ways`). `sequence`: sequence parallelism (Korthikanti et
+// al. 2022), the layer norms, dropouts and residual adds split along the
+// sequence, each all-reduce an all-gather and a reduce-scatter. ways = 1: the
+// whole model.
+struct TensorSplit {
+  int ways = 1;
+  bool sequence = false;
+};
+// Why `split` cannot split `p` (ways must divide heads, kv_heads and d_ff,
+// and seq_len under sequence parallelism); empty when it can.
+std::string tensor_split_problem(const TransformerParams& p, TensorSplit split);
+// One device's share of the model under `split`. Throws std::overflow_error
+// when the sizes do not fit in 64-bit integers, InternalError when
+// tensor_split_problem is not empty.
+ModelSpec make_transformer(const TransformerParams& p, const std::string& name = "transformer",
+                           TensorSplit split = {});
 
 // A stack of residual MLP blocks x + W2·relu(W1·LN(x)) over feature vectors,
 // followed by a classifier head (linear d_model -> classes + softmax

@@ -1,0 +1,137 @@
+// Megatron-LM's tensor parallelism as make_transformer splits a model: one
+// device's FLOPs, parameters, stash, kernels and all-reduces, each against a
+// hand computation or the published activation formulas.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "costmodels/check.h"
+#include "costmodels/model_families.h"
+
+namespace pipescope {
+namespace {
+
+// s = 16, h = 32, a = 4, f = 128, V = 1001, fp16 (e = 2), dropout, one block.
+TransformerParams small() {
+  TransformerParams p;
+  p.layers = 1;
+  p.d_model = 32;
+  p.d_ff = 128;
+  p.heads = 4;
+  p.seq_len = 16;
+  p.vocab = 1001;
+  p.dtype = DType::kFp16;
+  return p;
+}
+
+const LayerSpec& block(const ModelSpec& m) {
+  return m.layers[1];
+}
+
+TEST(TensorSplit, BlockStashFollowsKorthikanti) {
+  // Korthikanti et al. 2022, per layer with f = 4h, fp16 and dropout:
+  // sh(10 + 24/t + 5as/(ht)) bytes under tensor parallelism, sh(34/t +
+  // 5as/(ht)) with sequence parallelism; sh = 512, as/h = 2.
+  const std::int64_t sh = 16 * 32;
+  EXPECT_EQ(block(make_transformer(small())).stash_bytes, sh * (34 + 5 * 2));
+  EXPECT_EQ(block(make_transformer(small(), "m", {4, false})).stash_bytes,
+            sh * (10 + 24 / 4) + sh * 5 * 2 / 4);
+  EXPECT_EQ(block(make_transformer(small(), "m", {4, true})).stash_bytes,
+            sh * 34 / 4 + sh * 5 * 2 / 4);
+  EXPECT_EQ(block(make_transformer(small(), "m", {2, false})).stash_bytes,
+            sh * (10 + 24 / 2) + sh * 5 * 2 / 2);
+}
+
+TEST(TensorSplit, BlockParametersAndFlopsByHand) {
+  const ModelSpec whole = make_transformer(small());
+  const ModelSpec four = make_transformer(small(), "m", {4, false});
+  // Whole: 4h^2 + 4h (QKV, output) + 2hf + f + h (MLP) + 4h (norms) = 12,704.
+  EXPECT_EQ(block(whole).params, 4 * 32 * 32 + 4 * 32 + 2 * 32 * 128 + 128 + 32 + 4 * 32);
+  // Split by 4: QKV weights and biases 3h^2 + 3h, output weight h^2, MLP
+  // weights 2hf and up bias f, over 4; output and down biases, norms whole.
+  EXPECT_EQ(block(four).params,
+            (3 * 32 * 32 + 3 * 32 + 32 * 32 + 2 * 32 * 128 + 128) / 4 + 2 * 32 + 4 * 32);
+  EXPECT_DOUBLE_EQ(block(four).fwd_flops, block(whole).fwd_flops / 4);
+  EXPECT_DOUBLE_EQ(block(four).bwd_flops, block(whole).bwd_flops / 4);
+  // Model FLOPs per device are the whole model's quarter, not the shares'
+  // sum (which counts the padded vocabulary).
+  EXPECT_DOUBLE_EQ(four.model_flops_per_device_sample(),
+                   (whole.fwd_flops_per_sample() + whole.bwd_flops_per_sample()) / 4);
+  EXPECT_EQ(four.tensor_parallel, 4);
+  EXPECT_FALSE(four.sequence_parallel);
+}
+
+TEST(TensorSplit, VocabularyIsPaddedAndSplit) {
+  const ModelSpec four = make_transformer(small(), "m", {4, false});
+  // 1001 rows pad to 1004, 251 a device.
+  EXPECT_EQ(four.layers.front().params, 251 * 32);
+  EXPECT_EQ(four.layers.back().params, 251 * 32 + 2 * 32);
+  EXPECT_DOUBLE_EQ(four.layers.back().fwd_flops, 2.0 * 16 * 32 * 251 + 5.0 * 16 * 251);
+  // Stash: norm input and projection input e*sh each, logits e*s*251, targets 4s.
+  EXPECT_EQ(four.layers.back().stash_bytes, 2 * 2 * 16 * 32 + 2 * 16 * 251 + 4 * 16);
+}
+
+TEST(TensorSplit, AllReducesPerLayer) {
+  const ModelSpec whole = make_transformer(small());
+  for (const LayerSpec& l : whole.layers) {
+    EXPECT_EQ(l.tp_fwd_allreduces + l.tp_bwd_allreduces, 0) << l.name;
+  }
+  const ModelSpec two = make_transformer(small(), "m", {2, true});
+  const std::int64_t she = 16 * 32 * 2;
+  // A block: after the output and the MLP down projections, and their
+  // mirrors in the backward, each of the s x h output.
+  EXPECT_EQ(block(two).tp_fwd_allreduces, 2);
+  EXPECT_EQ(block(two).tp_bwd_allreduces, 2);
+  EXPECT_EQ(block(two).tp_fwd_bytes, 2 * she);
+  EXPECT_EQ(block(two).tp_bwd_bytes, 2 * she);
+  // The embedding's vocabulary-parallel lookup; the head's cross-entropy
+  // (three fp32 values per token) and its input gradient.
+  EXPECT_EQ(two.layers.front().tp_fwd_allreduces, 1);
+  EXPECT_EQ(two.layers.front().tp_fwd_bytes, she);
+  EXPECT_EQ(two.layers.front().tp_bwd_allreduces, 0);
+  EXPECT_EQ(two.layers.back().tp_fwd_allreduces, 3);
+  EXPECT_EQ(two.layers.back().tp_fwd_bytes, 3 * 4 * 16);
+  EXPECT_EQ(two.layers.back().tp_bwd_bytes, she);
+}
+
+TEST(TensorSplit, CutBytesSplitOnlyWithSequenceParallelism) {
+  const std::int64_t she = 16 * 32 * 2;
+  EXPECT_EQ(block(make_transformer(small(), "m", {4, false})).out_bytes, she);
+  EXPECT_EQ(block(make_transformer(small(), "m", {4, true})).out_bytes, she / 4);
+}
+
+TEST(TensorSplit, KernelsSplitByColumnsRowsAndHeads) {
+  const auto& k = *block(make_transformer(small(), "m", {4, false})).kernels;
+  ASSERT_EQ(k.size(), 10u);  // norm, QKV, attention, out, add, norm, up, GeLU, down, add
+  EXPECT_EQ(k[0].bytes, 2 * 16 * 32 * 2);  // the whole s x h on every device
+  EXPECT_EQ(k[1].n, 3 * 32 / 4);           // QKV by columns
+  EXPECT_EQ(k[1].k, 32);
+  EXPECT_EQ(k[2].batch_count, 1);  // 4 heads over 4 devices
+  EXPECT_EQ(k[3].n, 32);           // output projection by rows
+  EXPECT_EQ(k[3].k, 32 / 4);
+  EXPECT_EQ(k[6].n, 128 / 4);  // MLP up by columns
+  EXPECT_EQ(k[7].bytes, 2 * 16 * (128 / 4) * 2);
+  EXPECT_EQ(k[8].k, 128 / 4);  // MLP down by rows
+  const auto& sp = *block(make_transformer(small(), "m", {4, true})).kernels;
+  EXPECT_EQ(sp[0].bytes, 2 * (16 / 4) * 32 * 2);  // s / t rows with sequence parallelism
+  EXPECT_EQ(sp[1].rows, 16);                      // the GEMM sees the gathered sequence
+}
+
+TEST(TensorSplit, ProblemsNameWhatDoesNotDivide) {
+  TransformerParams p = small();
+  EXPECT_EQ(tensor_split_problem(p, {4, false}), "");
+  EXPECT_EQ(tensor_split_problem(p, {3, false}), "3 tensor-parallel devices do not divide heads 4");
+  p.kv_heads = 2;
+  EXPECT_EQ(tensor_split_problem(p, {4, false}),
+            "4 tensor-parallel devices do not divide kv_heads 2");
+  p = small();
+  p.seq_len = 18;
+  EXPECT_EQ(tensor_split_problem(p, {4, false}), "");
+  EXPECT_EQ(tensor_split_problem(p, {4, true}),
+            "4 tensor-parallel devices do not divide seq_len 18");
+  EXPECT_THROW(make_transformer(p, "m", {4, true}), InternalError);
+}
+
+}  // namespace
+}  // namespace pipescope
