@@ -31,6 +31,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("-M,--micro-batches", o.micro_batches, "Fix the number of micro-batches")
       ->check(positive_number());
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
+  add_tensor_parallel_option(*cmd, o.tensor_parallel);
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
       ->check(CLI::IsMember(schedule_choices(true)));
   add_schedule_file_option(*cmd, o.schedule_file);
@@ -139,12 +140,21 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
 }  // namespace
 
 int run_plan(const PlanOptions& o) {
-  const Scenario scenario = load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
-                                                                  .schedule = o.schedule,
-                                                                  .chunks = o.chunks,
-                                                                  .remat = o.remat}));
+  const Scenario scenario =
+      load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
+                                            .schedule = o.schedule,
+                                            .chunks = o.chunks,
+                                            .remat = o.remat,
+                                            .tensor_parallel = o.tensor_parallel}));
   PlanRequest request;
-  request.devices = o.devices;
+  // The planner sees groups of T devices as the pipeline's devices.
+  const int T = scenario.training.tensor_parallel;
+  if (o.devices && *o.devices % T != 0) {
+    throw std::invalid_argument("--devices " + std::to_string(*o.devices) +
+                                " is not a whole number of groups of T=" + std::to_string(T) +
+                                " tensor-parallel devices");
+  }
+  if (o.devices) request.devices = *o.devices / T;
   request.stages = o.stages;
   request.micro_batches = o.micro_batches;
   request.remat = remat_of(o.remat);

@@ -98,6 +98,15 @@ std::optional<Remat> remat_of(const std::optional<std::string>& remat) {
   return parse_remat(*remat);
 }
 
+void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel) {
+  cmd.add_option("-T,--tensor-parallel", tensor_parallel,
+                 "Tensor-parallel devices per stage (Megatron-LM's): each of a transformer's "
+                 "layers splits over T devices of a node, which all-reduce its results; the "
+                 "cluster's devices form groups of T, so K x D x T devices run (default: "
+                 "training.tensor_parallel, else 1)")
+      ->check(positive_number());
+}
+
 std::vector<std::string> schedule_choices(bool with_custom) {
   std::vector<std::string> out;
   for (const ScheduleKind k : kAllSchedules) out.emplace_back(to_string(k));
@@ -144,6 +153,10 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
   }
   if (f.chunks) out.push_back({"--chunks " + std::to_string(*f.chunks), "chunks", *f.chunks});
   if (f.remat) out.push_back({"--remat " + *f.remat, "remat", *f.remat});
+  if (f.tensor_parallel) {
+    out.push_back(
+        {"-T " + std::to_string(*f.tensor_parallel), "tensor_parallel", *f.tensor_parallel});
+  }
   return o;
 }
 

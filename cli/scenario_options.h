@@ -50,6 +50,8 @@ void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
 void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const std::string& what);
 // The mode add_remat_option took, if given.
 std::optional<Remat> remat_of(const std::optional<std::string>& remat);
+// -T/--tensor-parallel N: training.tensor_parallel.
+void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel);
 // The names --schedule takes: the built-in schedules (kAllSchedules), and
 // "custom" (the --schedule-file's) when `with_custom`.
 std::vector<std::string> schedule_choices(bool with_custom);
@@ -87,6 +89,7 @@ struct TrainingFlags {
   std::optional<std::string> schedule;  // --schedule
   std::optional<int> chunks;            // --chunks
   std::optional<std::string> remat;     // --remat
+  std::optional<int> tensor_parallel;   // -T
   bool micro_batches_vary = false;      // -M took a list (sweep)
 };
 // `o` with those flags as its field_flags. A schedule that runs one chunk per

@@ -42,6 +42,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "simulated on its share of the batch, each stage all-reducing its gradients "
                   "over a ring of the replicas before its optimizer step (default: 1)")
       ->check(positive_number());
+  add_tensor_parallel_option(*cmd, opts->tensor_parallel);
   cmd->add_option("--chunks", opts->chunks, chunks_help("default: training.chunks"))
       ->check(positive_number());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
@@ -59,21 +60,22 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
 int run_simulate(const SimulateOptions& o) {
   // The flags that stand for training fields are checked with the scenario, as
   // fields of it; with --plan they are refused below instead.
-  Scenario scenario = o.plan
-                          ? load(o.scenario)
-                          : load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
-                                                                  .schedule = o.schedule,
-                                                                  .chunks = o.chunks,
-                                                                  .remat = o.remat}));
+  Scenario scenario =
+      o.plan ? load(o.scenario)
+             : load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
+                                                     .schedule = o.schedule,
+                                                     .chunks = o.chunks,
+                                                     .remat = o.remat,
+                                                     .tensor_parallel = o.tensor_parallel}));
   const Cluster whole_cluster = scenario.cluster;
   SimConfig config;
   int replicas = 1;
   if (o.plan) {
     if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
-        o.data_parallel) {
+        o.data_parallel || o.tensor_parallel) {
       throw std::invalid_argument(
-          "--plan fixes K, D, M, the schedule, its chunks and remat; drop -K, --data-parallel, "
-          "-M, --schedule, --schedule-file, --chunks and --remat");
+          "--plan fixes K, D, T, M, the schedule, its chunks and remat; drop -K, "
+          "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks and --remat");
     }
     const Plan plan = read_plan_file(*o.plan);
     check_plan_matches(plan, scenario, *o.plan);

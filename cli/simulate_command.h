@@ -21,6 +21,7 @@ struct SimulateOptions {
   std::optional<std::string> schedule_file;  // custom schedule, per-rank action CSV
   std::optional<int> chunks;                 // v, interleaved-1f1b
   std::optional<int> data_parallel;          // D replicas
+  std::optional<int> tensor_parallel;        // T
   std::optional<std::string> remat;          // "on" | "off" | "always" | "never" | "except-last"
   std::string partition = "optimal";
   std::optional<std::string> trace;

@@ -28,9 +28,10 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   const Cluster& c = sc.cluster;
   out << "Scenario   " << sc.name << ": " << m.family
       << (m.name != m.family ? " '" + m.name + "'" : std::string()) << ", " << m.layers.size()
-      << " layers, " << format_count(static_cast<double>(m.total_params())) << " params, "
-      << to_string(m.dtype) << "\n";
-  out << "Cluster    " << c.devices << " x " << c.device.name << " ("
+      << " layers, " << format_count(static_cast<double>(m.total_params())) << " params"
+      << (m.tensor_parallel > 1 ? " per tensor-parallel device" : "") << ", " << to_string(m.dtype)
+      << "\n";
+  out << "Cluster    " << c.physical_devices() << " x " << c.device.name << " ("
       << format_bytes(static_cast<double>(c.device.memory_bytes)) << " each), "
       << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
       << ", " << format_seconds(c.interconnect.latency_s) << " latency";
@@ -44,6 +45,13 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << " devices per PCIe switch sharing its uplink";
   }
   out << "\n";
+  if (c.tensor_parallel > 1) {
+    out << "Tensor     T=" << c.tensor_parallel
+        << " devices split every layer (Megatron-LM's columns and rows), " << c.devices
+        << " groups of them"
+        << (m.sequence_parallel ? "; sequence parallel (norms and dropouts split by tokens)" : "")
+        << "; times, memory and MFU are one device's\n";
+  }
   if (c.profile) {
     out << "Profile    layer times, optimizer and transport measured on " << c.profile->machine
         << " (" << c.profile->backend << ")\n";
@@ -64,7 +72,8 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
     out << " x D=" << replicas << " replicas (ring all-reduce of each stage's gradients)";
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
-    out << " (on " << r.stages << " of the " << c.devices << " devices)";
+    out << " (on " << r.stages << " of the " << c.devices
+        << (c.tensor_parallel > 1 ? " groups)" : " devices)");
   }
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
       << remat_label(r.remat) << ", partition " << partition << ", cost model " << r.cost_model
@@ -138,6 +147,9 @@ void print_totals(std::ostream& out, const SimResult& r) {
   out << "Communication  " << format_seconds(simtime_to_seconds(m.comm_time)) << " of link time";
   if (m.allreduce_time > 0) {
     out << ", gradient all-reduce " << format_seconds(simtime_to_seconds(m.allreduce_time));
+  }
+  if (m.tensor_time > 0) {
+    out << ", tensor-parallel all-reduces " << format_seconds(simtime_to_seconds(m.tensor_time));
   }
   out << ", recompute " << format_seconds(simtime_to_seconds(m.recompute_time)) << " in total\n";
   const auto worst =

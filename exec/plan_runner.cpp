@@ -29,6 +29,14 @@ void check_executor_size(const ModelSpec& model, const std::string& where) {
 }
 
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
+  if (plan.tensor_parallel > 1) {
+    throw std::invalid_argument(
+        plan_file +
+        ": T: the executor runs whole layers on each device, and this plan splits "
+        "them over T=" +
+        std::to_string(plan.tensor_parallel) +
+        " devices (tensor parallelism); plan with -T 1 to run or compare it");
+  }
   if (plan.model_spec.is_null()) {
     throw std::invalid_argument(plan_file +
                                 ": model.spec: the executor runs transformer and mlp models; this "

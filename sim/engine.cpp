@@ -186,6 +186,22 @@ class Engine {
     return 0;
   }
 
+  // The tensor-parallel collectives an op runs after its compute, and their bytes.
+  std::pair<SimTime, Bytes> collectives(const Op& op) const {
+    const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
+    switch (op.kind) {
+      case OpKind::kForward:
+      case OpKind::kRecompute:
+        return {c.tp_forward, c.tp_forward_bytes};
+      case OpKind::kBackward:
+        return {c.tp_backward, c.tp_backward_bytes};
+      case OpKind::kWeight:
+      case OpKind::kOptimizer:
+        break;
+    }
+    return {0, 0};
+  }
+
   bool ready(const Op& op) const {
     const KindRules& r = rules(op.kind);
     const int from = op.stage + r.waits_offset;
@@ -219,11 +235,17 @@ class Engine {
       }
       ++cores_in_use_;
     }
-    const SimTime end = now_ + duration(op);
+    const SimTime computed = now_ + duration(op);
+    const auto [tensor, tensor_bytes] = collectives(op);
+    const SimTime end = computed + tensor;
+    result_.tensor_time += tensor;
     dev.busy = true;
     dev.op_start = now_;
     queue_.push(end, kComputeDone, static_cast<std::uint32_t>(d));
-    if (listener_ != nullptr) listener_->on_compute(d, op, now_, end);
+    if (listener_ != nullptr) {
+      listener_->on_compute(d, op, now_, computed);
+      if (tensor > 0) listener_->on_tensor_collective(d, op, tensor_bytes, computed, end);
+    }
   }
 
   void compute_done(int d) {

@@ -23,6 +23,7 @@ struct EngineResult {
   SimTime recompute_time = 0;        // sum over devices
   SimTime comm_time = 0;             // link occupancy, summed over the links of each route
   SimTime allreduce_time = 0;        // the stages' gradient all-reduces, summed
+  SimTime tensor_time = 0;           // tensor-parallel all-reduces within ops, summed
   std::int64_t compute_ops = 0;
   std::int64_t transfers = 0;
 };
@@ -31,6 +32,9 @@ struct EngineResult {
 // all-reduced once its last backward (W when split) ends, on its device's link
 // to the replicas, one all-reduce at a time per device, concurrently with
 // compute and the pipeline's transfers; the stage's optimizer step waits for it.
+// An op of a stage with tensor-parallel collectives (StageCost::tp_forward,
+// tp_backward) runs its compute and then its collectives, the device busy
+// for both; `listener` hears of the collectives through on_tensor_collective.
 // `listener` may be null. Throws InternalError if the schedule deadlocks (an op
 // waits for data that never comes), which check_schedule'd GPipe lists cannot do.
 EngineResult run_engine(const Schedule& schedule, const std::vector<StageCost>& stages,

@@ -19,6 +19,7 @@ Metrics compute_metrics(const EngineResult& run, const std::vector<Bytes>& peak_
   m.comm_time = run.comm_time;
   m.recompute_time = run.recompute_time;
   m.allreduce_time = run.allreduce_time;
+  m.tensor_time = run.tensor_time;
   const auto n = static_cast<std::int64_t>(run.device_busy.size());
   SimTime busy_total = 0;
   for (std::size_t d = 0; d < run.device_busy.size(); ++d) {

@@ -12,7 +12,7 @@ namespace pipescope {
 struct DeviceMetrics {
   Bytes peak_memory = 0;
   Bytes memory_capacity = 0;
-  SimTime busy = 0;              // ns of compute
+  SimTime busy = 0;              // ns of ops: compute and tensor-parallel collectives
   double bubble_fraction = 0.0;  // 1 - busy / step time
   bool fits() const { return peak_memory <= memory_capacity; }
 };
@@ -28,6 +28,7 @@ struct Metrics {
   SimTime comm_time = 0;       // link occupancy, summed over hops
   SimTime recompute_time = 0;  // summed over devices
   SimTime allreduce_time = 0;  // the stages' data-parallel gradient all-reduces, summed
+  SimTime tensor_time = 0;     // tensor-parallel all-reduces within ops, summed over devices
   std::vector<DeviceMetrics> devices;
 
   bool fits() const;

@@ -46,12 +46,16 @@ struct Plan {
   std::optional<Optimizer> optimizer;  // empty when the scenario gave bytes_per_param
 
   std::string cluster_name;
-  int devices = 1;  // N = stages x data_parallel
+  int devices = 1;  // N = stages x data_parallel x tensor_parallel
   Bytes memory_capacity = 0;
 
   int stages = 1;         // K, the pipeline's devices
   int chunks = 1;         // v: stage_plans holds K x v model stages (interleaved-1f1b)
   int data_parallel = 1;  // D, replicas of the pipeline
+  // T, the devices of a stage that split its layers (training.tensor_parallel);
+  // the stage plans are one device's share
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
   int micro_batches = 1;  // M per replica
   std::int64_t global_batch = 1;
   std::int64_t micro_batch_size = 1;

@@ -74,9 +74,13 @@ std::string describe_layers(const Plan& plan, const StageRange& r) {
 std::string summary(const Plan& p) {
   return "# model '" + printable(p.model_name) + "' (hash " + p.model_hash + ", " +
          str(p.layer_count) + " layers): K=" + str(p.stages) +
-         " stages x D=" + str(p.data_parallel) + " replicas,\n# M=" + str(p.micro_batches) +
-         " micro-batches of " + str(p.micro_batch_size) + " (global batch " + str(p.global_batch) +
-         "), schedule " + std::string(to_string(p.schedule)) +
+         " stages x D=" + str(p.data_parallel) + " replicas" +
+         (p.tensor_parallel > 1 ? " x T=" + str(p.tensor_parallel) + " tensor-parallel devices" +
+                                      (p.sequence_parallel ? " (sequence parallel)" : "")
+                                : "") +
+         ",\n# M=" + str(p.micro_batches) + " micro-batches of " + str(p.micro_batch_size) +
+         " (global batch " + str(p.global_batch) + "), schedule " +
+         std::string(to_string(p.schedule)) +
          (p.chunks > 1 ? " with " + str(p.chunks) + " chunks per device" : "") + ", remat " +
          std::string(remat_label(p.remat)) + ".\n" +
          (p.fits ? "" : "# WARNING: the plan predicts more memory than a device has.\n");
@@ -394,13 +398,18 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
 
   std::vector<std::string> flags{"--pipeline-model-parallel-size " + str(p.stages),
                                  "--num-layers " + str(total)};
+  if (p.tensor_parallel > 1) {
+    flags.insert(flags.begin(), "--tensor-model-parallel-size " + str(p.tensor_parallel));
+  }
+  if (p.sequence_parallel) flags.push_back("--sequence-parallel");
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << summary(p)
     << "# Megatron-LM builds a GPT: its embedding sits on the first stage, its output layer\n"
     << "# and loss on the last. The plan's layers named 'embed' (first) and 'head' (last)\n"
     << "# are those; every other layer is one transformer layer (--num-layers " << total << ").\n"
-    << "# Run on K x D = " << p.devices << " GPUs; Megatron-LM then accumulates global / "
+    << "# Run on K x D" << (p.tensor_parallel > 1 ? " x T" : "") << " = " << p.devices
+    << " GPUs; Megatron-LM then accumulates global / "
     << "(micro x D) = " << p.micro_batches << " micro-batches.\n"
     << runs
     << (p.chunks > 1
@@ -493,6 +502,13 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
         "cannot export a custom-schedule plan to " + std::string(to_string(format)) +
         ": it runs its own schedule; export it to torch-pipelining, which runs per-rank "
         "action lists");
+  }
+  if (plan.tensor_parallel > 1 && format != ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to " + std::string(to_string(format)) +
+        ": it splits every layer over T=" + str(plan.tensor_parallel) +
+        " devices (tensor parallelism), which this export does not express; export it to "
+        "megatron");
   }
   if (plan.chunks > 1 &&
       (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {

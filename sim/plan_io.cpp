@@ -4,6 +4,7 @@
 
 #include "sim/plan_io.h"
 
+#include "costmodels/model_families.h"
 #include "sim/custom_schedule.h"
 #include "sim/file_io.h"
 
@@ -79,7 +80,14 @@ void read_model(ObjectReader m, Plan& p) {
   if (!spec.is_null()) {
     // The spec must describe the very model the hash names.
     const Where at = m.where("spec");
-    const ModelSpec model = parse_model(spec, at.file, at.path);
+    ModelSpec model = parse_model(spec, at.file, at.path);
+    // The plan's layers are one device's share under tensor parallelism.
+    const TensorSplit split{p.tensor_parallel, p.sequence_parallel};
+    if (split.ways > 1 && model.transformer) {
+      const std::string problem = tensor_split_problem(*model.transformer, split);
+      if (!problem.empty()) at.fail(problem + " (the plan's T)");
+      model = make_transformer(*model.transformer, model.name, split);
+    }
     if (model_hash(model) != p.model_hash) {
       m.fail("spec", "describes a model whose hash is " + model_hash(model) + ", not model.hash " +
                          p.model_hash);
@@ -210,12 +218,12 @@ void read_custom_actions(ObjectReader& top, Plan& p) {
   p.custom = std::move(custom);
 }
 
-// N = K x D devices; D replicas split the global batch, each into M micro-batches.
+// N = K x D x T devices; D replicas split the global batch, each into M micro-batches.
 void check_sizes(const Plan& p, const Where& top) {
-  const std::int64_t needed = std::int64_t{p.stages} * p.data_parallel;
+  const std::int64_t needed = std::int64_t{p.stages} * p.data_parallel * p.tensor_parallel;
   if (needed != p.devices) {
-    top.key("cluster").key("devices").fail("expected K x D = " + str(needed) + " devices, got " +
-                                           str(p.devices));
+    top.key("cluster").key("devices").fail("expected K x D x T = " + str(needed) +
+                                           " devices, got " + str(p.devices));
   }
   if (p.global_batch % p.data_parallel != 0) {
     top.key("D").fail(str(p.data_parallel) + " replicas do not divide global_batch " +
@@ -261,6 +269,8 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
                     {"memory_capacity_bytes", plan.memory_capacity}};
   doc["K"] = plan.stages;
   doc["D"] = plan.data_parallel;
+  doc["T"] = plan.tensor_parallel;
+  doc["sequence_parallel"] = plan.sequence_parallel;
   doc["M"] = plan.micro_batches;
   doc["global_batch"] = plan.global_batch;
   doc["micro_batch_size"] = plan.micro_batch_size;
@@ -291,6 +301,12 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   check_format_and_version(top);
   Plan p;
   p.scenario_name = top.string("scenario");
+  // Plans written before tensor parallelism have neither: whole layers.
+  p.tensor_parallel = static_cast<int>(top.opt_integer("T", kDeviceCount).value_or(1));
+  p.sequence_parallel = top.opt_bool("sequence_parallel").value_or(false);
+  if (p.sequence_parallel && p.tensor_parallel == 1) {
+    top.fail("sequence_parallel", "sequence parallelism needs T above 1");
+  }
   read_model(top.object("model"), p);
   read_cluster(top.object("cluster"), p);
   p.stages = static_cast<int>(top.integer("K", kLayerCount));
@@ -350,6 +366,17 @@ Plan read_plan_file(const std::filesystem::path& path) {
 }
 
 void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::string& plan_file) {
+  const TrainingConfig& t = scenario.training;
+  if (plan.tensor_parallel != t.tensor_parallel || plan.sequence_parallel != t.sequence_parallel) {
+    const auto split = [](int T, bool sp) {
+      return "T=" + str(T) + (sp ? " with sequence parallelism" : "");
+    };
+    throw ScenarioError(plan_file, "T",
+                        "this plan splits each layer as " +
+                            split(plan.tensor_parallel, plan.sequence_parallel) +
+                            ", the scenario as " + split(t.tensor_parallel, t.sequence_parallel) +
+                            " (training.tensor_parallel, training.sequence_parallel, -T)");
+  }
   const std::string hash = model_hash(scenario.model);
   if (plan.model_hash != hash) {
     throw ScenarioError(plan_file, "model.hash",
@@ -357,11 +384,11 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                             plan.model_hash + "), not for the scenario's model '" +
                             scenario.model.name + "' (hash " + hash + ")");
   }
-  if (plan.devices > scenario.cluster.devices) {
+  if (plan.devices > scenario.cluster.physical_devices()) {
     throw ScenarioError(plan_file, "cluster.devices",
                         "this plan needs " + str(plan.devices) +
                             " devices, but the scenario's cluster has " +
-                            str(scenario.cluster.devices));
+                            str(scenario.cluster.physical_devices()));
   }
   if (plan.global_batch != scenario.training.global_batch) {
     throw ScenarioError(plan_file, "global_batch",

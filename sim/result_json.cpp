@@ -22,9 +22,13 @@ nlohmann::json to_json(const SimResult& r) {
          {"last_layer", s.layers.last_layer},
          {"fwd_s", simtime_to_seconds(s.forward)},
          {"bwd_s", simtime_to_seconds(s.backward_time(r.split_backward()))},
-         {"recompute_s", r.remat != Remat::kNever ? simtime_to_seconds(s.recompute) : 0.0}});
+         {"recompute_s", r.remat != Remat::kNever ? simtime_to_seconds(s.recompute) : 0.0},
+         {"tp_fwd_s", simtime_to_seconds(s.tp_forward)},
+         {"tp_bwd_s", simtime_to_seconds(s.tp_backward)}});
   }
   return json{{"K", r.stages},
+              {"T", r.tensor_parallel},
+              {"sequence_parallel", r.sequence_parallel},
               {"M", r.micro_batches},
               {"schedule", std::string(to_string(r.schedule))},
               {"chunks", r.chunks},
@@ -35,6 +39,7 @@ nlohmann::json to_json(const SimResult& r) {
               {"throughput_samples_per_s", m.samples_per_s},
               {"bubble_fraction", m.bubble_fraction},
               {"mfu", m.mfu},
+              {"tensor_allreduce_s", simtime_to_seconds(m.tensor_time)},
               {"fits", m.fits()},
               {"devices", devices},
               {"stages", stages}};

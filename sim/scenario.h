@@ -124,6 +124,12 @@ struct TrainingConfig {
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;  // v, model chunks per device (schedules that take_chunks; kDefaultChunks)
   Remat remat = Remat::kAlways;
+  // T, the devices that split every layer of a transformer (Megatron-LM's
+  // tensor parallelism); the model is then one device's share and the
+  // cluster's devices are groups of T (ModelSpec::tensor_parallel,
+  // Cluster::tensor_parallel).
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;  // Korthikanti et al. 2022; needs T > 1
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }
 };

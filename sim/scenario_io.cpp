@@ -44,6 +44,8 @@ std::string compose(const std::string& file, const std::string& path, const std:
 // 16,384 layers (far beyond any published model) still cut in seconds.
 constexpr IntRange kLayerCount{1, 1 << 14};
 constexpr IntRange kDeviceCount{1, 1 << 20};
+// Tensor parallelism runs inside a node's fast links: 1024 is far beyond any.
+constexpr IntRange kTensorParallel{1, 1 << 10};
 
 DType read_dtype(ObjectReader& m) {
   return opt_choice(m, "dtype", "dtype", parse_dtype, "fp32, bf16, fp16").value_or(DType::kFp32);
@@ -398,6 +400,14 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   } else {
     cfg.remat = remat_from_bool(t.opt_bool("remat").value_or(true));
   }
+  cfg.tensor_parallel =
+      static_cast<int>(t.opt_integer("tensor_parallel", kTensorParallel).value_or(1));
+  cfg.sequence_parallel = t.opt_bool("sequence_parallel").value_or(false);
+  if (cfg.sequence_parallel && cfg.tensor_parallel == 1) {
+    t.fail("sequence_parallel",
+           "sequence parallelism splits activations among tensor-parallel devices: it needs "
+           "tensor_parallel above 1");
+  }
   t.finish();
   return cfg;
 }
@@ -433,6 +443,30 @@ std::vector<std::string> split_path(const std::string& bracketed) {
     if (dot == std::string::npos) return segments;
     start = dot + 1;
   }
+}
+
+// Under tensor parallelism the model becomes one device's share of it and
+// the cluster's devices groups of T (TrainingConfig::tensor_parallel).
+void split_tensor_parallel(Scenario& s, const Where& where) {
+  const int t = s.training.tensor_parallel;
+  if (t == 1) return;
+  if (!s.model.transformer) {
+    where.fail("tensor parallelism splits a transformer's layers; model '" + s.model.name +
+               "' is of family " + s.model.family + " (expected 1)");
+  }
+  const TensorSplit split{t, s.training.sequence_parallel};
+  if (const std::string problem = tensor_split_problem(*s.model.transformer, split);
+      !problem.empty()) {
+    where.fail(problem);
+  }
+  if (s.cluster.devices % t != 0) {
+    where.fail(std::to_string(t) + " does not divide the cluster's " +
+               std::to_string(s.cluster.devices) +
+               " devices: they form groups of tensor_parallel devices");
+  }
+  s.model = make_transformer(*s.model.transformer, s.model.name, split);
+  s.cluster.devices /= t;
+  s.cluster.tensor_parallel = t;
 }
 
 }  // namespace
@@ -541,6 +575,7 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
     }
   }
   s.training = read_training(std::move(training), s.model.dtype);
+  split_tensor_parallel(s, Where{file, ""}.key("training").key("tensor_parallel"));
   check_magnitudes(s, file);
   return s;
 }

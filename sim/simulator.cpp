@@ -11,6 +11,7 @@
 #include "sim/device_partition.h"
 #include "sim/engine.h"
 #include "sim/memory_tracker.h"
+#include "sim/tensor_parallel.h"
 
 namespace pipescope {
 
@@ -187,16 +188,18 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   }
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
+  const DataParallel ring = tensor_ring(sc.cluster);
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
     const OpTimes t = cost.op_times(layer, b);
+    const TensorCollectives tp = tensor_collectives(layer, b, ring);
     const double forward = recomputed * static_cast<double>(t.forward) +
                            (1.0 - recomputed) * static_cast<double>(t.forward_kept);
     // A split backward costs its B and W, which a measured profile may put
     // above the whole.
-    const SimTime backward = split ? t.input + t.weight : t.backward;
-    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)), backward, t.recompute,
-                                 layer.params, layer.stash_bytes * b});
+    const SimTime backward = (split ? t.input + t.weight : t.backward) + tp.backward;
+    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)) + tp.forward, backward,
+                                 t.recompute + tp.forward, layer.params, layer.stash_bytes * b});
   }
   for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
     p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
@@ -234,11 +237,11 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) 
   return dp;
 }
 
-SimTime allreduce_time(const DataParallel& dp, Bytes bytes) {
+SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
   if (dp.replicas <= 1) return 0;
   const double D = dp.replicas;
-  return seconds_to_simtime(2.0 * (D - 1.0) *
-                            (dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
+  return seconds_to_simtime(
+      2.0 * (D - 1.0) * (count * dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
 }
 
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
@@ -372,6 +375,8 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.schedule = r.schedule;
   out.remat = r.remat;
   out.custom = config.custom;
+  out.tensor_parallel = scenario.cluster.tensor_parallel;
+  out.sequence_parallel = scenario.model.sequence_parallel;
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
   std::vector<StageRange> ranges;
@@ -395,6 +400,8 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         scenario.training.bytes_per_param);
   check_layers_take_time(scenario, out.stage_costs, cost);
+  add_tensor_collectives(scenario.model, tensor_ring(scenario.cluster), out.micro_batch_size,
+                         out.stage_costs);
   const Schedule schedule = config.custom ? build_custom(*config.custom, r.remat)
                                           : build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);
@@ -436,7 +443,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   MetricsInput in;
   in.samples = scenario.training.global_batch;
   in.tokens_per_sample = scenario.model.tokens_per_sample;
-  in.model_flops = (scenario.model.fwd_flops_per_sample() + scenario.model.bwd_flops_per_sample()) *
+  in.model_flops = scenario.model.model_flops_per_device_sample() *
                    static_cast<double>(scenario.training.global_batch);
   in.peak_flops = scenario.cluster.device.peak_flops(scenario.model.dtype);
   in.memory_capacity = scenario.cluster.device.memory_bytes;

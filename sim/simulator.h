@@ -55,8 +55,9 @@ struct DataParallel {
 // cluster has fewer than K x D devices.
 DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas);
 
-// Ring all-reduce time of `bytes` over `dp` (0 for one replica).
-SimTime allreduce_time(const DataParallel& dp, Bytes bytes);
+// Ring all-reduce time of `bytes` over `dp` (0 for one replica); `count`
+// all-reduces of `bytes` in all pay the latency `count` times.
+SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 
 // What to simulate; unset fields come from the scenario (K defaults to the
 // cluster's device count).
@@ -89,6 +90,9 @@ struct SimResult {
   Remat remat = Remat::kNever;
   std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
   int data_parallel = 1;  // D; metrics are one replica's, all-reduces included
+  // T; stage costs, memory and metrics are one device's of each group
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
   std::int64_t micro_batch_size = 1;
   std::string cost_model;
   std::vector<StageCost> stage_costs;

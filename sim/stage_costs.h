@@ -31,6 +31,14 @@ struct StageCost {
   // step after its last backward; 0 without replicas.
   SimTime allreduce = 0;
   Bytes grad_bytes = 0;  // what the all-reduce sums: the stage's gradients
+  // ns, the tensor-parallel group's all-reduces in a forward (and a
+  // recompute) and in a backward's B (the whole backward when not split),
+  // which the op runs after its compute; the bytes they sum. 0 without tensor
+  // parallelism (sim/tensor_parallel.h).
+  SimTime tp_forward = 0;
+  SimTime tp_backward = 0;
+  Bytes tp_forward_bytes = 0;
+  Bytes tp_backward_bytes = 0;
   std::int64_t params = 0;
   Bytes static_bytes = 0;  // weights + gradients + optimizer state
   Bytes input_bytes = 0;   // the stage's input for one micro-batch

@@ -47,14 +47,18 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(keys(j),
-            (std::set<std::string>{"K", "M", "schedule", "chunks", "remat", "remat_mode",
-                                   "micro_batch_size", "step_time_s", "throughput_samples_per_s",
-                                   "bubble_fraction", "mfu", "fits", "devices", "stages"}));
+            (std::set<std::string>{"K", "T", "sequence_parallel", "M", "schedule", "chunks",
+                                   "remat", "remat_mode", "micro_batch_size", "step_time_s",
+                                   "throughput_samples_per_s", "bubble_fraction", "mfu",
+                                   "tensor_allreduce_s", "fits", "devices", "stages"}));
   ASSERT_EQ(j["devices"].size(), j["K"].get<std::size_t>());
   EXPECT_EQ(keys(j["devices"][0]),
             (std::set<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "busy_s"}));
-  EXPECT_EQ(keys(j["stages"][0]), (std::set<std::string>{"device", "first_layer", "last_layer",
-                                                         "fwd_s", "bwd_s", "recompute_s"}));
+  EXPECT_EQ(keys(j["stages"][0]),
+            (std::set<std::string>{"device", "first_layer", "last_layer", "fwd_s", "bwd_s",
+                                   "recompute_s", "tp_fwd_s", "tp_bwd_s"}));
+  EXPECT_EQ(j["T"], 1);
+  EXPECT_EQ(j["tensor_allreduce_s"], 0.0);
   EXPECT_EQ(j["schedule"], "gpipe");
   EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
   EXPECT_EQ(j["stages"][0]["first_layer"], 0);
@@ -108,6 +112,62 @@ TEST(SimulateCli, DataParallelReplicasAllReduceTheirGradients) {
                          "need K x D = 8 devices; the cluster has 4"),
             std::string::npos)
       << big.err;
+}
+
+// -T 2 on the demo's 4 devices: 2 stages of 2 devices each, whose ops end in
+// all-reduces on a tensor lane of the trace; a -T the model cannot take names
+// the flag; the executor refuses such a plan.
+TEST(SimulateCli, TensorParallelGroupsTheDevices) {
+  const fs::path trace = fs::temp_directory_path() / "pipescope_cli_tp_trace.json";
+  fs::remove(trace);
+  const CliResult r = run("simulate " + kDemo + " -T 2 -M 2 --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Tensor     T=2 devices split every layer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Schedule   gpipe, K=2,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensor-parallel all-reduces"), std::string::npos) << r.out;
+  const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
+  int tensor = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "tensor-allreduce") ++tensor;
+  }
+  // F, R and B of 2 micro-batches on each of the 2 stages.
+  EXPECT_EQ(tensor, 2 * 3 * 2);
+  fs::remove(trace);
+
+  const CliResult json = run("simulate " + kDemo + " -T 2 --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["T"], 2);
+  EXPECT_EQ(j["K"], 2);
+  EXPECT_GT(j["tensor_allreduce_s"].get<double>(), 0.0);
+  EXPECT_GT(j["stages"][0]["tp_fwd_s"].get<double>(), 0.0);
+
+  const CliResult bad = run("simulate " + kDemo + " -T 3");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err, "pipescope: error: " + kDemo +
+                         ": -T 3: 3 tensor-parallel devices do not divide heads 16\n");
+
+  const fs::path plan = fs::temp_directory_path() / "pipescope_cli_tp_plan.json";
+  fs::remove(plan);
+  const CliResult planned = run("plan " + kDemo + " -T 2 -K 2 -M 8 -o " + plan.string());
+  ASSERT_EQ(planned.status, 0) << planned.err;
+  const CliResult again = run("simulate " + kDemo + " -T 2 --plan " + plan.string());
+  EXPECT_EQ(again.status, 1);  // --plan fixes T
+  EXPECT_NE(again.err.find("--plan fixes K, D, T, M"), std::string::npos) << again.err;
+  const CliResult replay =
+      run("simulate " + kDemo + " --set training.tensor_parallel=2 --plan " + plan.string());
+  EXPECT_EQ(replay.status, 0) << replay.err;
+  const CliResult other = run("simulate " + kDemo + " --plan " + plan.string());
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.err.find(": T: this plan splits each layer as T=2, the scenario as T=1"),
+            std::string::npos)
+      << other.err;
+  const CliResult executed = run("run " + plan.string() + " --steps 1");
+  EXPECT_EQ(executed.status, 1);
+  EXPECT_NE(executed.err.find(": T: the executor runs whole layers on each device"),
+            std::string::npos)
+      << executed.err;
+  fs::remove(plan);
 }
 
 TEST(SimulateCli, SetOverridesAField) {

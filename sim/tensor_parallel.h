@@ -1,0 +1,35 @@
+#pragma once
+// The collectives of tensor parallelism (Megatron-LM's): a stage's ops run on
+// a group of T devices that each hold a share of every layer
+// (ModelSpec::tensor_parallel) and sum partial results with ring all-reduces
+// over the links between them, within the op, not overlapped with its compute.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/cluster.h"
+#include "costmodels/model.h"
+#include "sim/simulator.h"
+#include "sim/stage_costs.h"
+
+namespace pipescope {
+
+// The ring among a group's T devices (replicas = T): the route between its
+// first two physical devices, its bottleneck's achievable bandwidth and its
+// summed latency. replicas = 1 without tensor parallelism.
+DataParallel tensor_ring(const Cluster& cluster);
+
+// The time of a layer's all-reduces for a micro-batch of `batch` samples:
+// allreduce_time over `ring` of its bytes, one latency per collective.
+struct TensorCollectives {
+  SimTime forward = 0;
+  SimTime backward = 0;
+};
+TensorCollectives tensor_collectives(const LayerSpec& layer, std::int64_t batch,
+                                     const DataParallel& ring);
+
+// Fills each stage's tp_forward, tp_backward and their bytes from its layers.
+void add_tensor_collectives(const ModelSpec& model, const DataParallel& ring,
+                            std::int64_t micro_batch_size, std::vector<StageCost>& stages);
+
+}  // namespace pipescope

@@ -1,0 +1,227 @@
+// Tensor parallelism in the simulation: the group's ring, each op's
+// all-reduces after its compute (hand-computed on exact devices), the
+// partitioner pricing them, the scenario fields and their errors, and plans
+// that carry T.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "scenario_docs.h"
+#include "sim/plan.h"
+#include "sim/plan_export.h"
+#include "sim/plan_io.h"
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
+#include "sim/tensor_parallel.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+using nlohmann::json;
+
+// Two layers of 1000 FLOPs a sample (1000 ns forward, 2000 ns backward) on
+// one group of two exact devices, linked at 1 GB/s with 1 us latency; each
+// layer all-reduces 4000 bytes a sample in two all-reduces forward and again
+// backward.
+Scenario tp_scenario(int layers, int groups, int M) {
+  Scenario sc = testing::uniform_scenario(layers, groups, 1000.0, M, M, false);
+  sc.cluster.tensor_parallel = 2;
+  sc.cluster.interconnect = Interconnect{TopologyKind::kAllToAll, 1e9, 1e-6};
+  for (LayerSpec& l : sc.model.layers) {
+    l.tp_fwd_allreduces = l.tp_bwd_allreduces = 2;
+    l.tp_fwd_bytes = l.tp_bwd_bytes = 4000;
+  }
+  sc.model.tensor_parallel = 2;
+  return sc;
+}
+
+TEST(TensorParallel, LayerAllReducesByHand) {
+  const Scenario sc = tp_scenario(2, 1, 2);
+  const DataParallel ring = tensor_ring(sc.cluster);
+  EXPECT_EQ(ring.replicas, 2);
+  EXPECT_DOUBLE_EQ(ring.bandwidth, 1e9);
+  EXPECT_DOUBLE_EQ(ring.latency_s, 1e-6);
+  // Two all-reduces of 8000 bytes in all over a ring of 2: 2 (T - 1) steps,
+  // each a latency per all-reduce and 8000 / 2 bytes at 1 GB/s:
+  // 2 x (2 x 1000 + 4000) ns.
+  const TensorCollectives t = tensor_collectives(sc.model.layers[0], 2, ring);
+  EXPECT_EQ(t.forward, 2 * (2 * 1000 + 4000));
+  EXPECT_EQ(t.backward, t.forward);
+  LayerSpec none = sc.model.layers[0];
+  none.tp_bwd_allreduces = 0;
+  EXPECT_EQ(tensor_collectives(none, 2, ring).backward, 0);
+  Cluster whole = sc.cluster;
+  whole.tensor_parallel = 1;
+  EXPECT_EQ(tensor_collectives(sc.model.layers[0], 2, tensor_ring(whole)).forward, 0);
+}
+
+TEST(TensorParallel, OpsRunTheirAllReducesAfterTheirCompute) {
+  // K = 1, M = 2, GPipe, no remat. Per micro-batch of 1: forward 2 x 1000 ns
+  // of compute, then 2 x 2 x (2 x 1000 + 2000) = 16,000 ns of all-reduces;
+  // backward 2 x 2000 ns, then 16,000 ns.
+  const Scenario sc = tp_scenario(2, 1, 2);
+  SimConfig cfg;
+  cfg.stages = 1;
+  const SimResult r = simulate(sc, cfg);
+  ASSERT_EQ(r.stage_costs.size(), 1u);
+  EXPECT_EQ(r.stage_costs[0].tp_forward, 16000);
+  EXPECT_EQ(r.stage_costs[0].tp_backward, 16000);
+  EXPECT_EQ(r.stage_costs[0].tp_forward_bytes, 8000);
+  EXPECT_EQ(r.metrics.step_time, 2 * (2000 + 16000) + 2 * (4000 + 16000));
+  EXPECT_EQ(r.metrics.tensor_time, 4 * 16000);
+  EXPECT_EQ(r.tensor_parallel, 2);
+  // The device is busy throughout: no bubble.
+  EXPECT_EQ(r.metrics.devices[0].busy, r.metrics.step_time);
+  std::vector<std::pair<SimTime, SimTime>> tensor;
+  std::vector<std::pair<SimTime, SimTime>> compute;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.lane == Lane::kTensor) {
+      EXPECT_EQ(e.kind, EventKind::kTensorAllReduce);
+      EXPECT_EQ(e.bytes, 8000);
+      tensor.emplace_back(e.start, e.end);
+    } else if (e.lane == Lane::kCompute && e.kind != EventKind::kOptimizer) {
+      compute.emplace_back(e.start, e.end);
+    }
+  }
+  const std::vector<std::pair<SimTime, SimTime>> want_compute{
+      {0, 2000}, {18000, 20000}, {36000, 40000}, {56000, 60000}};
+  const std::vector<std::pair<SimTime, SimTime>> want_tensor{
+      {2000, 18000}, {20000, 36000}, {40000, 56000}, {60000, 76000}};
+  EXPECT_EQ(compute, want_compute);
+  EXPECT_EQ(tensor, want_tensor);
+}
+
+TEST(TensorParallel, RecomputeRepeatsTheForwardAllReduces) {
+  Scenario sc = tp_scenario(2, 1, 1);
+  sc.training.remat = Remat::kAlways;
+  SimConfig cfg;
+  cfg.stages = 1;
+  // F 2000 + 16000, R 2000 + 16000, B 4000 + 16000.
+  EXPECT_EQ(simulate(sc, cfg).metrics.step_time, 18000 + 18000 + 20000);
+}
+
+TEST(TensorParallel, PartitionerPricesTheAllReduces) {
+  // Four equal layers on two stages; only the first all-reduces, for as long
+  // as two layers' compute: the balanced cut puts it alone.
+  Scenario sc = tp_scenario(4, 2, 1);
+  for (std::size_t l = 1; l < 4; ++l) {
+    sc.model.layers[l].tp_fwd_allreduces = sc.model.layers[l].tp_bwd_allreduces = 0;
+  }
+  // Layer 0: forward 1000 + 2 x (2 x 1000 + 2000) = 9000 ns, backward 2000 +
+  // 8000; layers 1-3 1000 and 2000 each.
+  sc.cluster.interconnect.bandwidth = 1e12;  // the stages' transfers cost nothing
+  sc.model.layers[0].tp_fwd_bytes = sc.model.layers[0].tp_bwd_bytes = 4000;
+  sc.cluster.interconnect.latency_s = 1e-6;
+  const std::vector<StageRange> cut =
+      choose_partition(sc, *make_cost_model(sc), PartitionMethod::kOptimal, 2, 1, Remat::kNever);
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_EQ(cut[0].last_layer, 0);
+  Scenario whole = sc;
+  for (LayerSpec& l : whole.model.layers) l.tp_fwd_allreduces = l.tp_bwd_allreduces = 0;
+  EXPECT_EQ(choose_partition(whole, *make_cost_model(whole), PartitionMethod::kOptimal, 2, 1,
+                             Remat::kNever)[0]
+                .last_layer,
+            1);
+}
+
+TEST(TensorParallel, ScenarioGroupsTheDevicesAndSplitsTheModel) {
+  json doc = testing::docs::good_doc();
+  doc["model"]["heads"] = 8;
+  doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 16}};
+  doc["training"]["tensor_parallel"] = 8;
+  const Scenario sc = parse_scenario(doc, "tp.json");
+  EXPECT_EQ(sc.cluster.devices, 2);
+  EXPECT_EQ(sc.cluster.tensor_parallel, 8);
+  EXPECT_EQ(sc.cluster.physical_devices(), 16);
+  EXPECT_EQ(sc.model.tensor_parallel, 8);
+  EXPECT_EQ(sc.training.tensor_parallel, 8);
+  // A group's ring runs inside a node, over NVSwitch (two hops); the route
+  // between groups leaves the node.
+  const double f = sc.cluster.achievable_fraction();
+  const DataParallel ring = tensor_ring(sc.cluster);
+  EXPECT_DOUBLE_EQ(ring.bandwidth, f * 300e9);
+  EXPECT_DOUBLE_EQ(ring.latency_s, 2 * 2e-6);
+  const std::vector<Hop> across = sc.cluster.route(0, 1);
+  ASSERT_FALSE(across.empty());
+  EXPECT_DOUBLE_EQ(across.front().bandwidth, f * 25e9);
+}
+
+std::string scenario_error(json doc) {
+  try {
+    parse_scenario(doc, "tp.json");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(TensorParallel, ScenarioErrorsNameTheField) {
+  json doc = testing::docs::good_doc();  // 4 heads, 2 devices
+  doc["training"]["tensor_parallel"] = 4;
+  EXPECT_EQ(scenario_error(doc),
+            "tp.json: training.tensor_parallel: 4 does not divide the cluster's 2 devices: they "
+            "form groups of tensor_parallel devices");
+  doc["cluster"]["devices"] = 6;
+  doc["training"]["tensor_parallel"] = 3;
+  EXPECT_EQ(scenario_error(doc),
+            "tp.json: training.tensor_parallel: 3 tensor-parallel devices do not divide heads 4");
+  doc["training"]["tensor_parallel"] = 0;
+  EXPECT_NE(scenario_error(doc).find("training.tensor_parallel"), std::string::npos);
+  doc["training"].erase("tensor_parallel");
+  doc["training"]["sequence_parallel"] = true;
+  EXPECT_EQ(scenario_error(doc),
+            "tp.json: training.sequence_parallel: sequence parallelism splits activations among "
+            "tensor-parallel devices: it needs tensor_parallel above 1");
+  json layers = testing::docs::layer_list_doc();
+  layers["training"]["tensor_parallel"] = 2;
+  EXPECT_NE(scenario_error(layers).find(
+                "training.tensor_parallel: tensor parallelism splits a transformer's layers"),
+            std::string::npos);
+}
+
+TEST(TensorParallel, PlansCarryTAndExportItToMegatron) {
+  json doc = testing::docs::good_doc();
+  doc["cluster"]["devices"] = 4;
+  doc["training"]["tensor_parallel"] = 2;
+  doc["training"]["sequence_parallel"] = true;
+  const Scenario sc = parse_scenario(doc, "tp.json");
+  SimConfig cfg;
+  cfg.stages = 2;
+  const Plan plan = make_plan(sc, simulate(sc, cfg), 1, "optimal");
+  EXPECT_EQ(plan.tensor_parallel, 2);
+  EXPECT_EQ(plan.devices, 4);
+  const Plan back = plan_from_json(plan_to_json(plan), "p.json");
+  EXPECT_EQ(back.tensor_parallel, 2);
+  EXPECT_TRUE(back.sequence_parallel);
+  check_plan_matches(back, sc, "p.json");  // the same split: no error
+  doc["training"].erase("sequence_parallel");
+  try {
+    check_plan_matches(back, parse_scenario(doc, "tp.json"), "p.json");
+    ADD_FAILURE() << "a plan of another split was accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.json_path(), "T");
+    EXPECT_NE(std::string(e.what()).find("T=2 with sequence parallelism"), std::string::npos);
+  }
+  const std::string megatron = export_plan(plan, ExportFormat::kMegatron);
+  EXPECT_NE(megatron.find("--tensor-model-parallel-size 2"), std::string::npos);
+  EXPECT_NE(megatron.find("--sequence-parallel"), std::string::npos);
+  EXPECT_NE(megatron.find("K x D x T = 4 GPUs"), std::string::npos);
+  EXPECT_THROW(export_plan(plan, ExportFormat::kDeepSpeed), std::invalid_argument);
+  // A plan file of another size is refused with the product it expected.
+  json bad = plan_to_json(plan);
+  bad["cluster"]["devices"] = 8;
+  try {
+    plan_from_json(bad, "p.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected K x D x T = 4 devices, got 8"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace pipescope
