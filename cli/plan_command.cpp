@@ -102,10 +102,14 @@ std::string layer_counts(const SimResult& r) {
 
 void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions& o) {
   const std::size_t tried = report.ranked.size() + report.rejected.size();
-  std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
+  const int T = sc.cluster.tensor_parallel;
+  std::cout << "Plans for " << sc.name << " on " << std::int64_t{report.devices} * T << " x "
             << sc.cluster.device.name << " ("
-            << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes))
-            << " each), global batch " << sc.training.global_batch << ": " << tried
+            << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) << " each"
+            << (T > 1 ? ", in " + std::to_string(report.devices) +
+                            " groups of T=" + std::to_string(T) + " tensor-parallel devices"
+                      : std::string())
+            << "), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() << " fit\n\n";
   if (!report.ranked.empty()) {
     const auto n = std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top));

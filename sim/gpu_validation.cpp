@@ -181,11 +181,11 @@ double gpu_metric_value(const GpuCase& c, double step_time_s) {
   }
   const TransformerParams& t = *s.model.transformer;
   if (c.metric == GpuMetric::kTokensPerSPerGpu) {
-    return tokens_per_s_per_gpu(gbs, t.seq_len, step_time_s, s.cluster.devices);
+    return tokens_per_s_per_gpu(gbs, t.seq_len, step_time_s, s.cluster.physical_devices());
   }
   return megatron_flops_per_step(gbs, t.seq_len, t.layers, t.d_model, t.vocab,
                                  s.training.remat != Remat::kNever) /
-         step_time_s / static_cast<double>(s.cluster.devices) / 1e12;
+         step_time_s / static_cast<double>(s.cluster.physical_devices()) / 1e12;
 }
 
 namespace {

@@ -66,7 +66,8 @@ TEST(GpuValidationCases, EveryCaseLoadsWithItsSourceSetupAndUnstatedChoices) {
     EXPECT_FALSE(c.balance.empty()) << "every case gives the cut its source used";
   }
   EXPECT_EQ(publications,
-            (std::set<std::string>{"BigScience 2022", "Kim et al. 2020", "NVIDIA 2024"}));
+            (std::set<std::string>{"BigScience 2022", "Kim et al. 2020", "Korthikanti et al. 2022",
+                                   "NVIDIA 2024", "Narayanan et al. 2021"}));
 }
 
 // The case's K, D and M are the published p, d and m.
