@@ -90,7 +90,8 @@ int run_capacity(const CapacityOptions& o) {
     return 0;
   }
   std::cout << "With " << setting << " on " << device << ": " << r.param << " up to " << r.max_value
-            << " fits, " << format_count(static_cast<double>(r.params)) << " parameters ("
+            << " fits, " << format_count(static_cast<double>(r.params)) << " parameters"
+            << (sc.cluster.tensor_parallel > 1 ? " a tensor-parallel device" : "") << " ("
             << r.probes << " values tried).\n";
   if (r.next_peak_memory_bytes > 0) {
     std::cout << "Peak memory " << format_bytes(static_cast<double>(r.peak_memory_bytes)) << " at "

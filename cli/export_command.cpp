@@ -40,7 +40,7 @@ int run_export(const ExportOptions& o) {
   const Plan plan = read_plan_file(o.plan);
   std::optional<Scenario> scenario;
   if (!o.scenario.file.empty()) {
-    scenario = load(o.scenario);
+    scenario = load(with_plan_split(o.scenario, plan, o.plan));
     check_plan_matches(plan, *scenario, o.plan);
   } else if (!o.scenario.overrides.empty() || o.scenario.hf_config || o.scenario.cost_model) {
     throw std::invalid_argument(

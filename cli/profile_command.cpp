@@ -58,6 +58,11 @@ namespace {
 
 // What every rank checks alike before any measurement.
 exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& scenario) {
+  if (scenario.training.tensor_parallel > 1) {
+    throw ScenarioError(o.scenario.file, "training.tensor_parallel",
+                        "the executor profiles whole layers, one per device; profile the "
+                        "scenario with tensor_parallel 1");
+  }
   exec::check_executor_size(scenario.model, o.scenario.file + ": model");
   exec::ProfileOptions p;
   p.batch_sizes = o.batch_sizes;

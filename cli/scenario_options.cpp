@@ -160,6 +160,14 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
   return o;
 }
 
+ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::string& plan_file) {
+  o.field_flags.push_back(
+      {"--plan " + plan_file + " (T=" + std::to_string(plan.tensor_parallel) + ")",
+       "tensor_parallel", plan.tensor_parallel});
+  o.field_flags.push_back({"--plan " + plan_file, "sequence_parallel", plan.sequence_parallel});
+  return o;
+}
+
 namespace {
 
 // Writes (or removes) a flag's field. A missing training section is made, so

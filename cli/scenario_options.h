@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/custom_schedule.h"
+#include "sim/plan.h"
 #include "sim/scenario.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
@@ -97,6 +98,10 @@ struct TrainingFlags {
 // belonged to the schedule it replaces; --schedule custom (a schedule file) stands
 // for no field.
 ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f);
+// `o` with the plan's split of the layers (its T and sequence parallelism) as
+// training fields, which a plan fixes as it fixes K; an error in them names
+// the plan file.
+ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::string& plan_file);
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides, then the field flags.
 nlohmann::json load_document(const ScenarioOptions& o);

@@ -59,9 +59,12 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
 
 int run_simulate(const SimulateOptions& o) {
   // The flags that stand for training fields are checked with the scenario, as
-  // fields of it; with --plan they are refused below instead.
+  // fields of it; with --plan they are refused below instead, and the plan's T
+  // splits the scenario's layers.
+  std::optional<Plan> plan;
+  if (o.plan) plan = read_plan_file(*o.plan);
   Scenario scenario =
-      o.plan ? load(o.scenario)
+      o.plan ? load(with_plan_split(o.scenario, *plan, *o.plan))
              : load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
                                                      .schedule = o.schedule,
                                                      .chunks = o.chunks,
@@ -77,13 +80,12 @@ int run_simulate(const SimulateOptions& o) {
           "--plan fixes K, D, T, M, the schedule, its chunks and remat; drop -K, "
           "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks and --remat");
     }
-    const Plan plan = read_plan_file(*o.plan);
-    check_plan_matches(plan, scenario, *o.plan);
+    check_plan_matches(*plan, scenario, *o.plan);
     // The plan's pipeline is one of its D replicas.
-    PlanSimulation run = plan_simulation(scenario, plan);
+    PlanSimulation run = plan_simulation(scenario, *plan);
     scenario = std::move(run.scenario);
     config = std::move(run.config);
-    replicas = plan.data_parallel;
+    replicas = plan->data_parallel;
   } else if (o.data_parallel && *o.data_parallel > 1) {
     // D replicas of a K-device pipeline: simulate one, on its share of the batch.
     const int D = *o.data_parallel;
@@ -91,20 +93,20 @@ int run_simulate(const SimulateOptions& o) {
     // D replicas of K devices each take K x D of the cluster's N; without -K, K
     // is N / D, which D must divide.
     if (!o.stages && N % D != 0) {
-      throw ScenarioError(o.scenario.file, "cluster.devices",
-                          "--data-parallel " + std::to_string(D) + " without -K makes " +
-                              std::to_string(D) + " pipelines of K = devices / D each, and " +
-                              std::to_string(D) + " does not divide the cluster's " +
-                              std::to_string(N) + " devices; choose a D that does, or give -K " +
-                              "with K x D at most " + std::to_string(N));
+      throw ScenarioError(
+          o.scenario.file, "cluster.devices",
+          "--data-parallel " + std::to_string(D) + " without -K makes " + std::to_string(D) +
+              " pipelines of K = devices / D each, and " + std::to_string(D) +
+              " does not divide the cluster's " + whole_cluster.devices_text(N) +
+              "; choose a D that does, or give -K " + "with K x D at most " + std::to_string(N));
     }
     const int K = o.stages.value_or(N / D);
     if (std::int64_t{K} * D > N) {
-      throw ScenarioError(o.scenario.file, "cluster.devices",
-                          "--data-parallel " + std::to_string(D) +
-                              " replicas of K=" + std::to_string(K) +
-                              " devices need K x D = " + std::to_string(std::int64_t{K} * D) +
-                              " devices; the cluster has " + std::to_string(N));
+      throw ScenarioError(
+          o.scenario.file, "cluster.devices",
+          "--data-parallel " + std::to_string(D) + " replicas of K=" + std::to_string(K) +
+              " devices need K x D = " + whole_cluster.devices_text(std::int64_t{K} * D) +
+              "; the cluster has " + std::to_string(N));
     }
     if (scenario.training.global_batch % D != 0) {
       throw ConfigError("--data-parallel " + std::to_string(D) +

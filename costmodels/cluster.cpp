@@ -28,6 +28,11 @@ void Cluster::build_topology() {
   }
 }
 
+std::string Cluster::devices_text(std::int64_t n) const {
+  if (tensor_parallel == 1) return std::to_string(n) + " devices";
+  return std::to_string(n) + " groups of T=" + std::to_string(tensor_parallel) + " devices";
+}
+
 bool Cluster::uses_graph() const {
   switch (interconnect.topology) {
     case TopologyKind::kNodes:

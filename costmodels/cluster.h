@@ -64,6 +64,9 @@ struct Cluster {
   // Throws std::invalid_argument on an impossible topology.
   void build_topology();
   int physical_devices() const { return devices * tensor_parallel; }
+  // `n` of the pipeline's devices in words: "8 devices", or "8 groups of T=4
+  // devices" under tensor parallelism.
+  std::string devices_text(std::int64_t n) const;
 
   // Directed links of the topology: all-to-all has devices*devices slots (i -> j),
   // pcie-host two per device (up to the host, down from it) and, with switches,

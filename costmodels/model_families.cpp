@@ -175,7 +175,7 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   // (and the whole position table), writes zeros for the tokens outside them,
   // and the group all-reduces the s x h result.
   const std::int64_t position_params = p.learned_positions ? s * h : 0;
-  m.layers.push_back(layer("embed", f64(s * h), v_t * h + position_params, s * h * e, s * 4));
+  m.layers.push_back(layer("embed", f64(s * h), v_t * h + position_params, s * h * e / c, s * 4));
   if (t > 1) {
     m.layers.back().tp_fwd_allreduces = 1;
     m.layers.back().tp_fwd_bytes = s * h * e;

@@ -89,8 +89,8 @@ Search prepare_search(const nlohmann::json& doc, const std::string& file,
   require_integer_field(s);
   if (request.stages > base.cluster.devices) {
     throw ConfigError("K=" + std::to_string(request.stages) +
-                      " is more stages than the cluster's " + std::to_string(base.cluster.devices) +
-                      " devices");
+                      " is more stages than the cluster's " +
+                      base.cluster.devices_text(base.cluster.devices));
   }
   s.micro_batches = request.micro_batches.value_or(base.training.micro_batches);
   s.remat = request.remat.value_or(base.training.remat);

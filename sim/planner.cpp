@@ -73,7 +73,7 @@ std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanReques
         ", M=" + std::to_string(M) + " and chunks=" + std::to_string(custom.chunks()));
   }
   if (N % K != 0) {
-    throw ConfigError(what + " does not divide the " + std::to_string(N) + " devices");
+    throw ConfigError(what + " does not divide the " + sc.cluster.devices_text(N));
   }
   if (std::int64_t{K} * custom.chunks() > static_cast<std::int64_t>(sc.model.layers.size())) {
     throw ConfigError(what + " x " + std::to_string(custom.chunks()) +
@@ -99,11 +99,11 @@ std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanReques
 }
 
 // -K, --chunks and -M as given, against N devices and the model's layers.
-void check_request(const PlanRequest& req, int N, int layers) {
+void check_request(const PlanRequest& req, int N, int layers, const Cluster& cluster) {
   if (req.stages) {
     if (N % *req.stages != 0) {
       throw ConfigError("K=" + std::to_string(*req.stages) + " does not divide the " +
-                        std::to_string(N) + " devices");
+                        cluster.devices_text(N));
     }
     if (*req.stages > layers) {
       throw ConfigError("K=" + std::to_string(*req.stages) + " is more stages than the model's " +
@@ -156,8 +156,9 @@ void add_schedules(std::vector<PlanCandidate>& out, const PlanRequest& req, Plan
   }
 }
 
-[[noreturn]] void throw_no_configuration(const PlanRequest& req, int N, std::int64_t batch) {
-  std::string what = "no configuration of " + std::to_string(N) + " devices";
+[[noreturn]] void throw_no_configuration(const PlanRequest& req, int N, std::int64_t batch,
+                                         const Cluster& cluster) {
+  std::string what = "no configuration of " + cluster.devices_text(N);
   if (req.stages) what += " with K=" + std::to_string(*req.stages);
   if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
   if (req.schedule && takes_chunks(*req.schedule)) {
@@ -175,7 +176,7 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
   if (req.custom) return enumerate_custom(sc, req, N);
   const int layers = static_cast<int>(sc.model.layers.size());
   const std::int64_t batch = sc.training.global_batch;
-  check_request(req, N, layers);
+  check_request(req, N, layers, sc.cluster);
   std::vector<PlanCandidate> out;
   for (int K : divisors(N, layers)) {
     if (req.stages && K != *req.stages) continue;
@@ -190,7 +191,7 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
       add_schedules(out, req, shape, layers);
     }
   }
-  if (out.empty()) throw_no_configuration(req, N, batch);
+  if (out.empty()) throw_no_configuration(req, N, batch, sc.cluster);
   return out;
 }
 
@@ -255,8 +256,9 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
   report.devices = request.devices.value_or(scenario.cluster.devices);
   if (report.devices < 1) throw ConfigError("the number of devices must be at least 1");
   if (report.devices > scenario.cluster.devices) {
-    throw ConfigError(std::to_string(report.devices) + " devices asked for, but the cluster has " +
-                      std::to_string(scenario.cluster.devices));
+    const Cluster& c = scenario.cluster;
+    throw ConfigError(c.devices_text(report.devices) + " asked for, but the cluster has " +
+                      c.devices_text(c.devices));
   }
   std::vector<PlanCandidate> all = enumerate(scenario, request, report.devices);
   parallel_for(

@@ -87,7 +87,7 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
   }
   if (r.K > sc.cluster.devices) {
     throw ConfigError(k_name + " is more stages than the cluster's " +
-                          std::to_string(sc.cluster.devices) + " devices",
+                          sc.cluster.devices_text(sc.cluster.devices),
                       "cluster.devices");
   }
   if (r.M < 1) throw ConfigError("M must be at least 1, got " + std::to_string(r.M));
@@ -222,8 +222,8 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) 
   if (replicas <= 1) return dp;
   if (std::int64_t{stages} * replicas > whole.devices) {
     throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
-                      " need " + std::to_string(std::int64_t{stages} * replicas) +
-                      " devices; the cluster has " + std::to_string(whole.devices));
+                      " need " + whole.devices_text(std::int64_t{stages} * replicas) +
+                      "; the cluster has " + std::to_string(whole.devices));
   }
   for (const Hop& h : whole.route(0, stages)) {
     dp.latency_s += h.latency_s;
@@ -426,9 +426,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   listeners.add(&memory);
   if (sink) {
     std::vector<std::string> device_names;
+    const int t = scenario.cluster.tensor_parallel;
     for (int d = 0; d < schedule.devices(); ++d) {
-      device_names.push_back("device " + std::to_string(d) + " (" + scenario.cluster.device.name +
-                             ")");
+      device_names.push_back(
+          t == 1 ? "device " + std::to_string(d) + " (" + scenario.cluster.device.name + ")"
+                 : "group " + std::to_string(d) + " (devices " + std::to_string(d * t) + "-" +
+                       std::to_string(d * t + t - 1) + ", " + scenario.cluster.device.name + ")");
     }
     sink->begin(device_names, route_names(schedule, scenario.cluster));
     listeners.add(&recorder.emplace(*sink));

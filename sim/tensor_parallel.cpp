@@ -1,16 +1,35 @@
 #include "sim/tensor_parallel.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <utility>
 
 namespace pipescope {
 
 DataParallel tensor_ring(const Cluster& cluster) {
   DataParallel ring;
-  ring.replicas = cluster.tensor_parallel;
-  if (ring.replicas <= 1) return ring;
-  for (const Hop& h : cluster.physical_route(0, 1)) {
-    ring.latency_s += h.latency_s;
-    ring.bandwidth = ring.bandwidth == 0.0 ? h.bandwidth : std::min(ring.bandwidth, h.bandwidth);
+  const int t = cluster.tensor_parallel;
+  ring.replicas = t;
+  if (t <= 1) return ring;
+  // Every step of the ring moves a slice from each device to the next at
+  // once: a link that several of the hops cross splits its bandwidth among
+  // them (a PCIe switch's uplink, a torus link on two routes), and the step
+  // ends with the slowest hop and the longest latency.
+  std::map<std::int64_t, std::pair<double, int>> links;  // link -> bandwidth, hops on it
+  for (int i = 0; i < t; ++i) {
+    double latency_s = 0.0;
+    for (const Hop& h : cluster.physical_route(i, (i + 1) % t)) {
+      latency_s += h.latency_s;
+      auto& [bandwidth, hops] = links[h.link];
+      bandwidth = h.bandwidth;
+      ++hops;
+    }
+    ring.latency_s = std::max(ring.latency_s, latency_s);
+  }
+  for (const auto& [link, use] : links) {
+    const double share = use.first / use.second;
+    ring.bandwidth = ring.bandwidth == 0.0 ? share : std::min(ring.bandwidth, share);
   }
   if (!(ring.bandwidth > 0.0)) {
     throw ConfigError(

@@ -14,9 +14,12 @@
 
 namespace pipescope {
 
-// The ring among a group's T devices (replicas = T): the route between its
-// first two physical devices, its bottleneck's achievable bandwidth and its
-// summed latency. replicas = 1 without tensor parallelism.
+// The ring among a group's T devices (replicas = T): each device sends to the
+// next over its route, all at once, so a step takes the longest route's
+// latency and the least bandwidth any link gives each route that crosses it
+// (achievable bandwidth, shared by the routes on it). Inside a node on
+// NVSwitch that is one device's link; across nodes, the slower network's.
+// replicas = 1 without tensor parallelism.
 DataParallel tensor_ring(const Cluster& cluster);
 
 // The time of a layer's all-reduces for a micro-batch of `batch` samples:

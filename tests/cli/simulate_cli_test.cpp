@@ -142,6 +142,18 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
   EXPECT_GT(j["tensor_allreduce_s"].get<double>(), 0.0);
   EXPECT_GT(j["stages"][0]["tp_fwd_s"].get<double>(), 0.0);
 
+  // 4 devices as 2 groups of 2: one stage, D = 2 replicas of it.
+  const CliResult dp = run("simulate " + kDemo + " -T 2 -D 2 --json");
+  ASSERT_EQ(dp.status, 0) << dp.err;
+  const nlohmann::json d = nlohmann::json::parse(dp.out);
+  EXPECT_EQ(d["K"], 1);
+  EXPECT_EQ(d["T"], 2);
+  const CliResult too_many = run("simulate " + kDemo + " -T 2 -D 4");
+  EXPECT_EQ(too_many.status, 1);
+  EXPECT_NE(too_many.err.find("does not divide the cluster's 2 groups of T=2 devices"),
+            std::string::npos)
+      << too_many.err;
+
   const CliResult bad = run("simulate " + kDemo + " -T 3");
   EXPECT_EQ(bad.status, 1);
   EXPECT_EQ(bad.err, "pipescope: error: " + kDemo +
@@ -157,11 +169,17 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
   const CliResult replay =
       run("simulate " + kDemo + " --set training.tensor_parallel=2 --plan " + plan.string());
   EXPECT_EQ(replay.status, 0) << replay.err;
-  const CliResult other = run("simulate " + kDemo + " --plan " + plan.string());
-  EXPECT_EQ(other.status, 1);
-  EXPECT_NE(other.err.find(": T: this plan splits each layer as T=2, the scenario as T=1"),
-            std::string::npos)
-      << other.err;
+  ASSERT_EQ(replay.status, 0) << replay.err;
+  // The plan fixes T as it fixes K: the scenario's layers are split as the plan's.
+  const CliResult same = run("simulate " + kDemo + " --plan " + plan.string());
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_NE(same.out.find("Tensor     T=2 devices split every layer"), std::string::npos)
+      << same.out;
+  EXPECT_EQ(same.out.substr(same.out.find("Step time")),
+            replay.out.substr(replay.out.find("Step time")));
+  const CliResult exported = run("export " + plan.string() + " --to megatron --scenario " + kDemo);
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  EXPECT_NE(exported.out.find("--tensor-model-parallel-size 2"), std::string::npos) << exported.out;
   const CliResult executed = run("run " + plan.string() + " --steps 1");
   EXPECT_EQ(executed.status, 1);
   EXPECT_NE(executed.err.find(": T: the executor runs whole layers on each device"),

@@ -99,6 +99,9 @@ TEST(TensorSplit, CutBytesSplitOnlyWithSequenceParallelism) {
   const std::int64_t she = 16 * 32 * 2;
   EXPECT_EQ(block(make_transformer(small(), "m", {4, false})).out_bytes, she);
   EXPECT_EQ(block(make_transformer(small(), "m", {4, true})).out_bytes, she / 4);
+  // The embedding's reduce-scatter leaves each device its s / t rows too.
+  EXPECT_EQ(make_transformer(small(), "m", {4, false}).layers.front().out_bytes, she);
+  EXPECT_EQ(make_transformer(small(), "m", {4, true}).layers.front().out_bytes, she / 4);
 }
 
 TEST(TensorSplit, KernelsSplitByColumnsRowsAndHeads) {

@@ -74,6 +74,7 @@ TEST(TensorParallel, OpsRunTheirAllReducesAfterTheirCompute) {
   EXPECT_EQ(r.metrics.step_time, 2 * (2000 + 16000) + 2 * (4000 + 16000));
   EXPECT_EQ(r.metrics.tensor_time, 4 * 16000);
   EXPECT_EQ(r.tensor_parallel, 2);
+  EXPECT_EQ(r.timeline.device_names, (std::vector<std::string>{"group 0 (devices 0-1, exact)"}));
   // The device is busy throughout: no bubble.
   EXPECT_EQ(r.metrics.devices[0].busy, r.metrics.step_time);
   std::vector<std::pair<SimTime, SimTime>> tensor;
@@ -93,6 +94,35 @@ TEST(TensorParallel, OpsRunTheirAllReducesAfterTheirCompute) {
       {2000, 18000}, {20000, 36000}, {40000, 56000}, {60000, 76000}};
   EXPECT_EQ(compute, want_compute);
   EXPECT_EQ(tensor, want_tensor);
+}
+
+TEST(TensorParallel, MfuCountsTheDevicesShare) {
+  // The layers are one device's share: 2 layers x 3000 FLOPs a sample, 2
+  // samples, in a step of 76,000 ns at 1 FLOP/ns on K = 1 device.
+  const Scenario sc = tp_scenario(2, 1, 2);
+  SimConfig cfg;
+  cfg.stages = 1;
+  EXPECT_DOUBLE_EQ(simulate(sc, cfg).metrics.mfu, 12000.0 / 76000.0);
+}
+
+TEST(TensorParallel, SplitBackwardRunsTheAllReducesInBNotW) {
+  // zb-h1, K = 1, M = 1: F 2000 + 16,000; B (the input gradients, half the
+  // backward of layers with parameters) 2000 + 16,000; W 2000 alone.
+  Scenario sc = tp_scenario(2, 1, 1);
+  for (LayerSpec& l : sc.model.layers) l.params = 100;
+  sc.training.remat = Remat::kNever;
+  SimConfig cfg;
+  cfg.stages = 1;
+  cfg.schedule = ScheduleKind::kZbH1;
+  const SimResult r = simulate(sc, cfg);
+  EXPECT_EQ(r.metrics.step_time, 18000 + 18000 + 2000);
+  std::vector<EventKind> before_tensor;
+  EventKind last = EventKind::kOptimizer;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.lane == Lane::kTensor) before_tensor.push_back(last);
+    if (e.lane == Lane::kCompute) last = e.kind;
+  }
+  EXPECT_EQ(before_tensor, (std::vector<EventKind>{EventKind::kForward, EventKind::kBackward}));
 }
 
 TEST(TensorParallel, RecomputeRepeatsTheForwardAllReduces) {
@@ -148,6 +178,33 @@ TEST(TensorParallel, ScenarioGroupsTheDevicesAndSplitsTheModel) {
   const std::vector<Hop> across = sc.cluster.route(0, 1);
   ASSERT_FALSE(across.empty());
   EXPECT_DOUBLE_EQ(across.front().bandwidth, f * 25e9);
+}
+
+TEST(TensorParallel, ARingAcrossNodesRunsAtTheNetworksSpeed) {
+  // T = 16 on nodes of 8: two of the ring's hops leave the node, each over
+  // its devices' own InfiniBand links (5 us a hop, two hops a route).
+  json doc = testing::docs::good_doc();
+  doc["model"]["heads"] = 16;
+  doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 32}};
+  doc["training"]["tensor_parallel"] = 16;
+  const Scenario sc = parse_scenario(doc, "tp.json");
+  const DataParallel ring = tensor_ring(sc.cluster);
+  EXPECT_EQ(ring.replicas, 16);
+  EXPECT_DOUBLE_EQ(ring.bandwidth, sc.cluster.achievable_fraction() * 25e9);
+  EXPECT_DOUBLE_EQ(ring.latency_s, 2 * 5e-6);
+}
+
+TEST(TensorParallel, HopsThatShareALinkShareItsBandwidth) {
+  // Four devices behind one PCIe switch, no peer-to-peer: every hop of the
+  // ring goes up the switch's uplink and down it, so the four share each way.
+  Scenario sc = tp_scenario(2, 1, 1);
+  sc.cluster.tensor_parallel = 4;
+  sc.cluster.interconnect = Interconnect{TopologyKind::kPcieHost, 8e9, 1e-6};
+  sc.cluster.interconnect.devices_per_switch = 4;
+  sc.cluster.build_topology();
+  const DataParallel ring = tensor_ring(sc.cluster);
+  EXPECT_DOUBLE_EQ(ring.bandwidth, 8e9 / 4);
+  EXPECT_DOUBLE_EQ(ring.latency_s, 2e-6);  // charged on each device's link, twice a route
 }
 
 std::string scenario_error(json doc) {
