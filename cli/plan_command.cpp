@@ -68,6 +68,7 @@ nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
     stages.push_back({{"first_layer", s.layers.first_layer}, {"last_layer", s.layers.last_layer}});
   }
   return {{"rank", rank},
+          {"T", c.tensor_parallel},
           {"K", c.stages},
           {"D", c.data_parallel},
           {"M", c.micro_batches},
@@ -102,13 +103,16 @@ std::string layer_counts(const SimResult& r) {
 
 void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions& o) {
   const std::size_t tried = report.ranked.size() + report.rejected.size();
-  const int T = sc.cluster.tensor_parallel;
-  std::cout << "Plans for " << sc.name << " on " << std::int64_t{report.devices} * T << " x "
+  const std::vector<int>& ts = report.tensor_parallel;
+  const bool show_t = ts.size() > 1 || ts.front() > 1;
+  std::string tensor;
+  for (const int T : ts) tensor += (tensor.empty() ? "" : ", ") + std::to_string(T);
+  std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
             << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) << " each"
-            << (T > 1 ? ", in " + std::to_string(report.devices) +
-                            " groups of T=" + std::to_string(T) + " tensor-parallel devices"
-                      : std::string())
+            << (ts.size() > 1 ? "; tensor-parallel T of " + tensor
+                : show_t      ? "; tensor-parallel T=" + tensor
+                              : std::string())
             << "), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() << " fit\n\n";
   if (!report.ranked.empty()) {
@@ -119,17 +123,24 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
       schedule_width =
           std::max(schedule_width, static_cast<int>(schedule_label(report.ranked[i]).size()));
     }
-    std::printf("%4s %5s %5s %5s %11s %*s %10s %12s %7s %6s %12s  %s\n", "rank", "K", "D", "M",
-                "remat", schedule_width, "schedule", "step time", "samples/s", "bubble", "MFU",
+    // The T column only where some plan splits its layers.
+    const auto t_cell = [&](const std::string& text) {
+      if (show_t) std::printf(" %3s", text.c_str());
+    };
+    std::printf("%4s", "rank");
+    t_cell("T");
+    std::printf(" %5s %5s %5s %11s %*s %10s %12s %7s %6s %12s  %s\n", "K", "D", "M", "remat",
+                schedule_width, "schedule", "step time", "samples/s", "bubble", "MFU",
                 "peak memory", "stages (layers)");
     for (std::size_t i = 0; i < n; ++i) {
       const PlanCandidate& c = report.ranked[i];
       const std::string cuts = layer_counts(c.result);
-      std::printf("%4zu %5d %5d %5d %11s %*s %10s %12.4g %7s %6s %12s  %s\n", i + 1, c.stages,
-                  c.data_parallel, c.micro_batches, std::string(remat_label(c.remat)).c_str(),
-                  schedule_width, schedule_label(c).c_str(),
-                  format_seconds(c.result.metrics.step_time_s()).c_str(), c.samples_per_s,
-                  format_percent(c.result.metrics.bubble_fraction).c_str(),
+      std::printf("%4zu", i + 1);
+      t_cell(std::to_string(c.tensor_parallel));
+      std::printf(" %5d %5d %5d %11s %*s %10s %12.4g %7s %6s %12s  %s\n", c.stages, c.data_parallel,
+                  c.micro_batches, std::string(remat_label(c.remat)).c_str(), schedule_width,
+                  schedule_label(c).c_str(), format_seconds(c.result.metrics.step_time_s()).c_str(),
+                  c.samples_per_s, format_percent(c.result.metrics.bubble_fraction).c_str(),
                   format_percent(c.result.metrics.mfu).c_str(),
                   format_bytes(static_cast<double>(fullest(c.result))).c_str(), cuts.c_str());
     }
@@ -151,14 +162,7 @@ int run_plan(const PlanOptions& o) {
                                             .remat = o.remat,
                                             .tensor_parallel = o.tensor_parallel}));
   PlanRequest request;
-  // The planner sees groups of T devices as the pipeline's devices.
-  const int T = scenario.training.tensor_parallel;
-  if (o.devices && *o.devices % T != 0) {
-    throw std::invalid_argument("--devices " + std::to_string(*o.devices) +
-                                " is not a whole number of groups of T=" + std::to_string(T) +
-                                " tensor-parallel devices");
-  }
-  if (o.devices) request.devices = *o.devices / T;
+  request.devices = o.devices;
   request.stages = o.stages;
   request.micro_batches = o.micro_batches;
   request.remat = remat_of(o.remat);
@@ -187,8 +191,8 @@ int run_plan(const PlanOptions& o) {
   }
   if (o.output) {
     const PlanCandidate& best = report.ranked.front();
-    Plan plan = make_plan(replica_scenario(scenario, best.stages, best.data_parallel), best.result,
-                          best.data_parallel, "optimal");
+    Plan plan = make_plan(replica_scenario(*best.scenario, best.stages, best.data_parallel),
+                          best.result, best.data_parallel, "optimal");
     plan.global_batch = scenario.training.global_batch;
     plan.scenario_name = scenario.name;
     write_plan_file(*o.output, plan);
@@ -201,7 +205,8 @@ int run_plan(const PlanOptions& o) {
     }
     nlohmann::json rejected = nlohmann::json::array();
     for (const PlanCandidate& c : report.rejected) {
-      rejected.push_back({{"K", c.stages},
+      rejected.push_back({{"T", c.tensor_parallel},
+                          {"K", c.stages},
                           {"D", c.data_parallel},
                           {"M", c.micro_batches},
                           {"remat", c.remat != Remat::kNever},

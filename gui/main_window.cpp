@@ -501,7 +501,10 @@ void MainWindow::search_plans() {
   best_label_->setText(tr("Best plan: searching..."));
   plan_runner_->submit(
       [this, sc]() -> std::function<void()> {
-        PlanReport report = run_planner(*sc, PlanRequest{});
+        // The app's controls have no T yet: plan the scenario's.
+        PlanRequest request;
+        request.tensor_parallel = sc->cluster.tensor_parallel;
+        PlanReport report = run_planner(*sc, request);
         return [this, report = std::move(report)]() mutable {
           if (report.ranked.empty()) {
             best_label_->setText(tr("Best plan: nothing fits"));

@@ -1,16 +1,20 @@
 #include "sim/planner.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 #include "sim/device_partition.h"
 #include "sim/format.h"
 #include "sim/parallel.h"
 #include "sim/plan.h"
+#include "sim/tensor_parallel.h"
 
 namespace pipescope {
 
 std::string PlanCandidate::label() const {
-  return "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
+  return (tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) + " " : "") +
+         "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
          " M=" + std::to_string(micro_batches) + " remat " + std::string(remat_label(remat)) + " " +
          std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "");
 }
@@ -251,21 +255,68 @@ const PlanCandidate* closest_rejected(const PlanReport& report) {
   return best;
 }
 
+namespace {
+
+// The T to plan, each with its scenario: split by T, devices grouped by T.
+std::vector<std::shared_ptr<const Scenario>> tensor_splits(const Scenario& sc,
+                                                           const PlanRequest& req) {
+  const int given = sc.cluster.tensor_parallel;
+  const bool fixed = given > 1 || sc.training.tensor_parallel_given;
+  if (req.tensor_parallel && fixed && *req.tensor_parallel != given) {
+    throw ConfigError("T=" + std::to_string(*req.tensor_parallel) + " was asked for, but the " +
+                      "scenario splits its layers over T=" + std::to_string(given));
+  }
+  if (fixed || req.tensor_parallel == given) return {std::make_shared<const Scenario>(sc)};
+  std::vector<std::shared_ptr<const Scenario>> out;
+  const std::vector<int> choices =
+      req.tensor_parallel ? std::vector<int>{*req.tensor_parallel} : tensor_parallel_choices(sc);
+  for (const int T : choices) {
+    if (const std::string problem = tensor_parallel_problem(sc, T, false); !problem.empty()) {
+      throw ConfigError("T=" + std::to_string(T) + ": " + problem);
+    }
+    out.push_back(std::make_shared<const Scenario>(with_tensor_parallel(sc, T, false)));
+  }
+  return out;
+}
+
+}  // namespace
+
 PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
   PlanReport report;
-  report.devices = request.devices.value_or(scenario.cluster.devices);
+  const int physical = scenario.cluster.physical_devices();
+  report.devices = request.devices.value_or(physical);
   if (report.devices < 1) throw ConfigError("the number of devices must be at least 1");
-  if (report.devices > scenario.cluster.devices) {
-    const Cluster& c = scenario.cluster;
-    throw ConfigError(c.devices_text(report.devices) + " asked for, but the cluster has " +
-                      c.devices_text(c.devices));
+  if (report.devices > physical) {
+    throw ConfigError(std::to_string(report.devices) + " devices asked for, but the cluster has " +
+                      std::to_string(physical));
   }
-  std::vector<PlanCandidate> all = enumerate(scenario, request, report.devices);
+  // Every T whose groups the N devices make; the first one's error when none.
+  std::vector<PlanCandidate> all;
+  std::optional<ConfigError> first_error;
+  report.tensor_parallel.clear();
+  for (const std::shared_ptr<const Scenario>& split : tensor_splits(scenario, request)) {
+    const int T = split->cluster.tensor_parallel;
+    report.tensor_parallel.push_back(T);
+    try {
+      if (report.devices % T != 0) {
+        throw ConfigError(std::to_string(report.devices) +
+                          " devices do not form whole groups of T=" + std::to_string(T));
+      }
+      for (PlanCandidate& c : enumerate(*split, request, report.devices / T)) {
+        c.tensor_parallel = T;
+        c.scenario = split;
+        all.push_back(std::move(c));
+      }
+    } catch (const ConfigError& e) {
+      if (!first_error) first_error = e;
+    }
+  }
+  if (all.empty() && first_error) throw *first_error;
   parallel_for(
-      all.size(), request.threads, [&](std::size_t i) { evaluate(scenario, all[i]); },
+      all.size(), request.threads, [&](std::size_t i) { evaluate(*all[i].scenario, all[i]); },
       request.progress);
   for (PlanCandidate& c : all) (c.fits ? report.ranked : report.rejected).push_back(std::move(c));
-  // Best throughput first; among equals, fewer stages, fewer micro-batches, less
+  // Best throughput first; among equals, smaller T, fewer stages, fewer micro-batches, less
   // recomputation (kAllRemats lists the modes from none to most).
   const auto remat_rank = [](Remat r) {
     return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
@@ -274,6 +325,8 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
                    [&](const PlanCandidate& a, const PlanCandidate& b) {
                      if (a.samples_per_s != b.samples_per_s)
                        return a.samples_per_s > b.samples_per_s;
+                     if (a.tensor_parallel != b.tensor_parallel)
+                       return a.tensor_parallel < b.tensor_parallel;
                      if (a.stages != b.stages) return a.stages < b.stages;
                      if (a.micro_batches != b.micro_batches)
                        return a.micro_batches < b.micro_batches;

@@ -10,6 +10,11 @@
 // With D > 1 replicas each stage all-reduces its gradients over a ring of the
 // replicas (DataParallel, from the cluster's route between replicas) before its
 // optimizer step, overlapping the backward of earlier stages.
+//
+// Tensor parallelism: each T of tensor_parallel_choices (sim/tensor_parallel.h;
+// the scenario's own when it gives one) splits the layers over T devices, and K
+// x D then covers the N / T groups; the search is the union over T, exact for
+// each as above.
 
 #include <functional>
 #include <optional>
@@ -25,7 +30,9 @@ namespace pipescope {
 struct Plan;  // sim/plan.h
 
 struct PlanRequest {
-  std::optional<int> devices;            // N; default: the cluster's device count
+  std::optional<int> devices;            // N devices; default: all of the cluster's
+  std::optional<int> tensor_parallel;    // fix T; default: the scenario's T if it gives one, else
+                                         // each of tensor_parallel_choices
   std::optional<int> stages;             // fix K
   std::optional<int> micro_batches;      // fix M
   std::optional<Remat> remat;            // fix remat; default: try each mode
@@ -39,6 +46,10 @@ struct PlanRequest {
 };
 
 struct PlanCandidate {
+  int tensor_parallel = 1;  // T
+  // The scenario it was planned on, its layers split by T and its devices
+  // grouped by T; shared by the candidates of one T.
+  std::shared_ptr<const Scenario> scenario;
   int stages = 1;         // K
   int data_parallel = 1;  // D
   int micro_batches = 1;  // M
@@ -52,11 +63,13 @@ struct PlanCandidate {
   double samples_per_s = 0.0;  // all D replicas together
   SimResult result;            // the replica's simulation (no timeline); empty when rejected
 
-  std::string label() const;  // "K=4 D=2 M=8 remat on gpipe", "... interleaved-1f1b v=2"
+  // "K=4 D=2 M=8 remat on gpipe", "... interleaved-1f1b v=2", "T=2 K=4 ..." under T > 1
+  std::string label() const;
 };
 
 struct PlanReport {
-  int devices = 1;
+  int devices = 1;                      // N, all devices
+  std::vector<int> tensor_parallel{1};  // the T searched
   std::vector<PlanCandidate> ranked;    // fitting candidates, best first
   std::vector<PlanCandidate> rejected;  // in search order
 };

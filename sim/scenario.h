@@ -129,7 +129,8 @@ struct TrainingConfig {
   // cluster's devices are groups of T (ModelSpec::tensor_parallel,
   // Cluster::tensor_parallel).
   int tensor_parallel = 1;
-  bool sequence_parallel = false;  // Korthikanti et al. 2022; needs T > 1
+  bool tensor_parallel_given = false;  // the scenario (or -T) says T; the planner keeps it
+  bool sequence_parallel = false;      // Korthikanti et al. 2022; needs T > 1
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }
 };

@@ -23,6 +23,7 @@
 #include "sim/input_file.h"
 #include "sim/json_reader.h"
 #include "sim/scenario_limits.h"
+#include "sim/tensor_parallel.h"
 
 namespace pipescope {
 
@@ -400,8 +401,10 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   } else {
     cfg.remat = remat_from_bool(t.opt_bool("remat").value_or(true));
   }
-  cfg.tensor_parallel =
-      static_cast<int>(t.opt_integer("tensor_parallel", kTensorParallel).value_or(1));
+  const std::optional<std::int64_t> tensor_parallel =
+      t.opt_integer("tensor_parallel", kTensorParallel);
+  cfg.tensor_parallel = static_cast<int>(tensor_parallel.value_or(1));
+  cfg.tensor_parallel_given = tensor_parallel.has_value();
   cfg.sequence_parallel = t.opt_bool("sequence_parallel").value_or(false);
   if (cfg.sequence_parallel && cfg.tensor_parallel == 1) {
     t.fail("sequence_parallel",
@@ -450,23 +453,11 @@ std::vector<std::string> split_path(const std::string& bracketed) {
 void split_tensor_parallel(Scenario& s, const Where& where) {
   const int t = s.training.tensor_parallel;
   if (t == 1) return;
-  if (!s.model.transformer) {
-    where.fail("tensor parallelism splits a transformer's layers; model '" + s.model.name +
-               "' is of family " + s.model.family + " (expected 1)");
-  }
-  const TensorSplit split{t, s.training.sequence_parallel};
-  if (const std::string problem = tensor_split_problem(*s.model.transformer, split);
-      !problem.empty()) {
+  const bool sequence = s.training.sequence_parallel;
+  if (const std::string problem = tensor_parallel_problem(s, t, sequence); !problem.empty()) {
     where.fail(problem);
   }
-  if (s.cluster.devices % t != 0) {
-    where.fail(std::to_string(t) + " does not divide the cluster's " +
-               std::to_string(s.cluster.devices) +
-               " devices: they form groups of tensor_parallel devices");
-  }
-  s.model = make_transformer(*s.model.transformer, s.model.name, split);
-  s.cluster.devices /= t;
-  s.cluster.tensor_parallel = t;
+  s = with_tensor_parallel(s, t, sequence);
 }
 
 }  // namespace
