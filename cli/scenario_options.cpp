@@ -165,6 +165,7 @@ ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::
       {"--plan " + plan_file + " (T=" + std::to_string(plan.tensor_parallel) + ")",
        "tensor_parallel", plan.tensor_parallel});
   o.field_flags.push_back({"--plan " + plan_file, "sequence_parallel", plan.sequence_parallel});
+  o.field_flags.push_back({"--plan " + plan_file, "zero", plan.zero});
   return o;
 }
 

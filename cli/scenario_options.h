@@ -98,9 +98,9 @@ struct TrainingFlags {
 // belonged to the schedule it replaces; --schedule custom (a schedule file) stands
 // for no field.
 ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f);
-// `o` with the plan's split of the layers (its T and sequence parallelism) as
-// training fields, which a plan fixes as it fixes K; an error in them names
-// the plan file.
+// `o` with the plan's split of the layers (its T and sequence parallelism) and
+// its ZeRO stage as training fields, which a plan fixes as it fixes K; an
+// error in them names the plan file.
 ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::string& plan_file);
 // The scenario document: the file, its model replaced by --hf-config when given,
 // then the --set overrides, then the field flags.

@@ -69,7 +69,11 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << ")";
   }
   if (replicas > 1) {
-    out << " x D=" << replicas << " replicas (ring all-reduce of each stage's gradients)";
+    out << " x D=" << replicas << " replicas (ring all-reduce of each stage's gradients"
+        << (r.zero == 1   ? "; ZeRO-1: each keeps 1/D of the optimizer state"
+            : r.zero == 2 ? "; ZeRO-2: each keeps 1/D of the optimizer state and gradients"
+                          : "")
+        << ")";
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
     out << " (on " << r.stages << " of the " << c.devices

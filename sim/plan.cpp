@@ -119,6 +119,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.cluster_name = scenario.cluster.name;
   p.tensor_parallel = scenario.training.tensor_parallel;
   p.sequence_parallel = scenario.training.sequence_parallel;
+  p.zero = scenario.training.zero;
   p.devices = result.stages * data_parallel * p.tensor_parallel;
   p.memory_capacity = scenario.cluster.device.memory_bytes;
 

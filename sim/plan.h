@@ -56,6 +56,7 @@ struct Plan {
   // the stage plans are one device's share
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  int zero = 0;           // ZeRO stage over the D replicas (sim/zero.h)
   int micro_batches = 1;  // M per replica
   std::int64_t global_batch = 1;
   std::int64_t micro_batch_size = 1;

@@ -296,6 +296,7 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
     << "    \"train_batch_size\": " << p.global_batch << ",\n"
     << "    \"train_micro_batch_size_per_gpu\": " << p.micro_batch_size << ",\n"
     << "    \"gradient_accumulation_steps\": " << p.micro_batches << ",\n"
+    << (p.zero > 0 ? "    \"zero_optimization\": {\"stage\": " + str(p.zero) + "},\n" : "")
     << "}\n";
   return o.str();
 }
@@ -402,6 +403,9 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
     flags.insert(flags.begin(), "--tensor-model-parallel-size " + str(p.tensor_parallel));
   }
   if (p.sequence_parallel) flags.push_back("--sequence-parallel");
+  // Megatron-LM's distributed optimizer shards the optimizer's state (its fp32
+  // main weights and slots) over the data-parallel ranks: ZeRO stage 1.
+  if (p.zero > 0) flags.push_back("--use-distributed-optimizer");
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << summary(p)
@@ -502,6 +506,24 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
         "cannot export a custom-schedule plan to " + std::string(to_string(format)) +
         ": it runs its own schedule; export it to torch-pipelining, which runs per-rank "
         "action lists");
+  }
+  if (plan.zero == 2 && plan.stages > 1 && format == ExportFormat::kDeepSpeed) {
+    throw std::invalid_argument(
+        "cannot export this plan to deepspeed: its pipeline engine refuses ZeRO stage 2 "
+        "beside pipeline parallelism; plan with training.zero 1 or 0");
+  }
+  if (plan.zero == 2 && format == ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to megatron: its distributed optimizer shards the optimizer "
+        "state (ZeRO stage 1), not the gradients; plan with training.zero 1");
+  }
+  if (plan.zero > 0 &&
+      (format == ExportFormat::kTorchGpipe || format == ExportFormat::kTorchPipelining)) {
+    throw std::invalid_argument("cannot export this plan to " + std::string(to_string(format)) +
+                                ": it shards the optimizer over the replicas (ZeRO stage " +
+                                str(plan.zero) +
+                                "), which this export does not express; export it to deepspeed "
+                                "or megatron");
   }
   if (plan.tensor_parallel > 1 && format != ExportFormat::kMegatron) {
     throw std::invalid_argument(

@@ -9,6 +9,7 @@
 #include "sim/file_io.h"
 
 #include "sim/scenario_io.h"
+#include "sim/zero.h"
 
 #include <fstream>
 #include <stdexcept>
@@ -271,6 +272,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["D"] = plan.data_parallel;
   doc["T"] = plan.tensor_parallel;
   doc["sequence_parallel"] = plan.sequence_parallel;
+  doc["zero"] = plan.zero;
   doc["M"] = plan.micro_batches;
   doc["global_batch"] = plan.global_batch;
   doc["micro_batch_size"] = plan.micro_batch_size;
@@ -307,6 +309,8 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   if (p.sequence_parallel && p.tensor_parallel == 1) {
     top.fail("sequence_parallel", "sequence parallelism needs T above 1");
   }
+  // Absent from plans written before ZeRO: plain data parallelism.
+  p.zero = static_cast<int>(top.opt_integer("zero", IntRange{0, kMaxZeroStage}).value_or(0));
   read_model(top.object("model"), p);
   read_cluster(top.object("cluster"), p);
   p.stages = static_cast<int>(top.integer("K", kLayerCount));

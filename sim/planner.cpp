@@ -23,6 +23,7 @@ Scenario replica_scenario(const Scenario& scenario, int stages, int data_paralle
   Scenario r = scenario;
   r.cluster.devices = stages;
   r.training.global_batch = scenario.training.global_batch / data_parallel;
+  r.training.zero_replicas = data_parallel;
   // Replicas on a machine whose cores the devices share get their share of them.
   if (r.cluster.shared_cores > 0) {
     r.cluster.shared_cores = std::max(1, r.cluster.shared_cores / data_parallel);

@@ -29,6 +29,7 @@ nlohmann::json to_json(const SimResult& r) {
   return json{{"K", r.stages},
               {"T", r.tensor_parallel},
               {"sequence_parallel", r.sequence_parallel},
+              {"zero", r.zero},
               {"M", r.micro_batches},
               {"schedule", std::string(to_string(r.schedule))},
               {"chunks", r.chunks},

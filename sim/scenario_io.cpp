@@ -24,6 +24,7 @@
 #include "sim/json_reader.h"
 #include "sim/scenario_limits.h"
 #include "sim/tensor_parallel.h"
+#include "sim/zero.h"
 
 namespace pipescope {
 
@@ -406,6 +407,12 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   cfg.tensor_parallel = static_cast<int>(tensor_parallel.value_or(1));
   cfg.tensor_parallel_given = tensor_parallel.has_value();
   cfg.sequence_parallel = t.opt_bool("sequence_parallel").value_or(false);
+  cfg.zero = static_cast<int>(t.opt_integer("zero", IntRange{0, 3}).value_or(0));
+  if (cfg.zero > kMaxZeroStage) {
+    t.fail("zero",
+           "ZeRO stage 3 (weights sharded and gathered for every forward and backward) "
+           "is not modelled; expected 0, 1 or 2");
+  }
   if (cfg.sequence_parallel && cfg.tensor_parallel == 1) {
     t.fail("sequence_parallel",
            "sequence parallelism splits activations among tensor-parallel devices: it needs "

@@ -12,6 +12,7 @@
 #include "sim/engine.h"
 #include "sim/memory_tracker.h"
 #include "sim/tensor_parallel.h"
+#include "sim/zero.h"
 
 namespace pipescope {
 
@@ -166,7 +167,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   p.micro_batches = micro_batches;
   p.remat = remat;
   p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
-  p.bytes_per_param = sc.training.bytes_per_param;
+  p.bytes_per_param = device_bytes_per_param(sc);
   // Each of a device's stages gets its share of the memory. A custom schedule
   // may run any order: its micro-batches in flight are bounded by M, as under
   // GPipe, and the simulated memory curve, from the actual order, decides
@@ -377,6 +378,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.custom = config.custom;
   out.tensor_parallel = scenario.cluster.tensor_parallel;
   out.sequence_parallel = scenario.model.sequence_parallel;
+  out.zero = scenario.training.zero;
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
   std::vector<StageRange> ranges;
@@ -398,7 +400,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
                               r.schedule, r.chunks, config.custom.get());
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
-                                        scenario.training.bytes_per_param);
+                                        device_bytes_per_param(scenario));
+  // ZeRO 1 and 2: each replica steps the optimizer on its 1/D of the stage.
+  if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {
+    const std::int64_t d = scenario.training.zero_replicas;
+    for (StageCost& c : out.stage_costs) c.optimizer = cost.optimizer_step((c.params + d - 1) / d);
+  }
   check_layers_take_time(scenario, out.stage_costs, cost);
   add_tensor_collectives(scenario.model, tensor_ring(scenario.cluster), out.micro_batch_size,
                          out.stage_costs);

@@ -93,6 +93,7 @@ struct SimResult {
   // T; stage costs, memory and metrics are one device's of each group
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  int zero = 0;  // ZeRO stage; shards over data_parallel replicas
   std::int64_t micro_batch_size = 1;
   std::string cost_model;
   std::vector<StageCost> stage_costs;

@@ -47,7 +47,7 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(keys(j),
-            (std::set<std::string>{"K", "T", "sequence_parallel", "M", "schedule", "chunks",
+            (std::set<std::string>{"K", "T", "sequence_parallel", "zero", "M", "schedule", "chunks",
                                    "remat", "remat_mode", "micro_batch_size", "step_time_s",
                                    "throughput_samples_per_s", "bubble_fraction", "mfu",
                                    "tensor_allreduce_s", "fits", "devices", "stages"}));

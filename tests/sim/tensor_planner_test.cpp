@@ -76,8 +76,8 @@ TEST(TensorPlanner, BlocksTooLargeForOneDeviceAreSplit) {
   // Blocks of 8192 hold 805 M parameters, 12.9 GB with Adam in bf16 (16 bytes
   // each): more than a device's 12 GiB unless split over 2 or more.
   json doc = testing::docs::good_doc();
-  doc["model"] = {{"family", "transformer"}, {"layers", 2},     {"d_model", 8192}, {"heads", 64},
-                  {"seq_len", 256},          {"vocab", 1024},   {"dtype", "bf16"}};
+  doc["model"] = {{"family", "transformer"}, {"layers", 2},   {"d_model", 8192}, {"heads", 64},
+                  {"seq_len", 256},          {"vocab", 1024}, {"dtype", "bf16"}};
   doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 8}};
   doc["training"] = {{"global_batch", 8}, {"micro_batches", 1}, {"optimizer", "adam"}};
   Scenario sc = parse_scenario(doc, "big.json");

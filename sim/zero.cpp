@@ -1,0 +1,37 @@
+#include "sim/zero.h"
+
+#include <algorithm>
+
+#include "costmodels/check.h"
+
+namespace pipescope {
+
+ParamBytes param_bytes(double bytes_per_param, DType dtype) {
+  ParamBytes b;
+  const double e = static_cast<double>(dtype_bytes(dtype));
+  b.weights = std::min(bytes_per_param, e);
+  b.gradients = std::min(bytes_per_param - b.weights, e);
+  b.optimizer = bytes_per_param - b.weights - b.gradients;
+  return b;
+}
+
+double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int replicas) {
+  PS_CHECK(stage >= 0 && stage <= kMaxZeroStage && replicas >= 1, "a ZeRO stage and replicas");
+  const ParamBytes b = param_bytes(bytes_per_param, dtype);
+  const double d = replicas;
+  switch (stage) {
+    case 0:
+      return bytes_per_param;
+    case 1:
+      return b.weights + b.gradients + b.optimizer / d;
+    default:
+      return b.weights + (b.gradients + b.optimizer) / d;
+  }
+}
+
+double device_bytes_per_param(const Scenario& sc) {
+  return zero_bytes_per_param(sc.training.bytes_per_param, sc.model.dtype, sc.training.zero,
+                              sc.training.zero_replicas);
+}
+
+}  // namespace pipescope
