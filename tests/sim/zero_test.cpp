@@ -106,9 +106,9 @@ TEST(Zero, PlansCarryTheStageAndExportIt) {
   EXPECT_EQ(plan_from_json(plan_to_json(plan), "p.json").zero, 1);
   EXPECT_NE(export_plan(plan, ExportFormat::kMegatron).find("--use-distributed-optimizer"),
             std::string::npos);
-  EXPECT_NE(export_plan(plan, ExportFormat::kDeepSpeed)
-                .find("\"zero_optimization\": {\"stage\": 1}"),
-            std::string::npos);
+  EXPECT_NE(
+      export_plan(plan, ExportFormat::kDeepSpeed).find("\"zero_optimization\": {\"stage\": 1}"),
+      std::string::npos);
   EXPECT_THROW(export_plan(plan, ExportFormat::kTorchGpipe), std::invalid_argument);
   Plan two = plan;
   two.zero = 2;
