@@ -4,6 +4,8 @@
 //   BM_PlanGpt3On1024: `plan` for scenarios/gpt3-175b-1024.json (96 layers,
 //     d_model 12,288, 1,024 devices): every K dividing 1,024, M up to 512,
 //     every remat mode and schedule, on all cores;
+//   BM_PlanGpt3On1024Nodes: the same on DGX A100 nodes (scenario with
+//     cluster.preset dgx-a100), where the planner also tries T = 1, 2, 4, 8;
 //   BM_PlanScenario/demo and /gpipe_transformer: `plan` for scenarios/demo.json
 //     (the search the desktop app runs when it opens it: 26 layers on 4
 //     devices) and scenarios/gpipe/transformer-tpuv3.json (50 layers on 8),
@@ -48,8 +50,8 @@ void BM_PartitionOptimal(benchmark::State& state) {
   }
 }
 
-void BM_PlanScenario(benchmark::State& state, const char* file) {
-  const Scenario sc = load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/" + file);
+// Plans `sc` with the default request, as `pipescope plan` does, each iteration.
+void plan_loop(benchmark::State& state, const Scenario& sc) {
   std::size_t tried = 0;
   for (auto _ : state) {
     const PlanReport r = run_planner(sc, PlanRequest{});
@@ -57,6 +59,10 @@ void BM_PlanScenario(benchmark::State& state, const char* file) {
     benchmark::DoNotOptimize(r.ranked.data());
   }
   state.counters["configurations"] = static_cast<double>(tried);
+}
+
+void BM_PlanScenario(benchmark::State& state, const char* file) {
+  plan_loop(state, load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/" + file));
 }
 void BM_PlanGpt3On1024(benchmark::State& state) {
   BM_PlanScenario(state, "gpt3-175b-1024.json");
@@ -66,7 +72,13 @@ BENCHMARK_CAPTURE(BM_PlanScenario, demo, "demo.json")->Unit(benchmark::kMillisec
 BENCHMARK_CAPTURE(BM_PlanScenario, gpipe_transformer, "gpipe/transformer-tpuv3.json")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+void BM_PlanGpt3On1024Nodes(benchmark::State& state) {
+  plan_loop(state,
+            load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json",
+                          {"cluster.preset=dgx-a100"}));
+}
 BENCHMARK(BM_PlanGpt3On1024)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PlanGpt3On1024Nodes)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
 }  // namespace
 }  // namespace pipescope

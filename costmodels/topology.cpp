@@ -122,6 +122,25 @@ std::vector<Hop> TopologyGraph::route(int src, int dst) const {
   PS_CHECK(src >= 0 && src < devices_ && dst >= 0 && dst < devices_, "route outside the graph");
   std::vector<Hop> hops;
   if (src == dst) return hops;
+  const std::int64_t key = std::int64_t{src} * devices_ + dst;
+  std::vector<std::int64_t> links;
+  {
+    const std::lock_guard<std::mutex> lock(routes_mutex_);
+    if (const auto it = routes_.find(key); it != routes_.end()) links = it->second;
+  }
+  if (links.empty()) {
+    links = shortest_links(src, dst);
+    const std::lock_guard<std::mutex> lock(routes_mutex_);
+    routes_.emplace(key, links);
+  }
+  for (const std::int64_t id : links) {
+    const Link& l = links_[static_cast<std::size_t>(id)];
+    hops.push_back({id, l.bandwidth, l.latency_s});
+  }
+  return hops;
+}
+
+std::vector<std::int64_t> TopologyGraph::shortest_links(int src, int dst) const {
   Graph graph(vertex_names_.size());
   for (std::size_t i = 0; i < links_.size(); ++i) {
     const Link& l = links_[i];
@@ -152,11 +171,7 @@ std::vector<Hop> TopologyGraph::route(int src, int dst) const {
     }
     reversed.push_back(best);
   }
-  for (auto it = reversed.rbegin(); it != reversed.rend(); ++it) {
-    const Link& l = links_[static_cast<std::size_t>(*it)];
-    hops.push_back({*it, l.bandwidth, l.latency_s});
-  }
-  return hops;
+  return {reversed.rbegin(), reversed.rend()};
 }
 
 std::string TopologyGraph::link_name(std::int64_t link) const {

@@ -26,7 +26,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "costmodels/device.h"
@@ -52,7 +54,9 @@ class TopologyGraph {
 
   int devices() const { return devices_; }
   std::int64_t link_count() const { return static_cast<std::int64_t>(links_.size()); }
-  // The hops from device src to dst, in order; empty when src == dst.
+  // The hops from device src to dst, in order; empty when src == dst. Each
+  // pair's path is found once and kept (a planner asks for the same few
+  // routes hundreds of thousands of times); safe to call from several threads.
   std::vector<Hop> route(int src, int dst) const;
   // "3->nvswitch0", "ib->9", "pcie1->host".
   std::string link_name(std::int64_t link) const;
@@ -64,7 +68,12 @@ class TopologyGraph {
     double bandwidth = 0.0;
     double latency_s = 0.0;
   };
+  // The links of the shortest path, by Dijkstra's algorithm.
+  std::vector<std::int64_t> shortest_links(int src, int dst) const;
+
   int devices_ = 0;
+  mutable std::mutex routes_mutex_;
+  mutable std::unordered_map<std::int64_t, std::vector<std::int64_t>> routes_;  // src * devices + dst
   std::vector<std::string> vertex_names_;
   std::vector<Link> links_;  // edge index = link id
 };

@@ -105,7 +105,8 @@ TEST(TensorSplit, CutBytesSplitOnlyWithSequenceParallelism) {
 }
 
 TEST(TensorSplit, KernelsSplitByColumnsRowsAndHeads) {
-  const auto& k = *block(make_transformer(small(), "m", {4, false})).kernels;
+  const ModelSpec four = make_transformer(small(), "m", {4, false});
+  const auto& k = *block(four).kernels;
   ASSERT_EQ(k.size(), 10u);  // norm, QKV, attention, out, add, norm, up, GeLU, down, add
   EXPECT_EQ(k[0].bytes, 2 * 16 * 32 * 2);  // the whole s x h on every device
   EXPECT_EQ(k[1].n, 3 * 32 / 4);           // QKV by columns
@@ -116,7 +117,8 @@ TEST(TensorSplit, KernelsSplitByColumnsRowsAndHeads) {
   EXPECT_EQ(k[6].n, 128 / 4);  // MLP up by columns
   EXPECT_EQ(k[7].bytes, 2 * 16 * (128 / 4) * 2);
   EXPECT_EQ(k[8].k, 128 / 4);  // MLP down by rows
-  const auto& sp = *block(make_transformer(small(), "m", {4, true})).kernels;
+  const ModelSpec four_sp = make_transformer(small(), "m", {4, true});
+  const auto& sp = *block(four_sp).kernels;
   EXPECT_EQ(sp[0].bytes, 2 * (16 / 4) * 32 * 2);  // s / t rows with sequence parallelism
   EXPECT_EQ(sp[1].rows, 16);                      // the GEMM sees the gathered sequence
 }
