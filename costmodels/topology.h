@@ -73,7 +73,8 @@ class TopologyGraph {
 
   int devices_ = 0;
   mutable std::mutex routes_mutex_;
-  mutable std::unordered_map<std::int64_t, std::vector<std::int64_t>> routes_;  // src * devices + dst
+  mutable std::unordered_map<std::int64_t, std::vector<std::int64_t>>
+      routes_;  // src * devices + dst
   std::vector<std::string> vertex_names_;
   std::vector<Link> links_;  // edge index = link id
 };
