@@ -163,15 +163,21 @@ void print_totals(std::ostream& out, const SimResult& r) {
   if (worst == m.devices.end()) return;
   const auto dev = worst - m.devices.begin();
   out << "Memory         ";
+  const MemorySplit split = memory_split(r, static_cast<int>(dev));
+  const std::string parts = "weights " + format_bytes(static_cast<double>(split.weights)) +
+                            ", gradients " + format_bytes(static_cast<double>(split.gradients)) +
+                            ", optimizer " + format_bytes(static_cast<double>(split.optimizer)) +
+                            ", activations " + format_bytes(static_cast<double>(split.activations));
   if (m.fits()) {
     out << "fits: largest peak " << format_bytes(static_cast<double>(worst->peak_memory)) << " of "
-        << format_bytes(static_cast<double>(worst->memory_capacity)) << " (device " << dev << ")\n";
+        << format_bytes(static_cast<double>(worst->memory_capacity)) << " (device " << dev << ": "
+        << parts << ")\n";
   } else {
     out << "DOES NOT FIT: device " << dev << " needs "
         << format_bytes(static_cast<double>(worst->peak_memory)) << " of "
         << format_bytes(static_cast<double>(worst->memory_capacity)) << " ("
         << format_bytes(static_cast<double>(worst->peak_memory - worst->memory_capacity))
-        << " over)\n";
+        << " over; " << parts << ")\n";
   }
 }
 

@@ -8,9 +8,15 @@ nlohmann::json to_json(const SimResult& r) {
   using nlohmann::json;
   const Metrics& m = r.metrics;
   json devices = json::array();
-  for (const DeviceMetrics& d : m.devices) {
+  for (std::size_t i = 0; i < m.devices.size(); ++i) {
+    const DeviceMetrics& d = m.devices[i];
+    const MemorySplit split = memory_split(r, static_cast<int>(i));
     devices.push_back({{"peak_memory_bytes", d.peak_memory},
                        {"memory_capacity_bytes", d.memory_capacity},
+                       {"weights_bytes", split.weights},
+                       {"gradients_bytes", split.gradients},
+                       {"optimizer_bytes", split.optimizer},
+                       {"activations_bytes", split.activations},
                        {"busy_s", simtime_to_seconds(d.busy)}});
   }
   json stages = json::array();

@@ -363,6 +363,21 @@ std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario) {
                                              scenario.training.bytes_per_param);
 }
 
+MemorySplit memory_split(const SimResult& r, int device) {
+  MemorySplit m;
+  for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
+    if (placed_device(r.schedule, r.custom.get(), static_cast<int>(s), r.stages) != device)
+      continue;
+    const StageCost& c = r.stage_costs[s];
+    m.weights += c.weight_bytes;
+    m.gradients += c.gradient_bytes;
+    m.optimizer += c.optimizer_bytes;
+  }
+  const Bytes peak = r.metrics.devices[static_cast<std::size_t>(device)].peak_memory;
+  m.activations = std::max<Bytes>(0, peak - m.weights - m.gradients - m.optimizer);
+  return m;
+}
+
 SimResult simulate(const Scenario& scenario, const SimConfig& config) {
   return simulate(scenario, config, *make_cost_model(scenario));
 }
@@ -401,6 +416,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         device_bytes_per_param(scenario));
+  split_static_bytes(scenario, out.stage_costs);
   // ZeRO 1 and 2: each replica steps the optimizer on its 1/D of the stage.
   if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {
     const std::int64_t d = scenario.training.zero_replicas;

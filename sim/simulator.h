@@ -158,6 +158,16 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
 // the cluster's cost_model says.
 std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario);
 
+// What device `device` of a run holds at its peak: its stages' weights,
+// gradients and optimizer state, and the rest of its peak, activations.
+struct MemorySplit {
+  Bytes weights = 0;
+  Bytes gradients = 0;
+  Bytes optimizer = 0;
+  Bytes activations = 0;
+};
+MemorySplit memory_split(const SimResult& result, int device);
+
 // Uses make_cost_model(scenario).
 SimResult simulate(const Scenario& scenario, const SimConfig& config);
 SimResult simulate(const Scenario& scenario, const SimConfig& config, const CostModel& cost);

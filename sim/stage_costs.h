@@ -41,6 +41,10 @@ struct StageCost {
   Bytes tp_backward_bytes = 0;
   std::int64_t params = 0;
   Bytes static_bytes = 0;  // weights + gradients + optimizer state
+  // static_bytes' parts (sim/zero.h, split_static_bytes); 0 until split
+  Bytes weight_bytes = 0;
+  Bytes gradient_bytes = 0;
+  Bytes optimizer_bytes = 0;
   Bytes input_bytes = 0;   // the stage's input for one micro-batch
   Bytes output_bytes = 0;  // what it sends to the next stage for one micro-batch
   Bytes stash_bytes = 0;   // every layer's stash for one micro-batch

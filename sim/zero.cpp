@@ -1,6 +1,7 @@
 #include "sim/zero.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "costmodels/check.h"
 
@@ -26,6 +27,20 @@ double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int 
       return b.weights + b.gradients + b.optimizer / d;
     default:
       return b.weights + (b.gradients + b.optimizer) / d;
+  }
+}
+
+void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages) {
+  const ParamBytes b = param_bytes(sc.training.bytes_per_param, sc.model.dtype);
+  const double d = sc.training.zero_replicas;
+  const double gradients = sc.training.zero >= 2 ? b.gradients / d : b.gradients;
+  for (StageCost& c : stages) {
+    const auto bytes = [&](double per_param) {
+      return static_cast<Bytes>(std::llround(static_cast<double>(c.params) * per_param));
+    };
+    c.weight_bytes = std::min(bytes(b.weights), c.static_bytes);
+    c.gradient_bytes = std::min(bytes(gradients), c.static_bytes - c.weight_bytes);
+    c.optimizer_bytes = c.static_bytes - c.weight_bytes - c.gradient_bytes;
   }
 }
 

@@ -9,8 +9,11 @@
 // move what an all-reduce moves. Stage 3 (the weights too, gathered for every
 // forward and backward) is not modelled.
 
+#include <vector>
+
 #include "costmodels/dtype.h"
 #include "sim/scenario.h"
+#include "sim/stage_costs.h"
 
 namespace pipescope {
 
@@ -33,5 +36,10 @@ double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int 
 // What a device of the scenario keeps per parameter: its training.zero stage
 // over its training.zero_replicas (set by replica_scenario).
 double device_bytes_per_param(const Scenario& sc);
+
+// Splits each stage's static_bytes into its weights, gradients and
+// optimizer state as the scenario's device keeps them; the optimizer's part
+// takes the rounding, so the three add up to static_bytes.
+void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages);
 
 }  // namespace pipescope

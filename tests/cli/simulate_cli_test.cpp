@@ -52,8 +52,10 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
                                    "throughput_samples_per_s", "bubble_fraction", "mfu",
                                    "tensor_allreduce_s", "fits", "devices", "stages"}));
   ASSERT_EQ(j["devices"].size(), j["K"].get<std::size_t>());
-  EXPECT_EQ(keys(j["devices"][0]),
-            (std::set<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "busy_s"}));
+  EXPECT_EQ(
+      keys(j["devices"][0]),
+      (std::set<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "weights_bytes",
+                             "gradients_bytes", "optimizer_bytes", "activations_bytes", "busy_s"}));
   EXPECT_EQ(keys(j["stages"][0]),
             (std::set<std::string>{"device", "first_layer", "last_layer", "fwd_s", "bwd_s",
                                    "recompute_s", "tp_fwd_s", "tp_bwd_s"}));

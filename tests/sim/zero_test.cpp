@@ -75,6 +75,24 @@ TEST(Zero, ShardsMemoryAndTheOptimizerStep) {
   EXPECT_EQ(one.zero, 1);
 }
 
+TEST(Zero, DeviceMemorySplitsIntoStateAndActivations) {
+  // fp32 Adam: weights 4, gradients 4, optimizer 8 bytes a parameter; ZeRO-2
+  // over 2 replicas halves the last two.
+  const SimResult two = replica_step(2);
+  EXPECT_EQ(two.stage_costs[0].weight_bytes, 400 * 4);
+  EXPECT_EQ(two.stage_costs[0].gradient_bytes, 400 * 2);
+  EXPECT_EQ(two.stage_costs[0].optimizer_bytes, 400 * 4);
+  const MemorySplit m = memory_split(two, 0);
+  EXPECT_EQ(m.weights, 1600);
+  EXPECT_EQ(m.gradients, 800);
+  EXPECT_EQ(m.optimizer, 1600);
+  EXPECT_EQ(m.weights + m.gradients + m.optimizer + m.activations,
+            two.metrics.devices[0].peak_memory);
+  const SimResult plain = replica_step(0);
+  EXPECT_EQ(memory_split(plain, 0).optimizer, 400 * 8);
+  EXPECT_EQ(memory_split(plain, 0).activations, m.activations);
+}
+
 TEST(Zero, ScenarioFieldAndItsErrors) {
   json doc = testing::docs::good_doc();
   doc["training"]["zero"] = 1;
