@@ -8,9 +8,10 @@ nlohmann::json to_json(const SimResult& r) {
   using nlohmann::json;
   const Metrics& m = r.metrics;
   json devices = json::array();
+  const std::vector<MemorySplit> splits = memory_splits(r);
   for (std::size_t i = 0; i < m.devices.size(); ++i) {
     const DeviceMetrics& d = m.devices[i];
-    const MemorySplit split = memory_split(r, static_cast<int>(i));
+    const MemorySplit& split = splits[i];
     devices.push_back({{"peak_memory_bytes", d.peak_memory},
                        {"memory_capacity_bytes", d.memory_capacity},
                        {"weights_bytes", split.weights},

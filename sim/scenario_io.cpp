@@ -455,18 +455,6 @@ std::vector<std::string> split_path(const std::string& bracketed) {
   }
 }
 
-// Under tensor parallelism the model becomes one device's share of it and
-// the cluster's devices groups of T (TrainingConfig::tensor_parallel).
-void split_tensor_parallel(Scenario& s, const Where& where) {
-  const int t = s.training.tensor_parallel;
-  if (t == 1) return;
-  const bool sequence = s.training.sequence_parallel;
-  if (const std::string problem = tensor_parallel_problem(s, t, sequence); !problem.empty()) {
-    where.fail(problem);
-  }
-  s = with_tensor_parallel(s, t, sequence);
-}
-
 }  // namespace
 
 ScenarioError::ScenarioError(std::string file, std::string json_path, const std::string& message)
@@ -573,7 +561,14 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
     }
   }
   s.training = read_training(std::move(training), s.model.dtype);
-  split_tensor_parallel(s, Where{file, ""}.key("training").key("tensor_parallel"));
+  // Under tensor parallelism the model becomes one device's share and the
+  // cluster's devices groups of T.
+  const int t = s.training.tensor_parallel;
+  const bool sequence = s.training.sequence_parallel;
+  if (const std::string problem = tensor_parallel_problem(s, t, sequence); !problem.empty()) {
+    Where{file, ""}.key("training").key("tensor_parallel").fail(problem);
+  }
+  if (t > 1) s = with_tensor_parallel(s, t, sequence);
   check_magnitudes(s, file);
   return s;
 }

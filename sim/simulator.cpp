@@ -363,19 +363,27 @@ std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario) {
                                              scenario.training.bytes_per_param);
 }
 
-MemorySplit memory_split(const SimResult& r, int device) {
-  MemorySplit m;
+std::vector<MemorySplit> memory_splits(const SimResult& r) {
+  std::vector<MemorySplit> out(r.metrics.devices.size());
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
-    if (placed_device(r.schedule, r.custom.get(), static_cast<int>(s), r.stages) != device)
-      continue;
+    const auto d = static_cast<std::size_t>(
+        placed_device(r.schedule, r.custom.get(), static_cast<int>(s), r.stages));
+    if (d >= out.size()) continue;
     const StageCost& c = r.stage_costs[s];
-    m.weights += c.weight_bytes;
-    m.gradients += c.gradient_bytes;
-    m.optimizer += c.optimizer_bytes;
+    out[d].weights += c.weight_bytes;
+    out[d].gradients += c.gradient_bytes;
+    out[d].optimizer += c.optimizer_bytes;
   }
-  const Bytes peak = r.metrics.devices[static_cast<std::size_t>(device)].peak_memory;
-  m.activations = std::max<Bytes>(0, peak - m.weights - m.gradients - m.optimizer);
-  return m;
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    MemorySplit& m = out[d];
+    m.activations = std::max<Bytes>(
+        0, r.metrics.devices[d].peak_memory - m.weights - m.gradients - m.optimizer);
+  }
+  return out;
+}
+
+MemorySplit memory_split(const SimResult& r, int device) {
+  return memory_splits(r).at(static_cast<std::size_t>(device));
 }
 
 SimResult simulate(const Scenario& scenario, const SimConfig& config) {

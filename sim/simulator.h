@@ -167,6 +167,8 @@ struct MemorySplit {
   Bytes activations = 0;
 };
 MemorySplit memory_split(const SimResult& result, int device);
+// The same for every device, in one pass over the stages.
+std::vector<MemorySplit> memory_splits(const SimResult& result);
 
 // Uses make_cost_model(scenario).
 SimResult simulate(const Scenario& scenario, const SimConfig& config);
