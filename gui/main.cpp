@@ -1,6 +1,6 @@
 // pipescope-gui: explore K/M trade-offs of a scenario on a timeline.
-//   pipescope-gui [SCENARIO] [-K N] [-M N] [--cost-model MODEL] [--measured TRACE]
-//                 [--screenshot PNG]
+//   pipescope-gui [SCENARIO] [-K N] [-M N] [-T N] [--cost-model MODEL]
+//                 [--measured TRACE] [--screenshot PNG]
 // --screenshot renders the window offscreen to a PNG once the simulation is
 // done and exits (for the README's picture and for tests).
 
@@ -49,6 +49,12 @@ int main(int argc, char** argv) {
                                   QStringLiteral("N"));
   const QCommandLineOption micro(QStringList{"M", "micro-batches"}, QStringLiteral("Micro-batches"),
                                  QStringLiteral("N"));
+  const QCommandLineOption tensor(
+      QStringList{"T", "tensor-parallel"},
+      QStringLiteral("Tensor-parallel devices per stage: every layer of a transformer splits over "
+                     "T devices; K and D count groups of T (default: training.tensor_parallel, "
+                     "else 1)"),
+      QStringLiteral("N"));
   const QCommandLineOption shot(
       QStringLiteral("screenshot"),
       QStringLiteral("Render the window offscreen to this PNG when the simulation is done, "
@@ -65,7 +71,7 @@ int main(int argc, char** argv) {
                      "written by `pipescope calibrate`, or a profile written by `pipescope "
                      "profile` (default: as the scenario says)"),
       QStringLiteral("MODEL"));
-  parser.addOptions({stages, micro, cost_model, measured, shot});
+  parser.addOptions({stages, micro, tensor, cost_model, measured, shot});
   parser.process(app);
 
   const QStringList args = parser.positionalArguments();
@@ -78,9 +84,10 @@ int main(int argc, char** argv) {
     *out = parser.value(o).toInt(&ok);
     return ok && *out > 0;
   };
-  int k = 0, m = 0;
+  int k = 0, m = 0, t = 0;
   if (!number(stages, &k)) return fail(QStringLiteral("-K takes a positive integer"));
   if (!number(micro, &m)) return fail(QStringLiteral("-M takes a positive integer"));
+  if (!number(tensor, &t)) return fail(QStringLiteral("-T takes a positive integer"));
 
   pipescope::gui::MainWindow window;
   // Before the scenario: read once, and applied to it as it opens.
@@ -88,11 +95,16 @@ int main(int argc, char** argv) {
     if (const auto error = window.set_cost_model(parser.value(cost_model))) return fail(*error);
   }
   if (const auto error = window.open_scenario(scenario)) return fail(*error);
+  // T first: K counts its groups.
+  if (t > 0) {
+    if (const auto error = window.set_tensor_parallel(t)) return fail(*error);
+  }
   if (k > 0) {
-    if (k > window.scenario()->cluster.devices) {
-      return fail(QStringLiteral("K=%1 is more stages than the cluster's %2 devices")
+    const pipescope::Cluster& cluster = window.scenario()->cluster;
+    if (k > cluster.devices) {
+      return fail(QStringLiteral("K=%1 is more stages than the cluster's %2")
                       .arg(k)
-                      .arg(window.scenario()->cluster.devices));
+                      .arg(QString::fromStdString(cluster.devices_text(cluster.devices))));
     }
     window.set_stages(k);
   }

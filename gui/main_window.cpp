@@ -20,6 +20,7 @@
 #include <QVBoxLayout>
 
 #include "costmodels/device.h"
+#include "gui/device_table_model.h"
 #include "gui/job_runner.h"
 #include "gui/main_window_util.h"
 #include "gui/memory_bars.h"
@@ -27,7 +28,6 @@
 #include "gui/stage_table_model.h"
 #include "gui/timeline_widget.h"
 #include "gui/tradeoff_view.h"
-#include "sim/format.h"
 #include "sim/plan.h"
 #include "sim/scenario_io.h"
 #include "sim/sweep.h"
@@ -58,6 +58,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   stage_table_->setModel(stage_model_);
   stage_table_->horizontalHeader()->setStretchLastSection(true);
   stage_table_->verticalHeader()->hide();
+  device_model_ = new DeviceTableModel(this);
+  device_table_ = new QTableView;
+  device_table_->setModel(device_model_);
+  device_table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  device_table_->verticalHeader()->hide();
   tradeoffs_ = new TradeoffView;
   connect(tradeoffs_, &TradeoffView::selected, this, [this](int k, int m) {
     filling_ = true;
@@ -73,6 +78,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   memory_scroll->setWidgetResizable(true);
   tabs->addTab(memory_scroll, tr("Memory"));
   tabs->addTab(stage_table_, tr("Stages"));
+  tabs->addTab(device_table_, tr("Devices"));
   auto* bottom = new QSplitter(Qt::Horizontal);
   bottom->addWidget(tabs);
   bottom->addWidget(tradeoffs_);
@@ -201,13 +207,8 @@ std::optional<QString> MainWindow::open_measured_trace(const QString& path) {
 void MainWindow::fill_controls() {
   filling_ = true;
   const Scenario& sc = *scenario_;
-  d_combo_->clear();
-  for (int d = 1; d <= sc.cluster.devices; ++d) {
-    if (sc.cluster.devices % d == 0 && sc.training.global_batch % d == 0) {
-      d_combo_->addItem(QString::number(d), d);
-    }
-  }
-  d_combo_->setCurrentIndex(0);
+  fill_parallel_controls();
+  fill_d(1);
   fill_k_and_m(sc.cluster.devices, sc.training.micro_batches);
   set_remat(sc.training.remat);
   schedule_combo_->setCurrentText(qs(std::string(to_string(sc.training.schedule))));
@@ -217,6 +218,17 @@ void MainWindow::fill_controls() {
   if (preset_combo_->findText(qs(sc.cluster.name)) < 0) preset_combo_->addItem(qs(sc.cluster.name));
   preset_combo_->setCurrentText(qs(sc.cluster.name));
   filling_ = false;
+}
+
+void MainWindow::fill_d(int d) {
+  const Scenario& sc = *scenario_;
+  d_combo_->clear();
+  for (int v = 1; v <= sc.cluster.devices; ++v) {
+    if (sc.cluster.devices % v == 0 && sc.training.global_batch % v == 0) {
+      d_combo_->addItem(QString::number(v), v);
+    }
+  }
+  d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(d)));
 }
 
 // K up to the replica's devices (and the layers), M among the divisors of the
@@ -393,11 +405,14 @@ void MainWindow::search_plans() {
   best_label_->setText(tr("Best plan: searching..."));
   plan_runner_->submit(
       [this, sc]() -> std::function<void()> {
-        // The app's controls have no T yet: plan the scenario's.
+        // The T chosen (the scenario's, split by set_tensor_parallel).
         PlanRequest request;
         request.tensor_parallel = sc->cluster.tensor_parallel;
         PlanReport report = run_planner(*sc, request);
-        return [this, report = std::move(report)]() mutable {
+        return [this, sc, report = std::move(report)]() mutable {
+          // A search of a scenario since replaced (another T, preset or cost
+          // model): the search of the new one follows.
+          if (sc != scenario_) return;
           if (report.ranked.empty()) {
             best_label_->setText(tr("Best plan: nothing fits"));
             return;
@@ -435,55 +450,15 @@ void MainWindow::show_result() {
     prefixes.emplace_back("measured");
   }
   timeline_->set_timelines(std::move(sources), std::move(prefixes));
-  memory_->set_bars(memory_bars(result_->metrics));
+  memory_->set_bars(memory_bars(*result_));
   stage_model_->set_result(result_);
+  device_model_->set_result(result_);
   tradeoffs_->set_current(result_->stages, result_->micro_batches);
   summary_->setText(summary_text());
   status_->setText(tr("K=%1, M=%2: %3 ops")
                        .arg(result_->stages)
                        .arg(result_->micro_batches)
                        .arg(result_->compute_ops + result_->transfers));
-}
-
-QString MainWindow::summary_text() const {
-  if (!result_) return {};
-  const Metrics& m = result_->metrics;
-  Bytes peak = 0;
-  for (const DeviceMetrics& d : m.devices) peak = std::max(peak, d.peak_memory);
-  // Replicas of the simulated result (the D control may already say otherwise).
-  const auto d =
-      static_cast<int>(scenario_->training.global_batch / replica_->training.global_batch);
-  QString text = tr("Step time %1\nThroughput %2 samples/s\nBubble %3\nMFU %4\nPeak memory %5%6")
-                     .arg(qs(format_seconds(m.step_time_s())))
-                     .arg(m.samples_per_s * d, 0, 'f', 2)
-                     .arg(qs(format_percent(m.bubble_fraction)))
-                     .arg(qs(format_percent(m.mfu)))
-                     .arg(qs(format_bytes(static_cast<double>(peak))))
-                     .arg(m.fits() ? QString() : tr(" (does not fit)"));
-  text += tr("\nCost model %1").arg(qs(result_->cost_model));
-  if (cost_model_ && (cost_model_->file || cost_model_->profile)) {
-    text += tr(" (%1)").arg(QFileInfo(cost_model_label_).fileName());
-  }
-  if (d > 1) {
-    text += tr("\nOne of D=%1 replicas shown, with each stage's gradient all-reduce among "
-               "them; throughput counts all")
-                .arg(d);
-  }
-  if (measured_ && !measured_->events.empty()) {
-    SimTime first = measured_->events.front().start, last = 0;
-    for (const TimelineEvent& e : measured_->events) {
-      first = std::min(first, e.start);
-      last = std::max(last, e.end);
-    }
-    const double measured_s = simtime_to_seconds(last - first);
-    text +=
-        tr("\nMeasured step %1 (prediction %2)")
-            .arg(qs(format_seconds(measured_s)))
-            .arg(measured_s > 0 ? QString::asprintf(
-                                      "%+.1f %%", 100 * (m.step_time_s() - measured_s) / measured_s)
-                                : QStringLiteral("-"));
-  }
-  return text;
 }
 
 void MainWindow::show_error(const QString& message) {

@@ -1,10 +1,10 @@
 #pragma once
-// The desktop app's window: controls for K, M, schedule, remat, partition and
-// cluster preset on the left; the timeline (prediction, and a measured run under
-// it) in the middle; memory per device, the stage table, the K/M trade-off
-// charts and the summary with the planner's best plan below. Every change
-// re-simulates off the UI thread; menus open scenarios and measured traces and
-// export plans, framework forms, traces and images.
+// The desktop app's window: controls for D, K, T (tensor parallelism), M,
+// schedule, remat, ZeRO, partition and cluster preset on the left; the timeline (prediction, and a
+// measured run under it) in the middle; memory per device (split into weights, gradients, optimizer
+// state and activations), the stage and device tables, the K/M trade-off charts and the summary
+// with the planner's best plan below. Every change re-simulates off the UI thread; menus open
+// scenarios and measured traces and export plans, framework forms, traces and images.
 
 #include <memory>
 #include <optional>
@@ -31,6 +31,7 @@ QT_END_NAMESPACE
 
 namespace pipescope::gui {
 
+class DeviceTableModel;
 class JobRunner;
 class MemoryWidget;
 class StageTableModel;
@@ -74,6 +75,19 @@ class MainWindow : public QMainWindow {
   // v, model chunks per device; used when the schedule takes chunks.
   void set_chunks(int v);
   void set_preset(const QString& name);
+  // T, the devices that split every layer (training.tensor_parallel, as `-T`
+  // sets it): the scenario is read again with it, its devices groups of T, and
+  // D, K and M kept where still allowed; the planner plans that T. On failure
+  // (a model that is not a transformer, a T that does not divide its heads or
+  // the devices) nothing changes and the error is `pipescope simulate -T`'s.
+  std::optional<QString> set_tensor_parallel(int t);
+  int tensor_parallel() const;
+  // Sequence parallelism under T > 1 (training.sequence_parallel).
+  std::optional<QString> set_sequence_parallel(bool on);
+  bool sequence_parallel() const;
+  // The ZeRO stage, 0 to 2 (training.zero): what the D replicas shard.
+  std::optional<QString> set_zero(int stage);
+  int zero() const;
 
   // Waits (running the event loop) until no simulation, sweep or plan search
   // runs; false after timeout_ms.
@@ -85,6 +99,7 @@ class MainWindow : public QMainWindow {
   MemoryWidget* memory() const { return memory_; }
   TradeoffView* tradeoffs() const { return tradeoffs_; }
   StageTableModel* stage_model() const { return stage_model_; }
+  DeviceTableModel* device_model() const { return device_model_; }
   QString summary_text() const;
   // The planner's best plan, once the search is done; apply_best_plan() sets
   // D, K, M and remat to it.
@@ -101,7 +116,18 @@ class MainWindow : public QMainWindow {
  private:
   void build_menus();
   void build_controls();
+  // The T control with the sequence-parallel toggle, and the ZeRO control.
+  QWidget* make_tensor_controls();
+  QComboBox* make_zero_control();
   void fill_controls();
+  // T's choices (the divisors of the physical devices), sequence parallelism
+  // and ZeRO, as the scenario has them.
+  void fill_parallel_controls();
+  // D's choices, those dividing the devices and the batch; keeps d if allowed.
+  void fill_d(int d);
+  // Reads the scenario again with these training fields; shows and returns
+  // the error, changing nothing, when it cannot.
+  std::optional<QString> resplit(int t, bool sequence, int zero);
   void simulate();
   void sweep();
   void search_plans();
@@ -149,6 +175,9 @@ class MainWindow : public QMainWindow {
   QComboBox* m_combo_ = nullptr;
   QComboBox* schedule_combo_ = nullptr;
   QComboBox* remat_combo_ = nullptr;
+  QComboBox* t_combo_ = nullptr;
+  QCheckBox* sequence_check_ = nullptr;
+  QComboBox* zero_combo_ = nullptr;
   QComboBox* partition_combo_ = nullptr;
   QComboBox* preset_combo_ = nullptr;
   QCheckBox* transfers_check_ = nullptr;
@@ -161,6 +190,8 @@ class MainWindow : public QMainWindow {
   TradeoffView* tradeoffs_ = nullptr;
   StageTableModel* stage_model_ = nullptr;
   QTableView* stage_table_ = nullptr;
+  DeviceTableModel* device_model_ = nullptr;
+  QTableView* device_table_ = nullptr;
   QMenu* recent_menu_ = nullptr;
 };
 

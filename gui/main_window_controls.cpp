@@ -1,6 +1,7 @@
-// MainWindow's configuration panel: the controls for D, K, M, the schedule,
-// its chunks, remat, the partition and the cluster preset, the summary and the
-// best plan, and what each control's change runs.
+// MainWindow's configuration panel: the controls for D, K, T (with sequence
+// parallelism), M, the schedule, its chunks, remat, ZeRO, the partition and the
+// cluster preset, the summary and the best plan, and what each control's change
+// runs (T and ZeRO's in main_window_parallel.cpp).
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -22,7 +23,7 @@ void MainWindow::build_controls() {
   auto* panel = new QWidget;
   auto* form = new QFormLayout(panel);
   d_combo_ = new QComboBox;
-  d_combo_->setToolTip(tr("Data-parallel replicas D of the pipeline (N = K x D devices)"));
+  d_combo_->setToolTip(tr("Data-parallel replicas D of the pipeline (N = T x K x D devices)"));
   k_spin_ = new QSpinBox;
   k_spin_->setToolTip(tr("Pipeline stages K"));
   m_combo_ = new QComboBox;
@@ -54,10 +55,12 @@ void MainWindow::build_controls() {
   transfers_check_->setChecked(true);
   form->addRow(tr("D"), d_combo_);
   form->addRow(tr("K"), k_spin_);
+  form->addRow(tr("T"), make_tensor_controls());
   form->addRow(tr("M"), m_combo_);
   form->addRow(tr("schedule"), schedule_combo_);
   form->addRow(tr("chunks"), chunks_spin_);
   form->addRow(tr("remat"), remat_combo_);
+  form->addRow(tr("ZeRO"), make_zero_control());
   form->addRow(tr("partition"), partition_combo_);
   form->addRow(tr("cluster"), preset_combo_);
   form->addRow(QString(), transfers_check_);

@@ -23,4 +23,17 @@ std::vector<MemoryBar> memory_bars(const Metrics& metrics) {
   return bars;
 }
 
+std::vector<MemoryBar> memory_bars(const SimResult& result) {
+  std::vector<MemoryBar> bars = memory_bars(result.metrics);
+  const std::vector<MemorySplit> splits = memory_splits(result);
+  for (std::size_t d = 0; d < bars.size() && d < splits.size(); ++d) bars[d].split = splits[d];
+  return bars;
+}
+
+std::string split_text(const MemorySplit& split) {
+  const auto bytes = [](Bytes b) { return format_bytes(static_cast<double>(b)); };
+  return "weights " + bytes(split.weights) + ", gradients " + bytes(split.gradients) +
+         ", optimizer " + bytes(split.optimizer) + ", activations " + bytes(split.activations);
+}
+
 }  // namespace pipescope::gui
