@@ -4,9 +4,10 @@
 # megatron-core and torchgpipe from PyPI into a virtual environment (a few
 # minutes and about 5 GB; the PyPI torch wheel brings CUDA libraries it does
 # not use here), makes plans of scenarios/demo.json, exports each to
-# torchgpipe, DeepSpeed, Megatron-LM and PyTorch pipelining, and has each tool
-# load its export on the CPU. One line per plan and tool: accepted, or
-# rejected with the tool's own message; exits 1 if any export was rejected.
+# torchgpipe, DeepSpeed, Megatron-LM and PyTorch pipelining (the schedule CSV
+# and the device mesh beside it), and has each tool load its export on the
+# CPU. One line per plan and tool: accepted, or rejected with the tool's own
+# message; exits 1 if any export was rejected.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,14 +21,16 @@ usage() {
   cat <<'EOF'
 Usage: scripts/check-exports.sh [--keep DIR] [--help]
 
-Makes plans of scenarios/demo.json (gpipe, 1f1b, zb-h1 and interleaved 1f1b
-with 2 chunks on K=4, remat on, off and except-last, two hand-made cuts and a
-one-stage plan), exports each with `pipescope export --to torchgpipe|
-deepspeed|megatron|torch-pipelining`, and loads every export with the tool's
-own code on the CPU: torchgpipe's GPipe, DeepSpeed's PipelineModule and
-engine, megatron-core's TransformerConfig and layout checks, and PyTorch
-pipelining's schedule CSV loader. Prints the versions, then one line per plan
-and tool; exits 1 if a tool rejected an export.
+Makes plans of scenarios/demo.json (every schedule on K=4, remat on, off and
+except-last, two hand-made cuts, a one-stage plan, and plans with data and
+tensor parallelism and ZeRO on 4 and 8 devices), exports each with `pipescope
+export --to torchgpipe|deepspeed|megatron|torch-pipelining`, and loads every
+export with the tool's own code on the CPU: torchgpipe's GPipe, DeepSpeed's
+PipelineModule, ZeRO config and engine, megatron-core's TransformerConfig,
+layout and optimizer configuration checks, PyTorch pipelining's schedule CSV
+loader, and PyTorch's DeviceMesh, pipelining, tensor-parallel styles and
+data-parallel wrappers on D x K x T gloo processes. Prints the versions, then
+one line per plan and tool; exits 1 if a tool rejected an export.
 
 Options:
   --keep DIR   write the plans and exports to DIR (one folder per plan) and
@@ -140,8 +143,16 @@ plan dualpipe-v-remat-off "${K4[@]}" --schedule dualpipe-v --remat off
 recut gpipe-remat-on uneven-5-8-6-7 5,8,6,7
 recut interleaved-2-remat-off interleaved-2-even 4,3,3,3,3,3,3,4
 plan one-stage --devices 1 -K 1 -M 8 --schedule gpipe --remat on --set model.layers=6
+# Data and tensor parallelism: D = devices / (K x T) replicas.
+plan pp2-dp2 -K 2 -M 8 --schedule 1f1b --remat off
+plan pp2-dp2-zero1 -K 2 -M 8 --schedule 1f1b --remat on --set training.zero=1
+plan pp2-dp2-zero2 -K 2 -M 8 --schedule 1f1b --remat off --set training.zero=2
+plan tp2-pp2-dp2 --set cluster.devices=8 -T 2 -K 2 -M 8 --schedule gpipe --remat off
+plan tp2-pp2-dp2-sp-zero1 --set cluster.devices=8 -T 2 -K 2 -M 8 --schedule 1f1b --remat on \
+  --set training.sequence_parallel=true --set training.zero=1
 
-# The exports. One pipescope refuses (exit status 1, "cannot export": an
+# The exports (torch-pipelining's -o FILE.csv also writes FILE.mesh.py, the
+# device mesh). One pipescope refuses (exit status 1, "cannot export": an
 # interleaved plan to a tool that runs one stage per device) is kept as
 # FILE.refused with its message; any other failure stops the script.
 cases=()
@@ -151,7 +162,7 @@ for dir in "$out"/*/; do
   for to in torchgpipe:torchgpipe.py deepspeed:deepspeed.py megatron:megatron.txt \
     torch-pipelining:torch-pipelining.csv; do
     file=$dir/${to#*:}
-    rm -f "$file" "$file.refused"
+    rm -f "$file" "$file.refused" "${file%.csv}.mesh.py"
     status=0
     "$pipescope" export "$dir/plan.json" --to "${to%%:*}" -o "$file" >/dev/null \
       2>"$work/export.err" || status=$?

@@ -3,7 +3,7 @@
 scripts/check-exports.sh makes a set of plans, exports each with
 `pipescope export --to torchgpipe|deepspeed|megatron|torch-pipelining` into a
 folder per plan, and calls this on those folders. Each export is handed to the
-real tool on the CPU, in one process:
+real tool on the CPU, in one process (the device mesh in one per rank):
 
   torchgpipe        GPipe(nn.Sequential(<stand-in layers>), balance=<export's>,
                     devices=['cpu'] * K, chunks=M, checkpoint=<export's>), one
@@ -22,7 +22,16 @@ real tool on the CPU, in one process:
   torch-pipelining  the CSV loaded by _PipelineScheduleRuntime._load_csv (which
                     validates it and adds the send and receive actions) for every
                     rank, with stand-in stages, and its pipeline_order against the
-                    file.
+                    file;
+  torch-mesh        the device mesh module written beside the CSV, on D x K x T
+                    processes (gloo, CPU): its pipescope_device_mesh("cpu") builds
+                    the DeviceMesh, whose ranks must sit where PipeScope places
+                    them; each pipeline rank builds its PipelineStages on
+                    mesh["pp"] (wrapped by the module's data-parallel wrapper over
+                    mesh["dp"]), loads the CSV and runs one step and one optimizer
+                    step; for T > 1 the module's tensor-parallel styles split a
+                    stand-in GPT over mesh["tp"], whose loss and gradients must be
+                    the unsplit model's.
 
 Prints one line per plan and tool, "accepted" or "rejected" with the tool's own
 message, and exits 1 if any export was rejected. See docs/export-checks.md.
@@ -49,12 +58,14 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ.setdefault("DS_BUILD_OPS", "0")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-FORMATS = ("torchgpipe", "deepspeed", "megatron", "torch-pipelining")
+FORMATS = ("torchgpipe", "deepspeed", "megatron", "torch-pipelining", "torch-mesh")
 FILES = {
     "torchgpipe": "torchgpipe.py",
     "deepspeed": "deepspeed.py",
     "megatron": "megatron.txt",
     "torch-pipelining": "torch-pipelining.csv",
+    # Written beside the CSV by `export --to torch-pipelining -o FILE.csv`.
+    "torch-mesh": "torch-pipelining.mesh.py",
 }
 PACKAGES = ("torch", "deepspeed", "megatron-core", "torchgpipe")
 # Stand-in layers: tiny, so a step takes milliseconds.
@@ -97,6 +108,9 @@ class Plan:
         with open(path) as f:
             p = json.load(f)
         self.K, self.D, self.M = p["K"], p["D"], p["M"]
+        self.T = p.get("T", 1)
+        self.sequence_parallel = p.get("sequence_parallel", False)
+        self.zero = p.get("zero", 0)
         self.chunks = p.get("chunks", 1)
         self.schedule = p["schedule"]
         self.remat = p.get("remat_mode", "always" if p["remat"] else "never")
@@ -305,7 +319,10 @@ def ds_train(namespace, plan, kw):
         namespace["PIPESCOPE_PARTS"] = [0, plan.parts[-1]]
     config = dict(namespace["DEEPSPEED_CONFIG"])
     config["train_batch_size"] //= plan.D  # one replica here
-    config["optimizer"] = {"type": "SGD", "params": {"lr": 0.01}}
+    # ZeRO's optimizers are DeepSpeed's tested ones: Adam, here torch's.
+    config["optimizer"] = ({"type": "Adam", "params": {"lr": 0.01, "torch_adam": True}}
+                           if "zero_optimization" in config else
+                           {"type": "SGD", "params": {"lr": 0.01}})
     try:
         with quiet():
             module = namespace["PlannedPipelineModule"](
@@ -317,13 +334,32 @@ def ds_train(namespace, plan, kw):
             mb = config["train_micro_batch_size_per_gpu"]
             data = iter([batch(plan, mb) for _ in range(config["gradient_accumulation_steps"])])
             loss = engine.train_batch(data)
+            zero = engine.zero_optimization_stage()
     except Exception as e:
         raise Rejected(tool_error(e)) from e
     finally:
         torch.distributed.barrier()
     name = "non_reentrant_checkpoint" if ckpt is deepspeed.checkpointing.non_reentrant_checkpoint \
         else getattr(ckpt, "__name__", str(ckpt))
+    if zero != plan.zero:
+        raise Rejected(f"the engine runs ZeRO stage {zero}, the plan {plan.zero}")
     return float(loss), interval, name, config
+
+
+def ds_zero_config(config, plan):
+    """The export's zero_optimization section through DeepSpeed's own config class."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    section = config.get("zero_optimization")
+    if section is None:
+        return ""
+    try:
+        parsed = DeepSpeedZeroConfig(**section)
+    except Exception as e:
+        raise Rejected(tool_error(e)) from e
+    if int(parsed.stage) != plan.zero:
+        raise Rejected(f"DeepSpeedZeroConfig reads stage {int(parsed.stage)}, the plan {plan.zero}")
+    return f"; DeepSpeedZeroConfig stage {int(parsed.stage)}, the engine's ZeRO stage {plan.zero}"
 
 
 def check_deepspeed(plan, text):
@@ -337,17 +373,19 @@ def check_deepspeed(plan, text):
     stages = ast.literal_eval(kw["num_stages"])
     if stages != plan.K:
         raise Rejected(f"num_stages={stages}, the plan has K={plan.K}")
+    zero = ds_zero_config(namespace["DEEPSPEED_CONFIG"], plan)
     loss, interval, ckpt, config = ds_train(namespace, plan, kw)
     ran = "the plan's one stage" if plan.K == 1 else f"the {plan.K} stages joined into one"
     return (f"parts {plan.parts} on a {plan.K}-stage topology; train_batch on gloo, 1 process, "
             f"{ran}, interval {interval}" + (f" with {ckpt}" if interval else "") +
             f", {config['gradient_accumulation_steps']} micro-batches of "
-            f"{config['train_micro_batch_size_per_gpu']}: loss {loss:.3f}")
+            f"{config['train_micro_batch_size_per_gpu']}: loss {loss:.3f}" + zero)
 
 
 # ---------------------------------------------------------------- Megatron-LM
 
 MEGATRON_FLAGS = {
+    "--tensor-model-parallel-size": ("tensor_model_parallel_size", int),
     "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
     "--num-layers": ("num_layers", int),
     "--decoder-first-pipeline-num-layers": ("num_layers_in_first_pipeline_stage", int),
@@ -360,20 +398,45 @@ MEGATRON_FLAGS = {
     "--micro-batch-size": ("micro_batch_size", int),
     "--global-batch-size": ("global_batch_size", int),
 }
+# Flags without a value: TransformerConfig's sequence_parallel; the distributed
+# optimizer is a field of megatron-core's OptimizerConfig and
+# DistributedDataParallelConfig (what --use-distributed-optimizer sets in
+# Megatron-LM's training loop).
+MEGATRON_SWITCHES = {
+    "--sequence-parallel": "sequence_parallel",
+    "--use-distributed-optimizer": "use_distributed_optimizer",
+}
 
 
 def megatron_flags(text):
     words = shlex.split(" ".join(ln.rstrip("\\") for ln in text.splitlines()
                                  if not ln.startswith("#")))
     args = {}
-    for i in range(0, len(words), 2):
+    i = 0
+    while i < len(words):
         flag = words[i]
+        if flag in MEGATRON_SWITCHES:
+            args[MEGATRON_SWITCHES[flag]] = True
+            i += 1
+            continue
         if flag not in MEGATRON_FLAGS or i + 1 >= len(words):
             raise Rejected(f"unexpected argument {flag!r}: not a flag this check maps to "
                            "megatron-core's configuration")
         field, kind = MEGATRON_FLAGS[flag]
         args[field] = kind(words[i + 1])
+        i += 2
     return args
+
+
+def megatron_distributed_optimizer():
+    """megatron-core's configurations with the distributed optimizer on."""
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig
+
+    ddp = DistributedDataParallelConfig(use_distributed_optimizer=True)
+    opt = OptimizerConfig(optimizer="adam", lr=1e-4, bf16=True, use_distributed_optimizer=True)
+    if not (ddp.use_distributed_optimizer and opt.use_distributed_optimizer):
+        raise Rejected("megatron-core's configurations dropped use_distributed_optimizer")
 
 
 def megatron_training_note():
@@ -430,13 +493,24 @@ def check_megatron(plan, text):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     args = megatron_flags(text)
-    fields = {k: v for k, v in args.items() if k not in ("micro_batch_size", "global_batch_size")}
+    fields = {k: v for k, v in args.items()
+              if k not in ("micro_batch_size", "global_batch_size", "use_distributed_optimizer")}
+    if args.get("tensor_model_parallel_size", 1) != plan.T:
+        raise Rejected(f"tensor_model_parallel_size {args.get('tensor_model_parallel_size', 1)}, "
+                       f"the plan T={plan.T}")
+    if args.get("sequence_parallel", False) != plan.sequence_parallel:
+        raise Rejected("sequence_parallel is not the plan's")
+    if args.get("use_distributed_optimizer", False) != (plan.zero == 1):
+        raise Rejected(f"use_distributed_optimizer is not the plan's (ZeRO stage {plan.zero})")
+    heads = 4 * plan.T  # a multiple of T, as megatron-core checks
     try:
         with quiet():
-            config = TransformerConfig(hidden_size=64, num_attention_heads=4,
+            config = TransformerConfig(hidden_size=16 * heads, num_attention_heads=heads,
                                        pipeline_dtype=torch.bfloat16, **fields)
             counts = megatron_counts(config, plan)
             micro = megatron_micro_batches(args, plan)
+            if args.get("use_distributed_optimizer"):
+                megatron_distributed_optimizer()
     except Rejected:
         raise
     except Exception as e:
@@ -452,9 +526,14 @@ def check_megatron(plan, text):
     recompute = (f"recompute {config.recompute_granularity}/{config.recompute_method}/"
                  f"{config.recompute_num_layers}" if config.recompute_granularity else
                  "no recompute")
-    return (f"TransformerConfig pp={config.pipeline_model_parallel_size}"
+    tp = (f" tp={config.tensor_model_parallel_size}"
+          + (" sequence-parallel" if config.sequence_parallel else "")
+          if config.tensor_model_parallel_size > 1 else "")
+    dist_opt = ("; OptimizerConfig and DistributedDataParallelConfig take "
+                "use_distributed_optimizer" if args.get("use_distributed_optimizer") else "")
+    return (f"TransformerConfig{tp} pp={config.pipeline_model_parallel_size}"
             + (f" vpp={v}" if v else "") + f" ({how}), {recompute}; layers per stage "
-            f"{counts}; {micro} micro-batches")
+            f"{counts}; {micro} micro-batches" + dist_opt)
 
 
 # ---------------------------------------------------------------- torch.distributed.pipelining
@@ -529,6 +608,257 @@ def check_torch_pipelining(plan, path):
             f"sends and receives{note}")
 
 
+# ---------------------------------------------------------------- torch.distributed.device_mesh
+
+MESH_TIMEOUT_S = 300
+
+
+def mesh_coordinates(plan, rank):
+    """Where PipeScope places `rank` (sim/simulator.h, costmodels/cluster.h):
+    replica r, pipeline rank d, tensor-parallel rank t for rank (r K + d) T + t."""
+    return rank // (plan.K * plan.T), rank // plan.T % plan.K, rank % plan.T
+
+
+class TPStandIn:
+    """A stand-in GPT with Megatron-LM's pieces: embedding, a block (layer norm,
+    column-split up projection, row-split down projection, residual), a final
+    layer norm and the output layer."""
+
+    @staticmethod
+    def build():
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(VOCAB, WIDTH)
+                self.norm = nn.LayerNorm(WIDTH)
+                self.up = nn.Linear(WIDTH, 2 * WIDTH)
+                self.down = nn.Linear(2 * WIDTH, WIDTH)
+                self.final_norm = nn.LayerNorm(WIDTH)
+                self.head = nn.Linear(WIDTH, VOCAB)
+
+            def forward(self, x):
+                h = self.embed(x)
+                h = h + self.down(F.gelu(self.up(self.norm(h))))
+                return self.head(self.final_norm(h))
+
+        return Model()
+
+
+def tp_loss(model, x, y, parallel):
+    import torch.nn.functional as F
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    out = model(x)
+    if not parallel:
+        loss = F.cross_entropy(out.flatten(0, 1), y.flatten())
+        loss.backward()
+        return float(loss)
+    with loss_parallel():
+        loss = F.cross_entropy(out.flatten(0, 1), y.flatten())
+        loss.backward()
+    return float(loss.full_tensor() if hasattr(loss, "full_tensor") else loss)
+
+
+def full(t):
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def mesh_tensor_parallel(ns, mesh, plan):
+    """The export's styles on a stand-in GPT over mesh["tp"]: the loss and every
+    gradient must be the unsplit model's; then its data-parallel wrapper over
+    mesh["dp"] and an optimizer step on the split model."""
+    import torch
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    torch.manual_seed(0)
+    ref = TPStandIn.build()
+    model = TPStandIn.build()
+    model.load_state_dict(ref.state_dict())
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randint(0, VOCAB, (2, SEQ), generator=gen)
+    y = torch.randint(0, VOCAB, (2, SEQ), generator=gen)
+    styles = {"embed": ns["TP_EMBEDDING"], "up": ns["TP_COLUMN"], "down": ns["TP_ROW"],
+              "head": ns["TP_HEAD"]}
+    if "TP_NORM" in ns:
+        styles.update(norm=ns["TP_NORM"], final_norm=ns["TP_NORM"])
+    parallelize_module(model, mesh["tp"], styles)
+    want = tp_loss(ref, x, y, False)
+    got = tp_loss(model, x, y, True)
+    if abs(got - want) > 1e-5:
+        raise Rejected(f"the split model's loss {got:.6f}, the unsplit one's {want:.6f}")
+    grads = dict(ref.named_parameters())
+    for name, p in model.named_parameters():
+        if not torch.allclose(full(p.grad), grads[name].grad, atol=1e-5):
+            raise Rejected(f"the split model's gradient of {name} is not the unsplit one's")
+    model.zero_grad()
+    if "pipescope_data_parallel" in ns:
+        model = ns["pipescope_data_parallel"](model, mesh)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    tp_loss(model, x, y, True)
+    opt.step()
+    return (f"{len(styles)} modules split over mesh['tp'], loss and gradients the unsplit "
+            f"model's ({want:.4f})")
+
+
+def stage_module(plan, layers, s):
+    import torch.nn as nn
+
+    return nn.Sequential(*layers[plan.parts[s]:plan.parts[s + 1]])
+
+
+def mesh_pipeline(ns, mesh, plan, csv_path):
+    """Each stage of this pipeline rank as a PipelineStage on mesh["pp"], wrapped by
+    the export's data-parallel wrapper; the CSV loaded; one step on a batch of this
+    replica's own; one optimizer step. Returns the loss (last stages) and the
+    optimizer state's share of the parameters this rank holds."""
+    import torch
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
+
+    dp, pp, _ = mesh.get_coordinate()
+    torch.manual_seed(0)  # every replica starts from the same weights
+    layers = stand_in_layers(plan)
+    mbs, n = plan.micro_batch_size, ns["NUM_STAGES"]
+    stages, params, whole = [], [], 0
+    for s in ns["STAGE_INDICES"][pp]:
+        module = stage_module(plan, layers, s)
+        whole += sum(p.numel() for p in module.parameters())
+        if "pipescope_data_parallel" in ns:
+            module = ns["pipescope_data_parallel"](module, mesh)
+        params += list(module.parameters())
+        first, last = s == 0, s == n - 1
+        x = (torch.zeros(mbs, SEQ, dtype=torch.long) if first and plan.embed_first
+             else torch.zeros(mbs, SEQ, WIDTH, requires_grad=not first))
+        y = (torch.zeros(mbs * SEQ, VOCAB, requires_grad=True) if last and plan.head_last
+             else torch.zeros(mbs, SEQ, WIDTH, requires_grad=True))
+        stages.append(PipelineStage(
+            module, s, n, torch.device("cpu"), group=mesh["pp"].get_group(),
+            input_args=(x,), output_args=(y,),
+            input_grads=(None,) if first else (torch.zeros(mbs, SEQ, WIDTH),),
+            output_grads=None if last else (torch.zeros(mbs, SEQ, WIDTH),)))
+    sched = _PipelineScheduleRuntime(stages, ns["N_MICROBATCHES"], loss_fn=loss_of(plan),
+                                     scale_grads=True)
+    sched._load_csv(csv_path)
+    opt = torch.optim.Adam(params, lr=0.01)
+    x, y = batch(plan, mbs * ns["N_MICROBATCHES"] + dp)  # each replica its own data
+    x, y = x[:mbs * ns["N_MICROBATCHES"]], y[:mbs * ns["N_MICROBATCHES"]]
+    is_first = any(st.is_first for st in stages)
+    is_last = any(st.is_last for st in stages)
+    losses = []
+    sched.step(*((x,) if is_first else ()),
+               **({"target": y, "losses": losses} if is_last else {}))
+    opt.step()
+    held = sum(full_local(opt.state[p]["exp_avg"]).numel() for p in params if p in opt.state)
+    checksum = float(sum(full(p.detach()).double().sum() for p in params))
+    loss = sum(float(v) for v in losses) / len(losses) if losses else None
+    return loss, held, whole, checksum
+
+
+def full_local(t):
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def mesh_worker(rank, job):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    plan = Plan(job["plan"])
+    result = {"rank": rank}
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{job['port']}", rank=rank,
+                            world_size=job["world"],
+                            timeout=datetime.timedelta(seconds=MESH_TIMEOUT_S))
+    try:
+        with quiet():
+            ns = {}
+            with open(job["mesh"]) as f:
+                exec(compile(f.read(), "torch-mesh-export", "exec"), ns)
+            mesh = ns["pipescope_device_mesh"]("cpu")
+            coord = tuple(mesh.get_coordinate())
+            want = mesh_coordinates(plan, rank)
+            if (tuple(mesh.mesh.shape) != (plan.D, plan.K, plan.T)
+                    or tuple(mesh.mesh_dim_names) != ("dp", "pp", "tp")):
+                raise Rejected(f"the mesh is {tuple(mesh.mesh.shape)} named "
+                               f"{mesh.mesh_dim_names}, the plan D, K, T = "
+                               f"{(plan.D, plan.K, plan.T)}")
+            if coord != want:
+                raise Rejected(f"rank {rank} is at (dp, pp, tp) = {coord} in the mesh; "
+                               f"PipeScope places it at {want}")
+            r, d, t = want
+            groups = {"tp": [(r * plan.K + d) * plan.T + i for i in range(plan.T)],
+                      "pp": [(r * plan.K + i) * plan.T + t for i in range(plan.K)],
+                      "dp": [(i * plan.K + d) * plan.T + t for i in range(plan.D)]}
+            for name, ranks in groups.items():
+                if mesh[name].mesh.tolist() != ranks:
+                    raise Rejected(f"mesh['{name}'] holds ranks "
+                                   f"{mesh[name].mesh.tolist()}, PipeScope's {name} group {ranks}")
+            loss, held, whole, checksum = mesh_pipeline(ns, mesh, plan, job["csv"])
+            result.update(loss=loss, held=held, whole=whole)
+            # The replicas' weights after the step: equal where the gradients
+            # were reduced over mesh["dp"].
+            sums = [None] * plan.D
+            dist.all_gather_object(sums, checksum, group=mesh["dp"].get_group())
+            if plan.D > 1 and max(sums) - min(sums) > 1e-6 * max(1.0, abs(max(sums))):
+                raise Rejected(f"the replicas' weights differ after the step "
+                               f"({sums}): the gradients were not reduced over mesh['dp']")
+            if plan.T > 1:
+                result["tp"] = mesh_tensor_parallel(ns, mesh, plan)
+        result["ok"] = True
+    except Rejected as e:
+        result.update(ok=False, error=str(e))
+    except Exception as e:  # the tool's refusal, in its words
+        result.update(ok=False, error=tool_error(e))
+    finally:
+        with open(os.path.join(job["out"], f"rank{rank}.json"), "w") as f:
+            json.dump(result, f)
+        dist.destroy_process_group()
+
+
+def check_torch_mesh(plan, folder):
+    """The device mesh export on D x K x T processes; see the module's docstring."""
+    import tempfile
+
+    import torch.multiprocessing as mp
+
+    world = plan.D * plan.K * plan.T
+    out = tempfile.mkdtemp()
+    job = {"plan": os.path.join(folder, "plan.json"), "mesh": os.path.join(folder, FILES["torch-mesh"]),
+           "csv": os.path.join(folder, FILES["torch-pipelining"]), "world": world,
+           "port": free_port(), "out": out}
+    # Forked, so that the processes need not import torch again; before any
+    # other check has started threads or a process group here.
+    mp.start_processes(mesh_worker, args=(job,), nprocs=world, join=True, start_method="fork")
+    results = []
+    for rank in range(world):
+        with open(os.path.join(out, f"rank{rank}.json")) as f:
+            results.append(json.load(f))
+    failed = [r for r in results if not r["ok"]]
+    if failed:
+        raise Rejected(f"rank {failed[0]['rank']}: {failed[0]['error']}")
+    loss = next(r["loss"] for r in results if r["loss"] is not None)
+    share = max(r["held"] / r["whole"] for r in results if r["whole"])
+    if plan.zero == 1 and plan.D > 1 and share > 1.0 / plan.D + 0.05:
+        raise Rejected(f"a rank holds {share:.2f} of its optimizer state under ZeRO stage 1 "
+                       f"over D={plan.D}")
+    if plan.zero == 0 and share != 1.0:
+        raise Rejected(f"a rank holds {share:.2f} of its optimizer state without ZeRO")
+    wrapper = ("fully_shard" if plan.zero == 1 and plan.D > 1 else
+               "replicate" if plan.D > 1 and plan.T > 1 else
+               "DistributedDataParallel" if plan.D > 1 else "no data-parallel wrapper")
+    tp = next((r["tp"] for r in results if "tp" in r), None)
+    return (f"init_device_mesh('cpu', {(plan.D, plan.K, plan.T)}, ('dp', 'pp', 'tp')) on "
+            f"{world} gloo process{'es' if world != 1 else ''}: every rank where PipeScope places it; "
+            f"PipelineStages on mesh['pp'] with {wrapper}, the CSV loaded and run one step "
+            f"(loss {loss:.3f}), Adam state {share:.2f} of each rank's weights"
+            + (f", replicas equal after the step" if plan.D > 1 else "")
+            + (f"; TP styles: {tp}" if tp else ""))
+
+
 # ---------------------------------------------------------------- main
 
 CHECKS = {
@@ -536,11 +866,14 @@ CHECKS = {
     "deepspeed": check_deepspeed,
     "megatron": check_megatron,
     "torch-pipelining": None,
+    "torch-mesh": None,
 }
 
 
 def run_check(tool, plan, folder):
-    refused = os.path.join(folder, FILES[tool] + ".refused")
+    # The mesh goes beside the CSV: refused with it.
+    refused = os.path.join(folder, FILES["torch-pipelining" if tool == "torch-mesh" else tool]
+                           + ".refused")
     if os.path.exists(refused):
         with open(refused) as f:
             return "not exported", one_line(f.read())
@@ -548,6 +881,8 @@ def run_check(tool, plan, folder):
     try:
         if tool == "torch-pipelining":
             return "accepted", check_torch_pipelining(plan, path)
+        if tool == "torch-mesh":
+            return "accepted", check_torch_mesh(plan, folder)
         with open(path) as f:
             return "accepted", CHECKS[tool](plan, f.read())
     except Rejected as e:
@@ -583,14 +918,19 @@ def main():
     note = megatron_training_note()
     if note:
         print(f"Note: {note}")
+    cases = [case.split("=", 1) for case in args.case]
+    # The device meshes first: their processes are forked from this one, which
+    # must not hold threads or a process group yet.
+    meshes = {name: run_check("torch-mesh", Plan(os.path.join(folder, "plan.json")), folder)
+              for name, folder in cases}
     init_deepspeed()
     counts = {}
-    width = max([len(c.split("=", 1)[0]) for c in args.case] + [4])
-    for case in args.case:
-        name, folder = case.split("=", 1)
+    width = max([len(name) for name, _ in cases] + [4])
+    for name, folder in cases:
         plan = Plan(os.path.join(folder, "plan.json"))
         for tool in FORMATS:
-            status, message = run_check(tool, plan, folder)
+            status, message = (meshes[name] if tool == "torch-mesh" else
+                               run_check(tool, plan, folder))
             counts[status] = counts.get(status, 0) + 1
             print(f"{name:<{width}}  {tool:<16}  {status}: {message}", flush=True)
     summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in

@@ -16,7 +16,11 @@
 //                "{stage}{F|B|I|W}{micro-batch}"; PipelineScheduleMulti._load_csv reads
 //                one row per rank, one action per cell, "" for an idle step, and
 //                _step_microbatches pairs a send at step t with the neighbour's
-//                receive at the same step, so the cells are time-aligned.
+//                receive at the same step, so the cells are time-aligned;
+//                torch/distributed/pipelining/stage.py: backward_maybe_with_nosync
+//                turns an FSDP module's gradient reduce-scatter off for every
+//                backward, perform_reduce_grad reduces once after the last: the
+//                gradients stay whole through the step (ZeRO stage 1, not 2).
 
 #include "sim/plan_export.h"
 
@@ -51,8 +55,10 @@ std::string printable(const std::string& name) {
   return out;
 }
 
+}  // namespace
+
 // "layers 0-2: embed, block0, block1"; long stages show their first and last names.
-std::string describe_layers(const Plan& plan, const StageRange& r) {
+std::string describe_stage_layers(const Plan& plan, const StageRange& r) {
   std::string out = r.layer_count() == 1
                         ? "layer " + str(r.first_layer) + ": "
                         : "layers " + str(r.first_layer) + "-" + str(r.last_layer) + ": ";
@@ -71,7 +77,7 @@ std::string describe_layers(const Plan& plan, const StageRange& r) {
 }
 
 // Two comment lines naming the plan.
-std::string summary(const Plan& p) {
+std::string export_summary(const Plan& p) {
   return "# model '" + printable(p.model_name) + "' (hash " + p.model_hash + ", " +
          str(p.layer_count) + " layers): K=" + str(p.stages) +
          " stages x D=" + str(p.data_parallel) + " replicas" +
@@ -85,6 +91,8 @@ std::string summary(const Plan& p) {
          std::string(remat_label(p.remat)) + ".\n" +
          (p.fits ? "" : "# WARNING: the plan predicts more memory than a device has.\n");
 }
+
+namespace {
 
 std::string python_list(const std::vector<int>& v) {
   std::string out = "[";
@@ -216,11 +224,11 @@ std::string except_last_note(const Plan& p, ExportFormat format) {
 std::string export_torchgpipe(const Plan& p, const std::string& runs) {
   std::ostringstream o;
   o << "# torchgpipe (github.com/kakaobrain/torchgpipe) from a PipeScope plan for\n"
-    << summary(p) << runs << "# `model` must be an nn.Sequential whose " << p.layer_count
+    << export_summary(p) << runs << "# `model` must be an nn.Sequential whose " << p.layer_count
     << " children are the plan's layers, in order;\n"
     << "# balance[s] of them go to the s-th device given to GPipe (default cuda:0, cuda:1, ...):\n";
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
-    o << "#   stage " << s << ": " << describe_layers(p, p.stage_plans[s].layers) << "\n";
+    o << "#   stage " << s << ": " << describe_stage_layers(p, p.stage_plans[s].layers) << "\n";
   }
   o << "# Feed each replica mini-batches of " << p.global_batch / p.data_parallel
     << " samples; GPipe splits them into `chunks` micro-batches.\n";
@@ -247,7 +255,7 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
   std::ostringstream o;
   o << "# DeepSpeed pipeline parallelism (deepspeed.pipe.PipelineModule) from a PipeScope plan "
        "for\n"
-    << summary(p) << runs << "#\n"
+    << export_summary(p) << runs << "#\n"
     << "# PipelineModule's partition_method ('parameters', 'uniform', 'type:REGEX') cannot\n"
     << "# state an arbitrary cut. PipelineModule keeps its cut in `parts`, K+1 layer indices\n"
     << "# (stage s holds layers parts[s] .. parts[s+1]-1), set by _partition_layers(). What to\n"
@@ -257,7 +265,7 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
     << "# DeepSpeed config. _partition_layers and _set_bounds are DeepSpeed internals (see\n"
     << "# deepspeed/runtime/pipe/module.py); the class checks the stage and layer counts.\n";
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
-    o << "#   stage " << s << ": " << describe_layers(p, p.stage_plans[s].layers) << "\n";
+    o << "#   stage " << s << ": " << describe_stage_layers(p, p.stage_plans[s].layers) << "\n";
   }
   const int interval = p.remat != Remat::kNever ? largest_stage(p) : 0;
   o << "from deepspeed.pipe import PipelineModule\n\n"
@@ -408,7 +416,7 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (p.zero > 0) flags.push_back("--use-distributed-optimizer");
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
-    << summary(p)
+    << export_summary(p)
     << "# Megatron-LM builds a GPT: its embedding sits on the first stage, its output layer\n"
     << "# and loss on the last. The plan's layers named 'embed' (first) and 'head' (last)\n"
     << "# are those; every other layer is one transformer layer (--num-layers " << total << ").\n"
@@ -497,7 +505,11 @@ FrameworkSchedule framework_schedule(ExportFormat format, const Plan& plan) {
   fail_check("format is known", __FILE__, __LINE__, "unknown export format");
 }
 
-std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* scenario) {
+namespace {
+
+// Throws std::invalid_argument, saying where else it can go, when `format` cannot
+// express the plan.
+void check_exportable(const Plan& plan, ExportFormat format) {
   PS_CHECK(
       !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
       "a plan has one entry per stage");
@@ -517,20 +529,28 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
         "cannot export this plan to megatron: its distributed optimizer shards the optimizer "
         "state (ZeRO stage 1), not the gradients; plan with training.zero 1");
   }
-  if (plan.zero > 0 &&
-      (format == ExportFormat::kTorchGpipe || format == ExportFormat::kTorchPipelining)) {
-    throw std::invalid_argument("cannot export this plan to " + std::string(to_string(format)) +
-                                ": it shards the optimizer over the replicas (ZeRO stage " +
-                                str(plan.zero) +
-                                "), which this export does not express; export it to deepspeed "
-                                "or megatron");
+  if (plan.zero == 2 && format == ExportFormat::kTorchPipelining) {
+    throw std::invalid_argument(
+        "cannot export this plan to torch-pipelining: PyTorch pipelining keeps a stage's "
+        "gradients whole until the step's last backward (it turns FSDP's gradient "
+        "reduce-scatter off for the other micro-batches), so they are not sharded as ZeRO "
+        "stage 2 shards them; plan with training.zero 1");
   }
-  if (plan.tensor_parallel > 1 && format != ExportFormat::kMegatron) {
+  if (plan.zero > 0 && format == ExportFormat::kTorchGpipe) {
+    throw std::invalid_argument(
+        "cannot export this plan to torchgpipe: it shards the optimizer "
+        "over the replicas (ZeRO stage " +
+        str(plan.zero) +
+        "), which this export does not express; export it to deepspeed, "
+        "megatron or torch-pipelining");
+  }
+  if (plan.tensor_parallel > 1 && format != ExportFormat::kMegatron &&
+      format != ExportFormat::kTorchPipelining) {
     throw std::invalid_argument(
         "cannot export this plan to " + std::string(to_string(format)) +
         ": it splits every layer over T=" + str(plan.tensor_parallel) +
         " devices (tensor parallelism), which this export does not express; export it to "
-        "megatron");
+        "megatron or torch-pipelining");
   }
   if (plan.chunks > 1 &&
       (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {
@@ -560,6 +580,12 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
                                   "; plan with such an M, or export it to torch-pipelining");
     }
   }
+}
+
+}  // namespace
+
+std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* scenario) {
+  check_exportable(plan, format);
   switch (format) {
     case ExportFormat::kTorchGpipe:
       return export_torchgpipe(plan, schedule_note(plan, format, scenario));
@@ -571,6 +597,19 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
       return export_torch_pipelining(plan);
   }
   fail_check("format is known", __FILE__, __LINE__, "unknown export format");
+}
+
+std::string export_torch_device_mesh(const Plan& plan) {
+  check_exportable(plan, ExportFormat::kTorchPipelining);
+  return torch_device_mesh(plan);
+}
+
+std::string torch_device_mesh_path(const std::string& csv_path) {
+  std::string stem = csv_path;
+  for (const std::string_view ext : {std::string_view(".gz"), std::string_view(".csv")}) {
+    if (stem.size() > ext.size() && stem.ends_with(ext)) stem.resize(stem.size() - ext.size());
+  }
+  return stem + ".mesh.py";
 }
 
 }  // namespace pipescope

@@ -5,7 +5,9 @@
 //                    the stage boundaries as `parts` for a custom partition;
 //   megatron         the command-line flags for pipeline size, micro-batches and
 //                    uneven first and last stages;
-//   torch-pipelining the per-rank action schedule as PyTorch pipelining's CSV.
+//   torch-pipelining the per-rank action schedule as PyTorch pipelining's CSV, and
+//                    beside it the device mesh (dp x pp x tp) and how tensor and data
+//                    parallelism map onto PyTorch (export_torch_device_mesh).
 
 #include <optional>
 #include <string>
@@ -39,5 +41,22 @@ FrameworkSchedule framework_schedule(ExportFormat format, const Plan& plan);
 // plan's step time and peak memory under that schedule, simulated with the plan's
 // K, M, cut and remat, beside the plan's own.
 std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* scenario = nullptr);
+
+// What goes beside the torch-pipelining CSV: a Python module with the plan's
+// DeviceMesh (MESH_SHAPE (D, K, T), MESH_DIM_NAMES ("dp", "pp", "tp"),
+// pipescope_device_mesh()), each pipeline rank's stages, and for T > 1 the
+// tensor-parallel styles, for D > 1 the data-parallel wrapper (ZeRO stage 1:
+// fully_shard over "dp"). Throws std::invalid_argument where export_plan refuses
+// the plan for torch-pipelining.
+std::string export_torch_device_mesh(const Plan& plan);
+
+// The file the device mesh goes to beside the CSV `csv_path`: its name less ".gz"
+// and ".csv", with ".mesh.py" ("out/plan.csv" -> "out/plan.mesh.py").
+std::string torch_device_mesh_path(const std::string& csv_path);
+
+// For the exports: the comment lines naming the plan ("# model '...' ..."), and
+// a stage's layers in words ("layers 0-2: embed, block0, block1").
+std::string export_summary(const Plan& plan);
+std::string describe_stage_layers(const Plan& plan, const StageRange& layers);
 
 }  // namespace pipescope

@@ -1,10 +1,12 @@
 #include "sim/torch_pipelining_export.h"
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "costmodels/check.h"
+#include "sim/plan_export.h"
 #include "sim/schedule.h"
 
 namespace pipescope {
@@ -109,7 +111,146 @@ std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
   return rows;
 }
 
+// "(0, 4)", "(3,)": a Python tuple.
+std::string python_tuple(const std::vector<int>& v) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + (v.size() == 1 ? ",)" : ")");
+}
+
+// Pipeline rank d's stages, in order: the CSV's row d runs them.
+std::vector<std::vector<int>> stages_by_rank(const Plan& p) {
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(p.stages));
+  for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+    const int d = p.stage_plans[s].device;
+    PS_CHECK(d >= 0 && d < p.stages, "a stage runs on one of the pipeline's devices");
+    out[static_cast<std::size_t>(d)].push_back(static_cast<int>(s));
+  }
+  return out;
+}
+
+// Megatron-LM's split (docs/models.md, "Tensor parallelism") in PyTorch's styles.
+// With sequence parallelism the activations between the split projections are
+// sharded along the sequence (Shard(1)): the column-split projections all-gather
+// it, the row-split ones reduce-scatter into it, and the layer norms run on it.
+void tensor_parallel_section(std::ostream& o, const Plan& p) {
+  const bool sp = p.sequence_parallel;
+  o << "\n\n# Tensor parallelism over mesh[\"tp\"]: T=" << p.tensor_parallel
+    << " ranks split every layer as Megatron-LM\n# does"
+    << (sp ? ", with sequence parallelism (the activations outside the split\n# projections "
+             "sharded along the sequence, dimension 1)"
+           : "")
+    << ". Give a stage's modules these styles:\n"
+    << "#   parallelize_module(stage_module, mesh[\"tp\"], {\"<module>\": TP_..., ...})\n"
+    << "# before the data-parallel wrapper; each rank then runs heads / T attention heads.\n"
+    << (sp ? "# A stage sends the next its sequence shard (the local tensor, s / T tokens).\n" : "")
+    << "from torch.distributed.tensor import Replicate, Shard\n"
+    << "from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel"
+    << (sp ? ",\n                                               SequenceParallel" : "") << ")\n\n"
+    << "# The token embedding, split by vocabulary rows.\n"
+    << "TP_EMBEDDING = RowwiseParallel(input_layouts=Replicate()"
+    << (sp ? ", output_layouts=Shard(1)" : "") << ")\n"
+    << "# The QKV and MLP up projections, split by columns (attention by heads).\n"
+    << "TP_COLUMN = ColwiseParallel(" << (sp ? "input_layouts=Shard(1)" : "") << ")\n"
+    << "# The attention output and MLP down projections, split by rows.\n"
+    << "TP_ROW = RowwiseParallel(" << (sp ? "output_layouts=Shard(1)" : "") << ")\n";
+  if (sp) {
+    o << "# The layer norms (and the dropouts and residuals between them), along the sequence.\n"
+      << "TP_NORM = SequenceParallel()\n";
+  }
+  o << "# The output layer, split by vocabulary: compute the loss on its sharded logits\n"
+    << "# inside torch.distributed.tensor.parallel.loss_parallel().\n"
+    << "TP_HEAD = ColwiseParallel(" << (sp ? "input_layouts=Shard(1), " : "")
+    << "output_layouts=Shard(-1), use_local_output=False)\n";
+}
+
+// D replicas over mesh["dp"]: PyTorch pipelining reduces a stage's gradients
+// once, after the step's last backward, for DistributedDataParallel and FSDP
+// modules alike (stage.py, backward_maybe_with_nosync).
+void data_parallel_section(std::ostream& o, const Plan& p) {
+  const int D = p.data_parallel;
+  o << "\n\n# Data parallelism over mesh[\"dp\"]: D=" << D << " replicas, each "
+    << p.global_batch / D << " samples a step.\n"
+    << "# Wrap every stage's module with pipescope_data_parallel(module, mesh) before\n"
+    << "# building its PipelineStage; PyTorch pipelining reduces its gradients once, after\n"
+    << "# the step's last backward.\n";
+  if (p.zero == 1) {
+    o << "# ZeRO stage 1: fully_shard shards the weights, gradients and optimizer state over\n"
+      << "# the replicas at rest; under pipelining each stage gathers its weights once a step\n"
+      << "# and keeps them, and its gradients, whole until the last backward, then\n"
+      << "# reduce-scatters the gradients and steps the optimizer on its 1/D shard.\n"
+      << "# reshard_after_forward=False keeps the weights from being gathered again for each\n"
+      << "# micro-batch's backward.\n"
+      << "from torch.distributed.fsdp import fully_shard\n\n\n"
+      << "def pipescope_data_parallel(module, mesh):\n"
+      << "    return fully_shard(module, mesh=mesh[\"dp\"], reshard_after_forward=False)\n";
+  } else if (p.tensor_parallel > 1) {
+    o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
+      << "# FSDP's replicate all-reduces the tensor-parallel (DTensor) gradients, which\n"
+      << "# DistributedDataParallel leaves unset; it is a PyTorch internal\n"
+      << "# (torch/distributed/_composable/replicate_with_fsdp.py).\n"
+      << "from torch.distributed._composable.replicate_with_fsdp import replicate\n\n\n"
+      << "def pipescope_data_parallel(module, mesh):\n"
+      << "    return replicate(module, mesh=mesh[\"dp\"])\n";
+  } else {
+    o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
+      << "from torch.nn.parallel import DistributedDataParallel\n\n\n"
+      << "def pipescope_data_parallel(module, mesh):\n"
+      << "    return DistributedDataParallel(module, device_mesh=mesh[\"dp\"])\n";
+  }
+}
+
 }  // namespace
+
+std::string torch_device_mesh(const Plan& p) {
+  const int D = p.data_parallel;
+  const int K = p.stages;
+  const int T = p.tensor_parallel;
+  PS_CHECK(p.devices == D * K * T, "a plan runs on K x D x T devices");
+  std::ostringstream o;
+  o << "# PyTorch's DeviceMesh (torch.distributed.device_mesh) for the pipelining schedule\n"
+    << "# CSV beside this file, from a PipeScope plan for\n"
+    << export_summary(p) << "#\n"
+    << "# D x K x T = " << p.devices
+    << " ranks, placed as the plan places them: rank (r K + d) T + t is\n"
+    << "# replica r, pipeline rank d (row d of the CSV) and tensor-parallel rank t, so a\n"
+    << "# stage's T ranks are neighbours (in a node) and the replicas outermost. That is the\n"
+    << "# row-major order in which init_device_mesh lays out MESH_SHAPE. Start " << p.devices
+    << " processes\n"
+    << "# (e.g. torchrun --nproc-per-node ...) and on each: mesh = pipescope_device_mesh()\n"
+    << "# (NCCL on GPUs; pipescope_device_mesh(\"cpu\") with gloo).\n"
+    << "from torch.distributed.device_mesh import init_device_mesh\n\n"
+    << "MESH_SHAPE = (" << D << ", " << K << ", " << T << ")\n"
+    << "MESH_DIM_NAMES = (\"dp\", \"pp\", \"tp\")\n\n\n"
+    << "def pipescope_device_mesh(device_type=\"cuda\"):\n"
+    << "    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)\n"
+    << "\n\n# Pipeline over mesh[\"pp\"]: pipeline rank d = mesh[\"pp\"].get_local_rank() "
+       "builds, for\n"
+    << "# each stage s in STAGE_INDICES[d], PipelineStage(<stage s's layers>, s, NUM_STAGES,\n"
+    << "# device, group=mesh[\"pp\"].get_group()), and runs them with\n"
+    << "# _PipelineScheduleRuntime(stages, N_MICROBATCHES, loss_fn=...) after\n"
+    << "# ._load_csv(<the CSV>). A micro-batch is " << p.micro_batch_size
+    << (p.micro_batch_size == 1 ? " sample" : " samples") << ". The stages:\n";
+  for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+    o << "#   stage " << s << ": " << describe_stage_layers(p, p.stage_plans[s].layers) << "\n";
+  }
+  o << "NUM_STAGES = " << p.stage_plans.size() << "\n"
+    << "STAGE_INDICES = (";
+  const std::vector<std::vector<int>> ranks = stages_by_rank(p);
+  for (std::size_t d = 0; d < ranks.size(); ++d) {
+    o << (d ? ", " : "") << python_tuple(ranks[d]);
+  }
+  o << (ranks.size() == 1 ? ",)" : ")") << "\n"
+    << "N_MICROBATCHES = " << p.micro_batches << "\n";
+  if (T > 1) tensor_parallel_section(o, p);
+  if (D > 1) {
+    data_parallel_section(o, p);
+  } else if (p.zero > 0) {
+    o << "\n# ZeRO stage " << p.zero << " over D=1 replica shards nothing: no data-parallel "
+      << "wrapper.\n";
+  }
+  return o.str();
+}
 
 std::string export_torch_pipelining(const Plan& p) {
   std::string out;
