@@ -77,7 +77,8 @@ void BM_Engine(benchmark::State& state) {
   const int M = static_cast<int>(state.range(1));
   const Scenario sc = bench_scenario(K, M);
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
-  const auto stages = compute_stage_costs(sc.model, partition_uniform(2 * K, K), cost, 1, 16);
+  const auto stages =
+      compute_stage_costs(sc.model, partition_uniform(2 * K, K), cost, 1, 16, Remat::kAlways);
   const Schedule schedule = build_gpipe(K, M, Remat::kAlways);
   time_engine(state, schedule, stages, sc.cluster);
 }
@@ -98,7 +99,8 @@ void BM_EngineInterleaved(benchmark::State& state) {
   const Scenario sc = bench_scenario(K, M, v);
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, sc.training.bytes_per_param);
   const int layers = static_cast<int>(sc.model.layers.size());
-  const auto stages = compute_stage_costs(sc.model, partition_uniform(layers, K * v), cost, 1, 16);
+  const auto stages =
+      compute_stage_costs(sc.model, partition_uniform(layers, K * v), cost, 1, 16, Remat::kAlways);
   const Schedule schedule = build_interleaved_1f1b(K, M, v, Remat::kAlways);
   time_engine(state, schedule, stages, sc.cluster);
 }

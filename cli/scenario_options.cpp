@@ -88,9 +88,10 @@ void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const st
   cmd.add_option("--remat", remat,
                  "Rematerialization: on (always: every micro-batch recomputes its forward "
                  "before its backward), except-last (all but the last micro-batch, as "
-                 "torchgpipe does), off (never); " +
+                 "torchgpipe does), selective (a transformer's attention core only, rebuilt "
+                 "at the start of each backward), off (never); " +
                      what)
-      ->check(CLI::IsMember({"on", "off", "always", "never", "except-last"}));
+      ->check(CLI::IsMember({"on", "off", "always", "never", "except-last", "selective"}));
 }
 
 std::optional<Remat> remat_of(const std::optional<std::string>& remat) {

@@ -1,6 +1,7 @@
 #include "costmodels/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "costmodels/check.h"
@@ -37,6 +38,12 @@ SimTime AnalyticCostModel::op_time(Flops flops, double bytes) const {
       flops > 0.0 ? flops / (device_.peak_flops(dtype_) * device_.efficiency.at(flops)) : 0.0;
   const double memory_s = bytes / device_.mem_bandwidth;
   return seconds_to_simtime(device_.op_overhead_s + std::max(compute_s, memory_s));
+}
+
+SimTime CostModel::core_recompute(const LayerSpec& layer, std::int64_t batch) const {
+  if (layer.core_fwd_flops <= 0.0 || layer.fwd_flops <= 0.0) return 0;
+  const double share = std::min(1.0, layer.core_fwd_flops / layer.fwd_flops);
+  return static_cast<SimTime>(std::llround(static_cast<double>(recompute(layer, batch)) * share));
 }
 
 SimTime AnalyticCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {

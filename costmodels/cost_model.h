@@ -24,6 +24,7 @@ struct OpTimes {
   SimTime weight = 0;  // weight_grad
   SimTime recompute = 0;
   SimTime input = 0;  // input_grad
+  SimTime core = 0;   // core_recompute
 };
 
 class CostModel {
@@ -58,14 +59,19 @@ class CostModel {
   virtual SimTime input_grad(const LayerSpec& layer, std::int64_t batch) const {
     return backward(layer, batch) - weight_grad(layer, batch);
   }
+  // The forward of the layer's attention core alone (LayerSpec::
+  // core_fwd_flops), which selective recomputation reruns before the
+  // backward. By default the recompute's share by FLOPs.
+  virtual SimTime core_recompute(const LayerSpec& layer, std::int64_t batch) const;
   // The optimizer step over `params` parameters.
   virtual SimTime optimizer_step(std::int64_t params) const = 0;
   // All of the above for one layer at once; models that derive them together
   // answer in one call.
   virtual OpTimes op_times(const LayerSpec& layer, std::int64_t batch) const {
-    return {forward(layer, batch),   forward_keeping_stash(layer, batch),
-            backward(layer, batch),  weight_grad(layer, batch),
-            recompute(layer, batch), input_grad(layer, batch)};
+    return {forward(layer, batch),       forward_keeping_stash(layer, batch),
+            backward(layer, batch),      weight_grad(layer, batch),
+            recompute(layer, batch),     input_grad(layer, batch),
+            core_recompute(layer, batch)};
   }
 };
 

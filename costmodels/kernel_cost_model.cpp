@@ -128,19 +128,20 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   const KernelTable& t = device_.kernels;
   const double peak = device_.peak_flops(dtype_);
   const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
-  double fwd = 0.0, bwd = 0.0, w = 0.0;
+  double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0;
   for (const Kernel& k : *layer.kernels) {
     const KernelTimes kt =
         kernel_times(k, batch, t, gemm_peak, peak, device_.mem_bandwidth, dtype_bytes(dtype_));
     fwd += kt.forward;
     bwd += kt.backward;
     w += kt.weight;
+    if (k.attention_core) core += kt.forward;
   }
   // A forward keeps or drops its stash at the same cost; a recompute is a forward.
   const SimTime forward = seconds_to_simtime(fwd);
   const SimTime backward = seconds_to_simtime(bwd);
   const SimTime weight = seconds_to_simtime(w);
-  return {forward, forward, backward, weight, forward, backward - weight};
+  return {forward, forward, backward, weight, forward, backward - weight, seconds_to_simtime(core)};
 }
 
 OpTimes KernelCostModel::times(const LayerSpec& layer, std::int64_t batch) const {
@@ -173,6 +174,11 @@ SimTime KernelCostModel::backward(const LayerSpec& layer, std::int64_t batch) co
 
 SimTime KernelCostModel::recompute(const LayerSpec& layer, std::int64_t batch) const {
   return forward(layer, batch);
+}
+
+SimTime KernelCostModel::core_recompute(const LayerSpec& layer, std::int64_t batch) const {
+  if (!layer.kernels) return fallback_.core_recompute(layer, batch);
+  return times(layer, batch).core;
 }
 
 SimTime KernelCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch) const {

@@ -1,8 +1,15 @@
 #include "costmodels/model.h"
 
+#include <algorithm>
+
 #include "costmodels/check.h"
 
 namespace pipescope {
+
+bool ModelSpec::has_attention_core() const {
+  return std::any_of(layers.begin(), layers.end(),
+                     [](const LayerSpec& l) { return l.core_stash_bytes > 0; });
+}
 
 std::int64_t ModelSpec::total_params() const {
   std::int64_t sum = 0;

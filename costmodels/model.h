@@ -39,6 +39,10 @@ struct Kernel {
   // kMemory: the backward computes a weight gradient (an embedding's scatter
   // into its table), so a split backward runs it as W.
   bool backward_is_weight_grad = false;
+  // Part of attention's core (the scores, softmax, dropout and product with V,
+  // or the fused kernel): what selective recomputation reruns before the
+  // backward (LayerSpec::core_stash_bytes).
+  bool attention_core = false;
 
   bool operator==(const Kernel&) const = default;
 };
@@ -59,6 +63,12 @@ struct LayerSpec {
   std::int64_t params = 0;  // parameter count
   Bytes out_bytes = 0;      // output activation per sample: what crosses a cut after it
   Bytes stash_bytes = 0;  // activations kept for its own backward, per sample (its input included)
+  // The part of stash_bytes inside attention's core, per sample, and the
+  // core's forward FLOPs: selective recomputation (Korthikanti et al. 2022)
+  // drops that part after the forward and reruns the core to rebuild it at
+  // the start of the backward. 0 for layers without attention.
+  Bytes core_stash_bytes = 0;
+  Flops core_fwd_flops = 0.0;
   // Names of the layers whose outputs this layer consumes ("input": the model's
   // input). Empty: the previous layer's output (for the first layer, the model's
   // input), as in a plain sequence.
@@ -113,6 +123,8 @@ struct ModelSpec {
   Flops whole_flops_per_sample = 0.0;
 
   std::int64_t total_params() const;
+  // Whether a layer has an attention core that selective recomputation drops.
+  bool has_attention_core() const;
   Flops fwd_flops_per_sample() const;
   Flops bwd_flops_per_sample() const;
   // The model FLOPs (forward + backward) one device does per sample: all of

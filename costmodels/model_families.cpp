@@ -69,6 +69,10 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   std::vector<Kernel> k;
   k.push_back(layer_norm);
   k.push_back(gemm(s, (h + 2 * d_kv) / t, h));
+  const auto core = [&k](Kernel kernel) {
+    kernel.attention_core = true;
+    k.push_back(kernel);
+  };
   if (p.fused_attention) {
     Kernel att;
     att.kind = Kernel::Kind::kAttention;
@@ -76,7 +80,7 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
     att.head_dim = d;
     att.batch_count = a;
     att.causal = true;
-    k.push_back(att);
+    core(att);
   } else {
     // Scores Q.K^T per head, a fused scale-mask-softmax over the a x s x s
     // scores (backward: reads probabilities and their gradient, writes one),
@@ -87,10 +91,10 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
     Kernel context = gemm(s, d, s);
     context.batch_count = a;
     context.has_weight = false;
-    k.push_back(scores);
-    k.push_back(memory(2 * a * s * s * e, 3 * a * s * s * e));
-    if (p.dropout) k.push_back(memory(a * s * s * (2 * e + 1), a * s * s * (2 * e + 1)));
-    k.push_back(context);
+    core(scores);
+    core(memory(2 * a * s * s * e, 3 * a * s * s * e));
+    if (p.dropout) core(memory(a * s * s * (2 * e + 1), a * s * s * (2 * e + 1)));
+    core(context);
   }
   k.push_back(gemm(s, h, h / t));
   k.push_back(dropout_add);
@@ -220,11 +224,16 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   // the QKV and MLP inputs and the two dropout masks, s*h*(4e + 2), are whole
   // on every device (split by t with sequence parallelism, 4.2.3), the rest
   // split by t: their sh*(10 + 24/t + 5as/(ht)) and sh*(34/t + 5as/(ht)).
+  // The a*s^2 terms are attention's core, which selective recomputation drops
+  // (their section 4.3: sh*34/t with sequence parallelism). Fused attention
+  // (FlashAttention) never writes them: its backward rebuilds the scores from
+  // Q, K, V and the log-sum-exp of each row of each head it kept, 4as bytes
+  // (fp32), so its stash is that core instead (Dao et al. 2022, section 3.1).
   const Bytes mask = p.dropout ? 1 : 0;
   const Bytes replicated_stash = s * h * (4 * e + 2 * mask);
-  const Bytes split_stash =
-      s * (2 * e * h + 2 * e * d_kv + 2 * e * f) + a * s * s * (e + mask * (e + 1));
-  const Bytes block_stash = replicated_stash / c + split_stash / t;
+  const Bytes split_stash = s * (2 * e * h + 2 * e * d_kv + 2 * e * f);
+  const Bytes core_stash = (p.fused_attention ? 4 * a * s : a * s * s * (e + mask * (e + 1))) / t;
+  const Bytes block_stash = replicated_stash / c + split_stash / t + core_stash;
   // What crosses a cut: the s x h output, whole on every device of the group
   // (each sends its copy to its peer of the next stage), or its s / t rows
   // with sequence parallelism.
@@ -235,6 +244,8 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
         layer("block" + std::to_string(i), block_fwd, block_params, block_out, block_stash));
     LayerSpec& block = m.layers.back();
     block.kernels = kernels;
+    block.core_stash_bytes = core_stash;
+    block.core_fwd_flops = 4.0 * f64(s) * f64(s) * f64(h) / f64(t);
     if (t > 1) {  // after the output and the MLP down projections; in the backward before
       block.tp_fwd_allreduces = block.tp_bwd_allreduces = 2;
       block.tp_fwd_bytes = block.tp_bwd_bytes = 2 * s * h * e;

@@ -47,8 +47,9 @@ struct TransformerParams {
   // the s x s scores never reach memory. false: the unfused form of Megatron-LM
   // before 2022, batched GEMMs around a softmax (and dropout) that reads and
   // writes the a x s x s probabilities. Only the kernel-level cost model
-  // (costmodels/kernel_cost_model.h) tells the two apart; the stash above is the
-  // unfused one either way.
+  // (costmodels/kernel_cost_model.h) tells their times apart; the stash holds
+  // the a x s x s probabilities only when unfused (the fused kernel keeps a
+  // log-sum-exp per row and head instead).
   bool fused_attention = true;
   // The block and head GEMMs run in FP8 on tensor cores (NVIDIA Transformer
   // Engine); weights and activations stay in dtype. Needs a device with an FP8

@@ -37,6 +37,13 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
         std::to_string(plan.tensor_parallel) +
         " devices (tensor parallelism); plan with -T 1 to run or compare it");
   }
+  if (plan.remat == Remat::kSelective) {
+    throw std::invalid_argument(
+        plan_file +
+        ": remat_mode: the executor recomputes whole stages (always, except-last) or nothing; "
+        "it does not recompute attention's core alone (selective); plan with another remat "
+        "mode to run or compare it");
+  }
   if (plan.model_spec.is_null()) {
     throw std::invalid_argument(plan_file +
                                 ": model.spec: the executor runs transformer and mlp models; this "

@@ -46,7 +46,8 @@ void MainWindow::build_controls() {
   remat_combo_->setToolTip(
       tr("Rematerialization: always recomputes every micro-batch's forward before its "
          "backward, keeping only each stage's input; except-last all but the last "
-         "micro-batch's; never keeps every activation"));
+         "micro-batch's; selective keeps all but a transformer's attention core, which "
+         "each backward rebuilds first; never keeps every activation"));
   partition_combo_ = new QComboBox;
   for (const char* p : {"optimal", "uniform", "params", "gpipe"}) partition_combo_->addItem(p);
   preset_combo_ = new QComboBox;

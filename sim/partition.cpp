@@ -81,6 +81,7 @@ SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {
 StashCount held_of(const PartitionProblem& p, int n) {
   switch (p.remat) {
     case Remat::kNever:
+    case Remat::kSelective:
       return {n, 0};
     case Remat::kAlways:
       return {1, n};

@@ -453,7 +453,11 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   }
   flags.push_back("--micro-batch-size " + str(p.micro_batch_size));
   flags.push_back("--global-batch-size " + str(p.global_batch));
-  if (p.remat != Remat::kNever) {
+  if (p.remat == Remat::kSelective) {
+    o << "# Remat selective: Megatron-LM recomputes each transformer layer's attention core\n"
+      << "# (scores, softmax, dropout) in the backward, as the plan does.\n";
+    flags.push_back("--recompute-granularity selective");
+  } else if (p.remat != Remat::kNever) {
     const int group = recompute_group(t);
     o << megatron_remat_note(p, t, group);
     flags.push_back("--recompute-granularity full");
@@ -567,6 +571,13 @@ void check_exportable(const Plan& plan, ExportFormat format) {
                                 " plan to megatron: Megatron-LM places virtual stage s on rank s "
                                 "mod K, not in " +
                                 name + "'s V; export it to torch-pipelining");
+  }
+  if (plan.remat == Remat::kSelective && format != ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to " + std::string(to_string(format)) +
+        ": it recomputes attention's core alone (remat selective), which only Megatron-LM's "
+        "--recompute-granularity selective runs; export it to megatron, or plan with another "
+        "--remat");
   }
   if (plan.chunks > 1 && format == ExportFormat::kMegatron) {
     // Megatron-LM runs every chunked plan as its interleaved 1F1B.

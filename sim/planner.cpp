@@ -177,8 +177,7 @@ void add_schedules(std::vector<PlanCandidate>& out, const PlanRequest& req, Plan
                     "into M micro-batches)");
 }
 
-std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req, int N) {
-  if (req.custom) return enumerate_custom(sc, req, N);
+std::vector<PlanCandidate> enumerate_built_in(const Scenario& sc, const PlanRequest& req, int N) {
   const int layers = static_cast<int>(sc.model.layers.size());
   const std::int64_t batch = sc.training.global_batch;
   check_request(req, N, layers, sc.cluster);
@@ -197,6 +196,16 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
     }
   }
   if (out.empty()) throw_no_configuration(req, N, batch, sc.cluster);
+  return out;
+}
+
+std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req, int N) {
+  std::vector<PlanCandidate> out =
+      req.custom ? enumerate_custom(sc, req, N) : enumerate_built_in(sc, req, N);
+  // Without attention, selective recomputation recomputes nothing: remat off.
+  if (!req.remat && !sc.model.has_attention_core()) {
+    std::erase_if(out, [](const PlanCandidate& c) { return c.remat == Remat::kSelective; });
+  }
   return out;
 }
 

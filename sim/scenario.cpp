@@ -55,6 +55,8 @@ std::string_view to_string(Remat r) {
       return "always";
     case Remat::kExceptLast:
       return "except-last";
+    case Remat::kSelective:
+      return "selective";
   }
   return "unknown";
 }
@@ -67,6 +69,8 @@ std::string_view remat_label(Remat r) {
       return "on";
     case Remat::kExceptLast:
       return "except-last";
+    case Remat::kSelective:
+      return "selective";
   }
   return "unknown";
 }
@@ -75,6 +79,7 @@ std::optional<Remat> parse_remat(std::string_view name) {
   if (name == "always" || name == "on") return Remat::kAlways;
   if (name == "never" || name == "off") return Remat::kNever;
   if (name == "except-last") return Remat::kExceptLast;
+  if (name == "selective") return Remat::kSelective;
   return std::nullopt;
 }
 

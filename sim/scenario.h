@@ -84,17 +84,30 @@ std::string chunked_schedule_names();
 //   always:      every micro-batch (GPipe's remat);
 //   except-last: every one but the last, M - 1, whose backward comes first or
 //                soonest, so recomputing it saves little (torchgpipe's default);
-//   never:       every micro-batch keeps its whole stash from F to B.
-enum class Remat : std::uint8_t { kNever, kAlways, kExceptLast };
+//   never:       every micro-batch keeps its whole stash from F to B;
+//   selective:   every micro-batch keeps its stash but the part inside
+//                attention's core (scores, softmax, dropout), which its
+//                backward rebuilds first (Korthikanti et al. 2022): no R op,
+//                a longer B (sim/stage_costs.h, under_remat).
+enum class Remat : std::uint8_t { kNever, kAlways, kExceptLast, kSelective };
 
-// "always", "never", "except-last": the name in JSON files ("remat_mode").
+// "always", "never", "except-last", "selective": the name in JSON files ("remat_mode").
 std::string_view to_string(Remat r);
-// "on", "off", "except-last": the form summaries and labels use.
+// "on", "off", "except-last", "selective": the form summaries and labels use.
 std::string_view remat_label(Remat r);
 // The names above, and "on" (always) and "off" (never) as the command line takes them.
 std::optional<Remat> parse_remat(std::string_view name);
-inline constexpr const char* kRematNames = "always, except-last, never (or on, off)";
-inline constexpr Remat kAllRemats[] = {Remat::kNever, Remat::kExceptLast, Remat::kAlways};
+inline constexpr const char* kRematNames = "always, except-last, selective, never (or on, off)";
+// From the least recomputation to the most.
+inline constexpr Remat kAllRemats[] = {Remat::kNever, Remat::kSelective, Remat::kExceptLast,
+                                       Remat::kAlways};
+// The modes a schedule tells apart: selective recomputation runs as never,
+// its costs are the layers' (under_remat).
+inline constexpr Remat kScheduleRemats[] = {Remat::kNever, Remat::kExceptLast, Remat::kAlways};
+// Whether the mode reruns whole forwards as R ops before backwards.
+constexpr bool reruns_forwards(Remat r) {
+  return r == Remat::kAlways || r == Remat::kExceptLast;
+}
 constexpr Remat remat_from_bool(bool on) {
   return on ? Remat::kAlways : Remat::kNever;
 }

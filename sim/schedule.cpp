@@ -59,7 +59,7 @@ Schedule one_stage_per_device(ScheduleKind kind, int stages, int micro_batches, 
     s.stage_device[static_cast<std::size_t>(st)] = st;
     s.device_ops[static_cast<std::size_t>(st)].reserve(
         static_cast<std::size_t>(micro_batches) *
-            (2 + (remat != Remat::kNever ? 1 : 0) + (splits_backward(kind) ? 1 : 0)) +
+            (2 + (reruns_forwards(remat) ? 1 : 0) + (splits_backward(kind) ? 1 : 0)) +
         1);
   }
   return s;
@@ -156,7 +156,7 @@ Schedule placed_stages(ScheduleKind kind, int devices, int micro_batches, int ch
   s.device_ops.resize(static_cast<std::size_t>(K));
   for (std::vector<Op>& ops : s.device_ops) {
     ops.reserve(static_cast<std::size_t>(micro_batches * v) *
-                    (2 + (remat != Remat::kNever ? 1 : 0) + (s.split ? 1 : 0)) +
+                    (2 + (reruns_forwards(remat) ? 1 : 0) + (s.split ? 1 : 0)) +
                 static_cast<std::size_t>(v));
   }
   return s;

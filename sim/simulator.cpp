@@ -106,6 +106,12 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
     const std::string shape = schedule_shape_problem(r.schedule, r.K, r.M, r.chunks);
     if (!shape.empty()) throw ConfigError(shape);
   }
+  if (r.remat == Remat::kSelective && !sc.model.has_attention_core()) {
+    throw ConfigError("remat selective recomputes attention's core, and model '" + sc.model.name +
+                          "' has no attention (a transformer has); use never, except-last or "
+                          "always",
+                      cfg.remat ? "" : "training.remat");
+  }
   return r;
 }
 
@@ -192,7 +198,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   const DataParallel ring = tensor_ring(sc.cluster);
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
-    const OpTimes t = cost.op_times(layer, b);
+    const OpTimes t = under_remat(remat, cost.op_times(layer, b));
     const TensorCollectives tp = tensor_collectives(layer, b, ring);
     const double forward = recomputed * static_cast<double>(t.forward) +
                            (1.0 - recomputed) * static_cast<double>(t.forward_kept);
@@ -200,7 +206,8 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     // above the whole.
     const SimTime backward = (split ? t.input + t.weight : t.backward) + tp.backward;
     p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)) + tp.forward, backward,
-                                 t.recompute + tp.forward, layer.params, layer.stash_bytes * b});
+                                 t.recompute + tp.forward, layer.params,
+                                 stash_under_remat(remat, layer) * b});
   }
   for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
     p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
@@ -423,7 +430,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
                               r.schedule, r.chunks, config.custom.get());
   }
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
-                                        device_bytes_per_param(scenario));
+                                        device_bytes_per_param(scenario), r.remat);
   split_static_bytes(scenario, out.stage_costs);
   // ZeRO 1 and 2: each replica steps the optimizer on its 1/D of the stage.
   if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {

@@ -6,10 +6,24 @@
 
 namespace pipescope {
 
+OpTimes under_remat(Remat remat, OpTimes t) {
+  if (remat != Remat::kSelective) return t;
+  t.forward = t.forward_kept;
+  t.backward += t.core;
+  t.input += t.core;
+  t.recompute = t.core;  // what a stage reports as recomputed; no R op runs it
+  return t;
+}
+
+Bytes stash_under_remat(Remat remat, const LayerSpec& layer) {
+  return remat == Remat::kSelective ? layer.stash_bytes - layer.core_stash_bytes
+                                    : layer.stash_bytes;
+}
+
 std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
                                            const std::vector<StageRange>& stages,
                                            const CostModel& cost, std::int64_t micro_batch_size,
-                                           double bytes_per_param) {
+                                           double bytes_per_param, Remat remat) {
   const std::int64_t b = micro_batch_size;
   std::vector<StageCost> out;
   out.reserve(stages.size());
@@ -21,7 +35,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
     c.layers = range;
     for (int l = range.first_layer; l <= range.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
-      const OpTimes t = cost.op_times(layer, b);
+      const OpTimes t = under_remat(remat, cost.op_times(layer, b));
       c.forward += t.forward;
       c.forward_kept = c.forward_kept.value_or(0) + t.forward_kept;
       c.backward += t.backward;
@@ -29,7 +43,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
       c.input += t.input;
       c.recompute += t.recompute;
       c.params += layer.params;
-      c.stash_bytes += layer.stash_bytes * b;
+      c.stash_bytes += stash_under_remat(remat, layer) * b;
     }
     c.optimizer = cost.optimizer_step(c.params);
     c.static_bytes =

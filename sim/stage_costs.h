@@ -25,7 +25,9 @@ struct StageCost {
   // What a micro-batch's backward costs the stage: B and W when the schedule
   // splits it, the fused backward otherwise.
   SimTime backward_time(bool split) const { return split ? input + weight : backward; }
-  SimTime recompute = 0;  // ns; charged only when the schedule rematerializes
+  // ns; charged only when the schedule rematerializes (under selective
+  // recomputation, the part of `backward` that reruns attention's core)
+  SimTime recompute = 0;
   SimTime optimizer = 0;  // ns, the stage's optimizer step
   // ns, the stage's gradient all-reduce across data-parallel replicas, once per
   // step after its last backward; 0 without replicas.
@@ -50,11 +52,20 @@ struct StageCost {
   Bytes stash_bytes = 0;   // every layer's stash for one micro-batch
 };
 
+// A layer's times and its stash per sample as `remat` leaves them. Selective
+// recomputation keeps the stash but its attention core (LayerSpec::
+// core_stash_bytes) and reruns the core's forward before the backward, ahead
+// of B when it is split (`recompute` is then that rerun, for reports); its
+// forwards keep their stash. The other modes
+// change nothing here: their R ops and dropped stashes are the schedule's.
+OpTimes under_remat(Remat remat, OpTimes times);
+Bytes stash_under_remat(Remat remat, const LayerSpec& layer);
+
 // A stage's time is the sum of its layers' times (each layer one op with its own
-// overhead).
+// overhead), under `remat`.
 std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
                                            const std::vector<StageRange>& stages,
                                            const CostModel& cost, std::int64_t micro_batch_size,
-                                           double bytes_per_param);
+                                           double bytes_per_param, Remat remat);
 
 }  // namespace pipescope

@@ -9,9 +9,11 @@
 namespace pipescope {
 namespace {
 
-// h = 4, f = 16, s = 3, a = 2, V = 10, fp32 (e = 4), two blocks; numbers by hand.
+// h = 4, f = 16, s = 3, a = 2, V = 10, fp32 (e = 4), two blocks, unfused
+// attention (its a x s x s probabilities stashed); numbers by hand.
 TransformerParams tiny() {
   TransformerParams p;
+  p.fused_attention = false;
   p.layers = 2;
   p.d_model = 4;
   p.d_ff = 16;
@@ -72,6 +74,32 @@ TEST(Transformer, BlockWithoutDropout) {
   EXPECT_EQ(l.params, 244);
   EXPECT_EQ(l.fwd_flops, 1296.0);
   EXPECT_EQ(make_transformer(p).layers[3].stash_bytes, 228);  // the head has no dropout
+}
+
+// The stash's attention core, which selective recomputation drops: the a*s^2
+// tensors unfused (18 * (4 + 1 + 4) bytes); fused, the fp32 log-sum-exp of
+// each row of each head (4 * a*s = 24 bytes) instead of them. The core's
+// forward is the scores and the product with V, 4 * s^2 * h FLOPs.
+TEST(Transformer, AttentionCoreByHand) {
+  const LayerSpec unfused = make_transformer(tiny()).layers[1];
+  EXPECT_EQ(unfused.core_stash_bytes, 162);
+  EXPECT_EQ(unfused.core_fwd_flops, 144.0);
+  TransformerParams p = tiny();
+  p.fused_attention = true;
+  const LayerSpec fused = make_transformer(p).layers[1];
+  EXPECT_EQ(fused.core_stash_bytes, 24);
+  EXPECT_EQ(fused.stash_bytes, 384 + 24 + 384 + 24);
+  EXPECT_EQ(fused.core_fwd_flops, 144.0);
+  EXPECT_TRUE(make_transformer(p).has_attention_core());
+  // The embedding and the head have no attention core.
+  EXPECT_EQ(make_transformer(p).layers[0].core_stash_bytes, 0);
+  EXPECT_EQ(make_transformer(p).layers[3].core_stash_bytes, 0);
+  int core_kernels = 0;
+  for (const Kernel& k : *unfused.kernels) core_kernels += k.attention_core ? 1 : 0;
+  EXPECT_EQ(core_kernels, 4);  // scores, softmax, dropout, product with V
+  core_kernels = 0;
+  for (const Kernel& k : *fused.kernels) core_kernels += k.attention_core ? 1 : 0;
+  EXPECT_EQ(core_kernels, 1);
 }
 
 TEST(Transformer, HeadByHand) {

@@ -12,9 +12,11 @@
 namespace pipescope {
 namespace {
 
-// s = 16, h = 32, a = 4, f = 128, V = 1001, fp16 (e = 2), dropout, one block.
+// s = 16, h = 32, a = 4, f = 128, V = 1001, fp16 (e = 2), dropout, one block;
+// unfused attention, as Korthikanti et al. measured.
 TransformerParams small() {
   TransformerParams p;
+  p.fused_attention = false;
   p.layers = 1;
   p.d_model = 32;
   p.d_ff = 128;
@@ -41,6 +43,20 @@ TEST(TensorSplit, BlockStashFollowsKorthikanti) {
             sh * 34 / 4 + sh * 5 * 2 / 4);
   EXPECT_EQ(block(make_transformer(small(), "m", {2, false})).stash_bytes,
             sh * (10 + 24 / 2) + sh * 5 * 2 / 2);
+}
+
+// Selective recomputation drops the 5as/(ht) part: their sh(10 + 24/t) and,
+// with sequence parallelism, sh * 34/t (section 4.3).
+TEST(TensorSplit, SelectiveStashFollowsKorthikanti) {
+  const std::int64_t sh = 16 * 32;
+  const auto kept = [](const ModelSpec& m) {
+    return block(m).stash_bytes - block(m).core_stash_bytes;
+  };
+  EXPECT_EQ(kept(make_transformer(small())), sh * 34);
+  EXPECT_EQ(kept(make_transformer(small(), "m", {4, false})), sh * (10 + 24 / 4));
+  EXPECT_EQ(kept(make_transformer(small(), "m", {4, true})), sh * 34 / 4);
+  EXPECT_DOUBLE_EQ(block(make_transformer(small(), "m", {4, false})).core_fwd_flops,
+                   4.0 * 16 * 16 * 32 / 4);
 }
 
 TEST(TensorSplit, BlockParametersAndFlopsByHand) {
@@ -105,7 +121,9 @@ TEST(TensorSplit, CutBytesSplitOnlyWithSequenceParallelism) {
 }
 
 TEST(TensorSplit, KernelsSplitByColumnsRowsAndHeads) {
-  const ModelSpec four = make_transformer(small(), "m", {4, false});
+  TransformerParams fused = small();
+  fused.fused_attention = true;
+  const ModelSpec four = make_transformer(fused, "m", {4, false});
   const auto& k = *block(four).kernels;
   ASSERT_EQ(k.size(), 10u);  // norm, QKV, attention, out, add, norm, up, GeLU, down, add
   EXPECT_EQ(k[0].bytes, 2 * 16 * 32 * 2);  // the whole s x h on every device
@@ -117,7 +135,7 @@ TEST(TensorSplit, KernelsSplitByColumnsRowsAndHeads) {
   EXPECT_EQ(k[6].n, 128 / 4);  // MLP up by columns
   EXPECT_EQ(k[7].bytes, 2 * 16 * (128 / 4) * 2);
   EXPECT_EQ(k[8].k, 128 / 4);  // MLP down by rows
-  const ModelSpec four_sp = make_transformer(small(), "m", {4, true});
+  const ModelSpec four_sp = make_transformer(fused, "m", {4, true});
   const auto& sp = *block(four_sp).kernels;
   EXPECT_EQ(sp[0].bytes, 2 * (16 / 4) * 32 * 2);  // s / t rows with sequence parallelism
   EXPECT_EQ(sp[1].rows, 16);                      // the GEMM sees the gathered sequence

@@ -94,7 +94,7 @@ SimResult predicted(const Scenario& sc, const Plan& plan) {
 
 TEST(Compare, TheSimulatorsOwnTimelineComparesWithoutError) {
   const ModelSpec m = tiny_transformer(2);
-  for (const Remat remat : kAllRemats) {
+  for (const Remat remat : kScheduleRemats) {
     const Plan plan = plan_of(m, 2, 4, remat);
     const Scenario sc = cpu_scenario(plan, m, known_profile(m, 2), "known.json");
     EXPECT_EQ(sc.cluster.devices, 2);

@@ -218,6 +218,8 @@ std::string remat_test_name(Remat r) {
       return "Remat";
     case Remat::kExceptLast:
       return "RematExceptLast";
+    case Remat::kSelective:
+      return "RematSelective";
   }
   return "Unknown";
 }
@@ -226,7 +228,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (int K : {1, 2, 3, 4}) {
     for (int M : {1, 2, 4, 8}) {
-      for (const Remat remat : kAllRemats) {
+      for (const Remat remat : kScheduleRemats) {
         for (ScheduleKind s : kAllSchedules) {
           if (!takes_chunks(s)) out.push_back({K, M, remat, s});
         }
@@ -238,7 +240,7 @@ std::vector<Case> cases() {
   for (int K : {1, 2}) {
     for (int chunks : {2, 3}) {
       for (int M : {K, 2 * K, 4 * K}) {
-        for (const Remat remat : kAllRemats) {
+        for (const Remat remat : kScheduleRemats) {
           out.push_back({K, M, remat, ScheduleKind::kInterleaved1F1B, chunks});
         }
       }
@@ -248,7 +250,7 @@ std::vector<Case> cases() {
   for (int K : {1, 2}) {
     for (int chunks : {2, 3}) {
       for (int M : {1, 4}) {
-        for (const Remat remat : kAllRemats) {
+        for (const Remat remat : kScheduleRemats) {
           out.push_back({K, M, remat, ScheduleKind::kLoopedBfs, chunks});
         }
       }
@@ -258,7 +260,7 @@ std::vector<Case> cases() {
   // 0, stages K - 1 and K on one device.
   for (int K : {1, 2, 3}) {
     for (int M : {1, 4, 8}) {
-      for (const Remat remat : kAllRemats) out.push_back({K, M, remat, ScheduleKind::kZbV, 2});
+      for (const Remat remat : kScheduleRemats) out.push_back({K, M, remat, ScheduleKind::kZbV, 2});
     }
   }
   // Interleaved zero bubble: v chunks per device, in one round and in several;
@@ -275,7 +277,7 @@ std::vector<Case> cases() {
   for (int K : {2, 3}) {
     for (int chunks : {1, 2}) {
       for (int M : {2, 4}) {
-        for (const Remat remat : kAllRemats) {
+        for (const Remat remat : kScheduleRemats) {
           for (bool split : {false, true}) {
             out.push_back({K, M, remat, ScheduleKind::kCustom, chunks, split});
           }

@@ -135,7 +135,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (int K : {1, 2, 3}) {
     for (int M : {1, 2, 4}) {
-      for (const Remat remat : kAllRemats) {
+      for (const Remat remat : kScheduleRemats) {
         for (const ScheduleKind s :
              {ScheduleKind::kGpipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1}) {
           out.push_back({K, M, remat, s});
@@ -143,7 +143,7 @@ std::vector<Case> cases() {
       }
     }
   }
-  for (const Remat remat : kAllRemats) {
+  for (const Remat remat : kScheduleRemats) {
     out.push_back({2, 4, remat, ScheduleKind::kInterleaved1F1B, 2});
     out.push_back({2, 2, remat, ScheduleKind::kLoopedBfs, 2});
     out.push_back({2, 4, remat, ScheduleKind::kZbV, 2});

@@ -46,7 +46,7 @@ TEST(ChunkMemory, PartitionerPricesEachDeviceAtItsSimulatedPeak) {
   double worst = 0.0;  // priced over peak under except-last
   for (const ScheduleKind kind : kAllSchedules) {
     if (!takes_chunks(kind)) continue;
-    for (const Remat remat : kAllRemats) {
+    for (const Remat remat : kScheduleRemats) {
       for (const auto& [K, M] : {std::pair{2, 8}, {4, 8}, {4, 16}, {3, 12}}) {
         if (!schedule_shape_problem(kind, K, M, 2).empty()) continue;
         SCOPED_TRACE(std::string(to_string(kind)) + " K=" + std::to_string(K) +

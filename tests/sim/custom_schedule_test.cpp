@@ -53,7 +53,7 @@ TEST(CustomSchedule, EveryBuiltInScheduleRoundTripsThroughItsExport) {
         Shape{ScheduleKind::kZbV, 2, 8, 2}, Shape{ScheduleKind::kInterleavedZb, 2, 4, 2},
         Shape{ScheduleKind::kInterleavedZb, 4, 2, 2}, Shape{ScheduleKind::kDualPipeV, 2, 4, 2},
         Shape{ScheduleKind::kDualPipeV, 4, 8, 2}}) {
-    for (const Remat remat : kAllRemats) {
+    for (const Remat remat : kScheduleRemats) {
       SCOPED_TRACE(std::string(to_string(s.kind)) + " K=" + std::to_string(s.K) + " remat " +
                    std::string(to_string(remat)));
       const CustomSchedule c = exported(sc, s.kind, s.K, s.M, s.chunks, remat);

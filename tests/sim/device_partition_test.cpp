@@ -42,7 +42,7 @@ Instance random_instance(std::mt19937_64& rng) {
   for (int i = 0; i <= L; ++i) p.cut_bytes.push_back(static_cast<Bytes>(rng() % 200));
   p.stages = in.devices * v;
   p.micro_batches = 1 + static_cast<int>(rng() % 8);
-  p.remat = kAllRemats[rng() % 3];
+  p.remat = kScheduleRemats[rng() % 3];
   p.forwards_first = false;
   p.bytes_per_param = 4.0;
   if (rng() % 2 == 0) {
@@ -276,7 +276,7 @@ TEST(DevicePartition, LanguageModelShapesMatchBruteForce) {
     p.layers.push_back({3 * block, 6 * block, 0, 900, 200});  // head
     p.cut_bytes.assign(p.layers.size() + 1, 50);
     p.micro_batches = 4 + static_cast<int>(rng() % 5);
-    p.remat = kAllRemats[rng() % 3];
+    p.remat = kScheduleRemats[rng() % 3];
     p.forwards_first = false;
     p.bytes_per_param = 4.0;
     p.link_bandwidth = 1e9;

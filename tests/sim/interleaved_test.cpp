@@ -46,7 +46,7 @@ TEST(Interleaved, ValidForEveryShape) {
   for (int K : {1, 2, 3, 4}) {
     for (int v : {1, 2, 3, 4}) {
       for (int groups : {1, 2, 5}) {
-        for (const Remat remat : kAllRemats) {
+        for (const Remat remat : kScheduleRemats) {
           const Schedule s = build_interleaved_1f1b(K, K * groups, v, remat);
           EXPECT_EQ(check_schedule(s), "") << K << " " << v << " " << groups;
           EXPECT_EQ(s.stages, K * v);

@@ -43,7 +43,7 @@ TEST(LoopedBfs, ValidForEveryShape) {
   for (int K : {1, 2, 3, 4}) {
     for (int v : {1, 2, 3}) {
       for (int M : {1, 2, 3, 5, 8}) {
-        for (const Remat remat : kAllRemats) {
+        for (const Remat remat : kScheduleRemats) {
           const Schedule s = build_looped_bfs(K, M, v, remat);
           EXPECT_EQ(check_schedule(s), "") << K << " " << v << " " << M;
           EXPECT_EQ(s.stages, K * v);

@@ -32,7 +32,7 @@ TEST(OneFOneB, WarmUpSteadyStateCoolDown) {
 TEST(OneFOneB, ValidAndAtMostKMinusSInFlight) {
   for (int K : {1, 2, 3, 4, 8}) {
     for (int M : {1, 2, 3, 8, 17}) {
-      for (const Remat remat : kAllRemats) {
+      for (const Remat remat : kScheduleRemats) {
         const Schedule s = build_1f1b(K, M, remat);
         EXPECT_EQ(check_schedule(s), "") << K << " " << M;
         for (int st = 0; st < K; ++st) {

@@ -33,7 +33,7 @@ PartitionProblem random_problem(std::mt19937_64& rng) {
   for (int i = 0; i <= L; ++i) p.cut_bytes.push_back(bytes(rng));
   p.stages = std::uniform_int_distribution<int>(1, L)(rng);
   p.micro_batches = std::uniform_int_distribution<int>(1, 8)(rng);
-  p.remat = kAllRemats[rng() % 3];
+  p.remat = kScheduleRemats[rng() % 3];
   p.bytes_per_param = 4.0 * static_cast<double>(rng() % 5);
   if (rng() % 3 != 0) p.memory_capacity = std::uniform_int_distribution<Bytes>(500, 6000)(rng);
   if (rng() % 2 == 0) {

@@ -282,7 +282,7 @@ TEST(PlanExport, MegatronUnevenMiddleNeedsTheLayout) {
 // layers of a stage; with even stages a group is a stage, the plan's remat.
 TEST(PlanExport, MegatronRecomputeFlagsPerRematMode) {
   const std::vector<std::string> names{"embed", "b", "c", "d", "e", "f", "g", "h", "i", "head"};
-  for (const Remat remat : kAllRemats) {
+  for (const Remat remat : kScheduleRemats) {
     SCOPED_TRACE(std::string(to_string(remat)));
     const std::string text =
         export_plan(plan_with({3, 2, 2, 3}, 4, 1, remat, names), ExportFormat::kMegatron);

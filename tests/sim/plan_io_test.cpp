@@ -145,7 +145,7 @@ TEST(PlanIo, RematModeRoundTripsAndOlderPlansReadTheBool) {
   doc["remat_mode"] = "sometimes";
   EXPECT_EQ(error_of(doc),
             "p.json: remat_mode: unknown remat mode 'sometimes' (expected one of: always, "
-            "except-last, never (or on, off))");
+            "except-last, selective, never (or on, off))");
 }
 
 TEST(PlanIo, WritesTheGoldenFile) {

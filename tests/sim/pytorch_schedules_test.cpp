@@ -109,7 +109,7 @@ TEST_P(PyTorchSchedule, ItsPlanExportsAndReadsBackTheSame) {
   const CustomSchedule back = parse_schedule_csv(csv, "export.csv");
   EXPECT_EQ(back.stage_rank, theirs->stage_rank);
   EXPECT_EQ(back.side.overlapped, theirs->side.overlapped) << csv;
-  for (const Remat remat : kAllRemats) {
+  for (const Remat remat : kScheduleRemats) {
     EXPECT_EQ(build_custom(back, remat).device_ops, build_custom(*theirs, remat).device_ops)
         << to_string(remat) << "\n"
         << csv;

@@ -457,11 +457,11 @@ TEST(ScenarioErrors, WrongTypeBool) {
   const ScenarioError e = error_of(doc);
   EXPECT_STREQ(e.what(),
                "bad.json: training.remat: expected true, false or one of: always, except-last, "
-               "never (or on, off), got number");
+               "selective, never (or on, off), got number");
   doc["training"]["remat"] = "yes";
   EXPECT_STREQ(error_of(doc).what(),
                "bad.json: training.remat: unknown remat mode 'yes' (expected one of: always, "
-               "except-last, never (or on, off))");
+               "except-last, selective, never (or on, off))");
 }
 
 TEST(ScenarioIo, RematModes) {

@@ -105,7 +105,8 @@ TEST(Transfer, SharedLinkDirectionQueuesFifo) {
 // B1, device 1 F0 B0 F1 B1.
 EngineResult run_crossing(const Scenario& sc, Timeline& t) {
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
-  const auto stages = compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0);
+  const auto stages =
+      compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0, Remat::kNever);
   Schedule s = build_gpipe(2, 2, Remat::kNever);
   s.device_ops[0] = {{OpKind::kForward, 0, 0},
                      {OpKind::kForward, 0, 1},
@@ -169,7 +170,8 @@ TEST(Transfer, MultiHopRouteSumsLatencies) {
   Scenario sc = two_stages(1, 200, 100e-9, TopologyKind::kRing);
   sc.cluster.devices = 4;
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
-  const auto stages = compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0);
+  const auto stages =
+      compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0, Remat::kNever);
   Schedule s = build_gpipe(2, 1, Remat::kNever);
   s.stage_device = {0, 2};
   s.device_ops = {s.device_ops[0], {}, s.device_ops[1]};

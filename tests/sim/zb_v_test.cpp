@@ -52,7 +52,7 @@ TEST(ZbV, FewMicroBatchesDropTheMissingOnes) {
 TEST(ZbV, ValidAndRunsForEveryShape) {
   for (int K : {1, 2, 3, 4}) {
     for (int M : {1, 2, 3, 5, 7, 8, 9}) {
-      for (const Remat remat : kAllRemats) {
+      for (const Remat remat : kScheduleRemats) {
         const Schedule s = build_zb_v(K, M, remat);
         EXPECT_EQ(check_schedule(s), "") << K << " " << M;
       }

@@ -93,7 +93,7 @@ TEST(ZeroBubbleChunks, ValidAndRunForEveryShape) {
       for (const ScheduleKind kind : {ScheduleKind::kInterleavedZb, ScheduleKind::kDualPipeV}) {
         for (int v : {1, 2, 3}) {
           if (!schedule_shape_problem(kind, K, M, v).empty()) continue;
-          for (const Remat remat : kAllRemats) {
+          for (const Remat remat : kScheduleRemats) {
             EXPECT_EQ(check_schedule(build_schedule(kind, K, M, remat, v)), "")
                 << to_string(kind) << " K=" << K << " M=" << M << " v=" << v;
           }

@@ -33,7 +33,7 @@ TEST(ZeroBubbleH1, OpOrder) {
 TEST(ZeroBubbleH1, ValidAndAtMostKAwaitingW) {
   for (int K : {1, 2, 3, 4, 8}) {
     for (int M : {1, 2, 3, 8, 17}) {
-      for (const Remat remat : kAllRemats) {
+      for (const Remat remat : kScheduleRemats) {
         const Schedule s = build_zb_h1(K, M, remat);
         EXPECT_EQ(check_schedule(s), "") << K << " " << M;
         for (int st = 0; st < K; ++st) {
