@@ -69,10 +69,17 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << ")";
   }
   if (replicas > 1) {
-    out << " x D=" << replicas << " replicas (ring all-reduce of each stage's gradients"
-        << (r.zero == 1   ? "; ZeRO-1: each keeps 1/D of the optimizer state"
-            : r.zero == 2 ? "; ZeRO-2: each keeps 1/D of the optimizer state and gradients"
-                          : "")
+    out << " x D=" << replicas << " replicas ("
+        << (r.zero == 1 ? "ring all-reduce of each stage's gradients; ZeRO-1: each keeps 1/D "
+                          "of the optimizer state"
+            : r.zero == 2
+                ? "ring reduce-scatter of each stage's gradients after every backward, "
+                  "all-gather of its updated weights after the step; ZeRO-2: each keeps 1/D "
+                  "of the optimizer state and gradients"
+            : r.zero == 3 ? "ring all-gather of each stage's weights before every forward and "
+                            "backward, reduce-scatter of its gradients after; ZeRO-3: each "
+                            "keeps 1/D of the weights, gradients and optimizer state"
+                          : "ring all-reduce of each stage's gradients")
         << ")";
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
@@ -150,7 +157,8 @@ void print_totals(std::ostream& out, const SimResult& r) {
   out << "MFU            " << format_percent(m.mfu) << "\n";
   out << "Communication  " << format_seconds(simtime_to_seconds(m.comm_time)) << " of link time";
   if (m.allreduce_time > 0) {
-    out << ", gradient all-reduce " << format_seconds(simtime_to_seconds(m.allreduce_time));
+    out << (r.zero >= 2 ? ", ZeRO reduce-scatters and all-gathers " : ", gradient all-reduce ")
+        << format_seconds(simtime_to_seconds(m.allreduce_time));
   }
   if (m.tensor_time > 0) {
     out << ", tensor-parallel all-reduces " << format_seconds(simtime_to_seconds(m.tensor_time));

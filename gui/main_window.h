@@ -85,7 +85,7 @@ class MainWindow : public QMainWindow {
   // Sequence parallelism under T > 1 (training.sequence_parallel).
   std::optional<QString> set_sequence_parallel(bool on);
   bool sequence_parallel() const;
-  // The ZeRO stage, 0 to 2 (training.zero): what the D replicas shard.
+  // The ZeRO stage, 0 to 3 (training.zero): what the D replicas shard.
   std::optional<QString> set_zero(int stage);
   int zero() const;
 

@@ -66,6 +66,7 @@ QComboBox* MainWindow::make_zero_control() {
   zero_combo_->addItem(tr("0: nothing sharded"), 0);
   zero_combo_->addItem(tr("1: optimizer state"), 1);
   zero_combo_->addItem(tr("2: optimizer state, gradients"), 2);
+  zero_combo_->addItem(tr("3: optimizer state, gradients, weights"), 3);
   zero_combo_->setToolTip(
       tr("ZeRO stage: what each of the D replicas keeps 1/D of (stage 1 is Megatron-LM's "
          "distributed optimizer); nothing changes with D=1"));

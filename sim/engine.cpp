@@ -16,7 +16,13 @@
 namespace pipescope {
 namespace {
 
-enum EngineEvent : std::uint32_t { kComputeDone = 0, kTransferDone = 1, kAllReduceDone = 2 };
+enum EngineEvent : std::uint32_t {
+  kComputeDone = 0,
+  kTransferDone = 1,
+  kAllReduceDone = 2,
+  kReduceScatterDone = 3,  // a ZeRO-2/3 reduce-scatter of a stage's gradients
+  kGatherDone = 4,         // a ZeRO-3 all-gather of the next op's weights, by device
+};
 
 // A precomputed route with the durations of the boundary's payload. Transfers cut
 // through (docs/models.md, "Interconnects and placement"): the payload streams over every link of
@@ -47,6 +53,8 @@ struct DeviceState {
   std::size_t next = 0;  // index of the next op in the device's list
   bool busy = false;
   bool waits_for_core = false;  // ready, queued for a shared core
+  bool gathering = false;       // ZeRO-3: the next op's weights are being gathered
+  bool gathered = false;        // ZeRO-3: the next op's weights are here
   SimTime op_start = 0;
   PairHold<NoOutput> pair;  // the outputs of an overlapped pair still running
 };
@@ -78,8 +86,16 @@ class Engine {
     read_rules();
     reduced_.assign(static_cast<std::size_t>(K_), 0);
     for (int s = 0; s < K_; ++s) {
-      if (stages_[static_cast<std::size_t>(s)].allreduce == 0)
+      const StageCost& c = stages_[static_cast<std::size_t>(s)];
+      if (c.allreduce == 0 && c.zero_reduce_scatter == 0) {
         reduced_[static_cast<std::size_t>(s)] = 1;
+      }
+      // ZeRO-2/3: the optimizer step waits for a reduce-scatter per backward.
+      scatters_left_.push_back(c.zero_reduce_scatter > 0 ? grads_left_[static_cast<std::size_t>(s)]
+                                                         : 0);
+      if (c.zero_reduce_scatter > 0 && scatters_left_.back() == 0) {
+        reduced_[static_cast<std::size_t>(s)] = 1;
+      }
     }
     replica_link_free_.assign(sched_.device_ops.size(), 0);
     result_.device_busy.assign(devices_.size(), 0);
@@ -102,6 +118,16 @@ class Engine {
       } else if (e.kind == kAllReduceDone) {
         reduced_[e.id] = 1;
         try_start(device_of(static_cast<int>(e.id)));
+      } else if (e.kind == kReduceScatterDone) {
+        if (--scatters_left_[e.id] == 0) {
+          reduced_[e.id] = 1;
+          try_start(device_of(static_cast<int>(e.id)));
+        }
+      } else if (e.kind == kGatherDone) {
+        DeviceState& dev = devices_[e.id];
+        dev.gathering = false;
+        dev.gathered = true;
+        try_start(static_cast<int>(e.id));
       } else {
         transfer_done(e.id);
       }
@@ -202,6 +228,29 @@ class Engine {
     return {0, 0};
   }
 
+  // ZeRO-3: whether the op computes with the stage's weights, which it
+  // gathers first: a forward, a recompute and a backward (B when split; W
+  // needs the activations and output gradients only).
+  bool gathers(const Op& op) const {
+    if (stages_[static_cast<std::size_t>(op.stage)].zero_op_gather == 0) return false;
+    return op.kind == OpKind::kForward || op.kind == OpKind::kRecompute ||
+           op.kind == OpKind::kBackward;
+  }
+
+  // Books `length` of ZeRO or data-parallel traffic of `stage` on device d's
+  // link to the replicas after what it already carries; returns its end.
+  SimTime book_replica_link(int d, int stage, SimTime length) {
+    SimTime& free = replica_link_free_[static_cast<std::size_t>(d)];
+    const SimTime start = std::max(now_, free);
+    free = start + length;
+    result_.allreduce_time += length;
+    if (listener_ != nullptr) {
+      listener_->on_allreduce(d, stage, stages_[static_cast<std::size_t>(stage)].grad_bytes, start,
+                              free);
+    }
+    return free;
+  }
+
   bool ready(const Op& op) const {
     const KindRules& r = rules(op.kind);
     const int from = op.stage + r.waits_offset;
@@ -222,8 +271,17 @@ class Engine {
   void try_start(int d) {
     DeviceState& dev = devices_[static_cast<std::size_t>(d)];
     const auto& ops = sched_.device_ops[static_cast<std::size_t>(d)];
-    if (dev.busy || dev.next >= ops.size()) return;
+    if (dev.busy || dev.gathering || dev.next >= ops.size()) return;
     const Op& op = ops[dev.next];
+    // ZeRO-3: the gather starts once the device reaches the op, without
+    // waiting for the op's input; the op computes once both are here.
+    if (!dev.gathered && gathers(op)) {
+      dev.gathering = true;
+      const SimTime end = book_replica_link(
+          d, op.stage, stages_[static_cast<std::size_t>(op.stage)].zero_op_gather);
+      queue_.push(end, kGatherDone, static_cast<std::uint32_t>(d));
+      return;
+    }
     if (!ready(op)) return;
     if (core_limit_ > 0) {
       if (cores_in_use_ == core_limit_) {
@@ -254,15 +312,28 @@ class Engine {
     const SimTime spent = now_ - dev.op_start;
     result_.device_busy[static_cast<std::size_t>(d)] += spent;
     if (op.kind == OpKind::kRecompute) result_.recompute_time += spent;
-    result_.device_end[static_cast<std::size_t>(d)] = now_;
+    SimTime& device_end = result_.device_end[static_cast<std::size_t>(d)];
+    device_end = std::max(device_end, now_);
     ++result_.compute_ops;
     dev.busy = false;
+    dev.gathered = false;
     ++dev.next;
     if (core_limit_ > 0) release_core();
     dev.pair.finished(op, NoOutput{}, [this](const Op& done, NoOutput) { send_output(done); });
     const KindRules& r = rules(op.kind);
+    const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
+    if (r.feeds_all_reduce && c.zero_reduce_scatter > 0) {
+      // ZeRO-2/3: this backward's gradients are reduce-scattered now, on the
+      // link, while the device computes on.
+      queue_.push(book_replica_link(d, op.stage, c.zero_reduce_scatter), kReduceScatterDone,
+                  static_cast<std::uint32_t>(op.stage));
+    }
     if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
       all_reduce(op.stage);
+    }
+    if (op.kind == OpKind::kOptimizer && c.zero_step_gather > 0) {
+      // ZeRO-2: the updated weights' all-gather; the step ends when it does.
+      device_end = std::max(device_end, book_replica_link(d, op.stage, c.zero_step_gather));
     }
     try_start(d);
   }
@@ -282,13 +353,8 @@ class Engine {
   void all_reduce(int stage) {
     const StageCost& c = stages_[static_cast<std::size_t>(stage)];
     if (c.allreduce == 0) return;
-    const int d = device_of(stage);
-    SimTime& free = replica_link_free_[static_cast<std::size_t>(d)];
-    const SimTime start = std::max(now_, free);
-    free = start + c.allreduce;
-    result_.allreduce_time += c.allreduce;
-    queue_.push(free, kAllReduceDone, static_cast<std::uint32_t>(stage));
-    if (listener_ != nullptr) listener_->on_allreduce(d, stage, c.grad_bytes, start, free);
+    queue_.push(book_replica_link(device_of(stage), stage, c.allreduce), kAllReduceDone,
+                static_cast<std::uint32_t>(stage));
   }
 
   // The freed core goes to the device that has waited longest for one.
@@ -384,6 +450,7 @@ class Engine {
   std::vector<std::uint8_t> grad_ready_;    // output gradient of stage s for m has arrived
   std::vector<int> grads_left_;             // per stage: micro-batches whose gradient is due
   std::vector<std::uint8_t> reduced_;       // per stage: all-reduced, or no replicas
+  std::vector<int> scatters_left_;          // per stage: ZeRO-2/3 reduce-scatters still due
   std::vector<SimTime> replica_link_free_;  // per device: when its link to the replicas is
   std::unordered_map<std::int64_t, std::uint32_t> local_links_;  // Cluster link -> index
   std::vector<Route> fwd_routes_;

@@ -523,15 +523,22 @@ void check_exportable(const Plan& plan, ExportFormat format) {
         ": it runs its own schedule; export it to torch-pipelining, which runs per-rank "
         "action lists");
   }
-  if (plan.zero == 2 && plan.stages > 1 && format == ExportFormat::kDeepSpeed) {
+  if (plan.zero >= 2 && plan.stages > 1 && format == ExportFormat::kDeepSpeed) {
     throw std::invalid_argument(
-        "cannot export this plan to deepspeed: its pipeline engine refuses ZeRO stage 2 "
-        "beside pipeline parallelism; plan with training.zero 1 or 0");
+        "cannot export this plan to deepspeed: its pipeline engine refuses "
+        "ZeRO stage " +
+        str(plan.zero) + " beside pipeline parallelism; plan with training.zero 1 or 0");
   }
   if (plan.zero == 2 && format == ExportFormat::kMegatron) {
     throw std::invalid_argument(
         "cannot export this plan to megatron: its distributed optimizer shards the optimizer "
         "state (ZeRO stage 1), not the gradients; plan with training.zero 1");
+  }
+  if (plan.zero == 3 && format == ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to megatron: Megatron-LM has no ZeRO stage 3; its distributed "
+        "optimizer shards the optimizer state (ZeRO stage 1), not the gradients or the weights; "
+        "plan with training.zero 1");
   }
   if (plan.zero == 2 && format == ExportFormat::kTorchPipelining) {
     throw std::invalid_argument(
@@ -539,6 +546,14 @@ void check_exportable(const Plan& plan, ExportFormat format) {
         "gradients whole until the step's last backward (it turns FSDP's gradient "
         "reduce-scatter off for the other micro-batches), so they are not sharded as ZeRO "
         "stage 2 shards them; plan with training.zero 1");
+  }
+  if (plan.zero == 3 && format == ExportFormat::kTorchPipelining) {
+    throw std::invalid_argument(
+        "cannot export this plan to torch-pipelining: PyTorch pipelining keeps a stage's "
+        "weights gathered and its gradients whole from the first backward to the step's last "
+        "(it turns FSDP's resharding and gradient reduce-scatter after backward off for the "
+        "other micro-batches), so it does not gather and reduce-scatter for every micro-batch "
+        "as ZeRO stage 3 does; plan with training.zero 1");
   }
   if (plan.zero > 0 && format == ExportFormat::kTorchGpipe) {
     throw std::invalid_argument(

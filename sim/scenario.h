@@ -144,7 +144,7 @@ struct TrainingConfig {
   int tensor_parallel = 1;
   bool tensor_parallel_given = false;  // the scenario (or -T) says T; the planner keeps it
   bool sequence_parallel = false;      // Korthikanti et al. 2022; needs T > 1
-  // ZeRO stage (sim/zero.h): what the data-parallel replicas shard; 0, 1, 2.
+  // ZeRO stage (sim/zero.h): what the data-parallel replicas shard; 0 to 3.
   int zero = 0;
   // The replicas the shards spread over: D in a replica's scenario
   // (replica_scenario), 1 in the whole one.

@@ -407,12 +407,11 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   cfg.tensor_parallel = static_cast<int>(tensor_parallel.value_or(1));
   cfg.tensor_parallel_given = tensor_parallel.has_value();
   cfg.sequence_parallel = t.opt_bool("sequence_parallel").value_or(false);
-  cfg.zero = static_cast<int>(t.opt_integer("zero", IntRange{0, 3}).value_or(0));
-  if (cfg.zero > kMaxZeroStage) {
-    t.fail("zero",
-           "ZeRO stage 3 (weights sharded and gathered for every forward and backward) "
-           "is not modelled; expected 0, 1 or 2");
+  if (const nlohmann::json* z = t.find("zero");
+      z != nullptr && z->is_number_integer() && (*z < 0 || *z > kMaxZeroStage)) {
+    t.fail("zero", "expected a ZeRO stage, 0, 1, 2 or 3, got " + z->dump());
   }
+  cfg.zero = static_cast<int>(t.opt_integer("zero", IntRange{0, kMaxZeroStage}).value_or(0));
   if (cfg.sequence_parallel && cfg.tensor_parallel == 1) {
     t.fail("sequence_parallel",
            "sequence parallelism splits activations among tensor-parallel devices: it needs "

@@ -43,7 +43,8 @@ class SimListener {
   // Called when a transfer is booked on its route.
   virtual void on_transfer(const TransferRecord& transfer) = 0;
   // Called when a stage's gradient all-reduce across data-parallel replicas is
-  // booked on its device's replica link, `bytes` of gradients.
+  // booked on its device's replica link, `bytes` of gradients; under ZeRO-2/3
+  // for each reduce-scatter and all-gather of the stage (sim/engine.h).
   virtual void on_allreduce(int /*device*/, int /*stage*/, Bytes /*bytes*/, SimTime /*start*/,
                             SimTime /*end*/) {}
   // Called when an op of a tensor-parallel stage starts: its group's

@@ -252,6 +252,13 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
       2.0 * (D - 1.0) * (count * dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
 }
 
+SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes) {
+  if (dp.replicas <= 1) return 0;
+  const double D = dp.replicas;
+  return seconds_to_simtime((D - 1.0) *
+                            (dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
+}
+
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
                                          Remat remat, ScheduleKind schedule, int chunks,
@@ -432,7 +439,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                                         device_bytes_per_param(scenario), r.remat);
   split_static_bytes(scenario, out.stage_costs);
-  // ZeRO 1 and 2: each replica steps the optimizer on its 1/D of the stage.
+  // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage.
   if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {
     const std::int64_t d = scenario.training.zero_replicas;
     for (StageCost& c : out.stage_costs) c.optimizer = cost.optimizer_step((c.params + d - 1) / d);
@@ -447,10 +454,23 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
 
   out.data_parallel = config.data_parallel.replicas;
   if (config.data_parallel.replicas > 1) {
+    // Gradients and the weights gathered are in the model's dtype. ZeRO 0 and
+    // 1 all-reduce a stage's gradients once a step (stage 1's reduce-scatter
+    // and all-gather of the updated weights move what an all-reduce moves);
+    // 2 and 3 reduce-scatter them after every backward, 2 all-gathers the
+    // updated weights after the optimizer step, 3 the weights before every
+    // forward, recompute and backward (docs/models.md, "ZeRO").
     const Bytes per_param = dtype_bytes(scenario.model.dtype);
+    const int zero = scenario.training.zero;
     for (StageCost& c : out.stage_costs) {
       c.grad_bytes = c.params * per_param;
-      c.allreduce = allreduce_time(config.data_parallel, c.grad_bytes);
+      if (zero <= 1) {
+        c.allreduce = allreduce_time(config.data_parallel, c.grad_bytes);
+        continue;
+      }
+      c.zero_reduce_scatter = reduce_scatter_time(config.data_parallel, c.grad_bytes);
+      const SimTime gather = reduce_scatter_time(config.data_parallel, c.grad_bytes);
+      (zero == 2 ? c.zero_step_gather : c.zero_op_gather) = gather;
     }
   }
   apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);

@@ -59,6 +59,10 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas);
 // all-reduces of `bytes` in all pay the latency `count` times.
 SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 
+// Ring reduce-scatter (or all-gather) time of `bytes` over `dp`: half an
+// all-reduce, (D - 1) (latency + B / (D bandwidth)); 0 for one replica.
+SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes);
+
 // What to simulate; unset fields come from the scenario (K defaults to the
 // cluster's device count).
 struct SimConfig {

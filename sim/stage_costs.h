@@ -33,6 +33,16 @@ struct StageCost {
   // step after its last backward; 0 without replicas.
   SimTime allreduce = 0;
   Bytes grad_bytes = 0;  // what the all-reduce sums: the stage's gradients
+  // ZeRO stages 2 and 3 over the replicas (sim/zero.h), in place of
+  // `allreduce`: ns, the reduce-scatter of the stage's gradients after each
+  // backward (W when split); stage 2's all-gather of the updated weights after
+  // the optimizer step; stage 3's all-gather of the stage's weights before
+  // each forward, recompute and backward (B when split). Each moves
+  // grad_bytes (the weights are as many, in the same dtype) and runs on the
+  // device's link to the replicas. 0 otherwise.
+  SimTime zero_reduce_scatter = 0;
+  SimTime zero_step_gather = 0;
+  SimTime zero_op_gather = 0;
   // ns, the tensor-parallel group's all-reduces in a forward (and a
   // recompute) and in a backward's B (the whole backward when not split),
   // which the op runs after its compute; the bytes they sum. 0 without tensor

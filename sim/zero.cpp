@@ -25,8 +25,11 @@ double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int 
       return bytes_per_param;
     case 1:
       return b.weights + b.gradients + b.optimizer / d;
-    default:
+    case 2:
       return b.weights + (b.gradients + b.optimizer) / d;
+    default:
+      if (replicas == 1) return bytes_per_param;
+      return b.weights + (b.weights + b.gradients + b.optimizer) / d;
   }
 }
 
@@ -34,11 +37,13 @@ void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages) {
   const ParamBytes b = param_bytes(sc.training.bytes_per_param, sc.model.dtype);
   const double d = sc.training.zero_replicas;
   const double gradients = sc.training.zero >= 2 ? b.gradients / d : b.gradients;
+  // Stage 3: the shard of the weights and the whole copy gathered beside it.
+  const double weights = sc.training.zero >= 3 && d > 1 ? b.weights + b.weights / d : b.weights;
   for (StageCost& c : stages) {
     const auto bytes = [&](double per_param) {
       return static_cast<Bytes>(std::llround(static_cast<double>(c.params) * per_param));
     };
-    c.weight_bytes = std::min(bytes(b.weights), c.static_bytes);
+    c.weight_bytes = std::min(bytes(weights), c.static_bytes);
     c.gradient_bytes = std::min(bytes(gradients), c.static_bytes - c.weight_bytes);
     c.optimizer_bytes = c.static_bytes - c.weight_bytes - c.gradient_bytes;
   }

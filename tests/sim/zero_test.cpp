@@ -1,6 +1,6 @@
-// ZeRO stages 1 and 2 over D replicas: the bytes a device keeps per
-// parameter, its stage memory and optimizer step against hand computations,
-// the scenario field, plans and exports.
+// ZeRO stages 0 to 3 over D replicas: the bytes a device keeps per
+// parameter, its stage memory, optimizer step and the step's collectives
+// against hand computations, the scenario field, plans and exports.
 
 #include <gtest/gtest.h>
 
@@ -42,6 +42,10 @@ TEST(Zero, BytesPerParameterOfEachStage) {
   EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 1, 4), 2.0 + 2.0 + 3.0);
   EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 2, 4), 2.0 + 14.0 / 4);
   EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 2, 1), 16.0);
+  // Stage 3: (2 + 2 + 12) / D and the gathered copy of the 2-byte weights.
+  EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 4), 2.0 + 16.0 / 4);
+  EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 8), 4.0);
+  EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 1), 16.0);
 }
 
 // 4 layers of 100 fp32 parameters (16 bytes each with Adam), K = 1, two
@@ -93,21 +97,154 @@ TEST(Zero, DeviceMemorySplitsIntoStateAndActivations) {
   EXPECT_EQ(memory_split(plain, 0).activations, m.activations);
 }
 
+// memory_scenario's two stages of 2000 fp32 parameters at 12 bytes (weights
+// 4, gradients 4, optimizer 4) over D = 2 replicas.
+SimResult memory_run(int zero) {
+  Scenario sc = testing::memory_scenario(2, false);
+  sc.cluster.devices = 4;
+  sc.training.global_batch = 8;  // 4 a replica: micro-batches of 2
+  sc.training.zero = zero;
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.partition = PartitionMethod::kUniform;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 2, 2);
+  return simulate(replica_scenario(sc, 2, 2), cfg);
+}
+
+TEST(Zero, StageMemoryOfEachStage) {
+  // Per parameter: 0: 4 + 4 + 4; 1: 4 + 4 + 4/2; 2: 4 + (4 + 4)/2;
+  // 3: the shard (4 + 4 + 4)/2 and the gathered copy of the weights, 4.
+  const Bytes expected[] = {2000 * 12, 2000 * 10, 2000 * 8, 2000 * 10};
+  const Bytes weights[] = {2000 * 4, 2000 * 4, 2000 * 4, 2000 * (4 + 2)};
+  const Bytes gradients[] = {2000 * 4, 2000 * 4, 2000 * 2, 2000 * 2};
+  const Bytes optimizer[] = {2000 * 4, 2000 * 2, 2000 * 2, 2000 * 2};
+  const SimResult plain = memory_run(0);
+  for (int zero = 0; zero <= 3; ++zero) {
+    SCOPED_TRACE(zero);
+    const SimResult r = memory_run(zero);
+    for (const StageCost& c : r.stage_costs) {
+      EXPECT_EQ(c.params, 2000);
+      EXPECT_EQ(c.static_bytes, expected[zero]);
+      EXPECT_EQ(c.weight_bytes, weights[zero]);
+      EXPECT_EQ(c.gradient_bytes, gradients[zero]);
+      EXPECT_EQ(c.optimizer_bytes, optimizer[zero]);
+    }
+    // The activations are the same under every stage; the peak moves with
+    // the static bytes alone.
+    for (int d = 0; d < 2; ++d) {
+      EXPECT_EQ(r.metrics.devices[static_cast<std::size_t>(d)].peak_memory -
+                    plain.metrics.devices[static_cast<std::size_t>(d)].peak_memory,
+                expected[zero] - expected[0]);
+    }
+  }
+}
+
+// K = 2, M = 2, D = 2 under 1F1B: 4 layers of 4000 fp32 parameters and 1000
+// FLOPs a sample, 4 samples a replica, so micro-batches of 2: a stage's
+// forward 4000 ns, its backward 8000 ns; no bytes between stages and no
+// optimizer time (bytes_per_param 0). A stage's gradients, and its weights,
+// are 8000 x 4 = 32000 bytes; the replica link moves 1 byte/ns without
+// latency, so an all-reduce takes 2 (D - 1) 32000 / (D 1 B/ns) = 32000 ns and
+// a reduce-scatter or all-gather half that, 16000 ns.
+SimResult collective_run(int zero) {
+  Scenario sc = testing::uniform_scenario(4, 4, 1000.0, 8, 2, false);
+  for (LayerSpec& l : sc.model.layers) l.params = 4000;
+  sc.training.schedule = ScheduleKind::k1F1B;
+  sc.training.zero = zero;
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.partition = PartitionMethod::kUniform;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 2, 2);
+  return simulate(replica_scenario(sc, 2, 2), cfg);
+}
+
+TEST(Zero, CollectiveTimesAreRingHalves) {
+  const DataParallel dp =
+      data_parallel_ring(testing::uniform_scenario(4, 4, 1.0, 4, 1, false).cluster, 2, 2);
+  EXPECT_EQ(allreduce_time(dp, 32000), 32000);
+  EXPECT_EQ(reduce_scatter_time(dp, 32000), 16000);
+  const SimResult two = collective_run(2);
+  EXPECT_EQ(two.stage_costs[0].allreduce, 0);
+  EXPECT_EQ(two.stage_costs[0].zero_reduce_scatter, 16000);
+  EXPECT_EQ(two.stage_costs[0].zero_step_gather, 16000);
+  EXPECT_EQ(two.stage_costs[0].zero_op_gather, 0);
+  const SimResult three = collective_run(3);
+  EXPECT_EQ(three.stage_costs[1].zero_reduce_scatter, 16000);
+  EXPECT_EQ(three.stage_costs[1].zero_step_gather, 0);
+  EXPECT_EQ(three.stage_costs[1].zero_op_gather, 16000);
+}
+
+TEST(Zero, StageOneAllReducesOnceAStep) {
+  // Device 0: F0 0-4000, F1 4000-8000, B0 16000-24000 (device 1's B0 runs
+  // 8000-16000), B1 28000-36000 (device 1's B1 20000-28000); its all-reduce
+  // 36000-68000, device 1's 28000-60000. The same as without ZeRO.
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE(zero);
+    const SimResult r = collective_run(zero);
+    EXPECT_EQ(r.metrics.step_time, 68000);
+    EXPECT_EQ(r.metrics.allreduce_time, 2 * 32000);
+  }
+}
+
+TEST(Zero, StageTwoReduceScattersEveryBackward) {
+  // The same compute; device 1's reduce-scatters run 16000-32000 and
+  // 32000-48000, then its all-gather 48000-64000; device 0's B0 ends at
+  // 24000 and B1 at 36000, but the link carries B0's reduce-scatter until
+  // 40000: B1's runs 40000-56000, the optimizer step (no time) at 56000, the
+  // all-gather 56000-72000. Four reduce-scatters and two all-gathers.
+  const SimResult r = collective_run(2);
+  EXPECT_EQ(r.metrics.step_time, 72000);
+  EXPECT_EQ(r.metrics.allreduce_time, 6 * 16000);
+  EXPECT_EQ(r.metrics.devices[0].busy, 2 * 4000 + 2 * 8000);  // the link's time is not compute
+}
+
+TEST(Zero, StageThreeGathersBeforeEveryForwardAndBackward) {
+  // G = R = 16000 on each device's link, booked when the device reaches the
+  // op (before its input has arrived); the op computes once both are there.
+  //   device 0: G 0-16000, F0 16000-20000, G 20000-36000, F1 36000-40000,
+  //             G 40000-56000, B0 56000-64000, R 64000-80000,
+  //             G 80000-96000, B1 108000-116000, R 116000-132000, O 132000;
+  //   device 1: G 0-16000, F0 20000-24000, G 24000-40000, B0 40000-48000,
+  //             R 48000-64000, G 64000-80000, F1 80000-84000,
+  //             G 84000-100000, B1 100000-108000, R 108000-124000, O 124000.
+  const SimResult r = collective_run(3);
+  EXPECT_EQ(r.metrics.step_time, 132000);
+  EXPECT_EQ(r.metrics.allreduce_time, (8 + 4) * 16000);
+  EXPECT_EQ(r.metrics.devices[0].busy, 2 * 4000 + 2 * 8000);
+}
+
+TEST(Zero, StageThreeGathersForRecomputesToo) {
+  // Under remat always each device runs 2 forwards, 2 recomputes and 2
+  // backwards, each after a gather: 12 gathers and 4 reduce-scatters.
+  Scenario sc = testing::uniform_scenario(4, 4, 1000.0, 8, 2, true);
+  for (LayerSpec& l : sc.model.layers) l.params = 4000;
+  sc.training.remat = Remat::kAlways;
+  sc.training.zero = 3;
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.partition = PartitionMethod::kUniform;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 2, 2);
+  const SimResult r = simulate(replica_scenario(sc, 2, 2), cfg);
+  EXPECT_EQ(r.metrics.allreduce_time, (12 + 4) * 16000);
+}
+
 TEST(Zero, ScenarioFieldAndItsErrors) {
   json doc = testing::docs::good_doc();
   doc["training"]["zero"] = 1;
   EXPECT_EQ(parse_scenario(doc, "z.json").training.zero, 1);
   doc["training"]["zero"] = 3;
-  try {
-    parse_scenario(doc, "z.json");
-    ADD_FAILURE() << "accepted";
-  } catch (const ScenarioError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              "z.json: training.zero: ZeRO stage 3 (weights sharded and gathered for every "
-              "forward and backward) is not modelled; expected 0, 1 or 2");
+  EXPECT_EQ(parse_scenario(doc, "z.json").training.zero, 3);
+  for (int bad : {4, -1}) {
+    doc["training"]["zero"] = bad;
+    try {
+      parse_scenario(doc, "z.json");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const ScenarioError& e) {
+      EXPECT_EQ(
+          std::string(e.what()),
+          "z.json: training.zero: expected a ZeRO stage, 0, 1, 2 or 3, got " + std::to_string(bad));
+    }
   }
-  doc["training"]["zero"] = 4;
-  EXPECT_THROW(parse_scenario(doc, "z.json"), ScenarioError);
 }
 
 TEST(Zero, PlansCarryTheStageAndExportIt) {
@@ -132,6 +269,30 @@ TEST(Zero, PlansCarryTheStageAndExportIt) {
   two.zero = 2;
   EXPECT_THROW(export_plan(two, ExportFormat::kDeepSpeed), std::invalid_argument);
   EXPECT_THROW(export_plan(two, ExportFormat::kMegatron), std::invalid_argument);
+  Plan three = plan;
+  three.zero = 3;
+  for (const ExportFormat f : {ExportFormat::kDeepSpeed, ExportFormat::kMegatron,
+                               ExportFormat::kTorchPipelining, ExportFormat::kTorchGpipe}) {
+    SCOPED_TRACE(std::string(to_string(f)));
+    EXPECT_THROW(export_plan(three, f), std::invalid_argument);
+  }
+  const auto message = [](const Plan& p, ExportFormat f) {
+    try {
+      export_plan(p, f);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(exported)");
+  };
+  EXPECT_EQ(message(three, ExportFormat::kDeepSpeed),
+            "cannot export this plan to deepspeed: its pipeline engine refuses ZeRO stage 3 "
+            "beside pipeline parallelism; plan with training.zero 1 or 0");
+  EXPECT_EQ(message(three, ExportFormat::kMegatron),
+            "cannot export this plan to megatron: Megatron-LM has no ZeRO stage 3; its "
+            "distributed optimizer shards the optimizer state (ZeRO stage 1), not the gradients "
+            "or the weights; plan with training.zero 1");
+  EXPECT_NE(message(three, ExportFormat::kTorchPipelining).find("as ZeRO stage 3 does"),
+            std::string::npos);
 }
 
 }  // namespace
