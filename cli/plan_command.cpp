@@ -1,7 +1,10 @@
 #include "cli/plan_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +14,7 @@
 #include "sim/plan.h"
 #include "sim/plan_io.h"
 #include "sim/planner.h"
+#include "sim/simulator.h"
 
 namespace pipescope::cli {
 
@@ -67,6 +71,16 @@ nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
   for (const StageCost& s : c.result.stage_costs) {
     stages.push_back({{"first_layer", s.layers.first_layer}, {"last_layer", s.layers.last_layer}});
   }
+  // One replica's devices, as `simulate --json` gives them.
+  nlohmann::json devices = nlohmann::json::array();
+  const std::vector<MemorySplit> splits = memory_splits(c.result);
+  for (std::size_t d = 0; d < splits.size(); ++d) {
+    devices.push_back({{"peak_memory_bytes", c.result.metrics.devices[d].peak_memory},
+                       {"weights_bytes", splits[d].weights},
+                       {"gradients_bytes", splits[d].gradients},
+                       {"optimizer_bytes", splits[d].optimizer},
+                       {"activations_bytes", splits[d].activations}});
+  }
   return {{"rank", rank},
           {"T", c.tensor_parallel},
           {"K", c.stages},
@@ -82,6 +96,7 @@ nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
           {"bubble_fraction", c.result.metrics.bubble_fraction},
           {"mfu", c.result.metrics.mfu},
           {"peak_memory_bytes", fullest(c.result)},
+          {"devices", devices},
           {"stages", stages}};
 }
 
@@ -99,6 +114,24 @@ std::string layer_counts(const SimResult& r) {
     i = j;
   }
   return out;
+}
+
+// The best plan's fullest device (nearest its capacity) and what its peak holds,
+// as the simulate summary's "Memory" line gives them.
+std::string memory_line(const PlanCandidate& best) {
+  const std::vector<DeviceMetrics>& devices = best.result.metrics.devices;
+  const auto worst =
+      std::max_element(devices.begin(), devices.end(), [](const auto& a, const auto& b) {
+        return a.peak_memory - a.memory_capacity < b.peak_memory - b.memory_capacity;
+      });
+  if (worst == devices.end()) return "";
+  const auto dev = static_cast<std::size_t>(worst - devices.begin());
+  const MemorySplit split = memory_splits(best.result).at(dev);
+  const auto bytes = [](Bytes b) { return format_bytes(static_cast<double>(b)); };
+  return "Memory of plan 1: largest peak " + bytes(worst->peak_memory) + " of " +
+         bytes(worst->memory_capacity) + " (device " + std::to_string(dev) + ": weights " +
+         bytes(split.weights) + ", gradients " + bytes(split.gradients) + ", optimizer " +
+         bytes(split.optimizer) + ", activations " + bytes(split.activations) + ")";
 }
 
 void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions& o) {
@@ -145,6 +178,7 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
                   format_bytes(static_cast<double>(fullest(c.result))).c_str(), cuts.c_str());
     }
     std::fflush(stdout);
+    std::cout << "\n" << memory_line(report.ranked.front()) << "\n";
   }
   if (!report.rejected.empty()) {
     std::cout << "\nRejected (" << report.rejected.size() << "):\n";

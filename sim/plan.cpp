@@ -135,6 +135,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.partition_method = std::move(partition_method);
 
   const Metrics& m = result.metrics;
+  const std::vector<MemorySplit> splits = memory_splits(result);
   for (std::size_t s = 0; s < result.stage_costs.size(); ++s) {
     const StageCost& c = result.stage_costs[s];
     PlanStage st;
@@ -145,7 +146,16 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
     st.bwd_s = simtime_to_seconds(c.backward_time(result.split_backward()));
     st.recompute_s = result.remat != Remat::kNever ? simtime_to_seconds(c.recompute) : 0.0;
     const auto d = static_cast<std::size_t>(st.device);
-    st.peak_memory = d < m.devices.size() ? m.devices[d].peak_memory : 0;
+    if (d < m.devices.size()) {
+      st.peak_memory = m.devices[d].peak_memory;
+      const MemorySplit& split = splits[d];
+      // A device's peak holds at least its stages' state, so the activations,
+      // the rest of it, make the four add up (plan files are read back so).
+      PS_CHECK(
+          split.weights + split.gradients + split.optimizer + split.activations == st.peak_memory,
+          "a device's memory split adds up to its peak");
+      st.memory_split = split;
+    }
     p.stage_plans.push_back(st);
   }
 

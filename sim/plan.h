@@ -16,11 +16,9 @@
 #include "sim/custom_schedule.h"
 #include "sim/partition.h"
 #include "sim/scenario.h"
+#include "sim/simulator.h"
 
 namespace pipescope {
-
-struct SimConfig;  // sim/simulator.h
-struct SimResult;
 
 struct PlanStage {
   StageRange layers;
@@ -28,10 +26,17 @@ struct PlanStage {
   double fwd_s = 0.0;  // per micro-batch
   double bwd_s = 0.0;
   double recompute_s = 0.0;  // one micro-batch's recompute; 0 without remat
-  Bytes peak_memory = 0;
+  Bytes peak_memory = 0;     // its device's peak
+  // What that peak holds (memory_splits): weights, gradients, optimizer state and
+  // activations, adding up to peak_memory. Empty in plans written before the
+  // split, where it is unknown, not zero.
+  std::optional<MemorySplit> memory_split;
 };
 
 struct Plan {
+  // Fields added since version 1 (T, zero, chunks, remat_mode, each device's
+  // memory split) are optional when read, so older plans still load; a change
+  // that old readers would misread, not merely refuse, needs a new version.
   static constexpr int kVersion = 1;
 
   std::string scenario_name;
@@ -78,9 +83,10 @@ struct Plan {
 };
 
 // A plan from a simulated step of one pipeline replica: stage s on its device (stage_device_of),
-// every field from `result` (stage times per micro-batch, peak memory per device) and the scenario
-// (names, layer list, memory capacity). devices = K x data_parallel, global_batch = data_parallel x
-// M x micro-batch size, and the throughput is data_parallel times the replica's.
+// every field from `result` (stage times per micro-batch, peak memory per device and its split,
+// memory_splits) and the scenario (names, layer list, memory capacity). devices = K x
+// data_parallel, global_batch = data_parallel x M x micro-batch size, and the throughput is
+// data_parallel times the replica's.
 Plan make_plan(const Scenario& scenario, const SimResult& result, int data_parallel,
                std::string partition_method);
 

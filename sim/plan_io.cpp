@@ -12,6 +12,7 @@
 #include "sim/zero.h"
 
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -105,6 +106,39 @@ void read_cluster(ObjectReader c, Plan& p) {
   c.finish();
 }
 
+constexpr const char* kSplitKeys[] = {"weights_bytes", "gradients_bytes", "optimizer_bytes",
+                                      "activations_bytes"};
+constexpr const char* kSplitNames =
+    "weights_bytes, gradients_bytes, optimizer_bytes, activations_bytes";
+
+// The device's peak split into its parts: all four keys or none (a plan written
+// before the split, where it is unknown), adding up to the peak.
+std::optional<MemorySplit> read_memory_split(ObjectReader& s, Bytes peak) {
+  bool any = false;
+  for (const char* key : kSplitKeys) any = s.find(key) != nullptr || any;
+  if (!any) return std::nullopt;
+  MemorySplit m;
+  m.weights = s.integer(kSplitKeys[0], kNonNegativeInt);
+  m.gradients = s.integer(kSplitKeys[1], kNonNegativeInt);
+  m.optimizer = s.integer(kSplitKeys[2], kNonNegativeInt);
+  m.activations = s.integer(kSplitKeys[3], kNonNegativeInt);
+  // Subtracted from the peak rather than summed: four values near 2^63 would
+  // overflow a sum.
+  Bytes rest = peak;
+  bool adds_up = true;
+  for (const Bytes part : {m.weights, m.gradients, m.optimizer, m.activations}) {
+    if (part > rest) adds_up = false;
+    if (adds_up) rest -= part;
+  }
+  if (!adds_up || rest != 0) {
+    s.fail_here("the memory split does not add up to peak_memory_bytes " + str(peak) +
+                ": weights_bytes " + str(m.weights) + " + gradients_bytes " + str(m.gradients) +
+                " + optimizer_bytes " + str(m.optimizer) + " + activations_bytes " +
+                str(m.activations));
+  }
+  return m;
+}
+
 PlanStage read_stage(ObjectReader s) {
   PlanStage st;
   st.layers.first_layer = static_cast<int>(s.integer("first_layer", {0, kLayerCount.max}));
@@ -114,6 +148,7 @@ PlanStage read_stage(ObjectReader s) {
   st.bwd_s = s.number("bwd_s", NumberRange::kNonNegative);
   st.recompute_s = s.number("recompute_s", NumberRange::kNonNegative);
   st.peak_memory = s.integer("peak_memory_bytes", kNonNegativeInt);
+  st.memory_split = read_memory_split(s, st.peak_memory);
   s.finish();
   return st;
 }
@@ -248,13 +283,20 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   using ojson = nlohmann::ordered_json;
   ojson stages = ojson::array();
   for (const PlanStage& s : plan.stage_plans) {
-    stages.push_back({{"first_layer", s.layers.first_layer},
-                      {"last_layer", s.layers.last_layer},
-                      {"device", s.device},
-                      {"fwd_s", s.fwd_s},
-                      {"bwd_s", s.bwd_s},
-                      {"recompute_s", s.recompute_s},
-                      {"peak_memory_bytes", s.peak_memory}});
+    ojson stage = {{"first_layer", s.layers.first_layer},
+                   {"last_layer", s.layers.last_layer},
+                   {"device", s.device},
+                   {"fwd_s", s.fwd_s},
+                   {"bwd_s", s.bwd_s},
+                   {"recompute_s", s.recompute_s},
+                   {"peak_memory_bytes", s.peak_memory}};
+    if (s.memory_split) {
+      stage["weights_bytes"] = s.memory_split->weights;
+      stage["gradients_bytes"] = s.memory_split->gradients;
+      stage["optimizer_bytes"] = s.memory_split->optimizer;
+      stage["activations_bytes"] = s.memory_split->activations;
+    }
+    stages.push_back(std::move(stage));
   }
   ojson doc;
   doc["format"] = kFormat;
@@ -351,6 +393,13 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   const json& stages = top.array("stages");
   for (std::size_t i = 0; i < stages.size(); ++i) {
     p.stage_plans.push_back(read_stage(ObjectReader(stages[i], stages_at.index(i))));
+    // The split is known for every device or, in older plans, for none.
+    const bool known = p.stage_plans[i].memory_split.has_value();
+    if (i > 0 && known != p.stage_plans[0].memory_split.has_value()) {
+      stages_at.index(i).fail(std::string(known ? "has" : "lacks") + " the memory split (" +
+                              kSplitNames + ") that stages[0] " + (known ? "lacks" : "has") +
+                              ": a plan gives it for every stage or for none");
+    }
   }
   read_predicted(top.object("predicted"), p);
   top.finish();

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -56,6 +58,71 @@ TEST(PlanCli, WrittenPlanReproducesItsPrediction) {
   for (std::size_t s = 0; s < 4; ++s) {
     EXPECT_EQ(sim["stages"][s]["first_layer"], best["stages"][s]["first_layer"]);
   }
+  fs::remove(plan);
+}
+
+// Each ranked plan gives its devices' peaks split into weights, gradients,
+// optimizer state and activations; the best one's are those of its simulation
+// (`simulate --plan --json`, which gives memory_splits) and of its plan file.
+TEST(PlanCli, JsonGivesEachDevicesMemorySplit) {
+  const fs::path plan = temp("plan_split.json");
+  const CliResult r = run("plan " + kDemo + " -K 4 --top 3 --json -o " + plan.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json plans = nlohmann::json::parse(r.out)["plans"];
+  ASSERT_EQ(plans.size(), 3u);
+  const char* parts[] = {"weights_bytes", "gradients_bytes", "optimizer_bytes",
+                         "activations_bytes"};
+  for (const nlohmann::json& p : plans) {
+    ASSERT_EQ(p["devices"].size(), 4u) << p.dump();  // K devices of one replica
+    std::int64_t fullest = 0;
+    for (const nlohmann::json& d : p["devices"]) {
+      std::int64_t sum = 0;
+      for (const char* part : parts) sum += d[part].get<std::int64_t>();
+      EXPECT_EQ(sum, d["peak_memory_bytes"].get<std::int64_t>()) << d.dump();
+      EXPECT_GT(d["weights_bytes"].get<std::int64_t>(), 0) << d.dump();
+      EXPECT_GT(d["activations_bytes"].get<std::int64_t>(), 0) << d.dump();
+      fullest = std::max(fullest, d["peak_memory_bytes"].get<std::int64_t>());
+    }
+    EXPECT_EQ(fullest, p["peak_memory_bytes"].get<std::int64_t>());
+  }
+  const CliResult sim = run("simulate " + kDemo + " --plan " + plan.string() + " --json");
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  const nlohmann::json simulated = nlohmann::json::parse(sim.out)["devices"];
+  const nlohmann::json file = nlohmann::json::parse(slurp(plan))["stages"];
+  ASSERT_EQ(simulated.size(), 4u);
+  for (std::size_t d = 0; d < 4; ++d) {
+    SCOPED_TRACE("device " + std::to_string(d));
+    const nlohmann::json& best = plans[0]["devices"][d];
+    EXPECT_EQ(best["peak_memory_bytes"], simulated[d]["peak_memory_bytes"]);
+    for (const char* part : parts) EXPECT_EQ(best[part], simulated[d][part]) << part;
+  }
+  // K x chunks stages in the file, each with its device's peak and split.
+  ASSERT_EQ(file.size(), 4 * plans[0]["chunks"].get<std::size_t>());
+  for (std::size_t s = 0; s < file.size(); ++s) {
+    SCOPED_TRACE("stage " + std::to_string(s));
+    const nlohmann::json& best = plans[0]["devices"][file[s]["device"].get<std::size_t>()];
+    EXPECT_EQ(best["peak_memory_bytes"], file[s]["peak_memory_bytes"]);
+    for (const char* part : parts) EXPECT_EQ(best[part], file[s][part]) << part;
+  }
+  fs::remove(plan);
+}
+
+// The table is followed by the best plan's memory line, as `simulate` words it
+// for that plan.
+TEST(PlanCli, TextGivesTheBestPlansMemorySplit) {
+  const fs::path plan = temp("plan_split_text.json");
+  const CliResult r = run("plan " + kDemo + " -K 2 --top 3 -o " + plan.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const CliResult sim = run("simulate " + kDemo + " --plan " + plan.string());
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  // "Memory         fits: largest peak X of Y (device d: weights ..., activations ...)"
+  const std::size_t at = sim.out.find("fits: largest peak ");
+  ASSERT_NE(at, std::string::npos) << sim.out;
+  const std::size_t from = at + std::string("fits: ").size();
+  const std::string memory = sim.out.substr(from, sim.out.find('\n', from) - from);
+  EXPECT_NE(memory.find(", gradients "), std::string::npos) << memory;
+  EXPECT_NE(r.out.find("\nMemory of plan 1: " + memory + "\n"), std::string::npos)
+      << r.out << "\nwanted: " << memory;
   fs::remove(plan);
 }
 
@@ -270,7 +337,10 @@ TEST(RunCli, CustomScheduleFromACsvRunsEndToEnd) {
   const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
   const fs::path csv = temp("custom.csv");
   const fs::path plan = temp("custom_plan.json");
-  const fs::path back = temp("custom_back.csv");
+  // The export writes its device mesh beside the CSV: FILE.csv and FILE.mesh.py.
+  const std::string stem = "custom_back_" + std::to_string(::getpid());
+  const fs::path back = fs::temp_directory_path() / (stem + ".csv");
+  const fs::path mesh = fs::temp_directory_path() / (stem + ".mesh.py");
   {
     std::ofstream out(csv);
     out << "0F0,0F1,0F2,0F3,,,0B0,0B1,0B2,0B3\n,1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\n";
@@ -288,10 +358,11 @@ TEST(RunCli, CustomScheduleFromACsvRunsEndToEnd) {
   ASSERT_EQ(run("export " + plan.string() + " --to torch-pipelining -o " + back.string()).status,
             0);
   EXPECT_EQ(slurp(back), "0F0,0F1,0F2,0F3,,,0B0,0B1,0B2,0B3\n,1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\n");
+  EXPECT_NE(slurp(mesh).find("MESH_SHAPE = ("), std::string::npos) << mesh;
   const CliResult r = run("run " + plan.string() + " --steps 2 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["losses"].size(), 2u);
-  for (const fs::path& f : {csv, plan, back}) fs::remove(f);
+  for (const fs::path& f : {csv, plan, back, mesh}) fs::remove(f);
 }
 
 TEST(SimulateCli, BadScheduleFileNamesTheCell) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -48,9 +49,18 @@ Plan sample_plan() {
   p.schedule = ScheduleKind::kGpipe;
   p.remat = Remat::kAlways;
   p.partition_method = "optimal";
-  p.stage_plans = {{{0, 2}, 0, 0.003, 0.006, 0.003, 1'000'000},
-                   {{3, 4}, 1, 0.0025, 0.005, 0.0025, 900'000},
-                   {{5, 6}, 2, 0.0035, 0.007, 0.0035, 1'100'000}};
+  // Each device's peak split into weights, gradients, optimizer state and
+  // activations, adding up to it.
+  p.stage_plans = {
+      {{0, 2}, 0, 0.003, 0.006, 0.003, 1'000'000, MemorySplit{200'000, 200'000, 400'000, 200'000}},
+      {{3, 4}, 1, 0.0025, 0.005, 0.0025, 900'000, MemorySplit{100'000, 100'000, 200'000, 500'000}},
+      {{5, 6},
+       2,
+       0.0035,
+       0.007,
+       0.0035,
+       1'100'000,
+       MemorySplit{150'000, 150'000, 300'000, 500'000}}};
   p.step_time_s = 0.1015;
   p.throughput_samples_per_s = 78.817733990147786;
   p.bubble_fraction = 1.0 / 3.0;
@@ -62,6 +72,15 @@ fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() /
          (std::string("pipescope_plan_io_") +
           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name);
+}
+
+void expect_same_split(const std::optional<MemorySplit>& a, const std::optional<MemorySplit>& b) {
+  ASSERT_EQ(a.has_value(), b.has_value());
+  if (!a) return;
+  EXPECT_EQ(a->weights, b->weights);
+  EXPECT_EQ(a->gradients, b->gradients);
+  EXPECT_EQ(a->optimizer, b->optimizer);
+  EXPECT_EQ(a->activations, b->activations);
 }
 
 void expect_same(const Plan& a, const Plan& b) {
@@ -91,6 +110,7 @@ void expect_same(const Plan& a, const Plan& b) {
     EXPECT_EQ(a.stage_plans[i].bwd_s, b.stage_plans[i].bwd_s);
     EXPECT_EQ(a.stage_plans[i].recompute_s, b.stage_plans[i].recompute_s);
     EXPECT_EQ(a.stage_plans[i].peak_memory, b.stage_plans[i].peak_memory);
+    expect_same_split(a.stage_plans[i].memory_split, b.stage_plans[i].memory_split);
   }
   EXPECT_EQ(a.step_time_s, b.step_time_s);
   EXPECT_EQ(a.throughput_samples_per_s, b.throughput_samples_per_s);
@@ -271,6 +291,89 @@ TEST(MakePlan, FillsEveryFieldFromTheSimulation) {
   expect_same(p, plan_from_json(plan_to_json(p), "p.json"));
 }
 
+// Each stage carries its device's peak split as memory_splits gives it, the four
+// parts adding up to the peak, and the plan file keeps them exactly.
+TEST(MakePlan, CarriesEachDevicesMemorySplit) {
+  // 1000 parameters of 12 bytes per layer, stashes of 100 bytes a sample: every
+  // part of the peak is there.
+  const Scenario sc = testing::memory_scenario(4, false);
+  const SimResult r = simulate(sc, SimConfig{});
+  const std::vector<MemorySplit> splits = memory_splits(r);
+  const Plan p = make_plan(sc, r, 1, "optimal");
+  ASSERT_EQ(p.stage_plans.size(), 2u);
+  for (std::size_t s = 0; s < 2; ++s) {
+    SCOPED_TRACE("stage " + std::to_string(s));
+    const PlanStage& st = p.stage_plans[s];
+    ASSERT_TRUE(st.memory_split.has_value());
+    const MemorySplit& m = *st.memory_split;
+    const MemorySplit& want = splits[static_cast<std::size_t>(st.device)];
+    EXPECT_EQ(m.weights, want.weights);
+    EXPECT_EQ(m.gradients, want.gradients);
+    EXPECT_EQ(m.optimizer, want.optimizer);
+    EXPECT_EQ(m.activations, want.activations);
+    EXPECT_GT(m.weights, 0);
+    EXPECT_GT(m.activations, 0);
+    EXPECT_EQ(m.weights + m.gradients + m.optimizer + m.activations, st.peak_memory);
+    EXPECT_EQ(st.peak_memory, r.metrics.devices[s].peak_memory);
+  }
+  const fs::path path = temp_path("split.json");
+  write_plan_file(path, p);
+  const Plan back = read_plan_file(path);
+  const json doc = json::parse(read_text(path));
+  fs::remove(path);
+  expect_same(p, back);
+  // Written as `simulate --json` names them, beside the peak.
+  EXPECT_EQ(doc["stages"][1]["weights_bytes"], splits[1].weights);
+  EXPECT_EQ(doc["stages"][1]["gradients_bytes"], splits[1].gradients);
+  EXPECT_EQ(doc["stages"][1]["optimizer_bytes"], splits[1].optimizer);
+  EXPECT_EQ(doc["stages"][1]["activations_bytes"], splits[1].activations);
+}
+
+// With chunks a device runs several stages; each carries the device's split.
+TEST(MakePlan, ChunkedStagesCarryTheirDevicesSplit) {
+  Scenario sc = testing::memory_scenario(4, false);
+  sc.model.layers.resize(8, sc.model.layers[0]);
+  for (std::size_t l = 0; l < 8; ++l) sc.model.layers[l].name = "l" + std::to_string(l);
+  SimConfig config;
+  config.schedule = ScheduleKind::kInterleaved1F1B;
+  config.chunks = 2;
+  config.micro_batches = 4;
+  const SimResult r = simulate(sc, config);
+  const std::vector<MemorySplit> splits = memory_splits(r);
+  const Plan p = make_plan(sc, r, 1, "optimal");
+  ASSERT_EQ(p.stage_plans.size(), 4u);
+  for (const PlanStage& st : p.stage_plans) {
+    const MemorySplit& want = splits[static_cast<std::size_t>(st.device)];
+    ASSERT_TRUE(st.memory_split.has_value());
+    EXPECT_EQ(st.memory_split->weights, want.weights);
+    EXPECT_EQ(st.memory_split->activations, want.activations);
+    EXPECT_EQ(st.memory_split->weights + st.memory_split->gradients + st.memory_split->optimizer +
+                  st.memory_split->activations,
+              st.peak_memory);
+  }
+  // Device 0's weights are those of its two stages, 0 and 2.
+  EXPECT_EQ(p.stage_plans[0].memory_split->weights,
+            r.stage_costs[0].weight_bytes + r.stage_costs[2].weight_bytes);
+  expect_same(p, plan_from_json(plan_to_json(p), "p.json"));
+}
+
+// Plans written before the split load with it unknown, not zero, and are written
+// back without it.
+TEST(PlanIo, PlansWithoutTheSplitLoadWithItUnknown) {
+  json doc = plan_to_json(sample_plan());
+  for (json& stage : doc["stages"]) {
+    for (const char* key :
+         {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"}) {
+      ASSERT_EQ(stage.erase(key), 1u) << key;
+    }
+  }
+  const Plan old = plan_from_json(doc, "p.json");
+  ASSERT_EQ(old.stage_plans.size(), 3u);
+  for (const PlanStage& st : old.stage_plans) EXPECT_FALSE(st.memory_split.has_value());
+  EXPECT_EQ(old.stage_plans[1].peak_memory, 900'000);
+  EXPECT_EQ(plan_to_json(old), doc);
+}
+
 // --- Bad plans ---
 
 // A zb-v plan places its stages in the V (device d runs stages d and
@@ -347,7 +450,8 @@ TEST(PlanIoErrors, WrongFormatOrVersion) {
 TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
   EXPECT_EQ(error_after([](json& d) { d["stages"][1]["colour"] = "red"; }),
             "p.json: stages[1].colour: unknown key 'colour' (expected one of: first_layer, "
-            "last_layer, device, fwd_s, bwd_s, recompute_s, peak_memory_bytes)");
+            "last_layer, device, fwd_s, bwd_s, recompute_s, peak_memory_bytes, weights_bytes, "
+            "gradients_bytes, optimizer_bytes, activations_bytes)");
   EXPECT_EQ(error_after([](json& d) {
               d["extra"] = 1;
             }).rfind("p.json: extra: unknown key 'extra' (expected one of: format, ", 0),
@@ -430,6 +534,58 @@ TEST(PlanIoErrors, CountsAndBatchesMustAgree) {
               d["cluster"]["devices"] = 9;
             }),
             "p.json: D: 3 replicas do not divide global_batch 10");
+}
+
+TEST(PlanIoErrors, MemorySplitMustAddUpToThePeak) {
+  EXPECT_EQ(error_after([](json& d) { d["stages"][1]["activations_bytes"] = 550'000; }),
+            "p.json: stages[1]: the memory split does not add up to peak_memory_bytes 900000: "
+            "weights_bytes 100000 + gradients_bytes 100000 + optimizer_bytes 200000 + "
+            "activations_bytes 550000");
+  EXPECT_EQ(error_after([](json& d) { d["stages"][0]["peak_memory_bytes"] = 999'999; }),
+            "p.json: stages[0]: the memory split does not add up to peak_memory_bytes 999999: "
+            "weights_bytes 200000 + gradients_bytes 200000 + optimizer_bytes 400000 + "
+            "activations_bytes 200000");
+  // Parts near 2^63 must not wrap around to the peak.
+  EXPECT_EQ(error_after([](json& d) {
+              d["stages"][2]["weights_bytes"] = json::number_integer_t{1} << 62;
+              d["stages"][2]["gradients_bytes"] = json::number_integer_t{1} << 62;
+              d["stages"][2]["optimizer_bytes"] = json::number_integer_t{1} << 62;
+              d["stages"][2]["activations_bytes"] = (json::number_integer_t{1} << 62) + 1'100'000;
+            }),
+            "p.json: stages[2]: the memory split does not add up to peak_memory_bytes 1100000: "
+            "weights_bytes 4611686018427387904 + gradients_bytes 4611686018427387904 + "
+            "optimizer_bytes 4611686018427387904 + activations_bytes 4611686018428487904");
+}
+
+TEST(PlanIoErrors, MemorySplitPartsAreNonNegativeAndComplete) {
+  EXPECT_EQ(error_after([](json& d) {
+              d["stages"][0]["weights_bytes"] = -200'000;
+              d["stages"][0]["activations_bytes"] = 600'000;
+            }),
+            "p.json: stages[0].weights_bytes: expected a non-negative integer, got -200000");
+  EXPECT_EQ(error_after([](json& d) { d["stages"][2]["optimizer_bytes"] = 3.5; }),
+            "p.json: stages[2].optimizer_bytes: expected a non-negative integer, got 3.5");
+  EXPECT_EQ(error_after([](json& d) { d["stages"][1].erase("gradients_bytes"); }),
+            "p.json: stages[1].gradients_bytes: missing required key");
+  // Known for some devices and not others: a hand edit, not an older plan.
+  EXPECT_EQ(error_after([](json& d) {
+              for (const char* key :
+                   {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"}) {
+                d["stages"][2].erase(key);
+              }
+            }),
+            "p.json: stages[2]: lacks the memory split (weights_bytes, gradients_bytes, "
+            "optimizer_bytes, activations_bytes) that stages[0] has: a plan gives it for every "
+            "stage or for none");
+  EXPECT_EQ(error_after([](json& d) {
+              for (const char* key :
+                   {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"}) {
+                d["stages"][0].erase(key);
+              }
+            }),
+            "p.json: stages[1]: has the memory split (weights_bytes, gradients_bytes, "
+            "optimizer_bytes, activations_bytes) that stages[0] lacks: a plan gives it for every "
+            "stage or for none");
 }
 
 // --- Matching a plan to a scenario ---
