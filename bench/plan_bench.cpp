@@ -6,6 +6,10 @@
 //     every remat mode and schedule, on all cores;
 //   BM_PlanGpt3On1024Nodes: the same on DGX A100 nodes (scenario with
 //     cluster.preset dgx-a100), where the planner also tries T = 1, 2, 4, 8;
+//   BM_PlanGpt3On1024NodesOneCore and BM_Plan1TOn3072NodesOneCore: the
+//     planner on one thread, for GPT-3 as above and for Megatron-LM's 1T
+//     model (128 layers, d_model 25,600, 160 heads) on 3,072 A100s in DGX
+//     nodes, global batch 3,072;
 //   BM_PlanScenario/demo and /gpipe_transformer: `plan` for scenarios/demo.json
 //     (the search the desktop app runs when it opens it: 26 layers on 4
 //     devices) and scenarios/gpipe/transformer-tpuv3.json (50 layers on 8),
@@ -16,6 +20,7 @@
 #include <benchmark/benchmark.h>
 
 #include <string>
+#include <vector>
 
 #include "costmodels/model_families.h"
 #include "sim/planner.h"
@@ -50,11 +55,14 @@ void BM_PartitionOptimal(benchmark::State& state) {
   }
 }
 
-// Plans `sc` with the default request, as `pipescope plan` does, each iteration.
-void plan_loop(benchmark::State& state, const Scenario& sc) {
+// Plans `sc` with the default request, as `pipescope plan` does, each
+// iteration; on `threads` threads (0: one per core).
+void plan_loop(benchmark::State& state, const Scenario& sc, unsigned threads = 0) {
   std::size_t tried = 0;
+  PlanRequest request;
+  request.threads = threads;
   for (auto _ : state) {
-    const PlanReport r = run_planner(sc, PlanRequest{});
+    const PlanReport r = run_planner(sc, request);
     tried = r.ranked.size() + r.rejected.size();
     benchmark::DoNotOptimize(r.ranked.data());
   }
@@ -77,8 +85,26 @@ void BM_PlanGpt3On1024Nodes(benchmark::State& state) {
             load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json",
                           {"cluster.preset=dgx-a100"}));
 }
+Scenario gpt3_on_nodes(std::vector<std::string> sets = {}) {
+  sets.insert(sets.begin(), "cluster.preset=dgx-a100");
+  return load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json", sets);
+}
+void BM_PlanGpt3On1024NodesOneCore(benchmark::State& state) {
+  plan_loop(state, gpt3_on_nodes(), 1);
+}
+void BM_Plan1TOn3072NodesOneCore(benchmark::State& state) {
+  plan_loop(state,
+            gpt3_on_nodes({"model.layers=128", "model.d_model=25600", "model.heads=160",
+                           "cluster.devices=3072", "training.global_batch=3072"}),
+            1);
+}
 BENCHMARK(BM_PlanGpt3On1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PlanGpt3On1024Nodes)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(BM_PlanGpt3On1024NodesOneCore)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(2);
+BENCHMARK(BM_Plan1TOn3072NodesOneCore)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 
 }  // namespace
 }  // namespace pipescope

@@ -465,11 +465,11 @@ bool surely_too_big(const PartitionProblem& p, int devices, std::optional<Bytes>
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
                                   std::optional<Bytes> device_capacity, long max_exhaustive_nodes) {
   PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
-  PartitionResult best = partition_optimal(p);
-  if (devices == p.stages) return best;
-  if (surely_too_big(p, devices, device_capacity)) {
+  if (devices < p.stages && surely_too_big(p, devices, device_capacity)) {
     return nothing_fits(p, devices, *device_capacity);
   }
+  PartitionResult best = partition_optimal(p);
+  if (devices == p.stages) return best;
   std::vector<std::vector<StageRange>> starts;
   if (!best.stages.empty()) starts.push_back(best.stages);
   starts.push_back(partition_min_variance(p));

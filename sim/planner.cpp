@@ -1,6 +1,7 @@
 #include "sim/planner.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -209,14 +210,25 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
   return out;
 }
 
-void evaluate(const Scenario& sc, PlanCandidate& c) {
+// A candidate of several chunks is evaluated in two passes, each as
+// `simulate` does (the fastest of the cuts fastest_chunked_cut compares) but
+// for the device partitioner's exhaustive search: the first, over every
+// candidate, stops it at PlanRequest::screening_nodes partial cuts (enough
+// for models of tens of layers; larger ones keep the local search's cut), the
+// second, over the kRefined best, runs it in full as `simulate` does.
+enum class Pass : std::uint8_t { kScreen, kRefine };
+constexpr std::size_t kRefined = 16;
+
+void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass, long screening_nodes) {
+  const long exhaustive_nodes = pass == Pass::kScreen ? screening_nodes : kMaxExhaustiveNodes;
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
   const PartitionProblem problem =
       partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule,
                         c.chunks, c.custom.get());
-  PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes);
+  PartitionResult cut =
+      partition_devices(problem, c.stages, replica.cluster.device.memory_bytes, exhaustive_nodes);
   const auto reject = [&](const char* what, int index, Bytes needed) {
     c.memory_needed = needed;
     c.rejected = c.label() + ": " + what + std::to_string(index) + " needs " +
@@ -266,6 +278,43 @@ const PlanCandidate* closest_rejected(const PlanReport& report) {
 }
 
 namespace {
+
+// Best throughput first; among equals, smaller T, fewer stages, fewer
+// micro-batches, less recomputation (kAllRemats lists the modes from none to
+// most).
+void rank(std::vector<PlanCandidate>& ranked) {
+  const auto remat_rank = [](Remat r) {
+    return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
+  };
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](const PlanCandidate& a, const PlanCandidate& b) {
+                     if (a.samples_per_s != b.samples_per_s)
+                       return a.samples_per_s > b.samples_per_s;
+                     if (a.tensor_parallel != b.tensor_parallel)
+                       return a.tensor_parallel < b.tensor_parallel;
+                     if (a.stages != b.stages) return a.stages < b.stages;
+                     if (a.micro_batches != b.micro_batches)
+                       return a.micro_batches < b.micro_batches;
+                     return remat_rank(a.remat) < remat_rank(b.remat);
+                   });
+}
+
+// The second pass (Pass) over the kRefined best candidates of several
+// chunks: keeps the faster of each one's two simulated steps, and ranks again.
+void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
+  std::vector<std::size_t> best;
+  for (std::size_t i = 0; i < ranked.size() && best.size() < kRefined; ++i) {
+    if (ranked[i].chunks > 1) best.push_back(i);
+  }
+  if (best.empty()) return;
+  parallel_for(best.size(), threads, [&](std::size_t i) {
+    PlanCandidate& c = ranked[best[i]];
+    PlanCandidate again = c;
+    evaluate(*c.scenario, again, Pass::kRefine, 0);
+    if (again.fits && again.samples_per_s > c.samples_per_s) c = std::move(again);
+  });
+  rank(ranked);
+}
 
 // The T to plan, each with its scenario: split by T, devices grouped by T.
 std::vector<std::shared_ptr<const Scenario>> tensor_splits(const Scenario& sc,
@@ -323,25 +372,14 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
   }
   if (all.empty() && first_error) throw *first_error;
   parallel_for(
-      all.size(), request.threads, [&](std::size_t i) { evaluate(*all[i].scenario, all[i]); },
+      all.size(), request.threads,
+      [&](std::size_t i) {
+        evaluate(*all[i].scenario, all[i], Pass::kScreen, request.screening_nodes);
+      },
       request.progress);
   for (PlanCandidate& c : all) (c.fits ? report.ranked : report.rejected).push_back(std::move(c));
-  // Best throughput first; among equals, smaller T, fewer stages, fewer micro-batches, less
-  // recomputation (kAllRemats lists the modes from none to most).
-  const auto remat_rank = [](Remat r) {
-    return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
-  };
-  std::stable_sort(report.ranked.begin(), report.ranked.end(),
-                   [&](const PlanCandidate& a, const PlanCandidate& b) {
-                     if (a.samples_per_s != b.samples_per_s)
-                       return a.samples_per_s > b.samples_per_s;
-                     if (a.tensor_parallel != b.tensor_parallel)
-                       return a.tensor_parallel < b.tensor_parallel;
-                     if (a.stages != b.stages) return a.stages < b.stages;
-                     if (a.micro_batches != b.micro_batches)
-                       return a.micro_batches < b.micro_batches;
-                     return remat_rank(a.remat) < remat_rank(b.remat);
-                   });
+  rank(report.ranked);
+  refine_best(report.ranked, request.threads);
   return report;
 }
 

@@ -41,7 +41,11 @@ struct PlanRequest {
   // Plan a custom schedule: its K, M and chunks are fixed; D and remat are searched.
   std::shared_ptr<const CustomSchedule> custom;
   int max_micro_batches = 512;  // bound on M
-  unsigned threads = 0;         // 0: one per core
+  // The device partitioner's exhaustive search in the first pass over the
+  // candidates of several chunks, in partial cuts (the best are cut again
+  // with the full search; planner.cpp, Pass).
+  long screening_nodes = 5000;
+  unsigned threads = 0;  // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
@@ -90,6 +94,9 @@ PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan);
 // fits: the closest needs ..."); null when there are none.
 const PlanCandidate* closest_rejected(const PlanReport& report);
 
+// Every candidate is simulated on the device partitioner's cut; candidates of
+// several chunks are first cut with a short exhaustive search, and the 16
+// best of them again with the full one (planner.cpp, Pass).
 // Throws ConfigError when the request cannot be met at all (N not divisible as
 // asked, K larger than the number of layers, a batch that no D divides).
 PlanReport run_planner(const Scenario& scenario, const PlanRequest& request);
