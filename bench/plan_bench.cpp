@@ -63,7 +63,7 @@ void plan_loop(benchmark::State& state, const Scenario& sc, unsigned threads = 0
   request.threads = threads;
   for (auto _ : state) {
     const PlanReport r = run_planner(sc, request);
-    tried = r.ranked.size() + r.rejected.size();
+    tried = r.ranked.size() + r.rejected.size() + r.dominated.size();
     benchmark::DoNotOptimize(r.ranked.data());
   }
   state.counters["configurations"] = static_cast<double>(tried);

@@ -135,7 +135,7 @@ std::string memory_line(const PlanCandidate& best) {
 }
 
 void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions& o) {
-  const std::size_t tried = report.ranked.size() + report.rejected.size();
+  const std::size_t tried = report.ranked.size() + report.rejected.size() + report.dominated.size();
   const std::vector<int>& ts = report.tensor_parallel;
   const bool show_t = ts.size() > 1 || ts.front() > 1;
   std::string tensor;
@@ -147,7 +147,12 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
                 : show_t      ? "; tensor-parallel T=" + tensor
                               : std::string())
             << "), global batch " << sc.training.global_batch << ": " << tried
-            << " configurations tried, " << report.ranked.size() << " fit\n\n";
+            << " configurations tried, " << report.ranked.size() + report.dominated.size() << " fit"
+            << (report.dominated.empty()
+                    ? std::string()
+                    : " (" + std::to_string(report.dominated.size()) +
+                          " not simulated: remat off fits at their shape and recomputes less)")
+            << "\n\n";
   if (!report.ranked.empty()) {
     const auto n = std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top));
     // The schedule column as wide as its longest label ("interleaved-1f1b v=2").
@@ -251,7 +256,8 @@ int run_plan(const PlanOptions& o) {
     }
     std::cout << nlohmann::json{{"devices", report.devices},
                                 {"plans", ranked},
-                                {"rejected", rejected}}
+                                {"rejected", rejected},
+                                {"dominated", report.dominated.size()}}
                      .dump(2)
               << "\n";
   } else {

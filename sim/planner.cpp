@@ -267,6 +267,45 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass, long screening_no
   }
 }
 
+// Where each shape's run of candidates starts in `all` (enumerate lists a
+// shape's remat modes one after another), and all.size() last.
+std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const PlanCandidate& c = all[i];
+    const auto same = [&](const PlanCandidate& o) {
+      return o.scenario == c.scenario && o.stages == c.stages &&
+             o.data_parallel == c.data_parallel && o.micro_batches == c.micro_batches &&
+             o.schedule == c.schedule && o.chunks == c.chunks && o.custom == c.custom;
+    };
+    if (i == 0 || !same(all[i - 1])) out.push_back(i);
+  }
+  out.push_back(all.size());
+  return out;
+}
+
+// The remat modes of one shape, remat off first: where it fits, the others
+// fit too (they keep less) but cannot be faster (on any one cut they take at
+// least its time), so they are not simulated. Memory gives no such order
+// (remat on keeps every input and a rebuilt stash, which may exceed what
+// except-last or, at M = 1, remat off keeps).
+void evaluate_shape(std::vector<PlanCandidate>::iterator first,
+                    std::vector<PlanCandidate>::iterator last, long screening_nodes) {
+  const auto never =
+      std::find_if(first, last, [](const PlanCandidate& c) { return c.remat == Remat::kNever; });
+  if (never != last) evaluate(*never->scenario, *never, Pass::kScreen, screening_nodes);
+  for (auto c = first; c != last; ++c) {
+    if (c == never) continue;
+    if (never != last && never->fits) {
+      c->dominated = true;
+      c->rejected = c->label() + ": fits, but recomputes what remat off, which fits at the " +
+                    "same shape, keeps (not simulated)";
+    } else {
+      evaluate(*c->scenario, *c, Pass::kScreen, screening_nodes);
+    }
+  }
+}
+
 }  // namespace
 
 const PlanCandidate* closest_rejected(const PlanReport& report) {
@@ -371,13 +410,21 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
     }
   }
   if (all.empty() && first_error) throw *first_error;
+  const std::vector<std::size_t> shapes = shape_starts(all);
   parallel_for(
-      all.size(), request.threads,
+      shapes.size() - 1, request.threads,
       [&](std::size_t i) {
-        evaluate(*all[i].scenario, all[i], Pass::kScreen, request.screening_nodes);
+        evaluate_shape(all.begin() + static_cast<std::ptrdiff_t>(shapes[i]),
+                       all.begin() + static_cast<std::ptrdiff_t>(shapes[i + 1]),
+                       request.screening_nodes);
       },
       request.progress);
-  for (PlanCandidate& c : all) (c.fits ? report.ranked : report.rejected).push_back(std::move(c));
+  for (PlanCandidate& c : all) {
+    (c.fits        ? report.ranked
+     : c.dominated ? report.dominated
+                   : report.rejected)
+        .push_back(std::move(c));
+  }
   rank(report.ranked);
   refine_best(report.ranked, request.threads);
   return report;

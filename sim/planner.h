@@ -62,6 +62,7 @@ struct PlanCandidate {
   Remat remat = Remat::kAlways;
   std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
   bool fits = false;
+  bool dominated = false;      // fits, not simulated (PlanReport::dominated)
   std::string rejected;        // why it does not fit, one sentence; empty when it fits
   Bytes memory_needed = 0;     // when rejected: the least memory per device that would fit
   double samples_per_s = 0.0;  // all D replicas together
@@ -76,6 +77,10 @@ struct PlanReport {
   std::vector<int> tensor_parallel{1};  // the T searched
   std::vector<PlanCandidate> ranked;    // fitting candidates, best first
   std::vector<PlanCandidate> rejected;  // in search order
+  // Candidates that fit but were not simulated: the same shape fits with
+  // remat off, which recomputes nothing, so they cannot be faster (their
+  // `rejected` says so).
+  std::vector<PlanCandidate> dominated;
 };
 
 // The per-replica scenario: K devices of the cluster and the global batch / D.

@@ -253,7 +253,9 @@ TEST(CustomSchedule, PlannerSearchesReplicasAndRematAndThePlanKeepsTheActions) {
   req.custom = std::make_shared<const CustomSchedule>(
       parse_schedule_csv("0F0,0F1,0F2,0B0,0B1,0B2\n1F0,1F1,1F2,1B0,1B1,1B2\n", "bf.csv"));
   const PlanReport r = run_planner(sc, req);
-  ASSERT_EQ(r.ranked.size(), 3u);  // D = 4 / 2 = 2; never, except-last, always
+  // D = 4 / 2 = 2; never fits, so except-last and always are not simulated.
+  ASSERT_EQ(r.ranked.size(), 1u);
+  ASSERT_EQ(r.dominated.size(), 2u);
   for (const PlanCandidate& c : r.ranked) {
     EXPECT_EQ(c.schedule, ScheduleKind::kCustom);
     EXPECT_EQ(c.stages, 2);

@@ -22,6 +22,20 @@
 namespace pipescope {
 namespace {
 
+// The simulation of one of candidate c's replicas, as the planner runs it
+// (all-reducing over the replicas' ring of `sc`'s cluster).
+SimConfig config_of(const Scenario& sc, const PlanCandidate& c) {
+  SimConfig config;
+  config.stages = c.stages;
+  config.micro_batches = c.micro_batches;
+  config.schedule = c.schedule;
+  config.chunks = c.chunks;
+  config.remat = c.remat;
+  config.data_parallel = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
+  config.record_timeline = false;
+  return config;
+}
+
 // 8 equal layers of 1000 FLOPs per sample on 4 exact devices, batch 16.
 Scenario small() {
   Scenario sc = testing::uniform_scenario(8, 4, 1000.0, 16, 4, true);
@@ -55,23 +69,29 @@ TEST(Planner, TriesEveryDivisorAndRanksByThroughput) {
   const std::size_t dualpipe_v = 4 * 3;
   const std::size_t expected =
       one_stage_a_device + interleaved + looped_bfs + zb_v + interleaved_zb + dualpipe_v;
-  EXPECT_EQ(r.ranked.size() + r.rejected.size(), expected);
+  EXPECT_EQ(r.ranked.size() + r.rejected.size() + r.dominated.size(), expected);
   EXPECT_TRUE(r.rejected.empty());
+  // Every shape fits without remat here, so only remat off is simulated; the
+  // others, simulated by brute force, are never faster than it.
+  EXPECT_EQ(r.dominated.size(), expected - r.ranked.size());
+  for (const PlanCandidate& c : r.ranked) EXPECT_EQ(c.remat, Remat::kNever);
+  for (const PlanCandidate& d : r.dominated) {
+    SimConfig cfg = config_of(small(), d);
+    const Scenario replica = replica_scenario(small(), d.stages, d.data_parallel);
+    const SimResult slower = simulate(replica, cfg);
+    cfg.remat = Remat::kNever;
+    const SimResult off = simulate(replica, cfg);
+    EXPECT_TRUE(slower.metrics.fits()) << d.label();
+    EXPECT_GE(slower.metrics.step_time, off.metrics.step_time) << d.label();
+  }
   for (std::size_t i = 1; i < r.ranked.size(); ++i) {
     EXPECT_GE(r.ranked[i - 1].samples_per_s, r.ranked[i].samples_per_s);
   }
   // Each ranked figure is D times the simulation of one replica, its gradient
   // all-reduce included.
   for (const PlanCandidate& c : r.ranked) {
-    SimConfig cfg;
-    cfg.stages = c.stages;
-    cfg.micro_batches = c.micro_batches;
-    cfg.remat = c.remat;
-    cfg.schedule = c.schedule;
-    cfg.chunks = c.chunks;
-    cfg.record_timeline = false;
-    cfg.data_parallel = data_parallel_ring(small().cluster, c.stages, c.data_parallel);
-    const SimResult sim = simulate(replica_scenario(small(), c.stages, c.data_parallel), cfg);
+    const SimResult sim =
+        simulate(replica_scenario(small(), c.stages, c.data_parallel), config_of(small(), c));
     EXPECT_DOUBLE_EQ(c.samples_per_s, c.data_parallel * sim.metrics.samples_per_s) << c.label();
   }
   // Pure data parallelism (K=1, D=4) has no bubble but all-reduces all 3200
@@ -282,17 +302,9 @@ TEST(Planner, BestChunkedCandidatesStepAsSimulateSteps) {
   for (std::size_t i = 0; i < report.ranked.size() && checked < 8; ++i) {
     const PlanCandidate& c = report.ranked[i];
     if (c.chunks == 1) continue;
-    SimConfig config;
-    config.stages = c.stages;
-    config.micro_batches = c.micro_batches;
-    config.schedule = c.schedule;
-    config.chunks = c.chunks;
-    config.remat = c.remat;
-    config.data_parallel = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
-    config.record_timeline = false;
     const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
     SCOPED_TRACE(c.label());
-    EXPECT_EQ(c.result.metrics.step_time, simulate(replica, config).metrics.step_time);
+    EXPECT_EQ(c.result.metrics.step_time, simulate(replica, config_of(sc, c)).metrics.step_time);
     ++checked;
   }
   EXPECT_EQ(checked, 8);
