@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "cli/error_line.h"
 #include "cli/progress.h"
+#include "cli/summary.h"
 #include "sim/format.h"
 #include "sim/plan.h"
 #include "sim/plan_io.h"
@@ -116,22 +118,15 @@ std::string layer_counts(const SimResult& r) {
   return out;
 }
 
-// The best plan's fullest device (nearest its capacity) and what its peak holds,
-// as the simulate summary's "Memory" line gives them.
+// The best plan's fullest device and what its peak holds, as the simulate
+// summary's "Memory" line gives them.
 std::string memory_line(const PlanCandidate& best) {
-  const std::vector<DeviceMetrics>& devices = best.result.metrics.devices;
-  const auto worst =
-      std::max_element(devices.begin(), devices.end(), [](const auto& a, const auto& b) {
-        return a.peak_memory - a.memory_capacity < b.peak_memory - b.memory_capacity;
-      });
-  if (worst == devices.end()) return "";
-  const auto dev = static_cast<std::size_t>(worst - devices.begin());
-  const MemorySplit split = memory_splits(best.result).at(dev);
+  const std::optional<FullestDevice> f = fullest_device(best.result);
+  if (!f) return "";
   const auto bytes = [](Bytes b) { return format_bytes(static_cast<double>(b)); };
-  return "Memory of plan 1: largest peak " + bytes(worst->peak_memory) + " of " +
-         bytes(worst->memory_capacity) + " (device " + std::to_string(dev) + ": weights " +
-         bytes(split.weights) + ", gradients " + bytes(split.gradients) + ", optimizer " +
-         bytes(split.optimizer) + ", activations " + bytes(split.activations) + ")";
+  return "Memory of plan 1: largest peak " + bytes(f->metrics.peak_memory) + " of " +
+         bytes(f->metrics.memory_capacity) + " (device " + std::to_string(f->device) + ": " +
+         f->parts + ")";
 }
 
 void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions& o) {

@@ -164,18 +164,12 @@ void print_totals(std::ostream& out, const SimResult& r) {
     out << ", tensor-parallel all-reduces " << format_seconds(simtime_to_seconds(m.tensor_time));
   }
   out << ", recompute " << format_seconds(simtime_to_seconds(m.recompute_time)) << " in total\n";
-  const auto worst =
-      std::max_element(m.devices.begin(), m.devices.end(), [](const auto& a, const auto& b) {
-        return a.peak_memory - a.memory_capacity < b.peak_memory - b.memory_capacity;
-      });
-  if (worst == m.devices.end()) return;
-  const auto dev = worst - m.devices.begin();
+  const std::optional<FullestDevice> fullest = fullest_device(r);
+  if (!fullest) return;
+  const DeviceMetrics* worst = &fullest->metrics;
+  const std::size_t dev = fullest->device;
+  const std::string& parts = fullest->parts;
   out << "Memory         ";
-  const MemorySplit split = memory_split(r, static_cast<int>(dev));
-  const std::string parts = "weights " + format_bytes(static_cast<double>(split.weights)) +
-                            ", gradients " + format_bytes(static_cast<double>(split.gradients)) +
-                            ", optimizer " + format_bytes(static_cast<double>(split.optimizer)) +
-                            ", activations " + format_bytes(static_cast<double>(split.activations));
   if (m.fits()) {
     out << "fits: largest peak " << format_bytes(static_cast<double>(worst->peak_memory)) << " of "
         << format_bytes(static_cast<double>(worst->memory_capacity)) << " (device " << dev << ": "
@@ -190,6 +184,22 @@ void print_totals(std::ostream& out, const SimResult& r) {
 }
 
 }  // namespace
+
+std::optional<FullestDevice> fullest_device(const SimResult& r) {
+  const std::vector<DeviceMetrics>& devices = r.metrics.devices;
+  const auto worst =
+      std::max_element(devices.begin(), devices.end(), [](const auto& a, const auto& b) {
+        return a.peak_memory - a.memory_capacity < b.peak_memory - b.memory_capacity;
+      });
+  if (worst == devices.end()) return std::nullopt;
+  const auto dev = static_cast<std::size_t>(worst - devices.begin());
+  const MemorySplit split = memory_split(r, static_cast<int>(dev));
+  const auto bytes = [](Bytes b) { return format_bytes(static_cast<double>(b)); };
+  return FullestDevice{dev, *worst,
+                       "weights " + bytes(split.weights) + ", gradients " + bytes(split.gradients) +
+                           ", optimizer " + bytes(split.optimizer) + ", activations " +
+                           bytes(split.activations)};
+}
 
 void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
                    std::string_view partition, int replicas) {

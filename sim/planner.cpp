@@ -216,11 +216,10 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
 // candidate, stops it at PlanRequest::screening_nodes partial cuts (enough
 // for models of tens of layers; larger ones keep the local search's cut), the
 // second, over the kRefined best, runs it in full as `simulate` does.
-enum class Pass : std::uint8_t { kScreen, kRefine };
 constexpr std::size_t kRefined = 16;
 
-void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass, long screening_nodes) {
-  const long exhaustive_nodes = pass == Pass::kScreen ? screening_nodes : kMaxExhaustiveNodes;
+// `exhaustive_nodes`: partition_devices' max_exhaustive_nodes.
+void evaluate(const Scenario& sc, PlanCandidate& c, long exhaustive_nodes) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
@@ -293,7 +292,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
                     std::vector<PlanCandidate>::iterator last, long screening_nodes) {
   const auto never =
       std::find_if(first, last, [](const PlanCandidate& c) { return c.remat == Remat::kNever; });
-  if (never != last) evaluate(*never->scenario, *never, Pass::kScreen, screening_nodes);
+  if (never != last) evaluate(*never->scenario, *never, screening_nodes);
   for (auto c = first; c != last; ++c) {
     if (c == never) continue;
     if (never != last && never->fits) {
@@ -301,7 +300,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
       c->rejected = c->label() + ": fits, but recomputes what remat off, which fits at the " +
                     "same shape, keeps (not simulated)";
     } else {
-      evaluate(*c->scenario, *c, Pass::kScreen, screening_nodes);
+      evaluate(*c->scenario, *c, screening_nodes);
     }
   }
 }
@@ -338,7 +337,7 @@ void rank(std::vector<PlanCandidate>& ranked) {
                    });
 }
 
-// The second pass (Pass) over the kRefined best candidates of several
+// The second pass over the kRefined best candidates of several
 // chunks: keeps the faster of each one's two simulated steps, and ranks again.
 void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
   std::vector<std::size_t> best;
@@ -349,7 +348,7 @@ void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
   parallel_for(best.size(), threads, [&](std::size_t i) {
     PlanCandidate& c = ranked[best[i]];
     PlanCandidate again = c;
-    evaluate(*c.scenario, again, Pass::kRefine, 0);
+    evaluate(*c.scenario, again, kMaxExhaustiveNodes);
     if (again.fits && again.samples_per_s > c.samples_per_s) c = std::move(again);
   });
   rank(ranked);

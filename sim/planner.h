@@ -43,7 +43,7 @@ struct PlanRequest {
   int max_micro_batches = 512;  // bound on M
   // The device partitioner's exhaustive search in the first pass over the
   // candidates of several chunks, in partial cuts (the best are cut again
-  // with the full search; planner.cpp, Pass).
+  // with the full search; planner.cpp, kRefined).
   long screening_nodes = 5000;
   unsigned threads = 0;  // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;
@@ -101,7 +101,7 @@ const PlanCandidate* closest_rejected(const PlanReport& report);
 
 // Every candidate is simulated on the device partitioner's cut; candidates of
 // several chunks are first cut with a short exhaustive search, and the 16
-// best of them again with the full one (planner.cpp, Pass).
+// best of them again with the full one (planner.cpp, kRefined).
 // Throws ConfigError when the request cannot be met at all (N not divisible as
 // asked, K larger than the number of layers, a batch that no D divides).
 PlanReport run_planner(const Scenario& scenario, const PlanRequest& request);
