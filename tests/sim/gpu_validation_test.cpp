@@ -67,7 +67,7 @@ TEST(GpuValidationCases, EveryCaseLoadsWithItsSourceSetupAndUnstatedChoices) {
   }
   EXPECT_EQ(publications,
             (std::set<std::string>{"BigScience 2022", "Kim et al. 2020", "Korthikanti et al. 2022",
-                                   "NVIDIA 2024", "Narayanan et al. 2021"}));
+                                   "NVIDIA 2024", "Narayanan et al. 2021", "Smith et al. 2022"}));
 }
 
 // The case's K, D and M are the published p, d and m.
