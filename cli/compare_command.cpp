@@ -39,6 +39,10 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
       "Where to run: cpu (a thread per device), cuda (a stream per stage on the GPUs "
       "visible; profiled on them) or mpi (a process per device; the MPI transport is "
       "measured after the run unless --profile is given)");
+  cmd->add_option("-T,--tensor-parallel", o.tensor_parallel,
+                  "The plan's tensor-parallel ranks per stage, checked against the T the plan "
+                  "carries (a thread per rank on the cpu backend)")
+      ->check(positive_number());
   cmd->add_option("--profile", o.profile,
                   "Predict from this profile (`pipescope profile`) instead of profiling the "
                   "plan's model at its micro-batch size before each round's steps");
@@ -99,6 +103,8 @@ CompareInputs read_inputs(const CompareOptions& o) {
                                 std::to_string(o.steps) + " steps to measure; raise --steps");
   }
   in.plan = read_plan_file(o.plan);
+  exec::check_requested_tensor_parallel(in.plan, o.plan, o.tensor_parallel);
+  exec::check_tensor_parallel_backend(in.plan, o.plan, o.backend);
   in.model = exec::plan_model(in.plan, o.plan);
   if (model_hash(in.model) != in.plan.model_hash) {
     throw std::invalid_argument(o.plan +
@@ -238,26 +244,36 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
                    {"measured_cpu_s", op.measured_cpu_s},
                    {"relative_error", op.relative_error}});
   }
-  return {{"K", c.stages},
-          {"M", c.micro_batches},
-          {"predicted_step_time_s", c.predicted_step_s},
-          {"measured_step_time_s", c.measured_step_s},
-          {"relative_error", c.relative_error},
-          {"predicted_throughput_samples_per_s", c.predicted_throughput},
-          {"measured_throughput_samples_per_s", c.measured_throughput},
-          {"predicted_bubble_fraction", c.predicted_bubble},
-          {"measured_bubble_fraction", c.measured_bubble},
-          {"stages", stages},
-          {"ops", ops},
-          {"replayed_step_time_s", c.replayed_step_s},
-          {"runtime_overhead", c.runtime_overhead},
-          {"cpu_replayed_step_time_s", c.cpu_replayed_step_s},
-          {"cpu_relative_error", c.cpu_relative_error},
-          {"steal_fraction", c.steal_fraction},
-          {"warmup_steps", c.warmup_steps},
-          {"measured_steps", c.measured_steps},
-          {"cores", c.cores},
-          {"shared_cores", c.shared_cores}};
+  nlohmann::json out{{"K", c.stages},
+                     {"T", c.tensor_parallel},
+                     {"M", c.micro_batches},
+                     {"predicted_step_time_s", c.predicted_step_s},
+                     {"measured_step_time_s", c.measured_step_s},
+                     {"relative_error", c.relative_error},
+                     {"predicted_throughput_samples_per_s", c.predicted_throughput},
+                     {"measured_throughput_samples_per_s", c.measured_throughput},
+                     {"predicted_bubble_fraction", c.predicted_bubble},
+                     {"measured_bubble_fraction", c.measured_bubble},
+                     {"stages", stages},
+                     {"ops", ops},
+                     {"replayed_step_time_s", c.replayed_step_s},
+                     {"runtime_overhead", c.runtime_overhead},
+                     {"cpu_replayed_step_time_s", c.cpu_replayed_step_s},
+                     {"cpu_relative_error", c.cpu_relative_error},
+                     {"steal_fraction", c.steal_fraction},
+                     {"warmup_steps", c.warmup_steps},
+                     {"measured_steps", c.measured_steps},
+                     {"cores", c.cores},
+                     {"shared_cores", c.shared_cores}};
+  if (c.tensor_parallel > 1) {
+    const exec::CollectiveMatch& m = c.collectives;
+    out["tensor_collectives"] = {{"predicted", m.predicted},
+                                 {"measured", m.measured},
+                                 {"matched", m.matched},
+                                 {"predicted_bytes", m.predicted_bytes},
+                                 {"measured_bytes", m.measured_bytes}};
+  }
+  return out;
 }
 
 void print_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
@@ -274,8 +290,10 @@ void print_json(const exec::Comparison& c, const std::vector<exec::Comparison>& 
 // The report's head: the plan, the prediction's profile, the rounds.
 void print_heading(const CompareOptions& o, const CompareInputs& in, const Profile& profile,
                    const exec::Comparison& c, const std::vector<exec::Comparison>& rounds) {
-  std::printf("Comparing %s: %s, K=%d, M=%d, micro-batch %lld, remat %s, %s\n", o.plan.c_str(),
-              in.model.name.c_str(), c.stages, c.micro_batches,
+  const std::string T =
+      c.tensor_parallel > 1 ? ", T=" + std::to_string(c.tensor_parallel) : std::string();
+  std::printf("Comparing %s: %s, K=%d%s, M=%d, micro-batch %lld, remat %s, %s\n", o.plan.c_str(),
+              in.model.name.c_str(), c.stages, T.c_str(), c.micro_batches,
               static_cast<long long>(in.plan.micro_batch_size),
               std::string(remat_label(in.plan.remat)).c_str(), to_string(in.plan.schedule).data());
   std::printf("Prediction from %s (%s, %d %s); measurement: %s\n", in.profile_label.c_str(),
@@ -336,6 +354,14 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const std::
       signed_percent(c.cpu_relative_error).c_str());
   if (!note.empty()) {
     std::printf("%-20s %s\n", in.gpus ? "Shared GPUs" : "Shared cores", note.c_str());
+  }
+  if (c.tensor_parallel > 1) {
+    const exec::CollectiveMatch& m = c.collectives;
+    std::printf(
+        "All-reduces         %d measured (%s) against %d predicted (%s): %d matched op for op "
+        "(stage, op, micro-batch and bytes)\n",
+        m.measured, format_bytes(static_cast<double>(m.measured_bytes)).c_str(), m.predicted,
+        format_bytes(static_cast<double>(m.predicted_bytes)).c_str(), m.matched);
   }
   if (in.plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", in.plan.data_parallel);

@@ -15,6 +15,7 @@ struct CompareOptions {
   std::string plan;
   std::string backend = "cpu";
   std::optional<std::string> profile;  // reuse instead of profiling
+  std::optional<int> tensor_parallel;  // -T: checked against the plan's T
   int steps = 12;
   int warmup = 2;
   int rounds = 1;

@@ -42,6 +42,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
          "GPU, payloads over NCCL)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  cmd->add_option("-T,--tensor-parallel", o.tensor_parallel,
+                  "The plan's tensor-parallel ranks per stage, checked against the T the plan "
+                  "carries (a thread per rank on the cpu backend)")
+      ->check(positive_number());
   cmd->add_option("--steps", o.steps, "Training steps")
       ->check(positive_number())
       ->capture_default_str();
@@ -116,10 +120,11 @@ int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
     return 0;
   }
   std::cout << "Running " << o.plan << ": " << spec.name << ", "
-            << format_count(static_cast<double>(spec.total_params()))
-            << " params, K=" << plan.stages << ", M=" << plan.micro_batches << ", batch " << batch
-            << ", remat " << remat_label(plan.remat) << ", " << o.steps << " steps " << where
-            << "\n";
+            << format_count(static_cast<double>(spec.total_params())) << " params"
+            << (plan.tensor_parallel > 1 ? " a tensor rank" : "") << ", K=" << plan.stages
+            << (plan.tensor_parallel > 1 ? ", T=" + std::to_string(plan.tensor_parallel) : "")
+            << ", M=" << plan.micro_batches << ", batch " << batch << ", remat "
+            << remat_label(plan.remat) << ", " << o.steps << " steps " << where << "\n";
   if (on_host) std::cout << "Kernels: " << exec::kernel_level_label() << "\n";
   std::cout << "\n";
   for (std::size_t i = 0; i < losses.size(); ++i) {
@@ -173,6 +178,8 @@ int run_mpi(const RunOptions& o) {
   exec::PlanRunOptions run;
   try {
     plan = read_plan_file(o.plan);
+    exec::check_requested_tensor_parallel(plan, o.plan, o.tensor_parallel);
+    exec::check_tensor_parallel_backend(plan, o.plan, "mpi");
     spec = exec::plan_model(plan, o.plan);
     run = run_options(o);
     job.require_devices(plan.schedule_ops().devices(), o.plan);
@@ -222,11 +229,16 @@ int run_run(const RunOptions& o) {
                                 o.device);
   }
   const Plan plan = read_plan_file(o.plan);
+  exec::check_requested_tensor_parallel(plan, o.plan, o.tensor_parallel);
+  exec::check_tensor_parallel_backend(plan, o.plan, o.backend);
   const ModelSpec spec = exec::plan_model(plan, o.plan);
   // Host memory holds every stage on the CPU backend; a GPU's is its own.
   if (o.backend == "cpu") exec::check_plan_fits_host(plan, o.plan);
   exec::PlanRunOptions run = run_options(o);
-  std::string where = "on the CPU (one thread per stage)";
+  std::string where = plan.tensor_parallel > 1
+                          ? "on the CPU (" + std::to_string(plan.tensor_parallel) +
+                                " threads per stage, one per tensor rank)"
+                          : std::string("on the CPU (one thread per stage)");
   if (o.backend == "cuda") {
     const GpuStages gpus = gpu_stages();
     check_plan_fits_gpus(plan, o.plan, gpus.gpus);

@@ -14,7 +14,8 @@ namespace pipescope::cli {
 struct RunOptions {
   std::string plan;
   std::string backend = "cpu";
-  std::string device = "cpu";  // --backend mpi: where each rank computes (cpu or cuda)
+  std::string device = "cpu";          // --backend mpi: where each rank computes (cpu or cuda)
+  std::optional<int> tensor_parallel;  // -T: checked against the plan's T
   int steps = 20;
   double learning_rate = 1e-2;
   std::uint64_t seed = 1;

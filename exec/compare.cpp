@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "costmodels/check.h"
@@ -11,6 +15,45 @@
 #include "sim/profile_io.h"
 
 namespace pipescope::exec {
+
+namespace {
+
+// A profile's slowdown with n cores computing (the last one measured beyond).
+double slowdown_of(const Profile& p, int n) {
+  const auto& s = p.concurrency_slowdown;
+  if (s.empty() || n < 1) return 1.0;
+  return s[static_cast<std::size_t>(std::min<int>(n, static_cast<int>(s.size())) - 1)];
+}
+
+// The profile as T-core groups see it: every op of a group runs while its T
+// ranks compute at once, so its layer times take the slowdown of T cores, and
+// n groups computing are n T cores. The split backward's B and W keep their
+// times when the profile timed them as a stage runs them, as the simulator
+// keeps them (their operands are out of the caches already).
+Profile group_profile(Profile p, int T) {
+  const double f = slowdown_of(p, T);
+  const auto stretch = [f](std::vector<SimTime>& times) {
+    for (SimTime& t : times) t = static_cast<SimTime>(std::llround(static_cast<double>(t) * f));
+  };
+  const bool split_cold = p.split_measured();
+  for (LayerProfile& l : p.layers) {
+    stretch(l.forward);
+    stretch(l.backward);
+    stretch(l.recompute);
+    if (!split_cold) {
+      stretch(l.weight);
+      stretch(l.input);
+    }
+  }
+  std::vector<double> groups{1.0};
+  for (int n = 2; n * T <= static_cast<int>(p.concurrency_slowdown.size()); ++n) {
+    groups.push_back(slowdown_of(p, n * T) / f);
+  }
+  p.concurrency_slowdown = groups;
+  return p;
+}
+
+}  // namespace
 
 Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
                       std::shared_ptr<const Profile> profile, const std::string& profile_file) {
@@ -31,7 +74,16 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.schedule = plan.schedule;
   sc.training.chunks = plan.chunks;
   sc.training.remat = plan.remat;
+  const int T = plan.tensor_parallel;
+  sc.training.tensor_parallel = T;
+  sc.training.tensor_parallel_given = T > 1;
+  sc.cluster.tensor_parallel = T;
+  if (profile && T > 1) profile = std::make_shared<const Profile>(group_profile(*profile, T));
   if (profile) apply_profile(sc, std::move(profile), profile_file);
+  // A group's op holds T cores; the cores hold cores / T groups' ops at once.
+  if (T > 1 && sc.cluster.shared_cores > 0) {
+    sc.cluster.shared_cores = std::max(1, sc.cluster.shared_cores / T);
+  }
   return sc;
 }
 
@@ -63,18 +115,68 @@ constexpr std::size_t at(EventKind k) {
   return static_cast<std::size_t>(k);
 }
 
-// One model stage's compute ops in the median step, by kind.
+// One model stage's compute ops in the median step, by kind, and the
+// all-reduces of each kind of op (tensor parallelism).
 struct OpSums {
   SimTime total[kKinds] = {0, 0, 0, 0, 0, 0};
   SimTime cpu[kKinds] = {0, 0, 0, 0, 0, 0};
   SimTime count[kKinds] = {0, 0, 0, 0, 0, 0};
+  SimTime tp_total[kKinds] = {0, 0, 0, 0, 0, 0};
+  SimTime tp_count[kKinds] = {0, 0, 0, 0, 0, 0};
 
   SimTime mean(std::size_t i) const { return count[i] == 0 ? SimTime{0} : total[i] / count[i]; }
   SimTime mean_cpu(std::size_t i) const { return count[i] == 0 ? SimTime{0} : cpu[i] / count[i]; }
+  SimTime mean_tp(std::size_t i) const {
+    return tp_count[i] == 0 ? SimTime{0} : tp_total[i] / tp_count[i];
+  }
+  // The mean all-reduce time of a forward, kept or not, and of a recompute:
+  // the simulator's one figure for the three.
+  std::optional<SimTime> mean_tp_forward() const {
+    const SimTime n =
+        tp_count[at(EventKind::kForward)] + tp_count[kKept] + tp_count[at(EventKind::kRecompute)];
+    if (n == 0) return std::nullopt;
+    return (tp_total[at(EventKind::kForward)] + tp_total[kKept] +
+            tp_total[at(EventKind::kRecompute)]) /
+           n;
+  }
 };
 
+// A compute event's kind of op (kKept for a forward that keeps its stash).
+std::size_t op_kind(const TimelineEvent& e, const Schedule& schedule) {
+  auto kind = static_cast<std::size_t>(e.kind);
+  PS_CHECK(kind < kKept, "compute events are F, R, B, W or the optimizer");
+  if (e.kind == EventKind::kForward && !schedule.recomputes(e.micro_batch)) kind = kKept;
+  return kind;
+}
+
+// A tensor-lane event with the op whose all-reduces it holds: the compute
+// event of its device, stage and micro-batch that ends where it starts (the
+// simulator and the runtime alike draw them so).
+struct TensorOp {
+  const TimelineEvent* event = nullptr;
+  std::size_t kind = 0;  // of the op, as op_kind
+};
+
+std::vector<TensorOp> tensor_ops(const Timeline& timeline, const Schedule& schedule) {
+  std::map<std::tuple<int, int, int, SimTime>, std::size_t> ends;
+  for (const TimelineEvent& e : timeline.events) {
+    if (e.lane == Lane::kCompute && e.kind != EventKind::kOptimizer) {
+      ends[{e.device, e.stage, e.micro_batch, e.end}] = op_kind(e, schedule);
+    }
+  }
+  std::vector<TensorOp> out;
+  for (const TimelineEvent& e : timeline.events) {
+    if (e.lane != Lane::kTensor) continue;
+    const auto it = ends.find({e.device, e.stage, e.micro_batch, e.start});
+    PS_CHECK(it != ends.end(), "an all-reduce without its op");
+    out.push_back({&e, it->second});
+  }
+  return out;
+}
+
 // The median step's compute ops: per model stage and kind, busy time per
-// pipeline device, and wall and CPU time summed over them all.
+// pipeline device (their all-reduces included), and wall and CPU time summed
+// over the ops.
 struct MeasuredOps {
   std::vector<OpSums> stages;
   std::vector<SimTime> device_busy;
@@ -90,9 +192,7 @@ MeasuredOps measure_ops(const Timeline& timeline, const Schedule& schedule, int 
   for (const TimelineEvent& e : timeline.events) {
     if (e.lane != Lane::kCompute) continue;
     OpSums& s = ops.stages.at(static_cast<std::size_t>(e.stage));
-    auto kind = static_cast<std::size_t>(e.kind);
-    PS_CHECK(kind < kKept, "compute events are F, R, B, W or the optimizer");
-    if (e.kind == EventKind::kForward && !schedule.recomputes(e.micro_batch)) kind = kKept;
+    const std::size_t kind = op_kind(e, schedule);
     const SimTime wall = e.end - e.start;
     ops.device_busy.at(static_cast<std::size_t>(e.device)) += wall;
     s.total[kind] += wall;
@@ -103,7 +203,36 @@ MeasuredOps measure_ops(const Timeline& timeline, const Schedule& schedule, int 
     ops.wall += wall;
     ops.cpu += cpu;
   }
+  for (const TensorOp& t : tensor_ops(timeline, schedule)) {
+    const TimelineEvent& e = *t.event;
+    OpSums& s = ops.stages.at(static_cast<std::size_t>(e.stage));
+    s.tp_total[t.kind] += e.end - e.start;
+    s.tp_count[t.kind] += 1;
+    ops.device_busy.at(static_cast<std::size_t>(e.device)) += e.end - e.start;
+  }
   return ops;
+}
+
+// The predicted timeline's all-reduces against the measured ones, op for op.
+CollectiveMatch match_collectives(const Timeline& predicted, const Timeline& measured,
+                                  const Schedule& schedule) {
+  using Key = std::tuple<int, std::size_t, int, Bytes>;  // stage, op, micro-batch, bytes
+  std::multiset<Key> want;
+  CollectiveMatch m;
+  for (const TensorOp& t : tensor_ops(predicted, schedule)) {
+    want.insert({t.event->stage, t.kind, t.event->micro_batch, t.event->bytes});
+    ++m.predicted;
+    m.predicted_bytes += t.event->bytes;
+  }
+  for (const TensorOp& t : tensor_ops(measured, schedule)) {
+    ++m.measured;
+    m.measured_bytes += t.event->bytes;
+    const auto it = want.find({t.event->stage, t.kind, t.event->micro_batch, t.event->bytes});
+    if (it == want.end()) continue;
+    want.erase(it);
+    ++m.matched;
+  }
+  return m;
 }
 
 // Step time, throughput and bubble of the prediction against the median step.
@@ -117,8 +246,9 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   c.measured_throughput = c.measured_step_s > 0 ? samples / c.measured_step_s : 0.0;
   c.predicted_bubble = predicted.metrics.bubble_fraction;
   c.measured_bubble = measured_bubble(median, c.stages);
-  c.cores = scenario.cluster.shared_cores;
-  c.shared_cores = c.cores > 0 && c.cores < c.stages;
+  c.tensor_parallel = scenario.cluster.tensor_parallel;
+  c.cores = scenario.cluster.shared_cores * c.tensor_parallel;
+  c.shared_cores = c.cores > 0 && c.cores < c.stages * c.tensor_parallel;
 }
 
 std::vector<StageComparison> compare_busy(const SimResult& predicted,
@@ -151,6 +281,12 @@ std::vector<StageCost> measured_costs(const std::vector<StageCost>& predicted,
     cost.backward = cost.input + cost.weight;
     cost.recompute = of(at(EventKind::kRecompute));
     cost.optimizer = of(at(EventKind::kOptimizer));
+    // The all-reduces' wall time in both replays: a wait for the other ranks
+    // is no CPU time, yet the op lasts it.
+    if (const std::optional<SimTime> f = m.mean_tp_forward()) cost.tp_forward = *f;
+    if (m.tp_count[at(EventKind::kBackward)] > 0) {
+      cost.tp_backward = m.mean_tp(at(EventKind::kBackward));
+    }
   }
   return costs;
 }
@@ -164,7 +300,21 @@ std::string kind_name(std::size_t i, bool split) {
                                           : "optimizer";
 }
 
-// Model stage s's predicted op times against its measured means, each kind it ran.
+OpComparison op_row(int s, std::string kind, SimTime count, SimTime predicted_ns,
+                    SimTime measured_ns, SimTime measured_cpu_ns) {
+  OpComparison op;
+  op.stage = s;
+  op.kind = std::move(kind);
+  op.count = static_cast<int>(count);
+  op.predicted_s = simtime_to_seconds(predicted_ns);
+  op.measured_s = simtime_to_seconds(measured_ns);
+  op.measured_cpu_s = simtime_to_seconds(measured_cpu_ns);
+  op.relative_error = relative_error(op.predicted_s, op.measured_s);
+  return op;
+}
+
+// Model stage s's predicted op times against its measured means, each kind it
+// ran, then each kind's all-reduces (one row for F, kept or not).
 void compare_ops(std::vector<OpComparison>& out, int s, const StageCost& p, const OpSums& m,
                  bool split) {
   const std::pair<std::size_t, SimTime> kinds[] = {
@@ -176,15 +326,20 @@ void compare_ops(std::vector<OpComparison>& out, int s, const StageCost& p, cons
       {at(EventKind::kOptimizer), p.optimizer}};
   for (const auto& [i, predicted_ns] : kinds) {
     if (m.count[i] == 0) continue;
-    OpComparison op;
-    op.stage = s;
-    op.kind = kind_name(i, split);
-    op.count = static_cast<int>(m.count[i]);
-    op.predicted_s = simtime_to_seconds(predicted_ns);
-    op.measured_s = simtime_to_seconds(m.mean(i));
-    op.measured_cpu_s = simtime_to_seconds(m.mean_cpu(i));
-    op.relative_error = relative_error(op.predicted_s, op.measured_s);
-    out.push_back(std::move(op));
+    out.push_back(
+        op_row(s, kind_name(i, split), m.count[i], predicted_ns, m.mean(i), m.mean_cpu(i)));
+  }
+  const SimTime forwards = m.tp_count[at(EventKind::kForward)] + m.tp_count[kKept];
+  if (forwards > 0) {
+    const SimTime mean = (m.tp_total[at(EventKind::kForward)] + m.tp_total[kKept]) / forwards;
+    out.push_back(op_row(s, "F all-reduce", forwards, p.tp_forward, mean, mean));
+  }
+  for (const std::size_t i : {at(EventKind::kRecompute), at(EventKind::kBackward)}) {
+    if (m.tp_count[i] == 0) continue;
+    const SimTime predicted = i == at(EventKind::kBackward) ? p.tp_backward : p.tp_forward;
+    out.push_back(op_row(s,
+                         std::string(1, i == at(EventKind::kBackward) ? 'B' : 'R') + " all-reduce",
+                         m.tp_count[i], predicted, m.mean_tp(i), m.mean_tp(i)));
   }
 }
 
@@ -209,7 +364,9 @@ void compare_replays(Comparison& c, const Scenario& scenario, const Schedule& sc
 Comparison compare_run(const Scenario& scenario, const Plan& plan,
                        const std::vector<StepResult>& steps, int warmup) {
   PS_CHECK(!steps.empty(), "compare needs at least one measured step");
-  const SimResult predicted = simulate(scenario, plan_sim_config(plan));
+  SimConfig config = plan_sim_config(plan);
+  config.record_timeline = plan.tensor_parallel > 1;  // for its all-reduces
+  const SimResult predicted = simulate(scenario, config);
   Comparison c;
   c.stages = plan.stages;
   c.chunks = plan.chunks;
@@ -229,6 +386,9 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
                 ops.stages[static_cast<std::size_t>(s)], schedule.split);
   }
   compare_replays(c, scenario, schedule, predicted, ops);
+  if (plan.tensor_parallel > 1) {
+    c.collectives = match_collectives(predicted.timeline, median.timeline, schedule);
+  }
   return c;
 }
 

@@ -17,10 +17,14 @@
 namespace pipescope::exec {
 
 // The scenario in which one pipeline replica of `plan` runs on this machine:
-// the plan's model and schedule, its batch / D, the `cpu` preset with one
-// device per stage, and the profile applied (apply_profile: its times, its
-// transport, its cores shared by the devices when there are more stages); a
-// null profile leaves the preset's nominal figures.
+// the plan's model (one tensor rank's share under T > 1, plan_model's) and
+// schedule, its batch / D, the `cpu` preset with one device per stage (a group
+// of T under tensor parallelism: K x T cores), and the profile applied
+// (apply_profile: its times, its transport, also the tensor ranks'
+// all-reduces', its cores shared by the devices when there are more stages);
+// a null profile leaves the preset's nominal figures. Under tensor parallelism
+// a group computes on T cores at once: the cores shared are cores / T groups,
+// and the concurrency slowdown of n groups computing is that of n T cores.
 Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
                       std::shared_ptr<const Profile> profile, const std::string& profile_file);
 
@@ -36,13 +40,28 @@ struct StageComparison {
 // One kind of op of one model stage: the prediction's duration against the
 // mean of the median step's ops of that kind.
 struct OpComparison {
-  int stage = 0;     // model stage
-  std::string kind;  // "F", "F kept" (keeps its stash), "R", "B", "B input", "W", "optimizer"
-  int count = 0;     // ops of this kind in the step
+  int stage = 0;  // model stage
+  // "F", "F kept" (keeps its stash), "R", "B", "B input", "W", "optimizer", and
+  // under tensor parallelism "F all-reduce", "R all-reduce", "B all-reduce":
+  // the all-reduces of one such op, together.
+  std::string kind;
+  int count = 0;  // ops of this kind in the step
   double predicted_s = 0.0;
   double measured_s = 0.0;      // mean wall time
   double measured_cpu_s = 0.0;  // mean thread CPU time (wall time without a CPU clock)
   double relative_error = 0.0;
+};
+
+// Tensor parallelism's all-reduces, op for op: the predicted timeline's tensor
+// events (one for each F, R and B that all-reduces, with their bytes) against
+// the median step's. matched counts the pairs of the same stage, op, micro-batch
+// and bytes.
+struct CollectiveMatch {
+  int predicted = 0;
+  int measured = 0;
+  int matched = 0;
+  Bytes predicted_bytes = 0;
+  Bytes measured_bytes = 0;
 };
 
 struct Comparison {
@@ -76,8 +95,10 @@ struct Comparison {
   double cpu_replayed_step_s = 0.0;
   double cpu_relative_error = 0.0;  // predicted against cpu_replayed_step_s
   double steal_fraction = 0.0;
-  int cores = 0;              // the machine's, from the profile
-  bool shared_cores = false;  // more stages than cores
+  int cores = 0;                // the machine's, from the profile
+  bool shared_cores = false;    // more stages (times T) than cores
+  int tensor_parallel = 1;      // T
+  CollectiveMatch collectives;  // T > 1
 };
 
 // `scenario` from cpu_scenario; `steps` from run_plan on the same plan.

@@ -16,9 +16,11 @@ struct Aborted {};
 
 }  // namespace
 
-DeviceWorker::DeviceWorker(int device, const RuntimeCore& core, std::vector<StageWork>& stages,
-                           Transport& transport, StepTimer& timer, Watchdog& watchdog)
+DeviceWorker::DeviceWorker(int device, int rank, const RuntimeCore& core,
+                           std::vector<StageWork>& stages, Transport& transport, StepTimer& timer,
+                           Watchdog& watchdog)
     : device_(device),
+      rank_(rank),
       core_(core),
       stages_(stages),
       transport_(transport),
@@ -27,6 +29,9 @@ DeviceWorker::DeviceWorker(int device, const RuntimeCore& core, std::vector<Stag
 
 void DeviceWorker::run() {
   Op current;
+  collectives_.abort = &watchdog_.abort_flag();
+  collectives_.limit = watchdog_.limit();
+  const CollectiveScope scope(collectives_);
   try {
     for (const Op& op : core_.schedule.device_ops[static_cast<std::size_t>(device_)]) {
       current = op;
@@ -35,12 +40,13 @@ void DeviceWorker::run() {
         watchdog_.cancel();
         return;
       }
-      watchdog_.set(device_, Watchdog::State::kRunning, op);
+      watchdog_.set(device_, rank_, Watchdog::State::kRunning, op);
       if (core_.options.before_op) core_.options.before_op(device_, op);
       run_op(op);
     }
-    watchdog_.set(device_, Watchdog::State::kDone, current);
+    watchdog_.set(device_, rank_, Watchdog::State::kDone, current);
   } catch (const Aborted&) {
+  } catch (const CollectiveAborted&) {
   } catch (const std::exception& e) {
     fail(current, e.what());
   } catch (...) {
@@ -49,18 +55,21 @@ void DeviceWorker::run() {
 }
 
 void DeviceWorker::fail(const Op& op, const std::string& why) {
-  watchdog_.fail(
-      StageError(op.stage, op,
-                 "stage " + std::to_string(op.stage) + " failed in " + op_name(op) + ": " + why));
+  const std::string rank =
+      core_.tensor_parallel() > 1 ? " (tensor rank " + std::to_string(rank_) + ")" : "";
+  watchdog_.fail(StageError(
+      op.stage, op,
+      "stage " + std::to_string(op.stage) + rank + " failed in " + op_name(op) + ": " + why));
 }
 
 // The op's payload in, its time on the stage, its output out.
 void DeviceWorker::run_op(const Op& op) {
   Tensor in = input(op);
   Device* dev = device_of(op.stage);
+  collectives_.reset();
   const OpStart start = StepTimer::op_start(dev);
-  Tensor out = stages_[static_cast<std::size_t>(op.stage)].run(op, std::move(in));
-  timer_.compute(device_, op, start, dev);
+  Tensor out = stage_work(op.stage).run(op, std::move(in));
+  timer_.compute(device_, rank_, op, start, dev, &collectives_);
   pair_.finished(op, std::move(out),
                  [this](const Op& done, Tensor output) { send_output(done, std::move(output)); });
 }
@@ -87,22 +96,22 @@ void DeviceWorker::send(const Op& op, TransferKind kind, Tensor payload) {
   const auto start = StepTimer::Clock::now();
   // The receiver's device waits for the work that made it.
   if (payload.on_device()) payload.device().ready = payload.device().device()->fence();
-  transport_.send(kind, to, op.micro_batch, std::move(payload));
+  transport_.send(kind, to, channel_key(op.micro_batch), std::move(payload));
   timer_.record(
-      timer_.transfer_event(device_, Lane::kSend, kind, op.stage, to, op.micro_batch, bytes),
-      start);
+      timer_.transfer_event(device_, Lane::kSend, kind, op.stage, to, op.micro_batch, bytes), start,
+      rank_);
 }
 
 // Blocks until the payload of op's micro-batch arrives, the step stops, or the
 // watchdog's limit passes.
 Tensor DeviceWorker::receive(const Op& op, TransferKind kind) {
   const int from = kind == TransferKind::kActivation ? op.stage - 1 : op.stage + 1;
-  watchdog_.set(device_, Watchdog::State::kWaiting, op);
+  watchdog_.set(device_, rank_, Watchdog::State::kWaiting, op);
   const auto start = StepTimer::Clock::now();
   const auto deadline = start + watchdog_.limit();
   Tensor payload;
-  switch (
-      transport_.take(kind, op.stage, op.micro_batch, deadline, watchdog_.abort_flag(), payload)) {
+  switch (transport_.take(kind, op.stage, channel_key(op.micro_batch), deadline,
+                          watchdog_.abort_flag(), payload)) {
     case Channel::Wait::kReady:
       break;
     case Channel::Wait::kAborted:
@@ -111,12 +120,12 @@ Tensor DeviceWorker::receive(const Op& op, TransferKind kind) {
       watchdog_.stalled(op);
       throw Aborted{};
   }
-  watchdog_.set(device_, Watchdog::State::kRunning, op);
+  watchdog_.set(device_, rank_, Watchdog::State::kRunning, op);
   payload = onto_stage_device(op.stage, std::move(payload));
   const Bytes bytes = payload.bytes();
   timer_.record(
       timer_.transfer_event(device_, Lane::kRecv, kind, from, op.stage, op.micro_batch, bytes),
-      start);
+      start, rank_);
   return payload;
 }
 
@@ -132,6 +141,16 @@ Tensor DeviceWorker::onto_stage_device(int stage, Tensor payload) const {
   DeviceMatrix local = dev->matrix(p.rows, p.cols);
   dev->copy_from(p, local);
   return local;
+}
+
+StageWork& DeviceWorker::stage_work(int stage) const {
+  return stages_[static_cast<std::size_t>(rank_ * core_.schedule.stages + stage)];
+}
+
+// The tensor ranks of a stage share its channels: rank r's payload of
+// micro-batch m travels under key m T + r, to rank r of the next stage.
+int DeviceWorker::channel_key(int micro_batch) const {
+  return micro_batch * core_.tensor_parallel() + rank_;
 }
 
 Device* DeviceWorker::device_of(int stage) const {

@@ -5,7 +5,9 @@
 // transport before the op (onto the stage's device) and sends the op's output
 // after it (after the whole pair for the ops of an overlapped pair, Op::paired).
 // An error in an op fails the step (watchdog.h) naming the stage and
-// the op; once the step stops the worker ends after its current op.
+// the op; once the step stops the worker ends after its current op. Under
+// tensor parallelism each tensor rank of a device has a worker of its own, and
+// its ops' all-reduces (exec/tensor_group.h) wait on the step's watchdog too.
 
 #include <utility>
 #include <vector>
@@ -21,9 +23,10 @@ namespace pipescope::exec {
 
 class DeviceWorker {
  public:
-  // `stages`: every stage's work in the step, of which the worker runs those on
-  // `device`.
-  DeviceWorker(int device, const RuntimeCore& core, std::vector<StageWork>& stages,
+  // `stages`: every stage's work in the step for every tensor rank (rank r's
+  // stage s at r K + s), of which the worker runs tensor rank `rank`'s of the
+  // stages on `device`.
+  DeviceWorker(int device, int rank, const RuntimeCore& core, std::vector<StageWork>& stages,
                Transport& transport, StepTimer& timer, Watchdog& watchdog);
 
   // Runs the device's ops; never throws (an error fails the step).
@@ -38,14 +41,18 @@ class DeviceWorker {
   Tensor receive(const Op& op, TransferKind kind);
   Tensor onto_stage_device(int stage, Tensor payload) const;
   Device* device_of(int stage) const;
+  StageWork& stage_work(int stage) const;
+  int channel_key(int micro_batch) const;
 
   const int device_;
+  const int rank_;
   const RuntimeCore& core_;
   std::vector<StageWork>& stages_;
   Transport& transport_;
   StepTimer& timer_;
   Watchdog& watchdog_;
-  PairHold<Tensor> pair_;  // the outputs of an overlapped pair still running
+  PairHold<Tensor> pair_;        // the outputs of an overlapped pair still running
+  CollectiveTally collectives_;  // the current op's all-reduces (tensor parallelism)
 };
 
 }  // namespace pipescope::exec

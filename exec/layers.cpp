@@ -6,48 +6,10 @@
 #include <string>
 #include <utility>
 
+#include "exec/layer_math.h"
+#include "exec/tensor_layers.h"
+
 namespace pipescope::exec {
-
-namespace {
-
-std::string str(Index i) {
-  return std::to_string(i);
-}
-
-// Throws std::invalid_argument unless x is (ctx.batch * ctx.seq, cols).
-template <typename T>
-void check_input(const Mat<T>& x, const Context& ctx, Index cols, const char* layer) {
-  const Index rows = Index{ctx.batch} * Index{ctx.seq};
-  if (ctx.batch < 1 || ctx.seq < 1 || x.rows() != rows || x.cols() != cols) {
-    throw std::invalid_argument(std::string(layer) + ": expected a (" + str(rows) + ", " +
-                                str(cols) + ") input for batch " + str(ctx.batch) + " x seq " +
-                                str(ctx.seq) + ", got (" + str(x.rows()) + ", " + str(x.cols()) +
-                                ")");
-  }
-}
-
-void check_positive(Index value, const char* what) {
-  if (value < 1) throw std::invalid_argument(std::string(what) + " must be positive");
-}
-
-// The parameter halves of the linear and LayerNorm backwards, now or in W. x and
-// stats come from the stash, which outlives a deferred W.
-template <typename T>
-void linear_params(const Grads<T>& g, const Mat<T>& dout, const Mat<T>& x, std::size_t weight,
-                   std::optional<std::size_t> bias) {
-  Mat<T>* db = bias ? g[*bias] : nullptr;
-  g.add(dout, [&x, dw = g[weight], db](const Mat<T>& d) { linear_backward_params(d, x, *dw, db); });
-}
-
-template <typename T>
-void layernorm_params(const Grads<T>& g, const Mat<T>& dout, const Mat<T>& x, const Mat<T>& stats,
-                      std::size_t gain, std::size_t bias) {
-  g.add(dout, [&x, &stats, dgain = g[gain], dbias = g[bias]](const Mat<T>& d) {
-    layernorm_backward_params(d, x, stats, *dgain, *dbias);
-  });
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- embedding
 
@@ -79,29 +41,43 @@ std::vector<ParamShape> EmbeddingMath::param_shapes() const {
   return shapes;
 }
 
-template <typename T>
-Mat<T> EmbeddingMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
-                              std::vector<Mat<T>>& stash) const {
-  check_input(x, ctx, 1, "embed");
+void EmbeddingMath::check_context(const Context& ctx) const {
   if (ctx.seq > seq_len_) {
     throw std::invalid_argument("embed: sequences of " + str(ctx.seq) +
                                 " positions are longer than seq_len " + str(seq_len_));
   }
-  Mat<T> out(x.rows(), d_model_);
-  for (Index r = 0; r < x.rows(); ++r) {
-    const double id = static_cast<double>(x(r, 0));
-    if (!(id >= 0.0 && id < static_cast<double>(vocab_) && id == std::floor(id))) {
-      throw std::invalid_argument("embed: token id " + std::to_string(id) +
-                                  " is not an integer in [0, " + str(vocab_) + ")");
-    }
+}
+
+Index EmbeddingMath::token_id(double id) const {
+  if (!(id >= 0.0 && id < static_cast<double>(vocab_) && id == std::floor(id))) {
+    throw std::invalid_argument("embed: token id " + std::to_string(id) +
+                                " is not an integer in [0, " + str(vocab_) + ")");
+  }
+  return static_cast<Index>(id);
+}
+
+template <typename T>
+void EmbeddingMath::add_positions(const Values<T>& w, const Context& ctx, Mat<T>& out) const {
+  for (Index r = 0; r < out.rows(); ++r) {
     const Index t = r % ctx.seq;
-    out.row(r) = w[0]->row(static_cast<Index>(id));
     if (learned_) {
       out.row(r) += w[1]->row(t);
     } else {
       out.row(r) += sinusoid_.row(t).cast<T>();
     }
   }
+}
+
+template <typename T>
+Mat<T> EmbeddingMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                              std::vector<Mat<T>>& stash) const {
+  check_input(x, ctx, 1, "embed");
+  check_context(ctx);
+  Mat<T> out(x.rows(), d_model_);
+  for (Index r = 0; r < x.rows(); ++r) {
+    out.row(r) = w[0]->row(token_id(static_cast<double>(x(r, 0))));
+  }
+  add_positions(w, ctx, out);
   stash = {x};
   return out;
 }
@@ -122,24 +98,6 @@ Mat<T> EmbeddingMath::backward(const Values<T>& /*w*/, const Grads<T>& dw, const
 }
 
 // ---------------------------------------------------------------- transformer block
-
-namespace {
-// Stash order of a transformer block.
-enum BlockStash : std::size_t {
-  kX,
-  kLn1Stats,
-  kLn1Out,
-  kQkv,
-  kProbs,
-  kAttn,
-  kX2,
-  kLn2Stats,
-  kLn2Out,
-  kFc1Out,
-  kGeluOut,
-  kBlockStashSize,
-};
-}  // namespace
 
 TransformerBlockMath::TransformerBlockMath(Index d_model, Index heads, Index kv_heads, Index d_ff)
     : d_model_(d_model), heads_(heads), kv_heads_(kv_heads == 0 ? heads : kv_heads), d_ff_(d_ff) {
@@ -347,6 +305,30 @@ MathLayer<Math>::MathLayer(std::string name, Math math, std::mt19937_64& rng)
 }
 
 template <class Math>
+MathLayer<Math>::MathLayer(std::string name, Math math, std::vector<Matrix> values)
+    : name_(std::move(name)), math_(std::move(math)) {
+  const std::vector<ParamShape> shapes = math_.param_shapes();
+  if (values.size() != shapes.size()) {
+    throw std::invalid_argument(name_ + ": " + std::to_string(values.size()) +
+                                " parameter values for " + std::to_string(shapes.size()) +
+                                " parameters");
+  }
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const ParamShape& shape = shapes[i];
+    if (values[i].rows() != shape.rows || values[i].cols() != shape.cols) {
+      throw std::invalid_argument(name_ + "." + shape.name + ": a (" + str(values[i].rows()) +
+                                  ", " + str(values[i].cols()) + ") value for a (" +
+                                  str(shape.rows) + ", " + str(shape.cols) + ") parameter");
+    }
+    Param p;
+    p.name = name_ + "." + shape.name;
+    p.value = std::move(values[i]);
+    p.grad.setZero(shape.rows, shape.cols);
+    params_.push_back(std::move(p));
+  }
+}
+
+template <class Math>
 Tensor MathLayer<Math>::forward(const Tensor& x, const Context& ctx, Stash& stash) const {
   Values<float> w;
   for (const Param& p : params_) w.push_back(&p.value);
@@ -396,10 +378,18 @@ std::vector<Param*> MathLayer<Math>::params() {
   PIPESCOPE_INSTANTIATE_MATH(Math, double) \
   template class MathLayer<Math>;
 
+template void EmbeddingMath::add_positions<float>(const Values<float>&, const Context&,
+                                                  Mat<float>&) const;
+template void EmbeddingMath::add_positions<double>(const Values<double>&, const Context&,
+                                                   Mat<double>&) const;
 PIPESCOPE_INSTANTIATE_LAYER(EmbeddingMath)
 PIPESCOPE_INSTANTIATE_LAYER(TransformerBlockMath)
 PIPESCOPE_INSTANTIATE_LAYER(LmHeadMath)
 PIPESCOPE_INSTANTIATE_LAYER(MlpBlockMath)
 PIPESCOPE_INSTANTIATE_LAYER(ClassifierHeadMath)
+// The tensor-parallel shards run in float only (their math: tensor_layers.cpp).
+template class MathLayer<VocabEmbeddingMath>;
+template class MathLayer<TensorBlockMath>;
+template class MathLayer<VocabHeadMath>;
 
 }  // namespace pipescope::exec

@@ -69,6 +69,14 @@ class EmbeddingMath {
   bool learned_positions() const { return learned_; }
   // (seq_len, h) when the positions are not learned.
   const Mat<double>& sinusoid() const { return sinusoid_; }
+  // Throws std::invalid_argument for sequences longer than seq_len.
+  void check_context(const Context& ctx) const;
+  // A token id given as a float; throws std::invalid_argument unless it is an
+  // integer in [0, vocab).
+  Index token_id(double id) const;
+  // Adds each row's position (row r is position r mod ctx.seq) to out (b*s, h).
+  template <typename T>
+  void add_positions(const Values<T>& w, const Context& ctx, Mat<T>& out) const;
   // x is (b*s, 1) token ids as floats, out is (b*s, h); stash keeps the ids.
   template <typename T>
   Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
@@ -195,6 +203,10 @@ template <class Math>
 class MathLayer final : public Layer {
  public:
   MathLayer(std::string name, Math math, std::mt19937_64& rng);
+  // With the given values, in param_shapes() order and shapes (a shard of a
+  // whole layer's, exec/tensor_shard.h); throws std::invalid_argument when one
+  // does not fit.
+  MathLayer(std::string name, Math math, std::vector<Matrix> values);
   const std::string& name() const override { return name_; }
   Tensor forward(const Tensor& x, const Context& ctx, Stash& stash) const override;
   Tensor backward(const Tensor& dy, const Context& ctx, const Stash& stash) override;

@@ -8,6 +8,7 @@
 
 #include "costmodels/check.h"
 #include "exec/layers.h"
+#include "exec/tensor_shard.h"
 
 namespace pipescope::exec {
 
@@ -84,8 +85,16 @@ LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
     require(spec.transformer != nullptr || spec.mlp != nullptr,
             "the " + spec.family + " model '" + spec.name +
                 "' carries no family parameters to build it from");
-    LayerList layers = spec.transformer != nullptr ? build_transformer(*spec.transformer, seed)
-                                                   : build_mlp(*spec.mlp, seed);
+    if (spec.tensor_parallel > 1) {
+      require(spec.transformer != nullptr && !spec.sequence_parallel,
+              "the executor splits transformers over tensor ranks, without sequence "
+              "parallelism; model '" +
+                  spec.name + "' cannot run at T=" + std::to_string(spec.tensor_parallel));
+    }
+    LayerList layers = spec.tensor_parallel > 1
+                           ? build_tensor_rank_alone(*spec.transformer, seed, spec.tensor_parallel)
+                       : spec.transformer != nullptr ? build_transformer(*spec.transformer, seed)
+                                                     : build_mlp(*spec.mlp, seed);
     require_same(layers, spec);
     return layers;
   }

@@ -33,6 +33,11 @@ LayerList build_mlp(const MlpParams& p, std::uint64_t seed);
 // for families the executor cannot run:
 // "layers" (an explicit list carries costs, not the layers' math) and "amoebanet"
 // (no convolutional cells in the executor).
+//
+// A spec of one tensor rank's share (ModelSpec::tensor_parallel T > 1) gives
+// rank 0's shards with all-reduces that return at once: one rank's compute,
+// which the profiler times (the simulator adds the all-reduces); a run builds
+// every rank's with build_tensor_ranks (exec/tensor_shard.h).
 LayerList build_layers(const ModelSpec& spec, std::uint64_t seed);
 
 // Forward through every layer on one device, the last being the loss, with

@@ -5,11 +5,13 @@
 #include <utility>
 
 #include "costmodels/check.h"
+#include "costmodels/model_families.h"
 #include "exec/compare.h"
 #include "exec/data.h"
 #include "exec/device_layers.h"
 #include "exec/host_memory.h"
 #include "exec/models.h"
+#include "exec/tensor_shard.h"
 #include "exec/transport.h"
 #include "sim/format.h"
 #include "sim/scenario_io.h"
@@ -28,14 +30,44 @@ void check_executor_size(const ModelSpec& model, const std::string& where) {
   }
 }
 
+namespace {
+
+// The plan's whole model cut to one tensor rank's share, as the plan's layers
+// are (T = 1: the whole model).
+ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
+  if (plan.tensor_parallel == 1) return whole;
+  PS_CHECK(whole.transformer != nullptr, "tensor parallelism splits transformers");
+  return make_transformer(*whole.transformer, whole.name, {plan.tensor_parallel, false});
+}
+
+}  // namespace
+
+void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
+                                   const std::string& backend) {
+  if (plan.tensor_parallel == 1 || backend == "cpu") return;
+  throw std::invalid_argument(
+      plan_file + ": T: --backend " + backend + " runs whole layers on each device, and this " +
+      "plan splits them over T=" + std::to_string(plan.tensor_parallel) +
+      " devices (tensor parallelism); the cpu backend runs it (a thread per tensor rank), or " +
+      "plan with -T 1");
+}
+
+void check_requested_tensor_parallel(const Plan& plan, const std::string& plan_file,
+                                     std::optional<int> requested) {
+  if (!requested || *requested == plan.tensor_parallel) return;
+  throw std::invalid_argument("-T " + std::to_string(*requested) + ": " + plan_file +
+                              " splits each layer over T=" + std::to_string(plan.tensor_parallel) +
+                              " (its \"T\"); make a plan with `pipescope plan ... -T " +
+                              std::to_string(*requested) + " -o PLAN` to run that");
+}
+
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
-  if (plan.tensor_parallel > 1) {
+  if (plan.sequence_parallel) {
     throw std::invalid_argument(
         plan_file +
-        ": T: the executor runs whole layers on each device, and this plan splits "
-        "them over T=" +
-        std::to_string(plan.tensor_parallel) +
-        " devices (tensor parallelism); plan with -T 1 to run or compare it");
+        ": sequence_parallel: the executor's tensor-parallel ranks keep the layer norms and "
+        "residuals whole on every rank; it does not split them along the sequence; plan "
+        "without sequence parallelism to run or compare it");
   }
   if (plan.remat == Remat::kSelective) {
     throw std::invalid_argument(
@@ -51,7 +83,12 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
   }
   ModelSpec spec = parse_model(plan.model_spec, plan_file, "model.spec");
   check_executor_size(spec, plan_file + ": model.spec");
-  return spec;
+  if (plan.tensor_parallel > 1 && spec.transformer == nullptr) {
+    throw std::invalid_argument(plan_file + ": T: the executor splits transformers over tensor " +
+                                "ranks; model '" + spec.name + "' is of family " + spec.family +
+                                " (expected T=1)");
+  }
+  return rank_share(std::move(spec), plan);
 }
 
 std::vector<HostMemoryNeed> plan_device_memory(const Plan& plan) {
@@ -60,8 +97,8 @@ std::vector<HostMemoryNeed> plan_device_memory(const Plan& plan) {
   PS_CHECK(!plan.model_spec.is_null(), "the executor runs models given by their family");
   nlohmann::json spec = plan.model_spec;
   spec["dtype"] = "fp32";
-  const Scenario sc =
-      cpu_scenario(plan, parse_model(spec, plan.scenario_name, "model.spec"), nullptr, "");
+  const Scenario sc = cpu_scenario(
+      plan, rank_share(parse_model(spec, plan.scenario_name, "model.spec"), plan), nullptr, "");
   const SimResult r = simulate(sc, plan_sim_config(plan));
   std::vector<HostMemoryNeed> need(r.metrics.devices.size());
   // Stage s lives on its schedule's device (plans are checked to say so).
@@ -123,27 +160,55 @@ void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
   const std::optional<HostMemory> host = host_memory_available();
   if (!host) return;  // nothing to compare with: let the run try
   MemoryPool pool{"on this machine", host->bytes, host->source, {}};
-  for (int d = 0; d < plan.stages; ++d) pool.devices.push_back(d);  // one replica's K
+  // One replica's K devices, each T times: its tensor ranks.
+  for (int d = 0; d < plan.stages; ++d) {
+    for (int r = 0; r < plan.tensor_parallel; ++r) pool.devices.push_back(d);
+  }
   check_plan_fits(plan, plan_file, {pool});
 }
+
+namespace {
+
+// Each tensor rank's stages: the plan's cut of the model, or of each rank's
+// shards (exec/tensor_shard.h).
+std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec& model,
+                                               std::uint64_t seed) {
+  std::vector<std::vector<LayerList>> ranks;
+  if (plan.tensor_parallel == 1) {
+    ranks.push_back(cut_into_stages(build_layers(model, seed), plan.stage_ranges()));
+    return ranks;
+  }
+  PS_CHECK(model.transformer != nullptr, "tensor parallelism splits transformers");
+  for (LayerList& rank : build_tensor_ranks(*model.transformer, seed, plan.tensor_parallel)) {
+    ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
+  }
+  return ranks;
+}
+
+}  // namespace
 
 std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
                                  const PlanRunOptions& o) {
   if (o.steps < 1) throw std::invalid_argument("a run needs at least one step");
-  LayerList all = build_layers(model, o.seed);
+  if (plan.tensor_parallel > 1 && (o.stage_device || o.transport)) {
+    throw std::invalid_argument(
+        "T=" + std::to_string(plan.tensor_parallel) +
+        ": tensor parallelism runs on the cpu backend only (a thread per tensor rank)");
+  }
   const Schedule schedule = plan.schedule_ops();
+  std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed);
   // Devices only for the stages this process runs (one process per device
   // under MPI); the others stay as they were built, unused.
-  std::vector<int> local;
   if (o.stage_device) {
-    local = o.transport ? o.transport->local_devices(schedule.devices())
-                        : InProcessTransport().local_devices(schedule.devices());
-  }
-  std::vector<LayerList> stages = cut_into_stages(std::move(all), plan.stage_ranges());
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    const int device = schedule.stage_device[s];
-    if (o.stage_device && std::find(local.begin(), local.end(), device) != local.end()) {
-      stages[s] = to_device(std::move(stages[s]), o.stage_device(static_cast<int>(s), device));
+    const std::vector<int> local = o.transport
+                                       ? o.transport->local_devices(schedule.devices())
+                                       : InProcessTransport().local_devices(schedule.devices());
+    std::vector<LayerList>& stages = ranks[0];
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const int device = schedule.stage_device[s];
+      if (std::find(local.begin(), local.end(), device) != local.end()) {
+        stages[s] = to_device(std::move(stages[s]), o.stage_device(static_cast<int>(s), device));
+      }
     }
   }
   RuntimeOptions options;
@@ -152,7 +217,7 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   options.watchdog = o.watchdog;
   options.before_op = o.before_op;
   options.transport = o.transport;
-  PipelineRuntime runtime(std::move(stages), schedule, options);
+  PipelineRuntime runtime(std::move(ranks), schedule, options);
   const TaskShape task = task_shape(model);
   const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
   std::vector<StepResult> out;
@@ -167,7 +232,8 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
 double measured_bubble(const StepResult& r, int devices) {
   SimTime busy = 0;
   for (const TimelineEvent& e : r.timeline.events) {
-    if (e.lane == Lane::kCompute) busy += e.end - e.start;
+    // An op's all-reduces keep its device busy, as in the simulator.
+    if (e.lane == Lane::kCompute || e.lane == Lane::kTensor) busy += e.end - e.start;
   }
   const double total = static_cast<double>(r.step_time) * devices;
   return total > 0 ? 1.0 - static_cast<double>(busy) / total : 0.0;

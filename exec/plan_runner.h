@@ -29,11 +29,24 @@ inline constexpr double kMaxExecutorBytes = 4.0 * 1024 * 1024 * 1024;
 // gradients and optimizer state exceed kMaxExecutorBytes.
 void check_executor_size(const ModelSpec& model, const std::string& where);
 
-// The plan's model. Throws std::invalid_argument naming `plan_file` and
-// model.spec when the plan carries no family parameters (an explicit layer
-// list) or the model exceeds kMaxExecutorBytes; ScenarioError when the spec is
-// malformed.
+// The plan's model: under tensor parallelism (T > 1) one tensor rank's share
+// of it, as the plan's layers are. Throws std::invalid_argument naming
+// `plan_file` and the field when the plan carries no family parameters (an
+// explicit layer list), the model exceeds kMaxExecutorBytes, T > 1 on a model
+// that is not a transformer, sequence parallelism or selective remat;
+// ScenarioError when the spec is malformed.
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file);
+
+// Throws std::invalid_argument naming `plan_file` and T when the plan splits
+// its layers over tensor ranks (T > 1) and `backend` is not "cpu", the one
+// backend that runs them (a thread per rank).
+void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
+                                   const std::string& backend);
+// `run -T N` and `compare -T N`: the plan carries its T (made with `plan -T`);
+// throws std::invalid_argument naming both when `requested` is given and
+// differs.
+void check_requested_tensor_parallel(const Plan& plan, const std::string& plan_file,
+                                     std::optional<int> requested);
 
 // What one pipeline replica of the plan holds at its peak in the executor's
 // fp32, by PipeScope's own memory model (the simulated memory curve of each
@@ -89,8 +102,11 @@ struct PlanRunOptions {
 };
 
 // One pipeline replica of the plan (its global batch / D samples a step), every
-// step's result in order. Throws std::invalid_argument for models the executor
-// cannot build and StageError when a stage fails.
+// step's result in order; under tensor parallelism with its T ranks a stage
+// (`model` is then plan_model's: one rank's share). Throws
+// std::invalid_argument for models the executor cannot build, for T > 1 with
+// a device or a transport (the cpu backend alone runs it), and StageError when
+// a stage fails.
 std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
                                  const PlanRunOptions& options);
 

@@ -60,6 +60,24 @@ std::vector<Device*> stage_devices(const std::vector<LayerList>& stages) {
   return devices;
 }
 
+std::vector<std::vector<LayerList>> one_rank(std::vector<LayerList> stages) {
+  std::vector<std::vector<LayerList>> ranks;
+  ranks.push_back(std::move(stages));
+  return ranks;
+}
+
+// The tensor ranks are threads of this process sharing each layer's group
+// (exec/tensor_group.h): host layers and in-process channels only.
+void check_tensor_parallel(const RuntimeCore& core) {
+  const std::string what = "tensor parallelism (T=" + std::to_string(core.tensor_parallel()) +
+                           ") runs its ranks as threads of one process on the host";
+  for (std::size_t s = 0; s < core.devices.size(); ++s) {
+    require(core.devices[s] == nullptr,
+            what + ", and stage " + std::to_string(s) + " computes on a device");
+  }
+  require(!core.options.transport, what + ", with in-process channels, not another transport");
+}
+
 void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Schedule& schedule) {
   require(static_cast<int>(micro_batches.size()) == schedule.micro_batches,
           "the schedule has " + std::to_string(schedule.micro_batches) + " micro-batches but " +
@@ -78,18 +96,26 @@ void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Sch
 
 PipelineRuntime::PipelineRuntime(std::vector<LayerList> stages, Schedule schedule,
                                  RuntimeOptions options)
+    : PipelineRuntime(one_rank(std::move(stages)), std::move(schedule), std::move(options)) {}
+
+PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
+                                 RuntimeOptions options)
     : core_(std::make_shared<RuntimeCore>()) {
-  core_->stages = std::move(stages);
+  require(!ranks.empty(), "the pipeline needs at least one tensor rank");
+  core_->ranks = std::move(ranks);
   core_->schedule = std::move(schedule);
   core_->options = std::move(options);
-  const std::vector<LayerList>& layers = core_->stages;
   const Schedule& sched = core_->schedule;
   const int K = sched.stages;
   const int M = sched.micro_batches;
+  const int T = core_->tensor_parallel();
   require(K >= 1 && M >= 1, "the schedule needs K >= 1 and M >= 1");
-  require(static_cast<int>(layers.size()) == K, "the schedule has " + std::to_string(K) +
-                                                    " stages but " + std::to_string(layers.size()) +
-                                                    " layer lists were given");
+  for (const std::vector<LayerList>& layers : core_->ranks) {
+    require(static_cast<int>(layers.size()) == K,
+            "the schedule has " + std::to_string(K) + " stages but " +
+                std::to_string(layers.size()) + " layer lists were given" +
+                (T > 1 ? " for a tensor rank" : ""));
+  }
   require(static_cast<int>(sched.stage_device.size()) == K,
           "the schedule's stage_device has the wrong size");
   require(core_->options.watchdog.count() > 0, "the watchdog must be positive");
@@ -97,22 +123,31 @@ PipelineRuntime::PipelineRuntime(std::vector<LayerList> stages, Schedule schedul
     const int dev = sched.stage_device[static_cast<std::size_t>(s)];
     require(dev >= 0 && dev < sched.devices(),
             "stage " + std::to_string(s) + " runs on a device the schedule does not have");
-    require(!layers[static_cast<std::size_t>(s)].empty(),
-            "stage " + std::to_string(s) + " has no layers");
+    for (const std::vector<LayerList>& layers : core_->ranks) {
+      require(!layers[static_cast<std::size_t>(s)].empty(),
+              "stage " + std::to_string(s) + " has no layers");
+    }
   }
   check_op_lists(sched);
-  core_->optimizers.assign(static_cast<std::size_t>(K), ParamOptimizer(core_->options.optimizer));
-  core_->devices = stage_devices(layers);
+  core_->optimizers.assign(static_cast<std::size_t>(T),
+                           std::vector<ParamOptimizer>(static_cast<std::size_t>(K),
+                                                       ParamOptimizer(core_->options.optimizer)));
+  core_->devices = stage_devices(core_->ranks[0]);
+  if (T > 1) check_tensor_parallel(*core_);
 }
 
 PipelineRuntime::~PipelineRuntime() = default;
 
-const std::vector<LayerList>& PipelineRuntime::stages() const {
-  return core_->stages;
+const std::vector<LayerList>& PipelineRuntime::stages(int rank) const {
+  return core_->ranks.at(static_cast<std::size_t>(rank));
 }
 
-std::vector<LayerList>& PipelineRuntime::stages() {
-  return core_->stages;
+std::vector<LayerList>& PipelineRuntime::stages(int rank) {
+  return core_->ranks.at(static_cast<std::size_t>(rank));
+}
+
+int PipelineRuntime::tensor_parallel() const {
+  return core_->tensor_parallel();
 }
 
 StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
@@ -134,9 +169,11 @@ StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
     }
     // A failed step leaves partial gradient sums; drop them so the next step
     // starts clean. (Stages whose optimizer op already ran keep their update.)
-    for (LayerList& ls : core_->stages) {
-      for (auto& layer : ls) {
-        for (Param* p : layer->params()) zero_grad(*p);
+    for (std::vector<LayerList>& stages : core_->ranks) {
+      for (LayerList& ls : stages) {
+        for (auto& layer : ls) {
+          for (Param* p : layer->params()) zero_grad(*p);
+        }
       }
     }
     throw;

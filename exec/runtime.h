@@ -66,8 +66,11 @@ struct RuntimeOptions {
 };
 
 struct StepResult {
-  double loss = 0.0;      // the mini-batch's mean loss (sum over micro-batches)
-  Timeline timeline;      // measured; times in ns from the start of the step
+  double loss = 0.0;  // the mini-batch's mean loss (sum over micro-batches)
+  // Measured; times in ns from the start of the step. Under tensor parallelism
+  // tensor rank 0's ops, each op's all-reduces drawn after its compute on the
+  // tensor lane (an op's compute event is its wall time less theirs).
+  Timeline timeline;
   SimTime step_time = 0;  // ns, from the first op's start to the last op's end
 };
 
@@ -79,6 +82,17 @@ class PipelineRuntime {
   // on another device, an index out of range, an empty stage); a list that never
   // completes is left to the watchdog.
   PipelineRuntime(std::vector<LayerList> stages, Schedule schedule, RuntimeOptions options);
+  // Tensor parallelism (exec/tensor_layers.h): ranks[r][s] holds tensor rank
+  // r's shards of stage s's layers, for T = ranks.size() ranks. Each rank of
+  // each device is a thread of its own running the device's op list; rank r
+  // of a stage sends its activations and gradients to rank r of the next.
+  // Every rank's loss is the same (rank 0's is the step's) and the timeline
+  // is rank 0's, one device of each group as the simulator draws them. Throws
+  // std::invalid_argument as above, when the ranks' stages differ in number,
+  // and for T > 1 on device stages or another transport than the in-process
+  // one (the CPU backend alone runs tensor parallelism).
+  PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
+                  RuntimeOptions options);
   ~PipelineRuntime();
   PipelineRuntime(const PipelineRuntime&) = delete;
   PipelineRuntime& operator=(const PipelineRuntime&) = delete;
@@ -98,8 +112,10 @@ class PipelineRuntime {
   // (std::logic_error); the program should end.
   StepResult step(const std::vector<MicroBatch>& micro_batches);
 
-  const std::vector<LayerList>& stages() const;
-  std::vector<LayerList>& stages();
+  // Tensor rank `rank`'s stages (rank 0's: without tensor parallelism, the stages).
+  const std::vector<LayerList>& stages(int rank = 0) const;
+  std::vector<LayerList>& stages(int rank = 0);
+  int tensor_parallel() const;
 
  private:
   std::shared_ptr<RuntimeCore> core_;

@@ -14,11 +14,15 @@
 namespace pipescope::exec {
 
 struct RuntimeCore {
-  std::vector<LayerList> stages;
+  // ranks[r][s]: tensor rank r's layers of stage s; one rank without tensor
+  // parallelism.
+  std::vector<std::vector<LayerList>> ranks;
   Schedule schedule;
   RuntimeOptions options;
-  std::vector<ParamOptimizer> optimizers;  // one per stage
-  std::vector<Device*> devices;            // per stage: its layers' device, null on the host
+  std::vector<std::vector<ParamOptimizer>> optimizers;  // [rank][stage]
+  std::vector<Device*> devices;  // per stage: its layers' device, null on the host
+
+  int tensor_parallel() const { return static_cast<int>(ranks.size()); }
 };
 
 // "F(1,2)", or "O(1)" for the optimizer op of stage 1.

@@ -17,19 +17,23 @@ StepRun::StepRun(std::shared_ptr<RuntimeCore> core, std::vector<MicroBatch> micr
       mbs_(std::move(micro_batches)),
       transport_owner_(std::move(transport)),
       transport_(*transport_owner_),
-      watchdog_(core_->options.watchdog, sched_.devices(), transport_),
-      timer_(sched_.devices(), sched_.micro_batches) {
+      watchdog_(core_->options.watchdog, sched_.devices(), transport_, core_->tensor_parallel()),
+      timer_(sched_.devices(), sched_.micro_batches, core_->tensor_parallel()) {
   std::int64_t tokens = 0;
   for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
   for (const MicroBatch& mb : mbs_) {
     contexts_.push_back({mb.batch, mb.seq, &mb.targets, 1.0 / static_cast<double>(tokens)});
     inputs_.emplace_back(mb.input);
   }
-  stages_.reserve(static_cast<std::size_t>(sched_.stages));
-  for (int s = 0; s < sched_.stages; ++s) {
-    const auto i = static_cast<std::size_t>(s);
-    stages_.emplace_back(s, core_->stages[i], core_->optimizers[i], core_->devices[i], sched_,
-                         contexts_, inputs_);
+  // Tensor rank r's stage s at r K + s (DeviceWorker::stage_work).
+  const auto T = static_cast<std::size_t>(core_->tensor_parallel());
+  stages_.reserve(T * static_cast<std::size_t>(sched_.stages));
+  for (std::size_t r = 0; r < T; ++r) {
+    for (int s = 0; s < sched_.stages; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      stages_.emplace_back(s, core_->ranks[r][i], core_->optimizers[r][i], core_->devices[i],
+                           sched_, contexts_, inputs_);
+    }
   }
 }
 
@@ -37,8 +41,11 @@ StepResult StepRun::run() {
   throw_if_cancelled();
   local_ = transport_.local_devices(sched_.devices());
   watchdog_.watch(local_);
-  for (const int d : local_)
-    workers_.emplace_back(d, *core_, stages_, transport_, timer_, watchdog_);
+  for (const int d : local_) {
+    for (int r = 0; r < core_->tensor_parallel(); ++r) {
+      workers_.emplace_back(d, r, *core_, stages_, transport_, timer_, watchdog_);
+    }
+  }
   transport_.begin_step(sched_);
   timer_.start(core_->devices);
   std::vector<std::thread> threads;
@@ -51,16 +58,17 @@ StepResult StepRun::run() {
 }
 
 void StepRun::start_workers(std::vector<std::thread>& threads) {
-  threads.reserve(local_.size());
-  running_ = local_.size();
-  finished_.assign(local_.size(), 0);
+  const std::size_t n = workers_.size();
+  threads.reserve(n);
+  running_ = n;
+  finished_.assign(n, 0);
   // One thread alone has no other to drift onto its core; under MPI it is the
   // rank's, which mpirun binds.
-  const std::vector<int> cpus = core_->options.pin_threads && local_.size() >= 2
-                                    ? cpus_for_threads(static_cast<int>(local_.size()))
+  const std::vector<int> cpus = core_->options.pin_threads && n >= 2
+                                    ? cpus_for_threads(static_cast<int>(n))
                                     : std::vector<int>{};
   try {
-    for (std::size_t i = 0; i < local_.size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
       const int cpu = cpus.empty() ? -1 : cpus[i];
       threads.emplace_back([self = shared_from_this(), i, cpu] {
         if (cpu >= 0) pin_current_thread(cpu);
@@ -124,9 +132,11 @@ void StepRun::end_workers(std::vector<std::thread>& threads) {
       continue;
     }
     threads[i].detach();
-    const int d = local_[i];
-    names += (names.empty() ? "device " : ", device ") + std::to_string(d) + " (in " +
-             op_name(watchdog_.op_of(d)) + ")";
+    const int T = core_->tensor_parallel();
+    const int d = local_[i / static_cast<std::size_t>(T)];
+    const int r = static_cast<int>(i % static_cast<std::size_t>(T));
+    names += (names.empty() ? "" : ", ") + watchdog_.worker_name(d, r) + " (in " +
+             op_name(watchdog_.op_of(d, r)) + ")";
   }
   abandoned_ = names;
 }
@@ -147,7 +157,8 @@ StepResult StepRun::result() {
   StepResult r;
   Timeline& t = r.timeline;
   t.events = timer_.finish();
-  for (const StageWork& stage : stages_) r.loss += stage.loss();
+  // Every tensor rank computes the same loss: rank 0's stages are the step's.
+  for (int s = 0; s < sched_.stages; ++s) r.loss += stages_[static_cast<std::size_t>(s)].loss();
   transport_.end_step(r.loss, t);
   for (int d = 0; d < sched_.devices(); ++d) t.device_names.push_back(device_name(d));
   t.route_names.assign(static_cast<std::size_t>(2 * sched_.stages), transport_.route_name());
@@ -157,9 +168,15 @@ StepResult StepRun::result() {
   std::optional<SimTime> first;
   SimTime last = 0;
   for (const TimelineEvent& e : t.events) {
-    if (e.lane != Lane::kCompute) continue;
+    if (e.lane != Lane::kCompute && e.lane != Lane::kTensor) continue;
     first = first ? std::min(*first, e.start) : e.start;
     last = std::max(last, e.end);
+  }
+  // The other tensor ranks' ops are not in the timeline, but the step lasts
+  // until the last of them.
+  if (const auto span = timer_.compute_span(); span && core_->tensor_parallel() > 1) {
+    first = first ? std::min(*first, span->first) : span->first;
+    last = std::max(last, span->second);
   }
   r.step_time = first ? last - *first : 0;
   return r;

@@ -59,11 +59,11 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   Watchdog watchdog_;
   StepTimer timer_;
   std::vector<int> local_;             // the devices this process runs
-  std::vector<DeviceWorker> workers_;  // one per local device
+  std::vector<DeviceWorker> workers_;  // per local device, one per tensor rank
   std::mutex running_mu_;
   std::condition_variable running_cv_;
   std::size_t running_ = 0;     // workers still running
-  std::vector<char> finished_;  // per worker (index into local_): returned
+  std::vector<char> finished_;  // per worker (index into workers_): returned
   std::string abandoned_;       // the workers left running
 };
 

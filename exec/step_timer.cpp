@@ -8,10 +8,6 @@
 
 namespace pipescope::exec {
 
-namespace {
-
-// The calling thread's CPU time in ns, or -1 where the clock is missing. Unlike
-// wall time it leaves out what the OS or a hypervisor (steal) took away.
 SimTime thread_cpu_ns() {
 #ifdef __linux__
   timespec t{};
@@ -22,12 +18,11 @@ SimTime thread_cpu_ns() {
 #endif
 }
 
-}  // namespace
-
-StepTimer::StepTimer(int devices, int micro_batches)
+StepTimer::StepTimer(int devices, int micro_batches, int ranks)
     : micro_batches_(micro_batches),
-      events_(static_cast<std::size_t>(devices)),
-      timings_(static_cast<std::size_t>(devices)) {}
+      ranks_(ranks),
+      events_(static_cast<std::size_t>(devices * ranks)),
+      timings_(static_cast<std::size_t>(devices * ranks)) {}
 
 void StepTimer::start(const std::vector<Device*>& devices) {
   t0_ = Clock::now();
@@ -50,14 +45,15 @@ OpStart StepTimer::op_start(Device* device) {
   return s;
 }
 
-void StepTimer::compute(int d, const Op& op, const OpStart& start, Device* device) {
-  std::vector<TimelineEvent>& events = events_[static_cast<std::size_t>(d)];
+void StepTimer::compute(int d, int rank, const Op& op, const OpStart& start, Device* device,
+                        const CollectiveTally* collectives) {
+  std::vector<TimelineEvent>& events = events_[slot(d, rank)];
   if (start.fence) {
-    timings_[static_cast<std::size_t>(d)].push_back(
-        {events.size(), device, start.fence, device->fence()});
+    timings_[slot(d, rank)].push_back({events.size(), device, start.fence, device->fence()});
   }
   const SimTime cpu_end = thread_cpu_ns();
   const auto end = Clock::now();
+  const bool reduced = collectives != nullptr && collectives->count > 0;
   TimelineEvent e;
   e.device = d;
   e.lane = Lane::kCompute;
@@ -65,10 +61,21 @@ void StepTimer::compute(int d, const Op& op, const OpStart& start, Device* devic
   e.stage = op.stage;
   e.micro_batch = op.kind == OpKind::kOptimizer ? 0 : op.micro_batch;
   e.start = since_start(start.wall);
-  e.end = since_start(end);
+  e.end = since_start(end) - (reduced ? collectives->wall : 0);
   // A device op's host thread only enqueues: its CPU time says nothing.
-  if (!start.fence && start.cpu >= 0 && cpu_end >= start.cpu) e.cpu_time = cpu_end - start.cpu;
+  if (!start.fence && start.cpu >= 0 && cpu_end >= start.cpu) {
+    e.cpu_time = cpu_end - start.cpu - (reduced ? std::max<SimTime>(collectives->cpu, 0) : 0);
+  }
   events.push_back(e);
+  if (!reduced) return;
+  TimelineEvent t = e;
+  t.lane = Lane::kTensor;
+  t.kind = EventKind::kTensorAllReduce;
+  t.start = e.end;
+  t.end = since_start(end);
+  t.bytes = collectives->bytes;
+  t.cpu_time.reset();
+  events.push_back(t);
 }
 
 // Transfer flow ids are unique within a step: one per (direction, boundary,
@@ -95,10 +102,10 @@ TimelineEvent StepTimer::transfer_event(int device, Lane lane, TransferKind kind
   return e;
 }
 
-void StepTimer::record(TimelineEvent e, Clock::time_point start) {
+void StepTimer::record(TimelineEvent e, Clock::time_point start, int rank) {
   e.start = since_start(start);
   e.end = since_start(Clock::now());
-  events_[static_cast<std::size_t>(e.device)].push_back(e);
+  events_[slot(e.device, rank)].push_back(e);
 }
 
 // Device ops' times from their fences: ns since the step's start, through each
@@ -118,8 +125,22 @@ void StepTimer::time_device_ops() {
 std::vector<TimelineEvent> StepTimer::finish() {
   time_device_ops();
   std::vector<TimelineEvent> all;
-  for (const auto& evs : events_) all.insert(all.end(), evs.begin(), evs.end());
+  for (std::size_t i = 0; i < events_.size(); i += static_cast<std::size_t>(ranks_)) {
+    all.insert(all.end(), events_[i].begin(), events_[i].end());
+  }
   return all;
+}
+
+std::optional<std::pair<SimTime, SimTime>> StepTimer::compute_span() const {
+  std::optional<std::pair<SimTime, SimTime>> span;
+  for (const auto& evs : events_) {
+    for (const TimelineEvent& e : evs) {
+      if (e.lane != Lane::kCompute && e.lane != Lane::kTensor) continue;
+      span = span ? std::pair{std::min(span->first, e.start), std::max(span->second, e.end)}
+                  : std::pair{e.start, e.end};
+    }
+  }
+  return span;
 }
 
 }  // namespace pipescope::exec

@@ -1,6 +1,7 @@
 #pragma once
 // The measured timeline of one step (step_run.h): every op's wall time since the
-// step's start and its thread's CPU time, every transfer's. An op of a device
+// step's start and its thread's CPU time, every transfer's, and under tensor
+// parallelism each op's all-reduces. An op of a device
 // stage is timed on its device, by fences around its work, once the step is
 // over: its host thread only enqueues. Each worker writes only its own device's
 // events; the step reads them all after the workers have returned.
@@ -9,13 +10,20 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "exec/device.h"
+#include "exec/tensor_group.h"
 #include "sim/schedule.h"
 #include "sim/timeline.h"
 
 namespace pipescope::exec {
+
+// The calling thread's CPU time in ns, or -1 where the clock is missing. Unlike
+// wall time it leaves out what the OS or a hypervisor (steal) took away.
+SimTime thread_cpu_ns();
 
 // When an op started: on the wall clock, on its thread's CPU clock (-1 without
 // one) and, on a device stage, where its work starts on the device's stream.
@@ -29,7 +37,8 @@ class StepTimer {
  public:
   using Clock = std::chrono::steady_clock;
 
-  StepTimer(int devices, int micro_batches);
+  // `ranks`: the workers of each device (its tensor ranks).
+  StepTimer(int devices, int micro_batches, int ranks = 1);
 
   // Starts the step's clock, taking a fence of each device in `devices` (null:
   // the host) there. Before the workers start.
@@ -38,17 +47,25 @@ class StepTimer {
 
   // An op of a stage on `device` (null: the host) starts now.
   static OpStart op_start(Device* device);
-  // Pipeline device d ran `op` on `device` (null: the host), from `start` until now.
-  void compute(int d, const Op& op, const OpStart& start, Device* device);
+  // Pipeline device d's tensor rank `rank` ran `op` on `device` (null: the
+  // host), from `start` until now. With `collectives` (the op's all-reduces,
+  // when it ran any) the op's compute event ends their time before now and a
+  // tensor-lane event covers them, as the simulator draws an op's collectives
+  // after its compute.
+  void compute(int d, int rank, const Op& op, const OpStart& start, Device* device,
+               const CollectiveTally* collectives = nullptr);
   // A send or receive (`lane`) of micro-batch m's payload from stage `from` to `to`.
   TimelineEvent transfer_event(int device, Lane lane, TransferKind kind, int from, int to, int m,
                                Bytes bytes) const;
-  // Records `e` on its device's lane, from `start` until now.
-  void record(TimelineEvent e, Clock::time_point start);
+  // Records `e` on its device's (and tensor rank's) lane, from `start` until now.
+  void record(TimelineEvent e, Clock::time_point start, int rank = 0);
 
-  // Once every worker has returned: every device's events, its device ops timed
-  // from their fences.
+  // Once every worker has returned: every device's events (tensor rank 0's),
+  // its device ops timed from their fences.
   std::vector<TimelineEvent> finish();
+  // The first compute op's start and the last one's end over every rank, after
+  // finish(); nullopt without any.
+  std::optional<std::pair<SimTime, SimTime>> compute_span() const;
 
  private:
   // A device op's event and the fences around its work.
@@ -67,9 +84,13 @@ class StepTimer {
   std::uint64_t flow_id(TransferKind kind, int boundary, int m) const;
   void time_device_ops();
 
+  std::size_t slot(int d, int rank) const { return static_cast<std::size_t>(d * ranks_ + rank); }
+
   const int micro_batches_;
+  const int ranks_;
   Clock::time_point t0_;
-  std::vector<std::vector<TimelineEvent>> events_;  // per pipeline device, written by its worker
+  // Per pipeline device and tensor rank (slot()), written by its worker.
+  std::vector<std::vector<TimelineEvent>> events_;
   std::vector<std::vector<DeviceTiming>> timings_;  // likewise, for device stages' ops
   std::map<Device*, StepFence> step_fences_;        // made before the workers start
 };

@@ -4,17 +4,25 @@
 
 namespace pipescope::exec {
 
-Watchdog::Watchdog(std::chrono::milliseconds limit, int devices, Transport& transport)
-    : limit_(limit), transport_(transport), status_(static_cast<std::size_t>(devices)) {}
+Watchdog::Watchdog(std::chrono::milliseconds limit, int devices, Transport& transport, int ranks)
+    : limit_(limit),
+      transport_(transport),
+      ranks_(ranks),
+      status_(static_cast<std::size_t>(devices * ranks)) {}
 
-void Watchdog::set(int device, State state, const Op& op) {
+void Watchdog::set(int device, int rank, State state, const Op& op) {
   std::lock_guard lock(status_mu_);
-  status_[static_cast<std::size_t>(device)] = {state, op};
+  status_[slot(device, rank)] = {state, op};
 }
 
-Op Watchdog::op_of(int device) const {
+Op Watchdog::op_of(int device, int rank) const {
   std::lock_guard lock(status_mu_);
-  return status_[static_cast<std::size_t>(device)].op;
+  return status_[slot(device, rank)].op;
+}
+
+std::string Watchdog::worker_name(int device, int rank) const {
+  return "device " + std::to_string(device) +
+         (ranks_ > 1 ? " rank " + std::to_string(rank) : std::string());
 }
 
 void Watchdog::fail(StageError err) {
@@ -47,29 +55,32 @@ std::optional<StageError> Watchdog::error() const {
 std::string Watchdog::stall_report() const {
   std::string msg = "pipeline stalled (watchdog " + std::to_string(limit_.count()) + " ms): ";
   std::lock_guard lock(status_mu_);
+  bool first = true;
   for (const int d : watched_) {
-    const Status& s = status_[static_cast<std::size_t>(d)];
-    msg += (d == watched_.front() ? "device " : "; device ") + std::to_string(d);
-    switch (s.state) {
-      case State::kStarting:
-        msg += " has not started";
-        break;
-      case State::kRunning:
-        msg += " runs " + op_name(s.op);
-        break;
-      case State::kDone:
-        msg += " has finished its ops";
-        break;
-      case State::kWaiting: {
-        const bool fwd = s.op.kind == OpKind::kForward;
-        msg += " waits in " + op_name(s.op) + " for the " + (fwd ? "activation" : "gradient") +
-               " of micro-batch " + std::to_string(s.op.micro_batch) + " from stage " +
-               std::to_string(fwd ? s.op.stage - 1 : s.op.stage + 1);
-        break;
-      }
+    for (int r = 0; r < ranks_; ++r) {
+      msg += (first ? "" : "; ") + worker_name(d, r) + status_text(status_[slot(d, r)]);
+      first = false;
     }
   }
   return msg;
+}
+
+std::string Watchdog::status_text(const Status& s) {
+  switch (s.state) {
+    case State::kStarting:
+      return " has not started";
+    case State::kRunning:
+      return " runs " + op_name(s.op);
+    case State::kDone:
+      return " has finished its ops";
+    case State::kWaiting: {
+      const bool fwd = s.op.kind == OpKind::kForward;
+      return " waits in " + op_name(s.op) + " for the " + (fwd ? "activation" : "gradient") +
+             " of micro-batch " + std::to_string(s.op.micro_batch) + " from stage " +
+             std::to_string(fwd ? s.op.stage - 1 : s.op.stage + 1);
+    }
+  }
+  return "";
 }
 
 }  // namespace pipescope::exec

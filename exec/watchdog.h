@@ -23,19 +23,22 @@ class Watchdog {
   using Clock = std::chrono::steady_clock;
   enum class State { kStarting, kRunning, kWaiting, kDone };
 
-  // `limit`: how long a receive may wait; `devices`: the schedule's; `transport`
-  // is woken when the step stops.
-  Watchdog(std::chrono::milliseconds limit, int devices, Transport& transport);
+  // `limit`: how long a receive may wait; `devices`: the schedule's, each run by
+  // `ranks` workers (its tensor ranks); `transport` is woken when the step stops.
+  Watchdog(std::chrono::milliseconds limit, int devices, Transport& transport, int ranks = 1);
 
   std::chrono::milliseconds limit() const { return limit_; }
   // The devices this process runs, whose states a stall names; before the
   // workers start.
   void watch(std::vector<int> devices) { watched_ = std::move(devices); }
 
-  // Device `device` is in `state`, at `op`.
-  void set(int device, State state, const Op& op);
-  // The op device `device` is at.
-  Op op_of(int device) const;
+  // Device `device`'s tensor rank `rank` (0 without tensor parallelism) is in
+  // `state`, at `op`.
+  void set(int device, int rank, State state, const Op& op);
+  // The op that device's rank is at.
+  Op op_of(int device, int rank) const;
+  // "device 1", or "device 1 rank 0" under tensor parallelism.
+  std::string worker_name(int device, int rank) const;
 
   // Records the step's error, unless it has one already, and stops the step.
   void fail(StageError err);
@@ -60,14 +63,19 @@ class Watchdog {
   };
 
   std::string stall_report() const;
+  static std::string status_text(const Status& s);
+  std::size_t slot(int device, int rank) const {
+    return static_cast<std::size_t>(device * ranks_ + rank);
+  }
 
   const std::chrono::milliseconds limit_;
   Transport& transport_;
+  const int ranks_;
   std::vector<int> watched_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> cancelled_{false};
   mutable std::mutex status_mu_;
-  std::vector<Status> status_;  // per pipeline device
+  std::vector<Status> status_;  // per pipeline device and tensor rank (slot())
   mutable std::mutex error_mu_;
   std::optional<StageError> error_;
 };

@@ -1,0 +1,118 @@
+#pragma once
+// The in-process all-reduce of a tensor-parallel group (Megatron-LM's, Shoeybi
+// et al. 2019): the T ranks of a stage are T threads, each holding its shard of
+// a layer, and every rank's call of all_reduce with its partial matrix returns
+// with the sum (or the maximum) of all T in it. The ranks post their matrices in
+// shared slots and meet at a barrier; each then reduces all T slots in rank
+// order into its own copy (so every rank gets the same bits: the replicated
+// computations that follow stay identical on all ranks), and a second barrier
+// keeps a rank's matrix alive until every rank has read it.
+//
+// A layer's T shards share one group (exec/tensor_layers.h); the k-th call of
+// rank r pairs with the k-th call of every other rank, as the ranks run the same
+// op list. A group of one rank returns at once: the profiler times one rank's
+// compute that way (the simulator adds the all-reduces from the transport).
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "costmodels/units.h"
+#include "exec/kernels.h"
+
+namespace pipescope::exec {
+
+// Thrown from an all-reduce whose step was stopped (another rank or stage
+// failed, a stop request): not an error of the rank that waited.
+class CollectiveAborted : public std::runtime_error {
+ public:
+  CollectiveAborted() : std::runtime_error("the step stopped during an all-reduce") {}
+};
+
+// What a thread's all-reduces wait for and what they took. A worker installs
+// one on its thread for the step (CollectiveScope); the all-reduces of that
+// thread add their time and bytes to it, which the worker reads after each op.
+// Without one an all-reduce waits at most kDefaultLimit and is not counted.
+struct CollectiveTally {
+  static constexpr std::chrono::milliseconds kDefaultLimit{60000};
+  const std::atomic<bool>* abort = nullptr;  // set when the step stops
+  std::chrono::milliseconds limit = kDefaultLimit;
+  int count = 0;     // all-reduces since the last reset
+  SimTime wall = 0;  // ns in them: waiting for the other ranks and reducing
+  SimTime cpu = -1;  // the thread's CPU time in them (-1 without a CPU clock)
+  Bytes bytes = 0;   // of the matrices reduced
+  void reset() {
+    count = 0;
+    wall = 0;
+    cpu = -1;
+    bytes = 0;
+  }
+};
+
+// Installs `tally` as the calling thread's for its lifetime (RAII); the
+// thread's all-reduces report to it.
+class CollectiveScope {
+ public:
+  explicit CollectiveScope(CollectiveTally& tally);
+  ~CollectiveScope();
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+
+ private:
+  CollectiveTally* previous_;
+};
+
+class TensorGroup {
+ public:
+  enum class Reduce { kSum, kMax };
+
+  // Throws std::invalid_argument unless ranks >= 1.
+  explicit TensorGroup(int ranks);
+  int ranks() const { return ranks_; }
+
+  // Rank `rank`'s part: every rank passes a matrix of the same shape and gets
+  // back the element-wise sum (kSum) or maximum (kMax) over the ranks, reduced
+  // in rank order. Blocks until all ranks have called. Throws
+  // CollectiveAborted when the thread's tally's abort flag is set while it
+  // waits for the others, std::runtime_error when they take longer than its
+  // limit or pass another shape.
+  template <typename T>
+  void all_reduce(int rank, Mat<T>& m, Reduce op = Reduce::kSum);
+
+ private:
+  struct Slot {
+    void* data = nullptr;
+    Index rows = 0;
+    Index cols = 0;
+  };
+  // A barrier of the T ranks; generation counts the times it opened.
+  struct Barrier {
+    int arrived = 0;
+    std::uint64_t generation = 0;
+  };
+
+  // The slots reduced in rank order; between the two barriers.
+  template <typename T>
+  Mat<T> reduced(Index rows, Index cols, Reduce op) const;
+  // Waits at `b` until every rank has arrived. With `abortable` the wait gives
+  // up (and withdraws) when the step stops or the limit passes; without, it
+  // waits on: the others are then only reading, and cannot be held up.
+  void arrive_and_wait(Barrier& b, bool abortable, const CollectiveTally* tally);
+  void check_shapes(int rank) const;
+
+  const int ranks_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;  // per rank, valid between the two barriers
+  Barrier posted_;           // every rank has posted its slot
+  Barrier read_;             // every rank has read every slot
+};
+
+extern template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);
+extern template void TensorGroup::all_reduce<double>(int, Mat<double>&, Reduce);
+
+}  // namespace pipescope::exec

@@ -1,0 +1,45 @@
+#pragma once
+// A transformer cut into the shards of T tensor-parallel ranks
+// (exec/tensor_layers.h), and back. Every shard is a slice of the whole model's
+// own values (build_transformer with the same seed), so rank r's layers, put
+// together with the other ranks', are exactly the whole model: T = 1 and T > 1
+// start from the same parameters.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "exec/layer.h"
+#include "exec/tensor_layers.h"
+
+namespace pipescope::exec {
+
+// Rank r's shard of a whole parameter value under `rule`, for T ranks
+// (padding the split axis with zeros up to T equal parts of each segment).
+Matrix shard_value(const Matrix& whole, const ShardRule& rule, int T, int r);
+// The whole value from the ranks' shards (shards[r] is rank r's): the split
+// axis put back together without its padding; a whole parameter is rank 0's.
+// Throws std::invalid_argument when the shards do not fit `rows` x `cols`.
+Matrix unshard_value(const std::vector<const Matrix*>& shards, const ShardRule& rule, Index rows,
+                     Index cols);
+
+// How each parameter of a shard layer splits (shard_rules of its math); throws
+// std::invalid_argument for a layer that is not a shard.
+std::vector<ShardRule> shard_rules_of(const Layer& layer);
+
+// The transformer of `params` split over T ranks: one LayerList per rank, the
+// layers of each in the whole model's order and names, each layer's T shards
+// sharing one TensorGroup. Throws std::invalid_argument for what
+// build_transformer refuses and unless T divides heads, kv_heads and d_ff.
+std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::uint64_t seed,
+                                          int T);
+
+// Rank 0's layers alone, their all-reduces returning at once (a group of one):
+// what one rank computes, for the profiler to time.
+LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T);
+
+// Every parameter's whole value from the ranks' layers (ranks[r] is rank r's
+// list, all cut alike), layer by layer in each layer's parameter order.
+std::vector<Matrix> unshard_params(const std::vector<const LayerList*>& ranks);
+
+}  // namespace pipescope::exec
