@@ -25,6 +25,7 @@
 #include "costmodels/model_families.h"
 #include "sim/planner.h"
 #include "sim/scenario_io.h"
+#include "sim/shared_memo.h"
 
 namespace pipescope {
 namespace {
@@ -56,12 +57,14 @@ void BM_PartitionOptimal(benchmark::State& state) {
 }
 
 // Plans `sc` with the default request, as `pipescope plan` does, each
-// iteration; on `threads` threads (0: one per core).
+// iteration; on `threads` threads (0: one per core). Each from cold, as a
+// fresh `pipescope plan` process runs: nothing remembered from the last.
 void plan_loop(benchmark::State& state, const Scenario& sc, unsigned threads = 0) {
   std::size_t tried = 0;
   PlanRequest request;
   request.threads = threads;
   for (auto _ : state) {
+    clear_shared_memos();
     const PlanReport r = run_planner(sc, request);
     tried = r.ranked.size() + r.rejected.size() + r.dominated.size();
     benchmark::DoNotOptimize(r.ranked.data());

@@ -320,13 +320,17 @@ class Exhaustive {
       add(dev, time, memory);
       cut_[static_cast<std::size_t>(stage)] = {first, last};
       // The device's last stage: its load is final from here on.
-      const SimTime closing = last_stage_[dev] == stage ? load_[dev].time : 0;
+      const bool closes = last_stage_[dev] == stage;
+      const DeviceLoad closing = closes ? load_[dev] : DeviceLoad{};
       if (stage == stages_ - 1) {
         record();
-      } else if (!rest_cannot_beat_best(stage, last + 1, closing)) {
-        closed_ += closing;
+      } else if (!rest_cannot_beat_best(stage, last + 1, closing.time) &&
+                 !rest_cannot_fit(stage, last + 1, closing.memory)) {
+        closed_ += closing.time;
+        closed_memory_ += closing.memory;
         descend(stage + 1, last + 1);
-        closed_ -= closing;
+        closed_ -= closing.time;
+        closed_memory_ -= closing.memory;
       }
       add(dev, -time, -memory);
       if (nodes_ > max_nodes_) return;
@@ -336,6 +340,20 @@ class Exhaustive {
     load_[dev].time += time;
     load_[dev].memory += memory;
     total_ += time;
+    total_memory_ += memory;
+  }
+  // Whether layers [first, end) cannot fit in the room left on the devices
+  // that still have a stage to come: the stages after `stage` need at least
+  // the least memory of those layers as one stage (less a byte a stage for
+  // rounding), as surely_too_big counts, and only those devices can take them.
+  // Proves "nothing fits" early for the problems that cannot fit at all.
+  // `closing`: the memory of the device whose last stage `stage` is, if it is.
+  bool rest_cannot_fit(int stage, int first, Bytes closing) const {
+    if (!capacity_) return false;
+    const SimTime n = open_after_[static_cast<std::size_t>(stage)];
+    const Bytes held = total_memory_ - closed_memory_ - closing;
+    const Bytes needed = prices_.least_memory(first, layers_ - 1) - (stages_ - stage - 1);
+    return n > 0 && needed > n * *capacity_ - held;
   }
   // Whether layers [first, end) cannot go to the stages after `stage` without a
   // device reaching the best time: each of those stages takes at least its
@@ -424,6 +442,8 @@ class Exhaustive {
   std::vector<SimTime> open_after_;  // devices with a stage after each stage
   SimTime total_ = 0;                // the devices' loads summed
   SimTime closed_ = 0;               // those of devices whose stages are all placed
+  Bytes total_memory_ = 0;           // as total_ and closed_, of memory (under a limit)
+  Bytes closed_memory_ = 0;
   std::vector<StageRange> best_;
   SimTime best_time_;
   long nodes_ = 0;
@@ -468,17 +488,17 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   if (devices < p.stages && surely_too_big(p, devices, device_capacity)) {
     return nothing_fits(p, devices, *device_capacity);
   }
-  PartitionResult best = partition_optimal(p);
-  if (devices == p.stages) return best;
+  if (devices == p.stages) return partition_optimal(p);
+  PartitionResult best;
+  best.stages = optimal_cut(p);
   std::vector<std::vector<StageRange>> starts;
   if (!best.stages.empty()) starts.push_back(best.stages);
   starts.push_back(partition_min_variance(p));
   starts.push_back(partition_uniform(static_cast<int>(p.layers.size()), p.stages));
-  starts.push_back(min_peak_memory_cut(p));  // the one most likely to fit
   std::optional<Score> best_score;
-  for (std::vector<StageRange>& start : starts) {
+  const auto improve = [&](std::vector<StageRange> start) {
     Search search(p, std::move(start), devices, device_capacity);
-    if (!search.fits()) continue;
+    if (!search.fits()) return;
     const Score score = search.improve();
     if (!best_score || score < *best_score) {
       if (!best_score) best = PartitionResult{};  // no stale "nothing fits" figures
@@ -486,7 +506,12 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
       best.stages = search.cut();
       best.bottleneck = score.busiest;
     }
-  }
+  };
+  for (std::vector<StageRange>& start : starts) improve(std::move(start));
+  // Where none of those fits, the cut that needs least memory stage by stage,
+  // the one most likely to (a DP as costly as the stage-optimal one, so only
+  // then).
+  if (!best_score) improve(min_peak_memory_cut(p));
   // Exact where the cuts are few enough to search them all (most real models:
   // tens of layers), pruned by the local search's answer; then the local
   // search evens out the other devices without touching the busiest time. A

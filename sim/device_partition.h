@@ -39,9 +39,10 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 //   stages' memory sums to at least one stage's holding every layer (less a
 //   byte a stage for rounding), so when that is more than `devices` times the
 //   capacity, the fullest device overflows whatever the cut.
-// - The local search starts from four cuts (partition_optimal's, which
+// - The local search starts from three cuts (partition_optimal's, which
 //   minimises the slowest stage; the cut of least stage-time variance; the even
-//   split by layer count; the cut of least peak memory) and moves one stage boundary by one layer
+//   split by layer count), or where none of those fits, from the cut of least
+//   peak memory, and moves one stage boundary by one layer
 //   at a time while that lowers (busiest time, sum of squares); where no such move helps, it moves
 //   one layer from a stage of the busiest device to any other device's stage, the stages between
 //   shifting by one layer (up to 128 stages), and starts over. Every step strictly improves that
@@ -51,7 +52,10 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 //   time reaches the best busiest time so far (a device's time only grows as
 //   its stages take layers); (b) the layers left, spread evenly over the
 //   devices that still have stages to come, would lift them to it (each stage
-//   takes at least its layers' compute); or (c) it has been at this stage and
+//   takes at least its layers' compute); (b') under a limit, the layers left
+//   need more memory, as one stage of least memory (less a byte a stage), than
+//   those devices have room left, which settles problems where little fits
+//   within a small budget; or (c) it has been at this stage and
 //   first layer before with every device's time (and, under a limit, memory)
 //   the same: what follows can do no better than it did then. Language
 //   models' equal blocks make (c) common. It remembers up to 32,768 such

@@ -1,12 +1,15 @@
 #include "sim/partition.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "costmodels/check.h"
 #include "sim/cancel.h"
 #include "sim/format.h"
+#include "sim/shared_memo.h"
 
 namespace pipescope {
 
@@ -270,22 +273,38 @@ Bytes StagePrices::least_memory(int first, int last) const {
   return memory_of(p_, *sums_, first, last, sums_->least);
 }
 
-PartitionResult partition_optimal(const PartitionProblem& p) {
-  check_problem(p);
-  const Prefix pre(p);
+namespace {
+
+std::optional<std::pair<SimTime, std::vector<StageRange>>> least_slowest(const PartitionProblem& p,
+                                                                         const Prefix& pre) {
   const int L = static_cast<int>(p.layers.size());
   const auto time = [&](int i, int j) { return time_of(pre, i, j); };
   const auto compute = [&](int i, int j) { return pre.compute_of(i, j); };
   const Bytes cap = p.memory_capacity.value_or(std::numeric_limits<Bytes>::max());
   const auto too_big = [&](int i, int j) { return memory_floor(p, pre, i, j) > cap; };
   const auto fits = [&](int i, int j) { return memory_of(p, pre, i, j) <= cap; };
+  return dp_partition<SimTime>(L, p.stages, time, compute, too_big, fits, kMax);
+}
+
+}  // namespace
+
+std::vector<StageRange> optimal_cut(const PartitionProblem& p) {
+  check_problem(p);
+  auto best = least_slowest(p, Prefix(p));
+  return best ? std::move(best->second) : std::vector<StageRange>{};
+}
+
+PartitionResult partition_optimal(const PartitionProblem& p) {
+  check_problem(p);
+  const Prefix pre(p);
   PartitionResult result;
-  if (auto best = dp_partition<SimTime>(L, p.stages, time, compute, too_big, fits, kMax)) {
+  if (auto best = least_slowest(p, pre)) {
     result.bottleneck = best->first;
     result.stages = std::move(best->second);
     return result;
   }
   // Nothing fits: the smallest capacity that would, and where it is needed.
+  const Bytes cap = p.memory_capacity.value_or(std::numeric_limits<Bytes>::max());
   const std::vector<StageRange> cut = min_peak_memory_cut(p);
   Bytes least = 0;
   for (std::size_t s = 0; s < cut.size(); ++s) {
@@ -310,15 +329,53 @@ Bytes min_peak_memory(const PartitionProblem& p) {
   return peak;
 }
 
-std::vector<StageRange> min_peak_memory_cut(const PartitionProblem& p) {
-  check_problem(p);
-  const Prefix pre(p);
+namespace {
+
+// All that memory_of reads of a problem: the least-memory cut is a function of
+// it, and many problems share it (schedules that hold as many micro-batches,
+// whatever their times), so the cuts are remembered by it.
+std::vector<std::int64_t> memory_signature(const PartitionProblem& p, StashCount held) {
+  std::vector<std::int64_t> sig{p.stages, held.stashes, held.inputs,
+                                std::bit_cast<std::int64_t>(p.bytes_per_param)};
+  sig.reserve(sig.size() + 3 * p.layers.size() + 1);
+  for (const LayerCost& l : p.layers) {
+    sig.push_back(l.params);
+    sig.push_back(l.stash_bytes);
+  }
+  sig.insert(sig.end(), p.cut_bytes.begin(), p.cut_bytes.end());
+  return sig;
+}
+
+struct SignatureHash {
+  std::size_t operator()(const std::vector<std::int64_t>& sig) const {
+    std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the words
+    for (const std::int64_t w : sig) h = (h ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ULL;
+    return static_cast<std::size_t>(h);
+  }
+};
+
+std::vector<StageRange> compute_min_peak_memory_cut(const PartitionProblem& p, const Prefix& pre) {
   const auto memory = [&](int i, int j) { return memory_of(p, pre, i, j); };
   const auto floor = [&](int i, int j) { return memory_floor(p, pre, i, j); };
   const auto least = dp_partition<Bytes>(static_cast<int>(p.layers.size()), p.stages, memory, floor,
                                          kNever, kAlways, kMax);
   PS_CHECK(least.has_value(), "an unconstrained partition always exists");
   return least->second;
+}
+
+// Beyond this many problems the memo starts again (one plan meets a few
+// thousand at most).
+constexpr std::size_t kMaxRemembered = std::size_t{1} << 12;
+
+}  // namespace
+
+std::vector<StageRange> min_peak_memory_cut(const PartitionProblem& p) {
+  check_problem(p);
+  const Prefix pre(p);
+  static SharedMemo<std::vector<std::int64_t>, std::vector<StageRange>, SignatureHash> memo(
+      kMaxRemembered);
+  return memo.get(memory_signature(p, pre.held),
+                  [&] { return compute_min_peak_memory_cut(p, pre); });
 }
 
 std::vector<StageRange> partition_params(const PartitionProblem& p) {

@@ -137,6 +137,9 @@ class StagePrices {
 // Exact minimum of the slowest stage subject to memory, by dynamic programming
 // over (stages, prefix) with pruning; ties go to the cut found first.
 PartitionResult partition_optimal(const PartitionProblem& p);
+// partition_optimal's cut alone, empty when nothing fits: without the search
+// for what would, which costs as much again.
+std::vector<StageRange> optimal_cut(const PartitionProblem& p);
 // The least memory any cut needs on its fullest stage: the problem fits in
 // memory_capacity exactly when this is at most it.
 Bytes min_peak_memory(const PartitionProblem& p);

@@ -210,24 +210,43 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
   return out;
 }
 
-// A candidate of several chunks is evaluated in two passes, each as
-// `simulate` does (the fastest of the cuts fastest_chunked_cut compares) but
-// for the device partitioner's exhaustive search: the first, over every
-// candidate, stops it at PlanRequest::screening_nodes partial cuts (enough
-// for models of tens of layers; larger ones keep the local search's cut), the
-// second, over the kRefined best, runs it in full as `simulate` does.
+// A candidate of several chunks is evaluated in two passes. The first, over
+// every candidate, screens: it stops the device partitioner's exhaustive
+// search at PlanRequest::screening_nodes partial cuts (enough for models of
+// tens of layers; larger ones keep the local search's cut) and simulates the
+// device partitioner's cut alone (the others fastest_chunked_cut compares only
+// when that one does not fit). The second, over the kRefined best, runs as
+// `simulate` does: the full search, the fastest of every cut.
 constexpr std::size_t kRefined = 16;
 
-// `exhaustive_nodes`: partition_devices' max_exhaustive_nodes.
-void evaluate(const Scenario& sc, PlanCandidate& c, long exhaustive_nodes) {
+struct Pass {
+  long exhaustive_nodes;  // partition_devices' max_exhaustive_nodes
+  bool every_cut;         // simulate every cut fastest_chunked_cut compares
+};
+
+// The candidate's replica on the cut `cut` of the device partitioner, or with
+// several chunks the fastest of the cuts `pass` asks for.
+SimResult simulate_candidate(const Scenario& replica, SimConfig config, const CostModel& cost,
+                             const PartitionProblem& problem, const std::vector<StageRange>& cut,
+                             Pass pass) {
+  config.stage_ranges = cut;
+  if (config.chunks == 1) return simulate(replica, config, cost);
+  if (!pass.every_cut) {
+    SimResult r = simulate(replica, config, cost);
+    if (r.metrics.fits()) return r;
+  }
+  return *fastest_chunked_cut(replica, config, cost, problem, cut);
+}
+
+void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
   const PartitionProblem problem =
       partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule,
                         c.chunks, c.custom.get());
-  PartitionResult cut =
-      partition_devices(problem, c.stages, replica.cluster.device.memory_bytes, exhaustive_nodes);
+  PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes,
+                                          pass.exhaustive_nodes);
   const auto reject = [&](const char* what, int index, Bytes needed) {
     c.memory_needed = needed;
     c.rejected = c.label() + ": " + what + std::to_string(index) + " needs " +
@@ -247,10 +266,8 @@ void evaluate(const Scenario& sc, PlanCandidate& c, long exhaustive_nodes) {
   config.remat = c.remat;
   config.custom = c.custom;
   config.data_parallel = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
-  config.stage_ranges = cut.stages;
   config.record_timeline = false;
-  c.result = c.chunks > 1 ? *fastest_chunked_cut(replica, config, cost, problem, cut.stages)
-                          : simulate(replica, config, cost);
+  c.result = simulate_candidate(replica, config, cost, problem, cut.stages, pass);
   c.fits = c.result.metrics.fits();
   c.samples_per_s = c.result.metrics.samples_per_s * c.data_parallel;
   if (!c.fits) {
@@ -289,10 +306,10 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
 // (remat on keeps every input and a rebuilt stash, which may exceed what
 // except-last or, at M = 1, remat off keeps).
 void evaluate_shape(std::vector<PlanCandidate>::iterator first,
-                    std::vector<PlanCandidate>::iterator last, long screening_nodes) {
+                    std::vector<PlanCandidate>::iterator last, Pass pass) {
   const auto never =
       std::find_if(first, last, [](const PlanCandidate& c) { return c.remat == Remat::kNever; });
-  if (never != last) evaluate(*never->scenario, *never, screening_nodes);
+  if (never != last) evaluate(*never->scenario, *never, pass);
   for (auto c = first; c != last; ++c) {
     if (c == never) continue;
     if (never != last && never->fits) {
@@ -300,7 +317,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
       c->rejected = c->label() + ": fits, but recomputes what remat off, which fits at the " +
                     "same shape, keeps (not simulated)";
     } else {
-      evaluate(*c->scenario, *c, screening_nodes);
+      evaluate(*c->scenario, *c, pass);
     }
   }
 }
@@ -348,7 +365,7 @@ void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
   parallel_for(best.size(), threads, [&](std::size_t i) {
     PlanCandidate& c = ranked[best[i]];
     PlanCandidate again = c;
-    evaluate(*c.scenario, again, kMaxExhaustiveNodes);
+    evaluate(*c.scenario, again, Pass{kMaxExhaustiveNodes, true});
     if (again.fits && again.samples_per_s > c.samples_per_s) c = std::move(again);
   });
   rank(ranked);
@@ -415,7 +432,7 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
       [&](std::size_t i) {
         evaluate_shape(all.begin() + static_cast<std::ptrdiff_t>(shapes[i]),
                        all.begin() + static_cast<std::ptrdiff_t>(shapes[i + 1]),
-                       request.screening_nodes);
+                       Pass{request.screening_nodes, false});
       },
       request.progress);
   for (PlanCandidate& c : all) {

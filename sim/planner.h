@@ -100,8 +100,9 @@ PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan);
 const PlanCandidate* closest_rejected(const PlanReport& report);
 
 // Every candidate is simulated on the device partitioner's cut; candidates of
-// several chunks are first cut with a short exhaustive search, and the 16
-// best of them again with the full one (planner.cpp, kRefined).
+// several chunks are first cut with a short exhaustive search and simulated
+// on that cut alone, and the 16 best of them again with the full search and
+// every cut fastest_chunked_cut compares (planner.cpp, kRefined).
 // Throws ConfigError when the request cannot be met at all (N not divisible as
 // asked, K larger than the number of layers, a batch that no D divides).
 PlanReport run_planner(const Scenario& scenario, const PlanRequest& request);

@@ -11,6 +11,7 @@
 #include "sim/device_partition.h"
 #include "sim/engine.h"
 #include "sim/memory_tracker.h"
+#include "sim/schedule_holds.h"
 #include "sim/tensor_parallel.h"
 #include "sim/zero.h"
 
@@ -184,14 +185,9 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   // when its device holds the most, remat included (held_at_peak).
   p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
   if (schedule != ScheduleKind::kCustom) {
-    const Schedule order =
-        build_schedule(schedule, stages / chunks, micro_batches, Remat::kNever, chunks);
-    const int held = most_stashes_held(order);
-    p.in_flight = std::min(micro_batches, (held + chunks - 1) / chunks);
-    if (chunks > 1 && placement == nullptr) {
-      p.stage_held =
-          held_at_peak(build_schedule(schedule, stages / chunks, micro_batches, remat, chunks));
-    }
+    ScheduleHolds holds = schedule_holds(schedule, stages / chunks, micro_batches, remat, chunks);
+    p.in_flight = std::min(micro_batches, (holds.most + chunks - 1) / chunks);
+    if (placement == nullptr) p.stage_held = std::move(holds.at_peak);
   }
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
@@ -296,7 +292,7 @@ std::optional<SimResult> fastest_chunked_cut(const Scenario& sc, SimConfig confi
       cuts.push_back(std::move(cut));
     }
   };
-  add(partition_optimal(p).stages);
+  add(optimal_cut(p));
   add(std::move(device_cut));
   if (cuts.empty()) return std::nullopt;  // nothing fits: the caller cuts without the limit
   add(partition_min_variance(p));

@@ -1,0 +1,27 @@
+#pragma once
+// What a built-in schedule's order holds, read off the order once per shape
+// and remembered: the planner asks for the same few shapes (kind, K, M, remat,
+// v) thousands of times, and building an order of K x v x M ops to count them
+// cost a sixth of its search.
+
+#include <vector>
+
+#include "sim/scenario.h"
+#include "sim/schedule.h"
+
+namespace pipescope {
+
+struct ScheduleHolds {
+  // most_stashes_held of the order with every micro-batch keeping its stash.
+  int most = 0;
+  // held_at_peak of the order under the remat asked for; empty with one chunk
+  // (the partitioner prices such stages from `most`).
+  std::vector<StashCount> at_peak;
+};
+
+// The holds of build_schedule(kind, devices, micro_batches, remat, chunks), a
+// built-in kind (not kCustom). Thread-safe; throws what build_schedule throws.
+ScheduleHolds schedule_holds(ScheduleKind kind, int devices, int micro_batches, Remat remat,
+                             int chunks);
+
+}  // namespace pipescope
