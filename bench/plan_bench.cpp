@@ -66,7 +66,7 @@ void plan_loop(benchmark::State& state, const Scenario& sc, unsigned threads = 0
   for (auto _ : state) {
     clear_shared_memos();
     const PlanReport r = run_planner(sc, request);
-    tried = r.ranked.size() + r.rejected.size() + r.dominated.size();
+    tried = r.ranked.size() + r.rejected.size() + r.dominated.size() + r.bounded.size();
     benchmark::DoNotOptimize(r.ranked.data());
   }
   state.counters["configurations"] = static_cast<double>(tried);

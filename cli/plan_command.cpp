@@ -92,6 +92,8 @@ nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
           {"remat_mode", std::string(to_string(c.remat))},
           {"schedule", std::string(to_string(c.schedule))},
           {"chunks", c.chunks},
+          {"zero", c.zero},
+          {"sequence_parallel", c.scenario->training.sequence_parallel},
           {"micro_batch_size", c.result.micro_batch_size},
           {"step_time_s", c.result.metrics.step_time_s()},
           {"throughput_samples_per_s", c.samples_per_s},
@@ -129,8 +131,15 @@ std::string memory_line(const PlanCandidate& best) {
          f->parts + ")";
 }
 
+// The plans the planner finds for certain: those listed, and at least the
+// 16 it refines.
+std::size_t exact_top(const PlanOptions& o) {
+  return std::max<std::size_t>(16, static_cast<std::size_t>(std::max(o.top, 0)));
+}
+
 void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions& o) {
-  const std::size_t tried = report.ranked.size() + report.rejected.size() + report.dominated.size();
+  const std::size_t tried = report.ranked.size() + report.rejected.size() +
+                            report.dominated.size() + report.bounded.size();
   const std::vector<int>& ts = report.tensor_parallel;
   const bool show_t = ts.size() > 1 || ts.front() > 1;
   std::string tensor;
@@ -147,6 +156,12 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
                     ? std::string()
                     : " (" + std::to_string(report.dominated.size()) +
                           " not simulated: remat off fits at their shape and recomputes less)")
+            << (report.bounded.empty()
+                    ? std::string()
+                    : "; " + std::to_string(report.bounded.size()) +
+                          " not simulated: their busiest device's compute alone cannot reach"
+                          " the best " +
+                          std::to_string(exact_top(o)))
             << "\n\n";
   if (!report.ranked.empty()) {
     const auto n = std::min<std::size_t>(report.ranked.size(), static_cast<std::size_t>(o.top));
@@ -156,22 +171,32 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
       schedule_width =
           std::max(schedule_width, static_cast<int>(schedule_label(report.ranked[i]).size()));
     }
-    // The T column only where some plan splits its layers.
+    // The T column only where some plan splits its layers, the ZeRO column
+    // only where some plan shards over its replicas.
     const auto t_cell = [&](const std::string& text) {
       if (show_t) std::printf(" %3s", text.c_str());
     };
+    const bool show_zero = std::any_of(report.ranked.begin(), report.ranked.begin() + n,
+                                       [](const PlanCandidate& c) { return c.zero > 0; });
+    const auto zero_cell = [&](const std::string& text) {
+      if (show_zero) std::printf(" %4s", text.c_str());
+    };
     std::printf("%4s", "rank");
     t_cell("T");
-    std::printf(" %5s %5s %5s %11s %*s %10s %12s %7s %6s %12s  %s\n", "K", "D", "M", "remat",
-                schedule_width, "schedule", "step time", "samples/s", "bubble", "MFU",
-                "peak memory", "stages (layers)");
+    std::printf(" %5s %5s", "K", "D");
+    zero_cell("ZeRO");
+    std::printf(" %5s %11s %*s %10s %12s %7s %6s %12s  %s\n", "M", "remat", schedule_width,
+                "schedule", "step time", "samples/s", "bubble", "MFU", "peak memory",
+                "stages (layers)");
     for (std::size_t i = 0; i < n; ++i) {
       const PlanCandidate& c = report.ranked[i];
       const std::string cuts = layer_counts(c.result);
       std::printf("%4zu", i + 1);
       t_cell(std::to_string(c.tensor_parallel));
-      std::printf(" %5d %5d %5d %11s %*s %10s %12.4g %7s %6s %12s  %s\n", c.stages, c.data_parallel,
-                  c.micro_batches, std::string(remat_label(c.remat)).c_str(), schedule_width,
+      std::printf(" %5d %5d", c.stages, c.data_parallel);
+      zero_cell(std::to_string(c.zero));
+      std::printf(" %5d %11s %*s %10s %12.4g %7s %6s %12s  %s\n", c.micro_batches,
+                  std::string(remat_label(c.remat)).c_str(), schedule_width,
                   schedule_label(c).c_str(), format_seconds(c.result.metrics.step_time_s()).c_str(),
                   c.samples_per_s, format_percent(c.result.metrics.bubble_fraction).c_str(),
                   format_percent(c.result.metrics.mfu).c_str(),
@@ -196,6 +221,7 @@ int run_plan(const PlanOptions& o) {
                                             .remat = o.remat,
                                             .tensor_parallel = o.tensor_parallel}));
   PlanRequest request;
+  request.exact_top = exact_top(o);
   request.devices = o.devices;
   request.stages = o.stages;
   request.micro_batches = o.micro_batches;
@@ -247,12 +273,14 @@ int run_plan(const PlanOptions& o) {
                           {"remat_mode", std::string(to_string(c.remat))},
                           {"schedule", std::string(to_string(c.schedule))},
                           {"chunks", c.chunks},
+                          {"zero", c.zero},
                           {"reason", c.rejected}});
     }
     std::cout << nlohmann::json{{"devices", report.devices},
                                 {"plans", ranked},
                                 {"rejected", rejected},
-                                {"dominated", report.dominated.size()}}
+                                {"dominated", report.dominated.size()},
+                                {"bounded", report.bounded.size()}}
                      .dump(2)
               << "\n";
   } else {

@@ -422,7 +422,7 @@ void MainWindow::search_plans() {
                                    .arg(qs(best_->label()))
                                    .arg(best_->samples_per_s, 0, 'f', 2));
           best_apply_->setEnabled(true);
-          best_apply_->setToolTip(tr("Set D, K, M and remat to the best plan's"));
+          best_apply_->setToolTip(tr("Set D, K, M, remat and the ZeRO stage to the best plan's"));
         };
       },
       [this](const QString& error) { best_label_->setText(tr("Best plan: %1").arg(error)); });
@@ -430,12 +430,18 @@ void MainWindow::search_plans() {
 
 void MainWindow::apply_best_plan() {
   if (!best_) return;
+  const PlanCandidate best = *best_;  // a new split searches again, resetting best_
+  const TrainingConfig& planned = best.scenario->training;
+  if (planned.zero != scenario_->training.zero ||
+      planned.sequence_parallel != scenario_->training.sequence_parallel) {
+    if (resplit(tensor_parallel(), planned.sequence_parallel, planned.zero)) return;
+  }
   filling_ = true;
-  d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(best_->data_parallel)));
-  fill_k_and_m(best_->stages, best_->micro_batches);
-  set_remat(best_->remat);
-  set_schedule(best_->schedule);
-  if (best_->chunks > 1) chunks_spin_->setValue(best_->chunks);
+  d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(best.data_parallel)));
+  fill_k_and_m(best.stages, best.micro_batches);
+  set_remat(best.remat);
+  set_schedule(best.schedule);
+  if (best.chunks > 1) chunks_spin_->setValue(best.chunks);
   filling_ = false;
   simulate();
   sweep();

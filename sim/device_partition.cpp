@@ -32,6 +32,56 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 
 namespace {
 
+// The rounding slack of step_floor: a nanosecond a layer and micro-batch.
+SimTime rounding_slack(const PartitionProblem& p) {
+  return static_cast<SimTime>(p.layers.size()) * (p.micro_batches + 1);
+}
+
+}  // namespace
+
+SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices) {
+  const StagePrices prices(p);
+  const auto n = static_cast<std::size_t>(devices);
+  std::vector<SimTime> busy(n, 0);
+  std::vector<std::optional<SimTime>> fill(n);  // before the device's first stage
+  std::vector<SimTime> drain(n, 0);
+  SimTime forwards = 0;  // of the stages so far, one micro-batch each
+  SimTime backwards = 0;
+  for (std::size_t s = 0; s < cut.size(); ++s) {
+    const std::size_t d = device_of_stage(p, s, devices);
+    busy[d] += prices.compute(cut[s].first_layer, cut[s].last_layer);
+    if (!fill[d]) {
+      fill[d] = forwards;
+      drain[d] = p.backward_split ? 0 : backwards;
+    }
+    for (int l = cut[s].first_layer; l <= cut[s].last_layer; ++l) {
+      forwards += p.layers[static_cast<std::size_t>(l)].forward;
+      backwards += p.layers[static_cast<std::size_t>(l)].backward;
+    }
+  }
+  SimTime floor = 0;
+  for (std::size_t d = 0; d < n; ++d) {
+    floor = std::max(floor, fill[d].value_or(0) + busy[d] * p.micro_batches + drain[d]);
+  }
+  return std::max<SimTime>(0, floor - rounding_slack(p));
+}
+
+SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
+  const StagePrices prices(p);
+  const SimTime all = prices.compute(0, static_cast<int>(p.layers.size()) - 1);
+  SimTime floor = all / devices * p.micro_batches;
+  // One stage a device in order: the last device's fill, work and drain
+  // (step_floor) hold every layer's forward (and unsplit, backward) at least.
+  if (p.stages == devices && p.stage_device.empty()) {
+    SimTime chain = 0;
+    for (const LayerCost& l : p.layers) chain += l.forward + (p.backward_split ? 0 : l.backward);
+    floor = std::max(floor, chain);
+  }
+  return std::max<SimTime>(0, floor - rounding_slack(p));
+}
+
+namespace {
+
 // Transfers across many stages cost O(stages) each and are tried O(stages)
 // times a round: beyond this many stages only single boundary moves run.
 constexpr std::size_t kMaxTransferStages = 128;

@@ -82,6 +82,9 @@ struct PartitionProblem {
   // for every stage, by the remat formulas below.
   std::vector<StashCount> stage_held;
   double bytes_per_param = 0.0;
+  // Whether the schedule splits each backward into B and W (zero bubble): then
+  // a layer's backward is the two summed, and only B passes the gradient on.
+  bool backward_split = false;
   std::optional<Bytes> memory_capacity;  // none: no memory limit
   // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).
   double link_latency_s = 0.0;

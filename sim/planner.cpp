@@ -1,8 +1,13 @@
 #include "sim/planner.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <numeric>
 #include <optional>
 
 #include "sim/device_partition.h"
@@ -10,6 +15,7 @@
 #include "sim/parallel.h"
 #include "sim/plan.h"
 #include "sim/tensor_parallel.h"
+#include "sim/zero.h"
 
 namespace pipescope {
 
@@ -17,7 +23,8 @@ std::string PlanCandidate::label() const {
   return (tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) + " " : "") +
          "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
          " M=" + std::to_string(micro_batches) + " remat " + std::string(remat_label(remat)) + " " +
-         std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "");
+         std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "") +
+         (zero > 0 ? " ZeRO-" + std::to_string(zero) : "");
 }
 
 Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel) {
@@ -238,13 +245,40 @@ SimResult simulate_candidate(const Scenario& replica, SimConfig config, const Co
   return *fastest_chunked_cut(replica, config, cost, problem, cut);
 }
 
-void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass) {
+// The most samples a second the whole batch can reach in a step of `floor`.
+double ceiling_of(const Scenario& sc, SimTime floor) {
+  return floor <= 0 ? std::numeric_limits<double>::infinity()
+                    : static_cast<double>(sc.training.global_batch) / simtime_to_seconds(floor);
+}
+
+// Marks `c` as not simulated: at most `ceiling` samples/s, less than
+// `threshold`, the exact_top-th best simulated.
+void bound_out(PlanCandidate& c, double ceiling, double threshold) {
+  c.bounded = true;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                ": cannot reach %.4g samples/s, the best plans' least (at most %.4g by its "
+                "busiest device's compute; not simulated)",
+                threshold, ceiling);
+  c.rejected = c.label() + text;
+}
+
+// `threshold`: where set, a candidate whose step_floor gives less throughput
+// is not simulated (bound_out).
+void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
+              std::optional<double> threshold = std::nullopt) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
   const PartitionProblem problem =
       partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule,
                         c.chunks, c.custom.get());
+  // The floor under every cut first: where it cannot reach the threshold,
+  // neither can the cut the partitioner would search for.
+  if (threshold) {
+    const double ceiling = ceiling_of(sc, step_floor_any_cut(problem, c.stages));
+    if (ceiling < *threshold) return bound_out(c, ceiling, *threshold);
+  }
   PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes,
                                           pass.exhaustive_nodes);
   const auto reject = [&](const char* what, int index, Bytes needed) {
@@ -257,6 +291,10 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass) {
   if (cut.stages.empty()) {
     reject(c.chunks > 1 ? "device " : "stage ", *cut.fullest_stage, *cut.memory_needed);
     return;
+  }
+  if (threshold) {
+    const double ceiling = ceiling_of(sc, step_floor(problem, cut.stages, c.stages));
+    if (ceiling < *threshold) return bound_out(c, ceiling, *threshold);
   }
   SimConfig config;
   config.stages = c.stages;
@@ -283,14 +321,14 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass) {
   }
 }
 
-// Where each shape's run of candidates starts in `all` (enumerate lists a
-// shape's remat modes one after another), and all.size() last.
+// Where each shape's run of candidates starts in `all` (a shape's remat
+// modes, each at its ZeRO stages, one after another), and all.size() last.
 std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < all.size(); ++i) {
     const PlanCandidate& c = all[i];
     const auto same = [&](const PlanCandidate& o) {
-      return o.scenario == c.scenario && o.stages == c.stages &&
+      return o.tensor_parallel == c.tensor_parallel && o.stages == c.stages &&
              o.data_parallel == c.data_parallel && o.micro_batches == c.micro_batches &&
              o.schedule == c.schedule && o.chunks == c.chunks && o.custom == c.custom;
     };
@@ -300,24 +338,48 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
   return out;
 }
 
-// The remat modes of one shape, remat off first: where it fits, the others
-// fit too (they keep less) but cannot be faster (on any one cut they take at
-// least its time), so they are not simulated. Memory gives no such order
-// (remat on keeps every input and a rebuilt stash, which may exceed what
-// except-last or, at M = 1, remat off keeps).
+// The remat modes of one shape at each ZeRO stage it tries (zero_choices),
+// the stages lowest first and within one remat off first. Where remat off
+// fits at a stage, the other modes fit too (they keep less) but cannot be
+// faster (on any one cut they take at least its time). Where a mode fits at
+// ZeRO-1, it fits at ZeRO-2 too (which shards the gradients as well); ZeRO-2
+// reduce-scatters after every backward instead of all-reducing once, moving
+// M times as much over the replicas' links, and its step comes out within
+// 0.2 % of ZeRO-1's either way (tests/sim/zero_planner_test.cpp): a plan
+// gains nothing worth the traffic from it, so it is tried only where ZeRO-1
+// does not fit. Neither is simulated. Memory gives no order of the remat
+// modes (remat on keeps every input and a rebuilt stash, which may exceed
+// what except-last or, at M = 1, remat off keeps): they are still tried
+// where nothing dominates them.
 void evaluate_shape(std::vector<PlanCandidate>::iterator first,
-                    std::vector<PlanCandidate>::iterator last, Pass pass) {
-  const auto never =
-      std::find_if(first, last, [](const PlanCandidate& c) { return c.remat == Remat::kNever; });
-  if (never != last) evaluate(*never->scenario, *never, pass);
-  for (auto c = first; c != last; ++c) {
-    if (c == never) continue;
-    if (never != last && never->fits) {
+                    std::vector<PlanCandidate>::iterator last, Pass pass,
+                    std::optional<double> threshold, double shape_ceiling) {
+  std::vector<PlanCandidate*> order;
+  for (auto c = first; c != last; ++c) order.push_back(&*c);
+  std::stable_sort(order.begin(), order.end(), [](const PlanCandidate* a, const PlanCandidate* b) {
+    if (a->zero != b->zero) return a->zero < b->zero;
+    return (a->remat == Remat::kNever) > (b->remat == Remat::kNever);
+  });
+  for (PlanCandidate* c : order) {
+    // o fits with remat off at c's stage, or at a lower one with c's mode.
+    const auto dominates = [&](const PlanCandidate* o) {
+      if (o == c || !o->fits || o->zero > c->zero) return false;
+      if (o->zero == c->zero) return o->remat == Remat::kNever;
+      return o->remat == c->remat || o->remat == Remat::kNever;
+    };
+    const auto by = std::find_if(order.begin(), order.end(), dominates);
+    if (by != order.end()) {
       c->dominated = true;
-      c->rejected = c->label() + ": fits, but recomputes what remat off, which fits at the " +
-                    "same shape, keeps (not simulated)";
+      c->rejected =
+          c->label() +
+          ((*by)->zero == c->zero
+               ? ": fits, but recomputes what remat off, which fits at the same shape, keeps"
+               : ": fits, but " + (*by)->label() + " fits too and shards less") +
+          " (not simulated)";
+    } else if (threshold && shape_ceiling < *threshold) {
+      bound_out(*c, shape_ceiling, *threshold);
     } else {
-      evaluate(*c->scenario, *c, pass);
+      evaluate(*c->scenario, *c, pass, threshold);
     }
   }
 }
@@ -334,13 +396,15 @@ const PlanCandidate* closest_rejected(const PlanReport& report) {
 
 namespace {
 
+// Where r is in kAllRemats, which lists the modes from none to most
+// recomputation.
+std::ptrdiff_t remat_rank(Remat r) {
+  return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
+}
+
 // Best throughput first; among equals, smaller T, fewer stages, fewer
-// micro-batches, less recomputation (kAllRemats lists the modes from none to
-// most).
+// micro-batches, less recomputation, the lower ZeRO stage.
 void rank(std::vector<PlanCandidate>& ranked) {
-  const auto remat_rank = [](Remat r) {
-    return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
-  };
   std::stable_sort(ranked.begin(), ranked.end(),
                    [&](const PlanCandidate& a, const PlanCandidate& b) {
                      if (a.samples_per_s != b.samples_per_s)
@@ -350,7 +414,8 @@ void rank(std::vector<PlanCandidate>& ranked) {
                      if (a.stages != b.stages) return a.stages < b.stages;
                      if (a.micro_batches != b.micro_batches)
                        return a.micro_batches < b.micro_batches;
-                     return remat_rank(a.remat) < remat_rank(b.remat);
+                     if (a.remat != b.remat) return remat_rank(a.remat) < remat_rank(b.remat);
+                     return a.zero < b.zero;
                    });
 }
 
@@ -371,6 +436,17 @@ void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
   rank(ranked);
 }
 
+// Whether the planner splits the sequence too under T > 1: as the scenario
+// says when it says; otherwise wherever T divides the sequence, since
+// sequence parallelism moves what the all-reduces move, splits the layer
+// norms' and dropouts' work and their activations by T, and so is never
+// slower nor larger (docs/models.md, "Tensor parallelism").
+bool sequence_parallel_choice(const Scenario& sc, int T) {
+  if (T == 1) return false;
+  if (sc.training.sequence_parallel_given) return sc.training.sequence_parallel;
+  return tensor_parallel_problem(sc, T, true).empty();
+}
+
 // The T to plan, each with its scenario: split by T, devices grouped by T.
 std::vector<std::shared_ptr<const Scenario>> tensor_splits(const Scenario& sc,
                                                            const PlanRequest& req) {
@@ -388,9 +464,103 @@ std::vector<std::shared_ptr<const Scenario>> tensor_splits(const Scenario& sc,
     if (const std::string problem = tensor_parallel_problem(sc, T, false); !problem.empty()) {
       throw ConfigError("T=" + std::to_string(T) + ": " + problem);
     }
-    out.push_back(std::make_shared<const Scenario>(with_tensor_parallel(sc, T, false)));
+    out.push_back(std::make_shared<const Scenario>(
+        with_tensor_parallel(sc, T, sequence_parallel_choice(sc, T))));
   }
   return out;
+}
+
+// The ZeRO stages a candidate of D replicas tries, lowest first: the
+// scenario's when it says, or with one replica (nothing to shard over);
+// otherwise 1 and 2. Stage 0 is never faster than 1 nor smaller (the same
+// traffic, and each replica steps and keeps 1/D of the optimizer); stage 3,
+// as modelled (sim/zero.h: the shard of the weights and a whole gathered
+// copy of the stage's), keeps more than 2 and moves more. So neither is tried
+// (tests/sim/zero_planner_test.cpp checks both orders by simulation).
+std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
+  if (sc.training.zero_given || data_parallel == 1) return {sc.training.zero};
+  return {1, 2};
+}
+
+// `split` (one T's scenario) at each ZeRO stage it plans, made once.
+class ZeroVariants {
+ public:
+  explicit ZeroVariants(std::shared_ptr<const Scenario> split) : split_(std::move(split)) {}
+  std::shared_ptr<const Scenario> at(int zero) {
+    if (zero == split_->training.zero) return split_;
+    std::shared_ptr<const Scenario>& v = variants_[static_cast<std::size_t>(zero)];
+    if (!v) {
+      Scenario sc = *split_;
+      sc.training.zero = zero;
+      v = std::make_shared<const Scenario>(std::move(sc));
+    }
+    return v;
+  }
+
+ private:
+  std::shared_ptr<const Scenario> split_;
+  std::array<std::shared_ptr<const Scenario>, kMaxZeroStage + 1> variants_;
+};
+
+// The most samples a second any candidate of the shape [first, last) can
+// reach: under its fastest candidate's costs (least recomputation; the ZeRO
+// stage does not change them), on any cut.
+double shape_ceiling(std::vector<PlanCandidate>::const_iterator first,
+                     std::vector<PlanCandidate>::const_iterator last) {
+  const auto lead =
+      std::min_element(first, last, [](const PlanCandidate& a, const PlanCandidate& b) {
+        return remat_rank(a.remat) < remat_rank(b.remat);
+      });
+  const Scenario replica = replica_scenario(*lead->scenario, lead->stages, lead->data_parallel);
+  const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+  const PartitionProblem p =
+      partition_problem(replica, *cost, lead->stages * lead->chunks, lead->micro_batches,
+                        lead->remat, lead->schedule, lead->chunks, lead->custom.get());
+  return ceiling_of(*lead->scenario, step_floor_any_cut(p, lead->stages));
+}
+
+// The exact_top-th best throughput among the candidates simulated that fit.
+std::optional<double> threshold_of(const std::vector<PlanCandidate>& all, std::size_t top) {
+  std::vector<double> best;
+  for (const PlanCandidate& c : all) {
+    if (c.fits) best.push_back(c.samples_per_s);
+  }
+  if (top == 0 || best.size() < top) return std::nullopt;
+  std::nth_element(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(top - 1), best.end(),
+                   std::greater<>());
+  return best[top - 1];
+}
+
+// Shapes in a batch are evaluated in parallel against one threshold, so that
+// what is simulated does not depend on the number of threads.
+constexpr std::size_t kBatch = 8;
+
+// Evaluates every shape, the most promising first (by shape_ceiling), in
+// batches; after each batch the threshold rises to the exact_top-th best so
+// far, and a candidate that cannot reach it is not simulated.
+void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
+  const std::vector<std::size_t> starts = shape_starts(all);
+  const std::size_t shapes = starts.size() - 1;
+  const auto begin = [&](std::size_t i) {
+    return all.begin() + static_cast<std::ptrdiff_t>(starts[i]);
+  };
+  std::vector<double> ceiling(shapes);
+  parallel_for(shapes, request.threads,
+               [&](std::size_t i) { ceiling[i] = shape_ceiling(begin(i), begin(i + 1)); });
+  std::vector<std::size_t> order(shapes);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return ceiling[a] > ceiling[b]; });
+  for (std::size_t done = 0; done < shapes; done += kBatch) {
+    const std::optional<double> threshold = threshold_of(all, request.exact_top);
+    const std::size_t n = std::min(kBatch, shapes - done);
+    parallel_for(n, request.threads, [&](std::size_t k) {
+      const std::size_t i = order[done + k];
+      evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
+                     ceiling[i]);
+    });
+    if (request.progress) request.progress(done + n, shapes);
+  }
 }
 
 }  // namespace
@@ -416,28 +586,26 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
         throw ConfigError(std::to_string(report.devices) +
                           " devices do not form whole groups of T=" + std::to_string(T));
       }
+      ZeroVariants variants(split);
       for (PlanCandidate& c : enumerate(*split, request, report.devices / T)) {
         c.tensor_parallel = T;
-        c.scenario = split;
-        all.push_back(std::move(c));
+        for (const int zero : zero_choices(*split, c.data_parallel)) {
+          PlanCandidate z = c;
+          z.zero = zero;
+          z.scenario = variants.at(zero);
+          all.push_back(std::move(z));
+        }
       }
     } catch (const ConfigError& e) {
       if (!first_error) first_error = e;
     }
   }
   if (all.empty() && first_error) throw *first_error;
-  const std::vector<std::size_t> shapes = shape_starts(all);
-  parallel_for(
-      shapes.size() - 1, request.threads,
-      [&](std::size_t i) {
-        evaluate_shape(all.begin() + static_cast<std::ptrdiff_t>(shapes[i]),
-                       all.begin() + static_cast<std::ptrdiff_t>(shapes[i + 1]),
-                       Pass{request.screening_nodes, false});
-      },
-      request.progress);
+  evaluate_all(all, request);
   for (PlanCandidate& c : all) {
     (c.fits        ? report.ranked
      : c.dominated ? report.dominated
+     : c.bounded   ? report.bounded
                    : report.rejected)
         .push_back(std::move(c));
   }

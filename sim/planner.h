@@ -44,7 +44,11 @@ struct PlanRequest {
   // The device partitioner's exhaustive search in the first pass over the
   // candidates of several chunks, in partial cuts (the best are cut again
   // with the full search; planner.cpp, kRefined).
-  long screening_nodes = 5000;
+  long screening_nodes = 1000;
+  // The best plans found for certain: a candidate is not simulated when a
+  // floor under its step (step_floor: its busiest device's compute) shows it
+  // cannot beat the exact_top-th best simulated so far.
+  std::size_t exact_top = 16;
   unsigned threads = 0;  // 0: one per core
   std::function<void(std::size_t done, std::size_t total)> progress;
 };
@@ -59,10 +63,12 @@ struct PlanCandidate {
   int micro_batches = 1;  // M
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;  // v
+  int zero = 0;    // ZeRO stage over the D replicas, as `scenario` has it
   Remat remat = Remat::kAlways;
   std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
   bool fits = false;
   bool dominated = false;      // fits, not simulated (PlanReport::dominated)
+  bool bounded = false;        // not simulated: cannot reach the best (PlanReport::bounded)
   std::string rejected;        // why it does not fit, one sentence; empty when it fits
   Bytes memory_needed = 0;     // when rejected: the least memory per device that would fit
   double samples_per_s = 0.0;  // all D replicas together
@@ -81,6 +87,11 @@ struct PlanReport {
   // remat off, which recomputes nothing, so they cannot be faster (their
   // `rejected` says so).
   std::vector<PlanCandidate> dominated;
+  // Candidates not simulated because a floor under their step shows they
+  // cannot beat the PlanRequest::exact_top-th best plan (their `rejected`
+  // says by how much); the partitioner's memory model finds a cut for them,
+  // or did not look (their whole shape was that slow).
+  std::vector<PlanCandidate> bounded;
 };
 
 // The per-replica scenario: K devices of the cluster and the global batch / D.

@@ -142,10 +142,12 @@ struct TrainingConfig {
   // cluster's devices are groups of T (ModelSpec::tensor_parallel,
   // Cluster::tensor_parallel).
   int tensor_parallel = 1;
-  bool tensor_parallel_given = false;  // the scenario (or -T) says T; the planner keeps it
-  bool sequence_parallel = false;      // Korthikanti et al. 2022; needs T > 1
+  bool tensor_parallel_given = false;    // the scenario (or -T) says T; the planner keeps it
+  bool sequence_parallel = false;        // Korthikanti et al. 2022; needs T > 1
+  bool sequence_parallel_given = false;  // the scenario says; the planner keeps it
   // ZeRO stage (sim/zero.h): what the data-parallel replicas shard; 0 to 3.
   int zero = 0;
+  bool zero_given = false;  // the scenario says the stage; the planner keeps it
   // The replicas the shards spread over: D in a replica's scenario
   // (replica_scenario), 1 in the whole one.
   int zero_replicas = 1;

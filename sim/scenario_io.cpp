@@ -406,12 +406,16 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
       t.opt_integer("tensor_parallel", kTensorParallel);
   cfg.tensor_parallel = static_cast<int>(tensor_parallel.value_or(1));
   cfg.tensor_parallel_given = tensor_parallel.has_value();
-  cfg.sequence_parallel = t.opt_bool("sequence_parallel").value_or(false);
+  const std::optional<bool> sequence_parallel = t.opt_bool("sequence_parallel");
+  cfg.sequence_parallel = sequence_parallel.value_or(false);
+  cfg.sequence_parallel_given = sequence_parallel.has_value();
   if (const nlohmann::json* z = t.find("zero");
       z != nullptr && z->is_number_integer() && (*z < 0 || *z > kMaxZeroStage)) {
     t.fail("zero", "expected a ZeRO stage, 0, 1, 2 or 3, got " + z->dump());
   }
-  cfg.zero = static_cast<int>(t.opt_integer("zero", IntRange{0, kMaxZeroStage}).value_or(0));
+  const std::optional<std::int64_t> zero = t.opt_integer("zero", IntRange{0, kMaxZeroStage});
+  cfg.zero = static_cast<int>(zero.value_or(0));
+  cfg.zero_given = zero.has_value();
   if (cfg.sequence_parallel && cfg.tensor_parallel == 1) {
     t.fail("sequence_parallel",
            "sequence parallelism splits activations among tensor-parallel devices: it needs "

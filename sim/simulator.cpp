@@ -175,6 +175,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   p.remat = remat;
   p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
   p.bytes_per_param = device_bytes_per_param(sc);
+  p.backward_split = split;
   // Each of a device's stages gets its share of the memory. A custom schedule
   // may run any order: its micro-batches in flight are bounded by M, as under
   // GPipe, and the simulated memory curve, from the actual order, decides

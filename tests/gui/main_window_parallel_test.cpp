@@ -127,7 +127,11 @@ TEST_F(ParallelControlsTest, PlannerAndPlanFilesFollowTheChosenT) {
   EXPECT_EQ(window.best_plan()->tensor_parallel, 2);
   PlanRequest request;
   request.tensor_parallel = 2;
-  const PlanReport report = run_planner(scenario_with(kDemo, {{"tensor_parallel", 2}}), request);
+  // The window's scenario says T, the sequence split and the ZeRO stage once
+  // one of them is chosen, so its planner keeps all three.
+  const PlanReport report = run_planner(
+      scenario_with(kDemo, {{"tensor_parallel", 2}, {"sequence_parallel", false}, {"zero", 0}}),
+      request);
   ASSERT_FALSE(report.ranked.empty());
   EXPECT_EQ(window.best_plan()->label(), report.ranked.front().label());
 

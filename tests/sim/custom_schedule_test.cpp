@@ -253,18 +253,22 @@ TEST(CustomSchedule, PlannerSearchesReplicasAndRematAndThePlanKeepsTheActions) {
   req.custom = std::make_shared<const CustomSchedule>(
       parse_schedule_csv("0F0,0F1,0F2,0B0,0B1,0B2\n1F0,1F1,1F2,1B0,1B1,1B2\n", "bf.csv"));
   const PlanReport r = run_planner(sc, req);
-  // D = 4 / 2 = 2; never fits, so except-last and always are not simulated.
+  // D = 4 / 2 = 2, so ZeRO 1 and 2; remat off fits at ZeRO-1, so except-last
+  // and always, and ZeRO-2's three modes, are not simulated.
   ASSERT_EQ(r.ranked.size(), 1u);
-  ASSERT_EQ(r.dominated.size(), 2u);
+  ASSERT_EQ(r.dominated.size(), 5u);
+  EXPECT_EQ(r.ranked[0].zero, 1);
   for (const PlanCandidate& c : r.ranked) {
     EXPECT_EQ(c.schedule, ScheduleKind::kCustom);
     EXPECT_EQ(c.stages, 2);
     EXPECT_EQ(c.data_parallel, 2);
     EXPECT_EQ(c.micro_batches, 3);
   }
-  EXPECT_EQ(r.ranked[0].remat, Remat::kNever);  // nothing recomputed is fastest
+  for (const PlanCandidate& c : r.ranked) {
+    EXPECT_EQ(c.remat, Remat::kNever);  // nothing recomputed is fastest
+  }
   const PlanCandidate& best = r.ranked.front();
-  const Plan plan = make_plan(replica_scenario(sc, 2, 2), best.result, 2, "optimal");
+  const Plan plan = make_plan(replica_scenario(*best.scenario, 2, 2), best.result, 2, "optimal");
   ASSERT_TRUE(plan.custom);
   const nlohmann::json doc = plan_to_json(plan);
   EXPECT_EQ(doc["schedule"], "custom");

@@ -56,7 +56,7 @@ TEST(TensorPlanner, BestPlanIsTheBestOfEachTPlannedAlone) {
     PlanRequest one = req;
     one.tensor_parallel = T;
     const PlanReport r = run_planner(sc, one);
-    tried += r.ranked.size() + r.rejected.size();
+    tried += r.ranked.size() + r.rejected.size() + r.dominated.size() + r.bounded.size();
     for (const PlanCandidate& c : r.ranked) {
       EXPECT_EQ(c.tensor_parallel, T);
       EXPECT_EQ(c.stages * c.data_parallel * T, 8) << c.label();
@@ -66,7 +66,8 @@ TEST(TensorPlanner, BestPlanIsTheBestOfEachTPlannedAlone) {
       best_t = T;
     }
   }
-  EXPECT_EQ(all.ranked.size() + all.rejected.size(), tried);
+  EXPECT_EQ(all.ranked.size() + all.rejected.size() + all.dominated.size() + all.bounded.size(),
+            tried);
   EXPECT_DOUBLE_EQ(all.ranked.front().samples_per_s, best);
   EXPECT_EQ(all.ranked.front().tensor_parallel, best_t);
   EXPECT_EQ(all.ranked.front().scenario->cluster.tensor_parallel, best_t);
@@ -79,7 +80,8 @@ TEST(TensorPlanner, BlocksTooLargeForOneDeviceAreSplit) {
   doc["model"] = {{"family", "transformer"}, {"layers", 2},   {"d_model", 8192}, {"heads", 64},
                   {"seq_len", 256},          {"vocab", 1024}, {"dtype", "bf16"}};
   doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 8}};
-  doc["training"] = {{"global_batch", 8}, {"micro_batches", 1}, {"optimizer", "adam"}};
+  // ZeRO 0: sharding the optimizer over the replicas would let whole blocks fit.
+  doc["training"] = {{"global_batch", 8}, {"micro_batches", 1}, {"optimizer", "adam"}, {"zero", 0}};
   Scenario sc = parse_scenario(doc, "big.json");
   sc.cluster.device.memory_bytes = Bytes{12} << 30;
   PlanRequest req;

@@ -1,0 +1,198 @@
+// The planner's search over ZeRO stages and sequence parallelism, and the
+// floor under a step by which it leaves candidates unsimulated: the orders
+// its pruning rests on, checked by simulation; its best plan against every
+// stage and split planned alone; the floor against simulated steps.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "costmodels/cost_model.h"
+#include "scenario_docs.h"
+#include "sim/device_partition.h"
+#include "sim/planner.h"
+#include "sim/scenario_io.h"
+#include "sim/simulator.h"
+
+namespace pipescope {
+namespace {
+
+using nlohmann::json;
+
+// A transformer of 8 blocks of 1024 on one DGX A100 node of 8 GPUs, whose
+// device memory `gib` makes memory matter; `training` adds training fields.
+Scenario node(double gib, const json& training = json::object()) {
+  json doc = testing::docs::good_doc();
+  doc["model"] = {{"family", "transformer"}, {"layers", 8},   {"d_model", 1024}, {"heads", 16},
+                  {"seq_len", 512},          {"vocab", 8192}, {"dtype", "bf16"}};
+  doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 8}};
+  doc["training"] = {{"global_batch", 32}, {"micro_batches", 4}, {"optimizer", "adam"}};
+  doc["training"].update(training);
+  Scenario sc = parse_scenario(doc, "node.json");
+  sc.cluster.device.memory_bytes = static_cast<Bytes>(gib * (1 << 30));
+  return sc;
+}
+
+struct Outcome {
+  SimTime step = 0;
+  Bytes peak = 0;
+};
+
+// One configuration of `node` at T = 2, K stages and D = 4 / K replicas.
+Outcome run(int zero, bool sequence, ScheduleKind schedule, Remat remat, int K) {
+  const Scenario sc =
+      node(80.0, {{"tensor_parallel", 2}, {"zero", zero}, {"sequence_parallel", sequence}});
+  const int D = 4 / K;
+  SimConfig config;
+  config.stages = K;
+  config.micro_batches = 4;
+  config.schedule = schedule;
+  config.chunks = schedule == ScheduleKind::kInterleaved1F1B ? 2 : 1;
+  config.remat = remat;
+  config.data_parallel = data_parallel_ring(sc.cluster, K, D);
+  config.record_timeline = false;
+  const SimResult r = simulate(replica_scenario(sc, K, D), config);
+  Outcome out{r.metrics.step_time, 0};
+  for (const auto& d : r.metrics.devices) out.peak = std::max(out.peak, d.peak_memory);
+  return out;
+}
+
+// What the planner's pruning assumes, by simulation: ZeRO-1 is never slower
+// nor larger than 0; 3 never faster nor smaller than 2 (its gathered copy of
+// a stage); sequence parallelism never slower nor larger. ZeRO-2 is smaller
+// than 1 and its step within 0.2 % of 1's, on either side.
+TEST(ZeroPlanner, TheOrdersItsPruningRestsOnHold) {
+  int checked = 0;
+  double most_apart = 0.0;
+  for (const ScheduleKind schedule : {ScheduleKind::kGpipe, ScheduleKind::k1F1B,
+                                      ScheduleKind::kZbH1, ScheduleKind::kInterleaved1F1B}) {
+    for (const Remat remat : {Remat::kNever, Remat::kAlways}) {
+      for (const int K : {1, 2}) {
+        if (schedule == ScheduleKind::kInterleaved1F1B && K == 1) continue;
+        for (const bool sequence : {false, true}) {
+          const Outcome z0 = run(0, sequence, schedule, remat, K);
+          const Outcome z1 = run(1, sequence, schedule, remat, K);
+          const Outcome z2 = run(2, sequence, schedule, remat, K);
+          const Outcome z3 = run(3, sequence, schedule, remat, K);
+          EXPECT_LE(z1.step, z0.step);
+          EXPECT_LT(z1.peak, z0.peak);
+          EXPECT_LT(z2.peak, z1.peak);
+          // Either side of ZeRO-1's step, but within 0.2 % (planner.cpp).
+          const double apart = std::abs(static_cast<double>(z2.step - z1.step));
+          EXPECT_LT(apart, 0.002 * static_cast<double>(z1.step));
+          most_apart = std::max(most_apart, apart / static_cast<double>(z1.step));
+          EXPECT_GE(z3.step, z2.step);
+          EXPECT_GT(z3.peak, z2.peak);
+          ++checked;
+        }
+        for (const int zero : {0, 1, 2}) {
+          const Outcome whole = run(zero, false, schedule, remat, K);
+          const Outcome split = run(zero, true, schedule, remat, K);
+          EXPECT_LE(split.step, whole.step);
+          EXPECT_LT(split.peak, whole.peak);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 28);
+  EXPECT_GT(most_apart, 0.0);  // they do differ: the test measures something
+}
+
+double best_of(const PlanReport& r) {
+  return r.ranked.empty() ? 0.0 : r.ranked.front().samples_per_s;
+}
+
+// The planner's best, ZeRO and sequence parallelism searched, is the best of
+// planning each ZeRO stage (0 to 3) and each sequence split alone, with
+// memory ample and tight.
+TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
+  for (const double gib : {80.0, 1.0, 0.6}) {
+    SCOPED_TRACE(gib);
+    PlanRequest req;
+    req.max_micro_batches = 4;
+    const PlanReport searched = run_planner(node(gib), req);
+    double brute = 0.0;
+    for (int zero = 0; zero <= 3; ++zero) {
+      for (const bool sequence : {false, true}) {
+        for (const int T : {1, 2, 4, 8}) {
+          if (sequence && T == 1) continue;
+          const Scenario sc =
+              node(gib, {{"tensor_parallel", T}, {"zero", zero}, {"sequence_parallel", sequence}});
+          brute = std::max(brute, best_of(run_planner(sc, req)));
+        }
+      }
+    }
+    ASSERT_GT(brute, 0.0);
+    EXPECT_DOUBLE_EQ(best_of(searched), brute);
+  }
+}
+
+// Where memory is tight, the planner turns to ZeRO-2 and says which stage
+// each plan uses; the plan file records it.
+TEST(ZeroPlanner, TightMemoryChoosesAStageThatFits) {
+  PlanRequest req;
+  req.max_micro_batches = 4;
+  const PlanReport r = run_planner(node(0.6), req);
+  ASSERT_FALSE(r.ranked.empty());
+  const PlanCandidate& best = r.ranked.front();
+  EXPECT_EQ(best.zero, best.scenario->training.zero);
+  EXPECT_NE(best.label().find("ZeRO-"), std::string::npos);
+  for (const PlanCandidate& c : r.ranked) {
+    EXPECT_EQ(c.zero, c.data_parallel > 1 ? c.zero : 0);
+    EXPECT_TRUE(c.zero != 0 || c.data_parallel == 1) << c.label();
+  }
+}
+
+// The floor under a step is never above the step simulated, on every cut the
+// planner simulated, under every schedule and remat mode, and the floor under
+// every cut never above that of the cut.
+TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
+  int checked = 0;
+  for (const double gib : {80.0, 1.0}) {
+    PlanRequest req;
+    req.max_micro_batches = 8;
+    req.exact_top = 100000;  // simulate everything not dominated
+    const PlanReport r = run_planner(node(gib), req);
+    for (const PlanCandidate& c : r.ranked) {
+      const Scenario replica = replica_scenario(*c.scenario, c.stages, c.data_parallel);
+      const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+      const PartitionProblem p =
+          partition_problem(replica, *cost, c.stages * c.chunks, c.micro_batches, c.remat,
+                            c.schedule, c.chunks, c.custom.get());
+      std::vector<StageRange> cut;
+      for (const StageCost& s : c.result.stage_costs) cut.push_back(s.layers);
+      const SimTime floor = step_floor(p, cut, c.stages);
+      EXPECT_LE(floor, c.result.metrics.step_time) << c.label();
+      EXPECT_LE(step_floor_any_cut(p, c.stages), floor) << c.label();
+      EXPECT_GT(floor, c.result.metrics.step_time / 4) << c.label();  // not a trivial floor
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 200);
+}
+
+// Leaving out what cannot beat the best 16 changes none of them.
+TEST(StepFloor, CandidatesLeftOutCannotBeatTheBest) {
+  PlanRequest bounded;
+  bounded.max_micro_batches = 8;
+  PlanRequest every = bounded;
+  every.exact_top = 100000;
+  const PlanReport a = run_planner(node(80.0), bounded);
+  const PlanReport b = run_planner(node(80.0), every);
+  EXPECT_FALSE(a.bounded.empty());
+  EXPECT_TRUE(b.bounded.empty());
+  ASSERT_GE(a.ranked.size(), 16u);
+  for (std::size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(a.ranked[i].label(), b.ranked[i].label()) << i;
+    EXPECT_EQ(a.ranked[i].samples_per_s, b.ranked[i].samples_per_s) << i;
+  }
+  for (const PlanCandidate& c : a.bounded) {
+    EXPECT_NE(c.rejected.find("not simulated"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace pipescope
