@@ -94,6 +94,12 @@ StashCount held_of(const PartitionProblem& p, int n) {
   return {n, 0};
 }
 
+// `formula`, raised to what the schedule's order holds where that is more.
+StashCount at_least(StashCount formula, const std::optional<StashCount>& order) {
+  if (!order) return formula;
+  return {std::max(formula.stashes, order->stashes), std::max(formula.inputs, order->inputs)};
+}
+
 struct Prefix {
   std::vector<SimTime> cut_time;  // moving cut i between devices; 0 for the model's ends
   std::vector<SimTime> compute;   // forward + backward (+ recompute's share under remat)
@@ -104,7 +110,8 @@ struct Prefix {
   StashCount least;  // the least any stage holds, of each kind
 
   explicit Prefix(const PartitionProblem& p)
-      : held(held_of(p, p.in_flight.value_or(p.micro_batches))), least(held) {
+      : held(at_least(held_of(p, p.in_flight.value_or(p.micro_batches)), p.order_held)),
+        least(held) {
     for (std::size_t s = 0; s < p.stage_held.size(); ++s) {
       const StashCount& h = p.stage_held[s];
       least =

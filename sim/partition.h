@@ -81,6 +81,11 @@ struct PartitionProblem {
   // included); the memory of stage s in partition_devices. Empty: in_flight
   // for every stage, by the remat formulas below.
   std::vector<StashCount> stage_held;
+  // With one stage a device, where the remat formulas below miss what a stage
+  // holds (a split backward under remat keeps each rebuilt stash until its
+  // W): the most of each kind any stage holds in the schedule's order
+  // (held_at_peak), which every stage is priced at when it is more.
+  std::optional<StashCount> order_held;
   double bytes_per_param = 0.0;
   // Whether the schedule splits each backward into B and W (zero bubble): then
   // a layer's backward is the two summed, and only B passes the gradient on.

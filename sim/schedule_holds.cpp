@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "costmodels/check.h"
+#include "sim/custom_schedule.h"
 #include "sim/shared_memo.h"
 
 namespace pipescope {
@@ -28,7 +29,9 @@ ScheduleHolds count_holds(ScheduleKind kind, int devices, int micro_batches, Rem
                           int chunks) {
   ScheduleHolds h;
   h.most = most_stashes_held(build_schedule(kind, devices, micro_batches, Remat::kNever, chunks));
-  if (chunks > 1) {
+  const bool rebuilt_until_w =
+      splits_backward(kind) && (remat == Remat::kAlways || remat == Remat::kExceptLast);
+  if (chunks > 1 || rebuilt_until_w) {
     h.at_peak = held_at_peak(build_schedule(kind, devices, micro_batches, remat, chunks));
   }
   return h;

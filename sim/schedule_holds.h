@@ -14,8 +14,10 @@ namespace pipescope {
 struct ScheduleHolds {
   // most_stashes_held of the order with every micro-batch keeping its stash.
   int most = 0;
-  // held_at_peak of the order under the remat asked for; empty with one chunk
-  // (the partitioner prices such stages from `most`).
+  // held_at_peak of the order under the remat asked for: with several
+  // chunks, and with one where the backward is split and remat recomputes
+  // (each rebuilt stash then lives until its W, which the remat formulas of
+  // `most` alone miss); empty otherwise.
   std::vector<StashCount> at_peak;
 };
 

@@ -188,7 +188,15 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   if (schedule != ScheduleKind::kCustom) {
     ScheduleHolds holds = schedule_holds(schedule, stages / chunks, micro_batches, remat, chunks);
     p.in_flight = std::min(micro_batches, (holds.most + chunks - 1) / chunks);
-    if (placement == nullptr) p.stage_held = std::move(holds.at_peak);
+    if (chunks > 1 && placement == nullptr) {
+      p.stage_held = std::move(holds.at_peak);
+    } else if (chunks == 1 && !holds.at_peak.empty()) {
+      StashCount most;
+      for (const StashCount& h : holds.at_peak) {
+        most = {std::max(most.stashes, h.stashes), std::max(most.inputs, h.inputs)};
+      }
+      p.order_held = most;
+    }
   }
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;

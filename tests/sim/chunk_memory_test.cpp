@@ -84,6 +84,42 @@ TEST(ChunkMemory, PartitionerPricesEachDeviceAtItsSimulatedPeak) {
   EXPECT_GT(worst, 1.6);  // the bound is loose: what docs/models.md says
 }
 
+// With one stage a device the partitioner prices every stage alike, at the
+// most any stage holds: never below a stage's simulated peak, under every
+// schedule and remat mode (ZB-H1 under remat keeps each rebuilt stash until
+// its W, which the remat formulas alone, one stash, missed).
+TEST(ChunkMemory, OneStageADeviceIsNeverPricedBelowItsPeak) {
+  int cases = 0;
+  for (const ScheduleKind kind : kAllSchedules) {
+    if (takes_chunks(kind) || kind == ScheduleKind::kCustom) continue;
+    for (const Remat remat : kScheduleRemats) {
+      for (const auto& [K, M] : {std::pair{2, 8}, {4, 8}, {4, 16}, {3, 12}, {4, 2}}) {
+        SCOPED_TRACE(std::string(to_string(kind)) + " K=" + std::to_string(K) +
+                     " M=" + std::to_string(M) + " remat " + std::string(to_string(remat)));
+        const Scenario sc = head_heavy(K, M);
+        const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 4);
+        const PartitionProblem p = partition_problem(sc, cost, K, M, remat, kind, 1);
+        const PartitionResult r = partition_devices(p, K, std::nullopt);
+        SimConfig cfg;
+        cfg.stages = K;
+        cfg.micro_batches = M;
+        cfg.schedule = kind;
+        cfg.remat = remat;
+        cfg.stage_ranges = r.stages;
+        const SimResult sim = simulate(sc, cfg, cost);
+        for (int s = 0; s < K; ++s) {
+          const StageRange& range = r.stages[static_cast<std::size_t>(s)];
+          const Bytes priced = stage_memory(p, range.first_layer, range.last_layer);
+          EXPECT_GE(priced, sim.metrics.devices[static_cast<std::size_t>(s)].peak_memory)
+              << "stage " << s;
+        }
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 45);
+}
+
 // The counts at the peak add up to most_stashes_held on the fullest device, and
 // under the V the first device's first chunk holds nearly all of them.
 TEST(ChunkMemory, HeldAtPeakSumsToTheMostHeld) {
