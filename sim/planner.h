@@ -9,7 +9,9 @@
 //
 // With D > 1 replicas each stage all-reduces its gradients over a ring of the
 // replicas (DataParallel, from the cluster's route between replicas) before its
-// optimizer step, overlapping the backward of earlier stages.
+// optimizer step, overlapping the backward of earlier stages; each tries
+// ZeRO-1, and ZeRO-2 where that does not fit, and under T > 1 the sequence is
+// split too (sim/plan_candidates.h lists what is tried and why).
 //
 // Tensor parallelism: each T of tensor_parallel_choices (sim/tensor_parallel.h;
 // the scenario's own when it gives one) splits the layers over T devices, and K
