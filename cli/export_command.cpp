@@ -84,7 +84,8 @@ int run_export(const ExportOptions& o) {
   }
   if (o.output) {
     write_file_atomically(*o.output, text);
-    std::cout << "Wrote the " << o.to << " export of " << o.plan << " to " << *o.output << "\n";
+    std::cout << "Wrote the " << o.to << " export of " << o.plan << " to " << output_name(*o.output)
+              << "\n";
   } else {
     std::cout << text;
   }

@@ -12,6 +12,7 @@
 #include "cli/error_line.h"
 #include "cli/progress.h"
 #include "cli/summary.h"
+#include "sim/file_io.h"
 #include "sim/format.h"
 #include "sim/plan.h"
 #include "sim/plan_io.h"
@@ -286,7 +287,8 @@ int run_plan(const PlanOptions& o) {
   } else {
     print_table(scenario, report, o);
   }
-  if (o.output) (o.json ? std::cerr : std::cout) << "\nBest plan written to " << *o.output << "\n";
+  if (o.output)
+    (o.json ? std::cerr : std::cout) << "\nBest plan written to " << output_name(*o.output) << "\n";
   return 0;
 }
 

@@ -163,7 +163,7 @@ int run_sweep_command(const SweepOptions& o) {
       std::cout << "K=" << p.stages << " M=" << p.micro_batches << ": " << p.error << "\n";
     }
   }
-  if (o.csv) std::cout << "CSV written to " << *o.csv << "\n";
+  if (o.csv) std::cout << "CSV written to " << output_name(*o.csv) << "\n";
   return 0;
 }
 

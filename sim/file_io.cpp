@@ -256,6 +256,10 @@ bool is_standard_output(const fs::path& path) {
   return path == "-";
 }
 
+std::string output_name(const std::string& path) {
+  return is_standard_output(path) ? "standard output" : path;
+}
+
 void write_file_atomically(const fs::path& path, const std::function<void(std::ostream&)>& write) {
   if (is_standard_output(path)) return write_standard_output(write);
   const std::string label = path.string();

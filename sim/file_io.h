@@ -45,6 +45,9 @@ void use_unnamed_temporaries(bool use);
 
 // Whether `path` names standard output ("-").
 bool is_standard_output(const std::filesystem::path& path);
+// How a message names where an output went: "standard output" for "-", else
+// the path.
+std::string output_name(const std::string& path);
 
 // For a command one of whose outputs is "-": from now on the data written to
 // "-" goes to the process's standard output and everything else the program

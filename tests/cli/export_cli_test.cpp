@@ -87,9 +87,10 @@ TEST_F(ExportCliTest, TorchPipeliningToStandardOutputWritesOnlyTheCsvAndSaysSo) 
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
     EXPECT_EQ(r.out.find("MESH_SHAPE"), std::string::npos) << r.out;
     // With -o -, what the export says goes to standard error, beside the note.
-    EXPECT_EQ(
-        r.err,
-        (output.empty() ? "" : "Wrote the torch-pipelining export of " + plan + " to -\n") + note);
+    EXPECT_EQ(r.err, (output.empty() ? ""
+                                     : "Wrote the torch-pipelining export of " + plan +
+                                           " to standard output\n") +
+                         note);
     EXPECT_EQ(files(), (std::set<std::string>{"plan2.json"}));
   }
 }

@@ -404,5 +404,12 @@ TEST_F(FileIo, TheFileSizeLimitIsAnErrorAndLeavesNothing) {
   }
 }
 
+// Messages name "-" as what it is.
+TEST(OutputName, StandardOutputIsNamedAsSuch) {
+  EXPECT_EQ(output_name("-"), "standard output");
+  EXPECT_EQ(output_name("out/a.csv"), "out/a.csv");
+  EXPECT_EQ(output_name("./-"), "./-");  // a file called "-" in a folder
+}
+
 }  // namespace
 }  // namespace pipescope
