@@ -142,7 +142,8 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.batch_sizes = {in.plan.micro_batch_size};
   p.seed = o.seed;
   p.optimizer = in.plan.optimizer.value_or(Optimizer::kAdam);
-  p.measure_threads = !in.mpi;  // measure_mpi_machine measures the ranks instead
+  p.measure_threads = !in.mpi;               // measure_mpi_machine measures the ranks instead
+  p.tensor_ranks = in.plan.tensor_parallel;  // its group's all-reduce and optimizer
   if (in.gpus) {
     // The layers on stage 0's GPU, the transport to stage 1's, and the GPUs the
     // stages share.

@@ -44,6 +44,18 @@ struct MachineGemm {
   std::int64_t k = 0;
 };
 
+// A tensor group's in-process all-reduce (exec/tensor_group.h), measured with
+// `ranks` threads reducing at once: one all-reduce of B bytes takes
+// latency_s + B / bandwidth. ranks 0: not measured.
+struct TensorGroupFigures {
+  int ranks = 0;
+  double latency_s = 0.0;
+  double bandwidth = 0.0;  // bytes/s
+  // How much slower the optimizer step runs while `ranks` threads each step
+  // their own share at once (they share the memory bus); at least 1.
+  double optimizer_slowdown = 1.0;
+};
+
 struct Profile {
   static constexpr int kVersion = 1;
 
@@ -65,6 +77,9 @@ struct Profile {
   // Measured for the CPU backends; absent from GPU profiles and from profiles
   // written before it was measured.
   MachineGemm gemm;
+  // Measured for the CPU when `compare` profiles a tensor-parallel plan;
+  // absent otherwise.
+  TensorGroupFigures tensor_group;
 
   // The entry for `layer`, or null.
   const LayerProfile* find(const LayerSpec& layer) const;

@@ -29,7 +29,8 @@ double slowdown_of(const Profile& p, int n) {
 // ranks compute at once, so its layer times take the slowdown of T cores, and
 // n groups computing are n T cores. The split backward's B and W keep their
 // times when the profile timed them as a stage runs them, as the simulator
-// keeps them (their operands are out of the caches already).
+// keeps them (their operands are out of the caches already). The optimizer
+// step takes the slowdown the profile measured with T ranks stepping at once.
 Profile group_profile(Profile p, int T) {
   const double f = slowdown_of(p, T);
   const auto stretch = [f](std::vector<SimTime>& times) {
@@ -45,6 +46,12 @@ Profile group_profile(Profile p, int T) {
       stretch(l.input);
     }
   }
+  if (p.tensor_group.ranks == T) {
+    const double g = p.tensor_group.optimizer_slowdown;
+    p.optimizer_overhead =
+        static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * g));
+    p.optimizer_ns_per_param *= g;
+  }
   std::vector<double> groups{1.0};
   for (int n = 2; n * T <= static_cast<int>(p.concurrency_slowdown.size()); ++n) {
     groups.push_back(slowdown_of(p, n * T) / f);
@@ -54,6 +61,15 @@ Profile group_profile(Profile p, int T) {
 }
 
 }  // namespace
+
+Interconnect tensor_group_link(const TensorGroupFigures& group, int T) {
+  PS_CHECK(T > 1 && group.bandwidth > 0.0, "a tensor group's link needs T > 1 and a bandwidth");
+  const double hops = 2.0 * (T - 1);
+  Interconnect link;  // all-to-all
+  link.latency_s = group.latency_s / hops;
+  link.bandwidth = group.bandwidth * hops / T;
+  return link;
+}
 
 Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
                       std::shared_ptr<const Profile> profile, const std::string& profile_file) {
@@ -79,7 +95,13 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.tensor_parallel_given = T > 1;
   sc.cluster.tensor_parallel = T;
   if (profile && T > 1) profile = std::make_shared<const Profile>(group_profile(*profile, T));
+  // apply_profile takes the profile's transport; a measured group's link replaces it.
+  std::optional<Interconnect> link;
+  if (profile && T > 1 && profile->tensor_group.ranks == T) {
+    link = tensor_group_link(profile->tensor_group, T);
+  }
   if (profile) apply_profile(sc, std::move(profile), profile_file);
+  if (link) sc.cluster.interconnect = *link;
   // A group's op holds T cores; the cores hold cores / T groups' ops at once.
   if (T > 1 && sc.cluster.shared_cores > 0) {
     sc.cluster.shared_cores = std::max(1, sc.cluster.shared_cores / T);

@@ -20,13 +20,21 @@ namespace pipescope::exec {
 // the plan's model (one tensor rank's share under T > 1, plan_model's) and
 // schedule, its batch / D, the `cpu` preset with one device per stage (a group
 // of T under tensor parallelism: K x T cores), and the profile applied
-// (apply_profile: its times, its transport, also the tensor ranks'
-// all-reduces', its cores shared by the devices when there are more stages);
+// (apply_profile: its times, its transport, its cores shared by the devices
+// when there are more stages); when the profile measured a tensor group of T
+// ranks, the link is tensor_group_link's and the optimizer step takes the
+// group's optimizer slowdown;
 // a null profile leaves the preset's nominal figures. Under tensor parallelism
 // a group computes on T cores at once: the cores shared are cores / T groups,
 // and the concurrency slowdown of n groups computing is that of n T cores.
 Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
                       std::shared_ptr<const Profile> profile, const std::string& profile_file);
+
+// The link whose ring all-reduce among T devices, 2 (T - 1) (latency + B / (T
+// bandwidth)) (the simulator's), takes what the profile's tensor group
+// measured: latency_s + B / bandwidth. The pipeline's transfers between stages
+// take this link too.
+Interconnect tensor_group_link(const TensorGroupFigures& group, int T);
 
 // (predicted - measured) / measured; 0 when both are 0.
 double relative_error(double predicted, double measured);

@@ -19,6 +19,7 @@
 #include "exec/models.h"
 #include "exec/optimizer.h"
 #include "exec/plan_runner.h"
+#include "exec/tensor_group.h"
 #include "sim/cancel.h"
 
 namespace pipescope::exec {
@@ -232,6 +233,97 @@ double median_of(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Runs body(i) on n threads at once (i = 0 on the caller), and rethrows the
+// first failure after all have ended. `body` must not wait for a thread that
+// failed (barriers: arrive_and_drop on failure).
+void run_threads(int n, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+  const auto guarded = [&](int i) {
+    try {
+      body(i);
+    } catch (...) {
+      errors[static_cast<std::size_t>(i)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(guarded, i);
+  guarded(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// Rank 0's median time of one all-reduce of `floats` values, the ranks
+// reducing back to back `repeats` times after one untimed call.
+double allreduce_s(int ranks, Eigen::Index floats, int repeats) {
+  TensorGroup group(ranks);
+  std::vector<SimTime> t;
+  run_threads(ranks, [&](int rank) {
+    Matrix m = Matrix::Zero(1, floats);
+    for (int r = 0; r <= repeats; ++r) {
+      const auto t0 = Clock::now();
+      group.all_reduce(rank, m);
+      if (rank == 0 && r > 0) t.push_back(elapsed(t0));
+    }
+  });
+  return static_cast<double>(median(t)) * 1e-9;
+}
+
+// `params` in `n` runs of about equal parameter count, in order.
+std::vector<std::vector<Param*>> split_params(const std::vector<Param*>& params, int n) {
+  std::int64_t total = 0;
+  for (const Param* p : params) total += p->value.size();
+  total = std::max<std::int64_t>(total, 1);
+  std::vector<std::vector<Param*>> out(static_cast<std::size_t>(n));
+  std::int64_t seen = 0;
+  for (Param* p : params) {
+    const auto share = static_cast<std::size_t>(std::min<std::int64_t>(n - 1, seen * n / total));
+    out[share].push_back(p);
+    seen += p->value.size();
+  }
+  return out;
+}
+
+// Bytes each thread writes before an optimizer step it times: more than the
+// caches hold, so the step reads its parameters and state from memory, as a
+// rank's step after its backward pass does.
+constexpr std::size_t kEvictBytes = std::size_t{64} << 20;
+
+// Each share's median step time while every share is stepped by a thread of
+// its own at once, each step from cold caches; `repeats` steps after one that
+// allocates the state.
+std::vector<SimTime> concurrent_optimizer_ns(const std::vector<std::vector<Param*>>& shares,
+                                             Optimizer kind, int repeats) {
+  const int n = static_cast<int>(shares.size());
+  std::vector<SimTime> out(shares.size(), 0);
+  std::barrier<> sync(n);
+  run_threads(n, [&](int i) {
+    try {
+      OptimizerConfig config;
+      config.kind = kind;
+      config.learning_rate = 1e-9;
+      ParamOptimizer opt(config);
+      opt.step(shares[static_cast<std::size_t>(i)]);
+      std::vector<char> evict(kEvictBytes);
+      std::vector<SimTime> t;
+      for (int r = 0; r < repeats; ++r) {
+        std::fill(evict.begin(), evict.end(), static_cast<char>(r));
+        asm volatile("" : : "r"(evict.data()) : "memory");  // the writes are made
+        sync.arrive_and_wait();
+        const auto t0 = Clock::now();
+        opt.step(shares[static_cast<std::size_t>(i)]);
+        t.push_back(elapsed(t0));
+      }
+      out[static_cast<std::size_t>(i)] = median(t);
+    } catch (...) {
+      sync.arrive_and_drop();  // the others go on without this thread
+      throw;
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed) {
@@ -268,6 +360,37 @@ std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int
     out.push_back(std::max(1.0, median_of(together) / median_of(alone)));
   }
   return out;
+}
+
+TransportFigures profile_tensor_allreduce(int ranks, int repeats) {
+  if (ranks < 2 || repeats < 1) {
+    throw std::invalid_argument("an all-reduce needs 2 or more ranks and 1 or more repeats");
+  }
+  std::vector<double> bytes;
+  std::vector<double> seconds;
+  for (const Eigen::Index floats : {256, 4096, 32768, 262144}) {
+    bytes.push_back(static_cast<double>(floats) * sizeof(float));
+    seconds.push_back(allreduce_s(ranks, floats, repeats));
+  }
+  return fit_transport(bytes, seconds);
+}
+
+double measure_optimizer_slowdown(const std::vector<Param*>& params, Optimizer kind, int ranks,
+                                  int repeats) {
+  if (ranks < 1 || repeats < 1) {
+    throw std::invalid_argument("the optimizer's slowdown needs ranks >= 1 and repeats >= 1");
+  }
+  if (params.empty() || ranks == 1) return 1.0;
+  const std::vector<std::vector<Param*>> shares = split_params(params, ranks);
+  double alone = 0.0;
+  for (const std::vector<Param*>& share : shares) {
+    alone += static_cast<double>(concurrent_optimizer_ns({share}, kind, repeats).front());
+  }
+  double together = 0.0;
+  for (const SimTime t : concurrent_optimizer_ns(shares, kind, repeats)) {
+    together += static_cast<double>(t);
+  }
+  return alone > 0.0 ? std::max(1.0, together / alone) : 1.0;
 }
 
 std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_t limit) {
@@ -435,6 +558,12 @@ Profile ModelProfiler::finish() {
   p.transport_bandwidth = tr.bandwidth;
   p.concurrency_slowdown = measure_concurrency_slowdown(st.spec, st.options.batch_sizes.back(),
                                                         p.cores, st.options.seed);
+  const int ranks = st.options.tensor_ranks;
+  if (ranks > 1 && ranks <= p.cores) {
+    const TransportFigures ar = profile_tensor_allreduce(ranks, 50);
+    p.tensor_group = {ranks, ar.latency_s, ar.bandwidth,
+                      measure_optimizer_slowdown(all, kind, ranks, repeats)};
+  }
   return p;
 }
 

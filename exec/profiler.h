@@ -46,6 +46,11 @@ struct ProfileOptions {
   // concurrency slowdown; off for callers that measure their own (the MPI
   // backend: measure_mpi_machine).
   bool measure_threads = true;
+  // With measure_threads and 2 or more (at most the cores): finish() also
+  // measures a tensor group of this many ranks (Profile::tensor_group): its
+  // all-reduce (profile_tensor_allreduce) and the optimizer step with the
+  // ranks stepping at once (measure_optimizer_slowdown).
+  int tensor_ranks = 0;
   // A device backend (a GPU): the layers measured on `device`, the transport as
   // copies from it to `peer` (another stream of its GPU, or a second GPU), and
   // `devices` of them for the stages to share (the profile's cores). The
@@ -100,6 +105,19 @@ TransportFigures profile_transport(int round_trips);
 // between device stages (the receiver waits for the sender's fence, copies,
 // and its work goes on after the copy), timed until the copy has landed.
 TransportFigures profile_device_transport(Device& from, Device& to, int repeats);
+// The in-process all-reduce of a TensorGroup of `ranks` threads, every rank
+// reducing a matrix of the same size at once, back to back: rank 0's median
+// time of one all-reduce (its wait for the others and its reduce) at 1 KiB to
+// 1 MiB, fitted by fit_transport as latency + bytes / bandwidth.
+TransportFigures profile_tensor_allreduce(int ranks, int repeats);
+// How much slower the optimizer steps `params` split in `ranks` shares of
+// about equal size while `ranks` threads each step theirs at once than when
+// each steps alone, every step from cold caches (a rank steps after its
+// backward pass has filled them): the sum of the shares' median times
+// together over the sum alone, at least 1 (a faster "together" is noise). Throws
+// std::invalid_argument unless ranks >= 1 and repeats >= 1.
+double measure_optimizer_slowdown(const std::vector<Param*>& params, Optimizer kind, int ranks,
+                                  int repeats);
 // one_way_s = latency + bytes / bandwidth, anchored at the smallest payload
 // (its time, less its bytes over the bandwidth, is the latency) with the
 // least-squares slope through it; a slope at or below zero (noise) gives 1 PB/s

@@ -110,6 +110,22 @@ MachineGemm read_gemm(ObjectReader r) {
   return g;
 }
 
+// A tensor group's all-reduce and optimizer step under its ranks at once.
+TensorGroupFigures read_tensor_group(ObjectReader r) {
+  TensorGroupFigures t;
+  t.ranks = static_cast<int>(r.integer("ranks", IntRange{2, 1 << 16}));
+  t.latency_s = r.number("latency_s", NumberRange::kNonNegative);
+  if (t.latency_s > kMaxTime_s) r.fail("latency_s", "implausible (over an hour)");
+  t.bandwidth = r.number("bandwidth", NumberRange::kPositive);
+  if (t.bandwidth < 1.0) r.fail("bandwidth", "implausible (under a byte per second)");
+  t.optimizer_slowdown = r.number("optimizer_slowdown", NumberRange::kPositive);
+  if (t.optimizer_slowdown < 1.0 || t.optimizer_slowdown > 100.0) {
+    r.fail("optimizer_slowdown", "must be in [1, 100]");
+  }
+  r.finish();
+  return t;
+}
+
 }  // namespace
 
 json profile_to_json(const Profile& profile) {
@@ -145,6 +161,13 @@ json profile_to_json(const Profile& profile) {
                    {"m", profile.gemm.m},
                    {"n", profile.gemm.n},
                    {"k", profile.gemm.k}};
+  }
+  if (profile.tensor_group.ranks > 1) {
+    const TensorGroupFigures& t = profile.tensor_group;
+    doc["tensor_group"] = {{"ranks", t.ranks},
+                           {"latency_s", t.latency_s},
+                           {"bandwidth", t.bandwidth},
+                           {"optimizer_slowdown", t.optimizer_slowdown}};
   }
   return doc;
 }
@@ -210,6 +233,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
     p.concurrency_slowdown.push_back(f);
   }
   if (std::optional<ObjectReader> gemm = top.opt_object("gemm")) p.gemm = read_gemm(*gemm);
+  if (std::optional<ObjectReader> tg = top.opt_object("tensor_group")) {
+    p.tensor_group = read_tensor_group(*tg);
+  }
   top.finish();
   return p;
 }

@@ -166,6 +166,52 @@ TEST(Profiler, TransportFiguresAreFiniteAndPositive) {
   EXPECT_THROW(profile_transport(0), std::invalid_argument);
 }
 
+// A tensor group of two ranks, measured when asked for: its all-reduce and
+// optimizer figures are carried by the profile and its file; without the
+// option there are none, and the file has no "tensor_group".
+TEST(Profiler, MeasuresATensorGroupWhenAsked) {
+  const ModelSpec model = tiny_transformer(2);
+  ProfileOptions o;
+  o.repeats = 1;
+  o.tensor_ranks = 2;
+  const Profile p = profile_model(model, o);
+  if (p.cores >= 2) {
+    EXPECT_EQ(p.tensor_group.ranks, 2);
+    EXPECT_GE(p.tensor_group.latency_s, 0.0);
+    EXPECT_GT(p.tensor_group.bandwidth, 0.0);
+    EXPECT_GE(p.tensor_group.optimizer_slowdown, 1.0);
+    const Profile back = profile_from_json(profile_to_json(p), "p.json");
+    EXPECT_EQ(back.tensor_group.ranks, 2);
+    EXPECT_EQ(back.tensor_group.latency_s, p.tensor_group.latency_s);
+    EXPECT_EQ(back.tensor_group.bandwidth, p.tensor_group.bandwidth);
+    EXPECT_EQ(back.tensor_group.optimizer_slowdown, p.tensor_group.optimizer_slowdown);
+  }
+  o.tensor_ranks = 0;
+  const Profile none = profile_model(model, o);
+  EXPECT_EQ(none.tensor_group.ranks, 0);
+  EXPECT_FALSE(profile_to_json(none).contains("tensor_group"));
+  EXPECT_EQ(profile_from_json(profile_to_json(none), "p.json").tensor_group.ranks, 0);
+}
+
+TEST(Profiler, TensorGroupFiguresAreRefusedOutOfRange) {
+  const ModelSpec model = tiny_transformer(1);
+  ProfileOptions o;
+  o.repeats = 1;
+  o.measure_threads = false;
+  nlohmann::json doc = profile_to_json(profile_model(model, o));
+  doc["transport"] = {{"latency_s", 1e-5}, {"bandwidth", 1e9}};
+  doc["tensor_group"] = {
+      {"ranks", 2}, {"latency_s", 1e-5}, {"bandwidth", 4e9}, {"optimizer_slowdown", 1.2}};
+  EXPECT_EQ(profile_from_json(doc, "p.json").tensor_group.optimizer_slowdown, 1.2);
+  doc["tensor_group"]["optimizer_slowdown"] = 0.5;
+  EXPECT_THROW(profile_from_json(doc, "p.json"), std::exception);
+  doc["tensor_group"]["optimizer_slowdown"] = 1.2;
+  doc["tensor_group"]["ranks"] = 1;
+  EXPECT_THROW(profile_from_json(doc, "p.json"), std::exception);
+  EXPECT_THROW(profile_tensor_allreduce(1, 5), std::invalid_argument);
+  EXPECT_THROW(measure_optimizer_slowdown({}, Optimizer::kAdam, 0, 5), std::invalid_argument);
+}
+
 // A GPU backend's profile, here on host devices: the layers measured on the
 // device, the transport as copies to its peer, the devices the stages share
 // as the cores; it reads back as a cuda profile.

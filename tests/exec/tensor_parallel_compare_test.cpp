@@ -14,6 +14,9 @@
 #include "costmodels/model_families.h"
 #include "exec/compare.h"
 #include "exec/plan_runner.h"
+#include "exec/profiler.h"
+#include "sim/simulator.h"
+#include "sim/tensor_parallel.h"
 
 namespace pipescope::exec {
 namespace {
@@ -45,6 +48,34 @@ TEST(TensorParallelCompare, TheScenarioIsGroupsOfTCores) {
   EXPECT_EQ(sc.cluster.physical_devices(), 4);
   // 4 cores hold 2 groups of 2.
   EXPECT_EQ(sc.cluster.shared_cores, 2);
+}
+
+// A group's all-reduce timed at 1 KiB .. 1 MiB as 20 us + bytes at 4 GB/s:
+// fitted, it gives the ring a link whose all-reduces take exactly that, one
+// latency each, and the optimizer step takes the group's slowdown.
+TEST(TensorParallelCompare, AMeasuredGroupsAllReduceIsWhatTheRingTakes) {
+  const std::vector<double> bytes{1024, 16384, 131072, 1048576};
+  std::vector<double> seconds;
+  for (const double b : bytes) seconds.push_back(20e-6 + b / 4e9);
+  const TransportFigures fit = fit_transport(bytes, seconds);
+  const ModelSpec m = share();
+  auto p = std::make_shared<Profile>(*profile_with_ring(m));
+  p->tensor_group = {kT, fit.latency_s, fit.bandwidth, 1.5};
+  const Scenario sc = cpu_scenario(plan_of(m, 2, 2, Remat::kNever, kT), m, p, "known.json");
+  const DataParallel ring = tensor_ring(sc.cluster);
+  constexpr Bytes kBytes = 3 << 20;  // over 6 all-reduces
+  EXPECT_NEAR(static_cast<double>(allreduce_time(ring, kBytes, 6)),
+              (6 * 20e-6 + static_cast<double>(kBytes) / 4e9) * 1e9, 2.0);
+  EXPECT_DOUBLE_EQ(sc.cluster.profile->optimizer_ns_per_param, 1.5 * p->optimizer_ns_per_param);
+  // T = 4 likewise, from the link alone.
+  const Interconnect four = tensor_group_link({4, 20e-6, 4e9, 1.0}, 4);
+  EXPECT_NEAR(static_cast<double>(allreduce_time({4, four.bandwidth, four.latency_s}, kBytes, 6)),
+              (6 * 20e-6 + static_cast<double>(kBytes) / 4e9) * 1e9, 2.0);
+  // A group measured for another T is not this plan's: the transport's ring.
+  p->tensor_group.ranks = 4;
+  const Scenario other = cpu_scenario(plan_of(m, 2, 2, Remat::kNever, kT), m, p, "known.json");
+  EXPECT_EQ(other.cluster.interconnect.latency_s, 1e-4);
+  EXPECT_EQ(other.cluster.profile->optimizer_ns_per_param, p->optimizer_ns_per_param);
 }
 
 TEST(TensorParallelCompare, TheSimulatorsOwnTimelineMatchesItsAllReducesOpForOp) {
