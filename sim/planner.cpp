@@ -171,15 +171,13 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
 // the stages lowest first and within one remat off first. Where remat off
 // fits at a stage, the other modes fit too (they keep less) but cannot be
 // faster (on any one cut they take at least its time). Where a mode fits at
-// ZeRO-1, it fits at ZeRO-2 too (which shards the gradients as well); ZeRO-2
-// reduce-scatters after every backward instead of all-reducing once, moving
-// M times as much over the replicas' links, and its step comes out within
-// 0.2 % of ZeRO-1's either way (tests/sim/zero_planner_test.cpp): a plan
-// gains nothing worth the traffic from it, so it is tried only where ZeRO-1
-// does not fit. Neither is simulated. Memory gives no order of the remat
-// modes (remat on keeps every input and a rebuilt stash, which may exceed
-// what except-last or, at M = 1, remat off keeps): they are still tried
-// where nothing dominates them.
+// ZeRO-1, it fits at ZeRO-2 too (which shards the gradients as well) but
+// cannot be faster: it reduce-scatters after every backward what ZeRO-1
+// reduce-scatters once, and gathers the same after the step
+// (tests/sim/zero_planner_test.cpp). Neither is simulated. Memory gives no
+// order of the remat modes (remat on keeps every input and a rebuilt stash,
+// which may exceed what except-last or, at M = 1, remat off keeps): they are
+// still tried where nothing dominates them.
 void evaluate_shape(std::vector<PlanCandidate>::iterator first,
                     std::vector<PlanCandidate>::iterator last, Pass pass,
                     std::optional<double> threshold, double shape_ceiling) {

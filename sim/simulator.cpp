@@ -459,22 +459,28 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
 
   out.data_parallel = config.data_parallel.replicas;
   if (config.data_parallel.replicas > 1) {
-    // Gradients and the weights gathered are in the model's dtype. ZeRO 0 and
-    // 1 all-reduce a stage's gradients once a step (stage 1's reduce-scatter
-    // and all-gather of the updated weights move what an all-reduce moves);
-    // 2 and 3 reduce-scatter them after every backward, 2 all-gathers the
-    // updated weights after the optimizer step, 3 the weights before every
-    // forward, recompute and backward (docs/models.md, "ZeRO").
+    // Gradients and the weights gathered are in the model's dtype. ZeRO 0
+    // all-reduces a stage's gradients once a step; 1 reduce-scatters them once
+    // a step, where the all-reduce would be, and all-gathers the updated
+    // weights after the optimizer step; 2 and 3 reduce-scatter them after
+    // every backward, 2 all-gathers the updated weights after the step, 3 the
+    // weights before every forward, recompute and backward (docs/models.md,
+    // "ZeRO").
     const Bytes per_param = dtype_bytes(scenario.model.dtype);
     const int zero = scenario.training.zero;
     for (StageCost& c : out.stage_costs) {
       c.grad_bytes = c.params * per_param;
-      if (zero <= 1) {
+      if (zero == 0) {
         c.allreduce = allreduce_time(config.data_parallel, c.grad_bytes);
         continue;
       }
-      c.zero_reduce_scatter = reduce_scatter_time(config.data_parallel, c.grad_bytes);
       const SimTime gather = reduce_scatter_time(config.data_parallel, c.grad_bytes);
+      if (zero == 1) {  // one reduce-scatter where the all-reduce would be
+        c.allreduce = reduce_scatter_time(config.data_parallel, c.grad_bytes);
+        c.zero_step_gather = gather;
+        continue;
+      }
+      c.zero_reduce_scatter = reduce_scatter_time(config.data_parallel, c.grad_bytes);
       (zero == 2 ? c.zero_step_gather : c.zero_op_gather) = gather;
     }
   }

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -62,11 +61,10 @@ Outcome run(int zero, bool sequence, ScheduleKind schedule, Remat remat, int K) 
 
 // What the planner's pruning assumes, by simulation: ZeRO-1 is never slower
 // nor larger than 0; 3 never faster nor smaller than 2 (its gathered copy of
-// a stage); sequence parallelism never slower nor larger. ZeRO-2 is smaller
-// than 1 and its step within 0.2 % of 1's, on either side.
+// a stage); 2 never faster than 1 and smaller; sequence parallelism never
+// slower nor larger.
 TEST(ZeroPlanner, TheOrdersItsPruningRestsOnHold) {
   int checked = 0;
-  double most_apart = 0.0;
   for (const ScheduleKind schedule : {ScheduleKind::kGpipe, ScheduleKind::k1F1B,
                                       ScheduleKind::kZbH1, ScheduleKind::kInterleaved1F1B}) {
     for (const Remat remat : {Remat::kNever, Remat::kAlways}) {
@@ -79,11 +77,8 @@ TEST(ZeroPlanner, TheOrdersItsPruningRestsOnHold) {
           const Outcome z3 = run(3, sequence, schedule, remat, K);
           EXPECT_LE(z1.step, z0.step);
           EXPECT_LT(z1.peak, z0.peak);
+          EXPECT_GE(z2.step, z1.step);
           EXPECT_LT(z2.peak, z1.peak);
-          // Either side of ZeRO-1's step, but within 0.2 % (planner.cpp).
-          const double apart = std::abs(static_cast<double>(z2.step - z1.step));
-          EXPECT_LT(apart, 0.002 * static_cast<double>(z1.step));
-          most_apart = std::max(most_apart, apart / static_cast<double>(z1.step));
           EXPECT_GE(z3.step, z2.step);
           EXPECT_GT(z3.peak, z2.peak);
           ++checked;
@@ -98,7 +93,6 @@ TEST(ZeroPlanner, TheOrdersItsPruningRestsOnHold) {
     }
   }
   EXPECT_EQ(checked, 28);
-  EXPECT_GT(most_apart, 0.0);  // they do differ: the test measures something
 }
 
 double best_of(const PlanReport& r) {

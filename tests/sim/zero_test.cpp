@@ -74,8 +74,15 @@ TEST(Zero, ShardsMemoryAndTheOptimizerStep) {
   EXPECT_EQ(plain.stage_costs[0].optimizer, 32 * 400);
   EXPECT_EQ(one.stage_costs[0].optimizer, 32 * 200);  // each replica steps its half
   EXPECT_EQ(two.stage_costs[0].optimizer, 32 * 200);
-  // The gradients' traffic is an all-reduce's either way.
-  EXPECT_EQ(one.stage_costs[0].allreduce, plain.stage_costs[0].allreduce);
+  // The gradients' traffic is an all-reduce's either way: under stage 1 a
+  // reduce-scatter before the step and an all-gather after it, half each.
+  EXPECT_EQ(one.stage_costs[0].allreduce + one.stage_costs[0].zero_step_gather,
+            plain.stage_costs[0].allreduce);
+  EXPECT_EQ(one.stage_costs[0].allreduce, plain.stage_costs[0].allreduce / 2);
+  EXPECT_EQ(one.stage_costs[0].zero_reduce_scatter, 0);  // not after every backward
+  // One stage on the device, the link free: the step is plain's less the
+  // optimizer's half.
+  EXPECT_EQ(plain.metrics.step_time - one.metrics.step_time, 32 * 200);
   EXPECT_EQ(one.zero, 1);
 }
 
