@@ -68,6 +68,11 @@ struct Cost {
     k.k = taps;
     kernels.push_back(k);
   }
+  // Marks the last GEMM as a 3 x 3 stride-1 convolution producing `out`, which
+  // Winograd's F(2 x 2, 3 x 3) computes over its 2 x 2 output tiles.
+  void winograd_eligible(const Map& out) {
+    kernels.back().winograd_tiles = shrink(out.h, 2) * shrink(out.w, 2);
+  }
   // A kh x kw convolution without bias, strides (sh, sw): its FLOPs, weights and
   // GEMM (what it stashes depends on who else keeps its input: the caller's).
   Map convolution(const Map& in, std::int64_t out_channels, std::int64_t kh, std::int64_t kw,
@@ -77,6 +82,7 @@ struct Cost {
     flops += 2.0 * taps * out.elements();
     params += taps * f64(out_channels);
     gemm(out, kh * kw * in.channels);
+    if (kh == 3 && kw == 3 && sh == 1 && sw == 1) winograd_eligible(out);
     return out;
   }
   // BatchNorm in training: scale and shift per channel, two passes each way.

@@ -25,6 +25,11 @@ constexpr double kAttentionBackwardFlops = 2.5;
 // Bytes of one partial result of a split-K GEMM: fp32 accumulators.
 constexpr double kPartialBytes = 4.0;
 
+// Winograd's F(2 x 2, 3 x 3): a 4 x 4 input tile per 2 x 2 output tile, so 16
+// element-wise products, each a GEMM over the input channels.
+constexpr std::int64_t kWinogradPoints = 16;
+constexpr std::int64_t kWinogradTaps = 9;
+
 }  // namespace
 
 double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Bytes element_bytes,
@@ -56,6 +61,11 @@ double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Byt
   return best;
 }
 
+double winograd_seconds(const KernelTable& t, double peak, double mem_bandwidth,
+                        Bytes element_bytes, std::int64_t tiles, std::int64_t n, std::int64_t k) {
+  return gemm_seconds(t, peak, mem_bandwidth, element_bytes, tiles, n, k, kWinogradPoints);
+}
+
 double memory_seconds(const KernelTable& t, double mem_bandwidth, double bytes) {
   return bytes / (mem_bandwidth * t.memory_efficiency);
 }
@@ -78,8 +88,18 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
       const auto gemm = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) {
         return launch + gemm_seconds(t, peak, mem_bandwidth, element_bytes, mm, nn, kk, count);
       };
-      out.forward = gemm(m, kn.n, kn.k);
-      const double input_grad = gemm(m, kn.k, kn.n);   // dX = dY . W^T
+      // A 3 x 3 stride-1 convolution in fp32 runs as the faster of its implicit
+      // GEMM and Winograd, forward and for its input gradient (itself such a
+      // convolution); 16-bit ones run on tensor cores as implicit GEMMs.
+      const bool winograd = kn.winograd_tiles > 0 && element_bytes == 4;
+      const std::int64_t channels = kn.k / kWinogradTaps;
+      const auto fastest = [&](double implicit, std::int64_t nn, std::int64_t kk) {
+        if (!winograd) return implicit;
+        return std::min(implicit, launch + winograd_seconds(t, peak, mem_bandwidth, element_bytes,
+                                                            kn.winograd_tiles * batch, nn, kk));
+      };
+      out.forward = fastest(gemm(m, kn.n, kn.k), kn.n, channels);
+      const double input_grad = fastest(gemm(m, kn.k, kn.n), channels, kn.n);  // dX = dY . W^T
       const double weight_grad = gemm(kn.k, kn.n, m);  // dW = X^T . dY
       out.backward = input_grad + weight_grad;
       out.weight = kn.has_weight ? weight_grad : 0.0;

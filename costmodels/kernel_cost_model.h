@@ -14,6 +14,9 @@
 //   and sums the fp32 partial results in one more memory pass (split-K, as
 //   cuBLAS and cuDNN do), taking the fastest split. Its backward is two GEMMs of the same size
 //   (input and weight gradients); the weight-gradient one is the split backward's W.
+//   A 3 x 3 stride-1 convolution in fp32 forward and its input gradient run as
+//   the faster of the implicit GEMM and Winograd's F(2 x 2, 3 x 3), as cuDNN's
+//   heuristics choose for single precision.
 // - Memory-bound kernels: bytes / (bandwidth x memory_efficiency).
 // - Fused attention: 4 s^2 d FLOPs per head forward (half with a causal mask) at
 //   attention_fwd_efficiency; its backward 2.5 times the forward's FLOPs (five
@@ -47,6 +50,12 @@ struct KernelTimes {
 // `peak` is the dense FLOP/s of the GEMM's element type.
 double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Bytes element_bytes,
                     std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count);
+// Winograd's F(2 x 2, 3 x 3) over `tiles` 2 x 2 output tiles: 16 products of
+// (tiles x k) . (k x n), 2.25 times fewer multiplications than the implicit
+// GEMM's, the transforms inside the kernel (Lavin and Gray 2016; cuDNN's
+// CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD).
+double winograd_seconds(const KernelTable& t, double peak, double mem_bandwidth,
+                        Bytes element_bytes, std::int64_t tiles, std::int64_t n, std::int64_t k);
 double memory_seconds(const KernelTable& t, double mem_bandwidth, double bytes);
 KernelTimes kernel_times(const Kernel& kernel, std::int64_t batch, const KernelTable& t,
                          double gemm_peak, double attention_peak, double mem_bandwidth,

@@ -36,6 +36,10 @@ struct Kernel {
   std::int64_t head_dim = 0;     // kAttention
   bool causal = false;           // kAttention: a causal mask (half the score matrix)
   bool has_weight = true;        // kGemm: the right operand is a weight (its gradient is W)
+  // kGemm: a 3 x 3 stride-1 convolution (k = 9 x input channels), which cuDNN
+  // can also run as Winograd's F(2 x 2, 3 x 3) over this many 2 x 2 output
+  // tiles per sample; 0 for every other product.
+  std::int64_t winograd_tiles = 0;
   // kMemory: the backward computes a weight gradient (an embedding's scatter
   // into its table), so a split backward runs it as W.
   bool backward_is_weight_grad = false;

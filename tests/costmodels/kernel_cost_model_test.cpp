@@ -249,6 +249,71 @@ TEST(KernelCostModel, EachKernelListIsCostedOnItsOwn) {
           kernel_times((*narrow.kernels)[0], 2, d.kernels, 312e12, 312e12, 2039e9, 2).forward));
 }
 
+// A 3 x 3 stride-1 convolution over a 4 x 4 map, 2 channels in and out: its
+// implicit GEMM is (16 x 18) . (18 x 2).
+Kernel conv3x3_over_4x4() {
+  Kernel g;
+  g.kind = Kernel::Kind::kGemm;
+  g.rows = 16;
+  g.n = 2;
+  g.k = 18;
+  g.winograd_tiles = 4;  // 2 x 2 output tiles
+  return g;
+}
+
+TEST(KernelCostModel, Fp32ThreeByThreeConvolutionsRunAsWinogradWhereFaster) {
+  const KernelTable t = toy_table();
+  const Kernel g = conv3x3_over_4x4();
+  // Implicit forward: 8 tiles, 2 waves of 2*2*2*18/2 = 72 s. Winograd: 16
+  // products of (4 x 2) . (2 x 2), 32 tiles, 8 waves of 2*2*2*2/2 = 8 s.
+  EXPECT_DOUBLE_EQ(winograd_seconds(t, 16.0, 1e12, 4, 4, 2, 2), 64.0);
+  const KernelTimes fp32 = kernel_times(g, 1, t, 16.0, 16.0, 1e12, 4);
+  EXPECT_DOUBLE_EQ(fp32.forward, 64.0);
+  // dX: implicit (16 x 18), depth 2: 72 tiles, 18 waves of 8 s = 144 s;
+  // Winograd as the forward, 64 s. dW (18 x 2, depth 16) stays an implicit
+  // GEMM: 9 tiles, 3 waves of 64 s.
+  EXPECT_DOUBLE_EQ(fp32.backward, 64.0 + 192.0);
+  EXPECT_DOUBLE_EQ(fp32.weight, 192.0);
+  // In 16 bits the convolution runs on tensor cores as its implicit GEMM.
+  const KernelTimes fp16 = kernel_times(g, 1, t, 16.0, 16.0, 1e12, 2);
+  EXPECT_DOUBLE_EQ(fp16.forward, 144.0);
+  EXPECT_DOUBLE_EQ(fp16.backward, 144.0 + 192.0);
+}
+
+TEST(KernelCostModel, ShallowWinogradProductsLoseToTheImplicitGemm) {
+  KernelTable t = toy_table();
+  t.gemm_k_overhead = 100.0;  // a tile's fixed cost dwarfs a depth of 2
+  const Kernel g = conv3x3_over_4x4();
+  // Winograd: 8 waves of 2*2*2*(2 + 100)/2 = 3264 s; implicit: 2 waves of
+  // 2*2*2*(18 + 100)/2 = 944 s, which cuDNN's heuristics would take.
+  EXPECT_DOUBLE_EQ(kernel_times(g, 1, t, 16.0, 16.0, 1e12, 4).forward, 944.0);
+}
+
+TEST(KernelCostModel, OnlyThreeByThreeStrideOneConvolutionsAreWinogradEligible) {
+  // ResNet-101's GEMMs of depth 9 x channels are its 33 bottlenecks' 3 x 3
+  // convolutions (its 1 x 1 ones reduce over 64 to 2048 channels, the stem over
+  // 7 x 7 x 3); the first of stages 2 to 4 has stride 2.
+  const ModelSpec m = make_resnet(ResNetParams{});
+  int eligible = 0, three_by_three = 0;
+  for (const LayerSpec& l : m.layers) {
+    if (!l.kernels) continue;
+    for (const Kernel& k : *l.kernels) {
+      if (k.kind != Kernel::Kind::kGemm || k.k % 9 != 0) {
+        EXPECT_EQ(k.winograd_tiles, 0) << l.name;
+        continue;
+      }
+      ++three_by_three;
+      if (k.winograd_tiles == 0) continue;
+      ++eligible;
+      // Stride 1 keeps the square map: rows = side^2, tiles = ceil(side / 2)^2.
+      const auto side = static_cast<std::int64_t>(std::lround(std::sqrt(k.rows)));
+      EXPECT_EQ(k.winograd_tiles, ((side + 1) / 2) * ((side + 1) / 2)) << l.name;
+    }
+  }
+  EXPECT_EQ(three_by_three, 33);
+  EXPECT_EQ(eligible, 30);
+}
+
 TEST(KernelCostModel, Fp8GemmsRunAtTheFp8Peak) {
   Device d = find_device_preset("h100-sxm")->device;
   LayerSpec layer;
