@@ -89,6 +89,23 @@ TEST(GpuValidationCases, PipelinesAreThePublishedOnes) {
   EXPECT_EQ(ne3.parsed.training.micro_batches, 32);
   EXPECT_EQ(ne3.parsed.training.chunks, 10);
   EXPECT_EQ(ne3.balance.size(), 40u);
+  // Megatron-LM's weak-scaling table: d = GPUs / (t p), m = GBS / (d mbs)
+  // with the authors' micro-batch sizes, and their virtual stages as chunks.
+  ASSERT_EQ(by_id.count("NA-T06"), 1u);
+  const GpuCase& na6 = by_id.at("NA-T06");
+  EXPECT_EQ(na6.stages, 4);
+  EXPECT_EQ(na6.data_parallel, 32);
+  EXPECT_EQ(na6.parsed.training.tensor_parallel, 8);
+  EXPECT_EQ(na6.parsed.training.global_batch, 1792);
+  EXPECT_EQ(na6.parsed.training.micro_batches, 28);  // micro-batches of 2
+  EXPECT_EQ(na6.parsed.training.chunks, 3);          // 5 blocks a virtual stage
+  EXPECT_EQ(na6.balance.size(), 12u);
+  ASSERT_EQ(by_id.count("NA-T10"), 1u);
+  const GpuCase& na10 = by_id.at("NA-T10");
+  EXPECT_EQ(na10.stages, 64);
+  EXPECT_EQ(na10.data_parallel, 6);
+  EXPECT_EQ(na10.parsed.training.micro_batches, 512);
+  EXPECT_EQ(na10.parsed.cluster.physical_devices(), 3072);
   ASSERT_EQ(by_id.count("TG-A9"), 1u);
   const GpuCase& tg = by_id.at("TG-A9");
   EXPECT_EQ(tg.stages, 8);
