@@ -66,17 +66,66 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
 
+namespace {
+
+// Whether device d runs stage d alone, for every d (GPipe, 1F1B, ZB-H1).
+bool one_stage_a_device_in_order(const PartitionProblem& p, int devices) {
+  if (p.stages != devices) return false;
+  for (std::size_t s = 0; s < static_cast<std::size_t>(p.stages); ++s) {
+    if (device_of_stage(p, s, devices) != s) return false;
+  }
+  return true;
+}
+
+// The least over every cut of step_floor's most over devices (before its
+// rounding slack) where device d runs stage d alone. Stage s from layer f to
+// l weighs term(f, l) = before(f) + M x compute(f, l), before(f) the fill and
+// drain of the layers before f. term grows with l and never grows with f
+// (before(f + 1) - before(f) is at most layer f's compute), so whether every
+// stage can stay within t is decided by giving each stage in turn as many
+// layers as stay within t, keeping a layer for each stage after it; the least
+// such t is found by bisection.
+SimTime least_pipeline_floor(const PartitionProblem& p) {
+  const StagePrices prices(p);
+  const int L = static_cast<int>(p.layers.size());
+  std::vector<SimTime> before(static_cast<std::size_t>(L) + 1, 0);
+  for (std::size_t l = 0; l < p.layers.size(); ++l) {
+    before[l + 1] = before[l] + p.layers[l].forward + (p.backward_split ? 0 : p.layers[l].backward);
+  }
+  const auto term = [&](int first, int last) {
+    return before[static_cast<std::size_t>(first)] + prices.compute(first, last) * p.micro_batches;
+  };
+  const auto within = [&](SimTime t) {
+    int first = 0;
+    for (int s = 0; s + 1 < p.stages; ++s) {
+      const int highest = L - (p.stages - s);  // a layer left for each stage after s
+      if (term(first, first) > t) return false;
+      int last = first;
+      while (last < highest && term(first, last + 1) <= t) ++last;
+      first = last + 1;
+    }
+    return term(first, L - 1) <= t;
+  };
+  // Every cut is within M x all the compute: a stage's fill and drain are at
+  // most the compute before it.
+  SimTime lo = 0;
+  SimTime hi = term(0, L - 1);
+  if (within(lo)) return lo;
+  // lo is never within, hi always; 2^-24 of the step is precision enough.
+  while (hi - lo > std::max<SimTime>(1, hi >> 24)) {
+    const SimTime mid = lo + (hi - lo) / 2;
+    (within(mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
   const StagePrices prices(p);
   const SimTime all = prices.compute(0, static_cast<int>(p.layers.size()) - 1);
   SimTime floor = all / devices * p.micro_batches;
-  // One stage a device in order: the last device's fill, work and drain
-  // (step_floor) hold every layer's forward (and unsplit, backward) at least.
-  if (p.stages == devices && p.stage_device.empty()) {
-    SimTime chain = 0;
-    for (const LayerCost& l : p.layers) chain += l.forward + (p.backward_split ? 0 : l.backward);
-    floor = std::max(floor, chain);
-  }
+  if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
 

@@ -41,6 +41,9 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 // rest of the bubble, collectives): those only lengthen the step. Less a
 // nanosecond a layer and micro-batch for the rounding of averaged forwards.
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices);
+// A floor under step_floor of every cut: where device d runs stage d alone
+// (GPipe, 1F1B, ZB-H1), the least step_floor over every cut, to 2^-24 of it
+// below; otherwise the devices' mean compute for M micro-batches.
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 
 // Objective: the least busy time of the busiest device (its stages' stage_time

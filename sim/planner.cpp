@@ -167,6 +167,18 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
   return out;
 }
 
+// The planner evaluates the candidates in two rounds over the shapes: those
+// without remat first, the likeliest to be fastest, so that the threshold
+// rises before the others are looked at; then the rest. Each shape's
+// candidates are decided in the same order in both (remat off before the
+// others at each ZeRO stage), so what dominates what does not change.
+enum class Round { kRematOff, kRest };
+
+// Whether c has been evaluated, or found dominated or bounded.
+bool decided(const PlanCandidate& c) {
+  return c.fits || c.dominated || c.bounded || !c.rejected.empty();
+}
+
 // The remat modes of one shape at each ZeRO stage it tries (zero_choices),
 // the stages lowest first and within one remat off first. Where remat off
 // fits at a stage, the other modes fit too (they keep less) but cannot be
@@ -180,7 +192,7 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
 // still tried where nothing dominates them.
 void evaluate_shape(std::vector<PlanCandidate>::iterator first,
                     std::vector<PlanCandidate>::iterator last, Pass pass,
-                    std::optional<double> threshold, double shape_ceiling) {
+                    std::optional<double> threshold, double shape_ceiling, Round round) {
   std::vector<PlanCandidate*> order;
   for (auto c = first; c != last; ++c) order.push_back(&*c);
   std::stable_sort(order.begin(), order.end(), [](const PlanCandidate* a, const PlanCandidate* b) {
@@ -188,6 +200,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
     return (a->remat == Remat::kNever) > (b->remat == Remat::kNever);
   });
   for (PlanCandidate* c : order) {
+    if (decided(*c) || (round == Round::kRematOff && c->remat != Remat::kNever)) continue;
     // o fits with remat off at c's stage, or at a lower one with c's mode.
     const auto dominates = [&](const PlanCandidate* o) {
       if (o == c || !o->fits || o->zero > c->zero) return false;
@@ -263,11 +276,18 @@ void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
   rank(ranked);
 }
 
-// The most samples a second any candidate of the shape [first, last) can
-// reach: under its fastest candidate's costs (least recomputation; the ZeRO
-// stage does not change them), on any cut.
-double shape_ceiling(std::vector<PlanCandidate>::const_iterator first,
-                     std::vector<PlanCandidate>::const_iterator last) {
+// What the planner knows of a shape before it evaluates its candidates.
+struct ShapeOutlook {
+  double ceiling = 0.0;   // the most samples a second any of its candidates can reach
+  double estimate = 0.0;  // a guess at the most they reach, to try the likeliest first
+};
+
+// The outlook of the shape [first, last): under its fastest candidate's costs
+// (least recomputation; the ZeRO stage does not change them), the ceiling on
+// any cut, and the estimate on the even split by layer count, whose floor is
+// close to its step where the layers are alike.
+ShapeOutlook shape_outlook(std::vector<PlanCandidate>::const_iterator first,
+                           std::vector<PlanCandidate>::const_iterator last) {
   const auto lead =
       std::min_element(first, last, [](const PlanCandidate& a, const PlanCandidate& b) {
         return remat_rank(a.remat) < remat_rank(b.remat);
@@ -277,7 +297,10 @@ double shape_ceiling(std::vector<PlanCandidate>::const_iterator first,
   const PartitionProblem p =
       partition_problem(replica, *cost, lead->stages * lead->chunks, lead->micro_batches,
                         lead->remat, lead->schedule, lead->chunks, lead->custom.get());
-  return ceiling_of(*lead->scenario, step_floor_any_cut(p, lead->stages));
+  const std::vector<StageRange> even =
+      partition_uniform(static_cast<int>(p.layers.size()), p.stages);
+  return {ceiling_of(*lead->scenario, step_floor_any_cut(p, lead->stages)),
+          ceiling_of(*lead->scenario, step_floor(p, even, lead->stages))};
 }
 
 // The exact_top-th best throughput among the candidates simulated that fit.
@@ -296,31 +319,37 @@ std::optional<double> threshold_of(const std::vector<PlanCandidate>& all, std::s
 // what is simulated does not depend on the number of threads.
 constexpr std::size_t kBatch = 8;
 
-// Evaluates every shape, the most promising first (by shape_ceiling), in
-// batches; after each batch the threshold rises to the exact_top-th best so
-// far, and a candidate that cannot reach it is not simulated.
+// Evaluates every shape in two rounds (Round), each the most promising shape
+// first (by its outlook's estimate), in batches; after each batch the
+// threshold rises to the exact_top-th best so far, and a candidate that
+// cannot reach it is not simulated.
 void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
   const std::vector<std::size_t> starts = shape_starts(all);
   const std::size_t shapes = starts.size() - 1;
   const auto begin = [&](std::size_t i) {
     return all.begin() + static_cast<std::ptrdiff_t>(starts[i]);
   };
-  std::vector<double> ceiling(shapes);
+  std::vector<ShapeOutlook> outlook(shapes);
   parallel_for(shapes, request.threads,
-               [&](std::size_t i) { ceiling[i] = shape_ceiling(begin(i), begin(i + 1)); });
+               [&](std::size_t i) { outlook[i] = shape_outlook(begin(i), begin(i + 1)); });
   std::vector<std::size_t> order(shapes);
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return ceiling[a] > ceiling[b]; });
-  for (std::size_t done = 0; done < shapes; done += kBatch) {
-    const std::optional<double> threshold = threshold_of(all, request.exact_top);
-    const std::size_t n = std::min(kBatch, shapes - done);
-    parallel_for(n, request.threads, [&](std::size_t k) {
-      const std::size_t i = order[done + k];
-      evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
-                     ceiling[i]);
-    });
-    if (request.progress) request.progress(done + n, shapes);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return outlook[a].estimate > outlook[b].estimate;
+  });
+  std::size_t looked = 0;  // shapes over both rounds, for progress
+  for (const Round round : {Round::kRematOff, Round::kRest}) {
+    for (std::size_t done = 0; done < shapes; done += kBatch) {
+      const std::optional<double> threshold = threshold_of(all, request.exact_top);
+      const std::size_t n = std::min(kBatch, shapes - done);
+      parallel_for(n, request.threads, [&](std::size_t k) {
+        const std::size_t i = order[done + k];
+        evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
+                       outlook[i].ceiling, round);
+      });
+      looked += n;
+      if (request.progress) request.progress(looked, 2 * shapes);
+    }
   }
 }
 

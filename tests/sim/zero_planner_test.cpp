@@ -6,6 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -14,6 +19,7 @@
 #include "sim/device_partition.h"
 #include "sim/planner.h"
 #include "sim/scenario_io.h"
+#include "sim/schedule.h"
 #include "sim/simulator.h"
 
 namespace pipescope {
@@ -186,6 +192,142 @@ TEST(StepFloor, CandidatesLeftOutCannotBeatTheBest) {
   for (const PlanCandidate& c : a.bounded) {
     EXPECT_NE(c.rejected.find("not simulated"), std::string::npos);
   }
+}
+
+// Every cut of `layers` layers into `stages` stages of at least a layer each.
+void for_each_cut(int layers, int stages, std::vector<StageRange>& cut,
+                  const std::function<void(const std::vector<StageRange>&)>& visit) {
+  const int first = cut.empty() ? 0 : cut.back().last_layer + 1;
+  if (static_cast<int>(cut.size()) == stages - 1) {
+    cut.push_back({first, layers - 1});
+    visit(cut);
+    cut.pop_back();
+    return;
+  }
+  const int left = stages - static_cast<int>(cut.size()) - 1;  // stages after this one
+  for (int last = first; last < layers - left; ++last) {
+    cut.push_back({first, last});
+    for_each_cut(layers, stages, cut, visit);
+    cut.pop_back();
+  }
+}
+
+// Up to 9 layers of uneven forward, backward and recompute, on 1 to 4
+// devices of one stage each or, under a chunked schedule, 2 or 3.
+PartitionProblem random_floor_problem(std::mt19937_64& rng, ScheduleKind schedule, int& devices) {
+  PartitionProblem p;
+  const int v = !takes_chunks(schedule) ? 1
+                : v_shaped(schedule)    ? 2
+                                        : 2 + static_cast<int>(rng() % 2);
+  devices = 1 + static_cast<int>(rng() % 4);
+  if (v > 1 && devices * v > 9) devices = 1 + static_cast<int>(rng() % 3);
+  const int L = std::uniform_int_distribution<int>(devices * v, 9)(rng);
+  std::uniform_int_distribution<SimTime> time(1, 1000);
+  for (int l = 0; l < L; ++l) {
+    p.layers.push_back({time(rng), time(rng), time(rng), 10, 10});
+  }
+  p.cut_bytes.assign(static_cast<std::size_t>(L) + 1, 100);
+  p.stages = devices * v;
+  for (int s = 0; s < p.stages; ++s)
+    p.stage_device.push_back(stage_device_of(schedule, s, devices));
+  p.micro_batches = 1 + static_cast<int>(rng() % 12);
+  p.remat = kAllRemats[rng() % std::size(kAllRemats)];
+  p.backward_split = splits_backward(schedule);
+  return p;
+}
+
+// The floor under every cut is the least of step_floor over every cut where
+// each device runs one stage (GPipe, 1F1B, ZB-H1), to its bisection's
+// precision, and below it under every schedule: brute force over every cut
+// of random problems.
+TEST(StepFloor, AnyCutIsTheLeastOverEveryCut) {
+  std::mt19937_64 rng(20261127);
+  int tight = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const ScheduleKind schedule = kAllSchedules[trial % std::size(kAllSchedules)];
+    int devices = 1;
+    const PartitionProblem p = random_floor_problem(rng, schedule, devices);
+    SimTime least = std::numeric_limits<SimTime>::max();
+    std::vector<StageRange> cut;
+    for_each_cut(static_cast<int>(p.layers.size()), p.stages, cut,
+                 [&](const std::vector<StageRange>& c) {
+                   least = std::min(least, step_floor(p, c, devices));
+                 });
+    const SimTime any = step_floor_any_cut(p, devices);
+    EXPECT_LE(any, least) << trial << " " << to_string(schedule);
+    if (p.stages == devices) {
+      EXPECT_GE(any + (least >> 24) + 1, least) << trial << " " << to_string(schedule);
+      ++tight;
+    }
+  }
+  EXPECT_GT(tight, 150);
+}
+
+// A small transformer whose blocks, embedding and head vary with `rng`, on a
+// DGX A100 node of 8 GPUs.
+Scenario random_node(std::mt19937_64& rng) {
+  json doc = testing::docs::good_doc();
+  const int d = 256 << (rng() % 3);
+  doc["model"] = {{"family", "transformer"},
+                  {"layers", 2 + static_cast<int>(rng() % 6)},
+                  {"d_model", d},
+                  {"heads", 8},
+                  {"seq_len", 128 << (rng() % 3)},
+                  {"vocab", 4096 << (rng() % 4)},
+                  {"dtype", "bf16"}};
+  doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 8}};
+  doc["training"] = {{"global_batch", 48}, {"micro_batches", 4}, {"optimizer", "adam"}};
+  return parse_scenario(doc, "node.json");
+}
+
+// A random cut of `layers` layers into `stages` of at least a layer each.
+std::vector<StageRange> random_cut(std::mt19937_64& rng, int layers, int stages) {
+  std::vector<int> ends(static_cast<std::size_t>(layers - 1));
+  std::iota(ends.begin(), ends.end(), 0);
+  std::shuffle(ends.begin(), ends.end(), rng);
+  ends.resize(static_cast<std::size_t>(stages - 1));
+  std::sort(ends.begin(), ends.end());
+  ends.push_back(layers - 1);
+  std::vector<StageRange> cut;
+  for (const int last : ends) cut.push_back({cut.empty() ? 0 : cut.back().last_layer + 1, last});
+  return cut;
+}
+
+// The floors under every cut and under one cut are never above the step
+// simulated on that cut: random models, cuts, K and M, under every schedule
+// and remat mode the planner tries.
+TEST(StepFloor, IsNeverAboveTheSimulatedStepOfRandomCuts) {
+  std::mt19937_64 rng(27);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const Scenario sc = random_node(rng);
+    const int layers = static_cast<int>(sc.model.layers.size());
+    for (const ScheduleKind schedule : kAllSchedules) {
+      const int K = 1 << (rng() % 3);
+      const int M = std::array{1, 2, 3, 4, 6, 8, 12}[rng() % 7];
+      const int v = takes_chunks(schedule) ? 2 : 1;
+      if (!schedule_shape_problem(schedule, K, M, v).empty() || K * v > layers) continue;
+      const Remat remat = kAllRemats[rng() % std::size(kAllRemats)];
+      const Scenario replica = replica_scenario(sc, K, 1);
+      const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+      const PartitionProblem p =
+          partition_problem(replica, *cost, K * v, M, remat, schedule, v, nullptr);
+      SimConfig config;
+      config.stages = K;
+      config.micro_batches = M;
+      config.schedule = schedule;
+      config.chunks = v;
+      config.remat = remat;
+      config.record_timeline = false;
+      config.stage_ranges = random_cut(rng, layers, K * v);
+      const SimResult r = simulate(replica, config, *cost);
+      const SimTime floor = step_floor(p, *config.stage_ranges, K);
+      EXPECT_LE(floor, r.metrics.step_time) << trial << " " << to_string(schedule);
+      EXPECT_LE(step_floor_any_cut(p, K), floor) << trial << " " << to_string(schedule);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 200);
 }
 
 }  // namespace
