@@ -80,7 +80,7 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
                             "backward, reduce-scatter of its gradients after; ZeRO-3: each "
                             "keeps 1/D of the weights, gradients and optimizer state"
                           : "ring all-reduce of each stage's gradients")
-        << ")";
+        << "), ranks " << to_string(c.rank_order);
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
     out << " (on " << r.stages << " of the " << c.devices

@@ -1,5 +1,6 @@
 #include "costmodels/cluster.h"
 
+#include <algorithm>
 #include <string>
 
 #include "costmodels/check.h"
@@ -78,15 +79,28 @@ std::int64_t Cluster::link_count() const {
   return 0;
 }
 
+std::string_view to_string(RankOrder order) {
+  return order == RankOrder::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp";
+}
+
+std::optional<RankOrder> parse_rank_order(std::string_view name) {
+  if (name == "tp-pp-dp") return RankOrder::kTpPpDp;
+  if (name == "tp-dp-pp") return RankOrder::kTpDpPp;
+  return std::nullopt;
+}
+
 std::vector<Hop> Cluster::route(int src, int dst) const {
   PS_CHECK(src >= 0 && src < devices && dst >= 0 && dst < devices,
            "route " + std::to_string(src) + " -> " + std::to_string(dst) + " outside " +
                std::to_string(devices) + " devices");
-  return physical_route(src * tensor_parallel, dst * tensor_parallel);
+  const int stride = uses_graph() ? group_stride * tensor_parallel : tensor_parallel;
+  return physical_route(src * stride, dst * stride);
 }
 
 std::vector<Hop> Cluster::physical_route(int src, int dst) const {
-  const int n = physical_devices();
+  // A replica's copy routes on the whole cluster's graph (group_stride).
+  const int n =
+      uses_graph() && graph ? std::max(graph->devices(), physical_devices()) : physical_devices();
   PS_CHECK(src >= 0 && src < n && dst >= 0 && dst < n, "route " + std::to_string(src) + " -> " +
                                                            std::to_string(dst) + " outside " +
                                                            std::to_string(n) + " physical devices");

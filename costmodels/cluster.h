@@ -33,6 +33,15 @@ enum class CostModelKind : std::uint8_t { kAnalytic, kKernels };
 std::string_view to_string(CostModelKind k);
 std::optional<CostModelKind> parse_cost_model_kind(std::string_view name);  // "analytic", "kernels"
 
+// How a job's ranks map onto the cluster's devices, fastest-varying first: T
+// tensor-parallel devices of a group side by side, then either a pipeline's
+// stages (tp-pp-dp: a replica's K groups consecutive, replicas outermost) or
+// the D replicas of a stage (tp-dp-pp: Megatron-LM's and DeepSpeed's order,
+// stages outermost).
+enum class RankOrder : std::uint8_t { kTpPpDp, kTpDpPp };
+std::string_view to_string(RankOrder order);
+std::optional<RankOrder> parse_rank_order(std::string_view name);
+
 struct Cluster {
   std::string name;  // preset name, or the device name for an explicit cluster
   // The devices the pipeline sees. Under tensor parallelism each is a group of
@@ -41,6 +50,13 @@ struct Cluster {
   // devices), and a route between groups runs between their first devices.
   int devices = 1;
   int tensor_parallel = 1;
+  RankOrder rank_order = RankOrder::kTpPpDp;
+  // In one replica's copy of the cluster (replica_scenario): its device g is
+  // the whole cluster's group g x group_stride (D under tp-dp-pp, else 1), on
+  // the whole cluster's graph. Flat topologies (all-to-all, PCIe through the
+  // host) give every pair of groups alike links, and a ring is taken as the
+  // replica's own, so only graph-routed ones use the stride.
+  int group_stride = 1;
   Device device;
   Interconnect interconnect;
   // Measured figures (`--cost-model PROFILE`): the cost model answers from the

@@ -100,7 +100,7 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
       };
       out.forward = fastest(gemm(m, kn.n, kn.k), kn.n, channels);
       const double input_grad = fastest(gemm(m, kn.k, kn.n), channels, kn.n);  // dX = dY . W^T
-      const double weight_grad = gemm(kn.k, kn.n, m);  // dW = X^T . dY
+      const double weight_grad = gemm(kn.k, kn.n, m);                          // dW = X^T . dY
       out.backward = input_grad + weight_grad;
       out.weight = kn.has_weight ? weight_grad : 0.0;
       break;

@@ -46,6 +46,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shlex
 import socket
 import sys
@@ -109,6 +110,7 @@ class Plan:
             p = json.load(f)
         self.K, self.D, self.M = p["K"], p["D"], p["M"]
         self.T = p.get("T", 1)
+        self.rank_order = p["cluster"].get("rank_order", "tp-pp-dp")
         self.sequence_parallel = p.get("sequence_parallel", False)
         self.zero = p.get("zero", 0)
         self.chunks = p.get("chunks", 1)
@@ -362,6 +364,21 @@ def ds_zero_config(config, plan):
     return f"; DeepSpeedZeroConfig stage {int(parsed.stage)}, the engine's ZeRO stage {plan.zero}"
 
 
+def ds_rank_order(plan, text):
+    """DeepSpeed's pipelines under the topology the export names (its default,
+    PipeModelDataParallelTopology, when it names none) must be the plan's."""
+    from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology, ProcessTopology
+
+    named = re.search(r"topology=ProcessTopology\(axes=(\[[^]]*\]), dims=(\[[^]]*\])\)", text)
+    if named:
+        topo = ProcessTopology(axes=ast.literal_eval(named.group(1)),
+                               dims=ast.literal_eval(named.group(2)))
+    else:
+        topo = PipeModelDataParallelTopology(num_pp=plan.K, num_mp=plan.T, num_dp=plan.D)
+    same_pipelines(topo.get_axis_comm_lists("pipe"), plan, "DeepSpeed's topology")
+    return "ProcessTopology" if named else "the default topology"
+
+
 def check_deepspeed(plan, text):
     namespace = {}
     try:
@@ -374,12 +391,14 @@ def check_deepspeed(plan, text):
     if stages != plan.K:
         raise Rejected(f"num_stages={stages}, the plan has K={plan.K}")
     zero = ds_zero_config(namespace["DEEPSPEED_CONFIG"], plan)
+    ranks = ds_rank_order(plan, text) if plan.K * plan.D > 1 else None
     loss, interval, ckpt, config = ds_train(namespace, plan, kw)
     ran = "the plan's one stage" if plan.K == 1 else f"the {plan.K} stages joined into one"
     return (f"parts {plan.parts} on a {plan.K}-stage topology; train_batch on gloo, 1 process, "
             f"{ran}, interval {interval}" + (f" with {ckpt}" if interval else "") +
             f", {config['gradient_accumulation_steps']} micro-batches of "
-            f"{config['train_micro_batch_size_per_gpu']}: loss {loss:.3f}" + zero)
+            f"{config['train_micro_batch_size_per_gpu']}: loss {loss:.3f}" + zero
+            + (f"; ranks {plan.rank_order} by {ranks}" if ranks else ""))
 
 
 # ---------------------------------------------------------------- Megatron-LM
@@ -405,6 +424,7 @@ MEGATRON_FLAGS = {
 MEGATRON_SWITCHES = {
     "--sequence-parallel": "sequence_parallel",
     "--use-distributed-optimizer": "use_distributed_optimizer",
+    "--use-tp-pp-dp-mapping": "use_tp_pp_dp_mapping",
 }
 
 
@@ -488,13 +508,26 @@ def megatron_micro_batches(args, plan):
         nmc.destroy_num_microbatches_calculator()
 
 
+def megatron_rank_order(args, plan):
+    """megatron-core's pipeline groups under the order the flags give (Megatron-LM
+    sets tp-cp-ep-pp-dp for --use-tp-pp-dp-mapping, else tp-cp-ep-dp-pp) must be
+    the plan's placement."""
+    from megatron.core.parallel_state import RankGenerator
+
+    order = "tp-pp-dp" if args.get("use_tp_pp_dp_mapping") else "tp-dp-pp"
+    gen = RankGenerator(tp=plan.T, ep=1, dp=plan.D, pp=plan.K, cp=1, order=order)
+    same_pipelines(gen.get_ranks("pp"), plan, f"megatron-core's {order}")
+    return order
+
+
 def check_megatron(plan, text):
     import torch
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     args = megatron_flags(text)
     fields = {k: v for k, v in args.items()
-              if k not in ("micro_batch_size", "global_batch_size", "use_distributed_optimizer")}
+              if k not in ("micro_batch_size", "global_batch_size", "use_distributed_optimizer",
+                           "use_tp_pp_dp_mapping")}
     if args.get("tensor_model_parallel_size", 1) != plan.T:
         raise Rejected(f"tensor_model_parallel_size {args.get('tensor_model_parallel_size', 1)}, "
                        f"the plan T={plan.T}")
@@ -509,6 +542,7 @@ def check_megatron(plan, text):
                                        pipeline_dtype=torch.bfloat16, **fields)
             counts = megatron_counts(config, plan)
             micro = megatron_micro_batches(args, plan)
+            order = megatron_rank_order(args, plan)
             if args.get("use_distributed_optimizer"):
                 megatron_distributed_optimizer()
     except Rejected:
@@ -533,7 +567,7 @@ def check_megatron(plan, text):
                 "use_distributed_optimizer" if args.get("use_distributed_optimizer") else "")
     return (f"TransformerConfig{tp} pp={config.pipeline_model_parallel_size}"
             + (f" vpp={v}" if v else "") + f" ({how}), {recompute}; layers per stage "
-            f"{counts}; {micro} micro-batches" + dist_opt)
+            f"{counts}; {micro} micro-batches; ranks {order}" + dist_opt)
 
 
 # ---------------------------------------------------------------- torch.distributed.pipelining
@@ -613,10 +647,31 @@ def check_torch_pipelining(plan, path):
 MESH_TIMEOUT_S = 300
 
 
+def same_pipelines(groups, plan, tool):
+    """Each of a tool's pipeline groups must be the ranks the plan puts a
+    pipeline on, stage by stage."""
+    for group in groups:
+        r, _, t = mesh_coordinates(plan, group[0])
+        want = [plan_rank(plan, r, d, t) for d in range(plan.K)]
+        if list(group) != want:
+            raise Rejected(f"{tool} puts a pipeline on ranks {list(group)}, the plan "
+                           f"({plan.rank_order}) on {want}")
+
+
+def plan_rank(plan, r, d, t):
+    """The rank PipeScope places replica r's pipeline rank d, tensor-parallel rank
+    t on (costmodels/cluster.h, RankOrder): (r K + d) T + t under tp-pp-dp,
+    (d D + r) T + t under tp-dp-pp."""
+    group = d * plan.D + r if plan.rank_order == "tp-dp-pp" else r * plan.K + d
+    return group * plan.T + t
+
+
 def mesh_coordinates(plan, rank):
-    """Where PipeScope places `rank` (sim/simulator.h, costmodels/cluster.h):
-    replica r, pipeline rank d, tensor-parallel rank t for rank (r K + d) T + t."""
-    return rank // (plan.K * plan.T), rank // plan.T % plan.K, rank % plan.T
+    """Replica r, pipeline rank d and tensor-parallel rank t of `rank`."""
+    group, t = divmod(rank, plan.T)
+    if plan.rank_order == "tp-dp-pp":
+        return group % plan.D, group // plan.D, t
+    return group // plan.K, group % plan.K, t
 
 
 class TPStandIn:
@@ -718,7 +773,7 @@ def mesh_pipeline(ns, mesh, plan, csv_path):
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining.schedules import _PipelineScheduleRuntime
 
-    dp, pp, _ = mesh.get_coordinate()
+    dp, pp = mesh["dp"].get_local_rank(), mesh["pp"].get_local_rank()
     torch.manual_seed(0)  # every replica starts from the same weights
     layers = stand_in_layers(plan)
     mbs, n = plan.micro_batch_size, ns["NUM_STAGES"]
@@ -780,19 +835,23 @@ def mesh_worker(rank, job):
                 exec(compile(f.read(), "torch-mesh-export", "exec"), ns)
             mesh = ns["pipescope_device_mesh"]("cpu")
             coord = tuple(mesh.get_coordinate())
-            want = mesh_coordinates(plan, rank)
-            if (tuple(mesh.mesh.shape) != (plan.D, plan.K, plan.T)
-                    or tuple(mesh.mesh_dim_names) != ("dp", "pp", "tp")):
+            # Row-major, the outermost dimension first.
+            names = ("pp", "dp", "tp") if plan.rank_order == "tp-dp-pp" else ("dp", "pp", "tp")
+            sizes = {"dp": plan.D, "pp": plan.K, "tp": plan.T}
+            if (tuple(mesh.mesh.shape) != tuple(sizes[n] for n in names)
+                    or tuple(mesh.mesh_dim_names) != names):
                 raise Rejected(f"the mesh is {tuple(mesh.mesh.shape)} named "
-                               f"{mesh.mesh_dim_names}, the plan D, K, T = "
-                               f"{(plan.D, plan.K, plan.T)}")
+                               f"{mesh.mesh_dim_names}, the plan ({plan.rank_order}) "
+                               f"{names} = {tuple(sizes[n] for n in names)}")
+            r, d, t = mesh_coordinates(plan, rank)
+            at = {"dp": r, "pp": d, "tp": t}
+            want = tuple(at[n] for n in names)
             if coord != want:
-                raise Rejected(f"rank {rank} is at (dp, pp, tp) = {coord} in the mesh; "
+                raise Rejected(f"rank {rank} is at {names} = {coord} in the mesh; "
                                f"PipeScope places it at {want}")
-            r, d, t = want
-            groups = {"tp": [(r * plan.K + d) * plan.T + i for i in range(plan.T)],
-                      "pp": [(r * plan.K + i) * plan.T + t for i in range(plan.K)],
-                      "dp": [(i * plan.K + d) * plan.T + t for i in range(plan.D)]}
+            groups = {"tp": [plan_rank(plan, r, d, i) for i in range(plan.T)],
+                      "pp": [plan_rank(plan, r, i, t) for i in range(plan.K)],
+                      "dp": [plan_rank(plan, i, d, t) for i in range(plan.D)]}
             for name, ranks in groups.items():
                 if mesh[name].mesh.tolist() != ranks:
                     raise Rejected(f"mesh['{name}'] holds ranks "
@@ -851,7 +910,9 @@ def check_torch_mesh(plan, folder):
                "replicate" if plan.D > 1 and plan.T > 1 else
                "DistributedDataParallel" if plan.D > 1 else "no data-parallel wrapper")
     tp = next((r["tp"] for r in results if "tp" in r), None)
-    return (f"init_device_mesh('cpu', {(plan.D, plan.K, plan.T)}, ('dp', 'pp', 'tp')) on "
+    mesh = ((plan.K, plan.D, plan.T), ('pp', 'dp', 'tp')) if plan.rank_order == "tp-dp-pp" \
+        else ((plan.D, plan.K, plan.T), ('dp', 'pp', 'tp'))
+    return (f"init_device_mesh('cpu', {mesh[0]}, {mesh[1]}) on "
             f"{world} gloo process{'es' if world != 1 else ''}: every rank where PipeScope places it; "
             f"PipelineStages on mesh['pp'] with {wrapper}, the CSV loaded and run one step "
             f"(loss {loss:.3f}), Adam state {share:.2f} of each rank's weights"

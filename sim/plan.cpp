@@ -118,6 +118,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
 
   p.cluster_name = scenario.cluster.name;
   p.tensor_parallel = scenario.training.tensor_parallel;
+  p.rank_order = scenario.cluster.rank_order;
   p.sequence_parallel = scenario.training.sequence_parallel;
   p.zero = scenario.training.zero;
   p.devices = result.stages * data_parallel * p.tensor_parallel;

@@ -57,6 +57,9 @@ struct Plan {
   int stages = 1;         // K, the pipeline's devices
   int chunks = 1;         // v: stage_plans holds K x v model stages (interleaved-1f1b)
   int data_parallel = 1;  // D, replicas of the pipeline
+  // How the K x D x T ranks sit on the cluster (cluster.rank_order); matters
+  // with D > 1.
+  RankOrder rank_order = RankOrder::kTpPpDp;
   // T, the devices of a stage that split its layers (training.tensor_parallel);
   // the stage plans are one device's share
   int tensor_parallel = 1;

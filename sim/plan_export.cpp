@@ -222,6 +222,18 @@ std::string except_last_note(const Plan& p, ExportFormat format) {
          "# one recompute more per stage and step than the plan predicts (" + times + ").\n";
 }
 
+// DeepSpeed lays ranks out as its axes pipe, data, model (the last fastest):
+// the plan's tp-dp-pp. Under tp-pp-dp with replicas, the topology to pass.
+std::string deepspeed_topology_note(const Plan& p) {
+  if (p.data_parallel == 1 || p.rank_order == RankOrder::kTpDpPp) return "";
+  return "# The plan places each replica's K stages on consecutive ranks (tp-pp-dp), where\n"
+         "# DeepSpeed's default topology puts a stage's replicas side by side; pass\n"
+         "# topology=ProcessTopology(axes=[\"data\", \"pipe\", \"model\"], dims=[" +
+         str(p.data_parallel) + ", " + str(p.stages) + ", " + str(p.tensor_parallel) +
+         "])\n"
+         "# (deepspeed.runtime.pipe.topology) instead of num_stages.\n";
+}
+
 std::string export_torchgpipe(const Plan& p, const std::string& runs) {
   std::ostringstream o;
   o << "# torchgpipe (github.com/kakaobrain/torchgpipe) from a PipeScope plan for\n"
@@ -293,6 +305,7 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
               "# not a module to import from.)\n"
               "# import deepspeed\n"
             : "")
+    << deepspeed_topology_note(p)
     << "# model = PlannedPipelineModule(layers=layers, num_stages=" << p.stages
     << ", loss_fn=loss_fn,\n"
     << "#                               activation_checkpoint_interval=" << interval
@@ -415,6 +428,11 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   // Megatron-LM's distributed optimizer shards the optimizer's state (its fp32
   // main weights and slots) over the data-parallel ranks: ZeRO stage 1.
   if (p.zero > 0) flags.push_back("--use-distributed-optimizer");
+  // Megatron-LM lays ranks out tp-cp-ep-dp-pp (the plan's tp-dp-pp); this flag
+  // gives tp-cp-ep-pp-dp, the plan's tp-pp-dp. One replica: the same ranks.
+  if (p.data_parallel > 1 && p.rank_order == RankOrder::kTpPpDp) {
+    flags.push_back("--use-tp-pp-dp-mapping");
+  }
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << export_summary(p)

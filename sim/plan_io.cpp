@@ -103,6 +103,9 @@ void read_cluster(ObjectReader c, Plan& p) {
   p.cluster_name = c.string("name");
   p.devices = static_cast<int>(c.integer("devices", kDeviceCount));
   p.memory_capacity = c.integer("memory_capacity_bytes", kPositiveInt);
+  // Absent from plans written before rank orders: the replicas outermost.
+  p.rank_order = opt_choice(c, "rank_order", "rank order", parse_rank_order, "tp-pp-dp, tp-dp-pp")
+                     .value_or(RankOrder::kTpPpDp);
   c.finish();
 }
 
@@ -309,7 +312,8 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
                   {"spec", plan.model_spec}};
   doc["cluster"] = {{"name", plan.cluster_name},
                     {"devices", plan.devices},
-                    {"memory_capacity_bytes", plan.memory_capacity}};
+                    {"memory_capacity_bytes", plan.memory_capacity},
+                    {"rank_order", std::string(to_string(plan.rank_order))}};
   doc["K"] = plan.stages;
   doc["D"] = plan.data_parallel;
   doc["T"] = plan.tensor_parallel;
@@ -420,6 +424,14 @@ Plan read_plan_file(const std::filesystem::path& path) {
 
 void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::string& plan_file) {
   const TrainingConfig& t = scenario.training;
+  if (plan.data_parallel > 1 && plan.rank_order != scenario.cluster.rank_order) {
+    throw ScenarioError(
+        plan_file, "cluster.rank_order",
+        "this plan places its ranks " + std::string(to_string(plan.rank_order)) +
+            ", the scenario " + std::string(to_string(scenario.cluster.rank_order)) +
+            " (--set cluster.rank_order=" + std::string(to_string(plan.rank_order)) +
+            " runs the plan's)");
+  }
   if (plan.tensor_parallel != t.tensor_parallel || plan.sequence_parallel != t.sequence_parallel) {
     const auto split = [](int T, bool sp) {
       return "T=" + str(T) + (sp ? " with sequence parallelism" : "");

@@ -345,6 +345,9 @@ Cluster read_cluster(ObjectReader c) {
   cluster.cost_model =
       opt_choice(c, "cost_model", "cost model", parse_cost_model_kind, "analytic, kernels")
           .value_or(has_table ? CostModelKind::kKernels : CostModelKind::kAnalytic);
+  cluster.rank_order =
+      opt_choice(c, "rank_order", "rank order", parse_rank_order, "tp-pp-dp, tp-dp-pp")
+          .value_or(RankOrder::kTpPpDp);
   if (cluster.cost_model == CostModelKind::kKernels && !has_table) {
     c.fail("cost_model", "the kernels model needs the device's kernel table: device '" +
                              cluster.device.name +

@@ -229,6 +229,12 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   return p;
 }
 
+namespace {
+// Hops of a replica ring looked at (beside the wrap-around): more than any
+// preset's node or PCIe switch holds.
+constexpr int kRingHopsChecked = 64;
+}  // namespace
+
 DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) {
   DataParallel dp;
   dp.replicas = replicas;
@@ -238,10 +244,22 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) 
                       " need " + whole.devices_text(std::int64_t{stages} * replicas) +
                       "; the cluster has " + std::to_string(whole.devices));
   }
-  for (const Hop& h : whole.route(0, stages)) {
-    dp.latency_s += h.latency_s;
-    dp.bandwidth = dp.bandwidth == 0.0 ? h.bandwidth : std::min(dp.bandwidth, h.bandwidth);
-  }
+  // The ring runs device 0 of each replica to device 0 of the next and the last
+  // back to the first, its steps in lockstep: it moves at its slowest hop. The
+  // hops repeat with a node's or a switch's devices, so the first
+  // kRingHopsChecked and the wrap-around meet every kind.
+  const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
+  const auto take = [&](int from, int to) {
+    double latency = 0.0, bandwidth = 0.0;
+    for (const Hop& h : whole.route(from * step, to * step)) {
+      latency += h.latency_s;
+      bandwidth = bandwidth == 0.0 ? h.bandwidth : std::min(bandwidth, h.bandwidth);
+    }
+    dp.latency_s = std::max(dp.latency_s, latency);
+    dp.bandwidth = dp.bandwidth == 0.0 ? bandwidth : std::min(dp.bandwidth, bandwidth);
+  };
+  for (int r = 0; r < std::min(replicas - 1, kRingHopsChecked); ++r) take(r, r + 1);
+  take(replicas - 1, 0);
   if (!(dp.bandwidth > 0.0)) {
     throw ConfigError(
         "the link between replicas has no bandwidth: the gradient all-reduce "

@@ -207,21 +207,26 @@ std::string torch_device_mesh(const Plan& p) {
   const int K = p.stages;
   const int T = p.tensor_parallel;
   PS_CHECK(p.devices == D * K * T, "a plan runs on K x D x T devices");
+  const bool stages_outer = p.rank_order == RankOrder::kTpDpPp;
   std::ostringstream o;
   o << "# PyTorch's DeviceMesh (torch.distributed.device_mesh) for the pipelining schedule\n"
     << "# CSV beside this file, from a PipeScope plan for\n"
     << export_summary(p) << "#\n"
-    << "# D x K x T = " << p.devices
-    << " ranks, placed as the plan places them: rank (r K + d) T + t is\n"
+    << "# D x K x T = " << p.devices << " ranks, placed as the plan places them ("
+    << to_string(p.rank_order) << "): rank "
+    << (stages_outer ? "(d D + r) T + t" : "(r K + d) T + t") << " is\n"
     << "# replica r, pipeline rank d (row d of the CSV) and tensor-parallel rank t, so a\n"
-    << "# stage's T ranks are neighbours (in a node) and the replicas outermost. That is the\n"
+    << "# stage's T ranks are neighbours (in a node) and the "
+    << (stages_outer ? "stages" : "replicas") << " outermost. That is the\n"
     << "# row-major order in which init_device_mesh lays out MESH_SHAPE. Start " << p.devices
     << " processes\n"
     << "# (e.g. torchrun --nproc-per-node ...) and on each: mesh = pipescope_device_mesh()\n"
     << "# (NCCL on GPUs; pipescope_device_mesh(\"cpu\") with gloo).\n"
     << "from torch.distributed.device_mesh import init_device_mesh\n\n"
-    << "MESH_SHAPE = (" << D << ", " << K << ", " << T << ")\n"
-    << "MESH_DIM_NAMES = (\"dp\", \"pp\", \"tp\")\n\n\n"
+    << "MESH_SHAPE = (" << (stages_outer ? K : D) << ", " << (stages_outer ? D : K) << ", " << T
+    << ")\n"
+    << "MESH_DIM_NAMES = "
+    << (stages_outer ? "(\"pp\", \"dp\", \"tp\")" : "(\"dp\", \"pp\", \"tp\")") << "\n\n\n"
     << "def pipescope_device_mesh(device_type=\"cuda\"):\n"
     << "    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)\n"
     << "\n\n# Pipeline over mesh[\"pp\"]: pipeline rank d = mesh[\"pp\"].get_local_rank() "

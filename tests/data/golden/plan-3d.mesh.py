@@ -3,7 +3,7 @@
 # model 'toy7' (hash 0123456789abcdef, 6 layers): K=2 stages x D=2 replicas x T=2 tensor-parallel devices (sequence parallel),
 # M=4 micro-batches of 3 (global batch 24), schedule 1f1b, remat on.
 #
-# D x K x T = 8 ranks, placed as the plan places them: rank (r K + d) T + t is
+# D x K x T = 8 ranks, placed as the plan places them (tp-pp-dp): rank (r K + d) T + t is
 # replica r, pipeline rank d (row d of the CSV) and tensor-parallel rank t, so a
 # stage's T ranks are neighbours (in a node) and the replicas outermost. That is the
 # row-major order in which init_device_mesh lays out MESH_SHAPE. Start 8 processes

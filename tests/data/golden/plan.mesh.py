@@ -3,7 +3,7 @@
 # model 'toy7' (hash 0123456789abcdef, 7 layers): K=3 stages x D=1 replicas,
 # M=4 micro-batches of 2 (global batch 8), schedule gpipe, remat on.
 #
-# D x K x T = 3 ranks, placed as the plan places them: rank (r K + d) T + t is
+# D x K x T = 3 ranks, placed as the plan places them (tp-pp-dp): rank (r K + d) T + t is
 # replica r, pipeline rank d (row d of the CSV) and tensor-parallel rank t, so a
 # stage's T ranks are neighbours (in a node) and the replicas outermost. That is the
 # row-major order in which init_device_mesh lays out MESH_SHAPE. Start 3 processes
