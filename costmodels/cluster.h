@@ -80,6 +80,9 @@ struct Cluster {
   // Throws std::invalid_argument on an impossible topology.
   void build_topology();
   int physical_devices() const { return devices * tensor_parallel; }
+  // The whole cluster's first physical device of this copy's group g (where
+  // its rank runs under the rank order).
+  int first_physical_device(int group) const { return group * group_stride * tensor_parallel; }
   // `n` of the pipeline's devices in words: "8 devices", or "8 groups of T=4
   // devices" under tensor parallelism.
   std::string devices_text(std::int64_t n) const;

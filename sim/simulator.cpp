@@ -513,12 +513,14 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   listeners.add(&memory);
   if (sink) {
     std::vector<std::string> device_names;
-    const int t = scenario.cluster.tensor_parallel;
+    const Cluster& c = scenario.cluster;
+    const int t = c.tensor_parallel;
     for (int d = 0; d < schedule.devices(); ++d) {
+      const int first = c.first_physical_device(d);
       device_names.push_back(
-          t == 1 ? "device " + std::to_string(d) + " (" + scenario.cluster.device.name + ")"
-                 : "group " + std::to_string(d) + " (devices " + std::to_string(d * t) + "-" +
-                       std::to_string(d * t + t - 1) + ", " + scenario.cluster.device.name + ")");
+          t == 1 ? "device " + std::to_string(first) + " (" + c.device.name + ")"
+                 : "group " + std::to_string(d) + " (devices " + std::to_string(first) + "-" +
+                       std::to_string(first + t - 1) + ", " + c.device.name + ")");
     }
     sink->begin(device_names, route_names(schedule, scenario.cluster));
     listeners.add(&recorder.emplace(*sink));

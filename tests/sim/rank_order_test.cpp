@@ -100,6 +100,11 @@ TEST(RankOrder, ChangesTheSimulatedStepOnlyThroughItsRoutes) {
   };
   const SimResult inner = run("tp-pp-dp");
   const SimResult outer = run("tp-dp-pp");
+  // The trace names the devices each group runs on: group 1 on devices 2-3,
+  // or, with the two replicas side by side, 4-5.
+  ASSERT_EQ(outer.timeline.device_names.size(), 4u);
+  EXPECT_EQ(inner.timeline.device_names[1], "group 1 (devices 2-3, dgx-h100)");
+  EXPECT_EQ(outer.timeline.device_names[1], "group 1 (devices 4-5, dgx-h100)");
   EXPECT_GT(outer.metrics.comm_time, inner.metrics.comm_time);
   EXPECT_LT(outer.stage_costs[0].allreduce, inner.stage_costs[0].allreduce);
   EXPECT_EQ(outer.stage_costs[0].forward, inner.stage_costs[0].forward);
