@@ -147,6 +147,20 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
   zero_grads(layers);
 }
 
+// Bytes written before each optimizer step that is timed: more than the
+// caches hold, so the step reads its parameters, gradients and state from
+// memory, as a stage's step after its backward pass does.
+constexpr std::size_t kEvictBytes = std::size_t{64} << 20;
+
+// Writes every byte of `evict` (a different value each round r), so the caches
+// hold it and not what was there.
+void evict_caches(std::vector<char>& evict, int r) {
+  std::fill(evict.begin(), evict.end(), static_cast<char>(r));
+  asm volatile("" : : "r"(evict.data()) : "memory");  // the writes are made
+}
+
+// The median of `repeats` steps of `params`, each from cold caches, after one
+// that allocates the state.
 SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int repeats) {
   OptimizerConfig config;
   config.kind = kind;
@@ -165,8 +179,10 @@ SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int re
   };
   opt.step(params);  // allocates the state
   wait();
+  std::vector<char> evict(kEvictBytes);
   std::vector<SimTime> t;
   for (int r = 0; r < repeats; ++r) {
+    evict_caches(evict, r);
     const auto t0 = Clock::now();
     opt.step(params);
     wait();
@@ -285,11 +301,6 @@ std::vector<std::vector<Param*>> split_params(const std::vector<Param*>& params,
   return out;
 }
 
-// Bytes each thread writes before an optimizer step it times: more than the
-// caches hold, so the step reads its parameters and state from memory, as a
-// rank's step after its backward pass does.
-constexpr std::size_t kEvictBytes = std::size_t{64} << 20;
-
 // Each share's median step time while every share is stepped by a thread of
 // its own at once, each step from cold caches; `repeats` steps after one that
 // allocates the state.
@@ -308,8 +319,7 @@ std::vector<SimTime> concurrent_optimizer_ns(const std::vector<std::vector<Param
       std::vector<char> evict(kEvictBytes);
       std::vector<SimTime> t;
       for (int r = 0; r < repeats; ++r) {
-        std::fill(evict.begin(), evict.end(), static_cast<char>(r));
-        asm volatile("" : : "r"(evict.data()) : "memory");  // the writes are made
+        evict_caches(evict, r);
         sync.arrive_and_wait();
         const auto t0 = Clock::now();
         opt.step(shares[static_cast<std::size_t>(i)]);
