@@ -148,6 +148,7 @@ plan pp2-dp2 -K 2 -M 8 --schedule 1f1b --remat off
 plan pp2-dp2-tp-dp-pp -K 2 -M 8 --schedule 1f1b --remat off --set cluster.rank_order=tp-dp-pp
 plan pp2-dp2-zero1 -K 2 -M 8 --schedule 1f1b --remat on --set training.zero=1
 plan pp2-dp2-zero2 -K 2 -M 8 --schedule 1f1b --remat off --set training.zero=2
+plan dp4-zero2 -K 1 -M 8 --schedule gpipe --remat on --set training.zero=2
 plan tp2-pp2-dp2 --set cluster.devices=8 -T 2 -K 2 -M 8 --schedule gpipe --remat off
 plan tp2-pp2-dp2-tp-dp-pp --set cluster.devices=8 --set cluster.rank_order=tp-dp-pp -T 2 -K 2 -M 8 \
   --schedule 1f1b --remat off

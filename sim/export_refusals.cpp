@@ -19,11 +19,13 @@ void check_exportable(const Plan& plan, ExportFormat format) {
         ": it runs its own schedule; export it to torch-pipelining, which runs per-rank "
         "action lists");
   }
-  if (plan.zero >= 2 && plan.stages > 1 && format == ExportFormat::kDeepSpeed) {
+  // The export is a PipelineModule, which DeepSpeed runs on its pipeline
+  // engine even with one stage.
+  if (plan.zero >= 2 && format == ExportFormat::kDeepSpeed) {
     throw std::invalid_argument(
-        "cannot export this plan to deepspeed: its pipeline engine refuses "
-        "ZeRO stage " +
-        std::to_string(plan.zero) + " beside pipeline parallelism; plan with training.zero 1 or 0");
+        "cannot export this plan to deepspeed: its pipeline engine, which runs the exported "
+        "PipelineModule even with one stage, refuses ZeRO stage " +
+        std::to_string(plan.zero) + "; plan with training.zero 1 or 0");
   }
   if (plan.zero == 2 && format == ExportFormat::kMegatron) {
     throw std::invalid_argument(

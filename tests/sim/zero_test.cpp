@@ -292,8 +292,25 @@ TEST(Zero, PlansCarryTheStageAndExportIt) {
     return std::string("(exported)");
   };
   EXPECT_EQ(message(three, ExportFormat::kDeepSpeed),
-            "cannot export this plan to deepspeed: its pipeline engine refuses ZeRO stage 3 "
-            "beside pipeline parallelism; plan with training.zero 1 or 0");
+            "cannot export this plan to deepspeed: its pipeline engine, which runs the exported "
+            "PipelineModule even with one stage, refuses ZeRO stage 3; plan with training.zero 1 "
+            "or 0");
+  // One stage too: DeepSpeed's pipeline engine asserts on ZeRO 2 and 3 whatever
+  // the stage count.
+  json one_doc = testing::docs::good_doc();
+  one_doc["cluster"]["devices"] = 4;
+  one_doc["training"]["zero"] = 2;
+  const Scenario one_sc = parse_scenario(one_doc, "z.json");
+  SimConfig one_cfg;
+  one_cfg.stages = 1;
+  one_cfg.data_parallel = data_parallel_ring(one_sc.cluster, 1, 4);
+  const Scenario one_replica = replica_scenario(one_sc, 1, 4);
+  const Plan one_stage = make_plan(one_replica, simulate(one_replica, one_cfg), 4, "optimal");
+  ASSERT_EQ(one_stage.stages, 1);
+  EXPECT_EQ(message(one_stage, ExportFormat::kDeepSpeed),
+            "cannot export this plan to deepspeed: its pipeline engine, which runs the exported "
+            "PipelineModule even with one stage, refuses ZeRO stage 2; plan with training.zero 1 "
+            "or 0");
   EXPECT_EQ(message(three, ExportFormat::kMegatron),
             "cannot export this plan to megatron: Megatron-LM has no ZeRO stage 3; its "
             "distributed optimizer shards the optimizer state (ZeRO stage 1), not the gradients "
