@@ -239,14 +239,14 @@ class Engine {
 
   // Books `length` of ZeRO or data-parallel traffic of `stage` on device d's
   // link to the replicas after what it already carries; returns its end.
-  SimTime book_replica_link(int d, int stage, SimTime length) {
+  SimTime book_replica_link(int d, int stage, SimTime length, ReplicaCollective what) {
     SimTime& free = replica_link_free_[static_cast<std::size_t>(d)];
     const SimTime start = std::max(now_, free);
     free = start + length;
     result_.allreduce_time += length;
     if (listener_ != nullptr) {
-      listener_->on_allreduce(d, stage, stages_[static_cast<std::size_t>(stage)].grad_bytes, start,
-                              free);
+      listener_->on_replica_collective(
+          d, stage, what, stages_[static_cast<std::size_t>(stage)].grad_bytes, start, free);
     }
     return free;
   }
@@ -277,8 +277,9 @@ class Engine {
     // waiting for the op's input; the op computes once both are here.
     if (!dev.gathered && gathers(op)) {
       dev.gathering = true;
-      const SimTime end = book_replica_link(
-          d, op.stage, stages_[static_cast<std::size_t>(op.stage)].zero_op_gather);
+      const SimTime end =
+          book_replica_link(d, op.stage, stages_[static_cast<std::size_t>(op.stage)].zero_op_gather,
+                            ReplicaCollective::kAllGather);
       queue_.push(end, kGatherDone, static_cast<std::uint32_t>(d));
       return;
     }
@@ -325,15 +326,17 @@ class Engine {
     if (r.feeds_all_reduce && c.zero_reduce_scatter > 0) {
       // ZeRO-2/3: this backward's gradients are reduce-scattered now, on the
       // link, while the device computes on.
-      queue_.push(book_replica_link(d, op.stage, c.zero_reduce_scatter), kReduceScatterDone,
-                  static_cast<std::uint32_t>(op.stage));
+      queue_.push(
+          book_replica_link(d, op.stage, c.zero_reduce_scatter, ReplicaCollective::kReduceScatter),
+          kReduceScatterDone, static_cast<std::uint32_t>(op.stage));
     }
     if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
       all_reduce(op.stage);
     }
     if (op.kind == OpKind::kOptimizer && c.zero_step_gather > 0) {
-      // ZeRO-2: the updated weights' all-gather; the step ends when it does.
-      device_end = std::max(device_end, book_replica_link(d, op.stage, c.zero_step_gather));
+      // ZeRO-1/2: the updated weights' all-gather; the step ends when it does.
+      device_end = std::max(device_end, book_replica_link(d, op.stage, c.zero_step_gather,
+                                                          ReplicaCollective::kAllGather));
     }
     try_start(d);
   }
@@ -353,7 +356,11 @@ class Engine {
   void all_reduce(int stage) {
     const StageCost& c = stages_[static_cast<std::size_t>(stage)];
     if (c.allreduce == 0) return;
-    queue_.push(book_replica_link(device_of(stage), stage, c.allreduce), kAllReduceDone,
+    // Under ZeRO-1 the slot holds the reduce-scatter that the step's
+    // all-gather (zero_step_gather) completes.
+    const ReplicaCollective what =
+        c.zero_step_gather > 0 ? ReplicaCollective::kReduceScatter : ReplicaCollective::kAllReduce;
+    queue_.push(book_replica_link(device_of(stage), stage, c.allreduce, what), kAllReduceDone,
                 static_cast<std::uint32_t>(stage));
   }
 

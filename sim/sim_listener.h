@@ -3,6 +3,7 @@
 // curves and the GUI listen to what it reports.
 
 #include <cstdint>
+#include <string_view>
 
 #include "costmodels/units.h"
 #include "sim/schedule.h"
@@ -35,6 +36,11 @@ struct TransferRecord {
   SimTime end = 0;        // the last byte has arrived
 };
 
+// The ring collectives a stage runs over its data-parallel replicas.
+enum class ReplicaCollective : std::uint8_t { kAllReduce, kReduceScatter, kAllGather };
+// "all-reduce", "reduce-scatter", "all-gather".
+std::string_view to_string(ReplicaCollective c);
+
 class SimListener {
  public:
   virtual ~SimListener() = default;
@@ -42,11 +48,12 @@ class SimListener {
   virtual void on_compute(int device, const Op& op, SimTime start, SimTime end) = 0;
   // Called when a transfer is booked on its route.
   virtual void on_transfer(const TransferRecord& transfer) = 0;
-  // Called when a stage's gradient all-reduce across data-parallel replicas is
-  // booked on its device's replica link, `bytes` of gradients; under ZeRO-2/3
-  // for each reduce-scatter and all-gather of the stage (sim/engine.h).
-  virtual void on_allreduce(int /*device*/, int /*stage*/, Bytes /*bytes*/, SimTime /*start*/,
-                            SimTime /*end*/) {}
+  // Called when a stage's collective across data-parallel replicas is booked
+  // on its device's replica link, over `bytes` of gradients or weights: the
+  // gradient all-reduce, or under ZeRO each reduce-scatter and all-gather of
+  // the stage (sim/engine.h).
+  virtual void on_replica_collective(int /*device*/, int /*stage*/, ReplicaCollective /*what*/,
+                                     Bytes /*bytes*/, SimTime /*start*/, SimTime /*end*/) {}
   // Called when an op of a tensor-parallel stage starts: its group's
   // collectives (`bytes` all-reduced in all) run from `start`, when the op's
   // compute ends, to `end`, when the op ends.

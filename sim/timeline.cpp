@@ -16,6 +16,18 @@ std::string_view to_string(Lane l) {
   return "?";
 }
 
+std::string_view to_string(ReplicaCollective c) {
+  switch (c) {
+    case ReplicaCollective::kAllReduce:
+      return "all-reduce";
+    case ReplicaCollective::kReduceScatter:
+      return "reduce-scatter";
+    case ReplicaCollective::kAllGather:
+      return "all-gather";
+  }
+  return "?";
+}
+
 std::string_view to_string(EventKind k) {
   switch (k) {
     case EventKind::kForward:
@@ -105,12 +117,13 @@ void TimelineRecorder::on_transfer(const TransferRecord& t) {
   sink_.event(e);
 }
 
-void TimelineRecorder::on_allreduce(int device, int stage, Bytes bytes, SimTime start,
-                                    SimTime end) {
+void TimelineRecorder::on_replica_collective(int device, int stage, ReplicaCollective what,
+                                             Bytes bytes, SimTime start, SimTime end) {
   TimelineEvent e;
   e.device = device;
   e.lane = Lane::kSend;
   e.kind = EventKind::kAllReduce;
+  e.collective = what;
   e.stage = stage;
   e.bytes = bytes;
   e.start = start;
@@ -150,7 +163,7 @@ std::string event_name(const TimelineEvent& e) {
     case EventKind::kGradient:
       return "grad " + mb;
     case EventKind::kAllReduce:
-      return "all-reduce";
+      return std::string(to_string(e.collective));
     case EventKind::kTensorAllReduce:
       return "tp " + mb;
   }

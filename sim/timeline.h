@@ -26,8 +26,10 @@ enum class EventKind : std::uint8_t {
   kWeight,
   kOptimizer,  // compute lane
   kActivation,
-  kGradient,   // send and recv lanes
-  kAllReduce,  // send lane: a stage's gradient all-reduce across data-parallel replicas
+  kGradient,  // send and recv lanes
+  // send lane: a stage's collective across data-parallel replicas (its
+  // gradient all-reduce, or ZeRO's reduce-scatters and all-gathers)
+  kAllReduce,
   // tensor lane: the tensor-parallel all-reduces of one op (F, R or B) of a
   // micro-batch, summed and drawn after the op's compute
   kTensorAllReduce,
@@ -56,10 +58,13 @@ struct TimelineEvent {
   // Measured compute ops: the worker thread's CPU time during the op, ns. Less
   // than end - start by what the OS or a hypervisor took away (steal).
   std::optional<SimTime> cpu_time;
+  // kAllReduce events: which collective over the replicas.
+  ReplicaCollective collective = ReplicaCollective::kAllReduce;
 };
 
 // The short name traces and the timeline view give an event: "F3", "R3", "B3",
-// "W3", "optimizer", "act 3", "grad 3", "all-reduce", "tp 3".
+// "W3", "optimizer", "act 3", "grad 3", "all-reduce" (or "reduce-scatter",
+// "all-gather"), "tp 3".
 std::string event_name(const TimelineEvent& e);
 
 // Bytes in use on one device from `time` until the next point.
@@ -111,7 +116,8 @@ class TimelineRecorder final : public SimListener {
   explicit TimelineRecorder(TimelineSink& sink) : sink_(sink) {}
   void on_compute(int device, const Op& op, SimTime start, SimTime end) override;
   void on_transfer(const TransferRecord& transfer) override;
-  void on_allreduce(int device, int stage, Bytes bytes, SimTime start, SimTime end) override;
+  void on_replica_collective(int device, int stage, ReplicaCollective what, Bytes bytes,
+                             SimTime start, SimTime end) override;
   void on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
                             SimTime end) override;
 
@@ -129,8 +135,10 @@ class ListenerList final : public SimListener {
   void on_transfer(const TransferRecord& transfer) override {
     for (SimListener* l : listeners_) l->on_transfer(transfer);
   }
-  void on_allreduce(int device, int stage, Bytes bytes, SimTime start, SimTime end) override {
-    for (SimListener* l : listeners_) l->on_allreduce(device, stage, bytes, start, end);
+  void on_replica_collective(int device, int stage, ReplicaCollective what, Bytes bytes,
+                             SimTime start, SimTime end) override {
+    for (SimListener* l : listeners_)
+      l->on_replica_collective(device, stage, what, bytes, start, end);
   }
   void on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
                             SimTime end) override {

@@ -450,6 +450,13 @@ class TraceReader {
     }
     if (args.contains("cpu_us")) ev.cpu_time = duration(args, apath, "cpu_us");
     const std::string name = text(e, path, "name");
+    if (ev.kind == EventKind::kAllReduce) {
+      for (const ReplicaCollective c :
+           {ReplicaCollective::kAllReduce, ReplicaCollective::kReduceScatter,
+            ReplicaCollective::kAllGather}) {
+        if (name == to_string(c)) ev.collective = c;
+      }
+    }
     if (name != event_name(ev)) {
       fail(path + ".name", "unknown event name '" + name + "' (this " +
                                std::string(to_string(ev.kind)) + " slice is '" + event_name(ev) +

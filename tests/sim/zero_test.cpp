@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "scenario_docs.h"
 #include "sim/plan.h"
@@ -13,6 +15,8 @@
 #include "sim/planner.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
+#include "sim/timeline.h"
+#include "sim/trace_io.h"
 #include "sim/zero.h"
 #include "sim_fixtures.h"
 
@@ -233,6 +237,36 @@ TEST(Zero, StageThreeGathersForRecomputesToo) {
   cfg.data_parallel = data_parallel_ring(sc.cluster, 2, 2);
   const SimResult r = simulate(replica_scenario(sc, 2, 2), cfg);
   EXPECT_EQ(r.metrics.allreduce_time, (12 + 4) * 16000);
+}
+
+// Device 0's collectives over the replicas in the timeline, in order, by name.
+std::vector<std::string> replica_collectives(const SimResult& r) {
+  std::vector<std::string> out;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.kind == EventKind::kAllReduce && e.device == 0) out.push_back(event_name(e));
+  }
+  return out;
+}
+
+TEST(Zero, TheTimelineNamesEachCollective) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(replica_collectives(collective_run(0)), V{"all-reduce"});
+  // ZeRO-1: the reduce-scatter where the all-reduce was, the step's all-gather.
+  EXPECT_EQ(replica_collectives(collective_run(1)), (V{"reduce-scatter", "all-gather"}));
+  // ZeRO-2: a reduce-scatter after each backward (B0, B1), then the all-gather.
+  EXPECT_EQ(replica_collectives(collective_run(2)),
+            (V{"reduce-scatter", "reduce-scatter", "all-gather"}));
+  // ZeRO-3: a gather before each F and B, a reduce-scatter after each B.
+  EXPECT_EQ(replica_collectives(collective_run(3)),
+            (V{"all-gather", "all-gather", "all-gather", "reduce-scatter", "all-gather",
+               "reduce-scatter"}));
+  // A trace keeps the names: written and read back, the same collectives.
+  const SimResult two = collective_run(2);
+  std::stringstream trace;
+  write_chrome_trace(trace, two.timeline);
+  SimResult back;
+  back.timeline = read_chrome_trace(trace, "t.json");
+  EXPECT_EQ(replica_collectives(back), replica_collectives(two));
 }
 
 TEST(Zero, ScenarioFieldAndItsErrors) {
