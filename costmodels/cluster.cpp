@@ -93,8 +93,10 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
   PS_CHECK(src >= 0 && src < devices && dst >= 0 && dst < devices,
            "route " + std::to_string(src) + " -> " + std::to_string(dst) + " outside " +
                std::to_string(devices) + " devices");
-  const int stride = uses_graph() ? group_stride * tensor_parallel : tensor_parallel;
-  return physical_route(src * stride, dst * stride);
+  // Flat topologies link every pair of groups alike, so their routes need not
+  // know where a replica's groups sit.
+  if (!uses_graph()) return physical_route(src * tensor_parallel, dst * tensor_parallel);
+  return physical_route(first_physical_device(src), first_physical_device(dst));
 }
 
 std::vector<Hop> Cluster::physical_route(int src, int dst) const {
