@@ -56,6 +56,15 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
     out << "Profile    layer times, optimizer and transport measured on " << c.profile->machine
         << " (" << c.profile->backend << ")\n";
   }
+  const bool split_cuts = c.p2p_split && c.tensor_parallel > 1 && !m.sequence_parallel;
+  if (r.stages > 1 && (c.p2p == P2pMode::kBlocking || split_cuts)) {
+    out << "Sends      "
+        << (c.p2p == P2pMode::kBlocking
+                ? "blocking: a stage computes nothing until its send has arrived"
+                : "overlapped with compute")
+        << (split_cuts ? "; each device sends 1/T of a cut, the next group all-gathers it" : "")
+        << "\n";
+  }
   if (c.shared_cores > 0 && c.shared_cores < r.stages) {
     out << "Cores      the " << r.stages << " stages share " << c.shared_cores
         << " cores: an op holds a core for its whole duration, in the order ops become ready\n";

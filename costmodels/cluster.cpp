@@ -83,6 +83,16 @@ std::string_view to_string(RankOrder order) {
   return order == RankOrder::kTpDpPp ? "tp-dp-pp" : "tp-pp-dp";
 }
 
+std::string_view to_string(P2pMode mode) {
+  return mode == P2pMode::kBlocking ? "blocking" : "overlapped";
+}
+
+std::optional<P2pMode> parse_p2p_mode(std::string_view name) {
+  if (name == "overlapped") return P2pMode::kOverlapped;
+  if (name == "blocking") return P2pMode::kBlocking;
+  return std::nullopt;
+}
+
 std::optional<RankOrder> parse_rank_order(std::string_view name) {
   if (name == "tp-pp-dp") return RankOrder::kTpPpDp;
   if (name == "tp-dp-pp") return RankOrder::kTpDpPp;

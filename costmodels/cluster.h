@@ -42,6 +42,16 @@ enum class RankOrder : std::uint8_t { kTpPpDp, kTpDpPp };
 std::string_view to_string(RankOrder order);
 std::optional<RankOrder> parse_rank_order(std::string_view name);
 
+// What a stage does while its output travels to the next stage: computes on
+// (`overlapped`: torchgpipe's copy streams, PyTorch's pipelining, NeMo's
+// overlapped exchanges) or waits for the send to arrive before its next op
+// (`blocking`: Megatron-LM and DeepSpeed wait on every send of their
+// pipeline schedules).
+enum class P2pMode : std::uint8_t { kOverlapped, kBlocking };
+std::string_view to_string(P2pMode mode);
+std::optional<P2pMode> parse_p2p_mode(std::string_view name);  // "overlapped", "blocking"
+inline constexpr const char* kP2pModeNames = "overlapped, blocking";
+
 struct Cluster {
   std::string name;  // preset name, or the device name for an explicit cluster
   // The devices the pipeline sees. Under tensor parallelism each is a group of
@@ -51,6 +61,14 @@ struct Cluster {
   int devices = 1;
   int tensor_parallel = 1;
   RankOrder rank_order = RankOrder::kTpPpDp;
+  P2pMode p2p = P2pMode::kOverlapped;
+  // Under tensor parallelism, where every device of a group holds a cut's
+  // whole tensor (no sequence parallelism): each sends 1 / T of it and the
+  // receiving group all-gathers it (Megatron-LM's scatter-gather of pipeline
+  // tensors, Narayanan et al. 2021 section 4.1; DeepSpeed's partitioned
+  // pipeline sends). False: each sends its whole copy (PyTorch's pipelining,
+  // the executor).
+  bool p2p_split = false;
   // In one replica's copy of the cluster (replica_scenario): its device g is
   // the whole cluster's group g x group_stride (D under tp-dp-pp, else 1), on
   // the whole cluster's graph. Flat topologies (all-to-all, PCIe through the

@@ -38,6 +38,9 @@ struct InFlight {
   TransferKind kind = TransferKind::kActivation;
   int boundary = 0;  // between stage boundary and boundary + 1
   int micro_batch = 0;
+
+  int from_stage() const { return kind == TransferKind::kActivation ? boundary : boundary + 1; }
+  int to_stage() const { return kind == TransferKind::kActivation ? boundary + 1 : boundary; }
 };
 
 // What an op kind waits for from another stage or the replicas, and what it
@@ -56,6 +59,7 @@ struct DeviceState {
   bool gathering = false;       // ZeRO-3: the next op's weights are being gathered
   bool gathered = false;        // ZeRO-3: the next op's weights are here
   SimTime op_start = 0;
+  int sends_in_flight = 0;  // P2pMode::kBlocking: the device waits for them
   PairHold<NoOutput> pair;  // the outputs of an overlapped pair still running
 };
 
@@ -217,10 +221,11 @@ class Engine {
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
     switch (op.kind) {
       case OpKind::kForward:
+        return {c.tp_forward + c.tp_input_gather, c.tp_forward_bytes + c.tp_input_gather_bytes};
       case OpKind::kRecompute:
         return {c.tp_forward, c.tp_forward_bytes};
       case OpKind::kBackward:
-        return {c.tp_backward, c.tp_backward_bytes};
+        return {c.tp_backward + c.tp_grad_gather, c.tp_backward_bytes + c.tp_grad_gather_bytes};
       case OpKind::kWeight:
       case OpKind::kOptimizer:
         break;
@@ -271,7 +276,7 @@ class Engine {
   void try_start(int d) {
     DeviceState& dev = devices_[static_cast<std::size_t>(d)];
     const auto& ops = sched_.device_ops[static_cast<std::size_t>(d)];
-    if (dev.busy || dev.gathering || dev.next >= ops.size()) return;
+    if (dev.busy || dev.gathering || dev.sends_in_flight > 0 || dev.next >= ops.size()) return;
     const Op& op = ops[dev.next];
     // ZeRO-3: the gather starts once the device reaches the op, without
     // waiting for the op's input; the op computes once both are here.
@@ -394,6 +399,9 @@ class Engine {
     for (std::uint32_t l : route.links) start = std::max(start, link_free_[l]);
     for (std::uint32_t l : route.links) link_free_[l] = start + route.serialize;
     const SimTime end = start + route.latency + route.serialize;
+    if (cluster_.p2p == P2pMode::kBlocking) {
+      ++devices_[static_cast<std::size_t>(device_of(t.from_stage()))].sends_in_flight;
+    }
     result_.comm_time += route.serialize * static_cast<SimTime>(route.links.size());
     std::uint32_t slot;
     if (!free_slots_.empty()) {
@@ -406,12 +414,11 @@ class Engine {
     }
     queue_.push(end, kTransferDone, slot);
     if (listener_ != nullptr) {
-      const bool act = kind == TransferKind::kActivation;
       TransferRecord rec;
       rec.id = next_transfer_id_;
       rec.kind = kind;
-      rec.src_stage = act ? boundary : boundary + 1;
-      rec.dst_stage = act ? boundary + 1 : boundary;
+      rec.src_stage = t.from_stage();
+      rec.dst_stage = t.to_stage();
       rec.micro_batch = m;
       rec.src_device = device_of(rec.src_stage);
       rec.dst_device = device_of(rec.dst_stage);
@@ -429,16 +436,20 @@ class Engine {
     const InFlight t = in_flight_[slot];
     free_slots_.push_back(slot);
     arrive(t);
+    if (cluster_.p2p == P2pMode::kBlocking) {
+      const int from = device_of(t.from_stage());
+      --devices_[static_cast<std::size_t>(from)].sends_in_flight;
+      try_start(from);
+    }
   }
 
   void arrive(const InFlight& t) {
     if (t.kind == TransferKind::kActivation) {
       act_ready_[cell(t.boundary + 1, t.micro_batch)] = 1;
-      try_start(device_of(t.boundary + 1));
     } else {
       grad_ready_[cell(t.boundary, t.micro_batch)] = 1;
-      try_start(device_of(t.boundary));
     }
+    try_start(device_of(t.to_stage()));
   }
 
   const Schedule& sched_;

@@ -124,7 +124,9 @@ struct Prefix {
     params.assign(n + 1, 0);
     stash.assign(n + 1, 0);
     cut_time.assign(n + 1, 0);
-    for (std::size_t i = 1; i < n; ++i) cut_time[i] = transfer_time(p, p.cut_bytes[i]);
+    for (std::size_t i = 1; i < n; ++i) {
+      cut_time[i] = transfer_time(p, (p.cut_bytes[i] + p.cut_split - 1) / p.cut_split);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const LayerCost& l = p.layers[i];
       fwd_bwd[i + 1] = fwd_bwd[i] + l.forward + l.backward;
@@ -234,6 +236,7 @@ const auto kAlways = [](int, int) { return true; };
 
 void check_problem(const PartitionProblem& p) {
   PS_CHECK(p.cut_bytes.size() == p.layers.size() + 1, "cut_bytes needs layers + 1 entries");
+  PS_CHECK(p.cut_split >= 1, "cut_split must be at least 1");
   PS_CHECK(p.stages >= 1 && p.stages <= static_cast<int>(p.layers.size()), "need 1 <= K <= layers");
   PS_CHECK(p.stage_held.empty() || static_cast<int>(p.stage_held.size()) == p.stages,
            "stage_held needs one count per stage");

@@ -62,6 +62,9 @@ struct PartitionProblem {
   // cut_bytes[i]: bytes crossing a cut before layer i for one micro-batch
   // (cut_bytes[0] the model input, cut_bytes[L] the last output); L + 1 entries.
   std::vector<Bytes> cut_bytes;
+  // Each device sends cut_bytes / cut_split of a cut (sim/tensor_parallel.h);
+  // the receiving group's all-gather is left to the simulation.
+  int cut_split = 1;
   int stages = 1;
   // The device of each stage when several share one (partition_devices); empty:
   // stage s on device s mod the devices.

@@ -60,6 +60,10 @@ struct Plan {
   // How the K x D x T ranks sit on the cluster (cluster.rank_order); matters
   // with D > 1.
   RankOrder rank_order = RankOrder::kTpPpDp;
+  // How stages exchange tensors (cluster.p2p, cluster.p2p_split); matter with
+  // K > 1.
+  P2pMode p2p = P2pMode::kOverlapped;
+  bool p2p_split = false;
   // T, the devices of a stage that split its layers (training.tensor_parallel);
   // the stage plans are one device's share
   int tensor_parallel = 1;

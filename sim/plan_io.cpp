@@ -106,6 +106,10 @@ void read_cluster(ObjectReader c, Plan& p) {
   // Absent from plans written before rank orders: the replicas outermost.
   p.rank_order = opt_choice(c, "rank_order", "rank order", parse_rank_order, "tp-pp-dp, tp-dp-pp")
                      .value_or(RankOrder::kTpPpDp);
+  // Absent from plans written before point-to-point modes: overlapped, whole.
+  p.p2p = opt_choice(c, "p2p", "point-to-point mode", parse_p2p_mode, kP2pModeNames)
+              .value_or(P2pMode::kOverlapped);
+  p.p2p_split = c.opt_bool("p2p_split").value_or(false);
   c.finish();
 }
 
@@ -313,7 +317,9 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["cluster"] = {{"name", plan.cluster_name},
                     {"devices", plan.devices},
                     {"memory_capacity_bytes", plan.memory_capacity},
-                    {"rank_order", std::string(to_string(plan.rank_order))}};
+                    {"rank_order", std::string(to_string(plan.rank_order))},
+                    {"p2p", std::string(to_string(plan.p2p))},
+                    {"p2p_split", plan.p2p_split}};
   doc["K"] = plan.stages;
   doc["D"] = plan.data_parallel;
   doc["T"] = plan.tensor_parallel;
@@ -431,6 +437,21 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
             ", the scenario " + std::string(to_string(scenario.cluster.rank_order)) +
             " (--set cluster.rank_order=" + std::string(to_string(plan.rank_order)) +
             " runs the plan's)");
+  }
+  if (plan.stages > 1 && plan.p2p != scenario.cluster.p2p) {
+    throw ScenarioError(plan_file, "cluster.p2p",
+                        "this plan's stages exchange tensors " + std::string(to_string(plan.p2p)) +
+                            ", the scenario's " + std::string(to_string(scenario.cluster.p2p)) +
+                            " (--set cluster.p2p=" + std::string(to_string(plan.p2p)) +
+                            " runs the plan's)");
+  }
+  if (plan.stages > 1 && plan.tensor_parallel > 1 && plan.p2p_split != scenario.cluster.p2p_split) {
+    const auto how = [](bool split) { return split ? "1/T from each device" : "whole"; };
+    throw ScenarioError(plan_file, "cluster.p2p_split",
+                        std::string("this plan's devices send their cuts ") + how(plan.p2p_split) +
+                            ", the scenario's " + how(scenario.cluster.p2p_split) +
+                            " (--set cluster.p2p_split=" + (plan.p2p_split ? "true" : "false") +
+                            " runs the plan's)");
   }
   if (plan.tensor_parallel != t.tensor_parallel || plan.sequence_parallel != t.sequence_parallel) {
     const auto split = [](int T, bool sp) {

@@ -30,8 +30,8 @@ nlohmann::json to_json(const SimResult& r) {
          {"fwd_s", simtime_to_seconds(s.forward)},
          {"bwd_s", simtime_to_seconds(s.backward_time(r.split_backward()))},
          {"recompute_s", r.remat != Remat::kNever ? simtime_to_seconds(s.recompute) : 0.0},
-         {"tp_fwd_s", simtime_to_seconds(s.tp_forward)},
-         {"tp_bwd_s", simtime_to_seconds(s.tp_backward)}});
+         {"tp_fwd_s", simtime_to_seconds(s.tp_forward + s.tp_input_gather)},
+         {"tp_bwd_s", simtime_to_seconds(s.tp_backward + s.tp_grad_gather)}});
   }
   return json{{"K", r.stages},
               {"T", r.tensor_parallel},

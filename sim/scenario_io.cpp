@@ -348,6 +348,9 @@ Cluster read_cluster(ObjectReader c) {
   cluster.rank_order =
       opt_choice(c, "rank_order", "rank order", parse_rank_order, "tp-pp-dp, tp-dp-pp")
           .value_or(RankOrder::kTpPpDp);
+  cluster.p2p = opt_choice(c, "p2p", "point-to-point mode", parse_p2p_mode, kP2pModeNames)
+                    .value_or(P2pMode::kOverlapped);
+  cluster.p2p_split = c.opt_bool("p2p_split").value_or(false);
   if (cluster.cost_model == CostModelKind::kKernels && !has_table) {
     c.fail("cost_model", "the kernels model needs the device's kernel table: device '" +
                              cluster.device.name +

@@ -217,6 +217,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
     p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
   }
+  p.cut_split = cut_split(sc.model, sc.cluster);
   // Neighbouring stages run on neighbouring devices; their route sets the cost.
   if (sc.cluster.devices > 1) {
     double bottleneck = 0.0;
@@ -468,8 +469,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     for (StageCost& c : out.stage_costs) c.optimizer = cost.optimizer_step((c.params + d - 1) / d);
   }
   check_layers_take_time(scenario, out.stage_costs, cost);
-  add_tensor_collectives(scenario.model, tensor_ring(scenario.cluster), out.micro_batch_size,
-                         out.stage_costs);
+  add_tensor_collectives(scenario.model, scenario.cluster, out.micro_batch_size, out.stage_costs);
   const Schedule schedule = config.custom ? build_custom(*config.custom, r.remat)
                                           : build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);

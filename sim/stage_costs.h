@@ -51,15 +51,26 @@ struct StageCost {
   SimTime tp_backward = 0;
   Bytes tp_forward_bytes = 0;
   Bytes tp_backward_bytes = 0;
+  // ns, where each device sends 1 / T of a cut (cut_split in
+  // sim/tensor_parallel.h): the group's all-gather of the stage's input
+  // before a forward (not a recompute: the stage keeps the gathered input)
+  // and of its output gradient before a backward's B; the whole tensor's
+  // bytes. 0 otherwise.
+  SimTime tp_input_gather = 0;
+  SimTime tp_grad_gather = 0;
+  Bytes tp_input_gather_bytes = 0;
+  Bytes tp_grad_gather_bytes = 0;
   std::int64_t params = 0;
   Bytes static_bytes = 0;  // weights + gradients + optimizer state
   // static_bytes' parts (sim/zero.h, split_static_bytes); 0 until split
   Bytes weight_bytes = 0;
   Bytes gradient_bytes = 0;
   Bytes optimizer_bytes = 0;
-  Bytes input_bytes = 0;   // the stage's input for one micro-batch
-  Bytes output_bytes = 0;  // what it sends to the next stage for one micro-batch
-  Bytes stash_bytes = 0;   // every layer's stash for one micro-batch
+  Bytes input_bytes = 0;  // the stage's input for one micro-batch
+  // What each device of the stage sends to the next stage for one micro-batch
+  // (1 / cut_split of the tensor, sim/tensor_parallel.h).
+  Bytes output_bytes = 0;
+  Bytes stash_bytes = 0;  // every layer's stash for one micro-batch
 };
 
 // A layer's times and its stash per sample as `remat` leaves them. Selective

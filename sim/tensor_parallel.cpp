@@ -100,9 +100,38 @@ TensorCollectives tensor_collectives(const LayerSpec& layer, std::int64_t batch,
   return t;
 }
 
-void add_tensor_collectives(const ModelSpec& model, const DataParallel& ring,
+namespace {
+
+// Each device of the previous (next) group sent 1 / T of the stage's input
+// (output gradient): the group all-gathers it, half an all-reduce's ring.
+void add_cut_gathers(const ModelSpec& model, const DataParallel& ring, int split,
+                     std::int64_t micro_batch_size, StageCost& c) {
+  c.tp_input_gather = c.tp_grad_gather = 0;
+  c.tp_input_gather_bytes = c.tp_grad_gather_bytes = 0;
+  if (split <= 1) return;
+  c.output_bytes =
+      (model.input_bytes_of(c.layers.last_layer + 1) + split - 1) / split * micro_batch_size;
+  if (c.layers.first_layer > 0) {
+    c.tp_input_gather_bytes = model.input_bytes_of(c.layers.first_layer) * micro_batch_size;
+    c.tp_input_gather = reduce_scatter_time(ring, c.tp_input_gather_bytes);
+  }
+  if (c.layers.last_layer + 1 < static_cast<int>(model.layers.size())) {
+    c.tp_grad_gather_bytes = model.input_bytes_of(c.layers.last_layer + 1) * micro_batch_size;
+    c.tp_grad_gather = reduce_scatter_time(ring, c.tp_grad_gather_bytes);
+  }
+}
+
+}  // namespace
+
+int cut_split(const ModelSpec& model, const Cluster& cluster) {
+  return cluster.p2p_split && !model.sequence_parallel ? model.tensor_parallel : 1;
+}
+
+void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
                             std::int64_t micro_batch_size, std::vector<StageCost>& stages) {
+  const DataParallel ring = tensor_ring(cluster);
   if (ring.replicas <= 1) return;
+  const int split = cut_split(model, cluster);
   for (StageCost& c : stages) {
     c.tp_forward = c.tp_backward = 0;
     c.tp_forward_bytes = c.tp_backward_bytes = 0;
@@ -114,6 +143,7 @@ void add_tensor_collectives(const ModelSpec& model, const DataParallel& ring,
       c.tp_forward_bytes += layer.tp_fwd_bytes * micro_batch_size;
       c.tp_backward_bytes += layer.tp_bwd_bytes * micro_batch_size;
     }
+    add_cut_gathers(model, ring, split, micro_batch_size, c);
   }
 }
 

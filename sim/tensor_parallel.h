@@ -52,8 +52,16 @@ struct TensorCollectives {
 TensorCollectives tensor_collectives(const LayerSpec& layer, std::int64_t batch,
                                      const DataParallel& ring);
 
-// Fills each stage's tp_forward, tp_backward and their bytes from its layers.
-void add_tensor_collectives(const ModelSpec& model, const DataParallel& ring,
+// How many ways each device's share of a cut is split for sending: T where
+// the cluster splits cuts (Cluster::p2p_split) that every device of a group
+// holds whole (no sequence parallelism), else 1.
+int cut_split(const ModelSpec& model, const Cluster& cluster);
+
+// Fills each stage's tp_forward, tp_backward and their bytes from its layers;
+// where the cuts are split (cut_split > 1), each device's share of the output
+// (output_bytes) and the group's all-gathers of the stage's input and output
+// gradient (tp_input_gather, tp_grad_gather).
+void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
                             std::int64_t micro_batch_size, std::vector<StageCost>& stages);
 
 }  // namespace pipescope

@@ -192,6 +192,21 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
   fs::remove(plan);
 }
 
+TEST(SimulateCli, SummaryNamesBlockingAndSplitSends) {
+  const std::string plain = "simulate " + kDemo + " -T 2 -K 2";
+  const CliResult overlapped = run(plain);
+  ASSERT_EQ(overlapped.status, 0) << overlapped.err;
+  EXPECT_EQ(overlapped.out.find("Sends"), std::string::npos) << overlapped.out;
+  const CliResult blocking =
+      run(plain + " --set cluster.p2p=blocking --set cluster.p2p_split=true");
+  ASSERT_EQ(blocking.status, 0) << blocking.err;
+  EXPECT_NE(blocking.out.find("Sends      blocking: a stage computes nothing until its send has "
+                              "arrived; each device sends 1/T of a cut, the next group "
+                              "all-gathers it\n"),
+            std::string::npos)
+      << blocking.out;
+}
+
 TEST(SimulateCli, SetOverridesAField) {
   const CliResult r = run("simulate " + kDemo + " --set training.global_batch=64 --json");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -33,7 +33,7 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   // 14 GPipe figures and the 60 cases of the GPU suite.
   EXPECT_EQ(a["checked"], 74);
   EXPECT_EQ(a["failed"], 0);
-  EXPECT_EQ(a["gaps"], 24);
+  EXPECT_EQ(a["gaps"], 22);
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
   ASSERT_EQ(files.status, 0) << files.err;
@@ -50,8 +50,8 @@ TEST(ValidateCli, PrintsTheTables) {
        {"Largest Transformer on TPU v3 cores of 16 GiB (table 1)", "Pipeline-128 layers",
         "rematerialization, one core (2.7x)", "Transformer-48 throughput (table 2)",
         "AmoebaNet-D (18, 256) throughput (table 2)", "M=16 instead of 8:",
-        "50 of 74 checked figures within tolerance, 24 outside with the cause stated",
-        "Published GPU measurements", "median |error| 13.0 % over 60 cases",
+        "52 of 74 checked figures within tolerance, 22 outside with the cause stated",
+        "Published GPU measurements", "median |error| 12.4 % over 60 cases",
         "* gap: Naive-1 holds 2 layers: 3 need 17.4 GiB of 16.0 GiB (8.5 % over)"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   }

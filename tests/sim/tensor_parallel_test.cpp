@@ -96,6 +96,70 @@ TEST(TensorParallel, OpsRunTheirAllReducesAfterTheirCompute) {
   EXPECT_EQ(tensor, want_tensor);
 }
 
+// Two groups, one layer each, M = 1, remat on: each layer's output is 6000
+// bytes a sample, whole on both devices of a group.
+SimResult split_cuts(bool split, bool sequence) {
+  Scenario sc = tp_scenario(2, 2, 1);
+  for (LayerSpec& l : sc.model.layers) l.out_bytes = 6000;
+  sc.model.sequence_parallel = sequence;
+  sc.cluster.p2p_split = split;
+  sc.training.remat = Remat::kAlways;
+  SimConfig cfg;
+  cfg.stages = 2;
+  return simulate(sc, cfg);
+}
+
+// Each device's tensor-lane lengths in time order.
+std::vector<std::vector<SimTime>> tensor_lengths(const SimResult& r) {
+  std::vector<std::vector<SimTime>> out(2);
+  std::vector<TimelineEvent> events = r.timeline.events;
+  std::sort(events.begin(), events.end(),
+            [](const TimelineEvent& a, const TimelineEvent& b) { return a.start < b.start; });
+  for (const TimelineEvent& e : events) {
+    if (e.lane == Lane::kTensor) out[static_cast<std::size_t>(e.device)].push_back(e.end - e.start);
+  }
+  return out;
+}
+
+TEST(TensorParallel, SplitCutsSendAShareAndGatherIt) {
+  // p2p_split: each device sends 3000 of the 6000 bytes and the next group
+  // all-gathers them: (T - 1) (1 us + 6000 B / (2 x 1 GB/s)) = 4000 ns, before
+  // stage 1's forward and stage 0's backward, not before a recompute. A
+  // layer's own all-reduces are 8000 ns an op at micro-batch 1.
+  const SimResult r = split_cuts(true, false);
+  ASSERT_EQ(r.stage_costs.size(), 2u);
+  EXPECT_EQ(r.stage_costs[0].output_bytes, 3000);
+  EXPECT_EQ(r.stage_costs[0].tp_input_gather, 0);
+  EXPECT_EQ(r.stage_costs[0].tp_grad_gather, 4000);
+  EXPECT_EQ(r.stage_costs[0].tp_grad_gather_bytes, 6000);
+  EXPECT_EQ(r.stage_costs[1].tp_input_gather, 4000);
+  EXPECT_EQ(r.stage_costs[1].tp_input_gather_bytes, 6000);
+  EXPECT_EQ(r.stage_costs[1].tp_grad_gather, 0);
+  const std::vector<std::vector<SimTime>> want{{8000, 8000, 8000 + 4000},
+                                               {8000 + 4000, 8000, 8000}};
+  EXPECT_EQ(tensor_lengths(r), want);
+  // Whole copies: 6000 bytes from each device and no gathers.
+  const SimResult whole = split_cuts(false, false);
+  EXPECT_EQ(whole.stage_costs[0].output_bytes, 6000);
+  EXPECT_EQ(whole.stage_costs[1].tp_input_gather, 0);
+  EXPECT_EQ(whole.stage_costs[0].tp_grad_gather, 0);
+  // Sequence parallelism has split the tensor already: nothing more to split.
+  const SimResult sequence = split_cuts(true, true);
+  EXPECT_EQ(sequence.stage_costs[0].output_bytes, 6000);
+  EXPECT_EQ(sequence.stage_costs[1].tp_input_gather, 0);
+}
+
+TEST(TensorParallel, ThePartitionerPricesTheSplitCut) {
+  Scenario sc = tp_scenario(2, 2, 1);
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
+  EXPECT_EQ(partition_problem(sc, cost, 2, 1, Remat::kNever).cut_split, 1);
+  sc.cluster.p2p_split = true;
+  EXPECT_EQ(partition_problem(sc, cost, 2, 1, Remat::kNever).cut_split, 2);
+  EXPECT_EQ(cut_split(sc.model, sc.cluster), 2);
+  sc.model.sequence_parallel = true;
+  EXPECT_EQ(cut_split(sc.model, sc.cluster), 1);
+}
+
 TEST(TensorParallel, MfuCountsTheDevicesShare) {
   // The layers are one device's share: 2 layers x 3000 FLOPs a sample, 2
   // samples, in a step of 76,000 ns at 1 FLOP/ns on K = 1 device.

@@ -1,6 +1,6 @@
 // Transfers (docs/models.md, "What the models assume", Transfers): summed latency of the route plus
 // bytes over its bottleneck bandwidth, two hops through the host, FIFO queueing on a shared link
-// direction, full duplex links, and overlap with compute.
+// direction, full duplex links, and overlap with compute or, with blocking sends, none.
 
 #include <gtest/gtest.h>
 
@@ -86,6 +86,50 @@ TEST(Transfer, OverlapsWithCompute) {
   EXPECT_EQ(f1.device, 0);
   EXPECT_EQ(send.start, f1.start);
   EXPECT_LT(send.start, f1.end);
+}
+
+TEST(Transfer, BlockingSendsHoldTheSenderUntilTheyArrive) {
+  // The case above with cluster.p2p blocking, c = 300 ns a transfer. Device 0:
+  // F(0,0) [0, 1000], blocked to 1300, F(0,1) [1300, 2300], blocked to 2600.
+  // Device 1: F(1,0) [1300, 2300], F(1,1) [2600, 3600], B(1,1) [3600, 5600],
+  // blocked to 5900, B(1,0) [5900, 7900]. Device 0: B(0,1) [5900, 7900],
+  // B(0,0) once gradient 0 lands at 8200: [8200, 10200].
+  Scenario sc = two_stages(2, 200, 100e-9, TopologyKind::kAllToAll);
+  sc.cluster.p2p = P2pMode::kBlocking;
+  const SimResult r = simulate(sc, SimConfig{});
+  const TimelineEvent& f01 = find(r.timeline, Lane::kCompute, EventKind::kForward, 1);
+  EXPECT_EQ(f01.device, 0);
+  EXPECT_EQ(f01.start, 1300);
+  EXPECT_EQ(r.metrics.step_time, 10200);
+  EXPECT_EQ(r.metrics.comm_time, 4 * 200);  // the same transfers as overlapped
+  // The sender's wait is idle time, not compute.
+  EXPECT_EQ(r.metrics.devices[0].busy, 2 * 1000 + 2 * 2000);
+}
+
+TEST(Transfer, BlockingSendsToTheSameDeviceCostNothing) {
+  // Interleaved stages 0 and 2 on device 0: nothing crosses a link between
+  // them, so blocking and overlapped agree when the route is empty.
+  Scenario sc = two_stages(2, 200, 100e-9, TopologyKind::kAllToAll);
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
+  const auto stages =
+      compute_stage_costs(sc.model, partition_uniform(2, 2), cost, 1, 0.0, Remat::kNever);
+  Schedule s = build_gpipe(2, 2, Remat::kNever);
+  s.stage_device = {0, 0};
+  s.device_ops = {{{OpKind::kForward, 0, 0},
+                   {OpKind::kForward, 0, 1},
+                   {OpKind::kForward, 1, 0},
+                   {OpKind::kForward, 1, 1},
+                   {OpKind::kBackward, 1, 1},
+                   {OpKind::kBackward, 1, 0},
+                   {OpKind::kBackward, 0, 1},
+                   {OpKind::kBackward, 0, 0},
+                   {OpKind::kOptimizer, 0, 0},
+                   {OpKind::kOptimizer, 1, 0}}};
+  ASSERT_EQ(check_schedule(s), "");
+  const SimTime overlapped = run_engine(s, stages, sc.cluster, nullptr).step_time;
+  sc.cluster.p2p = P2pMode::kBlocking;
+  EXPECT_EQ(run_engine(s, stages, sc.cluster, nullptr).step_time, overlapped);
+  EXPECT_EQ(overlapped, 4 * 1000 + 4 * 2000);
 }
 
 TEST(Transfer, SharedLinkDirectionQueuesFifo) {
