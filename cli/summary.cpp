@@ -38,7 +38,11 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   if (c.interconnect.topology == TopologyKind::kNodes) {
     out << " inside nodes of " << c.interconnect.devices_per_node << "; "
         << format_rate(c.interconnect.inter_node_bandwidth) << ", "
-        << format_seconds(c.interconnect.inter_node_latency_s) << " per device between nodes";
+        << format_seconds(c.interconnect.inter_node_latency_s)
+        << (c.shares_nics()
+                ? " per NIC between nodes, " + std::to_string(c.interconnect.nics_per_node) +
+                      " NICs a node shared by its devices"
+                : std::string(" per device between nodes"));
   }
   if (c.interconnect.topology == TopologyKind::kPcieHost && c.interconnect.devices_per_switch > 0) {
     out << ", " << c.interconnect.devices_per_switch

@@ -106,7 +106,38 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
   // Flat topologies link every pair of groups alike, so their routes need not
   // know where a replica's groups sit.
   if (!uses_graph()) return physical_route(src * tensor_parallel, dst * tensor_parallel);
-  return physical_route(first_physical_device(src), first_physical_device(dst));
+  if (!shares_nics()) return physical_route(first_physical_device(src), first_physical_device(dst));
+  LinkLoad load;
+  for (int r = 0; r < replicas; ++r) {
+    for (int t = 0; t < tensor_parallel; ++t) {
+      add_load(load, physical_device(src, t, r), physical_device(dst, t, r));
+    }
+  }
+  return loaded_route(first_physical_device(src), first_physical_device(dst), load);
+}
+
+int Cluster::physical_device(int group, int rank, int replica) const {
+  const int whole_group =
+      rank_order == RankOrder::kTpDpPp ? group * group_stride + replica : replica * devices + group;
+  return whole_group * tensor_parallel + rank;
+}
+
+bool Cluster::shares_nics() const {
+  return interconnect.topology == TopologyKind::kNodes && interconnect.nics_per_node > 0 &&
+         interconnect.nics_per_node < interconnect.devices_per_node;
+}
+
+void Cluster::add_load(LinkLoad& load, int src, int dst) const {
+  for (const Hop& h : physical_route(src, dst)) ++load[h.link];
+}
+
+std::vector<Hop> Cluster::loaded_route(int src, int dst, const LinkLoad& load) const {
+  std::vector<Hop> hops = physical_route(src, dst);
+  for (Hop& h : hops) {
+    const auto it = load.find(h.link);
+    if (it != load.end() && it->second > 1) h.bandwidth /= it->second;
+  }
+  return hops;
 }
 
 std::vector<Hop> Cluster::physical_route(int src, int dst) const {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "costmodels/device.h"
@@ -75,6 +76,9 @@ struct Cluster {
   // host) give every pair of groups alike links, and a ring is taken as the
   // replica's own, so only graph-routed ones use the stride.
   int group_stride = 1;
+  // In one replica's copy: D, the replicas that run the same schedule beside
+  // it, sending what it sends at the same moments (1 in the whole cluster).
+  int replicas = 1;
   Device device;
   Interconnect interconnect;
   // Measured figures (`--cost-model PROFILE`): the cost model answers from the
@@ -101,6 +105,13 @@ struct Cluster {
   // The whole cluster's first physical device of this copy's group g (where
   // its rank runs under the rank order).
   int first_physical_device(int group) const { return group * group_stride * tensor_parallel; }
+  // The whole cluster's physical device of tensor rank `rank` of this copy's
+  // group g in replica r (< replicas), under the rank order.
+  int physical_device(int group, int rank, int replica) const;
+  // Whether a node's devices share fewer NICs than they are
+  // (Interconnect::nics_per_node): only then do the copies of a transfer that
+  // a group's devices and the replicas send at once meet on a link.
+  bool shares_nics() const;
   // `n` of the pipeline's devices in words: "8 devices", or "8 groups of T=4
   // devices" under tensor parallelism.
   std::string devices_text(std::int64_t n) const;
@@ -112,7 +123,16 @@ struct Cluster {
   // The hops a transfer from device (group) src to dst takes, in order. Empty
   // when src == dst. Through-host routes take two hops; ring routes take the
   // shorter way round (clockwise on a tie).
+  // With shared NICs (shares_nics) each hop's bandwidth is its share while the
+  // group's T devices and the `replicas` copies all send theirs at once
+  // (loaded_route).
   std::vector<Hop> route(int src, int dst) const;
+  // How many transfers that run at once cross each directed link.
+  using LinkLoad = std::unordered_map<std::int64_t, int>;
+  void add_load(LinkLoad& load, int src, int dst) const;  // physical devices
+  // physical_route(src, dst) with each hop's bandwidth divided by its load
+  // (at least 1: the transfer itself).
+  std::vector<Hop> loaded_route(int src, int dst, const LinkLoad& load) const;
   // The same between physical devices (< physical_devices()).
   std::vector<Hop> physical_route(int src, int dst) const;
   // A short name for a directed link, for traces ("0->1", "2->host", "host->3").

@@ -62,8 +62,13 @@ struct Interconnect {
   // kNodes only: devices per node (behind one switch at bandwidth, latency_s)
   // and each device's link to the spine between nodes.
   int devices_per_node = 0;
-  double inter_node_bandwidth = 0.0;  // bytes/s per direction
+  double inter_node_bandwidth = 0.0;  // bytes/s per direction, of a device's (or a NIC's) link
   double inter_node_latency_s = 0.0;  // per hop
+  // kNodes only: NICs per node, which divide devices_per_node; a node's
+  // devices share them in runs of devices_per_node / nics_per_node (devices 0
+  // and 1 the first NIC, ...), each NIC's link to the spine at
+  // inter_node_bandwidth. 0: every device has its own.
+  int nics_per_node = 0;
   // kTorus only: devices per row of the grid; 0 takes the most nearly square
   // grid (the largest divisor of the device count up to its square root).
   int torus_width = 0;

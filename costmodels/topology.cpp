@@ -44,9 +44,28 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Int
     g->links_.push_back({a, b, bandwidth, latency_s});
     g->links_.push_back({b, a, bandwidth, latency_s});
   };
+  const int nics = ic.nics_per_node;
+  const bool shared = nics > 0 && nics < ic.devices_per_node;
+  if (shared && ic.devices_per_node % nics != 0) {
+    throw std::invalid_argument("nics_per_node must divide devices_per_node");
+  }
+  // Shared NICs: vertex nic(d) for device d's, cabled to the spine once; the
+  // hop into it carries the latency, so a route's latency is as without.
+  const int per_nic = shared ? ic.devices_per_node / nics : 1;
+  const int first_nic = static_cast<int>(g->vertex_names_.size());
+  const auto nic = [&](int d) { return first_nic + d / per_nic; };
+  if (shared && node_count > 1) {
+    for (int k = 0; k * per_nic < devices; ++k) {
+      const int node = k * per_nic / ic.devices_per_node;
+      g->vertex_names_.push_back("nic" + std::to_string(node) + "." + std::to_string(k % nics));
+      cable(nic(k * per_nic), spine, ic.inter_node_bandwidth, 0.0);
+    }
+  }
   for (int d = 0; d < devices; ++d) {
     cable(d, devices + d / ic.devices_per_node, ic.bandwidth, ic.latency_s);
-    if (node_count > 1) cable(d, spine, ic.inter_node_bandwidth, ic.inter_node_latency_s);
+    if (node_count > 1) {
+      cable(d, shared ? nic(d) : spine, ic.inter_node_bandwidth, ic.inter_node_latency_s);
+    }
   }
   return g;
 }

@@ -30,6 +30,7 @@ Scenario replica_scenario(const Scenario& scenario, int stages, int data_paralle
   r.cluster.devices = stages;
   r.training.global_batch = scenario.training.global_batch / data_parallel;
   r.training.zero_replicas = data_parallel;
+  r.cluster.replicas = data_parallel;
   if (r.cluster.rank_order == RankOrder::kTpDpPp) r.cluster.group_stride = data_parallel;
   // Replicas on a machine whose cores the devices share get their share of them.
   if (r.cluster.shared_cores > 0) {

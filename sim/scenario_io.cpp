@@ -299,6 +299,15 @@ Interconnect read_interconnect(ObjectReader ic) {
     out.devices_per_node = static_cast<int>(ic.integer("devices_per_node", kDeviceCount));
     out.inter_node_bandwidth = ic.number("inter_node_bandwidth", NumberRange::kRate);
     out.inter_node_latency_s = ic.number("inter_node_latency_s", NumberRange::kDuration);
+    // NICs the node's devices share; 0 or absent: one per device.
+    out.nics_per_node =
+        static_cast<int>(ic.opt_integer("nics_per_node", {0, kDeviceCount.max}).value_or(0));
+    if (out.nics_per_node > 0 && out.devices_per_node % out.nics_per_node != 0) {
+      ic.fail("nics_per_node", std::to_string(out.nics_per_node) +
+                                   " NICs do not divide the node's " +
+                                   std::to_string(out.devices_per_node) +
+                                   " devices (devices_per_node): each NIC serves as many devices");
+    }
   }
   if (out.topology == TopologyKind::kPcieHost) {
     // Devices behind PCIe switches that share an uplink to the host; 0 or

@@ -250,9 +250,25 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) 
   // hops repeat with a node's or a switch's devices, so the first
   // kRingHopsChecked and the wrap-around meet every kind.
   const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
+  // With shared NICs every hop of the ring, each of a group's T devices
+  // running its own ring, sends at once: a link carries its share of them.
+  Cluster::LinkLoad load;
+  if (whole.shares_nics()) {
+    for (int r = 0; r < replicas; ++r) {
+      for (int t = 0; t < whole.tensor_parallel; ++t) {
+        whole.add_load(load, whole.physical_device(r * step, t, 0),
+                       whole.physical_device((r + 1) % replicas * step, t, 0));
+      }
+    }
+  }
+  const auto hops = [&](int from, int to) {
+    return whole.shares_nics() ? whole.loaded_route(whole.first_physical_device(from * step),
+                                                    whole.first_physical_device(to * step), load)
+                               : whole.route(from * step, to * step);
+  };
   const auto take = [&](int from, int to) {
     double latency = 0.0, bandwidth = 0.0;
-    for (const Hop& h : whole.route(from * step, to * step)) {
+    for (const Hop& h : hops(from, to)) {
       latency += h.latency_s;
       bandwidth = bandwidth == 0.0 ? h.bandwidth : std::min(bandwidth, h.bandwidth);
     }
