@@ -136,6 +136,8 @@ plan 1f1b-remat-off "${K4[@]}" --schedule 1f1b --remat off
 plan zb-h1-except-last "${K4[@]}" --schedule zb-h1 --remat except-last
 plan interleaved-2-remat-on "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat on
 plan interleaved-2-remat-off "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat off
+plan interleaved-2-blocking "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat off \
+  --set cluster.p2p=blocking
 plan looped-bfs-2-remat-on "${K4[@]}" --schedule looped-bfs --chunks 2 --remat on
 plan zb-v-remat-off "${K4[@]}" --schedule zb-v --remat off
 plan interleaved-zb-2-remat-off "${K4[@]}" --schedule interleaved-zb --chunks 2 --remat off

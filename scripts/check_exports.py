@@ -111,6 +111,7 @@ class Plan:
         self.K, self.D, self.M = p["K"], p["D"], p["M"]
         self.T = p.get("T", 1)
         self.rank_order = p["cluster"].get("rank_order", "tp-pp-dp")
+        self.p2p = p["cluster"].get("p2p", "overlapped")
         self.sequence_parallel = p.get("sequence_parallel", False)
         self.zero = p.get("zero", 0)
         self.chunks = p.get("chunks", 1)
@@ -426,6 +427,12 @@ MEGATRON_SWITCHES = {
     "--use-distributed-optimizer": "use_distributed_optimizer",
     "--use-tp-pp-dp-mapping": "use_tp_pp_dp_mapping",
 }
+# Flags that turn a field off: Megatron-LM's --no-overlap-p2p-communication
+# (overlap_p2p_comm, on by default in Megatron-LM's arguments for the
+# interleaved schedule; megatron-core's own default is off).
+MEGATRON_OFF_SWITCHES = {
+    "--no-overlap-p2p-communication": "overlap_p2p_comm",
+}
 
 
 def megatron_flags(text):
@@ -437,6 +444,10 @@ def megatron_flags(text):
         flag = words[i]
         if flag in MEGATRON_SWITCHES:
             args[MEGATRON_SWITCHES[flag]] = True
+            i += 1
+            continue
+        if flag in MEGATRON_OFF_SWITCHES:
+            args[MEGATRON_OFF_SWITCHES[flag]] = False
             i += 1
             continue
         if flag not in MEGATRON_FLAGS or i + 1 >= len(words):
@@ -533,6 +544,13 @@ def check_megatron(plan, text):
                        f"the plan T={plan.T}")
     if args.get("sequence_parallel", False) != plan.sequence_parallel:
         raise Rejected("sequence_parallel is not the plan's")
+    # Megatron-LM overlaps the interleaved schedule's exchanges unless told not
+    # to; its non-interleaved schedule cannot (megatron-core raises).
+    overlap = args.get("overlap_p2p_comm", True) if plan.chunks > 1 else False
+    if plan.K > 1 and plan.chunks > 1 and overlap != (plan.p2p == "overlapped"):
+        raise Rejected(f"overlap_p2p_comm {overlap}, the plan's sends {plan.p2p}")
+    if plan.chunks == 1 and "overlap_p2p_comm" in args:
+        raise Rejected("--no-overlap-p2p-communication on a non-interleaved plan")
     if args.get("use_distributed_optimizer", False) != (plan.zero == 1):
         raise Rejected(f"use_distributed_optimizer is not the plan's (ZeRO stage {plan.zero})")
     heads = 4 * plan.T  # a multiple of T, as megatron-core checks
@@ -565,9 +583,11 @@ def check_megatron(plan, text):
           if config.tensor_model_parallel_size > 1 else "")
     dist_opt = ("; OptimizerConfig and DistributedDataParallelConfig take "
                 "use_distributed_optimizer" if args.get("use_distributed_optimizer") else "")
+    sends = (f"; sends {'overlapped' if overlap else 'blocking'}"
+             if plan.K > 1 and plan.chunks > 1 else "")
     return (f"TransformerConfig{tp} pp={config.pipeline_model_parallel_size}"
             + (f" vpp={v}" if v else "") + f" ({how}), {recompute}; layers per stage "
-            f"{counts}; {micro} micro-batches; ranks {order}" + dist_opt)
+            f"{counts}; {micro} micro-batches; ranks {order}" + sends + dist_opt)
 
 
 # ---------------------------------------------------------------- torch.distributed.pipelining

@@ -168,9 +168,12 @@ StepFigures planned_figures(const Plan& p) {
   return f;
 }
 
-// The plan's pipeline (K, M, cut, remat) simulated under `run` on its scenario.
-StepFigures simulated_figures(const Scenario& scenario, const Plan& p, FrameworkSchedule run) {
+// The plan's pipeline (K, M, cut, remat) simulated under `run` on its scenario,
+// its stages exchanging tensors as `p2p` says (the plan's when unset).
+StepFigures simulated_figures(const Scenario& scenario, const Plan& p, FrameworkSchedule run,
+                              std::optional<P2pMode> p2p = std::nullopt) {
   PlanSimulation sim = plan_simulation(scenario, p);
+  if (p2p) sim.scenario.cluster.p2p = *p2p;
   sim.config.schedule = run.schedule;
   sim.config.chunks = run.chunks;
   sim.config.custom = nullptr;
@@ -193,6 +196,10 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
   const std::string runs = "# " + std::string(framework_label(format)) + " runs " +
                            std::string(schedule_label(run.schedule));
   if (run == FrameworkSchedule{p.schedule, p.chunks}) {
+    // Sends exchanged otherwise change the step (p2p_note), not the memory.
+    if (p.stages > 1 && framework_p2p(format, p) != p.p2p) {
+      return runs + ", the plan's schedule: the plan's memory holds there.\n";
+    }
     return runs + ", the plan's schedule: the plan's step time and memory hold there.\n";
   }
   const std::string head = runs + ", not " + std::string(schedule_label(p.schedule)) + ": ";
@@ -208,6 +215,28 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
          bytes(there.peak) + " on device " + str(there.device) + " (plan: " + bytes(planned.peak) +
          " on device " + str(planned.device) + ")" +
          (there.peak > capacity ? ", more than a device's " + bytes(capacity) : "") + ".\n";
+}
+
+// Comment lines when the framework's stages exchange tensors otherwise than
+// the plan's (docs/models.md, "How stages exchange tensors"): what the plan
+// takes there, with the framework's schedule, when the scenario is given.
+std::string p2p_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
+  const P2pMode there = framework_p2p(format, p);
+  if (p.stages == 1 || there == p.p2p) return "";
+  const std::string head =
+      "# " + std::string(framework_label(format)) +
+      (there == P2pMode::kBlocking ? " waits for every send between stages, where the plan\n"
+                                     "# overlaps them with compute (cluster.p2p overlapped)"
+                                   : " overlaps its sends between stages with compute, where\n"
+                                     "# the plan waits for each (cluster.p2p blocking)");
+  const std::string set = "--set cluster.p2p=" + std::string(to_string(there));
+  if (scenario == nullptr) {
+    return head + ";\n# plan with " + set + " for the step time there.\n";
+  }
+  const StepFigures figures = simulated_figures(*scenario, p, framework_schedule(format, p), there);
+  return head + ": this plan there takes " + format_seconds(figures.step_s) +
+         " a step\n# (plan: " + format_seconds(p.step_time_s) + "); plan with " + set +
+         " for it.\n";
 }
 
 // DeepSpeed and Megatron-LM recompute every micro-batch or none.
@@ -433,6 +462,10 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (p.data_parallel > 1 && p.rank_order == RankOrder::kTpPpDp) {
     flags.push_back("--use-tp-pp-dp-mapping");
   }
+  // Megatron-LM overlaps the interleaved schedule's exchanges by default; a
+  // plan whose sends block asks it not to (framework_p2p).
+  const bool no_overlap = p.chunks > 1 && p.stages > 1 && p.p2p == P2pMode::kBlocking;
+  if (no_overlap) flags.push_back("--no-overlap-p2p-communication");
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << export_summary(p)
@@ -483,6 +516,10 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
     flags.push_back("--recompute-method uniform");
     flags.push_back("--recompute-num-layers " + str(group));
   }
+  if (no_overlap) {
+    o << "# The plan's stages wait for each send (cluster.p2p blocking), which Megatron-LM's\n"
+      << "# interleaved schedule does only with --no-overlap-p2p-communication.\n";
+  }
   for (std::size_t i = 0; i < flags.size(); ++i) {
     o << flags[i] << (i + 1 < flags.size() ? " \\\n" : "\n");
   }
@@ -513,6 +550,19 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
   return std::nullopt;
 }
 
+P2pMode framework_p2p(ExportFormat format, const Plan& plan) {
+  switch (format) {
+    case ExportFormat::kDeepSpeed:
+      return P2pMode::kBlocking;
+    case ExportFormat::kMegatron:
+      return plan.chunks > 1 ? plan.p2p : P2pMode::kBlocking;
+    case ExportFormat::kTorchGpipe:
+    case ExportFormat::kTorchPipelining:
+      return P2pMode::kOverlapped;
+  }
+  fail_check("format is known", __FILE__, __LINE__, "unknown export format");
+}
+
 FrameworkSchedule framework_schedule(ExportFormat format, const Plan& plan) {
   switch (format) {
     case ExportFormat::kTorchGpipe:
@@ -532,11 +582,14 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
   check_exportable(plan, format);
   switch (format) {
     case ExportFormat::kTorchGpipe:
-      return export_torchgpipe(plan, schedule_note(plan, format, scenario));
+      return export_torchgpipe(
+          plan, schedule_note(plan, format, scenario) + p2p_note(plan, format, scenario));
     case ExportFormat::kDeepSpeed:
-      return export_deepspeed(plan, schedule_note(plan, format, scenario));
+      return export_deepspeed(
+          plan, schedule_note(plan, format, scenario) + p2p_note(plan, format, scenario));
     case ExportFormat::kMegatron:
-      return export_megatron(plan, schedule_note(plan, format, scenario));
+      return export_megatron(
+          plan, schedule_note(plan, format, scenario) + p2p_note(plan, format, scenario));
     case ExportFormat::kTorchPipelining:
       return export_torch_pipelining(plan);
   }

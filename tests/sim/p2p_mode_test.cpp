@@ -1,18 +1,20 @@
 // How stages exchange tensors (cluster.p2p, cluster.p2p_split): the scenario
-// fields and their errors, and plan files that record them
-// and refuse a scenario that exchanges otherwise. The engine's blocking sends
-// are timed by hand in transfer_test.cpp, the split cuts in
-// tensor_parallel_test.cpp.
+// fields and their errors, plan files that record them and refuse a scenario
+// that exchanges otherwise, and exports that say how each framework sends. The engine's blocking
+// sends are timed by hand in transfer_test.cpp, the split cuts in tensor_parallel_test.cpp.
 
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "scenario_docs.h"
+#include "sim/format.h"
 #include "sim/plan.h"
+#include "sim/plan_export.h"
 #include "sim/plan_io.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
+#include "sim_fixtures.h"
 
 namespace pipescope {
 namespace {
@@ -120,6 +122,93 @@ TEST(P2pMode, OneStageExchangesNothing) {
   doc["cluster"]["p2p"] = "blocking";
   doc["cluster"]["p2p_split"] = true;
   EXPECT_EQ(mismatch(p, doc), "matches");
+}
+
+// Two stages of two layers (1000 ns forward each), M = 4, whose 1500-byte
+// activations take 1500 ns on the 1 GB/s link: long enough that a sender
+// waiting for them loses time.
+Scenario sending_scenario(P2pMode mode) {
+  Scenario sc = testing::memory_scenario(4, false);
+  for (LayerSpec& l : sc.model.layers) l.out_bytes = 750;
+  sc.cluster.p2p = mode;
+  return sc;
+}
+
+Plan planned(const Scenario& sc, ScheduleKind schedule, int chunks = 1) {
+  SimConfig config;
+  config.stages = 2;
+  config.schedule = schedule;
+  config.chunks = chunks;
+  return make_plan(sc, simulate(sc, config), 1, "optimal");
+}
+
+TEST(P2pMode, EachFrameworkSendsItsOwnWay) {
+  const Plan overlapped = planned(sending_scenario(P2pMode::kOverlapped), ScheduleKind::k1F1B);
+  EXPECT_EQ(framework_p2p(ExportFormat::kDeepSpeed, overlapped), P2pMode::kBlocking);
+  EXPECT_EQ(framework_p2p(ExportFormat::kMegatron, overlapped), P2pMode::kBlocking);
+  EXPECT_EQ(framework_p2p(ExportFormat::kTorchGpipe, overlapped), P2pMode::kOverlapped);
+  EXPECT_EQ(framework_p2p(ExportFormat::kTorchPipelining, overlapped), P2pMode::kOverlapped);
+  // Megatron-LM's interleaved schedule sends as the plan says (the export
+  // turns its overlap off for a plan that blocks).
+  for (const P2pMode mode : {P2pMode::kOverlapped, P2pMode::kBlocking}) {
+    const Plan p = planned(sending_scenario(mode), ScheduleKind::kInterleaved1F1B, 2);
+    EXPECT_EQ(framework_p2p(ExportFormat::kMegatron, p), mode);
+  }
+}
+
+TEST(P2pMode, AnExportSaysWhatTheFrameworksSendsCost) {
+  const Scenario sc = sending_scenario(P2pMode::kOverlapped);
+  const Plan p = planned(sc, ScheduleKind::k1F1B);
+  Scenario blocking = sc;
+  blocking.cluster.p2p = P2pMode::kBlocking;
+  SimConfig config = plan_sim_config(p);
+  const double there = simulate(blocking, config).metrics.step_time_s();
+  EXPECT_GT(there, p.step_time_s);  // the waits cost time here
+  const std::string text = export_plan(p, ExportFormat::kDeepSpeed, &sc);
+  EXPECT_NE(text.find("# DeepSpeed runs 1F1B, the plan's schedule: the plan's memory holds "
+                      "there.\n# DeepSpeed waits for every send between stages, where the plan\n"
+                      "# overlaps them with compute (cluster.p2p overlapped): this plan there "
+                      "takes " +
+                      format_seconds(there) + " a step\n# (plan: " + format_seconds(p.step_time_s) +
+                      "); plan with --set cluster.p2p=blocking for it.\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(export_plan(p, ExportFormat::kMegatron, &sc).find("# Megatron-LM waits for every send"),
+            std::string::npos);
+  EXPECT_EQ(export_plan(p, ExportFormat::kTorchGpipe, &sc).find("send"), std::string::npos);
+  // Without the scenario the note says how to see it.
+  EXPECT_NE(export_plan(p, ExportFormat::kDeepSpeed)
+                .find("(cluster.p2p overlapped);\n# plan with --set cluster.p2p=blocking for "
+                      "the step time there.\n"),
+            std::string::npos);
+  // A plan that blocks exports to DeepSpeed without a note, to torchgpipe
+  // with one.
+  const Plan waits = planned(blocking, ScheduleKind::k1F1B);
+  EXPECT_EQ(export_plan(waits, ExportFormat::kDeepSpeed, &blocking).find("send"),
+            std::string::npos);
+  EXPECT_NE(export_plan(waits, ExportFormat::kTorchGpipe, &blocking)
+                .find("# torchgpipe overlaps its sends between stages with compute, where\n"
+                      "# the plan waits for each (cluster.p2p blocking)"),
+            std::string::npos);
+}
+
+TEST(P2pMode, MegatronsInterleavedScheduleWaitsWhenThePlanDoes) {
+  const std::string flag = "--no-overlap-p2p-communication";
+  const Scenario waits = sending_scenario(P2pMode::kBlocking);
+  const std::string blocking =
+      export_plan(planned(waits, ScheduleKind::kInterleaved1F1B, 2), ExportFormat::kMegatron);
+  EXPECT_NE(blocking.find(flag + " \\\n"), std::string::npos) << blocking;
+  EXPECT_NE(blocking.find("# interleaved schedule does only with " + flag + ".\n"),
+            std::string::npos);
+  EXPECT_EQ(blocking.find("waits for every send"), std::string::npos) << blocking;
+  const Scenario overlaps = sending_scenario(P2pMode::kOverlapped);
+  const std::string overlapped =
+      export_plan(planned(overlaps, ScheduleKind::kInterleaved1F1B, 2), ExportFormat::kMegatron);
+  EXPECT_EQ(overlapped.find(flag), std::string::npos) << overlapped;
+  EXPECT_EQ(overlapped.find("send"), std::string::npos) << overlapped;
+  // Without virtual stages Megatron-LM always waits: no flag.
+  EXPECT_EQ(export_plan(planned(waits, ScheduleKind::k1F1B), ExportFormat::kMegatron).find(flag),
+            std::string::npos);
 }
 
 }  // namespace
