@@ -1,7 +1,6 @@
 #include "exec/profiler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cmath>
@@ -12,30 +11,20 @@
 #include <stdexcept>
 #include <thread>
 
-#include "exec/channel.h"
 #include "exec/data.h"
 #include "exec/device.h"
 #include "exec/device_layers.h"
 #include "exec/models.h"
 #include "exec/optimizer.h"
+#include "exec/optimizer_timing.h"
 #include "exec/plan_runner.h"
-#include "exec/tensor_group.h"
+#include "exec/timing.h"
+#include "exec/transport_profile.h"
 #include "sim/cancel.h"
 
 namespace pipescope::exec {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-SimTime elapsed(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-}
-
-SimTime median(std::vector<SimTime> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Checks every output as the runtime does; on a device this also waits for the
 // layer's work, so its time is in the measurement.
@@ -147,50 +136,6 @@ void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int
   zero_grads(layers);
 }
 
-// Bytes written before each optimizer step that is timed: more than the
-// caches hold, so the step reads its parameters, gradients and state from
-// memory, as a stage's step after its backward pass does.
-constexpr std::size_t kEvictBytes = std::size_t{64} << 20;
-
-// Writes every byte of `evict` (a different value each round r), so the caches
-// hold it and not what was there.
-void evict_caches(std::vector<char>& evict, int r) {
-  std::fill(evict.begin(), evict.end(), static_cast<char>(r));
-  asm volatile("" : : "r"(evict.data()) : "memory");  // the writes are made
-}
-
-// The median of `repeats` steps of `params`, each from cold caches, after one
-// that allocates the state.
-SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int repeats) {
-  OptimizerConfig config;
-  config.kind = kind;
-  config.learning_rate = 1e-9;  // the weights barely move
-  ParamOptimizer opt(config);
-  // Device parameters: each timing waits for the update to have run.
-  std::vector<Device*> devices;
-  for (const Param* p : params) {
-    Device* d = p->on_device() ? p->d_value.device() : nullptr;
-    if (d != nullptr && std::find(devices.begin(), devices.end(), d) == devices.end()) {
-      devices.push_back(d);
-    }
-  }
-  const auto wait = [&] {
-    for (Device* d : devices) d->synchronize();
-  };
-  opt.step(params);  // allocates the state
-  wait();
-  std::vector<char> evict(kEvictBytes);
-  std::vector<SimTime> t;
-  for (int r = 0; r < repeats; ++r) {
-    evict_caches(evict, r);
-    const auto t0 = Clock::now();
-    opt.step(params);
-    wait();
-    t.push_back(elapsed(t0));
-  }
-  return median(t);
-}
-
 // Mean wall time of one pass when `n` threads each run their own copy of the
 // model at once: each thread first runs an untimed pass (its model into its
 // core's caches, as a stage's layers stay there from one micro-batch to the
@@ -244,96 +189,6 @@ double concurrent_pass_s(std::vector<LayerList>& models, const MicroBatch& mb, i
   return sum / n;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Runs body(i) on n threads at once (i = 0 on the caller), and rethrows the
-// first failure after all have ended. `body` must not wait for a thread that
-// failed (barriers: arrive_and_drop on failure).
-void run_threads(int n, const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  const auto guarded = [&](int i) {
-    try {
-      body(i);
-    } catch (...) {
-      errors[static_cast<std::size_t>(i)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) threads.emplace_back(guarded, i);
-  guarded(0);
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-}
-
-// Rank 0's median time of one all-reduce of `floats` values, the ranks
-// reducing back to back `repeats` times after one untimed call.
-double allreduce_s(int ranks, Eigen::Index floats, int repeats) {
-  TensorGroup group(ranks);
-  std::vector<SimTime> t;
-  run_threads(ranks, [&](int rank) {
-    Matrix m = Matrix::Zero(1, floats);
-    for (int r = 0; r <= repeats; ++r) {
-      const auto t0 = Clock::now();
-      group.all_reduce(rank, m);
-      if (rank == 0 && r > 0) t.push_back(elapsed(t0));
-    }
-  });
-  return static_cast<double>(median(t)) * 1e-9;
-}
-
-// `params` in `n` runs of about equal parameter count, in order.
-std::vector<std::vector<Param*>> split_params(const std::vector<Param*>& params, int n) {
-  std::int64_t total = 0;
-  for (const Param* p : params) total += p->value.size();
-  total = std::max<std::int64_t>(total, 1);
-  std::vector<std::vector<Param*>> out(static_cast<std::size_t>(n));
-  std::int64_t seen = 0;
-  for (Param* p : params) {
-    const auto share = static_cast<std::size_t>(std::min<std::int64_t>(n - 1, seen * n / total));
-    out[share].push_back(p);
-    seen += p->value.size();
-  }
-  return out;
-}
-
-// Each share's median step time while every share is stepped by a thread of
-// its own at once, each step from cold caches; `repeats` steps after one that
-// allocates the state.
-std::vector<SimTime> concurrent_optimizer_ns(const std::vector<std::vector<Param*>>& shares,
-                                             Optimizer kind, int repeats) {
-  const int n = static_cast<int>(shares.size());
-  std::vector<SimTime> out(shares.size(), 0);
-  std::barrier<> sync(n);
-  run_threads(n, [&](int i) {
-    try {
-      OptimizerConfig config;
-      config.kind = kind;
-      config.learning_rate = 1e-9;
-      ParamOptimizer opt(config);
-      opt.step(shares[static_cast<std::size_t>(i)]);
-      std::vector<char> evict(kEvictBytes);
-      std::vector<SimTime> t;
-      for (int r = 0; r < repeats; ++r) {
-        evict_caches(evict, r);
-        sync.arrive_and_wait();
-        const auto t0 = Clock::now();
-        opt.step(shares[static_cast<std::size_t>(i)]);
-        t.push_back(elapsed(t0));
-      }
-      out[static_cast<std::size_t>(i)] = median(t);
-    } catch (...) {
-      sync.arrive_and_drop();  // the others go on without this thread
-      throw;
-    }
-  });
-  return out;
-}
-
 }  // namespace
 
 double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed) {
@@ -367,40 +222,9 @@ std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int
       alone.push_back(concurrent_pass_s(models, mb, 1, seed));
       together.push_back(concurrent_pass_s(models, mb, n, seed));
     }
-    out.push_back(std::max(1.0, median_of(together) / median_of(alone)));
+    out.push_back(std::max(1.0, median(together) / median(alone)));
   }
   return out;
-}
-
-TransportFigures profile_tensor_allreduce(int ranks, int repeats) {
-  if (ranks < 2 || repeats < 1) {
-    throw std::invalid_argument("an all-reduce needs 2 or more ranks and 1 or more repeats");
-  }
-  std::vector<double> bytes;
-  std::vector<double> seconds;
-  for (const Eigen::Index floats : {256, 4096, 32768, 262144}) {
-    bytes.push_back(static_cast<double>(floats) * sizeof(float));
-    seconds.push_back(allreduce_s(ranks, floats, repeats));
-  }
-  return fit_transport(bytes, seconds);
-}
-
-double measure_optimizer_slowdown(const std::vector<Param*>& params, Optimizer kind, int ranks,
-                                  int repeats) {
-  if (ranks < 1 || repeats < 1) {
-    throw std::invalid_argument("the optimizer's slowdown needs ranks >= 1 and repeats >= 1");
-  }
-  if (params.empty() || ranks == 1) return 1.0;
-  const std::vector<std::vector<Param*>> shares = split_params(params, ranks);
-  double alone = 0.0;
-  for (const std::vector<Param*>& share : shares) {
-    alone += static_cast<double>(concurrent_optimizer_ns({share}, kind, repeats).front());
-  }
-  double together = 0.0;
-  for (const SimTime t : concurrent_optimizer_ns(shares, kind, repeats)) {
-    together += static_cast<double>(t);
-  }
-  return alone > 0.0 ? std::max(1.0, together / alone) : 1.0;
 }
 
 std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_t limit) {
@@ -588,93 +412,6 @@ Profile profile_model(const ModelSpec& spec, const ProfileOptions& o) {
   Profile p = profiler.finish();
   if (o.progress) o.progress(total, total);
   return p;
-}
-
-TransportFigures profile_transport(int round_trips) {
-  if (round_trips < 1) throw std::invalid_argument("round_trips must be at least 1");
-  // Payload sizes in floats: 4 B to 4 MiB.
-  const std::vector<Eigen::Index> sizes{1, 1024, 16 * 1024, 256 * 1024, 1024 * 1024};
-  std::vector<double> bytes;
-  std::vector<double> one_way_s;
-  Channel ping;
-  Channel pong;
-  const std::atomic<bool> never{false};
-  const auto forever = Clock::now() + std::chrono::hours(24);
-  for (const Eigen::Index n : sizes) {
-    const int rounds = round_trips;
-    // The echo only moves payloads, which cannot throw; the timing side
-    // allocates its payload before the echo starts.
-    Tensor payload = Matrix(Matrix::Zero(1, n));
-    std::thread echo([&] {
-      for (int r = 0; r < rounds; ++r) {
-        Tensor m;
-        if (ping.take(r, forever, never, m) != Channel::Wait::kReady) return;
-        pong.put(r, std::move(m));
-      }
-    });
-    std::vector<SimTime> rtt;
-    rtt.reserve(static_cast<std::size_t>(rounds));
-    for (int r = 0; r < rounds; ++r) {
-      const auto t0 = Clock::now();
-      ping.put(r, std::move(payload));
-      pong.take(r, forever, never, payload);
-      rtt.push_back(elapsed(t0));
-    }
-    echo.join();
-    bytes.push_back(static_cast<double>(n) * sizeof(float));
-    one_way_s.push_back(static_cast<double>(median(rtt)) * 0.5e-9);
-  }
-  return fit_transport(bytes, one_way_s);
-}
-
-TransportFigures profile_device_transport(Device& from, Device& to, int repeats) {
-  std::vector<double> bytes;
-  std::vector<double> one_way_s;
-  for (Eigen::Index n = 1; n <= (Eigen::Index{1} << 20); n *= 8) {
-    const DeviceMatrix src = upload(from, Matrix::Zero(1, n));
-    DeviceMatrix dst = to.matrix(1, n);
-    std::vector<SimTime> t;
-    for (int r = 0; r <= repeats; ++r) {
-      from.synchronize();
-      to.synchronize();
-      const auto t0 = Clock::now();
-      to.wait(*from.fence());
-      to.copy_from(src, dst);
-      to.synchronize();
-      if (r > 0) t.push_back(elapsed(t0));  // the first copy sets up the path
-    }
-    bytes.push_back(static_cast<double>(n) * sizeof(float));
-    one_way_s.push_back(static_cast<double>(median(t)) * 1e-9);
-  }
-  return fit_transport(bytes, one_way_s);
-}
-
-TransportFigures fit_transport(const std::vector<double>& bytes,
-                               const std::vector<double>& one_way_s) {
-  if (bytes.size() != one_way_s.size() || bytes.size() < 2) {
-    throw std::invalid_argument("fit_transport needs two or more (bytes, time) pairs");
-  }
-  // The smallest payload's time is the latency (a fit's intercept would be
-  // set by the largest payloads, whose noise exceeds a small message's whole
-  // cost); the slope is the least-squares line through that point.
-  std::size_t first = 0;
-  for (std::size_t i = 1; i < bytes.size(); ++i) {
-    if (bytes[i] < bytes[first]) first = i;
-  }
-  double sxx = 0.0;
-  double sxy = 0.0;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const double dx = bytes[i] - bytes[first];
-    sxx += dx * dx;
-    sxy += dx * (one_way_s[i] - one_way_s[first]);
-  }
-  const double slope = sxx > 0.0 ? sxy / sxx : 0.0;
-  TransportFigures f;
-  // Moving a payload costs about the same whatever its size: a slope at or below
-  // zero (noise) means "no per-byte cost we can see", kept finite at 1 PB/s.
-  f.bandwidth = slope > 1e-15 ? 1.0 / slope : 1e15;
-  f.latency_s = std::max(0.0, one_way_s[first] - (slope > 1e-15 ? slope * bytes[first] : 0.0));
-  return f;
 }
 
 std::string cpu_model_name() {

@@ -92,40 +92,6 @@ class ModelProfiler {
   std::unique_ptr<State> state_;
 };
 
-// Latency and bandwidth of exec::Channel between two threads: half the round
-// trip of a payload bounced between them, fitted as latency + bytes / bandwidth
-// over payloads from 4 B to 4 MiB. Payloads are moved, not copied, so the
-// bandwidth is high and the latency (a thread's wake-up) is what counts.
-struct TransportFigures {
-  double latency_s = 0.0;
-  double bandwidth = 0.0;  // bytes/s
-};
-TransportFigures profile_transport(int round_trips);
-// The same for a copy from one device to another as the runtime makes it
-// between device stages (the receiver waits for the sender's fence, copies,
-// and its work goes on after the copy), timed until the copy has landed.
-TransportFigures profile_device_transport(Device& from, Device& to, int repeats);
-// The in-process all-reduce of a TensorGroup of `ranks` threads, every rank
-// reducing a matrix of the same size at once, back to back: rank 0's median
-// time of one all-reduce (its wait for the others and its reduce) at 1 KiB to
-// 1 MiB, fitted by fit_transport as latency + bytes / bandwidth.
-TransportFigures profile_tensor_allreduce(int ranks, int repeats);
-// How much slower the optimizer steps `params` split in `ranks` shares of
-// about equal size while `ranks` threads each step theirs at once than when
-// each steps alone, every step from cold caches (a rank steps after its
-// backward pass has filled them): the sum of the shares' median times
-// together over the sum alone, at least 1 (a faster "together" is noise). Throws
-// std::invalid_argument unless ranks >= 1 and repeats >= 1.
-double measure_optimizer_slowdown(const std::vector<Param*>& params, Optimizer kind, int ranks,
-                                  int repeats);
-// one_way_s = latency + bytes / bandwidth, anchored at the smallest payload
-// (its time, less its bytes over the bandwidth, is the latency) with the
-// least-squares slope through it; a slope at or below zero (noise) gives 1 PB/s
-// and the smallest payload's time as the latency. Throws std::invalid_argument
-// with fewer than two points.
-TransportFigures fit_transport(const std::vector<double>& bytes,
-                               const std::vector<double>& one_way_s);
-
 // How much slower a pass over the model (at `batch`) runs while n threads each
 // run their own copy at once, n = 1 .. min(cores, 8, the copies that fit the
 // executor's 4 GiB): cores share caches and

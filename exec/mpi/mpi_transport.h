@@ -18,6 +18,7 @@
 
 #include "exec/profiler.h"
 #include "exec/transport.h"
+#include "exec/transport_profile.h"
 
 namespace pipescope::exec {
 

@@ -16,6 +16,8 @@
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
 #include "exec/host_device.h"
+#include "exec/optimizer_timing.h"
+#include "exec/transport_profile.h"
 #include "sim/profile_io.h"
 
 #include <nlohmann/json.hpp>

@@ -15,6 +15,7 @@
 #include "exec/compare.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
+#include "exec/transport_profile.h"
 #include "sim/simulator.h"
 #include "sim/tensor_parallel.h"
 

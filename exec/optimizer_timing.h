@@ -1,0 +1,27 @@
+#pragma once
+// How long the executor's optimizer steps a model's parameters: alone, from
+// cold caches (as a stage steps after its backward pass has filled them), and
+// in shares stepped by several threads at once (the ranks of a tensor-parallel
+// group).
+
+#include <vector>
+
+#include "costmodels/units.h"
+#include "exec/optimizer.h"
+
+namespace pipescope::exec {
+
+// The median of `repeats` steps of `params`, each from cold caches, after one
+// that allocates the state.
+SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int repeats);
+
+// How much slower the optimizer steps `params` split in `ranks` shares of
+// about equal size while `ranks` threads each step theirs at once than when
+// each steps alone, every step from cold caches (a rank steps after its
+// backward pass has filled them): the sum of the shares' median times
+// together over the sum alone, at least 1 (a faster "together" is noise). Throws
+// std::invalid_argument unless ranks >= 1 and repeats >= 1.
+double measure_optimizer_slowdown(const std::vector<Param*>& params, Optimizer kind, int ranks,
+                                  int repeats);
+
+}  // namespace pipescope::exec

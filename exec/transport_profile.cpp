@@ -1,0 +1,135 @@
+#include "exec/transport_profile.h"
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+#include "exec/channel.h"
+#include "exec/device.h"
+#include "exec/device_layers.h"
+#include "exec/tensor_group.h"
+#include "exec/timing.h"
+
+namespace pipescope::exec {
+
+namespace {
+
+// Rank 0's median time of one all-reduce of `floats` values, the ranks
+// reducing back to back `repeats` times after one untimed call.
+double allreduce_s(int ranks, Eigen::Index floats, int repeats) {
+  TensorGroup group(ranks);
+  std::vector<SimTime> t;
+  run_threads(ranks, [&](int rank) {
+    Matrix m = Matrix::Zero(1, floats);
+    for (int r = 0; r <= repeats; ++r) {
+      const auto t0 = Clock::now();
+      group.all_reduce(rank, m);
+      if (rank == 0 && r > 0) t.push_back(elapsed(t0));
+    }
+  });
+  return static_cast<double>(median(t)) * 1e-9;
+}
+
+}  // namespace
+
+TransportFigures profile_tensor_allreduce(int ranks, int repeats) {
+  if (ranks < 2 || repeats < 1) {
+    throw std::invalid_argument("an all-reduce needs 2 or more ranks and 1 or more repeats");
+  }
+  std::vector<double> bytes;
+  std::vector<double> seconds;
+  for (const Eigen::Index floats : {256, 4096, 32768, 262144}) {
+    bytes.push_back(static_cast<double>(floats) * sizeof(float));
+    seconds.push_back(allreduce_s(ranks, floats, repeats));
+  }
+  return fit_transport(bytes, seconds);
+}
+
+TransportFigures profile_transport(int round_trips) {
+  if (round_trips < 1) throw std::invalid_argument("round_trips must be at least 1");
+  // Payload sizes in floats: 4 B to 4 MiB.
+  const std::vector<Eigen::Index> sizes{1, 1024, 16 * 1024, 256 * 1024, 1024 * 1024};
+  std::vector<double> bytes;
+  std::vector<double> one_way_s;
+  Channel ping;
+  Channel pong;
+  const std::atomic<bool> never{false};
+  const auto forever = Clock::now() + std::chrono::hours(24);
+  for (const Eigen::Index n : sizes) {
+    const int rounds = round_trips;
+    // The echo only moves payloads, which cannot throw; the timing side
+    // allocates its payload before the echo starts.
+    Tensor payload = Matrix(Matrix::Zero(1, n));
+    std::thread echo([&] {
+      for (int r = 0; r < rounds; ++r) {
+        Tensor m;
+        if (ping.take(r, forever, never, m) != Channel::Wait::kReady) return;
+        pong.put(r, std::move(m));
+      }
+    });
+    std::vector<SimTime> rtt;
+    rtt.reserve(static_cast<std::size_t>(rounds));
+    for (int r = 0; r < rounds; ++r) {
+      const auto t0 = Clock::now();
+      ping.put(r, std::move(payload));
+      pong.take(r, forever, never, payload);
+      rtt.push_back(elapsed(t0));
+    }
+    echo.join();
+    bytes.push_back(static_cast<double>(n) * sizeof(float));
+    one_way_s.push_back(static_cast<double>(median(rtt)) * 0.5e-9);
+  }
+  return fit_transport(bytes, one_way_s);
+}
+
+TransportFigures profile_device_transport(Device& from, Device& to, int repeats) {
+  std::vector<double> bytes;
+  std::vector<double> one_way_s;
+  for (Eigen::Index n = 1; n <= (Eigen::Index{1} << 20); n *= 8) {
+    const DeviceMatrix src = upload(from, Matrix::Zero(1, n));
+    DeviceMatrix dst = to.matrix(1, n);
+    std::vector<SimTime> t;
+    for (int r = 0; r <= repeats; ++r) {
+      from.synchronize();
+      to.synchronize();
+      const auto t0 = Clock::now();
+      to.wait(*from.fence());
+      to.copy_from(src, dst);
+      to.synchronize();
+      if (r > 0) t.push_back(elapsed(t0));  // the first copy sets up the path
+    }
+    bytes.push_back(static_cast<double>(n) * sizeof(float));
+    one_way_s.push_back(static_cast<double>(median(t)) * 1e-9);
+  }
+  return fit_transport(bytes, one_way_s);
+}
+
+TransportFigures fit_transport(const std::vector<double>& bytes,
+                               const std::vector<double>& one_way_s) {
+  if (bytes.size() != one_way_s.size() || bytes.size() < 2) {
+    throw std::invalid_argument("fit_transport needs two or more (bytes, time) pairs");
+  }
+  // The smallest payload's time is the latency (a fit's intercept would be
+  // set by the largest payloads, whose noise exceeds a small message's whole
+  // cost); the slope is the least-squares line through that point.
+  std::size_t first = 0;
+  for (std::size_t i = 1; i < bytes.size(); ++i) {
+    if (bytes[i] < bytes[first]) first = i;
+  }
+  double sxx = 0.0;
+  double sxy = 0.0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const double dx = bytes[i] - bytes[first];
+    sxx += dx * dx;
+    sxy += dx * (one_way_s[i] - one_way_s[first]);
+  }
+  const double slope = sxx > 0.0 ? sxy / sxx : 0.0;
+  TransportFigures f;
+  // Moving a payload costs about the same whatever its size: a slope at or below
+  // zero (noise) means "no per-byte cost we can see", kept finite at 1 PB/s.
+  f.bandwidth = slope > 1e-15 ? 1.0 / slope : 1e15;
+  f.latency_s = std::max(0.0, one_way_s[first] - (slope > 1e-15 ? slope * bytes[first] : 0.0));
+  return f;
+}
+
+}  // namespace pipescope::exec
