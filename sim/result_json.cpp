@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/custom_schedule.h"
+
 namespace pipescope {
 
 nlohmann::json to_json(const SimResult& r) {
@@ -24,7 +26,7 @@ nlohmann::json to_json(const SimResult& r) {
   for (std::size_t i = 0; i < r.stage_costs.size(); ++i) {
     const StageCost& s = r.stage_costs[i];
     stages.push_back(
-        {{"device", static_cast<int>(i) % r.stages},
+        {{"device", placed_device(r.schedule, r.custom.get(), static_cast<int>(i), r.stages)},
          {"first_layer", s.layers.first_layer},
          {"last_layer", s.layers.last_layer},
          {"fwd_s", simtime_to_seconds(s.forward)},

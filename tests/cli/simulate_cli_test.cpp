@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -190,6 +191,16 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
             std::string::npos)
       << executed.err;
   fs::remove(plan);
+}
+
+TEST(SimulateCli, JsonPlacesEachStageOnItsDevice) {
+  // zb-v runs stages 0-3 on devices 0 1 1 0 (a V), not stage s on s mod K.
+  const CliResult r = run("simulate " + kDemo + " -K 2 --schedule zb-v --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::vector<int> devices;
+  for (const nlohmann::json& s : j["stages"]) devices.push_back(s["device"].get<int>());
+  EXPECT_EQ(devices, (std::vector<int>{0, 1, 1, 0}));
 }
 
 TEST(SimulateCli, SummaryNamesBlockingAndSplitSends) {
