@@ -276,7 +276,7 @@ class Engine {
   void try_start(int d) {
     DeviceState& dev = devices_[static_cast<std::size_t>(d)];
     const auto& ops = sched_.device_ops[static_cast<std::size_t>(d)];
-    if (dev.busy || dev.gathering || dev.sends_in_flight > 0 || dev.next >= ops.size()) return;
+    if (dev.busy || dev.gathering || dev.next >= ops.size()) return;
     const Op& op = ops[dev.next];
     // ZeRO-3: the gather starts once the device reaches the op, without
     // waiting for the op's input; the op computes once both are here.
@@ -288,6 +288,9 @@ class Engine {
       queue_.push(end, kGatherDone, static_cast<std::uint32_t>(d));
       return;
     }
+    // Blocking sends (P2pMode::kBlocking) hold the next compute, not the
+    // gather above, which runs on the link to the replicas.
+    if (dev.sends_in_flight > 0) return;
     if (!ready(op)) return;
     if (core_limit_ > 0) {
       if (cores_in_use_ == core_limit_) {

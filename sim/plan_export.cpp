@@ -190,7 +190,7 @@ std::string bytes(Bytes b) {
 }
 
 // Comment lines: the schedule the framework runs and, when it is not the plan's,
-// what the plan becomes under it.
+// what the plan becomes under it (with the framework's sends, framework_p2p).
 std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
   const FrameworkSchedule run = framework_schedule(format, p);
   const std::string runs = "# " + std::string(framework_label(format)) + " runs " +
@@ -207,7 +207,7 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
     return head + "the step time and peak memory there are not\n# the plan's; " +
            "export with the plan's scenario (--scenario FILE) to see them simulated.\n";
   }
-  const StepFigures there = simulated_figures(*scenario, p, run);
+  const StepFigures there = simulated_figures(*scenario, p, run, framework_p2p(format, p));
   const StepFigures planned = planned_figures(p);
   const Bytes capacity = scenario->cluster.device.memory_bytes;
   return head + "this plan there takes " + format_seconds(there.step_s) +
@@ -230,10 +230,15 @@ std::string p2p_note(const Plan& p, ExportFormat format, const Scenario* scenari
                                    : " overlaps its sends between stages with compute, where\n"
                                      "# the plan waits for each (cluster.p2p blocking)");
   const std::string set = "--set cluster.p2p=" + std::string(to_string(there));
+  const FrameworkSchedule run = framework_schedule(format, p);
   if (scenario == nullptr) {
     return head + ";\n# plan with " + set + " for the step time there.\n";
   }
-  const StepFigures figures = simulated_figures(*scenario, p, framework_schedule(format, p), there);
+  // Under another schedule the line above gave the figures, sends included.
+  if (!(run == FrameworkSchedule{p.schedule, p.chunks})) {
+    return head + ": the figures above count\n# them; plan with " + set + " for them.\n";
+  }
+  const StepFigures figures = simulated_figures(*scenario, p, run, there);
   return head + ": this plan there takes " + format_seconds(figures.step_s) +
          " a step\n# (plan: " + format_seconds(p.step_time_s) + "); plan with " + set +
          " for it.\n";

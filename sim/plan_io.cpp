@@ -445,7 +445,8 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                             " (--set cluster.p2p=" + std::string(to_string(plan.p2p)) +
                             " runs the plan's)");
   }
-  if (plan.stages > 1 && plan.tensor_parallel > 1 && plan.p2p_split != scenario.cluster.p2p_split) {
+  if (plan.stages > 1 && plan.tensor_parallel > 1 && !plan.sequence_parallel &&
+      plan.p2p_split != scenario.cluster.p2p_split) {
     const auto how = [](bool split) { return split ? "1/T from each device" : "whole"; };
     throw ScenarioError(plan_file, "cluster.p2p_split",
                         std::string("this plan's devices send their cuts ") + how(plan.p2p_split) +

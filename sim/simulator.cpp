@@ -485,11 +485,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     for (StageCost& c : out.stage_costs) c.optimizer = cost.optimizer_step((c.params + d - 1) / d);
   }
   check_layers_take_time(scenario, out.stage_costs, cost);
-  add_tensor_collectives(scenario.model, scenario.cluster, out.micro_batch_size, out.stage_costs);
   const Schedule schedule = config.custom ? build_custom(*config.custom, r.remat)
                                           : build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);
+  add_tensor_collectives(scenario.model, scenario.cluster, schedule.stage_device,
+                         out.micro_batch_size, out.stage_costs);
 
   out.data_parallel = config.data_parallel.replicas;
   if (config.data_parallel.replicas > 1) {

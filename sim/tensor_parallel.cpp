@@ -104,18 +104,19 @@ namespace {
 
 // Each device of the previous (next) group sent 1 / T of the stage's input
 // (output gradient): the group all-gathers it, half an all-reduce's ring.
+// `before` and `after`: whether the neighbouring stages run on other devices.
 void add_cut_gathers(const ModelSpec& model, const DataParallel& ring, int split,
-                     std::int64_t micro_batch_size, StageCost& c) {
+                     std::int64_t micro_batch_size, bool before, bool after, StageCost& c) {
   c.tp_input_gather = c.tp_grad_gather = 0;
   c.tp_input_gather_bytes = c.tp_grad_gather_bytes = 0;
   if (split <= 1) return;
-  c.output_bytes =
-      (model.input_bytes_of(c.layers.last_layer + 1) + split - 1) / split * micro_batch_size;
-  if (c.layers.first_layer > 0) {
+  const auto share = [&](Bytes whole) { return (whole + split - 1) / split; };
+  c.output_bytes = share(model.input_bytes_of(c.layers.last_layer + 1) * micro_batch_size);
+  if (before) {
     c.tp_input_gather_bytes = model.input_bytes_of(c.layers.first_layer) * micro_batch_size;
     c.tp_input_gather = reduce_scatter_time(ring, c.tp_input_gather_bytes);
   }
-  if (c.layers.last_layer + 1 < static_cast<int>(model.layers.size())) {
+  if (after) {
     c.tp_grad_gather_bytes = model.input_bytes_of(c.layers.last_layer + 1) * micro_batch_size;
     c.tp_grad_gather = reduce_scatter_time(ring, c.tp_grad_gather_bytes);
   }
@@ -128,11 +129,14 @@ int cut_split(const ModelSpec& model, const Cluster& cluster) {
 }
 
 void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
-                            std::int64_t micro_batch_size, std::vector<StageCost>& stages) {
+                            const std::vector<int>& stage_device, std::int64_t micro_batch_size,
+                            std::vector<StageCost>& stages) {
+  PS_CHECK(stage_device.size() == stages.size(), "one device per stage");
   const DataParallel ring = tensor_ring(cluster);
   if (ring.replicas <= 1) return;
   const int split = cut_split(model, cluster);
-  for (StageCost& c : stages) {
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    StageCost& c = stages[s];
     c.tp_forward = c.tp_backward = 0;
     c.tp_forward_bytes = c.tp_backward_bytes = 0;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
@@ -143,7 +147,9 @@ void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
       c.tp_forward_bytes += layer.tp_fwd_bytes * micro_batch_size;
       c.tp_backward_bytes += layer.tp_bwd_bytes * micro_batch_size;
     }
-    add_cut_gathers(model, ring, split, micro_batch_size, c);
+    const bool before = s > 0 && stage_device[s - 1] != stage_device[s];
+    const bool after = s + 1 < stages.size() && stage_device[s + 1] != stage_device[s];
+    add_cut_gathers(model, ring, split, micro_batch_size, before, after, c);
   }
 }
 

@@ -60,8 +60,11 @@ int cut_split(const ModelSpec& model, const Cluster& cluster);
 // Fills each stage's tp_forward, tp_backward and their bytes from its layers;
 // where the cuts are split (cut_split > 1), each device's share of the output
 // (output_bytes) and the group's all-gathers of the stage's input and output
-// gradient (tp_input_gather, tp_grad_gather).
+// gradient (tp_input_gather, tp_grad_gather) where its neighbour runs on
+// another device (stage_device: the schedule's placement; a cut inside a
+// device moves nothing).
 void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
-                            std::int64_t micro_batch_size, std::vector<StageCost>& stages);
+                            const std::vector<int>& stage_device, std::int64_t micro_batch_size,
+                            std::vector<StageCost>& stages);
 
 }  // namespace pipescope

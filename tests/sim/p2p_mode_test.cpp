@@ -112,6 +112,17 @@ TEST(P2pMode, PlanFilesRecordItAndRefuseAnotherScenarios) {
             "device, the scenario's whole (--set cluster.p2p_split=true runs the plan's)");
 }
 
+TEST(P2pMode, SequenceParallelPlansSplitEitherWay) {
+  // Under sequence parallelism a cut is already 1/T a device: p2p_split
+  // changes nothing, so neither setting refuses the plan.
+  nlohmann::json doc = two_group_doc();
+  doc["training"]["sequence_parallel"] = true;
+  doc["cluster"]["p2p_split"] = true;
+  const Plan p = two_stage_plan(doc);
+  doc["cluster"]["p2p_split"] = false;
+  EXPECT_EQ(mismatch(p, doc), "matches");
+}
+
 TEST(P2pMode, OneStageExchangesNothing) {
   // A plan of one stage sends no tensors: any mode runs it.
   nlohmann::json doc = two_group_doc();
@@ -190,6 +201,27 @@ TEST(P2pMode, AnExportSaysWhatTheFrameworksSendsCost) {
                 .find("# torchgpipe overlaps its sends between stages with compute, where\n"
                       "# the plan waits for each (cluster.p2p blocking)"),
             std::string::npos);
+}
+
+TEST(P2pMode, UnderAnotherScheduleTheScheduleLineCountsTheSends) {
+  // A GPipe plan with overlapped sends on DeepSpeed: 1F1B and blocking sends
+  // both differ; the schedule line simulates both, the sends line points to it.
+  const Scenario sc = sending_scenario(P2pMode::kOverlapped);
+  const Plan p = planned(sc, ScheduleKind::kGpipe);
+  Scenario blocking = sc;
+  blocking.cluster.p2p = P2pMode::kBlocking;
+  SimConfig config = plan_sim_config(p);
+  config.schedule = ScheduleKind::k1F1B;
+  const double there = simulate(blocking, config).metrics.step_time_s();
+  const std::string text = export_plan(p, ExportFormat::kDeepSpeed, &sc);
+  EXPECT_NE(text.find("# DeepSpeed runs 1F1B, not GPipe: this plan there takes " +
+                      format_seconds(there) + " a step"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(cluster.p2p overlapped): the figures above count\n# them; plan with "
+                      "--set cluster.p2p=blocking for them.\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST(P2pMode, MegatronsInterleavedScheduleWaitsWhenThePlanDoes) {

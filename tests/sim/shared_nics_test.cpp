@@ -82,7 +82,7 @@ TEST(SharedNics, ReplicasBesideEachOtherShareTheNodesNics) {
   replica.devices = 2;
   replica.group_stride = 4;
   replica.replicas = 4;
-  EXPECT_EQ(replica.physical_device(1, 0, 3), 7);
+  EXPECT_EQ(replica.physical_device(1, 0, 2), 6);  // stage 1 of replica 2: group 1 x 4 + 2
   EXPECT_EQ(bandwidths(replica.route(0, 1)), (std::vector<double>{50e9, 25e9, 25e9, 50e9}));
   // One replica alone: the whole NIC.
   replica.replicas = 1;
@@ -92,7 +92,7 @@ TEST(SharedNics, ReplicasBesideEachOtherShareTheNodesNics) {
   Cluster outer = shared_nic_cluster(8, 1);
   outer.devices = 2;
   outer.replicas = 4;
-  EXPECT_EQ(outer.physical_device(1, 0, 3), 7);
+  EXPECT_EQ(outer.physical_device(1, 0, 2), 5);  // replica 2's stage 1: group 2 x 2 + 1
   EXPECT_EQ(names(outer, outer.route(0, 1)),
             (std::vector<std::string>{"0->nvswitch0", "nvswitch0->1"}));
 }
@@ -104,6 +104,18 @@ TEST(SharedNics, TheReplicasRingSharesTheNicsItsHopsCross) {
   const DataParallel ring = data_parallel_ring(whole, 1, 8);
   EXPECT_DOUBLE_EQ(ring.bandwidth, 25e9);
   EXPECT_DOUBLE_EQ(ring.latency_s, 10e-6);
+  // K = 2, D = 4, T = 1 on the 8 devices: under tp-pp-dp replica r's stage 0
+  // is device 2r, two replicas a node, so the ring crosses each node once
+  // out (devices 2 -> 4 and 6 -> 0, on nic0.1 and nic1.1 alone); under
+  // tp-dp-pp the replicas of stage 0 are devices 0-3, one node: NVSwitch.
+  Cluster pipelines = shared_nic_cluster(8, 1);
+  const DataParallel across = data_parallel_ring(pipelines, 2, 4);
+  EXPECT_DOUBLE_EQ(across.bandwidth, 50e9);
+  EXPECT_DOUBLE_EQ(across.latency_s, 10e-6);
+  pipelines.rank_order = RankOrder::kTpDpPp;
+  const DataParallel inside = data_parallel_ring(pipelines, 2, 4);
+  EXPECT_DOUBLE_EQ(inside.bandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(inside.latency_s, 4e-6);
   Cluster own = whole;  // a NIC per device: each rank's ring has its own
   own.interconnect.nics_per_node = 0;
   own.build_topology();

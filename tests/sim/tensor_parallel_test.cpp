@@ -149,6 +149,27 @@ TEST(TensorParallel, SplitCutsSendAShareAndGatherIt) {
   EXPECT_EQ(sequence.stage_costs[1].tp_input_gather, 0);
 }
 
+TEST(TensorParallel, ASplitCutInsideADeviceIsNotGathered) {
+  // zb-v on 2 groups: stages 0 1 2 3 on devices 0 1 1 0. Stages 1 and 2
+  // share device 1: nothing crosses between them, so neither gathers there;
+  // the cuts 0 | 1 and 2 | 3 cross devices and are gathered (4000 ns).
+  Scenario sc = tp_scenario(4, 2, 2);
+  for (LayerSpec& l : sc.model.layers) l.out_bytes = 6000;
+  sc.cluster.p2p_split = true;
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.schedule = ScheduleKind::kZbV;
+  cfg.remat = Remat::kNever;
+  const SimResult r = simulate(sc, cfg);
+  ASSERT_EQ(r.stage_costs.size(), 4u);
+  EXPECT_EQ(r.stage_costs[0].tp_grad_gather, 4000);
+  EXPECT_EQ(r.stage_costs[1].tp_input_gather, 4000);
+  EXPECT_EQ(r.stage_costs[1].tp_grad_gather, 0);
+  EXPECT_EQ(r.stage_costs[2].tp_input_gather, 0);
+  EXPECT_EQ(r.stage_costs[2].tp_grad_gather, 4000);
+  EXPECT_EQ(r.stage_costs[3].tp_input_gather, 4000);
+}
+
 TEST(TensorParallel, ThePartitionerPricesTheSplitCut) {
   Scenario sc = tp_scenario(2, 2, 1);
   const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 0.0);
