@@ -169,11 +169,14 @@ StepFigures planned_figures(const Plan& p) {
 }
 
 // The plan's pipeline (K, M, cut, remat) simulated under `run` on its scenario,
-// its stages exchanging tensors as `p2p` says (the plan's when unset).
+// its stages exchanging tensors as `sends` says (the plan's when unset).
 StepFigures simulated_figures(const Scenario& scenario, const Plan& p, FrameworkSchedule run,
-                              std::optional<P2pMode> p2p = std::nullopt) {
+                              std::optional<FrameworkSends> sends = std::nullopt) {
   PlanSimulation sim = plan_simulation(scenario, p);
-  if (p2p) sim.scenario.cluster.p2p = *p2p;
+  if (sends) {
+    sim.scenario.cluster.p2p = sends->mode;
+    sim.scenario.cluster.p2p_split = sends->split;
+  }
   sim.config.schedule = run.schedule;
   sim.config.chunks = run.chunks;
   sim.config.custom = nullptr;
@@ -189,15 +192,31 @@ std::string bytes(Bytes b) {
   return format_bytes(static_cast<double>(b));
 }
 
+// What differs between the framework's sends and the plan's, where it
+// matters: the mode with K > 1, the split with K > 1 and T > 1 without
+// sequence parallelism.
+struct SendsDiffer {
+  bool mode = false;
+  bool split = false;
+  bool any() const { return mode || split; }
+};
+SendsDiffer sends_differ(const Plan& p, const FrameworkSends& there) {
+  SendsDiffer d;
+  d.mode = p.stages > 1 && there.mode != p.p2p;
+  d.split =
+      p.stages > 1 && p.tensor_parallel > 1 && !p.sequence_parallel && there.split != p.p2p_split;
+  return d;
+}
+
 // Comment lines: the schedule the framework runs and, when it is not the plan's,
-// what the plan becomes under it (with the framework's sends, framework_p2p).
+// what the plan becomes under it (with the framework's sends, framework_sends).
 std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
   const FrameworkSchedule run = framework_schedule(format, p);
   const std::string runs = "# " + std::string(framework_label(format)) + " runs " +
                            std::string(schedule_label(run.schedule));
   if (run == FrameworkSchedule{p.schedule, p.chunks}) {
-    // Sends exchanged otherwise change the step (p2p_note), not the memory.
-    if (p.stages > 1 && framework_p2p(format, p) != p.p2p) {
+    // Sends exchanged otherwise change the step (sends_note), not the memory.
+    if (sends_differ(p, framework_sends(format, p)).any()) {
       return runs + ", the plan's schedule: the plan's memory holds there.\n";
     }
     return runs + ", the plan's schedule: the plan's step time and memory hold there.\n";
@@ -207,7 +226,7 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
     return head + "the step time and peak memory there are not\n# the plan's; " +
            "export with the plan's scenario (--scenario FILE) to see them simulated.\n";
   }
-  const StepFigures there = simulated_figures(*scenario, p, run, framework_p2p(format, p));
+  const StepFigures there = simulated_figures(*scenario, p, run, framework_sends(format, p));
   const StepFigures planned = planned_figures(p);
   const Bytes capacity = scenario->cluster.device.memory_bytes;
   return head + "this plan there takes " + format_seconds(there.step_s) +
@@ -218,18 +237,32 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
 }
 
 // Comment lines when the framework's stages exchange tensors otherwise than
-// the plan's (docs/models.md, "How stages exchange tensors"): what the plan
-// takes there, with the framework's schedule, when the scenario is given.
-std::string p2p_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
-  const P2pMode there = framework_p2p(format, p);
-  if (p.stages == 1 || there == p.p2p) return "";
-  const std::string head =
-      "# " + std::string(framework_label(format)) +
-      (there == P2pMode::kBlocking ? " waits for every send between stages, where the plan\n"
-                                     "# overlaps them with compute (cluster.p2p overlapped)"
-                                   : " overlaps its sends between stages with compute, where\n"
-                                     "# the plan waits for each (cluster.p2p blocking)");
-  const std::string set = "--set cluster.p2p=" + std::string(to_string(there));
+// the plan's (docs/models.md, "How stages exchange tensors"): what differs
+// and, when the scenario is given, what the plan takes there.
+std::string sends_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
+  const FrameworkSends there = framework_sends(format, p);
+  const SendsDiffer differ = sends_differ(p, there);
+  if (!differ.any()) return "";
+  const std::string name = "# " + std::string(framework_label(format));
+  std::string head;
+  std::string set;
+  if (differ.mode) {
+    head += name + (there.mode == P2pMode::kBlocking
+                        ? " waits for every send between stages, where the plan\n"
+                          "# overlaps them with compute (cluster.p2p overlapped)"
+                        : " overlaps its sends between stages with compute, where\n"
+                          "# the plan waits for each (cluster.p2p blocking)");
+    set += "--set cluster.p2p=" + std::string(to_string(there.mode));
+  }
+  if (differ.split) {
+    head += std::string(differ.mode ? ";\n" : "") + name +
+            (there.split ? " sends 1/T of a cut from each device, where the plan\n"
+                           "# sends each device's whole copy (cluster.p2p_split false)"
+                         : " sends each device's whole copy of a cut, where the plan\n"
+                           "# sends 1/T of it (cluster.p2p_split true)");
+    set += std::string(set.empty() ? "" : " ") +
+           "--set cluster.p2p_split=" + (there.split ? "true" : "false");
+  }
   const FrameworkSchedule run = framework_schedule(format, p);
   if (scenario == nullptr) {
     return head + ";\n# plan with " + set + " for the step time there.\n";
@@ -468,7 +501,7 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
     flags.push_back("--use-tp-pp-dp-mapping");
   }
   // Megatron-LM overlaps the interleaved schedule's exchanges by default; a
-  // plan whose sends block asks it not to (framework_p2p).
+  // plan whose sends block asks it not to (framework_sends).
   const bool no_overlap = p.chunks > 1 && p.stages > 1 && p.p2p == P2pMode::kBlocking;
   if (no_overlap) flags.push_back("--no-overlap-p2p-communication");
   std::ostringstream o;
@@ -555,15 +588,15 @@ std::optional<ExportFormat> parse_export_format(std::string_view name) {
   return std::nullopt;
 }
 
-P2pMode framework_p2p(ExportFormat format, const Plan& plan) {
+FrameworkSends framework_sends(ExportFormat format, const Plan& plan) {
   switch (format) {
     case ExportFormat::kDeepSpeed:
-      return P2pMode::kBlocking;
+      return {P2pMode::kBlocking, true};
     case ExportFormat::kMegatron:
-      return plan.chunks > 1 ? plan.p2p : P2pMode::kBlocking;
+      return {plan.chunks > 1 ? plan.p2p : P2pMode::kBlocking, false};
     case ExportFormat::kTorchGpipe:
     case ExportFormat::kTorchPipelining:
-      return P2pMode::kOverlapped;
+      return {P2pMode::kOverlapped, false};
   }
   fail_check("format is known", __FILE__, __LINE__, "unknown export format");
 }
@@ -588,13 +621,13 @@ std::string export_plan(const Plan& plan, ExportFormat format, const Scenario* s
   switch (format) {
     case ExportFormat::kTorchGpipe:
       return export_torchgpipe(
-          plan, schedule_note(plan, format, scenario) + p2p_note(plan, format, scenario));
+          plan, schedule_note(plan, format, scenario) + sends_note(plan, format, scenario));
     case ExportFormat::kDeepSpeed:
       return export_deepspeed(
-          plan, schedule_note(plan, format, scenario) + p2p_note(plan, format, scenario));
+          plan, schedule_note(plan, format, scenario) + sends_note(plan, format, scenario));
     case ExportFormat::kMegatron:
       return export_megatron(
-          plan, schedule_note(plan, format, scenario) + p2p_note(plan, format, scenario));
+          plan, schedule_note(plan, format, scenario) + sends_note(plan, format, scenario));
     case ExportFormat::kTorchPipelining:
       return export_torch_pipelining(plan);
   }

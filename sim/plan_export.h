@@ -35,14 +35,20 @@ struct FrameworkSchedule {
 // own, from the CSV.
 FrameworkSchedule framework_schedule(ExportFormat format, const Plan& plan);
 
-// How the framework's stages exchange tensors (Cluster::p2p): DeepSpeed's
-// pipeline engine and Megatron-LM's non-interleaved schedule wait for every
-// send; Megatron-LM's interleaved schedule overlaps them unless told not to
-// (--no-overlap-p2p-communication, which the export writes for a plan whose
-// sends block: the plan's mode); torchgpipe and PyTorch's pipelining overlap
-// theirs. Where it is not the plan's, the export says what the plan takes
-// there.
-P2pMode framework_p2p(ExportFormat format, const Plan& plan);
+// How the framework's stages exchange tensors (Cluster::p2p, p2p_split):
+// DeepSpeed's pipeline engine and Megatron-LM's non-interleaved schedule wait
+// for every send; Megatron-LM's interleaved schedule overlaps them unless told
+// not to (--no-overlap-p2p-communication, which the export writes for a plan
+// whose sends block: the plan's mode); torchgpipe and PyTorch's pipelining
+// overlap theirs. DeepSpeed partitions a cut over the tensor-parallel ranks
+// (pipe_partitioned, grad_partitioned); megatron-core (0.16.1) and PyTorch
+// send each rank's whole copy. Where it is not the plan's, the export says
+// what the plan takes there.
+struct FrameworkSends {
+  P2pMode mode = P2pMode::kOverlapped;
+  bool split = false;
+};
+FrameworkSends framework_sends(ExportFormat format, const Plan& plan);
 
 // The text to write or print; ends with a newline. Each export but the CSV says
 // which schedule the framework runs; when that is not the plan's, and the plan's

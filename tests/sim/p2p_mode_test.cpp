@@ -155,15 +155,15 @@ Plan planned(const Scenario& sc, ScheduleKind schedule, int chunks = 1) {
 
 TEST(P2pMode, EachFrameworkSendsItsOwnWay) {
   const Plan overlapped = planned(sending_scenario(P2pMode::kOverlapped), ScheduleKind::k1F1B);
-  EXPECT_EQ(framework_p2p(ExportFormat::kDeepSpeed, overlapped), P2pMode::kBlocking);
-  EXPECT_EQ(framework_p2p(ExportFormat::kMegatron, overlapped), P2pMode::kBlocking);
-  EXPECT_EQ(framework_p2p(ExportFormat::kTorchGpipe, overlapped), P2pMode::kOverlapped);
-  EXPECT_EQ(framework_p2p(ExportFormat::kTorchPipelining, overlapped), P2pMode::kOverlapped);
+  EXPECT_EQ(framework_sends(ExportFormat::kDeepSpeed, overlapped).mode, P2pMode::kBlocking);
+  EXPECT_EQ(framework_sends(ExportFormat::kMegatron, overlapped).mode, P2pMode::kBlocking);
+  EXPECT_EQ(framework_sends(ExportFormat::kTorchGpipe, overlapped).mode, P2pMode::kOverlapped);
+  EXPECT_EQ(framework_sends(ExportFormat::kTorchPipelining, overlapped).mode, P2pMode::kOverlapped);
   // Megatron-LM's interleaved schedule sends as the plan says (the export
   // turns its overlap off for a plan that blocks).
   for (const P2pMode mode : {P2pMode::kOverlapped, P2pMode::kBlocking}) {
     const Plan p = planned(sending_scenario(mode), ScheduleKind::kInterleaved1F1B, 2);
-    EXPECT_EQ(framework_p2p(ExportFormat::kMegatron, p), mode);
+    EXPECT_EQ(framework_sends(ExportFormat::kMegatron, p).mode, mode);
   }
 }
 
@@ -220,6 +220,30 @@ TEST(P2pMode, UnderAnotherScheduleTheScheduleLineCountsTheSends) {
       << text;
   EXPECT_NE(text.find("(cluster.p2p overlapped): the figures above count\n# them; plan with "
                       "--set cluster.p2p=blocking for them.\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(P2pMode, MegatronSendsWholeCopiesOfASplitPlansCuts) {
+  // T = 2 without sequence parallelism, blocking like Megatron-LM's 1F1B:
+  // only the split differs, megatron-core sending each rank's whole copy.
+  nlohmann::json doc = two_group_doc();
+  doc["training"]["schedule"] = "1f1b";
+  doc["cluster"]["p2p"] = "blocking";
+  doc["cluster"]["p2p_split"] = true;
+  const Scenario sc = parse_scenario(doc, "p.json");
+  const Plan p = two_stage_plan(doc);
+  EXPECT_TRUE(framework_sends(ExportFormat::kDeepSpeed, p).split);
+  EXPECT_FALSE(framework_sends(ExportFormat::kMegatron, p).split);
+  Scenario whole = sc;
+  whole.cluster.p2p_split = false;
+  const double there = simulate(whole, plan_sim_config(p)).metrics.step_time_s();
+  EXPECT_NE(there, p.step_time_s);
+  const std::string text = export_plan(p, ExportFormat::kMegatron, &sc);
+  EXPECT_NE(text.find("# Megatron-LM sends each device's whole copy of a cut, where the plan\n"
+                      "# sends 1/T of it (cluster.p2p_split true): this plan there takes " +
+                      format_seconds(there) + " a step\n# (plan: " + format_seconds(p.step_time_s) +
+                      "); plan with --set cluster.p2p_split=false for it.\n"),
             std::string::npos)
       << text;
 }
