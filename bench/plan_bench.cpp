@@ -10,6 +10,9 @@
 //     planner on one thread, for GPT-3 as above and for Megatron-LM's 1T
 //     model (128 layers, d_model 25,600, 160 heads) on 3,072 A100s in DGX
 //     nodes, global batch 3,072;
+//   BM_PlanGpt3On1024SharedNicsOneCore: GPT-3 as above on nodes whose 8
+//     GPUs share 2 NICs of 4 x 200 Gb/s each (interconnect.nics_per_node),
+//     where every route counts the copies on its NICs;
 //   BM_PlanScenario/demo and /gpipe_transformer: `plan` for scenarios/demo.json
 //     (the search the desktop app runs when it opens it: 26 layers on 4
 //     devices) and scenarios/gpipe/transformer-tpuv3.json (50 layers on 8),
@@ -101,6 +104,13 @@ void BM_Plan1TOn3072NodesOneCore(benchmark::State& state) {
                            "cluster.devices=3072", "training.global_batch=3072"}),
             1);
 }
+void BM_PlanGpt3On1024SharedNicsOneCore(benchmark::State& state) {
+  Scenario sc = gpt3_on_nodes();
+  sc.cluster.interconnect.nics_per_node = 2;
+  sc.cluster.interconnect.inter_node_bandwidth *= 4;
+  sc.cluster.build_topology();
+  plan_loop(state, sc, 1);
+}
 BENCHMARK(BM_PlanGpt3On1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PlanGpt3On1024Nodes)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(BM_PlanGpt3On1024NodesOneCore)
@@ -108,6 +118,10 @@ BENCHMARK(BM_PlanGpt3On1024NodesOneCore)
     ->UseRealTime()
     ->Iterations(2);
 BENCHMARK(BM_Plan1TOn3072NodesOneCore)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+BENCHMARK(BM_PlanGpt3On1024SharedNicsOneCore)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(2);
 
 }  // namespace
 }  // namespace pipescope

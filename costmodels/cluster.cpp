@@ -128,6 +128,16 @@ bool Cluster::shares_nics() const {
 }
 
 void Cluster::add_load(LinkLoad& load, int src, int dst) const {
+  // Shared NICs: only their links to the spine carry more than one copy
+  // (every other link is one device's), and a transfer between nodes
+  // crosses two of them: counted without finding its route.
+  if (shares_nics() && graph) {
+    if (const auto nics = graph->nic_links(src, dst)) {
+      ++load[nics->first];
+      ++load[nics->second];
+    }
+    return;
+  }
   for (const Hop& h : physical_route(src, dst)) ++load[h.link];
 }
 

@@ -54,12 +54,17 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Int
   const int per_nic = shared ? ic.devices_per_node / nics : 1;
   const int first_nic = static_cast<int>(g->vertex_names_.size());
   const auto nic = [&](int d) { return first_nic + d / per_nic; };
+  g->devices_per_node_ = ic.devices_per_node;
   if (shared && node_count > 1) {
+    std::vector<std::int64_t> uplink;  // per NIC; its downlink is the next link
     for (int k = 0; k * per_nic < devices; ++k) {
       const int node = k * per_nic / ic.devices_per_node;
       g->vertex_names_.push_back("nic" + std::to_string(node) + "." + std::to_string(k % nics));
+      uplink.push_back(g->link_count());
       cable(nic(k * per_nic), spine, ic.inter_node_bandwidth, 0.0);
     }
+    for (int d = 0; d < devices; ++d)
+      g->nic_up_.push_back(uplink[static_cast<std::size_t>(d / per_nic)]);
   }
   for (int d = 0; d < devices; ++d) {
     cable(d, devices + d / ic.devices_per_node, ic.bandwidth, ic.latency_s);
@@ -191,6 +196,15 @@ std::vector<std::int64_t> TopologyGraph::shortest_links(int src, int dst) const 
     reversed.push_back(best);
   }
   return {reversed.rbegin(), reversed.rend()};
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> TopologyGraph::nic_links(int src,
+                                                                              int dst) const {
+  PS_CHECK(src >= 0 && src < devices_ && dst >= 0 && dst < devices_, "route outside the graph");
+  if (nic_up_.empty() || src / devices_per_node_ == dst / devices_per_node_) return std::nullopt;
+  // cable(nic, spine) made the uplink and, next, the downlink.
+  return std::make_pair(nic_up_[static_cast<std::size_t>(src)],
+                        nic_up_[static_cast<std::size_t>(dst)] + 1);
 }
 
 std::string TopologyGraph::link_name(std::int64_t link) const {

@@ -27,8 +27,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "costmodels/device.h"
@@ -60,6 +62,11 @@ class TopologyGraph {
   std::vector<Hop> route(int src, int dst) const;
   // "3->nvswitch0", "ib->9", "pcie1->host".
   std::string link_name(std::int64_t link) const;
+  // Nodes with shared NICs: the link from src's NIC up to the spine and the
+  // one down to dst's NIC, which a transfer between different nodes takes
+  // (and one inside a node does not); none otherwise. O(1), for counting
+  // the copies on a NIC without a route each (Cluster::add_load).
+  std::optional<std::pair<std::int64_t, std::int64_t>> nic_links(int src, int dst) const;
 
  private:
   struct Link {
@@ -72,6 +79,8 @@ class TopologyGraph {
   std::vector<std::int64_t> shortest_links(int src, int dst) const;
 
   int devices_ = 0;
+  int devices_per_node_ = 0;          // nodes only
+  std::vector<std::int64_t> nic_up_;  // nodes with shared NICs: device -> its NIC's uplink
   mutable std::mutex routes_mutex_;
   mutable std::unordered_map<std::int64_t, std::vector<std::int64_t>>
       routes_;  // src * devices + dst

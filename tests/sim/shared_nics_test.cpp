@@ -64,6 +64,34 @@ TEST(SharedNics, DevicesReachTheSpineThroughTheirNodesNics) {
   EXPECT_EQ(bandwidths(c.route(0, 4)), (std::vector<double>{50e9, 50e9, 50e9, 50e9}));
 }
 
+TEST(SharedNics, TheNicLinksAreThoseTheRoutesTake) {
+  // Cluster::add_load counts the copies on a NIC's links without a route
+  // each: for every pair, the NIC-to-spine links of the route found by
+  // Dijkstra are the two nic_links gives, or none inside a node.
+  const Cluster c = shared_nic_cluster(12, 1);  // three nodes, the last full
+  for (int src = 0; src < 12; ++src) {
+    for (int dst = 0; dst < 12; ++dst) {
+      if (src == dst) continue;
+      std::vector<std::int64_t> on_spine;
+      for (const Hop& h : c.route(src, dst)) {
+        const std::string name = c.link_name(h.link);
+        if (name.find("->ib") != std::string::npos || name.rfind("ib->", 0) == 0) {
+          on_spine.push_back(h.link);
+        }
+      }
+      const auto nics = c.graph->nic_links(src, dst);
+      SCOPED_TRACE(std::to_string(src) + " -> " + std::to_string(dst));
+      if (src / 4 == dst / 4) {
+        EXPECT_FALSE(nics.has_value());
+        EXPECT_TRUE(on_spine.empty());
+      } else {
+        ASSERT_TRUE(nics.has_value());
+        EXPECT_EQ(on_spine, (std::vector<std::int64_t>{nics->first, nics->second}));
+      }
+    }
+  }
+}
+
 TEST(SharedNics, AGroupsDevicesShareTheirNic) {
   // T = 2: groups 0 and 1 in node 0, 2 and 3 in node 1. Group 1 -> 2 sends
   // 2 -> 4 and 3 -> 5 at once; devices 2 and 3 share nic0.1, 4 and 5 nic1.0.
