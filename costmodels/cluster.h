@@ -104,7 +104,7 @@ struct Cluster {
   int physical_devices() const { return devices * tensor_parallel; }
   // The whole cluster's first physical device of this copy's group g (where
   // its rank runs under the rank order).
-  int first_physical_device(int group) const { return group * group_stride * tensor_parallel; }
+  int first_physical_device(int group) const { return physical_device(group, 0, 0); }
   // The whole cluster's physical device of tensor rank `rank` of this copy's
   // group g in replica r (< replicas), under the rank order.
   int physical_device(int group, int rank, int replica) const;

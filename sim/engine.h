@@ -44,6 +44,9 @@ struct EngineResult {
 // An op of a stage with tensor-parallel collectives (StageCost::tp_forward,
 // tp_backward) runs its compute and then its collectives, the device busy
 // for both; `listener` hears of the collectives through on_tensor_collective.
+// With Cluster::p2p blocking, a device whose send is in flight starts no
+// compute until it has arrived (a ZeRO-3 gather still starts); a send to a
+// stage on the same device moves nothing and holds nothing.
 // `listener` may be null. Throws InternalError if the schedule deadlocks (an op
 // waits for data that never comes), which check_schedule'd GPipe lists cannot do.
 EngineResult run_engine(const Schedule& schedule, const std::vector<StageCost>& stages,
