@@ -203,10 +203,9 @@ void print_gpu_suite(const ValidationReport& report) {
                   [](const auto& f) { return f.table == "gpu" && !f.fits.value_or(true); });
   if (any_over) {
     std::printf(
-        "! the case does not fit in the simulated memory, whose remat rebuilds a stage's whole "
-        "stash at once where Megatron-LM and DeepSpeed checkpoint layer by layer (and which "
-        "shards no optimizer state the source does not state); its simulated time does not "
-        "depend on that\n");
+        "! the case does not fit in the simulated memory, which shards no optimizer state and "
+        "recomputes nothing the source does not state (docs/validation.md: \"The GPU "
+        "suite\"); its simulated time does not depend on that\n");
   }
   std::printf("\n");
 }

@@ -26,19 +26,20 @@ void MemoryTracker::on_compute(int device, const Op& op, SimTime start, SimTime 
   const bool recomputed = recomputes(remat_, op.micro_batch, micro_batches_);
   switch (op.kind) {
     case OpKind::kForward:
-      allocs_[d].push_back({start, recomputed ? c.input_bytes : c.stash_bytes});
+      allocs_[d].push_back({start, recomputed ? c.checkpoint_bytes : c.stash_bytes});
       break;
     case OpKind::kRecompute:
-      allocs_[d].push_back({start, c.stash_bytes});
+      allocs_[d].push_back({start, c.rebuilt_bytes});
       break;
     case OpKind::kBackward:
     case OpKind::kWeight:
-      // The last op to need the micro-batch frees it: a recomputed one frees the input and
-      // the rebuilt stash, otherwise the stash. A split backward keeps them
+      // The last op to need the micro-batch frees it: a recomputed one frees what its
+      // forward kept and its recompute rebuilt, otherwise the stash. A split backward keeps them
       // until W, which reads the layers' inputs (and B's output gradients,
       // counted within the stash).
       if ((op.kind == OpKind::kWeight) == split_) {
-        frees_[d].push_back({end, recomputed ? c.input_bytes + c.stash_bytes : c.stash_bytes});
+        frees_[d].push_back(
+            {end, recomputed ? c.checkpoint_bytes + c.rebuilt_bytes : c.stash_bytes});
       }
       break;
     case OpKind::kOptimizer:

@@ -4,9 +4,11 @@
 //   static: weights + gradients + optimizer state of the device's stages, all step;
 //   a micro-batch that is not recomputed: its whole stash, from the start of its F
 //     to the end of its B (of its W when the backward is split);
-//   one that is (remat always, or except-last for all but the last): its stage
-//     input from the start of F to the end of B, and its whole stash from the start
-//     of R to the end of B.
+//   one that is (remat always, or except-last for all but the last): what its F
+//     keeps (its stage input, or every layer's input under training.checkpoint
+//     layer) from the start of F to the end of B, and what its R rebuilds (its
+//     whole stash, or its largest layer's) from the start of R to the end of B
+//     (StageCost::checkpoint_bytes, rebuilt_bytes).
 // Transient buffers inside an op (one layer's output while it is computed, the
 // gradient being formed) are not counted; they are small next to the stash.
 

@@ -72,51 +72,77 @@ std::vector<StageRange> partition_uniform(int layers, int stages) {
 
 namespace {
 
-// Prefix sums over the layers, so that any stage's totals cost O(1).
 SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {
   if (p.link_bandwidth <= 0.0) return 0;
   return seconds_to_simtime(p.link_latency_s + static_cast<double>(bytes) / p.link_bandwidth);
 }
 
 // Of n micro-batches in flight, those whose whole stash a stage holds at its
-// peak, and those whose input alone it keeps (stage_memory). Neither shrinks
-// as n grows.
+// peak, those whose checkpoint alone it keeps, and the stashes a recompute
+// rebuilds (stage_memory). None shrinks as n grows.
 StashCount held_of(const PartitionProblem& p, int n) {
   switch (p.remat) {
     case Remat::kNever:
     case Remat::kSelective:
-      return {n, 0};
+      return {n, 0, 0};
     case Remat::kAlways:
-      return {1, n};
+      return {0, n, 1};
     case Remat::kExceptLast:
-      return {n > 1 && !p.forwards_first ? 2 : 1, n - 1};
+      return {1, n - 1, n > 1 && !p.forwards_first ? 1 : 0};
   }
-  return {n, 0};
+  return {n, 0, 0};
 }
 
 // `formula`, raised to what the schedule's order holds where that is more.
 StashCount at_least(StashCount formula, const std::optional<StashCount>& order) {
-  if (!order) return formula;
-  return {std::max(formula.stashes, order->stashes), std::max(formula.inputs, order->inputs)};
+  return order ? most_of(formula, *order) : formula;
 }
 
+// The largest of a range of values in O(1) after O(n log n) (a sparse table).
+class RangeMax {
+ public:
+  explicit RangeMax(const std::vector<Bytes>& values) {
+    if (values.empty()) return;
+    table_.push_back(values);
+    for (std::size_t width = 2; width <= values.size(); width *= 2) {
+      const std::vector<Bytes>& half = table_.back();
+      std::vector<Bytes> row(values.size() - width + 1);
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        row[i] = std::max(half[i], half[i + width / 2]);
+      }
+      table_.push_back(std::move(row));
+    }
+  }
+  // Of values[first] .. values[last].
+  Bytes of(int first, int last) const {
+    const auto n = static_cast<unsigned>(last - first + 1);
+    const auto level = static_cast<std::size_t>(std::bit_width(n) - 1);
+    const std::vector<Bytes>& row = table_[level];
+    return std::max(row[static_cast<std::size_t>(first)],
+                    row[static_cast<std::size_t>(last + 1) - (std::size_t{1} << level)]);
+  }
+
+ private:
+  std::vector<std::vector<Bytes>> table_;
+};
+
+// Prefix sums over the layers, so that any stage's totals cost O(1).
 struct Prefix {
   std::vector<SimTime> cut_time;  // moving cut i between devices; 0 for the model's ends
   std::vector<SimTime> compute;   // forward + backward (+ recompute's share under remat)
   std::vector<SimTime> fwd_bwd;   // forward + backward
   std::vector<std::int64_t> params;
   std::vector<Bytes> stash;
-  StashCount held;   // every stage's, from in_flight: fixed for the problem
-  StashCount least;  // the least any stage holds, of each kind
+  std::vector<Bytes> layer_inputs;        // under Checkpoint::kLayer: the cut before each layer
+  std::optional<RangeMax> largest_stash;  // under Checkpoint::kLayer
+  StashCount held;                        // every stage's, from in_flight: fixed for the problem
+  StashCount least;                       // the least any stage holds, of each kind
 
   explicit Prefix(const PartitionProblem& p)
       : held(at_least(held_of(p, p.in_flight.value_or(p.micro_batches)), p.order_held)),
         least(held) {
     for (std::size_t s = 0; s < p.stage_held.size(); ++s) {
-      const StashCount& h = p.stage_held[s];
-      least =
-          s == 0 ? h
-                 : StashCount{std::min(least.stashes, h.stashes), std::min(least.inputs, h.inputs)};
+      least = s == 0 ? p.stage_held[s] : least_of(least, p.stage_held[s]);
     }
     const std::size_t n = p.layers.size();
     compute.assign(n + 1, 0);
@@ -135,11 +161,24 @@ struct Prefix {
       params[i + 1] = params[i] + l.params;
       stash[i + 1] = stash[i] + l.stash_bytes;
     }
+    if (p.checkpoint == Checkpoint::kLayer) {
+      layer_inputs.assign(n + 1, 0);
+      std::vector<Bytes> stashes(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        layer_inputs[i + 1] = layer_inputs[i] + p.cut_bytes[i];
+        stashes[i] = p.layers[i].stash_bytes;
+      }
+      largest_stash.emplace(stashes);
+    }
   }
   SimTime compute_of(int first, int last) const { return compute[last + 1] - compute[first]; }
   SimTime fwd_bwd_of(int first, int last) const { return fwd_bwd[last + 1] - fwd_bwd[first]; }
   std::int64_t params_of(int first, int last) const { return params[last + 1] - params[first]; }
   Bytes stash_of(int first, int last) const { return stash[last + 1] - stash[first]; }
+  // What a recompute rebuilds: the whole stash, or the largest layer's.
+  Bytes rebuilt_of(int first, int last) const {
+    return largest_stash ? largest_stash->of(first, last) : stash_of(first, last);
+  }
 };
 
 // Rounded half up, as std::llround rounds these non-negative values, without a
@@ -152,10 +191,17 @@ Bytes static_bytes(const PartitionProblem& p, std::int64_t params) {
 }
 
 // The part of a stage's memory that only grows as the stage takes more layers:
-// everything but the inputs kept under remat.
+// everything but the stage inputs kept under Checkpoint::kStage.
 Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last,
                    StashCount held) {
-  return static_bytes(p, pre.params_of(first, last)) + held.stashes * pre.stash_of(first, last);
+  Bytes floor = static_bytes(p, pre.params_of(first, last)) +
+                held.stashes * pre.stash_of(first, last) +
+                held.rebuilt * pre.rebuilt_of(first, last);
+  if (!pre.layer_inputs.empty()) {
+    floor += held.inputs * (pre.layer_inputs[static_cast<std::size_t>(last) + 1] -
+                            pre.layer_inputs[static_cast<std::size_t>(first)]);
+  }
+  return floor;
 }
 Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last) {
   return memory_floor(p, pre, first, last, pre.held);
@@ -163,8 +209,9 @@ Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int 
 
 Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last,
                 StashCount held) {
-  return memory_floor(p, pre, first, last, held) +
-         held.inputs * p.cut_bytes[static_cast<std::size_t>(first)];
+  const Bytes floor = memory_floor(p, pre, first, last, held);
+  if (!pre.layer_inputs.empty()) return floor;
+  return floor + held.inputs * p.cut_bytes[static_cast<std::size_t>(first)];
 }
 Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last) {
   return memory_of(p, pre, first, last, pre.held);
@@ -345,7 +392,11 @@ namespace {
 // it, and many problems share it (schedules that hold as many micro-batches,
 // whatever their times), so the cuts are remembered by it.
 std::vector<std::int64_t> memory_signature(const PartitionProblem& p, StashCount held) {
-  std::vector<std::int64_t> sig{p.stages, held.stashes, held.inputs,
+  std::vector<std::int64_t> sig{p.stages,
+                                held.stashes,
+                                held.inputs,
+                                held.rebuilt,
+                                static_cast<std::int64_t>(p.checkpoint),
                                 std::bit_cast<std::int64_t>(p.bytes_per_param)};
   sig.reserve(sig.size() + 3 * p.layers.size() + 1);
   for (const LayerCost& l : p.layers) {

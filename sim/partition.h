@@ -71,6 +71,8 @@ struct PartitionProblem {
   std::vector<int> stage_device;
   int micro_batches = 1;
   Remat remat = Remat::kAlways;
+  // What a recomputed micro-batch keeps and rebuilds (stage_memory).
+  Checkpoint checkpoint = Checkpoint::kStage;
   // Whether every forward runs before any backward (GPipe): then under remat
   // except-last the last micro-batch's stash is freed before the first recompute
   // rebuilds another; under the other schedules the two can coexist.
@@ -115,10 +117,13 @@ SimTime stage_time(const PartitionProblem& p, int first, int last);
 // Peak memory of a stage (docs/models.md, "The partitioner"): weights, gradients and
 // optimizer state, plus, n being in_flight (M under GPipe):
 //   remat never:       n stashes;
-//   remat always:      n inputs and one stash;
-//   remat except-last: n - 1 inputs and the last micro-batch's stash, plus the
-//                      stash a recompute rebuilds while it lives (not under
+//   remat always:      n checkpoints and one rebuilt stash;
+//   remat except-last: n - 1 checkpoints and the last micro-batch's stash, plus
+//                      the stash a recompute rebuilds while it lives (not under
 //                      forwards_first, nor when n = 1).
+// A checkpoint is the stage's input and a rebuilt stash the stage's whole one
+// under Checkpoint::kStage; every layer's input and the largest layer's stash
+// under kLayer.
 Bytes stage_memory(const PartitionProblem& p, int first, int last);
 
 // stage_time and stage_memory of one problem, O(1) each after O(layers) to

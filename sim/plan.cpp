@@ -134,6 +134,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.global_batch = std::int64_t{data_parallel} * result.micro_batches * result.micro_batch_size;
   p.schedule = result.schedule;
   p.remat = result.remat;
+  p.checkpoint = scenario.training.checkpoint;
   p.custom = result.custom;
   p.partition_method = std::move(partition_method);
 

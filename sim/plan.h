@@ -34,8 +34,8 @@ struct PlanStage {
 };
 
 struct Plan {
-  // Fields added since version 1 (T, zero, chunks, remat_mode, each device's
-  // memory split) are optional when read, so older plans still load; a change
+  // Fields added since version 1 (T, zero, chunks, remat_mode, checkpoint, each
+  // device's memory split) are optional when read, so older plans still load; a change
   // that old readers would misread, not merely refuse, needs a new version.
   static constexpr int kVersion = 1;
 
@@ -74,6 +74,8 @@ struct Plan {
   std::int64_t micro_batch_size = 1;
   ScheduleKind schedule = ScheduleKind::kGpipe;
   Remat remat = Remat::kAlways;
+  // What remat keeps (training.checkpoint); matters when it reruns forwards.
+  Checkpoint checkpoint = Checkpoint::kStage;
   std::shared_ptr<const CustomSchedule> custom;  // the actions of schedule custom
   std::string partition_method;                  // how the cuts were chosen, e.g. "optimal"
   std::vector<PlanStage> stage_plans;

@@ -89,8 +89,10 @@ std::string export_summary(const Plan& p) {
          " (global batch " + str(p.global_batch) + "), schedule " +
          std::string(to_string(p.schedule)) +
          (p.chunks > 1 ? " with " + str(p.chunks) + " chunks per device" : "") + ", remat " +
-         std::string(remat_label(p.remat)) + ".\n" +
-         (p.fits ? "" : "# WARNING: the plan predicts more memory than a device has.\n");
+         std::string(remat_label(p.remat)) +
+         (reruns_forwards(p.remat) && p.checkpoint == Checkpoint::kLayer ? " (layer by layer)"
+                                                                         : "") +
+         ".\n" + (p.fits ? "" : "# WARNING: the plan predicts more memory than a device has.\n");
 }
 
 namespace {
@@ -103,6 +105,11 @@ std::string python_list(const std::vector<int>& v) {
 
 std::vector<int> balance_of(const Plan& p) {
   return sizes_of(p.stage_ranges());
+}
+
+// Whether the plan's remat keeps every layer's input (training.checkpoint layer).
+bool layer_checkpoints(const Plan& p) {
+  return reruns_forwards(p.remat) && p.checkpoint == Checkpoint::kLayer;
 }
 
 int largest_stage(const Plan& p) {
@@ -320,6 +327,12 @@ std::string export_torchgpipe(const Plan& p, const std::string& runs) {
   o << "# checkpoint='always' recomputes each micro-batch's forward in the backward pass as\n"
     << "# GPipe's rematerialization does; 'except_last' all but the last micro-batch's\n"
     << "# (remat except-last); 'never' keeps every activation (remat off).\n"
+    << (layer_checkpoints(p)
+            ? "# torchgpipe checkpoints a whole partition: it keeps each stage's input where the\n"
+              "# plan keeps every layer's (training.checkpoint layer), and its recompute holds\n"
+              "# the whole stage's activations where the plan holds the largest layer's: more\n"
+              "# memory at the recompute than the plan says, fewer stored inputs.\n"
+            : "")
     << "from torchgpipe import GPipe\n\n"
     << "balance = " << python_list(balance_of(p)) << "\n"
     << "model = GPipe(model, balance=balance, chunks=" << p.micro_batches << ", checkpoint='"
@@ -347,7 +360,7 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
     o << "#   stage " << s << ": " << describe_stage_layers(p, p.stage_plans[s].layers) << "\n";
   }
-  const int interval = p.remat != Remat::kNever ? largest_stage(p) : 0;
+  const int interval = p.remat == Remat::kNever ? 0 : layer_checkpoints(p) ? 1 : largest_stage(p);
   o << "from deepspeed.pipe import PipelineModule\n\n"
     << "PIPESCOPE_PARTS = " << python_list(parts) << "\n\n\n"
     << "class PlannedPipelineModule(PipelineModule):\n"
@@ -361,8 +374,11 @@ std::string export_deepspeed(const Plan& p, const std::string& runs) {
     << "        stage_id = self._topo.get_coord(self.global_rank).pipe\n"
     << "        self._set_bounds(start=self.parts[stage_id], stop=self.parts[stage_id + 1])\n\n\n"
     << "# activation_checkpoint_interval " << interval
-    << (p.remat != Remat::kNever ? ": one checkpoint around each stage's forward (GPipe's remat)"
-                                 : ": no activation checkpointing (remat off)")
+    << (p.remat == Remat::kNever ? ": no activation checkpointing (remat off)"
+        : layer_checkpoints(p)
+            ? ": one checkpoint around each layer (training.checkpoint layer), each rerun\n"
+              "# in the backward one at a time"
+            : ": one checkpoint around each stage's forward (GPipe's remat)")
     << ".\n"
     << except_last_note(p, ExportFormat::kDeepSpeed)
     << (p.remat != Remat::kNever
@@ -447,8 +463,17 @@ std::string megatron_ends_note(GptEnds e) {
 }
 
 // What the recompute flags do, set against the plan's remat: the plan keeps one
-// input per stage and micro-batch and recomputes the whole stage.
+// input per stage and micro-batch and recomputes the whole stage, or, under
+// layer checkpoints, as Megatron-LM does with groups of one layer.
 std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int group) {
+  const std::string rest =
+      megatron_ends_note(gpt_ends(p)) + except_last_note(p, ExportFormat::kMegatron);
+  if (layer_checkpoints(p)) {
+    return "# Remat layer by layer (training.checkpoint layer): --recompute-num-layers 1 keeps\n"
+           "# each transformer layer's input and reruns one layer at a time in the backward, as\n"
+           "# the plan does.\n" +
+           rest;
+  }
   std::string kept;
   bool whole_stages = true;
   for (std::size_t s = 0; s < t.size(); ++s) {
@@ -467,7 +492,7 @@ std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int gr
                           kept + " inputs per micro-batch and recomputes " + str(group) +
                           " layer(s) at a\n# time: more stored inputs, a smaller recompute "
                           "working set.\n");
-  return out + megatron_ends_note(gpt_ends(p)) + except_last_note(p, ExportFormat::kMegatron);
+  return out + rest;
 }
 
 std::string export_megatron(const Plan& p, const std::string& runs) {
@@ -548,7 +573,7 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
       << "# (scores, softmax, dropout) in the backward, as the plan does.\n";
     flags.push_back("--recompute-granularity selective");
   } else if (p.remat != Remat::kNever) {
-    const int group = recompute_group(t);
+    const int group = layer_checkpoints(p) ? 1 : recompute_group(t);
     o << megatron_remat_note(p, t, group);
     flags.push_back("--recompute-granularity full");
     flags.push_back("--recompute-method uniform");

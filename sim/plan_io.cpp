@@ -333,6 +333,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   if (plan.custom) doc["actions"] = action_names(*plan.custom);
   doc["remat"] = plan.remat != Remat::kNever;
   doc["remat_mode"] = std::string(to_string(plan.remat));
+  doc["checkpoint"] = std::string(to_string(plan.checkpoint));
   doc["partition"] = plan.partition_method;
   doc["optimizer"] =
       plan.optimizer ? ojson(std::string(to_string(*plan.optimizer))) : ojson(nullptr);
@@ -394,6 +395,10 @@ Plan plan_from_json(const json& doc, const std::string& file) {
     top.fail("remat_mode", "remat mode '" + std::string(to_string(p.remat)) +
                                "' contradicts \"remat\": " + (remat ? "true" : "false"));
   }
+  // Absent from plans written before layer checkpointing: the stage's input.
+  p.checkpoint =
+      opt_choice(top, "checkpoint", "checkpoint unit", parse_checkpoint, kCheckpointNames)
+          .value_or(Checkpoint::kStage);
   p.partition_method = top.string("partition");
   if (!top.at("optimizer").is_null()) {
     p.optimizer =
@@ -453,6 +458,14 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                             ", the scenario's " + how(scenario.cluster.p2p_split) +
                             " (--set cluster.p2p_split=" + (plan.p2p_split ? "true" : "false") +
                             " runs the plan's)");
+  }
+  if (reruns_forwards(plan.remat) && plan.checkpoint != t.checkpoint) {
+    throw ScenarioError(
+        plan_file, "training.checkpoint",
+        "this plan's remat keeps each " + std::string(to_string(plan.checkpoint)) +
+            "'s input, the scenario's each " + std::string(to_string(t.checkpoint)) +
+            "'s (--set training.checkpoint=" + std::string(to_string(plan.checkpoint)) +
+            " runs the plan's)");
   }
   if (plan.tensor_parallel != t.tensor_parallel || plan.sequence_parallel != t.sequence_parallel) {
     const auto split = [](int T, bool sp) {

@@ -44,6 +44,7 @@ nlohmann::json to_json(const SimResult& r) {
               {"chunks", r.chunks},
               {"remat", r.remat != Remat::kNever},
               {"remat_mode", std::string(to_string(r.remat))},
+              {"checkpoint", std::string(to_string(r.checkpoint))},
               {"micro_batch_size", r.micro_batch_size},
               {"step_time_s", m.step_time_s()},
               {"throughput_samples_per_s", m.samples_per_s},

@@ -83,4 +83,14 @@ std::optional<Remat> parse_remat(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view to_string(Checkpoint c) {
+  return c == Checkpoint::kLayer ? "layer" : "stage";
+}
+
+std::optional<Checkpoint> parse_checkpoint(std::string_view name) {
+  if (name == "stage") return Checkpoint::kStage;
+  if (name == "layer") return Checkpoint::kLayer;
+  return std::nullopt;
+}
+
 }  // namespace pipescope

@@ -2,6 +2,7 @@
 // A scenario: the model, the cluster and how it is trained. Loaded from JSON by
 // scenario_io; the simulation core only sees this plain struct.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -116,13 +117,40 @@ constexpr Remat remat_from_bool(bool on) {
 constexpr bool recomputes(Remat r, int micro_batch, int micro_batches) {
   return r == Remat::kAlways || (r == Remat::kExceptLast && micro_batch != micro_batches - 1);
 }
-// What a stage holds of its micro-batches at one moment: whole stashes, and
-// inputs alone (kept by a forward whose micro-batch remat recomputes).
+// What a recomputed micro-batch keeps between its F and its R, and what its R
+// rebuilds (docs/models.md, Memory):
+//   stage: the stage's input; R rebuilds the whole stage's stash, held until
+//          B ends (GPipe's and torchgpipe's checkpoint around a partition);
+//   layer: every layer's input; the backward reruns one layer at a time, so
+//          at most the largest layer's stash is rebuilt at once (Megatron-LM's
+//          --recompute-num-layers 1, DeepSpeed's activation_checkpoint_interval
+//          1). The rerun costs the same forward either way.
+enum class Checkpoint : std::uint8_t { kStage, kLayer };
+std::string_view to_string(Checkpoint c);
+std::optional<Checkpoint> parse_checkpoint(std::string_view name);
+inline constexpr const char* kCheckpointNames = "stage, layer";
+
+// What a stage holds of its micro-batches at one moment: whole stashes kept by
+// their forward, stashes a recompute rebuilt, and inputs alone (kept by a
+// forward whose micro-batch remat recomputes). Under Checkpoint::kStage a
+// rebuilt stash is a whole one; under kLayer the largest layer's.
 struct StashCount {
   int stashes = 0;
   int inputs = 0;
+  int rebuilt = 0;
+  // Every stash, kept or rebuilt: the stage-checkpointing count.
+  int all_stashes() const { return stashes + rebuilt; }
   friend bool operator==(const StashCount&, const StashCount&) = default;
 };
+// Of each kind, the more (the less) of the two.
+constexpr StashCount most_of(StashCount a, StashCount b) {
+  return {std::max(a.stashes, b.stashes), std::max(a.inputs, b.inputs),
+          std::max(a.rebuilt, b.rebuilt)};
+}
+constexpr StashCount least_of(StashCount a, StashCount b) {
+  return {std::min(a.stashes, b.stashes), std::min(a.inputs, b.inputs),
+          std::min(a.rebuilt, b.rebuilt)};
+}
 
 // How many of M micro-batches are recomputed.
 constexpr int recomputed_count(Remat r, int micro_batches) {
@@ -137,6 +165,7 @@ struct TrainingConfig {
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;  // v, model chunks per device (schedules that take_chunks; kDefaultChunks)
   Remat remat = Remat::kAlways;
+  Checkpoint checkpoint = Checkpoint::kStage;  // what remat keeps (training.checkpoint)
   // T, the devices that split every layer of a transformer (Megatron-LM's
   // tensor parallelism); the model is then one device's share and the
   // cluster's devices are groups of T (ModelSpec::tensor_parallel,

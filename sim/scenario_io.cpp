@@ -417,6 +417,9 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   } else {
     cfg.remat = remat_from_bool(t.opt_bool("remat").value_or(true));
   }
+  cfg.checkpoint =
+      opt_choice(t, "checkpoint", "checkpoint unit", parse_checkpoint, kCheckpointNames)
+          .value_or(Checkpoint::kStage);
   const std::optional<std::int64_t> tensor_parallel =
       t.opt_integer("tensor_parallel", kTensorParallel);
   cfg.tensor_parallel = static_cast<int>(tensor_parallel.value_or(1));

@@ -449,8 +449,10 @@ Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat) {
   return s;
 }
 
-std::vector<StashCount> held_at_peak(const Schedule& s) {
+std::vector<StashCount> held_at_peak(const Schedule& s, Checkpoint checkpoint) {
   const OpKind frees = s.split ? OpKind::kWeight : OpKind::kBackward;
+  const bool bound_each = s.remat == Remat::kExceptLast ||
+                          (checkpoint == Checkpoint::kLayer && reruns_forwards(s.remat));
   std::vector<StashCount> at_peak(static_cast<std::size_t>(s.stages));
   std::vector<StashCount> held(static_cast<std::size_t>(s.stages));
   std::vector<std::vector<std::size_t>> stages_of(s.device_ops.size());
@@ -464,22 +466,35 @@ std::vector<StashCount> held_at_peak(const Schedule& s) {
       StashCount& h = held[static_cast<std::size_t>(op.stage)];
       const bool recomputed = s.recomputes(op.micro_batch);
       const int sign = op.kind == frees ? -1 : 1;
-      if (op.kind == frees || op.kind == OpKind::kRecompute ||
-          (op.kind == OpKind::kForward && !recomputed)) {
+      // A forward that keeps its stash, and the op that frees it; a recompute,
+      // and the op that frees what it rebuilt.
+      if ((op.kind == frees || op.kind == OpKind::kForward) && !recomputed) {
         h.stashes += sign;
         total.stashes += sign;
+      }
+      if (op.kind == OpKind::kRecompute || (op.kind == frees && recomputed)) {
+        h.rebuilt += sign;
+        total.rebuilt += sign;
       }
       if ((op.kind == frees || op.kind == OpKind::kForward) && recomputed) {
         h.inputs += sign;
         total.inputs += sign;
       }
       if (sign < 0) continue;
-      if (s.remat == Remat::kExceptLast) {
+      if (bound_each) {
+        // The most kept stashes, and beside them as many rebuilt ones as make
+        // the most stashes of either kind: a bound however the two weigh.
         StashCount& bound = at_peak[static_cast<std::size_t>(op.stage)];
-        bound = {std::max(bound.stashes, h.stashes), std::max(bound.inputs, h.inputs)};
+        const int most_stashes = std::max(bound.all_stashes(), h.all_stashes());
+        bound.stashes = std::max(bound.stashes, h.stashes);
+        bound.rebuilt = most_stashes - bound.stashes;
+        bound.inputs = std::max(bound.inputs, h.inputs);
         continue;
       }
-      if (std::tie(total.stashes, total.inputs) <= std::tie(most.stashes, most.inputs)) continue;
+      if (std::pair(total.all_stashes(), total.inputs) <=
+          std::pair(most.all_stashes(), most.inputs)) {
+        continue;
+      }
       most = total;
       for (const std::size_t t : stages_of[d]) at_peak[t] = held[t];
     }
@@ -491,7 +506,7 @@ int most_stashes_held(const Schedule& s) {
   const std::vector<StashCount> at_peak = held_at_peak(s);
   std::vector<int> per_device(s.device_ops.size(), 0);
   for (std::size_t t = 0; t < at_peak.size(); ++t) {
-    per_device[static_cast<std::size_t>(s.stage_device[t])] += at_peak[t].stashes;
+    per_device[static_cast<std::size_t>(s.stage_device[t])] += at_peak[t].all_stashes();
   }
   return *std::max_element(per_device.begin(), per_device.end());
 }

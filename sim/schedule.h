@@ -182,15 +182,17 @@ Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat
 // the schedules' memory bounds.
 int most_stashes_held(const Schedule& s);
 // For each stage, what it holds at the first moment its device holds the most
-// whole stashes (of those, the most inputs), counted in the device's order as
-// the memory tracker counts: a forward keeps its stash, or its input alone when
-// remat recomputes the micro-batch; a recompute rebuilds the stash; the
-// backward (W when split) frees both. Under remat except-last, where one
-// micro-batch's whole stash meets the others' inputs and which moment weighs
-// most depends on their sizes, each stage's own most of each instead (a bound).
-// The counts the device partitioner prices a device's stages at
-// (docs/models.md, "The partitioner").
-std::vector<StashCount> held_at_peak(const Schedule& s);
+// stashes, kept or rebuilt (of those, the most inputs), counted in the device's
+// order as the memory tracker counts: a forward keeps its stash, or its
+// input(s) alone when remat recomputes the micro-batch; a recompute rebuilds
+// the stash (StashCount::rebuilt); the backward (W when split) frees both.
+// Where which moment weighs most depends on the sizes of what is held (under
+// remat except-last one micro-batch's whole stash meets the others' inputs;
+// under Checkpoint::kLayer every layer's input meets one layer's rebuilt
+// stash), each stage's own most of each instead (a bound). The counts the
+// device partitioner prices a device's stages at (docs/models.md, "The
+// partitioner").
+std::vector<StashCount> held_at_peak(const Schedule& s, Checkpoint checkpoint = Checkpoint::kStage);
 
 // Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
 // string: the rules build_schedule enforces, for callers that report them.

@@ -9,12 +9,13 @@
 namespace pipescope {
 namespace {
 
-using Shape = std::tuple<ScheduleKind, int, int, Remat, int>;
+using Shape = std::tuple<ScheduleKind, int, int, Remat, int, Checkpoint>;
 struct ShapeHash {
   std::size_t operator()(const Shape& s) const {
-    const auto [kind, devices, micro_batches, remat, chunks] = s;
+    const auto [kind, devices, micro_batches, remat, chunks, checkpoint] = s;
     std::size_t h = static_cast<std::size_t>(kind);
-    for (const int x : {devices, micro_batches, static_cast<int>(remat), chunks}) {
+    for (const int x :
+         {devices, micro_batches, static_cast<int>(remat), chunks, static_cast<int>(checkpoint)}) {
       h = h * 1000003U + static_cast<std::size_t>(x);
     }
     return h;
@@ -26,13 +27,14 @@ struct ShapeHash {
 constexpr std::size_t kMaxShapes = std::size_t{1} << 14;
 
 ScheduleHolds count_holds(ScheduleKind kind, int devices, int micro_batches, Remat remat,
-                          int chunks) {
+                          int chunks, Checkpoint checkpoint) {
   ScheduleHolds h;
   h.most = most_stashes_held(build_schedule(kind, devices, micro_batches, Remat::kNever, chunks));
   const bool rebuilt_until_w =
       splits_backward(kind) && (remat == Remat::kAlways || remat == Remat::kExceptLast);
   if (chunks > 1 || rebuilt_until_w) {
-    h.at_peak = held_at_peak(build_schedule(kind, devices, micro_batches, remat, chunks));
+    h.at_peak =
+        held_at_peak(build_schedule(kind, devices, micro_batches, remat, chunks), checkpoint);
   }
   return h;
 }
@@ -40,11 +42,12 @@ ScheduleHolds count_holds(ScheduleKind kind, int devices, int micro_batches, Rem
 }  // namespace
 
 ScheduleHolds schedule_holds(ScheduleKind kind, int devices, int micro_batches, Remat remat,
-                             int chunks) {
+                             int chunks, Checkpoint checkpoint) {
   PS_CHECK(kind != ScheduleKind::kCustom, "a custom schedule's holds depend on its file");
   static SharedMemo<Shape, ScheduleHolds, ShapeHash> memo(kMaxShapes);
-  return memo.get(Shape{kind, devices, micro_batches, remat, chunks},
-                  [&] { return count_holds(kind, devices, micro_batches, remat, chunks); });
+  return memo.get(Shape{kind, devices, micro_batches, remat, chunks, checkpoint}, [&] {
+    return count_holds(kind, devices, micro_batches, remat, chunks, checkpoint);
+  });
 }
 
 }  // namespace pipescope

@@ -1,7 +1,7 @@
 #pragma once
 // What a built-in schedule's order holds, read off the order once per shape
 // and remembered: the planner asks for the same few shapes (kind, K, M, remat,
-// v) thousands of times, and building an order of K x v x M ops to count them
+// v, checkpoint) thousands of times, and building an order of K x v x M ops to count them
 // cost a sixth of its search.
 
 #include <vector>
@@ -22,8 +22,9 @@ struct ScheduleHolds {
 };
 
 // The holds of build_schedule(kind, devices, micro_batches, remat, chunks), a
-// built-in kind (not kCustom). Thread-safe; throws what build_schedule throws.
+// built-in kind (not kCustom), at_peak as `checkpoint` weighs them. Thread-safe;
+// throws what build_schedule throws.
 ScheduleHolds schedule_holds(ScheduleKind kind, int devices, int micro_batches, Remat remat,
-                             int chunks);
+                             int chunks, Checkpoint checkpoint = Checkpoint::kStage);
 
 }  // namespace pipescope

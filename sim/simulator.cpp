@@ -173,6 +173,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   }
   p.micro_batches = micro_batches;
   p.remat = remat;
+  p.checkpoint = sc.training.checkpoint;
   p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
   p.bytes_per_param = device_bytes_per_param(sc);
   p.backward_split = split;
@@ -186,15 +187,14 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   // when its device holds the most, remat included (held_at_peak).
   p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
   if (schedule != ScheduleKind::kCustom) {
-    ScheduleHolds holds = schedule_holds(schedule, stages / chunks, micro_batches, remat, chunks);
+    ScheduleHolds holds = schedule_holds(schedule, stages / chunks, micro_batches, remat, chunks,
+                                         sc.training.checkpoint);
     p.in_flight = std::min(micro_batches, (holds.most + chunks - 1) / chunks);
     if (chunks > 1 && placement == nullptr) {
       p.stage_held = std::move(holds.at_peak);
     } else if (chunks == 1 && !holds.at_peak.empty()) {
       StashCount most;
-      for (const StashCount& h : holds.at_peak) {
-        most = {std::max(most.stashes, h.stashes), std::max(most.inputs, h.inputs)};
-      }
+      for (const StashCount& h : holds.at_peak) most = most_of(most, h);
       p.order_held = most;
     }
   }
@@ -455,6 +455,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.custom = config.custom;
   out.tensor_parallel = scenario.cluster.tensor_parallel;
   out.sequence_parallel = scenario.model.sequence_parallel;
+  out.checkpoint = scenario.training.checkpoint;
   out.zero = scenario.training.zero;
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
@@ -476,8 +477,9 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
                               r.schedule, r.chunks, config.custom.get());
   }
-  out.stage_costs = compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
-                                        device_bytes_per_param(scenario), r.remat);
+  out.stage_costs =
+      compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
+                          device_bytes_per_param(scenario), r.remat, scenario.training.checkpoint);
   split_static_bytes(scenario, out.stage_costs);
   // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage.
   if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {

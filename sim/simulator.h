@@ -92,6 +92,7 @@ struct SimResult {
   int micro_batches = 1;
   ScheduleKind schedule = ScheduleKind::kGpipe;
   Remat remat = Remat::kNever;
+  Checkpoint checkpoint = Checkpoint::kStage;    // what remat keeps
   std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
   int data_parallel = 1;  // D; metrics are one replica's, all-reduces included
   // T; stage costs, memory and metrics are one device's of each group

@@ -1,5 +1,6 @@
 #include "sim/stage_costs.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "costmodels/check.h"
@@ -23,7 +24,8 @@ Bytes stash_under_remat(Remat remat, const LayerSpec& layer) {
 std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
                                            const std::vector<StageRange>& stages,
                                            const CostModel& cost, std::int64_t micro_batch_size,
-                                           double bytes_per_param, Remat remat) {
+                                           double bytes_per_param, Remat remat,
+                                           Checkpoint checkpoint) {
   const std::int64_t b = micro_batch_size;
   std::vector<StageCost> out;
   out.reserve(stages.size());
@@ -43,13 +45,22 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
       c.input += t.input;
       c.recompute += t.recompute;
       c.params += layer.params;
-      c.stash_bytes += stash_under_remat(remat, layer) * b;
+      const Bytes stash = stash_under_remat(remat, layer) * b;
+      c.stash_bytes += stash;
+      if (checkpoint == Checkpoint::kLayer) {
+        c.checkpoint_bytes += model.input_bytes_of(l) * b;
+        c.rebuilt_bytes = std::max(c.rebuilt_bytes, stash);
+      }
     }
     c.optimizer = cost.optimizer_step(c.params);
     c.static_bytes =
         static_cast<Bytes>(std::llround(static_cast<double>(c.params) * bytes_per_param));
     c.input_bytes = model.input_bytes_of(range.first_layer) * b;
     c.output_bytes = model.input_bytes_of(range.last_layer + 1) * b;
+    if (checkpoint == Checkpoint::kStage) {
+      c.checkpoint_bytes = c.input_bytes;
+      c.rebuilt_bytes = c.stash_bytes;
+    }
     out.push_back(c);
   }
   return out;

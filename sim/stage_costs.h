@@ -71,6 +71,12 @@ struct StageCost {
   // (1 / cut_split of the tensor, sim/tensor_parallel.h).
   Bytes output_bytes = 0;
   Bytes stash_bytes = 0;  // every layer's stash for one micro-batch
+  // Of a micro-batch that remat recomputes (Checkpoint): what its forward
+  // keeps until its backward ends (the stage's input, or every layer's), and
+  // what its recompute rebuilds and holds until then (the whole stash, or the
+  // largest layer's).
+  Bytes checkpoint_bytes = 0;
+  Bytes rebuilt_bytes = 0;
 };
 
 // A layer's times and its stash per sample as `remat` leaves them. Selective
@@ -83,10 +89,11 @@ OpTimes under_remat(Remat remat, OpTimes times);
 Bytes stash_under_remat(Remat remat, const LayerSpec& layer);
 
 // A stage's time is the sum of its layers' times (each layer one op with its own
-// overhead), under `remat`.
+// overhead), under `remat`; its memory as `checkpoint` keeps it.
 std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
                                            const std::vector<StageRange>& stages,
                                            const CostModel& cost, std::int64_t micro_batch_size,
-                                           double bytes_per_param, Remat remat);
+                                           double bytes_per_param, Remat remat,
+                                           Checkpoint checkpoint = Checkpoint::kStage);
 
 }  // namespace pipescope

@@ -49,9 +49,9 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(keys(j),
             (std::set<std::string>{"K", "T", "sequence_parallel", "zero", "M", "schedule", "chunks",
-                                   "remat", "remat_mode", "micro_batch_size", "step_time_s",
-                                   "throughput_samples_per_s", "bubble_fraction", "mfu",
-                                   "tensor_allreduce_s", "fits", "devices", "stages"}));
+                                   "remat", "remat_mode", "checkpoint", "micro_batch_size",
+                                   "step_time_s", "throughput_samples_per_s", "bubble_fraction",
+                                   "mfu", "tensor_allreduce_s", "fits", "devices", "stages"}));
   ASSERT_EQ(j["devices"].size(), j["K"].get<std::size_t>());
   EXPECT_EQ(
       keys(j["devices"][0]),

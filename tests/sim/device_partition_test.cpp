@@ -46,6 +46,9 @@ Instance random_instance(std::mt19937_64& rng) {
   p.stages = in.devices * v;
   p.micro_batches = 1 + static_cast<int>(rng() % 8);
   p.remat = kScheduleRemats[rng() % 3];
+  // Either checkpoint unit, without drawing from rng (the instances stay those
+  // of before).
+  p.checkpoint = p.micro_batches % 2 == 1 ? Checkpoint::kLayer : Checkpoint::kStage;
   p.forwards_first = false;
   p.bytes_per_param = 4.0;
   if (rng() % 2 == 0) {
@@ -280,6 +283,7 @@ TEST(DevicePartition, LanguageModelShapesMatchBruteForce) {
     p.cut_bytes.assign(p.layers.size() + 1, 50);
     p.micro_batches = 4 + static_cast<int>(rng() % 5);
     p.remat = kScheduleRemats[rng() % 3];
+    p.checkpoint = p.micro_batches % 2 == 1 ? Checkpoint::kLayer : Checkpoint::kStage;
     p.forwards_first = false;
     p.bytes_per_param = 4.0;
     p.link_bandwidth = 1e9;

@@ -1,5 +1,6 @@
 #pragma once
-// Plans the export tests share: the golden plan file and plans of any cut.
+// Plans the tests share: the golden plan file and plans of any cut, and what
+// checking a plan against a scenario says.
 
 #include <cstdint>
 #include <numeric>
@@ -9,6 +10,7 @@
 
 #include "sim/plan.h"
 #include "sim/plan_io.h"
+#include "sim/scenario_io.h"
 
 #include "golden.h"
 
@@ -58,6 +60,17 @@ inline Plan interleaved_plan(const std::vector<int>& balance) {
     p.stage_plans[s].device = static_cast<int>(s % 2);
   }
   return p;
+}
+
+// What check_plan_matches says of `p` against `scenario` read as "s.json",
+// the plan being "p.json"; "matches" when nothing.
+inline std::string plan_mismatch(const Plan& p, const nlohmann::json& scenario) {
+  try {
+    check_plan_matches(p, parse_scenario(scenario, "s.json"), "p.json");
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "matches";
 }
 
 }  // namespace pipescope::testing

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "costmodels/cost_model.h"
 #include "sim/memory_tracker.h"
 #include "sim/simulator.h"
 #include "sim_fixtures.h"
@@ -32,6 +33,34 @@ TEST(Memory, WithRematInputsPlusOneStash) {
   const Bytes input1 = 10 * 2;  // layer 1's output
   EXPECT_EQ(r.metrics.devices[0].peak_memory, statics + M * input0 + stash);
   EXPECT_EQ(r.metrics.devices[1].peak_memory, statics + M * input1 + stash);
+}
+
+// Layer checkpoints (training.checkpoint layer): a recomputed micro-batch keeps
+// every layer's input, and its recompute holds one layer's stash at most, the
+// largest of the stage's. Stashes 100, 300, 50, 80 a sample; each layer's
+// input 7 (the model's) or 10; micro-batch 2.
+TEST(Memory, LayerCheckpointsKeepEveryInputAndTheLargestStash) {
+  const int M = 4;
+  Scenario sc = memory_scenario(M, true);
+  const std::vector<Bytes> stashes = {100, 300, 50, 80};
+  for (std::size_t l = 0; l < stashes.size(); ++l) sc.model.layers[l].stash_bytes = stashes[l];
+  const Bytes statics = 2 * 1000 * 12;
+  sc.training.checkpoint = Checkpoint::kStage;
+  const SimResult stage = simulate(sc, SimConfig{});
+  EXPECT_EQ(stage.metrics.devices[0].peak_memory, statics + M * 7 * 2 + (100 + 300) * 2);
+  EXPECT_EQ(stage.metrics.devices[1].peak_memory, statics + M * 10 * 2 + (50 + 80) * 2);
+  sc.training.checkpoint = Checkpoint::kLayer;
+  const SimResult layer = simulate(sc, SimConfig{});
+  EXPECT_EQ(layer.metrics.devices[0].peak_memory, statics + M * (7 + 10) * 2 + 300 * 2);
+  EXPECT_EQ(layer.metrics.devices[1].peak_memory, statics + M * (10 + 10) * 2 + 80 * 2);
+  // The same recompute either way.
+  EXPECT_EQ(layer.metrics.step_time, stage.metrics.step_time);
+  // The partitioner prices the stages as the simulation holds them.
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 4);
+  const PartitionProblem p =
+      partition_problem(sc, cost, 2, M, Remat::kAlways, ScheduleKind::kGpipe, 1);
+  EXPECT_EQ(stage_memory(p, 0, 1), layer.metrics.devices[0].peak_memory);
+  EXPECT_EQ(stage_memory(p, 2, 3), layer.metrics.devices[1].peak_memory);
 }
 
 TEST(Memory, CurveOfOneDevice) {

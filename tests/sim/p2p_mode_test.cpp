@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "export_fixtures.h"
 #include "scenario_docs.h"
 #include "sim/format.h"
 #include "sim/plan.h"
@@ -19,14 +20,8 @@
 namespace pipescope {
 namespace {
 
-std::string scenario_error(const nlohmann::json& doc) {
-  try {
-    parse_scenario(doc, "s.json");
-  } catch (const ScenarioError& e) {
-    return e.what();
-  }
-  return "accepted";
-}
+using testing::plan_mismatch;
+using testing::docs::scenario_error;
 
 TEST(P2pMode, ParsesAndNamesItsModes) {
   EXPECT_EQ(parse_p2p_mode("overlapped"), P2pMode::kOverlapped);
@@ -72,15 +67,6 @@ Plan two_stage_plan(const nlohmann::json& doc) {
   return make_plan(sc, simulate(sc, cfg), 1, "optimal");
 }
 
-std::string mismatch(const Plan& p, const nlohmann::json& scenario) {
-  try {
-    check_plan_matches(p, parse_scenario(scenario, "s.json"), "p.json");
-  } catch (const ScenarioError& e) {
-    return e.what();
-  }
-  return "matches";
-}
-
 TEST(P2pMode, PlanFilesRecordItAndRefuseAnotherScenarios) {
   nlohmann::json doc = two_group_doc();
   doc["cluster"]["p2p"] = "blocking";
@@ -99,15 +85,15 @@ TEST(P2pMode, PlanFilesRecordItAndRefuseAnotherScenarios) {
   EXPECT_EQ(plan_from_json(file, "p.json").p2p, P2pMode::kOverlapped);
   EXPECT_FALSE(plan_from_json(file, "p.json").p2p_split);
 
-  EXPECT_EQ(mismatch(p, doc), "matches");
+  EXPECT_EQ(plan_mismatch(p, doc), "matches");
   nlohmann::json other = doc;
   other["cluster"].erase("p2p");
-  EXPECT_EQ(mismatch(p, other),
+  EXPECT_EQ(plan_mismatch(p, other),
             "p.json: cluster.p2p: this plan's stages exchange tensors blocking, the scenario's "
             "overlapped (--set cluster.p2p=blocking runs the plan's)");
   other = doc;
   other["cluster"]["p2p_split"] = false;
-  EXPECT_EQ(mismatch(p, other),
+  EXPECT_EQ(plan_mismatch(p, other),
             "p.json: cluster.p2p_split: this plan's devices send their cuts 1/T from each "
             "device, the scenario's whole (--set cluster.p2p_split=true runs the plan's)");
 }
@@ -120,7 +106,7 @@ TEST(P2pMode, SequenceParallelPlansSplitEitherWay) {
   doc["cluster"]["p2p_split"] = true;
   const Plan p = two_stage_plan(doc);
   doc["cluster"]["p2p_split"] = false;
-  EXPECT_EQ(mismatch(p, doc), "matches");
+  EXPECT_EQ(plan_mismatch(p, doc), "matches");
 }
 
 TEST(P2pMode, OneStageExchangesNothing) {
@@ -132,7 +118,7 @@ TEST(P2pMode, OneStageExchangesNothing) {
   const Plan p = make_plan(sc, simulate(sc, cfg), 1, "optimal");
   doc["cluster"]["p2p"] = "blocking";
   doc["cluster"]["p2p_split"] = true;
-  EXPECT_EQ(mismatch(p, doc), "matches");
+  EXPECT_EQ(plan_mismatch(p, doc), "matches");
 }
 
 // Two stages of two layers (1000 ns forward each), M = 4, whose 1500-byte

@@ -34,6 +34,7 @@ PartitionProblem random_problem(std::mt19937_64& rng) {
   p.stages = std::uniform_int_distribution<int>(1, L)(rng);
   p.micro_batches = std::uniform_int_distribution<int>(1, 8)(rng);
   p.remat = kScheduleRemats[rng() % 3];
+  p.checkpoint = rng() % 2 == 0 ? Checkpoint::kStage : Checkpoint::kLayer;
   p.bytes_per_param = 4.0 * static_cast<double>(rng() % 5);
   if (rng() % 3 != 0) p.memory_capacity = std::uniform_int_distribution<Bytes>(500, 6000)(rng);
   if (rng() % 2 == 0) {
@@ -178,6 +179,43 @@ TEST(StageMemory, WeightBytesRoundToTheNearestByte) {
   p.layers[0].params = std::int64_t{175} * 1000 * 1000 * 1000;  // GPT-3's weights at 18 B
   p.bytes_per_param = 18.0;
   EXPECT_EQ(stage_memory(p, 0, 1), std::int64_t{3150} * 1000 * 1000 * 1000);
+}
+
+// Under layer checkpoints a stage keeps every layer's input of each recomputed
+// micro-batch and rebuilds one layer's stash at a time, the largest: against
+// the sums and maxima taken layer by layer, on every range of random problems.
+TEST(StageMemory, LayerCheckpointsSumTheInputsAndTakeTheLargestStash) {
+  std::mt19937_64 rng(20261127);
+  int ranges = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    PartitionProblem p = random_problem(rng);
+    p.checkpoint = Checkpoint::kLayer;
+    p.bytes_per_param = 0.0;
+    p.forwards_first = trial % 2 == 0;
+    const int L = static_cast<int>(p.layers.size());
+    const int n = p.micro_batches;
+    for (int first = 0; first < L; ++first) {
+      Bytes inputs = 0;
+      Bytes largest = 0;
+      Bytes whole = 0;
+      for (int last = first; last < L; ++last) {
+        inputs += p.cut_bytes[static_cast<std::size_t>(last)];
+        largest = std::max(largest, p.layers[static_cast<std::size_t>(last)].stash_bytes);
+        whole += p.layers[static_cast<std::size_t>(last)].stash_bytes;
+        const Bytes expected =
+            p.remat == Remat::kNever ? n * whole
+            : p.remat == Remat::kAlways
+                ? n * inputs + largest
+                // except-last: the last micro-batch's whole stash
+                // and, beside it, one rebuilt (not under GPipe)
+                : (n - 1) * inputs + whole + (n > 1 && !p.forwards_first ? largest : 0);
+        EXPECT_EQ(stage_memory(p, first, last), expected)
+            << "trial " << trial << " layers " << first << ".." << last;
+        ++ranges;
+      }
+    }
+  }
+  EXPECT_GT(ranges, 3000);
 }
 
 TEST(OptimalPartition, MemoryMovesTheCut) {

@@ -13,6 +13,16 @@ namespace pipescope::testing::docs {
 
 using nlohmann::json;
 
+// The message that reading `doc` as `file` raises, or "accepted".
+inline std::string scenario_error(const json& doc, const std::string& file = "s.json") {
+  try {
+    parse_scenario(doc, file);
+  } catch (const ScenarioError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
 inline const std::string kScenarios = std::string(PIPESCOPE_TEST_DATA_DIR) + "/scenarios/";
 
 // A valid scenario that each error test breaks in one place.

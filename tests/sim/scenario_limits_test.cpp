@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scenario_docs.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope {
@@ -34,12 +35,7 @@ json transformer_doc() {
 }
 
 std::string error_of(const json& doc) {
-  try {
-    parse_scenario(doc, "big.json");
-  } catch (const ScenarioError& e) {
-    return e.what();
-  }
-  return "accepted";
+  return testing::docs::scenario_error(doc, "big.json");
 }
 
 TEST(ScenarioLimits, ActivationsOfTheBatchMustFit) {
