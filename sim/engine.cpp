@@ -242,6 +242,14 @@ class Engine {
            op.kind == OpKind::kBackward;
   }
 
+  // ZeRO-3: how the op's layers wait for their weights.
+  GatherFlow gather_flow(const Op& op) const {
+    const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
+    return op.kind == OpKind::kForward     ? c.zero_forward_flow
+           : op.kind == OpKind::kRecompute ? c.zero_recompute_flow
+                                           : c.zero_backward_flow;
+  }
+
   // Books `length` of ZeRO or data-parallel traffic of `stage` on device d's
   // link to the replicas after what it already carries; returns its end.
   SimTime book_replica_link(int d, int stage, SimTime length, ReplicaCollective what) {
@@ -281,11 +289,13 @@ class Engine {
     // ZeRO-3: the gather starts once the device reaches the op, without
     // waiting for the op's input; the op computes once both are here.
     if (!dev.gathered && gathers(op)) {
+      // The op's layers gather one after another on the link; the op
+      // computes once the first is here, and stalls while the rest arrive
+      // (gather_flow).
       dev.gathering = true;
-      const SimTime end =
-          book_replica_link(d, op.stage, stages_[static_cast<std::size_t>(op.stage)].zero_op_gather,
-                            ReplicaCollective::kAllGather);
-      queue_.push(end, kGatherDone, static_cast<std::uint32_t>(d));
+      const SimTime all = stages_[static_cast<std::size_t>(op.stage)].zero_op_gather;
+      const SimTime end = book_replica_link(d, op.stage, all, ReplicaCollective::kAllGather);
+      queue_.push(end - all + gather_flow(op).lead, kGatherDone, static_cast<std::uint32_t>(d));
       return;
     }
     // Blocking sends (P2pMode::kBlocking) hold the next compute, not the
@@ -302,7 +312,7 @@ class Engine {
       }
       ++cores_in_use_;
     }
-    const SimTime computed = now_ + duration(op);
+    const SimTime computed = now_ + duration(op) + (gathers(op) ? gather_flow(op).stall : 0);
     const auto [tensor, tensor_bytes] = collectives(op);
     const SimTime end = computed + tensor;
     result_.tensor_time += tensor;
@@ -318,7 +328,8 @@ class Engine {
   void compute_done(int d) {
     DeviceState& dev = devices_[static_cast<std::size_t>(d)];
     const Op op = sched_.device_ops[static_cast<std::size_t>(d)][dev.next];
-    const SimTime spent = now_ - dev.op_start;
+    // A ZeRO-3 op's stall while its later layers' weights arrive is not compute.
+    const SimTime spent = now_ - dev.op_start - (gathers(op) ? gather_flow(op).stall : 0);
     result_.device_busy[static_cast<std::size_t>(d)] += spent;
     if (op.kind == OpKind::kRecompute) result_.recompute_time += spent;
     SimTime& device_end = result_.device_end[static_cast<std::size_t>(d)];

@@ -114,7 +114,7 @@ class RangeMax {
     }
   }
   // Of values[first] .. values[last].
-  Bytes of(int first, int last) const {
+  [[gnu::always_inline]] Bytes of(int first, int last) const {
     const auto n = static_cast<unsigned>(last - first + 1);
     const auto level = static_cast<std::size_t>(std::bit_width(n) - 1);
     const std::vector<Bytes>& row = table_[level];
@@ -135,6 +135,8 @@ struct Prefix {
   std::vector<Bytes> stash;
   std::vector<Bytes> layer_inputs;        // under Checkpoint::kLayer: the cut before each layer
   std::optional<RangeMax> largest_stash;  // under Checkpoint::kLayer
+  std::optional<RangeMax> largest_pair;   // under ZeRO-3: two adjacent layers' parameters
+  bool plain = true;                      // neither layer checkpoints nor ZeRO-3's gathers
   StashCount held;                        // every stage's, from in_flight: fixed for the problem
   StashCount least;                       // the least any stage holds, of each kind
 
@@ -161,6 +163,7 @@ struct Prefix {
       params[i + 1] = params[i] + l.params;
       stash[i + 1] = stash[i] + l.stash_bytes;
     }
+    plain = p.checkpoint == Checkpoint::kStage && p.gathered_bytes_per_param == 0.0;
     if (p.checkpoint == Checkpoint::kLayer) {
       layer_inputs.assign(n + 1, 0);
       std::vector<Bytes> stashes(n);
@@ -170,47 +173,71 @@ struct Prefix {
       }
       largest_stash.emplace(stashes);
     }
+    if (p.gathered_bytes_per_param > 0.0 && n > 1) {
+      std::vector<Bytes> pairs(n - 1);
+      for (std::size_t i = 0; i + 1 < n; ++i)
+        pairs[i] = p.layers[i].params + p.layers[i + 1].params;
+      largest_pair.emplace(pairs);
+    }
+  }
+  // Under ZeRO-3, the most parameters a stage holds gathered at once.
+  [[gnu::always_inline]] std::int64_t gathered_of(const PartitionProblem& p, int first,
+                                                  int last) const {
+    if (first == last || !largest_pair) return p.layers[static_cast<std::size_t>(first)].params;
+    return largest_pair->of(first, last - 1);
   }
   SimTime compute_of(int first, int last) const { return compute[last + 1] - compute[first]; }
   SimTime fwd_bwd_of(int first, int last) const { return fwd_bwd[last + 1] - fwd_bwd[first]; }
   std::int64_t params_of(int first, int last) const { return params[last + 1] - params[first]; }
   Bytes stash_of(int first, int last) const { return stash[last + 1] - stash[first]; }
-  // What a recompute rebuilds: the whole stash, or the largest layer's.
-  Bytes rebuilt_of(int first, int last) const {
-    return largest_stash ? largest_stash->of(first, last) : stash_of(first, last);
-  }
 };
 
-// Rounded half up, as std::llround rounds these non-negative values, without a
-// library call in the partitioners' innermost loop.
-Bytes static_bytes(const PartitionProblem& p, std::int64_t params) {
-  const double exact = static_cast<double>(params) * p.bytes_per_param;
+// params x per_param rounded half up, as std::llround rounds these
+// non-negative values, without a library call in the partitioners' innermost
+// loop.
+Bytes rounded_bytes(std::int64_t params, double per_param) {
+  const double exact = static_cast<double>(params) * per_param;
   auto whole = static_cast<Bytes>(exact);
   if (exact - static_cast<double>(whole) >= 0.5) ++whole;
   return whole;
 }
 
-// The part of a stage's memory that only grows as the stage takes more layers:
-// everything but the stage inputs kept under Checkpoint::kStage.
-Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last,
-                   StashCount held) {
-  Bytes floor = static_bytes(p, pre.params_of(first, last)) +
-                held.stashes * pre.stash_of(first, last) +
-                held.rebuilt * pre.rebuilt_of(first, last);
-  if (!pre.layer_inputs.empty()) {
-    floor += held.inputs * (pre.layer_inputs[static_cast<std::size_t>(last) + 1] -
+// memory_floor's terms besides the weights' under layer checkpoints or ZeRO-3.
+[[gnu::noinline]] Bytes memory_beyond(const PartitionProblem& p, const Prefix& pre, int first,
+                                      int last, StashCount held) {
+  Bytes bytes = 0;
+  if (!pre.largest_stash) {
+    bytes += held.all_stashes() * pre.stash_of(first, last);
+  } else {
+    bytes += held.stashes * pre.stash_of(first, last) +
+             held.rebuilt * pre.largest_stash->of(first, last) +
+             held.inputs * (pre.layer_inputs[static_cast<std::size_t>(last) + 1] -
                             pre.layer_inputs[static_cast<std::size_t>(first)]);
   }
-  return floor;
+  if (p.gathered_bytes_per_param > 0.0) {
+    bytes += rounded_bytes(pre.gathered_of(p, first, last), p.gathered_bytes_per_param);
+  }
+  return bytes;
+}
+
+// The part of a stage's memory that only grows as the stage takes more layers:
+// everything but the stage inputs kept under Checkpoint::kStage. The
+// partitioners' innermost loop: the common case (stage checkpoints, nothing
+// gathered) takes two prefix differences.
+inline Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last,
+                          StashCount held) {
+  const Bytes floor = rounded_bytes(pre.params_of(first, last), p.bytes_per_param);
+  if (pre.plain) return floor + held.all_stashes() * pre.stash_of(first, last);
+  return floor + memory_beyond(p, pre, first, last, held);
 }
 Bytes memory_floor(const PartitionProblem& p, const Prefix& pre, int first, int last) {
   return memory_floor(p, pre, first, last, pre.held);
 }
 
-Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last,
-                StashCount held) {
+inline Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last,
+                       StashCount held) {
   const Bytes floor = memory_floor(p, pre, first, last, held);
-  if (!pre.layer_inputs.empty()) return floor;
+  if (pre.largest_stash) return floor;
   return floor + held.inputs * p.cut_bytes[static_cast<std::size_t>(first)];
 }
 Bytes memory_of(const PartitionProblem& p, const Prefix& pre, int first, int last) {
@@ -397,7 +424,8 @@ std::vector<std::int64_t> memory_signature(const PartitionProblem& p, StashCount
                                 held.inputs,
                                 held.rebuilt,
                                 static_cast<std::int64_t>(p.checkpoint),
-                                std::bit_cast<std::int64_t>(p.bytes_per_param)};
+                                std::bit_cast<std::int64_t>(p.bytes_per_param),
+                                std::bit_cast<std::int64_t>(p.gathered_bytes_per_param)};
   sig.reserve(sig.size() + 3 * p.layers.size() + 1);
   for (const LayerCost& l : p.layers) {
     sig.push_back(l.params);

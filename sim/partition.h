@@ -92,6 +92,10 @@ struct PartitionProblem {
   // (held_at_peak), which every stage is priced at when it is more.
   std::optional<StashCount> order_held;
   double bytes_per_param = 0.0;
+  // ZeRO-3 (sim/zero.h): weight bytes per parameter of the layers a stage
+  // holds whole at once, the most of one layer or two adjacent ones; 0
+  // otherwise.
+  double gathered_bytes_per_param = 0.0;
   // Whether the schedule splits each backward into B and W (zero bubble): then
   // a layer's backward is the two summed, and only B passes the gradient on.
   bool backward_split = false;
@@ -115,7 +119,8 @@ struct PartitionResult {
 // remat) + the transfer time of its input cut and of its output cut.
 SimTime stage_time(const PartitionProblem& p, int first, int last);
 // Peak memory of a stage (docs/models.md, "The partitioner"): weights, gradients and
-// optimizer state, plus, n being in_flight (M under GPipe):
+// optimizer state (under ZeRO-3 with the layers it gathers), plus, n being
+// in_flight (M under GPipe):
 //   remat never:       n stashes;
 //   remat always:      n checkpoints and one rebuilt stash;
 //   remat except-last: n - 1 checkpoints and the last micro-batch's stash, plus

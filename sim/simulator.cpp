@@ -176,6 +176,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   p.checkpoint = sc.training.checkpoint;
   p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
   p.bytes_per_param = device_bytes_per_param(sc);
+  p.gathered_bytes_per_param = gathered_bytes_per_param(sc);
   p.backward_split = split;
   // Each of a device's stages gets its share of the memory. A custom schedule
   // may run any order: its micro-batches in flight are bounded by M, as under
@@ -480,6 +481,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.stage_costs =
       compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
                           device_bytes_per_param(scenario), r.remat, scenario.training.checkpoint);
+  add_gathered_weights(scenario, out.stage_costs);
   split_static_bytes(scenario, out.stage_costs);
   // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage.
   if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {
@@ -500,9 +502,9 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     // all-reduces a stage's gradients once a step; 1 reduce-scatters them once
     // a step, where the all-reduce would be, and all-gathers the updated
     // weights after the optimizer step; 2 and 3 reduce-scatter them after
-    // every backward, 2 all-gathers the updated weights after the step, 3 the
-    // weights before every forward, recompute and backward (docs/models.md,
-    // "ZeRO").
+    // every backward, 2 all-gathers the updated weights after the step, 3
+    // each layer's weights before it computes in every forward, recompute
+    // and backward (docs/models.md, "ZeRO").
     const Bytes per_param = dtype_bytes(scenario.model.dtype);
     const int zero = scenario.training.zero;
     for (StageCost& c : out.stage_costs) {
@@ -518,7 +520,13 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
         continue;
       }
       c.zero_reduce_scatter = reduce_scatter_time(config.data_parallel, c.grad_bytes);
-      (zero == 2 ? c.zero_step_gather : c.zero_op_gather) = gather;
+      if (zero == 2) c.zero_step_gather = gather;
+    }
+    if (zero == 3) {
+      add_gather_flows(
+          scenario, cost, out.micro_batch_size, r.remat, schedule.split,
+          [&](Bytes bytes) { return reduce_scatter_time(config.data_parallel, bytes); },
+          out.stage_costs);
     }
   }
   apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);

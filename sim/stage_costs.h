@@ -12,6 +12,16 @@
 
 namespace pipescope {
 
+// How the layers of one op gather their weights under ZeRO-3 (sim/zero.h,
+// gather_flow): the first layer's all-gather, which the op waits for before
+// it computes, and the time the op stalls beyond its compute while the
+// others arrive.
+struct GatherFlow {
+  SimTime lead = 0;
+  SimTime stall = 0;
+  friend bool operator==(const GatherFlow&, const GatherFlow&) = default;
+};
+
 struct StageCost {
   StageRange layers;
   SimTime forward = 0;  // ns, one micro-batch through every layer, stashes dropped (remat)
@@ -36,13 +46,20 @@ struct StageCost {
   // ZeRO stages 2 and 3 over the replicas (sim/zero.h), in place of
   // `allreduce`: ns, the reduce-scatter of the stage's gradients after each
   // backward (W when split); stage 2's all-gather of the updated weights after
-  // the optimizer step; stage 3's all-gather of the stage's weights before
-  // each forward, recompute and backward (B when split). Each moves
-  // grad_bytes (the weights are as many, in the same dtype) and runs on the
-  // device's link to the replicas. 0 otherwise.
+  // the optimizer step; stage 3's all-gathers of its layers' weights, one
+  // layer after another, for each forward, recompute and backward (B when
+  // split), summed. Each moves grad_bytes (the weights are as many, in the
+  // same dtype) and runs on the device's link to the replicas. 0 otherwise.
   SimTime zero_reduce_scatter = 0;
   SimTime zero_step_gather = 0;
   SimTime zero_op_gather = 0;
+  // Stage 3: how a forward, a recompute and a backward (B when split) wait
+  // for those gathers; and the bytes of the layers whose weights a device
+  // holds whole at once (at most two adjacent), within static_bytes.
+  GatherFlow zero_forward_flow;
+  GatherFlow zero_recompute_flow;
+  GatherFlow zero_backward_flow;
+  Bytes gathered_bytes = 0;
   // ns, the tensor-parallel group's all-reduces in a forward (and a
   // recompute) and in a backward's B (the whole backward when not split),
   // which the op runs after its compute; the bytes they sum. 0 without tensor

@@ -29,7 +29,73 @@ double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int 
       return b.weights + (b.gradients + b.optimizer) / d;
     default:
       if (replicas == 1) return bytes_per_param;
-      return b.weights + (b.weights + b.gradients + b.optimizer) / d;
+      return (b.weights + b.gradients + b.optimizer) / d;
+  }
+}
+
+double gathered_bytes_per_param(const Scenario& sc) {
+  if (sc.training.zero < 3 || sc.training.zero_replicas <= 1) return 0.0;
+  return param_bytes(sc.training.bytes_per_param, sc.model.dtype).weights;
+}
+
+std::int64_t gathered_params(const ModelSpec& model, StageRange range) {
+  std::int64_t most = 0;
+  for (int l = range.first_layer; l <= range.last_layer; ++l) {
+    std::int64_t p = model.layers[static_cast<std::size_t>(l)].params;
+    if (l > range.first_layer) p += model.layers[static_cast<std::size_t>(l) - 1].params;
+    most = std::max(most, p);
+  }
+  return most;
+}
+
+void add_gathered_weights(const Scenario& sc, std::vector<StageCost>& stages) {
+  const double per_param = gathered_bytes_per_param(sc);
+  if (per_param == 0.0) return;
+  for (StageCost& c : stages) {
+    c.gathered_bytes = static_cast<Bytes>(
+        std::llround(static_cast<double>(gathered_params(sc.model, c.layers)) * per_param));
+    c.static_bytes += c.gathered_bytes;
+  }
+}
+
+GatherFlow gather_flow(const std::vector<SimTime>& compute, const std::vector<SimTime>& gather) {
+  PS_CHECK(compute.size() == gather.size() && !compute.empty(), "a time of each kind a layer");
+  SimTime gathered = gather[0];  // the link's end of the last gather
+  SimTime started = gather[0];   // when the last layer started computing
+  SimTime done = gather[0] + compute[0];
+  SimTime computing = compute[0];
+  for (std::size_t i = 1; i < compute.size(); ++i) {
+    gathered = std::max(gathered, started) + gather[i];
+    started = std::max(gathered, done);
+    done = started + compute[i];
+    computing += compute[i];
+  }
+  return {gather[0], done - gather[0] - computing};
+}
+
+void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t micro_batch,
+                      Remat remat, bool split, const std::function<SimTime(Bytes)>& gather_time,
+                      std::vector<StageCost>& stages) {
+  const auto weight_bytes = static_cast<double>(dtype_bytes(sc.model.dtype));
+  for (StageCost& c : stages) {
+    std::vector<SimTime> forward, recompute, backward, gather;
+    c.zero_op_gather = 0;
+    for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
+      const LayerSpec& layer = sc.model.layers[static_cast<std::size_t>(l)];
+      const OpTimes t = under_remat(remat, cost.op_times(layer, micro_batch));
+      forward.push_back(t.forward);
+      recompute.push_back(t.recompute);
+      backward.push_back(split ? t.input : t.backward);
+      gather.push_back(gather_time(
+          static_cast<Bytes>(std::llround(static_cast<double>(layer.params) * weight_bytes))));
+      c.zero_op_gather += gather.back();
+    }
+    c.zero_forward_flow = gather_flow(forward, gather);
+    c.zero_recompute_flow = gather_flow(recompute, gather);
+    // The backward runs the layers last to first.
+    std::reverse(backward.begin(), backward.end());
+    std::reverse(gather.begin(), gather.end());
+    c.zero_backward_flow = gather_flow(backward, gather);
   }
 }
 
@@ -37,13 +103,13 @@ void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages) {
   const ParamBytes b = param_bytes(sc.training.bytes_per_param, sc.model.dtype);
   const double d = sc.training.zero_replicas;
   const double gradients = sc.training.zero >= 2 ? b.gradients / d : b.gradients;
-  // Stage 3: the shard of the weights and the whole copy gathered beside it.
-  const double weights = sc.training.zero >= 3 && d > 1 ? b.weights + b.weights / d : b.weights;
+  // Stage 3: the shard of the weights and the layers gathered beside it.
+  const double weights = sc.training.zero >= 3 && d > 1 ? b.weights / d : b.weights;
   for (StageCost& c : stages) {
     const auto bytes = [&](double per_param) {
       return static_cast<Bytes>(std::llround(static_cast<double>(c.params) * per_param));
     };
-    c.weight_bytes = std::min(bytes(weights), c.static_bytes);
+    c.weight_bytes = std::min(bytes(weights) + c.gathered_bytes, c.static_bytes);
     c.gradient_bytes = std::min(bytes(gradients), c.static_bytes - c.weight_bytes);
     c.optimizer_bytes = c.static_bytes - c.weight_bytes - c.gradient_bytes;
   }

@@ -49,6 +49,7 @@ Instance random_instance(std::mt19937_64& rng) {
   // Either checkpoint unit, without drawing from rng (the instances stay those
   // of before).
   p.checkpoint = p.micro_batches % 2 == 1 ? Checkpoint::kLayer : Checkpoint::kStage;
+  p.gathered_bytes_per_param = p.micro_batches % 3 == 0 ? 2.0 : 0.0;  // ZeRO-3
   p.forwards_first = false;
   p.bytes_per_param = 4.0;
   if (rng() % 2 == 0) {

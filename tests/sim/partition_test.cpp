@@ -35,6 +35,7 @@ PartitionProblem random_problem(std::mt19937_64& rng) {
   p.micro_batches = std::uniform_int_distribution<int>(1, 8)(rng);
   p.remat = kScheduleRemats[rng() % 3];
   p.checkpoint = rng() % 2 == 0 ? Checkpoint::kStage : Checkpoint::kLayer;
+  if (rng() % 3 == 0) p.gathered_bytes_per_param = 2.0;  // ZeRO-3's gathered layers
   p.bytes_per_param = 4.0 * static_cast<double>(rng() % 5);
   if (rng() % 3 != 0) p.memory_capacity = std::uniform_int_distribution<Bytes>(500, 6000)(rng);
   if (rng() % 2 == 0) {
@@ -191,6 +192,7 @@ TEST(StageMemory, LayerCheckpointsSumTheInputsAndTakeTheLargestStash) {
     PartitionProblem p = random_problem(rng);
     p.checkpoint = Checkpoint::kLayer;
     p.bytes_per_param = 0.0;
+    p.gathered_bytes_per_param = 0.0;
     p.forwards_first = trial % 2 == 0;
     const int L = static_cast<int>(p.layers.size());
     const int n = p.micro_batches;
@@ -210,6 +212,39 @@ TEST(StageMemory, LayerCheckpointsSumTheInputsAndTakeTheLargestStash) {
                 // and, beside it, one rebuilt (not under GPipe)
                 : (n - 1) * inputs + whole + (n > 1 && !p.forwards_first ? largest : 0);
         EXPECT_EQ(stage_memory(p, first, last), expected)
+            << "trial " << trial << " layers " << first << ".." << last;
+        ++ranges;
+      }
+    }
+  }
+  EXPECT_GT(ranges, 3000);
+}
+
+// Under ZeRO-3 a stage holds the weights of one layer, or two adjacent ones,
+// gathered beside its shard: the most of them, against a scan of every
+// range of random problems.
+TEST(StageMemory, ZeroThreeHoldsTheLargestAdjacentPairGathered) {
+  std::mt19937_64 rng(20261128);
+  int ranges = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    PartitionProblem p = random_problem(rng);
+    p.remat = Remat::kNever;
+    p.micro_batches = 1;
+    p.gathered_bytes_per_param = 2.5;
+    for (LayerCost& l : p.layers) l.stash_bytes = 0;
+    const int L = static_cast<int>(p.layers.size());
+    for (int first = 0; first < L; ++first) {
+      std::int64_t params = 0;
+      std::int64_t gathered = 0;
+      for (int last = first; last < L; ++last) {
+        const std::int64_t mine = p.layers[static_cast<std::size_t>(last)].params;
+        params += mine;
+        gathered = std::max(
+            gathered, mine + (last > first ? p.layers[static_cast<std::size_t>(last) - 1].params
+                                           : std::int64_t{0}));
+        EXPECT_EQ(stage_memory(p, first, last),
+                  std::llround(static_cast<double>(params) * p.bytes_per_param) +
+                      std::llround(static_cast<double>(gathered) * 2.5))
             << "trial " << trial << " layers " << first << ".." << last;
         ++ranges;
       }

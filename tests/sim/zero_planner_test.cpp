@@ -66,9 +66,12 @@ Outcome run(int zero, bool sequence, ScheduleKind schedule, Remat remat, int K) 
 }
 
 // What the planner's pruning assumes, by simulation: ZeRO-1 is never slower
-// nor larger than 0; 3 never faster nor smaller than 2 (its gathered copy of
-// a stage); 2 never faster than 1 and smaller; sequence parallelism never
-// slower nor larger.
+// nor larger than 0; 2 never faster than 1 and smaller; sequence parallelism
+// never slower nor larger. ZeRO-3, which the planner tries beside 1 and 2
+// without an order, keeps less than 2 on stages of five layers or more (the
+// shard and two layers gathered against whole weights: 8 + 2 x 2/5 bytes a
+// parameter against 9 at D = 2), more on the interleaved runs' chunks of two
+// or three.
 TEST(ZeroPlanner, TheOrdersItsPruningRestsOnHold) {
   int checked = 0;
   for (const ScheduleKind schedule : {ScheduleKind::kGpipe, ScheduleKind::k1F1B,
@@ -85,8 +88,11 @@ TEST(ZeroPlanner, TheOrdersItsPruningRestsOnHold) {
           EXPECT_LT(z1.peak, z0.peak);
           EXPECT_GE(z2.step, z1.step);
           EXPECT_LT(z2.peak, z1.peak);
-          EXPECT_GE(z3.step, z2.step);
-          EXPECT_GT(z3.peak, z2.peak);
+          if (schedule == ScheduleKind::kInterleaved1F1B) {
+            EXPECT_GT(z3.peak, z2.peak);
+          } else {
+            EXPECT_LT(z3.peak, z2.peak);
+          }
           ++checked;
         }
         for (const int zero : {0, 1, 2}) {
@@ -106,8 +112,8 @@ double best_of(const PlanReport& r) {
 }
 
 // The planner's best, ZeRO and sequence parallelism searched, is the best of
-// planning each ZeRO stage (0 to 3) and each sequence split alone, with
-// memory ample and tight.
+// planning each ZeRO stage it searches (0 to 2) and each sequence split
+// alone, with memory ample and tight.
 TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
   for (const double gib : {80.0, 1.0, 0.6}) {
     SCOPED_TRACE(gib);
@@ -115,7 +121,7 @@ TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
     req.max_micro_batches = 4;
     const PlanReport searched = run_planner(node(gib), req);
     double brute = 0.0;
-    for (int zero = 0; zero <= 3; ++zero) {
+    for (int zero = 0; zero <= 2; ++zero) {
       for (const bool sequence : {false, true}) {
         for (const int T : {1, 2, 4, 8}) {
           if (sequence && T == 1) continue;
@@ -127,7 +133,34 @@ TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
     }
     ASSERT_GT(brute, 0.0);
     EXPECT_DOUBLE_EQ(best_of(searched), brute);
+    for (const PlanCandidate& c : searched.ranked) EXPECT_LE(c.zero, 2) << c.label();
   }
+}
+
+// Eight replicas of the whole model (T = 1, K = 1, one micro-batch of 4,
+// remat off) at 0.9 GiB a device: ZeRO-2 keeps the whole weights and needs
+// 1005 MiB, ZeRO-1 the whole gradients too (1.17 GiB); ZeRO-3, asked for,
+// keeps the shard and two layers gathered and fits, under each of the three
+// schedules.
+TEST(ZeroPlanner, ZeroThreeFitsWhereTwoDoesNot) {
+  PlanRequest req;
+  req.max_micro_batches = 4;
+  const auto whole_model = [](const PlanCandidate& c) {
+    return c.stages == 1 && c.data_parallel == 8 && c.remat == Remat::kNever &&
+           c.micro_batches == 1;
+  };
+  const PlanReport searched = run_planner(node(0.9, {{"tensor_parallel", 1}}), req);
+  int refused = 0;
+  for (const PlanCandidate& c : searched.rejected) {
+    if (!whole_model(c)) continue;
+    EXPECT_NE(c.rejected.find("stage 0 needs"), std::string::npos) << c.rejected;
+    ++refused;
+  }
+  EXPECT_EQ(refused, 6) << "ZeRO-1 and ZeRO-2 under gpipe, 1f1b and zb-h1";
+  const PlanReport three = run_planner(node(0.9, {{"tensor_parallel", 1}, {"zero", 3}}), req);
+  int fit = 0;
+  for (const PlanCandidate& c : three.ranked) fit += whole_model(c) && c.zero == 3 ? 1 : 0;
+  EXPECT_EQ(fit, 3);
 }
 
 // Where memory is tight, the planner turns to ZeRO-2 and says which stage

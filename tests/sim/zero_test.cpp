@@ -46,9 +46,9 @@ TEST(Zero, BytesPerParameterOfEachStage) {
   EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 1, 4), 2.0 + 2.0 + 3.0);
   EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 2, 4), 2.0 + 14.0 / 4);
   EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 2, 1), 16.0);
-  // Stage 3: (2 + 2 + 12) / D and the gathered copy of the 2-byte weights.
-  EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 4), 2.0 + 16.0 / 4);
-  EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 8), 4.0);
+  // Stage 3: (2 + 2 + 12) / D, the gathered layers counted apart.
+  EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 4), 16.0 / 4);
+  EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 8), 2.0);
   EXPECT_DOUBLE_EQ(zero_bytes_per_param(16.0, DType::kBf16, 3, 1), 16.0);
 }
 
@@ -210,18 +210,71 @@ TEST(Zero, StageTwoReduceScattersEveryBackward) {
 }
 
 TEST(Zero, StageThreeGathersBeforeEveryForwardAndBackward) {
-  // G = R = 16000 on each device's link, booked when the device reaches the
-  // op (before its input has arrived); the op computes once both are there.
-  //   device 0: G 0-16000, F0 16000-20000, G 20000-36000, F1 36000-40000,
-  //             G 40000-56000, B0 56000-64000, R 64000-80000,
-  //             G 80000-96000, B1 108000-116000, R 116000-132000, O 132000;
-  //   device 1: G 0-16000, F0 20000-24000, G 24000-40000, B0 40000-48000,
-  //             R 48000-64000, G 64000-80000, F1 80000-84000,
-  //             G 84000-100000, B1 100000-108000, R 108000-124000, O 124000.
+  // Each stage's two layers gather 8000 ns each, one after the other on the
+  // device's link (G, 16000 in all), booked when the device reaches the op
+  // (before its input has arrived); the op computes once the first layer's
+  // is there and stalls while the second's arrives: a forward (2000 + 2000)
+  // ends 8000 + 4000 + 6000 after its gathers start, a backward (4000 +
+  // 4000) 8000 + 8000 + 4000 after (gather_flow). R, the reduce-scatter
+  // after a backward, 16000.
+  //   device 0: G 0-16000, F0 8000-18000, G 18000-34000, F1 26000-36000,
+  //             G 36000-52000, B0 48000-60000 (its gradient from 48000),
+  //             R 60000-76000, G 76000-92000, B1 102000-114000, O 114000,
+  //             R 114000-130000;
+  //   device 1: G 0-16000, F0 18000-28000, G 28000-44000, B0 36000-48000,
+  //             R 48000-64000, G 64000-80000, F1 72000-82000,
+  //             G 82000-98000, B1 90000-102000, O 102000, R 102000-118000.
   const SimResult r = collective_run(3);
-  EXPECT_EQ(r.metrics.step_time, 132000);
+  EXPECT_EQ(r.metrics.step_time, 130000);
   EXPECT_EQ(r.metrics.allreduce_time, (8 + 4) * 16000);
   EXPECT_EQ(r.metrics.devices[0].busy, 2 * 4000 + 2 * 8000);
+}
+
+// gather_flow against hand timelines: two layers of compute 2 and gathers 8
+// (gathers back to back, the second layer waits 6 for its weights); three of
+// compute 10 and gathers 4 (every gather after the first hides behind the
+// layer before); and L layers of compute c and gather g, which take
+// g + L c + (L - 1) max(0, g - c).
+TEST(Zero, StageThreeGatherFlowByHand) {
+  EXPECT_EQ(gather_flow({2, 2}, {8, 8}), (GatherFlow{8, 6}));
+  EXPECT_EQ(gather_flow({10, 10, 10}, {4, 4, 4}), (GatherFlow{4, 0}));
+  // Layer 1's gather (9) follows layer 0's; layer 2's (1) starts when layer
+  // 1 starts computing and ends before layer 1 is done: gathers 0-3, 3-12,
+  // 12-13; computes 3-5, 12-15, 15-17. It ends at 17 = 3 + 7 computing + 7
+  // stalled.
+  EXPECT_EQ(gather_flow({2, 3, 2}, {3, 9, 1}), (GatherFlow{3, 7}));
+  for (const SimTime c : {1, 5, 9}) {
+    for (const SimTime g : {2, 5, 8}) {
+      for (const std::size_t L : {1u, 2u, 5u}) {
+        const GatherFlow f = gather_flow(std::vector<SimTime>(L, c), std::vector<SimTime>(L, g));
+        EXPECT_EQ(f.lead, g);
+        EXPECT_EQ(f.stall, static_cast<SimTime>(L - 1) * std::max<SimTime>(0, g - c))
+            << c << " " << g << " " << L;
+      }
+    }
+  }
+}
+
+// A stage of four layers of 100, 300, 200 and 50 fp32 parameters under
+// ZeRO-3 over two replicas keeps its shard, (4 + 4 + 4) / 2 bytes a
+// parameter, and the most two adjacent layers hold, 300 + 200, whole.
+TEST(Zero, StageThreeKeepsTheShardAndTwoLayersGathered) {
+  Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 4, 2, false);
+  const std::int64_t params[] = {100, 300, 200, 50};
+  for (std::size_t l = 0; l < 4; ++l) sc.model.layers[l].params = params[l];
+  sc.training.bytes_per_param = 12.0;
+  sc.training.zero = 3;
+  SimConfig cfg;
+  cfg.stages = 1;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 1, 2);
+  const SimResult r = simulate(replica_scenario(sc, 1, 2), cfg);
+  ASSERT_EQ(r.stage_costs.size(), 1u);
+  const StageCost& c = r.stage_costs[0];
+  EXPECT_EQ(c.gathered_bytes, 500 * 4);
+  EXPECT_EQ(c.static_bytes, 650 * 6 + 500 * 4);
+  EXPECT_EQ(c.weight_bytes, 650 * 2 + 500 * 4);
+  EXPECT_EQ(c.gradient_bytes, 650 * 2);
+  EXPECT_EQ(c.optimizer_bytes, 650 * 2);
 }
 
 TEST(Zero, StageThreeGathersForRecomputesToo) {
