@@ -22,7 +22,7 @@ usage() {
 Usage: scripts/check-exports.sh [--keep DIR] [--help]
 
 Makes plans of scenarios/demo.json (every schedule on K=4, remat on, off and
-except-last, two hand-made cuts, a one-stage plan, and plans with data and
+except-last, checkpoints layer by layer, two hand-made cuts, a one-stage plan, and plans with data and
 tensor parallelism and ZeRO on 4 and 8 devices), exports each with `pipescope
 export --to torchgpipe|deepspeed|megatron|torch-pipelining`, and loads every
 export with the tool's own code on the CPU: torchgpipe's GPipe, DeepSpeed's
@@ -134,6 +134,7 @@ K4=(-K 4 -M 8)
 plan gpipe-remat-on "${K4[@]}" --schedule gpipe --remat on
 plan 1f1b-remat-off "${K4[@]}" --schedule 1f1b --remat off
 plan zb-h1-except-last "${K4[@]}" --schedule zb-h1 --remat except-last
+plan 1f1b-layer-checkpoints "${K4[@]}" --schedule 1f1b --remat on --set training.checkpoint=layer
 plan interleaved-2-remat-on "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat on
 plan interleaved-2-remat-off "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat off
 plan interleaved-2-blocking "${K4[@]}" --schedule interleaved-1f1b --chunks 2 --remat off \
