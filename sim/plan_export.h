@@ -22,7 +22,8 @@ enum class ExportFormat { kTorchGpipe, kDeepSpeed, kMegatron, kTorchPipelining }
 std::string_view to_string(ExportFormat f);
 std::optional<ExportFormat> parse_export_format(std::string_view name);
 
-// The schedule a framework runs an exported plan with.
+// The schedule a framework runs an exported plan with (with framework_sends,
+// beside the export notes that use them: sim/framework_runs.h).
 struct FrameworkSchedule {
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;
