@@ -89,9 +89,10 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
                 ? "ring reduce-scatter of each stage's gradients after every backward, "
                   "all-gather of its updated weights after the step; ZeRO-2: each keeps 1/D "
                   "of the optimizer state and gradients"
-            : r.zero == 3 ? "ring all-gather of each stage's weights before every forward and "
-                            "backward, reduce-scatter of its gradients after; ZeRO-3: each "
-                            "keeps 1/D of the weights, gradients and optimizer state"
+            : r.zero == 3 ? "ring all-gather of each layer's weights before it computes in every "
+                            "forward, recompute and backward, reduce-scatter of a stage's "
+                            "gradients after its backward; ZeRO-3: each keeps 1/D of the "
+                            "weights, gradients and optimizer state"
                           : "ring all-reduce of each stage's gradients")
         << "), ranks " << to_string(c.rank_order);
   } else if (r.stages < c.devices) {

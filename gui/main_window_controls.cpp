@@ -45,7 +45,8 @@ void MainWindow::build_controls() {
   }
   remat_combo_->setToolTip(
       tr("Rematerialization: always recomputes every micro-batch's forward before its "
-         "backward, keeping only each stage's input; except-last all but the last "
+         "backward, keeping only each stage's input (each layer's under the scenario's "
+         "training.checkpoint layer); except-last all but the last "
          "micro-batch's; selective keeps all but a transformer's attention core, which "
          "each backward rebuilds first; never keeps every activation"));
   partition_combo_ = new QComboBox;

@@ -443,15 +443,16 @@ class Exhaustive {
   }
   // Whether layers [first, end) cannot fit in the room left on the devices
   // that still have a stage to come: the stages after `stage` need at least
-  // the least memory of those layers as one stage (less a byte a stage for
-  // rounding), as surely_too_big counts, and only those devices can take them.
+  // the least memory of those layers as one stage (less two bytes a stage
+  // for rounding: the weights' and ZeRO-3's gathered layers'), as
+  // surely_too_big counts, and only those devices can take them.
   // Proves "nothing fits" early for the problems that cannot fit at all.
   // `closing`: the memory of the device whose last stage `stage` is, if it is.
   bool rest_cannot_fit(int stage, int first, Bytes closing) const {
     if (!capacity_) return false;
     const SimTime n = open_after_[static_cast<std::size_t>(stage)];
     const Bytes held = total_memory_ - closed_memory_ - closing;
-    const Bytes needed = prices_.least_memory(first, layers_ - 1) - (stages_ - stage - 1);
+    const Bytes needed = prices_.least_memory(first, layers_ - 1) - 2 * (stages_ - stage - 1);
     return n > 0 && needed > n * *capacity_ - held;
   }
   // Whether layers [first, end) cannot go to the stages after `stage` without a
@@ -570,12 +571,13 @@ PartitionResult nothing_fits(const PartitionProblem& p, int devices, Bytes capac
 
 // Whether no cut can fit: the stages' memory, summed over any cut, is at least
 // that of one stage holding every layer with the fewest micro-batches any stage
-// holds (less a byte a stage for rounding), and the fullest device holds at
-// least its share of that sum.
+// holds (less two bytes a stage for rounding, rest_cannot_fit), and the
+// fullest device holds at least its share of that sum.
 bool surely_too_big(const PartitionProblem& p, int devices, std::optional<Bytes> capacity) {
   if (!capacity) return false;
   const StagePrices prices(p);
-  const Bytes total = prices.least_memory(0, static_cast<int>(p.layers.size()) - 1) - p.stages;
+  const Bytes total =
+      prices.least_memory(0, static_cast<int>(p.layers.size()) - 1) - 2 * Bytes{p.stages};
   return total > *capacity * devices;
 }
 

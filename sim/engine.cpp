@@ -1,4 +1,5 @@
 #include "sim/engine.h"
+#include <optional>
 
 #include <algorithm>
 #include <array>
@@ -245,18 +246,22 @@ class Engine {
   // ZeRO-3: how the op's layers wait for their weights.
   GatherFlow gather_flow(const Op& op) const {
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
-    return op.kind == OpKind::kForward     ? c.zero_forward_flow
-           : op.kind == OpKind::kRecompute ? c.zero_recompute_flow
-                                           : c.zero_backward_flow;
+    if (op.kind == OpKind::kForward) {
+      return sched_.recomputes(op.micro_batch) ? c.zero_forward_flow : c.zero_forward_kept_flow;
+    }
+    return op.kind == OpKind::kRecompute ? c.zero_recompute_flow : c.zero_backward_flow;
   }
 
   // Books `length` of ZeRO or data-parallel traffic of `stage` on device d's
   // link to the replicas after what it already carries; returns its end.
-  SimTime book_replica_link(int d, int stage, SimTime length, ReplicaCollective what) {
+  // `moving`: the part of it the link moves bytes, where not all of it (a
+  // ZeRO-3 op's gathers, which wait for its layers).
+  SimTime book_replica_link(int d, int stage, SimTime length, ReplicaCollective what,
+                            std::optional<SimTime> moving = std::nullopt) {
     SimTime& free = replica_link_free_[static_cast<std::size_t>(d)];
     const SimTime start = std::max(now_, free);
     free = start + length;
-    result_.allreduce_time += length;
+    result_.allreduce_time += moving.value_or(length);
     if (listener_ != nullptr) {
       listener_->on_replica_collective(
           d, stage, what, stages_[static_cast<std::size_t>(stage)].grad_bytes, start, free);
@@ -293,9 +298,12 @@ class Engine {
       // computes once the first is here, and stalls while the rest arrive
       // (gather_flow).
       dev.gathering = true;
-      const SimTime all = stages_[static_cast<std::size_t>(op.stage)].zero_op_gather;
-      const SimTime end = book_replica_link(d, op.stage, all, ReplicaCollective::kAllGather);
-      queue_.push(end - all + gather_flow(op).lead, kGatherDone, static_cast<std::uint32_t>(d));
+      const GatherFlow flow = gather_flow(op);
+      const SimTime end = book_replica_link(
+          d, op.stage, std::max(flow.link, flow.lead), ReplicaCollective::kAllGather,
+          stages_[static_cast<std::size_t>(op.stage)].zero_op_gather);
+      queue_.push(end - std::max(flow.link, flow.lead) + flow.lead, kGatherDone,
+                  static_cast<std::uint32_t>(d));
       return;
     }
     // Blocking sends (P2pMode::kBlocking) hold the next compute, not the

@@ -36,11 +36,13 @@ struct EngineResult {
 // split) instead books a reduce-scatter of the stage's gradients on that link
 // as it ends, while the device computes on, and the optimizer step waits for
 // all of them; ZeRO-2's all-gather of the updated weights follows the step on
-// the link (the device's list ends with it); ZeRO-3's all-gather of a stage's
-// weights (zero_op_gather) is booked on the link when the device reaches a
-// forward, recompute or backward (B when split), and the op computes once it
-// has ended and the op's input has arrived. One collective at a time per
-// device's link, in the order booked.
+// the link (the device's list ends with it); ZeRO-3's all-gathers of an op's
+// layers' weights are booked on the link, their span (GatherFlow::link), when
+// the device reaches a forward, recompute or backward (B when split); the op
+// computes once the first layer's has ended (GatherFlow::lead) and the op's
+// input has arrived, and stalls beyond its compute while the later layers'
+// arrive (GatherFlow::stall, idle time, within the op's slice). One
+// collective at a time per device's link, in the order booked.
 // An op of a stage with tensor-parallel collectives (StageCost::tp_forward,
 // tp_backward) runs its compute and then its collectives, the device busy
 // for both; `listener` hears of the collectives through on_tensor_collective.

@@ -210,7 +210,8 @@ Bytes rounded_bytes(std::int64_t params, double per_param) {
     bytes += held.all_stashes() * pre.stash_of(first, last);
   } else {
     bytes += held.stashes * pre.stash_of(first, last) +
-             held.rebuilt * pre.largest_stash->of(first, last) +
+             held.rebuilt * (p.backward_split ? pre.stash_of(first, last)
+                                              : pre.largest_stash->of(first, last)) +
              held.inputs * (pre.layer_inputs[static_cast<std::size_t>(last) + 1] -
                             pre.layer_inputs[static_cast<std::size_t>(first)]);
   }

@@ -128,7 +128,7 @@ SimTime stage_time(const PartitionProblem& p, int first, int last);
 //                      forwards_first, nor when n = 1).
 // A checkpoint is the stage's input and a rebuilt stash the stage's whole one
 // under Checkpoint::kStage; every layer's input and the largest layer's stash
-// under kLayer.
+// under kLayer (the whole stash when backward_split: W reads every layer's).
 Bytes stage_memory(const PartitionProblem& p, int first, int last);
 
 // stage_time and stage_memory of one problem, O(1) each after O(layers) to

@@ -478,9 +478,9 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
                               r.schedule, r.chunks, config.custom.get());
   }
-  out.stage_costs =
-      compute_stage_costs(scenario.model, ranges, cost, out.micro_batch_size,
-                          device_bytes_per_param(scenario), r.remat, scenario.training.checkpoint);
+  out.stage_costs = compute_stage_costs(
+      scenario.model, ranges, cost, out.micro_batch_size, device_bytes_per_param(scenario), r.remat,
+      scenario.training.checkpoint, splits_backward(r.schedule, config.custom.get()));
   add_gathered_weights(scenario, out.stage_costs);
   split_static_bytes(scenario, out.stage_costs);
   // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage.
@@ -522,14 +522,15 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
       c.zero_reduce_scatter = reduce_scatter_time(config.data_parallel, c.grad_bytes);
       if (zero == 2) c.zero_step_gather = gather;
     }
-    if (zero == 3) {
-      add_gather_flows(
-          scenario, cost, out.micro_batch_size, r.remat, schedule.split,
-          [&](Bytes bytes) { return reduce_scatter_time(config.data_parallel, bytes); },
-          out.stage_costs);
-    }
   }
   apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);
+  // ZeRO-3's flows against the ops' times as they run, slowdown included.
+  if (config.data_parallel.replicas > 1 && scenario.training.zero == 3) {
+    add_gather_flows(
+        scenario, cost, out.micro_batch_size, r.remat, schedule.split,
+        [&](Bytes bytes) { return reduce_scatter_time(config.data_parallel, bytes); },
+        out.stage_costs);
+  }
 
   MemoryTracker memory(schedule, out.stage_costs);
   TimelineCollector collector(out.timeline);

@@ -25,7 +25,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
                                            const std::vector<StageRange>& stages,
                                            const CostModel& cost, std::int64_t micro_batch_size,
                                            double bytes_per_param, Remat remat,
-                                           Checkpoint checkpoint) {
+                                           Checkpoint checkpoint, bool backward_split) {
   const std::int64_t b = micro_batch_size;
   std::vector<StageCost> out;
   out.reserve(stages.size());
@@ -57,10 +57,8 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
         static_cast<Bytes>(std::llround(static_cast<double>(c.params) * bytes_per_param));
     c.input_bytes = model.input_bytes_of(range.first_layer) * b;
     c.output_bytes = model.input_bytes_of(range.last_layer + 1) * b;
-    if (checkpoint == Checkpoint::kStage) {
-      c.checkpoint_bytes = c.input_bytes;
-      c.rebuilt_bytes = c.stash_bytes;
-    }
+    if (checkpoint == Checkpoint::kStage) c.checkpoint_bytes = c.input_bytes;
+    if (checkpoint == Checkpoint::kStage || backward_split) c.rebuilt_bytes = c.stash_bytes;
     out.push_back(c);
   }
   return out;

@@ -19,6 +19,10 @@ namespace pipescope {
 struct GatherFlow {
   SimTime lead = 0;
   SimTime stall = 0;
+  // From the first gather's start to the last's end: the link's span, which
+  // exceeds the gathers' sum where a gather waits for the layer before it
+  // to start computing.
+  SimTime link = 0;
   friend bool operator==(const GatherFlow&, const GatherFlow&) = default;
 };
 
@@ -53,10 +57,12 @@ struct StageCost {
   SimTime zero_reduce_scatter = 0;
   SimTime zero_step_gather = 0;
   SimTime zero_op_gather = 0;
-  // Stage 3: how a forward, a recompute and a backward (B when split) wait
-  // for those gathers; and the bytes of the layers whose weights a device
-  // holds whole at once (at most two adjacent), within static_bytes.
+  // Stage 3: how a forward (one that drops its stash, and one that keeps it),
+  // a recompute and a backward (B when split) wait for those gathers; and
+  // the bytes of the layers whose weights the stage holds whole at once (at
+  // most two adjacent), within static_bytes.
   GatherFlow zero_forward_flow;
+  GatherFlow zero_forward_kept_flow;
   GatherFlow zero_recompute_flow;
   GatherFlow zero_backward_flow;
   Bytes gathered_bytes = 0;
@@ -91,7 +97,8 @@ struct StageCost {
   // Of a micro-batch that remat recomputes (Checkpoint): what its forward
   // keeps until its backward ends (the stage's input, or every layer's), and
   // what its recompute rebuilds and holds until then (the whole stash, or the
-  // largest layer's).
+  // largest layer's; the whole stash under a split backward, whose W reads
+  // every layer's).
   Bytes checkpoint_bytes = 0;
   Bytes rebuilt_bytes = 0;
 };
@@ -106,11 +113,15 @@ OpTimes under_remat(Remat remat, OpTimes times);
 Bytes stash_under_remat(Remat remat, const LayerSpec& layer);
 
 // A stage's time is the sum of its layers' times (each layer one op with its own
-// overhead), under `remat`; its memory as `checkpoint` keeps it.
+// overhead), under `remat`; its memory as `checkpoint` keeps it. Where the
+// schedule splits the backward (`backward_split`), W reads every layer's
+// stash after B, so a recompute's rebuilt stash is the whole stage's under
+// either unit.
 std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
                                            const std::vector<StageRange>& stages,
                                            const CostModel& cost, std::int64_t micro_batch_size,
                                            double bytes_per_param, Remat remat,
-                                           Checkpoint checkpoint = Checkpoint::kStage);
+                                           Checkpoint checkpoint = Checkpoint::kStage,
+                                           bool backward_split = false);
 
 }  // namespace pipescope

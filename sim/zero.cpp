@@ -70,27 +70,48 @@ GatherFlow gather_flow(const std::vector<SimTime>& compute, const std::vector<Si
     done = started + compute[i];
     computing += compute[i];
   }
-  return {gather[0], done - gather[0] - computing};
+  return {gather[0], done - gather[0] - computing, gathered};
 }
+
+namespace {
+
+// Scales `times` to sum to `total` (they stay as they are when they sum to 0).
+void scale_to(std::vector<SimTime>& times, SimTime total) {
+  SimTime sum = 0;
+  for (const SimTime t : times) sum += t;
+  if (sum == 0 || sum == total) return;
+  const double f = static_cast<double>(total) / static_cast<double>(sum);
+  for (SimTime& t : times) t = static_cast<SimTime>(std::llround(static_cast<double>(t) * f));
+}
+
+}  // namespace
 
 void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t micro_batch,
                       Remat remat, bool split, const std::function<SimTime(Bytes)>& gather_time,
                       std::vector<StageCost>& stages) {
   const auto weight_bytes = static_cast<double>(dtype_bytes(sc.model.dtype));
   for (StageCost& c : stages) {
-    std::vector<SimTime> forward, recompute, backward, gather;
+    std::vector<SimTime> forward, kept, recompute, backward, gather;
     c.zero_op_gather = 0;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = sc.model.layers[static_cast<std::size_t>(l)];
       const OpTimes t = under_remat(remat, cost.op_times(layer, micro_batch));
       forward.push_back(t.forward);
+      kept.push_back(t.forward_kept);
       recompute.push_back(t.recompute);
       backward.push_back(split ? t.input : t.backward);
       gather.push_back(gather_time(
           static_cast<Bytes>(std::llround(static_cast<double>(layer.params) * weight_bytes))));
       c.zero_op_gather += gather.back();
     }
+    // The layers' times as the stage's ops run them (a concurrency slowdown
+    // scales the stage's times after its layers').
+    scale_to(forward, c.forward);
+    scale_to(kept, c.forward_kept.value_or(c.forward));
+    scale_to(recompute, c.recompute);
+    scale_to(backward, split ? c.input : c.backward);
     c.zero_forward_flow = gather_flow(forward, gather);
+    c.zero_forward_kept_flow = gather_flow(kept, gather);
     c.zero_recompute_flow = gather_flow(recompute, gather);
     // The backward runs the layers last to first.
     std::reverse(backward.begin(), backward.end());

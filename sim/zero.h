@@ -47,8 +47,10 @@ double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int 
 
 // Under stage 3 a device gathers a layer's weights whole before the layer
 // computes and the next layer's while it does, and frees each after its
-// layer: it holds at most two adjacent layers whole at once. Their weight
-// bytes per parameter: the dtype's under stage 3 with replicas, else 0.
+// layer: a stage holds at most two adjacent layers whole at once (counted
+// for each of a device's stages under chunked schedules, where only one op
+// gathers at a time: a bound). Their weight bytes per parameter: the
+// dtype's under stage 3 with replicas, else 0.
 double gathered_bytes_per_param(const Scenario& sc);
 // The most parameters of one layer, or of two adjacent layers, of `range`.
 std::int64_t gathered_params(const ModelSpec& model, StageRange range);

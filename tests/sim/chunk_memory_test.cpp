@@ -53,7 +53,7 @@ std::vector<std::pair<Remat, Checkpoint>> remats_and_checkpoints() {
 // one micro-batch's whole stash meets the others' inputs, and under layer
 // checkpoints, where every layer's input meets one layer's rebuilt stash, each
 // stage's own most is summed instead: never below the peak, at most 66 % above
-// it here under except-last, 80 % under layer checkpoints.
+// it here under except-last, 90 % under layer checkpoints.
 TEST(ChunkMemory, PartitionerPricesEachDeviceAtItsSimulatedPeak) {
   int cases = 0;
   double worst_except_last = 0.0;  // priced over peak, stage checkpoints
@@ -101,7 +101,7 @@ TEST(ChunkMemory, PartitionerPricesEachDeviceAtItsSimulatedPeak) {
   EXPECT_GT(worst_except_last, 1.6);
   EXPECT_LE(worst_except_last, 5.0 / 3.0);
   EXPECT_GT(worst_layer, 1.0);
-  EXPECT_LE(worst_layer, 1.8);
+  EXPECT_LE(worst_layer, 1.9);
 }
 
 // With one stage a device the partitioner prices every stage alike, at the

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
+#include "costmodels/cost_model.h"
 #include "export_fixtures.h"
 #include "scenario_docs.h"
 #include "sim/plan.h"
@@ -15,6 +17,7 @@
 #include "sim/plan_io.h"
 #include "sim/scenario_io.h"
 #include "sim/simulator.h"
+#include "sim/stage_costs.h"
 
 namespace pipescope {
 namespace {
@@ -63,6 +66,40 @@ TEST(LayerCheckpoint, HoldLessAtTheSameStepTime) {
   doc["training"]["checkpoint"] = "stage";
   EXPECT_EQ(simulate(parse_scenario(doc, "s.json"), cfg).metrics.devices[0].peak_memory,
             kept.metrics.devices[0].peak_memory);
+}
+
+// Under a split backward (zb-h1 and the other zero-bubble schedules) W reads
+// every layer's stash after B, so a recompute rebuilds the whole stage's even
+// with layer checkpoints; the forward still keeps every layer's input. The
+// stage costs and the partitioner agree.
+TEST(LayerCheckpoint, SplitBackwardsRebuildTheWholeStash) {
+  nlohmann::json doc = testing::docs::good_doc();
+  doc["training"]["checkpoint"] = "layer";
+  const Scenario sc = parse_scenario(doc, "s.json");
+  const AnalyticCostModel cost(sc.cluster.device, sc.model.dtype, 4);
+  const std::vector<StageRange> one{{0, static_cast<int>(sc.model.layers.size()) - 1}};
+  for (const bool split : {false, true}) {
+    SCOPED_TRACE(split);
+    const StageCost c = compute_stage_costs(sc.model, one, cost, 8, 16.0, Remat::kAlways,
+                                            Checkpoint::kLayer, split)[0];
+    Bytes inputs = 0;
+    Bytes largest = 0;
+    for (int l = 0; l <= one[0].last_layer; ++l) {
+      inputs += sc.model.input_bytes_of(l) * 8;
+      largest = std::max(largest, sc.model.layers[static_cast<std::size_t>(l)].stash_bytes * 8);
+    }
+    EXPECT_EQ(c.checkpoint_bytes, inputs);
+    EXPECT_EQ(c.rebuilt_bytes, split ? c.stash_bytes : largest);
+    EXPECT_LT(largest, c.stash_bytes);
+    const PartitionProblem p = partition_problem(
+        sc, cost, 1, 4, Remat::kAlways, split ? ScheduleKind::kZbH1 : ScheduleKind::k1F1B, 1);
+    EXPECT_EQ(p.backward_split, split);
+    // One stage (K = 1) holds one micro-batch of 8 at a time: its inputs and
+    // one rebuilt stash.
+    EXPECT_EQ(stage_memory(p, 0, one[0].last_layer),
+              std::llround(static_cast<double>(c.params) * p.bytes_per_param) + inputs +
+                  (split ? c.stash_bytes : largest));
+  }
 }
 
 TEST(LayerCheckpoint, PlanFilesRecordItAndRefuseAnotherScenarios) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "costmodels/cost_model.h"
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -231,18 +233,19 @@ TEST(Zero, StageThreeGathersBeforeEveryForwardAndBackward) {
 }
 
 // gather_flow against hand timelines: two layers of compute 2 and gathers 8
-// (gathers back to back, the second layer waits 6 for its weights); three of
-// compute 10 and gathers 4 (every gather after the first hides behind the
-// layer before); and L layers of compute c and gather g, which take
+// (gathers back to back, 0-8 and 8-16, the second layer waits 6 for its
+// weights); three of compute 10 and gathers 4 (gathers 0-4, 4-8 and 14-18,
+// each after the layer before has started, every one after the first hidden
+// behind it); and L layers of compute c and gather g, which take
 // g + L c + (L - 1) max(0, g - c).
 TEST(Zero, StageThreeGatherFlowByHand) {
-  EXPECT_EQ(gather_flow({2, 2}, {8, 8}), (GatherFlow{8, 6}));
-  EXPECT_EQ(gather_flow({10, 10, 10}, {4, 4, 4}), (GatherFlow{4, 0}));
+  EXPECT_EQ(gather_flow({2, 2}, {8, 8}), (GatherFlow{8, 6, 16}));
+  EXPECT_EQ(gather_flow({10, 10, 10}, {4, 4, 4}), (GatherFlow{4, 0, 18}));
   // Layer 1's gather (9) follows layer 0's; layer 2's (1) starts when layer
   // 1 starts computing and ends before layer 1 is done: gathers 0-3, 3-12,
   // 12-13; computes 3-5, 12-15, 15-17. It ends at 17 = 3 + 7 computing + 7
   // stalled.
-  EXPECT_EQ(gather_flow({2, 3, 2}, {3, 9, 1}), (GatherFlow{3, 7}));
+  EXPECT_EQ(gather_flow({2, 3, 2}, {3, 9, 1}), (GatherFlow{3, 7, 13}));
   for (const SimTime c : {1, 5, 9}) {
     for (const SimTime g : {2, 5, 8}) {
       for (const std::size_t L : {1u, 2u, 5u}) {
@@ -275,6 +278,16 @@ TEST(Zero, StageThreeKeepsTheShardAndTwoLayersGathered) {
   EXPECT_EQ(c.weight_bytes, 650 * 2 + 500 * 4);
   EXPECT_EQ(c.gradient_bytes, 650 * 2);
   EXPECT_EQ(c.optimizer_bytes, 650 * 2);
+  // The partitioner prices the stage at the simulated peak, and any range of
+  // its layers by the same rule.
+  const Scenario replica = replica_scenario(sc, 1, 2);
+  const AnalyticCostModel cost(replica.cluster.device, replica.model.dtype, 12);
+  const PartitionProblem p =
+      partition_problem(replica, cost, 1, 2, Remat::kNever, ScheduleKind::kGpipe, 1);
+  EXPECT_EQ(stage_memory(p, 0, 3), r.metrics.devices[0].peak_memory);
+  // Layers 2 and 3 (no stash): 250 parameters' shard, and both gathered.
+  EXPECT_EQ(stage_memory(p, 2, 3), 250 * 6 + 250 * 4);
+  EXPECT_EQ(stage_memory(p, 1, 1), 300 * 6 + 300 * 4);
 }
 
 TEST(Zero, StageThreeGathersForRecomputesToo) {
