@@ -31,6 +31,7 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
                   "Micro-batches (default: training.micro_batches)")
       ->check(positive_number());
   add_remat_option(*cmd, o.remat, "default: training.remat");
+  add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
   cmd->add_option("--param", o.param,
                   "The integer field to grow, by its JSON path (default: model.layers, or "
@@ -45,6 +46,7 @@ int run_capacity(const CapacityOptions& o) {
   TrainingFlags flags;
   flags.micro_batches = o.micro_batches;
   flags.remat = o.remat;
+  flags.checkpoint = o.checkpoint;
   flags.tensor_parallel = o.tensor_parallel;
   ScenarioOptions as_given = with_training_flags(o.scenario, flags);
   const nlohmann::json doc = load_document(as_given);

@@ -15,7 +15,8 @@ struct CapacityOptions {
   int stages = 1;
   std::optional<int> micro_batches;
   std::optional<std::string> remat;
-  std::optional<int> tensor_parallel;  // T
+  std::optional<std::string> checkpoint;  // --checkpoint
+  std::optional<int> tensor_parallel;     // T
   std::optional<std::string> param;
   bool json = false;
 };

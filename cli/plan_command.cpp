@@ -38,6 +38,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   cmd->add_option("-M,--micro-batches", o.micro_batches, "Fix the number of micro-batches")
       ->check(positive_number());
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
+  add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
       ->check(CLI::IsMember(schedule_choices(true)));
@@ -220,6 +221,7 @@ int run_plan(const PlanOptions& o) {
                                             .schedule = o.schedule,
                                             .chunks = o.chunks,
                                             .remat = o.remat,
+                                            .checkpoint = o.checkpoint,
                                             .tensor_parallel = o.tensor_parallel}));
   PlanRequest request;
   request.exact_top = exact_top(o);

@@ -94,6 +94,16 @@ void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const st
       ->check(CLI::IsMember({"on", "off", "always", "never", "except-last", "selective"}));
 }
 
+void add_checkpoint_option(CLI::App& cmd, std::optional<std::string>& checkpoint) {
+  cmd.add_option("--checkpoint", checkpoint,
+                 "What remat keeps of a micro-batch it recomputes: stage (its stage's input; "
+                 "the recompute rebuilds the whole stage's activations, as torchgpipe does) "
+                 "or layer (every layer's input, rebuilt one layer at a time, as Megatron-LM's "
+                 "--recompute-num-layers 1 and DeepSpeed's activation_checkpoint_interval 1 "
+                 "do); default: training.checkpoint, else stage")
+      ->check(CLI::IsMember({"stage", "layer"}));
+}
+
 std::optional<Remat> remat_of(const std::optional<std::string>& remat) {
   if (!remat) return std::nullopt;
   return parse_remat(*remat);
@@ -154,6 +164,9 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
   }
   if (f.chunks) out.push_back({"--chunks " + std::to_string(*f.chunks), "chunks", *f.chunks});
   if (f.remat) out.push_back({"--remat " + *f.remat, "remat", *f.remat});
+  if (f.checkpoint) {
+    out.push_back({"--checkpoint " + *f.checkpoint, "checkpoint", *f.checkpoint});
+  }
   if (f.tensor_parallel) {
     out.push_back(
         {"-T " + std::to_string(*f.tensor_parallel), "tensor_parallel", *f.tensor_parallel});

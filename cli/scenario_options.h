@@ -51,6 +51,8 @@ void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
 void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const std::string& what);
 // The mode add_remat_option took, if given.
 std::optional<Remat> remat_of(const std::optional<std::string>& remat);
+// --checkpoint UNIT: stage or layer, training.checkpoint.
+void add_checkpoint_option(CLI::App& cmd, std::optional<std::string>& checkpoint);
 // -T/--tensor-parallel N: training.tensor_parallel.
 void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel);
 // The names --schedule takes: the built-in schedules (kAllSchedules), and
@@ -86,12 +88,13 @@ decltype(auto) naming_scenario_file(const std::string& file, Fn&& fn) {
 }
 // The flags of the training section, as a command took them.
 struct TrainingFlags {
-  std::optional<int> micro_batches;     // -M
-  std::optional<std::string> schedule;  // --schedule
-  std::optional<int> chunks;            // --chunks
-  std::optional<std::string> remat;     // --remat
-  std::optional<int> tensor_parallel;   // -T
-  bool micro_batches_vary = false;      // -M took a list (sweep)
+  std::optional<int> micro_batches;       // -M
+  std::optional<std::string> schedule;    // --schedule
+  std::optional<int> chunks;              // --chunks
+  std::optional<std::string> remat;       // --remat
+  std::optional<std::string> checkpoint;  // --checkpoint
+  std::optional<int> tensor_parallel;     // -T
+  bool micro_batches_vary = false;        // -M took a list (sweep)
 };
 // `o` with those flags as its field_flags. A schedule that runs one chunk per
 // device, given without --chunks, also removes the file's chunk count, which

@@ -46,6 +46,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--chunks", opts->chunks, chunks_help("default: training.chunks"))
       ->check(positive_number());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
+  add_checkpoint_option(*cmd, opts->checkpoint);
   cmd->add_option("--partition", opts->partition,
                   "How to cut the layers into stages: optimal (least slowest stage within "
                   "memory), uniform (layer counts), params (parameter counts), gpipe (least "
@@ -69,6 +70,7 @@ int run_simulate(const SimulateOptions& o) {
                                                      .schedule = o.schedule,
                                                      .chunks = o.chunks,
                                                      .remat = o.remat,
+                                                     .checkpoint = o.checkpoint,
                                                      .tensor_parallel = o.tensor_parallel}));
   const Cluster whole_cluster = scenario.cluster;
   SimConfig config;

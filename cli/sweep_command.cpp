@@ -30,6 +30,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
       ->delimiter(',')
       ->check(positive_number());
   add_remat_option(*cmd, o.remat, "default: training.remat");
+  add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
   cmd->add_option("--schedule", o.schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember(schedule_choices(false)));
@@ -84,6 +85,7 @@ int run_sweep_command(const SweepOptions& o) {
   flags.schedule = o.schedule;
   flags.chunks = o.chunks;
   flags.remat = o.remat;
+  flags.checkpoint = o.checkpoint;
   flags.tensor_parallel = o.tensor_parallel;
   const Scenario sc = load(with_training_flags(o.scenario, flags));
   SweepRequest req;

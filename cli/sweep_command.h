@@ -16,8 +16,9 @@ struct SweepOptions {
   std::vector<int> stages;
   std::vector<int> micro_batches;
   std::optional<std::string> remat;
-  std::optional<int> tensor_parallel;  // T
-  int data_parallel = 1;               // D replicas
+  std::optional<std::string> checkpoint;  // --checkpoint
+  std::optional<int> tensor_parallel;     // T
+  int data_parallel = 1;                  // D replicas
   std::optional<std::string> schedule;
   std::optional<int> chunks;  // v, interleaved-1f1b
   std::string partition = "optimal";

@@ -94,6 +94,34 @@ TEST(SimulateCli, RematExceptLastFromTheOptionAndFromSet) {
             nlohmann::json::parse(on.out)["step_time_s"].get<double>());
 }
 
+// --checkpoint layer keeps every layer's input and rebuilds one layer at a
+// time: less memory at the same step; it overrides the file's unit, and a
+// unit it does not know is refused.
+TEST(SimulateCli, CheckpointUnitFromTheOption) {
+  const CliResult stage = run("simulate " + kDemo + " -K 2 -M 8 --remat on --json");
+  const CliResult layer =
+      run("simulate " + kDemo + " -K 2 -M 8 --remat on --checkpoint layer --json");
+  ASSERT_EQ(stage.status, 0) << stage.err;
+  ASSERT_EQ(layer.status, 0) << layer.err;
+  const nlohmann::json s = nlohmann::json::parse(stage.out);
+  const nlohmann::json l = nlohmann::json::parse(layer.out);
+  EXPECT_EQ(s["checkpoint"], "stage");
+  EXPECT_EQ(l["checkpoint"], "layer");
+  EXPECT_EQ(l["step_time_s"], s["step_time_s"]);
+  EXPECT_LT(l["devices"][0]["peak_memory_bytes"].get<double>(),
+            s["devices"][0]["peak_memory_bytes"].get<double>());
+  const CliResult back = run("simulate " + kDemo +
+                             " -K 2 -M 8 --remat on --set training.checkpoint=layer "
+                             "--checkpoint stage --json");
+  ASSERT_EQ(back.status, 0) << back.err;
+  EXPECT_EQ(nlohmann::json::parse(back.out)["checkpoint"], "stage");
+  const CliResult summary = run("simulate " + kDemo + " -K 2 --remat on --checkpoint layer");
+  EXPECT_NE(summary.out.find("remat on (layer by layer)"), std::string::npos) << summary.out;
+  const CliResult bad = run("simulate " + kDemo + " -K 2 --checkpoint block");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--checkpoint: block not in {stage,layer}"), std::string::npos) << bad.err;
+}
+
 TEST(SimulateCli, DataParallelReplicasAllReduceTheirGradients) {
   const CliResult r = run("simulate " + kDemo + " -K 2 -D 2");
   ASSERT_EQ(r.status, 0) << r.err;
