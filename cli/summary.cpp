@@ -101,9 +101,8 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << (c.tensor_parallel > 1 ? " groups)" : " devices)");
   }
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
-      << remat_label(r.remat)
-      << (reruns_forwards(r.remat) && r.checkpoint == Checkpoint::kLayer ? " (layer by layer)" : "")
-      << ", partition " << partition << ", cost model " << r.cost_model << "\n";
+      << remat_label(r.remat) << checkpoint_label(r.remat, r.checkpoint) << ", partition "
+      << partition << ", cost model " << r.cost_model << "\n";
   const std::string actions = r.custom ? side_action_note(*r.custom) : "";
   if (!actions.empty()) out << "Actions    " << actions << "\n";
   out << "\n";

@@ -90,9 +90,7 @@ std::string export_summary(const Plan& p) {
          " (global batch " + str(p.global_batch) + "), schedule " +
          std::string(to_string(p.schedule)) +
          (p.chunks > 1 ? " with " + str(p.chunks) + " chunks per device" : "") + ", remat " +
-         std::string(remat_label(p.remat)) +
-         (reruns_forwards(p.remat) && p.checkpoint == Checkpoint::kLayer ? " (layer by layer)"
-                                                                         : "") +
+         std::string(remat_label(p.remat)) + std::string(checkpoint_label(p.remat, p.checkpoint)) +
          ".\n" + (p.fits ? "" : "# WARNING: the plan predicts more memory than a device has.\n");
 }
 
@@ -110,7 +108,7 @@ std::vector<int> balance_of(const Plan& p) {
 
 // Whether the plan's remat keeps every layer's input (training.checkpoint layer).
 bool layer_checkpoints(const Plan& p) {
-  return reruns_forwards(p.remat) && p.checkpoint == Checkpoint::kLayer;
+  return rebuilds_layer_by_layer(p.remat, p.checkpoint);
 }
 
 int largest_stage(const Plan& p) {

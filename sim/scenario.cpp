@@ -87,6 +87,10 @@ std::string_view to_string(Checkpoint c) {
   return c == Checkpoint::kLayer ? "layer" : "stage";
 }
 
+std::string_view checkpoint_label(Remat r, Checkpoint c) {
+  return rebuilds_layer_by_layer(r, c) ? " (layer by layer)" : "";
+}
+
 std::optional<Checkpoint> parse_checkpoint(std::string_view name) {
   if (name == "stage") return Checkpoint::kStage;
   if (name == "layer") return Checkpoint::kLayer;

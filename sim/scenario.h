@@ -128,6 +128,12 @@ constexpr bool recomputes(Remat r, int micro_batch, int micro_batches) {
 enum class Checkpoint : std::uint8_t { kStage, kLayer };
 std::string_view to_string(Checkpoint c);
 std::optional<Checkpoint> parse_checkpoint(std::string_view name);
+// Whether `remat` reruns forwards from every layer's input (Checkpoint::kLayer).
+constexpr bool rebuilds_layer_by_layer(Remat r, Checkpoint c) {
+  return reruns_forwards(r) && c == Checkpoint::kLayer;
+}
+// " (layer by layer)" where it does, for the labels after remat_label; else "".
+std::string_view checkpoint_label(Remat r, Checkpoint c);
 inline constexpr const char* kCheckpointNames = "stage, layer";
 
 // What a stage holds of its micro-batches at one moment: whole stashes kept by

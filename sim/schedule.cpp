@@ -451,8 +451,8 @@ Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat) {
 
 std::vector<StashCount> held_at_peak(const Schedule& s, Checkpoint checkpoint) {
   const OpKind frees = s.split ? OpKind::kWeight : OpKind::kBackward;
-  const bool bound_each = s.remat == Remat::kExceptLast ||
-                          (checkpoint == Checkpoint::kLayer && reruns_forwards(s.remat));
+  const bool bound_each =
+      s.remat == Remat::kExceptLast || rebuilds_layer_by_layer(s.remat, checkpoint);
   std::vector<StashCount> at_peak(static_cast<std::size_t>(s.stages));
   std::vector<StashCount> held(static_cast<std::size_t>(s.stages));
   std::vector<std::vector<std::size_t>> stages_of(s.device_ops.size());
