@@ -158,20 +158,45 @@ std::string figure_text(double v) {
   return format_fixed(v, a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : 3);
 }
 
-void print_gpu_suite(const ValidationReport& report) {
+// Median |error| of each source's figures of `table`, the source named by
+// what precedes its first comma ("Narayanan et al. 2021").
+void print_source_medians(const ValidationReport& report, const std::string& table) {
+  std::vector<std::string> sources;
+  for (const PaperFigure& f : report.figures) {
+    const std::string s = f.source.substr(0, f.source.find(','));
+    if (f.table == table && std::find(sources.begin(), sources.end(), s) == sources.end()) {
+      sources.push_back(s);
+    }
+  }
+  if (sources.size() < 2) return;
+  std::printf("by source:");
+  for (const std::string& s : sources) {
+    ValidationReport one;
+    for (const PaperFigure& f : report.figures) {
+      if (f.table == table && f.source.compare(0, s.size(), s) == 0) one.figures.push_back(f);
+    }
+    std::printf("%s %s %.1f %% (%zu)", s == sources.front() ? "" : ";", s.c_str(),
+                median_abs_error(one, table) * 100, one.figures.size());
+  }
+  std::printf("\n");
+}
+
+void print_gpu_table(const ValidationReport& report, const std::string& table, const char* title) {
   int source_width = 6;
   for (const PaperFigure& f : report.figures) {
-    if (f.table == "gpu") source_width = std::max(source_width, static_cast<int>(f.source.size()));
+    if (f.table == table) source_width = std::max(source_width, static_cast<int>(f.source.size()));
   }
-  std::printf("Published GPU measurements (docs/validation.md: \"The GPU suite\")\n");
+  std::printf("%s (docs/validation.md: \"The GPU suite\")\n", title);
   std::printf("%-6s %-*s %-13s %10s %10s %9s %6s\n", "case", source_width, "source", "metric",
               "published", "simulated", "error", "tol.");
   int gaps = 0, outside = 0, cases = 0;
   for (const PaperFigure& f : report.figures) {
-    if (f.table != "gpu") continue;
+    if (f.table != table) continue;
     ++cases;
     const std::optional<GpuMetric> metric = parse_gpu_metric(f.metric);
-    const std::string unit = metric ? std::string(metric_unit(*metric)) : f.metric;
+    const std::string unit = metric                  ? std::string(metric_unit(*metric))
+                             : table == "gpu-memory" ? "GiB"
+                                                     : f.metric;
     const char* verdict = f.within_tolerance() ? "  ok" : f.gap.empty() ? "  OUTSIDE" : "  gap*";
     gaps += !f.within_tolerance() && !f.gap.empty() ? 1 : 0;
     outside += !f.within_tolerance() && f.gap.empty() ? 1 : 0;
@@ -184,7 +209,12 @@ void print_gpu_suite(const ValidationReport& report) {
   std::printf(
       "median |error| %.1f %% over %d cases; %d within tolerance, %d outside with the "
       "cause stated (gap*), %d outside without\n",
-      median_abs_error(report, "gpu") * 100, cases, cases - gaps - outside, gaps, outside);
+      median_abs_error(report, table) * 100, cases, cases - gaps - outside, gaps, outside);
+  print_source_medians(report, table);
+}
+
+void print_gpu_suite(const ValidationReport& report) {
+  print_gpu_table(report, "gpu", "Published GPU measurements");
   // Each stated cause once, after the cases it explains.
   std::vector<std::pair<std::string, std::string>> causes;  // (cases, gap)
   for (const PaperFigure& f : report.figures) {
@@ -208,6 +238,13 @@ void print_gpu_suite(const ValidationReport& report) {
         "suite\"); its simulated time does not depend on that\n");
   }
   std::printf("\n");
+  const bool any_memory = std::any_of(report.figures.begin(), report.figures.end(),
+                                      [](const auto& f) { return f.table == "gpu-memory"; });
+  if (any_memory) {
+    print_gpu_table(report, "gpu-memory",
+                    "Published GPU memory: the fullest GPU's peak beside the simulated one");
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -237,6 +274,7 @@ int run_validate(const ValidateOptions& o) {
     j["scenarios"] = {transformer.label, amoebanet.label};
     j["gpu_scenarios"] = gpu_labels;
     j["gpu_median_abs_error"] = median_abs_error(report, "gpu");
+    j["gpu_memory_median_abs_error"] = median_abs_error(report, "gpu-memory");
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("The GPipe paper (Huang et al. 2019) beside the simulation\nscenarios: %s, %s\n",
@@ -262,7 +300,7 @@ int run_validate(const ValidateOptions& o) {
     std::printf("\n\n");
     print_gpu_suite(report);
     for (const PaperFigure& f : report.figures) {
-      if (!f.gap.empty() && f.table != "gpu") {
+      if (!f.gap.empty() && f.table != "gpu" && f.table != "gpu-memory") {
         std::printf("* gap: %s (docs/validation.md: \"How close is the simulator?\")\n",
                     f.gap.c_str());
         break;

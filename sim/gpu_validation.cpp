@@ -33,6 +33,7 @@ constexpr MetricName kMetrics[] = {
     {GpuMetric::kStepTimeS, "step_time_s", "s/step"},
     {GpuMetric::kTokensPerSPerGpu, "tokens_per_s_per_gpu", "tokens/s/GPU"},
     {GpuMetric::kTflopsPerGpu, "tflops_per_gpu", "TFLOP/s/GPU"},
+    {GpuMetric::kSamplesPerSPerGpu, "samples_per_s_per_gpu", "samples/s/GPU"},
 };
 
 bool needs_transformer(GpuMetric m) {
@@ -80,6 +81,14 @@ GpuCase read_gpu_case(const nlohmann::json& doc, const std::string& file) {
     m.at("metric");  // reports a missing key
     c.metric = *json_io::opt_choice(m, "metric", "metric", parse_gpu_metric, kGpuMetricNames);
     c.measured = m.number("value", NumberRange::kPositive);
+    m.finish();
+  }
+  if (v.find("measured_memory") != nullptr) {
+    ObjectReader m = v.object("measured_memory");
+    const double value = m.number("value", NumberRange::kPositive);
+    const std::string unit = m.string("unit");
+    if (unit != "GiB" && unit != "GB") m.fail("unit", "expected GiB or GB, got '" + unit + "'");
+    c.measured_memory_bytes = value * (unit == "GiB" ? 1073741824.0 : 1e9);
     m.finish();
   }
   c.setup = non_empty_string(v, "setup");
@@ -171,6 +180,8 @@ double gpu_metric_value(const GpuCase& c, double step_time_s) {
       return samples_per_s(gbs, step_time_s);
     case GpuMetric::kStepTimeS:
       return step_time_s;
+    case GpuMetric::kSamplesPerSPerGpu:
+      return samples_per_s(gbs, step_time_s) / static_cast<double>(s.cluster.physical_devices());
     case GpuMetric::kTokensPerSPerGpu:
     case GpuMetric::kTflopsPerGpu:
       break;
@@ -188,14 +199,7 @@ double gpu_metric_value(const GpuCase& c, double step_time_s) {
          step_time_s / static_cast<double>(s.cluster.physical_devices()) / 1e12;
 }
 
-namespace {
-
-struct CaseRun {
-  double step_time_s = 0.0;
-  bool fits = true;
-};
-
-CaseRun run_case(const GpuCase& c) {
+GpuCaseRun simulate_gpu_case(const GpuCase& c) {
   const Scenario replica = replica_scenario(c.parsed, c.stages, c.data_parallel);
   SimConfig config;
   config.stages = c.stages;
@@ -206,24 +210,23 @@ CaseRun run_case(const GpuCase& c) {
   if (!c.balance.empty()) config.stage_ranges = ranges_from_sizes(c.balance);
   try {
     const SimResult r = simulate(replica, config);
-    return {r.metrics.step_time_s(), r.metrics.fits()};
+    GpuCaseRun run{r.metrics.step_time_s(), r.metrics.fits(), 0.0};
+    for (const auto& d : r.metrics.devices) {
+      run.peak_memory_bytes = std::max(run.peak_memory_bytes, static_cast<double>(d.peak_memory));
+    }
+    return run;
   } catch (const ConfigError& e) {
     throw ScenarioError(c.file, e.scenario_field(), e.what());
   }
-}
-
-}  // namespace
-
-double simulate_gpu_case(const GpuCase& c) {
-  return run_case(c).step_time_s;
 }
 
 std::vector<PaperFigure> validate_gpu(
     const std::vector<GpuCase>& cases,
     const std::function<void(std::size_t, std::size_t)>& progress) {
   std::vector<PaperFigure> out;
+  std::size_t done = 0;
   for (const GpuCase& c : cases) {
-    const CaseRun run = run_case(c);
+    const GpuCaseRun run = simulate_gpu_case(c);
     PaperFigure f;
     f.table = "gpu";
     f.name = c.id;
@@ -235,8 +238,16 @@ std::vector<PaperFigure> validate_gpu(
     f.tolerance = c.tolerance;
     if (!f.within_tolerance()) f.gap = c.gap;
     f.note = c.file;
-    out.push_back(std::move(f));
-    if (progress) progress(out.size(), cases.size());
+    out.push_back(f);
+    if (c.measured_memory_bytes) {
+      f.table = "gpu-memory";
+      f.metric = "peak_memory";
+      f.paper = *c.measured_memory_bytes / 1073741824.0;
+      f.simulated = run.peak_memory_bytes / 1073741824.0;
+      f.gap.clear();  // a case's stated gap is about its throughput
+      out.push_back(std::move(f));
+    }
+    if (progress) progress(++done, cases.size());
   }
   return out;
 }

@@ -26,16 +26,17 @@ namespace pipescope {
 
 // The figure a case was measured in.
 enum class GpuMetric {
-  kSamplesPerS,       // "samples_per_s": global batch / step time
-  kStepTimeS,         // "step_time_s": seconds per optimizer step
-  kTokensPerSPerGpu,  // "tokens_per_s_per_gpu": global batch x sequence / step / GPUs
-  kTflopsPerGpu,      // "tflops_per_gpu": megatron_flops_per_step / step / GPUs, in 1e12
+  kSamplesPerS,        // "samples_per_s": global batch / step time
+  kStepTimeS,          // "step_time_s": seconds per optimizer step
+  kTokensPerSPerGpu,   // "tokens_per_s_per_gpu": global batch x sequence / step / GPUs
+  kTflopsPerGpu,       // "tflops_per_gpu": megatron_flops_per_step / step / GPUs, in 1e12
+  kSamplesPerSPerGpu,  // "samples_per_s_per_gpu": global batch / step / GPUs
 };
 std::string_view to_string(GpuMetric m);
 std::optional<GpuMetric> parse_gpu_metric(std::string_view name);
 inline constexpr const char* kGpuMetricNames =
-    "samples_per_s, step_time_s, tokens_per_s_per_gpu, tflops_per_gpu";
-// "samples/s", "s/step", "tokens/s/GPU", "TFLOP/s/GPU".
+    "samples_per_s, step_time_s, tokens_per_s_per_gpu, tflops_per_gpu, samples_per_s_per_gpu";
+// "samples/s", "s/step", "tokens/s/GPU", "TFLOP/s/GPU", "samples/s/GPU".
 std::string_view metric_unit(GpuMetric m);
 
 // The tolerance of a throughput figure when the case gives none.
@@ -58,6 +59,9 @@ struct GpuCase {
   // Layers per model stage (K x chunks entries, summing to the model's layers),
   // as the source partitioned them; empty: the simulator's optimal cut.
   std::vector<int> balance;
+  // The peak memory the source measured on its fullest GPU, in bytes
+  // ("measured_memory": a value and its unit, "GiB" or "GB"); unset: none.
+  std::optional<double> measured_memory_bytes;
   nlohmann::json scenario;  // the document without "validation"
   Scenario parsed;          // the whole run: cluster.devices = K x D, the global batch
 };
@@ -88,13 +92,20 @@ double megatron_flops_per_step(std::int64_t global_batch, std::int64_t seq_len, 
 // (tokens and TFLOP/s need a transformer).
 double gpu_metric_value(const GpuCase& c, double step_time_s);
 
-// Simulates one case: one of its D replicas, K stages, its micro-batches, the
-// balance as the cut, the gradient all-reduce over the replicas' ring. Returns
-// the step time in seconds.
-double simulate_gpu_case(const GpuCase& c);
+// What the simulation of one case gives: one of its D replicas, K stages, its
+// micro-batches, the balance as the cut, the gradient all-reduce over the
+// replicas' ring.
+struct GpuCaseRun {
+  double step_time_s = 0.0;
+  bool fits = true;
+  double peak_memory_bytes = 0.0;  // of the fullest device
+};
+GpuCaseRun simulate_gpu_case(const GpuCase& c);
 
 // Every case as a PaperFigure of table "gpu": name the case id, source, metric,
-// tolerance; gap set when outside the tolerance with a reason stated. Calls
+// tolerance; gap set when outside the tolerance with a reason stated. A case
+// with a measured memory adds a figure of table "gpu-memory" (in GiB, the
+// fullest device's simulated peak beside it, the case's tolerance). Calls
 // progress(done, total) after each case.
 std::vector<PaperFigure> validate_gpu(
     const std::vector<GpuCase>& cases,

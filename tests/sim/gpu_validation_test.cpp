@@ -67,7 +67,8 @@ TEST(GpuValidationCases, EveryCaseLoadsWithItsSourceSetupAndUnstatedChoices) {
   }
   EXPECT_EQ(publications,
             (std::set<std::string>{"BigScience 2022", "Kim et al. 2020", "Korthikanti et al. 2022",
-                                   "NVIDIA 2024", "Narayanan et al. 2021", "Smith et al. 2022"}));
+                                   "NVIDIA 2024", "Narayanan et al. 2021", "Qi et al. 2024",
+                                   "Smith et al. 2022"}));
 }
 
 // The case's K, D and M are the published p, d and m.
@@ -122,6 +123,24 @@ TEST(GpuValidationCases, PipelinesAreThePublishedOnes) {
   ASSERT_EQ(by_id.count("TG-R1"), 1u);
   EXPECT_EQ(by_id.at("TG-R1").balance, std::vector<int>{370});  // the plain model on one GPU
   EXPECT_EQ(by_id.at("TG-R1").parsed.training.remat, Remat::kNever);
+  // The zero-bubble paper's 1.5B on 8 GPUs: micro-batches of 6, the end
+  // stages one block short (their embedding and output layer in its place);
+  // interleaved, one layer a virtual stage; its memory in GiB.
+  ASSERT_EQ(by_id.count("ZB-1Fa"), 1u);
+  const GpuCase& zb = by_id.at("ZB-1Fa");
+  EXPECT_EQ(zb.stages, 8);
+  EXPECT_EQ(zb.parsed.training.micro_batches, 24);
+  EXPECT_EQ(zb.parsed.training.global_batch, 144);
+  EXPECT_EQ(zb.balance, std::vector<int>(8, 3));
+  ASSERT_TRUE(zb.measured_memory_bytes);
+  EXPECT_DOUBLE_EQ(*zb.measured_memory_bytes, 30.0 * 1024 * 1024 * 1024);
+  ASSERT_EQ(by_id.count("ZB-4Ic"), 1u);
+  const GpuCase& zbi = by_id.at("ZB-4Ic");
+  EXPECT_EQ(zbi.stages, 32);
+  EXPECT_EQ(zbi.parsed.training.chunks, 2);
+  EXPECT_EQ(zbi.parsed.training.micro_batches, 256);
+  EXPECT_EQ(zbi.balance, std::vector<int>(64, 1));
+  EXPECT_EQ(by_id.at("ZB-2Zb").parsed.training.schedule, ScheduleKind::kZbH1);
 }
 
 // A minimal good case to break one field at a time.
@@ -174,6 +193,15 @@ TEST(GpuValidationCases, BadValidationObjectsNameTheField) {
   d = good_case();
   d["validation"]["measured"]["metric"] = "mfu";
   expect_error(d, "validation.measured.metric", "unknown metric 'mfu'");
+  d = good_case();
+  d["validation"]["measured_memory"] = {{"value", 30}, {"unit", "MB"}};
+  expect_error(d, "validation.measured_memory.unit", "expected GiB or GB, got 'MB'");
+  d["validation"]["measured_memory"] = {{"value", 0}, {"unit", "GB"}};
+  expect_error(d, "validation.measured_memory.value", "expected a positive number");
+  d["validation"]["measured_memory"] = {{"value", 30}, {"unit", "GB"}, {"peak", true}};
+  expect_error(d, "validation.measured_memory.peak", "unknown key");
+  d["validation"]["measured_memory"] = {{"value", 30}, {"unit", "GB"}};
+  EXPECT_DOUBLE_EQ(*read_gpu_case(d, "case.json").measured_memory_bytes, 30e9);
   d = good_case();
   d["validation"]["measured"]["value"] = -3;
   expect_error(d, "validation.measured.value", "expected a positive number, got -3");
@@ -231,6 +259,8 @@ TEST(GpuValidationMetrics, FormulasAgainstHandComputedValues) {
   EXPECT_DOUBLE_EQ(gpu_metric_value(by_id.at("NE-3"), 1.0), 128.0 * 4096 / 16);
   EXPECT_DOUBLE_EQ(gpu_metric_value(by_id.at("NE-7"), 2.0), 32.0 * 4096 / 2.0 / 8);
   EXPECT_DOUBLE_EQ(gpu_metric_value(by_id.at("TG-A9"), 10.0), 128.0);
+  // 24 micro-batches of 6 on 8 GPUs in 1.5 s: 144 / 1.5 / 8 = 12 samples/s/GPU.
+  EXPECT_DOUBLE_EQ(gpu_metric_value(by_id.at("ZB-1Fa"), 1.5), 12.0);
   GpuCase timed = by_id.at("TG-A9");
   timed.metric = GpuMetric::kStepTimeS;
   EXPECT_DOUBLE_EQ(gpu_metric_value(timed, 10.0), 10.0);
@@ -240,13 +270,15 @@ TEST(GpuValidationMetrics, FormulasAgainstHandComputedValues) {
 }
 
 TEST(GpuValidationMetrics, NamesAndUnits) {
-  for (const GpuMetric m : {GpuMetric::kSamplesPerS, GpuMetric::kStepTimeS,
-                            GpuMetric::kTokensPerSPerGpu, GpuMetric::kTflopsPerGpu}) {
+  for (const GpuMetric m :
+       {GpuMetric::kSamplesPerS, GpuMetric::kStepTimeS, GpuMetric::kTokensPerSPerGpu,
+        GpuMetric::kTflopsPerGpu, GpuMetric::kSamplesPerSPerGpu}) {
     EXPECT_EQ(parse_gpu_metric(to_string(m)), m);
   }
   EXPECT_EQ(parse_gpu_metric("mfu"), std::nullopt);
   EXPECT_EQ(metric_unit(GpuMetric::kTokensPerSPerGpu), "tokens/s/GPU");
   EXPECT_EQ(metric_unit(GpuMetric::kTflopsPerGpu), "TFLOP/s/GPU");
+  EXPECT_EQ(metric_unit(GpuMetric::kSamplesPerSPerGpu), "samples/s/GPU");
 }
 
 TEST(GpuValidationMetrics, MedianOfTheSuite) {
@@ -280,13 +312,26 @@ TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
         EXPECT_EQ(done, ++calls);
         EXPECT_EQ(total, cases.size());
       });
-  ASSERT_EQ(figures.size(), cases.size());
   EXPECT_EQ(calls, cases.size());
   ValidationReport report;
-  for (std::size_t i = 0; i < figures.size(); ++i) {
-    const PaperFigure& f = figures[i];
-    const GpuCase& c = cases[i];
+  std::size_t next = 0;  // the next figure
+  for (const GpuCase& c : cases) {
     SCOPED_TRACE(c.id);
+    ASSERT_LT(next, figures.size());
+    const PaperFigure& f = figures[next++];
+    // A measured memory follows its case's throughput, in GiB, never with a gap.
+    if (c.measured_memory_bytes) {
+      ASSERT_LT(next, figures.size());
+      const PaperFigure& m = figures[next++];
+      EXPECT_EQ(m.table, "gpu-memory");
+      EXPECT_EQ(m.name, c.id);
+      EXPECT_DOUBLE_EQ(m.paper, *c.measured_memory_bytes / (1024.0 * 1024 * 1024));
+      EXPECT_GT(m.simulated, 0.0);
+      EXPECT_TRUE(m.within_tolerance())
+          << "memory: paper " << m.paper << " GiB, simulated " << m.simulated;
+      EXPECT_EQ(m.gap, "");
+      report.figures.push_back(m);
+    }
     EXPECT_EQ(f.table, "gpu");
     EXPECT_EQ(f.name, c.id);
     EXPECT_EQ(f.source, c.source);
@@ -305,6 +350,7 @@ TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
     }
     report.figures.push_back(f);
   }
+  EXPECT_EQ(next, figures.size());
   EXPECT_EQ(report.failed(), 0);
 }
 
