@@ -52,7 +52,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
       "The CSV has a header and a row per measured step; columns K, M, schedule, remat, "
       "step_time_s are required, D, chunks and micro_batch (samples per micro-batch) optional. "
       "Each row is simulated as `pipescope simulate SCENARIO -K K -M M -D D --schedule S "
-      "--remat R --chunks V` would. The fit minimises the sum over rows of "
+      "--remat R --chunks V --partition P` would. The fit minimises the sum over rows of "
       "log(simulated / measured)^2 plus a weak prior pulling each parameter toward the device "
       "table's value (in log space), by Nelder-Mead within each parameter's range. "
       "Parameters:" +
@@ -66,6 +66,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
                   "Parameters to fit, comma-separated (default: gemm_efficiency, "
                   "memory_efficiency, kernel_overhead_s; the others stay at the device table's "
                   "values)");
+  add_partition_option(*cmd, o.partition);
   return cmd;
 }
 
@@ -77,7 +78,7 @@ int run_calibrate(const CalibrateOptions& o) {
   CalibrationResult result;
   {
     ProgressBar bar("fitting");
-    result = calibrate(scenario, rows, fit, o.measured,
+    result = calibrate(scenario, rows, fit, o.measured, *parse_partition_method(o.partition),
                        [&](std::size_t done, std::size_t total) { bar.update(done, total); });
   }
   // Written before the report: if it cannot be, nothing reads as if it had been.

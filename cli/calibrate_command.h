@@ -17,6 +17,7 @@ struct CalibrateOptions {
   std::string measured;            // CSV of measured steps
   std::string output;              // the cost-model file
   std::optional<std::string> fit;  // comma-separated parameter names
+  std::string partition = "optimal";
 };
 
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& options);

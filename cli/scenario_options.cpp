@@ -94,6 +94,15 @@ void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const st
       ->check(CLI::IsMember({"on", "off", "always", "never", "except-last", "selective"}));
 }
 
+void add_partition_option(CLI::App& cmd, std::string& partition) {
+  cmd.add_option("--partition", partition,
+                 "How to cut the layers into stages: optimal (least slowest stage within "
+                 "memory), uniform (layer counts), params (parameter counts), gpipe (least "
+                 "variance of stage times)")
+      ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
+      ->capture_default_str();
+}
+
 void add_checkpoint_option(CLI::App& cmd, std::optional<std::string>& checkpoint) {
   cmd.add_option("--checkpoint", checkpoint,
                  "What remat keeps of a micro-batch it recomputes: stage (its stage's input; "

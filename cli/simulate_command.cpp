@@ -47,12 +47,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
       ->check(positive_number());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
   add_checkpoint_option(*cmd, opts->checkpoint);
-  cmd->add_option("--partition", opts->partition,
-                  "How to cut the layers into stages: optimal (least slowest stage within "
-                  "memory), uniform (layer counts), params (parameter counts), gpipe (least "
-                  "variance of stage times)")
-      ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
-      ->capture_default_str();
+  add_partition_option(*cmd, opts->partition);
   cmd->add_option("--trace", opts->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   cmd->add_flag("--json", opts->json, "Print the result as JSON instead of a table");
   return cmd;

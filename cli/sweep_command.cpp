@@ -41,9 +41,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
                   "D replicas of K devices on batch / D, with each stage's gradient all-reduce, "
                   "and counts all D in its throughput (default: 1)")
       ->check(positive_number());
-  cmd->add_option("--partition", o.partition, "How to cut the layers into stages")
-      ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
-      ->capture_default_str();
+  add_partition_option(*cmd, o.partition);
   cmd->add_option("--csv", o.csv, "Also write the results as CSV");
   cmd->add_flag("--json", o.json, "Print the results as JSON");
   return cmd;

@@ -338,7 +338,7 @@ struct PreparedRow {
   int replicas = 1;
 };
 
-PreparedRow prepare_row(const Scenario& base, const MeasuredStep& row) {
+PreparedRow prepare_row(const Scenario& base, const MeasuredStep& row, PartitionMethod partition) {
   PreparedRow p;
   p.scenario = base;
   const int K = row.stages;
@@ -362,7 +362,7 @@ PreparedRow prepare_row(const Scenario& base, const MeasuredStep& row) {
   c.schedule = row.schedule;
   c.remat = row.remat;
   if (row.chunks) c.chunks = row.chunks;
-  c.partition = PartitionMethod::kOptimal;
+  c.partition = partition;
   c.record_timeline = false;
   if (D > 1) {
     if (p.scenario.training.global_batch % D != 0) {
@@ -380,8 +380,8 @@ PreparedRow prepare_row(const Scenario& base, const MeasuredStep& row) {
 
 }  // namespace
 
-double simulate_row(const Scenario& scenario, const MeasuredStep& row) {
-  const PreparedRow p = prepare_row(scenario, row);
+double simulate_row(const Scenario& scenario, const MeasuredStep& row, PartitionMethod partition) {
+  const PreparedRow p = prepare_row(scenario, row, partition);
   return simulate(p.scenario, p.config).metrics.step_time_s();
 }
 
@@ -621,8 +621,8 @@ using Cuts = std::vector<std::vector<StageRange>>;  // per row, its stages' laye
 // The measured rows, ready to run under trial kernel tables.
 class RowRunner {
  public:
-  RowRunner(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
-            const std::string& csv);
+  RowRunner(const Scenario& scenario, const std::vector<MeasuredStep>& rows, const std::string& csv,
+            PartitionMethod partition);
 
   // Every row under `table`, each with the cut its config holds (free: the
   // optimal partitioner's, as `pipescope simulate` cuts; fixed: the cut of a
@@ -649,7 +649,7 @@ class RowRunner {
 };
 
 RowRunner::RowRunner(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
-                     const std::string& csv)
+                     const std::string& csv, PartitionMethod partition)
     : rows_(rows), csv_(csv) {
   // The rows run under the kernel-level model, whatever the scenario chose, and
   // so do the rings between their replicas.
@@ -659,7 +659,7 @@ RowRunner::RowRunner(const Scenario& scenario, const std::vector<MeasuredStep>& 
   prepared_.reserve(rows.size());
   for (const MeasuredStep& row : rows) {
     try {
-      prepared_.push_back(prepare_row(kernels, row));
+      prepared_.push_back(prepare_row(kernels, row, partition));
     } catch (const std::exception& e) {
       throw row_error(row, e);
     }
@@ -791,10 +791,10 @@ void measure_errors(const std::vector<MeasuredStep>& rows, CalibrationResult& re
 
 CalibrationResult calibrate(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
                             const std::vector<const CalibrationParameter*>& fit,
-                            const std::string& csv,
+                            const std::string& csv, PartitionMethod partition,
                             const std::function<void(std::size_t, std::size_t)>& progress) {
   check_can_calibrate(scenario.cluster.device, rows, fit, csv);
-  RowRunner runner(scenario, rows, csv);
+  RowRunner runner(scenario, rows, csv, partition);
   FitSpace space = fit_space(scenario.cluster.device.kernels, fit);
   const auto objective_at = [&](const std::vector<double>& times, const std::vector<double>& u) {
     return objective(times, rows, u, space.u0);

@@ -36,6 +36,7 @@
 
 #include "costmodels/kernel_table.h"
 #include "sim/cost_model_file.h"
+#include "sim/partition.h"
 #include "sim/scenario.h"
 
 namespace pipescope {
@@ -69,10 +70,11 @@ std::vector<const CalibrationParameter*> parse_fit_names(const std::string& name
 // calibration.cpp for why.
 std::vector<const CalibrationParameter*> default_fit();
 
-// The step time `scenario` gives for `row` (seconds). Throws ConfigError when
-// the row cannot run on the scenario (K x D above its devices, M not dividing
-// the batch, ...).
-double simulate_row(const Scenario& scenario, const MeasuredStep& row);
+// The step time `scenario` gives for `row` (seconds), its stages cut by
+// `partition`. Throws ConfigError when the row cannot run on the scenario (K x D
+// above its devices, M not dividing the batch, ...).
+double simulate_row(const Scenario& scenario, const MeasuredStep& row,
+                    PartitionMethod partition = PartitionMethod::kOptimal);
 
 // --- The optimiser, on its own for tests ---
 
@@ -129,12 +131,14 @@ struct CalibrationResult {
 };
 
 // Fits `fit` to `rows` on `scenario` (whose device must have a kernel table; it
-// is costed with the kernels model whatever its cluster.cost_model says).
+// is costed with the kernels model whatever its cluster.cost_model says), each
+// row cut into stages by `partition` as `simulate --partition` cuts.
 // Throws ScenarioError naming `csv` and the row's line when a row cannot run,
 // std::invalid_argument when the device has no kernel table.
 CalibrationResult calibrate(const Scenario& scenario, const std::vector<MeasuredStep>& rows,
                             const std::vector<const CalibrationParameter*>& fit,
                             const std::string& csv,
+                            PartitionMethod partition = PartitionMethod::kOptimal,
                             const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // The cost-model file of a result (every calibration parameter of `fitted`).

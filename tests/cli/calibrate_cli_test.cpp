@@ -100,6 +100,39 @@ TEST(CalibrateCli, FitsStepTimesBackAndWritesACostModelThatCommandsTake) {
   EXPECT_EQ(p.status, 0) << p.err;
 }
 
+// --partition cuts every row as simulate --partition does: a fit that holds
+// every parameter (the weak prior alone) reports the cut's step time before
+// and after, which is the uniform cut's, not the optimal one's.
+TEST(CalibrateCli, CutsEveryRowAsPartitionSays) {
+  const TempDir dir;
+  const double uniform = step_time("-K 2 -M 8 --partition uniform");
+  const double optimal = step_time("-K 2 -M 8");
+  ASSERT_GT(std::abs(uniform / optimal - 1.0), 0.005);
+  std::ofstream(dir / "steps.csv")
+      << "K,M,schedule,remat,step_time_s\n2,8,gpipe,on," << uniform << "\n";
+  const auto fitted = [&](const std::string& partition) {
+    const CliResult r = run("calibrate " + kDemo + " --measured " + dir / "steps.csv" + " -o " +
+                            dir / "fit.json" + partition);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return json::parse(slurp(dir / "fit.json"))["fit"]["max_relative_error"].get<double>();
+  };
+  // The uniform cut matches the step before any parameter moves; the optimal
+  // one needs the parameters to absorb the difference.
+  EXPECT_LT(fitted(" --partition uniform"), 1e-3);
+  const CliResult r = run("calibrate " + kDemo + " --measured " + dir / "steps.csv" + " -o " +
+                          dir / "fit.json" + " --partition uniform");
+  EXPECT_NE(r.out.find("No parameter moved"), std::string::npos) << r.out;
+  const CliResult free =
+      run("calibrate " + kDemo + " --measured " + dir / "steps.csv" + " -o " + dir / "fit.json");
+  EXPECT_EQ(free.status, 0) << free.err;
+  EXPECT_EQ(free.out.find("No parameter moved"), std::string::npos) << free.out;
+  const CliResult bad = run("calibrate " + kDemo + " --measured " + dir / "steps.csv" + " -o " +
+                            dir / "other.json" + " --partition even");
+  EXPECT_EQ(bad.status, 2);  // a usage error
+  EXPECT_NE(bad.err.find("--partition"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(dir / "other.json"));
+}
+
 TEST(CalibrateCli, ChoosesAModelByName) {
   const double analytic = step_time("-K 4 -M 8 --cost-model analytic");
   const double kernels = step_time("-K 4 -M 8 --cost-model kernels");

@@ -400,10 +400,11 @@ TEST(Calibration, RecoversAKnownGemmEfficiencyAndPredictsAnUnseenConfiguration) 
 
   std::size_t last_done = 0;
   const CalibrationResult r =
-      calibrate(table, rows, default_fit(), "m.csv", [&](std::size_t done, std::size_t total) {
-        EXPECT_LE(done, total);
-        last_done = done;
-      });
+      calibrate(table, rows, default_fit(), "m.csv", PartitionMethod::kOptimal,
+                [&](std::size_t done, std::size_t total) {
+                  EXPECT_LE(done, total);
+                  last_done = done;
+                });
   EXPECT_GT(last_done, 0u);
   const double gemm = r.fitted.gemm_efficiency;
   EXPECT_NEAR(gemm, kTrue, 0.03 * kTrue) << "fitted gemm_efficiency " << gemm;
