@@ -10,6 +10,7 @@
 #include "sim/hf_config.h"
 #include "sim/model_json.h"
 #include "sim/scenario_io.h"
+#include "sim/scenario_override.h"
 
 namespace pipescope::cli {
 

@@ -16,6 +16,7 @@
 #include "fuzz/fuzz_support.h"
 #include "sim/json_reader.h"
 #include "sim/scenario_io.h"
+#include "sim/scenario_override.h"
 
 using namespace pipescope;
 

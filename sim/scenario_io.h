@@ -64,7 +64,4 @@ Scenario parse_scenario(const nlohmann::json& doc, const std::string& file);
 ModelSpec parse_model(const nlohmann::json& model, const std::string& file,
                       const std::string& path = "model");
 
-// Applies one "PATH=VALUE" override to a document in place.
-void apply_override(nlohmann::json& doc, const std::string& assignment, const std::string& file);
-
 }  // namespace pipescope
