@@ -86,7 +86,8 @@ int run_calibrate(const CalibrateOptions& o) {
 
   std::cout << "Calibration of " << scenario.name << " on " << scenario.cluster.device.name
             << " (kernels model) to " << rows.size() << " measured step"
-            << (rows.size() == 1 ? "" : "s") << " in " << o.measured << "\n\n";
+            << (rows.size() == 1 ? "" : "s") << " in " << o.measured << " (--partition "
+            << to_string(result.partition) << ")\n\n";
   std::size_t width = std::string("Configuration").size();
   for (const MeasuredStep& r : rows) width = std::max(width, r.label().size());
   const int w = static_cast<int>(width);

@@ -158,25 +158,15 @@ std::string figure_text(double v) {
   return format_fixed(v, a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : 3);
 }
 
-// Median |error| of each source's figures of `table`, the source named by
-// what precedes its first comma ("Narayanan et al. 2021").
+// Median |error| of each publication's figures of `table`, when there are
+// several.
 void print_source_medians(const ValidationReport& report, const std::string& table) {
-  std::vector<std::string> sources;
-  for (const PaperFigure& f : report.figures) {
-    const std::string s = f.source.substr(0, f.source.find(','));
-    if (f.table == table && std::find(sources.begin(), sources.end(), s) == sources.end()) {
-      sources.push_back(s);
-    }
-  }
+  const std::vector<SourceMedian> sources = median_abs_error_by_source(report, table);
   if (sources.size() < 2) return;
   std::printf("by source:");
-  for (const std::string& s : sources) {
-    ValidationReport one;
-    for (const PaperFigure& f : report.figures) {
-      if (f.table == table && f.source.compare(0, s.size(), s) == 0) one.figures.push_back(f);
-    }
-    std::printf("%s %s %.1f %% (%zu)", s == sources.front() ? "" : ";", s.c_str(),
-                median_abs_error(one, table) * 100, one.figures.size());
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    std::printf("%s %s %.1f %% (%zu)", i == 0 ? "" : ";", sources[i].publication.c_str(),
+                sources[i].median_abs_error * 100, sources[i].figures);
   }
   std::printf("\n");
 }

@@ -801,6 +801,7 @@ CalibrationResult calibrate(const Scenario& scenario, const std::vector<Measured
   };
 
   CalibrationResult result;
+  result.partition = partition;
   Cuts cuts;
   result.simulated_before = runner.simulate_all(space.table, &cuts);
   result.objective_before = objective_at(result.simulated_before, space.u0);
@@ -827,6 +828,7 @@ CostModelFile cost_model_file_of(const Scenario& scenario, const CalibrationResu
   fit.rows = static_cast<std::int64_t>(rows);
   fit.rms_relative_error = result.rms_relative_error;
   fit.max_relative_error = result.max_relative_error;
+  fit.partition = result.partition;
   f.fit = std::move(fit);
   return f;
 }

@@ -128,6 +128,7 @@ struct CalibrationResult {
   std::size_t evaluations = 0;
   double rms_relative_error = 0.0;  // after the fit
   double max_relative_error = 0.0;
+  PartitionMethod partition = PartitionMethod::kOptimal;  // how every row was cut
 };
 
 // Fits `fit` to `rows` on `scenario` (whose device must have a kernel table; it

@@ -80,7 +80,8 @@ json cost_model_to_json(const CostModelFile& file) {
     doc["fit"] = {{"measured", file.fit->measured},
                   {"rows", file.fit->rows},
                   {"rms_relative_error", file.fit->rms_relative_error},
-                  {"max_relative_error", file.fit->max_relative_error}};
+                  {"max_relative_error", file.fit->max_relative_error},
+                  {"partition", std::string(to_string(file.fit->partition))}};
   }
   return doc;
 }
@@ -123,6 +124,10 @@ CostModelFile cost_model_from_json(const json& doc, const std::string& file) {
     r.rows = fit->integer("rows", kPositiveInt);
     r.rms_relative_error = read_error(*fit, "rms_relative_error");
     r.max_relative_error = read_error(*fit, "max_relative_error");
+    // Files written before calibrate took --partition were all fitted so.
+    r.partition = json_io::opt_choice(*fit, "partition", "partition method", parse_partition_method,
+                                      kPartitionMethodNames)
+                      .value_or(PartitionMethod::kOptimal);
     fit->finish();
     f.fit = std::move(r);
   }

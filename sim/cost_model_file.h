@@ -26,6 +26,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "costmodels/kernel_table.h"
+#include "sim/partition.h"
 #include "sim/scenario.h"
 
 namespace pipescope {
@@ -39,6 +40,9 @@ struct CostModelFit {
   std::int64_t rows = 0;
   double rms_relative_error = 0.0;  // sqrt(mean((simulated - measured) / measured)^2)
   double max_relative_error = 0.0;  // max |simulated - measured| / measured
+  // How the fit cut every row into stages (calibrate --partition): the same
+  // figures describe other runs best when simulated with the same cut.
+  PartitionMethod partition = PartitionMethod::kOptimal;
 };
 
 struct CostModelFile {

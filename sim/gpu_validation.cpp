@@ -89,6 +89,8 @@ GpuCase read_gpu_case(const nlohmann::json& doc, const std::string& file) {
     const std::string unit = m.string("unit");
     if (unit != "GiB" && unit != "GB") m.fail("unit", "expected GiB or GB, got '" + unit + "'");
     c.measured_memory_bytes = value * (unit == "GiB" ? 1073741824.0 : 1e9);
+    c.memory_tolerance =
+        m.opt_number("tolerance", NumberRange::kEfficiency).value_or(kGpuDefaultTolerance);
     m.finish();
   }
   c.setup = non_empty_string(v, "setup");
@@ -241,7 +243,8 @@ std::vector<PaperFigure> validate_gpu(
     out.push_back(f);
     if (c.measured_memory_bytes) {
       f.table = "gpu-memory";
-      f.metric = "peak_memory";
+      f.metric = "peak_memory_gib";
+      f.tolerance = c.memory_tolerance;
       f.paper = *c.measured_memory_bytes / 1073741824.0;
       f.simulated = run.peak_memory_bytes / 1073741824.0;
       f.gap.clear();  // a case's stated gap is about its throughput
@@ -261,6 +264,34 @@ double median_abs_error(const ValidationReport& report, const std::string& table
   std::sort(errors.begin(), errors.end());
   const std::size_t n = errors.size();
   return n % 2 == 1 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2.0;
+}
+
+std::string publication_of(const std::string& source) {
+  return source.substr(0, source.find(','));
+}
+
+std::vector<SourceMedian> median_abs_error_by_source(const ValidationReport& report,
+                                                     const std::string& table) {
+  std::vector<SourceMedian> out;
+  std::vector<ValidationReport> figures;  // of each publication, in out's order
+  for (const PaperFigure& f : report.figures) {
+    if (f.table != table) continue;
+    const std::string publication = publication_of(f.source);
+    const auto it = std::find_if(out.begin(), out.end(), [&](const SourceMedian& m) {
+      return m.publication == publication;
+    });
+    const auto i = static_cast<std::size_t>(it - out.begin());
+    if (it == out.end()) {
+      out.push_back({publication, 0.0, 0});
+      figures.emplace_back();
+    }
+    figures[i].figures.push_back(f);
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i].median_abs_error = median_abs_error(figures[i], table);
+    out[i].figures = figures[i].figures.size();
+  }
+  return out;
 }
 
 }  // namespace pipescope

@@ -60,8 +60,10 @@ struct GpuCase {
   // as the source partitioned them; empty: the simulator's optimal cut.
   std::vector<int> balance;
   // The peak memory the source measured on its fullest GPU, in bytes
-  // ("measured_memory": a value and its unit, "GiB" or "GB"); unset: none.
+  // ("measured_memory": a value, its unit, "GiB" or "GB", and a tolerance of
+  // its own, kGpuDefaultTolerance when not given); unset: none.
   std::optional<double> measured_memory_bytes;
+  double memory_tolerance = kGpuDefaultTolerance;
   nlohmann::json scenario;  // the document without "validation"
   Scenario parsed;          // the whole run: cluster.devices = K x D, the global batch
 };
@@ -113,5 +115,19 @@ std::vector<PaperFigure> validate_gpu(
 
 // Median |relative error| of the figures of `table`; 0 when there are none.
 double median_abs_error(const ValidationReport& report, const std::string& table);
+
+// The publication a source names: what precedes its first comma ("Narayanan
+// et al. 2021" of "Narayanan et al. 2021, Table 1").
+std::string publication_of(const std::string& source);
+
+struct SourceMedian {
+  std::string publication;
+  double median_abs_error = 0.0;
+  std::size_t figures = 0;
+};
+// median_abs_error of each publication's figures of `table`, in the order the
+// publications first appear.
+std::vector<SourceMedian> median_abs_error_by_source(const ValidationReport& report,
+                                                     const std::string& table);
 
 }  // namespace pipescope

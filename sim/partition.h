@@ -30,6 +30,7 @@ enum class PartitionMethod {
 };
 std::string_view to_string(PartitionMethod p);
 std::optional<PartitionMethod> parse_partition_method(std::string_view name);
+inline constexpr const char* kPartitionMethodNames = "optimal, uniform, params, gpipe";
 
 // Even split by layer count; the first (layers % stages) stages take one layer
 // more. Requires 1 <= stages <= layers.

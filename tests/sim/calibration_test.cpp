@@ -151,7 +151,7 @@ CostModelFile sample_file() {
   t.memory_efficiency = 0.66;
   t.kernel_overhead_s = 5e-6;
   CostModelFile f = cost_model_of(t, "a100-80g");
-  f.fit = CostModelFit{"steps.csv", 6, 0.012, 0.021};
+  f.fit = CostModelFit{"steps.csv", 6, 0.012, 0.021, PartitionMethod::kUniform};
   return f;
 }
 
@@ -170,7 +170,13 @@ TEST(CostModelFile, RoundTripsThroughJsonAndAFile) {
   EXPECT_EQ(back.fit->rows, 6);
   EXPECT_DOUBLE_EQ(back.fit->rms_relative_error, 0.012);
   EXPECT_DOUBLE_EQ(back.fit->max_relative_error, 0.021);
+  EXPECT_EQ(doc["fit"]["partition"], "uniform");
+  EXPECT_EQ(back.fit->partition, PartitionMethod::kUniform);
   EXPECT_DOUBLE_EQ(*back.find("gemm_efficiency"), 0.71);
+  // Files written before calibrate took --partition were fitted on optimal cuts.
+  json unstated = doc;
+  unstated["fit"].erase("partition");
+  EXPECT_EQ(cost_model_from_json(unstated, "c.json").fit->partition, PartitionMethod::kOptimal);
 
   const fs::path path =
       fs::temp_directory_path() / ("cost_model_" + std::to_string(::getpid()) + ".json");
@@ -230,6 +236,12 @@ TEST(CostModelFile, RefusesBadFilesNamingFieldAndRange) {
   d = good;
   d["fit"]["rms_relative_error"] = -1;
   EXPECT_TRUE(contains(err(d), "c.json: fit.rms_relative_error:")) << err(d);
+  d = good;
+  d["fit"]["partition"] = "even";
+  EXPECT_TRUE(contains(err(d),
+                       "c.json: fit.partition: unknown partition method 'even' (expected "
+                       "one of: optimal, uniform, params, gpipe)"))
+      << err(d);
 }
 
 TEST(CostModelFile, AppliesToItsDeviceOnly) {
