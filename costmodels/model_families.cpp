@@ -106,7 +106,55 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   return k;
 }
 
+// Bytes a cross-entropy moves per logit forward and backward, and keeps per
+// logit for the backward; e: bytes of an activation. kFp32 as megatron-core's
+// VocabParallelCrossEntropy runs: the cast up (e + 4), the maximum (4), the
+// subtraction and the exponential in place (8 each), the sum (4) and the
+// normalisation into probabilities in place (8), e + 36; backward, the
+// probabilities times the loss gradient in place (8) and the cast down
+// (4 + e), 12 + e. kFp32Fused as its fused form: the cast with the maximum
+// (e + 4), the subtraction, exponential and sum (8), the normalisation (8),
+// e + 20; backward in one pass, 4 + e. Both keep the fp32 probabilities.
+// kFused: read the logits, write their gradient (2e) and keep it (e);
+// backward, read it and write the scaled gradient (2e).
+struct LossPasses {
+  Bytes forward = 0;
+  Bytes backward = 0;
+  Bytes kept = 0;
+};
+LossPasses loss_passes(CrossEntropy c, Bytes e) {
+  switch (c) {
+    case CrossEntropy::kFp32:
+      return {e + 36, 12 + e, 4};
+    case CrossEntropy::kFp32Fused:
+      return {e + 20, 4 + e, 4};
+    case CrossEntropy::kFused:
+      break;
+  }
+  return {2 * e, 2 * e, e};
+}
+
 }  // namespace
+
+std::string_view to_string(CrossEntropy c) {
+  switch (c) {
+    case CrossEntropy::kFp32:
+      return "fp32";
+    case CrossEntropy::kFp32Fused:
+      return "fp32-fused";
+    case CrossEntropy::kFused:
+      break;
+  }
+  return "fused";
+}
+
+std::optional<CrossEntropy> parse_cross_entropy(std::string_view name) {
+  for (const CrossEntropy c :
+       {CrossEntropy::kFp32, CrossEntropy::kFp32Fused, CrossEntropy::kFused}) {
+    if (name == to_string(c)) return c;
+  }
+  return std::nullopt;
+}
 
 // Per sample (b = 1): s = seq_len, h = d_model, f = d_ff, a = heads, V = vocab,
 // e = bytes per activation element. Backward FLOPs are 2x forward throughout
@@ -256,20 +304,22 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   // table) + softmax cross-entropy, counted as 5sV (max, exp, sum, normalise,
   // log-likelihood); the LayerNorm's O(sh) is neglected like the blocks'
   // elementwise work. Output: the fp32 loss. Stash: LN and projection inputs
-  // 2e*sh, softmax output e*sV, int32 targets 4s. Under tensor parallelism
+  // 2e*sh, what the loss keeps of each logit for the backward (loss_passes),
+  // int32 targets 4s. Under tensor parallelism
   // the projection splits the vocabulary (v_t rows each) and so do the
   // logits; the cross-entropy all-reduces three fp32 values per token (the
   // maximum, the sum of exponentials, the target's logit), and the backward
   // all-reduces the s x h input gradient.
   const std::int64_t head_params = (p.tied_embeddings ? 0 : v_t * h) + 2 * h;
+  const LossPasses loss = loss_passes(p.cross_entropy, e);
   m.layers.push_back(layer("head", 2.0 * f64(s) * f64(h) * f64(v_t) + 5.0 * f64(s) * f64(v_t),
-                           head_params, 4, s * h * e / c + s * h * e + s * v_t * e + s * 4));
+                           head_params, 4,
+                           s * h * e / c + s * h * e + s * v_t * loss.kept + s * 4));
   // Kernels: the layer norm, the projection, and the cross-entropy's passes
-  // over the s x V logits (read them, write the probabilities; backward reads
-  // those and writes their gradient).
+  // over the s x V logits (loss_passes).
   m.layers.back().kernels =
       make_kernel_list({memory(2 * s * h * e / c, 3 * s * h * e / c), gemm(s, v_t, h),
-                        memory(2 * s * v_t * e + s * 4, 2 * s * v_t * e + s * 4)});
+                        memory(s * v_t * loss.forward + s * 4, s * v_t * loss.backward + s * 4)});
   if (t > 1) {
     m.layers.back().tp_fwd_allreduces = 3;
     m.layers.back().tp_fwd_bytes = 3 * s * 4;

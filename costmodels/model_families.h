@@ -3,7 +3,9 @@
 // parameters and activation sizes derived from published formulas.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "costmodels/model.h"
 
@@ -14,6 +16,24 @@ namespace pipescope {
 // residuals), and a head layer (final LayerNorm + LM projection + softmax
 // cross-entropy). Embedding and head are not tied, as in the GPipe paper's
 // Transformer (its parameter counts need both tables).
+// How a language model's loss is computed over the s x V logits, which for a
+// small model and a large vocabulary is much of the head's time and memory.
+enum class CrossEntropy {
+  // The logits cast to fp32, then one kernel per step (maximum, subtraction,
+  // exponential, sum, normalisation), the fp32 probabilities kept for the
+  // backward: Megatron-LM's and Megatron-DeepSpeed's vocab-parallel
+  // cross-entropy by default (the GPT models' logits .float() before it).
+  kFp32,
+  // The same in three kernels fused by a JIT compiler, the fp32 probabilities
+  // kept: megatron-core's cross_entropy_loss_fusion, on in NeMo 2's GPTConfig.
+  kFp32Fused,
+  // One pass in the activations' type that reads the logits and writes their
+  // gradient, which it keeps: an XLA fusion (the GPipe paper's TPU runs).
+  kFused,
+};
+std::string_view to_string(CrossEntropy c);  // "fp32", "fp32-fused", "fused"
+std::optional<CrossEntropy> parse_cross_entropy(std::string_view name);
+
 struct TransformerParams {
   int layers = 0;
   std::int64_t d_model = 0;
@@ -55,6 +75,8 @@ struct TransformerParams {
   // Engine); weights and activations stay in dtype. Needs a device with an FP8
   // peak.
   bool fp8 = false;
+  // How the head's cross-entropy runs over its s x V logits.
+  CrossEntropy cross_entropy = CrossEntropy::kFp32;
 };
 // Megatron-LM's tensor parallelism over `ways` devices (Shoeybi et al. 2019):
 // each block's QKV and MLP up projections split by columns, its output and MLP

@@ -20,6 +20,9 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (!p.dropout) m["dropout"] = false;
   if (!p.fused_attention) m["attention"] = "unfused";
   if (p.fp8) m["fp8"] = true;
+  if (p.cross_entropy != CrossEntropy::kFp32) {
+    m["cross_entropy"] = std::string(to_string(p.cross_entropy));
+  }
   return m;
 }
 

@@ -82,6 +82,9 @@ ModelSpec read_transformer(ObjectReader& m) {
   p.fused_attention =
       opt_choice(m, "attention", "attention", parse_attention, "fused, unfused").value_or(true);
   p.fp8 = m.opt_bool("fp8").value_or(false);
+  p.cross_entropy = opt_choice(m, "cross_entropy", "cross_entropy", parse_cross_entropy,
+                               "fp32, fp32-fused, fused")
+                        .value_or(CrossEntropy::kFp32);
   if (p.d_model % p.heads != 0) {
     m.fail("heads",
            std::to_string(p.heads) + " heads do not divide d_model " + std::to_string(p.d_model));

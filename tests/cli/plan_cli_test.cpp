@@ -442,8 +442,10 @@ TEST(SweepCli, ScheduleAndChunksReachEveryPair) {
   ASSERT_EQ(inter.size(), 2u);
   EXPECT_EQ(inter[0]["error"],
             "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=2, K=4");
+  // Two chunks a device cut the bubble by a fifth or more (less than half:
+  // the chunk with the head and its fp32 loss is the heaviest).
   EXPECT_LT(inter[1]["bubble_fraction"].get<double>(),
-            0.75 * one[1]["bubble_fraction"].get<double>());
+            0.8 * one[1]["bubble_fraction"].get<double>());
   // A sweep whose only pair cannot run has nothing to show: it fails with why.
   const CliResult bad = run("sweep " + kDemo + " -K 4 -M 2 --schedule interleaved-1f1b --json");
   EXPECT_EQ(bad.status, 1);

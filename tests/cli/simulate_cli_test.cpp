@@ -192,7 +192,8 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
 
   const fs::path plan = fs::temp_directory_path() / "pipescope_cli_tp_plan.json";
   fs::remove(plan);
-  const CliResult planned = run("plan " + kDemo + " -T 2 -K 2 -M 8 -o " + plan.string());
+  const CliResult planned =
+      run("plan " + kDemo + " -T 2 -K 2 -M 8 --schedule 1f1b -o " + plan.string());
   ASSERT_EQ(planned.status, 0) << planned.err;
   const CliResult again = run("simulate " + kDemo + " -T 2 --plan " + plan.string());
   EXPECT_EQ(again.status, 1);  // --plan fixes T

@@ -34,7 +34,7 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   // carry a measured memory.
   EXPECT_EQ(a["checked"], 146);
   EXPECT_EQ(a["failed"], 0);
-  EXPECT_EQ(a["gaps"], 22);
+  EXPECT_EQ(a["gaps"], 19);
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
   ASSERT_EQ(files.status, 0) << files.err;
@@ -51,9 +51,9 @@ TEST(ValidateCli, PrintsTheTables) {
        {"Largest Transformer on TPU v3 cores of 16 GiB (table 1)", "Pipeline-128 layers",
         "rematerialization, one core (2.7x)", "Transformer-48 throughput (table 2)",
         "AmoebaNet-D (18, 256) throughput (table 2)", "M=16 instead of 8:",
-        "124 of 146 checked figures within tolerance, 22 outside with the cause stated",
-        "Published GPU measurements", "median |error| 11.5 % over 96 cases",
-        "by source: BigScience 2022 19.5 % (14); Korthikanti et al. 2022 1.9 % (8);",
+        "127 of 146 checked figures within tolerance, 19 outside with the cause stated",
+        "Published GPU measurements", "median |error| 9.7 % over 96 cases",
+        "by source: BigScience 2022 18.4 % (14); Korthikanti et al. 2022 1.7 % (8);",
         "Published GPU memory: the fullest GPU's peak beside the simulated one",
         "median |error| 6.6 % over 36 cases; 36 within tolerance",
         "* gap: Naive-1 holds 2 layers: 3 need 17.4 GiB of 16.0 GiB (8.5 % over)"}) {

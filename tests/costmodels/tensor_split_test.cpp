@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <tuple>
 
 #include "costmodels/check.h"
 #include "costmodels/model_families.h"
@@ -84,8 +85,38 @@ TEST(TensorSplit, VocabularyIsPaddedAndSplit) {
   EXPECT_EQ(four.layers.front().params, 251 * 32);
   EXPECT_EQ(four.layers.back().params, 251 * 32 + 2 * 32);
   EXPECT_DOUBLE_EQ(four.layers.back().fwd_flops, 2.0 * 16 * 32 * 251 + 5.0 * 16 * 251);
-  // Stash: norm input and projection input e*sh each, logits e*s*251, targets 4s.
-  EXPECT_EQ(four.layers.back().stash_bytes, 2 * 2 * 16 * 32 + 2 * 16 * 251 + 4 * 16);
+  // Stash: norm input and projection input e*sh each, the loss's fp32
+  // probabilities 4*s*251 (cross_entropy fp32, the default), targets 4s.
+  EXPECT_EQ(four.layers.back().stash_bytes, 2 * 2 * 16 * 32 + 4 * 16 * 251 + 4 * 16);
+}
+
+// The loss's passes over the logits, bytes per logit (e = 2): fp32, the cast
+// up and five unfused steps forward (e + 36), the scaling and the cast down
+// backward (12 + e); fp32-fused, e + 20 and 4 + e; fused, 2e each way. Each
+// keeps its probabilities or gradient: 4, 4 and e bytes a logit.
+TEST(TensorSplit, CrossEntropyPassesOverTheLogits) {
+  const auto head_loss = [](CrossEntropy c) {
+    TransformerParams p = small();
+    p.cross_entropy = c;
+    const LayerSpec head = make_transformer(p).layers.back();
+    const Kernel& loss = head.kernels->back();
+    EXPECT_EQ(loss.kind, Kernel::Kind::kMemory);
+    return std::make_tuple(loss.bytes, loss.bwd_bytes, head.stash_bytes);
+  };
+  const TransformerParams p = small();
+  const Bytes logits = p.seq_len * p.vocab, s = p.seq_len, h = p.d_model;
+  const Bytes inputs = 2 * 2 * s * h + 4 * s;  // norm and projection inputs, targets
+  EXPECT_EQ(head_loss(CrossEntropy::kFp32),
+            std::make_tuple(logits * 38 + 4 * s, logits * 14 + 4 * s, inputs + 4 * logits));
+  EXPECT_EQ(head_loss(CrossEntropy::kFp32Fused),
+            std::make_tuple(logits * 22 + 4 * s, logits * 6 + 4 * s, inputs + 4 * logits));
+  EXPECT_EQ(head_loss(CrossEntropy::kFused),
+            std::make_tuple(logits * 4 + 4 * s, logits * 4 + 4 * s, inputs + 2 * logits));
+  for (const CrossEntropy c :
+       {CrossEntropy::kFp32, CrossEntropy::kFp32Fused, CrossEntropy::kFused}) {
+    EXPECT_EQ(parse_cross_entropy(to_string(c)), c);
+  }
+  EXPECT_EQ(parse_cross_entropy("bf16"), std::nullopt);
 }
 
 TEST(TensorSplit, AllReducesPerLayer) {

@@ -316,11 +316,12 @@ TEST(Planner, BestChunkedCandidatesStepAsSimulateSteps) {
 
 // Where chunks are faster, the planner ranks them first: 50 blocks on 8 GPUs,
 // M = 24 (at least 2K - 1), no remat. ZB-V's V leaves only the start-up idle
-// and ranks first; among the interleaved runs 4 chunks a device cut the bubble
-// most, ahead of every schedule with one stage a device, and the zero-bubble
-// interleaving, whose W fill the cool-down, beats Megatron's. DualPipeV, with
-// nothing to overlap on a dense model, has twice ZB-V's bubble and ranks after
-// it.
+// and ranks first; the interleaved runs rank ahead of every schedule with one
+// stage a device, best with 2 chunks a device (with 4, 52 layers in 32
+// virtual stages of one or two blocks leave half the devices a block more
+// than the others), and the zero-bubble interleaving, whose W fill the cool-down,
+// beats Megatron's. DualPipeV, with nothing to overlap on a dense model, has
+// twice ZB-V's bubble and ranks after it.
 TEST(Planner, PicksChunksWhereTheyAreFaster) {
   const Scenario sc = gpt_on_8_a100s(50);
   PlanRequest req;
@@ -335,7 +336,7 @@ TEST(Planner, PicksChunksWhereTheyAreFaster) {
       report.ranked.begin(), report.ranked.end(),
       [](const PlanCandidate& c) { return c.schedule == ScheduleKind::kInterleaved1F1B; });
   ASSERT_NE(inter, report.ranked.end());
-  EXPECT_EQ(inter->chunks, 4);
+  EXPECT_EQ(inter->chunks, 2);
   for (const PlanCandidate& c : report.ranked) {
     if (!takes_chunks(c.schedule)) {
       EXPECT_GT(inter->samples_per_s, c.samples_per_s) << to_string(c.schedule);
@@ -349,7 +350,7 @@ TEST(Planner, PicksChunksWhereTheyAreFaster) {
   const auto dpv = best_of(ScheduleKind::kDualPipeV);
   ASSERT_NE(izb, report.ranked.end());
   ASSERT_NE(dpv, report.ranked.end());
-  EXPECT_EQ(izb->chunks, 4);
+  EXPECT_EQ(izb->chunks, 2);
   EXPECT_GT(izb->samples_per_s, inter->samples_per_s);
   EXPECT_LT(dpv->samples_per_s, report.ranked.front().samples_per_s);
 }

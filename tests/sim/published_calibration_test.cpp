@@ -1,8 +1,8 @@
 // `pipescope calibrate` on published measurements: the zero-bubble paper's
-// three 1F1B runs of its 1.5B model (cases ZB-1Fa..c, scenarios/validation/)
-// fitted with the paper's cut, and the fitted table predicting the other 33
-// runs of its Table 4 (other schedules, other models, up to 32 GPUs), which
-// the fit never saw. docs/validation.md quotes what this test prints.
+// Table 4 (cases ZB-*, scenarios/validation/). Each model's three 1F1B runs
+// are fitted with the paper's cut, and the fitted table predicts the other 33
+// runs of the table (other schedules, other models, up to 32 GPUs), which the
+// fit never saw. docs/validation.md quotes what this test prints.
 
 #include <gtest/gtest.h>
 
@@ -57,67 +57,77 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
 }
 
-TEST(PublishedCalibration, ThreeOneFOneBRunsPredictTheZeroBubbleTable) {
-  const std::vector<GpuCase> cases = zero_bubble_cases();
-  ASSERT_EQ(cases.size(), 36u);
+struct Transfer {
+  KernelTable fitted;
+  double fit_error = 0.0;      // the fitted rows' largest
+  double median_before = 0.0;  // of the 33 others, |error| with the device table
+  double median_after = 0.0;   // the same with the fitted table
+  double max_after = 0.0;
+};
+
+// Fits the A100 table to model `m`'s three 1F1B runs ("ZB-<m>Fa..c") and
+// predicts the table's other runs with it.
+Transfer fit_and_predict(const std::vector<GpuCase>& cases, char m) {
+  const std::string prefix = std::string("ZB-") + m + "F";
   std::vector<MeasuredStep> rows;
   const GpuCase* base = nullptr;
   for (const GpuCase& c : cases) {
-    if (c.id == "ZB-1Fa" || c.id == "ZB-1Fb" || c.id == "ZB-1Fc") {
-      rows.push_back(measured_step(c));
-      rows.back().line = static_cast<int>(rows.size()) + 1;
-      if (base == nullptr) base = &c;  // ZB-1Fa: the rows differ only in M
-      EXPECT_EQ(c.metric, GpuMetric::kSamplesPerSPerGpu);
-      // The paper's cut is the uniform one, which calibrate --partition takes.
-      EXPECT_EQ(c.balance, std::vector<int>(8, 3));
-    }
+    if (!c.id.starts_with(prefix)) continue;
+    rows.push_back(measured_step(c));
+    rows.back().line = static_cast<int>(rows.size()) + 1;
+    if (base == nullptr) base = &c;  // the rows differ only in M
+    // calibrate's uniform cut is the case's balance: the same step time.
+    EXPECT_DOUBLE_EQ(simulate_row(base->parsed, rows.back(), PartitionMethod::kUniform),
+                     simulate_gpu_case(c).step_time_s)
+        << c.id;
   }
-  ASSERT_EQ(rows.size(), 3u);
-  ASSERT_EQ(base->id, "ZB-1Fa");
-  // calibrate's uniform cut is the case's balance: the same step time.
-  for (const GpuCase& c : cases) {
-    if (c.id == "ZB-1Fb") {
-      EXPECT_DOUBLE_EQ(simulate_row(base->parsed, rows[1], PartitionMethod::kUniform),
-                       simulate_gpu_case(c).step_time_s);
-    }
-  }
+  EXPECT_EQ(rows.size(), 3u);
   const CalibrationResult fit =
-      calibrate(base->parsed, rows, default_fit(), "zb-1.5b-1f1b.csv", PartitionMethod::kUniform);
-  EXPECT_LT(fit.max_relative_error, 0.01);
-
+      calibrate(base->parsed, rows, default_fit(), prefix + ".csv", PartitionMethod::kUniform);
+  Transfer t;
+  t.fitted = fit.fitted;
+  t.fit_error = fit.max_relative_error;
   std::vector<double> before, after;
   for (const GpuCase& c : cases) {
+    if (c.id.starts_with(prefix)) continue;
     const double was = gpu_metric_value(c, simulate_gpu_case(c).step_time_s);
     GpuCase fitted = c;
     fitted.parsed.cluster.device.kernels = fit.fitted;
     const double now = gpu_metric_value(fitted, simulate_gpu_case(fitted).step_time_s);
-    const bool seen = c.id.starts_with("ZB-1F");  // the three fitted runs
-    if (!seen) {
-      before.push_back(std::abs(was / c.measured - 1.0));
-      after.push_back(std::abs(now / c.measured - 1.0));
-    }
-    std::printf("%-7s published %6.3f  table %6.3f (%+5.1f %%)  calibrated %6.3f (%+5.1f %%)\n",
-                c.id.c_str(), c.measured, was, 100 * (was / c.measured - 1), now,
-                100 * (now / c.measured - 1));
+    before.push_back(std::abs(was / c.measured - 1.0));
+    after.push_back(std::abs(now / c.measured - 1.0));
   }
-  ASSERT_EQ(after.size(), 33u);
+  EXPECT_EQ(after.size(), 33u);
+  t.median_before = median(before);
+  t.median_after = median(after);
+  t.max_after = *std::max_element(after.begin(), after.end());
   std::printf(
-      "the 33 runs not fitted: median |error| %.1f %% with the device table, %.1f %% "
-      "calibrated; max %.1f %%, %.1f %%\n",
-      100 * median(before), 100 * median(after),
-      100 * *std::max_element(before.begin(), before.end()),
-      100 * *std::max_element(after.begin(), after.end()));
-  for (const ParameterChange& p : fit.changes) {
-    std::printf("%s %.4g -> %.4g\n", p.parameter->name.c_str(), p.before, p.after);
+      "fitted to ZB-%cF: gemm_efficiency %.3f, memory_efficiency %.3f, kernel_overhead_s %.3g "
+      "(fitted rows within %.1f %%); the 33 others: median |error| %.1f %% with the device "
+      "table, %.1f %% calibrated, at most %.1f %%\n",
+      m, t.fitted.gemm_efficiency, t.fitted.memory_efficiency, t.fitted.kernel_overhead_s,
+      100 * t.fit_error, 100 * t.median_before, 100 * t.median_after, 100 * t.max_after);
+  return t;
+}
+
+TEST(PublishedCalibration, EachModelsOneFOneBRunsPredictTheRestOfTheTable) {
+  const std::vector<GpuCase> cases = zero_bubble_cases();
+  ASSERT_EQ(cases.size(), 36u);
+  std::vector<Transfer> by_model;
+  for (const char m : {'1', '2', '3', '4'}) by_model.push_back(fit_and_predict(cases, m));
+  for (const Transfer& t : by_model) EXPECT_LT(t.fit_error, 0.02);
+  // The three larger models' runs each predict the rest within a few per cent,
+  // and agree on the GEMMs' efficiency.
+  for (std::size_t i = 1; i < 4; ++i) {
+    SCOPED_TRACE(i + 1);
+    EXPECT_LT(by_model[i].median_after, 0.05);
+    EXPECT_LT(by_model[i].median_after, by_model[i].median_before / 2);
+    EXPECT_LT(by_model[i].max_after, 0.13);
+    EXPECT_NEAR(by_model[i].fitted.gemm_efficiency, 0.73, 0.03);
   }
-  // The figures docs/validation.md quotes, loosely.
-  ASSERT_EQ(fit.changes.size(), 3u);
-  EXPECT_NEAR(fit.fitted.memory_efficiency, 0.61, 0.03);
-  EXPECT_NEAR(fit.fitted.gemm_efficiency, 0.79, 0.02);
-  EXPECT_NEAR(median(before), 0.114, 0.005);
-  EXPECT_LT(median(after), 0.05);
-  EXPECT_LT(median(after), median(before) / 2);
-  EXPECT_LT(*std::max_element(after.begin(), after.end()), 0.10);
+  // The 1.5B's do not: the model is slower than its runs and faster than the
+  // others' (docs/validation.md), so a fit to it alone moves the rest away.
+  EXPECT_GT(by_model[0].median_after, by_model[0].median_before);
 }
 
 }  // namespace

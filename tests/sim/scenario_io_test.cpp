@@ -386,7 +386,7 @@ TEST(ScenarioErrors, UnknownNestedKey) {
   EXPECT_STREQ(e.what(),
                "bad.json: model.d_fff: unknown key 'd_fff' (expected one of: family, name, "
                "layers, d_model, d_ff, heads, seq_len, vocab, dtype, positions, "
-               "tied_embeddings, kv_heads, dropout, attention, fp8)");
+               "tied_embeddings, kv_heads, dropout, attention, fp8, cross_entropy)");
   EXPECT_EQ(e.json_path(), "model.d_fff");
 }
 
