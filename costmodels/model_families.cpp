@@ -111,23 +111,27 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
 // VocabParallelCrossEntropy runs: the cast up (e + 4), the maximum (4), the
 // subtraction and the exponential in place (8 each), the sum (4) and the
 // normalisation into probabilities in place (8), e + 36; backward, the
-// probabilities times the loss gradient in place (8) and the cast down
-// (4 + e), 12 + e. kFp32Fused as its fused form: the cast with the maximum
-// (e + 4), the subtraction, exponential and sum (8), the normalisation (8),
-// e + 20; backward in one pass, 4 + e. Both keep the fp32 probabilities.
-// kFused: read the logits, write their gradient (2e) and keep it (e);
-// backward, read it and write the scaled gradient (2e).
+// probabilities times the loss gradient in place (8) and autograd's cast down
+// to the logits' type (4 + e), 12 + e. kFp32Fused as its fused form
+// (torch.compile of the same steps): the cast with the maximum (e + 4), the
+// subtraction, exponential and sum (8), the normalisation (8), e + 20;
+// backward, one kernel that reads the probabilities, writes back the ones it
+// changed in place (8) and writes the gradient (e), 8 + e. Both keep the fp32
+// probabilities. With fp32 activations there is no cast either way. kFused:
+// read the logits, write their gradient (2e) and keep it (e); backward, read
+// it and write the scaled gradient (2e).
 struct LossPasses {
   Bytes forward = 0;
   Bytes backward = 0;
   Bytes kept = 0;
 };
 LossPasses loss_passes(CrossEntropy c, Bytes e) {
+  const bool cast = e != 4;
   switch (c) {
     case CrossEntropy::kFp32:
-      return {e + 36, 12 + e, 4};
+      return {(cast ? e + 4 : 0) + 32, 8 + (cast ? 4 + e : 0), 4};
     case CrossEntropy::kFp32Fused:
-      return {e + 20, 4 + e, 4};
+      return {(cast ? e : 0) + 4 + 16, 8 + e, 4};
     case CrossEntropy::kFused:
       break;
   }
@@ -217,7 +221,8 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
     const double S = f64(s), H = f64(h), F = f64(f), A = f64(a), V = f64(v), E = f64(e);
     require_fits(S * (H * (8 * E + 2) + 2 * E * F) + A * S * S * (2 * E + 1),
                  "the bytes one block stashes per sample");
-    require_fits(2 * S * H * E + S * V * E + 4 * S, "the bytes the head stashes per sample");
+    require_fits(2 * S * H * E + S * V * std::max(E, 4.0) + 4 * S,
+                 "the bytes the head stashes per sample");
     require_fits(f64(p.layers) * (4 * H * H + 2 * H * F + F + 9 * H) + 2 * V * H + S * H,
                  "the parameters");
   }

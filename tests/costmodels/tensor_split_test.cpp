@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <tuple>
 
 #include "costmodels/check.h"
 #include "costmodels/model_families.h"
@@ -90,28 +89,47 @@ TEST(TensorSplit, VocabularyIsPaddedAndSplit) {
   EXPECT_EQ(four.layers.back().stash_bytes, 2 * 2 * 16 * 32 + 4 * 16 * 251 + 4 * 16);
 }
 
-// The loss's passes over the logits, bytes per logit (e = 2): fp32, the cast
-// up and five unfused steps forward (e + 36), the scaling and the cast down
-// backward (12 + e); fp32-fused, e + 20 and 4 + e; fused, 2e each way. Each
-// keeps its probabilities or gradient: 4, 4 and e bytes a logit.
+// The loss's passes over the logits, bytes per logit. In fp16 (e = 2): fp32,
+// the cast up and five unfused steps forward (e + 36), the scaling and the
+// cast down backward (12 + e); fp32-fused, e + 20 forward and, writing back
+// the probabilities it scales, 8 + e backward; fused, 2e each way. Each keeps
+// its probabilities or gradient: 4, 4 and e bytes a logit. In fp32 nothing is
+// cast. Under T = 4 each device has 251 of the 1004 padded vocabulary rows.
 TEST(TensorSplit, CrossEntropyPassesOverTheLogits) {
-  const auto head_loss = [](CrossEntropy c) {
+  struct Loss {
+    Bytes forward, backward, stash;
+    bool operator==(const Loss&) const = default;
+  };
+  const auto head_loss = [](CrossEntropy c, DType dtype, int ways) {
     TransformerParams p = small();
     p.cross_entropy = c;
-    const LayerSpec head = make_transformer(p).layers.back();
+    p.dtype = dtype;
+    const LayerSpec head = make_transformer(p, "m", {ways, false}).layers.back();
+    if (!head.kernels || head.kernels->empty()) {
+      ADD_FAILURE() << "the head has no kernels";
+      return Loss{};
+    }
     const Kernel& loss = head.kernels->back();
     EXPECT_EQ(loss.kind, Kernel::Kind::kMemory);
-    return std::make_tuple(loss.bytes, loss.bwd_bytes, head.stash_bytes);
+    return Loss{loss.bytes, loss.bwd_bytes, head.stash_bytes};
   };
   const TransformerParams p = small();
-  const Bytes logits = p.seq_len * p.vocab, s = p.seq_len, h = p.d_model;
-  const Bytes inputs = 2 * 2 * s * h + 4 * s;  // norm and projection inputs, targets
-  EXPECT_EQ(head_loss(CrossEntropy::kFp32),
-            std::make_tuple(logits * 38 + 4 * s, logits * 14 + 4 * s, inputs + 4 * logits));
-  EXPECT_EQ(head_loss(CrossEntropy::kFp32Fused),
-            std::make_tuple(logits * 22 + 4 * s, logits * 6 + 4 * s, inputs + 4 * logits));
-  EXPECT_EQ(head_loss(CrossEntropy::kFused),
-            std::make_tuple(logits * 4 + 4 * s, logits * 4 + 4 * s, inputs + 2 * logits));
+  const Bytes s = p.seq_len, h = p.d_model;
+  for (const int ways : {1, 4}) {
+    SCOPED_TRACE(ways);
+    const Bytes logits = s * (ways == 1 ? p.vocab : 251);
+    const Bytes inputs = 2 * 2 * s * h + 4 * s;  // norm and projection inputs, targets
+    EXPECT_EQ(head_loss(CrossEntropy::kFp32, DType::kFp16, ways),
+              (Loss{logits * 38 + 4 * s, logits * 14 + 4 * s, inputs + 4 * logits}));
+    EXPECT_EQ(head_loss(CrossEntropy::kFp32Fused, DType::kFp16, ways),
+              (Loss{logits * 22 + 4 * s, logits * 10 + 4 * s, inputs + 4 * logits}));
+    EXPECT_EQ(head_loss(CrossEntropy::kFused, DType::kFp16, ways),
+              (Loss{logits * 4 + 4 * s, logits * 4 + 4 * s, inputs + 2 * logits}));
+    // fp32 activations: max, subtract, exp, sum, normalise (32); scale (8).
+    const Bytes inputs32 = 2 * 4 * s * h + 4 * s;
+    EXPECT_EQ(head_loss(CrossEntropy::kFp32, DType::kFp32, ways),
+              (Loss{logits * 32 + 4 * s, logits * 8 + 4 * s, inputs32 + 4 * logits}));
+  }
   for (const CrossEntropy c :
        {CrossEntropy::kFp32, CrossEntropy::kFp32Fused, CrossEntropy::kFused}) {
     EXPECT_EQ(parse_cross_entropy(to_string(c)), c);

@@ -81,7 +81,10 @@ Transfer fit_and_predict(const std::vector<GpuCase>& cases, char m) {
                      simulate_gpu_case(c).step_time_s)
         << c.id;
   }
-  EXPECT_EQ(rows.size(), 3u);
+  if (rows.size() != 3u || base == nullptr) {
+    ADD_FAILURE() << prefix << ": expected three runs, got " << rows.size();
+    return {};
+  }
   const CalibrationResult fit =
       calibrate(base->parsed, rows, default_fit(), prefix + ".csv", PartitionMethod::kUniform);
   Transfer t;
@@ -115,7 +118,17 @@ TEST(PublishedCalibration, EachModelsOneFOneBRunsPredictTheRestOfTheTable) {
   ASSERT_EQ(cases.size(), 36u);
   std::vector<Transfer> by_model;
   for (const char m : {'1', '2', '3', '4'}) by_model.push_back(fit_and_predict(cases, m));
-  for (const Transfer& t : by_model) EXPECT_LT(t.fit_error, 0.02);
+  for (const Transfer& t : by_model) EXPECT_LT(t.fit_error, 0.015);
+  // The figures docs/validation.md's table quotes, to their last digit.
+  const double gemm[] = {0.807, 0.739, 0.736, 0.708};
+  const double memory[] = {1.000, 0.823, 0.865, 0.970};
+  const double after[] = {0.119, 0.035, 0.038, 0.027};
+  for (std::size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i + 1);
+    EXPECT_NEAR(by_model[i].fitted.gemm_efficiency, gemm[i], 0.0006);
+    EXPECT_NEAR(by_model[i].fitted.memory_efficiency, memory[i], 0.0006);
+    EXPECT_NEAR(by_model[i].median_after, after[i], 0.0006);
+  }
   // The three larger models' runs each predict the rest within a few per cent,
   // and agree on the GEMMs' efficiency.
   for (std::size_t i = 1; i < 4; ++i) {

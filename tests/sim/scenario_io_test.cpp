@@ -429,6 +429,36 @@ TEST(Scenario, TransformerDropout) {
   EXPECT_EQ(error_of(doc).json_path(), "model.dropout");
 }
 
+// model.cross_entropy: fp32 by default; the head keeps fp32 probabilities
+// under fp32 and fp32-fused, its gradient in dtype under fused; a plan's model
+// carries the choice; anything else is refused with the valid names.
+TEST(Scenario, TransformerCrossEntropy) {
+  json doc = good_doc();
+  doc["model"]["dtype"] = "bf16";
+  const Scenario plain = parse_scenario(doc, "d.json");
+  ASSERT_TRUE(plain.model.transformer);
+  EXPECT_EQ(plain.model.transformer->cross_entropy, CrossEntropy::kFp32);
+  EXPECT_FALSE(model_spec_json(plain.model).contains("cross_entropy"));
+  doc["model"]["cross_entropy"] = "fp32-fused";
+  const Scenario fused_fp32 = parse_scenario(doc, "d.json");
+  EXPECT_EQ(fused_fp32.model.transformer->cross_entropy, CrossEntropy::kFp32Fused);
+  EXPECT_EQ(fused_fp32.model.layers.back().stash_bytes, plain.model.layers.back().stash_bytes);
+  doc["model"]["cross_entropy"] = "fused";
+  const Scenario fused = parse_scenario(doc, "d.json");
+  EXPECT_LT(fused.model.layers.back().stash_bytes, plain.model.layers.back().stash_bytes);
+  json again = doc;
+  again["model"] = model_spec_json(fused.model);
+  EXPECT_EQ(again["model"]["cross_entropy"], "fused");
+  EXPECT_EQ(parse_scenario(again, "d.json").model.transformer->cross_entropy, CrossEntropy::kFused);
+  doc["model"]["cross_entropy"] = "bf16";
+  const ScenarioError e = error_of(doc);
+  EXPECT_EQ(e.json_path(), "model.cross_entropy");
+  EXPECT_NE(std::string(e.what()).find(
+                "unknown cross_entropy 'bf16' (expected one of: fp32, fp32-fused, fused)"),
+            std::string::npos)
+      << e.what();
+}
+
 TEST(ScenarioErrors, UnknownKeyInLayer) {
   json doc = layer_list_doc();
   doc["model"]["layers"][1]["flops"] = 3;
