@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -18,28 +17,13 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/scenario_io.h"
+#include "validation_cases.h"
 
 namespace pipescope {
 namespace {
 
-const std::filesystem::path kDir =
-    std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "scenarios" / "validation";
-
-std::vector<std::filesystem::path> case_files() {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 std::vector<GpuCase> bundled_cases() {
-  std::vector<GpuCase> cases;
-  for (const auto& f : case_files()) {
-    cases.push_back(read_gpu_case(load_scenario_json(f), f.filename().string()));
-  }
-  return cases;
+  return testing::validation_cases();
 }
 
 TEST(GpuValidationCases, EveryCaseLoadsWithItsSourceSetupAndUnstatedChoices) {

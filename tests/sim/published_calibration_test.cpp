@@ -9,33 +9,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "sim/calibration.h"
 #include "sim/gpu_validation.h"
-#include "sim/scenario_io.h"
+#include "validation_cases.h"
 
 namespace pipescope {
 namespace {
-
-const std::filesystem::path kDir =
-    std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "scenarios" / "validation";
-
-std::vector<GpuCase> zero_bubble_cases() {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("zb-") && name.ends_with(".json")) files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  std::vector<GpuCase> cases;
-  for (const auto& f : files) {
-    cases.push_back(read_gpu_case(load_scenario_json(f), f.filename().string()));
-  }
-  return cases;
-}
 
 // The measured step of a case: its global batch over its samples/s.
 MeasuredStep measured_step(const GpuCase& c) {
@@ -67,7 +49,10 @@ struct Transfer {
 
 // Fits the A100 table to model `m`'s three 1F1B runs ("ZB-<m>Fa..c") and
 // predicts the table's other runs with it.
-Transfer fit_and_predict(const std::vector<GpuCase>& cases, char m) {
+// `table[i]`: case i's figure under the device table, simulated once for all
+// four fits.
+Transfer fit_and_predict(const std::vector<GpuCase>& cases, const std::vector<double>& table,
+                         char m) {
   const std::string prefix = std::string("ZB-") + m + "F";
   std::vector<MeasuredStep> rows;
   const GpuCase* base = nullptr;
@@ -91,9 +76,10 @@ Transfer fit_and_predict(const std::vector<GpuCase>& cases, char m) {
   t.fitted = fit.fitted;
   t.fit_error = fit.max_relative_error;
   std::vector<double> before, after;
-  for (const GpuCase& c : cases) {
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const GpuCase& c = cases[i];
     if (c.id.starts_with(prefix)) continue;
-    const double was = gpu_metric_value(c, simulate_gpu_case(c).step_time_s);
+    const double was = table[i];
     GpuCase fitted = c;
     fitted.parsed.cluster.device.kernels = fit.fitted;
     const double now = gpu_metric_value(fitted, simulate_gpu_case(fitted).step_time_s);
@@ -114,10 +100,14 @@ Transfer fit_and_predict(const std::vector<GpuCase>& cases, char m) {
 }
 
 TEST(PublishedCalibration, EachModelsOneFOneBRunsPredictTheRestOfTheTable) {
-  const std::vector<GpuCase> cases = zero_bubble_cases();
+  const std::vector<GpuCase> cases = testing::validation_cases("zb-");
   ASSERT_EQ(cases.size(), 36u);
   std::vector<Transfer> by_model;
-  for (const char m : {'1', '2', '3', '4'}) by_model.push_back(fit_and_predict(cases, m));
+  std::vector<double> table;
+  for (const GpuCase& c : cases) {
+    table.push_back(gpu_metric_value(c, simulate_gpu_case(c).step_time_s));
+  }
+  for (const char m : {'1', '2', '3', '4'}) by_model.push_back(fit_and_predict(cases, table, m));
   for (const Transfer& t : by_model) EXPECT_LT(t.fit_error, 0.015);
   // The figures docs/validation.md's table quotes, to their last digit.
   const double gemm[] = {0.807, 0.739, 0.736, 0.708};
