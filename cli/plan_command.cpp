@@ -157,7 +157,7 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << (report.dominated.empty()
                     ? std::string()
                     : " (" + std::to_string(report.dominated.size()) +
-                          " not simulated: remat off fits at their shape and recomputes less)")
+                          " not simulated: remat off or a lower ZeRO stage fits at their shape)")
             << (report.bounded.empty()
                     ? std::string()
                     : "; " + std::to_string(report.bounded.size()) +

@@ -9,6 +9,7 @@
 #include "costmodels/check.h"
 #include "sim/cancel.h"
 #include "sim/format.h"
+#include "sim/layer_count_bound.h"
 
 namespace pipescope {
 
@@ -359,6 +360,15 @@ SeenTable& seen_table() {
   return table;
 }
 
+// The device of each stage.
+std::vector<std::size_t> stage_devices(const PartitionProblem& p, int devices) {
+  std::vector<std::size_t> out;
+  for (int s = 0; s < p.stages; ++s) {
+    out.push_back(device_of_stage(p, static_cast<std::size_t>(s), devices));
+  }
+  return out;
+}
+
 // Every cut, depth first, pruned as partition_devices describes: exact, unless
 // it would visit more than `max_nodes` partial cuts (then it gives up and
 // returns false, and the local search's cut stands).
@@ -370,6 +380,7 @@ class Exhaustive {
       : max_nodes_(max_nodes),
         problem_(p),
         prices_(p),
+        count_bound_(p, prices_, stage_devices(p, devices), static_cast<std::size_t>(devices)),
         layers_(static_cast<int>(p.layers.size())),
         stages_(p.stages),
         capacity_(capacity),
@@ -394,7 +405,7 @@ class Exhaustive {
 
   // Whether the search finished; best() is then an optimal cut.
   bool run() {
-    descend(0, 0);
+    if (!rest_cannot_hold(-1, 0)) descend(0, 0);
     return nodes_ <= max_nodes_;
   }
   const std::vector<StageRange>& best() const { return best_; }
@@ -424,7 +435,8 @@ class Exhaustive {
       if (stage == stages_ - 1) {
         record();
       } else if (!rest_cannot_beat_best(stage, last + 1, closing.time) &&
-                 !rest_cannot_fit(stage, last + 1, closing.memory)) {
+                 !rest_cannot_fit(stage, last + 1, closing.memory) &&
+                 !rest_cannot_hold(stage, last + 1)) {
         closed_ += closing.time;
         closed_memory_ += closing.memory;
         descend(stage + 1, last + 1);
@@ -464,6 +476,14 @@ class Exhaustive {
     const SimTime n = open_after_[static_cast<std::size_t>(stage)];
     const SimTime filled = prices_.compute(first, layers_ - 1) + total_ - closed_ - closing;
     return n > 0 && (filled + n - 1) / n >= best_time_;
+  }
+  // Whether LayerCountBound shows that layers [first, end) cannot go to the
+  // stages after `stage` (-1: all) with every device below the best time
+  // and within memory.
+  bool rest_cannot_hold(int stage, int first) const {
+    const std::optional<SimTime> below =
+        best_time_ < std::numeric_limits<SimTime>::max() ? std::optional(best_time_) : std::nullopt;
+    return count_bound_.cannot_place(stage, first, load_, below, capacity_);
   }
   // The hash of (stage, first layer, device loads; their memory only under a
   // limit).
@@ -529,6 +549,7 @@ class Exhaustive {
   long max_nodes_;
   const PartitionProblem& problem_;
   StagePrices prices_;
+  LayerCountBound count_bound_;
   int layers_;
   int stages_;
   std::optional<Bytes> capacity_;
@@ -581,12 +602,25 @@ bool surely_too_big(const PartitionProblem& p, int devices, std::optional<Bytes>
   return total > *capacity * devices;
 }
 
+// Whether no cut can fit, counted in whole layers (LayerCountBound): the
+// devices' memory holds fewer of the larger layers than the model has.
+bool surely_too_many(const PartitionProblem& p, int devices, std::optional<Bytes> capacity) {
+  if (!capacity) return false;
+  const StagePrices prices(p);
+  const auto n = static_cast<std::size_t>(devices);
+  const LayerCountBound bound(p, prices, stage_devices(p, devices), n);
+  return bound.cannot_place(-1, 0, std::vector<DeviceLoad>(n), std::nullopt, capacity);
+}
+
 }  // namespace
 
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
                                   std::optional<Bytes> device_capacity, long max_exhaustive_nodes) {
   PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
   if (devices < p.stages && surely_too_big(p, devices, device_capacity)) {
+    return nothing_fits(p, devices, *device_capacity);
+  }
+  if (devices < p.stages && surely_too_many(p, devices, device_capacity)) {
     return nothing_fits(p, devices, *device_capacity);
   }
   if (devices == p.stages) return partition_optimal(p);
@@ -619,7 +653,7 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   // search cut short still offers the best cut it found.
   const SimTime incumbent = best_score ? best_score->busiest : std::numeric_limits<SimTime>::max();
   Exhaustive exhaustive(p, devices, device_capacity, best.stages, incumbent, max_exhaustive_nodes);
-  exhaustive.run();
+  const bool exact = exhaustive.run();
   if (exhaustive.best_time() < incumbent) {
     Search search(p, exhaustive.best(), devices, device_capacity);
     best_score = search.improve();
@@ -627,7 +661,8 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
     best.stages = search.cut();
     best.bottleneck = best_score->busiest;
   }
-  if (!best_score) return nothing_fits(p, devices, device_capacity.value_or(0));
+  if (!best_score) best = nothing_fits(p, devices, device_capacity.value_or(0));
+  best.exact = exact;
   return best;
 }
 

@@ -56,7 +56,9 @@ SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 // - First, a problem that cannot fit is refused at once: over any cut the
 //   stages' memory sums to at least one stage's holding every layer (less a
 //   byte a stage for rounding), so when that is more than `devices` times the
-//   capacity, the fullest device overflows whatever the cut.
+//   capacity, the fullest device overflows whatever the cut; nor when the
+//   devices' memory holds fewer of the larger layers than there are
+//   (sim/layer_count_bound.h).
 // - The local search starts from three cuts (partition_optimal's, which
 //   minimises the slowest stage; the cut of least stage-time variance; the even
 //   split by layer count), or where none of those fits, from the cut of least
@@ -76,13 +78,16 @@ SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 //   within a small budget; or (c) it has been at this stage and
 //   first layer before with every device's time (and, under a limit, memory)
 //   the same: what follows can do no better than it did then. Language
-//   models' equal blocks make (c) common. It remembers up to 32,768 such
-//   states (and 2^20 device loads in all), not at the last two stages, whose
-//   subtrees are small, and stops looking where partial cuts do not repeat
-//   (fewer than 1 look in 64 after the first 4,096). It gives up past
-//   `max_exhaustive_nodes` partial cuts: models of tens of layers are solved
-//   exactly; for larger ones the better of the local search's cut and the
-//   best the cut-short search found stands.
+//   models' equal blocks make (c) common. And (d) the devices with stages to
+//   come can hold, below the best time and within memory, fewer of the
+//   larger layers left than there are (sim/layer_count_bound.h), which proves
+//   most cuts of equal blocks optimal before the search starts: 96 blocks
+//   and a head on 16 devices cannot all stay under 6 blocks and the head. It remembers up to 32,768
+//   such states (and 2^20 device loads in all), not at the last two stages, whose subtrees are
+//   small, and stops looking where partial cuts do not repeat (fewer than 1 look in 64 after the
+//   first 4,096). It gives up past `max_exhaustive_nodes` partial cuts: models of tens of layers
+//   are solved exactly; for larger ones the better of the local search's cut and the best the
+//   cut-short search found stands (PartitionResult::exact false).
 //
 inline constexpr long kMaxExhaustiveNodes = 200000;
 PartitionResult partition_devices(const PartitionProblem& p, int devices,

@@ -345,6 +345,22 @@ SimTime StagePrices::compute(int first, int last) const {
   return sums_->compute_of(first, last);
 }
 
+SimTime StagePrices::cut_time(int boundary) const {
+  return sums_->cut_time[static_cast<std::size_t>(boundary)];
+}
+
+Bytes StagePrices::layer_memory_floor(int layer) const {
+  const LayerCost& l = p_.layers[static_cast<std::size_t>(layer)];
+  const StashCount least = sums_->least;
+  // Rounded down, less a byte for the products' own rounding: the stage's
+  // weights round its sum, which is at least the sum of these.
+  const Bytes weights = std::max<Bytes>(
+      0, static_cast<Bytes>(static_cast<double>(l.params) * p_.bytes_per_param) - 1);
+  if (!sums_->largest_stash) return weights + least.all_stashes() * l.stash_bytes;
+  return weights + least.stashes * l.stash_bytes +
+         least.inputs * p_.cut_bytes[static_cast<std::size_t>(layer)];
+}
+
 Bytes StagePrices::memory(int first, int last) const {
   return memory_of(p_, *sums_, first, last);
 }

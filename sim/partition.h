@@ -113,6 +113,9 @@ struct PartitionResult {
   std::optional<Bytes> memory_needed;
   std::optional<int> fullest_stage;  // which stage of that cut needs it
   std::string why;
+  // Whether the search proved it: the cut optimal, or that nothing fits.
+  // partition_devices' search may stop short (its max_exhaustive_nodes).
+  bool exact = true;
 };
 
 // Stage time used by the optimal partitioner, per micro-batch: forward +
@@ -149,6 +152,15 @@ class StagePrices {
   Bytes least_memory(int first, int last) const;
   // time() without the transfers: never less for a stage with more layers.
   SimTime compute(int first, int last) const;
+  // Moving cut `boundary` (before layer `boundary`) between devices; 0 at the
+  // model's ends.
+  SimTime cut_time(int boundary) const;
+  // The least memory layer `layer` adds to any stage that holds it: its
+  // weights (rounded down) and, with the least count of any stage, what it
+  // keeps per micro-batch in flight. A stage's memory is at least the sum of
+  // its layers' (the terms left out, its input and the most it gathers or
+  // rebuilds at once, are not negative).
+  Bytes layer_memory_floor(int layer) const;
 
  private:
   struct Sums;

@@ -94,6 +94,17 @@ void bound_out(PlanCandidate& c, double ceiling, double threshold) {
   c.rejected = c.label() + text;
 }
 
+// Whether the partitioner's cut `cut` of `problem` on `devices` is as good by
+// its objective (the busiest stage or device) as the cut it finds with no
+// memory limit.
+bool memory_did_not_bind(PartitionProblem problem, int devices, const PartitionResult& cut,
+                         Pass pass) {
+  problem.memory_capacity.reset();
+  const PartitionResult free =
+      partition_devices(problem, devices, std::nullopt, pass.exhaustive_nodes);
+  return free.bottleneck >= cut.bottleneck;
+}
+
 // `threshold`: where set, a candidate whose step_floor gives less throughput
 // is not simulated (bound_out).
 void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
@@ -138,6 +149,7 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
   config.record_timeline = false;
   c.result = simulate_candidate(replica, config, cost, problem, cut.stages, pass);
   c.fits = c.result.metrics.fits();
+  if (c.fits) c.cut_unbound = memory_did_not_bind(problem, c.stages, cut, pass);
   c.samples_per_s = c.result.metrics.samples_per_s * c.data_parallel;
   if (!c.fits) {
     // The partitioner's memory model and the simulated curve disagree: report the
@@ -188,7 +200,10 @@ bool decided(const PlanCandidate& c) {
 // ZeRO-1, it fits at ZeRO-2 too (which shards the gradients as well) but
 // cannot be faster: it reduce-scatters after every backward what ZeRO-1
 // reduce-scatters once, and gathers the same after the step
-// (tests/sim/zero_planner_test.cpp). Neither is simulated. Memory gives no
+// (tests/sim/zero_planner_test.cpp). Neither is simulated, where the one
+// that fits does so on a cut memory did not shape (cut_unbound): a cut
+// squeezed into memory may be slower than the one the other, keeping less,
+// can take. Memory gives no
 // order of the remat modes (remat on keeps every input and a rebuilt stash,
 // which may exceed what except-last or, at M = 1, remat off keeps): they are
 // still tried where nothing dominates them.
@@ -205,7 +220,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
     if (decided(*c) || (round == Round::kRematOff && c->remat != Remat::kNever)) continue;
     // o fits with remat off at c's stage, or at a lower one with c's mode.
     const auto dominates = [&](const PlanCandidate* o) {
-      if (o == c || !o->fits || o->zero > c->zero) return false;
+      if (o == c || !o->fits || !o->cut_unbound || o->zero > c->zero) return false;
       if (o->zero == c->zero) return o->remat == Remat::kNever;
       return o->remat == c->remat || o->remat == Remat::kNever;
     };

@@ -10,8 +10,9 @@
 // With D > 1 replicas each stage all-reduces its gradients over a ring of the
 // replicas (DataParallel, from the cluster's route between replicas) before its
 // optimizer step, overlapping the backward of earlier stages; each tries
-// ZeRO-1, and ZeRO-2 where that does not fit, and under T > 1 the sequence is
-// split too (sim/plan_candidates.h lists what is tried and why).
+// ZeRO-1, and ZeRO-2 where that does not fit or fits only on a cut memory
+// shaped, and under T > 1 the sequence is split too (sim/plan_candidates.h
+// lists what is tried and why).
 //
 // Tensor parallelism: each T of tensor_parallel_choices (sim/tensor_parallel.h;
 // the scenario's own when it gives one) splits the layers over T devices, and K
@@ -69,6 +70,10 @@ struct PlanCandidate {
   Remat remat = Remat::kAlways;
   std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
   bool fits = false;
+  // Its cut is as good, by the partitioner's objective, as with no memory
+  // limit: memory did not shape it (what lets it stand for others of its
+  // shape, PlanReport::dominated).
+  bool cut_unbound = false;
   bool dominated = false;      // fits, not simulated (PlanReport::dominated)
   bool bounded = false;        // not simulated: cannot reach the best (PlanReport::bounded)
   std::string rejected;        // why it does not fit, one sentence; empty when it fits
@@ -86,8 +91,9 @@ struct PlanReport {
   std::vector<PlanCandidate> ranked;    // fitting candidates, best first
   std::vector<PlanCandidate> rejected;  // in search order
   // Candidates that fit but were not simulated: the same shape fits with
-  // remat off, which recomputes nothing, so they cannot be faster (their
-  // `rejected` says so).
+  // remat off, which recomputes nothing, or at a lower ZeRO stage, on a cut
+  // that memory did not shape (PlanCandidate::cut_unbound), so they cannot be
+  // faster (their `rejected` says so).
   std::vector<PlanCandidate> dominated;
   // Candidates not simulated because a floor under their step shows they
   // cannot beat the PlanRequest::exact_top-th best plan (their `rejected`

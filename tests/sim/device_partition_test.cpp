@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cuts.h"
+#include "sim/layer_count_bound.h"
 
 namespace pipescope {
 namespace {
@@ -354,6 +355,122 @@ TEST(DevicePartition, VPlacementMatchesBruteForce) {
     if (expect_optimum(in, trial)) ++cases;
   }
   EXPECT_GT(cases, 100);
+}
+
+// A model of `blocks` equal blocks (compute 100, 100 parameters, a stash of
+// 10 bytes) and a head (compute 37) on `devices` devices of 2 stages each,
+// stage s on device s mod devices, without transfers or remat.
+PartitionProblem blocks_and_head(int blocks, int devices) {
+  PartitionProblem p;
+  for (int b = 0; b < blocks; ++b) p.layers.push_back({40, 60, 0, 100, 10});
+  p.layers.push_back({10, 27, 0, 50, 5});
+  p.cut_bytes.assign(p.layers.size() + 1, 8);
+  p.stages = 2 * devices;
+  p.micro_batches = 4;
+  p.remat = Remat::kNever;
+  p.forwards_first = false;
+  p.bytes_per_param = 2.0;
+  return p;
+}
+
+std::vector<std::size_t> devices_of(const PartitionProblem& p, int devices) {
+  std::vector<std::size_t> out;
+  for (int s = 0; s < p.stages; ++s) {
+    out.push_back(device_of_stage(p, static_cast<std::size_t>(s), devices));
+  }
+  return out;
+}
+
+// 24 blocks and the head on 4 devices, counted by hand. In time: below 637
+// (6 blocks and the head) the head's device has 636 - 37 for blocks, room
+// for 5, the others 6 each: 23 < 24, no cut; below 638, 6 each: 24. In
+// memory, a block holds at least 2 x 100 - 1 bytes of weights and 4 x 10 of
+// stash (239), the head 2 x 50 - 1 + 4 x 5 (119): in 1,552 bytes the head's
+// device has room for 5 blocks beside the head, the others 6: 23; in 1,553,
+// 6 each.
+TEST(LayerCountBound, CountsWholeBlocksByHand) {
+  const PartitionProblem p = blocks_and_head(24, 4);
+  const StagePrices prices(p);
+  EXPECT_EQ(prices.layer_memory_floor(0), 2 * 100 - 1 + 4 * 10);
+  EXPECT_EQ(prices.layer_memory_floor(24), 2 * 50 - 1 + 4 * 5);
+  const LayerCountBound bound(p, prices, devices_of(p, 4), 4);
+  const std::vector<DeviceLoad> none(4);
+  EXPECT_TRUE(bound.cannot_place(-1, 0, none, SimTime{637}, std::nullopt));
+  EXPECT_FALSE(bound.cannot_place(-1, 0, none, SimTime{638}, std::nullopt));
+  EXPECT_FALSE(bound.cannot_place(-1, 0, none, std::nullopt, std::nullopt));
+  EXPECT_TRUE(bound.cannot_place(-1, 0, none, std::nullopt, Bytes{1552}));
+  EXPECT_FALSE(bound.cannot_place(-1, 0, none, std::nullopt, Bytes{1553}));
+  // Part-way: stage 0 took 3 blocks on device 0, which has one stage to
+  // come; 21 blocks are left. Below 637 device 0 has room for 3 more, the
+  // head's device 5, the others 6: 20 < 21; below 638 the head's device 6.
+  std::vector<DeviceLoad> loads(4);
+  loads[0].time = 300;
+  EXPECT_TRUE(bound.cannot_place(0, 3, loads, SimTime{637}, std::nullopt));
+  EXPECT_FALSE(bound.cannot_place(0, 3, loads, SimTime{638}, std::nullopt));
+}
+
+// The bound never refuses a cut that exists: at every partial cut of every
+// cut of random models that fits, it lets the rest be placed below that
+// cut's busiest time plus one and within the memory limit. And it is not
+// idle: below the optimum itself it proves, before any stage is placed, that
+// nothing better exists on some of them.
+TEST(LayerCountBound, NeverRefusesACutThatExists) {
+  std::mt19937_64 rng(20261127);
+  long partials = 0;
+  int proven = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    Instance in = random_instance(rng);
+    if (trial % 2 == 0) {  // V placement
+      in.problem.stage_device.clear();
+      const int S = in.problem.stages;
+      if (S % 2 != 0) continue;
+      in.devices = S / 2;
+      for (int s = 0; s < S; ++s) in.problem.stage_device.push_back(s < S / 2 ? s : S - 1 - s);
+    }
+    const PartitionProblem& p = in.problem;
+    const StagePrices prices(p);
+    const auto n = static_cast<std::size_t>(in.devices);
+    const LayerCountBound bound(p, prices, devices_of(p, in.devices), n);
+    for_each_cut(
+        static_cast<int>(p.layers.size()), p.stages, [&](const std::vector<StageRange>& cut) {
+          const std::vector<DeviceLoad> final = device_loads(p, cut, in.devices);
+          if (!fits(final, in.capacity)) return;
+          const SimTime below = busiest(final) + 1;
+          std::vector<DeviceLoad> loads(n);
+          ASSERT_FALSE(bound.cannot_place(-1, 0, loads, below, in.capacity)) << "trial " << trial;
+          for (std::size_t s = 0; s + 1 < cut.size(); ++s) {
+            DeviceLoad& d = loads[device_of_stage(p, s, in.devices)];
+            d.time += prices.time(cut[s].first_layer, cut[s].last_layer);
+            d.memory += prices.memory(static_cast<int>(s), cut[s].first_layer, cut[s].last_layer);
+            ASSERT_FALSE(bound.cannot_place(static_cast<int>(s), cut[s].last_layer + 1, loads,
+                                            below, in.capacity))
+                << "trial " << trial << " stage " << s;
+            ++partials;
+          }
+        });
+    const std::optional<SimTime> optimum = brute_force(in);
+    if (optimum) {
+      proven +=
+          bound.cannot_place(-1, 0, std::vector<DeviceLoad>(n), *optimum, in.capacity) ? 1 : 0;
+    }
+  }
+  EXPECT_GT(partials, 40000);
+  EXPECT_GE(proven, 10);  // 11 of the 300
+}
+
+// 96 equal blocks and a head on 16 devices of 2 stages (about 10^24 cuts):
+// the local search's cut of 6 blocks a device is proven optimal with no
+// partial cut searched, as the count shows (CountsWholeBlocksByHand).
+TEST(LayerCountBound, ProvesEqualBlocksOptimalWithoutSearching) {
+  const PartitionProblem p = blocks_and_head(96, 16);
+  const PartitionResult r = partition_devices(p, 16, std::nullopt, 0);
+  EXPECT_TRUE(r.exact);
+  EXPECT_EQ(r.bottleneck, 6 * 100 + 37);
+  // Unequal layers are not settled so: the search, cut short, says so.
+  PartitionProblem uneven = p;
+  std::mt19937_64 rng(5);
+  for (LayerCost& l : uneven.layers) l.backward += static_cast<SimTime>(rng() % 50);
+  EXPECT_FALSE(partition_devices(uneven, 16, std::nullopt, 0).exact);
 }
 
 }  // namespace
