@@ -246,6 +246,7 @@ int run_plan(const PlanOptions& o) {
                           " per device)";
     if (closest != nullptr) {
       message += "; the least any configuration needs is " +
+                 std::string(closest->memory_needed_at_least ? "at least " : "") +
                  format_bytes(static_cast<double>(closest->memory_needed)) + " (" +
                  closest->label() + ")";
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -38,12 +39,22 @@ SimTime rounding_slack(const PartitionProblem& p) {
   return static_cast<SimTime>(p.layers.size()) * (p.micro_batches + 1);
 }
 
+// ZeRO-3's gathers of layers [first, last] for one micro-batch: before the
+// forward and before the backward (a recompute gathers again, not counted).
+SimTime gathered(const PartitionProblem& p, int first, int last) {
+  if (p.gathers.empty()) return 0;
+  SimTime sum = 0;
+  for (int l = first; l <= last; ++l) sum += p.gathers[static_cast<std::size_t>(l)];
+  return 2 * sum;
+}
+
 }  // namespace
 
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices) {
   const StagePrices prices(p);
   const auto n = static_cast<std::size_t>(devices);
   std::vector<SimTime> busy(n, 0);
+  std::vector<SimTime> gathering(n, 0);
   std::vector<std::optional<SimTime>> fill(n);  // before the device's first stage
   std::vector<SimTime> drain(n, 0);
   SimTime forwards = 0;  // of the stages so far, one micro-batch each
@@ -51,6 +62,7 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   for (std::size_t s = 0; s < cut.size(); ++s) {
     const std::size_t d = device_of_stage(p, s, devices);
     busy[d] += prices.compute(cut[s].first_layer, cut[s].last_layer);
+    gathering[d] += gathered(p, cut[s].first_layer, cut[s].last_layer);
     if (!fill[d]) {
       fill[d] = forwards;
       drain[d] = p.backward_split ? 0 : backwards;
@@ -62,7 +74,8 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   }
   SimTime floor = 0;
   for (std::size_t d = 0; d < n; ++d) {
-    floor = std::max(floor, fill[d].value_or(0) + busy[d] * p.micro_batches + drain[d]);
+    floor = std::max(
+        floor, fill[d].value_or(0) + std::max(busy[d], gathering[d]) * p.micro_batches + drain[d]);
   }
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
@@ -124,7 +137,8 @@ SimTime least_pipeline_floor(const PartitionProblem& p) {
 
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
   const StagePrices prices(p);
-  const SimTime all = prices.compute(0, static_cast<int>(p.layers.size()) - 1);
+  const int L = static_cast<int>(p.layers.size());
+  const SimTime all = std::max(prices.compute(0, L - 1), gathered(p, 0, L - 1));
   SimTime floor = all / devices * p.micro_batches;
   if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
   return std::max<SimTime>(0, floor - rounding_slack(p));
@@ -375,12 +389,13 @@ std::vector<std::size_t> stage_devices(const PartitionProblem& p, int devices) {
 
 class Exhaustive {
  public:
-  Exhaustive(const PartitionProblem& p, int devices, std::optional<Bytes> capacity,
-             std::vector<StageRange> incumbent, SimTime incumbent_time, long max_nodes)
+  Exhaustive(const PartitionProblem& p, const LayerCountBound& count, int devices,
+             std::optional<Bytes> capacity, std::vector<StageRange> incumbent,
+             SimTime incumbent_time, long max_nodes)
       : max_nodes_(max_nodes),
         problem_(p),
         prices_(p),
-        count_bound_(p, prices_, stage_devices(p, devices), static_cast<std::size_t>(devices)),
+        count_bound_(count),
         layers_(static_cast<int>(p.layers.size())),
         stages_(p.stages),
         capacity_(capacity),
@@ -424,7 +439,7 @@ class Exhaustive {
       if (d.time + time >= best_time_) continue;
       // Memory counts only under a limit.
       const Bytes memory = capacity_ ? prices_.memory(stage, first, last) : 0;
-      if (capacity_ && d.memory + memory > *capacity_) continue;
+      if (capacity_ && d.memory + memory > *capacity_) return;  // grows with `last`
       if (++nodes_ > max_nodes_) return;
       if ((nodes_ & 4095) == 0) throw_if_cancelled();
       add(dev, time, memory);
@@ -457,7 +472,7 @@ class Exhaustive {
   // that still have a stage to come: the stages after `stage` need at least
   // the least memory of those layers as one stage (less two bytes a stage
   // for rounding: the weights' and ZeRO-3's gathered layers'), as
-  // surely_too_big counts, and only those devices can take them.
+  // NoCutFits counts, and only those devices can take them.
   // Proves "nothing fits" early for the problems that cannot fit at all.
   // `closing`: the memory of the device whose last stage `stage` is, if it is.
   bool rest_cannot_fit(int stage, int first, Bytes closing) const {
@@ -549,7 +564,7 @@ class Exhaustive {
   long max_nodes_;
   const PartitionProblem& problem_;
   StagePrices prices_;
-  LayerCountBound count_bound_;
+  const LayerCountBound& count_bound_;
   int layers_;
   int stages_;
   std::optional<Bytes> capacity_;
@@ -590,59 +605,97 @@ PartitionResult nothing_fits(const PartitionProblem& p, int devices, Bytes capac
   return r;
 }
 
-// Whether no cut can fit: the stages' memory, summed over any cut, is at least
-// that of one stage holding every layer with the fewest micro-batches any stage
-// holds (less two bytes a stage for rounding, rest_cannot_fit), and the
-// fullest device holds at least its share of that sum.
-bool surely_too_big(const PartitionProblem& p, int devices, std::optional<Bytes> capacity) {
-  if (!capacity) return false;
-  const StagePrices prices(p);
-  const Bytes total =
-      prices.least_memory(0, static_cast<int>(p.layers.size()) - 1) - 2 * Bytes{p.stages};
-  return total > *capacity * devices;
-}
+// The two proofs that no cut fits `capacity`, and from them the least
+// memory every cut needs on some device. (1) The stages' memory, summed over
+// any cut, is at least that of one stage holding every layer with the
+// fewest micro-batches any stage holds (less two bytes a stage for rounding,
+// rest_cannot_fit), and the fullest device holds at least its share of that
+// sum. (2) The devices cannot hold the larger layers counted whole
+// (LayerCountBound).
+class NoCutFits {
+ public:
+  NoCutFits(const PartitionProblem& p, const StagePrices& prices, const LayerCountBound& count,
+            int devices)
+      : devices_(devices), count_(count) {
+    const Bytes total =
+        prices.least_memory(0, static_cast<int>(p.layers.size()) - 1) - 2 * Bytes{p.stages};
+    share_ = (total + devices - 1) / devices;
+  }
+  bool proven(Bytes capacity) const {
+    return share_ > capacity ||
+           count_.cannot_place(-1, 0, std::vector<DeviceLoad>(static_cast<std::size_t>(devices_)),
+                               std::nullopt, capacity);
+  }
+  Bytes least_needed() const { return std::max(share_, count_.least_capacity()); }
 
-// Whether no cut can fit, counted in whole layers (LayerCountBound): the
-// devices' memory holds fewer of the larger layers than the model has.
-bool surely_too_many(const PartitionProblem& p, int devices, std::optional<Bytes> capacity) {
-  if (!capacity) return false;
-  const StagePrices prices(p);
-  const auto n = static_cast<std::size_t>(devices);
-  const LayerCountBound bound(p, prices, stage_devices(p, devices), n);
-  return bound.cannot_place(-1, 0, std::vector<DeviceLoad>(n), std::nullopt, capacity);
+ private:
+  int devices_;
+  const LayerCountBound& count_;
+  Bytes share_ = 0;
+};
+
+// Proven that no cut fits (NoCutFits): the least memory each needs, no
+// device named.
+PartitionResult none_can_fit(const PartitionProblem& p, int devices, const NoCutFits& proof,
+                             Bytes capacity) {
+  PartitionResult r;
+  r.memory_needed = proof.least_needed();
+  r.why = "no cut into " + std::to_string(p.stages) + " stages on " + std::to_string(devices) +
+          " devices fits " + format_bytes(static_cast<double>(capacity)) +
+          " per device: every cut needs at least " +
+          format_bytes(static_cast<double>(*r.memory_needed)) + " on some device";
+  return r;
 }
 
 }  // namespace
 
+bool no_cut_is_faster(const PartitionProblem& p, int devices, SimTime busiest) {
+  const StagePrices prices(p);
+  const auto n = static_cast<std::size_t>(devices);
+  const LayerCountBound count(p, prices, stage_devices(p, devices), n);
+  return count.cannot_place(-1, 0, std::vector<DeviceLoad>(n), busiest, std::nullopt);
+}
+
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
                                   std::optional<Bytes> device_capacity, long max_exhaustive_nodes) {
   PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
-  if (devices < p.stages && surely_too_big(p, devices, device_capacity)) {
-    return nothing_fits(p, devices, *device_capacity);
-  }
-  if (devices < p.stages && surely_too_many(p, devices, device_capacity)) {
-    return nothing_fits(p, devices, *device_capacity);
+  const StagePrices prices(p);
+  const LayerCountBound count(p, prices, stage_devices(p, devices),
+                              static_cast<std::size_t>(devices));
+  if (device_capacity) {
+    const NoCutFits proof(p, prices, count, devices);
+    if (proof.proven(*device_capacity)) return none_can_fit(p, devices, proof, *device_capacity);
   }
   if (devices == p.stages) return partition_optimal(p);
   PartitionResult best;
-  best.stages = optimal_cut(p);
-  std::vector<std::vector<StageRange>> starts;
-  if (!best.stages.empty()) starts.push_back(best.stages);
-  starts.push_back(partition_min_variance(p));
-  starts.push_back(partition_uniform(static_cast<int>(p.layers.size()), p.stages));
   std::optional<Score> best_score;
   const auto improve = [&](std::vector<StageRange> start) {
     Search search(p, std::move(start), devices, device_capacity);
     if (!search.fits()) return;
     const Score score = search.improve();
     if (!best_score || score < *best_score) {
-      if (!best_score) best = PartitionResult{};  // no stale "nothing fits" figures
       best_score = score;
       best.stages = search.cut();
       best.bottleneck = score.busiest;
     }
   };
-  for (std::vector<StageRange>& start : starts) improve(std::move(start));
+  // The starts, cheapest first, until the count proves the best one's
+  // busiest time optimal (the others could only tie it).
+  const auto proven = [&] {
+    return best_score &&
+           count.cannot_place(-1, 0, std::vector<DeviceLoad>(static_cast<std::size_t>(devices)),
+                              best_score->busiest, device_capacity);
+  };
+  const std::function<std::vector<StageRange>()> starts[] = {
+      [&] { return optimal_cut(p); },
+      [&] { return partition_min_variance(p); },
+      [&] { return partition_uniform(static_cast<int>(p.layers.size()), p.stages); },
+  };
+  for (const auto& start : starts) {
+    if (proven()) break;
+    std::vector<StageRange> cut = start();
+    if (!cut.empty()) improve(std::move(cut));
+  }
   // Where none of those fits, the cut that needs least memory stage by stage,
   // the one most likely to (a DP as costly as the stage-optimal one, so only
   // then).
@@ -652,7 +705,8 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   // search evens out the other devices without touching the busiest time. A
   // search cut short still offers the best cut it found.
   const SimTime incumbent = best_score ? best_score->busiest : std::numeric_limits<SimTime>::max();
-  Exhaustive exhaustive(p, devices, device_capacity, best.stages, incumbent, max_exhaustive_nodes);
+  Exhaustive exhaustive(p, count, devices, device_capacity, best.stages, incumbent,
+                        max_exhaustive_nodes);
   const bool exact = exhaustive.run();
   if (exhaustive.best_time() < incumbent) {
     Search search(p, exhaustive.best(), devices, device_capacity);

@@ -36,14 +36,19 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 // stages' forwards, backwards and recompute share for M micro-batches
 // (StagePrices::compute); and after its last backward, that micro-batch's
 // gradient still passes back through those stages (drain: their backwards;
-// none when the backward is split, as its weight part may come last). Not the
-// transfers, which may overlap, nor anything else the simulation adds (the
-// rest of the bubble, collectives): those only lengthen the step. Less a
-// nanosecond a layer and micro-batch for the rounding of averaged forwards.
+// none when the backward is split, as its weight part may come last). Under
+// ZeRO-3 (p.gathers) a forward or backward of a stage lasts at least the
+// all-gathers of its layers, which run one after another on the link, so a
+// micro-batch keeps the device at least max(compute, 2 x its layers'
+// gathers). Not the transfers, which may overlap, nor anything else the
+// simulation adds (the rest of the bubble, collectives): those only lengthen
+// the step. Less a nanosecond a layer and micro-batch for the rounding of
+// averaged forwards.
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices);
 // A floor under step_floor of every cut: where device d runs stage d alone
 // (GPipe, 1F1B, ZB-H1), the least step_floor over every cut, to 2^-24 of it
-// below; otherwise the devices' mean compute for M micro-batches.
+// below (without the gathers); otherwise, and at least, the devices' mean
+// compute, or under ZeRO-3 their mean gathers if more, for M micro-batches.
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 
 // Objective: the least busy time of the busiest device (its stages' stage_time
@@ -89,6 +94,11 @@ SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 //   are solved exactly; for larger ones the better of the local search's cut and the best the
 //   cut-short search found stands (PartitionResult::exact false).
 //
+// Whether no cut of p on `devices` keeps every device's time below
+// `busiest`, as counting whole layers shows (sim/layer_count_bound.h; no
+// memory limit): false says nothing.
+bool no_cut_is_faster(const PartitionProblem& p, int devices, SimTime busiest);
+
 inline constexpr long kMaxExhaustiveNodes = 200000;
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
                                   std::optional<Bytes> device_capacity,

@@ -9,19 +9,24 @@
 // fraction of a block of the others, and a search bounded by the mean alone
 // visits them all. Counting settles it: a device with time T left can take at
 // most floor(T / tau) more layers whose compute is at least tau, and with room R
-// at most floor(R / mu) whose memory is at least mu (StagePrices::
-// layer_memory_floor); when those counts, summed over the devices with stages
-// to come, are fewer than the layers of at least that size still to place, no
+// at most floor(R / mu_d) of the layers whose weights, stash and input are each
+// at least those of a reference layer, mu_d being what that layer adds to
+// memory on the device's stages (StagePrices::layer_floor, at the fewest
+// micro-batches any of them holds: a pipeline's first device holds many,
+// its last few); when those counts, summed over the devices with stages to
+// come, are fewer than the layers of at least that size still to place, no
 // cut from here keeps every device under the best time and within memory.
 //
 // What each device has left is its time below the best so far, less the
 // transfers of its stages to come (each crosses two cuts, at least the
-// cheapest interior one each; the first and the last stage one) and, on the device of the
-// last stage, the last layer (it must hold it); and its memory room, less the
-// last layer's floor on that device. The sizes tau and mu are the quartiles
-// and the median of the layers' compute and memory floors, tried as pairs (a
-// layer counts when it is at least both), so that the bound costs a few
-// divisions a device.
+// cheapest interior one each; the first and the last stage one) and, on the
+// device of the last stage, the last layer (it must hold it); and its memory
+// room, less what its stages to come hold whatever their layers
+// (StagePrices::stage_floors: the inputs kept under remat, the layer gathered
+// under ZeRO-3) and the last layer's floor on that device. The sizes (tau and the reference
+// layer's weights, stash and input) are the quartiles and the median of the
+// layers', tried together (a layer counts when it is at least all), so that
+// the bound costs a few divisions a device.
 
 #include <array>
 #include <cstddef>
@@ -45,6 +50,10 @@ class LayerCountBound {
   // (none: no bound) and within `capacity` in memory (none: no limit).
   bool cannot_place(int stage, int first, const std::vector<DeviceLoad>& loads,
                     std::optional<SimTime> below, std::optional<Bytes> capacity) const;
+  // The least device memory at which cannot_place, before any stage is
+  // placed and with no bound on time, does not refuse: every cut needs at
+  // least this much on some device.
+  Bytes least_capacity() const;
 
  private:
   // Layers of at least `time` compute and `memory` floor; a count of them
@@ -53,15 +62,17 @@ class LayerCountBound {
   enum Kind { kTime, kMemory, kBoth };
   struct Size {
     SimTime time = 0;
-    Bytes memory = 0;
+    StagePrices::LayerFloor memory;
+    std::vector<Bytes> unit;  // what a layer of that size holds at least, on each device
     std::array<std::vector<int>, 3> from;
   };
 
   std::size_t devices_;
-  std::vector<int> future_;   // (stage + 1) x devices_: each device's stages after `stage`
-  std::size_t first_device_;  // the device of the first stage
-  std::size_t last_device_;   // the device of the last stage
-  SimTime last_compute_;      // the last layer's compute and memory floor
+  std::vector<int> future_;         // (stage + 1) x devices_: each device's stages after `stage`
+  std::vector<Bytes> held_future_;  // and the least they hold beyond their layers
+  std::size_t first_device_;        // the device of the first stage
+  std::size_t last_device_;         // the device of the last stage
+  SimTime last_compute_;            // the last layer's compute, and its memory on its device
   Bytes last_memory_;
   SimTime least_cut_time_;  // the cheapest interior cut
   std::vector<Size> sizes_;

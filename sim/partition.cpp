@@ -349,16 +349,59 @@ SimTime StagePrices::cut_time(int boundary) const {
   return sums_->cut_time[static_cast<std::size_t>(boundary)];
 }
 
-Bytes StagePrices::layer_memory_floor(int layer) const {
+StagePrices::LayerFloor StagePrices::layer_floor(int layer) const {
   const LayerCost& l = p_.layers[static_cast<std::size_t>(layer)];
-  const StashCount least = sums_->least;
-  // Rounded down, less a byte for the products' own rounding: the stage's
-  // weights round its sum, which is at least the sum of these.
   const Bytes weights = std::max<Bytes>(
       0, static_cast<Bytes>(static_cast<double>(l.params) * p_.bytes_per_param) - 1);
-  if (!sums_->largest_stash) return weights + least.all_stashes() * l.stash_bytes;
-  return weights + least.stashes * l.stash_bytes +
-         least.inputs * p_.cut_bytes[static_cast<std::size_t>(layer)];
+  return {weights, l.stash_bytes, p_.cut_bytes[static_cast<std::size_t>(layer)]};
+}
+
+Bytes StagePrices::floor_bytes(const LayerFloor& f, StashCount counts) const {
+  // As memory_floor and memory_beyond count: every stash under stage
+  // checkpoints; the kept stashes and the inputs under layer checkpoints,
+  // and the rebuilt ones where the backward is split (else the rebuilt
+  // stash is the range's largest, not a sum: stage_floors).
+  if (!sums_->largest_stash) return f.weights + counts.all_stashes() * f.stash;
+  return f.weights + (counts.stashes + (p_.backward_split ? counts.rebuilt : 0)) * f.stash +
+         counts.inputs * f.input;
+}
+
+std::vector<Bytes> StagePrices::stage_floors() const {
+  const std::size_t L = p_.layers.size();
+  Bytes least_cut = L > 1 ? std::numeric_limits<Bytes>::max() : 0;
+  for (std::size_t i = 1; i < L; ++i) least_cut = std::min(least_cut, p_.cut_bytes[i]);
+  Bytes least_stash = std::numeric_limits<Bytes>::max();
+  std::int64_t least_params = std::numeric_limits<std::int64_t>::max();
+  for (const LayerCost& l : p_.layers) {
+    least_stash = std::min(least_stash, l.stash_bytes);
+    least_params = std::min(least_params, l.params);
+  }
+  const Bytes gathered =
+      p_.gathered_bytes_per_param > 0.0
+          ? std::max<Bytes>(0, static_cast<Bytes>(static_cast<double>(least_params) *
+                                                  p_.gathered_bytes_per_param) -
+                                   1)
+          : 0;
+  std::vector<Bytes> out;
+  for (int s = 0; s < p_.stages; ++s) {
+    const StashCount c = counts(s);
+    Bytes held = gathered;
+    if (!sums_->largest_stash) {
+      held += c.inputs * (s == 0 ? p_.cut_bytes[0] : least_cut);
+    } else if (!p_.backward_split) {
+      held += c.rebuilt * least_stash;
+    }
+    out.push_back(held);
+  }
+  return out;
+}
+
+StashCount StagePrices::counts(int stage) const {
+  return p_.stage_held.empty() ? sums_->held : p_.stage_held[static_cast<std::size_t>(stage)];
+}
+
+Bytes StagePrices::layer_memory_floor(int layer) const {
+  return floor_bytes(layer_floor(layer), sums_->least);
 }
 
 Bytes StagePrices::memory(int first, int last) const {

@@ -100,6 +100,10 @@ struct PartitionProblem {
   // Whether the schedule splits each backward into B and W (zero bubble): then
   // a layer's backward is the two summed, and only B passes the gradient on.
   bool backward_split = false;
+  // ZeRO-3 (zero_gathers): each layer's all-gather of its weights, which runs
+  // before each forward and backward that computes with it; empty otherwise.
+  // The step floors count it (sim/device_partition.h); the cuts do not.
+  std::vector<SimTime> gathers;
   std::optional<Bytes> memory_capacity;  // none: no memory limit
   // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).
   double link_latency_s = 0.0;
@@ -155,12 +159,31 @@ class StagePrices {
   // Moving cut `boundary` (before layer `boundary`) between devices; 0 at the
   // model's ends.
   SimTime cut_time(int boundary) const;
-  // The least memory layer `layer` adds to any stage that holds it: its
-  // weights (rounded down) and, with the least count of any stage, what it
-  // keeps per micro-batch in flight. A stage's memory is at least the sum of
-  // its layers' (the terms left out, its input and the most it gathers or
-  // rebuilds at once, are not negative).
+  // What a layer adds to the memory of any stage that holds it, at least:
+  // its weights (rounded down, less a byte: the stage rounds their sum) and,
+  // for each micro-batch the stage counts, its stash and, under layer
+  // checkpoints, its input. A stage's memory is at least the sum over its
+  // layers of layer_floor at its counts (what that leaves out, the stage's
+  // input and the most it gathers or rebuilds at once, is not negative).
+  struct LayerFloor {
+    Bytes weights = 0;
+    Bytes stash = 0;
+    Bytes input = 0;
+  };
+  LayerFloor layer_floor(int layer) const;
+  // What `f` comes to in a stage holding `counts` micro-batches of each kind.
+  Bytes floor_bytes(const LayerFloor& f, StashCount counts) const;
+  // Stage `stage`'s counts: its stage_held entry when set.
+  StashCount counts(int stage) const;
+  // floor_bytes of layer `layer` at the least count of any stage.
   Bytes layer_memory_floor(int layer) const;
+  // What each stage holds at least beyond its layers' floors, whatever layers
+  // it takes: under stage checkpoints the inputs it keeps (its cut, at least
+  // the smallest inside the model; the model's input for the first stage),
+  // under layer checkpoints with the backward whole its rebuilt stash (at
+  // least the smallest), under ZeRO-3 the layer it gathers (at least the
+  // smallest, less a byte for rounding).
+  std::vector<Bytes> stage_floors() const;
 
  private:
   struct Sums;

@@ -193,20 +193,16 @@ bool sequence_parallel_choice(const Scenario& sc, int T) {
 
 // The ZeRO stages a candidate of D replicas tries, lowest first: the
 // scenario's when it says, or with one replica (nothing to shard over);
-// otherwise 1 and 2. Stage 0 is never faster than 1 nor smaller (the same
-// traffic, and each replica steps and keeps 1/D of the optimizer), so it is
-// not tried (tests/sim/zero_planner_test.cpp checks the order by
-// simulation). Stage 3 (sim/zero.h: the shard of the weights and at most
-// two adjacent layers gathered) keeps less than 2 where a stage has more
-// than a few layers, and the model would favour it on speed by what it
-// leaves out (it hides 3's gathers behind compute, not 1's and 2's
-// all-gather after the step behind the next step); it is planned where the
-// scenario asks for it. Searched beside 1 and 2 where they do not fit, it
-// made planning the 1T model on 3,072 GPUs 1.6 times as long, past its
-// budget (docs/performance.md).
+// otherwise 1, 2 and 3, each where the lower ones do not fit
+// (planner.cpp, evaluate_shape). Stage 0 is never faster than 1 nor smaller
+// (the same traffic, and each replica steps and keeps 1/D of the
+// optimizer), so it is not tried (tests/sim/zero_planner_test.cpp checks the
+// order by simulation). Stage 3 (sim/zero.h: the shard of the weights and at
+// most two adjacent layers gathered) keeps less than 2 where a stage has
+// more than a few layers.
 std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
   if (sc.training.zero_given || data_parallel == 1) return {sc.training.zero};
-  return {1, 2};
+  return {1, 2, 3};
 }
 
 // `split` (one T's scenario) at each ZeRO stage it plans, made once.

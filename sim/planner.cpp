@@ -94,11 +94,22 @@ void bound_out(PlanCandidate& c, double ceiling, double threshold) {
   c.rejected = c.label() + text;
 }
 
+// The partition problem of candidate `c` on its replica, with ZeRO-3's
+// gathers over `ring` for the step floors.
+PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cost,
+                                   const PlanCandidate& c, const DataParallel& ring) {
+  PartitionProblem p = partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches,
+                                         c.remat, c.schedule, c.chunks, c.custom.get());
+  p.gathers = zero_gathers(replica, ring);
+  return p;
+}
+
 // Whether the partitioner's cut `cut` of `problem` on `devices` is as good by
 // its objective (the busiest stage or device) as the cut it finds with no
 // memory limit.
 bool memory_did_not_bind(PartitionProblem problem, int devices, const PartitionResult& cut,
                          Pass pass) {
+  if (no_cut_is_faster(problem, devices, cut.bottleneck)) return true;
   problem.memory_capacity.reset();
   const PartitionResult free =
       partition_devices(problem, devices, std::nullopt, pass.exhaustive_nodes);
@@ -112,9 +123,8 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
-  const PartitionProblem problem =
-      partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches, c.remat, c.schedule,
-                        c.chunks, c.custom.get());
+  const DataParallel ring = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
+  const PartitionProblem problem = candidate_problem(replica, cost, c, ring);
   // The floor under every cut first: where it cannot reach the threshold,
   // neither can the cut the partitioner would search for.
   if (threshold) {
@@ -123,13 +133,26 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
   }
   PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes,
                                           pass.exhaustive_nodes);
+  const std::string capacity =
+      " of " + format_bytes(static_cast<double>(replica.cluster.device.memory_bytes));
   const auto reject = [&](const char* what, int index, Bytes needed) {
     c.memory_needed = needed;
+    // The stage-optimal partitioner's least-memory cut is exact; the device
+    // partitioner's, the least stage by stage, is the best it found.
+    const char* which =
+        c.chunks > 1 ? " in the best cut found" : " even in the cut that needs least";
     c.rejected = c.label() + ": " + what + std::to_string(index) + " needs " +
-                 format_bytes(static_cast<double>(needed)) + " of " +
-                 format_bytes(static_cast<double>(replica.cluster.device.memory_bytes)) +
-                 (cut.stages.empty() ? " even in the cut that needs least" : "");
+                 format_bytes(static_cast<double>(needed)) + capacity +
+                 (cut.stages.empty() ? which : "");
   };
+  if (cut.stages.empty() && !cut.fullest_stage) {  // proven without a cut
+    c.memory_needed = *cut.memory_needed;
+    c.memory_needed_at_least = true;
+    c.rejected = c.label() + ": every cut needs at least " +
+                 format_bytes(static_cast<double>(*cut.memory_needed)) + capacity +
+                 " on some device";
+    return;
+  }
   if (cut.stages.empty()) {
     reject(c.chunks > 1 ? "device " : "stage ", *cut.fullest_stage, *cut.memory_needed);
     return;
@@ -145,7 +168,7 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
   config.chunks = c.chunks;
   config.remat = c.remat;
   config.custom = c.custom;
-  config.data_parallel = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
+  config.data_parallel = ring;
   config.record_timeline = false;
   c.result = simulate_candidate(replica, config, cost, problem, cut.stages, pass);
   c.fits = c.result.metrics.fits();
@@ -203,7 +226,14 @@ bool decided(const PlanCandidate& c) {
 // (tests/sim/zero_planner_test.cpp). Neither is simulated, where the one
 // that fits does so on a cut memory did not shape (cut_unbound): a cut
 // squeezed into memory may be slower than the one the other, keeping less,
-// can take. Memory gives no
+// can take. ZeRO-3 is planned where neither 1 nor 2 fits so: a choice, not
+// an order the simulation proves. It gathers every layer in each forward
+// and backward, half as much traffic again as 2 in as many collectives as
+// layers, whose fixed costs the model leaves out, and hides them behind the
+// layers' compute where it leaves 1's and 2's gather of the updated weights
+// after the step exposed (Megatron-LM can overlap it with the next step);
+// searched beside them it won by that alone (the demo's 4 GPUs: ZeRO-3 at
+// K = 1, 2 % faster than ZeRO-1). Memory gives no
 // order of the remat modes (remat on keeps every input and a rebuilt stash,
 // which may exceed what except-last or, at M = 1, remat off keeps): they are
 // still tried where nothing dominates them.
@@ -311,6 +341,7 @@ ShapeOutlook shape_outlook(std::vector<PlanCandidate>::const_iterator first,
       });
   const Scenario replica = replica_scenario(*lead->scenario, lead->stages, lead->data_parallel);
   const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+  // Without ZeRO-3's gathers, which raise the floor of that stage alone.
   const PartitionProblem p =
       partition_problem(replica, *cost, lead->stages * lead->chunks, lead->micro_batches,
                         lead->remat, lead->schedule, lead->chunks, lead->custom.get());
@@ -359,8 +390,18 @@ void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
     for (std::size_t done = 0; done < shapes; done += kBatch) {
       const std::optional<double> threshold = threshold_of(all, request.exact_top);
       const std::size_t n = std::min(kBatch, shapes - done);
+      // The batch's likely longest first (the chunked schedules' device
+      // partitioner, the most stages), so that the threads finish together;
+      // the order within a batch changes nothing else.
+      std::vector<std::size_t> batch(order.begin() + static_cast<std::ptrdiff_t>(done),
+                                     order.begin() + static_cast<std::ptrdiff_t>(done + n));
+      std::stable_sort(batch.begin(), batch.end(), [&](std::size_t a, std::size_t b) {
+        const PlanCandidate& x = *begin(a);
+        const PlanCandidate& y = *begin(b);
+        return std::make_pair(x.chunks, x.stages) > std::make_pair(y.chunks, y.stages);
+      });
       parallel_for(n, request.threads, [&](std::size_t k) {
-        const std::size_t i = order[done + k];
+        const std::size_t i = batch[k];
         evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
                        outlook[i].ceiling, round);
       });

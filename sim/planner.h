@@ -10,9 +10,9 @@
 // With D > 1 replicas each stage all-reduces its gradients over a ring of the
 // replicas (DataParallel, from the cluster's route between replicas) before its
 // optimizer step, overlapping the backward of earlier stages; each tries
-// ZeRO-1, and ZeRO-2 where that does not fit or fits only on a cut memory
-// shaped, and under T > 1 the sequence is split too (sim/plan_candidates.h
-// lists what is tried and why).
+// ZeRO-1, ZeRO-2 where that does not fit or fits only on a cut memory
+// shaped, and ZeRO-3 where neither fits so; under T > 1 the sequence is
+// split too (sim/plan_candidates.h lists what is tried and why).
 //
 // Tensor parallelism: each T of tensor_parallel_choices (sim/tensor_parallel.h;
 // the scenario's own when it gives one) splits the layers over T devices, and K
@@ -74,10 +74,14 @@ struct PlanCandidate {
   // limit: memory did not shape it (what lets it stand for others of its
   // shape, PlanReport::dominated).
   bool cut_unbound = false;
-  bool dominated = false;      // fits, not simulated (PlanReport::dominated)
-  bool bounded = false;        // not simulated: cannot reach the best (PlanReport::bounded)
-  std::string rejected;        // why it does not fit, one sentence; empty when it fits
-  Bytes memory_needed = 0;     // when rejected: the least memory per device that would fit
+  bool dominated = false;   // fits, not simulated (PlanReport::dominated)
+  bool bounded = false;     // not simulated: cannot reach the best (PlanReport::bounded)
+  std::string rejected;     // why it does not fit, one sentence; empty when it fits
+  Bytes memory_needed = 0;  // when rejected: the least memory per device that would fit
+  // memory_needed is a floor: every cut needs at least that much (the
+  // partitioner proved that none fits without searching for the cut that
+  // needs least).
+  bool memory_needed_at_least = false;
   double samples_per_s = 0.0;  // all D replicas together
   SimResult result;            // the replica's simulation (no timeline); empty when rejected
 

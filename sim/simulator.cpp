@@ -300,6 +300,11 @@ SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes) {
                             (dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
 }
 
+std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& dp) {
+  if (replica.training.zero != 3 || dp.replicas <= 1) return {};
+  return layer_gathers(replica.model, [&](Bytes bytes) { return reduce_scatter_time(dp, bytes); });
+}
+
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
                                          PartitionMethod method, int stages, int micro_batches,
                                          Remat remat, ScheduleKind schedule, int chunks,

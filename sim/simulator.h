@@ -62,6 +62,10 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 // Ring reduce-scatter (or all-gather) time of `bytes` over `dp`: half an
 // all-reduce, (D - 1) (latency + B / (D bandwidth)); 0 for one replica.
 SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes);
+// Under ZeRO-3 over dp's replicas, each layer's all-gather of its weights
+// before every forward and backward that computes with it (what
+// PartitionProblem::gathers holds); empty otherwise.
+std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& dp);
 
 // What to simulate; unset fields come from the scenario (K defaults to the
 // cluster's device count).

@@ -86,10 +86,21 @@ void scale_to(std::vector<SimTime>& times, SimTime total) {
 
 }  // namespace
 
+std::vector<SimTime> layer_gathers(const ModelSpec& model,
+                                   const std::function<SimTime(Bytes)>& gather_time) {
+  const auto weight_bytes = static_cast<double>(dtype_bytes(model.dtype));
+  std::vector<SimTime> out;
+  for (const LayerSpec& layer : model.layers) {
+    out.push_back(gather_time(
+        static_cast<Bytes>(std::llround(static_cast<double>(layer.params) * weight_bytes))));
+  }
+  return out;
+}
+
 void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t micro_batch,
                       Remat remat, bool split, const std::function<SimTime(Bytes)>& gather_time,
                       std::vector<StageCost>& stages) {
-  const auto weight_bytes = static_cast<double>(dtype_bytes(sc.model.dtype));
+  const std::vector<SimTime> gathers = layer_gathers(sc.model, gather_time);
   for (StageCost& c : stages) {
     std::vector<SimTime> forward, kept, recompute, backward, gather;
     c.zero_op_gather = 0;
@@ -100,8 +111,7 @@ void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t mi
       kept.push_back(t.forward_kept);
       recompute.push_back(t.recompute);
       backward.push_back(split ? t.input : t.backward);
-      gather.push_back(gather_time(
-          static_cast<Bytes>(std::llround(static_cast<double>(layer.params) * weight_bytes))));
+      gather.push_back(gathers[static_cast<std::size_t>(l)]);
       c.zero_op_gather += gather.back();
     }
     // The layers' times as the stage's ops run them (a concurrency slowdown

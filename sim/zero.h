@@ -65,6 +65,11 @@ void add_gathered_weights(const Scenario& sc, std::vector<StageCost>& stages);
 // stall.
 GatherFlow gather_flow(const std::vector<SimTime>& compute, const std::vector<SimTime>& gather);
 
+// Stage 3: each layer's all-gather of its weights, `gather_time` of their
+// bytes in the model's dtype.
+std::vector<SimTime> layer_gathers(const ModelSpec& model,
+                                   const std::function<SimTime(Bytes)>& gather_time);
+
 // Stage 3: each stage's zero_op_gather and its ops' flows, its layers'
 // times from `cost` at `micro_batch` under `remat` (B alone when `split`),
 // `gather_time` the time of an all-gather of so many bytes.

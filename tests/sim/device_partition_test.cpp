@@ -188,6 +188,16 @@ TEST(DevicePartition, NothingThatFitsIsMissed) {
   EXPECT_LE(missed * 20, fitting) << missed << " of " << fitting << " fitting cases missed";
 }
 
+// Gives each stage of `in` its own counts of micro-batches held, as a
+// pipeline's stages have (its first holds the most).
+void hold_unlike_counts(Instance& in, std::mt19937_64& rng) {
+  in.problem.stage_held.clear();
+  for (int s = 0; s < in.problem.stages; ++s) {
+    in.problem.stage_held.push_back({1 + static_cast<int>(rng() % 4), static_cast<int>(rng() % 3),
+                                     static_cast<int>(rng() % 2)});
+  }
+}
+
 // At the least capacity any cut fits (the brute-force minimum of the fullest
 // device's memory) a cut is found, and a byte less finds none: the quick
 // refusal of problems too big for the devices refuses no problem that fits.
@@ -195,6 +205,7 @@ TEST(DevicePartition, FitsExactlyAtTheLeastCapacity) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
     Instance in = random_instance(rng);
+    if (trial % 2 == 1) hold_unlike_counts(in, rng);
     const Bytes least = least_capacity(in);
     in.capacity = least;
     EXPECT_FALSE(partition_devices(in.problem, in.devices, in.capacity).stages.empty())
@@ -400,6 +411,26 @@ TEST(LayerCountBound, CountsWholeBlocksByHand) {
   EXPECT_FALSE(bound.cannot_place(-1, 0, none, std::nullopt, std::nullopt));
   EXPECT_TRUE(bound.cannot_place(-1, 0, none, std::nullopt, Bytes{1552}));
   EXPECT_FALSE(bound.cannot_place(-1, 0, none, std::nullopt, Bytes{1553}));
+  EXPECT_EQ(bound.least_capacity(), 1553);
+  // The partitioner refuses 1,552 at once, naming that floor and no device.
+  const PartitionResult refused = partition_devices(p, 4, Bytes{1552});
+  EXPECT_TRUE(refused.stages.empty());
+  EXPECT_FALSE(refused.fullest_stage.has_value());
+  EXPECT_EQ(refused.memory_needed, Bytes{1553});
+  // Where device d's stages hold 4 - d micro-batches (a pipeline's first
+  // holds the most), a block holds 199 + 10 (4 - d) bytes on device d at
+  // least (239, 229, 219, 209), the head 99 + 5 on device 3: 1,434 bytes
+  // hold 6 blocks on each device (1,330 / 209 beside the head), 1,433 only 5
+  // on device 0. Counted at the fewest of any stage, 209 a block
+  // everywhere, the floor would be 1,358.
+  PartitionProblem pipeline = p;
+  for (int s = 0; s < pipeline.stages; ++s) {
+    const int held = 4 - s % 4;
+    pipeline.stage_held.push_back({held, 0, 0});
+  }
+  const StagePrices pipeline_prices(pipeline);
+  const LayerCountBound by_device(pipeline, pipeline_prices, devices_of(pipeline, 4), 4);
+  EXPECT_EQ(by_device.least_capacity(), 1434);
   // Part-way: stage 0 took 3 blocks on device 0, which has one stage to
   // come; 21 blocks are left. Below 637 device 0 has room for 3 more, the
   // head's device 5, the others 6: 20 < 21; below 638 the head's device 6.
@@ -427,6 +458,7 @@ TEST(LayerCountBound, NeverRefusesACutThatExists) {
       in.devices = S / 2;
       for (int s = 0; s < S; ++s) in.problem.stage_device.push_back(s < S / 2 ? s : S - 1 - s);
     }
+    if (trial % 3 == 1) hold_unlike_counts(in, rng);
     const PartitionProblem& p = in.problem;
     const StagePrices prices(p);
     const auto n = static_cast<std::size_t>(in.devices);
@@ -448,14 +480,15 @@ TEST(LayerCountBound, NeverRefusesACutThatExists) {
             ++partials;
           }
         });
+    EXPECT_LE(bound.least_capacity(), least_capacity(in)) << "trial " << trial;
     const std::optional<SimTime> optimum = brute_force(in);
     if (optimum) {
       proven +=
           bound.cannot_place(-1, 0, std::vector<DeviceLoad>(n), *optimum, in.capacity) ? 1 : 0;
     }
   }
-  EXPECT_GT(partials, 40000);
-  EXPECT_GE(proven, 10);  // 11 of the 300
+  EXPECT_GT(partials, 30000);
+  EXPECT_GE(proven, 5);  // 5 of the 300
 }
 
 // 96 equal blocks and a head on 16 devices of 2 stages (about 10^24 cuts):

@@ -221,10 +221,11 @@ TEST(StageMemory, LayerCheckpointsSumTheInputsAndTakeTheLargestStash) {
 }
 
 // A stage's memory is never less than the sum of its layers' floors
-// (StagePrices::layer_memory_floor), whatever the stage's counts, on every
-// range of random problems, and the floors are not idle: with stage
-// checkpoints and nothing gathered they leave out only the stage's input and
-// under a byte a layer.
+// (StagePrices::layer_memory_floor), whatever the stage's counts, nor than
+// that sum at its own counts with what it holds whatever its layers
+// (stage_floors), on every range of random problems; and the floors are not
+// idle: with stage checkpoints and nothing gathered they leave out only the
+// stage's input and under a byte a layer.
 TEST(StageMemory, LayerFloorsSumToAtMostTheStagesMemory) {
   std::mt19937_64 rng(20261128);
   int ranges = 0;
@@ -237,15 +238,21 @@ TEST(StageMemory, LayerFloorsSumToAtMostTheStagesMemory) {
                                 static_cast<int>(rng() % 2)});
       }
     }
+    if (trial % 4 == 1) p.backward_split = true;
     const StagePrices prices(p);
+    const std::vector<Bytes> held = prices.stage_floors();
     const int L = static_cast<int>(p.layers.size());
     for (int stage = 0; stage < p.stages; ++stage) {
-      for (int first = 0; first < L; ++first) {
+      // Stage 0 starts at the model's input, the others inside the model.
+      for (int first = stage == 0 ? 0 : 1; first < (stage == 0 ? 1 : L); ++first) {
         Bytes floors = 0;
+        Bytes at_counts = held[static_cast<std::size_t>(stage)];
         for (int last = first; last < L; ++last) {
           floors += prices.layer_memory_floor(last);
+          at_counts += prices.floor_bytes(prices.layer_floor(last), prices.counts(stage));
           const Bytes memory = prices.memory(stage, first, last);
           EXPECT_LE(floors, memory) << "trial " << trial << " layers " << first << ".." << last;
+          EXPECT_LE(at_counts, memory) << "trial " << trial << " stage " << stage;
           const bool plain = p.checkpoint == Checkpoint::kStage &&
                              p.gathered_bytes_per_param == 0.0 && p.stage_held.empty();
           if (plain) {

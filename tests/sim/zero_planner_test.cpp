@@ -67,8 +67,8 @@ Outcome run(int zero, bool sequence, ScheduleKind schedule, Remat remat, int K) 
 
 // What the planner's pruning assumes, by simulation: ZeRO-1 is never slower
 // nor larger than 0; 2 never faster than 1 and smaller; sequence parallelism
-// never slower nor larger. ZeRO-3, which the planner tries beside 1 and 2
-// without an order, keeps less than 2 on stages of five layers or more (the
+// never slower nor larger. ZeRO-3, which the planner tries where 1 and 2 do
+// not fit, keeps less than 2 on stages of five layers or more (the
 // shard and two layers gathered against whole weights: 8 + 2 x 2/5 bytes a
 // parameter against 9 at D = 2), more on the interleaved runs' chunks of two
 // or three.
@@ -111,9 +111,10 @@ double best_of(const PlanReport& r) {
   return r.ranked.empty() ? 0.0 : r.ranked.front().samples_per_s;
 }
 
-// The planner's best, ZeRO and sequence parallelism searched, is the best of
-// planning each ZeRO stage it searches (0 to 2) and each sequence split
-// alone, with memory ample and tight.
+// The planner's best, ZeRO and sequence parallelism searched, is at least
+// the best of planning each ZeRO stage from 0 to 2 and each sequence split
+// alone, and at most the best with ZeRO-3 too (planned where 1 and 2 do not
+// fit), with memory ample and tight.
 TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
   for (const double gib : {80.0, 1.0, 0.6}) {
     SCOPED_TRACE(gib);
@@ -121,27 +122,30 @@ TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
     req.max_micro_batches = 4;
     const PlanReport searched = run_planner(node(gib), req);
     double brute = 0.0;
-    for (int zero = 0; zero <= 2; ++zero) {
+    double with_three = 0.0;
+    for (int zero = 0; zero <= 3; ++zero) {
       for (const bool sequence : {false, true}) {
         for (const int T : {1, 2, 4, 8}) {
           if (sequence && T == 1) continue;
           const Scenario sc =
               node(gib, {{"tensor_parallel", T}, {"zero", zero}, {"sequence_parallel", sequence}});
-          brute = std::max(brute, best_of(run_planner(sc, req)));
+          const double best = best_of(run_planner(sc, req));
+          with_three = std::max(with_three, best);
+          if (zero < 3) brute = std::max(brute, best);
         }
       }
     }
     ASSERT_GT(brute, 0.0);
-    EXPECT_DOUBLE_EQ(best_of(searched), brute);
-    for (const PlanCandidate& c : searched.ranked) EXPECT_LE(c.zero, 2) << c.label();
+    EXPECT_GE(best_of(searched), brute);
+    EXPECT_LE(best_of(searched), with_three);
   }
 }
 
 // Eight replicas of the whole model (T = 1, K = 1, one micro-batch of 4,
 // remat off) at 0.9 GiB a device: ZeRO-2 keeps the whole weights and needs
-// 1005 MiB, ZeRO-1 the whole gradients too (1.17 GiB); ZeRO-3, asked for,
-// keeps the shard and two layers gathered and fits, under each of the three
-// schedules.
+// 1005 MiB, ZeRO-1 the whole gradients too (1.17 GiB); ZeRO-3 keeps the
+// shard and two layers gathered and fits, under each of the three
+// schedules, in the same search.
 TEST(ZeroPlanner, ZeroThreeFitsWhereTwoDoesNot) {
   PlanRequest req;
   req.max_micro_batches = 4;
@@ -153,13 +157,13 @@ TEST(ZeroPlanner, ZeroThreeFitsWhereTwoDoesNot) {
   int refused = 0;
   for (const PlanCandidate& c : searched.rejected) {
     if (!whole_model(c)) continue;
-    EXPECT_NE(c.rejected.find("stage 0 needs"), std::string::npos) << c.rejected;
+    EXPECT_LT(c.zero, 3) << c.rejected;
+    EXPECT_GT(c.memory_needed, Bytes{1000} << 20) << c.rejected;
     ++refused;
   }
   EXPECT_EQ(refused, 6) << "ZeRO-1 and ZeRO-2 under gpipe, 1f1b and zb-h1";
-  const PlanReport three = run_planner(node(0.9, {{"tensor_parallel", 1}, {"zero", 3}}), req);
   int fit = 0;
-  for (const PlanCandidate& c : three.ranked) fit += whole_model(c) && c.zero == 3 ? 1 : 0;
+  for (const PlanCandidate& c : searched.ranked) fit += whole_model(c) && c.zero == 3 ? 1 : 0;
   EXPECT_EQ(fit, 3);
 }
 
@@ -176,13 +180,17 @@ TEST(ZeroPlanner, ACutSqueezedIntoMemoryStandsForNoOther) {
   req.schedule = ScheduleKind::kZbV;
   req.remat = Remat::kAlways;
   const PlanReport r = run_planner(sc, req);
-  ASSERT_EQ(r.ranked.size(), 2u);
-  EXPECT_TRUE(r.dominated.empty());
-  EXPECT_EQ(r.ranked[0].zero, 2);
-  EXPECT_TRUE(r.ranked[0].cut_unbound);
-  EXPECT_EQ(r.ranked[1].zero, 1);
-  EXPECT_FALSE(r.ranked[1].cut_unbound);
-  EXPECT_GT(r.ranked[0].samples_per_s, 1.25 * r.ranked[1].samples_per_s);
+  for (const PlanCandidate& c : r.dominated) EXPECT_EQ(c.zero, 3) << c.rejected;  // ZeRO-2 fits
+  const auto at = [&](int zero) {
+    const auto c = std::find_if(r.ranked.begin(), r.ranked.end(),
+                                [&](const PlanCandidate& p) { return p.zero == zero; });
+    return c == r.ranked.end() ? nullptr : &*c;
+  };
+  ASSERT_NE(at(1), nullptr);
+  ASSERT_NE(at(2), nullptr);
+  EXPECT_FALSE(at(1)->cut_unbound);
+  EXPECT_TRUE(at(2)->cut_unbound);
+  EXPECT_GT(at(2)->samples_per_s, 1.25 * at(1)->samples_per_s);
 }
 
 // Where memory is tight, the planner turns to ZeRO-2 and says which stage
@@ -203,30 +211,40 @@ TEST(ZeroPlanner, TightMemoryChoosesAStageThatFits) {
 
 // The floor under a step is never above the step simulated, on every cut the
 // planner simulated, under every schedule and remat mode, and the floor under
-// every cut never above that of the cut.
+// every cut never above that of the cut. On two nodes under ZeRO-3, whose
+// replicas gather each layer across InfiniBand, the gathers set the floor of
+// most candidates.
 TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
   int checked = 0;
-  for (const double gib : {80.0, 1.0}) {
+  int gathers_set = 0;  // candidates whose floor the gathers raise
+  Scenario two_nodes = node(80.0, {{"tensor_parallel", 1}, {"zero", 3}});
+  two_nodes.cluster.devices = 16;
+  two_nodes.cluster.build_topology();
+  for (const Scenario& sc : {node(80.0), node(1.0), two_nodes}) {
     PlanRequest req;
     req.max_micro_batches = 8;
     req.exact_top = 100000;  // simulate everything not dominated
-    const PlanReport r = run_planner(node(gib), req);
+    const PlanReport r = run_planner(sc, req);
     for (const PlanCandidate& c : r.ranked) {
       const Scenario replica = replica_scenario(*c.scenario, c.stages, c.data_parallel);
       const std::unique_ptr<CostModel> cost = make_cost_model(replica);
-      const PartitionProblem p =
-          partition_problem(replica, *cost, c.stages * c.chunks, c.micro_batches, c.remat,
-                            c.schedule, c.chunks, c.custom.get());
+      PartitionProblem p = partition_problem(replica, *cost, c.stages * c.chunks, c.micro_batches,
+                                             c.remat, c.schedule, c.chunks, c.custom.get());
       std::vector<StageRange> cut;
       for (const StageCost& s : c.result.stage_costs) cut.push_back(s.layers);
+      const SimTime compute_floor = step_floor(p, cut, c.stages);
+      p.gathers =
+          zero_gathers(replica, data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel));
       const SimTime floor = step_floor(p, cut, c.stages);
       EXPECT_LE(floor, c.result.metrics.step_time) << c.label();
       EXPECT_LE(step_floor_any_cut(p, c.stages), floor) << c.label();
       EXPECT_GT(floor, c.result.metrics.step_time / 4) << c.label();  // not a trivial floor
+      gathers_set += floor > compute_floor ? 1 : 0;
       ++checked;
     }
   }
   EXPECT_GT(checked, 200);
+  EXPECT_GT(gathers_set, 40);  // 59 of 860
 }
 
 // Leaving out what cannot beat the best 16 changes none of them.
