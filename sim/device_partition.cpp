@@ -55,6 +55,7 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   const auto n = static_cast<std::size_t>(devices);
   std::vector<SimTime> busy(n, 0);
   std::vector<SimTime> gathering(n, 0);
+  std::vector<SimTime> lead(n, 0);              // the gather that may overlap the fill
   std::vector<std::optional<SimTime>> fill(n);  // before the device's first stage
   std::vector<SimTime> drain(n, 0);
   SimTime forwards = 0;  // of the stages so far, one micro-batch each
@@ -66,6 +67,7 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
     if (!fill[d]) {
       fill[d] = forwards;
       drain[d] = p.backward_split ? 0 : backwards;
+      if (!p.gathers.empty()) lead[d] = p.gathers[static_cast<std::size_t>(cut[s].first_layer)];
     }
     for (int l = cut[s].first_layer; l <= cut[s].last_layer; ++l) {
       forwards += p.layers[static_cast<std::size_t>(l)].forward;
@@ -74,8 +76,11 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   }
   SimTime floor = 0;
   for (std::size_t d = 0; d < n; ++d) {
-    floor = std::max(
-        floor, fill[d].value_or(0) + std::max(busy[d], gathering[d]) * p.micro_batches + drain[d]);
+    // The device's first gather may run during the fill: it waits for
+    // nothing.
+    const SimTime work =
+        std::max(busy[d] * p.micro_batches, gathering[d] * p.micro_batches - lead[d]);
+    floor = std::max(floor, fill[d].value_or(0) + work + drain[d]);
   }
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
@@ -138,8 +143,11 @@ SimTime least_pipeline_floor(const PartitionProblem& p) {
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
   const StagePrices prices(p);
   const int L = static_cast<int>(p.layers.size());
-  const SimTime all = std::max(prices.compute(0, L - 1), gathered(p, 0, L - 1));
-  SimTime floor = all / devices * p.micro_batches;
+  // Less, per device, the one gather that may overlap its fill (step_floor).
+  const SimTime largest_gather =
+      p.gathers.empty() ? 0 : *std::max_element(p.gathers.begin(), p.gathers.end());
+  SimTime floor = std::max(prices.compute(0, L - 1) / devices * p.micro_batches,
+                           gathered(p, 0, L - 1) / devices * p.micro_batches - largest_gather);
   if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
@@ -662,9 +670,12 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   const StagePrices prices(p);
   const LayerCountBound count(p, prices, stage_devices(p, devices),
                               static_cast<std::size_t>(devices));
-  if (device_capacity) {
+  // With one stage a device the stage-optimal partitioner below holds the
+  // problem's own limit; refuse by that one.
+  const std::optional<Bytes> limit = devices == p.stages ? p.memory_capacity : device_capacity;
+  if (limit) {
     const NoCutFits proof(p, prices, count, devices);
-    if (proof.proven(*device_capacity)) return none_can_fit(p, devices, proof, *device_capacity);
+    if (proof.proven(*limit)) return none_can_fit(p, devices, proof, *limit);
   }
   if (devices == p.stages) return partition_optimal(p);
   PartitionResult best;
@@ -679,8 +690,9 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
       best.bottleneck = score.busiest;
     }
   };
-  // The starts, cheapest first, until the count proves the best one's
-  // busiest time optimal (the others could only tie it).
+  // The starts in turn, until the count proves the best one's busiest time
+  // optimal: the others could only tie it, if with less spread, which the
+  // tie-break then does not see.
   const auto proven = [&] {
     return best_score &&
            count.cannot_place(-1, 0, std::vector<DeviceLoad>(static_cast<std::size_t>(devices)),

@@ -38,12 +38,12 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 // gradient still passes back through those stages (drain: their backwards;
 // none when the backward is split, as its weight part may come last). Under
 // ZeRO-3 (p.gathers) a forward or backward of a stage lasts at least the
-// all-gathers of its layers, which run one after another on the link, so a
-// micro-batch keeps the device at least max(compute, 2 x its layers'
-// gathers). Not the transfers, which may overlap, nor anything else the
-// simulation adds (the rest of the bubble, collectives): those only lengthen
-// the step. Less a nanosecond a layer and micro-batch for the rounding of
-// averaged forwards.
+// all-gathers of its layers, which run one after another on the link, so
+// the M micro-batches keep the device at least max(M x compute, M x 2 x its
+// layers' gathers less the first, which may run during the fill). Not the transfers, which may
+// overlap, nor anything else the simulation adds (the rest of the bubble, collectives): those only
+// lengthen the step. Less a nanosecond a layer and micro-batch for the rounding of averaged
+// forwards.
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices);
 // A floor under step_floor of every cut: where device d runs stage d alone
 // (GPipe, 1F1B, ZB-H1), the least step_floor over every cut, to 2^-24 of it
@@ -66,12 +66,14 @@ SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 //   (sim/layer_count_bound.h).
 // - The local search starts from three cuts (partition_optimal's, which
 //   minimises the slowest stage; the cut of least stage-time variance; the even
-//   split by layer count), or where none of those fits, from the cut of least
-//   peak memory, and moves one stage boundary by one layer
-//   at a time while that lowers (busiest time, sum of squares); where no such move helps, it moves
-//   one layer from a stage of the busiest device to any other device's stage, the stages between
-//   shifting by one layer (up to 128 stages), and starts over. Every step strictly improves that
-//   pair, so it ends. Tests bound it by brute force: within one layer's stage time of the optimum.
+//   split by layer count), each in turn until the count below proves the best
+//   busiest time so far optimal (so the spread tie-break sees only the starts
+//   tried), or where none of those fits, from the cut of least peak memory, and moves one stage
+//   boundary by one layer at a time while that lowers (busiest time, sum of squares); where no such
+//   move helps, it moves one layer from a stage of the busiest device to any other device's stage,
+//   the stages between shifting by one layer (up to 128 stages), and starts over. Every step
+//   strictly improves that pair, so it ends. Tests bound it by brute force: within one layer's
+//   stage time of the optimum.
 // - Then a depth-first search over every cut proves the local search's answer
 //   optimal or finds a better cut. It drops a partial cut when (a) a device's
 //   time reaches the best busiest time so far (a device's time only grows as

@@ -104,16 +104,17 @@ PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cos
   return p;
 }
 
-// Whether the partitioner's cut `cut` of `problem` on `devices` is as good by
-// its objective (the busiest stage or device) as the cut it finds with no
-// memory limit.
+// Whether the partitioner's cut `cut` of `problem` on `devices` is, provably,
+// as good by its objective (the busiest stage or device) as any cut with no
+// memory limit: the count shows no cut is faster, or the search without the
+// limit, carried to its end, finds none.
 bool memory_did_not_bind(PartitionProblem problem, int devices, const PartitionResult& cut,
                          Pass pass) {
   if (no_cut_is_faster(problem, devices, cut.bottleneck)) return true;
   problem.memory_capacity.reset();
   const PartitionResult free =
       partition_devices(problem, devices, std::nullopt, pass.exhaustive_nodes);
-  return free.bottleneck >= cut.bottleneck;
+  return free.exact && free.bottleneck >= cut.bottleneck;
 }
 
 // `threshold`: where set, a candidate whose step_floor gives less throughput

@@ -459,6 +459,12 @@ TEST(LayerCountBound, NeverRefusesACutThatExists) {
       for (int s = 0; s < S; ++s) in.problem.stage_device.push_back(s < S / 2 ? s : S - 1 - s);
     }
     if (trial % 3 == 1) hold_unlike_counts(in, rng);
+    // A split backward, and bytes a parameter that do not round evenly.
+    if (trial % 4 == 2) in.problem.backward_split = true;
+    if (trial % 5 == 3) {
+      in.problem.bytes_per_param = 16.0 / 3.0;
+      if (in.problem.gathered_bytes_per_param > 0.0) in.problem.gathered_bytes_per_param = 2.5;
+    }
     const PartitionProblem& p = in.problem;
     const StagePrices prices(p);
     const auto n = static_cast<std::size_t>(in.devices);

@@ -139,6 +139,7 @@ TEST(Planner, RejectsWhatDoesNotFitAndSaysWhy) {
   const bool named = worst.rejected.rfind(worst.label() + ": stage ", 0) == 0;
   const bool proven = worst.rejected.rfind(worst.label() + ": every cut needs at least ", 0) == 0;
   EXPECT_TRUE(named != proven) << worst.rejected;
+  EXPECT_TRUE(proven) << "the layers' count settles it: " << worst.rejected;
   EXPECT_EQ(worst.memory_needed_at_least, proven);
   EXPECT_NE(worst.rejected.find(" needs "), std::string::npos) << worst.rejected;
   EXPECT_GT(worst.memory_needed, 8000);

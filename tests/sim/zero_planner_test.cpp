@@ -21,6 +21,7 @@
 #include "sim/scenario_io.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
+#include "sim_fixtures.h"
 
 namespace pipescope {
 namespace {
@@ -180,7 +181,8 @@ TEST(ZeroPlanner, ACutSqueezedIntoMemoryStandsForNoOther) {
   req.schedule = ScheduleKind::kZbV;
   req.remat = Remat::kAlways;
   const PlanReport r = run_planner(sc, req);
-  for (const PlanCandidate& c : r.dominated) EXPECT_EQ(c.zero, 3) << c.rejected;  // ZeRO-2 fits
+  ASSERT_FALSE(r.dominated.empty());  // ZeRO-3, where ZeRO-2 fits so
+  for (const PlanCandidate& c : r.dominated) EXPECT_EQ(c.zero, 3) << c.rejected;
   const auto at = [&](int zero) {
     const auto c = std::find_if(r.ranked.begin(), r.ranked.end(),
                                 [&](const PlanCandidate& p) { return p.zero == zero; });
@@ -245,6 +247,43 @@ TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
   }
   EXPECT_GT(checked, 200);
   EXPECT_GT(gathers_set, 40);  // 59 of 860
+}
+
+// A pipeline of two stages under ZeRO-3 over 2 replicas, one micro-batch:
+// stage 0 a layer that computes long and holds one parameter, stage 1 three
+// that compute little and gather much. Device 1's first gather waits for
+// nothing and runs while stage 0 computes, so its step is shorter than the
+// fill and all of its gathers; the floor leaves that gather out and stays
+// under the step, where counting it would not.
+TEST(StepFloor, TheFirstGatherMayRunDuringTheFill) {
+  Scenario sc = testing::uniform_scenario(4, 4, 1.0, 2, 1, false);
+  sc.model.layers[0].fwd_flops = 4e6;
+  sc.model.layers[0].bwd_flops = 8e6;
+  sc.model.layers[0].params = 1;
+  for (int l = 1; l < 4; ++l) sc.model.layers[static_cast<std::size_t>(l)].params = 250000;
+  sc.training.bytes_per_param = 16.0;
+  sc.training.zero = 3;
+  const int K = 2;
+  const int D = 2;
+  const Scenario replica = replica_scenario(sc, K, D);
+  SimConfig config;
+  config.stages = K;
+  config.micro_batches = 1;
+  config.schedule = ScheduleKind::kGpipe;
+  config.remat = Remat::kNever;
+  config.stage_ranges = {{0, 0}, {1, 3}};
+  config.data_parallel = data_parallel_ring(sc.cluster, K, D);
+  config.record_timeline = false;
+  const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+  const SimResult r = simulate(replica, config, *cost);
+  PartitionProblem p =
+      partition_problem(replica, *cost, K, 1, Remat::kNever, ScheduleKind::kGpipe, 1, nullptr);
+  p.gathers = zero_gathers(replica, config.data_parallel);
+  ASSERT_EQ(p.gathers.size(), 4u);
+  const SimTime floor = step_floor(p, *config.stage_ranges, K);
+  EXPECT_LE(floor, r.metrics.step_time);
+  EXPECT_GT(floor + p.gathers[1], r.metrics.step_time) << "the first gather overlaps the fill";
+  EXPECT_LE(step_floor_any_cut(p, K), floor);
 }
 
 // Leaving out what cannot beat the best 16 changes none of them.
