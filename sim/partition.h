@@ -102,7 +102,7 @@ struct PartitionProblem {
   bool backward_split = false;
   // ZeRO-3 (zero_gathers): each layer's all-gather of its weights, which runs
   // before each forward and backward that computes with it; empty otherwise.
-  // The step floors count it (sim/device_partition.h); the cuts do not.
+  // The step floors count it (sim/step_floor.h); the cuts do not.
   std::vector<SimTime> gathers;
   std::optional<Bytes> memory_capacity;  // none: no memory limit
   // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).

@@ -14,6 +14,7 @@
 #include "sim/parallel.h"
 #include "sim/plan.h"
 #include "sim/plan_candidates.h"
+#include "sim/step_floor.h"
 
 namespace pipescope {
 

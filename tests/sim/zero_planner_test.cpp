@@ -21,6 +21,7 @@
 #include "sim/scenario_io.h"
 #include "sim/schedule.h"
 #include "sim/simulator.h"
+#include "sim/step_floor.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {
