@@ -78,6 +78,8 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 // memory limit): false says nothing.
 bool no_cut_is_faster(const PartitionProblem& p, int devices, SimTime busiest);
 
+// With one stage a device (devices == p.stages) the cut is partition_optimal's
+// under p.memory_capacity, and `device_capacity` is not read.
 inline constexpr long kMaxExhaustiveNodes = 200000;
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
                                   std::optional<Bytes> device_capacity,

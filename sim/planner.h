@@ -97,7 +97,8 @@ struct PlanReport {
   // Candidates that fit but were not simulated: the same shape fits with
   // remat off, which recomputes nothing, or at a lower ZeRO stage, on a cut
   // that memory did not shape (PlanCandidate::cut_unbound), so they cannot be
-  // faster (their `rejected` says so).
+  // faster; or, at ZeRO-3, a lower stage fits so, which the planner prefers
+  // (sim/plan_candidates.cpp, zero_choices). Their `rejected` says which.
   std::vector<PlanCandidate> dominated;
   // Candidates not simulated because a floor under their step shows they
   // cannot beat the PlanRequest::exact_top-th best plan (their `rejected`

@@ -408,6 +408,20 @@ TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
   }
   EXPECT_EQ(next, figures.size());
   EXPECT_EQ(report.failed(), 0);
+  // The targets docs/validation.md states, met: the suite's median |error|
+  // within 10 %, and so that of the runs of three-dimensional training
+  // (tensor, pipeline and data parallelism) alone.
+  EXPECT_LE(median_abs_error(report, "gpu"), 0.10);
+  ValidationReport three_d;
+  for (const PaperFigure& f : report.figures) {
+    const std::string from = publication_of(f.source);
+    for (const char* p : {"Narayanan et al. 2021", "Korthikanti et al. 2022", "BigScience 2022",
+                          "Smith et al. 2022", "NVIDIA 2024"}) {
+      if (from == p) three_d.figures.push_back(f);
+    }
+  }
+  EXPECT_EQ(three_d.figures.size(), 46u);
+  EXPECT_LE(median_abs_error(three_d, "gpu"), 0.10);
 }
 
 }  // namespace
