@@ -262,27 +262,18 @@ SeenTable& seen_table() {
   return table;
 }
 
-// The device of each stage.
-std::vector<std::size_t> stage_devices(const PartitionProblem& p, int devices) {
-  std::vector<std::size_t> out;
-  for (int s = 0; s < p.stages; ++s) {
-    out.push_back(device_of_stage(p, static_cast<std::size_t>(s), devices));
-  }
-  return out;
-}
-
 // Every cut, depth first, pruned as partition_devices describes: exact, unless
 // it would visit more than `max_nodes` partial cuts (then it gives up and
 // returns false, and the local search's cut stands).
 
 class Exhaustive {
  public:
-  Exhaustive(const PartitionProblem& p, const LayerCountBound& count, int devices,
-             std::optional<Bytes> capacity, std::vector<StageRange> incumbent,
+  Exhaustive(const PartitionProblem& p, const StagePrices& prices, const LayerCountBound& count,
+             int devices, std::optional<Bytes> capacity, std::vector<StageRange> incumbent,
              SimTime incumbent_time, long max_nodes)
       : max_nodes_(max_nodes),
         problem_(p),
-        prices_(p),
+        prices_(prices),
         count_bound_(count),
         layers_(static_cast<int>(p.layers.size())),
         stages_(p.stages),
@@ -451,7 +442,7 @@ class Exhaustive {
 
   long max_nodes_;
   const PartitionProblem& problem_;
-  StagePrices prices_;
+  const StagePrices& prices_;
   const LayerCountBound& count_bound_;
   int layers_;
   int stages_;
@@ -540,19 +531,19 @@ PartitionResult none_can_fit(const PartitionProblem& p, int devices, const NoCut
 bool no_cut_is_faster(const PartitionProblem& p, int devices, SimTime busiest) {
   const StagePrices prices(p);
   const auto n = static_cast<std::size_t>(devices);
-  const LayerCountBound count(p, prices, stage_devices(p, devices), n);
+  const LayerCountBound count(p, prices, devices);
   return count.cannot_place(-1, 0, std::vector<DeviceLoad>(n), busiest, std::nullopt);
 }
 
 PartitionResult partition_devices(const PartitionProblem& p, int devices,
                                   std::optional<Bytes> device_capacity, long max_exhaustive_nodes) {
   PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
-  const StagePrices prices(p);
-  const LayerCountBound count(p, prices, stage_devices(p, devices),
-                              static_cast<std::size_t>(devices));
   // With one stage a device the stage-optimal partitioner below holds the
   // problem's own limit; refuse by that one.
   const std::optional<Bytes> limit = devices == p.stages ? p.memory_capacity : device_capacity;
+  if (devices == p.stages && !limit) return partition_optimal(p);
+  const StagePrices prices(p);
+  const LayerCountBound count(p, prices, devices);
   if (limit) {
     const NoCutFits proof(p, prices, count, devices);
     if (proof.proven(*limit)) return none_can_fit(p, devices, proof, *limit);
@@ -597,7 +588,7 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   // search evens out the other devices without touching the busiest time. A
   // search cut short still offers the best cut it found.
   const SimTime incumbent = best_score ? best_score->busiest : std::numeric_limits<SimTime>::max();
-  Exhaustive exhaustive(p, count, devices, device_capacity, best.stages, incumbent,
+  Exhaustive exhaustive(p, prices, count, devices, device_capacity, best.stages, incumbent,
                         max_exhaustive_nodes);
   const bool exact = exhaustive.run();
   if (exhaustive.best_time() < incumbent) {

@@ -23,12 +23,17 @@ std::vector<T> sorted(std::vector<T> values) {
 }  // namespace
 
 LayerCountBound::LayerCountBound(const PartitionProblem& p, const StagePrices& prices,
-                                 const std::vector<std::size_t>& stage_device, std::size_t devices)
-    : devices_(devices),
-      future_(static_cast<std::size_t>(p.stages + 1) * devices, 0),
+                                 int device_count)
+    : devices_(static_cast<std::size_t>(device_count)),
+      future_(static_cast<std::size_t>(p.stages + 1) * devices_, 0),
       held_future_(future_.size(), 0),
-      first_device_(stage_device.front()),
-      last_device_(stage_device.back()) {
+      first_device_(device_of_stage(p, 0, device_count)),
+      last_device_(device_of_stage(p, static_cast<std::size_t>(p.stages - 1), device_count)) {
+  const std::size_t devices = devices_;
+  std::vector<std::size_t> stage_device;
+  for (int s = 0; s < p.stages; ++s) {
+    stage_device.push_back(device_of_stage(p, static_cast<std::size_t>(s), device_count));
+  }
   const int L = static_cast<int>(p.layers.size());
   // Each device's fewest micro-batches of each kind over its stages.
   std::vector<std::optional<StashCount>> fewest(devices);

@@ -41,9 +41,8 @@ namespace pipescope {
 
 class LayerCountBound {
  public:
-  // stage_device: the device of each of p.stages stages, `devices` in all.
-  LayerCountBound(const PartitionProblem& p, const StagePrices& prices,
-                  const std::vector<std::size_t>& stage_device, std::size_t devices);
+  // p's stages on `devices` devices (device_of_stage).
+  LayerCountBound(const PartitionProblem& p, const StagePrices& prices, int devices);
 
   // Whether layers [first, end) cannot go to the stages after `stage` (-1:
   // every stage) with each device, from `loads`, ending below `below` in time

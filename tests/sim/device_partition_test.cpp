@@ -384,14 +384,6 @@ PartitionProblem blocks_and_head(int blocks, int devices) {
   return p;
 }
 
-std::vector<std::size_t> devices_of(const PartitionProblem& p, int devices) {
-  std::vector<std::size_t> out;
-  for (int s = 0; s < p.stages; ++s) {
-    out.push_back(device_of_stage(p, static_cast<std::size_t>(s), devices));
-  }
-  return out;
-}
-
 // 24 blocks and the head on 4 devices, counted by hand. In time: below 637
 // (6 blocks and the head) the head's device has 636 - 37 for blocks, room
 // for 5, the others 6 each: 23 < 24, no cut; below 638, 6 each: 24. In
@@ -404,7 +396,7 @@ TEST(LayerCountBound, CountsWholeBlocksByHand) {
   const StagePrices prices(p);
   EXPECT_EQ(prices.layer_memory_floor(0), 2 * 100 - 1 + 4 * 10);
   EXPECT_EQ(prices.layer_memory_floor(24), 2 * 50 - 1 + 4 * 5);
-  const LayerCountBound bound(p, prices, devices_of(p, 4), 4);
+  const LayerCountBound bound(p, prices, 4);
   const std::vector<DeviceLoad> none(4);
   EXPECT_TRUE(bound.cannot_place(-1, 0, none, SimTime{637}, std::nullopt));
   EXPECT_FALSE(bound.cannot_place(-1, 0, none, SimTime{638}, std::nullopt));
@@ -429,7 +421,7 @@ TEST(LayerCountBound, CountsWholeBlocksByHand) {
     pipeline.stage_held.push_back({held, 0, 0});
   }
   const StagePrices pipeline_prices(pipeline);
-  const LayerCountBound by_device(pipeline, pipeline_prices, devices_of(pipeline, 4), 4);
+  const LayerCountBound by_device(pipeline, pipeline_prices, 4);
   EXPECT_EQ(by_device.least_capacity(), 1434);
   // Part-way: stage 0 took 3 blocks on device 0, which has one stage to
   // come; 21 blocks are left. Below 637 device 0 has room for 3 more, the
@@ -468,7 +460,7 @@ TEST(LayerCountBound, NeverRefusesACutThatExists) {
     const PartitionProblem& p = in.problem;
     const StagePrices prices(p);
     const auto n = static_cast<std::size_t>(in.devices);
-    const LayerCountBound bound(p, prices, devices_of(p, in.devices), n);
+    const LayerCountBound bound(p, prices, in.devices);
     for_each_cut(
         static_cast<int>(p.layers.size()), p.stages, [&](const std::vector<StageRange>& cut) {
           const std::vector<DeviceLoad> final = device_loads(p, cut, in.devices);
