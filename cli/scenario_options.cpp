@@ -30,6 +30,15 @@ void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--seq-len", o.seq_len,
                  "Sequence length for --hf-config (default: its max_position_embeddings)")
       ->check(positive_number());
+  std::vector<std::string> frameworks;
+  for (const Framework& f : framework_profiles()) frameworks.push_back(f.name);
+  cmd.add_option("--framework", o.framework,
+                 "The training framework that runs the job, as training.framework says: what "
+                 "its host pays per kernel, when it synchronises, what it fuses, overlaps and "
+                 "reduces in fp32 (" +
+                     framework_names() + "; default: training.framework, else " +
+                     kDefaultGpuFramework + " on GPUs and " + kIdealFramework + " elsewhere)")
+      ->check(CLI::IsMember(frameworks));
 }
 
 CLI::Validator positive_number() {
@@ -210,6 +219,13 @@ void apply_field_flag(nlohmann::json& doc, const FieldFlag& f) {
   }
 }
 
+// The command's field flags and --framework.
+std::vector<FieldFlag> flags_of(const ScenarioOptions& o) {
+  std::vector<FieldFlag> out = o.field_flags;
+  if (o.framework) out.push_back({"--framework " + *o.framework, "framework", *o.framework});
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json load_document(const ScenarioOptions& o) {
@@ -226,7 +242,7 @@ nlohmann::json load_document(const ScenarioOptions& o) {
     doc["model"] = transformer_model_json(read_hf_config(config, o.seq_len), name);
   }
   for (const std::string& assignment : o.overrides) apply_override(doc, assignment, o.file);
-  for (const FieldFlag& f : o.field_flags) apply_field_flag(doc, f);
+  for (const FieldFlag& f : flags_of(o)) apply_field_flag(doc, f);
   return doc;
 }
 
@@ -236,7 +252,7 @@ Scenario load(const ScenarioOptions& o, const nlohmann::json& doc) {
     scenario = o.hf_config ? parse_scenario_with_hf_model(doc, o.file, *o.hf_config, o.overrides)
                            : parse_scenario(doc, o.file);
   } catch (const ScenarioError& e) {
-    for (const FieldFlag& f : o.field_flags) {
+    for (const FieldFlag& f : flags_of(o)) {
       if (f.value && e.file() == o.file && e.json_path() == "training." + f.key) {
         throw ScenarioError::in_flag(o.file, e.json_path(), f.flag, e.message());
       }

@@ -37,10 +37,12 @@ struct ScenarioOptions {
   std::optional<std::int64_t> seq_len;
   // analytic, kernels, a cost-model file or a profile; only where add_cost_model_option
   std::optional<std::string> cost_model;
+  std::optional<std::string> framework;  // --framework: training.framework
 };
 
 void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
-// --set, --hf-config and --seq-len alone, for a command whose scenario is optional.
+// --set, --hf-config, --seq-len and --framework alone, for a command whose
+// scenario is optional.
 void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o);
 // --cost-model analytic|kernels|FILE (a cost-model file or a profile), for the
 // commands that time steps (simulate, plan, sweep); see apply_cost_model_argument

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,10 +61,17 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
     out << "Profile    layer times, optimizer and transport measured on " << c.profile->machine
         << " (" << c.profile->backend << ")\n";
   }
+  const Framework& fw = sc.training.framework;
+  if (fw.name != kIdealFramework) {
+    const std::optional<Framework> profile = find_framework(fw.name);
+    out << "Framework  " << fw.name << (profile && *profile == fw ? "" : " (fields overridden)")
+        << ": " << framework_description(fw.name) << "\n";
+  }
   const bool split_cuts = c.p2p_split && c.tensor_parallel > 1 && !m.sequence_parallel;
-  if (r.stages > 1 && (c.p2p == P2pMode::kBlocking || split_cuts)) {
+  const P2pMode p2p = c.p2p_mode(r.chunks > 1);
+  if (r.stages > 1 && (p2p == P2pMode::kBlocking || split_cuts)) {
     out << "Sends      "
-        << (c.p2p == P2pMode::kBlocking
+        << (p2p == P2pMode::kBlocking
                 ? "blocking: a stage computes nothing until its send has arrived"
                 : "overlapped with compute")
         << (split_cuts ? "; each device sends 1/T of a cut, the next group all-gathers it" : "")

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -15,11 +16,13 @@
 #include "cli/bundled_scenarios.h"
 #include "cli/error_line.h"
 #include "cli/progress.h"
+#include "sim/calibration.h"
 #include "sim/file_io.h"
 #include "sim/format.h"
 #include "sim/gpipe_validation.h"
 #include "sim/gpu_validation.h"
 #include "sim/json_reader.h"
+#include "sim/leave_one_out.h"
 #include "sim/scenario_io.h"
 
 namespace pipescope::cli {
@@ -37,6 +40,10 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& o) {
                   "Folder of GPU validation cases, every *.json in it (default: the copies of "
                   "scenarios/validation/ built into the program)");
   cmd->add_flag("--json", o.json, "Print the figures as JSON");
+  cmd->add_flag("--leave-one-out", o.leave_one_out,
+                "Also fit the kernel tables' efficiencies and per-kernel cost on every source "
+                "of the GPU suite but one and predict that one, for each source (about twenty "
+                "simulations of the suite a source)");
   return cmd;
 }
 
@@ -158,17 +165,85 @@ std::string figure_text(double v) {
   return format_fixed(v, a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : 3);
 }
 
-// Median |error| of each publication's figures of `table`, when there are
-// several.
+int publication_width(const std::vector<std::string>& publications) {
+  int width = 6;
+  for (const std::string& p : publications) width = std::max(width, static_cast<int>(p.size()));
+  return width;
+}
+
+// Each publication's figures of `table`: how many, their median |error|, how
+// much faster the simulation is on average, the worst; then the headline,
+// the median of the publications' medians.
 void print_source_medians(const ValidationReport& report, const std::string& table) {
   const std::vector<SourceMedian> sources = median_abs_error_by_source(report, table);
-  if (sources.size() < 2) return;
-  std::printf("by source:");
-  for (std::size_t i = 0; i < sources.size(); ++i) {
-    std::printf("%s %s %.1f %% (%zu)", i == 0 ? "" : ";", sources[i].publication.c_str(),
-                sources[i].median_abs_error * 100, sources[i].figures);
+  if (sources.empty()) return;
+  std::vector<std::string> names;
+  for (const SourceMedian& m : sources) names.push_back(m.publication);
+  const int width = publication_width(names);
+  const bool memory = table == "gpu-memory";
+  std::printf("\n%-*s %5s %15s %13s   %s\n", width, "source", "cases", "median |error|",
+              memory ? "mean error" : "mean faster", "worst");
+  for (const SourceMedian& m : sources) {
+    std::printf("%-*s %5zu %13.1f %% %11s   %s %s\n", width, m.publication.c_str(), m.figures,
+                m.median_abs_error * 100, signed_percent(m.mean_faster).c_str(), m.worst.c_str(),
+                signed_percent(m.worst_error).c_str());
   }
-  std::printf("\n");
+  std::printf("median of the %zu sources' medians: %.1f %%\n", sources.size(),
+              median_of_source_medians(sources) * 100);
+}
+
+void print_leave_one_out(const LeaveOneOutReport& loo) {
+  std::string names;
+  for (const CalibrationParameter* p : loo.parameters)
+    names += (names.empty() ? "" : ", ") + p->name;
+  std::vector<std::string> publications;
+  for (const LeftOut& s : loo.sources) publications.push_back(s.publication);
+  const int width = publication_width(publications);
+  std::printf(
+      "Leave one source out: %s fitted on every other source (one factor each on every "
+      "device's table), then the source's cases simulated with them (docs/validation.md: "
+      "\"Leave one source out\")\n",
+      names.c_str());
+  std::printf("%-*s %5s %10s %10s %12s   factors\n", width, "source", "cases", "suite", "left out",
+              "mean faster");
+  for (const LeftOut& s : loo.sources) {
+    std::string factors;
+    for (const double f : s.factors) factors += (factors.empty() ? "" : " ") + format_fixed(f, 3);
+    std::printf("%-*s %5zu %8.1f %% %8.1f %% %12s   %s\n", width, s.publication.c_str(), s.cases,
+                s.suite_median_abs_error * 100, s.median_abs_error * 100,
+                signed_percent(s.mean_faster).c_str(), factors.c_str());
+  }
+  std::printf("median of the left-out medians: %.1f %%\n\n", loo.median * 100);
+}
+
+nlohmann::json sources_json(const ValidationReport& report, const std::string& table) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SourceMedian& m : median_abs_error_by_source(report, table)) {
+    out.push_back({{"publication", m.publication},
+                   {"cases", m.figures},
+                   {"median_abs_error", m.median_abs_error},
+                   {"mean_faster_error", m.mean_faster},
+                   {"worst_case", m.worst},
+                   {"worst_error", m.worst_error}});
+  }
+  return out;
+}
+
+nlohmann::json leave_one_out_json(const LeaveOneOutReport& loo) {
+  nlohmann::json sources = nlohmann::json::array();
+  for (const LeftOut& s : loo.sources) {
+    nlohmann::json factors = nlohmann::json::object();
+    for (std::size_t j = 0; j < loo.parameters.size(); ++j) {
+      factors[loo.parameters[j]->name] = s.factors[j];
+    }
+    sources.push_back({{"publication", s.publication},
+                       {"cases", s.cases},
+                       {"suite_median_abs_error", s.suite_median_abs_error},
+                       {"median_abs_error", s.median_abs_error},
+                       {"mean_faster_error", s.mean_faster},
+                       {"factors", factors}});
+  }
+  return {{"sources", sources}, {"median", loo.median}};
 }
 
 void print_gpu_table(const ValidationReport& report, const std::string& table, const char* title) {
@@ -197,13 +272,13 @@ void print_gpu_table(const ValidationReport& report, const std::string& table, c
                 f.fits.value_or(true) ? "" : " !");
   }
   std::printf(
-      "median |error| %.1f %% over %d cases; %d within tolerance, %d outside with the "
-      "cause stated (gap*), %d outside without\n",
-      median_abs_error(report, table) * 100, cases, cases - gaps - outside, gaps, outside);
+      "%d cases: %d within tolerance, %d outside with the cause stated (gap*), %d outside "
+      "without; median |error| over every case %.1f %%\n",
+      cases, cases - gaps - outside, gaps, outside, median_abs_error(report, table) * 100);
   print_source_medians(report, table);
 }
 
-void print_gpu_suite(const ValidationReport& report) {
+void print_gpu_suite(const ValidationReport& report, const std::optional<LeaveOneOutReport>& loo) {
   print_gpu_table(report, "gpu", "Published GPU measurements");
   // Each stated cause once, after the cases it explains.
   std::vector<std::pair<std::string, std::string>> causes;  // (cases, gap)
@@ -228,6 +303,12 @@ void print_gpu_suite(const ValidationReport& report) {
         "suite\"); its simulated time does not depend on that\n");
   }
   std::printf("\n");
+  if (loo) {
+    print_leave_one_out(*loo);
+  } else {
+    std::printf(
+        "(--leave-one-out: each source predicted by the kernel tables fitted on the others)\n\n");
+  }
   const bool any_memory = std::any_of(report.figures.begin(), report.figures.end(),
                                       [](const auto& f) { return f.table == "gpu-memory"; });
   if (any_memory) {
@@ -258,13 +339,24 @@ int run_validate(const ValidateOptions& o) {
     std::vector<PaperFigure> gpu = validate_gpu(gpu_cases, in.progress);
     report.figures.insert(report.figures.end(), gpu.begin(), gpu.end());
   }
+  std::optional<LeaveOneOutReport> loo;
+  if (o.leave_one_out) {
+    ProgressBar bar("leave one source out");
+    loo = leave_one_source_out(gpu_cases, default_fit(), [&](std::size_t done, std::size_t total) {
+      bar.update(done, total);
+    });
+  }
 
   if (o.json) {
     nlohmann::json j = validation_json(report);
     j["scenarios"] = {transformer.label, amoebanet.label};
     j["gpu_scenarios"] = gpu_labels;
     j["gpu_median_abs_error"] = median_abs_error(report, "gpu");
+    j["gpu_sources"] = sources_json(report, "gpu");
+    j["gpu_source_median"] = median_of_source_medians(median_abs_error_by_source(report, "gpu"));
+    if (loo) j["leave_one_source_out"] = leave_one_out_json(*loo);
     j["gpu_memory_median_abs_error"] = median_abs_error(report, "gpu-memory");
+    j["gpu_memory_sources"] = sources_json(report, "gpu-memory");
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("The GPipe paper (Huang et al. 2019) beside the simulation\nscenarios: %s, %s\n",
@@ -288,7 +380,7 @@ int run_validate(const ValidateOptions& o) {
       std::printf("  %s %.0f (%.0f)", s.figure.c_str(), s.simulated, s.paper);
     }
     std::printf("\n\n");
-    print_gpu_suite(report);
+    print_gpu_suite(report, loo);
     for (const PaperFigure& f : report.figures) {
       if (!f.gap.empty() && f.table != "gpu" && f.table != "gpu-memory") {
         std::printf("* gap: %s (docs/validation.md: \"How close is the simulator?\")\n",

@@ -18,6 +18,9 @@ struct ValidateOptions {
   // into the program.
   std::optional<std::string> gpu_scenarios;
   bool json = false;
+  // Fit the kernel tables on every source of the GPU suite but one and
+  // predict that one (sim/leave_one_out.h), for each source.
+  bool leave_one_out = false;
 };
 
 CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options);

@@ -56,8 +56,13 @@ std::optional<CostModelKind> parse_cost_model_kind(std::string_view name) {
   return std::nullopt;
 }
 
-double Cluster::achievable_fraction() const {
-  return cost_model == CostModelKind::kKernels && !profile ? device.kernels.link_efficiency : 1.0;
+double Cluster::achievable_fraction(bool network) const {
+  if (!nccl()) return 1.0;
+  return network ? device.kernels.network_efficiency : device.kernels.link_efficiency;
+}
+
+bool Cluster::nccl() const {
+  return cost_model == CostModelKind::kKernels && !profile;
 }
 
 std::int64_t Cluster::link_count() const {
@@ -162,7 +167,7 @@ std::vector<Hop> Cluster::physical_route(int src, int dst) const {
   if (uses_graph()) {
     PS_CHECK(graph != nullptr && graph->devices() >= n, "a graph topology needs build_topology()");
     hops = graph->route(src, dst);
-    for (Hop& h : hops) h.bandwidth *= achievable_fraction();
+    for (Hop& h : hops) h.bandwidth *= achievable_fraction(h.network);
     return hops;
   }
   const auto hop = [&](std::int64_t link) {

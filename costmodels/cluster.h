@@ -22,6 +22,7 @@ struct Hop {
   std::int64_t link = 0;   // index of the directed link, < Cluster::link_count()
   double bandwidth = 0.0;  // bytes/s
   double latency_s = 0.0;
+  bool network = false;  // a NIC's link between nodes (the nodes topology)
 };
 
 struct Profile;  // costmodels/profile.h
@@ -63,6 +64,10 @@ struct Cluster {
   int tensor_parallel = 1;
   RankOrder rank_order = RankOrder::kTpPpDp;
   P2pMode p2p = P2pMode::kOverlapped;
+  // The same in schedules of several chunks a device (interleaved), where
+  // frameworks may exchange otherwise (Megatron-Core overlaps them).
+  P2pMode p2p_interleaved = P2pMode::kOverlapped;
+  P2pMode p2p_mode(bool chunked) const { return chunked ? p2p_interleaved : p2p; }
   // Under tensor parallelism, where every device of a group holds a cut's
   // whole tensor (no sequence parallelism): each sends 1 / T of it and the
   // receiving group all-gathers it (Megatron-LM's scatter-gather of pipeline
@@ -138,9 +143,13 @@ struct Cluster {
   // A short name for a directed link, for traces ("0->1", "2->host", "host->3").
   std::string link_name(std::int64_t link) const;
   // The share of a link's peak bandwidth a copy achieves: the kernel table's
-  // link_efficiency under the kernels model, 1 otherwise (the analytic model's
-  // links run at peak; a profile's transport is measured).
-  double achievable_fraction() const;
+  // link_efficiency (network_efficiency for a NIC's link between nodes) under
+  // the kernels model, 1 otherwise (the analytic model's links run at peak; a
+  // profile's transport is measured).
+  double achievable_fraction(bool network = false) const;
+  // Whether collectives run as NCCL runs them (costmodels/collective.h): GPUs
+  // costed kernel by kernel.
+  bool nccl() const;
   // Whether the topology is routed on `graph`.
   bool uses_graph() const;
 };

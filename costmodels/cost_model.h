@@ -25,6 +25,13 @@ struct OpTimes {
   SimTime recompute = 0;
   SimTime input = 0;  // input_grad
   SimTime core = 0;   // core_recompute
+  // What the host spends launching the forward's (and a recompute's), the
+  // backward's and its weight gradients' kernels (the kernel-level model
+  // with a framework that pays per launch; 0 otherwise). Where it exceeds
+  // the device's time the device waits for the host (sim/host_dispatch.h).
+  SimTime host_forward = 0;
+  SimTime host_backward = 0;
+  SimTime host_weight = 0;
 };
 
 class CostModel {

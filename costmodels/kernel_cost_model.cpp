@@ -70,10 +70,13 @@ double memory_seconds(const KernelTable& t, double mem_bandwidth, double bytes) 
   return bytes / (mem_bandwidth * t.memory_efficiency);
 }
 
-KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable& t,
+KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable& table,
                          double gemm_peak, double attention_peak, double mem_bandwidth,
-                         Bytes element_bytes) {
+                         Bytes element_bytes, bool fp8) {
   KernelTimes out;
+  const bool in_fp8 = fp8 && kn.kind == Kernel::Kind::kGemm && kn.has_weight;
+  KernelTable t = table;
+  if (in_fp8 && t.fp8_gemm_efficiency > 0.0) t.gemm_efficiency = t.fp8_gemm_efficiency;
   const double launch = t.kernel_overhead_s;
   switch (kn.kind) {
     case Kernel::Kind::kGemm: {
@@ -103,31 +106,56 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
       const double weight_grad = gemm(kn.k, kn.n, m);                          // dW = X^T . dY
       out.backward = input_grad + weight_grad;
       out.weight = kn.has_weight ? weight_grad : 0.0;
+      out.backward_launches = 2;
+      out.weight_launches = kn.has_weight ? 1 : 0;
+      if (in_fp8) {
+        // Transformer Engine casts the GEMM's input to FP8, with the transpose
+        // the weight gradient reads, and in the backward the output gradient
+        // likewise (its cast_transpose kernels): a pass reading e and writing
+        // 2 bytes per element, each its own kernel.
+        const double fp8_bytes = static_cast<double>(element_bytes) + 2.0;
+        out.forward += launch + memory_seconds(t, mem_bandwidth, f64(m) * f64(kn.k) * fp8_bytes);
+        out.backward += launch + memory_seconds(t, mem_bandwidth, f64(m) * f64(kn.n) * fp8_bytes);
+        out.forward_launches += 1;
+        out.backward_launches += 1;
+      }
       break;
     }
-    case Kernel::Kind::kMemory:
-      out.forward = launch + memory_seconds(t, mem_bandwidth, f64(kn.bytes) * f64(batch));
+    case Kernel::Kind::kMemory: {
+      const int bwd_launches = kn.bwd_bytes > 0 ? std::max(1, kn.bwd_launches) : 0;
+      out.forward =
+          kn.launches * launch + memory_seconds(t, mem_bandwidth, f64(kn.bytes) * f64(batch));
       if (kn.bwd_bytes > 0) {
-        out.backward = launch + memory_seconds(t, mem_bandwidth, f64(kn.bwd_bytes) * f64(batch));
+        out.backward = bwd_launches * launch +
+                       memory_seconds(t, mem_bandwidth, f64(kn.bwd_bytes) * f64(batch));
       }
-      if (kn.backward_is_weight_grad) out.weight = out.backward;
+      out.backward_launches = bwd_launches;
+      if (kn.backward_is_weight_grad) {
+        out.weight = out.backward;
+        out.weight_launches = bwd_launches;
+      }
       break;
+    }
     case Kernel::Kind::kAttention: {
       const double flops = 4.0 * f64(kn.seq) * f64(kn.seq) * f64(kn.head_dim) *
                            f64(kn.batch_count) * f64(batch) * (kn.causal ? 0.5 : 1.0);
       out.forward = launch + flops / (attention_peak * t.attention_fwd_efficiency);
       out.backward =
           launch + kAttentionBackwardFlops * flops / (attention_peak * t.attention_bwd_efficiency);
+      out.backward_launches = 1;
       break;
     }
   }
+  out.forward_launches += kn.launches;
   return out;
 }
 
-KernelCostModel::KernelCostModel(Device device, DType dtype, bool fp8, double bytes_per_param)
+KernelCostModel::KernelCostModel(Device device, DType dtype, bool fp8, double bytes_per_param,
+                                 Framework framework)
     : device_(std::move(device)),
       dtype_(dtype),
       fp8_(fp8),
+      framework_(std::move(framework)),
       fallback_(device_, dtype, bytes_per_param),
       bytes_per_param_(bytes_per_param) {
   const KernelTable& t = device_.kernels;
@@ -145,23 +173,61 @@ std::string_view KernelCostModel::description() const {
 }
 
 OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) const {
-  const KernelTable& t = device_.kernels;
+  KernelTable t = device_.kernels;
+  if (framework_.flash_attention_2 && t.fa2_attention_fwd_efficiency > 0.0) {
+    t.attention_fwd_efficiency = t.fa2_attention_fwd_efficiency;
+    t.attention_bwd_efficiency = t.fa2_attention_bwd_efficiency;
+  }
   const double peak = device_.peak_flops(dtype_);
   const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
   double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0;
+  int fwd_launches = 0, bwd_launches = 0, w_launches = 0;
+  std::int64_t weighted_gemms = 0;
   for (const Kernel& k : *layer.kernels) {
-    const KernelTimes kt =
-        kernel_times(k, batch, t, gemm_peak, peak, device_.mem_bandwidth, dtype_bytes(dtype_));
+    const KernelTimes kt = kernel_times(k, batch, t, gemm_peak, peak, device_.mem_bandwidth,
+                                        dtype_bytes(dtype_), fp8_);
     fwd += kt.forward;
     bwd += kt.backward;
     w += kt.weight;
+    fwd_launches += kt.forward_launches;
+    bwd_launches += kt.backward_launches;
+    w_launches += kt.weight_launches;
     if (k.attention_core) core += kt.forward;
+    if (k.kind == Kernel::Kind::kGemm && k.has_weight) ++weighted_gemms;
+  }
+  // The weight gradients' accumulation into fp32 ones, part of W: a cast and
+  // an add for each weight and bias.
+  if (const double acc = accumulation_seconds(layer, weighted_gemms); acc > 0.0) {
+    bwd += acc;
+    w += acc;
+    bwd_launches += static_cast<int>(4 * weighted_gemms);
+    w_launches += static_cast<int>(4 * weighted_gemms);
   }
   // A forward keeps or drops its stash at the same cost; a recompute is a forward.
   const SimTime forward = seconds_to_simtime(fwd);
   const SimTime backward = seconds_to_simtime(bwd);
   const SimTime weight = seconds_to_simtime(w);
-  return {forward, forward, backward, weight, forward, backward - weight, seconds_to_simtime(core)};
+  const double host = framework_.host_launch_s;
+  OpTimes out{
+      forward, forward, backward, weight, forward, backward - weight, seconds_to_simtime(core)};
+  out.host_forward = seconds_to_simtime(host * fwd_launches);
+  out.host_backward = seconds_to_simtime(host * bwd_launches);
+  out.host_weight = seconds_to_simtime(host * w_launches);
+  return out;
+}
+
+double KernelCostModel::accumulation_seconds(const LayerSpec& layer,
+                                             std::int64_t weighted_gemms) const {
+  // Only bf16 runs accumulate into fp32 copies: fp16 ones keep their fp16
+  // gradients until the step (costmodels/framework.h, fp32_grads).
+  if (framework_.grad_accumulation_bytes <= 0.0 || !framework_.fp32_grads ||
+      dtype_ != DType::kBf16 || layer.params == 0 || weighted_gemms == 0) {
+    return 0.0;
+  }
+  const KernelTable& t = device_.kernels;
+  return memory_seconds(t, device_.mem_bandwidth,
+                        framework_.grad_accumulation_bytes * f64(layer.params)) +
+         f64(4 * weighted_gemms) * t.kernel_overhead_s;
 }
 
 OpTimes KernelCostModel::times(const LayerSpec& layer, std::int64_t batch) const {
@@ -207,13 +273,18 @@ SimTime KernelCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch)
 }
 
 // The optimizer reads and writes weights, gradients and state once: a
-// memory-bound pass over 2 * params * bytes_per_param bytes, as one fused kernel.
+// memory-bound pass over 2 * params * bytes_per_param bytes, as one fused
+// kernel; then the framework's other passes over the gradients
+// (Framework::step_grad_pass_bytes, counted for fp32 gradients, half for
+// 16-bit ones).
 SimTime KernelCostModel::optimizer_step(std::int64_t params) const {
   if (params == 0) return 0;
   const KernelTable& t = device_.kernels;
+  const bool fp32_grads = !is_16bit(dtype_) || framework_.fp32_grads;
+  const double passes = framework_.step_grad_pass_bytes * (fp32_grads ? 1.0 : 0.5);
   return seconds_to_simtime(
       t.kernel_overhead_s +
-      memory_seconds(t, device_.mem_bandwidth, 2.0 * f64(params) * bytes_per_param_));
+      memory_seconds(t, device_.mem_bandwidth, (2.0 * bytes_per_param_ + passes) * f64(params)));
 }
 
 }  // namespace pipescope

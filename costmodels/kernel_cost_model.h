@@ -35,6 +35,7 @@
 
 #include "costmodels/cost_model.h"
 #include "costmodels/device.h"
+#include "costmodels/framework.h"
 #include "costmodels/model.h"
 
 namespace pipescope {
@@ -44,6 +45,11 @@ struct KernelTimes {
   double forward = 0.0;
   double backward = 0.0;  // input and weight gradients together
   double weight = 0.0;    // the weight-gradient part of backward
+  // Kernels the host launches for the forward, the backward and its weight
+  // gradients (Kernel::launches).
+  int forward_launches = 0;
+  int backward_launches = 0;
+  int weight_launches = 0;
 };
 
 // The cost terms, public so tests can check each against a hand computation.
@@ -57,16 +63,21 @@ double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Byt
 double winograd_seconds(const KernelTable& t, double peak, double mem_bandwidth,
                         Bytes element_bytes, std::int64_t tiles, std::int64_t n, std::int64_t k);
 double memory_seconds(const KernelTable& t, double mem_bandwidth, double bytes);
+// `fp8`: the GEMMs with a weight run in FP8 (at gemm_peak, the FP8 peak, and
+// the table's fp8_gemm_efficiency), with Transformer Engine's casts.
 KernelTimes kernel_times(const Kernel& kernel, std::int64_t batch, const KernelTable& t,
                          double gemm_peak, double attention_peak, double mem_bandwidth,
-                         Bytes element_bytes);
+                         Bytes element_bytes, bool fp8 = false);
 
 class KernelCostModel final : public CostModel {
  public:
   // fp8: the GEMMs run at the device's FP8 peak (attention and memory-bound
   // kernels stay in dtype). The device must have a kernel table, and an FP8
-  // peak when fp8 is set.
-  KernelCostModel(Device device, DType dtype, bool fp8, double bytes_per_param);
+  // peak when fp8 is set. `framework`: what the host pays per kernel, the
+  // pass that accumulates 16-bit weight gradients into fp32 ones, the
+  // optimizer step's passes over the gradients (costmodels/framework.h).
+  KernelCostModel(Device device, DType dtype, bool fp8, double bytes_per_param,
+                  Framework framework = *find_framework(kIdealFramework));
   std::string_view name() const override { return "kernels"; }
   std::string_view description() const override;
   SimTime forward(const LayerSpec& layer, std::int64_t batch) const override;
@@ -83,9 +94,14 @@ class KernelCostModel final : public CostModel {
   OpTimes times(const LayerSpec& layer, std::int64_t batch) const;
   OpTimes compute(const LayerSpec& layer, std::int64_t batch) const;
 
+  // The pass adding a layer's 16-bit weight gradients into the fp32 ones
+  // (Framework::grad_accumulation_bytes), seconds; 0 without it.
+  double accumulation_seconds(const LayerSpec& layer, std::int64_t weighted_gemms) const;
+
   Device device_;
   DType dtype_;
   bool fp8_;
+  Framework framework_;
   AnalyticCostModel fallback_;
   double bytes_per_param_;
   // Keyed by the address of the layer's kernel list and the batch size; an entry

@@ -31,6 +31,11 @@ struct KernelTable {
   // forward and its backward reach on long sequences.
   double attention_fwd_efficiency = 0.6;
   double attention_bwd_efficiency = 0.5;
+  // The same for FlashAttention-2's kernels where the device has faster ones
+  // (cuDNN's and FlashAttention-3's on Hopper), for frameworks that run
+  // FlashAttention-2 (Framework::flash_attention_2); 0: as above.
+  double fa2_attention_fwd_efficiency = 0.0;
+  double fa2_attention_bwd_efficiency = 0.0;
   // Fraction of the memory bandwidth that memory-bound kernels (layer norm,
   // activations, dropout, softmax, residual adds, optimizer step) achieve.
   double memory_efficiency = 0.85;
@@ -39,8 +44,16 @@ struct KernelTable {
   double kernel_overhead_s = 4e-6;
   // Fraction of a link's peak bandwidth that a point-to-point copy achieves.
   double link_efficiency = 0.8;
+  // The same for a NIC's link between nodes (InfiniBand, RoCE): NCCL reaches
+  // 24 GB/s on a 200 Gb/s HDR NIC and 48-49 GB/s on a 400 Gb/s NDR one, as
+  // NCCL's maintainers state of nccl-tests (NVIDIA/nccl issue 412,
+  // NVIDIA/nccl-tests issue 267).
+  double network_efficiency = 0.96;
   // Dense 8-bit floating-point peak (FP8 tensor cores); 0: none.
   double peak_flops_fp8 = 0.0;
+  // Fraction of the FP8 peak a large FP8 GEMM's main loop sustains; 0: as
+  // gemm_efficiency.
+  double fp8_gemm_efficiency = 0.0;
 };
 
 // A parameter of the kernel table that `pipescope calibrate` may fit, with the

@@ -47,6 +47,12 @@ struct Kernel {
   // or the fused kernel): what selective recomputation reruns before the
   // backward (LayerSpec::core_stash_bytes).
   bool attention_core = false;
+  // The kernels the host launches for it, forward and backward: 1 and 1 (2
+  // for a GEMM: input and weight gradients) unless it stands for several
+  // (an unfused layer norm's separate ops). Each costs the device
+  // kernel_overhead_s and the host Framework::host_launch_s.
+  int launches = 1;
+  int bwd_launches = 0;  // 0: the kind's default
 
   bool operator==(const Kernel&) const = default;
 };

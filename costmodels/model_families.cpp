@@ -45,6 +45,27 @@ Kernel memory(Bytes fwd, Bytes bwd) {
   return m;
 }
 
+// A layer norm over `elements` activations of e bytes. Fused (Megatron-LM's
+// LayerNorm, Transformer Engine's): one kernel that reads and writes them,
+// and a backward that reads the gradient and the input and writes one. Not
+// fused: the ops of Hugging Face's LlamaRMSNorm as PyTorch runs them one by
+// one, bytes per element: the cast up (e + 4), the square (8), the mean (4),
+// eps and rsqrt per row (nothing per element), the product (8), the cast
+// down (4 + e), the product with the weight (2e): 36 for e = 2 in 8
+// kernels; autograd's backward of each (the weight's product 4e, the cast
+// e + 4, the product 16, the square 12, the mean 4, the sum of the two
+// paths 12, the cast 4 + e): 64 in 12 kernels. fp32 activations need no
+// casts (28 in 6, 60 in 10).
+Kernel norm_kernel(bool fused, std::int64_t elements, Bytes e) {
+  if (fused) return memory(2 * elements * e, 3 * elements * e);
+  const bool cast = e != 4;
+  const Bytes casts = cast ? 2 * e + 8 : 0;
+  Kernel k = memory(elements * (casts + 20 + 2 * e), elements * (casts + 44 + 4 * e));
+  k.launches = cast ? 8 : 6;
+  k.bwd_launches = cast ? 12 : 10;
+  return k;
+}
+
 // The kernels of one Transformer block per sample on one of t devices, as
 // Megatron-LM runs it: layer norm, QKV projection, attention, output
 // projection, bias-dropout-add, layer norm, MLP up projection, bias-GeLU, down
@@ -62,7 +83,7 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   const std::int64_t rows = split.sequence ? s / t : s;  // of the layer norms and dropout-adds
   const Bytes e = dtype_bytes(p.dtype);
   const Bytes mask = p.dropout ? 1 : 0;
-  const Kernel layer_norm = memory(2 * rows * h * e, 3 * rows * h * e);
+  const Kernel layer_norm = norm_kernel(p.fused_norm, rows * h, e);
   // Residual add with dropout on the branch: reads branch and residual, writes the
   // sum and the mask; backward reads the gradient and the mask, writes one.
   const Kernel dropout_add = memory(rows * h * (3 * e + mask), rows * h * (2 * e + mask));
@@ -323,7 +344,7 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   // Kernels: the layer norm, the projection, and the cross-entropy's passes
   // over the s x V logits (loss_passes).
   m.layers.back().kernels =
-      make_kernel_list({memory(2 * s * h * e / c, 3 * s * h * e / c), gemm(s, v_t, h),
+      make_kernel_list({norm_kernel(p.fused_norm, s * h / c, e), gemm(s, v_t, h),
                         memory(s * v_t * loss.forward + s * 4, s * v_t * loss.backward + s * 4)});
   if (t > 1) {
     m.layers.back().tp_fwd_allreduces = 3;

@@ -71,6 +71,12 @@ struct TransformerParams {
   // the a x s x s probabilities only when unfused (the fused kernel keeps a
   // log-sum-exp per row and head instead).
   bool fused_attention = true;
+  // Each layer norm as one kernel forward and one backward (Megatron-LM's
+  // fused LayerNorm, Transformer Engine's). false: as the separate ops of an
+  // unfused implementation (Hugging Face's RMSNorm, PyTorch's nn.RMSNorm
+  // before 2.8): casts, square, mean, rsqrt, products, each a pass over the
+  // activations (docs/models.md).
+  bool fused_norm = true;
   // The block and head GEMMs run in FP8 on tensor cores (NVIDIA Transformer
   // Engine); weights and activations stay in dtype. Needs a device with an FP8
   // peak.

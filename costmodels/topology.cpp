@@ -40,9 +40,9 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Int
   for (int n = 0; n < node_count; ++n) g->vertex_names_.push_back("nvswitch" + std::to_string(n));
   const int spine = static_cast<int>(g->vertex_names_.size());
   g->vertex_names_.push_back("ib");
-  const auto cable = [&](int a, int b, double bandwidth, double latency_s) {
-    g->links_.push_back({a, b, bandwidth, latency_s});
-    g->links_.push_back({b, a, bandwidth, latency_s});
+  const auto cable = [&](int a, int b, double bandwidth, double latency_s, bool network) {
+    g->links_.push_back({a, b, bandwidth, latency_s, network});
+    g->links_.push_back({b, a, bandwidth, latency_s, network});
   };
   const int nics = ic.nics_per_node;
   const bool shared = nics > 0 && nics < ic.devices_per_node;
@@ -61,15 +61,15 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Int
       const int node = k * per_nic / ic.devices_per_node;
       g->vertex_names_.push_back("nic" + std::to_string(node) + "." + std::to_string(k % nics));
       uplink.push_back(g->link_count());
-      cable(nic(k * per_nic), spine, ic.inter_node_bandwidth, 0.0);
+      cable(nic(k * per_nic), spine, ic.inter_node_bandwidth, 0.0, true);
     }
     for (int d = 0; d < devices; ++d)
       g->nic_up_.push_back(uplink[static_cast<std::size_t>(d / per_nic)]);
   }
   for (int d = 0; d < devices; ++d) {
-    cable(d, devices + d / ic.devices_per_node, ic.bandwidth, ic.latency_s);
+    cable(d, devices + d / ic.devices_per_node, ic.bandwidth, ic.latency_s, false);
     if (node_count > 1) {
-      cable(d, shared ? nic(d) : spine, ic.inter_node_bandwidth, ic.inter_node_latency_s);
+      cable(d, shared ? nic(d) : spine, ic.inter_node_bandwidth, ic.inter_node_latency_s, true);
     }
   }
   return g;
@@ -159,7 +159,7 @@ std::vector<Hop> TopologyGraph::route(int src, int dst) const {
   }
   for (const std::int64_t id : links) {
     const Link& l = links_[static_cast<std::size_t>(id)];
-    hops.push_back({id, l.bandwidth, l.latency_s});
+    hops.push_back({id, l.bandwidth, l.latency_s, l.network});
   }
   return hops;
 }

@@ -74,6 +74,7 @@ class TopologyGraph {
     int to = 0;
     double bandwidth = 0.0;
     double latency_s = 0.0;
+    bool network = false;  // a NIC's cable to the spine: between nodes
   };
   // The links of the shortest path, by Dijkstra's algorithm.
   std::vector<std::int64_t> shortest_links(int src, int dst) const;

@@ -74,7 +74,8 @@ class Engine {
         listener_(listener),
         K_(schedule.stages),
         M_(schedule.micro_batches),
-        split_(schedule.split) {
+        split_(schedule.split),
+        blocking_(cluster.p2p_mode(schedule.chunks > 1) == P2pMode::kBlocking) {
     PS_CHECK(static_cast<int>(stages.size()) == K_, "one StageCost per stage");
     PS_CHECK(schedule.devices() <= cluster.devices,
              "schedule uses more devices than the cluster has");
@@ -327,6 +328,13 @@ class Engine {
     dev.busy = true;
     dev.op_start = now_;
     queue_.push(end, kComputeDone, static_cast<std::uint32_t>(d));
+    // A framework that reduces gradients bucket by bucket as the last
+    // backward produces them starts the stage's reduction with it.
+    const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
+    if (c.allreduce_with_backward && rules(op.kind).feeds_all_reduce &&
+        grads_left_[static_cast<std::size_t>(op.stage)] == 1) {
+      all_reduce(op.stage);
+    }
     if (listener_ != nullptr) {
       listener_->on_compute(d, op, now_, computed);
       if (tensor > 0) listener_->on_tensor_collective(d, op, tensor_bytes, computed, end);
@@ -357,7 +365,8 @@ class Engine {
           book_replica_link(d, op.stage, c.zero_reduce_scatter, ReplicaCollective::kReduceScatter),
           kReduceScatterDone, static_cast<std::uint32_t>(op.stage));
     }
-    if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0) {
+    if (r.feeds_all_reduce && --grads_left_[static_cast<std::size_t>(op.stage)] == 0 &&
+        !c.allreduce_with_backward) {
       all_reduce(op.stage);
     }
     if (op.kind == OpKind::kOptimizer && c.zero_step_gather > 0) {
@@ -421,7 +430,7 @@ class Engine {
     for (std::uint32_t l : route.links) start = std::max(start, link_free_[l]);
     for (std::uint32_t l : route.links) link_free_[l] = start + route.serialize;
     const SimTime end = start + route.latency + route.serialize;
-    if (cluster_.p2p == P2pMode::kBlocking) {
+    if (blocking_) {
       ++devices_[static_cast<std::size_t>(device_of(t.from_stage()))].sends_in_flight;
     }
     result_.comm_time += route.serialize * static_cast<SimTime>(route.links.size());
@@ -458,7 +467,7 @@ class Engine {
     const InFlight t = in_flight_[slot];
     free_slots_.push_back(slot);
     arrive(t);
-    if (cluster_.p2p == P2pMode::kBlocking) {
+    if (blocking_) {
       const int from = device_of(t.from_stage());
       --devices_[static_cast<std::size_t>(from)].sends_in_flight;
       try_start(from);
@@ -481,6 +490,7 @@ class Engine {
   int K_;
   int M_;
   bool split_;                        // B is the input gradient, W the weight gradient
+  bool blocking_;                     // each device waits for its sends (Cluster::p2p_mode)
   std::array<KindRules, 5> rules_{};  // per OpKind
   SimTime now_ = 0;
   EventQueue queue_;

@@ -66,7 +66,7 @@ StepFigures simulated_figures(const Scenario& scenario, const Plan& p, Framework
                               std::optional<FrameworkSends> sends = std::nullopt) {
   PlanSimulation sim = plan_simulation(scenario, p);
   if (sends) {
-    sim.scenario.cluster.p2p = sends->mode;
+    sim.scenario.cluster.p2p = sim.scenario.cluster.p2p_interleaved = sends->mode;
     sim.scenario.cluster.p2p_split = sends->split;
   }
   sim.config.schedule = run.schedule;

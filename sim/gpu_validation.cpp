@@ -97,6 +97,13 @@ GpuCase read_gpu_case(const nlohmann::json& doc, const std::string& file) {
   c.unstated = non_empty_string(v, "unstated");
   c.tolerance = v.opt_number("tolerance", NumberRange::kEfficiency).value_or(kGpuDefaultTolerance);
   c.gap = v.opt_string("gap").value_or("");
+  const std::optional<double> gap_faster = v.opt_number("gap_faster", NumberRange::kPositive);
+  if (c.gap.empty() != !gap_faster) {
+    v.fail(gap_faster ? "gap_faster" : "gap",
+           "a gap and gap_faster go together: why the case is outside its tolerance, and by how "
+           "much faster than measured the simulation was when that was written (above 0)");
+  }
+  c.gap_faster = gap_faster.value_or(0.0);
   c.stages = static_cast<int>(v.integer("stages", kPositiveSmallInt));
   c.data_parallel = static_cast<int>(v.opt_integer("data_parallel", kPositiveSmallInt).value_or(1));
   if (v.find("balance") != nullptr) {
@@ -255,15 +262,19 @@ std::vector<PaperFigure> validate_gpu(
   return out;
 }
 
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2.0;
+}
+
 double median_abs_error(const ValidationReport& report, const std::string& table) {
   std::vector<double> errors;
   for (const PaperFigure& f : report.figures) {
     if (f.table == table) errors.push_back(std::fabs(f.relative_error()));
   }
-  if (errors.empty()) return 0.0;
-  std::sort(errors.begin(), errors.end());
-  const std::size_t n = errors.size();
-  return n % 2 == 1 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2.0;
+  return median_of(std::move(errors));
 }
 
 std::string publication_of(const std::string& source) {
@@ -282,16 +293,39 @@ std::vector<SourceMedian> median_abs_error_by_source(const ValidationReport& rep
     });
     const auto i = static_cast<std::size_t>(it - out.begin());
     if (it == out.end()) {
-      out.push_back({publication, 0.0, 0});
+      SourceMedian m;
+      m.publication = publication;
+      out.push_back(m);
       figures.emplace_back();
     }
     figures[i].figures.push_back(f);
   }
   for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i].median_abs_error = median_abs_error(figures[i], table);
-    out[i].figures = figures[i].figures.size();
+    SourceMedian& m = out[i];
+    m.median_abs_error = median_abs_error(figures[i], table);
+    m.figures = figures[i].figures.size();
+    double sum = 0.0;
+    for (const PaperFigure& f : figures[i].figures) {
+      sum += faster_error(f);
+      if (std::fabs(f.relative_error()) >= std::fabs(m.worst_error)) {
+        m.worst = f.name;
+        m.worst_error = f.relative_error();
+      }
+    }
+    m.mean_faster = sum / static_cast<double>(m.figures);
   }
   return out;
+}
+
+double faster_error(const PaperFigure& f) {
+  if (f.metric == to_string(GpuMetric::kStepTimeS)) return f.paper / f.simulated - 1.0;
+  return f.simulated / f.paper - 1.0;
+}
+
+double median_of_source_medians(const std::vector<SourceMedian>& sources) {
+  std::vector<double> medians;
+  for (const SourceMedian& m : sources) medians.push_back(m.median_abs_error);
+  return median_of(std::move(medians));
 }
 
 }  // namespace pipescope

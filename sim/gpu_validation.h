@@ -54,6 +54,11 @@ struct GpuCase {
   // Why the case is known to fall outside its tolerance: what the model does
   // not represent. Empty: no known gap.
   std::string gap;
+  // With a gap: how much faster than measured the simulation was when the
+  // gap was written (faster_error, above 0: every gap explains a simulation
+  // faster than the measurement); the suite's test holds the case within 3
+  // points of it, so that a gap is stated again when the model moves.
+  double gap_faster = 0.0;
   int stages = 1;         // K = p
   int data_parallel = 1;  // D = d; K x D = cluster.devices
   // Layers per model stage (K x chunks entries, summing to the model's layers),
@@ -113,6 +118,8 @@ std::vector<PaperFigure> validate_gpu(
     const std::vector<GpuCase>& cases,
     const std::function<void(std::size_t, std::size_t)>& progress = {});
 
+// The median of `values`; 0 when there are none.
+double median_of(std::vector<double> values);
 // Median |relative error| of the figures of `table`; 0 when there are none.
 double median_abs_error(const ValidationReport& report, const std::string& table);
 
@@ -120,14 +127,26 @@ double median_abs_error(const ValidationReport& report, const std::string& table
 // et al. 2021" of "Narayanan et al. 2021, Table 1").
 std::string publication_of(const std::string& source);
 
+// How much faster the simulated run is than the measured one: the
+// simulated throughput over the published, less 1, or for a step time the
+// published over the simulated, less 1. Positive: the simulation is fast.
+double faster_error(const PaperFigure& f);
+
 struct SourceMedian {
   std::string publication;
   double median_abs_error = 0.0;
   std::size_t figures = 0;
+  double mean_faster = 0.0;  // mean faster_error
+  std::string worst;         // the case of largest |error|
+  double worst_error = 0.0;  // its relative_error
 };
 // median_abs_error of each publication's figures of `table`, in the order the
 // publications first appear.
 std::vector<SourceMedian> median_abs_error_by_source(const ValidationReport& report,
                                                      const std::string& table);
+// The median over the sources of their medians: each publication counts
+// once, however many of its runs the suite holds (the headline of
+// `validate`); 0 without figures.
+double median_of_source_medians(const std::vector<SourceMedian>& sources);
 
 }  // namespace pipescope

@@ -19,6 +19,7 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (p.kv_heads != 0) m["kv_heads"] = p.kv_heads;
   if (!p.dropout) m["dropout"] = false;
   if (!p.fused_attention) m["attention"] = "unfused";
+  if (!p.fused_norm) m["norm"] = "unfused";
   if (p.fp8) m["fp8"] = true;
   if (p.cross_entropy != CrossEntropy::kFp32) {
     m["cross_entropy"] = std::string(to_string(p.cross_entropy));

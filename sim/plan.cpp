@@ -119,7 +119,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.cluster_name = scenario.cluster.name;
   p.tensor_parallel = scenario.training.tensor_parallel;
   p.rank_order = scenario.cluster.rank_order;
-  p.p2p = scenario.cluster.p2p;
+  p.p2p = scenario.cluster.p2p_mode(result.chunks > 1);
   p.p2p_split = scenario.cluster.p2p_split;
   p.sequence_parallel = scenario.training.sequence_parallel;
   p.zero = scenario.training.zero;

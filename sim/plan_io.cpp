@@ -443,10 +443,11 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
             " (--set cluster.rank_order=" + std::string(to_string(plan.rank_order)) +
             " runs the plan's)");
   }
-  if (plan.stages > 1 && plan.p2p != scenario.cluster.p2p) {
+  const P2pMode scenario_p2p = scenario.cluster.p2p_mode(plan.chunks > 1);
+  if (plan.stages > 1 && plan.p2p != scenario_p2p) {
     throw ScenarioError(plan_file, "cluster.p2p",
                         "this plan's stages exchange tensors " + std::string(to_string(plan.p2p)) +
-                            ", the scenario's " + std::string(to_string(scenario.cluster.p2p)) +
+                            ", the scenario's " + std::string(to_string(scenario_p2p)) +
                             " (--set cluster.p2p=" + std::string(to_string(plan.p2p)) +
                             " runs the plan's)");
   }

@@ -33,7 +33,11 @@ nlohmann::json to_json(const SimResult& r) {
          {"bwd_s", simtime_to_seconds(s.backward_time(r.split_backward()))},
          {"recompute_s", r.remat != Remat::kNever ? simtime_to_seconds(s.recompute) : 0.0},
          {"tp_fwd_s", simtime_to_seconds(s.tp_forward + s.tp_input_gather)},
-         {"tp_bwd_s", simtime_to_seconds(s.tp_backward + s.tp_grad_gather)}});
+         {"tp_bwd_s", simtime_to_seconds(s.tp_backward + s.tp_grad_gather)},
+         {"host_wait_fwd_s", simtime_to_seconds(s.host_wait_forward)},
+         {"host_wait_bwd_s",
+          simtime_to_seconds(r.split_backward() ? s.host_wait_input + s.host_wait_weight
+                                                : s.host_wait_backward)}});
   }
   return json{{"K", r.stages},
               {"T", r.tensor_parallel},

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "costmodels/cluster.h"
+#include "costmodels/framework.h"
 #include "costmodels/model.h"
 #include "costmodels/optimizer.h"
 
@@ -168,6 +169,10 @@ struct TrainingConfig {
   int micro_batches = 1;               // M; divides global_batch
   std::optional<Optimizer> optimizer;  // empty when bytes_per_param was given
   double bytes_per_param = 0.0;        // weights + gradients + optimizer state
+  // Bytes of one gradient element as the replicas keep it: the dtype's, or 4
+  // where a bf16 run keeps fp32 gradients (Framework::fp32_grads), which
+  // bytes_per_param then counts.
+  Bytes gradient_bytes = 0;
   ScheduleKind schedule = ScheduleKind::kGpipe;
   int chunks = 1;  // v, model chunks per device (schedules that take_chunks; kDefaultChunks)
   Remat remat = Remat::kAlways;
@@ -186,6 +191,9 @@ struct TrainingConfig {
   // The replicas the shards spread over: D in a replica's scenario
   // (replica_scenario), 1 in the whole one.
   int zero_replicas = 1;
+  // How the framework that runs the job pays for it (training.framework):
+  // the host, the gradients' precision and reductions, the overlaps.
+  Framework framework = *find_framework(kIdealFramework);
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }
 };

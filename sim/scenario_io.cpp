@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/device.h"
+#include "costmodels/framework.h"
 #include "costmodels/layer_graph.h"
 #include "costmodels/model_families.h"
 #include "sim/input_file.h"
@@ -53,7 +54,16 @@ DType read_dtype(ObjectReader& m) {
   return opt_choice(m, "dtype", "dtype", parse_dtype, "fp32, bf16, fp16").value_or(DType::kFp32);
 }
 
-ModelSpec read_transformer(ObjectReader& m) {
+// "fused" or "unfused" as true or false: model.attention, model.norm.
+std::optional<bool> parse_fused(std::string_view v) {
+  if (v == "fused") return true;
+  if (v == "unfused") return false;
+  return std::nullopt;
+}
+
+// The fields the framework's profile gives a transformer unless the model
+// says otherwise: how attention, the layer norms and the loss run.
+ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
   const std::string name = m.opt_string("name").value_or("transformer");
   TransformerParams p;
   p.layers = static_cast<int>(m.integer("layers", kLayerCount));
@@ -74,17 +84,14 @@ ModelSpec read_transformer(ObjectReader& m) {
   p.tied_embeddings = m.opt_bool("tied_embeddings").value_or(false);
   p.kv_heads = m.opt_integer("kv_heads", kModelWidth).value_or(p.heads);
   p.dropout = m.opt_bool("dropout").value_or(true);
-  const auto parse_attention = [](std::string_view v) -> std::optional<bool> {
-    if (v == "fused") return true;
-    if (v == "unfused") return false;
-    return std::nullopt;
-  };
-  p.fused_attention =
-      opt_choice(m, "attention", "attention", parse_attention, "fused, unfused").value_or(true);
+  p.fused_attention = opt_choice(m, "attention", "attention", parse_fused, "fused, unfused")
+                          .value_or(fw.fused_attention);
+  p.fused_norm =
+      opt_choice(m, "norm", "norm", parse_fused, "fused, unfused").value_or(fw.fused_norm);
   p.fp8 = m.opt_bool("fp8").value_or(false);
   p.cross_entropy = opt_choice(m, "cross_entropy", "cross_entropy", parse_cross_entropy,
                                "fp32, fp32-fused, fused")
-                        .value_or(CrossEntropy::kFp32);
+                        .value_or(fw.cross_entropy);
   if (p.d_model % p.heads != 0) {
     m.fail("heads",
            std::to_string(p.heads) + " heads do not divide d_model " + std::to_string(p.d_model));
@@ -201,12 +208,12 @@ ModelSpec read_layer_list(ObjectReader& m) {
   return spec;
 }
 
-ModelSpec read_model(ObjectReader m) {
+ModelSpec read_model(ObjectReader m, const Framework& fw) {
   const std::string family = m.string("family");
   ModelSpec spec;
   if (family == "transformer" || family == "mlp" || family == "amoebanet" || family == "resnet") {
     try {
-      spec = family == "transformer" ? read_transformer(m)
+      spec = family == "transformer" ? read_transformer(m, fw)
              : family == "mlp"       ? read_mlp(m)
              : family == "amoebanet" ? read_amoebanet(m)
                                      : read_resnet(m);
@@ -269,6 +276,20 @@ KernelTable read_kernel_table(ObjectReader k) {
     t.*p.field = v;
   }
   t.peak_flops_fp8 = k.opt_number("peak_flops_fp8", NumberRange::kRate).value_or(0.0);
+  // Optional figures, which a table that leaves them out does not have
+  // (kernel_table.h): the network's share, FP8's and FlashAttention-2's rates.
+  t.network_efficiency =
+      k.opt_number("network_efficiency", NumberRange::kEfficiency).value_or(t.network_efficiency);
+  t.fp8_gemm_efficiency =
+      k.opt_number("fp8_gemm_efficiency", NumberRange::kEfficiency).value_or(0.0);
+  t.fa2_attention_fwd_efficiency =
+      k.opt_number("fa2_attention_fwd_efficiency", NumberRange::kEfficiency).value_or(0.0);
+  t.fa2_attention_bwd_efficiency =
+      k.opt_number("fa2_attention_bwd_efficiency", NumberRange::kEfficiency).value_or(0.0);
+  if ((t.fa2_attention_fwd_efficiency > 0.0) != (t.fa2_attention_bwd_efficiency > 0.0)) {
+    k.fail("fa2_attention_bwd_efficiency",
+           "FlashAttention-2's forward and backward efficiencies go together (0 to 1 each)");
+  }
   k.finish();
   return t;
 }
@@ -331,7 +352,23 @@ std::string preset_names() {
   return join(names);
 }
 
-Cluster read_cluster(ObjectReader c) {
+// How the cluster's stages exchange tensors and where its ranks run, as far
+// as the scenario says; the framework's profile gives the rest
+// (with_exchanges).
+struct Exchanges {
+  std::optional<P2pMode> p2p;
+  std::optional<bool> p2p_split;
+  std::optional<RankOrder> rank_order;
+};
+
+void with_exchanges(Cluster& cluster, const Exchanges& given, const Framework& fw) {
+  cluster.p2p = given.p2p.value_or(fw.p2p);
+  cluster.p2p_interleaved = given.p2p.value_or(fw.p2p_interleaved);
+  cluster.p2p_split = given.p2p_split.value_or(fw.p2p_split);
+  cluster.rank_order = given.rank_order.value_or(fw.rank_order);
+}
+
+Cluster read_cluster(ObjectReader c, Exchanges& exchanges) {
   Cluster cluster;
   cluster.devices = static_cast<int>(c.integer("devices", kDeviceCount));
   const std::optional<std::string> preset_name = c.opt_string("preset");
@@ -357,12 +394,10 @@ Cluster read_cluster(ObjectReader c) {
   cluster.cost_model =
       opt_choice(c, "cost_model", "cost model", parse_cost_model_kind, "analytic, kernels")
           .value_or(has_table ? CostModelKind::kKernels : CostModelKind::kAnalytic);
-  cluster.rank_order =
-      opt_choice(c, "rank_order", "rank order", parse_rank_order, "tp-pp-dp, tp-dp-pp")
-          .value_or(RankOrder::kTpPpDp);
-  cluster.p2p = opt_choice(c, "p2p", "point-to-point mode", parse_p2p_mode, kP2pModeNames)
-                    .value_or(P2pMode::kOverlapped);
-  cluster.p2p_split = c.opt_bool("p2p_split").value_or(false);
+  exchanges.rank_order =
+      opt_choice(c, "rank_order", "rank order", parse_rank_order, "tp-pp-dp, tp-dp-pp");
+  exchanges.p2p = opt_choice(c, "p2p", "point-to-point mode", parse_p2p_mode, kP2pModeNames);
+  exchanges.p2p_split = c.opt_bool("p2p_split");
   if (cluster.cost_model == CostModelKind::kKernels && !has_table) {
     c.fail("cost_model", "the kernels model needs the device's kernel table: device '" +
                              cluster.device.name +
@@ -446,6 +481,65 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
   return cfg;
 }
 
+// The framework into the training, with what its gradients keep: a bf16 run
+// under fp32_grads keeps fp32 gradients (4 bytes a parameter instead of 2,
+// Megatron-LM's 18 bytes with Adam), an fp16 one an fp32 copy of its fp16
+// gradients for the optimizer (20 bytes with Adam). A bytes_per_param the
+// scenario gives stays as given.
+void with_framework_gradients(TrainingConfig& cfg, DType dtype, const Framework& fw) {
+  cfg.framework = fw;
+  const Bytes e = dtype_bytes(dtype);
+  cfg.gradient_bytes = e;
+  if (!cfg.optimizer || !is_16bit(dtype) || !fw.fp32_grads) return;
+  if (dtype == DType::kBf16) {
+    cfg.gradient_bytes = 4;
+    cfg.bytes_per_param += 4.0 - static_cast<double>(e);
+  } else {
+    cfg.bytes_per_param += 4.0;
+  }
+}
+
+// A profile by name, or a failure at `at` naming the profiles.
+Framework profile_named(const Where& at, const std::string& name) {
+  std::optional<Framework> fw = find_framework(name);
+  if (!fw) at.fail("unknown framework '" + name + "' (expected one of: " + framework_names() + ")");
+  return *fw;
+}
+
+// training.framework: a profile's name, or an object naming one ("profile",
+// by default the cluster's) and overriding its fields (framework_fields).
+// Without it, the profile of the cluster's cost model (kDefaultGpuFramework
+// under the kernels model, kIdealFramework otherwise).
+Framework read_framework(ObjectReader& t, CostModelKind cost_model) {
+  const std::string fallback =
+      cost_model == CostModelKind::kKernels ? kDefaultGpuFramework : kIdealFramework;
+  const json* f = t.find("framework");
+  if (f == nullptr) return *find_framework(fallback);
+  if (f->is_string()) return profile_named(t.where("framework"), f->get<std::string>());
+  if (!f->is_object()) {
+    t.fail("framework", "expected a profile (" + framework_names() +
+                            ") or an object {\"profile\": NAME, FIELD: VALUE, ...}, got " +
+                            type_of(*f));
+  }
+  ObjectReader o = t.object("framework");
+  Framework fw = profile_named(o.where("profile"), o.opt_string("profile").value_or(fallback));
+  for (const FrameworkField& field : framework_fields()) {
+    if (field.flag != nullptr) {
+      if (const std::optional<bool> b = o.opt_bool(field.key)) fw.*field.flag = *b;
+      continue;
+    }
+    const std::optional<double> x = o.opt_number(field.key, NumberRange::kNonNegative);
+    if (!x) continue;
+    if (*x > field.max) {
+      o.fail(field.key,
+             "expected 0 to " + describe(json(field.max)) + ", got " + describe(json(*x)));
+    }
+    fw.*field.number = *x;
+  }
+  o.finish();
+  return fw;
+}
+
 std::string default_name(const std::string& file) {
   const std::string stem = std::filesystem::path(file).stem().string();
   return stem.empty() ? "scenario" : stem;
@@ -478,8 +572,9 @@ ScenarioError ScenarioError::in_flag(std::string file, std::string json_path,
   return ScenarioError(Verbatim{}, what, std::move(file), std::move(json_path), message);
 }
 
-ModelSpec parse_model(const json& model, const std::string& file, const std::string& path) {
-  return read_model(ObjectReader(model, Where{file, path}));
+ModelSpec parse_model(const json& model, const std::string& file, const std::string& path,
+                      const Framework& framework) {
+  return read_model(ObjectReader(model, Where{file, path}), framework);
 }
 
 Scenario parse_scenario(const json& doc, const std::string& file) {
@@ -492,8 +587,13 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   ObjectReader training = top.object("training");
   top.finish();
 
-  s.model = read_model(std::move(model));
-  s.cluster = read_cluster(std::move(cluster));
+  // The cluster first: its cost model chooses the framework's default
+  // profile, which gives the model and the exchanges their defaults.
+  Exchanges exchanges;
+  s.cluster = read_cluster(std::move(cluster), exchanges);
+  const Framework framework = read_framework(training, s.cluster.cost_model);
+  with_exchanges(s.cluster, exchanges, framework);
+  s.model = read_model(std::move(model), framework);
   if (s.model.transformer && s.model.transformer->fp8) {
     const Where fp8 = Where{file, ""}.key("model").key("fp8");
     if (s.cluster.cost_model != CostModelKind::kKernels) {
@@ -506,6 +606,7 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
     }
   }
   s.training = read_training(std::move(training), s.model.dtype);
+  with_framework_gradients(s.training, s.model.dtype, framework);
   // Under tensor parallelism the model becomes one device's share and the
   // cluster's devices groups of T.
   const int t = s.training.tensor_parallel;

@@ -60,8 +60,10 @@ Scenario parse_scenario_text(const std::string& text, const std::string& file,
 Scenario parse_scenario(const nlohmann::json& doc, const std::string& file);
 
 // A scenario's "model" object alone (as plan files carry it); `path` is where it
-// sits in `file`, for errors.
+// sits in `file`, for errors; `framework` gives the fields the model leaves
+// out (how attention, the layer norms and the loss run).
 ModelSpec parse_model(const nlohmann::json& model, const std::string& file,
-                      const std::string& path = "model");
+                      const std::string& path = "model",
+                      const Framework& framework = *find_framework(kIdealFramework));
 
 }  // namespace pipescope

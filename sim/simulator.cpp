@@ -10,6 +10,7 @@
 #include "costmodels/profile.h"
 #include "sim/device_partition.h"
 #include "sim/engine.h"
+#include "sim/host_dispatch.h"
 #include "sim/memory_tracker.h"
 #include "sim/schedule_holds.h"
 #include "sim/tensor_parallel.h"
@@ -205,7 +206,8 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
     const OpTimes t = under_remat(remat, cost.op_times(layer, b));
-    const TensorCollectives tp = tensor_collectives(layer, b, ring);
+    const TensorCollectives tp =
+        exposed_collectives(tensor_collectives(layer, b, ring), t, sc.training.framework, split);
     const double forward = recomputed * static_cast<double>(t.forward) +
                            (1.0 - recomputed) * static_cast<double>(t.forward_kept);
     // A split backward costs its B and W, which a measured profile may put
@@ -278,6 +280,9 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) 
   };
   for (int r = 0; r < std::min(replicas - 1, kRingHopsChecked); ++r) take(r, r + 1);
   take(replicas - 1, 0);
+  std::vector<int> members;
+  for (int r = 0; r < replicas; ++r) members.push_back(whole.first_physical_device(r * step));
+  set_collective_links(whole, members, dp);
   if (!(dp.bandwidth > 0.0)) {
     throw ConfigError(
         "the link between replicas has no bandwidth: the gradient all-reduce "
@@ -286,9 +291,44 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) 
   return dp;
 }
 
+void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
+                          DataParallel& ring) {
+  ring.nccl = cluster.nccl();
+  ring.intra = cluster.interconnect.topology == TopologyKind::kPcieHost ? LinkClass::kPcie
+                                                                        : LinkClass::kNvlink;
+  ring.nodes = 1;
+  const int per_node = cluster.interconnect.devices_per_node;
+  if (cluster.interconnect.topology != TopologyKind::kNodes || per_node <= 0) return;
+  std::vector<int> nodes;
+  for (const int d : members) nodes.push_back(d / per_node);
+  std::sort(nodes.begin(), nodes.end());
+  ring.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
+namespace {
+
+CollectiveGroup collective_group(const DataParallel& dp) {
+  return {dp.replicas, std::max(1, dp.nodes), dp.intra, dp.bandwidth};
+}
+
+}  // namespace
+
+SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c) {
+  // The updated weights, in the model's dtype.
+  const Bytes bytes = c.params * dtype_bytes(sc.model.dtype);
+  const SimTime gather = reduce_scatter_time(dp, bytes);
+  if (!sc.training.framework.overlap_param_gather) return gather;
+  return std::max<SimTime>(0, gather - c.forward);
+}
+
 SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
   if (dp.replicas <= 1) return 0;
   const double D = dp.replicas;
+  if (dp.nccl) {
+    return seconds_to_simtime(count * nccl_seconds(Collective::kAllReduce,
+                                                   static_cast<double>(bytes) / count,
+                                                   collective_group(dp)));
+  }
   return seconds_to_simtime(
       2.0 * (D - 1.0) * (count * dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
 }
@@ -296,6 +336,10 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
 SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes) {
   if (dp.replicas <= 1) return 0;
   const double D = dp.replicas;
+  if (dp.nccl) {
+    return seconds_to_simtime(
+        nccl_seconds(Collective::kReduceScatter, static_cast<double>(bytes), collective_group(dp)));
+  }
   return seconds_to_simtime((D - 1.0) *
                             (dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
 }
@@ -417,7 +461,8 @@ std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario) {
   if (scenario.cluster.cost_model == CostModelKind::kKernels) {
     const bool fp8 = scenario.model.transformer && scenario.model.transformer->fp8;
     return std::make_unique<KernelCostModel>(scenario.cluster.device, scenario.model.dtype, fp8,
-                                             scenario.training.bytes_per_param);
+                                             scenario.training.bytes_per_param,
+                                             scenario.training.framework);
   }
   return std::make_unique<AnalyticCostModel>(scenario.cluster.device, scenario.model.dtype,
                                              scenario.training.bytes_per_param);
@@ -499,7 +544,11 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);
   add_tensor_collectives(scenario.model, scenario.cluster, schedule.stage_device,
-                         out.micro_batch_size, out.stage_costs);
+                         out.micro_batch_size, out.stage_costs, cost, scenario.training.framework,
+                         schedule.split);
+  add_host_waits(scenario.model, cost, scenario.training.framework, out.micro_batch_size, r.remat,
+                 ops_start_drained(scenario.training.framework, r.chunks > 1, r.K),
+                 out.stage_costs);
 
   out.data_parallel = config.data_parallel.replicas;
   if (config.data_parallel.replicas > 1) {
@@ -510,15 +559,16 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     // every backward, 2 all-gathers the updated weights after the step, 3
     // each layer's weights before it computes in every forward, recompute
     // and backward (docs/models.md, "ZeRO").
-    const Bytes per_param = dtype_bytes(scenario.model.dtype);
+    const Bytes per_param = reduced_gradient_bytes(scenario);
     const int zero = scenario.training.zero;
     for (StageCost& c : out.stage_costs) {
       c.grad_bytes = c.params * per_param;
+      c.allreduce_with_backward = scenario.training.framework.overlap_grad_reduce;
       if (zero == 0) {
         c.allreduce = allreduce_time(config.data_parallel, c.grad_bytes);
         continue;
       }
-      const SimTime gather = reduce_scatter_time(config.data_parallel, c.grad_bytes);
+      const SimTime gather = step_gather(scenario, config.data_parallel, c);
       if (zero == 1) {  // one reduce-scatter where the all-reduce would be
         c.allreduce = reduce_scatter_time(config.data_parallel, c.grad_bytes);
         c.zero_step_gather = gather;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "costmodels/collective.h"
 #include "costmodels/cost_model.h"
 #include "sim/custom_schedule.h"
 #include "sim/metrics.h"
@@ -47,7 +48,17 @@ struct DataParallel {
   int replicas = 1;  // D
   double bandwidth = 0.0;
   double latency_s = 0.0;
+  // On GPUs (Cluster::nccl), collectives are timed as NCCL runs them
+  // (costmodels/collective.h) over the nodes the ring spans, its hops inside
+  // a node over `intra`; elsewhere by the ring formula above.
+  bool nccl = false;
+  int nodes = 1;
+  LinkClass intra = LinkClass::kNvlink;
 };
+// The NCCL fields of a ring over `members` (physical devices of `cluster`):
+// whether it is timed as NCCL, the nodes it spans, its links inside a node.
+void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
+                          DataParallel& ring);
 
 // The ring of `replicas` copies of a `stages`-device pipeline on `whole`, the
 // cluster of all K x D devices: replica r's device d is whole's device r K + d,
@@ -58,6 +69,12 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas);
 // Ring all-reduce time of `bytes` over `dp` (0 for one replica); `count`
 // all-reduces of `bytes` in all pay the latency `count` times.
 SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
+
+// The all-gather of a stage's updated weights after a ZeRO-1 or 2 step, over
+// `dp`: the weights in the model's dtype. Where the framework gathers them
+// during the next step's first forward (Framework::overlap_param_gather),
+// only what outlasts that forward (StageCost::forward, one micro-batch's).
+SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c);
 
 // Ring reduce-scatter (or all-gather) time of `bytes` over `dp`: half an
 // all-reduce, (D - 1) (latency + B / (D bandwidth)); 0 for one replica.

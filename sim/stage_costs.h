@@ -47,6 +47,11 @@ struct StageCost {
   // step after its last backward; 0 without replicas.
   SimTime allreduce = 0;
   Bytes grad_bytes = 0;  // what the all-reduce sums: the stage's gradients
+  // The all-reduce (ZeRO-1's reduce-scatter) starts with the stage's last
+  // backward (W when split) instead of after it: the framework reduces the
+  // gradients bucket by bucket as they are produced
+  // (Framework::overlap_grad_reduce). The optimizer step still waits for it.
+  bool allreduce_with_backward = false;
   // ZeRO stages 2 and 3 over the replicas (sim/zero.h), in place of
   // `allreduce`: ns, the reduce-scatter of the stage's gradients after each
   // backward (W when split); stage 2's all-gather of the updated weights after
@@ -83,6 +88,15 @@ struct StageCost {
   SimTime tp_grad_gather = 0;
   Bytes tp_input_gather_bytes = 0;
   Bytes tp_grad_gather_bytes = 0;
+  // ns, within the op times above: the device's wait for the host to issue
+  // the op's kernels (sim/host_dispatch.h), for a forward, a recompute, a
+  // whole backward, a split backward's B and its W. 0 where the host keeps
+  // ahead.
+  SimTime host_wait_forward = 0;
+  SimTime host_wait_recompute = 0;
+  SimTime host_wait_backward = 0;
+  SimTime host_wait_input = 0;
+  SimTime host_wait_weight = 0;
   std::int64_t params = 0;
   Bytes static_bytes = 0;  // weights + gradients + optimizer state
   // static_bytes' parts (sim/zero.h, split_static_bytes); 0 until split

@@ -84,6 +84,9 @@ DataParallel tensor_ring(const Cluster& cluster) {
         "run",
         "cluster.interconnect");
   }
+  std::vector<int> members;
+  for (int i = 0; i < t; ++i) members.push_back(i);
+  set_collective_links(cluster, members, ring);
   return ring;
 }
 
@@ -128,9 +131,19 @@ int cut_split(const ModelSpec& model, const Cluster& cluster) {
   return cluster.p2p_split && !model.sequence_parallel ? model.tensor_parallel : 1;
 }
 
+TensorCollectives exposed_collectives(TensorCollectives c, const OpTimes& times,
+                                      const Framework& framework, bool split) {
+  if (framework.tp_forward_overlap) c.forward = std::max<SimTime>(0, c.forward - times.forward);
+  if (framework.tp_backward_overlap && !split) {
+    c.backward = std::max<SimTime>(0, c.backward - times.weight);
+  }
+  return c;
+}
+
 void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
                             const std::vector<int>& stage_device, std::int64_t micro_batch_size,
-                            std::vector<StageCost>& stages) {
+                            std::vector<StageCost>& stages, const CostModel& cost,
+                            const Framework& framework, bool backward_split) {
   PS_CHECK(stage_device.size() == stages.size(), "one device per stage");
   const DataParallel ring = tensor_ring(cluster);
   if (ring.replicas <= 1) return;
@@ -141,7 +154,9 @@ void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
     c.tp_forward_bytes = c.tp_backward_bytes = 0;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
-      const TensorCollectives t = tensor_collectives(layer, micro_batch_size, ring);
+      const TensorCollectives t =
+          exposed_collectives(tensor_collectives(layer, micro_batch_size, ring),
+                              cost.op_times(layer, micro_batch_size), framework, backward_split);
       c.tp_forward += t.forward;
       c.tp_backward += t.backward;
       c.tp_forward_bytes += layer.tp_fwd_bytes * micro_batch_size;

@@ -63,8 +63,20 @@ int cut_split(const ModelSpec& model, const Cluster& cluster);
 // gradient (tp_input_gather, tp_grad_gather) where its neighbour runs on
 // another device (stage_device: the schedule's placement; a cut inside a
 // device moves nothing).
+//
+// What the framework overlaps (Framework::tp_backward_overlap,
+// tp_forward_overlap) leaves of each layer's collectives only what outlasts
+// the compute it hides behind: a backward's collective the layer's weight
+// gradients (not under a split backward, whose W runs apart), a forward's
+// the layer's forward.
 void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
                             const std::vector<int>& stage_device, std::int64_t micro_batch_size,
-                            std::vector<StageCost>& stages);
+                            std::vector<StageCost>& stages, const CostModel& cost,
+                            const Framework& framework, bool backward_split);
+
+// A layer's collectives less what `framework` hides of them behind the
+// layer's compute `times`.
+TensorCollectives exposed_collectives(TensorCollectives collectives, const OpTimes& times,
+                                      const Framework& framework, bool split);
 
 }  // namespace pipescope

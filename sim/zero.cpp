@@ -7,18 +7,20 @@
 
 namespace pipescope {
 
-ParamBytes param_bytes(double bytes_per_param, DType dtype) {
+ParamBytes param_bytes(double bytes_per_param, DType dtype, Bytes gradient_element) {
   ParamBytes b;
   const double e = static_cast<double>(dtype_bytes(dtype));
+  const double g = gradient_element > 0 ? static_cast<double>(gradient_element) : e;
   b.weights = std::min(bytes_per_param, e);
-  b.gradients = std::min(bytes_per_param - b.weights, e);
+  b.gradients = std::min(bytes_per_param - b.weights, g);
   b.optimizer = bytes_per_param - b.weights - b.gradients;
   return b;
 }
 
-double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int replicas) {
+double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int replicas,
+                            Bytes gradient_element) {
   PS_CHECK(stage >= 0 && stage <= kMaxZeroStage && replicas >= 1, "a ZeRO stage and replicas");
-  const ParamBytes b = param_bytes(bytes_per_param, dtype);
+  const ParamBytes b = param_bytes(bytes_per_param, dtype, gradient_element);
   const double d = replicas;
   switch (stage) {
     case 0:
@@ -131,7 +133,8 @@ void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t mi
 }
 
 void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages) {
-  const ParamBytes b = param_bytes(sc.training.bytes_per_param, sc.model.dtype);
+  const ParamBytes b =
+      param_bytes(sc.training.bytes_per_param, sc.model.dtype, sc.training.gradient_bytes);
   const double d = sc.training.zero_replicas;
   const double gradients = sc.training.zero >= 2 ? b.gradients / d : b.gradients;
   // Stage 3: the shard of the weights and the layers gathered beside it.
@@ -148,7 +151,12 @@ void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages) {
 
 double device_bytes_per_param(const Scenario& sc) {
   return zero_bytes_per_param(sc.training.bytes_per_param, sc.model.dtype, sc.training.zero,
-                              sc.training.zero_replicas);
+                              sc.training.zero_replicas, sc.training.gradient_bytes);
+}
+
+Bytes reduced_gradient_bytes(const Scenario& sc) {
+  const bool fp32 = sc.model.dtype == DType::kBf16 && sc.training.framework.fp32_grad_reduce;
+  return fp32 ? 4 : dtype_bytes(sc.model.dtype);
 }
 
 }  // namespace pipescope

@@ -37,13 +37,16 @@ struct ParamBytes {
   double gradients = 0.0;
   double optimizer = 0.0;
 };
-ParamBytes param_bytes(double bytes_per_param, DType dtype);
+// `gradient_element`: the bytes of a gradient (0: the dtype's; 4 where a
+// bf16 run keeps fp32 gradients, TrainingConfig::gradient_bytes).
+ParamBytes param_bytes(double bytes_per_param, DType dtype, Bytes gradient_element = 0);
 
 // What one of `replicas` keeps per parameter under `stage`. Stage 3 keeps
 // the shard alone, (weights + gradients + optimizer) / D, the layers it
 // gathers counted apart (gathered_params); all of bytes_per_param when D = 1
 // (nothing to shard or gather).
-double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int replicas);
+double zero_bytes_per_param(double bytes_per_param, DType dtype, int stage, int replicas,
+                            Bytes gradient_element = 0);
 
 // Under stage 3 a device gathers a layer's weights whole before the layer
 // computes and the next layer's while it does, and frees each after its
@@ -80,6 +83,10 @@ void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t mi
 // What a device of the scenario keeps per parameter: its training.zero stage
 // over its training.zero_replicas (set by replica_scenario).
 double device_bytes_per_param(const Scenario& sc);
+// Bytes of a gradient element as the replicas reduce it: 4 where a bf16 run's
+// framework reduces its fp32 gradients (Framework::fp32_grad_reduce), else
+// the dtype's.
+Bytes reduced_gradient_bytes(const Scenario& sc);
 
 // Splits each stage's static_bytes into its weights, gradients and
 // optimizer state as the scenario's device keeps them (under stage 3 the

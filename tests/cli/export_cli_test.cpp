@@ -36,8 +36,10 @@ class ExportCliTest : public ::testing::Test {
   // that shard nothing (every target expresses that).
   std::string make_plan(int stages) {
     const std::string plan = (dir_ / ("plan" + std::to_string(stages) + ".json")).string();
-    const CliResult r = run("plan " + kDemo + " -K " + std::to_string(stages) +
-                            " --schedule 1f1b --set training.zero=0 -o " + plan + " --top 1");
+    const CliResult r =
+        run("plan " + kDemo + " -K " + std::to_string(stages) +
+            " --schedule 1f1b --set training.zero=0 --set cluster.rank_order=tp-pp-dp -o " + plan +
+            " --top 1");
     EXPECT_EQ(r.status, 0) << r.err;
     return plan;
   }

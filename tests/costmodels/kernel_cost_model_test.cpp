@@ -324,9 +324,23 @@ TEST(KernelCostModel, Fp8GemmsRunAtTheFp8Peak) {
   layer.kernels = make_kernel_list({g});
   const KernelCostModel bf16(d, DType::kBf16, false, 16.0);
   const KernelCostModel fp8(d, DType::kBf16, true, 16.0);
-  const double ratio =
-      static_cast<double>(bf16.forward(layer, 1)) / static_cast<double>(fp8.forward(layer, 1));
-  EXPECT_NEAR(ratio, 1979.0 / 989.0, 0.01);
+  const KernelTable& t = d.kernels;
+  const double launch = t.kernel_overhead_s;
+  const double bw = d.mem_bandwidth;
+  EXPECT_NEAR(simtime_to_seconds(bf16.forward(layer, 1)),
+              launch + gemm_seconds(t, 989e12, bw, 2, 8192, 8192, 8192, 1), 1e-9);
+  // At the FP8 peak and the FP8 efficiency (0.75 x 70.9 / 80.3), and the
+  // cast of the 8192 x 8192 input with its transpose: read 2, write 2 bytes
+  // an element, a kernel of its own.
+  KernelTable t8 = t;
+  t8.gemm_efficiency = 0.75 * 70.9 / 80.3;
+  EXPECT_DOUBLE_EQ(t.fp8_gemm_efficiency, t8.gemm_efficiency);
+  const double cast = launch + memory_seconds(t, bw, 8192.0 * 8192.0 * 4.0);
+  EXPECT_NEAR(simtime_to_seconds(fp8.forward(layer, 1)),
+              launch + gemm_seconds(t8, 1979e12, bw, 2, 8192, 8192, 8192, 1) + cast, 1e-9);
+  // Backward: the output gradient's cast too, before the two GEMMs.
+  EXPECT_NEAR(simtime_to_seconds(fp8.backward(layer, 1)),
+              2 * (launch + gemm_seconds(t8, 1979e12, bw, 2, 8192, 8192, 8192, 1)) + cast, 1e-9);
 }
 
 TEST(KernelCostModel, LayersWithoutKernelsFallBackToTheRoofline) {
@@ -368,6 +382,92 @@ TEST(KernelCostModel, EveryGpuPresetHasATableAndTheCpuNone) {
   }
   EXPECT_GT(find_device_preset("h100-sxm")->device.kernels.peak_flops_fp8, 0.0);
   EXPECT_EQ(find_device_preset("a100-80g")->device.kernels.peak_flops_fp8, 0.0);
+}
+
+}  // namespace
+}  // namespace pipescope
+
+namespace pipescope {
+namespace {
+
+TransformerParams norm_block(bool fused, DType dtype) {
+  TransformerParams p;
+  p.layers = 1;
+  p.d_model = 64;
+  p.heads = 4;
+  p.seq_len = 32;
+  p.vocab = 100;
+  p.dtype = dtype;
+  p.fused_norm = fused;
+  return p;
+}
+
+// Hugging Face's RMSNorm as PyTorch runs it: 8 ops forward, 36 bytes an
+// element in bf16, and 12 backward, 64 bytes; one kernel each way fused.
+TEST(KernelCostModel, AnUnfusedNormIsItsSeparateOps) {
+  const ModelSpec fused = make_transformer(norm_block(true, DType::kBf16));
+  const ModelSpec unfused = make_transformer(norm_block(false, DType::kBf16));
+  const Kernel& f = fused.layers[1].kernels->front();  // the block's first layer norm
+  const Kernel& u = unfused.layers[1].kernels->front();
+  EXPECT_EQ(f.bytes, 2 * 32 * 64 * 2);
+  EXPECT_EQ(f.launches, 1);
+  EXPECT_EQ(u.bytes, 36 * 32 * 64);
+  EXPECT_EQ(u.bwd_bytes, 64 * 32 * 64);
+  EXPECT_EQ(u.launches, 8);
+  EXPECT_EQ(u.bwd_launches, 12);
+  const Kernel& u32 = make_transformer(norm_block(false, DType::kFp32)).layers[1].kernels->front();
+  EXPECT_EQ(u32.bytes, 28 * 32 * 64);  // no casts
+  EXPECT_EQ(u32.launches, 6);
+  EXPECT_EQ(u32.bwd_launches, 10);
+  const Device d = find_device_preset("a100-80g")->device;
+  const KernelTimes t = kernel_times(u, 1, d.kernels, 312e12, 312e12, d.mem_bandwidth, 2);
+  EXPECT_EQ(t.forward_launches, 8);
+  EXPECT_EQ(t.backward_launches, 12);
+  EXPECT_NEAR(
+      t.forward,
+      8 * d.kernels.kernel_overhead_s + memory_seconds(d.kernels, d.mem_bandwidth, 36 * 2048.0),
+      1e-15);
+}
+
+// DeepSpeed's bf16 optimizer adds each backward's bf16 gradients into its
+// fp32 copy: 18 bytes a parameter and a cast and an add for each weight and
+// bias, in W; fp16 runs keep their fp16 gradients.
+TEST(KernelCostModel, Bf16GradientsAccumulateIntoFp32Copies) {
+  const Device d = find_device_preset("a100-80g")->device;
+  const Framework ds = *find_framework("deepspeed");
+  const ModelSpec m = make_transformer(norm_block(true, DType::kBf16));
+  const LayerSpec& block = m.layers[1];
+  const KernelCostModel plain(d, DType::kBf16, false, 18.0);
+  const KernelCostModel deepspeed(d, DType::kBf16, false, 18.0, ds);
+  const double extra = simtime_to_seconds(deepspeed.weight_grad(block, 1)) -
+                       simtime_to_seconds(plain.weight_grad(block, 1));
+  // Four weighted GEMMs (QKV, projection, the MLP's two).
+  EXPECT_NEAR(extra,
+              memory_seconds(d.kernels, d.mem_bandwidth, 18.0 * static_cast<double>(block.params)) +
+                  16 * d.kernels.kernel_overhead_s,
+              2e-9);
+  // The host launches the four weight gradients and the sixteen casts and adds.
+  EXPECT_EQ(deepspeed.op_times(block, 1).host_weight, seconds_to_simtime(20 * 8e-6));
+  EXPECT_EQ(plain.op_times(block, 1).host_weight, 0);
+  const KernelCostModel fp16(d, DType::kFp16, false, 20.0, ds);
+  const KernelCostModel fp16_plain(d, DType::kFp16, false, 20.0);
+  EXPECT_EQ(fp16.weight_grad(block, 1), fp16_plain.weight_grad(block, 1));
+}
+
+// The optimizer step passes over the gradients beyond its own pass:
+// megatron-core's 20 bytes of fp32 gradients, half for 16-bit ones.
+TEST(KernelCostModel, TheStepPassesOverTheGradients) {
+  const Device d = find_device_preset("a100-80g")->device;
+  const double over = d.kernels.kernel_overhead_s;
+  const auto pass = [&](double bytes) { return memory_seconds(d.kernels, d.mem_bandwidth, bytes); };
+  const KernelCostModel mc(d, DType::kBf16, false, 18.0, *find_framework("megatron-core"));
+  EXPECT_NEAR(simtime_to_seconds(mc.optimizer_step(1000000)), over + pass((2 * 18.0 + 20) * 1e6),
+              1e-9);
+  const KernelCostModel nemo(d, DType::kBf16, false, 16.0, *find_framework("nemo"));
+  EXPECT_NEAR(simtime_to_seconds(nemo.optimizer_step(1000000)), over + pass((2 * 16.0 + 10) * 1e6),
+              1e-9);
+  const KernelCostModel ideal(d, DType::kBf16, false, 16.0);
+  EXPECT_NEAR(simtime_to_seconds(ideal.optimizer_step(1000000)), over + pass(2 * 16.0 * 1e6), 1e-9);
 }
 
 }  // namespace

@@ -54,12 +54,14 @@ TEST(DataParallel, RingFollowsTheClusterRouteBetweenReplicas) {
 TEST(DataParallel, ReplicasInOtherNodesAllReduceOverTheSpine) {
   // dgx-h100 nodes of 8: K = 8 fills a node, so a replica's device d talks to
   // its twin through its NIC, the spine and the twin's NIC. The kernels model
-  // (the preset's default) runs links at their achievable share, 0.8.
+  // (the preset's default) runs links at their achievable share, 0.8 of
+  // NVLink and 0.96 of a NIC. Replicas outermost (tp-pp-dp).
   nlohmann::json doc = testing::docs::good_doc();
-  doc["cluster"] = {{"preset", "dgx-h100"}, {"devices", 16}};
+  doc["cluster"] = {{"preset", "dgx-h100"}, {"devices", 16}, {"rank_order", "tp-pp-dp"}};
   const Scenario sc = parse_scenario(doc, "dgx.json");
   const DataParallel across = data_parallel_ring(sc.cluster, 8, 2);
-  EXPECT_DOUBLE_EQ(across.bandwidth, 0.8 * 50e9);
+  EXPECT_DOUBLE_EQ(across.bandwidth, 0.96 * 50e9);
+  EXPECT_EQ(across.nodes, 2);
   EXPECT_DOUBLE_EQ(across.latency_s, 2 * 5e-6);
   const DataParallel inside = data_parallel_ring(sc.cluster, 4, 2);  // both in node 0
   EXPECT_DOUBLE_EQ(inside.bandwidth, 0.8 * 450e9);
@@ -104,6 +106,48 @@ TEST(DataParallel, PureDataParallelismPaysTheWholeAllReduce) {
   alone.stages = 1;
   EXPECT_EQ(simulate(replica_scenario(whole, 1, 4), alone).metrics.step_time,
             8000 + 16000 + r.stage_costs[0].optimizer);
+}
+
+// A framework that reduces bucket by bucket as the last backward produces
+// the gradients (overlap_grad_reduce) starts the all-reduce with that
+// backward: the step pays only what outlasts it.
+TEST(DataParallel, AnOverlappedReductionStartsWithTheLastBackward) {
+  Scenario whole = dp_scenario(4, 4, 8, 1);
+  SimConfig cfg;
+  cfg.stages = 1;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, 1, 4);
+  whole.training.framework.overlap_grad_reduce = true;
+  const SimResult r = simulate(replica_scenario(whole, 1, 4), cfg);
+  ASSERT_EQ(r.stage_costs.size(), 1u);
+  EXPECT_TRUE(r.stage_costs[0].allreduce_with_backward);
+  // tf = 8000, tb = 16000, the all-reduce 6 x 2400 = 14400 within tb.
+  EXPECT_EQ(r.metrics.step_time, 8000 + 16000 + r.stage_costs[0].optimizer);
+  // A reduction longer than the backward shows its excess.
+  whole.cluster.interconnect.bandwidth = 1e8;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, 1, 4);
+  const SimResult slow = simulate(replica_scenario(whole, 1, 4), cfg);
+  const SimTime a = slow.stage_costs[0].allreduce;
+  EXPECT_GT(a, 16000);
+  EXPECT_EQ(slow.metrics.step_time, 8000 + a + slow.stage_costs[0].optimizer);
+}
+
+// ZeRO-1's all-gather of the updated weights, where the framework runs it
+// during the next step's first forward (overlap_param_gather), costs the
+// step only what outlasts that forward.
+TEST(DataParallel, AnOverlappedWeightGatherCostsWhatOutlastsAForward) {
+  Scenario whole = dp_scenario(4, 4, 8, 1);
+  whole.training.zero = 1;
+  whole.training.zero_replicas = 4;
+  const DataParallel dp = data_parallel_ring(whole.cluster, 1, 4);
+  StageCost c;
+  c.params = 400;
+  c.forward = 1000;
+  const SimTime gather = reduce_scatter_time(dp, 400 * 4);  // fp32 weights
+  EXPECT_EQ(step_gather(whole, dp, c), gather);
+  whole.training.framework.overlap_param_gather = true;
+  EXPECT_EQ(step_gather(whole, dp, c), gather - 1000);
+  c.forward = gather + 1;
+  EXPECT_EQ(step_gather(whole, dp, c), 0);
 }
 
 TEST(DataParallel, LastStagesAllReduceOverlapsTheFirstStagesBackward) {

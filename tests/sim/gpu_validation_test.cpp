@@ -22,6 +22,16 @@
 namespace pipescope {
 namespace {
 
+// Each source's median |error| over the suite and their median, as
+// docs/validation.md ("The GPU suite") and the README state them (filled in
+// from `pipescope validate`; update both with the docs when the model moves).
+const std::map<std::string, double> kStatedSourceMedians = {
+    {"BigScience 2022", 0.1959},   {"Korthikanti et al. 2022", 0.0494},
+    {"Smith et al. 2022", 0.2205}, {"Narayanan et al. 2021", 0.1183},
+    {"NVIDIA 2024", 0.2567},       {"Kim et al. 2020", 0.1736},
+    {"Qi et al. 2024", 0.0820}};
+constexpr double kStatedHeadline = 0.1736;
+
 std::vector<GpuCase> bundled_cases() {
   return testing::validation_cases();
 }
@@ -330,11 +340,73 @@ TEST(GpuValidationMetrics, MedianOfEachPublication) {
   EXPECT_TRUE(median_abs_error_by_source(r, "none").empty());
 }
 
+// The fast side whatever the metric: a throughput above the published, or a
+// step time below it.
+TEST(GpuValidationMetrics, FasterErrorIsPositiveWhenTheSimulationIsFast) {
+  PaperFigure f;
+  f.metric = "samples_per_s";
+  f.paper = 100.0;
+  f.simulated = 125.0;
+  EXPECT_NEAR(faster_error(f), 0.25, 1e-12);
+  f.metric = "step_time_s";
+  f.paper = 10.0;
+  f.simulated = 8.0;  // 25 % more steps a second
+  EXPECT_NEAR(faster_error(f), 0.25, 1e-12);
+  EXPECT_NEAR(f.relative_error(), -0.2, 1e-12);
+  f.simulated = 12.5;
+  EXPECT_NEAR(faster_error(f), -0.2, 1e-12);
+}
+
+// The headline counts each publication once: the median of their medians,
+// and each publication's mean fast error and worst case.
+TEST(GpuValidationMetrics, HeadlineIsTheMedianOfTheSourcesMedians) {
+  ValidationReport r;
+  const auto add = [&](const std::string& name, const std::string& source, double simulated) {
+    PaperFigure f;
+    f.table = "gpu";
+    f.name = name;
+    f.source = source;
+    f.metric = "samples_per_s";
+    f.paper = 1.0;
+    f.simulated = simulated;
+    r.figures.push_back(f);
+  };
+  for (int i = 0; i < 9; ++i) add("A-" + std::to_string(i), "A 2020, Table 1", 1.01);
+  add("B-1", "B 2021", 1.3);
+  add("B-2", "B 2021", 0.7);
+  add("C-1", "C 2022", 1.2);
+  const std::vector<SourceMedian> m = median_abs_error_by_source(r, "gpu");
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_NEAR(m[1].median_abs_error, 0.3, 1e-12);
+  EXPECT_NEAR(m[1].mean_faster, 0.0, 1e-12);  // +30 % and -30 %
+  EXPECT_EQ(m[1].worst, "B-2");
+  EXPECT_NEAR(m[1].worst_error, -0.3, 1e-12);
+  EXPECT_NEAR(m[2].mean_faster, 0.2, 1e-12);
+  // 1 %, 30 %, 20 %: 20 %, where the median of the twelve cases is 1 %.
+  EXPECT_NEAR(median_of_source_medians(m), 0.2, 1e-12);
+  EXPECT_NEAR(median_abs_error(r, "gpu"), 0.01, 1e-12);
+  EXPECT_EQ(median_of_source_medians({}), 0.0);
+}
+
+// A gap comes with the fast error it was written for, above 0.
+TEST(GpuValidationCases, AGapNeedsTheErrorItWasWrittenFor) {
+  nlohmann::json d = good_case();
+  d["validation"]["gap"] = "why";
+  expect_error(d, "validation.gap", "a gap and gap_faster go together");
+  d["validation"]["gap_faster"] = -0.1;
+  expect_error(d, "validation.gap_faster", "-0.1");
+  d["validation"]["gap_faster"] = 0.25;
+  EXPECT_DOUBLE_EQ(read_gpu_case(d, "case.json").gap_faster, 0.25);
+  d["validation"].erase("gap");
+  expect_error(d, "validation.gap_faster", "a gap and gap_faster go together");
+}
+
 // A measured memory is its own figure: held to its own tolerance, and never
 // excused by the case's gap, which is about its throughput.
 TEST(GpuValidationSuite, MemoryFigureHasItsOwnToleranceAndNoGap) {
   nlohmann::json d = good_case();
   d["validation"]["gap"] = "why the throughput is off";
+  d["validation"]["gap_faster"] = 0.5;
   d["validation"]["measured"]["value"] = 1e9;  // samples/s: far beyond any simulation
   d["validation"]["measured_memory"] = {{"value", 1000}, {"unit", "GiB"}, {"tolerance", 0.1}};
   const GpuCase c = read_gpu_case(d, "case.json");
@@ -395,12 +467,19 @@ TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
     EXPECT_EQ(f.paper, c.measured);
     EXPECT_GT(f.simulated, 0.0);
     ASSERT_TRUE(f.tolerance);
+    // A stated gap holds while the case errs as it did when the gap was
+    // written, within 3 points, and on the fast side whatever the metric (a
+    // step time longer than measured is no "faster").
+    if (!c.gap.empty()) {
+      EXPECT_NEAR(faster_error(f), c.gap_faster, 0.03)
+          << "the gap was written for a simulation " << c.gap_faster * 100
+          << " % faster; state it again";
+    }
     if (!f.within_tolerance()) {
       EXPECT_FALSE(c.gap.empty()) << "outside " << *f.tolerance << " without a stated gap: paper "
                                   << f.paper << ", simulated " << f.simulated;
       EXPECT_EQ(f.gap, c.gap);
-      // Every stated gap explains a simulation faster than the measurement.
-      EXPECT_GT(f.relative_error(), *f.tolerance);
+      EXPECT_GT(faster_error(f), *f.tolerance);
     } else {
       EXPECT_EQ(f.gap, "");
     }
@@ -408,20 +487,16 @@ TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
   }
   EXPECT_EQ(next, figures.size());
   EXPECT_EQ(report.failed(), 0);
-  // The targets docs/validation.md states, met: the suite's median |error|
-  // within 10 %, and so that of the runs of three-dimensional training
-  // (tensor, pipeline and data parallelism) alone.
-  EXPECT_LE(median_abs_error(report, "gpu"), 0.10);
-  ValidationReport three_d;
-  for (const PaperFigure& f : report.figures) {
-    const std::string from = publication_of(f.source);
-    for (const char* p : {"Narayanan et al. 2021", "Korthikanti et al. 2022", "BigScience 2022",
-                          "Smith et al. 2022", "NVIDIA 2024"}) {
-      if (from == p) three_d.figures.push_back(f);
-    }
+  // The figures docs/validation.md and the README state: each source's
+  // median |error| and their median, the headline.
+  const std::vector<SourceMedian> sources = median_abs_error_by_source(report, "gpu");
+  const std::map<std::string, double> stated = kStatedSourceMedians;
+  ASSERT_EQ(sources.size(), stated.size());
+  for (const SourceMedian& m : sources) {
+    ASSERT_EQ(stated.count(m.publication), 1u) << m.publication;
+    EXPECT_NEAR(m.median_abs_error, stated.at(m.publication), 0.0005) << m.publication;
   }
-  EXPECT_EQ(three_d.figures.size(), 46u);
-  EXPECT_LE(median_abs_error(three_d, "gpu"), 0.10);
+  EXPECT_NEAR(median_of_source_medians(sources), kStatedHeadline, 0.0005);
 }
 
 }  // namespace

@@ -29,13 +29,25 @@ TEST(P2pMode, ParsesAndNamesItsModes) {
   EXPECT_FALSE(parse_p2p_mode("async").has_value());
   EXPECT_EQ(to_string(P2pMode::kBlocking), "blocking");
   nlohmann::json doc = testing::docs::good_doc();
+  // The framework's: megatron-core on a GPU, blocking in one chunk a device,
+  // overlapped in several, each rank's whole copy; ideal's overlapped.
   const Scenario plain = parse_scenario(doc, "s.json");
-  EXPECT_EQ(plain.cluster.p2p, P2pMode::kOverlapped);  // the defaults
+  EXPECT_EQ(plain.cluster.p2p, P2pMode::kBlocking);
+  EXPECT_EQ(plain.cluster.p2p_interleaved, P2pMode::kOverlapped);
+  EXPECT_EQ(plain.cluster.p2p_mode(true), P2pMode::kOverlapped);
   EXPECT_FALSE(plain.cluster.p2p_split);
+  doc["training"]["framework"] = "ideal";
+  EXPECT_EQ(parse_scenario(doc, "s.json").cluster.p2p, P2pMode::kOverlapped);
+  doc["training"]["framework"] = "megatron-lm-2022";
+  const Scenario old = parse_scenario(doc, "s.json");
+  EXPECT_EQ(old.cluster.p2p_interleaved, P2pMode::kBlocking);
+  EXPECT_TRUE(old.cluster.p2p_split);
+  doc["training"].erase("framework");
   doc["cluster"]["p2p"] = "blocking";
   doc["cluster"]["p2p_split"] = true;
   const Scenario megatron = parse_scenario(doc, "s.json");
   EXPECT_EQ(megatron.cluster.p2p, P2pMode::kBlocking);
+  EXPECT_EQ(megatron.cluster.p2p_interleaved, P2pMode::kBlocking);  // the scenario's for both
   EXPECT_TRUE(megatron.cluster.p2p_split);
 }
 
@@ -88,6 +100,7 @@ TEST(P2pMode, PlanFilesRecordItAndRefuseAnotherScenarios) {
   EXPECT_EQ(plan_mismatch(p, doc), "matches");
   nlohmann::json other = doc;
   other["cluster"].erase("p2p");
+  other["training"]["framework"] = "ideal";
   EXPECT_EQ(plan_mismatch(p, other),
             "p.json: cluster.p2p: this plan's stages exchange tensors blocking, the scenario's "
             "overlapped (--set cluster.p2p=blocking runs the plan's)");
@@ -127,7 +140,7 @@ TEST(P2pMode, OneStageExchangesNothing) {
 Scenario sending_scenario(P2pMode mode) {
   Scenario sc = testing::memory_scenario(4, false);
   for (LayerSpec& l : sc.model.layers) l.out_bytes = 750;
-  sc.cluster.p2p = mode;
+  sc.cluster.p2p = sc.cluster.p2p_interleaved = mode;
   return sc;
 }
 

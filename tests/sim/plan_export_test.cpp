@@ -111,6 +111,7 @@ struct ThreeDimensions {
 ThreeDimensions three_d_plan(int zero, bool sequence_parallel) {
   nlohmann::json doc = testing::docs::good_doc();
   doc["cluster"]["devices"] = 8;
+  doc["cluster"]["rank_order"] = "tp-pp-dp";  // the replicas outermost: dims dp, pp, tp
   doc["training"]["tensor_parallel"] = 2;
   doc["training"]["sequence_parallel"] = sequence_parallel;
   doc["training"]["zero"] = zero;

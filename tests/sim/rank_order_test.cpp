@@ -26,7 +26,7 @@ Scenario nodes_scenario(const std::string& order) {
   return parse_scenario(doc, "nodes.json");
 }
 constexpr double kInside = 0.8 * 450e9;
-constexpr double kAcross = 0.8 * 50e9;
+constexpr double kAcross = 0.96 * 50e9;  // a NIC: network_efficiency
 
 double bandwidth(const std::vector<Hop>& hops) {
   double b = 0.0;
@@ -41,7 +41,10 @@ TEST(RankOrder, ParsesAndNamesItsTwoOrders) {
   EXPECT_EQ(to_string(RankOrder::kTpDpPp), "tp-dp-pp");
   EXPECT_EQ(nodes_scenario("tp-dp-pp").cluster.rank_order, RankOrder::kTpDpPp);
   nlohmann::json doc = testing::docs::good_doc();
-  EXPECT_EQ(parse_scenario(doc, "d.json").cluster.rank_order, RankOrder::kTpPpDp);  // default
+  // The framework's: megatron-core's on a GPU, ideal's elsewhere.
+  EXPECT_EQ(parse_scenario(doc, "d.json").cluster.rank_order, RankOrder::kTpDpPp);
+  doc["training"]["framework"] = "ideal";
+  EXPECT_EQ(parse_scenario(doc, "d.json").cluster.rank_order, RankOrder::kTpPpDp);
   doc["cluster"]["rank_order"] = "dp-first";
   try {
     parse_scenario(doc, "d.json");
@@ -133,7 +136,7 @@ TEST(RankOrder, PlanFilesRecordItAndRefuseAnotherScenarios) {
   EXPECT_EQ(plan_from_json(doc, "p.json").rank_order, RankOrder::kTpPpDp);
 
   nlohmann::json sc = testing::docs::good_doc();
-  sc["cluster"] = {{"preset", "dgx-h100"}, {"devices", 8}};
+  sc["cluster"] = {{"preset", "dgx-h100"}, {"devices", 8}, {"rank_order", "tp-pp-dp"}};
   sc["training"]["tensor_parallel"] = 2;
   try {
     check_plan_matches(p, parse_scenario(sc, "s.json"), "p.json");

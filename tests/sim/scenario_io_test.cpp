@@ -46,7 +46,11 @@ TEST(ScenarioIo, LoadsDemo) {
   EXPECT_EQ(s.training.micro_batches, 8);
   EXPECT_EQ(s.training.micro_batch_size(), 4);
   EXPECT_EQ(s.training.optimizer, Optimizer::kAdam);
-  EXPECT_EQ(s.training.bytes_per_param, bytes_per_param(Optimizer::kAdam, DType::kBf16));
+  // megatron-core's fp32 gradients, the GPUs' default: 2 bytes more than the
+  // 16 of mixed-precision Adam.
+  EXPECT_EQ(s.training.framework.name, "megatron-core");
+  EXPECT_EQ(s.training.bytes_per_param, bytes_per_param(Optimizer::kAdam, DType::kBf16) + 2.0);
+  EXPECT_EQ(s.training.gradient_bytes, 4);
   EXPECT_EQ(s.training.schedule, ScheduleKind::kGpipe);
   EXPECT_EQ(s.training.remat, Remat::kAlways);
 }
@@ -386,7 +390,7 @@ TEST(ScenarioErrors, UnknownNestedKey) {
   EXPECT_STREQ(e.what(),
                "bad.json: model.d_fff: unknown key 'd_fff' (expected one of: family, name, "
                "layers, d_model, d_ff, heads, seq_len, vocab, dtype, positions, "
-               "tied_embeddings, kv_heads, dropout, attention, fp8, cross_entropy)");
+               "tied_embeddings, kv_heads, dropout, attention, norm, fp8, cross_entropy)");
   EXPECT_EQ(e.json_path(), "model.d_fff");
 }
 

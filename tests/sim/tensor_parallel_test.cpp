@@ -59,6 +59,29 @@ TEST(TensorParallel, LayerAllReducesByHand) {
   EXPECT_EQ(tensor_collectives(sc.model.layers[0], 2, tensor_ring(whole)).forward, 0);
 }
 
+// What a framework overlaps leaves only what outlasts the compute it hides
+// behind: a backward's all-reduces its weight gradients (not under a split
+// backward), a forward's its compute (Transformer Engine's userbuffers).
+TEST(TensorParallel, OverlappedCollectivesCostWhatOutlastsTheirCompute) {
+  const TensorCollectives c{500, 700};
+  OpTimes t;
+  t.forward = 300;
+  t.weight = 400;
+  Framework f;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 500);
+  EXPECT_EQ(exposed_collectives(c, t, f, false).backward, 700);
+  f.tp_backward_overlap = true;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).backward, 300);
+  EXPECT_EQ(exposed_collectives(c, t, f, true).backward, 700);  // W runs apart
+  EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 500);
+  f.tp_forward_overlap = true;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 200);
+  t.forward = 900;
+  t.weight = 900;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 0);
+  EXPECT_EQ(exposed_collectives(c, t, f, false).backward, 0);
+}
+
 TEST(TensorParallel, OpsRunTheirAllReducesAfterTheirCompute) {
   // K = 1, M = 2, GPipe, no remat. Per micro-batch of 1: forward 2 x 1000 ns
   // of compute, then 2 x 2 x (2 x 1000 + 2000) = 16,000 ns of all-reduces;
@@ -262,7 +285,10 @@ TEST(TensorParallel, ScenarioGroupsTheDevicesAndSplitsTheModel) {
   EXPECT_DOUBLE_EQ(ring.latency_s, 2 * 2e-6);
   const std::vector<Hop> across = sc.cluster.route(0, 1);
   ASSERT_FALSE(across.empty());
-  EXPECT_DOUBLE_EQ(across.front().bandwidth, f * 25e9);
+  EXPECT_DOUBLE_EQ(across.front().bandwidth, sc.cluster.achievable_fraction(true) * 25e9);
+  EXPECT_DOUBLE_EQ(sc.cluster.achievable_fraction(true), 0.96);  // a NIC's, as NCCL reaches
+  EXPECT_EQ(ring.nodes, 1);
+  EXPECT_TRUE(ring.nccl);
 }
 
 TEST(TensorParallel, ARingAcrossNodesRunsAtTheNetworksSpeed) {
@@ -275,8 +301,9 @@ TEST(TensorParallel, ARingAcrossNodesRunsAtTheNetworksSpeed) {
   const Scenario sc = parse_scenario(doc, "tp.json");
   const DataParallel ring = tensor_ring(sc.cluster);
   EXPECT_EQ(ring.replicas, 16);
-  EXPECT_DOUBLE_EQ(ring.bandwidth, sc.cluster.achievable_fraction() * 25e9);
+  EXPECT_DOUBLE_EQ(ring.bandwidth, sc.cluster.achievable_fraction(true) * 25e9);
   EXPECT_DOUBLE_EQ(ring.latency_s, 2 * 5e-6);
+  EXPECT_EQ(ring.nodes, 2);  // NCCL's steps between nodes pay the network's latency
 }
 
 TEST(TensorParallel, HopsThatShareALinkShareItsBandwidth) {

@@ -36,7 +36,11 @@ Scenario node(double gib, const json& training = json::object()) {
   doc["model"] = {{"family", "transformer"}, {"layers", 8},   {"d_model", 1024}, {"heads", 16},
                   {"seq_len", 512},          {"vocab", 8192}, {"dtype", "bf16"}};
   doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 8}};
-  doc["training"] = {{"global_batch", 32}, {"micro_batches", 4}, {"optimizer", "adam"}};
+  // No framework's costs (training.framework ideal): these tests are about
+  // the ZeRO stages' memory and collectives, on a model small enough for its
+  // kernels to be shorter than a framework's launches.
+  doc["training"] = {
+      {"global_batch", 32}, {"micro_batches", 4}, {"optimizer", "adam"}, {"framework", "ideal"}};
   doc["training"].update(training);
   Scenario sc = parse_scenario(doc, "node.json");
   sc.cluster.device.memory_bytes = static_cast<Bytes>(gib * (1 << 30));
@@ -174,8 +178,10 @@ TEST(ZeroPlanner, ZeroThreeFitsWhereTwoDoesNot) {
 // 24 micro-batches, zb-v, remat on: ZeRO-1 fits only on a cut squeezed into
 // memory, and ZeRO-2, on the cut of 6 blocks a device, is a third faster.
 TEST(ZeroPlanner, ACutSqueezedIntoMemoryStandsForNoOther) {
+  // Without a framework's fp32 gradients, which leave ZeRO-1 no cut at all.
   const Scenario sc =
-      load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json");
+      load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json",
+                    {"training.framework=ideal"});
   PlanRequest req;
   req.stages = 16;
   req.micro_batches = 24;
@@ -222,6 +228,7 @@ TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
   int zero3 = 0;        // ZeRO-3 candidates with replicas, all on two nodes
   int gathers_set = 0;  // candidates whose floor the gathers raise
   Scenario two_nodes = node(80.0, {{"tensor_parallel", 1}, {"zero", 3}});
+  two_nodes.cluster.rank_order = RankOrder::kTpPpDp;  // the replicas in different nodes
   two_nodes.cluster.devices = 16;
   two_nodes.cluster.build_topology();
   for (const Scenario& sc : {node(80.0), node(1.0), two_nodes}) {

@@ -1,0 +1,80 @@
+#include "costmodels/collective.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace pipescope {
+
+namespace {
+
+// One of NCCL's protocols as its tuning model prices it (NCCL master,
+// src/graph/tuning.cc, ncclTunerConstantsDefaults; microseconds): the base
+// latency of a call, the latency of one step over NVLink, PCIe and the
+// network, and the share of the bus bandwidth it reaches (LL sends 8 bytes of
+// data in 16, LL128 120 in 128), for the ring and for the tree. The Simple
+// protocol's network step is paid twice (NCCL adds the network latency again
+// for its flush).
+struct Protocol {
+  double base_ring_us;
+  double base_tree_us;
+  double nvlink_ring_us;
+  double nvlink_tree_us;
+  double pcie_ring_us;
+  double pcie_tree_us;
+  double net_ring_us;
+  double net_tree_us;
+  double bw_ring;
+  double bw_tree;
+};
+
+constexpr Protocol kProtocols[] = {
+    // LL
+    {6.6, 6.8, 0.6, 0.6, 1.0, 1.0, 2.7, 5.0, 0.5, 1.0 / 3.8},
+    // LL128
+    {14.0, 14.0, 1.9, 1.25, 2.5, 1.9, 4.0, 8.5, 0.92, 120.0 / 128.0},
+    // Simple
+    {8.4, 8.4, 3.4, 4.0, 5.7, 4.0, 28.0, 28.0, 1.0, 0.92},
+};
+
+double intra_hop_us(const Protocol& p, LinkClass link, bool tree) {
+  if (link == LinkClass::kPcie) return tree ? p.pcie_tree_us : p.pcie_ring_us;
+  return tree ? p.nvlink_tree_us : p.nvlink_ring_us;
+}
+
+// The ring: `steps` steps of which `inter` cross between nodes, each rank
+// moving steps / n of the buffer.
+double ring_seconds(const Protocol& p, Collective c, double bytes, const CollectiveGroup& g) {
+  const double n = g.ranks;
+  const double per_pass = c == Collective::kAllReduce ? 2.0 : 1.0;
+  const double steps = per_pass * (n - 1.0);
+  const double inter = per_pass * static_cast<double>(std::max(0, g.nodes - 1));
+  const double latency_us = p.base_ring_us + (steps - inter) * intra_hop_us(p, g.intra, false) +
+                            inter * p.net_ring_us;
+  return latency_us * 1e-6 + bytes * steps / n / (g.busbw * p.bw_ring);
+}
+
+// The tree all-reduce across nodes: up and down a tree of the nodes (log2 of
+// them deep) and a chain of each node's ranks, the buffer twice through each
+// rank at the tree's share of the bus bandwidth.
+double tree_seconds(const Protocol& p, double bytes, const CollectiveGroup& g) {
+  const double per_node = static_cast<double>(g.ranks) / g.nodes;
+  const double latency_us =
+      p.base_tree_us + 2.0 * ((per_node - 1.0) * intra_hop_us(p, g.intra, true) +
+                              std::log2(static_cast<double>(g.nodes)) * p.net_tree_us);
+  return latency_us * 1e-6 + 2.0 * bytes / (g.busbw * p.bw_tree);
+}
+
+}  // namespace
+
+double nccl_seconds(Collective c, double bytes, const CollectiveGroup& g) {
+  if (g.ranks <= 1 || bytes <= 0.0) return 0.0;
+  double best = std::numeric_limits<double>::infinity();
+  for (const Protocol& p : kProtocols) {
+    best = std::min(best, ring_seconds(p, c, bytes, g));
+    if (c == Collective::kAllReduce && g.nodes > 1) best = std::min(best, tree_seconds(p, bytes, g));
+  }
+  return best;
+}
+
+}  // namespace pipescope

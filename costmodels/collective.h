@@ -1,0 +1,39 @@
+#pragma once
+// How long a collective takes as NCCL runs it on GPUs: NCCL picks, for each
+// call, the algorithm and protocol of least predicted time from its own
+// latency and bandwidth model (src/graph/tuning.cc), and its measured times
+// follow that model (nccl-tests). The model here is that choice:
+//
+//   time = base(protocol) + steps x hop(protocol, link) + bytes moved / (busbw x factor(protocol))
+//
+// over the ring's protocols LL, LL128 and Simple (and, across nodes, the tree
+// for an all-reduce), the least of them. A ring all-reduce over n ranks
+// takes 2 (n - 1) steps and moves 2 (n - 1) / n of the buffer through every
+// rank; a reduce-scatter or an all-gather half of that; the steps that cross
+// between nodes pay the network's hop latency, the others the node's. The
+// bus bandwidth `busbw` is what a large message reaches on the slowest link
+// of the ring (the link's peak times its achievable fraction: about 0.78 of
+// NVLink, 0.96 of an InfiniBand NIC, as nccl-tests measure). So small
+// messages pay ten to tens of microseconds and reach their bandwidth only
+// from megabytes on, as nccl-tests show (docs/models.md, "Collectives").
+
+#include <cstdint>
+
+namespace pipescope {
+
+enum class Collective : std::uint8_t { kAllReduce, kReduceScatter, kAllGather };
+// What the ring's hops inside a node run over.
+enum class LinkClass : std::uint8_t { kNvlink, kPcie };
+
+struct CollectiveGroup {
+  int ranks = 1;
+  int nodes = 1;  // the nodes the ranks span; the ring crosses between them nodes - 1 times each way
+  LinkClass intra = LinkClass::kNvlink;
+  double busbw = 0.0;  // bytes/s
+};
+
+// Seconds for one collective of `bytes` (the whole buffer) over `group`;
+// 0 for one rank or no bytes.
+double nccl_seconds(Collective c, double bytes, const CollectiveGroup& group);
+
+}  // namespace pipescope

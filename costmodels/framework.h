@@ -1,0 +1,122 @@
+#pragma once
+// How a training framework runs a job on GPUs, beyond the kernels' shapes:
+// which elementwise work it fuses, when its host waits for the device, in which
+// precision and when it reduces gradients, what it overlaps with compute, and
+// what it keeps per parameter. A scenario names a profile
+// (`training.framework`); every field of the profile can be overridden there.
+// docs/models.md ("What each framework pays") gives each field's source: the
+// frameworks' own code at the version named, NCCL's and PyTorch's measured
+// figures.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "costmodels/cluster.h"
+#include "costmodels/model_families.h"
+
+namespace pipescope {
+
+struct Framework {
+  std::string name;  // the profile it started from: "megatron-core"
+
+  // --- The host ---
+  // CPU time to issue one kernel or collective (eager PyTorch: the Python
+  // module, the dispatcher and autograd's recording). 0: the host is never
+  // behind the device.
+  double host_launch_s = 0.0;
+  // Whether the host waits for the device (torch.cuda.synchronize) after each
+  // exchange between pipeline stages: in schedules of one chunk a device, and
+  // in those of several (interleaved). After such a wait the device idles
+  // until the host has issued the next op's first kernel, and from there runs
+  // no faster than the host issues; without it the host runs ahead.
+  bool sync_after_p2p = false;
+  bool sync_after_p2p_interleaved = false;
+
+  // --- Kernels (the model's defaults: model.attention, model.cross_entropy,
+  // model.norm) ---
+  bool fused_attention = true;
+  // The fused attention is FlashAttention-2's kernel (PyTorch's SDPA, the
+  // flash-attn 2 package), slower on Hopper than the cuDNN or
+  // FlashAttention-3 kernels Transformer Engine runs
+  // (KernelTable::fa2_attention_*_efficiency).
+  bool flash_attention_2 = false;
+  CrossEntropy cross_entropy = CrossEntropy::kFp32;
+  // Layer norms (LayerNorm, RMSNorm) as one fused kernel each way, or as the
+  // separate PyTorch ops of an unfused implementation.
+  bool fused_norm = true;
+  // Bytes per parameter of a pass in every backward that adds each bf16
+  // weight gradient into the fp32 gradients (fp32_grads) where the
+  // weight-gradient GEMM does not accumulate into them itself (Megatron-LM's
+  // gradient_accumulation_fusion); 0 when it does.
+  double grad_accumulation_bytes = 0.0;
+
+  // --- Pipeline exchanges (the cluster's defaults: cluster.p2p,
+  // cluster.p2p_split, cluster.rank_order) ---
+  // How stages exchange tensors in schedules of one chunk a device, and in
+  // interleaved ones.
+  P2pMode p2p = P2pMode::kOverlapped;
+  P2pMode p2p_interleaved = P2pMode::kOverlapped;
+  bool p2p_split = false;
+  RankOrder rank_order = RankOrder::kTpPpDp;
+
+  // --- Data parallelism ---
+  // 16-bit (bf16) runs keep their gradients in fp32 (Megatron-LM's main_grad
+  // buffers, DeepSpeed's fp32 gradient copy), 4 bytes a parameter instead of
+  // 2, and reduce them among the replicas in fp32 (fp32_grad_reduce) or cast
+  // to 16 bits.
+  bool fp32_grads = false;
+  bool fp32_grad_reduce = false;
+  // The replicas' gradient reduction runs during the last backward of the step
+  // (bucket by bucket), not after it.
+  bool overlap_grad_reduce = false;
+  // ZeRO's all-gather of the updated weights runs during the next step's first
+  // forward, not at the end of this one.
+  bool overlap_param_gather = false;
+
+  // --- Tensor parallelism ---
+  // A backward's collective on its input gradient runs while the weight
+  // gradient's GEMM computes (Megatron-LM's asynchronous all-reduce).
+  bool tp_backward_overlap = false;
+  // The forward's collectives too are hidden behind the GEMMs (Transformer
+  // Engine's userbuffers: Megatron-Core's --tp-comm-overlap, NeMo's
+  // performance recipes).
+  bool tp_forward_overlap = false;
+
+  // --- The optimizer step ---
+  // Passes over the gradients beyond the optimizer's own, bytes per
+  // parameter of the (fp32 or 16-bit) gradient: the NaN check's norm, the
+  // scaling by 1 / D, the gradient norm for clipping, the zeroing.
+  double step_grad_pass_bytes = 0.0;
+
+  friend bool operator==(const Framework&, const Framework&) = default;
+};
+
+// The profiles, in the order --help lists them.
+const std::vector<Framework>& framework_profiles();
+std::optional<Framework> find_framework(std::string_view name);
+// "megatron-core, nemo, ..." for messages.
+std::string framework_names();
+// One line on what a profile stands for (versions, the code read).
+std::string_view framework_description(std::string_view name);
+
+// The profile a scenario runs under when it names none: megatron-core on GPUs
+// costed kernel by kernel, ideal elsewhere (TPUs, CPUs, the analytic
+// roofline, a measured profile), where the host and framework are not
+// modelled.
+inline constexpr const char* kDefaultGpuFramework = "megatron-core";
+inline constexpr const char* kIdealFramework = "ideal";
+
+// A profile field that a scenario's training.framework object may override
+// (the kernels' and the exchanges' are the model's and the cluster's own
+// fields): a flag or a number (seconds, bytes).
+struct FrameworkField {
+  const char* key;  // "host_launch_s"
+  bool Framework::*flag = nullptr;
+  double Framework::*number = nullptr;
+  double max = 0.0;  // a number's largest value
+};
+const std::vector<FrameworkField>& framework_fields();
+
+}  // namespace pipescope

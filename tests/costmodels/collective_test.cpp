@@ -1,0 +1,70 @@
+// NCCL's collectives as its tuning model prices them (costmodels/collective.h),
+// by hand.
+
+#include "costmodels/collective.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pipescope {
+namespace {
+
+constexpr double kUs = 1e-6;
+
+TEST(Collective, OneRankOrNoBytesCostNothing) {
+  EXPECT_EQ(nccl_seconds(Collective::kAllReduce, 1e6, {1, 1, LinkClass::kNvlink, 1e11}), 0.0);
+  EXPECT_EQ(nccl_seconds(Collective::kAllReduce, 0.0, {8, 1, LinkClass::kNvlink, 1e11}), 0.0);
+}
+
+// Eight GPUs of a node over NVLink at 240 GB/s: a tiny all-reduce takes LL's
+// latency, 6.6 + 14 steps x 0.6 us; a large one Simple's bandwidth,
+// 2 x 7 / 8 of the buffer through each rank after 8.4 + 14 x 3.4 us.
+TEST(Collective, SmallMessagesPayLatencyLargeOnesBandwidth) {
+  const CollectiveGroup node{8, 1, LinkClass::kNvlink, 240e9};
+  const double tiny = nccl_seconds(Collective::kAllReduce, 8.0, node);
+  EXPECT_NEAR(tiny, (6.6 + 14 * 0.6) * kUs + 8.0 * 14 / 8 / (240e9 * 0.5), 1e-12);
+  const double big = nccl_seconds(Collective::kAllReduce, 1e9, node);
+  EXPECT_NEAR(big, (8.4 + 14 * 3.4) * kUs + 1e9 * 14 / 8 / 240e9, 1e-12);
+  // 21 MB: LL128's 0.92 of the bandwidth after 14 + 14 x 1.9 us beats
+  // Simple's full bandwidth after 56 us, and both beat the bare ring.
+  const double mid = nccl_seconds(Collective::kAllReduce, 21e6, node);
+  const double ll128 = (14.0 + 14 * 1.9) * kUs + 21e6 * 14 / 8 / (240e9 * 0.92);
+  const double simple = (8.4 + 14 * 3.4) * kUs + 21e6 * 14 / 8 / 240e9;
+  EXPECT_NEAR(mid, std::min(ll128, simple), 1e-12);
+  EXPECT_GT(mid, 21e6 * 14 / 8 / 240e9);
+}
+
+// A reduce-scatter (and an all-gather) runs half the steps and moves half
+// the bytes of an all-reduce.
+TEST(Collective, AReduceScatterIsHalfARing) {
+  const CollectiveGroup node{4, 1, LinkClass::kNvlink, 100e9};
+  EXPECT_NEAR(nccl_seconds(Collective::kReduceScatter, 1e9, node),
+              (8.4 + 3 * 3.4) * kUs + 1e9 * 3 / 4 / 100e9, 1e-12);
+  EXPECT_DOUBLE_EQ(nccl_seconds(Collective::kAllGather, 1e9, node),
+                   nccl_seconds(Collective::kReduceScatter, 1e9, node));
+}
+
+// Across 64 nodes, one rank each: the ring's 126 network steps cost
+// latency that the tree's 2 log2(64) = 12 do not, for a small buffer; a
+// large one takes the ring's full bandwidth over the tree's 0.92.
+TEST(Collective, AcrossNodesTheTreeWinsSmallBuffersTheRingLargeOnes) {
+  const CollectiveGroup nodes{64, 64, LinkClass::kNvlink, 24e9};
+  const double small = nccl_seconds(Collective::kAllReduce, 4096.0, nodes);
+  const double tree_ll = (6.8 + 2 * 6 * 5.0) * kUs + 2 * 4096.0 / (24e9 / 3.8);
+  EXPECT_NEAR(small, tree_ll, 1e-12);
+  const double large = nccl_seconds(Collective::kAllReduce, 4e9, nodes);
+  const double ring_simple = (8.4 + 126 * 28.0) * kUs + 4e9 * 126 / 64 / 24e9;
+  EXPECT_NEAR(large, ring_simple, 1e-12);
+}
+
+// Over PCIe the ring's steps cost PCIe's latencies.
+TEST(Collective, PcieStepsCostMore) {
+  const double nvlink = nccl_seconds(Collective::kAllReduce, 8.0, {8, 1, LinkClass::kNvlink, 1e10});
+  const double pcie = nccl_seconds(Collective::kAllReduce, 8.0, {8, 1, LinkClass::kPcie, 1e10});
+  EXPECT_NEAR(pcie - nvlink, 14 * (1.0 - 0.6) * kUs, 1e-12);
+}
+
+}  // namespace
+}  // namespace pipescope

@@ -1,0 +1,87 @@
+// The frameworks' profiles (costmodels/framework.h): names, the table
+// docs/models.md gives, and the fields a scenario may override.
+
+#include "costmodels/framework.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace pipescope {
+namespace {
+
+TEST(Framework, ProfilesHaveUniqueNamesAndDescriptions) {
+  std::set<std::string> names;
+  for (const Framework& f : framework_profiles()) {
+    EXPECT_TRUE(names.insert(f.name).second) << f.name;
+    EXPECT_FALSE(framework_description(f.name).empty()) << f.name;
+    EXPECT_EQ(find_framework(f.name), f);
+  }
+  EXPECT_EQ(names.size(), 7u);
+  EXPECT_TRUE(names.count(kDefaultGpuFramework));
+  EXPECT_TRUE(names.count(kIdealFramework));
+  EXPECT_FALSE(find_framework("megatron").has_value());
+  EXPECT_EQ(framework_names(),
+            "megatron-core, nemo, megatron-lm-2022, deepspeed, torchtitan, torchgpipe, ideal");
+}
+
+// ideal pays nothing: what the simulator did before frameworks.
+TEST(Framework, IdealPaysNothing) {
+  const Framework f = *find_framework(kIdealFramework);
+  EXPECT_EQ(f, Framework{.name = kIdealFramework});
+  EXPECT_EQ(f.host_launch_s, 0.0);
+  EXPECT_FALSE(f.sync_after_p2p || f.fp32_grads || f.fp32_grad_reduce || f.tp_backward_overlap);
+  EXPECT_EQ(f.p2p, P2pMode::kOverlapped);
+  EXPECT_EQ(f.rank_order, RankOrder::kTpPpDp);
+}
+
+// The table of docs/models.md, "What each framework pays".
+TEST(Framework, ProfilesAreWhatTheDocsSay) {
+  const Framework mc = *find_framework("megatron-core");
+  EXPECT_DOUBLE_EQ(mc.host_launch_s, 8e-6);
+  EXPECT_TRUE(mc.sync_after_p2p);
+  EXPECT_FALSE(mc.sync_after_p2p_interleaved);
+  EXPECT_EQ(mc.p2p, P2pMode::kBlocking);
+  EXPECT_EQ(mc.p2p_interleaved, P2pMode::kOverlapped);
+  EXPECT_EQ(mc.rank_order, RankOrder::kTpDpPp);
+  EXPECT_TRUE(mc.fp32_grads && mc.fp32_grad_reduce && mc.tp_backward_overlap);
+  EXPECT_FALSE(mc.overlap_grad_reduce || mc.overlap_param_gather || mc.tp_forward_overlap);
+  EXPECT_DOUBLE_EQ(mc.step_grad_pass_bytes, 20.0);
+
+  const Framework nemo = *find_framework("nemo");
+  EXPECT_EQ(nemo.cross_entropy, CrossEntropy::kFp32Fused);
+  EXPECT_TRUE(nemo.overlap_grad_reduce && nemo.overlap_param_gather && nemo.tp_forward_overlap);
+  EXPECT_FALSE(nemo.fp32_grads || nemo.fp32_grad_reduce);
+
+  const Framework old = *find_framework("megatron-lm-2022");
+  EXPECT_FALSE(old.fused_attention);
+  EXPECT_TRUE(old.sync_after_p2p_interleaved && old.p2p_split);
+  EXPECT_EQ(old.p2p_interleaved, P2pMode::kBlocking);
+  EXPECT_DOUBLE_EQ(old.step_grad_pass_bytes, 16.0);
+
+  const Framework ds = *find_framework("deepspeed");
+  EXPECT_TRUE(ds.fp32_grads);
+  EXPECT_FALSE(ds.fp32_grad_reduce || ds.sync_after_p2p || ds.tp_backward_overlap);
+  EXPECT_DOUBLE_EQ(ds.grad_accumulation_bytes, 18.0);
+
+  const Framework titan = *find_framework("torchtitan");
+  EXPECT_FALSE(titan.fused_norm);
+  EXPECT_TRUE(titan.flash_attention_2 && titan.fp32_grad_reduce && titan.overlap_grad_reduce);
+  EXPECT_EQ(titan.p2p, P2pMode::kOverlapped);
+}
+
+// Every overridable field is a flag or a number, named once.
+TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
+  std::set<std::string> keys;
+  for (const FrameworkField& f : framework_fields()) {
+    EXPECT_TRUE(keys.insert(f.key).second) << f.key;
+    EXPECT_NE(f.flag == nullptr, f.number == nullptr) << f.key;
+    if (f.number != nullptr) EXPECT_GT(f.max, 0.0) << f.key;
+  }
+  EXPECT_EQ(keys.size(), 12u);
+  EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce"));
+}
+
+}  // namespace
+}  // namespace pipescope
