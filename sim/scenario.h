@@ -11,6 +11,7 @@
 #include "costmodels/cluster.h"
 #include "costmodels/model.h"
 #include "costmodels/optimizer.h"
+#include "sim/stated_cut.h"
 
 namespace pipescope {
 
@@ -186,6 +187,9 @@ struct TrainingConfig {
   // The replicas the shards spread over: D in a replica's scenario
   // (replica_scenario), 1 in the whole one.
   int zero_replicas = 1;
+  // The cut the run uses, when the scenario states it (training.balance,
+  // training.megatron); empty: the partitioner cuts.
+  std::optional<StatedCut> cut;
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }
 };
