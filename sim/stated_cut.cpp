@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/model.h"
-#include "costmodels/model_families.h"
 #include "sim/json_reader.h"
 #include "sim/partition.h"
 #include "sim/simulator.h"
@@ -39,7 +38,8 @@ void append_copies(std::string& out, std::string_view what, std::string_view dig
   // More digits than the limit has cannot be a count the limit allows.
   const std::uint64_t n =
       digits.size() > 7 ? kMaxExpandedLayout + 1 : std::stoull(std::string(digits));
-  if (!what.empty() && n > (kMaxExpandedLayout - out.size()) / what.size()) {
+  const std::size_t room = out.size() < kMaxExpandedLayout ? kMaxExpandedLayout - out.size() : 0;
+  if (!what.empty() && n > room / what.size()) {
     throw std::invalid_argument("the layout unrolls to more than " + str(kMaxExpandedLayout) +
                                 " characters");
   }
@@ -262,45 +262,31 @@ std::vector<int> megatron_split_balance(const MegatronSplit& split, int blocks, 
   return out;
 }
 
-std::optional<StatedCut> read_stated_cut(ObjectReader& t) {
-  const nlohmann::json* balance = t.find("balance");
-  const nlohmann::json* megatron = t.find("megatron");
-  if (balance == nullptr && megatron == nullptr) return std::nullopt;
-  if (balance != nullptr && megatron != nullptr) {
-    t.fail("megatron", "training.balance states the cut too; give one of them");
-  }
+namespace {
+
+StatedCut read_balance(ObjectReader& t) {
   StatedCut cut;
-  if (balance != nullptr) {
-    cut.field = t.where("balance").path;
-    const nlohmann::json& list = t.array("balance");
-    const std::string range = "whole numbers of at least 1, the layers of each model stage";
-    if (list.empty()) t.fail("balance", "expected " + range + ", got []");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const nlohmann::json& v = list[i];
-      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||
-          v.get<std::int64_t>() > std::int64_t{1} << 30) {
-        t.fail("balance", "entry " + str(std::int64_t(i) + 1) + " of " +
-                              str(std::int64_t(list.size())) + " is " + json_io::describe(v) +
-                              "; expected " + range);
-      }
-      cut.balance.push_back(v.get<int>());
+  cut.field = t.where("balance").path;
+  const nlohmann::json& list = t.array("balance");
+  const std::string range = "whole numbers of at least 1, the layers of each model stage";
+  if (list.empty()) t.fail("balance", "expected " + range + ", got []");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& v = list[i];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||
+        v.get<std::int64_t>() > std::int64_t{1} << 30) {
+      t.fail("balance", "entry " + str(std::int64_t(i) + 1) + " of " +
+                            str(std::int64_t(list.size())) + " is " + json_io::describe(v) +
+                            "; expected " + range);
     }
-    return cut;
+    cut.balance.push_back(v.get<int>());
   }
-  ObjectReader m = t.object("megatron");
-  cut.field = m.here().path;
-  const json_io::IntRange count{1, std::int64_t{1} << 30};
-  const std::optional<std::string> layout = m.opt_string("pipeline_model_parallel_layout");
-  MegatronSplit split;
-  const auto first = m.opt_integer("decoder_first_pipeline_num_layers", count);
-  const auto last = m.opt_integer("decoder_last_pipeline_num_layers", count);
-  if (first) split.first_rank_layers = static_cast<int>(*first);
-  if (last) split.last_rank_layers = static_cast<int>(*last);
-  split.account_for_embedding =
-      m.opt_bool("account_for_embedding_in_pipeline_split").value_or(false);
-  split.account_for_loss = m.opt_bool("account_for_loss_in_pipeline_split").value_or(false);
-  m.finish();
-  const bool uneven = first || last;
+  return cut;
+}
+
+// Refuses what Megatron-LM's TransformerConfig refuses together.
+void check_megatron_flags(const ObjectReader& m, bool layout, const MegatronSplit& split) {
+  const bool first = split.first_rank_layers.has_value();
+  const bool uneven = first || split.last_rank_layers;
   const bool accounted = split.account_for_embedding || split.account_for_loss;
   if (layout && (uneven || accounted)) {
     m.fail("pipeline_model_parallel_layout",
@@ -312,7 +298,27 @@ std::optional<StatedCut> read_stated_cut(ObjectReader& t) {
            "Megatron-LM refuses decoder_first/last_pipeline_num_layers together with "
            "account_for_embedding/loss_in_pipeline_split");
   }
+}
+
+StatedCut read_megatron(ObjectReader& t) {
+  ObjectReader m = t.object("megatron");
+  const json_io::IntRange count{1, std::int64_t{1} << 30};
+  const std::optional<std::string> layout = m.opt_string("pipeline_model_parallel_layout");
+  MegatronSplit split;
+  if (const auto first = m.opt_integer("decoder_first_pipeline_num_layers", count)) {
+    split.first_rank_layers = static_cast<int>(*first);
+  }
+  if (const auto last = m.opt_integer("decoder_last_pipeline_num_layers", count)) {
+    split.last_rank_layers = static_cast<int>(*last);
+  }
+  split.account_for_embedding =
+      m.opt_bool("account_for_embedding_in_pipeline_split").value_or(false);
+  split.account_for_loss = m.opt_bool("account_for_loss_in_pipeline_split").value_or(false);
+  m.finish();
+  check_megatron_flags(m, layout.has_value(), split);
+  StatedCut cut;
   if (!layout) {
+    cut.field = m.here().path;
     cut.split = split;
     return cut;
   }
@@ -323,6 +329,19 @@ std::optional<StatedCut> read_stated_cut(ObjectReader& t) {
     m.fail("pipeline_model_parallel_layout", e.what());
   }
   return cut;
+}
+
+}  // namespace
+
+std::optional<StatedCut> read_stated_cut(ObjectReader& t) {
+  const bool balance = t.find("balance") != nullptr;
+  const bool megatron = t.find("megatron") != nullptr;
+  if (balance && megatron) {
+    t.fail("megatron", "training.balance states the cut too; give one of them");
+  }
+  if (balance) return read_balance(t);
+  if (megatron) return read_megatron(t);
+  return std::nullopt;
 }
 
 void check_stated_cut(StatedCut& cut, const ModelSpec& model, const std::string& file) {
