@@ -246,6 +246,12 @@ ScenarioOptions with_balance(ScenarioOptions o, const std::optional<std::string>
   return o;
 }
 
+ScenarioOptions without_stated_cut(ScenarioOptions o) {
+  o.field_flags.push_back({"", "balance", std::nullopt});
+  o.field_flags.push_back({"", "megatron", std::nullopt});
+  return o;
+}
+
 ScenarioError scenario_field_error(const ScenarioOptions& o, const ConfigError& e) {
   for (const FieldFlag& f : o.field_flags) {
     if (f.value && e.scenario_field() == "training." + f.key) {

@@ -95,6 +95,9 @@ void add_balance_option(CLI::App& cmd, std::optional<std::string>& balance);
 // `o` with --balance as training.balance, which replaces the file's cut
 // (training.balance or training.megatron); an error in it names the flag.
 ScenarioOptions with_balance(ScenarioOptions o, const std::optional<std::string>& balance);
+// `o` without the cut its scenario states (training.balance,
+// training.megatron), for a command that cuts models the file does not have.
+ScenarioOptions without_stated_cut(ScenarioOptions o);
 // The ConfigError `e`, which names a scenario field, as the ScenarioError of
 // `o`'s file: named by the flag that wrote the field, if one did.
 ScenarioError scenario_field_error(const ScenarioOptions& o, const ConfigError& e);

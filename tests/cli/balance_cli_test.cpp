@@ -148,6 +148,16 @@ TEST(BalanceCli, SweepRunsTheCutAtEveryPoint) {
   }
 }
 
+// capacity asks whether some cut of each model it tries fits: a cut the
+// file states, of the file's model, stands aside.
+TEST(BalanceCli, CapacityLeavesAStatedCutOut) {
+  const nlohmann::json free = json_of("capacity " + kDemo + " -K 4 --json");
+  const nlohmann::json stated =
+      json_of("capacity " + kDemo + " -K 4 --set 'training.balance=[11,5,5,5]' --json");
+  EXPECT_EQ(stated["max_value"], free["max_value"]);
+  EXPECT_GT(stated["max_value"].get<int>(), 24);
+}
+
 TEST(BalanceCli, HelpNamesTheOption) {
   for (const char* command : {"simulate", "sweep"}) {
     const CliResult r = run(std::string(command) + " --help");
