@@ -48,7 +48,8 @@ int run_capacity(const CapacityOptions& o) {
   flags.remat = o.remat;
   flags.checkpoint = o.checkpoint;
   flags.tensor_parallel = o.tensor_parallel;
-  ScenarioOptions as_given = with_training_flags(o.scenario, flags);
+  // Whether some cut fits is the question: a cut the file states stands aside.
+  ScenarioOptions as_given = without_stated_cut(with_training_flags(o.scenario, flags));
   const nlohmann::json doc = load_document(as_given);
   // --cost-model is read once (it may be a pipe) and applied to every scenario
   // the search derives from the document, as to this one.

@@ -211,6 +211,11 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
     std::cout << "\nRejected (" << report.rejected.size() << "):\n";
     for (const PlanCandidate& c : report.rejected) std::cout << "  " << c.rejected << "\n";
   }
+  if (sc.training.cut) {
+    std::cout << "\nThe planner cuts each configuration itself and leaves out the cut "
+              << sc.training.cut->field
+              << " gives (`pipescope simulate` sets that cut's step beside the partitioner's).\n";
+  }
 }
 
 }  // namespace

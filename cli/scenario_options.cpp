@@ -204,6 +204,74 @@ ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::
 
 namespace {
 
+// "3,2,2" as {"3", "2", "2"}; empty entries ("3,,2", "3,") are kept.
+std::vector<std::string> comma_entries(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1) {
+    out.push_back(text.substr(start, comma - start));
+  }
+  out.push_back(text.substr(start));
+  return out;
+}
+
+// Digits, not all zeros.
+bool whole_number_above_zero(const std::string& entry) {
+  return !entry.empty() &&
+         std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+         entry.find_first_not_of('0') != std::string::npos;
+}
+
+}  // namespace
+
+void add_balance_option(CLI::App& cmd, std::optional<std::string>& balance) {
+  const CLI::Validator layers(
+      [](std::string& input) -> std::string {
+        const std::vector<std::string> entries = comma_entries(input);
+        if (std::all_of(entries.begin(), entries.end(), whole_number_above_zero)) return {};
+        return "expected the layers of each model stage, whole numbers of at least 1 separated "
+               "by commas (e.g. 3,2,2), got '" +
+               input + "'";
+      },
+      "L1,L2,...");
+  cmd.add_option("--balance", balance,
+                 "Simulate this cut instead of the partitioner's: the layers of each model "
+                 "stage in order, K x chunks entries adding up to the model's layers (a "
+                 "transformer's embedding, blocks and head are a layer each), as "
+                 "training.balance; the summary sets its step beside the --partition cut's")
+      ->check(layers);
+}
+
+ScenarioOptions with_balance(ScenarioOptions o, const std::optional<std::string>& balance) {
+  if (!balance) return o;
+  nlohmann::json entries = nlohmann::json::array();
+  for (std::string entry : comma_entries(*balance)) {
+    entry.erase(0, entry.find_first_not_of('0'));  // JSON has no leading zeros
+    entries.push_back(nlohmann::json::parse(entry));
+  }
+  const std::string flag = "--balance " + *balance;
+  o.field_flags.push_back({flag, "megatron", std::nullopt});
+  o.field_flags.push_back({flag, "balance", std::move(entries)});
+  return o;
+}
+
+ScenarioOptions without_stated_cut(ScenarioOptions o) {
+  o.field_flags.push_back({"", "balance", std::nullopt});
+  o.field_flags.push_back({"", "megatron", std::nullopt});
+  return o;
+}
+
+ScenarioError scenario_field_error(const ScenarioOptions& o, const ConfigError& e) {
+  for (const FieldFlag& f : o.field_flags) {
+    if (f.value && e.scenario_field() == "training." + f.key) {
+      return ScenarioError::in_flag(o.file, e.scenario_field(), f.flag, e.what());
+    }
+  }
+  return ScenarioError(o.file, e.scenario_field(), e.what());
+}
+
+namespace {
+
 // Writes (or removes) a flag's field. A missing training section is made, so
 // that what it lacks is reported as the file's; one of another type is left for
 // the file's own error.

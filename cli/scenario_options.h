@@ -91,6 +91,28 @@ decltype(auto) naming_scenario_file(const std::string& file, Fn&& fn) {
     throw ScenarioError(file, e.scenario_field(), e.what());
   }
 }
+// --balance L1,L2,...: the layers of each model stage, the cut to simulate
+// (training.balance); whole numbers of at least 1, checked as typed.
+void add_balance_option(CLI::App& cmd, std::optional<std::string>& balance);
+// `o` with --balance as training.balance, which replaces the file's cut
+// (training.balance or training.megatron); an error in it names the flag.
+ScenarioOptions with_balance(ScenarioOptions o, const std::optional<std::string>& balance);
+// `o` without the cut its scenario states (training.balance,
+// training.megatron), for a command that cuts models the file does not have.
+ScenarioOptions without_stated_cut(ScenarioOptions o);
+// The ConfigError `e`, which names a scenario field, as the ScenarioError of
+// `o`'s file: named by the flag that wrote the field, if one did.
+ScenarioError scenario_field_error(const ScenarioOptions& o, const ConfigError& e);
+// naming_scenario_file for the scenario of `o`, whose flags name their fields.
+template <typename Fn>
+decltype(auto) naming_scenario_fields(const ScenarioOptions& o, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const ConfigError& e) {
+    if (e.scenario_field().empty()) throw;
+    throw scenario_field_error(o, e);
+  }
+}
 // The flags of the training section, as a command took them.
 struct TrainingFlags {
   std::optional<int> micro_batches;       // -M

@@ -48,10 +48,33 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
   add_remat_option(*cmd, opts->remat, "default: training.remat");
   add_checkpoint_option(*cmd, opts->checkpoint);
   add_partition_option(*cmd, opts->partition);
+  add_balance_option(*cmd, opts->balance);
   cmd->add_option("--trace", opts->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   cmd->add_flag("--json", opts->json, "Print the result as JSON instead of a table");
   return cmd;
 }
+
+namespace {
+
+// The step with the cut `config.partition` makes instead of the scenario's.
+SimResult partitioner_result(Scenario scenario, SimConfig config) {
+  scenario.training.cut.reset();
+  config.record_timeline = false;
+  config.timeline_sink = nullptr;
+  return simulate(scenario, config);
+}
+
+// --json's given_cut and partitioner_cut.
+void add_cut_comparison(nlohmann::json& j, const SimResult& given, const SimResult& partitioned,
+                        PartitionMethod method, const std::string& source) {
+  j["given_cut"] = {{"source", source}, {"balance", stage_balance(given)}};
+  j["partitioner_cut"] = {{"partition", to_string(method)},
+                          {"balance", stage_balance(partitioned)},
+                          {"step_time_s", partitioned.metrics.step_time_s()},
+                          {"fits", partitioned.metrics.fits()}};
+}
+
+}  // namespace
 
 int run_simulate(const SimulateOptions& o) {
   // The flags that stand for training fields are checked with the scenario, as
@@ -59,23 +82,26 @@ int run_simulate(const SimulateOptions& o) {
   // splits the scenario's layers.
   std::optional<Plan> plan;
   if (o.plan) plan = read_plan_file(*o.plan);
-  Scenario scenario =
-      o.plan ? load(with_plan_split(o.scenario, *plan, *o.plan))
-             : load(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
-                                                     .schedule = o.schedule,
-                                                     .chunks = o.chunks,
-                                                     .remat = o.remat,
-                                                     .checkpoint = o.checkpoint,
-                                                     .tensor_parallel = o.tensor_parallel}));
+  const ScenarioOptions options =
+      o.plan ? with_plan_split(o.scenario, *plan, *o.plan)
+             : with_balance(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
+                                                             .schedule = o.schedule,
+                                                             .chunks = o.chunks,
+                                                             .remat = o.remat,
+                                                             .checkpoint = o.checkpoint,
+                                                             .tensor_parallel = o.tensor_parallel}),
+                            o.balance);
+  Scenario scenario = load(options);
   const Cluster whole_cluster = scenario.cluster;
   SimConfig config;
   int replicas = 1;
   if (o.plan) {
     if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
-        o.data_parallel || o.tensor_parallel) {
+        o.data_parallel || o.tensor_parallel || o.balance) {
       throw std::invalid_argument(
-          "--plan fixes K, D, T, M, the schedule, its chunks and remat; drop -K, "
-          "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks and --remat");
+          "--plan fixes K, D, T, M, the schedule, its chunks, remat and the cut; drop -K, "
+          "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks, --remat and "
+          "--balance");
     }
     check_plan_matches(*plan, scenario, *o.plan);
     // The plan's pipeline is one of its D replicas.
@@ -129,7 +155,7 @@ int run_simulate(const SimulateOptions& o) {
   SimResult result;
   std::int64_t traced_slices = 0;
   const auto run_simulation = [&] {
-    naming_scenario_file(o.scenario.file, [&] { result = simulate(scenario, config); });
+    naming_scenario_fields(options, [&] { result = simulate(scenario, config); });
   };
   if (o.trace) {
     write_file_atomically(*o.trace, [&](std::ostream& out) {
@@ -141,6 +167,12 @@ int run_simulate(const SimulateOptions& o) {
   } else {
     run_simulation();
   }
+  // A given cut (the plan's aside) beside the one --partition makes.
+  std::optional<SimResult> partitioned;
+  if (!o.plan && scenario.training.cut) {
+    partitioned =
+        naming_scenario_fields(options, [&] { return partitioner_result(scenario, config); });
+  }
   // D replicas each run the simulated pipeline on their share of the batch; the
   // simulation holds their gradient all-reduce.
   result.metrics.samples_per_s *= replicas;
@@ -148,11 +180,18 @@ int run_simulate(const SimulateOptions& o) {
   scenario.cluster.devices = whole_cluster.devices;
   scenario.training.global_batch *= replicas;
 
+  const std::string given = cut_source(scenario, o.balance.has_value());
   if (o.json) {
-    std::cout << to_json(result).dump(2) << "\n";
+    nlohmann::json j = to_json(result);
+    if (partitioned) add_cut_comparison(j, result, *partitioned, config.partition, given);
+    std::cout << j.dump(2) << "\n";
   } else {
     print_summary(std::cout, scenario, result,
-                  o.plan ? "from " + *o.plan : std::string(to_string(config.partition)), replicas);
+                  o.plan        ? "from " + *o.plan
+                  : partitioned ? "given (" + given + ")"
+                                : std::string(to_string(config.partition)),
+                  replicas);
+    if (partitioned) print_cut_comparison(std::cout, result, *partitioned, config.partition);
   }
   if (o.trace) {
     (o.json ? std::cerr : std::cout) << "Trace written to " << *o.trace << " (" << traced_slices

@@ -223,6 +223,52 @@ std::optional<FullestDevice> fullest_device(const SimResult& r) {
                            bytes(split.activations)};
 }
 
+std::string cut_source(const Scenario& sc, bool from_balance_flag) {
+  if (!sc.training.cut) return "";
+  return from_balance_flag ? "--balance" : sc.training.cut->field;
+}
+
+std::vector<int> stage_balance(const SimResult& r) {
+  std::vector<int> out;
+  out.reserve(r.stage_costs.size());
+  for (const StageCost& c : r.stage_costs) out.push_back(c.layers.layer_count());
+  return out;
+}
+
+namespace {
+
+// Up to this many stages the cut lines list each one's layers.
+constexpr std::size_t kListedStages = 32;
+
+std::string cut_text(const SimResult& r) {
+  const std::vector<int> b = stage_balance(r);
+  return b.size() <= kListedStages ? balance_text(b)
+                                   : std::to_string(b.size()) + " stages (--json lists them)";
+}
+
+std::string fit_note(const SimResult& r) {
+  return r.metrics.fits() ? "" : ", does not fit";
+}
+
+}  // namespace
+
+void print_cut_comparison(std::ostream& out, const SimResult& given, const SimResult& partitioned,
+                          PartitionMethod method) {
+  const double g = given.metrics.step_time_s();
+  const double p = partitioned.metrics.step_time_s();
+  out << "Given cut      " << cut_text(given) << ": " << format_seconds(g) << " a step"
+      << fit_note(given) << "\n";
+  out << "PipeScope cut  ";
+  if (stage_balance(given) == stage_balance(partitioned)) {
+    out << "the same (" << to_string(method) << ")\n";
+    return;
+  }
+  char change[32];
+  std::snprintf(change, sizeof change, "%+.1f %%", g > 0 ? 100.0 * (p - g) / g : 0.0);
+  out << cut_text(partitioned) << " (" << to_string(method) << "): " << format_seconds(p)
+      << " a step, " << change << fit_note(partitioned) << "\n";
+}
+
 void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
                    std::string_view partition, int replicas) {
   print_header(out, scenario, result, partition, replicas);

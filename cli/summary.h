@@ -6,7 +6,9 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "sim/partition.h"
 #include "sim/scenario.h"
 #include "sim/simulator.h"
 
@@ -21,6 +23,18 @@ struct FullestDevice {
   std::string parts;
 };
 std::optional<FullestDevice> fullest_device(const SimResult& result);
+
+// Where the cut the scenario states came from: "--balance" when the flag
+// gave it, else its field ("training.balance", ...); "" without one.
+std::string cut_source(const Scenario& scenario, bool from_balance_flag);
+
+// The layers of each of a run's stages: its cut, as --balance takes it.
+std::vector<int> stage_balance(const SimResult& result);
+
+// A given cut's step beside the one `method` cuts ("Given cut" and
+// "PipeScope cut" lines, the difference relative to the given cut's step).
+void print_cut_comparison(std::ostream& out, const SimResult& given, const SimResult& partitioned,
+                          PartitionMethod method);
 
 void print_summary(std::ostream& out, const Scenario& scenario, const SimResult& result,
                    std::string_view partition, int replicas = 1);

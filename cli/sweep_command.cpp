@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/progress.h"
+#include "cli/summary.h"
 #include "sim/file_io.h"
 #include "sim/format.h"
 #include "sim/simulator.h"
@@ -42,6 +43,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
                   "and counts all D in its throughput (default: 1)")
       ->check(positive_number());
   add_partition_option(*cmd, o.partition);
+  add_balance_option(*cmd, o.balance);
   cmd->add_option("--csv", o.csv, "Also write the results as CSV");
   cmd->add_flag("--json", o.json, "Print the results as JSON");
   return cmd;
@@ -85,7 +87,7 @@ int run_sweep_command(const SweepOptions& o) {
   flags.remat = o.remat;
   flags.checkpoint = o.checkpoint;
   flags.tensor_parallel = o.tensor_parallel;
-  const Scenario sc = load(with_training_flags(o.scenario, flags));
+  const Scenario sc = load(with_balance(with_training_flags(o.scenario, flags), o.balance));
   SweepRequest req;
   req.stages = o.stages;
   req.micro_batches = o.micro_batches;
@@ -142,7 +144,8 @@ int run_sweep_command(const SweepOptions& o) {
   std::cout << "Sweep of " << sc.name << " on " << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes))
             << " per device), global batch " << sc.training.global_batch << ", partition "
-            << o.partition;
+            << (sc.training.cut ? "given (" + cut_source(sc, o.balance.has_value()) + ")"
+                                : o.partition);
   if (D > 1) {
     std::cout << ", D=" << D << " replicas of each pipeline (one simulated, with its gradient "
               << "all-reduce; throughput counts all)";

@@ -22,6 +22,7 @@ struct SweepOptions {
   std::optional<std::string> schedule;
   std::optional<int> chunks;  // v, interleaved-1f1b
   std::string partition = "optimal";
+  std::optional<std::string> balance;  // the cut of every point, "3,2,2"
   std::optional<std::string> csv;
   bool json = false;
 };

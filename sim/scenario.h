@@ -12,6 +12,7 @@
 #include "costmodels/framework.h"
 #include "costmodels/model.h"
 #include "costmodels/optimizer.h"
+#include "sim/stated_cut.h"
 
 namespace pipescope {
 
@@ -194,6 +195,9 @@ struct TrainingConfig {
   // How the framework that runs the job pays for it (training.framework):
   // the host, the gradients' precision and reductions, the overlaps.
   Framework framework = *find_framework(kIdealFramework);
+  // The cut the run uses, when the scenario states it (training.balance,
+  // training.megatron); empty: the partitioner cuts.
+  std::optional<StatedCut> cut;
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }
 };

@@ -24,6 +24,7 @@
 #include "sim/json_reader.h"
 #include "sim/scenario_limits.h"
 #include "sim/scenario_override.h"
+#include "sim/stated_cut.h"
 #include "sim/tensor_parallel.h"
 #include "sim/zero.h"
 
@@ -477,6 +478,7 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
            "sequence parallelism splits activations among tensor-parallel devices: it needs "
            "tensor_parallel above 1");
   }
+  cfg.cut = read_stated_cut(t);
   t.finish();
   return cfg;
 }
@@ -607,6 +609,7 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   }
   s.training = read_training(std::move(training), s.model.dtype);
   with_framework_gradients(s.training, s.model.dtype, framework);
+  if (s.training.cut) check_stated_cut(*s.training.cut, s.model, file);
   // Under tensor parallelism the model becomes one device's share and the
   // cluster's devices groups of T.
   const int t = s.training.tensor_parallel;

@@ -13,6 +13,7 @@
 #include "sim/host_dispatch.h"
 #include "sim/memory_tracker.h"
 #include "sim/schedule_holds.h"
+#include "sim/stated_cut.h"
 #include "sim/tensor_parallel.h"
 #include "sim/zero.h"
 
@@ -514,6 +515,8 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   if (config.stage_ranges) {
     ranges = *config.stage_ranges;
     PS_CHECK(static_cast<int>(ranges.size()) == r.K * r.chunks, "one stage range per stage");
+  } else if (scenario.training.cut) {
+    ranges = stated_ranges(*scenario.training.cut, scenario.model, r.K, r.chunks);
   } else if (config.partition == PartitionMethod::kOptimal && r.chunks > 1) {
     const PartitionProblem p = partition_problem(scenario, cost, r.K * r.chunks, r.M, r.remat,
                                                  r.schedule, r.chunks, config.custom.get());
