@@ -104,6 +104,7 @@ SimTime ProfiledCostModel::weight_grad(const LayerSpec& layer, std::int64_t batc
 }
 
 bool Profile::split_measured() const {
+  if (rounds.slowdown_of_stages) return false;
   return std::all_of(layers.begin(), layers.end(),
                      [](const LayerProfile& l) { return !l.input.empty() && !l.weight.empty(); });
 }

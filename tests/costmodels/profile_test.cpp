@@ -95,5 +95,19 @@ TEST(ProfiledCostModel, CoverageNamesTheFirstLayerNotMeasured) {
   }
 }
 
+// A split backward's halves stay out of the slowdown only when it was not
+// measured on them.
+TEST(Profile, SplitBackwardIsLeftUnstretchedOnlyWithoutASlowdownOfStages) {
+  Profile p = profile_of(tiny_transformer(2));
+  EXPECT_FALSE(p.split_measured());  // no B, W measured
+  for (LayerProfile& l : p.layers) {
+    l.input = l.forward;
+    l.weight = l.forward;
+  }
+  EXPECT_TRUE(p.split_measured());
+  p.rounds.slowdown_of_stages = true;
+  EXPECT_FALSE(p.split_measured());
+}
+
 }  // namespace
 }  // namespace pipescope

@@ -265,6 +265,39 @@ TEST(ProfileIo, MachineGemmRate) {
   EXPECT_EQ(with("/gemm", 1), "p.json: gemm: expected an object, got number");
 }
 
+// How the layers were timed round-trips, and only when recorded; bad figures
+// are refused with the field.
+TEST(ProfileIo, RoundsOfTheMeasurement) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("rounds"));
+  EXPECT_EQ(profile_from_json(profile_to_json(p), "p.json").rounds.measured, 0);
+  p.rounds = ProfileRounds{9, 7, 0.05, 0.0125, true};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["rounds"], json::parse(R"({"measured": 9, "kept": 7, "discard_above": 0.05,
+                                           "other_work": 0.0125, "slowdown_of_stages": true})"));
+  const ProfileRounds q = profile_from_json(doc, "p.json").rounds;
+  EXPECT_EQ(q.measured, 9);
+  EXPECT_EQ(q.kept, 7);
+  EXPECT_EQ(q.discard_above, 0.05);
+  EXPECT_EQ(q.other_work, 0.0125);
+  EXPECT_TRUE(q.slowdown_of_stages);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/rounds/kept", 10).find("p.json: rounds.kept:"), std::string::npos);
+  EXPECT_NE(with("/rounds/kept", 0).find("p.json: rounds.kept:"), std::string::npos);
+  EXPECT_NE(with("/rounds/measured", 0).find("p.json: rounds.measured:"), std::string::npos);
+  EXPECT_EQ(with("/rounds/other_work", 1.5),
+            "p.json: rounds.other_work: is a share of the wall time: at most 1");
+  EXPECT_NE(with("/rounds/discard_above", -0.1).find("p.json: rounds.discard_above:"),
+            std::string::npos);
+  EXPECT_NE(with("/rounds/slowdown_of_stages", 1).find("p.json: rounds.slowdown_of_stages:"),
+            std::string::npos);
+}
+
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   const json good = profile_to_json(uniform_profile(sc, 2));
@@ -554,6 +587,17 @@ TEST(ConcurrencySlowdown, LeavesASplitBackwardsHalvesAsMeasured) {
   const StageCost old_stretched = simulate(old_shared, config).stage_costs[0];
   EXPECT_GT(static_cast<double>(old_stretched.input), 1.05 * static_cast<double>(old_base.input));
   EXPECT_GT(static_cast<double>(old_stretched.weight), 1.05 * static_cast<double>(old_base.weight));
+  // A profile whose slowdown was measured on every op as the stages run them,
+  // B and W included: they stretch like the rest.
+  Profile staged = p;
+  staged.rounds = ProfileRounds{3, 3, 0.05, 0.0, true};
+  Scenario staged_shared = split_scenario();
+  apply_profile(staged_shared, std::make_shared<const Profile>(staged), "p.json");
+  const StageCost staged_stretched = simulate(staged_shared, config).stage_costs[0];
+  EXPECT_GT(static_cast<double>(staged_stretched.forward),
+            1.05 * static_cast<double>(base.forward));
+  EXPECT_GT(static_cast<double>(staged_stretched.input), 1.05 * static_cast<double>(base.input));
+  EXPECT_GT(static_cast<double>(staged_stretched.weight), 1.05 * static_cast<double>(base.weight));
 }
 
 }  // namespace
