@@ -110,6 +110,18 @@ struct Profile {
   // was then measured on every kind of op, B and W included, as the stages
   // run them, and applies to B and W as to the rest.
   bool split_measured() const;
+  // The FLOP/s a CPU plan's MFU is measured against (per device): the GEMM
+  // rate the profile measured, or where an op of `model` is priced faster
+  // than that (a rate measured while other work held the core, or FLOPs the
+  // cost model counts and the executor skips) the fastest op's rate at any
+  // micro-batch size the interpolation prices (the measured ones, 1, and the
+  // limit beyond the last), divided by the least concurrency slowdown when it
+  // is below 1. No op the profile prices then does its FLOPs faster than this
+  // rate, so a step's model FLOPs (forward and backward of every layer) over
+  // its devices' time at it is at most 1. Without a GEMM rate (profiles
+  // written before it was measured), the fastest op's rate. 0 when the
+  // profile covers none of the model's layers.
+  double mfu_peak_flop_s(const ModelSpec& model) const;
 };
 
 // What makes two layers cost the same: the name without its trailing index

@@ -318,6 +318,15 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
                             std::to_string(scenario.training.global_batch) +
                             " could take over 30 years, beyond what the simulator's clock holds");
   }
+  // A CPU plan's MFU against the machine's measured GEMM rate, not the cpu
+  // preset's nominal peak (a GPU profile's devices keep their preset's).
+  if (profile->backend != "cuda") {
+    const double peak = profile->mfu_peak_flop_s(scenario.model);
+    if (peak > 0.0) {
+      scenario.cluster.device.peak_flops_fp32 = peak;
+      scenario.cluster.device.peak_flops_16bit = peak;
+    }
+  }
   scenario.cluster.interconnect.bandwidth = profile->transport_bandwidth;
   scenario.cluster.interconnect.latency_s = profile->transport_latency_s;
   scenario.cluster.shared_cores = profile->cores;

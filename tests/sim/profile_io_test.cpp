@@ -298,6 +298,44 @@ TEST(ProfileIo, RoundsOfTheMeasurement) {
             std::string::npos);
 }
 
+// A CPU plan's MFU is measured against the profile's GEMM rate, or the
+// fastest op's rate when one beat it, so never above 1; a GPU profile's
+// devices keep their own peak. The uniform layers do 1000 FLOPs a sample
+// forward in 100 ns and 2000 backward in 200 ns: 10 GFLOP/s each.
+TEST(ApplyProfile, MfuAgainstTheProfiledGemmRate) {
+  const auto mfu_of = [](const Scenario& sc, double peak) {
+    const SimResult r = simulate(sc, SimConfig{});
+    const double flops = 3000.0 * 4 * 8;  // 4 layers, 8 samples
+    EXPECT_DOUBLE_EQ(r.metrics.mfu, flops / (r.metrics.step_time_s() * peak * 2));
+    EXPECT_LE(r.metrics.mfu, 1.0);
+    return r.metrics.mfu;
+  };
+  Scenario base = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(base, 2);
+  p.gemm.flop_s = 2e10;
+  Scenario sc = base;
+  apply_profile(sc, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_EQ(sc.cluster.device.peak_flops_fp32, 2e10);
+  EXPECT_EQ(sc.cluster.device.peak_flops_16bit, 2e10);
+  const double at_gemm = mfu_of(sc, 2e10);
+  EXPECT_GT(at_gemm, 0.0);
+  // A GEMM rate below the ops' (measured while the core was taken): the ops'.
+  p.gemm.flop_s = 5e9;
+  Scenario fast_ops = base;
+  apply_profile(fast_ops, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_DOUBLE_EQ(fast_ops.cluster.device.peak_flops_fp32, 1e10);
+  EXPECT_DOUBLE_EQ(mfu_of(fast_ops, 1e10), 2.0 * at_gemm);
+  // M = 8 micro-batches of one sample: the step is all ops but the bubble.
+  Scenario busy = testing::uniform_scenario(4, 2, 1000.0, 8, 8, false);
+  apply_profile(busy, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_LE(simulate(busy, SimConfig{}).metrics.mfu, 1.0);
+  EXPECT_GT(simulate(busy, SimConfig{}).metrics.mfu, 0.8);
+  p.backend = "cuda";
+  Scenario gpu = base;
+  apply_profile(gpu, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_EQ(gpu.cluster.device.peak_flops_fp32, base.cluster.device.peak_flops_fp32);
+}
+
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   const json good = profile_to_json(uniform_profile(sc, 2));
