@@ -45,7 +45,7 @@ PlanStages stages_of(Schedule schedule, std::vector<LayerRange> ranges) {
   return PlanStages{std::move(schedule), std::move(ranges)};
 }
 
-TEST(EvenRanges, CutContiguouslyTheFirstOnesLonger) {
+TEST(ProfilerRanges, CutContiguouslyTheFirstOnesLonger) {
   EXPECT_EQ(even_ranges(5, 1), (std::vector<LayerRange>{{0, 5}}));
   EXPECT_EQ(even_ranges(5, 2), (std::vector<LayerRange>{{0, 3}, {3, 5}}));
   EXPECT_EQ(even_ranges(6, 3), (std::vector<LayerRange>{{0, 2}, {2, 4}, {4, 6}}));
@@ -54,7 +54,7 @@ TEST(EvenRanges, CutContiguouslyTheFirstOnesLonger) {
   EXPECT_THROW(even_ranges(2, 0), std::invalid_argument);
 }
 
-TEST(PassClocks, OtherWorkIsTheWallTimeTheThreadDidNotRun) {
+TEST(ProfilerClocks, OtherWorkIsTheWallTimeTheThreadDidNotRun) {
   PassClocks c{1000, 750};
   EXPECT_DOUBLE_EQ(c.other_work(), 0.25);
   c += PassClocks{1000, 1000};
@@ -65,7 +65,7 @@ TEST(PassClocks, OtherWorkIsTheWallTimeTheThreadDidNotRun) {
   EXPECT_EQ((PassClocks{100, 120}.other_work()), 0.0);  // never below 0
 }
 
-TEST(OpClock, TimesAnOpOnTheThreadsCpuClockNeverAboveTheWall) {
+TEST(ProfilerClocks, TimesAnOpOnTheThreadsCpuClockNeverAboveTheWall) {
   const OpClock clock = host_op_clock();
   EXPECT_TRUE(clock.cpu);  // Linux has a thread CPU clock
   EXPECT_GE(clock.cpu_clock_cost, 0);
@@ -85,7 +85,7 @@ TEST(OpClock, TimesAnOpOnTheThreadsCpuClockNeverAboveTheWall) {
 }
 
 // A pass over a range times exactly that range's layers, every kind of op.
-TEST(ProfilePasses, APassOverARangeTimesItsLayersOnly) {
+TEST(ProfilerPasses, APassOverARangeTimesItsLayersOnly) {
   Bench b(2);  // 4 layers
   OpTimes times(4);
   PassClocks clocks;
@@ -104,7 +104,7 @@ TEST(ProfilePasses, APassOverARangeTimesItsLayersOnly) {
 
 // Two ranges at once, each on a thread of its own: every layer of each is
 // timed once.
-TEST(ProfilePasses, ConcurrentPassesTimeEveryRange) {
+TEST(ProfilerPasses, ConcurrentPassesTimeEveryRange) {
   Bench b(2);
   OpTimes times(4);
   PassClocks clocks;
@@ -120,7 +120,7 @@ TEST(ProfilePasses, ConcurrentPassesTimeEveryRange) {
 // Per layer and kind, exactly the ops the device's list runs on it: F (its
 // stash dropped under remat, kept otherwise), R, B (whole or split) and W,
 // once per micro-batch; nothing on the other device's stages.
-TEST(OpListProfile, TimesEveryOpOfTheDevicesListOncePerMicroBatch) {
+TEST(ProfilerOpLists, TimesEveryOpOfTheDevicesListOncePerMicroBatch) {
   Bench b(2);  // embed, block0, block1, head
   const std::vector<LayerRange> two{{0, 2}, {2, 4}};
   const auto run = [&](const PlanStages& plan, int device) {
@@ -164,7 +164,7 @@ TEST(OpListProfile, TimesEveryOpOfTheDevicesListOncePerMicroBatch) {
 }
 
 // Alone and together, every device's ops are timed once a run.
-TEST(OpListProfile, AloneAndTogetherTimeEveryDevice) {
+TEST(ProfilerOpLists, AloneAndTogetherTimeEveryDevice) {
   Bench b(2);
   const PlanStages plan = stages_of(build_1f1b(2, 2, Remat::kNever), {{0, 2}, {2, 4}});
   OpListTimes alone(4);
@@ -182,7 +182,7 @@ TEST(OpListProfile, AloneAndTogetherTimeEveryDevice) {
 
 // A plan's profile: its kinds of op from its op lists, every entry filled, the
 // slowdown of its two devices measured when two cores are there.
-TEST(OpListProfile, AProfileOfAPlan) {
+TEST(ProfilerOpLists, AProfileOfAPlan) {
   const ModelSpec spec = tiny_transformer(2);
   ProfileOptions o;
   o.batch_sizes = {2};
