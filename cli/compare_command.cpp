@@ -53,8 +53,9 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   cmd->add_option("--rounds", o.rounds,
-                  "Independent runs (each with its own profile); the one with the median error "
-                  "is reported")
+                  "Independent runs (each with its own profile); of those whose run other work "
+                  "left alone (at most 5 % of the ops' wall time taken, or else the least "
+                  "disturbed half), the one with the median error is reported")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--lr", o.learning_rate, "Learning rate")
@@ -135,7 +136,8 @@ struct RoundsProgress {
   }
 };
 
-// Profiles the plan's model at its micro-batch size in `passes` timed passes.
+// Profiles the plan's model at its micro-batch size in `passes` clean rounds
+// (exec/profiler.h).
 Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::size_t passes,
                       RoundsProgress& progress) {
   exec::ProfileOptions p;
@@ -144,6 +146,17 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.optimizer = in.plan.optimizer.value_or(Optimizer::kAdam);
   p.measure_threads = !in.mpi;               // measure_mpi_machine measures the ranks instead
   p.tensor_ranks = in.plan.tensor_parallel;  // its group's all-reduce and optimizer
+  if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1) {
+    // The ops as the plan's devices run them, each stage's stashes kept from
+    // op to op as in a step.
+    auto stages = std::make_shared<exec::PlanStages>();
+    stages->schedule = in.plan.schedule_ops();
+    for (const StageRange& r : in.plan.stage_ranges()) {
+      stages->stage_layers.push_back(
+          {static_cast<std::size_t>(r.first_layer), static_cast<std::size_t>(r.last_layer) + 1});
+    }
+    p.stages = std::move(stages);
+  }
   if (in.gpus) {
     // The layers on stage 0's GPU, the transport to stage 1's, and the GPUs the
     // stages share.
@@ -157,10 +170,11 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(o.plan + ": micro_batch_size: " + e.what());
   }
-  for (std::size_t pass = 0; pass < passes; ++pass) {
-    profiler->measure_pass();
+  exec::measure_rounds(*profiler, static_cast<int>(passes), [&] {
+    // A discarded round makes one more.
+    if (static_cast<std::size_t>(profiler->rounds()) > passes) ++progress.total;
     progress.advance();
-  }
+  });
   return profiler->finish();
 }
 
@@ -185,12 +199,14 @@ struct Rounds {
 };
 
 // Each round, without a given profile, first profiles the plan's model at its
-// micro-batch size (as many timed passes as measured steps), then runs the
-// steps: the profile sees the machine as the run does a moment later, and
-// leaves the run's caches and cores alone while it is measured.
+// micro-batch size, then runs the steps: the profile sees the machine as the
+// run does a moment later, and leaves the run's caches and cores alone while
+// it is measured. A profiling round runs every device's op list twice alone
+// and twice at once (exec/profiler.h), some four steps' work: a third as many
+// rounds as measured steps (at least 3) keep the profile shorter than the run.
 Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
   Rounds rounds{{}, in.given};
-  const std::size_t passes = static_cast<std::size_t>(std::max(3, o.steps - o.warmup));
+  const std::size_t passes = static_cast<std::size_t>(std::max(3, (o.steps - o.warmup) / 3));
   const std::size_t per_round = static_cast<std::size_t>(o.steps) + (in.given ? 0 : passes);
   RoundsProgress progress;
   progress.total = per_round * static_cast<std::size_t>(o.rounds);
@@ -218,10 +234,19 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
   return rounds;
 }
 
-// The round with the median step-time error.
+// The rounds kept: those whose median step lost at most 5 % of its ops' wall
+// time to other work, or when none did the least disturbed half, as the
+// profile keeps its rounds (exec::kept_rounds). A busy machine's round
+// measures the other processes as much as the plan.
+std::vector<std::size_t> kept_rounds(const std::vector<exec::Comparison>& rounds) {
+  std::vector<double> other_work;
+  for (const exec::Comparison& r : rounds) other_work.push_back(r.steal_fraction);
+  return exec::kept_rounds(other_work);
+}
+
+// Of the kept rounds, the one with the median step-time error.
 const exec::Comparison& median_round(const std::vector<exec::Comparison>& rounds) {
-  std::vector<std::size_t> order(rounds.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<std::size_t> order = kept_rounds(rounds);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return rounds[a].relative_error < rounds[b].relative_error;
   });
@@ -278,12 +303,24 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
 }
 
 void print_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
-                const std::string& note, bool on_host) {
+                const std::string& note, bool on_host, const Profile& profile) {
   nlohmann::json out = comparison_json(c);
+  if (const ProfileRounds& r = profile.rounds; r.measured > 0) {
+    out["profile_rounds"] = {{"measured", r.measured},
+                             {"kept", r.kept},
+                             {"other_work", r.other_work},
+                             {"concurrency_slowdown", profile.concurrency_slowdown}};
+  }
   if (!note.empty()) out["shared_cores_note"] = note;
   nlohmann::json errors = nlohmann::json::array();
-  for (const exec::Comparison& r : rounds) errors.push_back(r.relative_error);
+  nlohmann::json steal = nlohmann::json::array();
+  for (const exec::Comparison& r : rounds) {
+    errors.push_back(r.relative_error);
+    steal.push_back(r.steal_fraction);
+  }
   out["round_relative_errors"] = errors;
+  out["round_steal_fractions"] = steal;
+  out["rounds_kept"] = kept_rounds(rounds);
   if (on_host) out["kernels"] = exec::kernel_level();
   std::cout << out.dump(2) << "\n";
 }
@@ -303,13 +340,29 @@ void print_heading(const CompareOptions& o, const CompareInputs& in, const Profi
                                         : (profile.cores == 1 ? "core" : "cores"),
               exec::measured_steps_label(o.steps, c.warmup_steps).c_str());
   if (!in.gpus) std::printf("Kernels: %s\n", exec::kernel_level_label().c_str());
+  if (const ProfileRounds& r = profile.rounds; r.measured > 0) {
+    std::printf(
+        "Profile rounds: %d measured, %d kept (other work took up to %s of a kept one's wall "
+        "time; ops timed on their threads' CPU clocks)\n",
+        r.measured, r.kept, format_percent(r.other_work).c_str());
+  }
   if (rounds.size() > 1) {
     std::string errors;
+    std::string other;
     for (const exec::Comparison& r : rounds) {
       errors += (errors.empty() ? "" : ", ") + signed_percent(r.relative_error);
+      other += (other.empty() ? "" : ", ") + format_percent(r.steal_fraction);
     }
-    std::printf("Rounds: %zu (step-time errors %s); the median one is shown\n", rounds.size(),
-                errors.c_str());
+    const std::size_t kept = kept_rounds(rounds).size();
+    std::printf(
+        "Rounds: %zu (step-time errors %s; other work took %s of the ops' wall time); the median "
+        "of %s is shown\n",
+        rounds.size(), errors.c_str(), other.c_str(),
+        kept == rounds.size()
+            ? "them"
+            : (std::to_string(kept) + " kept (those with other work at most " +
+               format_percent(exec::kDiscardOtherWorkAbove) + ", or the least disturbed half)")
+                  .c_str());
   }
   std::printf("\n");
 }
@@ -375,7 +428,7 @@ void report(const CompareOptions& o, const CompareInputs& in, const Rounds& roun
   const std::string note =
       c.shared_cores ? exec::shared_cores_note(c.stages, c.cores, in.gpus ? "GPU" : "core") : "";
   if (o.json) {
-    print_json(c, rounds.comparisons, note, !in.gpus);
+    print_json(c, rounds.comparisons, note, !in.gpus, *rounds.profile);
     return;
   }
   print_heading(o, in, *rounds.profile, c, rounds.comparisons);

@@ -131,6 +131,38 @@ int run_profile_mpi(const ProfileOptions& o) {
   return 0;
 }
 
+// How the layers were timed (rounds kept, other work) and the cores' slowdown;
+// nothing for profiles without rounds (a GPU's).
+void print_rounds(const Profile& profile) {
+  const ProfileRounds& r = profile.rounds;
+  if (r.measured == 0) return;
+  const int discarded = r.measured - r.kept;
+  std::printf("Rounds     %d measured, %d kept", r.measured, r.kept);
+  if (discarded > 0 && r.other_work > r.discard_above) {
+    std::printf(
+        ": other work took over %s of the ops' wall time in every round (%s in the "
+        "least disturbed half, kept)",
+        format_percent(r.discard_above).c_str(), format_percent(r.other_work).c_str());
+  } else if (discarded > 0) {
+    std::printf(" (%d discarded: other work took over %s of their ops' wall time)", discarded,
+                format_percent(r.discard_above).c_str());
+  }
+  std::printf("; each op timed on its thread's CPU clock, which leaves out what other work took\n");
+  const std::vector<double>& f = profile.concurrency_slowdown;
+  if (r.slowdown_of_stages && f.size() > 1) {
+    std::string each;
+    for (std::size_t n = 2; n <= f.size(); ++n) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%s%zu at once x%.3f", each.empty() ? "" : ", ", n, f[n - 1]);
+      each += buf;
+    }
+    std::printf(
+        "Cores      %s: every op with each core running a stage's share of the layers, against "
+        "one core running them all\n",
+        each.c_str());
+  }
+}
+
 // Each layer's achieved FLOP/s beside the machine's GEMM rate; nothing when the
 // rate was not measured (a GPU backend).
 void print_layer_rates(const Scenario& scenario, const Profile& profile) {
@@ -211,6 +243,7 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
       profile.backend == "mpi" ? "MPI point-to-point between two processes" : "in-process channel",
       format_seconds(profile.transport_latency_s).c_str(),
       format_rate(profile.transport_bandwidth).c_str());
+  print_rounds(profile);
   print_layer_rates(scenario, profile);
   std::printf("\nProfile written to %s (use it with --cost-model %s)\n", o.output.c_str(),
               o.output.c_str());

@@ -104,8 +104,46 @@ SimTime ProfiledCostModel::weight_grad(const LayerSpec& layer, std::int64_t batc
 }
 
 bool Profile::split_measured() const {
+  if (rounds.slowdown_of_stages) return false;
   return std::all_of(layers.begin(), layers.end(),
                      [](const LayerProfile& l) { return !l.input.empty() && !l.weight.empty(); });
+}
+
+double Profile::mfu_peak_flop_s(const ModelSpec& model) const {
+  double fastest = 0.0;  // FLOP/s
+  for (const LayerSpec& layer : model.layers) {
+    const LayerProfile* e = find(layer);
+    if (e == nullptr) continue;
+    const std::vector<std::int64_t>& sizes = e->batch_sizes;
+    // On each segment of the interpolation a + s b, the rate F b / (a + s b)
+    // is monotone in b: its largest is at a measured size, at 1 (below the
+    // first), or beyond the last one F / s when the last segment rises.
+    const auto consider = [&](double flops_per_sample, const std::vector<SimTime>& t) {
+      const auto at = [&](double b) { return interpolate_ns(sizes, t, b); };
+      std::vector<double> batches{1.0};
+      for (const std::int64_t b : sizes) batches.push_back(static_cast<double>(b));
+      for (const double b : batches) {
+        fastest = std::max(fastest, flops_per_sample * b / (at(b) * 1e-9));
+      }
+      if (sizes.size() >= 2) {
+        const auto x0 = static_cast<double>(sizes[sizes.size() - 2]);
+        const auto x1 = static_cast<double>(sizes.back());
+        const double slope = (at(x1) - at(x0)) / (x1 - x0);  // ns per sample
+        if (slope > 0.0) fastest = std::max(fastest, flops_per_sample / (slope * 1e-9));
+      }
+    };
+    consider(layer.fwd_flops, e->forward);
+    consider(layer.fwd_flops, e->recompute);
+    consider(layer.bwd_flops, e->backward);
+    if (!e->input.empty() && !e->weight.empty()) {
+      std::vector<SimTime> both;
+      for (std::size_t i = 0; i < e->input.size(); ++i) both.push_back(e->input[i] + e->weight[i]);
+      consider(layer.bwd_flops, both);
+    }
+  }
+  double least = 1.0;
+  for (const double f : concurrency_slowdown) least = std::min(least, f);
+  return std::max(gemm.flop_s, fastest / least);
 }
 
 SimTime ProfiledCostModel::input_grad(const LayerSpec& layer, std::int64_t batch) const {

@@ -56,6 +56,19 @@ struct TensorGroupFigures {
   double optimizer_slowdown = 1.0;
 };
 
+// How a CPU profile timed its layers (exec/profiler.h): in rounds, each op on
+// its thread's CPU clock, a round discarded when other work (other processes,
+// a hypervisor's steal) took more than `discard_above` of its wall time. Absent
+// (rounds 0) from GPU profiles and from profiles written before it was
+// recorded.
+struct ProfileRounds {
+  int measured = 0;            // rounds timed
+  int kept = 0;                // rounds the figures are the medians of
+  double discard_above = 0.0;  // a round was discarded above this share of other work
+  double other_work = 0.0;     // the largest share of wall time other work took in a kept round
+  bool slowdown_of_stages = false;  // concurrency_slowdown measured as stages run (below)
+};
+
 struct Profile {
   static constexpr int kVersion = 1;
 
@@ -72,7 +85,11 @@ struct Profile {
   double transport_latency_s = 0.0;
   double transport_bandwidth = 0.0;  // bytes/s
   // How much slower the model's ops run while n cores run them at once, [n - 1]
-  // for n = 1 .. cores ([0] is 1): shared caches and memory bandwidth.
+  // for n = 1 .. cores ([0] is 1): shared caches and memory bandwidth. With
+  // rounds.slowdown_of_stages, every kind of op's time with n threads each
+  // running a stage's share (1/n) of the layers over its time with one thread
+  // running them all, as a one-stage plan does; it may be below 1 when a
+  // stage's share fits the caches that the whole model does not.
   std::vector<double> concurrency_slowdown{1.0};
   // Measured for the CPU backends; absent from GPU profiles and from profiles
   // written before it was measured.
@@ -80,12 +97,31 @@ struct Profile {
   // Measured for the CPU when `compare` profiles a tensor-parallel plan;
   // absent otherwise.
   TensorGroupFigures tensor_group;
+  // How the layers were timed; rounds 0: not recorded.
+  ProfileRounds rounds;
 
   // The entry for `layer`, or null.
   const LayerProfile* find(const LayerSpec& layer) const;
-  // Whether every layer's split backward was timed as a stage runs it (input
-  // and weight both measured), so B and W already carry cold caches.
+  // Whether the simulator leaves a split backward's B and W out of the
+  // concurrency stretch: every layer's B and W timed as a stage runs them
+  // (input and weight both measured), so with cold caches, while the slowdown
+  // was measured on whole passes of one thread per core, which did not show
+  // what it does to them. False when rounds.slowdown_of_stages: the slowdown
+  // was then measured on every kind of op, B and W included, as the stages
+  // run them, and applies to B and W as to the rest.
   bool split_measured() const;
+  // The FLOP/s a CPU plan's MFU is measured against (per device): the GEMM
+  // rate the profile measured, or where an op of `model` is priced faster
+  // than that (a rate measured while other work held the core, or FLOPs the
+  // cost model counts and the executor skips) the fastest op's rate at any
+  // micro-batch size the interpolation prices (the measured ones, 1, and the
+  // limit beyond the last), divided by the least concurrency slowdown when it
+  // is below 1. No op the profile prices then does its FLOPs faster than this
+  // rate, so a step's model FLOPs (forward and backward of every layer) over
+  // its devices' time at it is at most 1. Without a GEMM rate (profiles
+  // written before it was measured), the fastest op's rate. 0 when the
+  // profile covers none of the model's layers.
+  double mfu_peak_flop_s(const ModelSpec& model) const;
 };
 
 // What makes two layers cost the same: the name without its trailing index

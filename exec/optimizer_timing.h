@@ -12,7 +12,8 @@
 namespace pipescope::exec {
 
 // The median of `repeats` steps of `params`, each from cold caches, after one
-// that allocates the state.
+// that allocates the state: on the host each on the thread's CPU clock (what
+// other work took from it left out), on a device on the wall clock.
 SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int repeats);
 
 // How much slower the optimizer steps `params` split in `ranks` shares of

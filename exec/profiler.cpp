@@ -1,23 +1,26 @@
 #include "exec/profiler.h"
 
 #include <algorithm>
-#include <barrier>
-#include <chrono>
 #include <cmath>
-#include <exception>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
+#include "exec/affinity.h"
 #include "exec/data.h"
 #include "exec/device.h"
 #include "exec/device_layers.h"
 #include "exec/models.h"
+#include "exec/op_list_profile.h"
 #include "exec/optimizer.h"
 #include "exec/optimizer_timing.h"
 #include "exec/plan_runner.h"
+#include "exec/profile_passes.h"
 #include "exec/timing.h"
 #include "exec/transport_profile.h"
 #include "sim/cancel.h"
@@ -26,167 +29,22 @@ namespace pipescope::exec {
 
 namespace {
 
-// Checks every output as the runtime does; on a device this also waits for the
-// layer's work, so its time is in the measurement.
-void require_finite(const Tensor& t, const Layer& layer) {
-  if (!all_finite(t)) {
-    throw std::runtime_error("layer '" + layer.name() + "' produced NaN or inf while profiling");
-  }
-}
-
-// A gradient for the layer's output: 1 for the loss, small normal values
-// otherwise, where the output lives.
-Tensor output_gradient(const Tensor& y, std::mt19937_64& rng) {
-  if (y.rows() == 1 && y.cols() == 1) return Matrix(Matrix::Constant(1, 1, 1.0f));
-  std::normal_distribution<float> normal(0.0f, 0.01f);
-  Matrix dy(y.rows(), y.cols());
-  for (Eigen::Index i = 0; i < dy.size(); ++i) dy.data()[i] = normal(rng);
-  if (y.on_device()) return upload(*y.device().device(), dy);
-  return dy;
-}
-
-// Per-layer samples of one batch size: for each pass over the model, every
-// layer's forward (its stash dropped, as under remat), recompute (a second
-// forward whose stash backward uses) and backward, in the order a stage runs
-// them, each timed on its own; then the backward split as zero-bubble
-// schedules run it: every layer's input gradients (B), then their weight
-// gradients (W), each layer's timed on its own.
-struct Samples {
-  std::vector<std::vector<SimTime>> forward, backward, recompute, weight, input;  // [layer][pass]
-};
-
-// Waits for a device layer's work (a host layer's is done when it returns).
-void synchronize(const Layer& layer) {
-  if (Device* d = layer.device()) d->synchronize();
-}
-
 // The figure for one kind of layer: the median of each layer's timings over the
-// passes (robust to a pass that the OS interrupted), then the mean over the
-// layers of that kind. The layers of one shape do not all take the same time,
-// and consistently so (the first block's stash is the coldest by the time its
-// backward reads it): the mean keeps their sum, which a median over the pooled
-// timings would put too low.
-SimTime layer_figure(const std::vector<std::vector<SimTime>>& per_layer,
-                     const std::vector<std::size_t>& layers) {
-  if (layers.empty() || per_layer.at(layers.front()).empty()) {
-    throw std::logic_error("finish() before any measure_pass()");
-  }
+// kept rounds (robust to a round that the OS interrupted), then the mean over
+// the layers of that kind. The layers of one shape do not all take the same
+// time, and consistently so (the first block's stash is the coldest by the time
+// its backward reads it): the mean keeps their sum, which a median over the
+// pooled timings would put too low. time(r, l) is round r's time of layer l.
+SimTime layer_figure(std::size_t rounds, const std::vector<std::size_t>& layers,
+                     const std::function<SimTime(std::size_t, std::size_t)>& time) {
+  if (layers.empty() || rounds == 0) throw std::logic_error("finish() before any measure_pass()");
   double sum = 0.0;
-  for (const std::size_t l : layers) sum += static_cast<double>(median(per_layer.at(l)));
+  for (const std::size_t l : layers) {
+    std::vector<SimTime> t;
+    for (std::size_t r = 0; r < rounds; ++r) t.push_back(time(r, l));
+    sum += static_cast<double>(median(t));
+  }
   return static_cast<SimTime>(std::llround(sum / static_cast<double>(layers.size())));
-}
-
-void time_passes(LayerList& layers, const Matrix& input, const Context& ctx, int passes,
-                 std::mt19937_64& rng, Samples& out) {
-  const std::size_t L = layers.size();
-  out.forward.resize(L);
-  out.backward.resize(L);
-  out.recompute.resize(L);
-  out.weight.resize(L);
-  out.input.resize(L);
-  for (int pass = 0; pass < passes; ++pass) {
-    throw_if_cancelled();
-    Tensor x = input;
-    for (std::size_t l = 0; l < L; ++l) {
-      Stash stash;
-      const auto t0 = Clock::now();
-      Tensor y = layers[l]->forward(x, ctx, stash);
-      require_finite(y, *layers[l]);
-      out.forward[l].push_back(elapsed(t0));
-      x = std::move(y);
-    }
-    std::vector<Stash> stashes(L);
-    x = input;
-    for (std::size_t l = 0; l < L; ++l) {
-      const auto t0 = Clock::now();
-      Tensor y = layers[l]->forward(x, ctx, stashes[l]);
-      require_finite(y, *layers[l]);
-      out.recompute[l].push_back(elapsed(t0));
-      x = std::move(y);
-    }
-    Tensor dy = output_gradient(x, rng);
-    for (std::size_t l = L; l-- > 0;) {
-      const auto t0 = Clock::now();
-      Tensor dx = layers[l]->backward(dy, ctx, stashes[l]);
-      require_finite(dx, *layers[l]);
-      out.backward[l].push_back(elapsed(t0));
-      dy = std::move(dx);
-    }
-    // The backward again, split as zero-bubble schedules run it: each layer's
-    // B, queueing its weight-gradient work; then that work (W), in the order
-    // it was queued. W runs after the other layers' B, as in a stage's W op,
-    // and so finds its operands as far out in the caches as there.
-    dy = output_gradient(x, rng);
-    std::vector<WeightGradQueue> deferred(L);
-    for (std::size_t l = L; l-- > 0;) {
-      const auto t0 = Clock::now();
-      Tensor dx = layers[l]->backward_input(dy, ctx, stashes[l], deferred[l]);
-      synchronize(*layers[l]);
-      out.input[l].push_back(elapsed(t0));
-      require_finite(dx, *layers[l]);
-      dy = std::move(dx);
-    }
-    for (std::size_t l = L; l-- > 0;) {
-      const auto t0 = Clock::now();
-      for (const auto& work : deferred[l]) work();
-      synchronize(*layers[l]);
-      out.weight[l].push_back(elapsed(t0));
-    }
-  }
-  zero_grads(layers);
-}
-
-// Mean wall time of one pass when `n` threads each run their own copy of the
-// model at once: each thread first runs an untimed pass (its model into its
-// core's caches, as a stage's layers stay there from one micro-batch to the
-// next), then all time `passes` passes, started together.
-double concurrent_pass_s(std::vector<LayerList>& models, const MicroBatch& mb, int n,
-                         std::uint64_t seed, int passes = 1) {
-  const Context ctx{mb.batch, mb.seq, &mb.targets,
-                    1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
-  std::vector<double> seconds(static_cast<std::size_t>(n), 0.0);
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-  std::barrier<> start(n);
-  const auto work = [&](int i) {
-    LayerList& model = models[static_cast<std::size_t>(i)];
-    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(i));
-    Samples ignored;
-    try {
-      time_passes(model, mb.input, ctx, 1, rng, ignored);
-    } catch (...) {
-      errors[static_cast<std::size_t>(i)] = std::current_exception();
-    }
-    // Every thread arrives, failed or not, so that none waits forever.
-    start.arrive_and_wait();
-    if (errors[static_cast<std::size_t>(i)]) return;
-    try {
-      const auto t0 = Clock::now();
-      time_passes(model, mb.input, ctx, passes, rng, ignored);
-      seconds[static_cast<std::size_t>(i)] = static_cast<double>(elapsed(t0)) * 1e-9 / passes;
-    } catch (...) {
-      errors[static_cast<std::size_t>(i)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> threads;
-  try {
-    for (int i = 1; i < n; ++i) threads.emplace_back(work, i);
-  } catch (...) {
-    // Release the threads that did start from the barrier.
-    for (std::size_t i = threads.size() + 1; i < static_cast<std::size_t>(n); ++i) {
-      start.arrive_and_drop();
-    }
-    start.arrive_and_drop();
-    for (std::thread& t : threads) t.join();
-    throw;
-  }
-  work(0);
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-  double sum = 0.0;
-  for (const double v : seconds) sum += v;
-  return sum / n;
 }
 
 }  // namespace
@@ -195,36 +53,10 @@ double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed) 
   const Context ctx{mb.batch, mb.seq, &mb.targets,
                     1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
   std::mt19937_64 rng(seed);
-  Samples ignored;
   const auto t0 = Clock::now();
-  time_passes(model, mb.input, ctx, 1, rng, ignored);
+  timed_pass(model, LayerRange{0, model.size()}, mb.input, ctx, rng, OpClock{false, 0}, nullptr,
+             nullptr);
   return static_cast<double>(elapsed(t0)) * 1e-9;
-}
-
-std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
-                                                 int cores, std::uint64_t seed) {
-  std::vector<double> out{1.0};
-  // One copy of the model per thread: as many as fit the executor's memory limit.
-  const double copy_bytes = 16.0 * static_cast<double>(spec.total_params());
-  const int fit =
-      copy_bytes > 0 ? static_cast<int>(std::min(8.0, kMaxExecutorBytes / copy_bytes)) : 8;
-  const int most = std::min({cores, 8, fit});
-  if (most < 2) return out;
-  std::vector<LayerList> models;
-  for (int i = 0; i < most; ++i) models.push_back(build_layers(spec, seed));
-  const MicroBatch mb = whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed);
-  concurrent_pass_s(models, mb, most, seed);  // warm-up
-  for (int n = 2; n <= most; ++n) {
-    // Alone and together in turn, so that a drifting machine affects both.
-    std::vector<double> alone;
-    std::vector<double> together;
-    for (int trial = 0; trial < 3; ++trial) {
-      alone.push_back(concurrent_pass_s(models, mb, 1, seed));
-      together.push_back(concurrent_pass_s(models, mb, n, seed));
-    }
-    out.push_back(std::max(1.0, median(together) / median(alone)));
-  }
-  return out;
 }
 
 std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_t limit) {
@@ -243,6 +75,29 @@ std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_
 // (and this machine's memory) give out.
 constexpr std::int64_t kMaxProfiledTokens = std::int64_t{1} << 24;
 
+// One micro-batch size's measurements in one round.
+struct SizeRound {
+  // One thread running the whole model, as a one-stage plan does. With a plan
+  // only in the first round and where the even ranges need it: the kinds of op
+  // the plan does not run take their figures from it.
+  std::optional<OpTimes> alone;
+  // [n - 2]: every op's time summed with n threads each running its range of
+  // the layers (even_ranges) at once, over alone's sum (n from 2 to
+  // ModelProfiler::State::generic_most; the plan's device count excepted
+  // when its op lists measured it).
+  std::vector<std::optional<double>> slowdown;
+  // With a plan: its devices' op lists, each alone (op_lists_alone), and their
+  // time all at once over that (op_lists_together; with 2 or more devices,
+  // each on a core of its own).
+  std::optional<OpListTimes> op_lists;
+  std::optional<double> op_list_slowdown;
+};
+
+struct ProfileRound {
+  std::vector<SizeRound> sizes;
+  PassClocks clocks;  // every timed op of the round, on every thread
+};
+
 struct ModelProfiler::State {
   ModelSpec spec;
   ProfileOptions options;
@@ -250,11 +105,48 @@ struct ModelProfiler::State {
   TaskShape task;
   std::vector<std::size_t> entry_of_layer;  // layer -> index into profile.layers
   Profile profile;
-  // samples[size]: every layer's timings at that size, over the passes so far.
-  std::vector<Samples> samples;
   std::vector<MicroBatch> batches;  // one per size
-  std::mt19937_64 rng;
+  std::vector<Context> contexts;    // one per size, pointing into batches
+  // [size][layer]: what enters the layer, kept where a thread's range or a
+  // plan's stage starts or ends.
+  std::vector<std::vector<Tensor>> inputs;
+  std::vector<ProfileRound> rounds;
+  OpClock clock;
+  // The concurrency measured: n threads at once for n = 2 .. most, on the
+  // first n of the cores this process may run on; the even ranges' passes for
+  // n up to generic_most, a plan's op lists for its device count.
+  int most = 1;
+  int generic_most = 1;
+  std::mt19937_64 rng;  // a device's passes, on the calling thread
+  std::uint64_t seed = 1;
+
+  bool on_host() const { return options.device == nullptr; }
+  LayerRange whole() const { return {0, layers.size()}; }
+  const PlanStages* plan() const { return options.stages.get(); }
+  int plan_devices() const { return plan() != nullptr ? plan()->schedule.devices() : 0; }
+  // Whether the plan's op lists measure n devices at once.
+  bool plan_measures(int n) const { return n >= 2 && n == plan_devices(); }
 };
+
+namespace {
+
+// Throws std::invalid_argument unless the plan's stages cut the model's
+// `layers` into contiguous ranges in order and its op lists name them.
+void check_plan_stages(const PlanStages& plan, std::size_t layers) {
+  const std::vector<LayerRange>& r = plan.stage_layers;
+  bool ok = !r.empty() && r.front().begin == 0 && r.back().end == layers &&
+            static_cast<int>(r.size()) == plan.schedule.stages &&
+            plan.schedule.stage_device.size() == r.size();
+  for (std::size_t s = 0; ok && s < r.size(); ++s) {
+    ok = r[s].begin < r[s].end && (s == 0 || r[s].begin == r[s - 1].end);
+  }
+  if (!ok) {
+    throw std::invalid_argument("the plan's stages do not cut the model's " +
+                                std::to_string(layers) + " layers in order");
+  }
+}
+
+}  // namespace
 
 ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
     : state_(std::make_unique<State>()) {
@@ -266,6 +158,10 @@ ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
     }
   }
   if (o.repeats < 1) throw std::invalid_argument("repeats must be at least 1");
+  if (o.stages && (o.device || o.batch_sizes.size() != 1)) {
+    throw std::invalid_argument(
+        "a plan's op lists are profiled on the host at its one micro-batch size");
+  }
   const std::int64_t seq = spec.tokens_per_sample;
   if (o.batch_sizes.back() > kMaxProfiledTokens / std::max<std::int64_t>(1, seq)) {
     throw std::invalid_argument("micro-batch size " + std::to_string(o.batch_sizes.back()) + " x " +
@@ -279,8 +175,10 @@ ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
   st.options = o;
   st.layers = build_layers(spec, o.seed);
   if (o.device) st.layers = to_device(std::move(st.layers), o.device);
+  if (o.stages) check_plan_stages(*o.stages, st.layers.size());
   st.task = task_shape(spec);
   st.rng.seed(o.seed);
+  st.seed = o.seed;
 
   // One entry per signature, named after its first layer.
   std::map<std::string, std::size_t> entry_of;
@@ -304,44 +202,206 @@ ModelProfiler::ModelProfiler(const ModelSpec& spec, const ProfileOptions& o)
   for (const std::int64_t b : o.batch_sizes) {
     st.batches.push_back(whole_batch(st.task, static_cast<int>(b), 0, o.seed));
   }
-  st.samples.assign(o.batch_sizes.size(), Samples{});
-  // Warm-up: one pass per size, not kept.
-  for (std::size_t i = 0; i < st.batches.size(); ++i) run_passes(i, 1, false);
+  for (const MicroBatch& mb : st.batches) {
+    st.contexts.push_back(Context{mb.batch, mb.seq, &mb.targets,
+                                  1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)});
+  }
+  const std::size_t L = st.layers.size();
+  if (st.on_host()) {
+    st.clock = host_op_clock();
+    const std::size_t cores = std::max<std::size_t>(
+        1, std::min<std::size_t>(allowed_cpus().size(), static_cast<std::size_t>(p.cores)));
+    if (o.measure_threads) {
+      st.most = static_cast<int>(std::min<std::size_t>({cores, 8, L}));
+      st.generic_most = st.most;
+      // A plan's devices compute at most min(devices, cores) at once.
+      if (st.plan() != nullptr) st.generic_most = std::min(st.most, st.plan_devices());
+    }
+  } else {
+    st.clock = OpClock{false, 0};
+  }
+  // The inputs where a range or a stage starts (and, for a stage's output's
+  // shape, ends), and a warm-up pass per size.
+  std::vector<char> keep(L + 1, 0);
+  keep[0] = 1;
+  for (int n = 2; n <= st.generic_most; ++n) {
+    for (const LayerRange& r : even_ranges(L, n)) keep[r.begin] = 1;
+  }
+  if (st.plan() != nullptr) {
+    for (const LayerRange& r : st.plan()->stage_layers) keep[r.begin] = keep[r.end] = 1;
+  }
+  for (std::size_t i = 0; i < st.batches.size(); ++i) {
+    std::vector<Tensor> all = layer_inputs(st.layers, st.batches[i].input, st.contexts[i]);
+    for (std::size_t l = 0; l < all.size(); ++l) {
+      if (keep[l] == 0) all[l] = Tensor();
+    }
+    st.inputs.push_back(std::move(all));
+    timed_pass(st.layers, st.whole(), st.batches[i].input, st.contexts[i], st.rng, st.clock,
+               nullptr, nullptr);
+  }
 }
 
 ModelProfiler::~ModelProfiler() = default;
 
-void ModelProfiler::run_passes(std::size_t size_index, int passes, bool keep) {
+double ModelProfiler::measure_pass() {
   State& st = *state_;
-  const MicroBatch& mb = st.batches[size_index];
-  const Context ctx{mb.batch, mb.seq, &mb.targets,
-                    1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
-  Samples scratch;
-  time_passes(st.layers, mb.input, ctx, passes, st.rng, keep ? st.samples[size_index] : scratch);
+  const std::size_t L = st.layers.size();
+  ProfileRound round;
+  for (std::size_t i = 0; i < st.batches.size(); ++i) {
+    SizeRound size;
+    if (!st.on_host()) {
+      // A device's layers, on the calling thread: passes follow each other,
+      // so each finds the model where the last one left it.
+      size.alone.emplace(L);
+      timed_pass(st.layers, st.whole(), st.batches[i].input, st.contexts[i], st.rng, st.clock,
+                 &*size.alone, &round.clocks);
+      round.sizes.push_back(std::move(size));
+      continue;
+    }
+    const std::vector<Tensor>& inputs = st.inputs[i];
+    const Context& ctx = st.contexts[i];
+    bool ranges_need_alone = false;
+    for (int n = 2; n <= st.generic_most; ++n) ranges_need_alone |= !st.plan_measures(n);
+    if (st.plan() == nullptr || st.rounds.empty() || ranges_need_alone) {
+      size.alone.emplace(L);
+      concurrent_passes(st.layers, {st.whole()}, inputs, ctx, cpus_for_threads(1), st.seed++,
+                        st.clock, *size.alone, round.clocks);
+    }
+    if (const PlanStages* plan = st.plan()) {
+      const int K = plan->schedule.devices();
+      const std::vector<int> cpus = cpus_for_threads(K);
+      OpListTimes lists(L);
+      op_lists_alone(st.layers, *plan, inputs, ctx, cpus, st.seed++, st.clock, lists, round.clocks);
+      if (st.plan_measures(K) && K <= st.most) {
+        OpListTimes together(L);
+        op_lists_together(st.layers, *plan, inputs, ctx, cpus, st.seed++, st.clock, together,
+                          round.clocks);
+        size.op_list_slowdown =
+            static_cast<double>(together.total()) / static_cast<double>(lists.total());
+      }
+      size.op_lists = std::move(lists);
+    }
+    for (int n = 2; n <= st.generic_most; ++n) {
+      if (st.plan_measures(n) && size.op_list_slowdown) {
+        size.slowdown.push_back(std::nullopt);
+        continue;
+      }
+      OpTimes together(L);
+      concurrent_passes(st.layers, even_ranges(L, n), inputs, ctx, cpus_for_threads(n), st.seed++,
+                        st.clock, together, round.clocks);
+      const auto alone = static_cast<double>(size.alone.value().total(st.whole()));
+      size.slowdown.push_back(alone > 0.0 ? static_cast<double>(together.total(st.whole())) / alone
+                                          : 1.0);
+    }
+    round.sizes.push_back(std::move(size));
+  }
+  st.rounds.push_back(std::move(round));
+  return st.rounds.back().clocks.other_work();
 }
 
-void ModelProfiler::measure_pass() {
-  for (std::size_t i = 0; i < state_->batches.size(); ++i) run_passes(i, 1, true);
+int ModelProfiler::rounds() const {
+  return static_cast<int>(state_->rounds.size());
+}
+
+int ModelProfiler::clean_rounds() const {
+  return static_cast<int>(std::count_if(
+      state_->rounds.begin(), state_->rounds.end(),
+      [](const ProfileRound& r) { return r.clocks.other_work() <= kDiscardOtherWorkAbove; }));
+}
+
+bool ModelProfiler::wants_round(int wanted) const {
+  return clean_rounds() < wanted && rounds() < kMaxRoundsPerWanted * wanted;
+}
+
+std::vector<std::size_t> kept_rounds(const std::vector<double>& other_work) {
+  std::vector<std::size_t> out;
+  for (std::size_t r = 0; r < other_work.size(); ++r) {
+    if (other_work[r] <= kDiscardOtherWorkAbove) out.push_back(r);
+  }
+  if (!out.empty()) return out;
+  for (std::size_t r = 0; r < other_work.size(); ++r) out.push_back(r);
+  // The least disturbed half, the earlier round first among equals.
+  std::stable_sort(out.begin(), out.end(),
+                   [&](std::size_t a, std::size_t b) { return other_work[a] < other_work[b]; });
+  out.resize((out.size() + 1) / 2);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Profile ModelProfiler::finish() {
   State& st = *state_;
+  if (st.rounds.empty()) throw std::logic_error("finish() before any measure_pass()");
   Profile p = st.profile;
+  std::vector<double> other_work;
+  for (const ProfileRound& r : st.rounds) other_work.push_back(r.clocks.other_work());
+  std::vector<const ProfileRound*> kept;
+  for (const std::size_t r : kept_rounds(other_work)) kept.push_back(&st.rounds[r]);
   std::vector<std::vector<std::size_t>> layers_of(p.layers.size());
   for (std::size_t l = 0; l < st.entry_of_layer.size(); ++l) {
     layers_of[st.entry_of_layer[l]].push_back(l);
   }
-  for (const Samples& s : st.samples) {
+  for (std::size_t i = 0; i < st.batches.size(); ++i) {
+    const auto size = [&](std::size_t r) -> const SizeRound& { return kept[r]->sizes[i]; };
+    // A kind from the passes over the whole model: the kept rounds that ran
+    // one, or when none did (with a plan, only the first round may), every
+    // round that did.
+    std::vector<const OpTimes*> passes;
+    for (const ProfileRound* r : kept) {
+      if (r->sizes[i].alone) passes.push_back(&*r->sizes[i].alone);
+    }
+    for (std::size_t r = 0; passes.empty() && r < st.rounds.size(); ++r) {
+      if (st.rounds[r].sizes[i].alone) passes.push_back(&*st.rounds[r].sizes[i].alone);
+    }
+    const auto pass = [&](std::vector<SimTime> OpTimes::*kind, const std::vector<std::size_t>& ls) {
+      return layer_figure(passes.size(), ls,
+                          [&](std::size_t r, std::size_t l) { return (passes[r]->*kind)[l]; });
+    };
+    // The mean of what the plan's op lists ran of `kinds` (a forward that
+    // keeps its stash and a recompute are one figure), or nullopt where they
+    // ran none at one of the layers.
+    const auto lists = [&](std::initializer_list<KindTimes OpListTimes::*> kinds,
+                           const std::vector<std::size_t>& ls) -> std::optional<SimTime> {
+      for (std::size_t r = 0; r < kept.size(); ++r) {
+        if (!size(r).op_lists) return std::nullopt;
+        for (const std::size_t l : ls) {
+          int n = 0;
+          for (const auto k : kinds) n += ((*size(r).op_lists).*k).count[l];
+          if (n == 0) return std::nullopt;
+        }
+      }
+      return layer_figure(kept.size(), ls, [&](std::size_t r, std::size_t l) {
+        SimTime sum = 0;
+        int n = 0;
+        for (const auto k : kinds) {
+          sum += ((*size(r).op_lists).*k).sum[l];
+          n += ((*size(r).op_lists).*k).count[l];
+        }
+        return sum / n;
+      });
+    };
     for (std::size_t e = 0; e < p.layers.size(); ++e) {
       LayerProfile& to = p.layers[e];
-      to.forward.push_back(layer_figure(s.forward, layers_of[e]));
-      to.backward.push_back(layer_figure(s.backward, layers_of[e]));
-      to.recompute.push_back(layer_figure(s.recompute, layers_of[e]));
+      const std::vector<std::size_t>& ls = layers_of[e];
+      // As the plan's devices ran each kind of op, where they ran it; as one
+      // thread's passes over the model otherwise (and for every kind without
+      // a plan).
+      to.forward.push_back(
+          lists({&OpListTimes::forward}, ls).value_or(pass(&OpTimes::forward, ls)));
+      to.backward.push_back(
+          lists({&OpListTimes::backward}, ls).value_or(pass(&OpTimes::backward, ls)));
+      to.recompute.push_back(lists({&OpListTimes::kept, &OpListTimes::recompute}, ls)
+                                 .value_or(pass(&OpTimes::recompute, ls)));
       // Timed after every layer's B, W may come to more than its share of
       // the fused backward, which input (B) lets the profile say.
-      to.weight.push_back(layer_figure(s.weight, layers_of[e]));
-      to.input.push_back(layer_figure(s.input, layers_of[e]));
+      to.weight.push_back(lists({&OpListTimes::weight}, ls).value_or(pass(&OpTimes::weight, ls)));
+      to.input.push_back(lists({&OpListTimes::input}, ls).value_or(pass(&OpTimes::input, ls)));
     }
+  }
+  if (st.on_host()) {
+    double worst = 0.0;
+    for (const ProfileRound* r : kept) worst = std::max(worst, r->clocks.other_work());
+    p.rounds = ProfileRounds{rounds(), static_cast<int>(kept.size()), kDiscardOtherWorkAbove, worst,
+                             st.most >= 2};
   }
 
   // The optimizer: overhead + per-parameter cost, from the whole model and its
@@ -390,8 +450,24 @@ Profile ModelProfiler::finish() {
   const TransportFigures tr = profile_transport(200);
   p.transport_latency_s = tr.latency_s;
   p.transport_bandwidth = tr.bandwidth;
-  p.concurrency_slowdown = measure_concurrency_slowdown(st.spec, st.options.batch_sizes.back(),
-                                                        p.cores, st.options.seed);
+  // n cores: the median over the sizes of each size's median over the kept
+  // rounds. The simulator takes one factor for every size (a plan's
+  // micro-batch size is not known here). With a plan, its op lists' own
+  // factor for its devices.
+  p.concurrency_slowdown = {1.0};
+  for (int n = 2; n <= st.generic_most; ++n) {
+    std::vector<double> by_size;
+    for (std::size_t i = 0; i < st.batches.size(); ++i) {
+      std::vector<double> f;
+      for (const ProfileRound* r : kept) {
+        const SizeRound& size = r->sizes[i];
+        const std::optional<double> g = size.slowdown.at(static_cast<std::size_t>(n - 2));
+        f.push_back(g ? *g : size.op_list_slowdown.value());
+      }
+      by_size.push_back(median(f));
+    }
+    p.concurrency_slowdown.push_back(median(by_size));
+  }
   const int ranks = st.options.tensor_ranks;
   if (ranks > 1 && ranks <= p.cores) {
     const TransportFigures ar = profile_tensor_allreduce(ranks, 50);
@@ -401,14 +477,24 @@ Profile ModelProfiler::finish() {
   return p;
 }
 
-Profile profile_model(const ModelSpec& spec, const ProfileOptions& o) {
-  ModelProfiler profiler(spec, o);
-  const std::size_t total = static_cast<std::size_t>(o.repeats) + 1;
-  for (int r = 0; r < o.repeats; ++r) {
+void measure_rounds(ModelProfiler& profiler, int wanted, const std::function<void()>& after_each) {
+  while (profiler.wants_round(wanted)) {
     throw_if_cancelled();
     profiler.measure_pass();
-    if (o.progress) o.progress(static_cast<std::size_t>(r) + 1, total);
+    if (after_each) after_each();
   }
+}
+
+Profile profile_model(const ModelSpec& spec, const ProfileOptions& o) {
+  ModelProfiler profiler(spec, o);
+  // The rounds, and one step for the rest (optimizer, transport); more rounds
+  // when some were discarded.
+  std::size_t total = static_cast<std::size_t>(o.repeats) + 1;
+  measure_rounds(profiler, o.repeats, [&] {
+    const auto done = static_cast<std::size_t>(profiler.rounds());
+    total = std::max(total, done + 1);
+    if (o.progress) o.progress(done, total);
+  });
   Profile p = profiler.finish();
   if (o.progress) o.progress(total, total);
   return p;

@@ -1,23 +1,36 @@
 #pragma once
 // The executor's profiler: times every kind of layer of a model (forward,
-// recompute, backward, and the weight-gradient half W of a split backward) at the
-// micro-batch sizes a plan may use, the optimizer step (overhead + cost per
-// parameter) and the transport between stages, and returns them as a Profile
-// (costmodels/profile.h) that the simulator takes as its cost model.
+// recompute, backward, and the split backward's B and W) at the micro-batch
+// sizes a plan may use, how much slower they run while every core computes,
+// the optimizer step (overhead + cost per parameter) and the transport between
+// stages, and returns them as a Profile (costmodels/profile.h) that the
+// simulator takes as its cost model.
 //
-// The whole model runs as one stage would, on synthetic data: a forward pass, a
-// second forward that keeps the stashes (a recompute), the backward pass, then
-// the backward again split as zero-bubble schedules run it, every layer's op
-// timed on its own with the finiteness check the runtime makes. After one
-// warm-up pass, `repeats` passes are timed (the optimizer max(3, repeats)
-// times); each figure is, for the layers of one signature (a Transformer's
-// blocks), the mean over those layers of each one's median timing.
+// On the CPU (the default) it measures in rounds. A round, at every size, runs
+// the ops as the stages of a plan do (profile_passes.h: a forward pass, a
+// forward that keeps the stashes, the backward, the backward split as the
+// zero-bubble schedules run it, each layer's op timed on its thread's CPU
+// clock): one thread, on a core of its own, over the whole model, as a
+// one-stage plan runs it (the layer figures); then, for n = 2 up to the cores
+// (at most 8), n threads at once, each on a core of its own over a stage's
+// share of the layers (1/n of them, contiguous), back to back, each after an
+// untimed pass that brings its layers into its caches (the concurrency
+// slowdown: every op's time summed, over the one thread's). Each figure is the
+// median over the kept rounds, and for the layers of one signature (a
+// Transformer's blocks) the mean over them.
 //
-// On the CPU (the default) the layers run on the calling thread, the transport
-// is the in-process channel between two threads, and the cores' concurrency
-// slowdown is measured too. With ProfileOptions::device (a GPU) the layers run
-// on that device and the transport is a copy to ProfileOptions::peer; the MPI
-// backend measures its own transport (measure_threads off).
+// A busy machine: each op is timed on its thread's CPU clock, which leaves out
+// what other processes (or a hypervisor) took from it while it ran, and a
+// round in which they took more than 5 % of the ops' wall time is not kept:
+// more rounds are measured until `repeats` are clean, or three times as many
+// have been (then the least disturbed half are kept). The profile says how
+// many were measured and kept and how much the worst kept one lost
+// (Profile::rounds).
+//
+// With ProfileOptions::device (a GPU) the layers run on that device, timed on
+// the wall clock on the calling thread, and the transport is a copy to
+// ProfileOptions::peer; the MPI backend measures its own transport and
+// slowdown (measure_threads off).
 
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +42,7 @@
 #include "costmodels/model.h"
 #include "costmodels/optimizer.h"
 #include "costmodels/profile.h"
+#include "exec/op_list_profile.h"
 #include "exec/runtime.h"
 
 namespace pipescope::exec {
@@ -37,13 +51,14 @@ class Device;  // device.h
 
 struct ProfileOptions {
   std::vector<std::int64_t> batch_sizes{1};  // micro-batch sizes, ascending
-  int repeats = 5;
+  int repeats = 5;  // clean rounds wanted (the optimizer is timed max(3, repeats) times)
   std::uint64_t seed = 1;
   Optimizer optimizer = Optimizer::kAdam;
-  // Called after each measurement with (done, total).
+  // Called after each round and at the end with (done, total); total grows when
+  // rounds are discarded.
   std::function<void(std::size_t, std::size_t)> progress;
-  // Whether finish() measures the in-process channel and the threads'
-  // concurrency slowdown; off for callers that measure their own (the MPI
+  // Whether the rounds measure the cores' concurrency slowdown and finish()
+  // the in-process channel; off for callers that measure their own (the MPI
   // backend: measure_mpi_machine).
   bool measure_threads = true;
   // With measure_threads and 2 or more (at most the cores): finish() also
@@ -59,51 +74,72 @@ struct ProfileOptions {
   std::shared_ptr<Device> peer = nullptr;
   int devices = 1;
   std::string backend = "cuda";
+  // A plan to profile as its devices run it (op_list_profile.h; on the host,
+  // at one batch size, the plan's micro-batch's): each round also runs its
+  // devices' op lists, each alone and, when each device has a core of its
+  // own, all at once. Every kind of op the plan runs takes its figure from
+  // them (its stashes kept between ops as a step keeps them), and the
+  // concurrency slowdown of its devices is theirs. Null: the model alone.
+  std::shared_ptr<const PlanStages> stages = nullptr;
 };
 
 // Throws std::invalid_argument for models the executor cannot build
 // (build_layers) and for bad options.
 Profile profile_model(const ModelSpec& spec, const ProfileOptions& options);
 
-// profile_model in parts, for callers that interleave the timed passes with
-// other work (`compare` puts one between training steps, so a machine whose
-// speed drifts affects prediction and measurement alike).
+// profile_model in parts, for callers that measure the rounds themselves
+// (`compare` profiles before each round's steps, so that a machine whose speed
+// drifts affects prediction and measurement alike).
 class ModelProfiler {
  public:
   // Builds the model and runs one untimed warm-up pass per batch size; throws as
-  // profile_model does. options.repeats and progress are not used here.
+  // profile_model does. options.repeats and progress are not used here. On
+  // the host it measures the cost of the thread CPU clock first.
   ModelProfiler(const ModelSpec& spec, const ProfileOptions& options);
   ~ModelProfiler();
   ModelProfiler(const ModelProfiler&) = delete;
   ModelProfiler& operator=(const ModelProfiler&) = delete;
 
-  // One timed pass over the model at every batch size. Passes measure warm
-  // caches when they follow each other (or the constructor's warm-up): a
-  // stage keeps its layers in its core's caches from one micro-batch to the
-  // next, so a pass after other work would measure them cold.
-  void measure_pass();
-  // The medians of every pass so far, then the optimizer and the transport.
-  // Throws std::logic_error before the first measure_pass.
+  // One round at every batch size (above). Returns the share of the round's
+  // wall time that other work took from its ops, in [0, 1].
+  double measure_pass();
+  // Rounds measured so far, and those in which other work took at most 5 % of
+  // the ops' wall time.
+  int rounds() const;
+  int clean_rounds() const;
+  // Whether to measure another round for `wanted` clean ones: fewer are clean
+  // and fewer than kMaxRoundsPerWanted x wanted have been measured.
+  bool wants_round(int wanted) const;
+  // The medians of the kept rounds (the clean ones; without any, the least
+  // disturbed half), then the optimizer and the transport. Throws
+  // std::logic_error before the first measure_pass.
   Profile finish();
 
  private:
   struct State;
-  void run_passes(std::size_t size_index, int passes, bool keep);
   std::unique_ptr<State> state_;
 };
 
-// How much slower a pass over the model (at `batch`) runs while n threads each
-// run their own copy at once, n = 1 .. min(cores, 8, the copies that fit the
-// executor's 4 GiB): cores share caches and
-// memory bandwidth. [0] is 1; each factor is the median of three "together"
-// timings over the median of three "alone" ones, taken in turn, and at least 1
-// (a faster "together" is noise). Each thread's timed pass follows an untimed
-// one, so that warm caches are compared with warm caches.
-std::vector<double> measure_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
-                                                 int cores, std::uint64_t seed);
+// A round in which other work (other processes, a hypervisor's steal) took
+// more than this share of the ops' wall time is not kept while clean ones
+// exist. The ops' CPU times leave out the time taken from them, but not what
+// the other work did meanwhile to the caches and the memory bus they share.
+constexpr double kDiscardOtherWorkAbove = 0.05;
+
+// Rounds a profile measures at most, for each one wanted, on a busy machine.
+constexpr int kMaxRoundsPerWanted = 3;
+
+// The rounds kept, given each round's share of wall time taken by other work:
+// those at most kDiscardOtherWorkAbove, or when none is, the least disturbed
+// half (rounded up; the earlier of equals). Indices, ascending.
+std::vector<std::size_t> kept_rounds(const std::vector<double>& other_work);
+
+// Measures rounds while profiler.wants_round(wanted), calling after_each after
+// each.
+void measure_rounds(ModelProfiler& profiler, int wanted, const std::function<void()>& after_each);
 
 // The wall time, in seconds, of one pass over `model` on `mb` as the profiler
-// times it (forward, recompute, backward, split backward).
+// runs it (forward, recompute, backward, split backward), on the calling thread.
 double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed);
 
 // The CPU's model name from /proc/cpuinfo, or "unknown CPU".

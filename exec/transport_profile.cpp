@@ -4,9 +4,11 @@
 #include <stdexcept>
 #include <thread>
 
+#include "exec/affinity.h"
 #include "exec/channel.h"
 #include "exec/device.h"
 #include "exec/device_layers.h"
+#include "exec/profile_passes.h"
 #include "exec/tensor_group.h"
 #include "exec/timing.h"
 
@@ -55,27 +57,34 @@ TransportFigures profile_transport(int round_trips) {
   Channel pong;
   const std::atomic<bool> never{false};
   const auto forever = Clock::now() + std::chrono::hours(24);
+  // Each side on a core of its own, as the runtime pins two stages' threads:
+  // a payload then wakes a thread waiting on another core, as in a step (left
+  // to the OS, the two threads share the waker's core and a wake-up costs a
+  // fraction of that).
+  const std::vector<int> cpus = cpus_for_threads(2);
   for (const Eigen::Index n : sizes) {
     const int rounds = round_trips;
     // The echo only moves payloads, which cannot throw; the timing side
     // allocates its payload before the echo starts.
     Tensor payload = Matrix(Matrix::Zero(1, n));
-    std::thread echo([&] {
-      for (int r = 0; r < rounds; ++r) {
-        Tensor m;
-        if (ping.take(r, forever, never, m) != Channel::Wait::kReady) return;
-        pong.put(r, std::move(m));
-      }
-    });
     std::vector<SimTime> rtt;
     rtt.reserve(static_cast<std::size_t>(rounds));
-    for (int r = 0; r < rounds; ++r) {
-      const auto t0 = Clock::now();
-      ping.put(r, std::move(payload));
-      pong.take(r, forever, never, payload);
-      rtt.push_back(elapsed(t0));
-    }
-    echo.join();
+    on_cores(2, cpus, [&](int side) {
+      if (side == 1) {
+        for (int r = 0; r < rounds; ++r) {
+          Tensor m;
+          if (ping.take(r, forever, never, m) != Channel::Wait::kReady) return;
+          pong.put(r, std::move(m));
+        }
+        return;
+      }
+      for (int r = 0; r < rounds; ++r) {
+        const auto t0 = Clock::now();
+        ping.put(r, std::move(payload));
+        pong.take(r, forever, never, payload);
+        rtt.push_back(elapsed(t0));
+      }
+    });
     bytes.push_back(static_cast<double>(n) * sizeof(float));
     one_way_s.push_back(static_cast<double>(median(rtt)) * 0.5e-9);
   }

@@ -9,10 +9,12 @@ namespace pipescope::exec {
 
 class Device;  // device.h
 
-// Latency and bandwidth of exec::Channel between two threads: half the round
-// trip of a payload bounced between them, fitted as latency + bytes / bandwidth
-// over payloads from 4 B to 4 MiB. Payloads are moved, not copied, so the
-// bandwidth is high and the latency (a thread's wake-up) is what counts.
+// Latency and bandwidth of exec::Channel between two threads, each on a core of
+// its own when the process has two (as the runtime pins stages' threads): half
+// the round trip of a payload bounced between them, fitted as latency + bytes /
+// bandwidth over payloads from 4 B to 4 MiB. Payloads are moved, not copied, so
+// the bandwidth is high and the latency (waking a thread on another core) is
+// what counts.
 struct TransportFigures {
   double latency_s = 0.0;
   double bandwidth = 0.0;  // bytes/s

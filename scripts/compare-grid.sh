@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Prediction against measurement over a grid of K and M on this machine: profiles
 # scenarios/cpu-small.json once, then for each K and M plans it with the profile
-# (`plan --cost-model`), runs the plan and compares (`compare --profile`). Prints
-# one row per configuration and the median and worst |error|. Usage:
+# (`plan --cost-model`) and compares the plan (`compare`, which profiles the
+# plan's own ops before each round's steps, then runs them). Prints one row per
+# configuration (`kept`: the rounds whose run other work left alone, of which
+# compare reports the median one) and the median and worst |error|. Usage:
 #   scripts/compare-grid.sh [BUILD_DIR] [STEPS] [ROUNDS]
 # (default build/, 20 steps of which compare leaves out 2 for warm-up, and 3
-# rounds, of which compare reports the one with the median error). Takes
-# a minute or two; run it on an otherwise idle machine.
+# rounds). Takes a minute or a few; an otherwise idle machine measures the plan
+# rather than the other processes (the `steal` column says how much they took).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,8 +43,8 @@ print(max(10, math.ceil(10 * 0.050 / step)))')
 fi
 echo "cpu-small with $layers blocks"
 set_model=(--set "model.layers=$layers")
-printf '%2s %3s %6s %12s %12s %8s %12s %8s %7s %9s\n' K M remat "predicted" "measured" error \
-  "cpu-replay" error steal overhead
+printf '%2s %3s %6s %12s %12s %8s %12s %8s %7s %9s %5s\n' K M remat "predicted" "measured" error \
+  "cpu-replay" error steal overhead kept
 for K in 1 2; do
   for M in 1 2 4 8 16; do
     "$ps" plan "$scenario" "${set_model[@]}" --set cluster.devices=$K -K $K -M $M --cost-model "$work/profile.json" \
@@ -52,10 +54,11 @@ for K in 1 2; do
     python3 - "$work/c-$K-$M.json" "$work/plan.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
-print("%2d %3d %6s %10.1f ms %10.1f ms %+7.1f%% %10.1f ms %+7.1f%% %6.1f%% %+8.1f%%" % (
+print("%2d %3d %6s %10.1f ms %10.1f ms %+7.1f%% %10.1f ms %+7.1f%% %6.1f%% %+8.1f%% %5s" % (
     c["K"], c["M"], "on" if p["remat"] else "off", c["predicted_step_time_s"] * 1e3,
     c["measured_step_time_s"] * 1e3, c["relative_error"] * 100, c["cpu_replayed_step_time_s"] * 1e3,
-    c["cpu_relative_error"] * 100, c["steal_fraction"] * 100, c["runtime_overhead"] * 100))
+    c["cpu_relative_error"] * 100, c["steal_fraction"] * 100, c["runtime_overhead"] * 100,
+    "%d/%d" % (len(c.get("rounds_kept", c["round_relative_errors"])), len(c["round_relative_errors"]))))
 PY
   done
 done

@@ -126,6 +126,24 @@ TensorGroupFigures read_tensor_group(ObjectReader r) {
   return t;
 }
 
+// How the layers were timed: kept rounds among those measured, and shares of
+// wall time in [0, 1].
+ProfileRounds read_rounds(ObjectReader r) {
+  ProfileRounds out;
+  out.measured = static_cast<int>(r.integer("measured", kPositiveSmallInt));
+  out.kept = static_cast<int>(r.integer("kept", IntRange{1, out.measured}));
+  const auto share = [&](std::string_view key) {
+    const double v = r.number(key, NumberRange::kNonNegative);
+    if (v > 1.0) r.fail(key, "is a share of the wall time: at most 1");
+    return v;
+  };
+  out.discard_above = share("discard_above");
+  out.other_work = share("other_work");
+  out.slowdown_of_stages = r.boolean("slowdown_of_stages");
+  r.finish();
+  return out;
+}
+
 }  // namespace
 
 json profile_to_json(const Profile& profile) {
@@ -161,6 +179,14 @@ json profile_to_json(const Profile& profile) {
                    {"m", profile.gemm.m},
                    {"n", profile.gemm.n},
                    {"k", profile.gemm.k}};
+  }
+  if (profile.rounds.measured > 0) {
+    const ProfileRounds& r = profile.rounds;
+    doc["rounds"] = {{"measured", r.measured},
+                     {"kept", r.kept},
+                     {"discard_above", r.discard_above},
+                     {"other_work", r.other_work},
+                     {"slowdown_of_stages", r.slowdown_of_stages}};
   }
   if (profile.tensor_group.ranks > 1) {
     const TensorGroupFigures& t = profile.tensor_group;
@@ -236,6 +262,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   if (std::optional<ObjectReader> tg = top.opt_object("tensor_group")) {
     p.tensor_group = read_tensor_group(*tg);
   }
+  if (std::optional<ObjectReader> rounds = top.opt_object("rounds")) {
+    p.rounds = read_rounds(*rounds);
+  }
   top.finish();
   return p;
 }
@@ -288,6 +317,15 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
                         "with these measurements a step of the scenario's batch of " +
                             std::to_string(scenario.training.global_batch) +
                             " could take over 30 years, beyond what the simulator's clock holds");
+  }
+  // A CPU plan's MFU against the machine's measured GEMM rate, not the cpu
+  // preset's nominal peak (a GPU profile's devices keep their preset's).
+  if (profile->backend != "cuda") {
+    const double peak = profile->mfu_peak_flop_s(scenario.model);
+    if (peak > 0.0) {
+      scenario.cluster.device.peak_flops_fp32 = peak;
+      scenario.cluster.device.peak_flops_16bit = peak;
+    }
   }
   scenario.cluster.interconnect.bandwidth = profile->transport_bandwidth;
   scenario.cluster.interconnect.latency_s = profile->transport_latency_s;

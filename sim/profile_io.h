@@ -25,8 +25,9 @@ Profile read_profile_file(const std::filesystem::path& path);
 
 // Makes `scenario` use the profile: its layer times and optimizer step, its
 // transport as every link's bandwidth and latency, its core count as the cores
-// the devices share (which only matters when there are more devices), and its
-// slowdown of cores computing at once.
+// the devices share (which only matters when there are more devices), its
+// slowdown of cores computing at once, and for a CPU profile its
+// mfu_peak_flop_s as the devices' peak (what MFU is measured against).
 // Throws ScenarioError naming `profile_file` when a layer of the scenario's model
 // was not measured.
 void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,

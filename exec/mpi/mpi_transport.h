@@ -101,7 +101,7 @@ TransportFigures profile_mpi_transport(int round_trips);
 // run their own copy at once, n = 1 .. min(ranks, 8): [0] is 1, each factor the
 // median of three "together" timings on rank 0 over the median of three
 // "alone" ones, taken in turn, and at least 1. mpirun binds each rank to a core,
-// so the threads of measure_concurrency_slowdown would share one; this measures
+// so the profiler's threads (exec/profiler.h) would share one; this measures
 // what the runtime's ranks do. Every rank calls it and gets the result.
 std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std::int64_t batch,
                                                      std::uint64_t seed);

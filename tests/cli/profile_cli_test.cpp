@@ -71,6 +71,15 @@ TEST(ProfileCli, MeasuresEveryKindOfLayerAtTheGivenSizes) {
   EXPECT_EQ(p["layers"][1]["example"], "block0");
   EXPECT_EQ(p["layers"][2]["example"], "head");
   for (const json& l : p["layers"]) EXPECT_EQ(l["batch_sizes"], json::parse("[2, 4, 8]"));
+  // How it was measured: one round wanted (--repeats 1), at most three on a
+  // busy machine, each op on its thread's CPU clock.
+  const json& rounds = p["rounds"];
+  EXPECT_GE(rounds["measured"].get<int>(), 1);
+  EXPECT_LE(rounds["measured"].get<int>(), 3);
+  EXPECT_GE(rounds["kept"].get<int>(), 1);
+  EXPECT_LE(rounds["kept"].get<int>(), rounds["measured"].get<int>());
+  EXPECT_EQ(rounds["discard_above"].get<double>(), 0.05);
+  EXPECT_EQ(rounds["slowdown_of_stages"].get<bool>(), p["concurrency_slowdown"].size() >= 2);
   fs::remove(file);
 }
 
@@ -116,6 +125,8 @@ TEST(ProfileCli, ReportsEachLayersShareOfTheGemmRate) {
   EXPECT_NE(text.out.find("GEMM       "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("the executor's fp32 product at "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("forward  of GEMM       backward  of GEMM"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("each op timed on its thread's CPU clock"), std::string::npos)
       << text.out;
   fs::remove(file);
 }
@@ -208,11 +219,42 @@ TEST(CompareCli, JsonKeepsTheContractAndItsArithmetic) {
   EXPECT_GE(c["steal_fraction"].get<double>(), 0.0);
   EXPECT_LT(c["steal_fraction"].get<double>(), 1.0);
   EXPECT_EQ(c["round_relative_errors"].size(), 1u);
+  // One round, kept whatever other work took from it (the least disturbed half).
+  ASSERT_EQ(c["round_steal_fractions"].size(), 1u);
+  EXPECT_EQ(c["round_steal_fractions"][0], c["steal_fraction"]);
+  EXPECT_EQ(c["rounds_kept"], json::parse("[0]"));
 
   const CliResult text = run("compare " + plan.string() + " --steps 2 --warmup 1");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("a profile measured before each round's steps"), std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("Profile rounds: "), std::string::npos) << text.out;
+  // Its own profile: three clean rounds wanted, at most nine measured; the
+  // slowdown of the plan's two devices, or none on one core.
+  const CliResult own = run("compare " + plan.string() + " --steps 2 --warmup 1 --json");
+  ASSERT_EQ(own.status, 0) << own.err;
+  const json rounds = json::parse(own.out)["profile_rounds"];
+  EXPECT_GE(rounds["measured"].get<int>(), 3);
+  EXPECT_LE(rounds["measured"].get<int>(), 9);
+  EXPECT_LE(rounds["kept"].get<int>(), rounds["measured"].get<int>());
+  EXPECT_LE(rounds["concurrency_slowdown"].size(), 2u);
+  // Two rounds: the one reported is a kept one, the clean ones or else the
+  // least disturbed.
+  const CliResult two = run("compare " + plan.string() + " --profile " + profile.string() +
+                            " --steps 2 --warmup 1 --rounds 2 --json");
+  ASSERT_EQ(two.status, 0) << two.err;
+  const json t = json::parse(two.out);
+  const json& steal = t["round_steal_fractions"];
+  ASSERT_EQ(steal.size(), 2u);
+  std::vector<std::size_t> kept;
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (steal[i].get<double>() <= 0.05) kept.push_back(i);
+  }
+  if (kept.empty()) kept.push_back(steal[0].get<double>() <= steal[1].get<double>() ? 0 : 1);
+  EXPECT_EQ(t["rounds_kept"].get<std::vector<std::size_t>>(), kept);
+  bool reported = false;
+  for (const std::size_t i : kept) reported |= t["round_relative_errors"][i] == t["relative_error"];
+  EXPECT_TRUE(reported) << t.dump();
   EXPECT_NE(text.out.find("step time"), std::string::npos);
   // Busy time per device; with one chunk per device a device is a stage.
   const bool chunked = json::parse(slurp(plan)).value("chunks", 1) > 1;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -93,6 +94,47 @@ TEST(ProfiledCostModel, CoverageNamesTheFirstLayerNotMeasured) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("layer 'embed'"), std::string::npos) << e.what();
   }
+}
+
+// MFU's peak: the GEMM rate when every op is slower; the fastest op's rate
+// when one is priced faster (here the blocks' backward, 6 us for a sample's
+// FLOPs at 2 samples, and the limit of the last segment, 3 us a sample); that
+// divided by a slowdown below 1.
+TEST(Profile, MfuPeakIsTheGemmRateOrAnyFasterOp) {
+  const ModelSpec m = tiny_transformer(2);
+  Profile p = profile_of(m);
+  double fastest = 0.0;
+  for (const LayerSpec& l : m.layers) {
+    const LayerProfile& e = *p.find(l);
+    // forward t, 2t at 1, 2: rate F / t; recompute t + 1, 2t + 1: a little
+    // slower; backward 3t, 6t: rate 2F / (3t) per sample, the last segment's
+    // slope 3t per sample too.
+    const double t = static_cast<double>(e.forward[0]) * 1e-9;
+    fastest = std::max({fastest, l.fwd_flops / t, l.bwd_flops / (3.0 * t)});
+  }
+  ASSERT_GT(fastest, 0.0);
+  EXPECT_DOUBLE_EQ(p.mfu_peak_flop_s(m), fastest);  // no GEMM rate: the fastest op
+  p.gemm.flop_s = 2.0 * fastest;
+  EXPECT_EQ(p.mfu_peak_flop_s(m), 2.0 * fastest);
+  p.gemm.flop_s = 0.5 * fastest;
+  EXPECT_DOUBLE_EQ(p.mfu_peak_flop_s(m), fastest);
+  p.concurrency_slowdown = {1.0, 0.8};  // stretched below 1: faster still
+  EXPECT_DOUBLE_EQ(p.mfu_peak_flop_s(m), fastest / 0.8);
+  EXPECT_EQ(p.mfu_peak_flop_s(tiny_transformer(2, 32)), 0.5 * fastest);  // no layer covered
+}
+
+// A split backward's halves stay out of the slowdown only when it was not
+// measured on them.
+TEST(Profile, SplitBackwardIsLeftUnstretchedOnlyWithoutASlowdownOfStages) {
+  Profile p = profile_of(tiny_transformer(2));
+  EXPECT_FALSE(p.split_measured());  // no B, W measured
+  for (LayerProfile& l : p.layers) {
+    l.input = l.forward;
+    l.weight = l.forward;
+  }
+  EXPECT_TRUE(p.split_measured());
+  p.rounds.slowdown_of_stages = true;
+  EXPECT_FALSE(p.split_measured());
 }
 
 }  // namespace

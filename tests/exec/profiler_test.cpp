@@ -15,6 +15,7 @@
 
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
+#include "exec/affinity.h"
 #include "exec/host_device.h"
 #include "exec/optimizer_timing.h"
 #include "exec/transport_profile.h"
@@ -78,9 +79,29 @@ TEST(Profiler, OneEntryPerKindOfLayerAtEverySize) {
   EXPECT_GT(p.transport_bandwidth, 0.0);
   EXPECT_TRUE(std::isfinite(p.transport_latency_s));
   EXPECT_GE(p.transport_latency_s, 0.0);
-  ASSERT_EQ(p.concurrency_slowdown.size(), static_cast<std::size_t>(std::min(p.cores, 8)));
+  // One factor for each number of cores at once, up to the cores this process
+  // may run on (at most 8, at most the layers); each positive and finite, and
+  // below 1 where a stage's share of the layers fits caches the whole model
+  // does not.
+  const auto cores = static_cast<int>(std::min<std::size_t>(allowed_cpus().size(), 8));
+  ASSERT_EQ(p.concurrency_slowdown.size(),
+            static_cast<std::size_t>(std::max(1, std::min(p.cores, cores))));
   EXPECT_EQ(p.concurrency_slowdown[0], 1.0);
-  for (const double f : p.concurrency_slowdown) EXPECT_GE(f, 1.0);
+  for (const double f : p.concurrency_slowdown) {
+    EXPECT_GT(f, 0.0);
+    EXPECT_TRUE(std::isfinite(f));
+  }
+  // The rounds: at least the two asked for, at most three times as many, the
+  // kept ones among them, and measured on every op when the cores were.
+  EXPECT_GE(p.rounds.measured, 2);
+  EXPECT_LE(p.rounds.measured, 2 * kMaxRoundsPerWanted);
+  EXPECT_GE(p.rounds.kept, 1);
+  EXPECT_LE(p.rounds.kept, p.rounds.measured);
+  EXPECT_EQ(p.rounds.discard_above, kDiscardOtherWorkAbove);
+  EXPECT_GE(p.rounds.other_work, 0.0);
+  EXPECT_LE(p.rounds.other_work, 1.0);
+  EXPECT_EQ(p.rounds.slowdown_of_stages, p.concurrency_slowdown.size() >= 2);
+  EXPECT_FALSE(p.split_measured() && p.rounds.slowdown_of_stages);
   // It covers the model, and deeper ones of the same shape, not wider ones.
   EXPECT_NO_THROW(check_profile_covers(p, model));
   EXPECT_NO_THROW(check_profile_covers(p, tiny_transformer(8)));
@@ -128,15 +149,31 @@ TEST(Profiler, RefusesBadOptionsAndModelsItCannotBuild) {
                std::invalid_argument);
 }
 
-TEST(Profiler, ConcurrencySlowdownHasOneFactorPerCoreCount) {
-  const ModelSpec model = tiny_transformer(1);
-  EXPECT_EQ(measure_concurrency_slowdown(model, 2, 1, 1), (std::vector<double>{1.0}));
-  const std::vector<double> f = measure_concurrency_slowdown(model, 2, 3, 1);
-  ASSERT_EQ(f.size(), 3u);
-  EXPECT_EQ(f[0], 1.0);
-  EXPECT_GE(f[1], 1.0);
-  EXPECT_GE(f[2], 1.0);
-  EXPECT_TRUE(std::isfinite(f[2]));
+// Clean rounds are kept; when none is, the least disturbed half.
+TEST(Profiler, KeepsTheCleanRoundsOrTheLeastDisturbedHalf) {
+  EXPECT_EQ(kept_rounds({0.01, 0.2, 0.0, 0.05}), (std::vector<std::size_t>{0, 2, 3}));
+  EXPECT_EQ(kept_rounds({0.3, 0.1, 0.2}), (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(kept_rounds({0.4, 0.1, 0.1, 0.3}), (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(kept_rounds({0.9}), (std::vector<std::size_t>{0}));
+  EXPECT_TRUE(kept_rounds({}).empty());
+}
+
+// The rounds go on while fewer than those wanted are clean, up to three times
+// as many; the progress reports every round and ends at its total.
+TEST(Profiler, MeasuresRoundsUntilEnoughAreClean) {
+  ProfileOptions o;
+  o.batch_sizes = {2};
+  o.repeats = 2;
+  ModelProfiler profiler(tiny_transformer(1), o);
+  int calls = 0;
+  measure_rounds(profiler, 2, [&] { ++calls; });
+  EXPECT_EQ(calls, profiler.rounds());
+  EXPECT_GE(profiler.rounds(), 2);
+  EXPECT_LE(profiler.rounds(), 2 * kMaxRoundsPerWanted);
+  EXPECT_TRUE(profiler.clean_rounds() >= 2 || profiler.rounds() == 2 * kMaxRoundsPerWanted);
+  EXPECT_FALSE(profiler.wants_round(2));
+  EXPECT_TRUE(profiler.wants_round(profiler.clean_rounds() + 1) ||
+              profiler.rounds() >= kMaxRoundsPerWanted * (profiler.clean_rounds() + 1));
 }
 
 TEST(Profiler, TransportFitIsAnchoredAtTheSmallestPayload) {

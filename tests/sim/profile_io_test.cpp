@@ -265,6 +265,77 @@ TEST(ProfileIo, MachineGemmRate) {
   EXPECT_EQ(with("/gemm", 1), "p.json: gemm: expected an object, got number");
 }
 
+// How the layers were timed round-trips, and only when recorded; bad figures
+// are refused with the field.
+TEST(ProfileIo, RoundsOfTheMeasurement) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("rounds"));
+  EXPECT_EQ(profile_from_json(profile_to_json(p), "p.json").rounds.measured, 0);
+  p.rounds = ProfileRounds{9, 7, 0.05, 0.0125, true};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["rounds"], json::parse(R"({"measured": 9, "kept": 7, "discard_above": 0.05,
+                                           "other_work": 0.0125, "slowdown_of_stages": true})"));
+  const ProfileRounds q = profile_from_json(doc, "p.json").rounds;
+  EXPECT_EQ(q.measured, 9);
+  EXPECT_EQ(q.kept, 7);
+  EXPECT_EQ(q.discard_above, 0.05);
+  EXPECT_EQ(q.other_work, 0.0125);
+  EXPECT_TRUE(q.slowdown_of_stages);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/rounds/kept", 10).find("p.json: rounds.kept:"), std::string::npos);
+  EXPECT_NE(with("/rounds/kept", 0).find("p.json: rounds.kept:"), std::string::npos);
+  EXPECT_NE(with("/rounds/measured", 0).find("p.json: rounds.measured:"), std::string::npos);
+  EXPECT_EQ(with("/rounds/other_work", 1.5),
+            "p.json: rounds.other_work: is a share of the wall time: at most 1");
+  EXPECT_NE(with("/rounds/discard_above", -0.1).find("p.json: rounds.discard_above:"),
+            std::string::npos);
+  EXPECT_NE(with("/rounds/slowdown_of_stages", 1).find("p.json: rounds.slowdown_of_stages:"),
+            std::string::npos);
+}
+
+// A CPU plan's MFU is measured against the profile's GEMM rate, or the
+// fastest op's rate when one beat it, so never above 1; a GPU profile's
+// devices keep their own peak. The uniform layers do 1000 FLOPs a sample
+// forward in 100 ns and 2000 backward in 200 ns: 10 GFLOP/s each.
+TEST(ApplyProfile, MfuAgainstTheProfiledGemmRate) {
+  const auto mfu_of = [](const Scenario& sc, double peak) {
+    const SimResult r = simulate(sc, SimConfig{});
+    const double flops = 3000.0 * 4 * 8;  // 4 layers, 8 samples
+    EXPECT_DOUBLE_EQ(r.metrics.mfu, flops / (r.metrics.step_time_s() * peak * 2));
+    EXPECT_LE(r.metrics.mfu, 1.0);
+    return r.metrics.mfu;
+  };
+  Scenario base = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(base, 2);
+  p.gemm.flop_s = 2e10;
+  Scenario sc = base;
+  apply_profile(sc, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_EQ(sc.cluster.device.peak_flops_fp32, 2e10);
+  EXPECT_EQ(sc.cluster.device.peak_flops_16bit, 2e10);
+  const double at_gemm = mfu_of(sc, 2e10);
+  EXPECT_GT(at_gemm, 0.0);
+  // A GEMM rate below the ops' (measured while the core was taken): the ops'.
+  p.gemm.flop_s = 5e9;
+  Scenario fast_ops = base;
+  apply_profile(fast_ops, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_DOUBLE_EQ(fast_ops.cluster.device.peak_flops_fp32, 1e10);
+  EXPECT_DOUBLE_EQ(mfu_of(fast_ops, 1e10), 2.0 * at_gemm);
+  // M = 8 micro-batches of one sample: the step is all ops but the bubble.
+  Scenario busy = testing::uniform_scenario(4, 2, 1000.0, 8, 8, false);
+  apply_profile(busy, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_LE(simulate(busy, SimConfig{}).metrics.mfu, 1.0);
+  EXPECT_GT(simulate(busy, SimConfig{}).metrics.mfu, 0.8);
+  p.backend = "cuda";
+  Scenario gpu = base;
+  apply_profile(gpu, std::make_shared<const Profile>(p), "p.json");
+  EXPECT_EQ(gpu.cluster.device.peak_flops_fp32, base.cluster.device.peak_flops_fp32);
+}
+
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   const json good = profile_to_json(uniform_profile(sc, 2));
@@ -554,6 +625,17 @@ TEST(ConcurrencySlowdown, LeavesASplitBackwardsHalvesAsMeasured) {
   const StageCost old_stretched = simulate(old_shared, config).stage_costs[0];
   EXPECT_GT(static_cast<double>(old_stretched.input), 1.05 * static_cast<double>(old_base.input));
   EXPECT_GT(static_cast<double>(old_stretched.weight), 1.05 * static_cast<double>(old_base.weight));
+  // A profile whose slowdown was measured on every op as the stages run them,
+  // B and W included: they stretch like the rest.
+  Profile staged = p;
+  staged.rounds = ProfileRounds{3, 3, 0.05, 0.0, true};
+  Scenario staged_shared = split_scenario();
+  apply_profile(staged_shared, std::make_shared<const Profile>(staged), "p.json");
+  const StageCost staged_stretched = simulate(staged_shared, config).stage_costs[0];
+  EXPECT_GT(static_cast<double>(staged_stretched.forward),
+            1.05 * static_cast<double>(base.forward));
+  EXPECT_GT(static_cast<double>(staged_stretched.input), 1.05 * static_cast<double>(base.input));
+  EXPECT_GT(static_cast<double>(staged_stretched.weight), 1.05 * static_cast<double>(base.weight));
 }
 
 }  // namespace
