@@ -103,7 +103,7 @@ SimTime ProfiledCostModel::weight_grad(const LayerSpec& layer, std::int64_t batc
   return p.input.empty() ? std::min(w, backward(layer, batch)) : w;
 }
 
-bool Profile::split_measured() const {
+bool Profile::split_unstretched() const {
   if (rounds.slowdown_of_stages) return false;
   return std::all_of(layers.begin(), layers.end(),
                      [](const LayerProfile& l) { return !l.input.empty() && !l.weight.empty(); });

@@ -109,7 +109,7 @@ struct Profile {
   // what it does to them. False when rounds.slowdown_of_stages: the slowdown
   // was then measured on every kind of op, B and W included, as the stages
   // run them, and applies to B and W as to the rest.
-  bool split_measured() const;
+  bool split_unstretched() const;
   // The FLOP/s a CPU plan's MFU is measured against (per device): the GEMM
   // rate the profile measured, or where an op of `model` is priced faster
   // than that (a rate measured while other work held the core, or FLOPs the

@@ -36,7 +36,7 @@ Profile group_profile(Profile p, int T) {
   const auto stretch = [f](std::vector<SimTime>& times) {
     for (SimTime& t : times) t = static_cast<SimTime>(std::llround(static_cast<double>(t) * f));
   };
-  const bool split_cold = p.split_measured();
+  const bool split_cold = p.split_unstretched();
   for (LayerProfile& l : p.layers) {
     stretch(l.forward);
     stretch(l.backward);

@@ -420,7 +420,7 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
   const std::vector<double>& slowdown = cluster.concurrency_slowdown;
   if (slowdown.size() < 2) return;
   const std::vector<StageCost> base = stages;
-  const bool split_cold = cluster.profile && cluster.profile->split_measured();
+  const bool split_cold = cluster.profile && cluster.profile->split_unstretched();
   // Two rounds: the slowdown changes the step, and with it the mean concurrency,
   // only a little.
   double factor = 1.0;

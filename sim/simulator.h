@@ -174,7 +174,7 @@ double concurrency_slowdown_at(const std::vector<double>& slowdown, double compu
 // `stages` is stretched by the slowdown at the step's mean number of computing
 // devices (busy time over step time), found by running the engine (twice: the
 // stretch changes the mean a little); all but a split backward's B and W when
-// the profile timed them with cold caches (Profile::split_measured). A no-op
+// the profile timed them with cold caches (Profile::split_unstretched). A no-op
 // without a measured slowdown.
 void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster,
                                 std::vector<StageCost>& stages);

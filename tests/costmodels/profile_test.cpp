@@ -127,14 +127,14 @@ TEST(Profile, MfuPeakIsTheGemmRateOrAnyFasterOp) {
 // measured on them.
 TEST(Profile, SplitBackwardIsLeftUnstretchedOnlyWithoutASlowdownOfStages) {
   Profile p = profile_of(tiny_transformer(2));
-  EXPECT_FALSE(p.split_measured());  // no B, W measured
+  EXPECT_FALSE(p.split_unstretched());  // no B, W measured
   for (LayerProfile& l : p.layers) {
     l.input = l.forward;
     l.weight = l.forward;
   }
-  EXPECT_TRUE(p.split_measured());
+  EXPECT_TRUE(p.split_unstretched());
   p.rounds.slowdown_of_stages = true;
-  EXPECT_FALSE(p.split_measured());
+  EXPECT_FALSE(p.split_unstretched());
 }
 
 }  // namespace

@@ -138,7 +138,9 @@ TEST(ProfilerOpLists, TimesEveryOpOfTheDevicesListOncePerMicroBatch) {
     EXPECT_EQ(g0.recompute.count[l], 0) << l;
     EXPECT_EQ(g0.input.count[l], 0) << l;
     EXPECT_EQ(g0.weight.count[l], 0) << l;
-    if (n > 0) EXPECT_GT(g0.kept.mean(l), 0) << l;
+    if (n > 0) {
+      EXPECT_GT(g0.kept.mean(l), 0) << l;
+    }
   }
   const OpListTimes remat = run(stages_of(build_1f1b(2, 4, Remat::kAlways), two), 1);
   for (std::size_t l = 2; l < 4; ++l) {

@@ -101,7 +101,7 @@ TEST(Profiler, OneEntryPerKindOfLayerAtEverySize) {
   EXPECT_GE(p.rounds.other_work, 0.0);
   EXPECT_LE(p.rounds.other_work, 1.0);
   EXPECT_EQ(p.rounds.slowdown_of_stages, p.concurrency_slowdown.size() >= 2);
-  EXPECT_FALSE(p.split_measured() && p.rounds.slowdown_of_stages);
+  EXPECT_FALSE(p.split_unstretched() && p.rounds.slowdown_of_stages);
   // It covers the model, and deeper ones of the same shape, not wider ones.
   EXPECT_NO_THROW(check_profile_covers(p, model));
   EXPECT_NO_THROW(check_profile_covers(p, tiny_transformer(8)));
