@@ -49,8 +49,8 @@ double ring_seconds(const Protocol& p, Collective c, double bytes, const Collect
   const double per_pass = c == Collective::kAllReduce ? 2.0 : 1.0;
   const double steps = per_pass * (n - 1.0);
   const double inter = per_pass * static_cast<double>(std::max(0, g.nodes - 1));
-  const double latency_us = p.base_ring_us + (steps - inter) * intra_hop_us(p, g.intra, false) +
-                            inter * p.net_ring_us;
+  const double latency_us =
+      p.base_ring_us + (steps - inter) * intra_hop_us(p, g.intra, false) + inter * p.net_ring_us;
   return latency_us * 1e-6 + bytes * steps / n / (g.busbw * p.bw_ring);
 }
 
@@ -72,7 +72,8 @@ double nccl_seconds(Collective c, double bytes, const CollectiveGroup& g) {
   double best = std::numeric_limits<double>::infinity();
   for (const Protocol& p : kProtocols) {
     best = std::min(best, ring_seconds(p, c, bytes, g));
-    if (c == Collective::kAllReduce && g.nodes > 1) best = std::min(best, tree_seconds(p, bytes, g));
+    if (c == Collective::kAllReduce && g.nodes > 1)
+      best = std::min(best, tree_seconds(p, bytes, g));
   }
   return best;
 }

@@ -27,7 +27,8 @@ enum class LinkClass : std::uint8_t { kNvlink, kPcie };
 
 struct CollectiveGroup {
   int ranks = 1;
-  int nodes = 1;  // the nodes the ranks span; the ring crosses between them nodes - 1 times each way
+  int nodes =
+      1;  // the nodes the ranks span; the ring crosses between them nodes - 1 times each way
   LinkClass intra = LinkClass::kNvlink;
   double busbw = 0.0;  // bytes/s
 };

@@ -177,13 +177,15 @@ const std::vector<Described>& described() {
       {megatron_core(),
        "Megatron-LM's training loop on megatron-core (core_r0.8 to core_v0.13) with "
        "Transformer Engine, at its defaults"},
-      {nemo(), "NeMo 2's performance recipes on megatron-core: gradient, weight-gather and "
-               "tensor-parallel communication overlapped"},
+      {nemo(),
+       "NeMo 2's performance recipes on megatron-core: gradient, weight-gather and "
+       "tensor-parallel communication overlapped"},
       {megatron_lm_2022(),
        "Megatron-LM of 2021-2022 (v2.x to v3.0): fused softmax between batched GEMMs, the "
        "device synchronised after every exchange"},
-      {deepspeed(), "DeepSpeed's pipeline engine under Megatron-DeepSpeed (0.6 to 0.9), as "
-                    "BLOOM and MT-NLG ran it"},
+      {deepspeed(),
+       "DeepSpeed's pipeline engine under Megatron-DeepSpeed (0.6 to 0.9), as "
+       "BLOOM and MT-NLG ran it"},
       {torchtitan(), "torchtitan (v0.2) in eager mode: PyTorch pipelining, FSDP2"},
       {torchgpipe(), "torchgpipe (0.0.7): copy streams, eager PyTorch"},
       {ideal(), "no framework: the host never behind, everything fused, nothing extra"},

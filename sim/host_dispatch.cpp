@@ -52,10 +52,10 @@ void add_host_waits(const ModelSpec& model, const CostModel& cost, const Framewo
     const SimTime fwd_device = c.forward + c.tp_forward + c.tp_input_gather;
     c.host_wait_forward = host_wait(fwd_device, h.forward, launch, drained);
     c.host_wait_recompute = host_wait(c.recompute + c.tp_forward, h.forward, launch, false);
-    c.host_wait_backward = host_wait(c.backward + c.tp_backward + c.tp_grad_gather, h.backward,
-                                     launch, drained);
-    c.host_wait_input = host_wait(c.input + c.tp_backward + c.tp_grad_gather,
-                                  h.backward - h.weight, launch, drained);
+    c.host_wait_backward =
+        host_wait(c.backward + c.tp_backward + c.tp_grad_gather, h.backward, launch, drained);
+    c.host_wait_input = host_wait(c.input + c.tp_backward + c.tp_grad_gather, h.backward - h.weight,
+                                  launch, drained);
     c.host_wait_weight = host_wait(c.weight, h.weight, launch, false);
     c.forward += c.host_wait_forward;
     if (c.forward_kept) *c.forward_kept += c.host_wait_forward;

@@ -135,9 +135,8 @@ std::vector<double> gauss_newton_step(const Fitted& fit, const std::string& left
 
 // What the fold of `publication` gives: its factors, its cases' errors with
 // them and with the tables.
-LeftOut left_out_of(const Fitted& fit, const std::string& publication,
-                    const std::vector<double>& u, const std::vector<double>& held,
-                    const std::vector<double>& r0) {
+LeftOut left_out_of(const Fitted& fit, const std::string& publication, const std::vector<double>& u,
+                    const std::vector<double>& held, const std::vector<double>& r0) {
   LeftOut out;
   out.publication = publication;
   for (const double x : u) out.factors.push_back(std::exp(x));
@@ -189,7 +188,8 @@ std::vector<std::vector<double>> sensitivities(const Fitted& fit,
 // taken again after each, until a step moves no factor by 0.1 % or after
 // kIterations steps. Starts from the cases' log errors and sensitivities at
 // the tables.
-std::vector<double> fit_without(const Fitted& fit, const std::vector<const CalibrationParameter*>& ps,
+std::vector<double> fit_without(const Fitted& fit,
+                                const std::vector<const CalibrationParameter*>& ps,
                                 const std::string& left_out, std::vector<double> r,
                                 std::vector<std::vector<double>> jacobian) {
   constexpr int kIterations = 5;
@@ -249,10 +249,9 @@ LeaveOneOutReport leave_one_source_out(
   const std::size_t np = report.parameters.size();
   const Fitted fit = fitted_cases(all);
   const std::size_t n = fit.cases.size();
-  const std::vector<double> r0 =
-      log_errors(fit.cases, report.parameters, std::vector<double>(np));
-  const std::vector<std::vector<double>> j0 = sensitivities(fit, report.parameters,
-                                                            std::vector<double>(np), r0);
+  const std::vector<double> r0 = log_errors(fit.cases, report.parameters, std::vector<double>(np));
+  const std::vector<std::vector<double>> j0 =
+      sensitivities(fit, report.parameters, std::vector<double>(np), r0);
   std::vector<std::vector<double>> factors;
   for (std::size_t f = 0; f < fit.order.size(); ++f) {
     factors.push_back(fit_without(fit, report.parameters, fit.order[f], r0, j0));

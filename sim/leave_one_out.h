@@ -34,9 +34,9 @@ namespace pipescope {
 struct LeftOut {
   std::string publication;
   std::size_t cases = 0;
-  std::vector<double> factors;       // per fitted parameter: fitted / table
-  double median_abs_error = 0.0;     // of its cases with the fitted tables
-  double mean_faster = 0.0;          // mean faster_error, likewise
+  std::vector<double> factors;          // per fitted parameter: fitted / table
+  double median_abs_error = 0.0;        // of its cases with the fitted tables
+  double mean_faster = 0.0;             // mean faster_error, likewise
   double suite_median_abs_error = 0.0;  // with the tables as they are
 };
 
@@ -50,8 +50,7 @@ struct LeaveOneOutReport {
 // `parameters`: default_fit() (sim/calibration.h). `progress(done, total)`
 // after each fold.
 LeaveOneOutReport leave_one_source_out(
-    const std::vector<GpuCase>& cases,
-    const std::vector<const CalibrationParameter*>& parameters,
+    const std::vector<GpuCase>& cases, const std::vector<const CalibrationParameter*>& parameters,
     const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 // One fold alone: the log factors (u) fitted on every case of `cases` whose
@@ -70,7 +69,8 @@ double leave_one_out_objective(const std::vector<GpuCase>& cases,
 
 // `c` with each of `parameters` in its device's kernel table multiplied by
 // exp(u[j]), kept within the parameter's range.
-GpuCase with_scaled_table(const GpuCase& c, const std::vector<const CalibrationParameter*>& parameters,
+GpuCase with_scaled_table(const GpuCase& c,
+                          const std::vector<const CalibrationParameter*>& parameters,
                           const std::vector<double>& u);
 
 // The solution of the n x n system a x = b (Gaussian elimination with partial

@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "scenario_docs.h"
 #include "sim/scenario_io.h"
 #include "sim/zero.h"
-#include "scenario_docs.h"
 
 namespace pipescope {
 namespace {
@@ -59,7 +59,7 @@ TEST(FrameworkScenario, AnObjectOverridesTheProfilesFields) {
   EXPECT_EQ(f.name, "megatron-core");
   EXPECT_TRUE(f.overlap_grad_reduce);
   EXPECT_DOUBLE_EQ(f.host_launch_s, 5e-6);
-  EXPECT_TRUE(f.fp32_grads);  // the profile's
+  EXPECT_TRUE(f.fp32_grads);                                      // the profile's
   doc["training"]["framework"] = {{"tp_forward_overlap", true}};  // the default profile
   EXPECT_TRUE(parse_scenario(doc, "a.json").training.framework.tp_forward_overlap);
   EXPECT_EQ(parse_scenario(doc, "a.json").training.framework.name, "megatron-core");

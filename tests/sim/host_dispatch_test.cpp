@@ -27,7 +27,7 @@ TEST(HostDispatch, TheDeviceWaitsForWhatTheHostHasNotIssued) {
 TEST(HostDispatch, OpsStartDrainedWhereTheFrameworkSynchronises) {
   const Framework mc = *find_framework("megatron-core");
   EXPECT_TRUE(ops_start_drained(mc, false, 4));
-  EXPECT_FALSE(ops_start_drained(mc, true, 4));  // interleaved: overlapped exchanges
+  EXPECT_FALSE(ops_start_drained(mc, true, 4));   // interleaved: overlapped exchanges
   EXPECT_FALSE(ops_start_drained(mc, false, 1));  // no exchanges without stages
   EXPECT_TRUE(ops_start_drained(*find_framework("megatron-lm-2022"), true, 4));
   EXPECT_FALSE(ops_start_drained(*find_framework("deepspeed"), false, 4));
@@ -83,9 +83,8 @@ TEST(HostDispatch, AStageOfSmallKernelsLastsTheHostsTime) {
 TEST(HostDispatch, AfterASynchronisationTheFirstLaunchWaits) {
   SimConfig config;
   config.stages = 2;
-  const SimResult r =
-      simulate(tiny({{"profile", "ideal"}, {"host_launch_s", 1e-9}, {"sync_after_p2p", true}}),
-               config);
+  const SimResult r = simulate(
+      tiny({{"profile", "ideal"}, {"host_launch_s", 1e-9}, {"sync_after_p2p", true}}), config);
   for (const StageCost& c : r.stage_costs) {
     EXPECT_EQ(c.host_wait_forward, 1);  // 1 ns: h, the device being ahead
     EXPECT_EQ(c.host_wait_backward, 1);

@@ -45,10 +45,9 @@ double simulated(const GpuCase& c) {
 }
 
 std::vector<GpuCase> two_sources() {
-  std::vector<GpuCase> cases = {small_case("A-1", "A 2020, Table 1", 1.0, 4),
-                                small_case("A-2", "A 2020, Table 2", 1.0, 8),
-                                small_case("B-1", "B 2021", 1.0, 4),
-                                small_case("B-2", "B 2021", 1.0, 6)};
+  std::vector<GpuCase> cases = {
+      small_case("A-1", "A 2020, Table 1", 1.0, 4), small_case("A-2", "A 2020, Table 2", 1.0, 8),
+      small_case("B-1", "B 2021", 1.0, 4), small_case("B-2", "B 2021", 1.0, 6)};
   // A's runs 30 % slower than the tables say, B's 10 % faster.
   for (GpuCase& c : cases) c.measured = simulated(c) * (c.id[0] == 'A' ? 0.7 : 1.1);
   return cases;
@@ -68,9 +67,9 @@ TEST(LeaveOneOut, ScaledTablesStayInTheParametersRanges) {
   const GpuCase c = small_case("A-1", "A 2020", 1.0, 4);
   const std::vector<const CalibrationParameter*> ps = parse_fit_names("gemm_efficiency");
   const double table = c.parsed.cluster.device.kernels.gemm_efficiency;
-  EXPECT_DOUBLE_EQ(with_scaled_table(c, ps, {std::log(0.5)}).parsed.cluster.device.kernels
-                       .gemm_efficiency,
-                   0.5 * table);
+  EXPECT_DOUBLE_EQ(
+      with_scaled_table(c, ps, {std::log(0.5)}).parsed.cluster.device.kernels.gemm_efficiency,
+      0.5 * table);
   // 0.8 x e^2 is above 1: the range's end.
   EXPECT_DOUBLE_EQ(with_scaled_table(c, ps, {2.0}).parsed.cluster.device.kernels.gemm_efficiency,
                    ps[0]->max);
