@@ -415,7 +415,8 @@ TEST(KernelCostModel, AnUnfusedNormIsItsSeparateOps) {
   EXPECT_EQ(u.bwd_bytes, 64 * 32 * 64);
   EXPECT_EQ(u.launches, 8);
   EXPECT_EQ(u.bwd_launches, 12);
-  const Kernel& u32 = make_transformer(norm_block(false, DType::kFp32)).layers[1].kernels->front();
+  const ModelSpec unfused32 = make_transformer(norm_block(false, DType::kFp32));
+  const Kernel& u32 = unfused32.layers[1].kernels->front();
   EXPECT_EQ(u32.bytes, 28 * 32 * 64);  // no casts
   EXPECT_EQ(u32.launches, 6);
   EXPECT_EQ(u32.bwd_launches, 10);
