@@ -69,10 +69,12 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   }
   const bool split_cuts = c.p2p_split && c.tensor_parallel > 1 && !m.sequence_parallel;
   const P2pMode p2p = c.p2p_mode(r.chunks > 1);
-  if (r.stages > 1 && (p2p == P2pMode::kBlocking || split_cuts)) {
+  if (r.stages > 1 && (p2p != P2pMode::kOverlapped || split_cuts)) {
     out << "Sends      "
         << (p2p == P2pMode::kBlocking
                 ? "blocking: a stage computes nothing until its send has arrived"
+            : p2p == P2pMode::kOverlappedSteady
+                ? "blocking in the warm-up and cool-down, overlapped with compute in between"
                 : "overlapped with compute")
         << (split_cuts ? "; each device sends 1/T of a cut, the next group all-gathers it" : "")
         << "\n";

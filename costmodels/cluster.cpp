@@ -89,12 +89,21 @@ std::string_view to_string(RankOrder order) {
 }
 
 std::string_view to_string(P2pMode mode) {
-  return mode == P2pMode::kBlocking ? "blocking" : "overlapped";
+  switch (mode) {
+    case P2pMode::kOverlapped:
+      return "overlapped";
+    case P2pMode::kBlocking:
+      return "blocking";
+    case P2pMode::kOverlappedSteady:
+      return "overlapped-steady";
+  }
+  return "overlapped";
 }
 
 std::optional<P2pMode> parse_p2p_mode(std::string_view name) {
-  if (name == "overlapped") return P2pMode::kOverlapped;
-  if (name == "blocking") return P2pMode::kBlocking;
+  for (const P2pMode m : {P2pMode::kOverlapped, P2pMode::kBlocking, P2pMode::kOverlappedSteady}) {
+    if (name == to_string(m)) return m;
+  }
   return std::nullopt;
 }
 

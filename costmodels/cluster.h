@@ -45,14 +45,19 @@ std::string_view to_string(RankOrder order);
 std::optional<RankOrder> parse_rank_order(std::string_view name);
 
 // What a stage does while its output travels to the next stage: computes on
-// (`overlapped`: torchgpipe's copy streams, PyTorch's pipelining, NeMo's
-// overlapped exchanges) or waits for the send to arrive before its next op
-// (`blocking`: Megatron-LM and DeepSpeed wait on every send of their
-// pipeline schedules).
-enum class P2pMode : std::uint8_t { kOverlapped, kBlocking };
+// (`overlapped`: torchgpipe's copy streams, PyTorch's pipelining), waits for
+// the send to arrive before its next op (`blocking`: Megatron-LM and
+// DeepSpeed wait on every send of their pipeline schedules), or waits only
+// in the warm-up and the cool-down (`overlapped-steady`: megatron-core's
+// interleaved schedule, whose overlap_p2p_comm covers the steady state and
+// overlap_p2p_comm_warmup_flush, off by default, the rest). The warm-up is a
+// device's forwards before the last one ahead of its first backward, the
+// cool-down its backwards after its last forward.
+enum class P2pMode : std::uint8_t { kOverlapped, kBlocking, kOverlappedSteady };
 std::string_view to_string(P2pMode mode);
-std::optional<P2pMode> parse_p2p_mode(std::string_view name);  // "overlapped", "blocking"
-inline constexpr const char* kP2pModeNames = "overlapped, blocking";
+// "overlapped", "blocking", "overlapped-steady"
+std::optional<P2pMode> parse_p2p_mode(std::string_view name);
+inline constexpr const char* kP2pModeNames = "overlapped, overlapped-steady, blocking";
 
 struct Cluster {
   std::string name;  // preset name, or the device name for an explicit cluster

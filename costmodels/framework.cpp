@@ -50,11 +50,13 @@ Framework megatron_core() {
   // p2p_communication.py: batch_p2p_comm and batch_p2p_sync default true, and
   // _communicate then calls torch.cuda.synchronize(); arguments.py turns
   // overlap_p2p_comm off for the non-interleaved schedule and on (without
-  // batching, so without the synchronize) for the interleaved one.
+  // batching, so without the synchronize) for the interleaved one, whose
+  // warm-up and cool-down still wait on each exchange (schedules.py:
+  // overlap_p2p_comm_warmup_flush, off by default).
   f.sync_after_p2p = true;
   f.sync_after_p2p_interleaved = false;
   f.p2p = P2pMode::kBlocking;
-  f.p2p_interleaved = P2pMode::kOverlapped;
+  f.p2p_interleaved = P2pMode::kOverlappedSteady;
   f.rank_order = RankOrder::kTpDpPp;  // parallel_state's default order tp-cp-ep-dp-pp
   // TE's LayerNormLinear, fused attention; --cross-entropy-loss-fusion off.
   f.fused_attention = true;

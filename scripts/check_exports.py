@@ -426,6 +426,7 @@ MEGATRON_SWITCHES = {
     "--sequence-parallel": "sequence_parallel",
     "--use-distributed-optimizer": "use_distributed_optimizer",
     "--use-tp-pp-dp-mapping": "use_tp_pp_dp_mapping",
+    "--overlap-p2p-communication-warmup-flush": "overlap_p2p_comm_warmup_flush",
 }
 # Flags that turn a field off: Megatron-LM's --no-overlap-p2p-communication
 # (overlap_p2p_comm, on by default in Megatron-LM's arguments for the
@@ -544,13 +545,21 @@ def check_megatron(plan, text):
                        f"the plan T={plan.T}")
     if args.get("sequence_parallel", False) != plan.sequence_parallel:
         raise Rejected("sequence_parallel is not the plan's")
-    # Megatron-LM overlaps the interleaved schedule's exchanges unless told not
-    # to; its non-interleaved schedule cannot (megatron-core raises).
+    # Megatron-LM overlaps the interleaved schedule's exchanges in its steady
+    # state unless told not to, and in its warm-up and cool-down too when told
+    # so; its non-interleaved schedule cannot (megatron-core raises).
     overlap = args.get("overlap_p2p_comm", True) if plan.chunks > 1 else False
-    if plan.K > 1 and plan.chunks > 1 and overlap != (plan.p2p == "overlapped"):
-        raise Rejected(f"overlap_p2p_comm {overlap}, the plan's sends {plan.p2p}")
-    if plan.chunks == 1 and "overlap_p2p_comm" in args:
-        raise Rejected("--no-overlap-p2p-communication on a non-interleaved plan")
+    flush = args.get("overlap_p2p_comm_warmup_flush", False)
+    mode = "blocking" if not overlap else "overlapped" if flush else "overlapped-steady"
+    if plan.K > 1 and plan.chunks > 1 and mode != plan.p2p:
+        raise Rejected(f"overlap_p2p_comm {overlap}, overlap_p2p_comm_warmup_flush {flush}: "
+                       f"sends {mode}, the plan's {plan.p2p}")
+    if plan.chunks == 1 and ("overlap_p2p_comm" in args or flush):
+        raise Rejected("a p2p overlap flag on a non-interleaved plan")
+    if flush:
+        # What Megatron-LM's arguments set beside it (batch_p2p_comm is not
+        # overlap_p2p_comm), which megatron-core's config checks.
+        fields.update(overlap_p2p_comm=True, batch_p2p_comm=False)
     if args.get("use_distributed_optimizer", False) != (plan.zero == 1):
         raise Rejected(f"use_distributed_optimizer is not the plan's (ZeRO stage {plan.zero})")
     heads = 4 * plan.T  # a multiple of T, as megatron-core checks
@@ -583,7 +592,7 @@ def check_megatron(plan, text):
           if config.tensor_model_parallel_size > 1 else "")
     dist_opt = ("; OptimizerConfig and DistributedDataParallelConfig take "
                 "use_distributed_optimizer" if args.get("use_distributed_optimizer") else "")
-    sends = (f"; sends {'overlapped' if overlap else 'blocking'}"
+    sends = (f"; sends {mode}"
              if plan.K > 1 and plan.chunks > 1 else "")
     return (f"TransformerConfig{tp} pp={config.pipeline_model_parallel_size}"
             + (f" vpp={v}" if v else "") + f" ({how}), {recompute}; layers per stage "

@@ -39,6 +39,7 @@ struct InFlight {
   TransferKind kind = TransferKind::kActivation;
   int boundary = 0;  // between stage boundary and boundary + 1
   int micro_batch = 0;
+  bool blocks = false;  // its device's next compute waits for it (Engine::send_blocks)
 
   int from_stage() const { return kind == TransferKind::kActivation ? boundary : boundary + 1; }
   int to_stage() const { return kind == TransferKind::kActivation ? boundary + 1 : boundary; }
@@ -60,9 +61,29 @@ struct DeviceState {
   bool gathering = false;       // ZeRO-3: the next op's weights are being gathered
   bool gathered = false;        // ZeRO-3: the next op's weights are here
   SimTime op_start = 0;
-  int sends_in_flight = 0;  // P2pMode::kBlocking: the device waits for them
-  PairHold<NoOutput> pair;  // the outputs of an overlapped pair still running
+  int sends_in_flight = 0;  // blocking sends: the device waits for them
+  PairHold<bool> pair;      // the outputs of an overlapped pair still running (do they block)
 };
+
+// Where a device's steady state begins and ends in its op list: from the
+// last forward before its first backward to its last forward. Before it
+// lies the warm-up, after it the cool-down (P2pMode::kOverlappedSteady).
+struct SteadyState {
+  std::size_t first = 0;
+  std::size_t last = 0;
+};
+
+SteadyState steady_state(const std::vector<Op>& ops) {
+  SteadyState s{ops.size(), ops.size()};
+  bool backward_seen = false;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == OpKind::kBackward) backward_seen = true;
+    if (ops[i].kind != OpKind::kForward) continue;
+    if (!backward_seen) s.first = i;
+    s.last = i;
+  }
+  return s;
+}
 
 class Engine {
  public:
@@ -75,11 +96,12 @@ class Engine {
         K_(schedule.stages),
         M_(schedule.micro_batches),
         split_(schedule.split),
-        blocking_(cluster.p2p_mode(schedule.chunks > 1) == P2pMode::kBlocking) {
+        p2p_(cluster.p2p_mode(schedule.chunks > 1)) {
     PS_CHECK(static_cast<int>(stages.size()) == K_, "one StageCost per stage");
     PS_CHECK(schedule.devices() <= cluster.devices,
              "schedule uses more devices than the cluster has");
     devices_.resize(sched_.device_ops.size());
+    for (const auto& ops : sched_.device_ops) steady_.push_back(steady_state(ops));
     const std::size_t cells = static_cast<std::size_t>(K_) * static_cast<std::size_t>(M_);
     act_ready_.assign(cells, 0);
     grad_ready_.assign(cells, 0);
@@ -307,8 +329,8 @@ class Engine {
                   static_cast<std::uint32_t>(d));
       return;
     }
-    // Blocking sends (P2pMode::kBlocking) hold the next compute, not the
-    // gather above, which runs on the link to the replicas.
+    // Blocking sends (send_blocks) hold the next compute, not the gather
+    // above, which runs on the link to the replicas.
     if (dev.sends_in_flight > 0) return;
     if (!ready(op)) return;
     if (core_limit_ > 0) {
@@ -353,9 +375,10 @@ class Engine {
     ++result_.compute_ops;
     dev.busy = false;
     dev.gathered = false;
+    const bool blocks = send_blocks(d, dev.next, op.kind);
     ++dev.next;
     if (core_limit_ > 0) release_core();
-    dev.pair.finished(op, NoOutput{}, [this](const Op& done, NoOutput) { send_output(done); });
+    dev.pair.finished(op, blocks, [this](const Op& done, bool b) { send_output(done, b); });
     const KindRules& r = rules(op.kind);
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
     if (r.feeds_all_reduce && c.zero_reduce_scatter > 0) {
@@ -377,14 +400,32 @@ class Engine {
     try_start(d);
   }
 
+  // Whether the output of device d's op at `index` in its list, of `kind`,
+  // holds the device's next compute until it has left (Cluster::p2p_mode):
+  // always, never, or in the warm-up and the cool-down only.
+  bool send_blocks(int d, std::size_t index, OpKind kind) const {
+    switch (p2p_) {
+      case P2pMode::kOverlapped:
+        return false;
+      case P2pMode::kBlocking:
+        return true;
+      case P2pMode::kOverlappedSteady: {
+        const SteadyState& s = steady_[static_cast<std::size_t>(d)];
+        return (kind == OpKind::kForward && index < s.first) ||
+               (kind == OpKind::kBackward && index > s.last);
+      }
+    }
+    return true;
+  }
+
   // What a finished op sends to its neighbour stage, if anything.
-  void send_output(const Op& op) {
+  void send_output(const Op& op, bool blocks) {
     const KindRules& r = rules(op.kind);
     const int to = op.stage + r.sends.direction;
     if (r.sends.via != Via::kSameStage && to >= 0 && to < K_) {
       const TransferKind kind =
           r.sends.via == Via::kActivation ? TransferKind::kActivation : TransferKind::kGradient;
-      send(kind, std::min(op.stage, to), op.micro_batch);
+      send(InFlight{kind, std::min(op.stage, to), op.micro_batch, blocks});
     }
   }
 
@@ -418,9 +459,8 @@ class Engine {
 
   // Each directed link carries one payload at a time, first come first served:
   // a transfer starts when every link of its route is free.
-  void send(TransferKind kind, int boundary, int m) {
+  void send(const InFlight& t) {
     ++result_.transfers;
-    const InFlight t{kind, boundary, m};
     const Route& route = route_of(t);
     if (route.links.empty()) {
       arrive(t);
@@ -430,9 +470,7 @@ class Engine {
     for (std::uint32_t l : route.links) start = std::max(start, link_free_[l]);
     for (std::uint32_t l : route.links) link_free_[l] = start + route.serialize;
     const SimTime end = start + route.latency + route.serialize;
-    if (blocking_) {
-      ++devices_[static_cast<std::size_t>(device_of(t.from_stage()))].sends_in_flight;
-    }
+    if (t.blocks) ++devices_[static_cast<std::size_t>(device_of(t.from_stage()))].sends_in_flight;
     result_.comm_time += route.serialize * static_cast<SimTime>(route.links.size());
     std::uint32_t slot;
     if (!free_slots_.empty()) {
@@ -447,14 +485,14 @@ class Engine {
     if (listener_ != nullptr) {
       TransferRecord rec;
       rec.id = next_transfer_id_;
-      rec.kind = kind;
+      rec.kind = t.kind;
       rec.src_stage = t.from_stage();
       rec.dst_stage = t.to_stage();
-      rec.micro_batch = m;
+      rec.micro_batch = t.micro_batch;
       rec.src_device = device_of(rec.src_stage);
       rec.dst_device = device_of(rec.dst_stage);
-      rec.route = route_id(kind, boundary);
-      rec.bytes = stages_[static_cast<std::size_t>(boundary)].output_bytes;
+      rec.route = route_id(t.kind, t.boundary);
+      rec.bytes = stages_[static_cast<std::size_t>(t.boundary)].output_bytes;
       rec.start = start;
       rec.serialize = route.serialize;
       rec.end = end;
@@ -467,7 +505,7 @@ class Engine {
     const InFlight t = in_flight_[slot];
     free_slots_.push_back(slot);
     arrive(t);
-    if (blocking_) {
+    if (t.blocks) {
       const int from = device_of(t.from_stage());
       --devices_[static_cast<std::size_t>(from)].sends_in_flight;
       try_start(from);
@@ -490,7 +528,8 @@ class Engine {
   int K_;
   int M_;
   bool split_;                        // B is the input gradient, W the weight gradient
-  bool blocking_;                     // each device waits for its sends (Cluster::p2p_mode)
+  P2pMode p2p_;                       // which sends each device waits for (send_blocks)
+  std::vector<SteadyState> steady_;   // per device
   std::array<KindRules, 5> rules_{};  // per OpKind
   SimTime now_ = 0;
   EventQueue queue_;

@@ -144,6 +144,19 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
          (there.peak > capacity ? ", more than a device's " + bytes(capacity) : "") + ".\n";
 }
 
+// What stages do with their sends under `mode`, for the notes below.
+std::string sends_phrase(P2pMode mode) {
+  switch (mode) {
+    case P2pMode::kBlocking:
+      return "waits for every send between stages";
+    case P2pMode::kOverlapped:
+      return "overlaps its sends between stages with compute";
+    case P2pMode::kOverlappedSteady:
+      return "overlaps its sends between stages with compute but in the warm-up and cool-down";
+  }
+  return "";
+}
+
 // Comment lines when the framework's stages exchange tensors otherwise than
 // the plan's (docs/models.md, "How stages exchange tensors"): what differs
 // and, when the scenario is given, what the plan takes there.
@@ -155,11 +168,8 @@ std::string sends_note(const Plan& p, ExportFormat format, const Scenario* scena
   std::string head;
   std::string set;
   if (differ.mode) {
-    head += name + (there.mode == P2pMode::kBlocking
-                        ? " waits for every send between stages, where the plan\n"
-                          "# overlaps them with compute (cluster.p2p overlapped)"
-                        : " overlaps its sends between stages with compute, where\n"
-                          "# the plan waits for each (cluster.p2p blocking)");
+    head += name + " " + sends_phrase(there.mode) + ", where the plan\n# " + sends_phrase(p.p2p) +
+            " (cluster.p2p " + std::string(to_string(p.p2p)) + ")";
     set += "--set cluster.p2p=" + std::string(to_string(there.mode));
   }
   if (differ.split) {

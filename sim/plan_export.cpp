@@ -345,10 +345,16 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (p.data_parallel > 1 && p.rank_order == RankOrder::kTpPpDp) {
     flags.push_back("--use-tp-pp-dp-mapping");
   }
-  // Megatron-LM overlaps the interleaved schedule's exchanges by default; a
-  // plan whose sends block asks it not to (framework_sends).
-  const bool no_overlap = p.chunks > 1 && p.stages > 1 && p.p2p == P2pMode::kBlocking;
+  // Megatron-LM overlaps the interleaved schedule's exchanges in its steady
+  // state by default; a plan whose sends block throughout asks it not to, a
+  // plan that overlaps them throughout asks it to overlap the warm-up and the
+  // cool-down too (framework_sends).
+  const bool interleaved = p.chunks > 1 && p.stages > 1;
+  const bool no_overlap = interleaved && p.p2p == P2pMode::kBlocking;
   if (no_overlap) flags.push_back("--no-overlap-p2p-communication");
+  if (interleaved && p.p2p == P2pMode::kOverlapped) {
+    flags.push_back("--overlap-p2p-communication-warmup-flush");
+  }
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << export_summary(p)

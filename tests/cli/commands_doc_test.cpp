@@ -200,8 +200,11 @@ std::string joined(const std::vector<std::string>& v) {
 
 // Options of other programs that the page names (Megatron-LM's, in export's section).
 const Options kOtherProgramsOptions = {"--num-virtual-stages-per-pipeline-rank",
-                                       "--recompute-granularity", "--recompute-method",
-                                       "--recompute-num-layers", "--no-overlap-p2p-communication"};
+                                       "--recompute-granularity",
+                                       "--recompute-method",
+                                       "--recompute-num-layers",
+                                       "--no-overlap-p2p-communication",
+                                       "--overlap-p2p-communication-warmup-flush"};
 
 TEST(CommandsDoc, ReadsOptionsFromHelp) {
   const std::string help =

@@ -43,7 +43,7 @@ TEST(Framework, ProfilesAreWhatTheDocsSay) {
   EXPECT_TRUE(mc.sync_after_p2p);
   EXPECT_FALSE(mc.sync_after_p2p_interleaved);
   EXPECT_EQ(mc.p2p, P2pMode::kBlocking);
-  EXPECT_EQ(mc.p2p_interleaved, P2pMode::kOverlapped);
+  EXPECT_EQ(mc.p2p_interleaved, P2pMode::kOverlappedSteady);
   EXPECT_EQ(mc.rank_order, RankOrder::kTpDpPp);
   EXPECT_TRUE(mc.fp32_grads && mc.fp32_grad_reduce && mc.tp_backward_overlap);
   EXPECT_FALSE(mc.overlap_grad_reduce || mc.overlap_param_gather || mc.tp_forward_overlap);

@@ -26,15 +26,18 @@ using testing::docs::scenario_error;
 TEST(P2pMode, ParsesAndNamesItsModes) {
   EXPECT_EQ(parse_p2p_mode("overlapped"), P2pMode::kOverlapped);
   EXPECT_EQ(parse_p2p_mode("blocking"), P2pMode::kBlocking);
+  EXPECT_EQ(parse_p2p_mode("overlapped-steady"), P2pMode::kOverlappedSteady);
   EXPECT_FALSE(parse_p2p_mode("async").has_value());
   EXPECT_EQ(to_string(P2pMode::kBlocking), "blocking");
+  EXPECT_EQ(to_string(P2pMode::kOverlappedSteady), "overlapped-steady");
   nlohmann::json doc = testing::docs::good_doc();
   // The framework's: megatron-core on a GPU, blocking in one chunk a device,
-  // overlapped in several, each rank's whole copy; ideal's overlapped.
+  // overlapped in the steady state of several, each rank's whole copy;
+  // ideal's overlapped.
   const Scenario plain = parse_scenario(doc, "s.json");
   EXPECT_EQ(plain.cluster.p2p, P2pMode::kBlocking);
-  EXPECT_EQ(plain.cluster.p2p_interleaved, P2pMode::kOverlapped);
-  EXPECT_EQ(plain.cluster.p2p_mode(true), P2pMode::kOverlapped);
+  EXPECT_EQ(plain.cluster.p2p_interleaved, P2pMode::kOverlappedSteady);
+  EXPECT_EQ(plain.cluster.p2p_mode(true), P2pMode::kOverlappedSteady);
   EXPECT_FALSE(plain.cluster.p2p_split);
   doc["training"]["framework"] = "ideal";
   EXPECT_EQ(parse_scenario(doc, "s.json").cluster.p2p, P2pMode::kOverlapped);
@@ -56,7 +59,7 @@ TEST(P2pMode, ScenarioErrorsNameTheField) {
   doc["cluster"]["p2p"] = "async";
   EXPECT_EQ(scenario_error(doc),
             "s.json: cluster.p2p: unknown point-to-point mode 'async' (expected one of: "
-            "overlapped, blocking)");
+            "overlapped, overlapped-steady, blocking)");
   doc["cluster"]["p2p"] = 1;
   EXPECT_NE(scenario_error(doc).find("s.json: cluster.p2p: "), std::string::npos);
   doc["cluster"].erase("p2p");
@@ -160,7 +163,8 @@ TEST(P2pMode, EachFrameworkSendsItsOwnWay) {
   EXPECT_EQ(framework_sends(ExportFormat::kTorchPipelining, overlapped).mode, P2pMode::kOverlapped);
   // Megatron-LM's interleaved schedule sends as the plan says (the export
   // turns its overlap off for a plan that blocks).
-  for (const P2pMode mode : {P2pMode::kOverlapped, P2pMode::kBlocking}) {
+  for (const P2pMode mode :
+       {P2pMode::kOverlapped, P2pMode::kBlocking, P2pMode::kOverlappedSteady}) {
     const Plan p = planned(sending_scenario(mode), ScheduleKind::kInterleaved1F1B, 2);
     EXPECT_EQ(framework_sends(ExportFormat::kMegatron, p).mode, mode);
   }
@@ -175,13 +179,15 @@ TEST(P2pMode, AnExportSaysWhatTheFrameworksSendsCost) {
   const double there = simulate(blocking, config).metrics.step_time_s();
   EXPECT_GT(there, p.step_time_s);  // the waits cost time here
   const std::string text = export_plan(p, ExportFormat::kDeepSpeed, &sc);
-  EXPECT_NE(text.find("# DeepSpeed runs 1F1B, the plan's schedule: the plan's memory holds "
-                      "there.\n# DeepSpeed waits for every send between stages, where the plan\n"
-                      "# overlaps them with compute (cluster.p2p overlapped): this plan there "
-                      "takes " +
-                      format_seconds(there) + " a step\n# (plan: " + format_seconds(p.step_time_s) +
-                      "); plan with --set cluster.p2p=blocking for it.\n"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("# DeepSpeed runs 1F1B, the plan's schedule: the plan's memory holds "
+                "there.\n# DeepSpeed waits for every send between stages, where the plan\n"
+                "# overlaps its sends between stages with compute (cluster.p2p overlapped): this "
+                "plan there "
+                "takes " +
+                format_seconds(there) + " a step\n# (plan: " + format_seconds(p.step_time_s) +
+                "); plan with --set cluster.p2p=blocking for it.\n"),
+      std::string::npos)
       << text;
   EXPECT_NE(export_plan(p, ExportFormat::kMegatron, &sc).find("# Megatron-LM waits for every send"),
             std::string::npos);
@@ -197,8 +203,8 @@ TEST(P2pMode, AnExportSaysWhatTheFrameworksSendsCost) {
   EXPECT_EQ(export_plan(waits, ExportFormat::kDeepSpeed, &blocking).find("send"),
             std::string::npos);
   EXPECT_NE(export_plan(waits, ExportFormat::kTorchGpipe, &blocking)
-                .find("# torchgpipe overlaps its sends between stages with compute, where\n"
-                      "# the plan waits for each (cluster.p2p blocking)"),
+                .find("# torchgpipe overlaps its sends between stages with compute, where the "
+                      "plan\n# waits for every send between stages (cluster.p2p blocking)"),
             std::string::npos);
 }
 
@@ -256,11 +262,22 @@ TEST(P2pMode, MegatronsInterleavedScheduleWaitsWhenThePlanDoes) {
   EXPECT_NE(blocking.find("# interleaved schedule does only with " + flag + ".\n"),
             std::string::npos);
   EXPECT_EQ(blocking.find("waits for every send"), std::string::npos) << blocking;
+  // It waits in the warm-up and cool-down by default (overlapped-steady), and
+  // overlaps them too with --overlap-p2p-communication-warmup-flush.
+  const std::string flush = "--overlap-p2p-communication-warmup-flush";
+  const Scenario steady = sending_scenario(P2pMode::kOverlappedSteady);
+  const std::string by_default =
+      export_plan(planned(steady, ScheduleKind::kInterleaved1F1B, 2), ExportFormat::kMegatron);
+  EXPECT_EQ(by_default.find(flag), std::string::npos) << by_default;
+  EXPECT_EQ(by_default.find(flush), std::string::npos) << by_default;
+  EXPECT_EQ(by_default.find("send"), std::string::npos) << by_default;
   const Scenario overlaps = sending_scenario(P2pMode::kOverlapped);
   const std::string overlapped =
       export_plan(planned(overlaps, ScheduleKind::kInterleaved1F1B, 2), ExportFormat::kMegatron);
   EXPECT_EQ(overlapped.find(flag), std::string::npos) << overlapped;
+  EXPECT_NE(overlapped.find(flush + " \\\n"), std::string::npos) << overlapped;
   EXPECT_EQ(overlapped.find("send"), std::string::npos) << overlapped;
+  EXPECT_EQ(blocking.find(flush), std::string::npos) << blocking;
   // Without virtual stages Megatron-LM always waits: no flag.
   EXPECT_EQ(export_plan(planned(waits, ScheduleKind::k1F1B), ExportFormat::kMegatron).find(flag),
             std::string::npos);

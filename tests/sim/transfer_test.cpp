@@ -106,6 +106,42 @@ TEST(Transfer, BlockingSendsHoldTheSenderUntilTheyArrive) {
   EXPECT_EQ(r.metrics.devices[0].busy, 2 * 1000 + 2 * 2000);
 }
 
+TEST(Transfer, OverlappedSteadySendsBlockInTheWarmUpAndCoolDownOnly) {
+  // 1F1B, K = 2, M = 3, c = 1500 ns a transfer (1400 ns on the link, 100 ns
+  // latency). Device 0 runs F0 F1 B0 F2 B1 B2: F0 is its warm-up (F1, the
+  // last forward before its first backward, opens the steady state); device
+  // 1 runs F0 B0 F1 B1 F2 B2, B2 its cool-down. Device 0: F(0,0) [0, 1000],
+  // held until its send lands at 2500, F(0,1) [2500, 3500]. Device 1:
+  // F(1,0) [2500, 3500], B(1,0) [3500, 5500], its send not waited for,
+  // F(1,1) [5500, 6500] (blocking: held to 7000), B(1,1) [6500, 8500]. Device
+  // 0: B(0,0) once gradient 0 lands at 7000 [7000, 9000], F(0,2) [9000,
+  // 10000], B(0,1) at 10000 [10000, 12000]. Device 1: F(1,2) at 11500
+  // [11500, 12500], B(1,2) [12500, 14500], held until 16000, then its
+  // optimizer step; device 0: B(0,2) [16000, 18000].
+  Scenario sc = two_stages(3, 1400, 100e-9, TopologyKind::kAllToAll);
+  SimConfig cfg;
+  cfg.schedule = ScheduleKind::k1F1B;
+  const auto start = [&](P2pMode mode, EventKind kind, int device, int mb) {
+    sc.cluster.p2p = mode;
+    const SimResult r = simulate(sc, cfg);
+    for (const TimelineEvent& e : r.timeline.events) {
+      if (e.lane == Lane::kCompute && e.kind == kind && e.device == device && e.micro_batch == mb) {
+        return e.start;
+      }
+    }
+    throw std::runtime_error("event not found");
+  };
+  const P2pMode steady = P2pMode::kOverlappedSteady;
+  EXPECT_EQ(start(steady, EventKind::kForward, 0, 1), 2500);
+  EXPECT_EQ(start(P2pMode::kOverlapped, EventKind::kForward, 0, 1), 1000);
+  EXPECT_EQ(start(steady, EventKind::kForward, 1, 1), 5500);
+  EXPECT_EQ(start(P2pMode::kBlocking, EventKind::kForward, 1, 1), 7000);
+  EXPECT_EQ(start(steady, EventKind::kOptimizer, 1, 0), 16000);
+  EXPECT_EQ(start(P2pMode::kOverlapped, EventKind::kOptimizer, 1, 0), 14500);
+  sc.cluster.p2p = steady;
+  EXPECT_EQ(simulate(sc, cfg).metrics.step_time, 18000);
+}
+
 TEST(Transfer, BlockingSendsToTheSameDeviceCostNothing) {
   // Interleaved stages 0 and 2 on device 0: nothing crosses a link between
   // them, so blocking and overlapped agree when the route is empty.

@@ -4,7 +4,7 @@
 # DeepSpeed runs 1F1B, not GPipe: the step time and peak memory there are not
 # the plan's; export with the plan's scenario (--scenario FILE) to see them simulated.
 # DeepSpeed waits for every send between stages, where the plan
-# overlaps them with compute (cluster.p2p overlapped);
+# overlaps its sends between stages with compute (cluster.p2p overlapped);
 # plan with --set cluster.p2p=blocking for the step time there.
 #
 # PipelineModule's partition_method ('parameters', 'uniform', 'type:REGEX') cannot
