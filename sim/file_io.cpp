@@ -53,6 +53,26 @@ fs::path follow_links(const fs::path& path, const std::string& label) {
   throw OutputError(label, "cannot follow the symbolic link", ELOOP);
 }
 
+// The descriptor a name stands for, if it names one of the process's open
+// descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N, ...) as it is written.
+std::optional<int> descriptor_named(const fs::path& p) {
+  const std::string name = p.lexically_normal().string();
+  if (name == "/dev/stdin") return STDIN_FILENO;
+  if (name == "/dev/stdout") return STDOUT_FILENO;
+  if (name == "/dev/stderr") return STDERR_FILENO;
+  const std::string own = "/proc/" + std::to_string(::getpid()) + "/fd/";
+  for (const std::string& folder : {std::string("/dev/fd/"), std::string("/proc/self/fd/"),
+                                    std::string("/proc/thread-self/fd/"), own}) {
+    if (name.size() <= folder.size() || name.compare(0, folder.size(), folder) != 0) continue;
+    const std::string number = name.substr(folder.size());
+    if (number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    return std::stoi(number);
+  }
+  return std::nullopt;
+}
+
 // Streams write()'s output to `fd`, compressed when asked, and checks it all.
 void stream_to(int fd, const std::string& label, bool gzip,
                const std::function<void(std::ostream&)>& write) {
@@ -252,18 +272,40 @@ void use_unnamed_temporaries(bool use) {
   g_unnamed.store(use);
 }
 
+std::optional<int> open_descriptor_named(const fs::path& path) {
+  fs::path p = path;
+  for (int i = 0; i < kMaxLinks; ++i) {
+    if (const std::optional<int> fd = descriptor_named(p)) return fd;
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return std::nullopt;
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) return std::nullopt;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return std::nullopt;
+}
+
 bool is_standard_output(const fs::path& path) {
-  return path == "-";
+  return path == "-" || open_descriptor_named(path) == STDOUT_FILENO;
 }
 
 std::string output_name(const std::string& path) {
-  return is_standard_output(path) ? "standard output" : path;
+  return path == "-" ? "standard output" : path;
 }
 
 void write_file_atomically(const fs::path& path, const std::function<void(std::ostream&)>& write) {
   if (is_standard_output(path)) return write_standard_output(write);
   const std::string label = path.string();
   if (label.empty()) throw OutputError("(empty file name)", "cannot write", ENOENT);
+  if (const std::optional<int> fd = open_descriptor_named(path)) {
+    // Another open descriptor (stderr, a shell's 3>>log): written through at
+    // its offset, as the shell opened it, never renamed over.
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    return stream_to(*fd, label, wants_gzip(label), write);
+  }
   fs::path target = follow_links(path, label);
   if (!target.has_parent_path()) target = fs::path(".") / target;
   struct stat st {};

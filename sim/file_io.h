@@ -12,7 +12,11 @@
 //   stays.
 // - An output that is not a regular file (a character device such as
 //   /dev/null, a FIFO, a socket) is written to directly and never replaced.
-// - "-" is standard output.
+// - "-" is standard output, and so are /dev/stdout and /proc/self/fd/1.
+// - A name of another open descriptor (/dev/stderr, /dev/fd/N,
+//   /proc/self/fd/N, directly or through links) is written through that
+//   descriptor, at its offset as the shell opened it (appending after `>>`),
+//   never renamed over the file it stands for.
 // - A name ending in ".gz" is written compressed (gzip).
 // - Every write is checked: a full disk, a closed pipe or the file size limit
 //   is an OutputError naming the output and the reason.
@@ -20,6 +24,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -43,8 +48,13 @@ inline void write_file_atomically(const std::filesystem::path& path, const std::
 // systems without unnamed temporary files.
 void use_unnamed_temporaries(bool use);
 
-// Whether `path` names standard output ("-").
+// Whether `path` names standard output: "-", or a name of descriptor 1
+// (/dev/stdout, /dev/fd/1, /proc/self/fd/1, directly or through links).
 bool is_standard_output(const std::filesystem::path& path);
+// The open descriptor `path` names (/dev/stdin, /dev/stdout, /dev/stderr,
+// /dev/fd/N, /proc/self/fd/N, /proc/thread-self/fd/N, /proc/<this
+// process>/fd/N), directly or through symbolic links; nothing otherwise.
+std::optional<int> open_descriptor_named(const std::filesystem::path& path);
 // How a message names where an output went: "standard output" for "-", else
 // the path.
 std::string output_name(const std::string& path);

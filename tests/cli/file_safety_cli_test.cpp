@@ -98,6 +98,25 @@ TEST_F(FileSafetyCli, AMissingFolderIsNamedWithTheReason) {
   EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
 }
 
+// `-o /dev/stdout` with standard output appended to a file keeps the file's
+// earlier lines, as `-o -` does: the data goes through the descriptor.
+TEST_F(FileSafetyCli, DevStdoutAppendsThroughTheDescriptor) {
+  const fs::path log = dir_ / "log.txt";
+  const std::string cli = PIPESCOPE_CLI;
+  const CliResult r = shell("echo earlier > " + log.string() + "; " + cli + " plan " + kDemo +
+                            " --top 1 -o /dev/stdout >> " + log.string() + " && " + cli + " plan " +
+                            kDemo + " --top 1 -o - >> " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string text = slurp(log);
+  EXPECT_EQ(text.rfind("earlier\n{", 0), 0u) << text.substr(0, 200);
+  // Both plans whole, one after the other; the summaries went to stderr.
+  const std::size_t second = text.find("\n{", 9);
+  ASSERT_NE(second, std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(text.substr(8, second + 1 - 8)),
+            nlohmann::json::parse(text.substr(second + 1)));
+  EXPECT_NE(r.err.find("Memory of plan 1"), std::string::npos) << r.err;
+}
+
 // A reader that stops early (| head) ends the command quietly.
 TEST_F(FileSafetyCli, AClosedPipeEndsQuietly) {
   std::string command = PIPESCOPE_CLI;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -119,6 +120,30 @@ TEST_F(FileIo, ACharacterDeviceIsWrittenToNotReplaced) {
   struct stat st {};
   ASSERT_EQ(::stat("/dev/null", &st), 0);
   EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+TEST_F(FileIo, AnOpenDescriptorIsWrittenThroughNotReplaced) {
+  // As `-o /dev/fd/3 3>>log.txt` would: the data goes through the
+  // descriptor, after what the file held, and the file stays the same file.
+  const fs::path log = dir_ / "log.txt";
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "earlier\n", 8), 8);
+  struct stat before {};
+  ASSERT_EQ(::fstat(fd, &before), 0);
+  const std::string n = std::to_string(fd);
+  write_file_atomically("/proc/self/fd/" + n, std::string("proc\n"));
+  write_file_atomically("/dev/fd/" + n, std::string("dev\n"));
+  fs::create_symlink("/proc/self/fd/" + n, dir_ / "out");
+  write_file_atomically(dir_ / "out", std::string("linked\n"));
+  EXPECT_EQ(open_descriptor_named(dir_ / "out"), fd);
+  ::close(fd);
+  EXPECT_EQ(slurp(log), "earlier\nproc\ndev\nlinked\n");
+  struct stat after {};
+  ASSERT_EQ(::stat(log.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "out"));
+  EXPECT_EQ(listing(dir_), (std::set<std::string>{"log.txt", "out"}));
 }
 
 TEST_F(FileIo, AFifoIsWrittenToNotReplaced) {
@@ -409,6 +434,16 @@ TEST(OutputName, StandardOutputIsNamedAsSuch) {
   EXPECT_EQ(output_name("-"), "standard output");
   EXPECT_EQ(output_name("out/a.csv"), "out/a.csv");
   EXPECT_EQ(output_name("./-"), "./-");  // a file called "-" in a folder
+  // Descriptor 1 by any of its names is standard output; others are not.
+  for (const char* name : {"-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "/dev//stdout"}) {
+    EXPECT_TRUE(is_standard_output(name)) << name;
+  }
+  for (const char* name : {"/dev/stderr", "/dev/fd/12", "/dev/fd/1x", "./-", "stdout"}) {
+    EXPECT_FALSE(is_standard_output(name)) << name;
+  }
+  EXPECT_EQ(open_descriptor_named("/dev/stderr"), 2);
+  EXPECT_EQ(open_descriptor_named("/proc/thread-self/fd/7"), 7);
+  EXPECT_FALSE(open_descriptor_named("/proc/1/fd/7").has_value());  // another process's
 }
 
 }  // namespace
