@@ -104,11 +104,12 @@ void add_remat_option(CLI::App& cmd, std::optional<std::string>& remat, const st
       ->check(CLI::IsMember({"on", "off", "always", "never", "except-last", "selective"}));
 }
 
-void add_partition_option(CLI::App& cmd, std::string& partition) {
-  cmd.add_option("--partition", partition,
-                 "How to cut the layers into stages: optimal (least slowest stage within "
-                 "memory), uniform (layer counts), params (parameter counts), gpipe (least "
-                 "variance of stage times)")
+CLI::Option* add_partition_option(CLI::App& cmd, std::string& partition) {
+  return cmd
+      .add_option("--partition", partition,
+                  "How to cut the layers into stages: optimal (least slowest stage within "
+                  "memory), uniform (layer counts), params (parameter counts), gpipe (least "
+                  "variance of stage times)")
       ->check(CLI::IsMember({"optimal", "uniform", "params", "gpipe"}))
       ->capture_default_str();
 }
@@ -193,7 +194,55 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
   return o;
 }
 
+namespace {
+
+// Whether a --set of training.FIELD to `value` states what the plan fixes
+// otherwise (sim/plan.h); nothing when FIELD is not one the plan fixes. The
+// cut (balance, megatron) is the plan's whatever the value.
+std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
+                                      const nlohmann::json& value) {
+  const auto names = [&](auto parse, auto fixed) {
+    return !(value.is_string() && parse(value.get<std::string>()) == fixed);
+  };
+  if (field == "micro_batches") return value != p.micro_batches;
+  if (field == "chunks") return value != p.chunks;
+  if (field == "tensor_parallel") return value != p.tensor_parallel;
+  if (field == "zero") return value != p.zero;
+  if (field == "sequence_parallel") return value != p.sequence_parallel;
+  if (field == "schedule") return names(parse_schedule, std::optional(p.schedule));
+  if (field == "remat") {
+    if (value.is_boolean()) return value.get<bool>() != (p.remat != Remat::kNever);
+    return names(parse_remat, std::optional(p.remat));
+  }
+  if (field == "balance" || field == "megatron") return true;
+  return std::nullopt;
+}
+
+// A --set beside --plan of a field the plan fixes, to another value, would be
+// ignored: it is refused, as -M and the other flags are.
+void refuse_overrides_the_plan_fixes(const ScenarioOptions& o, const Plan& plan,
+                                     const std::string& plan_file) {
+  const std::string prefix = "training.";
+  for (const std::string& assignment : o.overrides) {
+    const std::size_t eq = assignment.find('=');
+    if (eq == std::string::npos || assignment.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string text = assignment.substr(eq + 1);
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    const std::string field = assignment.substr(prefix.size(), eq - prefix.size());
+    const std::optional<bool> differs =
+        differs_from_plan(plan, field, value.is_discarded() ? nlohmann::json(text) : value);
+    if (!differs.value_or(false)) continue;
+    throw std::invalid_argument("--set " + assignment + ": --plan " + plan_file + " fixes " +
+                                prefix + field +
+                                " (K, D, T, M, ZeRO, the schedule, its chunks, remat and the "
+                                "cut are the plan's); drop it, or plan again");
+  }
+}
+
+}  // namespace
+
 ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::string& plan_file) {
+  refuse_overrides_the_plan_fixes(o, plan, plan_file);
   o.field_flags.push_back(
       {"--plan " + plan_file + " (T=" + std::to_string(plan.tensor_parallel) + ")",
        "tensor_parallel", plan.tensor_parallel});

@@ -57,7 +57,7 @@ std::optional<Remat> remat_of(const std::optional<std::string>& remat);
 void add_checkpoint_option(CLI::App& cmd, std::optional<std::string>& checkpoint);
 // --partition optimal|uniform|params|gpipe: how a run cuts its layers into
 // stages (parse_partition_method, sim/partition.h).
-void add_partition_option(CLI::App& cmd, std::string& partition);
+CLI::Option* add_partition_option(CLI::App& cmd, std::string& partition);
 // -T/--tensor-parallel N: training.tensor_parallel.
 void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel);
 // The names --schedule takes: the built-in schedules (kAllSchedules), and

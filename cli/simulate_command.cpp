@@ -47,7 +47,9 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
       ->check(positive_number());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
   add_checkpoint_option(*cmd, opts->checkpoint);
-  add_partition_option(*cmd, opts->partition);
+  add_partition_option(*cmd, opts->partition)->each([opts](const std::string&) {
+    opts->partition_given = true;
+  });
   add_balance_option(*cmd, opts->balance);
   cmd->add_option("--trace", opts->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   cmd->add_flag("--json", opts->json, "Print the result as JSON instead of a table");
@@ -97,11 +99,11 @@ int run_simulate(const SimulateOptions& o) {
   int replicas = 1;
   if (o.plan) {
     if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
-        o.data_parallel || o.tensor_parallel || o.balance) {
+        o.data_parallel || o.tensor_parallel || o.balance || o.checkpoint || o.partition_given) {
       throw std::invalid_argument(
           "--plan fixes K, D, T, M, the schedule, its chunks, remat and the cut; drop -K, "
-          "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks, --remat and "
-          "--balance");
+          "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks, --remat, "
+          "--checkpoint, --partition and --balance");
     }
     check_plan_matches(*plan, scenario, *o.plan);
     // The plan's pipeline is one of its D replicas.

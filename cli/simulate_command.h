@@ -25,6 +25,7 @@ struct SimulateOptions {
   std::optional<std::string> remat;          // "on" | "off" | "always" | "never" | "except-last"
   std::optional<std::string> checkpoint;     // "stage" | "layer"
   std::string partition = "optimal";
+  bool partition_given = false;        // --partition was on the command line
   std::optional<std::string> balance;  // the cut to simulate, "3,2,2"
   std::optional<std::string> trace;
   bool json = false;

@@ -478,6 +478,18 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                             ", the scenario as " + split(t.tensor_parallel, t.sequence_parallel) +
                             " (training.tensor_parallel, training.sequence_parallel, -T)");
   }
+  if (plan.optimizer != t.optimizer) {
+    const auto name = [](const std::optional<Optimizer>& o) {
+      return o ? std::string(to_string(*o)) : std::string("none (bytes_per_param)");
+    };
+    throw ScenarioError(
+        plan_file, "training.optimizer",
+        "this plan was made for optimizer " + name(plan.optimizer) + ", the scenario's is " +
+            name(t.optimizer) +
+            (plan.optimizer ? " (--set training.optimizer=" +
+                                  std::string(to_string(*plan.optimizer)) + " runs the plan's)"
+                            : ""));
+  }
   const std::string hash = model_hash(scenario.model);
   if (plan.model_hash != hash) {
     throw ScenarioError(plan_file, "model.hash",

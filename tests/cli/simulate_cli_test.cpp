@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <string>
@@ -223,6 +224,52 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
   EXPECT_NE(executed.err.find(": T: --backend cuda runs whole layers on each device"),
             std::string::npos)
       << executed.err;
+  fs::remove(plan);
+}
+
+// What --plan fixes cannot be changed beside it, by a flag or by --set to
+// another value; what the plan does not record must agree with it.
+TEST(SimulateCli, APlanRefusesWhatItWouldIgnore) {
+  const fs::path plan = fs::temp_directory_path() / "pipescope_cli_fixed_plan.json";
+  fs::remove(plan);
+  ASSERT_EQ(run("plan " + kDemo + " -K 2 -M 4 --schedule 1f1b -o " + plan.string()).status, 0);
+  const std::string with = "simulate " + kDemo + " --plan " + plan.string();
+  for (const char* extra : {" --checkpoint layer", " --partition uniform"}) {
+    const CliResult r = run(with + extra);
+    EXPECT_EQ(r.status, 1) << extra;
+    EXPECT_NE(r.err.find("--plan fixes K, D, T, M"), std::string::npos) << r.err;
+  }
+  for (const char* set : {"training.micro_batches=8", "training.schedule=gpipe",
+                          "training.remat=always", "training.balance=[13,13]"}) {
+    const CliResult r = run(with + " --set " + set);
+    EXPECT_EQ(r.status, 1) << set;
+    EXPECT_EQ(r.err, "pipescope: error: --set " + std::string(set) + ": --plan " + plan.string() +
+                         " fixes " + std::string(set).substr(0, std::string(set).find('=')) +
+                         " (K, D, T, M, ZeRO, the schedule, its chunks, remat and the cut are "
+                         "the plan's); drop it, or plan again\n");
+  }
+  // The plan's own values may be restated.
+  EXPECT_EQ(run(with + " --set training.micro_batches=4 --set training.schedule=1f1b").status, 0);
+  // A plan edited to another optimizer than its scenario's is refused, naming
+  // the field (simulate and export would otherwise cost the scenario's).
+  nlohmann::json doc = nlohmann::json::parse(slurp(plan));
+  ASSERT_EQ(doc["optimizer"], "adam");
+  doc["optimizer"] = "sgd";
+  {
+    std::ofstream out(plan);
+    out << doc.dump(2);
+  }
+  const CliResult sgd = run(with);
+  EXPECT_EQ(sgd.status, 1);
+  EXPECT_NE(sgd.err.find(plan.string() + ": training.optimizer: this plan was made for optimizer "
+                                         "sgd, the scenario's is adam (--set "
+                                         "training.optimizer=sgd runs the plan's)"),
+            std::string::npos)
+      << sgd.err;
+  const CliResult exported = run("export " + plan.string() + " --to megatron --scenario " + kDemo);
+  EXPECT_EQ(exported.status, 1);
+  EXPECT_NE(exported.err.find("training.optimizer"), std::string::npos) << exported.err;
+  EXPECT_EQ(run(with + " --set training.optimizer=sgd").status, 0);
   fs::remove(plan);
 }
 
