@@ -76,8 +76,9 @@ int run_export(const ExportOptions& o) {
   const std::string mesh = torch ? export_torch_device_mesh(plan) : "";
   if (torch && o.output && has_a_folder(*o.output)) {
     const std::string mesh_file = torch_device_mesh_path(*o.output);
-    write_file_atomically(*o.output, text);
-    write_file_atomically(mesh_file, mesh);
+    // Both or neither: a mesh that cannot be written leaves the CSV as it was.
+    write_files_atomically({{*o.output, [&](std::ostream& out) { out << text; }},
+                            {mesh_file, [&](std::ostream& out) { out << mesh; }}});
     std::cout << "Wrote the " << o.to << " export of " << o.plan << " to " << *o.output
               << " and its device mesh to " << mesh_file << "\n";
     return 0;

@@ -15,8 +15,10 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "sim/cancel.h"
 #include "sim/file_descriptor.h"
@@ -186,10 +188,33 @@ void rename_into_place(const fs::path& temp, const fs::path& target, const std::
   }
 }
 
+// A finished output under its temporary name, to be renamed over its target
+// (commit) or removed (discard).
+struct StagedFile {
+  fs::path temp;
+  fs::path target;
+  std::string label;
+  std::unique_ptr<TempFileGuard> guard;  // a signal handler removes it until then
+};
+
+void commit(StagedFile& staged) {
+  rename_into_place(staged.temp, staged.target, staged.label);
+  staged.guard.reset();
+  sync_folder(staged.target.parent_path());
+}
+
+void discard(std::vector<StagedFile>& staged) noexcept {
+  for (StagedFile& f : staged) {
+    if (f.guard) ::unlink(f.temp.c_str());
+    f.guard.reset();
+  }
+}
+
 // The unnamed way: nothing is visible (or left by SIGKILL) until the finished
-// data gets a random name, which is renamed over the target at once.
-void write_unnamed(int raw_fd, const fs::path& target, const std::optional<struct stat>& old,
-                   const std::string& label, const std::function<void(std::ostream&)>& write) {
+// data gets a random name, which is renamed over the target when committed.
+StagedFile stage_unnamed(int raw_fd, const fs::path& target, const std::optional<struct stat>& old,
+                         const std::string& label,
+                         const std::function<void(std::ostream&)>& write) {
   FileDescriptor file(raw_fd);
   copy_metadata(file.get(), old);
   stream_to(file.get(), label, wants_gzip(label), write);
@@ -198,7 +223,7 @@ void write_unnamed(int raw_fd, const fs::path& target, const std::optional<struc
   const std::string proc = "/proc/self/fd/" + std::to_string(file.get());
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     const fs::path temp = temp_name(target);
-    const TempFileGuard guard(temp.string());
+    auto guard = std::make_unique<TempFileGuard>(temp.string());
     if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
       if (errno == EEXIST) continue;
       throw OutputError(label, "cannot name the finished file", errno);
@@ -208,19 +233,18 @@ void write_unnamed(int raw_fd, const fs::path& target, const std::optional<struc
       ::unlink(temp.c_str());
       throw OutputError(label, "cannot write", err);
     }
-    rename_into_place(temp, target, label);
-    return;
+    return StagedFile{temp, target, label, std::move(guard)};
   }
   throw OutputError(label, "cannot name the finished file", EEXIST);
 }
 
 // The named way, where the file system has no unnamed files: a file created
 // exclusively under a random name, removed on every way out.
-void write_named(const fs::path& target, const std::optional<struct stat>& old,
-                 const std::string& label, const std::function<void(std::ostream&)>& write) {
+StagedFile stage_named(const fs::path& target, const std::optional<struct stat>& old,
+                       const std::string& label, const std::function<void(std::ostream&)>& write) {
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     const fs::path temp = temp_name(target);
-    const TempFileGuard guard(temp.string());
+    auto guard = std::make_unique<TempFileGuard>(temp.string());
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0)
@@ -236,8 +260,7 @@ void write_named(const fs::path& target, const std::optional<struct stat>& old,
       ::unlink(temp.c_str());
       throw;
     }
-    rename_into_place(temp, target, label);
-    return;
+    return StagedFile{temp, target, label, std::move(guard)};
   }
   throw OutputError(label, "cannot create a temporary file", EEXIST);
 }
@@ -246,18 +269,19 @@ bool unnamed_files_usable() {
   return g_unnamed.load() && ::access("/proc/self/fd", X_OK) == 0;
 }
 
-void write_regular(const fs::path& target, const std::optional<struct stat>& old,
-                   const std::string& label, const std::function<void(std::ostream&)>& write) {
+StagedFile stage_regular(const fs::path& target, const std::optional<struct stat>& old,
+                         const std::string& label,
+                         const std::function<void(std::ostream&)>& write) {
   const fs::path dir = target.parent_path();
   if (unnamed_files_usable()) {
     const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-    if (fd >= 0) return write_unnamed(fd, target, old, label, write);
+    if (fd >= 0) return stage_unnamed(fd, target, old, label, write);
     // EOPNOTSUPP: not on this file system; EISDIR or EINVAL: a kernel without it.
     if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
       throw OutputError(label, "cannot create a file in " + dir.string(), errno);
     }
   }
-  write_named(target, old, label, write);
+  return stage_named(target, old, label, write);
 }
 
 void write_standard_output(const std::function<void(std::ostream&)>& write) {
@@ -294,29 +318,88 @@ std::string output_name(const std::string& path) {
   return path == "-" ? "standard output" : path;
 }
 
-void write_file_atomically(const fs::path& path, const std::function<void(std::ostream&)>& write) {
-  if (is_standard_output(path)) return write_standard_output(write);
-  const std::string label = path.string();
-  if (label.empty()) throw OutputError("(empty file name)", "cannot write", ENOENT);
+namespace {
+
+// Where an output goes once its name is resolved (file_io.h says how each is
+// written).
+struct Destination {
+  enum class Kind { kStandardOutput, kDescriptor, kInPlace, kRegular } kind = Kind::kRegular;
+  int fd = -1;                     // kDescriptor
+  fs::path target;                 // kInPlace, kRegular
+  std::optional<struct stat> old;  // the file it replaces (kRegular), the node (kInPlace)
+  std::string label;
+};
+
+Destination resolve(const fs::path& path) {
+  Destination d;
+  d.label = path.string();
+  if (is_standard_output(path)) {
+    d.kind = Destination::Kind::kStandardOutput;
+    return d;
+  }
+  if (d.label.empty()) throw OutputError("(empty file name)", "cannot write", ENOENT);
   if (const std::optional<int> fd = open_descriptor_named(path)) {
-    // Another open descriptor (stderr, a shell's 3>>log): written through at
-    // its offset, as the shell opened it, never renamed over.
-    std::cout.flush();
-    std::cerr.flush();
-    std::fflush(nullptr);
-    return stream_to(*fd, label, wants_gzip(label), write);
+    d.kind = Destination::Kind::kDescriptor;
+    d.fd = *fd;
+    return d;
   }
-  fs::path target = follow_links(path, label);
-  if (!target.has_parent_path()) target = fs::path(".") / target;
+  d.target = follow_links(path, d.label);
+  if (!d.target.has_parent_path()) d.target = fs::path(".") / d.target;
   struct stat st {};
-  if (::stat(target.c_str(), &st) != 0) {
-    if (errno != ENOENT) throw OutputError(label, "cannot write", errno);
-    return write_regular(target, std::nullopt, label, write);
+  if (::stat(d.target.c_str(), &st) != 0) {
+    if (errno != ENOENT) throw OutputError(d.label, "cannot write", errno);
+    return d;
   }
-  if (S_ISDIR(st.st_mode)) throw OutputError(label, "cannot write", EISDIR);
-  if (!S_ISREG(st.st_mode)) return write_in_place(target, st, label, write);
-  write_regular(target, st, label, write);
-  sync_folder(target.parent_path());
+  if (S_ISDIR(st.st_mode)) throw OutputError(d.label, "cannot write", EISDIR);
+  d.old = st;
+  if (!S_ISREG(st.st_mode)) d.kind = Destination::Kind::kInPlace;
+  return d;
+}
+
+// Writes an output that is not staged: standard output, a descriptor, a
+// device, FIFO or socket.
+void write_directly(const Destination& d, const std::function<void(std::ostream&)>& write) {
+  switch (d.kind) {
+    case Destination::Kind::kStandardOutput:
+      return write_standard_output(write);
+    case Destination::Kind::kDescriptor:
+      // Another open descriptor (stderr, a shell's 3>>log): written through
+      // at its offset, as the shell opened it, never renamed over.
+      std::cout.flush();
+      std::cerr.flush();
+      std::fflush(nullptr);
+      return stream_to(d.fd, d.label, wants_gzip(d.label), write);
+    case Destination::Kind::kInPlace:
+      return write_in_place(d.target, *d.old, d.label, write);
+    case Destination::Kind::kRegular:
+      break;
+  }
+}
+
+}  // namespace
+
+void write_file_atomically(const fs::path& path, const std::function<void(std::ostream&)>& write) {
+  write_files_atomically({{path, write}});
+}
+
+void write_files_atomically(const std::vector<Output>& outputs) {
+  std::vector<Destination> destinations;
+  for (const Output& o : outputs) destinations.push_back(resolve(o.path));
+  std::vector<StagedFile> staged;
+  try {
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const Destination& d = destinations[i];
+      if (d.kind != Destination::Kind::kRegular) continue;
+      staged.push_back(stage_regular(d.target, d.old, d.label, outputs[i].write));
+    }
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      write_directly(destinations[i], outputs[i].write);
+    }
+    for (StagedFile& f : staged) commit(f);
+  } catch (...) {
+    discard(staged);
+    throw;
+  }
 }
 
 void reserve_standard_output_for_data() {

@@ -27,6 +27,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "sim/output_stream.h"
 
@@ -43,6 +44,22 @@ void write_file_atomically(const std::filesystem::path& path,
 inline void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
   write_file_atomically(path, [&](std::ostream& out) { out << text; });
 }
+
+// One of several outputs that a command writes together.
+struct Output {
+  std::filesystem::path path;
+  std::function<void(std::ostream&)> write;
+};
+
+// Writes several outputs as one: every name is resolved (a folder refused)
+// and every regular file written to its temporary before any is put in
+// place, then each is renamed over its target in turn. When anything fails
+// before the renames, every output is left as it was; only a rename that
+// fails after others succeeded (the folder changed meanwhile) leaves those
+// before it in place. Outputs that are not regular files (standard output, a
+// device, a FIFO, an open descriptor) are written after the regular ones are
+// staged and before they are put in place.
+void write_files_atomically(const std::vector<Output>& outputs);
 
 // For tests: false makes every regular output take the named way, as on file
 // systems without unnamed temporary files.

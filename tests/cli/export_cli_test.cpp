@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -54,6 +55,21 @@ class ExportCliTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// The CSV and its mesh are written together: a mesh that cannot be written
+// leaves the CSV as it was, and no temporary behind.
+TEST_F(ExportCliTest, AMeshThatCannotBeWrittenLeavesTheCsvAsItWas) {
+  const std::string plan = make_plan(2);
+  const fs::path csv = dir_ / "x.csv";
+  std::ofstream(csv) << "earlier export\n";
+  fs::create_directories(dir_ / "x.mesh.py");
+  const CliResult r = run("export " + plan + " --to torch-pipelining -o " + csv.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "pipescope: error: " + (dir_ / "x.mesh.py").string() +
+                       ": cannot write: Is a directory\n");
+  EXPECT_EQ(slurp(csv), "earlier export\n");
+  EXPECT_EQ(files(), (std::set<std::string>{"plan2.json", "x.csv", "x.mesh.py"}));
+}
 
 TEST_F(ExportCliTest, TorchPipeliningWritesTheCsvAndItsMeshBesideIt) {
   const std::string plan = make_plan(2);  // K=2 x D=2

@@ -146,6 +146,32 @@ TEST_F(FileIo, AnOpenDescriptorIsWrittenThroughNotReplaced) {
   EXPECT_EQ(listing(dir_), (std::set<std::string>{"log.txt", "out"}));
 }
 
+TEST_F(FileIo, SeveralOutputsAreWrittenTogetherOrNotAtAll) {
+  const auto text = [](const std::string& t) { return [t](std::ostream& out) { out << t; }; };
+  write_file_atomically(dir_ / "a.csv", std::string("old a"));
+  // The second cannot be written (a folder, then a folder that is missing,
+  // then its data fails): the first stays as it was, nothing else is left.
+  fs::create_directories(dir_ / "b.py");
+  const auto failing = [](std::ostream& out) {
+    out << "half";
+    throw std::runtime_error("no more data");
+  };
+  for (const Output& second :
+       {Output{dir_ / "b.py", text("new b")}, Output{dir_ / "none" / "b.py", text("new b")},
+        Output{dir_ / "c.py", failing}}) {
+    EXPECT_ANY_THROW(write_files_atomically({{dir_ / "a.csv", text("new a")}, second}));
+    EXPECT_EQ(slurp(dir_ / "a.csv"), "old a");
+    EXPECT_EQ(listing(dir_), (std::set<std::string>{"a.csv", "b.py"}));
+  }
+  for (const bool unnamed : {true, false}) {
+    use_unnamed_temporaries(unnamed);
+    write_files_atomically({{dir_ / "a.csv", text("new a")}, {dir_ / "c.py", text("new c")}});
+    EXPECT_EQ(slurp(dir_ / "a.csv"), "new a");
+    EXPECT_EQ(slurp(dir_ / "c.py"), "new c");
+  }
+  EXPECT_EQ(listing(dir_), (std::set<std::string>{"a.csv", "b.py", "c.py"}));
+}
+
 TEST_F(FileIo, AFifoIsWrittenToNotReplaced) {
   const fs::path fifo = dir_ / "pipe";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
