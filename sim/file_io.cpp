@@ -1,7 +1,6 @@
 #include "sim/file_io.h"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -138,27 +137,6 @@ void write_in_place(const fs::path& p, const struct stat& st, const std::string&
   if (file.close() != 0) throw OutputError(label, "cannot write", errno);
 }
 
-std::string random_hex() {
-  unsigned char bytes[8] = {};
-  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
-    // No entropy source: the time and the address space still differ per run;
-    // O_EXCL and linkat() refuse a name that exists, whatever its origin.
-    const auto seed = static_cast<std::uint64_t>(
-        std::chrono::steady_clock::now().time_since_epoch().count() ^ ::getpid());
-    std::memcpy(bytes, &seed, sizeof bytes);
-  }
-  char text[17];
-  for (int i = 0; i < 8; ++i) std::snprintf(text + 2 * i, 3, "%02x", bytes[i]);
-  return text;
-}
-
-// ".NAME.0123456789abcdef.tmp" beside the target: hidden, unpredictable, and
-// short enough for any file system's 255-byte names.
-fs::path temp_name(const fs::path& target) {
-  const std::string name = target.filename().string().substr(0, 200);
-  return target.parent_path() / ("." + name + "." + random_hex() + ".tmp");
-}
-
 // The replaced file's permissions (and, for root, its owner) carry over.
 void copy_metadata(int fd, const std::optional<struct stat>& old) {
   if (!old) return;
@@ -195,11 +173,15 @@ struct StagedFile {
   fs::path target;
   std::string label;
   std::unique_ptr<TempFileGuard> guard;  // a signal handler removes it until then
+  // Holds the writer's lock (hold_temporary) until the file is in place, so
+  // that remove_dead_temporaries never takes a staged file for a dead one.
+  std::unique_ptr<FileDescriptor> lock;
 };
 
 void commit(StagedFile& staged) {
   rename_into_place(staged.temp, staged.target, staged.label);
   staged.guard.reset();
+  staged.lock.reset();
   sync_folder(staged.target.parent_path());
 }
 
@@ -207,6 +189,7 @@ void discard(std::vector<StagedFile>& staged) noexcept {
   for (StagedFile& f : staged) {
     if (f.guard) ::unlink(f.temp.c_str());
     f.guard.reset();
+    f.lock.reset();
   }
 }
 
@@ -220,6 +203,7 @@ StagedFile stage_unnamed(int raw_fd, const fs::path& target, const std::optional
   stream_to(file.get(), label, wants_gzip(label), write);
   sync_file(file.get(), label);
   throw_if_cancelled();
+  auto lock = std::make_unique<FileDescriptor>(hold_temporary(file.get()));
   const std::string proc = "/proc/self/fd/" + std::to_string(file.get());
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     const fs::path temp = temp_name(target);
@@ -233,7 +217,7 @@ StagedFile stage_unnamed(int raw_fd, const fs::path& target, const std::optional
       ::unlink(temp.c_str());
       throw OutputError(label, "cannot write", err);
     }
-    return StagedFile{temp, target, label, std::move(guard)};
+    return StagedFile{temp, target, label, std::move(guard), std::move(lock)};
   }
   throw OutputError(label, "cannot name the finished file", EEXIST);
 }
@@ -249,8 +233,10 @@ StagedFile stage_named(const fs::path& target, const std::optional<struct stat>&
     if (fd < 0 && errno == EEXIST) continue;
     if (fd < 0)
       throw OutputError(label, "cannot create a file in " + target.parent_path().string(), errno);
+    std::unique_ptr<FileDescriptor> lock;
     try {
       FileDescriptor file(fd);
+      lock = std::make_unique<FileDescriptor>(hold_temporary(file.get()));
       copy_metadata(file.get(), old);
       stream_to(file.get(), label, wants_gzip(label), write);
       sync_file(file.get(), label);
@@ -260,7 +246,7 @@ StagedFile stage_named(const fs::path& target, const std::optional<struct stat>&
       ::unlink(temp.c_str());
       throw;
     }
-    return StagedFile{temp, target, label, std::move(guard)};
+    return StagedFile{temp, target, label, std::move(guard), std::move(lock)};
   }
   throw OutputError(label, "cannot create a temporary file", EEXIST);
 }
@@ -273,6 +259,7 @@ StagedFile stage_regular(const fs::path& target, const std::optional<struct stat
                          const std::string& label,
                          const std::function<void(std::ostream&)>& write) {
   const fs::path dir = target.parent_path();
+  remove_dead_temporaries(target);
   if (unnamed_files_usable()) {
     const int fd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
     if (fd >= 0) return stage_unnamed(fd, target, old, label, write);

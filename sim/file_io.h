@@ -7,7 +7,9 @@
 //   a random name beside the target), is flushed and fsync()ed, and then
 //   renamed over the target, keeping the target's permissions. On an error, an
 //   exception, a stop request or a signal the temporary file is removed; an
-//   unnamed one disappears even when the process is killed with SIGKILL.
+//   unnamed one disappears even when the process is killed with SIGKILL, and
+//   a named one that SIGKILL left is removed by the next write of the same
+//   output once its writer is proven dead (remove_dead_temporaries).
 // - A symbolic link is followed: the file it points to is replaced, the link
 //   stays.
 // - An output that is not a regular file (a character device such as

@@ -5,9 +5,27 @@
 // lock, so the handlers of SIGPIPE and of a second Ctrl-C (sim/signals.h) call
 // it before the process ends.
 
+#include <filesystem>
 #include <string>
 
 namespace pipescope {
+
+// ".NAME.0123456789abcdef.tmp" beside `target`: hidden, unpredictable (16
+// random hex digits), and short enough for any file system's 255-byte names.
+std::filesystem::path temp_name(const std::filesystem::path& target);
+
+// Marks the open temporary `fd` as its writer's: an exclusive lock on it
+// (flock), held while any copy of the descriptor is open, so released however
+// the process ends, SIGKILL included. Returns such a copy (or -1), for the
+// writer to keep open until the file is in place.
+int hold_temporary(int fd);
+
+// Removes the temporaries of `target` (temp_name's pattern, beside it) that
+// a writer killed with SIGKILL left on a file system without unnamed files:
+// those of this user, last written over a minute ago, whose lock
+// (hold_temporary) nobody holds. Best effort: what it cannot prove dead it
+// leaves.
+void remove_dead_temporaries(const std::filesystem::path& target);
 
 // Registers `path` for its lifetime; the destructor forgets it (it does not
 // remove the file: the owner has renamed or removed it by then). With the

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -445,6 +446,41 @@ TEST_F(FileIo, BrokenPipeAndKillLeaveNothing) {
 }
 
 // Past the file size limit the write fails with EFBIG (SIGXFSZ is ignored).
+// Without unnamed files a writer killed with SIGKILL leaves its temporary;
+// the next write of the same output removes it once it is over a minute old,
+// since no live writer holds its lock, and leaves every other file alone.
+TEST_F(FileIo, TheNextWriteRemovesAKilledWritersTemporary) {
+  const pid_t pid = start_writer(dir_ / "t.json", false, Stuck::kIdle);
+  (void)testing::wait_until_writing_in(pid, dir_);
+  ::kill(pid, SIGKILL);
+  ASSERT_TRUE(WIFSIGNALED(wait_status(pid)));
+  const std::set<std::string> left = listing(dir_);
+  ASSERT_EQ(left.size(), 1u);
+  const fs::path dead = dir_ / *left.begin();
+  // Beside it: one too new to judge, one a live writer holds, another
+  // output's, and names that are not a temporary's.
+  const std::vector<std::string> others = {
+      ".t.json.00000000000000ff.tmp", ".t.json.fedcba9876543210.tmp",
+      ".u.json.0123456789abcdef.tmp", ".t.json.0123.tmp", "t.json.0123456789abcdef.tmp"};
+  for (const std::string& name : others) std::ofstream(dir_ / name) << "x";
+  const auto old = fs::file_time_type::clock::now() - std::chrono::minutes(2);
+  for (const std::string& name : others) {
+    if (name != others[0]) fs::last_write_time(dir_ / name, old);
+  }
+  fs::last_write_time(dead, old);
+  const int live = ::open((dir_ / others[1]).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_EQ(::flock(live, LOCK_EX), 0);
+  for (const bool unnamed : {false, true}) {
+    use_unnamed_temporaries(unnamed);
+    write_file_atomically(dir_ / "t.json", std::string("data"));
+  }
+  ::close(live);
+  std::set<std::string> expected(others.begin(), others.end());
+  expected.insert("t.json");
+  EXPECT_EQ(listing(dir_), expected);
+  EXPECT_EQ(slurp(dir_ / "t.json"), "data");
+}
+
 TEST_F(FileIo, TheFileSizeLimitIsAnErrorAndLeavesNothing) {
   for (const bool unnamed : {true, false}) {
     const pid_t pid = start_writer(dir_ / "out.json", unnamed, Stuck::kWriting, 4 << 20);
