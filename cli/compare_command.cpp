@@ -446,10 +446,15 @@ int run_compare(const CompareOptions& o) {
   const int rank = mpi ? job->rank() : 0;
   CompareInputs in;
   try {
-    in = read_inputs(o);
     if (job) {
-      job->require_devices(in.plan.schedule_ops().devices(), o.plan);
+      // Each rank reads its own files: one agreement ends the input phase.
+      job->agree([&] {
+        in = read_inputs(o);
+        job->require_devices(in.plan.schedule_ops().devices(), o.plan);
+      });
       job->check_memory(in.plan, o.plan, /*on_gpu=*/false);
+    } else {
+      in = read_inputs(o);
     }
   } catch (const std::exception& e) {
     if (job) return job->input_error(e);

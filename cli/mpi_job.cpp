@@ -59,7 +59,13 @@ void MpiJob::agree(const std::function<void()>& check) const {
   }
   const int first = mpi_.min_over_ranks(message.empty() ? size() : rank());
   if (first == size()) return;
-  throw std::invalid_argument(mpi_.broadcast(message, first));
+  // Said without a rank when every rank met it (the same file on each),
+  // with the rank's when only some did (plan1.json missing on rank 1).
+  const bool everyone = mpi_.min_over_ranks(message.empty() ? 0 : 1) == 1;
+  const std::string said = mpi_.broadcast(message, first);
+  throw std::invalid_argument(everyone ? said
+                                       : "rank " + std::to_string(first) + " of " +
+                                             std::to_string(size()) + ": " + said);
 }
 
 namespace {

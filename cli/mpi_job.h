@@ -1,8 +1,11 @@
 #pragma once
 // What every `--backend mpi` command shares: the MPI session, and how errors
-// end a job of several processes. Input errors (a bad file, the wrong number of
-// processes) are met alike by every rank: rank 0 prints them and every rank
-// exits normally with status 1. An error of one rank during the work (a stage
+// end a job of several processes. Each rank's input phase (reading its files,
+// the checks before any work) ends in one agreement (agree): when any rank
+// failed, every rank throws the first failing rank's message (naming that
+// rank when others did not fail), rank 0 prints it and every rank exits
+// normally with status 1, so no rank waits in a collective that another
+// skipped. An error of one rank during the work (a stage
 // that throws, the watchdog) is printed with the rank and ends the whole job
 // (MPI_Abort), so no other rank waits for it forever.
 
@@ -37,9 +40,10 @@ class MpiJob {
   // The ranks on this rank's node (they share its memory), this one included.
   std::vector<int> node_ranks() const;
   // Runs check() on every rank; when it threw on any, throws the message of the
-  // lowest such rank as std::invalid_argument on every rank, so that a check
-  // only some ranks fail (one node short of memory) is still met by all alike.
-  // Every rank must call it.
+  // lowest such rank as std::invalid_argument on every rank, prefixed "rank R
+  // of N: " unless every rank threw, so that a check only some ranks fail
+  // (one node short of memory, a file missing on one) is still met by all
+  // alike. Every rank must call it; check() must make no collective call.
   void agree(const std::function<void()>& check) const;
   // Before anything is allocated, on every rank (agree): the devices of this
   // node's ranks fit in its memory (rank r runs device r), or with `on_gpu`

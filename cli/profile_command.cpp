@@ -108,14 +108,17 @@ int run_profile_mpi(const ProfileOptions& o) {
   std::optional<Scenario> scenario;
   exec::ProfileOptions p;
   try {
-    if (job.size() < 2) {
-      throw std::invalid_argument(
-          "--backend mpi measures the transport between two processes: start it with mpirun "
-          "-np 2");
-    }
-    scenario = load(o.scenario);
-    p = profile_options(o, *scenario);
-    p.measure_threads = false;  // measure_mpi_machine measures the ranks instead
+    // Each rank reads its own scenario: one agreement ends the input phase.
+    job.agree([&] {
+      if (job.size() < 2) {
+        throw std::invalid_argument(
+            "--backend mpi measures the transport between two processes: start it with mpirun "
+            "-np 2");
+      }
+      scenario = load(o.scenario);
+      p = profile_options(o, *scenario);
+      p.measure_threads = false;  // measure_mpi_machine measures the ranks instead
+    });
   } catch (const std::exception& e) {
     return job.input_error(e);
   }

@@ -177,12 +177,15 @@ int run_mpi(const RunOptions& o) {
   ModelSpec spec;
   exec::PlanRunOptions run;
   try {
-    plan = read_plan_file(o.plan);
-    exec::check_requested_tensor_parallel(plan, o.plan, o.tensor_parallel);
-    exec::check_tensor_parallel_backend(plan, o.plan, "mpi");
-    spec = exec::plan_model(plan, o.plan);
-    run = run_options(o);
-    job.require_devices(plan.schedule_ops().devices(), o.plan);
+    // Each rank reads its own files: one agreement ends the input phase.
+    job.agree([&] {
+      plan = read_plan_file(o.plan);
+      exec::check_requested_tensor_parallel(plan, o.plan, o.tensor_parallel);
+      exec::check_tensor_parallel_backend(plan, o.plan, "mpi");
+      spec = exec::plan_model(plan, o.plan);
+      run = run_options(o);
+      job.require_devices(plan.schedule_ops().devices(), o.plan);
+    });
     job.check_memory(plan, o.plan, o.device == "cuda");
     if (o.device == "cuda") {
       // Every rank has the backends and a GPU, or every rank stops with the

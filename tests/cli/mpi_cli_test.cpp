@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,7 @@ namespace {
 
 using pipescope::testing::CliResult;
 using pipescope::testing::run;
+using pipescope::testing::run_program;
 using pipescope::testing::run_under;
 using pipescope::testing::slurp;
 namespace fs = std::filesystem;
@@ -156,6 +158,60 @@ TEST_F(MpiCli, TheWrongNumberOfProcessesIsRefusedOnce) {
   ASSERT_NE(at, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed by more than one rank";
 }
+// Each rank reads its own input (plan$RANK.json): a file missing or broken on
+// one rank only ends the job on every rank at once, status 1, with one line
+// naming the rank and the file, not a hang in the first collective.
+TEST_F(MpiCli, AnInputOnlyOneRankLacksEndsTheJobNamingIt) {
+  const fs::path dir = temp("mpi_rank_inputs");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const auto per_rank = [&](const std::string& command) {
+    // "$0" is the pipescope binary; ${OMPI_COMM_WORLD_RANK} the rank's number.
+    return run_program(mpirun(2) + " bash -c 'exec \"$0\" " + command + "'", PIPESCOPE_CLI);
+  };
+  const std::string plan = (dir / "plan").string();
+  const std::string rank_plan = plan + "${OMPI_COMM_WORLD_RANK}.json";
+  struct Case {
+    std::string what;
+    std::string command;
+    std::string missing;  // the file the failing rank names
+    int rank;
+  };
+  const std::vector<Case> cases = {
+      {"plan1.json missing", "run " + rank_plan + " --backend mpi --steps 1", plan + "1.json", 1},
+      {"plan1.json truncated", "run " + rank_plan + " --backend mpi --steps 1", plan + "1.json", 1},
+      {"plan0.json missing", "run " + rank_plan + " --backend mpi --steps 1", plan + "0.json", 0},
+      {"compare, plan1.json missing",
+       "compare " + rank_plan + " --backend mpi --steps 2 --warmup 1", plan + "1.json", 1},
+      {"profile, s1.json missing",
+       "profile " + (dir / "s").string() + "${OMPI_COMM_WORLD_RANK}.json --backend mpi -o " +
+           (dir / "p.json").string() + " --batch-sizes 4 --repeats 1",
+       (dir / "s1.json").string(), 1}};
+  for (const Case& c : cases) {
+    for (const char* file : {"plan0.json", "plan1.json", "s0.json", "s1.json"}) {
+      fs::remove(dir / file);
+    }
+    if (c.rank == 1) fs::copy_file(plan_, dir / "plan0.json");
+    if (c.rank == 0) fs::copy_file(plan_, dir / "plan1.json");
+    fs::copy_file(small, dir / "s0.json");
+    if (c.what == "plan1.json truncated") {
+      const std::string text = slurp(plan_);
+      std::ofstream(dir / "plan1.json") << text.substr(0, text.size() / 2);
+    }
+    const CliResult r = per_rank(c.command);
+    EXPECT_EQ(r.status, 1) << c.what << "\n" << r.err;  // 124: the job hung
+    const std::string said =
+        "pipescope: error: rank " + std::to_string(c.rank) + " of 2: " + c.missing + ": ";
+    const std::size_t at = r.err.find(said);
+    EXPECT_NE(at, std::string::npos) << c.what << "\n" << r.err;
+    EXPECT_EQ(r.err.find("pipescope: error:", at + 1), std::string::npos)
+        << c.what << ": said more than once\n"
+        << r.err;
+  }
+  fs::remove_all(dir);
+}
+
 // A plan larger than the node's memory is refused before any rank allocates,
 // by every rank alike, and said once, naming the node's memory.
 TEST_F(MpiCli, APlanLargerThanTheNodeIsRefusedOnce) {
