@@ -212,7 +212,13 @@ FrameworkSends framework_sends(ExportFormat format, const Plan& plan) {
     case ExportFormat::kDeepSpeed:
       return {P2pMode::kBlocking, true};
     case ExportFormat::kMegatron:
-      return {plan.chunks > 1 ? plan.p2p : P2pMode::kBlocking, false};
+      // Blocking sends with virtual stages need more than 2 pipeline stages
+      // (Megatron-LM's validate_args); below that it overlaps them as by default.
+      if (plan.chunks == 1) return {P2pMode::kBlocking, false};
+      if (plan.p2p == P2pMode::kBlocking && plan.stages <= 2) {
+        return {P2pMode::kOverlappedSteady, false};
+      }
+      return {plan.p2p, false};
     case ExportFormat::kTorchGpipe:
     case ExportFormat::kTorchPipelining:
       return {P2pMode::kOverlapped, false};

@@ -350,7 +350,8 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   // plan that overlaps them throughout asks it to overlap the warm-up and the
   // cool-down too (framework_sends).
   const bool interleaved = p.chunks > 1 && p.stages > 1;
-  const bool no_overlap = interleaved && p.p2p == P2pMode::kBlocking;
+  const bool no_overlap =
+      interleaved && framework_sends(ExportFormat::kMegatron, p).mode == P2pMode::kBlocking;
   if (no_overlap) flags.push_back("--no-overlap-p2p-communication");
   if (interleaved && p.p2p == P2pMode::kOverlapped) {
     flags.push_back("--overlap-p2p-communication-warmup-flush");
@@ -408,6 +409,14 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (no_overlap) {
     o << "# The plan's stages wait for each send (cluster.p2p blocking), which Megatron-LM's\n"
       << "# interleaved schedule does only with --no-overlap-p2p-communication.\n";
+  } else if (interleaved && p.p2p == P2pMode::kBlocking) {
+    o << "# Megatron-LM accepts --no-overlap-p2p-communication with virtual stages only on\n"
+      << "# more than 2 pipeline stages (validate_args): on " << p.stages
+      << " it overlaps the steady state's sends.\n";
+  }
+  if (p.tensor_parallel > 1) {
+    o << "# With T > 1 Megatron-LM's tensor-parallel layers need CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+      << "# in the environment of every rank (export it before launching).\n";
   }
   for (std::size_t i = 0; i < flags.size(); ++i) {
     o << flags[i] << (i + 1 < flags.size() ? " \\\n" : "\n");

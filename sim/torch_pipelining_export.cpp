@@ -239,6 +239,12 @@ std::string torch_device_mesh(const Plan& p) {
   for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
     o << "#   stage " << s << ": " << describe_stage_layers(p, p.stage_plans[s].layers) << "\n";
   }
+  if (p.schedule == ScheduleKind::kGpipe) {
+    o << "# The CSV runs the plan's GPipe order: every forward, then the backwards from\n"
+      << "# the last micro-batch to the first. PyTorch's own ScheduleGPipe runs its\n"
+      << "# backwards in forward order (micro-batch 0 first); load the CSV to run the\n"
+      << "# plan's.\n";
+  }
   o << "NUM_STAGES = " << p.stage_plans.size() << "\n"
     << "STAGE_INDICES = (";
   const std::vector<std::vector<int>> ranks = stages_by_rank(p);

@@ -147,9 +147,18 @@ Scenario sending_scenario(P2pMode mode) {
   return sc;
 }
 
-Plan planned(const Scenario& sc, ScheduleKind schedule, int chunks = 1) {
+// Three stages of two layers each, for Megatron-LM's interleaved schedule,
+// which waits for its sends only on more than two stages.
+Scenario three_stage_scenario(P2pMode mode) {
+  Scenario sc = testing::uniform_scenario(6, 3, 1000.0, 6, 3, false);
+  for (LayerSpec& l : sc.model.layers) l.out_bytes = 750;
+  sc.cluster.p2p = sc.cluster.p2p_interleaved = mode;
+  return sc;
+}
+
+Plan planned(const Scenario& sc, ScheduleKind schedule, int chunks = 1, int stages = 2) {
   SimConfig config;
-  config.stages = 2;
+  config.stages = stages;
   config.schedule = schedule;
   config.chunks = chunks;
   return make_plan(sc, simulate(sc, config), 1, "optimal");
@@ -162,11 +171,14 @@ TEST(P2pMode, EachFrameworkSendsItsOwnWay) {
   EXPECT_EQ(framework_sends(ExportFormat::kTorchGpipe, overlapped).mode, P2pMode::kOverlapped);
   EXPECT_EQ(framework_sends(ExportFormat::kTorchPipelining, overlapped).mode, P2pMode::kOverlapped);
   // Megatron-LM's interleaved schedule sends as the plan says (the export
-  // turns its overlap off for a plan that blocks).
+  // sets its flags), except that it cannot wait for every send on two stages.
   for (const P2pMode mode :
        {P2pMode::kOverlapped, P2pMode::kBlocking, P2pMode::kOverlappedSteady}) {
-    const Plan p = planned(sending_scenario(mode), ScheduleKind::kInterleaved1F1B, 2);
+    const Plan p = planned(three_stage_scenario(mode), ScheduleKind::kInterleaved1F1B, 2, 3);
     EXPECT_EQ(framework_sends(ExportFormat::kMegatron, p).mode, mode);
+    const Plan two = planned(sending_scenario(mode), ScheduleKind::kInterleaved1F1B, 2);
+    EXPECT_EQ(framework_sends(ExportFormat::kMegatron, two).mode,
+              mode == P2pMode::kBlocking ? P2pMode::kOverlappedSteady : mode);
   }
 }
 
@@ -251,17 +263,37 @@ TEST(P2pMode, MegatronSendsWholeCopiesOfASplitPlansCuts) {
                       "); plan with --set cluster.p2p_split=false for it.\n"),
             std::string::npos)
       << text;
+  // T > 1: Megatron-LM's tensor-parallel layers need one CUDA connection.
+  EXPECT_NE(text.find("# With T > 1 Megatron-LM's tensor-parallel layers need "
+                      "CUDA_DEVICE_MAX_CONNECTIONS=1\n# in the environment of every rank"),
+            std::string::npos)
+      << text;
 }
 
 TEST(P2pMode, MegatronsInterleavedScheduleWaitsWhenThePlanDoes) {
   const std::string flag = "--no-overlap-p2p-communication";
   const Scenario waits = sending_scenario(P2pMode::kBlocking);
-  const std::string blocking =
-      export_plan(planned(waits, ScheduleKind::kInterleaved1F1B, 2), ExportFormat::kMegatron);
+  const std::string blocking = export_plan(
+      planned(three_stage_scenario(P2pMode::kBlocking), ScheduleKind::kInterleaved1F1B, 2, 3),
+      ExportFormat::kMegatron);
   EXPECT_NE(blocking.find(flag + " \\\n"), std::string::npos) << blocking;
   EXPECT_NE(blocking.find("# interleaved schedule does only with " + flag + ".\n"),
             std::string::npos);
   EXPECT_EQ(blocking.find("waits for every send"), std::string::npos) << blocking;
+  // On two stages Megatron-LM refuses the flag (validate_args): the export
+  // leaves it out, says why, and what the plan's sends become there.
+  const std::string two =
+      export_plan(planned(waits, ScheduleKind::kInterleaved1F1B, 2), ExportFormat::kMegatron);
+  EXPECT_EQ(two.find(flag + " \\\n"), std::string::npos) << two;
+  EXPECT_NE(two.find("# Megatron-LM accepts " + flag +
+                     " with virtual stages only on\n# more than 2 pipeline stages (validate_args)"),
+            std::string::npos)
+      << two;
+  EXPECT_NE(two.find("# Megatron-LM overlaps its sends between stages with compute but in the "
+                     "warm-up and cool-down, where the plan\n# waits for every send between "
+                     "stages (cluster.p2p blocking)"),
+            std::string::npos)
+      << two;
   // It waits in the warm-up and cool-down by default (overlapped-steady), and
   // overlaps them too with --overlap-p2p-communication-warmup-flush.
   const std::string flush = "--overlap-p2p-communication-warmup-flush";
@@ -278,6 +310,7 @@ TEST(P2pMode, MegatronsInterleavedScheduleWaitsWhenThePlanDoes) {
   EXPECT_NE(overlapped.find(flush + " \\\n"), std::string::npos) << overlapped;
   EXPECT_EQ(overlapped.find("send"), std::string::npos) << overlapped;
   EXPECT_EQ(blocking.find(flush), std::string::npos) << blocking;
+  EXPECT_EQ(overlapped.find("CUDA_DEVICE_MAX_CONNECTIONS"), std::string::npos);  // T = 1
   // Without virtual stages Megatron-LM always waits: no flag.
   EXPECT_EQ(export_plan(planned(waits, ScheduleKind::k1F1B), ExportFormat::kMegatron).find(flag),
             std::string::npos);

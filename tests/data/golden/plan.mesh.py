@@ -27,6 +27,10 @@ def pipescope_device_mesh(device_type="cuda"):
 #   stage 0: layers 0-2: embed, block0, block1
 #   stage 1: layers 3-4: block2, block3
 #   stage 2: layers 5-6: block4, head
+# The CSV runs the plan's GPipe order: every forward, then the backwards from
+# the last micro-batch to the first. PyTorch's own ScheduleGPipe runs its
+# backwards in forward order (micro-batch 0 first); load the CSV to run the
+# plan's.
 NUM_STAGES = 3
 STAGE_INDICES = ((0,), (1,), (2,))
 N_MICROBATCHES = 4
