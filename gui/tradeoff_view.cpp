@@ -15,6 +15,11 @@
 
 namespace pipescope::gui {
 
+namespace {
+// Legend entries that a row below a chart of the window's width shows whole.
+constexpr std::size_t kLegendBelowAtMost = 6;
+}  // namespace
+
 TradeoffView::TradeoffView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -37,6 +42,14 @@ void TradeoffView::set_current(int stages, int micro_batches) {
   current_k_ = stages;
   current_m_ = micro_batches;
   rebuild();
+}
+
+const QChart* TradeoffView::throughput_chart() const {
+  return throughput_view_->chart();
+}
+
+const QChart* TradeoffView::bubble_chart() const {
+  return bubble_view_->chart();
 }
 
 std::vector<int> TradeoffView::stage_values() const {
@@ -68,7 +81,11 @@ void TradeoffView::rebuild() {
                               auto value) {
     auto* chart = new QChart();
     chart->setTitle(title);
-    chart->legend()->setAlignment(Qt::AlignBottom);
+    // A row of legends below the chart truncates its labels to bare colour
+    // boxes once there are more than a few K: many K are listed at the right.
+    const std::size_t series = stage_values().size() + 1;  // and the current mark
+    chart->legend()->setAlignment(series > kLegendBelowAtMost ? Qt::AlignRight : Qt::AlignBottom);
+    chart->legend()->setShowToolTips(true);
     auto* x = new QLogValueAxis();
     x->setBase(2);
     x->setLabelFormat("%d");

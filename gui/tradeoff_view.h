@@ -27,6 +27,9 @@ class TradeoffView : public QWidget {
   const std::vector<SweepPoint>& points() const { return points_; }
   // The line series per K in each chart (for tests: K values in order).
   std::vector<int> stage_values() const;
+  // The charts, for tests.
+  const QChart* throughput_chart() const;
+  const QChart* bubble_chart() const;
 
  signals:
   void selected(int stages, int micro_batches);

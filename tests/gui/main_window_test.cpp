@@ -14,7 +14,10 @@
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
+#include <QChart>
 #include <QImage>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QStandardPaths>
 #include <QTest>
 #include <QWheelEvent>
@@ -402,6 +405,36 @@ TEST_F(MainWindowTest, TradeoffChartsAndStageTable) {
   EXPECT_EQ(window.stage_model()->rowCount(), 2);
   EXPECT_EQ(window.stage_model()->columnCount(), StageTableModel::kColumns);
   EXPECT_EQ(window.stage_model()->data(window.stage_model()->index(1, 0)).toInt(), 1);
+}
+
+// With many K a row of legends below each chart would show colour boxes
+// without their labels: past six entries the legend lists them at the right.
+TEST(TradeoffViewLegend, ManyKAreListedAtTheRight) {
+  const auto points = [](int ks) {
+    std::vector<SweepPoint> out;
+    for (int k = 1; k <= ks; ++k) {
+      for (const int m : {1, 2, 4, 8}) {
+        SweepPoint p;
+        p.stages = k;
+        p.micro_batches = m;
+        p.samples_per_s = 10.0 * k + m;
+        p.bubble_fraction = 1.0 / (1 + m);
+        out.push_back(p);
+      }
+    }
+    return out;
+  };
+  TradeoffView view;
+  view.resize(900, 320);
+  view.set_points(points(11));
+  for (const QChart* chart : {view.throughput_chart(), view.bubble_chart()}) {
+    EXPECT_EQ(chart->legend()->alignment(), Qt::AlignRight);
+    ASSERT_EQ(chart->legend()->markers().size(), 12);  // K = 1 ... 11 and the current mark
+    EXPECT_EQ(chart->legend()->markers()[10]->label(), "K=11");
+  }
+  if (const char* shot = std::getenv("PIPESCOPE_TRADEOFF_SHOT")) view.grab().save(shot);
+  view.set_points(points(3));
+  EXPECT_EQ(view.throughput_chart()->legend()->alignment(), Qt::AlignBottom);
 }
 
 TEST_F(MainWindowTest, AppliesThePlannersBestPlan) {
