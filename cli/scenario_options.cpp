@@ -196,6 +196,26 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
 
 namespace {
 
+// The training fields a plan fixes (sim/plan.h).
+constexpr const char* kPlanFixedFields[] = {"micro_batches", "chunks",   "tensor_parallel",
+                                            "zero",          "schedule", "sequence_parallel",
+                                            "remat",         "balance",  "megatron"};
+
+// The training field a --set names ("training.remat=off": "remat"), if any.
+std::optional<std::string> training_field(const std::string& assignment) {
+  const std::string prefix = "training.";
+  const std::size_t eq = assignment.find('=');
+  if (eq == std::string::npos || assignment.compare(0, prefix.size(), prefix) != 0) {
+    return std::nullopt;
+  }
+  return assignment.substr(prefix.size(), eq - prefix.size());
+}
+
+bool plan_fixes(const std::string& field) {
+  return std::any_of(std::begin(kPlanFixedFields), std::end(kPlanFixedFields),
+                     [&](const char* f) { return field == f; });
+}
+
 // Whether a --set of training.FIELD to `value` states what the plan fixes
 // otherwise (sim/plan.h); nothing when FIELD is not one the plan fixes. The
 // cut (balance, megatron) is the plan's whatever the value.
@@ -214,7 +234,7 @@ std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
     if (value.is_boolean()) return value.get<bool>() != (p.remat != Remat::kNever);
     return names(parse_remat, std::optional(p.remat));
   }
-  if (field == "balance" || field == "megatron") return true;
+  if (plan_fixes(field)) return true;  // the cut: balance, megatron
   return std::nullopt;
 }
 
@@ -222,24 +242,29 @@ std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
 // ignored: it is refused, as -M and the other flags are.
 void refuse_overrides_the_plan_fixes(const ScenarioOptions& o, const Plan& plan,
                                      const std::string& plan_file) {
-  const std::string prefix = "training.";
   for (const std::string& assignment : o.overrides) {
-    const std::size_t eq = assignment.find('=');
-    if (eq == std::string::npos || assignment.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string text = assignment.substr(eq + 1);
+    const std::optional<std::string> field = training_field(assignment);
+    if (!field) continue;
+    const std::string text = assignment.substr(assignment.find('=') + 1);
     const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-    const std::string field = assignment.substr(prefix.size(), eq - prefix.size());
     const std::optional<bool> differs =
-        differs_from_plan(plan, field, value.is_discarded() ? nlohmann::json(text) : value);
+        differs_from_plan(plan, *field, value.is_discarded() ? nlohmann::json(text) : value);
     if (!differs.value_or(false)) continue;
-    throw std::invalid_argument("--set " + assignment + ": --plan " + plan_file + " fixes " +
-                                prefix + field +
+    throw std::invalid_argument("--set " + assignment + ": --plan " + plan_file +
+                                " fixes training." + *field +
                                 " (K, D, T, M, ZeRO, the schedule, its chunks, remat and the "
                                 "cut are the plan's); drop it, or plan again");
   }
 }
 
 }  // namespace
+
+bool sets_a_plan_field(const ScenarioOptions& o) {
+  return std::any_of(o.overrides.begin(), o.overrides.end(), [](const std::string& a) {
+    const std::optional<std::string> field = training_field(a);
+    return field && plan_fixes(*field);
+  });
+}
 
 ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::string& plan_file) {
   refuse_overrides_the_plan_fixes(o, plan, plan_file);

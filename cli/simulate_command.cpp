@@ -1,6 +1,7 @@
 #include "cli/simulate_command.h"
 
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -29,7 +30,8 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Simulate a plan written by `pipescope plan -o` (its K, M, schedule, remat and "
                   "cuts) on the scenario it was made for");
   cmd->add_option("-K,--stages", opts->stages,
-                  "Pipeline stages (default: the cluster's device count)")
+                  "Pipeline stages (default: the cluster's device count; where that cannot "
+                  "run or fit and nothing fixes the layout, the planner's best plan)")
       ->check(positive_number());
   cmd->add_option("-M,--micro-batches", opts->micro_batches,
                   "Micro-batches per step (default: training.micro_batches)")
@@ -76,6 +78,40 @@ void add_cut_comparison(nlohmann::json& j, const SimResult& given, const SimResu
                           {"fits", partitioned.metrics.fits()}};
 }
 
+// Whether the command line and the scenario leave the layout to the default
+// (K = the cluster's devices, D = 1, the scenario file's T, M and schedule):
+// no layout flag, no --set of a field a plan fixes, no stated cut.
+bool layout_left_open(const SimulateOptions& o, const Scenario& scenario) {
+  return !o.plan && !o.stages && !o.micro_batches && !o.schedule && !o.chunks && !o.remat &&
+         !o.schedule_file && !o.data_parallel && !o.tensor_parallel && !o.balance &&
+         !o.partition_given && !scenario.training.cut && !sets_a_plan_field(o.scenario);
+}
+
+// The planner's best plan where the default layout cannot run or does not
+// fit, with why; nothing where it runs and fits, or where nothing fits (the
+// default's own error or figures then stand).
+std::optional<std::pair<Plan, std::string>> planner_layout(const Scenario& scenario) {
+  std::string why;
+  try {
+    const SimResult r = simulate(scenario, SimConfig{});
+    if (r.metrics.fits()) return std::nullopt;
+    why = "does not fit in memory";
+  } catch (const std::exception& e) {
+    why = "cannot run: " + std::string(e.what());
+  }
+  const PlanReport report = run_planner(scenario, PlanRequest{});
+  if (report.ranked.empty()) return std::nullopt;
+  const PlanCandidate& best = report.ranked.front();
+  Plan plan = make_plan(replica_scenario(*best.scenario, best.stages, best.data_parallel),
+                        best.result, best.data_parallel, "optimal");
+  plan.global_batch = scenario.training.global_batch;
+  plan.scenario_name = scenario.name;
+  return std::pair{std::move(plan), "the planner's best, " + best.label() +
+                                        ": the scenario fixes no layout, and its default (K = " +
+                                        std::to_string(scenario.cluster.devices) + ", D = 1) " +
+                                        why};
+}
+
 }  // namespace
 
 int run_simulate(const SimulateOptions& o) {
@@ -84,7 +120,7 @@ int run_simulate(const SimulateOptions& o) {
   // splits the scenario's layers.
   std::optional<Plan> plan;
   if (o.plan) plan = read_plan_file(*o.plan);
-  const ScenarioOptions options =
+  ScenarioOptions options =
       o.plan ? with_plan_split(o.scenario, *plan, *o.plan)
              : with_balance(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
                                                              .schedule = o.schedule,
@@ -94,10 +130,21 @@ int run_simulate(const SimulateOptions& o) {
                                                              .tensor_parallel = o.tensor_parallel}),
                             o.balance);
   Scenario scenario = load(options);
+  // A scenario that fixes no layout and cannot run or fit at the default runs
+  // at the planner's best plan, and says so.
+  std::optional<std::string> layout;
+  if (layout_left_open(o, scenario)) {
+    if (auto best = naming_scenario_fields(options, [&] { return planner_layout(scenario); })) {
+      plan = std::move(best->first);
+      layout = std::move(best->second);
+      options = with_plan_split(o.scenario, *plan, "(the planner's best)");
+      scenario = load(options);
+    }
+  }
   const Cluster whole_cluster = scenario.cluster;
   SimConfig config;
   int replicas = 1;
-  if (o.plan) {
+  if (plan) {
     if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
         o.data_parallel || o.tensor_parallel || o.balance || o.checkpoint || o.partition_given) {
       throw std::invalid_argument(
@@ -105,7 +152,7 @@ int run_simulate(const SimulateOptions& o) {
           "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks, --remat, "
           "--checkpoint, --partition and --balance");
     }
-    check_plan_matches(*plan, scenario, *o.plan);
+    if (o.plan) check_plan_matches(*plan, scenario, *o.plan);
     // The plan's pipeline is one of its D replicas.
     PlanSimulation run = plan_simulation(scenario, *plan);
     scenario = std::move(run.scenario);
@@ -171,7 +218,7 @@ int run_simulate(const SimulateOptions& o) {
   }
   // A given cut (the plan's aside) beside the one --partition makes.
   std::optional<SimResult> partitioned;
-  if (!o.plan && scenario.training.cut) {
+  if (!plan && scenario.training.cut) {
     partitioned =
         naming_scenario_fields(options, [&] { return partitioner_result(scenario, config); });
   }
@@ -185,11 +232,14 @@ int run_simulate(const SimulateOptions& o) {
   const std::string given = cut_source(scenario, o.balance.has_value());
   if (o.json) {
     nlohmann::json j = to_json(result);
+    if (layout) j["layout"] = *layout;
     if (partitioned) add_cut_comparison(j, result, *partitioned, config.partition, given);
     std::cout << j.dump(2) << "\n";
   } else {
+    if (layout) std::cout << "Layout     " << *layout << "\n";
     print_summary(std::cout, scenario, result,
                   o.plan        ? "from " + *o.plan
+                  : layout      ? std::string("the planner's")
                   : partitioned ? "given (" + given + ")"
                                 : std::string(to_string(config.partition)),
                   replicas);

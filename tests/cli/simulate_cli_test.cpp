@@ -413,7 +413,9 @@ TEST(SimulateCli, UnwritableTraceFailsBeforePrintingAResult) {
 }
 
 TEST(SimulateCli, DefaultKBeyondTheLayersNamesTheScenarioField) {
-  const CliResult r = run("simulate " + kDemo + " --set model.layers=1 --set cluster.devices=8");
+  // With a layout flag given (-M) the default K stands, and its error.
+  const CliResult r =
+      run("simulate " + kDemo + " --set model.layers=1 --set cluster.devices=8 -M 8");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.err, "pipescope: error: " + kDemo +
                        ": cluster.devices: K=8 (the cluster's devices) is more stages than the "
@@ -421,6 +423,44 @@ TEST(SimulateCli, DefaultKBeyondTheLayersNamesTheScenarioField) {
   EXPECT_EQ(
       run("simulate " + kDemo + " --set model.layers=1 --set cluster.devices=8 -K 3 --json").status,
       0);
+}
+
+// A scenario that fixes no layout and cannot run at the default (K = its
+// devices) or does not fit there runs at the planner's best plan, and says so.
+TEST(SimulateCli, WithoutALayoutTheDefaultGivesWayToThePlannersBest) {
+  const std::string gpt3 = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json";
+  const CliResult r = run("simulate " + gpt3);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Layout     the planner's best, K=", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(": the scenario fixes no layout, and its default (K = 1024, D = 1) cannot "
+                       "run: K=1024 (the cluster's devices) is more stages than the model's 98 "
+                       "layers"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("partition the planner's"), std::string::npos) << r.out;
+  // The planner's best as `plan` ranks it first: the same step.
+  const CliResult planned = run("plan " + gpt3 + " --top 1 --json");
+  ASSERT_EQ(planned.status, 0) << planned.err;
+  const nlohmann::json best = nlohmann::json::parse(planned.out)["plans"][0];
+  const CliResult json = run("simulate " + gpt3 + " --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["K"], best["K"]);
+  EXPECT_NEAR(j["step_time_s"].get<double>(), best["step_time_s"].get<double>(),
+              1e-9 * best["step_time_s"].get<double>());
+  EXPECT_NE(j["layout"].get<std::string>().find("the planner's best"), std::string::npos);
+  // One that does not fit at the default: the demo at micro-batches of 512.
+  const CliResult small = run("simulate " + kDemo + " --set training.global_batch=4096");
+  ASSERT_EQ(small.status, 0) << small.err;
+  EXPECT_NE(small.out.find("its default (K = 4, D = 1) does not fit in memory"), std::string::npos)
+      << small.out;
+  // Where it fits, nothing changes; nor where a --set fixes part of the layout.
+  EXPECT_EQ(run("simulate " + kDemo).out.find("Layout"), std::string::npos);
+  const CliResult fixed =
+      run("simulate " + kDemo + " --set training.global_batch=4096 --set training.remat=true");
+  ASSERT_EQ(fixed.status, 0) << fixed.err;
+  EXPECT_EQ(fixed.out.find("Layout"), std::string::npos) << fixed.out;
+  EXPECT_NE(fixed.out.find("DOES NOT FIT"), std::string::npos) << fixed.out;
 }
 
 TEST(SimulateCli, MissingFileIsOneLineNamingIt) {
