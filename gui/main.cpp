@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
     if (const auto error = window.set_cost_model(parser.value(cost_model))) return fail(*error);
   }
   if (const auto error = window.open_scenario(scenario)) return fail(*error);
+  if (k > 0 || m > 0 || t > 0) window.keep_opened_layout();
   // T first: K counts its groups.
   if (t > 0) {
     if (const auto error = window.set_tensor_parallel(t)) return fail(*error);

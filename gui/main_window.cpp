@@ -151,6 +151,9 @@ std::optional<QString> MainWindow::open_scenario(const QString& path) {
   setWindowTitle(tr("PipeScope - %1").arg(QFileInfo(path).fileName()));
   add_recent(path);
   fill_controls();
+  opening_check_ = true;
+  open_at_best_ = false;
+  opened_at_best_.clear();
   simulate();
   sweep();
   search_plans();
@@ -362,6 +365,12 @@ void MainWindow::simulate() {
           result_ = result;
           last_error_.clear();
           show_result();
+          if (opening_check_) {
+            opening_check_ = false;
+            open_at_best_ = !result->metrics.fits();
+            opened_layout_ = tr("K=%1, D=%2").arg(result->stages).arg(data_parallel());
+            open_at_best_if_pending();
+          }
         };
       },
       [this](const QString& error) { show_error(error); });
@@ -418,23 +427,42 @@ void MainWindow::search_plans() {
             return;
           }
           best_ = std::move(report.ranked.front());
-          best_label_->setText(tr("Best plan: %1, %2 samples/s")
+          best_label_->setText(tr("Best plan: %1, %2 samples/s%3")
                                    .arg(qs(best_->label()))
-                                   .arg(best_->samples_per_s, 0, 'f', 2));
+                                   .arg(best_->samples_per_s, 0, 'f', 2)
+                                   .arg(opened_at_best_));
           best_apply_->setEnabled(true);
           best_apply_->setToolTip(tr("Set D, K, M, remat and the ZeRO stage to the best plan's"));
+          open_at_best_if_pending();
         };
       },
       [this](const QString& error) { best_label_->setText(tr("Best plan: %1").arg(error)); });
 }
 
-void MainWindow::apply_best_plan() {
-  if (!best_) return;
+QString MainWindow::best_plan_text() const {
+  return best_label_->text();
+}
+
+void MainWindow::open_at_best_if_pending() {
+  if (!open_at_best_ || !best_) return;
+  open_at_best_ = false;
+  opened_at_best_ =
+      tr(", opened at it: the scenario's default layout (%1) does not fit").arg(opened_layout_);
+  if (!apply_best_plan()) {
+    opened_at_best_.clear();
+    return;
+  }
+  // A new split searches again, and its label says it; otherwise say it here.
+  if (best_) best_label_->setText(best_label_->text() + opened_at_best_);
+}
+
+bool MainWindow::apply_best_plan() {
+  if (!best_) return false;
   const PlanCandidate best = *best_;  // a new split searches again, resetting best_
   const TrainingConfig& planned = best.scenario->training;
   if (planned.zero != scenario_->training.zero ||
       planned.sequence_parallel != scenario_->training.sequence_parallel) {
-    if (resplit(tensor_parallel(), planned.sequence_parallel, planned.zero)) return;
+    if (resplit(tensor_parallel(), planned.sequence_parallel, planned.zero)) return false;
   }
   filling_ = true;
   d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(best.data_parallel)));
@@ -445,6 +473,7 @@ void MainWindow::apply_best_plan() {
   filling_ = false;
   simulate();
   sweep();
+  return true;
 }
 
 void MainWindow::show_result() {

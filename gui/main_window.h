@@ -102,9 +102,16 @@ class MainWindow : public QMainWindow {
   DeviceTableModel* device_model() const { return device_model_; }
   QString summary_text() const;
   // The planner's best plan, once the search is done; apply_best_plan() sets
-  // D, K, M and remat to it.
+  // D, K, M, remat and the ZeRO stage to it (false: there is none yet, or its
+  // split of the layers could not be made).
   const std::optional<PlanCandidate>& best_plan() const { return best_; }
-  void apply_best_plan();
+  bool apply_best_plan();
+  QString best_plan_text() const;  // what the window says of the best plan
+  // A scenario opens at its default layout (K = its devices, D = 1) and,
+  // where that does not fit, moves to the planner's best plan once it is
+  // found, saying so beside it. A layout chosen on the command line (-K, -M,
+  // -T) stays: keep_opened_layout() cancels the move.
+  void keep_opened_layout() { open_at_best_ = opening_check_ = false; }
   QString last_error() const { return last_error_; }
 
   // Export; each returns the error, if any. Files are written atomically.
@@ -162,6 +169,13 @@ class MainWindow : public QMainWindow {
   std::optional<PlanCandidate> best_;
   QString last_error_;
   bool filling_ = false;  // controls are being set from the scenario
+  // After open_scenario the first result decides (opening_check_) whether the
+  // best plan replaces a default that does not fit (open_at_best_).
+  bool opening_check_ = false;
+  bool open_at_best_ = false;
+  QString opened_layout_;   // the default's layout, "K=98, D=1"
+  QString opened_at_best_;  // why the window moved to the best plan, said beside it
+  void open_at_best_if_pending();
 
   JobRunner* sim_runner_ = nullptr;
   JobRunner* sweep_runner_ = nullptr;
