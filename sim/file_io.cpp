@@ -39,21 +39,6 @@ std::atomic<int> g_stdout_error{0};
 constexpr int kMaxLinks = 40;     // as the kernel follows
 constexpr int kMaxAttempts = 64;  // random temporary names tried
 
-// The file `path` ends at once its symbolic links are followed; a link to a
-// missing file ends at that file, which the write creates.
-fs::path follow_links(const fs::path& path, const std::string& label) {
-  fs::path p = path;
-  for (int i = 0; i < kMaxLinks; ++i) {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
-    std::error_code ec;
-    const fs::path target = fs::read_symlink(p, ec);
-    if (ec) throw OutputError(label, "cannot read the symbolic link", ec.value());
-    p = target.is_absolute() ? target : p.parent_path() / target;
-  }
-  throw OutputError(label, "cannot follow the symbolic link", ELOOP);
-}
-
 // The descriptor a name stands for, if it names one of the process's open
 // descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N, ...) as it is written.
 std::optional<int> descriptor_named(const fs::path& p) {
@@ -72,6 +57,32 @@ std::optional<int> descriptor_named(const fs::path& p) {
     return std::stoi(number);
   }
   return std::nullopt;
+}
+
+// Where `path` ends once its symbolic links are followed: at a file (a link to
+// a missing file ends at that file, which the write creates) or at the name of
+// an open descriptor (descriptor_named), where the walk stops. With a label,
+// a link that cannot be read or followed is an OutputError naming it; without
+// one, the walk ends there.
+struct LinkEnd {
+  fs::path file;
+  std::optional<int> descriptor;
+};
+
+LinkEnd follow_links(const fs::path& path, const std::string* label) {
+  fs::path p = path;
+  for (int i = 0; i < kMaxLinks; ++i) {
+    if (const std::optional<int> fd = descriptor_named(p)) return {p, fd};
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return {p, std::nullopt};
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec && label) throw OutputError(*label, "cannot read the symbolic link", ec.value());
+    if (ec) return {p, std::nullopt};
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  if (label) throw OutputError(*label, "cannot follow the symbolic link", ELOOP);
+  return {p, std::nullopt};
 }
 
 // Streams write()'s output to `fd`, compressed when asked, and checks it all.
@@ -284,17 +295,7 @@ void use_unnamed_temporaries(bool use) {
 }
 
 std::optional<int> open_descriptor_named(const fs::path& path) {
-  fs::path p = path;
-  for (int i = 0; i < kMaxLinks; ++i) {
-    if (const std::optional<int> fd = descriptor_named(p)) return fd;
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return std::nullopt;
-    std::error_code ec;
-    const fs::path target = fs::read_symlink(p, ec);
-    if (ec) return std::nullopt;
-    p = target.is_absolute() ? target : p.parent_path() / target;
-  }
-  return std::nullopt;
+  return follow_links(path, nullptr).descriptor;
 }
 
 bool is_standard_output(const fs::path& path) {
@@ -320,17 +321,19 @@ struct Destination {
 Destination resolve(const fs::path& path) {
   Destination d;
   d.label = path.string();
-  if (is_standard_output(path)) {
+  if (path == "-") {
     d.kind = Destination::Kind::kStandardOutput;
     return d;
   }
   if (d.label.empty()) throw OutputError("(empty file name)", "cannot write", ENOENT);
-  if (const std::optional<int> fd = open_descriptor_named(path)) {
-    d.kind = Destination::Kind::kDescriptor;
-    d.fd = *fd;
+  const LinkEnd end = follow_links(path, &d.label);
+  if (end.descriptor) {
+    d.kind = *end.descriptor == STDOUT_FILENO ? Destination::Kind::kStandardOutput
+                                              : Destination::Kind::kDescriptor;
+    d.fd = *end.descriptor;
     return d;
   }
-  d.target = follow_links(path, d.label);
+  d.target = end.file;
   if (!d.target.has_parent_path()) d.target = fs::path(".") / d.target;
   struct stat st {};
   if (::stat(d.target.c_str(), &st) != 0) {
