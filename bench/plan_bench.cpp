@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "costmodels/model_families.h"
+#include "costmodels/shared_memo.h"
 #include "sim/planner.h"
 #include "sim/scenario_io.h"
-#include "sim/shared_memo.h"
 
 namespace pipescope {
 namespace {

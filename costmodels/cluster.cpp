@@ -1,9 +1,11 @@
 #include "costmodels/cluster.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "costmodels/check.h"
+#include "costmodels/shared_memo.h"
 
 namespace pipescope {
 
@@ -11,22 +13,51 @@ namespace pipescope {
 // d -> host and 2d+1 for host -> d; ring 2d for d -> d+1 (clockwise) and 2d+1 for
 // d -> d-1 (counter-clockwise), indices mod n.
 
-void Cluster::build_topology() {
-  switch (interconnect.topology) {
+namespace {
+
+// All a network graph is made of: clusters of the same shape share one graph,
+// and with it the routes it has found.
+std::vector<std::int64_t> network_key(int devices, const Interconnect& ic) {
+  return {static_cast<std::int64_t>(ic.topology),
+          devices,
+          std::bit_cast<std::int64_t>(ic.bandwidth),
+          std::bit_cast<std::int64_t>(ic.latency_s),
+          ic.devices_per_node,
+          std::bit_cast<std::int64_t>(ic.inter_node_bandwidth),
+          std::bit_cast<std::int64_t>(ic.inter_node_latency_s),
+          ic.nics_per_node,
+          ic.torus_width,
+          ic.devices_per_switch};
+}
+
+std::shared_ptr<const TopologyGraph> make_network(int devices, const Interconnect& ic) {
+  switch (ic.topology) {
     case TopologyKind::kNodes:
-      graph = TopologyGraph::nodes(physical_devices(), interconnect);
-      break;
+      return TopologyGraph::nodes(devices, ic);
     case TopologyKind::kTorus:
-      graph = TopologyGraph::torus(physical_devices(), interconnect);
-      break;
+      return TopologyGraph::torus(devices, ic);
     case TopologyKind::kPcieHost:
-      graph = interconnect.devices_per_switch > 0
-                  ? TopologyGraph::pcie_tree(physical_devices(), interconnect)
-                  : nullptr;
-      break;
+      return TopologyGraph::pcie_tree(devices, ic);
     default:
-      graph = nullptr;
+      return nullptr;
   }
+}
+
+// A plan's candidates and a validation's cases meet a few shapes many times.
+constexpr std::size_t kMaxNetworks = 64;
+
+}  // namespace
+
+void Cluster::build_topology() {
+  if (!uses_graph()) {
+    graph = nullptr;
+    return;
+  }
+  static SharedMemo<std::vector<std::int64_t>, std::shared_ptr<const TopologyGraph>, WordsHash>
+      networks(kMaxNetworks);
+  const int physical = physical_devices();
+  graph = networks.get(network_key(physical, interconnect),
+                       [&] { return make_network(physical, interconnect); });
 }
 
 std::string Cluster::devices_text(std::int64_t n) const {

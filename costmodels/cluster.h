@@ -108,7 +108,8 @@ struct Cluster {
   // build_topology() for `devices` devices; routes of a copy with fewer devices
   // (one pipeline replica) stay valid.
   std::shared_ptr<const TopologyGraph> graph;
-  // Builds `graph` when the topology needs one, for every physical device.
+  // Builds `graph` when the topology needs one, for every physical device:
+  // clusters of one shape share a graph, and so the routes it has found.
   // Throws std::invalid_argument on an impossible topology.
   void build_topology();
   int physical_devices() const { return devices * tensor_parallel; }

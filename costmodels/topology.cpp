@@ -25,6 +25,25 @@ constexpr double kPerHop_s = 1e-15;
 
 }  // namespace
 
+struct TopologyGraph::Adjacency {
+  explicit Adjacency(std::size_t vertices) : graph(vertices) {}
+  Graph graph;
+};
+
+TopologyGraph::TopologyGraph() = default;
+TopologyGraph::~TopologyGraph() = default;
+
+void TopologyGraph::connect() {
+  auto adjacency = std::make_unique<Adjacency>(vertex_names_.size());
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    const Link& l = links_[i];
+    boost::add_edge(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to),
+                    EdgeProps{l.latency_s + kPerHop_s, static_cast<std::int64_t>(i)},
+                    adjacency->graph);
+  }
+  adjacency_ = std::move(adjacency);
+}
+
 std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Interconnect& ic) {
   if (devices < 1) throw std::invalid_argument("a topology needs at least one device");
   if (ic.devices_per_node < 1) {
@@ -72,6 +91,7 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::nodes(int devices, const Int
       cable(d, shared ? nic(d) : spine, ic.inter_node_bandwidth, ic.inter_node_latency_s, true);
     }
   }
+  g->connect();
   return g;
 }
 
@@ -107,6 +127,7 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::torus(int devices, const Int
       if (height > 1 && (height > 2 || y == 0)) cable(at(x, y), at(x, (y + 1) % height));
     }
   }
+  g->connect();
   return g;
 }
 
@@ -139,6 +160,7 @@ std::shared_ptr<const TopologyGraph> TopologyGraph::pcie_tree(int devices, const
     g->links_.push_back({up(s), host, ic.bandwidth, 0.0});
     g->links_.push_back({host, down(s), ic.bandwidth, 0.0});
   }
+  g->connect();
   return g;
 }
 
@@ -165,12 +187,7 @@ std::vector<Hop> TopologyGraph::route(int src, int dst) const {
 }
 
 std::vector<std::int64_t> TopologyGraph::shortest_links(int src, int dst) const {
-  Graph graph(vertex_names_.size());
-  for (std::size_t i = 0; i < links_.size(); ++i) {
-    const Link& l = links_[i];
-    boost::add_edge(static_cast<std::size_t>(l.from), static_cast<std::size_t>(l.to),
-                    EdgeProps{l.latency_s + kPerHop_s, static_cast<std::int64_t>(i)}, graph);
-  }
+  const Graph& graph = adjacency_->graph;
   std::vector<Graph::vertex_descriptor> pred(boost::num_vertices(graph));
   std::vector<double> dist(boost::num_vertices(graph), std::numeric_limits<double>::infinity());
   boost::dijkstra_shortest_paths(graph, static_cast<std::size_t>(src),

@@ -54,6 +54,11 @@ class TopologyGraph {
   // follow. Throws std::invalid_argument on a non-positive group or bandwidth.
   static std::shared_ptr<const TopologyGraph> pcie_tree(int devices, const Interconnect& ic);
 
+  TopologyGraph();
+  ~TopologyGraph();
+  TopologyGraph(const TopologyGraph&) = delete;
+  TopologyGraph& operator=(const TopologyGraph&) = delete;
+
   int devices() const { return devices_; }
   std::int64_t link_count() const { return static_cast<std::int64_t>(links_.size()); }
   // The hops from device src to dst, in order; empty when src == dst. Each
@@ -76,6 +81,9 @@ class TopologyGraph {
     double latency_s = 0.0;
     bool network = false;  // a NIC's cable to the spine: between nodes
   };
+  struct Adjacency;  // the links as a Boost graph, built once
+  // Builds the adjacency from links_: the factories' last step.
+  void connect();
   // The links of the shortest path, by Dijkstra's algorithm.
   std::vector<std::int64_t> shortest_links(int src, int dst) const;
 
@@ -87,6 +95,7 @@ class TopologyGraph {
       routes_;  // src * devices + dst
   std::vector<std::string> vertex_names_;
   std::vector<Link> links_;  // edge index = link id
+  std::unique_ptr<const Adjacency> adjacency_;
 };
 
 }  // namespace pipescope

@@ -1,6 +1,7 @@
 #include "sim/capacity.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -21,7 +22,9 @@ constexpr std::int64_t kLargestValue = std::int64_t{1} << 40;
 struct Probe {
   bool fits = false;
   std::int64_t params = 0;
-  std::int64_t peak = 0;  // 0: not a valid model for K stages
+  // The partition problem of the value's K stages; none for a value that
+  // gives no valid model.
+  std::shared_ptr<const PartitionProblem> problem;
 };
 
 // request.adjust on the scenario of a probed value; its errors say which value
@@ -116,7 +119,12 @@ class Prober {
  public:
   Prober(const Search& search, CapacityResult& result) : s_(search), result_(result) {}
 
+  // Whether `value` fits: decided without the least-memory cut (fits_memory).
   Probe operator()(std::int64_t value);
+  // The least peak of a probed value's fullest device: its cut's.
+  Bytes peak(const Probe& probe) const {
+    return probe.problem ? min_peak_memory(*probe.problem) * s_.chunks : 0;
+  }
   // Whether `value` was not probed because its model has too many layers.
   bool beyond_limit(std::int64_t value) const { return beyond_limit_.count(value) > 0; }
 
@@ -145,12 +153,11 @@ Probe Prober::operator()(std::int64_t value) {
   }
   if (s_.request.adjust) adjust_probe(s_.request.adjust, sc, s_.param, value);
   const std::unique_ptr<CostModel> cost = make_cost_model(sc);
-  const PartitionProblem p = partition_problem(sc, *cost, s_.model_stages, s_.micro_batches,
-                                               s_.remat, s_.schedule, s_.chunks);
+  out.problem = std::make_shared<const PartitionProblem>(partition_problem(
+      sc, *cost, s_.model_stages, s_.micro_batches, s_.remat, s_.schedule, s_.chunks));
   // With chunks a device holds v stages, each within its share of the memory
   // (partition_problem): v times the fullest bounds the device.
-  out.peak = min_peak_memory(p) * s_.chunks;
-  out.fits = out.peak <= sc.cluster.device.memory_bytes;
+  out.fits = fits_memory(*out.problem, sc.cluster.device.memory_bytes / s_.chunks);
   out.params = sc.model.total_params();
   result_.memory_bytes = sc.cluster.device.memory_bytes;
   return out;
@@ -221,23 +228,24 @@ void bisect(Prober& probe, Bracket& b) {
   }
 }
 
-void report_capacity(const Bracket& b, bool limited, CapacityResult& result) {
+void report_capacity(const Prober& probe, const Bracket& b, CapacityResult& result) {
   result.fits = true;
   // The first value that "did not fit" was never tried: lo is a lower bound.
-  result.limited = limited;
+  result.limited = probe.beyond_limit(b.hi);
   result.max_value = b.lo;
   result.params = b.best.params;
-  result.peak_memory_bytes = b.best.peak;
+  result.peak_memory_bytes = probe.peak(b.best);
   result.fractional_value = static_cast<double>(b.lo);
   result.fractional_params = static_cast<double>(b.best.params);
-  if (b.hi == b.lo + 1 && b.beyond.peak > b.best.peak) {
-    result.next_peak_memory_bytes = b.beyond.peak;
-    result.next_params = b.beyond.params;
-    const double share = static_cast<double>(result.memory_bytes - b.best.peak) /
-                         static_cast<double>(b.beyond.peak - b.best.peak);
-    result.fractional_value += share;
-    result.fractional_params += share * static_cast<double>(b.beyond.params - b.best.params);
-  }
+  if (b.hi != b.lo + 1) return;
+  const Bytes next_peak = probe.peak(b.beyond);
+  if (next_peak <= result.peak_memory_bytes) return;
+  result.next_peak_memory_bytes = next_peak;
+  result.next_params = b.beyond.params;
+  const double share = static_cast<double>(result.memory_bytes - result.peak_memory_bytes) /
+                       static_cast<double>(next_peak - result.peak_memory_bytes);
+  result.fractional_value += share;
+  result.fractional_params += share * static_cast<double>(b.beyond.params - b.best.params);
 }
 
 }  // namespace
@@ -254,7 +262,7 @@ CapacityResult find_capacity(const nlohmann::json& doc, const std::string& file,
   if (!first.fits) return result;
   Bracket b = double_until_full(probe, *start, first);
   bisect(probe, b);
-  report_capacity(b, probe.beyond_limit(b.hi), result);
+  report_capacity(probe, b, result);
   return result;
 }
 

@@ -7,9 +7,9 @@
 #include <limits>
 
 #include "costmodels/check.h"
+#include "costmodels/shared_memo.h"
 #include "sim/cancel.h"
 #include "sim/format.h"
-#include "sim/shared_memo.h"
 
 namespace pipescope {
 
@@ -466,11 +466,59 @@ PartitionResult partition_optimal(const PartitionProblem& p) {
 }
 
 Bytes min_peak_memory(const PartitionProblem& p) {
+  const StagePrices prices(p);
   Bytes peak = 0;
-  const std::vector<StageRange> cut = min_peak_memory_cut(p);
-  for (const StageRange& s : cut)
-    peak = std::max(peak, stage_memory(p, s.first_layer, s.last_layer));
+  for (const StageRange& s : min_peak_memory_cut(p))
+    peak = std::max(peak, prices.memory(s.first_layer, s.last_layer));
   return peak;
+}
+
+namespace {
+
+// The last layer a stage starting at `first` can end at within `cap`, or
+// first - 1 when not even the one layer fits: a stage's memory never shrinks
+// as it ends later, so a binary search finds it.
+int last_fitting(const PartitionProblem& p, const Prefix& pre, int first, Bytes cap) {
+  int lo = first - 1;                          // fits (vacuously)
+  int hi = static_cast<int>(p.layers.size());  // beyond the model
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (memory_of(p, pre, first, mid) <= cap ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+bool fits_memory(const PartitionProblem& p, Bytes cap) {
+  check_problem(p);
+  const Prefix pre(p);
+  const int L = static_cast<int>(p.layers.size());
+  std::vector<int> reach_end(static_cast<std::size_t>(L));  // last_fitting of each start
+  for (int i = 0; i < L; ++i) reach_end[static_cast<std::size_t>(i)] = last_fitting(p, pre, i, cap);
+  // reached[j]: whether s stages can cover layers [0, j) within cap. A start
+  // i reached by s - 1 stages reaches every boundary i + 1 .. last_fitting + 1.
+  std::vector<char> reached(static_cast<std::size_t>(L) + 1, 0);
+  reached[0] = 1;
+  std::vector<int> opened(static_cast<std::size_t>(L) + 2);
+  for (int s = 1; s <= p.stages; ++s) {
+    throw_if_cancelled();
+    std::fill(opened.begin(), opened.end(), 0);
+    for (int i = 0; i < L; ++i) {
+      const int end = reach_end[static_cast<std::size_t>(i)];
+      if (!reached[static_cast<std::size_t>(i)] || end < i) continue;
+      ++opened[static_cast<std::size_t>(i) + 1];
+      --opened[static_cast<std::size_t>(end) + 2];
+    }
+    bool any = false;
+    for (int j = 0, open = 0; j <= L; ++j) {
+      open += opened[static_cast<std::size_t>(j)];
+      reached[static_cast<std::size_t>(j)] = open > 0 ? 1 : 0;
+      any = any || open > 0;
+    }
+    if (!any) return false;
+  }
+  return reached[static_cast<std::size_t>(L)] != 0;
 }
 
 namespace {
@@ -495,14 +543,6 @@ std::vector<std::int64_t> memory_signature(const PartitionProblem& p, StashCount
   return sig;
 }
 
-struct SignatureHash {
-  std::size_t operator()(const std::vector<std::int64_t>& sig) const {
-    std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the words
-    for (const std::int64_t w : sig) h = (h ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ULL;
-    return static_cast<std::size_t>(h);
-  }
-};
-
 std::vector<StageRange> compute_min_peak_memory_cut(const PartitionProblem& p, const Prefix& pre) {
   const auto memory = [&](int i, int j) { return memory_of(p, pre, i, j); };
   const auto floor = [&](int i, int j) { return memory_floor(p, pre, i, j); };
@@ -521,7 +561,7 @@ constexpr std::size_t kMaxRemembered = std::size_t{1} << 12;
 std::vector<StageRange> min_peak_memory_cut(const PartitionProblem& p) {
   check_problem(p);
   const Prefix pre(p);
-  static SharedMemo<std::vector<std::int64_t>, std::vector<StageRange>, SignatureHash> memo(
+  static SharedMemo<std::vector<std::int64_t>, std::vector<StageRange>, WordsHash> memo(
       kMaxRemembered);
   return memo.get(memory_signature(p, pre.held),
                   [&] { return compute_min_peak_memory_cut(p, pre); });

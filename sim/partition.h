@@ -200,6 +200,10 @@ std::vector<StageRange> optimal_cut(const PartitionProblem& p);
 // The least memory any cut needs on its fullest stage: the problem fits in
 // memory_capacity exactly when this is at most it.
 Bytes min_peak_memory(const PartitionProblem& p);
+// Whether min_peak_memory(p) <= cap, decided without finding the cut: in
+// O(L log L + K L) rather than the cut's O(K L^2) (capacity asks this of
+// every model size it probes).
+bool fits_memory(const PartitionProblem& p, Bytes cap);
 // The cut that achieves min_peak_memory.
 std::vector<StageRange> min_peak_memory_cut(const PartitionProblem& p);
 // Exact minimum of the largest stage's parameter count.

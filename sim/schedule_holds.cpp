@@ -3,8 +3,8 @@
 #include <tuple>
 
 #include "costmodels/check.h"
+#include "costmodels/shared_memo.h"
 #include "sim/custom_schedule.h"
-#include "sim/shared_memo.h"
 
 namespace pipescope {
 namespace {

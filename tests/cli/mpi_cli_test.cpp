@@ -29,11 +29,11 @@ namespace fs = std::filesystem;
 const std::string kTiny =
     " --set model.layers=2 --set model.d_model=16 --set model.heads=2 --set model.seq_len=8";
 
+#ifdef PIPESCOPE_MPIEXEC
 fs::path temp(const std::string& name) {
   return fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
 }
 
-#ifdef PIPESCOPE_MPIEXEC
 // `timeout` turns a hung job into a failure (status 124) rather than a hung
 // test; --allow-run-as-root for CI, --oversubscribe for more ranks than cores.
 // Under AddressSanitizer, leak checking is off in the MPI processes: OpenMPI

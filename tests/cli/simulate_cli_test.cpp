@@ -384,7 +384,7 @@ TEST(SimulateCli, WritesATraceOfEveryOp) {
   const CliResult r =
       run("simulate " + kDemo + " -K 4 -M 8 --remat on --json --trace " + trace.string());
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NO_THROW(nlohmann::json::parse(r.out)) << "stdout must stay pure JSON";
+  EXPECT_TRUE(nlohmann::json::accept(r.out)) << "stdout must stay pure JSON";
   EXPECT_NE(r.err.find("Trace written to"), std::string::npos);
   const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
   int compute = 0, sends = 0, recvs = 0, processes = 0, counters = 0;
@@ -428,21 +428,22 @@ TEST(SimulateCli, DefaultKBeyondTheLayersNamesTheScenarioField) {
 // A scenario that fixes no layout and cannot run at the default (K = its
 // devices) or does not fit there runs at the planner's best plan, and says so.
 TEST(SimulateCli, WithoutALayoutTheDefaultGivesWayToThePlannersBest) {
-  const std::string gpt3 = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json";
-  const CliResult r = run("simulate " + gpt3);
+  // The demo on 32 devices: its default, a stage per device, cannot run.
+  const std::string wide = kDemo + " --set cluster.devices=32";
+  const CliResult r = run("simulate " + wide);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.rfind("Layout     the planner's best, K=", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(": the scenario fixes no layout, and its default (K = 1024, D = 1) cannot "
-                       "run: K=1024 (the cluster's devices) is more stages than the model's 98 "
+  EXPECT_NE(r.out.find(": the scenario fixes no layout, and its default (K = 32, D = 1) cannot "
+                       "run: K=32 (the cluster's devices) is more stages than the model's 26 "
                        "layers"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("partition the planner's"), std::string::npos) << r.out;
   // The planner's best as `plan` ranks it first: the same step.
-  const CliResult planned = run("plan " + gpt3 + " --top 1 --json");
+  const CliResult planned = run("plan " + wide + " --top 1 --json");
   ASSERT_EQ(planned.status, 0) << planned.err;
   const nlohmann::json best = nlohmann::json::parse(planned.out)["plans"][0];
-  const CliResult json = run("simulate " + gpt3 + " --json");
+  const CliResult json = run("simulate " + wide + " --json");
   ASSERT_EQ(json.status, 0) << json.err;
   const nlohmann::json j = nlohmann::json::parse(json.out);
   EXPECT_EQ(j["K"], best["K"]);

@@ -77,7 +77,9 @@ TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
   for (const FrameworkField& f : framework_fields()) {
     EXPECT_TRUE(keys.insert(f.key).second) << f.key;
     EXPECT_NE(f.flag == nullptr, f.number == nullptr) << f.key;
-    if (f.number != nullptr) EXPECT_GT(f.max, 0.0) << f.key;
+    if (f.number != nullptr) {
+      EXPECT_GT(f.max, 0.0) << f.key;
+    }
   }
   EXPECT_EQ(keys.size(), 12u);
   EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce"));

@@ -106,6 +106,25 @@ TEST(OptimalPartition, MatchesBruteForceOnRandomInstances) {
   EXPECT_LT(infeasible, 2000);
 }
 
+// fits_memory decides what the least-memory cut would, without the cut: at the
+// least fullest stage of every cut (found by brute force) and a byte below it.
+TEST(FitsMemory, AgreesWithBruteForceAtAndBelowTheLeastPeak) {
+  std::mt19937_64 rng(20261201);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const PartitionProblem p = random_problem(rng);
+    Bytes least = std::numeric_limits<Bytes>::max();
+    for_each_cut(
+        static_cast<int>(p.layers.size()), p.stages,
+        [&](const std::vector<StageRange>& cut) { least = std::min(least, fullest(p, cut)); });
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    ASSERT_EQ(min_peak_memory(p), least);
+    EXPECT_TRUE(fits_memory(p, least));
+    EXPECT_FALSE(fits_memory(p, least - 1));
+    const Bytes cap = std::uniform_int_distribution<Bytes>(0, 2 * least)(rng);
+    EXPECT_EQ(fits_memory(p, cap), least <= cap) << "cap " << cap;
+  }
+}
+
 TEST(ParamsPartition, MatchesBruteForce) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 1000; ++trial) {

@@ -1,7 +1,7 @@
 // What the planner remembers between candidates: the memo itself, a
 // schedule's holds and the least-memory cut, each the same as computed afresh.
 
-#include "sim/shared_memo.h"
+#include "costmodels/shared_memo.h"
 
 #include <gtest/gtest.h>
 

@@ -1,15 +1,17 @@
 #pragma once
 // A process-wide memo of a pure function's results, safe to share between the
 // planner's threads: the planner meets the same sub-problems (a schedule's
-// holds, a least-memory cut) thousands of times across its candidates. Bounded:
-// past `capacity` entries it starts again. clear_shared_memos() empties every
-// memo, so that a benchmark times each run from cold as a fresh process would.
+// holds, a least-memory cut, a cluster's network) thousands of times across
+// its candidates. Bounded: past `capacity` entries it starts again. clear_shared_memos() empties
+// every memo, so that a benchmark times each run from cold as a fresh process would.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace pipescope {
 
@@ -27,6 +29,16 @@ class Clearable {
   virtual void clear() = 0;
 };
 }  // namespace detail
+
+// A hash of a key made of 64-bit words (FNV-1a over them): for memos keyed
+// by a problem's numbers.
+struct WordsHash {
+  std::size_t operator()(const std::vector<std::int64_t>& words) const {
+    std::uint64_t h = 0xcbf29ce484222325ULL;
+    for (const std::int64_t w : words) h = (h ^ static_cast<std::uint64_t>(w)) * 0x100000001b3ULL;
+    return static_cast<std::size_t>(h);
+  }
+};
 
 template <class Key, class Value, class Hash = std::hash<Key>>
 class SharedMemo final : public detail::Clearable {

@@ -1,4 +1,4 @@
-#include "sim/shared_memo.h"
+#include "costmodels/shared_memo.h"
 
 #include <algorithm>
 #include <vector>
