@@ -37,7 +37,7 @@ void MainWindow::build_controls() {
   chunks_spin_->setEnabled(false);
   chunks_spin_->setToolTip(
       tr("Model chunks v per device for interleaved-1f1b, interleaved-zb and looped-bfs (K x v "
-         "stages, stage s on device s mod K; interleaved-1f1b needs M a multiple of K); zb-v "
+         "stages, stage s on device s mod K; interleaved-1f1b needs M >= K in whole rounds); zb-v "
          "and dualpipe-v run exactly 2, stages d and 2K-1-d on device d"));
   remat_combo_ = new QComboBox;
   for (const Remat r : kAllRemats) {

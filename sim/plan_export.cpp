@@ -356,6 +356,13 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (interleaved && p.p2p == P2pMode::kOverlapped) {
     flags.push_back("--overlap-p2p-communication-warmup-flush");
   }
+  // M that K does not divide: the plan's rounds of M / max(1, M / K)
+  // micro-batches, which Megatron-LM's default groups of K cannot hold.
+  const int per_round = p.micro_batches / std::max(1, p.micro_batches / p.stages);
+  const bool grouped = interleaved && p.micro_batches % p.stages != 0;
+  if (grouped) {
+    flags.push_back("--microbatch-group-size-per-virtual-pipeline-stage " + str(per_round));
+  }
   std::ostringstream o;
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << export_summary(p)
@@ -413,6 +420,12 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
     o << "# Megatron-LM accepts --no-overlap-p2p-communication with virtual stages only on\n"
       << "# more than 2 pipeline stages (validate_args): on " << p.stages
       << " it overlaps the steady state's sends.\n";
+  }
+  if (grouped) {
+    o << "# M=" << p.micro_batches << " is not a multiple of K=" << p.stages
+      << ": each virtual stage runs groups of " << per_round << " micro-batches, as the plan does\n"
+      << "# (--microbatch-group-size-per-virtual-pipeline-stage, megatron-core core_r0.10 and\n"
+      << "# later; earlier releases refuse such M).\n";
   }
   if (p.tensor_parallel > 1) {
     o << "# With T > 1 Megatron-LM's tensor-parallel layers need CUDA_DEVICE_MAX_CONNECTIONS=1\n"

@@ -2,7 +2,7 @@
 // The planner (docs/commands.md, "`pipescope plan`"): given N devices, tries every K that divides
 // N (the other N / K are data-parallel replicas of the pipeline), every M that
 // divides the per-replica batch, every remat mode and every schedule (interleaved
-// with v = 2 and 4 chunks per device where M is a multiple of K); cuts each
+// with v = 2 and 4 chunks per device where the shape suits it); cuts each
 // optimally within memory, simulates it, and ranks what fits by throughput.
 // Choosing M is the point: more micro-batches shrink the bubble, smaller ones run
 // less efficiently per sample.

@@ -168,23 +168,27 @@ Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Rema
   Schedule s = placed_stages(ScheduleKind::kInterleaved1F1B, devices, micro_batches, chunks, remat);
   const int K = devices, M = micro_batches, v = chunks;
   const int total = M * v;  // chunk micro-batches per device
+  // Micro-batches run in rounds of per_round through each chunk in turn: K
+  // when K divides M, as Megatron-LM's default; PyTorch's rounds otherwise.
+  const int per_round = M / std::max(1, M / K);
   for (int d = 0; d < K; ++d) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(d)];
-    // Virtual step k: its chunk and micro-batch.
+    // Per stage, the next micro-batch forward and backward.
+    std::vector<int> forwarded(static_cast<std::size_t>(K * v), 0), backwarded(forwarded);
+    // Virtual step k's stage.
     const auto stage_of = [&](int k, bool forward) {
-      const int chunk = (k % (K * v)) / K;
+      const int chunk = (k / per_round) % v;
       return (forward ? chunk : v - 1 - chunk) * K + d;
     };
-    const auto micro_batch_of = [&](int k) { return (k / (K * v)) * K + k % K; };
-    const int warmup = M == K ? total : std::min(2 * (K - d - 1) + (v - 1) * K, total);
+    const int warmup = M == K ? total : std::min(2 * (K - d - 1) + (v - 1) * per_round, total);
     int next_f = 0, next_b = 0;
     const auto forward = [&] {
-      ops.push_back({OpKind::kForward, stage_of(next_f, true), micro_batch_of(next_f)});
-      ++next_f;
+      const int stage = stage_of(next_f++, true);
+      ops.push_back({OpKind::kForward, stage, forwarded[static_cast<std::size_t>(stage)]++});
     };
     const auto backward = [&] {
-      push_backward(ops, s, stage_of(next_b, false), micro_batch_of(next_b));
-      ++next_b;
+      const int stage = stage_of(next_b++, false);
+      push_backward(ops, s, stage, backwarded[static_cast<std::size_t>(stage)]++);
     };
     while (next_f < warmup) forward();
     while (next_f < total) {  // steady state: one forward, one backward
@@ -514,7 +518,8 @@ int most_stashes_held(const Schedule& s) {
 std::string_view schedule_shape_rule(ScheduleKind kind) {
   switch (kind) {
     case ScheduleKind::kInterleaved1F1B:
-      return "M to be a multiple of K (as Megatron-LM does)";
+      return "M >= K and a multiple of its rounds, max(1, M / K) (what both PyTorch's "
+             "ScheduleInterleaved1F1B and Megatron-LM run)";
     case ScheduleKind::kInterleavedZb:
       return "M to be a multiple of its rounds, max(1, M / K) (as PyTorch's "
              "ScheduleInterleavedZeroBubble)";
@@ -550,14 +555,16 @@ std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_bat
            (kind == ScheduleKind::kZbV ? "ScheduleZBVZeroBubble" : "ScheduleDualPipeV") +
            "), got " + std::to_string(chunks);
   }
-  const int rounds = std::max(1, micro_batches / devices);  // interleaved-zb's
+  const int rounds = std::max(1, micro_batches / devices);  // the interleaved schedules'
+  const bool in_rounds =
+      kind == ScheduleKind::kInterleavedZb || kind == ScheduleKind::kInterleaved1F1B;
   const bool breaks_rule = (kind == ScheduleKind::kDualPipeV && micro_batches < 2 * devices) ||
-                           (kind == ScheduleKind::kInterleavedZb && micro_batches % rounds != 0) ||
-                           (kind == ScheduleKind::kInterleaved1F1B && micro_batches % devices != 0);
+                           (in_rounds && micro_batches % rounds != 0) ||
+                           (kind == ScheduleKind::kInterleaved1F1B && micro_batches < devices);
   if (!breaks_rule) return {};
   return std::string(to_string(kind)) + " needs " + std::string(schedule_shape_rule(kind)) +
          ": M=" + std::to_string(micro_batches) + ", K=" + std::to_string(devices) +
-         (kind == ScheduleKind::kInterleavedZb ? ", rounds " + std::to_string(rounds) : "");
+         (in_rounds ? ", rounds " + std::to_string(rounds) : "");
 }
 
 Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat remat,

@@ -98,13 +98,18 @@ Schedule build_zb_h1(int stages, int micro_batches, Remat remat);
 
 // Interleaved 1F1B (Megatron-LM, Narayanan et al. 2021, "Efficient Large-Scale
 // Language Model Training on GPU Clusters"): K devices, v chunks each, stage s =
-// c K + d on device d. Device d sees the K v M chunk micro-batches in groups of
-// K micro-batches: virtual step k is micro-batch (k / Kv) K + k mod K of chunk
-// (k mod Kv) / K going forward, chunk v - 1 - that going backward. It runs
-// min(2 (K - d - 1) + (v - 1) K, vM) warm-up forwards (all of them when M = K),
+// c K + d on device d. Device d sees the v M chunk micro-batches in rounds of
+// N = M / R micro-batches, R = max(1, M / K) (N = K when K divides M): virtual
+// step k is of chunk (k / N) mod v going forward, chunk v - 1 - that going
+// backward, each stage's micro-batches in order. It runs
+// min(2 (K - d - 1) + (v - 1) N, vM) warm-up forwards (all of them when M = K),
 // then one forward and one backward until the forwards run out, then the rest
-// of the backwards, then each chunk's optimizer step. Needs M a multiple of K, as
-// Megatron does. With equal stages the bubble is 1/v of 1F1B's.
+// of the backwards, then each chunk's optimizer step. Needs M >= K and a
+// multiple of R, what both frameworks run: PyTorch's ScheduleInterleaved1F1B
+// takes any multiple of R, Megatron-LM groups of N >= K (a multiple of K at its
+// default N = K; any N through --microbatch-group-size-per-virtual-pipeline-
+// stage, from megatron-core core_r0.10). With equal stages the bubble is 1/v
+// of 1F1B's.
 Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Remat remat);
 
 // Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism"; PyTorch's
@@ -170,9 +175,9 @@ Schedule build_dualpipe_v(int devices, int micro_batches, Remat remat);
 
 // The schedule `kind` over K devices (K stages unless kind takes chunks, then K
 // x chunks). Throws std::invalid_argument when the shape does not suit the kind
-// (chunks > 1 for a kind that does not take chunks, M not a multiple of K with
-// interleaved-1f1b, chunks other than 2 with zb-v and dualpipe-v, M < 2K with
-// dualpipe-v, M not a multiple of its rounds with interleaved-zb).
+// (chunks > 1 for a kind that does not take chunks, chunks other than 2 with
+// zb-v and dualpipe-v, M < 2K with dualpipe-v, M not a multiple of its rounds
+// with interleaved-1f1b and interleaved-zb, M < K with interleaved-1f1b).
 Schedule build_schedule(ScheduleKind kind, int devices, int micro_batches, Remat remat,
                         int chunks = 1);
 
@@ -198,8 +203,8 @@ std::vector<StashCount> held_at_peak(const Schedule& s, Checkpoint checkpoint = 
 // string: the rules build_schedule enforces, for callers that report them.
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks);
 // What `kind` asks of M and K beyond K >= 1 and M >= 1, in the words of
-// schedule_shape_problem's message (e.g. "M to be a multiple of K (as
-// Megatron-LM does)"); empty when nothing.
+// schedule_shape_problem's message (e.g. "M >= 2K, its stage count (as
+// PyTorch's ScheduleDualPipeV)"); empty when nothing.
 std::string_view schedule_shape_rule(ScheduleKind kind);
 
 // Checks that every stage has exactly one F and one B per micro-batch (and one R

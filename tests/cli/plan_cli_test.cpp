@@ -441,7 +441,8 @@ TEST(SweepCli, ScheduleAndChunksReachEveryPair) {
   const nlohmann::json one = sweep("--schedule 1f1b");
   ASSERT_EQ(inter.size(), 2u);
   EXPECT_EQ(inter[0]["error"],
-            "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=2, K=4");
+            "interleaved-1f1b needs M >= K and a multiple of its rounds, max(1, M / K) (what both "
+            "PyTorch's ScheduleInterleaved1F1B and Megatron-LM run): M=2, K=4, rounds 1");
   // Two chunks a device cut the bubble by a fifth or more (less than half:
   // the chunk with the head and its fp32 loss is the heaviest).
   EXPECT_LT(inter[1]["bubble_fraction"].get<double>(),
@@ -452,7 +453,8 @@ TEST(SweepCli, ScheduleAndChunksReachEveryPair) {
   EXPECT_EQ(bad.out, "");
   EXPECT_EQ(bad.err,
             "pipescope: error: sweep of demo: 1 of the 1 configurations cannot run (K=4 M=2: "
-            "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=2, K=4)\n");
+            "interleaved-1f1b needs M >= K and a multiple of its rounds, max(1, M / K) (what both "
+            "PyTorch's ScheduleInterleaved1F1B and Megatron-LM run): M=2, K=4, rounds 1)\n");
   // Chunks without a schedule that takes them are the scenario's error, named
   // by the flag, before any configuration is tried.
   const CliResult chunks = run("sweep " + kDemo + " -K 4 -M 8 --chunks 2 --json");

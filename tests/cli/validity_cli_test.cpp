@@ -138,7 +138,7 @@ TEST(ValidityCli, CapacityAppliesTheScheduleRuleSimulateApplies) {
   EXPECT_EQ(sim.status, 1);
   const CliResult cap = run("capacity " + kDemo + set);
   EXPECT_EQ(cap.status, 1) << cap.out;
-  const std::string rule = "interleaved-1f1b needs M to be a multiple of K";
+  const std::string rule = "interleaved-1f1b needs M >= K and a multiple of its rounds";
   EXPECT_NE(sim.err.find(rule), std::string::npos) << sim.err;
   EXPECT_NE(cap.err.find(rule), std::string::npos) << cap.err;
 }

@@ -84,8 +84,8 @@ std::vector<Case> cases() {
       }
     }
   }
-  // Interleaved: v chunks per device, K x v <= 6 stages, M a multiple of K
-  // dividing the batch of 8.
+  // Interleaved: v chunks per device, K x v <= 6 stages, M dividing the batch
+  // of 8: a multiple of K, and on K = 3 one that is not (one round of 4).
   for (int K : {1, 2}) {
     for (int chunks : {2, 3}) {
       for (int M : {K, 2 * K, 4 * K}) {
@@ -94,6 +94,9 @@ std::vector<Case> cases() {
         }
       }
     }
+  }
+  for (const Remat remat : kScheduleRemats) {
+    out.push_back({3, 4, remat, ScheduleKind::kInterleaved1F1B, 2});
   }
   // Looped BFS: v chunks per device, any M (here one not a multiple of K too).
   for (int K : {1, 2}) {

@@ -162,17 +162,26 @@ TEST(PlanExport, ChunkedPlansAreNamedByTheirOwnSchedule) {
         megatron.find("# Megatron-LM runs interleaved 1F1B, not " + std::string(label) + ": "),
         std::string::npos)
         << megatron;
-    // Megatron-LM (and PipeScope's interleaved 1F1B) take M a multiple of K.
+    // M that K does not divide: Megatron-LM's groups of M / max(1, M / K)
+    // micro-batches, the plan's rounds.
     p.micro_batches = 3;
+    const std::string grouped = export_plan(p, ExportFormat::kMegatron);
+    EXPECT_NE(grouped.find("--microbatch-group-size-per-virtual-pipeline-stage 3"),
+              std::string::npos)
+        << grouped;
+    EXPECT_NE(grouped.find("megatron-core core_r0.10 and"), std::string::npos) << grouped;
+    // M < K: Megatron-LM's groups hold at least K.
+    p.micro_batches = 1;
     try {
       export_plan(p, ExportFormat::kMegatron);
-      ADD_FAILURE() << "a " << name << " plan with M=3 on K=2 was exported to megatron";
+      ADD_FAILURE() << "a " << name << " plan with M=1 on K=2 was exported to megatron";
     } catch (const std::invalid_argument& e) {
       EXPECT_EQ(std::string(e.what()),
                 "cannot export this " + name +
                     " plan to megatron: Megatron-LM runs it as interleaved 1F1B, and "
-                    "interleaved-1f1b needs M to be a multiple of K (as Megatron-LM does): M=3, "
-                    "K=2; plan with such an M, or export it to torch-pipelining");
+                    "interleaved-1f1b needs M >= K and a multiple of its rounds, max(1, M / K) "
+                    "(what both PyTorch's ScheduleInterleaved1F1B and Megatron-LM run): M=1, K=2, "
+                    "rounds 1; plan with such an M, or export it to torch-pipelining");
     }
   }
 }

@@ -475,11 +475,12 @@ TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
             "p.json: chunks: gpipe runs one chunk per device; 2 chunks need one of "
             "interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v");
   EXPECT_EQ(error_after([](json& d) {
-              d["schedule"] = "interleaved-1f1b";
+              d["schedule"] = "dualpipe-v";
               d["chunks"] = 2;
             }),
-            "p.json: chunks: interleaved-1f1b needs M to be a multiple of K (as Megatron-LM "
-            "does): M=4, K=3");
+
+            "p.json: chunks: dualpipe-v needs M >= 2K, its stage count (as PyTorch's "
+            "ScheduleDualPipeV): M=4, K=3");
   EXPECT_EQ(error_after([](json& d) { d["chunks"] = 0; }),
             "p.json: chunks: expected a positive integer, got 0");
   EXPECT_EQ(error_after([](json& d) { d["model"]["hash"] = "0123456789ABCDEF"; }),

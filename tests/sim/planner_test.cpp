@@ -184,7 +184,8 @@ TEST(Planner, ImpossibleRequestsAreConfigErrors) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "no configuration of 4 devices with K=4 and M=2 can run interleaved-1f1b: it "
-                 "needs M to be a multiple of K (as Megatron-LM does) and K x v stages of at "
+                 "needs M >= K and a multiple of its rounds, max(1, M / K) (what both PyTorch's "
+                 "ScheduleInterleaved1F1B and Megatron-LM run) and K x v stages of at "
                  "least one layer each");
   }
   // Each chunked schedule names its own rule.
