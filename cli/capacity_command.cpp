@@ -26,10 +26,10 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
                   "every value tried all the same: kernels needs the device's kernel table, and "
                   "a value whose layers the profile did not measure is an error, not \"does not "
                   "fit\"");
-  cmd->add_option("-K,--stages", o.stages, "Pipeline stages")->required()->check(positive_number());
+  cmd->add_option("-K,--stages", o.stages, "Pipeline stages")->required()->check(positive_count());
   cmd->add_option("-M,--micro-batches", o.micro_batches,
                   "Micro-batches (default: training.micro_batches)")
-      ->check(positive_number());
+      ->check(positive_count());
   add_remat_option(*cmd, o.remat, "default: training.remat");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);

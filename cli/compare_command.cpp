@@ -42,7 +42,7 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
   cmd->add_option("-T,--tensor-parallel", o.tensor_parallel,
                   "The plan's tensor-parallel ranks per stage, checked against the T the plan "
                   "carries (a thread per rank on the cpu backend)")
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("--profile", o.profile,
                   "Predict from this profile (`pipescope profile`) instead of profiling the "
                   "plan's model at its micro-batch size before each round's steps");

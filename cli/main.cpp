@@ -97,6 +97,7 @@ int run_reporting_errors(const std::function<int()>& command) {
 
 int main(int argc, char** argv) {
   pipescope::check_standard_output_writes();
+  pipescope::refuse_overwriting_inputs(true);
   CLI::App app{"PipeScope: plan, simulate and check pipeline-parallel training (GPipe and after)",
                "pipescope"};
   app.require_subcommand(1);

@@ -8,6 +8,7 @@
 #include "cli/error_line.h"
 #include "exec/host_memory.h"
 #include "exec/plan_runner.h"
+#include "exec/transport.h"
 
 namespace pipescope::cli {
 
@@ -37,10 +38,8 @@ void MpiJob::rank_error(const std::exception& e) const {
 }
 
 void MpiJob::require_devices(int devices, const std::string& plan_file) const {
-  if (devices == size()) return;
-  throw std::invalid_argument(plan_file + ": the plan runs on " + std::to_string(devices) +
-                              " devices but this MPI job has " + std::to_string(size()) +
-                              " processes; start it with mpirun -np " + std::to_string(devices));
+  const std::string problem = exec::rank_count_problem(devices, size());
+  if (!problem.empty()) throw std::invalid_argument(plan_file + ": " + problem);
 }
 
 std::vector<int> MpiJob::node_ranks() const {

@@ -32,11 +32,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   add_scenario_options(*cmd, o.scenario);
   add_cost_model_option(*cmd, o.scenario);
   cmd->add_option("--devices", o.devices, "Devices N to plan for (default: the cluster's)")
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("-K,--stages", o.stages, "Fix the number of pipeline stages")
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("-M,--micro-batches", o.micro_batches, "Fix the number of micro-batches")
-      ->check(positive_number());
+      ->check(positive_count());
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
@@ -44,12 +44,12 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
       ->check(CLI::IsMember(schedule_choices(true)));
   add_schedule_file_option(*cmd, o.schedule_file);
   cmd->add_option("--chunks", o.chunks, chunks_help("default: try 2 and 4"))
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("--max-micro-batches", o.max_micro_batches, "Largest M to try")
-      ->check(positive_number())
+      ->check(positive_count())
       ->capture_default_str();
   cmd->add_option("--top", o.top, "How many plans to list")
-      ->check(positive_number())
+      ->check(positive_count())
       ->capture_default_str();
   cmd->add_option("-o,--output", o.output, "Write the best plan as plan JSON");
   cmd->add_flag("--json", o.json, "Print the ranking as JSON");

@@ -76,6 +76,7 @@ exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& sc
                                   "micro-batch size of; give the sizes with --batch-sizes");
     }
   }
+  exec::check_profile_fits_host(scenario.model, p.batch_sizes.back(), o.scenario.file + ": model");
   p.repeats = o.repeats;
   p.seed = o.seed;
   p.optimizer = scenario.training.optimizer.value_or(Optimizer::kAdam);

@@ -45,9 +45,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   cmd->add_option("-T,--tensor-parallel", o.tensor_parallel,
                   "The plan's tensor-parallel ranks per stage, checked against the T the plan "
                   "carries (a thread per rank on the cpu backend)")
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("--steps", o.steps, "Training steps")
-      ->check(positive_number())
+      ->check(positive_count())
       ->capture_default_str();
   cmd->add_option("--lr", o.learning_rate, "Learning rate")
       ->check(positive_number())
@@ -58,7 +58,7 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
   cmd->add_option("--watchdog", o.watchdog_ms,
                   "Stop with an error naming the waiting ops when a device waits this many ms "
                   "for an activation or gradient")
-      ->check(positive_number())
+      ->check(positive_count())
       ->capture_default_str();
   cmd->add_option("--inject-fault", o.inject_fault)->group("");  // testing hook (run_command.h)
   return cmd;

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <string>
+#include <system_error>
 
 #include "sim/cost_model_file.h"
 #include "sim/hf_config.h"
@@ -29,7 +32,7 @@ void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o) {
                  "num_hidden_layers, intermediate_size, num_attention_heads, vocab_size, ...)");
   cmd.add_option("--seq-len", o.seq_len,
                  "Sequence length for --hf-config (default: its max_position_embeddings)")
-      ->check(positive_number());
+      ->check(positive_count());
   std::vector<std::string> frameworks;
   for (const Framework& f : framework_profiles()) frameworks.push_back(f.name);
   cmd.add_option("--framework", o.framework,
@@ -54,6 +57,24 @@ CLI::Validator positive_number() {
           return "expected a number above 0, got " + input;
         }
         return {};
+      },
+      "POSITIVE");
+}
+
+CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        const std::string problem = positive_number().operator()(input);
+        if (!problem.empty()) return problem;
+        long long v = 0;
+        const char* const end = input.data() + input.size();
+        const auto [stop, ec] = std::from_chars(input.data() + (input[0] == '+' ? 1 : 0), end, v);
+        if (ec == std::errc() && stop == end && v <= std::numeric_limits<int>::max()) return {};
+        if (ec == std::errc::invalid_argument || (ec == std::errc() && stop != end)) {
+          return "expected a whole number above 0, got " + input;
+        }
+        return "expected a number from 1 to " + std::to_string(std::numeric_limits<int>::max()) +
+               ", got " + input;
       },
       "POSITIVE");
 }
@@ -135,7 +156,7 @@ void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parall
                  "layers splits over T devices of a node, which all-reduce its results; the "
                  "cluster's devices form groups of T, so K x D x T devices run (default: "
                  "training.tensor_parallel, else 1)")
-      ->check(positive_number());
+      ->check(positive_count());
 }
 
 std::vector<std::string> schedule_choices(bool with_custom) {

@@ -74,6 +74,9 @@ std::shared_ptr<const CustomSchedule> custom_of(const std::optional<std::string>
 // the smallest and largest doubles, a 309-digit number; this says "expected a
 // number above 0, got 0".
 CLI::Validator positive_number();
+// A whole number from 1 to 2^31 - 1, for counts held in an int: CLI11 says
+// "Could not convert" of 1.5 and of 99999999999 without the range.
+CLI::Validator positive_count();
 // --seed: a whole number from 0 to 2^64 - 1, refused outside it (CLI11 would
 // wrap "-1" round to 2^64 - 1 and clamp larger values without a word).
 void add_seed_option(CLI::App& cmd, std::uint64_t& seed, const std::string& description);

@@ -32,10 +32,10 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("-K,--stages", opts->stages,
                   "Pipeline stages (default: the cluster's device count; where that cannot "
                   "run or fit and nothing fixes the layout, the planner's best plan)")
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("-M,--micro-batches", opts->micro_batches,
                   "Micro-batches per step (default: training.micro_batches)")
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("--schedule", opts->schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember(schedule_choices(true)));
   add_schedule_file_option(*cmd, opts->schedule_file);
@@ -43,10 +43,10 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "Data-parallel replicas of the pipeline (K x D devices): one replica is "
                   "simulated on its share of the batch, each stage all-reducing its gradients "
                   "over a ring of the replicas before its optimizer step (default: 1)")
-      ->check(positive_number());
+      ->check(positive_count());
   add_tensor_parallel_option(*cmd, opts->tensor_parallel);
   cmd->add_option("--chunks", opts->chunks, chunks_help("default: training.chunks"))
-      ->check(positive_number());
+      ->check(positive_count());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
   add_checkpoint_option(*cmd, opts->checkpoint);
   add_partition_option(*cmd, opts->partition)->each([opts](const std::string&) {

@@ -25,23 +25,23 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   cmd->add_option("-K,--stages", o.stages,
                   "Stage counts, comma-separated (default: 1, 2, 4, ... up to the devices)")
       ->delimiter(',')
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("-M,--micro-batches", o.micro_batches,
                   "Micro-batch counts, comma-separated (default: 1, 2, 4, ... dividing the batch)")
       ->delimiter(',')
-      ->check(positive_number());
+      ->check(positive_count());
   add_remat_option(*cmd, o.remat, "default: training.remat");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
   cmd->add_option("--schedule", o.schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember(schedule_choices(false)));
   cmd->add_option("--chunks", o.chunks, chunks_help("default: training.chunks"))
-      ->check(positive_number());
+      ->check(positive_count());
   cmd->add_option("-D,--data-parallel", o.data_parallel,
                   "Data-parallel replicas of each pipeline: every K x M point simulates one of "
                   "D replicas of K devices on batch / D, with each stage's gradient all-reduce, "
                   "and counts all D in its throughput (default: 1)")
-      ->check(positive_number());
+      ->check(positive_count());
   add_partition_option(*cmd, o.partition);
   add_balance_option(*cmd, o.balance);
   cmd->add_option("--csv", o.csv, "Also write the results as CSV");

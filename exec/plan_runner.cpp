@@ -30,6 +30,23 @@ void check_executor_size(const ModelSpec& model, const std::string& where) {
   }
 }
 
+void check_profile_fits_host(const ModelSpec& model, std::int64_t batch, const std::string& where) {
+  const std::optional<HostMemory> host = host_memory_available();
+  if (!host) return;
+  for (const LayerSpec& layer : model.layers) {
+    const double state = static_cast<double>(layer.params) * 16.0;
+    const double stash = static_cast<double>(layer.stash_bytes) * static_cast<double>(batch);
+    if (state + stash <= static_cast<double>(host->bytes)) continue;
+    throw std::invalid_argument(
+        where + ": layer '" + layer.name + "' at micro-batch " + std::to_string(batch) +
+        " needs at least " + format_bytes(state + stash) + " (" + format_bytes(state) +
+        " of fp32 weights, gradients and optimizer state and " + format_bytes(stash) +
+        " of activations kept for its backward), but this machine has " +
+        format_bytes(static_cast<double>(host->bytes)) + " available (" + host->source +
+        "); profile smaller micro-batches (--batch-sizes) or a smaller model");
+  }
+}
+
 namespace {
 
 // The plan's whole model cut to one tensor rank's share, as the plan's layers

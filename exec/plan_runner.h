@@ -29,6 +29,13 @@ inline constexpr double kMaxExecutorBytes = 4.0 * 1024 * 1024 * 1024;
 // gradients and optimizer state exceed kMaxExecutorBytes.
 void check_executor_size(const ModelSpec& model, const std::string& where);
 
+// Throws std::invalid_argument, starting with `where`, when profiling a layer
+// of `model` at micro-batch `batch` needs more than this machine has
+// available: its fp32 weights, gradients and optimizer state and the stash it
+// keeps at that batch, a floor of what the measurement allocates. Nothing is
+// checked where the available memory cannot be read.
+void check_profile_fits_host(const ModelSpec& model, std::int64_t batch, const std::string& where);
+
 // The plan's model: under tensor parallelism (T > 1) one tensor rank's share
 // of it, as the plan's layers are. Throws std::invalid_argument naming
 // `plan_file` and the field when the plan carries no family parameters (an

@@ -1,9 +1,17 @@
 #include "exec/transport.h"
 
 #include <numeric>
+#include <string>
 #include <utility>
 
 namespace pipescope::exec {
+
+std::string rank_count_problem(int devices, int ranks) {
+  if (devices == ranks) return {};
+  return "the plan runs on " + std::to_string(devices) + " device" + (devices == 1 ? "" : "s") +
+         " but this MPI job has " + std::to_string(ranks) + " process" + (ranks == 1 ? "" : "es") +
+         "; start it with mpirun -np " + std::to_string(devices);
+}
 
 std::vector<int> InProcessTransport::local_devices(int devices) const {
   std::vector<int> all(static_cast<std::size_t>(devices));

@@ -18,6 +18,11 @@
 
 namespace pipescope::exec {
 
+// Why an MPI job of `ranks` processes cannot run a plan of `devices` devices
+// (one process a device), or empty: "the plan runs on 2 devices but this MPI
+// job has 1 process; start it with mpirun -np 2".
+std::string rank_count_problem(int devices, int ranks);
+
 class Transport {
  public:
   using Clock = Channel::Clock;

@@ -21,6 +21,7 @@
 
 #include "sim/cancel.h"
 #include "sim/file_descriptor.h"
+#include "sim/input_file.h"
 #include "sim/temp_files.h"
 
 namespace pipescope {
@@ -33,6 +34,7 @@ namespace {
 // reserve_standard_output_for_data() has sent the rest of stdout to stderr.
 std::atomic<int> g_data_fd{STDOUT_FILENO};
 std::atomic<bool> g_unnamed{true};
+std::atomic<bool> g_protect_inputs{false};
 // The reason the first write to standard output failed (check_standard_output_writes).
 std::atomic<int> g_stdout_error{0};
 
@@ -294,6 +296,10 @@ void use_unnamed_temporaries(bool use) {
   g_unnamed.store(use);
 }
 
+void refuse_overwriting_inputs(bool refuse) {
+  g_protect_inputs.store(refuse);
+}
+
 std::optional<int> open_descriptor_named(const fs::path& path) {
   return follow_links(path, nullptr).descriptor;
 }
@@ -341,6 +347,13 @@ Destination resolve(const fs::path& path) {
     return d;
   }
   if (S_ISDIR(st.st_mode)) throw OutputError(d.label, "cannot write", EISDIR);
+  if (S_ISREG(st.st_mode) && g_protect_inputs.load()) {
+    if (const std::optional<std::string> input = read_as(st)) {
+      throw OutputError(d.label, "cannot write: it is " + *input +
+                                     ", an input of this command, which the output would "
+                                     "replace; write it elsewhere");
+    }
+  }
   d.old = st;
   if (!S_ISREG(st.st_mode)) d.kind = Destination::Kind::kInPlace;
   return d;

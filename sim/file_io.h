@@ -20,6 +20,9 @@
 //   descriptor, at its offset as the shell opened it (appending after `>>`),
 //   never renamed over the file it stands for.
 // - A name ending in ".gz" is written compressed (gzip).
+// - Once refuse_overwriting_inputs(true) (the command line's), a regular file
+//   this process has read as an input (sim/input_file.h) is not replaced: an
+//   OutputError says which input it is, and nothing is written.
 // - Every write is checked: a full disk, a closed pipe or the file size limit
 //   is an OutputError naming the output and the reason.
 // - A write that takes more than two seconds shows its progress on a terminal.
@@ -66,6 +69,11 @@ void write_files_atomically(const std::vector<Output>& outputs);
 // For tests: false makes every regular output take the named way, as on file
 // systems without unnamed temporary files.
 void use_unnamed_temporaries(bool use);
+
+// true: an output that names a regular file this process read as an input
+// is refused (the command line: `plan s.json -o s.json` would lose the
+// scenario). The desktop app leaves it off: its save dialogs ask first.
+void refuse_overwriting_inputs(bool refuse);
 
 // Whether `path` names standard output: "-", or a name of descriptor 1
 // (/dev/stdout, /dev/fd/1, /proc/self/fd/1, directly or through links).

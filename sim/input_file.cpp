@@ -12,6 +12,9 @@
 #include <cerrno>
 #include <functional>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "sim/cancel.h"
 #include "sim/file_descriptor.h"
@@ -43,6 +46,23 @@ void wait_readable(int fd) {
   }
 }
 
+// The regular files read so far, by device and inode, and the names they
+// were read as.
+struct InputsRead {
+  std::mutex mutex;
+  std::map<std::pair<dev_t, ino_t>, std::string> names;
+};
+InputsRead& inputs_read() {
+  static InputsRead inputs;
+  return inputs;
+}
+
+void note_input(const struct stat& st, const std::filesystem::path& path) {
+  InputsRead& r = inputs_read();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.names.emplace(std::make_pair(st.st_dev, st.st_ino), path.string());
+}
+
 std::string read_all(const std::filesystem::path& path, std::uint64_t max_bytes,
                      const std::string& what, const Fail& fail) {
   const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
@@ -56,6 +76,7 @@ std::string read_all(const std::filesystem::path& path, std::uint64_t max_bytes,
   // Regular files never block; anything else (FIFOs, pipes, devices) may wait.
   const bool regular = S_ISREG(st.st_mode);
   if (regular && static_cast<std::uint64_t>(st.st_size) > max_bytes) too_large();
+  if (regular) note_input(st, path);
   std::string text;
   if (regular) text.reserve(static_cast<std::size_t>(st.st_size));
   std::array<char, 1 << 16> buffer;
@@ -121,6 +142,14 @@ std::string read_input_file(const std::filesystem::path& path, const std::string
                             std::uint64_t max_bytes, const std::string& what) {
   return read_all(path, max_bytes, what,
                   [&](const std::string& reason) { throw ScenarioError(label, "", reason); });
+}
+
+std::optional<std::string> read_as(const struct stat& st) {
+  InputsRead& r = inputs_read();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  const auto it = r.names.find(std::make_pair(st.st_dev, st.st_ino));
+  if (it == r.names.end()) return std::nullopt;
+  return it->second;
 }
 
 std::string read_trace_input(const std::filesystem::path& path, std::uint64_t max_bytes) {

@@ -12,8 +12,11 @@
 //   wrong file (a disk image, /dev/zero) is refused at once rather than read into
 //   memory. The limits are far above real files of each kind.
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace pipescope {
@@ -43,6 +46,11 @@ std::string read_input_file(const std::filesystem::path& path, const std::string
 // same limit on what it holds. Tests set a smaller limit.
 std::string read_trace_input(const std::filesystem::path& path,
                              std::uint64_t max_bytes = kMaxTraceBytes);
+
+// The name under which this process read the regular file `st` describes (by
+// device and inode), if any reader above read it: outputs can refuse to
+// replace an input (sim/file_io.h).
+std::optional<std::string> read_as(const struct stat& st);
 
 // "64 MiB", "4 GiB", "512 bytes": a limit as the errors print it.
 std::string byte_size_text(std::uint64_t bytes);

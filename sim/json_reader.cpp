@@ -284,6 +284,13 @@ std::string line_and_column(std::string_view text, std::size_t position) {
 }  // namespace
 
 std::optional<JsonProblem> find_json_problem(std::string_view text) {
+  // nlohmann/json ends its input at a NUL byte, so what follows one (the rest
+  // of a file a crash padded with zeros) would go unread.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return JsonProblem{JsonProblem::Kind::kMalformed, "",
+                       "malformed JSON at " + line_and_column(text, nul + 1) +
+                           ": a NUL byte, which JSON text never holds"};
+  }
   Checker checker;
   json::sax_parse(text.begin(), text.end(), &checker);
   if (checker.problem && checker.problem->kind == JsonProblem::Kind::kMalformed) {

@@ -38,6 +38,9 @@ WriteProgress::Sink terminal_sink() {
 OutputError::OutputError(const std::string& label, const std::string& action, int err)
     : std::runtime_error(label + ": " + action + ": " + std::strerror(err)), errno_(err) {}
 
+OutputError::OutputError(const std::string& label, const std::string& reason)
+    : std::runtime_error(label + ": " + reason), errno_(0) {}
+
 std::string progress_text(std::uint64_t bytes, double seconds) {
   const double rate = seconds > 0.0 ? static_cast<double>(bytes) / seconds : 0.0;
   return format_bytes(static_cast<double>(bytes)) + " at " + format_rate(rate);

@@ -24,6 +24,8 @@ namespace pipescope {
 class OutputError : public std::runtime_error {
  public:
   OutputError(const std::string& label, const std::string& action, int err);
+  // "label: reason", for a refusal that is no system error (error_number 0).
+  OutputError(const std::string& label, const std::string& reason);
   int error_number() const { return errno_; }
 
  private:

@@ -195,10 +195,8 @@ MpiTransport::~MpiTransport() {
 }
 
 std::vector<int> MpiTransport::local_devices(int devices) const {
-  if (devices != size_) {
-    throw std::invalid_argument("the plan runs on " + std::to_string(devices) +
-                                " devices but this MPI job has " + std::to_string(size_) +
-                                " processes; start it with mpirun -np " + std::to_string(devices));
+  if (const std::string problem = rank_count_problem(devices, size_); !problem.empty()) {
+    throw std::invalid_argument(problem);
   }
   return {rank_};
 }

@@ -98,6 +98,40 @@ TEST_F(FileSafetyCli, AMissingFolderIsNamedWithTheReason) {
   EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
 }
 
+// An output that names one of the command's own inputs is refused, whatever
+// the name it is given by: the input is left as it was.
+TEST_F(FileSafetyCli, AnOutputThatIsAnInputIsRefused) {
+  const fs::path scenario = dir_ / "s.json";
+  fs::copy_file(kDemo, scenario);
+  const std::string before = slurp(scenario);
+  const auto refusal = [](const fs::path& out, const fs::path& input) {
+    return "pipescope: error: " + out.string() + ": cannot write: it is " + input.string() +
+           ", an input of this command, which the output would replace; write it elsewhere\n";
+  };
+  const CliResult plan = run("plan " + scenario.string() + " -K 4 -M 8 -o " + scenario.string());
+  EXPECT_EQ(plan.status, 1);
+  EXPECT_EQ(plan.err, refusal(scenario, scenario));
+  fs::create_symlink(scenario, dir_ / "link.json");
+  const CliResult trace =
+      run("simulate " + scenario.string() + " --trace " + (dir_ / "link.json").string());
+  EXPECT_EQ(trace.status, 1);
+  EXPECT_EQ(trace.err, refusal(dir_ / "link.json", scenario));
+  EXPECT_EQ(slurp(scenario), before);
+  // A plan exported over itself, and over the plan beside it: only the first is refused.
+  const fs::path plan_file = dir_ / "p.json";
+  ASSERT_EQ(run("plan " + scenario.string() + " -K 4 -M 8 --schedule 1f1b -o " + plan_file.string())
+                .status,
+            0);
+  const CliResult exported =
+      run("export " + plan_file.string() + " --to megatron -o " + plan_file.string());
+  EXPECT_EQ(exported.status, 1);
+  EXPECT_EQ(exported.err, refusal(plan_file, plan_file));
+  EXPECT_EQ(
+      run("export " + plan_file.string() + " --to megatron -o " + (dir_ / "flags.txt").string())
+          .status,
+      0);
+}
+
 // `-o /dev/stdout` with standard output appended to a file keeps the file's
 // earlier lines, as `-o -` does: the data goes through the descriptor.
 TEST_F(FileSafetyCli, DevStdoutAppendsThroughTheDescriptor) {

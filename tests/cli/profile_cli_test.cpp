@@ -194,6 +194,22 @@ TEST(ProfileCli, RefusesAProfileOfAnotherModelOrAMalformedOne) {
   EXPECT_FALSE(fs::exists(file));
 }
 
+// A layer whose measurement would need more memory than the machine has is
+// refused before anything is allocated: at a sequence of 2^20 tokens one
+// attention's scores alone run to terabytes.
+TEST(ProfileCli, RefusesALayerLargerThanTheMachineBeforeAllocating) {
+  const fs::path out = temp("huge_profile.json");
+  const CliResult r =
+      run("profile " + kSmall + " --set model.seq_len=1048576 --batch-sizes 1 -o " + out.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("pipescope: error: " + kSmall + ": model: layer '", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("' at micro-batch 1 needs at least "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("profile smaller micro-batches (--batch-sizes) or a smaller model\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(CompareCli, JsonKeepsTheContractAndItsArithmetic) {
   const fs::path profile = quick_profile("compare_profile.json");
   const fs::path plan = temp("compare_plan.json");

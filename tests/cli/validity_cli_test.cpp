@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -190,6 +192,18 @@ TEST(ValidityCli, NonPositiveCountsGiveAReadableRange) {
     EXPECT_NE(r.err.find("expected a number above 0, got 0"), std::string::npos) << command << "\n"
                                                                                  << r.err;
     EXPECT_LT(r.err.size(), 300u) << r.err;
+  }
+  // Beyond an int, or not whole: the range, not CLI11's "Could not convert".
+  const std::vector<std::pair<std::string, std::string>> wrong = {
+      {"simulate " + kDemo + " -K 99999999999",
+       "--stages: expected a number from 1 to 2147483647, got 99999999999"},
+      {"sweep " + kDemo + " -M 8,4294967296",
+       "--micro-batches: expected a number from 1 to 2147483647, got 4294967296"},
+      {"plan " + kDemo + " --top 1.5", "--top: expected a whole number above 0, got 1.5"}};
+  for (const auto& [command, message] : wrong) {
+    const CliResult r = run(command);
+    EXPECT_EQ(r.status, 2) << command;
+    EXPECT_EQ(r.err.rfind(message + "\n", 0), 0u) << command << "\n" << r.err;
   }
 }
 

@@ -3,6 +3,7 @@
 // its deadline instead of hanging.
 
 #include "exec/channel.h"
+#include "exec/transport.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,18 @@ namespace pipescope::exec {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The one message both the command and the MPI transport give for a job of
+// the wrong size.
+TEST(Transport, RankCountProblemSaysHowToStartTheJob) {
+  EXPECT_EQ(rank_count_problem(2, 2), "");
+  EXPECT_EQ(
+      rank_count_problem(2, 1),
+      "the plan runs on 2 devices but this MPI job has 1 process; start it with mpirun -np 2");
+  EXPECT_EQ(
+      rank_count_problem(1, 3),
+      "the plan runs on 1 device but this MPI job has 3 processes; start it with mpirun -np 1");
+}
 
 TEST(Channel, TakesPayloadsByKeyWhateverTheOrder) {
   Channel ch;
