@@ -33,9 +33,14 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
       << (m.tensor_parallel > 1 ? " per tensor-parallel device" : "") << ", " << to_string(m.dtype)
       << "\n";
   out << "Cluster    " << c.physical_devices() << " x " << c.device.name << " ("
-      << format_bytes(static_cast<double>(c.device.memory_bytes)) << " each), "
-      << to_string(c.interconnect.topology) << " links of " << format_rate(c.interconnect.bandwidth)
-      << ", " << format_seconds(c.interconnect.latency_s) << " latency";
+      << format_bytes(static_cast<double>(c.device.memory_bytes))
+      << " each), "
+      // Nodes say where their links are after the latency ("inside nodes of 8").
+      << (c.interconnect.topology == TopologyKind::kNodes
+              ? std::string()
+              : std::string(to_string(c.interconnect.topology)) + " ")
+      << "links of " << format_rate(c.interconnect.bandwidth) << ", "
+      << format_seconds(c.interconnect.latency_s) << " latency";
   if (c.interconnect.topology == TopologyKind::kNodes) {
     out << " inside nodes of " << c.interconnect.devices_per_node << "; "
         << format_rate(c.interconnect.inter_node_bandwidth) << ", "

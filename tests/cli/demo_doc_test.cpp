@@ -1,6 +1,7 @@
 // The demo's output as the README and docs/getting-started.md quote it: every
-// line they show of `pipescope simulate scenarios/demo.json` is one the
-// program prints now, so the quoted figures cannot drift from the model.
+// line they show of `pipescope simulate scenarios/demo.json` (and of the two
+// plans scripts/demo.sh prints after it) is one the program prints now, so
+// the quoted figures cannot drift from the model.
 
 #include <gtest/gtest.h>
 
@@ -21,8 +22,9 @@ using pipescope::testing::slurp;
 // table's labels.
 std::vector<std::string> quoted_lines(const std::string& text) {
   static const char* kStarts[] = {
-      "Step time ", "Throughput ", "Bubble ", "MFU ",   "Communication ",  "Memory ",
-      "    0 ",     "    1 ",      "    2 ",  "    3 ", "Scenario   demo", "Schedule   gpipe"};
+      "Step time ",      "Throughput ",      "Bubble ", "MFU ",          "Communication ",
+      "Memory ",         "    0 ",           "    1 ",  "    2 ",        "    3 ",
+      "Scenario   demo", "Schedule   gpipe", "   1 ",   "Plans for demo"};
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
@@ -34,8 +36,15 @@ std::vector<std::string> quoted_lines(const std::string& text) {
 }
 
 TEST(DemoDoc, QuotedOutputIsWhatTheProgramPrints) {
-  const CliResult r = run("simulate " + std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json");
+  const std::string demo = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json";
+  CliResult r = run("simulate " + demo);
   ASSERT_EQ(r.status, 0) << r.err;
+  // What the quick start prints after the simulation (scripts/demo.sh).
+  for (const std::string& plan : {"plan " + demo + " --top 1", "plan " + demo + " -K 4 --top 1"}) {
+    const CliResult p = run(plan);
+    ASSERT_EQ(p.status, 0) << p.err;
+    r.out += p.out;
+  }
   // Each page and where its quote of the demo begins.
   const std::pair<const char*, const char*> pages[] = {
       {"README.md", "pipescope simulate scenarios/demo.json"},

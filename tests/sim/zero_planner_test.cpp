@@ -181,7 +181,7 @@ TEST(ZeroPlanner, ACutSqueezedIntoMemoryStandsForNoOther) {
   // Without a framework's fp32 gradients, which leave ZeRO-1 no cut at all.
   const Scenario sc =
       load_scenario(std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/gpt3-175b-1024.json",
-                    {"training.framework=ideal"});
+                    {"training.framework=ideal", "cluster.preset=a100-80g"});
   PlanRequest req;
   req.stages = 16;
   req.micro_batches = 24;
