@@ -47,6 +47,10 @@ Environment:
   PYTHON       the Python that creates the environment (default python3)
   PIP_EXTRA_INDEX_URL  read by pip, e.g. PyTorch's CPU wheel index where it
                can be reached
+  MEGATRON_LM  a Megatron-LM checkout at the tag core_v<megatron-core version>,
+               whose argument parser and validate_args check the Megatron
+               flags (default: cloned from GitHub at that tag; an empty
+               MEGATRON_LM= skips them)
 EOF
 }
 
@@ -113,6 +117,17 @@ EOF
   "${pip[@]}" --no-build-isolation "${pins[@]}" >&2 || die "pip install ${pins[*]} failed"
 fi
 
+# Megatron-LM's training package (its argument parser and validate_args),
+# which the megatron-core package leaves out: a checkout at the matching tag.
+if [ -z "${MEGATRON_LM+set}" ]; then
+  MEGATRON_LM=$work/Megatron-LM
+  echo "Cloning Megatron-LM at core_v$MEGATRON_CORE_VERSION into $MEGATRON_LM" >&2
+  git clone --quiet --depth 1 --branch "core_v$MEGATRON_CORE_VERSION" \
+    https://github.com/NVIDIA/Megatron-LM "$MEGATRON_LM" >&2 ||
+    die "cannot clone Megatron-LM (set MEGATRON_LM to a checkout, or empty to skip it)"
+fi
+export MEGATRON_LM
+
 # The plans: scenarios/demo.json (26 layers: embed, 24 blocks, head) on K=4
 # with M=8, one per schedule and remat mode, two cuts the planner would not
 # choose (written with check_exports.py --recut: an uneven middle stage, which
@@ -143,6 +158,12 @@ plan looped-bfs-2-remat-on "${K4[@]}" --schedule looped-bfs --chunks 2 --remat o
 plan zb-v-remat-off "${K4[@]}" --schedule zb-v --remat off
 plan interleaved-zb-2-remat-off "${K4[@]}" --schedule interleaved-zb --chunks 2 --remat off
 plan dualpipe-v-remat-off "${K4[@]}" --schedule dualpipe-v --remat off
+# Interleaving on K=2 with blocking sends (which Megatron-LM takes only on
+# more stages), and with M=6 that K=4 does not divide (one round of 6).
+plan interleaved-2-k2-blocking -K 2 -M 8 --schedule interleaved-1f1b --chunks 2 --remat off \
+  --set cluster.p2p=blocking
+plan interleaved-2-m6 -K 4 -M 6 --schedule interleaved-1f1b --chunks 2 --remat off \
+  --set training.global_batch=24
 recut gpipe-remat-on uneven-5-8-6-7 5,8,6,7
 recut interleaved-2-remat-off interleaved-2-even 4,3,3,3,3,3,3,4
 plan one-stage --devices 1 -K 1 -M 8 --schedule gpipe --remat on --set model.layers=6

@@ -19,6 +19,10 @@ real tool on the CPU, in one process (the device mesh in one per rank):
                     pipeline, virtual stage, layout and recompute checks), its
                     layer counts per rank and virtual stage against the plan, and
                     its micro-batch calculator against the plan's M;
+  megatron-lm       the same flags, beside a stand-in GPT's sizes, through
+                    Megatron-LM's own parse_args and validate_args (its training
+                    package, from the checkout MEGATRON_LM names), in a process
+                    of its own with the environment the export asks for;
   torch-pipelining  the CSV loaded by _PipelineScheduleRuntime._load_csv (which
                     validates it and adds the send and receive actions) for every
                     rank, with stand-in stages, and its pipeline_order against the
@@ -59,11 +63,14 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ.setdefault("DS_BUILD_OPS", "0")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-FORMATS = ("torchgpipe", "deepspeed", "megatron", "torch-pipelining", "torch-mesh")
+FORMATS = ("torchgpipe", "deepspeed", "megatron", "megatron-lm", "torch-pipelining",
+           "torch-mesh")
 FILES = {
     "torchgpipe": "torchgpipe.py",
     "deepspeed": "deepspeed.py",
     "megatron": "megatron.txt",
+    # The same flags, through Megatron-LM's own argument parser.
+    "megatron-lm": "megatron.txt",
     "torch-pipelining": "torch-pipelining.csv",
     # Written beside the CSV by `export --to torch-pipelining -o FILE.csv`.
     "torch-mesh": "torch-pipelining.mesh.py",
@@ -75,6 +82,10 @@ VOCAB, WIDTH, SEQ = 32, 16, 8
 
 class Rejected(Exception):
     """The tool refused the export; the message is the tool's."""
+
+
+class Skipped(Exception):
+    """The tool is not there to check the export with."""
 
 
 def one_line(text, limit=400):
@@ -417,6 +428,8 @@ MEGATRON_FLAGS = {
     "--recompute-num-layers": ("recompute_num_layers", int),
     "--micro-batch-size": ("micro_batch_size", int),
     "--global-batch-size": ("global_batch_size", int),
+    "--microbatch-group-size-per-virtual-pipeline-stage": ("microbatch_group_size_per_vp_stage",
+                                                           int),
 }
 # Flags without a value: TransformerConfig's sequence_parallel; the distributed
 # optimizer is a field of megatron-core's OptimizerConfig and
@@ -472,12 +485,98 @@ def megatron_distributed_optimizer():
 
 
 def megatron_training_note():
-    try:
-        import megatron.training.arguments  # noqa: F401
+    if os.environ.get("MEGATRON_LM"):
         return None
-    except ImportError:
-        return ("megatron.training (Megatron-LM's argument parser and validate_args) is not in "
-                "the megatron-core package: the flags were checked against megatron.core only")
+    return ("MEGATRON_LM names no Megatron-LM checkout: its argument parser and validate_args "
+            "(megatron.training, not in the megatron-core package) were not run")
+
+
+# ---------------------------------------------------------------- Megatron-LM's arguments
+
+# What a model needs beside the export's flags for Megatron-LM's parse_args and
+# validate_args: a stand-in GPT's sizes (heads a multiple of T), its
+# tokenizer and data, the run's length. None of it bears on the pipeline.
+def megatron_lm_model_flags(plan):
+    heads = 4 * plan.T
+    return ["--hidden-size", str(16 * heads), "--num-attention-heads", str(heads),
+            "--seq-length", str(SEQ), "--max-position-embeddings", str(SEQ), "--bf16",
+            "--tokenizer-type", "NullTokenizer", "--vocab-size", str(VOCAB), "--mock-data",
+            "--lr", "1e-4", "--train-iters", "1"]
+
+
+def megatron_lm_validate(root, flags_file, world, environ):
+    """In a process of its own, with Megatron-LM's checkout at `root` first on the
+    path: its parse_args on the export's flags (plus the stand-in model's) and
+    validate_args. Prints what it set, or raises with Megatron-LM's message."""
+    sys.path.insert(0, root)
+    # megatron/training/__init__.py imports the whole training loop (datasets,
+    # tokenizers, checkpoints); the argument parser needs only what its
+    # utils module takes from the package.
+    training = types.ModuleType("megatron.training")
+    training.__path__ = [os.path.join(root, "megatron", "training")]
+    for name in ("get_args", "get_timers", "get_adlr_autoresume"):
+        setattr(training, name, lambda *a, **k: None)
+    sys.modules["megatron.training"] = training
+    os.environ.update(WORLD_SIZE=str(world), RANK="0", LOCAL_RANK="0", **environ)
+    with open(flags_file) as f:
+        words = f.read().split("\0")
+    import torch
+    from megatron.training import arguments
+
+    # validate_args asks the GPU's architecture; there is none here: the
+    # plans are for A100s (compute capability 8.0).
+    torch.cuda.get_device_capability = lambda *a, **k: (8, 0)
+    arguments.get_device_arch_version = lambda: 8
+    sys.argv = ["pretrain_gpt.py"] + words
+    with quiet():
+        args = arguments.parse_args()
+        arguments.validate_args(args, {})
+    print(json.dumps({"pp": args.pipeline_model_parallel_size,
+                      "vpp": args.virtual_pipeline_model_parallel_size,
+                      "tp": args.tensor_model_parallel_size,
+                      "dp": args.data_parallel_size,
+                      "overlap_p2p_comm": getattr(args, "overlap_p2p_comm", None),
+                      "group": getattr(args, "microbatch_group_size_per_vp_stage", None)}))
+
+
+def check_megatron_lm(plan, text):
+    """The export's flags through Megatron-LM's own parse_args and validate_args
+    (its training package, from the MEGATRON_LM checkout), in the environment
+    the export asks for."""
+    root = os.environ.get("MEGATRON_LM")
+    if not root:
+        raise Skipped("MEGATRON_LM names no Megatron-LM checkout")
+    words = shlex.split(" ".join(ln.rstrip("\\") for ln in text.splitlines()
+                                 if not ln.startswith("#")))
+    environ = {}
+    if "CUDA_DEVICE_MAX_CONNECTIONS=1" in text:
+        environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".args", delete=False) as f:
+        f.write("\0".join(words + megatron_lm_model_flags(plan)))
+    try:
+        r = subprocess.run([sys.executable, "-W", "ignore", __file__, "--megatron-lm-validate",
+                            root, f.name, str(plan.K * plan.D * plan.T), json.dumps(environ)],
+                           capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if r.returncode != 0:
+        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+        raise Rejected(one_line(lines[-1] if lines else f"exit status {r.returncode}"))
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    if got["pp"] != plan.K or got["tp"] != plan.T or got["dp"] != plan.D:
+        raise Rejected(f"validate_args set pp={got['pp']} tp={got['tp']} dp={got['dp']}, "
+                       f"the plan K={plan.K} T={plan.T} D={plan.D}")
+    vpp = got["vpp"] or 1
+    if vpp != plan.chunks:
+        raise Rejected(f"validate_args set {vpp} virtual stages a rank, the plan {plan.chunks}")
+    return ("parse_args and validate_args: " + f"pp={got['pp']} tp={got['tp']} dp={got['dp']}"
+            + (f" vpp={vpp} overlap_p2p_comm={got['overlap_p2p_comm']} micro-batch groups of "
+               + (f"{got['group']}" if got["group"] else f"{got['pp']} (the default, K)")
+               if vpp > 1 else "")
+            + (" (CUDA_DEVICE_MAX_CONNECTIONS=1, as the export says)" if environ else ""))
 
 
 def megatron_counts(config, plan):
@@ -551,7 +650,11 @@ def check_megatron(plan, text):
     overlap = args.get("overlap_p2p_comm", True) if plan.chunks > 1 else False
     flush = args.get("overlap_p2p_comm_warmup_flush", False)
     mode = "blocking" if not overlap else "overlapped" if flush else "overlapped-steady"
-    if plan.K > 1 and plan.chunks > 1 and mode != plan.p2p:
+    # Megatron-LM takes blocking sends with virtual stages only on more than 2
+    # stages; on 2 the export leaves them overlapped and says so.
+    k2_blocking = (plan.K == 2 and plan.p2p == "blocking" and mode == "overlapped-steady"
+                   and "only on\n# more than 2 pipeline stages" in text)
+    if plan.K > 1 and plan.chunks > 1 and mode != plan.p2p and not k2_blocking:
         raise Rejected(f"overlap_p2p_comm {overlap}, overlap_p2p_comm_warmup_flush {flush}: "
                        f"sends {mode}, the plan's {plan.p2p}")
     if plan.chunks == 1 and ("overlap_p2p_comm" in args or flush):
@@ -592,7 +695,8 @@ def check_megatron(plan, text):
           if config.tensor_model_parallel_size > 1 else "")
     dist_opt = ("; OptimizerConfig and DistributedDataParallelConfig take "
                 "use_distributed_optimizer" if args.get("use_distributed_optimizer") else "")
-    sends = (f"; sends {mode}"
+    sends = (f"; sends {mode}" + (" (the plan's blocking, which Megatron-LM refuses on 2 "
+                                  "stages, as the export says)" if k2_blocking else "")
              if plan.K > 1 and plan.chunks > 1 else "")
     return (f"TransformerConfig{tp} pp={config.pipeline_model_parallel_size}"
             + (f" vpp={v}" if v else "") + f" ({how}), {recompute}; layers per stage "
@@ -955,6 +1059,7 @@ CHECKS = {
     "torchgpipe": check_torchgpipe,
     "deepspeed": check_deepspeed,
     "megatron": check_megatron,
+    "megatron-lm": check_megatron_lm,
     "torch-pipelining": None,
     "torch-mesh": None,
 }
@@ -977,6 +1082,8 @@ def run_check(tool, plan, folder):
             return "accepted", CHECKS[tool](plan, f.read())
     except Rejected as e:
         return "rejected", str(e)
+    except Skipped as e:
+        return "not checked", str(e)
     except Exception as e:  # a failure of this check, not of the tool
         traceback.print_exc(file=sys.stderr)
         return "error", tool_error(e)
@@ -998,7 +1105,12 @@ def main():
                     help="a plan folder: plan.json and its exports (repeatable)")
     ap.add_argument("--recut", nargs=3, metavar=("PLAN", "OUT", "SIZES"),
                     help="write PLAN with its stages cut to SIZES (comma-separated) to OUT")
+    ap.add_argument("--megatron-lm-validate", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.megatron_lm_validate:
+        root, flags, world, environ = args.megatron_lm_validate
+        megatron_lm_validate(root, flags, int(world), json.loads(environ))
+        return 0
     if args.recut:
         recut(*args.recut)
         return 0
@@ -1024,7 +1136,7 @@ def main():
             counts[status] = counts.get(status, 0) + 1
             print(f"{name:<{width}}  {tool:<16}  {status}: {message}", flush=True)
     summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in
-                        ("accepted", "rejected", "not exported", "error"))
+                        ("accepted", "rejected", "not exported", "not checked", "error"))
     print(f"{summary}")
     return 1 if counts.get("rejected") or counts.get("error") else 0
 
