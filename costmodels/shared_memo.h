@@ -2,8 +2,9 @@
 // A process-wide memo of a pure function's results, safe to share between the
 // planner's threads: the planner meets the same sub-problems (a schedule's
 // holds, a least-memory cut, a cluster's network) thousands of times across
-// its candidates. Bounded: past `capacity` entries it starts again. clear_shared_memos() empties
-// every memo, so that a benchmark times each run from cold as a fresh process would.
+// its candidates. Bounded: past `capacity` entries it starts again.
+// clear_shared_memos() empties every memo, so that a benchmark times each run
+// from cold as a fresh process would.
 
 #include <cstddef>
 #include <cstdint>

@@ -356,9 +356,9 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (interleaved && p.p2p == P2pMode::kOverlapped) {
     flags.push_back("--overlap-p2p-communication-warmup-flush");
   }
-  // M that K does not divide: the plan's rounds of M / max(1, M / K)
-  // micro-batches, which Megatron-LM's default groups of K cannot hold.
-  const int per_round = p.micro_batches / std::max(1, p.micro_batches / p.stages);
+  // M that K does not divide: the plan's rounds, which Megatron-LM's default
+  // groups of K cannot hold.
+  const int per_round = interleaved_round_size(p.stages, p.micro_batches);
   const bool grouped = interleaved && p.micro_batches % p.stages != 0;
   if (grouped) {
     flags.push_back("--microbatch-group-size-per-virtual-pipeline-stage " + str(per_round));

@@ -170,7 +170,7 @@ Schedule build_interleaved_1f1b(int devices, int micro_batches, int chunks, Rema
   const int total = M * v;  // chunk micro-batches per device
   // Micro-batches run in rounds of per_round through each chunk in turn: K
   // when K divides M, as Megatron-LM's default; PyTorch's rounds otherwise.
-  const int per_round = M / std::max(1, M / K);
+  const int per_round = interleaved_round_size(K, M);
   for (int d = 0; d < K; ++d) {
     std::vector<Op>& ops = s.device_ops[static_cast<std::size_t>(d)];
     // Per stage, the next micro-batch forward and backward.
@@ -351,7 +351,7 @@ struct InterleavedZbDevice {
 Schedule build_interleaved_zb(int devices, int micro_batches, int chunks, Remat remat) {
   Schedule s = placed_stages(ScheduleKind::kInterleavedZb, devices, micro_batches, chunks, remat);
   const int K = devices, M = micro_batches;
-  const int per_round = M / std::max(1, M / K);  // micro-batches a round
+  const int per_round = interleaved_round_size(K, M);
   for (int d = 0; d < K; ++d) InterleavedZbDevice(s, d, per_round).run(M * chunks);
   return s;
 }
@@ -536,6 +536,14 @@ std::string_view schedule_shape_rule(ScheduleKind kind) {
   return {};
 }
 
+int interleaved_rounds(int devices, int micro_batches) {
+  return std::max(1, micro_batches / devices);
+}
+
+int interleaved_round_size(int devices, int micro_batches) {
+  return micro_batches / interleaved_rounds(devices, micro_batches);
+}
+
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks) {
   if (devices < 1 || micro_batches < 1) return "need K >= 1 and M >= 1";
   if (chunks < 1) return "chunks must be at least 1, got " + std::to_string(chunks);
@@ -555,7 +563,7 @@ std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_bat
            (kind == ScheduleKind::kZbV ? "ScheduleZBVZeroBubble" : "ScheduleDualPipeV") +
            "), got " + std::to_string(chunks);
   }
-  const int rounds = std::max(1, micro_batches / devices);  // the interleaved schedules'
+  const int rounds = interleaved_rounds(devices, micro_batches);
   const bool in_rounds =
       kind == ScheduleKind::kInterleavedZb || kind == ScheduleKind::kInterleaved1F1B;
   const bool breaks_rule = (kind == ScheduleKind::kDualPipeV && micro_batches < 2 * devices) ||

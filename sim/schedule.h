@@ -199,6 +199,12 @@ int most_stashes_held(const Schedule& s);
 // partitioner").
 std::vector<StashCount> held_at_peak(const Schedule& s, Checkpoint checkpoint = Checkpoint::kStage);
 
+// The interleaved schedules' rounds (interleaved-1f1b, interleaved-zb, as
+// PyTorch runs them): R = max(1, M / K) rounds of M / R micro-batches each,
+// which schedule_shape_problem asks to be whole.
+int interleaved_rounds(int devices, int micro_batches);
+int interleaved_round_size(int devices, int micro_batches);
+
 // Why `kind` cannot run K devices, M micro-batches and v chunks, or an empty
 // string: the rules build_schedule enforces, for callers that report them.
 std::string schedule_shape_problem(ScheduleKind kind, int devices, int micro_batches, int chunks);
