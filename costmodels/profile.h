@@ -69,6 +69,15 @@ struct ProfileRounds {
   bool slowdown_of_stages = false;  // concurrency_slowdown measured as stages run (below)
 };
 
+// The concurrency slowdowns a profile may hold: a stage's share of the layers
+// can run faster than the whole model on one core (it fits the caches), but
+// not twice as fast; a figure outside these bounds measured other programs.
+inline constexpr double kMinConcurrencySlowdown = 0.5;
+inline constexpr double kMaxConcurrencySlowdown = 100.0;
+inline bool plausible_slowdown(double f) {
+  return f >= kMinConcurrencySlowdown && f <= kMaxConcurrencySlowdown;
+}
+
 struct Profile {
   static constexpr int kVersion = 1;
 

@@ -24,6 +24,7 @@
 #include "exec/timing.h"
 #include "exec/transport_profile.h"
 #include "sim/cancel.h"
+#include "sim/format.h"
 
 namespace pipescope::exec {
 
@@ -97,6 +98,26 @@ struct ProfileRound {
   std::vector<SizeRound> sizes;
   PassClocks clocks;  // every timed op of the round, on every thread
 };
+
+namespace {
+
+// Every slowdown a round measured, at every size.
+std::vector<double> slowdowns(const ProfileRound& round) {
+  std::vector<double> out;
+  for (const SizeRound& size : round.sizes) {
+    for (const std::optional<double>& f : size.slowdown) {
+      if (f) out.push_back(*f);
+    }
+    if (size.op_list_slowdown) out.push_back(*size.op_list_slowdown);
+  }
+  return out;
+}
+
+double disturbance(const ProfileRound& round) {
+  return round_disturbance(round.clocks.other_work(), slowdowns(round));
+}
+
+}  // namespace
 
 struct ModelProfiler::State {
   ModelSpec spec;
@@ -306,11 +327,16 @@ int ModelProfiler::rounds() const {
 int ModelProfiler::clean_rounds() const {
   return static_cast<int>(std::count_if(
       state_->rounds.begin(), state_->rounds.end(),
-      [](const ProfileRound& r) { return r.clocks.other_work() <= kDiscardOtherWorkAbove; }));
+      [](const ProfileRound& r) { return disturbance(r) <= kDiscardOtherWorkAbove; }));
 }
 
 bool ModelProfiler::wants_round(int wanted) const {
   return clean_rounds() < wanted && rounds() < kMaxRoundsPerWanted * wanted;
+}
+
+double round_disturbance(double other_work, const std::vector<double>& slowdowns) {
+  const bool plausible = std::all_of(slowdowns.begin(), slowdowns.end(), plausible_slowdown);
+  return plausible ? other_work : 1.0;
 }
 
 std::vector<std::size_t> kept_rounds(const std::vector<double>& other_work) {
@@ -333,7 +359,7 @@ Profile ModelProfiler::finish() {
   if (st.rounds.empty()) throw std::logic_error("finish() before any measure_pass()");
   Profile p = st.profile;
   std::vector<double> other_work;
-  for (const ProfileRound& r : st.rounds) other_work.push_back(r.clocks.other_work());
+  for (const ProfileRound& r : st.rounds) other_work.push_back(disturbance(r));
   std::vector<const ProfileRound*> kept;
   for (const std::size_t r : kept_rounds(other_work)) kept.push_back(&st.rounds[r]);
   std::vector<std::vector<std::size_t>> layers_of(p.layers.size());
@@ -467,6 +493,14 @@ Profile ModelProfiler::finish() {
       by_size.push_back(median(f));
     }
     p.concurrency_slowdown.push_back(median(by_size));
+    if (!plausible_slowdown(p.concurrency_slowdown.back())) {
+      throw std::runtime_error("the " + std::to_string(n) + "-core slowdown came to " +
+                               format_fixed(p.concurrency_slowdown.back(), 2) + ", outside " +
+                               format_fixed(kMinConcurrencySlowdown, 1) + " to " +
+                               format_fixed(kMaxConcurrencySlowdown, 0) +
+                               ": other programs shared the cores while it was measured; "
+                               "profile on a quieter machine");
+    }
   }
   const int ranks = st.options.tensor_ranks;
   if (ranks > 1 && ranks <= p.cores) {

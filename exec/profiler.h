@@ -129,6 +129,13 @@ constexpr double kDiscardOtherWorkAbove = 0.05;
 // Rounds a profile measures at most, for each one wanted, on a busy machine.
 constexpr int kMaxRoundsPerWanted = 3;
 
+// How disturbed a round was, for kept_rounds: the share of its wall time other
+// work took, or 1 (wholly) when a slowdown it measured is implausible
+// (plausible_slowdown). Cores that share their execution units (SMT siblings,
+// a hypervisor's vCPUs) slow one thread alone by what runs beside it, but not
+// several that take them all: a round measured so can read 0.3.
+double round_disturbance(double other_work, const std::vector<double>& slowdowns);
+
 // The rounds kept, given each round's share of wall time taken by other work:
 // those at most kDiscardOtherWorkAbove, or when none is, the least disturbed
 // half (rounded up; the earlier of equals). Indices, ascending.

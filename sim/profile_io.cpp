@@ -255,7 +255,11 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   for (std::size_t i = 0; i < slowdown.size(); ++i) {
     const double f = as_number(slowdown[i], sw.index(i), NumberRange::kPositive);
     if (i == 0 && f != 1.0) sw.index(0).fail("one core alone is the reference: must be 1");
-    if (f < 0.5 || f > 100.0) sw.index(i).fail("implausible slowdown " + describe(slowdown[i]));
+    if (!plausible_slowdown(f)) {
+      sw.index(i).fail("implausible slowdown " + describe(slowdown[i]) + " (expected " +
+                       describe(kMinConcurrencySlowdown) + " to " +
+                       describe(kMaxConcurrencySlowdown) + ")");
+    }
     p.concurrency_slowdown.push_back(f);
   }
   if (std::optional<ObjectReader> gemm = top.opt_object("gemm")) p.gemm = read_gemm(*gemm);

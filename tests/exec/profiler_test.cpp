@@ -158,6 +158,18 @@ TEST(Profiler, KeepsTheCleanRoundsOrTheLeastDisturbedHalf) {
   EXPECT_TRUE(kept_rounds({}).empty());
 }
 
+// A round whose slowdowns a profile may not hold is wholly disturbed: it is
+// not kept while another is clean, and ranks last among the disturbed.
+TEST(Profiler, ARoundOfImplausibleSlowdownsIsWhollyDisturbed) {
+  EXPECT_EQ(round_disturbance(0.02, {1.1, 0.8}), 0.02);
+  EXPECT_EQ(round_disturbance(0.02, {}), 0.02);
+  EXPECT_EQ(round_disturbance(0.0, {1.1, 0.37}), 1.0);
+  EXPECT_EQ(round_disturbance(0.0, {101.0}), 1.0);
+  EXPECT_EQ(round_disturbance(0.03, {kMinConcurrencySlowdown, kMaxConcurrencySlowdown}), 0.03);
+  EXPECT_EQ(kept_rounds({round_disturbance(0.0, {0.3}), round_disturbance(0.04, {1.2})}),
+            (std::vector<std::size_t>{1}));
+}
+
 // The rounds go on while fewer than those wanted are clean, up to three times
 // as many; the progress reports every round and ends at its total.
 TEST(Profiler, MeasuresRoundsUntilEnoughAreClean) {

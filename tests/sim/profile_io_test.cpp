@@ -372,7 +372,10 @@ TEST(ProfileIoErrors, NameTheFileAndTheField) {
   e = with("/concurrency_slowdown", json::array({1.2}));
   EXPECT_TRUE(contains(e, "p.json: concurrency_slowdown[0]: one core alone is the reference")) << e;
   e = with("/concurrency_slowdown", json::array({1.0, 1000.0}));
-  EXPECT_TRUE(contains(e, "p.json: concurrency_slowdown[1]: implausible slowdown")) << e;
+  EXPECT_TRUE(contains(e,
+                       "p.json: concurrency_slowdown[1]: implausible slowdown 1000.0 "
+                       "(expected 0.5 to 100.0)"))
+      << e;
   e = with("/backend", "tpu");
   EXPECT_TRUE(contains(e, "p.json: backend: unknown backend 'tpu'")) << e;
   e = with("/surprise", 1);
