@@ -8,7 +8,7 @@
 
 #include "sim/input_file.h"
 #include "sim/pair_hold.h"
-#include "sim/scenario_io.h"
+#include "sim/scenario_error.h"
 #include "sim/schedule_actions.h"
 
 namespace pipescope {

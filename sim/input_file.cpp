@@ -19,8 +19,7 @@
 #include "sim/cancel.h"
 #include "sim/file_descriptor.h"
 #include "sim/output_stream.h"
-#include "sim/scenario_io.h"
-#include "sim/trace_io.h"
+#include "sim/scenario_error.h"
 
 namespace pipescope {
 namespace {
@@ -30,7 +29,7 @@ namespace {
 constexpr int kPollMilliseconds = 100;
 
 // Reports a problem with the file; throws (each reader its own error type).
-using Fail = std::function<void(const std::string& reason)>;
+using Fail = InputFailure;
 
 // Waits until `fd` has data or has reached its end. A FIFO opened without
 // blocking reads as empty until its first writer connects, and Linux's poll()
@@ -152,11 +151,11 @@ std::optional<std::string> read_as(const struct stat& st) {
   return it->second;
 }
 
-std::string read_trace_input(const std::filesystem::path& path, std::uint64_t max_bytes) {
-  const Fail fail = [&](const std::string& reason) { throw TraceError(path.string(), "", reason); };
-  std::string text = read_all(path, max_bytes, "a Chrome trace", fail);
+std::string read_maybe_gzipped(const std::filesystem::path& path, std::uint64_t max_bytes,
+                               const std::string& what, const InputFailure& fail) {
+  std::string text = read_all(path, max_bytes, what, fail);
   if (!wants_gzip(path.string())) return text;
-  return gunzip(text, max_bytes, "a Chrome trace", fail);
+  return gunzip(text, max_bytes, what, fail);
 }
 
 std::string byte_size_text(std::uint64_t bytes) {

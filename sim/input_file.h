@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -34,18 +35,22 @@ inline constexpr std::uint64_t kMaxTraceBytes = 4ULL << 30;  // 4 GiB
 
 // The whole content of `path`, at most `max_bytes` of it; `what` names the kind
 // of input in the error about its size ("a scenario"). Errors are ScenarioErrors
-// (sim/scenario_io.h) naming `label`: "cannot open file", "cannot open file: it
+// (sim/scenario_error.h) naming `label`: "cannot open file", "cannot open file: it
 // is a directory", "larger than 64 MiB, the limit for a scenario". Throws
 // Cancelled when a stop is requested while waiting.
 std::string read_input_file(const std::filesystem::path& path, const std::string& label,
                             std::uint64_t max_bytes, const std::string& what);
 
-// A Chrome trace, as read_chrome_trace_file reads it: the same rules with the
-// trace's limit; errors are TraceErrors (sim/trace_io.h) naming `path`. A name
-// ending in ".gz" is decompressed (gzip, as the trace writer makes it), with the
-// same limit on what it holds. Tests set a smaller limit.
-std::string read_trace_input(const std::filesystem::path& path,
-                             std::uint64_t max_bytes = kMaxTraceBytes);
+// Why a read failed ("cannot open file", "not valid gzip data"), for the
+// caller to throw as its own kind of error; it must not return.
+using InputFailure = std::function<void(const std::string& reason)>;
+
+// The whole content of `path` as read_input_file reads it, decompressed when
+// the name ends in ".gz" (gzip, one member or several) with the same limit on
+// what it holds; every error goes through `fail`. Chrome traces are read so
+// (read_trace_input, sim/trace_io.h).
+std::string read_maybe_gzipped(const std::filesystem::path& path, std::uint64_t max_bytes,
+                               const std::string& what, const InputFailure& fail);
 
 // The name under which this process read the regular file `st` describes (by
 // device and inode), if any reader above read it: outputs can refuse to

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/scenario_io.h"
+#include "sim/scenario_error.h"
 
 namespace pipescope::json_io {
 

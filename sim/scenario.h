@@ -165,6 +165,9 @@ constexpr int recomputed_count(Remat r, int micro_batches) {
   return r == Remat::kAlways ? micro_batches : r == Remat::kExceptLast ? micro_batches - 1 : 0;
 }
 
+// The highest ZeRO stage modelled.
+inline constexpr int kMaxZeroStage = 3;
+
 struct TrainingConfig {
   std::int64_t global_batch = 1;       // samples per optimizer step
   int micro_batches = 1;               // M; divides global_batch
@@ -186,7 +189,8 @@ struct TrainingConfig {
   bool tensor_parallel_given = false;    // the scenario (or -T) says T; the planner keeps it
   bool sequence_parallel = false;        // Korthikanti et al. 2022; needs T > 1
   bool sequence_parallel_given = false;  // the scenario says; the planner keeps it
-  // ZeRO stage (sim/zero.h): what the data-parallel replicas shard; 0 to 3.
+  // ZeRO stage (sim/zero.h): what the data-parallel replicas shard; 0 to
+  // kMaxZeroStage.
   int zero = 0;
   bool zero_given = false;  // the scenario says the stage; the planner keeps it
   // The replicas the shards spread over: D in a replica's scenario

@@ -25,8 +25,7 @@
 #include "sim/scenario_limits.h"
 #include "sim/scenario_override.h"
 #include "sim/stated_cut.h"
-#include "sim/tensor_parallel.h"
-#include "sim/zero.h"
+#include "sim/tensor_groups.h"
 
 namespace pipescope {
 
@@ -35,13 +34,6 @@ using nlohmann::json;
 namespace {
 
 using namespace json_io;
-
-std::string compose(const std::string& file, const std::string& path, const std::string& message) {
-  std::string out;
-  if (!file.empty()) out += file + ": ";
-  if (!path.empty()) out += path + ": ";
-  return out + message;
-}
 
 // Layers and devices each become entries in per-layer and per-device tables.
 // The optimal partitioner's search grows with the square of the layer count:
@@ -548,31 +540,6 @@ std::string default_name(const std::string& file) {
 }
 
 }  // namespace
-
-ScenarioError::ScenarioError(std::string file, std::string json_path, const std::string& message)
-    : std::runtime_error(compose(file, json_path, message)),
-      file_(std::move(file)),
-      json_path_(std::move(json_path)),
-      message_(message) {}
-
-ScenarioError::ScenarioError(Verbatim, const std::string& what, std::string file,
-                             std::string json_path, std::string message)
-    : std::runtime_error(what),
-      file_(std::move(file)),
-      json_path_(std::move(json_path)),
-      message_(std::move(message)) {}
-
-ScenarioError ScenarioError::in_override(std::string file, std::string json_path,
-                                         const std::string& assignment,
-                                         const std::string& message) {
-  return in_flag(std::move(file), std::move(json_path), "--set " + assignment, message);
-}
-
-ScenarioError ScenarioError::in_flag(std::string file, std::string json_path,
-                                     const std::string& flag, const std::string& message) {
-  const std::string what = compose(file, flag, message);
-  return ScenarioError(Verbatim{}, what, std::move(file), std::move(json_path), message);
-}
 
 ModelSpec parse_model(const json& model, const std::string& file, const std::string& path,
                       const Framework& framework) {

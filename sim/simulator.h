@@ -13,6 +13,7 @@
 
 #include "costmodels/collective.h"
 #include "costmodels/cost_model.h"
+#include "sim/config_error.h"
 #include "sim/custom_schedule.h"
 #include "sim/metrics.h"
 #include "sim/partition.h"
@@ -22,19 +23,6 @@
 #include "sim/timeline.h"
 
 namespace pipescope {
-
-// A choice that the scenario allows but that cannot run, e.g. more stages than
-// devices. The message names the setting ("K", "M") and says why; when the bad
-// value came from the scenario itself, scenario_field names its JSON path.
-class ConfigError : public std::runtime_error {
- public:
-  explicit ConfigError(const std::string& message, std::string scenario_field = "")
-      : std::runtime_error(message), scenario_field_(std::move(scenario_field)) {}
-  const std::string& scenario_field() const { return scenario_field_; }
-
- private:
-  std::string scenario_field_;
-};
 
 // Stage x micro-batch pairs one simulation holds (its op lists and arrival
 // tables grow with K x M): 2^27, far above what pipelines use.

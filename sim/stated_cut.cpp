@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/model.h"
+#include "sim/config_error.h"
 #include "sim/json_reader.h"
-#include "sim/partition.h"
-#include "sim/simulator.h"
+#include "sim/stage_range.h"
 
 namespace pipescope {
 

@@ -525,6 +525,12 @@ Timeline read_chrome_trace(std::istream& in, const std::string& file) {
   return read_chrome_trace_text(text, file);
 }
 
+std::string read_trace_input(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  return read_maybe_gzipped(path, max_bytes, "a Chrome trace", [&](const std::string& reason) {
+    throw TraceError(path.string(), "", reason);
+  });
+}
+
 Timeline read_chrome_trace_file(const std::filesystem::path& path) {
   return read_chrome_trace_text(read_trace_input(path), path.string());
 }

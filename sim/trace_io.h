@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/input_file.h"
 #include "sim/timeline.h"
 
 namespace pipescope {
@@ -88,5 +89,11 @@ Timeline read_chrome_trace(std::istream& in, const std::string& file);
 // process substitution like a file, within the traces' size limit, and a name
 // ending in ".gz" decompressed.
 Timeline read_chrome_trace_file(const std::filesystem::path& path);
+
+// A Chrome trace's text, as read_chrome_trace_file reads it: the traces' size
+// limit (4 GiB; tests set a smaller one), ".gz" decompressed; errors are
+// TraceErrors naming `path`.
+std::string read_trace_input(const std::filesystem::path& path,
+                             std::uint64_t max_bytes = kMaxTraceBytes);
 
 }  // namespace pipescope

@@ -26,9 +26,6 @@
 
 namespace pipescope {
 
-// The highest stage modelled.
-inline constexpr int kMaxZeroStage = 3;
-
 // A parameter's bytes: weights and gradients in the model's dtype, the rest
 // of bytes_per_param the optimizer's (fp32 master weights and slots; none
 // when bytes_per_param leaves nothing).
