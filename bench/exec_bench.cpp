@@ -18,7 +18,7 @@
 
 #include "exec/kernel_level.h"
 #include "exec/plan_runner.h"
-#include "sim/plan_io.h"
+#include "sim/formats/plan_io.h"
 
 namespace {
 

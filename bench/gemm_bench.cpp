@@ -33,7 +33,7 @@
 #include "costmodels/profile.h"
 #include "exec/gemm_rate.h"
 #include "exec/kernels.h"
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

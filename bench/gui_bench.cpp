@@ -18,8 +18,8 @@
 
 #include "gui/timeline_layout.h"
 #include "gui/timeline_widget.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::gui {
 namespace {

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "sim/file_io.h"
+#include "sim/base/file_io.h"
 
 namespace pipescope {
 namespace {

@@ -28,8 +28,8 @@
 
 #include "costmodels/model_families.h"
 #include "costmodels/shared_memo.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

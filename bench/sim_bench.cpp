@@ -17,9 +17,9 @@
 
 #include "costmodels/device.h"
 #include "costmodels/model_families.h"
-#include "sim/engine.h"
-#include "sim/simulator.h"
-#include "sim/trace_io.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/trace_io.h"
 
 namespace pipescope {
 namespace {

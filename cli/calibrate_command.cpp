@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "cli/progress.h"
-#include "sim/calibration.h"
-#include "sim/cost_model_file.h"
-#include "sim/format.h"
+#include "sim/base/format.h"
+#include "sim/formats/cost_model_file.h"
+#include "sim/validation/calibration.h"
 
 namespace pipescope::cli {
 

@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/capacity.h"
-#include "sim/cost_model_file.h"
-#include "sim/format.h"
-#include "sim/scenario_io.h"
+#include "sim/base/format.h"
+#include "sim/formats/cost_model_file.h"
+#include "sim/plan/capacity.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::cli {
 

@@ -20,9 +20,9 @@
 #include "exec/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
-#include "sim/format.h"
-#include "sim/plan_io.h"
-#include "sim/profile_io.h"
+#include "sim/base/format.h"
+#include "sim/formats/plan_io.h"
+#include "sim/formats/profile_io.h"
 
 namespace pipescope::cli {
 

@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "sim/file_io.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
+#include "sim/base/file_io.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
 
 namespace pipescope::cli {
 

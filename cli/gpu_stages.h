@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "sim/plan.h"
+#include "sim/plan/plan.h"
 
 namespace pipescope::exec {
 class Device;

@@ -27,17 +27,17 @@
 #include "cli/validate_command.h"
 #include "costmodels/check.h"
 #include "exec/host_memory.h"
-#include "sim/cancel.h"
-#include "sim/file_io.h"
-#include "sim/format.h"
-#include "sim/signals.h"
+#include "sim/base/cancel.h"
+#include "sim/base/file_io.h"
+#include "sim/base/format.h"
+#include "sim/base/signals.h"
 
 namespace {
 
 // Exit statuses: 0 success, 1 bad input or configuration, 2 command-line usage
 // (CLI11's own codes are mapped to it), 3 internal error (a bug), 4 the
 // hardware a selftest checks is not there (cli/selftest_command.h), 128 + N
-// stopped by signal N (Ctrl-C: 130; sim/signals.h).
+// stopped by signal N (Ctrl-C: 130; sim/base/signals.h).
 constexpr int kExitBadInput = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitInternal = 3;

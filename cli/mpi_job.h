@@ -17,7 +17,7 @@
 #include <memory>
 
 #include "exec/backends.h"
-#include "sim/plan.h"
+#include "sim/plan/plan.h"
 
 namespace pipescope::cli {
 

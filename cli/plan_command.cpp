@@ -12,12 +12,12 @@
 #include "cli/error_line.h"
 #include "cli/progress.h"
 #include "cli/summary.h"
-#include "sim/file_io.h"
-#include "sim/format.h"
-#include "sim/plan.h"
-#include "sim/plan_io.h"
-#include "sim/planner.h"
-#include "sim/simulator.h"
+#include "sim/base/file_io.h"
+#include "sim/base/format.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
 
 namespace pipescope::cli {
 

@@ -18,9 +18,9 @@
 #include "exec/backends.h"
 #include "exec/kernel_level.h"
 #include "exec/plan_runner.h"
-#include "sim/format.h"
-#include "sim/plan_io.h"
-#include "sim/trace_io.h"
+#include "sim/base/format.h"
+#include "sim/formats/plan_io.h"
+#include "sim/formats/trace_io.h"
 
 namespace pipescope::cli {
 

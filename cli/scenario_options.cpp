@@ -9,11 +9,11 @@
 #include <string>
 #include <system_error>
 
-#include "sim/cost_model_file.h"
-#include "sim/hf_config.h"
-#include "sim/model_json.h"
-#include "sim/scenario_io.h"
-#include "sim/scenario_override.h"
+#include "sim/formats/cost_model_file.h"
+#include "sim/scenario/hf_config.h"
+#include "sim/scenario/model_json.h"
+#include "sim/scenario/scenario_io.h"
+#include "sim/scenario/scenario_override.h"
 
 namespace pipescope::cli {
 
@@ -217,7 +217,7 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
 
 namespace {
 
-// The training fields a plan fixes (sim/plan.h).
+// The training fields a plan fixes (sim/plan/plan.h).
 constexpr const char* kPlanFixedFields[] = {"micro_batches", "chunks",   "tensor_parallel",
                                             "zero",          "schedule", "sequence_parallel",
                                             "remat",         "balance",  "megatron"};
@@ -238,7 +238,7 @@ bool plan_fixes(const std::string& field) {
 }
 
 // Whether a --set of training.FIELD to `value` states what the plan fixes
-// otherwise (sim/plan.h); nothing when FIELD is not one the plan fixes. The
+// otherwise (sim/plan/plan.h); nothing when FIELD is not one the plan fixes. The
 // cut (balance, megatron) is the plan's whatever the value.
 std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
                                       const nlohmann::json& value) {

@@ -10,11 +10,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "sim/custom_schedule.h"
-#include "sim/plan.h"
-#include "sim/scenario.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/scenario.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::cli {
 
@@ -46,7 +46,7 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o);
 // --cost-model analytic|kernels|FILE (a cost-model file or a profile), for the
 // commands that time steps (simulate, plan, sweep); see apply_cost_model_argument
-// (sim/cost_model_file.h).
+// (sim/formats/cost_model_file.h).
 void add_cost_model_option(CLI::App& cmd, ScenarioOptions& o);
 // --remat MODE: on or always, except-last, off or never. `what` says what an
 // absent option means.
@@ -56,7 +56,7 @@ std::optional<Remat> remat_of(const std::optional<std::string>& remat);
 // --checkpoint UNIT: stage or layer, training.checkpoint.
 void add_checkpoint_option(CLI::App& cmd, std::optional<std::string>& checkpoint);
 // --partition optimal|uniform|params|gpipe: how a run cuts its layers into
-// stages (parse_partition_method, sim/partition.h).
+// stages (parse_partition_method, sim/engine/partition.h).
 CLI::Option* add_partition_option(CLI::App& cmd, std::string& partition);
 // -T/--tensor-parallel N: training.tensor_parallel.
 void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel);

@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/summary.h"
-#include "sim/file_io.h"
-#include "sim/plan_io.h"
-#include "sim/planner.h"
-#include "sim/result_json.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
-#include "sim/trace_io.h"
+#include "sim/base/file_io.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/plan_io.h"
+#include "sim/formats/result_json.h"
+#include "sim/formats/trace_io.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::cli {
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "costmodels/profile.h"
-#include "sim/custom_schedule.h"
-#include "sim/format.h"
-#include "sim/schedule.h"
+#include "sim/base/format.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::cli {
 namespace {

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/partition.h"
-#include "sim/scenario.h"
-#include "sim/simulator.h"
+#include "sim/engine/partition.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario.h"
 
 namespace pipescope::cli {
 

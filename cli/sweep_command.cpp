@@ -10,10 +10,10 @@
 
 #include "cli/progress.h"
 #include "cli/summary.h"
-#include "sim/file_io.h"
-#include "sim/format.h"
-#include "sim/simulator.h"
-#include "sim/sweep.h"
+#include "sim/base/file_io.h"
+#include "sim/base/format.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/sweep.h"
 
 namespace pipescope::cli {
 

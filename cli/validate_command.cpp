@@ -16,14 +16,14 @@
 #include "cli/bundled_scenarios.h"
 #include "cli/error_line.h"
 #include "cli/progress.h"
-#include "sim/calibration.h"
-#include "sim/file_io.h"
-#include "sim/format.h"
-#include "sim/gpipe_validation.h"
-#include "sim/gpu_validation.h"
-#include "sim/json_reader.h"
-#include "sim/leave_one_out.h"
-#include "sim/scenario_io.h"
+#include "sim/base/file_io.h"
+#include "sim/base/format.h"
+#include "sim/base/json_reader.h"
+#include "sim/scenario/scenario_io.h"
+#include "sim/validation/calibration.h"
+#include "sim/validation/gpipe_validation.h"
+#include "sim/validation/gpu_validation.h"
+#include "sim/validation/leave_one_out.h"
 
 namespace pipescope::cli {
 

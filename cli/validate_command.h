@@ -14,12 +14,12 @@ struct ValidateOptions {
   // the copies of scenarios/gpipe/ built into the program.
   std::optional<std::string> scenarios;
   // A folder of GPU validation cases (every *.json in it, see
-  // sim/gpu_validation.h); default: the copies of scenarios/validation/ built
+  // sim/validation/gpu_validation.h); default: the copies of scenarios/validation/ built
   // into the program.
   std::optional<std::string> gpu_scenarios;
   bool json = false;
   // Fit the kernel tables on every source of the GPU suite but one and
-  // predict that one (sim/leave_one_out.h), for each source.
+  // predict that one (sim/validation/leave_one_out.h), for each source.
   bool leave_one_out = false;
 };
 

@@ -44,4 +44,11 @@ function(pipescope_shared_library target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-semantic-interposition>)
   target_link_options(${target} PRIVATE -Wl,-Bsymbolic-functions)
+  # Every symbol a library uses comes from itself or from what it links: a
+  # call into a library it may not use fails here, at its link. (The
+  # sanitizers' runtimes are linked into programs only, so their builds
+  # leave it out.)
+  if(NOT PIPESCOPE_SANITIZE)
+    target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  endif()
 endfunction()

@@ -1,9 +1,9 @@
 #pragma once
 // Cost models turn a layer and a micro-batch size into durations. The simulator
-// sees a layer's times only through a CostModel (sim/stage_costs.h sums them per
+// sees a layer's times only through a CostModel (sim/engine/stage_costs.h sums them per
 // stage); there are three: the analytic roofline below, the kernel-level model
 // (costmodels/kernel_cost_model.h) and a measured profile (costmodels/profile.h).
-// make_cost_model (sim/simulator.h) picks one for a scenario: its profile if it
+// make_cost_model (sim/engine/simulator.h) picks one for a scenario: its profile if it
 // carries one, else the cluster's cost_model ("kernels" or "analytic"; see
 // docs/models.md, "What the models assume").
 
@@ -28,7 +28,7 @@ struct OpTimes {
   // What the host spends launching the forward's (and a recompute's), the
   // backward's and its weight gradients' kernels (the kernel-level model
   // with a framework that pays per launch; 0 otherwise). Where it exceeds
-  // the device's time the device waits for the host (sim/host_dispatch.h).
+  // the device's time the device waits for the host (sim/engine/host_dispatch.h).
   SimTime host_forward = 0;
   SimTime host_backward = 0;
   SimTime host_weight = 0;

@@ -11,8 +11,8 @@
 #include "costmodels/check.h"
 #include "costmodels/device.h"
 #include "exec/plan_runner.h"
-#include "sim/engine.h"
-#include "sim/profile_io.h"
+#include "sim/engine/engine.h"
+#include "sim/formats/profile_io.h"
 
 namespace pipescope::exec {
 

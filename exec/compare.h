@@ -10,9 +10,9 @@
 
 #include "costmodels/profile.h"
 #include "exec/runtime.h"
-#include "sim/plan.h"
-#include "sim/scenario.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/scenario.h"
 
 namespace pipescope::exec {
 

@@ -3,7 +3,7 @@
 #include <exception>
 #include <utility>
 
-#include "sim/cancel.h"
+#include "sim/base/cancel.h"
 
 namespace pipescope::exec {
 

@@ -17,7 +17,7 @@
 #include "exec/step_timer.h"
 #include "exec/transport.h"
 #include "exec/watchdog.h"
-#include "sim/pair_hold.h"
+#include "sim/engine/pair_hold.h"
 
 namespace pipescope::exec {
 

@@ -13,7 +13,7 @@
 #include "exec/layer.h"
 #include "exec/optimizer.h"
 #include "exec/runtime.h"
-#include "sim/partition.h"
+#include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 

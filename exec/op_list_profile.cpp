@@ -7,7 +7,7 @@
 
 #include "exec/device.h"
 #include "exec/timing.h"
-#include "sim/cancel.h"
+#include "sim/base/cancel.h"
 
 namespace pipescope::exec {
 

@@ -16,7 +16,7 @@
 #include "costmodels/units.h"
 #include "exec/layer.h"
 #include "exec/profile_passes.h"
-#include "sim/schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::exec {
 

@@ -9,7 +9,7 @@
 #include "exec/models.h"
 #include "exec/optimizer.h"
 #include "exec/runtime.h"
-#include "sim/partition.h"
+#include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 

@@ -13,9 +13,9 @@
 #include "exec/models.h"
 #include "exec/tensor_shard.h"
 #include "exec/transport.h"
-#include "sim/format.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/base/format.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::exec {
 

@@ -14,7 +14,7 @@
 
 #include "costmodels/model.h"
 #include "exec/runtime.h"
-#include "sim/plan.h"
+#include "sim/plan/plan.h"
 
 namespace pipescope::exec {
 

@@ -13,7 +13,7 @@
 #include "exec/models.h"
 #include "exec/step_timer.h"
 #include "exec/timing.h"
-#include "sim/cancel.h"
+#include "sim/base/cancel.h"
 
 namespace pipescope::exec {
 

@@ -23,8 +23,8 @@
 #include "exec/profile_passes.h"
 #include "exec/timing.h"
 #include "exec/transport_profile.h"
-#include "sim/cancel.h"
-#include "sim/format.h"
+#include "sim/base/cancel.h"
+#include "sim/base/format.h"
 
 namespace pipescope::exec {
 

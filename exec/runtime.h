@@ -15,8 +15,8 @@
 
 #include "exec/layer.h"
 #include "exec/optimizer.h"
-#include "sim/schedule.h"
-#include "sim/timeline.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/timeline.h"
 
 namespace pipescope::exec {
 
@@ -101,7 +101,7 @@ class PipelineRuntime {
   // thread per device, all joined before it returns or throws. Throws
   // StageError when a stage fails or the watchdog fires; the gradients are then
   // zeroed (stages whose optimizer op already ran keep their update), so the
-  // runtime can step again. A stop request (sim/cancel.h) ends the step the same
+  // runtime can step again. A stop request (sim/base/cancel.h) ends the step the same
   // way, each worker after its current op, with Cancelled. Throws
   // std::invalid_argument for malformed micro-batches.
   //

@@ -9,7 +9,7 @@
 #include "exec/layer.h"
 #include "exec/optimizer.h"
 #include "exec/runtime.h"
-#include "sim/schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::exec {
 

@@ -14,7 +14,7 @@
 #include "exec/device.h"
 #include "exec/layer.h"
 #include "exec/optimizer.h"
-#include "sim/schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::exec {
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "exec/affinity.h"
-#include "sim/cancel.h"
+#include "sim/base/cancel.h"
 
 namespace pipescope::exec {
 

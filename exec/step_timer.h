@@ -16,8 +16,8 @@
 
 #include "exec/device.h"
 #include "exec/tensor_group.h"
-#include "sim/schedule.h"
-#include "sim/timeline.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/timeline.h"
 
 namespace pipescope::exec {
 

@@ -12,9 +12,9 @@
 
 #include "exec/channel.h"
 #include "exec/tensor.h"
-#include "sim/schedule.h"
-#include "sim/sim_listener.h"
-#include "sim/timeline.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/sim_listener.h"
+#include "sim/engine/timeline.h"
 
 namespace pipescope::exec {
 

@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/hf_config.h"
-#include "sim/json_reader.h"
-#include "sim/model_json.h"
-#include "sim/scenario_io.h"
+#include "sim/base/json_reader.h"
+#include "sim/scenario/hf_config.h"
+#include "sim/scenario/model_json.h"
+#include "sim/scenario/scenario_io.h"
 
 using namespace pipescope;
 

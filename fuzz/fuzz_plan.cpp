@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/json_reader.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
+#include "sim/base/json_reader.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
 
 using namespace pipescope;
 

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/json_reader.h"
-#include "sim/profile_io.h"
-#include "sim/scenario_io.h"
+#include "sim/base/json_reader.h"
+#include "sim/formats/profile_io.h"
+#include "sim/scenario/scenario_io.h"
 
 using namespace pipescope;
 

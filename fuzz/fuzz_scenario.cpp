@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/json_reader.h"
-#include "sim/scenario_io.h"
-#include "sim/scenario_override.h"
+#include "sim/base/json_reader.h"
+#include "sim/scenario/scenario_io.h"
+#include "sim/scenario/scenario_override.h"
 
 using namespace pipescope;
 

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/custom_schedule.h"
-#include "sim/scenario_io.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/scenario/scenario_io.h"
 
 using namespace pipescope;
 

@@ -21,10 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/result_json.h"
-#include "sim/scenario.h"
-#include "sim/simulator.h"
-#include "sim/trace_io.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/result_json.h"
+#include "sim/formats/trace_io.h"
+#include "sim/scenario/scenario.h"
 
 namespace pipescope::fuzz {
 
@@ -82,7 +82,7 @@ bool refuses(Read&& read) {
 }
 
 // A trace this program wrote reads back, and writing what was read gives the
-// same bytes (sim/trace_io.h).
+// same bytes (sim/formats/trace_io.h).
 inline void check_trace_round_trip(const Timeline& timeline) {
   std::ostringstream written;
   write_chrome_trace(written, timeline);

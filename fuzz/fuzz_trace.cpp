@@ -1,6 +1,6 @@
 // Chrome trace JSON, read as the desktop app reads a measured run to lay over
 // a prediction (read_chrome_trace). A trace that reads must write and read
-// again to the same bytes (sim/trace_io.h).
+// again to the same bytes (sim/formats/trace_io.h).
 
 #include <cstddef>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/trace_io.h"
+#include "sim/formats/trace_io.h"
 
 using namespace pipescope;
 

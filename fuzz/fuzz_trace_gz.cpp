@@ -1,7 +1,7 @@
 // A Chrome trace named *.json.gz, read from a file as the desktop app opens it
 // (read_chrome_trace_file): gzip decompression with its limit, then the trace
 // reader. Seeds are gzip-compressed traces; what decompresses and reads must
-// write and read again to the same bytes (sim/trace_io.h).
+// write and read again to the same bytes (sim/formats/trace_io.h).
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <system_error>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/trace_io.h"
+#include "sim/formats/trace_io.h"
 
 using namespace pipescope;
 

@@ -4,7 +4,7 @@
 
 #include <QBuffer>
 
-#include "sim/file_io.h"
+#include "sim/base/file_io.h"
 
 namespace pipescope::gui {
 

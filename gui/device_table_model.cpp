@@ -4,9 +4,9 @@
 #include <QColor>
 #include <QStringList>
 
-#include "sim/custom_schedule.h"
-#include "sim/format.h"
-#include "sim/schedule.h"
+#include "sim/base/format.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::gui {
 

@@ -8,7 +8,7 @@
 
 #include <QAbstractTableModel>
 
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
 
 namespace pipescope::gui {
 

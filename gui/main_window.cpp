@@ -28,10 +28,10 @@
 #include "gui/stage_table_model.h"
 #include "gui/timeline_widget.h"
 #include "gui/tradeoff_view.h"
-#include "sim/plan.h"
-#include "sim/scenario_io.h"
-#include "sim/sweep.h"
-#include "sim/trace_io.h"
+#include "sim/formats/trace_io.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/sweep.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::gui {
 namespace {

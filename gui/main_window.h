@@ -13,11 +13,11 @@
 #include <QMainWindow>
 #include <nlohmann/json.hpp>
 
-#include "sim/cost_model_file.h"
-#include "sim/plan.h"
-#include "sim/planner.h"
-#include "sim/scenario.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/cost_model_file.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario.h"
 
 QT_BEGIN_NAMESPACE
 class QCheckBox;

@@ -22,11 +22,11 @@
 #include "gui/main_window.h"
 #include "gui/main_window_util.h"
 #include "gui/timeline_widget.h"
-#include "sim/file_io.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/trace_io.h"
+#include "sim/base/file_io.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/formats/trace_io.h"
+#include "sim/plan/plan.h"
 
 namespace pipescope::gui {
 namespace {

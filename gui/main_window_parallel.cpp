@@ -2,7 +2,7 @@
 // parallelism, training.tensor_parallel, as `-T` sets it), sequence
 // parallelism and the ZeRO stage. Each reads the scenario again with the field
 // set, as the command line's flags do, so that the scenario's own checks
-// (sim/tensor_parallel.h, sim/zero.h) split the layers and refuse what cannot
+// (sim/engine/tensor_parallel.h, sim/engine/zero.h) split the layers and refuse what cannot
 // run, in the command line's words.
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 
 #include "gui/main_window.h"
 #include "gui/main_window_util.h"
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::gui {
 namespace {

@@ -9,7 +9,7 @@
 #include "gui/main_window.h"
 #include "gui/main_window_util.h"
 #include "gui/memory_bars.h"
-#include "sim/format.h"
+#include "sim/base/format.h"
 
 namespace pipescope::gui {
 namespace {

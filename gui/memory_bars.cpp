@@ -1,6 +1,6 @@
 #include "gui/memory_bars.h"
 
-#include "sim/format.h"
+#include "sim/base/format.h"
 
 namespace pipescope::gui {
 

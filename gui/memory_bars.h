@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "costmodels/units.h"
-#include "sim/metrics.h"
-#include "sim/simulator.h"
+#include "sim/engine/metrics.h"
+#include "sim/engine/simulator.h"
 
 namespace pipescope::gui {
 

@@ -3,9 +3,9 @@
 #include <QBrush>
 #include <QColor>
 
-#include "sim/custom_schedule.h"
-#include "sim/format.h"
-#include "sim/schedule.h"
+#include "sim/base/format.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::gui {
 

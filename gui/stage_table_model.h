@@ -6,7 +6,7 @@
 
 #include <QAbstractTableModel>
 
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
 
 namespace pipescope::gui {
 

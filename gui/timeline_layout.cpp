@@ -8,8 +8,8 @@
 #include <span>
 #include <utility>
 
-#include "sim/format.h"
-#include "sim/op_dependencies.h"
+#include "sim/base/format.h"
+#include "sim/engine/op_dependencies.h"
 
 namespace pipescope::gui {
 namespace {
@@ -38,7 +38,7 @@ std::string row_label(const Timeline& t, int device, Lane lane, int sub_row,
   return label;
 }
 
-// First fit by start time, as the trace writer assigns rows (sim/trace_io.cpp),
+// First fit by start time, as the trace writer assigns rows (sim/formats/trace_io.cpp),
 // so that "recv 2" here is "recv 2" there: each slice goes to the lowest row whose
 // last slice ended at or before its start. A linear scan of the rows is quadratic
 // when many slices overlap; a min-tree over the rows' end times finds the row in

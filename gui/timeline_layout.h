@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/timeline.h"
+#include "sim/engine/timeline.h"
 
 namespace pipescope::gui {
 
@@ -85,7 +85,7 @@ std::optional<std::size_t> hit_test(const TimelineLayout& layout, int row, doubl
                                     double tolerance_ns);
 
 // The kinds of item related to an event by the schedule's dependency rules
-// (sim/op_dependencies.h): an event of `kind` and `stage`, of the same
+// (sim/engine/op_dependencies.h): an event of `kind` and `stage`, of the same
 // micro-batch unless any_micro_batch, before or after it. For an op, what it
 // depends on and what depends on it, each with the transfer or all-reduce
 // between them (a transfer named by the stage that sends it); for a transfer or

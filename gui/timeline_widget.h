@@ -15,7 +15,7 @@
 
 #include "gui/time_axis.h"
 #include "gui/timeline_layout.h"
-#include "sim/timeline.h"
+#include "sim/engine/timeline.h"
 
 namespace pipescope::gui {
 

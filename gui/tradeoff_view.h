@@ -6,7 +6,7 @@
 
 #include <QWidget>
 
-#include "sim/sweep.h"
+#include "sim/plan/sweep.h"
 
 QT_BEGIN_NAMESPACE
 class QChart;

@@ -43,7 +43,7 @@ TEST(Backends, CommandsThatUseNoBackendLoadNoneOfTheirLibraries) {
     const CliResult r = run_watching_the_loader(args);
     EXPECT_EQ(r.status, 0) << args << ": " << r.err;
     // The loader's log is there: it names the command's own libraries.
-    EXPECT_NE(r.err.find("libpipescope_sim.so"), std::string::npos) << args;
+    EXPECT_NE(r.err.find("libpipescope_sim_engine.so"), std::string::npos) << args;
     for (const std::string& library : kBackendLibraries) {
       EXPECT_EQ(r.err.find(library), std::string::npos) << args << " loaded " << library;
     }

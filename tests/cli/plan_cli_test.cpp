@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace {
 

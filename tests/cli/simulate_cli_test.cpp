@@ -407,7 +407,7 @@ TEST(SimulateCli, UnwritableTraceFailsBeforePrintingAResult) {
   const CliResult r = run("simulate " + kDemo + " --json --trace /no/such/dir/t.json");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.out, "");
-  // One line, naming the output (sim/file_io.h words the reason).
+  // One line, naming the output (sim/base/file_io.h words the reason).
   EXPECT_EQ(r.err.rfind("pipescope: error: /no/such/dir/t.json: ", 0), 0u) << r.err;
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
 }

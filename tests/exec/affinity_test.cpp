@@ -16,7 +16,7 @@
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/runtime.h"
-#include "sim/schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::exec {
 namespace {

@@ -9,9 +9,9 @@
 #include "costmodels/profile.h"
 #include "exec/compare.h"
 #include "exec/runtime.h"
-#include "sim/model_json.h"
-#include "sim/plan.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/model_json.h"
 
 namespace pipescope::exec::compare_helpers {
 

@@ -15,9 +15,9 @@
 #include "compare_helpers.h"
 #include "costmodels/model_families.h"
 #include "exec/plan_runner.h"
-#include "sim/model_json.h"
-#include "sim/plan.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/model_json.h"
 
 namespace pipescope::exec {
 namespace {

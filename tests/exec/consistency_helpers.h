@@ -14,8 +14,8 @@
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/runtime.h"
-#include "sim/custom_schedule.h"
-#include "sim/schedule.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::exec::consistency {
 

@@ -15,8 +15,8 @@
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/runtime.h"
-#include "sim/custom_schedule.h"
-#include "sim/partition.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 namespace {

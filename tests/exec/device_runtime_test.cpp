@@ -23,8 +23,8 @@
 #include "exec/pipeline_check.h"
 #include "exec/plan_runner.h"
 #include "exec/runtime.h"
-#include "sim/partition.h"
-#include "sim/plan.h"
+#include "sim/engine/partition.h"
+#include "sim/plan/plan.h"
 
 namespace pipescope::exec {
 namespace {

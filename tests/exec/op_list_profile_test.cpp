@@ -16,7 +16,7 @@
 #include "exec/models.h"
 #include "exec/profile_passes.h"
 #include "exec/profiler.h"
-#include "sim/schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::exec {
 namespace {

@@ -19,7 +19,7 @@
 #include "exec/host_device.h"
 #include "exec/optimizer_timing.h"
 #include "exec/transport_profile.h"
-#include "sim/profile_io.h"
+#include "sim/formats/profile_io.h"
 
 #include <nlohmann/json.hpp>
 

@@ -19,8 +19,8 @@
 
 #include "exec/models.h"
 #include "exec/runtime.h"
-#include "sim/cancel.h"
-#include "sim/partition.h"
+#include "sim/base/cancel.h"
+#include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 namespace {

@@ -16,8 +16,8 @@
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
 #include "exec/transport_profile.h"
-#include "sim/simulator.h"
-#include "sim/tensor_parallel.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/tensor_parallel.h"
 
 namespace pipescope::exec {
 namespace {

@@ -24,8 +24,8 @@
 #include "exec/tensor_group.h"
 #include "exec/tensor_shard.h"
 #include "exec/transport.h"
-#include "sim/model_json.h"
-#include "sim/partition.h"
+#include "sim/engine/partition.h"
+#include "sim/scenario/model_json.h"
 
 namespace pipescope::exec {
 namespace {

@@ -22,10 +22,10 @@
 #include "gui/device_table_model.h"
 #include "gui/main_window.h"
 #include "gui/memory_widget.h"
-#include "sim/format.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/base/format.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::gui {
 namespace {

@@ -29,8 +29,8 @@
 #include "gui/stage_table_model.h"
 #include "gui/timeline_widget.h"
 #include "gui/tradeoff_view.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::gui {
 namespace {

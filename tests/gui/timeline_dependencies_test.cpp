@@ -1,5 +1,5 @@
 // The dependency rules as the desktop app relates events (related_kinds, read
-// off sim/op_dependencies.h), and dependencies_of through the layout's index
+// off sim/engine/op_dependencies.h), and dependencies_of through the layout's index
 // against a scan of every item with those rules, on simulated and on random
 // timelines.
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gui/timeline_layout.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
 #include "tests/sim/sim_fixtures.h"
 
 namespace pipescope::gui {

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/simulator.h"
-#include "sim/trace_io.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/trace_io.h"
 #include "tests/sim/sim_fixtures.h"
 
 namespace pipescope::gui {

@@ -20,7 +20,7 @@
 #include "exec/models.h"
 #include "exec/mpi/mpi_transport.h"
 #include "exec/runtime.h"
-#include "sim/partition.h"
+#include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 namespace {

@@ -3,7 +3,7 @@
 // brute force, and recovery of a known efficiency from step times the simulator
 // itself produced.
 
-#include "sim/calibration.h"
+#include "sim/validation/calibration.h"
 
 #include <gtest/gtest.h>
 
@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/model_families.h"
-#include "sim/cost_model_file.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/cost_model_file.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <string>
 
-#include "sim/cancel.h"
-#include "sim/file_io.h"
-#include "sim/parallel.h"
-#include "sim/simulator.h"
+#include "sim/base/cancel.h"
+#include "sim/base/file_io.h"
+#include "sim/base/parallel.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

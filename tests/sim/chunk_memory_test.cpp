@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "costmodels/cost_model.h"
-#include "sim/device_partition.h"
-#include "sim/schedule.h"
-#include "sim/simulator.h"
+#include "sim/engine/device_partition.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/schedule.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::testing {
 

@@ -4,19 +4,19 @@
 // missing, duplicated, misordered and deadlocking actions) get one error naming
 // the file, row and column.
 
-#include "sim/custom_schedule.h"
+#include "sim/engine/custom_schedule.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 
 #include "scenario_docs.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -4,7 +4,7 @@
 #include <functional>
 #include <vector>
 
-#include "sim/partition.h"
+#include "sim/engine/partition.h"
 
 namespace pipescope::testing {
 

@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "scenario_docs.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
-#include "sim/trace_io.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/trace_io.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -1,7 +1,7 @@
 // The device-balanced partitioner (several stages a device) against brute
 // force over every cut of small random models.
 
-#include "sim/device_partition.h"
+#include "sim/engine/device_partition.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <random>
 
 #include "cuts.h"
-#include "sim/layer_count_bound.h"
+#include "sim/engine/layer_count_bound.h"
 
 namespace pipescope {
 namespace {

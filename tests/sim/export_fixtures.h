@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "sim/plan.h"
-#include "sim/plan_io.h"
-#include "sim/scenario_io.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/scenario_io.h"
 
 #include "golden.h"
 

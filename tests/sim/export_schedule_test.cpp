@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "sim/format.h"
-#include "sim/plan_export.h"
-#include "sim/planner.h"
-#include "sim/simulator.h"
+#include "sim/base/format.h"
+#include "sim/engine/simulator.h"
+#include "sim/export/plan_export.h"
+#include "sim/plan/planner.h"
 
 #include "export_fixtures.h"
 #include "sim_fixtures.h"

@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "sim/cancel.h"
-#include "sim/file_io.h"
-#include "sim/signals.h"
+#include "sim/base/cancel.h"
+#include "sim/base/file_io.h"
+#include "sim/base/signals.h"
 #include "tests/open_files.h"
 
 namespace pipescope {

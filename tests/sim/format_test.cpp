@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "sim/format.h"
+#include "sim/base/format.h"
 
 namespace pipescope {
 namespace {

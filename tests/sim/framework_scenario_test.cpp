@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "scenario_docs.h"
-#include "sim/scenario_io.h"
-#include "sim/zero.h"
+#include "sim/engine/zero.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

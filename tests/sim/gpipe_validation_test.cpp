@@ -2,7 +2,7 @@
 // scenarios as shipped: the figures the paper's setup pins down stay within
 // their stated tolerances, and the known gaps stay what the README says.
 
-#include "sim/gpipe_validation.h"
+#include "sim/validation/gpipe_validation.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

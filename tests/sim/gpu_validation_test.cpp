@@ -3,7 +3,7 @@
 // "validation" object is named by file and field; the metrics follow the
 // sources' formulas; and each case stays within its tolerance or its stated gap.
 
-#include "sim/gpu_validation.h"
+#include "sim/validation/gpu_validation.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
 #include "validation_cases.h"
 
 namespace pipescope {

@@ -1,4 +1,4 @@
-#include "sim/hf_config.h"
+#include "sim/scenario/hf_config.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "costmodels/model_families.h"
-#include "sim/model_json.h"
-#include "sim/scenario_io.h"
+#include "sim/scenario/model_json.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

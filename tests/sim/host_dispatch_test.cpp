@@ -1,15 +1,15 @@
-// The host that feeds the device (sim/host_dispatch.h): the wait's formula,
+// The host that feeds the device (sim/engine/host_dispatch.h): the wait's formula,
 // when ops start drained, and a stage whose small kernels the host issues
 // more slowly than the GPU runs them.
 
-#include "sim/host_dispatch.h"
+#include "sim/engine/host_dispatch.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

@@ -1,7 +1,7 @@
-// Reading inputs (sim/input_file.h): regular files, FIFOs and pipes alike, a stop
+// Reading inputs (sim/base/input_file.h): regular files, FIFOs and pipes alike, a stop
 // request that ends a wait for a writer, and each kind's size limit.
 
-#include "sim/input_file.h"
+#include "sim/base/input_file.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,10 +16,10 @@
 #include <string>
 #include <thread>
 
-#include "sim/cancel.h"
-#include "sim/file_io.h"
-#include "sim/scenario_io.h"
-#include "sim/trace_io.h"
+#include "sim/base/cancel.h"
+#include "sim/base/file_io.h"
+#include "sim/formats/trace_io.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

@@ -12,12 +12,12 @@
 #include "costmodels/cost_model.h"
 #include "export_fixtures.h"
 #include "scenario_docs.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
-#include "sim/stage_costs.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/stage_costs.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

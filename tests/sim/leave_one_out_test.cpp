@@ -1,7 +1,7 @@
-// Leave one source out (sim/leave_one_out.h): the fit against brute force on
+// Leave one source out (sim/validation/leave_one_out.h): the fit against brute force on
 // small cases, the folds' bookkeeping, and the linear solve.
 
-#include "sim/leave_one_out.h"
+#include "sim/validation/leave_one_out.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/calibration.h"
+#include "sim/validation/calibration.h"
 
 namespace pipescope {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "chunked_fixtures.h"
-#include "sim/schedule.h"
-#include "sim/simulator.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "costmodels/cost_model.h"
-#include "sim/memory_tracker.h"
-#include "sim/simulator.h"
+#include "sim/engine/memory_tracker.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

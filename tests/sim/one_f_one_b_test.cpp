@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <string>
 
-#include "sim/schedule.h"
-#include "sim/simulator.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -1,8 +1,8 @@
-// The dependency rules of a schedule's ops (sim/op_dependencies.h), checked
+// The dependency rules of a schedule's ops (sim/engine/op_dependencies.h), checked
 // against the rules written out by hand, and what the engine and the schedule
 // checker read off them.
 
-#include "sim/op_dependencies.h"
+#include "sim/engine/op_dependencies.h"
 
 #include <gtest/gtest.h>
 

@@ -9,12 +9,12 @@
 
 #include "export_fixtures.h"
 #include "scenario_docs.h"
-#include "sim/format.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/base/format.h"
+#include "sim/engine/simulator.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -1,7 +1,7 @@
 // The partitioners against brute force: every contiguous cut of small random
 // models, with and without memory limits, remat and transfer costs.
 
-#include "sim/partition.h"
+#include "sim/engine/partition.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Exports of a plan: golden files for each form, and checks that every form's
 // numbers agree with the plan for cuts the golden plan does not cover.
 
-#include "sim/plan_export.h"
+#include "sim/export/plan_export.h"
 
 #include <gtest/gtest.h>
 
@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "sim/format.h"
-#include "sim/plan_io.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/base/format.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 
 #include "export_fixtures.h"
 #include "golden.h"

@@ -1,7 +1,7 @@
 // Plan JSON: round trips, the golden file, the model hash, plans made from a
 // simulation, and every kind of bad plan with the message the user sees.
 
-#include "sim/plan_io.h"
+#include "sim/formats/plan_io.h"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 #include "golden.h"
@@ -184,7 +184,7 @@ TEST(PlanIo, WriteFailureNamesTheFile) {
     write_plan_file(path, sample_plan());
     FAIL() << "the write succeeded";
   } catch (const std::runtime_error& e) {
-    // The path first; sim/file_io.h words the reason.
+    // The path first; sim/base/file_io.h words the reason.
     EXPECT_EQ(std::string(e.what()).rfind(path.string() + ": ", 0), 0u) << e.what();
   }
 }

@@ -1,7 +1,7 @@
 // The planner, the sweep and the capacity search: each against the simulator it
 // is built on, and the trade-off the planner exists for.
 
-#include "sim/planner.h"
+#include "sim/plan/planner.h"
 
 #include <gtest/gtest.h>
 
@@ -12,11 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/capacity.h"
-#include "sim/device_partition.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
-#include "sim/sweep.h"
+#include "sim/engine/device_partition.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/capacity.h"
+#include "sim/plan/sweep.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

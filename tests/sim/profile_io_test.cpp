@@ -2,7 +2,7 @@
 // kind of bad profile with the message the user sees, and exact step times from
 // measured figures, with and without cores shared between devices.
 
-#include "sim/profile_io.h"
+#include "sim/formats/profile_io.h"
 
 #include <gtest/gtest.h>
 
@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/result_json.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/result_json.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/calibration.h"
-#include "sim/gpu_validation.h"
+#include "sim/validation/calibration.h"
+#include "sim/validation/gpu_validation.h"
 #include "validation_cases.h"
 
 namespace pipescope {

@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "sim/custom_schedule.h"
-#include "sim/input_file.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/scenario_io.h"
-#include "sim/schedule_actions.h"
-#include "sim/simulator.h"
+#include "sim/base/input_file.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/schedule_actions.h"
+#include "sim/engine/simulator.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "costmodels/cost_model.h"
-#include "sim/partition.h"
-#include "sim/planner.h"
-#include "sim/schedule.h"
-#include "sim/simulator.h"
+#include "sim/engine/partition.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/planner.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

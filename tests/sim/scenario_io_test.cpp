@@ -1,4 +1,4 @@
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "costmodels/device.h"
 #include "costmodels/model_families.h"
 #include "scenario_docs.h"
-#include "sim/model_json.h"
+#include "sim/scenario/model_json.h"
 
 namespace pipescope {
 namespace {

@@ -1,14 +1,14 @@
 // Magnitudes that would overflow 64-bit sizes or the nanosecond clock are
 // rejected at load with the field named, instead of surfacing as wrong results.
 
-#include "sim/scenario_limits.h"
+#include "sim/scenario/scenario_limits.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "scenario_docs.h"
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "costmodels/model_families.h"
 #include "scenario_docs.h"
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/schedule.h"
+#include "sim/engine/schedule.h"
 
 #include <gtest/gtest.h>
 

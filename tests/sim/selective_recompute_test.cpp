@@ -13,11 +13,11 @@
 #include "costmodels/device.h"
 #include "costmodels/kernel_cost_model.h"
 #include "costmodels/model_families.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/planner.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

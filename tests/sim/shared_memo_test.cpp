@@ -7,10 +7,10 @@
 
 #include <string>
 
-#include "sim/custom_schedule.h"
-#include "sim/partition.h"
-#include "sim/schedule.h"
-#include "sim/schedule_holds.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/partition.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/schedule_holds.h"
 
 namespace pipescope {
 namespace {

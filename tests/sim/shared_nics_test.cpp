@@ -10,8 +10,8 @@
 
 #include "costmodels/cluster.h"
 #include "scenario_docs.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
+#include "sim/engine/simulator.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

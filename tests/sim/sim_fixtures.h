@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/custom_schedule.h"
-#include "sim/scenario.h"
-#include "sim/scenario_io.h"
-#include "sim/schedule.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/schedule.h"
+#include "sim/scenario/scenario.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope::testing {
 

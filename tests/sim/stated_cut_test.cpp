@@ -12,13 +12,13 @@
 #include <nlohmann/json.hpp>
 
 #include "scenario_docs.h"
-#include "sim/partition.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
-#include "sim/stated_cut.h"
+#include "sim/engine/partition.h"
+#include "sim/engine/simulator.h"
+#include "sim/export/plan_export.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
+#include "sim/scenario/stated_cut.h"
 
 namespace pipescope {
 namespace {

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "scenario_docs.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
-#include "sim/tensor_parallel.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/tensor_parallel.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "scenario_docs.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/tensor_parallel.h"
+#include "sim/engine/tensor_parallel.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
 namespace {

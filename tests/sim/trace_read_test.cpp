@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/simulator.h"
-#include "sim/trace_io.h"
+#include "sim/engine/simulator.h"
+#include "sim/formats/trace_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -1,7 +1,7 @@
 // The Chrome trace: structure per docs/file-formats.md ("Chrome traces") and byte-identical output
 // for the same input.
 
-#include "sim/trace_io.h"
+#include "sim/formats/trace_io.h"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/file_io.h"
-#include "sim/simulator.h"
+#include "sim/base/file_io.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

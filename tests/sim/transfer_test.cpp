@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "sim/engine.h"
-#include "sim/simulator.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/simulator.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

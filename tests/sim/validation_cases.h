@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/gpu_validation.h"
-#include "sim/scenario_io.h"
+#include "sim/scenario/scenario_io.h"
+#include "sim/validation/gpu_validation.h"
 
 namespace pipescope::testing {
 

@@ -16,12 +16,12 @@
 
 #include "costmodels/cost_model.h"
 #include "scenario_docs.h"
-#include "sim/device_partition.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/schedule.h"
-#include "sim/simulator.h"
-#include "sim/step_floor.h"
+#include "sim/engine/device_partition.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/planner.h"
+#include "sim/plan/step_floor.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "scenario_docs.h"
-#include "sim/plan.h"
-#include "sim/plan_export.h"
-#include "sim/plan_io.h"
-#include "sim/planner.h"
-#include "sim/scenario_io.h"
-#include "sim/simulator.h"
-#include "sim/timeline.h"
-#include "sim/trace_io.h"
-#include "sim/zero.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/timeline.h"
+#include "sim/engine/zero.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/formats/trace_io.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
 
 namespace pipescope {

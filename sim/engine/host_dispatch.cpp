@@ -1,0 +1,69 @@
+#include "sim/engine/host_dispatch.h"
+
+#include <algorithm>
+
+namespace pipescope {
+
+bool ops_start_drained(const Framework& fw, bool chunked, int stages) {
+  if (stages <= 1) return false;
+  return chunked ? fw.sync_after_p2p_interleaved : fw.sync_after_p2p;
+}
+
+SimTime host_wait(SimTime device, SimTime host, SimTime launch, bool drained) {
+  const SimTime start = drained ? launch : 0;
+  return std::max(device + start, host) - device;
+}
+
+namespace {
+
+// What the host spends on a stage's ops: its layers' kernels and the
+// collectives of tensor parallelism (the cut's gathers included), a launch
+// each.
+struct StageHost {
+  SimTime forward = 0;
+  SimTime backward = 0;
+  SimTime weight = 0;
+};
+
+StageHost stage_host(const ModelSpec& model, const CostModel& cost, const StageCost& c,
+                     std::int64_t micro_batch, Remat remat, SimTime launch) {
+  StageHost h;
+  for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
+    const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
+    const OpTimes t = under_remat(remat, cost.op_times(layer, micro_batch));
+    h.forward += t.host_forward + launch * layer.tp_fwd_allreduces;
+    h.backward += t.host_backward + launch * layer.tp_bwd_allreduces;
+    h.weight += t.host_weight;
+  }
+  if (c.tp_input_gather > 0) h.forward += launch;
+  if (c.tp_grad_gather > 0) h.backward += launch;
+  return h;
+}
+
+}  // namespace
+
+void add_host_waits(const ModelSpec& model, const CostModel& cost, const Framework& fw,
+                    std::int64_t micro_batch, Remat remat, bool drained,
+                    std::vector<StageCost>& stages) {
+  const SimTime launch = seconds_to_simtime(fw.host_launch_s);
+  if (launch <= 0) return;
+  for (StageCost& c : stages) {
+    const StageHost h = stage_host(model, cost, c, micro_batch, remat, launch);
+    const SimTime fwd_device = c.forward + c.tp_forward + c.tp_input_gather;
+    c.host_wait_forward = host_wait(fwd_device, h.forward, launch, drained);
+    c.host_wait_recompute = host_wait(c.recompute + c.tp_forward, h.forward, launch, false);
+    c.host_wait_backward =
+        host_wait(c.backward + c.tp_backward + c.tp_grad_gather, h.backward, launch, drained);
+    c.host_wait_input = host_wait(c.input + c.tp_backward + c.tp_grad_gather, h.backward - h.weight,
+                                  launch, drained);
+    c.host_wait_weight = host_wait(c.weight, h.weight, launch, false);
+    c.forward += c.host_wait_forward;
+    if (c.forward_kept) *c.forward_kept += c.host_wait_forward;
+    if (reruns_forwards(remat)) c.recompute += c.host_wait_recompute;
+    c.backward += c.host_wait_backward;
+    c.input += c.host_wait_input;
+    if (c.weight > 0) c.weight += c.host_wait_weight;
+  }
+}
+
+}  // namespace pipescope

@@ -1,0 +1,191 @@
+#pragma once
+// One simulated training step of a scenario: cost model -> partition -> schedule
+// -> engine -> metrics, memory curves and timeline.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "costmodels/collective.h"
+#include "costmodels/cost_model.h"
+#include "sim/engine/custom_schedule.h"
+#include "sim/engine/metrics.h"
+#include "sim/engine/partition.h"
+#include "sim/engine/schedule.h"
+#include "sim/engine/stage_costs.h"
+#include "sim/engine/timeline.h"
+#include "sim/scenario/config_error.h"
+#include "sim/scenario/scenario.h"
+
+namespace pipescope {
+
+// Stage x micro-batch pairs one simulation holds (its op lists and arrival
+// tables grow with K x M): 2^27, far above what pipelines use.
+inline constexpr std::int64_t kMaxStageMicroBatches = std::int64_t{1} << 27;
+
+// D data-parallel replicas of the pipeline and the ring that all-reduces each
+// stage's gradients among them: device d of each replica sends to device d of
+// the next over `bandwidth` and `latency_s` (the cluster's route between them).
+// A ring all-reduce of B bytes takes 2 (D - 1) (latency + B / (D bandwidth)).
+struct DataParallel {
+  int replicas = 1;  // D
+  double bandwidth = 0.0;
+  double latency_s = 0.0;
+  // On GPUs (Cluster::nccl), collectives are timed as NCCL runs them
+  // (costmodels/collective.h) over the nodes the ring spans, its hops inside
+  // a node over `intra`; elsewhere by the ring formula above.
+  bool nccl = false;
+  int nodes = 1;
+  LinkClass intra = LinkClass::kNvlink;
+};
+// The NCCL fields of a ring over `members` (physical devices of `cluster`):
+// whether it is timed as NCCL, the nodes it spans, its links inside a node.
+void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
+                          DataParallel& ring);
+
+// The ring of `replicas` copies of a `stages`-device pipeline on `whole`, the
+// cluster of all K x D devices: replica r's device d is whole's device r K + d,
+// and a hop is the route from device 0 to device K. Throws ConfigError when the
+// cluster has fewer than K x D devices.
+DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas);
+
+// Ring all-reduce time of `bytes` over `dp` (0 for one replica); `count`
+// all-reduces of `bytes` in all pay the latency `count` times.
+SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
+
+// The all-gather of a stage's updated weights after a ZeRO-1 or 2 step, over
+// `dp`: the weights in the model's dtype. Where the framework gathers them
+// during the next step's first forward (Framework::overlap_param_gather),
+// only what outlasts that forward (StageCost::forward, one micro-batch's).
+SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c);
+
+// Ring reduce-scatter (or all-gather) time of `bytes` over `dp`: half an
+// all-reduce, (D - 1) (latency + B / (D bandwidth)); 0 for one replica.
+SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes);
+// Under ZeRO-3 over dp's replicas, each layer's all-gather of its weights
+// before every forward and backward that computes with it (what
+// PartitionProblem::gathers holds); empty otherwise.
+std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& dp);
+
+// What to simulate; unset fields come from the scenario (K defaults to the
+// cluster's device count).
+struct SimConfig {
+  std::optional<int> stages;
+  std::optional<int> micro_batches;
+  std::optional<ScheduleKind> schedule;
+  std::optional<int> chunks;  // v, interleaved-1f1b only
+  std::optional<Remat> remat;
+  // A custom schedule's actions (schedule custom); fixes K, M and the chunks.
+  std::shared_ptr<const CustomSchedule> custom;
+  PartitionMethod partition = PartitionMethod::kOptimal;
+  // Replicas whose gradients each stage all-reduces before its optimizer step;
+  // the scenario is then one replica's (K devices, its share of the batch).
+  DataParallel data_parallel;
+  // Cuts given explicitly (from a plan) instead of by `partition`.
+  std::optional<std::vector<StageRange>> stage_ranges;
+  bool record_timeline = true;  // events and memory curves; off for sweeps
+  // When set, the timeline goes here as the engine runs (names, events, memory
+  // curves) and SimResult::timeline stays empty: a trace of millions of ops is
+  // written without being held (ChromeTraceWriter).
+  TimelineSink* timeline_sink = nullptr;
+};
+
+struct SimResult {
+  int stages = 1;  // K, the pipeline's devices
+  int chunks = 1;  // v: stage_costs holds K x v model stages, stage s on device s mod K
+  int micro_batches = 1;
+  ScheduleKind schedule = ScheduleKind::kGpipe;
+  Remat remat = Remat::kNever;
+  Checkpoint checkpoint = Checkpoint::kStage;    // what remat keeps
+  std::shared_ptr<const CustomSchedule> custom;  // schedule custom only
+  int data_parallel = 1;  // D; metrics are one replica's, all-reduces included
+  // T; stage costs, memory and metrics are one device's of each group
+  int tensor_parallel = 1;
+  bool sequence_parallel = false;
+  int zero = 0;  // ZeRO stage; shards over data_parallel replicas
+  std::int64_t micro_batch_size = 1;
+  std::string cost_model;
+  std::vector<StageCost> stage_costs;
+  Metrics metrics;
+  Timeline timeline;  // empty unless record_timeline
+  std::int64_t compute_ops = 0;
+  std::int64_t transfers = 0;
+  // Whether the schedule runs each backward as B and W.
+  bool split_backward() const { return splits_backward(schedule, custom.get()); }
+};
+
+// The optimal partitioner's inputs for a scenario at `stages` model stages (K x
+// chunks) and M micro-batches: per-layer times from `cost`, cut sizes, the
+// device's memory and the link between neighbouring stages. With v chunks a
+// device holds v stages: each gets 1/v of its memory and the micro-batches in
+// flight on device 0's busiest chunk. `custom`, for a custom schedule, puts each
+// stage on its rows' device (otherwise the schedule's, stage_device_of) and says
+// whether the backward is split (otherwise splits_backward(schedule)).
+PartitionProblem partition_problem(const Scenario& scenario, const CostModel& cost, int stages,
+                                   int micro_batches, Remat remat,
+                                   ScheduleKind schedule = ScheduleKind::kGpipe, int chunks = 1,
+                                   const CustomSchedule* custom = nullptr);
+
+// The cut `method` makes. The optimal method respects memory and, when nothing
+// fits, returns its best cut without the memory limit (the simulation then shows
+// by how much it does not fit).
+std::vector<StageRange> choose_partition(const Scenario& scenario, const CostModel& cost,
+                                         PartitionMethod method, int stages, int micro_batches,
+                                         Remat remat, ScheduleKind schedule = ScheduleKind::kGpipe,
+                                         int chunks = 1, const CustomSchedule* custom = nullptr);
+
+// With several stages a device (stage s on device s mod K): of the cut with
+// the least slowest stage (partition_optimal), `device_cut` (the cut with the
+// least busy busiest device, partition_devices) and the cut of least
+// stage-time variance, the simulation under `config` (without a timeline) of
+// the one whose step is shortest, a cut that fits in memory before one that
+// does not; its stage_costs name the cut. No one of those objectives predicts
+// the step: a device's total sets its share, but in an interleaved schedule a
+// chunk much slower than its neighbours also stalls the devices after it.
+// Empty when neither of the first two is a cut that fits.
+std::optional<SimResult> fastest_chunked_cut(const Scenario& scenario, SimConfig config,
+                                             const CostModel& cost, const PartitionProblem& p,
+                                             std::vector<StageRange> device_cut);
+
+// The slowdown of an op when `computing` devices compute at once on average:
+// linear between the cluster's measured points (concurrency_slowdown[n - 1] for
+// n devices), the last one beyond them, 1 for one device or none measured.
+double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing);
+
+// Devices that share caches and memory bandwidth (the cores of one CPU) slow
+// each other down. With the cluster's concurrency_slowdown measured, every op of
+// `stages` is stretched by the slowdown at the step's mean number of computing
+// devices (busy time over step time), found by running the engine (twice: the
+// stretch changes the mean a little); all but a split backward's B and W when
+// the profile timed them with cold caches (Profile::split_unstretched). A no-op
+// without a measured slowdown.
+void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster,
+                                std::vector<StageCost>& stages);
+
+// The scenario's cost model: the profile's measurements when the cluster carries
+// one (`--cost-model`), else the kernel-level model or the device's roofline, as
+// the cluster's cost_model says.
+std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario);
+
+// What device `device` of a run holds at its peak: its stages' weights,
+// gradients and optimizer state, and the rest of its peak, activations.
+struct MemorySplit {
+  Bytes weights = 0;
+  Bytes gradients = 0;
+  Bytes optimizer = 0;
+  Bytes activations = 0;
+};
+MemorySplit memory_split(const SimResult& result, int device);
+// The same for every device, in one pass over the stages.
+std::vector<MemorySplit> memory_splits(const SimResult& result);
+
+// Uses make_cost_model(scenario).
+SimResult simulate(const Scenario& scenario, const SimConfig& config);
+SimResult simulate(const Scenario& scenario, const SimConfig& config, const CostModel& cost);
+
+}  // namespace pipescope

@@ -1,0 +1,109 @@
+#include "sim/export/export_refusals.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "costmodels/check.h"
+#include "sim/engine/schedule.h"
+#include "sim/scenario/scenario.h"
+
+namespace pipescope {
+
+void check_exportable(const Plan& plan, ExportFormat format) {
+  PS_CHECK(
+      !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
+      "a plan has one entry per stage");
+  if (plan.schedule == ScheduleKind::kCustom && format != ExportFormat::kTorchPipelining) {
+    throw std::invalid_argument(
+        "cannot export a custom-schedule plan to " + std::string(to_string(format)) +
+        ": it runs its own schedule; export it to torch-pipelining, which runs per-rank "
+        "action lists");
+  }
+  // The export is a PipelineModule, which DeepSpeed runs on its pipeline
+  // engine even with one stage.
+  if (plan.zero >= 2 && format == ExportFormat::kDeepSpeed) {
+    throw std::invalid_argument(
+        "cannot export this plan to deepspeed: its pipeline engine, which runs the exported "
+        "PipelineModule even with one stage, refuses ZeRO stage " +
+        std::to_string(plan.zero) + "; plan with training.zero 1 or 0");
+  }
+  if (plan.zero == 2 && format == ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to megatron: its distributed optimizer shards the optimizer "
+        "state (ZeRO stage 1), not the gradients; plan with training.zero 1");
+  }
+  if (plan.zero == 3 && format == ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to megatron: Megatron-LM has no ZeRO stage 3; its distributed "
+        "optimizer shards the optimizer state (ZeRO stage 1), not the gradients or the weights; "
+        "plan with training.zero 1");
+  }
+  if (plan.zero == 2 && format == ExportFormat::kTorchPipelining) {
+    throw std::invalid_argument(
+        "cannot export this plan to torch-pipelining: PyTorch pipelining keeps a stage's "
+        "gradients whole until the step's last backward (it turns FSDP's gradient "
+        "reduce-scatter off for the other micro-batches), so they are not sharded as ZeRO "
+        "stage 2 shards them; plan with training.zero 1");
+  }
+  if (plan.zero == 3 && format == ExportFormat::kTorchPipelining) {
+    throw std::invalid_argument(
+        "cannot export this plan to torch-pipelining: PyTorch pipelining keeps a stage's "
+        "weights gathered and its gradients whole from the first backward to the step's last "
+        "(it turns FSDP's resharding and gradient reduce-scatter after backward off for the "
+        "other micro-batches), so it does not gather and reduce-scatter for every micro-batch "
+        "as ZeRO stage 3 does; plan with training.zero 1");
+  }
+  if (plan.zero > 0 && format == ExportFormat::kTorchGpipe) {
+    throw std::invalid_argument(
+        "cannot export this plan to torchgpipe: it shards the optimizer "
+        "over the replicas (ZeRO stage " +
+        std::to_string(plan.zero) +
+        "), which this export does not express; export it to deepspeed, "
+        "megatron or torch-pipelining");
+  }
+  if (plan.tensor_parallel > 1 && format != ExportFormat::kMegatron &&
+      format != ExportFormat::kTorchPipelining) {
+    throw std::invalid_argument(
+        "cannot export this plan to " + std::string(to_string(format)) +
+        ": it splits every layer over T=" + std::to_string(plan.tensor_parallel) +
+        " devices (tensor parallelism), which this export does not express; export it to "
+        "megatron or torch-pipelining");
+  }
+  if (plan.chunks > 1 &&
+      (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {
+    throw std::invalid_argument(
+        "cannot export " + std::string(to_string(plan.schedule).front() == 'i' ? "an " : "a ") +
+        std::string(to_string(plan.schedule)) + " plan to " + std::string(to_string(format)) +
+        ": it runs one stage per device; export it to " +
+        (v_shaped(plan.schedule) ? "torch-pipelining" : "megatron or torch-pipelining") +
+        ", or plan with another --schedule");
+  }
+  if (v_shaped(plan.schedule) && format == ExportFormat::kMegatron) {
+    const std::string name(to_string(plan.schedule));
+    throw std::invalid_argument("cannot export a " + name +
+                                " plan to megatron: Megatron-LM places virtual stage s on rank s "
+                                "mod K, not in " +
+                                name + "'s V; export it to torch-pipelining");
+  }
+  if (plan.remat == Remat::kSelective && format != ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to " + std::string(to_string(format)) +
+        ": it recomputes attention's core alone (remat selective), which only Megatron-LM's "
+        "--recompute-granularity selective runs; export it to megatron, or plan with another "
+        "--remat");
+  }
+  if (plan.chunks > 1 && format == ExportFormat::kMegatron) {
+    // Megatron-LM runs every chunked plan as its interleaved 1F1B.
+    const std::string problem = schedule_shape_problem(ScheduleKind::kInterleaved1F1B, plan.stages,
+                                                       plan.micro_batches, plan.chunks);
+    if (!problem.empty()) {
+      throw std::invalid_argument("cannot export this " + std::string(to_string(plan.schedule)) +
+                                  " plan to megatron: Megatron-LM runs it as interleaved 1F1B, "
+                                  "and " +
+                                  problem +
+                                  "; plan with such an M, or export it to torch-pipelining");
+    }
+  }
+}
+
+}  // namespace pipescope

@@ -1,0 +1,275 @@
+#include "sim/export/torch_pipelining_export.h"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "costmodels/check.h"
+#include "sim/engine/schedule.h"
+#include "sim/export/plan_export.h"
+
+namespace pipescope {
+namespace {
+
+// Whether `w` is the W of `b`, a B that runs with it as one whole backward.
+bool weight_of(const Op& b, const Op& w) {
+  return b.kind == OpKind::kBackward && b.whole && w.kind == OpKind::kWeight &&
+         w.stage == b.stage && w.micro_batch == b.micro_batch;
+}
+
+// A rank's actions: one op, or the ops of an overlapped pair (Op::paired, up to
+// the first op that is not), which PyTorch runs as one OVERLAP_F_B action, or a
+// whole backward (Op::whole, a B and its W), PyTorch's B.
+std::vector<std::vector<Op>> action_cells(const std::vector<Op>& device_ops) {
+  std::vector<std::vector<Op>> cells;
+  bool in_pair = false;
+  for (const Op& op : device_ops) {
+    if (op.kind != OpKind::kForward && op.kind != OpKind::kBackward && op.kind != OpKind::kWeight) {
+      continue;
+    }
+    const bool joins =
+        !cells.empty() && cells.back().size() == 1 && weight_of(cells.back().back(), op);
+    if (!in_pair && !joins) cells.emplace_back();
+    cells.back().push_back(op);
+    in_pair = op.paired;
+  }
+  return cells;
+}
+
+// A cell's text: "0F1", "2I3" (a split backward's input gradient), "2W3",
+// "2B3" (a B and its W, one whole backward); a pair "(0F7;7B3)OVERLAP_F_B".
+std::string cell_text(const std::vector<Op>& cell, bool split) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < cell.size(); ++i) {
+    const Op& op = cell[i];
+    const bool whole = i + 1 < cell.size() && weight_of(op, cell[i + 1]);
+    const char* action = op.kind == OpKind::kForward  ? "F"
+                         : op.kind == OpKind::kWeight ? "W"
+                         : split && !whole            ? "I"
+                                                      : "B";
+    parts.push_back(std::to_string(op.stage) + action + std::to_string(op.micro_batch));
+    if (whole) ++i;
+  }
+  if (parts.size() == 1) return parts[0];
+  std::string out = "(";
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ";" : "") + parts[i];
+  return out + ")OVERLAP_F_B";
+}
+
+// Each rank runs its actions in the schedule's order, one per step, as soon as
+// their inputs arrived in an earlier step (F(s,m) after F(s-1,m), B(s,m) after
+// B(s+1,m)); a rank that must wait leaves the cell empty. Recompute and
+// optimizer steps are not actions (PyTorch recomputes inside a stage's
+// backward, with checkpointing).
+std::vector<std::vector<std::string>> aligned_actions(const Plan& p) {
+  const Schedule sched = p.schedule_ops();
+  const auto K = static_cast<std::size_t>(sched.stages);  // model stages, K x v
+  const auto M = static_cast<std::size_t>(p.micro_batches);
+  const auto ranks = static_cast<std::size_t>(sched.devices());  // one per device
+  std::vector<std::vector<std::vector<Op>>> cells(ranks);
+  std::size_t remaining = 0;
+  for (std::size_t d = 0; d < ranks; ++d) {
+    cells[d] = action_cells(sched.device_ops[d]);
+    remaining += cells[d].size();
+  }
+  constexpr long kNotYet = -1;
+  std::vector<long> f_step(K * M, kNotYet), b_step(K * M, kNotYet);
+  const auto at = [&](int stage, int mb) {
+    return static_cast<std::size_t>(stage) * M + static_cast<std::size_t>(mb);
+  };
+  const auto ready = [&](const Op& op, long step) {
+    const bool fwd = op.kind == OpKind::kForward;
+    const int from = fwd ? op.stage - 1 : op.stage + 1;
+    if (op.kind == OpKind::kWeight || from < 0 || from >= sched.stages) return true;
+    const long done = (fwd ? f_step : b_step)[at(from, op.micro_batch)];
+    return done != kNotYet && done < step;
+  };
+  std::vector<std::size_t> next(ranks, 0);
+  std::vector<std::vector<std::string>> rows(ranks);
+  for (long step = 0; remaining > 0; ++step) {
+    bool progressed = false;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (next[r] == cells[r].size()) continue;
+      const std::vector<Op>& cell = cells[r][next[r]];
+      if (!std::all_of(cell.begin(), cell.end(), [&](const Op& op) { return ready(op, step); })) {
+        rows[r].emplace_back();
+        continue;
+      }
+      for (const Op& op : cell) {
+        if (op.kind == OpKind::kWeight) continue;
+        (op.kind == OpKind::kForward ? f_step : b_step)[at(op.stage, op.micro_batch)] = step;
+      }
+      rows[r].push_back(cell_text(cell, sched.split));
+      ++next[r];
+      --remaining;
+      progressed = true;
+    }
+    // A step where no rank can act repeats forever: only actions run before it count.
+    PS_CHECK(progressed, "the schedule deadlocks");
+  }
+  return rows;
+}
+
+// "(0, 4)", "(3,)": a Python tuple.
+std::string python_tuple(const std::vector<int>& v) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + (v.size() == 1 ? ",)" : ")");
+}
+
+// Pipeline rank d's stages, in order: the CSV's row d runs them.
+std::vector<std::vector<int>> stages_by_rank(const Plan& p) {
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(p.stages));
+  for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+    const int d = p.stage_plans[s].device;
+    PS_CHECK(d >= 0 && d < p.stages, "a stage runs on one of the pipeline's devices");
+    out[static_cast<std::size_t>(d)].push_back(static_cast<int>(s));
+  }
+  return out;
+}
+
+// Megatron-LM's split (docs/models.md, "Tensor parallelism") in PyTorch's styles.
+// With sequence parallelism the activations between the split projections are
+// sharded along the sequence (Shard(1)): the column-split projections all-gather
+// it, the row-split ones reduce-scatter into it, and the layer norms run on it.
+void tensor_parallel_section(std::ostream& o, const Plan& p) {
+  const bool sp = p.sequence_parallel;
+  o << "\n\n# Tensor parallelism over mesh[\"tp\"]: T=" << p.tensor_parallel
+    << " ranks split every layer as Megatron-LM\n# does"
+    << (sp ? ", with sequence parallelism (the activations outside the split\n# projections "
+             "sharded along the sequence, dimension 1)"
+           : "")
+    << ". Give a stage's modules these styles:\n"
+    << "#   parallelize_module(stage_module, mesh[\"tp\"], {\"<module>\": TP_..., ...})\n"
+    << "# before the data-parallel wrapper; each rank then runs heads / T attention heads.\n"
+    << (sp ? "# A stage sends the next its sequence shard (the local tensor, s / T tokens).\n" : "")
+    << "from torch.distributed.tensor import Replicate, Shard\n"
+    << "from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel"
+    << (sp ? ",\n                                               SequenceParallel" : "") << ")\n\n"
+    << "# The token embedding, split by vocabulary rows.\n"
+    << "TP_EMBEDDING = RowwiseParallel(input_layouts=Replicate()"
+    << (sp ? ", output_layouts=Shard(1)" : "") << ")\n"
+    << "# The QKV and MLP up projections, split by columns (attention by heads).\n"
+    << "TP_COLUMN = ColwiseParallel(" << (sp ? "input_layouts=Shard(1)" : "") << ")\n"
+    << "# The attention output and MLP down projections, split by rows.\n"
+    << "TP_ROW = RowwiseParallel(" << (sp ? "output_layouts=Shard(1)" : "") << ")\n";
+  if (sp) {
+    o << "# The layer norms (and the dropouts and residuals between them), along the sequence.\n"
+      << "TP_NORM = SequenceParallel()\n";
+  }
+  o << "# The output layer, split by vocabulary: compute the loss on its sharded logits\n"
+    << "# inside torch.distributed.tensor.parallel.loss_parallel().\n"
+    << "TP_HEAD = ColwiseParallel(" << (sp ? "input_layouts=Shard(1), " : "")
+    << "output_layouts=Shard(-1), use_local_output=False)\n";
+}
+
+// D replicas over mesh["dp"]: PyTorch pipelining reduces a stage's gradients
+// once, after the step's last backward, for DistributedDataParallel and FSDP
+// modules alike (stage.py, backward_maybe_with_nosync).
+void data_parallel_section(std::ostream& o, const Plan& p) {
+  const int D = p.data_parallel;
+  o << "\n\n# Data parallelism over mesh[\"dp\"]: D=" << D << " replicas, each "
+    << p.global_batch / D << " samples a step.\n"
+    << "# Wrap every stage's module with pipescope_data_parallel(module, mesh) before\n"
+    << "# building its PipelineStage; PyTorch pipelining reduces its gradients once, after\n"
+    << "# the step's last backward.\n";
+  if (p.zero == 1) {
+    o << "# ZeRO stage 1: fully_shard shards the weights, gradients and optimizer state over\n"
+      << "# the replicas at rest; under pipelining each stage gathers its weights once a step\n"
+      << "# and keeps them, and its gradients, whole until the last backward, then\n"
+      << "# reduce-scatters the gradients and steps the optimizer on its 1/D shard.\n"
+      << "# reshard_after_forward=False keeps the weights from being gathered again for each\n"
+      << "# micro-batch's backward.\n"
+      << "from torch.distributed.fsdp import fully_shard\n\n\n"
+      << "def pipescope_data_parallel(module, mesh):\n"
+      << "    return fully_shard(module, mesh=mesh[\"dp\"], reshard_after_forward=False)\n";
+  } else if (p.tensor_parallel > 1) {
+    o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
+      << "# FSDP's replicate all-reduces the tensor-parallel (DTensor) gradients, which\n"
+      << "# DistributedDataParallel leaves unset; it is a PyTorch internal\n"
+      << "# (torch/distributed/_composable/replicate_with_fsdp.py).\n"
+      << "from torch.distributed._composable.replicate_with_fsdp import replicate\n\n\n"
+      << "def pipescope_data_parallel(module, mesh):\n"
+      << "    return replicate(module, mesh=mesh[\"dp\"])\n";
+  } else {
+    o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
+      << "from torch.nn.parallel import DistributedDataParallel\n\n\n"
+      << "def pipescope_data_parallel(module, mesh):\n"
+      << "    return DistributedDataParallel(module, device_mesh=mesh[\"dp\"])\n";
+  }
+}
+
+}  // namespace
+
+std::string torch_device_mesh(const Plan& p) {
+  const int D = p.data_parallel;
+  const int K = p.stages;
+  const int T = p.tensor_parallel;
+  PS_CHECK(p.devices == D * K * T, "a plan runs on K x D x T devices");
+  const bool stages_outer = p.rank_order == RankOrder::kTpDpPp;
+  std::ostringstream o;
+  o << "# PyTorch's DeviceMesh (torch.distributed.device_mesh) for the pipelining schedule\n"
+    << "# CSV beside this file, from a PipeScope plan for\n"
+    << export_summary(p) << "#\n"
+    << "# D x K x T = " << p.devices << " ranks, placed as the plan places them ("
+    << to_string(p.rank_order) << "): rank "
+    << (stages_outer ? "(d D + r) T + t" : "(r K + d) T + t") << " is\n"
+    << "# replica r, pipeline rank d (row d of the CSV) and tensor-parallel rank t, so a\n"
+    << "# stage's T ranks are neighbours (in a node) and the "
+    << (stages_outer ? "stages" : "replicas") << " outermost. That is the\n"
+    << "# row-major order in which init_device_mesh lays out MESH_SHAPE. Start " << p.devices
+    << " processes\n"
+    << "# (e.g. torchrun --nproc-per-node ...) and on each: mesh = pipescope_device_mesh()\n"
+    << "# (NCCL on GPUs; pipescope_device_mesh(\"cpu\") with gloo).\n"
+    << "from torch.distributed.device_mesh import init_device_mesh\n\n"
+    << "MESH_SHAPE = (" << (stages_outer ? K : D) << ", " << (stages_outer ? D : K) << ", " << T
+    << ")\n"
+    << "MESH_DIM_NAMES = "
+    << (stages_outer ? "(\"pp\", \"dp\", \"tp\")" : "(\"dp\", \"pp\", \"tp\")") << "\n\n\n"
+    << "def pipescope_device_mesh(device_type=\"cuda\"):\n"
+    << "    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)\n"
+    << "\n\n# Pipeline over mesh[\"pp\"]: pipeline rank d = mesh[\"pp\"].get_local_rank() "
+       "builds, for\n"
+    << "# each stage s in STAGE_INDICES[d], PipelineStage(<stage s's layers>, s, NUM_STAGES,\n"
+    << "# device, group=mesh[\"pp\"].get_group()), and runs them with\n"
+    << "# _PipelineScheduleRuntime(stages, N_MICROBATCHES, loss_fn=...) after\n"
+    << "# ._load_csv(<the CSV>). A micro-batch is " << p.micro_batch_size
+    << (p.micro_batch_size == 1 ? " sample" : " samples") << ". The stages:\n";
+  for (std::size_t s = 0; s < p.stage_plans.size(); ++s) {
+    o << "#   stage " << s << ": " << describe_stage_layers(p, p.stage_plans[s].layers) << "\n";
+  }
+  if (p.schedule == ScheduleKind::kGpipe) {
+    o << "# The CSV runs the plan's GPipe order: every forward, then the backwards from\n"
+      << "# the last micro-batch to the first. PyTorch's own ScheduleGPipe runs its\n"
+      << "# backwards in forward order (micro-batch 0 first); load the CSV to run the\n"
+      << "# plan's.\n";
+  }
+  o << "NUM_STAGES = " << p.stage_plans.size() << "\n"
+    << "STAGE_INDICES = (";
+  const std::vector<std::vector<int>> ranks = stages_by_rank(p);
+  for (std::size_t d = 0; d < ranks.size(); ++d) {
+    o << (d ? ", " : "") << python_tuple(ranks[d]);
+  }
+  o << (ranks.size() == 1 ? ",)" : ")") << "\n"
+    << "N_MICROBATCHES = " << p.micro_batches << "\n";
+  if (T > 1) tensor_parallel_section(o, p);
+  if (D > 1) {
+    data_parallel_section(o, p);
+  } else if (p.zero > 0) {
+    o << "\n# ZeRO stage " << p.zero << " over D=1 replica shards nothing: no data-parallel "
+      << "wrapper.\n";
+  }
+  return o.str();
+}
+
+std::string export_torch_pipelining(const Plan& p) {
+  std::string out;
+  for (const std::vector<std::string>& row : aligned_actions(p)) {
+    for (std::size_t i = 0; i < row.size(); ++i) out += (i ? "," : "") + row[i];
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,460 @@
+#include "sim/plan/planner.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include "sim/base/format.h"
+#include "sim/base/parallel.h"
+#include "sim/engine/device_partition.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/plan_candidates.h"
+#include "sim/plan/step_floor.h"
+
+namespace pipescope {
+
+std::string PlanCandidate::label() const {
+  return (tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) + " " : "") +
+         "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
+         " M=" + std::to_string(micro_batches) + " remat " + std::string(remat_label(remat)) + " " +
+         std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "") +
+         (zero > 0 ? " ZeRO-" + std::to_string(zero) : "");
+}
+
+Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel) {
+  Scenario r = scenario;
+  r.cluster.devices = stages;
+  r.training.global_batch = scenario.training.global_batch / data_parallel;
+  r.training.zero_replicas = data_parallel;
+  r.cluster.replicas = data_parallel;
+  if (r.cluster.rank_order == RankOrder::kTpDpPp) r.cluster.group_stride = data_parallel;
+  // Replicas on a machine whose cores the devices share get their share of them.
+  if (r.cluster.shared_cores > 0) {
+    r.cluster.shared_cores = std::max(1, r.cluster.shared_cores / data_parallel);
+  }
+  return r;
+}
+
+PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan) {
+  PlanSimulation out{replica_scenario(scenario, plan.stages, plan.data_parallel),
+                     plan_sim_config(plan)};
+  out.config.data_parallel = data_parallel_ring(scenario.cluster, plan.stages, plan.data_parallel);
+  return out;
+}
+
+namespace {
+
+// A candidate of several chunks is evaluated in two passes. The first, over
+// every candidate, screens: it stops the device partitioner's exhaustive
+// search at PlanRequest::screening_nodes partial cuts (enough for models of
+// tens of layers; larger ones keep the local search's cut) and simulates the
+// device partitioner's cut alone (the others fastest_chunked_cut compares only
+// when that one does not fit). The second, over the kRefined best, runs as
+// `simulate` does: the full search, the fastest of every cut.
+constexpr std::size_t kRefined = 16;
+
+struct Pass {
+  long exhaustive_nodes;  // partition_devices' max_exhaustive_nodes
+  bool every_cut;         // simulate every cut fastest_chunked_cut compares
+};
+
+// The candidate's replica on the cut `cut` of the device partitioner, or with
+// several chunks the fastest of the cuts `pass` asks for.
+SimResult simulate_candidate(const Scenario& replica, SimConfig config, const CostModel& cost,
+                             const PartitionProblem& problem, const std::vector<StageRange>& cut,
+                             Pass pass) {
+  config.stage_ranges = cut;
+  if (config.chunks == 1) return simulate(replica, config, cost);
+  if (!pass.every_cut) {
+    SimResult r = simulate(replica, config, cost);
+    if (r.metrics.fits()) return r;
+  }
+  return *fastest_chunked_cut(replica, config, cost, problem, cut);
+}
+
+// The most samples a second the whole batch can reach in a step of `floor`.
+double ceiling_of(const Scenario& sc, SimTime floor) {
+  return floor <= 0 ? std::numeric_limits<double>::infinity()
+                    : static_cast<double>(sc.training.global_batch) / simtime_to_seconds(floor);
+}
+
+// Marks `c` as not simulated: at most `ceiling` samples/s, less than
+// `threshold`, the exact_top-th best simulated.
+void bound_out(PlanCandidate& c, double ceiling, double threshold) {
+  c.bounded = true;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                ": cannot reach %.4g samples/s, the best plans' least (at most %.4g by its "
+                "busiest device's compute; not simulated)",
+                threshold, ceiling);
+  c.rejected = c.label() + text;
+}
+
+// The partition problem of candidate `c` on its replica, with ZeRO-3's
+// gathers over `ring` for the step floors.
+PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cost,
+                                   const PlanCandidate& c, const DataParallel& ring) {
+  PartitionProblem p = partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches,
+                                         c.remat, c.schedule, c.chunks, c.custom.get());
+  p.gathers = zero_gathers(replica, ring);
+  return p;
+}
+
+// Whether the partitioner's cut `cut` of `problem` on `devices` is, provably,
+// as good by its objective (the busiest stage or device) as any cut with no
+// memory limit: the count shows no cut is faster, or the search without the
+// limit, carried to its end, finds none.
+bool memory_did_not_bind(PartitionProblem problem, int devices, const PartitionResult& cut,
+                         Pass pass) {
+  if (no_cut_is_faster(problem, devices, cut.bottleneck)) return true;
+  problem.memory_capacity.reset();
+  const PartitionResult free =
+      partition_devices(problem, devices, std::nullopt, pass.exhaustive_nodes);
+  return free.exact && free.bottleneck >= cut.bottleneck;
+}
+
+// `threshold`: where set, a candidate whose step_floor gives less throughput
+// is not simulated (bound_out).
+void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
+              std::optional<double> threshold = std::nullopt) {
+  const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
+  const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
+  const CostModel& cost = *cost_model;
+  const DataParallel ring = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
+  const PartitionProblem problem = candidate_problem(replica, cost, c, ring);
+  // The floor under every cut first: where it cannot reach the threshold,
+  // neither can the cut the partitioner would search for.
+  if (threshold) {
+    const double ceiling = ceiling_of(sc, step_floor_any_cut(problem, c.stages));
+    if (ceiling < *threshold) return bound_out(c, ceiling, *threshold);
+  }
+  PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes,
+                                          pass.exhaustive_nodes);
+  const std::string capacity =
+      " of " + format_bytes(static_cast<double>(replica.cluster.device.memory_bytes));
+  const auto reject = [&](const char* what, int index, Bytes needed) {
+    c.memory_needed = needed;
+    // The stage-optimal partitioner's least-memory cut is exact; the device
+    // partitioner's, the least stage by stage, is the best it found.
+    const char* which =
+        c.chunks > 1 ? " in the best cut found" : " even in the cut that needs least";
+    c.rejected = c.label() + ": " + what + std::to_string(index) + " needs " +
+                 format_bytes(static_cast<double>(needed)) + capacity +
+                 (cut.stages.empty() ? which : "");
+  };
+  if (cut.stages.empty() && !cut.fullest_stage) {  // proven without a cut
+    c.memory_needed = *cut.memory_needed;
+    c.memory_needed_at_least = true;
+    c.rejected = c.label() + ": every cut needs at least " +
+                 format_bytes(static_cast<double>(*cut.memory_needed)) + capacity +
+                 " on some device";
+    return;
+  }
+  if (cut.stages.empty()) {
+    reject(c.chunks > 1 ? "device " : "stage ", *cut.fullest_stage, *cut.memory_needed);
+    return;
+  }
+  if (threshold) {
+    const double ceiling = ceiling_of(sc, step_floor(problem, cut.stages, c.stages));
+    if (ceiling < *threshold) return bound_out(c, ceiling, *threshold);
+  }
+  SimConfig config;
+  config.stages = c.stages;
+  config.micro_batches = c.micro_batches;
+  config.schedule = c.schedule;
+  config.chunks = c.chunks;
+  config.remat = c.remat;
+  config.custom = c.custom;
+  config.data_parallel = ring;
+  config.record_timeline = false;
+  c.result = simulate_candidate(replica, config, cost, problem, cut.stages, pass);
+  c.fits = c.result.metrics.fits();
+  if (c.fits) c.cut_unbound = memory_did_not_bind(problem, c.stages, cut, pass);
+  c.samples_per_s = c.result.metrics.samples_per_s * c.data_parallel;
+  if (!c.fits) {
+    // The partitioner's memory model and the simulated curve disagree: report the
+    // simulated peak, which is the one that counts.
+    const auto& devices = c.result.metrics.devices;
+    const auto fullest = std::max_element(
+        devices.begin(), devices.end(),
+        [](const auto& a, const auto& b) { return a.peak_memory < b.peak_memory; });
+    // Device d holds stage d, or with chunks the stages d, d + K, ...
+    reject(c.chunks > 1 ? "device " : "stage ", static_cast<int>(fullest - devices.begin()),
+           fullest->peak_memory);
+  }
+}
+
+// Where each shape's run of candidates starts in `all` (a shape's remat
+// modes, each at its ZeRO stages, one after another), and all.size() last.
+std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const PlanCandidate& c = all[i];
+    const auto same = [&](const PlanCandidate& o) {
+      return o.tensor_parallel == c.tensor_parallel && o.stages == c.stages &&
+             o.data_parallel == c.data_parallel && o.micro_batches == c.micro_batches &&
+             o.schedule == c.schedule && o.chunks == c.chunks && o.custom == c.custom;
+    };
+    if (i == 0 || !same(all[i - 1])) out.push_back(i);
+  }
+  out.push_back(all.size());
+  return out;
+}
+
+// The planner evaluates the candidates in two rounds over the shapes: those
+// without remat first, the likeliest to be fastest, so that the threshold
+// rises before the others are looked at; then the rest. Each shape's
+// candidates are decided in the same order in both (remat off before the
+// others at each ZeRO stage), so what dominates what does not change.
+enum class Round { kRematOff, kRest };
+
+// Whether c has been evaluated, or found dominated or bounded.
+bool decided(const PlanCandidate& c) {
+  return c.fits || c.dominated || c.bounded || !c.rejected.empty();
+}
+
+// The remat modes of one shape at each ZeRO stage it tries (zero_choices),
+// the stages lowest first and within one remat off first. Where remat off
+// fits at a stage, the other modes fit too (they keep less) but cannot be
+// faster (on any one cut they take at least its time). Where a mode fits at
+// ZeRO-1, it fits at ZeRO-2 too (which shards the gradients as well) but
+// cannot be faster: it reduce-scatters after every backward what ZeRO-1
+// reduce-scatters once, and gathers the same after the step
+// (tests/sim/zero_planner_test.cpp). Neither is simulated, where the one
+// that fits does so on a cut memory did not shape (cut_unbound): a cut
+// squeezed into memory may be slower than the one the other, keeping less,
+// can take. ZeRO-3 is planned where neither 1 nor 2 fits so: a choice, not
+// an order the simulation proves. It gathers every layer in each forward
+// and backward, half as much traffic again as 2 in as many collectives as
+// layers, whose fixed costs the model leaves out, and hides them behind the
+// layers' compute where it leaves 1's and 2's gather of the updated weights
+// after the step exposed (Megatron-LM can overlap it with the next step);
+// searched beside them it won by that alone (the demo's 4 GPUs: ZeRO-3 at
+// K = 1, 2 % faster than ZeRO-1). Memory gives no
+// order of the remat modes (remat on keeps every input and a rebuilt stash,
+// which may exceed what except-last or, at M = 1, remat off keeps): they are
+// still tried where nothing dominates them.
+void evaluate_shape(std::vector<PlanCandidate>::iterator first,
+                    std::vector<PlanCandidate>::iterator last, Pass pass,
+                    std::optional<double> threshold, double shape_ceiling, Round round) {
+  std::vector<PlanCandidate*> order;
+  for (auto c = first; c != last; ++c) order.push_back(&*c);
+  std::stable_sort(order.begin(), order.end(), [](const PlanCandidate* a, const PlanCandidate* b) {
+    if (a->zero != b->zero) return a->zero < b->zero;
+    return (a->remat == Remat::kNever) > (b->remat == Remat::kNever);
+  });
+  for (PlanCandidate* c : order) {
+    if (decided(*c) || (round == Round::kRematOff && c->remat != Remat::kNever)) continue;
+    // o fits with remat off at c's stage, or at a lower one with c's mode.
+    const auto dominates = [&](const PlanCandidate* o) {
+      if (o == c || !o->fits || !o->cut_unbound || o->zero > c->zero) return false;
+      if (o->zero == c->zero) return o->remat == Remat::kNever;
+      return o->remat == c->remat || o->remat == Remat::kNever;
+    };
+    const auto by = std::find_if(order.begin(), order.end(), dominates);
+    if (by != order.end()) {
+      c->dominated = true;
+      c->rejected =
+          c->label() +
+          ((*by)->zero == c->zero
+               ? ": fits, but recomputes what remat off, which fits at the same shape, keeps"
+               : ": fits, but " + (*by)->label() + " fits too and shards less") +
+          " (not simulated)";
+    } else if (threshold && shape_ceiling < *threshold) {
+      bound_out(*c, shape_ceiling, *threshold);
+    } else {
+      evaluate(*c->scenario, *c, pass, threshold);
+    }
+  }
+}
+
+}  // namespace
+
+const PlanCandidate* closest_rejected(const PlanReport& report) {
+  const PlanCandidate* best = nullptr;
+  for (const PlanCandidate& c : report.rejected) {
+    if (best == nullptr || c.memory_needed < best->memory_needed) best = &c;
+  }
+  return best;
+}
+
+namespace {
+
+// Where r is in kAllRemats, which lists the modes from none to most
+// recomputation.
+std::ptrdiff_t remat_rank(Remat r) {
+  return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
+}
+
+// Best throughput first; among equals, smaller T, fewer stages, fewer
+// micro-batches, less recomputation, the lower ZeRO stage.
+void rank(std::vector<PlanCandidate>& ranked) {
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](const PlanCandidate& a, const PlanCandidate& b) {
+                     if (a.samples_per_s != b.samples_per_s)
+                       return a.samples_per_s > b.samples_per_s;
+                     if (a.tensor_parallel != b.tensor_parallel)
+                       return a.tensor_parallel < b.tensor_parallel;
+                     if (a.stages != b.stages) return a.stages < b.stages;
+                     if (a.micro_batches != b.micro_batches)
+                       return a.micro_batches < b.micro_batches;
+                     if (a.remat != b.remat) return remat_rank(a.remat) < remat_rank(b.remat);
+                     return a.zero < b.zero;
+                   });
+}
+
+// The second pass over the kRefined best candidates of several
+// chunks: keeps the faster of each one's two simulated steps, and ranks again.
+void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
+  std::vector<std::size_t> best;
+  for (std::size_t i = 0; i < ranked.size() && best.size() < kRefined; ++i) {
+    if (ranked[i].chunks > 1) best.push_back(i);
+  }
+  if (best.empty()) return;
+  parallel_for(best.size(), threads, [&](std::size_t i) {
+    PlanCandidate& c = ranked[best[i]];
+    PlanCandidate again = c;
+    evaluate(*c.scenario, again, Pass{kMaxExhaustiveNodes, true});
+    if (again.fits && again.samples_per_s > c.samples_per_s) c = std::move(again);
+  });
+  rank(ranked);
+}
+
+// What the planner knows of a shape before it evaluates its candidates.
+struct ShapeOutlook {
+  double ceiling = 0.0;   // the most samples a second any of its candidates can reach
+  double estimate = 0.0;  // a guess at the most they reach, to try the likeliest first
+};
+
+// The outlook of the shape [first, last): under its fastest candidate's costs
+// (least recomputation; the ZeRO stage does not change them), the ceiling on
+// any cut, and the estimate on the even split by layer count, whose floor is
+// close to its step where the layers are alike.
+ShapeOutlook shape_outlook(std::vector<PlanCandidate>::const_iterator first,
+                           std::vector<PlanCandidate>::const_iterator last) {
+  const auto lead =
+      std::min_element(first, last, [](const PlanCandidate& a, const PlanCandidate& b) {
+        return remat_rank(a.remat) < remat_rank(b.remat);
+      });
+  const Scenario replica = replica_scenario(*lead->scenario, lead->stages, lead->data_parallel);
+  const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+  // Without ZeRO-3's gathers, which raise the floor of that stage alone.
+  const PartitionProblem p =
+      partition_problem(replica, *cost, lead->stages * lead->chunks, lead->micro_batches,
+                        lead->remat, lead->schedule, lead->chunks, lead->custom.get());
+  const std::vector<StageRange> even =
+      partition_uniform(static_cast<int>(p.layers.size()), p.stages);
+  return {ceiling_of(*lead->scenario, step_floor_any_cut(p, lead->stages)),
+          ceiling_of(*lead->scenario, step_floor(p, even, lead->stages))};
+}
+
+// The exact_top-th best throughput among the candidates simulated that fit.
+std::optional<double> threshold_of(const std::vector<PlanCandidate>& all, std::size_t top) {
+  std::vector<double> best;
+  for (const PlanCandidate& c : all) {
+    if (c.fits) best.push_back(c.samples_per_s);
+  }
+  if (top == 0 || best.size() < top) return std::nullopt;
+  std::nth_element(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(top - 1), best.end(),
+                   std::greater<>());
+  return best[top - 1];
+}
+
+// Shapes in a batch are evaluated in parallel against one threshold, so that
+// what is simulated does not depend on the number of threads.
+constexpr std::size_t kBatch = 8;
+
+// Evaluates every shape in two rounds (Round), each the most promising shape
+// first (by its outlook's estimate), in batches; after each batch the
+// threshold rises to the exact_top-th best so far, and a candidate that
+// cannot reach it is not simulated.
+void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
+  const std::vector<std::size_t> starts = shape_starts(all);
+  const std::size_t shapes = starts.size() - 1;
+  const auto begin = [&](std::size_t i) {
+    return all.begin() + static_cast<std::ptrdiff_t>(starts[i]);
+  };
+  std::vector<ShapeOutlook> outlook(shapes);
+  parallel_for(shapes, request.threads,
+               [&](std::size_t i) { outlook[i] = shape_outlook(begin(i), begin(i + 1)); });
+  std::vector<std::size_t> order(shapes);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return outlook[a].estimate > outlook[b].estimate;
+  });
+  std::size_t looked = 0;  // shapes over both rounds, for progress
+  for (const Round round : {Round::kRematOff, Round::kRest}) {
+    for (std::size_t done = 0; done < shapes; done += kBatch) {
+      const std::optional<double> threshold = threshold_of(all, request.exact_top);
+      const std::size_t n = std::min(kBatch, shapes - done);
+      // The batch's likely longest first (the chunked schedules' device
+      // partitioner, the most stages), so that the threads finish together;
+      // the order within a batch changes nothing else.
+      std::vector<std::size_t> batch(order.begin() + static_cast<std::ptrdiff_t>(done),
+                                     order.begin() + static_cast<std::ptrdiff_t>(done + n));
+      std::stable_sort(batch.begin(), batch.end(), [&](std::size_t a, std::size_t b) {
+        const PlanCandidate& x = *begin(a);
+        const PlanCandidate& y = *begin(b);
+        return std::make_pair(x.chunks, x.stages) > std::make_pair(y.chunks, y.stages);
+      });
+      parallel_for(n, request.threads, [&](std::size_t k) {
+        const std::size_t i = batch[k];
+        evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
+                       outlook[i].ceiling, round);
+      });
+      looked += n;
+      if (request.progress) request.progress(looked, 2 * shapes);
+    }
+  }
+}
+
+}  // namespace
+
+PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
+  PlanReport report;
+  const int physical = scenario.cluster.physical_devices();
+  report.devices = request.devices.value_or(physical);
+  if (report.devices < 1) throw ConfigError("the number of devices must be at least 1");
+  if (report.devices > physical) {
+    throw ConfigError(std::to_string(report.devices) + " devices asked for, but the cluster has " +
+                      std::to_string(physical));
+  }
+  // Every T whose groups the N devices make; the first one's error when none.
+  std::vector<PlanCandidate> all;
+  std::optional<ConfigError> first_error;
+  report.tensor_parallel.clear();
+  for (const std::shared_ptr<const Scenario>& split : tensor_splits(scenario, request)) {
+    const int T = split->cluster.tensor_parallel;
+    report.tensor_parallel.push_back(T);
+    try {
+      if (report.devices % T != 0) {
+        throw ConfigError(std::to_string(report.devices) +
+                          " devices do not form whole groups of T=" + std::to_string(T));
+      }
+      for (PlanCandidate& c : candidates_of(split, request, report.devices / T)) {
+        all.push_back(std::move(c));
+      }
+    } catch (const ConfigError& e) {
+      if (!first_error) first_error = e;
+    }
+  }
+  if (all.empty() && first_error) throw *first_error;
+  evaluate_all(all, request);
+  for (PlanCandidate& c : all) {
+    (c.fits        ? report.ranked
+     : c.dominated ? report.dominated
+     : c.bounded   ? report.bounded
+                   : report.rejected)
+        .push_back(std::move(c));
+  }
+  rank(report.ranked);
+  refine_best(report.ranked, request.threads);
+  return report;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,130 @@
+#include "sim/plan/step_floor.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "sim/engine/device_partition.h"
+
+namespace pipescope {
+
+namespace {
+
+// The rounding slack of step_floor: a nanosecond a layer and micro-batch.
+SimTime rounding_slack(const PartitionProblem& p) {
+  return static_cast<SimTime>(p.layers.size()) * (p.micro_batches + 1);
+}
+
+// ZeRO-3's gathers of layers [first, last] for one micro-batch: before the
+// forward and before the backward (a recompute gathers again, not counted).
+SimTime gathered(const PartitionProblem& p, int first, int last) {
+  if (p.gathers.empty()) return 0;
+  SimTime sum = 0;
+  for (int l = first; l <= last; ++l) sum += p.gathers[static_cast<std::size_t>(l)];
+  return 2 * sum;
+}
+
+}  // namespace
+
+SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices) {
+  const StagePrices prices(p);
+  const auto n = static_cast<std::size_t>(devices);
+  std::vector<SimTime> busy(n, 0);
+  std::vector<SimTime> gathering(n, 0);
+  std::vector<SimTime> lead(n, 0);              // the gather that may overlap the fill
+  std::vector<std::optional<SimTime>> fill(n);  // before the device's first stage
+  std::vector<SimTime> drain(n, 0);
+  SimTime forwards = 0;  // of the stages so far, one micro-batch each
+  SimTime backwards = 0;
+  for (std::size_t s = 0; s < cut.size(); ++s) {
+    const std::size_t d = device_of_stage(p, s, devices);
+    busy[d] += prices.compute(cut[s].first_layer, cut[s].last_layer);
+    gathering[d] += gathered(p, cut[s].first_layer, cut[s].last_layer);
+    if (!fill[d]) {
+      fill[d] = forwards;
+      drain[d] = p.backward_split ? 0 : backwards;
+      if (!p.gathers.empty()) lead[d] = p.gathers[static_cast<std::size_t>(cut[s].first_layer)];
+    }
+    for (int l = cut[s].first_layer; l <= cut[s].last_layer; ++l) {
+      forwards += p.layers[static_cast<std::size_t>(l)].forward;
+      backwards += p.layers[static_cast<std::size_t>(l)].backward;
+    }
+  }
+  SimTime floor = 0;
+  for (std::size_t d = 0; d < n; ++d) {
+    // The device's first gather may run during the fill: it waits for
+    // nothing.
+    const SimTime work =
+        std::max(busy[d] * p.micro_batches, gathering[d] * p.micro_batches - lead[d]);
+    floor = std::max(floor, fill[d].value_or(0) + work + drain[d]);
+  }
+  return std::max<SimTime>(0, floor - rounding_slack(p));
+}
+
+namespace {
+
+// Whether device d runs stage d alone, for every d (GPipe, 1F1B, ZB-H1).
+bool one_stage_a_device_in_order(const PartitionProblem& p, int devices) {
+  if (p.stages != devices) return false;
+  for (std::size_t s = 0; s < static_cast<std::size_t>(p.stages); ++s) {
+    if (device_of_stage(p, s, devices) != s) return false;
+  }
+  return true;
+}
+
+// The least over every cut of step_floor's most over devices (before its
+// rounding slack) where device d runs stage d alone. Stage s from layer f to
+// l weighs term(f, l) = before(f) + M x compute(f, l), before(f) the fill and
+// drain of the layers before f. term grows with l and never grows with f
+// (before(f + 1) - before(f) is at most layer f's compute), so whether every
+// stage can stay within t is decided by giving each stage in turn as many
+// layers as stay within t, keeping a layer for each stage after it; the least
+// such t is found by bisection.
+SimTime least_pipeline_floor(const PartitionProblem& p) {
+  const StagePrices prices(p);
+  const int L = static_cast<int>(p.layers.size());
+  std::vector<SimTime> before(static_cast<std::size_t>(L) + 1, 0);
+  for (std::size_t l = 0; l < p.layers.size(); ++l) {
+    before[l + 1] = before[l] + p.layers[l].forward + (p.backward_split ? 0 : p.layers[l].backward);
+  }
+  const auto term = [&](int first, int last) {
+    return before[static_cast<std::size_t>(first)] + prices.compute(first, last) * p.micro_batches;
+  };
+  const auto within = [&](SimTime t) {
+    int first = 0;
+    for (int s = 0; s + 1 < p.stages; ++s) {
+      const int highest = L - (p.stages - s);  // a layer left for each stage after s
+      if (term(first, first) > t) return false;
+      int last = first;
+      while (last < highest && term(first, last + 1) <= t) ++last;
+      first = last + 1;
+    }
+    return term(first, L - 1) <= t;
+  };
+  // Every cut is within M x all the compute: a stage's fill and drain are at
+  // most the compute before it.
+  SimTime lo = 0;
+  SimTime hi = term(0, L - 1);
+  if (within(lo)) return lo;
+  // lo is never within, hi always; 2^-24 of the step is precision enough.
+  while (hi - lo > std::max<SimTime>(1, hi >> 24)) {
+    const SimTime mid = lo + (hi - lo) / 2;
+    (within(mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+}  // namespace
+
+SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
+  const StagePrices prices(p);
+  const int L = static_cast<int>(p.layers.size());
+  // Less, per device, the one gather that may overlap its fill (step_floor).
+  const SimTime largest_gather =
+      p.gathers.empty() ? 0 : *std::max_element(p.gathers.begin(), p.gathers.end());
+  SimTime floor = std::max(prices.compute(0, L - 1) / devices * p.micro_batches,
+                           gathered(p, 0, L - 1) / devices * p.micro_batches - largest_gather);
+  if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
+  return std::max<SimTime>(0, floor - rounding_slack(p));
+}
+
+}  // namespace pipescope

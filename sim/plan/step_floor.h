@@ -1,0 +1,36 @@
+#pragma once
+// Floors under a pipeline's step: what no schedule can run faster than, from
+// the partition problem's costs alone. The planner leaves out a candidate
+// whose floor cannot reach the best plans (sim/plan/planner.h).
+
+#include <vector>
+
+#include "costmodels/units.h"
+#include "sim/engine/partition.h"
+
+namespace pipescope {
+
+// A floor under the step of any schedule that runs `cut` on `devices` with
+// p's costs, the most over the devices of
+//   fill + M x compute + drain:
+// the device starts no op before micro-batch 0's forward has passed the
+// stages before its first (fill: their forwards); it then computes its
+// stages' forwards, backwards and recompute share for M micro-batches
+// (StagePrices::compute); and after its last backward, that micro-batch's
+// gradient still passes back through those stages (drain: their backwards;
+// none when the backward is split, as its weight part may come last). Under
+// ZeRO-3 (p.gathers) a forward or backward of a stage lasts at least the
+// all-gathers of its layers, which run one after another on the link, so
+// the M micro-batches keep the device at least max(M x compute, M x 2 x its
+// layers' gathers less the first, which may run during the fill). Not the transfers, which may
+// overlap, nor anything else the simulation adds (the rest of the bubble, collectives): those only
+// lengthen the step. Less a nanosecond a layer and micro-batch for the rounding of averaged
+// forwards.
+SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices);
+// A floor under step_floor of every cut: where device d runs stage d alone
+// (GPipe, 1F1B, ZB-H1), the least step_floor over every cut, to 2^-24 of it
+// below (without the gathers); otherwise, and at least, the devices' mean
+// compute, or under ZeRO-3 their mean gathers if more, for M micro-batches.
+SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
+
+}  // namespace pipescope

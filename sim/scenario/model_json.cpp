@@ -1,0 +1,47 @@
+#include "sim/scenario/model_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace pipescope {
+
+nlohmann::json transformer_model_json(const TransformerParams& p, const std::string& name) {
+  nlohmann::json m = {{"family", "transformer"},
+                      {"name", name},
+                      {"layers", p.layers},
+                      {"d_model", p.d_model},
+                      {"heads", p.heads},
+                      {"seq_len", p.seq_len},
+                      {"vocab", p.vocab},
+                      {"dtype", std::string(to_string(p.dtype))},
+                      {"positions", p.learned_positions ? "learned" : "sinusoidal"},
+                      {"tied_embeddings", p.tied_embeddings}};
+  if (p.d_ff != 0) m["d_ff"] = p.d_ff;
+  if (p.kv_heads != 0) m["kv_heads"] = p.kv_heads;
+  if (!p.dropout) m["dropout"] = false;
+  if (!p.fused_attention) m["attention"] = "unfused";
+  if (!p.fused_norm) m["norm"] = "unfused";
+  if (p.fp8) m["fp8"] = true;
+  if (p.cross_entropy != CrossEntropy::kFp32) {
+    m["cross_entropy"] = std::string(to_string(p.cross_entropy));
+  }
+  return m;
+}
+
+nlohmann::json mlp_model_json(const MlpParams& p, const std::string& name) {
+  nlohmann::json m = {{"family", "mlp"},
+                      {"name", name},
+                      {"layers", p.layers},
+                      {"d_model", p.d_model},
+                      {"dtype", std::string(to_string(p.dtype))}};
+  if (p.d_hidden != 0) m["d_hidden"] = p.d_hidden;
+  if (p.classes != 0) m["classes"] = p.classes;
+  return m;
+}
+
+nlohmann::json model_spec_json(const ModelSpec& model) {
+  if (model.transformer) return transformer_model_json(*model.transformer, model.name);
+  if (model.mlp) return mlp_model_json(*model.mlp, model.name);
+  return nullptr;
+}
+
+}  // namespace pipescope

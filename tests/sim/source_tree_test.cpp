@@ -1,0 +1,140 @@
+// The source tree's rooms and the one way their arrows point (docs/design.md,
+// "The map"): a file may include from its own folder and from the folders its
+// folder builds on, never from one above. The libraries link the same way
+// (sim/CMakeLists.txt), so a wrong include also fails their link.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each folder and the folders it may include from (besides itself).
+const std::map<std::string, std::set<std::string>>& allowed() {
+  static const std::map<std::string, std::set<std::string>> rooms = [] {
+    const std::set<std::string> to_plan = {"costmodels", "sim/base", "sim/scenario", "sim/engine",
+                                           "sim/plan"};
+    std::set<std::string> to_formats = to_plan;
+    to_formats.insert("sim/formats");
+    std::set<std::string> gui = to_formats;
+    gui.insert("sim/export");
+    std::set<std::string> cli = gui;
+    cli.insert({"sim/validation", "exec"});
+    return std::map<std::string, std::set<std::string>>{
+        {"costmodels", {}},
+        {"sim/base", {"costmodels"}},
+        {"sim/scenario", {"costmodels", "sim/base"}},
+        {"sim/engine", {"costmodels", "sim/base", "sim/scenario"}},
+        {"sim/plan", {"costmodels", "sim/base", "sim/scenario", "sim/engine"}},
+        {"sim/formats", to_plan},
+        {"sim/export", to_plan},
+        {"sim/validation", to_formats},
+        {"exec", to_formats},
+        {"gui", gui},
+        {"cli", cli},
+    };
+  }();
+  return rooms;
+}
+
+bool may_include(const std::string& from, const std::string& to) {
+  return to == from || allowed().at(from).count(to) == 1;
+}
+
+// The room of a path relative to the source root: "sim/engine" for
+// sim/engine/engine.h, "exec" for exec/cuda/kernels.cu; "" outside the rooms.
+std::string room_of(const std::string& path) {
+  const std::size_t first = path.find('/');
+  if (first == std::string::npos) return "";
+  std::string top = path.substr(0, first);
+  if (top == "sim") {
+    const std::size_t second = path.find('/', first + 1);
+    if (second == std::string::npos) return "sim";  // a file directly in sim/
+    top = path.substr(0, second);
+  }
+  return top;
+}
+
+struct Include {
+  std::string file;  // relative to the source root
+  int line = 0;
+  std::string target;
+};
+
+std::vector<Include> project_includes(const fs::path& root) {
+  static const std::regex quoted(R"re(^\s*#\s*include\s+"([^"]+)")re");
+  std::vector<Include> out;
+  for (const std::string top : {"costmodels", "sim", "exec", "cli", "gui"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      const std::string ext = entry.path().extension().string();
+      if (ext != ".h" && ext != ".cpp" && ext != ".cu" && ext != ".cuh") continue;
+      const std::string rel = fs::relative(entry.path(), root).generic_string();
+      std::ifstream in(entry.path());
+      std::string line;
+      int number = 0;
+      std::smatch m;
+      while (std::getline(in, line)) {
+        ++number;
+        if (std::regex_search(line, m, quoted)) out.push_back({rel, number, m[1]});
+      }
+    }
+  }
+  return out;
+}
+
+TEST(SourceTree, RoomOfAPath) {
+  EXPECT_EQ(room_of("sim/engine/engine.h"), "sim/engine");
+  EXPECT_EQ(room_of("exec/cuda/kernels.cu"), "exec");
+  EXPECT_EQ(room_of("sim/CMakeLists.txt"), "sim");
+  EXPECT_EQ(room_of("README.md"), "");
+}
+
+TEST(SourceTree, ArrowsPointOneWay) {
+  EXPECT_TRUE(may_include("sim/engine", "sim/scenario"));
+  EXPECT_TRUE(may_include("sim/engine", "sim/engine"));
+  EXPECT_FALSE(may_include("sim/scenario", "sim/engine"));
+  EXPECT_FALSE(may_include("sim/export", "sim/formats"));
+  EXPECT_FALSE(may_include("exec", "sim/validation"));
+  EXPECT_FALSE(may_include("costmodels", "sim/base"));
+  EXPECT_TRUE(may_include("cli", "exec"));
+  // Every room may use what the rooms it uses may: the arrows form no
+  // shortcut around a layer's rules.
+  for (const auto& [room, uses] : allowed()) {
+    for (const std::string& used : uses) {
+      ASSERT_EQ(allowed().count(used), 1u) << used;
+      for (const std::string& below : allowed().at(used)) {
+        EXPECT_TRUE(may_include(room, below)) << room << " uses " << used << " but not " << below;
+      }
+    }
+  }
+}
+
+TEST(SourceTree, EveryIncludeComesFromBelow) {
+  const fs::path root = PIPESCOPE_SOURCE_DIR;
+  const std::vector<Include> includes = project_includes(root);
+  ASSERT_GT(includes.size(), 500u);  // the tree was read
+  int checked = 0;
+  for (const Include& inc : includes) {
+    const std::string from = room_of(inc.file);
+    const std::string to = room_of(inc.target);
+    ASSERT_TRUE(allowed().count(from) == 1) << inc.file << " is in no room of the map";
+    if (!fs::exists(root / inc.target)) continue;  // a header beside its file, a generated one
+    ASSERT_TRUE(allowed().count(to) == 1) << inc.file << ":" << inc.line << " includes "
+                                          << inc.target << ", in no room of the map";
+    ++checked;
+    EXPECT_TRUE(may_include(from, to))
+        << inc.file << ":" << inc.line << " (" << from << ") includes " << inc.target << " ("
+        << to << "), a room it may not use";
+  }
+  EXPECT_GT(checked, 500);
+}
+
+}  // namespace
