@@ -5,6 +5,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,20 @@ Bytes fullest(const SimResult& r) {
   return peak;
 }
 
+// What a candidate's layout is, as --json writes it for ranked and rejected
+// candidates alike (an object's keys print sorted, wherever they are set).
+nlohmann::json layout_json(const PlanCandidate& c) {
+  return {{"T", c.tensor_parallel},
+          {"K", c.stages},
+          {"D", c.data_parallel},
+          {"M", c.micro_batches},
+          {"remat", c.remat != Remat::kNever},
+          {"remat_mode", std::string(to_string(c.remat))},
+          {"schedule", std::string(to_string(c.schedule))},
+          {"chunks", c.chunks},
+          {"zero", c.zero}};
+}
+
 nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
   nlohmann::json stages = nlohmann::json::array();
   for (const StageCost& s : c.result.stage_costs) {
@@ -85,25 +100,18 @@ nlohmann::json candidate_json(const PlanCandidate& c, int rank) {
                        {"optimizer_bytes", splits[d].optimizer},
                        {"activations_bytes", splits[d].activations}});
   }
-  return {{"rank", rank},
-          {"T", c.tensor_parallel},
-          {"K", c.stages},
-          {"D", c.data_parallel},
-          {"M", c.micro_batches},
-          {"remat", c.remat != Remat::kNever},
-          {"remat_mode", std::string(to_string(c.remat))},
-          {"schedule", std::string(to_string(c.schedule))},
-          {"chunks", c.chunks},
-          {"zero", c.zero},
-          {"sequence_parallel", c.scenario->training.sequence_parallel},
-          {"micro_batch_size", c.result.micro_batch_size},
-          {"step_time_s", c.result.metrics.step_time_s()},
-          {"throughput_samples_per_s", c.samples_per_s},
-          {"bubble_fraction", c.result.metrics.bubble_fraction},
-          {"mfu", c.result.metrics.mfu},
-          {"peak_memory_bytes", fullest(c.result)},
-          {"devices", devices},
-          {"stages", stages}};
+  nlohmann::json out = layout_json(c);
+  out.update({{"rank", rank},
+              {"sequence_parallel", c.scenario->training.sequence_parallel},
+              {"micro_batch_size", c.result.micro_batch_size},
+              {"step_time_s", c.result.metrics.step_time_s()},
+              {"throughput_samples_per_s", c.samples_per_s},
+              {"bubble_fraction", c.result.metrics.bubble_fraction},
+              {"mfu", c.result.metrics.mfu},
+              {"peak_memory_bytes", fullest(c.result)},
+              {"devices", devices},
+              {"stages", stages}});
+  return out;
 }
 
 // Layers per stage, runs of equal counts shortened: "7 7 7 5", "2x34 1x30".
@@ -274,16 +282,9 @@ int run_plan(const PlanOptions& o) {
     }
     nlohmann::json rejected = nlohmann::json::array();
     for (const PlanCandidate& c : report.rejected) {
-      rejected.push_back({{"T", c.tensor_parallel},
-                          {"K", c.stages},
-                          {"D", c.data_parallel},
-                          {"M", c.micro_batches},
-                          {"remat", c.remat != Remat::kNever},
-                          {"remat_mode", std::string(to_string(c.remat))},
-                          {"schedule", std::string(to_string(c.schedule))},
-                          {"chunks", c.chunks},
-                          {"zero", c.zero},
-                          {"reason", c.rejected}});
+      nlohmann::json j = layout_json(c);
+      j["reason"] = c.rejected;
+      rejected.push_back(std::move(j));
     }
     std::cout << nlohmann::json{{"devices", report.devices},
                                 {"plans", ranked},
