@@ -112,16 +112,22 @@ std::optional<std::pair<Plan, std::string>> planner_layout(const Scenario& scena
                                         why};
 }
 
-}  // namespace
-
-int run_simulate(const SimulateOptions& o) {
-  // The flags that stand for training fields are checked with the scenario, as
-  // fields of it; with --plan they are refused below instead, and the plan's T
-  // splits the scenario's layers.
+// What the command simulates: the scenario as the flags, --plan or the
+// planner lay it out.
+struct SimulatedScenario {
   std::optional<Plan> plan;
-  if (o.plan) plan = read_plan_file(*o.plan);
-  ScenarioOptions options =
-      o.plan ? with_plan_split(o.scenario, *plan, *o.plan)
+  ScenarioOptions options;
+  Scenario scenario;
+  // Why the planner's best plan runs, where it does.
+  std::optional<std::string> layout;
+};
+
+// The flags that stand for training fields are checked with the scenario, as
+// fields of it; with --plan they are refused (refuse_layout_flags) instead,
+// and the plan's T splits the scenario's layers.
+ScenarioOptions flag_scenario_options(const SimulateOptions& o, const std::optional<Plan>& plan) {
+  return o.plan
+             ? with_plan_split(o.scenario, *plan, *o.plan)
              : with_balance(with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
                                                              .schedule = o.schedule,
                                                              .chunks = o.chunks,
@@ -129,67 +135,89 @@ int run_simulate(const SimulateOptions& o) {
                                                              .checkpoint = o.checkpoint,
                                                              .tensor_parallel = o.tensor_parallel}),
                             o.balance);
-  Scenario scenario = load(options);
-  // A scenario that fixes no layout and cannot run or fit at the default runs
-  // at the planner's best plan, and says so.
-  std::optional<std::string> layout;
-  if (layout_left_open(o, scenario)) {
-    if (auto best = naming_scenario_fields(options, [&] { return planner_layout(scenario); })) {
-      plan = std::move(best->first);
-      layout = std::move(best->second);
-      options = with_plan_split(o.scenario, *plan, "(the planner's best)");
-      scenario = load(options);
+}
+
+// Loads the scenario as the flags or --plan lay it out. A scenario that fixes
+// no layout and cannot run or fit at the default runs at the planner's best
+// plan, and says so.
+SimulatedScenario load_scenario(const SimulateOptions& o) {
+  SimulatedScenario s;
+  if (o.plan) s.plan = read_plan_file(*o.plan);
+  s.options = flag_scenario_options(o, s.plan);
+  s.scenario = load(s.options);
+  if (layout_left_open(o, s.scenario)) {
+    if (auto best = naming_scenario_fields(s.options, [&] { return planner_layout(s.scenario); })) {
+      s.plan = std::move(best->first);
+      s.layout = std::move(best->second);
+      s.options = with_plan_split(o.scenario, *s.plan, "(the planner's best)");
+      s.scenario = load(s.options);
     }
   }
-  const Cluster whole_cluster = scenario.cluster;
-  SimConfig config;
-  int replicas = 1;
-  if (plan) {
-    if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
-        o.data_parallel || o.tensor_parallel || o.balance || o.checkpoint || o.partition_given) {
-      throw std::invalid_argument(
-          "--plan fixes K, D, T, M, the schedule, its chunks, remat and the cut; drop -K, "
-          "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks, --remat, "
-          "--checkpoint, --partition and --balance");
-    }
-    if (o.plan) check_plan_matches(*plan, scenario, *o.plan);
-    // The plan's pipeline is one of its D replicas.
-    PlanSimulation run = plan_simulation(scenario, *plan);
-    scenario = std::move(run.scenario);
-    config = std::move(run.config);
-    replicas = plan->data_parallel;
-  } else if (o.data_parallel && *o.data_parallel > 1) {
-    // D replicas of a K-device pipeline: simulate one, on its share of the batch.
-    const int D = *o.data_parallel;
-    const int N = whole_cluster.devices;
-    // D replicas of K devices each take K x D of the cluster's N; without -K, K
-    // is N / D, which D must divide.
-    if (!o.stages && N % D != 0) {
-      throw ScenarioError(
-          o.scenario.file, "cluster.devices",
-          "--data-parallel " + std::to_string(D) + " without -K makes " + std::to_string(D) +
-              " pipelines of K = devices / D each, and " + std::to_string(D) +
-              " does not divide the cluster's " + whole_cluster.devices_text(N) +
-              "; choose a D that does, or give -K " + "with K x D at most " + std::to_string(N));
-    }
-    const int K = o.stages.value_or(N / D);
-    if (std::int64_t{K} * D > N) {
-      throw ScenarioError(
-          o.scenario.file, "cluster.devices",
-          "--data-parallel " + std::to_string(D) + " replicas of K=" + std::to_string(K) +
-              " devices need K x D = " + whole_cluster.devices_text(std::int64_t{K} * D) +
-              "; the cluster has " + std::to_string(N));
-    }
-    if (scenario.training.global_batch % D != 0) {
-      throw ConfigError("--data-parallel " + std::to_string(D) +
-                        " does not divide the global batch of " +
-                        std::to_string(scenario.training.global_batch));
-    }
-    scenario = replica_scenario(scenario, K, D);
-    replicas = D;
-    config.stages = K;
-    config.data_parallel = data_parallel_ring(whole_cluster, K, D);
+  return s;
+}
+
+// Throws std::invalid_argument for a layout flag beside a plan, which fixes
+// them all.
+void refuse_layout_flags(const SimulateOptions& o) {
+  if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
+      o.data_parallel || o.tensor_parallel || o.balance || o.checkpoint || o.partition_given) {
+    throw std::invalid_argument(
+        "--plan fixes K, D, T, M, the schedule, its chunks, remat and the cut; drop -K, "
+        "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks, --remat, "
+        "--checkpoint, --partition and --balance");
   }
+}
+
+// Lays `s` out as its plan does: the scenario and config of one of the plan's
+// D replicas. Returns D.
+int follow_plan(const SimulateOptions& o, SimulatedScenario& s, SimConfig& config) {
+  refuse_layout_flags(o);
+  if (o.plan) check_plan_matches(*s.plan, s.scenario, *o.plan);
+  // The plan's pipeline is one of its D replicas.
+  PlanSimulation run = plan_simulation(s.scenario, *s.plan);
+  s.scenario = std::move(run.scenario);
+  config = std::move(run.config);
+  return s.plan->data_parallel;
+}
+
+// D replicas of a K-device pipeline (--data-parallel D): `scenario` and
+// `config` become one of them, on its share of the batch. Throws where the
+// replicas do not fit the cluster or divide the batch. Returns D.
+int replicate_pipeline(const SimulateOptions& o, const Cluster& whole_cluster, Scenario& scenario,
+                       SimConfig& config) {
+  const int D = *o.data_parallel;
+  const int N = whole_cluster.devices;
+  // D replicas of K devices each take K x D of the cluster's N; without -K, K
+  // is N / D, which D must divide.
+  if (!o.stages && N % D != 0) {
+    throw ScenarioError(o.scenario.file, "cluster.devices",
+                        "--data-parallel " + std::to_string(D) + " without -K makes " +
+                            std::to_string(D) + " pipelines of K = devices / D each, and " +
+                            std::to_string(D) + " does not divide the cluster's " +
+                            whole_cluster.devices_text(N) + "; choose a D that does, or give -K " +
+                            "with K x D at most " + std::to_string(N));
+  }
+  const int K = o.stages.value_or(N / D);
+  if (std::int64_t{K} * D > N) {
+    throw ScenarioError(
+        o.scenario.file, "cluster.devices",
+        "--data-parallel " + std::to_string(D) + " replicas of K=" + std::to_string(K) +
+            " devices need K x D = " + whole_cluster.devices_text(std::int64_t{K} * D) +
+            "; the cluster has " + std::to_string(N));
+  }
+  if (scenario.training.global_batch % D != 0) {
+    throw ConfigError("--data-parallel " + std::to_string(D) +
+                      " does not divide the global batch of " +
+                      std::to_string(scenario.training.global_batch));
+  }
+  scenario = replica_scenario(scenario, K, D);
+  config.stages = K;
+  config.data_parallel = data_parallel_ring(whole_cluster, K, D);
+  return D;
+}
+
+// The layout flags' fields of `config`, over what a plan or the replicas set.
+void apply_layout_flags(const SimulateOptions& o, SimConfig& config) {
   if (o.stages) config.stages = o.stages;
   if (o.micro_batches) config.micro_batches = o.micro_batches;
   if (o.schedule) config.schedule = parse_schedule(*o.schedule);
@@ -197,57 +225,94 @@ int run_simulate(const SimulateOptions& o) {
   if (o.remat) config.remat = remat_of(o.remat);
   if (o.schedule_file) config.custom = custom_of(o.schedule_file);
   config.partition = *parse_partition_method(o.partition);
-  // The trace is written while the engine runs (a run of millions of ops is
-  // never held whole) to a temporary file, renamed into place once complete: if
-  // it cannot be written, no result is printed as if all had gone well.
-  config.record_timeline = false;
+}
+
+// The simulated step and, with --trace, the events its trace holds.
+struct TracedStep {
   SimResult result;
   std::int64_t traced_slices = 0;
+};
+
+// Simulates the step, with --trace writing its trace while the engine runs (a
+// run of millions of ops is never held whole) to a temporary file, renamed
+// into place once complete: if it cannot be written, no result is printed as
+// if all had gone well.
+TracedStep simulate_step(const SimulateOptions& o, const SimulatedScenario& s, SimConfig& config) {
+  config.record_timeline = false;
+  TracedStep step;
   const auto run_simulation = [&] {
-    naming_scenario_fields(options, [&] { result = simulate(scenario, config); });
+    naming_scenario_fields(s.options, [&] { step.result = simulate(s.scenario, config); });
   };
   if (o.trace) {
     write_file_atomically(*o.trace, [&](std::ostream& out) {
       ChromeTraceWriter writer(out);
       config.timeline_sink = &writer;
       run_simulation();
-      traced_slices = writer.slices();
+      step.traced_slices = writer.slices();
     });
   } else {
     run_simulation();
   }
+  return step;
+}
+
+// Prints the result: as JSON with --json, else as the summary, then the given
+// cut beside the one --partition makes, where there is one.
+void print_result(const SimulateOptions& o, const SimulatedScenario& s, const SimResult& result,
+                  const std::optional<SimResult>& partitioned, PartitionMethod method,
+                  int replicas) {
+  const std::string given = cut_source(s.scenario, o.balance.has_value());
+  if (o.json) {
+    nlohmann::json j = to_json(result);
+    if (s.layout) j["layout"] = *s.layout;
+    if (partitioned) add_cut_comparison(j, result, *partitioned, method, given);
+    std::cout << j.dump(2) << "\n";
+  } else {
+    if (s.layout) std::cout << "Layout     " << *s.layout << "\n";
+    print_summary(std::cout, s.scenario, result,
+                  o.plan        ? "from " + *o.plan
+                  : s.layout    ? std::string("the planner's")
+                  : partitioned ? "given (" + given + ")"
+                                : std::string(to_string(method)),
+                  replicas);
+    if (partitioned) print_cut_comparison(std::cout, result, *partitioned, method);
+  }
+}
+
+}  // namespace
+
+int run_simulate(const SimulateOptions& o) {
+  SimulatedScenario s = load_scenario(o);
+  const Cluster whole_cluster = s.scenario.cluster;
+  SimConfig config;
+  int replicas = 1;
+  if (s.plan) {
+    replicas = follow_plan(o, s, config);
+  } else if (o.data_parallel && *o.data_parallel > 1) {
+    // D replicas of a K-device pipeline: simulate one, on its share of the batch.
+    replicas = replicate_pipeline(o, whole_cluster, s.scenario, config);
+  }
+  apply_layout_flags(o, config);
+  TracedStep step = simulate_step(o, s, config);
+  SimResult& result = step.result;
   // A given cut (the plan's aside) beside the one --partition makes.
   std::optional<SimResult> partitioned;
-  if (!plan && scenario.training.cut) {
+  if (!s.plan && s.scenario.training.cut) {
     partitioned =
-        naming_scenario_fields(options, [&] { return partitioner_result(scenario, config); });
+        naming_scenario_fields(s.options, [&] { return partitioner_result(s.scenario, config); });
   }
   // D replicas each run the simulated pipeline on their share of the batch; the
   // simulation holds their gradient all-reduce.
   result.metrics.samples_per_s *= replicas;
   result.metrics.tokens_per_s *= replicas;
-  scenario.cluster.devices = whole_cluster.devices;
-  scenario.training.global_batch *= replicas;
+  s.scenario.cluster.devices = whole_cluster.devices;
+  s.scenario.training.global_batch *= replicas;
 
-  const std::string given = cut_source(scenario, o.balance.has_value());
-  if (o.json) {
-    nlohmann::json j = to_json(result);
-    if (layout) j["layout"] = *layout;
-    if (partitioned) add_cut_comparison(j, result, *partitioned, config.partition, given);
-    std::cout << j.dump(2) << "\n";
-  } else {
-    if (layout) std::cout << "Layout     " << *layout << "\n";
-    print_summary(std::cout, scenario, result,
-                  o.plan        ? "from " + *o.plan
-                  : layout      ? std::string("the planner's")
-                  : partitioned ? "given (" + given + ")"
-                                : std::string(to_string(config.partition)),
-                  replicas);
-    if (partitioned) print_cut_comparison(std::cout, result, *partitioned, config.partition);
-  }
+  print_result(o, s, result, partitioned, config.partition, replicas);
   if (o.trace) {
-    (o.json ? std::cerr : std::cout) << "Trace written to " << *o.trace << " (" << traced_slices
-                                     << " events; open it in Perfetto or chrome://tracing)\n";
+    (o.json ? std::cerr : std::cout)
+        << "Trace written to " << *o.trace << " (" << step.traced_slices
+        << " events; open it in Perfetto or chrome://tracing)\n";
   }
   return 0;
 }

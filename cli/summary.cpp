@@ -23,15 +23,18 @@ std::string pad(std::string s, std::size_t width, bool right = true) {
   return right ? fill + s : s + fill;
 }
 
-void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
-                  std::string_view partition, int replicas) {
+// The scenario's name and model.
+void print_scenario_line(std::ostream& out, const Scenario& sc) {
   const ModelSpec& m = sc.model;
-  const Cluster& c = sc.cluster;
   out << "Scenario   " << sc.name << ": " << m.family
       << (m.name != m.family ? " '" + m.name + "'" : std::string()) << ", " << m.layers.size()
       << " layers, " << format_count(static_cast<double>(m.total_params())) << " params"
       << (m.tensor_parallel > 1 ? " per tensor-parallel device" : "") << ", " << to_string(m.dtype)
       << "\n";
+}
+
+// The cluster's devices and the links between them.
+void print_cluster_line(std::ostream& out, const Cluster& c) {
   out << "Cluster    " << c.physical_devices() << " x " << c.device.name << " ("
       << format_bytes(static_cast<double>(c.device.memory_bytes))
       << " each), "
@@ -55,6 +58,13 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << " devices per PCIe switch sharing its uplink";
   }
   out << "\n";
+}
+
+// The lines that say where the step's costs come from, each where it applies:
+// tensor parallelism, a measured profile, a framework's overheads.
+void print_cost_source_lines(std::ostream& out, const Scenario& sc) {
+  const ModelSpec& m = sc.model;
+  const Cluster& c = sc.cluster;
   if (c.tensor_parallel > 1) {
     out << "Tensor     T=" << c.tensor_parallel
         << " devices split every layer (Megatron-LM's columns and rows), " << c.devices
@@ -72,6 +82,13 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
     out << "Framework  " << fw.name << (profile && *profile == fw ? "" : " (fields overridden)")
         << ": " << framework_description(fw.name) << "\n";
   }
+}
+
+// The lines on how the stages share the devices' time, where it differs from
+// sends overlapped with compute and a core per stage.
+void print_sharing_lines(std::ostream& out, const Scenario& sc, const SimResult& r) {
+  const ModelSpec& m = sc.model;
+  const Cluster& c = sc.cluster;
   const bool split_cuts = c.p2p_split && c.tensor_parallel > 1 && !m.sequence_parallel;
   const P2pMode p2p = c.p2p_mode(r.chunks > 1);
   if (r.stages > 1 && (p2p != P2pMode::kOverlapped || split_cuts)) {
@@ -88,6 +105,27 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
     out << "Cores      the " << r.stages << " stages share " << c.shared_cores
         << " cores: an op holds a core for its whole duration, in the order ops become ready\n";
   }
+}
+
+// How the data-parallel replicas keep their gradients and optimizer state in
+// step, by ZeRO stage.
+const char* replica_sync(int zero) {
+  return zero == 1   ? "ring all-reduce of each stage's gradients; ZeRO-1: each keeps 1/D "
+                       "of the optimizer state"
+         : zero == 2 ? "ring reduce-scatter of each stage's gradients after every backward, "
+                       "all-gather of its updated weights after the step; ZeRO-2: each keeps 1/D "
+                       "of the optimizer state and gradients"
+         : zero == 3 ? "ring all-gather of each layer's weights before it computes in every "
+                       "forward, recompute and backward, reduce-scatter of a stage's "
+                       "gradients after its backward; ZeRO-3: each keeps 1/D of the "
+                       "weights, gradients and optimizer state"
+                     : "ring all-reduce of each stage's gradients";
+}
+
+// The schedule's line: K, its chunks, the replicas, M, the micro-batch size,
+// remat, the partition and the cost model.
+void print_schedule_line(std::ostream& out, const Cluster& c, const SimResult& r,
+                         std::string_view partition, int replicas) {
   out << "Schedule   " << to_string(r.schedule) << ", K=" << r.stages;
   if (r.chunks > 1) {
     out << " x " << r.chunks << " chunks ("
@@ -97,19 +135,8 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
         << ")";
   }
   if (replicas > 1) {
-    out << " x D=" << replicas << " replicas ("
-        << (r.zero == 1 ? "ring all-reduce of each stage's gradients; ZeRO-1: each keeps 1/D "
-                          "of the optimizer state"
-            : r.zero == 2
-                ? "ring reduce-scatter of each stage's gradients after every backward, "
-                  "all-gather of its updated weights after the step; ZeRO-2: each keeps 1/D "
-                  "of the optimizer state and gradients"
-            : r.zero == 3 ? "ring all-gather of each layer's weights before it computes in every "
-                            "forward, recompute and backward, reduce-scatter of a stage's "
-                            "gradients after its backward; ZeRO-3: each keeps 1/D of the "
-                            "weights, gradients and optimizer state"
-                          : "ring all-reduce of each stage's gradients")
-        << "), ranks " << to_string(c.rank_order);
+    out << " x D=" << replicas << " replicas (" << replica_sync(r.zero) << "), ranks "
+        << to_string(c.rank_order);
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
     out << " (on " << r.stages << " of the " << c.devices
@@ -118,6 +145,15 @@ void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
       << remat_label(r.remat) << checkpoint_label(r.remat, r.checkpoint) << ", partition "
       << partition << ", cost model " << r.cost_model << "\n";
+}
+
+void print_header(std::ostream& out, const Scenario& sc, const SimResult& r,
+                  std::string_view partition, int replicas) {
+  print_scenario_line(out, sc);
+  print_cluster_line(out, sc.cluster);
+  print_cost_source_lines(out, sc);
+  print_sharing_lines(out, sc, r);
+  print_schedule_line(out, sc.cluster, r, partition, replicas);
   const std::string actions = r.custom ? side_action_note(*r.custom) : "";
   if (!actions.empty()) out << "Actions    " << actions << "\n";
   out << "\n";

@@ -202,7 +202,20 @@ std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) 
   return "";
 }
 
-ModelSpec make_transformer(const TransformerParams& p, const std::string& name, TensorSplit split) {
+namespace {
+
+// The sizes make_transformer builds from: s = seq_len, h = d_model, a = heads,
+// v = vocab, f = d_ff, d_kv the width of the K and V projections, e bytes per
+// activation element; t devices share each layer, c of them its replicated
+// activations, v_t vocabulary rows per device.
+struct TransformerDims {
+  std::int64_t s = 0, h = 0, a = 0, v = 0, f = 0, d_kv = 0;
+  Bytes e = 0;
+  std::int64_t t = 1, c = 1, v_t = 0;
+};
+
+// Checks the parameters and `split`, and derives the sizes from them.
+TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) {
   PS_CHECK(
       p.layers >= 0 && p.d_model > 0 && p.d_ff >= 0 && p.heads > 0 && p.seq_len > 0 && p.vocab > 0,
       "transformer parameters must be positive");
@@ -223,49 +236,59 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   // the layer norms, dropouts and residuals: t with sequence parallelism).
   const std::int64_t t = split.ways, c = split.sequence ? t : 1;
   const std::int64_t v_t = (v + t - 1) / t;  // vocabulary rows per device, padded
+  return {s, h, a, v, f, d_kv, e, t, c, v_t};
+}
 
-  ModelSpec m;
-  m.name = name;
-  m.family = "transformer";
-  m.tensor_parallel = split.ways;
-  m.sequence_parallel = split.sequence && t > 1;
-  if (t > 1) {
-    const ModelSpec whole = make_transformer(p, name);
-    m.whole_flops_per_sample = whole.fwd_flops_per_sample() + whole.bwd_flops_per_sample();
-  }
-  m.transformer = std::make_shared<const TransformerParams>(p);
-  m.dtype = p.dtype;
-  m.input_bytes = s * 4;  // int32 token ids
-  m.tokens_per_sample = s;
+// Throws std::overflow_error when a block's or the head's stash per sample, or
+// the parameters, do not fit in 64-bit integers.
+void require_transformer_fits(const TransformerParams& p, const TransformerDims& d) {
+  const double S = f64(d.s), H = f64(d.h), F = f64(d.f), A = f64(d.a), V = f64(d.v), E = f64(d.e);
+  require_fits(S * (H * (8 * E + 2) + 2 * E * F) + A * S * S * (2 * E + 1),
+               "the bytes one block stashes per sample");
+  require_fits(2 * S * H * E + S * V * std::max(E, 4.0) + 4 * S,
+               "the bytes the head stashes per sample");
+  require_fits(f64(p.layers) * (4 * H * H + 2 * H * F + F + 9 * H) + 2 * V * H + S * H,
+               "the parameters");
+}
 
-  {
-    const double S = f64(s), H = f64(h), F = f64(f), A = f64(a), V = f64(v), E = f64(e);
-    require_fits(S * (H * (8 * E + 2) + 2 * E * F) + A * S * S * (2 * E + 1),
-                 "the bytes one block stashes per sample");
-    require_fits(2 * S * H * E + S * V * std::max(E, 4.0) + 4 * S,
-                 "the bytes the head stashes per sample");
-    require_fits(f64(p.layers) * (4 * H * H + 2 * H * F + F + 9 * H) + 2 * V * H + S * H,
-                 "the parameters");
-  }
+// The embedding layer: the token lookup, the positions and their kernels.
+LayerSpec embedding_layer(const TransformerParams& p, const TransformerDims& d) {
+  const std::int64_t s = d.s, h = d.h, t = d.t, c = d.c, v_t = d.v_t;
+  const Bytes e = d.e;
   // Token lookup is a gather (no FLOPs); adding the positions costs s*h. The stash
   // is the int32 token ids, needed to scatter the table gradient.
   // Under tensor parallelism each device holds v / t rows of the token table
   // (and the whole position table), writes zeros for the tokens outside them,
   // and the group all-reduces the s x h result.
   const std::int64_t position_params = p.learned_positions ? s * h : 0;
-  m.layers.push_back(layer("embed", f64(s * h), v_t * h + position_params, s * h * e / c, s * 4));
+  LayerSpec embed = layer("embed", f64(s * h), v_t * h + position_params, s * h * e / c, s * 4);
   if (t > 1) {
-    m.layers.back().tp_fwd_allreduces = 1;
-    m.layers.back().tp_fwd_bytes = s * h * e;
+    embed.tp_fwd_allreduces = 1;
+    embed.tp_fwd_bytes = s * h * e;
   }
   // Kernels: a gather of s table rows plus the positions, written once; its
   // backward scatters s rows of gradient into the table: the weight gradient.
-  {
-    Kernel gather = memory(3 * s * h * e + s * 4, 2 * s * h * e + s * 4);
-    gather.backward_is_weight_grad = true;
-    m.layers.back().kernels = make_kernel_list({gather});
-  }
+  Kernel gather = memory(3 * s * h * e + s * 4, 2 * s * h * e + s * 4);
+  gather.backward_is_weight_grad = true;
+  embed.kernels = make_kernel_list({gather});
+  return embed;
+}
 
+// What one Transformer block costs on one device: its forward FLOPs, its
+// parameters, the bytes it stashes (and of those, attention's core) and its
+// output.
+struct BlockCosts {
+  Flops fwd = 0.0;
+  std::int64_t params = 0;
+  Bytes stash = 0;
+  Bytes core_stash = 0;
+  Bytes out = 0;
+};
+
+// The FLOPs, parameters, stash and output of one block under the split of `d`.
+BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d) {
+  const std::int64_t s = d.s, h = d.h, a = d.a, f = d.f, d_kv = d.d_kv, t = d.t, c = d.c;
+  const Bytes e = d.e;
   // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
   // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,
   // MLP 4shf, scores and attention over V 4s^2h; 24sh^2 + 4s^2h for f = 4h. With
@@ -312,20 +335,35 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   // (each sends its copy to its peer of the next stage), or its s / t rows
   // with sequence parallelism.
   const Bytes block_out = s * h * e / c;
-  const KernelList kernels = make_kernel_list(block_kernels(p, f, d_kv, split));
+  return {block_fwd, block_params, block_stash, core_stash, block_out};
+}
+
+// Appends the p.layers Transformer blocks, block0 on, with their kernels and
+// tensor-parallel all-reduces.
+void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDims& d,
+                   TensorSplit split) {
+  const std::int64_t s = d.s, h = d.h, t = d.t;
+  const Bytes e = d.e;
+  const BlockCosts costs = block_costs(p, d);
+  const KernelList kernels = make_kernel_list(block_kernels(p, d.f, d.d_kv, split));
   for (int i = 0; i < p.layers; ++i) {
     m.layers.push_back(
-        layer("block" + std::to_string(i), block_fwd, block_params, block_out, block_stash));
+        layer("block" + std::to_string(i), costs.fwd, costs.params, costs.out, costs.stash));
     LayerSpec& block = m.layers.back();
     block.kernels = kernels;
-    block.core_stash_bytes = core_stash;
+    block.core_stash_bytes = costs.core_stash;
     block.core_fwd_flops = 4.0 * f64(s) * f64(s) * f64(h) / f64(t);
     if (t > 1) {  // after the output and the MLP down projections; in the backward before
       block.tp_fwd_allreduces = block.tp_bwd_allreduces = 2;
       block.tp_fwd_bytes = block.tp_bwd_bytes = 2 * s * h * e;
     }
   }
+}
 
+// The head: the final layer norm, the LM projection and the cross-entropy loss.
+LayerSpec head_layer(const TransformerParams& p, const TransformerDims& d) {
+  const std::int64_t s = d.s, h = d.h, t = d.t, c = d.c, v_t = d.v_t;
+  const Bytes e = d.e;
   // Final LayerNorm + LM projection (2shV; V*h weights unless tied to the token
   // table) + softmax cross-entropy, counted as 5sV (max, exp, sum, normalise,
   // log-likelihood); the LayerNorm's O(sh) is neglected like the blocks'
@@ -338,20 +376,46 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   // all-reduces the s x h input gradient.
   const std::int64_t head_params = (p.tied_embeddings ? 0 : v_t * h) + 2 * h;
   const LossPasses loss = loss_passes(p.cross_entropy, e);
-  m.layers.push_back(layer("head", 2.0 * f64(s) * f64(h) * f64(v_t) + 5.0 * f64(s) * f64(v_t),
-                           head_params, 4,
-                           s * h * e / c + s * h * e + s * v_t * loss.kept + s * 4));
+  LayerSpec head = layer("head", 2.0 * f64(s) * f64(h) * f64(v_t) + 5.0 * f64(s) * f64(v_t),
+                         head_params, 4, s * h * e / c + s * h * e + s * v_t * loss.kept + s * 4);
   // Kernels: the layer norm, the projection, and the cross-entropy's passes
   // over the s x V logits (loss_passes).
-  m.layers.back().kernels =
+  head.kernels =
       make_kernel_list({norm_kernel(p.fused_norm, s * h / c, e), gemm(s, v_t, h),
                         memory(s * v_t * loss.forward + s * 4, s * v_t * loss.backward + s * 4)});
   if (t > 1) {
-    m.layers.back().tp_fwd_allreduces = 3;
-    m.layers.back().tp_fwd_bytes = 3 * s * 4;
-    m.layers.back().tp_bwd_allreduces = 1;
-    m.layers.back().tp_bwd_bytes = s * h * e;
+    head.tp_fwd_allreduces = 3;
+    head.tp_fwd_bytes = 3 * s * 4;
+    head.tp_bwd_allreduces = 1;
+    head.tp_bwd_bytes = s * h * e;
   }
+  return head;
+}
+
+}  // namespace
+
+ModelSpec make_transformer(const TransformerParams& p, const std::string& name, TensorSplit split) {
+  const TransformerDims d = transformer_dims(p, split);
+  const std::int64_t t = d.t;
+
+  ModelSpec m;
+  m.name = name;
+  m.family = "transformer";
+  m.tensor_parallel = split.ways;
+  m.sequence_parallel = split.sequence && t > 1;
+  if (t > 1) {
+    const ModelSpec whole = make_transformer(p, name);
+    m.whole_flops_per_sample = whole.fwd_flops_per_sample() + whole.bwd_flops_per_sample();
+  }
+  m.transformer = std::make_shared<const TransformerParams>(p);
+  m.dtype = p.dtype;
+  m.input_bytes = d.s * 4;  // int32 token ids
+  m.tokens_per_sample = d.s;
+
+  require_transformer_fits(p, d);
+  m.layers.push_back(embedding_layer(p, d));
+  append_blocks(m, p, d, split);
+  m.layers.push_back(head_layer(p, d));
   return m;
 }
 

@@ -22,6 +22,7 @@
 QT_BEGIN_NAMESPACE
 class QCheckBox;
 class QComboBox;
+class QFormLayout;
 class QLabel;
 class QMenu;
 class QPushButton;
@@ -122,7 +123,21 @@ class MainWindow : public QMainWindow {
 
  private:
   void build_menus();
+  // The configuration panel, docked on the left: its controls, in tab order,
+  // then the summary and the best plan.
   void build_controls();
+  // D, K and M.
+  void build_layout_controls();
+  // The schedule, its chunks and remat.
+  void build_schedule_controls();
+  // The partition, the cluster preset and the transfers toggle.
+  void build_cluster_controls();
+  // One row per control, T and ZeRO's made here.
+  void add_control_rows(QFormLayout* form);
+  // The summary, the best plan and its apply button.
+  void add_result_rows(QFormLayout* form);
+  // What each control's change runs.
+  void connect_controls();
   // The T control with the sequence-parallel toggle, and the ZeRO control.
   QWidget* make_tensor_controls();
   QComboBox* make_zero_control();

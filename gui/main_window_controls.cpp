@@ -22,12 +22,31 @@ namespace pipescope::gui {
 void MainWindow::build_controls() {
   auto* panel = new QWidget;
   auto* form = new QFormLayout(panel);
+  build_layout_controls();
+  build_schedule_controls();
+  build_cluster_controls();
+  add_control_rows(form);
+  add_result_rows(form);
+
+  auto* dock = new QDockWidget(tr("Configuration"), this);
+  dock->setObjectName(QStringLiteral("configuration"));
+  dock->setWidget(panel);
+  dock->setFeatures(QDockWidget::DockWidgetMovable);
+  addDockWidget(Qt::LeftDockWidgetArea, dock);
+
+  connect_controls();
+}
+
+void MainWindow::build_layout_controls() {
   d_combo_ = new QComboBox;
   d_combo_->setToolTip(tr("Data-parallel replicas D of the pipeline (N = T x K x D devices)"));
   k_spin_ = new QSpinBox;
   k_spin_->setToolTip(tr("Pipeline stages K"));
   m_combo_ = new QComboBox;
   m_combo_->setToolTip(tr("Micro-batches M (divisors of the global batch)"));
+}
+
+void MainWindow::build_schedule_controls() {
   schedule_combo_ = new QComboBox;
   for (const ScheduleKind k : kAllSchedules)
     schedule_combo_->addItem(qs(std::string(to_string(k))));
@@ -49,12 +68,18 @@ void MainWindow::build_controls() {
          "training.checkpoint layer); except-last all but the last "
          "micro-batch's; selective keeps all but a transformer's attention core, which "
          "each backward rebuilds first; never keeps every activation"));
+}
+
+void MainWindow::build_cluster_controls() {
   partition_combo_ = new QComboBox;
   for (const char* p : {"optimal", "uniform", "params", "gpipe"}) partition_combo_->addItem(p);
   preset_combo_ = new QComboBox;
   for (const DevicePreset& p : device_presets()) preset_combo_->addItem(qs(p.device.name));
   transfers_check_ = new QCheckBox(tr("show transfers"));
   transfers_check_->setChecked(true);
+}
+
+void MainWindow::add_control_rows(QFormLayout* form) {
   form->addRow(tr("D"), d_combo_);
   form->addRow(tr("K"), k_spin_);
   form->addRow(tr("T"), make_tensor_controls());
@@ -66,7 +91,9 @@ void MainWindow::build_controls() {
   form->addRow(tr("partition"), partition_combo_);
   form->addRow(tr("cluster"), preset_combo_);
   form->addRow(QString(), transfers_check_);
+}
 
+void MainWindow::add_result_rows(QFormLayout* form) {
   summary_ = new QLabel;
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   summary_->setWordWrap(true);
@@ -77,13 +104,9 @@ void MainWindow::build_controls() {
   best_apply_->setEnabled(false);
   form->addRow(best_label_);
   form->addRow(best_apply_);
+}
 
-  auto* dock = new QDockWidget(tr("Configuration"), this);
-  dock->setObjectName(QStringLiteral("configuration"));
-  dock->setWidget(panel);
-  dock->setFeatures(QDockWidget::DockWidgetMovable);
-  addDockWidget(Qt::LeftDockWidgetArea, dock);
-
+void MainWindow::connect_controls() {
   const auto changed = [this] {
     if (!filling_) simulate();
   };

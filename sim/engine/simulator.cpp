@@ -12,7 +12,6 @@
 #include "sim/engine/engine.h"
 #include "sim/engine/host_dispatch.h"
 #include "sim/engine/memory_tracker.h"
-#include "sim/engine/schedule_holds.h"
 #include "sim/engine/tensor_parallel.h"
 #include "sim/engine/zero.h"
 #include "sim/scenario/stated_cut.h"
@@ -29,41 +28,43 @@ struct Resolved {
   int chunks;
 };
 
-Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
-  Resolved r{cfg.stages.value_or(sc.cluster.devices),
-             cfg.micro_batches.value_or(sc.training.micro_batches),
-             cfg.schedule.value_or(sc.training.schedule), cfg.remat.value_or(sc.training.remat),
-             cfg.chunks.value_or(sc.training.chunks)};
-  if (cfg.custom) {
-    // The action file fixes K, M and the chunks; options may only repeat them.
-    const CustomSchedule& c = *cfg.custom;
-    const auto clash = [](const char* what, int given, int file) {
-      if (given != file) {
-        throw ConfigError(std::string(what) + "=" + std::to_string(given) +
-                          " contradicts the custom schedule's " + std::to_string(file));
-      }
-    };
-    if (cfg.schedule && *cfg.schedule != ScheduleKind::kCustom) {
-      throw ConfigError("a schedule file makes the schedule custom, not " +
-                        std::string(to_string(*cfg.schedule)));
+// Takes the custom schedule's K, M and chunks into r: the action file fixes
+// them, and the options may only repeat them.
+void take_custom_shape(const SimConfig& cfg, Resolved& r) {
+  const CustomSchedule& c = *cfg.custom;
+  const auto clash = [](const char* what, int given, int file) {
+    if (given != file) {
+      throw ConfigError(std::string(what) + "=" + std::to_string(given) +
+                        " contradicts the custom schedule's " + std::to_string(file));
     }
-    r.schedule = ScheduleKind::kCustom;
-    clash("K", cfg.stages.value_or(c.devices()), c.devices());
-    clash("M", cfg.micro_batches.value_or(c.micro_batches), c.micro_batches);
-    clash("chunks", cfg.chunks.value_or(c.chunks()), c.chunks());
-    r.K = c.devices();
-    r.M = c.micro_batches;
-    r.chunks = c.chunks();
-  } else if (r.schedule == ScheduleKind::kCustom) {
-    throw ConfigError("schedule custom needs its action file (--schedule-file)");
+  };
+  if (cfg.schedule && *cfg.schedule != ScheduleKind::kCustom) {
+    throw ConfigError("a schedule file makes the schedule custom, not " +
+                      std::string(to_string(*cfg.schedule)));
   }
-  // A scenario's chunks apply to interleaving only: another schedule chosen
-  // on the command line runs one chunk per device, and interleaving chosen
-  // there over a scenario of another schedule gets v = 2.
+  r.schedule = ScheduleKind::kCustom;
+  clash("K", cfg.stages.value_or(c.devices()), c.devices());
+  clash("M", cfg.micro_batches.value_or(c.micro_batches), c.micro_batches);
+  clash("chunks", cfg.chunks.value_or(c.chunks()), c.chunks());
+  r.K = c.devices();
+  r.M = c.micro_batches;
+  r.chunks = c.chunks();
+}
+
+// Sets the chunks the options leave open. A scenario's chunks apply to
+// interleaving only: another schedule chosen on the command line runs one
+// chunk per device, and interleaving chosen there over a scenario of another
+// schedule gets v = 2.
+void default_chunks(const Scenario& sc, const SimConfig& cfg, Resolved& r) {
   if (!cfg.custom && !cfg.chunks && !takes_chunks(r.schedule)) r.chunks = 1;
   if (!cfg.chunks && takes_chunks(r.schedule) && !takes_chunks(sc.training.schedule)) {
     r.chunks = kDefaultChunks;
   }
+}
+
+// Throws when K or the chunks are out of range: below 1, more model stages than
+// the model has layers, or more devices than the cluster has.
+void check_stages(const Scenario& sc, const SimConfig& cfg, const Resolved& r) {
   const int layers = static_cast<int>(sc.model.layers.size());
   // K defaults to the device count: say so, and name the scenario field.
   const std::string k_name =
@@ -94,6 +95,11 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
                           sc.cluster.devices_text(sc.cluster.devices),
                       "cluster.devices");
   }
+}
+
+// Throws when M is below 1, does not divide the global batch, or makes more
+// stage micro-batches than one simulation holds.
+void check_micro_batches(const Scenario& sc, const Resolved& r) {
   if (r.M < 1) throw ConfigError("M must be at least 1, got " + std::to_string(r.M));
   if (sc.training.global_batch % r.M != 0) {
     throw ConfigError("M=" + std::to_string(r.M) + " does not divide the global batch of " +
@@ -105,16 +111,38 @@ Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
                       " is more stage micro-batches than one simulation holds (" +
                       std::to_string(kMaxStageMicroBatches) + ")");
   }
-  if (!cfg.custom) {
-    const std::string shape = schedule_shape_problem(r.schedule, r.K, r.M, r.chunks);
-    if (!shape.empty()) throw ConfigError(shape);
-  }
+}
+
+// Throws when the remat recomputes attention's core and the model has none.
+void check_remat(const Scenario& sc, const SimConfig& cfg, const Resolved& r) {
   if (r.remat == Remat::kSelective && !sc.model.has_attention_core()) {
     throw ConfigError("remat selective recomputes attention's core, and model '" + sc.model.name +
                           "' has no attention (a transformer has); use never, except-last or "
                           "always",
                       cfg.remat ? "" : "training.remat");
   }
+}
+
+// The run's K, M, schedule, remat and chunks: the config's where it sets them,
+// else the scenario's. Throws ConfigError when they do not suit the scenario.
+Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
+  Resolved r{cfg.stages.value_or(sc.cluster.devices),
+             cfg.micro_batches.value_or(sc.training.micro_batches),
+             cfg.schedule.value_or(sc.training.schedule), cfg.remat.value_or(sc.training.remat),
+             cfg.chunks.value_or(sc.training.chunks)};
+  if (cfg.custom) {
+    take_custom_shape(cfg, r);
+  } else if (r.schedule == ScheduleKind::kCustom) {
+    throw ConfigError("schedule custom needs its action file (--schedule-file)");
+  }
+  default_chunks(sc, cfg, r);
+  check_stages(sc, cfg, r);
+  check_micro_batches(sc, r);
+  if (!cfg.custom) {
+    const std::string shape = schedule_shape_problem(r.schedule, r.K, r.M, r.chunks);
+    if (!shape.empty()) throw ConfigError(shape);
+  }
+  check_remat(sc, cfg, r);
   return r;
 }
 
@@ -157,254 +185,6 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 }
 
 }  // namespace
-
-PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
-                                   int micro_batches, Remat remat, ScheduleKind schedule,
-                                   int chunks, const CustomSchedule* custom) {
-  const std::int64_t b = sc.training.global_batch / micro_batches;
-  const std::vector<int>* placement = custom ? &custom->stage_rank : nullptr;
-  const bool split = splits_backward(schedule, custom);
-  PartitionProblem p;
-  p.stages = stages;
-  for (int s = 0; s < stages; ++s) {
-    p.stage_device.push_back(stage_device_of(schedule, s, stages / chunks));
-  }
-  if (placement != nullptr) {
-    PS_CHECK(static_cast<int>(placement->size()) == stages, "one device per stage");
-    p.stage_device = *placement;
-  }
-  p.micro_batches = micro_batches;
-  p.remat = remat;
-  p.checkpoint = sc.training.checkpoint;
-  p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
-  p.bytes_per_param = device_bytes_per_param(sc);
-  p.gathered_bytes_per_param = gathered_bytes_per_param(sc);
-  p.backward_split = split;
-  // Each of a device's stages gets its share of the memory. A custom schedule
-  // may run any order: its micro-batches in flight are bounded by M, as under
-  // GPipe, and the simulated memory curve, from the actual order, decides
-  // whether the plan fits. A built-in one holds at most most_stashes_held chunk
-  // micro-batches a device (1F1B's min(K, M), zb-v's 2K, interleaved-1f1b's
-  // warm-up and one): spread over the chunks for the stage-optimal cut. With
-  // several chunks, the device partitioner prices each stage with what it holds
-  // when its device holds the most, remat included (held_at_peak).
-  p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
-  if (schedule != ScheduleKind::kCustom) {
-    ScheduleHolds holds = schedule_holds(schedule, stages / chunks, micro_batches, remat, chunks,
-                                         sc.training.checkpoint);
-    p.in_flight = std::min(micro_batches, (holds.most + chunks - 1) / chunks);
-    if (chunks > 1 && placement == nullptr) {
-      p.stage_held = std::move(holds.at_peak);
-    } else if (chunks == 1 && !holds.at_peak.empty()) {
-      StashCount most;
-      for (const StashCount& h : holds.at_peak) most = most_of(most, h);
-      p.order_held = most;
-    }
-  }
-  const double recomputed =
-      static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
-  const DataParallel ring = tensor_ring(sc.cluster);
-  for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
-    const LayerSpec& layer = sc.model.layers[l];
-    const OpTimes t = under_remat(remat, cost.op_times(layer, b));
-    const TensorCollectives tp =
-        exposed_collectives(tensor_collectives(layer, b, ring), t, sc.training.framework, split);
-    const double forward = recomputed * static_cast<double>(t.forward) +
-                           (1.0 - recomputed) * static_cast<double>(t.forward_kept);
-    // A split backward costs its B and W, which a measured profile may put
-    // above the whole.
-    const SimTime backward = (split ? t.input + t.weight : t.backward) + tp.backward;
-    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)) + tp.forward, backward,
-                                 t.recompute + tp.forward, layer.params,
-                                 stash_under_remat(remat, layer) * b});
-  }
-  for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
-    p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
-  }
-  p.cut_split = cut_split(sc.model, sc.cluster);
-  // Neighbouring stages run on neighbouring devices; their route sets the cost.
-  if (sc.cluster.devices > 1) {
-    double bottleneck = 0.0;
-    for (const Hop& h : sc.cluster.route(0, 1)) {
-      p.link_latency_s += h.latency_s;
-      bottleneck = bottleneck == 0.0 ? h.bandwidth : std::min(bottleneck, h.bandwidth);
-    }
-    p.link_bandwidth = bottleneck;
-  }
-  return p;
-}
-
-namespace {
-// Hops of a replica ring looked at (beside the wrap-around): more than any
-// preset's node or PCIe switch holds.
-constexpr int kRingHopsChecked = 64;
-}  // namespace
-
-DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) {
-  DataParallel dp;
-  dp.replicas = replicas;
-  if (replicas <= 1) return dp;
-  if (std::int64_t{stages} * replicas > whole.devices) {
-    throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
-                      " need " + whole.devices_text(std::int64_t{stages} * replicas) +
-                      "; the cluster has " + std::to_string(whole.devices));
-  }
-  // The ring runs device 0 of each replica to device 0 of the next and the last
-  // back to the first, its steps in lockstep: it moves at its slowest hop. The
-  // hops repeat with a node's or a switch's devices, so the first
-  // kRingHopsChecked and the wrap-around meet every kind.
-  const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
-  // With shared NICs every hop of the ring, each of a group's T devices
-  // running its own ring, sends at once: a link carries its share of them.
-  Cluster::LinkLoad load;
-  if (whole.shares_nics()) {
-    for (int r = 0; r < replicas; ++r) {
-      for (int t = 0; t < whole.tensor_parallel; ++t) {
-        whole.add_load(load, whole.physical_device(r * step, t, 0),
-                       whole.physical_device((r + 1) % replicas * step, t, 0));
-      }
-    }
-  }
-  const auto hops = [&](int from, int to) {
-    return whole.shares_nics() ? whole.loaded_route(whole.first_physical_device(from * step),
-                                                    whole.first_physical_device(to * step), load)
-                               : whole.route(from * step, to * step);
-  };
-  const auto take = [&](int from, int to) {
-    double latency = 0.0, bandwidth = 0.0;
-    for (const Hop& h : hops(from, to)) {
-      latency += h.latency_s;
-      bandwidth = bandwidth == 0.0 ? h.bandwidth : std::min(bandwidth, h.bandwidth);
-    }
-    dp.latency_s = std::max(dp.latency_s, latency);
-    dp.bandwidth = dp.bandwidth == 0.0 ? bandwidth : std::min(dp.bandwidth, bandwidth);
-  };
-  for (int r = 0; r < std::min(replicas - 1, kRingHopsChecked); ++r) take(r, r + 1);
-  take(replicas - 1, 0);
-  std::vector<int> members;
-  for (int r = 0; r < replicas; ++r) members.push_back(whole.first_physical_device(r * step));
-  set_collective_links(whole, members, dp);
-  if (!(dp.bandwidth > 0.0)) {
-    throw ConfigError(
-        "the link between replicas has no bandwidth: the gradient all-reduce "
-        "cannot run");
-  }
-  return dp;
-}
-
-void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
-                          DataParallel& ring) {
-  ring.nccl = cluster.nccl();
-  ring.intra = cluster.interconnect.topology == TopologyKind::kPcieHost ? LinkClass::kPcie
-                                                                        : LinkClass::kNvlink;
-  ring.nodes = 1;
-  const int per_node = cluster.interconnect.devices_per_node;
-  if (cluster.interconnect.topology != TopologyKind::kNodes || per_node <= 0) return;
-  std::vector<int> nodes;
-  for (const int d : members) nodes.push_back(d / per_node);
-  std::sort(nodes.begin(), nodes.end());
-  ring.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
-}
-
-namespace {
-
-CollectiveGroup collective_group(const DataParallel& dp) {
-  return {dp.replicas, std::max(1, dp.nodes), dp.intra, dp.bandwidth};
-}
-
-}  // namespace
-
-SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c) {
-  // The updated weights, in the model's dtype.
-  const Bytes bytes = c.params * dtype_bytes(sc.model.dtype);
-  const SimTime gather = reduce_scatter_time(dp, bytes);
-  if (!sc.training.framework.overlap_param_gather) return gather;
-  return std::max<SimTime>(0, gather - c.forward);
-}
-
-SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
-  if (dp.replicas <= 1) return 0;
-  const double D = dp.replicas;
-  if (dp.nccl) {
-    return seconds_to_simtime(count * nccl_seconds(Collective::kAllReduce,
-                                                   static_cast<double>(bytes) / count,
-                                                   collective_group(dp)));
-  }
-  return seconds_to_simtime(
-      2.0 * (D - 1.0) * (count * dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
-}
-
-SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes) {
-  if (dp.replicas <= 1) return 0;
-  const double D = dp.replicas;
-  if (dp.nccl) {
-    return seconds_to_simtime(
-        nccl_seconds(Collective::kReduceScatter, static_cast<double>(bytes), collective_group(dp)));
-  }
-  return seconds_to_simtime((D - 1.0) *
-                            (dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
-}
-
-std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& dp) {
-  if (replica.training.zero != 3 || dp.replicas <= 1) return {};
-  return layer_gathers(replica.model, [&](Bytes bytes) { return reduce_scatter_time(dp, bytes); });
-}
-
-std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
-                                         PartitionMethod method, int stages, int micro_batches,
-                                         Remat remat, ScheduleKind schedule, int chunks,
-                                         const CustomSchedule* custom) {
-  const int layers = static_cast<int>(sc.model.layers.size());
-  if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
-  PartitionProblem p =
-      partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks, custom);
-  switch (method) {
-    case PartitionMethod::kOptimal: {
-      const int devices = stages / chunks;
-      PartitionResult r = partition_devices(p, devices, sc.cluster.device.memory_bytes);
-      if (r.stages.empty()) {  // nothing fits: the fastest cut, which the memory curve flags
-        p.memory_capacity.reset();
-        r = partition_devices(p, devices, std::nullopt);
-      }
-      return r.stages;
-    }
-    case PartitionMethod::kParams:
-      return partition_params(p);
-    case PartitionMethod::kGpipe:
-      return partition_min_variance(p);
-    case PartitionMethod::kUniform:
-      break;
-  }
-  return partition_uniform(layers, stages);
-}
-
-std::optional<SimResult> fastest_chunked_cut(const Scenario& sc, SimConfig config,
-                                             const CostModel& cost, const PartitionProblem& p,
-                                             std::vector<StageRange> device_cut) {
-  std::vector<std::vector<StageRange>> cuts;
-  const auto add = [&](std::vector<StageRange> cut) {
-    if (!cut.empty() && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) {
-      cuts.push_back(std::move(cut));
-    }
-  };
-  add(optimal_cut(p));
-  add(std::move(device_cut));
-  if (cuts.empty()) return std::nullopt;  // nothing fits: the caller cuts without the limit
-  add(partition_min_variance(p));
-  config.record_timeline = false;
-  config.timeline_sink = nullptr;
-  std::optional<SimResult> best;
-  for (std::vector<StageRange>& cut : cuts) {
-    config.stage_ranges = std::move(cut);
-    SimResult r = simulate(sc, config, cost);
-    // (does not fit, step time): the least wins.
-    if (!best || std::pair{!r.metrics.fits(), r.metrics.step_time} <
-                     std::pair{!best->metrics.fits(), best->metrics.step_time}) {
-      best = std::move(r);
-    }
-  }
-  return best;
-}
 
 double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing) {
   if (slowdown.empty() || computing <= 1.0) return 1.0;
@@ -496,8 +276,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config) {
   return simulate(scenario, config, *make_cost_model(scenario));
 }
 
-SimResult simulate(const Scenario& scenario, const SimConfig& config, const CostModel& cost) {
-  const Resolved r = resolve(scenario, config);
+namespace {
+
+// A result that names the run (its shape, schedule, parallelism and cost
+// model), with no costs or metrics yet.
+SimResult describe_run(const Scenario& scenario, const SimConfig& config, const CostModel& cost,
+                       const Resolved& r) {
   SimResult out;
   out.stages = r.K;
   out.chunks = r.chunks;
@@ -511,6 +295,16 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   out.zero = scenario.training.zero;
   out.micro_batch_size = scenario.training.global_batch / r.M;
   out.cost_model = std::string(cost.name());
+  return out;
+}
+
+// The cut the config or the scenario states; else, under the optimal method
+// with several chunks a device, the cut of the fastest of a few
+// (fastest_chunked_cut), whose simulation goes to `fastest`. Empty when none
+// is given or found: the partitioner then cuts.
+std::vector<StageRange> stated_or_fastest_cut(const Scenario& scenario, const SimConfig& config,
+                                              const CostModel& cost, const Resolved& r,
+                                              std::optional<SimResult>& fastest) {
   std::vector<StageRange> ranges;
   if (config.stage_ranges) {
     ranges = *config.stage_ranges;
@@ -520,28 +314,132 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   } else if (config.partition == PartitionMethod::kOptimal && r.chunks > 1) {
     const PartitionProblem p = partition_problem(scenario, cost, r.K * r.chunks, r.M, r.remat,
                                                  r.schedule, r.chunks, config.custom.get());
-    if (std::optional<SimResult> best = fastest_chunked_cut(
-            scenario, config, cost, p,
-            partition_devices(p, r.K, scenario.cluster.device.memory_bytes).stages)) {
-      if (!config.record_timeline && config.timeline_sink == nullptr) return *best;
-      for (const StageCost& c : best->stage_costs) ranges.push_back(c.layers);
+    fastest =
+        fastest_chunked_cut(scenario, config, cost, p,
+                            partition_devices(p, r.K, scenario.cluster.device.memory_bytes).stages);
+    if (fastest) {
+      for (const StageCost& c : fastest->stage_costs) ranges.push_back(c.layers);
     }
   }
+  return ranges;
+}
+
+// The costs of the stages of `ranges` that do not depend on the schedule's
+// placement: their ops, weights and memory, and under ZeRO 1 to 3 the
+// optimizer step on each replica's share. Throws when no layer takes time.
+std::vector<StageCost> stage_costs_of(const Scenario& scenario, const CostModel& cost,
+                                      const Resolved& r, const std::vector<StageRange>& ranges,
+                                      const CustomSchedule* custom, std::int64_t micro_batch_size) {
+  std::vector<StageCost> stages = compute_stage_costs(
+      scenario.model, ranges, cost, micro_batch_size, device_bytes_per_param(scenario), r.remat,
+      scenario.training.checkpoint, splits_backward(r.schedule, custom));
+  add_gathered_weights(scenario, stages);
+  split_static_bytes(scenario, stages);
+  // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage.
+  if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {
+    const std::int64_t d = scenario.training.zero_replicas;
+    for (StageCost& c : stages) c.optimizer = cost.optimizer_step((c.params + d - 1) / d);
+  }
+  check_layers_take_time(scenario, stages, cost);
+  return stages;
+}
+
+// Adds each stage's gradient reduction over the data-parallel replicas, and
+// ZeRO's gathers of the updated weights; nothing for one replica.
+void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
+                             std::vector<StageCost>& stages) {
+  if (dp.replicas <= 1) return;
+  // Gradients and the weights gathered are in the model's dtype. ZeRO 0
+  // all-reduces a stage's gradients once a step; 1 reduce-scatters them once
+  // a step, where the all-reduce would be, and all-gathers the updated
+  // weights after the optimizer step; 2 and 3 reduce-scatter them after
+  // every backward, 2 all-gathers the updated weights after the step, 3
+  // each layer's weights before it computes in every forward, recompute
+  // and backward (docs/models.md, "ZeRO").
+  const Bytes per_param = reduced_gradient_bytes(scenario);
+  const int zero = scenario.training.zero;
+  for (StageCost& c : stages) {
+    c.grad_bytes = c.params * per_param;
+    c.allreduce_with_backward = scenario.training.framework.overlap_grad_reduce;
+    if (zero == 0) {
+      c.allreduce = allreduce_time(dp, c.grad_bytes);
+      continue;
+    }
+    const SimTime gather = step_gather(scenario, dp, c);
+    if (zero == 1) {  // one reduce-scatter where the all-reduce would be
+      c.allreduce = reduce_scatter_time(dp, c.grad_bytes);
+      c.zero_step_gather = gather;
+      continue;
+    }
+    c.zero_reduce_scatter = reduce_scatter_time(dp, c.grad_bytes);
+    if (zero == 2) c.zero_step_gather = gather;
+  }
+}
+
+// The timeline's name of each of the schedule's devices: a device, or under
+// tensor parallelism its group of devices.
+std::vector<std::string> device_names(const Schedule& schedule, const Cluster& c) {
+  std::vector<std::string> names;
+  const int t = c.tensor_parallel;
+  for (int d = 0; d < schedule.devices(); ++d) {
+    const int first = c.first_physical_device(d);
+    names.push_back(t == 1 ? "device " + std::to_string(first) + " (" + c.device.name + ")"
+                           : "group " + std::to_string(d) + " (devices " + std::to_string(first) +
+                                 "-" + std::to_string(first + t - 1) + ", " + c.device.name + ")");
+  }
+  return names;
+}
+
+// Runs the engine with `memory` listening and, when the config wants a
+// timeline, a recorder writing it to the config's sink, or else to `timeline`.
+EngineResult run_recorded(const Scenario& scenario, const SimConfig& config,
+                          const Schedule& schedule, const std::vector<StageCost>& stages,
+                          MemoryTracker& memory, Timeline& timeline) {
+  TimelineCollector collector(timeline);
+  TimelineSink* sink = config.timeline_sink;
+  if (!sink && config.record_timeline) sink = &collector;
+  std::optional<TimelineRecorder> recorder;
+  ListenerList listeners;
+  listeners.add(&memory);
+  if (sink) {
+    sink->begin(device_names(schedule, scenario.cluster), route_names(schedule, scenario.cluster));
+    listeners.add(&recorder.emplace(*sink));
+  }
+  const EngineResult run = run_engine(schedule, stages, scenario.cluster, &listeners);
+  if (sink) {
+    memory.for_each_point([&](int device, const MemoryPoint& p) { sink->memory_point(device, p); });
+    sink->end();
+  }
+  return run;
+}
+
+// What the metrics read from the scenario: the step's samples and tokens, the
+// model's FLOPs and the device's peak and memory.
+MetricsInput metrics_input(const Scenario& scenario) {
+  MetricsInput in;
+  in.samples = scenario.training.global_batch;
+  in.tokens_per_sample = scenario.model.tokens_per_sample;
+  in.model_flops = scenario.model.model_flops_per_device_sample() *
+                   static_cast<double>(scenario.training.global_batch);
+  in.peak_flops = scenario.cluster.device.peak_flops(scenario.model.dtype);
+  in.memory_capacity = scenario.cluster.device.memory_bytes;
+  return in;
+}
+
+}  // namespace
+
+SimResult simulate(const Scenario& scenario, const SimConfig& config, const CostModel& cost) {
+  const Resolved r = resolve(scenario, config);
+  SimResult out = describe_run(scenario, config, cost, r);
+  std::optional<SimResult> fastest;
+  std::vector<StageRange> ranges = stated_or_fastest_cut(scenario, config, cost, r, fastest);
+  if (fastest && !config.record_timeline && config.timeline_sink == nullptr) return *fastest;
   if (ranges.empty()) {
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
                               r.schedule, r.chunks, config.custom.get());
   }
-  out.stage_costs = compute_stage_costs(
-      scenario.model, ranges, cost, out.micro_batch_size, device_bytes_per_param(scenario), r.remat,
-      scenario.training.checkpoint, splits_backward(r.schedule, config.custom.get()));
-  add_gathered_weights(scenario, out.stage_costs);
-  split_static_bytes(scenario, out.stage_costs);
-  // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage.
-  if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {
-    const std::int64_t d = scenario.training.zero_replicas;
-    for (StageCost& c : out.stage_costs) c.optimizer = cost.optimizer_step((c.params + d - 1) / d);
-  }
-  check_layers_take_time(scenario, out.stage_costs, cost);
+  out.stage_costs =
+      stage_costs_of(scenario, cost, r, ranges, config.custom.get(), out.micro_batch_size);
   const Schedule schedule = config.custom ? build_custom(*config.custom, r.remat)
                                           : build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);
@@ -554,33 +452,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
                  out.stage_costs);
 
   out.data_parallel = config.data_parallel.replicas;
-  if (config.data_parallel.replicas > 1) {
-    // Gradients and the weights gathered are in the model's dtype. ZeRO 0
-    // all-reduces a stage's gradients once a step; 1 reduce-scatters them once
-    // a step, where the all-reduce would be, and all-gathers the updated
-    // weights after the optimizer step; 2 and 3 reduce-scatter them after
-    // every backward, 2 all-gathers the updated weights after the step, 3
-    // each layer's weights before it computes in every forward, recompute
-    // and backward (docs/models.md, "ZeRO").
-    const Bytes per_param = reduced_gradient_bytes(scenario);
-    const int zero = scenario.training.zero;
-    for (StageCost& c : out.stage_costs) {
-      c.grad_bytes = c.params * per_param;
-      c.allreduce_with_backward = scenario.training.framework.overlap_grad_reduce;
-      if (zero == 0) {
-        c.allreduce = allreduce_time(config.data_parallel, c.grad_bytes);
-        continue;
-      }
-      const SimTime gather = step_gather(scenario, config.data_parallel, c);
-      if (zero == 1) {  // one reduce-scatter where the all-reduce would be
-        c.allreduce = reduce_scatter_time(config.data_parallel, c.grad_bytes);
-        c.zero_step_gather = gather;
-        continue;
-      }
-      c.zero_reduce_scatter = reduce_scatter_time(config.data_parallel, c.grad_bytes);
-      if (zero == 2) c.zero_step_gather = gather;
-    }
-  }
+  add_gradient_reductions(scenario, config.data_parallel, out.stage_costs);
   apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);
   // ZeRO-3's flows against the ops' times as they run, slowdown included.
   if (config.data_parallel.replicas > 1 && scenario.training.zero == 3) {
@@ -591,41 +463,11 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   }
 
   MemoryTracker memory(schedule, out.stage_costs);
-  TimelineCollector collector(out.timeline);
-  TimelineSink* sink = config.timeline_sink;
-  if (!sink && config.record_timeline) sink = &collector;
-  std::optional<TimelineRecorder> recorder;
-  ListenerList listeners;
-  listeners.add(&memory);
-  if (sink) {
-    std::vector<std::string> device_names;
-    const Cluster& c = scenario.cluster;
-    const int t = c.tensor_parallel;
-    for (int d = 0; d < schedule.devices(); ++d) {
-      const int first = c.first_physical_device(d);
-      device_names.push_back(
-          t == 1 ? "device " + std::to_string(first) + " (" + c.device.name + ")"
-                 : "group " + std::to_string(d) + " (devices " + std::to_string(first) + "-" +
-                       std::to_string(first + t - 1) + ", " + c.device.name + ")");
-    }
-    sink->begin(device_names, route_names(schedule, scenario.cluster));
-    listeners.add(&recorder.emplace(*sink));
-  }
-  const EngineResult run = run_engine(schedule, out.stage_costs, scenario.cluster, &listeners);
+  const EngineResult run =
+      run_recorded(scenario, config, schedule, out.stage_costs, memory, out.timeline);
   out.compute_ops = run.compute_ops;
   out.transfers = run.transfers;
-  if (sink) {
-    memory.for_each_point([&](int device, const MemoryPoint& p) { sink->memory_point(device, p); });
-    sink->end();
-  }
-  MetricsInput in;
-  in.samples = scenario.training.global_batch;
-  in.tokens_per_sample = scenario.model.tokens_per_sample;
-  in.model_flops = scenario.model.model_flops_per_device_sample() *
-                   static_cast<double>(scenario.training.global_batch);
-  in.peak_flops = scenario.cluster.device.peak_flops(scenario.model.dtype);
-  in.memory_capacity = scenario.cluster.device.memory_bytes;
-  out.metrics = compute_metrics(run, memory.peaks(), in);
+  out.metrics = compute_metrics(run, memory.peaks(), metrics_input(scenario));
   return out;
 }
 

@@ -8,17 +8,22 @@
 #include "sim/scenario/scenario.h"
 
 namespace pipescope {
+namespace {
 
-void check_exportable(const Plan& plan, ExportFormat format) {
-  PS_CHECK(
-      !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
-      "a plan has one entry per stage");
+// A custom schedule runs its own action lists, which only torch-pipelining takes.
+void check_custom_schedule(const Plan& plan, ExportFormat format) {
   if (plan.schedule == ScheduleKind::kCustom && format != ExportFormat::kTorchPipelining) {
     throw std::invalid_argument(
         "cannot export a custom-schedule plan to " + std::string(to_string(format)) +
         ": it runs its own schedule; export it to torch-pipelining, which runs per-rank "
         "action lists");
   }
+}
+
+// The ZeRO stages each framework cannot run: DeepSpeed's pipeline engine stops at
+// stage 1, Megatron-LM's distributed optimizer and PyTorch pipelining shard the
+// optimizer state only, and torchgpipe's export shards nothing.
+void check_zero_stage(const Plan& plan, ExportFormat format) {
   // The export is a PipelineModule, which DeepSpeed runs on its pipeline
   // engine even with one stage.
   if (plan.zero >= 2 && format == ExportFormat::kDeepSpeed) {
@@ -61,6 +66,10 @@ void check_exportable(const Plan& plan, ExportFormat format) {
         "), which this export does not express; export it to deepspeed, "
         "megatron or torch-pipelining");
   }
+}
+
+// Tensor parallelism, which only Megatron-LM and torch-pipelining express.
+void check_tensor_parallel(const Plan& plan, ExportFormat format) {
   if (plan.tensor_parallel > 1 && format != ExportFormat::kMegatron &&
       format != ExportFormat::kTorchPipelining) {
     throw std::invalid_argument(
@@ -69,6 +78,12 @@ void check_exportable(const Plan& plan, ExportFormat format) {
         " devices (tensor parallelism), which this export does not express; export it to "
         "megatron or torch-pipelining");
   }
+}
+
+// Where the plan's stages sit on the devices: torchgpipe and DeepSpeed run one
+// stage per device, and Megatron-LM places virtual stage s on rank s mod K, not
+// in a V.
+void check_stage_placement(const Plan& plan, ExportFormat format) {
   if (plan.chunks > 1 &&
       (format == ExportFormat::kTorchGpipe || format == ExportFormat::kDeepSpeed)) {
     throw std::invalid_argument(
@@ -85,6 +100,10 @@ void check_exportable(const Plan& plan, ExportFormat format) {
                                 "mod K, not in " +
                                 name + "'s V; export it to torch-pipelining");
   }
+}
+
+// Selective remat, which only Megatron-LM runs.
+void check_selective_remat(const Plan& plan, ExportFormat format) {
   if (plan.remat == Remat::kSelective && format != ExportFormat::kMegatron) {
     throw std::invalid_argument(
         "cannot export this plan to " + std::string(to_string(format)) +
@@ -92,6 +111,10 @@ void check_exportable(const Plan& plan, ExportFormat format) {
         "--recompute-granularity selective runs; export it to megatron, or plan with another "
         "--remat");
   }
+}
+
+// A chunked plan's shape, which Megatron-LM's interleaved 1F1B must accept.
+void check_megatron_interleaving(const Plan& plan, ExportFormat format) {
   if (plan.chunks > 1 && format == ExportFormat::kMegatron) {
     // Megatron-LM runs every chunked plan as its interleaved 1F1B.
     const std::string problem = schedule_shape_problem(ScheduleKind::kInterleaved1F1B, plan.stages,
@@ -104,6 +127,21 @@ void check_exportable(const Plan& plan, ExportFormat format) {
                                   "; plan with such an M, or export it to torch-pipelining");
     }
   }
+}
+
+}  // namespace
+
+// The checks run in this order: the first refusal is the one the user sees.
+void check_exportable(const Plan& plan, ExportFormat format) {
+  PS_CHECK(
+      !plan.stage_plans.empty() && plan.model_stages() == static_cast<int>(plan.stage_plans.size()),
+      "a plan has one entry per stage");
+  check_custom_schedule(plan, format);
+  check_zero_stage(plan, format);
+  check_tensor_parallel(plan, format);
+  check_stage_placement(plan, format);
+  check_selective_remat(plan, format);
+  check_megatron_interleaving(plan, format);
 }
 
 }  // namespace pipescope

@@ -315,22 +315,9 @@ std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int gr
   return out + rest;
 }
 
-std::string export_megatron(const Plan& p, const std::string& runs) {
-  const std::vector<int> t = megatron_layers(p);
-  const int total = std::accumulate(t.begin(), t.end(), 0);
-  if (total == 0) {
-    throw std::invalid_argument(
-        "cannot export to Megatron-LM: the model has no layers besides 'embed' and 'head', "
-        "and Megatron-LM needs at least one transformer layer");
-  }
-  const std::size_t k = t.size();
-  const bool even = std::all_of(t.begin(), t.end(), [&](int n) { return n == t[0]; });
-  const bool middle_even =
-      k >= 2 && std::all_of(t.begin() + 1, t.end() - 1, [&](int n) { return n == t[1]; });
-  const bool ends_nonempty = t.front() > 0 && t.back() > 0;
-  std::string cut;
-  for (std::size_t s = 0; s < k; ++s) cut += (s ? " / " : "") + str(t[s]);
-
+// The flags that set Megatron-LM's parallelism: the pipeline and its --num-layers,
+// tensor and sequence parallelism, the distributed optimizer and the rank order.
+std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
   std::vector<std::string> flags{"--pipeline-model-parallel-size " + str(p.stages),
                                  "--num-layers " + str(total)};
   if (p.tensor_parallel > 1) {
@@ -345,6 +332,22 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (p.data_parallel > 1 && p.rank_order == RankOrder::kTpPpDp) {
     flags.push_back("--use-tp-pp-dp-mapping");
   }
+  return flags;
+}
+
+// What megatron_schedule_flags decided, which the notes explain: whether the
+// plan has virtual stages on more than one rank, whether its sends must block,
+// and, for an M that K does not divide, the micro-batches of a round.
+struct MegatronInterleaving {
+  bool interleaved = false;
+  bool no_overlap = false;
+  int per_round = 0;
+  bool grouped = false;
+};
+
+// Adds to `flags` how Megatron-LM's interleaved schedule is to overlap its
+// exchanges and group its micro-batches as the plan does.
+MegatronInterleaving megatron_schedule_flags(const Plan& p, std::vector<std::string>& flags) {
   // Megatron-LM overlaps the interleaved schedule's exchanges in its steady
   // state by default; a plan whose sends block throughout asks it not to, a
   // plan that overlaps them throughout asks it to overlap the warm-up and the
@@ -363,7 +366,13 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (grouped) {
     flags.push_back("--microbatch-group-size-per-virtual-pipeline-stage " + str(per_round));
   }
-  std::ostringstream o;
+  return {interleaved, no_overlap, per_round, grouped};
+}
+
+// The comment lines that open the export: the plan, how its layers map onto
+// Megatron-LM's GPT, the GPUs it runs on, and where its virtual stages go.
+void write_megatron_header(std::ostringstream& o, const Plan& p, int total,
+                           const std::string& runs) {
   o << "# Megatron-LM flags from a PipeScope plan for\n"
     << export_summary(p)
     << "# Megatron-LM builds a GPT: its embedding sits on the first stage, its output layer\n"
@@ -377,6 +386,19 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
             ? "# Its " + str(p.model_stages()) +
                   " virtual stages run in order, stage s on rank s mod " + str(p.stages) + ".\n"
             : "");
+}
+
+// The cut: even stages need no flag, uneven first and last stages their own
+// flags, any other cut the full layout (its note and its flag).
+void write_megatron_cut(std::ostringstream& o, const Plan& p, const std::vector<int>& t,
+                        std::vector<std::string>& flags) {
+  const std::size_t k = t.size();
+  const bool even = std::all_of(t.begin(), t.end(), [&](int n) { return n == t[0]; });
+  const bool middle_even =
+      k >= 2 && std::all_of(t.begin() + 1, t.end() - 1, [&](int n) { return n == t[1]; });
+  const bool ends_nonempty = t.front() > 0 && t.back() > 0;
+  std::string cut;
+  for (std::size_t s = 0; s < k; ++s) cut += (s ? " / " : "") + str(t[s]);
   if (even) {
     o << "# Cut: " << cut << " transformer layers, even: no uneven-stage flags needed.\n";
     if (p.chunks > 1) flags.push_back("--num-virtual-stages-per-pipeline-rank " + str(p.chunks));
@@ -400,8 +422,11 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
     }
     flags.push_back("--pipeline-model-parallel-layout '" + layout + "'");
   }
-  flags.push_back("--micro-batch-size " + str(p.micro_batch_size));
-  flags.push_back("--global-batch-size " + str(p.global_batch));
+}
+
+// The recompute flags for the plan's remat, with the note that sets them against it.
+void write_megatron_remat(std::ostringstream& o, const Plan& p, const std::vector<int>& t,
+                          std::vector<std::string>& flags) {
   if (p.remat == Remat::kSelective) {
     o << "# Remat selective: Megatron-LM recomputes each transformer layer's attention core\n"
       << "# (scores, softmax, dropout) in the backward, as the plan does.\n";
@@ -413,20 +438,47 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
     flags.push_back("--recompute-method uniform");
     flags.push_back("--recompute-num-layers " + str(group));
   }
-  if (no_overlap) {
+}
+
+// Notes on the interleaved schedule's exchanges and micro-batch groups.
+void write_megatron_schedule_notes(std::ostringstream& o, const Plan& p,
+                                   const MegatronInterleaving& s) {
+  if (s.no_overlap) {
     o << "# The plan's stages wait for each send (cluster.p2p blocking), which Megatron-LM's\n"
       << "# interleaved schedule does only with --no-overlap-p2p-communication.\n";
-  } else if (interleaved && p.p2p == P2pMode::kBlocking) {
+  } else if (s.interleaved && p.p2p == P2pMode::kBlocking) {
     o << "# Megatron-LM accepts --no-overlap-p2p-communication with virtual stages only on\n"
       << "# more than 2 pipeline stages (validate_args): on " << p.stages
       << " it overlaps the steady state's sends.\n";
   }
-  if (grouped) {
+  if (s.grouped) {
     o << "# M=" << p.micro_batches << " is not a multiple of K=" << p.stages
-      << ": each virtual stage runs groups of " << per_round << " micro-batches, as the plan does\n"
+      << ": each virtual stage runs groups of " << s.per_round
+      << " micro-batches, as the plan does\n"
       << "# (--microbatch-group-size-per-virtual-pipeline-stage, megatron-core core_r0.10 and\n"
       << "# later; earlier releases refuse such M).\n";
   }
+}
+
+// Megatron-LM's flags for the plan, after the comment lines that explain them:
+// each part adds its notes and its flags in the order the export prints them.
+std::string export_megatron(const Plan& p, const std::string& runs) {
+  const std::vector<int> t = megatron_layers(p);
+  const int total = std::accumulate(t.begin(), t.end(), 0);
+  if (total == 0) {
+    throw std::invalid_argument(
+        "cannot export to Megatron-LM: the model has no layers besides 'embed' and 'head', "
+        "and Megatron-LM needs at least one transformer layer");
+  }
+  std::vector<std::string> flags = megatron_parallel_flags(p, total);
+  const MegatronInterleaving interleaving = megatron_schedule_flags(p, flags);
+  std::ostringstream o;
+  write_megatron_header(o, p, total, runs);
+  write_megatron_cut(o, p, t, flags);
+  flags.push_back("--micro-batch-size " + str(p.micro_batch_size));
+  flags.push_back("--global-batch-size " + str(p.global_batch));
+  write_megatron_remat(o, p, t, flags);
+  write_megatron_schedule_notes(o, p, interleaving);
   if (p.tensor_parallel > 1) {
     o << "# With T > 1 Megatron-LM's tensor-parallel layers need CUDA_DEVICE_MAX_CONNECTIONS=1\n"
       << "# in the environment of every rank (export it before launching).\n";

@@ -11,6 +11,7 @@
 
 #include "sim/base/input_file.h"
 #include "sim/base/json_reader.h"
+#include "sim/scenario/model_reader.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
@@ -19,8 +20,6 @@ using nlohmann::json;
 using namespace json_io;
 
 namespace {
-
-constexpr IntRange kLayerCount{1, 1 << 14};  // as sim/scenario/scenario_io.cpp
 
 // Model types whose MLP is gated (SwiGLU or GeGLU: gate, up and down matrices).
 constexpr std::array<std::string_view, 12> kGatedTypes = {

@@ -67,7 +67,7 @@ std::vector<MeasuredStep> read_measured_csv(const std::filesystem::path& path);
 // std::invalid_argument naming an unknown or repeated one and the valid names.
 std::vector<const CalibrationParameter*> parse_fit_names(const std::string& names);
 // gemm_efficiency, memory_efficiency, kernel_overhead_s: see kDefaultFit in
-// calibration.cpp for why.
+// calibration_inputs.cpp for why.
 std::vector<const CalibrationParameter*> default_fit();
 
 // The step time `scenario` gives for `row` (seconds), its stages cut by

@@ -1,7 +1,7 @@
 // The source tree's rooms and the one way their arrows point (docs/design.md,
-// "The map"): a file may include from its own folder and from the folders its
-// folder builds on, never from one above. The libraries link the same way
-// (sim/CMakeLists.txt), so a wrong include also fails their link.
+// "Folders and their dependencies"): a file may include from its own folder and from the folders
+// its folder builds on, never from one above. The libraries link the same way (sim/CMakeLists.txt),
+// so a wrong include also fails their link. And no file of theirs grows past 600 lines.
 
 #include <gtest/gtest.h>
 
@@ -63,6 +63,20 @@ std::string room_of(const std::string& path) {
   return top;
 }
 
+// The source files of the rooms, relative to the source root.
+std::vector<std::string> room_sources(const fs::path& root) {
+  std::vector<std::string> out;
+  for (const std::string top : {"costmodels", "sim", "exec", "cli", "gui"}) {
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      const std::string ext = entry.path().extension().string();
+      if (ext == ".h" || ext == ".cpp" || ext == ".cu" || ext == ".cuh") {
+        out.push_back(fs::relative(entry.path(), root).generic_string());
+      }
+    }
+  }
+  return out;
+}
+
 struct Include {
   std::string file;  // relative to the source root
   int line = 0;
@@ -72,19 +86,14 @@ struct Include {
 std::vector<Include> project_includes(const fs::path& root) {
   static const std::regex quoted(R"re(^\s*#\s*include\s+"([^"]+)")re");
   std::vector<Include> out;
-  for (const std::string top : {"costmodels", "sim", "exec", "cli", "gui"}) {
-    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
-      const std::string ext = entry.path().extension().string();
-      if (ext != ".h" && ext != ".cpp" && ext != ".cu" && ext != ".cuh") continue;
-      const std::string rel = fs::relative(entry.path(), root).generic_string();
-      std::ifstream in(entry.path());
-      std::string line;
-      int number = 0;
-      std::smatch m;
-      while (std::getline(in, line)) {
-        ++number;
-        if (std::regex_search(line, m, quoted)) out.push_back({rel, number, m[1]});
-      }
+  for (const std::string& rel : room_sources(root)) {
+    std::ifstream in(root / rel);
+    std::string line;
+    int number = 0;
+    std::smatch m;
+    while (std::getline(in, line)) {
+      ++number;
+      if (std::regex_search(line, m, quoted)) out.push_back({rel, number, m[1]});
     }
   }
   return out;
@@ -127,14 +136,28 @@ TEST(SourceTree, EveryIncludeComesFromBelow) {
     const std::string to = room_of(inc.target);
     ASSERT_TRUE(allowed().count(from) == 1) << inc.file << " is in no room of the map";
     if (!fs::exists(root / inc.target)) continue;  // a header beside its file, a generated one
-    ASSERT_TRUE(allowed().count(to) == 1) << inc.file << ":" << inc.line << " includes "
-                                          << inc.target << ", in no room of the map";
+    ASSERT_TRUE(allowed().count(to) == 1)
+        << inc.file << ":" << inc.line << " includes " << inc.target << ", in no room of the map";
     ++checked;
     EXPECT_TRUE(may_include(from, to))
-        << inc.file << ":" << inc.line << " (" << from << ") includes " << inc.target << " ("
-        << to << "), a room it may not use";
+        << inc.file << ":" << inc.line << " (" << from << ") includes " << inc.target << " (" << to
+        << "), a room it may not use";
   }
   EXPECT_GT(checked, 500);
+}
+
+// A file holds one concept; one that grows past 600 lines holds several.
+TEST(SourceTree, NoSourceFileIsOverSixHundredLines) {
+  const fs::path root = PIPESCOPE_SOURCE_DIR;
+  const std::vector<std::string> sources = room_sources(root);
+  ASSERT_GT(sources.size(), 300u);
+  for (const std::string& rel : sources) {
+    std::ifstream in(root / rel);
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) ++lines;
+    EXPECT_LE(lines, 600) << rel;
+  }
 }
 
 }  // namespace

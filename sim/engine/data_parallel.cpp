@@ -1,0 +1,129 @@
+// The data-parallel ring between pipeline replicas (sim/engine/simulator.h) and
+// the times of its collectives: the gradient all-reduce, and ZeRO's
+// reduce-scatter and all-gathers.
+#include "sim/engine/simulator.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "sim/engine/zero.h"
+
+namespace pipescope {
+
+namespace {
+// Hops of a replica ring looked at (beside the wrap-around): more than any
+// preset's node or PCIe switch holds.
+constexpr int kRingHopsChecked = 64;
+}  // namespace
+
+DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) {
+  DataParallel dp;
+  dp.replicas = replicas;
+  if (replicas <= 1) return dp;
+  if (std::int64_t{stages} * replicas > whole.devices) {
+    throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
+                      " need " + whole.devices_text(std::int64_t{stages} * replicas) +
+                      "; the cluster has " + std::to_string(whole.devices));
+  }
+  // The ring runs device 0 of each replica to device 0 of the next and the last
+  // back to the first, its steps in lockstep: it moves at its slowest hop. The
+  // hops repeat with a node's or a switch's devices, so the first
+  // kRingHopsChecked and the wrap-around meet every kind.
+  const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
+  // With shared NICs every hop of the ring, each of a group's T devices
+  // running its own ring, sends at once: a link carries its share of them.
+  Cluster::LinkLoad load;
+  if (whole.shares_nics()) {
+    for (int r = 0; r < replicas; ++r) {
+      for (int t = 0; t < whole.tensor_parallel; ++t) {
+        whole.add_load(load, whole.physical_device(r * step, t, 0),
+                       whole.physical_device((r + 1) % replicas * step, t, 0));
+      }
+    }
+  }
+  const auto hops = [&](int from, int to) {
+    return whole.shares_nics() ? whole.loaded_route(whole.first_physical_device(from * step),
+                                                    whole.first_physical_device(to * step), load)
+                               : whole.route(from * step, to * step);
+  };
+  const auto take = [&](int from, int to) {
+    double latency = 0.0, bandwidth = 0.0;
+    for (const Hop& h : hops(from, to)) {
+      latency += h.latency_s;
+      bandwidth = bandwidth == 0.0 ? h.bandwidth : std::min(bandwidth, h.bandwidth);
+    }
+    dp.latency_s = std::max(dp.latency_s, latency);
+    dp.bandwidth = dp.bandwidth == 0.0 ? bandwidth : std::min(dp.bandwidth, bandwidth);
+  };
+  for (int r = 0; r < std::min(replicas - 1, kRingHopsChecked); ++r) take(r, r + 1);
+  take(replicas - 1, 0);
+  std::vector<int> members;
+  for (int r = 0; r < replicas; ++r) members.push_back(whole.first_physical_device(r * step));
+  set_collective_links(whole, members, dp);
+  if (!(dp.bandwidth > 0.0)) {
+    throw ConfigError(
+        "the link between replicas has no bandwidth: the gradient all-reduce "
+        "cannot run");
+  }
+  return dp;
+}
+
+void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
+                          DataParallel& ring) {
+  ring.nccl = cluster.nccl();
+  ring.intra = cluster.interconnect.topology == TopologyKind::kPcieHost ? LinkClass::kPcie
+                                                                        : LinkClass::kNvlink;
+  ring.nodes = 1;
+  const int per_node = cluster.interconnect.devices_per_node;
+  if (cluster.interconnect.topology != TopologyKind::kNodes || per_node <= 0) return;
+  std::vector<int> nodes;
+  for (const int d : members) nodes.push_back(d / per_node);
+  std::sort(nodes.begin(), nodes.end());
+  ring.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
+namespace {
+
+CollectiveGroup collective_group(const DataParallel& dp) {
+  return {dp.replicas, std::max(1, dp.nodes), dp.intra, dp.bandwidth};
+}
+
+}  // namespace
+
+SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c) {
+  // The updated weights, in the model's dtype.
+  const Bytes bytes = c.params * dtype_bytes(sc.model.dtype);
+  const SimTime gather = reduce_scatter_time(dp, bytes);
+  if (!sc.training.framework.overlap_param_gather) return gather;
+  return std::max<SimTime>(0, gather - c.forward);
+}
+
+SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
+  if (dp.replicas <= 1) return 0;
+  const double D = dp.replicas;
+  if (dp.nccl) {
+    return seconds_to_simtime(count * nccl_seconds(Collective::kAllReduce,
+                                                   static_cast<double>(bytes) / count,
+                                                   collective_group(dp)));
+  }
+  return seconds_to_simtime(
+      2.0 * (D - 1.0) * (count * dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
+}
+
+SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes) {
+  if (dp.replicas <= 1) return 0;
+  const double D = dp.replicas;
+  if (dp.nccl) {
+    return seconds_to_simtime(
+        nccl_seconds(Collective::kReduceScatter, static_cast<double>(bytes), collective_group(dp)));
+  }
+  return seconds_to_simtime((D - 1.0) *
+                            (dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
+}
+
+std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& dp) {
+  if (replica.training.zero != 3 || dp.replicas <= 1) return {};
+  return layer_gathers(replica.model, [&](Bytes bytes) { return reduce_scatter_time(dp, bytes); });
+}
+
+}  // namespace pipescope

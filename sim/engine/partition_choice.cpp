@@ -1,0 +1,150 @@
+// How a scenario's layers are cut into stages (sim/engine/simulator.h): the
+// partitioners' problem built from the scenario, the cut each partition method
+// makes, and the fastest of a few cuts when a device runs several chunks.
+#include "sim/engine/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "costmodels/check.h"
+#include "sim/engine/device_partition.h"
+#include "sim/engine/schedule_holds.h"
+#include "sim/engine/tensor_parallel.h"
+#include "sim/engine/zero.h"
+
+namespace pipescope {
+
+PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
+                                   int micro_batches, Remat remat, ScheduleKind schedule,
+                                   int chunks, const CustomSchedule* custom) {
+  const std::int64_t b = sc.training.global_batch / micro_batches;
+  const std::vector<int>* placement = custom ? &custom->stage_rank : nullptr;
+  const bool split = splits_backward(schedule, custom);
+  PartitionProblem p;
+  p.stages = stages;
+  for (int s = 0; s < stages; ++s) {
+    p.stage_device.push_back(stage_device_of(schedule, s, stages / chunks));
+  }
+  if (placement != nullptr) {
+    PS_CHECK(static_cast<int>(placement->size()) == stages, "one device per stage");
+    p.stage_device = *placement;
+  }
+  p.micro_batches = micro_batches;
+  p.remat = remat;
+  p.checkpoint = sc.training.checkpoint;
+  p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
+  p.bytes_per_param = device_bytes_per_param(sc);
+  p.gathered_bytes_per_param = gathered_bytes_per_param(sc);
+  p.backward_split = split;
+  // Each of a device's stages gets its share of the memory. A custom schedule
+  // may run any order: its micro-batches in flight are bounded by M, as under
+  // GPipe, and the simulated memory curve, from the actual order, decides
+  // whether the plan fits. A built-in one holds at most most_stashes_held chunk
+  // micro-batches a device (1F1B's min(K, M), zb-v's 2K, interleaved-1f1b's
+  // warm-up and one): spread over the chunks for the stage-optimal cut. With
+  // several chunks, the device partitioner prices each stage with what it holds
+  // when its device holds the most, remat included (held_at_peak).
+  p.memory_capacity = sc.cluster.device.memory_bytes / chunks;
+  if (schedule != ScheduleKind::kCustom) {
+    ScheduleHolds holds = schedule_holds(schedule, stages / chunks, micro_batches, remat, chunks,
+                                         sc.training.checkpoint);
+    p.in_flight = std::min(micro_batches, (holds.most + chunks - 1) / chunks);
+    if (chunks > 1 && placement == nullptr) {
+      p.stage_held = std::move(holds.at_peak);
+    } else if (chunks == 1 && !holds.at_peak.empty()) {
+      StashCount most;
+      for (const StashCount& h : holds.at_peak) most = most_of(most, h);
+      p.order_held = most;
+    }
+  }
+  const double recomputed =
+      static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
+  const DataParallel ring = tensor_ring(sc.cluster);
+  for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
+    const LayerSpec& layer = sc.model.layers[l];
+    const OpTimes t = under_remat(remat, cost.op_times(layer, b));
+    const TensorCollectives tp =
+        exposed_collectives(tensor_collectives(layer, b, ring), t, sc.training.framework, split);
+    const double forward = recomputed * static_cast<double>(t.forward) +
+                           (1.0 - recomputed) * static_cast<double>(t.forward_kept);
+    // A split backward costs its B and W, which a measured profile may put
+    // above the whole.
+    const SimTime backward = (split ? t.input + t.weight : t.backward) + tp.backward;
+    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)) + tp.forward, backward,
+                                 t.recompute + tp.forward, layer.params,
+                                 stash_under_remat(remat, layer) * b});
+  }
+  for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
+    p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
+  }
+  p.cut_split = cut_split(sc.model, sc.cluster);
+  // Neighbouring stages run on neighbouring devices; their route sets the cost.
+  if (sc.cluster.devices > 1) {
+    double bottleneck = 0.0;
+    for (const Hop& h : sc.cluster.route(0, 1)) {
+      p.link_latency_s += h.latency_s;
+      bottleneck = bottleneck == 0.0 ? h.bandwidth : std::min(bottleneck, h.bandwidth);
+    }
+    p.link_bandwidth = bottleneck;
+  }
+  return p;
+}
+
+std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,
+                                         PartitionMethod method, int stages, int micro_batches,
+                                         Remat remat, ScheduleKind schedule, int chunks,
+                                         const CustomSchedule* custom) {
+  const int layers = static_cast<int>(sc.model.layers.size());
+  if (method == PartitionMethod::kUniform) return partition_uniform(layers, stages);
+  PartitionProblem p =
+      partition_problem(sc, cost, stages, micro_batches, remat, schedule, chunks, custom);
+  switch (method) {
+    case PartitionMethod::kOptimal: {
+      const int devices = stages / chunks;
+      PartitionResult r = partition_devices(p, devices, sc.cluster.device.memory_bytes);
+      if (r.stages.empty()) {  // nothing fits: the fastest cut, which the memory curve flags
+        p.memory_capacity.reset();
+        r = partition_devices(p, devices, std::nullopt);
+      }
+      return r.stages;
+    }
+    case PartitionMethod::kParams:
+      return partition_params(p);
+    case PartitionMethod::kGpipe:
+      return partition_min_variance(p);
+    case PartitionMethod::kUniform:
+      break;
+  }
+  return partition_uniform(layers, stages);
+}
+
+std::optional<SimResult> fastest_chunked_cut(const Scenario& sc, SimConfig config,
+                                             const CostModel& cost, const PartitionProblem& p,
+                                             std::vector<StageRange> device_cut) {
+  std::vector<std::vector<StageRange>> cuts;
+  const auto add = [&](std::vector<StageRange> cut) {
+    if (!cut.empty() && std::find(cuts.begin(), cuts.end(), cut) == cuts.end()) {
+      cuts.push_back(std::move(cut));
+    }
+  };
+  add(optimal_cut(p));
+  add(std::move(device_cut));
+  if (cuts.empty()) return std::nullopt;  // nothing fits: the caller cuts without the limit
+  add(partition_min_variance(p));
+  config.record_timeline = false;
+  config.timeline_sink = nullptr;
+  std::optional<SimResult> best;
+  for (std::vector<StageRange>& cut : cuts) {
+    config.stage_ranges = std::move(cut);
+    SimResult r = simulate(sc, config, cost);
+    // (does not fit, step time): the least wins.
+    if (!best || std::pair{!r.metrics.fits(), r.metrics.step_time} <
+                     std::pair{!best->metrics.fits(), best->metrics.step_time}) {
+      best = std::move(r);
+    }
+  }
+  return best;
+}
+
+}  // namespace pipescope
