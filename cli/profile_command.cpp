@@ -39,11 +39,10 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& o) {
       "when it is the only one) or mpi (under `mpirun -np 2` or more: the layers on "
       "rank 0, MPI point-to-point between ranks 0 and 1)");
   cmd->add_option("-o,--output", o.output, "Profile JSON to write")->capture_default_str();
-  cmd->add_option("--batch-sizes", o.batch_sizes,
-                  "Micro-batch sizes to measure, comma-separated (default: every divisor of "
-                  "training.global_batch, the largest 12)")
-      ->delimiter(',')
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  add_number_list_option(*cmd, "--batch-sizes", o.batch_sizes,
+                         "Micro-batch sizes to measure, comma-separated (default: every divisor "
+                         "of training.global_batch, the largest 12)",
+                         CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
   cmd->add_option("--repeats", o.repeats, "Timings per figure (the median is kept)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

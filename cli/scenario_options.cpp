@@ -297,9 +297,6 @@ ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::
   return o;
 }
 
-namespace {
-
-// "3,2,2" as {"3", "2", "2"}; empty entries ("3,,2", "3,") are kept.
 std::vector<std::string> comma_entries(const std::string& text) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -309,6 +306,22 @@ std::vector<std::string> comma_entries(const std::string& text) {
   out.push_back(text.substr(start));
   return out;
 }
+
+CLI::Validator comma_list(const CLI::Validator& each) {
+  return CLI::Validator(
+      [each](std::string& input) -> std::string {
+        for (std::string entry : comma_entries(input)) {
+          if (entry.empty()) {
+            return "expected numbers separated by commas, got an empty entry in '" + input + "'";
+          }
+          if (std::string problem = each(entry); !problem.empty()) return problem;
+        }
+        return {};
+      },
+      each.get_description());
+}
+
+namespace {
 
 // Digits, not all zeros.
 bool whole_number_above_zero(const std::string& entry) {

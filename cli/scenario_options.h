@@ -77,6 +77,29 @@ CLI::Validator positive_number();
 // A whole number from 1 to 2^31 - 1, for counts held in an int: CLI11 says
 // "Could not convert" of 1.5 and of 99999999999 without the range.
 CLI::Validator positive_count();
+// "3,2,2" as {"3", "2", "2"}; empty entries ("3,,2", "3,") are kept.
+std::vector<std::string> comma_entries(const std::string& text);
+// A comma-separated list taken as typed, each entry checked by `each`: an
+// empty entry ("1,,2", "4,") is refused. (CLI11's own splitting reads an empty
+// entry as the end of a group and keeps only one group: -K 1,,2 was K = 1.)
+CLI::Validator comma_list(const CLI::Validator& each);
+// An option of whole numbers, comma-separated or given as several values
+// (-K 1,2 4), each checked by `each`; `out` stays empty without it.
+template <typename T>
+CLI::Option* add_number_list_option(CLI::App& cmd, const std::string& name, std::vector<T>& out,
+                                    const std::string& description, const CLI::Validator& each) {
+  const auto take = [&out](const std::vector<std::string>& values) {
+    out.clear();
+    for (const std::string& value : values) {
+      for (const std::string& entry : comma_entries(value)) {
+        out.push_back(static_cast<T>(std::stoll(entry)));
+      }
+    }
+  };
+  return cmd.add_option_function<std::vector<std::string>>(name, take, description)
+      ->type_name("INT")
+      ->check(comma_list(each));
+}
 // --seed: a whole number from 0 to 2^64 - 1, refused outside it (CLI11 would
 // wrap "-1" round to 2^64 - 1 and clamp larger values without a word).
 void add_seed_option(CLI::App& cmd, std::uint64_t& seed, const std::string& description);

@@ -22,14 +22,13 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
       "sweep", "Simulate every K x M pair and print throughput, bubble and peak memory tables");
   add_scenario_options(*cmd, o.scenario);
   add_cost_model_option(*cmd, o.scenario);
-  cmd->add_option("-K,--stages", o.stages,
-                  "Stage counts, comma-separated (default: 1, 2, 4, ... up to the devices)")
-      ->delimiter(',')
-      ->check(positive_count());
-  cmd->add_option("-M,--micro-batches", o.micro_batches,
-                  "Micro-batch counts, comma-separated (default: 1, 2, 4, ... dividing the batch)")
-      ->delimiter(',')
-      ->check(positive_count());
+  add_number_list_option(*cmd, "-K,--stages", o.stages,
+                         "Stage counts, comma-separated (default: 1, 2, 4, ... up to the devices)",
+                         positive_count());
+  add_number_list_option(
+      *cmd, "-M,--micro-batches", o.micro_batches,
+      "Micro-batch counts, comma-separated (default: 1, 2, 4, ... dividing the batch)",
+      positive_count());
   add_remat_option(*cmd, o.remat, "default: training.remat");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);

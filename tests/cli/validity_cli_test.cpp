@@ -207,6 +207,32 @@ TEST(ValidityCli, NonPositiveCountsGiveAReadableRange) {
   }
 }
 
+// An empty entry in a list is refused: CLI11's splitting would read it as the
+// end of a group and keep one group (-K 1,,2 swept K = 1 alone).
+TEST(ValidityCli, ListsWithAnEmptyEntryAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> wrong = {
+      {"sweep " + kDemo + " -K 1,,2 -M 4",
+       "--stages: expected numbers separated by commas, got an empty entry in '1,,2'"},
+      {"sweep " + kDemo + " -M 4,",
+       "--micro-batches: expected numbers separated by commas, got an empty entry in '4,'"},
+      {"profile " + kCpuSmall + " --batch-sizes ,2",
+       "--batch-sizes: expected numbers separated by commas, got an empty entry in ',2'"}};
+  for (const auto& [command, message] : wrong) {
+    const CliResult r = run(command);
+    EXPECT_EQ(r.status, 2) << command;
+    EXPECT_EQ(r.err.rfind(message + "\n", 0), 0u) << command << "\n" << r.err;
+  }
+  // Comma-separated and as several values, the same points.
+  for (const std::string& ks : {std::string("-K 1,2"), std::string("-K 1 2")}) {
+    const CliResult r = run("sweep " + kDemo + " " + ks + " -M 4 --json");
+    ASSERT_EQ(r.status, 0) << ks << "\n" << r.err;
+    const nlohmann::json points = nlohmann::json::parse(r.out);
+    ASSERT_EQ(points.size(), 2u) << r.out;
+    EXPECT_EQ(points[0].at("K"), 1);
+    EXPECT_EQ(points[1].at("K"), 2);
+  }
+}
+
 TEST(ValidityCli, SeedsOutOfRangeAreRefused) {
   for (const std::string& command : {std::string("run plan.json"), "profile " + kCpuSmall,
                                      std::string("compare plan.json"), std::string("selftest")}) {
