@@ -140,7 +140,7 @@ ScenarioOptions flag_scenario_options(const SimulateOptions& o, const std::optio
 // Loads the scenario as the flags or --plan lay it out. A scenario that fixes
 // no layout and cannot run or fit at the default runs at the planner's best
 // plan, and says so.
-SimulatedScenario load_scenario(const SimulateOptions& o) {
+SimulatedScenario scenario_to_simulate(const SimulateOptions& o) {
   SimulatedScenario s;
   if (o.plan) s.plan = read_plan_file(*o.plan);
   s.options = flag_scenario_options(o, s.plan);
@@ -282,7 +282,7 @@ void print_result(const SimulateOptions& o, const SimulatedScenario& s, const Si
 }  // namespace
 
 int run_simulate(const SimulateOptions& o) {
-  SimulatedScenario s = load_scenario(o);
+  SimulatedScenario s = scenario_to_simulate(o);
   const Cluster whole_cluster = s.scenario.cluster;
   SimConfig config;
   int replicas = 1;
