@@ -16,7 +16,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "exec/kernel_level.h"
+#include "exec/compute/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "sim/formats/plan_io.h"
 

@@ -5,7 +5,7 @@
 //
 // The shapes are the cost model's kernels of each kind of layer
 // (LayerSpec::kernels): for every linear (rows x k) . (k x n) the executor's
-// three products (exec/kernels.h): forward x w + b (linear_forward), backward
+// three products (exec/compute/kernels.h): forward x w + b (linear_forward), backward
 // input dout w^T and backward weight dw += x^T dout; for attention one head's
 // scores q k^T and context p v (head_scores, head_context), on column blocks
 // of the [Q | K | V] matrix. These are the float instantiations compiled in
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "costmodels/profile.h"
-#include "exec/gemm_rate.h"
-#include "exec/kernels.h"
+#include "exec/compute/gemm_rate.h"
+#include "exec/compute/kernels.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope {

@@ -17,7 +17,7 @@
 #include "cli/scenario_options.h"
 #include "exec/backends.h"
 #include "exec/compare.h"
-#include "exec/kernel_level.h"
+#include "exec/compute/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
 #include "sim/base/format.h"

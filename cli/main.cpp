@@ -26,7 +26,7 @@
 #include "cli/sweep_command.h"
 #include "cli/validate_command.h"
 #include "costmodels/check.h"
-#include "exec/host_memory.h"
+#include "exec/compute/host_memory.h"
 #include "sim/base/cancel.h"
 #include "sim/base/file_io.h"
 #include "sim/base/format.h"
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   pipescope::install_signal_handlers();
   if (writes_data_to_stdout(app)) pipescope::reserve_standard_output_for_data();
   // The executor's steps and the profile that predicts them should see memory
-  // alike (exec/host_memory.h).
+  // alike (exec/compute/host_memory.h).
   if (run_cmd->parsed() || profile_cmd->parsed() || compare_cmd->parsed()) {
     pipescope::exec::keep_freed_memory();
   }

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli/error_line.h"
-#include "exec/host_memory.h"
+#include "exec/compute/host_memory.h"
 #include "exec/plan_runner.h"
 #include "exec/transport.h"
 

@@ -16,7 +16,7 @@
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
 #include "exec/backends.h"
-#include "exec/kernel_level.h"
+#include "exec/compute/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "sim/base/format.h"
 #include "sim/formats/plan_io.h"

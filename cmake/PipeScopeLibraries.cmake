@@ -13,9 +13,9 @@ set(CMAKE_INSTALL_RPATH "$ORIGIN/../lib")
 # from the backend libraries).
 set(CMAKE_BUILD_RPATH_USE_ORIGIN ON)
 
-# The executor's kernels for each processor from one portable build: exec is
-# built once for the x86-64 baseline and once for each level listed here, each
-# copy in <lib>/glibc-hwcaps/<level>/ under the same name. At start-up the
+# The executor's kernels for each processor from one portable build: exec/compute
+# (what computes an op) is built once for the x86-64 baseline and once for each
+# level listed here, each copy in <lib>/glibc-hwcaps/<level>/ under the same name. At start-up the
 # dynamic loader (glibc 2.33 and later) takes the copy of the highest level
 # this processor supports, so the same binary uses AVX2 and FMA (x86-64-v3) or
 # AVX-512 (x86-64-v4) where they exist and runs anywhere. Empty builds the

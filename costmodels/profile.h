@@ -36,7 +36,7 @@ struct LayerProfile {
 };
 
 // The machine's achievable fp32 GEMM rate on the executor's own GEMM path, one
-// thread (exec/gemm_rate.h), and the product (m x k) . (k x n) that reached it.
+// thread (exec/compute/gemm_rate.h), and the product (m x k) . (k x n) that reached it.
 struct MachineGemm {
   double flop_s = 0.0;  // FLOP/s; 0: not measured
   std::int64_t m = 0;
@@ -44,7 +44,7 @@ struct MachineGemm {
   std::int64_t k = 0;
 };
 
-// A tensor group's in-process all-reduce (exec/tensor_group.h), measured with
+// A tensor group's in-process all-reduce (exec/compute/tensor_group.h), measured with
 // `ranks` threads reducing at once: one all-reduce of B bytes takes
 // latency_s + B / bandwidth. ranks 0: not measured.
 struct TensorGroupFigures {

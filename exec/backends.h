@@ -23,7 +23,7 @@ struct Profile;    // costmodels/profile.h
 
 namespace pipescope::exec {
 
-class Device;     // exec/device.h
+class Device;     // exec/compute/device.h
 class Transport;  // exec/transport.h
 
 struct GpuAvailability {

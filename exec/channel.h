@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "exec/tensor.h"
+#include "exec/compute/tensor.h"
 
 namespace pipescope::exec {
 

@@ -7,7 +7,7 @@
 // An error in an op fails the step (watchdog.h) naming the stage and
 // the op; once the step stops the worker ends after its current op. Under
 // tensor parallelism each tensor rank of a device has a worker of its own, and
-// its ops' all-reduces (exec/tensor_group.h) wait on the step's watchdog too.
+// its ops' all-reduces (exec/compute/tensor_group.h) wait on the step's watchdog too.
 
 #include <utility>
 #include <vector>

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "costmodels/check.h"
-#include "exec/layers.h"
+#include "exec/compute/layers.h"
 #include "exec/tensor_shard.h"
 
 namespace pipescope::exec {

@@ -10,8 +10,8 @@
 
 #include "costmodels/model.h"
 #include "costmodels/model_families.h"
-#include "exec/layer.h"
-#include "exec/optimizer.h"
+#include "exec/compute/layer.h"
+#include "exec/compute/optimizer.h"
 #include "exec/runtime.h"
 #include "sim/engine/partition.h"
 

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "exec/device.h"
+#include "exec/compute/device.h"
 #include "exec/timing.h"
 #include "sim/base/cancel.h"
 

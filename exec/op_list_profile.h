@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "costmodels/units.h"
-#include "exec/layer.h"
+#include "exec/compute/layer.h"
 #include "exec/profile_passes.h"
 #include "sim/engine/schedule.h"
 

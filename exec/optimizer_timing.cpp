@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <stdexcept>
 
-#include "exec/device.h"
-#include "exec/step_timer.h"
+#include "exec/compute/device.h"
+#include "exec/compute/thread_clock.h"
 #include "exec/timing.h"
 
 namespace pipescope::exec {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "costmodels/units.h"
-#include "exec/optimizer.h"
+#include "exec/compute/optimizer.h"
 
 namespace pipescope::exec {
 

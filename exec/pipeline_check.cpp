@@ -4,10 +4,10 @@
 #include <cmath>
 #include <utility>
 
+#include "exec/compute/device_layers.h"
+#include "exec/compute/optimizer.h"
 #include "exec/data.h"
-#include "exec/device_layers.h"
 #include "exec/models.h"
-#include "exec/optimizer.h"
 #include "exec/runtime.h"
 #include "sim/engine/partition.h"
 

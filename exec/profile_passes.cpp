@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "exec/affinity.h"
-#include "exec/device.h"
+#include "exec/compute/device.h"
+#include "exec/compute/thread_clock.h"
 #include "exec/models.h"
-#include "exec/step_timer.h"
 #include "exec/timing.h"
 #include "sim/base/cancel.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "costmodels/units.h"
-#include "exec/layer.h"
+#include "exec/compute/layer.h"
 
 namespace pipescope::exec {
 

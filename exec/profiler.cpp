@@ -11,12 +11,12 @@
 #include <thread>
 
 #include "exec/affinity.h"
+#include "exec/compute/device.h"
+#include "exec/compute/device_layers.h"
+#include "exec/compute/optimizer.h"
 #include "exec/data.h"
-#include "exec/device.h"
-#include "exec/device_layers.h"
 #include "exec/models.h"
 #include "exec/op_list_profile.h"
-#include "exec/optimizer.h"
 #include "exec/optimizer_timing.h"
 #include "exec/plan_runner.h"
 #include "exec/profile_passes.h"

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "exec/device_layers.h"
+#include "exec/compute/device_layers.h"
 #include "exec/runtime_core.h"
 #include "exec/step_run.h"
 #include "exec/transport.h"
@@ -67,7 +67,7 @@ std::vector<std::vector<LayerList>> one_rank(std::vector<LayerList> stages) {
 }
 
 // The tensor ranks are threads of this process sharing each layer's group
-// (exec/tensor_group.h): host layers and in-process channels only.
+// (exec/compute/tensor_group.h): host layers and in-process channels only.
 void check_tensor_parallel(const RuntimeCore& core) {
   const std::string what = "tensor parallelism (T=" + std::to_string(core.tensor_parallel()) +
                            ") runs its ranks as threads of one process on the host";

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "exec/layer.h"
-#include "exec/optimizer.h"
+#include "exec/compute/layer.h"
+#include "exec/compute/optimizer.h"
 #include "sim/engine/schedule.h"
 #include "sim/engine/timeline.h"
 
@@ -82,7 +82,7 @@ class PipelineRuntime {
   // on another device, an index out of range, an empty stage); a list that never
   // completes is left to the watchdog.
   PipelineRuntime(std::vector<LayerList> stages, Schedule schedule, RuntimeOptions options);
-  // Tensor parallelism (exec/tensor_layers.h): ranks[r][s] holds tensor rank
+  // Tensor parallelism (exec/compute/tensor_layers.h): ranks[r][s] holds tensor rank
   // r's shards of stage s's layers, for T = ranks.size() ranks. Each rank of
   // each device is a thread of its own running the device's op list; rank r
   // of a stage sends its activations and gradients to rank r of the next.

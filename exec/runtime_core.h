@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "exec/layer.h"
-#include "exec/optimizer.h"
+#include "exec/compute/layer.h"
+#include "exec/compute/optimizer.h"
 #include "exec/runtime.h"
 #include "sim/engine/schedule.h"
 

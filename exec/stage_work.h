@@ -11,9 +11,9 @@
 #include <optional>
 #include <vector>
 
-#include "exec/device.h"
-#include "exec/layer.h"
-#include "exec/optimizer.h"
+#include "exec/compute/device.h"
+#include "exec/compute/layer.h"
+#include "exec/compute/optimizer.h"
 #include "sim/engine/schedule.h"
 
 namespace pipescope::exec {

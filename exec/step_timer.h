@@ -14,16 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "exec/device.h"
-#include "exec/tensor_group.h"
+#include "exec/compute/device.h"
+#include "exec/compute/tensor_group.h"
+#include "exec/compute/thread_clock.h"
 #include "sim/engine/schedule.h"
 #include "sim/engine/timeline.h"
 
 namespace pipescope::exec {
-
-// The calling thread's CPU time in ns, or -1 where the clock is missing. Unlike
-// wall time it leaves out what the OS or a hypervisor (steal) took away.
-SimTime thread_cpu_ns();
 
 // When an op started: on the wall clock, on its thread's CPU clock (-1 without
 // one) and, on a device stage, where its work starts on the device's stream.

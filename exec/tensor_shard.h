@@ -1,6 +1,6 @@
 #pragma once
 // A transformer cut into the shards of T tensor-parallel ranks
-// (exec/tensor_layers.h), and back. Every shard is a slice of the whole model's
+// (exec/compute/tensor_layers.h), and back. Every shard is a slice of the whole model's
 // own values (build_transformer with the same seed), so rank r's layers, put
 // together with the other ranks', are exactly the whole model: T = 1 and T > 1
 // start from the same parameters.
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "costmodels/model.h"
-#include "exec/layer.h"
-#include "exec/tensor_layers.h"
+#include "exec/compute/layer.h"
+#include "exec/compute/tensor_layers.h"
 
 namespace pipescope::exec {
 

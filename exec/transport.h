@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "exec/channel.h"
-#include "exec/tensor.h"
+#include "exec/compute/tensor.h"
 #include "sim/engine/schedule.h"
 #include "sim/engine/sim_listener.h"
 #include "sim/engine/timeline.h"

@@ -6,10 +6,10 @@
 
 #include "exec/affinity.h"
 #include "exec/channel.h"
-#include "exec/device.h"
-#include "exec/device_layers.h"
+#include "exec/compute/device.h"
+#include "exec/compute/device_layers.h"
+#include "exec/compute/tensor_group.h"
 #include "exec/profile_passes.h"
-#include "exec/tensor_group.h"
 #include "exec/timing.h"
 
 namespace pipescope::exec {

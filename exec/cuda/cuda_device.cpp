@@ -7,10 +7,10 @@
 #include <string>
 #include <utility>
 
+#include "exec/compute/device_checks.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/gpu.h"
 #include "exec/cuda/kernels.h"
-#include "exec/device_checks.h"
 
 namespace pipescope::exec::cuda {
 

@@ -1,12 +1,12 @@
 #pragma once
-// The Device interface (exec/device.h) on one GPU. Each CudaDevice owns a
+// The Device interface (exec/compute/device.h) on one GPU. Each CudaDevice owns a
 // compute stream, with a cuBLAS handle bound to it, and a copy stream for
 // copy_from: two stages on one GPU are two CudaDevices, two streams. Memory
 // comes from the GPU's stream-ordered pool (cudaMallocAsync on the compute
 // stream, kept for reuse); every operation is the HostDevice reference's
-// (exec/host_device.cpp) on the kernels of exec/cuda/kernels.h, enqueued on the
+// (exec/compute/host_device.cpp) on the kernels of exec/cuda/kernels.h, enqueued on the
 // compute stream. Shapes are checked by the checks HostDevice makes
-// (exec/device_checks.h, std::invalid_argument); CUDA failures are CudaError.
+// (exec/compute/device_checks.h, std::invalid_argument); CUDA failures are CudaError.
 //
 // Threads: one host thread makes the compute calls of a CudaDevice; copy_from
 // may come from another, and arrays may be released from any. Every call makes
@@ -22,7 +22,7 @@
 #include <string>
 
 #include "exec/backends.h"
-#include "exec/device.h"
+#include "exec/compute/device.h"
 
 namespace pipescope::exec::cuda {
 

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "exec/compute/host_device.h"
 #include "exec/cuda/cuda_device.h"
 #include "exec/cuda/gpu.h"
 #include "exec/cuda/selftest.h"
-#include "exec/host_device.h"
 
 namespace pipescope::exec::cuda {
 

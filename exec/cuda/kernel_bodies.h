@@ -155,7 +155,7 @@ PS_HD inline bool is_finite(float x) {
 }
 
 // ---------------------------------------------------------------------------
-// elementwise (kernels.cu), mirroring exec/kernels.h and HostDevice
+// elementwise (kernels.cu), mirroring exec/compute/kernels.h and HostDevice
 
 inline constexpr float kLayerNormEps = 1e-5f;         // exec::kLayerNormEps
 inline constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
@@ -229,7 +229,7 @@ PS_HD inline void axpy_thread(const ThreadIndex& th, float* y, float alpha, cons
   for_grid_stride(th, n, [=](std::int64_t i) { y[i] += alpha * x[i]; });
 }
 
-// The optimizers: the float arithmetic of HostDevice (exec/host_device.cpp).
+// The optimizers: the float arithmetic of HostDevice (exec/compute/host_device.cpp).
 PS_HD inline void sgd_thread(const ThreadIndex& th, float* w, const float* g, std::int64_t n,
                              float lr) {
   for_grid_stride(th, n, [=](std::int64_t i) { w[i] -= lr * g[i]; });

@@ -1,7 +1,7 @@
 // The CUDA backend's elementwise, LayerNorm, loss, optimizer and product
 // kernels (kernels.h). Each kernel's work is in kernel_bodies.h, where the test
 // of the bodies runs it on the CPU; each operation mirrors its CPU reference
-// line for line, exec/kernels.h or HostDevice (exec/host_device.cpp).
+// line for line, exec/compute/kernels.h or HostDevice (exec/compute/host_device.cpp).
 
 #include <stdexcept>
 #include <string>

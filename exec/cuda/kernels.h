@@ -1,7 +1,7 @@
 #pragma once
-// The CUDA backend's kernels, one launcher per operation of exec/kernels.h and
-// of the Device interface (exec/device.h); their CPU references are
-// exec/kernels.h and HostDevice (exec/host_device.cpp), which the tests and
+// The CUDA backend's kernels, one launcher per operation of exec/compute/kernels.h and
+// of the Device interface (exec/compute/device.h); their CPU references are
+// exec/compute/kernels.h and HostDevice (exec/compute/host_device.cpp), which the tests and
 // `pipescope selftest --backend cuda` hold these to. Every launcher takes
 // device pointers, the shapes and a stream, checks the shapes
 // (std::invalid_argument) and the launch (CudaError), and returns without
@@ -60,7 +60,7 @@ void crossentropy_forward(float* probs, float* losses, const float* logits,
 void crossentropy_backward(float* dlogits, const float* probs, const std::int32_t* targets,
                            float scale, int rows, int v, cudaStream_t stream);
 
-// The optimizers of exec/optimizer.cpp on n parameters, in place; the
+// The optimizers of exec/compute/optimizer.cpp on n parameters, in place; the
 // gradient is left as it is (the caller zeroes it).
 void momentum_update(float* w, float* m, const float* g, std::int64_t n, float lr, float mu,
                      cudaStream_t stream);

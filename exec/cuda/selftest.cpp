@@ -8,17 +8,17 @@
 #include <string>
 #include <utility>
 
+#include "exec/compute/kernels.h"
+#include "exec/compute/optimizer.h"
 #include "exec/cuda/device_buffer.h"
 #include "exec/cuda/kernels.h"
-#include "exec/kernels.h"
-#include "exec/optimizer.h"
 
 namespace pipescope::exec::cuda {
 
 namespace {
 
 using M = Mat<float>;
-namespace ref = pipescope::exec;  // the CPU reference (exec/kernels.h)
+namespace ref = pipescope::exec;  // the CPU reference (exec/compute/kernels.h)
 
 constexpr double kElementwise = kElementwiseTolerance;
 constexpr double kReduction = kReductionTolerance;

@@ -1,7 +1,7 @@
 #pragma once
 // `pipescope selftest --backend cuda`: every CUDA kernel against its CPU
-// reference (exec/kernels.h, exec/optimizer.cpp), and every Device operation of
-// CudaDevice against HostDevice (exec/host_device.h), on random data. The
+// reference (exec/compute/kernels.h, exec/compute/optimizer.cpp), and every Device operation of
+// CudaDevice against HostDevice (exec/compute/host_device.h), on random data. The
 // GoogleTest wrappers run the same checks.
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The CUDA backend's kernels on (batch, sequence) layouts (kernels.h): the
 // attention heads' layout changes, the causal softmax and the embedding. Each
 // kernel's work is in kernel_bodies.h, where the test of the bodies runs it on
-// the CPU; each mirrors its CPU reference in HostDevice (exec/host_device.cpp).
+// the CPU; each mirrors its CPU reference in HostDevice (exec/compute/host_device.cpp).
 
 #include <stdexcept>
 #include <string>

@@ -72,8 +72,9 @@ fs::path copy_without_backends(const fs::path& to) {
   fs::create_directories(to / "lib");
   for (const auto& entry : fs::recursive_directory_iterator(lib)) {
     const std::string name = entry.path().filename().string();
-    const bool own =
-        name.rfind("libpipescope_", 0) == 0 && name.find("_exec_") == std::string::npos;
+    const bool backend = name == "libpipescope_exec_cuda.so" ||
+                         name == "libpipescope_exec_mpi.so" || name == "libpipescope_exec_nccl.so";
+    const bool own = name.rfind("libpipescope_", 0) == 0 && !backend;
     if (!entry.is_regular_file() || !own) continue;
     const fs::path target = to / "lib" / fs::relative(entry.path(), lib);
     fs::create_directories(target.parent_path());

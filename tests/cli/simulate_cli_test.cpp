@@ -217,7 +217,7 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
   const CliResult exported = run("export " + plan.string() + " --to megatron --scenario " + kDemo);
   ASSERT_EQ(exported.status, 0) << exported.err;
   EXPECT_NE(exported.out.find("--tensor-model-parallel-size 2"), std::string::npos) << exported.out;
-  // The cpu backend runs tensor ranks as threads (exec/tensor_layers.h); a GPU
+  // The cpu backend runs tensor ranks as threads (exec/compute/tensor_layers.h); a GPU
   // backend refuses the split by its field before it looks for GPUs.
   const CliResult executed = run("run " + plan.string() + " --backend cuda --steps 1");
   EXPECT_EQ(executed.status, 1);

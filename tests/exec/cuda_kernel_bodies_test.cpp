@@ -3,7 +3,7 @@
 // grid (grid_for, grid_for_columns, ...), every block and thread of it, last
 // first (a GPU keeps no order, and a kernel whose threads read each other's
 // writes would then differ). Each launch is held to HostDevice, the CPU
-// reference (exec/host_device.h), at sizes that end mid-block, fill less than
+// reference (exec/compute/host_device.h), at sizes that end mid-block, fill less than
 // one block, hold one element, or need more than one trip of the grid-stride
 // loop. Outputs start as NaN, so an element no thread writes fails.
 //
@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "exec/compute/host_device.h"
+#include "exec/compute/kernels.h"
 #include "exec/cuda/kernel_bodies.h"
 #include "exec/cuda/selftest.h"
-#include "exec/host_device.h"
-#include "exec/kernels.h"
 
 namespace pipescope::exec::cuda {
 namespace {

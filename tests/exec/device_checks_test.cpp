@@ -1,4 +1,4 @@
-// The Device argument checks (exec/device_checks.h) that HostDevice and
+// The Device argument checks (exec/compute/device_checks.h) that HostDevice and
 // CudaDevice share: what each refuses and what it says, through HostDevice
 // (CudaDevice needs a GPU to be made; its launchers' own checks are in
 // tests/cuda/kernels_test.cpp).
@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "exec/device_checks.h"
-#include "exec/host_device.h"
+#include "exec/compute/device_checks.h"
+#include "exec/compute/host_device.h"
 
 namespace pipescope::exec {
 namespace {

@@ -1,4 +1,4 @@
-// The device layers (exec/device_layers.h) on a HostDevice against the Eigen
+// The device layers (exec/compute/device_layers.h) on a HostDevice against the Eigen
 // layers they mirror: the same loss, every layer's output and every parameter's
 // gradient, for the Transformer (multi-head and grouped-query attention, learned
 // and sinusoidal positions) and the MLP; a split backward (B, then W) adds what
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "costmodels/model_families.h"
+#include "exec/compute/device.h"
+#include "exec/compute/device_layers.h"
+#include "exec/compute/host_device.h"
 #include "exec/data.h"
-#include "exec/device.h"
-#include "exec/device_layers.h"
-#include "exec/host_device.h"
 #include "exec/models.h"
 
 namespace pipescope::exec {

@@ -1,4 +1,4 @@
-// The runtime with device stages (exec/device.h), every device a HostDevice so
+// The runtime with device stages (exec/compute/device.h), every device a HostDevice so
 // that it runs here: GPipe's promise holds for every schedule and remat mode,
 // with each stage on its own device (payloads copied between them) and with all
 // stages on one; device ops are timed by their fences; memory goes back; a
@@ -16,9 +16,9 @@
 
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
+#include "exec/compute/device_layers.h"
+#include "exec/compute/host_device.h"
 #include "exec/data.h"
-#include "exec/device_layers.h"
-#include "exec/host_device.h"
 #include "exec/models.h"
 #include "exec/pipeline_check.h"
 #include "exec/plan_runner.h"

@@ -3,7 +3,7 @@
 // them, and the micro-benchmark's result being one of the shapes it timed.
 // Nothing here depends on how fast the machine is.
 
-#include "exec/gemm_rate.h"
+#include "exec/compute/gemm_rate.h"
 
 #include <gtest/gtest.h>
 

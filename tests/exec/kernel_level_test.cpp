@@ -1,6 +1,7 @@
-// The executor comes in one copy per x86-64 level (exec/kernel_level.h): the
-// dynamic loader must map the highest one this processor runs, and every copy
-// it can run must compute what the reference does. A copy is checked by
+// The executor's compute library comes in one copy per x86-64 level
+// (exec/compute/kernel_level.h): the dynamic loader must map the highest one
+// this processor runs, and every copy it can run must compute what the
+// reference does. A copy is checked by
 // running this program's layer, model and optimizer checks again with the
 // loader made to map that copy.
 
@@ -15,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "exec/kernel_level.h"
+#include "exec/compute/kernel_level.h"
 #include "tests/cli/cli_runner.h"
 
 namespace pipescope::exec {

@@ -23,7 +23,7 @@
 
 #include "costmodels/check.h"
 #include "costmodels/model_families.h"
-#include "exec/layers.h"
+#include "exec/compute/layers.h"
 #include "exec/models.h"
 
 namespace pipescope::exec {

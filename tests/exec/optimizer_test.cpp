@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "exec/optimizer.h"
+#include "exec/compute/optimizer.h"
 
 namespace pipescope::exec {
 namespace {

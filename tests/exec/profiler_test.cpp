@@ -16,7 +16,7 @@
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
 #include "exec/affinity.h"
-#include "exec/host_device.h"
+#include "exec/compute/host_device.h"
 #include "exec/optimizer_timing.h"
 #include "exec/transport_profile.h"
 #include "sim/formats/profile_io.h"

@@ -1,4 +1,4 @@
-// The pipeline runtime with small toy layers (independent of exec/layers.h):
+// The pipeline runtime with small toy layers (independent of exec/compute/layers.h):
 // pipelined training must match single-device training on the whole
 // mini-batch, the measured timeline must be sane, and failures must stop the
 // step promptly with an error that names the stage and op.

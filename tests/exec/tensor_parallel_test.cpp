@@ -1,4 +1,4 @@
-// Tensor parallelism in the executor (exec/tensor_layers.h): the all-reduce by
+// Tensor parallelism in the executor (exec/compute/tensor_layers.h): the all-reduce by
 // hand, the shards put back together, training with T = 2 ranks a stage
 // against single-device training of the whole model (relative 1e-5, as the
 // pipeline consistency tests), and the refusals.
@@ -16,12 +16,12 @@
 #include "../tiny_models.h"
 #include "consistency_helpers.h"
 #include "costmodels/model_families.h"
+#include "exec/compute/host_device.h"
+#include "exec/compute/tensor_group.h"
 #include "exec/data.h"
-#include "exec/host_device.h"
 #include "exec/models.h"
 #include "exec/plan_runner.h"
 #include "exec/runtime.h"
-#include "exec/tensor_group.h"
 #include "exec/tensor_shard.h"
 #include "exec/transport.h"
 #include "sim/engine/partition.h"

@@ -27,7 +27,9 @@ const std::map<std::string, std::set<std::string>>& allowed() {
     std::set<std::string> gui = to_formats;
     gui.insert("sim/export");
     std::set<std::string> cli = gui;
-    cli.insert({"sim/validation", "exec"});
+    cli.insert({"sim/validation", "exec/compute", "exec"});
+    std::set<std::string> exec = to_formats;
+    exec.insert("exec/compute");
     return std::map<std::string, std::set<std::string>>{
         {"costmodels", {}},
         {"sim/base", {"costmodels"}},
@@ -37,7 +39,8 @@ const std::map<std::string, std::set<std::string>>& allowed() {
         {"sim/formats", to_plan},
         {"sim/export", to_plan},
         {"sim/validation", to_formats},
-        {"exec", to_formats},
+        {"exec/compute", {"costmodels"}},
+        {"exec", exec},
         {"gui", gui},
         {"cli", cli},
     };
@@ -50,15 +53,18 @@ bool may_include(const std::string& from, const std::string& to) {
 }
 
 // The room of a path relative to the source root: "sim/engine" for
-// sim/engine/engine.h, "exec" for exec/cuda/kernels.cu; "" outside the rooms.
+// sim/engine/engine.h, "exec/compute" for exec/compute/kernels.h, "exec" for
+// exec/cuda/kernels.cu; "" outside the rooms.
 std::string room_of(const std::string& path) {
   const std::size_t first = path.find('/');
   if (first == std::string::npos) return "";
-  std::string top = path.substr(0, first);
+  const std::string top = path.substr(0, first);
+  const std::size_t second = path.find('/', first + 1);
   if (top == "sim") {
-    const std::size_t second = path.find('/', first + 1);
-    if (second == std::string::npos) return "sim";  // a file directly in sim/
-    top = path.substr(0, second);
+    return second == std::string::npos ? "sim" : path.substr(0, second);  // "sim": a file in sim/
+  }
+  if (top == "exec" && second != std::string::npos && path.substr(0, second) == "exec/compute") {
+    return "exec/compute";
   }
   return top;
 }
@@ -102,6 +108,8 @@ std::vector<Include> project_includes(const fs::path& root) {
 TEST(SourceTree, RoomOfAPath) {
   EXPECT_EQ(room_of("sim/engine/engine.h"), "sim/engine");
   EXPECT_EQ(room_of("exec/cuda/kernels.cu"), "exec");
+  EXPECT_EQ(room_of("exec/compute/kernels.h"), "exec/compute");
+  EXPECT_EQ(room_of("exec/step_run.h"), "exec");
   EXPECT_EQ(room_of("sim/CMakeLists.txt"), "sim");
   EXPECT_EQ(room_of("README.md"), "");
 }
@@ -114,6 +122,9 @@ TEST(SourceTree, ArrowsPointOneWay) {
   EXPECT_FALSE(may_include("exec", "sim/validation"));
   EXPECT_FALSE(may_include("costmodels", "sim/base"));
   EXPECT_TRUE(may_include("cli", "exec"));
+  EXPECT_TRUE(may_include("exec", "exec/compute"));
+  EXPECT_FALSE(may_include("exec/compute", "exec"));
+  EXPECT_FALSE(may_include("exec/compute", "sim/base"));
   // Every room may use what the rooms it uses may: the arrows form no
   // shortcut around a layer's rules.
   for (const auto& [room, uses] : allowed()) {

@@ -1,7 +1,7 @@
 #pragma once
 // How fast this machine runs the executor's own GEMM: the fp32 product of two
 // row-major Eigen matrices that every linear layer and attention head computes
-// (exec/kernels.h), on the calling thread, as each stage's one thread runs it.
+// (exec/compute/kernels.h), on the calling thread, as each stage's one thread runs it.
 // `pipescope profile` reports every layer's achieved FLOP/s as a fraction of
 // this rate: a layer far below it spends its time outside large products
 // (shapes too small to reach the plateau, elementwise work, the executor's own

@@ -1,4 +1,4 @@
-#include "exec/tensor_layers.h"
+#include "exec/compute/tensor_layers.h"
 
 #include <cmath>
 #include <limits>
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "exec/layer_math.h"
+#include "exec/compute/layer_math.h"
 
 namespace pipescope::exec {
 

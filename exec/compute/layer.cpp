@@ -1,6 +1,6 @@
-#include "exec/layer.h"
+#include "exec/compute/layer.h"
 
-#include "exec/device.h"
+#include "exec/compute/device.h"
 
 namespace pipescope::exec {
 

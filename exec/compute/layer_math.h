@@ -1,5 +1,5 @@
 #pragma once
-// Helpers the layers' math shares (exec/layers.cpp, exec/tensor_layers.cpp):
+// Helpers the layers' math shares (exec/compute/layers.cpp, exec/compute/tensor_layers.cpp):
 // input checks and the parameter halves of the linear and LayerNorm backwards,
 // run at once or deferred to W. Internal to the executor.
 
@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "exec/kernels.h"
-#include "exec/layers.h"
+#include "exec/compute/kernels.h"
+#include "exec/compute/layers.h"
 
 namespace pipescope::exec {
 

@@ -1,9 +1,9 @@
-#include "exec/tensor_group.h"
+#include "exec/compute/tensor_group.h"
 
 #include <algorithm>
 #include <string>
 
-#include "exec/step_timer.h"
+#include "exec/compute/thread_clock.h"
 
 namespace pipescope::exec {
 

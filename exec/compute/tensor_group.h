@@ -8,7 +8,7 @@
 // computations that follow stay identical on all ranks), and a second barrier
 // keeps a rank's matrix alive until every rank has read it.
 //
-// A layer's T shards share one group (exec/tensor_layers.h); the k-th call of
+// A layer's T shards share one group (exec/compute/tensor_layers.h); the k-th call of
 // rank r pairs with the k-th call of every other rank, as the ranks run the same
 // op list. A group of one rank returns at once: the profiler times one rank's
 // compute that way (the simulator adds the all-reduces from the transport).
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "costmodels/units.h"
-#include "exec/kernels.h"
+#include "exec/compute/kernels.h"
 
 namespace pipescope::exec {
 

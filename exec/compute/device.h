@@ -2,7 +2,7 @@
 // Where a device stage computes: a GPU, or the host standing in for one. The
 // device layers (device_layers.h) and the runtime's device path are written once
 // against this interface. HostDevice (host_device.h) runs it on the CPU with the
-// reference math of exec/kernels.h, which is how the tests exercise all of it
+// reference math of exec/compute/kernels.h, which is how the tests exercise all of it
 // but the CUDA kernels themselves; CudaDevice (cuda/cuda_device.h) runs it on a
 // GPU, one stream per Device object, so two stages on one GPU are two Devices.
 //
@@ -16,8 +16,8 @@
 #include <string>
 
 #include "costmodels/units.h"
-#include "exec/kernels.h"
-#include "exec/tensor.h"
+#include "exec/compute/kernels.h"
+#include "exec/compute/tensor.h"
 
 namespace pipescope::exec {
 
@@ -82,7 +82,7 @@ class Device : public std::enable_shared_from_this<Device> {
   virtual void add_bias(float* out, const float* bias, int rows, int c) = 0;
   virtual void column_sums_add(float* db, const float* dout, int rows, int c) = 0;
 
-  // ---- LayerNorm (exec/kernels.h): stats (rows, 2) holds mean and 1/std
+  // ---- LayerNorm (exec/compute/kernels.h): stats (rows, 2) holds mean and 1/std
   virtual void layernorm_forward(float* out, float* stats, const float* x, const float* gain,
                                  const float* bias, int rows, int c) = 0;
   virtual void layernorm_backward_input(float* dx, const float* dout, const float* x,
@@ -113,7 +113,7 @@ class Device : public std::enable_shared_from_this<Device> {
   virtual void causal_softmax_backward(float* dscores, const float* probs, const float* dprobs,
                                        float scale, int rows, int s) = 0;
 
-  // ---- loss (exec/kernels.h): probs gets the softmax, losses each row's
+  // ---- loss (exec/compute/kernels.h): probs gets the softmax, losses each row's
   // -log softmax[target]; dlogits = (probs - onehot) * scale
   virtual void crossentropy_forward(float* probs, float* losses, const float* logits,
                                     const std::int32_t* targets, int rows, int v) = 0;
@@ -128,7 +128,7 @@ class Device : public std::enable_shared_from_this<Device> {
   virtual void embedding_backward(float* dtable, float* dpositions, const std::int32_t* ids,
                                   const float* dout, int rows, int seq, int d) = 0;
 
-  // ---- optimizers (exec/optimizer.cpp), in place; g is left as it is
+  // ---- optimizers (exec/compute/optimizer.cpp), in place; g is left as it is
   virtual void sgd_update(float* w, const float* g, std::int64_t n, float lr) = 0;
   virtual void momentum_update(float* w, float* m, const float* g, std::int64_t n, float lr,
                                float mu) = 0;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "costmodels/optimizer.h"
-#include "exec/layer.h"
+#include "exec/compute/layer.h"
 
 namespace pipescope::exec {
 

@@ -1,12 +1,12 @@
 #pragma once
-// The checks every Device (exec/device.h) makes of its arguments before it
+// The checks every Device (exec/compute/device.h) makes of its arguments before it
 // enqueues anything, one set for HostDevice and CudaDevice: each throws
 // std::invalid_argument "<device>::<op>: <what>".
 
 #include <cstdint>
 #include <string>
 
-#include "exec/kernels.h"
+#include "exec/compute/kernels.h"
 
 namespace pipescope::exec {
 

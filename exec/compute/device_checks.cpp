@@ -1,4 +1,4 @@
-#include "exec/device_checks.h"
+#include "exec/compute/device_checks.h"
 
 #include <stdexcept>
 

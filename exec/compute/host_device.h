@@ -1,6 +1,6 @@
 #pragma once
 // The host standing in for a GPU: every Device operation run at once on the
-// CPU with the reference math (exec/kernels.h, exec/optimizer.cpp), fences
+// CPU with the reference math (exec/compute/kernels.h, exec/compute/optimizer.cpp), fences
 // complete when made and timed by the steady clock. The tests run the device
 // layers and the runtime's device path on it; `selftest --backend cuda` holds
 // CudaDevice to it operation by operation.
@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "exec/device.h"
+#include "exec/compute/device.h"
 
 namespace pipescope::exec {
 

@@ -1,10 +1,10 @@
-#include "exec/optimizer.h"
+#include "exec/compute/optimizer.h"
 
 #include <cmath>
 #include <string>
 
 #include "costmodels/check.h"
-#include "exec/device.h"
+#include "exec/compute/device.h"
 
 namespace pipescope::exec {
 namespace {

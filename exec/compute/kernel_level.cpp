@@ -1,4 +1,4 @@
-#include "exec/kernel_level.h"
+#include "exec/compute/kernel_level.h"
 
 #include <sstream>
 

@@ -2,7 +2,7 @@
 // The transformer's layers split over the T ranks of a tensor-parallel group, as
 // Megatron-LM splits them (Shoeybi et al. 2019) and the simulator models them
 // (docs/models.md, tensor parallelism): one rank's shard of each layer, whose T
-// shards share a TensorGroup (exec/tensor_group.h) and sum their partial
+// shards share a TensorGroup (exec/compute/tensor_group.h) and sum their partial
 // results with its all-reduce.
 //
 // - Block: the QKV projection split by columns (the rank's a/T query heads and
@@ -28,8 +28,8 @@
 #include <memory>
 #include <vector>
 
-#include "exec/layers.h"
-#include "exec/tensor_group.h"
+#include "exec/compute/layers.h"
+#include "exec/compute/tensor_group.h"
 
 namespace pipescope::exec {
 

@@ -1,4 +1,4 @@
-#include "exec/device.h"
+#include "exec/compute/device.h"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "exec/device_layers.h"
+#include "exec/compute/device_layers.h"
 
 #include <cmath>
 #include <functional>
@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "exec/layers.h"
+#include "exec/compute/layers.h"
 
 namespace pipescope::exec {
 

@@ -1,7 +1,7 @@
 // The float instantiations of the executor's kernels (kernels.h), compiled with
 // this library's instruction set.
 
-#include "exec/kernels.h"
+#include "exec/compute/kernels.h"
 
 namespace pipescope::exec {
 

@@ -266,7 +266,7 @@ Mat<T> crossentropy_backward(const Mat<T>& probs, const std::vector<std::int32_t
 
 // The float kernels are compiled once, in the executor's library
 // (kernels.cpp), so that every caller (the layers, the tests, the benches) runs
-// the copy built for the processor's level (exec/kernel_level.h) rather than
+// the copy built for the processor's level (exec/compute/kernel_level.h) rather than
 // its own baseline instantiation; the double ones (the gradient checks) are
 // instantiated where they are used.
 #define PIPESCOPE_EXEC_FLOAT_KERNELS(PREFIX)                                                     \

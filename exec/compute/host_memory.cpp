@@ -1,4 +1,4 @@
-#include "exec/host_memory.h"
+#include "exec/compute/host_memory.h"
 
 #include <cerrno>
 #include <climits>

@@ -1,6 +1,6 @@
 #pragma once
-// Which build of the executor this process runs. The executor's library comes
-// in one copy per x86-64 level (cmake/PipeScopeLibraries.cmake): the baseline,
+// Which build of the executor's kernels this process runs. Its compute library
+// comes in one copy per x86-64 level (exec/compute/CMakeLists.txt): the baseline,
 // and x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) where the build made them.
 // The dynamic loader maps the copy of the highest level the processor
 // supports, so the level is a fact of the code that is running, compiled into

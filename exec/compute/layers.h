@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "exec/kernels.h"
-#include "exec/layer.h"
+#include "exec/compute/kernels.h"
+#include "exec/compute/layer.h"
 
 namespace pipescope::exec {
 

@@ -1,4 +1,4 @@
-#include "exec/layers.h"
+#include "exec/compute/layers.h"
 
 #include <cmath>
 #include <optional>
@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "exec/layer_math.h"
-#include "exec/tensor_layers.h"
+#include "exec/compute/layer_math.h"
+#include "exec/compute/tensor_layers.h"
 
 namespace pipescope::exec {
 

@@ -1,4 +1,4 @@
-#include "exec/host_device.h"
+#include "exec/compute/host_device.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "exec/device_checks.h"
+#include "exec/compute/device_checks.h"
 
 namespace pipescope::exec {
 

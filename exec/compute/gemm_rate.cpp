@@ -1,11 +1,11 @@
-#include "exec/gemm_rate.h"
+#include "exec/compute/gemm_rate.h"
 
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
 
-#include "exec/kernels.h"
-#include "exec/step_timer.h"
+#include "exec/compute/kernels.h"
+#include "exec/compute/thread_clock.h"
 
 namespace pipescope::exec {
 

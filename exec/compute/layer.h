@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "exec/tensor.h"
+#include "exec/compute/tensor.h"
 
 namespace pipescope::exec {
 

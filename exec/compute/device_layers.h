@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "exec/device.h"
-#include "exec/layer.h"
+#include "exec/compute/device.h"
+#include "exec/compute/layer.h"
 
 namespace pipescope::exec {
 
