@@ -80,13 +80,16 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
   const double launch = t.kernel_overhead_s;
   switch (kn.kind) {
     case Kernel::Kind::kGemm: {
-      // One product over every token of the micro-batch (a linear layer), or
+      // One product over every token of the micro-batch (a linear layer),
       // batch_count products per sample (attention's per-head products, whose
-      // operands are all activations). Only products with a weight run in FP8
-      // (gemm_peak); the per-head ones stay in the model's dtype.
-      const bool per_sample = kn.batch_count > 1 || !kn.has_weight;
+      // operands are all activations), or batch_count grouped products over
+      // the micro-batch's tokens (the experts of a mixture, each its weight). Only products with a
+      // weight run in FP8 (gemm_peak); the per-head ones stay in the model's dtype.
+      const bool per_sample = !kn.grouped && (kn.batch_count > 1 || !kn.has_weight);
       const std::int64_t m = per_sample ? kn.rows : kn.rows * batch;
-      const std::int64_t count = per_sample ? kn.batch_count * batch : 1;
+      const std::int64_t count = per_sample   ? kn.batch_count * batch
+                                 : kn.grouped ? kn.batch_count
+                                              : 1;
       const double peak = kn.has_weight ? gemm_peak : attention_peak;
       const auto gemm = [&](std::int64_t mm, std::int64_t nn, std::int64_t kk) {
         return launch + gemm_seconds(t, peak, mem_bandwidth, element_bytes, mm, nn, kk, count);

@@ -36,6 +36,11 @@ struct Kernel {
   std::int64_t head_dim = 0;     // kAttention
   bool causal = false;           // kAttention: a causal mask (half the score matrix)
   bool has_weight = true;        // kGemm: the right operand is a weight (its gradient is W)
+  // kGemm: the batch_count products each have a weight of their own and share
+  // the micro-batch's tokens (a mixture of experts' grouped GEMM, one product
+  // per expert over the tokens routed to it): a micro-batch of b samples
+  // multiplies their rows by b, not their count.
+  bool grouped = false;
   // kGemm: a 3 x 3 stride-1 convolution (k = 9 x input channels), which cuDNN
   // can also run as Winograd's F(2 x 2, 3 x 3) over this many 2 x 2 output
   // tiles per sample; 0 for every other product.

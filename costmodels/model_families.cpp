@@ -69,15 +69,61 @@ Kernel norm_kernel(bool fused, std::int64_t elements, Bytes e) {
 // The kernels of one Transformer block per sample on one of t devices, as
 // Megatron-LM runs it: layer norm, QKV projection, attention, output
 // projection, bias-dropout-add, layer norm, MLP up projection, bias-GeLU, down
-// projection, bias-dropout-add. A memory-bound kernel reads its inputs and
-// writes its outputs once forward; its backward reads the output gradient and
+// projection (or, with `moe`, the mixture of experts), bias-dropout-add. A memory-bound kernel
+// reads its inputs and writes its outputs once forward; its backward reads the output gradient and
 // what it saved and writes the input gradient. e: bytes per element; dropout
 // masks are 1 byte per element. Under tensor parallelism the projections
 // split by columns (QKV, MLP up: n / t) or rows (output, MLP down: k / t) and
 // attention by heads; the layer norms and dropout-adds run on the whole s x h
 // on every device, or on s / t rows of it with sequence parallelism.
+// The dense MLP's kernels: up projection, bias-GeLU, down projection; f
+// wide, split by t.
+void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, std::int64_t f,
+                      std::int64_t t, Bytes e) {
+  k.push_back(gemm(s, f / t, h));
+  k.push_back(memory(2 * s * (f / t) * e, 3 * s * (f / t) * e));  // bias + GeLU
+  k.push_back(gemm(s, h, f / t));
+}
+
+// `count` products of `rows` x `depth` by depth x `n`, one per expert, as one
+// grouped kernel; the s x top_k routed tokens split over them as evenly as
+// they go (the first s * top_k mod experts take one more), so the products'
+// FLOPs sum to the tokens' exactly.
+void append_expert_gemms(std::vector<Kernel>& k, std::int64_t routed, std::int64_t experts,
+                         std::int64_t n, std::int64_t depth) {
+  const std::int64_t rows = routed / experts, more = routed % experts;
+  for (const auto& [r, count] : {std::pair{rows + 1, more}, std::pair{rows, experts - more}}) {
+    if (count == 0 || r == 0) continue;
+    Kernel g = gemm(r, n, depth);
+    g.batch_count = count;
+    g.grouped = true;
+    k.push_back(g);
+  }
+}
+
+// The mixture of experts' kernels for s tokens on one of t devices, as
+// megatron-core runs it without expert parallelism: the router's product
+// over the device's s / c tokens and its softmax and top-k in fp32; the
+// permutation that copies each token once for each of its experts; each
+// expert's up projection, bias-GeLU and down projection over its tokens
+// (grouped GEMMs, the width split by t); the combination that sums each
+// token's top_k outputs with the router's weights; the shared MLP, if any.
+void append_moe_mlp(std::vector<Kernel>& k, const MoeParams& moe, std::int64_t s, std::int64_t h,
+                    std::int64_t t, std::int64_t c, Bytes e) {
+  const std::int64_t E = moe.experts, routed = s * moe.experts_per_token;
+  const std::int64_t f = moe.expert_d_ff / t;
+  k.push_back(gemm(s / c, E, h));
+  k.push_back(memory(s / c * E * (e + 4), s / c * E * (8 + e)));  // softmax, top-k
+  k.push_back(memory(s * h * e + routed * (h * e + 4), routed * (h * e + 4) + s * h * e));
+  append_expert_gemms(k, routed, E, f, h);
+  k.push_back(memory(2 * routed * f * e, 3 * routed * f * e));  // bias + GeLU
+  append_expert_gemms(k, routed, E, h, f);
+  k.push_back(memory(routed * (h * e + 4) + s * h * e, s * h * e + routed * (2 * h * e + 4)));
+  if (moe.shared_d_ff > 0) append_dense_mlp(k, s, h, moe.shared_d_ff, t, e);
+}
+
 std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
-                                  TensorSplit split) {
+                                  TensorSplit split, bool moe) {
   const std::int64_t t = split.ways;
   const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads / t, d = h / p.heads;
   const std::int64_t rows = split.sequence ? s / t : s;  // of the layer norms and dropout-adds
@@ -120,9 +166,11 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   k.push_back(gemm(s, h, h / t));
   k.push_back(dropout_add);
   k.push_back(layer_norm);
-  k.push_back(gemm(s, f / t, h));
-  k.push_back(memory(2 * s * (f / t) * e, 3 * s * (f / t) * e));  // bias + GeLU
-  k.push_back(gemm(s, h, f / t));
+  if (moe) {
+    append_moe_mlp(k, p.moe, s, h, t, split.sequence ? t : 1, e);
+  } else {
+    append_dense_mlp(k, s, h, f, t, e);
+  }
   k.push_back(dropout_add);
   return k;
 }
@@ -194,8 +242,11 @@ std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) 
     return std::to_string(t) + " tensor-parallel devices do not divide " + what + " " +
            std::to_string(n);
   };
+  const bool moe = p.moe.enabled();
   for (std::string problem :
        {divides(p.heads, "heads"), divides(kv, "kv_heads"), divides(f, "d_ff"),
+        moe ? divides(p.moe.expert_d_ff, "expert_d_ff") : std::string(),
+        moe ? divides(p.moe.shared_d_ff, "shared_d_ff") : std::string(),
         split.sequence ? divides(p.seq_len, "seq_len") : std::string()}) {
     if (!problem.empty()) return problem;
   }
@@ -222,6 +273,14 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
   PS_CHECK(
       p.kv_heads >= 0 && p.kv_heads <= p.heads && (p.kv_heads == 0 || p.heads % p.kv_heads == 0),
       "kv_heads must divide heads");
+  const MoeParams& moe = p.moe;
+  PS_CHECK(
+      moe.experts >= 0 &&
+          (!moe.enabled() || (moe.experts_per_token >= 1 && moe.experts_per_token <= moe.experts &&
+                              moe.expert_d_ff > 0 && moe.shared_d_ff >= 0 &&
+                              moe.dense_layers >= 0 && moe.dense_layers <= p.layers)),
+      "a mixture of experts needs experts >= experts_per_token >= 1, a positive "
+      "expert_d_ff and dense_layers within the blocks");
   const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, v = p.vocab;
   const std::int64_t f = p.d_ff == 0 ? 4 * h : p.d_ff;
   // Width of the K and V projections: h for multi-head attention, h * kv / a with
@@ -249,6 +308,15 @@ void require_transformer_fits(const TransformerParams& p, const TransformerDims&
                "the bytes the head stashes per sample");
   require_fits(f64(p.layers) * (4 * H * H + 2 * H * F + F + 9 * H) + 2 * V * H + S * H,
                "the parameters");
+  const MoeParams& moe = p.moe;
+  if (moe.enabled()) {
+    const double Ex = moe.experts, K = moe.experts_per_token;
+    const double Fe = f64(moe.expert_d_ff), Fs = f64(moe.shared_d_ff);
+    require_fits(f64(p.layers) * (Ex * (2 * H * Fe + Fe + 2 * H) + 2 * H * Fs + Fs),
+                 "the experts' parameters");
+    require_fits(S * K * (H * E + 2 * E * Fe + 8) + S * (2 * E * Fs + 4 * Ex),
+                 "the bytes a mixture-of-experts block stashes per sample");
+  }
 }
 
 // The embedding layer: the token lookup, the positions and their kernels.
@@ -285,8 +353,12 @@ struct BlockCosts {
   Bytes out = 0;
 };
 
-// The FLOPs, parameters, stash and output of one block under the split of `d`.
-BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d) {
+BlockCosts moe_block_costs(const TransformerParams& p, const TransformerDims& d,
+                           const BlockCosts& dense);
+
+// The FLOPs, parameters, stash and output of one block under the split of `d`;
+// with `moe`, of a block whose MLP is the mixture of experts.
+BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, bool moe) {
   const std::int64_t s = d.s, h = d.h, a = d.a, f = d.f, d_kv = d.d_kv, t = d.t, c = d.c;
   const Bytes e = d.e;
   // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
@@ -335,7 +407,36 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d) {
   // (each sends its copy to its peer of the next stage), or its s / t rows
   // with sequence parallelism.
   const Bytes block_out = s * h * e / c;
-  return {block_fwd, block_params, block_stash, core_stash, block_out};
+  const BlockCosts dense{block_fwd, block_params, block_stash, core_stash, block_out};
+  return moe ? moe_block_costs(p, d, dense) : dense;
+}
+
+// The dense block's costs with its MLP's replaced by the mixture's. Per
+// device, top_k = k experts a token, E experts of width f_e and a shared MLP
+// of width f_s, each split by t as the dense MLP is:
+//   FLOPs: the experts' 4skhf_e and the shared MLP's 4shf_s over t, and the
+//     router's 2hE over the device's s / c tokens (whole, not split);
+//   parameters: each expert (2hf_e + f_e) / t and its whole down bias h, the
+//     shared MLP likewise, the router's h x E;
+//   stash: each token's copy for each of its experts (e*skh, whole on every
+//     device, as megatron-core gathers the tokens before the experts), the
+//     experts' GeLU and down-projection inputs 2e*skf_e and the shared MLP's
+//     2e*sf_s over t, the router's fp32 probabilities 4sE and each token's
+//     expert indices and weights 8sk over c.
+BlockCosts moe_block_costs(const TransformerParams& p, const TransformerDims& d,
+                           const BlockCosts& dense) {
+  const MoeParams& moe = p.moe;
+  const std::int64_t s = d.s, h = d.h, t = d.t, c = d.c, f = d.f;
+  const std::int64_t E = moe.experts, k = moe.experts_per_token;
+  const std::int64_t fe = moe.expert_d_ff, fs = moe.shared_d_ff;
+  const Bytes e = d.e;
+  BlockCosts b = dense;
+  b.fwd += (4.0 * f64(s) * f64(h) * (f64(k) * f64(fe) + f64(fs) - f64(f))) / f64(t) +
+           2.0 * f64(s / c) * f64(h) * f64(E);
+  const std::int64_t shared_params = fs > 0 ? (2 * h * fs + fs) / t + h : 0;
+  b.params += E * ((2 * h * fe + fe) / t + h) + shared_params + h * E - ((2 * h * f + f) / t + h);
+  b.stash += e * s * k * h + 2 * e * s * (k * fe + fs - f) / t + (4 * s * E + 8 * s * k) / c;
+  return b;
 }
 
 // Appends the p.layers Transformer blocks, block0 on, with their kernels and
@@ -344,13 +445,19 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
                    TensorSplit split) {
   const std::int64_t s = d.s, h = d.h, t = d.t;
   const Bytes e = d.e;
-  const BlockCosts costs = block_costs(p, d);
-  const KernelList kernels = make_kernel_list(block_kernels(p, d.f, d.d_kv, split));
+  const BlockCosts dense_costs = block_costs(p, d, false);
+  const KernelList dense_kernels = make_kernel_list(block_kernels(p, d.f, d.d_kv, split, false));
+  const bool moe = p.moe.enabled();
+  const BlockCosts moe_costs = moe ? block_costs(p, d, true) : dense_costs;
+  const KernelList moe_kernels =
+      moe ? make_kernel_list(block_kernels(p, d.f, d.d_kv, split, true)) : dense_kernels;
   for (int i = 0; i < p.layers; ++i) {
+    const bool mixture = p.moe.in_block(i);
+    const BlockCosts& costs = mixture ? moe_costs : dense_costs;
     m.layers.push_back(
         layer("block" + std::to_string(i), costs.fwd, costs.params, costs.out, costs.stash));
     LayerSpec& block = m.layers.back();
-    block.kernels = kernels;
+    block.kernels = mixture ? moe_kernels : dense_kernels;
     block.core_stash_bytes = costs.core_stash;
     block.core_fwd_flops = 4.0 * f64(s) * f64(s) * f64(h) / f64(t);
     if (t > 1) {  // after the output and the MLP down projections; in the backward before

@@ -34,6 +34,28 @@ enum class CrossEntropy {
 std::string_view to_string(CrossEntropy c);  // "fp32", "fp32-fused", "fused"
 std::optional<CrossEntropy> parse_cross_entropy(std::string_view name);
 
+// A mixture of experts in place of a block's MLP (Shazeer et al. 2017; Fedus
+// et al. 2022; Mixtral, Qwen-MoE, DeepSeek-V3): `experts` expert MLPs of width
+// `expert_d_ff`, of which a learned router (a d_model x experts product and a
+// softmax over its scores) picks `experts_per_token` for each token, their
+// outputs summed with the router's weights; and, where `shared_d_ff` > 0, a
+// shared MLP of that width that every token passes through (DeepSeek's shared
+// experts side by side, Qwen's shared expert). A gated MLP's three matrices
+// count as two of width 1.5 i, as TransformerParams::d_ff does. The first
+// `dense_layers` blocks keep the dense MLP of width d_ff (DeepSeek-V3's first
+// three). experts = 0: every block is dense.
+struct MoeParams {
+  int experts = 0;
+  int experts_per_token = 0;
+  std::int64_t expert_d_ff = 0;
+  std::int64_t shared_d_ff = 0;
+  int dense_layers = 0;
+
+  bool enabled() const { return experts > 0; }
+  // Whether block i (from 0) has the mixture.
+  bool in_block(int i) const { return enabled() && i >= dense_layers; }
+};
+
 struct TransformerParams {
   int layers = 0;
   std::int64_t d_model = 0;
@@ -83,6 +105,8 @@ struct TransformerParams {
   bool fp8 = false;
   // How the head's cross-entropy runs over its s x V logits.
   CrossEntropy cross_entropy = CrossEntropy::kFp32;
+  // The blocks' mixture of experts, if any.
+  MoeParams moe;
 };
 // Megatron-LM's tensor parallelism over `ways` devices (Shoeybi et al. 2019):
 // each block's QKV and MLP up projections split by columns, its output and MLP
@@ -97,8 +121,11 @@ struct TensorSplit {
   int ways = 1;
   bool sequence = false;
 };
-// Why `split` cannot split `p` (ways must divide heads, kv_heads and d_ff,
-// and seq_len under sequence parallelism); empty when it can.
+// Why `split` cannot split `p` (ways must divide heads, kv_heads and d_ff, the
+// experts' and the shared MLP's widths, and seq_len under sequence
+// parallelism); empty when it can. Each expert splits over the ways as a
+// dense MLP does (Megatron-LM's expert tensor parallelism equal to its
+// tensor parallelism); the router runs whole on every device.
 std::string tensor_split_problem(const TransformerParams& p, TensorSplit split);
 // One device's share of the model under `split`. Throws std::overflow_error
 // when the sizes do not fit in 64-bit integers, InternalError when

@@ -81,6 +81,11 @@ LayerList build_mlp(const MlpParams& p, std::uint64_t seed) {
 }
 
 LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
+  if (spec.transformer != nullptr && spec.transformer->moe.enabled()) {
+    throw std::invalid_argument("the executor cannot run model '" + spec.name +
+                                "': its mixture-of-experts blocks are not implemented (it runs "
+                                "dense transformers and the mlp family)");
+  }
   if (spec.family == "transformer" || spec.family == "mlp") {
     require(spec.transformer != nullptr || spec.mlp != nullptr,
             "the " + spec.family + " model '" + spec.name +

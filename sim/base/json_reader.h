@@ -50,6 +50,7 @@ inline constexpr IntRange kPositiveSmallInt{1, std::numeric_limits<int>::max()};
 // of surfacing as an overflow of the model's products.
 inline constexpr IntRange kModelWidth{1, 1 << 20};     // d_model, d_ff, heads, filters
 inline constexpr IntRange kModelLength{1, 1 << 24};    // seq_len, vocab, classes
+inline constexpr IntRange kExpertCount{1, 1 << 16};    // experts, experts_per_token
 inline constexpr IntRange kGlobalBatch{1, 1LL << 40};  // samples in one step
 
 // Rates (FLOP/s, bytes/s) from 1 to 1e30 per second, durations (latencies,

@@ -22,9 +22,10 @@ using namespace json_io;
 namespace {
 
 // Model types whose MLP is gated (SwiGLU or GeGLU: gate, up and down matrices).
-constexpr std::array<std::string_view, 12> kGatedTypes = {
-    "llama", "mistral", "qwen2",   "qwen3",  "gemma", "gemma2",
-    "olmo",  "olmo2",   "granite", "cohere", "phi3",  "stablelm"};
+constexpr std::array<std::string_view, 18> kGatedTypes = {
+    "llama",   "mistral",   "qwen2",     "qwen3",  "gemma",       "gemma2",
+    "olmo",    "olmo2",     "granite",   "cohere", "phi3",        "stablelm",
+    "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",  "deepseek_v2", "deepseek_v3"};
 // Model types with a learned position table.
 constexpr std::array<std::string_view, 6> kLearnedPositionTypes = {"gpt2", "gpt_neo", "gpt_bigcode",
                                                                    "opt",  "bert",    "roberta"};
@@ -83,18 +84,75 @@ DType read_dtype(ObjectReader& r) {
   r.fail(f->key, "unknown dtype '" + name + "' (expected one of: float32, bfloat16, float16)");
 }
 
-// Every key is read through the scenario's typed accessors, so that a value
-// means the same however it is written (8 and 8.0 are both eight experts) and a
-// value of the wrong type is refused rather than passed over.
-void reject_mixture_of_experts(ObjectReader& r) {
-  for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
-    const std::optional<Found> f = find_any(r, {key});
-    if (f && integer_of(r, *f, kNonNegativeInt) > 1) {
+// A width the config gives for a gated MLP's three matrices as the family's
+// two of width 1.5 i (see the header).
+std::int64_t mlp_width(std::int64_t inner, bool gated) {
+  return gated ? (3 * inner + 1) / 2 : inner;
+}
+
+// Layouts of experts the family cannot express, refused at the key that asks
+// for them.
+void reject_unsupported_moe(ObjectReader& r) {
+  for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
+    if (const std::optional<Found> f = find_any(r, {key})) {
       r.fail(key,
-             "mixture-of-experts models are not supported (the transformer family has "
-             "one MLP per block)");
+             "multi-head latent attention (DeepSeek's compressed keys and values) is not "
+             "supported: the transformer family's attention projects d_model to its heads");
     }
   }
+  for (const char* key : {"decoder_sparse_step", "moe_layer_freq"}) {
+    const std::optional<Found> f = find_any(r, {key});
+    if (f && integer_of(r, *f, kPositiveSmallInt) != 1) {
+      r.fail(key,
+             "experts in every n-th block only are not supported (every block from the "
+             "first sparse one has them)");
+    }
+  }
+  if (const json* only = r.find("mlp_only_layers");
+      only != nullptr && !only->is_null() && !(only->is_array() && only->empty())) {
+    r.fail("mlp_only_layers", "dense blocks between sparse ones are not supported");
+  }
+}
+
+// The mixture of experts, when the config has one (more than one expert):
+// Mixtral's num_local_experts with intermediate_size as each expert's width,
+// Qwen-MoE's and OLMoE's num_experts, DeepSeek's n_routed_experts, with
+// moe_intermediate_size where given; the shared MLP from Qwen-MoE's
+// shared_expert_intermediate_size or DeepSeek's n_shared_experts x
+// moe_intermediate_size; DeepSeek's first_k_dense_replace dense blocks.
+MoeParams read_moe(ObjectReader& r, bool gated, int layers) {
+  MoeParams moe;
+  const std::optional<Found> n =
+      find_any(r, {"num_local_experts", "num_experts", "n_routed_experts"});
+  if (!n || integer_of(r, *n, kNonNegativeInt) <= 1) return moe;
+  reject_unsupported_moe(r);
+  moe.experts = static_cast<int>(integer_of(r, *n, kExpertCount));
+  moe.experts_per_token = static_cast<int>(
+      required(r, {"num_experts_per_tok"}, IntRange{1, static_cast<std::int64_t>(moe.experts)}));
+  const std::initializer_list<const char*> width_keys = {"moe_intermediate_size",
+                                                         "intermediate_size"};
+  const std::optional<Found> width = find_any(r, width_keys);
+  if (!width) fail_missing(r, width_keys);
+  const std::int64_t inner = integer_of(r, *width, kModelWidth);
+  moe.expert_d_ff = mlp_width(inner, gated);
+  if (const std::optional<Found> shared = find_any(r, {"shared_expert_intermediate_size"})) {
+    moe.shared_d_ff = mlp_width(integer_of(r, *shared, IntRange{0, kModelWidth.max}), gated);
+  } else if (const std::optional<Found> count = find_any(r, {"n_shared_experts"})) {
+    moe.shared_d_ff =
+        mlp_width(integer_of(r, *count, IntRange{0, kExpertCount.max}) * inner, gated);
+  }
+  if (const std::optional<Found> dense = find_any(r, {"first_k_dense_replace"})) {
+    moe.dense_layers =
+        static_cast<int>(integer_of(r, *dense, IntRange{0, static_cast<std::int64_t>(layers)}));
+  }
+  for (const std::int64_t w : {moe.expert_d_ff, moe.shared_d_ff}) {
+    if (w > kModelWidth.max) {
+      r.fail(width->key, "a gated expert's three matrices count as two of width " +
+                             std::to_string(w) + ", more than the limit of " +
+                             std::to_string(kModelWidth.max));
+    }
+  }
+  return moe;
 }
 
 // The model's sizes, which the scenario reader would otherwise find too large for
@@ -114,7 +172,6 @@ void check_sizes_fit(const TransformerParams& p, ObjectReader& r) {
 TransformerParams parse_hf_config(const json& doc, const std::string& file,
                                   std::optional<std::int64_t> seq_len) {
   ObjectReader r(doc, Where{file, ""});
-  reject_mixture_of_experts(r);
   const std::string model_type = opt_string(r, {"model_type"}).value_or("");
   const std::string act = opt_string(r, {"hidden_act", "hidden_activation"}).value_or("");
 
@@ -149,7 +206,7 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
   const bool gated = contains(kGatedTypes, model_type) ||
                      (ff && ff->key == "intermediate_size" && (act == "silu" || act == "swish"));
   // Three h x i matrices as two of width 1.5i: same weights and FLOPs (see header).
-  p.d_ff = gated ? (3 * inner + 1) / 2 : inner;
+  p.d_ff = mlp_width(inner, gated);
   // The width the scenario's model gets must be within its limit; named here, at
   // the key it comes from, since the user never wrote a d_ff.
   if (p.d_ff > kModelWidth.max) {
@@ -184,6 +241,7 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
       contains(kLearnedPositionTypes, model_type) || positions.value_or("") == "absolute";
   const std::optional<Found> tied = find_any(r, {"tie_word_embeddings"});
   p.tied_embeddings = !tied || as_bool(*tied->value, r.where(tied->key));
+  p.moe = read_moe(r, gated, p.layers);
   check_sizes_fit(p, r);
   return p;
 }

@@ -29,8 +29,19 @@
 // bert, roberta, or position_embedding_type "absolute"; otherwise (rotary, ALiBi)
 // no parameters, the family's "sinusoidal".
 //
-// Mixture-of-experts configs (num_local_experts, num_experts, n_routed_experts
-// above 1) are rejected: the family has one MLP per block.
+// Mixture of experts (costmodels/model_families.h, MoeParams), where one of
+// num_local_experts (Mixtral), num_experts (Qwen-MoE, OLMoE) or n_routed_experts
+// (DeepSeek) is above 1:
+//   experts            that key
+//   experts_per_token  num_experts_per_tok
+//   expert_d_ff        moe_intermediate_size, else intermediate_size (gated as above)
+//   shared_d_ff        shared_expert_intermediate_size, or n_shared_experts x
+//                      moe_intermediate_size (absent: none)
+//   dense_layers       first_k_dense_replace (absent: 0)
+// Refused at their keys: multi-head latent attention (q_lora_rank,
+// kv_lora_rank: DeepSeek-V2/V3), experts in every n-th block only
+// (decoder_sparse_step, moe_layer_freq other than 1) and dense blocks between
+// sparse ones (mlp_only_layers).
 
 #include <cstdint>
 #include <filesystem>

@@ -24,6 +24,13 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (p.cross_entropy != CrossEntropy::kFp32) {
     m["cross_entropy"] = std::string(to_string(p.cross_entropy));
   }
+  if (p.moe.enabled()) {
+    m["experts"] = p.moe.experts;
+    m["experts_per_token"] = p.moe.experts_per_token;
+    m["expert_d_ff"] = p.moe.expert_d_ff;
+    if (p.moe.shared_d_ff > 0) m["shared_d_ff"] = p.moe.shared_d_ff;
+    if (p.moe.dense_layers > 0) m["dense_layers"] = p.moe.dense_layers;
+  }
   return m;
 }
 

@@ -36,6 +36,28 @@ std::optional<bool> parse_fused(std::string_view v) {
   return std::nullopt;
 }
 
+// model.experts and the fields that shape the mixture, each refused without
+// it (docs/file-formats.md).
+MoeParams read_moe(ObjectReader& m, const TransformerParams& p) {
+  MoeParams moe;
+  const std::optional<std::int64_t> experts = m.opt_integer("experts", kExpertCount);
+  if (!experts) {
+    for (const char* key : {"experts_per_token", "expert_d_ff", "shared_d_ff", "dense_layers"}) {
+      if (m.find(key) != nullptr)
+        m.fail(key, "shapes a mixture of experts: give model.experts too");
+    }
+    return moe;
+  }
+  moe.experts = static_cast<int>(*experts);
+  moe.experts_per_token =
+      static_cast<int>(m.integer("experts_per_token", IntRange{1, moe.experts}));
+  moe.expert_d_ff = m.opt_integer("expert_d_ff", kModelWidth).value_or(p.d_ff);
+  moe.shared_d_ff = m.opt_integer("shared_d_ff", IntRange{0, kModelWidth.max}).value_or(0);
+  moe.dense_layers = static_cast<int>(
+      m.opt_integer("dense_layers", IntRange{0, static_cast<std::int64_t>(p.layers)}).value_or(0));
+  return moe;
+}
+
 // The fields the framework's profile gives a transformer unless the model
 // says otherwise: how attention, the layer norms and the loss run.
 ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
@@ -75,6 +97,7 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
     m.fail("kv_heads", std::to_string(p.kv_heads) + " key/value heads do not divide heads " +
                            std::to_string(p.heads));
   }
+  p.moe = read_moe(m, p);
   return make_transformer(p, name);
 }
 

@@ -177,6 +177,52 @@ TEST(KernelCostModel, BlockKernelsCarryTheBlocksFlops) {
   }
 }
 
+// A mixture of experts' kernels carry its block's FLOPs too, whether or not
+// the routed tokens split evenly over the experts (s k = 256 over 8 and 5).
+TEST(KernelCostModel, MixtureKernelsCarryTheBlocksFlops) {
+  TransformerParams p;
+  p.layers = 1;
+  p.d_model = 256;
+  p.d_ff = 1024;
+  p.heads = 4;
+  p.seq_len = 128;
+  p.vocab = 1000;
+  p.dtype = DType::kBf16;
+  for (const int experts : {8, 5}) {
+    p.moe = {experts, 2, 512, 256, 0};
+    for (const TensorSplit split :
+         {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true}}) {
+      const LayerSpec& block = make_transformer(p, "m", split).layers[1];
+      EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops)
+          << experts << " experts, T=" << split.ways << " sequence " << split.sequence;
+    }
+  }
+}
+
+// A grouped GEMM (one product per expert) runs over the micro-batch's tokens:
+// b samples multiply its rows, not its products.
+TEST(KernelCostModel, GroupedGemmRowsGrowWithTheMicroBatch) {
+  const Device d = find_device_preset("a100-80g")->device;
+  Kernel g;
+  g.rows = 96;
+  g.n = 512;
+  g.k = 1024;
+  g.batch_count = 8;
+  g.grouped = true;
+  Kernel twice = g;
+  twice.rows = 4 * 96;
+  const KernelTimes four = kernel_times(g, 4, d.kernels, 312e12, 312e12, 2039e9, 2);
+  const KernelTimes one = kernel_times(twice, 1, d.kernels, 312e12, 312e12, 2039e9, 2);
+  EXPECT_DOUBLE_EQ(four.forward, one.forward);
+  EXPECT_DOUBLE_EQ(four.backward, one.backward);
+  EXPECT_DOUBLE_EQ(four.weight, one.weight);
+  // Per-sample products (attention's heads) would be 32 products of 96 rows.
+  Kernel per_sample = g;
+  per_sample.grouped = false;
+  EXPECT_NE(kernel_times(per_sample, 4, d.kernels, 312e12, 312e12, 2039e9, 2).forward,
+            four.forward);
+}
+
 TEST(KernelCostModel, LayerTimeIsTheSumOfItsKernels) {
   Device d = find_device_preset("a100-80g")->device;
   TransformerParams p;

@@ -432,6 +432,19 @@ TEST(ModelParams, TiedEmbeddingsAreRejected) {
   EXPECT_THROW(build_layers(make_transformer(p), 1), std::invalid_argument);
 }
 
+TEST(ModelParams, MixturesOfExpertsAreRefusedByName) {
+  TransformerParams p = transformer(2, 8, 0, 2, 0, 3, 11, false);
+  p.moe = {4, 2, 16, 0, 0};
+  try {
+    build_layers(make_transformer(p, "moe"), 1);
+    FAIL() << "a mixture of experts was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "the executor cannot run model 'moe': its mixture-of-experts blocks are not "
+                 "implemented (it runs dense transformers and the mlp family)");
+  }
+}
+
 TEST(ModelParams, MlpMatchesTheFamily) {
   for (const auto& [layers, d, f, c] : {std::tuple{2, 8, 0, 0}, std::tuple{3, 6, 10, 4}}) {
     MlpParams p;

@@ -218,24 +218,92 @@ TEST(HfConfigErrors, ScenarioChecksOfTheModelNameTheConfig) {
   EXPECT_EQ(e.json_path(), "training.global_batch");
 }
 
+// Mixtral 8x7B and Qwen1.5-MoE-A2.7B as published on the Hub
+// (mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen1.5-MoE-A2.7B), in tests/data/hf.
+TEST(HfConfig, Mixtral8x7b) {
+  const TransformerParams p = read_hf_config(kHf + "mixtral-8x7b/config.json", 4096);
+  EXPECT_EQ(p.d_model, 4096);
+  EXPECT_EQ(p.kv_heads, 8);
+  EXPECT_EQ(p.moe.experts, 8);
+  EXPECT_EQ(p.moe.experts_per_token, 2);
+  EXPECT_EQ(p.moe.expert_d_ff, 21504);  // SwiGLU: 1.5 * 14336
+  EXPECT_EQ(p.moe.shared_d_ff, 0);
+  EXPECT_EQ(p.moe.dense_layers, 0);
+  // 46.7B (46,702,792,704 in MixtralForCausalLM); the family's biases +0.02 %.
+  EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 46.7e9, 1.0, 0.001);
+}
+
+TEST(HfConfig, Qwen15MoeA27b) {
+  const TransformerParams p = read_hf_config(kHf + "qwen1.5-moe-a2.7b/config.json");
+  EXPECT_EQ(p.seq_len, 8192);
+  EXPECT_EQ(p.moe.experts, 60);
+  EXPECT_EQ(p.moe.experts_per_token, 4);
+  EXPECT_EQ(p.moe.expert_d_ff, 2112);  // 1.5 * moe_intermediate_size 1408
+  EXPECT_EQ(p.moe.shared_d_ff, 8448);  // 1.5 * shared_expert_intermediate_size 5632
+  // "14.3B" parameters in its model card (the shared expert's gate, 2048 a
+  // block, is not in the family).
+  EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 14.3e9, 1.0, 0.005);
+}
+
+// DeepSeek's form: routed and shared experts of moe_intermediate_size and
+// dense first blocks of intermediate_size.
+TEST(HfConfig, SharedExpertsAndDenseFirstBlocks) {
+  json doc = llama();
+  doc["model_type"] = "deepseek_v3";
+  doc["n_routed_experts"] = 16;
+  doc["num_experts_per_tok"] = 4;
+  doc["moe_intermediate_size"] = 32;
+  doc["n_shared_experts"] = 2;
+  doc["first_k_dense_replace"] = 1;
+  const TransformerParams p = parse_hf_config(doc, "config.json");
+  EXPECT_EQ(p.d_ff, 258);  // 1.5 * 172, the dense blocks'
+  EXPECT_EQ(p.moe.experts, 16);
+  EXPECT_EQ(p.moe.expert_d_ff, 48);
+  EXPECT_EQ(p.moe.shared_d_ff, 96);  // 2 x 32, gated
+  EXPECT_EQ(p.moe.dense_layers, 1);
+}
+
 TEST(HfConfigErrors, MixtureOfExperts) {
   json doc = llama();
   doc["num_local_experts"] = 8;
+  EXPECT_EQ(error_of(doc), "config.json: num_experts_per_tok: missing");
+  doc["num_experts_per_tok"] = 9;
+  EXPECT_EQ(
+      error_of(doc),
+      "config.json: num_experts_per_tok: expected a positive integer no larger than 8, got 9");
+  doc["num_experts_per_tok"] = 2;
+  EXPECT_EQ(parse_hf_config(doc, "config.json").moe.expert_d_ff, 258);
+  doc["kv_lora_rank"] = 512;
   EXPECT_EQ(error_of(doc),
-            "config.json: num_local_experts: mixture-of-experts models are not supported (the "
-            "transformer family has one MLP per block)");
+            "config.json: kv_lora_rank: multi-head latent attention (DeepSeek's compressed keys "
+            "and values) is not supported: the transformer family's attention projects d_model "
+            "to its heads");
+  doc.erase("kv_lora_rank");
+  doc["decoder_sparse_step"] = 2;
+  EXPECT_EQ(error_of(doc),
+            "config.json: decoder_sparse_step: experts in every n-th block only are not supported "
+            "(every block from the first sparse one has them)");
+  doc["decoder_sparse_step"] = 1;
+  doc["mlp_only_layers"] = json::array({1});
+  EXPECT_EQ(error_of(doc),
+            "config.json: mlp_only_layers: dense blocks between sparse ones are not supported");
+  doc["mlp_only_layers"] = json::array();
+  doc["first_k_dense_replace"] = 3;
+  EXPECT_EQ(error_of(doc),
+            "config.json: first_k_dense_replace: expected a non-negative integer no larger than 2, "
+            "got 3");
 }
 
 // A count written as a float that is a whole number (8.0, as some exporters write
-// every number) means the same as the integer: 8.0 experts are refused like 8
-// rather than simulated as a dense model, and 1.0 expert is a dense model.
+// every number) means the same as the integer: 8.0 experts are 8 rather than
+// a dense model, and 1.0 expert is a dense model.
 TEST(HfConfigErrors, WholeFloatsReadAsIntegers) {
   for (const char* key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
     json doc = llama();
     doc[key] = 8.0;
-    EXPECT_EQ(error_of(doc), std::string("config.json: ") + key +
-                                 ": mixture-of-experts models are not supported (the "
-                                 "transformer family has one MLP per block)");
+    doc["num_experts_per_tok"] = 2.0;
+    EXPECT_EQ(parse_hf_config(doc, "config.json").moe.experts, 8) << key;
+    doc.erase("num_experts_per_tok");
     doc[key] = 1.0;
     EXPECT_EQ(parse_hf_config(doc, "config.json").d_model, 64);
     doc[key] = 8.5;

@@ -1,6 +1,6 @@
 // Scenario keys for model structure: layer graphs (inputs), the amoebanet and
-// resnet families,
-// and the transformer's tied embeddings and key/value heads.
+// resnet families, and the transformer's tied embeddings, key/value heads and
+// mixture of experts.
 
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 
 #include "costmodels/model_families.h"
 #include "scenario_docs.h"
+#include "sim/scenario/model_json.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
@@ -148,6 +149,59 @@ TEST(ScenarioTransformer, TiedEmbeddingsAndKeyValueHeads) {
   doc["model"]["kv_heads"] = 3;
   const ScenarioError e = error_of(doc);
   EXPECT_STREQ(e.what(), "bad.json: model.kv_heads: 3 key/value heads do not divide heads 4");
+}
+
+TEST(ScenarioTransformer, MixtureOfExperts) {
+  json doc = good_doc();
+  doc["model"]["experts"] = 8;
+  doc["model"]["experts_per_token"] = 2;
+  doc["model"]["expert_d_ff"] = 128;
+  doc["model"]["shared_d_ff"] = 64;
+  doc["model"]["dense_layers"] = 1;
+  const Scenario s = parse_scenario(doc, "t.json");
+  ASSERT_TRUE(s.model.transformer);
+  const MoeParams& moe = s.model.transformer->moe;
+  EXPECT_EQ(moe.experts, 8);
+  EXPECT_EQ(moe.experts_per_token, 2);
+  EXPECT_EQ(moe.expert_d_ff, 128);
+  EXPECT_EQ(moe.shared_d_ff, 64);
+  EXPECT_EQ(moe.dense_layers, 1);
+  // Written back (a plan's model) and read again: the same model.
+  json again = good_doc();
+  again["model"] = transformer_model_json(*s.model.transformer, s.model.name);
+  EXPECT_EQ(parse_scenario(again, "t.json").model.total_params(), s.model.total_params());
+  EXPECT_EQ(again["model"]["dense_layers"], 1);
+  // Defaults: each expert as wide as d_ff, no shared MLP, no dense blocks.
+  doc["model"].erase("expert_d_ff");
+  doc["model"].erase("shared_d_ff");
+  doc["model"].erase("dense_layers");
+  const MoeParams plain = parse_scenario(doc, "t.json").model.transformer->moe;
+  EXPECT_EQ(plain.expert_d_ff, 4 * 64);
+  EXPECT_EQ(plain.shared_d_ff, 0);
+  EXPECT_EQ(plain.dense_layers, 0);
+}
+
+TEST(ScenarioTransformer, MixtureOfExpertsErrors) {
+  json doc = good_doc();
+  doc["model"]["experts_per_token"] = 2;
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.experts_per_token: shapes a mixture of experts: give "
+               "model.experts too");
+  doc["model"]["experts"] = 8;
+  doc["model"]["experts_per_token"] = 9;
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.experts_per_token: expected a positive integer no larger than 8, "
+               "got 9");
+  doc["model"].erase("experts_per_token");
+  EXPECT_STREQ(error_of(doc).what(), "bad.json: model.experts_per_token: missing required key");
+  doc["model"]["experts_per_token"] = 2;
+  doc["model"]["dense_layers"] = 5;
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.dense_layers: expected a non-negative integer no larger than 4, "
+               "got 5");
+  doc["model"]["dense_layers"] = 0;
+  doc["model"]["experts"] = 0;
+  EXPECT_STREQ(error_of(doc).what(), "bad.json: model.experts: expected a positive integer, got 0");
 }
 
 }  // namespace

@@ -1,0 +1,124 @@
+// The transformer family's mixture of experts (costmodels/model_families.h,
+// MoeParams): parameters, FLOPs, stash and tensor splits, by hand and against
+// published models.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "costmodels/model_families.h"
+
+namespace pipescope {
+namespace {
+
+// h = 4, f = 16, s = 4, a = 2, V = 10, fp32 (e = 4), fused attention, no
+// dropout; 4 experts of width 8, 2 a token, a shared MLP of width 4.
+TransformerParams tiny_moe() {
+  TransformerParams p;
+  p.layers = 2;
+  p.d_model = 4;
+  p.d_ff = 16;
+  p.heads = 2;
+  p.seq_len = 4;
+  p.vocab = 10;
+  p.dtype = DType::kFp32;
+  p.dropout = false;
+  p.moe = {4, 2, 8, 4, 0};
+  return p;
+}
+
+TEST(MixtureOfExperts, BlockByHand) {
+  const TransformerParams p = tiny_moe();
+  TransformerParams dense = p;
+  dense.moe = {};
+  const LayerSpec d = make_transformer(dense).layers[1];
+  const LayerSpec l = make_transformer(p).layers[1];
+  // The dense MLP's 4shf = 1024 FLOPs give way to the experts' 4skhf_e =
+  // 1024, the shared MLP's 4shf_s = 256 and the router's 2shE = 128.
+  EXPECT_EQ(l.fwd_flops, d.fwd_flops - 1024 + 1024 + 256 + 128);
+  EXPECT_EQ(l.bwd_flops, 2 * l.fwd_flops);
+  // The dense MLP's 2hf + f + h = 148 give way to 4 experts of 2hf_e + f_e +
+  // h = 76, the shared MLP's 2hf_s + f_s + h = 40 and the router's hE = 16.
+  EXPECT_EQ(l.params, d.params - 148 + 4 * 76 + 40 + 16);
+  // Stash: each token's copy for each of its 2 experts e*skh = 128, the
+  // experts' GeLU and down-projection inputs 2e*skf_e = 512 and the shared
+  // MLP's 2e*sf_s = 128 for the dense MLP's 2e*sf = 512, the router's fp32
+  // probabilities 4sE = 64 and indices and weights 8sk = 64.
+  EXPECT_EQ(l.stash_bytes, d.stash_bytes + 128 + 512 + 128 - 512 + 64 + 64);
+  EXPECT_EQ(l.out_bytes, d.out_bytes);
+  EXPECT_EQ(l.core_fwd_flops, d.core_fwd_flops);
+}
+
+TEST(MixtureOfExperts, TheFirstDenseLayersKeepTheDenseMlp) {
+  TransformerParams p = tiny_moe();
+  p.layers = 3;
+  p.moe.dense_layers = 2;
+  TransformerParams dense = p;
+  dense.moe = {};
+  const ModelSpec m = make_transformer(p);
+  const ModelSpec d = make_transformer(dense);
+  EXPECT_EQ(m.layers[1].params, d.layers[1].params);
+  EXPECT_EQ(m.layers[2].params, d.layers[2].params);
+  EXPECT_EQ(*m.layers[2].kernels, *d.layers[2].kernels);
+  EXPECT_NE(m.layers[3].params, d.layers[3].params);
+  EXPECT_NE(*m.layers[3].kernels, *m.layers[1].kernels);
+  EXPECT_TRUE(p.moe.in_block(2));
+  EXPECT_FALSE(p.moe.in_block(1));
+}
+
+// Each expert splits over the tensor-parallel devices as the dense MLP does;
+// the router and each expert's down bias are whole on every device.
+TEST(MixtureOfExperts, TensorParallelismSplitsTheExperts) {
+  TransformerParams p = tiny_moe();
+  const LayerSpec whole = make_transformer(p).layers[1];
+  const LayerSpec half = make_transformer(p, "t", {2, false}).layers[1];
+  // Attention (2hh + h + 2hh + 2h) / 2 + h + 4h = 58; experts 4 * ((2hf_e +
+  // f_e) / 2 + h) = 4 * 40; shared (2hf_s + f_s) / 2 + h = 22; router 16.
+  EXPECT_EQ(half.params, 58 + 4 * 40 + 22 + 16);
+  EXPECT_EQ(whole.params, 96 + 4 * 76 + 40 + 16);
+  // Every product splits but the router's 2shE = 128, which each device runs
+  // on its s rows (s / 2 with sequence parallelism).
+  EXPECT_DOUBLE_EQ(half.fwd_flops, (whole.fwd_flops - 128) / 2 + 128);
+  const LayerSpec sequence = make_transformer(p, "t", {2, true}).layers[1];
+  EXPECT_DOUBLE_EQ(sequence.fwd_flops, whole.fwd_flops / 2);
+
+  EXPECT_EQ(tensor_split_problem(p, {2, false}), "");
+  p.moe.expert_d_ff = 9;
+  EXPECT_EQ(tensor_split_problem(p, {2, false}),
+            "2 tensor-parallel devices do not divide expert_d_ff 9");
+  p.moe.expert_d_ff = 8;
+  p.moe.shared_d_ff = 3;
+  EXPECT_EQ(tensor_split_problem(p, {2, false}),
+            "2 tensor-parallel devices do not divide shared_d_ff 3");
+}
+
+// Mixtral 8x7B (Jiang et al. 2024: "46.7B total parameters", "12.9B active
+// parameters per token"): 32 blocks of width 4096, 32 heads with 8 key/value
+// heads, 8 SwiGLU experts of 14336 (21504 as two matrices), 2 a token, a
+// vocabulary of 32000, untied.
+TEST(MixtureOfExperts, MixtralHasItsPublishedParameters) {
+  TransformerParams p;
+  p.layers = 32;
+  p.d_model = 4096;
+  p.d_ff = 21504;
+  p.heads = 32;
+  p.kv_heads = 8;
+  p.seq_len = 4096;
+  p.vocab = 32000;
+  p.dtype = DType::kBf16;
+  p.moe = {8, 2, 21504, 0, 0};
+  const ModelSpec m = make_transformer(p);
+  // 46,702,792,704 in MixtralForCausalLM; the family's biases and LayerNorm
+  // shifts add 0.02 %.
+  EXPECT_NEAR(static_cast<double>(m.total_params()) / 46'702'792'704.0, 1.0, 0.0005);
+  // Active parameters: a token's matrix FLOPs are twice the weights it
+  // passes through; with the token table's h a token, 12.9B.
+  double matrix_flops = 0.0;
+  for (const LayerSpec& l : m.layers) matrix_flops += l.fwd_flops - l.core_fwd_flops;
+  const double active = matrix_flops / 2.0 / 4096.0 + 32000.0 * 4096.0;
+  EXPECT_NEAR(active / 12.9e9, 1.0, 0.005);
+}
+
+}  // namespace
+}  // namespace pipescope
