@@ -1,0 +1,124 @@
+// One transformer block's costs and kernels on one device
+// (costmodels/transformer_parts.h), dense or with a mixture of experts.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/transformer_parts.h"
+
+namespace pipescope::family_parts {
+
+void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, std::int64_t f,
+                      std::int64_t t, Bytes e) {
+  k.push_back(gemm(s, f / t, h));
+  k.push_back(memory(2 * s * (f / t) * e, 3 * s * (f / t) * e));  // bias + GeLU
+  k.push_back(gemm(s, h, f / t));
+}
+
+std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
+                                  TensorSplit split, bool moe) {
+  const std::int64_t t = split.ways;
+  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads / t, d = h / p.heads;
+  const std::int64_t rows = split.sequence ? s / t : s;  // of the layer norms and dropout-adds
+  const Bytes e = dtype_bytes(p.dtype);
+  const Bytes mask = p.dropout ? 1 : 0;
+  const Kernel layer_norm = norm_kernel(p.fused_norm, rows * h, e);
+  // Residual add with dropout on the branch: reads branch and residual, writes the
+  // sum and the mask; backward reads the gradient and the mask, writes one.
+  const Kernel dropout_add = memory(rows * h * (3 * e + mask), rows * h * (2 * e + mask));
+  std::vector<Kernel> k;
+  k.push_back(layer_norm);
+  k.push_back(gemm(s, (h + 2 * d_kv) / t, h));
+  const auto core = [&k](Kernel kernel) {
+    kernel.attention_core = true;
+    k.push_back(kernel);
+  };
+  if (p.fused_attention) {
+    Kernel att;
+    att.kind = Kernel::Kind::kAttention;
+    att.seq = s;
+    att.head_dim = d;
+    att.batch_count = a;
+    att.causal = true;
+    core(att);
+  } else {
+    // Scores Q.K^T per head, a fused scale-mask-softmax over the a x s x s
+    // scores (backward: reads probabilities and their gradient, writes one),
+    // dropout on the probabilities, then the product with V.
+    Kernel scores = gemm(s, s, d);
+    scores.batch_count = a;
+    scores.has_weight = false;
+    Kernel context = gemm(s, d, s);
+    context.batch_count = a;
+    context.has_weight = false;
+    core(scores);
+    core(memory(2 * a * s * s * e, 3 * a * s * s * e));
+    if (p.dropout) core(memory(a * s * s * (2 * e + 1), a * s * s * (2 * e + 1)));
+    core(context);
+  }
+  k.push_back(gemm(s, h, h / t));
+  k.push_back(dropout_add);
+  k.push_back(layer_norm);
+  if (moe) {
+    append_moe_mlp(k, p.moe, s, h, t, split.sequence ? t : 1, e);
+  } else {
+    append_dense_mlp(k, s, h, f, t, e);
+  }
+  k.push_back(dropout_add);
+  return k;
+}
+
+BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, bool moe) {
+  const std::int64_t s = d.s, h = d.h, a = d.a, f = d.f, d_kv = d.d_kv, t = d.t, c = d.c;
+  const Bytes e = d.e;
+  // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
+  // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,
+  // MLP 4shf, scores and attention over V 4s^2h; 24sh^2 + 4s^2h for f = 4h. With
+  // grouped-query attention K and V take 4sh*d_kv instead of 4sh^2 (Q and output
+  // projection stay 4sh^2); the scores are unchanged.
+  // Every product splits over the t devices.
+  const Flops block_fwd = (4.0 * f64(s) * f64(h) * (f64(h) + f64(d_kv)) +
+                           4.0 * f64(s) * f64(h) * f64(f) + 4.0 * f64(s) * f64(s) * f64(h)) /
+                          f64(t);
+  // Q and output projection weights and biases 2h^2 + 2h, K and V 2h*d_kv + 2d_kv
+  // (4h^2 + 4h together without GQA), MLP 2hf + f + h, two LayerNorms (gain, bias)
+  // 4h. Split over t devices: the column-split QKV and MLP up projections with
+  // their biases, the row-split output and MLP down weights; the biases of the
+  // last two (added after the all-reduce) and the LayerNorms stay whole.
+  const std::int64_t block_params =
+      (2 * h * h + h + 2 * h * d_kv + 2 * d_kv + 2 * h * f + f) / t + 2 * h + 4 * h;
+  // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  // Models", section 4.1, for any element size e and any f, dropout masks 1 byte:
+  //   attention: QKV input e*sh, Q and K 2e*sh, softmax output e*as^2, its dropout
+  //     mask 1*as^2 and output e*as^2, V e*sh, output projection input e*sh, its
+  //     dropout mask 1*sh;
+  //   MLP: first linear input e*sh, GeLU input e*sf, second linear input e*sf,
+  //     dropout mask 1*sh;
+  //   two LayerNorm inputs 2e*sh (the first is the block input).
+  // Sum: s*(h*(8e + 2) + 2e*f) + a*s^2*(2e + 1); e = 2, f = 4h gives their
+  // sh*(34 + 5as/h). With grouped-query attention K and V are e*s*d_kv each.
+  // Without dropout the masks and the dropped probabilities go: s*(8e*h + 2e*f) +
+  // e*a*s^2.
+  // Under tensor parallelism (their section 4.2.2) the two LayerNorm inputs,
+  // the QKV and MLP inputs and the two dropout masks, s*h*(4e + 2), are whole
+  // on every device (split by t with sequence parallelism, 4.2.3), the rest
+  // split by t: their sh*(10 + 24/t + 5as/(ht)) and sh*(34/t + 5as/(ht)).
+  // The a*s^2 terms are attention's core, which selective recomputation drops
+  // (their section 4.3: sh*34/t with sequence parallelism). Fused attention
+  // (FlashAttention) never writes them: its backward rebuilds the scores from
+  // Q, K, V and the log-sum-exp of each row of each head it kept, 4as bytes
+  // (fp32), so its stash is that core instead (Dao et al. 2022, section 3.1).
+  const Bytes mask = p.dropout ? 1 : 0;
+  const Bytes replicated_stash = s * h * (4 * e + 2 * mask);
+  const Bytes split_stash = s * (2 * e * h + 2 * e * d_kv + 2 * e * f);
+  const Bytes core_stash = (p.fused_attention ? 4 * a * s : a * s * s * (e + mask * (e + 1))) / t;
+  const Bytes block_stash = replicated_stash / c + split_stash / t + core_stash;
+  // What crosses a cut: the s x h output, whole on every device of the group
+  // (each sends its copy to its peer of the next stage), or its s / t rows
+  // with sequence parallelism.
+  const Bytes block_out = s * h * e / c;
+  const BlockCosts dense{block_fwd, block_params, block_stash, core_stash, block_out};
+  return moe ? moe_block_costs(p, d, dense) : dense;
+}
+
+}  // namespace pipescope::family_parts
