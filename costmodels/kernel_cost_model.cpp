@@ -140,7 +140,10 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
       break;
     }
     case Kernel::Kind::kAttention: {
-      const double flops = 4.0 * f64(kn.seq) * f64(kn.seq) * f64(kn.head_dim) *
+      // 2 s^2 per head for the scores over the keys' width and as many for
+      // the product with the values over theirs.
+      const std::int64_t value_dim = kn.value_dim > 0 ? kn.value_dim : kn.head_dim;
+      const double flops = 2.0 * f64(kn.seq) * f64(kn.seq) * f64(kn.head_dim + value_dim) *
                            f64(kn.batch_count) * f64(batch) * (kn.causal ? 0.5 : 1.0);
       out.forward = launch + flops / (attention_peak * t.attention_fwd_efficiency);
       out.backward =

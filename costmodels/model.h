@@ -33,7 +33,8 @@ struct Kernel {
   Bytes bytes = 0;               // kMemory: bytes the forward moves per sample
   Bytes bwd_bytes = 0;           // kMemory: bytes its backward moves per sample
   std::int64_t seq = 0;          // kAttention: sequence length
-  std::int64_t head_dim = 0;     // kAttention
+  std::int64_t head_dim = 0;     // kAttention: the queries' and keys' width per head
+  std::int64_t value_dim = 0;    // kAttention: the values' width per head (0: head_dim)
   bool causal = false;           // kAttention: a causal mask (half the score matrix)
   bool has_weight = true;        // kGemm: the right operand is a weight (its gradient is W)
   // kGemm: the batch_count products each have a weight of their own and share

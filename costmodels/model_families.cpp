@@ -111,6 +111,12 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
                               moe.dense_layers >= 0 && moe.dense_layers <= p.layers)),
       "a mixture of experts needs experts >= experts_per_token >= 1, a positive "
       "expert_d_ff and dense_layers within the blocks");
+  const LatentAttention& mla = p.mla;
+  PS_CHECK(mla.kv_lora_rank >= 0 &&
+               (!mla.enabled() ||
+                (mla.q_lora_rank >= 0 && mla.qk_nope_head_dim >= 0 && mla.qk_rope_head_dim >= 0 &&
+                 mla.qk_head_dim() > 0 && mla.v_head_dim > 0)),
+           "latent attention needs positive ranks and head widths");
   const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, v = p.vocab;
   const std::int64_t f = p.d_ff == 0 ? 4 * h : p.d_ff;
   // Width of the K and V projections: h for multi-head attention, h * kv / a with
@@ -138,6 +144,14 @@ void require_transformer_fits(const TransformerParams& p, const TransformerDims&
                "the bytes the head stashes per sample");
   require_fits(f64(p.layers) * (4 * H * H + 2 * H * F + F + 9 * H) + 2 * V * H + S * H,
                "the parameters");
+  const LatentAttention& mla = p.mla;
+  if (mla.enabled()) {
+    const double widest = std::max({H, f64(mla.q_lora_rank), f64(mla.kv_lora_rank)});
+    require_fits(f64(p.layers) * A * 3 * f64(mla.qk_head_dim() + mla.v_head_dim) * widest,
+                 "latent attention's parameters");
+    require_fits(S * A * 4 * E * f64(mla.qk_head_dim() + mla.v_head_dim),
+                 "the bytes latent attention stashes per sample");
+  }
   const MoeParams& moe = p.moe;
   if (moe.enabled()) {
     const double Ex = moe.experts, K = moe.experts_per_token;
@@ -192,7 +206,7 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
     LayerSpec& block = m.layers.back();
     block.kernels = mixture ? moe_kernels : dense_kernels;
     block.core_stash_bytes = costs.core_stash;
-    block.core_fwd_flops = 4.0 * f64(s) * f64(s) * f64(h) / f64(t);
+    block.core_fwd_flops = costs.core_fwd;
     if (t > 1) {  // after the output and the MLP down projections; in the backward before
       block.tp_fwd_allreduces = block.tp_bwd_allreduces = 2;
       block.tp_fwd_bytes = block.tp_bwd_bytes = 2 * s * h * e;

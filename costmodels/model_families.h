@@ -56,6 +56,26 @@ struct MoeParams {
   bool in_block(int i) const { return enabled() && i >= dense_layers; }
 };
 
+// Multi-head latent attention (DeepSeek-V2 and V3, DeepSeek-AI 2024): the
+// queries through a rank-q_lora_rank bottleneck (0: one d_model x heads x
+// (qk_nope_head_dim + qk_rope_head_dim) projection), the keys and values
+// expanded per head from one rank-kv_lora_rank latent, each head's keys also
+// carrying a qk_rope_head_dim-wide rotary part shared by the heads; queries and
+// keys are qk_nope_head_dim + qk_rope_head_dim wide a head, values
+// v_head_dim, and the output projection takes heads x v_head_dim back to
+// d_model. Each bottleneck has a norm of its width. kv_lora_rank = 0: the
+// family's usual attention.
+struct LatentAttention {
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+
+  bool enabled() const { return kv_lora_rank > 0; }
+  std::int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
 struct TransformerParams {
   int layers = 0;
   std::int64_t d_model = 0;
@@ -107,6 +127,8 @@ struct TransformerParams {
   CrossEntropy cross_entropy = CrossEntropy::kFp32;
   // The blocks' mixture of experts, if any.
   MoeParams moe;
+  // The blocks' attention as latent attention, if kv_lora_rank is set.
+  LatentAttention mla;
 };
 // Megatron-LM's tensor parallelism over `ways` devices (Shoeybi et al. 2019):
 // each block's QKV and MLP up projections split by columns, its output and MLP

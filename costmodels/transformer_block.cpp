@@ -15,6 +15,38 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
   k.push_back(gemm(s, h, f / t));
 }
 
+void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
+                           std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e) {
+  const auto core = [&k](Kernel kernel) {
+    kernel.attention_core = true;
+    k.push_back(kernel);
+  };
+  if (p.fused_attention) {
+    Kernel att;
+    att.kind = Kernel::Kind::kAttention;
+    att.seq = s;
+    att.head_dim = qk;
+    att.value_dim = v == qk ? 0 : v;
+    att.batch_count = heads;
+    att.causal = true;
+    core(att);
+    return;
+  }
+  // Scores Q.K^T per head, a fused scale-mask-softmax over the heads x s x s
+  // scores (backward: reads probabilities and their gradient, writes one),
+  // dropout on the probabilities, then the product with V.
+  Kernel scores = gemm(s, s, qk);
+  scores.batch_count = heads;
+  scores.has_weight = false;
+  Kernel context = gemm(s, v, s);
+  context.batch_count = heads;
+  context.has_weight = false;
+  core(scores);
+  core(memory(2 * heads * s * s * e, 3 * heads * s * s * e));
+  if (p.dropout) core(memory(heads * s * s * (2 * e + 1), heads * s * s * (2 * e + 1)));
+  core(context);
+}
+
 std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
                                   TensorSplit split, bool moe) {
   const std::int64_t t = split.ways;
@@ -28,35 +60,13 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   const Kernel dropout_add = memory(rows * h * (3 * e + mask), rows * h * (2 * e + mask));
   std::vector<Kernel> k;
   k.push_back(layer_norm);
-  k.push_back(gemm(s, (h + 2 * d_kv) / t, h));
-  const auto core = [&k](Kernel kernel) {
-    kernel.attention_core = true;
-    k.push_back(kernel);
-  };
-  if (p.fused_attention) {
-    Kernel att;
-    att.kind = Kernel::Kind::kAttention;
-    att.seq = s;
-    att.head_dim = d;
-    att.batch_count = a;
-    att.causal = true;
-    core(att);
+  if (p.mla.enabled()) {
+    append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
   } else {
-    // Scores Q.K^T per head, a fused scale-mask-softmax over the a x s x s
-    // scores (backward: reads probabilities and their gradient, writes one),
-    // dropout on the probabilities, then the product with V.
-    Kernel scores = gemm(s, s, d);
-    scores.batch_count = a;
-    scores.has_weight = false;
-    Kernel context = gemm(s, d, s);
-    context.batch_count = a;
-    context.has_weight = false;
-    core(scores);
-    core(memory(2 * a * s * s * e, 3 * a * s * s * e));
-    if (p.dropout) core(memory(a * s * s * (2 * e + 1), a * s * s * (2 * e + 1)));
-    core(context);
+    k.push_back(gemm(s, (h + 2 * d_kv) / t, h));
+    append_attention_core(k, p, s, a, d, d, e);
+    k.push_back(gemm(s, h, h / t));
   }
-  k.push_back(gemm(s, h, h / t));
   k.push_back(dropout_add);
   k.push_back(layer_norm);
   if (moe) {
@@ -117,7 +127,9 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // (each sends its copy to its peer of the next stage), or its s / t rows
   // with sequence parallelism.
   const Bytes block_out = s * h * e / c;
-  const BlockCosts dense{block_fwd, block_params, block_stash, core_stash, block_out};
+  const Flops core_fwd = 4.0 * f64(s) * f64(s) * f64(h) / f64(t);
+  const BlockCosts usual{block_fwd, block_params, block_stash, core_stash, block_out, core_fwd};
+  const BlockCosts dense = p.mla.enabled() ? latent_attention_costs(p, d, usual) : usual;
   return moe ? moe_block_costs(p, d, dense) : dense;
 }
 

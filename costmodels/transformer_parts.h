@@ -3,7 +3,8 @@
 // fields and the kernels' constructors; for the transformer family, its sizes
 // under a tensor split and what one block costs. model_families.cpp builds
 // the layers, transformer_block.cpp gives a block's costs and kernels, and
-// mixture_of_experts.cpp the mixture's share of them.
+// latent_attention.cpp and mixture_of_experts.cpp latent attention's and the
+// mixture's share of them.
 
 #include <cstdint>
 #include <string>
@@ -88,6 +89,7 @@ struct BlockCosts {
   Bytes stash = 0;
   Bytes core_stash = 0;
   Bytes out = 0;
+  Flops core_fwd = 0.0;  // attention's core: the scores and the product with the values
 };
 
 // The FLOPs, parameters, stash and output of one block under the split of
@@ -111,6 +113,20 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
 // wide, split by t.
 void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, std::int64_t f,
                       std::int64_t t, Bytes e);
+
+// Attention's core for `heads` heads of s tokens: one fused kernel, or the
+// unfused scores, softmax, dropout and product with the values; queries and
+// keys `qk` wide a head, values `v`.
+void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
+                           std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e);
+
+// latent_attention.cpp: latent attention's kernels from the block's layer norm
+// to its output projection, and its share of a block's costs in place of the
+// usual attention's.
+void append_latent_attention(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
+                             std::int64_t t, std::int64_t c, Bytes e);
+BlockCosts latent_attention_costs(const TransformerParams& p, const TransformerDims& d,
+                                  const BlockCosts& usual);
 
 // mixture_of_experts.cpp: the mixture's kernels and its share of a block's
 // costs, in place of the dense MLP's.

@@ -93,13 +93,6 @@ std::int64_t mlp_width(std::int64_t inner, bool gated) {
 // Layouts of experts the family cannot express, refused at the key that asks
 // for them.
 void reject_unsupported_moe(ObjectReader& r) {
-  for (const char* key : {"kv_lora_rank", "q_lora_rank"}) {
-    if (const std::optional<Found> f = find_any(r, {key})) {
-      r.fail(key,
-             "multi-head latent attention (DeepSeek's compressed keys and values) is not "
-             "supported: the transformer family's attention projects d_model to its heads");
-    }
-  }
   for (const char* key : {"decoder_sparse_step", "moe_layer_freq"}) {
     const std::optional<Found> f = find_any(r, {key});
     if (f && integer_of(r, *f, kPositiveSmallInt) != 1) {
@@ -112,6 +105,27 @@ void reject_unsupported_moe(ObjectReader& r) {
       only != nullptr && !only->is_null() && !(only->is_array() && only->empty())) {
     r.fail("mlp_only_layers", "dense blocks between sparse ones are not supported");
   }
+}
+
+// DeepSeek's multi-head latent attention, where kv_lora_rank is given:
+// q_lora_rank (absent or null: queries projected directly), qk_nope_head_dim,
+// qk_rope_head_dim and v_head_dim.
+LatentAttention read_latent_attention(ObjectReader& r) {
+  LatentAttention mla;
+  const std::optional<Found> kv = find_any(r, {"kv_lora_rank"});
+  if (!kv) return mla;
+  mla.kv_lora_rank = integer_of(r, *kv, kModelWidth);
+  if (const std::optional<Found> q = find_any(r, {"q_lora_rank"})) {
+    mla.q_lora_rank = integer_of(r, *q, IntRange{0, kModelWidth.max});
+  }
+  mla.qk_nope_head_dim = required(r, {"qk_nope_head_dim"}, IntRange{0, kModelWidth.max});
+  mla.qk_rope_head_dim = required(r, {"qk_rope_head_dim"}, IntRange{0, kModelWidth.max});
+  mla.v_head_dim = required(r, {"v_head_dim"}, kModelWidth);
+  if (mla.qk_head_dim() == 0) {
+    r.fail("qk_nope_head_dim",
+           "the queries and keys need a width: qk_nope_head_dim and qk_rope_head_dim are both 0");
+  }
+  return mla;
 }
 
 // The mixture of experts, when the config has one (more than one expert):
@@ -242,6 +256,7 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
   const std::optional<Found> tied = find_any(r, {"tie_word_embeddings"});
   p.tied_embeddings = !tied || as_bool(*tied->value, r.where(tied->key));
   p.moe = read_moe(r, gated, p.layers);
+  p.mla = read_latent_attention(r);
   check_sizes_fit(p, r);
   return p;
 }

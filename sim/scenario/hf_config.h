@@ -38,10 +38,15 @@
 //   shared_d_ff        shared_expert_intermediate_size, or n_shared_experts x
 //                      moe_intermediate_size (absent: none)
 //   dense_layers       first_k_dense_replace (absent: 0)
-// Refused at their keys: multi-head latent attention (q_lora_rank,
-// kv_lora_rank: DeepSeek-V2/V3), experts in every n-th block only
+// Refused at their keys: experts in every n-th block only
 // (decoder_sparse_step, moe_layer_freq other than 1) and dense blocks between
 // sparse ones (mlp_only_layers).
+//
+// Multi-head latent attention (DeepSeek-V2/V3; LatentAttention), where
+// kv_lora_rank is given: q_lora_rank (absent or null: 0), qk_nope_head_dim,
+// qk_rope_head_dim, v_head_dim. DeepSeek-V3's multi-token prediction module
+// (num_nextn_predict_layers) is not modelled: its 671B parameters are the
+// main model's.
 
 #include <cstdint>
 #include <filesystem>

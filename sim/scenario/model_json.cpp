@@ -24,6 +24,13 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (p.cross_entropy != CrossEntropy::kFp32) {
     m["cross_entropy"] = std::string(to_string(p.cross_entropy));
   }
+  if (p.mla.enabled()) {
+    m["latent_attention"] = {{"q_lora_rank", p.mla.q_lora_rank},
+                             {"kv_lora_rank", p.mla.kv_lora_rank},
+                             {"qk_nope_head_dim", p.mla.qk_nope_head_dim},
+                             {"qk_rope_head_dim", p.mla.qk_rope_head_dim},
+                             {"v_head_dim", p.mla.v_head_dim}};
+  }
   if (p.moe.enabled()) {
     m["experts"] = p.moe.experts;
     m["experts_per_token"] = p.moe.experts_per_token;

@@ -58,6 +58,25 @@ MoeParams read_moe(ObjectReader& m, const TransformerParams& p) {
   return moe;
 }
 
+// model.latent_attention: its ranks and head widths (docs/file-formats.md).
+LatentAttention read_latent_attention(ObjectReader& m) {
+  LatentAttention mla;
+  std::optional<ObjectReader> o = m.opt_object("latent_attention");
+  if (!o) return mla;
+  mla.q_lora_rank = o->opt_integer("q_lora_rank", IntRange{0, kModelWidth.max}).value_or(0);
+  mla.kv_lora_rank = o->integer("kv_lora_rank", kModelWidth);
+  mla.qk_nope_head_dim = o->integer("qk_nope_head_dim", IntRange{0, kModelWidth.max});
+  mla.qk_rope_head_dim = o->integer("qk_rope_head_dim", IntRange{0, kModelWidth.max});
+  mla.v_head_dim = o->integer("v_head_dim", kModelWidth);
+  if (mla.qk_head_dim() == 0) {
+    o->fail("qk_nope_head_dim",
+            "the queries and keys need a width: qk_nope_head_dim and "
+            "qk_rope_head_dim are both 0");
+  }
+  o->finish();
+  return mla;
+}
+
 // The fields the framework's profile gives a transformer unless the model
 // says otherwise: how attention, the layer norms and the loss run.
 ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
@@ -98,6 +117,7 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
                            std::to_string(p.heads));
   }
   p.moe = read_moe(m, p);
+  p.mla = read_latent_attention(m);
   return make_transformer(p, name);
 }
 

@@ -152,8 +152,10 @@ double kernel_flops(const std::vector<Kernel>& kernels) {
     const auto d = [](std::int64_t x) { return static_cast<double>(x); };
     if (k.kind == Kernel::Kind::kGemm)
       flops += 2.0 * d(k.rows) * d(k.n) * d(k.k) * d(k.batch_count);
-    if (k.kind == Kernel::Kind::kAttention)
-      flops += 4.0 * d(k.seq) * d(k.seq) * d(k.head_dim) * d(k.batch_count);
+    if (k.kind == Kernel::Kind::kAttention) {
+      const std::int64_t v = k.value_dim > 0 ? k.value_dim : k.head_dim;
+      flops += 2.0 * d(k.seq) * d(k.seq) * d(k.head_dim + v) * d(k.batch_count);
+    }
   }
   return flops;
 }
@@ -201,6 +203,36 @@ TEST(KernelCostModel, MixtureKernelsCarryTheBlocksFlops) {
 
 // A grouped GEMM (one product per expert) runs over the micro-batch's tokens:
 // b samples multiply its rows, not its products.
+// So do latent attention's, with and without a query bottleneck, fused or
+// not, split or not.
+TEST(KernelCostModel, LatentAttentionKernelsCarryTheBlocksFlops) {
+  TransformerParams p;
+  p.layers = 1;
+  p.d_model = 256;
+  p.heads = 4;
+  p.seq_len = 128;
+  p.vocab = 1000;
+  p.dtype = DType::kBf16;
+  for (const std::int64_t q : {0, 96}) {
+    p.mla = {q, 32, 48, 16, 40};
+    for (const bool fused : {true, false}) {
+      p.fused_attention = fused;
+      for (const TensorSplit split :
+           {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true}}) {
+        const LayerSpec& block = make_transformer(p, "m", split).layers[1];
+        EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops)
+            << "q " << q << " fused " << fused << " T=" << split.ways << " sequence "
+            << split.sequence;
+        double core = 0.0;
+        for (const Kernel& k : *block.kernels) {
+          if (k.attention_core) core += kernel_flops({k});
+        }
+        EXPECT_DOUBLE_EQ(core, block.core_fwd_flops);
+      }
+    }
+  }
+}
+
 TEST(KernelCostModel, GroupedGemmRowsGrowWithTheMicroBatch) {
   const Device d = find_device_preset("a100-80g")->device;
   Kernel g;

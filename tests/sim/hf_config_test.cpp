@@ -245,6 +245,27 @@ TEST(HfConfig, Qwen15MoeA27b) {
   EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 14.3e9, 1.0, 0.005);
 }
 
+// DeepSeek-V3 as published on the Hub (deepseek-ai/DeepSeek-V3): latent
+// attention, 256 routed experts and one shared, the first 3 blocks dense;
+// 671B parameters in its report, the multi-token prediction module aside.
+TEST(HfConfig, DeepSeekV3) {
+  const TransformerParams p = read_hf_config(kHf + "deepseek-v3/config.json", 4096);
+  EXPECT_EQ(p.layers, 61);
+  EXPECT_EQ(p.heads, 128);
+  EXPECT_EQ(p.d_ff, 27648);  // 1.5 * 18432, the dense blocks'
+  EXPECT_EQ(p.moe.experts, 256);
+  EXPECT_EQ(p.moe.experts_per_token, 8);
+  EXPECT_EQ(p.moe.expert_d_ff, 3072);  // 1.5 * 2048
+  EXPECT_EQ(p.moe.shared_d_ff, 3072);
+  EXPECT_EQ(p.moe.dense_layers, 3);
+  EXPECT_EQ(p.mla.q_lora_rank, 1536);
+  EXPECT_EQ(p.mla.kv_lora_rank, 512);
+  EXPECT_EQ(p.mla.qk_nope_head_dim, 128);
+  EXPECT_EQ(p.mla.qk_rope_head_dim, 64);
+  EXPECT_EQ(p.mla.v_head_dim, 128);
+  EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 671e9, 1.0, 0.001);
+}
+
 // DeepSeek's form: routed and shared experts of moe_intermediate_size and
 // dense first blocks of intermediate_size.
 TEST(HfConfig, SharedExpertsAndDenseFirstBlocks) {
@@ -273,12 +294,26 @@ TEST(HfConfigErrors, MixtureOfExperts) {
       "config.json: num_experts_per_tok: expected a positive integer no larger than 8, got 9");
   doc["num_experts_per_tok"] = 2;
   EXPECT_EQ(parse_hf_config(doc, "config.json").moe.expert_d_ff, 258);
-  doc["kv_lora_rank"] = 512;
+  // Latent attention: its widths are required with kv_lora_rank; a null
+  // q_lora_rank (DeepSeek-V2-Lite) projects the queries directly.
+  doc["kv_lora_rank"] = 32;
+  EXPECT_EQ(error_of(doc), "config.json: qk_nope_head_dim: missing");
+  doc["qk_nope_head_dim"] = 16;
+  doc["qk_rope_head_dim"] = 8;
+  EXPECT_EQ(error_of(doc), "config.json: v_head_dim: missing");
+  doc["v_head_dim"] = 16;
+  doc["q_lora_rank"] = nullptr;
+  EXPECT_EQ(parse_hf_config(doc, "config.json").mla.q_lora_rank, 0);
+  EXPECT_EQ(parse_hf_config(doc, "config.json").mla.kv_lora_rank, 32);
+  doc["qk_nope_head_dim"] = 0;
+  doc["qk_rope_head_dim"] = 0;
   EXPECT_EQ(error_of(doc),
-            "config.json: kv_lora_rank: multi-head latent attention (DeepSeek's compressed keys "
-            "and values) is not supported: the transformer family's attention projects d_model "
-            "to its heads");
-  doc.erase("kv_lora_rank");
+            "config.json: qk_nope_head_dim: the queries and keys need a width: qk_nope_head_dim "
+            "and qk_rope_head_dim are both 0");
+  for (const char* key :
+       {"kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"}) {
+    doc.erase(key);
+  }
   doc["decoder_sparse_step"] = 2;
   EXPECT_EQ(error_of(doc),
             "config.json: decoder_sparse_step: experts in every n-th block only are not supported "

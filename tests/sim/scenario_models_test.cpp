@@ -181,6 +181,35 @@ TEST(ScenarioTransformer, MixtureOfExperts) {
   EXPECT_EQ(plain.dense_layers, 0);
 }
 
+TEST(ScenarioTransformer, LatentAttention) {
+  json doc = good_doc();
+  doc["model"]["latent_attention"] = {{"q_lora_rank", 48},
+                                      {"kv_lora_rank", 32},
+                                      {"qk_nope_head_dim", 16},
+                                      {"qk_rope_head_dim", 8},
+                                      {"v_head_dim", 16}};
+  const Scenario s = parse_scenario(doc, "t.json");
+  ASSERT_TRUE(s.model.transformer);
+  const LatentAttention& mla = s.model.transformer->mla;
+  EXPECT_EQ(mla.q_lora_rank, 48);
+  EXPECT_EQ(mla.kv_lora_rank, 32);
+  EXPECT_EQ(mla.qk_head_dim(), 24);
+  EXPECT_EQ(mla.v_head_dim, 16);
+  json again = good_doc();
+  again["model"] = transformer_model_json(*s.model.transformer, s.model.name);
+  EXPECT_EQ(parse_scenario(again, "t.json").model.total_params(), s.model.total_params());
+
+  doc["model"]["latent_attention"]["v_head_dim"] = 0;
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.latent_attention.v_head_dim: expected a positive integer, got 0");
+  doc["model"]["latent_attention"]["v_head_dim"] = 16;
+  doc["model"]["latent_attention"]["rank"] = 16;
+  EXPECT_NE(std::string(error_of(doc).what())
+                .find("bad.json: model.latent_attention.rank: unknown key 'rank'"),
+            std::string::npos)
+      << error_of(doc).what();
+}
+
 TEST(ScenarioTransformer, MixtureOfExpertsErrors) {
   json doc = good_doc();
   doc["model"]["experts_per_token"] = 2;
