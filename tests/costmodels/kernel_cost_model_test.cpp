@@ -194,7 +194,7 @@ TEST(KernelCostModel, MixtureKernelsCarryTheBlocksFlops) {
     p.moe = {experts, 2, 512, 256, 0};
     for (const TensorSplit split :
          {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true}}) {
-      const LayerSpec& block = make_transformer(p, "m", split).layers[1];
+      const LayerSpec block = make_transformer(p, "m", split).layers[1];
       EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops)
           << experts << " experts, T=" << split.ways << " sequence " << split.sequence;
     }
@@ -219,7 +219,7 @@ TEST(KernelCostModel, LatentAttentionKernelsCarryTheBlocksFlops) {
       p.fused_attention = fused;
       for (const TensorSplit split :
            {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true}}) {
-        const LayerSpec& block = make_transformer(p, "m", split).layers[1];
+        const LayerSpec block = make_transformer(p, "m", split).layers[1];
         EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops)
             << "q " << q << " fused " << fused << " T=" << split.ways << " sequence "
             << split.sequence;
