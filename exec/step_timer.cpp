@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "exec/compute/thread_clock.h"
+
 namespace pipescope::exec {
 
 StepTimer::StepTimer(int devices, int micro_batches, int ranks)

@@ -16,7 +16,6 @@
 
 #include "exec/compute/device.h"
 #include "exec/compute/tensor_group.h"
-#include "exec/compute/thread_clock.h"
 #include "sim/engine/schedule.h"
 #include "sim/engine/timeline.h"
 
