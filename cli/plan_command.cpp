@@ -41,6 +41,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
+  add_expert_parallel_option(*cmd, o.expert_parallel);
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
       ->check(CLI::IsMember(schedule_choices(true)));
   add_schedule_file_option(*cmd, o.schedule_file);
@@ -235,7 +236,8 @@ int run_plan(const PlanOptions& o) {
                                             .chunks = o.chunks,
                                             .remat = o.remat,
                                             .checkpoint = o.checkpoint,
-                                            .tensor_parallel = o.tensor_parallel}));
+                                            .tensor_parallel = o.tensor_parallel,
+                                            .expert_parallel = o.expert_parallel}));
   PlanRequest request;
   request.exact_top = exact_top(o);
   request.devices = o.devices;

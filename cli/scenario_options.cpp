@@ -159,6 +159,15 @@ void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parall
       ->check(positive_count());
 }
 
+void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel) {
+  cmd.add_option("-E,--expert-parallel", expert_parallel,
+                 "Expert-parallel replicas (Megatron-LM's --expert-model-parallel-size): a "
+                 "mixture's routed experts spread over E of the D data-parallel replicas, "
+                 "experts / E a device, which exchange each layer's tokens by all-to-all; E "
+                 "divides the experts and D (default: training.expert_parallel, else 1)")
+      ->check(positive_count());
+}
+
 std::vector<std::string> schedule_choices(bool with_custom) {
   std::vector<std::string> out;
   for (const ScheduleKind k : kAllSchedules) out.emplace_back(to_string(k));
@@ -211,6 +220,10 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
   if (f.tensor_parallel) {
     out.push_back(
         {"-T " + std::to_string(*f.tensor_parallel), "tensor_parallel", *f.tensor_parallel});
+  }
+  if (f.expert_parallel) {
+    out.push_back(
+        {"-E " + std::to_string(*f.expert_parallel), "expert_parallel", *f.expert_parallel});
   }
   return o;
 }

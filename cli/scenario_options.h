@@ -60,6 +60,8 @@ void add_checkpoint_option(CLI::App& cmd, std::optional<std::string>& checkpoint
 CLI::Option* add_partition_option(CLI::App& cmd, std::string& partition);
 // -T/--tensor-parallel N: training.tensor_parallel.
 void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel);
+// -E/--expert-parallel N: training.expert_parallel.
+void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel);
 // The names --schedule takes: the built-in schedules (kAllSchedules), and
 // "custom" (the --schedule-file's) when `with_custom`.
 std::vector<std::string> schedule_choices(bool with_custom);
@@ -147,6 +149,7 @@ struct TrainingFlags {
   std::optional<std::string> remat;       // --remat
   std::optional<std::string> checkpoint;  // --checkpoint
   std::optional<int> tensor_parallel;     // -T
+  std::optional<int> expert_parallel;     // -E
   bool micro_batches_vary = false;        // -M took a list (sweep)
 };
 // `o` with those flags as its field_flags. A schedule that runs one chunk per

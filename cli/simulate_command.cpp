@@ -45,6 +45,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "over a ring of the replicas before its optimizer step (default: 1)")
       ->check(positive_count());
   add_tensor_parallel_option(*cmd, opts->tensor_parallel);
+  add_expert_parallel_option(*cmd, opts->expert_parallel);
   cmd->add_option("--chunks", opts->chunks, chunks_help("default: training.chunks"))
       ->check(positive_count());
   add_remat_option(*cmd, opts->remat, "default: training.remat");
@@ -83,8 +84,9 @@ void add_cut_comparison(nlohmann::json& j, const SimResult& given, const SimResu
 // no layout flag, no --set of a field a plan fixes, no stated cut.
 bool layout_left_open(const SimulateOptions& o, const Scenario& scenario) {
   return !o.plan && !o.stages && !o.micro_batches && !o.schedule && !o.chunks && !o.remat &&
-         !o.schedule_file && !o.data_parallel && !o.tensor_parallel && !o.balance &&
-         !o.partition_given && !scenario.training.cut && !sets_a_plan_field(o.scenario);
+         !o.schedule_file && !o.data_parallel && !o.tensor_parallel && !o.expert_parallel &&
+         !o.balance && !o.partition_given && !scenario.training.cut &&
+         !sets_a_plan_field(o.scenario);
 }
 
 // The planner's best plan where the default layout cannot run or does not
@@ -133,7 +135,8 @@ ScenarioOptions flag_scenario_options(const SimulateOptions& o, const std::optio
                                                              .chunks = o.chunks,
                                                              .remat = o.remat,
                                                              .checkpoint = o.checkpoint,
-                                                             .tensor_parallel = o.tensor_parallel}),
+                                                             .tensor_parallel = o.tensor_parallel,
+                                                             .expert_parallel = o.expert_parallel}),
                             o.balance);
 }
 
@@ -212,7 +215,7 @@ int replicate_pipeline(const SimulateOptions& o, const Cluster& whole_cluster, S
   }
   scenario = replica_scenario(scenario, K, D);
   config.stages = K;
-  config.data_parallel = data_parallel_ring(whole_cluster, K, D);
+  config.data_parallel = data_parallel_ring(whole_cluster, K, D, scenario.training.expert_parallel);
   return D;
 }
 

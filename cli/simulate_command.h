@@ -22,6 +22,7 @@ struct SimulateOptions {
   std::optional<int> chunks;                 // v, interleaved-1f1b
   std::optional<int> data_parallel;          // D replicas
   std::optional<int> tensor_parallel;        // T
+  std::optional<int> expert_parallel;        // E
   std::optional<std::string> remat;          // "on" | "off" | "always" | "never" | "except-last"
   std::optional<std::string> checkpoint;     // "stage" | "layer"
   std::string partition = "optimal";

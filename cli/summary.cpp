@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodels/model_families.h"
 #include "costmodels/profile.h"
 #include "sim/base/format.h"
 #include "sim/engine/custom_schedule.h"
@@ -29,8 +30,10 @@ void print_scenario_line(std::ostream& out, const Scenario& sc) {
   out << "Scenario   " << sc.name << ": " << m.family
       << (m.name != m.family ? " '" + m.name + "'" : std::string()) << ", " << m.layers.size()
       << " layers, " << format_count(static_cast<double>(m.total_params())) << " params"
-      << (m.tensor_parallel > 1 ? " per tensor-parallel device" : "") << ", " << to_string(m.dtype)
-      << "\n";
+      << (m.tensor_parallel > 1   ? " per tensor-parallel device"
+          : m.expert_parallel > 1 ? " per device (its share of the experts)"
+                                  : "")
+      << ", " << to_string(m.dtype) << "\n";
 }
 
 // The cluster's devices and the links between them.
@@ -71,6 +74,16 @@ void print_cost_source_lines(std::ostream& out, const Scenario& sc) {
         << " groups of them"
         << (m.sequence_parallel ? "; sequence parallel (norms and dropouts split by tokens)" : "")
         << "; times, memory and MFU are one device's\n";
+  }
+  if (sc.training.expert_parallel > 1) {
+    const MoeParams& moe = m.transformer->moe;
+    out << "Experts    E=" << sc.training.expert_parallel << " replicas share the " << moe.experts
+        << " experts, " << moe.experts / sc.training.expert_parallel
+        << " a device, exchanging tokens by all-to-all"
+        << (moe.imbalance > 1.0
+                ? "; the busiest receives " + format_fixed(moe.imbalance, 2) + " times the mean"
+                : std::string())
+        << "\n";
   }
   if (c.profile) {
     out << "Profile    layer times, optimizer and transport measured on " << c.profile->machine
@@ -226,7 +239,10 @@ void print_totals(std::ostream& out, const SimResult& r) {
         << format_seconds(simtime_to_seconds(m.allreduce_time));
   }
   if (m.tensor_time > 0) {
-    out << ", tensor-parallel all-reduces " << format_seconds(simtime_to_seconds(m.tensor_time));
+    const char* what = r.expert_parallel == 1   ? ", tensor-parallel all-reduces "
+                       : r.tensor_parallel == 1 ? ", expert-parallel all-to-alls "
+                                                : ", tensor- and expert-parallel collectives ";
+    out << what << format_seconds(simtime_to_seconds(m.tensor_time));
   }
   out << ", recompute " << format_seconds(simtime_to_seconds(m.recompute_time)) << " in total\n";
   const std::optional<FullestDevice> fullest = fullest_device(r);

@@ -18,6 +18,7 @@ struct SweepOptions {
   std::optional<std::string> remat;
   std::optional<std::string> checkpoint;  // --checkpoint
   std::optional<int> tensor_parallel;     // T
+  std::optional<int> expert_parallel;     // E
   int data_parallel = 1;                  // D replicas
   std::optional<std::string> schedule;
   std::optional<int> chunks;  // v, interleaved-1f1b

@@ -37,4 +37,24 @@ struct CollectiveGroup {
 // 0 for one rank or no bytes.
 double nccl_seconds(Collective c, double bytes, const CollectiveGroup& group);
 
+// An all-to-all among `ranks` devices, `per_node` of them on each of the nodes
+// it spans, each device reaching the others of its node at `intra_bw` and
+// those of other nodes at `inter_bw` (bytes/s; its network link). NCCL runs
+// it as one send and one receive to every other rank, all at once
+// (ncclGroupStart/End around ncclSend/ncclRecv): a device sends 1 / ranks of
+// its buffer to each, the shares for its own node over the node's links and
+// the rest over its network link at the same time, so the slower of the two
+// sets the time; one call's latency, the Simple protocol's base and a step
+// over the slowest link the exchange crosses.
+struct AllToAllGroup {
+  int ranks = 1;
+  int per_node = 1;
+  LinkClass intra = LinkClass::kNvlink;
+  double intra_bw = 0.0;
+  double inter_bw = 0.0;
+};
+// Seconds for one all-to-all in which every rank sends `bytes` (its whole
+// buffer, its own share included); 0 for one rank or no bytes.
+double nccl_alltoall_seconds(double bytes, const AllToAllGroup& group);
+
 }  // namespace pipescope

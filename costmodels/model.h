@@ -104,6 +104,17 @@ struct LayerSpec {
   int tp_bwd_allreduces = 0;
   Bytes tp_fwd_bytes = 0;
   Bytes tp_bwd_bytes = 0;
+  // Under expert parallelism (ModelSpec::expert_parallel > 1), of `params`
+  // the routed experts' this device holds: the replicas that hold the same
+  // experts are D / E of the D, so their gradients reduce, and ZeRO shards
+  // them, over D / E. The layer's forward (and a recompute) runs
+  // `ep_alltoalls` all-to-alls among the E devices, each device sending
+  // `ep_bytes` per sample in each (its tokens' copies, the share for itself
+  // included): the dispatch to the experts and the combination back; its
+  // backward runs as many of the gradients. 0 otherwise.
+  std::int64_t expert_params = 0;
+  int ep_alltoalls = 0;
+  Bytes ep_bytes = 0;
 };
 
 struct TransformerParams;  // costmodels/model_families.h
@@ -133,6 +144,9 @@ struct ModelSpec {
   // block's activations along the sequence too. 1 and false: whole layers.
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // Expert parallelism: each mixture layer holds experts / expert_parallel of
+  // the routed experts (LayerSpec::expert_params, ep_alltoalls). 1: all.
+  int expert_parallel = 1;
   // Forward + backward FLOPs per sample of the whole model when split (the
   // shares add up to more: the padded vocabulary, the replicated position
   // add); 0 when whole. model_flops_per_device_sample() uses it.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -72,6 +73,28 @@ std::optional<CrossEntropy> parse_cross_entropy(std::string_view name) {
 // Per sample (b = 1): s = seq_len, h = d_model, f = d_ff, a = heads, V = vocab,
 // e = bytes per activation element. Backward FLOPs are 2x forward throughout
 // (input gradient + weight gradient; Narayanan et al. 2021).
+namespace {
+
+std::string expert_split_problem(const MoeParams& moe, int E) {
+  if (E == 1) return "";
+  if (E < 1) return "expert parallelism needs at least 1 device, got " + std::to_string(E);
+  if (!moe.enabled()) return "expert parallelism spreads a mixture's experts; the model has none";
+  if (moe.experts % E != 0) {
+    return std::to_string(E) + " expert-parallel devices do not divide the " +
+           std::to_string(moe.experts) + " experts";
+  }
+  if (moe.imbalance > E) {
+    std::ostringstream imbalance;
+    imbalance << moe.imbalance;
+    return "an imbalance of " + imbalance.str() + " is more than the busiest of " +
+           std::to_string(E) + " expert-parallel devices can receive (at most " +
+           std::to_string(E) + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) {
   const std::int64_t t = split.ways;
   if (t < 1) return "tensor parallelism needs at least 1 device, got " + std::to_string(t);
@@ -90,7 +113,7 @@ std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) 
         split.sequence ? divides(p.seq_len, "seq_len") : std::string()}) {
     if (!problem.empty()) return problem;
   }
-  return "";
+  return expert_split_problem(p.moe, split.experts);
 }
 
 namespace {
@@ -131,7 +154,7 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
   // the layer norms, dropouts and residuals: t with sequence parallelism).
   const std::int64_t t = split.ways, c = split.sequence ? t : 1;
   const std::int64_t v_t = (v + t - 1) / t;  // vocabulary rows per device, padded
-  return {s, h, a, v, f, d_kv, e, t, c, v_t};
+  return {s, h, a, v, f, d_kv, e, t, c, v_t, split.experts};
 }
 
 // Throws std::overflow_error when a block's or the head's stash per sample, or
@@ -211,6 +234,11 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
       block.tp_fwd_allreduces = block.tp_bwd_allreduces = 2;
       block.tp_fwd_bytes = block.tp_bwd_bytes = 2 * s * h * e;
     }
+    if (mixture && d.ep > 1) {  // the dispatch and the combination: each token's k copies
+      block.expert_params = costs.expert_params;
+      block.ep_alltoalls = 2;
+      block.ep_bytes = s * p.moe.experts_per_token * h * e;
+    }
   }
 }
 
@@ -257,6 +285,7 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   m.family = "transformer";
   m.tensor_parallel = split.ways;
   m.sequence_parallel = split.sequence && t > 1;
+  m.expert_parallel = split.experts;
   if (t > 1) {
     const ModelSpec whole = make_transformer(p, name);
     m.whole_flops_per_sample = whole.fwd_flops_per_sample() + whole.bwd_flops_per_sample();

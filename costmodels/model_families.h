@@ -44,17 +44,28 @@ std::optional<CrossEntropy> parse_cross_entropy(std::string_view name);
 // count as two of width 1.5 i, as TransformerParams::d_ff does. The first
 // `dense_layers` blocks keep the dense MLP of width d_ff (DeepSeek-V3's first
 // three). experts = 0: every block is dense.
+//
+// Under expert parallelism (TensorSplit::experts, E > 1) each device holds
+// experts / E of the routed experts and computes them over the tokens the E
+// devices route to them; `imbalance` is how many times the mean share of
+// routed tokens the busiest device receives (>= 1; 1: a balanced router),
+// which sets the time and the memory of its experts.
 struct MoeParams {
   int experts = 0;
   int experts_per_token = 0;
   std::int64_t expert_d_ff = 0;
   std::int64_t shared_d_ff = 0;
   int dense_layers = 0;
+  double imbalance = 1.0;
 
   bool enabled() const { return experts > 0; }
   // Whether block i (from 0) has the mixture.
   bool in_block(int i) const { return enabled() && i >= dense_layers; }
 };
+// The routed token copies a device's experts compute, of the tokens x
+// experts_per_token a device routes: all of them without expert parallelism,
+// else `imbalance` times their mean share (the busiest device's), rounded up.
+std::int64_t received_expert_tokens(const MoeParams& moe, std::int64_t tokens, int expert_parallel);
 
 // Multi-head latent attention (DeepSeek-V2 and V3, DeepSeek-AI 2024): the
 // queries through a rank-q_lora_rank bottleneck (0: one d_model x heads x
@@ -142,12 +153,18 @@ struct TransformerParams {
 struct TensorSplit {
   int ways = 1;
   bool sequence = false;
+  // E, the devices the routed experts spread over (expert parallelism,
+  // Megatron-LM's --expert-model-parallel-size): each holds experts / E of
+  // them whole (or split by `ways`), the tokens dispatched to them and
+  // combined back by all-to-alls among the E devices.
+  int experts = 1;
 };
 // Why `split` cannot split `p` (ways must divide heads, kv_heads and d_ff, the
 // experts' and the shared MLP's widths, and seq_len under sequence
-// parallelism); empty when it can. Each expert splits over the ways as a
-// dense MLP does (Megatron-LM's expert tensor parallelism equal to its
-// tensor parallelism); the router runs whole on every device.
+// parallelism; experts, above 1, needs a mixture whose experts it divides and
+// an imbalance of at most E); empty when it can. Each expert splits over the
+// ways as a dense MLP does (Megatron-LM's expert tensor parallelism equal to
+// its tensor parallelism); the router runs whole on every device.
 std::string tensor_split_problem(const TransformerParams& p, TensorSplit split);
 // One device's share of the model under `split`. Throws std::overflow_error
 // when the sizes do not fit in 64-bit integers, InternalError when

@@ -73,11 +73,12 @@ inline Kernel norm_kernel(bool fused, std::int64_t elements, Bytes e) {
 // The sizes make_transformer builds from: s = seq_len, h = d_model, a = heads,
 // v = vocab, f = d_ff, d_kv the width of the K and V projections, e bytes per
 // activation element; t devices share each layer, c of them its replicated
-// activations, v_t vocabulary rows per device.
+// activations, v_t vocabulary rows per device; ep devices share the routed
+// experts (expert parallelism).
 struct TransformerDims {
   std::int64_t s = 0, h = 0, a = 0, v = 0, f = 0, d_kv = 0;
   Bytes e = 0;
-  std::int64_t t = 1, c = 1, v_t = 0;
+  std::int64_t t = 1, c = 1, v_t = 0, ep = 1;
 };
 
 // What one Transformer block costs on one device: its forward FLOPs, its
@@ -89,7 +90,8 @@ struct BlockCosts {
   Bytes stash = 0;
   Bytes core_stash = 0;
   Bytes out = 0;
-  Flops core_fwd = 0.0;  // attention's core: the scores and the product with the values
+  Flops core_fwd = 0.0;            // attention's core: the scores and the product with the values
+  std::int64_t expert_params = 0;  // of params, the routed experts' under expert parallelism
 };
 
 // The FLOPs, parameters, stash and output of one block under the split of
@@ -129,9 +131,10 @@ BlockCosts latent_attention_costs(const TransformerParams& p, const TransformerD
                                   const BlockCosts& usual);
 
 // mixture_of_experts.cpp: the mixture's kernels and its share of a block's
-// costs, in place of the dense MLP's.
+// costs, in place of the dense MLP's, on one of t devices of a tensor split
+// and of ep of an expert split.
 void append_moe_mlp(std::vector<Kernel>& k, const MoeParams& moe, std::int64_t s, std::int64_t h,
-                    std::int64_t t, std::int64_t c, Bytes e);
+                    std::int64_t t, std::int64_t c, std::int64_t ep, Bytes e);
 BlockCosts moe_block_costs(const TransformerParams& p, const TransformerDims& d,
                            const BlockCosts& dense);
 

@@ -358,7 +358,8 @@ void MainWindow::simulate() {
   sim_runner_->submit(
       [this, sc, config, whole = scenario_->cluster,
        d = data_parallel()]() mutable -> std::function<void()> {
-        config.data_parallel = data_parallel_ring(whole, *config.stages, d);
+        config.data_parallel =
+            data_parallel_ring(whole, *config.stages, d, sc->training.expert_parallel);
         auto result = std::make_shared<const SimResult>(pipescope::simulate(*sc, config));
         return [this, sc, result] {
           replica_ = sc;

@@ -4,8 +4,11 @@
 #include "sim/engine/simulator.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "sim/engine/expert_parallel.h"
 #include "sim/engine/zero.h"
 
 namespace pipescope {
@@ -16,9 +19,60 @@ namespace {
 constexpr int kRingHopsChecked = 64;
 }  // namespace
 
-DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) {
+namespace {
+
+// The least bandwidth and the total latency of the hops from group `from` to
+// group `to` (first devices of each).
+std::pair<double, double> route_links(const Cluster& whole, int from, int to) {
+  double latency = 0.0, bandwidth = 0.0;
+  for (const Hop& h : whole.route(from, to)) {
+    latency += h.latency_s;
+    bandwidth = bandwidth == 0.0 ? h.bandwidth : std::min(bandwidth, h.bandwidth);
+  }
+  return {bandwidth, latency};
+}
+
+// The all-to-all group of replicas 0 to E - 1 (groups 0, step, ..., (E - 1)
+// step of `whole`): how many share replica 0's node, the bandwidth to a peer
+// there and to one on another node, the longest route's latency.
+void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
+  AllToAllGroup& g = dp.experts;
+  g.ranks = E;
+  g.per_node = E;
+  g.intra = dp.intra;
+  const int per_node = whole.interconnect.devices_per_node;
+  const bool nodes = whole.interconnect.topology == TopologyKind::kNodes && per_node > 0;
+  const auto node_of = [&](int r) { return whole.first_physical_device(r * step) / per_node; };
+  if (nodes) {
+    g.per_node = 0;
+    for (int r = 0; r < E; ++r) g.per_node += node_of(r) == node_of(0) ? 1 : 0;
+  }
+  for (int r = 1; r < E; ++r) {
+    const auto [bandwidth, latency] = route_links(whole, 0, r * step);
+    const bool inside = !nodes || node_of(r) == node_of(0);
+    double& bw = inside ? g.intra_bw : g.inter_bw;
+    bw = bw == 0.0 ? bandwidth : std::min(bw, bandwidth);
+    dp.experts_latency_s = std::max(dp.experts_latency_s, latency);
+  }
+  if ((g.per_node > 1 && !(g.intra_bw > 0.0)) || (g.per_node < E && !(g.inter_bw > 0.0))) {
+    throw ConfigError(
+        "the link between expert-parallel devices has no bandwidth: their all-to-alls cannot "
+        "run");
+  }
+}
+
+}  // namespace
+
+DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
+                                int expert_parallel) {
   DataParallel dp;
   dp.replicas = replicas;
+  if (expert_parallel > 1 && replicas % expert_parallel != 0) {
+    throw ConfigError("expert_parallel " + std::to_string(expert_parallel) +
+                          " does not divide the " + std::to_string(replicas) +
+                          " data-parallel replicas: the experts spread over E of the D",
+                      "training.expert_parallel");
+  }
   if (replicas <= 1) return dp;
   if (std::int64_t{stages} * replicas > whole.devices) {
     throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
@@ -65,6 +119,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas) 
         "the link between replicas has no bandwidth: the gradient all-reduce "
         "cannot run");
   }
+  if (expert_parallel > 1) set_expert_group(whole, step, expert_parallel, dp);
   return dp;
 }
 
@@ -91,9 +146,12 @@ CollectiveGroup collective_group(const DataParallel& dp) {
 }  // namespace
 
 SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c) {
+  const DataParallel experts = expert_reduction_ring(dp);
   // The updated weights, in the model's dtype.
-  const Bytes bytes = c.params * dtype_bytes(sc.model.dtype);
-  const SimTime gather = reduce_scatter_time(dp, bytes);
+  const Bytes e = dtype_bytes(sc.model.dtype);
+  const SimTime gather =
+      reduce_scatter_time(dp, (c.params - c.expert_params) * e) +
+      (c.expert_params > 0 ? reduce_scatter_time(experts, c.expert_params * e) : 0);
   if (!sc.training.framework.overlap_param_gather) return gather;
   return std::max<SimTime>(0, gather - c.forward);
 }

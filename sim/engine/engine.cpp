@@ -240,16 +240,19 @@ class Engine {
     return 0;
   }
 
-  // The tensor-parallel collectives an op runs after its compute, and their bytes.
+  // The tensor- and expert-parallel collectives an op runs after its compute,
+  // and their bytes.
   std::pair<SimTime, Bytes> collectives(const Op& op) const {
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
     switch (op.kind) {
       case OpKind::kForward:
-        return {c.tp_forward + c.tp_input_gather, c.tp_forward_bytes + c.tp_input_gather_bytes};
+        return {c.tp_forward + c.tp_input_gather + c.ep_forward,
+                c.tp_forward_bytes + c.tp_input_gather_bytes + c.ep_bytes};
       case OpKind::kRecompute:
-        return {c.tp_forward, c.tp_forward_bytes};
+        return {c.tp_forward + c.ep_forward, c.tp_forward_bytes + c.ep_bytes};
       case OpKind::kBackward:
-        return {c.tp_backward + c.tp_grad_gather, c.tp_backward_bytes + c.tp_grad_gather_bytes};
+        return {c.tp_backward + c.tp_grad_gather + c.ep_backward,
+                c.tp_backward_bytes + c.tp_grad_gather_bytes + c.ep_bytes};
       case OpKind::kWeight:
       case OpKind::kOptimizer:
         break;

@@ -23,7 +23,7 @@ struct EngineResult {
   SimTime recompute_time = 0;        // sum over devices
   SimTime comm_time = 0;             // link occupancy, summed over the links of each route
   SimTime allreduce_time = 0;        // the stages' gradient all-reduces, summed
-  SimTime tensor_time = 0;           // tensor-parallel all-reduces within ops, summed
+  SimTime tensor_time = 0;           // tensor- and expert-parallel collectives within ops, summed
   std::int64_t compute_ops = 0;
   std::int64_t transfers = 0;
 };
@@ -43,9 +43,11 @@ struct EngineResult {
 // input has arrived, and stalls beyond its compute while the later layers'
 // arrive (GatherFlow::stall, idle time, within the op's slice). One
 // collective at a time per device's link, in the order booked.
-// An op of a stage with tensor-parallel collectives (StageCost::tp_forward,
-// tp_backward) runs its compute and then its collectives, the device busy
-// for both; `listener` hears of the collectives through on_tensor_collective.
+// An op of a stage with tensor- or expert-parallel collectives
+// (StageCost::tp_forward, tp_backward, ep_forward, ep_backward) runs its
+// compute and then its collectives, the device busy for both; `listener`
+// hears of the collectives, both kinds together, through
+// on_tensor_collective.
 // With Cluster::p2p blocking, a device whose send is in flight starts no
 // compute until it has arrived (a ZeRO-3 gather still starts); a send to a
 // stage on the same device moves nothing and holds nothing.

@@ -49,13 +49,13 @@ void add_host_waits(const ModelSpec& model, const CostModel& cost, const Framewo
   if (launch <= 0) return;
   for (StageCost& c : stages) {
     const StageHost h = stage_host(model, cost, c, micro_batch, remat, launch);
-    const SimTime fwd_device = c.forward + c.tp_forward + c.tp_input_gather;
+    const SimTime fwd_device = c.forward + c.tp_forward + c.tp_input_gather + c.ep_forward;
+    const SimTime bwd_exchange = c.tp_backward + c.tp_grad_gather + c.ep_backward;
     c.host_wait_forward = host_wait(fwd_device, h.forward, launch, drained);
-    c.host_wait_recompute = host_wait(c.recompute + c.tp_forward, h.forward, launch, false);
-    c.host_wait_backward =
-        host_wait(c.backward + c.tp_backward + c.tp_grad_gather, h.backward, launch, drained);
-    c.host_wait_input = host_wait(c.input + c.tp_backward + c.tp_grad_gather, h.backward - h.weight,
-                                  launch, drained);
+    c.host_wait_recompute =
+        host_wait(c.recompute + c.tp_forward + c.ep_forward, h.forward, launch, false);
+    c.host_wait_backward = host_wait(c.backward + bwd_exchange, h.backward, launch, drained);
+    c.host_wait_input = host_wait(c.input + bwd_exchange, h.backward - h.weight, launch, drained);
     c.host_wait_weight = host_wait(c.weight, h.weight, launch, false);
     c.forward += c.host_wait_forward;
     if (c.forward_kept) *c.forward_kept += c.host_wait_forward;

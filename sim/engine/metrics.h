@@ -28,7 +28,9 @@ struct Metrics {
   SimTime comm_time = 0;       // link occupancy, summed over hops
   SimTime recompute_time = 0;  // summed over devices
   SimTime allreduce_time = 0;  // the stages' data-parallel gradient all-reduces, summed
-  SimTime tensor_time = 0;     // tensor-parallel all-reduces within ops, summed over devices
+  // tensor-parallel all-reduces (and expert-parallel all-to-alls) within ops,
+  // summed over devices
+  SimTime tensor_time = 0;
   std::vector<DeviceMetrics> devices;
 
   bool fits() const;

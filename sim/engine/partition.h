@@ -33,6 +33,8 @@ struct LayerCost {
   SimTime forward = 0;
   SimTime backward = 0;
   SimTime recompute = 0;
+  // Its parameters; the routed experts' under expert parallelism weighed as
+  // the bytes a device keeps of them (dense_equivalent_params, sim/engine/zero.h).
   std::int64_t params = 0;
   Bytes stash_bytes = 0;  // for the micro-batch
 };

@@ -72,7 +72,8 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     // above the whole.
     const SimTime backward = (split ? t.input + t.weight : t.backward) + tp.backward;
     p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)) + tp.forward, backward,
-                                 t.recompute + tp.forward, layer.params,
+                                 t.recompute + tp.forward,
+                                 dense_equivalent_params(sc, layer.params, layer.expert_params),
                                  stash_under_remat(remat, layer) * b});
   }
   for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {

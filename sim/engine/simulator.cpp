@@ -10,6 +10,7 @@
 #include "costmodels/profile.h"
 #include "sim/engine/device_partition.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/expert_parallel.h"
 #include "sim/engine/host_dispatch.h"
 #include "sim/engine/memory_tracker.h"
 #include "sim/engine/tensor_parallel.h"
@@ -123,9 +124,24 @@ void check_remat(const Scenario& sc, const SimConfig& cfg, const Resolved& r) {
   }
 }
 
+// Expert parallelism spreads the experts over E of the run's D replicas,
+// which data_parallel_ring gave their all-to-all group.
+void check_expert_group(const Scenario& sc, const SimConfig& cfg) {
+  const int E = sc.training.expert_parallel;
+  PS_CHECK(sc.model.expert_parallel == E, "the model is one device's share of the experts");
+  if (E <= 1 || cfg.data_parallel.experts.ranks == E) return;
+  throw ConfigError("expert_parallel " + std::to_string(E) +
+                        " spreads the experts over E of the data-parallel replicas, and this run "
+                        "has " +
+                        std::to_string(cfg.data_parallel.replicas) +
+                        " (give --data-parallel a multiple of E)",
+                    "training.expert_parallel");
+}
+
 // The run's K, M, schedule, remat and chunks: the config's where it sets them,
 // else the scenario's. Throws ConfigError when they do not suit the scenario.
 Resolved resolve(const Scenario& sc, const SimConfig& cfg) {
+  check_expert_group(sc, cfg);
   Resolved r{cfg.stages.value_or(sc.cluster.devices),
              cfg.micro_batches.value_or(sc.training.micro_batches),
              cfg.schedule.value_or(sc.training.schedule), cfg.remat.value_or(sc.training.remat),
@@ -290,6 +306,7 @@ SimResult describe_run(const Scenario& scenario, const SimConfig& config, const 
   out.remat = r.remat;
   out.custom = config.custom;
   out.tensor_parallel = scenario.cluster.tensor_parallel;
+  out.expert_parallel = scenario.training.expert_parallel;
   out.sequence_parallel = scenario.model.sequence_parallel;
   out.checkpoint = scenario.training.checkpoint;
   out.zero = scenario.training.zero;
@@ -333,19 +350,30 @@ std::vector<StageCost> stage_costs_of(const Scenario& scenario, const CostModel&
   std::vector<StageCost> stages = compute_stage_costs(
       scenario.model, ranges, cost, micro_batch_size, device_bytes_per_param(scenario), r.remat,
       scenario.training.checkpoint, splits_backward(r.schedule, custom));
+  // The routed experts shard over D / E replicas, not D (expert_replicas).
+  const double expert_extra = expert_bytes_per_param(scenario) - device_bytes_per_param(scenario);
+  for (StageCost& c : stages) {
+    c.static_bytes += std::llround(static_cast<double>(c.expert_params) * expert_extra);
+  }
   add_gathered_weights(scenario, stages);
   split_static_bytes(scenario, stages);
-  // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage.
+  // ZeRO 1 to 3: each replica steps the optimizer on its 1/D of the stage
+  // (of the routed experts, its share among the expert_replicas).
   if (scenario.training.zero >= 1 && scenario.training.zero_replicas > 1) {
-    const std::int64_t d = scenario.training.zero_replicas;
-    for (StageCost& c : stages) c.optimizer = cost.optimizer_step((c.params + d - 1) / d);
+    const std::int64_t d = scenario.training.zero_replicas, de = expert_replicas(scenario);
+    for (StageCost& c : stages) {
+      const std::int64_t dense = c.params - c.expert_params;
+      c.optimizer = cost.optimizer_step((dense + d - 1) / d + (c.expert_params + de - 1) / de);
+    }
   }
   check_layers_take_time(scenario, stages, cost);
   return stages;
 }
 
 // Adds each stage's gradient reduction over the data-parallel replicas, and
-// ZeRO's gathers of the updated weights; nothing for one replica.
+// ZeRO's gathers of the updated weights; nothing for one replica. The routed
+// experts' reduce over the D / E replicas that hold the same ones
+// (expert_reduction_ring), the rest over all D.
 void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
                              std::vector<StageCost>& stages) {
   if (dp.replicas <= 1) return;
@@ -358,20 +386,28 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
   // and backward (docs/models.md, "ZeRO").
   const Bytes per_param = reduced_gradient_bytes(scenario);
   const int zero = scenario.training.zero;
+  const DataParallel experts = expert_reduction_ring(dp);
   for (StageCost& c : stages) {
     c.grad_bytes = c.params * per_param;
+    const Bytes expert_bytes = c.expert_params * per_param;
+    const Bytes dense_bytes = c.grad_bytes - expert_bytes;
+    // The time of `collective` over the dense and the experts' gradients.
+    const auto both = [&](SimTime (*collective)(const DataParallel&, Bytes)) {
+      return collective(dp, dense_bytes) +
+             (expert_bytes > 0 ? collective(experts, expert_bytes) : 0);
+    };
     c.allreduce_with_backward = scenario.training.framework.overlap_grad_reduce;
     if (zero == 0) {
-      c.allreduce = allreduce_time(dp, c.grad_bytes);
+      c.allreduce = both([](const DataParallel& d, Bytes b) { return allreduce_time(d, b); });
       continue;
     }
     const SimTime gather = step_gather(scenario, dp, c);
     if (zero == 1) {  // one reduce-scatter where the all-reduce would be
-      c.allreduce = reduce_scatter_time(dp, c.grad_bytes);
+      c.allreduce = both(reduce_scatter_time);
       c.zero_step_gather = gather;
       continue;
     }
-    c.zero_reduce_scatter = reduce_scatter_time(dp, c.grad_bytes);
+    c.zero_reduce_scatter = both(reduce_scatter_time);
     if (zero == 2) c.zero_step_gather = gather;
   }
 }
@@ -447,6 +483,8 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   add_tensor_collectives(scenario.model, scenario.cluster, schedule.stage_device,
                          out.micro_batch_size, out.stage_costs, cost, scenario.training.framework,
                          schedule.split);
+  add_expert_collectives(scenario.model, config.data_parallel, out.micro_batch_size,
+                         out.stage_costs);
   add_host_waits(scenario.model, cost, scenario.training.framework, out.micro_batch_size, r.remat,
                  ops_start_drained(scenario.training.framework, r.chunks > 1, r.K),
                  out.stage_costs);

@@ -42,6 +42,12 @@ struct DataParallel {
   bool nccl = false;
   int nodes = 1;
   LinkClass intra = LinkClass::kNvlink;
+  // Expert parallelism (sim/engine/expert_parallel.h): the E of the D
+  // replicas among which each mixture layer's all-to-alls run (the first E:
+  // replica r's group is r / E), their links, and the latency of a step
+  // between them. experts.ranks = 1: none.
+  AllToAllGroup experts;
+  double experts_latency_s = 0.0;
 };
 // The NCCL fields of a ring over `members` (physical devices of `cluster`):
 // whether it is timed as NCCL, the nodes it spans, its links inside a node.
@@ -50,9 +56,12 @@ void set_collective_links(const Cluster& cluster, const std::vector<int>& member
 
 // The ring of `replicas` copies of a `stages`-device pipeline on `whole`, the
 // cluster of all K x D devices: replica r's device d is whole's device r K + d,
-// and a hop is the route from device 0 to device K. Throws ConfigError when the
-// cluster has fewer than K x D devices.
-DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas);
+// and a hop is the route from device 0 to device K. With `expert_parallel` E
+// > 1, also the all-to-all group of the first E replicas (DataParallel::experts).
+// Throws ConfigError when the cluster has fewer than K x D devices, or E
+// does not divide D.
+DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
+                                int expert_parallel = 1);
 
 // Ring all-reduce time of `bytes` over `dp` (0 for one replica); `count`
 // all-reduces of `bytes` in all pay the latency `count` times.
@@ -62,6 +71,8 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 // `dp`: the weights in the model's dtype. Where the framework gathers them
 // during the next step's first forward (Framework::overlap_param_gather),
 // only what outlasts that forward (StageCost::forward, one micro-batch's).
+// The routed experts' weights gather over the D / E replicas that hold them
+// (expert_reduction_ring, sim/engine/expert_parallel.h).
 SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c);
 
 // Ring reduce-scatter (or all-gather) time of `bytes` over `dp`: half an
@@ -107,6 +118,9 @@ struct SimResult {
   // T; stage costs, memory and metrics are one device's of each group
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // E; each device holds experts / E of a mixture's routed experts, and
+  // stage costs include their all-to-alls
+  int expert_parallel = 1;
   int zero = 0;  // ZeRO stage; shards over data_parallel replicas
   std::int64_t micro_batch_size = 1;
   std::string cost_model;

@@ -45,6 +45,7 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
       c.input += t.input;
       c.recompute += t.recompute;
       c.params += layer.params;
+      c.expert_params += layer.expert_params;
       const Bytes stash = stash_under_remat(remat, layer) * b;
       c.stash_bytes += stash;
       if (checkpoint == Checkpoint::kLayer) {

@@ -88,6 +88,13 @@ struct StageCost {
   SimTime tp_grad_gather = 0;
   Bytes tp_input_gather_bytes = 0;
   Bytes tp_grad_gather_bytes = 0;
+  // ns, the expert-parallel all-to-alls (sim/engine/expert_parallel.h) of a
+  // forward (and a recompute) and of a backward's B (the whole backward when
+  // not split), which the op runs after its compute as it does tp_forward;
+  // the bytes each device sends in them. 0 without expert parallelism.
+  SimTime ep_forward = 0;
+  SimTime ep_backward = 0;
+  Bytes ep_bytes = 0;
   // ns, within the op times above: the device's wait for the host to issue
   // the op's kernels (sim/engine/host_dispatch.h), for a forward, a recompute, a
   // whole backward, a split backward's B and its W. 0 where the host keeps
@@ -98,6 +105,9 @@ struct StageCost {
   SimTime host_wait_input = 0;
   SimTime host_wait_weight = 0;
   std::int64_t params = 0;
+  // Of params, the routed experts' under expert parallelism
+  // (LayerSpec::expert_params): D / E replicas hold the same ones.
+  std::int64_t expert_params = 0;
   Bytes static_bytes = 0;  // weights + gradients + optimizer state
   // static_bytes' parts (sim/engine/zero.h, split_static_bytes); 0 until split
   Bytes weight_bytes = 0;

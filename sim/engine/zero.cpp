@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "costmodels/check.h"
 
@@ -135,16 +136,24 @@ void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t mi
 void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages) {
   const ParamBytes b =
       param_bytes(sc.training.bytes_per_param, sc.model.dtype, sc.training.gradient_bytes);
-  const double d = sc.training.zero_replicas;
-  const double gradients = sc.training.zero >= 2 ? b.gradients / d : b.gradients;
-  // Stage 3: the shard of the weights and the layers gathered beside it.
-  const double weights = sc.training.zero >= 3 && d > 1 ? b.weights / d : b.weights;
+  // A parameter's weights and gradients as one of `d` replicas keeps them.
+  const auto kept = [&](double d) {
+    const double gradients = sc.training.zero >= 2 ? b.gradients / d : b.gradients;
+    // Stage 3: the shard of the weights and the layers gathered beside it.
+    const double weights = sc.training.zero >= 3 && d > 1 ? b.weights / d : b.weights;
+    return std::pair{weights, gradients};
+  };
+  const auto [weights, gradients] = kept(sc.training.zero_replicas);
+  const auto [expert_weights, expert_gradients] = kept(expert_replicas(sc));
   for (StageCost& c : stages) {
-    const auto bytes = [&](double per_param) {
-      return static_cast<Bytes>(std::llround(static_cast<double>(c.params) * per_param));
+    const double dense = static_cast<double>(c.params - c.expert_params);
+    const double experts = static_cast<double>(c.expert_params);
+    const auto bytes = [&](double per_param, double per_expert_param) {
+      return static_cast<Bytes>(std::llround(dense * per_param + experts * per_expert_param));
     };
-    c.weight_bytes = std::min(bytes(weights) + c.gathered_bytes, c.static_bytes);
-    c.gradient_bytes = std::min(bytes(gradients), c.static_bytes - c.weight_bytes);
+    c.weight_bytes = std::min(bytes(weights, expert_weights) + c.gathered_bytes, c.static_bytes);
+    c.gradient_bytes =
+        std::min(bytes(gradients, expert_gradients), c.static_bytes - c.weight_bytes);
     c.optimizer_bytes = c.static_bytes - c.weight_bytes - c.gradient_bytes;
   }
 }
@@ -152,6 +161,23 @@ void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages) {
 double device_bytes_per_param(const Scenario& sc) {
   return zero_bytes_per_param(sc.training.bytes_per_param, sc.model.dtype, sc.training.zero,
                               sc.training.zero_replicas, sc.training.gradient_bytes);
+}
+
+int expert_replicas(const Scenario& sc) {
+  return std::max(1, sc.training.zero_replicas / std::max(1, sc.training.expert_parallel));
+}
+
+double expert_bytes_per_param(const Scenario& sc) {
+  return zero_bytes_per_param(sc.training.bytes_per_param, sc.model.dtype, sc.training.zero,
+                              expert_replicas(sc), sc.training.gradient_bytes);
+}
+
+std::int64_t dense_equivalent_params(const Scenario& sc, std::int64_t params,
+                                     std::int64_t expert_params) {
+  const double dense = device_bytes_per_param(sc);
+  if (expert_params == 0 || !(dense > 0.0)) return params;
+  const double extra = expert_bytes_per_param(sc) / dense - 1.0;
+  return params + std::llround(static_cast<double>(expert_params) * extra);
 }
 
 Bytes reduced_gradient_bytes(const Scenario& sc) {

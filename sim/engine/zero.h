@@ -80,6 +80,16 @@ void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t mi
 // What a device of the scenario keeps per parameter: its training.zero stage
 // over its training.zero_replicas (set by replica_scenario).
 double device_bytes_per_param(const Scenario& sc);
+// Under expert parallelism, the replicas that hold the same routed experts
+// and shard them: zero_replicas / expert_parallel (1 at least); and what a
+// device keeps per parameter of those experts, its stage over them.
+int expert_replicas(const Scenario& sc);
+double expert_bytes_per_param(const Scenario& sc);
+// `params`, of which `expert_params` are routed experts', counted as the
+// parameters at device_bytes_per_param that take as many bytes: what a
+// partitioner that prices every parameter alike weighs a layer at.
+std::int64_t dense_equivalent_params(const Scenario& sc, std::int64_t params,
+                                     std::int64_t expert_params);
 // Bytes of a gradient element as the replicas reduce it: 4 where a bf16 run's
 // framework reduces its fp32 gradients (Framework::fp32_grad_reduce), else
 // the dtype's.
@@ -87,8 +97,9 @@ Bytes reduced_gradient_bytes(const Scenario& sc);
 
 // Splits each stage's static_bytes into its weights, gradients and
 // optimizer state as the scenario's device keeps them (under stage 3 the
-// weights are the shard and the gathered copy); the optimizer's part takes
-// the rounding, so the three add up to static_bytes.
+// weights are the shard and the gathered copy; the routed experts' over
+// expert_replicas); the optimizer's part takes the rounding, so the three add
+// up to static_bytes.
 void split_static_bytes(const Scenario& sc, std::vector<StageCost>& stages);
 
 }  // namespace pipescope

@@ -34,6 +34,8 @@ nlohmann::json to_json(const SimResult& r) {
          {"recompute_s", r.remat != Remat::kNever ? simtime_to_seconds(s.recompute) : 0.0},
          {"tp_fwd_s", simtime_to_seconds(s.tp_forward + s.tp_input_gather)},
          {"tp_bwd_s", simtime_to_seconds(s.tp_backward + s.tp_grad_gather)},
+         {"ep_fwd_s", simtime_to_seconds(s.ep_forward)},
+         {"ep_bwd_s", simtime_to_seconds(s.ep_backward)},
          {"host_wait_fwd_s", simtime_to_seconds(s.host_wait_forward)},
          {"host_wait_bwd_s",
           simtime_to_seconds(r.split_backward() ? s.host_wait_input + s.host_wait_weight
@@ -42,6 +44,7 @@ nlohmann::json to_json(const SimResult& r) {
   return json{{"K", r.stages},
               {"T", r.tensor_parallel},
               {"sequence_parallel", r.sequence_parallel},
+              {"E", r.expert_parallel},
               {"zero", r.zero},
               {"M", r.micro_batches},
               {"schedule", std::string(to_string(r.schedule))},

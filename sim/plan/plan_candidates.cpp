@@ -57,6 +57,12 @@ std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanReques
                       std::to_string(sc.model.layers.size()) + " layers");
   }
   const int D = N / K;
+  if (D % sc.training.expert_parallel != 0) {
+    throw ConfigError(what + " leaves D=" + std::to_string(D) +
+                          " replicas, which expert_parallel " +
+                          std::to_string(sc.training.expert_parallel) + " does not divide",
+                      "training.expert_parallel");
+  }
   if (sc.training.global_batch % (std::int64_t{D} * M) != 0) {
     throw ConfigError("D=" + std::to_string(D) + " replicas x M=" + std::to_string(M) +
                       " micro-batches do not divide the global batch of " +
@@ -156,7 +162,8 @@ std::vector<PlanCandidate> enumerate_built_in(const Scenario& sc, const PlanRequ
   for (int K : divisors(N, layers)) {
     if (req.stages && K != *req.stages) continue;
     const int D = N / K;
-    if (batch % D != 0) continue;
+    // Expert parallelism spreads the experts over E of the D replicas.
+    if (batch % D != 0 || D % sc.training.expert_parallel != 0) continue;
     for (int M : divisors(batch / D, req.max_micro_batches)) {
       if (req.micro_batches && M != *req.micro_batches) continue;
       PlanCandidate shape;
@@ -199,9 +206,11 @@ bool sequence_parallel_choice(const Scenario& sc, int T) {
 // optimizer), so it is not tried (tests/sim/zero_planner_test.cpp checks the
 // order by simulation). Stage 3 (sim/engine/zero.h: the shard of the weights and at
 // most two adjacent layers gathered) keeps less than 2 where a stage has
-// more than a few layers.
+// more than a few layers. Under expert parallelism, 1 and 2.
 std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
   if (sc.training.zero_given || data_parallel == 1) return {sc.training.zero};
+  // ZeRO-3 beside expert parallelism is not modelled (sim/scenario/expert_groups.h).
+  if (sc.training.expert_parallel > 1) return {1, 2};
   return {1, 2, 3};
 }
 

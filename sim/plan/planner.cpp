@@ -43,7 +43,8 @@ Scenario replica_scenario(const Scenario& scenario, int stages, int data_paralle
 PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan) {
   PlanSimulation out{replica_scenario(scenario, plan.stages, plan.data_parallel),
                      plan_sim_config(plan)};
-  out.config.data_parallel = data_parallel_ring(scenario.cluster, plan.stages, plan.data_parallel);
+  out.config.data_parallel = data_parallel_ring(scenario.cluster, plan.stages, plan.data_parallel,
+                                                scenario.training.expert_parallel);
   return out;
 }
 
@@ -125,7 +126,8 @@ void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
-  const DataParallel ring = data_parallel_ring(sc.cluster, c.stages, c.data_parallel);
+  const DataParallel ring =
+      data_parallel_ring(sc.cluster, c.stages, c.data_parallel, sc.training.expert_parallel);
   const PartitionProblem problem = candidate_problem(replica, cost, c, ring);
   // The floor under every cut first: where it cannot reach the threshold,
   // neither can the cut the partitioner would search for.

@@ -38,7 +38,8 @@ std::vector<SweepPoint> run_sweep(const Scenario& scenario, const SweepRequest& 
             throw ConfigError(std::to_string(D) + " replicas do not divide the global batch of " +
                               std::to_string(scenario.training.global_batch));
           }
-          config.data_parallel = data_parallel_ring(scenario.cluster, p.stages, D);
+          config.data_parallel =
+              data_parallel_ring(scenario.cluster, p.stages, D, scenario.training.expert_parallel);
           const SimResult r =
               simulate(D > 1 ? replica_scenario(scenario, p.stages, D) : scenario, config);
           p.step_time_s = r.metrics.step_time_s();

@@ -37,6 +37,7 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
     m["expert_d_ff"] = p.moe.expert_d_ff;
     if (p.moe.shared_d_ff > 0) m["shared_d_ff"] = p.moe.shared_d_ff;
     if (p.moe.dense_layers > 0) m["dense_layers"] = p.moe.dense_layers;
+    if (p.moe.imbalance != 1.0) m["expert_imbalance"] = p.moe.imbalance;
   }
   return m;
 }

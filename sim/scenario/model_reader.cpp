@@ -42,7 +42,8 @@ MoeParams read_moe(ObjectReader& m, const TransformerParams& p) {
   MoeParams moe;
   const std::optional<std::int64_t> experts = m.opt_integer("experts", kExpertCount);
   if (!experts) {
-    for (const char* key : {"experts_per_token", "expert_d_ff", "shared_d_ff", "dense_layers"}) {
+    for (const char* key :
+         {"experts_per_token", "expert_d_ff", "shared_d_ff", "dense_layers", "expert_imbalance"}) {
       if (m.find(key) != nullptr)
         m.fail(key, "shapes a mixture of experts: give model.experts too");
     }
@@ -55,6 +56,13 @@ MoeParams read_moe(ObjectReader& m, const TransformerParams& p) {
   moe.shared_d_ff = m.opt_integer("shared_d_ff", IntRange{0, kModelWidth.max}).value_or(0);
   moe.dense_layers = static_cast<int>(
       m.opt_integer("dense_layers", IntRange{0, static_cast<std::int64_t>(p.layers)}).value_or(0));
+  moe.imbalance = m.opt_number("expert_imbalance", NumberRange::kPositive).value_or(1.0);
+  if (moe.imbalance < 1.0) {
+    m.fail("expert_imbalance",
+           "expected at least 1 (the busiest expert-parallel device's routed tokens over the "
+           "mean share), got " +
+               describe(nlohmann::json(moe.imbalance)));
+  }
   return moe;
 }
 

@@ -21,6 +21,7 @@
 #include "sim/base/input_file.h"
 #include "sim/base/json_reader.h"
 #include "sim/scenario/cluster_reader.h"
+#include "sim/scenario/expert_groups.h"
 #include "sim/scenario/model_reader.h"
 #include "sim/scenario/scenario_limits.h"
 #include "sim/scenario/scenario_override.h"
@@ -88,6 +89,10 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
       t.opt_integer("tensor_parallel", kTensorParallel);
   cfg.tensor_parallel = static_cast<int>(tensor_parallel.value_or(1));
   cfg.tensor_parallel_given = tensor_parallel.has_value();
+  const std::optional<std::int64_t> expert_parallel =
+      t.opt_integer("expert_parallel", kExpertCount);
+  cfg.expert_parallel = static_cast<int>(expert_parallel.value_or(1));
+  cfg.expert_parallel_given = expert_parallel.has_value();
   const std::optional<bool> sequence_parallel = t.opt_bool("sequence_parallel");
   cfg.sequence_parallel = sequence_parallel.value_or(false);
   cfg.sequence_parallel_given = sequence_parallel.has_value();
@@ -218,6 +223,12 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
     Where{file, ""}.key("training").key("tensor_parallel").fail(problem);
   }
   if (t > 1) s = with_tensor_parallel(s, t, sequence);
+  // Under expert parallelism the model holds one device's share of the experts.
+  const int E = s.training.expert_parallel;
+  if (const std::string problem = expert_parallel_problem(s, E); !problem.empty()) {
+    Where{file, ""}.key("training").key("expert_parallel").fail(problem);
+  }
+  if (E > 1) s = with_expert_parallel(s, E);
   check_magnitudes(s, file);
   return s;
 }

@@ -31,7 +31,8 @@ Scenario with_tensor_parallel(const Scenario& sc, int T, bool sequence) {
   out.training.tensor_parallel = T;
   out.training.sequence_parallel = sequence;
   if (T == 1) return out;
-  out.model = make_transformer(*sc.model.transformer, sc.model.name, {T, sequence});
+  out.model = make_transformer(*sc.model.transformer, sc.model.name,
+                               {T, sequence, sc.training.expert_parallel});
   out.cluster.devices /= T;
   out.cluster.tensor_parallel = T;
   return out;

@@ -64,7 +64,7 @@ PreparedRow prepare_row(const Scenario& base, const MeasuredStep& row, Partition
       throw ConfigError("D=" + std::to_string(D) + " does not divide the global batch of " +
                         std::to_string(p.scenario.training.global_batch));
     }
-    c.data_parallel = data_parallel_ring(base.cluster, K, D);
+    c.data_parallel = data_parallel_ring(base.cluster, K, D, base.training.expert_parallel);
     p.replicas_cluster = base.cluster;
     p.stages = K;
     p.replicas = D;
@@ -168,7 +168,8 @@ void RowRunner::run_row(std::size_t i, const KernelTable& table, std::vector<dou
   try {
     if (p.replicas_cluster) {
       p.replicas_cluster->device.kernels = table;
-      p.config.data_parallel = data_parallel_ring(*p.replicas_cluster, p.stages, p.replicas);
+      p.config.data_parallel = data_parallel_ring(*p.replicas_cluster, p.stages, p.replicas,
+                                                  p.scenario.training.expert_parallel);
     }
     const SimResult r = simulate(p.scenario, p.config);
     times[i] = r.metrics.step_time_s();

@@ -214,7 +214,8 @@ GpuCaseRun simulate_gpu_case(const GpuCase& c) {
   config.stages = c.stages;
   config.record_timeline = false;
   if (c.data_parallel > 1) {
-    config.data_parallel = data_parallel_ring(c.parsed.cluster, c.stages, c.data_parallel);
+    config.data_parallel = data_parallel_ring(c.parsed.cluster, c.stages, c.data_parallel,
+                                              c.parsed.training.expert_parallel);
   }
   if (!c.balance.empty()) config.stage_ranges = ranges_from_sizes(c.balance);
   try {

@@ -48,21 +48,37 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   const CliResult r = run("simulate " + kDemo + " --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(keys(j),
-            (std::set<std::string>{"K", "T", "sequence_parallel", "zero", "M", "schedule", "chunks",
-                                   "remat", "remat_mode", "checkpoint", "micro_batch_size",
-                                   "step_time_s", "throughput_samples_per_s", "bubble_fraction",
-                                   "mfu", "tensor_allreduce_s", "fits", "devices", "stages"}));
+  EXPECT_EQ(keys(j), (std::set<std::string>{"K",
+                                            "T",
+                                            "sequence_parallel",
+                                            "E",
+                                            "zero",
+                                            "M",
+                                            "schedule",
+                                            "chunks",
+                                            "remat",
+                                            "remat_mode",
+                                            "checkpoint",
+                                            "micro_batch_size",
+                                            "step_time_s",
+                                            "throughput_samples_per_s",
+                                            "bubble_fraction",
+                                            "mfu",
+                                            "tensor_allreduce_s",
+                                            "fits",
+                                            "devices",
+                                            "stages"}));
   ASSERT_EQ(j["devices"].size(), j["K"].get<std::size_t>());
   EXPECT_EQ(
       keys(j["devices"][0]),
       (std::set<std::string>{"peak_memory_bytes", "memory_capacity_bytes", "weights_bytes",
                              "gradients_bytes", "optimizer_bytes", "activations_bytes", "busy_s"}));
-  EXPECT_EQ(
-      keys(j["stages"][0]),
-      (std::set<std::string>{"device", "first_layer", "last_layer", "fwd_s", "bwd_s", "recompute_s",
-                             "tp_fwd_s", "tp_bwd_s", "host_wait_fwd_s", "host_wait_bwd_s"}));
+  EXPECT_EQ(keys(j["stages"][0]),
+            (std::set<std::string>{"device", "first_layer", "last_layer", "fwd_s", "bwd_s",
+                                   "recompute_s", "tp_fwd_s", "tp_bwd_s", "ep_fwd_s", "ep_bwd_s",
+                                   "host_wait_fwd_s", "host_wait_bwd_s"}));
   EXPECT_EQ(j["T"], 1);
+  EXPECT_EQ(j["E"], 1);
   EXPECT_EQ(j["tensor_allreduce_s"], 0.0);
   EXPECT_EQ(j["schedule"], "gpipe");
   EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
@@ -145,6 +161,46 @@ TEST(SimulateCli, DataParallelReplicasAllReduceTheirGradients) {
                          "need K x D = 8 devices; the cluster has 4"),
             std::string::npos)
       << big.err;
+}
+
+// -E 4 with -D 4 on the demo made a mixture of 8 experts: each device holds
+// 2, and every mixture block's ops end in all-to-alls; an E the experts or
+// the replicas do not take is refused naming the flag.
+TEST(SimulateCli, ExpertParallelSpreadsTheExperts) {
+  const std::string moe = "simulate " + kDemo +
+                          " --set model.layers=4 --set model.experts=8"
+                          " --set model.experts_per_token=2 ";
+  const CliResult text = run(moe + "-D 4 -E 4");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("Experts    E=4 replicas share the 8 experts, 2 a device"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(", expert-parallel all-to-alls "), std::string::npos) << text.out;
+  const CliResult json = run(moe + "-D 4 -E 4 --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["E"], 4);
+  EXPECT_GT(j["stages"][0]["ep_fwd_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["stages"][0]["ep_bwd_s"], j["stages"][0]["ep_fwd_s"]);
+  const CliResult whole = run(moe + "-D 4 --json");
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  const nlohmann::json w = nlohmann::json::parse(whole.out);
+  EXPECT_EQ(w["stages"][0]["ep_fwd_s"], 0.0);
+  EXPECT_LT(j["devices"][0]["weights_bytes"].get<double>(),
+            w["devices"][0]["weights_bytes"].get<double>());
+
+  const CliResult bad = run(moe + "-D 4 -E 3");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err, "pipescope: error: " + kDemo +
+                         ": -E 3: 3 expert-parallel devices do not divide the 8 experts\n");
+  const CliResult alone = run(moe + "-E 4");
+  EXPECT_EQ(alone.status, 1);
+  EXPECT_NE(alone.err.find("give --data-parallel a multiple of E"), std::string::npos) << alone.err;
+  const CliResult odd = run(moe + "-D 2 -E 4");
+  EXPECT_EQ(odd.status, 1);
+  EXPECT_NE(odd.err.find("expert_parallel 4 does not divide the 2 data-parallel replicas"),
+            std::string::npos)
+      << odd.err;
 }
 
 // -T 2 on the demo's 4 devices: 2 stages of 2 devices each, whose ops end in

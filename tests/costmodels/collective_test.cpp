@@ -66,5 +66,27 @@ TEST(Collective, PcieStepsCostMore) {
   EXPECT_NEAR(pcie - nvlink, 14 * (1.0 - 0.6) * kUs, 1e-12);
 }
 
+// An all-to-all sends 1 / n of each rank's buffer to each other rank at
+// once. Eight GPUs of a node over NVLink at 240 GB/s: 7 / 8 of 64 MB leave
+// each GPU over its NVLink after Simple's 8.4 + 3.4 us.
+TEST(Collective, AnAllToAllInsideANode) {
+  const AllToAllGroup node{8, 8, LinkClass::kNvlink, 240e9, 0.0};
+  EXPECT_NEAR(nccl_alltoall_seconds(64e6, node), (8.4 + 3.4) * kUs + 64e6 * 7 / 8 / 240e9, 1e-12);
+  EXPECT_EQ(nccl_alltoall_seconds(64e6, {1, 1, LinkClass::kNvlink, 240e9, 0.0}), 0.0);
+  EXPECT_EQ(nccl_alltoall_seconds(0.0, node), 0.0);
+}
+
+// 32 ranks over 4 nodes, 8 a node: 7 / 32 of the buffer over NVLink at 240
+// GB/s and, at the same time, 24 / 32 over the GPU's 50 GB/s NIC, which
+// sets the time, after 8.4 us and a network step of 28 us.
+TEST(Collective, AnAllToAllAcrossNodesWaitsForTheNetwork) {
+  const AllToAllGroup nodes{32, 8, LinkClass::kNvlink, 240e9, 50e9};
+  EXPECT_NEAR(nccl_alltoall_seconds(64e6, nodes), (8.4 + 28.0) * kUs + 64e6 * 24 / 32 / 50e9,
+              1e-12);
+  // One rank a node: everything crosses the network.
+  const AllToAllGroup spread{4, 1, LinkClass::kNvlink, 0.0, 50e9};
+  EXPECT_NEAR(nccl_alltoall_seconds(64e6, spread), (8.4 + 28.0) * kUs + 64e6 * 3 / 4 / 50e9, 1e-12);
+}
+
 }  // namespace
 }  // namespace pipescope

@@ -193,10 +193,13 @@ TEST(KernelCostModel, MixtureKernelsCarryTheBlocksFlops) {
   for (const int experts : {8, 5}) {
     p.moe = {experts, 2, 512, 256, 0};
     for (const TensorSplit split :
-         {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true}}) {
+         {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true},
+          TensorSplit{1, false, experts == 8 ? 4 : 5},
+          TensorSplit{2, true, experts == 8 ? 2 : 5}}) {
       const LayerSpec block = make_transformer(p, "m", split).layers[1];
       EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops)
-          << experts << " experts, T=" << split.ways << " sequence " << split.sequence;
+          << experts << " experts, T=" << split.ways << " sequence " << split.sequence
+          << " E=" << split.experts;
     }
   }
 }

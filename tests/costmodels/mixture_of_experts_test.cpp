@@ -93,6 +93,76 @@ TEST(MixtureOfExperts, TensorParallelismSplitsTheExperts) {
             "2 tensor-parallel devices do not divide shared_d_ff 3");
 }
 
+// Under expert parallelism a device holds experts / E of the experts and
+// computes them over the tokens the E devices route to them: the same FLOPs
+// as a whole device's on a balanced router, and two all-to-alls of each
+// token's copies.
+TEST(MixtureOfExperts, ExpertParallelismHoldsAShareOfTheExperts) {
+  const TransformerParams p = tiny_moe();
+  const LayerSpec whole = make_transformer(p).layers[1];
+  const ModelSpec m = make_transformer(p, "e", {1, false, 2});
+  const LayerSpec& l = m.layers[1];
+  EXPECT_EQ(m.expert_parallel, 2);
+  // 2 of the 4 experts of 2hf_e + f_e + h = 76 parameters each.
+  EXPECT_EQ(l.expert_params, 2 * 76);
+  EXPECT_EQ(l.params, whole.params - 2 * 76);
+  EXPECT_DOUBLE_EQ(l.fwd_flops, whole.fwd_flops);
+  EXPECT_EQ(l.stash_bytes, whole.stash_bytes);
+  // The dispatch and the combination, each of the s x k = 8 token copies of
+  // h = 4 fp32 elements: 128 bytes a sample.
+  EXPECT_EQ(l.ep_alltoalls, 2);
+  EXPECT_EQ(l.ep_bytes, 128);
+  EXPECT_EQ(whole.ep_alltoalls, 0);
+  EXPECT_EQ(whole.expert_params, 0);
+  // With more than one expert a device sorts what it received by expert
+  // and back: two kernels more than the whole block's.
+  EXPECT_EQ(l.kernels->size(), whole.kernels->size() + 2);
+  // E = 4: one expert each, nothing to sort.
+  const LayerSpec one = make_transformer(p, "e", {1, false, 4}).layers[1];
+  EXPECT_EQ(one.kernels->size(), whole.kernels->size());
+  EXPECT_EQ(one.expert_params, 76);
+}
+
+// The busiest device computes `imbalance` times the mean share of the routed
+// tokens: its experts' GEMMs and their stash grow by it, the model's FLOPs
+// do not.
+TEST(MixtureOfExperts, TheBusiestDeviceComputesTheImbalance) {
+  TransformerParams p = tiny_moe();
+  p.moe.imbalance = 1.5;
+  const LayerSpec balanced = make_transformer(tiny_moe(), "e", {1, false, 2}).layers[1];
+  const LayerSpec busiest = make_transformer(p, "e", {1, false, 2}).layers[1];
+  EXPECT_DOUBLE_EQ(busiest.fwd_flops, balanced.fwd_flops);
+  // r = 1.5 x 8 = 12 copies instead of 8: their inputs e*rh (+64) and the
+  // GeLU and down-projection inputs 2e*rf_e (+256).
+  EXPECT_EQ(busiest.stash_bytes, balanced.stash_bytes + 64 + 256);
+  EXPECT_EQ(received_expert_tokens(p.moe, 4, 2), 12);
+  EXPECT_EQ(received_expert_tokens(p.moe, 4, 1), 8);  // a whole device computes them all
+  // The expert GEMMs: 12 rows over 2 experts, 6 each.
+  int expert_gemms = 0;
+  for (const Kernel& k : *busiest.kernels) {
+    if (!k.grouped) continue;
+    ++expert_gemms;
+    EXPECT_EQ(k.rows, 6);
+    EXPECT_EQ(k.batch_count, 2);
+  }
+  EXPECT_EQ(expert_gemms, 2);
+}
+
+TEST(MixtureOfExperts, ExpertSplitProblems) {
+  TransformerParams p = tiny_moe();
+  EXPECT_EQ(tensor_split_problem(p, {1, false, 4}), "");
+  EXPECT_EQ(tensor_split_problem(p, {1, false, 3}),
+            "3 expert-parallel devices do not divide the 4 experts");
+  p.moe.imbalance = 2.5;
+  EXPECT_EQ(tensor_split_problem(p, {1, false, 2}),
+            "an imbalance of 2.5 is more than the busiest of 2 expert-parallel devices can "
+            "receive (at most 2)");
+  EXPECT_EQ(tensor_split_problem(p, {1, false, 4}), "");
+  p.moe = {};
+  EXPECT_EQ(tensor_split_problem(p, {1, false, 2}),
+            "expert parallelism spreads a mixture's experts; the model has none");
+}
+
 // Mixtral 8x7B (Jiang et al. 2024: "46.7B total parameters", "12.9B active
 // parameters per token"): 32 blocks of width 4096, 32 heads with 8 key/value
 // heads, 8 SwiGLU experts of 14336 (21504 as two matrices), 2 a token, a

@@ -1,0 +1,43 @@
+#include "sim/engine/expert_parallel.h"
+
+#include <algorithm>
+
+namespace pipescope {
+
+SimTime alltoall_time(const DataParallel& dp, Bytes bytes) {
+  const AllToAllGroup& g = dp.experts;
+  if (g.ranks <= 1 || bytes <= 0) return 0;
+  const double b = static_cast<double>(bytes);
+  if (dp.nccl) return seconds_to_simtime(nccl_alltoall_seconds(b, g));
+  const double n = g.ranks;
+  const double inside = g.per_node > 1 ? b * (g.per_node - 1) / n / g.intra_bw : 0.0;
+  const double outside = g.per_node < g.ranks ? b * (n - g.per_node) / n / g.inter_bw : 0.0;
+  return seconds_to_simtime(dp.experts_latency_s + std::max(inside, outside));
+}
+
+void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
+                            std::int64_t micro_batch_size, std::vector<StageCost>& stages) {
+  if (dp.experts.ranks <= 1) return;
+  for (StageCost& c : stages) {
+    c.ep_forward = c.ep_backward = 0;
+    c.ep_bytes = 0;
+    for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
+      const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
+      if (layer.ep_alltoalls == 0) continue;
+      const Bytes bytes = layer.ep_bytes * micro_batch_size;
+      const SimTime one = alltoall_time(dp, bytes);
+      c.ep_forward += layer.ep_alltoalls * one;
+      c.ep_bytes += layer.ep_alltoalls * bytes;
+    }
+    c.ep_backward = c.ep_forward;
+  }
+}
+
+DataParallel expert_reduction_ring(const DataParallel& dp) {
+  DataParallel ring = dp;
+  ring.replicas = std::max(1, dp.replicas / std::max(1, dp.experts.ranks));
+  ring.experts = {};
+  return ring;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,39 @@
+#pragma once
+// The exchanges of expert parallelism (Megatron-LM's, Lepikhin et al. 2020):
+// each of E data-parallel replicas holds experts / E of a mixture's routed
+// experts (ModelSpec::expert_parallel), so every mixture layer sends each
+// token's copies to the devices that hold their experts and brings the
+// outputs back, two all-to-alls among the E in a forward (and in a
+// recompute) and two of the gradients in a backward, within the op and not
+// overlapped with its compute (megatron-core's all-to-all dispatcher without
+// its overlap options). The experts' gradients reduce over the D / E
+// replicas that hold the same experts.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/stage_costs.h"
+
+namespace pipescope {
+
+// One all-to-all in which each device of dp.experts sends `bytes` (its own
+// share included): nccl_alltoall_seconds on NCCL's clusters, else one step's
+// latency and the slower of the node's and the network's shares at their
+// bandwidths. 0 without expert parallelism.
+SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
+
+// Fills each stage's ep_forward, ep_backward and ep_bytes from its layers'
+// all-to-alls (LayerSpec::ep_alltoalls) for a micro-batch of
+// `micro_batch_size` samples; nothing without expert parallelism.
+void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
+                            std::int64_t micro_batch_size, std::vector<StageCost>& stages);
+
+// The replicas that reduce an expert's gradients: D / E of dp's D, on the
+// same links (the ring a replica's experts take through its peers E
+// replicas apart crosses the same kind of link as dp's, the network where
+// dp spans nodes).
+DataParallel expert_reduction_ring(const DataParallel& dp);
+
+}  // namespace pipescope

@@ -1,0 +1,35 @@
+#include "sim/scenario/expert_groups.h"
+
+#include "costmodels/check.h"
+#include "costmodels/model_families.h"
+
+namespace pipescope {
+
+std::string expert_parallel_problem(const Scenario& sc, int E) {
+  if (E == 1) return "";
+  if (!sc.model.transformer || !sc.model.transformer->moe.enabled()) {
+    return "expert parallelism spreads a mixture's experts; model '" + sc.model.name +
+           "' has none (expected 1)";
+  }
+  const TransformerParams& p = *sc.model.transformer;
+  const TensorSplit split{sc.training.tensor_parallel, sc.training.sequence_parallel, E};
+  if (std::string problem = tensor_split_problem(p, split); !problem.empty()) return problem;
+  if (sc.training.zero == 3) {
+    return "ZeRO-3 with expert parallelism is not modelled (its gathers of experts sharded "
+           "over D / E replicas): expected training.zero 0 to 2, or expert_parallel 1";
+  }
+  return "";
+}
+
+Scenario with_expert_parallel(const Scenario& sc, int E) {
+  const std::string problem = expert_parallel_problem(sc, E);
+  PS_CHECK(problem.empty(), problem);
+  Scenario out = sc;
+  out.training.expert_parallel = E;
+  if (sc.model.expert_parallel == E) return out;
+  out.model = make_transformer(*sc.model.transformer, sc.model.name,
+                               {sc.training.tensor_parallel, sc.training.sequence_parallel, E});
+  return out;
+}
+
+}  // namespace pipescope

@@ -1,0 +1,24 @@
+#pragma once
+// A scenario under expert parallelism: each of E data-parallel replicas holds
+// experts / E of every mixture layer's routed experts (the model becomes one
+// device's share of them, as under tensor parallelism of its layers). What
+// the E exchange is priced in sim/engine/expert_parallel.h.
+
+#include <string>
+
+#include "sim/scenario/scenario.h"
+
+namespace pipescope {
+
+// Why the mixture of `sc` cannot spread over E devices: a model without
+// experts, an E that does not divide them or is less than the stated
+// imbalance, ZeRO-3 (whose layer-by-layer gathers of experts sharded over
+// D / E replicas are not modelled). Empty when it can, and for E = 1.
+std::string expert_parallel_problem(const Scenario& sc, int E);
+
+// `sc` with its model one device's share of the routed experts under E
+// (TrainingConfig::expert_parallel), its tensor split kept.
+// expert_parallel_problem must be empty.
+Scenario with_expert_parallel(const Scenario& sc, int E);
+
+}  // namespace pipescope

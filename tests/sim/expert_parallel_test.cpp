@@ -1,0 +1,253 @@
+// Expert parallelism in the simulation: the all-to-all group the replicas
+// form on a cluster, each op's all-to-alls after its compute (by hand on
+// exact devices), the experts' memory and gradients over D / E replicas, the
+// scenario fields, the command's checks and the planner's D.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "scenario_docs.h"
+#include "sim/engine/expert_parallel.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/zero.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+// Two layers of 1000 FLOPs a sample on exact devices linked at 1 GB/s with
+// 1 us latency; 100 parameters a layer, 60 of them its device's share of
+// the experts of E = `experts`; two all-to-alls of 1000 bytes a sample in
+// each layer's forward. Adam-like 16 bytes a parameter in fp32 (4 weights, 4
+// gradients, 8 optimizer state), 4 replicas.
+Scenario ep_scenario(int experts, int zero) {
+  Scenario sc = testing::uniform_scenario(2, 4, 1000.0, 8, 2, false);
+  sc.cluster.interconnect = Interconnect{TopologyKind::kAllToAll, 1e9, 1e-6};
+  for (LayerSpec& l : sc.model.layers) {
+    l.params = 100;
+    l.expert_params = experts > 1 ? 60 : 0;
+    l.ep_alltoalls = experts > 1 ? 2 : 0;
+    l.ep_bytes = 1000;
+  }
+  sc.model.expert_parallel = experts;
+  sc.training.expert_parallel = experts;
+  sc.training.bytes_per_param = 16.0;
+  sc.training.zero = zero;
+  return sc;
+}
+
+Scenario load_scenario_text(const std::string& text,
+                            const std::vector<std::string>& overrides = {}) {
+  return parse_scenario_text(text, "ep.json", overrides);
+}
+
+// Reading `text` with `overrides` fails at `path` with a message holding
+// `fragment`.
+void expect_scenario_error(const std::string& text, const std::vector<std::string>& overrides,
+                           const std::string& path, const std::string& fragment) {
+  const ScenarioError e = testing::docs::error_of_text(text, overrides);
+  EXPECT_EQ(e.json_path(), path) << e.what();
+  EXPECT_NE(e.message().find(fragment), std::string::npos) << e.what();
+}
+
+SimResult ep_step(int experts, int zero) {
+  const Scenario sc = ep_scenario(experts, zero);
+  SimConfig cfg;
+  cfg.stages = 1;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 1, 4, experts);
+  return simulate(replica_scenario(sc, 1, 4), cfg);
+}
+
+TEST(ExpertParallel, TheGroupIsTheFirstEReplicas) {
+  const Scenario sc = ep_scenario(2, 0);
+  const DataParallel dp = data_parallel_ring(sc.cluster, 1, 4, 2);
+  EXPECT_EQ(dp.experts.ranks, 2);
+  EXPECT_EQ(dp.experts.per_node, 2);
+  EXPECT_DOUBLE_EQ(dp.experts.intra_bw, 1e9);
+  EXPECT_DOUBLE_EQ(dp.experts_latency_s, 1e-6);
+  EXPECT_EQ(data_parallel_ring(sc.cluster, 1, 4).experts.ranks, 1);
+  // 1000 bytes a sample, micro-batches of 4: each device keeps 1 / 2 of
+  // 4000 and sends the rest at 1 GB/s after the latency.
+  EXPECT_EQ(alltoall_time(dp, 4000), 1000 + 2000);
+  EXPECT_EQ(alltoall_time(data_parallel_ring(sc.cluster, 1, 4), 4000), 0);
+  EXPECT_THROW(data_parallel_ring(sc.cluster, 1, 3, 2), ConfigError);
+}
+
+// On DGX A100 nodes (8 GPUs a node): E = 8 replicas of K = 1 fill a node,
+// E = 16 span two.
+TEST(ExpertParallel, TheGroupOnNodes) {
+  const Scenario sc = load_scenario_text(R"({
+    "model": {"family": "transformer", "layers": 2, "d_model": 64, "heads": 4, "seq_len": 32,
+              "vocab": 100, "experts": 16, "experts_per_token": 2},
+    "cluster": {"preset": "dgx-a100", "devices": 32},
+    "training": {"global_batch": 32, "micro_batches": 1}
+  })");
+  const std::vector<Hop> nvlink = sc.cluster.route(0, 1);
+  const std::vector<Hop> network = sc.cluster.route(0, 8);
+  const auto least = [](const std::vector<Hop>& hops) {
+    double bw = hops.front().bandwidth;
+    for (const Hop& h : hops) bw = std::min(bw, h.bandwidth);
+    return bw;
+  };
+  const AllToAllGroup node = data_parallel_ring(sc.cluster, 1, 32, 8).experts;
+  EXPECT_EQ(node.per_node, 8);
+  EXPECT_DOUBLE_EQ(node.intra_bw, least(nvlink));
+  EXPECT_EQ(node.inter_bw, 0.0);
+  const AllToAllGroup two = data_parallel_ring(sc.cluster, 1, 32, 16).experts;
+  EXPECT_EQ(two.per_node, 8);
+  EXPECT_DOUBLE_EQ(two.inter_bw, least(network));
+  EXPECT_LT(two.inter_bw, two.intra_bw);
+  // K = 2 under Megatron-LM's rank order (data parallelism inside the
+  // pipeline's stages): replicas are neighbours, eight a node; with the
+  // pipeline inside (tp-pp-dp) they are two GPUs apart, four a node.
+  Cluster cluster = sc.cluster;
+  cluster.rank_order = RankOrder::kTpDpPp;
+  EXPECT_EQ(data_parallel_ring(cluster, 2, 16, 8).experts.per_node, 8);
+  cluster.rank_order = RankOrder::kTpPpDp;
+  EXPECT_EQ(data_parallel_ring(cluster, 2, 16, 8).experts.per_node, 4);
+}
+
+// Each layer's two all-to-alls run after its forward and again after its
+// backward: 2 layers x 2 x (1 us + 2000 bytes x 3 / 4 at 1 GB/s), the
+// micro-batch of 1 sample a replica's share (8 / 4 / 2).
+TEST(ExpertParallel, OpsRunTheirAllToAllsByHand) {
+  const SimResult r = ep_step(4, 0);
+  const StageCost& c = r.stage_costs[0];
+  const SimTime one = 1000 + 1000 * 3 / 4;
+  EXPECT_EQ(c.ep_forward, 2 * 2 * one);
+  EXPECT_EQ(c.ep_backward, c.ep_forward);
+  EXPECT_EQ(c.ep_bytes, 2 * 2 * 1000);
+  EXPECT_EQ(r.expert_parallel, 4);
+  const SimResult plain = ep_step(1, 0);
+  EXPECT_EQ(plain.stage_costs[0].ep_forward, 0);
+  // The device runs them: two micro-batches, each a forward and a backward.
+  EXPECT_EQ(r.metrics.step_time - plain.metrics.step_time,
+            2 * (c.ep_forward + c.ep_backward) +
+                (r.stage_costs[0].allreduce - plain.stage_costs[0].allreduce));
+}
+
+// Under ZeRO-1 over D = 4 the 40 dense parameters a layer keep 4 + 4 + 8 / 4
+// bytes; the 60 of the experts' share, held alike by D / E replicas, 4 + 4
+// + 8 / (D / E): unsharded at E = 4, halved at E = 2. Each replica steps the
+// optimizer on its shard of each.
+TEST(ExpertParallel, ExpertsShardOverTheirReplicas) {
+  const StageCost four = ep_step(4, 1).stage_costs[0];
+  EXPECT_EQ(four.expert_params, 120);
+  EXPECT_EQ(four.static_bytes, 80 * (4 + 4 + 2) + 120 * (4 + 4 + 8));
+  EXPECT_EQ(four.weight_bytes, 200 * 4);
+  EXPECT_EQ(four.gradient_bytes, 200 * 4);
+  const StageCost two = ep_step(2, 1).stage_costs[0];
+  EXPECT_EQ(two.static_bytes, 80 * (4 + 4 + 2) + 120 * (4 + 4 + 4));
+  Scenario sc = replica_scenario(ep_scenario(2, 1), 1, 4);
+  EXPECT_EQ(expert_replicas(sc), 2);
+  EXPECT_DOUBLE_EQ(expert_bytes_per_param(sc), 12.0);
+  EXPECT_EQ(dense_equivalent_params(sc, 100, 60), 40 + 60 * 12 / 10);
+  // The optimizer step over 80 / 4 + 120 / 2 parameters at E = 2.
+  const SimResult zero_one = ep_step(2, 1);
+  const SimResult dense = [] {
+    Scenario d = ep_scenario(1, 1);
+    for (LayerSpec& l : d.model.layers) l.params = 20 / 2 + 60 / 2 * 2;
+    SimConfig cfg;
+    cfg.stages = 1;
+    cfg.data_parallel = data_parallel_ring(d.cluster, 1, 4);
+    return simulate(replica_scenario(d, 1, 1), cfg);
+  }();
+  EXPECT_EQ(zero_one.stage_costs[0].optimizer, dense.stage_costs[0].optimizer);
+}
+
+// The dense gradients reduce over all D = 4 replicas, the experts' over the
+// D / E = 2 that hold the same ones.
+TEST(ExpertParallel, ExpertGradientsReduceOverTheirReplicas) {
+  const Scenario sc = ep_scenario(2, 0);
+  const DataParallel dp = data_parallel_ring(sc.cluster, 1, 4, 2);
+  const DataParallel experts = expert_reduction_ring(dp);
+  EXPECT_EQ(experts.replicas, 2);
+  EXPECT_EQ(experts.experts.ranks, 1);
+  const StageCost c = ep_step(2, 0).stage_costs[0];
+  EXPECT_EQ(c.allreduce, allreduce_time(dp, 80 * 4) + allreduce_time(experts, 120 * 4));
+  const StageCost one = ep_step(2, 1).stage_costs[0];
+  EXPECT_EQ(one.allreduce, reduce_scatter_time(dp, 80 * 4) + reduce_scatter_time(experts, 120 * 4));
+  EXPECT_EQ(one.zero_step_gather, one.allreduce);  // the weights, as many bytes in fp32
+}
+
+TEST(ExpertParallel, TheRunNeedsItsReplicas) {
+  const Scenario sc = ep_scenario(4, 0);
+  SimConfig cfg;
+  cfg.stages = 1;
+  try {
+    simulate(sc, cfg);
+    FAIL() << "E = 4 ran on one replica";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.scenario_field(), "training.expert_parallel");
+    EXPECT_NE(std::string(e.what()).find("give --data-parallel a multiple of E"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+constexpr const char* kMoeScenario = R"({
+  "model": {"family": "transformer", "layers": 4, "d_model": 64, "heads": 4, "seq_len": 32,
+            "vocab": 100, "experts": 8, "experts_per_token": 2},
+  "cluster": {"preset": "dgx-a100", "devices": 16},
+  "training": {"global_batch": 64, "micro_batches": 4, "optimizer": "adam"}
+})";
+
+TEST(ExpertParallel, TheScenarioField) {
+  const Scenario whole = load_scenario_text(kMoeScenario);
+  const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=4"});
+  EXPECT_EQ(sc.training.expert_parallel, 4);
+  EXPECT_TRUE(sc.training.expert_parallel_given);
+  EXPECT_EQ(sc.model.expert_parallel, 4);
+  EXPECT_EQ(sc.model.total_params() + 3 * sc.model.layers[1].expert_params * 4,
+            whole.model.total_params());
+  const Scenario busy =
+      load_scenario_text(kMoeScenario, {"training.expert_parallel=4", "model.expert_imbalance=1.25"});
+  EXPECT_DOUBLE_EQ(busy.model.transformer->moe.imbalance, 1.25);
+  EXPECT_GT(busy.model.layers[1].stash_bytes, sc.model.layers[1].stash_bytes);
+  // E with tensor parallelism: each device a share of each of its experts.
+  const Scenario both =
+      load_scenario_text(kMoeScenario, {"training.expert_parallel=2", "training.tensor_parallel=2"});
+  EXPECT_EQ(both.model.expert_parallel, 2);
+  EXPECT_EQ(both.model.tensor_parallel, 2);
+}
+
+TEST(ExpertParallel, ScenarioErrors) {
+  expect_scenario_error(kMoeScenario, {"training.expert_parallel=3"},
+                                 "training.expert_parallel",
+                                 "3 expert-parallel devices do not divide the 8 experts");
+  expect_scenario_error(kMoeScenario,
+                                 {"training.expert_parallel=2", "model.expert_imbalance=3"},
+                                 "training.expert_parallel", "at most 2");
+  expect_scenario_error(kMoeScenario, {"training.expert_parallel=2", "training.zero=3"},
+                                 "training.expert_parallel", "ZeRO-3 with expert parallelism");
+  expect_scenario_error(kMoeScenario, {"model.expert_imbalance=0.5"},
+                                 "model.expert_imbalance", "expected at least 1");
+  expect_scenario_error(kMoeScenario, {"training.expert_parallel=0"},
+                                 "training.expert_parallel", "");
+  expect_scenario_error(R"({
+    "model": {"family": "transformer", "layers": 2, "d_model": 64, "heads": 4, "seq_len": 32,
+              "vocab": 100},
+    "cluster": {"preset": "dgx-a100", "devices": 8},
+    "training": {"global_batch": 8, "micro_batches": 1, "expert_parallel": 2}
+  })",
+                                 {}, "training.expert_parallel", "has none (expected 1)");
+}
+
+// The planner lays out only D that E divides, and plans ZeRO 1 and 2.
+TEST(ExpertParallel, ThePlannerKeepsDAMultipleOfE) {
+  const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=8"});
+  const PlanReport report = run_planner(sc, PlanRequest{});
+  ASSERT_FALSE(report.ranked.empty());
+  for (const PlanCandidate& p : report.ranked) {
+    EXPECT_EQ(p.data_parallel % 8, 0) << "K=" << p.stages << " D=" << p.data_parallel;
+    EXPECT_LT(p.zero, 3);
+  }
+}
+
+}  // namespace
+}  // namespace pipescope
