@@ -231,9 +231,9 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
 namespace {
 
 // The training fields a plan fixes (sim/plan/plan.h).
-constexpr const char* kPlanFixedFields[] = {"micro_batches", "chunks",   "tensor_parallel",
-                                            "zero",          "schedule", "sequence_parallel",
-                                            "remat",         "balance",  "megatron"};
+constexpr const char* kPlanFixedFields[] = {
+    "micro_batches", "chunks", "tensor_parallel",   "expert_parallel", "zero",
+    "schedule",      "remat",  "sequence_parallel", "balance",         "megatron"};
 
 // The training field a --set names ("training.remat=off": "remat"), if any.
 std::optional<std::string> training_field(const std::string& assignment) {
@@ -261,6 +261,7 @@ std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
   if (field == "micro_batches") return value != p.micro_batches;
   if (field == "chunks") return value != p.chunks;
   if (field == "tensor_parallel") return value != p.tensor_parallel;
+  if (field == "expert_parallel") return value != p.expert_parallel;
   if (field == "zero") return value != p.zero;
   if (field == "sequence_parallel") return value != p.sequence_parallel;
   if (field == "schedule") return names(parse_schedule, std::optional(p.schedule));
@@ -286,7 +287,7 @@ void refuse_overrides_the_plan_fixes(const ScenarioOptions& o, const Plan& plan,
     if (!differs.value_or(false)) continue;
     throw std::invalid_argument("--set " + assignment + ": --plan " + plan_file +
                                 " fixes training." + *field +
-                                " (K, D, T, M, ZeRO, the schedule, its chunks, remat and the "
+                                " (K, D, T, E, M, ZeRO, the schedule, its chunks, remat and the "
                                 "cut are the plan's); drop it, or plan again");
   }
 }
@@ -306,6 +307,9 @@ ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::
       {"--plan " + plan_file + " (T=" + std::to_string(plan.tensor_parallel) + ")",
        "tensor_parallel", plan.tensor_parallel});
   o.field_flags.push_back({"--plan " + plan_file, "sequence_parallel", plan.sequence_parallel});
+  o.field_flags.push_back(
+      {"--plan " + plan_file + " (E=" + std::to_string(plan.expert_parallel) + ")",
+       "expert_parallel", plan.expert_parallel});
   o.field_flags.push_back({"--plan " + plan_file, "zero", plan.zero});
   return o;
 }

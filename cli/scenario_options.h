@@ -157,11 +157,11 @@ struct TrainingFlags {
 // belonged to the schedule it replaces; --schedule custom (a schedule file) stands
 // for no field.
 ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f);
-// Whether a --set names a training field that a plan fixes (K, D, T, M,
+// Whether a --set names a training field that a plan fixes (K, D, T, E, M,
 // ZeRO, the schedule, its chunks, remat, the cut).
 bool sets_a_plan_field(const ScenarioOptions& o);
-// `o` with the plan's split of the layers (its T and sequence parallelism) and
-// its ZeRO stage as training fields, which a plan fixes as it fixes K; an
+// `o` with the plan's split of the layers (its T and sequence parallelism),
+// its E and its ZeRO stage as training fields, which a plan fixes as it fixes K; an
 // error in them names the plan file. Refuses a --set of a field the plan
 // fixes to another value than the plan's.
 ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::string& plan_file);

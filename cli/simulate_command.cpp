@@ -163,10 +163,11 @@ SimulatedScenario scenario_to_simulate(const SimulateOptions& o) {
 // them all.
 void refuse_layout_flags(const SimulateOptions& o) {
   if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
-      o.data_parallel || o.tensor_parallel || o.balance || o.checkpoint || o.partition_given) {
+      o.data_parallel || o.tensor_parallel || o.expert_parallel || o.balance || o.checkpoint ||
+      o.partition_given) {
     throw std::invalid_argument(
-        "--plan fixes K, D, T, M, the schedule, its chunks, remat and the cut; drop -K, "
-        "--data-parallel, -T, -M, --schedule, --schedule-file, --chunks, --remat, "
+        "--plan fixes K, D, T, E, M, the schedule, its chunks, remat and the cut; drop -K, "
+        "--data-parallel, -T, -E, -M, --schedule, --schedule-file, --chunks, --remat, "
         "--checkpoint, --partition and --balance");
   }
 }

@@ -80,6 +80,17 @@ void check_tensor_parallel(const Plan& plan, ExportFormat format) {
   }
 }
 
+// Expert parallelism, which only Megatron-LM's export expresses.
+void check_expert_parallel(const Plan& plan, ExportFormat format) {
+  if (plan.expert_parallel > 1 && format != ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to " + std::string(to_string(format)) +
+        ": it spreads the experts over E=" + std::to_string(plan.expert_parallel) +
+        " replicas (expert parallelism), which this export does not express; export it to "
+        "megatron");
+  }
+}
+
 // Where the plan's stages sit on the devices: torchgpipe and DeepSpeed run one
 // stage per device, and Megatron-LM places virtual stage s on rank s mod K, not
 // in a V.
@@ -139,6 +150,7 @@ void check_exportable(const Plan& plan, ExportFormat format) {
   check_custom_schedule(plan, format);
   check_zero_stage(plan, format);
   check_tensor_parallel(plan, format);
+  check_expert_parallel(plan, format);
   check_stage_placement(plan, format);
   check_selective_remat(plan, format);
   check_megatron_interleaving(plan, format);

@@ -315,8 +315,19 @@ std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int gr
   return out + rest;
 }
 
+// A mixture's experts and the router's top-k, from the plan's model spec
+// (model.experts, experts_per_token), which the expert-parallel size must
+// divide; nothing for a dense model or a plan without its spec.
+std::vector<std::string> megatron_expert_flags(const Plan& p) {
+  const nlohmann::json& spec = p.model_spec;
+  if (!spec.is_object() || !spec.contains("experts")) return {};
+  return {"--num-experts " + spec["experts"].dump(),
+          "--moe-router-topk " + spec["experts_per_token"].dump()};
+}
+
 // The flags that set Megatron-LM's parallelism: the pipeline and its --num-layers,
-// tensor and sequence parallelism, the distributed optimizer and the rank order.
+// tensor, sequence and expert parallelism, the distributed optimizer and the
+// rank order.
 std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
   std::vector<std::string> flags{"--pipeline-model-parallel-size " + str(p.stages),
                                  "--num-layers " + str(total)};
@@ -324,6 +335,13 @@ std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
     flags.insert(flags.begin(), "--tensor-model-parallel-size " + str(p.tensor_parallel));
   }
   if (p.sequence_parallel) flags.push_back("--sequence-parallel");
+  for (std::string& f : megatron_expert_flags(p)) flags.push_back(std::move(f));
+  // The plan times the all-to-all dispatcher (sim/engine/expert_parallel.h),
+  // not megatron-core's default all-gather one.
+  if (p.expert_parallel > 1) {
+    flags.push_back("--expert-model-parallel-size " + str(p.expert_parallel));
+    flags.push_back("--moe-token-dispatcher-type alltoall");
+  }
   // Megatron-LM's distributed optimizer shards the optimizer's state (its fp32
   // main weights and slots) over the data-parallel ranks: ZeRO stage 1.
   if (p.zero > 0) flags.push_back("--use-distributed-optimizer");

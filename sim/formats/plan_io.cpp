@@ -84,10 +84,10 @@ void read_model(ObjectReader m, Plan& p) {
     const Where at = m.where("spec");
     ModelSpec model = parse_model(spec, at.file, at.path);
     // The plan's layers are one device's share under tensor parallelism.
-    const TensorSplit split{p.tensor_parallel, p.sequence_parallel};
-    if (split.ways > 1 && model.transformer) {
+    const TensorSplit split{p.tensor_parallel, p.sequence_parallel, p.expert_parallel};
+    if ((split.ways > 1 || split.experts > 1) && model.transformer) {
       const std::string problem = tensor_split_problem(*model.transformer, split);
-      if (!problem.empty()) at.fail(problem + " (the plan's T)");
+      if (!problem.empty()) at.fail(problem + " (the plan's T and E)");
       model = make_transformer(*model.transformer, model.name, split);
     }
     if (model_hash(model) != p.model_hash) {
@@ -268,6 +268,11 @@ void check_sizes(const Plan& p, const Where& top) {
     top.key("cluster").key("devices").fail("expected K x D x T = " + str(needed) +
                                            " devices, got " + str(p.devices));
   }
+  if (p.data_parallel % p.expert_parallel != 0) {
+    top.key("E").fail("expected a divisor of D = " + str(p.data_parallel) +
+                      " (the experts spread over E of the replicas), got " +
+                      str(p.expert_parallel));
+  }
   if (p.global_batch % p.data_parallel != 0) {
     top.key("D").fail(str(p.data_parallel) + " replicas do not divide global_batch " +
                       str(p.global_batch));
@@ -324,6 +329,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["D"] = plan.data_parallel;
   doc["T"] = plan.tensor_parallel;
   doc["sequence_parallel"] = plan.sequence_parallel;
+  if (plan.expert_parallel > 1) doc["E"] = plan.expert_parallel;
   doc["zero"] = plan.zero;
   doc["M"] = plan.micro_batches;
   doc["global_batch"] = plan.global_batch;
@@ -362,6 +368,8 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   if (p.sequence_parallel && p.tensor_parallel == 1) {
     top.fail("sequence_parallel", "sequence parallelism needs T above 1");
   }
+  // Absent where the experts are not spread (or there are none).
+  p.expert_parallel = static_cast<int>(top.opt_integer("E", kExpertCount).value_or(1));
   // Absent from plans written before ZeRO: plain data parallelism.
   p.zero = static_cast<int>(top.opt_integer("zero", IntRange{0, kMaxZeroStage}).value_or(0));
   read_model(top.object("model"), p);
@@ -477,6 +485,12 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                             split(plan.tensor_parallel, plan.sequence_parallel) +
                             ", the scenario as " + split(t.tensor_parallel, t.sequence_parallel) +
                             " (training.tensor_parallel, training.sequence_parallel, -T)");
+  }
+  if (plan.expert_parallel != t.expert_parallel) {
+    throw ScenarioError(plan_file, "E",
+                        "this plan spreads the experts over E=" + str(plan.expert_parallel) +
+                            " replicas, the scenario over E=" + str(t.expert_parallel) +
+                            " (training.expert_parallel, -E)");
   }
   if (plan.optimizer != t.optimizer) {
     const auto name = [](const std::optional<Optimizer>& o) {

@@ -122,6 +122,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.p2p = scenario.cluster.p2p_mode(result.chunks > 1);
   p.p2p_split = scenario.cluster.p2p_split;
   p.sequence_parallel = scenario.training.sequence_parallel;
+  p.expert_parallel = scenario.training.expert_parallel;
   p.zero = scenario.training.zero;
   p.devices = result.stages * data_parallel * p.tensor_parallel;
   p.memory_capacity = scenario.cluster.device.memory_bytes;

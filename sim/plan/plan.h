@@ -68,6 +68,9 @@ struct Plan {
   // the stage plans are one device's share
   int tensor_parallel = 1;
   bool sequence_parallel = false;
+  // E, the replicas a mixture's routed experts spread over
+  // (training.expert_parallel); the stage plans hold a device's share of them
+  int expert_parallel = 1;
   int zero = 0;           // ZeRO stage over the D replicas (sim/engine/zero.h)
   int micro_batches = 1;  // M per replica
   std::int64_t global_batch = 1;

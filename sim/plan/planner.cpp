@@ -19,10 +19,12 @@
 namespace pipescope {
 
 std::string PlanCandidate::label() const {
+  const int E = scenario ? scenario->training.expert_parallel : 1;
   return (tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) + " " : "") +
          "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
-         " M=" + std::to_string(micro_batches) + " remat " + std::string(remat_label(remat)) + " " +
-         std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "") +
+         (E > 1 ? " E=" + std::to_string(E) : "") + " M=" + std::to_string(micro_batches) +
+         " remat " + std::string(remat_label(remat)) + " " + std::string(to_string(schedule)) +
+         (chunks > 1 ? " v=" + std::to_string(chunks) : "") +
          (zero > 0 ? " ZeRO-" + std::to_string(zero) : "");
 }
 

@@ -85,7 +85,8 @@ struct PlanCandidate {
   double samples_per_s = 0.0;  // all D replicas together
   SimResult result;            // the replica's simulation (no timeline); empty when rejected
 
-  // "K=4 D=2 M=8 remat on gpipe", "... interleaved-1f1b v=2", "T=2 K=4 ..." under T > 1
+  // "K=4 D=2 M=8 remat on gpipe", "... interleaved-1f1b v=2", "T=2 K=4 ..." under T > 1,
+  // "K=4 D=16 E=8 ..." under expert parallelism
   std::string label() const;
 };
 

@@ -258,7 +258,7 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
   ASSERT_EQ(planned.status, 0) << planned.err;
   const CliResult again = run("simulate " + kDemo + " -T 2 --plan " + plan.string());
   EXPECT_EQ(again.status, 1);  // --plan fixes T
-  EXPECT_NE(again.err.find("--plan fixes K, D, T, M"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("--plan fixes K, D, T, E, M"), std::string::npos) << again.err;
   const CliResult replay =
       run("simulate " + kDemo + " --set training.tensor_parallel=2 --plan " + plan.string());
   EXPECT_EQ(replay.status, 0) << replay.err;
@@ -293,15 +293,16 @@ TEST(SimulateCli, APlanRefusesWhatItWouldIgnore) {
   for (const char* extra : {" --checkpoint layer", " --partition uniform"}) {
     const CliResult r = run(with + extra);
     EXPECT_EQ(r.status, 1) << extra;
-    EXPECT_NE(r.err.find("--plan fixes K, D, T, M"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--plan fixes K, D, T, E, M"), std::string::npos) << r.err;
   }
-  for (const char* set : {"training.micro_batches=8", "training.schedule=gpipe",
-                          "training.remat=always", "training.balance=[13,13]"}) {
+  for (const char* set :
+       {"training.micro_batches=8", "training.schedule=gpipe", "training.remat=always",
+        "training.balance=[13,13]", "training.expert_parallel=2"}) {
     const CliResult r = run(with + " --set " + set);
     EXPECT_EQ(r.status, 1) << set;
     EXPECT_EQ(r.err, "pipescope: error: --set " + std::string(set) + ": --plan " + plan.string() +
                          " fixes " + std::string(set).substr(0, std::string(set).find('=')) +
-                         " (K, D, T, M, ZeRO, the schedule, its chunks, remat and the cut are "
+                         " (K, D, T, E, M, ZeRO, the schedule, its chunks, remat and the cut are "
                          "the plan's); drop it, or plan again\n");
   }
   // The plan's own values may be restated.

@@ -13,6 +13,9 @@
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/simulator.h"
 #include "sim/engine/zero.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
 #include "sim/plan/planner.h"
 #include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
@@ -184,8 +187,7 @@ TEST(ExpertParallel, TheRunNeedsItsReplicas) {
     FAIL() << "E = 4 ran on one replica";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.scenario_field(), "training.expert_parallel");
-    EXPECT_NE(std::string(e.what()).find("give --data-parallel a multiple of E"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("give --data-parallel a multiple of E"), std::string::npos)
         << e.what();
   }
 }
@@ -205,37 +207,35 @@ TEST(ExpertParallel, TheScenarioField) {
   EXPECT_EQ(sc.model.expert_parallel, 4);
   EXPECT_EQ(sc.model.total_params() + 3 * sc.model.layers[1].expert_params * 4,
             whole.model.total_params());
-  const Scenario busy =
-      load_scenario_text(kMoeScenario, {"training.expert_parallel=4", "model.expert_imbalance=1.25"});
+  const Scenario busy = load_scenario_text(
+      kMoeScenario, {"training.expert_parallel=4", "model.expert_imbalance=1.25"});
   EXPECT_DOUBLE_EQ(busy.model.transformer->moe.imbalance, 1.25);
   EXPECT_GT(busy.model.layers[1].stash_bytes, sc.model.layers[1].stash_bytes);
   // E with tensor parallelism: each device a share of each of its experts.
-  const Scenario both =
-      load_scenario_text(kMoeScenario, {"training.expert_parallel=2", "training.tensor_parallel=2"});
+  const Scenario both = load_scenario_text(
+      kMoeScenario, {"training.expert_parallel=2", "training.tensor_parallel=2"});
   EXPECT_EQ(both.model.expert_parallel, 2);
   EXPECT_EQ(both.model.tensor_parallel, 2);
 }
 
 TEST(ExpertParallel, ScenarioErrors) {
-  expect_scenario_error(kMoeScenario, {"training.expert_parallel=3"},
-                                 "training.expert_parallel",
-                                 "3 expert-parallel devices do not divide the 8 experts");
-  expect_scenario_error(kMoeScenario,
-                                 {"training.expert_parallel=2", "model.expert_imbalance=3"},
-                                 "training.expert_parallel", "at most 2");
+  expect_scenario_error(kMoeScenario, {"training.expert_parallel=3"}, "training.expert_parallel",
+                        "3 expert-parallel devices do not divide the 8 experts");
+  expect_scenario_error(kMoeScenario, {"training.expert_parallel=2", "model.expert_imbalance=3"},
+                        "training.expert_parallel", "at most 2");
   expect_scenario_error(kMoeScenario, {"training.expert_parallel=2", "training.zero=3"},
-                                 "training.expert_parallel", "ZeRO-3 with expert parallelism");
-  expect_scenario_error(kMoeScenario, {"model.expert_imbalance=0.5"},
-                                 "model.expert_imbalance", "expected at least 1");
-  expect_scenario_error(kMoeScenario, {"training.expert_parallel=0"},
-                                 "training.expert_parallel", "");
+                        "training.expert_parallel", "ZeRO-3 with expert parallelism");
+  expect_scenario_error(kMoeScenario, {"model.expert_imbalance=0.5"}, "model.expert_imbalance",
+                        "expected at least 1");
+  expect_scenario_error(kMoeScenario, {"training.expert_parallel=0"}, "training.expert_parallel",
+                        "");
   expect_scenario_error(R"({
     "model": {"family": "transformer", "layers": 2, "d_model": 64, "heads": 4, "seq_len": 32,
               "vocab": 100},
     "cluster": {"preset": "dgx-a100", "devices": 8},
     "training": {"global_batch": 8, "micro_batches": 1, "expert_parallel": 2}
   })",
-                                 {}, "training.expert_parallel", "has none (expected 1)");
+                        {}, "training.expert_parallel", "has none (expected 1)");
 }
 
 // The planner lays out only D that E divides, and plans ZeRO 1 and 2.
@@ -246,6 +246,60 @@ TEST(ExpertParallel, ThePlannerKeepsDAMultipleOfE) {
   for (const PlanCandidate& p : report.ranked) {
     EXPECT_EQ(p.data_parallel % 8, 0) << "K=" << p.stages << " D=" << p.data_parallel;
     EXPECT_LT(p.zero, 3);
+  }
+}
+
+// A plan carries E: in its label and its file, against the scenario it is
+// replayed on, and into Megatron-LM's flags; the exports that cannot run
+// expert parallelism refuse it.
+TEST(ExpertParallel, PlansCarryE) {
+  const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=8"});
+  PlanRequest request;
+  request.stages = 2;
+  request.schedule = ScheduleKind::k1F1B;
+  const PlanReport report = run_planner(sc, request);
+  ASSERT_FALSE(report.ranked.empty());
+  const PlanCandidate& best = report.ranked.front();
+  EXPECT_NE(best.label().find(" D=8 E=8 "), std::string::npos) << best.label();
+  const Plan plan = make_plan(replica_scenario(*best.scenario, best.stages, best.data_parallel),
+                              best.result, best.data_parallel, "optimal");
+  EXPECT_EQ(plan.expert_parallel, 8);
+  const nlohmann::json doc = plan_to_json(plan);
+  EXPECT_EQ(doc["E"], 8);
+  EXPECT_EQ(plan_from_json(doc, "p.json").expert_parallel, 8);
+  nlohmann::json odd = doc;
+  odd["E"] = 3;  // without the spec, which 3 cannot split
+  odd["model"]["spec"] = nullptr;
+  try {
+    plan_from_json(odd, "p.json");
+    FAIL() << "E=3 of D=8 was read";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.json_path(), "E");
+  }
+  EXPECT_NO_THROW(check_plan_matches(plan, sc, "p.json"));
+  const Scenario other = load_scenario_text(kMoeScenario, {"training.expert_parallel=4"});
+  try {
+    check_plan_matches(plan, other, "p.json");
+    FAIL() << "a plan of E=8 matched a scenario of E=4";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("this plan spreads the experts over E=8 replicas, the "
+                                         "scenario over E=4"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string megatron = export_plan(plan, ExportFormat::kMegatron);
+  for (const char* flag :
+       {"--num-experts 8", "--moe-router-topk 2", "--expert-model-parallel-size 8",
+        "--moe-token-dispatcher-type alltoall"}) {
+    EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in\n" << megatron;
+  }
+  try {
+    export_plan(plan, ExportFormat::kDeepSpeed);
+    FAIL() << "deepspeed took expert parallelism";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("it spreads the experts over E=8 replicas"),
+              std::string::npos)
+        << e.what();
   }
 }
 
