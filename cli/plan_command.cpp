@@ -76,6 +76,7 @@ Bytes fullest(const SimResult& r) {
 // candidates alike (an object's keys print sorted, wherever they are set).
 nlohmann::json layout_json(const PlanCandidate& c) {
   return {{"T", c.tensor_parallel},
+          {"E", c.scenario ? c.scenario->training.expert_parallel : 1},
           {"K", c.stages},
           {"D", c.data_parallel},
           {"M", c.micro_batches},
@@ -161,6 +162,10 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << (ts.size() > 1 ? "; tensor-parallel T of " + tensor
                 : show_t      ? "; tensor-parallel T=" + tensor
                               : std::string())
+            << (sc.training.expert_parallel > 1
+                    ? "; the experts over E=" + std::to_string(sc.training.expert_parallel) +
+                          " of the D replicas"
+                    : std::string())
             << "), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() + report.dominated.size() << " fit"
             << (report.dominated.empty()
