@@ -30,9 +30,10 @@ void print_scenario_line(std::ostream& out, const Scenario& sc) {
   out << "Scenario   " << sc.name << ": " << m.family
       << (m.name != m.family ? " '" + m.name + "'" : std::string()) << ", " << m.layers.size()
       << " layers, " << format_count(static_cast<double>(m.total_params())) << " params"
-      << (m.tensor_parallel > 1   ? " per tensor-parallel device"
-          : m.expert_parallel > 1 ? " per device (its share of the experts)"
-                                  : "")
+      << (m.tensor_parallel > 1 ? " per tensor-parallel device" : "")
+      << (m.expert_parallel > 1 ? (m.tensor_parallel > 1 ? " (its share of the experts)"
+                                                         : " per device (its share of the experts)")
+                                : "")
       << ", " << to_string(m.dtype) << "\n";
 }
 

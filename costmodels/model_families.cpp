@@ -181,7 +181,9 @@ void require_transformer_fits(const TransformerParams& p, const TransformerDims&
     const double Fe = f64(moe.expert_d_ff), Fs = f64(moe.shared_d_ff);
     require_fits(f64(p.layers) * (Ex * (2 * H * Fe + Fe + 2 * H) + 2 * H * Fs + Fs),
                  "the experts' parameters");
-    require_fits(S * K * (H * E + 2 * E * Fe + 8) + S * (2 * E * Fs + 4 * Ex),
+    // The busiest device's share of the tokens (MoeParams::imbalance) at most.
+    const double busiest = std::max(1.0, moe.imbalance);
+    require_fits(S * K * busiest * (H * E + 2 * E * Fe + 8) + S * (2 * E * Fs + 4 * Ex),
                  "the bytes a mixture-of-experts block stashes per sample");
   }
 }

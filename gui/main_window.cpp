@@ -211,8 +211,10 @@ void MainWindow::fill_controls() {
   filling_ = true;
   const Scenario& sc = *scenario_;
   fill_parallel_controls();
-  fill_d(1);
-  fill_k_and_m(sc.cluster.devices, sc.training.micro_batches);
+  // Expert parallelism needs D a multiple of E: the first such D.
+  const int E = sc.training.expert_parallel;
+  fill_d(E);
+  fill_k_and_m(sc.cluster.devices / E, sc.training.micro_batches);
   set_remat(sc.training.remat);
   schedule_combo_->setCurrentText(qs(std::string(to_string(sc.training.schedule))));
   if (takes_chunks(sc.training.schedule)) chunks_spin_->setValue(sc.training.chunks);
@@ -227,7 +229,8 @@ void MainWindow::fill_d(int d) {
   const Scenario& sc = *scenario_;
   d_combo_->clear();
   for (int v = 1; v <= sc.cluster.devices; ++v) {
-    if (sc.cluster.devices % v == 0 && sc.training.global_batch % v == 0) {
+    if (sc.cluster.devices % v == 0 && sc.training.global_batch % v == 0 &&
+        v % sc.training.expert_parallel == 0) {
       d_combo_->addItem(QString::number(v), v);
     }
   }

@@ -39,6 +39,7 @@ void MainWindow::build_controls() {
 
 void MainWindow::build_layout_controls() {
   d_combo_ = new QComboBox;
+  d_combo_->setObjectName(QStringLiteral("data_parallel"));
   d_combo_->setToolTip(tr("Data-parallel replicas D of the pipeline (N = T x K x D devices)"));
   k_spin_ = new QSpinBox;
   k_spin_->setToolTip(tr("Pipeline stages K"));

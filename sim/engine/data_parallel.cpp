@@ -54,6 +54,11 @@ void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
     bw = bw == 0.0 ? bandwidth : std::min(bw, bandwidth);
     dp.experts_latency_s = std::max(dp.experts_latency_s, latency);
   }
+  std::vector<int> holders;  // of the experts replica 0 holds
+  for (int r = 0; r < dp.replicas; r += E) holders.push_back(whole.first_physical_device(r * step));
+  DataParallel ring;
+  set_collective_links(whole, holders, ring);
+  dp.expert_ring_nodes = ring.nodes;
   if ((g.per_node > 1 && !(g.intra_bw > 0.0)) || (g.per_node < E && !(g.inter_bw > 0.0))) {
     throw ConfigError(
         "the link between expert-parallel devices has no bandwidth: their all-to-alls cannot "

@@ -36,6 +36,7 @@ void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
 DataParallel expert_reduction_ring(const DataParallel& dp) {
   DataParallel ring = dp;
   ring.replicas = std::max(1, dp.replicas / std::max(1, dp.experts.ranks));
+  ring.nodes = std::min(dp.expert_ring_nodes, ring.replicas);
   ring.experts = {};
   return ring;
 }

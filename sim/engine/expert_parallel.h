@@ -30,10 +30,10 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
 void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
                             std::int64_t micro_batch_size, std::vector<StageCost>& stages);
 
-// The replicas that reduce an expert's gradients: D / E of dp's D, on the
-// same links (the ring a replica's experts take through its peers E
-// replicas apart crosses the same kind of link as dp's, the network where
-// dp spans nodes).
+// The replicas that reduce an expert's gradients: D / E of dp's D, over the
+// nodes they span (DataParallel::expert_ring_nodes) and at dp's bandwidth
+// (the ring through peers E replicas apart crosses the same kind of link as
+// dp's, the network where dp spans nodes).
 DataParallel expert_reduction_ring(const DataParallel& dp);
 
 }  // namespace pipescope

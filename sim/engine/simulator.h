@@ -48,6 +48,9 @@ struct DataParallel {
   // between them. experts.ranks = 1: none.
   AllToAllGroup experts;
   double experts_latency_s = 0.0;
+  // The nodes spanned by the D / E replicas that hold the same experts
+  // (replicas 0, E, 2E, ...), whose ring reduces their gradients.
+  int expert_ring_nodes = 1;
 };
 // The NCCL fields of a ring over `members` (physical devices of `cluster`):
 // whether it is timed as NCCL, the nodes it spans, its links inside a node.

@@ -315,16 +315,6 @@ std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int gr
   return out + rest;
 }
 
-// A mixture's experts and the router's top-k, from the plan's model spec
-// (model.experts, experts_per_token), which the expert-parallel size must
-// divide; nothing for a dense model or a plan without its spec.
-std::vector<std::string> megatron_expert_flags(const Plan& p) {
-  const nlohmann::json& spec = p.model_spec;
-  if (!spec.is_object() || !spec.contains("experts")) return {};
-  return {"--num-experts " + spec["experts"].dump(),
-          "--moe-router-topk " + spec["experts_per_token"].dump()};
-}
-
 // The flags that set Megatron-LM's parallelism: the pipeline and its --num-layers,
 // tensor, sequence and expert parallelism, the distributed optimizer and the
 // rank order.
@@ -335,7 +325,6 @@ std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
     flags.insert(flags.begin(), "--tensor-model-parallel-size " + str(p.tensor_parallel));
   }
   if (p.sequence_parallel) flags.push_back("--sequence-parallel");
-  for (std::string& f : megatron_expert_flags(p)) flags.push_back(std::move(f));
   // The plan times the all-to-all dispatcher (sim/engine/expert_parallel.h),
   // not megatron-core's default all-gather one.
   if (p.expert_parallel > 1) {
@@ -500,6 +489,11 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   if (p.tensor_parallel > 1) {
     o << "# With T > 1 Megatron-LM's tensor-parallel layers need CUDA_DEVICE_MAX_CONNECTIONS=1\n"
       << "# in the environment of every rank (export it before launching).\n";
+  }
+  if (p.expert_parallel > 1) {
+    o << "# The experts spread over E=" << p.expert_parallel
+      << " of the D replicas; the mixture's own shape (--num-experts,\n"
+      << "# --moe-router-topk, --moe-ffn-hidden-size, ...) is the run's, as --hidden-size is.\n";
   }
   for (std::size_t i = 0; i < flags.size(); ++i) {
     o << flags[i] << (i + 1 < flags.size() ? " \\\n" : "\n");

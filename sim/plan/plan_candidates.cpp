@@ -139,8 +139,11 @@ void add_schedules(std::vector<PlanCandidate>& out, const PlanRequest& req, Plan
 }
 
 [[noreturn]] void throw_no_configuration(const PlanRequest& req, int N, std::int64_t batch,
-                                         const Cluster& cluster) {
+                                         const Cluster& cluster, int experts) {
   std::string what = "no configuration of " + cluster.devices_text(N);
+  if (experts > 1) {
+    what += " with D a multiple of training.expert_parallel " + std::to_string(experts);
+  }
   if (req.stages) what += " with K=" + std::to_string(*req.stages);
   if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
   if (req.schedule && takes_chunks(*req.schedule)) {
@@ -173,7 +176,7 @@ std::vector<PlanCandidate> enumerate_built_in(const Scenario& sc, const PlanRequ
       add_schedules(out, req, shape, layers);
     }
   }
-  if (out.empty()) throw_no_configuration(req, N, batch, sc.cluster);
+  if (out.empty()) throw_no_configuration(req, N, batch, sc.cluster, sc.training.expert_parallel);
   return out;
 }
 

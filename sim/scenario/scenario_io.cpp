@@ -222,12 +222,13 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   if (const std::string problem = tensor_parallel_problem(s, t, sequence); !problem.empty()) {
     Where{file, ""}.key("training").key("tensor_parallel").fail(problem);
   }
-  if (t > 1) s = with_tensor_parallel(s, t, sequence);
-  // Under expert parallelism the model holds one device's share of the experts.
+  // Under expert parallelism the model holds one device's share of the
+  // experts; checked before either split builds it.
   const int E = s.training.expert_parallel;
   if (const std::string problem = expert_parallel_problem(s, E); !problem.empty()) {
     Where{file, ""}.key("training").key("expert_parallel").fail(problem);
   }
+  if (t > 1) s = with_tensor_parallel(s, t, sequence);
   if (E > 1) s = with_expert_parallel(s, E);
   check_magnitudes(s, file);
   return s;

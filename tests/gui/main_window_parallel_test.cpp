@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +116,35 @@ TEST_F(ParallelControlsTest, TControlSimulatesAsSimulateWithT) {
             r->metrics.step_time);
   EXPECT_NE(summary().find("Parallelism T=2 x K=2 x D=1 = 4 devices"), std::string::npos)
       << summary();
+}
+
+// A scenario that spreads a mixture's experts over E = 2 replicas opens at
+// D = 2, offers only D that E divides, and simulates as `simulate -D 2 -E 2`.
+TEST_F(ParallelControlsTest, ExpertParallelismOpensAtDMultipleOfE) {
+  json doc = load_scenario_json(kDemo);
+  doc["model"]["layers"] = 4;
+  doc["model"]["experts"] = 8;
+  doc["model"]["experts_per_token"] = 2;
+  doc["training"]["expert_parallel"] = 2;
+  const fs::path file = fs::temp_directory_path() / "pipescope_gui_experts.json";
+  {
+    std::ofstream out(file);
+    out << doc.dump();
+  }
+  open(file.string());
+  QComboBox* d = combo("data_parallel");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(choices(*d), (std::vector<int>{2, 4}));
+  EXPECT_EQ(d->currentData().toInt(), 2);
+  const auto r = window.result();
+  EXPECT_EQ(r->expert_parallel, 2);
+  EXPECT_GT(r->stage_costs.front().ep_forward, 0);
+  const pipescope::testing::CliResult cli = pipescope::testing::run(
+      "simulate " + file.string() + " -D 2 -K " + std::to_string(r->stages) + " -M " +
+      std::to_string(r->micro_batches) + " --json");
+  ASSERT_EQ(cli.status, 0) << cli.err;
+  EXPECT_DOUBLE_EQ(json::parse(cli.out)["step_time_s"].get<double>(), r->metrics.step_time_s());
+  fs::remove(file);
 }
 
 TEST_F(ParallelControlsTest, PlannerAndPlanFilesFollowTheChosenT) {

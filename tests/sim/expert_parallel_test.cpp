@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "sim/export/plan_export.h"
 #include "sim/formats/plan_io.h"
 #include "sim/plan/plan.h"
+#include "sim/plan/plan_candidates.h"
 #include "sim/plan/planner.h"
 #include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
@@ -58,8 +61,9 @@ void expect_scenario_error(const std::string& text, const std::vector<std::strin
   EXPECT_NE(e.message().find(fragment), std::string::npos) << e.what();
 }
 
-SimResult ep_step(int experts, int zero) {
-  const Scenario sc = ep_scenario(experts, zero);
+SimResult ep_step(int experts, int zero, double mem_bandwidth = 1e30) {
+  Scenario sc = ep_scenario(experts, zero);
+  sc.cluster.device.mem_bandwidth = mem_bandwidth;
   SimConfig cfg;
   cfg.stages = 1;
   cfg.data_parallel = data_parallel_ring(sc.cluster, 1, 4, experts);
@@ -101,8 +105,16 @@ TEST(ExpertParallel, TheGroupOnNodes) {
   EXPECT_EQ(node.per_node, 8);
   EXPECT_DOUBLE_EQ(node.intra_bw, least(nvlink));
   EXPECT_EQ(node.inter_bw, 0.0);
-  const AllToAllGroup two = data_parallel_ring(sc.cluster, 1, 32, 16).experts;
+  const DataParallel sixteen = data_parallel_ring(sc.cluster, 1, 32, 16);
+  const AllToAllGroup two = sixteen.experts;
   EXPECT_EQ(two.per_node, 8);
+  // The holders of the same experts: replicas 0 and 16, on two nodes; with
+  // E = 8, replicas 0, 8, 16, 24 on four.
+  EXPECT_EQ(expert_reduction_ring(sixteen).replicas, 2);
+  EXPECT_EQ(expert_reduction_ring(sixteen).nodes, 2);
+  const DataParallel eight = data_parallel_ring(sc.cluster, 1, 32, 8);
+  EXPECT_EQ(expert_reduction_ring(eight).nodes, 4);
+  EXPECT_EQ(eight.nodes, 4);
   EXPECT_DOUBLE_EQ(two.inter_bw, least(network));
   EXPECT_LT(two.inter_bw, two.intra_bw);
   // K = 2 under Megatron-LM's rank order (data parallelism inside the
@@ -150,17 +162,12 @@ TEST(ExpertParallel, ExpertsShardOverTheirReplicas) {
   EXPECT_EQ(expert_replicas(sc), 2);
   EXPECT_DOUBLE_EQ(expert_bytes_per_param(sc), 12.0);
   EXPECT_EQ(dense_equivalent_params(sc, 100, 60), 40 + 60 * 12 / 10);
-  // The optimizer step over 80 / 4 + 120 / 2 parameters at E = 2.
-  const SimResult zero_one = ep_step(2, 1);
-  const SimResult dense = [] {
-    Scenario d = ep_scenario(1, 1);
-    for (LayerSpec& l : d.model.layers) l.params = 20 / 2 + 60 / 2 * 2;
-    SimConfig cfg;
-    cfg.stages = 1;
-    cfg.data_parallel = data_parallel_ring(d.cluster, 1, 4);
-    return simulate(replica_scenario(d, 1, 1), cfg);
-  }();
-  EXPECT_EQ(zero_one.stage_costs[0].optimizer, dense.stage_costs[0].optimizer);
+  // With memory at 1 GB/s the step over n parameters of 16 bytes takes 32 n
+  // ns: each replica steps 80 / 4 dense parameters and 120 / (4 / E) of the
+  // experts' (all 200 / 4 without them).
+  EXPECT_EQ(ep_step(2, 1, 1e9).stage_costs[0].optimizer, 32 * (20 + 60));
+  EXPECT_EQ(ep_step(4, 1, 1e9).stage_costs[0].optimizer, 32 * (20 + 120));
+  EXPECT_EQ(ep_step(1, 1, 1e9).stage_costs[0].optimizer, 32 * 50);
 }
 
 // The dense gradients reduce over all D = 4 replicas, the experts' over the
@@ -228,7 +235,15 @@ TEST(ExpertParallel, ScenarioErrors) {
   expect_scenario_error(kMoeScenario, {"model.expert_imbalance=0.5"}, "model.expert_imbalance",
                         "expected at least 1");
   expect_scenario_error(kMoeScenario, {"training.expert_parallel=0"}, "training.expert_parallel",
-                        "");
+                        "expected a positive integer, got 0");
+  // Checked before the tensor split builds the model: an error, not a crash.
+  expect_scenario_error(kMoeScenario, {"training.expert_parallel=3", "training.tensor_parallel=2"},
+                        "training.expert_parallel",
+                        "3 expert-parallel devices do not divide the 8 experts");
+  expect_scenario_error(
+      kMoeScenario,
+      {"training.expert_parallel=2", "training.tensor_parallel=2", "model.expert_imbalance=4"},
+      "training.expert_parallel", "at most 2");
   expect_scenario_error(R"({
     "model": {"family": "transformer", "layers": 2, "d_model": 64, "heads": 4, "seq_len": 32,
               "vocab": 100},
@@ -238,14 +253,33 @@ TEST(ExpertParallel, ScenarioErrors) {
                         {}, "training.expert_parallel", "has none (expected 1)");
 }
 
-// The planner lays out only D that E divides, and plans ZeRO 1 and 2.
+// The planner lays out only D that E divides, and tries ZeRO 1 and 2 (3
+// without experts spread); with no D left it says why.
 TEST(ExpertParallel, ThePlannerKeepsDAMultipleOfE) {
   const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=8"});
   const PlanReport report = run_planner(sc, PlanRequest{});
   ASSERT_FALSE(report.ranked.empty());
   for (const PlanCandidate& p : report.ranked) {
     EXPECT_EQ(p.data_parallel % 8, 0) << "K=" << p.stages << " D=" << p.data_parallel;
-    EXPECT_LT(p.zero, 3);
+  }
+  const auto stages_tried = [](const Scenario& s) {
+    std::set<int> zero;
+    for (const PlanCandidate& c : candidates_of(std::make_shared<const Scenario>(s), {}, 16)) {
+      if (c.data_parallel > 1) zero.insert(c.zero);
+    }
+    return zero;
+  };
+  EXPECT_EQ(stages_tried(sc), (std::set<int>{1, 2}));
+  EXPECT_EQ(stages_tried(load_scenario_text(kMoeScenario)), (std::set<int>{1, 2, 3}));
+  PlanRequest two;
+  two.stages = 4;  // D = 4, which E = 8 does not divide
+  try {
+    run_planner(sc, two);
+    FAIL() << "a D of 4 was planned for E = 8";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("with D a multiple of training.expert_parallel 8"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -289,8 +323,7 @@ TEST(ExpertParallel, PlansCarryE) {
   }
   const std::string megatron = export_plan(plan, ExportFormat::kMegatron);
   for (const char* flag :
-       {"--num-experts 8", "--moe-router-topk 2", "--expert-model-parallel-size 8",
-        "--moe-token-dispatcher-type alltoall"}) {
+       {"--expert-model-parallel-size 8", "--moe-token-dispatcher-type alltoall"}) {
     EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in\n" << megatron;
   }
   try {
