@@ -67,17 +67,22 @@ double tree_seconds(const Protocol& p, double bytes, const CollectiveGroup& g) {
 
 }  // namespace
 
+double alltoall_wire_seconds(double bytes, const AllToAllGroup& g, double efficiency) {
+  if (g.ranks <= 1 || bytes <= 0.0) return 0.0;
+  const double n = g.ranks;
+  const int per_node = std::clamp(g.per_node, 1, g.ranks);
+  const double inside = per_node > 1 ? bytes * (per_node - 1) / n / (g.intra_bw * efficiency) : 0.0;
+  const double outside =
+      per_node < g.ranks ? bytes * (n - per_node) / n / (g.inter_bw * efficiency) : 0.0;
+  return std::max(inside, outside);
+}
+
 double nccl_alltoall_seconds(double bytes, const AllToAllGroup& g) {
   if (g.ranks <= 1 || bytes <= 0.0) return 0.0;
   const Protocol& simple = kProtocols[2];
-  const double n = g.ranks;
-  const int per_node = std::clamp(g.per_node, 1, g.ranks);
-  const bool crosses = per_node < g.ranks;
-  const double inside =
-      per_node > 1 ? bytes * (per_node - 1) / n / (g.intra_bw * simple.bw_ring) : 0.0;
-  const double outside = crosses ? bytes * (n - per_node) / n / (g.inter_bw * simple.bw_ring) : 0.0;
+  const bool crosses = g.per_node < g.ranks;
   const double hop_us = crosses ? simple.net_ring_us : intra_hop_us(simple, g.intra, false);
-  return (simple.base_ring_us + hop_us) * 1e-6 + std::max(inside, outside);
+  return (simple.base_ring_us + hop_us) * 1e-6 + alltoall_wire_seconds(bytes, g, simple.bw_ring);
 }
 
 double nccl_seconds(Collective c, double bytes, const CollectiveGroup& g) {

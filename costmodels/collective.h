@@ -53,8 +53,14 @@ struct AllToAllGroup {
   double intra_bw = 0.0;
   double inter_bw = 0.0;
 };
-// Seconds for one all-to-all in which every rank sends `bytes` (its whole
-// buffer, its own share included); 0 for one rank or no bytes.
+// Seconds on the wire of one all-to-all in which every rank sends `bytes` (its
+// whole buffer, its own share included): 1/ranks of it to each peer, the
+// node's share over the intra-node link and the rest over the network at once,
+// each at `efficiency` of its bandwidth; the slower sets the time. 0 for one
+// rank or no bytes.
+double alltoall_wire_seconds(double bytes, const AllToAllGroup& group, double efficiency);
+// The same all-to-all as NCCL runs it: the Simple protocol's call latency and
+// one step, then the wire time at its efficiency; 0 for one rank or no bytes.
 double nccl_alltoall_seconds(double bytes, const AllToAllGroup& group);
 
 }  // namespace pipescope

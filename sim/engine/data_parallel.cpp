@@ -21,11 +21,10 @@ constexpr int kRingHopsChecked = 64;
 
 namespace {
 
-// The least bandwidth and the total latency of the hops from group `from` to
-// group `to` (first devices of each).
-std::pair<double, double> route_links(const Cluster& whole, int from, int to) {
+// The least bandwidth and the total latency of a route's hops.
+std::pair<double, double> route_links(const std::vector<Hop>& route) {
   double latency = 0.0, bandwidth = 0.0;
-  for (const Hop& h : whole.route(from, to)) {
+  for (const Hop& h : route) {
     latency += h.latency_s;
     bandwidth = bandwidth == 0.0 ? h.bandwidth : std::min(bandwidth, h.bandwidth);
   }
@@ -48,7 +47,7 @@ void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
     for (int r = 0; r < E; ++r) g.per_node += node_of(r) == node_of(0) ? 1 : 0;
   }
   for (int r = 1; r < E; ++r) {
-    const auto [bandwidth, latency] = route_links(whole, 0, r * step);
+    const auto [bandwidth, latency] = route_links(whole.route(0, r * step));
     const bool inside = !nodes || node_of(r) == node_of(0);
     double& bw = inside ? g.intra_bw : g.inter_bw;
     bw = bw == 0.0 ? bandwidth : std::min(bw, bandwidth);
@@ -106,11 +105,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
                                : whole.route(from * step, to * step);
   };
   const auto take = [&](int from, int to) {
-    double latency = 0.0, bandwidth = 0.0;
-    for (const Hop& h : hops(from, to)) {
-      latency += h.latency_s;
-      bandwidth = bandwidth == 0.0 ? h.bandwidth : std::min(bandwidth, h.bandwidth);
-    }
+    const auto [bandwidth, latency] = route_links(hops(from, to));
     dp.latency_s = std::max(dp.latency_s, latency);
     dp.bandwidth = dp.bandwidth == 0.0 ? bandwidth : std::min(dp.bandwidth, bandwidth);
   };

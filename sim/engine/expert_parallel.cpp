@@ -9,10 +9,7 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes) {
   if (g.ranks <= 1 || bytes <= 0) return 0;
   const double b = static_cast<double>(bytes);
   if (dp.nccl) return seconds_to_simtime(nccl_alltoall_seconds(b, g));
-  const double n = g.ranks;
-  const double inside = g.per_node > 1 ? b * (g.per_node - 1) / n / g.intra_bw : 0.0;
-  const double outside = g.per_node < g.ranks ? b * (n - g.per_node) / n / g.inter_bw : 0.0;
-  return seconds_to_simtime(dp.experts_latency_s + std::max(inside, outside));
+  return seconds_to_simtime(dp.experts_latency_s + alltoall_wire_seconds(b, g, 1.0));
 }
 
 void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
@@ -33,9 +30,13 @@ void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
   }
 }
 
+int expert_holders(int replicas, int expert_parallel) {
+  return std::max(1, replicas / std::max(1, expert_parallel));
+}
+
 DataParallel expert_reduction_ring(const DataParallel& dp) {
   DataParallel ring = dp;
-  ring.replicas = std::max(1, dp.replicas / std::max(1, dp.experts.ranks));
+  ring.replicas = expert_holders(dp.replicas, dp.experts.ranks);
   ring.nodes = std::min(dp.expert_ring_nodes, ring.replicas);
   ring.experts = {};
   return ring;

@@ -30,6 +30,10 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
 void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
                             std::int64_t micro_batch_size, std::vector<StageCost>& stages);
 
+// The replicas that hold the same experts among `replicas` under E-way expert
+// parallelism: replicas / E, at least 1.
+int expert_holders(int replicas, int expert_parallel);
+
 // The replicas that reduce an expert's gradients: D / E of dp's D, over the
 // nodes they span (DataParallel::expert_ring_nodes) and at dp's bandwidth
 // (the ring through peers E replicas apart crosses the same kind of link as

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "costmodels/check.h"
+#include "sim/engine/expert_parallel.h"
 
 namespace pipescope {
 
@@ -164,7 +165,7 @@ double device_bytes_per_param(const Scenario& sc) {
 }
 
 int expert_replicas(const Scenario& sc) {
-  return std::max(1, sc.training.zero_replicas / std::max(1, sc.training.expert_parallel));
+  return expert_holders(sc.training.zero_replicas, sc.training.expert_parallel);
 }
 
 double expert_bytes_per_param(const Scenario& sc) {
