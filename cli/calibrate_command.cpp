@@ -34,12 +34,6 @@ std::string value_text(const CalibrationParameter& p, double v) {
   return buf;
 }
 
-std::string signed_percent(double frac) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f %%", 100.0 * frac);
-  return buf;
-}
-
 }  // namespace
 
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
@@ -96,10 +90,10 @@ int run_calibrate(const CalibrateOptions& o) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const MeasuredStep& r = rows[i];
     const double err = (result.simulated_after[i] - r.step_time_s) / r.step_time_s;
-    std::printf("%6d  %-*s %12s %12s %12s %9s\n", r.line, w, r.label().c_str(),
-                format_seconds(r.step_time_s).c_str(),
-                format_seconds(result.simulated_before[i]).c_str(),
-                format_seconds(result.simulated_after[i]).c_str(), signed_percent(err).c_str());
+    std::printf(
+        "%6d  %-*s %12s %12s %12s %9s\n", r.line, w, r.label().c_str(),
+        format_seconds(r.step_time_s).c_str(), format_seconds(result.simulated_before[i]).c_str(),
+        format_seconds(result.simulated_after[i]).c_str(), format_signed_percent(err).c_str());
   }
   std::printf("\n%-26s %12s %12s %9s\n", "Parameter", "Before", "After", "Change");
   bool any_moved = false;
@@ -107,10 +101,11 @@ int run_calibrate(const CalibrateOptions& o) {
     const double change = c.before != 0.0 ? (c.after - c.before) / c.before : 0.0;
     const bool moved = std::abs(change) >= 5e-4;
     any_moved = any_moved || moved;
-    std::printf(
-        "%-26s %12s %12s %9s%s\n", c.parameter->name.c_str(),
-        value_text(*c.parameter, c.before).c_str(), value_text(*c.parameter, c.after).c_str(),
-        c.before != 0.0 ? signed_percent(change).c_str() : "-", moved ? "" : "  (unchanged)");
+    std::printf("%-26s %12s %12s %9s%s\n", c.parameter->name.c_str(),
+                value_text(*c.parameter, c.before).c_str(),
+                value_text(*c.parameter, c.after).c_str(),
+                c.before != 0.0 ? format_signed_percent(change).c_str() : "-",
+                moved ? "" : "  (unchanged)");
   }
   std::vector<std::string> held;
   for (const CalibrationParameter& p : calibration_parameters()) {

@@ -68,17 +68,10 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
 
 namespace {
 
-std::string signed_percent(double v) {
-  if (!std::isfinite(v)) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", v * 100.0);
-  return buf;
-}
-
 void row(const std::string& what, const std::string& predicted, const std::string& measured,
          double error) {
   std::printf("%-18s %12s %12s %9s\n", what.c_str(), predicted.c_str(), measured.c_str(),
-              signed_percent(error).c_str());
+              format_signed_percent(error).c_str());
 }
 
 // What every round of `compare` uses.
@@ -350,7 +343,7 @@ void print_heading(const CompareOptions& o, const CompareInputs& in, const Profi
     std::string errors;
     std::string other;
     for (const exec::Comparison& r : rounds) {
-      errors += (errors.empty() ? "" : ", ") + signed_percent(r.relative_error);
+      errors += (errors.empty() ? "" : ", ") + format_signed_percent(r.relative_error);
       other += (other.empty() ? "" : ", ") + format_percent(r.steal_fraction);
     }
     const std::size_t kept = kept_rounds(rounds).size();
@@ -399,13 +392,13 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const std::
   std::printf(
       "\nRuntime overhead     %s: the measured step against the engine replayed with this run's "
       "own op durations (%s)\n",
-      signed_percent(c.runtime_overhead).c_str(), format_seconds(c.replayed_step_s).c_str());
+      format_signed_percent(c.runtime_overhead).c_str(), format_seconds(c.replayed_step_s).c_str());
   std::printf(
       "Taken from the ops   %s of their wall time went to other work (the OS, other "
       "processes, a hypervisor's steal); replayed with CPU time only the step is %s, %s from "
       "the prediction\n",
       format_percent(c.steal_fraction).c_str(), format_seconds(c.cpu_replayed_step_s).c_str(),
-      signed_percent(c.cpu_relative_error).c_str());
+      format_signed_percent(c.cpu_relative_error).c_str());
   if (!note.empty()) {
     std::printf("%-20s %s\n", in.gpus ? "Shared GPUs" : "Shared cores", note.c_str());
   }

@@ -323,8 +323,7 @@ void print_cut_comparison(std::ostream& out, const SimResult& given, const SimRe
     out << "the same (" << to_string(method) << ")\n";
     return;
   }
-  char change[32];
-  std::snprintf(change, sizeof change, "%+.1f %%", g > 0 ? 100.0 * (p - g) / g : 0.0);
+  const std::string change = format_signed_percent(g > 0 ? (p - g) / g : 0.0);
   out << cut_text(partitioned) << " (" << to_string(method) << "): " << format_seconds(p)
       << " a step, " << change << fit_note(partitioned) << "\n";
 }

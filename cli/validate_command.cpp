@@ -97,12 +97,6 @@ std::vector<GpuCase> read_gpu_cases(const std::optional<std::string>& folder,
   return cases;
 }
 
-std::string signed_percent(double frac) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f %%", frac * 100);
-  return buf;
-}
-
 std::string value_text(const PaperFigure& f, double v) {
   if (f.name.find("parameters") != std::string::npos) return format_count(v);
   if (f.table == "memory") return format_fixed(v, v == std::floor(v) ? 0 : 2);
@@ -124,7 +118,7 @@ void print_figures(const ValidationReport& report, const std::string& table,
                                                  : "  gap*";
     std::printf("%-*s %10s %10s %10s %9s %6s%s\n", name_width, f.name.c_str(),
                 value_text(f, f.paper).c_str(), value_text(f, f.simulated).c_str(), finer.c_str(),
-                signed_percent(f.relative_error()).c_str(), tol.c_str(), verdict);
+                format_signed_percent(f.relative_error()).c_str(), tol.c_str(), verdict);
     if (f.fits && !*f.fits)
       std::printf("%-*s   (a configuration behind it does not fit: !)\n", name_width, "");
   }
@@ -185,8 +179,8 @@ void print_source_medians(const ValidationReport& report, const std::string& tab
               memory ? "mean error" : "mean faster", "worst");
   for (const SourceMedian& m : sources) {
     std::printf("%-*s %5zu %13.1f %% %11s   %s %s\n", width, m.publication.c_str(), m.figures,
-                m.median_abs_error * 100, signed_percent(m.mean_faster).c_str(), m.worst.c_str(),
-                signed_percent(m.worst_error).c_str());
+                m.median_abs_error * 100, format_signed_percent(m.mean_faster).c_str(),
+                m.worst.c_str(), format_signed_percent(m.worst_error).c_str());
   }
   std::printf("median of the %zu sources' medians: %.1f %%\n", sources.size(),
               median_of_source_medians(sources) * 100);
@@ -211,7 +205,7 @@ void print_leave_one_out(const LeaveOneOutReport& loo) {
     for (const double f : s.factors) factors += (factors.empty() ? "" : " ") + format_fixed(f, 3);
     std::printf("%-*s %5zu %8.1f %% %8.1f %% %12s   %s\n", width, s.publication.c_str(), s.cases,
                 s.suite_median_abs_error * 100, s.median_abs_error * 100,
-                signed_percent(s.mean_faster).c_str(), factors.c_str());
+                format_signed_percent(s.mean_faster).c_str(), factors.c_str());
   }
   std::printf("median of the left-out medians: %.1f %%\n\n", loo.median * 100);
 }
@@ -267,7 +261,7 @@ void print_gpu_table(const ValidationReport& report, const std::string& table, c
     outside += !f.within_tolerance() && f.gap.empty() ? 1 : 0;
     std::printf("%-6s %-*s %-13s %10s %10s %9s %4s %%%s%s\n", f.name.c_str(), source_width,
                 f.source.c_str(), unit.c_str(), figure_text(f.paper).c_str(),
-                figure_text(f.simulated).c_str(), signed_percent(f.relative_error()).c_str(),
+                figure_text(f.simulated).c_str(), format_signed_percent(f.relative_error()).c_str(),
                 format_fixed(f.tolerance.value_or(0) * 100, 0).c_str(), verdict,
                 f.fits.value_or(true) ? "" : " !");
   }

@@ -43,7 +43,6 @@ namespace pipescope {
 
 namespace {
 
-using conv::f64;
 using conv::Map;
 using conv::shrink;
 

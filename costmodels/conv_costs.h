@@ -25,10 +25,6 @@
 
 namespace pipescope::conv {
 
-inline double f64(std::int64_t x) {
-  return static_cast<double>(x);
-}
-
 // A feature map: channels x height x width.
 struct Map {
   std::int64_t channels = 0;

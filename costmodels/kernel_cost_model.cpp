@@ -4,14 +4,11 @@
 #include <cmath>
 
 #include "costmodels/check.h"
+#include "costmodels/size_checks.h"
 
 namespace pipescope {
 
 namespace {
-
-double f64(std::int64_t x) {
-  return static_cast<double>(x);
-}
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;

@@ -43,7 +43,6 @@ namespace pipescope {
 namespace {
 
 using conv::Cost;
-using conv::f64;
 using conv::Map;
 
 // Bottleneck blocks in each of the four stages (He et al. 2016, table 1).

@@ -1,11 +1,18 @@
 #pragma once
-// Overflow guards shared by the model families (internal to costmodels).
+// Overflow guards shared by the model families, and the one conversion of a
+// size to the floating point their formulas use (internal to costmodels).
 
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
 namespace pipescope {
+
+// A size as the double of a cost formula.
+inline double f64(std::int64_t x) {
+  return static_cast<double>(x);
+}
 
 // Sizes are 64-bit integers. Dimensions whose products would not fit are rejected
 // before any integer arithmetic can wrap; 2^62 leaves room for the sums over layers

@@ -13,12 +13,9 @@
 
 #include "costmodels/model.h"
 #include "costmodels/model_families.h"
+#include "costmodels/size_checks.h"
 
 namespace pipescope::family_parts {
-
-inline double f64(std::int64_t x) {
-  return static_cast<double>(x);
-}
 
 inline LayerSpec layer(std::string name, Flops fwd, std::int64_t params, Bytes out, Bytes stash) {
   LayerSpec l;

@@ -4,6 +4,7 @@
 # each target for FUZZ_SECONDS (default 30) on a working copy of its seed corpus
 # (<build>/corpus/<target>, which keeps what earlier runs found). Crash, leak and
 # timeout inputs land in <build>/artifacts/<target>/, logs in <build>/logs/.
+# Two targets fuzz at once (FUZZ_JOBS), one a core.
 # Exits non-zero when any target fails, naming it and its artifacts.
 #
 # The build folder is FUZZ_BUILD (default build-fuzz). One that is not configured
@@ -12,6 +13,7 @@
 #
 #   FUZZ_SECONDS=120 scripts/fuzz.sh                 # longer runs
 #   FUZZ_TARGETS="fuzz_plan fuzz_profile" scripts/fuzz.sh
+#   FUZZ_JOBS=1 scripts/fuzz.sh                      # one target at a time
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,29 +48,32 @@ dict_of() {
   esac
 }
 
-failed=()
-for target in $FUZZ_TARGETS; do
-  exe="$build/fuzz/$target"
-  log="$build/logs/$target.log"
-  artifacts="$build/artifacts/$target/"
-  mkdir -p "$build/logs" "$artifacts"
+# Replays a target's saved crashes, then fuzzes it; prints what it found and
+# returns non-zero on a failure. Its output goes to <build>/logs/<target>.out
+# so that two targets can run side by side.
+fuzz_one() {
+  local target=$1
+  local exe="$build/fuzz/$target"
+  local log="$build/logs/$target.log"
+  local artifacts="$build/artifacts/$target/"
+  mkdir -p "$artifacts"
 
-  regressions=(fuzz/regressions/"$target"/*)
+  local regressions=(fuzz/regressions/"$target"/*)
   if [[ -e "${regressions[0]}" ]]; then
     echo "== $target: replaying ${#regressions[@]} saved crash input(s)"
     if ! "$exe" -timeout=10 -rss_limit_mb=2048 "${regressions[@]}" >"$log.regressions" 2>&1; then
       tail -n 30 "$log.regressions"
       echo "FAILED: $target on a saved input of fuzz/regressions/$target/ (log: $log.regressions)"
-      failed+=("$target")
-      continue
+      return 1
     fi
   fi
 
   echo "== $target: fuzzing for ${FUZZ_SECONDS} s"
-  corpus="$build/corpus/$target"
+  local corpus="$build/corpus/$target"
   mkdir -p "$corpus"
   cp fuzz/corpus/"$target"/* "$corpus"/
   rm -f "$artifacts"*
+  local dict
   dict="$(dict_of "$target")"
   if "$exe" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
        -dict="$dict" -artifact_prefix="$artifacts" -print_final_stats=1 "$corpus" >"$log" 2>&1; then
@@ -76,11 +81,31 @@ for target in $FUZZ_TARGETS; do
     echo "(corpus: $(find "$corpus" -type f | wc -l) inputs)"
   else
     tail -n 40 "$log"
+    local found
     found=$(find "$artifacts" -type f | tr '\n' ' ')
     echo "FAILED: $target; artifact(s): ${found:-none written} (log: $log)"
     echo "  reproduce: $exe <artifact>"
-    failed+=("$target")
+    return 1
   fi
+}
+
+# FUZZ_JOBS targets at a time (default 2, one a core); each one's report is
+# printed whole when it ends, in the order of FUZZ_TARGETS.
+mkdir -p "$build/logs"
+# shellcheck disable=SC2206  # the target list is split on purpose
+targets=($FUZZ_TARGETS)
+pids=()
+for i in "${!targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= ${FUZZ_JOBS:-2})); do wait -n || true; done
+  fuzz_one "${targets[$i]}" >"$build/logs/${targets[$i]}.out" 2>&1 &
+  pids[i]=$!
+done
+failed=()
+for i in "${!targets[@]}"; do
+  status=0
+  wait "${pids[$i]}" || status=$?
+  cat "$build/logs/${targets[$i]}.out"
+  ((status == 0)) || failed+=("${targets[$i]}")
 done
 
 if ((${#failed[@]} > 0)); then

@@ -72,6 +72,11 @@ std::string format_percent(double frac) {
   return printf_string("%.1f %s", frac * 100, "%");
 }
 
+std::string format_signed_percent(double frac) {
+  if (!std::isfinite(frac)) return "n/a";
+  return printf_string("%+.1f %s", frac * 100, "%");
+}
+
 std::string format_fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);

@@ -14,6 +14,7 @@ std::string format_rate(double bytes_per_s);     // "12.0 GB/s" (decimal, as lin
 std::string format_count(double n);              // "1.23 B", "45.6 M", "789 k"
 std::string format_flop_rate(double flop_s);     // "42.9 GFLOP/s", "312 MFLOP/s"
 std::string format_percent(double frac);         // "27.3 %"
+std::string format_signed_percent(double frac);  // "+27.3 %", "n/a" when not finite
 std::string format_fixed(double v, int digits);  // format_fixed(2.7049, 2) = "2.70"
 
 }  // namespace pipescope

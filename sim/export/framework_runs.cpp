@@ -12,10 +12,6 @@
 namespace pipescope {
 namespace {
 
-std::string str(std::int64_t v) {
-  return std::to_string(v);
-}
-
 std::string_view schedule_label(ScheduleKind k) {
   switch (k) {
     case ScheduleKind::kGpipe:
@@ -139,8 +135,8 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
   const Bytes capacity = scenario->cluster.device.memory_bytes;
   return head + "this plan there takes " + format_seconds(there.step_s) +
          " a step (plan: " + format_seconds(planned.step_s) + ")\n# and peaks at " +
-         bytes(there.peak) + " on device " + str(there.device) + " (plan: " + bytes(planned.peak) +
-         " on device " + str(planned.device) + ")" +
+         bytes(there.peak) + " on device " + std::to_string(there.device) +
+         " (plan: " + bytes(planned.peak) + " on device " + std::to_string(planned.device) + ")" +
          (there.peak > capacity ? ", more than a device's " + bytes(capacity) : "") + ".\n";
 }
 

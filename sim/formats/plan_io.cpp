@@ -32,7 +32,7 @@ namespace {
 
 using namespace json_io;
 
-constexpr const char* kFormat = "pipescope-plan";
+constexpr const char* kPlanFormat = "pipescope-plan";
 // Layers and devices each become entries in per-layer and per-device tables.
 constexpr IntRange kLayerCount{1, 1 << 20};
 constexpr IntRange kDeviceCount{1, 1 << 20};
@@ -51,8 +51,8 @@ bool is_hash(const std::string& s) {
 
 void check_format_and_version(ObjectReader& top) {
   const json* format = top.find("format");
-  if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat) {
-    top.fail("format", std::string("not a PipeScope plan (expected \"") + kFormat + "\")");
+  if (format == nullptr || !format->is_string() || format->get<std::string>() != kPlanFormat) {
+    top.fail("format", std::string("not a PipeScope plan (expected \"") + kPlanFormat + "\")");
   }
   const std::int64_t version = top.integer("version", kPositiveInt);
   if (version != Plan::kVersion) {
@@ -311,7 +311,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
     stages.push_back(std::move(stage));
   }
   ojson doc;
-  doc["format"] = kFormat;
+  doc["format"] = kPlanFormat;
   doc["version"] = Plan::kVersion;
   doc["scenario"] = plan.scenario_name;
   doc["model"] = {{"name", plan.model_name},

@@ -25,7 +25,7 @@ namespace {
 
 using namespace json_io;
 
-constexpr const char* kFormat = "pipescope-profile";
+constexpr const char* kProfileFormat = "pipescope-profile";
 // A measured time is at most an hour; anything above is a unit mistake.
 constexpr double kMaxTime_s = 3600.0;
 
@@ -161,7 +161,7 @@ json profile_to_json(const Profile& profile) {
     layers.push_back(std::move(e));
   }
   json doc = json::object();
-  doc["format"] = kFormat;
+  doc["format"] = kProfileFormat;
   doc["version"] = Profile::kVersion;
   doc["backend"] = profile.backend;
   doc["machine"] = profile.machine;
@@ -201,8 +201,9 @@ json profile_to_json(const Profile& profile) {
 Profile profile_from_json(const json& doc, const std::string& file) {
   ObjectReader top(doc, Where{file, ""});
   const json* format = top.find("format");
-  if (format == nullptr || !format->is_string() || format->get<std::string>() != kFormat) {
-    top.fail("format", std::string("not a PipeScope profile (expected \"") + kFormat + "\")");
+  if (format == nullptr || !format->is_string() || format->get<std::string>() != kProfileFormat) {
+    top.fail("format",
+             std::string("not a PipeScope profile (expected \"") + kProfileFormat + "\")");
   }
   const std::int64_t version = top.integer("version", kPositiveInt);
   if (version != Profile::kVersion) {

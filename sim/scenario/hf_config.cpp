@@ -74,7 +74,7 @@ std::optional<std::string> opt_string(ObjectReader& r, std::initializer_list<con
   return as_string(*f->value, r.where(f->key));
 }
 
-DType read_dtype(ObjectReader& r) {
+DType read_hf_dtype(ObjectReader& r) {
   const std::optional<Found> f = find_any(r, {"torch_dtype", "dtype"});
   if (!f) return DType::kFp32;
   const std::string name = as_string(*f->value, r.where(f->key));
@@ -110,7 +110,7 @@ void reject_unsupported_moe(ObjectReader& r) {
 // DeepSeek's multi-head latent attention, where kv_lora_rank is given:
 // q_lora_rank (absent or null: queries projected directly), qk_nope_head_dim,
 // qk_rope_head_dim and v_head_dim.
-LatentAttention read_latent_attention(ObjectReader& r) {
+LatentAttention read_hf_latent_attention(ObjectReader& r) {
   LatentAttention mla;
   const std::optional<Found> kv = find_any(r, {"kv_lora_rank"});
   if (!kv) return mla;
@@ -249,14 +249,14 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
     p.seq_len = integer_of(r, *f, kModelLength);
   }
 
-  p.dtype = read_dtype(r);
+  p.dtype = read_hf_dtype(r);
   const std::optional<std::string> positions = opt_string(r, {"position_embedding_type"});
   p.learned_positions =
       contains(kLearnedPositionTypes, model_type) || positions.value_or("") == "absolute";
   const std::optional<Found> tied = find_any(r, {"tie_word_embeddings"});
   p.tied_embeddings = !tied || as_bool(*tied->value, r.where(tied->key));
   p.moe = read_moe(r, gated, p.layers);
-  p.mla = read_latent_attention(r);
+  p.mla = read_hf_latent_attention(r);
   check_sizes_fit(p, r);
   return p;
 }

@@ -70,7 +70,11 @@ TEST(TensorParallelCompare, AMeasuredGroupsAllReduceIsWhatTheRingTakes) {
   EXPECT_DOUBLE_EQ(sc.cluster.profile->optimizer_ns_per_param, 1.5 * p->optimizer_ns_per_param);
   // T = 4 likewise, from the link alone.
   const Interconnect four = tensor_group_link({4, 20e-6, 4e9, 1.0}, 4);
-  EXPECT_NEAR(static_cast<double>(allreduce_time({4, four.bandwidth, four.latency_s}, kBytes, 6)),
+  DataParallel four_ring;
+  four_ring.replicas = 4;
+  four_ring.bandwidth = four.bandwidth;
+  four_ring.latency_s = four.latency_s;
+  EXPECT_NEAR(static_cast<double>(allreduce_time(four_ring, kBytes, 6)),
               (6 * 20e-6 + static_cast<double>(kBytes) / 4e9) * 1e9, 2.0);
   // A group measured for another T is not this plan's: the transport's ring.
   p->tensor_group.ranks = 4;

@@ -27,6 +27,7 @@ Dependencies scan(const TimelineLayout& layout, const std::vector<const Timeline
   };
   const TimelineEvent& me = event(item);
   const bool transfer = me.kind == EventKind::kActivation || me.kind == EventKind::kGradient;
+  const std::vector<RelatedKind> rules = related_kinds(me);
   for (std::size_t i = 0; i < layout.items.size(); ++i) {
     if (i == item || layout.items[i].source != layout.items[item].source) continue;
     const TimelineEvent& e = event(i);
@@ -34,7 +35,7 @@ Dependencies scan(const TimelineLayout& layout, const std::vector<const Timeline
       if (e.lane != me.lane) (me.lane == Lane::kSend ? deps.after : deps.before).push_back(i);
       continue;
     }
-    for (const RelatedKind& r : related_kinds(me)) {
+    for (const RelatedKind& r : rules) {
       if (e.kind == r.kind && e.stage == r.stage &&
           (r.any_micro_batch || e.micro_batch == me.micro_batch)) {
         (r.before ? deps.before : deps.after).push_back(i);
