@@ -14,6 +14,11 @@
 //   BM_PlanGpt3On1024SharedNicsOneCore: GPT-3 as above on nodes whose 8
 //     GPUs share 2 NICs of 4 x 200 Gb/s each (interconnect.nics_per_node),
 //     where every route counts the copies on its NICs;
+//   BM_PlanDeepSeekV3On2048NodesOneCore: DeepSeek-V3 from its config
+//     (tests/data/hf/deepseek-v3: 61 blocks, 256 routed experts, latent
+//     attention; sequence 4,096) on 2,048 H100s in DGX nodes, global batch
+//     15,360 as its report trained with, on one thread: T, E (1 to 256), K,
+//     D, M, schedules, remat and ZeRO searched;
 //   BM_PlanScenario/demo and /gpipe_transformer: `plan` for scenarios/demo.json
 //     (the search the desktop app runs when it opens it: 26 layers on 4
 //     devices) and scenarios/gpipe/transformer-tpuv3.json (50 layers on 8),
@@ -26,9 +31,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "costmodels/model_families.h"
 #include "costmodels/shared_memo.h"
 #include "sim/plan/planner.h"
+#include "sim/scenario/hf_config.h"
+#include "sim/scenario/model_json.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
@@ -114,6 +123,16 @@ void BM_PlanGpt3On1024SharedNicsOneCore(benchmark::State& state) {
   sc.cluster.build_topology();
   plan_loop(state, sc, 1);
 }
+void BM_PlanDeepSeekV3On2048NodesOneCore(benchmark::State& state) {
+  const std::string config =
+      std::string(PIPESCOPE_SOURCE_DIR) + "/tests/data/hf/deepseek-v3/config.json";
+  nlohmann::json doc = {{"name", "deepseek-v3-2048"},
+                        {"cluster", {{"preset", "dgx-h100"}, {"devices", 2048}}},
+                        {"training", {{"global_batch", 15360}, {"optimizer", "adam"}}}};
+  doc["model"] = transformer_model_json(read_hf_config(config, 4096), "deepseek-v3");
+  plan_loop(state, parse_scenario_with_hf_model(doc, "deepseek-v3-2048", config, {}), 1);
+}
+
 BENCHMARK(BM_PlanGpt3On1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PlanGpt3On1024Nodes)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(BM_PlanGpt3On1024NodesOneCore)
@@ -122,6 +141,10 @@ BENCHMARK(BM_PlanGpt3On1024NodesOneCore)
     ->Iterations(2);
 BENCHMARK(BM_Plan1TOn3072NodesOneCore)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
 BENCHMARK(BM_PlanGpt3On1024SharedNicsOneCore)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(2);
+BENCHMARK(BM_PlanDeepSeekV3On2048NodesOneCore)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(2);

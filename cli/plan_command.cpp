@@ -76,7 +76,7 @@ Bytes fullest(const SimResult& r) {
 // candidates alike (an object's keys print sorted, wherever they are set).
 nlohmann::json layout_json(const PlanCandidate& c) {
   return {{"T", c.tensor_parallel},
-          {"E", c.scenario ? c.scenario->training.expert_parallel : 1},
+          {"E", c.expert_parallel()},
           {"K", c.stages},
           {"D", c.data_parallel},
           {"M", c.micro_batches},
@@ -154,18 +154,19 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
                             report.dominated.size() + report.bounded.size();
   const std::vector<int>& ts = report.tensor_parallel;
   const bool show_t = ts.size() > 1 || ts.front() > 1;
-  std::string tensor;
+  std::string tensor, experts;
   for (const int T : ts) tensor += (tensor.empty() ? "" : ", ") + std::to_string(T);
+  const std::vector<int>& es = report.expert_parallel;
+  for (const int E : es) experts += (experts.empty() ? "" : ", ") + std::to_string(E);
   std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
             << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) << " each"
             << (ts.size() > 1 ? "; tensor-parallel T of " + tensor
                 : show_t      ? "; tensor-parallel T=" + tensor
                               : std::string())
-            << (sc.training.expert_parallel > 1
-                    ? "; the experts over E=" + std::to_string(sc.training.expert_parallel) +
-                          " of the D replicas"
-                    : std::string())
+            << (es.size() > 1 ? "; the experts over E of " + experts + " of the D replicas"
+                : es[0] > 1   ? "; the experts over E=" + experts + " of the D replicas"
+                              : std::string())
             << "), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() + report.dominated.size() << " fit"
             << (report.dominated.empty()
@@ -187,10 +188,15 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
       schedule_width =
           std::max(schedule_width, static_cast<int>(schedule_label(report.ranked[i]).size()));
     }
-    // The T column only where some plan splits its layers, the ZeRO column
-    // only where some plan shards over its replicas.
+    // The T column only where some plan splits its layers, the E column
+    // where some spreads its experts, the ZeRO column only where some plan
+    // shards over its replicas.
     const auto t_cell = [&](const std::string& text) {
       if (show_t) std::printf(" %3s", text.c_str());
+    };
+    const bool show_e = es.size() > 1 || es[0] > 1;
+    const auto e_cell = [&](const std::string& text) {
+      if (show_e) std::printf(" %4s", text.c_str());
     };
     const bool show_zero = std::any_of(report.ranked.begin(), report.ranked.begin() + n,
                                        [](const PlanCandidate& c) { return c.zero > 0; });
@@ -200,6 +206,7 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
     std::printf("%4s", "rank");
     t_cell("T");
     std::printf(" %5s %5s", "K", "D");
+    e_cell("E");
     zero_cell("ZeRO");
     std::printf(" %5s %11s %*s %10s %12s %7s %6s %12s  %s\n", "M", "remat", schedule_width,
                 "schedule", "step time", "samples/s", "bubble", "MFU", "peak memory",
@@ -210,6 +217,7 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
       std::printf("%4zu", i + 1);
       t_cell(std::to_string(c.tensor_parallel));
       std::printf(" %5d %5d", c.stages, c.data_parallel);
+      e_cell(std::to_string(c.expert_parallel()));
       zero_cell(std::to_string(c.zero));
       std::printf(" %5d %11s %*s %10s %12.4g %7s %6s %12s  %s\n", c.micro_batches,
                   std::string(remat_label(c.remat)).c_str(), schedule_width,

@@ -418,9 +418,11 @@ void MainWindow::search_plans() {
   best_label_->setText(tr("Best plan: searching..."));
   plan_runner_->submit(
       [this, sc]() -> std::function<void()> {
-        // The T chosen (the scenario's, split by set_tensor_parallel).
+        // The T chosen (the scenario's, split by set_tensor_parallel) and
+        // the scenario's E (no control sets another).
         PlanRequest request;
         request.tensor_parallel = sc->cluster.tensor_parallel;
+        request.expert_parallel = sc->training.expert_parallel;
         PlanReport report = run_planner(*sc, request);
         return [this, sc, report = std::move(report)]() mutable {
           // A search of a scenario since replaced (another T, preset or cost

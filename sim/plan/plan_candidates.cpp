@@ -7,6 +7,7 @@
 
 #include "sim/engine/tensor_parallel.h"
 #include "sim/engine/zero.h"
+#include "sim/scenario/expert_groups.h"
 
 namespace pipescope {
 namespace {
@@ -239,25 +240,44 @@ class ZeroVariants {
 
 }  // namespace
 
+namespace {
+
 // The T to plan, each with its scenario: split by T, devices grouped by T.
-std::vector<std::shared_ptr<const Scenario>> tensor_splits(const Scenario& sc,
-                                                           const PlanRequest& req) {
+std::vector<Scenario> tensor_splits(const Scenario& sc, const PlanRequest& req) {
   const int given = sc.cluster.tensor_parallel;
   const bool fixed = given > 1 || sc.training.tensor_parallel_given;
   if (req.tensor_parallel && fixed && *req.tensor_parallel != given) {
     throw ConfigError("T=" + std::to_string(*req.tensor_parallel) + " was asked for, but the " +
                       "scenario splits its layers over T=" + std::to_string(given));
   }
-  if (fixed || req.tensor_parallel == given) return {std::make_shared<const Scenario>(sc)};
-  std::vector<std::shared_ptr<const Scenario>> out;
+  if (fixed || req.tensor_parallel == given) return {sc};
+  std::vector<Scenario> out;
   const std::vector<int> choices =
       req.tensor_parallel ? std::vector<int>{*req.tensor_parallel} : tensor_parallel_choices(sc);
   for (const int T : choices) {
     if (const std::string problem = tensor_parallel_problem(sc, T, false); !problem.empty()) {
       throw ConfigError("T=" + std::to_string(T) + ": " + problem);
     }
-    out.push_back(std::make_shared<const Scenario>(
-        with_tensor_parallel(sc, T, sequence_parallel_choice(sc, T))));
+    out.push_back(with_tensor_parallel(sc, T, sequence_parallel_choice(sc, T)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<const Scenario>> parallel_splits(const Scenario& sc,
+                                                             const PlanRequest& req) {
+  std::vector<std::shared_ptr<const Scenario>> out;
+  for (const Scenario& split : tensor_splits(sc, req)) {
+    const std::vector<int> choices = req.expert_parallel ? std::vector<int>{*req.expert_parallel}
+                                                         : expert_parallel_choices(split);
+    for (const int E : choices) {
+      if (const std::string problem = expert_parallel_problem(split, E); !problem.empty()) {
+        throw ConfigError("E=" + std::to_string(E) + ": " + problem);
+      }
+      out.push_back(std::make_shared<const Scenario>(
+          E == split.training.expert_parallel ? split : with_expert_parallel(split, E)));
+    }
   }
   return out;
 }

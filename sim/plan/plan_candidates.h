@@ -1,7 +1,8 @@
 #pragma once
 // Which configurations the planner tries (sim/plan/planner.h): the T it splits the
-// layers over, with or without the sequence; every K, D, M, schedule, v and
-// remat mode the request allows for each; and the ZeRO stages each tries.
+// layers over, with or without the sequence, and the E it spreads a mixture's
+// experts over; every K, D, M, schedule, v and remat mode the request allows
+// for each; and the ZeRO stages each tries.
 
 #include <memory>
 #include <vector>
@@ -11,13 +12,15 @@
 
 namespace pipescope {
 
-// The T to plan, each with its scenario: split by T (and by the sequence,
-// sequence_parallel_choice in plan_candidates.cpp), devices grouped by T.
+// The (T, E) to plan, each with its scenario: split by T (and by the
+// sequence, sequence_parallel_choice in plan_candidates.cpp), devices grouped
+// by T; for each T every E of expert_parallel_choices, the experts spread
+// over E (sim/scenario/expert_groups.h). T outer, E inner, smallest first.
 // Throws ConfigError for a T the request or scenario cannot have.
-std::vector<std::shared_ptr<const Scenario>> tensor_splits(const Scenario& sc,
-                                                           const PlanRequest& req);
+std::vector<std::shared_ptr<const Scenario>> parallel_splits(const Scenario& sc,
+                                                             const PlanRequest& req);
 
-// The candidates of one T's scenario `split` on its N groups of T devices,
+// The candidates of one (T, E)'s scenario `split` on its N groups of T devices,
 // each at every ZeRO stage it tries, with T and scenario set; a shape's
 // candidates (its remat modes, each at its stages) one after another. Throws
 // ConfigError when the request cannot be met on `split`.

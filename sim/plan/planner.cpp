@@ -18,8 +18,12 @@
 
 namespace pipescope {
 
+int PlanCandidate::expert_parallel() const {
+  return scenario ? scenario->training.expert_parallel : 1;
+}
+
 std::string PlanCandidate::label() const {
-  const int E = scenario ? scenario->training.expert_parallel : 1;
+  const int E = expert_parallel();
   return (tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) + " " : "") +
          "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
          (E > 1 ? " E=" + std::to_string(E) : "") + " M=" + std::to_string(micro_batches) +
@@ -200,9 +204,10 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     const PlanCandidate& c = all[i];
     const auto same = [&](const PlanCandidate& o) {
-      return o.tensor_parallel == c.tensor_parallel && o.stages == c.stages &&
-             o.data_parallel == c.data_parallel && o.micro_batches == c.micro_batches &&
-             o.schedule == c.schedule && o.chunks == c.chunks && o.custom == c.custom;
+      return o.tensor_parallel == c.tensor_parallel && o.expert_parallel() == c.expert_parallel() &&
+             o.stages == c.stages && o.data_parallel == c.data_parallel &&
+             o.micro_batches == c.micro_batches && o.schedule == c.schedule &&
+             o.chunks == c.chunks && o.custom == c.custom;
     };
     if (i == 0 || !same(all[i - 1])) out.push_back(i);
   }
@@ -295,7 +300,7 @@ std::ptrdiff_t remat_rank(Remat r) {
   return std::find(std::begin(kAllRemats), std::end(kAllRemats), r) - std::begin(kAllRemats);
 }
 
-// Best throughput first; among equals, smaller T, fewer stages, fewer
+// Best throughput first; among equals, smaller T, smaller E, fewer stages, fewer
 // micro-batches, less recomputation, the lower ZeRO stage.
 void rank(std::vector<PlanCandidate>& ranked) {
   std::stable_sort(ranked.begin(), ranked.end(),
@@ -304,6 +309,8 @@ void rank(std::vector<PlanCandidate>& ranked) {
                        return a.samples_per_s > b.samples_per_s;
                      if (a.tensor_parallel != b.tensor_parallel)
                        return a.tensor_parallel < b.tensor_parallel;
+                     if (a.expert_parallel() != b.expert_parallel())
+                       return a.expert_parallel() < b.expert_parallel();
                      if (a.stages != b.stages) return a.stages < b.stages;
                      if (a.micro_batches != b.micro_batches)
                        return a.micro_batches < b.micro_batches;
@@ -357,17 +364,32 @@ ShapeOutlook shape_outlook(std::vector<PlanCandidate>::const_iterator first,
           ceiling_of(*lead->scenario, step_floor(p, even, lead->stages))};
 }
 
-// The exact_top-th best throughput among the candidates simulated that fit.
-std::optional<double> threshold_of(const std::vector<PlanCandidate>& all, std::size_t top) {
-  std::vector<double> best;
-  for (const PlanCandidate& c : all) {
-    if (c.fits) best.push_back(c.samples_per_s);
+// The exact_top-th best throughput among the candidates simulated that fit,
+// kept as they are found: the `top` best so far in a min-heap.
+class Threshold {
+ public:
+  explicit Threshold(std::size_t top) : top_(top) {}
+  // Counts candidate `c` once it fits.
+  void add(const PlanCandidate& c) {
+    if (!c.fits || top_ == 0) return;
+    if (best_.size() < top_) {
+      best_.push_back(c.samples_per_s);
+      std::push_heap(best_.begin(), best_.end(), std::greater<>());
+    } else if (c.samples_per_s > best_.front()) {
+      std::pop_heap(best_.begin(), best_.end(), std::greater<>());
+      best_.back() = c.samples_per_s;
+      std::push_heap(best_.begin(), best_.end(), std::greater<>());
+    }
   }
-  if (top == 0 || best.size() < top) return std::nullopt;
-  std::nth_element(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(top - 1), best.end(),
-                   std::greater<>());
-  return best[top - 1];
-}
+  std::optional<double> value() const {
+    if (top_ == 0 || best_.size() < top_) return std::nullopt;
+    return best_.front();
+  }
+
+ private:
+  std::size_t top_;
+  std::vector<double> best_;  // a min-heap: the least of them first
+};
 
 // Shapes in a batch are evaluated in parallel against one threshold, so that
 // what is simulated does not depend on the number of threads.
@@ -392,9 +414,11 @@ void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
     return outlook[a].estimate > outlook[b].estimate;
   });
   std::size_t looked = 0;  // shapes over both rounds, for progress
+  Threshold best(request.exact_top);
+  std::vector<char> counted(all.size(), 0);  // fits already added to `best`
   for (const Round round : {Round::kRematOff, Round::kRest}) {
     for (std::size_t done = 0; done < shapes; done += kBatch) {
-      const std::optional<double> threshold = threshold_of(all, request.exact_top);
+      const std::optional<double> threshold = best.value();
       const std::size_t n = std::min(kBatch, shapes - done);
       // The batch's likely longest first (the chunked schedules' device
       // partitioner, the most stages), so that the threads finish together;
@@ -411,6 +435,14 @@ void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
         evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
                        outlook[i].ceiling, round);
       });
+      for (const std::size_t i : batch) {
+        for (std::size_t c = starts[i]; c < starts[i + 1]; ++c) {
+          if (all[c].fits && !counted[c]) {
+            counted[c] = 1;
+            best.add(all[c]);
+          }
+        }
+      }
       looked += n;
       if (request.progress) request.progress(looked, 2 * shapes);
     }
@@ -428,13 +460,21 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
     throw ConfigError(std::to_string(report.devices) + " devices asked for, but the cluster has " +
                       std::to_string(physical));
   }
-  // Every T whose groups the N devices make; the first one's error when none.
+  // Every (T, E) whose groups the N devices make; the first one's error when
+  // none.
   std::vector<PlanCandidate> all;
   std::optional<ConfigError> first_error;
   report.tensor_parallel.clear();
-  for (const std::shared_ptr<const Scenario>& split : tensor_splits(scenario, request)) {
+  report.expert_parallel.clear();
+  const auto note = [](std::vector<int>& searched, int value) {
+    if (std::find(searched.begin(), searched.end(), value) == searched.end()) {
+      searched.push_back(value);
+    }
+  };
+  for (const std::shared_ptr<const Scenario>& split : parallel_splits(scenario, request)) {
     const int T = split->cluster.tensor_parallel;
-    report.tensor_parallel.push_back(T);
+    note(report.tensor_parallel, T);
+    note(report.expert_parallel, split->training.expert_parallel);
     try {
       if (report.devices % T != 0) {
         throw ConfigError(std::to_string(report.devices) +

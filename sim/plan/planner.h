@@ -17,7 +17,10 @@
 // Tensor parallelism: each T of tensor_parallel_choices (sim/engine/tensor_parallel.h;
 // the scenario's own when it gives one) splits the layers over T devices, and K
 // x D then covers the N / T groups; the search is the union over T, exact for
-// each as above.
+// each as above. Expert parallelism: for a mixture of experts, each E of
+// expert_parallel_choices (sim/scenario/expert_groups.h; the scenario's own
+// when it gives one) spreads the experts over E of the D replicas, D a
+// multiple of E; the union over (T, E).
 
 #include <functional>
 #include <optional>
@@ -36,6 +39,8 @@ struct PlanRequest {
   std::optional<int> devices;            // N devices; default: all of the cluster's
   std::optional<int> tensor_parallel;    // fix T; default: the scenario's T if it gives one, else
                                          // each of tensor_parallel_choices
+  std::optional<int> expert_parallel;    // fix E; default: the scenario's E if it gives one, else
+                                         // each of expert_parallel_choices
   std::optional<int> stages;             // fix K
   std::optional<int> micro_batches;      // fix M
   std::optional<Remat> remat;            // fix remat; default: try each mode
@@ -88,11 +93,14 @@ struct PlanCandidate {
   // "K=4 D=2 M=8 remat on gpipe", "... interleaved-1f1b v=2", "T=2 K=4 ..." under T > 1,
   // "K=4 D=16 E=8 ..." under expert parallelism
   std::string label() const;
+  // E, the replicas the experts spread over: the scenario's (1 without one)
+  int expert_parallel() const;
 };
 
 struct PlanReport {
   int devices = 1;                      // N, all devices
   std::vector<int> tensor_parallel{1};  // the T searched
+  std::vector<int> expert_parallel{1};  // the E searched
   std::vector<PlanCandidate> ranked;    // fitting candidates, best first
   std::vector<PlanCandidate> rejected;  // in search order
   // Candidates that fit but were not simulated: the same shape fits with

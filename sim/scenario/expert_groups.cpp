@@ -21,6 +21,17 @@ std::string expert_parallel_problem(const Scenario& sc, int E) {
   return "";
 }
 
+std::vector<int> expert_parallel_choices(const Scenario& sc) {
+  const bool mixture = sc.model.transformer && sc.model.transformer->moe.enabled();
+  if (sc.training.expert_parallel_given || !mixture) return {sc.training.expert_parallel};
+  std::vector<int> out;
+  const int experts = sc.model.transformer->moe.experts;
+  for (int E = 1; E <= experts; ++E) {
+    if (experts % E == 0 && expert_parallel_problem(sc, E).empty()) out.push_back(E);
+  }
+  return out;
+}
+
 Scenario with_expert_parallel(const Scenario& sc, int E) {
   const std::string problem = expert_parallel_problem(sc, E);
   PS_CHECK(problem.empty(), problem);

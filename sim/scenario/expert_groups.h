@@ -5,6 +5,7 @@
 // the E exchange is priced in sim/engine/expert_parallel.h.
 
 #include <string>
+#include <vector>
 
 #include "sim/scenario/scenario.h"
 
@@ -15,6 +16,12 @@ namespace pipescope {
 // imbalance, ZeRO-3 (whose layer-by-layer gathers of experts sharded over
 // D / E replicas are not modelled). Empty when it can, and for E = 1.
 std::string expert_parallel_problem(const Scenario& sc, int E);
+
+// The E the planner tries for `sc` (one T's scenario), smallest first: the
+// scenario's own when it gives one (TrainingConfig::expert_parallel_given) or
+// has no experts; otherwise 1 and every E that divides the routed experts and
+// that expert_parallel_problem allows.
+std::vector<int> expert_parallel_choices(const Scenario& sc);
 
 // `sc` with its model one device's share of the routed experts under E
 // (TrainingConfig::expert_parallel), its tensor split kept.

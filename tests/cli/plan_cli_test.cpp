@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,35 @@ TEST(PlanCli, RanksPlansAsJson) {
               j["plans"][i]["throughput_samples_per_s"].get<double>());
   }
   for (const auto& p : j["plans"]) EXPECT_EQ(4 % p["K"].get<int>(), 0);
+}
+
+// A mixture of 8 experts on the demo's 4 devices: the planner searches E
+// beside K and D (E = 8 has no D of 8 here), says so in its header, gives
+// each plan's E in a column of its own and in --json; -E keeps one.
+TEST(PlanCli, SearchesTheExpertParallelism) {
+  const std::string moe = "plan " + kDemo +
+                          " --set model.layers=4 --set model.experts=8"
+                          " --set model.experts_per_token=2 --schedule 1f1b ";
+  const CliResult text = run(moe + "--top 40");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("; the experts over E of 1, 2, 4, 8 of the D replicas)"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("    K     D    E"), std::string::npos) << text.out;
+  const CliResult json = run(moe + "--top 40 --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  std::set<int> es;
+  const nlohmann::json ranked = nlohmann::json::parse(json.out);
+  for (const auto& p : ranked["plans"]) {
+    es.insert(p["E"].get<int>());
+    EXPECT_EQ(p["D"].get<int>() % p["E"].get<int>(), 0) << p.dump();
+  }
+  EXPECT_EQ(es, (std::set<int>{1, 2, 4}));
+  const CliResult fixed = run(moe + "-E 2 --top 40 --json");
+  ASSERT_EQ(fixed.status, 0) << fixed.err;
+  const nlohmann::json kept = nlohmann::json::parse(fixed.out);
+  ASSERT_FALSE(kept["plans"].empty());
+  for (const auto& p : kept["plans"]) EXPECT_EQ(p["E"], 2);
 }
 
 TEST(PlanCli, WrittenPlanReproducesItsPrediction) {

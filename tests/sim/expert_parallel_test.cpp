@@ -283,6 +283,55 @@ TEST(ExpertParallel, ThePlannerKeepsDAMultipleOfE) {
   }
 }
 
+// Where the scenario does not say E, the planner searches it: every E that
+// divides the experts, and its best plan is the best of the plans each E
+// fixed finds (one schedule without chunks, so that no second pass ranks
+// the union apart from the parts). A scenario's E, or the request's, is kept.
+TEST(ExpertParallel, ThePlannerSearchesE) {
+  const Scenario sc = load_scenario_text(kMoeScenario);
+  PlanRequest request;
+  request.tensor_parallel = 1;
+  request.schedule = ScheduleKind::k1F1B;
+  const PlanReport report = run_planner(sc, request);
+  EXPECT_EQ(report.expert_parallel, (std::vector<int>{1, 2, 4, 8}));
+  ASSERT_FALSE(report.ranked.empty());
+  std::set<int> ranked_e;
+  for (const PlanCandidate& c : report.ranked) {
+    ranked_e.insert(c.expert_parallel());
+    EXPECT_EQ(c.data_parallel % c.expert_parallel(), 0) << c.label();
+  }
+  EXPECT_EQ(ranked_e, (std::set<int>{1, 2, 4, 8}));
+  double best_of_each = 0.0;
+  for (const int E : {1, 2, 4, 8}) {
+    PlanRequest fixed = request;
+    fixed.expert_parallel = E;
+    const PlanReport one = run_planner(sc, fixed);
+    EXPECT_EQ(one.expert_parallel, std::vector<int>{E});
+    ASSERT_FALSE(one.ranked.empty()) << "E=" << E;
+    for (const PlanCandidate& c : one.ranked) EXPECT_EQ(c.expert_parallel(), E) << c.label();
+    best_of_each = std::max(best_of_each, one.ranked.front().samples_per_s);
+  }
+  EXPECT_DOUBLE_EQ(report.ranked.front().samples_per_s, best_of_each);
+
+  const PlanReport given =
+      run_planner(load_scenario_text(kMoeScenario, {"training.expert_parallel=4"}), request);
+  EXPECT_EQ(given.expert_parallel, std::vector<int>{4});
+  PlanRequest odd = request;
+  odd.expert_parallel = 3;
+  try {
+    run_planner(sc, odd);
+    FAIL() << "E=3 of 8 experts was planned";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("E=3: 3 expert-parallel devices do not divide the 8"),
+              std::string::npos)
+        << e.what();
+  }
+  // A dense model has no E to search.
+  EXPECT_EQ(
+      run_planner(testing::uniform_scenario(4, 4, 1000.0, 8, 4, false), request).expert_parallel,
+      std::vector<int>{1});
+}
+
 // A plan carries E: in its label and its file, against the scenario it is
 // replayed on, and into Megatron-LM's flags; the exports that cannot run
 // expert parallelism refuse it.
