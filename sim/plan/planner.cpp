@@ -125,15 +125,19 @@ bool memory_did_not_bind(PartitionProblem problem, int devices, const PartitionR
   return free.exact && free.bottleneck >= cut.bottleneck;
 }
 
-// `threshold`: where set, a candidate whose step_floor gives less throughput
-// is not simulated (bound_out).
-void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass,
+// The ring of candidate c's D replicas (and its E's group): one for all the
+// candidates of a shape, which share the cluster, K, D and E.
+DataParallel ring_of(const PlanCandidate& c) {
+  return data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel, c.expert_parallel());
+}
+
+// Evaluates c, whose ring_of is `ring`. `threshold`: where set, a candidate
+// whose step_floor gives less throughput is not simulated (bound_out).
+void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass, const DataParallel& ring,
               std::optional<double> threshold = std::nullopt) {
   const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
   const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
   const CostModel& cost = *cost_model;
-  const DataParallel ring =
-      data_parallel_ring(sc.cluster, c.stages, c.data_parallel, sc.training.expert_parallel);
   const PartitionProblem problem = candidate_problem(replica, cost, c, ring);
   // The floor under every cut first: where it cannot reach the threshold,
   // neither can the cut the partitioner would search for.
@@ -257,6 +261,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
     if (a->zero != b->zero) return a->zero < b->zero;
     return (a->remat == Remat::kNever) > (b->remat == Remat::kNever);
   });
+  std::optional<DataParallel> ring;  // made at the first candidate simulated
   for (PlanCandidate* c : order) {
     if (decided(*c) || (round == Round::kRematOff && c->remat != Remat::kNever)) continue;
     // o fits with remat off at c's stage, or at a lower one with c's mode.
@@ -277,7 +282,8 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
     } else if (threshold && shape_ceiling < *threshold) {
       bound_out(*c, shape_ceiling, *threshold);
     } else {
-      evaluate(*c->scenario, *c, pass, threshold);
+      if (!ring) ring = ring_of(*c);
+      evaluate(*c->scenario, *c, pass, *ring, threshold);
     }
   }
 }
@@ -330,7 +336,7 @@ void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
   parallel_for(best.size(), threads, [&](std::size_t i) {
     PlanCandidate& c = ranked[best[i]];
     PlanCandidate again = c;
-    evaluate(*c.scenario, again, Pass{kMaxExhaustiveNodes, true});
+    evaluate(*c.scenario, again, Pass{kMaxExhaustiveNodes, true}, ring_of(c));
     if (again.fits && again.samples_per_s > c.samples_per_s) c = std::move(again);
   });
   rank(ranked);
