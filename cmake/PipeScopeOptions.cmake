@@ -8,6 +8,14 @@ add_library(pipescope_warnings INTERFACE)
 target_compile_options(pipescope_warnings INTERFACE
   $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion -Werror=switch>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+# A unity build includes a library's .cpp files into one unit, where gcc takes
+# each included file for a header and warns of every class of its that uses a
+# type of its anonymous namespace (-Wsubobject-linkage): right for a header
+# included by several units, wrong for a .cpp included once.
+if(CMAKE_UNITY_BUILD)
+  target_compile_options(pipescope_warnings INTERFACE
+    $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-subobject-linkage>)
+endif()
 
 # Sanitizers instrument the C++ code; CUDA sources (device code, and their host
 # side compiled by nvcc) are left as they are.

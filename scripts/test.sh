@@ -26,7 +26,7 @@ phase "build and test (RelWithDebInfo; CUDA, desktop app and MPI on)"
 # time, and a failure's backtrace still names files and lines.
 scripts/build.sh build -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=ON -DPIPESCOPE_WITH_MPI=ON
+  -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=ON -DPIPESCOPE_WITH_MPI=ON -DCMAKE_UNITY_BUILD=ON
 ctest --test-dir build --output-on-failure -j2
 
 phase "build and test under AddressSanitizer + UndefinedBehaviorSanitizer (clang; CUDA off)"
@@ -38,13 +38,14 @@ phase "build and test under AddressSanitizer + UndefinedBehaviorSanitizer (clang
 # do optimized. The sanitizer builds keep line tables only (-g1): their reports
 # name files and lines, and full debug information took a third of their
 # compile time. The executor is built for the x86-64 baseline only here (the
-# build above tests each copy the processor runs). Both sanitizer builds
-# compile the libraries, the command and the desktop app as unity builds
+# build above tests each copy the processor runs). Every build here compiles
+# the libraries, the command and the desktop app as unity builds
 # (CMAKE_UNITY_BUILD: a folder's files eight to a translation unit), which
 # parses and instantiates their shared headers (nlohmann/json above all) once
-# per eight files: a quarter to two fifths less compile time. The build above
-# keeps one translation unit a file, so each file still compiles on its own;
-# the test programs stay a file a unit in every build (tests/CMakeLists.txt).
+# per eight files: a quarter to two fifths less compile time. The quick
+# start's first command (scripts/demo.sh) keeps one translation unit a file,
+# so each file still compiles on its own there; the test programs stay a file
+# a unit in every build (tests/CMakeLists.txt).
 CC=clang CXX=clang++ scripts/build.sh build-asan -- -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" -DPIPESCOPE_SANITIZE=address,undefined -DPIPESCOPE_FUZZ=ON \
   -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_WITH_CUDA=OFF -DPIPESCOPE_EXEC_LEVELS= \
@@ -65,7 +66,7 @@ phase "threaded code (executor runtime, planner, sweep) under ThreadSanitizer (d
 # Only the programs whose tests run here are built (the command, for the CLI
 # tests), and CUDA is off too: the GPU backend has no threads of its own here.
 # clang, as for the sanitized build above.
-CC=clang CXX=clang++ scripts/build.sh build-tsan pipescope pipescope_sim_tests pipescope_exec_tests pipescope_cli_tests \
+CC=clang CXX=clang++ scripts/build.sh build-tsan pipescope pipescope_plan_tests pipescope_exec_tests pipescope_cli_tests \
   -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DPIPESCOPE_SANITIZE=thread -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_EXEC_LEVELS= \
   -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_WITH_CUDA=OFF -DCMAKE_UNITY_BUILD=ON

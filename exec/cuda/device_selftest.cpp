@@ -23,8 +23,6 @@ namespace {
 
 constexpr int kGpu = 0;
 constexpr int kHost = 1;
-constexpr double kElementwise = kElementwiseTolerance;
-constexpr double kReduction = kReductionTolerance;
 
 std::span<const float> values(const Matrix& m) {
   return {m.data(), static_cast<std::size_t>(m.size())};
@@ -109,19 +107,19 @@ void check_elementwise(Pair& p) {
   p.both([&](Device& d, int s) { d.fill(out[s], n, 0.75f); });
   p.compare("fill", out, 0.0);
   p.both([&](Device& d, int s) { d.add(out[s], u[s], dout[s], n); });
-  p.compare("add", out, kElementwise);
+  p.compare("add", out, kElementwiseTolerance);
   p.both([&](Device& d, int s) { d.add(out[s], out[s], u[s], n); });
-  p.compare("add (in place)", out, kElementwise);
+  p.compare("add (in place)", out, kElementwiseTolerance);
   p.both([&](Device& d, int s) { d.axpy(out[s], -0.3f, dout[s], n); });
-  p.compare("axpy", out, kElementwise);
+  p.compare("axpy", out, kElementwiseTolerance);
   p.both([&](Device& d, int s) { d.gelu_forward(out[s], u[s], n); });
-  p.compare("gelu_forward", out, kElementwise);
+  p.compare("gelu_forward", out, kElementwiseTolerance);
   p.both([&](Device& d, int s) { d.gelu_backward(out[s], dout[s], u[s], n); });
-  p.compare("gelu_backward", out, kElementwise);
+  p.compare("gelu_backward", out, kElementwiseTolerance);
   p.both([&](Device& d, int s) { d.relu_forward(out[s], u[s], n); });
-  p.compare("relu_forward", out, kElementwise);
+  p.compare("relu_forward", out, kElementwiseTolerance);
   p.both([&](Device& d, int s) { d.relu_backward(out[s], dout[s], u[s], n); });
-  p.compare("relu_backward", out, kElementwise);
+  p.compare("relu_backward", out, kElementwiseTolerance);
 }
 
 void check_optimizers(Pair& p) {
@@ -151,11 +149,11 @@ void check_optimizers(Pair& p) {
         }
       });
     }
-    p.compare(kind, w, kElementwise);
+    p.compare(kind, w, kElementwiseTolerance);
     if (kind == "momentum_update" || kind == "adam_update")
-      p.compare(kind + " (m)", m, kElementwise);
+      p.compare(kind + " (m)", m, kElementwiseTolerance);
     if (kind == "rmsprop_update" || kind == "adam_update")
-      p.compare(kind + " (v)", v, kElementwise);
+      p.compare(kind + " (v)", v, kElementwiseTolerance);
   }
 }
 
@@ -189,7 +187,7 @@ void check_products(Pair& p) {
       const Twin c = p.output(m, n);
       p.both([&](Device& d, int s) { d.gemm(ta, tb, m, n, k, 0.5f, a[s], b[s], 2.0f, c[s]); });
       p.compare(std::string("gemm (") + (ta ? "A^T" : "A") + " " + (tb ? "B^T" : "B") + ")", c,
-                kReduction);
+                kReductionTolerance);
     }
   }
   // Three products, each operand's matrices 5 floats apart: the gaps of C must
@@ -207,7 +205,7 @@ void check_products(Pair& p) {
       d.gemm_strided_batched(ta, tb, m, n, k, 0.5f, a[s], sa, b[s], sb, 2.0f, c[s], sc, batch);
     });
     p.compare(std::string("gemm_strided_batched (") + (ta ? "A^T B" : "A B^T") + ")", c,
-              kReduction);
+              kReductionTolerance);
   }
   // beta = 0 does not read C, which holds NaNs.
   const Twin a = p.upload(p.random(m, k));
@@ -217,19 +215,19 @@ void check_products(Pair& p) {
     d.fill(c[s], std::int64_t{m} * n, std::numeric_limits<float>::quiet_NaN());
     d.gemm(false, false, m, n, k, 1.0f, a[s], b[s], 0.0f, c[s]);
   });
-  p.compare("gemm (beta 0 over NaNs)", c, kReduction);
+  p.compare("gemm (beta 0 over NaNs)", c, kReductionTolerance);
   // k = 0: an empty sum, C = beta C.
   p.both([&](Device& d, int s) { d.gemm(false, false, m, n, 0, 1.0f, a[s], b[s], 3.0f, c[s]); });
-  p.compare("gemm (k 0)", c, kElementwise);
+  p.compare("gemm (k 0)", c, kElementwiseTolerance);
 
   const int rows = 6;
   const int cols = 270;
   const Twin x = p.upload(p.random(rows, cols));
   const Twin bias = p.upload(p.random(1, cols));
   p.both([&](Device& d, int s) { d.add_bias(x[s], bias[s], rows, cols); });
-  p.compare("add_bias", x, kElementwise);
+  p.compare("add_bias", x, kElementwiseTolerance);
   p.both([&](Device& d, int s) { d.column_sums_add(bias[s], x[s], rows, cols); });
-  p.compare("column_sums_add", bias, kReduction);
+  p.compare("column_sums_add", bias, kReductionTolerance);
 }
 
 void check_layernorm(Pair& p) {
@@ -248,21 +246,21 @@ void check_layernorm(Pair& p) {
   p.both([&](Device& d, int s) {
     d.layernorm_forward(out[s], stats[s], x[s], gain[s], bias[s], rows, c);
   });
-  p.compare("layernorm_forward", out, kReduction);
-  p.compare("layernorm_forward (stats)", stats, kReduction);
+  p.compare("layernorm_forward", out, kReductionTolerance);
+  p.compare("layernorm_forward (stats)", stats, kReductionTolerance);
   // The backward from the host's stats, so each operation is judged alone.
   const Twin ref_stats = p.upload(download(stats.side[kHost]));
   p.both([&](Device& d, int s) {
     d.layernorm_backward_input(out[s], dout[s], x[s], ref_stats[s], gain[s], rows, c);
   });
-  p.compare("layernorm_backward_input", out, kReduction);
+  p.compare("layernorm_backward_input", out, kReductionTolerance);
   const Twin dgain = p.upload(p.random(1, c));  // accumulates onto what is there
   const Twin dbias = p.upload(p.random(1, c));
   p.both([&](Device& d, int s) {
     d.layernorm_backward_params(dgain[s], dbias[s], dout[s], x[s], ref_stats[s], rows, c);
   });
-  p.compare("layernorm_backward_params (gain)", dgain, kReduction);
-  p.compare("layernorm_backward_params (bias)", dbias, kReduction);
+  p.compare("layernorm_backward_params (gain)", dgain, kReductionTolerance);
+  p.compare("layernorm_backward_params (bias)", dbias, kReductionTolerance);
 }
 
 // `tag` names the shape: "split_qkv (k, gqa)".
@@ -284,7 +282,7 @@ void check_attention(Pair& p, const AttentionShape& sh, const std::string& tag) 
   p.compare(named("split_qkv", "v"), v, 0.0);
   const Twin dqkv = p.output(tokens, wide);
   p.both([&](Device& d, int s) { d.merge_qkv_grad(dqkv[s], q[s], k[s], v[s], sh); });
-  p.compare(named("merge_qkv_grad"), dqkv, kElementwise);
+  p.compare(named("merge_qkv_grad"), dqkv, kElementwiseTolerance);
   const Twin out = p.output(tokens, sh.width());
   p.both([&](Device& d, int s) { d.merge_heads(out[s], q[s], sh); });
   p.compare(named("merge_heads"), out, 0.0);
@@ -298,9 +296,9 @@ void check_attention(Pair& p, const AttentionShape& sh, const std::string& tag) 
   const Twin scores = p.upload(p.random(rows, sh.seq, 3.0f));
   const Twin probs = p.output(rows, sh.seq);
   p.both([&](Device& d, int s) { d.causal_softmax_forward(probs[s], scores[s], scale, n, len); });
-  p.compare(named("causal_softmax_forward"), probs, kReduction);
+  p.compare(named("causal_softmax_forward"), probs, kReductionTolerance);
   p.both([&](Device& d, int s) { d.causal_softmax_forward(scores[s], scores[s], scale, n, len); });
-  p.compare(named("causal_softmax_forward", "in place"), scores, kReduction);
+  p.compare(named("causal_softmax_forward", "in place"), scores, kReductionTolerance);
   // The backward from the host's probabilities, so it is judged alone.
   const Twin ref_probs = p.upload(download(probs.side[kHost]));
   const Twin dprobs = p.upload(p.random(rows, sh.seq));
@@ -308,7 +306,7 @@ void check_attention(Pair& p, const AttentionShape& sh, const std::string& tag) 
   p.both([&](Device& d, int s) {
     d.causal_softmax_backward(dscores[s], ref_probs[s], dprobs[s], scale, n, len);
   });
-  p.compare(named("causal_softmax_backward"), dscores, kReduction);
+  p.compare(named("causal_softmax_backward"), dscores, kReductionTolerance);
 }
 
 void check_loss(Pair& p) {
@@ -322,13 +320,13 @@ void check_loss(Pair& p) {
   p.both([&](Device& d, int s) {
     d.crossentropy_forward(probs[s], losses[s], logits[s], targets[s], rows, v);
   });
-  p.compare("crossentropy_forward (probs)", probs, kReduction);
-  p.compare("crossentropy_forward (losses)", losses, kReduction);
+  p.compare("crossentropy_forward (probs)", probs, kReductionTolerance);
+  p.compare("crossentropy_forward (losses)", losses, kReductionTolerance);
   const Twin ref_probs = p.upload(download(probs.side[kHost]));
   p.both([&](Device& d, int s) {
     d.crossentropy_backward(logits[s], ref_probs[s], targets[s], 1.0f / rows, rows, v);
   });
-  p.compare("crossentropy_backward", logits, kElementwise);
+  p.compare("crossentropy_backward", logits, kElementwiseTolerance);
 }
 
 void check_embedding(Pair& p) {
@@ -344,16 +342,16 @@ void check_embedding(Pair& p) {
   p.both([&](Device& dev, int s) {
     dev.embedding_forward(out[s], ids[s], table[s], positions[s], rows, seq, d);
   });
-  p.compare("embedding_forward", out, kElementwise);
+  p.compare("embedding_forward", out, kElementwiseTolerance);
   p.both([&](Device& dev, int s) {
     dev.embedding_backward(table[s], positions[s], ids[s], out[s], rows, seq, d);
   });
-  p.compare("embedding_backward (table)", table, kReduction);
-  p.compare("embedding_backward (positions)", positions, kReduction);
+  p.compare("embedding_backward (table)", table, kReductionTolerance);
+  p.compare("embedding_backward (positions)", positions, kReductionTolerance);
   p.both([&](Device& dev, int s) {
     dev.embedding_backward(table[s], nullptr, ids[s], out[s], rows, seq, d);
   });
-  p.compare("embedding_backward (no positions)", table, kReduction);
+  p.compare("embedding_backward (no positions)", table, kReductionTolerance);
 }
 
 void check_memory_and_fences(Pair& p) {

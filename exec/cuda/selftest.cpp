@@ -20,9 +20,6 @@ namespace {
 using M = Mat<float>;
 namespace ref = pipescope::exec;  // the CPU reference (exec/compute/kernels.h)
 
-constexpr double kElementwise = kElementwiseTolerance;
-constexpr double kReduction = kReductionTolerance;
-
 class Checker {
  public:
   explicit Checker(std::uint64_t seed) : rng_(seed) { PS_CUBLAS_CHECK(cublasCreate(&blas_)); }
@@ -63,13 +60,15 @@ void check_activations(Checker& k) {
   const auto n = static_cast<std::int64_t>(u.size());
   DeviceBuffer<float> du_in(Checker::host(u)), ddout(Checker::host(dout)), out(u.size());
   gelu_forward(out.data(), du_in.data(), n, nullptr);
-  k.compare("gelu_forward", ref::gelu_forward<float>(u), out.download(), kElementwise);
+  k.compare("gelu_forward", ref::gelu_forward<float>(u), out.download(), kElementwiseTolerance);
   gelu_backward(out.data(), ddout.data(), du_in.data(), n, nullptr);
-  k.compare("gelu_backward", ref::gelu_backward<float>(dout, u), out.download(), kElementwise);
+  k.compare("gelu_backward", ref::gelu_backward<float>(dout, u), out.download(),
+            kElementwiseTolerance);
   relu_forward(out.data(), du_in.data(), n, nullptr);
-  k.compare("relu_forward", ref::relu_forward<float>(u), out.download(), kElementwise);
+  k.compare("relu_forward", ref::relu_forward<float>(u), out.download(), kElementwiseTolerance);
   relu_backward(out.data(), ddout.data(), du_in.data(), n, nullptr);
-  k.compare("relu_backward", ref::relu_backward<float>(dout, u), out.download(), kElementwise);
+  k.compare("relu_backward", ref::relu_backward<float>(dout, u), out.download(),
+            kElementwiseTolerance);
 }
 
 void check_layernorm(Checker& k) {
@@ -89,22 +88,22 @@ void check_layernorm(Checker& k) {
       ddout(Checker::host(dout)), dout_buf(x.size()), dstats(stats.size());
   layernorm_forward(dout_buf.data(), dstats.data(), dx.data(), dg.data(), db.data(), rows, c,
                     nullptr);
-  k.compare("layernorm_forward", out, dout_buf.download(), kReduction);
-  k.compare("layernorm_forward (stats)", stats, dstats.download(), kReduction);
+  k.compare("layernorm_forward", out, dout_buf.download(), kReductionTolerance);
+  k.compare("layernorm_forward (stats)", stats, dstats.download(), kReductionTolerance);
   // The backward from the CPU's stats, so each kernel is judged alone.
   dstats.upload(Checker::host(stats));
   layernorm_backward_input(dout_buf.data(), ddout.data(), dx.data(), dstats.data(), dg.data(), rows,
                            c, nullptr);
   k.compare("layernorm_backward_input", ref::layernorm_backward_input<float>(dout, x, stats, gain),
-            dout_buf.download(), kReduction);
+            dout_buf.download(), kReductionTolerance);
   M dgain = k.random(1, c);  // accumulates onto what is there
   M dbias = k.random(1, c);
   DeviceBuffer<float> ddgain(Checker::host(dgain)), ddbias(Checker::host(dbias));
   layernorm_backward_params(ddgain.data(), ddbias.data(), ddout.data(), dx.data(), dstats.data(),
                             rows, c, nullptr);
   ref::layernorm_backward_params<float>(dout, x, stats, dgain, dbias);
-  k.compare("layernorm_backward_params (gain)", dgain, ddgain.download(), kReduction);
-  k.compare("layernorm_backward_params (bias)", dbias, ddbias.download(), kReduction);
+  k.compare("layernorm_backward_params (gain)", dgain, ddgain.download(), kReductionTolerance);
+  k.compare("layernorm_backward_params (bias)", dbias, ddbias.download(), kReductionTolerance);
 }
 
 void check_bias(Checker& k) {
@@ -116,9 +115,9 @@ void check_bias(Checker& k) {
   add_bias(dx.data(), dbias.data(), rows, c, nullptr);
   M want = x;
   want.rowwise() += bias.row(0);
-  k.compare("add_bias", want, dx.download(), kElementwise);
+  k.compare("add_bias", want, dx.download(), kElementwiseTolerance);
   column_sums_add(dbias.data(), dx.data(), rows, c, nullptr);
-  k.compare("column_sums_add", bias + want.colwise().sum(), dbias.download(), kReduction);
+  k.compare("column_sums_add", bias + want.colwise().sum(), dbias.download(), kReductionTolerance);
 }
 
 void check_crossentropy(Checker& k) {
@@ -133,18 +132,18 @@ void check_crossentropy(Checker& k) {
   DeviceBuffer<std::int32_t> dtargets(targets);
   crossentropy_forward(dprobs.data(), dlosses.data(), dlogits.data(), dtargets.data(), rows, v,
                        nullptr);
-  k.compare("crossentropy_forward (probs)", probs, dprobs.download(), kReduction);
+  k.compare("crossentropy_forward (probs)", probs, dprobs.download(), kReductionTolerance);
   const std::vector<float> losses = dlosses.download();
   M total(1, 1);
   total(0, 0) = static_cast<float>(loss);
   float sum = 0.0f;
   for (const float l : losses) sum += l;
-  k.compare("crossentropy_forward (loss)", total, {sum}, kReduction);
+  k.compare("crossentropy_forward (loss)", total, {sum}, kReductionTolerance);
   const float scale = 1.0f / static_cast<float>(rows);
   dprobs.upload(Checker::host(probs));
   crossentropy_backward(dlogits.data(), dprobs.data(), dtargets.data(), scale, rows, v, nullptr);
   k.compare("crossentropy_backward", ref::crossentropy_backward<float>(probs, targets, scale),
-            dlogits.download(), kElementwise);
+            dlogits.download(), kElementwiseTolerance);
 }
 
 void check_optimizers(Checker& k) {
@@ -179,7 +178,7 @@ void check_optimizers(Checker& k) {
       cpu.step({&p});
     }
     k.compare(kind == Optimizer::kMomentum ? "momentum_update" : "adam_update", p.value,
-              dw.download(), kElementwise);
+              dw.download(), kElementwiseTolerance);
   }
 }
 
@@ -198,7 +197,7 @@ void check_gemm(Checker& k) {
       DeviceBuffer<float> da(Checker::host(a)), db(Checker::host(b)), dc(Checker::host(c0));
       gemm(k.blas_, ta, tb, m, n, kk, 0.5f, da.data(), db.data(), 2.0f, dc.data());
       k.compare(std::string("gemm (") + (ta ? "A^T" : "A") + " " + (tb ? "B^T" : "B") + ")", want,
-                dc.download(), kReduction);
+                dc.download(), kReductionTolerance);
     }
   }
 }
