@@ -140,13 +140,19 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
                 (mla.q_lora_rank >= 0 && mla.qk_nope_head_dim >= 0 && mla.qk_rope_head_dim >= 0 &&
                  mla.qk_head_dim() > 0 && mla.v_head_dim > 0)),
            "latent attention needs positive ranks and head widths");
+  PS_CHECK(p.head_dim >= 0 && (p.head_dim == 0 || !mla.enabled()),
+           "a head width of its own needs attention that is not latent");
   const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, v = p.vocab;
   const std::int64_t f = p.d_ff == 0 ? 4 * h : p.d_ff;
-  // Width of the K and V projections: h for multi-head attention, h * kv / a with
-  // grouped-query attention (kv key/value heads shared by a / kv query heads each).
+  // Width of the Q and output projections: h, or a heads of head_dim each.
+  // Of the K and V projections: the same for multi-head attention, kv / a of
+  // it with grouped-query attention (kv key/value heads shared by a / kv
+  // query heads each).
   const std::int64_t kv = p.kv_heads == 0 ? a : p.kv_heads;
-  PS_CHECK(kv == a || h % a == 0, "grouped-query attention needs heads to divide d_model");
-  const std::int64_t d_kv = kv == a ? h : h / a * kv;
+  PS_CHECK(p.head_dim > 0 || kv == a || h % a == 0,
+           "grouped-query attention needs heads to divide d_model");
+  const std::int64_t q = p.head_dim > 0 ? a * p.head_dim : h;
+  const std::int64_t d_kv = p.head_dim > 0 ? kv * p.head_dim : kv == a ? h : h / a * kv;
   const Bytes e = dtype_bytes(p.dtype);
   const std::string split_problem = tensor_split_problem(p, split);
   PS_CHECK(split_problem.empty(), split_problem);
@@ -154,18 +160,19 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
   // the layer norms, dropouts and residuals: t with sequence parallelism).
   const std::int64_t t = split.ways, c = split.sequence ? t : 1;
   const std::int64_t v_t = (v + t - 1) / t;  // vocabulary rows per device, padded
-  return {s, h, a, v, f, d_kv, e, t, c, v_t, split.experts};
+  return {s, h, a, v, f, d_kv, q, e, t, c, v_t, split.experts};
 }
 
 // Throws std::overflow_error when a block's or the head's stash per sample, or
 // the parameters, do not fit in 64-bit integers.
 void require_transformer_fits(const TransformerParams& p, const TransformerDims& d) {
   const double S = f64(d.s), H = f64(d.h), F = f64(d.f), A = f64(d.a), V = f64(d.v), E = f64(d.e);
-  require_fits(S * (H * (8 * E + 2) + 2 * E * F) + A * S * S * (2 * E + 1),
+  const double W = std::max(H, f64(d.q));  // the wider of the model and attention
+  require_fits(S * (W * (8 * E + 2) + 2 * E * F) + A * S * S * (2 * E + 1),
                "the bytes one block stashes per sample");
   require_fits(2 * S * H * E + S * V * std::max(E, 4.0) + 4 * S,
                "the bytes the head stashes per sample");
-  require_fits(f64(p.layers) * (4 * H * H + 2 * H * F + F + 9 * H) + 2 * V * H + S * H,
+  require_fits(f64(p.layers) * (4 * H * W + 2 * H * F + F + 9 * W) + 2 * V * H + S * H,
                "the parameters");
   const LatentAttention& mla = p.mla;
   if (mla.enabled()) {

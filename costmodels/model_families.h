@@ -111,6 +111,11 @@ struct TransformerParams {
   // Mistral): K and V projections are h x (h * kv_heads / heads). 0 means heads
   // (multi-head attention).
   std::int64_t kv_heads = 0;
+  // The width of one attention head (Qwen3, Gemma, GPT-OSS): the queries and
+  // the attention output are heads x head_dim wide, keys and values
+  // kv_heads x head_dim, whatever d_model. 0 means d_model / heads. Not with
+  // latent attention, whose head widths are its own (LatentAttention).
+  std::int64_t head_dim = 0;
   // Dropout on the attention probabilities, the attention output and the MLP
   // output (Megatron-LM, GPT-2). Without it the masks and the dropped copy of the
   // probabilities are not stashed: Lingvo's Transformer layers, which GPipe's

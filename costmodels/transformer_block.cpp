@@ -50,7 +50,8 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
 std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
                                   TensorSplit split, bool moe) {
   const std::int64_t t = split.ways;
-  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads / t, d = h / p.heads;
+  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads / t;
+  const std::int64_t d = p.head_dim > 0 ? p.head_dim : h / p.heads;  // a head's width
   const std::int64_t rows = split.sequence ? s / t : s;  // of the layer norms and dropout-adds
   const Bytes e = dtype_bytes(p.dtype);
   const Bytes mask = p.dropout ? 1 : 0;
@@ -63,9 +64,9 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   if (p.mla.enabled()) {
     append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
   } else {
-    k.push_back(gemm(s, (h + 2 * d_kv) / t, h));
+    k.push_back(gemm(s, (a * t * d + 2 * d_kv) / t, h));
     append_attention_core(k, p, s, a, d, d, e);
-    k.push_back(gemm(s, h, h / t));
+    k.push_back(gemm(s, h, a * d));
   }
   k.push_back(dropout_add);
   k.push_back(layer_norm);
@@ -79,24 +80,28 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
 }
 
 BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, bool moe) {
-  const std::int64_t s = d.s, h = d.h, a = d.a, f = d.f, d_kv = d.d_kv, t = d.t, c = d.c;
+  const std::int64_t s = d.s, h = d.h, a = d.a, f = d.f, d_kv = d.d_kv, q = d.q, t = d.t;
+  const std::int64_t c = d.c;
   const Bytes e = d.e;
   // Matmul FLOPs (Narayanan et al. 2021, "Efficient Large-Scale Language Model
   // Training on GPU Clusters Using Megatron-LM"): QKV and output projections 8sh^2,
   // MLP 4shf, scores and attention over V 4s^2h; 24sh^2 + 4s^2h for f = 4h. With
   // grouped-query attention K and V take 4sh*d_kv instead of 4sh^2 (Q and output
-  // projection stay 4sh^2); the scores are unchanged.
+  // projection stay 4sh^2); the scores are unchanged. With heads of a width of
+  // their own, q = heads x head_dim in place of h: Q and the output projection
+  // 4shq, the scores and the product with V 4s^2q.
   // Every product splits over the t devices.
-  const Flops block_fwd = (4.0 * f64(s) * f64(h) * (f64(h) + f64(d_kv)) +
-                           4.0 * f64(s) * f64(h) * f64(f) + 4.0 * f64(s) * f64(s) * f64(h)) /
+  const Flops block_fwd = (4.0 * f64(s) * f64(h) * (f64(q) + f64(d_kv)) +
+                           4.0 * f64(s) * f64(h) * f64(f) + 4.0 * f64(s) * f64(s) * f64(q)) /
                           f64(t);
-  // Q and output projection weights and biases 2h^2 + 2h, K and V 2h*d_kv + 2d_kv
-  // (4h^2 + 4h together without GQA), MLP 2hf + f + h, two LayerNorms (gain, bias)
-  // 4h. Split over t devices: the column-split QKV and MLP up projections with
-  // their biases, the row-split output and MLP down weights; the biases of the
-  // last two (added after the all-reduce) and the LayerNorms stay whole.
+  // Q and output projection weights and Q's bias 2hq + q, K and V 2h*d_kv + 2d_kv
+  // (4h^2 + 3h together without GQA, q = h), MLP 2hf + f, the output's and the
+  // MLP's down biases 2h, two LayerNorms (gain, bias) 4h. Split over t devices:
+  // the column-split QKV and MLP up projections with their biases, the
+  // row-split output and MLP down weights; the biases of the last two (added
+  // after the all-reduce) and the LayerNorms stay whole.
   const std::int64_t block_params =
-      (2 * h * h + h + 2 * h * d_kv + 2 * d_kv + 2 * h * f + f) / t + 2 * h + 4 * h;
+      (2 * h * q + q + 2 * h * d_kv + 2 * d_kv + 2 * h * f + f) / t + 2 * h + 4 * h;
   // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   // Models", section 4.1, for any element size e and any f, dropout masks 1 byte:
   //   attention: QKV input e*sh, Q and K 2e*sh, softmax output e*as^2, its dropout
@@ -106,7 +111,8 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   //     dropout mask 1*sh;
   //   two LayerNorm inputs 2e*sh (the first is the block input).
   // Sum: s*(h*(8e + 2) + 2e*f) + a*s^2*(2e + 1); e = 2, f = 4h gives their
-  // sh*(34 + 5as/h). With grouped-query attention K and V are e*s*d_kv each.
+  // sh*(34 + 5as/h). With grouped-query attention K and V are e*s*d_kv each;
+  // with heads of their own width Q and the output projection's input e*s*q.
   // Without dropout the masks and the dropped probabilities go: s*(8e*h + 2e*f) +
   // e*a*s^2.
   // Under tensor parallelism (their section 4.2.2) the two LayerNorm inputs,
@@ -120,14 +126,14 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // (fp32), so its stash is that core instead (Dao et al. 2022, section 3.1).
   const Bytes mask = p.dropout ? 1 : 0;
   const Bytes replicated_stash = s * h * (4 * e + 2 * mask);
-  const Bytes split_stash = s * (2 * e * h + 2 * e * d_kv + 2 * e * f);
+  const Bytes split_stash = s * (2 * e * q + 2 * e * d_kv + 2 * e * f);
   const Bytes core_stash = (p.fused_attention ? 4 * a * s : a * s * s * (e + mask * (e + 1))) / t;
   const Bytes block_stash = replicated_stash / c + split_stash / t + core_stash;
   // What crosses a cut: the s x h output, whole on every device of the group
   // (each sends its copy to its peer of the next stage), or its s / t rows
   // with sequence parallelism.
   const Bytes block_out = s * h * e / c;
-  const Flops core_fwd = 4.0 * f64(s) * f64(s) * f64(h) / f64(t);
+  const Flops core_fwd = 4.0 * f64(s) * f64(s) * f64(q) / f64(t);
   const BlockCosts usual{block_fwd, block_params, block_stash, core_stash, block_out, core_fwd};
   const BlockCosts dense = p.mla.enabled() ? latent_attention_costs(p, d, usual) : usual;
   return moe ? moe_block_costs(p, d, dense) : dense;

@@ -73,7 +73,9 @@ inline Kernel norm_kernel(bool fused, std::int64_t elements, Bytes e) {
 // activations, v_t vocabulary rows per device; ep devices share the routed
 // experts (expert parallelism).
 struct TransformerDims {
-  std::int64_t s = 0, h = 0, a = 0, v = 0, f = 0, d_kv = 0;
+  // q: the queries' and the attention output's width (heads x head width),
+  // d_kv: the keys' and values' (kv_heads x head width).
+  std::int64_t s = 0, h = 0, a = 0, v = 0, f = 0, d_kv = 0, q = 0;
   Bytes e = 0;
   std::int64_t t = 1, c = 1, v_t = 0, ep = 1;
 };

@@ -86,6 +86,12 @@ LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
                                 "': its mixture-of-experts blocks are not implemented (it runs "
                                 "dense transformers and the mlp family)");
   }
+  if (spec.transformer != nullptr && spec.transformer->head_dim != 0) {
+    throw std::invalid_argument("the executor cannot run model '" + spec.name +
+                                "': its attention heads are " +
+                                std::to_string(spec.transformer->head_dim) +
+                                " wide, not d_model / heads (it runs heads of that width)");
+  }
   if (spec.family == "transformer" || spec.family == "mlp") {
     require(spec.transformer != nullptr || spec.mlp != nullptr,
             "the " + spec.family + " model '" + spec.name +

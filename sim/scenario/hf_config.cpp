@@ -198,7 +198,14 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
   const std::optional<Found> heads_key = find_any(r, {"num_attention_heads", "n_head"});
   if (!heads_key) fail_missing(r, {"num_attention_heads", "n_head"});
   p.heads = integer_of(r, *heads_key, kModelWidth);
-  if (p.d_model % p.heads != 0) {
+  p.mla = read_hf_latent_attention(r);
+  // A head's width where the config gives one other than hidden_size / heads
+  // (Qwen3, Gemma, GPT-OSS); latent attention's keys give its own widths.
+  if (const std::optional<Found> hd = find_any(r, {"head_dim"}); hd && !p.mla.enabled()) {
+    const std::int64_t width = integer_of(r, *hd, kModelWidth);
+    if (p.d_model % p.heads != 0 || width != p.d_model / p.heads) p.head_dim = width;
+  }
+  if (p.head_dim == 0 && p.d_model % p.heads != 0) {
     r.fail(heads_key->key, std::to_string(p.heads) + " heads do not divide " + hidden_key->key +
                                " " + std::to_string(p.d_model));
   }
@@ -256,7 +263,6 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
   const std::optional<Found> tied = find_any(r, {"tie_word_embeddings"});
   p.tied_embeddings = !tied || as_bool(*tied->value, r.where(tied->key));
   p.moe = read_moe(r, gated, p.layers);
-  p.mla = read_hf_latent_attention(r);
   check_sizes_fit(p, r);
   return p;
 }

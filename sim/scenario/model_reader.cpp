@@ -107,6 +107,7 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
           .value_or(false);
   p.tied_embeddings = m.opt_bool("tied_embeddings").value_or(false);
   p.kv_heads = m.opt_integer("kv_heads", kModelWidth).value_or(p.heads);
+  p.head_dim = m.opt_integer("head_dim", kModelWidth).value_or(0);
   p.dropout = m.opt_bool("dropout").value_or(true);
   p.fused_attention = opt_choice(m, "attention", "attention", parse_fused, "fused, unfused")
                           .value_or(fw.fused_attention);
@@ -116,7 +117,7 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
   p.cross_entropy = opt_choice(m, "cross_entropy", "cross_entropy", parse_cross_entropy,
                                "fp32, fp32-fused, fused")
                         .value_or(fw.cross_entropy);
-  if (p.d_model % p.heads != 0) {
+  if (p.head_dim == 0 && p.d_model % p.heads != 0) {
     m.fail("heads",
            std::to_string(p.heads) + " heads do not divide d_model " + std::to_string(p.d_model));
   }
@@ -126,6 +127,11 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
   }
   p.moe = read_moe(m, p);
   p.mla = read_latent_attention(m);
+  if (p.head_dim != 0 && p.mla.enabled()) {
+    m.fail("head_dim",
+           "latent attention sets its own head widths (latent_attention's "
+           "qk_nope_head_dim, qk_rope_head_dim and v_head_dim): leave head_dim out");
+  }
   return make_transformer(p, name);
 }
 

@@ -185,6 +185,36 @@ TEST(Transformer, GroupedQueryAttentionByHand) {
   EXPECT_EQ(make_transformer(p).layers[1].params, 244);
 }
 
+TEST(Transformer, HeadsOfTheirOwnWidthByHand) {
+  TransformerParams p = tiny();
+  p.head_dim = 4;  // 2 heads: Q, K, V and the output 8 wide, twice h
+  const LayerSpec l = make_transformer(p).layers[1];
+  // Q, out 2*h*8 + 8 = 72; K, V 2*h*8 + 2*8 = 80; MLP 128 + 16; the output's
+  // and the MLP's down biases 8; LNs 16.
+  EXPECT_EQ(l.params, 72 + 80 + 144 + 8 + 16);
+  // 4sh(q + d_kv) + 4shf + 4s^2 q.
+  EXPECT_EQ(l.fwd_flops, 4.0 * 3 * 4 * (8 + 8) + 768 + 4.0 * 9 * 8);
+  // Q, the output projection's input, K and V: 4 x e*s*(8 - 4) more.
+  EXPECT_EQ(l.stash_bytes, 954 + 4 * 4 * 3 * 4);
+  // The kernels: the QKV product 8 + 2 x 8 wide, the output projection's
+  // depth 8, and the attention heads 4 wide.
+  std::vector<const Kernel*> weighted;
+  const Kernel* attention = nullptr;
+  for (const Kernel& k : *l.kernels) {
+    if (k.kind == Kernel::Kind::kGemm && k.has_weight) weighted.push_back(&k);
+    if (k.attention_core && attention == nullptr) attention = &k;
+  }
+  ASSERT_EQ(weighted.size(), 4u);  // QKV, output, MLP up and down
+  EXPECT_EQ(weighted[0]->n, 24);
+  EXPECT_EQ(weighted[0]->k, 4);
+  EXPECT_EQ(weighted[1]->n, 4);
+  EXPECT_EQ(weighted[1]->k, 8);
+  ASSERT_NE(attention, nullptr);
+  EXPECT_EQ(attention->kind == Kernel::Kind::kAttention ? attention->head_dim : attention->k, 4);
+  p.head_dim = 0;  // h / heads
+  EXPECT_EQ(make_transformer(p).layers[1].params, 244);
+}
+
 // d = 4, f = 16 (default), c = 3, fp32, two blocks.
 TEST(Mlp, ByHand) {
   MlpParams p;

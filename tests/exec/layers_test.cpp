@@ -445,6 +445,19 @@ TEST(ModelParams, MixturesOfExpertsAreRefusedByName) {
   }
 }
 
+TEST(ModelParams, HeadsOfTheirOwnWidthAreRefusedByName) {
+  TransformerParams p = transformer(2, 8, 0, 2, 0, 3, 11, false);
+  p.head_dim = 8;  // 2 heads of 8, twice d_model / heads
+  try {
+    build_layers(make_transformer(p, "wide"), 1);
+    FAIL() << "heads of another width were accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "the executor cannot run model 'wide': its attention heads are 8 wide, not "
+                 "d_model / heads (it runs heads of that width)");
+  }
+}
+
 TEST(ModelParams, MlpMatchesTheFamily) {
   for (const auto& [layers, d, f, c] : {std::tuple{2, 8, 0, 0}, std::tuple{3, 6, 10, 4}}) {
     MlpParams p;

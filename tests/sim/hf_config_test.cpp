@@ -245,6 +245,38 @@ TEST(HfConfig, Qwen15MoeA27b) {
   EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 14.3e9, 1.0, 0.005);
 }
 
+// Qwen3-235B-A22B as published on the Hub (Qwen/Qwen3-235B-A22B): 64 query
+// heads of head_dim 128, twice hidden_size / heads, and 4 key/value heads.
+// Its count by hand, without biases: a block's attention 2 x 4096 x 8192 +
+// 2 x 4096 x 512, experts 128 x 3 x 4096 x 1536, router 4096 x 128, norms
+// 2 x 4096 + 2 x 128; 94 blocks, two untied 151,936 x 4096 tables and the
+// final norm: 235,094,634,560, the "235B" of its model card.
+TEST(HfConfig, Qwen3MoeHeadsOfTheirOwnWidth) {
+  const TransformerParams p = read_hf_config(kHf + "qwen3-235b-a22b/config.json", 4096);
+  EXPECT_EQ(p.heads, 64);
+  EXPECT_EQ(p.kv_heads, 4);
+  EXPECT_EQ(p.head_dim, 128);
+  EXPECT_EQ(p.moe.experts, 128);
+  EXPECT_EQ(p.moe.expert_d_ff, 2304);  // SwiGLU: 1.5 * 1536
+  EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 235094634560.0, 1.0,
+              0.0005);
+  // Read as hidden_size / heads wide, the attention would lose 3.3B.
+  TransformerParams narrow = p;
+  narrow.head_dim = 0;
+  EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params() -
+                                  make_transformer(narrow).total_params()),
+              94.0 * (2 * 4096 * 4096 + 2 * 4096 * 256), 94.0 * 8192);
+  // A head_dim equal to hidden_size / heads is the default; one that is not
+  // needs no heads dividing hidden_size.
+  json doc = llama();
+  doc["head_dim"] = 16;  // 64 / 4
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).head_dim, 0);
+  doc["num_attention_heads"] = 6;
+  doc["num_key_value_heads"] = 2;
+  doc["head_dim"] = 32;
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).head_dim, 32);
+}
+
 // DeepSeek-V3 as published on the Hub (deepseek-ai/DeepSeek-V3): latent
 // attention, 256 routed experts and one shared, the first 3 blocks dense;
 // 671B parameters in its report, the multi-token prediction module aside.

@@ -151,6 +151,42 @@ TEST(ScenarioTransformer, TiedEmbeddingsAndKeyValueHeads) {
   EXPECT_STREQ(e.what(), "bad.json: model.kv_heads: 3 key/value heads do not divide heads 4");
 }
 
+TEST(ScenarioTransformer, HeadsOfTheirOwnWidth) {
+  json doc = good_doc();
+  doc["model"]["heads"] = 6;  // 64 / 6 is no width: head_dim gives it
+  doc["model"]["kv_heads"] = 2;
+  doc["model"]["head_dim"] = 32;
+  const Scenario s = parse_scenario(doc, "t.json");
+  ASSERT_TRUE(s.model.transformer);
+  EXPECT_EQ(s.model.transformer->head_dim, 32);
+  TransformerParams p = *s.model.transformer;
+  p.heads = 3;  // the same widths: Q 3 x 64 = 6 x 32, K and V 1 x 64 = 2 x 32
+  p.kv_heads = 1;
+  p.head_dim = 64;
+  EXPECT_EQ(s.model.total_params(), make_transformer(p).total_params());
+  json again = good_doc();
+  again["model"] = transformer_model_json(*s.model.transformer, s.model.name);
+  EXPECT_EQ(again["model"]["head_dim"], 32);
+  EXPECT_EQ(parse_scenario(again, "t.json").model.total_params(), s.model.total_params());
+
+  doc["model"]["head_dim"] = 0;
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.head_dim: expected a positive integer, got 0");
+  doc["model"].erase("head_dim");
+  EXPECT_STREQ(error_of(doc).what(), "bad.json: model.heads: 6 heads do not divide d_model 64");
+  doc["model"]["heads"] = 4;
+  doc["model"]["head_dim"] = 16;
+  doc["model"]["latent_attention"] = {{"q_lora_rank", 48},
+                                      {"kv_lora_rank", 32},
+                                      {"qk_nope_head_dim", 16},
+                                      {"qk_rope_head_dim", 8},
+                                      {"v_head_dim", 16}};
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.head_dim: latent attention sets its own head widths "
+               "(latent_attention's qk_nope_head_dim, qk_rope_head_dim and v_head_dim): leave "
+               "head_dim out");
+}
+
 TEST(ScenarioTransformer, MixtureOfExperts) {
   json doc = good_doc();
   doc["model"]["experts"] = 8;
