@@ -22,8 +22,9 @@ usage() {
 Usage: scripts/check-exports.sh [--keep DIR] [--help]
 
 Makes plans of scenarios/demo.json (every schedule on K=4, remat on, off and
-except-last, checkpoints layer by layer, two hand-made cuts, a one-stage plan, and plans with data and
-tensor parallelism and ZeRO on 4 and 8 devices), exports each with `pipescope
+except-last, checkpoints layer by layer, two hand-made cuts, a one-stage plan, plans with data and
+tensor parallelism and ZeRO on 4 and 8 devices, and plans of a mixture of experts
+with expert parallelism on 8), exports each with `pipescope
 export --to torchgpipe|deepspeed|megatron|torch-pipelining`, and loads every
 export with the tool's own code on the CPU: torchgpipe's GPipe, DeepSpeed's
 PipelineModule, ZeRO config and engine, megatron-core's TransformerConfig,
@@ -178,6 +179,13 @@ plan tp2-pp2-dp2-tp-dp-pp --set cluster.devices=8 --set cluster.rank_order=tp-dp
   --schedule 1f1b --remat off
 plan tp2-pp2-dp2-sp-zero1 --set cluster.devices=8 -T 2 -K 2 -M 8 --schedule 1f1b --remat on \
   --set training.sequence_parallel=true --set training.zero=1
+# A mixture of 8 experts, top 2, spread over E replicas.
+MOE=(--set model.experts=8 --set model.experts_per_token=2)
+plan moe-pp2-dp4-ep2 --set cluster.devices=8 "${MOE[@]}" -K 2 -E 2 -M 8 --schedule 1f1b --remat off
+plan moe-pp2-dp4-ep4-tp-pp-dp --set cluster.devices=8 --set cluster.rank_order=tp-pp-dp "${MOE[@]}" \
+  -K 2 -E 4 -M 8 --schedule 1f1b --remat off
+plan moe-tp2-pp2-dp2-ep2 --set cluster.devices=8 "${MOE[@]}" -T 2 -K 2 -E 2 -M 8 \
+  --schedule interleaved-1f1b --chunks 2 --remat off --set training.zero=1
 
 # The exports (torch-pipelining's -o FILE.csv also writes FILE.mesh.py, the
 # device mesh). One pipescope refuses (exit status 1, "cannot export": an

@@ -17,9 +17,12 @@ real tool on the CPU, in one process (the device mesh in one per rank):
                     and function and the exported batch settings;
   megatron          the flags into megatron-core's TransformerConfig (its
                     pipeline, virtual stage, layout and recompute checks), its
-                    layer counts per rank and virtual stage against the plan, and
-                    its micro-batch calculator against the plan's M;
-  megatron-lm       the same flags, beside a stand-in GPT's sizes, through
+                    layer counts per rank and virtual stage against the plan,
+                    its micro-batch calculator against the plan's M, and its
+                    rank generator's pipeline and expert-parallel groups
+                    against the plan's placement;
+  megatron-lm       the same flags, beside a stand-in GPT's sizes (and
+                    mixture, under expert parallelism), through
                     Megatron-LM's own parse_args and validate_args (its training
                     package, from the checkout MEGATRON_LM names), in a process
                     of its own with the environment the export asks for;
@@ -121,6 +124,7 @@ class Plan:
             p = json.load(f)
         self.K, self.D, self.M = p["K"], p["D"], p["M"]
         self.T = p.get("T", 1)
+        self.E = p.get("E", 1)
         self.rank_order = p["cluster"].get("rank_order", "tp-pp-dp")
         self.p2p = p["cluster"].get("p2p", "overlapped")
         self.sequence_parallel = p.get("sequence_parallel", False)
@@ -417,6 +421,8 @@ def check_deepspeed(plan, text):
 
 MEGATRON_FLAGS = {
     "--tensor-model-parallel-size": ("tensor_model_parallel_size", int),
+    "--expert-model-parallel-size": ("expert_model_parallel_size", int),
+    "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", str),
     "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
     "--num-layers": ("num_layers", int),
     "--decoder-first-pipeline-num-layers": ("num_layers_in_first_pipeline_stage", int),
@@ -498,10 +504,27 @@ def megatron_training_note():
 # tokenizer and data, the run's length. None of it bears on the pipeline.
 def megatron_lm_model_flags(plan):
     heads = 4 * plan.T
-    return ["--hidden-size", str(16 * heads), "--num-attention-heads", str(heads),
-            "--seq-length", str(SEQ), "--max-position-embeddings", str(SEQ), "--bf16",
-            "--tokenizer-type", "NullTokenizer", "--vocab-size", str(VOCAB), "--mock-data",
-            "--lr", "1e-4", "--train-iters", "1"]
+    return (["--hidden-size", str(16 * heads), "--num-attention-heads", str(heads),
+             "--seq-length", str(SEQ), "--max-position-embeddings", str(SEQ), "--bf16",
+             "--tokenizer-type", "NullTokenizer", "--vocab-size", str(VOCAB), "--mock-data",
+             "--lr", "1e-4", "--train-iters", "1"]
+            + ["--" + k.replace("_", "-") + ("" if v is None else "=" + str(v))
+               for k, v in stand_in_mixture(plan, 16 * heads, "megatron-lm").items()])
+
+
+# The mixture's own shape, which the export leaves to the run as it leaves
+# the model's sizes: a stand-in of 2E experts, top-2, for a plan of E > 1,
+# without biases (megatron-core takes experts with biases only at expert
+# tensor parallelism 1, and the experts split over T, Megatron-LM's default).
+# Megatron-LM's flags (megatron-lm) or megatron-core's fields.
+def stand_in_mixture(plan, hidden, tool):
+    if plan.E == 1:
+        return {}
+    if tool == "megatron-lm":
+        return {"num_experts": 2 * plan.E, "moe_router_topk": 2, "moe_ffn_hidden_size": 4 * hidden,
+                "disable_bias_linear": None}
+    return {"num_moe_experts": 2 * plan.E, "moe_router_topk": 2, "moe_ffn_hidden_size": 4 * hidden,
+            "add_bias_linear": False}
 
 
 def megatron_lm_validate(root, flags_file, world, environ):
@@ -535,6 +558,7 @@ def megatron_lm_validate(root, flags_file, world, environ):
                       "vpp": args.virtual_pipeline_model_parallel_size,
                       "tp": args.tensor_model_parallel_size,
                       "dp": args.data_parallel_size,
+                      "ep": args.expert_model_parallel_size,
                       "overlap_p2p_comm": getattr(args, "overlap_p2p_comm", None),
                       "group": getattr(args, "microbatch_group_size_per_vp_stage", None)}))
 
@@ -566,13 +590,15 @@ def check_megatron_lm(plan, text):
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
         raise Rejected(one_line(lines[-1] if lines else f"exit status {r.returncode}"))
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    if got["pp"] != plan.K or got["tp"] != plan.T or got["dp"] != plan.D:
-        raise Rejected(f"validate_args set pp={got['pp']} tp={got['tp']} dp={got['dp']}, "
-                       f"the plan K={plan.K} T={plan.T} D={plan.D}")
+    if got["pp"] != plan.K or got["tp"] != plan.T or got["dp"] != plan.D or got["ep"] != plan.E:
+        raise Rejected(f"validate_args set pp={got['pp']} tp={got['tp']} dp={got['dp']} "
+                       f"ep={got['ep']}, the plan K={plan.K} T={plan.T} D={plan.D} E={plan.E}")
     vpp = got["vpp"] or 1
     if vpp != plan.chunks:
         raise Rejected(f"validate_args set {vpp} virtual stages a rank, the plan {plan.chunks}")
     return ("parse_args and validate_args: " + f"pp={got['pp']} tp={got['tp']} dp={got['dp']}"
+            + (f" ep={got['ep']} (with a stand-in mixture of {2 * plan.E} experts)"
+               if plan.E > 1 else "")
             + (f" vpp={vpp} overlap_p2p_comm={got['overlap_p2p_comm']} micro-batch groups of "
                + (f"{got['group']}" if got["group"] else f"{got['pp']} (the default, K)")
                if vpp > 1 else "")
@@ -628,6 +654,19 @@ def megatron_rank_order(args, plan):
     order = "tp-pp-dp" if args.get("use_tp_pp_dp_mapping") else "tp-dp-pp"
     gen = RankGenerator(tp=plan.T, ep=1, dp=plan.D, pp=plan.K, cp=1, order=order)
     same_pipelines(gen.get_ranks("pp"), plan, f"megatron-core's {order}")
+    if plan.E > 1:
+        # The experts' ranks as initialize_model_parallel makes them: expert
+        # tensor parallelism T (Megatron-LM's default), E, their data
+        # parallelism and the pipeline, in the same order.
+        full = "tp-cp-ep-pp-dp" if order == "tp-pp-dp" else "tp-cp-ep-dp-pp"
+        experts = RankGenerator(tp=plan.T, ep=plan.E, dp=plan.D // plan.E, pp=plan.K, cp=1,
+                                order=full)
+        # What initialize_model_parallel asserts of the two layouts.
+        if experts.get_ranks("pp") != gen.get_ranks("pp") or (
+                not order.endswith("pp") and plan.K > 1 and plan.E > 1):
+            raise Rejected(f"megatron-core's {full} expert ranks cut across the pipelines "
+                           f"{gen.get_ranks('pp')}: initialize_model_parallel refuses them")
+        same_expert_groups(experts.get_ranks("ep"), plan, f"megatron-core's {order}")
     return order
 
 
@@ -663,13 +702,17 @@ def check_megatron(plan, text):
         # What Megatron-LM's arguments set beside it (batch_p2p_comm is not
         # overlap_p2p_comm), which megatron-core's config checks.
         fields.update(overlap_p2p_comm=True, batch_p2p_comm=False)
+    if args.get("expert_model_parallel_size", 1) != plan.E:
+        raise Rejected(f"expert_model_parallel_size {args.get('expert_model_parallel_size', 1)}, "
+                       f"the plan E={plan.E}")
     if args.get("use_distributed_optimizer", False) != (plan.zero == 1):
         raise Rejected(f"use_distributed_optimizer is not the plan's (ZeRO stage {plan.zero})")
     heads = 4 * plan.T  # a multiple of T, as megatron-core checks
     try:
         with quiet():
             config = TransformerConfig(hidden_size=16 * heads, num_attention_heads=heads,
-                                       pipeline_dtype=torch.bfloat16, **fields)
+                                       pipeline_dtype=torch.bfloat16, **fields,
+                                       **stand_in_mixture(plan, 16 * heads, "megatron-core"))
             counts = megatron_counts(config, plan)
             micro = megatron_micro_batches(args, plan)
             order = megatron_rank_order(args, plan)
@@ -700,7 +743,10 @@ def check_megatron(plan, text):
              if plan.K > 1 and plan.chunks > 1 else "")
     return (f"TransformerConfig{tp} pp={config.pipeline_model_parallel_size}"
             + (f" vpp={v}" if v else "") + f" ({how}), {recompute}; layers per stage "
-            f"{counts}; {micro} micro-batches; ranks {order}" + sends + dist_opt)
+            f"{counts}; {micro} micro-batches; ranks {order}"
+            + (f", experts over E={plan.E} replicas ({config.moe_token_dispatcher_type} "
+               f"dispatch; expert groups as the plan's)" if plan.E > 1 else "")
+            + sends + dist_opt)
 
 
 # ---------------------------------------------------------------- torch.distributed.pipelining
@@ -788,6 +834,19 @@ def same_pipelines(groups, plan, tool):
         want = [plan_rank(plan, r, d, t) for d in range(plan.K)]
         if list(group) != want:
             raise Rejected(f"{tool} puts a pipeline on ranks {list(group)}, the plan "
+                           f"({plan.rank_order}) on {want}")
+
+
+def same_expert_groups(groups, plan, tool):
+    """Each of a tool's expert-parallel groups must be the E replicas the plan
+    spreads the experts over (replicas E k to E k + E - 1, docs/models.md),
+    at one pipeline rank and tensor-parallel rank."""
+    for group in groups:
+        r, d, t = mesh_coordinates(plan, group[0])
+        first = r - r % plan.E
+        want = [plan_rank(plan, first + i, d, t) for i in range(plan.E)]
+        if sorted(group) != sorted(want):
+            raise Rejected(f"{tool} groups the experts on ranks {list(group)}, the plan "
                            f"({plan.rank_order}) on {want}")
 
 

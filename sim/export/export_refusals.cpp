@@ -89,6 +89,19 @@ void check_expert_parallel(const Plan& plan, ExportFormat format) {
         " replicas (expert parallelism), which this export does not express; export it to "
         "megatron");
   }
+  // Megatron-LM's --use-tp-pp-dp-mapping orders the experts' ranks
+  // tp-ep-pp-dp, which keeps the pipeline's groups only where the experts'
+  // data parallelism is the whole D (megatron-core's initialize_model_parallel
+  // asserts it): with a pipeline, E = 1.
+  if (plan.expert_parallel > 1 && format == ExportFormat::kMegatron && plan.stages > 1 &&
+      plan.data_parallel > 1 && plan.rank_order == RankOrder::kTpPpDp) {
+    throw std::invalid_argument(
+        "cannot export this plan to megatron: it spreads the experts over E=" +
+        std::to_string(plan.expert_parallel) +
+        " replicas with the replicas outermost (rank order tp-pp-dp), which megatron-core "
+        "refuses beside a pipeline (its --use-tp-pp-dp-mapping needs the experts' data "
+        "parallelism to be the whole D); plan with cluster.rank_order tp-dp-pp");
+  }
 }
 
 // Where the plan's stages sit on the devices: torchgpipe and DeepSpeed run one

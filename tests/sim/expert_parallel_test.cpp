@@ -383,6 +383,22 @@ TEST(ExpertParallel, PlansCarryE) {
               std::string::npos)
         << e.what();
   }
+  // With the replicas outermost and a pipeline, megatron-core refuses
+  // expert parallelism (its tp-ep-pp-dp expert ranks would cut across the
+  // pipelines); tp-dp-pp, or one stage, it takes.
+  Plan outer = plan;
+  outer.rank_order = RankOrder::kTpPpDp;
+  try {
+    export_plan(outer, ExportFormat::kMegatron);
+    FAIL() << "megatron took E=8 under tp-pp-dp with K=2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank order tp-pp-dp), which megatron-core refuses "
+                                         "beside a pipeline"),
+              std::string::npos)
+        << e.what();
+  }
+  outer.rank_order = RankOrder::kTpDpPp;
+  EXPECT_NO_THROW(export_plan(outer, ExportFormat::kMegatron));
 }
 
 }  // namespace
