@@ -466,8 +466,8 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
     throw ConfigError(std::to_string(report.devices) + " devices asked for, but the cluster has " +
                       std::to_string(physical));
   }
-  // Every (T, E) whose groups the N devices make; the first one's error when
-  // none.
+  // Every (T, E) whose groups the N devices make, each noted as searched
+  // where it has a candidate; the first one's error when none has.
   std::vector<PlanCandidate> all;
   std::optional<ConfigError> first_error;
   report.tensor_parallel.clear();
@@ -479,16 +479,17 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
   };
   for (const std::shared_ptr<const Scenario>& split : parallel_splits(scenario, request)) {
     const int T = split->cluster.tensor_parallel;
-    note(report.tensor_parallel, T);
-    note(report.expert_parallel, split->training.expert_parallel);
     try {
       if (report.devices % T != 0) {
         throw ConfigError(std::to_string(report.devices) +
                           " devices do not form whole groups of T=" + std::to_string(T));
       }
-      for (PlanCandidate& c : candidates_of(split, request, report.devices / T)) {
-        all.push_back(std::move(c));
+      std::vector<PlanCandidate> of_split = candidates_of(split, request, report.devices / T);
+      if (!of_split.empty()) {
+        note(report.tensor_parallel, T);
+        note(report.expert_parallel, split->training.expert_parallel);
       }
+      for (PlanCandidate& c : of_split) all.push_back(std::move(c));
     } catch (const ConfigError& e) {
       if (!first_error) first_error = e;
     }

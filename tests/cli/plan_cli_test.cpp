@@ -43,7 +43,8 @@ TEST(PlanCli, RanksPlansAsJson) {
 }
 
 // A mixture of 8 experts on the demo's 4 devices: the planner searches E
-// beside K and D (E = 8 has no D of 8 here), says so in its header, gives
+// beside K and D (E = 8 has no D of 8 here, so neither the search nor the
+// header has it), says so in its header, gives
 // each plan's E in a column of its own and in --json; -E keeps one.
 TEST(PlanCli, SearchesTheExpertParallelism) {
   const std::string moe = "plan " + kDemo +
@@ -51,8 +52,7 @@ TEST(PlanCli, SearchesTheExpertParallelism) {
                           " --set model.experts_per_token=2 --schedule 1f1b ";
   const CliResult text = run(moe + "--top 40");
   ASSERT_EQ(text.status, 0) << text.err;
-  EXPECT_NE(text.out.find("; the experts over E of 1, 2, 4, 8 of the D replicas)"),
-            std::string::npos)
+  EXPECT_NE(text.out.find("; the experts over E of 1, 2, 4 of the D replicas)"), std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("    K     D    E"), std::string::npos) << text.out;
   const CliResult json = run(moe + "--top 40 --json");

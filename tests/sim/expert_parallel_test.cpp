@@ -313,6 +313,10 @@ TEST(ExpertParallel, ThePlannerSearchesE) {
   }
   EXPECT_DOUBLE_EQ(report.ranked.front().samples_per_s, best_of_each);
 
+  // On 4 devices no D is a multiple of 8: E=8 is not searched, nor listed.
+  PlanRequest four = request;
+  four.devices = 4;
+  EXPECT_EQ(run_planner(sc, four).expert_parallel, (std::vector<int>{1, 2, 4}));
   const PlanReport given =
       run_planner(load_scenario_text(kMoeScenario, {"training.expert_parallel=4"}), request);
   EXPECT_EQ(given.expert_parallel, std::vector<int>{4});
