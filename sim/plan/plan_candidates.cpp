@@ -269,12 +269,17 @@ std::vector<std::shared_ptr<const Scenario>> parallel_splits(const Scenario& sc,
                                                              const PlanRequest& req) {
   std::vector<std::shared_ptr<const Scenario>> out;
   for (const Scenario& split : tensor_splits(sc, req)) {
+    // expert_parallel_choices gives only E the experts take; an E asked for
+    // is checked here.
+    if (req.expert_parallel) {
+      if (const std::string problem = expert_parallel_problem(split, *req.expert_parallel);
+          !problem.empty()) {
+        throw ConfigError("E=" + std::to_string(*req.expert_parallel) + ": " + problem);
+      }
+    }
     const std::vector<int> choices = req.expert_parallel ? std::vector<int>{*req.expert_parallel}
                                                          : expert_parallel_choices(split);
     for (const int E : choices) {
-      if (const std::string problem = expert_parallel_problem(split, E); !problem.empty()) {
-        throw ConfigError("E=" + std::to_string(E) + ": " + problem);
-      }
       out.push_back(std::make_shared<const Scenario>(
           E == split.training.expert_parallel ? split : with_expert_parallel(split, E)));
     }
