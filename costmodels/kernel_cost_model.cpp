@@ -137,11 +137,14 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
       break;
     }
     case Kernel::Kind::kAttention: {
-      // 2 s^2 per head for the scores over the keys' width and as many for
-      // the product with the values over theirs.
+      // 2 per (query, key) pair and head for the scores over the keys' width
+      // and as many for the product with the values over theirs: s^2 pairs,
+      // or causally attended_pairs (s^2 / 2, less within a window).
       const std::int64_t value_dim = kn.value_dim > 0 ? kn.value_dim : kn.head_dim;
-      const double flops = 2.0 * f64(kn.seq) * f64(kn.seq) * f64(kn.head_dim + value_dim) *
-                           f64(kn.batch_count) * f64(batch) * (kn.causal ? 0.5 : 1.0);
+      const double pairs =
+          kn.causal ? attended_pairs(kn.seq, kn.window) : f64(kn.seq) * f64(kn.seq);
+      const double flops =
+          2.0 * pairs * f64(kn.head_dim + value_dim) * f64(kn.batch_count) * f64(batch);
       out.forward = launch + flops / (attention_peak * t.attention_fwd_efficiency);
       out.backward =
           launch + kAttentionBackwardFlops * flops / (attention_peak * t.attention_bwd_efficiency);

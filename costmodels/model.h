@@ -16,6 +16,17 @@
 
 namespace pipescope {
 
+// The (query, key) pairs causal attention over `seq` positions computes,
+// each query over at most its last `window` keys (0: all before it): s^2 / 2,
+// the causal half, or w s - w^2 / 2 within a window w shorter than the
+// sequence (the same count taken as continuous, so that the two meet at w = s).
+inline double attended_pairs(std::int64_t seq, std::int64_t window) {
+  const double s = static_cast<double>(seq);
+  if (window <= 0 || window >= seq) return s * s / 2.0;
+  const double w = static_cast<double>(window);
+  return w * s - w * w / 2.0;
+}
+
 // One kernel of a layer's forward pass, per sample: the kernel-level cost model
 // derives its time and its backward's from the shape. A micro-batch of b samples
 // multiplies `rows` (GEMM), `batch_count` (attention) and `bytes` (memory) by b.
@@ -36,6 +47,7 @@ struct Kernel {
   std::int64_t head_dim = 0;     // kAttention: the queries' and keys' width per head
   std::int64_t value_dim = 0;    // kAttention: the values' width per head (0: head_dim)
   bool causal = false;           // kAttention: a causal mask (half the score matrix)
+  std::int64_t window = 0;       // kAttention, causal: each query's last `window` keys (0: all)
   bool has_weight = true;        // kGemm: the right operand is a weight (its gradient is W)
   // kGemm: the batch_count products each have a weight of their own and share
   // the micro-batch's tokens (a mixture of experts' grouped GEMM, one product

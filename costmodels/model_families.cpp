@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -142,6 +143,8 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
            "latent attention needs positive ranks and head widths");
   PS_CHECK(p.head_dim >= 0 && (p.head_dim == 0 || !mla.enabled()),
            "a head width of its own needs attention that is not latent");
+  PS_CHECK(p.sliding_window >= 0 && (p.sliding_window == 0 || !mla.enabled()),
+           "a sliding window needs attention that is not latent");
   const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, v = p.vocab;
   const std::int64_t f = p.d_ff == 0 ? 4 * h : p.d_ff;
   // Width of the Q and output projections: h, or a heads of head_dim each.
@@ -224,19 +227,29 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
                    TensorSplit split) {
   const std::int64_t s = d.s, h = d.h, t = d.t;
   const Bytes e = d.e;
-  const BlockCosts dense_costs = block_costs(p, d, false);
-  const KernelList dense_kernels = make_kernel_list(block_kernels(p, d.f, d.d_kv, split, false));
-  const bool moe = p.moe.enabled();
-  const BlockCosts moe_costs = moe ? block_costs(p, d, true) : dense_costs;
-  const KernelList moe_kernels =
-      moe ? make_kernel_list(block_kernels(p, d.f, d.d_kv, split, true)) : dense_kernels;
+  // The blocks of each kind (dense or a mixture, full or sliding attention),
+  // costed once a kind and shared.
+  struct Kind {
+    BlockCosts costs;
+    KernelList kernels;
+  };
+  std::optional<Kind> kinds[2][2];
+  const auto kind_of = [&](bool mixture, bool sliding) -> const Kind& {
+    std::optional<Kind>& k = kinds[mixture][sliding];
+    if (!k) {
+      k = Kind{block_costs(p, d, mixture, sliding),
+               make_kernel_list(block_kernels(p, d.f, d.d_kv, split, mixture, sliding))};
+    }
+    return *k;
+  };
   for (int i = 0; i < p.layers; ++i) {
     const bool mixture = p.moe.in_block(i);
-    const BlockCosts& costs = mixture ? moe_costs : dense_costs;
+    const Kind& kind = kind_of(mixture, p.slides(i));
+    const BlockCosts& costs = kind.costs;
     m.layers.push_back(
         layer("block" + std::to_string(i), costs.fwd, costs.params, costs.out, costs.stash));
     LayerSpec& block = m.layers.back();
-    block.kernels = mixture ? moe_kernels : dense_kernels;
+    block.kernels = kind.kernels;
     block.core_stash_bytes = costs.core_stash;
     block.core_fwd_flops = costs.core_fwd;
     if (t > 1) {  // after the output and the MLP down projections; in the backward before

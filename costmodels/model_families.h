@@ -2,10 +2,12 @@
 // Model families: a few parameters expanded into a layer list with FLOPs,
 // parameters and activation sizes derived from published formulas.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "costmodels/model.h"
 
@@ -116,6 +118,20 @@ struct TransformerParams {
   // kv_heads x head_dim, whatever d_model. 0 means d_model / heads. Not with
   // latent attention, whose head widths are its own (LatentAttention).
   std::int64_t head_dim = 0;
+  // Sliding-window attention (Mistral, Gemma, GPT-OSS): a query of the blocks
+  // that slide attends to the last sliding_window positions, itself included,
+  // instead of all before it; 0: no block slides. Block i slides where
+  // sliding_pattern[i % its size] is set (GPT-OSS: sliding, full, ...; empty:
+  // every block). Only fused attention computes less for it; the unfused
+  // form computes the whole score matrix and masks it.
+  std::int64_t sliding_window = 0;
+  std::vector<bool> sliding_pattern;
+  // Whether block i attends over a window shorter than the sequence.
+  bool slides(int i) const {
+    if (sliding_window <= 0 || sliding_window >= seq_len) return false;
+    return sliding_pattern.empty() ||
+           sliding_pattern[static_cast<std::size_t>(i) % sliding_pattern.size()];
+  }
   // Dropout on the attention probabilities, the attention output and the MLP
   // output (Megatron-LM, GPT-2). Without it the masks and the dropped copy of the
   // probabilities are not stashed: Lingvo's Transformer layers, which GPipe's

@@ -16,7 +16,8 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
 }
 
 void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
-                           std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e) {
+                           std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e,
+                           std::int64_t window) {
   const auto core = [&k](Kernel kernel) {
     kernel.attention_core = true;
     k.push_back(kernel);
@@ -29,6 +30,7 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
     att.value_dim = v == qk ? 0 : v;
     att.batch_count = heads;
     att.causal = true;
+    att.window = window;
     core(att);
     return;
   }
@@ -48,7 +50,7 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
 }
 
 std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
-                                  TensorSplit split, bool moe) {
+                                  TensorSplit split, bool moe, bool sliding) {
   const std::int64_t t = split.ways;
   const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads / t;
   const std::int64_t d = p.head_dim > 0 ? p.head_dim : h / p.heads;  // a head's width
@@ -65,7 +67,7 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
     append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
   } else {
     k.push_back(gemm(s, (a * t * d + 2 * d_kv) / t, h));
-    append_attention_core(k, p, s, a, d, d, e);
+    append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0);
     k.push_back(gemm(s, h, a * d));
   }
   k.push_back(dropout_add);
@@ -79,7 +81,8 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   return k;
 }
 
-BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, bool moe) {
+BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, bool moe,
+                       bool sliding) {
   const std::int64_t s = d.s, h = d.h, a = d.a, f = d.f, d_kv = d.d_kv, q = d.q, t = d.t;
   const std::int64_t c = d.c;
   const Bytes e = d.e;
@@ -91,9 +94,15 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // their own, q = heads x head_dim in place of h: Q and the output projection
   // 4shq, the scores and the product with V 4s^2q.
   // Every product splits over the t devices.
-  const Flops block_fwd = (4.0 * f64(s) * f64(h) * (f64(q) + f64(d_kv)) +
-                           4.0 * f64(s) * f64(h) * f64(f) + 4.0 * f64(s) * f64(s) * f64(q)) /
-                          f64(t);
+  // Attention over a sliding window (fused: the unfused form computes every
+  // score and masks) computes its share of the causal pairs.
+  const double window_share = sliding && p.fused_attention
+                                  ? attended_pairs(s, p.sliding_window) / attended_pairs(s, 0)
+                                  : 1.0;
+  const Flops core_fwd = 4.0 * f64(s) * f64(s) * f64(q) * window_share / f64(t);
+  const Flops block_fwd =
+      (4.0 * f64(s) * f64(h) * (f64(q) + f64(d_kv)) + 4.0 * f64(s) * f64(h) * f64(f)) / f64(t) +
+      core_fwd;
   // Q and output projection weights and Q's bias 2hq + q, K and V 2h*d_kv + 2d_kv
   // (4h^2 + 3h together without GQA, q = h), MLP 2hf + f, the output's and the
   // MLP's down biases 2h, two LayerNorms (gain, bias) 4h. Split over t devices:
@@ -133,7 +142,6 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // (each sends its copy to its peer of the next stage), or its s / t rows
   // with sequence parallelism.
   const Bytes block_out = s * h * e / c;
-  const Flops core_fwd = 4.0 * f64(s) * f64(s) * f64(q) / f64(t);
   const BlockCosts usual{block_fwd, block_params, block_stash, core_stash, block_out, core_fwd};
   const BlockCosts dense = p.mla.enabled() ? latent_attention_costs(p, d, usual) : usual;
   return moe ? moe_block_costs(p, d, dense) : dense;

@@ -94,8 +94,10 @@ struct BlockCosts {
 };
 
 // The FLOPs, parameters, stash and output of one block under the split of
-// `d`; with `moe`, of a block whose MLP is the mixture of experts.
-BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, bool moe);
+// `d`; with `moe`, of a block whose MLP is the mixture of experts; with
+// `sliding`, of one whose attention slides over p.sliding_window positions.
+BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, bool moe,
+                       bool sliding);
 
 // The kernels of one Transformer block per sample on one of t devices, as
 // Megatron-LM runs it: layer norm, QKV projection, attention, output
@@ -108,7 +110,7 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
 // attention by heads; the layer norms and dropout-adds run on the whole s x h
 // on every device, or on s / t rows of it with sequence parallelism.
 std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
-                                  TensorSplit split, bool moe);
+                                  TensorSplit split, bool moe, bool sliding);
 
 // The dense MLP's kernels: up projection, bias-GeLU, down projection; f
 // wide, split by t.
@@ -117,9 +119,11 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
 
 // Attention's core for `heads` heads of s tokens: one fused kernel, or the
 // unfused scores, softmax, dropout and product with the values; queries and
-// keys `qk` wide a head, values `v`.
+// keys `qk` wide a head, values `v`; the fused kernel over each query's last
+// `window` keys (0: all before it).
 void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
-                           std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e);
+                           std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e,
+                           std::int64_t window = 0);
 
 // latent_attention.cpp: latent attention's kernels from the block's layer norm
 // to its output projection, and its share of a block's costs in place of the

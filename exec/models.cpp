@@ -92,6 +92,13 @@ LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
                                 std::to_string(spec.transformer->head_dim) +
                                 " wide, not d_model / heads (it runs heads of that width)");
   }
+  if (spec.transformer != nullptr && spec.transformer->sliding_window > 0 &&
+      spec.transformer->sliding_window < spec.transformer->seq_len) {
+    throw std::invalid_argument("the executor cannot run model '" + spec.name +
+                                "': its attention slides over " +
+                                std::to_string(spec.transformer->sliding_window) +
+                                " positions (it attends over the whole sequence)");
+  }
   if (spec.family == "transformer" || spec.family == "mlp") {
     require(spec.transformer != nullptr || spec.mlp != nullptr,
             "the " + spec.family + " model '" + spec.name +

@@ -171,6 +171,52 @@ MoeParams read_moe(ObjectReader& r, bool gated, int layers) {
 
 // The model's sizes, which the scenario reader would otherwise find too large for
 // 64 bits and blame on the scenario's "model", a field the user never wrote.
+// Sliding-window attention: sliding_window with the blocks that slide from
+// layer_types ("sliding_attention" or "full_attention" a block: GPT-OSS,
+// recent Gemma and Qwen), else sliding_window_pattern (Gemma 3: every N-th
+// block full), else Gemma 2's alternation (block 0 slides), else every block
+// unless use_sliding_window is false (Qwen2) or sliding_window is absent or
+// null (Mistral from v0.2).
+void read_hf_sliding_window(ObjectReader& r, const std::string& model_type, TransformerParams& p) {
+  const std::optional<Found> window = find_any(r, {"sliding_window"});
+  const std::optional<Found> types = find_any(r, {"layer_types"});
+  if (types) {
+    const json& list = *types->value;
+    if (!list.is_array() || list.size() != static_cast<std::size_t>(p.layers)) {
+      r.fail("layer_types", "expected one entry per block (" + std::to_string(p.layers) +
+                                "), got " + json_io::describe(list));
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string kind = list[i].is_string() ? list[i].get<std::string>() : "";
+      if (kind != "sliding_attention" && kind != "full_attention") {
+        r.fail("layer_types", "entry " + std::to_string(i + 1) + " is " +
+                                  json_io::describe(list[i]) +
+                                  "; expected \"sliding_attention\" or \"full_attention\"");
+      }
+      p.sliding_pattern.push_back(kind == "sliding_attention");
+    }
+    const bool any = std::find(p.sliding_pattern.begin(), p.sliding_pattern.end(), true) !=
+                     p.sliding_pattern.end();
+    if (!any) {
+      p.sliding_pattern.clear();
+      return;
+    }
+    if (!window) r.fail("sliding_window", "missing, but layer_types has sliding blocks");
+  } else {
+    if (!window) return;
+    const std::optional<Found> use = find_any(r, {"use_sliding_window"});
+    if (use && !as_bool(*use->value, r.where(use->key))) return;
+    if (const std::optional<Found> every = find_any(r, {"sliding_window_pattern"})) {
+      const std::int64_t n = integer_of(r, *every, kLayerCount);
+      p.sliding_pattern.assign(static_cast<std::size_t>(n), true);
+      p.sliding_pattern.back() = false;
+    } else if (model_type == "gemma2") {
+      p.sliding_pattern = {true, false};
+    }
+  }
+  p.sliding_window = integer_of(r, *window, kModelLength);
+}
+
 void check_sizes_fit(const TransformerParams& p, ObjectReader& r) {
   try {
     (void)make_transformer(p);
@@ -263,6 +309,7 @@ TransformerParams parse_hf_config(const json& doc, const std::string& file,
   const std::optional<Found> tied = find_any(r, {"tie_word_embeddings"});
   p.tied_embeddings = !tied || as_bool(*tied->value, r.where(tied->key));
   p.moe = read_moe(r, gated, p.layers);
+  if (!p.mla.enabled()) read_hf_sliding_window(r, model_type, p);
   check_sizes_fit(p, r);
   return p;
 }

@@ -18,6 +18,8 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (p.d_ff != 0) m["d_ff"] = p.d_ff;
   if (p.kv_heads != 0) m["kv_heads"] = p.kv_heads;
   if (p.head_dim != 0) m["head_dim"] = p.head_dim;
+  if (p.sliding_window != 0) m["sliding_window"] = p.sliding_window;
+  if (!p.sliding_pattern.empty()) m["sliding_pattern"] = p.sliding_pattern;
   if (!p.dropout) m["dropout"] = false;
   if (!p.fused_attention) m["attention"] = "unfused";
   if (!p.fused_norm) m["norm"] = "unfused";

@@ -85,6 +85,31 @@ LatentAttention read_latent_attention(ObjectReader& m) {
   return mla;
 }
 
+// model.sliding_window (positions, at least 1) and model.sliding_pattern
+// (booleans: which blocks slide, repeated over the blocks; every block
+// without it).
+void read_sliding_window(ObjectReader& m, TransformerParams& p) {
+  p.sliding_window = m.opt_integer("sliding_window", kModelLength).value_or(0);
+  if (m.find("sliding_pattern") == nullptr) return;
+  if (p.sliding_window == 0) {
+    m.fail("sliding_pattern", "says which blocks slide: give model.sliding_window too");
+  }
+  const nlohmann::json& list = m.array("sliding_pattern");
+  if (list.empty() || list.size() > static_cast<std::size_t>(kLayerCount.max)) {
+    m.fail("sliding_pattern", "expected 1 to " + std::to_string(kLayerCount.max) +
+                                  " booleans (true: the block slides), got " +
+                                  std::to_string(list.size()));
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_boolean()) {
+      m.fail("sliding_pattern", "entry " + std::to_string(i + 1) + " is " +
+                                    json_io::describe(list[i]) +
+                                    "; expected true (the block slides) or false");
+    }
+    p.sliding_pattern.push_back(list[i].get<bool>());
+  }
+}
+
 // The fields the framework's profile gives a transformer unless the model
 // says otherwise: how attention, the layer norms and the loss run.
 ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
@@ -108,6 +133,7 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
   p.tied_embeddings = m.opt_bool("tied_embeddings").value_or(false);
   p.kv_heads = m.opt_integer("kv_heads", kModelWidth).value_or(p.heads);
   p.head_dim = m.opt_integer("head_dim", kModelWidth).value_or(0);
+  read_sliding_window(m, p);
   p.dropout = m.opt_bool("dropout").value_or(true);
   p.fused_attention = opt_choice(m, "attention", "attention", parse_fused, "fused, unfused")
                           .value_or(fw.fused_attention);
@@ -127,6 +153,9 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
   }
   p.moe = read_moe(m, p);
   p.mla = read_latent_attention(m);
+  if (p.sliding_window != 0 && p.mla.enabled()) {
+    m.fail("sliding_window", "latent attention does not slide here: leave sliding_window out");
+  }
   if (p.head_dim != 0 && p.mla.enabled()) {
     m.fail("head_dim",
            "latent attention sets its own head widths (latent_attention's "

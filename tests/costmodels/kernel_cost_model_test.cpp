@@ -146,6 +146,21 @@ TEST(KernelCostModel, FusedAttentionCountsHalfTheScoresWhenCausal) {
   EXPECT_DOUBLE_EQ(kt.weight, 0.0);
 }
 
+TEST(KernelCostModel, FusedAttentionWithinAWindowCountsItsPairs) {
+  const KernelTable t = toy_table();
+  Kernel a;
+  a.kind = Kernel::Kind::kAttention;
+  a.seq = 8;
+  a.head_dim = 2;
+  a.batch_count = 3;
+  a.causal = true;
+  a.window = 4;
+  // 4 x 8 - 4^2 / 2 = 24 pairs of the causal 32: 1536 x 24 / 32 = 1152 FLOPs.
+  const KernelTimes kt = kernel_times(a, 2, t, 16.0, 16.0, 1e12, 2);
+  EXPECT_DOUBLE_EQ(kt.forward, 1152.0 / 8.0);
+  EXPECT_DOUBLE_EQ(kt.backward, 2.5 * 1152.0 / 4.0);
+}
+
 double kernel_flops(const std::vector<Kernel>& kernels) {
   double flops = 0.0;
   for (const Kernel& k : kernels) {

@@ -215,6 +215,35 @@ TEST(Transformer, HeadsOfTheirOwnWidthByHand) {
   EXPECT_EQ(make_transformer(p).layers[1].params, 244);
 }
 
+TEST(Transformer, SlidingWindowByHand) {
+  TransformerParams p = tiny();
+  p.fused_attention = true;
+  p.sliding_window = 2;
+  p.sliding_pattern = {true, false};  // block 0 slides, block 1 does not
+  const ModelSpec m = make_transformer(p);
+  // Within a window of 2 of 3 positions 2 x 3 - 2^2 / 2 = 4 (query, key)
+  // pairs against the causal 3^2 / 2: the core's 4s^2h = 144 FLOPs x 8 / 9.
+  EXPECT_EQ(m.layers[1].core_fwd_flops, 128.0);
+  EXPECT_EQ(m.layers[1].fwd_flops, 4.0 * 3 * 4 * (4 + 4) + 768 + 128);
+  EXPECT_EQ(m.layers[2].core_fwd_flops, 144.0);
+  EXPECT_EQ(m.layers[2].fwd_flops, 4.0 * 3 * 4 * (4 + 4) + 768 + 144);
+  const auto window = [](const LayerSpec& l) {
+    for (const Kernel& k : *l.kernels) {
+      if (k.kind == Kernel::Kind::kAttention) return k.window;
+    }
+    return std::int64_t{-1};
+  };
+  EXPECT_EQ(window(m.layers[1]), 2);
+  EXPECT_EQ(window(m.layers[2]), 0);
+  // The unfused form computes every score and masks: no saving.
+  p.fused_attention = false;
+  EXPECT_EQ(make_transformer(p).layers[1].core_fwd_flops, 144.0);
+  // A window as long as the sequence is no window.
+  p.fused_attention = true;
+  p.sliding_window = 3;
+  EXPECT_EQ(make_transformer(p).layers[1].core_fwd_flops, 144.0);
+}
+
 // d = 4, f = 16 (default), c = 3, fp32, two blocks.
 TEST(Mlp, ByHand) {
   MlpParams p;

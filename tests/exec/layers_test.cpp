@@ -458,6 +458,21 @@ TEST(ModelParams, HeadsOfTheirOwnWidthAreRefusedByName) {
   }
 }
 
+TEST(ModelParams, SlidingWindowsAreRefusedByName) {
+  TransformerParams p = transformer(2, 8, 0, 2, 0, 3, 11, false);
+  p.sliding_window = 2;  // of 3 positions
+  try {
+    build_layers(make_transformer(p, "local"), 1);
+    FAIL() << "a sliding window was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "the executor cannot run model 'local': its attention slides over 2 positions "
+                 "(it attends over the whole sequence)");
+  }
+  p.sliding_window = 3;  // the whole sequence: no window
+  EXPECT_NO_THROW(build_layers(make_transformer(p, "local"), 1));
+}
+
 TEST(ModelParams, MlpMatchesTheFamily) {
   for (const auto& [layers, d, f, c] : {std::tuple{2, 8, 0, 0}, std::tuple{3, 6, 10, 4}}) {
     MlpParams p;

@@ -277,6 +277,59 @@ TEST(HfConfig, Qwen3MoeHeadsOfTheirOwnWidth) {
   EXPECT_EQ(parse_hf_config(doc, "c.json", 128).head_dim, 32);
 }
 
+// GPT-OSS-120b's shape (openai/gpt-oss-120b): 36 blocks of 2,880, 64 heads
+// of 64 and 8 key/value heads, 128 experts of 2,880, top 4, vocabulary
+// 201,088, and its blocks alternating a 128-position sliding window and full
+// attention (layer_types): 116.8B parameters, its card's 117B.
+TEST(HfConfig, SlidingWindowFromLayerTypes) {
+  json doc = {{"model_type", "gpt_oss"},      {"hidden_size", 2880},
+              {"num_hidden_layers", 36},      {"num_attention_heads", 64},
+              {"num_key_value_heads", 8},     {"head_dim", 64},
+              {"intermediate_size", 2880},    {"hidden_act", "silu"},
+              {"num_local_experts", 128},     {"num_experts_per_tok", 4},
+              {"vocab_size", 201088},         {"max_position_embeddings", 131072},
+              {"tie_word_embeddings", false}, {"sliding_window", 128}};
+  json types = json::array();
+  for (int i = 0; i < 36; ++i) types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+  doc["layer_types"] = types;
+  const TransformerParams p = parse_hf_config(doc, "config.json", 4096);
+  EXPECT_EQ(p.sliding_window, 128);
+  ASSERT_EQ(p.sliding_pattern.size(), 36u);
+  EXPECT_TRUE(p.slides(0));
+  EXPECT_FALSE(p.slides(1));
+  EXPECT_TRUE(p.slides(34));
+  EXPECT_NEAR(static_cast<double>(make_transformer(p).total_params()) / 116.8e9, 1.0, 0.005);
+
+  doc["layer_types"][3] = "chunked_attention";
+  EXPECT_THROW(parse_hf_config(doc, "config.json", 4096), ScenarioError);
+  doc["layer_types"] = types;
+  doc.erase("sliding_window");
+  EXPECT_THROW(parse_hf_config(doc, "config.json", 4096), ScenarioError);
+}
+
+// Without layer_types: Qwen2's use_sliding_window false leaves it off,
+// Gemma 3's sliding_window_pattern makes every N-th block full, Gemma 2
+// alternates from block 0, and Mistral v0.1 slides every block.
+TEST(HfConfig, SlidingWindowWithoutLayerTypes) {
+  json doc = llama();
+  doc["sliding_window"] = 32;
+  doc["use_sliding_window"] = false;
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_window, 0);
+  doc.erase("use_sliding_window");
+  TransformerParams every = parse_hf_config(doc, "c.json", 128);
+  EXPECT_EQ(every.sliding_window, 32);
+  EXPECT_TRUE(every.sliding_pattern.empty());
+  EXPECT_TRUE(every.slides(1));
+  doc["sliding_window_pattern"] = 3;
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_pattern,
+            (std::vector<bool>{true, true, false}));
+  doc.erase("sliding_window_pattern");
+  doc["model_type"] = "gemma2";
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_pattern, (std::vector<bool>{true, false}));
+  doc["sliding_window"] = nullptr;
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_window, 0);
+}
+
 // DeepSeek-V3 as published on the Hub (deepseek-ai/DeepSeek-V3): latent
 // attention, 256 routed experts and one shared, the first 3 blocks dense;
 // 671B parameters in its report, the multi-token prediction module aside.

@@ -187,6 +187,35 @@ TEST(ScenarioTransformer, HeadsOfTheirOwnWidth) {
                "head_dim out");
 }
 
+TEST(ScenarioTransformer, SlidingWindow) {
+  json doc = good_doc();
+  doc["model"]["sliding_window"] = 8;
+  doc["model"]["sliding_pattern"] = {true, false};
+  const Scenario s = parse_scenario(doc, "t.json");
+  ASSERT_TRUE(s.model.transformer);
+  EXPECT_EQ(s.model.transformer->sliding_window, 8);
+  EXPECT_EQ(s.model.transformer->sliding_pattern, (std::vector<bool>{true, false}));
+  // Blocks 0 and 2 slide (less attention), 1 and 3 do not.
+  EXPECT_LT(s.model.layers[1].fwd_flops, s.model.layers[2].fwd_flops);
+  EXPECT_EQ(s.model.layers[1].fwd_flops, s.model.layers[3].fwd_flops);
+  json again = good_doc();
+  again["model"] = transformer_model_json(*s.model.transformer, s.model.name);
+  EXPECT_EQ(again["model"]["sliding_pattern"], json({true, false}));
+  const Scenario back = parse_scenario(again, "t.json");
+  for (std::size_t i = 0; i < s.model.layers.size(); ++i) {
+    EXPECT_EQ(back.model.layers[i].fwd_flops, s.model.layers[i].fwd_flops) << i;
+  }
+
+  doc["model"]["sliding_pattern"] = {true, 1};
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.sliding_pattern: entry 2 is 1; expected true (the block "
+               "slides) or false");
+  doc["model"].erase("sliding_window");
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: model.sliding_pattern: says which blocks slide: give "
+               "model.sliding_window too");
+}
+
 TEST(ScenarioTransformer, MixtureOfExperts) {
   json doc = good_doc();
   doc["model"]["experts"] = 8;
