@@ -130,14 +130,20 @@ TEST(KernelCostModel, AnEmbeddingsScatterIsItsWeightGradient) {
   EXPECT_EQ(t.weight, t.backward);
 }
 
-TEST(KernelCostModel, FusedAttentionCountsHalfTheScoresWhenCausal) {
-  const KernelTable t = toy_table();
+// Fused causal attention over 8 positions, 3 heads of 2.
+Kernel causal_attention() {
   Kernel a;
   a.kind = Kernel::Kind::kAttention;
   a.seq = 8;
   a.head_dim = 2;
   a.batch_count = 3;
   a.causal = true;
+  return a;
+}
+
+TEST(KernelCostModel, FusedAttentionCountsHalfTheScoresWhenCausal) {
+  const KernelTable t = toy_table();
+  const Kernel a = causal_attention();
   // 4 s^2 d per head and sample, halved: 4*64*2*3*2 / 2 = 1536 FLOPs for 2
   // samples; forward at 16 * 0.5, backward 2.5x the FLOPs at 16 * 0.25.
   const KernelTimes kt = kernel_times(a, 2, t, 16.0, 16.0, 1e12, 2);
@@ -148,12 +154,7 @@ TEST(KernelCostModel, FusedAttentionCountsHalfTheScoresWhenCausal) {
 
 TEST(KernelCostModel, FusedAttentionWithinAWindowCountsItsPairs) {
   const KernelTable t = toy_table();
-  Kernel a;
-  a.kind = Kernel::Kind::kAttention;
-  a.seq = 8;
-  a.head_dim = 2;
-  a.batch_count = 3;
-  a.causal = true;
+  Kernel a = causal_attention();
   a.window = 4;
   // 4 x 8 - 4^2 / 2 = 24 pairs of the causal 32: 1536 x 24 / 32 = 1152 FLOPs.
   const KernelTimes kt = kernel_times(a, 2, t, 16.0, 16.0, 1e12, 2);
