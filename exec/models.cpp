@@ -80,25 +80,28 @@ LayerList build_mlp(const MlpParams& p, std::uint64_t seed) {
   return layers;
 }
 
-LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
-  if (spec.transformer != nullptr && spec.transformer->moe.enabled()) {
-    throw std::invalid_argument("the executor cannot run model '" + spec.name +
-                                "': its mixture-of-experts blocks are not implemented (it runs "
+void check_runnable(const ModelSpec& spec) {
+  const TransformerParams* t = spec.transformer.get();
+  if (t == nullptr) return;
+  const std::string cannot = "the executor cannot run model '" + spec.name + "': ";
+  if (t->moe.enabled()) {
+    throw std::invalid_argument(cannot +
+                                "its mixture-of-experts blocks are not implemented (it runs "
                                 "dense transformers and the mlp family)");
   }
-  if (spec.transformer != nullptr && spec.transformer->head_dim != 0) {
-    throw std::invalid_argument("the executor cannot run model '" + spec.name +
-                                "': its attention heads are " +
-                                std::to_string(spec.transformer->head_dim) +
+  if (t->head_dim != 0 && t->head_dim * t->heads != t->d_model) {
+    throw std::invalid_argument(cannot + "its attention heads are " + std::to_string(t->head_dim) +
                                 " wide, not d_model / heads (it runs heads of that width)");
   }
-  if (spec.transformer != nullptr && spec.transformer->sliding_window > 0 &&
-      spec.transformer->sliding_window < spec.transformer->seq_len) {
-    throw std::invalid_argument("the executor cannot run model '" + spec.name +
-                                "': its attention slides over " +
-                                std::to_string(spec.transformer->sliding_window) +
+  if (t->sliding_window > 0 && t->sliding_window < t->seq_len) {
+    throw std::invalid_argument(cannot + "its attention slides over " +
+                                std::to_string(t->sliding_window) +
                                 " positions (it attends over the whole sequence)");
   }
+}
+
+LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
+  check_runnable(spec);
   if (spec.family == "transformer" || spec.family == "mlp") {
     require(spec.transformer != nullptr || spec.mlp != nullptr,
             "the " + spec.family + " model '" + spec.name +

@@ -39,6 +39,11 @@ LayerList build_mlp(const MlpParams& p, std::uint64_t seed);
 // which the profiler times (the simulator adds the all-reduces); a run builds
 // every rank's with build_tensor_ranks (exec/tensor_shard.h).
 LayerList build_layers(const ModelSpec& spec, std::uint64_t seed);
+// Throws std::invalid_argument naming the model where the executor cannot run
+// it: a mixture of experts, heads of a width other than d_model / heads,
+// attention over a window shorter than the sequence. build_layers checks it;
+// so must any other way of building a model's layers (tensor_shard.h).
+void check_runnable(const ModelSpec& spec);
 
 // Forward through every layer on one device, the last being the loss, with
 // loss_scale = 1 / (batch * seq): returns the mean token (sample) loss. `input` is

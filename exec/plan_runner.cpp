@@ -196,6 +196,7 @@ std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec
     return ranks;
   }
   PS_CHECK(model.transformer != nullptr, "tensor parallelism splits transformers");
+  check_runnable(model);
   for (LayerList& rank : build_tensor_ranks(*model.transformer, seed, plan.tensor_parallel)) {
     ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
   }

@@ -166,6 +166,13 @@ def model_shape(spec):
         raise Failure("the executor trains in fp32, the plan says %s" % spec["dtype"])
     d = int(spec["d_model"])
     heads = int(spec["heads"])
+    if spec.get("experts"):
+        raise Failure("a mixture of experts: the executor does not run one")
+    if spec.get("head_dim") and int(spec["head_dim"]) * heads != d:
+        raise Failure("heads %s wide, not d_model / heads: the executor does not run them"
+                      % spec["head_dim"])
+    if spec.get("sliding_window") and int(spec["sliding_window"]) < int(spec["seq_len"]):
+        raise Failure("a sliding window: the executor attends over the whole sequence")
     kv_heads = int(spec.get("kv_heads") or heads)
     return {
         "layers": int(spec["layers"]),

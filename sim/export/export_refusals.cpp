@@ -94,7 +94,7 @@ void check_expert_parallel(const Plan& plan, ExportFormat format) {
   // data parallelism is the whole D (megatron-core's initialize_model_parallel
   // asserts it): with a pipeline, E = 1.
   if (plan.expert_parallel > 1 && format == ExportFormat::kMegatron && plan.stages > 1 &&
-      plan.data_parallel > 1 && plan.rank_order == RankOrder::kTpPpDp) {
+      plan.rank_order == RankOrder::kTpPpDp) {
     throw std::invalid_argument(
         "cannot export this plan to megatron: it spreads the experts over E=" +
         std::to_string(plan.expert_parallel) +

@@ -169,14 +169,13 @@ MoeParams read_moe(ObjectReader& r, bool gated, int layers) {
   return moe;
 }
 
-// The model's sizes, which the scenario reader would otherwise find too large for
-// 64 bits and blame on the scenario's "model", a field the user never wrote.
 // Sliding-window attention: sliding_window with the blocks that slide from
 // layer_types ("sliding_attention" or "full_attention" a block: GPT-OSS,
-// recent Gemma and Qwen), else sliding_window_pattern (Gemma 3: every N-th
-// block full), else Gemma 2's alternation (block 0 slides), else every block
-// unless use_sliding_window is false (Qwen2) or sliding_window is absent or
-// null (Mistral from v0.2).
+// recent Gemma and Qwen; another kind is refused), else
+// sliding_window_pattern (Gemma 3: every N-th block full), else Gemma 2's
+// alternation (block 0 slides), else, unless use_sliding_window is false,
+// the blocks from max_window_layers on (Qwen2) or every block; none where
+// sliding_window is absent or null (Mistral from v0.2).
 void read_hf_sliding_window(ObjectReader& r, const std::string& model_type, TransformerParams& p) {
   const std::optional<Found> window = find_any(r, {"sliding_window"});
   const std::optional<Found> types = find_any(r, {"layer_types"});
@@ -212,10 +211,18 @@ void read_hf_sliding_window(ObjectReader& r, const std::string& model_type, Tran
       p.sliding_pattern.back() = false;
     } else if (model_type == "gemma2") {
       p.sliding_pattern = {true, false};
+    } else if (const std::optional<Found> full = find_any(r, {"max_window_layers"})) {
+      const std::int64_t first = integer_of(r, *full, {0, kLayerCount.max});
+      if (first >= p.layers) return;
+      p.sliding_pattern.assign(static_cast<std::size_t>(p.layers), false);
+      std::fill(p.sliding_pattern.begin() + first, p.sliding_pattern.end(), true);
     }
   }
   p.sliding_window = integer_of(r, *window, kModelLength);
 }
+
+// The model's sizes, which the scenario reader would otherwise find too large for
+// 64 bits and blame on the scenario's "model", a field the user never wrote.
 
 void check_sizes_fit(const TransformerParams& p, ObjectReader& r) {
   try {

@@ -203,6 +203,15 @@ double gpu_metric_value(const GpuCase& c, double step_time_s) {
   if (c.metric == GpuMetric::kTokensPerSPerGpu) {
     return tokens_per_s_per_gpu(gbs, t.seq_len, step_time_s, s.cluster.physical_devices());
   }
+  // Megatron-LM's dense formula counts d_model-wide heads over the whole
+  // sequence.
+  if (t.moe.enabled() || t.mla.enabled() || t.head_dim != 0 || t.sliding_window != 0) {
+    throw ScenarioError(c.file, "validation.measured.metric",
+                        std::string(to_string(c.metric)) +
+                            " converts by Megatron-LM's FLOPs of a dense transformer with heads "
+                            "d_model / heads wide attending over the whole sequence; this model "
+                            "is not one: give tokens_per_s_per_gpu");
+  }
   return megatron_flops_per_step(gbs, t.seq_len, t.layers, t.d_model, t.vocab,
                                  s.training.remat != Remat::kNever) /
          step_time_s / static_cast<double>(s.cluster.physical_devices()) / 1e12;

@@ -479,6 +479,25 @@ TEST(TensorParallelRefusals, PlansTheExecutorCannotSplitAreNamedByField) {
   }
 }
 
+// What the executor cannot run it refuses at T=2 too, where the ranks are
+// built without build_layers.
+TEST(TensorParallelRefusals, ModelsTheExecutorCannotRunAreRefusedAtT2) {
+  TransformerParams p = tiny_executor_transformer_params(2);
+  p.head_dim = 2 * p.d_model / p.heads;
+  const Plan wide = plan_with_t2(make_transformer(p, "wide"));
+  PlanRunOptions o;
+  o.steps = 1;
+  try {
+    run_plan(wide, plan_model(wide, "w.json"), o);
+    FAIL() << "heads twice d_model / heads wide ran at T=2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the executor cannot run model 'wide': its attention "
+                                         "heads are"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TensorParallelPlans, RunPlanTrainsTheRanksAsTheWholeModelWould) {
   const TransformerParams p = tiny_executor_transformer_params(2);
   Plan t2 = plan_with_t2(make_transformer(p, "tiny"));

@@ -271,6 +271,23 @@ TEST(GpuValidationMetrics, FormulasAgainstHandComputedValues) {
   // Tokens need a sequence: an image model has none.
   timed.metric = GpuMetric::kTokensPerSPerGpu;
   EXPECT_THROW(gpu_metric_value(timed, 10.0), ScenarioError);
+  // Megatron-LM's dense FLOPs do not count a mixture, heads of their own
+  // width or a window: TFLOP/s of such a model is refused, tokens/s taken.
+  nlohmann::json moe = good_case();
+  moe["model"]["experts"] = 4;
+  moe["model"]["experts_per_token"] = 2;
+  moe["validation"]["measured"] = {{"metric", "tflops_per_gpu"}, {"value", 100}};
+  const GpuCase mixture = read_gpu_case(moe, "case.json");
+  try {
+    gpu_metric_value(mixture, 1.0);
+    FAIL() << "TFLOP/s of a mixture of experts was computed";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.json_path(), "validation.measured.metric");
+    EXPECT_NE(std::string(e.what()).find("give tokens_per_s_per_gpu"), std::string::npos);
+  }
+  GpuCase tokens = mixture;
+  tokens.metric = GpuMetric::kTokensPerSPerGpu;
+  EXPECT_DOUBLE_EQ(gpu_metric_value(tokens, 1.0), 16.0 * 32 / 4);
 }
 
 TEST(GpuValidationMetrics, NamesAndUnits) {

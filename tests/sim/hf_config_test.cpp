@@ -307,7 +307,8 @@ TEST(HfConfig, SlidingWindowFromLayerTypes) {
   EXPECT_THROW(parse_hf_config(doc, "config.json", 4096), ScenarioError);
 }
 
-// Without layer_types: Qwen2's use_sliding_window false leaves it off,
+// Without layer_types: Qwen2's use_sliding_window false leaves it off (and
+// true slides the blocks from max_window_layers on),
 // Gemma 3's sliding_window_pattern makes every N-th block full, Gemma 2
 // alternates from block 0, and Mistral v0.1 slides every block.
 TEST(HfConfig, SlidingWindowWithoutLayerTypes) {
@@ -327,6 +328,14 @@ TEST(HfConfig, SlidingWindowWithoutLayerTypes) {
   doc["model_type"] = "gemma2";
   EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_pattern, (std::vector<bool>{true, false}));
   doc["sliding_window"] = nullptr;
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_window, 0);
+  // Qwen2 with use_sliding_window: the blocks from max_window_layers on.
+  doc["model_type"] = "qwen2";
+  doc["sliding_window"] = 32;
+  doc["use_sliding_window"] = true;
+  doc["max_window_layers"] = 1;
+  EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_pattern, (std::vector<bool>{false, true}));
+  doc["max_window_layers"] = 2;  // all 2 blocks full
   EXPECT_EQ(parse_hf_config(doc, "c.json", 128).sliding_window, 0);
 }
 
