@@ -494,7 +494,14 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
       if (!first_error) first_error = e;
     }
   }
-  if (all.empty() && first_error) throw *first_error;
+  // Each split without candidates throws (enumerate_built_in), so this is
+  // the first of their errors; the lists of T and E searched are not empty
+  // after it.
+  if (all.empty()) {
+    throw first_error ? *first_error
+                      : ConfigError("no configuration of the " + std::to_string(report.devices) +
+                                    " devices to plan");
+  }
   evaluate_all(all, request);
   for (PlanCandidate& c : all) {
     (c.fits        ? report.ranked
