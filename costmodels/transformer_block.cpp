@@ -66,7 +66,7 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   if (p.mla.enabled()) {
     append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
   } else {
-    k.push_back(gemm(s, (a * t * d + 2 * d_kv) / t, h));
+    k.push_back(gemm(s, (p.heads * d + 2 * d_kv) / t, h));
     append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0);
     k.push_back(gemm(s, h, a * d));
   }
