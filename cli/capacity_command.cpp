@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/json_output.h"
 #include "sim/base/format.h"
 #include "sim/formats/cost_model_file.h"
 #include "sim/plan/capacity.h"
@@ -68,16 +69,14 @@ int run_capacity(const CapacityOptions& o) {
   req.param = o.param;
   const CapacityResult r = find_capacity(doc, o.scenario.file, req);
   if (o.json) {
-    std::cout << nlohmann::json{{"param", r.param},
-                                {"max_value", r.max_value},
-                                {"params", r.params},
-                                {"fits", r.fits},
-                                {"limited", r.limited},
-                                {"fractional_value", r.fractional_value},
-                                {"peak_memory_bytes", r.peak_memory_bytes},
-                                {"memory_bytes", r.memory_bytes}}
-                     .dump(2)
-              << "\n";
+    print_json(nlohmann::json{{"param", r.param},
+                              {"max_value", r.max_value},
+                              {"params", r.params},
+                              {"fits", r.fits},
+                              {"limited", r.limited},
+                              {"fractional_value", r.fractional_value},
+                              {"peak_memory_bytes", r.peak_memory_bytes},
+                              {"memory_bytes", r.memory_bytes}});
     return 0;
   }
   const std::string setting =

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/gpu_stages.h"
+#include "cli/json_output.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
@@ -295,8 +296,8 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
   return out;
 }
 
-void print_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
-                const std::string& note, bool on_host, const Profile& profile) {
+void print_comparison_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
+                           const std::string& note, bool on_host, const Profile& profile) {
   nlohmann::json out = comparison_json(c);
   if (const ProfileRounds& r = profile.rounds; r.measured > 0) {
     out["profile_rounds"] = {{"measured", r.measured},
@@ -315,7 +316,7 @@ void print_json(const exec::Comparison& c, const std::vector<exec::Comparison>& 
   out["round_steal_fractions"] = steal;
   out["rounds_kept"] = kept_rounds(rounds);
   if (on_host) out["kernels"] = exec::kernel_level();
-  std::cout << out.dump(2) << "\n";
+  print_json(out);
 }
 
 // The report's head: the plan, the prediction's profile, the rounds.
@@ -421,7 +422,7 @@ void report(const CompareOptions& o, const CompareInputs& in, const Rounds& roun
   const std::string note =
       c.shared_cores ? exec::shared_cores_note(c.stages, c.cores, in.gpus ? "GPU" : "core") : "";
   if (o.json) {
-    print_json(c, rounds.comparisons, note, !in.gpus, *rounds.profile);
+    print_comparison_json(c, rounds.comparisons, note, !in.gpus, *rounds.profile);
     return;
   }
   print_heading(o, in, *rounds.profile, c, rounds.comparisons);

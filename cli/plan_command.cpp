@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/error_line.h"
+#include "cli/json_output.h"
 #include "cli/progress.h"
 #include "cli/summary.h"
 #include "sim/base/file_io.h"
@@ -301,13 +302,11 @@ int run_plan(const PlanOptions& o) {
       j["reason"] = c.rejected;
       rejected.push_back(std::move(j));
     }
-    std::cout << nlohmann::json{{"devices", report.devices},
-                                {"plans", ranked},
-                                {"rejected", rejected},
-                                {"dominated", report.dominated.size()},
-                                {"bounded", report.bounded.size()}}
-                     .dump(2)
-              << "\n";
+    print_json(nlohmann::json{{"devices", report.devices},
+                              {"plans", ranked},
+                              {"rejected", rejected},
+                              {"dominated", report.dominated.size()},
+                              {"bounded", report.bounded.size()}});
   } else {
     print_table(scenario, report, o);
   }

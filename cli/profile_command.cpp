@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/gpu_stages.h"
+#include "cli/json_output.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/compute/gemm_rate.h"
@@ -215,7 +216,7 @@ void print_profile_json(const ProfileOptions& o, const Scenario& scenario, const
       }
     }
   }
-  std::printf("%s\n", doc.dump(2).c_str());
+  print_json(doc);
 }
 
 void print_profile(const ProfileOptions& o, const Scenario& scenario, const Profile& profile) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/gpu_stages.h"
+#include "cli/json_output.h"
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "cli/scenario_options.h"
@@ -116,7 +117,7 @@ int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
                        {"throughput_samples_per_s", throughput},
                        {"bubble_fraction", bubble}};
     if (on_host) out["kernels"] = exec::kernel_level();
-    std::cout << out.dump(2) << "\n";
+    print_json(out);
     return 0;
   }
   std::cout << "Running " << o.plan << ": " << spec.name << ", "

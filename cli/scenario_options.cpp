@@ -425,7 +425,7 @@ nlohmann::json load_document(const ScenarioOptions& o) {
   if (o.seq_len && !o.hf_config) {
     throw std::invalid_argument("--seq-len applies to --hf-config; use --set model.seq_len=N");
   }
-  nlohmann::json doc = load_scenario_json(o.file);
+  nlohmann::json doc = o.document ? *o.document : load_scenario_json(o.file);
   if (o.hf_config) {
     const std::filesystem::path config(*o.hf_config);
     // Hub checkouts keep config.json in a folder named after the model.

@@ -31,6 +31,9 @@ struct FieldFlag {
 
 struct ScenarioOptions {
   std::string file;
+  // The scenario itself, when it comes from memory rather than from `file`
+  // (the Python module's dicts); `file` then names it in messages.
+  std::optional<nlohmann::json> document;
   std::vector<std::string> overrides;
   std::vector<FieldFlag> field_flags;  // set by the command, not an option
   std::optional<std::string> hf_config;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/json_output.h"
 #include "cli/scenario_options.h"
 
 #include "exec/backends.h"
@@ -47,11 +48,8 @@ int run_selftest(const SelftestOptions& o) {
   const exec::GpuAvailability gpus = cuda.visible_gpus();
   if (gpus.devices == 0) {
     if (o.json) {
-      std::cout << nlohmann::json{{"gpus", 0},
-                                  {"reason", gpus.reason},
-                                  {"checks", nlohmann::json::array()}}
-                       .dump(2)
-                << "\n";
+      print_json(nlohmann::json{
+          {"gpus", 0}, {"reason", gpus.reason}, {"checks", nlohmann::json::array()}});
     }
     std::cerr << "pipescope selftest: " << gpus.reason << "; nothing was checked\n";
     return kExitNoDevice;
@@ -75,8 +73,7 @@ int run_selftest(const SelftestOptions& o) {
                       {"tolerance", c.tolerance},
                       {"ok", c.ok()}});
     }
-    std::cout << nlohmann::json{{"gpus", gpus.devices}, {"checks", list}, {"ok", all}}.dump(2)
-              << "\n";
+    print_json(nlohmann::json{{"gpus", gpus.devices}, {"checks", list}, {"ok", all}});
     return all ? 0 : 1;
   }
   std::printf(

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/json_output.h"
 #include "cli/summary.h"
 #include "sim/base/file_io.h"
 #include "sim/engine/simulator.h"
@@ -270,7 +271,7 @@ void print_result(const SimulateOptions& o, const SimulatedScenario& s, const Si
     nlohmann::json j = to_json(result);
     if (s.layout) j["layout"] = *s.layout;
     if (partitioned) add_cut_comparison(j, result, *partitioned, method, given);
-    std::cout << j.dump(2) << "\n";
+    print_json(j);
   } else {
     if (s.layout) std::cout << "Layout     " << *s.layout << "\n";
     print_summary(std::cout, s.scenario, result,

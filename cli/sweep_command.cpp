@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/json_output.h"
 #include "cli/progress.h"
 #include "cli/summary.h"
 #include "sim/base/file_io.h"
@@ -139,7 +140,7 @@ int run_sweep_command(const SweepOptions& o) {
       }
       out.push_back(j);
     }
-    std::cout << out.dump(2) << "\n";
+    print_json(out);
     return 0;
   }
   std::cout << "Sweep of " << sc.name << " on " << sc.cluster.device.name << " ("

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -14,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bundled_scenarios.h"
-#include "cli/error_line.h"
+#include "cli/json_output.h"
 #include "cli/progress.h"
 #include "sim/base/file_io.h"
 #include "sim/base/format.h"
@@ -351,7 +352,7 @@ int run_validate(const ValidateOptions& o) {
     if (loo) j["leave_one_source_out"] = leave_one_out_json(*loo);
     j["gpu_memory_median_abs_error"] = median_abs_error(report, "gpu-memory");
     j["gpu_memory_sources"] = sources_json(report, "gpu-memory");
-    std::cout << j.dump(2) << "\n";
+    print_json(j);
   } else {
     std::printf("The GPipe paper (Huang et al. 2019) beside the simulation\nscenarios: %s, %s\n",
                 transformer.label.c_str(), amoebanet.label.c_str());
@@ -390,10 +391,11 @@ int run_validate(const ValidateOptions& o) {
         "GPipe throughput tables are reported, not checked (their batches are not given).\n",
         report.checked() - report.failed() - report.gaps(), report.checked(), report.gaps());
   }
+  // After the figures: the command's error line and status say the rest.
   if (report.failed() > 0) {
-    print_error(std::to_string(report.failed()) + " of " + std::to_string(report.checked()) +
-                " checked figures are outside their tolerance");
-    return 1;
+    throw std::runtime_error(std::to_string(report.failed()) + " of " +
+                             std::to_string(report.checked()) +
+                             " checked figures are outside their tolerance");
   }
   return 0;
 }

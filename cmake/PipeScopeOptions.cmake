@@ -76,5 +76,21 @@ if(NOT PIPESCOPE_WITH_MPI STREQUAL "OFF")
 endif()
 pipescope_resolve_option(PIPESCOPE_WITH_MPI _mpi_found "OpenMPI")
 
-message(STATUS "PipeScope: CUDA ${PIPESCOPE_WITH_CUDA_ENABLED}, GUI ${PIPESCOPE_WITH_GUI_ENABLED}, MPI ${PIPESCOPE_WITH_MPI_ENABLED}"
+# The Python module (python/): AUTO builds it when the Python that CMake finds
+# (Python_EXECUTABLE) has nanobind, as the environment of scripts/python-env.sh
+# does.
+set(_python_found OFF)
+if(NOT PIPESCOPE_WITH_PYTHON STREQUAL "OFF")
+  find_package(Python 3.9 QUIET COMPONENTS Interpreter Development.Module)
+  if(Python_FOUND)
+    execute_process(COMMAND "${Python_EXECUTABLE}" -m nanobind --cmake_dir
+                    RESULT_VARIABLE _no_nanobind OUTPUT_QUIET ERROR_QUIET)
+    if(NOT _no_nanobind)
+      set(_python_found ON)
+    endif()
+  endif()
+endif()
+pipescope_resolve_option(PIPESCOPE_WITH_PYTHON _python_found "Python 3.9+ with its headers and nanobind")
+
+message(STATUS "PipeScope: CUDA ${PIPESCOPE_WITH_CUDA_ENABLED}, GUI ${PIPESCOPE_WITH_GUI_ENABLED}, MPI ${PIPESCOPE_WITH_MPI_ENABLED}, Python ${PIPESCOPE_WITH_PYTHON_ENABLED}"
                " (CUDA: kernels, CudaDevice and selftest)")

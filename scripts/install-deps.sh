@@ -31,6 +31,11 @@ packages=(
   clang-format        # scripts/check-format.sh
   libclang-rt-dev     # libFuzzer and clang's sanitizer runtimes
   zlib1g-dev          # .gz outputs (compressed Chrome traces)
+  python3-dev         # the Python module (python/), and its tests:
+  python3-venv        #   scripts/python-venv.sh's environment
+  python3-pytest
+  python3-pandas      #   results as DataFrames
+  python3-matplotlib  #   and as pictures
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, second command: installs what is missing, checks the formatting,
-# builds everything (CUDA, the desktop app and MPI all on), runs the whole test
-# suite, then builds it again with clang under AddressSanitizer and
+# builds everything (CUDA, the desktop app, MPI and the Python module all on;
+# the module's pinned build requirements come from PyPI into build/python-venv),
+# runs the whole test suite (the Python package's pytest tests among it), then builds it again with clang under AddressSanitizer and
 # UndefinedBehaviorSanitizer (with CUDA off) and runs it, fuzzes every input
 # format in that build for a bounded time (FUZZ_SECONDS each, default 30; two
 # formats at once), and
@@ -20,13 +21,17 @@ phase() { echo "== [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*"; }
 phase "formatting (clang-format)"
 scripts/check-format.sh
 
-phase "build and test (RelWithDebInfo; CUDA, desktop app and MPI on)"
+phase "Python environment (scripts/python-venv.sh: pyproject.toml's pinned build requirements)"
+scripts/python-venv.sh build/python-venv
+
+phase "build and test (RelWithDebInfo; CUDA, desktop app, MPI and the Python module on)"
 # The optimisation of the quick start's build, with line tables only (-g1) as in
 # the sanitizer builds below: full debug information took a fifth of the compile
 # time, and a failure's backtrace still names files and lines.
 scripts/build.sh build -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=ON -DPIPESCOPE_WITH_MPI=ON -DCMAKE_UNITY_BUILD=ON
+  -DPIPESCOPE_WITH_CUDA=ON -DPIPESCOPE_WITH_GUI=ON -DPIPESCOPE_WITH_MPI=ON -DCMAKE_UNITY_BUILD=ON \
+  -DPIPESCOPE_WITH_PYTHON=ON -DPython_EXECUTABLE="$PWD/build/python-venv/bin/python"
 ctest --test-dir build --output-on-failure -j2
 
 phase "build and test under AddressSanitizer + UndefinedBehaviorSanitizer (clang; CUDA off)"
@@ -49,7 +54,7 @@ phase "build and test under AddressSanitizer + UndefinedBehaviorSanitizer (clang
 CC=clang CXX=clang++ scripts/build.sh build-asan -- -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" -DPIPESCOPE_SANITIZE=address,undefined -DPIPESCOPE_FUZZ=ON \
   -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_WITH_CUDA=OFF -DPIPESCOPE_EXEC_LEVELS= \
-  -DCMAKE_UNITY_BUILD=ON
+  -DPIPESCOPE_WITH_PYTHON=OFF -DCMAKE_UNITY_BUILD=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j2
 
@@ -69,7 +74,8 @@ phase "threaded code (executor runtime, planner, sweep) under ThreadSanitizer (d
 CC=clang CXX=clang++ scripts/build.sh build-tsan pipescope pipescope_plan_tests pipescope_exec_tests pipescope_cli_tests \
   -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DPIPESCOPE_SANITIZE=thread -DPIPESCOPE_BUILD_BENCH=OFF -DPIPESCOPE_EXEC_LEVELS= \
-  -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_WITH_CUDA=OFF -DCMAKE_UNITY_BUILD=ON
+  -DPIPESCOPE_WITH_GUI=OFF -DPIPESCOPE_WITH_MPI=OFF -DPIPESCOPE_WITH_CUDA=OFF -DPIPESCOPE_WITH_PYTHON=OFF \
+  -DCMAKE_UNITY_BUILD=ON
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest --test-dir build-tsan --output-on-failure -j2 \
   -R "Runtime|Consistency|TensorParallel|AllReduce|Planner|Sweep|PlanCli|SweepCli|Capacity|Channel|Profiler|Compare|ProfileCli|CompareCli|RunCli|RunFaultCli"

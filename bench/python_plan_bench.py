@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""The time of pipescope.plan(SCENARIO) from Python, beside the command
+line's in-process time for the same command (build/bench/pipescope_command_bench,
+BM_PlanCommand): docs/performance.md records the two.
+
+Memos cleared: plan() in one interpreter, the planner's shared memos emptied
+before each call (pipescope._core.clear_memos), as each BM_PlanCommand
+iteration does; the figure to set beside BM_PlanCommand. First call: the
+first plan() of a fresh interpreter (the module imported first, not timed),
+which also pays for the first use of the process's code and memory. Warm:
+calls whose memos the call before filled. Medians over --runs samples.
+
+  PYTHONPATH=build/python build/python-venv/bin/python bench/python_plan_bench.py
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ONE_CALL = """
+import sys, time, pipescope
+start = time.perf_counter()
+pipescope.plan(sys.argv[1])
+print(time.perf_counter() - start)
+"""
+
+
+def first_call(path, runs):
+    times = [float(subprocess.run([sys.executable, "-c", ONE_CALL, path], check=True,
+                                  capture_output=True, text=True).stdout)
+             for _ in range(runs)]
+    return statistics.median(times)
+
+
+def in_process(path, runs, clear):
+    import pipescope
+    pipescope.plan(path)
+    times = []
+    for _ in range(runs):
+        if clear:
+            pipescope._core.clear_memos()
+        start = time.perf_counter()
+        pipescope.plan(path)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=21, help="samples per figure (default 21)")
+    args = parser.parse_args()
+    for name in ("demo.json", "gpt3-175b-1024.json"):
+        path = os.path.join(SOURCE_DIR, "scenarios", name)
+        figures = (in_process(path, args.runs, True), first_call(path, args.runs),
+                   in_process(path, args.runs, False))
+        print("%-22s memos cleared %8.1f ms   first call %8.1f ms   warm %8.1f ms"
+              % ((name,) + tuple(1e3 * f for f in figures)))
+
+
+if __name__ == "__main__":
+    main()

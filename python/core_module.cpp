@@ -1,0 +1,112 @@
+// pipescope._core: the command line's subcommands, run in this process for the
+// Python package (python/pipescope/). Python turns its arguments into the
+// command's own (the names, defaults and checks of cli/command_line.h) and gets
+// back what `--json` prints, the notes the command wrote beside it (through
+// std::cout and std::cerr), and the command's one error line.
+
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/command_line.h"
+#include "cli/json_output.h"
+#include "costmodels/shared_memo.h"
+#include "exec/compute/host_memory.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+// One command at a time: the commands share the process's standard streams
+// (whose notes are collected here) and its stop flag.
+std::mutex g_command_mutex;
+
+struct Outcome {
+  int status = 0;
+  std::string json;   // the --json document, compact; empty if none
+  std::string notes;  // what the command wrote to std::cout and std::cerr
+  std::string error;  // its one error line, if it failed
+};
+
+// While alive, what is written to `stream` goes to `into`.
+class StreamCapture {
+ public:
+  StreamCapture(std::ostream& stream, std::ostringstream& into)
+      : stream_(stream), saved_(stream.rdbuf(into.rdbuf())) {}
+  ~StreamCapture() { stream_.rdbuf(saved_); }
+  StreamCapture(const StreamCapture&) = delete;
+  StreamCapture& operator=(const StreamCapture&) = delete;
+
+ private:
+  std::ostream& stream_;
+  std::streambuf* saved_;
+};
+
+Outcome run_command(const std::vector<std::string>& args,
+                    const std::optional<std::string>& scenario_json,
+                    const std::string& scenario_name) {
+  Outcome out;
+  std::lock_guard<std::mutex> lock(g_command_mutex);
+  pipescope::cli::CommandLine command_line;
+  std::vector<const char*> argv{"pipescope"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    command_line.app().parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    out.status = pipescope::cli::kExitUsage;
+    out.error = e.what();
+    return out;
+  }
+  if (scenario_json) {
+    command_line.read_scenario_from(nlohmann::json::parse(*scenario_json), scenario_name);
+  }
+  // As the command does: the executor's steps and the profile that predicts
+  // them see memory alike (process-wide, for the rest of the process).
+  if (command_line.runs_the_executor()) pipescope::exec::keep_freed_memory();
+  nlohmann::json document;
+  std::ostringstream notes;
+  {
+    pipescope::cli::JsonCapture capture(document);
+    StreamCapture cout(std::cout, notes);
+    StreamCapture cerr(std::cerr, notes);
+    out.status = command_line.run([&](const std::string& line) { out.error = line; });
+  }
+  if (!document.is_null()) out.json = document.dump();
+  out.notes = notes.str();
+  return out;
+}
+
+// The help a subcommand prints for --help.
+std::string command_help(const std::string& name) {
+  pipescope::cli::CommandLine command_line;
+  const CLI::App* sub = command_line.app().get_subcommand(name);
+  return sub->help();
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "PipeScope's command line, run in this process";
+  nb::class_<Outcome>(m, "Outcome")
+      .def_ro("status", &Outcome::status)
+      .def_ro("json", &Outcome::json)
+      .def_ro("notes", &Outcome::notes)
+      .def_ro("error", &Outcome::error);
+  m.def("run", &run_command, nb::arg("args"), nb::arg("scenario_json") = nb::none(),
+        nb::arg("scenario_name") = "", nb::call_guard<nb::gil_scoped_release>(),
+        "Runs `pipescope ARGS...` (the scenario read from scenario_json when given) and "
+        "returns its status, --json document, notes and error line.");
+  m.def("help", &command_help, nb::arg("command"), "The --help text of a subcommand.");
+  m.def("clear_memos", &pipescope::clear_shared_memos,
+        "Empties the planner's shared memos, so that the next command runs as in a fresh "
+        "process (for benchmarks: bench/python_plan_bench.py).");
+}
