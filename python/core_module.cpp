@@ -4,6 +4,8 @@
 // back what `--json` prints, the notes the command wrote beside it (through
 // std::cout and std::cerr), and the command's one error line.
 
+#include <signal.h>
+
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "cli/json_output.h"
 #include "costmodels/shared_memo.h"
 #include "exec/compute/host_memory.h"
+#include "sim/base/cancel.h"
 
 namespace nb = nanobind;
 
@@ -51,11 +54,42 @@ class StreamCapture {
   std::streambuf* saved_;
 };
 
+extern "C" void on_interrupt(int /*sig*/) {
+  pipescope::request_cancel();  // async-signal-safe
+}
+
+// While alive, Ctrl-C (SIGINT) asks the running command to stop, as it does
+// the command line's, instead of reaching Python's handler, which is put back
+// after. Only for a command run from Python's main thread, the one Python's
+// own handler serves (a notebook's "interrupt").
+class InterruptScope {
+ public:
+  explicit InterruptScope(bool on) : on_(on) {
+    if (!on_) return;
+    struct sigaction action {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, &saved_);
+  }
+  ~InterruptScope() {
+    if (on_) sigaction(SIGINT, &saved_, nullptr);
+  }
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  bool on_;
+  struct sigaction saved_ {};
+};
+
 Outcome run_command(const std::vector<std::string>& args,
                     const std::optional<std::string>& scenario_json,
-                    const std::string& scenario_name) {
+                    const std::string& scenario_name, bool interruptible) {
   Outcome out;
   std::lock_guard<std::mutex> lock(g_command_mutex);
+  pipescope::reset_cancel();  // a stop asked of the command before is not this one's
+  InterruptScope interrupts(interruptible);
   pipescope::cli::CommandLine command_line;
   std::vector<const char*> argv{"pipescope"};
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -102,9 +136,13 @@ NB_MODULE(_core, m) {
       .def_ro("notes", &Outcome::notes)
       .def_ro("error", &Outcome::error);
   m.def("run", &run_command, nb::arg("args"), nb::arg("scenario_json") = nb::none(),
-        nb::arg("scenario_name") = "", nb::call_guard<nb::gil_scoped_release>(),
+        nb::arg("scenario_name") = "", nb::arg("interruptible") = false,
+        nb::call_guard<nb::gil_scoped_release>(),
         "Runs `pipescope ARGS...` (the scenario read from scenario_json when given) and "
-        "returns its status, --json document, notes and error line.");
+        "returns its status, --json document, notes and error line. interruptible: Ctrl-C "
+        "stops the command (status 130) while it runs; for Python's main thread only.");
+  m.def("cancel_requested", &pipescope::cancel_requested,
+        "Whether a stop of the running command was asked (for tests).");
   m.def("help", &command_help, nb::arg("command"), "The --help text of a subcommand.");
   m.def("clear_memos", &pipescope::clear_shared_memos,
         "Empties the planner's shared memos, so that the next command runs as in a fresh "

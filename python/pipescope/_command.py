@@ -10,6 +10,10 @@ import threading
 from . import _core
 
 
+# The command's exit status when Ctrl-C stopped it (128 + SIGINT).
+INTERRUPTED = 130
+
+
 class Error(Exception):
     """Bad input or a configuration PipeScope refuses: the command line's one
     error line, e.g. "pipescope: error: demo.json: training.micro_batches: ..."."""
@@ -50,13 +54,17 @@ def run(args, scenario=None, positional=True, judged=False):
     """Runs `pipescope ARGS...`, the scenario (a Scenario) given where the
     command takes one (as its positional argument, else already in `args`).
     Returns an Outcome; raises Error with the command's error line, except
-    where the command is `judged` and printed its document before failing."""
+    where the command is `judged` and printed its document before failing,
+    and KeyboardInterrupt where Ctrl-C stopped it (from the main thread)."""
     scenario_json, name = None, ""
     if scenario is not None:
         args = scenario.args(args) if positional else args
         if scenario.document is not None:
             scenario_json, name = json.dumps(scenario.document), scenario.name
-    outcome = _core.run([str(a) for a in args], scenario_json, name)
+    main = threading.current_thread() is threading.main_thread()
+    outcome = _core.run([str(a) for a in args], scenario_json, name, main)
+    if outcome.status == INTERRUPTED:
+        raise KeyboardInterrupt(outcome.error)
     if outcome.status != 0 and not (judged and outcome.json):
         raise Error(outcome.error or "pipescope: exit status %d" % outcome.status,
                     outcome.status)

@@ -1,9 +1,14 @@
-"""The interpreter lock is released while a command runs."""
+"""The interpreter lock is released while a command runs; Ctrl-C stops one."""
 
 import os
+import signal
 import threading
+import time
+
+import pytest
 
 import pipescope
+from pipescope import _core
 from conftest import scenario_path
 
 
@@ -40,3 +45,31 @@ def test_commands_from_several_threads_each_get_their_own_result():
     for t in threads:
         t.join()
     assert got == expected
+
+
+def test_ctrl_c_stops_a_command_and_raises_keyboard_interrupt(tmp_path):
+    # The command (on this, the main thread) waits for its scenario on a
+    # pipe; a helper sends SIGINT while it waits, and writes the scenario
+    # once the command has taken the stop: the planner then stops at once.
+    pipe = tmp_path / "scenario.fifo"
+    os.mkfifo(pipe)
+    python_handler = signal.getsignal(signal.SIGINT)
+
+    def interrupt_then_write():
+        with open(scenario_path("demo.json"), "rb") as source, open(pipe, "wb") as sink:
+            os.kill(os.getpid(), signal.SIGINT)
+            # Bounded, so that a command deaf to Ctrl-C fails the test below
+            # instead of hanging it.
+            deadline = time.monotonic() + 30
+            while not _core.cancel_requested() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            sink.write(source.read())
+
+    helper = threading.Thread(target=interrupt_then_write)
+    helper.start()
+    with pytest.raises(KeyboardInterrupt, match="pipescope: interrupted"):
+        pipescope.plan(str(pipe))
+    helper.join()
+    # Python's handler is back, and the next command runs whole.
+    assert signal.getsignal(signal.SIGINT) is python_handler
+    assert pipescope.simulate(scenario_path("demo.json")).step_time_s > 0
