@@ -10,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/error_line.h"
 #include "cli/json_output.h"
 #include "cli/progress.h"
 #include "cli/summary.h"
@@ -20,6 +19,7 @@
 #include "sim/formats/plan_io.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/planner.h"
+#include "sim/scenario/config_error.h"
 
 namespace pipescope::cli {
 
@@ -279,8 +279,7 @@ int run_plan(const PlanOptions& o) {
                  format_bytes(static_cast<double>(closest->memory_needed)) + " (" +
                  closest->label() + ")";
     }
-    print_error(message);
-    return 1;
+    throw ConfigError(message);
   }
   if (o.output) {
     const PlanCandidate& best = report.ranked.front();

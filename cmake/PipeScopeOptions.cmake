@@ -77,7 +77,7 @@ endif()
 pipescope_resolve_option(PIPESCOPE_WITH_MPI _mpi_found "OpenMPI")
 
 # The Python module (python/): AUTO builds it when the Python that CMake finds
-# (Python_EXECUTABLE) has nanobind, as the environment of scripts/python-env.sh
+# (Python_EXECUTABLE) has nanobind, as the environment of scripts/python-venv.sh
 # does.
 set(_python_found OFF)
 if(NOT PIPESCOPE_WITH_PYTHON STREQUAL "OFF")

@@ -24,13 +24,16 @@
 #include "costmodels/shared_memo.h"
 #include "exec/compute/host_memory.h"
 #include "sim/base/cancel.h"
+#include "sim/base/file_io.h"
 
 namespace nb = nanobind;
 
 namespace {
 
 // One command at a time: the commands share the process's standard streams
-// (whose notes are collected here) and its stop flag.
+// (whose notes are collected here: std::cout and std::cerr are swapped for
+// the whole process while a command runs, so another extension writing to
+// them then would write into the notes) and its stop flag.
 std::mutex g_command_mutex;
 
 struct Outcome {
@@ -83,6 +86,28 @@ class InterruptScope {
   struct sigaction saved_ {};
 };
 
+// What a command run here may not do, as a usage error's line; empty if
+// nothing: write data to standard output ("-", which is the process's, not
+// Python's sys.stdout), or run the CUDA or MPI backends (the command line's:
+// an MPI rank's failure ends its process).
+std::string refused_here(const pipescope::cli::CommandLine& command_line) {
+  if (command_line.writes_data_to_stdout()) {
+    return "standard output (\"-\") is the command line's; give a file";
+  }
+  const CLI::App* sub = command_line.chosen();
+  for (const char* name : {"--backend", "--device"}) {
+    const CLI::Option* option = sub == nullptr ? nullptr : sub->get_option_no_throw(name);
+    if (option == nullptr || option->count() == 0) continue;
+    for (const std::string& value : option->results()) {
+      if (value != "cpu") {
+        return std::string(name) + " " + value +
+               ": the Python package runs the CPU executor only; use the command line";
+      }
+    }
+  }
+  return "";
+}
+
 Outcome run_command(const std::vector<std::string>& args,
                     const std::optional<std::string>& scenario_json,
                     const std::string& scenario_name, bool interruptible) {
@@ -100,8 +125,19 @@ Outcome run_command(const std::vector<std::string>& args,
     out.error = e.what();
     return out;
   }
+  if (const std::string refused = refused_here(command_line); !refused.empty()) {
+    out.status = pipescope::cli::kExitUsage;
+    out.error = refused;
+    return out;
+  }
   if (scenario_json) {
-    command_line.read_scenario_from(nlohmann::json::parse(*scenario_json), scenario_name);
+    nlohmann::json document = nlohmann::json::parse(*scenario_json, nullptr, false);
+    if (document.is_discarded()) {
+      out.status = pipescope::cli::kExitBadInput;
+      out.error = "pipescope: error: " + scenario_name + ": not a JSON document";
+      return out;
+    }
+    command_line.read_scenario_from(document, scenario_name);
   }
   // As the command does: the executor's steps and the profile that predicts
   // them see memory alike (process-wide, for the rest of the process).
@@ -114,7 +150,10 @@ Outcome run_command(const std::vector<std::string>& args,
     StreamCapture cerr(std::cerr, notes);
     out.status = command_line.run([&](const std::string& line) { out.error = line; });
   }
-  if (!document.is_null()) out.json = document.dump();
+  // Invalid UTF-8 in a string (a name from a file) is replaced, as the
+  // command's own output would show it, rather than failing here.
+  if (!document.is_null())
+    out.json = document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out.notes = notes.str();
   return out;
 }
@@ -130,6 +169,9 @@ std::string command_help(const std::string& name) {
 
 NB_MODULE(_core, m) {
   m.doc() = "PipeScope's command line, run in this process";
+  // As the command line: an output that names a file the command read is
+  // refused (plan(s, output=s) would lose the scenario).
+  pipescope::refuse_overwriting_inputs(true);
   nb::class_<Outcome>(m, "Outcome")
       .def_ro("status", &Outcome::status)
       .def_ro("json", &Outcome::json)

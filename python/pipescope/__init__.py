@@ -80,7 +80,8 @@ def plan(scenario, **options):
     max_micro_batches, top, output (a file for the best plan), cost_model."""
     scenario = as_scenario(scenario)
     with ScratchFolder() as folder:
-        output = options.pop("output", None) or os.path.join(folder, "best.plan.json")
+        output = (options.pop("output", None) or options.pop("o", None) or
+                  os.path.join(folder, "best.plan.json"))
         outcome = _run(["plan"] + option_args(dict(options, output=output)) + ["--json"],
                        scenario)
         with open(output, encoding="utf-8") as f:

@@ -60,7 +60,12 @@ def run(args, scenario=None, positional=True, judged=False):
     if scenario is not None:
         args = scenario.args(args) if positional else args
         if scenario.document is not None:
-            scenario_json, name = json.dumps(scenario.document), scenario.name
+            try:
+                scenario_json = json.dumps(scenario.document, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise Error("pipescope: error: %s: not a JSON document: %s"
+                            % (scenario.name, e)) from None
+            name = scenario.name
     main = threading.current_thread() is threading.main_thread()
     outcome = _core.run([str(a) for a in args], scenario_json, name, main)
     if outcome.status == INTERRUPTED:

@@ -54,7 +54,9 @@ def plot_step(result, ax=None):
 def plot_sweep(result):
     import matplotlib.pyplot as plt
     figure, (throughput_ax, bubble_ax) = plt.subplots(1, 2, figsize=(12, 4))
-    points = [p for p in _rows(result.grid()) if not p.get("error")]
+    # The points that ran (a DataFrame fills the others' error column, and
+    # theirs with NaN).
+    points = [p for p in result.to_dict() if "error" not in p]
     for k in sorted({p["K"] for p in points}):
         line = sorted((p for p in points if p["K"] == k), key=lambda p: p["M"])
         ms = [p["M"] for p in line]

@@ -19,6 +19,14 @@ class Scenario:
     def __init__(self, source, *, hf_config=None, seq_len=None, framework=None, name=None):
         if isinstance(source, Scenario):
             self._copy_from(source)
+            if name is not None:
+                self.name = name
+            if hf_config is not None:
+                self.hf_config = os.fspath(hf_config)
+            if seq_len is not None:
+                self.seq_len = seq_len
+            if framework is not None:
+                self.framework = framework
             return
         if isinstance(source, dict):
             self.document = copy.deepcopy(source)
@@ -61,8 +69,9 @@ class Scenario:
 
     def set(self, path, value):
         """A copy with the field at the JSON path `path` set to `value` (a
-        number, string, bool, list or dict), as --set PATH=VALUE does."""
-        text = value if isinstance(value, str) else json.dumps(value)
+        number, string, bool, list or dict), as --set PATH=VALUE does. A
+        string stays a string ("175" is not the number 175)."""
+        text = json.dumps(value, allow_nan=False)
         scenario = Scenario(self)
         scenario.overrides.append("%s=%s" % (path, text))
         return scenario

@@ -56,9 +56,16 @@ def test_compare_predicts_as_the_cli_does(measured):
     # The prediction comes from the profile alone; the measurement is the run's.
     assert result.predicted_step_time_s == expected["predicted_step_time_s"]
     assert (result.K, result.M) == (expected["K"], expected["M"])
+    assert [op["kind"] for op in result.ops] == [op["kind"] for op in expected["ops"]]
     assert result.measured_step_time_s > 0
-    assert result.relative_error == pytest.approx(
-        result.predicted_step_time_s / result.measured_step_time_s - 1, abs=1e-9)
+
+
+def test_the_gpu_and_mpi_backends_are_the_command_lines(measured):
+    _, _, plan_file = measured
+    for options in ({"backend": "mpi"}, {"backend": "cuda"}, {"device": "cuda"}):
+        with pytest.raises(pipescope.Error, match="runs the CPU executor only") as raised:
+            pipescope.run(plan_file, **options)
+        assert raised.value.status == 2
 
 
 def test_a_bad_plan_raises_the_clis_line(tmp_path):

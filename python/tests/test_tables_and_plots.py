@@ -61,6 +61,15 @@ def test_step_plot_draws_every_op(demo):
     assert "bubble" in timeline_ax.get_title()
 
 
+def test_sweep_plot_leaves_out_the_points_that_did_not_run(demo):
+    # K=32 cannot cut the demo's 26 layers: an error point among ones that ran.
+    result = pipescope.sweep(demo, K=[2, 32], M=[4, 8])
+    assert any("error" in p for p in result.to_dict())
+    throughput_ax, _ = result.plot().axes
+    assert len(throughput_ax.lines) == 1
+    assert list(throughput_ax.lines[0].get_xdata()) == [4, 8]
+
+
 def test_sweep_plot_draws_a_line_per_k(demo):
     result = pipescope.sweep(demo, K=[2, 4], M=[4, 8])
     throughput_ax, bubble_ax = result.plot().axes
