@@ -6,13 +6,18 @@
 //
 //   BM_PlanCommand/demo and /gpt3: `plan SCENARIO --json -o FILE` for
 //     scenarios/demo.json and scenarios/gpt3-175b-1024.json, each from cold
-//     (the planner's shared memos cleared), as a fresh process runs it.
+//     (the planner's shared memos cleared), as a fresh process runs it, the
+//     document captured;
+//   BM_PlanCommandPrinting/demo and /gpt3: the same with the document
+//     written out as the command prints it (to /dev/null), what
+//     `pipescope plan --json` spends in its process.
 //
 //   build/bench/pipescope_command_bench
 
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -26,7 +31,7 @@
 
 namespace {
 
-void BM_PlanCommand(benchmark::State& state, const char* file) {
+void plan_command_loop(benchmark::State& state, const char* file, bool printing) {
   const std::string scenario = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/" + file;
   const std::string output =
       (std::filesystem::temp_directory_path() / "pipescope_command_bench.plan.json").string();
@@ -47,12 +52,28 @@ void BM_PlanCommand(benchmark::State& state, const char* file) {
       state.SkipWithError(error.c_str());
     }
     std::cerr.rdbuf(saved);
+    if (printing) {
+      std::ofstream null("/dev/null");
+      null << document.dump(2) << "\n";  // as print_json does
+    }
     benchmark::DoNotOptimize(document);
   }
   std::filesystem::remove(output);
 }
+void BM_PlanCommand(benchmark::State& state, const char* file) {
+  plan_command_loop(state, file, false);
+}
+void BM_PlanCommandPrinting(benchmark::State& state, const char* file) {
+  plan_command_loop(state, file, true);
+}
 BENCHMARK_CAPTURE(BM_PlanCommand, demo, "demo.json")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_PlanCommand, gpt3, "gpt3-175b-1024.json")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_PlanCommandPrinting, demo, "demo.json")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_PlanCommandPrinting, gpt3, "gpt3-175b-1024.json")
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

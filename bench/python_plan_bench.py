@@ -8,7 +8,11 @@ before each call (pipescope._core.clear_memos), as each BM_PlanCommand
 iteration does; the figure to set beside BM_PlanCommand. First call: the
 first plan() of a fresh interpreter (the module imported first, not timed),
 which also pays for the first use of the process's code and memory. Warm:
-calls whose memos the call before filled. Medians over --runs samples.
+calls whose memos the call before filled. Module alone: the module's own
+call (pipescope._core.run) of the same command, memos cleared, without the
+package's Python around it (arguments, scratch folder, the plan read back,
+the document parsed); taken in turn with the memos-cleared plan() calls.
+Medians over --runs samples.
 
   PYTHONPATH=build/python build/python-venv/bin/python bench/python_plan_bench.py
 """
@@ -36,6 +40,28 @@ def first_call(path, runs):
     return statistics.median(times)
 
 
+def package_and_module(path, runs):
+    """Medians of plan() and of the module's call alone, taken in turn."""
+    import tempfile
+    import pipescope
+    from pipescope import _core
+    output = os.path.join(tempfile.mkdtemp(prefix="pipescope-bench-"), "best.plan.json")
+    args = ["plan", path, "--output", output, "--json"]
+    package, module = [], []
+    for _ in range(runs):
+        _core.clear_memos()
+        start = time.perf_counter()
+        pipescope.plan(path)
+        package.append(time.perf_counter() - start)
+        _core.clear_memos()
+        start = time.perf_counter()
+        _core.run(args)
+        module.append(time.perf_counter() - start)
+    os.remove(output)
+    os.rmdir(os.path.dirname(output))
+    return statistics.median(package), statistics.median(module)
+
+
 def in_process(path, runs, clear):
     import pipescope
     pipescope.plan(path)
@@ -55,10 +81,11 @@ def main():
     args = parser.parse_args()
     for name in ("demo.json", "gpt3-175b-1024.json"):
         path = os.path.join(SOURCE_DIR, "scenarios", name)
-        figures = (in_process(path, args.runs, True), first_call(path, args.runs),
+        package, module = package_and_module(path, args.runs)
+        figures = (package, module, first_call(path, args.runs),
                    in_process(path, args.runs, False))
-        print("%-22s memos cleared %8.1f ms   first call %8.1f ms   warm %8.1f ms"
-              % ((name,) + tuple(1e3 * f for f in figures)))
+        print("%-22s memos cleared %8.1f ms   module alone %8.1f ms   first call %8.1f ms"
+              "   warm %8.1f ms" % ((name,) + tuple(1e3 * f for f in figures)))
 
 
 if __name__ == "__main__":
