@@ -64,7 +64,9 @@ void note_input(const struct stat& st, const std::filesystem::path& path) {
 
 std::string read_all(const std::filesystem::path& path, std::uint64_t max_bytes,
                      const std::string& what, const Fail& fail) {
-  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  // "-" is standard input, as an output's "-" is standard output.
+  const std::filesystem::path opened = path == "-" ? std::filesystem::path("/dev/stdin") : path;
+  const FileDescriptor fd(::open(opened.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) fail("cannot open file");
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) fail("cannot read file");

@@ -4,7 +4,8 @@
 //
 // - Anything that can be opened for reading is read like a file: a regular file,
 //   a FIFO (mkfifo), a process substitution (<(jq ... s.json), /dev/fd/N), a
-//   character device. Each is opened once and read once, to its end.
+//   character device, and "-", standard input. Each is opened once and read
+//   once, to its end.
 // - Waiting for a writer or for data never holds off a stop request: the file is
 //   opened without blocking and polled, and Ctrl-C (sim/base/cancel.h) ends the wait
 //   with Cancelled within a fraction of a second.

@@ -69,6 +69,28 @@ TEST_F(InputSafetyCli, ScenarioFromProcessSubstitutionAndFifo) {
   EXPECT_EQ(named.out, file.out);
 }
 
+// "-" is standard input: a scenario piped in, and a plan, simulate the same
+// as their files; an error in it names "-".
+TEST_F(InputSafetyCli, DashIsStandardInput) {
+  const CliResult file = run("simulate " + kDemo + " --json");
+  ASSERT_EQ(file.status, 0) << file.err;
+  const CliResult piped = bash("cat " + kDemo + " | exec $P simulate - --json");
+  EXPECT_EQ(piped.status, 0) << piped.err;
+  EXPECT_EQ(piped.out, file.out);
+
+  const fs::path plan = dir_ / "plan.json";
+  ASSERT_EQ(run("plan " + kDemo + " -K 4 --schedule 1f1b -o " + plan.string()).status, 0);
+  const CliResult exported = run("export " + plan.string() + " --to megatron");
+  ASSERT_EQ(exported.status, 0) << exported.err;
+  const CliResult from_stdin = bash("exec $P export - --to megatron < " + plan.string());
+  EXPECT_EQ(from_stdin.status, 0) << from_stdin.err;
+  EXPECT_EQ(from_stdin.out, exported.out);
+
+  const CliResult bad = bash("echo '{\"name\": 1}' | exec $P simulate -");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err.rfind("pipescope: error: -: name: ", 0), 0u) << bad.err;
+}
+
 // Every other input kind through a process substitution: --set is not a file,
 // the rest are read by the one input reader.
 TEST_F(InputSafetyCli, EveryInputKindFromAProcessSubstitution) {
