@@ -15,9 +15,10 @@ namespace pipescope::gui {
 namespace {
 
 // A device's lanes in the order their rows are drawn: the tensor-parallel
-// collectives right under the ops they follow. Lane values index the buckets
+// collectives, then the expert-parallel all-to-alls, right under the ops they
+// follow. Lane values index the buckets
 // of sort_by_lane, so every value below kLaneCount is here once.
-constexpr Lane kLanes[] = {Lane::kCompute, Lane::kTensor, Lane::kSend, Lane::kRecv};
+constexpr Lane kLanes[] = {Lane::kCompute, Lane::kTensor, Lane::kExpert, Lane::kSend, Lane::kRecv};
 constexpr std::size_t kLaneCount = std::size(kLanes);
 
 bool is_transfer(EventKind k) {
@@ -455,7 +456,7 @@ std::string item_tooltip(const Timeline& timeline, const TimelineEvent& e) {
   text += ", stage " + std::to_string(e.stage);
   if (e.peer_stage) text += " -> " + std::to_string(*e.peer_stage);
   if (has_micro_batch(e.kind)) text += ", micro-batch " + std::to_string(e.micro_batch);
-  if (e.kind == EventKind::kAllReduce || e.kind == EventKind::kTensorAllReduce) {
+  if (is_collective(e.kind)) {
     text += ", " + format_bytes(static_cast<double>(e.bytes));
   }
   const SimTime duration = e.end - e.start;

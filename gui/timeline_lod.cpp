@@ -7,8 +7,8 @@
 namespace pipescope::gui {
 namespace {
 
-// Every EventKind, the last being kTensorAllReduce.
-constexpr std::size_t kKinds = static_cast<std::size_t>(EventKind::kTensorAllReduce) + 1;
+// Every EventKind.
+constexpr std::size_t kKinds = std::size(kAllEventKinds);
 
 // Time and items of each kind in the span being built.
 struct Tally {

@@ -36,6 +36,8 @@ QColor kind_color(EventKind k) {
       return QColor(0x5a, 0x7d, 0xb8);  // slate blue
     case EventKind::kTensorAllReduce:
       return QColor(0xc2, 0x5b, 0x9a);  // magenta
+    case EventKind::kExpertAllToAll:
+      return QColor(0xb8, 0x86, 0x0b);  // dark gold
   }
   return Qt::gray;
 }

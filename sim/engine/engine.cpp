@@ -240,24 +240,30 @@ class Engine {
     return 0;
   }
 
-  // The tensor- and expert-parallel collectives an op runs after its compute,
-  // and their bytes.
-  std::pair<SimTime, Bytes> collectives(const Op& op) const {
+  // The tensor-parallel collectives an op runs after its compute, then its
+  // expert-parallel all-to-alls, and their bytes.
+  struct Collectives {
+    SimTime tensor = 0;
+    Bytes tensor_bytes = 0;
+    SimTime expert = 0;
+    Bytes expert_bytes = 0;
+  };
+  Collectives collectives(const Op& op) const {
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
     switch (op.kind) {
       case OpKind::kForward:
-        return {c.tp_forward + c.tp_input_gather + c.ep_forward,
-                c.tp_forward_bytes + c.tp_input_gather_bytes + c.ep_bytes};
+        return {c.tp_forward + c.tp_input_gather, c.tp_forward_bytes + c.tp_input_gather_bytes,
+                c.ep_forward, c.ep_bytes};
       case OpKind::kRecompute:
-        return {c.tp_forward + c.ep_forward, c.tp_forward_bytes + c.ep_bytes};
+        return {c.tp_forward, c.tp_forward_bytes, c.ep_forward, c.ep_bytes};
       case OpKind::kBackward:
-        return {c.tp_backward + c.tp_grad_gather + c.ep_backward,
-                c.tp_backward_bytes + c.tp_grad_gather_bytes + c.ep_bytes};
+        return {c.tp_backward + c.tp_grad_gather, c.tp_backward_bytes + c.tp_grad_gather_bytes,
+                c.ep_backward, c.ep_bytes};
       case OpKind::kWeight:
       case OpKind::kOptimizer:
         break;
     }
-    return {0, 0};
+    return {};
   }
 
   // ZeRO-3: whether the op computes with the stage's weights, which it
@@ -347,9 +353,10 @@ class Engine {
       ++cores_in_use_;
     }
     const SimTime computed = now_ + duration(op) + (gathers(op) ? gather_flow(op).stall : 0);
-    const auto [tensor, tensor_bytes] = collectives(op);
-    const SimTime end = computed + tensor;
-    result_.tensor_time += tensor;
+    const Collectives exchanges = collectives(op);
+    const SimTime exchanged = computed + exchanges.tensor;
+    const SimTime end = exchanged + exchanges.expert;
+    result_.tensor_time += exchanges.tensor + exchanges.expert;
     dev.busy = true;
     dev.op_start = now_;
     queue_.push(end, kComputeDone, static_cast<std::uint32_t>(d));
@@ -362,7 +369,12 @@ class Engine {
     }
     if (listener_ != nullptr) {
       listener_->on_compute(d, op, now_, computed);
-      if (tensor > 0) listener_->on_tensor_collective(d, op, tensor_bytes, computed, end);
+      if (exchanges.tensor > 0) {
+        listener_->on_tensor_collective(d, op, exchanges.tensor_bytes, computed, exchanged);
+      }
+      if (exchanges.expert > 0) {
+        listener_->on_expert_exchange(d, op, exchanges.expert_bytes, exchanged, end);
+      }
     }
   }
 

@@ -46,8 +46,8 @@ struct EngineResult {
 // An op of a stage with tensor- or expert-parallel collectives
 // (StageCost::tp_forward, tp_backward, ep_forward, ep_backward) runs its
 // compute and then its collectives, the device busy for both; `listener`
-// hears of the collectives, both kinds together, through
-// on_tensor_collective.
+// hears of the tensor-parallel ones through on_tensor_collective and of the
+// expert-parallel all-to-alls, which follow them, through on_expert_exchange.
 // With Cluster::p2p blocking, a device whose send is in flight starts no
 // compute until it has arrived (a ZeRO-3 gather still starts); a send to a
 // stage on the same device moves nothing and holds nothing.

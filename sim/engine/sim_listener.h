@@ -59,6 +59,10 @@ class SimListener {
   // compute ends, to `end`, when the op ends.
   virtual void on_tensor_collective(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
                                     SimTime /*start*/, SimTime /*end*/) {}
+  // Called likewise for the op's expert-parallel all-to-alls (`bytes` sent and
+  // received in all), which run after its tensor-parallel collectives.
+  virtual void on_expert_exchange(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
+                                  SimTime /*start*/, SimTime /*end*/) {}
 };
 
 }  // namespace pipescope

@@ -12,6 +12,8 @@ std::string_view to_string(Lane l) {
       return "recv";
     case Lane::kTensor:
       return "tensor";
+    case Lane::kExpert:
+      return "expert";
   }
   return "?";
 }
@@ -48,6 +50,8 @@ std::string_view to_string(EventKind k) {
       return "allreduce";
     case EventKind::kTensorAllReduce:
       return "tensor-allreduce";
+    case EventKind::kExpertAllToAll:
+      return "expert-alltoall";
   }
   return "?";
 }
@@ -131,18 +135,35 @@ void TimelineRecorder::on_replica_collective(int device, int stage, ReplicaColle
   sink_.event(e);
 }
 
-void TimelineRecorder::on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
-                                            SimTime end) {
+namespace {
+
+// The collectives of one op, on their lane after its compute.
+TimelineEvent op_exchange(int device, const Op& op, Lane lane, EventKind kind, Bytes bytes,
+                          SimTime start, SimTime end) {
   TimelineEvent e;
   e.device = device;
-  e.lane = Lane::kTensor;
-  e.kind = EventKind::kTensorAllReduce;
+  e.lane = lane;
+  e.kind = kind;
   e.stage = op.stage;
   e.micro_batch = op.micro_batch;
   e.bytes = bytes;
   e.start = start;
   e.end = end;
-  sink_.event(e);
+  return e;
+}
+
+}  // namespace
+
+void TimelineRecorder::on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
+                                            SimTime end) {
+  sink_.event(
+      op_exchange(device, op, Lane::kTensor, EventKind::kTensorAllReduce, bytes, start, end));
+}
+
+void TimelineRecorder::on_expert_exchange(int device, const Op& op, Bytes bytes, SimTime start,
+                                          SimTime end) {
+  sink_.event(
+      op_exchange(device, op, Lane::kExpert, EventKind::kExpertAllToAll, bytes, start, end));
 }
 
 std::string event_name(const TimelineEvent& e) {
@@ -166,6 +187,8 @@ std::string event_name(const TimelineEvent& e) {
       return std::string(to_string(e.collective));
     case EventKind::kTensorAllReduce:
       return "tp " + mb;
+    case EventKind::kExpertAllToAll:
+      return "ep " + mb;
   }
   return "?";
 }

@@ -15,8 +15,12 @@
 namespace pipescope {
 
 // kTensor: the collectives of a tensor-parallel group (training.tensor_parallel)
-// that an op runs among its group's devices, after its compute.
-enum class Lane : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kTensor = 3 };
+// that an op runs among its group's devices, after its compute. kExpert: the
+// all-to-alls of expert parallelism (training.expert_parallel) that an op's
+// mixture-of-experts layers run among its expert group, after those.
+enum class Lane : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kTensor = 3, kExpert = 4 };
+inline constexpr Lane kAllLanes[] = {Lane::kCompute, Lane::kSend, Lane::kRecv, Lane::kTensor,
+                                     Lane::kExpert};
 std::string_view to_string(Lane l);
 
 enum class EventKind : std::uint8_t {
@@ -33,12 +37,26 @@ enum class EventKind : std::uint8_t {
   // tensor lane: the tensor-parallel all-reduces of one op (F, R or B) of a
   // micro-batch, summed and drawn after the op's compute
   kTensorAllReduce,
+  // expert lane: the expert-parallel dispatch and combine all-to-alls of one
+  // op of a micro-batch, summed and drawn after its tensor-parallel ones
+  kExpertAllToAll,
 };
+inline constexpr EventKind kAllEventKinds[] = {
+    EventKind::kForward,       EventKind::kRecompute, EventKind::kBackward,
+    EventKind::kWeight,        EventKind::kOptimizer, EventKind::kActivation,
+    EventKind::kGradient,      EventKind::kAllReduce, EventKind::kTensorAllReduce,
+    EventKind::kExpertAllToAll};
 std::string_view to_string(EventKind k);
 // Whether events of the kind belong to one micro-batch (not the optimizer step
 // or the all-reduce, which cover all of them).
 constexpr bool has_micro_batch(EventKind k) {
   return k != EventKind::kOptimizer && k != EventKind::kAllReduce;
+}
+// Whether events of the kind carry the bytes of their collective (the
+// transfers carry theirs too, with their flow).
+constexpr bool is_collective(EventKind k) {
+  return k == EventKind::kAllReduce || k == EventKind::kTensorAllReduce ||
+         k == EventKind::kExpertAllToAll;
 }
 EventKind event_kind(OpKind k);
 EventKind event_kind(TransferKind k);
@@ -120,6 +138,8 @@ class TimelineRecorder final : public SimListener {
                              SimTime start, SimTime end) override;
   void on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
                             SimTime end) override;
+  void on_expert_exchange(int device, const Op& op, Bytes bytes, SimTime start,
+                          SimTime end) override;
 
  private:
   TimelineSink& sink_;
@@ -143,6 +163,10 @@ class ListenerList final : public SimListener {
   void on_tensor_collective(int device, const Op& op, Bytes bytes, SimTime start,
                             SimTime end) override {
     for (SimListener* l : listeners_) l->on_tensor_collective(device, op, bytes, start, end);
+  }
+  void on_expert_exchange(int device, const Op& op, Bytes bytes, SimTime start,
+                          SimTime end) override {
+    for (SimListener* l : listeners_) l->on_expert_exchange(device, op, bytes, start, end);
   }
 
  private:

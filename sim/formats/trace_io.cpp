@@ -52,16 +52,26 @@ std::string json_string(const std::string& s) {
 
 // Rows and tids. Row r of the compute, send and recv lanes is tid r * kGridLanes
 // + lane, as traces have always had it, which takes every tid below
-// kTensorTid. The tensor lane came later and has tids of its own: row r is
-// kTensorTid + r. Telling them apart by the tid alone keeps older traces
-// readable as they are; a trace within the size limit (4 GiB) cannot need the
-// 333 million rows of one lane that would reach kTensorTid.
-constexpr int kGridLanes = 3;              // compute, send, recv
-constexpr int kLaneCount = 4;              // and tensor
-constexpr int kTensorTid = 1'000'000'000;  // tid of the tensor lane's first row
+// kTensorTid. The tensor and expert lanes came later and have tids of their
+// own: row r is kTensorTid + r, kExpertTid + r. Telling them apart by the tid
+// alone keeps older traces readable as they are; a trace within the size
+// limit (4 GiB) cannot need the 333 million rows of one lane that would reach
+// kTensorTid, nor the 500 million of the tensor lane that would reach
+// kExpertTid.
+constexpr int kGridLanes = 3;                     // compute, send, recv
+constexpr int kLaneCount = std::size(kAllLanes);  // and tensor, expert
+constexpr int kTensorTid = 1'000'000'000;         // tid of the tensor lane's first row
+constexpr int kExpertTid = 1'500'000'000;         // tid of the expert lane's first row
 
 int tid_of(Lane lane, int row) {
-  return lane == Lane::kTensor ? kTensorTid + row : row * kGridLanes + static_cast<int>(lane);
+  if (lane == Lane::kTensor) return kTensorTid + row;
+  if (lane == Lane::kExpert) return kExpertTid + row;
+  return row * kGridLanes + static_cast<int>(lane);
+}
+
+// The lanes named only where they have slices.
+bool named_when_used(Lane lane) {
+  return lane == Lane::kTensor || lane == Lane::kExpert;
 }
 
 }  // namespace
@@ -189,16 +199,17 @@ void ChromeTraceWriter::memory_point(int device, const MemoryPoint& point) {
 
 // The lanes' names last, once their rows are known (viewers take metadata
 // anywhere in the file). Compute, send and recv are named on every device, used
-// or not; the tensor lane only where it has slices, so that a run without
-// tensor parallelism gives the same bytes as before there was one.
+// or not; the tensor and expert lanes only where they have slices, so that a
+// run without tensor or expert parallelism gives the same bytes as before
+// there were any.
 void ChromeTraceWriter::end() {
   std::string body;
   for (std::size_t d = 0; d < device_names_.size(); ++d) {
     const int pid = static_cast<int>(d);
-    for (const Lane lane : {Lane::kCompute, Lane::kSend, Lane::kRecv, Lane::kTensor}) {
+    for (const Lane lane : kAllLanes) {
       const std::size_t key = d * kLaneCount + static_cast<std::size_t>(lane);
       const std::size_t used = key < row_ends_.size() ? row_ends_[key].size() : 0;
-      const std::size_t rows = lane == Lane::kTensor ? used : std::max<std::size_t>(1, used);
+      const std::size_t rows = named_when_used(lane) ? used : std::max<std::size_t>(1, used);
       for (std::size_t r = 0; r < rows; ++r) {
         body.clear();
         head(body, "M", pid, tid_of(lane, static_cast<int>(r)));
@@ -261,6 +272,7 @@ bool is_transfer(EventKind k) {
 }
 
 Lane lane_of_tid(int tid) {
+  if (tid >= kExpertTid) return Lane::kExpert;
   return tid >= kTensorTid ? Lane::kTensor : static_cast<Lane>(tid % kGridLanes);
 }
 
@@ -281,6 +293,8 @@ unsigned lanes_of(EventKind k) {
       return bit(Lane::kSend);
     case EventKind::kTensorAllReduce:
       return bit(Lane::kTensor);
+    case EventKind::kExpertAllToAll:
+      return bit(Lane::kExpert);
   }
   return 0;
 }
@@ -288,7 +302,7 @@ unsigned lanes_of(EventKind k) {
 // "the compute lane", "the send or recv lane".
 std::string lane_names(unsigned lanes) {
   std::string out;
-  for (const Lane l : {Lane::kCompute, Lane::kSend, Lane::kRecv, Lane::kTensor}) {
+  for (const Lane l : kAllLanes) {
     if (((lanes >> static_cast<unsigned>(l)) & 1u) == 0) continue;
     out += out.empty() ? "the " : " or ";
     out += to_string(l);
@@ -417,10 +431,7 @@ class TraceReader {
 
   EventKind kind(const nlohmann::json& e, const std::string& path) const {
     const std::string cat = text(e, path, "cat");
-    for (const EventKind k :
-         {EventKind::kForward, EventKind::kRecompute, EventKind::kBackward, EventKind::kWeight,
-          EventKind::kOptimizer, EventKind::kActivation, EventKind::kGradient,
-          EventKind::kAllReduce, EventKind::kTensorAllReduce}) {
+    for (const EventKind k : kAllEventKinds) {
       if (to_string(k) == cat) return k;
     }
     fail(path + ".cat", "unknown kind '" + cat + "'");
@@ -445,7 +456,7 @@ class TraceReader {
     ev.stage = index(args, apath, "stage", kMaxStage);
     if (has_micro_batch(ev.kind)) ev.micro_batch = index(args, apath, "micro_batch", kMaxInt);
     if (is_transfer(ev.kind)) transfer_args(args, apath, ev);
-    if (ev.kind == EventKind::kAllReduce || ev.kind == EventKind::kTensorAllReduce) {
+    if (is_collective(ev.kind)) {
       ev.bytes = integer(args, apath, "bytes", kMaxBytes);
     }
     if (args.contains("cpu_us")) ev.cpu_time = duration(args, apath, "cpu_us");

@@ -262,6 +262,32 @@ TEST(TimelineLayout, TensorCollectivesGetARowAfterTheirDevicesCompute) {
   EXPECT_EQ(compute.end_ns, 300);
 }
 
+// An expert-parallel op's all-to-alls: a row of their own under the tensor
+// row (the order they run in after the op), with their bytes in the tooltip.
+TEST(TimelineLayout, ExpertAllToAllsGetARowAfterTheTensorRow) {
+  Timeline t;
+  t.device_names = {"d0"};
+  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 0, 0, 100));
+  t.events.push_back(ev(0, Lane::kTensor, EventKind::kTensorAllReduce, 0, 0, 100, 130, 4096));
+  t.events.push_back(ev(0, Lane::kExpert, EventKind::kExpertAllToAll, 0, 0, 130, 190, 1 << 20));
+  t.events.push_back(ev(0, Lane::kSend, EventKind::kActivation, 0, 0, 190, 210, 1000));
+  const std::vector<const Timeline*> src{&t};
+  const TimelineLayout layout = layout_timelines(src, {""}, true);
+  ASSERT_EQ(row_labels(layout), (std::vector<std::string>{"d0", "  tensor", "  expert", "  send"}));
+  EXPECT_EQ(layout.rows[2].lane, Lane::kExpert);
+  EXPECT_EQ(row_items(layout, src, 2), "ep 0");
+  expect_well_formed(layout, src);
+  const auto hit = hit_test(layout, 2, 150, 0);
+  ASSERT_TRUE(hit);
+  const TimelineEvent& e = event_of(layout, src, *hit);
+  EXPECT_EQ(e.kind, EventKind::kExpertAllToAll);
+  const std::string tip = item_tooltip(t, e);
+  EXPECT_NE(tip.find("ep 0: expert-alltoall"), std::string::npos) << tip;
+  EXPECT_NE(tip.find("1.00 MiB"), std::string::npos) << tip;
+  // Communication: hidden with the transfers.
+  EXPECT_EQ(row_labels(layout_timelines(src, {""}, false)), (std::vector<std::string>{"d0"}));
+}
+
 TEST(TimelineLayout, HitTesting) {
   Timeline t;
   t.device_names = {"d0", "d1"};

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "scenario_docs.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/simulator.h"
+#include "sim/engine/timeline.h"
 #include "sim/engine/zero.h"
 #include "sim/export/plan_export.h"
 #include "sim/formats/plan_io.h"
@@ -144,6 +146,38 @@ TEST(ExpertParallel, OpsRunTheirAllToAllsByHand) {
   EXPECT_EQ(r.metrics.step_time - plain.metrics.step_time,
             2 * (c.ep_forward + c.ep_backward) +
                 (r.stage_costs[0].allreduce - plain.stage_costs[0].allreduce));
+}
+
+// On the timeline each op's all-to-alls have a lane of their own, the expert
+// lane, right after the op's compute: one slice of the op's ep time and bytes
+// per forward and backward; nothing on the tensor lane without tensor
+// parallelism, and no expert lane without experts.
+TEST(ExpertParallel, AllToAllsHaveTheirOwnLane) {
+  const SimResult r = ep_step(4, 0);
+  const StageCost& c = r.stage_costs[0];
+  std::map<std::pair<int, EventKind>, const TimelineEvent*> compute;
+  std::vector<const TimelineEvent*> expert;
+  for (const TimelineEvent& e : r.timeline.events) {
+    EXPECT_NE(e.lane, Lane::kTensor);
+    if (e.lane == Lane::kCompute) compute[{e.micro_batch, e.kind}] = &e;
+    if (e.lane == Lane::kExpert) expert.push_back(&e);
+  }
+  ASSERT_EQ(expert.size(), 4u);  // two micro-batches, a forward and a backward each
+  for (const TimelineEvent* e : expert) {
+    EXPECT_EQ(e->kind, EventKind::kExpertAllToAll);
+    EXPECT_EQ(e->bytes, c.ep_bytes);
+    EXPECT_EQ(e->end - e->start, c.ep_forward);  // = ep_backward here
+    EXPECT_EQ(event_name(*e), "ep " + std::to_string(e->micro_batch));
+  }
+  // Each follows an op's compute at once.
+  int followed = 0;
+  for (const auto& [key, op] : compute) {
+    for (const TimelineEvent* e : expert) {
+      if (e->micro_batch == key.first && e->start == op->end) ++followed;
+    }
+  }
+  EXPECT_EQ(followed, 4);
+  for (const TimelineEvent& e : ep_step(1, 0).timeline.events) EXPECT_NE(e.lane, Lane::kExpert);
 }
 
 // Under ZeRO-1 over D = 4 the 40 dense parameters a layer keep 4 + 4 + 8 / 4

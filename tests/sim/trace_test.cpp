@@ -249,6 +249,67 @@ TEST(ChromeTrace, TensorCollectivesHaveTheirOwnLane) {
   EXPECT_EQ(thread_names, expected);
 }
 
+// An expert-parallel op: its all-to-alls on the expert lane, whose rows are
+// tid 1500000000, ... named "expert", after the tensor lane's; read back as
+// they were written.
+TEST(ChromeTrace, ExpertAllToAllsHaveTheirOwnLane) {
+  Timeline t;
+  t.device_names = {"d0"};
+  TimelineEvent f;
+  f.stage = 0;
+  f.micro_batch = 1;
+  f.start = 0;
+  f.end = 1'000;
+  TimelineEvent tp = f;
+  tp.lane = Lane::kTensor;
+  tp.kind = EventKind::kTensorAllReduce;
+  tp.bytes = 4096;
+  tp.start = 1'000;
+  tp.end = 1'250;
+  TimelineEvent ep = tp;
+  ep.lane = Lane::kExpert;
+  ep.kind = EventKind::kExpertAllToAll;
+  ep.bytes = 65536;
+  ep.start = 1'250;
+  ep.end = 2'000;
+  t.events = {f, tp, ep};
+  std::ostringstream out;
+  write_chrome_trace(out, t);
+  const nlohmann::json doc = nlohmann::json::parse(out.str());
+  std::vector<nlohmann::json> slices;
+  std::map<int, std::string> thread_names;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") slices.push_back(e);
+    if (e["ph"] == "M" && e["name"] == "thread_name") {
+      thread_names[e["tid"].get<int>()] = e["args"]["name"];
+    }
+  }
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[2]["tid"], 1'500'000'000);
+  EXPECT_EQ(slices[2]["name"], "ep 1");
+  EXPECT_EQ(slices[2]["cat"], "expert-alltoall");
+  EXPECT_EQ(slices[2]["args"],
+            (nlohmann::json{{"stage", 0}, {"micro_batch", 1}, {"bytes", 65536}}));
+  const std::map<int, std::string> expected = {{0, "compute"},
+                                               {1, "send"},
+                                               {2, "recv"},
+                                               {1'000'000'000, "tensor"},
+                                               {1'500'000'000, "expert"}};
+  EXPECT_EQ(thread_names, expected);
+
+  std::istringstream in(out.str());
+  const Timeline back = read_chrome_trace(in, "t.json");
+  ASSERT_EQ(back.events.size(), 3u);
+  const auto read = std::find_if(back.events.begin(), back.events.end(),
+                                 [](const TimelineEvent& e) { return e.lane == Lane::kExpert; });
+  ASSERT_NE(read, back.events.end());
+  EXPECT_EQ(read->kind, EventKind::kExpertAllToAll);
+  EXPECT_EQ(read->bytes, 65536);
+  EXPECT_EQ(read->start, 1'250);
+  EXPECT_EQ(read->end, 2'000);
+  EXPECT_EQ(read->micro_batch, 1);
+}
+
 TEST(ChromeTrace, TimesAreMicrosecondsWithNanosecondDigits) {
   Timeline t;
   t.device_names = {"d0"};
