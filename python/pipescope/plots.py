@@ -5,7 +5,8 @@ memory curves, and a sweep's throughput and bubble."""
 CATEGORY_COLOURS = {
     "forward": "#4C72B0", "backward": "#55A868", "recompute": "#C44E52",
     "weight": "#8172B2", "optimizer": "#937860", "activation": "#CCB974",
-    "gradient": "#64B5CD",
+    "gradient": "#64B5CD", "allreduce": "#5A7DB8", "tensor-allreduce": "#C25B9A",
+    "expert-alltoall": "#B8860B",
 }
 
 
@@ -23,20 +24,25 @@ def plot_step(result, ax=None):
         timeline_ax, memory_ax = ax
         figure = timeline_ax.figure
     ops = _rows(result.timeline())
-    lanes = sorted({(op["device"], op["lane"]) for op in ops})
-    row_of = {lane: i for i, lane in enumerate(lanes)}
+    # A device's rows as the desktop app orders them: its compute, then its
+    # exchanges.
+    order = {"compute": 0, "tensor": 1, "expert": 2, "send": 3, "recv": 4}
+    lanes = sorted({(op["device"], order.get(op["lane"], 5), op["lane"], op["row"])
+                    for op in ops})
+    row_of = {(d, lane, row): i for i, (d, _, lane, row) in enumerate(lanes)}
     # One set of bars per lane and category: a step of thousands of ops draws
     # in a second, where a set per op took half a minute.
     bars = {}
     for op in ops:
-        key = (row_of[(op["device"], op["lane"])], op["category"])
+        key = (row_of[(op["device"], op["lane"], op["row"])], op["category"])
         bars.setdefault(key, []).append((op["start_s"], op["end_s"] - op["start_s"]))
     for (row, category), spans in sorted(bars.items()):
         timeline_ax.broken_barh(spans, (row - 0.4, 0.8),
                                 color=CATEGORY_COLOURS.get(category, "#999999"))
     timeline_ax.set_yticks(range(len(lanes)))
-    timeline_ax.set_yticklabels(["device %d%s" % (d, "" if lane == 0 else " lane %d" % lane)
-                                 for d, lane in lanes])
+    timeline_ax.set_yticklabels(
+        ["device %d%s%s" % (d, "" if lane == "compute" else " " + lane,
+                            " %d" % (row + 1) if row else "") for d, _, lane, row in lanes])
     timeline_ax.invert_yaxis()
     timeline_ax.set_title("Step %.3f s, bubble %.1f %%" % (result.step_time_s,
                                                           100 * result.bubble_fraction))

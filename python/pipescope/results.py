@@ -57,17 +57,26 @@ class SimulateResult(Result):
         return frame(rows)
 
     def timeline(self):
-        """Every op of the step: device, lane, name, category, stage,
-        micro_batch, start_s, end_s (the trace's complete events)."""
+        """Every op of the step: device, lane (compute, send, recv, tensor or
+        expert), row (of that lane, from 0: overlapping slices take further
+        rows), name, category, stage, micro_batch, start_s, end_s, bytes
+        (None for compute) (the trace's complete events)."""
+        events = self._trace()
+        lanes = {}  # (pid, tid) -> (lane, row), from the trace's thread names
+        for e in events:
+            if e.get("ph") == "M" and e.get("name") == "thread_name":
+                lane, _, row = e["args"]["name"].partition(" ")
+                lanes[(e["pid"], e["tid"])] = (lane, int(row) - 1 if row else 0)
         rows = []
-        for e in self._trace():
+        for e in events:
             if e.get("ph") != "X":
                 continue
             args = e.get("args", {})
-            rows.append({"device": e["pid"], "lane": e["tid"], "name": e["name"],
+            lane, row = lanes.get((e["pid"], e["tid"]), ("compute", 0))
+            rows.append({"device": e["pid"], "lane": lane, "row": row, "name": e["name"],
                          "category": e.get("cat", ""), "stage": args.get("stage"),
                          "micro_batch": args.get("micro_batch"), "start_s": e["ts"] * 1e-6,
-                         "end_s": (e["ts"] + e["dur"]) * 1e-6})
+                         "end_s": (e["ts"] + e["dur"]) * 1e-6, "bytes": args.get("bytes")})
         return frame(rows)
 
     def memory(self):

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import pipescope
-from conftest import cli, cli_json
+from conftest import cli, cli_json, scenario_path
 
 pandas = pytest.importorskip("pandas", reason="pandas is not installed")
 matplotlib = pytest.importorskip("matplotlib", reason="matplotlib is not installed")
@@ -30,6 +30,9 @@ def test_timeline_and_memory_are_the_trace(demo, tmp_path):
     ops = [e for e in events if e["ph"] == "X"]
     timeline = result.timeline()
     assert len(timeline) == len(ops)
+    assert set(timeline["lane"]) == {"compute", "send", "recv"}
+    sends = timeline[timeline["category"] == "activation"]
+    assert set(sends["lane"]) == {"send", "recv"} and sends["bytes"].min() > 0
     forward = timeline[timeline["category"] == "forward"]
     assert len(forward) == 4 * 8  # every stage's forward of every micro-batch
     assert timeline["end_s"].max() == pytest.approx(result.step_time_s, rel=1e-6)
@@ -49,6 +52,22 @@ def test_ranking(demo):
 def test_sweep_grid(demo):
     grid = pipescope.sweep(demo, K=[2, 4], M=[4, 8]).grid()
     assert list(zip(grid["K"], grid["M"])) == [(2, 4), (2, 8), (4, 4), (4, 8)]
+
+
+def test_expert_and_tensor_lanes_are_named():
+    # The demo as a mixture of 8 experts, top 2, over E = 2 of D = 4 replicas:
+    # its all-to-alls on the expert lane, no tensor lane without T.
+    moe = pipescope.Scenario(scenario_path("demo.json")).set("model.experts", 8).set(
+        "model.experts_per_token", 2).set("model.expert_d_ff", 2048)
+    result = pipescope.simulate(moe, K=1, D=4, E=2)
+    timeline = result.timeline()
+    expert = timeline[timeline["lane"] == "expert"]
+    assert len(expert) > 0
+    assert set(expert["category"]) == {"expert-alltoall"}
+    assert set(n[:3] for n in expert["name"]) == {"ep "}
+    assert "tensor" not in set(timeline["lane"])
+    labels = [t.get_text() for t in result.plot().axes[0].get_yticklabels()]
+    assert "device 0 expert" in labels
 
 
 def test_step_plot_draws_every_op(demo):
