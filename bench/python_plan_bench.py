@@ -84,8 +84,8 @@ def main():
         package, module = package_and_module(path, args.runs)
         figures = (package, module, first_call(path, args.runs),
                    in_process(path, args.runs, False))
-        print("%-22s memos cleared %8.1f ms   module alone %8.1f ms   first call %8.1f ms"
-              "   warm %8.1f ms" % ((name,) + tuple(1e3 * f for f in figures)))
+        print("%-22s memos cleared %8.2f ms   module alone %8.2f ms   first call %8.2f ms"
+              "   warm %8.2f ms" % ((name,) + tuple(1e3 * f for f in figures)))
 
 
 if __name__ == "__main__":

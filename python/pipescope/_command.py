@@ -78,25 +78,29 @@ def run(args, scenario=None, positional=True, judged=False):
 
 
 class ScratchFolder:
-    """A fresh folder for the files one command writes (a trace, a plan),
-    removed with them on leaving. The folders live in one temporary folder of
-    the process (removed at exit): making and removing a folder of its own
-    each time cost a command on a small scenario several per cent."""
+    """An empty folder for the files one command writes (a trace, a plan),
+    emptied again on leaving. The folders live in one temporary folder of the
+    process (removed at exit) and are used again: making and removing a
+    folder for each command cost a small plan several per cent."""
 
     _root = None
-    _root_lock = threading.Lock()
+    _free = []
+    _lock = threading.Lock()
     _count = itertools.count()
 
     def __enter__(self):
-        with ScratchFolder._root_lock:
+        with ScratchFolder._lock:
             if ScratchFolder._root is None:
                 ScratchFolder._root = tempfile.TemporaryDirectory(prefix="pipescope-")
-        self._path = os.path.join(ScratchFolder._root.name, str(next(ScratchFolder._count)))
-        os.mkdir(self._path)
+            self._path = ScratchFolder._free.pop() if ScratchFolder._free else None
+        if self._path is None:
+            self._path = os.path.join(ScratchFolder._root.name, str(next(ScratchFolder._count)))
+            os.mkdir(self._path)
         return self._path
 
     def __exit__(self, *exc):
         for entry in os.scandir(self._path):
             os.unlink(entry.path)
-        os.rmdir(self._path)
+        with ScratchFolder._lock:
+            ScratchFolder._free.append(self._path)
         return False
