@@ -33,6 +33,7 @@ constexpr double kTorchClipPasses = 12.0;
 // DeepSpeed's bf16 optimizer after each backward of a non-last stage
 // (update_hp_grads): each bf16 gradient cast to fp32 and added into the fp32
 // copy: read 2, write the fp32 temporary 4, read it 4 and the copy 4, write 4.
+// (Its fp16 runs keep fp16 gradients, which autograd accumulates in place.)
 constexpr double kDeepSpeedAccumulationBytes = 18.0;
 
 Framework ideal() {
@@ -91,11 +92,14 @@ Framework nemo() {
   return f;
 }
 
-// Megatron-LM of 2021-2022 (tags v2.x to v3.0 and main to the end of 2022):
-// _communicate synchronises the device after every exchange, in every
+// Megatron-LM from September 2021 to the end of 2022 (main after tag v2.6,
+// v3.0): _communicate synchronises the device after every exchange, in every
 // schedule; attention is its fused scale-mask-softmax between batched GEMMs
 // (FlashAttention came in December 2022); each tensor-parallel rank sends
-// 1 / T of a cut and the next group all-gathers it.
+// 1 / T of a cut and the next group all-gathers it; the input gradient's
+// all-reduce runs beside the weight gradient's GEMM (September 2021), which
+// accumulates into the fp32 main_grad itself (gradient_accumulation_fusion,
+// February 2022).
 Framework megatron_lm_2022() {
   Framework f;
   f.name = "megatron-lm-2022";
@@ -113,6 +117,21 @@ Framework megatron_lm_2022() {
   f.fp32_grad_reduce = true;
   f.tp_backward_overlap = true;
   f.step_grad_pass_bytes = kMegatronLmStepPasses;
+  return f;
+}
+
+// Megatron-LM v2.0 to v2.6 (January to August 2021), as the PTD-P paper
+// (Narayanan et al. 2021) ran it: as above, but the tensor-parallel
+// all-reduce of a backward's input gradient runs after its weight gradient
+// (mpu/layers.py: the backward of copy_to_tensor_model_parallel_region), and
+// the local DDP's hook adds each backward's gradient into main_grad
+// (model/distributed.py: main_grad.add_(grad); fp32 for bf16, the
+// parameters' type otherwise).
+Framework megatron_lm_2021() {
+  Framework f = megatron_lm_2022();
+  f.name = "megatron-lm-2021";
+  f.tp_backward_overlap = false;
+  f.grad_accumulation_pass = true;
   return f;
 }
 
@@ -134,6 +153,7 @@ Framework deepspeed() {
   f.cross_entropy = CrossEntropy::kFp32;
   f.fp32_grads = true;
   f.fp32_grad_reduce = false;
+  f.grad_accumulation_pass = true;
   f.grad_accumulation_bytes = kDeepSpeedAccumulationBytes;
   f.step_grad_pass_bytes = kDeepSpeedStepPasses;
   return f;
@@ -156,6 +176,7 @@ Framework torchtitan() {
   f.fp32_grad_reduce = true;
   f.overlap_grad_reduce = true;
   f.overlap_param_gather = true;
+  f.grad_accumulation_pass = true;  // autograd's AccumulateGrad
   f.step_grad_pass_bytes = kTorchClipPasses;
   return f;
 }
@@ -166,6 +187,7 @@ Framework torchgpipe() {
   Framework f;
   f.name = "torchgpipe";
   f.host_launch_s = kEagerLaunchS;
+  f.grad_accumulation_pass = true;  // autograd's AccumulateGrad
   return f;
 }
 
@@ -185,6 +207,9 @@ const std::vector<Described>& described() {
       {megatron_lm_2022(),
        "Megatron-LM of 2021-2022 (v2.x to v3.0): fused softmax between batched GEMMs, the "
        "device synchronised after every exchange"},
+      {megatron_lm_2021(),
+       "Megatron-LM v2.0 to v2.6 (2021), as the PTD-P paper ran it: as megatron-lm-2022, "
+       "without its overlapped tensor-parallel backward and fused gradient accumulation"},
       {deepspeed(),
        "DeepSpeed's pipeline engine under Megatron-DeepSpeed (0.6 to 0.9), as "
        "BLOOM and MT-NLG ran it"},
@@ -232,6 +257,7 @@ const std::vector<FrameworkField>& framework_fields() {
       {"sync_after_p2p", &Framework::sync_after_p2p, nullptr, 0.0},
       {"sync_after_p2p_interleaved", &Framework::sync_after_p2p_interleaved, nullptr, 0.0},
       {"flash_attention_2", &Framework::flash_attention_2, nullptr, 0.0},
+      {"grad_accumulation_pass", &Framework::grad_accumulation_pass, nullptr, 0.0},
       {"grad_accumulation_bytes", nullptr, &Framework::grad_accumulation_bytes, 64.0},
       {"fp32_grads", &Framework::fp32_grads, nullptr, 0.0},
       {"fp32_grad_reduce", &Framework::fp32_grad_reduce, nullptr, 0.0},

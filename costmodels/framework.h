@@ -18,6 +18,11 @@
 
 namespace pipescope {
 
+// An add of a bf16 gradient into an fp32 one that casts as it reads: read 2
+// and 4 bytes, write 4. More bytes than this mean a cast to an fp32
+// temporary first, a kernel of its own.
+inline constexpr double kCastingAddBytes = 10.0;
+
 struct Framework {
   std::string name;  // the profile it started from: "megatron-core"
 
@@ -46,11 +51,18 @@ struct Framework {
   // Layer norms (LayerNorm, RMSNorm) as one fused kernel each way, or as the
   // separate PyTorch ops of an unfused implementation.
   bool fused_norm = true;
-  // Bytes per parameter of a pass in every backward that adds each bf16
-  // weight gradient into the fp32 gradients (fp32_grads) where the
-  // weight-gradient GEMM does not accumulate into them itself (Megatron-LM's
-  // gradient_accumulation_fusion); 0 when it does.
-  double grad_accumulation_bytes = 0.0;
+  // Every backward adds its new weight gradients into the step's in a pass
+  // of its own (PyTorch's AccumulateGrad, Megatron-LM 2021's main_grad hook,
+  // DeepSpeed's bf16 optimizer): in their own type (e read, 2e read and
+  // written), or, for bf16 runs that keep fp32 gradients (fp32_grads),
+  // grad_accumulation_bytes. Off where the weight-gradient GEMM accumulates
+  // into them itself (Megatron-LM's gradient_accumulation_fusion, from
+  // February 2022).
+  bool grad_accumulation_pass = false;
+  // Bytes per parameter of that pass into fp32 gradients of a bf16 run: an
+  // add that casts as it reads (2 + 4 + 4), or a cast to an fp32 temporary
+  // first (DeepSpeed's bf16 optimizer: 18).
+  double grad_accumulation_bytes = kCastingAddBytes;
 
   // --- Pipeline exchanges (the cluster's defaults: cluster.p2p,
   // cluster.p2p_split, cluster.rank_order) ---

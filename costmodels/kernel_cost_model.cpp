@@ -201,13 +201,12 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
     if (k.attention_core) core += kt.forward;
     if (k.kind == Kernel::Kind::kGemm && k.has_weight) ++weighted_gemms;
   }
-  // The weight gradients' accumulation into fp32 ones, part of W: a cast and
-  // an add for each weight and bias.
-  if (const double acc = accumulation_seconds(layer, weighted_gemms); acc > 0.0) {
-    bwd += acc;
-    w += acc;
-    bwd_launches += static_cast<int>(4 * weighted_gemms);
-    w_launches += static_cast<int>(4 * weighted_gemms);
+  // The weight gradients' accumulation into the step's, part of W.
+  if (const Accumulation acc = accumulation(layer, weighted_gemms); acc.seconds > 0.0) {
+    bwd += acc.seconds;
+    w += acc.seconds;
+    bwd_launches += acc.launches;
+    w_launches += acc.launches;
   }
   // A forward keeps or drops its stash at the same cost; a recompute is a forward.
   const SimTime forward = seconds_to_simtime(fwd);
@@ -222,18 +221,24 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   return out;
 }
 
-double KernelCostModel::accumulation_seconds(const LayerSpec& layer,
-                                             std::int64_t weighted_gemms) const {
-  // Only bf16 runs accumulate into fp32 copies: fp16 ones keep their fp16
-  // gradients until the step (costmodels/framework.h, fp32_grads).
-  if (framework_.grad_accumulation_bytes <= 0.0 || !framework_.fp32_grads ||
-      dtype_ != DType::kBf16 || layer.params == 0 || weighted_gemms == 0) {
-    return 0.0;
-  }
+KernelCostModel::Accumulation KernelCostModel::accumulation(const LayerSpec& layer,
+                                                            std::int64_t weighted_gemms) const {
+  if (!framework_.grad_accumulation_pass || layer.params == 0) return {};
+  // bf16 gradients added into fp32 ones: the framework's pass (an add that
+  // casts as it reads, or a cast to a temporary first, a kernel more);
+  // otherwise an in-place add in the gradients' own type, e read and 2e read
+  // and written. A kernel each for a GEMM's weight and bias, one for a layer
+  // whose weights no GEMM reads (an embedding's table).
+  const bool into_fp32 = dtype_ == DType::kBf16 && framework_.fp32_grads;
+  const double bytes =
+      into_fp32 ? framework_.grad_accumulation_bytes : 3.0 * f64(dtype_bytes(dtype_));
+  const bool casts_first = into_fp32 && framework_.grad_accumulation_bytes > kCastingAddBytes;
+  const std::int64_t tensors = weighted_gemms > 0 ? 2 * weighted_gemms : 1;
+  const int launches = static_cast<int>((casts_first ? 2 : 1) * tensors);
   const KernelTable& t = device_.kernels;
-  return memory_seconds(t, device_.mem_bandwidth,
-                        framework_.grad_accumulation_bytes * f64(layer.params)) +
-         f64(4 * weighted_gemms) * t.kernel_overhead_s;
+  return {memory_seconds(t, device_.mem_bandwidth, bytes * f64(layer.params)) +
+              f64(launches) * t.kernel_overhead_s,
+          launches};
 }
 
 OpTimes KernelCostModel::times(const LayerSpec& layer, std::int64_t batch) const {

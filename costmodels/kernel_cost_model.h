@@ -94,9 +94,13 @@ class KernelCostModel final : public CostModel {
   OpTimes times(const LayerSpec& layer, std::int64_t batch) const;
   OpTimes compute(const LayerSpec& layer, std::int64_t batch) const;
 
-  // The pass adding a layer's 16-bit weight gradients into the fp32 ones
-  // (Framework::grad_accumulation_bytes), seconds; 0 without it.
-  double accumulation_seconds(const LayerSpec& layer, std::int64_t weighted_gemms) const;
+  // The pass adding a backward's weight gradients into the step's where the
+  // GEMM does not (Framework::grad_accumulation_pass): its time and kernels.
+  struct Accumulation {
+    double seconds = 0.0;
+    int launches = 0;
+  };
+  Accumulation accumulation(const LayerSpec& layer, std::int64_t weighted_gemms) const;
 
   Device device_;
   DType dtype_;

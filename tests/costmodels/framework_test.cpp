@@ -18,12 +18,13 @@ TEST(Framework, ProfilesHaveUniqueNamesAndDescriptions) {
     EXPECT_FALSE(framework_description(f.name).empty()) << f.name;
     EXPECT_EQ(find_framework(f.name), f);
   }
-  EXPECT_EQ(names.size(), 7u);
+  EXPECT_EQ(names.size(), 8u);
   EXPECT_TRUE(names.count(kDefaultGpuFramework));
   EXPECT_TRUE(names.count(kIdealFramework));
   EXPECT_FALSE(find_framework("megatron").has_value());
   EXPECT_EQ(framework_names(),
-            "megatron-core, nemo, megatron-lm-2022, deepspeed, torchtitan, torchgpipe, ideal");
+            "megatron-core, nemo, megatron-lm-2022, megatron-lm-2021, deepspeed, torchtitan, "
+            "torchgpipe, ideal");
 }
 
 // ideal pays nothing: what the simulator did before frameworks.
@@ -60,8 +61,22 @@ TEST(Framework, ProfilesAreWhatTheDocsSay) {
   EXPECT_EQ(old.p2p_interleaved, P2pMode::kBlocking);
   EXPECT_DOUBLE_EQ(old.step_grad_pass_bytes, 16.0);
 
+  EXPECT_TRUE(old.tp_backward_overlap);
+  EXPECT_FALSE(old.grad_accumulation_pass);
+
+  // Megatron-LM v2.x: as 2022 but the backward's all-reduce after the weight
+  // gradient and the local DDP's add into main_grad.
+  Framework v2 = *find_framework("megatron-lm-2021");
+  EXPECT_FALSE(v2.tp_backward_overlap);
+  EXPECT_TRUE(v2.grad_accumulation_pass);
+  EXPECT_DOUBLE_EQ(v2.grad_accumulation_bytes, 10.0);
+  v2.name = old.name;
+  v2.tp_backward_overlap = true;
+  v2.grad_accumulation_pass = false;
+  EXPECT_EQ(v2, old);
+
   const Framework ds = *find_framework("deepspeed");
-  EXPECT_TRUE(ds.fp32_grads);
+  EXPECT_TRUE(ds.fp32_grads && ds.grad_accumulation_pass);
   EXPECT_FALSE(ds.fp32_grad_reduce || ds.sync_after_p2p || ds.tp_backward_overlap);
   EXPECT_DOUBLE_EQ(ds.grad_accumulation_bytes, 18.0);
 
@@ -69,6 +84,9 @@ TEST(Framework, ProfilesAreWhatTheDocsSay) {
   EXPECT_FALSE(titan.fused_norm);
   EXPECT_TRUE(titan.flash_attention_2 && titan.fp32_grad_reduce && titan.overlap_grad_reduce);
   EXPECT_EQ(titan.p2p, P2pMode::kOverlapped);
+  EXPECT_TRUE(titan.grad_accumulation_pass);
+  EXPECT_TRUE(find_framework("torchgpipe")->grad_accumulation_pass);
+  EXPECT_FALSE(mc.grad_accumulation_pass || nemo.grad_accumulation_pass);
 }
 
 // Every overridable field is a flag or a number, named once.
@@ -81,7 +99,7 @@ TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
       EXPECT_GT(f.max, 0.0) << f.key;
     }
   }
-  EXPECT_EQ(keys.size(), 12u);
+  EXPECT_EQ(keys.size(), 13u);
   EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce"));
 }
 

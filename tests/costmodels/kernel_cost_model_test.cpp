@@ -527,29 +527,49 @@ TEST(KernelCostModel, AnUnfusedNormIsItsSeparateOps) {
       1e-15);
 }
 
-// DeepSpeed's bf16 optimizer adds each backward's bf16 gradients into its
-// fp32 copy: 18 bytes a parameter and a cast and an add for each weight and
-// bias, in W; fp16 runs keep their fp16 gradients.
-TEST(KernelCostModel, Bf16GradientsAccumulateIntoFp32Copies) {
+// Without fused accumulation every backward adds its weight gradients into
+// the step's, in W: DeepSpeed's bf16 optimizer casts each bf16 gradient to an
+// fp32 temporary and adds it (18 bytes a parameter, a cast and an add for
+// each weight and bias); Megatron-LM v2.x adds bf16 into fp32 in one kernel
+// (10 bytes); fp16 gradients are added in place (3 x 2 bytes).
+TEST(KernelCostModel, GradientsAccumulateInAPassOfTheirOwn) {
   const Device d = find_device_preset("a100-80g")->device;
-  const Framework ds = *find_framework("deepspeed");
+  const double over = d.kernels.kernel_overhead_s;
   const ModelSpec m = make_transformer(norm_block(true, DType::kBf16));
   const LayerSpec& block = m.layers[1];
-  const KernelCostModel plain(d, DType::kBf16, false, 18.0);
-  const KernelCostModel deepspeed(d, DType::kBf16, false, 18.0, ds);
-  const double extra = simtime_to_seconds(deepspeed.weight_grad(block, 1)) -
-                       simtime_to_seconds(plain.weight_grad(block, 1));
-  // Four weighted GEMMs (QKV, projection, the MLP's two).
-  EXPECT_NEAR(extra,
-              memory_seconds(d.kernels, d.mem_bandwidth, 18.0 * static_cast<double>(block.params)) +
-                  16 * d.kernels.kernel_overhead_s,
-              2e-9);
+  const double params = static_cast<double>(block.params);
+  const auto extra = [&](DType dtype, const char* framework) {
+    const KernelCostModel plain(d, dtype, false, 18.0);
+    const KernelCostModel with(d, dtype, false, 18.0, *find_framework(framework));
+    return simtime_to_seconds(with.weight_grad(block, 1)) -
+           simtime_to_seconds(plain.weight_grad(block, 1));
+  };
+  // Four weighted GEMMs (QKV, projection, the MLP's two): eight tensors.
+  const auto pass = [&](double bytes) {
+    return memory_seconds(d.kernels, d.mem_bandwidth, bytes * params);
+  };
+  EXPECT_NEAR(extra(DType::kBf16, "deepspeed"), pass(18.0) + 16 * over, 2e-9);
+  EXPECT_NEAR(extra(DType::kBf16, "megatron-lm-2021"), pass(10.0) + 8 * over, 2e-9);
+  EXPECT_NEAR(extra(DType::kFp16, "deepspeed"), pass(6.0) + 8 * over, 2e-9);
+  EXPECT_NEAR(extra(DType::kFp16, "megatron-lm-2021"), pass(6.0) + 8 * over, 2e-9);
+  EXPECT_NEAR(extra(DType::kFp32, "torchgpipe"), pass(12.0) + 8 * over, 2e-9);
+  // The GEMM accumulates itself: nothing more.
+  EXPECT_EQ(extra(DType::kBf16, "megatron-lm-2022"), 0.0);
+  EXPECT_EQ(extra(DType::kBf16, "megatron-core"), 0.0);
   // The host launches the four weight gradients and the sixteen casts and adds.
-  EXPECT_EQ(deepspeed.op_times(block, 1).host_weight, seconds_to_simtime(20 * 8e-6));
-  EXPECT_EQ(plain.op_times(block, 1).host_weight, 0);
-  const KernelCostModel fp16(d, DType::kFp16, false, 20.0, ds);
+  const KernelCostModel ds(d, DType::kBf16, false, 18.0, *find_framework("deepspeed"));
+  EXPECT_EQ(ds.op_times(block, 1).host_weight, seconds_to_simtime(20 * 8e-6));
+  // An embedding's table, which no GEMM reads, is one tensor.
+  const LayerSpec& embedding = m.layers[0];
+  ASSERT_GT(embedding.params, 0);
+  const KernelCostModel fp16(d, DType::kFp16, false, 20.0, *find_framework("deepspeed"));
   const KernelCostModel fp16_plain(d, DType::kFp16, false, 20.0);
-  EXPECT_EQ(fp16.weight_grad(block, 1), fp16_plain.weight_grad(block, 1));
+  EXPECT_NEAR(
+      simtime_to_seconds(fp16.weight_grad(embedding, 1)) -
+          simtime_to_seconds(fp16_plain.weight_grad(embedding, 1)),
+      memory_seconds(d.kernels, d.mem_bandwidth, 6.0 * static_cast<double>(embedding.params)) +
+          over,
+      2e-9);
 }
 
 // The optimizer step passes over the gradients beyond its own pass:

@@ -98,10 +98,11 @@ TEST(FrameworkScenario, Fp32GradientsAreCountedPerParameter) {
 TEST(FrameworkScenario, BadFrameworksAreNamed) {
   json doc = good_doc();
   doc["training"]["framework"] = "megatron";
-  EXPECT_STREQ(error_of(doc).what(),
-               "bad.json: training.framework: unknown framework 'megatron' (expected one of: "
-               "megatron-core, nemo, megatron-lm-2022, deepspeed, torchtitan, torchgpipe, "
-               "ideal)");
+  EXPECT_STREQ(
+      error_of(doc).what(),
+      "bad.json: training.framework: unknown framework 'megatron' (expected one of: "
+      "megatron-core, nemo, megatron-lm-2022, megatron-lm-2021, deepspeed, torchtitan, torchgpipe, "
+      "ideal)");
   doc["training"]["framework"] = 3;
   EXPECT_NE(std::string(error_of(doc).what()).find("training.framework: expected a profile"),
             std::string::npos);
