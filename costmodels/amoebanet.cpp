@@ -130,7 +130,7 @@ struct Genotype {
   std::vector<int> concat;          // the states concatenated into the output
 };
 
-// AmoebaNet-D, as in the TensorFlow reference (torchgpipe's genotype.py).
+// AmoebaNet-D, as in the TensorFlow reference (torchgpipe's genotype).
 const Genotype& normal_cell() {
   static const Genotype g{{{{1, Op::kConv1x1},
                             {1, Op::kMaxPool3x3},

@@ -15,16 +15,16 @@ constexpr double kEagerLaunchS = 8e-6;
 
 // Passes over the gradients in each step beyond the optimizer's own, bytes per
 // gradient element (read 4 bytes, read and write 8, write 4 for fp32):
-// Megatron-Core (core_r0.8 to core_v0.13, param_and_grad_buffer.py and
-// optimizer/clip_grads.py): the NaN check's norm (4), the scaling by 1 / D
+// Megatron-Core (core_r0.8 to core_v0.13, its gradient buffer and gradient
+// clipping): the NaN check's norm (4), the scaling by 1 / D
 // before the reduction (8), the gradient norm for clipping (4), the zeroing
 // of the buffer for the next step (4).
 constexpr double kMegatronCoreStepPasses = 20.0;
-// Megatron-LM of 2021-2022 (megatron/model/distributed.py, optimizer.py): no
+// Megatron-LM of 2021-2022 (its local DDP and mixed-precision optimizer): no
 // NaN check, the rest as above.
 constexpr double kMegatronLmStepPasses = 16.0;
-// DeepSpeed's pipeline engine with its bf16 optimizer (runtime/bf16_optimizer.py,
-// engine.py buffered_allreduce_fallback): the fp32 gradients cast down into a
+// DeepSpeed's pipeline engine with its bf16 optimizer (BF16_Optimizer, the
+// engine's buffered_allreduce_fallback): the fp32 gradients cast down into a
 // flat bucket and back (6 + 6), their norm (4), the zeroing (4).
 constexpr double kDeepSpeedStepPasses = 20.0;
 // torch's clip_grad_norm_ (the norm, 4; the scaling, 8).
@@ -48,11 +48,11 @@ Framework megatron_core() {
   Framework f;
   f.name = "megatron-core";
   f.host_launch_s = kEagerLaunchS;
-  // p2p_communication.py: batch_p2p_comm and batch_p2p_sync default true, and
-  // _communicate then calls torch.cuda.synchronize(); arguments.py turns
+  // Its point-to-point module: batch_p2p_comm and batch_p2p_sync default true, and
+  // _communicate then calls torch.cuda.synchronize(); its arguments turn
   // overlap_p2p_comm off for the non-interleaved schedule and on (without
   // batching, so without the synchronize) for the interleaved one, whose
-  // warm-up and cool-down still wait on each exchange (schedules.py:
+  // warm-up and cool-down still wait on each exchange (its schedules:
   // overlap_p2p_comm_warmup_flush, off by default).
   f.sync_after_p2p = true;
   f.sync_after_p2p_interleaved = false;
@@ -123,9 +123,9 @@ Framework megatron_lm_2022() {
 // Megatron-LM v2.0 to v2.6 (January to August 2021), as the PTD-P paper
 // (Narayanan et al. 2021) ran it: as above, but the tensor-parallel
 // all-reduce of a backward's input gradient runs after its weight gradient
-// (mpu/layers.py: the backward of copy_to_tensor_model_parallel_region), and
+// (the backward of copy_to_tensor_model_parallel_region), and
 // the local DDP's hook adds each backward's gradient into main_grad
-// (model/distributed.py: main_grad.add_(grad); fp32 for bf16, the
+// (its local DistributedDataParallel: main_grad.add_(grad); fp32 for bf16, the
 // parameters' type otherwise).
 Framework megatron_lm_2021() {
   Framework f = megatron_lm_2022();
@@ -176,7 +176,6 @@ Framework torchtitan() {
   f.fp32_grad_reduce = true;
   f.overlap_grad_reduce = true;
   f.overlap_param_gather = true;
-  f.grad_accumulation_pass = true;  // autograd's AccumulateGrad
   f.step_grad_pass_bytes = kTorchClipPasses;
   return f;
 }
@@ -205,8 +204,8 @@ const std::vector<Described>& described() {
        "NeMo 2's performance recipes on megatron-core: gradient, weight-gather and "
        "tensor-parallel communication overlapped"},
       {megatron_lm_2022(),
-       "Megatron-LM of 2021-2022 (v2.x to v3.0): fused softmax between batched GEMMs, the "
-       "device synchronised after every exchange"},
+       "Megatron-LM from September 2021 to 2022 (after v2.6, v3.0): fused softmax between "
+       "batched GEMMs, the device synchronised after every exchange"},
       {megatron_lm_2021(),
        "Megatron-LM v2.0 to v2.6 (2021), as the PTD-P paper ran it: as megatron-lm-2022, "
        "without its overlapped tensor-parallel backward and fused gradient accumulation"},

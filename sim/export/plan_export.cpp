@@ -1,23 +1,23 @@
 // A plan in the forms other pipeline-parallel tools take. Each form was checked
 // against the tool's source:
-//   torchgpipe   torchgpipe/gpipe.py: GPipe(module: nn.Sequential, balance, *,
+//   torchgpipe   its GPipe class: GPipe(module: nn.Sequential, balance, *,
 //                devices=None, chunks=1, checkpoint='except_last'|'always'|'never');
-//   DeepSpeed    deepspeed/runtime/pipe/module.py: PipelineModule._partition_layers
+//   DeepSpeed    its pipeline module: PipelineModule._partition_layers
 //                sets self.parts (K+1 layer indices) from partition_method
 //                ('parameters', 'uniform', 'type:REGEX') and calls
 //                self._set_bounds(start=parts[stage], stop=parts[stage + 1]);
-//   Megatron-LM  megatron/training/arguments.py and transformer_block.py:
+//   Megatron-LM  its arguments and TransformerBlock:
 //                --decoder-first/last-pipeline-num-layers with the remaining layers
-//                split evenly over the middle stages; megatron/core/transformer/
-//                pipeline_parallel_layer_layout.py: --pipeline-model-parallel-layout
+//                split evenly over the middle stages; megatron-core's
+//                PipelineParallelLayerLayout: --pipeline-model-parallel-layout
 //                ("E" embedding, "t" transformer layer, "L" loss, "|" between stages,
 //                "x*n" repeats);
-//   PyTorch      torch/distributed/pipelining/schedules.py: _Action.from_str parses
+//   PyTorch      torch.distributed.pipelining's schedules: _Action.from_str parses
 //                "{stage}{F|B|I|W}{micro-batch}"; PipelineScheduleMulti._load_csv reads
 //                one row per rank, one action per cell, "" for an idle step, and
 //                _step_microbatches pairs a send at step t with the neighbour's
 //                receive at the same step, so the cells are time-aligned;
-//                torch/distributed/pipelining/stage.py: backward_maybe_with_nosync
+//                its pipeline stage: backward_maybe_with_nosync
 //                turns an FSDP module's gradient reduce-scatter off for every
 //                backward, perform_reduce_grad reduces once after the last: the
 //                gradients stay whole through the step (ZeRO stage 1, not 2).

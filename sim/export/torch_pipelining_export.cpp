@@ -166,7 +166,7 @@ void tensor_parallel_section(std::ostream& o, const Plan& p) {
 
 // D replicas over mesh["dp"]: PyTorch pipelining reduces a stage's gradients
 // once, after the step's last backward, for DistributedDataParallel and FSDP
-// modules alike (stage.py, backward_maybe_with_nosync).
+// modules alike (the pipeline stage's backward_maybe_with_nosync).
 void data_parallel_section(std::ostream& o, const Plan& p) {
   const int D = p.data_parallel;
   o << "\n\n# Data parallelism over mesh[\"dp\"]: D=" << D << " replicas, each "

@@ -4,12 +4,10 @@
 // or Megatron-LM's flags that cut a GPT (training.megatron), read as
 // megatron-core 0.20.0 reads them (docs/file-formats.md, "The cut a run uses").
 //
-// Megatron-LM's sources read for this: megatron/core/transformer/
-// pipeline_parallel_layer_layout.py (PipelineParallelLayerLayout.parse_str_to_list
-// and validate_layer_layout), megatron/core/transformer/transformer_block.py
-// (get_num_layers_to_build), megatron/core/transformer/transformer_config.py
-// (the checks of the uneven and accounted splits) and
-// megatron/training/arguments.py (the flags).
+// Megatron-LM's code read for this: megatron-core's PipelineParallelLayerLayout
+// (parse_str_to_list and validate_layer_layout), TransformerBlock's
+// get_num_layers_to_build, TransformerConfig's checks of the uneven and
+// accounted splits, and the training arguments (the flags).
 
 #include <optional>
 #include <string>
