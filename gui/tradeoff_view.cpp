@@ -7,11 +7,14 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QColor>
 #include <QHBoxLayout>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QValueAxis>
+
+#include "gui/series_colours.h"
 
 namespace pipescope::gui {
 
@@ -116,6 +119,12 @@ void TradeoffView::rebuild() {
       s->append(p.micro_batches, v);
       y_max = std::max(y_max, v);
       m_max = std::max(m_max, p.micro_batches);
+    }
+    // One hue a K, however many (Qt's theme repeats after five).
+    std::size_t index = 0;
+    for (auto& entry : lines) {
+      const Rgb c = series_colour(index++, lines.size());
+      entry.second->setColor(QColor(c.r, c.g, c.b));
     }
     auto* mark = new QScatterSeries();
     mark->setName(QObject::tr("current"));
