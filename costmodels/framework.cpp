@@ -255,18 +255,26 @@ const std::vector<FrameworkField>& framework_fields() {
       {"host_launch_s", nullptr, &Framework::host_launch_s, 1e-3},
       {"sync_after_p2p", &Framework::sync_after_p2p, nullptr, 0.0},
       {"sync_after_p2p_interleaved", &Framework::sync_after_p2p_interleaved, nullptr, 0.0},
+      {"launch_blocking", &Framework::launch_blocking, nullptr, 0.0},
       {"flash_attention_2", &Framework::flash_attention_2, nullptr, 0.0},
       {"grad_accumulation_pass", &Framework::grad_accumulation_pass, nullptr, 0.0},
       {"grad_accumulation_bytes", nullptr, &Framework::grad_accumulation_bytes, 64.0},
       {"fp32_grads", &Framework::fp32_grads, nullptr, 0.0},
       {"fp32_grad_reduce", &Framework::fp32_grad_reduce, nullptr, 0.0},
-      {"overlap_grad_reduce", &Framework::overlap_grad_reduce, nullptr, 0.0},
-      {"overlap_param_gather", &Framework::overlap_param_gather, nullptr, 0.0},
-      {"tp_backward_overlap", &Framework::tp_backward_overlap, nullptr, 0.0},
-      {"tp_forward_overlap", &Framework::tp_forward_overlap, nullptr, 0.0},
+      {"overlap_grad_reduce", &Framework::overlap_grad_reduce, nullptr, 0.0, true},
+      {"overlap_param_gather", &Framework::overlap_param_gather, nullptr, 0.0, true},
+      {"tp_backward_overlap", &Framework::tp_backward_overlap, nullptr, 0.0, true},
+      {"tp_forward_overlap", &Framework::tp_forward_overlap, nullptr, 0.0, true},
       {"step_grad_pass_bytes", nullptr, &Framework::step_grad_pass_bytes, 256.0},
   };
   return all;
+}
+
+void drop_overlaps(Framework& fw) {
+  for (const FrameworkField& field : framework_fields()) {
+    if (field.overlap) fw.*field.flag = false;
+  }
+  fw.p2p = fw.p2p_interleaved = P2pMode::kBlocking;
 }
 
 }  // namespace pipescope

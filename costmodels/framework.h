@@ -38,6 +38,12 @@ struct Framework {
   // no faster than the host issues; without it the host runs ahead.
   bool sync_after_p2p = false;
   bool sync_after_p2p_interleaved = false;
+  // Whether every kernel launch and collective call returns only once the
+  // device has finished it (CUDA_LAUNCH_BLOCKING=1): the host's time per
+  // launch adds to the device's instead of hiding behind it, and no
+  // communication overlaps computation (the overlap fields below, and
+  // overlapped exchanges between stages, are refused beside it).
+  bool launch_blocking = false;
 
   // --- Kernels (the model's defaults: model.attention, model.cross_entropy,
   // model.norm) ---
@@ -127,8 +133,13 @@ struct FrameworkField {
   const char* key;  // "host_launch_s"
   bool Framework::*flag = nullptr;
   double Framework::*number = nullptr;
-  double max = 0.0;  // a number's largest value
+  double max = 0.0;      // a number's largest value
+  bool overlap = false;  // a flag that overlaps communication with computation
 };
 const std::vector<FrameworkField>& framework_fields();
+
+// What blocking launches (Framework::launch_blocking) leave of a profile:
+// every overlap field false, and exchanges between stages blocking.
+void drop_overlaps(Framework& fw);
 
 }  // namespace pipescope

@@ -9,8 +9,18 @@ bool ops_start_drained(const Framework& fw, bool chunked, int stages) {
   return chunked ? fw.sync_after_p2p_interleaved : fw.sync_after_p2p;
 }
 
-SimTime host_wait(SimTime device, SimTime host, SimTime launch, bool drained) {
-  const SimTime start = drained ? launch : 0;
+HostPace leading_pace(const Framework& fw, bool drained) {
+  if (fw.launch_blocking) return HostPace::kBlocking;
+  return drained ? HostPace::kDrained : HostPace::kAhead;
+}
+
+HostPace following_pace(const Framework& fw) {
+  return fw.launch_blocking ? HostPace::kBlocking : HostPace::kAhead;
+}
+
+SimTime host_wait(SimTime device, SimTime host, SimTime launch, HostPace pace) {
+  if (pace == HostPace::kBlocking) return host;
+  const SimTime start = pace == HostPace::kDrained ? launch : 0;
   return std::max(device + start, host) - device;
 }
 
@@ -47,16 +57,18 @@ void add_host_waits(const ModelSpec& model, const CostModel& cost, const Framewo
                     std::vector<StageCost>& stages) {
   const SimTime launch = seconds_to_simtime(fw.host_launch_s);
   if (launch <= 0) return;
+  const HostPace lead = leading_pace(fw, drained);
+  const HostPace follow = following_pace(fw);
   for (StageCost& c : stages) {
     const StageHost h = stage_host(model, cost, c, micro_batch, remat, launch);
     const SimTime fwd_device = c.forward + c.tp_forward + c.tp_input_gather + c.ep_forward;
     const SimTime bwd_exchange = c.tp_backward + c.tp_grad_gather + c.ep_backward;
-    c.host_wait_forward = host_wait(fwd_device, h.forward, launch, drained);
+    c.host_wait_forward = host_wait(fwd_device, h.forward, launch, lead);
     c.host_wait_recompute =
-        host_wait(c.recompute + c.tp_forward + c.ep_forward, h.forward, launch, false);
-    c.host_wait_backward = host_wait(c.backward + bwd_exchange, h.backward, launch, drained);
-    c.host_wait_input = host_wait(c.input + bwd_exchange, h.backward - h.weight, launch, drained);
-    c.host_wait_weight = host_wait(c.weight, h.weight, launch, false);
+        host_wait(c.recompute + c.tp_forward + c.ep_forward, h.forward, launch, follow);
+    c.host_wait_backward = host_wait(c.backward + bwd_exchange, h.backward, launch, lead);
+    c.host_wait_input = host_wait(c.input + bwd_exchange, h.backward - h.weight, launch, lead);
+    c.host_wait_weight = host_wait(c.weight, h.weight, launch, follow);
     c.forward += c.host_wait_forward;
     if (c.forward_kept) *c.forward_kept += c.host_wait_forward;
     if (reruns_forwards(remat)) c.recompute += c.host_wait_recompute;

@@ -11,9 +11,11 @@
 //
 // Over an op of device time G (its compute and its tensor-parallel
 // collectives) and host time H: max(G, H), or max(G + h, H) when it starts
-// after such a wait (h: one launch). The difference is the device's wait,
-// added to the op's duration (StageCost::host_wait_*) and shown apart in
-// the stage table.
+// after such a wait (h: one launch). Where every launch blocks until its
+// kernel has finished (Framework::launch_blocking, CUDA_LAUNCH_BLOCKING=1),
+// the host issues nothing while the device runs and the device nothing while
+// the host issues: G + H. The difference is the device's wait, added to the
+// op's duration (StageCost::host_wait_*) and shown apart in the stage table.
 
 #include <cstdint>
 #include <vector>
@@ -32,9 +34,20 @@ namespace pipescope {
 // exchanges (more than one stage).
 bool ops_start_drained(const Framework& fw, bool chunked, int stages);
 
+// How the host keeps up with the device over an op: running ahead of it,
+// starting with an empty queue (after a wait for the device), or waiting for
+// every kernel it launches.
+enum class HostPace { kAhead, kDrained, kBlocking };
+
+// The pace of a stage's ops that begin after an exchange (`drained`: the
+// framework waited for the device there) and of those that follow other work
+// (a recompute, a weight gradient).
+HostPace leading_pace(const Framework& fw, bool drained);
+HostPace following_pace(const Framework& fw);
+
 // The device's wait for the host over an op of device time `device` and host
-// time `host`, started after a wait (`drained`) or not.
-SimTime host_wait(SimTime device, SimTime host, SimTime launch, bool drained);
+// time `host` (`launch`: one launch's) at `pace`.
+SimTime host_wait(SimTime device, SimTime host, SimTime launch, HostPace pace);
 
 // Adds each stage's waits for the host to its op times (forward, forward_kept,
 // backward, input, weight, recompute), from its layers' host times under

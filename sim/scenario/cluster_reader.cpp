@@ -86,15 +86,36 @@ KernelTable read_kernel_table(ObjectReader k) {
   return t;
 }
 
+std::string preset_names() {
+  std::vector<std::string> names;
+  for (const DevicePreset& p : device_presets()) names.push_back(p.device.name);
+  return join(names);
+}
+
+// An explicit device: every figure given, or a preset's device ("preset")
+// with the figures given replacing its own (a kernel table only whole).
 Device read_device(ObjectReader d) {
   Device dev;
-  dev.name = d.opt_string("name").value_or("custom");
-  dev.peak_flops_fp32 = d.number("peak_flops", NumberRange::kRate);
-  dev.peak_flops_16bit =
-      d.opt_number("peak_flops_16bit", NumberRange::kRate).value_or(dev.peak_flops_fp32);
-  dev.memory_bytes = d.integer("memory_bytes", kPositiveInt);
-  dev.mem_bandwidth = d.number("mem_bandwidth", NumberRange::kRate);
-  dev.op_overhead_s = d.opt_number("op_overhead_s", NumberRange::kDuration).value_or(0.0);
+  const std::optional<std::string> base = d.opt_string("preset");
+  if (base) {
+    const std::optional<DevicePreset> preset = find_device_preset(*base);
+    if (!preset) {
+      d.fail("preset", "unknown preset '" + *base + "' (expected one of: " + preset_names() + ")");
+    }
+    dev = preset->device;
+  }
+  const auto number = [&](const char* key, NumberRange range, double fallback) {
+    return base ? d.opt_number(key, range).value_or(fallback) : d.number(key, range);
+  };
+  dev.name = d.opt_string("name").value_or(base ? dev.name : "custom");
+  dev.peak_flops_fp32 = number("peak_flops", NumberRange::kRate, dev.peak_flops_fp32);
+  dev.peak_flops_16bit = d.opt_number("peak_flops_16bit", NumberRange::kRate)
+                             .value_or(base ? dev.peak_flops_16bit : dev.peak_flops_fp32);
+  dev.memory_bytes = base ? d.opt_integer("memory_bytes", kPositiveInt).value_or(dev.memory_bytes)
+                          : d.integer("memory_bytes", kPositiveInt);
+  dev.mem_bandwidth = number("mem_bandwidth", NumberRange::kRate, dev.mem_bandwidth);
+  dev.op_overhead_s =
+      d.opt_number("op_overhead_s", NumberRange::kDuration).value_or(dev.op_overhead_s);
   if (const json* e = d.find("efficiency"))
     dev.efficiency = read_efficiency(*e, d.where("efficiency"));
   if (auto k = d.opt_object("kernels")) dev.kernels = read_kernel_table(*k);
@@ -136,12 +157,6 @@ Interconnect read_interconnect(ObjectReader ic) {
   }
   ic.finish();
   return out;
-}
-
-std::string preset_names() {
-  std::vector<std::string> names;
-  for (const DevicePreset& p : device_presets()) names.push_back(p.device.name);
-  return join(names);
 }
 
 }  // namespace

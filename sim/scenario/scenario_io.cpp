@@ -155,9 +155,12 @@ Framework read_framework(ObjectReader& t, CostModelKind cost_model) {
   }
   ObjectReader o = t.object("framework");
   Framework fw = profile_named(o.where("profile"), o.opt_string("profile").value_or(fallback));
+  std::vector<const char*> overlaps_set;  // overlap flags the object sets true
   for (const FrameworkField& field : framework_fields()) {
     if (field.flag != nullptr) {
-      if (const std::optional<bool> b = o.opt_bool(field.key)) fw.*field.flag = *b;
+      const std::optional<bool> b = o.opt_bool(field.key);
+      if (b) fw.*field.flag = *b;
+      if (b && *b && field.overlap) overlaps_set.push_back(field.key);
       continue;
     }
     const std::optional<double> x = o.opt_number(field.key, NumberRange::kNonNegative);
@@ -168,8 +171,26 @@ Framework read_framework(ObjectReader& t, CostModelKind cost_model) {
     }
     fw.*field.number = *x;
   }
+  if (fw.launch_blocking) {
+    if (!overlaps_set.empty()) {
+      o.fail(overlaps_set.front(),
+             "nothing overlaps where every launch blocks (launch_blocking true): expected false");
+    }
+    drop_overlaps(fw);
+  }
   o.finish();
   return fw;
+}
+
+// Where every launch blocks, so does every exchange between stages: a
+// cluster.p2p that overlaps them is refused.
+void refuse_overlapped_exchanges(const Framework& fw, const Exchanges& given,
+                                 const std::string& file) {
+  if (!fw.launch_blocking || !given.p2p || *given.p2p == P2pMode::kBlocking) return;
+  Where{file, ""}.key("cluster").key("p2p").fail(
+      "stages' exchanges block where every launch blocks (training.framework.launch_blocking "
+      "true): expected \"blocking\", got \"" +
+      std::string(to_string(*given.p2p)) + "\"");
 }
 
 std::string default_name(const std::string& file) {
@@ -199,6 +220,7 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   Exchanges exchanges;
   s.cluster = read_cluster(std::move(cluster), exchanges);
   const Framework framework = read_framework(training, s.cluster.cost_model);
+  refuse_overlapped_exchanges(framework, exchanges, file);
   with_exchanges(s.cluster, exchanges, framework);
   s.model = read_model(std::move(model), framework);
   if (s.model.transformer && s.model.transformer->fp8) {

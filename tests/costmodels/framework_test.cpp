@@ -99,8 +99,25 @@ TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
       EXPECT_GT(f.max, 0.0) << f.key;
     }
   }
-  EXPECT_EQ(keys.size(), 13u);
-  EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce"));
+  EXPECT_EQ(keys.size(), 14u);
+  EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce") &&
+              keys.count("launch_blocking"));
+}
+
+// Blocking launches keep a profile's host and kernels and drop every overlap.
+TEST(Framework, DroppingOverlapsLeavesTheRest) {
+  Framework f = *find_framework("nemo");
+  drop_overlaps(f);
+  for (const FrameworkField& field : framework_fields()) {
+    if (field.overlap) EXPECT_FALSE(f.*field.flag) << field.key;
+    if (field.overlap) EXPECT_NE(field.flag, nullptr) << field.key;
+  }
+  EXPECT_EQ(f.p2p, P2pMode::kBlocking);
+  EXPECT_EQ(f.p2p_interleaved, P2pMode::kBlocking);
+  const Framework nemo = *find_framework("nemo");
+  EXPECT_EQ(f.host_launch_s, nemo.host_launch_s);
+  EXPECT_EQ(f.fp32_grads, nemo.fp32_grads);
+  EXPECT_TRUE(nemo.tp_forward_overlap && nemo.overlap_grad_reduce);  // there was something to drop
 }
 
 }  // namespace

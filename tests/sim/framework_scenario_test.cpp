@@ -65,6 +65,34 @@ TEST(FrameworkScenario, AnObjectOverridesTheProfilesFields) {
   EXPECT_EQ(parse_scenario(doc, "a.json").training.framework.name, "megatron-core");
 }
 
+// launch_blocking (CUDA_LAUNCH_BLOCKING=1) leaves nothing overlapped: the
+// profile's overlaps are dropped and its exchanges block; an overlap the
+// object or the cluster asks for beside it is refused.
+TEST(FrameworkScenario, BlockingLaunchesOverlapNothing) {
+  json doc = good_doc();
+  doc["training"]["framework"] = {{"profile", "nemo"}, {"launch_blocking", true}};
+  Scenario s = parse_scenario(doc, "a.json");
+  const Framework& f = s.training.framework;
+  EXPECT_TRUE(f.launch_blocking);
+  EXPECT_FALSE(f.tp_forward_overlap || f.tp_backward_overlap || f.overlap_grad_reduce ||
+               f.overlap_param_gather);
+  EXPECT_EQ(s.cluster.p2p, P2pMode::kBlocking);
+  EXPECT_EQ(s.cluster.p2p_interleaved, P2pMode::kBlocking);
+  EXPECT_TRUE(find_framework("nemo")->tp_forward_overlap);  // the profile itself keeps them
+  doc["training"]["framework"]["overlap_grad_reduce"] = true;
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: training.framework.overlap_grad_reduce: nothing overlaps where every "
+               "launch blocks (launch_blocking true): expected false");
+  doc["training"]["framework"]["overlap_grad_reduce"] = false;
+  doc["cluster"]["p2p"] = "overlapped";
+  EXPECT_STREQ(error_of(doc).what(),
+               "bad.json: cluster.p2p: stages' exchanges block where every launch blocks "
+               "(training.framework.launch_blocking true): expected \"blocking\", got "
+               "\"overlapped\"");
+  doc["cluster"]["p2p"] = "blocking";
+  EXPECT_EQ(parse_scenario(doc, "a.json").cluster.p2p, P2pMode::kBlocking);
+}
+
 // bf16 under fp32 gradients keeps 4-byte gradients (18 bytes with Adam),
 // fp16 an fp32 copy for the optimizer (20); a given bytes_per_param stays.
 TEST(FrameworkScenario, Fp32GradientsAreCountedPerParameter) {

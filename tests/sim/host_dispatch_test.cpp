@@ -16,12 +16,26 @@ namespace {
 
 TEST(HostDispatch, TheDeviceWaitsForWhatTheHostHasNotIssued) {
   // Host ahead: no wait; behind: the difference.
-  EXPECT_EQ(host_wait(1000, 400, 8, false), 0);
-  EXPECT_EQ(host_wait(1000, 1600, 8, false), 600);
+  EXPECT_EQ(host_wait(1000, 400, 8, HostPace::kAhead), 0);
+  EXPECT_EQ(host_wait(1000, 1600, 8, HostPace::kAhead), 600);
   // After a synchronisation the first launch is on the path too.
-  EXPECT_EQ(host_wait(1000, 400, 8, true), 8);
-  EXPECT_EQ(host_wait(1000, 1005, 8, true), 8);
-  EXPECT_EQ(host_wait(1000, 1600, 8, true), 600);
+  EXPECT_EQ(host_wait(1000, 400, 8, HostPace::kDrained), 8);
+  EXPECT_EQ(host_wait(1000, 1005, 8, HostPace::kDrained), 8);
+  EXPECT_EQ(host_wait(1000, 1600, 8, HostPace::kDrained), 600);
+  // Blocking launches: the host's whole time is the device's wait.
+  EXPECT_EQ(host_wait(1000, 400, 8, HostPace::kBlocking), 400);
+  EXPECT_EQ(host_wait(1000, 1600, 8, HostPace::kBlocking), 1600);
+}
+
+TEST(HostDispatch, BlockingLaunchesSetEveryOpsPace) {
+  Framework fw = *find_framework("megatron-core");
+  EXPECT_EQ(leading_pace(fw, true), HostPace::kDrained);
+  EXPECT_EQ(leading_pace(fw, false), HostPace::kAhead);
+  EXPECT_EQ(following_pace(fw), HostPace::kAhead);
+  fw.launch_blocking = true;
+  EXPECT_EQ(leading_pace(fw, true), HostPace::kBlocking);
+  EXPECT_EQ(leading_pace(fw, false), HostPace::kBlocking);
+  EXPECT_EQ(following_pace(fw), HostPace::kBlocking);
 }
 
 TEST(HostDispatch, OpsStartDrainedWhereTheFrameworkSynchronises) {
@@ -76,6 +90,33 @@ TEST(HostDispatch, AStageOfSmallKernelsLastsTheHostsTime) {
     EXPECT_EQ(y.backward, std::max(x.backward, host_bwd));
   }
   EXPECT_GT(b.metrics.step_time, a.metrics.step_time);
+}
+
+// Blocking launches: the device runs nothing while the host issues, so every
+// op lasts its device time and its host time together.
+TEST(HostDispatch, BlockingLaunchesAddTheHostsTimeToTheDevices) {
+  SimConfig config;
+  config.stages = 2;
+  const Scenario ideal = tiny("ideal");
+  const Scenario blocking =
+      tiny({{"profile", "ideal"}, {"host_launch_s", 8e-6}, {"launch_blocking", true}});
+  const SimResult a = simulate(ideal, config);
+  const SimResult b = simulate(blocking, config);
+  const std::unique_ptr<CostModel> cost = make_cost_model(blocking);
+  for (std::size_t s = 0; s < 2; ++s) {
+    SCOPED_TRACE(s);
+    const StageCost& x = a.stage_costs[s];
+    const StageCost& y = b.stage_costs[s];
+    SimTime host_fwd = 0, host_bwd = 0;
+    for (int l = y.layers.first_layer; l <= y.layers.last_layer; ++l) {
+      const OpTimes t = cost->op_times(blocking.model.layers[static_cast<std::size_t>(l)], 2);
+      host_fwd += t.host_forward;
+      host_bwd += t.host_backward;
+    }
+    EXPECT_GT(host_fwd, 0);
+    EXPECT_EQ(y.forward, x.forward + host_fwd);
+    EXPECT_EQ(y.backward, x.backward + host_bwd);
+  }
 }
 
 // Where the framework synchronises after each exchange, a forward on a

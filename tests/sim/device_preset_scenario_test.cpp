@@ -1,0 +1,74 @@
+// cluster.device.preset: an explicit device that starts from a preset's and
+// replaces only the figures it gives.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "scenario_docs.h"
+#include "sim/scenario/scenario_io.h"
+
+namespace pipescope {
+namespace {
+
+using nlohmann::json;
+using testing::docs::error_of;
+using testing::docs::good_doc;
+
+// good_doc() on an explicit device derived from `preset`.
+json derived_doc(const json& device) {
+  json doc = good_doc();
+  doc["cluster"] = {
+      {"devices", 2},
+      {"device", device},
+      {"interconnect", {{"topology", "all-to-all"}, {"bandwidth", 450e9}, {"latency_s", 2e-6}}}};
+  return doc;
+}
+
+TEST(DevicePreset, KeepsThePresetsTableAndTakesTheGivenFigures) {
+  const Device h100 = find_device_preset("h100-sxm")->device;
+  const json doc = derived_doc({{"preset", "h100-sxm"},
+                                {"name", "h100-96gb"},
+                                {"memory_bytes", 96LL << 30},
+                                {"mem_bandwidth", 2.4e12}});
+  const Device d = parse_scenario(doc, "d.json").cluster.device;
+  EXPECT_EQ(d.name, "h100-96gb");
+  EXPECT_EQ(d.memory_bytes, 96LL << 30);
+  EXPECT_EQ(d.mem_bandwidth, 2.4e12);
+  EXPECT_NE(d.memory_bytes, h100.memory_bytes);
+  EXPECT_NE(d.mem_bandwidth, h100.mem_bandwidth);
+  // Everything else is the preset's: peaks, overheads, the whole kernel table.
+  EXPECT_EQ(d.peak_flops_fp32, h100.peak_flops_fp32);
+  EXPECT_EQ(d.peak_flops_16bit, h100.peak_flops_16bit);
+  EXPECT_EQ(d.op_overhead_s, h100.op_overhead_s);
+  EXPECT_EQ(d.efficiency.max_efficiency, h100.efficiency.max_efficiency);
+  EXPECT_TRUE(d.kernels.present);
+  EXPECT_EQ(d.kernels.fa2_attention_fwd_efficiency, h100.kernels.fa2_attention_fwd_efficiency);
+  EXPECT_EQ(d.kernels.fp8_gemm_efficiency, h100.kernels.fp8_gemm_efficiency);
+  EXPECT_GT(d.kernels.fa2_attention_fwd_efficiency, 0.0);
+  // Without a name it keeps the preset's.
+  EXPECT_EQ(parse_scenario(derived_doc({{"preset", "h100-sxm"}}), "d.json").cluster.device.name,
+            "h100-sxm");
+}
+
+TEST(DevicePreset, AGivenKernelTableReplacesTheWholeOfThePresets) {
+  json doc = derived_doc({{"preset", "h100-sxm"}});
+  doc["cluster"]["device"]["kernels"] = {{"multiprocessors", 100}};
+  EXPECT_NE(std::string(error_of(doc).what()).find("cluster.device.kernels.tile_m: missing"),
+            std::string::npos)
+      << error_of(doc).what();
+}
+
+TEST(DevicePreset, BadPresetsAndMissingFiguresAreNamed) {
+  json doc = derived_doc({{"preset", "h999"}});
+  EXPECT_NE(std::string(error_of(doc).what())
+                .find("bad.json: cluster.device.preset: unknown preset 'h999' (expected one of: "),
+            std::string::npos)
+      << error_of(doc).what();
+  // Without a preset every figure is required, as before.
+  doc = derived_doc({{"name", "x"}, {"memory_bytes", 1 << 30}, {"mem_bandwidth", 1e12}});
+  EXPECT_STREQ(error_of(doc).what(), "bad.json: cluster.device.peak_flops: missing required key");
+}
+
+}  // namespace
+}  // namespace pipescope
