@@ -405,10 +405,14 @@ void apply_field_flag(nlohmann::json& doc, const FieldFlag& f) {
   nlohmann::json& training = doc["training"];
   if (training.is_null()) training = nlohmann::json::object();
   if (!training.is_object()) return;
-  if (f.value) {
-    training[f.key] = *f.value;
-  } else {
+  if (!f.value) {
     training.erase(f.key);
+  } else if (f.key == "framework" && training.contains("framework") &&
+             training["framework"].is_object()) {
+    // --framework names the profile; the fields the scenario overrides stay.
+    training["framework"]["profile"] = *f.value;
+  } else {
+    training[f.key] = *f.value;
   }
 }
 

@@ -96,6 +96,16 @@ SendsDiffer sends_differ(const Plan& p, const FrameworkSends& there) {
   return d;
 }
 
+// The framework's sends for the plan, all blocking where the scenario's
+// launches block (Framework::launch_blocking: nothing overlaps a send there).
+FrameworkSends sends_there(ExportFormat format, const Plan& p, const Scenario* scenario) {
+  FrameworkSends s = framework_sends(format, p);
+  if (scenario != nullptr && scenario->training.framework.launch_blocking) {
+    s.mode = P2pMode::kBlocking;
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string_view framework_label(ExportFormat f) {
@@ -120,7 +130,7 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
                            std::string(schedule_label(run.schedule));
   if (run == FrameworkSchedule{p.schedule, p.chunks}) {
     // Sends exchanged otherwise change the step (sends_note), not the memory.
-    if (sends_differ(p, framework_sends(format, p)).any()) {
+    if (sends_differ(p, sends_there(format, p, scenario)).any()) {
       return runs + ", the plan's schedule: the plan's memory holds there.\n";
     }
     return runs + ", the plan's schedule: the plan's step time and memory hold there.\n";
@@ -130,7 +140,7 @@ std::string schedule_note(const Plan& p, ExportFormat format, const Scenario* sc
     return head + "the step time and peak memory there are not\n# the plan's; " +
            "export with the plan's scenario (--scenario FILE) to see them simulated.\n";
   }
-  const StepFigures there = simulated_figures(*scenario, p, run, framework_sends(format, p));
+  const StepFigures there = simulated_figures(*scenario, p, run, sends_there(format, p, scenario));
   const StepFigures planned = planned_figures(p);
   const Bytes capacity = scenario->cluster.device.memory_bytes;
   return head + "this plan there takes " + format_seconds(there.step_s) +
@@ -157,7 +167,7 @@ std::string sends_phrase(P2pMode mode) {
 // the plan's (docs/models.md, "How stages exchange tensors"): what differs
 // and, when the scenario is given, what the plan takes there.
 std::string sends_note(const Plan& p, ExportFormat format, const Scenario* scenario) {
-  const FrameworkSends there = framework_sends(format, p);
+  const FrameworkSends there = sends_there(format, p, scenario);
   const SendsDiffer differ = sends_differ(p, there);
   if (!differ.any()) return "";
   const std::string name = "# " + std::string(framework_label(format));

@@ -108,9 +108,19 @@ TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
 TEST(Framework, DroppingOverlapsLeavesTheRest) {
   Framework f = *find_framework("nemo");
   drop_overlaps(f);
+  int overlaps = 0;
   for (const FrameworkField& field : framework_fields()) {
-    if (field.overlap) EXPECT_FALSE(f.*field.flag) << field.key;
-    if (field.overlap) EXPECT_NE(field.flag, nullptr) << field.key;
+    if (!field.overlap) continue;
+    ++overlaps;
+    ASSERT_NE(field.flag, nullptr) << field.key;
+    EXPECT_FALSE(f.*field.flag) << field.key;
+  }
+  // The four overlap fields, and only they, are marked.
+  EXPECT_EQ(overlaps, 4);
+  for (const FrameworkField& field : framework_fields()) {
+    const std::string key = field.key;
+    const bool named_overlap = key.find("overlap") != std::string::npos;
+    EXPECT_EQ(field.overlap, named_overlap) << key;
   }
   EXPECT_EQ(f.p2p, P2pMode::kBlocking);
   EXPECT_EQ(f.p2p_interleaved, P2pMode::kBlocking);

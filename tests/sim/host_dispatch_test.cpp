@@ -92,6 +92,15 @@ TEST(HostDispatch, AStageOfSmallKernelsLastsTheHostsTime) {
   EXPECT_GT(b.metrics.step_time, a.metrics.step_time);
 }
 
+// Stage 0 of `sc` under zero-bubble's split backward with every layer rerun.
+StageCost blocking_stage(const Scenario& sc) {
+  SimConfig config;
+  config.stages = 2;
+  config.schedule = ScheduleKind::kZbH1;
+  config.remat = Remat::kAlways;
+  return simulate(sc, config).stage_costs.at(0);
+}
+
 // Blocking launches: the device runs nothing while the host issues, so every
 // op lasts its device time and its host time together.
 TEST(HostDispatch, BlockingLaunchesAddTheHostsTimeToTheDevices) {
@@ -117,6 +126,16 @@ TEST(HostDispatch, BlockingLaunchesAddTheHostsTimeToTheDevices) {
     EXPECT_EQ(y.forward, x.forward + host_fwd);
     EXPECT_EQ(y.backward, x.backward + host_bwd);
   }
+  // A recompute and a split backward's two halves pay theirs too.
+  const Scenario ideal_remat = tiny("ideal");
+  const StageCost z = blocking_stage(blocking);
+  const StageCost w = blocking_stage(ideal_remat);
+  EXPECT_EQ(z.host_wait_recompute, z.recompute - w.recompute);
+  EXPECT_GT(z.host_wait_recompute, 0);
+  EXPECT_EQ(z.input, w.input + z.host_wait_input);
+  EXPECT_EQ(z.weight, w.weight + z.host_wait_weight);
+  EXPECT_GT(z.host_wait_weight, 0);
+  EXPECT_GT(z.host_wait_input, 0);
 }
 
 // Where the framework synchronises after each exchange, a forward on a

@@ -220,6 +220,19 @@ TEST(P2pMode, AnExportSaysWhatTheFrameworksSendsCost) {
             std::string::npos);
 }
 
+// Where the scenario's launches block, every framework's sends block too:
+// no note proposes overlapped sends there.
+TEST(P2pMode, BlockingLaunchesLeaveNoOverlappedSendsToPropose) {
+  Scenario blocking = sending_scenario(P2pMode::kBlocking);
+  const Plan waits = planned(blocking, ScheduleKind::k1F1B);
+  ASSERT_NE(export_plan(waits, ExportFormat::kTorchGpipe, &blocking).find("overlaps its sends"),
+            std::string::npos);
+  blocking.training.framework.launch_blocking = true;
+  const std::string out = export_plan(waits, ExportFormat::kTorchGpipe, &blocking);
+  EXPECT_EQ(out.find("overlaps its sends"), std::string::npos) << out;
+  EXPECT_EQ(out.find("cluster.p2p=overlapped"), std::string::npos) << out;
+}
+
 TEST(P2pMode, UnderAnotherScheduleTheScheduleLineCountsTheSends) {
   // A GPipe plan with overlapped sends on DeepSpeed: 1F1B and blocking sends
   // both differ; the schedule line simulates both, the sends line points to it.
