@@ -355,24 +355,6 @@ TEST(SimulateCli, SummaryNamesBlockingAndSplitSends) {
       << blocking.out;
 }
 
-// --framework swaps the profile of a framework object and keeps its fields.
-TEST(SimulateCli, FrameworkKeepsTheScenariosOverrides) {
-  const auto step = [](const std::string& args) {
-    const CliResult r = run("simulate " + kDemo + " -K 2 --json " + args);
-    EXPECT_EQ(r.status, 0) << r.err;
-    return nlohmann::json::parse(r.out)["step_time_s"].get<double>();
-  };
-  const std::string blocking =
-      R"( --set 'training.framework={"profile":"ideal","launch_blocking":true,)"
-      R"("host_launch_s":8e-6}')";
-  const double kept = step(blocking + " --framework megatron-core");
-  const double stated =
-      step(R"( --set 'training.framework={"profile":"megatron-core","launch_blocking":true,)"
-           R"("host_launch_s":8e-6}')");
-  EXPECT_EQ(kept, stated);
-  EXPECT_GT(kept, step("--framework megatron-core"));  // the overrides count
-}
-
 TEST(SimulateCli, SetOverridesAField) {
   const CliResult r = run("simulate " + kDemo + " --set training.global_batch=64 --json");
   ASSERT_EQ(r.status, 0) << r.err;
