@@ -46,8 +46,7 @@ StepResult StepRun::run() {
       workers_.emplace_back(d, r, *core_, stages_, transport_, timer_, watchdog_);
     }
   }
-  transport_.begin_step(sched_);
-  timer_.start(core_->devices);
+  timer_.start(core_->devices, transport_.begin_step(sched_));
   std::vector<std::thread> threads;
   start_workers(threads);
   wait_for_workers();

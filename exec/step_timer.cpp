@@ -12,8 +12,8 @@ StepTimer::StepTimer(int devices, int micro_batches, int ranks)
       events_(static_cast<std::size_t>(devices * ranks)),
       timings_(static_cast<std::size_t>(devices * ranks)) {}
 
-void StepTimer::start(const std::vector<Device*>& devices) {
-  t0_ = Clock::now();
+void StepTimer::start(const std::vector<Device*>& devices, Clock::time_point zero) {
+  t0_ = zero;
   for (Device* dev : devices) {
     if (dev != nullptr && step_fences_.count(dev) == 0) {
       step_fences_[dev] = {dev->fence(), since_start(Clock::now())};

@@ -36,9 +36,10 @@ class StepTimer {
   // `ranks`: the workers of each device (its tensor ranks).
   StepTimer(int devices, int micro_batches, int ranks = 1);
 
-  // Starts the step's clock, taking a fence of each device in `devices` (null:
-  // the host) there. Before the workers start.
-  void start(const std::vector<Device*>& devices);
+  // Starts the step's clock at `zero` (the transport's, so that its alignment
+  // of processes and these times count from one instant), taking a fence of
+  // each device in `devices` (null: the host) now. Before the workers start.
+  void start(const std::vector<Device*>& devices, Clock::time_point zero);
   SimTime since_start(Clock::time_point t) const;
 
   // An op of a stage on `device` (null: the host) starts now.

@@ -19,9 +19,10 @@ std::vector<int> InProcessTransport::local_devices(int devices) const {
   return all;
 }
 
-void InProcessTransport::begin_step(const Schedule& schedule) {
+Transport::Clock::time_point InProcessTransport::begin_step(const Schedule& schedule) {
   // Fresh channels each step: nothing a failed step left behind reaches the next.
   channels_ = std::vector<Channel>(static_cast<std::size_t>(2 * schedule.stages));
+  return Clock::now();
 }
 
 void InProcessTransport::send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) {

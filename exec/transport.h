@@ -32,10 +32,12 @@ class Transport {
 
   // The devices of a `devices`-device schedule whose ops this process runs.
   virtual std::vector<int> local_devices(int devices) const = 0;
-  // Before the step's workers start (all processes together: the step's clock
-  // starts when this returns). Throws std::invalid_argument when the transport
-  // cannot carry this schedule (e.g. the wrong number of processes).
-  virtual void begin_step(const Schedule& schedule) = 0;
+  // Before the step's workers start, all processes together. Returns the
+  // step clock's zero on this process, the one instant its timeline's times
+  // and end_step's alignment of the processes both count from. Throws
+  // std::invalid_argument when the transport cannot carry this schedule (e.g.
+  // the wrong number of processes).
+  virtual Clock::time_point begin_step(const Schedule& schedule) = 0;
   // Hands micro-batch `micro_batch`'s payload to stage `to_stage` in direction
   // `kind` (its route_id). Returns without waiting for the receiver.
   virtual void send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) = 0;
@@ -62,7 +64,7 @@ class Transport {
 class InProcessTransport final : public Transport {
  public:
   std::vector<int> local_devices(int devices) const override;
-  void begin_step(const Schedule& schedule) override;
+  Clock::time_point begin_step(const Schedule& schedule) override;
   void send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) override;
   Wait take(TransferKind kind, int to_stage, int micro_batch, Clock::time_point deadline,
             const std::atomic<bool>& aborted, Tensor& out) override;

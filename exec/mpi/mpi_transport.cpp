@@ -201,7 +201,7 @@ std::vector<int> MpiTransport::local_devices(int devices) const {
   return {rank_};
 }
 
-void MpiTransport::begin_step(const Schedule& schedule) {
+Transport::Clock::time_point MpiTransport::begin_step(const Schedule& schedule) {
   local_devices(schedule.devices());
   stage_device_ = schedule.stage_device;
   micro_batches_ = schedule.micro_batches;
@@ -214,6 +214,7 @@ void MpiTransport::begin_step(const Schedule& schedule) {
   }
   mpi_check(MPI_Barrier(comm_), "MPI_Barrier");
   t0_ = Clock::now();
+  return t0_;
 }
 
 int MpiTransport::tag(TransferKind kind, int to_stage, int micro_batch) const {

@@ -64,7 +64,7 @@ class MpiTransport final : public Transport {
   std::vector<int> local_devices(int devices) const override;
   // All ranks meet, then each starts its clock; on one host the ranks' clocks
   // are the same (CLOCK_MONOTONIC), so end_step aligns them exactly.
-  void begin_step(const Schedule& schedule) override;
+  Clock::time_point begin_step(const Schedule& schedule) override;
   void send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) override;
   Wait take(TransferKind kind, int to_stage, int micro_batch, Clock::time_point deadline,
             const std::atomic<bool>& aborted, Tensor& out) override;

@@ -104,13 +104,13 @@ void NcclTransport::connect(const Schedule& schedule) {
   }
 }
 
-void NcclTransport::begin_step(const Schedule& schedule) {
+Transport::Clock::time_point NcclTransport::begin_step(const Schedule& schedule) {
   local_devices(schedule.devices());
   stage_device_ = schedule.stage_device;
   micro_batches_ = schedule.micro_batches;
   connect(schedule);
   arrived_.clear();
-  mpi_.begin_step(schedule);
+  return mpi_.begin_step(schedule);
 }
 
 void NcclTransport::send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) {

@@ -42,7 +42,7 @@ class NcclTransport final : public Transport {
   std::vector<int> local_devices(int devices) const override { return mpi_.local_devices(devices); }
   // Sets up the pairs' communicators the first time a schedule needs them
   // (every rank meets every pair it is in, in one global order).
-  void begin_step(const Schedule& schedule) override;
+  Clock::time_point begin_step(const Schedule& schedule) override;
   void send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) override;
   Wait take(TransferKind kind, int to_stage, int micro_batch, Clock::time_point deadline,
             const std::atomic<bool>& aborted, Tensor& out) override;
