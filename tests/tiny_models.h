@@ -31,4 +31,22 @@ inline TransformerParams tiny_executor_transformer_params(int blocks = 4) {
   return p;
 }
 
+// A transformer's family parameters, positionally: blocks, width, feed-forward
+// width (0: 4 x width), heads, key-value heads (0: as heads), positions,
+// vocabulary, learned positions.
+inline TransformerParams transformer_params(int layers, std::int64_t h, std::int64_t ff,
+                                            std::int64_t heads, std::int64_t kv, std::int64_t seq,
+                                            std::int64_t vocab, bool learned) {
+  TransformerParams p;
+  p.layers = layers;
+  p.d_model = h;
+  p.d_ff = ff;
+  p.heads = heads;
+  p.kv_heads = kv;
+  p.seq_len = seq;
+  p.vocab = vocab;
+  p.learned_positions = learned;
+  return p;
+}
+
 }  // namespace pipescope::testing

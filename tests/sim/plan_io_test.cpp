@@ -1,20 +1,19 @@
 // Plan JSON: round trips, the golden file, the model hash, plans made from a
-// simulation, and every kind of bad plan with the message the user sees.
+// simulation, a plan checked against its scenario. Bad plans:
+// plan_errors_test.cpp.
 
 #include "sim/formats/plan_io.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "plan_fixtures.h"
 #include "sim/engine/simulator.h"
 #include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
@@ -24,55 +23,14 @@
 namespace pipescope {
 namespace {
 
+using testing::error_of;
 using testing::expect_golden;
 using testing::read_text;
+using testing::sample_plan;
+using testing::temp_path;
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-// Seven named layers cut 3 / 2 / 2 over K=3 stages, M=4 micro-batches of 2.
-Plan sample_plan() {
-  Plan p;
-  p.scenario_name = "golden";
-  p.model_name = "toy7";
-  p.model_hash = "0123456789abcdef";
-  p.layer_count = 7;
-  p.layer_names = {"embed", "block0", "block1", "block2", "block3", "block4", "head"};
-  p.cluster_name = "exact";
-  p.devices = 3;
-  p.memory_capacity = Bytes{16} << 30;
-  p.stages = 3;
-  p.data_parallel = 1;
-  p.micro_batches = 4;
-  p.global_batch = 8;
-  p.micro_batch_size = 2;
-  p.schedule = ScheduleKind::kGpipe;
-  p.remat = Remat::kAlways;
-  p.partition_method = "optimal";
-  // Each device's peak split into weights, gradients, optimizer state and
-  // activations, adding up to it.
-  p.stage_plans = {
-      {{0, 2}, 0, 0.003, 0.006, 0.003, 1'000'000, MemorySplit{200'000, 200'000, 400'000, 200'000}},
-      {{3, 4}, 1, 0.0025, 0.005, 0.0025, 900'000, MemorySplit{100'000, 100'000, 200'000, 500'000}},
-      {{5, 6},
-       2,
-       0.0035,
-       0.007,
-       0.0035,
-       1'100'000,
-       MemorySplit{150'000, 150'000, 300'000, 500'000}}};
-  p.step_time_s = 0.1015;
-  p.throughput_samples_per_s = 78.817733990147786;
-  p.bubble_fraction = 1.0 / 3.0;
-  p.fits = true;
-  return p;
-}
-
-fs::path temp_path(const std::string& name) {
-  return fs::temp_directory_path() /
-         (std::string("pipescope_plan_io_") +
-          ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + name);
-}
 
 void expect_same_split(const std::optional<MemorySplit>& a, const std::optional<MemorySplit>& b) {
   ASSERT_EQ(a.has_value(), b.has_value());
@@ -116,16 +74,6 @@ void expect_same(const Plan& a, const Plan& b) {
   EXPECT_EQ(a.throughput_samples_per_s, b.throughput_samples_per_s);
   EXPECT_EQ(a.bubble_fraction, b.bubble_fraction);
   EXPECT_EQ(a.fits, b.fits);
-}
-
-// The message that reading `doc` as "p.json" raises.
-std::string error_of(const json& doc) {
-  try {
-    plan_from_json(doc, "p.json");
-  } catch (const ScenarioError& e) {
-    return e.what();
-  }
-  return "(accepted)";
 }
 
 TEST(PlanIo, RoundTripsThroughAFile) {
@@ -399,194 +347,6 @@ TEST(MakePlan, ZbVStagesFollowTheV) {
                  "device 0 (zb-v's V: stages d and 2K-1-d on device d, K=2), and a plan's stages "
                  "cannot be moved to other devices");
   }
-}
-
-TEST(PlanIoErrors, MalformedJsonHasLineAndColumn) {
-  const fs::path path = temp_path("malformed.json");
-  std::ofstream(path) << "{\n  \"format\": \"pipescope-plan\",\n  \"version\" 1\n}\n";
-  try {
-    read_plan_file(path);
-    FAIL() << "accepted";
-  } catch (const ScenarioError& e) {
-    EXPECT_EQ(
-        std::string(e.what()).rfind(path.string() + ": malformed JSON at line 3, column 13: ", 0),
-        0u)
-        << e.what();
-  }
-  fs::remove(path);
-}
-
-TEST(PlanIoErrors, MissingFile) {
-  try {
-    read_plan_file("/nonexistent/plan.json");
-    FAIL() << "accepted";
-  } catch (const ScenarioError& e) {
-    EXPECT_STREQ(e.what(), "/nonexistent/plan.json: cannot open file");
-  }
-}
-
-// The message that reading the sample plan after `edit` raises.
-template <class Edit>
-std::string error_after(Edit edit) {
-  json doc = plan_to_json(sample_plan());
-  edit(doc);
-  return error_of(doc);
-}
-
-TEST(PlanIoErrors, WrongFormatOrVersion) {
-  const std::string not_a_plan =
-      "p.json: format: not a PipeScope plan (expected \"pipescope-plan\")";
-  EXPECT_EQ(error_after([](json& d) { d["format"] = "pipescope-trace"; }), not_a_plan);
-  EXPECT_EQ(error_after([](json& d) { d.erase("format"); }), not_a_plan);
-  // A scenario given where a plan belongs.
-  EXPECT_EQ(error_of(json::parse(R"({"model": {}, "cluster": {}, "training": {}})")), not_a_plan);
-  EXPECT_EQ(error_after([](json& d) { d["version"] = 7; }),
-            "p.json: version: plan version 7 is not supported (this PipeScope reads version 1)");
-  EXPECT_EQ(error_after([](json& d) { d["version"] = "1"; }),
-            "p.json: version: expected a positive integer, got string");
-  EXPECT_EQ(error_of(json::array()), "p.json: expected an object, got array");
-}
-
-TEST(PlanIoErrors, UnknownMissingAndMistypedKeys) {
-  EXPECT_EQ(error_after([](json& d) { d["stages"][1]["colour"] = "red"; }),
-            "p.json: stages[1].colour: unknown key 'colour' (expected one of: first_layer, "
-            "last_layer, device, fwd_s, bwd_s, recompute_s, peak_memory_bytes, weights_bytes, "
-            "gradients_bytes, optimizer_bytes, activations_bytes)");
-  EXPECT_EQ(error_after([](json& d) {
-              d["extra"] = 1;
-            }).rfind("p.json: extra: unknown key 'extra' (expected one of: format, ", 0),
-            0u);
-  EXPECT_EQ(error_after([](json& d) { d["predicted"].erase("fits"); }),
-            "p.json: predicted.fits: missing required key");
-  EXPECT_EQ(error_after([](json& d) { d.erase("schedule"); }),
-            "p.json: schedule: missing required key");
-  EXPECT_EQ(error_after([](json& d) { d["K"] = "3"; }),
-            "p.json: K: expected a positive integer, got string");
-  EXPECT_EQ(error_after([](json& d) { d["remat"] = 1; }),
-            "p.json: remat: expected true or false, got number");
-  EXPECT_EQ(error_after([](json& d) { d["stages"][0]["fwd_s"] = -1.0; }),
-            "p.json: stages[0].fwd_s: expected a non-negative number, got -1.0");
-  EXPECT_EQ(error_after([](json& d) { d["stages"] = json::object(); }),
-            "p.json: stages: expected an array, got object");
-  EXPECT_EQ(error_after([](json& d) { d["schedule"] = "zigzag"; }),
-            "p.json: schedule: unknown schedule 'zigzag' (expected one of: gpipe, 1f1b, zb-h1, "
-            "interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v)");
-  EXPECT_EQ(error_after([](json& d) { d["chunks"] = 2; }),
-            "p.json: chunks: gpipe runs one chunk per device; 2 chunks need one of "
-            "interleaved-1f1b, looped-bfs, zb-v, interleaved-zb, dualpipe-v");
-  EXPECT_EQ(error_after([](json& d) {
-              d["schedule"] = "dualpipe-v";
-              d["chunks"] = 2;
-            }),
-
-            "p.json: chunks: dualpipe-v needs M >= 2K, its stage count (as PyTorch's "
-            "ScheduleDualPipeV): M=4, K=3");
-  EXPECT_EQ(error_after([](json& d) { d["chunks"] = 0; }),
-            "p.json: chunks: expected a positive integer, got 0");
-  EXPECT_EQ(error_after([](json& d) { d["model"]["hash"] = "0123456789ABCDEF"; }),
-            "p.json: model.hash: expected 16 lowercase hex digits, got \"0123456789ABCDEF\"");
-  EXPECT_EQ(error_after([](json& d) { d["model"]["layer_names"].erase(6); }),
-            "p.json: model.layer_names: expected 7 names (model.layers), got 6");
-  EXPECT_EQ(error_after([](json& d) { d["model"]["layer_names"][2] = 5; }),
-            "p.json: model.layer_names[2]: expected a string, got number");
-  EXPECT_EQ(error_after([](json& d) { d["predicted"]["bubble_fraction"] = 1.5; }),
-            "p.json: predicted.bubble_fraction: expected a number in [0, 1], got 1.5");
-}
-
-TEST(PlanIoErrors, StagesMustCutTheModelContiguously) {
-  EXPECT_EQ(error_after([](json& d) { d["stages"][1]["first_layer"] = 4; }),
-            "p.json: stages[1].first_layer: stages must be contiguous: expected 3 (the layer "
-            "after stages[0].last_layer), got 4");
-  EXPECT_EQ(error_after([](json& d) { d["stages"][0]["first_layer"] = 1; }),
-            "p.json: stages[0].first_layer: the first stage must start at layer 0, got 1");
-  EXPECT_EQ(error_after([](json& d) { d["stages"][2]["last_layer"] = 5; }),
-            "p.json: stages[2].last_layer: the last stage must end at the model's last layer 6, "
-            "got 5");
-  EXPECT_EQ(error_after([](json& d) {
-              d["stages"][1]["last_layer"] = 2;
-              d["stages"][2]["first_layer"] = 3;
-            }),
-            "p.json: stages[1].last_layer: a stage needs at least one layer: last_layer 2 is "
-            "before first_layer 3");
-  EXPECT_EQ(error_after([](json& d) { d["stages"][2]["device"] = 3; }),
-            "p.json: stages[2].device: expected 2, got 3: PipeScope runs model stage 2 on "
-            "device 2 mod K=3, and a plan's stages cannot be moved to other devices");
-  // A device that exists, edited by hand, would be read and then ignored.
-  EXPECT_EQ(error_after([](json& d) {
-              d["stages"][0]["device"] = 1;
-              d["stages"][1]["device"] = 0;
-            }),
-            "p.json: stages[0].device: expected 0, got 1: PipeScope runs model stage 0 on "
-            "device 0 mod K=3, and a plan's stages cannot be moved to other devices");
-}
-
-TEST(PlanIoErrors, CountsAndBatchesMustAgree) {
-  EXPECT_EQ(error_after([](json& d) { d["K"] = 4; }),
-            "p.json: stages: expected K = 4 stages, got 3");
-  EXPECT_EQ(error_after([](json& d) { d["D"] = 2; }),
-            "p.json: cluster.devices: expected K x D x T = 6 devices, got 3");
-  EXPECT_EQ(error_after([](json& d) { d["M"] = 3; }),
-            "p.json: M: 3 does not divide the per-replica batch 8 (global_batch / D)");
-  EXPECT_EQ(error_after([](json& d) { d["micro_batch_size"] = 4; }),
-            "p.json: micro_batch_size: expected global_batch / (D x M) = 2, got 4");
-  EXPECT_EQ(error_after([](json& d) {
-              d["global_batch"] = 10;
-              d["D"] = 3;
-              d["cluster"]["devices"] = 9;
-            }),
-            "p.json: D: 3 replicas do not divide global_batch 10");
-}
-
-TEST(PlanIoErrors, MemorySplitMustAddUpToThePeak) {
-  EXPECT_EQ(error_after([](json& d) { d["stages"][1]["activations_bytes"] = 550'000; }),
-            "p.json: stages[1]: the memory split does not add up to peak_memory_bytes 900000: "
-            "weights_bytes 100000 + gradients_bytes 100000 + optimizer_bytes 200000 + "
-            "activations_bytes 550000");
-  EXPECT_EQ(error_after([](json& d) { d["stages"][0]["peak_memory_bytes"] = 999'999; }),
-            "p.json: stages[0]: the memory split does not add up to peak_memory_bytes 999999: "
-            "weights_bytes 200000 + gradients_bytes 200000 + optimizer_bytes 400000 + "
-            "activations_bytes 200000");
-  // Parts near 2^63 must not wrap around to the peak.
-  EXPECT_EQ(error_after([](json& d) {
-              d["stages"][2]["weights_bytes"] = json::number_integer_t{1} << 62;
-              d["stages"][2]["gradients_bytes"] = json::number_integer_t{1} << 62;
-              d["stages"][2]["optimizer_bytes"] = json::number_integer_t{1} << 62;
-              d["stages"][2]["activations_bytes"] = (json::number_integer_t{1} << 62) + 1'100'000;
-            }),
-            "p.json: stages[2]: the memory split does not add up to peak_memory_bytes 1100000: "
-            "weights_bytes 4611686018427387904 + gradients_bytes 4611686018427387904 + "
-            "optimizer_bytes 4611686018427387904 + activations_bytes 4611686018428487904");
-}
-
-TEST(PlanIoErrors, MemorySplitPartsAreNonNegativeAndComplete) {
-  EXPECT_EQ(error_after([](json& d) {
-              d["stages"][0]["weights_bytes"] = -200'000;
-              d["stages"][0]["activations_bytes"] = 600'000;
-            }),
-            "p.json: stages[0].weights_bytes: expected a non-negative integer, got -200000");
-  EXPECT_EQ(error_after([](json& d) { d["stages"][2]["optimizer_bytes"] = 3.5; }),
-            "p.json: stages[2].optimizer_bytes: expected a non-negative integer, got 3.5");
-  EXPECT_EQ(error_after([](json& d) { d["stages"][1].erase("gradients_bytes"); }),
-            "p.json: stages[1].gradients_bytes: missing required key");
-  // Known for some devices and not others: a hand edit, not an older plan.
-  EXPECT_EQ(error_after([](json& d) {
-              for (const char* key :
-                   {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"}) {
-                d["stages"][2].erase(key);
-              }
-            }),
-            "p.json: stages[2]: lacks the memory split (weights_bytes, gradients_bytes, "
-            "optimizer_bytes, activations_bytes) that stages[0] has: a plan gives it for every "
-            "stage or for none");
-  EXPECT_EQ(error_after([](json& d) {
-              for (const char* key :
-                   {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"}) {
-                d["stages"][0].erase(key);
-              }
-            }),
-            "p.json: stages[1]: has the memory split (weights_bytes, gradients_bytes, "
-            "optimizer_bytes, activations_bytes) that stages[0] lacks: a plan gives it for every "
-            "stage or for none");
 }
 
 // --- Matching a plan to a scenario ---
