@@ -63,6 +63,11 @@ Framework megatron_core() {
   f.fused_attention = true;
   f.fused_norm = true;
   f.cross_entropy = CrossEntropy::kFp32;
+  // Transformer Engine's FP8 modules save the FP8 copies of their GEMMs'
+  // inputs for the weight gradients (Linear's inputmat or its transpose,
+  // the normalised input of LayerNormLinear and LayerNormMLP cast in the
+  // norm's kernel, LayerNormMLP's activation output; TE 1.12).
+  f.fp8_stash = true;
   // bf16 forces accumulate_allreduce_grads_in_fp32 (main_grads_dtype fp32 by
   // default in core_v0.13); --overlap-grad-reduce and --overlap-param-gather
   // default off; gradient_accumulation_fusion on.

@@ -155,6 +155,12 @@ struct TransformerParams {
   // Engine); weights and activations stay in dtype. Needs a device with an FP8
   // peak.
   bool fp8 = false;
+  // Under fp8, a dense block's backward keeps the FP8 copies of its GEMMs'
+  // inputs (one byte an element: the QKV and MLP inputs, the output
+  // projection's, the MLP's activation output), as Transformer Engine does;
+  // false: in dtype (Framework::fp8_stash). Mixture-of-experts and
+  // latent-attention blocks keep theirs in dtype either way.
+  bool fp8_stash = false;
   // How the head's cross-entropy runs over its s x V logits.
   CrossEntropy cross_entropy = CrossEntropy::kFp32;
   // The blocks' mixture of experts, if any.

@@ -133,9 +133,17 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // (FlashAttention) never writes them: its backward rebuilds the scores from
   // Q, K, V and the log-sum-exp of each row of each head it kept, 4as bytes
   // (fp32), so its stash is that core instead (Dao et al. 2022, section 3.1).
+  //
+  // Under FP8 with Transformer Engine (p.fp8_stash) the four GEMM inputs
+  // among these, the QKV and MLP inputs (replicated), the output projection's
+  // and the second linear's (split), are kept as their FP8 copies, g = 1 byte
+  // an element instead of e; the layer norm inputs, Q, K, V and the GeLU
+  // input stay in dtype. Dense blocks only (BlockCosts' MoE and latent
+  // attention adjust the dtype terms).
   const Bytes mask = p.dropout ? 1 : 0;
-  const Bytes replicated_stash = s * h * (4 * e + 2 * mask);
-  const Bytes split_stash = s * (2 * e * q + 2 * e * d_kv + 2 * e * f);
+  const Bytes g = p.fp8 && p.fp8_stash && !moe && !p.mla.enabled() ? 1 : e;
+  const Bytes replicated_stash = s * h * (2 * e + 2 * g + 2 * mask);
+  const Bytes split_stash = s * ((e + g) * q + 2 * e * d_kv + (e + g) * f);
   const Bytes core_stash = (p.fused_attention ? 4 * a * s : a * s * s * (e + mask * (e + 1))) / t;
   const Bytes block_stash = replicated_stash / c + split_stash / t + core_stash;
   // What crosses a cut: the s x h output, whole on every device of the group

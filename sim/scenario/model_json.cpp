@@ -23,7 +23,10 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (!p.dropout) m["dropout"] = false;
   if (!p.fused_attention) m["attention"] = "unfused";
   if (!p.fused_norm) m["norm"] = "unfused";
-  if (p.fp8) m["fp8"] = true;
+  if (p.fp8) {
+    m["fp8"] = true;
+    m["fp8_stash"] = p.fp8_stash ? "fp8" : "dtype";
+  }
   if (p.cross_entropy != CrossEntropy::kFp32) {
     m["cross_entropy"] = std::string(to_string(p.cross_entropy));
   }

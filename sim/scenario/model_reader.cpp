@@ -36,6 +36,23 @@ std::optional<bool> parse_fused(std::string_view v) {
   return std::nullopt;
 }
 
+// "fp8" or "dtype" as true or false: model.fp8_stash.
+std::optional<bool> parse_fp8_stash(std::string_view v) {
+  if (v == "fp8") return true;
+  if (v == "dtype") return false;
+  return std::nullopt;
+}
+
+// model.fp8_stash, the framework's unless given; refused without model.fp8.
+bool read_fp8_stash(ObjectReader& m, const TransformerParams& p, const Framework& fw) {
+  const std::optional<bool> given =
+      opt_choice(m, "fp8_stash", "fp8_stash", parse_fp8_stash, "fp8, dtype");
+  if (given && !p.fp8) {
+    m.fail("fp8_stash", "says how FP8 GEMMs keep their inputs: give model.fp8 true too");
+  }
+  return given.value_or(fw.fp8_stash);
+}
+
 // model.experts and the fields that shape the mixture, each refused without
 // it (docs/file-formats.md).
 MoeParams read_moe(ObjectReader& m, const TransformerParams& p) {
@@ -140,6 +157,7 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
   p.fused_norm =
       opt_choice(m, "norm", "norm", parse_fused, "fused, unfused").value_or(fw.fused_norm);
   p.fp8 = m.opt_bool("fp8").value_or(false);
+  p.fp8_stash = read_fp8_stash(m, p, fw);
   p.cross_entropy = opt_choice(m, "cross_entropy", "cross_entropy", parse_cross_entropy,
                                "fp32, fp32-fused, fused")
                         .value_or(fw.cross_entropy);

@@ -50,6 +50,21 @@ TEST(MixtureOfExperts, BlockByHand) {
   EXPECT_EQ(l.core_fwd_flops, d.core_fwd_flops);
 }
 
+// Under FP8 the mixture's block keeps its stash in dtype (its experts' inputs
+// are not modelled as Transformer Engine's FP8 copies); a dense block under
+// the same flags keeps its GEMM inputs in one byte.
+TEST(MixtureOfExperts, Fp8KeepsTheMixtureStashInDtype) {
+  TransformerParams p = tiny_moe();
+  const Bytes plain = make_transformer(p).layers[1].stash_bytes;
+  p.fp8 = true;
+  p.fp8_stash = true;
+  EXPECT_EQ(make_transformer(p).layers[1].stash_bytes, plain);
+  p.moe = {};
+  TransformerParams in_dtype = p;
+  in_dtype.fp8_stash = false;
+  EXPECT_LT(make_transformer(p).layers[1].stash_bytes,
+            make_transformer(in_dtype).layers[1].stash_bytes);
+}
 TEST(MixtureOfExperts, TheFirstDenseLayersKeepTheDenseMlp) {
   TransformerParams p = tiny_moe();
   p.layers = 3;

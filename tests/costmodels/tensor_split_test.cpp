@@ -45,6 +45,31 @@ TEST(TensorSplit, BlockStashFollowsKorthikanti) {
             sh * (10 + 24 / 2) + sh * 5 * 2 / 2);
 }
 
+// Under FP8 with Transformer Engine the four GEMM inputs are kept as their
+// FP8 copies: the QKV and MLP inputs (replicated), the output projection's
+// and the second linear's (split), one byte an element where fp16 takes two.
+// Of Korthikanti's sh(34 + 5as/h), sh(1 + 1 + 1 + 4) = 7sh go (f = 4h): the
+// replicated sh(2e + 2 + 2) = 8sh, the split sh(3 + 4 + 3 x 4) = 19sh.
+TEST(TensorSplit, Fp8StashKeepsTheGemmInputsInOneByte) {
+  const std::int64_t sh = 16 * 32;
+  TransformerParams p = small();
+  p.fp8 = true;
+  p.fp8_stash = true;
+  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (27 + 5 * 2));
+  EXPECT_EQ(block(make_transformer(p, "m", {4, false})).stash_bytes,
+            sh * 8 + sh * 19 / 4 + sh * 5 * 2 / 4);
+  EXPECT_EQ(block(make_transformer(p, "m", {4, true})).stash_bytes, sh * 27 / 4 + sh * 5 * 2 / 4);
+  // The core (attention's a x s^2 terms) is untouched.
+  EXPECT_EQ(block(make_transformer(p)).core_stash_bytes,
+            block(make_transformer(small())).core_stash_bytes);
+  // Kept in dtype (torchao's Float8Linear), or without FP8: Korthikanti's.
+  p.fp8_stash = false;
+  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (34 + 5 * 2));
+  p.fp8 = false;
+  p.fp8_stash = true;
+  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (34 + 5 * 2));
+}
+
 // Selective recomputation drops the 5as/(ht) part: their sh(10 + 24/t) and,
 // with sequence parallelism, sh * 34/t (section 4.3).
 TEST(TensorSplit, SelectiveStashFollowsKorthikanti) {

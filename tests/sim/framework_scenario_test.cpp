@@ -8,6 +8,7 @@
 
 #include "scenario_docs.h"
 #include "sim/engine/zero.h"
+#include "sim/scenario/model_json.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
@@ -48,6 +49,41 @@ TEST(FrameworkScenario, AProfileGivesWhatTheModelAndClusterLeaveOut) {
   s = parse_scenario(doc, "a.json");
   EXPECT_FALSE(s.model.transformer->fused_norm);
   EXPECT_EQ(s.model.transformer->cross_entropy, CrossEntropy::kFp32Fused);
+}
+
+// model.fp8_stash: Transformer Engine's profiles keep FP8 copies of the GEMM
+// inputs, torchtitan's torchao keeps them in dtype; the model's key wins and
+// a plan's model carries it; without model.fp8 the key is refused.
+TEST(FrameworkScenario, Fp8StashFollowsTheProfileUnlessTheModelSays) {
+  json doc = good_doc();
+  doc["cluster"]["preset"] = "h100-sxm";
+  doc["model"]["dtype"] = "bf16";
+  doc["model"]["fp8"] = true;
+  const Scenario te = parse_scenario(doc, "a.json");
+  EXPECT_TRUE(te.model.transformer->fp8_stash);
+  doc["training"]["framework"] = "torchtitan";
+  const Scenario ao = parse_scenario(doc, "a.json");
+  EXPECT_FALSE(ao.model.transformer->fp8_stash);
+  EXPECT_LT(te.model.layers[1].stash_bytes, ao.model.layers[1].stash_bytes);
+  doc["model"]["fp8_stash"] = "fp8";
+  const Scenario given = parse_scenario(doc, "a.json");
+  EXPECT_TRUE(given.model.transformer->fp8_stash);
+  EXPECT_EQ(given.model.layers[1].stash_bytes, te.model.layers[1].stash_bytes);
+  json again = doc;
+  again["model"] = model_spec_json(ao.model);
+  EXPECT_EQ(again["model"]["fp8_stash"], "dtype");
+  again["training"]["framework"] = "megatron-core";
+  EXPECT_FALSE(parse_scenario(again, "a.json").model.transformer->fp8_stash);
+  doc["model"]["fp8_stash"] = "bf16";
+  ScenarioError e = error_of(doc);
+  EXPECT_EQ(e.json_path(), "model.fp8_stash");
+  EXPECT_NE(std::string(e.what()).find("(expected one of: fp8, dtype)"), std::string::npos)
+      << e.what();
+  doc["model"]["fp8_stash"] = "fp8";
+  doc["model"]["fp8"] = false;
+  e = error_of(doc);
+  EXPECT_EQ(e.json_path(), "model.fp8_stash");
+  EXPECT_NE(std::string(e.what()).find("give model.fp8 true too"), std::string::npos) << e.what();
 }
 
 // An object names a profile and overrides its fields.

@@ -102,7 +102,7 @@ TEST(ScenarioErrors, UnknownNestedKey) {
       "bad.json: model.d_fff: unknown key 'd_fff' (expected one of: family, name, "
       "layers, d_model, d_ff, heads, seq_len, vocab, dtype, positions, "
       "tied_embeddings, kv_heads, head_dim, sliding_window, sliding_pattern, dropout, attention, "
-      "norm, fp8, cross_entropy, "
+      "norm, fp8, fp8_stash, cross_entropy, "
       "experts, experts_per_token, expert_d_ff, shared_d_ff, dense_layers, expert_imbalance, "
       "latent_attention)");
   EXPECT_EQ(e.json_path(), "model.d_fff");
