@@ -63,10 +63,12 @@ Framework megatron_core() {
   f.fused_attention = true;
   f.fused_norm = true;
   f.cross_entropy = CrossEntropy::kFp32;
-  // Transformer Engine's FP8 modules save the FP8 copies of their GEMMs'
-  // inputs for the weight gradients (Linear's inputmat or its transpose,
-  // the normalised input of LayerNormLinear and LayerNormMLP cast in the
-  // norm's kernel, LayerNormMLP's activation output; TE 1.12).
+  // The layer spec's TELayerNormColumnParallelLinear and
+  // TERowParallelLinear (Transformer Engine's LayerNormLinear and Linear)
+  // save FP8 copies of their GEMMs' inputs for the weight gradients: the
+  // normalised input that the norm's kernel writes in FP8, the Linear's
+  // input or its transpose cast to FP8 (TE 1.12, with the default recipe,
+  // whose weight gradient runs in FP8).
   f.fp8_stash = true;
   // bf16 forces accumulate_allreduce_grads_in_fp32 (main_grads_dtype fp32 by
   // default in core_v0.13); --overlap-grad-reduce and --overlap-param-gather

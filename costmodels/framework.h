@@ -59,9 +59,9 @@ struct Framework {
   bool fused_norm = true;
   // Under FP8 (model.fp8), what the backward keeps of a GEMM's input for its
   // weight gradient: the FP8 copy the forward cast, one byte an element
-  // (Transformer Engine's Linear, LayerNormLinear and LayerNormMLP), or the
-  // input in dtype, cast again in the backward (torchao's Float8Linear, which
-  // torchtitan runs). The model's default: model.fp8_stash.
+  // (Transformer Engine's Linear and LayerNormLinear), or the input in dtype,
+  // cast again in the backward (torchao's Float8Linear, which torchtitan
+  // runs). The model's default: model.fp8_stash.
   bool fp8_stash = false;
   // Every backward adds its new weight gradients into the step's in a pass
   // of its own (PyTorch's AccumulateGrad, Megatron-LM 2021's main_grad hook,

@@ -157,9 +157,9 @@ struct TransformerParams {
   bool fp8 = false;
   // Under fp8, a dense block's backward keeps the FP8 copies of its GEMMs'
   // inputs (one byte an element: the QKV and MLP inputs, the output
-  // projection's, the MLP's activation output), as Transformer Engine does;
-  // false: in dtype (Framework::fp8_stash). Mixture-of-experts and
-  // latent-attention blocks keep theirs in dtype either way.
+  // projection's), as Transformer Engine does; false: in dtype
+  // (Framework::fp8_stash). Mixture-of-experts and latent-attention blocks
+  // keep theirs in dtype either way (costmodels/transformer_block.cpp).
   bool fp8_stash = false;
   // How the head's cross-entropy runs over its s x V logits.
   CrossEntropy cross_entropy = CrossEntropy::kFp32;

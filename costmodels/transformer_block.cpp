@@ -134,16 +134,28 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // Q, K, V and the log-sum-exp of each row of each head it kept, 4as bytes
   // (fp32), so its stash is that core instead (Dao et al. 2022, section 3.1).
   //
-  // Under FP8 with Transformer Engine (p.fp8_stash) the four GEMM inputs
-  // among these, the QKV and MLP inputs (replicated), the output projection's
-  // and the second linear's (split), are kept as their FP8 copies, g = 1 byte
-  // an element instead of e; the layer norm inputs, Q, K, V and the GeLU
-  // input stay in dtype. Dense blocks only (BlockCosts' MoE and latent
-  // attention adjust the dtype terms).
+  //
+  // Under FP8 with Transformer Engine (p.fp8_stash) the GEMMs keep FP8 copies
+  // of their inputs, g = 1 byte an element: the QKV and MLP inputs
+  // (replicated) take g instead of e. The output projection's input takes g
+  // beside unfused attention, but e + g beside fused attention, whose kernel
+  // keeps its e-byte output for its own backward while the projection keeps
+  // its FP8 copy. The second linear's input (the activation's output) is
+  // f wide after a GeLU but 2f/3 after a gated activation, whose two input
+  // matrices are written here as two of width f (1.5 times its intermediate
+  // width); which one a block has is not known, so its FP8 copy saves
+  // (e - g) of 2f/3 columns: exact for a gated MLP, a third less than a
+  // GeLU MLP saves, never less than the run keeps. The layer norm inputs,
+  // Q, K, V and the activation's input stay at e. Dense blocks only
+  // (BlockCosts' MoE and latent attention adjust the e terms).
   const Bytes mask = p.dropout ? 1 : 0;
-  const Bytes g = p.fp8 && p.fp8_stash && !moe && !p.mla.enabled() ? 1 : e;
+  const bool fp8_stash = p.fp8 && p.fp8_stash && !moe && !p.mla.enabled();
+  const Bytes g = fp8_stash ? 1 : e;
+  const Bytes projection_in = !fp8_stash ? e : p.fused_attention ? e + g : g;
   const Bytes replicated_stash = s * h * (2 * e + 2 * g + 2 * mask);
-  const Bytes split_stash = s * ((e + g) * q + 2 * e * d_kv + (e + g) * f);
+  const Bytes activation_out_saved = s * (e - g) * 2 * f / 3;
+  const Bytes split_stash =
+      s * ((e + projection_in) * q + 2 * e * d_kv + 2 * e * f) - activation_out_saved;
   const Bytes core_stash = (p.fused_attention ? 4 * a * s : a * s * s * (e + mask * (e + 1))) / t;
   const Bytes block_stash = replicated_stash / c + split_stash / t + core_stash;
   // What crosses a cut: the s x h output, whole on every device of the group

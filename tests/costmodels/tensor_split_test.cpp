@@ -45,29 +45,43 @@ TEST(TensorSplit, BlockStashFollowsKorthikanti) {
             sh * (10 + 24 / 2) + sh * 5 * 2 / 2);
 }
 
-// Under FP8 with Transformer Engine the four GEMM inputs are kept as their
-// FP8 copies: the QKV and MLP inputs (replicated), the output projection's
-// and the second linear's (split), one byte an element where fp16 takes two.
-// Of Korthikanti's sh(34 + 5as/h), sh(1 + 1 + 1 + 4) = 7sh go (f = 4h): the
-// replicated sh(2e + 2 + 2) = 8sh, the split sh(3 + 4 + 3 x 4) = 19sh.
+// Under FP8 with Transformer Engine the GEMMs keep FP8 copies of their
+// inputs, one byte an element where fp16 takes two: the QKV and MLP inputs
+// (replicated), beside unfused attention the output projection's, and the
+// MLP's second input over 2f/3 of its columns (split). With f = 96 (3h),
+// Korthikanti's s(h(8e + 2) + 2ef) = 30sh becomes the replicated
+// sh(2e + 2 + 2) = 8sh and the split s(eh + h + 2eh + 2ef - 2f/3) = 17sh.
 TEST(TensorSplit, Fp8StashKeepsTheGemmInputsInOneByte) {
   const std::int64_t sh = 16 * 32;
   TransformerParams p = small();
+  p.d_ff = 96;
+  const TransformerParams in_dtype = p;
   p.fp8 = true;
   p.fp8_stash = true;
-  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (27 + 5 * 2));
+  EXPECT_EQ(block(make_transformer(in_dtype)).stash_bytes, sh * (30 + 5 * 2));
+  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (25 + 5 * 2));
   EXPECT_EQ(block(make_transformer(p, "m", {4, false})).stash_bytes,
-            sh * 8 + sh * 19 / 4 + sh * 5 * 2 / 4);
-  EXPECT_EQ(block(make_transformer(p, "m", {4, true})).stash_bytes, sh * 27 / 4 + sh * 5 * 2 / 4);
+            sh * 8 + sh * 17 / 4 + sh * 5 * 2 / 4);
+  EXPECT_EQ(block(make_transformer(p, "m", {4, true})).stash_bytes, sh * 25 / 4 + sh * 5 * 2 / 4);
   // The core (attention's a x s^2 terms) is untouched.
   EXPECT_EQ(block(make_transformer(p)).core_stash_bytes,
-            block(make_transformer(small())).core_stash_bytes);
+            block(make_transformer(in_dtype)).core_stash_bytes);
+  // Beside unfused attention 5sh are saved: 2sh on the QKV and MLP inputs,
+  // sh on the projection's, 2sh on the MLP's second input. Fused attention
+  // keeps its own e-byte output beside the projection's FP8 copy, so the
+  // projection's input costs sh more instead of sh less: 3sh saved.
+  p.fused_attention = true;
+  TransformerParams fused_dtype = in_dtype;
+  fused_dtype.fused_attention = true;
+  EXPECT_EQ(block(make_transformer(p)).stash_bytes,
+            block(make_transformer(fused_dtype)).stash_bytes - 3 * sh);
   // Kept in dtype (torchao's Float8Linear), or without FP8: Korthikanti's.
+  p.fused_attention = false;
   p.fp8_stash = false;
-  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (34 + 5 * 2));
+  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (30 + 5 * 2));
   p.fp8 = false;
   p.fp8_stash = true;
-  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (34 + 5 * 2));
+  EXPECT_EQ(block(make_transformer(p)).stash_bytes, sh * (30 + 5 * 2));
 }
 
 // Selective recomputation drops the 5as/(ht) part: their sh(10 + 24/t) and,
