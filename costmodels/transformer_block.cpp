@@ -134,7 +134,6 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // Q, K, V and the log-sum-exp of each row of each head it kept, 4as bytes
   // (fp32), so its stash is that core instead (Dao et al. 2022, section 3.1).
   //
-  //
   // Under FP8 with Transformer Engine (p.fp8_stash) the GEMMs keep FP8 copies
   // of their inputs, g = 1 byte an element: the QKV and MLP inputs
   // (replicated) take g instead of e. The output projection's input takes g
