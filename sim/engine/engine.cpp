@@ -393,7 +393,10 @@ class Engine {
     const bool blocks = send_blocks(d, dev.next, op.kind);
     ++dev.next;
     if (core_limit_ > 0) release_core();
-    dev.pair.finished(op, blocks, [this](const Op& done, bool b) { send_output(done, b); });
+    // The op's gradients are counted (and reduced) before its outputs leave:
+    // a send to a stage on the same device arrives at once and may start the
+    // device's next op, which must see this one's count (the overlapped
+    // reduction starts with the op that takes the count to one).
     const KindRules& r = rules(op.kind);
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
     if (r.feeds_all_reduce && c.zero_reduce_scatter > 0) {
@@ -412,6 +415,7 @@ class Engine {
       device_end = std::max(device_end, book_replica_link(d, op.stage, c.zero_step_gather,
                                                           ReplicaCollective::kAllGather));
     }
+    dev.pair.finished(op, blocks, [this](const Op& done, bool b) { send_output(done, b); });
     try_start(d);
   }
 

@@ -131,6 +131,34 @@ TEST(DataParallel, AnOverlappedReductionStartsWithTheLastBackward) {
   EXPECT_EQ(slow.metrics.step_time, 8000 + a + slow.stage_costs[0].optimizer);
 }
 
+// Under ZB-V the middle two stages share a device, and a backward's gradient
+// to the stage below arrives at once, starting the device's next op before
+// the backward's own gradients were counted: that op, the stage's last
+// weight gradient, must still start the overlapped reduction, or the
+// optimizer step waits for it forever.
+TEST(DataParallel, AnOverlappedReductionStartsWhereTheGradientStaysOnTheDevice) {
+  Scenario whole = dp_scenario(8, 8, 8, 2);
+  whole.training.framework.overlap_grad_reduce = true;
+  SimConfig cfg;
+  cfg.stages = 4;
+  cfg.schedule = ScheduleKind::kZbV;
+  cfg.chunks = 2;
+  cfg.remat = Remat::kNever;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, 4, 2);
+  const SimResult r = simulate(replica_scenario(whole, 4, 2), cfg);
+  ASSERT_EQ(r.stage_costs.size(), 8u);
+  // Every stage's reduction ran: 8 all-reduces on the timeline, each of its
+  // stage's 100 parameters in fp32 (one layer a stage).
+  int reductions = 0;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.kind != EventKind::kAllReduce) continue;
+    ++reductions;
+    EXPECT_EQ(e.bytes, 400);
+    EXPECT_EQ(e.end - e.start, r.stage_costs[static_cast<std::size_t>(e.stage)].allreduce);
+  }
+  EXPECT_EQ(reductions, 8);
+}
+
 // ZeRO-1's all-gather of the updated weights, where the framework runs it
 // during the next step's first forward (overlap_param_gather), costs the
 // step only what outlasts that forward.
