@@ -34,6 +34,7 @@ CLI::App* add_capacity_command(CLI::App& app, CapacityOptions& o) {
   add_remat_option(*cmd, o.remat, "default: training.remat");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
+  add_context_parallel_option(*cmd, o.context_parallel);
   cmd->add_option("--param", o.param,
                   "The integer field to grow, by its JSON path (default: model.layers, or "
                   "model.cells for amoebanet)");
@@ -49,6 +50,7 @@ int run_capacity(const CapacityOptions& o) {
   flags.remat = o.remat;
   flags.checkpoint = o.checkpoint;
   flags.tensor_parallel = o.tensor_parallel;
+  flags.context_parallel = o.context_parallel;
   // Whether some cut fits is the question: a cut the file states stands aside.
   ScenarioOptions as_given = without_stated_cut(with_training_flags(o.scenario, flags));
   const nlohmann::json doc = load_document(as_given);

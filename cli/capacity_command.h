@@ -17,6 +17,7 @@ struct CapacityOptions {
   std::optional<std::string> remat;
   std::optional<std::string> checkpoint;  // --checkpoint
   std::optional<int> tensor_parallel;     // T
+  std::optional<int> context_parallel;    // C
   std::optional<std::string> param;
   bool json = false;
 };

@@ -43,6 +43,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
   add_expert_parallel_option(*cmd, o.expert_parallel);
+  add_context_parallel_option(*cmd, o.context_parallel);
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
       ->check(CLI::IsMember(schedule_choices(true)));
   add_schedule_file_option(*cmd, o.schedule_file);
@@ -78,6 +79,7 @@ Bytes fullest(const SimResult& r) {
 nlohmann::json layout_json(const PlanCandidate& c) {
   return {{"T", c.tensor_parallel},
           {"E", c.expert_parallel()},
+          {"C", c.context_parallel()},
           {"K", c.stages},
           {"D", c.data_parallel},
           {"M", c.micro_batches},
@@ -168,6 +170,10 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << (es.size() > 1 ? "; the experts over E of " + experts + " of the D replicas"
                 : es[0] > 1   ? "; the experts over E=" + experts + " of the D replicas"
                               : std::string())
+            << (sc.training.context_parallel > 1
+                    ? "; each sequence over C=" + std::to_string(sc.training.context_parallel) +
+                          " devices"
+                    : std::string())
             << "), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() + report.dominated.size() << " fit"
             << (report.dominated.empty()
@@ -251,7 +257,8 @@ int run_plan(const PlanOptions& o) {
                                             .remat = o.remat,
                                             .checkpoint = o.checkpoint,
                                             .tensor_parallel = o.tensor_parallel,
-                                            .expert_parallel = o.expert_parallel}));
+                                            .expert_parallel = o.expert_parallel,
+                                            .context_parallel = o.context_parallel}));
   PlanRequest request;
   request.exact_top = exact_top(o);
   request.devices = o.devices;

@@ -20,6 +20,7 @@ struct PlanOptions {
   std::optional<int> chunks;              // v, interleaved-1f1b
   std::optional<int> tensor_parallel;     // T, fixed
   std::optional<int> expert_parallel;     // E
+  std::optional<int> context_parallel;    // C
   std::optional<std::string> schedule;
   std::optional<std::string> schedule_file;  // custom schedule, per-rank action CSV
   int max_micro_batches = 512;

@@ -168,6 +168,15 @@ void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parall
       ->check(positive_count());
 }
 
+void add_context_parallel_option(CLI::App& cmd, std::optional<int>& context_parallel) {
+  cmd.add_option("-C,--context-parallel", context_parallel,
+                 "Context-parallel devices per stage (Megatron-LM's --context-parallel-size): "
+                 "each sample's sequence splits over C devices, which pass the keys and values "
+                 "of every attention layer round a ring; 2 C divides the sequence, and K x D x "
+                 "T x C devices run (default: training.context_parallel, else 1)")
+      ->check(positive_count());
+}
+
 std::vector<std::string> schedule_choices(bool with_custom) {
   std::vector<std::string> out;
   for (const ScheduleKind k : kAllSchedules) out.emplace_back(to_string(k));
@@ -225,6 +234,10 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
     out.push_back(
         {"-E " + std::to_string(*f.expert_parallel), "expert_parallel", *f.expert_parallel});
   }
+  if (f.context_parallel) {
+    out.push_back(
+        {"-C " + std::to_string(*f.context_parallel), "context_parallel", *f.context_parallel});
+  }
   return o;
 }
 
@@ -232,7 +245,7 @@ namespace {
 
 // The training fields a plan fixes (sim/plan/plan.h).
 constexpr const char* kPlanFixedFields[] = {
-    "micro_batches", "chunks", "tensor_parallel",   "expert_parallel", "zero",
+    "micro_batches", "chunks", "tensor_parallel",   "expert_parallel", "context_parallel", "zero",
     "schedule",      "remat",  "sequence_parallel", "balance",         "megatron"};
 
 // The training field a --set names ("training.remat=off": "remat"), if any.
@@ -262,6 +275,7 @@ std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
   if (field == "chunks") return value != p.chunks;
   if (field == "tensor_parallel") return value != p.tensor_parallel;
   if (field == "expert_parallel") return value != p.expert_parallel;
+  if (field == "context_parallel") return value != p.context_parallel;
   if (field == "zero") return value != p.zero;
   if (field == "sequence_parallel") return value != p.sequence_parallel;
   if (field == "schedule") return names(parse_schedule, std::optional(p.schedule));
@@ -287,8 +301,8 @@ void refuse_overrides_the_plan_fixes(const ScenarioOptions& o, const Plan& plan,
     if (!differs.value_or(false)) continue;
     throw std::invalid_argument("--set " + assignment + ": --plan " + plan_file +
                                 " fixes training." + *field +
-                                " (K, D, T, E, M, ZeRO, the schedule, its chunks, remat and the "
-                                "cut are the plan's); drop it, or plan again");
+                                " (K, D, T, E, C, M, ZeRO, the schedule, its chunks, remat and "
+                                "the cut are the plan's); drop it, or plan again");
   }
 }
 
@@ -310,6 +324,9 @@ ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::
   o.field_flags.push_back(
       {"--plan " + plan_file + " (E=" + std::to_string(plan.expert_parallel) + ")",
        "expert_parallel", plan.expert_parallel});
+  o.field_flags.push_back(
+      {"--plan " + plan_file + " (C=" + std::to_string(plan.context_parallel) + ")",
+       "context_parallel", plan.context_parallel});
   o.field_flags.push_back({"--plan " + plan_file, "zero", plan.zero});
   return o;
 }

@@ -65,6 +65,8 @@ CLI::Option* add_partition_option(CLI::App& cmd, std::string& partition);
 void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel);
 // -E/--expert-parallel N: training.expert_parallel.
 void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel);
+// -C/--context-parallel N: training.context_parallel.
+void add_context_parallel_option(CLI::App& cmd, std::optional<int>& context_parallel);
 // The names --schedule takes: the built-in schedules (kAllSchedules), and
 // "custom" (the --schedule-file's) when `with_custom`.
 std::vector<std::string> schedule_choices(bool with_custom);
@@ -153,6 +155,7 @@ struct TrainingFlags {
   std::optional<std::string> checkpoint;  // --checkpoint
   std::optional<int> tensor_parallel;     // -T
   std::optional<int> expert_parallel;     // -E
+  std::optional<int> context_parallel;    // -C
   bool micro_batches_vary = false;        // -M took a list (sweep)
 };
 // `o` with those flags as its field_flags. A schedule that runs one chunk per
@@ -160,7 +163,7 @@ struct TrainingFlags {
 // belonged to the schedule it replaces; --schedule custom (a schedule file) stands
 // for no field.
 ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f);
-// Whether a --set names a training field that a plan fixes (K, D, T, E, M,
+// Whether a --set names a training field that a plan fixes (K, D, T, E, C, M,
 // ZeRO, the schedule, its chunks, remat, the cut).
 bool sets_a_plan_field(const ScenarioOptions& o);
 // `o` with the plan's split of the layers (its T and sequence parallelism),

@@ -23,6 +23,7 @@ struct SimulateOptions {
   std::optional<int> data_parallel;          // D replicas
   std::optional<int> tensor_parallel;        // T
   std::optional<int> expert_parallel;        // E
+  std::optional<int> context_parallel;       // C
   std::optional<std::string> remat;          // "on" | "off" | "always" | "never" | "except-last"
   std::optional<std::string> checkpoint;     // "stage" | "layer"
   std::string partition = "optimal";

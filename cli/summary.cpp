@@ -71,10 +71,18 @@ void print_cost_source_lines(std::ostream& out, const Scenario& sc) {
   const Cluster& c = sc.cluster;
   if (c.tensor_parallel > 1) {
     out << "Tensor     T=" << c.tensor_parallel
-        << " devices split every layer (Megatron-LM's columns and rows), " << c.devices
-        << " groups of them"
+        << " devices split every layer (Megatron-LM's columns and rows), "
+        << c.devices * c.context_parallel << " groups of them"
         << (m.sequence_parallel ? "; sequence parallel (norms and dropouts split by tokens)" : "")
         << "; times, memory and MFU are one device's\n";
+  }
+  if (c.context_parallel > 1) {
+    const std::int64_t seq = m.tokens_per_sample;
+    out << "Context    C=" << c.context_parallel << " devices share each sequence of " << seq
+        << " tokens, " << seq / c.context_parallel
+        << " a device, passing keys and values round a ring beside the attention; the "
+           "gradients reduce (and ZeRO shards) over the D x C devices that hold the same "
+           "weights\n";
   }
   if (sc.training.expert_parallel > 1) {
     const MoeParams& moe = m.transformer->moe;
@@ -212,6 +220,25 @@ void print_stage_table(std::ostream& out, const SimResult& r) {
   out << "(times per micro-batch of " << r.micro_batch_size << ")\n\n";
 }
 
+// What the ops' exchanges among a group's devices were: the tensor-parallel
+// all-reduces alone, as before there were others, else each kind there is.
+std::string exchanges_named(const SimResult& r) {
+  std::vector<std::string> kinds;
+  if (r.tensor_parallel > 1) kinds.emplace_back("tensor-parallel");
+  if (r.expert_parallel > 1) kinds.emplace_back("expert-parallel");
+  if (r.context_parallel > 1) kinds.emplace_back("context-parallel");
+  if (kinds.size() <= 1) {
+    if (r.expert_parallel > 1) return "expert-parallel all-to-alls";
+    if (r.context_parallel > 1) return "context-parallel ring exchanges beyond the attention";
+    return "tensor-parallel all-reduces";
+  }
+  std::string out;
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == kinds.size() ? " and " : ", ") + kinds[i];
+  }
+  return out + " exchanges";
+}
+
 void print_totals(std::ostream& out, const SimResult& r) {
   const Metrics& m = r.metrics;
   out << "Step time      " << format_seconds(m.step_time_s()) << "\n";
@@ -240,10 +267,7 @@ void print_totals(std::ostream& out, const SimResult& r) {
         << format_seconds(simtime_to_seconds(m.allreduce_time));
   }
   if (m.tensor_time > 0) {
-    const char* what = r.expert_parallel == 1   ? ", tensor-parallel all-reduces "
-                       : r.tensor_parallel == 1 ? ", expert-parallel all-to-alls "
-                                                : ", tensor- and expert-parallel collectives ";
-    out << what << format_seconds(simtime_to_seconds(m.tensor_time));
+    out << ", " << exchanges_named(r) << " " << format_seconds(simtime_to_seconds(m.tensor_time));
   }
   out << ", recompute " << format_seconds(simtime_to_seconds(m.recompute_time)) << " in total\n";
   const std::optional<FullestDevice> fullest = fullest_device(r);

@@ -19,6 +19,7 @@ struct SweepOptions {
   std::optional<std::string> checkpoint;  // --checkpoint
   std::optional<int> tensor_parallel;     // T
   std::optional<int> expert_parallel;     // E
+  std::optional<int> context_parallel;    // C
   int data_parallel = 1;                  // D replicas
   std::optional<std::string> schedule;
   std::optional<int> chunks;  // v, interleaved-1f1b

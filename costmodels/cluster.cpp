@@ -61,8 +61,12 @@ void Cluster::build_topology() {
 }
 
 std::string Cluster::devices_text(std::int64_t n) const {
-  if (tensor_parallel == 1) return std::to_string(n) + " devices";
-  return std::to_string(n) + " groups of T=" + std::to_string(tensor_parallel) + " devices";
+  if (group_size() == 1) return std::to_string(n) + " devices";
+  std::string of = tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) : "";
+  if (context_parallel > 1) {
+    of += (of.empty() ? "C=" : " x C=") + std::to_string(context_parallel);
+  }
+  return std::to_string(n) + " groups of " + of + " devices";
 }
 
 bool Cluster::uses_graph() const {
@@ -150,11 +154,11 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
                std::to_string(devices) + " devices");
   // Flat topologies link every pair of groups alike, so their routes need not
   // know where a replica's groups sit.
-  if (!uses_graph()) return physical_route(src * tensor_parallel, dst * tensor_parallel);
+  if (!uses_graph()) return physical_route(src * group_size(), dst * group_size());
   if (!shares_nics()) return physical_route(first_physical_device(src), first_physical_device(dst));
   LinkLoad load;
   for (int r = 0; r < replicas; ++r) {
-    for (int t = 0; t < tensor_parallel; ++t) {
+    for (int t = 0; t < group_size(); ++t) {
       add_load(load, physical_device(src, t, r), physical_device(dst, t, r));
     }
   }
@@ -164,7 +168,7 @@ std::vector<Hop> Cluster::route(int src, int dst) const {
 int Cluster::physical_device(int group, int rank, int replica) const {
   const int whole_group =
       rank_order == RankOrder::kTpDpPp ? group * group_stride + replica : replica * devices + group;
-  return whole_group * tensor_parallel + rank;
+  return whole_group * group_size() + rank;
 }
 
 bool Cluster::shares_nics() const {

@@ -65,8 +65,13 @@ struct Cluster {
   // `tensor_parallel` physical devices that split every layer: physical devices
   // g T to g T + T - 1 form group g (inside one node when T divides the node's
   // devices), and a route between groups runs between their first devices.
+  // Under context parallelism a group is C such sets of T, each holding
+  // 1 / C of the sequence (Megatron-LM's tp-cp order: the T ranks of one
+  // share of the sequence consecutive, the C shares next): group_size().
   int devices = 1;
   int tensor_parallel = 1;
+  int context_parallel = 1;
+  int group_size() const { return tensor_parallel * context_parallel; }
   RankOrder rank_order = RankOrder::kTpPpDp;
   P2pMode p2p = P2pMode::kOverlapped;
   // The same in schedules of several chunks a device (interleaved), where
@@ -112,12 +117,13 @@ struct Cluster {
   // clusters of one shape share a graph, and so the routes it has found.
   // Throws std::invalid_argument on an impossible topology.
   void build_topology();
-  int physical_devices() const { return devices * tensor_parallel; }
+  int physical_devices() const { return devices * group_size(); }
   // The whole cluster's first physical device of this copy's group g (where
   // its rank runs under the rank order).
   int first_physical_device(int group) const { return physical_device(group, 0, 0); }
-  // The whole cluster's physical device of tensor rank `rank` of this copy's
-  // group g in replica r (< replicas), under the rank order.
+  // The whole cluster's physical device of rank `rank` (< group_size(): the
+  // tensor rank, plus T times the context rank) of this copy's group g in
+  // replica r (< replicas), under the rank order.
   int physical_device(int group, int rank, int replica) const;
   // Whether a node's devices share fewer NICs than they are
   // (Interconnect::nics_per_node): only then do the copies of a transfer that

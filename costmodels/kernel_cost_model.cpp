@@ -141,14 +141,18 @@ KernelTimes kernel_times(const Kernel& kn, std::int64_t batch, const KernelTable
       // and as many for the product with the values over theirs: s^2 pairs,
       // or causally attended_pairs (s^2 / 2, less within a window).
       const std::int64_t value_dim = kn.value_dim > 0 ? kn.value_dim : kn.head_dim;
+      // Under context parallelism this device's share of them (1 / C).
       const double pairs =
-          kn.causal ? attended_pairs(kn.seq, kn.window) : f64(kn.seq) * f64(kn.seq);
+          (kn.causal ? attended_pairs(kn.seq, kn.window) : f64(kn.seq) * f64(kn.seq)) /
+          std::max(1, kn.context_parallel);
       const double flops =
           2.0 * pairs * f64(kn.head_dim + value_dim) * f64(kn.batch_count) * f64(batch);
       out.forward = launch + flops / (attention_peak * t.attention_fwd_efficiency);
-      out.backward =
-          launch + kAttentionBackwardFlops * flops / (attention_peak * t.attention_bwd_efficiency);
-      out.backward_launches = 1;
+      const int bwd_launches = std::max(1, kn.bwd_launches);
+      out.forward += (kn.launches - 1) * launch;
+      out.backward = bwd_launches * launch + kAttentionBackwardFlops * flops /
+                                                 (attention_peak * t.attention_bwd_efficiency);
+      out.backward_launches = bwd_launches;
       break;
     }
   }

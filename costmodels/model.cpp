@@ -30,8 +30,8 @@ Flops ModelSpec::bwd_flops_per_sample() const {
 }
 
 Flops ModelSpec::model_flops_per_device_sample() const {
-  if (tensor_parallel > 1 && whole_flops_per_sample > 0.0) {
-    return whole_flops_per_sample / tensor_parallel;
+  if (tensor_parallel * context_parallel > 1 && whole_flops_per_sample > 0.0) {
+    return whole_flops_per_sample / (tensor_parallel * context_parallel);
   }
   return fwd_flops_per_sample() + bwd_flops_per_sample();
 }

@@ -48,7 +48,13 @@ struct Kernel {
   std::int64_t value_dim = 0;    // kAttention: the values' width per head (0: head_dim)
   bool causal = false;           // kAttention: a causal mask (half the score matrix)
   std::int64_t window = 0;       // kAttention, causal: each query's last `window` keys (0: all)
-  bool has_weight = true;        // kGemm: the right operand is a weight (its gradient is W)
+  // kAttention: the devices of context parallelism that share the sequence
+  // (ring attention, Megatron-LM's --context-parallel-size): this device
+  // computes 1 / context_parallel of the pairs over `seq` (its seq / C
+  // queries against every key, the causal work balanced), one kernel per
+  // step of the ring, forward and backward.
+  int context_parallel = 1;
+  bool has_weight = true;  // kGemm: the right operand is a weight (its gradient is W)
   // kGemm: the batch_count products each have a weight of their own and share
   // the micro-batch's tokens (a mixture of experts' grouped GEMM, one product
   // per expert over the tokens routed to it): a micro-batch of b samples
@@ -127,6 +133,14 @@ struct LayerSpec {
   std::int64_t expert_params = 0;
   int ep_alltoalls = 0;
   Bytes ep_bytes = 0;
+  // Under context parallelism (ModelSpec::context_parallel > 1), the steps of
+  // the ring that exchanges keys and values among the C devices: in each,
+  // every device sends `cp_bytes` per sample (its block of K and V) to the
+  // next while it computes attention over the block it holds; a backward
+  // sends twice as much in as many steps (the blocks and their gradients).
+  // 0 otherwise.
+  int cp_steps = 0;
+  Bytes cp_bytes = 0;
 };
 
 struct TransformerParams;  // costmodels/model_families.h
@@ -159,6 +173,10 @@ struct ModelSpec {
   // Expert parallelism: each mixture layer holds experts / expert_parallel of
   // the routed experts (LayerSpec::expert_params, ep_alltoalls). 1: all.
   int expert_parallel = 1;
+  // Context parallelism: each layer is one of `context_parallel` devices'
+  // share of a sample's sequence (seq_len / C tokens; LayerSpec::cp_steps).
+  // 1: the whole sequence.
+  int context_parallel = 1;
   // Forward + backward FLOPs per sample of the whole model when split (the
   // shares add up to more: the padded vocabulary, the replicated position
   // add); 0 when whole. model_flops_per_device_sample() uses it.
@@ -170,7 +188,8 @@ struct ModelSpec {
   Flops fwd_flops_per_sample() const;
   Flops bwd_flops_per_sample() const;
   // The model FLOPs (forward + backward) one device does per sample: all of
-  // them, or its 1/T of the whole model's under tensor parallelism.
+  // them, or its 1 / (T C) of the whole model's under tensor and context
+  // parallelism.
   Flops model_flops_per_device_sample() const;
   // Bytes that cross a cut placed before layer `first` (the input of layer first),
   // per sample; first == L gives the last layer's output. O(1).

@@ -94,6 +94,29 @@ std::string expert_split_problem(const MoeParams& moe, int E) {
   return "";
 }
 
+// Context parallelism: each of C devices holds two of 2C chunks of the
+// sequence (and 1 / T of its share under sequence parallelism).
+std::string context_split_problem(const TransformerParams& p, TensorSplit split) {
+  const int C = split.context;
+  if (C == 1) return "";
+  if (C < 1) return "context parallelism needs at least 1 device, got " + std::to_string(C);
+  const std::int64_t chunks = 2 * std::int64_t{C} * (split.sequence ? split.ways : 1);
+  if (p.seq_len % chunks != 0) {
+    return "context parallelism over " + std::to_string(C) + " devices cuts seq_len " +
+           std::to_string(p.seq_len) + " into " + std::to_string(chunks) + " equal chunks (2 C" +
+           (split.sequence ? std::string(" T") : std::string()) + "), which do not divide it";
+  }
+  if (!p.fused_attention) {
+    return "context parallelism runs attention as fused kernels over the ring's blocks; "
+           "the model's attention is unfused (expected model.fused_attention true)";
+  }
+  if (p.mla.enabled()) return "context parallelism with latent attention is not modelled";
+  if (p.sliding_window > 0 && p.sliding_window < p.seq_len) {
+    return "context parallelism with sliding-window attention is not modelled";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) {
@@ -114,6 +137,7 @@ std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) 
         split.sequence ? divides(p.seq_len, "seq_len") : std::string()}) {
     if (!problem.empty()) return problem;
   }
+  if (std::string problem = context_split_problem(p, split); !problem.empty()) return problem;
   return expert_split_problem(p.moe, split.experts);
 }
 
@@ -145,7 +169,10 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
            "a head width of its own needs attention that is not latent");
   PS_CHECK(p.sliding_window >= 0 && (p.sliding_window == 0 || !mla.enabled()),
            "a sliding window needs attention that is not latent");
-  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads, v = p.vocab;
+  // s: the tokens of a sample one device holds, 1 / C of them under context
+  // parallelism.
+  const std::int64_t s = p.seq_len / std::max(1, split.context), h = p.d_model, a = p.heads,
+                     v = p.vocab;
   const std::int64_t f = p.d_ff == 0 ? 4 * h : p.d_ff;
   // Width of the Q and output projections: h, or a heads of head_dim each.
   // Of the K and V projections: the same for multi-head attention, kv / a of
@@ -163,7 +190,7 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
   // the layer norms, dropouts and residuals: t with sequence parallelism).
   const std::int64_t t = split.ways, c = split.sequence ? t : 1;
   const std::int64_t v_t = (v + t - 1) / t;  // vocabulary rows per device, padded
-  return {s, h, a, v, f, d_kv, q, e, t, c, v_t, split.experts};
+  return {s, h, a, v, f, d_kv, q, e, t, c, v_t, split.experts, split.context};
 }
 
 // Throws std::overflow_error when a block's or the head's stash per sample, or
@@ -203,11 +230,13 @@ LayerSpec embedding_layer(const TransformerParams& p, const TransformerDims& d) 
   const std::int64_t s = d.s, h = d.h, t = d.t, c = d.c, v_t = d.v_t;
   const Bytes e = d.e;
   // Token lookup is a gather (no FLOPs); adding the positions costs s*h. The stash
-  // is the int32 token ids, needed to scatter the table gradient.
+  // is the int32 token ids, needed to scatter the table gradient. The
+  // position table is whole on every device, whatever share of the sequence
+  // it holds.
   // Under tensor parallelism each device holds v / t rows of the token table
   // (and the whole position table), writes zeros for the tokens outside them,
   // and the group all-reduces the s x h result.
-  const std::int64_t position_params = p.learned_positions ? s * h : 0;
+  const std::int64_t position_params = p.learned_positions ? p.seq_len * h : 0;
   LayerSpec embed = layer("embed", f64(s * h), v_t * h + position_params, s * h * e / c, s * 4);
   if (t > 1) {
     embed.tp_fwd_allreduces = 1;
@@ -261,6 +290,10 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
       block.ep_alltoalls = 2;
       block.ep_bytes = s * p.moe.experts_per_token * h * e;
     }
+    if (d.cp > 1) {  // the ring's other C - 1 blocks of K and V, this device's heads of them
+      block.cp_steps = static_cast<int>(d.cp - 1);
+      block.cp_bytes = 2 * s * (d.d_kv / t) * e;
+    }
   }
 }
 
@@ -308,14 +341,15 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   m.tensor_parallel = split.ways;
   m.sequence_parallel = split.sequence && t > 1;
   m.expert_parallel = split.experts;
-  if (t > 1) {
+  m.context_parallel = split.context;
+  if (t > 1 || split.context > 1) {
     const ModelSpec whole = make_transformer(p, name);
     m.whole_flops_per_sample = whole.fwd_flops_per_sample() + whole.bwd_flops_per_sample();
   }
   m.transformer = std::make_shared<const TransformerParams>(p);
   m.dtype = p.dtype;
-  m.input_bytes = d.s * 4;  // int32 token ids
-  m.tokens_per_sample = d.s;
+  m.input_bytes = d.s * 4;          // int32 token ids
+  m.tokens_per_sample = p.seq_len;  // a sample's, whichever share a device holds
 
   require_transformer_fits(p, d);
   m.layers.push_back(embedding_layer(p, d));

@@ -185,11 +185,21 @@ struct TensorSplit {
   // them whole (or split by `ways`), the tokens dispatched to them and
   // combined back by all-to-alls among the E devices.
   int experts = 1;
+  // C, the devices that split each sample's sequence (context parallelism,
+  // Megatron-LM's --context-parallel-size; Liu et al. 2023's ring attention
+  // as Transformer Engine runs it): each holds seq_len / C tokens of every
+  // sample, in two chunks (i and 2C - 1 - i of 2C) so that the causal
+  // attention's work is even, and computes attention of its queries against
+  // every key as the keys' and values' blocks go round the ring of the C.
+  int context = 1;
 };
 // Why `split` cannot split `p` (ways must divide heads, kv_heads and d_ff, the
 // experts' and the shared MLP's widths, and seq_len under sequence
 // parallelism; experts, above 1, needs a mixture whose experts it divides and
-// an imbalance of at most E); empty when it can. Each expert splits over the
+// an imbalance of at most E; context, above 1, needs 2 C (2 C T under
+// sequence parallelism) to divide seq_len and fused attention that is
+// neither latent nor sliding, the forms whose ring exchange is modelled);
+// empty when it can. Each expert splits over the
 // ways as a dense MLP does (Megatron-LM's expert tensor parallelism equal to
 // its tensor parallelism); the router runs whole on every device.
 std::string tensor_split_problem(const TransformerParams& p, TensorSplit split);

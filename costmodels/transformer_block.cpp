@@ -17,7 +17,7 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
 
 void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
                            std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e,
-                           std::int64_t window) {
+                           std::int64_t window, int ring) {
   const auto core = [&k](Kernel kernel) {
     kernel.attention_core = true;
     k.push_back(kernel);
@@ -25,7 +25,9 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
   if (p.fused_attention) {
     Kernel att;
     att.kind = Kernel::Kind::kAttention;
-    att.seq = s;
+    att.seq = s * ring;
+    att.context_parallel = ring;
+    att.launches = att.bwd_launches = ring;
     att.head_dim = qk;
     att.value_dim = v == qk ? 0 : v;
     att.batch_count = heads;
@@ -52,7 +54,7 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
 std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, std::int64_t d_kv,
                                   TensorSplit split, bool moe, bool sliding) {
   const std::int64_t t = split.ways;
-  const std::int64_t s = p.seq_len, h = p.d_model, a = p.heads / t;
+  const std::int64_t s = p.seq_len / split.context, h = p.d_model, a = p.heads / t;
   const std::int64_t d = p.head_dim > 0 ? p.head_dim : h / p.heads;  // a head's width
   const std::int64_t rows = split.sequence ? s / t : s;  // of the layer norms and dropout-adds
   const Bytes e = dtype_bytes(p.dtype);
@@ -67,7 +69,7 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
     append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
   } else {
     k.push_back(gemm(s, (p.heads * d + 2 * d_kv) / t, h));
-    append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0);
+    append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0, split.context);
     k.push_back(gemm(s, h, a * d));
   }
   k.push_back(dropout_add);
@@ -93,13 +95,15 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   // projection stay 4sh^2); the scores are unchanged. With heads of a width of
   // their own, q = heads x head_dim in place of h: Q and the output projection
   // 4shq, the scores and the product with V 4s^2q.
-  // Every product splits over the t devices.
+  // Every product splits over the t devices. Under context parallelism s is
+  // one device's share of the sequence, and its queries meet every key of
+  // the C shares: C s^2 pairs' worth of the scores (4 C s^2 q).
   // Attention over a sliding window (fused: the unfused form computes every
   // score and masks) computes its share of the causal pairs.
   const double window_share = sliding && p.fused_attention
                                   ? attended_pairs(s, p.sliding_window) / attended_pairs(s, 0)
                                   : 1.0;
-  const Flops core_fwd = 4.0 * f64(s) * f64(s) * f64(q) * window_share / f64(t);
+  const Flops core_fwd = 4.0 * f64(s) * f64(s) * f64(d.cp) * f64(q) * window_share / f64(t);
   const Flops block_fwd =
       (4.0 * f64(s) * f64(h) * (f64(q) + f64(d_kv)) + 4.0 * f64(s) * f64(h) * f64(f)) / f64(t) +
       core_fwd;

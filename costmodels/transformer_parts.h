@@ -71,13 +71,15 @@ inline Kernel norm_kernel(bool fused, std::int64_t elements, Bytes e) {
 // v = vocab, f = d_ff, d_kv the width of the K and V projections, e bytes per
 // activation element; t devices share each layer, c of them its replicated
 // activations, v_t vocabulary rows per device; ep devices share the routed
-// experts (expert parallelism).
+// experts (expert parallelism), cp devices the sequence (context
+// parallelism: s is seq_len / cp).
 struct TransformerDims {
   // q: the queries' and the attention output's width (heads x head width),
   // d_kv: the keys' and values' (kv_heads x head width).
   std::int64_t s = 0, h = 0, a = 0, v = 0, f = 0, d_kv = 0, q = 0;
   Bytes e = 0;
   std::int64_t t = 1, c = 1, v_t = 0, ep = 1;
+  std::int64_t cp = 1;  // C, the devices that share the sequence (s is one's share)
 };
 
 // What one Transformer block costs on one device: its forward FLOPs, its
@@ -120,10 +122,12 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
 // Attention's core for `heads` heads of s tokens: one fused kernel, or the
 // unfused scores, softmax, dropout and product with the values; queries and
 // keys `qk` wide a head, values `v`; the fused kernel over each query's last
-// `window` keys (0: all before it).
+// `window` keys (0: all before it). Under context parallelism over
+// `ring` devices (fused only) s is one device's share and the kernel
+// attends over the whole sequence, one launch a step of the ring.
 void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
                            std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e,
-                           std::int64_t window = 0);
+                           std::int64_t window = 0, int ring = 1);
 
 // latent_attention.cpp: latent attention's kernels from the block's layer norm
 // to its output projection, and its share of a block's costs in place of the

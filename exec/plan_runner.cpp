@@ -79,6 +79,13 @@ void check_requested_tensor_parallel(const Plan& plan, const std::string& plan_f
 }
 
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
+  if (plan.context_parallel > 1) {
+    throw std::invalid_argument(
+        plan_file + ": C: the executor runs each sample's whole sequence " +
+        "on a device; this plan splits it over C=" + std::to_string(plan.context_parallel) +
+        " devices (context parallelism); plan with -C 1 to run or "
+        "compare it");
+  }
   if (plan.sequence_parallel) {
     throw std::invalid_argument(
         plan_file +

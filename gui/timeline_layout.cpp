@@ -15,10 +15,12 @@ namespace pipescope::gui {
 namespace {
 
 // A device's lanes in the order their rows are drawn: the tensor-parallel
-// collectives, then the expert-parallel all-to-alls, right under the ops they
-// follow. Lane values index the buckets
-// of sort_by_lane, so every value below kLaneCount is here once.
-constexpr Lane kLanes[] = {Lane::kCompute, Lane::kTensor, Lane::kExpert, Lane::kSend, Lane::kRecv};
+// collectives, then the expert-parallel all-to-alls, then the exposed
+// context-parallel ring exchanges, right under the ops they follow. Lane
+// values index the buckets of sort_by_lane, so every value below kLaneCount
+// is here once.
+constexpr Lane kLanes[] = {Lane::kCompute, Lane::kTensor, Lane::kExpert,
+                           Lane::kContext, Lane::kSend,   Lane::kRecv};
 constexpr std::size_t kLaneCount = std::size(kLanes);
 
 bool is_transfer(EventKind k) {

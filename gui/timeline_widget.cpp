@@ -38,6 +38,8 @@ QColor kind_color(EventKind k) {
       return QColor(0xc2, 0x5b, 0x9a);  // magenta
     case EventKind::kExpertAllToAll:
       return QColor(0xb8, 0x86, 0x0b);  // dark gold
+    case EventKind::kContextExchange:
+      return QColor(0x6b, 0x8e, 0x23);  // olive
   }
   return Qt::gray;
 }

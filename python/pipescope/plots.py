@@ -6,7 +6,7 @@ CATEGORY_COLOURS = {
     "forward": "#4C72B0", "backward": "#55A868", "recompute": "#C44E52",
     "weight": "#8172B2", "optimizer": "#937860", "activation": "#CCB974",
     "gradient": "#64B5CD", "allreduce": "#5A7DB8", "tensor-allreduce": "#C25B9A",
-    "expert-alltoall": "#B8860B",
+    "expert-alltoall": "#B8860B", "context-exchange": "#6B8E23",
 }
 
 
@@ -26,7 +26,7 @@ def plot_step(result, ax=None):
     ops = _rows(result.timeline())
     # A device's rows as the desktop app orders them: its compute, then its
     # exchanges.
-    order = {"compute": 0, "tensor": 1, "expert": 2, "send": 3, "recv": 4}
+    order = {"compute": 0, "tensor": 1, "expert": 2, "context": 3, "send": 4, "recv": 5}
     lanes = sorted({(op["device"], order.get(op["lane"], 5), op["lane"], op["row"])
                     for op in ops})
     row_of = {(d, lane, row): i for i, (d, _, lane, row) in enumerate(lanes)}

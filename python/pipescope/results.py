@@ -57,8 +57,8 @@ class SimulateResult(Result):
         return frame(rows)
 
     def timeline(self):
-        """Every op of the step: device, lane (compute, send, recv, tensor or
-        expert), row (of that lane, from 0: overlapping slices take further
+        """Every op of the step: device, lane (compute, send, recv, tensor,
+        expert or context), row (of that lane, from 0: overlapping slices take further
         rows), name, category, stage, micro_batch, start_s, end_s, bytes
         (None for compute) (the trace's complete events)."""
         events = self._trace()

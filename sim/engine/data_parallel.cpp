@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/engine/context_parallel.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/zero.h"
 
@@ -65,6 +66,28 @@ void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
   }
 }
 
+// Under context parallelism each replica's C shares of the sequence reduce
+// their gradients with the replicas': the ring of the D x C takes the slower
+// of the replicas' hops and the hops between the shares of a group
+// (context_ring), and spans the nodes of all of them.
+DataParallel with_context_shares(const Cluster& whole, int stages, DataParallel dp) {
+  const int C = whole.context_parallel;
+  if (C <= 1) return dp;
+  dp.context = C;
+  const DataParallel shares = context_ring(whole);
+  dp.latency_s = std::max(dp.latency_s, shares.latency_s);
+  dp.bandwidth = dp.bandwidth == 0.0 ? shares.bandwidth : std::min(dp.bandwidth, shares.bandwidth);
+  const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
+  std::vector<int> members;
+  for (int r = 0; r < dp.replicas; ++r) {
+    for (int c = 0; c < C; ++c) {
+      members.push_back(whole.first_physical_device(r * step) + c * whole.tensor_parallel);
+    }
+  }
+  set_collective_links(whole, members, dp);
+  return dp;
+}
+
 }  // namespace
 
 DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
@@ -77,7 +100,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
                           " data-parallel replicas: the experts spread over E of the D",
                       "training.expert_parallel");
   }
-  if (replicas <= 1) return dp;
+  if (replicas <= 1) return with_context_shares(whole, stages, dp);
   if (std::int64_t{stages} * replicas > whole.devices) {
     throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
                       " need " + whole.devices_text(std::int64_t{stages} * replicas) +
@@ -93,7 +116,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
   Cluster::LinkLoad load;
   if (whole.shares_nics()) {
     for (int r = 0; r < replicas; ++r) {
-      for (int t = 0; t < whole.tensor_parallel; ++t) {
+      for (int t = 0; t < whole.group_size(); ++t) {
         whole.add_load(load, whole.physical_device(r * step, t, 0),
                        whole.physical_device((r + 1) % replicas * step, t, 0));
       }
@@ -120,7 +143,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
         "cannot run");
   }
   if (expert_parallel > 1) set_expert_group(whole, step, expert_parallel, dp);
-  return dp;
+  return with_context_shares(whole, stages, dp);
 }
 
 void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
@@ -140,7 +163,7 @@ void set_collective_links(const Cluster& cluster, const std::vector<int>& member
 namespace {
 
 CollectiveGroup collective_group(const DataParallel& dp) {
-  return {dp.replicas, std::max(1, dp.nodes), dp.intra, dp.bandwidth};
+  return {dp.reducers(), std::max(1, dp.nodes), dp.intra, dp.bandwidth};
 }
 
 }  // namespace
@@ -157,8 +180,8 @@ SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost&
 }
 
 SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
-  if (dp.replicas <= 1) return 0;
-  const double D = dp.replicas;
+  if (dp.reducers() <= 1) return 0;
+  const double D = dp.reducers();
   if (dp.nccl) {
     return seconds_to_simtime(count * nccl_seconds(Collective::kAllReduce,
                                                    static_cast<double>(bytes) / count,
@@ -169,8 +192,8 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
 }
 
 SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes) {
-  if (dp.replicas <= 1) return 0;
-  const double D = dp.replicas;
+  if (dp.reducers() <= 1) return 0;
+  const double D = dp.reducers();
   if (dp.nccl) {
     return seconds_to_simtime(
         nccl_seconds(Collective::kReduceScatter, static_cast<double>(bytes), collective_group(dp)));

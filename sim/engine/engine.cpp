@@ -247,18 +247,29 @@ class Engine {
     Bytes tensor_bytes = 0;
     SimTime expert = 0;
     Bytes expert_bytes = 0;
+    SimTime context = 0;
+    Bytes context_bytes = 0;
   };
   Collectives collectives(const Op& op) const {
     const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
     switch (op.kind) {
       case OpKind::kForward:
-        return {c.tp_forward + c.tp_input_gather, c.tp_forward_bytes + c.tp_input_gather_bytes,
-                c.ep_forward, c.ep_bytes};
+        return {c.tp_forward + c.tp_input_gather,
+                c.tp_forward_bytes + c.tp_input_gather_bytes,
+                c.ep_forward,
+                c.ep_bytes,
+                c.cp_forward,
+                c.cp_bytes};
       case OpKind::kRecompute:
-        return {c.tp_forward, c.tp_forward_bytes, c.ep_forward, c.ep_bytes};
+        return {c.tp_forward, c.tp_forward_bytes, c.ep_forward,
+                c.ep_bytes,   c.cp_forward,       c.cp_bytes};
       case OpKind::kBackward:
-        return {c.tp_backward + c.tp_grad_gather, c.tp_backward_bytes + c.tp_grad_gather_bytes,
-                c.ep_backward, c.ep_bytes};
+        return {c.tp_backward + c.tp_grad_gather,
+                c.tp_backward_bytes + c.tp_grad_gather_bytes,
+                c.ep_backward,
+                c.ep_bytes,
+                c.cp_backward,
+                2 * c.cp_bytes};
       case OpKind::kWeight:
       case OpKind::kOptimizer:
         break;
@@ -355,8 +366,9 @@ class Engine {
     const SimTime computed = now_ + duration(op) + (gathers(op) ? gather_flow(op).stall : 0);
     const Collectives exchanges = collectives(op);
     const SimTime exchanged = computed + exchanges.tensor;
-    const SimTime end = exchanged + exchanges.expert;
-    result_.tensor_time += exchanges.tensor + exchanges.expert;
+    const SimTime expert_end = exchanged + exchanges.expert;
+    const SimTime end = expert_end + exchanges.context;
+    result_.tensor_time += exchanges.tensor + exchanges.expert + exchanges.context;
     dev.busy = true;
     dev.op_start = now_;
     queue_.push(end, kComputeDone, static_cast<std::uint32_t>(d));
@@ -373,7 +385,10 @@ class Engine {
         listener_->on_tensor_collective(d, op, exchanges.tensor_bytes, computed, exchanged);
       }
       if (exchanges.expert > 0) {
-        listener_->on_expert_exchange(d, op, exchanges.expert_bytes, exchanged, end);
+        listener_->on_expert_exchange(d, op, exchanges.expert_bytes, exchanged, expert_end);
+      }
+      if (exchanges.context > 0) {
+        listener_->on_context_exchange(d, op, exchanges.context_bytes, expert_end, end);
       }
     }
   }

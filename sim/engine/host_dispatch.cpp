@@ -61,11 +61,11 @@ void add_host_waits(const ModelSpec& model, const CostModel& cost, const Framewo
   const HostPace follow = following_pace(fw);
   for (StageCost& c : stages) {
     const StageHost h = stage_host(model, cost, c, micro_batch, remat, launch);
-    const SimTime fwd_device = c.forward + c.tp_forward + c.tp_input_gather + c.ep_forward;
-    const SimTime bwd_exchange = c.tp_backward + c.tp_grad_gather + c.ep_backward;
+    const SimTime fwd_exchange = c.tp_forward + c.ep_forward + c.cp_forward;
+    const SimTime fwd_device = c.forward + fwd_exchange + c.tp_input_gather;
+    const SimTime bwd_exchange = c.tp_backward + c.tp_grad_gather + c.ep_backward + c.cp_backward;
     c.host_wait_forward = host_wait(fwd_device, h.forward, launch, lead);
-    c.host_wait_recompute =
-        host_wait(c.recompute + c.tp_forward + c.ep_forward, h.forward, launch, follow);
+    c.host_wait_recompute = host_wait(c.recompute + fwd_exchange, h.forward, launch, follow);
     c.host_wait_backward = host_wait(c.backward + bwd_exchange, h.backward, launch, lead);
     c.host_wait_input = host_wait(c.input + bwd_exchange, h.backward - h.weight, launch, lead);
     c.host_wait_weight = host_wait(c.weight, h.weight, launch, follow);

@@ -63,6 +63,11 @@ class SimListener {
   // received in all), which run after its tensor-parallel collectives.
   virtual void on_expert_exchange(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
                                   SimTime /*start*/, SimTime /*end*/) {}
+  // Called likewise for what the op's context-parallel ring exchanges add
+  // beyond the attention they overlap (`bytes` sent in all), after its
+  // expert-parallel all-to-alls.
+  virtual void on_context_exchange(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
+                                   SimTime /*start*/, SimTime /*end*/) {}
 };
 
 }  // namespace pipescope

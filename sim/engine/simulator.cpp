@@ -8,6 +8,7 @@
 #include "costmodels/kernel_cost_model.h"
 #include "costmodels/model_families.h"
 #include "costmodels/profile.h"
+#include "sim/engine/context_parallel.h"
 #include "sim/engine/device_partition.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/expert_parallel.h"
@@ -307,6 +308,7 @@ SimResult describe_run(const Scenario& scenario, const SimConfig& config, const 
   out.custom = config.custom;
   out.tensor_parallel = scenario.cluster.tensor_parallel;
   out.expert_parallel = scenario.training.expert_parallel;
+  out.context_parallel = scenario.training.context_parallel;
   out.sequence_parallel = scenario.model.sequence_parallel;
   out.checkpoint = scenario.training.checkpoint;
   out.zero = scenario.training.zero;
@@ -376,7 +378,7 @@ std::vector<StageCost> stage_costs_of(const Scenario& scenario, const CostModel&
 // (expert_reduction_ring), the rest over all D.
 void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
                              std::vector<StageCost>& stages) {
-  if (dp.replicas <= 1) return;
+  if (dp.reducers() <= 1) return;
   // Gradients and the weights gathered are in the model's dtype. ZeRO 0
   // all-reduces a stage's gradients once a step; 1 reduce-scatters them once
   // a step, where the all-reduce would be, and all-gathers the updated
@@ -416,7 +418,7 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
 // tensor parallelism its group of devices.
 std::vector<std::string> device_names(const Schedule& schedule, const Cluster& c) {
   std::vector<std::string> names;
-  const int t = c.tensor_parallel;
+  const int t = c.group_size();
   for (int d = 0; d < schedule.devices(); ++d) {
     const int first = c.first_physical_device(d);
     names.push_back(t == 1 ? "device " + std::to_string(first) + " (" + c.device.name + ")"
@@ -485,6 +487,8 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
                          schedule.split);
   add_expert_collectives(scenario.model, config.data_parallel, out.micro_batch_size,
                          out.stage_costs);
+  add_context_exchanges(scenario.model, scenario.cluster, out.micro_batch_size, out.stage_costs,
+                        cost);
   add_host_waits(scenario.model, cost, scenario.training.framework, out.micro_batch_size, r.remat,
                  ops_start_drained(scenario.training.framework, r.chunks > 1, r.K),
                  out.stage_costs);

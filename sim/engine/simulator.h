@@ -48,6 +48,12 @@ struct DataParallel {
   // between them. experts.ranks = 1: none.
   AllToAllGroup experts;
   double experts_latency_s = 0.0;
+  // Context parallelism: the devices of each replica's group that hold the
+  // same weights (its C shares of the sequence), whose gradients reduce with
+  // the replicas': the reductions run over replicas x context devices, and
+  // `bandwidth`, `latency_s` and `nodes` are those of that ring.
+  int context = 1;
+  int reducers() const { return replicas * context; }
   // The nodes spanned by the D / E replicas that hold the same experts
   // (replicas 0, E, 2E, ...), whose ring reduces their gradients.
   int expert_ring_nodes = 1;
@@ -124,7 +130,10 @@ struct SimResult {
   // E; each device holds experts / E of a mixture's routed experts, and
   // stage costs include their all-to-alls
   int expert_parallel = 1;
-  int zero = 0;  // ZeRO stage; shards over data_parallel replicas
+  // C; each device holds seq / C of every sample, and stage costs include
+  // what the ring's exchanges add beyond the attention they overlap
+  int context_parallel = 1;
+  int zero = 0;  // ZeRO stage; shards over data_parallel replicas (x C)
   std::int64_t micro_batch_size = 1;
   std::string cost_model;
   std::vector<StageCost> stage_costs;

@@ -10,9 +10,10 @@
 
 namespace pipescope {
 
-DataParallel tensor_ring(const Cluster& cluster) {
+DataParallel physical_ring(const Cluster& cluster, const std::vector<int>& members,
+                           const std::string& what) {
   DataParallel ring;
-  const int t = cluster.tensor_parallel;
+  const int t = static_cast<int>(members.size());
   ring.replicas = t;
   if (t <= 1) return ring;
   // Every step of the ring moves a slice from each device to the next at
@@ -22,7 +23,9 @@ DataParallel tensor_ring(const Cluster& cluster) {
   std::map<std::int64_t, std::pair<double, int>> links;  // link -> bandwidth, hops on it
   for (int i = 0; i < t; ++i) {
     double latency_s = 0.0;
-    for (const Hop& h : cluster.physical_route(i, (i + 1) % t)) {
+    const int from = members[static_cast<std::size_t>(i)];
+    const int to = members[static_cast<std::size_t>((i + 1) % t)];
+    for (const Hop& h : cluster.physical_route(from, to)) {
       latency_s += h.latency_s;
       auto& [bandwidth, hops] = links[h.link];
       bandwidth = h.bandwidth;
@@ -35,15 +38,17 @@ DataParallel tensor_ring(const Cluster& cluster) {
     ring.bandwidth = ring.bandwidth == 0.0 ? share : std::min(ring.bandwidth, share);
   }
   if (!(ring.bandwidth > 0.0)) {
-    throw ConfigError(
-        "the link between tensor-parallel devices has no bandwidth: their all-reduces cannot "
-        "run",
-        "cluster.interconnect");
+    throw ConfigError("the link between " + what + " has no bandwidth: they cannot exchange",
+                      "cluster.interconnect");
   }
-  std::vector<int> members;
-  for (int i = 0; i < t; ++i) members.push_back(i);
   set_collective_links(cluster, members, ring);
   return ring;
+}
+
+DataParallel tensor_ring(const Cluster& cluster) {
+  std::vector<int> members;
+  for (int i = 0; i < cluster.tensor_parallel; ++i) members.push_back(i);
+  return physical_ring(cluster, members, "tensor-parallel devices");
 }
 
 TensorCollectives tensor_collectives(const LayerSpec& layer, std::int64_t batch,

@@ -18,11 +18,17 @@
 
 namespace pipescope {
 
-// The ring among a group's T devices (replicas = T): each device sends to the
-// next over its route, all at once, so a step takes the longest route's
-// latency and the least bandwidth any link gives each route that crosses it
-// (achievable bandwidth, shared by the routes on it). Inside a node on
-// NVSwitch that is one device's link; across nodes, the slower network's.
+// The ring among the physical devices `members` of `cluster` (replicas: their
+// count), each sending to the next over its route, all at once, so a step
+// takes the longest route's latency and the least bandwidth any link gives
+// each route that crosses it (achievable bandwidth, shared by the routes on
+// it). Inside a node on NVSwitch that is one device's link; across nodes,
+// the slower network's. Throws ConfigError naming `what` where a link has
+// no bandwidth.
+DataParallel physical_ring(const Cluster& cluster, const std::vector<int>& members,
+                           const std::string& what);
+
+// The ring among a group's T devices (physical_ring of devices 0 to T - 1);
 // replicas = 1 without tensor parallelism.
 DataParallel tensor_ring(const Cluster& cluster);
 

@@ -14,6 +14,8 @@ std::string_view to_string(Lane l) {
       return "tensor";
     case Lane::kExpert:
       return "expert";
+    case Lane::kContext:
+      return "context";
   }
   return "?";
 }
@@ -52,6 +54,8 @@ std::string_view to_string(EventKind k) {
       return "tensor-allreduce";
     case EventKind::kExpertAllToAll:
       return "expert-alltoall";
+    case EventKind::kContextExchange:
+      return "context-exchange";
   }
   return "?";
 }
@@ -166,6 +170,12 @@ void TimelineRecorder::on_expert_exchange(int device, const Op& op, Bytes bytes,
       op_exchange(device, op, Lane::kExpert, EventKind::kExpertAllToAll, bytes, start, end));
 }
 
+void TimelineRecorder::on_context_exchange(int device, const Op& op, Bytes bytes, SimTime start,
+                                           SimTime end) {
+  sink_.event(
+      op_exchange(device, op, Lane::kContext, EventKind::kContextExchange, bytes, start, end));
+}
+
 std::string event_name(const TimelineEvent& e) {
   const std::string mb = std::to_string(e.micro_batch);
   switch (e.kind) {
@@ -189,6 +199,8 @@ std::string event_name(const TimelineEvent& e) {
       return "tp " + mb;
     case EventKind::kExpertAllToAll:
       return "ep " + mb;
+    case EventKind::kContextExchange:
+      return "cp " + mb;
   }
   return "?";
 }

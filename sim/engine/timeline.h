@@ -18,9 +18,19 @@ namespace pipescope {
 // that an op runs among its group's devices, after its compute. kExpert: the
 // all-to-alls of expert parallelism (training.expert_parallel) that an op's
 // mixture-of-experts layers run among its expert group, after those.
-enum class Lane : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kTensor = 3, kExpert = 4 };
-inline constexpr Lane kAllLanes[] = {Lane::kCompute, Lane::kSend, Lane::kRecv, Lane::kTensor,
-                                     Lane::kExpert};
+// kContext: what the ring exchanges of context parallelism
+// (training.context_parallel) add to an op beyond the attention they
+// overlap, after those.
+enum class Lane : std::uint8_t {
+  kCompute = 0,
+  kSend = 1,
+  kRecv = 2,
+  kTensor = 3,
+  kExpert = 4,
+  kContext = 5
+};
+inline constexpr Lane kAllLanes[] = {Lane::kCompute, Lane::kSend,   Lane::kRecv,
+                                     Lane::kTensor,  Lane::kExpert, Lane::kContext};
 std::string_view to_string(Lane l);
 
 enum class EventKind : std::uint8_t {
@@ -40,12 +50,15 @@ enum class EventKind : std::uint8_t {
   // expert lane: the expert-parallel dispatch and combine all-to-alls of one
   // op of a micro-batch, summed and drawn after its tensor-parallel ones
   kExpertAllToAll,
+  // context lane: the exposed part of the context-parallel ring exchanges of
+  // one op of a micro-batch, drawn after its expert-parallel ones
+  kContextExchange,
 };
 inline constexpr EventKind kAllEventKinds[] = {
-    EventKind::kForward,       EventKind::kRecompute, EventKind::kBackward,
-    EventKind::kWeight,        EventKind::kOptimizer, EventKind::kActivation,
-    EventKind::kGradient,      EventKind::kAllReduce, EventKind::kTensorAllReduce,
-    EventKind::kExpertAllToAll};
+    EventKind::kForward,        EventKind::kRecompute,      EventKind::kBackward,
+    EventKind::kWeight,         EventKind::kOptimizer,      EventKind::kActivation,
+    EventKind::kGradient,       EventKind::kAllReduce,      EventKind::kTensorAllReduce,
+    EventKind::kExpertAllToAll, EventKind::kContextExchange};
 std::string_view to_string(EventKind k);
 // Whether events of the kind belong to one micro-batch (not the optimizer step
 // or the all-reduce, which cover all of them).
@@ -56,7 +69,7 @@ constexpr bool has_micro_batch(EventKind k) {
 // transfers carry theirs too, with their flow).
 constexpr bool is_collective(EventKind k) {
   return k == EventKind::kAllReduce || k == EventKind::kTensorAllReduce ||
-         k == EventKind::kExpertAllToAll;
+         k == EventKind::kExpertAllToAll || k == EventKind::kContextExchange;
 }
 EventKind event_kind(OpKind k);
 EventKind event_kind(TransferKind k);
@@ -140,6 +153,8 @@ class TimelineRecorder final : public SimListener {
                             SimTime end) override;
   void on_expert_exchange(int device, const Op& op, Bytes bytes, SimTime start,
                           SimTime end) override;
+  void on_context_exchange(int device, const Op& op, Bytes bytes, SimTime start,
+                           SimTime end) override;
 
  private:
   TimelineSink& sink_;
@@ -167,6 +182,10 @@ class ListenerList final : public SimListener {
   void on_expert_exchange(int device, const Op& op, Bytes bytes, SimTime start,
                           SimTime end) override {
     for (SimListener* l : listeners_) l->on_expert_exchange(device, op, bytes, start, end);
+  }
+  void on_context_exchange(int device, const Op& op, Bytes bytes, SimTime start,
+                           SimTime end) override {
+    for (SimListener* l : listeners_) l->on_context_exchange(device, op, bytes, start, end);
   }
 
  private:

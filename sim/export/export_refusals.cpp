@@ -80,6 +80,17 @@ void check_tensor_parallel(const Plan& plan, ExportFormat format) {
   }
 }
 
+// Context parallelism, which only Megatron-LM's export expresses.
+void check_context_parallel(const Plan& plan, ExportFormat format) {
+  if (plan.context_parallel > 1 && format != ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to " + std::string(to_string(format)) +
+        ": it splits each sequence over C=" + std::to_string(plan.context_parallel) +
+        " devices (context parallelism), which this export does not express; export it to "
+        "megatron");
+  }
+}
+
 // Expert parallelism, which only Megatron-LM's export expresses.
 void check_expert_parallel(const Plan& plan, ExportFormat format) {
   if (plan.expert_parallel > 1 && format != ExportFormat::kMegatron) {
@@ -163,6 +174,7 @@ void check_exportable(const Plan& plan, ExportFormat format) {
   check_custom_schedule(plan, format);
   check_zero_stage(plan, format);
   check_tensor_parallel(plan, format);
+  check_context_parallel(plan, format);
   check_expert_parallel(plan, format);
   check_stage_placement(plan, format);
   check_selective_remat(plan, format);

@@ -86,6 +86,8 @@ std::string export_summary(const Plan& p) {
          (p.tensor_parallel > 1 ? " x T=" + str(p.tensor_parallel) + " tensor-parallel devices" +
                                       (p.sequence_parallel ? " (sequence parallel)" : "")
                                 : "") +
+         (p.context_parallel > 1 ? " x C=" + str(p.context_parallel) + " context-parallel devices"
+                                 : "") +
          ",\n# M=" + str(p.micro_batches) + " micro-batches of " + str(p.micro_batch_size) +
          " (global batch " + str(p.global_batch) + "), schedule " +
          std::string(to_string(p.schedule)) +
@@ -316,8 +318,8 @@ std::string megatron_remat_note(const Plan& p, const std::vector<int>& t, int gr
 }
 
 // The flags that set Megatron-LM's parallelism: the pipeline and its --num-layers,
-// tensor, sequence and expert parallelism, the distributed optimizer and the
-// rank order.
+// tensor, sequence, context and expert parallelism, the distributed optimizer
+// and the rank order.
 std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
   std::vector<std::string> flags{"--pipeline-model-parallel-size " + str(p.stages),
                                  "--num-layers " + str(total)};
@@ -325,6 +327,11 @@ std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
     flags.insert(flags.begin(), "--tensor-model-parallel-size " + str(p.tensor_parallel));
   }
   if (p.sequence_parallel) flags.push_back("--sequence-parallel");
+  // The plan times the ring exchange of keys and values (p2p, the default
+  // --cp-comm-type), each device holding two of 2C chunks of the sequence.
+  if (p.context_parallel > 1) {
+    flags.push_back("--context-parallel-size " + str(p.context_parallel));
+  }
   // The plan times the all-to-all dispatcher (sim/engine/expert_parallel.h),
   // not megatron-core's default all-gather one.
   if (p.expert_parallel > 1) {
@@ -385,7 +392,8 @@ void write_megatron_header(std::ostringstream& o, const Plan& p, int total,
     << "# Megatron-LM builds a GPT: its embedding sits on the first stage, its output layer\n"
     << "# and loss on the last. The plan's layers named 'embed' (first) and 'head' (last)\n"
     << "# are those; every other layer is one transformer layer (--num-layers " << total << ").\n"
-    << "# Run on K x D" << (p.tensor_parallel > 1 ? " x T" : "") << " = " << p.devices
+    << "# Run on K x D" << (p.tensor_parallel > 1 ? " x T" : "")
+    << (p.context_parallel > 1 ? " x C" : "") << " = " << p.devices
     << " GPUs; Megatron-LM then accumulates global / "
     << "(micro x D) = " << p.micro_batches << " micro-batches.\n"
     << runs

@@ -84,10 +84,14 @@ void read_model(ObjectReader m, Plan& p) {
     const Where at = m.where("spec");
     ModelSpec model = parse_model(spec, at.file, at.path);
     // The plan's layers are one device's share under tensor parallelism.
-    const TensorSplit split{p.tensor_parallel, p.sequence_parallel, p.expert_parallel};
-    if ((split.ways > 1 || split.experts > 1) && model.transformer) {
+    TensorSplit split;
+    split.ways = p.tensor_parallel;
+    split.sequence = p.sequence_parallel;
+    split.experts = p.expert_parallel;
+    split.context = p.context_parallel;
+    if ((split.ways > 1 || split.experts > 1 || split.context > 1) && model.transformer) {
       const std::string problem = tensor_split_problem(*model.transformer, split);
-      if (!problem.empty()) at.fail(problem + " (the plan's T and E)");
+      if (!problem.empty()) at.fail(problem + " (the plan's T, E and C)");
       model = make_transformer(*model.transformer, model.name, split);
     }
     if (model_hash(model) != p.model_hash) {
@@ -263,9 +267,10 @@ void read_custom_actions(ObjectReader& top, Plan& p) {
 
 // N = K x D x T devices; D replicas split the global batch, each into M micro-batches.
 void check_sizes(const Plan& p, const Where& top) {
-  const std::int64_t needed = std::int64_t{p.stages} * p.data_parallel * p.tensor_parallel;
+  const std::int64_t needed =
+      std::int64_t{p.stages} * p.data_parallel * p.tensor_parallel * p.context_parallel;
   if (needed != p.devices) {
-    top.key("cluster").key("devices").fail("expected K x D x T = " + str(needed) +
+    top.key("cluster").key("devices").fail("expected K x D x T x C = " + str(needed) +
                                            " devices, got " + str(p.devices));
   }
   if (p.data_parallel % p.expert_parallel != 0) {
@@ -330,6 +335,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["T"] = plan.tensor_parallel;
   doc["sequence_parallel"] = plan.sequence_parallel;
   if (plan.expert_parallel > 1) doc["E"] = plan.expert_parallel;
+  if (plan.context_parallel > 1) doc["C"] = plan.context_parallel;
   doc["zero"] = plan.zero;
   doc["M"] = plan.micro_batches;
   doc["global_batch"] = plan.global_batch;
@@ -370,6 +376,8 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   }
   // Absent where the experts are not spread (or there are none).
   p.expert_parallel = static_cast<int>(top.opt_integer("E", kExpertCount).value_or(1));
+  // Absent where the sequence is whole on each device.
+  p.context_parallel = static_cast<int>(top.opt_integer("C", kDeviceCount).value_or(1));
   // Absent from plans written before ZeRO: plain data parallelism.
   p.zero = static_cast<int>(top.opt_integer("zero", IntRange{0, kMaxZeroStage}).value_or(0));
   read_model(top.object("model"), p);
@@ -491,6 +499,12 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                         "this plan spreads the experts over E=" + str(plan.expert_parallel) +
                             " replicas, the scenario over E=" + str(t.expert_parallel) +
                             " (training.expert_parallel, -E)");
+  }
+  if (plan.context_parallel != t.context_parallel) {
+    throw ScenarioError(plan_file, "C",
+                        "this plan splits each sequence over C=" + str(plan.context_parallel) +
+                            " devices, the scenario over C=" + str(t.context_parallel) +
+                            " (training.context_parallel, -C)");
   }
   if (plan.optimizer != t.optimizer) {
     const auto name = [](const std::optional<Optimizer>& o) {

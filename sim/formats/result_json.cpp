@@ -36,6 +36,8 @@ nlohmann::json to_json(const SimResult& r) {
          {"tp_bwd_s", simtime_to_seconds(s.tp_backward + s.tp_grad_gather)},
          {"ep_fwd_s", simtime_to_seconds(s.ep_forward)},
          {"ep_bwd_s", simtime_to_seconds(s.ep_backward)},
+         {"cp_fwd_s", simtime_to_seconds(s.cp_forward)},
+         {"cp_bwd_s", simtime_to_seconds(s.cp_backward)},
          {"host_wait_fwd_s", simtime_to_seconds(s.host_wait_forward)},
          {"host_wait_bwd_s",
           simtime_to_seconds(r.split_backward() ? s.host_wait_input + s.host_wait_weight
@@ -45,6 +47,7 @@ nlohmann::json to_json(const SimResult& r) {
               {"T", r.tensor_parallel},
               {"sequence_parallel", r.sequence_parallel},
               {"E", r.expert_parallel},
+              {"C", r.context_parallel},
               {"zero", r.zero},
               {"M", r.micro_batches},
               {"schedule", std::string(to_string(r.schedule))},

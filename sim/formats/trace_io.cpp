@@ -52,26 +52,28 @@ std::string json_string(const std::string& s) {
 
 // Rows and tids. Row r of the compute, send and recv lanes is tid r * kGridLanes
 // + lane, as traces have always had it, which takes every tid below
-// kTensorTid. The tensor and expert lanes came later and have tids of their
-// own: row r is kTensorTid + r, kExpertTid + r. Telling them apart by the tid
-// alone keeps older traces readable as they are; a trace within the size
-// limit (4 GiB) cannot need the 333 million rows of one lane that would reach
-// kTensorTid, nor the 500 million of the tensor lane that would reach
-// kExpertTid.
+// kTensorTid. The tensor, expert and context lanes came later and have tids
+// of their own: row r is kTensorTid + r, kExpertTid + r, kContextTid + r.
+// Telling them apart by the tid alone keeps older traces readable as they
+// are; a trace within the size limit (4 GiB) cannot need the 333 million rows
+// of one lane that would reach kTensorTid, nor the 250 million of a later
+// lane that would reach the next.
 constexpr int kGridLanes = 3;                     // compute, send, recv
-constexpr int kLaneCount = std::size(kAllLanes);  // and tensor, expert
+constexpr int kLaneCount = std::size(kAllLanes);  // and tensor, expert, context
 constexpr int kTensorTid = 1'000'000'000;         // tid of the tensor lane's first row
 constexpr int kExpertTid = 1'500'000'000;         // tid of the expert lane's first row
+constexpr int kContextTid = 1'750'000'000;        // tid of the context lane's first row
 
 int tid_of(Lane lane, int row) {
   if (lane == Lane::kTensor) return kTensorTid + row;
   if (lane == Lane::kExpert) return kExpertTid + row;
+  if (lane == Lane::kContext) return kContextTid + row;
   return row * kGridLanes + static_cast<int>(lane);
 }
 
 // The lanes named only where they have slices.
 bool named_when_used(Lane lane) {
-  return lane == Lane::kTensor || lane == Lane::kExpert;
+  return lane == Lane::kTensor || lane == Lane::kExpert || lane == Lane::kContext;
 }
 
 }  // namespace
@@ -199,8 +201,8 @@ void ChromeTraceWriter::memory_point(int device, const MemoryPoint& point) {
 
 // The lanes' names last, once their rows are known (viewers take metadata
 // anywhere in the file). Compute, send and recv are named on every device, used
-// or not; the tensor and expert lanes only where they have slices, so that a
-// run without tensor or expert parallelism gives the same bytes as before
+// or not; the tensor, expert and context lanes only where they have slices,
+// so that a run without those parallelisms gives the same bytes as before
 // there were any.
 void ChromeTraceWriter::end() {
   std::string body;
@@ -272,6 +274,7 @@ bool is_transfer(EventKind k) {
 }
 
 Lane lane_of_tid(int tid) {
+  if (tid >= kContextTid) return Lane::kContext;
   if (tid >= kExpertTid) return Lane::kExpert;
   return tid >= kTensorTid ? Lane::kTensor : static_cast<Lane>(tid % kGridLanes);
 }
@@ -295,6 +298,8 @@ unsigned lanes_of(EventKind k) {
       return bit(Lane::kTensor);
     case EventKind::kExpertAllToAll:
       return bit(Lane::kExpert);
+    case EventKind::kContextExchange:
+      return bit(Lane::kContext);
   }
   return 0;
 }

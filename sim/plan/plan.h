@@ -57,7 +57,7 @@ struct Plan {
   int stages = 1;         // K, the pipeline's devices
   int chunks = 1;         // v: stage_plans holds K x v model stages (interleaved-1f1b)
   int data_parallel = 1;  // D, replicas of the pipeline
-  // How the K x D x T ranks sit on the cluster (cluster.rank_order); matters
+  // How the K x D x T x C ranks sit on the cluster (cluster.rank_order); matters
   // with D > 1.
   RankOrder rank_order = RankOrder::kTpPpDp;
   // How stages exchange tensors (cluster.p2p, cluster.p2p_split); matter with
@@ -71,7 +71,10 @@ struct Plan {
   // E, the replicas a mixture's routed experts spread over
   // (training.expert_parallel); the stage plans hold a device's share of them
   int expert_parallel = 1;
-  int zero = 0;           // ZeRO stage over the D replicas (sim/engine/zero.h)
+  // C, the devices each sample's sequence splits over
+  // (training.context_parallel); the stage plans hold a device's share of it
+  int context_parallel = 1;
+  int zero = 0;           // ZeRO stage over the D (x C) replicas (sim/engine/zero.h)
   int micro_batches = 1;  // M per replica
   std::int64_t global_batch = 1;
   std::int64_t micro_batch_size = 1;

@@ -22,13 +22,18 @@ int PlanCandidate::expert_parallel() const {
   return scenario ? scenario->training.expert_parallel : 1;
 }
 
+int PlanCandidate::context_parallel() const {
+  return scenario ? scenario->training.context_parallel : 1;
+}
+
 std::string PlanCandidate::label() const {
   const int E = expert_parallel();
   return (tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) + " " : "") +
          "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
-         (E > 1 ? " E=" + std::to_string(E) : "") + " M=" + std::to_string(micro_batches) +
-         " remat " + std::string(remat_label(remat)) + " " + std::string(to_string(schedule)) +
-         (chunks > 1 ? " v=" + std::to_string(chunks) : "") +
+         (E > 1 ? " E=" + std::to_string(E) : "") +
+         (context_parallel() > 1 ? " C=" + std::to_string(context_parallel()) : "") +
+         " M=" + std::to_string(micro_batches) + " remat " + std::string(remat_label(remat)) + " " +
+         std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "") +
          (zero > 0 ? " ZeRO-" + std::to_string(zero) : "");
 }
 
@@ -36,7 +41,9 @@ Scenario replica_scenario(const Scenario& scenario, int stages, int data_paralle
   Scenario r = scenario;
   r.cluster.devices = stages;
   r.training.global_batch = scenario.training.global_batch / data_parallel;
-  r.training.zero_replicas = data_parallel;
+  // The shards spread over the devices that hold the same weights: the D
+  // replicas' C shares of the sequence each.
+  r.training.zero_replicas = data_parallel * scenario.training.context_parallel;
   r.cluster.replicas = data_parallel;
   if (r.cluster.rank_order == RankOrder::kTpDpPp) r.cluster.group_stride = data_parallel;
   // Replicas on a machine whose cores the devices share get their share of them.
@@ -479,12 +486,13 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
   };
   for (const std::shared_ptr<const Scenario>& split : parallel_splits(scenario, request)) {
     const int T = split->cluster.tensor_parallel;
+    const int group = split->cluster.group_size();  // T x C
     try {
-      if (report.devices % T != 0) {
-        throw ConfigError(std::to_string(report.devices) +
-                          " devices do not form whole groups of T=" + std::to_string(T));
+      if (report.devices % group != 0) {
+        throw ConfigError(std::to_string(report.devices) + " devices do not form whole groups of " +
+                          split->cluster.devices_text(1).substr(12));
       }
-      std::vector<PlanCandidate> of_split = candidates_of(split, request, report.devices / T);
+      std::vector<PlanCandidate> of_split = candidates_of(split, request, report.devices / group);
       if (!of_split.empty()) {
         note(report.tensor_parallel, T);
         note(report.expert_parallel, split->training.expert_parallel);

@@ -95,6 +95,7 @@ struct PlanCandidate {
   std::string label() const;
   // E, the replicas the experts spread over: the scenario's (1 without one)
   int expert_parallel() const;
+  int context_parallel() const;  // C: the scenario's
 };
 
 struct PlanReport {

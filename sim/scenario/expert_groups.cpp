@@ -12,7 +12,8 @@ std::string expert_parallel_problem(const Scenario& sc, int E) {
            "' has none (expected 1)";
   }
   const TransformerParams& p = *sc.model.transformer;
-  const TensorSplit split{sc.training.tensor_parallel, sc.training.sequence_parallel, E};
+  TensorSplit split = sc.training.split();
+  split.experts = E;
   if (std::string problem = tensor_split_problem(p, split); !problem.empty()) return problem;
   if (sc.training.zero == 3) {
     return "ZeRO-3 with expert parallelism is not modelled (its gathers of experts sharded "
@@ -38,8 +39,7 @@ Scenario with_expert_parallel(const Scenario& sc, int E) {
   Scenario out = sc;
   out.training.expert_parallel = E;
   if (sc.model.expert_parallel == E) return out;
-  out.model = make_transformer(*sc.model.transformer, sc.model.name,
-                               {sc.training.tensor_parallel, sc.training.sequence_parallel, E});
+  out.model = make_transformer(*sc.model.transformer, sc.model.name, out.training.split());
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "costmodels/cluster.h"
 #include "costmodels/framework.h"
 #include "costmodels/model.h"
+#include "costmodels/model_families.h"
 #include "costmodels/optimizer.h"
 #include "sim/scenario/stated_cut.h"
 
@@ -194,11 +195,18 @@ struct TrainingConfig {
   // holds experts / E of them. Divides the experts and D.
   int expert_parallel = 1;
   bool expert_parallel_given = false;  // the scenario (or -E) says E; the planner keeps it
+  // C, the devices that split each sample's sequence (context parallelism;
+  // ModelSpec::context_parallel): the model is then one device's share and
+  // each of the cluster's groups C sets of T devices (Cluster::
+  // context_parallel). The gradients reduce, and ZeRO shards, over the D x C
+  // devices that hold the same weights.
+  int context_parallel = 1;
+  bool context_parallel_given = false;  // the scenario (or -C) says C; the planner keeps it
   // ZeRO stage (sim/engine/zero.h): what the data-parallel replicas shard; 0 to
   // kMaxZeroStage.
   int zero = 0;
   bool zero_given = false;  // the scenario says the stage; the planner keeps it
-  // The replicas the shards spread over: D in a replica's scenario
+  // The replicas the shards spread over: D x C in a replica's scenario
   // (replica_scenario), 1 in the whole one.
   int zero_replicas = 1;
   // How the framework that runs the job pays for it (training.framework):
@@ -209,6 +217,16 @@ struct TrainingConfig {
   std::optional<StatedCut> cut;
 
   std::int64_t micro_batch_size() const { return global_batch / micro_batches; }
+  // How the model's layers split over the devices: T (with sequence
+  // parallelism or not), E, C.
+  TensorSplit split() const {
+    TensorSplit s;
+    s.ways = tensor_parallel;
+    s.sequence = sequence_parallel;
+    s.experts = expert_parallel;
+    s.context = context_parallel;
+    return s;
+  }
 };
 
 struct Scenario {

@@ -21,6 +21,7 @@
 #include "sim/base/input_file.h"
 #include "sim/base/json_reader.h"
 #include "sim/scenario/cluster_reader.h"
+#include "sim/scenario/context_groups.h"
 #include "sim/scenario/expert_groups.h"
 #include "sim/scenario/model_reader.h"
 #include "sim/scenario/scenario_limits.h"
@@ -93,6 +94,10 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
       t.opt_integer("expert_parallel", kExpertCount);
   cfg.expert_parallel = static_cast<int>(expert_parallel.value_or(1));
   cfg.expert_parallel_given = expert_parallel.has_value();
+  const std::optional<std::int64_t> context_parallel =
+      t.opt_integer("context_parallel", kTensorParallel);
+  cfg.context_parallel = static_cast<int>(context_parallel.value_or(1));
+  cfg.context_parallel_given = context_parallel.has_value();
   const std::optional<bool> sequence_parallel = t.opt_bool("sequence_parallel");
   cfg.sequence_parallel = sequence_parallel.value_or(false);
   cfg.sequence_parallel_given = sequence_parallel.has_value();
@@ -252,6 +257,14 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   }
   if (t > 1) s = with_tensor_parallel(s, t, sequence);
   if (E > 1) s = with_expert_parallel(s, E);
+  // Under context parallelism the model holds one device's share of each
+  // sequence and the groups are C times larger; checked once the tensor
+  // split has made them.
+  const int C = s.training.context_parallel;
+  if (const std::string problem = context_parallel_problem(s, C); !problem.empty()) {
+    Where{file, ""}.key("training").key("context_parallel").fail(problem);
+  }
+  if (C > 1) s = with_context_parallel(s, C);
   check_magnitudes(s, file);
   return s;
 }

@@ -12,8 +12,10 @@ std::string tensor_parallel_problem(const Scenario& sc, int T, bool sequence) {
     return "tensor parallelism splits a transformer's layers; model '" + sc.model.name +
            "' is of family " + sc.model.family + " (expected 1)";
   }
-  if (std::string problem = tensor_split_problem(*sc.model.transformer, {T, sequence});
-      !problem.empty()) {
+  TensorSplit split;
+  split.ways = T;
+  split.sequence = sequence;
+  if (std::string problem = tensor_split_problem(*sc.model.transformer, split); !problem.empty()) {
     return problem;
   }
   if (sc.cluster.devices % T != 0) {
@@ -31,8 +33,7 @@ Scenario with_tensor_parallel(const Scenario& sc, int T, bool sequence) {
   out.training.tensor_parallel = T;
   out.training.sequence_parallel = sequence;
   if (T == 1) return out;
-  out.model = make_transformer(*sc.model.transformer, sc.model.name,
-                               {T, sequence, sc.training.expert_parallel});
+  out.model = make_transformer(*sc.model.transformer, sc.model.name, out.training.split());
   out.cluster.devices /= T;
   out.cluster.tensor_parallel = T;
   return out;

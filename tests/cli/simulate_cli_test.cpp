@@ -52,6 +52,7 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
                                             "T",
                                             "sequence_parallel",
                                             "E",
+                                            "C",
                                             "zero",
                                             "M",
                                             "schedule",
@@ -76,9 +77,10 @@ TEST(SimulateCli, JsonHasExactlyTheContractKeys) {
   EXPECT_EQ(keys(j["stages"][0]),
             (std::set<std::string>{"device", "first_layer", "last_layer", "fwd_s", "bwd_s",
                                    "recompute_s", "tp_fwd_s", "tp_bwd_s", "ep_fwd_s", "ep_bwd_s",
-                                   "host_wait_fwd_s", "host_wait_bwd_s"}));
+                                   "cp_fwd_s", "cp_bwd_s", "host_wait_fwd_s", "host_wait_bwd_s"}));
   EXPECT_EQ(j["T"], 1);
   EXPECT_EQ(j["E"], 1);
+  EXPECT_EQ(j["C"], 1);
   EXPECT_EQ(j["tensor_allreduce_s"], 0.0);
   EXPECT_EQ(j["schedule"], "gpipe");
   EXPECT_GT(j["step_time_s"].get<double>(), 0.0);
@@ -161,6 +163,31 @@ TEST(SimulateCli, DataParallelReplicasAllReduceTheirGradients) {
                          "need K x D = 8 devices; the cluster has 4"),
             std::string::npos)
       << big.err;
+}
+
+// -C 2 splits the demo's 1024-token sequences over two devices a stage:
+// the stages' ops end with what the ring of keys and values adds (the
+// backward's twice the forward's bytes), and a C whose 2 C chunks do not
+// divide the sequence is refused naming the flag.
+TEST(SimulateCli, ContextParallelSplitsTheSequence) {
+  const CliResult text = run("simulate " + kDemo + " -C 2");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(
+      text.out.find("Context    C=2 devices share each sequence of 1024 tokens, 512 a device"),
+      std::string::npos)
+      << text.out;
+  const CliResult json = run("simulate " + kDemo + " -C 2 --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["C"], 2);
+  EXPECT_EQ(j["K"], 2);  // the demo's 4 devices in groups of 2
+  EXPECT_GT(j["stages"][1]["cp_fwd_s"].get<double>(), 0.0);
+  EXPECT_GT(j["stages"][1]["cp_bwd_s"].get<double>(), j["stages"][1]["cp_fwd_s"].get<double>());
+  const CliResult bad = run("simulate " + kDemo + " -C 3");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(bad.err, "pipescope: error: " + kDemo +
+                         ": -C 3: context parallelism over 3 devices cuts seq_len 1024 into 6 "
+                         "equal chunks (2 C), which do not divide it\n");
 }
 
 // -E 4 with -D 4 on the demo made a mixture of 8 experts: each device holds
@@ -258,7 +285,7 @@ TEST(SimulateCli, TensorParallelGroupsTheDevices) {
   ASSERT_EQ(planned.status, 0) << planned.err;
   const CliResult again = run("simulate " + kDemo + " -T 2 --plan " + plan.string());
   EXPECT_EQ(again.status, 1);  // --plan fixes T
-  EXPECT_NE(again.err.find("--plan fixes K, D, T, E, M"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("--plan fixes K, D, T, E, C, M"), std::string::npos) << again.err;
   const CliResult replay =
       run("simulate " + kDemo + " --set training.tensor_parallel=2 --plan " + plan.string());
   EXPECT_EQ(replay.status, 0) << replay.err;
@@ -293,17 +320,18 @@ TEST(SimulateCli, APlanRefusesWhatItWouldIgnore) {
   for (const char* extra : {" --checkpoint layer", " --partition uniform"}) {
     const CliResult r = run(with + extra);
     EXPECT_EQ(r.status, 1) << extra;
-    EXPECT_NE(r.err.find("--plan fixes K, D, T, E, M"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--plan fixes K, D, T, E, C, M"), std::string::npos) << r.err;
   }
   for (const char* set :
        {"training.micro_batches=8", "training.schedule=gpipe", "training.remat=always",
         "training.balance=[13,13]", "training.expert_parallel=2"}) {
     const CliResult r = run(with + " --set " + set);
     EXPECT_EQ(r.status, 1) << set;
-    EXPECT_EQ(r.err, "pipescope: error: --set " + std::string(set) + ": --plan " + plan.string() +
-                         " fixes " + std::string(set).substr(0, std::string(set).find('=')) +
-                         " (K, D, T, E, M, ZeRO, the schedule, its chunks, remat and the cut are "
-                         "the plan's); drop it, or plan again\n");
+    EXPECT_EQ(r.err,
+              "pipescope: error: --set " + std::string(set) + ": --plan " + plan.string() +
+                  " fixes " + std::string(set).substr(0, std::string(set).find('=')) +
+                  " (K, D, T, E, C, M, ZeRO, the schedule, its chunks, remat and the cut are "
+                  "the plan's); drop it, or plan again\n");
   }
   // The plan's own values may be restated.
   EXPECT_EQ(run(with + " --set training.micro_batches=4 --set training.schedule=1f1b").status, 0);

@@ -445,6 +445,16 @@ TEST(TensorParallelRefusals, PlansTheExecutorCannotSplitAreNamedByField) {
   Plan sp = plan_with_t2(make_transformer(tiny_executor_transformer_params(2), "tiny"));
   sp.sequence_parallel = true;
   EXPECT_THROW(plan_model(sp, "sp.json"), std::invalid_argument);
+  Plan cp = plan_with_t2(make_transformer(tiny_executor_transformer_params(2), "tiny"));
+  cp.context_parallel = 2;
+  try {
+    plan_model(cp, "cp.json");
+    FAIL() << "a plan of C=2 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cp.json: C: the executor runs each sample's whole"),
+              std::string::npos)
+        << e.what();
+  }
   const Plan t2 = plan_with_t2(make_transformer(tiny_executor_transformer_params(2), "tiny"));
   // The plan's model is one rank's share.
   EXPECT_EQ(plan_model(t2, "t2.json").tensor_parallel, 2);

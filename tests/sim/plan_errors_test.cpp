@@ -146,7 +146,7 @@ TEST(PlanIoErrors, CountsAndBatchesMustAgree) {
   EXPECT_EQ(error_after([](json& d) { d["K"] = 4; }),
             "p.json: stages: expected K = 4 stages, got 3");
   EXPECT_EQ(error_after([](json& d) { d["D"] = 2; }),
-            "p.json: cluster.devices: expected K x D x T = 6 devices, got 3");
+            "p.json: cluster.devices: expected K x D x T x C = 6 devices, got 3");
   EXPECT_EQ(error_after([](json& d) { d["M"] = 3; }),
             "p.json: M: 3 does not divide the per-replica batch 8 (global_batch / D)");
   EXPECT_EQ(error_after([](json& d) { d["micro_batch_size"] = 4; }),

@@ -382,7 +382,7 @@ TEST(TensorParallel, PlansCarryTAndExportItToMegatron) {
     plan_from_json(bad, "p.json");
     ADD_FAILURE() << "accepted";
   } catch (const ScenarioError& e) {
-    EXPECT_NE(std::string(e.what()).find("expected K x D x T = 4 devices, got 8"),
+    EXPECT_NE(std::string(e.what()).find("expected K x D x T x C = 4 devices, got 8"),
               std::string::npos);
   }
 }

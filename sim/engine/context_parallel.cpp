@@ -1,0 +1,50 @@
+#include "sim/engine/context_parallel.h"
+
+#include <algorithm>
+
+#include "sim/engine/tensor_parallel.h"
+
+namespace pipescope {
+
+DataParallel context_ring(const Cluster& cluster) {
+  std::vector<int> members;
+  for (int c = 0; c < cluster.context_parallel; ++c) members.push_back(c * cluster.tensor_parallel);
+  return physical_ring(cluster, members, "context-parallel devices");
+}
+
+SimTime ring_step_time(const DataParallel& ring, Bytes bytes) {
+  if (ring.replicas <= 1 || bytes <= 0) return 0;
+  return seconds_to_simtime(ring.latency_s + static_cast<double>(bytes) / ring.bandwidth);
+}
+
+ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
+                                   const DataParallel& ring, const CostModel& cost) {
+  ContextExchanges x;
+  if (layer.cp_steps <= 0 || ring.replicas <= 1) return x;
+  const SimTime attention = cost.core_recompute(layer, batch) / ring.replicas;  // a step's
+  const Bytes bytes = layer.cp_bytes * batch;
+  x.forward = layer.cp_steps * std::max<SimTime>(0, ring_step_time(ring, bytes) - attention);
+  x.backward =
+      layer.cp_steps * std::max<SimTime>(0, ring_step_time(ring, 2 * bytes) - 2 * attention);
+  return x;
+}
+
+void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
+                           std::int64_t micro_batch_size, std::vector<StageCost>& stages,
+                           const CostModel& cost) {
+  if (cluster.context_parallel <= 1) return;
+  const DataParallel ring = context_ring(cluster);
+  for (StageCost& c : stages) {
+    c.cp_forward = c.cp_backward = 0;
+    c.cp_bytes = 0;
+    for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
+      const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
+      const ContextExchanges x = context_exchanges(layer, micro_batch_size, ring, cost);
+      c.cp_forward += x.forward;
+      c.cp_backward += x.backward;
+      c.cp_bytes += layer.cp_steps * layer.cp_bytes * micro_batch_size;
+    }
+  }
+}
+
+}  // namespace pipescope

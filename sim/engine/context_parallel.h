@@ -1,0 +1,50 @@
+#pragma once
+// The exchanges of context parallelism (ring attention, Liu et al. 2023, as
+// Transformer Engine runs it for Megatron-LM's --context-parallel-size):
+// each of C devices holds seq / C of a sample's tokens, and every attention
+// layer passes the blocks of keys and values round the ring of the C, C - 1
+// steps in a forward (and a recompute), each device sending its current
+// block to the next while it computes attention over it; a backward passes
+// the blocks and their gradients, twice the bytes in as many steps. A step's
+// exchange hides behind its share of the attention (1 / C of it, the causal
+// work balanced); what outlasts it the op waits for.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/cluster.h"
+#include "costmodels/cost_model.h"
+#include "costmodels/model.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/stage_costs.h"
+
+namespace pipescope {
+
+// The ring among the C shares of a group (physical devices 0, T, ..., (C - 1)
+// T: context rank c of tensor rank 0); replicas = 1 without context
+// parallelism.
+DataParallel context_ring(const Cluster& cluster);
+
+// One step of `ring`: every device sends `bytes` to the next at once, one
+// latency and the bytes at the ring's bandwidth.
+SimTime ring_step_time(const DataParallel& ring, Bytes bytes);
+
+// What a layer's exchanges add to its forward and its backward for a
+// micro-batch of `batch` samples: each step's exchange less the attention
+// it hides behind (the core's forward, cost.core_recompute, and twice that in
+// the backward, as its FLOPs are), times the layer's steps; 0 where the
+// attention is the longer.
+struct ContextExchanges {
+  SimTime forward = 0;
+  SimTime backward = 0;
+};
+ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
+                                   const DataParallel& ring, const CostModel& cost);
+
+// Fills each stage's cp_forward, cp_backward and cp_bytes from its layers;
+// nothing without context parallelism.
+void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
+                           std::int64_t micro_batch_size, std::vector<StageCost>& stages,
+                           const CostModel& cost);
+
+}  // namespace pipescope

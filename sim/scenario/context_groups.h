@@ -1,0 +1,26 @@
+#pragma once
+// A scenario under context parallelism: each sample's sequence splits over C
+// devices (the model becomes one device's share of it, and each of the
+// cluster's groups C sets of T devices). What the C exchange is priced in
+// sim/engine/context_parallel.h.
+
+#include <string>
+
+#include "sim/scenario/scenario.h"
+
+namespace pipescope {
+
+// Why the sequence of `sc` cannot split over C devices: a model that is not
+// a transformer, a split its attention does not allow (tensor_split_problem:
+// 2 C must divide seq_len, attention fused, neither latent nor sliding), a C
+// that does not divide the cluster's devices (or groups), expert parallelism
+// or ZeRO-3 beside it (not modelled). Empty when it can, and for C = 1.
+std::string context_parallel_problem(const Scenario& sc, int C);
+
+// `sc` with its model one device's share of each sequence under C and its
+// groups C times larger (TrainingConfig::context_parallel,
+// Cluster::context_parallel), its other splits kept. sc's sequence must be
+// whole; context_parallel_problem must be empty.
+Scenario with_context_parallel(const Scenario& sc, int C);
+
+}  // namespace pipescope

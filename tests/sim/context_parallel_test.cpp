@@ -1,0 +1,235 @@
+// Context parallelism in the simulation: the ring among a group's C shares
+// of the sequence on a cluster, what its exchanges add to an op beyond the
+// attention they overlap (by hand), the gradient reduction over D x C, the
+// scenario field and its errors, plans and the exports.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "scenario_docs.h"
+#include "sim/engine/context_parallel.h"
+#include "sim/engine/simulator.h"
+#include "sim/engine/timeline.h"
+#include "sim/export/plan_export.h"
+#include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario_io.h"
+
+namespace pipescope {
+namespace {
+
+// A cost model whose attention core takes `core` ns forward, whatever the
+// layer and the batch; the rest of a layer 1 ns.
+class CoreOnly final : public CostModel {
+ public:
+  explicit CoreOnly(SimTime core) : core_(core) {}
+  std::string_view name() const override { return "core-only"; }
+  std::string_view description() const override { return "test"; }
+  SimTime forward(const LayerSpec&, std::int64_t) const override { return 1; }
+  SimTime backward(const LayerSpec&, std::int64_t) const override { return 1; }
+  SimTime recompute(const LayerSpec&, std::int64_t) const override { return 1; }
+  SimTime core_recompute(const LayerSpec&, std::int64_t) const override { return core_; }
+  SimTime optimizer_step(std::int64_t) const override { return 0; }
+
+ private:
+  SimTime core_;
+};
+
+TEST(ContextParallel, TheExchangesCostWhatOutlastsTheirShareOfTheAttention) {
+  // C = 4 (3 steps), 1000 bytes a sample a step, a micro-batch of 2, a ring
+  // at 1 GB/s with 2 us a step: a forward step sends 2000 bytes in 2 + 2 =
+  // 4 us beside a quarter of the 8 us attention (2 us), 2 us exposed a step;
+  // a backward step sends 4000 bytes in 6 us beside twice that (4 us).
+  LayerSpec layer;
+  layer.cp_steps = 3;
+  layer.cp_bytes = 1000;
+  DataParallel ring;
+  ring.replicas = 4;
+  ring.bandwidth = 1e9;
+  ring.latency_s = 2e-6;
+  EXPECT_EQ(ring_step_time(ring, 2000), 4000);
+  const ContextExchanges x = context_exchanges(layer, 2, ring, CoreOnly(8000));
+  EXPECT_EQ(x.forward, 3 * (4000 - 2000));
+  EXPECT_EQ(x.backward, 3 * (6000 - 4000));
+  // An attention long enough hides them whole.
+  const ContextExchanges hidden = context_exchanges(layer, 2, ring, CoreOnly(24000));
+  EXPECT_EQ(hidden.forward, 0);
+  EXPECT_EQ(hidden.backward, 0);
+  // A layer without attention exchanges nothing.
+  EXPECT_EQ(context_exchanges(LayerSpec{}, 2, ring, CoreOnly(0)).forward, 0);
+}
+
+// A transformer whose sequence C can split, on DGX A100 nodes of 8.
+constexpr const char* kLongContext = R"({
+  "model": {"family": "transformer", "layers": 4, "d_model": 256, "heads": 16, "kv_heads": 8,
+            "seq_len": 4096, "vocab": 1000, "dtype": "bf16"},
+  "cluster": {"preset": "dgx-a100", "devices": 32},
+  "training": {"global_batch": 8, "micro_batches": 4, "optimizer": "adam"}
+})";
+
+Scenario load(const std::vector<std::string>& overrides = {}) {
+  return parse_scenario_text(kLongContext, "cp.json", overrides);
+}
+
+double least_bandwidth(const std::vector<Hop>& hops) {
+  double bw = hops.front().bandwidth;
+  for (const Hop& h : hops) bw = std::min(bw, h.bandwidth);
+  return bw;
+}
+
+TEST(ContextParallel, TheScenarioGroupsTTimesCDevices) {
+  const Scenario sc = load({"training.tensor_parallel=2", "training.context_parallel=4"});
+  EXPECT_EQ(sc.training.context_parallel, 4);
+  EXPECT_EQ(sc.model.context_parallel, 4);
+  EXPECT_EQ(sc.cluster.context_parallel, 4);
+  EXPECT_EQ(sc.cluster.group_size(), 8);
+  EXPECT_EQ(sc.cluster.devices, 4);  // 32 devices in groups of 8
+  EXPECT_EQ(sc.cluster.physical_devices(), 32);
+  EXPECT_EQ(sc.cluster.devices_text(4), "4 groups of T=2 x C=4 devices");
+  // Each block computes a quarter of the whole model's block.
+  const Scenario whole = load({"training.tensor_parallel=2"});
+  EXPECT_DOUBLE_EQ(sc.model.layers[1].fwd_flops * 4, whole.model.layers[1].fwd_flops);
+}
+
+TEST(ContextParallel, TheRingRunsInsideANodeOrAcrossNodes) {
+  // T = 2, C = 4: devices 0, 2, 4, 6 of a node; T = 8, C = 2: devices 0 and
+  // 8, on two nodes.
+  const Scenario inside = load({"training.tensor_parallel=2", "training.context_parallel=4"});
+  const DataParallel a = context_ring(inside.cluster);
+  EXPECT_EQ(a.replicas, 4);
+  EXPECT_EQ(a.nodes, 1);
+  EXPECT_DOUBLE_EQ(a.bandwidth, least_bandwidth(inside.cluster.physical_route(0, 2)));
+  const Scenario across = load({"training.tensor_parallel=8", "training.context_parallel=2"});
+  const DataParallel b = context_ring(across.cluster);
+  EXPECT_EQ(b.replicas, 2);
+  EXPECT_EQ(b.nodes, 2);
+  EXPECT_DOUBLE_EQ(b.bandwidth, least_bandwidth(across.cluster.physical_route(0, 8)));
+  EXPECT_LT(b.bandwidth, a.bandwidth);
+}
+
+TEST(ContextParallel, TheGradientsReduceOverTheShares) {
+  // One replica of C = 2 still reduces its gradients, over its two shares;
+  // with D = 2 over the four devices that hold the same weights.
+  const Scenario sc = load({"training.tensor_parallel=8", "training.context_parallel=2"});
+  const DataParallel one = data_parallel_ring(sc.cluster, 2, 1);
+  EXPECT_EQ(one.replicas, 1);
+  EXPECT_EQ(one.context, 2);
+  EXPECT_EQ(one.reducers(), 2);
+  EXPECT_GT(allreduce_time(one, 1 << 20), 0);
+  const DataParallel two = data_parallel_ring(sc.cluster, 1, 2);
+  EXPECT_EQ(two.reducers(), 4);
+  EXPECT_EQ(two.nodes, 4);  // replicas of a two-node group
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.data_parallel = one;
+  const SimResult r = simulate(replica_scenario(sc, 2, 1), cfg);
+  EXPECT_EQ(r.context_parallel, 2);
+  for (const StageCost& c : r.stage_costs) {
+    EXPECT_EQ(c.allreduce, allreduce_time(one, c.grad_bytes));
+    EXPECT_GT(c.allreduce, 0);
+  }
+  // ZeRO shards over D x C.
+  EXPECT_EQ(replica_scenario(sc, 1, 2).training.zero_replicas, 4);
+}
+
+TEST(ContextParallel, AnOpEndsWithWhatItsExchangesAdd) {
+  // Across two nodes the ring is slow against a short sequence's attention,
+  // and each block's forward and backward end with what it adds.
+  Scenario sc = load({"training.tensor_parallel=8", "training.context_parallel=2"});
+  sc.cluster.interconnect.inter_node_bandwidth = 1e8;
+  sc.cluster.graph.reset();
+  sc.cluster.build_topology();
+  SimConfig cfg;
+  cfg.stages = 1;
+  cfg.remat = Remat::kNever;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 1, 1);
+  const SimResult r = simulate(replica_scenario(sc, 1, 1), cfg);
+  ASSERT_EQ(r.stage_costs.size(), 1u);
+  const StageCost& c = r.stage_costs[0];
+  const DataParallel ring = context_ring(sc.cluster);
+  const std::unique_ptr<CostModel> cost = make_cost_model(sc);
+  SimTime forward = 0, backward = 0;
+  for (const LayerSpec& l : sc.model.layers) {
+    const ContextExchanges x = context_exchanges(l, 2, ring, *cost);
+    forward += x.forward;
+    backward += x.backward;
+  }
+  EXPECT_GT(forward, 0);
+  EXPECT_EQ(c.cp_forward, forward);
+  EXPECT_EQ(c.cp_backward, backward);
+  // Four blocks, one step each of K and V: 2 x 2048 tokens x d_kv / T
+  // (8 key/value heads of 16 over T = 8: 16) x 2 bytes a sample, two
+  // samples a micro-batch.
+  EXPECT_EQ(c.cp_bytes, 4 * 2 * 2048 * 16 * 2 * 2);
+  // On the timeline: a context lane after each forward and backward.
+  int exchanges = 0;
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.kind != EventKind::kContextExchange) continue;
+    ++exchanges;
+    EXPECT_EQ(e.lane, Lane::kContext);
+  }
+  EXPECT_EQ(exchanges, 2 * 4);  // F and B of 4 micro-batches (remat off)
+}
+
+TEST(ContextParallel, TheFieldsErrorsNameIt) {
+  const auto error = [](const std::vector<std::string>& overrides) {
+    return testing::docs::error_of_text(kLongContext, overrides);
+  };
+  const ScenarioError odd = error({"training.context_parallel=3"});
+  EXPECT_EQ(odd.json_path(), "training.context_parallel");
+  EXPECT_NE(odd.message().find("do not divide"), std::string::npos) << odd.what();
+  const ScenarioError unfused = error({"training.context_parallel=2", "model.attention=unfused"});
+  EXPECT_EQ(unfused.json_path(), "training.context_parallel");
+  EXPECT_NE(unfused.message().find("unfused"), std::string::npos) << unfused.what();
+  const ScenarioError zero3 = error({"training.context_parallel=2", "training.zero=3"});
+  EXPECT_NE(zero3.message().find("ZeRO-3"), std::string::npos) << zero3.what();
+  const ScenarioError groups =
+      error({"training.context_parallel=64"});  // 32 devices cannot hold groups of 64
+  EXPECT_EQ(groups.json_path(), "training.context_parallel");
+  EXPECT_NE(groups.message().find("does not divide the cluster's"), std::string::npos)
+      << groups.what();
+  const ScenarioError zero = error({"training.context_parallel=0"});
+  EXPECT_EQ(zero.json_path(), "training.context_parallel");
+}
+
+TEST(ContextParallel, PlansCarryCAndMegatronRunsIt) {
+  const Scenario sc = load({"training.tensor_parallel=4", "training.context_parallel=2"});
+  PlanRequest req;
+  req.stages = 2;
+  req.micro_batches = 4;
+  req.schedule = ScheduleKind::k1F1B;
+  const PlanReport report = run_planner(sc, req);
+  ASSERT_FALSE(report.ranked.empty());
+  const PlanCandidate& best = report.ranked.front();
+  EXPECT_EQ(best.context_parallel(), 2);
+  const Plan plan = make_plan(replica_scenario(*best.scenario, best.stages, best.data_parallel),
+                              best.result, best.data_parallel, "optimal");
+  EXPECT_EQ(plan.context_parallel, 2);
+  EXPECT_EQ(plan.devices, 2 * best.data_parallel * 4 * 2);
+  const Plan back = plan_from_json(plan_to_json(plan), "p.json");
+  EXPECT_EQ(back.context_parallel, 2);
+  const std::string flags = export_plan(plan, ExportFormat::kMegatron);
+  EXPECT_NE(flags.find("--context-parallel-size 2"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("K x D x T x C"), std::string::npos) << flags;
+  try {
+    (void)export_plan(plan, ExportFormat::kTorchPipelining);
+    ADD_FAILURE() << "torch-pipelining took a plan of C = 2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("context parallelism"), std::string::npos) << e.what();
+  }
+  // A scenario of another C does not run the plan.
+  try {
+    check_plan_matches(plan, load({"training.tensor_parallel=4"}), "p.json");
+    ADD_FAILURE() << "a plan of C = 2 ran on C = 1";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("C=2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pipescope
