@@ -161,6 +161,9 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
   for (const int T : ts) tensor += (tensor.empty() ? "" : ", ") + std::to_string(T);
   const std::vector<int>& es = report.expert_parallel;
   for (const int E : es) experts += (experts.empty() ? "" : ", ") + std::to_string(E);
+  const std::vector<int>& cs = report.context_parallel;
+  std::string contexts;
+  for (const int C : cs) contexts += (contexts.empty() ? "" : ", ") + std::to_string(C);
   std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
             << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) << " each"
@@ -170,10 +173,9 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << (es.size() > 1 ? "; the experts over E of " + experts + " of the D replicas"
                 : es[0] > 1   ? "; the experts over E=" + experts + " of the D replicas"
                               : std::string())
-            << (sc.training.context_parallel > 1
-                    ? "; each sequence over C=" + std::to_string(sc.training.context_parallel) +
-                          " devices"
-                    : std::string())
+            << (cs.size() > 1 ? "; each sequence over C of " + contexts + " devices"
+                : cs[0] > 1   ? "; each sequence over C=" + contexts + " devices"
+                              : std::string())
             << "), global batch " << sc.training.global_batch << ": " << tried
             << " configurations tried, " << report.ranked.size() + report.dominated.size() << " fit"
             << (report.dominated.empty()
@@ -196,14 +198,19 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
           std::max(schedule_width, static_cast<int>(schedule_label(report.ranked[i]).size()));
     }
     // The T column only where some plan splits its layers, the E column
-    // where some spreads its experts, the ZeRO column only where some plan
-    // shards over its replicas.
+    // where some spreads its experts, the C column where some splits its
+    // sequences, the ZeRO column only where some plan shards over its
+    // replicas.
     const auto t_cell = [&](const std::string& text) {
       if (show_t) std::printf(" %3s", text.c_str());
     };
     const bool show_e = es.size() > 1 || es[0] > 1;
     const auto e_cell = [&](const std::string& text) {
       if (show_e) std::printf(" %4s", text.c_str());
+    };
+    const bool show_c = cs.size() > 1 || cs[0] > 1;
+    const auto c_cell = [&](const std::string& text) {
+      if (show_c) std::printf(" %3s", text.c_str());
     };
     const bool show_zero = std::any_of(report.ranked.begin(), report.ranked.begin() + n,
                                        [](const PlanCandidate& c) { return c.zero > 0; });
@@ -214,6 +221,7 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
     t_cell("T");
     std::printf(" %5s %5s", "K", "D");
     e_cell("E");
+    c_cell("C");
     zero_cell("ZeRO");
     std::printf(" %5s %11s %*s %10s %12s %7s %6s %12s  %s\n", "M", "remat", schedule_width,
                 "schedule", "step time", "samples/s", "bubble", "MFU", "peak memory",
@@ -225,6 +233,7 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
       t_cell(std::to_string(c.tensor_parallel));
       std::printf(" %5d %5d", c.stages, c.data_parallel);
       e_cell(std::to_string(c.expert_parallel()));
+      c_cell(std::to_string(c.context_parallel()));
       zero_cell(std::to_string(c.zero));
       std::printf(" %5d %11s %*s %10s %12.4g %7s %6s %12s  %s\n", c.micro_batches,
                   std::string(remat_label(c.remat)).c_str(), schedule_width,

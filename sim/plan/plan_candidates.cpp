@@ -7,6 +7,7 @@
 
 #include "sim/engine/tensor_parallel.h"
 #include "sim/engine/zero.h"
+#include "sim/scenario/context_groups.h"
 #include "sim/scenario/expert_groups.h"
 
 namespace pipescope {
@@ -210,11 +211,12 @@ bool sequence_parallel_choice(const Scenario& sc, int T) {
 // optimizer), so it is not tried (tests/sim/zero_planner_test.cpp checks the
 // order by simulation). Stage 3 (sim/engine/zero.h: the shard of the weights and at
 // most two adjacent layers gathered) keeps less than 2 where a stage has
-// more than a few layers. Under expert parallelism, 1 and 2.
+// more than a few layers. Under expert or context parallelism, 1 and 2.
 std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
   if (sc.training.zero_given || data_parallel == 1) return {sc.training.zero};
-  // ZeRO-3 beside expert parallelism is not modelled (sim/scenario/expert_groups.h).
-  if (sc.training.expert_parallel > 1) return {1, 2};
+  // ZeRO-3 beside expert or context parallelism is not modelled
+  // (sim/scenario/expert_groups.h, context_groups.h).
+  if (sc.training.expert_parallel > 1 || sc.training.context_parallel > 1) return {1, 2};
   return {1, 2, 3};
 }
 
@@ -280,8 +282,17 @@ std::vector<std::shared_ptr<const Scenario>> parallel_splits(const Scenario& sc,
     const std::vector<int> choices = req.expert_parallel ? std::vector<int>{*req.expert_parallel}
                                                          : expert_parallel_choices(split);
     for (const int E : choices) {
-      out.push_back(std::make_shared<const Scenario>(
-          E == split.training.expert_parallel ? split : with_expert_parallel(split, E)));
+      const Scenario experts =
+          E == split.training.expert_parallel ? split : with_expert_parallel(split, E);
+      // The scenario's C (its sequence already split) or each C the planner tries.
+      if (experts.cluster.context_parallel > 1) {
+        out.push_back(std::make_shared<const Scenario>(experts));
+        continue;
+      }
+      for (const int C : context_parallel_choices(experts)) {
+        out.push_back(
+            std::make_shared<const Scenario>(C == 1 ? experts : with_context_parallel(experts, C)));
+      }
     }
   }
   return out;

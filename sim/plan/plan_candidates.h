@@ -12,10 +12,12 @@
 
 namespace pipescope {
 
-// The (T, E) to plan, each with its scenario: split by T (and by the
+// The (T, E, C) to plan, each with its scenario: split by T (and by the
 // sequence, sequence_parallel_choice in plan_candidates.cpp), devices grouped
 // by T; for each T every E of expert_parallel_choices, the experts spread
-// over E (sim/scenario/expert_groups.h). T outer, E inner, smallest first.
+// over E (sim/scenario/expert_groups.h); for each every C of
+// context_parallel_choices, the sequence split over C
+// (sim/scenario/context_groups.h). T outer, C inner, smallest first.
 // Throws ConfigError for a T the request or scenario cannot have.
 std::vector<std::shared_ptr<const Scenario>> parallel_splits(const Scenario& sc,
                                                              const PlanRequest& req);

@@ -479,6 +479,7 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
   std::optional<ConfigError> first_error;
   report.tensor_parallel.clear();
   report.expert_parallel.clear();
+  report.context_parallel.clear();
   const auto note = [](std::vector<int>& searched, int value) {
     if (std::find(searched.begin(), searched.end(), value) == searched.end()) {
       searched.push_back(value);
@@ -496,6 +497,7 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
       if (!of_split.empty()) {
         note(report.tensor_parallel, T);
         note(report.expert_parallel, split->training.expert_parallel);
+        note(report.context_parallel, split->training.context_parallel);
       }
       for (PlanCandidate& c : of_split) all.push_back(std::move(c));
     } catch (const ConfigError& e) {

@@ -99,11 +99,12 @@ struct PlanCandidate {
 };
 
 struct PlanReport {
-  int devices = 1;                      // N, all devices
-  std::vector<int> tensor_parallel{1};  // the T searched
-  std::vector<int> expert_parallel{1};  // the E searched
-  std::vector<PlanCandidate> ranked;    // fitting candidates, best first
-  std::vector<PlanCandidate> rejected;  // in search order
+  int devices = 1;                       // N, all devices
+  std::vector<int> tensor_parallel{1};   // the T searched
+  std::vector<int> expert_parallel{1};   // the E searched
+  std::vector<int> context_parallel{1};  // the C searched
+  std::vector<PlanCandidate> ranked;     // fitting candidates, best first
+  std::vector<PlanCandidate> rejected;   // in search order
   // Candidates that fit but were not simulated: the same shape fits with
   // remat off, which recomputes nothing, or at a lower ZeRO stage, on a cut
   // that memory did not shape (PlanCandidate::cut_unbound), so they cannot be

@@ -32,6 +32,18 @@ std::string context_parallel_problem(const Scenario& sc, int C) {
   return "";
 }
 
+std::vector<int> context_parallel_choices(const Scenario& sc) {
+  if (sc.training.context_parallel_given || !sc.model.transformer) {
+    return {sc.training.context_parallel};
+  }
+  std::vector<int> out{1};
+  const std::int64_t seq = sc.model.transformer->seq_len;
+  for (int C = 2; seq / C >= kMinContextTokens && C <= sc.cluster.devices; C *= 2) {
+    if (context_parallel_problem(sc, C).empty()) out.push_back(C);
+  }
+  return out;
+}
+
 Scenario with_context_parallel(const Scenario& sc, int C) {
   PS_CHECK(sc.cluster.context_parallel == 1, "the scenario's sequence is whole");
   const std::string problem = context_parallel_problem(sc, C);

@@ -231,5 +231,35 @@ TEST(ContextParallel, PlansCarryCAndMegatronRunsIt) {
   }
 }
 
+// Without a C of its own the planner tries 1 and every power of two that
+// leaves a device 4,096 tokens a sample: 16,384 tokens give 1, 2 and 4. Its
+// best is the best of the plans of each C alone (each with the scenario's
+// C fixed), and a sequence of 4,096 tokens is not split.
+TEST(ContextParallel, ThePlannerSearchesC) {
+  const std::vector<std::string> long_sequences{"model.seq_len=16384",
+                                                "training.tensor_parallel=2"};
+  PlanRequest request;
+  request.schedule = ScheduleKind::k1F1B;
+  const PlanReport report = run_planner(load(long_sequences), request);
+  EXPECT_EQ(report.context_parallel, (std::vector<int>{1, 2, 4}));
+  ASSERT_FALSE(report.ranked.empty());
+  double best_of_each = 0.0;
+  for (const int C : {1, 2, 4}) {
+    std::vector<std::string> fixed = long_sequences;
+    fixed.push_back("training.context_parallel=" + std::to_string(C));
+    const PlanReport one = run_planner(load(fixed), request);
+    EXPECT_EQ(one.context_parallel, std::vector<int>{C});
+    ASSERT_FALSE(one.ranked.empty()) << "C=" << C;
+    for (const PlanCandidate& c : one.ranked) {
+      EXPECT_EQ(c.context_parallel(), C) << c.label();
+      EXPECT_NE(c.zero, 3) << c.label();  // not modelled beside C > 1
+    }
+    best_of_each = std::max(best_of_each, one.ranked.front().samples_per_s);
+  }
+  EXPECT_DOUBLE_EQ(report.ranked.front().samples_per_s, best_of_each);
+  EXPECT_EQ(run_planner(load({"training.tensor_parallel=2"}), request).context_parallel,
+            std::vector<int>{1});
+}
+
 }  // namespace
 }  // namespace pipescope
