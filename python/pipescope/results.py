@@ -110,9 +110,9 @@ class PlanResult(Result):
         self.best = best
 
     def ranking(self):
-        """One row per ranked plan: rank, T, K, D, E, M, schedule, chunks,
+        """One row per ranked plan: rank, T, K, D, E, C, M, schedule, chunks,
         remat_mode, zero, step_time_s, throughput, bubble, MFU, peak memory."""
-        keys = ["rank", "T", "K", "D", "E", "M", "schedule", "chunks", "remat_mode", "zero",
+        keys = ["rank", "T", "K", "D", "E", "C", "M", "schedule", "chunks", "remat_mode", "zero",
                 "micro_batch_size", "step_time_s", "throughput_samples_per_s",
                 "bubble_fraction", "mfu", "peak_memory_bytes"]
         return frame([{k: p.get(k) for k in keys} for p in self._document["plans"]])
