@@ -192,7 +192,7 @@ int follow_plan(const SimulateOptions& o, SimulatedScenario& s, SimConfig& confi
 // replicas do not fit the cluster or divide the batch. Returns D.
 int replicate_pipeline(const SimulateOptions& o, const Cluster& whole_cluster, Scenario& scenario,
                        SimConfig& config) {
-  const int D = *o.data_parallel;
+  const int D = o.data_parallel.value_or(1);
   const int N = whole_cluster.devices;
   // D replicas of K devices each take K x D of the cluster's N; without -K, K
   // is N / D, which D must divide.
@@ -295,8 +295,10 @@ int run_simulate(const SimulateOptions& o) {
   int replicas = 1;
   if (s.plan) {
     replicas = follow_plan(o, s, config);
-  } else if (o.data_parallel && *o.data_parallel > 1) {
-    // D replicas of a K-device pipeline: simulate one, on its share of the batch.
+  } else if ((o.data_parallel && *o.data_parallel > 1) || whole_cluster.context_parallel > 1) {
+    // D replicas of a K-device pipeline: simulate one, on its share of the
+    // batch. Under context parallelism one replica too: its C shares reduce
+    // their gradients, and ZeRO shards, over the C.
     replicas = replicate_pipeline(o, whole_cluster, s.scenario, config);
   }
   apply_layout_flags(o, config);

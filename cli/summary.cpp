@@ -162,7 +162,7 @@ void print_schedule_line(std::ostream& out, const Cluster& c, const SimResult& r
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
     out << " (on " << r.stages << " of the " << c.devices
-        << (c.tensor_parallel > 1 ? " groups)" : " devices)");
+        << (c.group_size() > 1 ? " groups)" : " devices)");
   }
   out << ", M=" << r.micro_batches << ", micro-batch " << r.micro_batch_size << ", remat "
       << remat_label(r.remat) << checkpoint_label(r.remat, r.checkpoint) << ", partition "

@@ -23,8 +23,9 @@ struct OpTimes {
   SimTime backward = 0;
   SimTime weight = 0;  // weight_grad
   SimTime recompute = 0;
-  SimTime input = 0;  // input_grad
-  SimTime core = 0;   // core_recompute
+  SimTime input = 0;          // input_grad
+  SimTime core = 0;           // core_recompute
+  SimTime core_backward = 0;  // core_backward
   // What the host spends launching the forward's (and a recompute's), the
   // backward's and its weight gradients' kernels (the kernel-level model
   // with a framework that pays per launch; 0 otherwise). Where it exceeds
@@ -70,6 +71,12 @@ class CostModel {
   // core_fwd_flops), which selective recomputation reruns before the
   // backward. By default the recompute's share by FLOPs.
   virtual SimTime core_recompute(const LayerSpec& layer, std::int64_t batch) const;
+  // The backward of the layer's attention core alone (which context
+  // parallelism's ring exchanges hide behind). By default twice its forward,
+  // as the backward's FLOPs are.
+  virtual SimTime core_backward(const LayerSpec& layer, std::int64_t batch) const {
+    return 2 * core_recompute(layer, batch);
+  }
   // The optimizer step over `params` parameters.
   virtual SimTime optimizer_step(std::int64_t params) const = 0;
   // All of the above for one layer at once; models that derive them together

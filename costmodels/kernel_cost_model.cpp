@@ -190,7 +190,7 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   }
   const double peak = device_.peak_flops(dtype_);
   const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
-  double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0;
+  double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0, core_bwd = 0.0;
   int fwd_launches = 0, bwd_launches = 0, w_launches = 0;
   std::int64_t weighted_gemms = 0;
   for (const Kernel& k : *layer.kernels) {
@@ -202,7 +202,10 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
     fwd_launches += kt.forward_launches;
     bwd_launches += kt.backward_launches;
     w_launches += kt.weight_launches;
-    if (k.attention_core) core += kt.forward;
+    if (k.attention_core) {
+      core += kt.forward;
+      core_bwd += kt.backward;
+    }
     if (k.kind == Kernel::Kind::kGemm && k.has_weight) ++weighted_gemms;
   }
   // The weight gradients' accumulation into the step's, part of W.
@@ -219,6 +222,7 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   const double host = framework_.host_launch_s;
   OpTimes out{
       forward, forward, backward, weight, forward, backward - weight, seconds_to_simtime(core)};
+  out.core_backward = seconds_to_simtime(core_bwd);
   out.host_forward = seconds_to_simtime(host * fwd_launches);
   out.host_backward = seconds_to_simtime(host * bwd_launches);
   out.host_weight = seconds_to_simtime(host * w_launches);
@@ -280,6 +284,11 @@ SimTime KernelCostModel::recompute(const LayerSpec& layer, std::int64_t batch) c
 SimTime KernelCostModel::core_recompute(const LayerSpec& layer, std::int64_t batch) const {
   if (!layer.kernels) return fallback_.core_recompute(layer, batch);
   return times(layer, batch).core;
+}
+
+SimTime KernelCostModel::core_backward(const LayerSpec& layer, std::int64_t batch) const {
+  if (!layer.kernels) return fallback_.core_backward(layer, batch);
+  return times(layer, batch).core_backward;
 }
 
 SimTime KernelCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch) const {

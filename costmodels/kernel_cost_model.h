@@ -85,6 +85,7 @@ class KernelCostModel final : public CostModel {
   SimTime recompute(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime core_recompute(const LayerSpec& layer, std::int64_t batch) const override;
+  SimTime core_backward(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime optimizer_step(std::int64_t params) const override;
 
   OpTimes op_times(const LayerSpec& layer, std::int64_t batch) const override;

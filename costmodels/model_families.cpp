@@ -108,7 +108,7 @@ std::string context_split_problem(const TransformerParams& p, TensorSplit split)
   }
   if (!p.fused_attention) {
     return "context parallelism runs attention as fused kernels over the ring's blocks; "
-           "the model's attention is unfused (expected model.fused_attention true)";
+           "the model's attention is unfused (expected model.attention fused)";
   }
   if (p.mla.enabled()) return "context parallelism with latent attention is not modelled";
   if (p.sliding_window > 0 && p.sliding_window < p.seq_len) {

@@ -21,11 +21,12 @@ ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
                                    const DataParallel& ring, const CostModel& cost) {
   ContextExchanges x;
   if (layer.cp_steps <= 0 || ring.replicas <= 1) return x;
-  const SimTime attention = cost.core_recompute(layer, batch) / ring.replicas;  // a step's
+  // A step's share of the attention, forward and backward.
+  const SimTime forward = cost.core_recompute(layer, batch) / ring.replicas;
+  const SimTime backward = cost.core_backward(layer, batch) / ring.replicas;
   const Bytes bytes = layer.cp_bytes * batch;
-  x.forward = layer.cp_steps * std::max<SimTime>(0, ring_step_time(ring, bytes) - attention);
-  x.backward =
-      layer.cp_steps * std::max<SimTime>(0, ring_step_time(ring, 2 * bytes) - 2 * attention);
+  x.forward = layer.cp_steps * std::max<SimTime>(0, ring_step_time(ring, bytes) - forward);
+  x.backward = layer.cp_steps * std::max<SimTime>(0, ring_step_time(ring, 2 * bytes) - backward);
   return x;
 }
 

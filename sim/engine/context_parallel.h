@@ -31,9 +31,9 @@ SimTime ring_step_time(const DataParallel& ring, Bytes bytes);
 
 // What a layer's exchanges add to its forward and its backward for a
 // micro-batch of `batch` samples: each step's exchange less the attention
-// it hides behind (the core's forward, cost.core_recompute, and twice that in
-// the backward, as its FLOPs are), times the layer's steps; 0 where the
-// attention is the longer.
+// it hides behind (the core's forward, cost.core_recompute, and its backward,
+// cost.core_backward, a step's 1 / C share of each), times the layer's
+// steps; 0 where the attention is the longer.
 struct ContextExchanges {
   SimTime forward = 0;
   SimTime backward = 0;

@@ -204,7 +204,7 @@ bool sequence_parallel_choice(const Scenario& sc, int T) {
 }
 
 // The ZeRO stages a candidate of D replicas tries, lowest first: the
-// scenario's when it says, or with one replica (nothing to shard over);
+// scenario's when it says, or with one replica of whole sequences (nothing to shard over);
 // otherwise 1, 2 and 3, each where the lower ones do not fit
 // (planner.cpp, evaluate_shape). Stage 0 is never faster than 1 nor smaller
 // (the same traffic, and each replica steps and keeps 1/D of the
@@ -213,7 +213,9 @@ bool sequence_parallel_choice(const Scenario& sc, int T) {
 // most two adjacent layers gathered) keeps less than 2 where a stage has
 // more than a few layers. Under expert or context parallelism, 1 and 2.
 std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
-  if (sc.training.zero_given || data_parallel == 1) return {sc.training.zero};
+  if (sc.training.zero_given || data_parallel * sc.training.context_parallel == 1) {
+    return {sc.training.zero};
+  }
   // ZeRO-3 beside expert or context parallelism is not modelled
   // (sim/scenario/expert_groups.h, context_groups.h).
   if (sc.training.expert_parallel > 1 || sc.training.context_parallel > 1) return {1, 2};

@@ -40,8 +40,9 @@ std::vector<SweepPoint> run_sweep(const Scenario& scenario, const SweepRequest& 
           }
           config.data_parallel =
               data_parallel_ring(scenario.cluster, p.stages, D, scenario.training.expert_parallel);
+          const bool replicated = D > 1 || scenario.cluster.context_parallel > 1;
           const SimResult r =
-              simulate(D > 1 ? replica_scenario(scenario, p.stages, D) : scenario, config);
+              simulate(replicated ? replica_scenario(scenario, p.stages, D) : scenario, config);
           p.step_time_s = r.metrics.step_time_s();
           p.samples_per_s = r.metrics.samples_per_s * D;
           p.bubble_fraction = r.metrics.bubble_fraction;

@@ -12,7 +12,7 @@ std::string expert_parallel_problem(const Scenario& sc, int E) {
            "' has none (expected 1)";
   }
   const TransformerParams& p = *sc.model.transformer;
-  TensorSplit split = sc.training.split();
+  TensorSplit split = applied_split(sc);
   split.experts = E;
   if (std::string problem = tensor_split_problem(p, split); !problem.empty()) return problem;
   if (sc.training.zero == 3) {
@@ -39,7 +39,7 @@ Scenario with_expert_parallel(const Scenario& sc, int E) {
   Scenario out = sc;
   out.training.expert_parallel = E;
   if (sc.model.expert_parallel == E) return out;
-  out.model = make_transformer(*sc.model.transformer, sc.model.name, out.training.split());
+  out.model = make_transformer(*sc.model.transformer, sc.model.name, applied_split(out));
   return out;
 }
 

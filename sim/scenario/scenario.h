@@ -237,4 +237,14 @@ struct Scenario {
   TrainingConfig training;
 };
 
+// The split the scenario's model has been made under: the training's T
+// (with sequence parallelism or not) and E, and the C its cluster's groups
+// hold (Cluster::context_parallel: a C read but not yet applied, as while a
+// scenario is read, is left out until with_context_parallel applies it).
+inline TensorSplit applied_split(const Scenario& sc) {
+  TensorSplit s = sc.training.split();
+  s.context = sc.cluster.context_parallel;
+  return s;
+}
+
 }  // namespace pipescope

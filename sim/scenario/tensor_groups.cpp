@@ -12,9 +12,12 @@ std::string tensor_parallel_problem(const Scenario& sc, int T, bool sequence) {
     return "tensor parallelism splits a transformer's layers; model '" + sc.model.name +
            "' is of family " + sc.model.family + " (expected 1)";
   }
+  // With the sequence split the scenario has made (its C), whose chunks T
+  // must divide under sequence parallelism; E is checked at its own key.
   TensorSplit split;
   split.ways = T;
   split.sequence = sequence;
+  split.context = sc.cluster.context_parallel;
   if (std::string problem = tensor_split_problem(*sc.model.transformer, split); !problem.empty()) {
     return problem;
   }
@@ -33,7 +36,7 @@ Scenario with_tensor_parallel(const Scenario& sc, int T, bool sequence) {
   out.training.tensor_parallel = T;
   out.training.sequence_parallel = sequence;
   if (T == 1) return out;
-  out.model = make_transformer(*sc.model.transformer, sc.model.name, out.training.split());
+  out.model = make_transformer(*sc.model.transformer, sc.model.name, applied_split(out));
   out.cluster.devices /= T;
   out.cluster.tensor_parallel = T;
   return out;

@@ -176,6 +176,8 @@ TEST(SimulateCli, ContextParallelSplitsTheSequence) {
       text.out.find("Context    C=2 devices share each sequence of 1024 tokens, 512 a device"),
       std::string::npos)
       << text.out;
+  // One replica: its two shares still reduce their gradients.
+  EXPECT_NE(text.out.find(", gradient all-reduce "), std::string::npos) << text.out;
   const CliResult json = run("simulate " + kDemo + " -C 2 --json");
   ASSERT_EQ(json.status, 0) << json.err;
   const nlohmann::json j = nlohmann::json::parse(json.out);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "costmodels/device.h"
 #include "costmodels/kernel_cost_model.h"
 #include "costmodels/model_families.h"
 
@@ -108,6 +109,28 @@ TEST(ContextSplit, AttentionRunsOneKernelAStepOverAllThePairsShare) {
   EXPECT_DOUBLE_EQ(kt.backward, 4.0 + 2.5 * 65536.0 / 4.0);
   EXPECT_EQ(kt.forward_launches, 4);
   EXPECT_EQ(kt.backward_launches, 4);
+}
+
+// What the ring's backward steps hide behind: the attention core's own
+// backward, as the kernel-level model times that kernel.
+TEST(ContextSplit, TheCoresBackwardIsItsKernelsBackward) {
+  TransformerParams p = small();
+  p.layers = 1;
+  const ModelSpec m = make_transformer(p, "m", context(2));
+  const Device device = find_device_preset("a100-80g")->device;
+  const KernelCostModel cost(device, DType::kBf16, false, 16.0);
+  const LayerSpec& b = block(m);
+  double core_backward = 0.0, core_forward = 0.0;
+  for (const Kernel& k : *b.kernels) {
+    if (!k.attention_core) continue;
+    const KernelTimes kt = kernel_times(k, 2, device.kernels, device.peak_flops(DType::kBf16),
+                                        device.peak_flops(DType::kBf16), device.mem_bandwidth, 2);
+    core_forward += kt.forward;
+    core_backward += kt.backward;
+  }
+  ASSERT_GT(core_backward, 0.0);
+  EXPECT_EQ(cost.core_recompute(b, 2), seconds_to_simtime(core_forward));
+  EXPECT_EQ(cost.core_backward(b, 2), seconds_to_simtime(core_backward));
 }
 
 TEST(ContextSplit, LearnedPositionsStayWholeOnEveryDevice) {

@@ -34,6 +34,7 @@ class CoreOnly final : public CostModel {
   SimTime backward(const LayerSpec&, std::int64_t) const override { return 1; }
   SimTime recompute(const LayerSpec&, std::int64_t) const override { return 1; }
   SimTime core_recompute(const LayerSpec&, std::int64_t) const override { return core_; }
+  SimTime core_backward(const LayerSpec&, std::int64_t) const override { return 2 * core_; }
   SimTime optimizer_step(std::int64_t) const override { return 0; }
 
  private:
@@ -253,6 +254,12 @@ TEST(ContextParallel, ThePlannerSearchesC) {
     for (const PlanCandidate& c : one.ranked) {
       EXPECT_EQ(c.context_parallel(), C) << c.label();
       EXPECT_NE(c.zero, 3) << c.label();  // not modelled beside C > 1
+    }
+    // One replica of C > 1 still has C devices to shard over: ZeRO 1 and 2.
+    for (const auto* list : {&one.ranked, &one.rejected, &one.dominated, &one.bounded}) {
+      for (const PlanCandidate& c : *list) {
+        if (C > 1 && c.data_parallel == 1) EXPECT_GT(c.zero, 0) << c.label();
+      }
     }
     best_of_each = std::max(best_of_each, one.ranked.front().samples_per_s);
   }
