@@ -137,6 +137,13 @@ std::string layer_counts(const SimResult& r) {
 
 // The best plan's fullest device and what its peak holds, as the simulate
 // summary's "Memory" line gives them.
+// The values searched, as the header lists them ("1, 2, 4").
+std::string listed(const std::vector<int>& values) {
+  std::string out;
+  for (const int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
 std::string memory_line(const PlanCandidate& best) {
   const std::optional<FullestDevice> f = fullest_device(best.result);
   if (!f) return "";
@@ -157,13 +164,9 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
                             report.dominated.size() + report.bounded.size();
   const std::vector<int>& ts = report.tensor_parallel;
   const bool show_t = ts.size() > 1 || ts.front() > 1;
-  std::string tensor, experts;
-  for (const int T : ts) tensor += (tensor.empty() ? "" : ", ") + std::to_string(T);
   const std::vector<int>& es = report.expert_parallel;
-  for (const int E : es) experts += (experts.empty() ? "" : ", ") + std::to_string(E);
   const std::vector<int>& cs = report.context_parallel;
-  std::string contexts;
-  for (const int C : cs) contexts += (contexts.empty() ? "" : ", ") + std::to_string(C);
+  const std::string tensor = listed(ts), experts = listed(es), contexts = listed(cs);
   std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
             << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) << " each"

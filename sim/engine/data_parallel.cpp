@@ -70,14 +70,13 @@ void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
 // their gradients with the replicas': the ring of the D x C takes the slower
 // of the replicas' hops and the hops between the shares of a group
 // (context_ring), and spans the nodes of all of them.
-DataParallel with_context_shares(const Cluster& whole, int stages, DataParallel dp) {
+DataParallel with_context_shares(const Cluster& whole, int step, DataParallel dp) {
   const int C = whole.context_parallel;
   if (C <= 1) return dp;
   dp.context = C;
   const DataParallel shares = context_ring(whole);
   dp.latency_s = std::max(dp.latency_s, shares.latency_s);
   dp.bandwidth = dp.bandwidth == 0.0 ? shares.bandwidth : std::min(dp.bandwidth, shares.bandwidth);
-  const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
   std::vector<int> members;
   for (int r = 0; r < dp.replicas; ++r) {
     for (int c = 0; c < C; ++c) {
@@ -100,7 +99,9 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
                           " data-parallel replicas: the experts spread over E of the D",
                       "training.expert_parallel");
   }
-  if (replicas <= 1) return with_context_shares(whole, stages, dp);
+  // Replica r's device 0 is the whole cluster's group r x step.
+  const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
+  if (replicas <= 1) return with_context_shares(whole, step, dp);
   if (std::int64_t{stages} * replicas > whole.devices) {
     throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
                       " need " + whole.devices_text(std::int64_t{stages} * replicas) +
@@ -110,7 +111,6 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
   // back to the first, its steps in lockstep: it moves at its slowest hop. The
   // hops repeat with a node's or a switch's devices, so the first
   // kRingHopsChecked and the wrap-around meet every kind.
-  const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
   // With shared NICs every hop of the ring, each of a group's T devices
   // running its own ring, sends at once: a link carries its share of them.
   Cluster::LinkLoad load;
@@ -143,7 +143,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
         "cannot run");
   }
   if (expert_parallel > 1) set_expert_group(whole, step, expert_parallel, dp);
-  return with_context_shares(whole, stages, dp);
+  return with_context_shares(whole, step, dp);
 }
 
 void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
