@@ -26,7 +26,7 @@ int fail(const QString& message) {
 // What the command line asks for; 0 or nullopt: not given.
 struct Options {
   QString scenario;
-  int k = 0, m = 0, t = 0;
+  int k = 0, m = 0, t = 0, c = 0, e = 0;
   std::optional<QString> cost_model;
   std::optional<QString> measured;
   std::optional<QString> screenshot;
@@ -63,6 +63,16 @@ std::optional<QString> parse_command_line(const QApplication& app, Options* opti
                      "T devices; K and D count groups of T (default: training.tensor_parallel, "
                      "else 1)"),
       QStringLiteral("N"));
+  const QCommandLineOption context(
+      QStringList{"C", "context-parallel"},
+      QStringLiteral("Context-parallel devices: each sample's sequence splits over C devices; K "
+                     "and D count groups of T x C (default: training.context_parallel, else 1)"),
+      QStringLiteral("N"));
+  const QCommandLineOption experts(
+      QStringList{"E", "expert-parallel"},
+      QStringLiteral("Expert-parallel replicas a mixture's experts spread over; D is a multiple "
+                     "of E (default: training.expert_parallel, else 1)"),
+      QStringLiteral("N"));
   const QCommandLineOption shot(
       QStringLiteral("screenshot"),
       QStringLiteral("Render the window offscreen to this PNG when the simulation is done, "
@@ -79,7 +89,7 @@ std::optional<QString> parse_command_line(const QApplication& app, Options* opti
                      "written by `pipescope calibrate`, or a profile written by `pipescope "
                      "profile` (default: as the scenario says)"),
       QStringLiteral("MODEL"));
-  parser.addOptions({stages, micro, tensor, cost_model, measured, shot});
+  parser.addOptions({stages, micro, tensor, context, experts, cost_model, measured, shot});
   parser.process(app);
 
   const QStringList args = parser.positionalArguments();
@@ -95,17 +105,26 @@ std::optional<QString> parse_command_line(const QApplication& app, Options* opti
   if (!number(stages, &options->k)) return QStringLiteral("-K takes a positive integer");
   if (!number(micro, &options->m)) return QStringLiteral("-M takes a positive integer");
   if (!number(tensor, &options->t)) return QStringLiteral("-T takes a positive integer");
+  if (!number(context, &options->c)) return QStringLiteral("-C takes a positive integer");
+  if (!number(experts, &options->e)) return QStringLiteral("-E takes a positive integer");
   if (parser.isSet(cost_model)) options->cost_model = parser.value(cost_model);
   if (parser.isSet(measured)) options->measured = parser.value(measured);
   if (parser.isSet(shot)) options->screenshot = parser.value(shot);
   return std::nullopt;
 }
 
-// Applies -T, -K and -M to the opened scenario, T first: K counts its groups.
+// Applies -T, -C, -E, -K and -M to the opened scenario, T, C and E first: K
+// counts their groups.
 std::optional<QString> apply_layout(pipescope::gui::MainWindow& window, const Options& options) {
   const int k = options.k, m = options.m, t = options.t;
   if (t > 0) {
     if (const auto error = window.set_tensor_parallel(t)) return error;
+  }
+  if (options.c > 0) {
+    if (const auto error = window.set_context_parallel(options.c)) return error;
+  }
+  if (options.e > 0) {
+    if (const auto error = window.set_expert_parallel(options.e)) return error;
   }
   if (k > 0) {
     const pipescope::Cluster& cluster = window.scenario()->cluster;
@@ -135,7 +154,9 @@ std::optional<QString> open_inputs(pipescope::gui::MainWindow& window, const Opt
     if (const auto error = window.set_cost_model(*options.cost_model)) return error;
   }
   if (const auto error = window.open_scenario(options.scenario)) return error;
-  if (options.k > 0 || options.m > 0 || options.t > 0) window.keep_opened_layout();
+  if (options.k > 0 || options.m > 0 || options.t > 0 || options.c > 0 || options.e > 0) {
+    window.keep_opened_layout();
+  }
   if (const auto error = apply_layout(window, options)) return error;
   if (options.measured) {
     if (const auto error = window.open_measured_trace(*options.measured)) return error;

@@ -418,10 +418,10 @@ void MainWindow::search_plans() {
   best_label_->setText(tr("Best plan: searching..."));
   plan_runner_->submit(
       [this, sc]() -> std::function<void()> {
-        // The T chosen (the scenario's, split by set_tensor_parallel) and
-        // the scenario's E (no control sets another).
+        // The T, C and E chosen (the scenario's, split by their controls).
         PlanRequest request;
         request.tensor_parallel = sc->cluster.tensor_parallel;
+        request.context_parallel = sc->cluster.context_parallel;
         request.expert_parallel = sc->training.expert_parallel;
         PlanReport report = run_planner(*sc, request);
         return [this, sc, report = std::move(report)]() mutable {
@@ -468,7 +468,10 @@ bool MainWindow::apply_best_plan() {
   const TrainingConfig& planned = best.scenario->training;
   if (planned.zero != scenario_->training.zero ||
       planned.sequence_parallel != scenario_->training.sequence_parallel) {
-    if (resplit(tensor_parallel(), planned.sequence_parallel, planned.zero)) return false;
+    Split s = split();
+    s.sequence = planned.sequence_parallel;
+    s.zero = planned.zero;
+    if (resplit(s)) return false;
   }
   filling_ = true;
   d_combo_->setCurrentIndex(std::max(0, d_combo_->findData(best.data_parallel)));

@@ -89,6 +89,16 @@ class MainWindow : public QMainWindow {
   // The ZeRO stage, 0 to 3 (training.zero): what the D replicas shard.
   std::optional<QString> set_zero(int stage);
   int zero() const;
+  // C, the devices each sample's sequence splits over (training.context_parallel,
+  // as `-C` sets it): the devices form groups of T x C, which K and D count.
+  // On failure (a model whose attention cannot split, a C that does not
+  // divide the devices) nothing changes and the error is `simulate -C`'s.
+  std::optional<QString> set_context_parallel(int c);
+  int context_parallel() const;
+  // E, the replicas a mixture's experts spread over (training.expert_parallel,
+  // as `-E` sets it); D stays a multiple of E. Errors as `simulate -E`'s.
+  std::optional<QString> set_expert_parallel(int e);
+  int expert_parallel() const;
 
   // Waits (running the event loop) until no simulation, sweep or plan search
   // runs; false after timeout_ms.
@@ -138,18 +148,32 @@ class MainWindow : public QMainWindow {
   void add_result_rows(QFormLayout* form);
   // What each control's change runs.
   void connect_controls();
-  // The T control with the sequence-parallel toggle, and the ZeRO control.
+  // The T control with the sequence-parallel toggle, the C and E controls, and
+  // the ZeRO control.
   QWidget* make_tensor_controls();
+  QComboBox* make_context_control();
+  QComboBox* make_expert_control();
   QComboBox* make_zero_control();
   void fill_controls();
-  // T's choices (the divisors of the physical devices), sequence parallelism
-  // and ZeRO, as the scenario has them.
+  // T's choices (the divisors of the physical devices over C), C's (the
+  // divisors over T that halve into the sequence), E's (the divisors of the
+  // experts and the groups), sequence parallelism and ZeRO, as the scenario
+  // has them.
   void fill_parallel_controls();
   // D's choices, those dividing the devices and the batch; keeps d if allowed.
   void fill_d(int d);
+  // The training fields the parallel controls set, as the scenario has them.
+  struct Split {
+    int t = 1;
+    bool sequence = false;
+    int zero = 0;
+    int c = 1;
+    int e = 1;
+  };
+  Split split() const;
   // Reads the scenario again with these training fields; shows and returns
   // the error, changing nothing, when it cannot.
-  std::optional<QString> resplit(int t, bool sequence, int zero);
+  std::optional<QString> resplit(const Split& s);
   void simulate();
   void sweep();
   void search_plans();
@@ -206,6 +230,8 @@ class MainWindow : public QMainWindow {
   QComboBox* remat_combo_ = nullptr;
   QComboBox* t_combo_ = nullptr;
   QCheckBox* sequence_check_ = nullptr;
+  QComboBox* c_combo_ = nullptr;
+  QComboBox* e_combo_ = nullptr;
   QComboBox* zero_combo_ = nullptr;
   QComboBox* partition_combo_ = nullptr;
   QComboBox* preset_combo_ = nullptr;

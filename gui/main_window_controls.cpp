@@ -84,6 +84,8 @@ void MainWindow::add_control_rows(QFormLayout* form) {
   form->addRow(tr("D"), d_combo_);
   form->addRow(tr("K"), k_spin_);
   form->addRow(tr("T"), make_tensor_controls());
+  form->addRow(tr("C"), make_context_control());
+  form->addRow(tr("E"), make_expert_control());
   form->addRow(tr("M"), m_combo_);
   form->addRow(tr("schedule"), schedule_combo_);
   form->addRow(tr("chunks"), chunks_spin_);

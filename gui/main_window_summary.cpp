@@ -1,6 +1,6 @@
 // MainWindow's summary of the step shown: its time, throughput, bubble and
 // MFU, the largest peak memory and what makes it up, how the devices split
-// the work (T, K, D, ZeRO), the cost model, and a measured run's error.
+// the work (T, C, K, D, E, ZeRO), the cost model, and a measured run's error.
 
 #include <algorithm>
 
@@ -30,17 +30,21 @@ QString memory_line(const SimResult& r) {
       .arg(qs(split_text(memory_split(r, device))));
 }
 
-// "Parallelism T=2 (sequence parallel) x K=4 x D=2 = 16 devices, ZeRO-1".
+// "Parallelism T=2 (sequence parallel) x C=2 x K=4 x D=2 (E=2) = 32 devices,
+// ZeRO-1", C and E where they split anything.
 QString parallelism_line(const SimResult& r, int replicas) {
   QString text = QObject::tr("\nParallelism T=%1").arg(r.tensor_parallel);
   if (r.sequence_parallel) text += QObject::tr(" (sequence parallel)");
-  text += QObject::tr(" x K=%1 x D=%2 = %3 devices")
-              .arg(r.stages)
-              .arg(replicas)
-              .arg(std::int64_t{r.tensor_parallel} * r.stages * replicas);
+  if (r.context_parallel > 1) text += QObject::tr(" x C=%1").arg(r.context_parallel);
+  text += QObject::tr(" x K=%1 x D=%2").arg(r.stages).arg(replicas);
+  if (r.expert_parallel > 1) text += QObject::tr(" (E=%1)").arg(r.expert_parallel);
+  text += QObject::tr(" = %1 devices")
+              .arg(std::int64_t{r.tensor_parallel} * r.context_parallel * r.stages * replicas);
   if (r.zero > 0) {
     text += QObject::tr(", ZeRO-%1").arg(r.zero);
-    if (replicas == 1) text += QObject::tr(" (nothing to shard with D=1)");
+    if (replicas == 1 && r.context_parallel == 1) {
+      text += QObject::tr(" (nothing to shard with D=1)");
+    }
   }
   return text;
 }

@@ -267,6 +267,22 @@ std::vector<Scenario> tensor_splits(const Scenario& sc, const PlanRequest& req) 
   return out;
 }
 
+// A C asked for (PlanRequest::context_parallel) that the scenario, its
+// sequence split over `split_c` already, cannot take.
+void check_asked_context(const Scenario& sc, const PlanRequest& req, int split_c) {
+  if (!req.context_parallel) return;
+  const int C = *req.context_parallel;
+  if (split_c > 1 && C != split_c) {
+    throw ConfigError("C=" + std::to_string(C) + ": the scenario splits each sequence over C=" +
+                      std::to_string(split_c) + " already (its training.context_parallel)");
+  }
+  if (split_c == 1) {
+    if (const std::string problem = context_parallel_problem(sc, C); !problem.empty()) {
+      throw ConfigError("C=" + std::to_string(C) + ": " + problem);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::shared_ptr<const Scenario>> parallel_splits(const Scenario& sc,
@@ -286,12 +302,17 @@ std::vector<std::shared_ptr<const Scenario>> parallel_splits(const Scenario& sc,
     for (const int E : choices) {
       const Scenario experts =
           E == split.training.expert_parallel ? split : with_expert_parallel(split, E);
-      // The scenario's C (its sequence already split) or each C the planner tries.
+      // The scenario's C (its sequence already split), the C asked for, or
+      // each C the planner tries.
       if (experts.cluster.context_parallel > 1) {
+        check_asked_context(experts, req, experts.cluster.context_parallel);
         out.push_back(std::make_shared<const Scenario>(experts));
         continue;
       }
-      for (const int C : context_parallel_choices(experts)) {
+      check_asked_context(experts, req, 1);
+      const std::vector<int> cs = req.context_parallel ? std::vector<int>{*req.context_parallel}
+                                                       : context_parallel_choices(experts);
+      for (const int C : cs) {
         out.push_back(
             std::make_shared<const Scenario>(C == 1 ? experts : with_context_parallel(experts, C)));
       }

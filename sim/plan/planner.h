@@ -41,6 +41,8 @@ struct PlanRequest {
                                          // each of tensor_parallel_choices
   std::optional<int> expert_parallel;    // fix E; default: the scenario's E if it gives one, else
                                          // each of expert_parallel_choices
+  std::optional<int> context_parallel;   // fix C; default: the scenario's C if it gives one, else
+                                         // each of context_parallel_choices
   std::optional<int> stages;             // fix K
   std::optional<int> micro_batches;      // fix M
   std::optional<Remat> remat;            // fix remat; default: try each mode

@@ -268,5 +268,31 @@ TEST(ContextParallel, ThePlannerSearchesC) {
             std::vector<int>{1});
 }
 
+// PlanRequest::context_parallel fixes C as the scenario's field does; a C
+// the scenario cannot take, or another than the one it splits by, is refused.
+TEST(ContextParallel, APlanRequestFixesC) {
+  const Scenario sc = load({"model.seq_len=16384", "training.tensor_parallel=2"});
+  PlanRequest request;
+  request.schedule = ScheduleKind::k1F1B;
+  request.context_parallel = 2;
+  const PlanReport report = run_planner(sc, request);
+  EXPECT_EQ(report.context_parallel, std::vector<int>{2});
+  ASSERT_FALSE(report.ranked.empty());
+  for (const PlanCandidate& c : report.ranked) EXPECT_EQ(c.context_parallel(), 2) << c.label();
+  request.context_parallel = 3;
+  EXPECT_THROW(run_planner(sc, request), ConfigError);
+  request.context_parallel = 4;
+  const Scenario split =
+      load({"model.seq_len=16384", "training.tensor_parallel=2", "training.context_parallel=2"});
+  try {
+    run_planner(split, request);
+    ADD_FAILURE() << "C=4 planned on a scenario split over C=2";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("C=4: the scenario splits each sequence over C=2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pipescope
