@@ -23,14 +23,14 @@ Usage: scripts/check-exports.sh [--keep DIR] [--help]
 
 Makes plans of scenarios/demo.json (every schedule on K=4, remat on, off and
 except-last, checkpoints layer by layer, two hand-made cuts, a one-stage plan, plans with data and
-tensor parallelism and ZeRO on 4 and 8 devices, and plans of a mixture of experts
-with expert parallelism on 8), exports each with `pipescope
+tensor parallelism and ZeRO on 4 and 8 devices, plans with context parallelism
+on 8, and plans of a mixture of experts with expert parallelism on 8), exports each with `pipescope
 export --to torchgpipe|deepspeed|megatron|torch-pipelining`, and loads every
 export with the tool's own code on the CPU: torchgpipe's GPipe, DeepSpeed's
 PipelineModule, ZeRO config and engine, megatron-core's TransformerConfig,
 layout and optimizer configuration checks, PyTorch pipelining's schedule CSV
 loader, and PyTorch's DeviceMesh, pipelining, tensor-parallel styles and
-data-parallel wrappers on D x K x T gloo processes. Prints the versions, then
+data-parallel wrappers on D x K x T x C gloo processes. Prints the versions, then
 one line per plan and tool; exits 1 if a tool rejected an export.
 
 Options:
@@ -179,6 +179,15 @@ plan tp2-pp2-dp2-tp-dp-pp --set cluster.devices=8 --set cluster.rank_order=tp-dp
   --schedule 1f1b --remat off
 plan tp2-pp2-dp2-sp-zero1 --set cluster.devices=8 -T 2 -K 2 -M 8 --schedule 1f1b --remat on \
   --set training.sequence_parallel=true --set training.zero=1
+# Context parallelism: each sequence over C = 2 ranks, with D = 2 replicas
+# (DistributedDataParallel, then ZeRO 1 with the pipelines outermost) and with
+# T = 2 in one replica (its gradients still reduced over the C ranks).
+plan cp2-pp2-dp2 --set cluster.devices=8 -C 2 -K 2 -M 8 --schedule 1f1b --remat off \
+  --set training.zero=0
+plan cp2-pp2-dp2-tp-pp-dp-zero1 --set cluster.devices=8 --set cluster.rank_order=tp-pp-dp -C 2 \
+  -K 2 -M 8 --schedule 1f1b --remat off --set training.zero=1
+plan tp2-cp2-pp2-zero1 --set cluster.devices=8 -T 2 -C 2 -K 2 -M 8 --schedule 1f1b --remat off \
+  --set training.zero=1
 # A mixture of 8 experts, top 2, spread over E replicas.
 MOE=(--set model.experts=8 --set model.experts_per_token=2)
 plan moe-pp2-dp4-ep2 --set cluster.devices=8 "${MOE[@]}" -K 2 -E 2 -M 8 --schedule 1f1b --remat off

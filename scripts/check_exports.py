@@ -30,7 +30,7 @@ real tool on the CPU, in one process (the device mesh in one per rank):
                     validates it and adds the send and receive actions) for every
                     rank, with stand-in stages, and its pipeline_order against the
                     file;
-  torch-mesh        the device mesh module written beside the CSV, on D x K x T
+  torch-mesh        the device mesh module written beside the CSV, on D x K x T x C
                     processes (gloo, CPU): its pipescope_device_mesh("cpu") builds
                     the DeviceMesh, whose ranks must sit where PipeScope places
                     them; each pipeline rank builds its PipelineStages on
@@ -38,7 +38,10 @@ real tool on the CPU, in one process (the device mesh in one per rank):
                     mesh["dp"]), loads the CSV and runs one step and one optimizer
                     step; for T > 1 the module's tensor-parallel styles split a
                     stand-in GPT over mesh["tp"], whose loss and gradients must be
-                    the unsplit model's.
+                    the unsplit model's; for C > 1 mesh["cp"] holds each
+                    sequence's ranks, the wrapper reduces over mesh["dp", "cp"]
+                    and the module's context_parallel shards a sequence as the
+                    plan splits it.
 
 Prints one line per plan and tool, "accepted" or "rejected" with the tool's own
 message, and exits 1 if any export was rejected. See docs/export-checks.md.
@@ -125,6 +128,7 @@ class Plan:
         self.K, self.D, self.M = p["K"], p["D"], p["M"]
         self.T = p.get("T", 1)
         self.E = p.get("E", 1)
+        self.C = p.get("C", 1)
         self.rank_order = p["cluster"].get("rank_order", "tp-pp-dp")
         self.p2p = p["cluster"].get("p2p", "overlapped")
         self.sequence_parallel = p.get("sequence_parallel", False)
@@ -424,6 +428,7 @@ MEGATRON_FLAGS = {
     "--expert-model-parallel-size": ("expert_model_parallel_size", int),
     "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", str),
     "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
+    "--context-parallel-size": ("context_parallel_size", int),
     "--num-layers": ("num_layers", int),
     "--decoder-first-pipeline-num-layers": ("num_layers_in_first_pipeline_stage", int),
     "--decoder-last-pipeline-num-layers": ("num_layers_in_last_pipeline_stage", int),
@@ -559,6 +564,7 @@ def megatron_lm_validate(root, flags_file, world, environ):
                       "tp": args.tensor_model_parallel_size,
                       "dp": args.data_parallel_size,
                       "ep": args.expert_model_parallel_size,
+                      "cp": args.context_parallel_size,
                       "overlap_p2p_comm": getattr(args, "overlap_p2p_comm", None),
                       "group": getattr(args, "microbatch_group_size_per_vp_stage", None)}))
 
@@ -582,7 +588,8 @@ def check_megatron_lm(plan, text):
         f.write("\0".join(words + megatron_lm_model_flags(plan)))
     try:
         r = subprocess.run([sys.executable, "-W", "ignore", __file__, "--megatron-lm-validate",
-                            root, f.name, str(plan.K * plan.D * plan.T), json.dumps(environ)],
+                            root, f.name, str(plan.K * plan.D * plan.T * plan.C),
+                            json.dumps(environ)],
                            capture_output=True, text=True)
     finally:
         os.unlink(f.name)
@@ -590,15 +597,18 @@ def check_megatron_lm(plan, text):
         lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
         raise Rejected(one_line(lines[-1] if lines else f"exit status {r.returncode}"))
     got = json.loads(r.stdout.strip().splitlines()[-1])
-    if got["pp"] != plan.K or got["tp"] != plan.T or got["dp"] != plan.D or got["ep"] != plan.E:
+    if (got["pp"] != plan.K or got["tp"] != plan.T or got["dp"] != plan.D or got["ep"] != plan.E
+            or got["cp"] != plan.C):
         raise Rejected(f"validate_args set pp={got['pp']} tp={got['tp']} dp={got['dp']} "
-                       f"ep={got['ep']}, the plan K={plan.K} T={plan.T} D={plan.D} E={plan.E}")
+                       f"ep={got['ep']} cp={got['cp']}, the plan K={plan.K} T={plan.T} "
+                       f"D={plan.D} E={plan.E} C={plan.C}")
     vpp = got["vpp"] or 1
     if vpp != plan.chunks:
         raise Rejected(f"validate_args set {vpp} virtual stages a rank, the plan {plan.chunks}")
     return ("parse_args and validate_args: " + f"pp={got['pp']} tp={got['tp']} dp={got['dp']}"
             + (f" ep={got['ep']} (with a stand-in mixture of {2 * plan.E} experts)"
                if plan.E > 1 else "")
+            + (f" cp={got['cp']}" if plan.C > 1 else "")
             + (f" vpp={vpp} overlap_p2p_comm={got['overlap_p2p_comm']} micro-batch groups of "
                + (f"{got['group']}" if got["group"] else f"{got['pp']} (the default, K)")
                if vpp > 1 else "")
@@ -652,8 +662,12 @@ def megatron_rank_order(args, plan):
     from megatron.core.parallel_state import RankGenerator
 
     order = "tp-pp-dp" if args.get("use_tp_pp_dp_mapping") else "tp-dp-pp"
-    gen = RankGenerator(tp=plan.T, ep=1, dp=plan.D, pp=plan.K, cp=1, order=order)
+    if plan.C > 1:
+        order = "tp-cp-" + order[3:]
+    gen = RankGenerator(tp=plan.T, ep=1, dp=plan.D, pp=plan.K, cp=plan.C, order=order)
     same_pipelines(gen.get_ranks("pp"), plan, f"megatron-core's {order}")
+    if plan.C > 1:
+        same_context_groups(gen.get_ranks("cp"), plan, f"megatron-core's {order}")
     if plan.E > 1:
         # The experts' ranks as initialize_model_parallel makes them: expert
         # tensor parallelism T (Megatron-LM's default), E, their data
@@ -683,6 +697,9 @@ def check_megatron(plan, text):
                        f"the plan T={plan.T}")
     if args.get("sequence_parallel", False) != plan.sequence_parallel:
         raise Rejected("sequence_parallel is not the plan's")
+    if args.get("context_parallel_size", 1) != plan.C:
+        raise Rejected(f"context_parallel_size {args.get('context_parallel_size', 1)}, "
+                       f"the plan C={plan.C}")
     # Megatron-LM overlaps the interleaved schedule's exchanges in its steady
     # state unless told not to, and in its warm-up and cool-down too when told
     # so; its non-interleaved schedule cannot (megatron-core raises).
@@ -850,17 +867,29 @@ def same_expert_groups(groups, plan, tool):
                            f"({plan.rank_order}) on {want}")
 
 
+def same_context_groups(groups, plan, tool):
+    """Each of a tool's context-parallel groups must be the C ranks of one group
+    of T x C that share a tensor-parallel rank t: c T + t for c < C."""
+    for group in groups:
+        r, d, local = mesh_coordinates(plan, group[0])
+        want = [plan_rank(plan, r, d, c * plan.T + local % plan.T) for c in range(plan.C)]
+        if list(group) != want:
+            raise Rejected(f"{tool} splits a sequence over ranks {list(group)}, the plan "
+                           f"({plan.rank_order}) over {want}")
+
+
 def plan_rank(plan, r, d, t):
-    """The rank PipeScope places replica r's pipeline rank d, tensor-parallel rank
-    t on (costmodels/cluster.h, RankOrder): (r K + d) T + t under tp-pp-dp,
-    (d D + r) T + t under tp-dp-pp."""
+    """The rank PipeScope places replica r's pipeline rank d, rank t of its group
+    of T x C on (costmodels/cluster.h, RankOrder): (r K + d) T C + t under
+    tp-pp-dp, (d D + r) T C + t under tp-dp-pp; t = c T + (tensor-parallel rank)
+    under context parallelism."""
     group = d * plan.D + r if plan.rank_order == "tp-dp-pp" else r * plan.K + d
-    return group * plan.T + t
+    return group * plan.T * plan.C + t
 
 
 def mesh_coordinates(plan, rank):
-    """Replica r, pipeline rank d and tensor-parallel rank t of `rank`."""
-    group, t = divmod(rank, plan.T)
+    """Replica r, pipeline rank d and rank t within the group of T x C of `rank`."""
+    group, t = divmod(rank, plan.T * plan.C)
     if plan.rank_order == "tp-dp-pp":
         return group % plan.D, group // plan.D, t
     return group // plan.K, group % plan.K, t
@@ -1008,6 +1037,35 @@ def full_local(t):
     return t.to_local() if hasattr(t, "to_local") else t
 
 
+def mesh_names(plan):
+    """The mesh's dimensions, row-major, the outermost first; "cp" under context
+    parallelism."""
+    outer = ("pp", "dp") if plan.rank_order == "tp-dp-pp" else ("dp", "pp")
+    return outer + (("cp",) if plan.C > 1 else ()) + ("tp",)
+
+
+def mesh_context_parallel(ns, mesh, plan, c):
+    """The export's pipescope_context_parallel on a whole sequence: inside it,
+    this rank's share must be chunks c and 2C - 1 - c of 2C (the causal load
+    balance the plan's model assumes). PyTorch's ring attention itself runs on
+    CUDA's attention kernels only, not on the CPU."""
+    import torch
+
+    seq = 4 * plan.C
+    tokens = torch.arange(2 * seq).reshape(2, seq)
+    labels = tokens + 1000
+    chunk = seq // (2 * plan.C)
+    want = torch.cat([tokens[:, c * chunk:(c + 1) * chunk],
+                      tokens[:, (2 * plan.C - 1 - c) * chunk:(2 * plan.C - c) * chunk]], dim=1)
+    with ns["pipescope_context_parallel"](mesh, [tokens, labels], [1, 1]):
+        got = tokens.clone()
+        got_labels = labels.clone()
+    if not torch.equal(got, want) or not torch.equal(got_labels, want + 1000):
+        raise Rejected(f"context-parallel rank {c} holds tokens {got[0].tolist()} of "
+                       f"{list(range(seq))}, the plan's share {want[0].tolist()}")
+    return f"each rank's share chunks c and 2C-1-c of 2C ({want[0].tolist()} on cp rank {c})"
+
+
 def mesh_worker(rank, job):
     import datetime
 
@@ -1027,36 +1085,42 @@ def mesh_worker(rank, job):
                 exec(compile(f.read(), "torch-mesh-export", "exec"), ns)
             mesh = ns["pipescope_device_mesh"]("cpu")
             coord = tuple(mesh.get_coordinate())
-            # Row-major, the outermost dimension first.
-            names = ("pp", "dp", "tp") if plan.rank_order == "tp-dp-pp" else ("dp", "pp", "tp")
-            sizes = {"dp": plan.D, "pp": plan.K, "tp": plan.T}
+            names = mesh_names(plan)
+            sizes = {"dp": plan.D, "pp": plan.K, "cp": plan.C, "tp": plan.T}
             if (tuple(mesh.mesh.shape) != tuple(sizes[n] for n in names)
                     or tuple(mesh.mesh_dim_names) != names):
                 raise Rejected(f"the mesh is {tuple(mesh.mesh.shape)} named "
                                f"{mesh.mesh_dim_names}, the plan ({plan.rank_order}) "
                                f"{names} = {tuple(sizes[n] for n in names)}")
-            r, d, t = mesh_coordinates(plan, rank)
-            at = {"dp": r, "pp": d, "tp": t}
+            r, d, local = mesh_coordinates(plan, rank)
+            c, t = divmod(local, plan.T)
+            at = {"dp": r, "pp": d, "cp": c, "tp": t}
             want = tuple(at[n] for n in names)
             if coord != want:
                 raise Rejected(f"rank {rank} is at {names} = {coord} in the mesh; "
                                f"PipeScope places it at {want}")
-            groups = {"tp": [plan_rank(plan, r, d, i) for i in range(plan.T)],
-                      "pp": [plan_rank(plan, r, i, t) for i in range(plan.K)],
-                      "dp": [plan_rank(plan, i, d, t) for i in range(plan.D)]}
+            groups = {"tp": [plan_rank(plan, r, d, c * plan.T + i) for i in range(plan.T)],
+                      "pp": [plan_rank(plan, r, i, local) for i in range(plan.K)],
+                      "dp": [plan_rank(plan, i, d, local) for i in range(plan.D)]}
+            if plan.C > 1:
+                groups["cp"] = [plan_rank(plan, r, d, i * plan.T + t) for i in range(plan.C)]
             for name, ranks in groups.items():
                 if mesh[name].mesh.tolist() != ranks:
                     raise Rejected(f"mesh['{name}'] holds ranks "
                                    f"{mesh[name].mesh.tolist()}, PipeScope's {name} group {ranks}")
+            if plan.C > 1:
+                result["cp"] = mesh_context_parallel(ns, mesh, plan, c)
             loss, held, whole, checksum = mesh_pipeline(ns, mesh, plan, job["csv"])
             result.update(loss=loss, held=held, whole=whole)
-            # The replicas' weights after the step: equal where the gradients
-            # were reduced over mesh["dp"].
-            sums = [None] * plan.D
-            dist.all_gather_object(sums, checksum, group=mesh["dp"].get_group())
-            if plan.D > 1 and max(sums) - min(sums) > 1e-6 * max(1.0, abs(max(sums))):
-                raise Rejected(f"the replicas' weights differ after the step "
-                               f"({sums}): the gradients were not reduced over mesh['dp']")
+            # The weights after the step: equal on every rank that holds them
+            # (the replicas, and under context parallelism their C ranks) where
+            # the gradients were reduced over them.
+            same = (mesh["dp", "cp"]._flatten("dp_cp") if plan.C > 1 else mesh["dp"])
+            sums = [None] * (plan.D * plan.C)
+            dist.all_gather_object(sums, checksum, group=same.get_group())
+            if len(sums) > 1 and max(sums) - min(sums) > 1e-6 * max(1.0, abs(max(sums))):
+                raise Rejected(f"the weights differ after the step over {same.mesh.tolist()} "
+                               f"({sums}): the gradients were not reduced over them")
             if plan.T > 1:
                 result["tp"] = mesh_tensor_parallel(ns, mesh, plan)
         result["ok"] = True
@@ -1071,12 +1135,12 @@ def mesh_worker(rank, job):
 
 
 def check_torch_mesh(plan, folder):
-    """The device mesh export on D x K x T processes; see the module's docstring."""
+    """The device mesh export on D x K x T x C processes; see the module's docstring."""
     import tempfile
 
     import torch.multiprocessing as mp
 
-    world = plan.D * plan.K * plan.T
+    world = plan.D * plan.K * plan.T * plan.C
     out = tempfile.mkdtemp()
     job = {"plan": os.path.join(folder, "plan.json"), "mesh": os.path.join(folder, FILES["torch-mesh"]),
            "csv": os.path.join(folder, FILES["torch-pipelining"]), "world": world,
@@ -1093,23 +1157,28 @@ def check_torch_mesh(plan, folder):
         raise Rejected(f"rank {failed[0]['rank']}: {failed[0]['error']}")
     loss = next(r["loss"] for r in results if r["loss"] is not None)
     share = max(r["held"] / r["whole"] for r in results if r["whole"])
-    if plan.zero == 1 and plan.D > 1 and share > 1.0 / plan.D + 0.05:
+    holders = plan.D * plan.C  # the ranks that hold the same weights
+    if plan.zero == 1 and holders > 1 and share > 1.0 / holders + 0.05:
         raise Rejected(f"a rank holds {share:.2f} of its optimizer state under ZeRO stage 1 "
-                       f"over D={plan.D}")
+                       f"over D x C={holders}")
     if plan.zero == 0 and share != 1.0:
         raise Rejected(f"a rank holds {share:.2f} of its optimizer state without ZeRO")
-    wrapper = ("fully_shard" if plan.zero == 1 and plan.D > 1 else
-               "replicate" if plan.D > 1 and plan.T > 1 else
-               "DistributedDataParallel" if plan.D > 1 else "no data-parallel wrapper")
+    over = "mesh['dp', 'cp'] flattened" if plan.C > 1 else "mesh['dp']"
+    wrapper = ("no data-parallel wrapper" if holders == 1 else
+               f"fully_shard over {over}" if plan.zero == 1 else
+               f"replicate over {over}" if plan.T > 1 else
+               f"DistributedDataParallel over {over}")
     tp = next((r["tp"] for r in results if "tp" in r), None)
-    mesh = ((plan.K, plan.D, plan.T), ('pp', 'dp', 'tp')) if plan.rank_order == "tp-dp-pp" \
-        else ((plan.D, plan.K, plan.T), ('dp', 'pp', 'tp'))
-    return (f"init_device_mesh('cpu', {mesh[0]}, {mesh[1]}) on "
+    cp = next((r["cp"] for r in results if "cp" in r), None)
+    names = mesh_names(plan)
+    sizes = {"dp": plan.D, "pp": plan.K, "cp": plan.C, "tp": plan.T}
+    return (f"init_device_mesh('cpu', {tuple(sizes[n] for n in names)}, {names}) on "
             f"{world} gloo process{'es' if world != 1 else ''}: every rank where PipeScope places it; "
             f"PipelineStages on mesh['pp'] with {wrapper}, the CSV loaded and run one step "
             f"(loss {loss:.3f}), Adam state {share:.2f} of each rank's weights"
-            + (f", replicas equal after the step" if plan.D > 1 else "")
-            + (f"; TP styles: {tp}" if tp else ""))
+            + (", equal on the ranks that hold them after the step" if holders > 1 else "")
+            + (f"; TP styles: {tp}" if tp else "")
+            + (f"; context_parallel: {cp}" if cp else ""))
 
 
 # ---------------------------------------------------------------- main

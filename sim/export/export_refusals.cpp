@@ -80,14 +80,16 @@ void check_tensor_parallel(const Plan& plan, ExportFormat format) {
   }
 }
 
-// Context parallelism, which only Megatron-LM's export expresses.
+// Context parallelism, which Megatron-LM's export and PyTorch's device mesh
+// (beside the pipelining CSV) express.
 void check_context_parallel(const Plan& plan, ExportFormat format) {
-  if (plan.context_parallel > 1 && format != ExportFormat::kMegatron) {
+  if (plan.context_parallel > 1 && format != ExportFormat::kMegatron &&
+      format != ExportFormat::kTorchPipelining) {
     throw std::invalid_argument(
         "cannot export this plan to " + std::string(to_string(format)) +
         ": it splits each sequence over C=" + std::to_string(plan.context_parallel) +
         " devices (context parallelism), which this export does not express; export it to "
-        "megatron");
+        "megatron or torch-pipelining");
   }
 }
 

@@ -494,8 +494,12 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   flags.push_back("--global-batch-size " + str(p.global_batch));
   write_megatron_remat(o, p, t, flags);
   write_megatron_schedule_notes(o, p, interleaving);
-  if (p.tensor_parallel > 1) {
-    o << "# With T > 1 Megatron-LM's tensor-parallel layers need CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+  if (p.tensor_parallel > 1 || p.context_parallel > 1) {
+    // Megatron-LM's validate_args asserts it for either (its communication
+    // must run in the order the kernels are queued).
+    o << "# With " << (p.tensor_parallel > 1 ? "T" : "C") << " > 1 Megatron-LM's "
+      << (p.tensor_parallel > 1 ? "tensor" : "context") << "-parallel layers need "
+      << "CUDA_DEVICE_MAX_CONNECTIONS=1\n"
       << "# in the environment of every rank (export it before launching).\n";
   }
   if (p.expert_parallel > 1) {

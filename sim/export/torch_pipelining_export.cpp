@@ -164,26 +164,45 @@ void tensor_parallel_section(std::ostream& o, const Plan& p) {
     << "output_layouts=Shard(-1), use_local_output=False)\n";
 }
 
-// D replicas over mesh["dp"]: PyTorch pipelining reduces a stage's gradients
-// once, after the step's last backward, for DistributedDataParallel and FSDP
-// modules alike (the pipeline stage's backward_maybe_with_nosync).
+// The mesh the replicas reduce their gradients over: mesh["dp"], or under
+// context parallelism the D x C ranks that hold the same weights (Megatron-LM's
+// data-and-context-parallel group), mesh["dp", "cp"] flattened.
+std::string reduction_mesh(const Plan& p) {
+  return p.context_parallel > 1 ? "mesh[\"dp\", \"cp\"]._flatten(\"dp_cp\")" : "mesh[\"dp\"]";
+}
+
+// D replicas over mesh["dp"] (with C > 1, D x C over the flattened "dp_cp"):
+// PyTorch pipelining reduces a stage's gradients once, after the step's last
+// backward, for DistributedDataParallel and FSDP modules alike (the pipeline
+// stage's backward_maybe_with_nosync).
 void data_parallel_section(std::ostream& o, const Plan& p) {
-  const int D = p.data_parallel;
-  o << "\n\n# Data parallelism over mesh[\"dp\"]: D=" << D << " replicas, each "
-    << p.global_batch / D << " samples a step.\n"
-    << "# Wrap every stage's module with pipescope_data_parallel(module, mesh) before\n"
+  const int D = p.data_parallel, C = p.context_parallel;
+  const std::string over = reduction_mesh(p);
+  if (C > 1) {
+    o << "\n\n# Data parallelism over D=" << D << (D == 1 ? " replica" : " replicas") << ", each "
+      << p.global_batch / D << " samples a step, and the C=" << C
+      << " context-parallel ranks of each,\n"
+      << "# which hold the same weights: their gradients reduce over the D x C = " << D * C
+      << " ranks of\n# mesh[\"dp\", \"cp\"], flattened.\n";
+  } else {
+    o << "\n\n# Data parallelism over mesh[\"dp\"]: D=" << D << " replicas, each "
+      << p.global_batch / D << " samples a step.\n";
+  }
+  o << "# Wrap every stage's module with pipescope_data_parallel(module, mesh) before\n"
     << "# building its PipelineStage; PyTorch pipelining reduces its gradients once, after\n"
     << "# the step's last backward.\n";
+  const std::string share = C > 1 ? "(D x C)" : "D";
   if (p.zero == 1) {
     o << "# ZeRO stage 1: fully_shard shards the weights, gradients and optimizer state over\n"
-      << "# the replicas at rest; under pipelining each stage gathers its weights once a step\n"
+      << "# the " << (C > 1 ? "D x C ranks" : "replicas")
+      << " at rest; under pipelining each stage gathers its weights once a step\n"
       << "# and keeps them, and its gradients, whole until the last backward, then\n"
-      << "# reduce-scatters the gradients and steps the optimizer on its 1/D shard.\n"
+      << "# reduce-scatters the gradients and steps the optimizer on its 1/" << share << " shard.\n"
       << "# reshard_after_forward=False keeps the weights from being gathered again for each\n"
       << "# micro-batch's backward.\n"
       << "from torch.distributed.fsdp import fully_shard\n\n\n"
       << "def pipescope_data_parallel(module, mesh):\n"
-      << "    return fully_shard(module, mesh=mesh[\"dp\"], reshard_after_forward=False)\n";
+      << "    return fully_shard(module, mesh=" << over << ", reshard_after_forward=False)\n";
   } else if (p.tensor_parallel > 1) {
     o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
       << "# FSDP's replicate all-reduces the tensor-parallel (DTensor) gradients, which\n"
@@ -191,13 +210,35 @@ void data_parallel_section(std::ostream& o, const Plan& p) {
       << "# (torch/distributed/_composable/replicate_with_fsdp.py).\n"
       << "from torch.distributed._composable.replicate_with_fsdp import replicate\n\n\n"
       << "def pipescope_data_parallel(module, mesh):\n"
-      << "    return replicate(module, mesh=mesh[\"dp\"])\n";
+      << "    return replicate(module, mesh=" << over << ")\n";
   } else {
     o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
       << "from torch.nn.parallel import DistributedDataParallel\n\n\n"
       << "def pipescope_data_parallel(module, mesh):\n"
-      << "    return DistributedDataParallel(module, device_mesh=mesh[\"dp\"])\n";
+      << "    return DistributedDataParallel(module, device_mesh=" << over << ")\n";
   }
+}
+
+// C ranks a sequence over mesh["cp"]: PyTorch's context_parallel shards the
+// buffers it is given along their sequence dimension, two of 2 C chunks a rank
+// (its load balance for causal attention, as the plan's model splits the
+// tokens), and runs scaled_dot_product_attention as ring attention.
+void context_parallel_section(std::ostream& o, const Plan& p) {
+  const int C = p.context_parallel;
+  o << "\n\n# Context parallelism over mesh[\"cp\"]: each sequence splits over C=" << C
+    << " ranks, two of\n"
+    << "# 2C chunks each (the causal load balance), and scaled_dot_product_attention\n"
+    << "# passes the keys and values round the ring, as the plan's cost model prices it.\n"
+    << "# Run each step's schedule inside pipescope_context_parallel(mesh, buffers, seq_dims)\n"
+    << "# with the step's whole-sequence tensors (tokens, labels, rotary tables) and the\n"
+    << "# dimension of each that is the sequence: it shards them in place for the step.\n"
+    << "# The attention must be scaled_dot_product_attention with is_causal=True.\n"
+    << "from torch.distributed.tensor.experimental import context_parallel\n"
+    << "from torch.distributed.tensor.experimental._attention import set_rotate_method\n\n\n"
+    << "def pipescope_context_parallel(mesh, buffers, seq_dims):\n"
+    << "    set_rotate_method(\"alltoall\")  # the ring, not an all-gather of the keys and values\n"
+    << "    return context_parallel(mesh[\"cp\"], buffers=buffers, buffer_seq_dims=seq_dims,\n"
+    << "                            no_restore_buffers=set(buffers))\n";
 }
 
 }  // namespace
@@ -206,27 +247,30 @@ std::string torch_device_mesh(const Plan& p) {
   const int D = p.data_parallel;
   const int K = p.stages;
   const int T = p.tensor_parallel;
-  PS_CHECK(p.devices == D * K * T, "a plan runs on K x D x T devices");
+  const int C = p.context_parallel;
+  PS_CHECK(p.devices == D * K * T * C, "a plan runs on K x D x T x C devices");
   const bool stages_outer = p.rank_order == RankOrder::kTpDpPp;
+  const std::string group = stages_outer ? "(d D + r)" : "(r K + d)";
   std::ostringstream o;
   o << "# PyTorch's DeviceMesh (torch.distributed.device_mesh) for the pipelining schedule\n"
     << "# CSV beside this file, from a PipeScope plan for\n"
     << export_summary(p) << "#\n"
-    << "# D x K x T = " << p.devices << " ranks, placed as the plan places them ("
-    << to_string(p.rank_order) << "): rank "
-    << (stages_outer ? "(d D + r) T + t" : "(r K + d) T + t") << " is\n"
-    << "# replica r, pipeline rank d (row d of the CSV) and tensor-parallel rank t, so a\n"
-    << "# stage's T ranks are neighbours (in a node) and the "
+    << (C > 1 ? "# D x K x C x T = " : "# D x K x T = ") << p.devices
+    << " ranks, placed as the plan places them (" << to_string(p.rank_order) << "): rank "
+    << (C > 1 ? "(" + group + " C + c) T + t" : group + " T + t") << " is\n"
+    << "# replica r, pipeline rank d (row d of the CSV)"
+    << (C > 1 ? ", context-parallel rank c" : "") << " and tensor-parallel rank t, so a\n"
+    << "# stage's " << (C > 1 ? "T x C" : "T") << " ranks are neighbours (in a node) and the "
     << (stages_outer ? "stages" : "replicas") << " outermost. That is the\n"
     << "# row-major order in which init_device_mesh lays out MESH_SHAPE. Start " << p.devices
     << " processes\n"
     << "# (e.g. torchrun --nproc-per-node ...) and on each: mesh = pipescope_device_mesh()\n"
     << "# (NCCL on GPUs; pipescope_device_mesh(\"cpu\") with gloo).\n"
     << "from torch.distributed.device_mesh import init_device_mesh\n\n"
-    << "MESH_SHAPE = (" << (stages_outer ? K : D) << ", " << (stages_outer ? D : K) << ", " << T
-    << ")\n"
-    << "MESH_DIM_NAMES = "
-    << (stages_outer ? "(\"pp\", \"dp\", \"tp\")" : "(\"dp\", \"pp\", \"tp\")") << "\n\n\n"
+    << "MESH_SHAPE = (" << (stages_outer ? K : D) << ", " << (stages_outer ? D : K) << ", "
+    << (C > 1 ? std::to_string(C) + ", " : "") << T << ")\n"
+    << "MESH_DIM_NAMES = (" << (stages_outer ? "\"pp\", \"dp\", " : "\"dp\", \"pp\", ")
+    << (C > 1 ? "\"cp\", " : "") << "\"tp\")\n\n\n"
     << "def pipescope_device_mesh(device_type=\"cuda\"):\n"
     << "    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)\n"
     << "\n\n# Pipeline over mesh[\"pp\"]: pipeline rank d = mesh[\"pp\"].get_local_rank() "
@@ -254,7 +298,8 @@ std::string torch_device_mesh(const Plan& p) {
   o << (ranks.size() == 1 ? ",)" : ")") << "\n"
     << "N_MICROBATCHES = " << p.micro_batches << "\n";
   if (T > 1) tensor_parallel_section(o, p);
-  if (D > 1) {
+  if (C > 1) context_parallel_section(o, p);
+  if (D > 1 || C > 1) {
     data_parallel_section(o, p);
   } else if (p.zero > 0) {
     o << "\n# ZeRO stage " << p.zero << " over D=1 replica shards nothing: no data-parallel "

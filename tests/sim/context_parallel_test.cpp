@@ -217,11 +217,22 @@ TEST(ContextParallel, PlansCarryCAndMegatronRunsIt) {
   const std::string flags = export_plan(plan, ExportFormat::kMegatron);
   EXPECT_NE(flags.find("--context-parallel-size 2"), std::string::npos) << flags;
   EXPECT_NE(flags.find("K x D x T x C"), std::string::npos) << flags;
+  Plan flat = plan;  // nothing else torchgpipe refuses
+  flat.zero = 0;
+  flat.tensor_parallel = 1;
+  flat.devices = plan.devices / 4;
+  // Megatron-LM's validate_args asks for one connection a device with C > 1
+  // as with T > 1.
+  EXPECT_NE(export_plan(flat, ExportFormat::kMegatron)
+                .find("# With C > 1 Megatron-LM's context-parallel layers need "
+                      "CUDA_DEVICE_MAX_CONNECTIONS=1"),
+            std::string::npos);
   try {
-    (void)export_plan(plan, ExportFormat::kTorchPipelining);
-    ADD_FAILURE() << "torch-pipelining took a plan of C = 2";
+    (void)export_plan(flat, ExportFormat::kTorchGpipe);
+    ADD_FAILURE() << "torchgpipe took a plan of C = 2";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("context parallelism"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("megatron or torch-pipelining"), std::string::npos);
   }
   // A scenario of another C does not run the plan.
   try {
@@ -230,6 +241,48 @@ TEST(ContextParallel, PlansCarryCAndMegatronRunsIt) {
   } catch (const ScenarioError& e) {
     EXPECT_NE(std::string(e.what()).find("C=2"), std::string::npos) << e.what();
   }
+}
+
+// PyTorch's device mesh of a plan of C = 2: a "cp" dimension between the
+// outer two and "tp" (a stage's T x C ranks neighbours, c T + t within its
+// group, as the cluster places them), torch's context_parallel over
+// mesh["cp"] with the ring, and the gradients reduced over the D x C ranks
+// that hold the same weights, also at D = 1.
+TEST(ContextParallel, PyTorchsDeviceMeshHasACpDimension) {
+  const Scenario sc = load({"training.tensor_parallel=4", "training.context_parallel=2"});
+  ASSERT_EQ(sc.cluster.rank_order, RankOrder::kTpDpPp);
+  const auto plan_of = [](const Scenario& whole, int D) {
+    SimConfig cfg;
+    cfg.stages = 2;
+    cfg.micro_batches = 4;
+    cfg.schedule = ScheduleKind::k1F1B;
+    cfg.data_parallel = data_parallel_ring(whole.cluster, 2, D);
+    const Scenario replica = replica_scenario(whole, 2, D);
+    return make_plan(replica, simulate(replica, cfg), D, "optimal");
+  };
+  const auto has = [](const std::string& text, const std::string& part) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  };
+  const Plan two = plan_of(sc, 2);
+  ASSERT_EQ(two.devices, 2 * 2 * 4 * 2);
+  EXPECT_FALSE(export_plan(two, ExportFormat::kTorchPipelining).empty());
+  const std::string mesh = export_torch_device_mesh(two);
+  has(mesh, "MESH_SHAPE = (2, 2, 2, 4)\n");
+  has(mesh, "MESH_DIM_NAMES = (\"pp\", \"dp\", \"cp\", \"tp\")\n");
+  has(mesh, "rank ((d D + r) C + c) T + t is");
+  has(mesh, "    return context_parallel(mesh[\"cp\"], buffers=buffers, buffer_seq_dims=seq_dims,");
+  has(mesh, "    set_rotate_method(\"alltoall\")");
+  has(mesh, "    return replicate(module, mesh=mesh[\"dp\", \"cp\"]._flatten(\"dp_cp\"))\n");
+  // One replica still reduces over its C ranks.
+  const std::string one = export_torch_device_mesh(plan_of(sc, 1));
+  has(one, "MESH_SHAPE = (2, 1, 2, 4)\n");
+  has(one, "Data parallelism over D=1 replica");
+  has(one, "def pipescope_data_parallel(module, mesh):");
+  // Without C the mesh keeps its three dimensions.
+  const std::string whole =
+      export_torch_device_mesh(plan_of(load({"training.tensor_parallel=4"}), 2));
+  has(whole, "MESH_SHAPE = (2, 2, 4)\n");
+  EXPECT_EQ(whole.find("\"cp\""), std::string::npos) << whole;
 }
 
 // Without a C of its own the planner tries 1 and every power of two that
