@@ -100,6 +100,15 @@ CompareInputs read_inputs(const CompareOptions& o) {
   in.plan = read_plan_file(o.plan);
   exec::check_requested_tensor_parallel(in.plan, o.plan, o.tensor_parallel);
   exec::check_tensor_parallel_backend(in.plan, o.plan, o.backend);
+  if (in.plan.context_parallel > 1) {
+    // The profile times whole sequences; a share's ring attention and its
+    // exchanges are not profiled.
+    throw std::invalid_argument(
+        o.plan + ": C: compare predicts from a profile of whole sequences, and this plan " +
+        "splits them over C=" + std::to_string(in.plan.context_parallel) +
+        " devices (context parallelism), whose ring attention the profile does not time; "
+        "`pipescope run` trains it, or plan with -C 1 to compare");
+  }
   in.model = exec::plan_model(in.plan, o.plan);
   if (model_hash(in.model) != in.plan.model_hash) {
     throw std::invalid_argument(o.plan +

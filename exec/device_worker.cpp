@@ -55,8 +55,14 @@ void DeviceWorker::run() {
 }
 
 void DeviceWorker::fail(const Op& op, const std::string& why) {
-  const std::string rank =
-      core_.tensor_parallel() > 1 ? " (tensor rank " + std::to_string(rank_) + ")" : "";
+  const int T = core_.tensor_parallel();
+  std::string rank;
+  if (core_.context_parallel > 1) {
+    rank = " (share " + std::to_string(rank_ / T) +
+           (T > 1 ? ", tensor rank " + std::to_string(rank_ % T) : "") + ")";
+  } else if (T > 1) {
+    rank = " (tensor rank " + std::to_string(rank_) + ")";
+  }
   watchdog_.fail(StageError(
       op.stage, op,
       "stage " + std::to_string(op.stage) + rank + " failed in " + op_name(op) + ": " + why));
@@ -147,10 +153,10 @@ StageWork& DeviceWorker::stage_work(int stage) const {
   return stages_[static_cast<std::size_t>(rank_ * core_.schedule.stages + stage)];
 }
 
-// The tensor ranks of a stage share its channels: rank r's payload of
-// micro-batch m travels under key m T + r, to rank r of the next stage.
+// The ranks of a stage share its channels: rank r's payload of micro-batch m
+// travels under key m T C + r, to rank r of the next stage.
 int DeviceWorker::channel_key(int micro_batch) const {
-  return micro_batch * core_.tensor_parallel() + rank_;
+  return micro_batch * core_.group_ranks() + rank_;
 }
 
 Device* DeviceWorker::device_of(int stage) const {

@@ -49,18 +49,28 @@ void check_profile_fits_host(const ModelSpec& model, std::int64_t batch, const s
 
 namespace {
 
-// The plan's whole model cut to one tensor rank's share, as the plan's layers
-// are (T = 1: the whole model).
+// The plan's whole model cut to one rank's share, as the plan's layers are
+// (its tensor rank's and share of each sequence; T = C = 1: the whole model).
 ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
-  if (plan.tensor_parallel == 1) return whole;
-  PS_CHECK(whole.transformer != nullptr, "tensor parallelism splits transformers");
-  return make_transformer(*whole.transformer, whole.name, {plan.tensor_parallel, false});
+  if (plan.tensor_parallel == 1 && plan.context_parallel == 1) return whole;
+  PS_CHECK(whole.transformer != nullptr, "tensor and context parallelism split transformers");
+  TensorSplit split;
+  split.ways = plan.tensor_parallel;
+  split.context = plan.context_parallel;
+  return make_transformer(*whole.transformer, whole.name, split);
 }
 
 }  // namespace
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
+  if (plan.context_parallel > 1 && backend != "cpu") {
+    throw std::invalid_argument(
+        plan_file + ": C: --backend " + backend + " runs each sample's whole sequence on a " +
+        "device, and this plan splits it over C=" + std::to_string(plan.context_parallel) +
+        " devices (context parallelism); the cpu backend runs it (a thread per share), or plan "
+        "with -C 1");
+  }
   if (plan.tensor_parallel == 1 || backend == "cpu") return;
   throw std::invalid_argument(
       plan_file + ": T: --backend " + backend + " runs whole layers on each device, and this " +
@@ -79,13 +89,6 @@ void check_requested_tensor_parallel(const Plan& plan, const std::string& plan_f
 }
 
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
-  if (plan.context_parallel > 1) {
-    throw std::invalid_argument(
-        plan_file + ": C: the executor runs each sample's whole sequence " +
-        "on a device; this plan splits it over C=" + std::to_string(plan.context_parallel) +
-        " devices (context parallelism); plan with -C 1 to run or "
-        "compare it");
-  }
   if (plan.sequence_parallel) {
     throw std::invalid_argument(
         plan_file +
@@ -111,6 +114,11 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
     throw std::invalid_argument(plan_file + ": T: the executor splits transformers over tensor " +
                                 "ranks; model '" + spec.name + "' is of family " + spec.family +
                                 " (expected T=1)");
+  }
+  if (plan.context_parallel > 1 && spec.transformer == nullptr) {
+    throw std::invalid_argument(plan_file + ": C: the executor splits the sequences of " +
+                                "transformers; model '" + spec.name + "' is of family " +
+                                spec.family + " (expected C=1)");
   }
   return rank_share(std::move(spec), plan);
 }
@@ -184,27 +192,30 @@ void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
   const std::optional<HostMemory> host = host_memory_available();
   if (!host) return;  // nothing to compare with: let the run try
   MemoryPool pool{"on this machine", host->bytes, host->source, {}};
-  // One replica's K devices, each T times: its tensor ranks.
+  // One replica's K devices, each T x C times: its tensor ranks of each share.
   for (int d = 0; d < plan.stages; ++d) {
-    for (int r = 0; r < plan.tensor_parallel; ++r) pool.devices.push_back(d);
+    for (int r = 0; r < plan.tensor_parallel * plan.context_parallel; ++r) {
+      pool.devices.push_back(d);
+    }
   }
   check_plan_fits(plan, plan_file, {pool});
 }
 
 namespace {
 
-// Each tensor rank's stages: the plan's cut of the model, or of each rank's
-// shards (exec/tensor_shard.h).
+// Each rank's stages: the plan's cut of the model, or of each rank's shards
+// (exec/tensor_shard.h), rank c T + t for share c and tensor rank t.
 std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec& model,
                                                std::uint64_t seed) {
   std::vector<std::vector<LayerList>> ranks;
-  if (plan.tensor_parallel == 1) {
+  if (plan.tensor_parallel == 1 && plan.context_parallel == 1) {
     ranks.push_back(cut_into_stages(build_layers(model, seed), plan.stage_ranges()));
     return ranks;
   }
-  PS_CHECK(model.transformer != nullptr, "tensor parallelism splits transformers");
+  PS_CHECK(model.transformer != nullptr, "tensor and context parallelism split transformers");
   check_runnable(model);
-  for (LayerList& rank : build_tensor_ranks(*model.transformer, seed, plan.tensor_parallel)) {
+  for (LayerList& rank :
+       build_context_ranks(*model.transformer, seed, plan.tensor_parallel, plan.context_parallel)) {
     ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
   }
   return ranks;
@@ -219,6 +230,11 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
     throw std::invalid_argument(
         "T=" + std::to_string(plan.tensor_parallel) +
         ": tensor parallelism runs on the cpu backend only (a thread per tensor rank)");
+  }
+  if (plan.context_parallel > 1 && (o.stage_device || o.transport)) {
+    throw std::invalid_argument(
+        "C=" + std::to_string(plan.context_parallel) +
+        ": context parallelism runs on the cpu backend only (a thread per share)");
   }
   const Schedule schedule = plan.schedule_ops();
   std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed);
@@ -242,7 +258,7 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   options.watchdog = o.watchdog;
   options.before_op = o.before_op;
   options.transport = o.transport;
-  PipelineRuntime runtime(std::move(ranks), schedule, options);
+  PipelineRuntime runtime(std::move(ranks), schedule, options, plan.context_parallel);
   const TaskShape task = task_shape(model);
   const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
   std::vector<StepResult> out;

@@ -69,8 +69,11 @@ std::vector<std::vector<LayerList>> one_rank(std::vector<LayerList> stages) {
 // The tensor ranks are threads of this process sharing each layer's group
 // (exec/compute/tensor_group.h): host layers and in-process channels only.
 void check_tensor_parallel(const RuntimeCore& core) {
-  const std::string what = "tensor parallelism (T=" + std::to_string(core.tensor_parallel()) +
-                           ") runs its ranks as threads of one process on the host";
+  const std::string what =
+      (core.context_parallel > 1
+           ? "context parallelism (C=" + std::to_string(core.context_parallel)
+           : "tensor parallelism (T=" + std::to_string(core.tensor_parallel())) +
+      ") runs its ranks as threads of one process on the host";
   for (std::size_t s = 0; s < core.devices.size(); ++s) {
     require(core.devices[s] == nullptr,
             what + ", and stage " + std::to_string(s) + " computes on a device");
@@ -78,7 +81,8 @@ void check_tensor_parallel(const RuntimeCore& core) {
   require(!core.options.transport, what + ", with in-process channels, not another transport");
 }
 
-void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Schedule& schedule) {
+void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Schedule& schedule,
+                         int context_parallel) {
   require(static_cast<int>(micro_batches.size()) == schedule.micro_batches,
           "the schedule has " + std::to_string(schedule.micro_batches) + " micro-batches but " +
               std::to_string(micro_batches.size()) + " were given");
@@ -89,6 +93,9 @@ void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Sch
                 static_cast<std::int64_t>(mb.targets.size()) == tokens,
             "micro-batch " + std::to_string(m) +
                 " needs batch, seq >= 1 and batch*seq input rows and targets");
+    require(mb.seq % (2 * context_parallel) == 0 || context_parallel == 1,
+            "micro-batch " + std::to_string(m) + "'s sequences of " + std::to_string(mb.seq) +
+                " tokens do not cut into 2C = " + std::to_string(2 * context_parallel) + " chunks");
   }
 }
 
@@ -100,21 +107,30 @@ PipelineRuntime::PipelineRuntime(std::vector<LayerList> stages, Schedule schedul
 
 PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
                                  RuntimeOptions options)
+    : PipelineRuntime(std::move(ranks), std::move(schedule), std::move(options), 1) {}
+
+PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
+                                 RuntimeOptions options, int context_parallel)
     : core_(std::make_shared<RuntimeCore>()) {
   require(!ranks.empty(), "the pipeline needs at least one tensor rank");
+  require(context_parallel >= 1 && ranks.size() % static_cast<std::size_t>(context_parallel) == 0,
+          "C=" + std::to_string(context_parallel) + " shares do not divide the " +
+              std::to_string(ranks.size()) + " ranks");
   core_->ranks = std::move(ranks);
+  core_->context_parallel = context_parallel;
   core_->schedule = std::move(schedule);
   core_->options = std::move(options);
   const Schedule& sched = core_->schedule;
   const int K = sched.stages;
   const int M = sched.micro_batches;
   const int T = core_->tensor_parallel();
+  const int ranks_per_device = core_->group_ranks();
   require(K >= 1 && M >= 1, "the schedule needs K >= 1 and M >= 1");
   for (const std::vector<LayerList>& layers : core_->ranks) {
     require(static_cast<int>(layers.size()) == K,
             "the schedule has " + std::to_string(K) + " stages but " +
                 std::to_string(layers.size()) + " layer lists were given" +
-                (T > 1 ? " for a tensor rank" : ""));
+                (ranks_per_device > 1 ? " for a rank" : ""));
   }
   require(static_cast<int>(sched.stage_device.size()) == K,
           "the schedule's stage_device has the wrong size");
@@ -129,11 +145,17 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
     }
   }
   check_op_lists(sched);
-  core_->optimizers.assign(static_cast<std::size_t>(T),
+  core_->optimizers.assign(static_cast<std::size_t>(ranks_per_device),
                            std::vector<ParamOptimizer>(static_cast<std::size_t>(K),
                                                        ParamOptimizer(core_->options.optimizer)));
+  if (context_parallel > 1) {
+    core_->gradient_groups.resize(static_cast<std::size_t>(T));
+    for (auto& stages : core_->gradient_groups) {
+      for (int s = 0; s < K; ++s) stages.push_back(std::make_shared<TensorGroup>(context_parallel));
+    }
+  }
   core_->devices = stage_devices(core_->ranks[0]);
-  if (T > 1) check_tensor_parallel(*core_);
+  if (ranks_per_device > 1) check_tensor_parallel(*core_);
 }
 
 PipelineRuntime::~PipelineRuntime() = default;
@@ -150,12 +172,16 @@ int PipelineRuntime::tensor_parallel() const {
   return core_->tensor_parallel();
 }
 
+int PipelineRuntime::context_parallel() const {
+  return core_->context_parallel;
+}
+
 StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
   if (!abandoned_.empty()) {
     throw std::logic_error("the pipeline cannot step again: an earlier step left " + abandoned_ +
                            " running");
   }
-  check_micro_batches(micro_batches, core_->schedule);
+  check_micro_batches(micro_batches, core_->schedule, core_->context_parallel);
   std::shared_ptr<Transport> transport = core_->options.transport;
   if (!transport) transport = std::make_shared<InProcessTransport>();
   const auto run = std::make_shared<StepRun>(core_, micro_batches, std::move(transport));

@@ -93,6 +93,16 @@ class PipelineRuntime {
   // one (the CPU backend alone runs tensor parallelism).
   PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
                   RuntimeOptions options);
+  // Context parallelism besides (exec/tensor_shard.h, build_context_ranks):
+  // ranks[c T + t] holds share c's tensor rank t, for C = `context_parallel`
+  // shares of each sequence. Each micro-batch's sequences are cut into the C
+  // shares (chunks c and 2C - 1 - c of 2C, its seq a multiple of 2C), every
+  // rank a thread as above; the step's loss is the sum of the shares', and
+  // before each optimizer step the C ranks of a tensor rank sum their
+  // gradients. Throws std::invalid_argument as above and unless C divides the
+  // ranks.
+  PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
+                  RuntimeOptions options, int context_parallel);
   ~PipelineRuntime();
   PipelineRuntime(const PipelineRuntime&) = delete;
   PipelineRuntime& operator=(const PipelineRuntime&) = delete;
@@ -112,10 +122,12 @@ class PipelineRuntime {
   // (std::logic_error); the program should end.
   StepResult step(const std::vector<MicroBatch>& micro_batches);
 
-  // Tensor rank `rank`'s stages (rank 0's: without tensor parallelism, the stages).
+  // Rank `rank`'s stages (rank 0's: without tensor or context parallelism,
+  // the stages).
   const std::vector<LayerList>& stages(int rank = 0) const;
   std::vector<LayerList>& stages(int rank = 0);
   int tensor_parallel() const;
+  int context_parallel() const;
 
  private:
   std::shared_ptr<RuntimeCore> core_;

@@ -8,7 +8,7 @@ namespace pipescope::exec {
 
 StageWork::StageWork(int stage, LayerList& layers, ParamOptimizer& optimizer, Device* device,
                      const Schedule& schedule, const std::vector<Context>& contexts,
-                     const std::vector<Tensor>& inputs)
+                     const std::vector<Tensor>& inputs, StageGradients gradients)
     : stage_(stage),
       stages_(schedule.stages),
       layers_(layers),
@@ -17,7 +17,8 @@ StageWork::StageWork(int stage, LayerList& layers, ParamOptimizer& optimizer, De
       schedule_(schedule),
       split_(schedule.split),
       contexts_(contexts),
-      inputs_(inputs) {
+      inputs_(inputs),
+      gradients_(gradients) {
   const auto M = static_cast<std::size_t>(schedule.micro_batches);
   inputs_kept_.resize(M);
   input_kept_.assign(M, 0);
@@ -157,6 +158,9 @@ void StageWork::optimizer_step() {
   std::vector<Param*> params;
   for (auto& layer : layers_) {
     for (Param* p : layer->params()) params.push_back(p);
+  }
+  if (gradients_.group != nullptr) {
+    for (Param* p : params) gradients_.group->all_reduce(gradients_.share, p->grad);
   }
   optimizer_.step(params);
 }

@@ -14,9 +14,18 @@
 #include "exec/compute/device.h"
 #include "exec/compute/layer.h"
 #include "exec/compute/optimizer.h"
+#include "exec/compute/tensor_group.h"
 #include "sim/engine/schedule.h"
 
 namespace pipescope::exec {
+
+// Under context parallelism the ranks that hold a stage's parameters for the
+// other shares of each sequence: the gradients are summed over `group` (this
+// rank its `share`) before the optimizer step. Null: none.
+struct StageGradients {
+  TensorGroup* group = nullptr;
+  int share = 0;
+};
 
 class StageWork {
  public:
@@ -25,7 +34,7 @@ class StageWork {
   // the host).
   StageWork(int stage, LayerList& layers, ParamOptimizer& optimizer, Device* device,
             const Schedule& schedule, const std::vector<Context>& contexts,
-            const std::vector<Tensor>& inputs);
+            const std::vector<Tensor>& inputs, StageGradients gradients = {});
 
   // Runs `op`, one of this stage's, on its payload `in` (F: the activation
   // received, B: the output's gradient; otherwise empty). Returns what F or B
@@ -46,7 +55,8 @@ class StageWork {
   Tensor backward(int m, Tensor dy);
   // W(s,m): the weight gradients B(s,m) left, then the micro-batch's stash goes.
   void weight(int m);
-  // The stage's optimizer step over its parameters.
+  // The stage's optimizer step over its parameters (their gradients summed
+  // over the shares first, under context parallelism).
   void optimizer_step();
 
   bool last() const { return stage_ == stages_ - 1; }
@@ -64,6 +74,7 @@ class StageWork {
   const bool split_;  // B computes input gradients only; W the weights'
   const std::vector<Context>& contexts_;
   const std::vector<Tensor>& inputs_;
+  const StageGradients gradients_;
 
   std::vector<std::optional<Tensor>> inputs_kept_;  // recomputed, stage > 0: the boundary input
   std::vector<char> input_kept_;                    // recomputed: F ran and B has not yet

@@ -17,22 +17,62 @@ StepRun::StepRun(std::shared_ptr<RuntimeCore> core, std::vector<MicroBatch> micr
       mbs_(std::move(micro_batches)),
       transport_owner_(std::move(transport)),
       transport_(*transport_owner_),
-      watchdog_(core_->options.watchdog, sched_.devices(), transport_, core_->tensor_parallel()),
-      timer_(sched_.devices(), sched_.micro_batches, core_->tensor_parallel()) {
-  std::int64_t tokens = 0;
-  for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
-  for (const MicroBatch& mb : mbs_) {
-    contexts_.push_back({mb.batch, mb.seq, &mb.targets, 1.0 / static_cast<double>(tokens)});
-    inputs_.emplace_back(mb.input);
-  }
-  // Tensor rank r's stage s at r K + s (DeviceWorker::stage_work).
-  const auto T = static_cast<std::size_t>(core_->tensor_parallel());
-  stages_.reserve(T * static_cast<std::size_t>(sched_.stages));
-  for (std::size_t r = 0; r < T; ++r) {
+      watchdog_(core_->options.watchdog, sched_.devices(), transport_, core_->group_ranks()),
+      timer_(sched_.devices(), sched_.micro_batches, core_->group_ranks()) {
+  share_micro_batches();
+  // Rank r's stage s at r K + s (DeviceWorker::stage_work), r = c T + t.
+  const int T = core_->tensor_parallel();
+  stages_.reserve(static_cast<std::size_t>(core_->group_ranks() * sched_.stages));
+  for (int r = 0; r < core_->group_ranks(); ++r) {
+    const auto c = static_cast<std::size_t>(r / T);
     for (int s = 0; s < sched_.stages; ++s) {
       const auto i = static_cast<std::size_t>(s);
-      stages_.emplace_back(s, core_->ranks[r][i], core_->optimizers[r][i], core_->devices[i],
-                           sched_, contexts_, inputs_);
+      const auto rank = static_cast<std::size_t>(r);
+      TensorGroup* gradients =
+          core_->gradient_groups.empty()
+              ? nullptr
+              : core_->gradient_groups[static_cast<std::size_t>(r % T)][i].get();
+      stages_.emplace_back(s, core_->ranks[rank][i], core_->optimizers[rank][i], core_->devices[i],
+                           sched_, contexts_[c], inputs_[c],
+                           StageGradients{gradients, static_cast<int>(c)});
+    }
+  }
+}
+
+// Each share's rows of every micro-batch: sequence i's positions
+// Context::position of the share (all of them for one share), and a loss
+// scaled by the whole mini-batch's tokens, so that the shares' losses add up
+// to the mini-batch's mean.
+void StepRun::share_micro_batches() {
+  const int C = core_->context_parallel;
+  std::int64_t tokens = 0;
+  for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
+  const double scale = 1.0 / static_cast<double>(tokens);
+  inputs_.resize(static_cast<std::size_t>(C));
+  targets_.resize(static_cast<std::size_t>(C));
+  contexts_.resize(static_cast<std::size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    const auto k = static_cast<std::size_t>(c);
+    targets_[k].reserve(mbs_.size());  // the contexts point into it
+    for (const MicroBatch& mb : mbs_) {
+      if (C == 1) {
+        contexts_[k].push_back({mb.batch, mb.seq, &mb.targets, scale});
+        inputs_[k].emplace_back(mb.input);
+        continue;
+      }
+      Context ctx{mb.batch, mb.seq / C, nullptr, scale, c, C};
+      Matrix input(Index{mb.batch} * ctx.seq, mb.input.cols());
+      std::vector<std::int32_t>& targets = targets_[k].emplace_back();
+      for (Index i = 0; i < mb.batch; ++i) {
+        for (Index t = 0; t < ctx.seq; ++t) {
+          const Index from = i * mb.seq + ctx.position(t);
+          input.row(i * ctx.seq + t) = mb.input.row(from);
+          targets.push_back(mb.targets[static_cast<std::size_t>(from)]);
+        }
+      }
+      ctx.targets = &targets;
+      contexts_[k].push_back(ctx);
+      inputs_[k].emplace_back(std::move(input));
     }
   }
 }
@@ -42,7 +82,7 @@ StepResult StepRun::run() {
   local_ = transport_.local_devices(sched_.devices());
   watchdog_.watch(local_);
   for (const int d : local_) {
-    for (int r = 0; r < core_->tensor_parallel(); ++r) {
+    for (int r = 0; r < core_->group_ranks(); ++r) {
       workers_.emplace_back(d, r, *core_, stages_, transport_, timer_, watchdog_);
     }
   }
@@ -131,9 +171,9 @@ void StepRun::end_workers(std::vector<std::thread>& threads) {
       continue;
     }
     threads[i].detach();
-    const int T = core_->tensor_parallel();
-    const int d = local_[i / static_cast<std::size_t>(T)];
-    const int r = static_cast<int>(i % static_cast<std::size_t>(T));
+    const int ranks = core_->group_ranks();
+    const int d = local_[i / static_cast<std::size_t>(ranks)];
+    const int r = static_cast<int>(i % static_cast<std::size_t>(ranks));
     names += (names.empty() ? "" : ", ") + watchdog_.worker_name(d, r) + " (in " +
              op_name(watchdog_.op_of(d, r)) + ")";
   }
@@ -156,8 +196,14 @@ StepResult StepRun::result() {
   StepResult r;
   Timeline& t = r.timeline;
   t.events = timer_.finish();
-  // Every tensor rank computes the same loss: rank 0's stages are the step's.
-  for (int s = 0; s < sched_.stages; ++s) r.loss += stages_[static_cast<std::size_t>(s)].loss();
+  // Every tensor rank computes the same loss: tensor rank 0's stages of each
+  // share (rank c T) give the step's, the sum of the shares'.
+  const int T = core_->tensor_parallel();
+  for (int c = 0; c < core_->context_parallel; ++c) {
+    for (int s = 0; s < sched_.stages; ++s) {
+      r.loss += stages_[static_cast<std::size_t>(c * T * sched_.stages + s)].loss();
+    }
+  }
   transport_.end_step(r.loss, t);
   for (int d = 0; d < sched_.devices(); ++d) t.device_names.push_back(device_name(d));
   t.route_names.assign(static_cast<std::size_t>(2 * sched_.stages), transport_.route_name());
@@ -173,7 +219,7 @@ StepResult StepRun::result() {
   }
   // The other tensor ranks' ops are not in the timeline, but the step lasts
   // until the last of them.
-  if (const auto span = timer_.compute_span(); span && core_->tensor_parallel() > 1) {
+  if (const auto span = timer_.compute_span(); span && core_->group_ranks() > 1) {
     first = first ? std::min(*first, span->first) : span->first;
     last = std::max(last, span->second);
   }

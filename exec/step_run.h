@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,14 +46,20 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   void wait_for_workers();
   void end_workers(std::vector<std::thread>& threads);
   void throw_if_failed() const;
+  // Cuts the micro-batches into the shares' inputs, targets and contexts.
+  void share_micro_batches();
   StepResult result();
   std::string device_name(int d) const;
 
   std::shared_ptr<RuntimeCore> core_;
   const Schedule& sched_;
   const std::vector<MicroBatch> mbs_;
-  std::vector<Tensor> inputs_;  // stage 0's input of each micro-batch (host token ids or features)
-  std::vector<Context> contexts_;
+  // Per share c of each sequence (one without context parallelism), per
+  // micro-batch: stage 0's input (host token ids or features), the targets
+  // and the context.
+  std::vector<std::vector<Tensor>> inputs_;
+  std::vector<std::vector<std::vector<std::int32_t>>> targets_;
+  std::vector<std::vector<Context>> contexts_;
   std::vector<StageWork> stages_;
   std::shared_ptr<Transport> transport_owner_;
   Transport& transport_;

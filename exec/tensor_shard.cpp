@@ -50,9 +50,11 @@ Index shard_extent(const ShardRule& rule, int T) {
 }
 
 // The whole transformer's layer `i` (of build_transformer's `count`) as the
-// shard of `rank`, its values sliced from `whole`'s.
+// shard of `rank`, its values sliced from `whole`'s; a block attends round
+// `ring`.
 std::unique_ptr<Layer> shard_layer(const TransformerParams& p, Layer& whole, std::size_t i,
-                                   std::size_t count, const TensorRank& rank) {
+                                   std::size_t count, const TensorRank& rank,
+                                   const ContextRing& ring = {}) {
   const Index f = p.d_ff == 0 ? 4 * p.d_model : p.d_ff;
   auto slice = [&](const std::vector<ShardRule>& r) {
     std::vector<Matrix> values;
@@ -70,7 +72,7 @@ std::unique_ptr<Layer> shard_layer(const TransformerParams& p, Layer& whole, std
     VocabHeadMath m(p.d_model, p.vocab, rank);
     return std::make_unique<VocabHead>(whole.name(), m, slice(m.shard_rules()));
   }
-  TensorBlockMath m(p.d_model, p.heads, p.kv_heads, f, rank);
+  TensorBlockMath m(p.d_model, p.heads, p.kv_heads, f, rank, ring);
   return std::make_unique<TensorBlock>(whole.name(), m, slice(m.shard_rules()));
 }
 
@@ -125,13 +127,29 @@ std::vector<ShardRule> shard_rules_of(const Layer& layer) {
 
 std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::uint64_t seed,
                                           int T) {
+  return build_context_ranks(params, seed, T, 1);
+}
+
+std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
+                                           int T, int C) {
+  if (C < 1) throw std::invalid_argument("context parallelism needs C >= 1");
+  if (C > 1 && params.seq_len % (2 * C) != 0) {
+    throw std::invalid_argument("C=" + std::to_string(C) + ": 2C chunks do not divide seq_len " +
+                                std::to_string(params.seq_len));
+  }
   LayerList whole = build_transformer(params, seed);
-  std::vector<LayerList> ranks(static_cast<std::size_t>(T));
+  std::vector<LayerList> ranks(static_cast<std::size_t>(T) * static_cast<std::size_t>(C));
   for (std::size_t i = 0; i < whole.size(); ++i) {
-    const auto group = std::make_shared<TensorGroup>(T);
-    for (int r = 0; r < T; ++r) {
-      ranks[static_cast<std::size_t>(r)].push_back(
-          shard_layer(params, *whole[i], i, whole.size(), TensorRank(group, r, T)));
+    // A ring for each tensor rank, over the C shares; a tensor group for each share.
+    std::vector<std::shared_ptr<TensorGroup>> rings;
+    for (int t = 0; t < T; ++t) rings.push_back(C > 1 ? std::make_shared<TensorGroup>(C) : nullptr);
+    for (int c = 0; c < C; ++c) {
+      const auto group = std::make_shared<TensorGroup>(T);
+      for (int t = 0; t < T; ++t) {
+        const ContextRing ring{rings[static_cast<std::size_t>(t)], {c, C}};
+        ranks[static_cast<std::size_t>(c * T + t)].push_back(
+            shard_layer(params, *whole[i], i, whole.size(), TensorRank(group, t, T), ring));
+      }
     }
   }
   return ranks;

@@ -34,6 +34,14 @@ std::vector<ShardRule> shard_rules_of(const Layer& layer);
 std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::uint64_t seed,
                                           int T);
 
+// The same under context parallelism over C shares of each sequence: T x C
+// lists, rank c T + t holding share c's tensor rank t (each block attending
+// round the ring of the C ranks of its t, exec/compute/ring_attention.h), the
+// shares' copies of a parameter alike. Throws std::invalid_argument as
+// build_tensor_ranks does, and unless 2C divides seq_len.
+std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
+                                           int T, int C);
+
 // Rank 0's layers alone, their all-reduces returning at once (a group of one):
 // what one rank computes, for the profiler to time.
 LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T);

@@ -39,6 +39,19 @@ struct Context {
   // loss_scale = 1 / (tokens in the whole mini-batch), the gradients summed over
   // micro-batches are those of the mini-batch's mean loss, whatever M is.
   double loss_scale = 1.0;
+  // Context parallelism: the micro-batch is share `share` of `shares` of each
+  // sequence, its chunks `share` and 2 shares - 1 - share of 2 shares (the
+  // causal load balance); seq is the share's length, half of it from each.
+  int share = 0;
+  int shares = 1;
+  // The position in its whole sequence of the share's row t (0 <= t < seq).
+  std::int64_t position(std::int64_t t) const {
+    if (shares == 1) return t;
+    const std::int64_t half = seq / 2;
+    return t < half ? share * half + t : (2 * shares - 1 - share) * half + (t - half);
+  }
+  // Positions in the whole sequence.
+  std::int64_t whole_seq() const { return std::int64_t{seq} * shares; }
 };
 
 // Whatever a layer keeps between forward and backward: host matrices, or a

@@ -42,8 +42,8 @@ std::vector<ParamShape> EmbeddingMath::param_shapes() const {
 }
 
 void EmbeddingMath::check_context(const Context& ctx) const {
-  if (ctx.seq > seq_len_) {
-    throw std::invalid_argument("embed: sequences of " + str(ctx.seq) +
+  if (ctx.whole_seq() > seq_len_) {
+    throw std::invalid_argument("embed: sequences of " + str(ctx.whole_seq()) +
                                 " positions are longer than seq_len " + str(seq_len_));
   }
 }
@@ -59,7 +59,7 @@ Index EmbeddingMath::token_id(double id) const {
 template <typename T>
 void EmbeddingMath::add_positions(const Values<T>& w, const Context& ctx, Mat<T>& out) const {
   for (Index r = 0; r < out.rows(); ++r) {
-    const Index t = r % ctx.seq;
+    const Index t = ctx.position(r % ctx.seq);
     if (learned_) {
       out.row(r) += w[1]->row(t);
     } else {
@@ -88,10 +88,10 @@ Mat<T> EmbeddingMath::backward(const Values<T>& /*w*/, const Grads<T>& dw, const
   // All of it is weight gradient: the input is token ids.
   const Mat<T>& ids = stash.at(0);
   Mat<T>* positions = learned_ ? dw[1] : nullptr;
-  dw.add(dy, [&ids, table = dw[0], positions, seq = ctx.seq](const Mat<T>& d) {
+  dw.add(dy, [&ids, table = dw[0], positions, ctx](const Mat<T>& d) {
     for (Index r = 0; r < d.rows(); ++r) {
       table->row(static_cast<Index>(ids(r, 0))) += d.row(r);
-      if (positions != nullptr) positions->row(r % seq) += d.row(r);
+      if (positions != nullptr) positions->row(ctx.position(r % ctx.seq)) += d.row(r);
     }
   });
   return Mat<T>();
@@ -133,6 +133,11 @@ template <typename T>
 Mat<T> TransformerBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
                                      std::vector<Mat<T>>& st) const {
   check_input(x, ctx, d_model_, "transformer block");
+  if (ctx.shares != 1) {
+    throw std::invalid_argument(
+        "transformer block: a share of each sequence (context parallelism) needs the blocks of "
+        "a context-parallel ring (exec/tensor_shard.h, build_context_ranks)");
+  }
   st.assign(kBlockStashSize, Mat<T>());
   st[kX] = x;
   st[kLn1Out] = layernorm_forward(x, *w[kLn1Gain], *w[kLn1Bias], st[kLn1Stats]);

@@ -90,10 +90,10 @@ Mat<T> TensorGroup::reduced(Index rows, Index cols, Reduce op) const {
   return out;
 }
 
-template <typename T>
-void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
+template <typename T, class Gather>
+void TensorGroup::exchange(int rank, Mat<T>& m, Gather&& gather) {
   if (rank < 0 || rank >= ranks_) {
-    throw std::invalid_argument("tensor rank " + std::to_string(rank) + " outside [0, " +
+    throw std::invalid_argument("rank " + std::to_string(rank) + " outside [0, " +
                                 std::to_string(ranks_) + ")");
   }
   CollectiveTally* tally = current_tally;
@@ -107,7 +107,7 @@ void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
     arrive_and_wait(posted_, /*abortable=*/true, tally);
     // Every rank checks every shape, so all throw alike before the second barrier.
     check_shapes(rank);
-    Mat<T> out = reduced<T>(m.rows(), m.cols(), op);
+    Mat<T> out = gather();
     arrive_and_wait(read_, /*abortable=*/false, tally);
     m = std::move(out);
   }
@@ -123,7 +123,22 @@ void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
   }
 }
 
+template <typename T>
+void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
+  exchange(rank, m, [&] { return reduced<T>(m.rows(), m.cols(), op); });
+}
+
+template <typename T>
+void TensorGroup::shift(int rank, Mat<T>& m) {
+  exchange(rank, m, [&] {
+    const Slot& from = slots_[static_cast<std::size_t>((rank + ranks_ - 1) % ranks_)];
+    return Mat<T>(Eigen::Map<const Mat<T>>(static_cast<const T*>(from.data), m.rows(), m.cols()));
+  });
+}
+
 template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);
 template void TensorGroup::all_reduce<double>(int, Mat<double>&, Reduce);
+template void TensorGroup::shift<float>(int, Mat<float>&);
+template void TensorGroup::shift<double>(int, Mat<double>&);
 
 }  // namespace pipescope::exec

@@ -82,6 +82,12 @@ class TensorGroup {
   // limit or pass another shape.
   template <typename T>
   void all_reduce(int rank, Mat<T>& m, Reduce op = Reduce::kSum);
+  // One step round the ring (context parallelism's exchange,
+  // exec/compute/ring_attention.h): every rank passes a matrix of the same
+  // shape and gets back the one rank - 1 passed (rank 0 rank ranks - 1's).
+  // Waits, fails and counts as all_reduce does.
+  template <typename T>
+  void shift(int rank, Mat<T>& m);
 
  private:
   struct Slot {
@@ -98,6 +104,11 @@ class TensorGroup {
   // The slots reduced in rank order; between the two barriers.
   template <typename T>
   Mat<T> reduced(Index rows, Index cols, Reduce op) const;
+  // Posts m in rank's slot, waits for every rank's, checks their shapes, sets
+  // m to gather(), waits until every rank has read, and counts the exchange
+  // in the thread's tally.
+  template <typename T, class Gather>
+  void exchange(int rank, Mat<T>& m, Gather&& gather);
   // Waits at `b` until every rank has arrived. With `abortable` the wait gives
   // up (and withdraws) when the step stops or the limit passes; without, it
   // waits on: the others are then only reading, and cannot be held up.
@@ -114,5 +125,7 @@ class TensorGroup {
 
 extern template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);
 extern template void TensorGroup::all_reduce<double>(int, Mat<double>&, Reduce);
+extern template void TensorGroup::shift<float>(int, Mat<float>&);
+extern template void TensorGroup::shift<double>(int, Mat<double>&);
 
 }  // namespace pipescope::exec

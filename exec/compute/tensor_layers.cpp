@@ -95,11 +95,11 @@ Mat<T> VocabEmbeddingMath::backward(const Values<T>& /*w*/, const Grads<T>& dw, 
   const Mat<T>& ids = stash.at(0);
   Mat<T>* positions = whole_.learned_positions() ? dw[1] : nullptr;
   const Index first = rows_ * rank_.rank, rows = rows_;
-  dw.add(dy, [&ids, table = dw[0], positions, seq = ctx.seq, first, rows](const Mat<T>& d) {
+  dw.add(dy, [&ids, table = dw[0], positions, ctx, first, rows](const Mat<T>& d) {
     for (Index r = 0; r < d.rows(); ++r) {
       const Index local = static_cast<Index>(ids(r, 0)) - first;
       if (local >= 0 && local < rows) table->row(local) += d.row(r);
-      if (positions != nullptr) positions->row(r % seq) += d.row(r);
+      if (positions != nullptr) positions->row(ctx.position(r % ctx.seq)) += d.row(r);
     }
   });
   return Mat<T>();
@@ -108,9 +108,10 @@ Mat<T> VocabEmbeddingMath::backward(const Values<T>& /*w*/, const Grads<T>& dw, 
 // ---------------------------------------------------------------- block
 
 TensorBlockMath::TensorBlockMath(Index d_model, Index heads, Index kv_heads, Index d_ff,
-                                 TensorRank rank)
+                                 TensorRank rank, ContextRing ring)
     : whole_(d_model, heads, kv_heads, d_ff),
       rank_(std::move(rank)),
+      ring_(std::move(ring)),
       heads_(heads),
       kv_heads_(kv_heads == 0 ? heads : kv_heads) {
   require_divides(rank_.ranks, heads_, "heads");
@@ -137,6 +138,30 @@ AttentionShape TensorBlockMath::local_attention(const Context& ctx) const {
 }
 
 template <typename T>
+Mat<T> TensorBlockMath::attend(const Mat<T>& qkv, const Context& ctx, Mat<T>& state) const {
+  const RingShare& share = ring_.share;
+  if (ctx.shares != (ring_.group ? share.ranks : 1) || (ring_.group && ctx.share != share.rank)) {
+    throw std::invalid_argument("transformer block: a micro-batch of share " + str(ctx.share) +
+                                " of " + str(ctx.shares) + " of each sequence reached rank " +
+                                str(share.rank) + " of a context-parallel ring of " +
+                                str(ring_.group ? share.ranks : 1));
+  }
+  if (!ring_.group) return attention_forward(qkv, local_attention(ctx), state);
+  return ring_attention_forward(
+      qkv, local_attention(ctx), share, [&](Mat<T>& m) { ring_.group->shift(share.rank, m); },
+      state);
+}
+
+template <typename T>
+Mat<T> TensorBlockMath::attend_backward(const Mat<T>& dattn, const Context& ctx,
+                                        const std::vector<Mat<T>>& st) const {
+  if (!ring_.group) return attention_backward(dattn, st[kQkv], st[kProbs], local_attention(ctx));
+  return ring_attention_backward(dattn, st[kQkv], st[kAttn], st[kProbs], local_attention(ctx),
+                                 ring_.share,
+                                 [&](Mat<T>& m) { ring_.group->shift(ring_.share.rank, m); });
+}
+
+template <typename T>
 Mat<T> TensorBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
                                 std::vector<Mat<T>>& st) const {
   check_input(x, ctx, whole_.d_model(), "transformer block");
@@ -144,7 +169,7 @@ Mat<T> TensorBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Conte
   st[kX] = x;
   st[kLn1Out] = layernorm_forward(x, *w[kLn1Gain], *w[kLn1Bias], st[kLn1Stats]);
   st[kQkv] = linear_forward(st[kLn1Out], *w[kQkvWeight], *w[kQkvBias]);
-  st[kAttn] = attention_forward(st[kQkv], local_attention(ctx), st[kProbs]);
+  st[kAttn] = attend(st[kQkv], ctx, st[kProbs]);
   // Row-split: each rank's heads give a partial product; the bias once, after the sum.
   Mat<T> attn_out = st[kAttn] * *w[kProjWeight];
   rank_.all_reduce(attn_out);
@@ -174,7 +199,7 @@ Mat<T> TensorBlockMath::backward(const Values<T>& w, const Grads<T>& dw, const M
   dx2 += layernorm_backward_input(dln2, st[kX2], st[kLn2Stats], *w[kLn2Gain]);
   linear_params(dw, dx2, st[kAttn], kProjWeight, kProjBias);
   const Mat<T> dattn = linear_backward_input(dx2, *w[kProjWeight]);
-  const Mat<T> dqkv = attention_backward(dattn, st[kQkv], st[kProbs], local_attention(ctx));
+  const Mat<T> dqkv = attend_backward(dattn, ctx, st);
   linear_params(dw, dqkv, st[kLn1Out], kQkvWeight, kQkvBias);
   Mat<T> dln1 = linear_backward_input(dqkv, *w[kQkvWeight]);
   rank_.all_reduce(dln1);

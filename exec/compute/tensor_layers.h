@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "exec/compute/layers.h"
+#include "exec/compute/ring_attention.h"
 #include "exec/compute/tensor_group.h"
 
 namespace pipescope::exec {
@@ -59,6 +60,15 @@ struct ShardRule {
   std::vector<Index> segments;
 };
 
+// A block's place in its context-parallel ring (exec/compute/ring_attention.h):
+// the C ranks that hold shares of the same sequences at the same tensor rank
+// share one group, round which the keys and values pass. Without a group
+// the block attends within its rows alone.
+struct ContextRing {
+  std::shared_ptr<TensorGroup> group;
+  RingShare share;
+};
+
 class VocabEmbeddingMath {
  public:
   VocabEmbeddingMath(Index vocab, Index seq_len, Index d_model, bool learned_positions,
@@ -82,8 +92,10 @@ class VocabEmbeddingMath {
 class TensorBlockMath {
  public:
   // Throws std::invalid_argument as TransformerBlockMath does, and unless T
-  // divides heads, kv_heads and d_ff.
-  TensorBlockMath(Index d_model, Index heads, Index kv_heads, Index d_ff, TensorRank rank);
+  // divides heads, kv_heads and d_ff. Under context parallelism its attention
+  // runs round `ring` (and a micro-batch's Context must be the ring's share).
+  TensorBlockMath(Index d_model, Index heads, Index kv_heads, Index d_ff, TensorRank rank,
+                  ContextRing ring = {});
   std::vector<ParamShape> param_shapes() const;
   std::vector<ShardRule> shard_rules() const;
   // x and out are (b*s, h), whole on every rank.
@@ -96,9 +108,17 @@ class TensorBlockMath {
 
  private:
   AttentionShape local_attention(const Context& ctx) const;  // the rank's heads
+  // The attention's output for the rank's heads (stash[kProbs] its backward's
+  // state), and its backward: within the rows, or round the ring.
+  template <typename T>
+  Mat<T> attend(const Mat<T>& qkv, const Context& ctx, Mat<T>& state) const;
+  template <typename T>
+  Mat<T> attend_backward(const Mat<T>& dattn, const Context& ctx,
+                         const std::vector<Mat<T>>& st) const;
 
   TransformerBlockMath whole_;
   TensorRank rank_;
+  ContextRing ring_;
   Index heads_, kv_heads_;  // whole
 };
 

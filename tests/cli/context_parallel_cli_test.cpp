@@ -1,8 +1,11 @@
-// `pipescope simulate -C`: context parallelism from the command line.
+// `pipescope simulate -C`, and `run` and `compare` of a plan of C = 2:
+// context parallelism from the command line.
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +43,43 @@ TEST(SimulateCli, ContextParallelSplitsTheSequence) {
   EXPECT_EQ(bad.err, "pipescope: error: " + kDemo +
                          ": -C 3: context parallelism over 3 devices cuts seq_len 1024 into 6 "
                          "equal chunks (2 C), which do not divide it\n");
+}
+
+// The step lines' losses of `run`'s output ("step    1  loss 4.17126 ...").
+std::vector<std::string> losses(const std::string& out) {
+  std::vector<std::string> found;
+  for (std::size_t at = out.find("loss "); at != std::string::npos;
+       at = out.find("loss ", at + 1)) {
+    found.push_back(out.substr(at + 5, out.find(' ', at + 5) - (at + 5)));
+  }
+  return found;
+}
+
+// cpu-small with fused attention (which context parallelism needs) planned
+// with C = 2 on 4 cores trains, under `run`, to the same losses as its plan
+// without; `compare`, whose profile times whole sequences, refuses it.
+TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pipescope_cli_context_run";
+  fs::create_directories(dir);
+  const std::string scenario = std::string(PIPESCOPE_SOURCE_DIR) +
+                               "/scenarios/cpu-small.json --set model.attention=fused -K 2 -M 4 "
+                               "--schedule 1f1b --remat off";
+  const std::string cp = (dir / "cp.json").string(), whole = (dir / "whole.json").string();
+  ASSERT_EQ(run("plan " + scenario + " --set cluster.devices=4 -C 2 -o " + cp).status, 0);
+  ASSERT_EQ(run("plan " + scenario + " -o " + whole).status, 0);
+  const CliResult shares = run("run " + cp + " --steps 2");
+  ASSERT_EQ(shares.status, 0) << shares.err;
+  const CliResult one = run("run " + whole + " --steps 2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(losses(shares.out).size(), 2u) << shares.out;
+  EXPECT_EQ(losses(shares.out), losses(one.out)) << shares.out << one.out;
+  const CliResult compare = run("compare " + cp + " --steps 4");
+  EXPECT_EQ(compare.status, 1);
+  EXPECT_NE(compare.err.find(cp + ": C: compare predicts from a profile of whole sequences"),
+            std::string::npos)
+      << compare.err;
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 #pragma once
 // What the executor's consistency tests share (consistency_test.cpp for
-// pipelines, tensor_parallel_test.cpp for tensor-parallel ones): the
-// single-device reference training, the schedules of a case, and the check
-// that a run's losses and parameters equal the reference's (relative 1e-5).
+// pipelines, tensor_parallel_test.cpp and context_parallel_test.cpp for
+// tensor- and context-parallel ones): the single-device reference training,
+// the schedules of a case, and the check that a run's losses and parameters
+// equal the reference's (relative 1e-5).
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodels/model_families.h"
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/runtime.h"
@@ -51,6 +53,28 @@ struct Case {
   int chunks = 1;
   bool split_custom = false;  // custom: I and W rather than B
 };
+
+// The task a transformer's synthetic batches are drawn for.
+inline TaskShape task_of(const TransformerParams& p) {
+  TaskShape task;
+  task.seq_len = static_cast<int>(p.seq_len);
+  task.vocab = static_cast<int>(p.vocab);
+  return task;
+}
+
+// The losses of `steps` steps of the whole model on one device, batches of
+// `batch` samples, momentum SGD at `learning_rate`: what a plan of it run by
+// run_plan with the same seed must give.
+inline std::vector<double> whole_model_losses(const TransformerParams& p, int steps, int batch,
+                                              double learning_rate) {
+  LayerList whole = build_transformer(p, kSeed);
+  OptimizerConfig config;
+  config.kind = Optimizer::kMomentum;
+  config.learning_rate = learning_rate;
+  return train_reference(whole, config, steps, [&](int step) {
+    return whole_batch(task_of(p), batch, static_cast<std::uint64_t>(step), kSeed);
+  });
+}
 
 struct Trace {
   std::vector<double> losses;

@@ -266,13 +266,6 @@ Trace tensor_parallel(const TransformerParams& p, const TaskShape& task, const C
   return t;
 }
 
-TaskShape task_of(const TransformerParams& p) {
-  TaskShape task;
-  task.seq_len = static_cast<int>(p.seq_len);
-  task.vocab = static_cast<int>(p.vocab);
-  return task;
-}
-
 class TensorParallel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TensorParallel, TwoRanksAStageMatchSingleDeviceTraining) {
@@ -445,13 +438,20 @@ TEST(TensorParallelRefusals, PlansTheExecutorCannotSplitAreNamedByField) {
   Plan sp = plan_with_t2(make_transformer(tiny_executor_transformer_params(2), "tiny"));
   sp.sequence_parallel = true;
   EXPECT_THROW(plan_model(sp, "sp.json"), std::invalid_argument);
-  Plan cp = plan_with_t2(make_transformer(tiny_executor_transformer_params(2), "tiny"));
+  // Context parallelism: the plan's model is one share of each sequence, run
+  // on the cpu backend alone (tests/exec/context_parallel_test.cpp trains it).
+  TransformerParams long_sequences = tiny_executor_transformer_params(2);
+  long_sequences.seq_len = 8;
+  Plan cp = plan_with_t2(make_transformer(long_sequences, "tiny"));
   cp.context_parallel = 2;
+  cp.devices = 4;
+  EXPECT_EQ(plan_model(cp, "cp.json").context_parallel, 2);
   try {
-    plan_model(cp, "cp.json");
-    FAIL() << "a plan of C=2 accepted";
+    check_tensor_parallel_backend(cp, "cp.json", "cuda");
+    FAIL() << "cuda accepted C=2";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("cp.json: C: the executor runs each sample's whole"),
+    EXPECT_NE(std::string(e.what()).find("cp.json: C: --backend cuda runs each sample's whole "
+                                         "sequence on a device"),
               std::string::npos)
         << e.what();
   }
@@ -520,13 +520,7 @@ TEST(TensorParallelPlans, RunPlanTrainsTheRanksAsTheWholeModelWould) {
   const std::vector<StepResult> steps = run_plan(t2, plan_model(t2, "t2.json"), o);
   ASSERT_EQ(steps.size(), 3u);
   // The same steps on one device: the whole model, the same data and optimizer.
-  LayerList whole = build_transformer(p, kSeed);
-  OptimizerConfig config;
-  config.kind = Optimizer::kMomentum;
-  config.learning_rate = o.learning_rate;
-  const std::vector<double> want = train_reference(whole, config, 3, [&](int step) {
-    return whole_batch(task_of(p), 4, static_cast<std::uint64_t>(step), kSeed);
-  });
+  const std::vector<double> want = whole_model_losses(p, 3, 4, o.learning_rate);
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_NEAR(steps[i].loss, want[i], 1e-5 * std::abs(want[i])) << "step " << i;
   }

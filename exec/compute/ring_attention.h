@@ -1,0 +1,156 @@
+#pragma once
+// Causal self-attention under context parallelism (Liu et al. 2023, "Ring
+// Attention"; Megatron-LM's context parallelism as Transformer Engine runs it):
+// each of C ranks holds a share of every sequence, chunks c and 2C - 1 - c of
+// 2C (Context::position), and its queries attend to every key of the
+// sequence at or before them. The keys and values travel round the ring: at
+// step k rank c holds rank c - k's, and merges the scores of its queries
+// against them into a running softmax (the row's maximum and sum so far, as
+// FlashAttention does within a device), so no rank ever holds more than one
+// share of keys. The backward travels the ring again with the keys' and
+// values' gradients beside them, which are home after a last step.
+//
+// The kernels take the exchange as a callable, `shift(m)`: m becomes the
+// matrix the previous rank passed (TensorGroup::shift, or, for a check on one
+// thread, anything that plays the ring). Their scores are computed over each
+// whole block, as attention_forward does, and masked by position.
+
+#include <cmath>
+#include <limits>
+
+#include "exec/compute/kernels.h"
+
+namespace pipescope::exec {
+
+// Where the ring is: this rank's share of each sequence and the shares' count.
+struct RingShare {
+  int rank = 0;
+  int ranks = 1;
+  // The position in the whole sequence of row t of `rank`'s share of `seq`
+  // rows (two halves: chunks rank and 2 ranks - 1 - rank), as
+  // Context::position.
+  Index position(int of, Index t, Index seq) const {
+    if (ranks == 1) return t;
+    const Index half = seq / 2;
+    return t < half ? of * half + t : (2 * ranks - 1 - of) * half + (t - half);
+  }
+};
+
+namespace ring_detail {
+
+// The scores of query head j of sequence i (rows i*s.. of q) against the
+// block's key head g, masked: -inf where the key (of share `from`) comes after
+// the query (of share `share.rank`).
+template <typename T>
+Mat<T> masked_scores(const Mat<T>& qkv, const Mat<T>& kv, const AttentionShape& sh,
+                     const RingShare& share, int from, Index i, Index j, Index g) {
+  const Index s = sh.seq, dh = sh.head_dim;
+  Mat<T> scores(s, s);
+  scores.noalias() = qkv.block(i * s, j * dh, s, dh) * kv.block(i * s, g * dh, s, dh).transpose();
+  scores *= T(1) / std::sqrt(static_cast<T>(dh));
+  for (Index t = 0; t < s; ++t) {
+    const Index query = share.position(share.rank, t, s);
+    for (Index u = 0; u < s; ++u) {
+      if (share.position(from, u, s) > query) scores(t, u) = -std::numeric_limits<T>::infinity();
+    }
+  }
+  return scores;
+}
+
+}  // namespace ring_detail
+
+// qkv is this rank's (b*s, h + 2 d_kv), [Q | K | V] per token, s its share's
+// rows of each sequence (even). Returns the attention's output (b*s, h); lse
+// (b*a*s, 1) gets each query row's log-sum-exp of its scores, for the
+// backward.
+template <typename T, class Shift>
+Mat<T> ring_attention_forward(const Mat<T>& qkv, const AttentionShape& sh, const RingShare& share,
+                              Shift&& shift, Mat<T>& lse) {
+  const Index s = sh.seq, dh = sh.head_dim, h = sh.width(), dkv = sh.kv_width();
+  const Index group = sh.heads / sh.kv_heads;
+  const T none = -std::numeric_limits<T>::infinity();
+  Mat<T> out = Mat<T>::Zero(sh.batch * s, h);
+  Mat<T> row_max = Mat<T>::Constant(sh.batch * sh.heads * s, 1, none);
+  Mat<T> row_sum = Mat<T>::Zero(sh.batch * sh.heads * s, 1);
+  Mat<T> kv = qkv.rightCols(2 * dkv);  // [K | V] of the share held
+  for (int k = 0; k < share.ranks; ++k) {
+    const int from = (share.rank - k + share.ranks) % share.ranks;
+    for (Index i = 0; i < sh.batch; ++i) {
+      for (Index j = 0; j < sh.heads; ++j) {
+        const Index g = j / group, row = (i * sh.heads + j) * s;
+        const Mat<T> scores = ring_detail::masked_scores(qkv, kv, sh, share, from, i, j, g);
+        const auto v = kv.block(i * s, dkv + g * dh, s, dh);
+        for (Index t = 0; t < s; ++t) {
+          const T block_max = scores.row(t).maxCoeff();
+          if (block_max == none) continue;  // no key of this block is visible
+          const T before = row_max(row + t, 0);
+          const T now = std::max(before, block_max);
+          const T rescale = before == none ? T(0) : std::exp(before - now);
+          const Mat<T> p = (scores.row(t).array() - now).exp().matrix();
+          row_sum(row + t, 0) = row_sum(row + t, 0) * rescale + p.sum();
+          out.block(i * s + t, j * dh, 1, dh) =
+              out.block(i * s + t, j * dh, 1, dh) * rescale + p * v;
+          row_max(row + t, 0) = now;
+        }
+      }
+    }
+    if (k + 1 < share.ranks) shift(kv);
+  }
+  lse.resize(row_max.rows(), 1);
+  for (Index i = 0; i < sh.batch; ++i) {
+    for (Index j = 0; j < sh.heads; ++j) {
+      for (Index t = 0; t < s; ++t) {
+        const Index r = (i * sh.heads + j) * s + t;
+        out.block(i * s + t, j * dh, 1, dh) /= row_sum(r, 0);
+        lse(r, 0) = row_max(r, 0) + std::log(row_sum(r, 0));
+      }
+    }
+  }
+  return out;
+}
+
+// dout is (b*s, h); qkv, out and lse the forward's. Returns dqkv (b*s, h +
+// 2 d_kv): the queries' gradients computed here, the keys' and values'
+// summed over every rank's queries (they come home round the ring).
+template <typename T, class Shift>
+Mat<T> ring_attention_backward(const Mat<T>& dout, const Mat<T>& qkv, const Mat<T>& out,
+                               const Mat<T>& lse, const AttentionShape& sh, const RingShare& share,
+                               Shift&& shift) {
+  const Index s = sh.seq, dh = sh.head_dim, h = sh.width(), dkv = sh.kv_width();
+  const Index group = sh.heads / sh.kv_heads;
+  const T scale = T(1) / std::sqrt(static_cast<T>(dh));
+  Mat<T> dq = Mat<T>::Zero(sh.batch * s, h);
+  Mat<T> kv = qkv.rightCols(2 * dkv);
+  Mat<T> dkv_held = Mat<T>::Zero(sh.batch * s, 2 * dkv);  // travels with kv
+  for (int k = 0; k < share.ranks; ++k) {
+    const int from = (share.rank - k + share.ranks) % share.ranks;
+    for (Index i = 0; i < sh.batch; ++i) {
+      for (Index j = 0; j < sh.heads; ++j) {
+        const Index g = j / group, row = (i * sh.heads + j) * s;
+        const Mat<T> scores = ring_detail::masked_scores(qkv, kv, sh, share, from, i, j, g);
+        // P = exp(S - lse): the forward's probabilities of this block's keys.
+        const Mat<T> p =
+            (scores.array() - lse.block(row, 0, s, 1).replicate(1, s).array()).exp().matrix();
+        const auto q = qkv.block(i * s, j * dh, s, dh);
+        const auto key = kv.block(i * s, g * dh, s, dh);
+        const auto v = kv.block(i * s, dkv + g * dh, s, dh);
+        const auto dout_head = dout.block(i * s, j * dh, s, dh);
+        // D = rowsum(dO * O), the same for every block.
+        const Mat<T> d = dout_head.cwiseProduct(out.block(i * s, j * dh, s, dh)).rowwise().sum();
+        dkv_held.block(i * s, dkv + g * dh, s, dh).noalias() += p.transpose() * dout_head;
+        const Mat<T> dp = dout_head * v.transpose();
+        const Mat<T> ds = p.cwiseProduct(dp - d.replicate(1, s)) * scale;
+        dq.block(i * s, j * dh, s, dh).noalias() += ds * key;
+        dkv_held.block(i * s, g * dh, s, dh).noalias() += ds.transpose() * q;
+      }
+    }
+    if (k + 1 < share.ranks) shift(kv);
+    if (share.ranks > 1) shift(dkv_held);  // the last step brings each share's home
+  }
+  Mat<T> dqkv(qkv.rows(), qkv.cols());
+  dqkv.leftCols(h) = dq;
+  dqkv.rightCols(2 * dkv) = dkv_held;
+  return dqkv;
+}
+
+}  // namespace pipescope::exec

@@ -1,0 +1,185 @@
+// Context parallelism in the executor: each stage's ranks hold C shares of
+// every sequence (exec/tensor_shard.h, build_context_ranks), their attention
+// passing keys and values round a ring (exec/compute/ring_attention.h), their
+// gradients summed before each optimizer step. Training with C = 2 (and with
+// T = 2 beside it) matches single-device training of the whole model
+// (relative 1e-5, as the pipeline consistency tests); the shares' copies of
+// every parameter stay identical; and what cannot be shared is refused.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../tiny_models.h"
+#include "consistency_helpers.h"
+#include "costmodels/model_families.h"
+#include "exec/data.h"
+#include "exec/models.h"
+#include "exec/plan_runner.h"
+#include "exec/runtime.h"
+#include "exec/tensor_shard.h"
+#include "exec/transport.h"
+#include "sim/engine/partition.h"
+#include "sim/plan/plan.h"
+#include "sim/scenario/model_json.h"
+
+namespace pipescope::exec {
+namespace {
+
+using namespace consistency;
+
+// The tiny transformer with sequences of 8 tokens (2C chunks for C = 2 and 4).
+TransformerParams params(bool learned_positions = false) {
+  TransformerParams p = testing::tiny_executor_transformer_params(2);
+  p.seq_len = 8;
+  p.learned_positions = learned_positions;
+  return p;
+}
+
+// Every parameter of share 0, put back together over its T tensor ranks.
+std::vector<std::vector<float>> share_params(PipelineRuntime& runtime) {
+  std::vector<std::vector<float>> out;
+  for (std::size_t s = 0; s < runtime.stages(0).size(); ++s) {
+    std::vector<const LayerList*> ranks;
+    for (int t = 0; t < runtime.tensor_parallel(); ++t) ranks.push_back(&runtime.stages(t)[s]);
+    for (const Matrix& m : unshard_params(ranks)) out.emplace_back(m.data(), m.data() + m.size());
+  }
+  return out;
+}
+
+// Each rank of every share holds the same values as its tensor rank of share 0.
+void expect_shares_identical(PipelineRuntime& runtime) {
+  const int T = runtime.tensor_parallel();
+  for (int r = T; r < T * runtime.context_parallel(); ++r) {
+    for (std::size_t s = 0; s < runtime.stages(0).size(); ++s) {
+      const LayerList& mine = runtime.stages(r)[s];
+      const LayerList& first = runtime.stages(r % T)[s];
+      for (std::size_t l = 0; l < mine.size(); ++l) {
+        for (std::size_t k = 0; k < mine[l]->params().size(); ++k) {
+          EXPECT_EQ(mine[l]->params()[k]->value, first[l]->params()[k]->value)
+              << mine[l]->params()[k]->name << " on rank " << r;
+        }
+      }
+    }
+  }
+}
+
+Trace context_parallel(const TransformerParams& p, int T, int C, const Case& c) {
+  std::vector<std::vector<LayerList>> ranks;
+  for (LayerList& rank : build_context_ranks(p, kSeed, T, C)) {
+    const int L = static_cast<int>(rank.size());
+    ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(L, c.K * c.chunks)));
+  }
+  RuntimeOptions options;
+  options.optimizer = momentum();
+  PipelineRuntime runtime(std::move(ranks),
+                          schedule_of(c.K, c.M, c.remat, c.schedule, c.chunks, c.split_custom),
+                          options, C);
+  Trace t;
+  for (int step = 0; step < kSteps; ++step) {
+    const StepResult r = runtime.step(
+        synthetic_batch(task_of(p), kBatch, c.M, static_cast<std::uint64_t>(step), kSeed));
+    t.losses.push_back(r.loss);
+  }
+  t.params = share_params(runtime);
+  expect_shares_identical(runtime);
+  return t;
+}
+
+Trace whole(const TransformerParams& p) {
+  return single_device(build_transformer(p, kSeed), task_of(p), momentum());
+}
+
+TEST(ContextParallelTraining, TwoSharesMatchSingleDeviceTraining) {
+  const TransformerParams p = params();
+  const Trace want = whole(p);
+  expect_same(want, context_parallel(p, 1, 2, {1, 2, Remat::kNever, ScheduleKind::kGpipe}));
+  expect_same(want, context_parallel(p, 1, 2, {2, 4, Remat::kAlways, ScheduleKind::k1F1B}));
+  expect_same(want, context_parallel(p, 1, 2, {2, 2, Remat::kNever, ScheduleKind::kZbH1}));
+}
+
+TEST(ContextParallelTraining, FourSharesWithLearnedPositionsMatchToo) {
+  const TransformerParams p = params(true);
+  expect_same(whole(p), context_parallel(p, 1, 4, {2, 2, Remat::kExceptLast, ScheduleKind::k1F1B}));
+}
+
+TEST(ContextParallelTraining, TwoTensorRanksOfTwoSharesMatchToo) {
+  const TransformerParams p = params();
+  expect_same(whole(p), context_parallel(p, 2, 2, {2, 4, Remat::kNever, ScheduleKind::k1F1B}));
+}
+
+// `pipescope run`'s path: a plan of T = 2 x C = 2 on one stage trains as the
+// whole model does on one device.
+TEST(ContextParallelPlans, RunPlanTrainsTheSharesAsTheWholeModelWould) {
+  const TransformerParams p = params();
+  const ModelSpec whole_spec = make_transformer(p, "tiny");
+  Plan plan;
+  plan.scenario_name = "tiny";
+  plan.model_name = whole_spec.name;
+  plan.model_spec = model_spec_json(whole_spec);
+  plan.tensor_parallel = 2;
+  plan.context_parallel = 2;
+  plan.stages = 1;
+  plan.devices = 4;
+  plan.micro_batches = 2;
+  plan.micro_batch_size = 2;
+  plan.global_batch = 4;
+  plan.optimizer = Optimizer::kMomentum;
+  PlanStage st;
+  st.layers = {0, static_cast<int>(whole_spec.layers.size()) - 1};
+  plan.stage_plans.push_back(st);
+  const ModelSpec share = plan_model(plan, "cp.json");
+  EXPECT_EQ(share.context_parallel, 2);
+  PlanRunOptions o;
+  o.steps = 3;
+  o.seed = kSeed;
+  const std::vector<StepResult> steps = run_plan(plan, share, o);
+  ASSERT_EQ(steps.size(), 3u);
+  const std::vector<double> want = whole_model_losses(p, 3, 4, o.learning_rate);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(steps[i].loss, want[i], 1e-5 * std::abs(want[i])) << "step " << i;
+  }
+  // Elsewhere than the cpu backend's threads, refused by name.
+  Plan shares_alone = plan;
+  shares_alone.tensor_parallel = 1;
+  shares_alone.devices = 2;
+  o.transport = std::make_shared<InProcessTransport>();
+  try {
+    run_plan(shares_alone, plan_model(shares_alone, "cp.json"), o);
+    FAIL() << "a transport accepted for C=2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "C=2: context parallelism runs on the cpu backend only (a thread per share)");
+  }
+}
+
+TEST(ContextParallelRefusals, SequencesThatDoNotCutInto2CChunks) {
+  TransformerParams p = params();
+  p.seq_len = 6;
+  EXPECT_THROW(build_context_ranks(p, kSeed, 1, 2), std::invalid_argument);  // 4 does not divide 6
+  // The runtime refuses micro-batches whose sequences do not cut either.
+  std::vector<std::vector<LayerList>> ranks;
+  for (LayerList& rank : build_context_ranks(params(), kSeed, 1, 2)) {
+    ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(4, 1)));
+  }
+  PipelineRuntime runtime(std::move(ranks),
+                          build_schedule(ScheduleKind::kGpipe, 1, 1, Remat::kNever),
+                          RuntimeOptions{}, 2);
+  TaskShape task = task_of(p);
+  try {
+    runtime.step(synthetic_batch(task, 2, 1, 0, kSeed));
+    ADD_FAILURE() << "sequences of 6 tokens were cut into 4 chunks";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("do not cut into 2C = 4 chunks"), std::string::npos)
+        << e.what();
+  }
+  // A whole block given a share of each sequence refuses it.
+  LayerList plain = build_transformer(params(), kSeed);
+  Stash stash;
+  const Context share{1, 4, nullptr, 1.0, 0, 2};
+  EXPECT_THROW(plain[1]->forward(Tensor(Matrix::Zero(4, 16)), share, stash), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipescope::exec

@@ -1,0 +1,123 @@
+// Ring attention (exec/compute/ring_attention.h) on C threads against the
+// whole sequence's attention (attention_forward/backward): every share's
+// output and gradients are the whole attention's rows at the share's
+// positions; the ring's step by hand; the group's shift.
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "exec/compute/kernels.h"
+#include "exec/compute/ring_attention.h"
+#include "exec/compute/tensor_group.h"
+
+namespace pipescope::exec {
+namespace {
+
+using MatD = Mat<double>;
+
+template <class F>
+void on_ranks(int ranks, F f) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) threads.emplace_back([&f, r] { f(r); });
+  for (std::thread& t : threads) t.join();
+}
+
+MatD random_matrix(Index rows, Index cols, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n(0.0, 1.0);
+  MatD m(rows, cols);
+  for (Index r = 0; r < rows; ++r) {
+    for (Index c = 0; c < cols; ++c) m(r, c) = n(rng);
+  }
+  return m;
+}
+
+// Share c's rows of `whole` (b sequences of `seq` rows): the rows at the
+// share's positions, sequence by sequence.
+MatD share_rows(const MatD& whole, Index batch, Index seq, const RingShare& share) {
+  const Index s = seq / share.ranks;
+  MatD out(batch * s, whole.cols());
+  for (Index i = 0; i < batch; ++i) {
+    for (Index t = 0; t < s; ++t) {
+      out.row(i * s + t) = whole.row(i * seq + share.position(share.rank, t, s));
+    }
+  }
+  return out;
+}
+
+TEST(RingShare, ChunksCAndTwoCMinusOneMinusC) {
+  // C = 2 over 8 positions: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2.
+  const RingShare zero{0, 2}, one{1, 2};
+  std::vector<Index> a, b;
+  for (Index t = 0; t < 4; ++t) {
+    a.push_back(zero.position(0, t, 4));
+    b.push_back(one.position(1, t, 4));
+  }
+  EXPECT_EQ(a, (std::vector<Index>{0, 1, 6, 7}));
+  EXPECT_EQ(b, (std::vector<Index>{2, 3, 4, 5}));
+  EXPECT_EQ(RingShare{}.position(0, 3, 4), 3);  // one share: the sequence itself
+}
+
+TEST(TensorGroupShift, EachRankGetsThePreviousRanksMatrix) {
+  TensorGroup group(3);
+  std::vector<MatD> m;
+  for (int r = 0; r < 3; ++r) m.push_back(MatD::Constant(2, 2, r + 1));
+  on_ranks(3, [&](int r) { group.shift(r, m[static_cast<std::size_t>(r)]); });
+  EXPECT_EQ(m[0](0, 0), 3.0);
+  EXPECT_EQ(m[1](1, 1), 1.0);
+  EXPECT_EQ(m[2](0, 1), 2.0);
+}
+
+// The whole attention of b sequences of `seq` tokens, and the ring's on C
+// threads, forward and backward, compared row by row.
+void expect_ring_is_whole(int C, Index batch, Index seq, Index heads, Index kv_heads) {
+  const Index dh = 3, h = heads * dh, dkv = kv_heads * dh;
+  const MatD qkv = random_matrix(batch * seq, h + 2 * dkv, 11);
+  const MatD dout = random_matrix(batch * seq, h, 12);
+  const AttentionShape whole{batch, seq, heads, kv_heads, dh};
+  MatD probs;
+  const MatD out = attention_forward(qkv, whole, probs);
+  const MatD dqkv = attention_backward(dout, qkv, probs, whole);
+
+  AttentionShape local = whole;
+  local.seq = seq / C;
+  TensorGroup ring(C);
+  std::vector<MatD> outs(static_cast<std::size_t>(C)), grads(static_cast<std::size_t>(C));
+  on_ranks(C, [&](int c) {
+    const RingShare share{c, C};
+    const auto shift = [&](MatD& m) { ring.shift(c, m); };
+    const MatD my_qkv = share_rows(qkv, batch, seq, share);
+    MatD lse;
+    const auto i = static_cast<std::size_t>(c);
+    outs[i] = ring_attention_forward(my_qkv, local, share, shift, lse);
+    grads[i] = ring_attention_backward(share_rows(dout, batch, seq, share), my_qkv, outs[i], lse,
+                                       local, share, shift);
+  });
+  for (int c = 0; c < C; ++c) {
+    const RingShare share{c, C};
+    const auto i = static_cast<std::size_t>(c);
+    EXPECT_TRUE(outs[i].isApprox(share_rows(out, batch, seq, share), 1e-12)) << "C=" << C;
+    EXPECT_TRUE(grads[i].isApprox(share_rows(dqkv, batch, seq, share), 1e-12))
+        << "C=" << C << " rank " << c << "\n"
+        << grads[i] << "\n\n"
+        << share_rows(dqkv, batch, seq, share);
+  }
+}
+
+TEST(RingAttention, TwoSharesAreTheWholeAttention) {
+  expect_ring_is_whole(2, 2, 8, 2, 1);  // grouped-query: two heads read one key/value head
+}
+
+TEST(RingAttention, FourSharesAreTheWholeAttention) {
+  expect_ring_is_whole(4, 1, 16, 2, 2);
+}
+
+TEST(RingAttention, OneShareIsTheDeviceAttention) {
+  expect_ring_is_whole(1, 2, 6, 2, 1);
+}
+
+}  // namespace
+}  // namespace pipescope::exec
