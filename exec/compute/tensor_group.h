@@ -12,6 +12,9 @@
 // rank r pairs with the k-th call of every other rank, as the ranks run the same
 // op list. A group of one rank returns at once: the profiler times one rank's
 // compute that way (the simulator adds the all-reduces from the transport).
+// The same mechanism serves context parallelism: the C ranks of a ring pass
+// their keys and values on with shift (exec/compute/ring_attention.h), and the
+// C copies of a stage's parameters sum their gradients with all_reduce.
 
 #include <atomic>
 #include <chrono>
