@@ -100,15 +100,6 @@ CompareInputs read_inputs(const CompareOptions& o) {
   in.plan = read_plan_file(o.plan);
   exec::check_requested_tensor_parallel(in.plan, o.plan, o.tensor_parallel);
   exec::check_tensor_parallel_backend(in.plan, o.plan, o.backend);
-  if (in.plan.context_parallel > 1) {
-    // The profile times whole sequences; a share's ring attention and its
-    // exchanges are not profiled.
-    throw std::invalid_argument(
-        o.plan + ": C: compare predicts from a profile of whole sequences, and this plan " +
-        "splits them over C=" + std::to_string(in.plan.context_parallel) +
-        " devices (context parallelism), whose ring attention the profile does not time; "
-        "`pipescope run` trains it, or plan with -C 1 to compare");
-  }
   in.model = exec::plan_model(in.plan, o.plan);
   if (model_hash(in.model) != in.plan.model_hash) {
     throw std::invalid_argument(o.plan +
@@ -149,7 +140,7 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.optimizer = in.plan.optimizer.value_or(Optimizer::kAdam);
   p.measure_threads = !in.mpi;               // measure_mpi_machine measures the ranks instead
   p.tensor_ranks = in.plan.tensor_parallel;  // its group's all-reduce and optimizer
-  if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1) {
+  if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1 && in.plan.context_parallel == 1) {
     // The ops as the plan's devices run them, each stage's stashes kept from
     // op to op as in a step.
     auto stages = std::make_shared<exec::PlanStages>();
@@ -275,6 +266,7 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
   }
   nlohmann::json out{{"K", c.stages},
                      {"T", c.tensor_parallel},
+                     {"C", c.context_parallel},
                      {"M", c.micro_batches},
                      {"predicted_step_time_s", c.predicted_step_s},
                      {"measured_step_time_s", c.measured_step_s},
@@ -332,7 +324,8 @@ void print_comparison_json(const exec::Comparison& c, const std::vector<exec::Co
 void print_heading(const CompareOptions& o, const CompareInputs& in, const Profile& profile,
                    const exec::Comparison& c, const std::vector<exec::Comparison>& rounds) {
   const std::string T =
-      c.tensor_parallel > 1 ? ", T=" + std::to_string(c.tensor_parallel) : std::string();
+      (c.tensor_parallel > 1 ? ", T=" + std::to_string(c.tensor_parallel) : std::string()) +
+      (c.context_parallel > 1 ? ", C=" + std::to_string(c.context_parallel) : std::string());
   std::printf("Comparing %s: %s, K=%d%s, M=%d, micro-batch %lld, remat %s, %s\n", o.plan.c_str(),
               in.model.name.c_str(), c.stages, T.c_str(), c.micro_batches,
               static_cast<long long>(in.plan.micro_batch_size),
@@ -419,6 +412,13 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const std::
         "(stage, op, micro-batch and bytes)\n",
         m.measured, format_bytes(static_cast<double>(m.measured_bytes)).c_str(), m.predicted,
         format_bytes(static_cast<double>(m.predicted_bytes)).c_str(), m.matched);
+  }
+  if (c.context_parallel > 1) {
+    std::printf(
+        "Ring exchanges      %d shares; measured: each share's waits for the keys and values "
+        "and their gradients (the all-reduce rows); predicted: within the step, on the "
+        "context lane\n",
+        c.context_parallel);
   }
   if (in.plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", in.plan.data_parallel);

@@ -63,11 +63,6 @@ exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& sc
                         "the executor profiles whole layers, one per device; profile the "
                         "scenario with tensor_parallel 1");
   }
-  if (scenario.cluster.context_parallel > 1) {
-    throw ScenarioError(o.scenario.file, "training.context_parallel",
-                        "the executor profiles whole sequences, one per device; profile the "
-                        "scenario with context_parallel 1");
-  }
   exec::check_executor_size(scenario.model, o.scenario.file + ": model");
   exec::ProfileOptions p;
   p.batch_sizes = o.batch_sizes;

@@ -94,6 +94,12 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.tensor_parallel = T;
   sc.training.tensor_parallel_given = T > 1;
   sc.cluster.tensor_parallel = T;
+  // Context parallelism: the model is a share already (plan_model); the
+  // shares' ring and their gradients' sum are the simulator's to add.
+  const int C = plan.context_parallel;
+  sc.training.context_parallel = C;
+  sc.training.context_parallel_given = C > 1;
+  sc.cluster.context_parallel = C;
   if (profile && T > 1) profile = std::make_shared<const Profile>(group_profile(*profile, T));
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;
@@ -102,9 +108,10 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   }
   if (profile) apply_profile(sc, std::move(profile), profile_file);
   if (link) sc.cluster.interconnect = *link;
-  // A group's op holds T cores; the cores hold cores / T groups' ops at once.
-  if (T > 1 && sc.cluster.shared_cores > 0) {
-    sc.cluster.shared_cores = std::max(1, sc.cluster.shared_cores / T);
+  // A group's op holds T x C cores; the cores hold cores / (T x C) groups' ops
+  // at once.
+  if (T * C > 1 && sc.cluster.shared_cores > 0) {
+    sc.cluster.shared_cores = std::max(1, sc.cluster.shared_cores / (T * C));
   }
   return sc;
 }
@@ -173,7 +180,9 @@ std::size_t op_kind(const TimelineEvent& e, const Schedule& schedule) {
 
 // A tensor-lane event with the op whose all-reduces it holds: the compute
 // event of its device, stage and micro-batch that ends where it starts (the
-// simulator and the runtime alike draw them so).
+// simulator and the runtime alike draw them so). Under context parallelism
+// the ring's exchanges are a forward's or a backward's, and the shares'
+// gradient all-reduce the optimizer's.
 struct TensorOp {
   const TimelineEvent* event = nullptr;
   std::size_t kind = 0;  // of the op, as op_kind
@@ -182,9 +191,8 @@ struct TensorOp {
 std::vector<TensorOp> tensor_ops(const Timeline& timeline, const Schedule& schedule) {
   std::map<std::tuple<int, int, int, SimTime>, std::size_t> ends;
   for (const TimelineEvent& e : timeline.events) {
-    if (e.lane == Lane::kCompute && e.kind != EventKind::kOptimizer) {
+    if (e.lane == Lane::kCompute)
       ends[{e.device, e.stage, e.micro_batch, e.end}] = op_kind(e, schedule);
-    }
   }
   std::vector<TensorOp> out;
   for (const TimelineEvent& e : timeline.events) {
@@ -269,6 +277,7 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   c.predicted_bubble = predicted.metrics.bubble_fraction;
   c.measured_bubble = measured_bubble(median, c.stages);
   c.tensor_parallel = scenario.cluster.tensor_parallel;
+  c.context_parallel = scenario.cluster.context_parallel;
   c.cores = scenario.cluster.shared_cores * c.tensor_parallel;
   c.shared_cores = c.cores > 0 && c.cores < c.stages * c.tensor_parallel;
 }

@@ -106,6 +106,7 @@ struct Comparison {
   int cores = 0;                // the machine's, from the profile
   bool shared_cores = false;    // more stages (times T) than cores
   int tensor_parallel = 1;      // T
+  int context_parallel = 1;     // C
   CollectiveMatch collectives;  // T > 1
 };
 

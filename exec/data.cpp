@@ -101,4 +101,31 @@ MicroBatch whole_batch(const TaskShape& shape, int global_batch, std::uint64_t s
   return samples(shape, 0, global_batch, step, seed);
 }
 
+MicroBatch share_of(const MicroBatch& mb, int share, int shares) {
+  using Index = Eigen::Index;
+  if (shares == 1 && share == 0) return mb;
+  if (shares < 1 || share < 0 || share >= shares || mb.seq % (2 * shares) != 0) {
+    throw std::invalid_argument("sequences of " + std::to_string(mb.seq) +
+                                " tokens do not cut into 2C = " + std::to_string(2 * shares) +
+                                " chunks");
+  }
+  const Context where{mb.batch, mb.seq / shares, nullptr, 1.0, share, shares};
+  MicroBatch out;
+  out.batch = mb.batch;
+  out.seq = where.seq;
+  out.input.resize(Index{mb.batch} * out.seq, mb.input.cols());
+  for (Index i = 0; i < mb.batch; ++i) {
+    for (Index t = 0; t < out.seq; ++t) {
+      const Index from = i * mb.seq + where.position(t);
+      out.input.row(i * out.seq + t) = mb.input.row(from);
+      out.targets.push_back(mb.targets[static_cast<std::size_t>(from)]);
+    }
+  }
+  return out;
+}
+
+Context share_context(const MicroBatch& share, int index, int shares, std::int64_t tokens) {
+  return {share.batch, share.seq, &share.targets, 1.0 / static_cast<double>(tokens), index, shares};
+}
+
 }  // namespace pipescope::exec

@@ -39,4 +39,15 @@ std::vector<MicroBatch> synthetic_batch(const TaskShape& shape, int global_batch
 MicroBatch whole_batch(const TaskShape& shape, int global_batch, std::uint64_t step,
                        std::uint64_t seed);
 
+// Share `share` of `shares` of each of mb's sequences (context parallelism):
+// the rows at the positions Context::position gives, chunks share and
+// 2 shares - 1 - share of 2 shares, sequence by sequence; its seq is
+// mb.seq / shares (mb itself for one share). Throws std::invalid_argument
+// unless 2 shares divides mb.seq.
+MicroBatch share_of(const MicroBatch& mb, int share, int shares);
+
+// The context of `share` (above) within a mini-batch of `tokens` tokens: its
+// loss scaled by the whole mini-batch's tokens.
+Context share_context(const MicroBatch& share, int index, int shares, std::int64_t tokens);
+
 }  // namespace pipescope::exec

@@ -112,8 +112,15 @@ LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
               "parallelism; model '" +
                   spec.name + "' cannot run at T=" + std::to_string(spec.tensor_parallel));
     }
-    LayerList layers = spec.tensor_parallel > 1
-                           ? build_tensor_rank_alone(*spec.transformer, seed, spec.tensor_parallel)
+    if (spec.context_parallel > 1) {
+      require(spec.transformer != nullptr && !spec.sequence_parallel,
+              "the executor splits the sequences of transformers, without sequence "
+              "parallelism; model '" +
+                  spec.name + "' cannot run at C=" + std::to_string(spec.context_parallel));
+    }
+    const bool split = spec.tensor_parallel > 1 || spec.context_parallel > 1;
+    LayerList layers = split ? build_tensor_rank_alone(*spec.transformer, seed,
+                                                       spec.tensor_parallel, spec.context_parallel)
                        : spec.transformer != nullptr ? build_transformer(*spec.transformer, seed)
                                                      : build_mlp(*spec.mlp, seed);
     require_same(layers, spec);

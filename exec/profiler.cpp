@@ -197,12 +197,13 @@ void ModelProfiler::State::add_entries() {
 }
 
 void ModelProfiler::State::make_batches() {
+  // Under context parallelism share 0 of each sequence, as its rank runs it.
+  const int C = spec.context_parallel;
   for (const std::int64_t b : options.batch_sizes) {
-    batches.push_back(whole_batch(task, static_cast<int>(b), 0, options.seed));
+    batches.push_back(share_of(whole_batch(task, static_cast<int>(b), 0, options.seed), 0, C));
   }
   for (const MicroBatch& mb : batches) {
-    contexts.push_back(Context{mb.batch, mb.seq, &mb.targets,
-                               1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)});
+    contexts.push_back(share_context(mb, 0, C, std::int64_t{mb.batch} * mb.seq * C));
   }
 }
 

@@ -159,10 +159,28 @@ void StageWork::optimizer_step() {
   for (auto& layer : layers_) {
     for (Param* p : layer->params()) params.push_back(p);
   }
-  if (gradients_.group != nullptr) {
-    for (Param* p : params) gradients_.group->all_reduce(gradients_.share, p->grad);
-  }
+  if (gradients_.group != nullptr) sum_over_shares(params);
   optimizer_.step(params);
+}
+
+// One all-reduce of every gradient laid end to end (as DistributedDataParallel
+// buckets them): each all-reduce costs its ranks two meetings, whatever its
+// size.
+void StageWork::sum_over_shares(const std::vector<Param*>& params) const {
+  Index total = 0;
+  for (const Param* p : params) total += p->grad.size();
+  Matrix all(1, total);
+  Index at = 0;
+  for (const Param* p : params) {
+    all.middleCols(at, p->grad.size()) = p->grad.reshaped<Eigen::RowMajor>().transpose();
+    at += p->grad.size();
+  }
+  gradients_.group->all_reduce(gradients_.share, all);
+  at = 0;
+  for (Param* p : params) {
+    p->grad.reshaped<Eigen::RowMajor>() = all.middleCols(at, p->grad.size()).transpose();
+    at += p->grad.size();
+  }
 }
 
 void StageWork::release(std::size_t m) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "exec/affinity.h"
+#include "exec/data.h"
 #include "sim/base/cancel.h"
 
 namespace pipescope::exec {
@@ -47,32 +48,16 @@ void StepRun::share_micro_batches() {
   const int C = core_->context_parallel;
   std::int64_t tokens = 0;
   for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
-  const double scale = 1.0 / static_cast<double>(tokens);
+  shares_.resize(static_cast<std::size_t>(C));
   inputs_.resize(static_cast<std::size_t>(C));
-  targets_.resize(static_cast<std::size_t>(C));
   contexts_.resize(static_cast<std::size_t>(C));
   for (int c = 0; c < C; ++c) {
     const auto k = static_cast<std::size_t>(c);
-    targets_[k].reserve(mbs_.size());  // the contexts point into it
+    shares_[k].reserve(mbs_.size());  // the contexts point into it
     for (const MicroBatch& mb : mbs_) {
-      if (C == 1) {
-        contexts_[k].push_back({mb.batch, mb.seq, &mb.targets, scale});
-        inputs_[k].emplace_back(mb.input);
-        continue;
-      }
-      Context ctx{mb.batch, mb.seq / C, nullptr, scale, c, C};
-      Matrix input(Index{mb.batch} * ctx.seq, mb.input.cols());
-      std::vector<std::int32_t>& targets = targets_[k].emplace_back();
-      for (Index i = 0; i < mb.batch; ++i) {
-        for (Index t = 0; t < ctx.seq; ++t) {
-          const Index from = i * mb.seq + ctx.position(t);
-          input.row(i * ctx.seq + t) = mb.input.row(from);
-          targets.push_back(mb.targets[static_cast<std::size_t>(from)]);
-        }
-      }
-      ctx.targets = &targets;
-      contexts_[k].push_back(ctx);
-      inputs_[k].emplace_back(std::move(input));
+      const MicroBatch& share = C == 1 ? mb : shares_[k].emplace_back(share_of(mb, c, C));
+      contexts_[k].push_back(share_context(share, c, C, tokens));
+      inputs_[k].emplace_back(share.input);
     }
   }
 }

@@ -55,10 +55,10 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   const Schedule& sched_;
   const std::vector<MicroBatch> mbs_;
   // Per share c of each sequence (one without context parallelism), per
-  // micro-batch: stage 0's input (host token ids or features), the targets
-  // and the context.
+  // micro-batch: the share's rows (none for one share: mbs_ are), stage 0's
+  // input (host token ids or features) and the context.
+  std::vector<std::vector<MicroBatch>> shares_;
   std::vector<std::vector<Tensor>> inputs_;
-  std::vector<std::vector<std::vector<std::int32_t>>> targets_;
   std::vector<std::vector<Context>> contexts_;
   std::vector<StageWork> stages_;
   std::shared_ptr<Transport> transport_owner_;

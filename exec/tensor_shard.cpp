@@ -141,8 +141,9 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
   std::vector<LayerList> ranks(static_cast<std::size_t>(T) * static_cast<std::size_t>(C));
   for (std::size_t i = 0; i < whole.size(); ++i) {
     // A ring for each tensor rank, over the C shares; a tensor group for each share.
-    std::vector<std::shared_ptr<TensorGroup>> rings;
-    for (int t = 0; t < T; ++t) rings.push_back(C > 1 ? std::make_shared<TensorGroup>(C) : nullptr);
+    std::vector<std::shared_ptr<RingExchange>> rings;
+    for (int t = 0; t < T; ++t)
+      rings.push_back(C > 1 ? std::make_shared<RingExchange>(C) : nullptr);
     for (int c = 0; c < C; ++c) {
       const auto group = std::make_shared<TensorGroup>(T);
       for (int t = 0; t < T; ++t) {
@@ -155,12 +156,16 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
   return ranks;
 }
 
-LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T) {
+LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T,
+                                  int C) {
   LayerList whole = build_transformer(params, seed);
   LayerList out;
   for (std::size_t i = 0; i < whole.size(); ++i) {
+    // A ring of one plays every share's block with its own: the work of each
+    // step, not its exchange.
+    const ContextRing ring{C > 1 ? std::make_shared<RingExchange>(1) : nullptr, {0, C}};
     out.push_back(shard_layer(params, *whole[i], i, whole.size(),
-                              TensorRank(std::make_shared<TensorGroup>(1), 0, T)));
+                              TensorRank(std::make_shared<TensorGroup>(1), 0, T), ring));
   }
   return out;
 }

@@ -43,8 +43,11 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
                                            int T, int C);
 
 // Rank 0's layers alone, their all-reduces returning at once (a group of one):
-// what one rank computes, for the profiler to time.
-LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T);
+// what one rank computes, for the profiler to time. Under context parallelism
+// (C > 1) share 0's, its ring of one passing each step its own keys and values
+// as another share's: each step's work, not its exchange.
+LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T,
+                                  int C = 1);
 
 // Every parameter's whole value from the ranks' layers (ranks[r] is rank r's
 // list, all cut alike), layer by layer in each layer's parameter order.

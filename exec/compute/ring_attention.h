@@ -10,10 +10,14 @@
 // share of keys. The backward travels the ring again with the keys' and
 // values' gradients beside them, which are home after a last step.
 //
-// The kernels take the exchange as a callable, `shift(m)`: m becomes the
-// matrix the previous rank passed (TensorGroup::shift, or, for a check on one
-// thread, anything that plays the ring). Their scores are computed over each
-// whole block, as attention_forward does, and masked by position.
+// The kernels take the rank's end of the ring, `port` (RingExchange::Port,
+// exec/compute/ring_exchange.h): port.post(channel, m) passes m on to the next
+// rank without waiting for it, port.take(channel, m) sets m to the previous
+// rank's. A rank posts its block before computing on it, so the next rank's
+// copy is there when it wants it (the overlap of the frameworks' rings); the
+// backward passes the keys' and values' gradients on a second channel once
+// they are summed. The scores are computed over each whole block, as
+// attention_forward does, and masked by position.
 
 #include <cmath>
 #include <limits>
@@ -63,9 +67,12 @@ Mat<T> masked_scores(const Mat<T>& qkv, const Mat<T>& kv, const AttentionShape& 
 // rows of each sequence (even). Returns the attention's output (b*s, h); lse
 // (b*a*s, 1) gets each query row's log-sum-exp of its scores, for the
 // backward.
-template <typename T, class Shift>
+inline constexpr int kKeysChannel = 0;
+inline constexpr int kKeyGradientsChannel = 1;
+
+template <typename T, class Port>
 Mat<T> ring_attention_forward(const Mat<T>& qkv, const AttentionShape& sh, const RingShare& share,
-                              Shift&& shift, Mat<T>& lse) {
+                              const Port& port, Mat<T>& lse) {
   const Index s = sh.seq, dh = sh.head_dim, h = sh.width(), dkv = sh.kv_width();
   const Index group = sh.heads / sh.kv_heads;
   const T none = -std::numeric_limits<T>::infinity();
@@ -75,6 +82,8 @@ Mat<T> ring_attention_forward(const Mat<T>& qkv, const AttentionShape& sh, const
   Mat<T> kv = qkv.rightCols(2 * dkv);  // [K | V] of the share held
   for (int k = 0; k < share.ranks; ++k) {
     const int from = (share.rank - k + share.ranks) % share.ranks;
+    const bool more = k + 1 < share.ranks;
+    if (more) port.post(kKeysChannel, kv);
     for (Index i = 0; i < sh.batch; ++i) {
       for (Index j = 0; j < sh.heads; ++j) {
         const Index g = j / group, row = (i * sh.heads + j) * s;
@@ -94,7 +103,7 @@ Mat<T> ring_attention_forward(const Mat<T>& qkv, const AttentionShape& sh, const
         }
       }
     }
-    if (k + 1 < share.ranks) shift(kv);
+    if (more) port.take(kKeysChannel, kv);
   }
   lse.resize(row_max.rows(), 1);
   for (Index i = 0; i < sh.batch; ++i) {
@@ -111,19 +120,27 @@ Mat<T> ring_attention_forward(const Mat<T>& qkv, const AttentionShape& sh, const
 
 // dout is (b*s, h); qkv, out and lse the forward's. Returns dqkv (b*s, h +
 // 2 d_kv): the queries' gradients computed here, the keys' and values'
-// summed over every rank's queries (they come home round the ring).
-template <typename T, class Shift>
+// summed over every rank's queries. Those travel one step behind their block:
+// at step k a rank computes its part of the gradients of the block it holds,
+// then takes that block's sum so far from the previous rank (which posted it
+// at its step k - 1, while this rank computed), adds its part and passes it
+// on; after the last step each block's sum comes home.
+template <typename T, class Port>
 Mat<T> ring_attention_backward(const Mat<T>& dout, const Mat<T>& qkv, const Mat<T>& out,
                                const Mat<T>& lse, const AttentionShape& sh, const RingShare& share,
-                               Shift&& shift) {
+                               const Port& port) {
   const Index s = sh.seq, dh = sh.head_dim, h = sh.width(), dkv = sh.kv_width();
   const Index group = sh.heads / sh.kv_heads;
   const T scale = T(1) / std::sqrt(static_cast<T>(dh));
   Mat<T> dq = Mat<T>::Zero(sh.batch * s, h);
   Mat<T> kv = qkv.rightCols(2 * dkv);
-  Mat<T> dkv_held = Mat<T>::Zero(sh.batch * s, 2 * dkv);  // travels with kv
+  Mat<T> part(sh.batch * s, 2 * dkv);  // this rank's part of the held block's gradients
+  Mat<T> sum;                          // a block's gradients summed so far
   for (int k = 0; k < share.ranks; ++k) {
     const int from = (share.rank - k + share.ranks) % share.ranks;
+    const bool more = k + 1 < share.ranks;
+    if (more) port.post(kKeysChannel, kv);
+    part.setZero();
     for (Index i = 0; i < sh.batch; ++i) {
       for (Index j = 0; j < sh.heads; ++j) {
         const Index g = j / group, row = (i * sh.heads + j) * s;
@@ -137,19 +154,24 @@ Mat<T> ring_attention_backward(const Mat<T>& dout, const Mat<T>& qkv, const Mat<
         const auto dout_head = dout.block(i * s, j * dh, s, dh);
         // D = rowsum(dO * O), the same for every block.
         const Mat<T> d = dout_head.cwiseProduct(out.block(i * s, j * dh, s, dh)).rowwise().sum();
-        dkv_held.block(i * s, dkv + g * dh, s, dh).noalias() += p.transpose() * dout_head;
+        part.block(i * s, dkv + g * dh, s, dh).noalias() += p.transpose() * dout_head;
         const Mat<T> dp = dout_head * v.transpose();
         const Mat<T> ds = p.cwiseProduct(dp - d.replicate(1, s)) * scale;
         dq.block(i * s, j * dh, s, dh).noalias() += ds * key;
-        dkv_held.block(i * s, g * dh, s, dh).noalias() += ds.transpose() * q;
+        part.block(i * s, g * dh, s, dh).noalias() += ds.transpose() * q;
       }
     }
-    if (k + 1 < share.ranks) shift(kv);
-    if (share.ranks > 1) shift(dkv_held);  // the last step brings each share's home
+    if (k > 0) {
+      port.take(kKeyGradientsChannel, sum);
+      part += sum;
+    }
+    if (share.ranks > 1) port.post(kKeyGradientsChannel, part);
+    if (more) port.take(kKeysChannel, kv);
   }
+  if (share.ranks > 1) port.take(kKeyGradientsChannel, part);  // this share's own, home
   Mat<T> dqkv(qkv.rows(), qkv.cols());
   dqkv.leftCols(h) = dq;
-  dqkv.rightCols(2 * dkv) = dkv_held;
+  dqkv.rightCols(2 * dkv) = part;
   return dqkv;
 }
 

@@ -21,6 +21,10 @@ std::string shape(Index rows, Index cols) {
 
 }  // namespace
 
+CollectiveTally* current_collective_tally() {
+  return current_tally;
+}
+
 CollectiveScope::CollectiveScope(CollectiveTally& tally) : previous_(current_tally) {
   current_tally = &tally;
 }
@@ -128,17 +132,7 @@ void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
   exchange(rank, m, [&] { return reduced<T>(m.rows(), m.cols(), op); });
 }
 
-template <typename T>
-void TensorGroup::shift(int rank, Mat<T>& m) {
-  exchange(rank, m, [&] {
-    const Slot& from = slots_[static_cast<std::size_t>((rank + ranks_ - 1) % ranks_)];
-    return Mat<T>(Eigen::Map<const Mat<T>>(static_cast<const T*>(from.data), m.rows(), m.cols()));
-  });
-}
-
 template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);
 template void TensorGroup::all_reduce<double>(int, Mat<double>&, Reduce);
-template void TensorGroup::shift<float>(int, Mat<float>&);
-template void TensorGroup::shift<double>(int, Mat<double>&);
 
 }  // namespace pipescope::exec

@@ -12,9 +12,8 @@
 // rank r pairs with the k-th call of every other rank, as the ranks run the same
 // op list. A group of one rank returns at once: the profiler times one rank's
 // compute that way (the simulator adds the all-reduces from the transport).
-// The same mechanism serves context parallelism: the C ranks of a ring pass
-// their keys and values on with shift (exec/compute/ring_attention.h), and the
-// C copies of a stage's parameters sum their gradients with all_reduce.
+// Under context parallelism the C copies of a stage's parameters sum their
+// gradients with it too (the ring itself is exec/compute/ring_exchange.h).
 
 #include <atomic>
 #include <chrono>
@@ -56,6 +55,10 @@ struct CollectiveTally {
   }
 };
 
+// The calling thread's tally (CollectiveScope), null without one; the ring's
+// exchanges (exec/compute/ring_exchange.h) report to it too.
+CollectiveTally* current_collective_tally();
+
 // Installs `tally` as the calling thread's for its lifetime (RAII); the
 // thread's all-reduces report to it.
 class CollectiveScope {
@@ -85,12 +88,6 @@ class TensorGroup {
   // limit or pass another shape.
   template <typename T>
   void all_reduce(int rank, Mat<T>& m, Reduce op = Reduce::kSum);
-  // One step round the ring (context parallelism's exchange,
-  // exec/compute/ring_attention.h): every rank passes a matrix of the same
-  // shape and gets back the one rank - 1 passed (rank 0 rank ranks - 1's).
-  // Waits, fails and counts as all_reduce does.
-  template <typename T>
-  void shift(int rank, Mat<T>& m);
 
  private:
   struct Slot {
@@ -128,7 +125,5 @@ class TensorGroup {
 
 extern template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);
 extern template void TensorGroup::all_reduce<double>(int, Mat<double>&, Reduce);
-extern template void TensorGroup::shift<float>(int, Mat<float>&);
-extern template void TensorGroup::shift<double>(int, Mat<double>&);
 
 }  // namespace pipescope::exec

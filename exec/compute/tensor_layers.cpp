@@ -140,25 +140,23 @@ AttentionShape TensorBlockMath::local_attention(const Context& ctx) const {
 template <typename T>
 Mat<T> TensorBlockMath::attend(const Mat<T>& qkv, const Context& ctx, Mat<T>& state) const {
   const RingShare& share = ring_.share;
-  if (ctx.shares != (ring_.group ? share.ranks : 1) || (ring_.group && ctx.share != share.rank)) {
+  const int shares = ring_.ring ? share.ranks : 1;
+  if (ctx.shares != shares || (ring_.ring && ctx.share != share.rank)) {
     throw std::invalid_argument("transformer block: a micro-batch of share " + str(ctx.share) +
                                 " of " + str(ctx.shares) + " of each sequence reached rank " +
-                                str(share.rank) + " of a context-parallel ring of " +
-                                str(ring_.group ? share.ranks : 1));
+                                str(share.rank) + " of a context-parallel ring of " + str(shares));
   }
-  if (!ring_.group) return attention_forward(qkv, local_attention(ctx), state);
-  return ring_attention_forward(
-      qkv, local_attention(ctx), share, [&](Mat<T>& m) { ring_.group->shift(share.rank, m); },
-      state);
+  if (!ring_.ring) return attention_forward(qkv, local_attention(ctx), state);
+  return ring_attention_forward(qkv, local_attention(ctx), share, ring_.ring->port(share.rank),
+                                state);
 }
 
 template <typename T>
 Mat<T> TensorBlockMath::attend_backward(const Mat<T>& dattn, const Context& ctx,
                                         const std::vector<Mat<T>>& st) const {
-  if (!ring_.group) return attention_backward(dattn, st[kQkv], st[kProbs], local_attention(ctx));
+  if (!ring_.ring) return attention_backward(dattn, st[kQkv], st[kProbs], local_attention(ctx));
   return ring_attention_backward(dattn, st[kQkv], st[kAttn], st[kProbs], local_attention(ctx),
-                                 ring_.share,
-                                 [&](Mat<T>& m) { ring_.group->shift(ring_.share.rank, m); });
+                                 ring_.share, ring_.ring->port(ring_.share.rank));
 }
 
 template <typename T>

@@ -30,6 +30,7 @@
 
 #include "exec/compute/layers.h"
 #include "exec/compute/ring_attention.h"
+#include "exec/compute/ring_exchange.h"
 #include "exec/compute/tensor_group.h"
 
 namespace pipescope::exec {
@@ -62,10 +63,10 @@ struct ShardRule {
 
 // A block's place in its context-parallel ring (exec/compute/ring_attention.h):
 // the C ranks that hold shares of the same sequences at the same tensor rank
-// share one group, round which the keys and values pass. Without a group
-// the block attends within its rows alone.
+// share one ring, round which the keys and values pass. Without a ring the
+// block attends within its rows alone.
 struct ContextRing {
-  std::shared_ptr<TensorGroup> group;
+  std::shared_ptr<RingExchange> ring;
   RingShare share;
 };
 

@@ -57,7 +57,7 @@ std::vector<std::string> losses(const std::string& out) {
 
 // cpu-small with fused attention (which context parallelism needs) planned
 // with C = 2 on 4 cores trains, under `run`, to the same losses as its plan
-// without; `compare`, whose profile times whole sequences, refuses it.
+// without; `compare` profiles a share and predicts the plan with its ring.
 TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "pipescope_cli_context_run";
@@ -74,11 +74,19 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   ASSERT_EQ(one.status, 0) << one.err;
   EXPECT_EQ(losses(shares.out).size(), 2u) << shares.out;
   EXPECT_EQ(losses(shares.out), losses(one.out)) << shares.out << one.out;
-  const CliResult compare = run("compare " + cp + " --steps 4");
-  EXPECT_EQ(compare.status, 1);
-  EXPECT_NE(compare.err.find(cp + ": C: compare predicts from a profile of whole sequences"),
-            std::string::npos)
-      << compare.err;
+  const CliResult compare = run("compare " + cp + " --steps 3 --json");
+  ASSERT_EQ(compare.status, 0) << compare.err;
+  const nlohmann::json j = nlohmann::json::parse(compare.out);
+  EXPECT_EQ(j["C"], 2);
+  EXPECT_EQ(j["K"], 2);
+  EXPECT_GT(j["predicted_step_time_s"].get<double>(), 0.0);
+  EXPECT_GT(j["measured_step_time_s"].get<double>(), 0.0);
+  // A forward and a backward of each of the 4 micro-batches on each stage,
+  // and each stage's optimizer step, compared op by op.
+  int forwards = 0;
+  for (const nlohmann::json& op : j["ops"])
+    forwards += op["kind"] == "F kept" ? op["count"].get<int>() : 0;
+  EXPECT_EQ(forwards, 8);
   fs::remove_all(dir);
 }
 

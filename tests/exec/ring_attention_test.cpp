@@ -1,7 +1,7 @@
 // Ring attention (exec/compute/ring_attention.h) on C threads against the
 // whole sequence's attention (attention_forward/backward): every share's
 // output and gradients are the whole attention's rows at the share's
-// positions; the ring's step by hand; the group's shift.
+// positions; a share's positions by hand; the ring's mailboxes.
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "exec/compute/kernels.h"
 #include "exec/compute/ring_attention.h"
-#include "exec/compute/tensor_group.h"
+#include "exec/compute/ring_exchange.h"
 
 namespace pipescope::exec {
 namespace {
@@ -61,14 +61,29 @@ TEST(RingShare, ChunksCAndTwoCMinusOneMinusC) {
   EXPECT_EQ(RingShare{}.position(0, 3, 4), 3);  // one share: the sequence itself
 }
 
-TEST(TensorGroupShift, EachRankGetsThePreviousRanksMatrix) {
-  TensorGroup group(3);
-  std::vector<MatD> m;
-  for (int r = 0; r < 3; ++r) m.push_back(MatD::Constant(2, 2, r + 1));
-  on_ranks(3, [&](int r) { group.shift(r, m[static_cast<std::size_t>(r)]); });
-  EXPECT_EQ(m[0](0, 0), 3.0);
-  EXPECT_EQ(m[1](1, 1), 1.0);
-  EXPECT_EQ(m[2](0, 1), 2.0);
+TEST(RingExchange, EachRankTakesWhatThePreviousRankPosted) {
+  RingExchange ring(3);
+  std::vector<MatD> got(3);
+  on_ranks(3, [&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    ring.post(r, 0, MatD(MatD::Constant(2, 2, r + 1)));
+    ring.post(r, 1, MatD(MatD::Constant(1, 3, 10 * (r + 1))));  // another channel, not waiting
+    MatD other;
+    ring.take(r, 1, other);
+    ring.take(r, 0, got[i]);
+    got[i] += other.leftCols(1).replicate(2, 2);  // both came from rank r - 1
+  });
+  EXPECT_EQ(got[0](0, 0), 3.0 + 30.0);
+  EXPECT_EQ(got[1](1, 1), 1.0 + 10.0);
+  EXPECT_EQ(got[2](0, 1), 2.0 + 20.0);
+  // A second post waits until the first is taken; a ring of one takes its own.
+  RingExchange one(1);
+  one.post(0, 0, MatD(MatD::Constant(1, 1, 7.0)));
+  MatD mine;
+  one.take(0, 0, mine);
+  EXPECT_EQ(mine(0, 0), 7.0);
+  EXPECT_THROW(one.post(1, 0, mine), std::invalid_argument);
+  EXPECT_THROW(one.post(0, 2, mine), std::invalid_argument);
 }
 
 // The whole attention of b sequences of `seq` tokens, and the ring's on C
@@ -84,17 +99,17 @@ void expect_ring_is_whole(int C, Index batch, Index seq, Index heads, Index kv_h
 
   AttentionShape local = whole;
   local.seq = seq / C;
-  TensorGroup ring(C);
+  RingExchange ring(C);
   std::vector<MatD> outs(static_cast<std::size_t>(C)), grads(static_cast<std::size_t>(C));
   on_ranks(C, [&](int c) {
     const RingShare share{c, C};
-    const auto shift = [&](MatD& m) { ring.shift(c, m); };
+    const RingExchange::Port port = ring.port(c);
     const MatD my_qkv = share_rows(qkv, batch, seq, share);
     MatD lse;
     const auto i = static_cast<std::size_t>(c);
-    outs[i] = ring_attention_forward(my_qkv, local, share, shift, lse);
+    outs[i] = ring_attention_forward(my_qkv, local, share, port, lse);
     grads[i] = ring_attention_backward(share_rows(dout, batch, seq, share), my_qkv, outs[i], lse,
-                                       local, share, shift);
+                                       local, share, port);
   });
   for (int c = 0; c < C; ++c) {
     const RingShare share{c, C};

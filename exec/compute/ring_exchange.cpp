@@ -1,0 +1,110 @@
+#include "exec/compute/ring_exchange.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "exec/compute/tensor_group.h"
+#include "exec/compute/thread_clock.h"
+
+namespace pipescope::exec {
+
+namespace {
+
+// How often a waiting rank looks at the abort flag (as the tensor group's).
+constexpr std::chrono::milliseconds kAbortPoll{5};
+
+void check_rank(int rank, int ranks, int channel) {
+  if (rank < 0 || rank >= ranks) {
+    throw std::invalid_argument("ring rank " + std::to_string(rank) + " outside [0, " +
+                                std::to_string(ranks) + ")");
+  }
+  if (channel < 0 || channel >= RingExchange::kChannels) {
+    throw std::invalid_argument("ring channel " + std::to_string(channel) + " outside [0, " +
+                                std::to_string(RingExchange::kChannels) + ")");
+  }
+}
+
+}  // namespace
+
+RingExchange::RingExchange(int ranks) : ranks_(ranks) {
+  if (ranks < 1) {
+    throw std::invalid_argument("a context-parallel ring needs at least 1 rank, got " +
+                                std::to_string(ranks));
+  }
+  boxes_.resize(static_cast<std::size_t>(ranks) * kChannels);
+}
+
+RingExchange::Mailbox& RingExchange::box(int rank, int channel) {
+  return boxes_[static_cast<std::size_t>(rank * kChannels + channel)];
+}
+
+template <class Ready>
+void RingExchange::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const char* what) {
+  const CollectiveTally* tally = current_collective_tally();
+  const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!ready()) {
+    if (tally != nullptr && tally->abort != nullptr && tally->abort->load()) {
+      throw CollectiveAborted();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error(std::string("a ring exchange waited ") +
+                               std::to_string(limit.count()) + " ms " + what);
+    }
+    cv_.wait_for(lock, kAbortPoll);
+  }
+}
+
+template <typename T>
+void RingExchange::post(int rank, int channel, const Mat<T>& m) {
+  check_rank(rank, ranks_, channel);
+  std::unique_lock lock(mu_);
+  Mailbox& mine = box(rank, channel);
+  wait(
+      lock, [&] { return mine.taken == mine.posted; }, "for the next rank to take a block");
+  const auto bytes = static_cast<std::size_t>(m.size()) * sizeof(T);
+  mine.bytes.resize(bytes);
+  if (bytes > 0) std::memcpy(mine.bytes.data(), m.data(), bytes);
+  mine.rows = m.rows();
+  mine.cols = m.cols();
+  ++mine.posted;
+  cv_.notify_all();
+}
+
+template <typename T>
+void RingExchange::take(int rank, int channel, Mat<T>& m) {
+  check_rank(rank, ranks_, channel);
+  CollectiveTally* tally = current_collective_tally();
+  const auto start = std::chrono::steady_clock::now();
+  const SimTime cpu_start = thread_cpu_ns();
+  {
+    std::unique_lock lock(mu_);
+    Mailbox& from = box((rank + ranks_ - 1) % ranks_, channel);
+    wait(
+        lock, [&] { return from.posted > from.taken; }, "for the previous rank's block");
+    m.resize(from.rows, from.cols);
+    if (!from.bytes.empty()) std::memcpy(m.data(), from.bytes.data(), from.bytes.size());
+    ++from.taken;
+    cv_.notify_all();
+  }
+  if (tally == nullptr) return;
+  ++tally->count;
+  tally->bytes += static_cast<Bytes>(m.size()) * static_cast<Bytes>(sizeof(T));
+  tally->wall +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  const SimTime cpu_end = thread_cpu_ns();
+  if (cpu_start >= 0 && cpu_end >= cpu_start) {
+    tally->cpu = std::max<SimTime>(tally->cpu, 0) + (cpu_end - cpu_start);
+  }
+}
+
+template void RingExchange::post<float>(int, int, const Mat<float>&);
+template void RingExchange::post<double>(int, int, const Mat<double>&);
+template void RingExchange::take<float>(int, int, Mat<float>&);
+template void RingExchange::take<double>(int, int, Mat<double>&);
+
+}  // namespace pipescope::exec
