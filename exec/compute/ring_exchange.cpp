@@ -90,15 +90,8 @@ void RingExchange::take(int rank, int channel, Mat<T>& m) {
     ++from.taken;
     cv_.notify_all();
   }
-  if (tally == nullptr) return;
-  ++tally->count;
-  tally->bytes += static_cast<Bytes>(m.size()) * static_cast<Bytes>(sizeof(T));
-  tally->wall +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
-  const SimTime cpu_end = thread_cpu_ns();
-  if (cpu_start >= 0 && cpu_end >= cpu_start) {
-    tally->cpu = std::max<SimTime>(tally->cpu, 0) + (cpu_end - cpu_start);
+  if (tally != nullptr) {
+    tally->add(start, cpu_start, static_cast<Bytes>(m.size()) * static_cast<Bytes>(sizeof(T)));
   }
 }
 

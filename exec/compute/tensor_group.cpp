@@ -21,6 +21,18 @@ std::string shape(Index rows, Index cols) {
 
 }  // namespace
 
+void CollectiveTally::add(std::chrono::steady_clock::time_point start, SimTime cpu_start,
+                          Bytes moved) {
+  ++count;
+  bytes += moved;
+  wall +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  const SimTime cpu_end = thread_cpu_ns();
+  if (cpu_start >= 0 && cpu_end >= cpu_start)
+    cpu = std::max<SimTime>(cpu, 0) + (cpu_end - cpu_start);
+}
+
 CollectiveTally* current_collective_tally() {
   return current_tally;
 }
@@ -115,15 +127,8 @@ void TensorGroup::exchange(int rank, Mat<T>& m, Gather&& gather) {
     arrive_and_wait(read_, /*abortable=*/false, tally);
     m = std::move(out);
   }
-  if (tally == nullptr) return;
-  ++tally->count;
-  tally->bytes += static_cast<Bytes>(m.size()) * static_cast<Bytes>(sizeof(T));
-  tally->wall +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
-  const SimTime cpu_end = thread_cpu_ns();
-  if (cpu_start >= 0 && cpu_end >= cpu_start) {
-    tally->cpu = std::max<SimTime>(tally->cpu, 0) + (cpu_end - cpu_start);
+  if (tally != nullptr) {
+    tally->add(start, cpu_start, static_cast<Bytes>(m.size()) * static_cast<Bytes>(sizeof(T)));
   }
 }
 
