@@ -1,6 +1,5 @@
 #include "exec/compute/ring_exchange.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>

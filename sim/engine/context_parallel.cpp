@@ -7,9 +7,15 @@
 namespace pipescope {
 
 DataParallel context_ring(const Cluster& cluster) {
-  std::vector<int> members;
-  for (int c = 0; c < cluster.context_parallel; ++c) members.push_back(c * cluster.tensor_parallel);
-  return physical_ring(cluster, members, "context-parallel devices");
+  // The T tensor ranks of a group each run their ring (of ranks c T + t) at
+  // once.
+  std::vector<std::vector<int>> rings(static_cast<std::size_t>(cluster.tensor_parallel));
+  for (int t = 0; t < cluster.tensor_parallel; ++t) {
+    for (int c = 0; c < cluster.context_parallel; ++c) {
+      rings[static_cast<std::size_t>(t)].push_back(c * cluster.tensor_parallel + t);
+    }
+  }
+  return concurrent_rings(cluster, rings, "context-parallel devices");
 }
 
 SimTime ring_step_time(const DataParallel& ring, Bytes bytes) {

@@ -21,7 +21,9 @@
 namespace pipescope {
 
 // The ring among the C shares of a group (physical devices 0, T, ..., (C - 1)
-// T: context rank c of tensor rank 0); replicas = 1 without context
+// T: context rank c of tensor rank 0), loaded by the T - 1 rings of the other
+// tensor ranks that run beside it (concurrent_rings: where a node's GPUs
+// share NICs, those rings share them); replicas = 1 without context
 // parallelism.
 DataParallel context_ring(const Cluster& cluster);
 

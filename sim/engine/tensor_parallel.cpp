@@ -12,26 +12,37 @@ namespace pipescope {
 
 DataParallel physical_ring(const Cluster& cluster, const std::vector<int>& members,
                            const std::string& what) {
+  return concurrent_rings(cluster, {members}, what);
+}
+
+DataParallel concurrent_rings(const Cluster& cluster, const std::vector<std::vector<int>>& rings,
+                              const std::string& what) {
+  PS_CHECK(!rings.empty(), "at least one ring");
+  const std::vector<int>& members = rings.front();
   DataParallel ring;
   const int t = static_cast<int>(members.size());
   ring.replicas = t;
   if (t <= 1) return ring;
-  // Every step of the ring moves a slice from each device to the next at
-  // once: a link that several of the hops cross splits its bandwidth among
-  // them (a PCIe switch's uplink, a torus link on two routes), and the step
-  // ends with the slowest hop and the longest latency.
+  // Every step of a ring moves a slice from each device to the next at once,
+  // and the rings step together: a link that several of the hops cross
+  // splits its bandwidth among them (a PCIe switch's uplink, a torus link on
+  // two routes, a NIC shared by a node's GPUs), and the step ends with the
+  // slowest hop and the longest latency.
   std::map<std::int64_t, std::pair<double, int>> links;  // link -> bandwidth, hops on it
-  for (int i = 0; i < t; ++i) {
-    double latency_s = 0.0;
-    const int from = members[static_cast<std::size_t>(i)];
-    const int to = members[static_cast<std::size_t>((i + 1) % t)];
-    for (const Hop& h : cluster.physical_route(from, to)) {
-      latency_s += h.latency_s;
-      auto& [bandwidth, hops] = links[h.link];
-      bandwidth = h.bandwidth;
-      ++hops;
+  for (const std::vector<int>& each : rings) {
+    PS_CHECK(static_cast<int>(each.size()) == t, "concurrent rings of one size");
+    for (int i = 0; i < t; ++i) {
+      double latency_s = 0.0;
+      const int from = each[static_cast<std::size_t>(i)];
+      const int to = each[static_cast<std::size_t>((i + 1) % t)];
+      for (const Hop& h : cluster.physical_route(from, to)) {
+        latency_s += h.latency_s;
+        auto& [bandwidth, hops] = links[h.link];
+        bandwidth = h.bandwidth;
+        ++hops;
+      }
+      ring.latency_s = std::max(ring.latency_s, latency_s);
     }
-    ring.latency_s = std::max(ring.latency_s, latency_s);
   }
   for (const auto& [link, use] : links) {
     const double share = use.first / use.second;

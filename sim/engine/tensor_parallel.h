@@ -27,6 +27,12 @@ namespace pipescope {
 // no bandwidth.
 DataParallel physical_ring(const Cluster& cluster, const std::vector<int>& members,
                            const std::string& what);
+// Rings of the same size that run at once (the context-parallel rings of a
+// group's T tensor ranks): every hop of each loads the links on its route,
+// so a link the rings share (a NIC several GPUs reach the network through)
+// gives each its share. The first ring's figures, with the others' load.
+DataParallel concurrent_rings(const Cluster& cluster, const std::vector<std::vector<int>>& rings,
+                              const std::string& what);
 
 // The ring among a group's T devices (physical_ring of devices 0 to T - 1);
 // replicas = 1 without tensor parallelism.

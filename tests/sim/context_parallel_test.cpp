@@ -113,6 +113,26 @@ TEST(ContextParallel, TheRingRunsInsideANodeOrAcrossNodes) {
   EXPECT_LT(b.bandwidth, a.bandwidth);
 }
 
+// The T rings of a group run at once: across nodes whose 8 GPUs share one
+// NIC each, T = 8 rings of C = 2 give each an eighth of the NIC; with a NIC
+// a GPU, each its own. (T = 8 puts each share's group on a node of its own.)
+TEST(ContextParallel, TheTensorRanksRingsShareTheNodesNics) {
+  const auto cluster_of = [](int nics) {
+    Scenario sc = load({"training.tensor_parallel=8", "training.context_parallel=2"});
+    sc.cluster.interconnect.nics_per_node = nics;
+    sc.cluster.graph.reset();
+    sc.cluster.build_topology();
+    return sc.cluster;
+  };
+  const Cluster own_nics = cluster_of(8);
+  const DataParallel own = context_ring(own_nics);
+  const DataParallel shared = context_ring(cluster_of(1));
+  ASSERT_EQ(own.replicas, 2);
+  EXPECT_DOUBLE_EQ(own.bandwidth, least_bandwidth(own_nics.physical_route(0, 8)));
+  EXPECT_DOUBLE_EQ(shared.bandwidth, own.bandwidth / 8);
+  EXPECT_DOUBLE_EQ(shared.latency_s, own.latency_s);
+}
+
 TEST(ContextParallel, TheGradientsReduceOverTheShares) {
   // One replica of C = 2 still reduces its gradients, over its two shares;
   // with D = 2 over the four devices that hold the same weights.
