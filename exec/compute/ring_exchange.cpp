@@ -12,9 +12,6 @@ namespace pipescope::exec {
 
 namespace {
 
-// How often a waiting rank looks at the abort flag (as the tensor group's).
-constexpr std::chrono::milliseconds kAbortPoll{5};
-
 void check_rank(int rank, int ranks, int channel) {
   if (rank < 0 || rank >= ranks) {
     throw std::invalid_argument("ring rank " + std::to_string(rank) + " outside [0, " +
@@ -53,7 +50,7 @@ void RingExchange::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const
       throw std::runtime_error(std::string("a ring exchange waited ") +
                                std::to_string(limit.count()) + " ms " + what);
     }
-    cv_.wait_for(lock, kAbortPoll);
+    cv_.wait_for(lock, CollectiveTally::kAbortPoll);
   }
 }
 

@@ -11,10 +11,6 @@ namespace {
 
 thread_local CollectiveTally* current_tally = nullptr;
 
-// How often a waiting rank looks at the abort flag: the watchdog wakes the
-// transport's receivers, not the groups, which are the layers'.
-constexpr std::chrono::milliseconds kAbortPoll{5};
-
 std::string shape(Index rows, Index cols) {
   return "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")";
 }
@@ -75,7 +71,7 @@ void TensorGroup::arrive_and_wait(Barrier& b, bool abortable, const CollectiveTa
                                  " ms for the other tensor-parallel ranks");
       }
     }
-    cv_.wait_for(lock, kAbortPoll);
+    cv_.wait_for(lock, CollectiveTally::kAbortPoll);
   }
 }
 

@@ -41,6 +41,9 @@ class CollectiveAborted : public std::runtime_error {
 // Without one an all-reduce waits at most kDefaultLimit and is not counted.
 struct CollectiveTally {
   static constexpr std::chrono::milliseconds kDefaultLimit{60000};
+  // How often a waiting rank looks at the abort flag: the watchdog wakes the
+  // transport's receivers, not the groups and rings, which are the layers'.
+  static constexpr std::chrono::milliseconds kAbortPoll{5};
   const std::atomic<bool>* abort = nullptr;  // set when the step stops
   std::chrono::milliseconds limit = kDefaultLimit;
   int count = 0;     // all-reduces since the last reset
