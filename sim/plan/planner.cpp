@@ -216,9 +216,9 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
     const PlanCandidate& c = all[i];
     const auto same = [&](const PlanCandidate& o) {
       return o.tensor_parallel == c.tensor_parallel && o.expert_parallel() == c.expert_parallel() &&
-             o.stages == c.stages && o.data_parallel == c.data_parallel &&
-             o.micro_batches == c.micro_batches && o.schedule == c.schedule &&
-             o.chunks == c.chunks && o.custom == c.custom;
+             o.context_parallel() == c.context_parallel() && o.stages == c.stages &&
+             o.data_parallel == c.data_parallel && o.micro_batches == c.micro_batches &&
+             o.schedule == c.schedule && o.chunks == c.chunks && o.custom == c.custom;
     };
     if (i == 0 || !same(all[i - 1])) out.push_back(i);
   }
