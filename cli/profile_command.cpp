@@ -58,6 +58,13 @@ namespace {
 
 // What every rank checks alike before any measurement.
 exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& scenario) {
+  if (scenario.cluster.context_parallel > 1 && o.backend != "cpu") {
+    throw ScenarioError(o.scenario.file, "training.context_parallel",
+                        "--backend " + o.backend +
+                            " profiles whole sequences; the cpu backend profiles a share of "
+                            "each (context parallelism), or profile the scenario with "
+                            "context_parallel 1");
+  }
   if (scenario.training.tensor_parallel > 1) {
     throw ScenarioError(o.scenario.file, "training.tensor_parallel",
                         "the executor profiles whole layers, one per device; profile the "

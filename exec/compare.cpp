@@ -278,8 +278,9 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   c.measured_bubble = measured_bubble(median, c.stages);
   c.tensor_parallel = scenario.cluster.tensor_parallel;
   c.context_parallel = scenario.cluster.context_parallel;
-  c.cores = scenario.cluster.shared_cores * c.tensor_parallel;
-  c.shared_cores = c.cores > 0 && c.cores < c.stages * c.tensor_parallel;
+  const int ranks = c.tensor_parallel * c.context_parallel;  // a stage's threads
+  c.cores = scenario.cluster.shared_cores * ranks;
+  c.shared_cores = c.cores > 0 && c.cores < c.stages * ranks;
 }
 
 std::vector<StageComparison> compare_busy(const SimResult& predicted,

@@ -197,13 +197,14 @@ void ModelProfiler::State::add_entries() {
 }
 
 void ModelProfiler::State::make_batches() {
-  // Under context parallelism share 0 of each sequence, as its rank runs it.
+  // Under context parallelism the last share of each sequence, as its rank
+  // runs it (build_tensor_rank_alone).
   const int C = spec.context_parallel;
   for (const std::int64_t b : options.batch_sizes) {
-    batches.push_back(share_of(whole_batch(task, static_cast<int>(b), 0, options.seed), 0, C));
+    batches.push_back(share_of(whole_batch(task, static_cast<int>(b), 0, options.seed), C - 1, C));
   }
   for (const MicroBatch& mb : batches) {
-    contexts.push_back(share_context(mb, 0, C, std::int64_t{mb.batch} * mb.seq * C));
+    contexts.push_back(share_context(mb, C - 1, C, std::int64_t{mb.batch} * mb.seq * C));
   }
 }
 

@@ -193,12 +193,14 @@ StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
       abandoned_ = run->abandoned_ops();
       throw;
     }
-    // A failed step leaves partial gradient sums; drop them so the next step
-    // starts clean. (Stages whose optimizer op already ran keep their update.)
+    // A failed step leaves partial gradient sums, and blocks in the rings
+    // that nobody took; drop them so the next step starts clean. (Stages
+    // whose optimizer op already ran keep their update.)
     for (std::vector<LayerList>& stages : core_->ranks) {
       for (LayerList& ls : stages) {
         for (auto& layer : ls) {
           for (Param* p : layer->params()) zero_grad(*p);
+          layer->reset_exchanges();
         }
       }
     }

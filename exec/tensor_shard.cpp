@@ -162,8 +162,10 @@ LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t
   LayerList out;
   for (std::size_t i = 0; i < whole.size(); ++i) {
     // A ring of one plays every share's block with its own: the work of each
-    // step, not its exchange.
-    const ContextRing ring{C > 1 ? std::make_shared<RingExchange>(1) : nullptr, {0, C}};
+    // step, not its exchange. The last share's: the others skip the rows a
+    // block hides whole (share 0 half of them at every step but its own),
+    // the last none, and the ring moves at the slowest share's pace.
+    const ContextRing ring{C > 1 ? std::make_shared<RingExchange>(1) : nullptr, {C - 1, C}};
     out.push_back(shard_layer(params, *whole[i], i, whole.size(),
                               TensorRank(std::make_shared<TensorGroup>(1), 0, T), ring));
   }

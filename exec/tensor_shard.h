@@ -44,8 +44,9 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
 
 // Rank 0's layers alone, their all-reduces returning at once (a group of one):
 // what one rank computes, for the profiler to time. Under context parallelism
-// (C > 1) share 0's, its ring of one passing each step its own keys and values
-// as another share's: each step's work, not its exchange.
+// (C > 1) the last share's (C - 1, the one with the most work), its ring of
+// one passing each step its own keys and values as another share's: each
+// step's work, not its exchange.
 LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T,
                                   int C = 1);
 

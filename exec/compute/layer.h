@@ -99,6 +99,10 @@ class Layer {
   }
   virtual std::vector<Param*> params() = 0;
   std::int64_t param_count();
+  // Drops what a failed step left in the layer's exchanges with other ranks
+  // (a context-parallel ring's blocks posted and never taken), once no rank
+  // runs; the next step starts clean. Default: nothing to drop.
+  virtual void reset_exchanges() {}
 };
 
 using LayerList = std::vector<std::unique_ptr<Layer>>;

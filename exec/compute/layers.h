@@ -213,6 +213,9 @@ class MathLayer final : public Layer {
   Tensor backward_input(const Tensor& dy, const Context& ctx, const Stash& stash,
                         WeightGradQueue& deferred) override;
   std::vector<Param*> params() override;
+  void reset_exchanges() override {
+    if constexpr (requires(const Math& m) { m.reset_exchanges(); }) math_.reset_exchanges();
+  }
   const Math& math() const { return math_; }
 
  private:

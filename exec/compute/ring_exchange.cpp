@@ -33,6 +33,11 @@ RingExchange::RingExchange(int ranks) : ranks_(ranks) {
   boxes_.resize(static_cast<std::size_t>(ranks) * kChannels);
 }
 
+void RingExchange::reset() {
+  std::lock_guard lock(mu_);
+  for (Mailbox& b : boxes_) b = Mailbox{};
+}
+
 RingExchange::Mailbox& RingExchange::box(int rank, int channel) {
   return boxes_[static_cast<std::size_t>(rank * kChannels + channel)];
 }
@@ -57,10 +62,15 @@ void RingExchange::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const
 template <typename T>
 void RingExchange::post(int rank, int channel, const Mat<T>& m) {
   check_rank(rank, ranks_, channel);
+  CollectiveTally* tally = current_collective_tally();
+  const auto start = std::chrono::steady_clock::now();
+  const SimTime cpu_start = thread_cpu_ns();
   std::unique_lock lock(mu_);
   Mailbox& mine = box(rank, channel);
   wait(
       lock, [&] { return mine.taken == mine.posted; }, "for the next rank to take a block");
+  // A wait for the next rank is the exchange's time, not the op's compute.
+  if (tally != nullptr) tally->add(start, cpu_start, 0, /*collectives=*/0);  // the take counts it
   const auto bytes = static_cast<std::size_t>(m.size()) * sizeof(T);
   mine.bytes.resize(bytes);
   if (bytes > 0) std::memcpy(mine.bytes.data(), m.data(), bytes);

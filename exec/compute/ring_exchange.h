@@ -40,6 +40,10 @@ class RingExchange {
   template <typename T>
   void take(int rank, int channel, Mat<T>& m);
 
+  // Empties every mailbox: what a failed step posted and nobody took. Only
+  // once no rank uses the ring.
+  void reset();
+
   // One rank's end of the ring, as the attention kernels take it.
   struct Port {
     RingExchange* ring = nullptr;

@@ -18,8 +18,8 @@ std::string shape(Index rows, Index cols) {
 }  // namespace
 
 void CollectiveTally::add(std::chrono::steady_clock::time_point start, SimTime cpu_start,
-                          Bytes moved) {
-  ++count;
+                          Bytes moved, int collectives) {
+  count += collectives;
   bytes += moved;
   wall +=
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)

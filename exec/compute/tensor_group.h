@@ -50,9 +50,11 @@ struct CollectiveTally {
   SimTime wall = 0;  // ns in them: waiting for the other ranks and reducing
   SimTime cpu = -1;  // the thread's CPU time in them (-1 without a CPU clock)
   Bytes bytes = 0;   // of the matrices reduced
-  // Counts one collective of `moved` bytes that began at `start`, when the
-  // thread's CPU clock read `cpu_start` (-1: none).
-  void add(std::chrono::steady_clock::time_point start, SimTime cpu_start, Bytes moved);
+  // Counts `collectives` (one, or none for a part of one) of `moved` bytes
+  // that began at `start`, when the thread's CPU clock read `cpu_start` (-1:
+  // none).
+  void add(std::chrono::steady_clock::time_point start, SimTime cpu_start, Bytes moved,
+           int collectives = 1);
   void reset() {
     count = 0;
     wall = 0;

@@ -147,8 +147,7 @@ Mat<T> TensorBlockMath::attend(const Mat<T>& qkv, const Context& ctx, Mat<T>& st
                                 str(share.rank) + " of a context-parallel ring of " + str(shares));
   }
   if (!ring_.ring) return attention_forward(qkv, local_attention(ctx), state);
-  return ring_attention_forward(qkv, local_attention(ctx), share, ring_.ring->port(share.rank),
-                                state);
+  return ring_attention_forward(qkv, local_attention(ctx), share, ring_.port(), state);
 }
 
 template <typename T>
@@ -156,7 +155,7 @@ Mat<T> TensorBlockMath::attend_backward(const Mat<T>& dattn, const Context& ctx,
                                         const std::vector<Mat<T>>& st) const {
   if (!ring_.ring) return attention_backward(dattn, st[kQkv], st[kProbs], local_attention(ctx));
   return ring_attention_backward(dattn, st[kQkv], st[kAttn], st[kProbs], local_attention(ctx),
-                                 ring_.share, ring_.ring->port(ring_.share.rank));
+                                 ring_.share, ring_.port());
 }
 
 template <typename T>

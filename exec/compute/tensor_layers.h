@@ -68,6 +68,9 @@ struct ShardRule {
 struct ContextRing {
   std::shared_ptr<RingExchange> ring;
   RingShare share;
+  // The share's end of the ring; a ring of one (the profiler's) is rank 0's,
+  // whatever share it plays.
+  RingExchange::Port port() const { return ring->port(ring->ranks() == 1 ? 0 : share.rank); }
 };
 
 class VocabEmbeddingMath {
@@ -106,6 +109,10 @@ class TensorBlockMath {
   template <typename T>
   Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
                   const std::vector<Mat<T>>& stash) const;
+  // Empties the ring's mailboxes (Layer::reset_exchanges).
+  void reset_exchanges() const {
+    if (ring_.ring) ring_.ring->reset();
+  }
 
  private:
   AttentionShape local_attention(const Context& ctx) const;  // the rank's heads

@@ -46,11 +46,11 @@ TEST(SimulateCli, ContextParallelSplitsTheSequence) {
 }
 
 // The step lines' losses of `run`'s output ("step    1  loss 4.17126 ...").
-std::vector<std::string> losses(const std::string& out) {
-  std::vector<std::string> found;
+std::vector<double> losses(const std::string& out) {
+  std::vector<double> found;
   for (std::size_t at = out.find("loss "); at != std::string::npos;
        at = out.find("loss ", at + 1)) {
-    found.push_back(out.substr(at + 5, out.find(' ', at + 5) - (at + 5)));
+    found.push_back(std::stod(out.substr(at + 5, out.find(' ', at + 5) - (at + 5))));
   }
   return found;
 }
@@ -72,8 +72,12 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   ASSERT_EQ(shares.status, 0) << shares.err;
   const CliResult one = run("run " + whole + " --steps 2");
   ASSERT_EQ(one.status, 0) << one.err;
-  EXPECT_EQ(losses(shares.out).size(), 2u) << shares.out;
-  EXPECT_EQ(losses(shares.out), losses(one.out)) << shares.out << one.out;
+  const std::vector<double> got = losses(shares.out), want = losses(one.out);
+  ASSERT_EQ(got.size(), 2u) << shares.out;
+  ASSERT_EQ(want.size(), 2u) << one.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << shares.out << one.out;  // printed to 6 digits
+  }
   const CliResult compare = run("compare " + cp + " --steps 3 --json");
   ASSERT_EQ(compare.status, 0) << compare.err;
   const nlohmann::json j = nlohmann::json::parse(compare.out);
@@ -81,8 +85,8 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   EXPECT_EQ(j["K"], 2);
   EXPECT_GT(j["predicted_step_time_s"].get<double>(), 0.0);
   EXPECT_GT(j["measured_step_time_s"].get<double>(), 0.0);
-  // A forward and a backward of each of the 4 micro-batches on each stage,
-  // and each stage's optimizer step, compared op by op.
+  // The forward of each of the 4 micro-batches on each of the 2 stages,
+  // compared op by op.
   int forwards = 0;
   for (const nlohmann::json& op : j["ops"])
     forwards += op["kind"] == "F kept" ? op["count"].get<int>() : 0;

@@ -8,7 +8,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../tiny_models.h"
@@ -152,6 +157,52 @@ TEST(ContextParallelPlans, RunPlanTrainsTheSharesAsTheWholeModelWould) {
     EXPECT_STREQ(e.what(),
                  "C=2: context parallelism runs on the cpu backend only (a thread per share)");
   }
+}
+
+// A step that fails while the other share is in the ring leaves its block
+// there; the next step must not take it: it trains as a fresh runtime does.
+TEST(ContextParallelFaults, AFailedStepLeavesNothingInTheRings) {
+  const TransformerParams p = params();
+  const auto runtime = [&](std::function<void(int, const Op&)> before_op) {
+    std::vector<std::vector<LayerList>> ranks;
+    for (LayerList& rank : build_context_ranks(p, kSeed, 1, 2)) {
+      ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(4, 1)));
+    }
+    RuntimeOptions options;
+    options.optimizer = momentum();
+    options.watchdog = std::chrono::milliseconds(20000);
+    options.before_op = std::move(before_op);
+    return std::make_unique<PipelineRuntime>(
+        std::move(ranks), build_schedule(ScheduleKind::kGpipe, 1, 2, Remat::kNever), options, 2);
+  };
+  // The first of the two shares to reach F(0,1) fails there, once the other
+  // has gone on into the ring and posted its block (it then stops when the
+  // step does).
+  std::atomic<int> arrivals{0};
+  std::atomic<bool> armed{true};
+  auto faulty = runtime([&](int, const Op& op) {
+    if (armed && op == Op{OpKind::kForward, 0, 1} && arrivals.fetch_add(1) == 0) {
+      while (arrivals.load() < 2) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      throw std::runtime_error("injected fault");
+    }
+  });
+  const auto train = [&](PipelineRuntime& rt) {
+    Trace t;
+    for (int step = 0; step < kSteps; ++step) {
+      t.losses.push_back(
+          rt.step(synthetic_batch(task_of(p), kBatch, 2, static_cast<std::uint64_t>(step), kSeed))
+              .loss);
+    }
+    t.params = share_params(rt);
+    return t;
+  };
+  EXPECT_THROW(faulty->step(synthetic_batch(task_of(p), kBatch, 2, 0, kSeed)), StageError);
+  armed = false;
+  // The weights are what a fresh runtime's are (no optimizer step ran): the
+  // same steps give the same losses and weights, the keys' and values'
+  // gradients, which a stale block would send to the wrong place, included.
+  expect_same(train(*runtime(nullptr)), train(*faulty));
 }
 
 TEST(ContextParallelRefusals, SequencesThatDoNotCutInto2CChunks) {

@@ -76,12 +76,17 @@ TEST(RingExchange, EachRankTakesWhatThePreviousRankPosted) {
   EXPECT_EQ(got[0](0, 0), 3.0 + 30.0);
   EXPECT_EQ(got[1](1, 1), 1.0 + 10.0);
   EXPECT_EQ(got[2](0, 1), 2.0 + 20.0);
-  // A second post waits until the first is taken; a ring of one takes its own.
+  // A ring of one takes its own; a reset drops what nobody took.
   RingExchange one(1);
   one.post(0, 0, MatD(MatD::Constant(1, 1, 7.0)));
   MatD mine;
   one.take(0, 0, mine);
   EXPECT_EQ(mine(0, 0), 7.0);
+  one.post(0, 0, MatD(MatD::Constant(1, 1, 8.0)));  // left behind by a failed step
+  one.reset();
+  one.post(0, 0, MatD(MatD::Constant(1, 1, 9.0)));
+  one.take(0, 0, mine);
+  EXPECT_EQ(mine(0, 0), 9.0);
   EXPECT_THROW(one.post(1, 0, mine), std::invalid_argument);
   EXPECT_THROW(one.post(0, 2, mine), std::invalid_argument);
 }
