@@ -109,14 +109,13 @@ MicroBatch share_of(const MicroBatch& mb, int share, int shares) {
                                 " tokens do not cut into 2C = " + std::to_string(2 * shares) +
                                 " chunks");
   }
-  const Context where{mb.batch, mb.seq / shares, nullptr, 1.0, share, shares};
   MicroBatch out;
   out.batch = mb.batch;
-  out.seq = where.seq;
+  out.seq = mb.seq / shares;
   out.input.resize(Index{mb.batch} * out.seq, mb.input.cols());
   for (Index i = 0; i < mb.batch; ++i) {
     for (Index t = 0; t < out.seq; ++t) {
-      const Index from = i * mb.seq + where.position(t);
+      const Index from = i * mb.seq + share_position(t, out.seq, share, shares);
       out.input.row(i * out.seq + t) = mb.input.row(from);
       out.targets.push_back(mb.targets[static_cast<std::size_t>(from)]);
     }

@@ -29,6 +29,16 @@ struct Param {
   bool on_device() const { return !d_value.empty(); }
 };
 
+// Context parallelism: the position in its whole sequence of row t (0 <= t
+// < seq) of share `share` of `shares` of the sequence, seq rows: chunks share
+// and 2 shares - 1 - share of 2 shares (the causal load balance), half of
+// the rows from each.
+inline std::int64_t share_position(std::int64_t t, std::int64_t seq, int share, int shares) {
+  if (shares == 1) return t;
+  const std::int64_t half = seq / 2;
+  return t < half ? share * half + t : (2 * shares - 1 - share) * half + (t - half);
+}
+
 // What a micro-batch brings besides its activations.
 struct Context {
   int batch = 1;  // sequences (samples) in the micro-batch
@@ -45,11 +55,7 @@ struct Context {
   int share = 0;
   int shares = 1;
   // The position in its whole sequence of the share's row t (0 <= t < seq).
-  std::int64_t position(std::int64_t t) const {
-    if (shares == 1) return t;
-    const std::int64_t half = seq / 2;
-    return t < half ? share * half + t : (2 * shares - 1 - share) * half + (t - half);
-  }
+  std::int64_t position(std::int64_t t) const { return share_position(t, seq, share, shares); }
   // Positions in the whole sequence.
   std::int64_t whole_seq() const { return std::int64_t{seq} * shares; }
 };

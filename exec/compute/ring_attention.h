@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "exec/compute/kernels.h"
+#include "exec/compute/layer.h"
 
 namespace pipescope::exec {
 
@@ -30,14 +31,9 @@ namespace pipescope::exec {
 struct RingShare {
   int rank = 0;
   int ranks = 1;
-  // The position in the whole sequence of row t of `rank`'s share of `seq`
-  // rows (two halves: chunks rank and 2 ranks - 1 - rank), as
-  // Context::position.
-  Index position(int of, Index t, Index seq) const {
-    if (ranks == 1) return t;
-    const Index half = seq / 2;
-    return t < half ? of * half + t : (2 * ranks - 1 - of) * half + (t - half);
-  }
+  // The position in the whole sequence of row t of share `of`'s `seq` rows
+  // (share_position).
+  Index position(int of, Index t, Index seq) const { return share_position(t, seq, of, ranks); }
 };
 
 namespace ring_detail {

@@ -102,10 +102,10 @@ Mat<T> TensorGroup::reduced(Index rows, Index cols, Reduce op) const {
   return out;
 }
 
-template <typename T, class Gather>
-void TensorGroup::exchange(int rank, Mat<T>& m, Gather&& gather) {
+template <typename T>
+void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
   if (rank < 0 || rank >= ranks_) {
-    throw std::invalid_argument("rank " + std::to_string(rank) + " outside [0, " +
+    throw std::invalid_argument("tensor rank " + std::to_string(rank) + " outside [0, " +
                                 std::to_string(ranks_) + ")");
   }
   CollectiveTally* tally = current_tally;
@@ -119,18 +119,13 @@ void TensorGroup::exchange(int rank, Mat<T>& m, Gather&& gather) {
     arrive_and_wait(posted_, /*abortable=*/true, tally);
     // Every rank checks every shape, so all throw alike before the second barrier.
     check_shapes(rank);
-    Mat<T> out = gather();
+    Mat<T> out = reduced<T>(m.rows(), m.cols(), op);
     arrive_and_wait(read_, /*abortable=*/false, tally);
     m = std::move(out);
   }
   if (tally != nullptr) {
     tally->add(start, cpu_start, static_cast<Bytes>(m.size()) * static_cast<Bytes>(sizeof(T)));
   }
-}
-
-template <typename T>
-void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
-  exchange(rank, m, [&] { return reduced<T>(m.rows(), m.cols(), op); });
 }
 
 template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);

@@ -112,11 +112,6 @@ class TensorGroup {
   // The slots reduced in rank order; between the two barriers.
   template <typename T>
   Mat<T> reduced(Index rows, Index cols, Reduce op) const;
-  // Posts m in rank's slot, waits for every rank's, checks their shapes, sets
-  // m to gather(), waits until every rank has read, and counts the exchange
-  // in the thread's tally.
-  template <typename T, class Gather>
-  void exchange(int rank, Mat<T>& m, Gather&& gather);
   // Waits at `b` until every rank has arrived. With `abortable` the wait gives
   // up (and withdraws) when the step stops or the limit passes; without, it
   // waits on: the others are then only reading, and cannot be held up.
