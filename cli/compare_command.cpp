@@ -267,6 +267,7 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
   nlohmann::json out{{"K", c.stages},
                      {"T", c.tensor_parallel},
                      {"C", c.context_parallel},
+                     {"E", c.expert_parallel},
                      {"M", c.micro_batches},
                      {"predicted_step_time_s", c.predicted_step_s},
                      {"measured_step_time_s", c.measured_step_s},
@@ -325,7 +326,8 @@ void print_heading(const CompareOptions& o, const CompareInputs& in, const Profi
                    const exec::Comparison& c, const std::vector<exec::Comparison>& rounds) {
   const std::string T =
       (c.tensor_parallel > 1 ? ", T=" + std::to_string(c.tensor_parallel) : std::string()) +
-      (c.context_parallel > 1 ? ", C=" + std::to_string(c.context_parallel) : std::string());
+      (c.context_parallel > 1 ? ", C=" + std::to_string(c.context_parallel) : std::string()) +
+      (c.expert_parallel > 1 ? ", E=" + std::to_string(c.expert_parallel) : std::string());
   std::printf("Comparing %s: %s, K=%d%s, M=%d, micro-batch %lld, remat %s, %s\n", o.plan.c_str(),
               in.model.name.c_str(), c.stages, T.c_str(), c.micro_batches,
               static_cast<long long>(in.plan.micro_batch_size),
@@ -416,9 +418,16 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const std::
   if (c.context_parallel > 1) {
     std::printf(
         "Ring exchanges      %d shares; measured: each share's waits for the keys and values "
-        "and their gradients (the all-reduce rows); predicted: within the step, on the "
+        "and their gradients (the collectives rows); predicted: within the step, on the "
         "context lane\n",
         c.context_parallel);
+  }
+  if (c.expert_parallel > 1) {
+    std::printf(
+        "All-to-alls         %d expert ranks, each a replica of its own; measured: each rank's "
+        "dispatch and combination, waits for the others included (the collectives rows); "
+        "predicted: two all-to-alls a mixture in each forward and each backward\n",
+        c.expert_parallel);
   }
   if (in.plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", in.plan.data_parallel);

@@ -122,9 +122,15 @@ int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
   }
   std::cout << "Running " << o.plan << ": " << spec.name << ", "
             << format_count(static_cast<double>(spec.total_params())) << " params"
-            << (plan.tensor_parallel > 1 ? " a tensor rank" : "") << ", K=" << plan.stages
+            << (plan.tensor_parallel > 1   ? " a tensor rank"
+                : plan.expert_parallel > 1 ? " an expert rank"
+                                           : "")
+            << ", K=" << plan.stages
             << (plan.tensor_parallel > 1 ? ", T=" + std::to_string(plan.tensor_parallel) : "")
-            << ", M=" << plan.micro_batches << ", batch " << batch << ", remat "
+            << (plan.context_parallel > 1 ? ", C=" + std::to_string(plan.context_parallel) : "")
+            << (plan.expert_parallel > 1 ? ", E=" + std::to_string(plan.expert_parallel) : "")
+            << ", M=" << plan.micro_batches << ", batch " << batch
+            << (plan.expert_parallel > 1 ? " an expert rank" : "") << ", remat "
             << remat_label(plan.remat) << ", " << o.steps << " steps " << where << "\n";
   if (on_host) std::cout << "Kernels: " << exec::kernel_level_label() << "\n";
   std::cout << "\n";
@@ -239,10 +245,14 @@ int run_run(const RunOptions& o) {
   // Host memory holds every stage on the CPU backend; a GPU's is its own.
   if (o.backend == "cpu") exec::check_plan_fits_host(plan, o.plan);
   exec::PlanRunOptions run = run_options(o);
-  std::string where = plan.tensor_parallel > 1
-                          ? "on the CPU (" + std::to_string(plan.tensor_parallel) +
-                                " threads per stage, one per tensor rank)"
-                          : std::string("on the CPU (one thread per stage)");
+  const int ranks = plan.tensor_parallel * plan.context_parallel * plan.expert_parallel;
+  std::string where = ranks > 1 ? "on the CPU (" + std::to_string(ranks) +
+                                      " threads per stage, one per " +
+                                      (plan.expert_parallel > 1    ? "expert rank"
+                                       : plan.context_parallel > 1 ? "rank of a share"
+                                                                   : "tensor rank") +
+                                      ")"
+                                : std::string("on the CPU (one thread per stage)");
   if (o.backend == "cuda") {
     const GpuStages gpus = gpu_stages();
     check_plan_fits_gpus(plan, o.plan, gpus.gpus);

@@ -100,6 +100,10 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.context_parallel = C;
   sc.training.context_parallel_given = C > 1;
   sc.cluster.context_parallel = C;
+  // Expert parallelism: one of the E replicas (cpu_sim_config adds the others).
+  const int E = plan.expert_parallel;
+  sc.training.expert_parallel = E;
+  sc.training.expert_parallel_given = E > 1;
   if (profile && T > 1) profile = std::make_shared<const Profile>(group_profile(*profile, T));
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;
@@ -108,12 +112,23 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   }
   if (profile) apply_profile(sc, std::move(profile), profile_file);
   if (link) sc.cluster.interconnect = *link;
-  // A group's op holds T x C cores; the cores hold cores / (T x C) groups' ops
-  // at once.
-  if (T * C > 1 && sc.cluster.shared_cores > 0) {
-    sc.cluster.shared_cores = std::max(1, sc.cluster.shared_cores / (T * C));
+  // A group's op holds T x C cores, and the E replicas' ops run at once: the
+  // cores hold cores / (T x C x E) of one replica's groups' ops at once.
+  if (T * C * E > 1 && sc.cluster.shared_cores > 0) {
+    sc.cluster.shared_cores = std::max(1, sc.cluster.shared_cores / (T * C * E));
   }
   return sc;
+}
+
+SimConfig cpu_sim_config(const Plan& plan, const Scenario& sc) {
+  SimConfig config = plan_sim_config(plan);
+  const int E = plan.expert_parallel;
+  if (E > 1) {
+    Cluster replicas = sc.cluster;
+    replicas.devices = plan.stages * E;
+    config.data_parallel = data_parallel_ring(replicas, plan.stages, E, E);
+  }
+  return config;
 }
 
 double relative_error(double predicted, double measured) {
@@ -278,7 +293,9 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   c.measured_bubble = measured_bubble(median, c.stages);
   c.tensor_parallel = scenario.cluster.tensor_parallel;
   c.context_parallel = scenario.cluster.context_parallel;
-  const int ranks = c.tensor_parallel * c.context_parallel;  // a stage's threads
+  c.expert_parallel = scenario.training.expert_parallel;
+  // A stage's threads.
+  const int ranks = c.tensor_parallel * c.context_parallel * c.expert_parallel;
   c.cores = scenario.cluster.shared_cores * ranks;
   c.shared_cores = c.cores > 0 && c.cores < c.stages * ranks;
 }
@@ -346,9 +363,13 @@ OpComparison op_row(int s, std::string kind, SimTime count, SimTime predicted_ns
 }
 
 // Model stage s's predicted op times against its measured means, each kind it
-// ran, then each kind's all-reduces (one row for F, kept or not).
+// ran, then each kind's collectives (one row for F, kept or not), named
+// `collectives`: the tensor group's all-reduces, the expert ranks'
+// all-to-alls and the context ring's exchanges, whichever the plan has.
 void compare_ops(std::vector<OpComparison>& out, int s, const StageCost& p, const OpSums& m,
-                 bool split) {
+                 bool split, const std::string& collectives) {
+  const SimTime forward = p.tp_forward + p.ep_forward + p.cp_forward;
+  const SimTime backward = p.tp_backward + p.ep_backward + p.cp_backward;
   const std::pair<std::size_t, SimTime> kinds[] = {
       {at(EventKind::kForward), p.forward},
       {kKept, p.forward_kept.value_or(p.forward)},
@@ -364,14 +385,13 @@ void compare_ops(std::vector<OpComparison>& out, int s, const StageCost& p, cons
   const SimTime forwards = m.tp_count[at(EventKind::kForward)] + m.tp_count[kKept];
   if (forwards > 0) {
     const SimTime mean = (m.tp_total[at(EventKind::kForward)] + m.tp_total[kKept]) / forwards;
-    out.push_back(op_row(s, "F all-reduce", forwards, p.tp_forward, mean, mean));
+    out.push_back(op_row(s, "F " + collectives, forwards, forward, mean, mean));
   }
   for (const std::size_t i : {at(EventKind::kRecompute), at(EventKind::kBackward)}) {
     if (m.tp_count[i] == 0) continue;
-    const SimTime predicted = i == at(EventKind::kBackward) ? p.tp_backward : p.tp_forward;
-    out.push_back(op_row(s,
-                         std::string(1, i == at(EventKind::kBackward) ? 'B' : 'R') + " all-reduce",
-                         m.tp_count[i], predicted, m.mean_tp(i), m.mean_tp(i)));
+    const bool b = i == at(EventKind::kBackward);
+    out.push_back(op_row(s, std::string(1, b ? 'B' : 'R') + " " + collectives, m.tp_count[i],
+                         b ? backward : forward, m.mean_tp(i), m.mean_tp(i)));
   }
 }
 
@@ -396,7 +416,7 @@ void compare_replays(Comparison& c, const Scenario& scenario, const Schedule& sc
 Comparison compare_run(const Scenario& scenario, const Plan& plan,
                        const std::vector<StepResult>& steps, int warmup) {
   PS_CHECK(!steps.empty(), "compare needs at least one measured step");
-  SimConfig config = plan_sim_config(plan);
+  SimConfig config = cpu_sim_config(plan, scenario);
   config.record_timeline = plan.tensor_parallel > 1;  // for its all-reduces
   const SimResult predicted = simulate(scenario, config);
   Comparison c;
@@ -414,8 +434,10 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   const MeasuredOps ops = measure_ops(median.timeline, schedule, plan.model_stages(), plan.stages);
   c.per_stage = compare_busy(predicted, ops.device_busy);
   for (int s = 0; s < plan.model_stages(); ++s) {
-    compare_ops(c.per_op, s, predicted.stage_costs.at(static_cast<std::size_t>(s)),
-                ops.stages[static_cast<std::size_t>(s)], schedule.split);
+    compare_ops(
+        c.per_op, s, predicted.stage_costs.at(static_cast<std::size_t>(s)),
+        ops.stages[static_cast<std::size_t>(s)], schedule.split,
+        plan.context_parallel > 1 || plan.expert_parallel > 1 ? "collectives" : "all-reduce");
   }
   compare_replays(c, scenario, schedule, predicted, ops);
   if (plan.tensor_parallel > 1) {

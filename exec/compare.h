@@ -27,8 +27,15 @@ namespace pipescope::exec {
 // a null profile leaves the preset's nominal figures. Under tensor parallelism
 // a group computes on T cores at once: the cores shared are cores / T groups,
 // and the concurrency slowdown of n groups computing is that of n T cores.
+// Under expert parallelism the scenario is one of the E replicas that run on
+// the machine at once, each a group's op on the cores besides.
 Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
                       std::shared_ptr<const Profile> profile, const std::string& profile_file);
+
+// How to simulate `plan` on cpu_scenario's `sc`: plan_sim_config, and under
+// expert parallelism the E replicas of the run as its data-parallel group (their
+// all-to-alls and gradient all-reduce at the scenario's link).
+SimConfig cpu_sim_config(const Plan& plan, const Scenario& sc);
 
 // The link whose ring all-reduce among T devices, 2 (T - 1) (latency + B / (T
 // bandwidth)) (the simulator's), takes what the profile's tensor group
@@ -107,6 +114,7 @@ struct Comparison {
   bool shared_cores = false;    // more stages (times T) than cores
   int tensor_parallel = 1;      // T
   int context_parallel = 1;     // C
+  int expert_parallel = 1;      // E
   CollectiveMatch collectives;  // T > 1
 };
 

@@ -101,6 +101,23 @@ MicroBatch whole_batch(const TaskShape& shape, int global_batch, std::uint64_t s
   return samples(shape, 0, global_batch, step, seed);
 }
 
+MicroBatch samples_of(const MicroBatch& mb, int rank, int ranks) {
+  using Index = Eigen::Index;
+  if (ranks == 1 && rank == 0) return mb;
+  if (ranks < 1 || rank < 0 || rank >= ranks || mb.batch % ranks != 0) {
+    throw std::invalid_argument(std::to_string(mb.batch) + " samples do not split over E = " +
+                                std::to_string(ranks) + " expert ranks");
+  }
+  MicroBatch out;
+  out.batch = mb.batch / ranks;
+  out.seq = mb.seq;
+  const Index rows = Index{out.batch} * mb.seq;
+  out.input = mb.input.middleRows(rows * rank, rows);
+  const auto first = mb.targets.begin() + rows * rank;
+  out.targets.assign(first, first + rows);
+  return out;
+}
+
 MicroBatch share_of(const MicroBatch& mb, int share, int shares) {
   using Index = Eigen::Index;
   if (shares == 1 && share == 0) return mb;

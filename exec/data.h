@@ -39,6 +39,11 @@ std::vector<MicroBatch> synthetic_batch(const TaskShape& shape, int global_batch
 MicroBatch whole_batch(const TaskShape& shape, int global_batch, std::uint64_t step,
                        std::uint64_t seed);
 
+// Expert rank `rank`'s samples of mb, of `ranks` (expert parallelism): its
+// batch / ranks consecutive sequences (mb itself for one rank). Throws
+// std::invalid_argument unless ranks divides mb.batch.
+MicroBatch samples_of(const MicroBatch& mb, int rank, int ranks);
+
 // Share `share` of `shares` of each of mb's sequences (context parallelism):
 // the rows at the positions Context::position gives, chunks share and
 // 2 shares - 1 - share of 2 shares, sequence by sequence; its seq is

@@ -55,17 +55,9 @@ void DeviceWorker::run() {
 }
 
 void DeviceWorker::fail(const Op& op, const std::string& why) {
-  const int T = core_.tensor_parallel();
-  std::string rank;
-  if (core_.context_parallel > 1) {
-    rank = " (share " + std::to_string(rank_ / T) +
-           (T > 1 ? ", tensor rank " + std::to_string(rank_ % T) : "") + ")";
-  } else if (T > 1) {
-    rank = " (tensor rank " + std::to_string(rank_) + ")";
-  }
-  watchdog_.fail(StageError(
-      op.stage, op,
-      "stage " + std::to_string(op.stage) + rank + " failed in " + op_name(op) + ": " + why));
+  watchdog_.fail(StageError(op.stage, op,
+                            "stage " + std::to_string(op.stage) + core_.rank_name(rank_) +
+                                " failed in " + op_name(op) + ": " + why));
 }
 
 // The op's payload in, its time on the stage, its output out.

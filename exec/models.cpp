@@ -8,6 +8,8 @@
 
 #include "costmodels/check.h"
 #include "exec/compute/layers.h"
+#include "exec/compute/moe_layers.h"
+#include "exec/expert_shard.h"
 #include "exec/tensor_shard.h"
 
 namespace pipescope::exec {
@@ -55,8 +57,19 @@ LayerList build_transformer(const TransformerParams& p, std::uint64_t seed) {
       "embed", EmbeddingMath(p.vocab, p.seq_len, p.d_model, p.learned_positions), rng));
   for (int i = 0; i < p.layers; ++i) {
     rng = layer_rng(seed, index++);
-    layers.push_back(std::make_unique<TransformerBlock>(
-        "block" + std::to_string(i), TransformerBlockMath(p.d_model, p.heads, p.kv_heads, f), rng));
+    const std::string name = "block" + std::to_string(i);
+    if (p.moe.in_block(i)) {
+      const MoeShape moe{p.moe.experts, p.moe.experts_per_token, p.moe.expert_d_ff,
+                         p.moe.shared_d_ff};
+      layers.push_back(std::make_unique<MoeBlock>(
+          name,
+          MoeBlockMath(p.d_model, p.heads, p.kv_heads, moe,
+                       TensorRank(std::make_shared<TensorGroup>(1), 0, 1)),
+          rng));
+    } else {
+      layers.push_back(std::make_unique<TransformerBlock>(
+          name, TransformerBlockMath(p.d_model, p.heads, p.kv_heads, f), rng));
+    }
   }
   rng = layer_rng(seed, index);
   layers.push_back(std::make_unique<LmHead>("head", LmHeadMath(p.d_model, p.vocab), rng));
@@ -84,10 +97,15 @@ void check_runnable(const ModelSpec& spec) {
   const TransformerParams* t = spec.transformer.get();
   if (t == nullptr) return;
   const std::string cannot = "the executor cannot run model '" + spec.name + "': ";
-  if (t->moe.enabled()) {
+  if (t->mla.enabled()) {
     throw std::invalid_argument(cannot +
-                                "its mixture-of-experts blocks are not implemented (it runs "
-                                "dense transformers and the mlp family)");
+                                "its latent attention is not implemented (it runs multi-head "
+                                "and grouped-query attention)");
+  }
+  if (t->moe.enabled() && (spec.tensor_parallel > 1 || spec.context_parallel > 1)) {
+    throw std::invalid_argument(cannot +
+                                "it runs mixtures of experts without tensor or context "
+                                "parallelism (T=1, C=1)");
   }
   if (t->head_dim != 0 && t->head_dim * t->heads != t->d_model) {
     throw std::invalid_argument(cannot + "its attention heads are " + std::to_string(t->head_dim) +
@@ -121,6 +139,8 @@ LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
     const bool split = spec.tensor_parallel > 1 || spec.context_parallel > 1;
     LayerList layers = split ? build_tensor_rank_alone(*spec.transformer, seed,
                                                        spec.tensor_parallel, spec.context_parallel)
+                       : spec.expert_parallel > 1
+                           ? build_expert_rank_alone(*spec.transformer, seed, spec.expert_parallel)
                        : spec.transformer != nullptr ? build_transformer(*spec.transformer, seed)
                                                      : build_mlp(*spec.mlp, seed);
     require_same(layers, spec);

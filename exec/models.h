@@ -40,9 +40,10 @@ LayerList build_mlp(const MlpParams& p, std::uint64_t seed);
 // every rank's with build_tensor_ranks (exec/tensor_shard.h).
 LayerList build_layers(const ModelSpec& spec, std::uint64_t seed);
 // Throws std::invalid_argument naming the model where the executor cannot run
-// it: a mixture of experts, heads of a width other than d_model / heads,
-// attention over a window shorter than the sequence. build_layers checks it;
-// so must any other way of building a model's layers (tensor_shard.h).
+// it: latent attention, a mixture of experts under tensor or context
+// parallelism, heads of a width other than d_model / heads, attention over a
+// window shorter than the sequence. build_layers checks it; so must any other
+// way of building a model's layers (tensor_shard.h, expert_shard.h).
 void check_runnable(const ModelSpec& spec);
 
 // Forward through every layer on one device, the last being the loss, with

@@ -10,6 +10,7 @@
 #include "exec/compute/device_layers.h"
 #include "exec/compute/host_memory.h"
 #include "exec/data.h"
+#include "exec/expert_shard.h"
 #include "exec/models.h"
 #include "exec/tensor_shard.h"
 #include "exec/transport.h"
@@ -50,13 +51,18 @@ void check_profile_fits_host(const ModelSpec& model, std::int64_t batch, const s
 namespace {
 
 // The plan's whole model cut to one rank's share, as the plan's layers are
-// (its tensor rank's and share of each sequence; T = C = 1: the whole model).
+// (its tensor rank's, share of each sequence and of the experts; T = C = E =
+// 1: the whole model).
 ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
-  if (plan.tensor_parallel == 1 && plan.context_parallel == 1) return whole;
-  PS_CHECK(whole.transformer != nullptr, "tensor and context parallelism split transformers");
+  if (plan.tensor_parallel == 1 && plan.context_parallel == 1 && plan.expert_parallel == 1) {
+    return whole;
+  }
+  PS_CHECK(whole.transformer != nullptr,
+           "tensor, context and expert parallelism split transformers");
   TensorSplit split;
   split.ways = plan.tensor_parallel;
   split.context = plan.context_parallel;
+  split.experts = plan.expert_parallel;
   return make_transformer(*whole.transformer, whole.name, split);
 }
 
@@ -64,6 +70,13 @@ ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
+  if (plan.expert_parallel > 1 && backend != "cpu") {
+    throw std::invalid_argument(
+        plan_file + ": E: --backend " + backend + " runs each replica's experts on its device, " +
+        "and this plan spreads them over E=" + std::to_string(plan.expert_parallel) +
+        " replicas (expert parallelism); the cpu backend runs it (a thread per expert rank), or "
+        "plan with -E 1");
+  }
   if (plan.context_parallel > 1 && backend != "cpu") {
     throw std::invalid_argument(
         plan_file + ": C: --backend " + backend + " runs each sample's whole sequence on a " +
@@ -131,7 +144,7 @@ std::vector<HostMemoryNeed> plan_device_memory(const Plan& plan) {
   spec["dtype"] = "fp32";
   const Scenario sc = cpu_scenario(
       plan, rank_share(parse_model(spec, plan.scenario_name, "model.spec"), plan), nullptr, "");
-  const SimResult r = simulate(sc, plan_sim_config(plan));
+  const SimResult r = simulate(sc, cpu_sim_config(plan, sc));
   std::vector<HostMemoryNeed> need(r.metrics.devices.size());
   // Stage s lives on its schedule's device (plans are checked to say so).
   for (std::size_t s = 0; s < r.stage_costs.size(); ++s) {
@@ -192,9 +205,10 @@ void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
   const std::optional<HostMemory> host = host_memory_available();
   if (!host) return;  // nothing to compare with: let the run try
   MemoryPool pool{"on this machine", host->bytes, host->source, {}};
-  // One replica's K devices, each T x C times: its tensor ranks of each share.
+  // One replica's K devices, each T x C x E times: its tensor ranks of each
+  // share, of each expert rank.
   for (int d = 0; d < plan.stages; ++d) {
-    for (int r = 0; r < plan.tensor_parallel * plan.context_parallel; ++r) {
+    for (int r = 0; r < plan.tensor_parallel * plan.context_parallel * plan.expert_parallel; ++r) {
       pool.devices.push_back(d);
     }
   }
@@ -204,18 +218,21 @@ void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
 namespace {
 
 // Each rank's stages: the plan's cut of the model, or of each rank's shards
-// (exec/tensor_shard.h), rank c T + t for share c and tensor rank t.
+// (exec/tensor_shard.h, exec/expert_shard.h), rank c T + t for share c and
+// tensor rank t, or expert rank e.
 std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec& model,
                                                std::uint64_t seed) {
   std::vector<std::vector<LayerList>> ranks;
-  if (plan.tensor_parallel == 1 && plan.context_parallel == 1) {
+  const int T = plan.tensor_parallel, C = plan.context_parallel, E = plan.expert_parallel;
+  if (T == 1 && C == 1 && E == 1) {
     ranks.push_back(cut_into_stages(build_layers(model, seed), plan.stage_ranges()));
     return ranks;
   }
-  PS_CHECK(model.transformer != nullptr, "tensor and context parallelism split transformers");
+  PS_CHECK(model.transformer != nullptr,
+           "tensor, context and expert parallelism split transformers");
   check_runnable(model);
-  for (LayerList& rank :
-       build_context_ranks(*model.transformer, seed, plan.tensor_parallel, plan.context_parallel)) {
+  for (LayerList& rank : E > 1 ? build_expert_ranks(*model.transformer, seed, E)
+                               : build_context_ranks(*model.transformer, seed, T, C)) {
     ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
   }
   return ranks;
@@ -235,6 +252,11 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
     throw std::invalid_argument(
         "C=" + std::to_string(plan.context_parallel) +
         ": context parallelism runs on the cpu backend only (a thread per share)");
+  }
+  if (plan.expert_parallel > 1 && (o.stage_device || o.transport)) {
+    throw std::invalid_argument(
+        "E=" + std::to_string(plan.expert_parallel) +
+        ": expert parallelism runs on the cpu backend only (a thread per expert rank)");
   }
   const Schedule schedule = plan.schedule_ops();
   std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed);
@@ -258,9 +280,12 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   options.watchdog = o.watchdog;
   options.before_op = o.before_op;
   options.transport = o.transport;
-  PipelineRuntime runtime(std::move(ranks), schedule, options, plan.context_parallel);
+  PipelineRuntime runtime(std::move(ranks), schedule, options, plan.context_parallel,
+                          plan.expert_parallel);
   const TaskShape task = task_shape(model);
-  const int batch = static_cast<int>(plan.global_batch / plan.data_parallel);
+  // One replica's samples, or under expert parallelism the E replicas' that
+  // hold the experts between them.
+  const int batch = static_cast<int>(plan.global_batch / plan.data_parallel) * plan.expert_parallel;
   std::vector<StepResult> out;
   for (int step = 0; step < o.steps; ++step) {
     out.push_back(runtime.step(synthetic_batch(task, batch, plan.micro_batches,

@@ -20,6 +20,18 @@ std::string op_name(const Op& op) {
   return letter + "(" + std::to_string(op.stage) + "," + std::to_string(op.micro_batch) + ")";
 }
 
+std::string RuntimeCore::rank_name(int r) const {
+  const int T = tensor_parallel();
+  std::string out;
+  const auto add = [&](const char* what, int index) {
+    out += (out.empty() ? " (" : ", ") + std::string(what) + " " + std::to_string(index);
+  };
+  if (expert_parallel > 1) add("expert rank", r / (context_parallel * T));
+  if (context_parallel > 1) add("share", r / T % context_parallel);
+  if (T > 1) add("tensor rank", r % T);
+  return out.empty() ? out : out + ")";
+}
+
 namespace {
 
 void require(bool ok, const std::string& msg) {
@@ -70,7 +82,8 @@ std::vector<std::vector<LayerList>> one_rank(std::vector<LayerList> stages) {
 // (exec/compute/tensor_group.h): host layers and in-process channels only.
 void check_tensor_parallel(const RuntimeCore& core) {
   const std::string what =
-      (core.context_parallel > 1
+      (core.expert_parallel > 1 ? "expert parallelism (E=" + std::to_string(core.expert_parallel)
+       : core.context_parallel > 1
            ? "context parallelism (C=" + std::to_string(core.context_parallel)
            : "tensor parallelism (T=" + std::to_string(core.tensor_parallel())) +
       ") runs its ranks as threads of one process on the host";
@@ -82,7 +95,7 @@ void check_tensor_parallel(const RuntimeCore& core) {
 }
 
 void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Schedule& schedule,
-                         int context_parallel) {
+                         int context_parallel, int expert_parallel) {
   require(static_cast<int>(micro_batches.size()) == schedule.micro_batches,
           "the schedule has " + std::to_string(schedule.micro_batches) + " micro-batches but " +
               std::to_string(micro_batches.size()) + " were given");
@@ -96,6 +109,10 @@ void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Sch
     require(mb.seq % (2 * context_parallel) == 0 || context_parallel == 1,
             "micro-batch " + std::to_string(m) + "'s sequences of " + std::to_string(mb.seq) +
                 " tokens do not cut into 2C = " + std::to_string(2 * context_parallel) + " chunks");
+    require(mb.batch % expert_parallel == 0,
+            "micro-batch " + std::to_string(m) + "'s " + std::to_string(mb.batch) +
+                " samples do not split over E = " + std::to_string(expert_parallel) +
+                " expert ranks");
   }
 }
 
@@ -110,14 +127,20 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
     : PipelineRuntime(std::move(ranks), std::move(schedule), std::move(options), 1) {}
 
 PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
-                                 RuntimeOptions options, int context_parallel)
+                                 RuntimeOptions options, int context_parallel, int expert_parallel)
     : core_(std::make_shared<RuntimeCore>()) {
   require(!ranks.empty(), "the pipeline needs at least one tensor rank");
-  require(context_parallel >= 1 && ranks.size() % static_cast<std::size_t>(context_parallel) == 0,
-          "C=" + std::to_string(context_parallel) + " shares do not divide the " +
-              std::to_string(ranks.size()) + " ranks");
+  require(context_parallel >= 1 && expert_parallel >= 1 &&
+              ranks.size() % static_cast<std::size_t>(context_parallel * expert_parallel) == 0,
+          "E=" + std::to_string(expert_parallel) + " x C=" + std::to_string(context_parallel) +
+              " shares do not divide the " + std::to_string(ranks.size()) + " ranks");
+  // An expert's gradient would be summed over the C shares of its rank alone.
+  require(context_parallel == 1 || expert_parallel == 1,
+          "expert parallelism (E=" + std::to_string(expert_parallel) +
+              ") runs without context parallelism (C=" + std::to_string(context_parallel) + ")");
   core_->ranks = std::move(ranks);
   core_->context_parallel = context_parallel;
+  core_->expert_parallel = expert_parallel;
   core_->schedule = std::move(schedule);
   core_->options = std::move(options);
   const Schedule& sched = core_->schedule;
@@ -148,10 +171,10 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
   core_->optimizers.assign(static_cast<std::size_t>(ranks_per_device),
                            std::vector<ParamOptimizer>(static_cast<std::size_t>(K),
                                                        ParamOptimizer(core_->options.optimizer)));
-  if (context_parallel > 1) {
+  if (core_->shares() > 1) {
     core_->gradient_groups.resize(static_cast<std::size_t>(T));
     for (auto& stages : core_->gradient_groups) {
-      for (int s = 0; s < K; ++s) stages.push_back(std::make_shared<TensorGroup>(context_parallel));
+      for (int s = 0; s < K; ++s) stages.push_back(std::make_shared<TensorGroup>(core_->shares()));
     }
   }
   core_->devices = stage_devices(core_->ranks[0]);
@@ -176,12 +199,17 @@ int PipelineRuntime::context_parallel() const {
   return core_->context_parallel;
 }
 
+int PipelineRuntime::expert_parallel() const {
+  return core_->expert_parallel;
+}
+
 StepResult PipelineRuntime::step(const std::vector<MicroBatch>& micro_batches) {
   if (!abandoned_.empty()) {
     throw std::logic_error("the pipeline cannot step again: an earlier step left " + abandoned_ +
                            " running");
   }
-  check_micro_batches(micro_batches, core_->schedule, core_->context_parallel);
+  check_micro_batches(micro_batches, core_->schedule, core_->context_parallel,
+                      core_->expert_parallel);
   std::shared_ptr<Transport> transport = core_->options.transport;
   if (!transport) transport = std::make_shared<InProcessTransport>();
   const auto run = std::make_shared<StepRun>(core_, micro_batches, std::move(transport));

@@ -101,8 +101,17 @@ class PipelineRuntime {
   // before each optimizer step the C ranks of a tensor rank sum their
   // gradients. Throws std::invalid_argument as above and unless C divides the
   // ranks.
+  //
+  // Expert parallelism (exec/expert_shard.h, build_expert_ranks): ranks[e]
+  // holds expert rank e's layers (T = C = 1), for E = `expert_parallel`
+  // ranks, each taking samples e b / E .. (e + 1) b / E of each micro-batch of
+  // b samples (b a multiple of E), as E data-parallel replicas would; the
+  // step's loss is the sum of the ranks', and before each optimizer step the
+  // E ranks sum the gradients of every parameter but their experts'
+  // (Param::expert). Throws std::invalid_argument as above, unless E divides
+  // the ranks, and for E > 1 with C > 1.
   PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
-                  RuntimeOptions options, int context_parallel);
+                  RuntimeOptions options, int context_parallel, int expert_parallel = 1);
   ~PipelineRuntime();
   PipelineRuntime(const PipelineRuntime&) = delete;
   PipelineRuntime& operator=(const PipelineRuntime&) = delete;
@@ -128,6 +137,7 @@ class PipelineRuntime {
   std::vector<LayerList>& stages(int rank = 0);
   int tensor_parallel() const;
   int context_parallel() const;
+  int expert_parallel() const;
 
  private:
   std::shared_ptr<RuntimeCore> core_;

@@ -155,11 +155,14 @@ void StageWork::weight(int m) {
 }
 
 void StageWork::optimizer_step() {
-  std::vector<Param*> params;
+  std::vector<Param*> params, shared;
   for (auto& layer : layers_) {
-    for (Param* p : layer->params()) params.push_back(p);
+    for (Param* p : layer->params()) {
+      params.push_back(p);
+      if (!p->expert) shared.push_back(p);
+    }
   }
-  if (gradients_.group != nullptr) sum_over_shares(params);
+  if (gradients_.group != nullptr) sum_over_shares(shared);
   optimizer_.step(params);
 }
 

@@ -19,9 +19,10 @@
 
 namespace pipescope::exec {
 
-// Under context parallelism the ranks that hold a stage's parameters for the
-// other shares of each sequence: the gradients are summed over `group` (this
-// rank its `share`) before the optimizer step. Null: none.
+// Under context or expert parallelism the ranks that hold a stage's
+// parameters for the other shares of each micro-batch: the gradients (but an
+// expert rank's experts', Param::expert) are summed over `group` (this rank
+// its `share`) before the optimizer step. Null: none.
 struct StageGradients {
   TensorGroup* group = nullptr;
   int share = 0;

@@ -21,11 +21,12 @@ StepRun::StepRun(std::shared_ptr<RuntimeCore> core, std::vector<MicroBatch> micr
       watchdog_(core_->options.watchdog, sched_.devices(), transport_, core_->group_ranks()),
       timer_(sched_.devices(), sched_.micro_batches, core_->group_ranks()) {
   share_micro_batches();
-  // Rank r's stage s at r K + s (DeviceWorker::stage_work), r = c T + t.
+  // Rank r's stage s at r K + s (DeviceWorker::stage_work), r = k T + t for
+  // share k = e C + c.
   const int T = core_->tensor_parallel();
   stages_.reserve(static_cast<std::size_t>(core_->group_ranks() * sched_.stages));
   for (int r = 0; r < core_->group_ranks(); ++r) {
-    const auto c = static_cast<std::size_t>(r / T);
+    const auto k = static_cast<std::size_t>(r / T);
     for (int s = 0; s < sched_.stages; ++s) {
       const auto i = static_cast<std::size_t>(s);
       const auto rank = static_cast<std::size_t>(r);
@@ -34,28 +35,31 @@ StepRun::StepRun(std::shared_ptr<RuntimeCore> core, std::vector<MicroBatch> micr
               ? nullptr
               : core_->gradient_groups[static_cast<std::size_t>(r % T)][i].get();
       stages_.emplace_back(s, core_->ranks[rank][i], core_->optimizers[rank][i], core_->devices[i],
-                           sched_, contexts_[c], inputs_[c],
-                           StageGradients{gradients, static_cast<int>(c)});
+                           sched_, contexts_[k], inputs_[k],
+                           StageGradients{gradients, static_cast<int>(k)});
     }
   }
 }
 
-// Each share's rows of every micro-batch: sequence i's positions
-// Context::position of the share (all of them for one share), and a loss
+// Each share's rows of every micro-batch: expert rank e's samples of it
+// (all of them for one rank), of each sequence the positions
+// Context::position of share c (all of them for one share), and a loss
 // scaled by the whole mini-batch's tokens, so that the shares' losses add up
 // to the mini-batch's mean.
 void StepRun::share_micro_batches() {
-  const int C = core_->context_parallel;
+  const int C = core_->context_parallel, E = core_->expert_parallel;
+  const auto shares = static_cast<std::size_t>(core_->shares());
   std::int64_t tokens = 0;
   for (const MicroBatch& mb : mbs_) tokens += std::int64_t{mb.batch} * mb.seq;
-  shares_.resize(static_cast<std::size_t>(C));
-  inputs_.resize(static_cast<std::size_t>(C));
-  contexts_.resize(static_cast<std::size_t>(C));
-  for (int c = 0; c < C; ++c) {
-    const auto k = static_cast<std::size_t>(c);
+  shares_.resize(shares);
+  inputs_.resize(shares);
+  contexts_.resize(shares);
+  for (std::size_t k = 0; k < shares; ++k) {
+    const int e = static_cast<int>(k) / C, c = static_cast<int>(k) % C;
     shares_[k].reserve(mbs_.size());  // the contexts point into it
     for (const MicroBatch& mb : mbs_) {
-      const MicroBatch& share = C == 1 ? mb : shares_[k].emplace_back(share_of(mb, c, C));
+      const MicroBatch& share =
+          shares == 1 ? mb : shares_[k].emplace_back(share_of(samples_of(mb, e, E), c, C));
       contexts_[k].push_back(share_context(share, c, C, tokens));
       inputs_[k].emplace_back(share.input);
     }
@@ -182,11 +186,11 @@ StepResult StepRun::result() {
   Timeline& t = r.timeline;
   t.events = timer_.finish();
   // Every tensor rank computes the same loss: tensor rank 0's stages of each
-  // share (rank c T) give the step's, the sum of the shares'.
+  // share (rank k T) give the step's, the sum of the shares'.
   const int T = core_->tensor_parallel();
-  for (int c = 0; c < core_->context_parallel; ++c) {
+  for (int k = 0; k < core_->shares(); ++k) {
     for (int s = 0; s < sched_.stages; ++s) {
-      r.loss += stages_[static_cast<std::size_t>(c * T * sched_.stages + s)].loss();
+      r.loss += stages_[static_cast<std::size_t>(k * T * sched_.stages + s)].loss();
     }
   }
   transport_.end_step(r.loss, t);

@@ -54,9 +54,9 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   std::shared_ptr<RuntimeCore> core_;
   const Schedule& sched_;
   const std::vector<MicroBatch> mbs_;
-  // Per share c of each sequence (one without context parallelism), per
-  // micro-batch: the share's rows (none for one share: mbs_ are), stage 0's
-  // input (host token ids or features) and the context.
+  // Per share k = e C + c of each micro-batch (one without expert or context
+  // parallelism), per micro-batch: the share's rows (none for one share: mbs_
+  // are), stage 0's input (host token ids or features) and the context.
   std::vector<std::vector<MicroBatch>> shares_;
   std::vector<std::vector<Tensor>> inputs_;
   std::vector<std::vector<Context>> contexts_;

@@ -76,6 +76,13 @@ std::unique_ptr<Layer> shard_layer(const TransformerParams& p, Layer& whole, std
   return std::make_unique<TensorBlock>(whole.name(), m, slice(m.shard_rules()));
 }
 
+void require_dense(const TransformerParams& params) {
+  if (params.moe.enabled()) {
+    throw std::invalid_argument(
+        "the executor runs mixtures of experts without tensor or context parallelism (T=1, C=1)");
+  }
+}
+
 }  // namespace
 
 Matrix shard_value(const Matrix& whole, const ShardRule& rule, int T, int r) {
@@ -133,6 +140,7 @@ std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::
 std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
                                            int T, int C) {
   if (C < 1) throw std::invalid_argument("context parallelism needs C >= 1");
+  require_dense(params);
   if (C > 1 && params.seq_len % (2 * C) != 0) {
     throw std::invalid_argument("C=" + std::to_string(C) + ": 2C chunks do not divide seq_len " +
                                 std::to_string(params.seq_len));
@@ -158,6 +166,7 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
 
 LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T,
                                   int C) {
+  require_dense(params);
   LayerList whole = build_transformer(params, seed);
   LayerList out;
   for (std::size_t i = 0; i < whole.size(); ++i) {

@@ -30,7 +30,9 @@ std::vector<ShardRule> shard_rules_of(const Layer& layer);
 // The transformer of `params` split over T ranks: one LayerList per rank, the
 // layers of each in the whole model's order and names, each layer's T shards
 // sharing one TensorGroup. Throws std::invalid_argument for what
-// build_transformer refuses and unless T divides heads, kv_heads and d_ff.
+// build_transformer refuses, for a mixture of experts (the executor splits
+// those over expert ranks alone, exec/expert_shard.h) and unless T divides
+// heads, kv_heads and d_ff.
 std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::uint64_t seed,
                                           int T);
 

@@ -25,6 +25,8 @@ struct Param {
   Matrix m;     // momentum / Adam first moment (empty until used)
   Matrix v;     // Adam second moment / RMSProp (empty until used)
   DeviceMatrix d_value, d_grad, d_m, d_v;
+  // One expert-parallel rank's alone (ParamShape::expert).
+  bool expert = false;
 
   bool on_device() const { return !d_value.empty(); }
 };

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "exec/compute/layer_math.h"
+#include "exec/compute/moe_layers.h"
 #include "exec/compute/tensor_layers.h"
 
 namespace pipescope::exec {
@@ -130,20 +131,40 @@ std::vector<ParamShape> TransformerBlockMath::param_shapes() const {
 }
 
 template <typename T>
-Mat<T> TransformerBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
-                                     std::vector<Mat<T>>& st) const {
+Mat<T> TransformerBlockMath::forward_attention(const Values<T>& w, const Mat<T>& x,
+                                               const Context& ctx, std::vector<Mat<T>>& st) const {
   check_input(x, ctx, d_model_, "transformer block");
   if (ctx.shares != 1) {
     throw std::invalid_argument(
         "transformer block: a share of each sequence (context parallelism) needs the blocks of "
         "a context-parallel ring (exec/tensor_shard.h, build_context_ranks)");
   }
-  st.assign(kBlockStashSize, Mat<T>());
   st[kX] = x;
   st[kLn1Out] = layernorm_forward(x, *w[kLn1Gain], *w[kLn1Bias], st[kLn1Stats]);
   st[kQkv] = linear_forward(st[kLn1Out], *w[kQkvWeight], *w[kQkvBias]);
   st[kAttn] = attention_forward(st[kQkv], attention(ctx), st[kProbs]);
   st[kX2] = x + linear_forward(st[kAttn], *w[kProjWeight], *w[kProjBias]);
+  return st[kX2];
+}
+
+template <typename T>
+Mat<T> TransformerBlockMath::backward_attention(const Values<T>& w, const Grads<T>& dw,
+                                                const Mat<T>& dx2, const Context& ctx,
+                                                const std::vector<Mat<T>>& st) const {
+  linear_params(dw, dx2, st[kAttn], kProjWeight, kProjBias);
+  const Mat<T> dattn = linear_backward_input(dx2, *w[kProjWeight]);
+  const Mat<T> dqkv = attention_backward(dattn, st[kQkv], st[kProbs], attention(ctx));
+  linear_params(dw, dqkv, st[kLn1Out], kQkvWeight, kQkvBias);
+  const Mat<T> dln1 = linear_backward_input(dqkv, *w[kQkvWeight]);
+  layernorm_params(dw, dln1, st[kX], st[kLn1Stats], kLn1Gain, kLn1Bias);
+  return dx2 + layernorm_backward_input(dln1, st[kX], st[kLn1Stats], *w[kLn1Gain]);
+}
+
+template <typename T>
+Mat<T> TransformerBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                                     std::vector<Mat<T>>& st) const {
+  st.assign(kBlockStashSize, Mat<T>());
+  forward_attention(w, x, ctx, st);
   st[kLn2Out] = layernorm_forward(st[kX2], *w[kLn2Gain], *w[kLn2Bias], st[kLn2Stats]);
   st[kFc1Out] = linear_forward(st[kLn2Out], *w[kFc1Weight], *w[kFc1Bias]);
   st[kGeluOut] = gelu_forward(st[kFc1Out]);
@@ -162,13 +183,7 @@ Mat<T> TransformerBlockMath::backward(const Values<T>& w, const Grads<T>& dw, co
   const Mat<T> dln2 = linear_backward_input(dfc1, *w[kFc1Weight]);
   layernorm_params(dw, dln2, st[kX2], st[kLn2Stats], kLn2Gain, kLn2Bias);
   dx2 += layernorm_backward_input(dln2, st[kX2], st[kLn2Stats], *w[kLn2Gain]);
-  linear_params(dw, dx2, st[kAttn], kProjWeight, kProjBias);
-  const Mat<T> dattn = linear_backward_input(dx2, *w[kProjWeight]);
-  const Mat<T> dqkv = attention_backward(dattn, st[kQkv], st[kProbs], attention(ctx));
-  linear_params(dw, dqkv, st[kLn1Out], kQkvWeight, kQkvBias);
-  const Mat<T> dln1 = linear_backward_input(dqkv, *w[kQkvWeight]);
-  layernorm_params(dw, dln1, st[kX], st[kLn1Stats], kLn1Gain, kLn1Bias);
-  return dx2 + layernorm_backward_input(dln1, st[kX], st[kLn1Stats], *w[kLn1Gain]);
+  return backward_attention(w, dw, dx2, ctx, st);
 }
 
 // ---------------------------------------------------------------- LM head
@@ -291,6 +306,7 @@ MathLayer<Math>::MathLayer(std::string name, Math math, std::mt19937_64& rng)
   for (const ParamShape& shape : math_.param_shapes()) {
     Param p;
     p.name = name_ + "." + shape.name;
+    p.expert = shape.expert;
     p.value.resize(shape.rows, shape.cols);
     switch (shape.init) {
       case Init::kNormal:
@@ -327,6 +343,7 @@ MathLayer<Math>::MathLayer(std::string name, Math math, std::vector<Matrix> valu
     }
     Param p;
     p.name = name_ + "." + shape.name;
+    p.expert = shape.expert;
     p.value = std::move(values[i]);
     p.grad.setZero(shape.rows, shape.cols);
     params_.push_back(std::move(p));
@@ -389,6 +406,14 @@ template void EmbeddingMath::add_positions<double>(const Values<double>&, const 
                                                    Mat<double>&) const;
 PIPESCOPE_INSTANTIATE_LAYER(EmbeddingMath)
 PIPESCOPE_INSTANTIATE_LAYER(TransformerBlockMath)
+#define PIPESCOPE_INSTANTIATE_ATTENTION(T)                                                       \
+  template Mat<T> TransformerBlockMath::forward_attention<T>(                                    \
+      const Values<T>&, const Mat<T>&, const Context&, std::vector<Mat<T>>&) const;              \
+  template Mat<T> TransformerBlockMath::backward_attention<T>(const Values<T>&, const Grads<T>&, \
+                                                              const Mat<T>&, const Context&,     \
+                                                              const std::vector<Mat<T>>&) const;
+PIPESCOPE_INSTANTIATE_ATTENTION(float)
+PIPESCOPE_INSTANTIATE_ATTENTION(double)
 PIPESCOPE_INSTANTIATE_LAYER(LmHeadMath)
 PIPESCOPE_INSTANTIATE_LAYER(MlpBlockMath)
 PIPESCOPE_INSTANTIATE_LAYER(ClassifierHeadMath)
@@ -396,5 +421,6 @@ PIPESCOPE_INSTANTIATE_LAYER(ClassifierHeadMath)
 template class MathLayer<VocabEmbeddingMath>;
 template class MathLayer<TensorBlockMath>;
 template class MathLayer<VocabHeadMath>;
+template class MathLayer<MoeBlockMath>;  // its math: moe_layers.cpp
 
 }  // namespace pipescope::exec

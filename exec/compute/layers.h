@@ -27,6 +27,9 @@ struct ParamShape {
   Index rows = 0;
   Index cols = 0;
   Init init = Init::kNormal;
+  // Held by one expert-parallel rank alone (exec/compute/moe_layers.h): its
+  // gradient is not summed over the ranks.
+  bool expert = false;
 };
 
 // Parameter values in param_shapes() order.
@@ -120,6 +123,8 @@ class TransformerBlockMath {
   std::vector<ParamShape> param_shapes() const;
   Index d_model() const { return d_model_; }
   Index d_ff() const { return d_ff_; }
+  Index heads() const { return heads_; }
+  Index kv_heads() const { return kv_heads_; }
   AttentionShape attention(const Context& ctx) const;
   // x is (b*s, h), out is (b*s, h).
   template <typename T>
@@ -129,6 +134,16 @@ class TransformerBlockMath {
   template <typename T>
   Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
                   const std::vector<Mat<T>>& stash) const;
+  // The attention half, which a mixture-of-experts block shares
+  // (exec/compute/moe_layers.h): x2 = x + Wo attn(LN1(x)) + bo, kept with its
+  // inputs in stash[kX .. kX2] (layer_math.h; the stash sized by the caller);
+  // and its backward from dx2, the whole gradient reaching x2, returning dx.
+  template <typename T>
+  Mat<T> forward_attention(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                           std::vector<Mat<T>>& stash) const;
+  template <typename T>
+  Mat<T> backward_attention(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dx2,
+                            const Context& ctx, const std::vector<Mat<T>>& stash) const;
 
  private:
   Index d_model_, heads_, kv_heads_, d_ff_;

@@ -128,7 +128,41 @@ void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
   }
 }
 
+template <typename T>
+void TensorGroup::all_to_all(int rank, std::vector<Mat<T>>& parts) {
+  if (rank < 0 || rank >= ranks_) {
+    throw std::invalid_argument("rank " + std::to_string(rank) + " outside [0, " +
+                                std::to_string(ranks_) + ")");
+  }
+  CollectiveTally* tally = current_tally;
+  const auto start = std::chrono::steady_clock::now();
+  const SimTime cpu_start = thread_cpu_ns();
+  Bytes received = 0;
+  if (ranks_ > 1) {
+    if (parts.size() != slots_.size()) {
+      throw std::invalid_argument("an all-to-all of " + std::to_string(ranks_) + " ranks got " +
+                                  std::to_string(parts.size()) + " parts");
+    }
+    {
+      std::lock_guard lock(mu_);
+      slots_[static_cast<std::size_t>(rank)] = {&parts, 0, 0};
+    }
+    arrive_and_wait(posted_, /*abortable=*/true, tally);
+    std::vector<Mat<T>> in(parts.size());
+    for (std::size_t s = 0; s < slots_.size(); ++s) {
+      in[s] = (*static_cast<const std::vector<Mat<T>>*>(
+          slots_[s].data))[static_cast<std::size_t>(rank)];
+      if (s != static_cast<std::size_t>(rank)) received += static_cast<Bytes>(in[s].size());
+    }
+    arrive_and_wait(read_, /*abortable=*/false, tally);
+    parts = std::move(in);
+  }
+  if (tally != nullptr) tally->add(start, cpu_start, received * static_cast<Bytes>(sizeof(T)));
+}
+
 template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);
 template void TensorGroup::all_reduce<double>(int, Mat<double>&, Reduce);
+template void TensorGroup::all_to_all<float>(int, std::vector<Mat<float>>&);
+template void TensorGroup::all_to_all<double>(int, std::vector<Mat<double>>&);
 
 }  // namespace pipescope::exec

@@ -97,9 +97,20 @@ class TensorGroup {
   template <typename T>
   void all_reduce(int rank, Mat<T>& m, Reduce op = Reduce::kSum);
 
+  // Rank `rank`'s part of an all-to-all (expert parallelism's dispatch and
+  // combination, exec/compute/moe_layers.h): parts[d] is what it sends rank d
+  // (its own part included), all of the same width; on return parts[s] is
+  // what rank s sent it. Blocks, gives up and counts as all_reduce does (its
+  // bytes: what the rank receives from the others). A group of one returns
+  // parts as they are, whatever their number: one rank's compute as if every
+  // part came back to it (the profiler's). Throws std::invalid_argument
+  // unless a group of several gets one part for each rank.
+  template <typename T>
+  void all_to_all(int rank, std::vector<Mat<T>>& parts);
+
  private:
   struct Slot {
-    void* data = nullptr;
+    void* data = nullptr;  // the matrix, or the all-to-all's parts
     Index rows = 0;
     Index cols = 0;
   };
@@ -128,5 +139,7 @@ class TensorGroup {
 
 extern template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);
 extern template void TensorGroup::all_reduce<double>(int, Mat<double>&, Reduce);
+extern template void TensorGroup::all_to_all<float>(int, std::vector<Mat<float>>&);
+extern template void TensorGroup::all_to_all<double>(int, std::vector<Mat<double>>&);
 
 }  // namespace pipescope::exec

@@ -49,6 +49,10 @@ struct TensorRank {
   void all_reduce(Mat<T>& m, TensorGroup::Reduce op = TensorGroup::Reduce::kSum) const {
     group->all_reduce(group->ranks() == 1 ? 0 : rank, m, op);
   }
+  template <typename T>
+  void all_to_all(std::vector<Mat<T>>& parts) const {
+    group->all_to_all(group->ranks() == 1 ? 0 : rank, parts);
+  }
 };
 
 // How a whole parameter maps onto the ranks' shards: whole on each, or split

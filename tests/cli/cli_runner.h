@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace pipescope::testing {
 
@@ -49,6 +50,16 @@ inline CliResult run_under(const std::string& launcher, const std::string& args)
 
 inline CliResult run(const std::string& args) {
   return run_under("", args);
+}
+
+// The step lines' losses of `run`'s output ("step    1  loss 4.17126 ...").
+inline std::vector<double> run_losses(const std::string& out) {
+  std::vector<double> found;
+  for (std::size_t at = out.find("loss "); at != std::string::npos;
+       at = out.find("loss ", at + 1)) {
+    found.push_back(std::stod(out.substr(at + 5, out.find(' ', at + 5) - (at + 5))));
+  }
+  return found;
 }
 
 }  // namespace pipescope::testing

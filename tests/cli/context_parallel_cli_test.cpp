@@ -15,6 +15,7 @@ namespace {
 
 using pipescope::testing::CliResult;
 using pipescope::testing::run;
+using pipescope::testing::run_losses;
 
 const std::string kDemo = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/demo.json";
 
@@ -45,16 +46,6 @@ TEST(SimulateCli, ContextParallelSplitsTheSequence) {
                          "equal chunks (2 C), which do not divide it\n");
 }
 
-// The step lines' losses of `run`'s output ("step    1  loss 4.17126 ...").
-std::vector<double> losses(const std::string& out) {
-  std::vector<double> found;
-  for (std::size_t at = out.find("loss "); at != std::string::npos;
-       at = out.find("loss ", at + 1)) {
-    found.push_back(std::stod(out.substr(at + 5, out.find(' ', at + 5) - (at + 5))));
-  }
-  return found;
-}
-
 // cpu-small with fused attention (which context parallelism needs) planned
 // with C = 2 on 4 cores trains, under `run`, to the same losses as its plan
 // without; `compare` profiles a share and predicts the plan with its ring.
@@ -72,7 +63,7 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   ASSERT_EQ(shares.status, 0) << shares.err;
   const CliResult one = run("run " + whole + " --steps 2");
   ASSERT_EQ(one.status, 0) << one.err;
-  const std::vector<double> got = losses(shares.out), want = losses(one.out);
+  const std::vector<double> got = run_losses(shares.out), want = run_losses(one.out);
   ASSERT_EQ(got.size(), 2u) << shares.out;
   ASSERT_EQ(want.size(), 2u) << one.out;
   for (std::size_t i = 0; i < got.size(); ++i) {

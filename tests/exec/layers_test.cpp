@@ -22,6 +22,7 @@
 #include "../tiny_models.h"
 #include "costmodels/model_families.h"
 #include "exec/compute/layers.h"
+#include "exec/compute/moe_layers.h"
 #include "exec/models.h"
 
 namespace pipescope::exec {
@@ -86,6 +87,7 @@ std::unique_ptr<RefLayer> ref_of_math(const Layer& layer) {
 std::unique_ptr<RefLayer> ref_of(Layer& layer) {
   std::unique_ptr<RefLayer> ref = ref_of_math<EmbeddingMath>(layer);
   if (!ref) ref = ref_of_math<TransformerBlockMath>(layer);
+  if (!ref) ref = ref_of_math<MoeBlockMath>(layer);
   if (!ref) ref = ref_of_math<LmHeadMath>(layer);
   if (!ref) ref = ref_of_math<MlpBlockMath>(layer);
   if (!ref) ref = ref_of_math<ClassifierHeadMath>(layer);
@@ -250,6 +252,27 @@ TEST(LayerGradients, TransformerBlockMultiHeadAndGroupedQuery) {
   }
 }
 
+// The router's choice is constant between ties, so central differences see
+// its weights' effect through the chosen experts' softmax alone (top-2 and
+// top-3 of four experts: with one, the weight is 1 and the router learns
+// nothing). Twelve tokens reach every expert. With a group of one standing
+// for two expert ranks (the profiler's), each rank's half of the experts
+// computes every copy routed to either half: a different function, with its
+// own gradients.
+TEST(LayerGradients, MixtureOfExpertsBlock) {
+  std::mt19937_64 rng(9);
+  const auto alone = [](int ranks) {
+    return TensorRank(std::make_shared<TensorGroup>(1), 0, ranks);
+  };
+  for (const Index shared : {Index{0}, Index{10}}) {
+    SCOPED_TRACE("shared expert " + std::to_string(shared));
+    check_layer(MoeBlockMath(8, 2, 1, {4, 2, 6, shared}, alone(1)), random_matrix(12, 8, 1.0, rng),
+                context(4, 3), false);
+  }
+  check_layer(MoeBlockMath(8, 2, 2, {4, 3, 6, 0}, alone(2)), random_matrix(12, 8, 1.0, rng),
+              context(4, 3), false);
+}
+
 TEST(LayerGradients, LmHead) {
   std::mt19937_64 rng(3);
   const auto targets = random_targets(6, 11, rng);
@@ -268,7 +291,8 @@ TEST(LayerGradients, ClassifierHead) {
               false);
 }
 
-// Embedding through head: the loss's gradient for every parameter of the model.
+// Embedding through head, a dense block and a mixture of experts: the loss's
+// gradient for every parameter of the model.
 TEST(ModelGradients, TinyTransformer) {
   TransformerParams p;
   p.layers = 2;
@@ -279,15 +303,17 @@ TEST(ModelGradients, TinyTransformer) {
   p.seq_len = 3;
   p.vocab = 11;
   p.learned_positions = true;
+  p.moe = {4, 2, 6, 5, 1, 1.0};  // block0 dense, block1 a mixture with a shared expert
   LayerList layers = build_transformer(p, 42);
+  ASSERT_NE(dynamic_cast<const MoeBlock*>(layers[2].get()), nullptr);
   std::mt19937_64 rng(6);
   RefModel model;
   for (auto& layer : layers) {
     model.push_back(ref_of(*layer));
     for (MatD& w : model.back()->w) w += random_matrix(w.rows(), w.cols(), 0.3, rng);
   }
-  const auto targets = random_targets(6, 11, rng);
-  check_gradients(model, token_ids(6, 11, rng), context(2, 3, &targets), true, rng);
+  const auto targets = random_targets(12, 11, rng);  // 12 tokens reach every expert
+  check_gradients(model, token_ids(12, 11, rng), context(4, 3, &targets), true, rng);
 }
 
 TEST(ModelGradients, TinyMlp) {

@@ -63,16 +63,40 @@ TEST(ModelParams, TiedEmbeddingsAreRejected) {
   EXPECT_THROW(build_layers(make_transformer(p), 1), std::invalid_argument);
 }
 
-TEST(ModelParams, MixturesOfExpertsAreRefusedByName) {
+// A mixture of experts builds as the simulator counts it, whole or as one
+// of E = 2 expert ranks (the profiler's); under tensor parallelism, and latent
+// attention anywhere, it is refused by name.
+TEST(ModelParams, MixturesOfExpertsBuildAsCounted) {
   TransformerParams p = testing::transformer_params(2, 8, 0, 2, 0, 3, 11, false);
   p.moe = {4, 2, 16, 0, 0};
+  for (const int E : {1, 2}) {
+    TensorSplit split;
+    split.experts = E;
+    const ModelSpec spec = make_transformer(p, "moe", split);
+    LayerList layers = build_layers(spec, 1);
+    ASSERT_EQ(layers.size(), spec.layers.size());
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      EXPECT_EQ(layers[i]->param_count(), spec.layers[i].params) << "E=" << E << " layer " << i;
+    }
+  }
+  TensorSplit tensor;
+  tensor.ways = 2;
   try {
-    build_layers(make_transformer(p, "moe"), 1);
-    FAIL() << "a mixture of experts was accepted";
+    build_layers(make_transformer(p, "moe", tensor), 1);
+    FAIL() << "a mixture of experts was accepted at T=2";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(),
-                 "the executor cannot run model 'moe': its mixture-of-experts blocks are not "
-                 "implemented (it runs dense transformers and the mlp family)");
+                 "the executor cannot run model 'moe': it runs mixtures of experts without "
+                 "tensor or context parallelism (T=1, C=1)");
+  }
+  p.mla = {0, 4, 4, 2, 4};
+  try {
+    build_layers(make_transformer(p, "mla"), 1);
+    FAIL() << "latent attention was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "the executor cannot run model 'mla': its latent attention is not implemented "
+                 "(it runs multi-head and grouped-query attention)");
   }
 }
 

@@ -1,0 +1,34 @@
+#pragma once
+// A mixture-of-experts transformer over the E ranks of expert parallelism
+// (exec/compute/moe_layers.h), and back. Every rank's layers are the whole
+// model's (build_transformer with the same seed) but for its mixtures'
+// routed experts, experts / E of them: E = 1 and E > 1 start from the same
+// parameters.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "exec/compute/layer.h"
+
+namespace pipescope::exec {
+
+// One LayerList per rank, each layer in the whole model's order and names;
+// each mixture's E blocks share one TensorGroup, rank r holding experts
+// r L .. r L + L - 1 (L = experts / E). Throws std::invalid_argument for what
+// build_transformer refuses and unless the model has a mixture whose experts
+// E divides.
+std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::uint64_t seed,
+                                          int E);
+
+// Rank 0's layers alone, its all-to-alls returning at once (a group of one):
+// what a rank with a balanced share of the routed tokens computes, for the
+// profiler to time.
+LayerList build_expert_rank_alone(const TransformerParams& params, std::uint64_t seed, int E);
+
+// Every parameter's whole value from the ranks' layers (ranks[r] is rank r's
+// list): layer by layer, rank 0's copy of a parameter every rank holds and
+// each rank's experts in rank order, in the whole model's parameter order.
+std::vector<Matrix> whole_expert_params(const std::vector<const LayerList*>& ranks);
+
+}  // namespace pipescope::exec

@@ -1,0 +1,67 @@
+// `run` and `compare` of a plan of E = 2: expert parallelism from the command
+// line, on the executor's threads.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+using pipescope::testing::CliResult;
+using pipescope::testing::run;
+using pipescope::testing::run_losses;
+
+// cpu-small with four experts, two a token, planned with E = 2 on 4 cores (two
+// replicas holding two experts each) trains, under `run`, to the same losses
+// as its plan without on 2 (one replica of the whole batch); `compare`
+// profiles an expert rank and predicts the plan with its all-to-alls.
+TEST(RunCli, AnExpertParallelPlanTrainsAsTheWholeModelDoes) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pipescope_cli_expert_run";
+  fs::create_directories(dir);
+  const std::string scenario = std::string(PIPESCOPE_SOURCE_DIR) +
+                               "/scenarios/cpu-small.json --set model.experts=4 --set "
+                               "model.experts_per_token=2 --set model.expert_d_ff=64 -K 2 -M 4 "
+                               "--schedule 1f1b --remat off";
+  const std::string ep = (dir / "ep.json").string(), whole = (dir / "whole.json").string();
+  ASSERT_EQ(run("plan " + scenario + " --set cluster.devices=4 -E 2 -o " + ep).status, 0);
+  ASSERT_EQ(run("plan " + scenario + " -o " + whole).status, 0);
+  const CliResult ranks = run("run " + ep + " --steps 2");
+  ASSERT_EQ(ranks.status, 0) << ranks.err;
+  EXPECT_NE(ranks.out.find("K=2, E=2, M=4, batch 8 an expert rank"), std::string::npos)
+      << ranks.out;
+  const CliResult one = run("run " + whole + " --steps 2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  const std::vector<double> got = run_losses(ranks.out), want = run_losses(one.out);
+  ASSERT_EQ(got.size(), 2u) << ranks.out;
+  ASSERT_EQ(want.size(), 2u) << one.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << ranks.out << one.out;  // printed to 6 digits
+  }
+  const CliResult compare = run("compare " + ep + " --steps 3 --json");
+  ASSERT_EQ(compare.status, 0) << compare.err;
+  const nlohmann::json j = nlohmann::json::parse(compare.out);
+  EXPECT_EQ(j["E"], 2);
+  EXPECT_EQ(j["K"], 2);
+  EXPECT_GT(j["predicted_step_time_s"].get<double>(), 0.0);
+  // Each stage's 4 forwards, and their all-to-alls predicted and measured.
+  int forwards = 0, exchanges = 0;
+  for (const nlohmann::json& op : j["ops"]) {
+    forwards += op["kind"] == "F kept" ? op["count"].get<int>() : 0;
+    if (op["kind"] == "F collectives") {
+      exchanges += op["count"].get<int>();
+      EXPECT_GT(op["predicted_s"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_EQ(forwards, 8);
+  EXPECT_EQ(exchanges, 8);
+  fs::remove_all(dir);
+}
+
+}  // namespace
