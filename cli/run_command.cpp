@@ -143,8 +143,14 @@ int report(const RunOptions& o, const Plan& plan, const ModelSpec& spec,
       "             %s\n",
       format_seconds(step_s).c_str(), exec::measured_steps_label(o.steps, kWarmupSteps).c_str(),
       throughput, format_percent(bubble).c_str());
-  if (plan.data_parallel > 1)
+  if (plan.expert_parallel > 1) {
+    std::printf(
+        "(%d of the plan's %d data-parallel replicas, one an expert rank; the "
+        "throughput a replica's)\n",
+        plan.expert_parallel, plan.data_parallel);
+  } else if (plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", plan.data_parallel);
+  }
   if (o.trace) std::printf("Trace written to %s\n", o.trace->c_str());
   return 0;
 }

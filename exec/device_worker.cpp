@@ -146,7 +146,7 @@ StageWork& DeviceWorker::stage_work(int stage) const {
 }
 
 // The ranks of a stage share its channels: rank r's payload of micro-batch m
-// travels under key m T C + r, to rank r of the next stage.
+// travels under key m E C T + r, to rank r of the next stage.
 int DeviceWorker::channel_key(int micro_batch) const {
   return micro_batch * core_.group_ranks() + rank_;
 }

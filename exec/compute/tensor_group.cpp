@@ -49,7 +49,8 @@ TensorGroup::TensorGroup(int ranks) : ranks_(ranks) {
   slots_.resize(static_cast<std::size_t>(ranks));
 }
 
-void TensorGroup::arrive_and_wait(Barrier& b, bool abortable, const CollectiveTally* tally) {
+void TensorGroup::arrive_and_wait(Barrier& b, bool abortable, const CollectiveTally* tally,
+                                  const char* what) {
   std::unique_lock lock(mu_);
   const std::uint64_t generation = b.generation;
   if (++b.arrived == ranks_) {
@@ -67,8 +68,8 @@ void TensorGroup::arrive_and_wait(Barrier& b, bool abortable, const CollectiveTa
       if (aborted || late) {
         --b.arrived;  // withdraw: the barrier has not opened, so nobody read our slot
         if (aborted) throw CollectiveAborted();
-        throw std::runtime_error("an all-reduce waited " + std::to_string(limit.count()) +
-                                 " ms for the other tensor-parallel ranks");
+        throw std::runtime_error(std::string(what) + " waited " + std::to_string(limit.count()) +
+                                 " ms for the other ranks of its group");
       }
     }
     cv_.wait_for(lock, CollectiveTally::kAbortPoll);
@@ -116,11 +117,11 @@ void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
       std::lock_guard lock(mu_);
       slots_[static_cast<std::size_t>(rank)] = {m.data(), m.rows(), m.cols()};
     }
-    arrive_and_wait(posted_, /*abortable=*/true, tally);
+    arrive_and_wait(posted_, /*abortable=*/true, tally, "an all-reduce");
     // Every rank checks every shape, so all throw alike before the second barrier.
     check_shapes(rank);
     Mat<T> out = reduced<T>(m.rows(), m.cols(), op);
-    arrive_and_wait(read_, /*abortable=*/false, tally);
+    arrive_and_wait(read_, /*abortable=*/false, tally, "an all-reduce");
     m = std::move(out);
   }
   if (tally != nullptr) {
@@ -147,14 +148,24 @@ void TensorGroup::all_to_all(int rank, std::vector<Mat<T>>& parts) {
       std::lock_guard lock(mu_);
       slots_[static_cast<std::size_t>(rank)] = {&parts, 0, 0};
     }
-    arrive_and_wait(posted_, /*abortable=*/true, tally);
+    arrive_and_wait(posted_, /*abortable=*/true, tally, "an all-to-all");
+    // Every rank checks every part's width, so all throw alike before the
+    // second barrier.
+    for (const Slot& s : slots_) {
+      for (const Mat<T>& part : *static_cast<const std::vector<Mat<T>>*>(s.data)) {
+        if (part.cols() != parts[0].cols()) {
+          throw std::runtime_error("an all-to-all of parts " + std::to_string(parts[0].cols()) +
+                                   " wide met one " + std::to_string(part.cols()) + " wide");
+        }
+      }
+    }
     std::vector<Mat<T>> in(parts.size());
     for (std::size_t s = 0; s < slots_.size(); ++s) {
       in[s] = (*static_cast<const std::vector<Mat<T>>*>(
           slots_[s].data))[static_cast<std::size_t>(rank)];
       if (s != static_cast<std::size_t>(rank)) received += static_cast<Bytes>(in[s].size());
     }
-    arrive_and_wait(read_, /*abortable=*/false, tally);
+    arrive_and_wait(read_, /*abortable=*/false, tally, "an all-to-all");
     parts = std::move(in);
   }
   if (tally != nullptr) tally->add(start, cpu_start, received * static_cast<Bytes>(sizeof(T)));

@@ -126,7 +126,8 @@ class TensorGroup {
   // Waits at `b` until every rank has arrived. With `abortable` the wait gives
   // up (and withdraws) when the step stops or the limit passes; without, it
   // waits on: the others are then only reading, and cannot be held up.
-  void arrive_and_wait(Barrier& b, bool abortable, const CollectiveTally* tally);
+  // `what` names the collective in the error ("an all-reduce").
+  void arrive_and_wait(Barrier& b, bool abortable, const CollectiveTally* tally, const char* what);
   void check_shapes(int rank) const;
 
   const int ranks_;

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -112,7 +115,7 @@ TEST(ExpertParallelTraining, FourRanksOfOneExpertWithASharedExpertMatchToo) {
 }
 
 // Three ranks, each sending every other a part of its own size: rank r's
-// part for d is (r + 1) rows of d + 10 r.
+// part for d is r rows of d + 10 r (none from rank 0).
 TEST(AllToAll, EachRankGetsWhatEveryRankSentIt) {
   constexpr int kRanks = 3;
   TensorGroup group(kRanks);
@@ -122,7 +125,7 @@ TEST(AllToAll, EachRankGetsWhatEveryRankSentIt) {
     threads.emplace_back([&, r] {
       std::vector<Matrix> parts;
       for (int d = 0; d < kRanks; ++d) {
-        parts.push_back(Matrix::Constant(r + 1, 2, static_cast<float>(d + 10 * r)));
+        parts.push_back(Matrix::Constant(r, 2, static_cast<float>(d + 10 * r)));
       }
       group.all_to_all(r, parts);
       got[static_cast<std::size_t>(r)] = std::move(parts);
@@ -132,7 +135,7 @@ TEST(AllToAll, EachRankGetsWhatEveryRankSentIt) {
   for (int d = 0; d < kRanks; ++d) {
     for (int r = 0; r < kRanks; ++r) {
       const Matrix& part = got[static_cast<std::size_t>(d)][static_cast<std::size_t>(r)];
-      EXPECT_EQ(part, Matrix::Constant(r + 1, 2, static_cast<float>(d + 10 * r)))
+      EXPECT_EQ(part, Matrix::Constant(r, 2, static_cast<float>(d + 10 * r)))
           << "rank " << d << " from " << r;
     }
   }
@@ -167,6 +170,55 @@ TEST(ExpertShards, RanksAreTheWholeModelCut) {
   }
   const auto& block = dynamic_cast<const MoeBlock&>(*ranks[1][2]);
   EXPECT_EQ(block.math().param_shapes().back().name, "expert3.fc2.bias");
+}
+
+// One rank failing in a forward while the other waits in a mixture's
+// all-to-all stops the step (no hang); the next steps train as a fresh
+// runtime's do.
+TEST(ExpertParallelFaults, AFailedRankStopsTheOthersExchanges) {
+  const TransformerParams p = params();
+  const auto runtime = [&](std::function<void(int, const Op&)> before_op) {
+    std::vector<std::vector<LayerList>> ranks;
+    for (LayerList& rank : build_expert_ranks(p, kSeed, 2)) {
+      ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(5, 1)));
+    }
+    RuntimeOptions options;
+    options.optimizer = momentum();
+    options.watchdog = std::chrono::milliseconds(20000);
+    options.before_op = std::move(before_op);
+    return std::make_unique<PipelineRuntime>(
+        std::move(ranks), build_schedule(ScheduleKind::kGpipe, 1, 2, Remat::kNever), options, 1, 2);
+  };
+  // The first rank to reach F(0,1) fails there once the other has gone on
+  // into the block's all-to-all.
+  std::atomic<int> arrivals{0};
+  std::atomic<bool> armed{true};
+  auto faulty = runtime([&](int, const Op& op) {
+    if (armed && op == Op{OpKind::kForward, 0, 1} && arrivals.fetch_add(1) == 0) {
+      while (arrivals.load() < 2) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      throw std::runtime_error("injected fault");
+    }
+  });
+  const auto train = [&](PipelineRuntime& rt) {
+    Trace t;
+    for (int step = 0; step < kSteps; ++step) {
+      t.losses.push_back(rt.step(synthetic_batch(task_of(p), 2 * kBatch, 2,
+                                                 static_cast<std::uint64_t>(step), kSeed))
+                             .loss);
+    }
+    t.params = whole_params(rt, 2);
+    return t;
+  };
+  try {
+    faulty->step(synthetic_batch(task_of(p), 2 * kBatch, 2, 0, kSeed));
+    ADD_FAILURE() << "the fault did not stop the step";
+  } catch (const StageError& e) {
+    EXPECT_NE(std::string(e.what()).find("injected fault"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(expert rank "), std::string::npos) << e.what();
+  }
+  armed = false;
+  expect_same(train(*runtime(nullptr)), train(*faulty));
 }
 
 TEST(ExpertParallelRefusals, WhatCannotBeSplit) {

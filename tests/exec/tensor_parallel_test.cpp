@@ -133,7 +133,7 @@ TEST(AllReduce, ARankAloneStopsWhenTheStepStopsOrItsLimitPasses) {
     group.all_reduce(1, m);
     FAIL() << "a rank alone returned";
   } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "an all-reduce waited 20 ms for the other tensor-parallel ranks");
+    EXPECT_STREQ(e.what(), "an all-reduce waited 20 ms for the other ranks of its group");
   }
   // Both withdrew: the group still pairs two ranks' next calls.
   tally.limit = CollectiveTally::kDefaultLimit;
