@@ -116,6 +116,14 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
         "it does not recompute attention's core alone (selective); plan with another remat "
         "mode to run or compare it");
   }
+  if (plan.context_parallel > 1 && plan.cp_comm_type != ContextExchange::kP2p) {
+    throw std::invalid_argument(
+        plan_file +
+        ": cp_comm_type: the executor passes the keys and values round a ring (p2p); "
+        "it does not " +
+        std::string(to_string(plan.cp_comm_type)) +
+        " them; plan with training.cp_comm_type=p2p to run or compare it");
+  }
   if (plan.model_spec.is_null()) {
     throw std::invalid_argument(plan_file +
                                 ": model.spec: the executor runs transformer and mlp models; this "

@@ -24,7 +24,7 @@ Usage: scripts/check-exports.sh [--keep DIR] [--help]
 Makes plans of scenarios/demo.json (every schedule on K=4, remat on, off and
 except-last, checkpoints layer by layer, two hand-made cuts, a one-stage plan, plans with data and
 tensor parallelism and ZeRO on 4 and 8 devices, plans with context parallelism
-on 8, and plans of a mixture of experts with expert parallelism on 8), exports each with `pipescope
+(a ring, and all-gathered) on 8, and plans of a mixture of experts with expert parallelism on 8), exports each with `pipescope
 export --to torchgpipe|deepspeed|megatron|torch-pipelining`, and loads every
 export with the tool's own code on the CPU: torchgpipe's GPipe, DeepSpeed's
 PipelineModule, ZeRO config and engine, megatron-core's TransformerConfig,
@@ -188,6 +188,9 @@ plan cp2-pp2-dp2-tp-pp-dp-zero1 --set cluster.devices=8 --set cluster.rank_order
   -K 2 -M 8 --schedule 1f1b --remat off --set training.zero=1
 plan tp2-cp2-pp2-zero1 --set cluster.devices=8 -T 2 -C 2 -K 2 -M 8 --schedule 1f1b --remat off \
   --set training.zero=1
+# The keys and values all-gathered (megatron-core's --cp-comm-type all_gather).
+plan cp2-allgather-pp2-dp2 --set cluster.devices=8 -C 2 -K 2 -M 8 --schedule 1f1b --remat off \
+  --set training.cp_comm_type=all_gather
 # A mixture of 8 experts, top 2, spread over E replicas.
 MOE=(--set model.experts=8 --set model.experts_per_token=2)
 plan moe-pp2-dp4-ep2 --set cluster.devices=8 "${MOE[@]}" -K 2 -E 2 -M 8 --schedule 1f1b --remat off

@@ -129,6 +129,7 @@ class Plan:
         self.T = p.get("T", 1)
         self.E = p.get("E", 1)
         self.C = p.get("C", 1)
+        self.cp_comm_type = p.get("cp_comm_type", "p2p")
         self.rank_order = p["cluster"].get("rank_order", "tp-pp-dp")
         self.p2p = p["cluster"].get("p2p", "overlapped")
         self.sequence_parallel = p.get("sequence_parallel", False)
@@ -429,6 +430,7 @@ MEGATRON_FLAGS = {
     "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", str),
     "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
     "--context-parallel-size": ("context_parallel_size", int),
+    "--cp-comm-type": ("cp_comm_type", str),
     "--num-layers": ("num_layers", int),
     "--decoder-first-pipeline-num-layers": ("num_layers_in_first_pipeline_stage", int),
     "--decoder-last-pipeline-num-layers": ("num_layers_in_last_pipeline_stage", int),
@@ -700,6 +702,9 @@ def check_megatron(plan, text):
     if args.get("context_parallel_size", 1) != plan.C:
         raise Rejected(f"context_parallel_size {args.get('context_parallel_size', 1)}, "
                        f"the plan C={plan.C}")
+    if plan.C > 1 and args.get("cp_comm_type", "p2p") != plan.cp_comm_type:
+        raise Rejected(f"cp_comm_type {args.get('cp_comm_type', 'p2p')}, the plan's "
+                       f"{plan.cp_comm_type}")
     # Megatron-LM overlaps the interleaved schedule's exchanges in its steady
     # state unless told not to, and in its warm-up and cool-down too when told
     # so; its non-interleaved schedule cannot (megatron-core raises).

@@ -24,9 +24,17 @@ SimTime ring_step_time(const DataParallel& ring, Bytes bytes) {
 }
 
 ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
-                                   const DataParallel& ring, const CostModel& cost) {
+                                   const DataParallel& ring, const CostModel& cost,
+                                   ContextExchange form) {
   ContextExchanges x;
   if (layer.cp_steps <= 0 || ring.replicas <= 1) return x;
+  if (form == ContextExchange::kAllGather) {
+    // The keys' collective and the values', each a ring of the block's half.
+    const SimTime one = layer.cp_steps * ring_step_time(ring, layer.cp_bytes * batch / 2);
+    x.forward = 2 * one;
+    x.backward = 4 * one;
+    return x;
+  }
   // A step's share of the attention, forward and backward.
   const SimTime forward = cost.core_recompute(layer, batch) / ring.replicas;
   const SimTime backward = cost.core_backward(layer, batch) / ring.replicas;
@@ -38,7 +46,7 @@ ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
 
 void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
-                           const CostModel& cost) {
+                           const CostModel& cost, ContextExchange form) {
   if (cluster.context_parallel <= 1) return;
   const DataParallel ring = context_ring(cluster);
   for (StageCost& c : stages) {
@@ -46,7 +54,7 @@ void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
     c.cp_bytes = 0;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
-      const ContextExchanges x = context_exchanges(layer, micro_batch_size, ring, cost);
+      const ContextExchanges x = context_exchanges(layer, micro_batch_size, ring, cost, form);
       c.cp_forward += x.forward;
       c.cp_backward += x.backward;
       c.cp_bytes += layer.cp_steps * layer.cp_bytes * micro_batch_size;

@@ -8,6 +8,13 @@
 // the blocks and their gradients, twice the bytes in as many steps. A step's
 // exchange hides behind its share of the attention (1 / C of it, the causal
 // work balanced); what outlasts it the op waits for.
+//
+// With cp_comm_type all_gather (ContextExchange::kAllGather, Transformer
+// Engine's AttnFuncWithCPAndKVAllGather, Llama 3's) a forward all-gathers the
+// keys and then the values of the C devices before its attention, and a
+// backward gathers them again and reduce-scatters their gradients after it:
+// two collectives and four, each as a ring of C - 1 steps of the device's
+// block, none hidden behind the attention.
 
 #include <cstdint>
 #include <vector>
@@ -32,21 +39,23 @@ DataParallel context_ring(const Cluster& cluster);
 SimTime ring_step_time(const DataParallel& ring, Bytes bytes);
 
 // What a layer's exchanges add to its forward and its backward for a
-// micro-batch of `batch` samples: each step's exchange less the attention
-// it hides behind (the core's forward, cost.core_recompute, and its backward,
-// cost.core_backward, a step's 1 / C share of each), times the layer's
-// steps; 0 where the attention is the longer.
+// micro-batch of `batch` samples. p2p: each step's exchange less the
+// attention it hides behind (the core's forward, cost.core_recompute, and
+// its backward, cost.core_backward, a step's 1 / C share of each), times the
+// layer's steps; 0 where the attention is the longer. all_gather: the
+// collectives whole.
 struct ContextExchanges {
   SimTime forward = 0;
   SimTime backward = 0;
 };
 ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
-                                   const DataParallel& ring, const CostModel& cost);
+                                   const DataParallel& ring, const CostModel& cost,
+                                   ContextExchange form = ContextExchange::kP2p);
 
-// Fills each stage's cp_forward, cp_backward and cp_bytes from its layers;
-// nothing without context parallelism.
+// Fills each stage's cp_forward, cp_backward and cp_bytes (what a device
+// sends in a forward) from its layers; nothing without context parallelism.
 void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
-                           const CostModel& cost);
+                           const CostModel& cost, ContextExchange form = ContextExchange::kP2p);
 
 }  // namespace pipescope

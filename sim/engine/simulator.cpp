@@ -488,7 +488,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
   add_expert_collectives(scenario.model, config.data_parallel, out.micro_batch_size,
                          out.stage_costs);
   add_context_exchanges(scenario.model, scenario.cluster, out.micro_batch_size, out.stage_costs,
-                        cost);
+                        cost, scenario.training.cp_comm_type);
   add_host_waits(scenario.model, cost, scenario.training.framework, out.micro_batch_size, r.remat,
                  ops_start_drained(scenario.training.framework, r.chunks > 1, r.K),
                  out.stage_costs);

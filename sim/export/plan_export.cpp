@@ -328,9 +328,13 @@ std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
   }
   if (p.sequence_parallel) flags.push_back("--sequence-parallel");
   // The plan times the ring exchange of keys and values (p2p, the default
-  // --cp-comm-type), each device holding two of 2C chunks of the sequence.
+  // --cp-comm-type) or their all-gather, each device holding two of 2C
+  // chunks of the sequence.
   if (p.context_parallel > 1) {
     flags.push_back("--context-parallel-size " + str(p.context_parallel));
+    if (p.cp_comm_type != ContextExchange::kP2p) {
+      flags.push_back("--cp-comm-type " + std::string(to_string(p.cp_comm_type)));
+    }
   }
   // The plan times the all-to-all dispatcher (sim/engine/expert_parallel.h),
   // not megatron-core's default all-gather one.

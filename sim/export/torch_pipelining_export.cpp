@@ -228,7 +228,9 @@ void context_parallel_section(std::ostream& o, const Plan& p) {
   o << "\n\n# Context parallelism over mesh[\"cp\"]: each sequence splits over C=" << C
     << " ranks, two of\n"
     << "# 2C chunks each (the causal load balance), and scaled_dot_product_attention\n"
-    << "# passes the keys and values round the ring, as the plan's cost model prices it.\n"
+    << (p.cp_comm_type == ContextExchange::kAllGather
+            ? "# all-gathers the keys and values before it, as the plan's cost model prices it.\n"
+            : "# passes the keys and values round the ring, as the plan's cost model prices it.\n")
     << "# Run each step's schedule inside pipescope_context_parallel(mesh, buffers, seq_dims)\n"
     << "# with the step's whole-sequence tensors (tokens, labels, rotary tables) and the\n"
     << "# dimension of each that is the sequence: it shards them in place for the step.\n"
@@ -236,7 +238,10 @@ void context_parallel_section(std::ostream& o, const Plan& p) {
     << "from torch.distributed.tensor.experimental import context_parallel\n"
     << "from torch.distributed.tensor.experimental._attention import set_rotate_method\n\n\n"
     << "def pipescope_context_parallel(mesh, buffers, seq_dims):\n"
-    << "    set_rotate_method(\"alltoall\")  # the ring, not an all-gather of the keys and values\n"
+    << (p.cp_comm_type == ContextExchange::kAllGather
+            ? "    set_rotate_method(\"allgather\")  # the keys and values gathered at once\n"
+            : "    set_rotate_method(\"alltoall\")  # the ring, not an all-gather of the keys and "
+              "values\n")
     << "    return context_parallel(mesh[\"cp\"], buffers=buffers, buffer_seq_dims=seq_dims,\n"
     << "                            no_restore_buffers=set(buffers))\n";
 }

@@ -335,7 +335,10 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["T"] = plan.tensor_parallel;
   doc["sequence_parallel"] = plan.sequence_parallel;
   if (plan.expert_parallel > 1) doc["E"] = plan.expert_parallel;
-  if (plan.context_parallel > 1) doc["C"] = plan.context_parallel;
+  if (plan.context_parallel > 1) {
+    doc["C"] = plan.context_parallel;
+    doc["cp_comm_type"] = std::string(to_string(plan.cp_comm_type));
+  }
   doc["zero"] = plan.zero;
   doc["M"] = plan.micro_batches;
   doc["global_batch"] = plan.global_batch;
@@ -378,6 +381,10 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   p.expert_parallel = static_cast<int>(top.opt_integer("E", kExpertCount).value_or(1));
   // Absent where the sequence is whole on each device.
   p.context_parallel = static_cast<int>(top.opt_integer("C", kDeviceCount).value_or(1));
+  // Absent from plans written before the all-gather form: the ring.
+  p.cp_comm_type = opt_choice(top, "cp_comm_type", "context-parallel exchange",
+                              parse_context_exchange, kContextExchangeNames)
+                       .value_or(ContextExchange::kP2p);
   // Absent from plans written before ZeRO: plain data parallelism.
   p.zero = static_cast<int>(top.opt_integer("zero", IntRange{0, kMaxZeroStage}).value_or(0));
   read_model(top.object("model"), p);
@@ -505,6 +512,14 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                         "this plan splits each sequence over C=" + str(plan.context_parallel) +
                             " devices, the scenario over C=" + str(t.context_parallel) +
                             " (training.context_parallel, -C)");
+  }
+  if (plan.context_parallel > 1 && plan.cp_comm_type != t.cp_comm_type) {
+    throw ScenarioError(plan_file, "training.cp_comm_type",
+                        "this plan's devices exchange keys and values by " +
+                            std::string(to_string(plan.cp_comm_type)) + ", the scenario's by " +
+                            std::string(to_string(t.cp_comm_type)) +
+                            " (--set training.cp_comm_type=" +
+                            std::string(to_string(plan.cp_comm_type)) + " runs the plan's)");
   }
   if (plan.optimizer != t.optimizer) {
     const auto name = [](const std::optional<Optimizer>& o) {

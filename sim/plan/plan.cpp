@@ -124,6 +124,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.sequence_parallel = scenario.training.sequence_parallel;
   p.expert_parallel = scenario.training.expert_parallel;
   p.context_parallel = scenario.training.context_parallel;
+  p.cp_comm_type = scenario.training.cp_comm_type;
   p.zero = scenario.training.zero;
   p.devices = result.stages * data_parallel * p.tensor_parallel * p.context_parallel;
   p.memory_capacity = scenario.cluster.device.memory_bytes;

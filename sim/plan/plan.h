@@ -74,6 +74,8 @@ struct Plan {
   // C, the devices each sample's sequence splits over
   // (training.context_parallel); the stage plans hold a device's share of it
   int context_parallel = 1;
+  // How those C exchange keys and values (training.cp_comm_type).
+  ContextExchange cp_comm_type = ContextExchange::kP2p;
   int zero = 0;           // ZeRO stage over the D (x C) replicas (sim/engine/zero.h)
   int micro_batches = 1;  // M per replica
   std::int64_t global_batch = 1;

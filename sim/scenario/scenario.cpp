@@ -91,6 +91,16 @@ std::string_view checkpoint_label(Remat r, Checkpoint c) {
   return rebuilds_layer_by_layer(r, c) ? " (layer by layer)" : "";
 }
 
+std::string_view to_string(ContextExchange c) {
+  return c == ContextExchange::kAllGather ? "all_gather" : "p2p";
+}
+
+std::optional<ContextExchange> parse_context_exchange(std::string_view name) {
+  if (name == "p2p") return ContextExchange::kP2p;
+  if (name == "all_gather") return ContextExchange::kAllGather;
+  return std::nullopt;
+}
+
 std::optional<Checkpoint> parse_checkpoint(std::string_view name) {
   if (name == "stage") return Checkpoint::kStage;
   if (name == "layer") return Checkpoint::kLayer;

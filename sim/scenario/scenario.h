@@ -139,6 +139,19 @@ constexpr bool rebuilds_layer_by_layer(Remat r, Checkpoint c) {
 std::string_view checkpoint_label(Remat r, Checkpoint c);
 inline constexpr const char* kCheckpointNames = "stage, layer";
 
+// How context parallelism's devices exchange keys and values
+// (training.cp_comm_type, megatron-core's --cp-comm-type, as Transformer
+// Engine runs it; sim/engine/context_parallel.h):
+//   p2p:        round a ring, each step's block sent while the attention
+//               computes on the one held (Liu et al. 2023);
+//   all_gather: all of them gathered before the attention and their
+//               gradients reduce-scattered after the backward's, exposed
+//               (Llama 3's, Dubey et al. 2024, section 3.3.2).
+enum class ContextExchange : std::uint8_t { kP2p, kAllGather };
+std::string_view to_string(ContextExchange c);
+std::optional<ContextExchange> parse_context_exchange(std::string_view name);
+inline constexpr const char* kContextExchangeNames = "p2p, all_gather";
+
 // What a stage holds of its micro-batches at one moment: whole stashes kept by
 // their forward, stashes a recompute rebuilt, and inputs alone (kept by a
 // forward whose micro-batch remat recomputes). Under Checkpoint::kStage a
@@ -202,6 +215,8 @@ struct TrainingConfig {
   // devices that hold the same weights.
   int context_parallel = 1;
   bool context_parallel_given = false;  // the scenario (or -C) says C; the planner keeps it
+  // How the C devices exchange keys and values (ContextExchange).
+  ContextExchange cp_comm_type = ContextExchange::kP2p;
   // ZeRO stage (sim/engine/zero.h): what the data-parallel replicas shard; 0 to
   // kMaxZeroStage.
   int zero = 0;

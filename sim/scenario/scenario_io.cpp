@@ -98,6 +98,9 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
       t.opt_integer("context_parallel", kTensorParallel);
   cfg.context_parallel = static_cast<int>(context_parallel.value_or(1));
   cfg.context_parallel_given = context_parallel.has_value();
+  cfg.cp_comm_type = opt_choice(t, "cp_comm_type", "context-parallel exchange",
+                                parse_context_exchange, kContextExchangeNames)
+                         .value_or(ContextExchange::kP2p);
   const std::optional<bool> sequence_parallel = t.opt_bool("sequence_parallel");
   cfg.sequence_parallel = sequence_parallel.value_or(false);
   cfg.sequence_parallel_given = sequence_parallel.has_value();

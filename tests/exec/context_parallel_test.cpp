@@ -136,6 +136,15 @@ TEST(ContextParallelPlans, RunPlanTrainsTheSharesAsTheWholeModelWould) {
   plan.stage_plans.push_back(st);
   const ModelSpec share = plan_model(plan, "cp.json");
   EXPECT_EQ(share.context_parallel, 2);
+  // The executor's ring is not the all-gather form: such a plan is refused.
+  Plan gathered = plan;
+  gathered.cp_comm_type = ContextExchange::kAllGather;
+  try {
+    plan_model(gathered, "cp.json");
+    ADD_FAILURE() << "an all-gather plan was taken for the ring";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cp.json: cp_comm_type: ", 0), 0u) << e.what();
+  }
   PlanRunOptions o;
   o.steps = 3;
   o.seed = kSeed;

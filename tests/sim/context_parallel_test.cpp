@@ -41,18 +41,29 @@ class CoreOnly final : public CostModel {
   SimTime core_;
 };
 
+// A layer of C = 4 (3 steps) with 1000 bytes of keys and values a sample,
+// and its ring at 1 GB/s with 2 us a step.
+LayerSpec four_way_layer() {
+  LayerSpec layer;
+  layer.cp_steps = 3;
+  layer.cp_bytes = 1000;
+  return layer;
+}
+DataParallel four_way_ring() {
+  DataParallel ring;
+  ring.replicas = 4;
+  ring.bandwidth = 1e9;
+  ring.latency_s = 2e-6;
+  return ring;
+}
+
 TEST(ContextParallel, TheExchangesCostWhatOutlastsTheirShareOfTheAttention) {
   // C = 4 (3 steps), 1000 bytes a sample a step, a micro-batch of 2, a ring
   // at 1 GB/s with 2 us a step: a forward step sends 2000 bytes in 2 + 2 =
   // 4 us beside a quarter of the 8 us attention (2 us), 2 us exposed a step;
   // a backward step sends 4000 bytes in 6 us beside twice that (4 us).
-  LayerSpec layer;
-  layer.cp_steps = 3;
-  layer.cp_bytes = 1000;
-  DataParallel ring;
-  ring.replicas = 4;
-  ring.bandwidth = 1e9;
-  ring.latency_s = 2e-6;
+  const LayerSpec layer = four_way_layer();
+  const DataParallel ring = four_way_ring();
   EXPECT_EQ(ring_step_time(ring, 2000), 4000);
   const ContextExchanges x = context_exchanges(layer, 2, ring, CoreOnly(8000));
   EXPECT_EQ(x.forward, 3 * (4000 - 2000));
@@ -260,6 +271,72 @@ TEST(ContextParallel, PlansCarryCAndMegatronRunsIt) {
     ADD_FAILURE() << "a plan of C = 2 ran on C = 1";
   } catch (const ScenarioError& e) {
     EXPECT_NE(std::string(e.what()).find("C=2"), std::string::npos) << e.what();
+  }
+}
+
+// cp_comm_type all_gather (Transformer Engine's AttnFuncWithCPAndKVAllGather):
+// a forward gathers the keys, then the values, before the attention; a
+// backward gathers both again and reduce-scatters their gradients; none
+// hides behind the attention. By hand, C = 4, 1000 bytes of keys and values
+// a sample, a micro-batch of 2, a ring at 1 GB/s with 2 us a step: each
+// collective 3 steps of 1000 bytes, 3 x (2 + 1) = 9 us; 2 of them forward,
+// 4 backward.
+TEST(ContextParallel, AnAllGatherIsExposedWhole) {
+  const LayerSpec layer = four_way_layer();
+  const DataParallel ring = four_way_ring();
+  const ContextExchanges x =
+      context_exchanges(layer, 2, ring, CoreOnly(1'000'000), ContextExchange::kAllGather);
+  EXPECT_EQ(x.forward, 2 * 9000);
+  EXPECT_EQ(x.backward, 4 * 9000);
+  // The scenario's field: the simulation's forwards pay it where the ring
+  // hid its exchanges.
+  const auto stages = [](const Scenario& sc) {
+    SimConfig cfg;
+    cfg.stages = 2;
+    cfg.micro_batches = 4;
+    cfg.schedule = ScheduleKind::k1F1B;
+    return simulate(sc, cfg).stage_costs;
+  };
+  const Scenario ring_sc = load({"training.context_parallel=2"});
+  const Scenario gather_sc =
+      load({"training.context_parallel=2", "training.cp_comm_type=all_gather"});
+  EXPECT_EQ(ring_sc.training.cp_comm_type, ContextExchange::kP2p);
+  EXPECT_EQ(gather_sc.training.cp_comm_type, ContextExchange::kAllGather);
+  const std::vector<StageCost> p2p = stages(ring_sc), gathered = stages(gather_sc);
+  EXPECT_GT(gathered[1].cp_forward, p2p[1].cp_forward);
+  EXPECT_EQ(gathered[1].cp_backward, 2 * gathered[1].cp_forward);
+  const ScenarioError bad = testing::docs::error_of_text(
+      kLongContext, {"training.context_parallel=2", "training.cp_comm_type=a2a"});
+  EXPECT_EQ(bad.json_path(), "training.cp_comm_type");
+  EXPECT_NE(bad.message().find("p2p, all_gather"), std::string::npos) << bad.what();
+}
+
+// A plan of the all-gather form keeps it, refuses a scenario of the ring,
+// and tells Megatron-LM and PyTorch to gather.
+TEST(ContextParallel, PlansCarryTheAllGatherForm) {
+  const Scenario sc = load({"training.context_parallel=2", "training.cp_comm_type=all_gather"});
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.micro_batches = 4;
+  cfg.schedule = ScheduleKind::k1F1B;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 2, 2);
+  const Scenario replica = replica_scenario(sc, 2, 2);
+  const Plan plan = make_plan(replica, simulate(replica, cfg), 2, "optimal");
+  EXPECT_EQ(plan.cp_comm_type, ContextExchange::kAllGather);
+  const Plan back = plan_from_json(plan_to_json(plan), "p.json");
+  EXPECT_EQ(back.cp_comm_type, ContextExchange::kAllGather);
+  EXPECT_NE(export_plan(plan, ExportFormat::kMegatron).find("--cp-comm-type all_gather"),
+            std::string::npos);
+  EXPECT_NE(export_torch_device_mesh(plan).find("    set_rotate_method(\"allgather\")"),
+            std::string::npos);
+  try {
+    check_plan_matches(plan, load({"training.context_parallel=2"}), "p.json");
+    ADD_FAILURE() << "an all-gather plan ran on the ring";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.json_path(), "training.cp_comm_type");
+    EXPECT_NE(std::string(e.what()).find("--set training.cp_comm_type=all_gather"),
+              std::string::npos)
+        << e.what();
   }
 }
 
