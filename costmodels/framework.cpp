@@ -272,6 +272,7 @@ const std::vector<FrameworkField>& framework_fields() {
       {"overlap_param_gather", &Framework::overlap_param_gather, nullptr, 0.0, true},
       {"tp_backward_overlap", &Framework::tp_backward_overlap, nullptr, 0.0, true},
       {"tp_forward_overlap", &Framework::tp_forward_overlap, nullptr, 0.0, true},
+      {"pair_alltoall_overlap", &Framework::pair_alltoall_overlap, nullptr, 0.0, true},
       {"step_grad_pass_bytes", nullptr, &Framework::step_grad_pass_bytes, 256.0},
   };
   return all;

@@ -108,6 +108,13 @@ struct Framework {
   // performance recipes).
   bool tp_forward_overlap = false;
 
+  // --- Expert parallelism ---
+  // In an overlapped pair (Op::paired, DualPipe(V)'s F&B) one half's
+  // all-to-alls run beside the other half's compute: DeepSeek-V3's DualPipe,
+  // and PyTorch's OVERLAP_F_B with an overlapping function registered (its
+  // runtime otherwise runs the two one after the other). No profile sets it.
+  bool pair_alltoall_overlap = false;
+
   // --- The optimizer step ---
   // Passes over the gradients beyond the optimizer's own, bytes per
   // parameter of the (fp32 or 16-bit) gradient: the NaN check's norm, the

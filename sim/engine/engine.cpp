@@ -240,43 +240,6 @@ class Engine {
     return 0;
   }
 
-  // The tensor-parallel collectives an op runs after its compute, then its
-  // expert-parallel all-to-alls, and their bytes.
-  struct Collectives {
-    SimTime tensor = 0;
-    Bytes tensor_bytes = 0;
-    SimTime expert = 0;
-    Bytes expert_bytes = 0;
-    SimTime context = 0;
-    Bytes context_bytes = 0;
-  };
-  Collectives collectives(const Op& op) const {
-    const StageCost& c = stages_[static_cast<std::size_t>(op.stage)];
-    switch (op.kind) {
-      case OpKind::kForward:
-        return {c.tp_forward + c.tp_input_gather,
-                c.tp_forward_bytes + c.tp_input_gather_bytes,
-                c.ep_forward,
-                c.ep_bytes,
-                c.cp_forward,
-                c.cp_bytes};
-      case OpKind::kRecompute:
-        return {c.tp_forward, c.tp_forward_bytes, c.ep_forward,
-                c.ep_bytes,   c.cp_forward,       c.cp_bytes};
-      case OpKind::kBackward:
-        return {c.tp_backward + c.tp_grad_gather,
-                c.tp_backward_bytes + c.tp_grad_gather_bytes,
-                c.ep_backward,
-                c.ep_bytes,
-                c.cp_backward,
-                2 * c.cp_bytes};
-      case OpKind::kWeight:
-      case OpKind::kOptimizer:
-        break;
-    }
-    return {};
-  }
-
   // ZeRO-3: whether the op computes with the stage's weights, which it
   // gathers first: a forward, a recompute and a backward (B when split; W
   // needs the activations and output gradients only).
@@ -329,6 +292,19 @@ class Engine {
     return true;
   }
 
+  // What of `expert`, the all-to-alls of device d's next op, the op waits
+  // for. In a DualPipe pair (pair_partner) whose framework overlaps them
+  // (StageCost::ep_pair_overlap) the forward's all-to-alls run beside the
+  // backward's compute and the backward's beside the forward's, as
+  // DeepSeek-V3's DualPipe does (DeepSeek-AI 2024, section 3.2.1): only what
+  // outlasts the partner's compute. Otherwise all of them.
+  SimTime exposed_expert(int d, const Op& op, SimTime expert) const {
+    if (expert == 0 || !stages_[static_cast<std::size_t>(op.stage)].ep_pair_overlap) return expert;
+    const Op* partner = pair_partner(sched_.device_ops[static_cast<std::size_t>(d)],
+                                     devices_[static_cast<std::size_t>(d)].next);
+    return partner != nullptr ? std::max<SimTime>(0, expert - duration(*partner)) : expert;
+  }
+
   void try_start(int d) {
     DeviceState& dev = devices_[static_cast<std::size_t>(d)];
     const auto& ops = sched_.device_ops[static_cast<std::size_t>(d)];
@@ -364,11 +340,13 @@ class Engine {
       ++cores_in_use_;
     }
     const SimTime computed = now_ + duration(op) + (gathers(op) ? gather_flow(op).stall : 0);
-    const Collectives exchanges = collectives(op);
+    const OpCollectives exchanges =
+        op_collectives(stages_[static_cast<std::size_t>(op.stage)], op.kind);
+    const SimTime exposed = exposed_expert(d, op, exchanges.expert);
     const SimTime exchanged = computed + exchanges.tensor;
-    const SimTime expert_end = exchanged + exchanges.expert;
+    const SimTime expert_end = exchanged + exposed;
     const SimTime end = expert_end + exchanges.context;
-    result_.tensor_time += exchanges.tensor + exchanges.expert + exchanges.context;
+    result_.tensor_time += exchanges.tensor + exposed + exchanges.context;
     dev.busy = true;
     dev.op_start = now_;
     queue_.push(end, kComputeDone, static_cast<std::uint32_t>(d));
@@ -384,8 +362,9 @@ class Engine {
       if (exchanges.tensor > 0) {
         listener_->on_tensor_collective(d, op, exchanges.tensor_bytes, computed, exchanged);
       }
-      if (exchanges.expert > 0) {
-        listener_->on_expert_exchange(d, op, exchanges.expert_bytes, exchanged, expert_end);
+      if (exchanges.expert > 0) {  // whole, past the op's end where its partner hides it
+        listener_->on_expert_exchange(d, op, exchanges.expert_bytes, exchanged,
+                                      exchanged + exchanges.expert);
       }
       if (exchanges.context > 0) {
         listener_->on_context_exchange(d, op, exchanges.context_bytes, expert_end, end);

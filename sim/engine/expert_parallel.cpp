@@ -13,11 +13,13 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes) {
 }
 
 void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
-                            std::int64_t micro_batch_size, std::vector<StageCost>& stages) {
+                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
+                            bool pair_overlap) {
   if (dp.experts.ranks <= 1) return;
   for (StageCost& c : stages) {
     c.ep_forward = c.ep_backward = 0;
     c.ep_bytes = 0;
+    c.ep_pair_overlap = pair_overlap;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
       if (layer.ep_alltoalls == 0) continue;

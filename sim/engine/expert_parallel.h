@@ -27,8 +27,10 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
 // Fills each stage's ep_forward, ep_backward and ep_bytes from its layers'
 // all-to-alls (LayerSpec::ep_alltoalls) for a micro-batch of
 // `micro_batch_size` samples; nothing without expert parallelism.
+// `pair_overlap`: Framework::pair_alltoall_overlap (StageCost::ep_pair_overlap).
 void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
-                            std::int64_t micro_batch_size, std::vector<StageCost>& stages);
+                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
+                            bool pair_overlap = false);
 
 // The replicas that hold the same experts among `replicas` under E-way expert
 // parallelism: replicas / E, at least 1.

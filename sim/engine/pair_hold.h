@@ -49,4 +49,21 @@ class PairHold {
 // What an op hands on where only the fact counts.
 struct NoOutput {};
 
+// The other half of ops[i]'s pair: the backward of a paired forward, the
+// forward of a paired backward (a recompute may run between them); null
+// for an op in no pair, or of another kind.
+inline const Op* pair_partner(const std::vector<Op>& ops, std::size_t i) {
+  const OpKind kind = ops[i].kind;
+  if (kind != OpKind::kForward && kind != OpKind::kBackward) return nullptr;
+  if (!ops[i].paired && !(i > 0 && ops[i - 1].paired)) return nullptr;
+  std::size_t first = i;  // the pair's first op
+  while (first > 0 && ops[first - 1].paired) --first;
+  const OpKind other = kind == OpKind::kForward ? OpKind::kBackward : OpKind::kForward;
+  for (std::size_t j = first; j < ops.size(); ++j) {
+    if (ops[j].kind == other) return &ops[j];
+    if (!ops[j].paired) break;  // the pair's last op
+  }
+  return nullptr;
+}
+
 }  // namespace pipescope

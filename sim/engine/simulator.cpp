@@ -486,7 +486,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
                          out.micro_batch_size, out.stage_costs, cost, scenario.training.framework,
                          schedule.split);
   add_expert_collectives(scenario.model, config.data_parallel, out.micro_batch_size,
-                         out.stage_costs);
+                         out.stage_costs, scenario.training.framework.pair_alltoall_overlap);
   add_context_exchanges(scenario.model, scenario.cluster, out.micro_batch_size, out.stage_costs,
                         cost, scenario.training.cp_comm_type);
   add_host_waits(scenario.model, cost, scenario.training.framework, out.micro_batch_size, r.remat,

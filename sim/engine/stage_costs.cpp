@@ -65,4 +65,29 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
   return out;
 }
 
+OpCollectives op_collectives(const StageCost& c, OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward:
+      return {c.tp_forward + c.tp_input_gather,
+              c.tp_forward_bytes + c.tp_input_gather_bytes,
+              c.ep_forward,
+              c.ep_bytes,
+              c.cp_forward,
+              c.cp_bytes};
+    case OpKind::kRecompute:
+      return {c.tp_forward, c.tp_forward_bytes, c.ep_forward, c.ep_bytes, c.cp_forward, c.cp_bytes};
+    case OpKind::kBackward:
+      return {c.tp_backward + c.tp_grad_gather,
+              c.tp_backward_bytes + c.tp_grad_gather_bytes,
+              c.ep_backward,
+              c.ep_bytes,
+              c.cp_backward,
+              2 * c.cp_bytes};
+    case OpKind::kWeight:
+    case OpKind::kOptimizer:
+      break;
+  }
+  return {};
+}
+
 }  // namespace pipescope

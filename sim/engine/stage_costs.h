@@ -9,6 +9,7 @@
 #include "costmodels/cost_model.h"
 #include "costmodels/model.h"
 #include "sim/engine/partition.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope {
 
@@ -95,6 +96,10 @@ struct StageCost {
   SimTime ep_forward = 0;
   SimTime ep_backward = 0;
   Bytes ep_bytes = 0;
+  // The framework overlaps a pair's all-to-alls with the other half's compute
+  // (Framework::pair_alltoall_overlap): the engine then waits only for what
+  // outlasts it.
+  bool ep_pair_overlap = false;
   // ns, what the context-parallel ring's exchanges of keys and values
   // (sim/engine/context_parallel.h) add beyond the attention they overlap,
   // in a forward (and a recompute) and in a backward's B (the whole backward
@@ -156,5 +161,20 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
                                            double bytes_per_param, Remat remat,
                                            Checkpoint checkpoint = Checkpoint::kStage,
                                            bool backward_split = false);
+
+// The collectives an op of kind `kind` of stage `c` runs after its compute,
+// in this order, and their bytes: the tensor-parallel ones (with the
+// all-gathers of a split cut), the expert-parallel all-to-alls, the
+// context-parallel exchanges (the backward's twice the bytes). None for W
+// and the optimizer.
+struct OpCollectives {
+  SimTime tensor = 0;
+  Bytes tensor_bytes = 0;
+  SimTime expert = 0;
+  Bytes expert_bytes = 0;
+  SimTime context = 0;
+  Bytes context_bytes = 0;
+};
+OpCollectives op_collectives(const StageCost& c, OpKind kind);
 
 }  // namespace pipescope

@@ -99,7 +99,7 @@ TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
       EXPECT_GT(f.max, 0.0) << f.key;
     }
   }
-  EXPECT_EQ(keys.size(), 14u);
+  EXPECT_EQ(keys.size(), 15u);
   EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce") &&
               keys.count("launch_blocking"));
 }
@@ -115,8 +115,8 @@ TEST(Framework, DroppingOverlapsLeavesTheRest) {
     ASSERT_NE(field.flag, nullptr) << field.key;
     EXPECT_FALSE(f.*field.flag) << field.key;
   }
-  // The four overlap fields, and only they, are marked.
-  EXPECT_EQ(overlaps, 4);
+  // The five overlap fields, and only they, are marked.
+  EXPECT_EQ(overlaps, 5);
   for (const FrameworkField& field : framework_fields()) {
     const std::string key = field.key;
     const bool named_overlap = key.find("overlap") != std::string::npos;

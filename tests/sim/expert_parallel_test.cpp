@@ -14,6 +14,8 @@
 
 #include "scenario_docs.h"
 #include "sim/engine/expert_parallel.h"
+#include "sim/engine/pair_hold.h"
+#include "sim/engine/schedule.h"
 #include "sim/engine/simulator.h"
 #include "sim/engine/timeline.h"
 #include "sim/engine/zero.h"
@@ -178,6 +180,75 @@ TEST(ExpertParallel, AllToAllsHaveTheirOwnLane) {
   }
   EXPECT_EQ(followed, 4);
   for (const TimelineEvent& e : ep_step(1, 0).timeline.events) EXPECT_NE(e.lane, Lane::kExpert);
+}
+
+// DualPipeV's pairs (a forward and another micro-batch's backward, DeepSeek's
+// overlapped chunks) under a framework that overlaps them
+// (pair_alltoall_overlap): each all-to-all runs beside the other half's
+// compute, and the op waits only for what outlasts it. Four layers on K = 2
+// (2K stages in a V), M = 4, E = 4: each op of a pair ends max(0, its
+// all-to-alls - its partner's compute) after its own compute, every other
+// op all of them after. Without the flag every op waits for all of them.
+TEST(ExpertParallel, DualPipePairsHideTheirAllToAllsBehindEachOther) {
+  Scenario sc = ep_scenario(4, 0);
+  sc.model.layers.push_back(sc.model.layers[0]);
+  sc.model.layers.push_back(sc.model.layers[1]);
+  sc.model.layers[2].name = "l2";
+  sc.model.layers[3].name = "l3";
+  sc.cluster.devices = 8;         // 4 replicas of K = 2
+  sc.training.global_batch = 16;  // a sample a micro-batch
+  sc.training.framework.pair_alltoall_overlap = true;
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.micro_batches = 4;
+  cfg.schedule = ScheduleKind::kDualPipeV;
+  cfg.chunks = 2;
+  cfg.record_timeline = true;
+  cfg.data_parallel = data_parallel_ring(sc.cluster, 2, 4, 4);
+  const SimResult r = simulate(replica_scenario(sc, 2, 4), cfg);
+  const Schedule sched = build_schedule(ScheduleKind::kDualPipeV, 2, 4, Remat::kNever, 2);
+  int paired = 0;
+  SimTime waited_in_all = 0;  // what the ops wait for, every device
+  for (int d = 0; d < 2; ++d) {
+    std::vector<const TimelineEvent*> compute;
+    for (const TimelineEvent& e : r.timeline.events) {
+      if (e.device != d) continue;
+      if (e.lane == Lane::kCompute) compute.push_back(&e);
+    }
+    std::sort(compute.begin(), compute.end(),
+              [](const TimelineEvent* a, const TimelineEvent* b) { return a->start < b->start; });
+    const std::vector<Op>& ops = sched.device_ops[static_cast<std::size_t>(d)];
+    ASSERT_EQ(compute.size(), ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const StageCost& c = r.stage_costs[static_cast<std::size_t>(ops[i].stage)];
+      const SimTime all = ops[i].kind == OpKind::kForward    ? c.ep_forward
+                          : ops[i].kind == OpKind::kBackward ? c.ep_backward
+                                                             : 0;
+      SimTime waited = all;
+      if (const Op* partner = pair_partner(ops, i); partner != nullptr) {
+        const auto at = static_cast<std::size_t>(partner - ops.data());
+        waited = std::max<SimTime>(0, all - (compute[at]->end - compute[at]->start));
+        ++paired;
+      }
+      waited_in_all += waited;
+      // The next op starts once this one's waited part is over, or later.
+      if (i + 1 < ops.size()) {
+        EXPECT_GE(compute[i + 1]->start, compute[i]->end + waited) << "device " << d << " op " << i;
+      }
+    }
+  }
+  EXPECT_GT(paired, 0);
+  // Without tensor or context parallelism the ops' collectives are these.
+  EXPECT_EQ(r.metrics.tensor_time, waited_in_all);
+  // Hidden in part: less than every all-to-all, which is what the ops wait
+  // for where the framework runs a pair's halves one after the other.
+  sc.training.framework.pair_alltoall_overlap = false;
+  const SimResult serial = simulate(replica_scenario(sc, 2, 4), cfg);
+  EXPECT_GT(r.metrics.tensor_time, 0);
+  EXPECT_LT(r.metrics.tensor_time, serial.metrics.tensor_time);
+  SimTime every = 0;
+  for (const StageCost& c : serial.stage_costs) every += 4 * (c.ep_forward + c.ep_backward);
+  EXPECT_EQ(serial.metrics.tensor_time, every);
 }
 
 // Under ZeRO-1 over D = 4 the 40 dense parameters a layer keep 4 + 4 + 8 / 4
