@@ -408,7 +408,9 @@ TEST(ContextParallel, ThePlannerSearchesC) {
     // One replica of C > 1 still has C devices to shard over: ZeRO 1 and 2.
     for (const auto* list : {&one.ranked, &one.rejected, &one.dominated, &one.bounded}) {
       for (const PlanCandidate& c : *list) {
-        if (C > 1 && c.data_parallel == 1) EXPECT_GT(c.zero, 0) << c.label();
+        if (C > 1 && c.data_parallel == 1) {
+          EXPECT_GT(c.zero, 0) << c.label();
+        }
       }
     }
     best_of_each = std::max(best_of_each, one.ranked.front().samples_per_s);
