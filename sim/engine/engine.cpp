@@ -305,6 +305,14 @@ class Engine {
     return partner != nullptr ? std::max<SimTime>(0, expert - duration(*partner)) : expert;
   }
 
+  // Whether device d's next op's pair partner (pair_partner) comes after it.
+  bool partner_follows(int d) const {
+    const auto& ops = sched_.device_ops[static_cast<std::size_t>(d)];
+    const std::size_t i = devices_[static_cast<std::size_t>(d)].next;
+    const Op* partner = pair_partner(ops, i);
+    return partner != nullptr && partner > &ops[i];
+  }
+
   void try_start(int d) {
     DeviceState& dev = devices_[static_cast<std::size_t>(d)];
     const auto& ops = sched_.device_ops[static_cast<std::size_t>(d)];
@@ -362,9 +370,13 @@ class Engine {
       if (exchanges.tensor > 0) {
         listener_->on_tensor_collective(d, op, exchanges.tensor_bytes, computed, exchanged);
       }
-      if (exchanges.expert > 0) {  // whole, past the op's end where its partner hides it
+      // A pair's first half draws its all-to-alls whole, running on into its
+      // partner's compute; the second half, whose partner ran before it,
+      // only what it waits for.
+      const bool drawn_whole = exposed < exchanges.expert && partner_follows(d);
+      if (exchanges.expert > 0 && (drawn_whole || exposed > 0)) {
         listener_->on_expert_exchange(d, op, exchanges.expert_bytes, exchanged,
-                                      exchanged + exchanges.expert);
+                                      drawn_whole ? exchanged + exchanges.expert : expert_end);
       }
       if (exchanges.context > 0) {
         listener_->on_context_exchange(d, op, exchanges.context_bytes, expert_end, end);

@@ -45,7 +45,9 @@ struct EngineResult {
 // collective at a time per device's link, in the order booked.
 // An op of a stage with tensor- or expert-parallel collectives
 // (StageCost::tp_forward, tp_backward, ep_forward, ep_backward) runs its
-// compute and then its collectives, the device busy for both; `listener`
+// compute and then its collectives, the device busy for both (of a DualPipe
+// pair's all-to-alls, under Framework::pair_alltoall_overlap, only what its
+// partner's compute does not hide); `listener`
 // hears of the tensor-parallel ones through on_tensor_collective and of the
 // expert-parallel all-to-alls, which follow them, through on_expert_exchange.
 // With Cluster::p2p blocking, a device whose send is in flight starts no

@@ -28,7 +28,8 @@ struct Metrics {
   SimTime comm_time = 0;       // link occupancy, summed over hops
   SimTime recompute_time = 0;  // summed over devices
   SimTime allreduce_time = 0;  // the stages' data-parallel gradient all-reduces, summed
-  // tensor-parallel all-reduces (and expert-parallel all-to-alls) within ops,
+  // tensor-parallel all-reduces (and expert-parallel all-to-alls and
+  // context-parallel exchanges) within ops, what the ops wait for of them,
   // summed over devices
   SimTime tensor_time = 0;
   std::vector<DeviceMetrics> devices;

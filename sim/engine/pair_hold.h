@@ -50,18 +50,22 @@ class PairHold {
 struct NoOutput {};
 
 // The other half of ops[i]'s pair: the backward of a paired forward, the
-// forward of a paired backward (a recompute may run between them); null
-// for an op in no pair, or of another kind.
+// forward of a paired backward (a recompute may run between them); in a
+// group of more (a custom schedule's OVERLAP_F_B), the k-th forward's is the
+// k-th backward and back. Null for an op in no pair, of another kind, or
+// without a counterpart.
 inline const Op* pair_partner(const std::vector<Op>& ops, std::size_t i) {
   const OpKind kind = ops[i].kind;
   if (kind != OpKind::kForward && kind != OpKind::kBackward) return nullptr;
   if (!ops[i].paired && !(i > 0 && ops[i - 1].paired)) return nullptr;
-  std::size_t first = i;  // the pair's first op
+  std::size_t first = i;  // the group's first op
   while (first > 0 && ops[first - 1].paired) --first;
   const OpKind other = kind == OpKind::kForward ? OpKind::kBackward : OpKind::kForward;
+  std::size_t k = 0;  // ops[i] is its group's k-th of its kind
+  for (std::size_t j = first; j < i; ++j) k += ops[j].kind == kind ? 1 : 0;
   for (std::size_t j = first; j < ops.size(); ++j) {
-    if (ops[j].kind == other) return &ops[j];
-    if (!ops[j].paired) break;  // the pair's last op
+    if (ops[j].kind == other && k-- == 0) return &ops[j];
+    if (!ops[j].paired) break;  // the group's last op
   }
   return nullptr;
 }

@@ -60,12 +60,16 @@ class SimListener {
   virtual void on_tensor_collective(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
                                     SimTime /*start*/, SimTime /*end*/) {}
   // Called likewise for the op's expert-parallel all-to-alls (`bytes` sent and
-  // received in all), which run after its tensor-parallel collectives.
+  // received in all), which run after its tensor-parallel collectives: to
+  // `end`, when the op ends, or, for the first half of a DualPipe pair whose
+  // framework overlaps them (Framework::pair_alltoall_overlap), whole, on
+  // into its partner's compute; the second half reports only what outlasts
+  // its partner's compute, if anything.
   virtual void on_expert_exchange(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
                                   SimTime /*start*/, SimTime /*end*/) {}
-  // Called likewise for what the op's context-parallel ring exchanges add
-  // beyond the attention they overlap (`bytes` sent in all), after its
-  // expert-parallel all-to-alls.
+  // Called likewise for what the op's context-parallel exchanges add (the
+  // ring's beyond the attention they overlap, the all-gather form's whole;
+  // `bytes` sent in all), after its expert-parallel all-to-alls.
   virtual void on_context_exchange(int /*device*/, const Op& /*op*/, Bytes /*bytes*/,
                                    SimTime /*start*/, SimTime /*end*/) {}
 };

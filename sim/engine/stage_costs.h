@@ -100,12 +100,11 @@ struct StageCost {
   // (Framework::pair_alltoall_overlap): the engine then waits only for what
   // outlasts it.
   bool ep_pair_overlap = false;
-  // ns, what the context-parallel ring's exchanges of keys and values
-  // (sim/engine/context_parallel.h) add beyond the attention they overlap,
-  // in a forward (and a recompute) and in a backward's B (the whole backward
-  // when not split), after the op's compute and its other collectives; the
-  // bytes each device sends in a forward (twice as many in a backward). 0
-  // without context parallelism.
+  // ns, what the context-parallel exchanges of keys and values
+  // (sim/engine/context_parallel.h) add: the ring's beyond the attention they
+  // overlap, the all-gather form's whole; in a forward (and a recompute) and in a backward's B (the
+  // whole backward when not split), after the op's compute and its other collectives; the bytes
+  // each device sends in a forward (twice as many in a backward). 0 without context parallelism.
   SimTime cp_forward = 0;
   SimTime cp_backward = 0;
   Bytes cp_bytes = 0;

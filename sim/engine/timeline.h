@@ -18,9 +18,9 @@ namespace pipescope {
 // that an op runs among its group's devices, after its compute. kExpert: the
 // all-to-alls of expert parallelism (training.expert_parallel) that an op's
 // mixture-of-experts layers run among its expert group, after those.
-// kContext: what the ring exchanges of context parallelism
-// (training.context_parallel) add to an op beyond the attention they
-// overlap, after those.
+// kContext: what the exchanges of context parallelism
+// (training.context_parallel) add to an op: the ring's beyond the attention
+// they overlap, the all-gather form's whole; after those.
 enum class Lane : std::uint8_t {
   kCompute = 0,
   kSend = 1,
@@ -50,8 +50,8 @@ enum class EventKind : std::uint8_t {
   // expert lane: the expert-parallel dispatch and combine all-to-alls of one
   // op of a micro-batch, summed and drawn after its tensor-parallel ones
   kExpertAllToAll,
-  // context lane: the exposed part of the context-parallel ring exchanges of
-  // one op of a micro-batch, drawn after its expert-parallel ones
+  // context lane: the exposed part of the context-parallel exchanges of one
+  // op of a micro-batch, drawn after its expert-parallel ones
   kContextExchange,
 };
 inline constexpr EventKind kAllEventKinds[] = {

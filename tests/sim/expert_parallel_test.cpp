@@ -251,6 +251,30 @@ TEST(ExpertParallel, DualPipePairsHideTheirAllToAllsBehindEachOther) {
   EXPECT_EQ(serial.metrics.tensor_time, every);
 }
 
+// A pair's partner: the backward of its forward and back, past a recompute
+// between them; in a custom group of more, the k-th of a kind with the k-th
+// of the other, one to one.
+TEST(ExpertParallel, PairPartnersAreOneToOne) {
+  const Op f{OpKind::kForward, 0, 1, true};
+  const Op r{OpKind::kRecompute, 1, 0, true};
+  const Op b{OpKind::kBackward, 1, 0, true};
+  const Op w{OpKind::kWeight, 1, 0, false};
+  const std::vector<Op> pair{f, r, b, w};
+  EXPECT_EQ(pair_partner(pair, 0), &pair[2]);
+  EXPECT_EQ(pair_partner(pair, 2), &pair[0]);
+  EXPECT_EQ(pair_partner(pair, 1), nullptr);
+  EXPECT_EQ(pair_partner(pair, 3), nullptr);
+  Op f2 = f;
+  f2.micro_batch = 2;
+  Op last = b;
+  last.paired = false;  // the group's last op
+  const std::vector<Op> three{f, f2, last, f};
+  EXPECT_EQ(pair_partner(three, 0), &three[2]);
+  EXPECT_EQ(pair_partner(three, 1), nullptr);  // no second backward
+  EXPECT_EQ(pair_partner(three, 2), &three[0]);
+  EXPECT_EQ(pair_partner(three, 3), nullptr);  // in no group
+}
+
 // Under ZeRO-1 over D = 4 the 40 dense parameters a layer keep 4 + 4 + 8 / 4
 // bytes; the 60 of the experts' share, held alike by D / E replicas, 4 + 4
 // + 8 / (D / E): unsharded at E = 4, halved at E = 2. Each replica steps the
