@@ -130,17 +130,23 @@ Mat<T> MoeBlockMath::exchange(const Mat<T>& rows, const Mat<T>& route, Compute&&
 
   Index total = 0;
   for (const Mat<T>& p : parts) total += p.rows();
+  // (Empty parts, and an empty whole, are never sliced: Eigen offsets their
+  // null data.)
   Mat<T> received(total, rows.cols());
   total = 0;
   for (const Mat<T>& p : parts) {
-    received.middleRows(total, p.rows()) = p;
+    if (p.rows() > 0) received.middleRows(total, p.rows()) = p;
     total += p.rows();
   }
   const Mat<T> results = compute(received);
   total = 0;
   for (Mat<T>& p : parts) {  // back to each sender, as many rows as it sent
     const Index n = p.rows();
-    p = results.middleRows(total, n);
+    if (n > 0) {
+      p = results.middleRows(total, n);
+    } else {
+      p.resize(0, results.cols());
+    }
     total += n;
   }
   rank_.all_to_all(parts);
@@ -206,6 +212,10 @@ Mat<T> MoeBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context&
     }
   }
   st[kExpertOut] = exchange(copies, st[kRoute], [&](const Mat<T>& received) {
+    if (received.rows() == 0) {  // no copy for this rank's experts
+      st[kReceivedExpert].resize(0, 1);
+      return experts_forward(w, Mat<T>(0, h), st);
+    }
     st[kReceivedExpert] = received.col(0);
     return experts_forward(w, Mat<T>(received.rightCols(h)), st);
   });
