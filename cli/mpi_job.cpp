@@ -37,8 +37,8 @@ void MpiJob::rank_error(const std::exception& e) const {
   std::_Exit(1);  // not reached: abort_job ends the process
 }
 
-void MpiJob::require_devices(int devices, const std::string& plan_file) const {
-  const std::string problem = exec::rank_count_problem(devices, size());
+void MpiJob::require_devices(int devices, const std::string& plan_file, int group_ranks) const {
+  const std::string problem = exec::rank_count_problem(devices, size(), group_ranks);
   if (!problem.empty()) throw std::invalid_argument(plan_file + ": " + problem);
 }
 
@@ -104,7 +104,13 @@ std::optional<exec::MemoryPool> rank_pool(const MpiJob& job, const exec::MpiBack
 }  // namespace
 
 void MpiJob::check_memory(const Plan& plan, const std::string& plan_file, bool on_gpu) const {
-  const std::optional<exec::MemoryPool> pool = rank_pool(*this, mpi_, on_gpu);
+  std::optional<exec::MemoryPool> pool = rank_pool(*this, mpi_, on_gpu);
+  // Rank r runs device r mod K (of expert rank r / K, whose share of a
+  // device's memory is what plan_device_memory counts).
+  const int devices = plan.schedule_ops().devices();
+  if (pool) {
+    for (int& d : pool->devices) d %= devices;
+  }
   agree([&] {
     if (pool) exec::check_plan_fits(plan, plan_file, {*pool});
   });

@@ -35,8 +35,8 @@ class MpiJob {
   // Prints `e` with this rank and ends the job.
   [[noreturn]] void rank_error(const std::exception& e) const;
   // Throws std::invalid_argument naming `plan_file` unless the job has one
-  // process per device.
-  void require_devices(int devices, const std::string& plan_file) const;
+  // process per device and expert rank (`group_ranks` of them).
+  void require_devices(int devices, const std::string& plan_file, int group_ranks = 1) const;
   // The ranks on this rank's node (they share its memory), this one included.
   std::vector<int> node_ranks() const;
   // Runs check() on every rank; when it threw on any, throws the message of the
@@ -46,7 +46,7 @@ class MpiJob {
   // alike. Every rank must call it; check() must make no collective call.
   void agree(const std::function<void()>& check) const;
   // Before anything is allocated, on every rank (agree): the devices of this
-  // node's ranks fit in its memory (rank r runs device r), or with `on_gpu`
+  // node's ranks fit in its memory (rank r runs device r mod K), or with `on_gpu`
   // this rank's stages fit in its GPU's. A memory that cannot be read is not
   // checked.
   void check_memory(const Plan& plan, const std::string& plan_file, bool on_gpu) const;

@@ -36,7 +36,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
       *cmd, o.backend,
       "Where to run: cpu (a thread per device), cuda (a stream per stage, device d "
       "on GPU d mod the GPUs visible) or mpi (`mpirun -np DEVICES pipescope run PLAN "
-      "--backend mpi`, a process per device)");
+      "--backend mpi`, a process per device, and per expert rank for a plan of E > 1: -np K x "
+      "E)");
   cmd->add_option(
          "--device", o.device,
          "With --backend mpi: where each rank computes, cpu, or cuda (its node-local rank's "
@@ -197,7 +198,7 @@ int run_mpi(const RunOptions& o) {
       exec::check_tensor_parallel_backend(plan, o.plan, "mpi");
       spec = exec::plan_model(plan, o.plan);
       run = run_options(o);
-      job.require_devices(plan.schedule_ops().devices(), o.plan);
+      job.require_devices(plan.schedule_ops().devices(), o.plan, plan.expert_parallel);
     });
     job.check_memory(plan, o.plan, o.device == "cuda");
     if (o.device == "cuda") {
@@ -232,6 +233,7 @@ int run_mpi(const RunOptions& o) {
   if (job.rank() != 0) return 0;
   return report(o, plan, spec, steps,
                 "over MPI (" + std::to_string(job.size()) + " processes, one per device" +
+                    (plan.expert_parallel > 1 ? " and expert rank" : "") +
                     (o.device == "cuda" ? ", each on a GPU, payloads over NCCL)" : ")"));
 }
 

@@ -31,6 +31,8 @@ class DeviceWorker {
 
   // Runs the device's ops; never throws (an error fails the step).
   void run();
+  int device() const { return device_; }
+  int rank() const { return rank_; }
 
  private:
   void run_op(const Op& op);

@@ -55,12 +55,17 @@ void require_mixture(const TransformerParams& params, int E) {
 }  // namespace
 
 std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::uint64_t seed,
-                                          int E) {
+                                          int E, const std::shared_ptr<GroupLink>& link) {
   require_mixture(params, E);
+  if (link && link->ranks() != E) {
+    throw std::invalid_argument("E=" + std::to_string(E) + " expert ranks over a link of " +
+                                std::to_string(link->ranks()) + " processes");
+  }
   LayerList whole = build_transformer(params, seed);
   std::vector<LayerList> ranks(static_cast<std::size_t>(E));
   for (auto& layer : whole) {
-    const auto group = std::make_shared<TensorGroup>(E);
+    const auto group =
+        link ? std::make_shared<TensorGroup>(link) : std::make_shared<TensorGroup>(E);
     for (int r = 0; r < E; ++r) {
       ranks[static_cast<std::size_t>(r)].push_back(rank_layer(*layer, TensorRank(group, r, E)));
     }

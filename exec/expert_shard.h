@@ -6,20 +6,24 @@
 // parameters.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "costmodels/model.h"
+#include "exec/compute/group_link.h"
 #include "exec/compute/layer.h"
 
 namespace pipescope::exec {
 
 // One LayerList per rank, each layer in the whole model's order and names;
 // each mixture's E blocks share one TensorGroup, rank r holding experts
-// r L .. r L + L - 1 (L = experts / E). Throws std::invalid_argument for what
-// build_transformer refuses and unless the model has a mixture whose experts
-// E divides.
+// r L .. r L + L - 1 (L = experts / E). With a `link` the ranks are processes
+// (exec/compute/group_link.h): the groups are linked ones, and only the
+// link's rank of the lists is to be run here. Throws std::invalid_argument
+// for what build_transformer refuses, unless the model has a mixture whose
+// experts E divides, and for a link of another size.
 std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::uint64_t seed,
-                                          int E);
+                                          int E, const std::shared_ptr<GroupLink>& link = nullptr);
 
 // Rank 0's layers alone, its all-to-alls returning at once (a group of one):
 // what a rank with a balanced share of the routed tokens computes, for the

@@ -70,12 +70,12 @@ ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
-  if (plan.expert_parallel > 1 && backend != "cpu") {
+  if (plan.expert_parallel > 1 && backend != "cpu" && backend != "mpi") {
     throw std::invalid_argument(
         plan_file + ": E: --backend " + backend + " runs each replica's experts on its device, " +
         "and this plan spreads them over E=" + std::to_string(plan.expert_parallel) +
-        " replicas (expert parallelism); the cpu backend runs it (a thread per expert rank), or "
-        "plan with -E 1");
+        " replicas (expert parallelism); the cpu backend runs it (a thread per expert rank), "
+        "and the mpi backend (a process per device and expert rank), or plan with -E 1");
   }
   if (plan.context_parallel > 1 && backend != "cpu") {
     throw std::invalid_argument(
@@ -229,7 +229,8 @@ namespace {
 // (exec/tensor_shard.h, exec/expert_shard.h), rank c T + t for share c and
 // tensor rank t, or expert rank e.
 std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec& model,
-                                               std::uint64_t seed) {
+                                               std::uint64_t seed,
+                                               const std::shared_ptr<GroupLink>& link) {
   std::vector<std::vector<LayerList>> ranks;
   const int T = plan.tensor_parallel, C = plan.context_parallel, E = plan.expert_parallel;
   if (T == 1 && C == 1 && E == 1) {
@@ -239,7 +240,7 @@ std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec
   PS_CHECK(model.transformer != nullptr,
            "tensor, context and expert parallelism split transformers");
   check_runnable(model);
-  for (LayerList& rank : E > 1 ? build_expert_ranks(*model.transformer, seed, E)
+  for (LayerList& rank : E > 1 ? build_expert_ranks(*model.transformer, seed, E, link)
                                : build_context_ranks(*model.transformer, seed, T, C)) {
     ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
   }
@@ -261,13 +262,18 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
         "C=" + std::to_string(plan.context_parallel) +
         ": context parallelism runs on the cpu backend only (a thread per share)");
   }
-  if (plan.expert_parallel > 1 && (o.stage_device || o.transport)) {
-    throw std::invalid_argument(
-        "E=" + std::to_string(plan.expert_parallel) +
-        ": expert parallelism runs on the cpu backend only (a thread per expert rank)");
-  }
   const Schedule schedule = plan.schedule_ops();
-  std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed);
+  // Expert ranks as processes: the transport links each device's (MPI).
+  const std::shared_ptr<GroupLink> link =
+      o.transport && !o.stage_device && plan.expert_parallel > 1
+          ? o.transport->link_group(schedule.devices(), plan.expert_parallel)
+          : nullptr;
+  if (plan.expert_parallel > 1 && (o.stage_device || (o.transport && !link))) {
+    throw std::invalid_argument("E=" + std::to_string(plan.expert_parallel) +
+                                ": expert parallelism runs its ranks on the host, as threads of "
+                                "the cpu backend or processes of the mpi backend");
+  }
+  std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed, link);
   // Devices only for the stages this process runs (one process per device
   // under MPI); the others stay as they were built, unused.
   if (o.stage_device) {

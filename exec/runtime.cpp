@@ -79,8 +79,9 @@ std::vector<std::vector<LayerList>> one_rank(std::vector<LayerList> stages) {
 }
 
 // The tensor ranks are threads of this process sharing each layer's group
-// (exec/compute/tensor_group.h): host layers and in-process channels only.
-void check_tensor_parallel(const RuntimeCore& core) {
+// (exec/compute/tensor_group.h), or processes a transport links: host layers,
+// and in-process channels or a linking transport only.
+void check_tensor_parallel(const RuntimeCore& core, bool linked) {
   const std::string what =
       (core.expert_parallel > 1 ? "expert parallelism (E=" + std::to_string(core.expert_parallel)
        : core.context_parallel > 1
@@ -91,7 +92,8 @@ void check_tensor_parallel(const RuntimeCore& core) {
     require(core.devices[s] == nullptr,
             what + ", and stage " + std::to_string(s) + " computes on a device");
   }
-  require(!core.options.transport, what + ", with in-process channels, not another transport");
+  require(!core.options.transport || linked,
+          what + ", with in-process channels, not another transport");
 }
 
 void check_micro_batches(const std::vector<MicroBatch>& micro_batches, const Schedule& schedule,
@@ -171,14 +173,24 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
   core_->optimizers.assign(static_cast<std::size_t>(ranks_per_device),
                            std::vector<ParamOptimizer>(static_cast<std::size_t>(K),
                                                        ParamOptimizer(core_->options.optimizer)));
+  // A transport that runs each expert rank as a process of its own links
+  // them (exec/transport.h); the gradients are summed over the link then.
+  // (Tensor ranks and shares exchange in shared memory: threads only.)
+  const std::shared_ptr<GroupLink> link =
+      core_->options.transport && ranks_per_device > 1 && ranks_per_device == expert_parallel
+          ? core_->options.transport->link_group(sched.devices(), ranks_per_device)
+          : nullptr;
   if (core_->shares() > 1) {
     core_->gradient_groups.resize(static_cast<std::size_t>(T));
     for (auto& stages : core_->gradient_groups) {
-      for (int s = 0; s < K; ++s) stages.push_back(std::make_shared<TensorGroup>(core_->shares()));
+      for (int s = 0; s < K; ++s) {
+        stages.push_back(link ? std::make_shared<TensorGroup>(link)
+                              : std::make_shared<TensorGroup>(core_->shares()));
+      }
     }
   }
   core_->devices = stage_devices(core_->ranks[0]);
-  if (ranks_per_device > 1) check_tensor_parallel(*core_);
+  if (ranks_per_device > 1) check_tensor_parallel(*core_, link != nullptr);
 }
 
 PipelineRuntime::~PipelineRuntime() = default;

@@ -69,9 +69,10 @@ void StepRun::share_micro_batches() {
 StepResult StepRun::run() {
   throw_if_cancelled();
   local_ = transport_.local_devices(sched_.devices());
-  watchdog_.watch(local_);
+  const std::vector<int> ranks = transport_.local_group_ranks(core_->group_ranks());
+  watchdog_.watch(local_, ranks);
   for (const int d : local_) {
-    for (int r = 0; r < core_->group_ranks(); ++r) {
+    for (const int r : ranks) {
       workers_.emplace_back(d, r, *core_, stages_, transport_, timer_, watchdog_);
     }
   }
@@ -160,9 +161,7 @@ void StepRun::end_workers(std::vector<std::thread>& threads) {
       continue;
     }
     threads[i].detach();
-    const int ranks = core_->group_ranks();
-    const int d = local_[i / static_cast<std::size_t>(ranks)];
-    const int r = static_cast<int>(i % static_cast<std::size_t>(ranks));
+    const int d = workers_[i].device(), r = workers_[i].rank();
     names += (names.empty() ? "" : ", ") + watchdog_.worker_name(d, r) + " (in " +
              op_name(watchdog_.op_of(d, r)) + ")";
   }
@@ -207,8 +206,9 @@ StepResult StepRun::result() {
     last = std::max(last, e.end);
   }
   // The other tensor ranks' ops are not in the timeline, but the step lasts
-  // until the last of them.
-  if (const auto span = timer_.compute_span(); span && core_->group_ranks() > 1) {
+  // until the last of them (under MPI, of every process's).
+  const Transport::Span span = transport_.merge_span(timer_.compute_span());
+  if (span && core_->group_ranks() > 1) {
     first = first ? std::min(*first, span->first) : span->first;
     last = std::max(last, span->second);
   }

@@ -6,11 +6,22 @@
 
 namespace pipescope::exec {
 
-std::string rank_count_problem(int devices, int ranks) {
-  if (devices == ranks) return {};
+std::string rank_count_problem(int devices, int ranks, int group_ranks) {
+  const int processes = devices * group_ranks;
+  if (processes == ranks) return {};
+  const std::string each = group_ranks == 1
+                               ? std::string()
+                               : " of " + std::to_string(group_ranks) + " expert ranks each (" +
+                                     std::to_string(processes) + " processes)";
   return "the plan runs on " + std::to_string(devices) + " device" + (devices == 1 ? "" : "s") +
-         " but this MPI job has " + std::to_string(ranks) + " process" + (ranks == 1 ? "" : "es") +
-         "; start it with mpirun -np " + std::to_string(devices);
+         each + " but this MPI job has " + std::to_string(ranks) + " process" +
+         (ranks == 1 ? "" : "es") + "; start it with mpirun -np " + std::to_string(processes);
+}
+
+std::vector<int> Transport::local_group_ranks(int group_ranks) const {
+  std::vector<int> all(static_cast<std::size_t>(group_ranks));
+  std::iota(all.begin(), all.end(), 0);
+  return all;
 }
 
 std::vector<int> InProcessTransport::local_devices(int devices) const {

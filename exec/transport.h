@@ -7,10 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exec/channel.h"
+#include "exec/compute/group_link.h"
 #include "exec/compute/tensor.h"
 #include "sim/engine/schedule.h"
 #include "sim/engine/sim_listener.h"
@@ -19,9 +22,10 @@
 namespace pipescope::exec {
 
 // Why an MPI job of `ranks` processes cannot run a plan of `devices` devices
-// (one process a device), or empty: "the plan runs on 2 devices but this MPI
-// job has 1 process; start it with mpirun -np 2".
-std::string rank_count_problem(int devices, int ranks);
+// of `group_ranks` expert ranks each (one process a device and expert rank),
+// or empty: "the plan runs on 2 devices but this MPI job has 1 process; start
+// it with mpirun -np 2".
+std::string rank_count_problem(int devices, int ranks, int group_ranks = 1);
 
 class Transport {
  public:
@@ -32,6 +36,21 @@ class Transport {
 
   // The devices of a `devices`-device schedule whose ops this process runs.
   virtual std::vector<int> local_devices(int devices) const = 0;
+  // Where each device runs the `group_ranks` ranks of a group (expert
+  // parallelism's E) as processes of their own: the link that joins this
+  // process to the others of its device, the same one for every call with
+  // the same arguments. Null (the default) where the ranks are threads of
+  // one process. Throws std::invalid_argument when the job cannot hold that
+  // many (the wrong number of processes). Before begin_step; under MPI every
+  // process calls it at the same point.
+  virtual std::shared_ptr<GroupLink> link_group(int devices, int group_ranks) {
+    (void)devices;
+    (void)group_ranks;
+    return nullptr;
+  }
+  // The ranks of each local device's group that this process runs: all
+  // `group_ranks` of them (threads), or under a link its own one.
+  virtual std::vector<int> local_group_ranks(int group_ranks) const;
   // Before the step's workers start, all processes together. Returns the
   // step clock's zero on this process, the one instant its timeline's times
   // and end_step's alignment of the processes both count from. Throws
@@ -54,6 +73,10 @@ class Transport {
     (void)loss;
     (void)timeline;
   }
+  // After end_step: the first compute op's start and the last one's end over
+  // every process, on the merged timeline's clock, from this process's.
+  using Span = std::optional<std::pair<SimTime, SimTime>>;
+  virtual Span merge_span(Span local) { return local; }
   // Timeline names: a device ("device 0 (cpu thread)") and the transport.
   virtual std::string device_name(int device) const = 0;
   virtual std::string route_name() const = 0;

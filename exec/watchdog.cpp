@@ -10,6 +10,14 @@ Watchdog::Watchdog(std::chrono::milliseconds limit, int devices, Transport& tran
       ranks_(ranks),
       status_(static_cast<std::size_t>(devices * ranks)) {}
 
+void Watchdog::watch(std::vector<int> devices, std::vector<int> ranks) {
+  watched_ = std::move(devices);
+  if (ranks.empty()) {
+    for (int r = 0; r < ranks_; ++r) ranks.push_back(r);
+  }
+  watched_ranks_ = std::move(ranks);
+}
+
 void Watchdog::set(int device, int rank, State state, const Op& op) {
   std::lock_guard lock(status_mu_);
   status_[slot(device, rank)] = {state, op};
@@ -57,7 +65,7 @@ std::string Watchdog::stall_report() const {
   std::lock_guard lock(status_mu_);
   bool first = true;
   for (const int d : watched_) {
-    for (int r = 0; r < ranks_; ++r) {
+    for (const int r : watched_ranks_) {
       msg += (first ? "" : "; ") + worker_name(d, r) + status_text(status_[slot(d, r)]);
       first = false;
     }

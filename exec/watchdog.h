@@ -28,9 +28,9 @@ class Watchdog {
   Watchdog(std::chrono::milliseconds limit, int devices, Transport& transport, int ranks = 1);
 
   std::chrono::milliseconds limit() const { return limit_; }
-  // The devices this process runs, whose states a stall names; before the
-  // workers start.
-  void watch(std::vector<int> devices) { watched_ = std::move(devices); }
+  // The devices this process runs and the ranks of each it runs (all of
+  // them when empty), whose states a stall names; before the workers start.
+  void watch(std::vector<int> devices, std::vector<int> ranks = {});
 
   // Device `device`'s tensor rank `rank` (0 without tensor parallelism) is in
   // `state`, at `op`.
@@ -72,6 +72,7 @@ class Watchdog {
   Transport& transport_;
   const int ranks_;
   std::vector<int> watched_;
+  std::vector<int> watched_ranks_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> cancelled_{false};
   mutable std::mutex status_mu_;

@@ -14,16 +14,23 @@
 // compute that way (the simulator adds the all-reduces from the transport).
 // Under context parallelism the C copies of a stage's parameters sum their
 // gradients with it too (the ring itself is exec/compute/ring_exchange.h).
+//
+// A group made with a GroupLink (exec/compute/group_link.h) is instead this
+// process's one rank of a group whose other ranks are processes: its calls
+// exchange the matrices through the link and reduce them in rank order as the
+// threads' do, so every process gets the same bits.
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include "costmodels/units.h"
+#include "exec/compute/group_link.h"
 #include "exec/compute/kernels.h"
 
 namespace pipescope::exec {
@@ -86,6 +93,9 @@ class TensorGroup {
 
   // Throws std::invalid_argument unless ranks >= 1.
   explicit TensorGroup(int ranks);
+  // This process's rank of the link's group (the only rank it may call as).
+  // Throws std::invalid_argument for a null link.
+  explicit TensorGroup(std::shared_ptr<GroupLink> link);
   int ranks() const { return ranks_; }
 
   // Rank `rank`'s part: every rank passes a matrix of the same shape and gets
@@ -120,16 +130,24 @@ class TensorGroup {
     std::uint64_t generation = 0;
   };
 
-  // The slots reduced in rank order; between the two barriers.
+  // `slots` reduced in rank order (the threads' between the two barriers).
   template <typename T>
-  Mat<T> reduced(Index rows, Index cols, Reduce op) const;
+  static Mat<T> reduced(const std::vector<Slot>& slots, Index rows, Index cols, Reduce op);
+  // Throws std::runtime_error unless every slot has `rank`'s shape.
+  static void check_shapes(const std::vector<Slot>& slots, int rank);
+  void check_rank(int rank, const char* what) const;
+  // The link's forms of the two collectives.
+  template <typename T>
+  void linked_all_reduce(Mat<T>& m, Reduce op, const CollectiveTally* tally);
+  template <typename T>
+  Bytes linked_all_to_all(std::vector<Mat<T>>& parts, const CollectiveTally* tally);
   // Waits at `b` until every rank has arrived. With `abortable` the wait gives
   // up (and withdraws) when the step stops or the limit passes; without, it
   // waits on: the others are then only reading, and cannot be held up.
   // `what` names the collective in the error ("an all-reduce").
   void arrive_and_wait(Barrier& b, bool abortable, const CollectiveTally* tally, const char* what);
-  void check_shapes(int rank) const;
 
+  const std::shared_ptr<GroupLink> link_;  // null: the ranks are threads
   const int ranks_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -11,6 +11,7 @@
 
 #include "exec/data.h"
 #include "exec/models.h"
+#include "exec/mpi/mpi_group_link.h"
 #include "exec/mpi/mpi_poll.h"
 
 #ifdef __linux__
@@ -195,16 +196,48 @@ MpiTransport::~MpiTransport() {
 }
 
 std::vector<int> MpiTransport::local_devices(int devices) const {
-  if (const std::string problem = rank_count_problem(devices, size_); !problem.empty()) {
+  if (const std::string problem = rank_count_problem(devices, size_, group_ranks_);
+      !problem.empty()) {
     throw std::invalid_argument(problem);
   }
-  return {rank_};
+  return {rank_ % devices};
+}
+
+std::shared_ptr<GroupLink> MpiTransport::link_group(int devices, int group_ranks) {
+  if (group_ranks == 1) return nullptr;
+  if (link_ && devices == devices_ && group_ranks == group_ranks_) return link_;
+  if (link_) throw std::logic_error("the MPI transport's processes are linked already");
+  if (const std::string problem = rank_count_problem(devices, size_, group_ranks);
+      !problem.empty()) {
+    throw std::invalid_argument(problem);
+  }
+  MPI_Comm comm = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(comm_, rank_ % devices, rank_ / devices, &comm), "MPI_Comm_split");
+  devices_ = devices;
+  group_ranks_ = group_ranks;
+  link_ = std::make_shared<MpiGroupLink>(comm);
+  return link_;
+}
+
+std::vector<int> MpiTransport::local_group_ranks(int group_ranks) const {
+  if (group_ranks != group_ranks_) {
+    throw std::logic_error("the MPI transport runs " + std::to_string(group_ranks_) +
+                           " rank(s) of each device's group, not " + std::to_string(group_ranks));
+  }
+  return {group_ranks_ == 1 ? 0 : rank_ / devices_};  // devices_: link_group's
 }
 
 Transport::Clock::time_point MpiTransport::begin_step(const Schedule& schedule) {
   local_devices(schedule.devices());
+  if (group_ranks_ > 1 && schedule.devices() != devices_) {
+    throw std::invalid_argument("the MPI transport's processes were linked for " +
+                                std::to_string(devices_) + " devices, and this schedule has " +
+                                std::to_string(schedule.devices()));
+  }
+  devices_ = schedule.devices();
   stage_device_ = schedule.stage_device;
-  micro_batches_ = schedule.micro_batches;
+  // A device's ranks share its routes: rank r's micro-batch m is key m G + r.
+  micro_batches_ = schedule.micro_batches * group_ranks_;
   // Two messages (tags) per payload: header_tag / data_tag.
   const std::int64_t largest = 2 * static_cast<std::int64_t>(2 * schedule.stages) * micro_batches_;
   if (largest > tag_ub_) {
@@ -221,8 +254,9 @@ int MpiTransport::tag(TransferKind kind, int to_stage, int micro_batch) const {
   return route_id(kind, to_stage) * micro_batches_ + micro_batch;
 }
 
+// The process of `stage`'s device of this process's expert rank.
 int MpiTransport::rank_of_stage(int stage) const {
-  return stage_device_.at(static_cast<std::size_t>(stage));
+  return stage_device_.at(static_cast<std::size_t>(stage)) + rank_ / devices_ * devices_;
 }
 
 void MpiTransport::send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) {
@@ -274,11 +308,11 @@ void MpiTransport::end_step(double& loss, Timeline& timeline) {
   const std::int64_t mine = steady_ns(t0_);
   std::int64_t earliest = mine;
   mpi_check(MPI_Allreduce(&mine, &earliest, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce");
-  const std::int64_t shift = one_host_ ? mine - earliest : 0;
+  shift_ = one_host_ ? mine - earliest : 0;
   std::vector<std::int64_t> local;
   for (TimelineEvent e : timeline.events) {
-    e.start += shift;
-    e.end += shift;
+    e.start += shift_;
+    e.end += shift_;
     put_event(e, local);
   }
   const int count = static_cast<int>(local.size());
@@ -294,6 +328,16 @@ void MpiTransport::end_step(double& loss, Timeline& timeline) {
   for (std::size_t i = 0; i + kEventFields <= all.size(); i += kEventFields) {
     timeline.events.push_back(get_event(all.data() + i));
   }
+}
+
+Transport::Span MpiTransport::merge_span(Span local) {
+  // No compute on a rank: a span no other rank's can lose to.
+  std::int64_t first = local ? local->first + shift_ : INT64_MAX;
+  std::int64_t last = local ? local->second + shift_ : INT64_MIN;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT64_T, MPI_MIN, comm_), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &last, 1, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
+  if (first > last) return std::nullopt;
+  return std::make_pair(first, last);
 }
 
 std::string MpiTransport::device_name(int device) const {

@@ -1,18 +1,21 @@
 #pragma once
 // The MPI runtime (`--backend mpi`): one process (rank) per device, started by
-// `mpirun -np K`; device d runs on rank d. The runtime interprets the op lists
-// exactly as the threaded CPU backend does; only the transport differs:
-// activations and gradients travel as non-blocking MPI point-to-point messages
-// (a shape, then the floats straight from and into the matrices: MPI_Isend,
-// MPI_Improbe / MPI_Mrecv, MPI_Irecv), tagged by route and micro-batch so a
-// receiver takes the micro-batch it asks for whatever order they arrive in. At the end of a step
-// every rank gets the whole step's loss and timeline (MPI_Allgatherv), so rank 0 can print and
-// trace it.
+// `mpirun -np K`; device d runs on rank d. Under expert parallelism (E ranks
+// of each device, linked by link_group) one process per device and expert
+// rank, `mpirun -np K E`: rank e K + d runs expert rank e of device d, and its
+// payloads go to and come from expert rank e of the other devices. The runtime interprets the op
+// lists exactly as the threaded CPU backend does; only the transport differs: activations and
+// gradients travel as non-blocking MPI point-to-point messages (a shape, then the floats straight
+// from and into the matrices: MPI_Isend, MPI_Improbe / MPI_Mrecv, MPI_Irecv), tagged by route and
+// micro-batch so a receiver takes the micro-batch it asks for whatever order they arrive in. At the
+// end of a step every rank gets the whole step's loss and timeline (MPI_Allgatherv), so rank 0 can
+// print and trace it.
 
 #include <mpi.h>
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,8 +63,12 @@ class MpiTransport final : public Transport {
   int size() const { return size_; }
 
   // This rank's device; throws std::invalid_argument unless the job has
-  // exactly one rank per device.
+  // exactly one rank per device (and expert rank, once linked).
   std::vector<int> local_devices(int devices) const override;
+  // The processes of this one's device: a communicator of their own
+  // (mpi_group_link.h). Collective over the job.
+  std::shared_ptr<GroupLink> link_group(int devices, int group_ranks) override;
+  std::vector<int> local_group_ranks(int group_ranks) const override;
   // All ranks meet, then each starts its clock; on one host the ranks' clocks
   // are the same (CLOCK_MONOTONIC), so end_step aligns them exactly.
   Clock::time_point begin_step(const Schedule& schedule) override;
@@ -70,6 +77,7 @@ class MpiTransport final : public Transport {
             const std::atomic<bool>& aborted, Tensor& out) override;
   void wake_all() override {}  // take() polls the abort flag
   void end_step(double& loss, Timeline& timeline) override;
+  Span merge_span(Span local) override;
   std::string device_name(int device) const override;
   std::string route_name() const override { return "MPI point-to-point"; }
 
@@ -85,8 +93,12 @@ class MpiTransport final : public Transport {
   std::vector<std::string> hosts_;  // per rank
   bool one_host_ = true;
   std::vector<int> stage_device_;
-  int micro_batches_ = 1;
+  int devices_ = 1;
+  int micro_batches_ = 1;  // the keys a route carries: micro-batches x group ranks
+  int group_ranks_ = 1;    // processes per device (expert ranks)
+  std::shared_ptr<GroupLink> link_;
   Clock::time_point t0_;
+  std::int64_t shift_ = 0;              // end_step's alignment of this rank's times
   std::list<OutgoingPayload> pending_;  // stable addresses while MPI owns them
 };
 

@@ -44,6 +44,25 @@ std::string mpirun(int ranks) {
          std::string(PIPESCOPE_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
          std::to_string(ranks);
 }
+
+// The job's losses, step by step, are the threads' (relative 1e-6).
+void expect_same_losses(const CliResult& mpi, const CliResult& threads, std::size_t steps) {
+  const nlohmann::json want = nlohmann::json::parse(threads.out);
+  const nlohmann::json got = nlohmann::json::parse(mpi.out);
+  ASSERT_EQ(got["losses"].size(), steps);
+  for (std::size_t i = 0; i < steps; ++i) {
+    const double w = want["losses"][i].get<double>();
+    EXPECT_NEAR(got["losses"][i].get<double>(), w, 1e-6 * std::abs(w)) << "step " << i;
+  }
+}
+
+// The job failed with `message`, said by one rank alone.
+void expect_refused_once(const CliResult& r, const std::string& message) {
+  EXPECT_EQ(r.status, 1) << r.err;
+  const std::size_t at = r.err.find(message);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(message, at + 1), std::string::npos) << "printed by more than one rank";
+}
 #endif
 
 class MpiCli : public ::testing::Test {
@@ -75,13 +94,7 @@ TEST_F(MpiCli, RunMatchesTheThreadedBackend) {
                                trace.string());
   ASSERT_EQ(mpi.status, 0) << mpi.err;
   // One JSON document: rank 1 prints nothing.
-  const nlohmann::json want = nlohmann::json::parse(threads.out);
-  const nlohmann::json got = nlohmann::json::parse(mpi.out);
-  ASSERT_EQ(got["losses"].size(), 3u);
-  for (std::size_t i = 0; i < 3; ++i) {
-    const double w = want["losses"][i].get<double>();
-    EXPECT_NEAR(got["losses"][i].get<double>(), w, 1e-6 * std::abs(w)) << "step " << i;
-  }
+  expect_same_losses(mpi, threads, 3);
   // The trace has both devices' ops, named by rank.
   const nlohmann::json doc = nlohmann::json::parse(slurp(trace));
   int forwards[2] = {0, 0};
@@ -148,15 +161,37 @@ TEST_F(MpiCli, GpusUnderMpiOrWhyNot) {
       << r.err;
 }
 
+// A plan of E = 2 over MPI: a process per device and expert rank (4 for
+// K = 2), training to the threads' losses; a job of one process per device is
+// told how many it needs, once.
+TEST_F(MpiCli, AnExpertParallelPlanRunsAProcessPerExpertRank) {
+  const fs::path ep = temp("mpi_expert_plan.json");
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  ASSERT_EQ(run("plan " + small + kTiny +
+                " --set model.experts=4 --set model.experts_per_token=2 --set "
+                "model.expert_d_ff=16 --set cluster.devices=4 -E 2 -K 2 -M 4 --schedule 1f1b "
+                "--remat off -o " +
+                ep.string())
+                .status,
+            0);
+  const CliResult threads = run("run " + ep.string() + " --steps 3 --json");
+  ASSERT_EQ(threads.status, 0) << threads.err;
+  const CliResult mpi =
+      run_under(mpirun(4), "run " + ep.string() + " --backend mpi --steps 3 --json");
+  ASSERT_EQ(mpi.status, 0) << mpi.err;
+  expect_same_losses(mpi, threads, 3);
+  const nlohmann::json got = nlohmann::json::parse(mpi.out);
+  EXPECT_NE(got["losses"][0], got["losses"][2]);
+  expect_refused_once(run_under(mpirun(2), "run " + ep.string() + " --backend mpi --steps 1"),
+                      "the plan runs on 2 devices of 2 expert ranks each (4 processes) but this "
+                      "MPI job has 2 processes; start it with mpirun -np 4");
+  fs::remove(ep);
+}
+
 TEST_F(MpiCli, TheWrongNumberOfProcessesIsRefusedOnce) {
-  const CliResult r = run_under(mpirun(3), "run " + plan_.string() + " --backend mpi --steps 1");
-  EXPECT_EQ(r.status, 1) << r.err;
-  const std::string want =
-      "the plan runs on 2 devices but this MPI job has 3 processes; start it "
-      "with mpirun -np 2";
-  const std::size_t at = r.err.find(want);
-  ASSERT_NE(at, std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find(want, at + 1), std::string::npos) << "printed by more than one rank";
+  expect_refused_once(run_under(mpirun(3), "run " + plan_.string() + " --backend mpi --steps 1"),
+                      "the plan runs on 2 devices but this MPI job has 3 processes; start it "
+                      "with mpirun -np 2");
 }
 // Each rank reads its own input (plan$RANK.json): a file missing or broken on
 // one rank only ends the job on every rank at once, status 1, with one line

@@ -27,6 +27,11 @@ TEST(Transport, RankCountProblemSaysHowToStartTheJob) {
   EXPECT_EQ(
       rank_count_problem(1, 3),
       "the plan runs on 1 device but this MPI job has 3 processes; start it with mpirun -np 1");
+  // A process per device and expert rank.
+  EXPECT_EQ(rank_count_problem(2, 4, 2), "");
+  EXPECT_EQ(rank_count_problem(2, 2, 2),
+            "the plan runs on 2 devices of 2 expert ranks each (4 processes) but this MPI job has "
+            "2 processes; start it with mpirun -np 4");
 }
 
 TEST(Channel, TakesPayloadsByKeyWhateverTheOrder) {

@@ -248,17 +248,19 @@ TEST(ExpertParallelRefusals, WhatCannotBeSplit) {
       four.push_back(cut_into_stages(std::move(rank), partition_uniform(5, 1)));
     }
   }
-  // Elsewhere than the cpu backend's threads, by name.
+  // Elsewhere than the cpu backend's threads and the mpi backend's
+  // processes, by name.
   Plan plan;
   plan.expert_parallel = 2;
   try {
-    check_tensor_parallel_backend(plan, "ep.json", "mpi");
-    ADD_FAILURE() << "the mpi backend accepted E=2";
+    check_tensor_parallel_backend(plan, "ep.json", "cuda");
+    ADD_FAILURE() << "the cuda backend accepted E=2";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("ep.json: E: --backend mpi runs each replica's experts"),
+    EXPECT_NE(std::string(e.what()).find("ep.json: E: --backend cuda runs each replica's experts"),
               std::string::npos)
         << e.what();
   }
+  EXPECT_NO_THROW(check_tensor_parallel_backend(plan, "ep.json", "mpi"));
   EXPECT_THROW(
       PipelineRuntime(std::move(four), build_schedule(ScheduleKind::kGpipe, 1, 1, Remat::kNever),
                       RuntimeOptions{}, 2, 2),

@@ -1,0 +1,205 @@
+// Expert parallelism over MPI: each device's E expert ranks as processes of
+// their own (exec/mpi/mpi_group_link.h), rank e K + d running expert rank e of
+// device d. Under `mpirun -np 2` one device of E = 2, under `-np 4` K = 2
+// devices of E = 2. Every process also trains the same model with the
+// threaded runtime (E threads a device) and checks that the job's losses and
+// the parameters of its rank's stages agree within 1e-6 (relative). Before
+// that, the linked group's collectives against hand-computed values over the
+// whole job.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../tiny_models.h"
+#include "exec/compute/tensor_group.h"
+#include "exec/data.h"
+#include "exec/expert_shard.h"
+#include "exec/models.h"
+#include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_transport.h"
+#include "exec/runtime.h"
+#include "sim/engine/partition.h"
+
+namespace pipescope::exec {
+namespace mpi_expert {  // named: the tests' unity build joins the runtime test's file
+
+constexpr int kE = 2;
+constexpr int kSteps = 2;
+constexpr std::uint64_t kSeed = 11;
+
+std::shared_ptr<GroupLink> whole_job() {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return std::make_shared<MpiGroupLink>(comm);
+}
+
+// Rank r's matrix holds r + 1 everywhere but its last entry, r: the sum is
+// n(n+1)/2 and n(n-1)/2, the maximum n and n - 1.
+TEST(MpiGroupLink, AllReducesInRankOrderOnEveryProcess) {
+  TensorGroup group(whole_job());
+  const int n = MpiSession::size(), r = MpiSession::rank();
+  ASSERT_EQ(group.ranks(), n);
+  Matrix m = Matrix::Constant(2, 3, static_cast<float>(r + 1));
+  m(1, 2) = static_cast<float>(r);
+  Matrix max = m;
+  group.all_reduce(r, m);
+  group.all_reduce(r, max, TensorGroup::Reduce::kMax);
+  EXPECT_EQ(m(0, 0), static_cast<float>(n * (n + 1) / 2));
+  EXPECT_EQ(m(1, 2), static_cast<float>(n * (n - 1) / 2));
+  EXPECT_EQ(max(0, 1), static_cast<float>(n));
+  EXPECT_EQ(max(1, 2), static_cast<float>(n - 1));
+  // Another process's rank is refused; a shape that differs, on every rank.
+  Matrix other = Matrix::Zero(1, 1);
+  EXPECT_THROW(group.all_reduce((r + 1) % n, other), std::invalid_argument);
+  Matrix odd = Matrix::Zero(r == 0 ? 2 : 1, 1);
+  try {
+    group.all_reduce(r, odd);
+    ADD_FAILURE() << "shapes (2, 1) and (1, 1) reduced";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("met one of"), std::string::npos) << e.what();
+  }
+}
+
+// Rank s sends rank d a part of s + d rows (none from rank 0 to itself), each
+// entry 100 s + d: rank r receives from s that part.
+TEST(MpiGroupLink, AllToAllDeliversEachPartToItsRank) {
+  TensorGroup group(whole_job());
+  const int n = MpiSession::size(), r = MpiSession::rank();
+  std::vector<Matrix> parts;
+  for (int d = 0; d < n; ++d) parts.push_back(Matrix::Constant(r + d, 3, 100.0f * r + d));
+  CollectiveTally tally;
+  {
+    CollectiveScope scope(tally);
+    group.all_to_all(r, parts);
+  }
+  ASSERT_EQ(parts.size(), static_cast<std::size_t>(n));
+  std::int64_t from_others = 0;
+  for (int s = 0; s < n; ++s) {
+    const Matrix& got = parts[static_cast<std::size_t>(s)];
+    ASSERT_EQ(got.rows(), s + r) << "from " << s;
+    ASSERT_EQ(got.cols(), 3);
+    if (got.size() > 0) {
+      EXPECT_EQ(got.minCoeff(), 100.0f * s + r);
+      EXPECT_EQ(got.maxCoeff(), 100.0f * s + r);
+    }
+    if (s != r) from_others += got.size();
+  }
+  EXPECT_EQ(tally.count, 1);
+  EXPECT_EQ(tally.bytes, from_others * static_cast<std::int64_t>(sizeof(float)));
+}
+
+// The tiny transformer with four experts of width 12, two a token, block 0
+// dense (the executor's expert tests' model).
+TransformerParams mixture() {
+  TransformerParams p = testing::tiny_executor_transformer_params(3);
+  p.moe = {4, 2, 12, 0, 1, 1.0};
+  return p;
+}
+
+struct Training {
+  std::vector<double> losses;
+  std::map<int, std::vector<std::vector<float>>> params;  // per stage, of the rank checked
+};
+
+// The job's K = size / E devices, each of E expert ranks: over MPI with
+// `transport`, or as threads; the parameters kept are expert rank `rank`'s.
+Training train(ScheduleKind kind, Remat remat, std::shared_ptr<Transport> transport, int rank) {
+  const int K = MpiSession::size() / kE, M = 2;
+  const TransformerParams p = mixture();
+  const std::shared_ptr<GroupLink> link = transport ? transport->link_group(K, kE) : nullptr;
+  std::vector<std::vector<LayerList>> ranks;
+  for (LayerList& layers : build_expert_ranks(p, kSeed, kE, link)) {
+    const int L = static_cast<int>(layers.size());
+    ranks.push_back(cut_into_stages(std::move(layers), partition_uniform(L, K)));
+  }
+  RuntimeOptions options;
+  options.optimizer.kind = Optimizer::kMomentum;
+  options.optimizer.learning_rate = 0.1;
+  options.watchdog = std::chrono::milliseconds(60000);
+  options.transport = std::move(transport);
+  PipelineRuntime runtime(std::move(ranks), build_schedule(kind, K, M, remat), options, 1, kE);
+  TaskShape task;
+  task.seq_len = static_cast<int>(p.seq_len);
+  task.vocab = static_cast<int>(p.vocab);
+  Training out;
+  for (int step = 0; step < kSteps; ++step) {
+    try {
+      out.losses.push_back(
+          runtime.step(synthetic_batch(task, 4 * kE, M, static_cast<std::uint64_t>(step), kSeed))
+              .loss);
+    } catch (const std::exception& e) {
+      // Another rank would wait for this one: end the job rather than hang it.
+      std::cerr << "rank " << MpiSession::rank() << ": " << e.what() << std::endl;
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  for (int s = 0; s < K; ++s) {
+    for (auto& layer : runtime.stages(rank)[static_cast<std::size_t>(s)]) {
+      for (Param* prm : layer->params()) {
+        out.params[s].emplace_back(prm->value.data(), prm->value.data() + prm->value.size());
+      }
+    }
+  }
+  return out;
+}
+
+void expect_threaded_training(ScheduleKind kind, Remat remat) {
+  if (MpiSession::size() % kE != 0) GTEST_SKIP() << "needs a multiple of E = 2 processes";
+  const int K = MpiSession::size() / kE;
+  const int device = MpiSession::rank() % K, expert_rank = MpiSession::rank() / K;
+  const Training mpi = train(kind, remat, std::make_shared<MpiTransport>(), expert_rank);
+  const Training threads = train(kind, remat, nullptr, expert_rank);
+  ASSERT_EQ(mpi.losses.size(), threads.losses.size());
+  for (std::size_t i = 0; i < mpi.losses.size(); ++i) {
+    EXPECT_NEAR(mpi.losses[i], threads.losses[i], 1e-6 * std::abs(threads.losses[i]))
+        << "step " << i;
+  }
+  EXPECT_NEAR(threads.losses.front(), std::log(13.0), 0.5);  // a real loss
+  EXPECT_NE(mpi.losses.front(), mpi.losses.back());          // and it trained
+  // Stage `device` is this process's (one stage a device).
+  const auto& got = mpi.params.at(device);
+  const auto& want = threads.params.at(device);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t p = 0; p < want.size(); ++p) {
+    float scale = 0.0f;
+    for (float w : want[p]) scale = std::max(scale, std::abs(w));
+    for (std::size_t i = 0; i < want[p].size(); ++i) {
+      ASSERT_NEAR(got[p][i], want[p][i], 1e-6f * scale) << "stage " << device << " param " << p;
+    }
+  }
+}
+
+TEST(MpiExpertParallel, GpipeMatchesTheThreadedBackend) {
+  expect_threaded_training(ScheduleKind::kGpipe, Remat::kNever);
+}
+
+TEST(MpiExpertParallel, OneFOneBWithRematMatchesTheThreadedBackend) {
+  expect_threaded_training(ScheduleKind::k1F1B, Remat::kAlways);
+}
+
+TEST(MpiExpertParallel, RefusesAJobOfTheWrongSize) {
+  MpiTransport t;
+  const int n = MpiSession::size();
+  try {
+    t.link_group(n, kE);  // n devices of 2 ranks: twice the job
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("of 2 expert ranks each (" + std::to_string(2 * n) +
+                                   " processes) but this MPI job has " + std::to_string(n) +
+                                   " processes; start it with mpirun -np " + std::to_string(2 * n)),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace mpi_expert
+}  // namespace pipescope::exec
