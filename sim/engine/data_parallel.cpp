@@ -207,4 +207,18 @@ std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& d
   return layer_gathers(replica.model, [&](Bytes bytes) { return reduce_scatter_time(dp, bytes); });
 }
 
+void add_zero_reduce_scatters(PartitionProblem& p, const Scenario& replica,
+                              const DataParallel& dp) {
+  if (replica.training.zero < 2 || dp.reducers() <= 1) return;
+  const Bytes per_param = reduced_gradient_bytes(replica);
+  for (const LayerSpec& layer : replica.model.layers) {
+    p.dense_grad_bytes.push_back((layer.params - layer.expert_params) * per_param);
+    p.expert_grad_bytes.push_back(layer.expert_params * per_param);
+  }
+  p.dense_reduce_scatter = [dp](Bytes b) { return reduce_scatter_time(dp, b); };
+  p.expert_reduce_scatter = [experts = expert_reduction_ring(dp)](Bytes b) {
+    return reduce_scatter_time(experts, b);
+  };
+}
+
 }  // namespace pipescope

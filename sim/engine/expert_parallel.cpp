@@ -12,21 +12,32 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes) {
   return seconds_to_simtime(dp.experts_latency_s + alltoall_wire_seconds(b, g, 1.0));
 }
 
+std::vector<SimTime> layer_alltoalls(const ModelSpec& model, const DataParallel& dp,
+                                     std::int64_t micro_batch_size) {
+  if (dp.experts.ranks <= 1) return {};
+  std::vector<SimTime> out;
+  out.reserve(model.layers.size());
+  for (const LayerSpec& layer : model.layers) {
+    out.push_back(layer.ep_alltoalls == 0
+                      ? 0
+                      : layer.ep_alltoalls * alltoall_time(dp, layer.ep_bytes * micro_batch_size));
+  }
+  return out;
+}
+
 void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
                             std::int64_t micro_batch_size, std::vector<StageCost>& stages,
                             bool pair_overlap) {
-  if (dp.experts.ranks <= 1) return;
+  const std::vector<SimTime> alltoalls = layer_alltoalls(model, dp, micro_batch_size);
+  if (alltoalls.empty()) return;
   for (StageCost& c : stages) {
     c.ep_forward = c.ep_backward = 0;
     c.ep_bytes = 0;
     c.ep_pair_overlap = pair_overlap;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
-      if (layer.ep_alltoalls == 0) continue;
-      const Bytes bytes = layer.ep_bytes * micro_batch_size;
-      const SimTime one = alltoall_time(dp, bytes);
-      c.ep_forward += layer.ep_alltoalls * one;
-      c.ep_bytes += layer.ep_alltoalls * bytes;
+      c.ep_forward += alltoalls[static_cast<std::size_t>(l)];
+      c.ep_bytes += layer.ep_alltoalls * layer.ep_bytes * micro_batch_size;
     }
     c.ep_backward = c.ep_forward;
   }

@@ -24,9 +24,16 @@ namespace pipescope {
 // bandwidths. 0 without expert parallelism.
 SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
 
+// Each layer's all-to-alls in a forward of a micro-batch of
+// `micro_batch_size` samples (LayerSpec::ep_alltoalls of them; a backward's
+// are as many again, a layer without a mixture has none); empty without
+// expert parallelism.
+std::vector<SimTime> layer_alltoalls(const ModelSpec& model, const DataParallel& dp,
+                                     std::int64_t micro_batch_size);
+
 // Fills each stage's ep_forward, ep_backward and ep_bytes from its layers'
-// all-to-alls (LayerSpec::ep_alltoalls) for a micro-batch of
-// `micro_batch_size` samples; nothing without expert parallelism.
+// all-to-alls (layer_alltoalls) for a micro-batch of `micro_batch_size`
+// samples; nothing without expert parallelism.
 // `pair_overlap`: Framework::pair_alltoall_overlap (StageCost::ep_pair_overlap).
 void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
                             std::int64_t micro_batch_size, std::vector<StageCost>& stages,

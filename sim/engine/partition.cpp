@@ -35,6 +35,16 @@ std::optional<PartitionMethod> parse_partition_method(std::string_view name) {
   return std::nullopt;
 }
 
+SimTime PartitionProblem::stage_reduce_scatter(int first, int last) const {
+  if (dense_grad_bytes.empty()) return 0;
+  Bytes dense = 0, experts = 0;
+  for (int l = first; l <= last; ++l) {
+    dense += dense_grad_bytes[static_cast<std::size_t>(l)];
+    experts += expert_grad_bytes[static_cast<std::size_t>(l)];
+  }
+  return dense_reduce_scatter(dense) + (experts > 0 ? expert_reduce_scatter(experts) : 0);
+}
+
 namespace {
 
 SimTime transfer_time(const PartitionProblem& p, Bytes bytes) {

@@ -3,6 +3,7 @@
 // partitioner").
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +87,24 @@ struct PartitionProblem {
   // before each forward and backward that computes with it; empty otherwise.
   // The step floors count it (sim/plan/step_floor.h); the cuts do not.
   std::vector<SimTime> gathers;
+  // Expert parallelism (layer_alltoalls, sim/engine/expert_parallel.h): each
+  // layer's all-to-alls in a forward, as many again in its backward, which
+  // its ops wait for beyond their compute unless the framework overlaps a
+  // DualPipe pair's (then empty, as without experts). The step floors count
+  // them; the cuts do not.
+  std::vector<SimTime> exchanges;
+  // ZeRO-2/3 (zero_reduce_scatters, sim/engine/simulator.h): after every
+  // backward a stage reduce-scatters its gradients on its device's link to
+  // the replicas, one after another: each layer's bytes of them, the dense
+  // and the routed experts', and the time of one reduce-scatter of a stage's
+  // dense and of its experts' bytes. The step floors count them; the cuts do
+  // not. Empty otherwise.
+  std::vector<Bytes> dense_grad_bytes;
+  std::vector<Bytes> expert_grad_bytes;
+  std::function<SimTime(Bytes)> dense_reduce_scatter;
+  std::function<SimTime(Bytes)> expert_reduce_scatter;
+  // The reduce-scatter of layers [first, last]'s gradients; 0 without.
+  SimTime stage_reduce_scatter(int first, int last) const;
   std::optional<Bytes> memory_capacity;  // none: no memory limit
   // Time to move `bytes` between neighbouring stages (latency + bytes / bandwidth).
   double link_latency_s = 0.0;

@@ -91,6 +91,10 @@ SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes);
 // before every forward and backward that computes with it (what
 // PartitionProblem::gathers holds); empty otherwise.
 std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& dp);
+// Under ZeRO-2/3 over dp's replicas, the reduce-scatters after every
+// backward as add_gradient_reductions prices them, into p's
+// dense_grad_bytes, expert_grad_bytes and their times; nothing otherwise.
+void add_zero_reduce_scatters(PartitionProblem& p, const Scenario& replica, const DataParallel& dp);
 
 // What to simulate; unset fields come from the scenario (K defaults to the
 // cluster's device count).

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "sim/engine/tensor_parallel.h"
 #include "sim/engine/zero.h"
@@ -30,7 +31,7 @@ void add_remat_modes(std::vector<PlanCandidate>& out, const PlanRequest& req,
     if (remat == Remat::kExceptLast && shape.micro_batches == 1 && !req.remat) continue;
     PlanCandidate c = shape;
     c.remat = remat;
-    out.push_back(c);
+    out.push_back(std::move(c));
   }
 }
 

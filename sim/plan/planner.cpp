@@ -5,13 +5,17 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 #include "sim/base/format.h"
 #include "sim/base/parallel.h"
 #include "sim/engine/device_partition.h"
+#include "sim/engine/expert_parallel.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/plan_candidates.h"
 #include "sim/plan/step_floor.h"
@@ -109,13 +113,24 @@ void bound_out(PlanCandidate& c, double ceiling, double threshold) {
   c.rejected = c.label() + text;
 }
 
-// The partition problem of candidate `c` on its replica, with ZeRO-3's
-// gathers over `ring` for the step floors.
+// The mixtures' all-to-alls over `ring` that the ops of a candidate with
+// `micro_batches` on `replica` wait for (PartitionProblem::exchanges).
+std::vector<SimTime> floor_exchanges(const Scenario& replica, const DataParallel& ring,
+                                     int micro_batches) {
+  if (replica.training.framework.pair_alltoall_overlap) return {};
+  return layer_alltoalls(replica.model, ring, replica.training.global_batch / micro_batches);
+}
+
+// The partition problem of candidate `c` on its replica, with ZeRO's gathers
+// and reduce-scatters and the mixtures' all-to-alls over `ring` for the step
+// floors.
 PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cost,
                                    const PlanCandidate& c, const DataParallel& ring) {
   PartitionProblem p = partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches,
                                          c.remat, c.schedule, c.chunks, c.custom.get());
   p.gathers = zero_gathers(replica, ring);
+  p.exchanges = floor_exchanges(replica, ring, c.micro_batches);
+  add_zero_reduce_scatters(p, replica, ring);
   return p;
 }
 
@@ -132,11 +147,27 @@ bool memory_did_not_bind(PartitionProblem problem, int devices, const PartitionR
   return free.exact && free.bottleneck >= cut.bottleneck;
 }
 
-// The ring of candidate c's D replicas (and its E's group): one for all the
-// candidates of a shape, which share the cluster, K, D and E.
+// The ring of candidate c's D replicas (and its E's group).
 DataParallel ring_of(const PlanCandidate& c) {
   return data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel, c.expert_parallel());
 }
+
+// The rings of a search, each made once: the candidates of one split (its
+// scenario: the cluster, T, C and E), K and D share theirs, whatever their
+// M, schedule, remat or ZeRO stage. Safe to call from the search's threads.
+class Rings {
+ public:
+  const DataParallel& of(const PlanCandidate& c) {
+    const std::lock_guard lock(mu_);
+    std::unique_ptr<DataParallel>& ring = rings_[{c.scenario.get(), c.stages, c.data_parallel}];
+    if (!ring) ring = std::make_unique<DataParallel>(ring_of(c));
+    return *ring;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::tuple<const Scenario*, int, int>, std::unique_ptr<DataParallel>> rings_;
+};
 
 // Evaluates c, whose ring_of is `ring`. `threshold`: where set, a candidate
 // whose step_floor gives less throughput is not simulated (bound_out).
@@ -261,14 +292,14 @@ bool decided(const PlanCandidate& c) {
 // still tried where nothing dominates them.
 void evaluate_shape(std::vector<PlanCandidate>::iterator first,
                     std::vector<PlanCandidate>::iterator last, Pass pass,
-                    std::optional<double> threshold, double shape_ceiling, Round round) {
+                    std::optional<double> threshold, double shape_ceiling, Round round,
+                    Rings& rings) {
   std::vector<PlanCandidate*> order;
   for (auto c = first; c != last; ++c) order.push_back(&*c);
   std::stable_sort(order.begin(), order.end(), [](const PlanCandidate* a, const PlanCandidate* b) {
     if (a->zero != b->zero) return a->zero < b->zero;
     return (a->remat == Remat::kNever) > (b->remat == Remat::kNever);
   });
-  std::optional<DataParallel> ring;  // made at the first candidate simulated
   for (PlanCandidate* c : order) {
     if (decided(*c) || (round == Round::kRematOff && c->remat != Remat::kNever)) continue;
     // o fits with remat off at c's stage, or at a lower one with c's mode.
@@ -289,8 +320,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
     } else if (threshold && shape_ceiling < *threshold) {
       bound_out(*c, shape_ceiling, *threshold);
     } else {
-      if (!ring) ring = ring_of(*c);
-      evaluate(*c->scenario, *c, pass, *ring, threshold);
+      evaluate(*c->scenario, *c, pass, rings.of(*c), threshold);
     }
   }
 }
@@ -358,9 +388,10 @@ struct ShapeOutlook {
 // The outlook of the shape [first, last): under its fastest candidate's costs
 // (least recomputation; the ZeRO stage does not change them), the ceiling on
 // any cut, and the estimate on the even split by layer count, whose floor is
-// close to its step where the layers are alike.
+// close to its step where the layers are alike. Both count the all-to-alls,
+// which every candidate of the shape waits for alike.
 ShapeOutlook shape_outlook(std::vector<PlanCandidate>::const_iterator first,
-                           std::vector<PlanCandidate>::const_iterator last) {
+                           std::vector<PlanCandidate>::const_iterator last, Rings& rings) {
   const auto lead =
       std::min_element(first, last, [](const PlanCandidate& a, const PlanCandidate& b) {
         return remat_rank(a.remat) < remat_rank(b.remat);
@@ -368,9 +399,10 @@ ShapeOutlook shape_outlook(std::vector<PlanCandidate>::const_iterator first,
   const Scenario replica = replica_scenario(*lead->scenario, lead->stages, lead->data_parallel);
   const std::unique_ptr<CostModel> cost = make_cost_model(replica);
   // Without ZeRO-3's gathers, which raise the floor of that stage alone.
-  const PartitionProblem p =
+  PartitionProblem p =
       partition_problem(replica, *cost, lead->stages * lead->chunks, lead->micro_batches,
                         lead->remat, lead->schedule, lead->chunks, lead->custom.get());
+  p.exchanges = floor_exchanges(replica, rings.of(*lead), lead->micro_batches);
   const std::vector<StageRange> even =
       partition_uniform(static_cast<int>(p.layers.size()), p.stages);
   return {ceiling_of(*lead->scenario, step_floor_any_cut(p, lead->stages)),
@@ -418,9 +450,10 @@ void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
   const auto begin = [&](std::size_t i) {
     return all.begin() + static_cast<std::ptrdiff_t>(starts[i]);
   };
+  Rings rings;
   std::vector<ShapeOutlook> outlook(shapes);
   parallel_for(shapes, request.threads,
-               [&](std::size_t i) { outlook[i] = shape_outlook(begin(i), begin(i + 1)); });
+               [&](std::size_t i) { outlook[i] = shape_outlook(begin(i), begin(i + 1), rings); });
   std::vector<std::size_t> order(shapes);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -446,7 +479,7 @@ void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
       parallel_for(n, request.threads, [&](std::size_t k) {
         const std::size_t i = batch[k];
         evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
-                       outlook[i].ceiling, round);
+                       outlook[i].ceiling, round, rings);
       });
       for (const std::size_t i : batch) {
         for (std::size_t c = starts[i]; c < starts[i + 1]; ++c) {

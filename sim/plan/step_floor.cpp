@@ -23,6 +23,15 @@ SimTime gathered(const PartitionProblem& p, int first, int last) {
   return 2 * sum;
 }
 
+// The all-to-alls of layers [first, last] for one micro-batch: its forward's
+// and its backward's (a recompute's again, not counted).
+SimTime exchanged(const PartitionProblem& p, int first, int last) {
+  if (p.exchanges.empty()) return 0;
+  SimTime sum = 0;
+  for (int l = first; l <= last; ++l) sum += p.exchanges[static_cast<std::size_t>(l)];
+  return 2 * sum;
+}
+
 }  // namespace
 
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices) {
@@ -37,8 +46,11 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   SimTime backwards = 0;
   for (std::size_t s = 0; s < cut.size(); ++s) {
     const std::size_t d = device_of_stage(p, s, devices);
-    busy[d] += prices.compute(cut[s].first_layer, cut[s].last_layer);
-    gathering[d] += gathered(p, cut[s].first_layer, cut[s].last_layer);
+    busy[d] += prices.compute(cut[s].first_layer, cut[s].last_layer) +
+               exchanged(p, cut[s].first_layer, cut[s].last_layer);
+    // The link to the replicas carries the gathers and the reduce-scatters.
+    gathering[d] += gathered(p, cut[s].first_layer, cut[s].last_layer) +
+                    p.stage_reduce_scatter(cut[s].first_layer, cut[s].last_layer);
     if (!fill[d]) {
       fill[d] = forwards;
       drain[d] = p.backward_split ? 0 : backwards;
@@ -73,7 +85,8 @@ bool one_stage_a_device_in_order(const PartitionProblem& p, int devices) {
 
 // The least over every cut of step_floor's most over devices (before its
 // rounding slack) where device d runs stage d alone. Stage s from layer f to
-// l weighs term(f, l) = before(f) + M x compute(f, l), before(f) the fill and
+// l weighs term(f, l) = before(f) + M x compute(f, l) (its all-to-alls
+// included), before(f) the fill and
 // drain of the layers before f. term grows with l and never grows with f
 // (before(f + 1) - before(f) is at most layer f's compute), so whether every
 // stage can stay within t is decided by giving each stage in turn as many
@@ -83,11 +96,15 @@ SimTime least_pipeline_floor(const PartitionProblem& p) {
   const StagePrices prices(p);
   const int L = static_cast<int>(p.layers.size());
   std::vector<SimTime> before(static_cast<std::size_t>(L) + 1, 0);
+  std::vector<SimTime> exchanges(static_cast<std::size_t>(L) + 1, 0);  // prefix sums
   for (std::size_t l = 0; l < p.layers.size(); ++l) {
     before[l + 1] = before[l] + p.layers[l].forward + (p.backward_split ? 0 : p.layers[l].backward);
+    exchanges[l + 1] = exchanges[l] + (p.exchanges.empty() ? 0 : 2 * p.exchanges[l]);
   }
   const auto term = [&](int first, int last) {
-    return before[static_cast<std::size_t>(first)] + prices.compute(first, last) * p.micro_batches;
+    const auto f = static_cast<std::size_t>(first), l = static_cast<std::size_t>(last);
+    return before[f] +
+           (prices.compute(first, last) + exchanges[l + 1] - exchanges[f]) * p.micro_batches;
   };
   const auto within = [&](SimTime t) {
     int first = 0;
@@ -121,8 +138,13 @@ SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
   // Less, per device, the one gather that may overlap its fill (step_floor).
   const SimTime largest_gather =
       p.gathers.empty() ? 0 : *std::max_element(p.gathers.begin(), p.gathers.end());
-  SimTime floor = std::max(prices.compute(0, L - 1) / devices * p.micro_batches,
-                           gathered(p, 0, L - 1) / devices * p.micro_batches - largest_gather);
+  // A reduce-scatter's time only grows slower than its bytes (a latency and
+  // a time a byte, the least of NCCL's protocols): the stages' together take
+  // at least one of all their bytes.
+  const SimTime linked = gathered(p, 0, L - 1) + p.stage_reduce_scatter(0, L - 1);
+  SimTime floor =
+      std::max((prices.compute(0, L - 1) + exchanged(p, 0, L - 1)) / devices * p.micro_batches,
+               linked / devices * p.micro_batches - largest_gather);
   if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }

@@ -16,7 +16,9 @@ namespace pipescope {
 // the device starts no op before micro-batch 0's forward has passed the
 // stages before its first (fill: their forwards); it then computes its
 // stages' forwards, backwards and recompute share for M micro-batches
-// (StagePrices::compute); and after its last backward, that micro-batch's
+// (StagePrices::compute), each forward and backward also waiting for its
+// layers' all-to-alls under expert parallelism (p.exchanges: the ops hold
+// the device through them); and after its last backward, that micro-batch's
 // gradient still passes back through those stages (drain: their backwards;
 // none when the backward is split, as its weight part may come last). Under
 // ZeRO-3 (p.gathers) a forward or backward of a stage lasts at least the
@@ -30,7 +32,8 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
 // A floor under step_floor of every cut: where device d runs stage d alone
 // (GPipe, 1F1B, ZB-H1), the least step_floor over every cut, to 2^-24 of it
 // below (without the gathers); otherwise, and at least, the devices' mean
-// compute, or under ZeRO-3 their mean gathers if more, for M micro-batches.
+// compute and all-to-alls, or under ZeRO-3 their mean gathers if more, for M
+// micro-batches.
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 
 }  // namespace pipescope

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "costmodels/cost_model.h"
+#include "floor_fixtures.h"
 #include "scenario_docs.h"
 #include "sim/engine/device_partition.h"
 #include "sim/engine/schedule.h"
@@ -222,11 +223,13 @@ TEST(ZeroPlanner, TightMemoryChoosesAStageThatFits) {
 // planner simulated, under every schedule and remat mode, and the floor under
 // every cut never above that of the cut. On two nodes under ZeRO-3, whose
 // replicas gather each layer across InfiniBand, the gathers set the floor of
-// most candidates.
+// most candidates; under ZeRO-2 and 3 the reduce-scatters after every
+// backward, on the same link, raise it further for some.
 TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
   int checked = 0;
-  int zero3 = 0;        // ZeRO-3 candidates with replicas, all on two nodes
-  int gathers_set = 0;  // candidates whose floor the gathers raise
+  int zero3 = 0;         // ZeRO-3 candidates with replicas, all on two nodes
+  int gathers_set = 0;   // candidates whose floor the gathers raise
+  int scatters_set = 0;  // ZeRO-2/3 candidates whose floor the reduce-scatters raise
   Scenario two_nodes = node(80.0, {{"tensor_parallel", 1}, {"zero", 3}});
   two_nodes.cluster.rank_order = RankOrder::kTpPpDp;  // the replicas in different nodes
   two_nodes.cluster.devices = 16;
@@ -237,26 +240,29 @@ TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
     req.exact_top = 100000;  // simulate everything not dominated
     const PlanReport r = run_planner(sc, req);
     for (const PlanCandidate& c : r.ranked) {
-      const Scenario replica = replica_scenario(*c.scenario, c.stages, c.data_parallel);
-      const std::unique_ptr<CostModel> cost = make_cost_model(replica);
-      PartitionProblem p = partition_problem(replica, *cost, c.stages * c.chunks, c.micro_batches,
-                                             c.remat, c.schedule, c.chunks, c.custom.get());
-      std::vector<StageRange> cut;
-      for (const StageCost& s : c.result.stage_costs) cut.push_back(s.layers);
+      testing::SimulatedCut sim = testing::simulated_cut(c);
+      const Scenario& replica = sim.replica;
+      PartitionProblem& p = sim.problem;
+      const std::vector<StageRange>& cut = sim.cut;
       const SimTime compute_floor = step_floor(p, cut, c.stages);
-      p.gathers =
-          zero_gathers(replica, data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel));
+      const DataParallel ring = data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel);
+      p.gathers = zero_gathers(replica, ring);
+      const SimTime gathers_floor = step_floor(p, cut, c.stages);
+      add_zero_reduce_scatters(p, replica, ring);
+      EXPECT_EQ(p.dense_grad_bytes.empty(), c.zero < 2 || c.data_parallel == 1) << c.label();
       const SimTime floor = step_floor(p, cut, c.stages);
       EXPECT_LE(floor, c.result.metrics.step_time) << c.label();
       EXPECT_LE(step_floor_any_cut(p, c.stages), floor) << c.label();
       EXPECT_GT(floor, c.result.metrics.step_time / 4) << c.label();  // not a trivial floor
-      gathers_set += floor > compute_floor ? 1 : 0;
+      gathers_set += gathers_floor > compute_floor ? 1 : 0;
+      scatters_set += floor > gathers_floor ? 1 : 0;
       zero3 += !p.gathers.empty() ? 1 : 0;
       ++checked;
     }
   }
   EXPECT_GT(checked, 200);
   EXPECT_GT(2 * gathers_set, zero3) << gathers_set << " of " << zero3;  // most
+  EXPECT_GT(scatters_set, 0);
 }
 
 // A pipeline of two stages under ZeRO-3 over 2 replicas, one micro-batch:
