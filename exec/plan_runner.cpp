@@ -66,30 +66,47 @@ ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
   return make_transformer(*whole.transformer, whole.name, split);
 }
 
+// A dimension that splits each stage of a plan over ranks: what a device
+// runs whole without it, what the plan splits, and where the executor runs
+// the ranks (threads of the cpu backend; E also processes of the mpi one).
+struct RankSplit {
+  char letter;
+  int ways;
+  const char* name;    // "tensor parallelism"
+  const char* whole;   // what a device runs without it
+  const char* splits;  // what the plan does instead
+  const char* units;   // what the ways are
+  const char* thread;  // what a cpu thread is
+  bool mpi;            // the mpi backend runs the ranks as processes
+};
+
+std::vector<RankSplit> rank_splits(const Plan& plan) {
+  return {
+      {'E', plan.expert_parallel, "expert parallelism", "runs each replica's experts on its device",
+       "spreads them over", "replicas", "a thread per expert rank", true},
+      {'C', plan.context_parallel, "context parallelism",
+       "runs each sample's whole sequence on a device", "splits it over", "devices",
+       "a thread per share", false},
+      {'T', plan.tensor_parallel, "tensor parallelism", "runs whole layers on each device",
+       "splits them over", "devices", "a thread per tensor rank", false}};
+}
+
+const char* const kMpiRanks = "a process per device and expert rank";
+
 }  // namespace
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
-  if (plan.expert_parallel > 1 && backend != "cpu" && backend != "mpi") {
+  for (const RankSplit& r : rank_splits(plan)) {
+    if (r.ways == 1 || backend == "cpu" || (backend == "mpi" && r.mpi)) continue;
+    const std::string letter(1, r.letter);
     throw std::invalid_argument(
-        plan_file + ": E: --backend " + backend + " runs each replica's experts on its device, " +
-        "and this plan spreads them over E=" + std::to_string(plan.expert_parallel) +
-        " replicas (expert parallelism); the cpu backend runs it (a thread per expert rank), "
-        "and the mpi backend (a process per device and expert rank), or plan with -E 1");
+        plan_file + ": " + letter + ": --backend " + backend + " " + r.whole + ", and this plan " +
+        r.splits + " " + letter + "=" + std::to_string(r.ways) + " " + r.units + " (" + r.name +
+        "); the cpu backend runs it (" + r.thread + ")" +
+        (r.mpi ? std::string(", and the mpi backend (") + kMpiRanks + ")" : std::string()) +
+        ", or plan with -" + letter + " 1");
   }
-  if (plan.context_parallel > 1 && backend != "cpu") {
-    throw std::invalid_argument(
-        plan_file + ": C: --backend " + backend + " runs each sample's whole sequence on a " +
-        "device, and this plan splits it over C=" + std::to_string(plan.context_parallel) +
-        " devices (context parallelism); the cpu backend runs it (a thread per share), or plan "
-        "with -C 1");
-  }
-  if (plan.tensor_parallel == 1 || backend == "cpu") return;
-  throw std::invalid_argument(
-      plan_file + ": T: --backend " + backend + " runs whole layers on each device, and this " +
-      "plan splits them over T=" + std::to_string(plan.tensor_parallel) +
-      " devices (tensor parallelism); the cpu backend runs it (a thread per tensor rank), or " +
-      "plan with -T 1");
 }
 
 void check_requested_tensor_parallel(const Plan& plan, const std::string& plan_file,
@@ -252,26 +269,19 @@ std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec
 std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
                                  const PlanRunOptions& o) {
   if (o.steps < 1) throw std::invalid_argument("a run needs at least one step");
-  if (plan.tensor_parallel > 1 && (o.stage_device || o.transport)) {
-    throw std::invalid_argument(
-        "T=" + std::to_string(plan.tensor_parallel) +
-        ": tensor parallelism runs on the cpu backend only (a thread per tensor rank)");
-  }
-  if (plan.context_parallel > 1 && (o.stage_device || o.transport)) {
-    throw std::invalid_argument(
-        "C=" + std::to_string(plan.context_parallel) +
-        ": context parallelism runs on the cpu backend only (a thread per share)");
-  }
   const Schedule schedule = plan.schedule_ops();
   // Expert ranks as processes: the transport links each device's (MPI).
   const std::shared_ptr<GroupLink> link =
       o.transport && !o.stage_device && plan.expert_parallel > 1
           ? o.transport->link_group(schedule.devices(), plan.expert_parallel)
           : nullptr;
-  if (plan.expert_parallel > 1 && (o.stage_device || (o.transport && !link))) {
-    throw std::invalid_argument("E=" + std::to_string(plan.expert_parallel) +
-                                ": expert parallelism runs its ranks on the host, as threads of "
-                                "the cpu backend or processes of the mpi backend");
+  for (const RankSplit& r : rank_splits(plan)) {
+    if (r.ways == 1 || (!o.stage_device && (!o.transport || (r.mpi && link)))) continue;
+    throw std::invalid_argument(
+        std::string(1, r.letter) + "=" + std::to_string(r.ways) + ": " + r.name +
+        (r.mpi ? std::string(" runs on the cpu backend (") + r.thread + ") or the mpi backend (" +
+                     kMpiRanks + ")"
+               : std::string(" runs on the cpu backend only (") + r.thread + ")"));
   }
   std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed, link);
   // Devices only for the stages this process runs (one process per device
