@@ -67,6 +67,28 @@ PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan) {
 
 namespace {
 
+// The mixtures' all-to-alls over `ring` that the ops of a candidate with
+// `micro_batches` on `replica` wait for (PartitionProblem::exchanges).
+std::vector<SimTime> floor_exchanges(const Scenario& replica, const DataParallel& ring,
+                                     int micro_batches) {
+  if (replica.training.framework.pair_alltoall_overlap) return {};
+  return layer_alltoalls(replica.model, ring, replica.training.global_batch / micro_batches);
+}
+
+}  // namespace
+
+PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cost,
+                                   const PlanCandidate& c, const DataParallel& ring) {
+  PartitionProblem p = partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches,
+                                         c.remat, c.schedule, c.chunks, c.custom.get());
+  p.gathers = zero_gathers(replica, ring);
+  p.exchanges = floor_exchanges(replica, ring, c.micro_batches);
+  add_zero_reduce_scatters(p, replica, ring);
+  return p;
+}
+
+namespace {
+
 // A candidate of several chunks is evaluated in two passes. The first, over
 // every candidate, screens: it stops the device partitioner's exhaustive
 // search at PlanRequest::screening_nodes partial cuts (enough for models of
@@ -111,27 +133,6 @@ void bound_out(PlanCandidate& c, double ceiling, double threshold) {
                 "busiest device's compute; not simulated)",
                 threshold, ceiling);
   c.rejected = c.label() + text;
-}
-
-// The mixtures' all-to-alls over `ring` that the ops of a candidate with
-// `micro_batches` on `replica` wait for (PartitionProblem::exchanges).
-std::vector<SimTime> floor_exchanges(const Scenario& replica, const DataParallel& ring,
-                                     int micro_batches) {
-  if (replica.training.framework.pair_alltoall_overlap) return {};
-  return layer_alltoalls(replica.model, ring, replica.training.global_batch / micro_batches);
-}
-
-// The partition problem of candidate `c` on its replica, with ZeRO's gathers
-// and reduce-scatters and the mixtures' all-to-alls over `ring` for the step
-// floors.
-PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cost,
-                                   const PlanCandidate& c, const DataParallel& ring) {
-  PartitionProblem p = partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches,
-                                         c.remat, c.schedule, c.chunks, c.custom.get());
-  p.gathers = zero_gathers(replica, ring);
-  p.exchanges = floor_exchanges(replica, ring, c.micro_batches);
-  add_zero_reduce_scatters(p, replica, ring);
-  return p;
 }
 
 // Whether the partitioner's cut `cut` of `problem` on `devices` is, provably,

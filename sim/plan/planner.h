@@ -123,6 +123,13 @@ struct PlanReport {
 // The per-replica scenario: K devices of the cluster and the global batch / D.
 Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel);
 
+// The partition problem of candidate `c` on its `replica` (replica_scenario)
+// priced by `cost`, with what the step floors count beyond it over the ring
+// of its replicas `ring`: ZeRO-3's gathers, ZeRO-2/3's reduce-scatters and
+// the mixtures' all-to-alls (sim/plan/step_floor.h).
+PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cost,
+                                   const PlanCandidate& c, const DataParallel& ring);
+
 // A plan's pipeline as it was planned on `scenario` (the whole cluster): one of
 // its D replicas on the replica's share of the batch, with the plan's K, M,
 // schedule, chunks, remat and cuts, all-reducing over the ring of the replicas.

@@ -38,36 +38,41 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   const StagePrices prices(p);
   const auto n = static_cast<std::size_t>(devices);
   std::vector<SimTime> busy(n, 0);
-  std::vector<SimTime> gathering(n, 0);
-  std::vector<SimTime> lead(n, 0);              // the gather that may overlap the fill
+  std::vector<SimTime> gathering(n, 0);   // on the link to the replicas, before ops
+  std::vector<SimTime> scattering(n, 0);  // on that link too, after backwards
+  std::vector<SimTime> lead(n, 0);        // the first op's gathers, which may overlap the fill
   std::vector<std::optional<SimTime>> fill(n);  // before the device's first stage
   std::vector<SimTime> drain(n, 0);
   SimTime forwards = 0;  // of the stages so far, one micro-batch each
   SimTime backwards = 0;
   for (std::size_t s = 0; s < cut.size(); ++s) {
     const std::size_t d = device_of_stage(p, s, devices);
-    busy[d] += prices.compute(cut[s].first_layer, cut[s].last_layer) +
-               exchanged(p, cut[s].first_layer, cut[s].last_layer);
-    // The link to the replicas carries the gathers and the reduce-scatters.
-    gathering[d] += gathered(p, cut[s].first_layer, cut[s].last_layer) +
-                    p.stage_reduce_scatter(cut[s].first_layer, cut[s].last_layer);
+    const int first = cut[s].first_layer, last = cut[s].last_layer;
+    busy[d] += prices.compute(first, last) + exchanged(p, first, last);
+    gathering[d] += gathered(p, first, last);
+    scattering[d] += p.stage_reduce_scatter(first, last);
     if (!fill[d]) {
       fill[d] = forwards;
       drain[d] = p.backward_split ? 0 : backwards;
-      if (!p.gathers.empty()) lead[d] = p.gathers[static_cast<std::size_t>(cut[s].first_layer)];
+      lead[d] = gathered(p, first, last) / 2;  // its forward's
     }
-    for (int l = cut[s].first_layer; l <= cut[s].last_layer; ++l) {
+    for (int l = first; l <= last; ++l) {
       forwards += p.layers[static_cast<std::size_t>(l)].forward;
       backwards += p.layers[static_cast<std::size_t>(l)].backward;
     }
   }
+  const SimTime M = p.micro_batches;
   SimTime floor = 0;
   for (std::size_t d = 0; d < n; ++d) {
-    // The device's first gather may run during the fill: it waits for
-    // nothing.
-    const SimTime work =
-        std::max(busy[d] * p.micro_batches, gathering[d] * p.micro_batches - lead[d]);
-    floor = std::max(floor, fill[d].value_or(0) + work + drain[d]);
+    // The device's first op gathers as soon as the step starts: it waits
+    // for nothing, and may do so during the fill. Every other gather
+    // precedes an op, so the last backward and the drain follow them all.
+    const SimTime gathers = gathering[d] * M - lead[d];
+    const SimTime start = fill[d].value_or(0);
+    floor = std::max(floor, start + std::max(busy[d] * M, gathers) + drain[d]);
+    // A reduce-scatter follows its backward: the last one runs beside the
+    // drain, and the link's whole load ends the step at the earliest.
+    floor = std::max(floor, start + gathers + scattering[d] * M);
   }
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
@@ -135,16 +140,16 @@ SimTime least_pipeline_floor(const PartitionProblem& p) {
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
   const StagePrices prices(p);
   const int L = static_cast<int>(p.layers.size());
-  // Less, per device, the one gather that may overlap its fill (step_floor).
-  const SimTime largest_gather =
-      p.gathers.empty() ? 0 : *std::max_element(p.gathers.begin(), p.gathers.end());
-  // A reduce-scatter's time only grows slower than its bytes (a latency and
-  // a time a byte, the least of NCCL's protocols): the stages' together take
-  // at least one of all their bytes.
-  const SimTime linked = gathered(p, 0, L - 1) + p.stage_reduce_scatter(0, L - 1);
+  // The link to the replicas: every gather but the devices' first ops'
+  // (each layer's forward gather at most once over the devices, step_floor),
+  // and the reduce-scatters, whose time grows slower than their bytes (a
+  // latency and a time a byte, the least of NCCL's protocols), so that the
+  // stages' together take at least one of all the bytes.
+  const SimTime M = p.micro_batches;
+  const SimTime gathers = gathered(p, 0, L - 1);
+  const SimTime linked = gathers * M - gathers / 2 + p.stage_reduce_scatter(0, L - 1) * M;
   SimTime floor =
-      std::max((prices.compute(0, L - 1) + exchanged(p, 0, L - 1)) / devices * p.micro_batches,
-               linked / devices * p.micro_batches - largest_gather);
+      std::max((prices.compute(0, L - 1) + exchanged(p, 0, L - 1)) / devices * M, linked / devices);
   if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }

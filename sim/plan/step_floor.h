@@ -24,16 +24,20 @@ namespace pipescope {
 // ZeRO-3 (p.gathers) a forward or backward of a stage lasts at least the
 // all-gathers of its layers, which run one after another on the link, so
 // the M micro-batches keep the device at least max(M x compute, M x 2 x its
-// layers' gathers less the first, which may run during the fill). Not the transfers, which may
-// overlap, nor anything else the simulation adds (the rest of the bubble, collectives): those only
-// lengthen the step. Less a nanosecond a layer and micro-batch for the rounding of averaged
-// forwards.
+// layers' gathers less its first op's, which may run during the fill).
+// Under ZeRO-2/3 (p.stage_reduce_scatter) each backward's reduce-scatter
+// follows on that link: the step lasts at least the fill and the link's
+// whole load, the last reduce-scatter beside the drain. Not the transfers,
+// which may overlap, nor anything else the simulation adds (the rest of the
+// bubble, collectives): those only lengthen the step. Less a nanosecond a
+// layer and micro-batch for the rounding of averaged forwards.
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices);
 // A floor under step_floor of every cut: where device d runs stage d alone
 // (GPipe, 1F1B, ZB-H1), the least step_floor over every cut, to 2^-24 of it
 // below (without the gathers); otherwise, and at least, the devices' mean
-// compute and all-to-alls, or under ZeRO-3 their mean gathers if more, for M
-// micro-batches.
+// compute and all-to-alls for M micro-batches, or their links' mean load
+// (ZeRO's gathers less each layer's forward one once, and one
+// reduce-scatter of all the layers' gradients a micro-batch) if more.
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 
 }  // namespace pipescope

@@ -56,33 +56,38 @@ TEST(ExpertFloor, LayerAllToAllsAreTheStagesParts) {
   EXPECT_TRUE(layer_alltoalls(replica.model, data_parallel_ring(sc.cluster, 2, 8), 2).empty());
 }
 
-// Every candidate of E > 1, simulated: its floor with the all-to-alls on the
-// cut it ran stays under its step, above the floor without them, and the
-// floor under every cut under both.
+// Every candidate of E > 1, simulated: its floor as the planner bounds it
+// (candidate_problem: the all-to-alls, and under ZeRO-2 the reduce-scatters
+// of the dense and of the experts' gradients) on the cut it ran stays under
+// its step, above the floor without the all-to-alls, and the floor under
+// every cut under both.
 TEST(ExpertFloor, IsNeverAboveTheSimulatedStep) {
   PlanRequest every;
   every.max_micro_batches = 8;
   every.exact_top = 100000;  // simulate everything not dominated
-  const PlanReport r = run_planner(moe(), every);
   int checked = 0;
-  for (const PlanCandidate& c : r.ranked) {
-    if (c.expert_parallel() == 1) continue;
-    testing::SimulatedCut sim = testing::simulated_cut(c);
-    const Scenario& replica = sim.replica;
-    PartitionProblem& p = sim.problem;
-    const std::vector<StageRange>& cut = sim.cut;
-    const SimTime without = step_floor(p, cut, c.stages);
-    p.exchanges = layer_alltoalls(
-        replica.model,
-        data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel, c.expert_parallel()),
-        replica.training.global_batch / c.micro_batches);
-    const SimTime floor = step_floor(p, cut, c.stages);
-    EXPECT_LE(floor, c.result.metrics.step_time) << c.label();
-    EXPECT_GT(floor, without) << c.label();
-    EXPECT_LE(step_floor_any_cut(p, c.stages), floor) << c.label();
-    ++checked;
+  int zero2 = 0;
+  for (const Scenario& sc : {moe(), moe({"training.zero=2"})}) {
+    const PlanReport r = run_planner(sc, every);
+    for (const PlanCandidate& c : r.ranked) {
+      if (c.expert_parallel() == 1) continue;
+      const testing::SimulatedCut sim = testing::simulated_cut(c);
+      const PartitionProblem& p = sim.problem;
+      const std::vector<StageRange>& cut = sim.cut;
+      ASSERT_EQ(p.exchanges.size(), sim.replica.model.layers.size()) << c.label();
+      PartitionProblem no_exchanges = p;
+      no_exchanges.exchanges.clear();
+      const SimTime without = step_floor(no_exchanges, cut, c.stages);
+      const SimTime floor = step_floor(p, cut, c.stages);
+      EXPECT_LE(floor, c.result.metrics.step_time) << c.label();
+      EXPECT_GT(floor, without) << c.label();
+      EXPECT_LE(step_floor_any_cut(p, c.stages), floor) << c.label();
+      zero2 += c.zero == 2 && !p.expert_grad_bytes.empty() ? 1 : 0;
+      ++checked;
+    }
   }
   EXPECT_GT(checked, 100);
+  EXPECT_GT(zero2, 10);  // the experts' reduce-scatters over their own ring too
 }
 
 // Leaving out what cannot beat the best 16 changes none of them, and leaves

@@ -240,16 +240,14 @@ TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
     req.exact_top = 100000;  // simulate everything not dominated
     const PlanReport r = run_planner(sc, req);
     for (const PlanCandidate& c : r.ranked) {
-      testing::SimulatedCut sim = testing::simulated_cut(c);
-      const Scenario& replica = sim.replica;
-      PartitionProblem& p = sim.problem;
+      const testing::SimulatedCut sim = testing::simulated_cut(c);
+      const PartitionProblem& p = sim.problem;
       const std::vector<StageRange>& cut = sim.cut;
-      const SimTime compute_floor = step_floor(p, cut, c.stages);
-      const DataParallel ring = data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel);
-      p.gathers = zero_gathers(replica, ring);
-      const SimTime gathers_floor = step_floor(p, cut, c.stages);
-      add_zero_reduce_scatters(p, replica, ring);
       EXPECT_EQ(p.dense_grad_bytes.empty(), c.zero < 2 || c.data_parallel == 1) << c.label();
+      PartitionProblem gathers_only = testing::without_reduce_scatters(p);
+      const SimTime gathers_floor = step_floor(gathers_only, cut, c.stages);
+      gathers_only.gathers.clear();
+      const SimTime compute_floor = step_floor(gathers_only, cut, c.stages);
       const SimTime floor = step_floor(p, cut, c.stages);
       EXPECT_LE(floor, c.result.metrics.step_time) << c.label();
       EXPECT_LE(step_floor_any_cut(p, c.stages), floor) << c.label();
@@ -267,10 +265,11 @@ TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
 
 // A pipeline of two stages under ZeRO-3 over 2 replicas, one micro-batch:
 // stage 0 a layer that computes long and holds one parameter, stage 1 three
-// that compute little and gather much. Device 1's first gather waits for
-// nothing and runs while stage 0 computes, so its step is shorter than the
-// fill and all of its gathers; the floor leaves that gather out and stays
-// under the step, where counting it would not.
+// that compute little and gather much. Device 1's first op gathers its
+// layers at once, waiting for nothing, while stage 0 computes, so its step
+// is shorter than the fill and all of its gathers; the floor leaves those
+// of its first op out and stays under the step, where counting them would
+// not.
 TEST(StepFloor, TheFirstGatherMayRunDuringTheFill) {
   Scenario sc = testing::uniform_scenario(4, 4, 1.0, 2, 1, false);
   sc.model.layers[0].fwd_flops = 4e6;
@@ -301,8 +300,57 @@ TEST(StepFloor, TheFirstGatherMayRunDuringTheFill) {
   without.gathers.clear();
   EXPECT_LT(step_floor(without, *config.stage_ranges, K), floor) << "the gathers set the floor";
   EXPECT_LE(floor, r.metrics.step_time);
-  EXPECT_GT(floor + p.gathers[1], r.metrics.step_time) << "the first gather overlaps the fill";
+  EXPECT_GT(floor + p.gathers[1] + p.gathers[2] + p.gathers[3], r.metrics.step_time)
+      << "the first op's gathers overlap the fill";
   EXPECT_LE(step_floor_any_cut(p, K), floor);
+}
+
+// Three stages over 2 replicas under ZeRO-2 and 3: the first two forward at
+// once and backward long, the last computes next to nothing and holds every
+// parameter. Its link to the replicas, busy with its gathers and its
+// reduce-scatters after each backward, is what its step waits for, the last
+// reduce-scatter beside the others' long backwards (the drain). The floor
+// counts that link's load from the fill, not the drain after it, and stays
+// under every step.
+TEST(StepFloor, TheLastReduceScatterRunsBesideTheDrain) {
+  Scenario sc = testing::uniform_scenario(3, 6, 1e3, 8, 1, false);
+  for (int l = 0; l < 2; ++l) sc.model.layers[static_cast<std::size_t>(l)].bwd_flops = 4e7;
+  sc.model.layers[2].params = 20000000;
+  sc.training.bytes_per_param = 16.0;
+  const int K = 3, D = 2;
+  int checked = 0;
+  int raised = 0;  // floors the reduce-scatters raise
+  for (const int zero : {2, 3}) {
+    sc.training.zero = zero;
+    for (const ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::k1F1B}) {
+      for (const int M : {1, 2, 4}) {
+        const Scenario replica = replica_scenario(sc, K, D);
+        SimConfig config;
+        config.stages = K;
+        config.micro_batches = M;
+        config.schedule = kind;
+        config.remat = Remat::kNever;
+        config.stage_ranges = {{0, 0}, {1, 1}, {2, 2}};
+        config.data_parallel = data_parallel_ring(sc.cluster, K, D);
+        config.record_timeline = false;
+        const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+        const SimResult r = simulate(replica, config, *cost);
+        PartitionProblem p =
+            partition_problem(replica, *cost, K, M, Remat::kNever, kind, 1, nullptr);
+        p.gathers = zero_gathers(replica, config.data_parallel);
+        add_zero_reduce_scatters(p, replica, config.data_parallel);
+        const SimTime floor = step_floor(p, *config.stage_ranges, K);
+        EXPECT_LE(floor, r.metrics.step_time)
+            << "ZeRO-" << zero << " " << to_string(kind) << " M=" << M;
+        const SimTime without =
+            step_floor(testing::without_reduce_scatters(p), *config.stage_ranges, K);
+        raised += floor > without ? 1 : 0;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 12);
+  EXPECT_GT(raised, 0);  // where the link, not the compute, sets the floor
 }
 
 // Leaving out what cannot beat the best 16 changes none of them.
