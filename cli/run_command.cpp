@@ -196,6 +196,13 @@ int run_mpi(const RunOptions& o) {
       plan = read_plan_file(o.plan);
       exec::check_requested_tensor_parallel(plan, o.plan, o.tensor_parallel);
       exec::check_tensor_parallel_backend(plan, o.plan, "mpi");
+      if (o.device == "cuda" && plan.expert_parallel > 1) {
+        throw std::invalid_argument(
+            o.plan + ": E: --device cuda computes each rank's stages on its GPU, and this plan's " +
+            "E=" + std::to_string(plan.expert_parallel) +
+            " expert ranks exchange their tokens on the host; run it with --device cpu, or plan "
+            "with -E 1");
+      }
       spec = exec::plan_model(plan, o.plan);
       run = run_options(o);
       job.require_devices(plan.schedule_ops().devices(), o.plan, plan.expert_parallel);

@@ -270,18 +270,21 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
                                  const PlanRunOptions& o) {
   if (o.steps < 1) throw std::invalid_argument("a run needs at least one step");
   const Schedule schedule = plan.schedule_ops();
-  // Expert ranks as processes: the transport links each device's (MPI).
-  const std::shared_ptr<GroupLink> link =
-      o.transport && !o.stage_device && plan.expert_parallel > 1
-          ? o.transport->link_group(schedule.devices(), plan.expert_parallel)
-          : nullptr;
-  for (const RankSplit& r : rank_splits(plan)) {
-    if (r.ways == 1 || (!o.stage_device && (!o.transport || (r.mpi && link)))) continue;
+  // T, then C, then E: expert ranks as processes, whose transport links each
+  // device's (MPI), once the others are known to run.
+  std::shared_ptr<GroupLink> link;
+  const std::vector<RankSplit> splits = rank_splits(plan);
+  for (auto r = splits.rbegin(); r != splits.rend(); ++r) {
+    if (r->ways == 1) continue;
+    if (r->mpi && o.transport && !o.stage_device) {
+      link = o.transport->link_group(schedule.devices(), r->ways);
+    }
+    if (!o.stage_device && (!o.transport || link)) continue;
     throw std::invalid_argument(
-        std::string(1, r.letter) + "=" + std::to_string(r.ways) + ": " + r.name +
-        (r.mpi ? std::string(" runs on the cpu backend (") + r.thread + ") or the mpi backend (" +
-                     kMpiRanks + ")"
-               : std::string(" runs on the cpu backend only (") + r.thread + ")"));
+        std::string(1, r->letter) + "=" + std::to_string(r->ways) + ": " + r->name +
+        (r->mpi ? std::string(" runs on the cpu backend (") + r->thread + ") or the mpi backend (" +
+                      kMpiRanks + ")"
+                : std::string(" runs on the cpu backend only (") + r->thread + ")"));
   }
   std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed, link);
   // Devices only for the stages this process runs (one process per device

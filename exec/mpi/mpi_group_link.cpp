@@ -3,8 +3,10 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "exec/compute/tensor_group.h"
 #include "exec/mpi/mpi_poll.h"
@@ -47,6 +49,13 @@ std::vector<GroupLink::Bytes> cut(const GroupLink::Bytes& flat, const std::vecto
   return out;
 }
 
+// When a collective that starts now gives up: its tally's limit, for the
+// whole of it.
+std::chrono::steady_clock::time_point deadline_of(const CollectiveTally* tally) {
+  return std::chrono::steady_clock::now() +
+         (tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit);
+}
+
 }  // namespace
 
 MpiGroupLink::MpiGroupLink(MPI_Comm comm) : comm_(comm) {
@@ -55,47 +64,61 @@ MpiGroupLink::MpiGroupLink(MPI_Comm comm) : comm_(comm) {
 }
 
 MpiGroupLink::~MpiGroupLink() {
+  // A collective given up may still write into its buffers: they are left
+  // to MPI (the process ends soon after such a step), and so is the
+  // communicator, which MPI frees once its operations complete.
+  for (std::unique_ptr<Exchange>& x : abandoned_) (void)x.release();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void MpiGroupLink::wait(MPI_Request& request, const CollectiveTally* tally,
-                        const char* what) const {
+void MpiGroupLink::check_usable(const char* what) const {
+  if (abandoned_.empty()) return;
+  throw std::runtime_error(std::string(what) +
+                           " on a group whose earlier collective was given up (the processes "
+                           "would pair it with this one)");
+}
+
+void MpiGroupLink::wait(std::unique_ptr<Exchange>& x,
+                        std::chrono::steady_clock::time_point deadline,
+                        const CollectiveTally* tally, const char* what) {
   static const std::atomic<bool> never{false};
-  const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
   const std::atomic<bool>& aborted =
       tally != nullptr && tally->abort != nullptr ? *tally->abort : never;
   const Transport::Wait w = mpi_poll(
       [&] {
         int done = 0;
-        mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        mpi_check(MPI_Test(&x->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
         return done != 0;
       },
-      Transport::Clock::now() + limit, aborted, {});
-  // A collective left behind is not cancellable: the job ends with the step
-  // (a failed rank aborts every process, cli/mpi_job.h).
+      deadline, aborted, {});
+  if (w == Transport::Wait::kReady) return;
+  abandoned_.push_back(std::move(x));
   if (w == Transport::Wait::kAborted) throw CollectiveAborted();
-  if (w == Transport::Wait::kTimedOut) {
-    throw std::runtime_error(std::string(what) + " waited " + std::to_string(limit.count()) +
-                             " ms for the other ranks of its group");
-  }
+  const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
+  throw std::runtime_error(std::string(what) + " waited " + std::to_string(limit.count()) +
+                           " ms for the other ranks of its group");
 }
 
 std::vector<GroupLink::Bytes> MpiGroupLink::all_gather(const Bytes& mine,
                                                        const CollectiveTally* tally,
                                                        const char* what) {
-  const int count = count_of(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(ranks_));
-  MPI_Request request = MPI_REQUEST_NULL;
-  mpi_check(MPI_Iallgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_, &request),
+  check_usable(what);
+  const auto deadline = deadline_of(tally);
+  auto x = std::make_unique<Exchange>();
+  x->out = mine;
+  x->send_counts = {count_of(mine.size())};
+  x->recv_counts.resize(static_cast<std::size_t>(ranks_));
+  mpi_check(MPI_Iallgather(x->send_counts.data(), 1, MPI_INT, x->recv_counts.data(), 1, MPI_INT,
+                           comm_, &x->request),
             "MPI_Iallgather");
-  wait(request, tally, what);
-  const std::vector<int> at = displacements(counts);
-  Bytes flat(static_cast<std::size_t>(at.back() + counts.back()));
-  mpi_check(MPI_Iallgatherv(mine.data(), count, MPI_BYTE, flat.data(), counts.data(), at.data(),
-                            MPI_BYTE, comm_, &request),
+  wait(x, deadline, tally, what);
+  x->recv_at = displacements(x->recv_counts);
+  x->in.resize(static_cast<std::size_t>(x->recv_at.back() + x->recv_counts.back()));
+  mpi_check(MPI_Iallgatherv(x->out.data(), x->send_counts[0], MPI_BYTE, x->in.data(),
+                            x->recv_counts.data(), x->recv_at.data(), MPI_BYTE, comm_, &x->request),
             "MPI_Iallgatherv");
-  wait(request, tally, what);
-  return cut(flat, counts, at);
+  wait(x, deadline, tally, what);
+  return cut(x->in, x->recv_counts, x->recv_at);
 }
 
 std::vector<GroupLink::Bytes> MpiGroupLink::all_to_all(const std::vector<Bytes>& parts,
@@ -105,27 +128,27 @@ std::vector<GroupLink::Bytes> MpiGroupLink::all_to_all(const std::vector<Bytes>&
     throw std::invalid_argument(std::string(what) + " of " + std::to_string(ranks_) +
                                 " ranks got " + std::to_string(parts.size()) + " parts");
   }
-  std::vector<int> send_counts(parts.size());
-  Bytes flat_out;
-  for (std::size_t d = 0; d < parts.size(); ++d) {
-    send_counts[d] = count_of(parts[d].size());
-    flat_out.insert(flat_out.end(), parts[d].begin(), parts[d].end());
+  check_usable(what);
+  const auto deadline = deadline_of(tally);
+  auto x = std::make_unique<Exchange>();
+  for (const Bytes& part : parts) {
+    x->send_counts.push_back(count_of(part.size()));
+    x->out.insert(x->out.end(), part.begin(), part.end());
   }
-  const std::vector<int> send_at = displacements(send_counts);
-  std::vector<int> recv_counts(parts.size());
-  MPI_Request request = MPI_REQUEST_NULL;
-  mpi_check(MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_,
-                          &request),
+  x->send_at = displacements(x->send_counts);
+  x->recv_counts.resize(parts.size());
+  mpi_check(MPI_Ialltoall(x->send_counts.data(), 1, MPI_INT, x->recv_counts.data(), 1, MPI_INT,
+                          comm_, &x->request),
             "MPI_Ialltoall");
-  wait(request, tally, what);
-  const std::vector<int> recv_at = displacements(recv_counts);
-  Bytes flat_in(static_cast<std::size_t>(recv_at.back() + recv_counts.back()));
-  mpi_check(
-      MPI_Ialltoallv(flat_out.data(), send_counts.data(), send_at.data(), MPI_BYTE, flat_in.data(),
-                     recv_counts.data(), recv_at.data(), MPI_BYTE, comm_, &request),
-      "MPI_Ialltoallv");
-  wait(request, tally, what);
-  return cut(flat_in, recv_counts, recv_at);
+  wait(x, deadline, tally, what);
+  x->recv_at = displacements(x->recv_counts);
+  x->in.resize(static_cast<std::size_t>(x->recv_at.back() + x->recv_counts.back()));
+  mpi_check(MPI_Ialltoallv(x->out.data(), x->send_counts.data(), x->send_at.data(), MPI_BYTE,
+                           x->in.data(), x->recv_counts.data(), x->recv_at.data(), MPI_BYTE, comm_,
+                           &x->request),
+            "MPI_Ialltoallv");
+  wait(x, deadline, tally, what);
+  return cut(x->in, x->recv_counts, x->recv_at);
 }
 
 }  // namespace pipescope::exec

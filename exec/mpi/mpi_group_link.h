@@ -3,10 +3,15 @@
 // of one communicator, each its rank in it. The collectives are MPI's
 // non-blocking ones (the sizes first, then the bytes), polled as the
 // transport's receives are (mpi_poll.h) so that a waiting rank gives up at
-// its tally's limit and stops when the step does.
+// its tally's limit, for the whole collective, and stops when the step does.
+// A collective given up cannot be withdrawn from MPI: its buffers stay with
+// MPI, and the link refuses every later call (the command line's job ends
+// with the step anyway, cli/mpi_job.h).
 
 #include <mpi.h>
 
+#include <chrono>
+#include <memory>
 #include <vector>
 
 #include "exec/compute/group_link.h"
@@ -29,12 +34,23 @@ class MpiGroupLink final : public GroupLink {
                                 const char* what) override;
 
  private:
-  // Polls `request` to its end, or throws as GroupLink says.
-  void wait(MPI_Request& request, const CollectiveTally* tally, const char* what) const;
+  // One collective's buffers, which MPI uses until its requests complete.
+  struct Exchange {
+    std::vector<int> send_counts, send_at, recv_counts, recv_at;
+    Bytes out, in;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  // Throws std::runtime_error when an earlier collective was given up.
+  void check_usable(const char* what) const;
+  // Polls `x.request` to its end, or (keeping x for MPI) throws as GroupLink
+  // says once `deadline` passes or the step stops.
+  void wait(std::unique_ptr<Exchange>& x, std::chrono::steady_clock::time_point deadline,
+            const CollectiveTally* tally, const char* what);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int ranks_ = 1;
+  std::vector<std::unique_ptr<Exchange>> abandoned_;  // given up, still MPI's
 };
 
 }  // namespace pipescope::exec

@@ -242,7 +242,9 @@ Transport::Clock::time_point MpiTransport::begin_step(const Schedule& schedule) 
   const std::int64_t largest = 2 * static_cast<std::int64_t>(2 * schedule.stages) * micro_batches_;
   if (largest > tag_ub_) {
     throw std::invalid_argument(
-        "K=" + std::to_string(schedule.stages) + " and M=" + std::to_string(micro_batches_) +
+        "K=" + std::to_string(schedule.stages) +
+        " and M=" + std::to_string(schedule.micro_batches) +
+        (group_ranks_ > 1 ? " of E=" + std::to_string(group_ranks_) + " expert ranks" : "") +
         " need more message tags than this MPI library has (" + std::to_string(tag_ub_) + ")");
   }
   mpi_check(MPI_Barrier(comm_), "MPI_Barrier");

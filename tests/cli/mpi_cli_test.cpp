@@ -163,7 +163,8 @@ TEST_F(MpiCli, GpusUnderMpiOrWhyNot) {
 
 // A plan of E = 2 over MPI: a process per device and expert rank (4 for
 // K = 2), training to the threads' losses; a job of one process per device is
-// told how many it needs, once.
+// told how many it needs, once, and --device cuda that the experts exchange
+// on the host.
 TEST_F(MpiCli, AnExpertParallelPlanRunsAProcessPerExpertRank) {
   const fs::path ep = temp("mpi_expert_plan.json");
   const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
@@ -185,6 +186,10 @@ TEST_F(MpiCli, AnExpertParallelPlanRunsAProcessPerExpertRank) {
   expect_refused_once(run_under(mpirun(2), "run " + ep.string() + " --backend mpi --steps 1"),
                       "the plan runs on 2 devices of 2 expert ranks each (4 processes) but this "
                       "MPI job has 2 processes; start it with mpirun -np 4");
+  expect_refused_once(
+      run_under(mpirun(4), "run " + ep.string() + " --backend mpi --device cuda --steps 1"),
+      ": E: --device cuda computes each rank's stages on its GPU, and this plan's E=2 expert "
+      "ranks exchange their tokens on the host; run it with --device cpu, or plan with -E 1");
   fs::remove(ep);
 }
 
