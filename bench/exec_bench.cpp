@@ -1,22 +1,29 @@
 // The CPU executor's speed: scenarios/cpu-small.json trained on two stages
-// (one thread each), GPipe and 1F1B, as `pipescope run` trains it. Each
-// iteration trains 6 steps; `step_ms` is the median over the iterations of
-// each one's median of steps 2-6 (the first warms caches), `samples_per_s` the
-// global batch over it. Built with the
+// (one thread each), GPipe and 1F1B, and with four experts, two a token, on
+// one stage of two expert ranks (BM_TrainCpuSmallExperts: a thread each), as
+// `pipescope run` trains them. Each iteration trains 6 steps; `step_ms` is
+// the median over the iterations of each one's median of steps 2-6 (the
+// first warms caches), `samples_per_s` the global batch over it. And one
+// all-to-all of a TensorGroup of two threads (BM_TensorGroupAllToAll/rows:
+// each rank sends parts of `rows` x 256 floats, one to each rank, 200 times
+// back to back; `us_per_call` the slower rank's mean). Built with the
 // kernels' default copies (the loader picks one: `kernels` in the context) or,
 // side by side, in a build configured with -DCMAKE_CXX_FLAGS=-march=native.
 //
 //   build/bench/pipescope_exec_bench
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
 #include "exec/compute/kernel_level.h"
+#include "exec/compute/tensor_group.h"
 #include "exec/plan_runner.h"
 #include "sim/formats/plan_io.h"
 
@@ -24,12 +31,13 @@ namespace {
 
 using namespace pipescope;
 
-// The plan `pipescope plan` makes for the CPU scenario on two stages.
-Plan cpu_small_plan(const std::string& schedule) {
+// The plan `pipescope plan` makes for the CPU scenario with `args` (-K 2 on
+// two stages).
+Plan cpu_small_plan(const std::string& schedule, const std::string& args = "-K 2") {
   const std::filesystem::path file =
       std::filesystem::temp_directory_path() / ("pipescope_exec_bench_" + schedule + ".json");
   const std::string cmd = std::string(PIPESCOPE_CLI) + " plan " + PIPESCOPE_SOURCE_DIR +
-                          "/scenarios/cpu-small.json -K 2 --schedule " + schedule + " -o " +
+                          "/scenarios/cpu-small.json " + args + " --schedule " + schedule + " -o " +
                           file.string() + " > /dev/null";
   if (std::system(cmd.c_str()) != 0) return {};
   Plan plan = read_plan_file(file);
@@ -37,8 +45,8 @@ Plan cpu_small_plan(const std::string& schedule) {
   return plan;
 }
 
-void train(benchmark::State& state, const std::string& schedule) {
-  const Plan plan = cpu_small_plan(schedule);
+void train(benchmark::State& state, const std::string& schedule, const std::string& args = "-K 2") {
+  const Plan plan = cpu_small_plan(schedule, args);
   if (plan.stages == 0) {
     state.SkipWithError("pipescope plan failed");
     return;
@@ -66,8 +74,42 @@ void BM_TrainCpuSmall1F1B(benchmark::State& state) {
   train(state, "1f1b");
 }
 
+void BM_TrainCpuSmallExperts(benchmark::State& state) {
+  train(state, "1f1b",
+        "--set model.experts=4 --set model.experts_per_token=2 --set model.expert_d_ff=64 "
+        "--set cluster.devices=2 -K 1 -E 2 -M 4 --remat off");
+}
+
+void BM_TensorGroupAllToAll(benchmark::State& state) {
+  const auto rows = static_cast<Eigen::Index>(state.range(0));
+  constexpr int kCalls = 200;
+  double slowest_us = 0.0;
+  for (auto _ : state) {
+    exec::TensorGroup group(2);
+    std::vector<double> us(2);
+    const auto rank = [&](int r) {
+      std::vector<exec::Matrix> parts;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls; ++i) {
+        parts.assign(2, exec::Matrix::Constant(rows, 256, 1.0f));
+        group.all_to_all(r, parts);
+      }
+      us[static_cast<std::size_t>(r)] =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+          kCalls;
+    };
+    std::thread other(rank, 1);
+    rank(0);
+    other.join();
+    slowest_us = std::max(us[0], us[1]);
+  }
+  state.counters["us_per_call"] = slowest_us;
+}
+
 }  // namespace
 
 BENCHMARK(BM_TrainCpuSmallGpipe)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TrainCpuSmall1F1B)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TrainCpuSmallExperts)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TensorGroupAllToAll)->Arg(8)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();
