@@ -7,6 +7,7 @@
 
 #include "exec/compute/tensor_group.h"
 #include "exec/compute/thread_clock.h"
+#include "exec/compute/yield_first.h"
 
 namespace pipescope::exec {
 
@@ -47,6 +48,7 @@ void RingExchange::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const
   const CollectiveTally* tally = current_collective_tally();
   const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
   const auto deadline = std::chrono::steady_clock::now() + limit;
+  yield_first(lock, ready);
   while (!ready()) {
     if (tally != nullptr && tally->abort != nullptr && tally->abort->load()) {
       throw CollectiveAborted();

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "exec/compute/thread_clock.h"
+#include "exec/compute/yield_first.h"
 
 namespace pipescope::exec {
 
@@ -116,14 +116,7 @@ void TensorGroup::arrive_and_wait(Barrier& b, bool abortable, const CollectiveTa
   }
   const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  // Yield a while first: the others are usually close behind, and a thread
-  // that shares this core gets it meanwhile (the header says why).
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
-  while (b.generation == generation && std::chrono::steady_clock::now() < spin_until) {
-    lock.unlock();
-    std::this_thread::yield();
-    lock.lock();
-  }
+  yield_first(lock, [&] { return b.generation != generation; });
   while (b.generation == generation) {
     if (abortable) {
       const bool aborted = tally != nullptr && tally->abort != nullptr && tally->abort->load();

@@ -7,10 +7,8 @@
 // order into its own copy (so every rank gets the same bits: the replicated
 // computations that follow stay identical on all ranks), and a second barrier
 // keeps a rank's matrix alive until every rank has read it. A rank waiting at
-// a barrier first yields its core for up to 100 us (the others are usually
-// that close; a thread sharing the core runs meanwhile), then sleeps on a
-// condition variable: waking a sleeping thread cost tens of microseconds a
-// barrier, most of an all-to-all's time (docs/performance.md).
+// a barrier yields its core a while before it sleeps (exec/compute/
+// yield_first.h).
 //
 // A layer's T shards share one group (exec/compute/tensor_layers.h); the k-th call of
 // rank r pairs with the k-th call of every other rank, as the ranks run the same

@@ -1,0 +1,29 @@
+#pragma once
+// How a thread of a group waits for the others (exec/compute/tensor_group.h,
+// exec/compute/ring_exchange.h): first it yields its core for a while, since
+// the others are usually that close behind (and a thread that shares the core
+// runs meanwhile), and only then sleeps on its condition variable. Waking a
+// sleeping thread cost tens of microseconds each time, most of a small
+// all-to-all's time (docs/performance.md).
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+namespace pipescope::exec {
+
+inline constexpr std::chrono::microseconds kYieldFirst{100};
+
+// Yields, `lock` released, until ready() (called under `lock`) or
+// kYieldFirst has passed.
+template <class Ready>
+void yield_first(std::unique_lock<std::mutex>& lock, const Ready& ready) {
+  const auto until = std::chrono::steady_clock::now() + kYieldFirst;
+  while (!ready() && std::chrono::steady_clock::now() < until) {
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+}
+
+}  // namespace pipescope::exec
