@@ -80,15 +80,26 @@ struct RankSplit {
   bool mpi;            // the mpi backend runs the ranks as processes
 };
 
+// The table, in no particular order: each caller names the order it checks
+// the splits in (rank_split).
 std::vector<RankSplit> rank_splits(const Plan& plan) {
   return {
-      {'E', plan.expert_parallel, "expert parallelism", "runs each replica's experts on its device",
-       "spreads them over", "replicas", "a thread per expert rank", true},
+      {'T', plan.tensor_parallel, "tensor parallelism", "runs whole layers on each device",
+       "splits them over", "devices", "a thread per tensor rank", false},
       {'C', plan.context_parallel, "context parallelism",
        "runs each sample's whole sequence on a device", "splits it over", "devices",
        "a thread per share", false},
-      {'T', plan.tensor_parallel, "tensor parallelism", "runs whole layers on each device",
-       "splits them over", "devices", "a thread per tensor rank", false}};
+      {'E', plan.expert_parallel, "expert parallelism", "runs each replica's experts on its device",
+       "spreads them over", "replicas", "a thread per expert rank", true}};
+}
+
+// The plan's split of `letter` (T, C or E).
+RankSplit rank_split(const Plan& plan, char letter) {
+  for (const RankSplit& r : rank_splits(plan)) {
+    if (r.letter == letter) return r;
+  }
+  PS_CHECK(false, "no such split");
+  return {};
 }
 
 const char* const kMpiRanks = "a process per device and expert rank";
@@ -97,9 +108,10 @@ const char* const kMpiRanks = "a process per device and expert rank";
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
-  for (const RankSplit& r : rank_splits(plan)) {
+  for (const char which : {'E', 'C', 'T'}) {
+    const RankSplit r = rank_split(plan, which);
     if (r.ways == 1 || backend == "cpu" || (backend == "mpi" && r.mpi)) continue;
-    const std::string letter(1, r.letter);
+    const std::string letter(1, which);
     throw std::invalid_argument(
         plan_file + ": " + letter + ": --backend " + backend + " " + r.whole + ", and this plan " +
         r.splits + " " + letter + "=" + std::to_string(r.ways) + " " + r.units + " (" + r.name +
@@ -273,18 +285,18 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   // T, then C, then E: expert ranks as processes, whose transport links each
   // device's (MPI), once the others are known to run.
   std::shared_ptr<GroupLink> link;
-  const std::vector<RankSplit> splits = rank_splits(plan);
-  for (auto r = splits.rbegin(); r != splits.rend(); ++r) {
-    if (r->ways == 1) continue;
-    if (r->mpi && o.transport && !o.stage_device) {
-      link = o.transport->link_group(schedule.devices(), r->ways);
+  for (const char letter : {'T', 'C', 'E'}) {
+    const RankSplit r = rank_split(plan, letter);
+    if (r.ways == 1) continue;
+    if (r.mpi && o.transport && !o.stage_device) {
+      link = o.transport->link_group(schedule.devices(), r.ways);
     }
     if (!o.stage_device && (!o.transport || link)) continue;
     throw std::invalid_argument(
-        std::string(1, r->letter) + "=" + std::to_string(r->ways) + ": " + r->name +
-        (r->mpi ? std::string(" runs on the cpu backend (") + r->thread + ") or the mpi backend (" +
-                      kMpiRanks + ")"
-                : std::string(" runs on the cpu backend only (") + r->thread + ")"));
+        std::string(1, r.letter) + "=" + std::to_string(r.ways) + ": " + r.name +
+        (r.mpi ? std::string(" runs on the cpu backend (") + r.thread + ") or the mpi backend (" +
+                     kMpiRanks + ")"
+               : std::string(" runs on the cpu backend only (") + r.thread + ")"));
   }
   std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed, link);
   // Devices only for the stages this process runs (one process per device

@@ -1,10 +1,13 @@
 #pragma once
 // How a thread of a group waits for the others (exec/compute/tensor_group.h,
 // exec/compute/ring_exchange.h): first it yields its core for a while, since
-// the others are usually that close behind (and a thread that shares the core
-// runs meanwhile), and only then sleeps on its condition variable. Waking a
-// sleeping thread cost tens of microseconds each time, most of a small
-// all-to-all's time (docs/performance.md).
+// the others are usually that close behind, and only then sleeps on its
+// condition variable. Waking a sleeping thread cost tens of microseconds each
+// time, most of a small all-to-all's time (docs/performance.md). It yields
+// rather than spins: the threads of a process may share a core with the very
+// thread they wait for (more threads than cores), which a yield lets run,
+// where the MPI transport's ranks (exec/mpi/mpi_poll.h), each a process
+// mpirun binds to a core of its own, spin first and then sleep.
 
 #include <chrono>
 #include <mutex>
