@@ -58,6 +58,11 @@ std::chrono::steady_clock::time_point deadline_of(const CollectiveTally* tally) 
 
 }  // namespace
 
+void MpiGroupLink::Exchange::make_room() {
+  recv_at = displacements(recv_counts);
+  in.resize(static_cast<std::size_t>(recv_at.back() + recv_counts.back()));
+}
+
 MpiGroupLink::MpiGroupLink(MPI_Comm comm) : comm_(comm) {
   mpi_check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   mpi_check(MPI_Comm_size(comm_, &ranks_), "MPI_Comm_size");
@@ -112,8 +117,7 @@ std::vector<GroupLink::Bytes> MpiGroupLink::all_gather(const Bytes& mine,
                            comm_, &x->request),
             "MPI_Iallgather");
   wait(x, deadline, tally, what);
-  x->recv_at = displacements(x->recv_counts);
-  x->in.resize(static_cast<std::size_t>(x->recv_at.back() + x->recv_counts.back()));
+  x->make_room();
   mpi_check(MPI_Iallgatherv(x->out.data(), x->send_counts[0], MPI_BYTE, x->in.data(),
                             x->recv_counts.data(), x->recv_at.data(), MPI_BYTE, comm_, &x->request),
             "MPI_Iallgatherv");
@@ -141,8 +145,7 @@ std::vector<GroupLink::Bytes> MpiGroupLink::all_to_all(const std::vector<Bytes>&
                           comm_, &x->request),
             "MPI_Ialltoall");
   wait(x, deadline, tally, what);
-  x->recv_at = displacements(x->recv_counts);
-  x->in.resize(static_cast<std::size_t>(x->recv_at.back() + x->recv_counts.back()));
+  x->make_room();
   mpi_check(MPI_Ialltoallv(x->out.data(), x->send_counts.data(), x->send_at.data(), MPI_BYTE,
                            x->in.data(), x->recv_counts.data(), x->recv_at.data(), MPI_BYTE, comm_,
                            &x->request),

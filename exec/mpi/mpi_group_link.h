@@ -39,6 +39,8 @@ class MpiGroupLink final : public GroupLink {
     std::vector<int> send_counts, send_at, recv_counts, recv_at;
     Bytes out, in;
     MPI_Request request = MPI_REQUEST_NULL;
+    // Once recv_counts have come: where each rank's bytes land in `in`.
+    void make_room();
   };
   // Throws std::runtime_error when an earlier collective was given up.
   void check_usable(const char* what) const;

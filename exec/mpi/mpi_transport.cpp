@@ -215,6 +215,7 @@ std::shared_ptr<GroupLink> MpiTransport::link_group(int devices, int group_ranks
   mpi_check(MPI_Comm_split(comm_, rank_ % devices, rank_ / devices, &comm), "MPI_Comm_split");
   devices_ = devices;
   group_ranks_ = group_ranks;
+  group_rank_ = rank_ / devices;
   link_ = std::make_shared<MpiGroupLink>(comm);
   return link_;
 }
@@ -224,7 +225,7 @@ std::vector<int> MpiTransport::local_group_ranks(int group_ranks) const {
     throw std::logic_error("the MPI transport runs " + std::to_string(group_ranks_) +
                            " rank(s) of each device's group, not " + std::to_string(group_ranks));
   }
-  return {group_ranks_ == 1 ? 0 : rank_ / devices_};  // devices_: link_group's
+  return {group_rank_};
 }
 
 Transport::Clock::time_point MpiTransport::begin_step(const Schedule& schedule) {
@@ -258,7 +259,7 @@ int MpiTransport::tag(TransferKind kind, int to_stage, int micro_batch) const {
 
 // The process of `stage`'s device of this process's expert rank.
 int MpiTransport::rank_of_stage(int stage) const {
-  return stage_device_.at(static_cast<std::size_t>(stage)) + rank_ / devices_ * devices_;
+  return stage_device_.at(static_cast<std::size_t>(stage)) + group_rank_ * devices_;
 }
 
 void MpiTransport::send(TransferKind kind, int to_stage, int micro_batch, Tensor payload) {

@@ -96,6 +96,7 @@ class MpiTransport final : public Transport {
   int devices_ = 1;
   int micro_batches_ = 1;  // the keys a route carries: micro-batches x group ranks
   int group_ranks_ = 1;    // processes per device (expert ranks)
+  int group_rank_ = 0;     // this process's among them
   std::shared_ptr<GroupLink> link_;
   Clock::time_point t0_;
   std::int64_t shift_ = 0;              // end_step's alignment of this rank's times

@@ -168,13 +168,16 @@ CollectiveGroup collective_group(const DataParallel& dp) {
 
 }  // namespace
 
+SimTime dense_and_experts(RingCollective collective, const DataParallel& dp,
+                          const DataParallel& expert_ring, Bytes dense, Bytes experts) {
+  return collective(dp, dense) + (experts > 0 ? collective(expert_ring, experts) : 0);
+}
+
 SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c) {
-  const DataParallel experts = expert_reduction_ring(dp);
   // The updated weights, in the model's dtype.
   const Bytes e = dtype_bytes(sc.model.dtype);
-  const SimTime gather =
-      reduce_scatter_time(dp, (c.params - c.expert_params) * e) +
-      (c.expert_params > 0 ? reduce_scatter_time(experts, c.expert_params * e) : 0);
+  const SimTime gather = dense_and_experts(reduce_scatter_time, dp, expert_reduction_ring(dp),
+                                           (c.params - c.expert_params) * e, c.expert_params * e);
   if (!sc.training.framework.overlap_param_gather) return gather;
   return std::max<SimTime>(0, gather - c.forward);
 }
@@ -215,9 +218,8 @@ void add_zero_reduce_scatters(PartitionProblem& p, const Scenario& replica,
     p.dense_grad_bytes.push_back((layer.params - layer.expert_params) * per_param);
     p.expert_grad_bytes.push_back(layer.expert_params * per_param);
   }
-  p.dense_reduce_scatter = [dp](Bytes b) { return reduce_scatter_time(dp, b); };
-  p.expert_reduce_scatter = [experts = expert_reduction_ring(dp)](Bytes b) {
-    return reduce_scatter_time(experts, b);
+  p.reduce_scatter = [dp, experts = expert_reduction_ring(dp)](Bytes dense, Bytes expert) {
+    return dense_and_experts(reduce_scatter_time, dp, experts, dense, expert);
   };
 }
 

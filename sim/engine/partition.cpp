@@ -42,7 +42,7 @@ SimTime PartitionProblem::stage_reduce_scatter(int first, int last) const {
     dense += dense_grad_bytes[static_cast<std::size_t>(l)];
     experts += expert_grad_bytes[static_cast<std::size_t>(l)];
   }
-  return dense_reduce_scatter(dense) + (experts > 0 ? expert_reduce_scatter(experts) : 0);
+  return reduce_scatter(dense, experts);
 }
 
 namespace {

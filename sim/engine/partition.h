@@ -93,16 +93,15 @@ struct PartitionProblem {
   // DualPipe pair's (then empty, as without experts). The step floors count
   // them; the cuts do not.
   std::vector<SimTime> exchanges;
-  // ZeRO-2/3 (zero_reduce_scatters, sim/engine/simulator.h): after every
-  // backward a stage reduce-scatters its gradients on its device's link to
-  // the replicas, one after another: each layer's bytes of them, the dense
-  // and the routed experts', and the time of one reduce-scatter of a stage's
-  // dense and of its experts' bytes. The step floors count them; the cuts do
-  // not. Empty otherwise.
+  // ZeRO-2/3 (add_zero_reduce_scatters, sim/engine/simulator.h): after
+  // every backward a stage reduce-scatters its gradients on its device's
+  // link to the replicas, one after another: each layer's bytes of them, the
+  // dense and the routed experts', and the time of one reduce-scatter of a
+  // stage's dense and experts' bytes. The step floors count them; the cuts
+  // do not. Empty otherwise.
   std::vector<Bytes> dense_grad_bytes;
   std::vector<Bytes> expert_grad_bytes;
-  std::function<SimTime(Bytes)> dense_reduce_scatter;
-  std::function<SimTime(Bytes)> expert_reduce_scatter;
+  std::function<SimTime(Bytes dense, Bytes experts)> reduce_scatter;
   // The reduce-scatter of layers [first, last]'s gradients; 0 without.
   SimTime stage_reduce_scatter(int first, int last) const;
   std::optional<Bytes> memory_capacity;  // none: no memory limit

@@ -394,9 +394,8 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
     const Bytes expert_bytes = c.expert_params * per_param;
     const Bytes dense_bytes = c.grad_bytes - expert_bytes;
     // The time of `collective` over the dense and the experts' gradients.
-    const auto both = [&](SimTime (*collective)(const DataParallel&, Bytes)) {
-      return collective(dp, dense_bytes) +
-             (expert_bytes > 0 ? collective(experts, expert_bytes) : 0);
+    const auto both = [&](RingCollective collective) {
+      return dense_and_experts(collective, dp, experts, dense_bytes, expert_bytes);
     };
     c.allreduce_with_backward = scenario.training.framework.overlap_grad_reduce;
     if (zero == 0) {

@@ -87,13 +87,20 @@ SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost&
 // Ring reduce-scatter (or all-gather) time of `bytes` over `dp`: half an
 // all-reduce, (D - 1) (latency + B / (D bandwidth)); 0 for one replica.
 SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes);
+// `collective` (allreduce_time's one call, reduce_scatter_time) over a
+// stage's gradients or weights: its `dense` bytes over dp's replicas and,
+// where there are any, its routed experts' `experts` bytes over
+// `expert_ring` (expert_reduction_ring(dp)).
+using RingCollective = SimTime (*)(const DataParallel&, Bytes);
+SimTime dense_and_experts(RingCollective collective, const DataParallel& dp,
+                          const DataParallel& expert_ring, Bytes dense, Bytes experts);
 // Under ZeRO-3 over dp's replicas, each layer's all-gather of its weights
 // before every forward and backward that computes with it (what
 // PartitionProblem::gathers holds); empty otherwise.
 std::vector<SimTime> zero_gathers(const Scenario& replica, const DataParallel& dp);
 // Under ZeRO-2/3 over dp's replicas, the reduce-scatters after every
 // backward as add_gradient_reductions prices them, into p's
-// dense_grad_bytes, expert_grad_bytes and their times; nothing otherwise.
+// dense_grad_bytes, expert_grad_bytes and reduce_scatter; nothing otherwise.
 void add_zero_reduce_scatters(PartitionProblem& p, const Scenario& replica, const DataParallel& dp);
 
 // What to simulate; unset fields come from the scenario (K defaults to the
