@@ -462,7 +462,7 @@ int run_compare(const CompareOptions& o) {
       // Each rank reads its own files: one agreement ends the input phase.
       job->agree([&] {
         in = read_inputs(o);
-        job->require_devices(in.plan.schedule_ops().devices(), o.plan, in.plan.expert_parallel);
+        job->require_devices(in.plan, o.plan);
       });
       job->check_memory(in.plan, o.plan, /*on_gpu=*/false);
     } else {

@@ -37,8 +37,20 @@ void MpiJob::rank_error(const std::exception& e) const {
   std::_Exit(1);  // not reached: abort_job ends the process
 }
 
-void MpiJob::require_devices(int devices, const std::string& plan_file, int group_ranks) const {
-  const std::string problem = exec::rank_count_problem(devices, size(), group_ranks);
+ProcessGroup process_group(const Plan& plan) {
+  if (plan.expert_parallel > 1) {
+    return {plan.expert_parallel, 'E', "expert ranks", "their tokens"};
+  }
+  if (plan.context_parallel > 1) {
+    return {plan.context_parallel, 'C', "shares", "their keys and values"};
+  }
+  return {};
+}
+
+void MpiJob::require_devices(const Plan& plan, const std::string& plan_file) const {
+  const ProcessGroup group = process_group(plan);
+  const std::string problem =
+      exec::rank_count_problem(plan.schedule_ops().devices(), size(), group.ranks, group.name);
   if (!problem.empty()) throw std::invalid_argument(plan_file + ": " + problem);
 }
 
@@ -105,8 +117,9 @@ std::optional<exec::MemoryPool> rank_pool(const MpiJob& job, const exec::MpiBack
 
 void MpiJob::check_memory(const Plan& plan, const std::string& plan_file, bool on_gpu) const {
   std::optional<exec::MemoryPool> pool = rank_pool(*this, mpi_, on_gpu);
-  // Rank r runs device r mod K (of expert rank r / K, whose share of a
-  // device's memory is what plan_device_memory counts).
+  // Rank r runs device r mod K (as its share or expert rank r / K, whose part
+  // of a device's memory is what plan_device_memory counts; the process also
+  // builds the other ranks' layers of the small models the executor runs).
   const int devices = plan.schedule_ops().devices();
   if (pool) {
     for (int& d : pool->devices) d %= devices;

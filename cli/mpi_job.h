@@ -21,6 +21,17 @@
 
 namespace pipescope::cli {
 
+// The ranks of each device that a plan runs as processes of their own under
+// MPI: its C shares or its E expert ranks (tensor ranks run as threads only,
+// and the executor does not split one plan both ways).
+struct ProcessGroup {
+  int ranks = 1;
+  char letter = 0;             // none for a group of one
+  const char* name = "ranks";  // "shares", "expert ranks"
+  const char* what = "";       // what they exchange
+};
+ProcessGroup process_group(const Plan& plan);
+
 class MpiJob {
  public:
   // Opens the MPI backend (exec/backends.h) and starts MPI; throws
@@ -35,8 +46,9 @@ class MpiJob {
   // Prints `e` with this rank and ends the job.
   [[noreturn]] void rank_error(const std::exception& e) const;
   // Throws std::invalid_argument naming `plan_file` unless the job has one
-  // process per device and expert rank (`group_ranks` of them).
-  void require_devices(int devices, const std::string& plan_file, int group_ranks = 1) const;
+  // process per device of `plan` and per share or expert rank
+  // (process_group).
+  void require_devices(const Plan& plan, const std::string& plan_file) const;
   // The ranks on this rank's node (they share its memory), this one included.
   std::vector<int> node_ranks() const;
   // Runs check() on every rank; when it threw on any, throws the message of the

@@ -36,8 +36,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& o) {
       *cmd, o.backend,
       "Where to run: cpu (a thread per device), cuda (a stream per stage, device d "
       "on GPU d mod the GPUs visible) or mpi (`mpirun -np DEVICES pipescope run PLAN "
-      "--backend mpi`, a process per device, and per expert rank for a plan of E > 1: -np K x "
-      "E)");
+      "--backend mpi`, a process per device, and per share or expert rank for a plan of C > 1 "
+      "or E > 1: -np K x C or K x E)");
   cmd->add_option(
          "--device", o.device,
          "With --backend mpi: where each rank computes, cpu, or cuda (its node-local rank's "
@@ -196,16 +196,17 @@ int run_mpi(const RunOptions& o) {
       plan = read_plan_file(o.plan);
       exec::check_requested_tensor_parallel(plan, o.plan, o.tensor_parallel);
       exec::check_tensor_parallel_backend(plan, o.plan, "mpi");
-      if (o.device == "cuda" && plan.expert_parallel > 1) {
+      const ProcessGroup group = process_group(plan);
+      if (o.device == "cuda" && group.ranks > 1) {
         throw std::invalid_argument(
-            o.plan + ": E: --device cuda computes each rank's stages on its GPU, and this plan's " +
-            "E=" + std::to_string(plan.expert_parallel) +
-            " expert ranks exchange their tokens on the host; run it with --device cpu, or plan "
-            "with -E 1");
+            o.plan + ": " + group.letter + ": --device cuda computes each rank's stages on its " +
+            "GPU, and this plan's " + group.letter + "=" + std::to_string(group.ranks) + " " +
+            group.name + " exchange " + group.what + " on the host; run it with --device cpu, " +
+            "or plan with -" + group.letter + " 1");
       }
       spec = exec::plan_model(plan, o.plan);
       run = run_options(o);
-      job.require_devices(plan.schedule_ops().devices(), o.plan, plan.expert_parallel);
+      job.require_devices(plan, o.plan);
     });
     job.check_memory(plan, o.plan, o.device == "cuda");
     if (o.device == "cuda") {
@@ -240,7 +241,9 @@ int run_mpi(const RunOptions& o) {
   if (job.rank() != 0) return 0;
   return report(o, plan, spec, steps,
                 "over MPI (" + std::to_string(job.size()) + " processes, one per device" +
-                    (plan.expert_parallel > 1 ? " and expert rank" : "") +
+                    (plan.expert_parallel > 1    ? " and expert rank"
+                     : plan.context_parallel > 1 ? " and share"
+                                                 : "") +
                     (o.device == "cuda" ? ", each on a GPU, payloads over NCCL)" : ")"));
 }
 

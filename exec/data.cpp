@@ -140,6 +140,15 @@ MicroBatch share_of(const MicroBatch& mb, int share, int shares) {
   return out;
 }
 
+MicroBatch last_share(const MicroBatch& whole, int shares) {
+  return share_of(whole, shares - 1, shares);
+}
+
+Context last_share_context(const MicroBatch& share, int shares) {
+  return share_context(share, shares - 1, shares,
+                       std::int64_t{share.batch} * share.seq * std::int64_t{shares});
+}
+
 Context share_context(const MicroBatch& share, int index, int shares, std::int64_t tokens) {
   return {share.batch, share.seq, &share.targets, 1.0 / static_cast<double>(tokens), index, shares};
 }

@@ -55,4 +55,10 @@ MicroBatch share_of(const MicroBatch& mb, int share, int shares);
 // loss scaled by the whole mini-batch's tokens.
 Context share_context(const MicroBatch& share, int index, int shares, std::int64_t tokens);
 
+// What a rank built alone runs under context parallelism (the profiler's,
+// build_tensor_rank_alone): the last of `shares` shares of `whole`, and its
+// context within a mini-batch of `whole` alone. One share: whole, and all of it.
+MicroBatch last_share(const MicroBatch& whole, int shares);
+Context last_share_context(const MicroBatch& share, int shares);
+
 }  // namespace pipescope::exec

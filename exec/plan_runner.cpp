@@ -68,29 +68,31 @@ ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
 
 // A dimension that splits each stage of a plan over ranks: what a device
 // runs whole without it, what the plan splits, and where the executor runs
-// the ranks (threads of the cpu backend; E also processes of the mpi one).
+// the ranks (threads of the cpu backend; C and E also processes of the mpi
+// one).
 struct RankSplit {
   char letter;
   int ways;
-  const char* name;    // "tensor parallelism"
-  const char* whole;   // what a device runs without it
-  const char* splits;  // what the plan does instead
-  const char* units;   // what the ways are
-  const char* thread;  // what a cpu thread is
-  bool mpi;            // the mpi backend runs the ranks as processes
+  const char* name;     // "tensor parallelism"
+  const char* whole;    // what a device runs without it
+  const char* splits;   // what the plan does instead
+  const char* units;    // what the ways are
+  const char* thread;   // what a cpu thread is
+  const char* process;  // what an mpi process is, or null: threads only
+  bool mpi() const { return process != nullptr; }
 };
 
 // The table, in no particular order: each caller names the order it checks
 // the splits in (rank_split).
 std::vector<RankSplit> rank_splits(const Plan& plan) {
-  return {
-      {'T', plan.tensor_parallel, "tensor parallelism", "runs whole layers on each device",
-       "splits them over", "devices", "a thread per tensor rank", false},
-      {'C', plan.context_parallel, "context parallelism",
-       "runs each sample's whole sequence on a device", "splits it over", "devices",
-       "a thread per share", false},
-      {'E', plan.expert_parallel, "expert parallelism", "runs each replica's experts on its device",
-       "spreads them over", "replicas", "a thread per expert rank", true}};
+  return {{'T', plan.tensor_parallel, "tensor parallelism", "runs whole layers on each device",
+           "splits them over", "devices", "a thread per tensor rank", nullptr},
+          {'C', plan.context_parallel, "context parallelism",
+           "runs each sample's whole sequence on a device", "splits it over", "devices",
+           "a thread per share", "a process per device and share"},
+          {'E', plan.expert_parallel, "expert parallelism",
+           "runs each replica's experts on its device", "spreads them over", "replicas",
+           "a thread per expert rank", "a process per device and expert rank"}};
 }
 
 // The plan's split of `letter` (T, C or E).
@@ -102,21 +104,19 @@ RankSplit rank_split(const Plan& plan, char letter) {
   return {};
 }
 
-const char* const kMpiRanks = "a process per device and expert rank";
-
 }  // namespace
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
   for (const char which : {'E', 'C', 'T'}) {
     const RankSplit r = rank_split(plan, which);
-    if (r.ways == 1 || backend == "cpu" || (backend == "mpi" && r.mpi)) continue;
+    if (r.ways == 1 || backend == "cpu" || (backend == "mpi" && r.mpi())) continue;
     const std::string letter(1, which);
     throw std::invalid_argument(
         plan_file + ": " + letter + ": --backend " + backend + " " + r.whole + ", and this plan " +
         r.splits + " " + letter + "=" + std::to_string(r.ways) + " " + r.units + " (" + r.name +
         "); the cpu backend runs it (" + r.thread + ")" +
-        (r.mpi ? std::string(", and the mpi backend (") + kMpiRanks + ")" : std::string()) +
+        (r.mpi() ? std::string(", and the mpi backend (") + r.process + ")" : std::string()) +
         ", or plan with -" + letter + " 1");
   }
 }
@@ -270,7 +270,7 @@ std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec
            "tensor, context and expert parallelism split transformers");
   check_runnable(model);
   for (LayerList& rank : E > 1 ? build_expert_ranks(*model.transformer, seed, E, link)
-                               : build_context_ranks(*model.transformer, seed, T, C)) {
+                               : build_context_ranks(*model.transformer, seed, T, C, link)) {
     ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
   }
   return ranks;
@@ -282,21 +282,21 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
                                  const PlanRunOptions& o) {
   if (o.steps < 1) throw std::invalid_argument("a run needs at least one step");
   const Schedule schedule = plan.schedule_ops();
-  // T, then C, then E: expert ranks as processes, whose transport links each
-  // device's (MPI), once the others are known to run.
+  // T, then C, then E: shares and expert ranks as processes, whose transport
+  // links each device's (MPI), once the others are known to run.
   std::shared_ptr<GroupLink> link;
   for (const char letter : {'T', 'C', 'E'}) {
     const RankSplit r = rank_split(plan, letter);
     if (r.ways == 1) continue;
-    if (r.mpi && o.transport && !o.stage_device) {
+    if (r.mpi() && o.transport && !o.stage_device) {
       link = o.transport->link_group(schedule.devices(), r.ways);
     }
     if (!o.stage_device && (!o.transport || link)) continue;
     throw std::invalid_argument(
         std::string(1, r.letter) + "=" + std::to_string(r.ways) + ": " + r.name +
-        (r.mpi ? std::string(" runs on the cpu backend (") + r.thread + ") or the mpi backend (" +
-                     kMpiRanks + ")"
-               : std::string(" runs on the cpu backend only (") + r.thread + ")"));
+        (r.mpi() ? std::string(" runs on the cpu backend (") + r.thread + ") or the mpi backend (" +
+                       r.process + ")"
+                 : std::string(" runs on the cpu backend only (") + r.thread + ")"));
   }
   std::vector<std::vector<LayerList>> ranks = plan_ranks(plan, model, o.seed, link);
   // Devices only for the stages this process runs (one process per device

@@ -28,9 +28,8 @@
 
 namespace pipescope::exec {
 
-double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed) {
-  const Context ctx{mb.batch, mb.seq, &mb.targets,
-                    1.0 / static_cast<double>(std::int64_t{mb.batch} * mb.seq)};
+double model_pass_s(LayerList& model, const MicroBatch& mb, int shares, std::uint64_t seed) {
+  const Context ctx = last_share_context(mb, shares);
   std::mt19937_64 rng(seed);
   const auto t0 = Clock::now();
   timed_pass(model, LayerRange{0, model.size()}, mb.input, ctx, rng, OpClock{false, 0}, nullptr,
@@ -201,11 +200,9 @@ void ModelProfiler::State::make_batches() {
   // runs it (build_tensor_rank_alone).
   const int C = spec.context_parallel;
   for (const std::int64_t b : options.batch_sizes) {
-    batches.push_back(share_of(whole_batch(task, static_cast<int>(b), 0, options.seed), C - 1, C));
+    batches.push_back(last_share(whole_batch(task, static_cast<int>(b), 0, options.seed), C));
   }
-  for (const MicroBatch& mb : batches) {
-    contexts.push_back(share_context(mb, C - 1, C, std::int64_t{mb.batch} * mb.seq * C));
-  }
+  for (const MicroBatch& mb : batches) contexts.push_back(last_share_context(mb, C));
 }
 
 void ModelProfiler::State::choose_concurrency() {

@@ -146,8 +146,9 @@ std::vector<std::size_t> kept_rounds(const std::vector<double>& other_work);
 void measure_rounds(ModelProfiler& profiler, int wanted, const std::function<void()>& after_each);
 
 // The wall time, in seconds, of one pass over `model` on `mb` as the profiler
-// runs it (forward, recompute, backward, split backward), on the calling thread.
-double model_pass_s(LayerList& model, const MicroBatch& mb, std::uint64_t seed);
+// runs it (forward, recompute, backward, split backward), on the calling
+// thread. Under context parallelism `mb` is the last of `shares` (last_share).
+double model_pass_s(LayerList& model, const MicroBatch& mb, int shares, std::uint64_t seed);
 
 // The CPU's model name from /proc/cpuinfo, or "unknown CPU".
 std::string cpu_model_name();

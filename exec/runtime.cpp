@@ -87,7 +87,8 @@ void check_tensor_parallel(const RuntimeCore& core, bool linked) {
        : core.context_parallel > 1
            ? "context parallelism (C=" + std::to_string(core.context_parallel)
            : "tensor parallelism (T=" + std::to_string(core.tensor_parallel())) +
-      ") runs its ranks as threads of one process on the host";
+      (linked ? ") runs its ranks as processes the transport links, on the host"
+              : ") runs its ranks as threads of one process on the host");
   for (std::size_t s = 0; s < core.devices.size(); ++s) {
     require(core.devices[s] == nullptr,
             what + ", and stage " + std::to_string(s) + " computes on a device");
@@ -173,11 +174,11 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
   core_->optimizers.assign(static_cast<std::size_t>(ranks_per_device),
                            std::vector<ParamOptimizer>(static_cast<std::size_t>(K),
                                                        ParamOptimizer(core_->options.optimizer)));
-  // A transport that runs each expert rank as a process of its own links
-  // them (exec/transport.h); the gradients are summed over the link then.
-  // (Tensor ranks and shares exchange in shared memory: threads only.)
+  // A transport that runs each share or expert rank as a process of its own
+  // links them (exec/transport.h); the gradients are summed over the link
+  // then. (Tensor ranks exchange in shared memory: threads only.)
   const std::shared_ptr<GroupLink> link =
-      core_->options.transport && ranks_per_device > 1 && ranks_per_device == expert_parallel
+      core_->options.transport && ranks_per_device > 1 && T == 1
           ? core_->options.transport->link_group(sched.devices(), ranks_per_device)
           : nullptr;
   if (core_->shares() > 1) {

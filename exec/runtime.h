@@ -97,7 +97,8 @@ class PipelineRuntime {
   // ranks[c T + t] holds share c's tensor rank t, for C = `context_parallel`
   // shares of each sequence. Each micro-batch's sequences are cut into the C
   // shares (chunks c and 2C - 1 - c of 2C, its seq a multiple of 2C), every
-  // rank a thread as above; the step's loss is the sum of the shares', and
+  // rank a thread as above (or, with a transport that links them, a process
+  // of its own: exec/transport.h); the step's loss is the sum of the shares', and
   // before each optimizer step the C ranks of a tensor rank sum their
   // gradients. Throws std::invalid_argument as above and unless C divides the
   // ranks.

@@ -138,12 +138,17 @@ std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::
 }
 
 std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
-                                           int T, int C) {
+                                           int T, int C, const std::shared_ptr<GroupLink>& link) {
   if (C < 1) throw std::invalid_argument("context parallelism needs C >= 1");
   require_dense(params);
   if (C > 1 && params.seq_len % (2 * C) != 0) {
     throw std::invalid_argument("C=" + std::to_string(C) + ": 2C chunks do not divide seq_len " +
                                 std::to_string(params.seq_len));
+  }
+  if (link && (T != 1 || link->ranks() != C)) {
+    throw std::invalid_argument("C=" + std::to_string(C) + " shares over a link of " +
+                                std::to_string(link->ranks()) + " processes" +
+                                (T != 1 ? " beside T=" + std::to_string(T) : std::string()));
   }
   LayerList whole = build_transformer(params, seed);
   std::vector<LayerList> ranks(static_cast<std::size_t>(T) * static_cast<std::size_t>(C));
@@ -151,7 +156,9 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
     // A ring for each tensor rank, over the C shares; a tensor group for each share.
     std::vector<std::shared_ptr<RingExchange>> rings;
     for (int t = 0; t < T; ++t)
-      rings.push_back(C > 1 ? std::make_shared<RingExchange>(C) : nullptr);
+      rings.push_back(C == 1 ? nullptr
+                      : link ? std::make_shared<RingExchange>(link)
+                             : std::make_shared<RingExchange>(C));
     for (int c = 0; c < C; ++c) {
       const auto group = std::make_shared<TensorGroup>(T);
       for (int t = 0; t < T; ++t) {

@@ -6,9 +6,11 @@
 // start from the same parameters.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "costmodels/model.h"
+#include "exec/compute/group_link.h"
 #include "exec/compute/layer.h"
 #include "exec/compute/tensor_layers.h"
 
@@ -39,10 +41,15 @@ std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::
 // The same under context parallelism over C shares of each sequence: T x C
 // lists, rank c T + t holding share c's tensor rank t (each block attending
 // round the ring of the C ranks of its t, exec/compute/ring_attention.h), the
-// shares' copies of a parameter alike. Throws std::invalid_argument as
-// build_tensor_ranks does, and unless 2C divides seq_len.
+// shares' copies of a parameter alike. With a `link` (T = 1) the shares are
+// processes (exec/compute/group_link.h): every block's ring is this process's
+// rank of the link's (the other shares' lists are built too, for their
+// shapes, and never run). Throws std::invalid_argument as build_tensor_ranks
+// does, unless 2C divides seq_len, and for a link beside T > 1 or of another
+// size than C.
 std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
-                                           int T, int C);
+                                           int T, int C,
+                                           const std::shared_ptr<GroupLink>& link = nullptr);
 
 // Rank 0's layers alone, their all-reduces returning at once (a group of one):
 // what one rank computes, for the profiler to time. Under context parallelism

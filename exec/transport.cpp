@@ -6,13 +6,13 @@
 
 namespace pipescope::exec {
 
-std::string rank_count_problem(int devices, int ranks, int group_ranks) {
+std::string rank_count_problem(int devices, int ranks, int group_ranks, const char* rank_name) {
   const int processes = devices * group_ranks;
   if (processes == ranks) return {};
   const std::string each = group_ranks == 1
                                ? std::string()
-                               : " of " + std::to_string(group_ranks) + " expert ranks each (" +
-                                     std::to_string(processes) + " processes)";
+                               : " of " + std::to_string(group_ranks) + " " + rank_name +
+                                     " each (" + std::to_string(processes) + " processes)";
   return "the plan runs on " + std::to_string(devices) + " device" + (devices == 1 ? "" : "s") +
          each + " but this MPI job has " + std::to_string(ranks) + " process" +
          (ranks == 1 ? "" : "es") + "; start it with mpirun -np " + std::to_string(processes);

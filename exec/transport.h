@@ -22,10 +22,11 @@
 namespace pipescope::exec {
 
 // Why an MPI job of `ranks` processes cannot run a plan of `devices` devices
-// of `group_ranks` expert ranks each (one process a device and expert rank),
-// or empty: "the plan runs on 2 devices but this MPI job has 1 process; start
-// it with mpirun -np 2".
-std::string rank_count_problem(int devices, int ranks, int group_ranks = 1);
+// of `group_ranks` ranks each (one process a device and share or expert rank,
+// `rank_name` saying which), or empty: "the plan runs on 2 devices but this
+// MPI job has 1 process; start it with mpirun -np 2".
+std::string rank_count_problem(int devices, int ranks, int group_ranks = 1,
+                               const char* rank_name = "ranks");
 
 class Transport {
  public:
@@ -36,13 +37,12 @@ class Transport {
 
   // The devices of a `devices`-device schedule whose ops this process runs.
   virtual std::vector<int> local_devices(int devices) const = 0;
-  // Where each device runs the `group_ranks` ranks of a group (expert
-  // parallelism's E) as processes of their own: the link that joins this
-  // process to the others of its device, the same one for every call with
-  // the same arguments. Null (the default) where the ranks are threads of
-  // one process. Throws std::invalid_argument when the job cannot hold that
-  // many (the wrong number of processes). Before begin_step; under MPI every
-  // process calls it at the same point.
+  // Where each device runs the `group_ranks` ranks of a group (context
+  // parallelism's C shares or expert parallelism's E ranks) as processes of their own: the link
+  // that joins this process to the others of its device, the same one for every call with the same
+  // arguments. Null (the default) where the ranks are threads of one process. Throws
+  // std::invalid_argument when the job cannot hold that many (the wrong number of processes).
+  // Before begin_step; under MPI every process calls it at the same point.
   virtual std::shared_ptr<GroupLink> link_group(int devices, int group_ranks) {
     (void)devices;
     (void)group_ranks;

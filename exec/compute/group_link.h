@@ -2,10 +2,12 @@
 // The other ranks of a group when they are other processes. A TensorGroup
 // (exec/compute/tensor_group.h) made with a link is this process's one rank of
 // the group and meets the other ranks through the link (under MPI, one
-// process per device and expert rank: exec/mpi/mpi_group_link.h) instead of in
-// shared memory. The k-th call of every rank pairs with the k-th call of every
+// process per device and share or expert rank: exec/mpi/mpi_group_link.h)
+// instead of in shared memory. The k-th call of every rank pairs with the k-th call of every
 // other, as with threads: the ranks run the same op list, one thread a process,
-// so every group of the process may share one link.
+// so every group of the process may share one link. Besides the collectives,
+// a ring's point-to-point passes (exec/compute/ring_exchange.h: context
+// parallelism's shares as processes), on channels of their own.
 
 #include <cstddef>
 #include <vector>
@@ -17,6 +19,7 @@ struct CollectiveTally;
 class GroupLink {
  public:
   using Bytes = std::vector<std::byte>;
+  static constexpr int kChannels = 16;  // of send and receive
 
   virtual ~GroupLink() = default;
   // This process's rank in the group, and the group's size.
@@ -33,6 +36,13 @@ class GroupLink {
   // return [s] holds what rank s sent this one. Waits and throws as all_gather.
   virtual std::vector<Bytes> all_to_all(const std::vector<Bytes>& parts,
                                         const CollectiveTally* tally, const char* what) = 0;
+  // Hands `bytes` to rank `to` on `channel` (0 <= channel < kChannels) and returns
+  // without waiting for it to be received; the k-th send from one rank to
+  // another on a channel pairs with the other's k-th receive from it there.
+  virtual void send(int to, int channel, Bytes bytes, const char* what) = 0;
+  // What rank `from` sent this one next on `channel`, once it is here. Waits
+  // and throws as all_gather.
+  virtual Bytes receive(int from, int channel, const CollectiveTally* tally, const char* what) = 0;
 };
 
 }  // namespace pipescope::exec

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "exec/compute/tensor_group.h"
 #include "exec/compute/thread_clock.h"
@@ -34,9 +35,55 @@ RingExchange::RingExchange(int ranks) : ranks_(ranks) {
   boxes_.resize(static_cast<std::size_t>(ranks) * kChannels);
 }
 
+RingExchange::RingExchange(std::shared_ptr<GroupLink> link)
+    : ranks_(link ? link->ranks() : 0), link_(std::move(link)) {
+  if (!link_) throw std::invalid_argument("a linked context-parallel ring needs a link");
+}
+
 void RingExchange::reset() {
   std::lock_guard lock(mu_);
   for (Mailbox& b : boxes_) b = Mailbox{};
+  if (link_) broken_ = true;
+}
+
+void RingExchange::check_linked_rank(int rank) const {
+  if (rank != link_->rank()) {
+    throw std::invalid_argument("ring rank " + std::to_string(rank) + " on the process of rank " +
+                                std::to_string(link_->rank()));
+  }
+  if (broken_) {
+    throw std::runtime_error(
+        "a ring exchange between processes after a failed step (a block of that step may still "
+        "be on its way)");
+  }
+}
+
+template <typename T>
+void RingExchange::linked_post(int rank, int channel, const Mat<T>& m) {
+  check_linked_rank(rank);
+  const Index shape[2] = {m.rows(), m.cols()};
+  const auto bytes = static_cast<std::size_t>(m.size()) * sizeof(T);
+  GroupLink::Bytes out(sizeof shape + bytes);
+  std::memcpy(out.data(), shape, sizeof shape);
+  if (bytes > 0) std::memcpy(out.data() + sizeof shape, m.data(), bytes);
+  link_->send((rank + 1) % ranks_, channel, std::move(out), "a ring exchange");
+}
+
+template <typename T>
+void RingExchange::linked_take(int rank, int channel, Mat<T>& m) {
+  check_linked_rank(rank);
+  const GroupLink::Bytes in = link_->receive((rank + ranks_ - 1) % ranks_, channel,
+                                             current_collective_tally(), "a ring exchange");
+  Index shape[2] = {0, 0};
+  if (in.size() >= sizeof shape) std::memcpy(shape, in.data(), sizeof shape);
+  const auto bytes = static_cast<std::size_t>(shape[0] * shape[1]) * sizeof(T);
+  if (in.size() < sizeof shape || shape[0] < 0 || shape[1] < 0 ||
+      in.size() != sizeof shape + bytes) {
+    throw std::runtime_error("a ring exchange received " + std::to_string(in.size()) +
+                             " bytes, not a block");
+  }
+  m.resize(shape[0], shape[1]);
+  if (bytes > 0) std::memcpy(m.data(), in.data() + sizeof shape, bytes);
 }
 
 RingExchange::Mailbox& RingExchange::box(int rank, int channel) {
@@ -64,6 +111,7 @@ void RingExchange::wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const
 template <typename T>
 void RingExchange::post(int rank, int channel, const Mat<T>& m) {
   check_rank(rank, ranks_, channel);
+  if (link_) return linked_post(rank, channel, m);
   CollectiveTally* tally = current_collective_tally();
   const auto start = std::chrono::steady_clock::now();
   const SimTime cpu_start = thread_cpu_ns();
@@ -88,7 +136,9 @@ void RingExchange::take(int rank, int channel, Mat<T>& m) {
   CollectiveTally* tally = current_collective_tally();
   const auto start = std::chrono::steady_clock::now();
   const SimTime cpu_start = thread_cpu_ns();
-  {
+  if (link_) {
+    linked_take(rank, channel, m);
+  } else {
     std::unique_lock lock(mu_);
     Mailbox& from = box((rank + ranks_ - 1) % ranks_, channel);
     wait(

@@ -14,12 +14,21 @@
 // with the next rank's k-th take on it, as the ranks run the same op list. Waits give up as the
 // tensor group's do (the thread's CollectiveTally: the step's abort flag and its limit), and a
 // take's wall and CPU time and bytes count in the tally, as an all-reduce's.
+//
+// A ring made with a GroupLink (exec/compute/group_link.h) is this process's
+// one rank of a ring whose ranks are processes (under MPI, one a device and
+// share): post sends the block to the next rank's process and returns, take
+// receives the previous rank's, on the link's channel of the same number.
+// After a failed step (reset) such a ring refuses further use: a block that
+// was on its way cannot be told from the next step's.
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
+#include "exec/compute/group_link.h"
 #include "exec/compute/kernels.h"
 
 namespace pipescope::exec {
@@ -30,6 +39,9 @@ class RingExchange {
 
   // Throws std::invalid_argument unless ranks >= 1.
   explicit RingExchange(int ranks);
+  // This process's rank of the link's ring (the only rank it may post and
+  // take as). Throws std::invalid_argument for a null link.
+  explicit RingExchange(std::shared_ptr<GroupLink> link);
   int ranks() const { return ranks_; }
 
   // Copies m into rank's mailbox of `channel` for rank + 1, once its previous
@@ -41,7 +53,7 @@ class RingExchange {
   void take(int rank, int channel, Mat<T>& m);
 
   // Empties every mailbox: what a failed step posted and nobody took. Only
-  // once no rank uses the ring.
+  // once no rank uses the ring. A linked ring is unusable from then on.
   void reset();
 
   // One rank's end of the ring, as the attention kernels take it.
@@ -71,8 +83,17 @@ class RingExchange {
   // thread's limit passes (std::runtime_error naming `what`).
   template <class Ready>
   void wait(std::unique_lock<std::mutex>& lock, Ready&& ready, const char* what);
+  // The link's forms of post and take.
+  template <typename T>
+  void linked_post(int rank, int channel, const Mat<T>& m);
+  template <typename T>
+  void linked_take(int rank, int channel, Mat<T>& m);
+  // Throws std::invalid_argument unless `rank` is the link's.
+  void check_linked_rank(int rank) const;
 
   const int ranks_;
+  const std::shared_ptr<GroupLink> link_;  // null: the ranks are threads
+  bool broken_ = false;                    // a linked ring after reset
   std::mutex mu_;
   std::condition_variable cv_;
   Mailbox& box(int rank, int channel);

@@ -69,10 +69,32 @@ MpiGroupLink::MpiGroupLink(MPI_Comm comm) : comm_(comm) {
 }
 
 MpiGroupLink::~MpiGroupLink() {
-  // A collective given up may still write into its buffers: they are left
-  // to MPI (the process ends soon after such a step), and so is the
-  // communicator, which MPI frees once its operations complete.
+  // A collective given up may still write into its buffers, and a send that
+  // nobody received still read from its own: they are left to MPI (the
+  // process ends soon after such a step), and so is the communicator, which
+  // MPI frees once its operations complete.
   for (std::unique_ptr<Exchange>& x : abandoned_) (void)x.release();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized != 0) return;  // nothing left to ask MPI
+  // After a good step every send has been received; MPI may want a few
+  // polls to say so.
+  static const std::atomic<bool> never{false};
+  try {
+    (void)mpi_poll(
+        [&] {
+          reap_sends();
+          return sends_.empty();
+        },
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(100), never, {});
+  } catch (const std::exception&) {
+    // An MPI error here leaves the sends to MPI too.
+  }
+  for (Send& s : sends_) {
+    if (s.request == MPI_REQUEST_NULL) continue;
+    MPI_Request_free(&s.request);
+    (void)new Bytes(std::move(s.bytes));  // MPI may still read them
+  }
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -81,6 +103,24 @@ void MpiGroupLink::check_usable(const char* what) const {
   throw std::runtime_error(std::string(what) +
                            " on a group whose earlier collective was given up (the processes "
                            "would pair it with this one)");
+}
+
+void MpiGroupLink::check_peer(int peer, int channel, const char* what) const {
+  if (peer < 0 || peer >= ranks_ || channel < 0 || channel >= kChannels) {
+    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(peer) +
+                                " on channel " + std::to_string(channel) + " of a group of " +
+                                std::to_string(ranks_) + " ranks and " + std::to_string(kChannels) +
+                                " channels");
+  }
+}
+
+void MpiGroupLink::reap_sends() {
+  while (!sends_.empty()) {
+    int done = 0;
+    mpi_check(MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done == 0) return;
+    sends_.pop_front();
+  }
 }
 
 void MpiGroupLink::wait(std::unique_ptr<Exchange>& x,
@@ -152,6 +192,50 @@ std::vector<GroupLink::Bytes> MpiGroupLink::all_to_all(const std::vector<Bytes>&
             "MPI_Ialltoallv");
   wait(x, deadline, tally, what);
   return cut(x->in, x->recv_counts, x->recv_at);
+}
+
+void MpiGroupLink::send(int to, int channel, Bytes bytes, const char* what) {
+  check_peer(to, channel, what);
+  check_usable(what);
+  reap_sends();
+  const int count = count_of(bytes.size());
+  Send& s = sends_.emplace_back();
+  s.bytes = std::move(bytes);
+  const int rc = MPI_Isend(s.bytes.data(), count, MPI_BYTE, to, channel, comm_, &s.request);
+  if (rc != MPI_SUCCESS) sends_.pop_back();  // nothing of it is MPI's
+  mpi_check(rc, "MPI_Isend");
+}
+
+GroupLink::Bytes MpiGroupLink::receive(int from, int channel, const CollectiveTally* tally,
+                                       const char* what) {
+  check_peer(from, channel, what);
+  check_usable(what);
+  static const std::atomic<bool> never{false};
+  const std::atomic<bool>& aborted =
+      tally != nullptr && tally->abort != nullptr ? *tally->abort : never;
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  const Transport::Wait w = mpi_poll(
+      [&] {
+        reap_sends();
+        int found = 0;
+        mpi_check(MPI_Improbe(from, channel, comm_, &found, &message, &status), "MPI_Improbe");
+        return found != 0;
+      },
+      deadline_of(tally), aborted, {});
+  // Nothing of a receive given up stays with MPI: the message, if it comes,
+  // waits for a later probe.
+  if (w == Transport::Wait::kAborted) throw CollectiveAborted();
+  if (w == Transport::Wait::kTimedOut) {
+    const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
+    throw std::runtime_error(std::string(what) + " waited " + std::to_string(limit.count()) +
+                             " ms for rank " + std::to_string(from) + " of its group");
+  }
+  int count = 0;
+  mpi_check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+  Bytes out(static_cast<std::size_t>(count));
+  mpi_check(MPI_Mrecv(out.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  return out;
 }
 
 }  // namespace pipescope::exec

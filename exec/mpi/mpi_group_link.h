@@ -6,11 +6,15 @@
 // its tally's limit, for the whole collective, and stops when the step does.
 // A collective given up cannot be withdrawn from MPI: its buffers stay with
 // MPI, and the link refuses every later call (the command line's job ends
-// with the step anyway, cli/mpi_job.h).
+// with the step anyway, cli/mpi_job.h). A ring's sends are MPI_Isend on the
+// channel's tag, their buffers kept until MPI has taken them; a receive
+// probes for the next message (MPI_Improbe, polled the same way) and takes
+// it whole.
 
 #include <mpi.h>
 
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -32,6 +36,8 @@ class MpiGroupLink final : public GroupLink {
                                 const char* what) override;
   std::vector<Bytes> all_to_all(const std::vector<Bytes>& parts, const CollectiveTally* tally,
                                 const char* what) override;
+  void send(int to, int channel, Bytes bytes, const char* what) override;
+  Bytes receive(int from, int channel, const CollectiveTally* tally, const char* what) override;
 
  private:
   // One collective's buffers, which MPI uses until its requests complete.
@@ -42,8 +48,18 @@ class MpiGroupLink final : public GroupLink {
     // Once recv_counts have come: where each rank's bytes land in `in`.
     void make_room();
   };
+  // A send's bytes, MPI's until its request completes.
+  struct Send {
+    Bytes bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
   // Throws std::runtime_error when an earlier collective was given up.
   void check_usable(const char* what) const;
+  // Throws std::invalid_argument unless `peer` is a rank and `channel` a
+  // channel of the link.
+  void check_peer(int peer, int channel, const char* what) const;
+  // Drops the sends MPI has finished with, oldest first.
+  void reap_sends();
   // Polls `x.request` to its end, or (keeping x for MPI) throws as GroupLink
   // says once `deadline` passes or the step stops.
   void wait(std::unique_ptr<Exchange>& x, std::chrono::steady_clock::time_point deadline,
@@ -53,6 +69,7 @@ class MpiGroupLink final : public GroupLink {
   int rank_ = 0;
   int ranks_ = 1;
   std::vector<std::unique_ptr<Exchange>> abandoned_;  // given up, still MPI's
+  std::deque<Send> sends_;                            // not yet finished
 };
 
 }  // namespace pipescope::exec

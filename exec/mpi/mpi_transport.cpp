@@ -243,9 +243,9 @@ Transport::Clock::time_point MpiTransport::begin_step(const Schedule& schedule) 
   const std::int64_t largest = 2 * static_cast<std::int64_t>(2 * schedule.stages) * micro_batches_;
   if (largest > tag_ub_) {
     throw std::invalid_argument(
-        "K=" + std::to_string(schedule.stages) +
-        " and M=" + std::to_string(schedule.micro_batches) +
-        (group_ranks_ > 1 ? " of E=" + std::to_string(group_ranks_) + " expert ranks" : "") +
+        std::to_string(schedule.stages) +
+        " stages (K v) and M=" + std::to_string(schedule.micro_batches) +
+        (group_ranks_ > 1 ? " of " + std::to_string(group_ranks_) + " ranks a device" : "") +
         " need more message tags than this MPI library has (" + std::to_string(tag_ub_) + ")");
   }
   mpi_check(MPI_Barrier(comm_), "MPI_Barrier");
@@ -257,7 +257,7 @@ int MpiTransport::tag(TransferKind kind, int to_stage, int micro_batch) const {
   return route_id(kind, to_stage) * micro_batches_ + micro_batch;
 }
 
-// The process of `stage`'s device of this process's expert rank.
+// The process of `stage`'s device of this process's share or expert rank.
 int MpiTransport::rank_of_stage(int stage) const {
   return stage_device_.at(static_cast<std::size_t>(stage)) + group_rank_ * devices_;
 }
@@ -420,8 +420,12 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
   const int rank = MpiSession::rank();
   const int most = std::min(MpiSession::size(), 8);
   LayerList model = build_layers(spec, seed);
-  const MicroBatch mb = whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed);
-  model_pass_s(model, mb, seed);  // warm-up
+  // A rank's share of each sequence under context parallelism, as the
+  // profiler's (build_layers builds that rank alone).
+  const int C = spec.context_parallel;
+  const MicroBatch mb =
+      last_share(whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed), C);
+  model_pass_s(model, mb, C, seed);  // warm-up
   std::vector<double> out(static_cast<std::size_t>(most), 1.0);
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -434,11 +438,11 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
     std::vector<double> together;
     for (int trial = 0; trial < 3; ++trial) {
       mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-      if (rank == 0) alone.push_back(model_pass_s(model, mb, seed));
+      if (rank == 0) alone.push_back(model_pass_s(model, mb, C, seed));
       MpiSession::wait_for_all();
       mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
       if (rank < n) {
-        const double t = model_pass_s(model, mb, seed);
+        const double t = model_pass_s(model, mb, C, seed);
         if (rank == 0) together.push_back(t);
       }
       MpiSession::wait_for_all();

@@ -1,9 +1,10 @@
 #pragma once
 // The MPI runtime (`--backend mpi`): one process (rank) per device, started by
-// `mpirun -np K`; device d runs on rank d. Under expert parallelism (E ranks
-// of each device, linked by link_group) one process per device and expert
-// rank, `mpirun -np K E`: rank e K + d runs expert rank e of device d, and its
-// payloads go to and come from expert rank e of the other devices. The runtime interprets the op
+// `mpirun -np K`; device d runs on rank d. Under context or expert
+// parallelism (G = C shares or E expert ranks of each device, linked by
+// link_group) one process per device and share or expert rank, `mpirun -np K
+// G`: rank g K + d runs rank g of device d, and its payloads go to and come
+// from rank g of the other devices. The runtime interprets the op
 // lists exactly as the threaded CPU backend does; only the transport differs: activations and
 // gradients travel as non-blocking MPI point-to-point messages (a shape, then the floats straight
 // from and into the matrices: MPI_Isend, MPI_Improbe / MPI_Mrecv, MPI_Irecv), tagged by route and
@@ -63,7 +64,7 @@ class MpiTransport final : public Transport {
   int size() const { return size_; }
 
   // This rank's device; throws std::invalid_argument unless the job has
-  // exactly one rank per device (and expert rank, once linked).
+  // exactly one rank per device (and share or expert rank, once linked).
   std::vector<int> local_devices(int devices) const override;
   // The processes of this one's device: a communicator of their own
   // (mpi_group_link.h). Collective over the job.
@@ -95,7 +96,7 @@ class MpiTransport final : public Transport {
   std::vector<int> stage_device_;
   int devices_ = 1;
   int micro_batches_ = 1;  // the keys a route carries: micro-batches x group ranks
-  int group_ranks_ = 1;    // processes per device (expert ranks)
+  int group_ranks_ = 1;    // processes per device (shares or expert ranks)
   int group_rank_ = 0;     // this process's among them
   std::shared_ptr<GroupLink> link_;
   Clock::time_point t0_;

@@ -193,6 +193,37 @@ TEST_F(MpiCli, AnExpertParallelPlanRunsAProcessPerExpertRank) {
   fs::remove(ep);
 }
 
+// A plan of C = 2 over MPI: a process per device and share (4 for K = 2),
+// the shares' ring between processes, training to the threads' losses; a job
+// of one process per device is told how many it needs, once, and --device
+// cuda that the shares exchange on the host.
+TEST_F(MpiCli, AContextParallelPlanRunsAProcessPerShare) {
+  const fs::path cp = temp("mpi_context_plan.json");
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  ASSERT_EQ(run("plan " + small + kTiny +
+                " --set model.attention=fused --set cluster.devices=4 -C 2 -K 2 -M 4 "
+                "--schedule 1f1b --remat off -o " +
+                cp.string())
+                .status,
+            0);
+  const CliResult threads = run("run " + cp.string() + " --steps 3 --json");
+  ASSERT_EQ(threads.status, 0) << threads.err;
+  const CliResult mpi =
+      run_under(mpirun(4), "run " + cp.string() + " --backend mpi --steps 3 --json");
+  ASSERT_EQ(mpi.status, 0) << mpi.err;
+  expect_same_losses(mpi, threads, 3);
+  const nlohmann::json got = nlohmann::json::parse(mpi.out);
+  EXPECT_NE(got["losses"][0], got["losses"][2]);
+  expect_refused_once(run_under(mpirun(2), "run " + cp.string() + " --backend mpi --steps 1"),
+                      "the plan runs on 2 devices of 2 shares each (4 processes) but this MPI "
+                      "job has 2 processes; start it with mpirun -np 4");
+  expect_refused_once(
+      run_under(mpirun(4), "run " + cp.string() + " --backend mpi --device cuda --steps 1"),
+      ": C: --device cuda computes each rank's stages on its GPU, and this plan's C=2 shares "
+      "exchange their keys and values on the host; run it with --device cpu, or plan with -C 1");
+  fs::remove(cp);
+}
+
 TEST_F(MpiCli, TheWrongNumberOfProcessesIsRefusedOnce) {
   expect_refused_once(run_under(mpirun(3), "run " + plan_.string() + " --backend mpi --steps 1"),
                       "the plan runs on 2 devices but this MPI job has 3 processes; start it "

@@ -27,11 +27,14 @@ TEST(Transport, RankCountProblemSaysHowToStartTheJob) {
   EXPECT_EQ(
       rank_count_problem(1, 3),
       "the plan runs on 1 device but this MPI job has 3 processes; start it with mpirun -np 1");
-  // A process per device and expert rank.
+  // A process per device and expert rank, or share.
   EXPECT_EQ(rank_count_problem(2, 4, 2), "");
-  EXPECT_EQ(rank_count_problem(2, 2, 2),
+  EXPECT_EQ(rank_count_problem(2, 2, 2, "expert ranks"),
             "the plan runs on 2 devices of 2 expert ranks each (4 processes) but this MPI job has "
             "2 processes; start it with mpirun -np 4");
+  EXPECT_EQ(rank_count_problem(1, 4, 2, "shares"),
+            "the plan runs on 1 device of 2 shares each (2 processes) but this MPI job has "
+            "4 processes; start it with mpirun -np 2");
 }
 
 TEST(Channel, TakesPayloadsByKeyWhateverTheOrder) {

@@ -154,7 +154,8 @@ TEST(ContextParallelPlans, RunPlanTrainsTheSharesAsTheWholeModelWould) {
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_NEAR(steps[i].loss, want[i], 1e-5 * std::abs(want[i])) << "step " << i;
   }
-  // Elsewhere than the cpu backend's threads, refused by name.
+  // Elsewhere than the cpu backend's threads or linked processes (a transport
+  // that does not link them), refused by name.
   Plan shares_alone = plan;
   shares_alone.tensor_parallel = 1;
   shares_alone.devices = 2;
@@ -164,7 +165,8 @@ TEST(ContextParallelPlans, RunPlanTrainsTheSharesAsTheWholeModelWould) {
     FAIL() << "a transport accepted for C=2";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(),
-                 "C=2: context parallelism runs on the cpu backend only (a thread per share)");
+                 "C=2: context parallelism runs on the cpu backend (a thread per share) or the "
+                 "mpi backend (a process per device and share)");
   }
 }
 

@@ -26,25 +26,19 @@
 #include "exec/mpi/mpi_group_link.h"
 #include "exec/mpi/mpi_transport.h"
 #include "exec/runtime.h"
+#include "mpi_group_training.h"
 #include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 namespace mpi_expert {  // named: the tests' unity build joins the runtime test's file
 
 constexpr int kE = 2;
-constexpr int kSteps = 2;
 constexpr std::uint64_t kSeed = 11;
-
-std::shared_ptr<GroupLink> whole_job() {
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  return std::make_shared<MpiGroupLink>(comm);
-}
 
 // Rank r's matrix holds r + 1 everywhere but its last entry, r: the sum is
 // n(n+1)/2 and n(n-1)/2, the maximum n and n - 1.
 TEST(MpiGroupLink, AllReducesInRankOrderOnEveryProcess) {
-  TensorGroup group(whole_job());
+  TensorGroup group(mpi_group::whole_job());
   const int n = MpiSession::size(), r = MpiSession::rank();
   ASSERT_EQ(group.ranks(), n);
   Matrix m = Matrix::Constant(2, 3, static_cast<float>(r + 1));
@@ -71,7 +65,7 @@ TEST(MpiGroupLink, AllReducesInRankOrderOnEveryProcess) {
 // Rank s sends rank d a part of s + d rows (none from rank 0 to itself), each
 // entry 100 s + d: rank r receives from s that part.
 TEST(MpiGroupLink, AllToAllDeliversEachPartToItsRank) {
-  TensorGroup group(whole_job());
+  TensorGroup group(mpi_group::whole_job());
   const int n = MpiSession::size(), r = MpiSession::rank();
   std::vector<Matrix> parts;
   for (int d = 0; d < n; ++d) parts.push_back(Matrix::Constant(r + d, 3, 100.0f * r + d));
@@ -104,85 +98,25 @@ TransformerParams mixture() {
   return p;
 }
 
-struct Training {
-  std::vector<double> losses;
-  std::map<int, std::vector<std::vector<float>>> params;  // per stage, of the rank checked
-};
-
-// The job's K = size / E devices, each of E expert ranks: over MPI with
-// `transport`, or as threads; the parameters kept are expert rank `rank`'s.
-Training train(ScheduleKind kind, Remat remat, std::shared_ptr<Transport> transport, int rank) {
-  const int K = MpiSession::size() / kE, M = 2;
-  const TransformerParams p = mixture();
-  const std::shared_ptr<GroupLink> link = transport ? transport->link_group(K, kE) : nullptr;
-  std::vector<std::vector<LayerList>> ranks;
-  for (LayerList& layers : build_expert_ranks(p, kSeed, kE, link)) {
-    const int L = static_cast<int>(layers.size());
-    ranks.push_back(cut_into_stages(std::move(layers), partition_uniform(L, K)));
-  }
-  RuntimeOptions options;
-  options.optimizer.kind = Optimizer::kMomentum;
-  options.optimizer.learning_rate = 0.1;
-  options.watchdog = std::chrono::milliseconds(60000);
-  options.transport = std::move(transport);
-  PipelineRuntime runtime(std::move(ranks), build_schedule(kind, K, M, remat), options, 1, kE);
-  TaskShape task;
-  task.seq_len = static_cast<int>(p.seq_len);
-  task.vocab = static_cast<int>(p.vocab);
-  Training out;
-  for (int step = 0; step < kSteps; ++step) {
-    try {
-      out.losses.push_back(
-          runtime.step(synthetic_batch(task, 4 * kE, M, static_cast<std::uint64_t>(step), kSeed))
-              .loss);
-    } catch (const std::exception& e) {
-      // Another rank would wait for this one: end the job rather than hang it.
-      std::cerr << "rank " << MpiSession::rank() << ": " << e.what() << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
-  for (int s = 0; s < K; ++s) {
-    for (auto& layer : runtime.stages(rank)[static_cast<std::size_t>(s)]) {
-      for (Param* prm : layer->params()) {
-        out.params[s].emplace_back(prm->value.data(), prm->value.data() + prm->value.size());
-      }
-    }
-  }
-  return out;
-}
-
-void expect_threaded_training(ScheduleKind kind, Remat remat) {
-  if (MpiSession::size() % kE != 0) GTEST_SKIP() << "needs a multiple of E = 2 processes";
-  const int K = MpiSession::size() / kE;
-  const int device = MpiSession::rank() % K, expert_rank = MpiSession::rank() / K;
-  const Training mpi = train(kind, remat, std::make_shared<MpiTransport>(), expert_rank);
-  const Training threads = train(kind, remat, nullptr, expert_rank);
-  ASSERT_EQ(mpi.losses.size(), threads.losses.size());
-  for (std::size_t i = 0; i < mpi.losses.size(); ++i) {
-    EXPECT_NEAR(mpi.losses[i], threads.losses[i], 1e-6 * std::abs(threads.losses[i]))
-        << "step " << i;
-  }
-  EXPECT_NEAR(threads.losses.front(), std::log(13.0), 0.5);  // a real loss
-  EXPECT_NE(mpi.losses.front(), mpi.losses.back());          // and it trained
-  // Stage `device` is this process's (one stage a device).
-  const auto& got = mpi.params.at(device);
-  const auto& want = threads.params.at(device);
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t p = 0; p < want.size(); ++p) {
-    float scale = 0.0f;
-    for (float w : want[p]) scale = std::max(scale, std::abs(w));
-    for (std::size_t i = 0; i < want[p].size(); ++i) {
-      ASSERT_NEAR(got[p][i], want[p][i], 1e-6f * scale) << "stage " << device << " param " << p;
-    }
-  }
+// E = 2 expert ranks of the mixture, over MPI or as threads.
+mpi_group::GroupRun experts() {
+  mpi_group::GroupRun g;
+  g.params = mixture();
+  g.expert_parallel = kE;
+  g.samples = 4 * kE;
+  g.seed = kSeed;
+  g.build = [p = g.params](const std::shared_ptr<GroupLink>& link) {
+    return build_expert_ranks(p, kSeed, kE, link);
+  };
+  return g;
 }
 
 TEST(MpiExpertParallel, GpipeMatchesTheThreadedBackend) {
-  expect_threaded_training(ScheduleKind::kGpipe, Remat::kNever);
+  mpi_group::expect_threaded_training(experts(), ScheduleKind::kGpipe, Remat::kNever);
 }
 
 TEST(MpiExpertParallel, OneFOneBWithRematMatchesTheThreadedBackend) {
-  expect_threaded_training(ScheduleKind::k1F1B, Remat::kAlways);
+  mpi_group::expect_threaded_training(experts(), ScheduleKind::k1F1B, Remat::kAlways);
 }
 
 TEST(MpiExpertParallel, RefusesAJobOfTheWrongSize) {
@@ -193,7 +127,7 @@ TEST(MpiExpertParallel, RefusesAJobOfTheWrongSize) {
     ADD_FAILURE() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(
-        std::string(e.what()).find("of 2 expert ranks each (" + std::to_string(2 * n) +
+        std::string(e.what()).find("of 2 ranks each (" + std::to_string(2 * n) +
                                    " processes) but this MPI job has " + std::to_string(n) +
                                    " processes; start it with mpirun -np " + std::to_string(2 * n)),
         std::string::npos)

@@ -1,0 +1,114 @@
+// Context parallelism over MPI: each device's C shares as processes of their
+// own, rank c K + d running share c of device d, their attention passing keys
+// and values round a ring of processes (exec/compute/ring_exchange.h over
+// exec/mpi/mpi_group_link.h). Under `mpirun -np 2` one device of C = 2, under
+// `-np 4` K = 2 devices of C = 2. Every process also trains the same model
+// with the threaded runtime (C threads a device) and checks that the job's
+// losses and the parameters of its share's stages agree within 1e-6
+// (relative). Before that, the linked ring against hand-computed blocks.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../tiny_models.h"
+#include "exec/compute/ring_exchange.h"
+#include "exec/compute/tensor_group.h"
+#include "exec/data.h"
+#include "exec/models.h"
+#include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_transport.h"
+#include "exec/runtime.h"
+#include "exec/tensor_shard.h"
+#include "mpi_group_training.h"
+#include "sim/engine/partition.h"
+
+namespace pipescope::exec {
+namespace mpi_context {  // named: the tests' unity build joins the other MPI tests' files
+
+constexpr int kC = 2;
+constexpr std::uint64_t kSeed = 13;
+
+// Rank r posts, on channel k, blocks of r + 1 rows and k + 2 columns holding
+// 100 r + 10 k + i for its i-th post: it takes rank r - 1's, in order, on
+// each channel (three posts before the first take, so sends do not wait for
+// their receives).
+TEST(MpiRing, PassesEachBlockToTheNextRankInOrder) {
+  RingExchange ring(mpi_group::whole_job());
+  const int n = MpiSession::size(), r = MpiSession::rank(), from = (r + n - 1) % n;
+  ASSERT_EQ(ring.ranks(), n);
+  constexpr int kPosts = 3;
+  for (int i = 0; i < kPosts; ++i) {
+    for (int k = 0; k < RingExchange::kChannels; ++k) {
+      const Matrix block = Matrix::Constant(r + 1, k + 2, 100.0f * r + 10.0f * k + i);
+      ring.post(r, k, block);
+    }
+  }
+  CollectiveTally tally;
+  {
+    CollectiveScope scope(tally);
+    for (int k = RingExchange::kChannels - 1; k >= 0; --k) {  // channels apart
+      for (int i = 0; i < kPosts; ++i) {
+        Matrix got;
+        ring.take(r, k, got);
+        ASSERT_EQ(got.rows(), from + 1) << "post " << i << " on channel " << k;
+        ASSERT_EQ(got.cols(), k + 2);
+        EXPECT_EQ(got.minCoeff(), 100.0f * from + 10.0f * k + i);
+        EXPECT_EQ(got.maxCoeff(), 100.0f * from + 10.0f * k + i);
+      }
+    }
+  }
+  EXPECT_EQ(tally.count, kPosts * RingExchange::kChannels);
+  EXPECT_EQ(tally.bytes, static_cast<std::int64_t>(kPosts * (from + 1) * (2 + 3) * sizeof(float)));
+  // Another process's rank is refused; after a failed step (reset) the ring
+  // is refused whole.
+  Matrix m = Matrix::Zero(1, 1);
+  EXPECT_THROW(ring.post((r + 1) % n, 0, m), std::invalid_argument);
+  EXPECT_THROW(ring.take((r + 1) % n, 0, m), std::invalid_argument);
+  ring.reset();
+  for (const bool post : {true, false}) {
+    try {
+      post ? ring.post(r, 0, m) : ring.take(r, 0, m);
+      ADD_FAILURE() << "a linked ring " << (post ? "posted" : "took") << " after reset";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("after a failed step"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The tiny transformer with sequences of 8 tokens (2C chunks), two blocks.
+TransformerParams sequences_of_eight() {
+  TransformerParams p = testing::tiny_executor_transformer_params(2);
+  p.seq_len = 8;
+  return p;
+}
+
+// C = 2 shares of the model's sequences, over MPI or as threads.
+mpi_group::GroupRun shares() {
+  mpi_group::GroupRun g;
+  g.params = sequences_of_eight();
+  g.context_parallel = kC;
+  g.seed = kSeed;
+  g.build = [p = g.params](const std::shared_ptr<GroupLink>& link) {
+    return build_context_ranks(p, kSeed, 1, kC, link);
+  };
+  return g;
+}
+
+TEST(MpiContextParallel, GpipeMatchesTheThreadedBackend) {
+  mpi_group::expect_threaded_training(shares(), ScheduleKind::kGpipe, Remat::kNever);
+}
+
+TEST(MpiContextParallel, OneFOneBWithRematMatchesTheThreadedBackend) {
+  mpi_group::expect_threaded_training(shares(), ScheduleKind::k1F1B, Remat::kAlways);
+}
+
+}  // namespace mpi_context
+}  // namespace pipescope::exec

@@ -1,0 +1,134 @@
+#pragma once
+// What the MPI tests of a device's group of processes share (expert ranks,
+// context shares): a small model trained with each device's G ranks as
+// processes of their own (rank g K + d running rank g of device d) and with
+// the threaded runtime (G threads a device), and the check that the job's
+// losses and the parameters of its rank's stages agree within 1e-6
+// (relative). And the whole job as one linked group.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "exec/data.h"
+#include "exec/models.h"
+#include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_transport.h"
+#include "exec/runtime.h"
+#include "sim/engine/partition.h"
+
+namespace pipescope::exec::mpi_group {
+
+inline constexpr int kSteps = 2;
+
+// Every process of the job, linked as one group.
+inline std::shared_ptr<GroupLink> whole_job() {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  return std::make_shared<MpiGroupLink>(comm);
+}
+
+// A group run: the model, its G = C or E ranks a device, and how the test
+// builds them (every rank's layers, made with `link` where they are
+// processes).
+struct GroupRun {
+  TransformerParams params;
+  int context_parallel = 1;
+  int expert_parallel = 1;
+  int samples = 4;  // a micro-batch's, every rank's together
+  std::uint64_t seed = 1;
+  std::function<std::vector<LayerList>(const std::shared_ptr<GroupLink>&)> build;
+  int group_ranks() const { return context_parallel * expert_parallel; }
+};
+
+struct Training {
+  std::vector<double> losses;
+  std::map<int, std::vector<std::vector<float>>> params;  // per stage, of the rank checked
+};
+
+// The job's K = size / G devices: over MPI with `transport`, or as threads;
+// the parameters kept are rank `rank`'s.
+inline Training train(const GroupRun& g, ScheduleKind kind, Remat remat,
+                      std::shared_ptr<Transport> transport, int rank) {
+  const int G = g.group_ranks(), K = MpiSession::size() / G, M = 2;
+  const std::shared_ptr<GroupLink> link = transport ? transport->link_group(K, G) : nullptr;
+  std::vector<std::vector<LayerList>> ranks;
+  for (LayerList& layers : g.build(link)) {
+    const int L = static_cast<int>(layers.size());
+    ranks.push_back(cut_into_stages(std::move(layers), partition_uniform(L, K)));
+  }
+  RuntimeOptions options;
+  options.optimizer.kind = Optimizer::kMomentum;
+  options.optimizer.learning_rate = 0.1;
+  options.watchdog = std::chrono::milliseconds(60000);
+  options.transport = std::move(transport);
+  PipelineRuntime runtime(std::move(ranks), build_schedule(kind, K, M, remat), options,
+                          g.context_parallel, g.expert_parallel);
+  TaskShape task;
+  task.seq_len = static_cast<int>(g.params.seq_len);
+  task.vocab = static_cast<int>(g.params.vocab);
+  Training out;
+  for (int step = 0; step < kSteps; ++step) {
+    try {
+      out.losses.push_back(
+          runtime
+              .step(synthetic_batch(task, g.samples, M, static_cast<std::uint64_t>(step), g.seed))
+              .loss);
+    } catch (const std::exception& e) {
+      // Another rank would wait for this one: end the job rather than hang it.
+      std::cerr << "rank " << MpiSession::rank() << ": " << e.what() << std::endl;
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  for (int s = 0; s < K; ++s) {
+    for (auto& layer : runtime.stages(rank)[static_cast<std::size_t>(s)]) {
+      for (Param* prm : layer->params()) {
+        out.params[s].emplace_back(prm->value.data(), prm->value.data() + prm->value.size());
+      }
+    }
+  }
+  return out;
+}
+
+// Trains `g` over MPI and as threads; the losses and this process's stage's
+// parameters must agree.
+inline void expect_threaded_training(const GroupRun& g, ScheduleKind kind, Remat remat) {
+  const int G = g.group_ranks();
+  if (MpiSession::size() % G != 0) {
+    GTEST_SKIP() << "needs a multiple of " << G << " processes";
+  }
+  const int K = MpiSession::size() / G;
+  const int device = MpiSession::rank() % K, rank = MpiSession::rank() / K;
+  const Training mpi = train(g, kind, remat, std::make_shared<MpiTransport>(), rank);
+  const Training threads = train(g, kind, remat, nullptr, rank);
+  ASSERT_EQ(mpi.losses.size(), threads.losses.size());
+  for (std::size_t i = 0; i < mpi.losses.size(); ++i) {
+    EXPECT_NEAR(mpi.losses[i], threads.losses[i], 1e-6 * std::abs(threads.losses[i]))
+        << "step " << i;
+  }
+  EXPECT_NEAR(threads.losses.front(), std::log(static_cast<double>(g.params.vocab)), 0.5);
+  EXPECT_NE(mpi.losses.front(), mpi.losses.back());  // it trained
+  // Stage `device` is this process's (one stage a device).
+  const auto& got = mpi.params.at(device);
+  const auto& want = threads.params.at(device);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t p = 0; p < want.size(); ++p) {
+    float scale = 0.0f;
+    for (float w : want[p]) scale = std::max(scale, std::abs(w));
+    for (std::size_t i = 0; i < want[p].size(); ++i) {
+      ASSERT_NEAR(got[p][i], want[p][i], 1e-6f * scale) << "stage " << device << " param " << p;
+    }
+  }
+}
+
+}  // namespace pipescope::exec::mpi_group
