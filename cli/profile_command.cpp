@@ -58,7 +58,7 @@ namespace {
 
 // What every rank checks alike before any measurement.
 exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& scenario) {
-  if (scenario.cluster.context_parallel > 1 && o.backend != "cpu") {
+  if (scenario.cluster.context_parallel > 1 && o.backend == "cuda") {
     throw ScenarioError(o.scenario.file, "training.context_parallel",
                         "--backend " + o.backend +
                             " profiles whole sequences; the cpu backend profiles a share of "

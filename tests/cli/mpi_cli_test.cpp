@@ -340,6 +340,42 @@ TEST_F(MpiCli, ProfilesTheMpiTransportAndComparesAgainstIt) {
   fs::remove(profile);
 }
 
+// A context-parallel scenario profiles under MPI as on the threads (the last
+// share's layers on its share of each sequence), and compare of a C = 2 plan
+// over two processes predicts from that profile; cuda still profiles whole
+// sequences and refuses it.
+TEST_F(MpiCli, ProfilesASharePerProcessForAContextParallelPlan) {
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  const std::string shares = kTiny + " --set model.attention=fused";
+  const fs::path profile = temp("mpi_cp_profile.json");
+  const fs::path cp = temp("mpi_cp_compare_plan.json");
+  const CliResult p =
+      run_under(mpirun(2), "profile " + small + shares +
+                               " --set training.context_parallel=2 --backend mpi -o " +
+                               profile.string() + " --batch-sizes 4 --repeats 2");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(profile))["backend"], "mpi");
+  ASSERT_EQ(run("plan " + small + shares + " -C 2 -K 1 -M 2 --remat off -o " + cp.string()).status,
+            0);
+  const CliResult c = run_under(mpirun(2), "compare " + cp.string() +
+                                               " --backend mpi --steps 4 --warmup 1 --json "
+                                               "--profile " +
+                                               profile.string());
+  ASSERT_EQ(c.status, 0) << c.err;
+  const nlohmann::json j = nlohmann::json::parse(c.out);
+  EXPECT_EQ(j["C"], 2);
+  EXPECT_EQ(j["measured_steps"], 3);
+  EXPECT_GT(j["predicted_step_time_s"].get<double>(), 0.0);
+  const CliResult gpu = run("profile " + small + shares +
+                            " --set training.context_parallel=2 --backend cuda -o /dev/null");
+  EXPECT_EQ(gpu.status, 1);
+  EXPECT_NE(gpu.err.find("training.context_parallel: --backend cuda profiles whole sequences"),
+            std::string::npos)
+      << gpu.err;
+  fs::remove(profile);
+  fs::remove(cp);
+}
+
 TEST_F(MpiCli, ProfilingTheTransportNeedsTwoProcesses) {
   const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
   const CliResult r = run_under(mpirun(1), "profile " + small + " --backend mpi -o /dev/null");
