@@ -141,6 +141,10 @@ struct LayerSpec {
   // 0 otherwise.
   int cp_steps = 0;
   Bytes cp_bytes = 0;
+  // The device's queries (and as many bytes of the attention's output) per
+  // sample, which the all-to-all form (training.cp_comm_type a2a) trades
+  // besides the keys and values.
+  Bytes cp_q_bytes = 0;
 };
 
 struct TransformerParams;  // costmodels/model_families.h

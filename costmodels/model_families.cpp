@@ -111,6 +111,15 @@ std::string context_split_problem(const TransformerParams& p, TensorSplit split)
            "the model's attention is unfused (expected model.attention fused)";
   }
   if (p.mla.enabled()) return "context parallelism with latent attention is not modelled";
+  const std::int64_t kv = p.kv_heads == 0 ? p.heads : p.kv_heads;
+  for (const auto& [n, what] : {std::pair{p.heads, "heads"}, std::pair{kv, "kv_heads"}}) {
+    if (split.heads_over_context && (n / split.ways) % C != 0) {
+      return "context parallelism by all-to-alls (a2a) gives each of " + std::to_string(C) +
+             " devices a share of every device's " + what + ", and " + std::to_string(C) +
+             " does not divide " + std::to_string(n / split.ways) +
+             (split.ways > 1 ? " (" + std::string(what) + " / T)" : std::string());
+    }
+  }
   if (p.sliding_window > 0 && p.sliding_window < p.seq_len) {
     return "context parallelism with sliding-window attention is not modelled";
   }
@@ -293,6 +302,7 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
     if (d.cp > 1) {  // the ring's other C - 1 blocks of K and V, this device's heads of them
       block.cp_steps = static_cast<int>(d.cp - 1);
       block.cp_bytes = 2 * s * (d.d_kv / t) * e;
+      block.cp_q_bytes = s * (d.q / t) * e;
     }
   }
 }

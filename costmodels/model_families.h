@@ -192,6 +192,10 @@ struct TensorSplit {
   // attention's work is even, and computes attention of its queries against
   // every key as the keys' and values' blocks go round the ring of the C.
   int context = 1;
+  // The C devices trade sequence for heads around the attention instead
+  // (all-to-alls, DeepSpeed-Ulysses): C must divide each device's heads and
+  // key-value heads.
+  bool heads_over_context = false;
 };
 // Why `split` cannot split `p` (ways must divide heads, kv_heads and d_ff, the
 // experts' and the shared MLP's widths, and seq_len under sequence

@@ -149,9 +149,9 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
     throw std::invalid_argument(
         plan_file +
         ": cp_comm_type: the executor passes the keys and values round a ring (p2p); "
-        "it does not " +
+        "it does not run the " +
         std::string(to_string(plan.cp_comm_type)) +
-        " them; plan with training.cp_comm_type=p2p to run or compare it");
+        " form; plan with training.cp_comm_type=p2p to run or compare it");
   }
   if (plan.model_spec.is_null()) {
     throw std::invalid_argument(plan_file +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "sim/engine/expert_parallel.h"
 #include "sim/engine/tensor_parallel.h"
 
 namespace pipescope {
@@ -18,6 +19,20 @@ DataParallel context_ring(const Cluster& cluster) {
   return concurrent_rings(cluster, rings, "context-parallel devices");
 }
 
+DataParallel context_alltoall_group(const Cluster& cluster) {
+  DataParallel dp = context_ring(cluster);
+  std::vector<int> members;  // tensor rank 0 of each share
+  for (int c = 0; c < cluster.context_parallel; ++c) {
+    members.push_back(c * cluster.tensor_parallel);
+  }
+  // Each group's all-to-alls timed alone (not loaded by the other T groups').
+  set_alltoall_group(
+      cluster, members,
+      [&](int c) { return cluster.physical_route(0, c * cluster.tensor_parallel); }, dp,
+      "context-parallel devices");
+  return dp;
+}
+
 SimTime ring_step_time(const DataParallel& ring, Bytes bytes) {
   if (ring.replicas <= 1 || bytes <= 0) return 0;
   return seconds_to_simtime(ring.latency_s + static_cast<double>(bytes) / ring.bandwidth);
@@ -28,6 +43,14 @@ ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
                                    ContextExchange form) {
   ContextExchanges x;
   if (layer.cp_steps <= 0 || ring.replicas <= 1) return x;
+  if (form == ContextExchange::kAllToAll) {
+    // Queries and output, keys and values: each an all-to-all of the device's
+    // share, four a forward and four a backward.
+    const SimTime one = 2 * alltoall_time(ring, layer.cp_q_bytes * batch) +
+                        2 * alltoall_time(ring, layer.cp_bytes * batch / 2);
+    x.forward = x.backward = one;
+    return x;
+  }
   if (form == ContextExchange::kAllGather) {
     // The keys' collective and the values', each a ring of the block's half.
     const SimTime one = layer.cp_steps * ring_step_time(ring, layer.cp_bytes * batch / 2);
@@ -48,16 +71,29 @@ void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
                            const CostModel& cost, ContextExchange form) {
   if (cluster.context_parallel <= 1) return;
-  const DataParallel ring = context_ring(cluster);
+  const DataParallel ring =
+      form == ContextExchange::kAllToAll ? context_alltoall_group(cluster) : context_ring(cluster);
   for (StageCost& c : stages) {
     c.cp_forward = c.cp_backward = 0;
-    c.cp_bytes = 0;
+    c.cp_bytes = c.cp_backward_bytes = 0;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
       const ContextExchanges x = context_exchanges(layer, micro_batch_size, ring, cost, form);
       c.cp_forward += x.forward;
       c.cp_backward += x.backward;
-      c.cp_bytes += layer.cp_steps * layer.cp_bytes * micro_batch_size;
+      if (form == ContextExchange::kAllToAll) {
+        // Of each all-to-all's buffer, the C - 1 shares for the others.
+        const Bytes sent = (2 * layer.cp_q_bytes + layer.cp_bytes) * micro_batch_size *
+                           layer.cp_steps / cluster.context_parallel;
+        c.cp_bytes += sent;
+        c.cp_backward_bytes += sent;
+      } else {
+        // The ring's steps of the keys' and values' block; a backward's
+        // carry their gradients too (all_gather: gathers them again and
+        // reduce-scatters the gradients).
+        c.cp_bytes += layer.cp_steps * layer.cp_bytes * micro_batch_size;
+        c.cp_backward_bytes += 2 * layer.cp_steps * layer.cp_bytes * micro_batch_size;
+      }
     }
   }
 }

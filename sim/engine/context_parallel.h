@@ -15,6 +15,14 @@
 // backward gathers them again and reduce-scatters their gradients after it:
 // two collectives and four, each as a ring of C - 1 steps of the device's
 // block, none hidden behind the attention.
+//
+// With cp_comm_type a2a (ContextExchange::kAllToAll, DeepSpeed-Ulysses,
+// Jacobs et al. 2023; Transformer Engine's AttnFuncWithCPAndQKVOA2A) a
+// forward trades its queries, keys and values for whole sequences of
+// heads / C heads in three all-to-alls among the C before the attention and
+// its output back in a fourth after it; a backward trades the output's
+// gradient and then the three inputs' gradients the same way: four
+// all-to-alls each way, none hidden behind the attention.
 
 #include <cstdint>
 #include <vector>
@@ -34,6 +42,11 @@ namespace pipescope {
 // parallelism.
 DataParallel context_ring(const Cluster& cluster);
 
+// The same ring with the all-to-all group of the C (DataParallel::experts:
+// how many share device 0's node, the least bandwidth to a peer there and to
+// one on another node, the longest route's latency), for the a2a form.
+DataParallel context_alltoall_group(const Cluster& cluster);
+
 // One step of `ring`: every device sends `bytes` to the next at once, one
 // latency and the bytes at the ring's bandwidth.
 SimTime ring_step_time(const DataParallel& ring, Bytes bytes);
@@ -43,7 +56,8 @@ SimTime ring_step_time(const DataParallel& ring, Bytes bytes);
 // attention it hides behind (the core's forward, cost.core_recompute, and
 // its backward, cost.core_backward, a step's 1 / C share of each), times the
 // layer's steps; 0 where the attention is the longer. all_gather: the
-// collectives whole.
+// collectives whole. a2a: the all-to-alls whole (`ring` from
+// context_alltoall_group).
 struct ContextExchanges {
   SimTime forward = 0;
   SimTime backward = 0;
@@ -52,8 +66,9 @@ ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
                                    const DataParallel& ring, const CostModel& cost,
                                    ContextExchange form = ContextExchange::kP2p);
 
-// Fills each stage's cp_forward, cp_backward and cp_bytes (what a device
-// sends in a forward) from its layers; nothing without context parallelism.
+// Fills each stage's cp_forward, cp_backward, cp_bytes and cp_backward_bytes
+// (what a device sends in a forward and in a backward) from its layers;
+// nothing without context parallelism.
 void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
                            const CostModel& cost, ContextExchange form = ContextExchange::kP2p);

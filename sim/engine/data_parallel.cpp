@@ -33,38 +33,52 @@ std::pair<double, double> route_links(const std::vector<Hop>& route) {
 }
 
 // The all-to-all group of replicas 0 to E - 1 (groups 0, step, ..., (E - 1)
-// step of `whole`): how many share replica 0's node, the bandwidth to a peer
-// there and to one on another node, the longest route's latency.
+// step of `whole`), and the nodes of the ring of the replicas that hold the
+// same experts.
 void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
-  AllToAllGroup& g = dp.experts;
-  g.ranks = E;
-  g.per_node = E;
-  g.intra = dp.intra;
-  const int per_node = whole.interconnect.devices_per_node;
-  const bool nodes = whole.interconnect.topology == TopologyKind::kNodes && per_node > 0;
-  const auto node_of = [&](int r) { return whole.first_physical_device(r * step) / per_node; };
-  if (nodes) {
-    g.per_node = 0;
-    for (int r = 0; r < E; ++r) g.per_node += node_of(r) == node_of(0) ? 1 : 0;
-  }
-  for (int r = 1; r < E; ++r) {
-    const auto [bandwidth, latency] = route_links(whole.route(0, r * step));
-    const bool inside = !nodes || node_of(r) == node_of(0);
-    double& bw = inside ? g.intra_bw : g.inter_bw;
-    bw = bw == 0.0 ? bandwidth : std::min(bw, bandwidth);
-    dp.experts_latency_s = std::max(dp.experts_latency_s, latency);
-  }
+  std::vector<int> members;
+  for (int r = 0; r < E; ++r) members.push_back(whole.first_physical_device(r * step));
+  set_alltoall_group(
+      whole, members, [&](int r) { return whole.route(0, r * step); }, dp,
+      "expert-parallel devices");
   std::vector<int> holders;  // of the experts replica 0 holds
   for (int r = 0; r < dp.replicas; r += E) holders.push_back(whole.first_physical_device(r * step));
   DataParallel ring;
   set_collective_links(whole, holders, ring);
   dp.expert_ring_nodes = ring.nodes;
-  if ((g.per_node > 1 && !(g.intra_bw > 0.0)) || (g.per_node < E && !(g.inter_bw > 0.0))) {
-    throw ConfigError(
-        "the link between expert-parallel devices has no bandwidth: their all-to-alls cannot "
-        "run");
+}
+
+}  // namespace
+
+void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
+                        const std::function<std::vector<Hop>(int)>& route, DataParallel& dp,
+                        const std::string& what) {
+  AllToAllGroup& g = dp.experts;
+  const int n = static_cast<int>(members.size());
+  g.ranks = n;
+  g.per_node = n;
+  g.intra = dp.intra;
+  const int per_node = cluster.interconnect.devices_per_node;
+  const bool nodes = cluster.interconnect.topology == TopologyKind::kNodes && per_node > 0;
+  const auto node_of = [&](int i) { return members[static_cast<std::size_t>(i)] / per_node; };
+  if (nodes) {
+    g.per_node = 0;
+    for (int i = 0; i < n; ++i) g.per_node += node_of(i) == node_of(0) ? 1 : 0;
+  }
+  for (int i = 1; i < n; ++i) {
+    const auto [bandwidth, latency] = route_links(route(i));
+    const bool inside = !nodes || node_of(i) == node_of(0);
+    double& bw = inside ? g.intra_bw : g.inter_bw;
+    bw = bw == 0.0 ? bandwidth : std::min(bw, bandwidth);
+    dp.experts_latency_s = std::max(dp.experts_latency_s, latency);
+  }
+  if ((g.per_node > 1 && !(g.intra_bw > 0.0)) || (g.per_node < n && !(g.inter_bw > 0.0))) {
+    throw ConfigError("the link between " + what +
+                      " has no bandwidth: their all-to-alls cannot run");
   }
 }
+
+namespace {
 
 // Under context parallelism each replica's C shares of the sequence reduce
 // their gradients with the replicas': the ring of the D x C takes the slower

@@ -3,6 +3,7 @@
 // -> engine -> metrics, memory curves and timeline.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -62,6 +63,15 @@ struct DataParallel {
 // whether it is timed as NCCL, the nodes it spans, its links inside a node.
 void set_collective_links(const Cluster& cluster, const std::vector<int>& members,
                           DataParallel& ring);
+// The all-to-all group over `members` (physical devices of `cluster`; route(i)
+// the hops from the first to the i-th): dp.experts and dp.experts_latency_s,
+// how many share the first member's node, the least bandwidth to a peer there
+// and to one on another node, the longest route's latency. Throws ConfigError
+// naming `what` ("expert-parallel devices") when a link the group needs has
+// no bandwidth.
+void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
+                        const std::function<std::vector<Hop>(int)>& route, DataParallel& dp,
+                        const std::string& what);
 
 // The ring of `replicas` copies of a `stages`-device pipeline on `whole`, the
 // cluster of all K x D devices: replica r's device d is whole's device r K + d,

@@ -82,7 +82,7 @@ OpCollectives op_collectives(const StageCost& c, OpKind kind) {
               c.ep_backward,
               c.ep_bytes,
               c.cp_backward,
-              2 * c.cp_bytes};
+              c.cp_backward_bytes};
     case OpKind::kWeight:
     case OpKind::kOptimizer:
       break;

@@ -104,10 +104,11 @@ struct StageCost {
   // (sim/engine/context_parallel.h) add: the ring's beyond the attention they
   // overlap, the all-gather form's whole; in a forward (and a recompute) and in a backward's B (the
   // whole backward when not split), after the op's compute and its other collectives; the bytes
-  // each device sends in a forward (twice as many in a backward). 0 without context parallelism.
+  // each device sends in a forward and in a backward. 0 without context parallelism.
   SimTime cp_forward = 0;
   SimTime cp_backward = 0;
   Bytes cp_bytes = 0;
+  Bytes cp_backward_bytes = 0;
   // ns, within the op times above: the device's wait for the host to issue
   // the op's kernels (sim/engine/host_dispatch.h), for a forward, a recompute, a
   // whole backward, a split backward's B and its W. 0 where the host keeps

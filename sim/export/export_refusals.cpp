@@ -91,6 +91,17 @@ void check_context_parallel(const Plan& plan, ExportFormat format) {
         " devices (context parallelism), which this export does not express; export it to "
         "megatron or torch-pipelining");
   }
+  // PyTorch's context_parallel rotates keys and values (a ring, or all of
+  // them gathered); it has no all-to-all of heads.
+  if (plan.context_parallel > 1 && format == ExportFormat::kTorchPipelining &&
+      plan.cp_comm_type == ContextExchange::kAllToAll) {
+    throw std::invalid_argument(
+        "cannot export this plan to torch-pipelining: its C=" +
+        std::to_string(plan.context_parallel) +
+        " devices trade sequence for heads by all-to-alls (cp_comm_type a2a), which PyTorch's "
+        "context_parallel does not run; export it to megatron (--cp-comm-type a2a), or plan "
+        "with training.cp_comm_type p2p or all_gather");
+  }
 }
 
 // Expert parallelism, which only Megatron-LM's export expresses.

@@ -328,8 +328,8 @@ std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
   }
   if (p.sequence_parallel) flags.push_back("--sequence-parallel");
   // The plan times the ring exchange of keys and values (p2p, the default
-  // --cp-comm-type) or their all-gather, each device holding two of 2C
-  // chunks of the sequence.
+  // --cp-comm-type), their all-gather, each device holding two of 2C chunks
+  // of the sequence, or the all-to-alls of heads (a2a).
   if (p.context_parallel > 1) {
     flags.push_back("--context-parallel-size " + str(p.context_parallel));
     if (p.cp_comm_type != ContextExchange::kP2p) {

@@ -92,12 +92,21 @@ std::string_view checkpoint_label(Remat r, Checkpoint c) {
 }
 
 std::string_view to_string(ContextExchange c) {
-  return c == ContextExchange::kAllGather ? "all_gather" : "p2p";
+  switch (c) {
+    case ContextExchange::kAllGather:
+      return "all_gather";
+    case ContextExchange::kAllToAll:
+      return "a2a";
+    case ContextExchange::kP2p:
+      break;
+  }
+  return "p2p";
 }
 
 std::optional<ContextExchange> parse_context_exchange(std::string_view name) {
   if (name == "p2p") return ContextExchange::kP2p;
   if (name == "all_gather") return ContextExchange::kAllGather;
+  if (name == "a2a") return ContextExchange::kAllToAll;
   return std::nullopt;
 }
 

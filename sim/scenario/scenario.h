@@ -146,11 +146,16 @@ inline constexpr const char* kCheckpointNames = "stage, layer";
 //               computes on the one held (Liu et al. 2023);
 //   all_gather: all of them gathered before the attention and their
 //               gradients reduce-scattered after the backward's, exposed
-//               (Llama 3's, Dubey et al. 2024, section 3.3.2).
-enum class ContextExchange : std::uint8_t { kP2p, kAllGather };
+//               (Llama 3's, Dubey et al. 2024, section 3.3.2);
+//   a2a:        the queries, keys and values traded by all-to-alls for whole
+//               sequences of heads / C heads before the attention and its
+//               output traded back after it, exposed (DeepSpeed-Ulysses,
+//               Jacobs et al. 2023); C must divide each device's heads and
+//               key-value heads.
+enum class ContextExchange : std::uint8_t { kP2p, kAllGather, kAllToAll };
 std::string_view to_string(ContextExchange c);
 std::optional<ContextExchange> parse_context_exchange(std::string_view name);
-inline constexpr const char* kContextExchangeNames = "p2p, all_gather";
+inline constexpr const char* kContextExchangeNames = "p2p, all_gather, a2a";
 
 // What a stage holds of its micro-batches at one moment: whole stashes kept by
 // their forward, stashes a recompute rebuilt, and inputs alone (kept by a
@@ -240,6 +245,7 @@ struct TrainingConfig {
     s.sequence = sequence_parallel;
     s.experts = expert_parallel;
     s.context = context_parallel;
+    s.heads_over_context = cp_comm_type == ContextExchange::kAllToAll;
     return s;
   }
 };

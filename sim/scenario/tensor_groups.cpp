@@ -18,6 +18,7 @@ std::string tensor_parallel_problem(const Scenario& sc, int T, bool sequence) {
   split.ways = T;
   split.sequence = sequence;
   split.context = sc.cluster.context_parallel;
+  split.heads_over_context = sc.training.split().heads_over_context;
   if (std::string problem = tensor_split_problem(*sc.model.transformer, split); !problem.empty()) {
     return problem;
   }

@@ -306,22 +306,110 @@ TEST(ContextParallel, AnAllGatherIsExposedWhole) {
   EXPECT_GT(gathered[1].cp_forward, p2p[1].cp_forward);
   EXPECT_EQ(gathered[1].cp_backward, 2 * gathered[1].cp_forward);
   const ScenarioError bad = testing::docs::error_of_text(
-      kLongContext, {"training.context_parallel=2", "training.cp_comm_type=a2a"});
+      kLongContext, {"training.context_parallel=2", "training.cp_comm_type=ulysses"});
   EXPECT_EQ(bad.json_path(), "training.cp_comm_type");
-  EXPECT_NE(bad.message().find("p2p, all_gather"), std::string::npos) << bad.what();
+  EXPECT_NE(bad.message().find("p2p, all_gather, a2a"), std::string::npos) << bad.what();
 }
 
-// A plan of the all-gather form keeps it, refuses a scenario of the ring,
-// and tells Megatron-LM and PyTorch to gather.
-TEST(ContextParallel, PlansCarryTheAllGatherForm) {
-  const Scenario sc = load({"training.context_parallel=2", "training.cp_comm_type=all_gather"});
+// The plan of 2 replicas of K = 2 (1F1B, M = 4) of `sc`.
+Plan two_replica_plan(const Scenario& sc) {
   SimConfig cfg;
   cfg.stages = 2;
   cfg.micro_batches = 4;
   cfg.schedule = ScheduleKind::k1F1B;
   cfg.data_parallel = data_parallel_ring(sc.cluster, 2, 2);
   const Scenario replica = replica_scenario(sc, 2, 2);
-  const Plan plan = make_plan(replica, simulate(replica, cfg), 2, "optimal");
+  return make_plan(replica, simulate(replica, cfg), 2, "optimal");
+}
+
+// cp_comm_type a2a (DeepSpeed-Ulysses; Transformer Engine's
+// AttnFuncWithCPAndQKVOA2A): all-to-alls of the queries, the keys and the
+// values before the attention and of its output after it, and as many in a
+// backward, none hidden. By hand, C = 2 in one node at 100 GB/s, 5 us a
+// call (not NCCL), 1 MB of queries and 4 MB of keys and values a sample, a
+// micro-batch of 2: each device sends half of each buffer, 1 MB of the
+// queries (10 us) and 2 MB of the keys (20 us): 2 (5 + 10) + 2 (5 + 20) =
+// 80 us each way.
+TEST(ContextParallel, AllToAllsOfHeadsAreExposedWhole) {
+  LayerSpec layer;
+  layer.cp_steps = 1;
+  layer.cp_q_bytes = 1'000'000;
+  layer.cp_bytes = 4'000'000;
+  DataParallel group;
+  group.replicas = 2;
+  group.experts = {2, 2, LinkClass::kNvlink, 100e9, 0.0};
+  group.experts_latency_s = 5e-6;
+  const ContextExchanges x =
+      context_exchanges(layer, 2, group, CoreOnly(1'000'000'000), ContextExchange::kAllToAll);
+  EXPECT_EQ(x.forward, 80'000);
+  EXPECT_EQ(x.backward, 80'000);
+  // The scenario's: the group of the C is the cluster's (two GPUs of a DGX
+  // A100 at T = 1), a backward trades as many bytes as a forward, and C must
+  // divide each device's heads and key-value heads (8 of them at T = 2).
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.micro_batches = 4;
+  cfg.schedule = ScheduleKind::k1F1B;
+  const Scenario sc = load({"training.context_parallel=2", "training.cp_comm_type=a2a"});
+  const std::vector<StageCost> a2a = simulate(sc, cfg).stage_costs;
+  const DataParallel cluster_group = context_alltoall_group(sc.cluster);
+  EXPECT_EQ(cluster_group.experts.ranks, 2);
+  EXPECT_EQ(cluster_group.experts.per_node, 2);
+  EXPECT_DOUBLE_EQ(cluster_group.experts.intra_bw,
+                   least_bandwidth(sc.cluster.physical_route(0, 1)));
+  EXPECT_GT(a2a[1].cp_forward, 0);
+  EXPECT_EQ(a2a[1].cp_backward, a2a[1].cp_forward);
+  EXPECT_EQ(a2a[1].cp_backward_bytes, a2a[1].cp_bytes);
+  // Half of the queries, keys, values and output of each block: 4096 / 2
+  // tokens, 256 wide (16 heads of 16) and 128 (8 of them), bf16, 2 samples.
+  const std::int64_t block = 2048 * (2 * 256 + 2 * 128) * 2 * 2 / 2;
+  std::int64_t blocks = 0;
+  for (int l = a2a[1].layers.first_layer; l <= a2a[1].layers.last_layer; ++l) {
+    blocks += sc.model.layers[static_cast<std::size_t>(l)].cp_steps > 0 ? 1 : 0;
+  }
+  EXPECT_GT(blocks, 0);
+  EXPECT_EQ(a2a[1].cp_bytes, block * blocks);
+  const ScenarioError heads = testing::docs::error_of_text(
+      kLongContext,
+      {"training.tensor_parallel=4", "training.context_parallel=4", "training.cp_comm_type=a2a"});
+  EXPECT_NE(heads.message().find("4 does not divide 2 (kv_heads / T)"), std::string::npos)
+      << heads.what();
+}
+
+// A plan of the all-to-all form keeps it, Megatron-LM runs it, PyTorch's
+// context_parallel cannot and the export says so; the planner skips a C
+// that does not divide a device's heads.
+TEST(ContextParallel, PlansCarryTheAllToAllForm) {
+  const Plan plan =
+      two_replica_plan(load({"training.context_parallel=2", "training.cp_comm_type=a2a"}));
+  const Plan back = plan_from_json(plan_to_json(plan), "p.json");
+  EXPECT_EQ(back.cp_comm_type, ContextExchange::kAllToAll);
+  EXPECT_EQ(back.model_hash, plan.model_hash);
+  EXPECT_NE(export_plan(plan, ExportFormat::kMegatron).find("--cp-comm-type a2a"),
+            std::string::npos);
+  try {
+    export_plan(plan, ExportFormat::kTorchPipelining);
+    ADD_FAILURE() << "an a2a plan exported to PyTorch";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("(cp_comm_type a2a), which PyTorch's context_parallel "
+                                         "does not run"),
+              std::string::npos)
+        << e.what();
+  }
+  PlanRequest request;
+  request.schedule = ScheduleKind::k1F1B;
+  const std::vector<std::string> four_ways{"model.seq_len=16384", "training.tensor_parallel=4"};
+  EXPECT_EQ(run_planner(load(four_ways), request).context_parallel, (std::vector<int>{1, 2, 4}));
+  std::vector<std::string> heads = four_ways;
+  heads.push_back("training.cp_comm_type=a2a");
+  EXPECT_EQ(run_planner(load(heads), request).context_parallel, (std::vector<int>{1, 2}));
+}
+
+// A plan of the all-gather form keeps it, refuses a scenario of the ring,
+// and tells Megatron-LM and PyTorch to gather.
+TEST(ContextParallel, PlansCarryTheAllGatherForm) {
+  const Plan plan =
+      two_replica_plan(load({"training.context_parallel=2", "training.cp_comm_type=all_gather"}));
   EXPECT_EQ(plan.cp_comm_type, ContextExchange::kAllGather);
   const Plan back = plan_from_json(plan_to_json(plan), "p.json");
   EXPECT_EQ(back.cp_comm_type, ContextExchange::kAllGather);
