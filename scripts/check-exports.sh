@@ -191,6 +191,9 @@ plan tp2-cp2-pp2-zero1 --set cluster.devices=8 -T 2 -C 2 -K 2 -M 8 --schedule 1f
 # The keys and values all-gathered (megatron-core's --cp-comm-type all_gather).
 plan cp2-allgather-pp2-dp2 --set cluster.devices=8 -C 2 -K 2 -M 8 --schedule 1f1b --remat off \
   --set training.cp_comm_type=all_gather
+# Sequence traded for heads by all-to-alls (megatron-core's --cp-comm-type a2a).
+plan cp2-a2a-pp2-dp2 --set cluster.devices=8 -C 2 -K 2 -M 8 --schedule 1f1b --remat off \
+  --set training.cp_comm_type=a2a
 # A mixture of 8 experts, top 2, spread over E replicas.
 MOE=(--set model.experts=8 --set model.experts_per_token=2)
 plan moe-pp2-dp4-ep2 --set cluster.devices=8 "${MOE[@]}" -K 2 -E 2 -M 8 --schedule 1f1b --remat off

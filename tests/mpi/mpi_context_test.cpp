@@ -9,26 +9,19 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <iostream>
-#include <map>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "../tiny_models.h"
 #include "exec/compute/ring_exchange.h"
 #include "exec/compute/tensor_group.h"
-#include "exec/data.h"
-#include "exec/models.h"
 #include "exec/mpi/mpi_group_link.h"
 #include "exec/mpi/mpi_transport.h"
-#include "exec/runtime.h"
 #include "exec/tensor_shard.h"
 #include "mpi_group_training.h"
-#include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 namespace mpi_context {  // named: the tests' unity build joins the other MPI tests' files
@@ -81,6 +74,37 @@ TEST(MpiRing, PassesEachBlockToTheNextRankInOrder) {
       EXPECT_NE(std::string(e.what()).find("after a failed step"), std::string::npos) << e.what();
     }
   }
+}
+
+// A take whose block never comes gives up at its tally's limit, naming the
+// rank it waited for, and stops at once when the step does; nothing of it
+// stays with MPI (no message was sent), so the job ends clean. Rank 0 waits,
+// the others only meet it at the barrier.
+TEST(MpiRing, ATakeGivesUpAtItsLimitOrWhenTheStepStops) {
+  RingExchange ring(mpi_group::whole_job());
+  const int n = MpiSession::size(), r = MpiSession::rank();
+  if (r == 0) {
+    std::atomic<bool> stop{false};
+    CollectiveTally tally;
+    tally.abort = &stop;
+    tally.limit = std::chrono::milliseconds(50);
+    Matrix m;
+    {
+      CollectiveScope scope(tally);
+      try {
+        ring.take(0, 1, m);
+        ADD_FAILURE() << "a take returned without a block";
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("a ring exchange waited 50 ms for rank " +
+                                             std::to_string(n - 1) + " of its group"),
+                  std::string::npos)
+            << e.what();
+      }
+      stop = true;
+      EXPECT_THROW(ring.take(0, 1, m), CollectiveAborted);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // The tiny transformer with sequences of 8 tokens (2C chunks), two blocks.

@@ -9,25 +9,16 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <iostream>
-#include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "../tiny_models.h"
 #include "exec/compute/tensor_group.h"
-#include "exec/data.h"
 #include "exec/expert_shard.h"
-#include "exec/models.h"
 #include "exec/mpi/mpi_group_link.h"
 #include "exec/mpi/mpi_transport.h"
-#include "exec/runtime.h"
 #include "mpi_group_training.h"
-#include "sim/engine/partition.h"
 
 namespace pipescope::exec {
 namespace mpi_expert {  // named: the tests' unity build joins the runtime test's file
