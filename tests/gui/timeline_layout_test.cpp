@@ -1,9 +1,11 @@
 // What the timeline draws, without a display: rows, items, hit testing,
-// dependencies, labels and tooltips.
+// labels and tooltips (what an op depends on: timeline_dependencies_test.cpp).
 
 #include "gui/timeline_layout.h"
 
 #include <gtest/gtest.h>
+
+#include "timeline_fixtures.h"
 
 #include <algorithm>
 #include <set>
@@ -20,66 +22,7 @@
 namespace pipescope::gui {
 namespace {
 
-// K=3 stages of two layers, M=2, GPipe with remat: F takes 2 us, R 2 us, B 4 us;
-// 1000-byte activations and gradients take 1 us over the 1 GB/s links.
-SimResult three_stages() {
-  Scenario sc = testing::uniform_scenario(6, 3, 1000.0, 2, 2, true);
-  for (LayerSpec& l : sc.model.layers) l.out_bytes = 1000;
-  SimConfig config;
-  config.stages = 3;
-  return simulate(sc, config);
-}
-
-TimelineEvent ev(int device, Lane lane, EventKind kind, int stage, int mb, SimTime start,
-                 SimTime end, Bytes bytes = 0) {
-  TimelineEvent e;
-  e.device = device;
-  e.lane = lane;
-  e.kind = kind;
-  e.stage = stage;
-  e.micro_batch = mb;
-  e.start = start;
-  e.end = end;
-  e.bytes = bytes;
-  return e;
-}
-
-const TimelineEvent& event_of(const TimelineLayout& layout,
-                              const std::vector<const Timeline*>& sources, std::size_t item) {
-  return sources[static_cast<std::size_t>(layout.items[item].source)]
-      ->events[layout.items[item].event];
-}
-
-std::vector<std::string> row_labels(const TimelineLayout& layout) {
-  std::vector<std::string> out;
-  for (const TimelineRow& r : layout.rows) out.push_back(r.label);
-  return out;
-}
-
-// The labels of a row's items, in order: "F0 F1 R1".
-std::string row_items(const TimelineLayout& layout, const std::vector<const Timeline*>& sources,
-                      int row) {
-  std::string out;
-  for (std::size_t i = 0; i < layout.items.size(); ++i) {
-    if (layout.items[i].row != row) continue;
-    out += (out.empty() ? "" : " ") + item_label(event_of(layout, sources, i));
-  }
-  return out;
-}
-
-// The item of an event, by what it is.
-std::size_t find(const TimelineLayout& layout, const std::vector<const Timeline*>& sources,
-                 EventKind kind, int stage, int mb, Lane lane = Lane::kCompute, int source = 0) {
-  for (std::size_t i = 0; i < layout.items.size(); ++i) {
-    const TimelineEvent& e = event_of(layout, sources, i);
-    if (layout.items[i].source == source && e.kind == kind && e.stage == stage &&
-        e.micro_batch == mb && e.lane == lane) {
-      return i;
-    }
-  }
-  ADD_FAILURE() << "no such item";
-  return layout.items.size();
-}
+using namespace timeline_test;
 
 // Every event in exactly one item, on a row of its source, device and lane; items
 // in order of row, and of start within a row, whose slices do not overlap.
@@ -330,125 +273,6 @@ TEST(TimelineLayout, HitTesting) {
   EXPECT_EQ(hit(3, 150, 1e9), "-");
   EXPECT_EQ(hit(4, 150, 1e9), "-");
   EXPECT_EQ(hit(-1, 150, 1e9), "-");
-}
-
-class SimulatedDependencies : public ::testing::Test {
- protected:
-  // "F0 s1 compute": label, stage and lane of each item.
-  std::multiset<std::string> describe(const std::vector<std::size_t>& items) const {
-    std::multiset<std::string> out;
-    for (const std::size_t i : items) {
-      const TimelineEvent& e = event_of(layout, src, i);
-      out.insert(item_label(e) + " s" + std::to_string(e.stage) + " " +
-                 std::string(to_string(e.lane)));
-    }
-    return out;
-  }
-  Dependencies of(EventKind kind, int stage, int mb, Lane lane = Lane::kCompute) const {
-    return dependencies_of(layout, src, find(layout, src, kind, stage, mb, lane));
-  }
-
-  SimResult r = three_stages();
-  std::vector<const Timeline*> src{&r.timeline};
-  TimelineLayout layout = layout_timelines(src, {""}, true);
-};
-
-using Set = std::multiset<std::string>;
-
-TEST_F(SimulatedDependencies, OfAForward) {
-  const Dependencies f = of(EventKind::kForward, 1, 0);
-  EXPECT_EQ(describe(f.before), (Set{"act 0 s0 send", "act 0 s0 recv", "F0 s0 compute"}));
-  // After it: the activation it sends, the forward that reads it, and its
-  // stage's recompute and backward of the same micro-batch.
-  EXPECT_EQ(describe(f.after), (Set{"act 0 s1 send", "act 0 s1 recv", "F0 s2 compute",
-                                    "R0 s1 compute", "B0 s1 compute"}));
-  // The first stage has nothing before it, the last sends nothing on.
-  EXPECT_TRUE(of(EventKind::kForward, 0, 1).before.empty());
-  EXPECT_EQ(describe(of(EventKind::kForward, 2, 1).after), (Set{"R1 s2 compute", "B1 s2 compute"}));
-  EXPECT_EQ(describe(of(EventKind::kForward, 2, 1).before),
-            (Set{"act 1 s1 send", "act 1 s1 recv", "F1 s1 compute"}));
-}
-
-TEST_F(SimulatedDependencies, OfABackward) {
-  const Dependencies b = of(EventKind::kBackward, 1, 0);
-  EXPECT_EQ(describe(b.before), (Set{"grad 0 s2 send", "grad 0 s2 recv", "B0 s2 compute",
-                                     "F0 s1 compute", "R0 s1 compute"}));
-  // After it: the gradient it sends, the backward that reads it, and its
-  // stage's optimizer step, which waits for every backward of the stage.
-  EXPECT_EQ(describe(b.after),
-            (Set{"grad 0 s1 send", "grad 0 s1 recv", "B0 s0 compute", "optimizer s1 compute"}));
-}
-
-TEST_F(SimulatedDependencies, OfARecomputation) {
-  const Dependencies rr = of(EventKind::kRecompute, 1, 0);
-  EXPECT_EQ(describe(rr.before), (Set{"F0 s1 compute"}));
-  EXPECT_EQ(describe(rr.after), (Set{"B0 s1 compute"}));
-}
-
-TEST_F(SimulatedDependencies, OfATransfer) {
-  // The send of micro-batch 1's activation from stage 0: the forward that
-  // produced it before; its receive and the forward that consumes it after.
-  const Dependencies send = of(EventKind::kActivation, 0, 1, Lane::kSend);
-  EXPECT_EQ(describe(send.before), (Set{"F1 s0 compute"}));
-  EXPECT_EQ(describe(send.after), (Set{"act 1 s0 recv", "F1 s1 compute"}));
-  // Its receive: the send is before it.
-  const Dependencies recv = of(EventKind::kActivation, 0, 1, Lane::kRecv);
-  EXPECT_EQ(describe(recv.before), (Set{"F1 s0 compute", "act 1 s0 send"}));
-  EXPECT_EQ(describe(recv.after), (Set{"F1 s1 compute"}));
-  // The halves found are the same transfer, not another micro-batch's.
-  const std::size_t send_item = find(layout, src, EventKind::kActivation, 0, 1, Lane::kSend);
-  for (const std::size_t i : recv.before) EXPECT_EQ(event_of(layout, src, i).micro_batch, 1);
-  EXPECT_EQ(std::count(recv.before.begin(), recv.before.end(), send_item), 1);
-  // Gradients run the other way.
-  const Dependencies grad = of(EventKind::kGradient, 2, 0, Lane::kSend);
-  EXPECT_EQ(describe(grad.before), (Set{"B0 s2 compute"}));
-  EXPECT_EQ(describe(grad.after), (Set{"grad 0 s2 recv", "B0 s1 compute"}));
-}
-
-TEST_F(SimulatedDependencies, OfTheOptimizerAndOfNothing) {
-  const Dependencies opt = of(EventKind::kOptimizer, 1, 0);
-  EXPECT_EQ(describe(opt.before), (Set{"B0 s1 compute", "B1 s1 compute"}));
-  EXPECT_TRUE(opt.after.empty());
-  const Dependencies none = dependencies_of(layout, src, layout.items.size());
-  EXPECT_TRUE(none.before.empty());
-  EXPECT_TRUE(none.after.empty());
-}
-
-TEST(TimelineLayout, DependenciesOfATransferWithoutItsReceivingStage) {
-  // A trace may leave out the receiving stage: activations go to s + 1 and
-  // gradients to s - 1. Other micro-batches and stages are not related.
-  Timeline t;
-  t.device_names = {"d0", "d1"};
-  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 0, 0, 10));
-  t.events.push_back(ev(0, Lane::kCompute, EventKind::kForward, 0, 1, 10, 20));
-  t.events.push_back(ev(0, Lane::kSend, EventKind::kActivation, 0, 0, 10, 15));
-  t.events.push_back(ev(1, Lane::kRecv, EventKind::kActivation, 0, 0, 12, 17));
-  t.events.push_back(ev(1, Lane::kCompute, EventKind::kForward, 1, 0, 17, 27));
-  t.events.push_back(ev(1, Lane::kCompute, EventKind::kBackward, 1, 0, 27, 47));
-  t.events.push_back(ev(1, Lane::kSend, EventKind::kGradient, 1, 0, 47, 50));
-  t.events.push_back(ev(0, Lane::kRecv, EventKind::kGradient, 1, 0, 48, 51));
-  t.events.push_back(ev(0, Lane::kCompute, EventKind::kBackward, 0, 0, 51, 71));
-  t.events[2].flow = t.events[3].flow = 7;
-  t.events[6].flow = t.events[7].flow = 8;
-  const std::vector<const Timeline*> src{&t};
-  const TimelineLayout layout = layout_timelines(src, {""}, true);
-  const auto events = [&](const std::vector<std::size_t>& items) {
-    std::vector<std::size_t> out;
-    for (const std::size_t i : items) out.push_back(layout.items[i].event);
-    std::sort(out.begin(), out.end());
-    return out;
-  };
-  const Dependencies act =
-      dependencies_of(layout, src, find(layout, src, EventKind::kActivation, 0, 0, Lane::kRecv));
-  EXPECT_EQ(events(act.before), (std::vector<std::size_t>{0, 2}));
-  EXPECT_EQ(events(act.after), (std::vector<std::size_t>{4}));
-  const Dependencies grad =
-      dependencies_of(layout, src, find(layout, src, EventKind::kGradient, 1, 0, Lane::kSend));
-  EXPECT_EQ(events(grad.before), (std::vector<std::size_t>{5}));
-  EXPECT_EQ(events(grad.after), (std::vector<std::size_t>{7, 8}));
-  const Dependencies f = dependencies_of(layout, src, find(layout, src, EventKind::kForward, 1, 0));
-  EXPECT_EQ(events(f.before), (std::vector<std::size_t>{0, 2, 3}));
-  EXPECT_EQ(events(f.after), (std::vector<std::size_t>{5}));  // its stage's backward
 }
 
 TEST(TimelineLayout, AMeasuredRunUnderThePrediction) {
