@@ -415,7 +415,13 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const std::
         m.measured, format_bytes(static_cast<double>(m.measured_bytes)).c_str(), m.predicted,
         format_bytes(static_cast<double>(m.predicted_bytes)).c_str(), m.matched);
   }
-  if (c.context_parallel > 1) {
+  if (c.context_parallel > 1 && in.plan.cp_comm_type == ContextExchange::kAllToAll) {
+    std::printf(
+        "Heads traded        %d shares; measured: each share's all-to-alls of the queries, keys "
+        "and values and of the output, waits for the others included (the collectives rows); "
+        "predicted: four all-to-alls in each forward and each backward\n",
+        c.context_parallel);
+  } else if (c.context_parallel > 1) {
     std::printf(
         "Ring exchanges      %d shares; measured: each share's waits for the keys and values "
         "and their gradients (the collectives rows); predicted: within the step, on the "

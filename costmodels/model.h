@@ -181,6 +181,10 @@ struct ModelSpec {
   // share of a sample's sequence (seq_len / C tokens; LayerSpec::cp_steps).
   // 1: the whole sequence.
   int context_parallel = 1;
+  // The C devices trade sequence for heads around the attention (all-to-alls;
+  // TensorSplit::heads_over_context) instead of passing keys and values round
+  // a ring.
+  bool context_by_heads = false;
   // Forward + backward FLOPs per sample of the whole model when split (the
   // shares add up to more: the padded vocabulary, the replicated position
   // add); 0 when whole. model_flops_per_device_sample() uses it.

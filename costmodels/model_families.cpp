@@ -352,6 +352,7 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   m.sequence_parallel = split.sequence && t > 1;
   m.expert_parallel = split.experts;
   m.context_parallel = split.context;
+  m.context_by_heads = split.context > 1 && split.heads_over_context;
   if (t > 1 || split.context > 1) {
     const ModelSpec whole = make_transformer(p, name);
     m.whole_flops_per_sample = whole.fwd_flops_per_sample() + whole.bwd_flops_per_sample();

@@ -100,6 +100,7 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.context_parallel = C;
   sc.training.context_parallel_given = C > 1;
   sc.cluster.context_parallel = C;
+  sc.training.cp_comm_type = plan.cp_comm_type;  // the ring, or all-to-alls of heads
   // Expert parallelism: one of the E replicas (cpu_sim_config adds the others).
   const int E = plan.expert_parallel;
   sc.training.expert_parallel = E;

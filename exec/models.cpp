@@ -137,8 +137,9 @@ LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
                   spec.name + "' cannot run at C=" + std::to_string(spec.context_parallel));
     }
     const bool split = spec.tensor_parallel > 1 || spec.context_parallel > 1;
-    LayerList layers = split ? build_tensor_rank_alone(*spec.transformer, seed,
-                                                       spec.tensor_parallel, spec.context_parallel)
+    LayerList layers = split
+                           ? build_tensor_rank_alone(*spec.transformer, seed, spec.tensor_parallel,
+                                                     spec.context_parallel, spec.context_by_heads)
                        : spec.expert_parallel > 1
                            ? build_expert_rank_alone(*spec.transformer, seed, spec.expert_parallel)
                        : spec.transformer != nullptr ? build_transformer(*spec.transformer, seed)

@@ -62,6 +62,7 @@ ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
   TensorSplit split;
   split.ways = plan.tensor_parallel;
   split.context = plan.context_parallel;
+  split.heads_over_context = plan.cp_comm_type == ContextExchange::kAllToAll;
   split.experts = plan.expert_parallel;
   return make_transformer(*whole.transformer, whole.name, split);
 }
@@ -145,13 +146,13 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
         "it does not recompute attention's core alone (selective); plan with another remat "
         "mode to run or compare it");
   }
-  if (plan.context_parallel > 1 && plan.cp_comm_type != ContextExchange::kP2p) {
+  if (plan.context_parallel > 1 && plan.cp_comm_type == ContextExchange::kAllGather) {
     throw std::invalid_argument(
         plan_file +
-        ": cp_comm_type: the executor passes the keys and values round a ring (p2p); "
-        "it does not run the " +
+        ": cp_comm_type: the executor passes the keys and values round a ring (p2p) or "
+        "trades sequence for heads (a2a); it does not run the " +
         std::string(to_string(plan.cp_comm_type)) +
-        " form; plan with training.cp_comm_type=p2p to run or compare it");
+        " form; plan with training.cp_comm_type=p2p or a2a to run or compare it");
   }
   if (plan.model_spec.is_null()) {
     throw std::invalid_argument(plan_file +
@@ -269,8 +270,9 @@ std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec
   PS_CHECK(model.transformer != nullptr,
            "tensor, context and expert parallelism split transformers");
   check_runnable(model);
-  for (LayerList& rank : E > 1 ? build_expert_ranks(*model.transformer, seed, E, link)
-                               : build_context_ranks(*model.transformer, seed, T, C, link)) {
+  for (LayerList& rank :
+       E > 1 ? build_expert_ranks(*model.transformer, seed, E, link)
+             : build_context_ranks(*model.transformer, seed, T, C, link, model.context_by_heads)) {
     ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
   }
   return ranks;

@@ -138,7 +138,8 @@ std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::
 }
 
 std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
-                                           int T, int C, const std::shared_ptr<GroupLink>& link) {
+                                           int T, int C, const std::shared_ptr<GroupLink>& link,
+                                           bool by_heads) {
   if (C < 1) throw std::invalid_argument("context parallelism needs C >= 1");
   require_dense(params);
   if (C > 1 && params.seq_len % (2 * C) != 0) {
@@ -153,16 +154,22 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
   LayerList whole = build_transformer(params, seed);
   std::vector<LayerList> ranks(static_cast<std::size_t>(T) * static_cast<std::size_t>(C));
   for (std::size_t i = 0; i < whole.size(); ++i) {
-    // A ring for each tensor rank, over the C shares; a tensor group for each share.
-    std::vector<std::shared_ptr<RingExchange>> rings;
-    for (int t = 0; t < T; ++t)
-      rings.push_back(C == 1 ? nullptr
-                      : link ? std::make_shared<RingExchange>(link)
-                             : std::make_shared<RingExchange>(C));
+    // A ring (or a group trading heads) for each tensor rank, over the C
+    // shares; a tensor group for each share.
+    std::vector<ContextRing> rings(static_cast<std::size_t>(T));
+    for (ContextRing& r : rings) {
+      if (C == 1) continue;
+      if (by_heads) {
+        r.heads = link ? std::make_shared<TensorGroup>(link) : std::make_shared<TensorGroup>(C);
+      } else {
+        r.ring = link ? std::make_shared<RingExchange>(link) : std::make_shared<RingExchange>(C);
+      }
+    }
     for (int c = 0; c < C; ++c) {
       const auto group = std::make_shared<TensorGroup>(T);
       for (int t = 0; t < T; ++t) {
-        const ContextRing ring{rings[static_cast<std::size_t>(t)], {c, C}};
+        ContextRing ring = rings[static_cast<std::size_t>(t)];
+        ring.share = {c, C};
         ranks[static_cast<std::size_t>(c * T + t)].push_back(
             shard_layer(params, *whole[i], i, whole.size(), TensorRank(group, t, T), ring));
       }
@@ -171,8 +178,8 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
   return ranks;
 }
 
-LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T,
-                                  int C) {
+LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T, int C,
+                                  bool by_heads) {
   require_dense(params);
   LayerList whole = build_transformer(params, seed);
   LayerList out;
@@ -181,7 +188,10 @@ LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t
     // step, not its exchange. The last share's: the others skip the rows a
     // block hides whole (share 0 half of them at every step but its own),
     // the last none, and the ring moves at the slowest share's pace.
-    const ContextRing ring{C > 1 ? std::make_shared<RingExchange>(1) : nullptr, {C - 1, C}};
+    // Trading heads, a group of one takes back its own rows as every share's.
+    ContextRing ring{nullptr, {C - 1, C}, nullptr};
+    if (C > 1 && by_heads) ring.heads = std::make_shared<TensorGroup>(1);
+    if (C > 1 && !by_heads) ring.ring = std::make_shared<RingExchange>(1);
     out.push_back(shard_layer(params, *whole[i], i, whole.size(),
                               TensorRank(std::make_shared<TensorGroup>(1), 0, T), ring));
   }

@@ -44,20 +44,25 @@ std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::
 // shares' copies of a parameter alike. With a `link` (T = 1) the shares are
 // processes (exec/compute/group_link.h): every block's ring is this process's
 // rank of the link's (the other shares' lists are built too, for their
-// shapes, and never run). Throws std::invalid_argument as build_tensor_ranks
-// does, unless 2C divides seq_len, and for a link beside T > 1 or of another
-// size than C.
+// shapes, and never run). `by_heads`: the all-to-all form instead of the ring
+// (exec/compute/heads_attention.h), the C of each t one group trading
+// sequence for heads, which C must divide. Throws std::invalid_argument as
+// build_tensor_ranks does, unless 2C divides seq_len, for a link beside T > 1
+// or of another size than C, and by heads unless C divides each rank's heads
+// and key-value heads.
 std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
                                            int T, int C,
-                                           const std::shared_ptr<GroupLink>& link = nullptr);
+                                           const std::shared_ptr<GroupLink>& link = nullptr,
+                                           bool by_heads = false);
 
 // Rank 0's layers alone, their all-reduces returning at once (a group of one):
 // what one rank computes, for the profiler to time. Under context parallelism
 // (C > 1) the last share's (C - 1, the one with the most work), its ring of
 // one passing each step its own keys and values as another share's: each
-// step's work, not its exchange.
+// step's work, not its exchange (`by_heads`: a group of one that gives its
+// rows back as every share's).
 LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t seed, int T,
-                                  int C = 1);
+                                  int C = 1, bool by_heads = false);
 
 // Every parameter's whole value from the ranks' layers (ranks[r] is rank r's
 // list, all cut alike), layer by layer in each layer's parameter order.

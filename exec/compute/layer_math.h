@@ -26,6 +26,7 @@ enum BlockStash : std::size_t {
   kLn2Out,
   kFc1Out,
   kGeluOut,
+  kHeadsQkv,  // context parallelism by heads: its whole sequences of Q, K, V
   kBlockStashSize,
 };
 

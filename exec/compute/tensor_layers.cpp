@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "exec/compute/heads_attention.h"
 #include "exec/compute/layer_math.h"
 
 namespace pipescope::exec {
@@ -116,6 +117,13 @@ TensorBlockMath::TensorBlockMath(Index d_model, Index heads, Index kv_heads, Ind
       kv_heads_(kv_heads == 0 ? heads : kv_heads) {
   require_divides(rank_.ranks, heads_, "heads");
   require_divides(rank_.ranks, kv_heads_, "kv_heads");
+  // Under the all-to-all form each share takes a C-th of the rank's heads.
+  const Index C = ring_.share.ranks;
+  if (ring_.heads && ((heads_ / rank_.ranks) % C != 0 || (kv_heads_ / rank_.ranks) % C != 0)) {
+    throw std::invalid_argument(str(C) + " shares trading sequence for heads do not divide the " +
+                                str(heads_ / rank_.ranks) + " heads and " +
+                                str(kv_heads_ / rank_.ranks) + " key-value heads of a rank");
+  }
   require_divides(rank_.ranks, d_ff, "d_ff");
 }
 
@@ -138,21 +146,31 @@ AttentionShape TensorBlockMath::local_attention(const Context& ctx) const {
 }
 
 template <typename T>
-Mat<T> TensorBlockMath::attend(const Mat<T>& qkv, const Context& ctx, Mat<T>& state) const {
+Mat<T> TensorBlockMath::attend(const Mat<T>& qkv, const Context& ctx,
+                               std::vector<Mat<T>>& st) const {
   const RingShare& share = ring_.share;
-  const int shares = ring_.ring ? share.ranks : 1;
-  if (ctx.shares != shares || (ring_.ring && ctx.share != share.rank)) {
+  const bool split = ring_.ring || ring_.heads;
+  const int shares = split ? share.ranks : 1;
+  if (ctx.shares != shares || (split && ctx.share != share.rank)) {
     throw std::invalid_argument("transformer block: a micro-batch of share " + str(ctx.share) +
                                 " of " + str(ctx.shares) + " of each sequence reached rank " +
                                 str(share.rank) + " of a context-parallel ring of " + str(shares));
   }
-  if (!ring_.ring) return attention_forward(qkv, local_attention(ctx), state);
-  return ring_attention_forward(qkv, local_attention(ctx), share, ring_.port(), state);
+  if (ring_.heads) {
+    return heads_attention_forward(qkv, local_attention(ctx), share.rank, share.ranks, *ring_.heads,
+                                   st[kHeadsQkv], st[kProbs]);
+  }
+  if (!ring_.ring) return attention_forward(qkv, local_attention(ctx), st[kProbs]);
+  return ring_attention_forward(qkv, local_attention(ctx), share, ring_.port(), st[kProbs]);
 }
 
 template <typename T>
 Mat<T> TensorBlockMath::attend_backward(const Mat<T>& dattn, const Context& ctx,
                                         const std::vector<Mat<T>>& st) const {
+  if (ring_.heads) {
+    return heads_attention_backward(dattn, st[kHeadsQkv], st[kProbs], local_attention(ctx),
+                                    ring_.share.rank, ring_.share.ranks, *ring_.heads);
+  }
   if (!ring_.ring) return attention_backward(dattn, st[kQkv], st[kProbs], local_attention(ctx));
   return ring_attention_backward(dattn, st[kQkv], st[kAttn], st[kProbs], local_attention(ctx),
                                  ring_.share, ring_.port());
@@ -166,7 +184,7 @@ Mat<T> TensorBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Conte
   st[kX] = x;
   st[kLn1Out] = layernorm_forward(x, *w[kLn1Gain], *w[kLn1Bias], st[kLn1Stats]);
   st[kQkv] = linear_forward(st[kLn1Out], *w[kQkvWeight], *w[kQkvBias]);
-  st[kAttn] = attend(st[kQkv], ctx, st[kProbs]);
+  st[kAttn] = attend(st[kQkv], ctx, st);
   // Row-split: each rank's heads give a partial product; the bias once, after the sum.
   Mat<T> attn_out = st[kAttn] * *w[kProjWeight];
   rank_.all_reduce(attn_out);

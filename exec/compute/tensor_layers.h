@@ -67,11 +67,14 @@ struct ShardRule {
 
 // A block's place in its context-parallel ring (exec/compute/ring_attention.h):
 // the C ranks that hold shares of the same sequences at the same tensor rank
-// share one ring, round which the keys and values pass. Without a ring the
-// block attends within its rows alone.
+// share one ring, round which the keys and values pass; or, under the
+// all-to-all form, one group that trades sequence for heads
+// (exec/compute/heads_attention.h). Without either the block attends within
+// its rows alone.
 struct ContextRing {
   std::shared_ptr<RingExchange> ring;
   RingShare share;
+  std::shared_ptr<TensorGroup> heads;  // the all-to-all form's, instead of the ring
   // The share's end of the ring; a ring of one (the profiler's) is rank 0's,
   // whatever share it plays.
   RingExchange::Port port() const { return ring->port(ring->ranks() == 1 ? 0 : share.rank); }
@@ -123,7 +126,7 @@ class TensorBlockMath {
   // The attention's output for the rank's heads (stash[kProbs] its backward's
   // state), and its backward: within the rows, or round the ring.
   template <typename T>
-  Mat<T> attend(const Mat<T>& qkv, const Context& ctx, Mat<T>& state) const;
+  Mat<T> attend(const Mat<T>& qkv, const Context& ctx, std::vector<Mat<T>>& st) const;
   template <typename T>
   Mat<T> attend_backward(const Mat<T>& dattn, const Context& ctx,
                          const std::vector<Mat<T>>& st) const;

@@ -49,6 +49,7 @@ TEST(SimulateCli, ContextParallelSplitsTheSequence) {
 // cpu-small with fused attention (which context parallelism needs) planned
 // with C = 2 on 4 cores trains, under `run`, to the same losses as its plan
 // without; `compare` profiles a share and predicts the plan with its ring.
+// The all-to-all form likewise.
 TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "pipescope_cli_context_run";
@@ -82,6 +83,24 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   for (const nlohmann::json& op : j["ops"])
     forwards += op["kind"] == "F kept" ? op["count"].get<int>() : 0;
   EXPECT_EQ(forwards, 8);
+  // The all-to-all form of the same plan (the shares trade sequence for
+  // heads) trains to the same losses, and compare predicts its all-to-alls.
+  const std::string traded = (dir / "a2a.json").string();
+  ASSERT_EQ(run("plan " + scenario +
+                " --set cluster.devices=4 --set training.cp_comm_type=a2a -C 2 -o " + traded)
+                .status,
+            0);
+  const CliResult heads = run("run " + traded + " --steps 2");
+  ASSERT_EQ(heads.status, 0) << heads.err;
+  const std::vector<double> by_heads = run_losses(heads.out);
+  ASSERT_EQ(by_heads.size(), 2u) << heads.out;
+  for (std::size_t i = 0; i < by_heads.size(); ++i) {
+    EXPECT_NEAR(by_heads[i], want[i], 1e-4 * want[i]) << heads.out << one.out;
+  }
+  const CliResult heads_compare = run("compare " + traded + " --steps 3");
+  ASSERT_EQ(heads_compare.status, 0) << heads_compare.err;
+  EXPECT_NE(heads_compare.out.find("Heads traded        2 shares;"), std::string::npos)
+      << heads_compare.out;
   fs::remove_all(dir);
 }
 

@@ -70,9 +70,11 @@ void expect_shares_identical(PipelineRuntime& runtime) {
   }
 }
 
-Trace context_parallel(const TransformerParams& p, int T, int C, const Case& c) {
+// `by_heads`: the all-to-all form (exec/compute/heads_attention.h), not the ring.
+Trace context_parallel(const TransformerParams& p, int T, int C, const Case& c,
+                       bool by_heads = false) {
   std::vector<std::vector<LayerList>> ranks;
-  for (LayerList& rank : build_context_ranks(p, kSeed, T, C)) {
+  for (LayerList& rank : build_context_ranks(p, kSeed, T, C, nullptr, by_heads)) {
     const int L = static_cast<int>(rank.size());
     ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(L, c.K * c.chunks)));
   }
@@ -114,6 +116,35 @@ TEST(ContextParallelTraining, TwoTensorRanksOfTwoSharesMatchToo) {
   expect_same(whole(p), context_parallel(p, 2, 2, {2, 4, Remat::kNever, ScheduleKind::k1F1B}));
 }
 
+// The all-to-all form: the C shares trade sequence for heads around the
+// attention (exec/compute/heads_attention.h), and train as the whole model
+// does: C = 2 on three schedules, C = 4 with learned positions (4 heads, 4
+// key-value heads), and T = 2 x C = 2 (4 heads: two a tensor rank, one a
+// share). A C that does not divide a rank's heads is refused.
+TEST(ContextParallelTraining, SharesTradingHeadsMatchSingleDeviceTraining) {
+  const TransformerParams p = params();
+  const Trace want = whole(p);
+  expect_same(want, context_parallel(p, 1, 2, {1, 2, Remat::kNever, ScheduleKind::kGpipe}, true));
+  expect_same(want, context_parallel(p, 1, 2, {2, 4, Remat::kAlways, ScheduleKind::k1F1B}, true));
+  expect_same(want, context_parallel(p, 1, 2, {2, 2, Remat::kNever, ScheduleKind::kZbH1}, true));
+  TransformerParams four = params(true);
+  four.heads = 4;
+  expect_same(whole(four),
+              context_parallel(four, 1, 4, {2, 2, Remat::kExceptLast, ScheduleKind::k1F1B}, true));
+  four.learned_positions = false;
+  expect_same(whole(four),
+              context_parallel(four, 2, 2, {2, 4, Remat::kNever, ScheduleKind::k1F1B}, true));
+  try {
+    build_context_ranks(params(), kSeed, 2, 2, nullptr, true);  // 1 head a rank
+    ADD_FAILURE() << "two shares traded one head";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 shares trading sequence for heads do not divide the "
+                                         "1 heads and 1 key-value heads of a rank"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // `pipescope run`'s path: a plan of T = 2 x C = 2 on one stage trains as the
 // whole model does on one device.
 TEST(ContextParallelPlans, RunPlanTrainsTheSharesAsTheWholeModelWould) {
@@ -153,6 +184,19 @@ TEST(ContextParallelPlans, RunPlanTrainsTheSharesAsTheWholeModelWould) {
   const std::vector<double> want = whole_model_losses(p, 3, 4, o.learning_rate);
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT_NEAR(steps[i].loss, want[i], 1e-5 * std::abs(want[i])) << "step " << i;
+  }
+  // The all-to-all form at T = 1 (the model's two heads, one a share) trains
+  // the same.
+  Plan traded = plan;
+  traded.tensor_parallel = 1;
+  traded.devices = 2;
+  traded.cp_comm_type = ContextExchange::kAllToAll;
+  const ModelSpec traded_share = plan_model(traded, "cp.json");
+  EXPECT_TRUE(traded_share.context_by_heads);
+  const std::vector<StepResult> traded_steps = run_plan(traded, traded_share, o);
+  ASSERT_EQ(traded_steps.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(traded_steps[i].loss, want[i], 1e-5 * std::abs(want[i])) << "step " << i;
   }
   // Elsewhere than the cpu backend's threads or linked processes (a transport
   // that does not link them), refused by name.

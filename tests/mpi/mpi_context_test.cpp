@@ -1,7 +1,8 @@
 // Context parallelism over MPI: each device's C shares as processes of their
 // own, rank c K + d running share c of device d, their attention passing keys
 // and values round a ring of processes (exec/compute/ring_exchange.h over
-// exec/mpi/mpi_group_link.h). Under `mpirun -np 2` one device of C = 2, under
+// exec/mpi/mpi_group_link.h), or trading sequence for heads by the link's
+// all-to-alls (exec/compute/heads_attention.h). Under `mpirun -np 2` one device of C = 2, under
 // `-np 4` K = 2 devices of C = 2. Every process also trains the same model
 // with the threaded runtime (C threads a device) and checks that the job's
 // losses and the parameters of its share's stages agree within 1e-6
@@ -114,14 +115,15 @@ TransformerParams sequences_of_eight() {
   return p;
 }
 
-// C = 2 shares of the model's sequences, over MPI or as threads.
-mpi_group::GroupRun shares() {
+// C = 2 shares of the model's sequences, over MPI or as threads: round the
+// ring, or trading sequence for heads (the model's two heads, one a share).
+mpi_group::GroupRun shares(bool by_heads = false) {
   mpi_group::GroupRun g;
   g.params = sequences_of_eight();
   g.context_parallel = kC;
   g.seed = kSeed;
-  g.build = [p = g.params](const std::shared_ptr<GroupLink>& link) {
-    return build_context_ranks(p, kSeed, 1, kC, link);
+  g.build = [p = g.params, by_heads](const std::shared_ptr<GroupLink>& link) {
+    return build_context_ranks(p, kSeed, 1, kC, link, by_heads);
   };
   return g;
 }
@@ -132,6 +134,10 @@ TEST(MpiContextParallel, GpipeMatchesTheThreadedBackend) {
 
 TEST(MpiContextParallel, OneFOneBWithRematMatchesTheThreadedBackend) {
   mpi_group::expect_threaded_training(shares(), ScheduleKind::k1F1B, Remat::kAlways);
+}
+
+TEST(MpiContextParallel, SharesTradingHeadsMatchTheThreadedBackend) {
+  mpi_group::expect_threaded_training(shares(true), ScheduleKind::k1F1B, Remat::kAlways);
 }
 
 }  // namespace mpi_context
