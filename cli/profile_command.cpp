@@ -61,8 +61,8 @@ exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& sc
   if (scenario.cluster.context_parallel > 1 && o.backend == "cuda") {
     throw ScenarioError(o.scenario.file, "training.context_parallel",
                         "--backend " + o.backend +
-                            " profiles whole sequences; the cpu backend profiles a share of "
-                            "each (context parallelism), or profile the scenario with "
+                            " profiles whole sequences; the cpu and mpi backends profile a "
+                            "share of each (context parallelism), or profile the scenario with "
                             "context_parallel 1");
   }
   if (scenario.training.tensor_parallel > 1) {

@@ -17,7 +17,7 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
 
 void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
                            std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e,
-                           std::int64_t window, int ring) {
+                           std::int64_t window, int ring, bool by_heads) {
   const auto core = [&k](Kernel kernel) {
     kernel.attention_core = true;
     k.push_back(kernel);
@@ -27,7 +27,7 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
     att.kind = Kernel::Kind::kAttention;
     att.seq = s * ring;
     att.context_parallel = ring;
-    att.launches = att.bwd_launches = ring;
+    att.launches = att.bwd_launches = by_heads ? 1 : ring;
     att.head_dim = qk;
     att.value_dim = v == qk ? 0 : v;
     att.batch_count = heads;
@@ -69,7 +69,8 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
     append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
   } else {
     k.push_back(gemm(s, (p.heads * d + 2 * d_kv) / t, h));
-    append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0, split.context);
+    append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0, split.context,
+                          split.heads_over_context);
     k.push_back(gemm(s, h, a * d));
   }
   k.push_back(dropout_add);

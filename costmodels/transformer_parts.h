@@ -124,10 +124,12 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
 // keys `qk` wide a head, values `v`; the fused kernel over each query's last
 // `window` keys (0: all before it). Under context parallelism over
 // `ring` devices (fused only) s is one device's share and the kernel
-// attends over the whole sequence, one launch a step of the ring.
+// attends over the whole sequence, one launch a step of the ring; one launch
+// in all with `by_heads` (the all-to-all form, whole sequences of a C-th of
+// the heads: the same work).
 void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
                            std::int64_t heads, std::int64_t qk, std::int64_t v, Bytes e,
-                           std::int64_t window = 0, int ring = 1);
+                           std::int64_t window = 0, int ring = 1, bool by_heads = false);
 
 // latent_attention.cpp: latent attention's kernels from the block's layer norm
 // to its output projection, and its share of a block's costs in place of the

@@ -8,9 +8,9 @@
 // key-value heads), the attention runs over whole sequences as on one device,
 // and a second all-to-all brings each rank its rows of every head back. The
 // backward trades the output's gradient the same way, and the queries', keys'
-// and values' gradients back. As in the frameworks (and the model) the
-// queries, the keys and the values go as three all-to-alls, and their
-// gradients too: four each way.
+// and values' gradients back. As in Transformer Engine 2.8 and later (and
+// the model) the queries, the keys and the values go as three all-to-alls,
+// and their gradients too: four each way.
 
 #include <utility>
 #include <vector>

@@ -185,6 +185,7 @@ Mat<T> TensorBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Conte
   st[kLn1Out] = layernorm_forward(x, *w[kLn1Gain], *w[kLn1Bias], st[kLn1Stats]);
   st[kQkv] = linear_forward(st[kLn1Out], *w[kQkvWeight], *w[kQkvBias]);
   st[kAttn] = attend(st[kQkv], ctx, st);
+  if (ring_.heads) st[kQkv] = Mat<T>();  // the backward reads the traded copy alone
   // Row-split: each rank's heads give a partial product; the bias once, after the sum.
   Mat<T> attn_out = st[kAttn] * *w[kProjWeight];
   rank_.all_reduce(attn_out);

@@ -22,7 +22,9 @@
 // heads / C heads in three all-to-alls among the C before the attention and
 // its output back in a fourth after it; a backward trades the output's
 // gradient and then the three inputs' gradients the same way: four
-// all-to-alls each way, none hidden behind the attention.
+// all-to-alls each way, none hidden behind the attention (Transformer Engine
+// 2.8 and later; before, a backward traded the output again beside its
+// gradient, five all-to-alls).
 
 #include <cstdint>
 #include <vector>

@@ -119,8 +119,9 @@ TEST(ContextParallelTraining, TwoTensorRanksOfTwoSharesMatchToo) {
 // The all-to-all form: the C shares trade sequence for heads around the
 // attention (exec/compute/heads_attention.h), and train as the whole model
 // does: C = 2 on three schedules, C = 4 with learned positions (4 heads, 4
-// key-value heads), and T = 2 x C = 2 (4 heads: two a tensor rank, one a
-// share). A C that does not divide a rank's heads is refused.
+// key-value heads), T = 2 x C = 2 (4 heads: two a tensor rank, one a
+// share), and grouped queries. A C that does not divide a rank's heads is
+// refused.
 TEST(ContextParallelTraining, SharesTradingHeadsMatchSingleDeviceTraining) {
   const TransformerParams p = params();
   const Trace want = whole(p);
@@ -134,6 +135,17 @@ TEST(ContextParallelTraining, SharesTradingHeadsMatchSingleDeviceTraining) {
   four.learned_positions = false;
   expect_same(whole(four),
               context_parallel(four, 2, 2, {2, 4, Remat::kNever, ScheduleKind::k1F1B}, true));
+  // Grouped queries: two query heads a share beside one key-value head
+  // (queries and keys of different widths), and at T = 2 x C = 2 the same.
+  TransformerParams grouped = params();
+  grouped.heads = 4;
+  grouped.kv_heads = 2;
+  expect_same(whole(grouped),
+              context_parallel(grouped, 1, 2, {2, 4, Remat::kAlways, ScheduleKind::k1F1B}, true));
+  grouped.heads = 8;
+  grouped.kv_heads = 4;
+  expect_same(whole(grouped),
+              context_parallel(grouped, 2, 2, {1, 2, Remat::kNever, ScheduleKind::kGpipe}, true));
   try {
     build_context_ranks(params(), kSeed, 2, 2, nullptr, true);  // 1 head a rank
     ADD_FAILURE() << "two shares traded one head";

@@ -10,7 +10,7 @@
 namespace pipescope::testing {
 
 // One entry for the uniform scenario's layers ("l0", "l1", ... share it): per
-// sample 100 ns forward, 200 ns backward, 150 ns recompute, measured at 1 and 4.
+// sample 100 ns forward, 200 ns backward, 100 ns recompute, measured at 1 and 4.
 inline Profile uniform_profile(const Scenario& sc, int cores) {
   Profile p;
   p.machine = "test machine";

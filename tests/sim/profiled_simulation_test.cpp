@@ -23,7 +23,7 @@
 #include "sim_fixtures.h"
 
 namespace pipescope {
-namespace profiled_simulation {  // named: the tests' unity build joins profile_io_test.cpp
+namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -380,5 +380,5 @@ TEST(ConcurrencySlowdown, LeavesASplitBackwardsHalvesAsMeasured) {
   EXPECT_GT(static_cast<double>(staged_stretched.weight), 1.05 * static_cast<double>(base.weight));
 }
 
-}  // namespace profiled_simulation
+}  // namespace
 }  // namespace pipescope
