@@ -59,12 +59,8 @@ ModelSpec rank_share(ModelSpec whole, const Plan& plan) {
   }
   PS_CHECK(whole.transformer != nullptr,
            "tensor, context and expert parallelism split transformers");
-  TensorSplit split;
-  split.ways = plan.tensor_parallel;
-  split.context = plan.context_parallel;
-  split.heads_over_context = plan.cp_comm_type == ContextExchange::kAllToAll;
-  split.experts = plan.expert_parallel;
-  return make_transformer(*whole.transformer, whole.name, split);
+  // (Plans of sequence parallelism are refused before: plan_model.)
+  return make_transformer(*whole.transformer, whole.name, plan.split());
 }
 
 // A dimension that splits each stage of a plan over ranks: what a device

@@ -56,6 +56,28 @@ std::chrono::steady_clock::time_point deadline_of(const CollectiveTally* tally) 
          (tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit);
 }
 
+// Polls `ready` (mpi_poll) until it says yes, `tally`'s abort flag (if any)
+// is set, or `deadline` passes.
+template <class Ready>
+Transport::Wait poll(const Ready& ready, std::chrono::steady_clock::time_point deadline,
+                     const CollectiveTally* tally) {
+  static const std::atomic<bool> never{false};
+  const std::atomic<bool>& aborted =
+      tally != nullptr && tally->abort != nullptr ? *tally->abort : never;
+  return mpi_poll(ready, deadline, aborted, {});
+}
+
+// Throws for a wait that did not end ready: CollectiveAborted when the step
+// stopped it, else the error of one given up at `tally`'s limit, naming what
+// it waited for.
+[[noreturn]] void give_up(Transport::Wait w, const CollectiveTally* tally, const char* what,
+                          const std::string& whom) {
+  if (w == Transport::Wait::kAborted) throw CollectiveAborted();
+  const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
+  throw std::runtime_error(std::string(what) + " waited " + std::to_string(limit.count()) +
+                           " ms for " + whom);
+}
+
 }  // namespace
 
 void MpiGroupLink::Exchange::make_room() {
@@ -79,14 +101,13 @@ MpiGroupLink::~MpiGroupLink() {
   if (finalized != 0) return;  // nothing left to ask MPI
   // After a good step every send has been received; MPI may want a few
   // polls to say so.
-  static const std::atomic<bool> never{false};
   try {
-    (void)mpi_poll(
+    (void)poll(
         [&] {
           reap_sends();
           return sends_.empty();
         },
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(100), never, {});
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(100), nullptr);
   } catch (const std::exception&) {
     // An MPI error here leaves the sends to MPI too.
   }
@@ -126,22 +147,16 @@ void MpiGroupLink::reap_sends() {
 void MpiGroupLink::wait(std::unique_ptr<Exchange>& x,
                         std::chrono::steady_clock::time_point deadline,
                         const CollectiveTally* tally, const char* what) {
-  static const std::atomic<bool> never{false};
-  const std::atomic<bool>& aborted =
-      tally != nullptr && tally->abort != nullptr ? *tally->abort : never;
-  const Transport::Wait w = mpi_poll(
+  const Transport::Wait w = poll(
       [&] {
         int done = 0;
         mpi_check(MPI_Test(&x->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
         return done != 0;
       },
-      deadline, aborted, {});
+      deadline, tally);
   if (w == Transport::Wait::kReady) return;
   abandoned_.push_back(std::move(x));
-  if (w == Transport::Wait::kAborted) throw CollectiveAborted();
-  const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
-  throw std::runtime_error(std::string(what) + " waited " + std::to_string(limit.count()) +
-                           " ms for the other ranks of its group");
+  give_up(w, tally, what, "the other ranks of its group");
 }
 
 std::vector<GroupLink::Bytes> MpiGroupLink::all_gather(const Bytes& mine,
@@ -210,26 +225,20 @@ GroupLink::Bytes MpiGroupLink::receive(int from, int channel, const CollectiveTa
                                        const char* what) {
   check_peer(from, channel, what);
   check_usable(what);
-  static const std::atomic<bool> never{false};
-  const std::atomic<bool>& aborted =
-      tally != nullptr && tally->abort != nullptr ? *tally->abort : never;
   MPI_Message message = MPI_MESSAGE_NULL;
   MPI_Status status;
-  const Transport::Wait w = mpi_poll(
+  const Transport::Wait w = poll(
       [&] {
         reap_sends();
         int found = 0;
         mpi_check(MPI_Improbe(from, channel, comm_, &found, &message, &status), "MPI_Improbe");
         return found != 0;
       },
-      deadline_of(tally), aborted, {});
+      deadline_of(tally), tally);
   // Nothing of a receive given up stays with MPI: the message, if it comes,
   // waits for a later probe.
-  if (w == Transport::Wait::kAborted) throw CollectiveAborted();
-  if (w == Transport::Wait::kTimedOut) {
-    const auto limit = tally != nullptr ? tally->limit : CollectiveTally::kDefaultLimit;
-    throw std::runtime_error(std::string(what) + " waited " + std::to_string(limit.count()) +
-                             " ms for rank " + std::to_string(from) + " of its group");
+  if (w != Transport::Wait::kReady) {
+    give_up(w, tally, what, "rank " + std::to_string(from) + " of its group");
   }
   int count = 0;
   mpi_check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");

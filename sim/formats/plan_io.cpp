@@ -84,12 +84,7 @@ void read_model(ObjectReader m, Plan& p) {
     const Where at = m.where("spec");
     ModelSpec model = parse_model(spec, at.file, at.path);
     // The plan's layers are one device's share under tensor parallelism.
-    TensorSplit split;
-    split.ways = p.tensor_parallel;
-    split.sequence = p.sequence_parallel;
-    split.experts = p.expert_parallel;
-    split.context = p.context_parallel;
-    split.heads_over_context = p.cp_comm_type == ContextExchange::kAllToAll;
+    const TensorSplit split = p.split();
     if ((split.ways > 1 || split.experts > 1 || split.context > 1) && model.transformer) {
       const std::string problem = tensor_split_problem(*model.transformer, split);
       if (!problem.empty()) at.fail(problem + " (the plan's T, E and C)");

@@ -61,6 +61,16 @@ SimConfig plan_sim_config(const Plan& plan) {
   return config;
 }
 
+TensorSplit Plan::split() const {
+  TensorSplit s;
+  s.ways = tensor_parallel;
+  s.sequence = sequence_parallel;
+  s.experts = expert_parallel;
+  s.context = context_parallel;
+  s.heads_over_context = cp_comm_type == ContextExchange::kAllToAll;
+  return s;
+}
+
 std::vector<StageRange> Plan::stage_ranges() const {
   std::vector<StageRange> out;
   out.reserve(stage_plans.size());

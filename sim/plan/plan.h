@@ -94,6 +94,10 @@ struct Plan {
   bool fits = true;
 
   std::vector<StageRange> stage_ranges() const;
+  // How the model's layers split over a device's ranks: T (with sequence
+  // parallelism or not), E, C and its form, as TrainingConfig::split says
+  // of a scenario.
+  TensorSplit split() const;
   // The op lists the plan runs: its schedule's, or its custom actions'.
   Schedule schedule_ops() const;
   int model_stages() const { return stages * chunks; }
