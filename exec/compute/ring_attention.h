@@ -16,8 +16,9 @@
 // rank's. A rank posts its block before computing on it, so the next rank's
 // copy is there when it wants it (the overlap of the frameworks' rings); the
 // backward passes the keys' and values' gradients on a second channel once
-// they are summed. The scores are computed over each whole block, as
-// attention_forward does, and masked by position.
+// they are summed. A step computes only the rows of its block that can see
+// each other (ring_detail::visible: half a block after the first step, as
+// Transformer Engine's kernels do), masked by position within them.
 
 #include <cmath>
 #include <limits>
@@ -38,20 +39,44 @@ struct RingShare {
 
 namespace ring_detail {
 
-// The scores of query head j of sequence i (rows i*s.. of q) against the
-// block's key head g, masked: -inf where the key (of share `from`) comes after
-// the query (of share `share.rank`).
+// The rows of a step's block that can see each other (Transformer Engine's
+// causal load balance): at step 0 the share's queries against its own keys,
+// causally masked; then all of its queries against the first half of an
+// earlier share's keys (that share's chunk `from`: its chunk 2C - 1 - from
+// comes after every query here), or the second half of its queries (its chunk
+// 2C - 1 - rank) against all of a later share's keys (chunk `rank` comes
+// before both of those chunks). Every step after the first is half a block's
+// work on every rank, so the shares keep pace.
+struct Visible {
+  Index q_at = 0, q_rows = 0;  // query rows of the share
+  Index k_at = 0, k_rows = 0;  // key rows of the block held
+};
+inline Visible visible(Index s, int rank, int from) {
+  const Index half = s / 2;
+  if (from == rank) return {0, s, 0, s};
+  if (from < rank) return {0, s, 0, half};
+  return {half, s - half, 0, s};
+}
+
+// The scores of query head j of sequence i (its rows `vis.q_*` of qkv)
+// against the block's key head g (its rows `vis.k_*`), masked: -inf where
+// the key (of share `from`) comes after the query (of share `share.rank`).
 template <typename T>
 Mat<T> masked_scores(const Mat<T>& qkv, const Mat<T>& kv, const AttentionShape& sh,
-                     const RingShare& share, int from, Index i, Index j, Index g) {
+                     const RingShare& share, int from, const Visible& vis, Index i, Index j,
+                     Index g) {
   const Index s = sh.seq, dh = sh.head_dim;
-  Mat<T> scores(s, s);
-  scores.noalias() = qkv.block(i * s, j * dh, s, dh) * kv.block(i * s, g * dh, s, dh).transpose();
+  Mat<T> scores(vis.q_rows, vis.k_rows);
+  scores.noalias() = qkv.block(i * s + vis.q_at, j * dh, vis.q_rows, dh) *
+                     kv.block(i * s + vis.k_at, g * dh, vis.k_rows, dh).transpose();
   scores *= T(1) / std::sqrt(static_cast<T>(dh));
-  for (Index t = 0; t < s; ++t) {
-    const Index query = share.position(share.rank, t, s);
-    for (Index u = 0; u < s; ++u) {
-      if (share.position(from, u, s) > query) scores(t, u) = -std::numeric_limits<T>::infinity();
+  if (from != share.rank) return scores;  // the visible rows see each other whole
+  for (Index t = 0; t < vis.q_rows; ++t) {
+    const Index query = share.position(share.rank, vis.q_at + t, s);
+    for (Index u = 0; u < vis.k_rows; ++u) {
+      if (share.position(from, vis.k_at + u, s) > query) {
+        scores(t, u) = -std::numeric_limits<T>::infinity();
+      }
     }
   }
   return scores;
@@ -80,12 +105,13 @@ Mat<T> ring_attention_forward(const Mat<T>& qkv, const AttentionShape& sh, const
     const int from = (share.rank - k + share.ranks) % share.ranks;
     const bool more = k + 1 < share.ranks;
     if (more) port.post(kKeysChannel, kv);
+    const ring_detail::Visible vis = ring_detail::visible(s, share.rank, from);
     for (Index i = 0; i < sh.batch; ++i) {
       for (Index j = 0; j < sh.heads; ++j) {
-        const Index g = j / group, row = (i * sh.heads + j) * s;
-        const Mat<T> scores = ring_detail::masked_scores(qkv, kv, sh, share, from, i, j, g);
-        const auto v = kv.block(i * s, dkv + g * dh, s, dh);
-        for (Index t = 0; t < s; ++t) {
+        const Index g = j / group, row = (i * sh.heads + j) * s + vis.q_at;
+        const Mat<T> scores = ring_detail::masked_scores(qkv, kv, sh, share, from, vis, i, j, g);
+        const auto v = kv.block(i * s + vis.k_at, dkv + g * dh, vis.k_rows, dh);
+        for (Index t = 0; t < vis.q_rows; ++t) {
           const T block_max = scores.row(t).maxCoeff();
           if (block_max == none) continue;  // no key of this block is visible
           const T before = row_max(row + t, 0);
@@ -93,8 +119,8 @@ Mat<T> ring_attention_forward(const Mat<T>& qkv, const AttentionShape& sh, const
           const T rescale = before == none ? T(0) : std::exp(before - now);
           const Mat<T> p = (scores.row(t).array() - now).exp().matrix();
           row_sum(row + t, 0) = row_sum(row + t, 0) * rescale + p.sum();
-          out.block(i * s + t, j * dh, 1, dh) =
-              out.block(i * s + t, j * dh, 1, dh) * rescale + p * v;
+          const Index r = i * s + vis.q_at + t;
+          out.block(r, j * dh, 1, dh) = out.block(r, j * dh, 1, dh) * rescale + p * v;
           row_max(row + t, 0) = now;
         }
       }
@@ -137,24 +163,27 @@ Mat<T> ring_attention_backward(const Mat<T>& dout, const Mat<T>& qkv, const Mat<
     const bool more = k + 1 < share.ranks;
     if (more) port.post(kKeysChannel, kv);
     part.setZero();
+    const ring_detail::Visible vis = ring_detail::visible(s, share.rank, from);
+    const Index qa = vis.q_at, qn = vis.q_rows, ka = vis.k_at, kn = vis.k_rows;
     for (Index i = 0; i < sh.batch; ++i) {
       for (Index j = 0; j < sh.heads; ++j) {
-        const Index g = j / group, row = (i * sh.heads + j) * s;
-        const Mat<T> scores = ring_detail::masked_scores(qkv, kv, sh, share, from, i, j, g);
+        const Index g = j / group, row = (i * sh.heads + j) * s + qa;
+        const Mat<T> scores = ring_detail::masked_scores(qkv, kv, sh, share, from, vis, i, j, g);
         // P = exp(S - lse): the forward's probabilities of this block's keys.
         const Mat<T> p =
-            (scores.array() - lse.block(row, 0, s, 1).replicate(1, s).array()).exp().matrix();
-        const auto q = qkv.block(i * s, j * dh, s, dh);
-        const auto key = kv.block(i * s, g * dh, s, dh);
-        const auto v = kv.block(i * s, dkv + g * dh, s, dh);
-        const auto dout_head = dout.block(i * s, j * dh, s, dh);
+            (scores.array() - lse.block(row, 0, qn, 1).replicate(1, kn).array()).exp().matrix();
+        const auto q = qkv.block(i * s + qa, j * dh, qn, dh);
+        const auto key = kv.block(i * s + ka, g * dh, kn, dh);
+        const auto v = kv.block(i * s + ka, dkv + g * dh, kn, dh);
+        const auto dout_head = dout.block(i * s + qa, j * dh, qn, dh);
         // D = rowsum(dO * O), the same for every block.
-        const Mat<T> d = dout_head.cwiseProduct(out.block(i * s, j * dh, s, dh)).rowwise().sum();
-        part.block(i * s, dkv + g * dh, s, dh).noalias() += p.transpose() * dout_head;
+        const Mat<T> d =
+            dout_head.cwiseProduct(out.block(i * s + qa, j * dh, qn, dh)).rowwise().sum();
+        part.block(i * s + ka, dkv + g * dh, kn, dh).noalias() += p.transpose() * dout_head;
         const Mat<T> dp = dout_head * v.transpose();
-        const Mat<T> ds = p.cwiseProduct(dp - d.replicate(1, s)) * scale;
-        dq.block(i * s, j * dh, s, dh).noalias() += ds * key;
-        part.block(i * s, g * dh, s, dh).noalias() += ds.transpose() * q;
+        const Mat<T> ds = p.cwiseProduct(dp - d.replicate(1, kn)) * scale;
+        dq.block(i * s + qa, j * dh, qn, dh).noalias() += ds * key;
+        part.block(i * s + ka, g * dh, kn, dh).noalias() += ds.transpose() * q;
       }
     }
     if (k > 0) {

@@ -139,5 +139,36 @@ TEST(RingAttention, OneShareIsTheDeviceAttention) {
   expect_ring_is_whole(1, 2, 6, 2, 1);
 }
 
+// The rows a step computes: the whole block against itself at step 0, then
+// half a block on every rank (all queries against an earlier share's first
+// half of keys, or the later chunk's queries against all of a later share's
+// keys), and within those rows every pair is visible but at step 0: the
+// causal load balance, checked pair by pair against the positions.
+TEST(RingAttention, EachStepAfterTheFirstIsHalfABlockOfVisiblePairs) {
+  constexpr Index kSeq = 8;  // a share's rows of a sequence
+  constexpr int kRanks = 4;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const RingShare share{rank, kRanks};
+    for (int from = 0; from < kRanks; ++from) {
+      const ring_detail::Visible v = ring_detail::visible(kSeq, rank, from);
+      if (from == rank) {
+        EXPECT_EQ(v.q_rows * v.k_rows, kSeq * kSeq);
+        continue;
+      }
+      EXPECT_EQ(v.q_rows * v.k_rows, kSeq * kSeq / 2) << rank << " " << from;
+      // Every pair of the block: visible exactly when it is in the rows.
+      for (Index t = 0; t < kSeq; ++t) {
+        for (Index u = 0; u < kSeq; ++u) {
+          const bool sees = share.position(from, u, kSeq) <= share.position(rank, t, kSeq);
+          const bool inside =
+              t >= v.q_at && t < v.q_at + v.q_rows && u >= v.k_at && u < v.k_at + v.k_rows;
+          EXPECT_EQ(sees, inside) << "rank " << rank << " from " << from << " t " << t << " u "
+                                  << u;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pipescope::exec
