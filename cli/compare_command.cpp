@@ -138,8 +138,9 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.batch_sizes = {in.plan.micro_batch_size};
   p.seed = o.seed;
   p.optimizer = in.plan.optimizer.value_or(Optimizer::kAdam);
-  p.measure_threads = !in.mpi;               // measure_mpi_machine measures the ranks instead
-  p.tensor_ranks = in.plan.tensor_parallel;  // its group's all-reduce and optimizer
+  p.measure_threads = !in.mpi;                 // measure_mpi_machine measures the ranks instead
+  p.tensor_ranks = in.plan.tensor_parallel;    // its group's all-reduce and optimizer
+  p.context_ranks = in.plan.context_parallel;  // the shares' exchanges
   if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1 && in.plan.context_parallel == 1) {
     // The ops as the plan's devices run them, each stage's stashes kept from
     // op to op as in a step.

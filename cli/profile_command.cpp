@@ -87,6 +87,7 @@ exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& sc
   p.repeats = o.repeats;
   p.seed = o.seed;
   p.optimizer = scenario.training.optimizer.value_or(Optimizer::kAdam);
+  p.context_ranks = scenario.training.context_parallel;  // the shares' exchanges
   return p;
 }
 

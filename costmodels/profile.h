@@ -56,6 +56,31 @@ struct TensorGroupFigures {
   double optimizer_slowdown = 1.0;
 };
 
+// A group's in-process all-to-all (TensorGroup::all_to_all), measured with
+// `ranks` threads exchanging at once: one all-to-all of B bytes a rank (its
+// parts for every rank, its own included) takes latency_s + B / bandwidth,
+// waits for the others included, the latency as the shares' layers ran it
+// (exec/share_exchange_profile.h). The context shares' all-to-alls of
+// heads are timed by it on the CPU (the expert ranks' keep the transport:
+// their waits for each other in a run are not yet understood,
+// docs/executor.md). ranks 0: not measured.
+struct GroupAllToAllFigures {
+  int ranks = 0;
+  double latency_s = 0.0;
+  double bandwidth = 0.0;  // bytes/s
+};
+
+// The context shares' ring as their layers ran it on the CPU, measured with
+// `ranks` threads (exec/share_exchange_profile.h): a take's mean time in
+// a forward (the keys and values) and in a backward (those, their gradients
+// summed so far, and the share's own coming home), its waits for the other
+// shares included. ranks 0: not measured.
+struct ContextRingFigures {
+  int ranks = 0;
+  double forward_take_s = 0.0;
+  double backward_take_s = 0.0;
+};
+
 // How a CPU profile timed its layers (exec/profiler.h): in rounds, each op on
 // its thread's CPU clock, a round discarded when other work (other processes,
 // a hypervisor's steal) took more than `discard_above` of its wall time. Absent
@@ -106,6 +131,14 @@ struct Profile {
   // Measured for the CPU when `compare` profiles a tensor-parallel plan;
   // absent otherwise.
   TensorGroupFigures tensor_group;
+  // Measured for the CPU when `compare` profiles a plan whose context shares
+  // trade heads (training.cp_comm_type a2a), or `profile` such a scenario;
+  // absent otherwise.
+  GroupAllToAllFigures alltoall_group;
+  // Measured for the CPU when `compare` profiles a plan whose context shares
+  // pass keys and values round the ring (T = 1), or `profile` such a
+  // scenario; absent otherwise.
+  ContextRingFigures context_ring;
   // How the layers were timed; rounds 0: not recorded.
   ProfileRounds rounds;
 

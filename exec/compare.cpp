@@ -105,7 +105,10 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   const int E = plan.expert_parallel;
   sc.training.expert_parallel = E;
   sc.training.expert_parallel_given = E > 1;
-  if (profile && T > 1) profile = std::make_shared<const Profile>(group_profile(*profile, T));
+  // The T x C ranks of a group compute at once.
+  if (profile && T * C > 1) {
+    profile = std::make_shared<const Profile>(group_profile(*profile, T * C));
+  }
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;
   if (profile && T > 1 && profile->tensor_group.ranks == T) {
@@ -331,11 +334,17 @@ std::vector<StageCost> measured_costs(const std::vector<StageCost>& predicted,
     cost.backward = cost.input + cost.weight;
     cost.recompute = of(at(EventKind::kRecompute));
     cost.optimizer = of(at(EventKind::kOptimizer));
-    // The all-reduces' wall time in both replays: a wait for the other ranks
-    // is no CPU time, yet the op lasts it.
-    if (const std::optional<SimTime> f = m.mean_tp_forward()) cost.tp_forward = *f;
+    // The collectives' wall time in both replays (a wait for the other ranks
+    // is no CPU time, yet the op lasts it): a row measures all of an op's,
+    // the tensor group's all-reduces, the expert ranks' all-to-alls and the
+    // context exchanges alike, so it replaces every predicted kind.
+    if (const std::optional<SimTime> f = m.mean_tp_forward()) {
+      cost.tp_forward = *f;
+      cost.tp_input_gather = cost.ep_forward = cost.cp_forward = 0;
+    }
     if (m.tp_count[at(EventKind::kBackward)] > 0) {
       cost.tp_backward = m.mean_tp(at(EventKind::kBackward));
+      cost.tp_grad_gather = cost.ep_backward = cost.cp_backward = 0;
     }
   }
   return costs;

@@ -21,6 +21,7 @@
 #include "exec/plan_runner.h"
 #include "exec/profile_passes.h"
 #include "exec/profile_rounds.h"
+#include "exec/share_exchange_profile.h"
 #include "exec/timing.h"
 #include "exec/transport_profile.h"
 #include "sim/base/cancel.h"
@@ -110,6 +111,8 @@ struct ModelProfiler::State {
   // The concurrency slowdowns of 2 up to generic_most cores; throws
   // std::runtime_error for an implausible one.
   void add_concurrency_slowdowns(Profile& p, const std::vector<const ProfileRound*>& kept) const;
+  // The context shares' exchanges (ProfileOptions::context_ranks).
+  void add_context_figures(Profile& p) const;
 };
 
 namespace {
@@ -450,6 +453,28 @@ void ModelProfiler::State::add_concurrency_slowdowns(
   }
 }
 
+void ModelProfiler::State::add_context_figures(Profile& p) const {
+  const int C = options.context_ranks;
+  if (C < 2 || C > p.cores || spec.context_parallel != C || spec.tensor_parallel != 1 ||
+      spec.expert_parallel != 1 || spec.transformer == nullptr) {
+    return;
+  }
+  const ShareExchanges in_step =
+      time_share_exchanges(spec, options.batch_sizes.back(), options.seed, 3);
+  if (!spec.context_by_heads) {
+    p.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s()};
+    return;
+  }
+  // What one all-to-all took beyond the bare exchange of its bytes (each
+  // share's whole buffer, of which it received (C - 1) / C) is the latency.
+  const TransportFigures bare = profile_group_alltoall(C, 50);
+  ExchangeTimes all = in_step.forward;
+  all += in_step.backward;
+  const double buffer = all.mean_bytes() * C / (C - 1);
+  p.alltoall_group = {C, std::max(bare.latency_s, all.mean_s() - buffer / bare.bandwidth),
+                      bare.bandwidth};
+}
+
 Profile ModelProfiler::finish() {
   State& st = *state_;
   if (st.rounds.empty()) throw std::logic_error("finish() before any measure_pass()");
@@ -497,6 +522,7 @@ Profile ModelProfiler::finish() {
     p.tensor_group = {ranks, ar.latency_s, ar.bandwidth,
                       measure_optimizer_slowdown(params.all, kind, ranks, repeats)};
   }
+  st.add_context_figures(p);
   return p;
 }
 

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "exec/affinity.h"
@@ -32,19 +33,46 @@ double allreduce_s(int ranks, Eigen::Index floats, int repeats) {
   return static_cast<double>(median(t)) * 1e-9;
 }
 
-}  // namespace
+// Rank 0's median time of one all-to-all of `floats` values a rank, in
+// `ranks` equal parts, back to back `repeats` times after one untimed call.
+double alltoall_s(int ranks, Eigen::Index floats, int repeats) {
+  TensorGroup group(ranks);
+  std::vector<SimTime> t;
+  run_threads(ranks, [&](int rank) {
+    std::vector<Matrix> parts(static_cast<std::size_t>(ranks), Matrix::Zero(1, floats / ranks));
+    for (int r = 0; r <= repeats; ++r) {
+      const auto t0 = Clock::now();
+      group.all_to_all(rank, parts);
+      if (rank == 0 && r > 0) t.push_back(elapsed(t0));
+    }
+  });
+  return static_cast<double>(median(t)) * 1e-9;
+}
 
-TransportFigures profile_tensor_allreduce(int ranks, int repeats) {
+// A group collective's figures: `one_s(ranks, floats, repeats)` at 1 KiB to
+// 1 MiB, fitted by fit_transport.
+TransportFigures group_figures(int ranks, int repeats, const char* what,
+                               double (*one_s)(int, Eigen::Index, int)) {
   if (ranks < 2 || repeats < 1) {
-    throw std::invalid_argument("an all-reduce needs 2 or more ranks and 1 or more repeats");
+    throw std::invalid_argument(std::string(what) + " needs 2 or more ranks and 1 or more repeats");
   }
   std::vector<double> bytes;
   std::vector<double> seconds;
   for (const Eigen::Index floats : {256, 4096, 32768, 262144}) {
     bytes.push_back(static_cast<double>(floats) * sizeof(float));
-    seconds.push_back(allreduce_s(ranks, floats, repeats));
+    seconds.push_back(one_s(ranks, floats, repeats));
   }
   return fit_transport(bytes, seconds);
+}
+
+}  // namespace
+
+TransportFigures profile_tensor_allreduce(int ranks, int repeats) {
+  return group_figures(ranks, repeats, "an all-reduce", allreduce_s);
+}
+
+TransportFigures profile_group_alltoall(int ranks, int repeats) {
+  return group_figures(ranks, repeats, "an all-to-all", alltoall_s);
 }
 
 TransportFigures profile_transport(int round_trips) {

@@ -1,7 +1,7 @@
 #pragma once
 // What moving a payload costs the executor, measured: between two threads of
-// one process, between two devices, and as a tensor-parallel group's
-// all-reduce, each fitted as latency + bytes / bandwidth.
+// one process, between two devices, and as a group's all-reduce and
+// all-to-all, each fitted as latency + bytes / bandwidth.
 
 #include <vector>
 
@@ -29,6 +29,10 @@ TransportFigures profile_device_transport(Device& from, Device& to, int repeats)
 // time of one all-reduce (its wait for the others and its reduce) at 1 KiB to
 // 1 MiB, fitted by fit_transport as latency + bytes / bandwidth.
 TransportFigures profile_tensor_allreduce(int ranks, int repeats);
+// The same for the group's all-to-all (TensorGroup::all_to_all): every rank
+// sending each rank a part of the same size at once, back to back; rank 0's
+// median time of one all-to-all of 1 KiB to 1 MiB a rank (its parts together).
+TransportFigures profile_group_alltoall(int ranks, int repeats);
 // one_way_s = latency + bytes / bandwidth, anchored at the smallest payload
 // (its time, less its bytes over the bandwidth, is the latency) with the
 // least-squares slope through it; a slope at or below zero (noise) gives 1 PB/s

@@ -193,7 +193,7 @@ void TensorGroup::all_reduce(int rank, Mat<T>& m, Reduce op) {
     arrive_and_wait(read_, /*abortable=*/false, tally, "an all-reduce");
     m = std::move(out);
   }
-  if (tally != nullptr) {
+  if (tally != nullptr && ranks_ > 1) {
     tally->add(start, cpu_start, static_cast<Bytes>(m.size()) * static_cast<Bytes>(sizeof(T)));
   }
 }
@@ -258,7 +258,9 @@ void TensorGroup::all_to_all(int rank, std::vector<Mat<T>>& parts) {
     arrive_and_wait(read_, /*abortable=*/false, tally, "an all-to-all");
     parts = std::move(in);
   }
-  if (tally != nullptr) tally->add(start, cpu_start, received * static_cast<Bytes>(sizeof(T)));
+  if (tally != nullptr && ranks_ > 1) {
+    tally->add(start, cpu_start, received * static_cast<Bytes>(sizeof(T)));
+  }
 }
 
 template void TensorGroup::all_reduce<float>(int, Mat<float>&, Reduce);

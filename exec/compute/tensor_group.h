@@ -12,8 +12,9 @@
 //
 // A layer's T shards share one group (exec/compute/tensor_layers.h); the k-th call of
 // rank r pairs with the k-th call of every other rank, as the ranks run the same
-// op list. A group of one rank returns at once: the profiler times one rank's
-// compute that way (the simulator adds the all-reduces from the transport).
+// op list. A group of one rank returns at once and counts nothing in the
+// thread's tally: the profiler times one rank's compute that way (the
+// simulator adds the all-reduces from the transport).
 // Under context parallelism the C copies of a stage's parameters sum their
 // gradients with it too (the ring itself is exec/compute/ring_exchange.h).
 //

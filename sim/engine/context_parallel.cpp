@@ -19,6 +19,42 @@ DataParallel context_ring(const Cluster& cluster) {
   return concurrent_rings(cluster, rings, "context-parallel devices");
 }
 
+namespace {
+
+// A CPU profile that measured the all-to-all of a group of C threads
+// (Profile::alltoall_group) times the shares' all-to-alls as measured: the
+// threads' exchange through shared memory, where the profile's transport is
+// a payload handed between two stages' threads. The measurement counts each
+// rank's whole buffer, alltoall_wire_seconds (n - 1) / n of it.
+void use_measured_alltoall(const Cluster& cluster, DataParallel& dp) {
+  AllToAllGroup& g = dp.experts;
+  const int n = g.ranks;
+  if (!cluster.profile || dp.nccl || g.per_node != n || cluster.tensor_parallel != 1) return;
+  const GroupAllToAllFigures& measured = cluster.profile->alltoall_group;
+  if (measured.ranks != n || !(measured.bandwidth > 0.0)) return;
+  g.intra_bw = measured.bandwidth * (n - 1) / n;
+  dp.experts_latency_s = measured.latency_s;
+}
+
+// The ring's takes as a CPU profile measured them with C threads at T = 1
+// (Profile::context_ring), or null: a layer's exchanges are then its takes'
+// measured waits (measured_ring_exchanges).
+const ContextRingFigures* measured_ring(const Cluster& cluster) {
+  if (!cluster.profile || cluster.tensor_parallel != 1) return nullptr;
+  const ContextRingFigures& f = cluster.profile->context_ring;
+  return f.ranks == cluster.context_parallel ? &f : nullptr;
+}
+
+}  // namespace
+
+ContextExchanges measured_ring_exchanges(const LayerSpec& layer, const ContextRingFigures& ring) {
+  ContextExchanges x;
+  if (layer.cp_steps <= 0) return x;
+  x.forward = seconds_to_simtime(layer.cp_steps * ring.forward_take_s);
+  x.backward = seconds_to_simtime((2 * layer.cp_steps + 1) * ring.backward_take_s);
+  return x;
+}
+
 DataParallel context_alltoall_group(const Cluster& cluster) {
   DataParallel dp = context_ring(cluster);
   std::vector<int> members;  // tensor rank 0 of each share
@@ -30,6 +66,7 @@ DataParallel context_alltoall_group(const Cluster& cluster) {
       cluster, members,
       [&](int c) { return cluster.physical_route(0, c * cluster.tensor_parallel); }, dp,
       "context-parallel devices");
+  use_measured_alltoall(cluster, dp);
   return dp;
 }
 
@@ -73,12 +110,16 @@ void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
   if (cluster.context_parallel <= 1) return;
   const DataParallel ring =
       form == ContextExchange::kAllToAll ? context_alltoall_group(cluster) : context_ring(cluster);
+  const ContextRingFigures* measured =
+      form == ContextExchange::kP2p ? measured_ring(cluster) : nullptr;
   for (StageCost& c : stages) {
     c.cp_forward = c.cp_backward = 0;
     c.cp_bytes = c.cp_backward_bytes = 0;
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
-      const ContextExchanges x = context_exchanges(layer, micro_batch_size, ring, cost, form);
+      const ContextExchanges x = measured != nullptr
+                                     ? measured_ring_exchanges(layer, *measured)
+                                     : context_exchanges(layer, micro_batch_size, ring, cost, form);
       c.cp_forward += x.forward;
       c.cp_backward += x.backward;
       if (form == ContextExchange::kAllToAll) {

@@ -32,6 +32,7 @@
 #include "costmodels/cluster.h"
 #include "costmodels/cost_model.h"
 #include "costmodels/model.h"
+#include "costmodels/profile.h"
 #include "sim/engine/simulator.h"
 #include "sim/engine/stage_costs.h"
 
@@ -46,7 +47,9 @@ DataParallel context_ring(const Cluster& cluster);
 
 // The same ring with the all-to-all group of the C (DataParallel::experts:
 // how many share device 0's node, the least bandwidth to a peer there and to
-// one on another node, the longest route's latency), for the a2a form.
+// one on another node, the longest route's latency), for the a2a form; or,
+// when the cluster's CPU profile measured the all-to-all of a group of C
+// threads (Profile::alltoall_group), that group's latency and bandwidth.
 DataParallel context_alltoall_group(const Cluster& cluster);
 
 // One step of `ring`: every device sends `bytes` to the next at once, one
@@ -68,9 +71,19 @@ ContextExchanges context_exchanges(const LayerSpec& layer, std::int64_t batch,
                                    const DataParallel& ring, const CostModel& cost,
                                    ContextExchange form = ContextExchange::kP2p);
 
+// A layer's exchanges as a CPU profile measured the ring's takes
+// (Profile::context_ring): a take of keys and values each of its cp_steps
+// (C - 1) in a forward; in a backward those, as many of the gradients summed
+// so far and the share's own coming home; each its measured mean, the
+// shares' waits for each other included (the executor's ring,
+// exec/compute/ring_attention.h).
+ContextExchanges measured_ring_exchanges(const LayerSpec& layer, const ContextRingFigures& ring);
+
 // Fills each stage's cp_forward, cp_backward, cp_bytes and cp_backward_bytes
 // (what a device sends in a forward and in a backward) from its layers;
-// nothing without context parallelism.
+// nothing without context parallelism. The ring's exchanges are the
+// measured takes' when the cluster's CPU profile measured a ring of C
+// (measured_ring_exchanges).
 void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
                            const CostModel& cost, ContextExchange form = ContextExchange::kP2p);

@@ -110,20 +110,47 @@ MachineGemm read_gemm(ObjectReader r) {
   return g;
 }
 
+// A measured group's ranks, latency_s and bandwidth (of its collective).
+template <class Figures>
+void read_group_link(ObjectReader& r, Figures& f) {
+  f.ranks = static_cast<int>(r.integer("ranks", IntRange{2, 1 << 16}));
+  f.latency_s = r.number("latency_s", NumberRange::kNonNegative);
+  if (f.latency_s > kMaxTime_s) r.fail("latency_s", "implausible (over an hour)");
+  f.bandwidth = r.number("bandwidth", NumberRange::kPositive);
+  if (f.bandwidth < 1.0) r.fail("bandwidth", "implausible (under a byte per second)");
+}
+
 // A tensor group's all-reduce and optimizer step under its ranks at once.
 TensorGroupFigures read_tensor_group(ObjectReader r) {
   TensorGroupFigures t;
-  t.ranks = static_cast<int>(r.integer("ranks", IntRange{2, 1 << 16}));
-  t.latency_s = r.number("latency_s", NumberRange::kNonNegative);
-  if (t.latency_s > kMaxTime_s) r.fail("latency_s", "implausible (over an hour)");
-  t.bandwidth = r.number("bandwidth", NumberRange::kPositive);
-  if (t.bandwidth < 1.0) r.fail("bandwidth", "implausible (under a byte per second)");
+  read_group_link(r, t);
   t.optimizer_slowdown = r.number("optimizer_slowdown", NumberRange::kPositive);
   if (t.optimizer_slowdown < 1.0 || t.optimizer_slowdown > 100.0) {
     r.fail("optimizer_slowdown", "must be in [1, 100]");
   }
   r.finish();
   return t;
+}
+
+// A group's all-to-all under its ranks at once.
+GroupAllToAllFigures read_alltoall_group(ObjectReader r) {
+  GroupAllToAllFigures a;
+  read_group_link(r, a);
+  r.finish();
+  return a;
+}
+
+// The shares' ring: its takes' mean times in a forward and a backward.
+ContextRingFigures read_context_ring(ObjectReader r) {
+  ContextRingFigures f;
+  f.ranks = static_cast<int>(r.integer("ranks", IntRange{2, 1 << 16}));
+  for (const auto& [key, value] : {std::pair{"forward_take_s", &f.forward_take_s},
+                                   std::pair{"backward_take_s", &f.backward_take_s}}) {
+    *value = r.number(key, NumberRange::kNonNegative);
+    if (*value > kMaxTime_s) r.fail(key, "implausible (over an hour)");
+  }
+  r.finish();
+  return f;
 }
 
 // How the layers were timed: kept rounds among those measured, and shares of
@@ -194,6 +221,17 @@ json profile_to_json(const Profile& profile) {
                            {"latency_s", t.latency_s},
                            {"bandwidth", t.bandwidth},
                            {"optimizer_slowdown", t.optimizer_slowdown}};
+  }
+  if (profile.context_ring.ranks > 1) {
+    const ContextRingFigures& f = profile.context_ring;
+    doc["context_ring"] = {{"ranks", f.ranks},
+                           {"forward_take_s", f.forward_take_s},
+                           {"backward_take_s", f.backward_take_s}};
+  }
+  if (profile.alltoall_group.ranks > 1) {
+    const GroupAllToAllFigures& a = profile.alltoall_group;
+    doc["alltoall_group"] = {
+        {"ranks", a.ranks}, {"latency_s", a.latency_s}, {"bandwidth", a.bandwidth}};
   }
   return doc;
 }
@@ -266,6 +304,12 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   if (std::optional<ObjectReader> gemm = top.opt_object("gemm")) p.gemm = read_gemm(*gemm);
   if (std::optional<ObjectReader> tg = top.opt_object("tensor_group")) {
     p.tensor_group = read_tensor_group(*tg);
+  }
+  if (std::optional<ObjectReader> ring = top.opt_object("context_ring")) {
+    p.context_ring = read_context_ring(*ring);
+  }
+  if (std::optional<ObjectReader> a = top.opt_object("alltoall_group")) {
+    p.alltoall_group = read_alltoall_group(*a);
   }
   if (std::optional<ObjectReader> rounds = top.opt_object("rounds")) {
     p.rounds = read_rounds(*rounds);

@@ -18,6 +18,7 @@
 #include "exec/affinity.h"
 #include "exec/compute/host_device.h"
 #include "exec/optimizer_timing.h"
+#include "exec/share_exchange_profile.h"
 #include "exec/transport_profile.h"
 #include "sim/formats/profile_io.h"
 
@@ -242,6 +243,66 @@ TEST(Profiler, MeasuresATensorGroupWhenAsked) {
   EXPECT_EQ(none.tensor_group.ranks, 0);
   EXPECT_FALSE(profile_to_json(none).contains("tensor_group"));
   EXPECT_EQ(profile_from_json(profile_to_json(none), "p.json").tensor_group.ranks, 0);
+}
+
+// One share of the tiny transformer (sequences of 8, two heads) of two
+// shares: round a ring, or trading its heads.
+ModelSpec context_share(bool heads) {
+  TransformerParams p = testing::tiny_executor_transformer_params(2);
+  p.seq_len = 8;
+  TensorSplit split;
+  split.context = 2;
+  split.heads_over_context = heads;
+  return make_transformer(p, "tiny", split);
+}
+
+// The shares' exchanges as their layers run them, two passes of a
+// micro-batch of 4 sequences (each share 4 x 4 rows): trading heads, four
+// all-to-alls in each attention's forward and four in its backward (the
+// blocks' all-reduces within a tensor group of one count nothing), each
+// bringing the other share's rows of its head (8 floats wide); round the
+// ring, one take of the keys and values (16 floats wide) in a forward, and
+// in a backward that take, one of the gradients summed so far and the
+// share's own coming home. Any other model is refused.
+TEST(Profiler, TimesTheSharesExchangesAsTheirLayersRunThem) {
+  const ShareExchanges a2a = time_share_exchanges(context_share(true), 4, 1, 2);
+  EXPECT_EQ(a2a.forward.count, 2 * 2 * 4);
+  EXPECT_EQ(a2a.backward.count, 2 * 2 * 4);
+  EXPECT_EQ(a2a.forward.bytes, Bytes{a2a.forward.count} * 4 * 4 * 8 * 4);
+  EXPECT_GT(a2a.forward.wall, 0);
+  const ShareExchanges ring = time_share_exchanges(context_share(false), 4, 1, 2);
+  EXPECT_EQ(ring.forward.count, 2 * 2 * 1);
+  EXPECT_EQ(ring.backward.count, 2 * 2 * 3);
+  EXPECT_EQ(ring.forward.bytes, Bytes{ring.forward.count} * 4 * 4 * 32 * 4);
+  EXPECT_EQ(ring.backward.bytes, Bytes{ring.backward.count} * 4 * 4 * 32 * 4);
+  EXPECT_THROW(time_share_exchanges(context_share(true), 4, 1, 0), std::invalid_argument);
+  EXPECT_THROW(time_share_exchanges(tiny_transformer(2), 4, 1, 1), std::invalid_argument);
+}
+
+// The shares' exchanges, measured when asked: the all-to-all of a group
+// trading heads, the ring's takes otherwise; without the option neither.
+TEST(Profiler, MeasuresTheSharesExchangesWhenAsked) {
+  ProfileOptions o;
+  o.repeats = 1;
+  o.batch_sizes = {4};
+  o.context_ranks = 2;
+  const Profile a2a = profile_model(context_share(true), o);
+  const Profile ring = profile_model(context_share(false), o);
+  if (a2a.cores >= 2) {
+    EXPECT_EQ(a2a.alltoall_group.ranks, 2);
+    EXPECT_GT(a2a.alltoall_group.latency_s, 0.0);
+    EXPECT_GT(a2a.alltoall_group.bandwidth, 0.0);
+    EXPECT_EQ(a2a.context_ring.ranks, 0);
+    EXPECT_EQ(ring.context_ring.ranks, 2);
+    EXPECT_GT(ring.context_ring.forward_take_s, 0.0);
+    EXPECT_GT(ring.context_ring.backward_take_s, 0.0);
+    EXPECT_EQ(ring.alltoall_group.ranks, 0);
+  }
+  o.context_ranks = 0;
+  const Profile none = profile_model(context_share(true), o);
+  EXPECT_EQ(none.alltoall_group.ranks, 0);
+  EXPECT_EQ(none.context_ring.ranks, 0);
+  EXPECT_THROW(profile_group_alltoall(1, 5), std::invalid_argument);
 }
 
 TEST(Profiler, TensorGroupFiguresAreRefusedOutOfRange) {

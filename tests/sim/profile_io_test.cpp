@@ -188,6 +188,63 @@ TEST(ProfileIo, RoundsOfTheMeasurement) {
             std::string::npos);
 }
 
+// A context group's all-to-all round-trips, only when measured; bad figures
+// are refused with the field.
+TEST(ProfileIo, GroupAllToAll) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("alltoall_group"));
+  EXPECT_EQ(profile_from_json(profile_to_json(p), "p.json").alltoall_group.ranks, 0);
+  p.alltoall_group = GroupAllToAllFigures{2, 6.5e-6, 9.25e9};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["alltoall_group"],
+            json::parse(R"({"ranks": 2, "latency_s": 6.5e-6, "bandwidth": 9.25e9})"));
+  const GroupAllToAllFigures q = profile_from_json(doc, "p.json").alltoall_group;
+  EXPECT_EQ(q.ranks, 2);
+  EXPECT_EQ(q.latency_s, 6.5e-6);
+  EXPECT_EQ(q.bandwidth, 9.25e9);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/alltoall_group/ranks", 1).find("p.json: alltoall_group.ranks:"),
+            std::string::npos);
+  EXPECT_EQ(with("/alltoall_group/latency_s", 7200.0),
+            "p.json: alltoall_group.latency_s: implausible (over an hour)");
+  EXPECT_NE(with("/alltoall_group/bandwidth", 0).find("p.json: alltoall_group.bandwidth:"),
+            std::string::npos);
+  EXPECT_NE(with("/alltoall_group/optimizer_slowdown", 1).find("optimizer_slowdown"),
+            std::string::npos);
+}
+
+// The shares' ring takes round-trip, only when measured; bad figures are
+// refused with the field.
+TEST(ProfileIo, ContextRing) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("context_ring"));
+  p.context_ring = ContextRingFigures{2, 2.5e-5, 4.5e-5};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["context_ring"],
+            json::parse(R"({"ranks": 2, "forward_take_s": 2.5e-5, "backward_take_s": 4.5e-5})"));
+  const ContextRingFigures q = profile_from_json(doc, "p.json").context_ring;
+  EXPECT_EQ(q.ranks, 2);
+  EXPECT_EQ(q.forward_take_s, 2.5e-5);
+  EXPECT_EQ(q.backward_take_s, 4.5e-5);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/context_ring/ranks", 0).find("p.json: context_ring.ranks:"), std::string::npos);
+  EXPECT_NE(with("/context_ring/forward_take_s", -1.0).find("p.json: context_ring.forward_take_s:"),
+            std::string::npos);
+  EXPECT_EQ(with("/context_ring/backward_take_s", 7200.0),
+            "p.json: context_ring.backward_take_s: implausible (over an hour)");
+  EXPECT_NE(with("/context_ring/latency_s", 1.0).find("latency_s"), std::string::npos);
+}
+
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   const json good = profile_to_json(uniform_profile(sc, 2));

@@ -1,0 +1,76 @@
+#include "exec/share_exchange_profile.h"
+
+#include <stdexcept>
+#include <vector>
+
+#include "exec/compute/tensor_group.h"
+#include "exec/data.h"
+#include "exec/profile_passes.h"
+#include "exec/tensor_shard.h"
+#include "exec/timing.h"
+
+namespace pipescope::exec {
+
+namespace {
+
+// One F and one B of `layers` on a share's rows, as a step runs them: the
+// forward keeping its stashes, the backward from the loss's gradient; what
+// `tally` counted in each.
+ShareExchanges forward_and_backward(LayerList& layers, const MicroBatch& mine, const Context& ctx,
+                                    CollectiveTally& tally) {
+  const auto taken = [&tally] { return ExchangeTimes{tally.count, tally.wall, tally.bytes}; };
+  ShareExchanges out;
+  std::vector<Stash> stashes(layers.size());
+  Tensor x = mine.input;
+  tally.reset();
+  for (std::size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, ctx, stashes[l]);
+  out.forward = taken();
+  Tensor dy = Matrix(Matrix::Ones(x.rows(), x.cols()));  // the loss's gradient
+  tally.reset();
+  for (std::size_t l = layers.size(); l-- > 0;) dy = layers[l]->backward(dy, ctx, stashes[l]);
+  out.backward = taken();
+  for (const auto& layer : layers) {
+    for (Param* p : layer->params()) zero_grad(*p);
+  }
+  return out;
+}
+
+}  // namespace
+
+ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                    int passes) {
+  const int C = model.context_parallel;
+  if (model.transformer == nullptr || C < 2 || model.tensor_parallel != 1 ||
+      model.expert_parallel != 1) {
+    throw std::invalid_argument(
+        "the shares' exchanges are timed for a transformer split over context shares alone");
+  }
+  if (passes < 1) throw std::invalid_argument("timing the exchanges needs 1 or more passes");
+  std::vector<LayerList> shares =
+      build_context_ranks(*model.transformer, seed, 1, C, nullptr, model.context_by_heads);
+  const TaskShape task = task_shape(model);
+  ShareExchanges last;
+  on_cores(C, cpus_for_threads(C), [&](int c) {
+    CollectiveTally tally;
+    tally.limit = std::chrono::milliseconds(10000);  // a failed share's partner gives up
+    const CollectiveScope scope(tally);
+    ShareExchanges mine;
+    for (int p = 0; p <= passes; ++p) {
+      // As StepRun::share_micro_batches cuts a step's micro-batches: share
+      // c's positions of each sequence, the loss scaled by all its tokens.
+      const MicroBatch whole =
+          whole_batch(task, static_cast<int>(batch), static_cast<std::uint64_t>(p), seed);
+      const MicroBatch rows = share_of(whole, c, C);
+      const Context ctx = share_context(rows, c, C, std::int64_t{whole.batch} * whole.seq);
+      const ShareExchanges pass =
+          forward_and_backward(shares[static_cast<std::size_t>(c)], rows, ctx, tally);
+      if (p == 0) continue;  // the first pass warms up
+      mine.forward += pass.forward;
+      mine.backward += pass.backward;
+    }
+    if (c == C - 1) last = mine;
+  });
+  return last;
+}
+
+}  // namespace pipescope::exec

@@ -1,0 +1,55 @@
+#pragma once
+// The context shares' exchanges timed as their layers run them: the C shares
+// of a plan (T = 1), each a thread with its share's layers, running a
+// forward and a backward on its rows of a micro-batch as a step's F and B
+// ops do, their all-to-alls of heads (exec/compute/heads_attention.h) or
+// their ring's takes (exec/compute/ring_attention.h) counted by a tally. An
+// exchange in a step lasts what the slowest share takes to reach it, beyond
+// the copy itself: the shares' compute between two exchanges differs by the
+// moment (the OS, the caches, a thread's wake-up), so one waits for the
+// other. A bare all-to-all, the ranks calling it back to back
+// (profile_group_alltoall), does not show that, nor does the simulator's
+// ring, whose exchanges hide behind the attention when it is the longer.
+
+#include <cstdint>
+
+#include "costmodels/model.h"
+#include "costmodels/units.h"
+
+namespace pipescope::exec {
+
+// What a share's exchanges took, summed.
+struct ExchangeTimes {
+  int count = 0;     // all-to-alls, or the ring's takes
+  SimTime wall = 0;  // ns in them, waits for the other shares included
+  Bytes bytes = 0;   // received from the other shares
+  ExchangeTimes& operator+=(const ExchangeTimes& o) {
+    count += o.count;
+    wall += o.wall;
+    bytes += o.bytes;
+    return *this;
+  }
+  // Mean seconds an exchange, 0 without any.
+  double mean_s() const { return count > 0 ? static_cast<double>(wall) * 1e-9 / count : 0.0; }
+  // Mean bytes received in one, 0 without any.
+  double mean_bytes() const {
+    return count > 0 ? static_cast<double>(bytes) / static_cast<double>(count) : 0.0;
+  }
+};
+
+// The last share's exchanges in its forwards and in its backwards.
+struct ShareExchanges {
+  ExchangeTimes forward;
+  ExchangeTimes backward;
+};
+
+// The exchanges of the last share of `model` (one share of
+// model.context_parallel > 1 at T = 1, its whole transformer split as a
+// plan's run splits it, by heads when model.context_by_heads) over `passes`
+// forward-and-backward passes after one untimed, on the share's rows of a
+// micro-batch of `batch` sequences, a micro-batch of its own each pass.
+// Throws std::invalid_argument for another model, and for passes < 1.
+ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                    int passes);
+
+}  // namespace pipescope::exec

@@ -1,0 +1,152 @@
+// compare_run with C = 2 shares of each sequence a stage: the CPU scenario's
+// groups of T x C cores, the shares' all-to-alls and ring takes timed as the
+// profile measured them, and the replay of measured collectives, which
+// stand for every kind the prediction has.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "../tiny_models.h"
+#include "compare_helpers.h"
+#include "costmodels/model_families.h"
+#include "exec/compare.h"
+#include "sim/engine/simulator.h"
+
+namespace pipescope::exec {
+namespace {
+
+using namespace compare_helpers;
+
+constexpr int kC = 2;
+
+// One share of the tiny transformer (sequences of 8, two heads): the ring's,
+// or the all-to-all form's (`heads`).
+ModelSpec share(bool heads) {
+  TransformerParams p = testing::tiny_executor_transformer_params(2);
+  p.seq_len = 8;
+  TensorSplit split;
+  split.context = kC;
+  split.heads_over_context = heads;
+  return make_transformer(p, "tiny", split);
+}
+
+Plan context_plan(const ModelSpec& m, bool heads) {
+  Plan plan = plan_of(m, 1, 2, Remat::kNever);
+  plan.context_parallel = kC;
+  plan.devices = kC;
+  plan.cp_comm_type = heads ? ContextExchange::kAllToAll : ContextExchange::kP2p;
+  return plan;
+}
+
+// known_profile on 4 cores whose ops run 1.25 x as long on two at once, 1.5 x
+// on three, 1.6 x on four.
+std::shared_ptr<Profile> slowing_profile(const ModelSpec& m) {
+  auto p = std::make_shared<Profile>(*known_profile(m, 4));
+  p->concurrency_slowdown = {1.0, 1.25, 1.5, 1.6};
+  p->transport_latency_s = 20e-6;
+  p->transport_bandwidth = 1e9;
+  return p;
+}
+
+// The C shares of a stage compute at once: each op takes the slowdown of two
+// cores, the 4 cores hold two groups, and two groups at once are 4 cores.
+TEST(ContextParallelCompare, TheSharesOfAStageComputeAtOnce) {
+  const ModelSpec m = share(false);
+  const Scenario sc = cpu_scenario(context_plan(m, false), m, slowing_profile(m), "known.json");
+  ASSERT_NE(sc.cluster.profile, nullptr);
+  EXPECT_EQ(sc.cluster.profile->layers.front().forward.front(), 1250000);
+  EXPECT_EQ(sc.cluster.profile->layers.front().backward.front(), 2500000);
+  EXPECT_EQ(sc.cluster.shared_cores, 2);
+  ASSERT_EQ(sc.cluster.concurrency_slowdown.size(), 2u);
+  EXPECT_DOUBLE_EQ(sc.cluster.concurrency_slowdown[1], 1.6 / 1.25);
+}
+
+// The exposed all-to-alls of one micro-batch of the stage: two of the
+// queries' bytes, two of half the keys' and values', each `latency` + the
+// whole buffer's bytes / `bandwidth`.
+double alltoalls_s(const ModelSpec& m, std::int64_t batch, double latency, double bandwidth) {
+  double s = 0.0;
+  for (const LayerSpec& l : m.layers) {
+    if (l.cp_steps <= 0) continue;
+    const double q = static_cast<double>(l.cp_q_bytes * batch);
+    const double kv = static_cast<double>(l.cp_bytes * batch) / 2;
+    s += 2 * (latency + q / bandwidth) + 2 * (latency + kv / bandwidth);
+  }
+  return s;
+}
+
+// A profile that measured the group's all-to-all of two threads times the
+// shares' all-to-alls by it; one of another size, or none, leaves them to
+// the transport between two stages' threads.
+TEST(ContextParallelCompare, TheMeasuredGroupTimesTheSharesAllToAlls) {
+  const ModelSpec m = share(true);
+  const Plan plan = context_plan(m, true);
+  auto p = slowing_profile(m);
+  p->alltoall_group = {kC, 5e-6, 4e9};
+  const SimResult measured =
+      simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
+  const double want = alltoalls_s(m, plan.micro_batch_size, 5e-6, 4e9);
+  ASSERT_GT(want, 0.0);
+  EXPECT_NEAR(simtime_to_seconds(measured.stage_costs.front().cp_forward), want, 1e-8);
+  EXPECT_NEAR(simtime_to_seconds(measured.stage_costs.front().cp_backward), want, 1e-8);
+  // Another group's figures: the transport's latency, (C - 1) / C of each
+  // buffer over its bandwidth.
+  p->alltoall_group.ranks = 4;
+  const SimResult other = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
+  const double transport = alltoalls_s(m, plan.micro_batch_size, 20e-6, 1e9 / 0.5);
+  EXPECT_NEAR(simtime_to_seconds(other.stage_costs.front().cp_forward), transport, 1e-8);
+}
+
+// A profile that measured the ring's takes with two threads: each layer's
+// exchanges are its takes at their measured means, C - 1 in a forward and
+// 2 (C - 1) + 1 in a backward; measured for another C, the model's ring.
+TEST(ContextParallelCompare, TheMeasuredTakesAreTheRingsExchanges) {
+  const ModelSpec m = share(false);
+  const Plan plan = context_plan(m, false);
+  auto p = slowing_profile(m);
+  p->context_ring = {kC, 30e-6, 50e-6};
+  const SimResult r = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
+  int layers = 0;
+  for (const LayerSpec& l : m.layers) {
+    if (l.cp_steps <= 0) continue;
+    EXPECT_EQ(l.cp_steps, kC - 1);
+    ++layers;
+  }
+  ASSERT_GT(layers, 0);
+  EXPECT_EQ(r.stage_costs.front().cp_forward, layers * (kC - 1) * 30000);
+  EXPECT_EQ(r.stage_costs.front().cp_backward, layers * (2 * (kC - 1) + 1) * 50000);
+  p->context_ring.ranks = 4;
+  const SimResult other = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
+  EXPECT_NE(other.stage_costs.front().cp_backward, r.stage_costs.front().cp_backward);
+}
+
+// The simulator's step passed off as measured, its context exchanges
+// recorded as the executor records them (collectives after their op): the
+// replay takes the measured rows in place of the predicted exchanges, not
+// beside them, and is the step itself.
+TEST(ContextParallelCompare, TheReplayTakesTheMeasuredExchangesOnce) {
+  for (const bool heads : {false, true}) {
+    SCOPED_TRACE(heads ? "a2a" : "ring");
+    const ModelSpec m = share(heads);
+    const Plan plan = context_plan(m, heads);
+    auto p = slowing_profile(m);
+    p->transport_latency_s = 2e-3;  // exchanges that show
+    const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+    const SimResult r = predicted(sc, plan);
+    StepResult step = as_measured(r, 1.0, 1.0);
+    int exchanges = 0;
+    for (TimelineEvent& e : step.timeline.events) {
+      if (e.lane != Lane::kContext) continue;
+      e.lane = Lane::kTensor;
+      ++exchanges;
+    }
+    ASSERT_GT(exchanges, 0);
+    const Comparison c = compare_run(sc, plan, {step}, 0);
+    EXPECT_NEAR(c.relative_error, 0.0, 1e-9);
+    EXPECT_NEAR(c.runtime_overhead, 0.0, 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace pipescope::exec
