@@ -227,6 +227,19 @@ void print_profile_json(const ProfileOptions& o, const Scenario& scenario, const
   print_json(doc);
 }
 
+// The context shares' exchanges, as their layers ran them, when measured.
+void print_context_exchanges(const Profile& profile) {
+  if (const ContextRingFigures& r = profile.context_ring; r.ranks > 1) {
+    std::printf("Context    ring of %d shares: a take %s in a forward, %s in a backward\n", r.ranks,
+                format_seconds(r.forward_take_s).c_str(),
+                format_seconds(r.backward_take_s).c_str());
+  }
+  if (const GroupAllToAllFigures& a = profile.alltoall_group; a.ranks > 1) {
+    std::printf("Context    all-to-all of %d shares: %s latency, %s\n", a.ranks,
+                format_seconds(a.latency_s).c_str(), format_rate(a.bandwidth).c_str());
+  }
+}
+
 void print_profile(const ProfileOptions& o, const Scenario& scenario, const Profile& profile) {
   if (o.json) {
     print_profile_json(o, scenario, profile);
@@ -255,6 +268,7 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
       profile.backend == "mpi" ? "MPI point-to-point between two processes" : "in-process channel",
       format_seconds(profile.transport_latency_s).c_str(),
       format_rate(profile.transport_bandwidth).c_str());
+  print_context_exchanges(profile);
   print_rounds(profile);
   print_layer_rates(scenario, profile);
   std::printf("\nProfile written to %s (use it with --cost-model %s)\n", o.output.c_str(),

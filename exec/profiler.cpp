@@ -460,7 +460,7 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
     return;
   }
   const ShareExchanges in_step =
-      time_share_exchanges(spec, options.batch_sizes.back(), options.seed, 3);
+      time_share_exchanges(spec, options.batch_sizes.back(), options.seed, 7);
   if (!spec.context_by_heads) {
     p.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s()};
     return;

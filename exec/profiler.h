@@ -69,10 +69,11 @@ struct ProfileOptions {
   // With measure_threads, a plan's C of 2 or more (at most the cores) and a
   // model of one share of C at T = 1: finish() also measures the shares'
   // exchanges as their layers run them (time_share_exchanges at the largest
-  // batch size): the ring's takes (Profile::context_ring), or, when the
-  // shares trade heads, their all-to-all (Profile::alltoall_group: bare,
-  // profile_group_alltoall, with the latency what one took in the layers
-  // beyond its bytes over the bare bandwidth).
+  // batch size, the median of seven passes): the ring's takes
+  // (Profile::context_ring), or, when the shares trade heads, their
+  // all-to-all (Profile::alltoall_group: bare, profile_group_alltoall, with
+  // the latency what one took in the layers beyond its bytes over the bare
+  // bandwidth).
   int context_ranks = 0;
   // A device backend (a GPU): the layers measured on `device`, the transport as
   // copies from it to `peer` (another stream of its GPU, or a second GPU), and

@@ -1,5 +1,6 @@
 #include "exec/share_exchange_profile.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -49,12 +50,11 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
   std::vector<LayerList> shares =
       build_context_ranks(*model.transformer, seed, 1, C, nullptr, model.context_by_heads);
   const TaskShape task = task_shape(model);
-  ShareExchanges last;
+  std::vector<ShareExchanges> kept;  // the last share's passes
   on_cores(C, cpus_for_threads(C), [&](int c) {
     CollectiveTally tally;
     tally.limit = std::chrono::milliseconds(10000);  // a failed share's partner gives up
     const CollectiveScope scope(tally);
-    ShareExchanges mine;
     for (int p = 0; p <= passes; ++p) {
       // As StepRun::share_micro_batches cuts a step's micro-batches: share
       // c's positions of each sequence, the loss scaled by all its tokens.
@@ -64,13 +64,15 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
       const Context ctx = share_context(rows, c, C, std::int64_t{whole.batch} * whole.seq);
       const ShareExchanges pass =
           forward_and_backward(shares[static_cast<std::size_t>(c)], rows, ctx, tally);
-      if (p == 0) continue;  // the first pass warms up
-      mine.forward += pass.forward;
-      mine.backward += pass.backward;
+      if (p > 0 && c == C - 1) kept.push_back(pass);  // the first pass warms up
     }
-    if (c == C - 1) last = mine;
   });
-  return last;
+  // The pass of the median time in exchanges: a pass during which other work
+  // took a core (the shares then wait for the one that lost it) is left out.
+  std::sort(kept.begin(), kept.end(), [](const ShareExchanges& a, const ShareExchanges& b) {
+    return a.forward.wall + a.backward.wall < b.forward.wall + b.backward.wall;
+  });
+  return kept[kept.size() / 2];
 }
 
 }  // namespace pipescope::exec

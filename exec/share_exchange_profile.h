@@ -45,10 +45,13 @@ struct ShareExchanges {
 
 // The exchanges of the last share of `model` (one share of
 // model.context_parallel > 1 at T = 1, its whole transformer split as a
-// plan's run splits it, by heads when model.context_by_heads) over `passes`
-// forward-and-backward passes after one untimed, on the share's rows of a
-// micro-batch of `batch` sequences, a micro-batch of its own each pass.
-// Throws std::invalid_argument for another model, and for passes < 1.
+// plan's run splits it, by heads when model.context_by_heads) in one
+// forward-and-backward pass on the share's rows of a micro-batch of `batch`
+// sequences: of `passes` passes after one untimed, each on a micro-batch of
+// its own, the one of the median time in exchanges (a pass during which
+// other work held a core makes the shares wait for each other, and is left
+// out so). Throws std::invalid_argument for another model, and for
+// passes < 1.
 ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
                                     int passes);
 

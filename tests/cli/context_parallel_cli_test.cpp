@@ -1,9 +1,11 @@
-// `pipescope simulate -C`, and `run` and `compare` of a plan of C = 2:
-// context parallelism from the command line.
+// `pipescope simulate -C`, `run` and `compare` of a plan of C = 2, and
+// `profile` of a scenario of C = 2: context parallelism from the command
+// line.
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,37 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   ASSERT_EQ(heads_compare.status, 0) << heads_compare.err;
   EXPECT_NE(heads_compare.out.find("Heads traded        2 shares;"), std::string::npos)
       << heads_compare.out;
+  fs::remove_all(dir);
+}
+
+// `profile` of a scenario of C = 2 times the shares' exchanges as their layers
+// run them (with two cores or more): the ring's takes, or for the a2a form
+// the shares' all-to-all, in the file and on the page.
+TEST(ProfileCli, TimesTheSharesExchanges) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pipescope_cli_context_profile";
+  fs::create_directories(dir);
+  const std::string scenario = std::string(PIPESCOPE_SOURCE_DIR) +
+                               "/scenarios/cpu-small.json --set model.attention=fused "
+                               "--set training.context_parallel=2 --batch-sizes 2 --repeats 1";
+  const std::string ring = (dir / "ring.json").string(), a2a = (dir / "a2a.json").string();
+  const CliResult r = run("profile " + scenario + " -o " + ring);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const CliResult a = run("profile " + scenario + " --set training.cp_comm_type=a2a -o " + a2a);
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto read = [](const std::string& file) {
+    std::ifstream in(file);
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json rp = read(ring), ap = read(a2a);
+  if (rp["cores"].get<int>() < 2) GTEST_SKIP() << "one core: no shares at once to time";
+  EXPECT_EQ(rp["context_ring"]["ranks"], 2);
+  EXPECT_GT(rp["context_ring"]["backward_take_s"].get<double>(), 0.0);
+  EXPECT_FALSE(rp.contains("alltoall_group"));
+  EXPECT_NE(r.out.find("Context    ring of 2 shares: a take "), std::string::npos) << r.out;
+  EXPECT_EQ(ap["alltoall_group"]["ranks"], 2);
+  EXPECT_FALSE(ap.contains("context_ring"));
+  EXPECT_NE(a.out.find("Context    all-to-all of 2 shares: "), std::string::npos) << a.out;
   fs::remove_all(dir);
 }
 

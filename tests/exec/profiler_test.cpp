@@ -256,8 +256,8 @@ ModelSpec context_share(bool heads) {
   return make_transformer(p, "tiny", split);
 }
 
-// The shares' exchanges as their layers run them, two passes of a
-// micro-batch of 4 sequences (each share 4 x 4 rows): trading heads, four
+// The shares' exchanges as their layers run them, a pass (the median of
+// three) of a micro-batch of 4 sequences (each share 4 x 4 rows): trading heads, four
 // all-to-alls in each attention's forward and four in its backward (the
 // blocks' all-reduces within a tensor group of one count nothing), each
 // bringing the other share's rows of its head (8 floats wide); round the
@@ -265,14 +265,14 @@ ModelSpec context_share(bool heads) {
 // in a backward that take, one of the gradients summed so far and the
 // share's own coming home. Any other model is refused.
 TEST(Profiler, TimesTheSharesExchangesAsTheirLayersRunThem) {
-  const ShareExchanges a2a = time_share_exchanges(context_share(true), 4, 1, 2);
-  EXPECT_EQ(a2a.forward.count, 2 * 2 * 4);
-  EXPECT_EQ(a2a.backward.count, 2 * 2 * 4);
+  const ShareExchanges a2a = time_share_exchanges(context_share(true), 4, 1, 3);
+  EXPECT_EQ(a2a.forward.count, 2 * 4);
+  EXPECT_EQ(a2a.backward.count, 2 * 4);
   EXPECT_EQ(a2a.forward.bytes, Bytes{a2a.forward.count} * 4 * 4 * 8 * 4);
   EXPECT_GT(a2a.forward.wall, 0);
-  const ShareExchanges ring = time_share_exchanges(context_share(false), 4, 1, 2);
-  EXPECT_EQ(ring.forward.count, 2 * 2 * 1);
-  EXPECT_EQ(ring.backward.count, 2 * 2 * 3);
+  const ShareExchanges ring = time_share_exchanges(context_share(false), 4, 1, 3);
+  EXPECT_EQ(ring.forward.count, 2 * 1);
+  EXPECT_EQ(ring.backward.count, 2 * 3);
   EXPECT_EQ(ring.forward.bytes, Bytes{ring.forward.count} * 4 * 4 * 32 * 4);
   EXPECT_EQ(ring.backward.bytes, Bytes{ring.backward.count} * 4 * 4 * 32 * 4);
   EXPECT_THROW(time_share_exchanges(context_share(true), 4, 1, 0), std::invalid_argument);
