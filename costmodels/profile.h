@@ -60,25 +60,30 @@ struct TensorGroupFigures {
 // `ranks` threads exchanging at once: one all-to-all of B bytes a rank (its
 // parts for every rank, its own included) takes latency_s + B / bandwidth,
 // waits for the others included, the latency as the shares' layers ran it
-// (exec/share_exchange_profile.h). The context shares' all-to-alls of
-// heads are timed by it on the CPU (the expert ranks' keep the transport:
+// at `micro_batch` sequences (exec/share_exchange_profile.h). The context
+// shares' all-to-alls of heads at T = 1 and that micro-batch size are timed
+// by it on the CPU (the expert ranks' keep the transport:
 // their waits for each other in a run are not yet understood,
 // docs/executor.md). ranks 0: not measured.
 struct GroupAllToAllFigures {
   int ranks = 0;
   double latency_s = 0.0;
-  double bandwidth = 0.0;  // bytes/s
+  double bandwidth = 0.0;        // bytes/s
+  std::int64_t micro_batch = 0;  // sequences the shares' layers ran on
 };
 
 // The context shares' ring as their layers ran it on the CPU, measured with
-// `ranks` threads (exec/share_exchange_profile.h): a take's mean time in
-// a forward (the keys and values) and in a backward (those, their gradients
-// summed so far, and the share's own coming home), its waits for the other
-// shares included. ranks 0: not measured.
+// `ranks` threads at `micro_batch` sequences (exec/share_exchange_profile.h):
+// a take's mean time in a forward (the keys and values) and in a backward
+// (those, their gradients summed so far, and the share's own coming home),
+// its waits for the other shares included. A simulation at T = 1 and that
+// micro-batch size takes the ring's exchanges as these takes. ranks 0: not
+// measured.
 struct ContextRingFigures {
   int ranks = 0;
   double forward_take_s = 0.0;
   double backward_take_s = 0.0;
+  std::int64_t micro_batch = 0;  // sequences the shares' layers ran on
 };
 
 // How a CPU profile timed its layers (exec/profiler.h): in rounds, each op on
@@ -131,13 +136,13 @@ struct Profile {
   // Measured for the CPU when `compare` profiles a tensor-parallel plan;
   // absent otherwise.
   TensorGroupFigures tensor_group;
-  // Measured for the CPU when `compare` profiles a plan whose context shares
-  // trade heads (training.cp_comm_type a2a), or `profile` such a scenario;
-  // absent otherwise.
+  // Measured on the cpu backend (T = 1, C at most the cores) when `compare`
+  // profiles a plan whose context shares trade heads (training.cp_comm_type
+  // a2a), or `profile` such a scenario; absent otherwise.
   GroupAllToAllFigures alltoall_group;
-  // Measured for the CPU when `compare` profiles a plan whose context shares
-  // pass keys and values round the ring (T = 1), or `profile` such a
-  // scenario; absent otherwise.
+  // Measured on the cpu backend (T = 1, C at most the cores) when `compare`
+  // profiles a plan whose context shares pass keys and values round the
+  // ring, or `profile` such a scenario; absent otherwise.
   ContextRingFigures context_ring;
   // How the layers were timed; rounds 0: not recorded.
   ProfileRounds rounds;

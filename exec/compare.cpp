@@ -25,14 +25,15 @@ double slowdown_of(const Profile& p, int n) {
   return s[static_cast<std::size_t>(std::min<int>(n, static_cast<int>(s.size())) - 1)];
 }
 
-// The profile as T-core groups see it: every op of a group runs while its T
-// ranks compute at once, so its layer times take the slowdown of T cores, and
-// n groups computing are n T cores. The split backward's B and W keep their
-// times when the profile timed them as a stage runs them, as the simulator
-// keeps them (their operands are out of the caches already). The optimizer
-// step takes the slowdown the profile measured with T ranks stepping at once.
-Profile group_profile(Profile p, int T) {
-  const double f = slowdown_of(p, T);
+// The profile as groups of `ranks` cores see it (a stage's T x C ranks):
+// every op of a group runs while its ranks compute at once, so its layer
+// times take the slowdown of that many cores, and n groups computing are n
+// times as many. The split backward's B and W keep their times when the
+// profile timed them as a stage runs them, as the simulator keeps them (their
+// operands are out of the caches already). The optimizer step takes the
+// slowdown the profile measured with the T tensor ranks stepping at once.
+Profile group_profile(Profile p, int ranks, int T) {
+  const double f = slowdown_of(p, ranks);
   const auto stretch = [f](std::vector<SimTime>& times) {
     for (SimTime& t : times) t = static_cast<SimTime>(std::llround(static_cast<double>(t) * f));
   };
@@ -53,8 +54,8 @@ Profile group_profile(Profile p, int T) {
     p.optimizer_ns_per_param *= g;
   }
   std::vector<double> groups{1.0};
-  for (int n = 2; n * T <= static_cast<int>(p.concurrency_slowdown.size()); ++n) {
-    groups.push_back(slowdown_of(p, n * T) / f);
+  for (int n = 2; n * ranks <= static_cast<int>(p.concurrency_slowdown.size()); ++n) {
+    groups.push_back(slowdown_of(p, n * ranks) / f);
   }
   p.concurrency_slowdown = groups;
   return p;
@@ -107,7 +108,7 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.expert_parallel_given = E > 1;
   // The T x C ranks of a group compute at once.
   if (profile && T * C > 1) {
-    profile = std::make_shared<const Profile>(group_profile(*profile, T * C));
+    profile = std::make_shared<const Profile>(group_profile(*profile, T * C, T));
   }
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;

@@ -453,26 +453,31 @@ void ModelProfiler::State::add_concurrency_slowdowns(
   }
 }
 
+// Passes of the shares' layers of which the median one's exchanges are kept,
+// and back-to-back calls a group collective is timed over.
+constexpr int kExchangePasses = 7;
+constexpr int kGroupRepeats = 50;
+
 void ModelProfiler::State::add_context_figures(Profile& p) const {
   const int C = options.context_ranks;
   if (C < 2 || C > p.cores || spec.context_parallel != C || spec.tensor_parallel != 1 ||
       spec.expert_parallel != 1 || spec.transformer == nullptr) {
     return;
   }
-  const ShareExchanges in_step =
-      time_share_exchanges(spec, options.batch_sizes.back(), options.seed, 7);
+  const std::int64_t batch = options.batch_sizes.back();
+  const ShareExchanges in_step = time_share_exchanges(spec, batch, options.seed, kExchangePasses);
   if (!spec.context_by_heads) {
-    p.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s()};
+    p.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s(), batch};
     return;
   }
   // What one all-to-all took beyond the bare exchange of its bytes (each
   // share's whole buffer, of which it received (C - 1) / C) is the latency.
-  const TransportFigures bare = profile_group_alltoall(C, 50);
+  const TransportFigures bare = profile_group_alltoall(C, kGroupRepeats);
   ExchangeTimes all = in_step.forward;
   all += in_step.backward;
   const double buffer = all.mean_bytes() * C / (C - 1);
   p.alltoall_group = {C, std::max(bare.latency_s, all.mean_s() - buffer / bare.bandwidth),
-                      bare.bandwidth};
+                      bare.bandwidth, batch};
 }
 
 Profile ModelProfiler::finish() {
@@ -518,7 +523,7 @@ Profile ModelProfiler::finish() {
   st.add_concurrency_slowdowns(p, kept);
   const int ranks = st.options.tensor_ranks;
   if (ranks > 1 && ranks <= p.cores) {
-    const TransportFigures ar = profile_tensor_allreduce(ranks, 50);
+    const TransportFigures ar = profile_tensor_allreduce(ranks, kGroupRepeats);
     p.tensor_group = {ranks, ar.latency_s, ar.bandwidth,
                       measure_optimizer_slowdown(params.all, kind, ranks, repeats)};
   }

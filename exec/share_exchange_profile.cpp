@@ -1,6 +1,7 @@
 #include "exec/share_exchange_profile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <vector>
 
@@ -51,10 +52,7 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
       build_context_ranks(*model.transformer, seed, 1, C, nullptr, model.context_by_heads);
   const TaskShape task = task_shape(model);
   std::vector<ShareExchanges> kept;  // the last share's passes
-  on_cores(C, cpus_for_threads(C), [&](int c) {
-    CollectiveTally tally;
-    tally.limit = std::chrono::milliseconds(10000);  // a failed share's partner gives up
-    const CollectiveScope scope(tally);
+  const auto share_passes = [&](int c, CollectiveTally& tally) {
     for (int p = 0; p <= passes; ++p) {
       // As StepRun::share_micro_batches cuts a step's micro-batches: share
       // c's positions of each sequence, the loss scaled by all its tokens.
@@ -65,6 +63,20 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
       const ShareExchanges pass =
           forward_and_backward(shares[static_cast<std::size_t>(c)], rows, ctx, tally);
       if (p > 0 && c == C - 1) kept.push_back(pass);  // the first pass warms up
+    }
+  };
+  std::atomic<bool> failed{false};
+  on_cores(C, cpus_for_threads(C), [&](int c) {
+    CollectiveTally tally;
+    tally.abort = &failed;  // a failed share's partners stop waiting for it
+    const CollectiveScope scope(tally);
+    try {
+      share_passes(c, tally);
+    } catch (const CollectiveAborted&) {
+      return;  // another share failed: its error is the one to report
+    } catch (...) {
+      failed = true;
+      throw;
     }
   });
   // The pass of the median time in exchanges: a pass during which other work

@@ -185,10 +185,10 @@ LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t
   LayerList out;
   for (std::size_t i = 0; i < whole.size(); ++i) {
     // A ring of one plays every share's block with its own: the work of each
-    // step, not its exchange. The last share's: the others skip the rows a
-    // block hides whole (share 0 half of them at every step but its own),
-    // the last none, and the ring moves at the slowest share's pace.
-    // Trading heads, a group of one takes back its own rows as every share's.
+    // step, not its exchange. The last share's: after the first step every
+    // share computes half a block (ring_detail::visible), so any share's
+    // work is the others'. Trading heads, a group of one takes back its own
+    // rows as every share's.
     ContextRing ring{nullptr, {C - 1, C}, nullptr};
     if (C > 1 && by_heads) ring.heads = std::make_shared<TensorGroup>(1);
     if (C > 1 && !by_heads) ring.ring = std::make_shared<RingExchange>(1);

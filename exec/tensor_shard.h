@@ -57,7 +57,7 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
 
 // Rank 0's layers alone, their all-reduces returning at once (a group of one):
 // what one rank computes, for the profiler to time. Under context parallelism
-// (C > 1) the last share's (C - 1, the one with the most work), its ring of
+// (C > 1) the last share's (C - 1; every share's work is alike), its ring of
 // one passing each step its own keys and values as another share's: each
 // step's work, not its exchange (`by_heads`: a group of one that gives its
 // rows back as every share's).

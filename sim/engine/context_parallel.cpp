@@ -26,23 +26,28 @@ namespace {
 // threads' exchange through shared memory, where the profile's transport is
 // a payload handed between two stages' threads. The measurement counts each
 // rank's whole buffer, alltoall_wire_seconds (n - 1) / n of it.
-void use_measured_alltoall(const Cluster& cluster, DataParallel& dp) {
+void use_measured_alltoall(const Cluster& cluster, std::int64_t micro_batch_size,
+                           DataParallel& dp) {
   AllToAllGroup& g = dp.experts;
   const int n = g.ranks;
   if (!cluster.profile || dp.nccl || g.per_node != n || cluster.tensor_parallel != 1) return;
   const GroupAllToAllFigures& measured = cluster.profile->alltoall_group;
-  if (measured.ranks != n || !(measured.bandwidth > 0.0)) return;
+  if (measured.ranks != n || measured.micro_batch != micro_batch_size ||
+      !(measured.bandwidth > 0.0)) {
+    return;
+  }
   g.intra_bw = measured.bandwidth * (n - 1) / n;
   dp.experts_latency_s = measured.latency_s;
 }
 
 // The ring's takes as a CPU profile measured them with C threads at T = 1
-// (Profile::context_ring), or null: a layer's exchanges are then its takes'
-// measured waits (measured_ring_exchanges).
-const ContextRingFigures* measured_ring(const Cluster& cluster) {
+// and this micro-batch size (Profile::context_ring), or null: a layer's
+// exchanges are then its takes' measured waits (measured_ring_exchanges).
+const ContextRingFigures* measured_ring(const Cluster& cluster, std::int64_t micro_batch_size) {
   if (!cluster.profile || cluster.tensor_parallel != 1) return nullptr;
   const ContextRingFigures& f = cluster.profile->context_ring;
-  return f.ranks == cluster.context_parallel ? &f : nullptr;
+  const bool same = f.ranks == cluster.context_parallel && f.micro_batch == micro_batch_size;
+  return same ? &f : nullptr;
 }
 
 }  // namespace
@@ -66,7 +71,6 @@ DataParallel context_alltoall_group(const Cluster& cluster) {
       cluster, members,
       [&](int c) { return cluster.physical_route(0, c * cluster.tensor_parallel); }, dp,
       "context-parallel devices");
-  use_measured_alltoall(cluster, dp);
   return dp;
 }
 
@@ -108,10 +112,11 @@ void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
                            const CostModel& cost, ContextExchange form) {
   if (cluster.context_parallel <= 1) return;
-  const DataParallel ring =
+  DataParallel ring =
       form == ContextExchange::kAllToAll ? context_alltoall_group(cluster) : context_ring(cluster);
+  if (form == ContextExchange::kAllToAll) use_measured_alltoall(cluster, micro_batch_size, ring);
   const ContextRingFigures* measured =
-      form == ContextExchange::kP2p ? measured_ring(cluster) : nullptr;
+      form == ContextExchange::kP2p ? measured_ring(cluster, micro_batch_size) : nullptr;
   for (StageCost& c : stages) {
     c.cp_forward = c.cp_backward = 0;
     c.cp_bytes = c.cp_backward_bytes = 0;

@@ -47,9 +47,7 @@ DataParallel context_ring(const Cluster& cluster);
 
 // The same ring with the all-to-all group of the C (DataParallel::experts:
 // how many share device 0's node, the least bandwidth to a peer there and to
-// one on another node, the longest route's latency), for the a2a form; or,
-// when the cluster's CPU profile measured the all-to-all of a group of C
-// threads (Profile::alltoall_group), that group's latency and bandwidth.
+// one on another node, the longest route's latency), for the a2a form.
 DataParallel context_alltoall_group(const Cluster& cluster);
 
 // One step of `ring`: every device sends `bytes` to the next at once, one
@@ -81,9 +79,11 @@ ContextExchanges measured_ring_exchanges(const LayerSpec& layer, const ContextRi
 
 // Fills each stage's cp_forward, cp_backward, cp_bytes and cp_backward_bytes
 // (what a device sends in a forward and in a backward) from its layers;
-// nothing without context parallelism. The ring's exchanges are the
-// measured takes' when the cluster's CPU profile measured a ring of C
-// (measured_ring_exchanges).
+// nothing without context parallelism. When the cluster's CPU profile
+// measured the shares' exchanges at T = 1 with C threads at this
+// micro-batch size, the ring's exchanges are the measured takes
+// (measured_ring_exchanges) and the all-to-alls take the measured group's
+// latency and bandwidth (Profile::context_ring, alltoall_group).
 void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
                            const CostModel& cost, ContextExchange form = ContextExchange::kP2p);

@@ -136,6 +136,7 @@ TensorGroupFigures read_tensor_group(ObjectReader r) {
 GroupAllToAllFigures read_alltoall_group(ObjectReader r) {
   GroupAllToAllFigures a;
   read_group_link(r, a);
+  a.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
   r.finish();
   return a;
 }
@@ -149,6 +150,7 @@ ContextRingFigures read_context_ring(ObjectReader r) {
     *value = r.number(key, NumberRange::kNonNegative);
     if (*value > kMaxTime_s) r.fail(key, "implausible (over an hour)");
   }
+  f.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
   r.finish();
   return f;
 }
@@ -226,12 +228,15 @@ json profile_to_json(const Profile& profile) {
     const ContextRingFigures& f = profile.context_ring;
     doc["context_ring"] = {{"ranks", f.ranks},
                            {"forward_take_s", f.forward_take_s},
-                           {"backward_take_s", f.backward_take_s}};
+                           {"backward_take_s", f.backward_take_s},
+                           {"micro_batch", f.micro_batch}};
   }
   if (profile.alltoall_group.ranks > 1) {
     const GroupAllToAllFigures& a = profile.alltoall_group;
-    doc["alltoall_group"] = {
-        {"ranks", a.ranks}, {"latency_s", a.latency_s}, {"bandwidth", a.bandwidth}};
+    doc["alltoall_group"] = {{"ranks", a.ranks},
+                             {"latency_s", a.latency_s},
+                             {"bandwidth", a.bandwidth},
+                             {"micro_batch", a.micro_batch}};
   }
   return doc;
 }

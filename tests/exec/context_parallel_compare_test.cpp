@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <utility>
 
 #include "../tiny_models.h"
 #include "compare_helpers.h"
@@ -62,6 +63,27 @@ TEST(ContextParallelCompare, TheSharesOfAStageComputeAtOnce) {
   EXPECT_DOUBLE_EQ(sc.cluster.concurrency_slowdown[1], 1.6 / 1.25);
 }
 
+// Beside T = 2 the ops take the slowdown of the T x C = 4 cores, and the
+// optimizer the slowdown the profile measured with the T tensor ranks
+// stepping at once.
+TEST(ContextParallelCompare, BesideTensorRanksTheOptimizerTakesTheTensorGroups) {
+  TransformerParams params = testing::tiny_executor_transformer_params(2);
+  params.seq_len = 8;
+  TensorSplit split;
+  split.ways = 2;
+  split.context = kC;
+  const ModelSpec m = make_transformer(params, "tiny", split);
+  Plan plan = context_plan(m, false);
+  plan.tensor_parallel = 2;
+  plan.devices = 2 * kC;
+  auto p = slowing_profile(m);
+  p->optimizer_ns_per_param = 2.0;
+  p->tensor_group = {2, 1e-5, 1e9, 1.5};
+  const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+  EXPECT_EQ(sc.cluster.profile->layers.front().forward.front(), 1600000);
+  EXPECT_DOUBLE_EQ(sc.cluster.profile->optimizer_ns_per_param, 3.0);
+}
+
 // The exposed all-to-alls of one micro-batch of the stage: two of the
 // queries' bytes, two of half the keys' and values', each `latency` + the
 // whole buffer's bytes / `bandwidth`.
@@ -76,14 +98,15 @@ double alltoalls_s(const ModelSpec& m, std::int64_t batch, double latency, doubl
   return s;
 }
 
-// A profile that measured the group's all-to-all of two threads times the
-// shares' all-to-alls by it; one of another size, or none, leaves them to
-// the transport between two stages' threads.
+// A profile that measured the group's all-to-all of two threads at the
+// plan's micro-batch size times the shares' all-to-alls by it; one of
+// another group size or micro-batch size leaves them to the transport
+// between two stages' threads.
 TEST(ContextParallelCompare, TheMeasuredGroupTimesTheSharesAllToAlls) {
   const ModelSpec m = share(true);
   const Plan plan = context_plan(m, true);
   auto p = slowing_profile(m);
-  p->alltoall_group = {kC, 5e-6, 4e9};
+  p->alltoall_group = {kC, 5e-6, 4e9, plan.micro_batch_size};
   const SimResult measured =
       simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
   const double want = alltoalls_s(m, plan.micro_batch_size, 5e-6, 4e9);
@@ -92,20 +115,25 @@ TEST(ContextParallelCompare, TheMeasuredGroupTimesTheSharesAllToAlls) {
   EXPECT_NEAR(simtime_to_seconds(measured.stage_costs.front().cp_backward), want, 1e-8);
   // Another group's figures: the transport's latency, (C - 1) / C of each
   // buffer over its bandwidth.
-  p->alltoall_group.ranks = 4;
-  const SimResult other = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
   const double transport = alltoalls_s(m, plan.micro_batch_size, 20e-6, 1e9 / 0.5);
-  EXPECT_NEAR(simtime_to_seconds(other.stage_costs.front().cp_forward), transport, 1e-8);
+  for (const auto& [ranks, batch] :
+       {std::pair{4, plan.micro_batch_size}, std::pair{kC, 2 * plan.micro_batch_size}}) {
+    p->alltoall_group.ranks = ranks;
+    p->alltoall_group.micro_batch = batch;
+    const SimResult other = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
+    EXPECT_NEAR(simtime_to_seconds(other.stage_costs.front().cp_forward), transport, 1e-8);
+  }
 }
 
-// A profile that measured the ring's takes with two threads: each layer's
-// exchanges are its takes at their measured means, C - 1 in a forward and
-// 2 (C - 1) + 1 in a backward; measured for another C, the model's ring.
+// A profile that measured the ring's takes with two threads at the plan's
+// micro-batch size: each layer's exchanges are its takes at their measured
+// means, C - 1 in a forward and 2 (C - 1) + 1 in a backward; measured for
+// another C or micro-batch size, the model's ring (context_exchanges).
 TEST(ContextParallelCompare, TheMeasuredTakesAreTheRingsExchanges) {
   const ModelSpec m = share(false);
   const Plan plan = context_plan(m, false);
   auto p = slowing_profile(m);
-  p->context_ring = {kC, 30e-6, 50e-6};
+  p->context_ring = {kC, 30e-6, 50e-6, plan.micro_batch_size};
   const SimResult r = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
   int layers = 0;
   for (const LayerSpec& l : m.layers) {
@@ -116,9 +144,18 @@ TEST(ContextParallelCompare, TheMeasuredTakesAreTheRingsExchanges) {
   ASSERT_GT(layers, 0);
   EXPECT_EQ(r.stage_costs.front().cp_forward, layers * (kC - 1) * 30000);
   EXPECT_EQ(r.stage_costs.front().cp_backward, layers * (2 * (kC - 1) + 1) * 50000);
-  p->context_ring.ranks = 4;
-  const SimResult other = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
-  EXPECT_NE(other.stage_costs.front().cp_backward, r.stage_costs.front().cp_backward);
+  const Scenario model_sc = cpu_scenario(plan, m, slowing_profile(m), "known.json");
+  const SimResult model = simulate(model_sc, plan_sim_config(plan));
+  ASSERT_NE(model.stage_costs.front().cp_backward, r.stage_costs.front().cp_backward);
+  for (const auto& [ranks, batch] :
+       {std::pair{4, plan.micro_batch_size}, std::pair{kC, 2 * plan.micro_batch_size}}) {
+    SCOPED_TRACE(std::to_string(ranks) + " " + std::to_string(batch));
+    p->context_ring.ranks = ranks;
+    p->context_ring.micro_batch = batch;
+    const SimResult other = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
+    EXPECT_EQ(other.stage_costs.front().cp_forward, model.stage_costs.front().cp_forward);
+    EXPECT_EQ(other.stage_costs.front().cp_backward, model.stage_costs.front().cp_backward);
+  }
 }
 
 // The simulator's step passed off as measured, its context exchanges

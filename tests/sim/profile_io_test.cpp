@@ -195,14 +195,15 @@ TEST(ProfileIo, GroupAllToAll) {
   Profile p = uniform_profile(sc, 2);
   EXPECT_FALSE(profile_to_json(p).contains("alltoall_group"));
   EXPECT_EQ(profile_from_json(profile_to_json(p), "p.json").alltoall_group.ranks, 0);
-  p.alltoall_group = GroupAllToAllFigures{2, 6.5e-6, 9.25e9};
+  p.alltoall_group = GroupAllToAllFigures{2, 6.5e-6, 9.25e9, 4};
   const json doc = profile_to_json(p);
-  EXPECT_EQ(doc["alltoall_group"],
-            json::parse(R"({"ranks": 2, "latency_s": 6.5e-6, "bandwidth": 9.25e9})"));
+  EXPECT_EQ(doc["alltoall_group"], json::parse(R"({"ranks": 2, "latency_s": 6.5e-6,
+                                                   "bandwidth": 9.25e9, "micro_batch": 4})"));
   const GroupAllToAllFigures q = profile_from_json(doc, "p.json").alltoall_group;
   EXPECT_EQ(q.ranks, 2);
   EXPECT_EQ(q.latency_s, 6.5e-6);
   EXPECT_EQ(q.bandwidth, 9.25e9);
+  EXPECT_EQ(q.micro_batch, 4);
   const auto with = [&](const std::string& pointer, const json& value) {
     json d = doc;
     d[json::json_pointer(pointer)] = value;
@@ -216,6 +217,8 @@ TEST(ProfileIo, GroupAllToAll) {
             std::string::npos);
   EXPECT_NE(with("/alltoall_group/optimizer_slowdown", 1).find("optimizer_slowdown"),
             std::string::npos);
+  EXPECT_NE(with("/alltoall_group/micro_batch", 0).find("p.json: alltoall_group.micro_batch:"),
+            std::string::npos);
 }
 
 // The shares' ring takes round-trip, only when measured; bad figures are
@@ -224,14 +227,15 @@ TEST(ProfileIo, ContextRing) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   Profile p = uniform_profile(sc, 2);
   EXPECT_FALSE(profile_to_json(p).contains("context_ring"));
-  p.context_ring = ContextRingFigures{2, 2.5e-5, 4.5e-5};
+  p.context_ring = ContextRingFigures{2, 2.5e-5, 4.5e-5, 4};
   const json doc = profile_to_json(p);
-  EXPECT_EQ(doc["context_ring"],
-            json::parse(R"({"ranks": 2, "forward_take_s": 2.5e-5, "backward_take_s": 4.5e-5})"));
+  EXPECT_EQ(doc["context_ring"], json::parse(R"({"ranks": 2, "forward_take_s": 2.5e-5,
+                                                 "backward_take_s": 4.5e-5, "micro_batch": 4})"));
   const ContextRingFigures q = profile_from_json(doc, "p.json").context_ring;
   EXPECT_EQ(q.ranks, 2);
   EXPECT_EQ(q.forward_take_s, 2.5e-5);
   EXPECT_EQ(q.backward_take_s, 4.5e-5);
+  EXPECT_EQ(q.micro_batch, 4);
   const auto with = [&](const std::string& pointer, const json& value) {
     json d = doc;
     d[json::json_pointer(pointer)] = value;
@@ -243,6 +247,11 @@ TEST(ProfileIo, ContextRing) {
   EXPECT_EQ(with("/context_ring/backward_take_s", 7200.0),
             "p.json: context_ring.backward_take_s: implausible (over an hour)");
   EXPECT_NE(with("/context_ring/latency_s", 1.0).find("latency_s"), std::string::npos);
+  json missing = doc;
+  missing["context_ring"].erase("micro_batch");
+  EXPECT_NE(error_of(missing).find("p.json: context_ring.micro_batch: missing required key"),
+            std::string::npos)
+      << error_of(missing);
 }
 
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
