@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "exec/affinity.h"
 #include "exec/compute/tensor_group.h"
 #include "exec/data.h"
 #include "exec/profile_passes.h"
