@@ -62,13 +62,8 @@ SimConfig plan_sim_config(const Plan& plan) {
 }
 
 TensorSplit Plan::split() const {
-  TensorSplit s;
-  s.ways = tensor_parallel;
-  s.sequence = sequence_parallel;
-  s.experts = expert_parallel;
-  s.context = context_parallel;
-  s.heads_over_context = cp_comm_type == ContextExchange::kAllToAll;
-  return s;
+  return split_of(tensor_parallel, sequence_parallel, expert_parallel, context_parallel,
+                  cp_comm_type);
 }
 
 std::vector<StageRange> Plan::stage_ranges() const {

@@ -157,6 +157,20 @@ std::string_view to_string(ContextExchange c);
 std::optional<ContextExchange> parse_context_exchange(std::string_view name);
 inline constexpr const char* kContextExchangeNames = "p2p, all_gather, a2a";
 
+// How a model's layers split over the devices: T (with sequence parallelism
+// or not), E, C, and whether the C trade heads (the a2a form). The one home
+// of a scenario's and a plan's split.
+inline TensorSplit split_of(int tensor_parallel, bool sequence_parallel, int expert_parallel,
+                            int context_parallel, ContextExchange form) {
+  TensorSplit s;
+  s.ways = tensor_parallel;
+  s.sequence = sequence_parallel;
+  s.experts = expert_parallel;
+  s.context = context_parallel;
+  s.heads_over_context = form == ContextExchange::kAllToAll;
+  return s;
+}
+
 // What a stage holds of its micro-batches at one moment: whole stashes kept by
 // their forward, stashes a recompute rebuilt, and inputs alone (kept by a
 // forward whose micro-batch remat recomputes). Under Checkpoint::kStage a
@@ -240,13 +254,8 @@ struct TrainingConfig {
   // How the model's layers split over the devices: T (with sequence
   // parallelism or not), E, C.
   TensorSplit split() const {
-    TensorSplit s;
-    s.ways = tensor_parallel;
-    s.sequence = sequence_parallel;
-    s.experts = expert_parallel;
-    s.context = context_parallel;
-    s.heads_over_context = cp_comm_type == ContextExchange::kAllToAll;
-    return s;
+    return split_of(tensor_parallel, sequence_parallel, expert_parallel, context_parallel,
+                    cp_comm_type);
   }
 };
 
