@@ -96,17 +96,21 @@ void StepRun::start_workers(std::vector<std::thread>& threads) {
   const std::vector<int> cpus = core_->options.pin_threads && n >= 2
                                     ? cpus_for_threads(static_cast<int>(n))
                                     : std::vector<int>{};
+  start_gate_ = std::make_unique<std::latch>(static_cast<std::ptrdiff_t>(n));
   try {
     for (std::size_t i = 0; i < n; ++i) {
       const int cpu = cpus.empty() ? -1 : cpus[i];
       threads.emplace_back([self = shared_from_this(), i, cpu] {
         if (cpu >= 0) pin_current_thread(cpu);
+        self->start_gate_->arrive_and_wait();
         self->workers_[i].run();
         self->worker_done(i);
       });
     }
   } catch (...) {
+    // The threads made stop before their first op; the gate opens for them.
     watchdog_.abort();
+    start_gate_->count_down(static_cast<std::ptrdiff_t>(n - threads.size()));
     for (std::thread& t : threads) t.join();
     throw;
   }

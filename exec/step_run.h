@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -71,7 +72,13 @@ class StepRun : public std::enable_shared_from_this<StepRun> {
   std::condition_variable running_cv_;
   std::size_t running_ = 0;     // workers still running
   std::vector<char> finished_;  // per worker (index into workers_): returned
-  std::string abandoned_;       // the workers left running
+  // Opens once every worker's thread has started (and pinned itself), so that
+  // they begin their first ops together, as a framework's ranks, already
+  // running, begin a step: a thread made later than another would otherwise
+  // start behind it, and its partners wait out that skew at their first
+  // exchange.
+  std::unique_ptr<std::latch> start_gate_;
+  std::string abandoned_;  // the workers left running
 };
 
 }  // namespace pipescope::exec
