@@ -15,9 +15,11 @@
 #include "cli/mpi_job.h"
 #include "cli/progress.h"
 #include "exec/compute/gemm_rate.h"
+#include "exec/compute/host_memory.h"
 #include "exec/compute/kernel_level.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
+#include "exec/share_exchange_profile.h"
 #include "sim/base/format.h"
 #include "sim/formats/profile_io.h"
 
@@ -227,8 +229,21 @@ void print_profile_json(const ProfileOptions& o, const Scenario& scenario, const
   print_json(doc);
 }
 
-// The context shares' exchanges, as their layers ran them, when measured.
-void print_context_exchanges(const Profile& profile) {
+// The context shares' exchanges, as their layers ran them, when measured;
+// or why they were not, when the shares' layers did not fit the memory.
+void print_context_exchanges(const Scenario& scenario, const Profile& profile) {
+  const bool measured = profile.context_ring.ranks > 1 || profile.alltoall_group.ranks > 1;
+  if (!measured && profile.backend == "cpu" && scenario.model.context_parallel > 1 &&
+      !profile.layers.empty()) {
+    const std::string unfit = exec::share_exchanges_unfit(
+        scenario.model, profile.layers.front().batch_sizes.back(), exec::host_memory_available());
+    if (!unfit.empty()) {
+      std::printf(
+          "Context    the shares' exchanges were not timed: %s; predictions from this "
+          "profile price them as the model does\n",
+          unfit.c_str());
+    }
+  }
   if (const ContextRingFigures& r = profile.context_ring; r.ranks > 1) {
     std::printf("Context    ring of %d shares: a take %s in a forward, %s in a backward\n", r.ranks,
                 format_seconds(r.forward_take_s).c_str(),
@@ -268,7 +283,7 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
       profile.backend == "mpi" ? "MPI point-to-point between two processes" : "in-process channel",
       format_seconds(profile.transport_latency_s).c_str(),
       format_rate(profile.transport_bandwidth).c_str());
-  print_context_exchanges(profile);
+  print_context_exchanges(scenario, profile);
   print_rounds(profile);
   print_layer_rates(scenario, profile);
   std::printf("\nProfile written to %s (use it with --cost-model %s)\n", o.output.c_str(),

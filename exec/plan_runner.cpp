@@ -21,7 +21,7 @@
 namespace pipescope::exec {
 
 void check_executor_size(const ModelSpec& model, const std::string& where) {
-  const double bytes = static_cast<double>(model.total_params()) * 16.0;
+  const double bytes = static_cast<double>(model.total_params()) * kStateBytesPerParam;
   if (bytes > kMaxExecutorBytes) {
     throw std::invalid_argument(
         where + ": " + format_count(static_cast<double>(model.total_params())) +
@@ -35,7 +35,7 @@ void check_profile_fits_host(const ModelSpec& model, std::int64_t batch, const s
   const std::optional<HostMemory> host = host_memory_available();
   if (!host) return;
   for (const LayerSpec& layer : model.layers) {
-    const double state = static_cast<double>(layer.params) * 16.0;
+    const double state = static_cast<double>(layer.params) * kStateBytesPerParam;
     const double stash = static_cast<double>(layer.stash_bytes) * static_cast<double>(batch);
     if (state + stash <= static_cast<double>(host->bytes)) continue;
     throw std::invalid_argument(

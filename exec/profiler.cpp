@@ -13,6 +13,7 @@
 #include "exec/affinity.h"
 #include "exec/compute/device.h"
 #include "exec/compute/device_layers.h"
+#include "exec/compute/host_memory.h"
 #include "exec/compute/optimizer.h"
 #include "exec/data.h"
 #include "exec/models.h"
@@ -465,6 +466,7 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
     return;
   }
   const std::int64_t batch = options.batch_sizes.back();
+  if (!share_exchanges_unfit(spec, batch, host_memory_available()).empty()) return;
   const ShareExchanges in_step = time_share_exchanges(spec, batch, options.seed, kExchangePasses);
   if (!spec.context_by_heads) {
     p.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s(), batch};

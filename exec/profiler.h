@@ -66,8 +66,9 @@ struct ProfileOptions {
   // all-reduce (profile_tensor_allreduce) and the optimizer step with the
   // ranks stepping at once (measure_optimizer_slowdown).
   int tensor_ranks = 0;
-  // With measure_threads, a plan's C of 2 or more (at most the cores) and a
-  // model of one share of C at T = 1: finish() also measures the shares'
+  // With measure_threads, a plan's C of 2 or more (at most the cores), a
+  // model of one share of C at T = 1 and memory for the C shares' layers
+  // (share_exchanges_unfit): finish() also measures the shares'
   // exchanges as their layers run them (time_share_exchanges at the largest
   // batch size, the median of seven passes): the ring's takes
   // (Profile::context_ring), or, when the shares trade heads, their

@@ -11,6 +11,7 @@
 #include "exec/profile_passes.h"
 #include "exec/tensor_shard.h"
 #include "exec/timing.h"
+#include "sim/base/format.h"
 
 namespace pipescope::exec {
 
@@ -86,6 +87,24 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
     return a.forward.wall + a.backward.wall < b.forward.wall + b.backward.wall;
   });
   return kept[kept.size() / 2];
+}
+
+double share_exchange_bytes(const ModelSpec& model, std::int64_t batch) {
+  double share = 0.0;
+  for (const LayerSpec& layer : model.layers) {
+    share += static_cast<double>(layer.params) * kStateBytesPerParam +
+             static_cast<double>(layer.stash_bytes) * static_cast<double>(batch);
+  }
+  return share * model.context_parallel;
+}
+
+std::string share_exchanges_unfit(const ModelSpec& model, std::int64_t batch,
+                                  const std::optional<HostMemory>& host) {
+  const double need = share_exchange_bytes(model, batch);
+  if (!host || need <= static_cast<double>(host->bytes)) return "";
+  return "the " + std::to_string(model.context_parallel) + " shares' layers need " +
+         format_bytes(need) + " at micro-batch " + std::to_string(batch) + ", " +
+         format_bytes(static_cast<double>(host->bytes)) + " available (" + host->source + ")";
 }
 
 }  // namespace pipescope::exec

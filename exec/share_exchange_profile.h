@@ -12,9 +12,12 @@
 // ring, whose exchanges hide behind the attention when it is the longer.
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "costmodels/model.h"
 #include "costmodels/units.h"
+#include "exec/compute/host_memory.h"
 
 namespace pipescope::exec {
 
@@ -54,5 +57,18 @@ struct ShareExchanges {
 // passes < 1.
 ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
                                     int passes);
+
+// Bytes the C shares hold while their exchanges are timed at micro-batch
+// `batch`: C copies of every layer of `model` (one share), each with its
+// parameters' state (kStateBytesPerParam) and the stash its forward keeps
+// (stash_bytes a sample).
+double share_exchange_bytes(const ModelSpec& model, std::int64_t batch);
+
+// Why the exchanges are not timed on a machine with `host` available: the C
+// shares' layers need more than it has ("the 2 shares' layers need 3.1 GiB
+// at micro-batch 8, 2.0 GiB available (MemAvailable in /proc/meminfo)").
+// Empty when they fit or the memory is not known.
+std::string share_exchanges_unfit(const ModelSpec& model, std::int64_t batch,
+                                  const std::optional<HostMemory>& host);
 
 }  // namespace pipescope::exec

@@ -17,6 +17,10 @@
 
 namespace pipescope::exec {
 
+// What the executor keeps for a parameter: its fp32 weight and gradient and
+// the optimizer's two fp32 moments (Adam's; SGD keeps less).
+inline constexpr double kStateBytesPerParam = 16.0;
+
 // Process-wide: no trimming of freed memory at the top of a heap, blocks up
 // to 32 MiB (glibc's largest setting) from the heap instead of their own
 // mappings, and a thread's arena keeping its heaps of 64 MiB once they are

@@ -279,6 +279,25 @@ TEST(Profiler, TimesTheSharesExchangesAsTheirLayersRunThem) {
   EXPECT_THROW(time_share_exchanges(tiny_transformer(2), 4, 1, 1), std::invalid_argument);
 }
 
+// The memory the shares' exchange timing holds: two copies of every layer,
+// each with 16 bytes a parameter and its stash at the micro-batch; the
+// timing is left out where that is more than the machine has, and said why.
+TEST(Profiler, TheSharesExchangesAreTimedOnlyWhereTheirLayersFit) {
+  ModelSpec m = context_share(false);
+  m.layers.resize(2);
+  m.layers[0].params = 10;
+  m.layers[0].stash_bytes = 100;
+  m.layers[1].params = 20;
+  m.layers[1].stash_bytes = 200;
+  // 2 x ((10 + 20) x 16 + (100 + 200) x 3) = 2 x (480 + 900).
+  EXPECT_DOUBLE_EQ(share_exchange_bytes(m, 3), 2760.0);
+  EXPECT_EQ(share_exchanges_unfit(m, 3, HostMemory{2760, "test"}), "");
+  EXPECT_EQ(share_exchanges_unfit(m, 3, std::nullopt), "");
+  EXPECT_EQ(share_exchanges_unfit(m, 3, HostMemory{2759, "the test's figure"}),
+            "the 2 shares' layers need 2.70 KiB at micro-batch 3, 2.69 KiB available (the test's "
+            "figure)");
+}
+
 // The shares' exchanges, measured when asked: the all-to-all of a group
 // trading heads, the ring's takes otherwise; without the option neither.
 TEST(Profiler, MeasuresTheSharesExchangesWhenAsked) {
