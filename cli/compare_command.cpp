@@ -141,6 +141,7 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.measure_threads = !in.mpi;                 // measure_mpi_machine measures the ranks instead
   p.tensor_ranks = in.plan.tensor_parallel;    // its group's all-reduce and optimizer
   p.context_ranks = in.plan.context_parallel;  // the shares' exchanges
+  p.expert_ranks = in.plan.expert_parallel;    // the routed load
   if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1 && in.plan.context_parallel == 1) {
     // The ops as the plan's devices run them, each stage's stashes kept from
     // op to op as in a step.
@@ -435,6 +436,13 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const std::
         "dispatch and combination, waits for the others included (the collectives rows); "
         "predicted: two all-to-alls a mixture in each forward and each backward\n",
         c.expert_parallel);
+  }
+  if (const ExpertLoadFigures& f = c.expert_load; f.ranks > 1) {
+    std::printf(
+        "Expert load         the busiest rank receives %.2fx the mean of the routed rows "
+        "(profiled); predicted: its experts take %s more in a mixture's forward and %s in its "
+        "backward, within the ops (a measured rank's wait for them is in the collectives rows)\n",
+        f.imbalance, format_seconds(f.forward_s).c_str(), format_seconds(f.backward_s).c_str());
   }
   if (in.plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", in.plan.data_parallel);

@@ -90,6 +90,7 @@ exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& sc
   p.seed = o.seed;
   p.optimizer = scenario.training.optimizer.value_or(Optimizer::kAdam);
   p.context_ranks = scenario.training.context_parallel;  // the shares' exchanges
+  p.expert_ranks = scenario.training.expert_parallel;    // the routed load
   return p;
 }
 
@@ -255,6 +256,17 @@ void print_context_exchanges(const Scenario& scenario, const Profile& profile) {
   }
 }
 
+// The expert ranks' routed load, when measured.
+void print_expert_load(const Profile& profile) {
+  if (const ExpertLoadFigures& f = profile.expert_load; f.ranks > 1) {
+    std::printf(
+        "Experts    %d ranks: the busiest receives %.2fx the mean of the routed rows; its experts "
+        "take %s more in a mixture's forward, %s in its backward\n",
+        f.ranks, f.imbalance, format_seconds(f.forward_s).c_str(),
+        format_seconds(f.backward_s).c_str());
+  }
+}
+
 void print_profile(const ProfileOptions& o, const Scenario& scenario, const Profile& profile) {
   if (o.json) {
     print_profile_json(o, scenario, profile);
@@ -284,6 +296,7 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
       format_seconds(profile.transport_latency_s).c_str(),
       format_rate(profile.transport_bandwidth).c_str());
   print_context_exchanges(scenario, profile);
+  print_expert_load(profile);
   print_rounds(profile);
   print_layer_rates(scenario, profile);
   std::printf("\nProfile written to %s (use it with --cost-model %s)\n", o.output.c_str(),

@@ -62,9 +62,9 @@ struct TensorGroupFigures {
 // waits for the others included, the latency as the shares' layers ran it
 // at `micro_batch` sequences (exec/share_exchange_profile.h). The context
 // shares' all-to-alls of heads at T = 1 and that micro-batch size are timed
-// by it on the CPU (the expert ranks' keep the transport:
-// their waits for each other in a run are not yet understood,
-// docs/executor.md). ranks 0: not measured.
+// by it on the CPU (the expert ranks' keep the transport; their waits for
+// each other in a run are the router's imbalance, ExpertLoadFigures).
+// ranks 0: not measured.
 struct GroupAllToAllFigures {
   int ranks = 0;
   double latency_s = 0.0;
@@ -84,6 +84,25 @@ struct ContextRingFigures {
   double forward_take_s = 0.0;
   double backward_take_s = 0.0;
   std::int64_t micro_batch = 0;  // sequences the shares' layers ran on
+};
+
+// The expert ranks' routed load as their layers ran it on the CPU, measured
+// with `ranks` threads at `micro_batch` sequences a rank
+// (exec/expert_load_profile.h): the router sends more of the tokens to some
+// ranks' experts than to others', and at each mixture's all-to-all every rank
+// waits for the busiest. `imbalance` is the busiest rank's received rows over
+// the ranks' mean, the mean over the mixtures' forwards; forward_s and
+// backward_s what the busiest rank's experts took beyond a rank of the mean
+// load, in a mixture's forward and in its backward (the mean over the
+// mixtures). A simulation of E = ranks at that micro-batch size adds them to
+// its mixtures' ops, whose profiled times are a balanced rank's. ranks 0: not
+// measured.
+struct ExpertLoadFigures {
+  int ranks = 0;
+  double imbalance = 1.0;
+  double forward_s = 0.0;
+  double backward_s = 0.0;
+  std::int64_t micro_batch = 0;
 };
 
 // How a CPU profile timed its layers (exec/profiler.h): in rounds, each op on
@@ -144,6 +163,10 @@ struct Profile {
   // profiles a plan whose context shares pass keys and values round the
   // ring, or `profile` such a scenario; absent otherwise.
   ContextRingFigures context_ring;
+  // Measured on the cpu backend (T = C = 1, E at most the cores) when
+  // `compare` profiles a plan of expert ranks, or `profile` such a scenario;
+  // absent otherwise.
+  ExpertLoadFigures expert_load;
   // How the layers were timed; rounds 0: not recorded.
   ProfileRounds rounds;
 

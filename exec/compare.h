@@ -110,11 +110,14 @@ struct Comparison {
   double cpu_replayed_step_s = 0.0;
   double cpu_relative_error = 0.0;  // predicted against cpu_replayed_step_s
   double steal_fraction = 0.0;
-  int cores = 0;                // the machine's, from the profile
-  bool shared_cores = false;    // more stages (times T) than cores
-  int tensor_parallel = 1;      // T
-  int context_parallel = 1;     // C
-  int expert_parallel = 1;      // E
+  int cores = 0;              // the machine's, from the profile
+  bool shared_cores = false;  // more stages (times T) than cores
+  int tensor_parallel = 1;    // T
+  int context_parallel = 1;   // C
+  int expert_parallel = 1;    // E
+  // E > 1: the routed load the prediction added to its mixtures (loaded at
+  // the plan's micro-batch size); ranks 0: none.
+  ExpertLoadFigures expert_load;
   CollectiveMatch collectives;  // T > 1
 };
 

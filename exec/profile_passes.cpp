@@ -176,6 +176,19 @@ void timed_pass(LayerList& layers, LayerRange range, const Tensor& input, const 
   }
 }
 
+void step_pass(LayerList& layers, const Tensor& input, const Context& ctx,
+               const std::function<void()>& after_forward) {
+  std::vector<Stash> stashes(layers.size());
+  Tensor x = input;
+  for (std::size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, ctx, stashes[l]);
+  after_forward();
+  Tensor dy = Matrix(Matrix::Ones(x.rows(), x.cols()));
+  for (std::size_t l = layers.size(); l-- > 0;) dy = layers[l]->backward(dy, ctx, stashes[l]);
+  for (const auto& layer : layers) {
+    for (Param* p : layer->params()) zero_grad(*p);
+  }
+}
+
 void on_cores(int n, const std::vector<int>& cpus, const std::function<void(int)>& body) {
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;

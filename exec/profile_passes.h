@@ -81,6 +81,13 @@ OpClock host_op_clock();
 void timed_pass(LayerList& layers, LayerRange range, const Tensor& input, const Context& ctx,
                 std::mt19937_64& rng, const OpClock& clock, OpTimes* times, PassClocks* clocks);
 
+// One F and one B of `layers` on `input`, as a step runs them: the forward
+// keeping its stashes, then `after_forward`, then the backward from a loss
+// gradient of ones; the parameters' gradients are zeroed at the end. For
+// passes whose exchanges or experts a thread-local tally counts.
+void step_pass(LayerList& layers, const Tensor& input, const Context& ctx,
+               const std::function<void()>& after_forward);
+
 // Runs body(i) on n new threads, thread i on cpus[i] (unpinned when cpus is
 // empty), and rethrows the first failure after all have ended. `body` must not
 // wait for a thread that failed (barriers: arrive_and_drop on failure).

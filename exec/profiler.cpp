@@ -16,6 +16,7 @@
 #include "exec/compute/host_memory.h"
 #include "exec/compute/optimizer.h"
 #include "exec/data.h"
+#include "exec/expert_load_profile.h"
 #include "exec/models.h"
 #include "exec/op_list_profile.h"
 #include "exec/optimizer_timing.h"
@@ -114,6 +115,8 @@ struct ModelProfiler::State {
   void add_concurrency_slowdowns(Profile& p, const std::vector<const ProfileRound*>& kept) const;
   // The context shares' exchanges (ProfileOptions::context_ranks).
   void add_context_figures(Profile& p) const;
+  // The expert ranks' routed load (ProfileOptions::expert_ranks).
+  void add_expert_figures(Profile& p) const;
 };
 
 namespace {
@@ -454,8 +457,8 @@ void ModelProfiler::State::add_concurrency_slowdowns(
   }
 }
 
-// Passes of the shares' layers of which the median one's exchanges are kept,
-// and back-to-back calls a group collective is timed over.
+// Passes of the shares' (or expert ranks') layers of which the median one's
+// figures are kept, and back-to-back calls a group collective is timed over.
 constexpr int kExchangePasses = 7;
 constexpr int kGroupRepeats = 50;
 
@@ -480,6 +483,17 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
   const double buffer = all.mean_bytes() * C / (C - 1);
   p.alltoall_group = {C, std::max(bare.latency_s, all.mean_s() - buffer / bare.bandwidth),
                       bare.bandwidth, batch};
+}
+
+void ModelProfiler::State::add_expert_figures(Profile& p) const {
+  const int E = options.expert_ranks;
+  const std::int64_t batch = options.batch_sizes.back();
+  if (E < 2 || E > p.cores || spec.expert_parallel != E || spec.tensor_parallel != 1 ||
+      spec.context_parallel != 1 || spec.transformer == nullptr ||
+      !share_exchanges_unfit(spec, batch, host_memory_available()).empty()) {
+    return;
+  }
+  p.expert_load = time_expert_load(spec, batch, options.seed, kExchangePasses);
 }
 
 Profile ModelProfiler::finish() {
@@ -530,6 +544,7 @@ Profile ModelProfiler::finish() {
                       measure_optimizer_slowdown(params.all, kind, ranks, repeats)};
   }
   st.add_context_figures(p);
+  st.add_expert_figures(p);
   return p;
 }
 

@@ -76,6 +76,12 @@ struct ProfileOptions {
   // the latency what one took in the layers beyond its bytes over the bare
   // bandwidth).
   int context_ranks = 0;
+  // With measure_threads, a plan's E of 2 or more (at most the cores), a
+  // model of one expert rank of E at T = C = 1 and memory for the E ranks'
+  // layers: finish() also measures the ranks' routed load as their layers
+  // run it (time_expert_load at the largest batch size, the median of seven
+  // passes; Profile::expert_load).
+  int expert_ranks = 0;
   // A device backend (a GPU): the layers measured on `device`, the transport as
   // copies from it to `peer` (another stream of its GPU, or a second GPU), and
   // `devices` of them for the stages to share (the profile's cores). The

@@ -17,25 +17,18 @@ namespace pipescope::exec {
 
 namespace {
 
-// One F and one B of `layers` on a share's rows, as a step runs them: the
-// forward keeping its stashes, the backward from the loss's gradient; what
+// One F and one B of `layers` on a share's rows, as a step runs them: what
 // `tally` counted in each.
 ShareExchanges forward_and_backward(LayerList& layers, const MicroBatch& mine, const Context& ctx,
                                     CollectiveTally& tally) {
   const auto taken = [&tally] { return ExchangeTimes{tally.count, tally.wall, tally.bytes}; };
   ShareExchanges out;
-  std::vector<Stash> stashes(layers.size());
-  Tensor x = mine.input;
   tally.reset();
-  for (std::size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, ctx, stashes[l]);
-  out.forward = taken();
-  Tensor dy = Matrix(Matrix::Ones(x.rows(), x.cols()));  // the loss's gradient
-  tally.reset();
-  for (std::size_t l = layers.size(); l-- > 0;) dy = layers[l]->backward(dy, ctx, stashes[l]);
+  step_pass(layers, mine.input, ctx, [&] {
+    out.forward = taken();
+    tally.reset();
+  });
   out.backward = taken();
-  for (const auto& layer : layers) {
-    for (Param* p : layer->params()) zero_grad(*p);
-  }
   return out;
 }
 
@@ -95,15 +88,17 @@ double share_exchange_bytes(const ModelSpec& model, std::int64_t batch) {
     share += static_cast<double>(layer.params) * kStateBytesPerParam +
              static_cast<double>(layer.stash_bytes) * static_cast<double>(batch);
   }
-  return share * model.context_parallel;
+  return share * model.context_parallel * model.expert_parallel;
 }
 
 std::string share_exchanges_unfit(const ModelSpec& model, std::int64_t batch,
                                   const std::optional<HostMemory>& host) {
   const double need = share_exchange_bytes(model, batch);
   if (!host || need <= static_cast<double>(host->bytes)) return "";
-  return "the " + std::to_string(model.context_parallel) + " shares' layers need " +
-         format_bytes(need) + " at micro-batch " + std::to_string(batch) + ", " +
+  const bool experts = model.expert_parallel > 1;
+  return "the " + std::to_string(experts ? model.expert_parallel : model.context_parallel) +
+         (experts ? " expert ranks'" : " shares'") + " layers need " + format_bytes(need) +
+         " at micro-batch " + std::to_string(batch) + ", " +
          format_bytes(static_cast<double>(host->bytes)) + " available (" + host->source + ")";
 }
 

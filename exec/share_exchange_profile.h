@@ -59,15 +59,16 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
                                     int passes);
 
 // Bytes the C shares hold while their exchanges are timed at micro-batch
-// `batch`: C copies of every layer of `model` (one share), each with its
-// parameters' state (kStateBytesPerParam) and the stash its forward keeps
-// (stash_bytes a sample).
+// `batch` (or the E expert ranks while their load is,
+// exec/expert_load_profile.h): C (E) copies of every layer of `model` (one
+// share, one rank), each with its parameters' state (kStateBytesPerParam)
+// and the stash its forward keeps (stash_bytes a sample).
 double share_exchange_bytes(const ModelSpec& model, std::int64_t batch);
 
-// Why the exchanges are not timed on a machine with `host` available: the C
-// shares' layers need more than it has ("the 2 shares' layers need 3.1 GiB
-// at micro-batch 8, 2.0 GiB available (MemAvailable in /proc/meminfo)").
-// Empty when they fit or the memory is not known.
+// Why they are not timed on a machine with `host` available: the copies need
+// more than it has ("the 2 shares' layers need 3.1 GiB at micro-batch 8,
+// 2.0 GiB available (MemAvailable in /proc/meminfo)"; "the 2 expert ranks'
+// layers ..."). Empty when they fit or the memory is not known.
 std::string share_exchanges_unfit(const ModelSpec& model, std::int64_t batch,
                                   const std::optional<HostMemory>& host);
 

@@ -1,6 +1,7 @@
 #include "exec/compute/moe_layers.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -13,6 +14,8 @@
 namespace pipescope::exec {
 
 namespace {
+
+thread_local ExpertTally* current_expert_tally = nullptr;
 
 // Stash order after the dense block's kX .. kLn2Out (layer_math.h).
 enum MoeStash : std::size_t {
@@ -114,8 +117,17 @@ void MoeBlockMath::route(const Values<T>& w, std::vector<Mat<T>>& st) const {
   st[kRoute] = std::move(r);
 }
 
+ExpertScope::ExpertScope(ExpertTally& tally) : previous_(current_expert_tally) {
+  current_expert_tally = &tally;
+}
+
+ExpertScope::~ExpertScope() {
+  current_expert_tally = previous_;
+}
+
 template <typename T, class Compute>
-Mat<T> MoeBlockMath::exchange(const Mat<T>& rows, const Mat<T>& route, Compute&& compute) const {
+Mat<T> MoeBlockMath::exchange(const Mat<T>& rows, const Mat<T>& route, bool backward,
+                              Compute&& compute) const {
   const Index k = moe_.top_k, L = local_experts();
   const auto dest = [&](Index row) {
     return static_cast<std::size_t>(static_cast<Index>(route(row / k, row % k)) / L);
@@ -138,7 +150,13 @@ Mat<T> MoeBlockMath::exchange(const Mat<T>& rows, const Mat<T>& route, Compute&&
     if (p.rows() > 0) received.middleRows(total, p.rows()) = p;
     total += p.rows();
   }
+  const auto start = std::chrono::steady_clock::now();
   const Mat<T> results = compute(received);
+  if (ExpertTally* tally = current_expert_tally) {
+    const auto wall = std::chrono::steady_clock::now() - start;
+    tally->calls.push_back({backward, received.rows(),
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count()});
+  }
   total = 0;
   for (Mat<T>& p : parts) {  // back to each sender, as many rows as it sent
     const Index n = p.rows();
@@ -211,7 +229,7 @@ Mat<T> MoeBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context&
       copies.row(i * k + j).tail(h) = u.row(i);
     }
   }
-  st[kExpertOut] = exchange(copies, st[kRoute], [&](const Mat<T>& received) {
+  st[kExpertOut] = exchange(copies, st[kRoute], false, [&](const Mat<T>& received) {
     if (received.rows() == 0) {  // no copy for this rank's experts
       st[kReceivedExpert].resize(0, 1);
       return experts_forward(w, Mat<T>(0, h), st);
@@ -265,7 +283,7 @@ Mat<T> MoeBlockMath::backward(const Values<T>& w, const Grads<T>& dw, const Mat<
   }
   linear_params(dw, dscores, u, kRouter, std::nullopt);
   du += linear_backward_input(dscores, *w[kRouter]);
-  const Mat<T> dinputs = exchange(dcopies, route, [&](const Mat<T>& received) {
+  const Mat<T> dinputs = exchange(dcopies, route, true, [&](const Mat<T>& received) {
     return experts_backward(w, dw, received, st);
   });
   for (Index i = 0; i < n; ++i) {

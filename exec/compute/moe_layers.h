@@ -27,10 +27,36 @@
 
 #include <vector>
 
+#include "costmodels/units.h"
 #include "exec/compute/layers.h"
 #include "exec/compute/tensor_layers.h"
 
 namespace pipescope::exec {
+
+// What a thread's mixtures gave their experts, call by call in order (a
+// forward's mixtures first to last, a backward's last to first): the rows
+// this rank's experts received and the wall time they took over them
+// (ExpertScope installs one on the thread).
+struct ExpertTally {
+  struct Call {
+    bool backward = false;
+    Index rows = 0;
+    SimTime wall = 0;  // ns
+  };
+  std::vector<Call> calls;
+};
+
+// Installs `tally` as the calling thread's for its lifetime (RAII).
+class ExpertScope {
+ public:
+  explicit ExpertScope(ExpertTally& tally);
+  ~ExpertScope();
+  ExpertScope(const ExpertScope&) = delete;
+  ExpertScope& operator=(const ExpertScope&) = delete;
+
+ private:
+  ExpertTally* previous_;
+};
 
 struct MoeShape {
   Index experts = 1;
@@ -81,8 +107,9 @@ class MoeBlockMath {
   // choice) to the rank of its expert (`route`'s) and returns what comes back
   // in the same order, once each rank has passed the rows it received, in
   // the senders' order, through `compute`.
+  // `backward` says which pass the call is, for the thread's ExpertTally.
   template <typename T, class Compute>
-  Mat<T> exchange(const Mat<T>& rows, const Mat<T>& route, Compute&& compute) const;
+  Mat<T> exchange(const Mat<T>& rows, const Mat<T>& route, bool backward, Compute&& compute) const;
   std::size_t expert_param(Index local, int which) const;  // which: 0..3, fc1 w/b, fc2 w/b
 
   TransformerBlockMath whole_;  // the attention half and the checks

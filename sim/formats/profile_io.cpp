@@ -155,6 +155,27 @@ ContextRingFigures read_context_ring(ObjectReader r) {
   return f;
 }
 
+// The expert ranks' routed load: the busiest rank's share over the mean and
+// its experts' extra time in a mixture's forward and backward.
+ExpertLoadFigures read_expert_load(ObjectReader r) {
+  ExpertLoadFigures f;
+  f.ranks = static_cast<int>(r.integer("ranks", IntRange{2, 1 << 16}));
+  f.imbalance = r.number("imbalance", NumberRange::kPositive);
+  if (f.imbalance < 1.0 || f.imbalance > f.ranks) {
+    r.fail("imbalance",
+           "must be in [1, ranks]: the busiest rank's share of the routed rows "
+           "over the mean");
+  }
+  for (const auto& [key, value] :
+       {std::pair{"forward_s", &f.forward_s}, std::pair{"backward_s", &f.backward_s}}) {
+    *value = r.number(key, NumberRange::kNonNegative);
+    if (*value > kMaxTime_s) r.fail(key, "implausible (over an hour)");
+  }
+  f.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
+  r.finish();
+  return f;
+}
+
 // How the layers were timed: kept rounds among those measured, and shares of
 // wall time in [0, 1].
 ProfileRounds read_rounds(ObjectReader r) {
@@ -230,6 +251,14 @@ json profile_to_json(const Profile& profile) {
                            {"forward_take_s", f.forward_take_s},
                            {"backward_take_s", f.backward_take_s},
                            {"micro_batch", f.micro_batch}};
+  }
+  if (profile.expert_load.ranks > 1) {
+    const ExpertLoadFigures& f = profile.expert_load;
+    doc["expert_load"] = {{"ranks", f.ranks},
+                          {"imbalance", f.imbalance},
+                          {"forward_s", f.forward_s},
+                          {"backward_s", f.backward_s},
+                          {"micro_batch", f.micro_batch}};
   }
   if (profile.alltoall_group.ranks > 1) {
     const GroupAllToAllFigures& a = profile.alltoall_group;
@@ -315,6 +344,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   }
   if (std::optional<ObjectReader> a = top.opt_object("alltoall_group")) {
     p.alltoall_group = read_alltoall_group(*a);
+  }
+  if (std::optional<ObjectReader> load = top.opt_object("expert_load")) {
+    p.expert_load = read_expert_load(*load);
   }
   if (std::optional<ObjectReader> rounds = top.opt_object("rounds")) {
     p.rounds = read_rounds(*rounds);

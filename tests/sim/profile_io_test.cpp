@@ -254,6 +254,46 @@ TEST(ProfileIo, ContextRing) {
       << error_of(missing);
 }
 
+// The expert ranks' load round-trips, only when measured; bad figures are
+// refused with the field and the valid range.
+TEST(ProfileIo, ExpertLoad) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("expert_load"));
+  p.expert_load = ExpertLoadFigures{2, 1.25, 3e-4, 5e-4, 4};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["expert_load"], json::parse(R"({"ranks": 2, "imbalance": 1.25, "forward_s": 3e-4,
+                                                "backward_s": 5e-4, "micro_batch": 4})"));
+  const ExpertLoadFigures q = profile_from_json(doc, "p.json").expert_load;
+  EXPECT_EQ(q.ranks, 2);
+  EXPECT_EQ(q.imbalance, 1.25);
+  EXPECT_EQ(q.forward_s, 3e-4);
+  EXPECT_EQ(q.backward_s, 5e-4);
+  EXPECT_EQ(q.micro_batch, 4);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/expert_load/ranks", 1).find("p.json: expert_load.ranks:"), std::string::npos);
+  for (const double bad : {0.5, 2.5}) {
+    EXPECT_NE(with("/expert_load/imbalance", bad)
+                  .find("p.json: expert_load.imbalance: must be in [1, ranks]"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(with("/expert_load/forward_s", -1.0).find("p.json: expert_load.forward_s:"),
+            std::string::npos);
+  EXPECT_EQ(with("/expert_load/backward_s", 7200.0),
+            "p.json: expert_load.backward_s: implausible (over an hour)");
+  EXPECT_NE(with("/expert_load/latency_s", 1.0).find("latency_s"), std::string::npos);
+  json missing = doc;
+  missing["expert_load"].erase("micro_batch");
+  EXPECT_NE(error_of(missing).find("p.json: expert_load.micro_batch: missing required key"),
+            std::string::npos)
+      << error_of(missing);
+}
+
 TEST(ProfileIoErrors, NameTheFileAndTheField) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   const json good = profile_to_json(uniform_profile(sc, 2));

@@ -1,0 +1,131 @@
+#include "exec/expert_load_profile.h"
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+
+#include "exec/affinity.h"
+#include "exec/compute/tensor_group.h"
+#include "exec/data.h"
+#include "exec/expert_shard.h"
+#include "exec/profile_passes.h"
+
+namespace pipescope::exec {
+
+namespace {
+
+// The time a further row takes in the calls of one direction (a forward's or
+// a backward's), every rank's: the slope of the least-squares line through
+// their (rows, wall) points, as a call also pays what does not grow with its
+// rows (the gather, the scatter, a product's start). Without spread in the
+// rows, their mean time a row; never below 0.
+double row_time_s(const std::vector<std::vector<ExpertTally::Call>>& calls, bool backward) {
+  double n = 0.0, sr = 0.0, sw = 0.0, srr = 0.0, srw = 0.0;
+  for (const auto& rank : calls) {
+    for (const ExpertTally::Call& c : rank) {
+      if (c.backward != backward) continue;
+      const double r = static_cast<double>(c.rows), w = static_cast<double>(c.wall) * 1e-9;
+      n += 1.0;
+      sr += r;
+      sw += w;
+      srr += r * r;
+      srw += r * w;
+    }
+  }
+  if (n == 0.0 || sr <= 0.0) return 0.0;
+  const double spread = n * srr - sr * sr;
+  if (spread <= 1e-9 * srr * n) return sw / sr;
+  return std::max(0.0, (n * srw - sr * sw) / spread);
+}
+
+}  // namespace
+
+ExpertLoadFigures expert_load_of(const std::vector<std::vector<ExpertTally::Call>>& calls) {
+  if (calls.size() < 2) throw std::invalid_argument("an expert load needs 2 or more ranks");
+  const std::vector<ExpertTally::Call>& first = calls.front();
+  for (const auto& rank : calls) {
+    bool same = rank.size() == first.size();
+    for (std::size_t i = 0; same && i < rank.size(); ++i) {
+      same = rank[i].backward == first[i].backward;
+    }
+    if (!same) throw std::invalid_argument("the expert ranks' mixture calls do not pair up");
+  }
+  const double rate[2] = {row_time_s(calls, false), row_time_s(calls, true)};
+  ExpertLoadFigures f;
+  f.ranks = static_cast<int>(calls.size());
+  double extra[2] = {0.0, 0.0}, imbalance = 0.0;
+  int count[2] = {0, 0};
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    double rows = 0.0, busiest = 0.0;
+    for (const auto& rank : calls) {
+      rows += static_cast<double>(rank[i].rows);
+      busiest = std::max(busiest, static_cast<double>(rank[i].rows));
+    }
+    const double mean = rows / static_cast<double>(calls.size());
+    const int b = first[i].backward ? 1 : 0;
+    extra[b] += (busiest - mean) * rate[b];
+    ++count[b];
+    if (b == 0) imbalance += mean > 0.0 ? busiest / mean : 1.0;
+  }
+  if (count[0] > 0) {
+    f.forward_s = extra[0] / count[0];
+    f.imbalance = imbalance / count[0];
+  }
+  if (count[1] > 0) f.backward_s = extra[1] / count[1];
+  return f;
+}
+
+ExpertLoadFigures time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                   int passes) {
+  const int E = model.expert_parallel;
+  if (model.transformer == nullptr || E < 2 || model.tensor_parallel != 1 ||
+      model.context_parallel != 1) {
+    throw std::invalid_argument(
+        "the expert ranks' load is timed for a transformer split over expert ranks alone");
+  }
+  if (passes < 1) throw std::invalid_argument("timing the expert load needs 1 or more passes");
+  std::vector<LayerList> ranks = build_expert_ranks(*model.transformer, seed, E);
+  const TaskShape task = task_shape(model);
+  // [pass][rank]: the rank's mixture calls in the pass (the first warms up).
+  std::vector<std::vector<std::vector<ExpertTally::Call>>> calls(
+      static_cast<std::size_t>(passes) + 1,
+      std::vector<std::vector<ExpertTally::Call>>(static_cast<std::size_t>(E)));
+  std::atomic<bool> failed{false};
+  on_cores(E, cpus_for_threads(E), [&](int e) {
+    CollectiveTally collectives;
+    collectives.abort = &failed;  // a failed rank's partners stop waiting for it
+    const CollectiveScope scope(collectives);
+    try {
+      for (int p = 0; p <= passes; ++p) {
+        // As run_plan makes a step's micro-batches (E times a rank's samples)
+        // and StepRun::share_micro_batches cuts them: rank e's samples, the
+        // loss scaled by the whole micro-batch's tokens.
+        const MicroBatch whole =
+            whole_batch(task, static_cast<int>(batch) * E, static_cast<std::uint64_t>(p), seed);
+        const MicroBatch mine = samples_of(whole, e, E);
+        const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
+        ExpertTally tally;
+        const ExpertScope experts(tally);
+        step_pass(ranks[static_cast<std::size_t>(e)], mine.input, ctx, [] {});
+        calls[static_cast<std::size_t>(p)][static_cast<std::size_t>(e)] = std::move(tally.calls);
+      }
+    } catch (const CollectiveAborted&) {
+      return;  // another rank failed: its error is the one to report
+    } catch (...) {
+      failed = true;
+      throw;
+    }
+  });
+  std::vector<ExpertLoadFigures> kept;
+  for (std::size_t p = 1; p < calls.size(); ++p) kept.push_back(expert_load_of(calls[p]));
+  // The pass of the median extra time: one in which other work took a core
+  // is left out.
+  std::sort(kept.begin(), kept.end(), [](const ExpertLoadFigures& a, const ExpertLoadFigures& b) {
+    return a.forward_s + a.backward_s < b.forward_s + b.backward_s;
+  });
+  ExpertLoadFigures out = kept[kept.size() / 2];
+  out.micro_batch = batch;
+  return out;
+}
+
+}  // namespace pipescope::exec

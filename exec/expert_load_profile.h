@@ -1,0 +1,41 @@
+#pragma once
+// The expert ranks' routed load timed as their layers run it: the E ranks
+// of a plan (T = C = 1), each a thread with its rank's layers and its
+// samples of a micro-batch, running a forward and a backward as a step's F
+// and B ops do, every mixture's experts counted by an ExpertTally
+// (exec/compute/moe_layers.h). The router sends each rank's experts the
+// rows its tokens pick, which are rarely a rank's mean share; at the
+// all-to-all that brings the experts' outputs back every rank waits for the
+// busiest. The profiler's rank alone computes the mean share (a balanced
+// rank), so a run's mixtures take longer than its profile by what the
+// busiest rank's experts take beyond it.
+
+#include <cstdint>
+#include <vector>
+
+#include "costmodels/model.h"
+#include "costmodels/profile.h"
+#include "exec/compute/moe_layers.h"
+
+namespace pipescope::exec {
+
+// The routed load of the E = model.expert_parallel ranks of `model` (one
+// rank's share of a transformer with a mixture, T = C = 1; its whole
+// transformer split as a plan's run splits it) on micro-batches of `batch`
+// sequences a rank (E batch in all): of `passes` passes after one untimed, each
+// on a micro-batch of its own, the one of the median extra time. In each
+// mixture call (a forward's or a backward's), the busiest rank's received
+// rows over the ranks' mean, and the extra time: the rows beyond the mean
+// at the time a further row takes (the slope of the calls' time against
+// their rows, over every rank's calls of the pass in that direction).
+// Throws std::invalid_argument for another model and for passes < 1.
+ExpertLoadFigures time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                   int passes);
+
+// One pass's calls, rank by rank: calls[e] is rank e's ExpertTally calls,
+// every rank's in the same order. Returns the figures of the pass (ranks,
+// imbalance, forward_s, backward_s; micro_batch 0). Throws
+// std::invalid_argument when the ranks' calls do not pair up.
+ExpertLoadFigures expert_load_of(const std::vector<std::vector<ExpertTally::Call>>& calls);
+
+}  // namespace pipescope::exec

@@ -1,0 +1,141 @@
+// The expert ranks' routed load (exec/expert_load_profile.h): the busiest
+// rank's rows beyond the mean at the time a further row takes, measured as
+// the ranks' layers run; and compare's prediction, which adds that to each
+// mixture's ops of a balanced rank.
+
+#include "exec/expert_load_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "../tiny_models.h"
+#include "compare_helpers.h"
+#include "costmodels/model_families.h"
+#include "exec/compare.h"
+#include "exec/profiler.h"
+
+namespace pipescope::exec {
+namespace {
+
+using Call = ExpertTally::Call;
+using namespace compare_helpers;
+
+// Two ranks, two mixtures: rank 0 receives 10 then 30 rows, rank 1 30 then
+// 10. A forward's experts take 1 us + 100 ns a row, a backward's 0.5 us +
+// 200 ns a row. Each call's busiest rank has 10 rows beyond the mean of 20:
+// 1 us more in a forward at 100 ns a row (not the 150 ns a row of the
+// calls' mean, which counts what does not grow with the rows), 2 us in a
+// backward; 30 rows over a mean of 20.
+TEST(ExpertLoad, TheBusiestRanksRowsBeyondTheMeanAtTheTimeOfAFurtherRow) {
+  const auto f = [](Index rows) { return Call{false, rows, 1000 + 100 * rows}; };
+  const auto b = [](Index rows) { return Call{true, rows, 500 + 200 * rows}; };
+  const std::vector<std::vector<Call>> calls{{f(10), f(30), b(30), b(10)},
+                                             {f(30), f(10), b(10), b(30)}};
+  const ExpertLoadFigures load = expert_load_of(calls);
+  EXPECT_EQ(load.ranks, 2);
+  EXPECT_DOUBLE_EQ(load.imbalance, 1.5);
+  EXPECT_NEAR(load.forward_s, 1e-6, 1e-15);
+  EXPECT_NEAR(load.backward_s, 2e-6, 1e-15);
+  EXPECT_EQ(load.micro_batch, 0);
+}
+
+// Ranks of equal rows wait for nobody; calls that do not pair up, or one
+// rank, are refused.
+TEST(ExpertLoad, BalancedRanksTakeNothingMore) {
+  const std::vector<std::vector<Call>> even{{{false, 20, 3000}, {true, 20, 5000}},
+                                            {{false, 20, 2000}, {true, 20, 6000}}};
+  const ExpertLoadFigures load = expert_load_of(even);
+  EXPECT_DOUBLE_EQ(load.imbalance, 1.0);
+  EXPECT_EQ(load.forward_s, 0.0);
+  EXPECT_EQ(load.backward_s, 0.0);
+  EXPECT_THROW(expert_load_of({even[0], {even[1][0]}}), std::invalid_argument);
+  EXPECT_THROW(expert_load_of({even[0], {even[1][1], even[1][0]}}), std::invalid_argument);
+  EXPECT_THROW(expert_load_of({even[0]}), std::invalid_argument);
+}
+
+// The tiny transformer with four experts of width 12, `top_k` a token,
+// block 0 dense, as one of two expert ranks.
+ModelSpec expert_rank(int top_k) {
+  TransformerParams p = testing::tiny_executor_transformer_params(3);
+  p.moe = {4, top_k, 12, 0, 1, 1.0};
+  TensorSplit split;
+  split.experts = 2;
+  return make_transformer(p, "tiny", split);
+}
+
+// Measured as the ranks' layers run: with every token sent to every expert
+// each rank receives the same rows and none waits; a top-2 router loads
+// the busiest rank between the mean and all of the rows. Other models are
+// refused.
+TEST(ExpertLoad, TheRanksLayersMeasureTheirRouter) {
+  const ExpertLoadFigures all = time_expert_load(expert_rank(4), 4, 1, 3);
+  EXPECT_EQ(all.ranks, 2);
+  EXPECT_EQ(all.micro_batch, 4);
+  EXPECT_DOUBLE_EQ(all.imbalance, 1.0);
+  EXPECT_EQ(all.forward_s, 0.0);
+  EXPECT_EQ(all.backward_s, 0.0);
+  const ExpertLoadFigures top2 = time_expert_load(expert_rank(2), 4, 1, 3);
+  EXPECT_GE(top2.imbalance, 1.0);
+  EXPECT_LE(top2.imbalance, 2.0);
+  EXPECT_GE(top2.forward_s, 0.0);
+  EXPECT_THROW(time_expert_load(expert_rank(2), 4, 1, 0), std::invalid_argument);
+  EXPECT_THROW(time_expert_load(testing::tiny_transformer(2), 4, 1, 1), std::invalid_argument);
+}
+
+// The profiler measures the load when asked for the model's E (at its
+// largest batch size), and not otherwise.
+TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
+  ProfileOptions o;
+  o.repeats = 1;
+  o.batch_sizes = {2, 4};
+  o.expert_ranks = 2;
+  const Profile asked = profile_model(expert_rank(2), o);
+  if (asked.cores >= 2) {
+    EXPECT_EQ(asked.expert_load.ranks, 2);
+    EXPECT_EQ(asked.expert_load.micro_batch, 4);
+    EXPECT_GE(asked.expert_load.imbalance, 1.0);
+  }
+  o.expert_ranks = 0;
+  EXPECT_EQ(profile_model(expert_rank(2), o).expert_load.ranks, 0);
+}
+
+// compare's prediction of E = 2 at the measured micro-batch size: each
+// mixture's forward and recompute take the busiest rank's extra forward,
+// its backward the extra backward; the dense layers keep their times; a
+// load measured for another E or micro-batch size changes nothing.
+TEST(ExpertLoad, ThePredictionAddsItToEachMixture) {
+  const ModelSpec m = expert_rank(2);
+  Plan plan = plan_of(m, 1, 2, Remat::kNever);
+  plan.expert_parallel = 2;
+  plan.devices = 2;
+  auto p = std::make_shared<Profile>(*known_profile(m, 4));
+  for (LayerProfile& l : p->layers) l.batch_sizes = {plan.micro_batch_size};
+  p->expert_load = {2, 1.3, 300e-6, 500e-6, plan.micro_batch_size};
+  const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+  int mixtures = 0;
+  for (const LayerSpec& layer : m.layers) {
+    const LayerProfile* l = sc.cluster.profile->find(layer);
+    ASSERT_NE(l, nullptr);
+    const bool mixture = layer.ep_alltoalls > 0;
+    mixtures += mixture ? 1 : 0;
+    EXPECT_EQ(l->forward.front(), mixture ? 1300000 : 1000000) << layer.name;
+    EXPECT_EQ(l->recompute.front(), mixture ? 1800000 : 1500000) << layer.name;
+    EXPECT_EQ(l->backward.front(), mixture ? 2500000 : 2000000) << layer.name;
+  }
+  EXPECT_EQ(mixtures, 2);
+  for (const auto& [ranks, batch] :
+       {std::pair{4, plan.micro_batch_size}, std::pair{2, 2 * plan.micro_batch_size}}) {
+    p->expert_load.ranks = ranks;
+    p->expert_load.micro_batch = batch;
+    const Scenario other = cpu_scenario(plan, m, p, "known.json");
+    for (const LayerProfile& l : other.cluster.profile->layers) {
+      EXPECT_EQ(l.forward.front(), 1000000) << l.example;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pipescope::exec
