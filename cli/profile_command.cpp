@@ -230,20 +230,24 @@ void print_profile_json(const ProfileOptions& o, const Scenario& scenario, const
   print_json(doc);
 }
 
+// Why the shares' exchanges (or the expert ranks' load) of a CPU profile
+// were not timed, when their layers did not fit the memory.
+void print_unfit(const Scenario& scenario, const Profile& profile, bool measured, const char* what,
+                 const char* instead) {
+  if (measured || profile.backend != "cpu" || profile.layers.empty()) return;
+  const std::string unfit = exec::share_exchanges_unfit(
+      scenario.model, profile.layers.front().batch_sizes.back(), exec::host_memory_available());
+  if (!unfit.empty()) std::printf("%s not timed: %s; %s\n", what, unfit.c_str(), instead);
+}
+
 // The context shares' exchanges, as their layers ran them, when measured;
 // or why they were not, when the shares' layers did not fit the memory.
 void print_context_exchanges(const Scenario& scenario, const Profile& profile) {
-  const bool measured = profile.context_ring.ranks > 1 || profile.alltoall_group.ranks > 1;
-  if (!measured && profile.backend == "cpu" && scenario.model.context_parallel > 1 &&
-      !profile.layers.empty()) {
-    const std::string unfit = exec::share_exchanges_unfit(
-        scenario.model, profile.layers.front().batch_sizes.back(), exec::host_memory_available());
-    if (!unfit.empty()) {
-      std::printf(
-          "Context    the shares' exchanges were not timed: %s; predictions from this "
-          "profile price them as the model does\n",
-          unfit.c_str());
-    }
+  if (scenario.model.context_parallel > 1) {
+    print_unfit(scenario, profile,
+                profile.context_ring.ranks > 1 || profile.alltoall_group.ranks > 1,
+                "Context    the shares' exchanges were",
+                "predictions from this profile price them as the model does");
   }
   if (const ContextRingFigures& r = profile.context_ring; r.ranks > 1) {
     std::printf("Context    ring of %d shares: a take %s in a forward, %s in a backward\n", r.ranks,
@@ -256,8 +260,13 @@ void print_context_exchanges(const Scenario& scenario, const Profile& profile) {
   }
 }
 
-// The expert ranks' routed load, when measured.
-void print_expert_load(const Profile& profile) {
+// The expert ranks' routed load, when measured; or why it was not, when the
+// ranks' layers did not fit the memory.
+void print_expert_load(const Scenario& scenario, const Profile& profile) {
+  if (scenario.model.expert_parallel > 1) {
+    print_unfit(scenario, profile, profile.expert_load.ranks > 1, "Experts    the ranks' load was",
+                "predictions from this profile take a balanced router");
+  }
   if (const ExpertLoadFigures& f = profile.expert_load; f.ranks > 1) {
     std::printf(
         "Experts    %d ranks: the busiest receives %.2fx the mean of the routed rows; its experts "
@@ -296,7 +305,7 @@ void print_profile(const ProfileOptions& o, const Scenario& scenario, const Prof
       format_seconds(profile.transport_latency_s).c_str(),
       format_rate(profile.transport_bandwidth).c_str());
   print_context_exchanges(scenario, profile);
-  print_expert_load(profile);
+  print_expert_load(scenario, profile);
   print_rounds(profile);
   print_layer_rates(scenario, profile);
   std::printf("\nProfile written to %s (use it with --cost-model %s)\n", o.output.c_str(),

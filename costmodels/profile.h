@@ -94,9 +94,9 @@ struct ContextRingFigures {
 // the ranks' mean, the mean over the mixtures' forwards; forward_s and
 // backward_s what the busiest rank's experts took beyond a rank of the mean
 // load, in a mixture's forward and in its backward (the mean over the
-// mixtures). A simulation of E = ranks at that micro-batch size adds them to
-// its mixtures' ops, whose profiled times are a balanced rank's. ranks 0: not
-// measured.
+// mixtures). compare's prediction of a plan of E = ranks at that micro-batch
+// size (T = C = 1) adds them to its mixtures' ops, whose profiled times are
+// a balanced rank's. ranks 0: not measured.
 struct ExpertLoadFigures {
   int ranks = 0;
   double imbalance = 1.0;

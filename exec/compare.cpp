@@ -62,15 +62,22 @@ Profile group_profile(Profile p, int ranks, int T) {
 }
 
 // The profile as E expert ranks whose router loads them as the profile
-// measured (Profile::expert_load, at this micro-batch size): each mixture's
-// ops, timed on a balanced rank, take what the busiest rank's experts take
-// beyond it, as every rank waits for it at the all-to-all that brings the
-// outputs back. A split backward's B and W take half of the backward's
-// each: the experts' input gradients and their weight gradients are
-// products of the same size.
-Profile loaded_profile(Profile p, const ModelSpec& model, int E, std::int64_t micro_batch) {
-  const ExpertLoadFigures& load = p.expert_load;
-  if (load.ranks != E || load.micro_batch != micro_batch) return p;
+// measured (Profile::expert_load, at this micro-batch size, T = C = 1):
+// each mixture's ops, timed on a balanced rank, take what the busiest
+// rank's experts take beyond it, as every rank waits for it at the
+// all-to-all that brings the outputs back. A split backward's B and W take
+// half of the backward's each: the experts' input gradients and their
+// weight gradients are products of the same size (W, deferred, runs outside
+// the all-to-all on the busiest rank alone, which this may overstate for
+// the zero-bubble schedules). The returned profile keeps expert_load only
+// when some mixture took it (ranks 0 otherwise), for the comparison to say.
+Profile loaded_profile(Profile p, const ModelSpec& model, const Plan& plan) {
+  const ExpertLoadFigures load = p.expert_load;
+  p.expert_load = {};
+  if (load.ranks != plan.expert_parallel || load.micro_batch != plan.micro_batch_size ||
+      plan.tensor_parallel != 1 || plan.context_parallel != 1) {
+    return p;
+  }
   const auto add = [](std::vector<SimTime>& times, std::size_t at, double s) {
     if (at < times.size()) times[at] += seconds_to_simtime(s);
   };
@@ -82,7 +89,7 @@ Profile loaded_profile(Profile p, const ModelSpec& model, int E, std::int64_t mi
     }
     done.push_back(signature);
     for (LayerProfile& l : p.layers) {
-      const auto it = std::find(l.batch_sizes.begin(), l.batch_sizes.end(), micro_batch);
+      const auto it = std::find(l.batch_sizes.begin(), l.batch_sizes.end(), load.micro_batch);
       if (l.signature != signature || it == l.batch_sizes.end()) continue;
       const auto at = static_cast<std::size_t>(it - l.batch_sizes.begin());
       add(l.forward, at, load.forward_s);
@@ -90,6 +97,7 @@ Profile loaded_profile(Profile p, const ModelSpec& model, int E, std::int64_t mi
       add(l.backward, at, load.backward_s);
       add(l.input, at, load.backward_s / 2);
       add(l.weight, at, load.backward_s / 2);
+      p.expert_load = load;
     }
   }
   return p;
@@ -145,10 +153,8 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
     profile = std::make_shared<const Profile>(group_profile(*profile, T * C, T));
   }
   // The E ranks wait for the busiest at each mixture.
-  if (profile && E > 1 && profile->expert_load.ranks == E) {
-    profile =
-        std::make_shared<const Profile>(loaded_profile(*profile, model, E, plan.micro_batch_size));
-  }
+  if (profile && E > 1)
+    profile = std::make_shared<const Profile>(loaded_profile(*profile, model, plan));
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;
   if (profile && T > 1 && profile->tensor_group.ranks == T) {
@@ -342,10 +348,9 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   const int ranks = c.tensor_parallel * c.context_parallel * c.expert_parallel;
   c.cores = scenario.cluster.shared_cores * ranks;
   c.shared_cores = c.cores > 0 && c.cores < c.stages * ranks;
+  // cpu_scenario's profile keeps the load only where its mixtures took it.
   const std::shared_ptr<const Profile>& profile = scenario.cluster.profile;
-  const TrainingConfig& t = scenario.training;
-  if (profile && profile->expert_load.ranks == c.expert_parallel && t.micro_batches > 0 &&
-      profile->expert_load.micro_batch == t.global_batch / t.micro_batches) {
+  if (profile && c.expert_parallel > 1 && profile->expert_load.ranks == c.expert_parallel) {
     c.expert_load = profile->expert_load;
   }
 }

@@ -115,8 +115,8 @@ struct Comparison {
   int tensor_parallel = 1;    // T
   int context_parallel = 1;   // C
   int expert_parallel = 1;    // E
-  // E > 1: the routed load the prediction added to its mixtures (loaded at
-  // the plan's micro-batch size); ranks 0: none.
+  // E > 1: the routed load the prediction added to its mixtures
+  // (Profile::expert_load, at the plan's micro-batch size); ranks 0: none.
   ExpertLoadFigures expert_load;
   CollectiveMatch collectives;  // T > 1
 };

@@ -61,8 +61,10 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
 // Bytes the C shares hold while their exchanges are timed at micro-batch
 // `batch` (or the E expert ranks while their load is,
 // exec/expert_load_profile.h): C (E) copies of every layer of `model` (one
-// share, one rank), each with its parameters' state (kStateBytesPerParam)
-// and the stash its forward keeps (stash_bytes a sample).
+// share, one rank), each with its parameters' state (kStateBytesPerParam,
+// though the timing builds no optimizer: a margin for what building the
+// ranks holds at once) and the stash its forward keeps (stash_bytes a
+// sample).
 double share_exchange_bytes(const ModelSpec& model, std::int64_t batch);
 
 // Why they are not timed on a machine with `host` available: the copies need

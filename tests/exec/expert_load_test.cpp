@@ -77,8 +77,10 @@ TEST(ExpertLoad, TheRanksLayersMeasureTheirRouter) {
   EXPECT_DOUBLE_EQ(all.imbalance, 1.0);
   EXPECT_EQ(all.forward_s, 0.0);
   EXPECT_EQ(all.backward_s, 0.0);
+  // The seed fixes the routing: on these weights and samples one rank's
+  // experts receive more of the rows (whatever the timing).
   const ExpertLoadFigures top2 = time_expert_load(expert_rank(2), 4, 1, 3);
-  EXPECT_GE(top2.imbalance, 1.0);
+  EXPECT_GT(top2.imbalance, 1.0);
   EXPECT_LE(top2.imbalance, 2.0);
   EXPECT_GE(top2.forward_s, 0.0);
   EXPECT_THROW(time_expert_load(expert_rank(2), 4, 1, 0), std::invalid_argument);
@@ -104,17 +106,24 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
 
 // compare's prediction of E = 2 at the measured micro-batch size: each
 // mixture's forward and recompute take the busiest rank's extra forward,
-// its backward the extra backward; the dense layers keep their times; a
-// load measured for another E or micro-batch size changes nothing.
+// its backward the extra backward, a split backward's B and W half of it
+// each; the dense layers keep their times, and the scenario's profile keeps
+// the load to say so. A load measured for another E or micro-batch size
+// changes nothing and is dropped.
 TEST(ExpertLoad, ThePredictionAddsItToEachMixture) {
   const ModelSpec m = expert_rank(2);
   Plan plan = plan_of(m, 1, 2, Remat::kNever);
   plan.expert_parallel = 2;
   plan.devices = 2;
   auto p = std::make_shared<Profile>(*known_profile(m, 4));
-  for (LayerProfile& l : p->layers) l.batch_sizes = {plan.micro_batch_size};
+  for (LayerProfile& l : p->layers) {
+    l.batch_sizes = {plan.micro_batch_size};
+    l.input = {1200000};
+    l.weight = {900000};
+  }
   p->expert_load = {2, 1.3, 300e-6, 500e-6, plan.micro_batch_size};
   const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+  EXPECT_EQ(sc.cluster.profile->expert_load.ranks, 2);
   int mixtures = 0;
   for (const LayerSpec& layer : m.layers) {
     const LayerProfile* l = sc.cluster.profile->find(layer);
@@ -124,6 +133,8 @@ TEST(ExpertLoad, ThePredictionAddsItToEachMixture) {
     EXPECT_EQ(l->forward.front(), mixture ? 1300000 : 1000000) << layer.name;
     EXPECT_EQ(l->recompute.front(), mixture ? 1800000 : 1500000) << layer.name;
     EXPECT_EQ(l->backward.front(), mixture ? 2500000 : 2000000) << layer.name;
+    EXPECT_EQ(l->input.front(), mixture ? 1450000 : 1200000) << layer.name;
+    EXPECT_EQ(l->weight.front(), mixture ? 1150000 : 900000) << layer.name;
   }
   EXPECT_EQ(mixtures, 2);
   for (const auto& [ranks, batch] :
@@ -131,6 +142,7 @@ TEST(ExpertLoad, ThePredictionAddsItToEachMixture) {
     p->expert_load.ranks = ranks;
     p->expert_load.micro_batch = batch;
     const Scenario other = cpu_scenario(plan, m, p, "known.json");
+    EXPECT_EQ(other.cluster.profile->expert_load.ranks, 0);
     for (const LayerProfile& l : other.cluster.profile->layers) {
       EXPECT_EQ(l.forward.front(), 1000000) << l.example;
     }

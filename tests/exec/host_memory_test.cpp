@@ -18,7 +18,8 @@
 namespace pipescope::exec {
 namespace {
 
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 
 // On a thread of its own (so in an arena of heaps of at most 64 MiB): takes
 // 96 blocks of 1 MiB, touching each, and frees them, the last first. Returns
@@ -53,7 +54,8 @@ TEST(HostMemory, AThreadKeepsTheHeapsItEmptied) {
 #else
 
 TEST(HostMemory, AThreadKeepsTheHeapsItEmptied) {
-  GTEST_SKIP() << "glibc's malloc is not the one in use (a sanitizer's, or another C library)";
+  GTEST_SKIP() << "glibc's malloc (2.33 or later, for mallinfo2) is not the one in use (a "
+                  "sanitizer's, or another C library)";
 }
 
 #endif
