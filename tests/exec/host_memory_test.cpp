@@ -18,8 +18,17 @@
 namespace pipescope::exec {
 namespace {
 
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
+// Whether a sanitizer's allocator stands in for glibc's (GCC says so with
+// __SANITIZE_*__, clang with __has_feature).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PIPESCOPE_SANITIZER_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PIPESCOPE_SANITIZER_MALLOC 1
+#endif
+#endif
+
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33) && !defined(PIPESCOPE_SANITIZER_MALLOC)
 
 // On a thread of its own (so in an arena of heaps of at most 64 MiB): takes
 // 96 blocks of 1 MiB, touching each, and frees them, the last first. Returns
