@@ -1,11 +1,8 @@
 #include "exec/expert_load_profile.h"
 
 #include <algorithm>
-#include <atomic>
 #include <stdexcept>
 
-#include "exec/affinity.h"
-#include "exec/compute/tensor_group.h"
 #include "exec/data.h"
 #include "exec/expert_shard.h"
 #include "exec/profile_passes.h"
@@ -90,30 +87,19 @@ ExpertLoadFigures time_expert_load(const ModelSpec& model, std::int64_t batch, s
   std::vector<std::vector<std::vector<ExpertTally::Call>>> calls(
       static_cast<std::size_t>(passes) + 1,
       std::vector<std::vector<ExpertTally::Call>>(static_cast<std::size_t>(E)));
-  std::atomic<bool> failed{false};
-  on_cores(E, cpus_for_threads(E), [&](int e) {
-    CollectiveTally collectives;
-    collectives.abort = &failed;  // a failed rank's partners stop waiting for it
-    const CollectiveScope scope(collectives);
-    try {
-      for (int p = 0; p <= passes; ++p) {
-        // As run_plan makes a step's micro-batches (E times a rank's samples)
-        // and StepRun::share_micro_batches cuts them: rank e's samples, the
-        // loss scaled by the whole micro-batch's tokens.
-        const MicroBatch whole =
-            whole_batch(task, static_cast<int>(batch) * E, static_cast<std::uint64_t>(p), seed);
-        const MicroBatch mine = samples_of(whole, e, E);
-        const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
-        ExpertTally tally;
-        const ExpertScope experts(tally);
-        step_pass(ranks[static_cast<std::size_t>(e)], mine.input, ctx, [] {});
-        calls[static_cast<std::size_t>(p)][static_cast<std::size_t>(e)] = std::move(tally.calls);
-      }
-    } catch (const CollectiveAborted&) {
-      return;  // another rank failed: its error is the one to report
-    } catch (...) {
-      failed = true;
-      throw;
+  on_group_threads(E, [&](int e, CollectiveTally&) {
+    for (int p = 0; p <= passes; ++p) {
+      // As run_plan makes a step's micro-batches (E times a rank's samples)
+      // and StepRun::share_micro_batches cuts them: rank e's samples, the
+      // loss scaled by the whole micro-batch's tokens.
+      const MicroBatch whole =
+          whole_batch(task, static_cast<int>(batch) * E, static_cast<std::uint64_t>(p), seed);
+      const MicroBatch mine = samples_of(whole, e, E);
+      const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
+      ExpertTally tally;
+      const ExpertScope experts(tally);
+      step_pass(ranks[static_cast<std::size_t>(e)], mine.input, ctx, [] {});
+      calls[static_cast<std::size_t>(p)][static_cast<std::size_t>(e)] = std::move(tally.calls);
     }
   });
   std::vector<ExpertLoadFigures> kept;

@@ -207,6 +207,23 @@ void on_cores(int n, const std::vector<int>& cpus, const std::function<void(int)
   }
 }
 
+void on_group_threads(int n, const std::function<void(int, CollectiveTally&)>& body) {
+  std::atomic<bool> failed{false};
+  on_cores(n, cpus_for_threads(n), [&](int i) {
+    CollectiveTally tally;
+    tally.abort = &failed;
+    const CollectiveScope scope(tally);
+    try {
+      body(i, tally);
+    } catch (const CollectiveAborted&) {
+      return;  // another thread failed: its error is the one to report
+    } catch (...) {
+      failed = true;
+      throw;
+    }
+  });
+}
+
 std::vector<Tensor> layer_inputs(LayerList& layers, const Tensor& input, const Context& ctx) {
   std::vector<Tensor> out;
   out.reserve(layers.size());

@@ -1,11 +1,9 @@
 #include "exec/share_exchange_profile.h"
 
 #include <algorithm>
-#include <atomic>
 #include <stdexcept>
 #include <vector>
 
-#include "exec/affinity.h"
 #include "exec/compute/tensor_group.h"
 #include "exec/data.h"
 #include "exec/profile_passes.h"
@@ -60,20 +58,7 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
       if (p > 0 && c == C - 1) kept.push_back(pass);  // the first pass warms up
     }
   };
-  std::atomic<bool> failed{false};
-  on_cores(C, cpus_for_threads(C), [&](int c) {
-    CollectiveTally tally;
-    tally.abort = &failed;  // a failed share's partners stop waiting for it
-    const CollectiveScope scope(tally);
-    try {
-      share_passes(c, tally);
-    } catch (const CollectiveAborted&) {
-      return;  // another share failed: its error is the one to report
-    } catch (...) {
-      failed = true;
-      throw;
-    }
-  });
+  on_group_threads(C, share_passes);
   // The pass of the median time in exchanges: a pass during which other work
   // took a core (the shares then wait for the one that lost it) is left out.
   std::sort(kept.begin(), kept.end(), [](const ShareExchanges& a, const ShareExchanges& b) {
