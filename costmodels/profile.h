@@ -60,11 +60,11 @@ struct TensorGroupFigures {
 // `ranks` threads exchanging at once: one all-to-all of B bytes a rank (its
 // parts for every rank, its own included) takes latency_s + B / bandwidth,
 // waits for the others included, the latency as the shares' layers ran it
-// at `micro_batch` sequences (exec/share_exchange_profile.h). The context
-// shares' all-to-alls of heads at T = 1 and that micro-batch size are timed
-// by it on the CPU (the expert ranks' keep the transport; their waits for
-// each other in a run are the router's imbalance, ExpertLoadFigures).
-// ranks 0: not measured.
+// at `micro_batch` sequences (exec/share_exchange_profile.h; the expert
+// ranks' less their waits for the busiest rank, which are the router's
+// imbalance, ExpertLoadFigures). The context shares' all-to-alls of heads,
+// or the expert ranks', at T = 1 and that micro-batch size are timed by it
+// on the CPU. ranks 0: not measured.
 struct GroupAllToAllFigures {
   int ranks = 0;
   double latency_s = 0.0;

@@ -186,12 +186,19 @@ double relative_error(double predicted, double measured) {
   return (predicted - measured) / measured;
 }
 
-std::string shared_cores_note(int stages, int cores, const std::string& what) {
+std::string shared_cores_note(int stages, int cores, const std::string& what, int ranks) {
   const std::string many = what + "s";
   const std::string who = what == "GPU" ? "each GPU interleaves the streams' kernels"
                                         : "the OS time-slices the threads";
-  return std::to_string(stages) + " stages share " + std::to_string(cores) + " " +
-         (cores == 1 ? what : many) + ": predicted with a pool of that many " + many +
+  const auto count = [&](int n) { return std::to_string(n) + " " + (n == 1 ? what : many); };
+  const std::string pool =
+      ranks > 1 ? "a pool of " + count(std::max(1, cores / ranks)) + " for each rank's stages"
+                : "a pool of that many " + many;
+  return std::to_string(stages) + " stages" +
+         (ranks > 1 ? " of " + std::to_string(ranks) + " ranks each (" +
+                          std::to_string(stages * ranks) + " threads)"
+                    : "") +
+         " share " + count(cores) + ": predicted with " + pool +
          ", each op holding one for its whole duration and ops served in the order they became "
          "ready (" +
          who + " instead, so the order, not the total work, is approximate)";

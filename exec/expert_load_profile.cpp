@@ -35,6 +35,14 @@ double row_time_s(const std::vector<std::vector<ExpertTally::Call>>& calls, bool
   return std::max(0.0, (n * srw - sr * sw) / spread);
 }
 
+// The busiest rank's extra time summed over one rank's mixture calls of a
+// pass (`calls`), from the figures' mean extra a forward and a backward.
+double load_waits_s(const ExpertLoadFigures& f, const std::vector<ExpertTally::Call>& calls) {
+  double s = 0.0;
+  for (const ExpertTally::Call& c : calls) s += c.backward ? f.backward_s : f.forward_s;
+  return s;
+}
+
 }  // namespace
 
 ExpertLoadFigures expert_load_of(const std::vector<std::vector<ExpertTally::Call>>& calls) {
@@ -72,8 +80,8 @@ ExpertLoadFigures expert_load_of(const std::vector<std::vector<ExpertTally::Call
   return f;
 }
 
-ExpertLoadFigures time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
-                                   int passes) {
+ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                  int passes) {
   const int E = model.expert_parallel;
   if (model.transformer == nullptr || E < 2 || model.tensor_parallel != 1 ||
       model.context_parallel != 1) {
@@ -87,7 +95,10 @@ ExpertLoadFigures time_expert_load(const ModelSpec& model, std::int64_t batch, s
   std::vector<std::vector<std::vector<ExpertTally::Call>>> calls(
       static_cast<std::size_t>(passes) + 1,
       std::vector<std::vector<ExpertTally::Call>>(static_cast<std::size_t>(E)));
-  on_group_threads(E, [&](int e, CollectiveTally&) {
+  std::vector<std::vector<ExchangeTimes>> alltoalls(
+      static_cast<std::size_t>(passes) + 1,
+      std::vector<ExchangeTimes>(static_cast<std::size_t>(E)));
+  on_group_threads(E, [&](int e, CollectiveTally& group) {
     for (int p = 0; p <= passes; ++p) {
       // As run_plan makes a step's micro-batches (E times a rank's samples)
       // and StepRun::share_micro_batches cuts them: rank e's samples, the
@@ -98,19 +109,27 @@ ExpertLoadFigures time_expert_load(const ModelSpec& model, std::int64_t batch, s
       const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
       ExpertTally tally;
       const ExpertScope experts(tally);
+      group.reset();
       step_pass(ranks[static_cast<std::size_t>(e)], mine.input, ctx, [] {});
-      calls[static_cast<std::size_t>(p)][static_cast<std::size_t>(e)] = std::move(tally.calls);
+      const auto i = static_cast<std::size_t>(p);
+      calls[i][static_cast<std::size_t>(e)] = std::move(tally.calls);
+      alltoalls[i][static_cast<std::size_t>(e)] = {group.count, group.wall, group.bytes};
     }
   });
-  std::vector<ExpertLoadFigures> kept;
-  for (std::size_t p = 1; p < calls.size(); ++p) kept.push_back(expert_load_of(calls[p]));
+  std::vector<ExpertLoadTiming> kept;
+  for (std::size_t p = 1; p < calls.size(); ++p) {
+    ExpertLoadTiming t{expert_load_of(calls[p]), {}, 0.0};
+    for (const ExchangeTimes& rank : alltoalls[p]) t.alltoalls += rank;
+    t.load_waits_s = E * load_waits_s(t.load, calls[p].front());
+    kept.push_back(t);
+  }
   // The pass of the median extra time: one in which other work took a core
   // is left out.
-  std::sort(kept.begin(), kept.end(), [](const ExpertLoadFigures& a, const ExpertLoadFigures& b) {
-    return a.forward_s + a.backward_s < b.forward_s + b.backward_s;
+  std::sort(kept.begin(), kept.end(), [](const ExpertLoadTiming& a, const ExpertLoadTiming& b) {
+    return a.load.forward_s + a.load.backward_s < b.load.forward_s + b.load.backward_s;
   });
-  ExpertLoadFigures out = kept[kept.size() / 2];
-  out.micro_batch = batch;
+  ExpertLoadTiming out = kept[kept.size() / 2];
+  out.load.micro_batch = batch;
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "costmodels/model.h"
 #include "costmodels/profile.h"
 #include "exec/compute/moe_layers.h"
+#include "exec/share_exchange_profile.h"
 
 namespace pipescope::exec {
 
@@ -29,8 +30,19 @@ namespace pipescope::exec {
 // at the time a further row takes (the slope of the calls' time against
 // their rows, over every rank's calls of the pass in that direction).
 // Throws std::invalid_argument for another model and for passes < 1.
-ExpertLoadFigures time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
-                                   int passes);
+struct ExpertLoadTiming {
+  ExpertLoadFigures load;
+  // Every rank's all-to-alls in the kept pass, summed: the waits for the
+  // busiest rank included.
+  ExchangeTimes alltoalls;
+  // Of alltoalls.wall, seconds that are those waits: in each mixture call
+  // the busiest rank's extra time, which every rank but it waits out in
+  // part (the ranks' mean wait is the busiest's time over the mean), times
+  // the ranks.
+  double load_waits_s = 0.0;
+};
+ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                  int passes);
 
 // One pass's calls, rank by rank: calls[e] is rank e's ExpertTally calls,
 // every rank's in the same order. Returns the figures of the pass (ranks,

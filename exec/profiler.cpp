@@ -475,14 +475,9 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
     p.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s(), batch};
     return;
   }
-  // What one all-to-all took beyond the bare exchange of its bytes (each
-  // share's whole buffer, of which it received (C - 1) / C) is the latency.
-  const TransportFigures bare = profile_group_alltoall(C, kGroupRepeats);
   ExchangeTimes all = in_step.forward;
   all += in_step.backward;
-  const double buffer = all.mean_bytes() * C / (C - 1);
-  p.alltoall_group = {C, std::max(bare.latency_s, all.mean_s() - buffer / bare.bandwidth),
-                      bare.bandwidth, batch};
+  p.alltoall_group = in_step_alltoall(C, all, 0.0, batch, kGroupRepeats);
 }
 
 void ModelProfiler::State::add_expert_figures(Profile& p) const {
@@ -493,7 +488,9 @@ void ModelProfiler::State::add_expert_figures(Profile& p) const {
       !share_exchanges_unfit(spec, batch, host_memory_available()).empty()) {
     return;
   }
-  p.expert_load = time_expert_load(spec, batch, options.seed, kExchangePasses);
+  const ExpertLoadTiming t = time_expert_load(spec, batch, options.seed, kExchangePasses);
+  p.expert_load = t.load;
+  p.alltoall_group = in_step_alltoall(E, t.alltoalls, t.load_waits_s, batch, kGroupRepeats);
 }
 
 Profile ModelProfiler::finish() {

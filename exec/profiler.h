@@ -80,7 +80,8 @@ struct ProfileOptions {
   // model of one expert rank of E at T = C = 1 and memory for the E ranks'
   // layers: finish() also measures the ranks' routed load as their layers
   // run it (time_expert_load at the largest batch size, the median of seven
-  // passes; Profile::expert_load).
+  // passes; Profile::expert_load) and their all-to-all (Profile::alltoall_group,
+  // as for the shares, less the ranks' waits for the busiest).
   int expert_ranks = 0;
   // A device backend (a GPU): the layers measured on `device`, the transport as
   // copies from it to `peer` (another stream of its GPU, or a second GPU), and

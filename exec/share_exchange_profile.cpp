@@ -9,6 +9,7 @@
 #include "exec/profile_passes.h"
 #include "exec/tensor_shard.h"
 #include "exec/timing.h"
+#include "exec/transport_profile.h"
 #include "sim/base/format.h"
 
 namespace pipescope::exec {
@@ -65,6 +66,16 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
     return a.forward.wall + a.backward.wall < b.forward.wall + b.backward.wall;
   });
   return kept[kept.size() / 2];
+}
+
+GroupAllToAllFigures in_step_alltoall(int ranks, const ExchangeTimes& in_step, double other_waits_s,
+                                      std::int64_t batch, int repeats) {
+  const TransportFigures bare = profile_group_alltoall(ranks, repeats);
+  const double buffer = in_step.mean_bytes() * ranks / (ranks - 1);
+  const double each =
+      in_step.count > 0 ? (static_cast<double>(in_step.wall) * 1e-9 - other_waits_s) / in_step.count
+                        : 0.0;
+  return {ranks, std::max(bare.latency_s, each - buffer / bare.bandwidth), bare.bandwidth, batch};
 }
 
 double share_exchange_bytes(const ModelSpec& model, std::int64_t batch) {

@@ -21,25 +21,6 @@ DataParallel context_ring(const Cluster& cluster) {
 
 namespace {
 
-// A CPU profile that measured the all-to-all of a group of C threads
-// (Profile::alltoall_group) times the shares' all-to-alls as measured: the
-// threads' exchange through shared memory, where the profile's transport is
-// a payload handed between two stages' threads. The measurement counts each
-// rank's whole buffer, alltoall_wire_seconds (n - 1) / n of it.
-void use_measured_alltoall(const Cluster& cluster, std::int64_t micro_batch_size,
-                           DataParallel& dp) {
-  AllToAllGroup& g = dp.experts;
-  const int n = g.ranks;
-  if (!cluster.profile || dp.nccl || g.per_node != n || cluster.tensor_parallel != 1) return;
-  const GroupAllToAllFigures& measured = cluster.profile->alltoall_group;
-  if (measured.ranks != n || measured.micro_batch != micro_batch_size ||
-      !(measured.bandwidth > 0.0)) {
-    return;
-  }
-  g.intra_bw = measured.bandwidth * (n - 1) / n;
-  dp.experts_latency_s = measured.latency_s;
-}
-
 // The ring's takes as a CPU profile measured them with C threads at T = 1
 // and this micro-batch size (Profile::context_ring), or null: a layer's
 // exchanges are then its takes' measured waits (measured_ring_exchanges).
@@ -112,9 +93,10 @@ void add_context_exchanges(const ModelSpec& model, const Cluster& cluster,
                            std::int64_t micro_batch_size, std::vector<StageCost>& stages,
                            const CostModel& cost, ContextExchange form) {
   if (cluster.context_parallel <= 1) return;
-  DataParallel ring =
-      form == ContextExchange::kAllToAll ? context_alltoall_group(cluster) : context_ring(cluster);
-  if (form == ContextExchange::kAllToAll) use_measured_alltoall(cluster, micro_batch_size, ring);
+  const DataParallel ring =
+      form == ContextExchange::kAllToAll
+          ? measured_alltoalls(context_alltoall_group(cluster), micro_batch_size)
+          : context_ring(cluster);
   const ContextRingFigures* measured =
       form == ContextExchange::kP2p ? measured_ring(cluster, micro_batch_size) : nullptr;
   for (StageCost& c : stages) {

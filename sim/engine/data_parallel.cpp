@@ -76,6 +76,9 @@ void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
     throw ConfigError("the link between " + what +
                       " has no bandwidth: their all-to-alls cannot run");
   }
+  if (cluster.profile && cluster.tensor_parallel == 1) {
+    dp.measured_alltoall = cluster.profile->alltoall_group;
+  }
 }
 
 namespace {

@@ -12,9 +12,25 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes) {
   return seconds_to_simtime(dp.experts_latency_s + alltoall_wire_seconds(b, g, 1.0));
 }
 
-std::vector<SimTime> layer_alltoalls(const ModelSpec& model, const DataParallel& dp,
+bool measured_for(const GroupAllToAllFigures& measured, int ranks, std::int64_t micro_batch_size) {
+  return ranks >= 2 && measured.ranks == ranks && measured.micro_batch == micro_batch_size &&
+         measured.bandwidth > 0.0;
+}
+
+DataParallel measured_alltoalls(DataParallel dp, std::int64_t micro_batch_size) {
+  AllToAllGroup& g = dp.experts;
+  const GroupAllToAllFigures& m = dp.measured_alltoall;
+  const int n = g.ranks;
+  if (dp.nccl || g.per_node != n || !measured_for(m, n, micro_batch_size)) return dp;
+  g.intra_bw = m.bandwidth * (n - 1) / n;
+  dp.experts_latency_s = m.latency_s;
+  return dp;
+}
+
+std::vector<SimTime> layer_alltoalls(const ModelSpec& model, const DataParallel& measured_or_not,
                                      std::int64_t micro_batch_size) {
-  if (dp.experts.ranks <= 1) return {};
+  if (measured_or_not.experts.ranks <= 1) return {};
+  const DataParallel dp = measured_alltoalls(measured_or_not, micro_batch_size);
   std::vector<SimTime> out;
   out.reserve(model.layers.size());
   for (const LayerSpec& layer : model.layers) {

@@ -14,6 +14,7 @@
 
 #include "costmodels/collective.h"
 #include "costmodels/cost_model.h"
+#include "costmodels/profile.h"
 #include "sim/engine/custom_schedule.h"
 #include "sim/engine/metrics.h"
 #include "sim/engine/partition.h"
@@ -49,6 +50,11 @@ struct DataParallel {
   // between them. experts.ranks = 1: none.
   AllToAllGroup experts;
   double experts_latency_s = 0.0;
+  // The group's all-to-all as a CPU profile measured it, threads of one
+  // process (Profile::alltoall_group; ranks 0: none): at its micro-batch
+  // size it prices the group's all-to-alls (measured_alltoalls,
+  // sim/engine/expert_parallel.h).
+  GroupAllToAllFigures measured_alltoall;
   // Context parallelism: the devices of each replica's group that hold the
   // same weights (its C shares of the sequence), whose gradients reduce with
   // the replicas': the reductions run over replicas x context devices, and
@@ -66,7 +72,8 @@ void set_collective_links(const Cluster& cluster, const std::vector<int>& member
 // The all-to-all group over `members` (physical devices of `cluster`; route(i)
 // the hops from the first to the i-th): dp.experts and dp.experts_latency_s,
 // how many share the first member's node, the least bandwidth to a peer there
-// and to one on another node, the longest route's latency. Throws ConfigError
+// and to one on another node, the longest route's latency; and
+// dp.measured_alltoall, the cluster's profile's at T = 1. Throws ConfigError
 // naming `what` ("expert-parallel devices") when a link the group needs has
 // no bandwidth.
 void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,

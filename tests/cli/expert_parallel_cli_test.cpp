@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,18 @@ TEST(RunCli, AnExpertParallelPlanTrainsAsTheWholeModelDoes) {
   }
   EXPECT_EQ(forwards, 8);
   EXPECT_EQ(exchanges, 8);
+  // The profile measured the two ranks' load and their group's all-to-all
+  // at the plan's micro-batch of 2, and the prediction took both.
+  if (std::thread::hardware_concurrency() >= 2) {
+    ASSERT_TRUE(j.contains("expert_load")) << compare.out;
+    EXPECT_EQ(j["expert_load"]["ranks"], 2);
+    EXPECT_EQ(j["expert_load"]["micro_batch"], 2);
+    EXPECT_GE(j["expert_load"]["imbalance"].get<double>(), 1.0);
+    ASSERT_TRUE(j.contains("alltoall_group")) << compare.out;
+    EXPECT_EQ(j["alltoall_group"]["ranks"], 2);
+    EXPECT_EQ(j["alltoall_group"]["micro_batch"], 2);
+    EXPECT_GT(j["alltoall_group"]["bandwidth"].get<double>(), 0.0);
+  }
   fs::remove_all(dir);
 }
 

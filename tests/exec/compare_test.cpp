@@ -150,7 +150,14 @@ TEST(Compare, MoreStagesThanCoresAreSaidToShareThem) {
   const Comparison c = compare_run(sc, plan, {as_measured(r, 1.0, 1.0)}, 0);
   EXPECT_TRUE(c.shared_cores);
   EXPECT_EQ(c.cores, 2);
-  EXPECT_NE(shared_cores_note(4, 2).find("4 stages share 2 cores"), std::string::npos);
+  EXPECT_NE(shared_cores_note(4, 2).find("4 stages share 2 cores: predicted with a pool of that "
+                                         "many cores"),
+            std::string::npos);
+  // Stages of ranks: each rank's stages have their share of the cores.
+  EXPECT_NE(shared_cores_note(2, 2, "core", 2)
+                .find("2 stages of 2 ranks each (4 threads) share 2 cores: predicted with a "
+                      "pool of 1 core for each rank's stages"),
+            std::string::npos);
   // Two cores for four stages: slower than four dedicated cores would be.
   Scenario dedicated = sc;
   dedicated.cluster.shared_cores = 0;

@@ -71,18 +71,34 @@ ModelSpec expert_rank(int top_k) {
 // the busiest rank between the mean and all of the rows. Other models are
 // refused.
 TEST(ExpertLoad, TheRanksLayersMeasureTheirRouter) {
-  const ExpertLoadFigures all = time_expert_load(expert_rank(4), 4, 1, 3);
+  const ExpertLoadTiming every = time_expert_load(expert_rank(4), 4, 1, 3);
+  const ExpertLoadFigures& all = every.load;
   EXPECT_EQ(all.ranks, 2);
   EXPECT_EQ(all.micro_batch, 4);
   EXPECT_DOUBLE_EQ(all.imbalance, 1.0);
   EXPECT_EQ(all.forward_s, 0.0);
   EXPECT_EQ(all.backward_s, 0.0);
+  // The all-to-alls: 2 mixtures (block 0 is dense), each two in a forward
+  // and two in a backward, on each of the 2 ranks; each brings a rank the
+  // other's 4 x 5 tokens for its 2 experts, or their outputs or gradients:
+  // 40 rows of 16 floats (the forward's first 17, the row's expert first).
+  EXPECT_EQ(every.alltoalls.count, 16);
+  EXPECT_EQ(every.alltoalls.bytes, 2 * 2 * 40 * (17 + 3 * 16) * Bytes{sizeof(float)});
+  EXPECT_GT(every.alltoalls.wall, 0);
+  EXPECT_EQ(every.load_waits_s, 0.0);
   // The seed fixes the routing: on these weights and samples one rank's
   // experts receive more of the rows (whatever the timing).
-  const ExpertLoadFigures top2 = time_expert_load(expert_rank(2), 4, 1, 3);
+  const ExpertLoadTiming routed = time_expert_load(expert_rank(2), 4, 1, 3);
+  const ExpertLoadFigures& top2 = routed.load;
   EXPECT_GT(top2.imbalance, 1.0);
   EXPECT_LE(top2.imbalance, 2.0);
   EXPECT_GE(top2.forward_s, 0.0);
+  // Every rank but the busiest waits for it in each of a pass's 2 mixture
+  // forwards and 2 backwards: the ranks' waits sum to 2 x the busiest's
+  // extra time in each.
+  EXPECT_NEAR(routed.load_waits_s, 2 * (2 * top2.forward_s + 2 * top2.backward_s),
+              1e-12 + 1e-9 * routed.load_waits_s);
+  EXPECT_EQ(routed.alltoalls.count, 16);
   EXPECT_THROW(time_expert_load(expert_rank(2), 4, 1, 0), std::invalid_argument);
   EXPECT_THROW(time_expert_load(testing::tiny_transformer(2), 4, 1, 1), std::invalid_argument);
 }
@@ -99,9 +115,16 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
     EXPECT_EQ(asked.expert_load.ranks, 2);
     EXPECT_EQ(asked.expert_load.micro_batch, 4);
     EXPECT_GE(asked.expert_load.imbalance, 1.0);
+    // and the ranks' all-to-all as their layers ran it, for the prediction.
+    EXPECT_EQ(asked.alltoall_group.ranks, 2);
+    EXPECT_EQ(asked.alltoall_group.micro_batch, 4);
+    EXPECT_GT(asked.alltoall_group.latency_s, 0.0);
+    EXPECT_GT(asked.alltoall_group.bandwidth, 0.0);
   }
   o.expert_ranks = 0;
-  EXPECT_EQ(profile_model(expert_rank(2), o).expert_load.ranks, 0);
+  const Profile not_asked = profile_model(expert_rank(2), o);
+  EXPECT_EQ(not_asked.expert_load.ranks, 0);
+  EXPECT_EQ(not_asked.alltoall_group.ranks, 0);
 }
 
 // compare's prediction of E = 2 at the measured micro-batch size: each

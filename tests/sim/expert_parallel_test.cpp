@@ -150,6 +150,29 @@ TEST(ExpertParallel, OpsRunTheirAllToAllsByHand) {
                 (r.stage_costs[0].allreduce - plain.stage_costs[0].allreduce));
 }
 
+// A CPU profile's measured group of as many threads, at the micro-batch
+// size it was measured at, prices the all-to-alls: 5 us + the whole 1000
+// bytes at 4 GB/s, two a layer. Measured at another micro-batch size or
+// for another group size, the links price them: 1 us + 3 / 4 of the buffer
+// at 1 GB/s.
+TEST(ExpertParallel, AMeasuredGroupPricesItsAllToAlls) {
+  Scenario sc = ep_scenario(4, 0);
+  auto p = std::make_shared<Profile>();
+  p->alltoall_group = {4, 5e-6, 4e9, 1};
+  sc.cluster.profile = p;
+  const DataParallel dp = data_parallel_ring(sc.cluster, 1, 4, 4);
+  EXPECT_EQ(layer_alltoalls(sc.model, dp, 1), (std::vector<SimTime>{2 * 5250, 2 * 5250}));
+  const SimTime links = 1000 + 2000 * 3 / 4;
+  EXPECT_EQ(layer_alltoalls(sc.model, dp, 2), (std::vector<SimTime>{2 * links, 2 * links}));
+  p->alltoall_group.ranks = 2;
+  EXPECT_EQ(layer_alltoalls(sc.model, data_parallel_ring(sc.cluster, 1, 4, 4), 1),
+            (std::vector<SimTime>{2 * 1750, 2 * 1750}));
+  // Not under tensor parallelism, whose groups the profile did not time.
+  p->alltoall_group.ranks = 4;
+  sc.cluster.tensor_parallel = 2;
+  EXPECT_EQ(data_parallel_ring(sc.cluster, 1, 2, 2).measured_alltoall.ranks, 0);
+}
+
 // On the timeline each op's all-to-alls have a lane of their own, the expert
 // lane, right after the op's compute: one slice of the op's ep time and bytes
 // per forward and backward; nothing on the tensor lane without tensor
