@@ -201,7 +201,11 @@ std::string shared_cores_note(int stages, int cores, const std::string& what, in
          " share " + count(cores) + ": predicted with " + pool +
          ", each op holding one for its whole duration and ops served in the order they became "
          "ready (" +
-         who + " instead, so the order, not the total work, is approximate)";
+         who + " instead, so the order, not the total work, is approximate" +
+         (ranks > 1 ? "; a rank's exchanges also wait while its partners' " + many +
+                          " run their other stages, which the prediction leaves out"
+                    : "") +
+         ")";
 }
 
 namespace {

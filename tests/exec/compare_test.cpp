@@ -158,6 +158,9 @@ TEST(Compare, MoreStagesThanCoresAreSaidToShareThem) {
                 .find("2 stages of 2 ranks each (4 threads) share 2 cores: predicted with a "
                       "pool of 1 core for each rank's stages"),
             std::string::npos);
+  EXPECT_NE(shared_cores_note(2, 2, "core", 2).find("partners' cores run their other stages"),
+            std::string::npos);
+  EXPECT_EQ(shared_cores_note(4, 2).find("partners"), std::string::npos);
   // Two cores for four stages: slower than four dedicated cores would be.
   Scenario dedicated = sc;
   dedicated.cluster.shared_cores = 0;
