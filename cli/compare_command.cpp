@@ -424,7 +424,8 @@ void print_table(const exec::Comparison& c) {
 std::string alltoall_pricing(const CompareInputs& in, const Profile& profile, int ranks) {
   const GroupAllToAllFigures& a = profile.alltoall_group;
   if (!measured_for(a, ranks, in.plan.micro_batch_size)) return "over the transport";
-  return "as the profile's group of " + std::to_string(a.ranks) + " threads ran them (" +
+  return "as the profile's group of " + std::to_string(a.ranks) + " " +
+         (profile.backend == "mpi" ? "processes" : "threads") + " ran them (" +
          format_seconds(a.latency_s) + " latency, " + format_rate(a.bandwidth) + ")";
 }
 

@@ -80,47 +80,65 @@ ExpertLoadFigures expert_load_of(const std::vector<std::vector<ExpertTally::Call
   return f;
 }
 
-ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
-                                  int passes) {
-  const int E = model.expert_parallel;
-  if (model.transformer == nullptr || E < 2 || model.tensor_parallel != 1 ||
+namespace {
+
+// Throws std::invalid_argument unless `model` is one expert rank of a
+// transformer at T = C = 1 and passes >= 1.
+void check_expert_model(const ModelSpec& model, int passes) {
+  if (model.transformer == nullptr || model.expert_parallel < 2 || model.tensor_parallel != 1 ||
       model.context_parallel != 1) {
     throw std::invalid_argument(
         "the expert ranks' load is timed for a transformer split over expert ranks alone");
   }
   if (passes < 1) throw std::invalid_argument("timing the expert load needs 1 or more passes");
-  std::vector<LayerList> ranks = build_expert_ranks(*model.transformer, seed, E);
+}
+
+}  // namespace
+
+ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, int e,
+                                    std::int64_t batch, std::uint64_t seed, int passes,
+                                    CollectiveTally& group) {
+  check_expert_model(model, passes);
+  const int E = model.expert_parallel;
   const TaskShape task = task_shape(model);
-  // [pass][rank]: the rank's mixture calls in the pass (the first warms up).
-  std::vector<std::vector<std::vector<ExpertTally::Call>>> calls(
-      static_cast<std::size_t>(passes) + 1,
-      std::vector<std::vector<ExpertTally::Call>>(static_cast<std::size_t>(E)));
-  std::vector<std::vector<ExchangeTimes>> alltoalls(
-      static_cast<std::size_t>(passes) + 1,
-      std::vector<ExchangeTimes>(static_cast<std::size_t>(E)));
-  on_group_threads(E, [&](int e, CollectiveTally& group) {
-    for (int p = 0; p <= passes; ++p) {
-      // As run_plan makes a step's micro-batches (E times a rank's samples)
-      // and StepRun::share_micro_batches cuts them: rank e's samples, the
-      // loss scaled by the whole micro-batch's tokens.
-      const MicroBatch whole =
-          whole_batch(task, static_cast<int>(batch) * E, static_cast<std::uint64_t>(p), seed);
-      const MicroBatch mine = samples_of(whole, e, E);
-      const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
-      ExpertTally tally;
-      const ExpertScope experts(tally);
-      group.reset();
-      step_pass(ranks[static_cast<std::size_t>(e)], mine.input, ctx, [] {});
-      const auto i = static_cast<std::size_t>(p);
-      calls[i][static_cast<std::size_t>(e)] = std::move(tally.calls);
-      alltoalls[i][static_cast<std::size_t>(e)] = {group.count, group.wall, group.bytes};
+  ExpertRankPasses out;
+  for (int p = 0; p <= passes; ++p) {
+    // As run_plan makes a step's micro-batches (E times a rank's samples)
+    // and StepRun::share_micro_batches cuts them: rank e's samples, the
+    // loss scaled by the whole micro-batch's tokens.
+    const MicroBatch whole =
+        whole_batch(task, static_cast<int>(batch) * E, static_cast<std::uint64_t>(p), seed);
+    const MicroBatch mine = samples_of(whole, e, E);
+    const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
+    ExpertTally tally;
+    const ExpertScope experts(tally);
+    group.reset();
+    step_pass(layers, mine.input, ctx, [] {});
+    out.calls.push_back(std::move(tally.calls));
+    out.alltoalls.push_back({group.count, group.wall, group.bytes});
+  }
+  return out;
+}
+
+ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks,
+                                    std::int64_t batch) {
+  if (ranks.size() < 2) throw std::invalid_argument("an expert load needs 2 or more ranks");
+  const std::size_t passes = ranks.front().calls.size();
+  for (const ExpertRankPasses& r : ranks) {
+    if (r.calls.size() != passes || r.alltoalls.size() != passes || passes < 2) {
+      throw std::invalid_argument("the expert ranks' passes do not pair up");
     }
-  });
+  }
   std::vector<ExpertLoadTiming> kept;
-  for (std::size_t p = 1; p < calls.size(); ++p) {
-    ExpertLoadTiming t{expert_load_of(calls[p]), {}, 0.0};
-    for (const ExchangeTimes& rank : alltoalls[p]) t.alltoalls += rank;
-    t.load_waits_s = E * load_waits_s(t.load, calls[p].front());
+  for (std::size_t p = 1; p < passes; ++p) {  // the first warms up
+    std::vector<std::vector<ExpertTally::Call>> calls;
+    ExpertLoadTiming t;
+    for (const ExpertRankPasses& r : ranks) {
+      calls.push_back(r.calls[p]);
+      t.alltoalls += r.alltoalls[p];
+    }
+    t.load = expert_load_of(calls);
+    t.load_waits_s = static_cast<double>(ranks.size()) * load_waits_s(t.load, calls.front());
     kept.push_back(t);
   }
   // The pass of the median extra time: one in which other work took a core
@@ -131,6 +149,19 @@ ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, st
   ExpertLoadTiming out = kept[kept.size() / 2];
   out.load.micro_batch = batch;
   return out;
+}
+
+ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                  int passes) {
+  check_expert_model(model, passes);
+  const int E = model.expert_parallel;
+  std::vector<LayerList> layers = build_expert_ranks(*model.transformer, seed, E);
+  std::vector<ExpertRankPasses> ranks(static_cast<std::size_t>(E));
+  on_group_threads(E, [&](int e, CollectiveTally& group) {
+    const auto r = static_cast<std::size_t>(e);
+    ranks[r] = expert_rank_passes(layers[r], model, e, batch, seed, passes, group);
+  });
+  return expert_load_timing(ranks, batch);
 }
 
 }  // namespace pipescope::exec

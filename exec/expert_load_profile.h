@@ -15,7 +15,9 @@
 
 #include "costmodels/model.h"
 #include "costmodels/profile.h"
+#include "exec/compute/layer.h"
 #include "exec/compute/moe_layers.h"
+#include "exec/compute/tensor_group.h"
 #include "exec/share_exchange_profile.h"
 
 namespace pipescope::exec {
@@ -43,6 +45,30 @@ struct ExpertLoadTiming {
 };
 ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
                                   int passes);
+
+// What one expert rank's passes counted: [pass] (the first warms up) its
+// mixture calls (ExpertTally) and its all-to-alls.
+struct ExpertRankPasses {
+  std::vector<std::vector<ExpertTally::Call>> calls;
+  std::vector<ExchangeTimes> alltoalls;
+};
+
+// Rank e's passes over `layers` (its list of build_expert_ranks), as
+// time_expert_load runs each rank's: 1 + `passes` forward-and-backward
+// passes on its samples of a micro-batch of E `batch` sequences, its
+// all-to-alls counted by `group`, the calling thread's installed tally
+// (reset before each pass). For ranks that are processes, each calls it on
+// its own rank and one gathers the results. Throws std::invalid_argument as
+// time_expert_load does.
+ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, int e,
+                                    std::int64_t batch, std::uint64_t seed, int passes,
+                                    CollectiveTally& group);
+
+// time_expert_load's figures from every rank's passes (ranks[e] rank e's, all
+// of as many passes, at least 2): the pass of the median extra time, its
+// all-to-alls and the ranks' waits for the busiest. Throws
+// std::invalid_argument for fewer than 2 ranks or passes that do not pair up.
+ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch);
 
 // One pass's calls, rank by rank: calls[e] is rank e's ExpertTally calls,
 // every rank's in the same order. Returns the figures of the pass (ranks,

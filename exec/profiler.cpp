@@ -457,11 +457,6 @@ void ModelProfiler::State::add_concurrency_slowdowns(
   }
 }
 
-// Passes of the shares' (or expert ranks') layers of which the median one's
-// figures are kept, and back-to-back calls a group collective is timed over.
-constexpr int kExchangePasses = 7;
-constexpr int kGroupRepeats = 50;
-
 void ModelProfiler::State::add_context_figures(Profile& p) const {
   const int C = options.context_ranks;
   if (C < 2 || C > p.cores || spec.context_parallel != C || spec.tensor_parallel != 1 ||
@@ -477,7 +472,7 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
   }
   ExchangeTimes all = in_step.forward;
   all += in_step.backward;
-  p.alltoall_group = in_step_alltoall(C, all, 0.0, batch, kGroupRepeats);
+  p.alltoall_group = in_step_alltoall(profile_group_alltoall(C, kGroupRepeats), C, all, 0.0, batch);
 }
 
 void ModelProfiler::State::add_expert_figures(Profile& p) const {
@@ -490,7 +485,8 @@ void ModelProfiler::State::add_expert_figures(Profile& p) const {
   }
   const ExpertLoadTiming t = time_expert_load(spec, batch, options.seed, kExchangePasses);
   p.expert_load = t.load;
-  p.alltoall_group = in_step_alltoall(E, t.alltoalls, t.load_waits_s, batch, kGroupRepeats);
+  p.alltoall_group = in_step_alltoall(profile_group_alltoall(E, kGroupRepeats), E, t.alltoalls,
+                                      t.load_waits_s, batch);
 }
 
 Profile ModelProfiler::finish() {

@@ -68,9 +68,9 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
   return kept[kept.size() / 2];
 }
 
-GroupAllToAllFigures in_step_alltoall(int ranks, const ExchangeTimes& in_step, double other_waits_s,
-                                      std::int64_t batch, int repeats) {
-  const TransportFigures bare = profile_group_alltoall(ranks, repeats);
+GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
+                                      const ExchangeTimes& in_step, double other_waits_s,
+                                      std::int64_t batch) {
   const double buffer = in_step.mean_bytes() * ranks / (ranks - 1);
   const double each =
       in_step.count > 0 ? (static_cast<double>(in_step.wall) * 1e-9 - other_waits_s) / in_step.count

@@ -19,6 +19,7 @@
 #include "costmodels/profile.h"
 #include "costmodels/units.h"
 #include "exec/compute/host_memory.h"
+#include "exec/transport_profile.h"
 
 namespace pipescope::exec {
 
@@ -59,15 +60,22 @@ struct ShareExchanges {
 ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
                                     int passes);
 
-// The all-to-all of a group of `ranks` threads as their layers ran it at
-// micro-batch `batch`: the bandwidth the bare group's
-// (profile_group_alltoall over `repeats` calls), the latency what one took in
+// Passes of the shares' (or expert ranks') layers of which the median one's
+// figures are kept, and back-to-back calls a bare group collective is timed
+// over.
+inline constexpr int kExchangePasses = 7;
+inline constexpr int kGroupRepeats = 50;
+
+// The all-to-all of a group of `ranks` as their layers ran it at micro-batch
+// `batch`: the bandwidth the bare group's (`bare`: profile_group_alltoall,
+// or profile_linked_alltoall for processes), the latency what one took in
 // the layers (`in_step`: their all-to-alls summed, of which `other_waits_s`
 // were waits for something else, the router's load) beyond its bytes (each
 // rank's whole buffer, of which it received (ranks - 1) / ranks) over that
 // bandwidth, or the bare latency if that is more.
-GroupAllToAllFigures in_step_alltoall(int ranks, const ExchangeTimes& in_step, double other_waits_s,
-                                      std::int64_t batch, int repeats);
+GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
+                                      const ExchangeTimes& in_step, double other_waits_s,
+                                      std::int64_t batch);
 
 // Bytes the C shares hold while their exchanges are timed at micro-batch
 // `batch` (or the E expert ranks while their load is,

@@ -1,6 +1,7 @@
 #include "exec/transport_profile.h"
 
 #include <atomic>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -52,7 +53,7 @@ double alltoall_s(int ranks, Eigen::Index floats, int repeats) {
 // A group collective's figures: `one_s(ranks, floats, repeats)` at 1 KiB to
 // 1 MiB, fitted by fit_transport.
 TransportFigures group_figures(int ranks, int repeats, const char* what,
-                               double (*one_s)(int, Eigen::Index, int)) {
+                               const std::function<double(int, Eigen::Index, int)>& one_s) {
   if (ranks < 2 || repeats < 1) {
     throw std::invalid_argument(std::string(what) + " needs 2 or more ranks and 1 or more repeats");
   }
@@ -73,6 +74,21 @@ TransportFigures profile_tensor_allreduce(int ranks, int repeats) {
 
 TransportFigures profile_group_alltoall(int ranks, int repeats) {
   return group_figures(ranks, repeats, "an all-to-all", alltoall_s);
+}
+
+TransportFigures profile_linked_alltoall(const std::shared_ptr<GroupLink>& link, int repeats) {
+  const int ranks = link ? link->ranks() : 0;
+  return group_figures(ranks, repeats, "an all-to-all", [&](int, Eigen::Index floats, int n) {
+    TensorGroup group(link);
+    std::vector<Matrix> parts(static_cast<std::size_t>(ranks), Matrix::Zero(1, floats / ranks));
+    std::vector<SimTime> t;
+    for (int r = 0; r <= n; ++r) {
+      const auto t0 = Clock::now();
+      group.all_to_all(link->rank(), parts);
+      if (r > 0) t.push_back(elapsed(t0));
+    }
+    return static_cast<double>(median(t)) * 1e-9;
+  });
 }
 
 TransportFigures profile_transport(int round_trips) {

@@ -3,7 +3,10 @@
 // one process, between two devices, and as a group's all-reduce and
 // all-to-all, each fitted as latency + bytes / bandwidth.
 
+#include <memory>
 #include <vector>
+
+#include "exec/compute/group_link.h"
 
 namespace pipescope::exec {
 
@@ -33,6 +36,11 @@ TransportFigures profile_tensor_allreduce(int ranks, int repeats);
 // sending each rank a part of the same size at once, back to back; rank 0's
 // median time of one all-to-all of 1 KiB to 1 MiB a rank (its parts together).
 TransportFigures profile_group_alltoall(int ranks, int repeats);
+// The same for a group whose ranks are processes (exec/compute/group_link.h):
+// every process of `link` calls it at once and gets its own rank's fit (the
+// first rank's is the one to keep). Throws std::invalid_argument for a link
+// of fewer than 2 ranks or repeats < 1.
+TransportFigures profile_linked_alltoall(const std::shared_ptr<GroupLink>& link, int repeats);
 // one_way_s = latency + bytes / bandwidth, anchored at the smallest payload
 // (its time, less its bytes over the bandwidth, is the latency) with the
 // least-squares slope through it; a slope at or below zero (noise) gives 1 PB/s

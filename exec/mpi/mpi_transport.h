@@ -121,9 +121,10 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
                                                      std::uint64_t seed);
 
 // What a profile of the MPI backend measures beyond the layers: after the
-// other ranks have waited (sleeping) for rank 0, the MPI transport and the
-// ranks' concurrency slowdown at `batch`, written into `profile` with backend
-// "mpi". Every rank calls it; rank 0's profile is the one to keep.
+// other ranks have waited (sleeping) for rank 0, the MPI transport, the
+// ranks' concurrency slowdown at `batch` and, for an expert rank's model, the
+// expert ranks' load and all-to-all (measure_mpi_experts), written into
+// `profile` with backend "mpi". Every rank calls it; rank 0's profile is the one to keep.
 void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
                          std::uint64_t seed);
 

@@ -66,6 +66,38 @@ ModelSpec expert_rank(int top_k) {
   return make_transformer(p, "tiny", split);
 }
 
+// Two ranks' passes as processes report them (expert_rank_passes): in each
+// pass rank 0 receives 30 rows and rank 1 10, in a forward and a backward
+// call whose times grow by 100 and 200 ns a row times the pass's scale (1,
+// 3, 2 after the warm-up). The median pass is the one of scale 2: 10 rows
+// beyond the mean at 200 and 400 ns, and the two ranks' waits for the
+// busiest sum to 2 x (2 + 4) us; its all-to-alls are both ranks'. Passes
+// that do not pair up, and one rank, are refused.
+TEST(ExpertLoad, TheRanksPassesCombineAtTheMedianPass) {
+  const auto rank = [](Index rows) {
+    ExpertRankPasses r;
+    for (const SimTime scale : {9, 1, 3, 2}) {
+      r.calls.push_back({{false, rows, scale * 100 * rows}, {true, rows, scale * 200 * rows}});
+      r.alltoalls.push_back({4, 10000 * scale, 800});
+    }
+    return r;
+  };
+  const ExpertLoadTiming t = expert_load_timing({rank(30), rank(10)}, 4);
+  EXPECT_EQ(t.load.ranks, 2);
+  EXPECT_EQ(t.load.micro_batch, 4);
+  EXPECT_DOUBLE_EQ(t.load.imbalance, 1.5);
+  EXPECT_NEAR(t.load.forward_s, 2e-6, 1e-15);
+  EXPECT_NEAR(t.load.backward_s, 4e-6, 1e-15);
+  EXPECT_NEAR(t.load_waits_s, 2 * (2e-6 + 4e-6), 1e-15);
+  EXPECT_EQ(t.alltoalls.count, 8);
+  EXPECT_EQ(t.alltoalls.wall, 40000);
+  EXPECT_EQ(t.alltoalls.bytes, 1600);
+  ExpertRankPasses short_of_one = rank(10);
+  short_of_one.calls.pop_back();
+  EXPECT_THROW(expert_load_timing({rank(30), short_of_one}, 4), std::invalid_argument);
+  EXPECT_THROW(expert_load_timing({rank(30)}, 4), std::invalid_argument);
+}
+
 // Measured as the ranks' layers run: with every token sent to every expert
 // each rank receives the same rows and none waits; a top-2 router loads
 // the busiest rank between the mean and all of the rows. Other models are

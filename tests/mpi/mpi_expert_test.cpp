@@ -5,7 +5,7 @@
 // threaded runtime (E threads a device) and checks that the job's losses and
 // the parameters of its rank's stages agree within 1e-6 (relative). Before
 // that, the linked group's collectives against hand-computed values over the
-// whole job.
+// whole job; and the profile's measurement of the ranks' load.
 
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "../tiny_models.h"
 #include "exec/compute/tensor_group.h"
 #include "exec/expert_shard.h"
+#include "exec/mpi/mpi_expert_profile.h"
 #include "exec/mpi/mpi_group_link.h"
 #include "exec/mpi/mpi_transport.h"
 #include "mpi_group_training.h"
@@ -108,6 +109,44 @@ TEST(MpiExpertParallel, GpipeMatchesTheThreadedBackend) {
 
 TEST(MpiExpertParallel, OneFOneBWithRematMatchesTheThreadedBackend) {
   mpi_group::expect_threaded_training(experts(), ScheduleKind::k1F1B, Remat::kAlways);
+}
+
+// The expert ranks' load and all-to-all as E = 2 of the job's processes
+// measure them (measure_mpi_experts): with every token sent to every expert
+// each rank's experts receive the same rows (the busiest exactly the mean,
+// nothing extra); the top-2 router loads one rank more; rank 0 alone keeps
+// the figures; a model without expert ranks measures nothing.
+TEST(MpiExpertParallel, TheProcessesMeasureTheirLoadAndAllToAll) {
+  const auto rank_of = [](int top_k) {
+    TransformerParams p = mixture();
+    p.moe.experts_per_token = top_k;
+    TensorSplit split;
+    split.experts = kE;
+    return make_transformer(p, "tiny", split);
+  };
+  Profile every, routed, none;
+  measure_mpi_experts(every, rank_of(4), 4, kSeed);
+  measure_mpi_experts(routed, rank_of(2), 4, kSeed);
+  measure_mpi_experts(none, make_transformer(mixture(), "tiny"), 4, kSeed);
+  EXPECT_EQ(none.expert_load.ranks, 0);
+  EXPECT_EQ(none.alltoall_group.ranks, 0);
+  if (MpiSession::rank() != 0) {
+    EXPECT_EQ(every.expert_load.ranks, 0);
+    EXPECT_EQ(routed.alltoall_group.ranks, 0);
+    return;
+  }
+  EXPECT_EQ(every.expert_load.ranks, kE);
+  EXPECT_EQ(every.expert_load.micro_batch, 4);
+  EXPECT_DOUBLE_EQ(every.expert_load.imbalance, 1.0);
+  EXPECT_EQ(every.expert_load.forward_s, 0.0);
+  EXPECT_EQ(every.expert_load.backward_s, 0.0);
+  EXPECT_EQ(every.alltoall_group.ranks, kE);
+  EXPECT_EQ(every.alltoall_group.micro_batch, 4);
+  EXPECT_GT(every.alltoall_group.latency_s, 0.0);
+  EXPECT_GT(every.alltoall_group.bandwidth, 0.0);
+  EXPECT_GT(routed.expert_load.imbalance, 1.0);
+  EXPECT_LE(routed.expert_load.imbalance, 2.0);
+  EXPECT_EQ(routed.alltoall_group.ranks, kE);
 }
 
 TEST(MpiExpertParallel, RefusesAJobOfTheWrongSize) {

@@ -1,0 +1,121 @@
+#include "exec/mpi/mpi_expert_profile.h"
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "exec/compute/host_memory.h"
+#include "exec/expert_load_profile.h"
+#include "exec/expert_shard.h"
+#include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_poll.h"
+#include "exec/mpi/mpi_transport.h"
+#include "exec/share_exchange_profile.h"
+#include "exec/transport_profile.h"
+
+namespace pipescope::exec {
+
+namespace {
+
+// One rank's passes as integers: the passes, then each pass's calls (their
+// count, then backward, rows, wall of each) and its all-to-alls (count,
+// wall, bytes).
+std::vector<std::int64_t> packed(const ExpertRankPasses& r) {
+  std::vector<std::int64_t> out{static_cast<std::int64_t>(r.calls.size())};
+  for (std::size_t p = 0; p < r.calls.size(); ++p) {
+    out.push_back(static_cast<std::int64_t>(r.calls[p].size()));
+    for (const ExpertTally::Call& c : r.calls[p]) {
+      out.insert(out.end(), {c.backward ? 1 : 0, c.rows, c.wall});
+    }
+    const ExchangeTimes& a = r.alltoalls[p];
+    out.insert(out.end(), {a.count, a.wall, a.bytes});
+  }
+  return out;
+}
+
+// The passes `packed` wrote from `at`, which it leaves past them.
+ExpertRankPasses unpacked(const std::vector<std::int64_t>& v, std::size_t& at) {
+  ExpertRankPasses r;
+  const std::int64_t passes = v.at(at++);
+  for (std::int64_t p = 0; p < passes; ++p) {
+    std::vector<ExpertTally::Call>& calls = r.calls.emplace_back();
+    const std::int64_t n = v.at(at++);
+    for (std::int64_t c = 0; c < n; ++c, at += 3) {
+      calls.push_back({v.at(at) != 0, v.at(at + 1), v.at(at + 2)});
+    }
+    r.alltoalls.push_back({static_cast<int>(v.at(at)), v.at(at + 1), v.at(at + 2)});
+    at += 3;
+  }
+  return r;
+}
+
+// Every rank's passes at rank 0 of `comm` (empty elsewhere).
+std::vector<ExpertRankPasses> gathered(const ExpertRankPasses& mine, MPI_Comm comm) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &ranks);
+  const std::vector<std::int64_t> out = packed(mine);
+  const int count = static_cast<int>(out.size());
+  std::vector<int> counts(static_cast<std::size_t>(ranks)), at(static_cast<std::size_t>(ranks));
+  mpi_check(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
+  int total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    at[static_cast<std::size_t>(r)] = total;
+    total += counts[static_cast<std::size_t>(r)];
+  }
+  std::vector<std::int64_t> all(static_cast<std::size_t>(rank == 0 ? total : 0));
+  mpi_check(MPI_Gatherv(out.data(), count, MPI_INT64_T, all.data(), counts.data(), at.data(),
+                        MPI_INT64_T, 0, comm),
+            "MPI_Gatherv");
+  std::vector<ExpertRankPasses> passes;
+  std::size_t next = 0;
+  for (int r = 0; rank == 0 && r < ranks; ++r) passes.push_back(unpacked(all, next));
+  return passes;
+}
+
+// Whether rank 0 finds the E ranks' layers fit its memory, as every rank
+// learns.
+bool fits_everywhere(const ModelSpec& spec, std::int64_t batch) {
+  int fits = MpiSession::rank() == 0 &&
+             share_exchanges_unfit(spec, batch, host_memory_available()).empty();
+  mpi_check(MPI_Bcast(&fits, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  return fits != 0;
+}
+
+}  // namespace
+
+void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t batch,
+                         std::uint64_t seed) {
+  const int E = spec.expert_parallel;
+  if (E < 2 || spec.tensor_parallel != 1 || spec.context_parallel != 1 ||
+      spec.transformer == nullptr || MpiSession::size() < E || !fits_everywhere(spec, batch)) {
+    return;
+  }
+  const int rank = MpiSession::rank();
+  MPI_Comm comm = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(MPI_COMM_WORLD, rank < E ? 0 : MPI_UNDEFINED, rank, &comm),
+            "MPI_Comm_split");
+  if (comm != MPI_COMM_NULL) {
+    const auto link = std::make_shared<MpiGroupLink>(comm);
+    std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
+    CollectiveTally tally;
+    ExpertRankPasses mine;
+    {
+      const CollectiveScope scope(tally);
+      mine = expert_rank_passes(ranks[static_cast<std::size_t>(rank)], spec, rank, batch, seed,
+                                kExchangePasses, tally);
+    }
+    const TransportFigures bare = profile_linked_alltoall(link, kGroupRepeats);
+    const std::vector<ExpertRankPasses> all = gathered(mine, comm);
+    if (rank == 0) {
+      const ExpertLoadTiming t = expert_load_timing(all, batch);
+      profile.expert_load = t.load;
+      profile.alltoall_group = in_step_alltoall(bare, E, t.alltoalls, t.load_waits_s, batch);
+    }
+  }
+  MpiSession::wait_for_all();
+}
+
+}  // namespace pipescope::exec
