@@ -466,13 +466,8 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
   const std::int64_t batch = options.batch_sizes.back();
   if (!share_exchanges_unfit(spec, batch, host_memory_available()).empty()) return;
   const ShareExchanges in_step = time_share_exchanges(spec, batch, options.seed, kExchangePasses);
-  if (!spec.context_by_heads) {
-    p.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s(), batch};
-    return;
-  }
-  ExchangeTimes all = in_step.forward;
-  all += in_step.backward;
-  p.alltoall_group = in_step_alltoall(profile_group_alltoall(C, kGroupRepeats), C, all, 0.0, batch);
+  write_context_figures(p, spec, in_step, batch,
+                        [C] { return profile_group_alltoall(C, kGroupRepeats); });
 }
 
 void ModelProfiler::State::add_expert_figures(Profile& p) const {

@@ -33,39 +33,62 @@ ShareExchanges forward_and_backward(LayerList& layers, const MicroBatch& mine, c
 
 }  // namespace
 
-ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
-                                    int passes) {
-  const int C = model.context_parallel;
-  if (model.transformer == nullptr || C < 2 || model.tensor_parallel != 1 ||
+namespace {
+
+void check_share_model(const ModelSpec& model, int passes) {
+  if (model.transformer == nullptr || model.context_parallel < 2 || model.tensor_parallel != 1 ||
       model.expert_parallel != 1) {
     throw std::invalid_argument(
         "the shares' exchanges are timed for a transformer split over context shares alone");
   }
   if (passes < 1) throw std::invalid_argument("timing the exchanges needs 1 or more passes");
-  std::vector<LayerList> shares =
-      build_context_ranks(*model.transformer, seed, 1, C, nullptr, model.context_by_heads);
+}
+
+}  // namespace
+
+std::vector<ShareExchanges> share_passes(LayerList& layers, const ModelSpec& model, int c,
+                                         std::int64_t batch, std::uint64_t seed, int passes,
+                                         CollectiveTally& tally) {
+  check_share_model(model, passes);
+  const int C = model.context_parallel;
   const TaskShape task = task_shape(model);
-  std::vector<ShareExchanges> kept;  // the last share's passes
-  const auto share_passes = [&](int c, CollectiveTally& tally) {
-    for (int p = 0; p <= passes; ++p) {
-      // As StepRun::share_micro_batches cuts a step's micro-batches: share
-      // c's positions of each sequence, the loss scaled by all its tokens.
-      const MicroBatch whole =
-          whole_batch(task, static_cast<int>(batch), static_cast<std::uint64_t>(p), seed);
-      const MicroBatch rows = share_of(whole, c, C);
-      const Context ctx = share_context(rows, c, C, std::int64_t{whole.batch} * whole.seq);
-      const ShareExchanges pass =
-          forward_and_backward(shares[static_cast<std::size_t>(c)], rows, ctx, tally);
-      if (p > 0 && c == C - 1) kept.push_back(pass);  // the first pass warms up
-    }
-  };
-  on_group_threads(C, share_passes);
+  std::vector<ShareExchanges> out;
+  for (int p = 0; p <= passes; ++p) {
+    // As StepRun::share_micro_batches cuts a step's micro-batches: share c's
+    // positions of each sequence, the loss scaled by all its tokens.
+    const MicroBatch whole =
+        whole_batch(task, static_cast<int>(batch), static_cast<std::uint64_t>(p), seed);
+    const MicroBatch rows = share_of(whole, c, C);
+    const Context ctx = share_context(rows, c, C, std::int64_t{whole.batch} * whole.seq);
+    const ShareExchanges pass = forward_and_backward(layers, rows, ctx, tally);
+    if (p > 0) out.push_back(pass);  // the first pass warms up
+  }
+  return out;
+}
+
+ShareExchanges median_pass(std::vector<ShareExchanges> passes) {
+  if (passes.empty()) throw std::invalid_argument("no passes of the shares' exchanges");
   // The pass of the median time in exchanges: a pass during which other work
   // took a core (the shares then wait for the one that lost it) is left out.
-  std::sort(kept.begin(), kept.end(), [](const ShareExchanges& a, const ShareExchanges& b) {
+  std::sort(passes.begin(), passes.end(), [](const ShareExchanges& a, const ShareExchanges& b) {
     return a.forward.wall + a.backward.wall < b.forward.wall + b.backward.wall;
   });
-  return kept[kept.size() / 2];
+  return passes[passes.size() / 2];
+}
+
+ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
+                                    int passes) {
+  check_share_model(model, passes);
+  const int C = model.context_parallel;
+  std::vector<LayerList> shares =
+      build_context_ranks(*model.transformer, seed, 1, C, nullptr, model.context_by_heads);
+  std::vector<ShareExchanges> last;  // the last share's passes
+  on_group_threads(C, [&](int c, CollectiveTally& tally) {
+    std::vector<ShareExchanges> mine =
+        share_passes(shares[static_cast<std::size_t>(c)], model, c, batch, seed, passes, tally);
+    if (c == C - 1) last = std::move(mine);
+  });
+  return median_pass(std::move(last));
 }
 
 GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
@@ -76,6 +99,18 @@ GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
       in_step.count > 0 ? (static_cast<double>(in_step.wall) * 1e-9 - other_waits_s) / in_step.count
                         : 0.0;
   return {ranks, std::max(bare.latency_s, each - buffer / bare.bandwidth), bare.bandwidth, batch};
+}
+
+void write_context_figures(Profile& profile, const ModelSpec& model, const ShareExchanges& in_step,
+                           std::int64_t batch, const std::function<TransportFigures()>& bare) {
+  const int C = model.context_parallel;
+  if (!model.context_by_heads) {
+    profile.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s(), batch};
+    return;
+  }
+  ExchangeTimes all = in_step.forward;
+  all += in_step.backward;
+  profile.alltoall_group = in_step_alltoall(bare(), C, all, 0.0, batch);
 }
 
 double share_exchange_bytes(const ModelSpec& model, std::int64_t batch) {

@@ -12,6 +12,7 @@
 // ring, whose exchanges hide behind the attention when it is the longer.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,8 @@
 #include "costmodels/profile.h"
 #include "costmodels/units.h"
 #include "exec/compute/host_memory.h"
+#include "exec/compute/layer.h"
+#include "exec/compute/tensor_group.h"
 #include "exec/transport_profile.h"
 
 namespace pipescope::exec {
@@ -60,6 +63,21 @@ struct ShareExchanges {
 ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
                                     int passes);
 
+// Share c's passes over `layers` (its list of build_context_ranks), as
+// time_share_exchanges runs each share's: after one that warms up, `passes`
+// forward-and-backward passes on its rows of a micro-batch of `batch`
+// sequences, each on a micro-batch of its own, its exchanges counted by
+// `tally`, the calling thread's installed tally. For shares that are
+// processes, each calls it on its own share. Throws std::invalid_argument as
+// time_share_exchanges does.
+std::vector<ShareExchanges> share_passes(LayerList& layers, const ModelSpec& model, int c,
+                                         std::int64_t batch, std::uint64_t seed, int passes,
+                                         CollectiveTally& tally);
+
+// The pass of the median time in exchanges. Throws std::invalid_argument
+// for none.
+ShareExchanges median_pass(std::vector<ShareExchanges> passes);
+
 // Passes of the shares' (or expert ranks') layers of which the median one's
 // figures are kept, and back-to-back calls a bare group collective is timed
 // over.
@@ -76,6 +94,14 @@ inline constexpr int kGroupRepeats = 50;
 GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
                                       const ExchangeTimes& in_step, double other_waits_s,
                                       std::int64_t batch);
+
+// Writes the shares' figures from the last share's median pass `in_step` of
+// `model` at micro-batch `batch` into `profile`: the ring's takes
+// (context_ring), or for shares that trade heads their all-to-all
+// (alltoall_group, in_step_alltoall over the bare group's figures, which
+// `bare` measures).
+void write_context_figures(Profile& profile, const ModelSpec& model, const ShareExchanges& in_step,
+                           std::int64_t batch, const std::function<TransportFigures()>& bare);
 
 // Bytes the C shares hold while their exchanges are timed at micro-batch
 // `batch` (or the E expert ranks while their load is,

@@ -32,6 +32,9 @@ class MpiGroupLink final : public GroupLink {
 
   int rank() const override { return rank_; }
   int ranks() const override { return ranks_; }
+  // The processes' communicator, for collectives of their own beside the
+  // link's (the link keeps it).
+  MPI_Comm communicator() const { return comm_; }
   std::vector<Bytes> all_gather(const Bytes& mine, const CollectiveTally* tally,
                                 const char* what) override;
   std::vector<Bytes> all_to_all(const std::vector<Bytes>& parts, const CollectiveTally* tally,

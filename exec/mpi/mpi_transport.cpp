@@ -11,8 +11,8 @@
 
 #include "exec/data.h"
 #include "exec/models.h"
-#include "exec/mpi/mpi_expert_profile.h"
 #include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_group_profile.h"
 #include "exec/mpi/mpi_poll.h"
 
 #ifdef __linux__
@@ -460,6 +460,7 @@ void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t b
   MpiSession::wait_for_all();
   const TransportFigures tr = profile_mpi_transport(200);
   profile.concurrency_slowdown = measure_mpi_concurrency_slowdown(spec, batch, seed);
+  measure_mpi_context(profile, spec, batch, seed);
   measure_mpi_experts(profile, spec, batch, seed);
   profile.backend = "mpi";
   profile.transport_latency_s = tr.latency_s;

@@ -122,9 +122,10 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
 
 // What a profile of the MPI backend measures beyond the layers: after the
 // other ranks have waited (sleeping) for rank 0, the MPI transport, the
-// ranks' concurrency slowdown at `batch` and, for an expert rank's model, the
-// expert ranks' load and all-to-all (measure_mpi_experts), written into
-// `profile` with backend "mpi". Every rank calls it; rank 0's profile is the one to keep.
+// ranks' concurrency slowdown at `batch` and, for a context share's or an
+// expert rank's model, the group's exchanges (measure_mpi_context,
+// measure_mpi_experts), written into `profile` with backend "mpi". Every rank calls it; rank 0's
+// profile is the one to keep.
 void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
                          std::uint64_t seed);
 

@@ -6,7 +6,8 @@
 // `-np 4` K = 2 devices of C = 2. Every process also trains the same model
 // with the threaded runtime (C threads a device) and checks that the job's
 // losses and the parameters of its share's stages agree within 1e-6
-// (relative). Before that, the linked ring against hand-computed blocks.
+// (relative). Before that, the linked ring against hand-computed blocks; and
+// the profile's measurement of the shares' exchanges.
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include "exec/compute/ring_exchange.h"
 #include "exec/compute/tensor_group.h"
 #include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_group_profile.h"
 #include "exec/mpi/mpi_transport.h"
 #include "exec/tensor_shard.h"
 #include "mpi_group_training.h"
@@ -138,6 +140,40 @@ TEST(MpiContextParallel, OneFOneBWithRematMatchesTheThreadedBackend) {
 
 TEST(MpiContextParallel, SharesTradingHeadsMatchTheThreadedBackend) {
   mpi_group::expect_threaded_training(shares(true), ScheduleKind::k1F1B, Remat::kAlways);
+}
+
+// The shares' exchanges as C = 2 of the job's processes measure them
+// (measure_mpi_context): round the ring, the takes' mean times
+// (context_ring); trading heads, the group's all-to-all (alltoall_group);
+// rank 0 alone keeps them; a model without shares measures nothing.
+TEST(MpiContextParallel, TheProcessesMeasureTheirExchanges) {
+  const auto share = [](bool heads) {
+    TensorSplit split;
+    split.context = kC;
+    split.heads_over_context = heads;
+    return make_transformer(sequences_of_eight(), "tiny", split);
+  };
+  Profile ring, heads, none;
+  measure_mpi_context(ring, share(false), 2, kSeed);
+  measure_mpi_context(heads, share(true), 2, kSeed);
+  measure_mpi_context(none, make_transformer(sequences_of_eight(), "tiny"), 2, kSeed);
+  EXPECT_EQ(none.context_ring.ranks, 0);
+  EXPECT_EQ(none.alltoall_group.ranks, 0);
+  if (MpiSession::rank() != 0) {
+    EXPECT_EQ(ring.context_ring.ranks, 0);
+    EXPECT_EQ(heads.alltoall_group.ranks, 0);
+    return;
+  }
+  EXPECT_EQ(ring.context_ring.ranks, kC);
+  EXPECT_EQ(ring.context_ring.micro_batch, 2);
+  EXPECT_GT(ring.context_ring.forward_take_s, 0.0);
+  EXPECT_GT(ring.context_ring.backward_take_s, 0.0);
+  EXPECT_EQ(ring.alltoall_group.ranks, 0);
+  EXPECT_EQ(heads.alltoall_group.ranks, kC);
+  EXPECT_EQ(heads.alltoall_group.micro_batch, 2);
+  EXPECT_GT(heads.alltoall_group.latency_s, 0.0);
+  EXPECT_GT(heads.alltoall_group.bandwidth, 0.0);
+  EXPECT_EQ(heads.context_ring.ranks, 0);
 }
 
 }  // namespace mpi_context

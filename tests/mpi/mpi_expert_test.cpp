@@ -16,8 +16,8 @@
 #include "../tiny_models.h"
 #include "exec/compute/tensor_group.h"
 #include "exec/expert_shard.h"
-#include "exec/mpi/mpi_expert_profile.h"
 #include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_group_profile.h"
 #include "exec/mpi/mpi_transport.h"
 #include "mpi_group_training.h"
 

@@ -1,8 +1,9 @@
-#include "exec/mpi/mpi_expert_profile.h"
+#include "exec/mpi/mpi_group_profile.h"
 
 #include <mpi.h>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "exec/mpi/mpi_poll.h"
 #include "exec/mpi/mpi_transport.h"
 #include "exec/share_exchange_profile.h"
+#include "exec/tensor_shard.h"
 #include "exec/transport_profile.h"
 
 namespace pipescope::exec {
@@ -75,7 +77,7 @@ std::vector<ExpertRankPasses> gathered(const ExpertRankPasses& mine, MPI_Comm co
   return passes;
 }
 
-// Whether rank 0 finds the E ranks' layers fit its memory, as every rank
+// Whether rank 0 finds the group's layers fit its memory, as every rank
 // learns.
 bool fits_everywhere(const ModelSpec& spec, std::int64_t batch) {
   int fits = MpiSession::rank() == 0 &&
@@ -84,7 +86,61 @@ bool fits_everywhere(const ModelSpec& spec, std::int64_t batch) {
   return fits != 0;
 }
 
+// Ranks 0 to n - 1 of the job run body(link), each its rank of a link of
+// their own; then every rank meets the others.
+void on_first_ranks(int n, const std::function<void(const std::shared_ptr<MpiGroupLink>&)>& body) {
+  const int rank = MpiSession::rank();
+  MPI_Comm comm = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(MPI_COMM_WORLD, rank < n ? 0 : MPI_UNDEFINED, rank, &comm),
+            "MPI_Comm_split");
+  if (comm != MPI_COMM_NULL) body(std::make_shared<MpiGroupLink>(comm));
+  MpiSession::wait_for_all();
+}
+
+// The exchange times of a pass as integers, and back.
+void pack(const ExchangeTimes& x, std::vector<std::int64_t>& out) {
+  out.insert(out.end(), {x.count, x.wall, x.bytes});
+}
+ExchangeTimes unpack(const std::int64_t* v) {
+  return {static_cast<int>(v[0]), v[1], v[2]};
+}
+
 }  // namespace
+
+void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t batch,
+                         std::uint64_t seed) {
+  const int C = spec.context_parallel;
+  if (C < 2 || spec.tensor_parallel != 1 || spec.expert_parallel != 1 ||
+      spec.transformer == nullptr || MpiSession::size() < C || !fits_everywhere(spec, batch)) {
+    return;
+  }
+  on_first_ranks(C, [&](const std::shared_ptr<MpiGroupLink>& link) {
+    const int c = link->rank();
+    std::vector<LayerList> shares =
+        build_context_ranks(*spec.transformer, seed, 1, C, link, spec.context_by_heads);
+    CollectiveTally tally;
+    std::vector<ShareExchanges> mine;
+    {
+      const CollectiveScope scope(tally);
+      mine = share_passes(shares[static_cast<std::size_t>(c)], spec, c, batch, seed,
+                          kExchangePasses, tally);
+    }
+    const TransportFigures bare =
+        spec.context_by_heads ? profile_linked_alltoall(link, kGroupRepeats) : TransportFigures{};
+    // The last share's median pass, as the threads keep it, to the first.
+    const ShareExchanges last = median_pass(std::move(mine));
+    std::vector<std::int64_t> figures;
+    pack(last.forward, figures);
+    pack(last.backward, figures);
+    mpi_check(MPI_Bcast(figures.data(), static_cast<int>(figures.size()), MPI_INT64_T, C - 1,
+                        link->communicator()),
+              "MPI_Bcast");
+    if (c == 0) {
+      write_context_figures(profile, spec, {unpack(&figures[0]), unpack(&figures[3])}, batch,
+                            [&bare] { return bare; });
+    }
+  });
+}
 
 void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t batch,
                          std::uint64_t seed) {
@@ -93,29 +149,24 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
       spec.transformer == nullptr || MpiSession::size() < E || !fits_everywhere(spec, batch)) {
     return;
   }
-  const int rank = MpiSession::rank();
-  MPI_Comm comm = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_split(MPI_COMM_WORLD, rank < E ? 0 : MPI_UNDEFINED, rank, &comm),
-            "MPI_Comm_split");
-  if (comm != MPI_COMM_NULL) {
-    const auto link = std::make_shared<MpiGroupLink>(comm);
+  on_first_ranks(E, [&](const std::shared_ptr<MpiGroupLink>& link) {
+    const int e = link->rank();
     std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
     CollectiveTally tally;
     ExpertRankPasses mine;
     {
       const CollectiveScope scope(tally);
-      mine = expert_rank_passes(ranks[static_cast<std::size_t>(rank)], spec, rank, batch, seed,
+      mine = expert_rank_passes(ranks[static_cast<std::size_t>(e)], spec, e, batch, seed,
                                 kExchangePasses, tally);
     }
     const TransportFigures bare = profile_linked_alltoall(link, kGroupRepeats);
-    const std::vector<ExpertRankPasses> all = gathered(mine, comm);
-    if (rank == 0) {
+    const std::vector<ExpertRankPasses> all = gathered(mine, link->communicator());
+    if (e == 0) {
       const ExpertLoadTiming t = expert_load_timing(all, batch);
       profile.expert_load = t.load;
       profile.alltoall_group = in_step_alltoall(bare, E, t.alltoalls, t.load_waits_s, batch);
     }
-  }
-  MpiSession::wait_for_all();
+  });
 }
 
 }  // namespace pipescope::exec
