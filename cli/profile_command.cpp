@@ -231,12 +231,16 @@ void print_profile_json(const ProfileOptions& o, const Scenario& scenario, const
 }
 
 // Why the shares' exchanges (or the expert ranks' load) of a CPU profile
-// were not timed, when their layers did not fit the memory.
+// were not timed, when their layers did not fit the memory (under MPI each
+// of the group's processes builds every rank's).
 void print_unfit(const Scenario& scenario, const Profile& profile, bool measured, const char* what,
                  const char* instead) {
-  if (measured || profile.backend != "cpu" || profile.layers.empty()) return;
+  const bool mpi = profile.backend == "mpi";
+  if (measured || (profile.backend != "cpu" && !mpi) || profile.layers.empty()) return;
+  const ModelSpec& m = scenario.model;
   const std::string unfit = exec::share_exchanges_unfit(
-      scenario.model, profile.layers.front().batch_sizes.back(), exec::host_memory_available());
+      m, profile.layers.front().batch_sizes.back(), exec::host_memory_available(),
+      mpi ? m.context_parallel * m.expert_parallel : 1);
   if (!unfit.empty()) std::printf("%s not timed: %s; %s\n", what, unfit.c_str(), instead);
 }
 

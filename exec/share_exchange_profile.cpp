@@ -123,12 +123,14 @@ double share_exchange_bytes(const ModelSpec& model, std::int64_t batch) {
 }
 
 std::string share_exchanges_unfit(const ModelSpec& model, std::int64_t batch,
-                                  const std::optional<HostMemory>& host) {
-  const double need = share_exchange_bytes(model, batch);
+                                  const std::optional<HostMemory>& host, int processes) {
+  const double need = share_exchange_bytes(model, batch) * std::max(1, processes);
   if (!host || need <= static_cast<double>(host->bytes)) return "";
   const bool experts = model.expert_parallel > 1;
   return "the " + std::to_string(experts ? model.expert_parallel : model.context_parallel) +
          (experts ? " expert ranks'" : " shares'") + " layers need " + format_bytes(need) +
+         (processes > 1 ? " (" + std::to_string(processes) + " processes, each building all)"
+                        : std::string()) +
          " at micro-batch " + std::to_string(batch) + ", " +
          format_bytes(static_cast<double>(host->bytes)) + " available (" + host->source + ")";
 }

@@ -115,8 +115,11 @@ double share_exchange_bytes(const ModelSpec& model, std::int64_t batch);
 // Why they are not timed on a machine with `host` available: the copies need
 // more than it has ("the 2 shares' layers need 3.1 GiB at micro-batch 8,
 // 2.0 GiB available (MemAvailable in /proc/meminfo)"; "the 2 expert ranks'
-// layers ..."). Empty when they fit or the memory is not known.
+// layers ..."). Empty when they fit or the memory is not known. With
+// `processes` > 1 the ranks are that many processes of one machine, each of
+// which builds every rank's layers (build_context_ranks, build_expert_ranks
+// with a link): that many times the bytes.
 std::string share_exchanges_unfit(const ModelSpec& model, std::int64_t batch,
-                                  const std::optional<HostMemory>& host);
+                                  const std::optional<HostMemory>& host, int processes = 1);
 
 }  // namespace pipescope::exec

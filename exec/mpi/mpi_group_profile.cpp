@@ -77,11 +77,11 @@ std::vector<ExpertRankPasses> gathered(const ExpertRankPasses& mine, MPI_Comm co
   return passes;
 }
 
-// Whether rank 0 finds the group's layers fit its memory, as every rank
-// learns.
-bool fits_everywhere(const ModelSpec& spec, std::int64_t batch) {
+// Whether rank 0 finds the layers of `processes` processes of the group fit
+// its machine's memory, as every rank learns.
+bool fits_everywhere(const ModelSpec& spec, std::int64_t batch, int processes) {
   int fits = MpiSession::rank() == 0 &&
-             share_exchanges_unfit(spec, batch, host_memory_available()).empty();
+             share_exchanges_unfit(spec, batch, host_memory_available(), processes).empty();
   mpi_check(MPI_Bcast(&fits, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
   return fits != 0;
 }
@@ -111,7 +111,7 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
                          std::uint64_t seed) {
   const int C = spec.context_parallel;
   if (C < 2 || spec.tensor_parallel != 1 || spec.expert_parallel != 1 ||
-      spec.transformer == nullptr || MpiSession::size() < C || !fits_everywhere(spec, batch)) {
+      spec.transformer == nullptr || MpiSession::size() < C || !fits_everywhere(spec, batch, C)) {
     return;
   }
   on_first_ranks(C, [&](const std::shared_ptr<MpiGroupLink>& link) {
@@ -146,7 +146,7 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
                          std::uint64_t seed) {
   const int E = spec.expert_parallel;
   if (E < 2 || spec.tensor_parallel != 1 || spec.context_parallel != 1 ||
-      spec.transformer == nullptr || MpiSession::size() < E || !fits_everywhere(spec, batch)) {
+      spec.transformer == nullptr || MpiSession::size() < E || !fits_everywhere(spec, batch, E)) {
     return;
   }
   on_first_ranks(E, [&](const std::shared_ptr<MpiGroupLink>& link) {

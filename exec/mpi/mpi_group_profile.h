@@ -14,7 +14,8 @@
 namespace pipescope::exec {
 
 // When `spec` is one share of C >= 2 at T = E = 1, the job has C or more
-// ranks and C shares' layers fit rank 0's memory (share_exchanges_unfit):
+// ranks and the C processes' layers fit rank 0's machine (share_exchanges_unfit,
+// each process building every share's):
 // ranks 0 to C - 1 each run their share's passes on its rows of micro-batches
 // of `batch` sequences (share_passes, kExchangePasses of them), and rank 0
 // writes the last share's median pass into `profile` (write_context_figures:

@@ -296,6 +296,11 @@ TEST(Profiler, TheSharesExchangesAreTimedOnlyWhereTheirLayersFit) {
   EXPECT_EQ(share_exchanges_unfit(m, 3, HostMemory{2759, "the test's figure"}),
             "the 2 shares' layers need 2.70 KiB at micro-batch 3, 2.69 KiB available (the test's "
             "figure)");
+  // Shares that are 2 processes each build both shares' layers: twice that.
+  EXPECT_EQ(share_exchanges_unfit(m, 3, HostMemory{5520, "test"}, 2), "");
+  EXPECT_EQ(share_exchanges_unfit(m, 3, HostMemory{5519, "test"}, 2),
+            "the 2 shares' layers need 5.39 KiB (2 processes, each building all) at micro-batch "
+            "3, 5.39 KiB available (test)");
 }
 
 // The shares' exchanges, measured when asked: the all-to-all of a group
