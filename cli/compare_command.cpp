@@ -22,7 +22,6 @@
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
 #include "sim/base/format.h"
-#include "sim/engine/expert_parallel.h"
 #include "sim/formats/plan_io.h"
 #include "sim/formats/profile_io.h"
 
@@ -301,11 +300,10 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
   return out;
 }
 
-// The profile's figures for the expert ranks' load and a group's
-// all-to-all that the prediction took (the expert load where compare added
-// it, the group where it priced the all-to-alls).
-void add_group_figures(nlohmann::json& out, const exec::Comparison& c, const Profile& profile,
-                       std::int64_t micro_batch) {
+// The expert ranks' load and the group's all-to-all figures the prediction
+// took (the load where compare added it, the group where it priced the
+// all-to-alls).
+void add_group_figures(nlohmann::json& out, const exec::Comparison& c) {
   if (const ExpertLoadFigures& f = c.expert_load; f.ranks > 1) {
     out["expert_load"] = {{"ranks", f.ranks},
                           {"imbalance", f.imbalance},
@@ -313,9 +311,9 @@ void add_group_figures(nlohmann::json& out, const exec::Comparison& c, const Pro
                           {"backward_s", f.backward_s},
                           {"micro_batch", f.micro_batch}};
   }
-  const int ranks = std::max(c.expert_parallel, c.context_parallel);
-  if (const GroupAllToAllFigures& a = profile.alltoall_group; measured_for(a, ranks, micro_batch)) {
-    out["alltoall_group"] = {{"ranks", a.ranks},
+  if (const GroupAllToAllFigures& a = c.alltoall_group; a.ranks > 1) {
+    out["alltoall_group"] = {{"group", a.experts ? "experts" : "context"},
+                             {"ranks", a.ranks},
                              {"latency_s", a.latency_s},
                              {"bandwidth", a.bandwidth},
                              {"micro_batch", a.micro_batch}};
@@ -323,10 +321,9 @@ void add_group_figures(nlohmann::json& out, const exec::Comparison& c, const Pro
 }
 
 void print_comparison_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
-                           const std::string& note, bool on_host, const Profile& profile,
-                           std::int64_t micro_batch) {
+                           const std::string& note, bool on_host, const Profile& profile) {
   nlohmann::json out = comparison_json(c);
-  add_group_figures(out, c, profile, micro_batch);
+  add_group_figures(out, c);
   if (const ProfileRounds& r = profile.rounds; r.measured > 0) {
     out["profile_rounds"] = {{"measured", r.measured},
                              {"kept", r.kept},
@@ -418,12 +415,12 @@ void print_table(const exec::Comparison& c) {
   }
 }
 
-// How the prediction priced a group's all-to-alls of `ranks` at the plan's
-// micro-batch size: as the profile measured the group, or over the
-// transport between two stages' threads.
-std::string alltoall_pricing(const CompareInputs& in, const Profile& profile, int ranks) {
-  const GroupAllToAllFigures& a = profile.alltoall_group;
-  if (!measured_for(a, ranks, in.plan.micro_batch_size)) return "over the transport";
+// How the prediction priced a group's all-to-alls: as the profile measured
+// the group (threads, or the MPI backend's processes), or over the transport
+// between two stages' threads.
+std::string alltoall_pricing(const exec::Comparison& c, const Profile& profile) {
+  const GroupAllToAllFigures& a = c.alltoall_group;
+  if (a.ranks < 2) return "over the transport";
   return "as the profile's group of " + std::to_string(a.ranks) + " " +
          (profile.backend == "mpi" ? "processes" : "threads") + " ran them (" +
          format_seconds(a.latency_s) + " latency, " + format_rate(a.bandwidth) + ")";
@@ -458,7 +455,7 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
         "Heads traded        %d shares; measured: each share's all-to-alls of the queries, keys "
         "and values and of the output, waits for the others included (the collectives rows); "
         "predicted: four all-to-alls in each forward and each backward, %s\n",
-        c.context_parallel, alltoall_pricing(in, profile, c.context_parallel).c_str());
+        c.context_parallel, alltoall_pricing(c, profile).c_str());
   } else if (c.context_parallel > 1) {
     std::printf(
         "Ring exchanges      %d shares; measured: each share's waits for the keys and values "
@@ -471,7 +468,7 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
         "All-to-alls         %d expert ranks, each a replica of its own; measured: each rank's "
         "dispatch and combination, waits for the others included (the collectives rows); "
         "predicted: two all-to-alls a mixture in each forward and each backward, %s\n",
-        c.expert_parallel, alltoall_pricing(in, profile, c.expert_parallel).c_str());
+        c.expert_parallel, alltoall_pricing(c, profile).c_str());
   }
   if (const ExpertLoadFigures& f = c.expert_load; f.ranks > 1) {
     std::printf(
@@ -489,13 +486,12 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
 void report(const CompareOptions& o, const CompareInputs& in, const Rounds& rounds) {
   const exec::Comparison& c = median_round(rounds.comparisons);
   const std::string note =
-      c.shared_cores
-          ? exec::shared_cores_note(c.stages, c.cores, in.gpus ? "GPU" : "core",
-                                    c.tensor_parallel * c.context_parallel * c.expert_parallel)
-          : "";
+      c.shared_cores ? exec::shared_cores_note(
+                           c.stages, c.cores, in.gpus ? "GPU" : "core",
+                           c.tensor_parallel * c.context_parallel * c.expert_parallel, in.mpi)
+                     : "";
   if (o.json) {
-    print_comparison_json(c, rounds.comparisons, note, !in.gpus, *rounds.profile,
-                          in.plan.micro_batch_size);
+    print_comparison_json(c, rounds.comparisons, note, !in.gpus, *rounds.profile);
     return;
   }
   print_heading(o, in, *rounds.profile, c, rounds.comparisons);

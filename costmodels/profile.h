@@ -56,8 +56,9 @@ struct TensorGroupFigures {
   double optimizer_slowdown = 1.0;
 };
 
-// A group's in-process all-to-all (TensorGroup::all_to_all), measured with
-// `ranks` threads exchanging at once: one all-to-all of B bytes a rank (its
+// A group's all-to-all (TensorGroup::all_to_all), measured with `ranks`
+// threads of one process, or under the MPI backend `ranks` processes,
+// exchanging at once: one all-to-all of B bytes a rank (its
 // parts for every rank, its own included) takes latency_s + B / bandwidth,
 // waits for the others included, the latency as the shares' layers ran it
 // at `micro_batch` sequences (exec/share_exchange_profile.h; the expert
@@ -66,6 +67,9 @@ struct TensorGroupFigures {
 // or the expert ranks', at T = 1 and that micro-batch size are timed by it
 // on the CPU. ranks 0: not measured.
 struct GroupAllToAllFigures {
+  // Whose: the expert ranks' (true) or the context shares' (false); it
+  // prices only that group's all-to-alls.
+  bool experts = false;
   int ranks = 0;
   double latency_s = 0.0;
   double bandwidth = 0.0;        // bytes/s
@@ -73,7 +77,7 @@ struct GroupAllToAllFigures {
 };
 
 // The context shares' ring as their layers ran it on the CPU, measured with
-// `ranks` threads at `micro_batch` sequences (exec/share_exchange_profile.h):
+// `ranks` threads (or MPI processes) at `micro_batch` sequences (exec/share_exchange_profile.h):
 // a take's mean time in a forward (the keys and values) and in a backward
 // (those, their gradients summed so far, and the share's own coming home),
 // its waits for the other shares included. A simulation at T = 1 and that
@@ -87,7 +91,7 @@ struct ContextRingFigures {
 };
 
 // The expert ranks' routed load as their layers ran it on the CPU, measured
-// with `ranks` threads at `micro_batch` sequences a rank
+// with `ranks` threads (or MPI processes) at `micro_batch` sequences a rank
 // (exec/expert_load_profile.h): the router sends more of the tokens to some
 // ranks' experts than to others', and at each mixture's all-to-all every rank
 // waits for the busiest. `imbalance` is the busiest rank's received rows over

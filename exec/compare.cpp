@@ -11,7 +11,9 @@
 #include "costmodels/check.h"
 #include "costmodels/device.h"
 #include "exec/plan_runner.h"
+#include "sim/engine/context_parallel.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/expert_parallel.h"
 #include "sim/formats/profile_io.h"
 
 namespace pipescope::exec {
@@ -186,17 +188,19 @@ double relative_error(double predicted, double measured) {
   return (predicted - measured) / measured;
 }
 
-std::string shared_cores_note(int stages, int cores, const std::string& what, int ranks) {
+std::string shared_cores_note(int stages, int cores, const std::string& what, int ranks,
+                              bool processes) {
   const std::string many = what + "s";
+  const std::string runners = processes ? "processes" : "threads";
   const std::string who = what == "GPU" ? "each GPU interleaves the streams' kernels"
-                                        : "the OS time-slices the threads";
+                                        : "the OS time-slices the " + runners;
   const auto count = [&](int n) { return std::to_string(n) + " " + (n == 1 ? what : many); };
   const std::string pool =
       ranks > 1 ? "a pool of " + count(std::max(1, cores / ranks)) + " for each rank's stages"
                 : "a pool of that many " + many;
   return std::to_string(stages) + " stages" +
          (ranks > 1 ? " of " + std::to_string(ranks) + " ranks each (" +
-                          std::to_string(stages * ranks) + " threads)"
+                          std::to_string(stages * ranks) + " " + runners + ")"
                     : "") +
          " share " + count(cores) + ": predicted with " + pool +
          ", each op holding one for its whole duration and ops served in the order they became "
@@ -339,6 +343,23 @@ CollectiveMatch match_collectives(const Timeline& predicted, const Timeline& mea
     ++m.matched;
   }
   return m;
+}
+
+// The group figures the simulation priced the plan's all-to-alls by (the
+// expert ranks', or the context shares' trading heads), or null.
+const GroupAllToAllFigures* priced_group(const Scenario& scenario, const Plan& plan,
+                                         const SimConfig& config) {
+  if (plan.expert_parallel > 1) {
+    return measured_group(config.data_parallel, plan.micro_batch_size);
+  }
+  if (plan.context_parallel > 1 && plan.cp_comm_type == ContextExchange::kAllToAll) {
+    // The cluster's profile's figures, which outlive the group made here.
+    const DataParallel group = context_alltoall_group(scenario.cluster);
+    return measured_group(group, plan.micro_batch_size) != nullptr
+               ? &scenario.cluster.profile->alltoall_group
+               : nullptr;
+  }
+  return nullptr;
 }
 
 // Step time, throughput and bubble of the prediction against the median step.
@@ -515,6 +536,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   if (plan.tensor_parallel > 1) {
     c.collectives = match_collectives(predicted.timeline, median.timeline, schedule);
   }
+  if (const GroupAllToAllFigures* g = priced_group(scenario, plan, config)) c.alltoall_group = *g;
   return c;
 }
 

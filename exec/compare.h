@@ -118,6 +118,11 @@ struct Comparison {
   // E > 1: the routed load the prediction added to its mixtures
   // (Profile::expert_load, at the plan's micro-batch size); ranks 0: none.
   ExpertLoadFigures expert_load;
+  // C > 1 trading heads, or E > 1: the group's all-to-all figures the
+  // prediction priced its all-to-alls by (Profile::alltoall_group, at the
+  // plan's micro-batch size); ranks 0: the links between the stages'
+  // threads priced them.
+  GroupAllToAllFigures alltoall_group;
   CollectiveMatch collectives;  // T > 1
 };
 
@@ -128,8 +133,8 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
 
 // One line on how shared cores (or GPUs: `what` is "GPU") were modelled, for
 // the report: `stages`, each of `ranks` threads (tensor, context or expert
-// ranks), on `cores` in all.
+// ranks; `processes`: the MPI backend's), on `cores` in all.
 std::string shared_cores_note(int stages, int cores, const std::string& what = "core",
-                              int ranks = 1);
+                              int ranks = 1, bool processes = false);
 
 }  // namespace pipescope::exec

@@ -141,12 +141,24 @@ ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks,
     t.load_waits_s = static_cast<double>(ranks.size()) * load_waits_s(t.load, calls.front());
     kept.push_back(t);
   }
-  // The pass of the median extra time: one in which other work took a core
-  // is left out.
-  std::sort(kept.begin(), kept.end(), [](const ExpertLoadTiming& a, const ExpertLoadTiming& b) {
-    return a.load.forward_s + a.load.backward_s < b.load.forward_s + b.load.backward_s;
+  // The pass of the median extra time, and apart from it the pass of the
+  // median all-to-all beyond the waits for the busiest: a pass in which
+  // other work took a core is left out of either (a balanced router's
+  // passes all take nothing extra, and would not tell).
+  const auto median_by = [&kept](auto key) {
+    std::vector<ExpertLoadTiming> v = kept;
+    std::sort(v.begin(), v.end(), [&key](const ExpertLoadTiming& a, const ExpertLoadTiming& b) {
+      return key(a) < key(b);
+    });
+    return v[v.size() / 2];
+  };
+  ExpertLoadTiming out =
+      median_by([](const ExpertLoadTiming& t) { return t.load.forward_s + t.load.backward_s; });
+  const ExpertLoadTiming exchanges = median_by([](const ExpertLoadTiming& t) {
+    return static_cast<double>(t.alltoalls.wall) * 1e-9 - t.load_waits_s;
   });
-  ExpertLoadTiming out = kept[kept.size() / 2];
+  out.alltoalls = exchanges.alltoalls;
+  out.load_waits_s = exchanges.load_waits_s;
   out.load.micro_batch = batch;
   return out;
 }

@@ -25,8 +25,8 @@ namespace pipescope::exec {
 // The routed load of the E = model.expert_parallel ranks of `model` (one
 // rank's share of a transformer with a mixture, T = C = 1; its whole
 // transformer split as a plan's run splits it) on micro-batches of `batch`
-// sequences a rank (E batch in all): of `passes` passes after one untimed, each
-// on a micro-batch of its own, the one of the median extra time. In each
+// sequences a rank (E batch in all): `passes` passes after one untimed, each
+// on a micro-batch of its own, combined by expert_load_timing. In each
 // mixture call (a forward's or a backward's), the busiest rank's received
 // rows over the ranks' mean, and the extra time: the rows beyond the mean
 // at the time a further row takes (the slope of the calls' time against
@@ -65,8 +65,9 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
                                     CollectiveTally& group);
 
 // time_expert_load's figures from every rank's passes (ranks[e] rank e's, all
-// of as many passes, at least 2): the pass of the median extra time, its
-// all-to-alls and the ranks' waits for the busiest. Throws
+// of as many passes, at least 2): the load of the pass of the median extra
+// time, and the all-to-alls and the ranks' waits for the busiest of the
+// pass of the median time in all-to-alls beyond those waits. Throws
 // std::invalid_argument for fewer than 2 ranks or passes that do not pair up.
 ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch);
 

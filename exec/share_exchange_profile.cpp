@@ -93,12 +93,13 @@ ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, 
 
 GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
                                       const ExchangeTimes& in_step, double other_waits_s,
-                                      std::int64_t batch) {
+                                      std::int64_t batch, bool experts) {
   const double buffer = in_step.mean_bytes() * ranks / (ranks - 1);
   const double each =
       in_step.count > 0 ? (static_cast<double>(in_step.wall) * 1e-9 - other_waits_s) / in_step.count
                         : 0.0;
-  return {ranks, std::max(bare.latency_s, each - buffer / bare.bandwidth), bare.bandwidth, batch};
+  return {experts, ranks, std::max(bare.latency_s, each - buffer / bare.bandwidth), bare.bandwidth,
+          batch};
 }
 
 void write_context_figures(Profile& profile, const ModelSpec& model, const ShareExchanges& in_step,

@@ -91,9 +91,10 @@ inline constexpr int kGroupRepeats = 50;
 // were waits for something else, the router's load) beyond its bytes (each
 // rank's whole buffer, of which it received (ranks - 1) / ranks) over that
 // bandwidth, or the bare latency if that is more.
+// `experts`: the group is the expert ranks (GroupAllToAllFigures::experts).
 GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
                                       const ExchangeTimes& in_step, double other_waits_s,
-                                      std::int64_t batch);
+                                      std::int64_t batch, bool experts = false);
 
 // Writes the shares' figures from the last share's median pass `in_step` of
 // `model` at micro-batch `batch` into `profile`: the ring's takes

@@ -114,6 +114,8 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
       spec.transformer == nullptr || MpiSession::size() < C || !fits_everywhere(spec, batch, C)) {
     return;
   }
+  ShareExchanges in_step;  // rank 0's, from the last share
+  TransportFigures first_bare;
   on_first_ranks(C, [&](const std::shared_ptr<MpiGroupLink>& link) {
     const int c = link->rank();
     std::vector<LayerList> shares =
@@ -136,10 +138,14 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
                         link->communicator()),
               "MPI_Bcast");
     if (c == 0) {
-      write_context_figures(profile, spec, {unpack(&figures[0]), unpack(&figures[3])}, batch,
-                            [&bare] { return bare; });
+      in_step = {unpack(&figures[0]), unpack(&figures[3])};
+      first_bare = bare;
     }
   });
+  // Once every rank has left the group (a failure here waits for no one).
+  if (MpiSession::rank() == 0) {
+    write_context_figures(profile, spec, in_step, batch, [&first_bare] { return first_bare; });
+  }
 }
 
 void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t batch,
@@ -149,6 +155,8 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
       spec.transformer == nullptr || MpiSession::size() < E || !fits_everywhere(spec, batch, E)) {
     return;
   }
+  std::vector<ExpertRankPasses> all;  // every rank's, at rank 0
+  TransportFigures bare;
   on_first_ranks(E, [&](const std::shared_ptr<MpiGroupLink>& link) {
     const int e = link->rank();
     std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
@@ -159,14 +167,15 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
       mine = expert_rank_passes(ranks[static_cast<std::size_t>(e)], spec, e, batch, seed,
                                 kExchangePasses, tally);
     }
-    const TransportFigures bare = profile_linked_alltoall(link, kGroupRepeats);
-    const std::vector<ExpertRankPasses> all = gathered(mine, link->communicator());
-    if (e == 0) {
-      const ExpertLoadTiming t = expert_load_timing(all, batch);
-      profile.expert_load = t.load;
-      profile.alltoall_group = in_step_alltoall(bare, E, t.alltoalls, t.load_waits_s, batch);
-    }
+    bare = profile_linked_alltoall(link, kGroupRepeats);
+    all = gathered(mine, link->communicator());
   });
+  // Once every rank has left the group (a failure here waits for no one).
+  if (MpiSession::rank() == 0) {
+    const ExpertLoadTiming t = expert_load_timing(all, batch);
+    profile.expert_load = t.load;
+    profile.alltoall_group = in_step_alltoall(bare, E, t.alltoalls, t.load_waits_s, batch, true);
+  }
 }
 
 }  // namespace pipescope::exec

@@ -51,7 +51,7 @@ DataParallel context_alltoall_group(const Cluster& cluster) {
   set_alltoall_group(
       cluster, members,
       [&](int c) { return cluster.physical_route(0, c * cluster.tensor_parallel); }, dp,
-      "context-parallel devices");
+      "context-parallel devices", false);
   return dp;
 }
 

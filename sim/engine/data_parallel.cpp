@@ -40,7 +40,7 @@ void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
   for (int r = 0; r < E; ++r) members.push_back(whole.first_physical_device(r * step));
   set_alltoall_group(
       whole, members, [&](int r) { return whole.route(0, r * step); }, dp,
-      "expert-parallel devices");
+      "expert-parallel devices", true);
   std::vector<int> holders;  // of the experts replica 0 holds
   for (int r = 0; r < dp.replicas; r += E) holders.push_back(whole.first_physical_device(r * step));
   DataParallel ring;
@@ -52,7 +52,7 @@ void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
 
 void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
                         const std::function<std::vector<Hop>(int)>& route, DataParallel& dp,
-                        const std::string& what) {
+                        const std::string& what, bool experts) {
   AllToAllGroup& g = dp.experts;
   const int n = static_cast<int>(members.size());
   g.ranks = n;
@@ -76,7 +76,8 @@ void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
     throw ConfigError("the link between " + what +
                       " has no bandwidth: their all-to-alls cannot run");
   }
-  if (cluster.profile && cluster.tensor_parallel == 1) {
+  if (cluster.profile && cluster.tensor_parallel == 1 &&
+      cluster.profile->alltoall_group.experts == experts) {
     dp.measured_alltoall = cluster.profile->alltoall_group;
   }
 }

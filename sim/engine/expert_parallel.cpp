@@ -12,18 +12,22 @@ SimTime alltoall_time(const DataParallel& dp, Bytes bytes) {
   return seconds_to_simtime(dp.experts_latency_s + alltoall_wire_seconds(b, g, 1.0));
 }
 
-bool measured_for(const GroupAllToAllFigures& measured, int ranks, std::int64_t micro_batch_size) {
-  return ranks >= 2 && measured.ranks == ranks && measured.micro_batch == micro_batch_size &&
-         measured.bandwidth > 0.0;
+const GroupAllToAllFigures* measured_group(const DataParallel& dp, std::int64_t micro_batch_size) {
+  const AllToAllGroup& g = dp.experts;
+  const GroupAllToAllFigures& m = dp.measured_alltoall;
+  const int n = g.ranks;
+  const bool same = !dp.nccl && n >= 2 && g.per_node == n && m.ranks == n &&
+                    m.micro_batch == micro_batch_size && m.bandwidth > 0.0;
+  return same ? &m : nullptr;
 }
 
 DataParallel measured_alltoalls(DataParallel dp, std::int64_t micro_batch_size) {
-  AllToAllGroup& g = dp.experts;
-  const GroupAllToAllFigures& m = dp.measured_alltoall;
-  const int n = g.ranks;
-  if (dp.nccl || g.per_node != n || !measured_for(m, n, micro_batch_size)) return dp;
-  g.intra_bw = m.bandwidth * (n - 1) / n;
-  dp.experts_latency_s = m.latency_s;
+  const GroupAllToAllFigures* m = measured_group(dp, micro_batch_size);
+  if (m == nullptr) return dp;
+  const int n = dp.experts.ranks;
+  const double bandwidth = m->bandwidth, latency = m->latency_s;
+  dp.experts.intra_bw = bandwidth * (n - 1) / n;
+  dp.experts_latency_s = latency;
   return dp;
 }
 

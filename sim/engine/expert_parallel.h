@@ -25,16 +25,17 @@ namespace pipescope {
 SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
 
 // dp with its all-to-all group priced as a CPU profile measured it
-// (dp.measured_alltoall) when that was a group of as many threads at
-// `micro_batch_size`: the threads' exchange through shared memory, where the
-// cluster's links are the profile's transport, a payload handed between two
-// stages' threads. The measurement counts each rank's whole buffer,
+// (dp.measured_alltoall) when that was a group of as many ranks at
+// `micro_batch_size`: the ranks' own exchange (threads through shared
+// memory, or the MPI backend's processes over their communicator), where
+// the cluster's links are the profile's transport, a payload handed
+// between two stages. The measurement counts each rank's whole buffer,
 // alltoall_wire_seconds (n - 1) / n of it. Otherwise (NCCL's clusters, a
 // group across nodes, another size) dp unchanged.
 DataParallel measured_alltoalls(DataParallel dp, std::int64_t micro_batch_size);
-// Whether `measured` is of a group of `ranks` threads at `micro_batch_size`
-// (the part of measured_alltoalls' rule that a profile and a plan decide).
-bool measured_for(const GroupAllToAllFigures& measured, int ranks, std::int64_t micro_batch_size);
+// The figures measured_alltoalls prices dp's group by at `micro_batch_size`,
+// or null where it keeps dp's links.
+const GroupAllToAllFigures* measured_group(const DataParallel& dp, std::int64_t micro_batch_size);
 
 // Each layer's all-to-alls in a forward of a micro-batch of
 // `micro_batch_size` samples (LayerSpec::ep_alltoalls of them; a backward's

@@ -51,7 +51,8 @@ struct DataParallel {
   AllToAllGroup experts;
   double experts_latency_s = 0.0;
   // The group's all-to-all as a CPU profile measured it, threads of one
-  // process (Profile::alltoall_group; ranks 0: none): at its micro-batch
+  // process or the MPI backend's processes (Profile::alltoall_group; ranks
+  // 0: none): at its micro-batch
   // size it prices the group's all-to-alls (measured_alltoalls,
   // sim/engine/expert_parallel.h).
   GroupAllToAllFigures measured_alltoall;
@@ -73,12 +74,14 @@ void set_collective_links(const Cluster& cluster, const std::vector<int>& member
 // the hops from the first to the i-th): dp.experts and dp.experts_latency_s,
 // how many share the first member's node, the least bandwidth to a peer there
 // and to one on another node, the longest route's latency; and
-// dp.measured_alltoall, the cluster's profile's at T = 1. Throws ConfigError
+// dp.measured_alltoall, the cluster's profile's at T = 1 when it measured
+// this kind of group (`experts`: the expert ranks, else the context
+// shares). Throws ConfigError
 // naming `what` ("expert-parallel devices") when a link the group needs has
 // no bandwidth.
 void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
                         const std::function<std::vector<Hop>(int)>& route, DataParallel& dp,
-                        const std::string& what);
+                        const std::string& what, bool experts);
 
 // The ring of `replicas` copies of a `stages`-device pipeline on `whole`, the
 // cluster of all K x D devices: replica r's device d is whole's device r K + d,

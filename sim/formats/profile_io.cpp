@@ -135,6 +135,16 @@ TensorGroupFigures read_tensor_group(ObjectReader r) {
 // A group's all-to-all under its ranks at once.
 GroupAllToAllFigures read_alltoall_group(ObjectReader r) {
   GroupAllToAllFigures a;
+  // Profiles before the expert ranks' had the context shares' alone.
+  a.experts = opt_choice(
+                  r, "group", "group",
+                  [](std::string_view g) -> std::optional<bool> {
+                    if (g == "context") return false;
+                    if (g == "experts") return true;
+                    return std::nullopt;
+                  },
+                  "context, experts")
+                  .value_or(false);
   read_group_link(r, a);
   a.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
   r.finish();
@@ -262,7 +272,8 @@ json profile_to_json(const Profile& profile) {
   }
   if (profile.alltoall_group.ranks > 1) {
     const GroupAllToAllFigures& a = profile.alltoall_group;
-    doc["alltoall_group"] = {{"ranks", a.ranks},
+    doc["alltoall_group"] = {{"group", a.experts ? "experts" : "context"},
+                             {"ranks", a.ranks},
                              {"latency_s", a.latency_s},
                              {"bandwidth", a.bandwidth},
                              {"micro_batch", a.micro_batch}};

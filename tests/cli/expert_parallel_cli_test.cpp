@@ -70,6 +70,7 @@ TEST(RunCli, AnExpertParallelPlanTrainsAsTheWholeModelDoes) {
     EXPECT_EQ(j["expert_load"]["micro_batch"], 2);
     EXPECT_GE(j["expert_load"]["imbalance"].get<double>(), 1.0);
     ASSERT_TRUE(j.contains("alltoall_group")) << compare.out;
+    EXPECT_EQ(j["alltoall_group"]["group"], "experts");
     EXPECT_EQ(j["alltoall_group"]["ranks"], 2);
     EXPECT_EQ(j["alltoall_group"]["micro_batch"], 2);
     EXPECT_GT(j["alltoall_group"]["bandwidth"].get<double>(), 0.0);

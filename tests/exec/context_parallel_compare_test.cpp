@@ -106,7 +106,7 @@ TEST(ContextParallelCompare, TheMeasuredGroupTimesTheSharesAllToAlls) {
   const ModelSpec m = share(true);
   const Plan plan = context_plan(m, true);
   auto p = slowing_profile(m);
-  p->alltoall_group = {kC, 5e-6, 4e9, plan.micro_batch_size};
+  p->alltoall_group = {false, kC, 5e-6, 4e9, plan.micro_batch_size};
   const SimResult measured =
       simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
   const double want = alltoalls_s(m, plan.micro_batch_size, 5e-6, 4e9);
@@ -123,6 +123,11 @@ TEST(ContextParallelCompare, TheMeasuredGroupTimesTheSharesAllToAlls) {
     const SimResult other = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
     EXPECT_NEAR(simtime_to_seconds(other.stage_costs.front().cp_forward), transport, 1e-8);
   }
+  // The expert ranks' group of as many, measured at this micro-batch size,
+  // is not the shares'.
+  p->alltoall_group = {true, kC, 5e-6, 4e9, plan.micro_batch_size};
+  const SimResult experts = simulate(cpu_scenario(plan, m, p, "known.json"), plan_sim_config(plan));
+  EXPECT_NEAR(simtime_to_seconds(experts.stage_costs.front().cp_forward), transport, 1e-8);
 }
 
 // A profile that measured the ring's takes with two threads at the plan's
@@ -182,6 +187,29 @@ TEST(ContextParallelCompare, TheReplayTakesTheMeasuredExchangesOnce) {
     const Comparison c = compare_run(sc, plan, {step}, 0);
     EXPECT_NEAR(c.relative_error, 0.0, 1e-9);
     EXPECT_NEAR(c.runtime_overhead, 0.0, 1e-6);
+    EXPECT_EQ(c.alltoall_group.ranks, 0);  // the transport priced them
+  }
+}
+
+// compare says which figures priced the shares' all-to-alls: the profile's
+// group where the simulation took it (trading heads, C = ranks, the plan's
+// micro-batch size, the context group's), none for the ring.
+TEST(ContextParallelCompare, TheComparisonNamesTheGroupThatPricedTheAllToAlls) {
+  for (const bool heads : {false, true}) {
+    SCOPED_TRACE(heads ? "a2a" : "ring");
+    const ModelSpec m = share(heads);
+    const Plan plan = context_plan(m, heads);
+    auto p = slowing_profile(m);
+    p->alltoall_group = {false, kC, 5e-6, 4e9, plan.micro_batch_size};
+    const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+    const Comparison c = compare_run(sc, plan, {as_measured(predicted(sc, plan), 1.0, 1.0)}, 0);
+    EXPECT_EQ(c.alltoall_group.ranks, heads ? kC : 0);
+    if (heads) EXPECT_DOUBLE_EQ(c.alltoall_group.latency_s, 5e-6);
+    p->alltoall_group.experts = true;
+    const Scenario other = cpu_scenario(plan, m, p, "known.json");
+    EXPECT_EQ(compare_run(other, plan, {as_measured(predicted(other, plan), 1.0, 1.0)}, 0)
+                  .alltoall_group.ranks,
+              0);
   }
 }
 

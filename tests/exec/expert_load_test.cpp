@@ -69,16 +69,20 @@ ModelSpec expert_rank(int top_k) {
 // Two ranks' passes as processes report them (expert_rank_passes): in each
 // pass rank 0 receives 30 rows and rank 1 10, in a forward and a backward
 // call whose times grow by 100 and 200 ns a row times the pass's scale (1,
-// 3, 2 after the warm-up). The median pass is the one of scale 2: 10 rows
-// beyond the mean at 200 and 400 ns, and the two ranks' waits for the
-// busiest sum to 2 x (2 + 4) us; its all-to-alls are both ranks'. Passes
-// that do not pair up, and one rank, are refused.
+// 3, 2 after the warm-up), and each rank's all-to-alls take 30, 50, 10 us.
+// The load is the median pass's by its extra time, the one of scale 2: 10
+// rows beyond the mean at 200 and 400 ns. The all-to-alls are the median
+// pass's by their time beyond the ranks' waits for the busiest (2 x the
+// busiest's extra, 6, 18 and 12 us): 54, 82 and 8 us, so the first timed
+// pass's, both ranks' 60 us and its 6 us of waits. Passes that do not pair
+// up, and one rank, are refused.
 TEST(ExpertLoad, TheRanksPassesCombineAtTheMedianPass) {
   const auto rank = [](Index rows) {
     ExpertRankPasses r;
-    for (const SimTime scale : {9, 1, 3, 2}) {
+    for (const auto& [scale, alltoalls] :
+         {std::pair<SimTime, SimTime>{9, 90000}, {1, 30000}, {3, 50000}, {2, 10000}}) {
       r.calls.push_back({{false, rows, scale * 100 * rows}, {true, rows, scale * 200 * rows}});
-      r.alltoalls.push_back({4, 10000 * scale, 800});
+      r.alltoalls.push_back({4, alltoalls, 800});
     }
     return r;
   };
@@ -88,10 +92,10 @@ TEST(ExpertLoad, TheRanksPassesCombineAtTheMedianPass) {
   EXPECT_DOUBLE_EQ(t.load.imbalance, 1.5);
   EXPECT_NEAR(t.load.forward_s, 2e-6, 1e-15);
   EXPECT_NEAR(t.load.backward_s, 4e-6, 1e-15);
-  EXPECT_NEAR(t.load_waits_s, 2 * (2e-6 + 4e-6), 1e-15);
   EXPECT_EQ(t.alltoalls.count, 8);
-  EXPECT_EQ(t.alltoalls.wall, 40000);
+  EXPECT_EQ(t.alltoalls.wall, 60000);
   EXPECT_EQ(t.alltoalls.bytes, 1600);
+  EXPECT_NEAR(t.load_waits_s, 2 * (1e-6 + 2e-6), 1e-15);
   ExpertRankPasses short_of_one = rank(10);
   short_of_one.calls.pop_back();
   EXPECT_THROW(expert_load_timing({rank(30), short_of_one}, 4), std::invalid_argument);
@@ -125,11 +129,8 @@ TEST(ExpertLoad, TheRanksLayersMeasureTheirRouter) {
   EXPECT_GT(top2.imbalance, 1.0);
   EXPECT_LE(top2.imbalance, 2.0);
   EXPECT_GE(top2.forward_s, 0.0);
-  // Every rank but the busiest waits for it in each of a pass's 2 mixture
-  // forwards and 2 backwards: the ranks' waits sum to 2 x the busiest's
-  // extra time in each.
-  EXPECT_NEAR(routed.load_waits_s, 2 * (2 * top2.forward_s + 2 * top2.backward_s),
-              1e-12 + 1e-9 * routed.load_waits_s);
+  // (The waits for the busiest, by hand: TheRanksPassesCombineAtTheMedianPass.)
+  EXPECT_GE(routed.load_waits_s, 0.0);
   EXPECT_EQ(routed.alltoalls.count, 16);
   EXPECT_THROW(time_expert_load(expert_rank(2), 4, 1, 0), std::invalid_argument);
   EXPECT_THROW(time_expert_load(testing::tiny_transformer(2), 4, 1, 1), std::invalid_argument);

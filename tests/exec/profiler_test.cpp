@@ -303,6 +303,54 @@ TEST(Profiler, TheSharesExchangesAreTimedOnlyWhereTheirLayersFit) {
             "3, 5.39 KiB available (test)");
 }
 
+// A group's all-to-all as its layers ran it: 4 all-to-alls of 1,000 bytes
+// received, (2 - 1) / 2 of each rank's 2,000-byte buffer, took 40 us, 8 of
+// them waits for something else: 8 us each, of which 2,000 bytes at the
+// bare 1 GB/s are 2 us, leave a latency of 6 us. A bare latency above that,
+// or no all-to-alls at all, leaves the bare one.
+TEST(Profiler, AGroupsAllToAllLatencyIsWhatItTookBeyondItsBytes) {
+  const ExchangeTimes in_step{4, 40000, 4000};
+  const GroupAllToAllFigures g = in_step_alltoall({1e-6, 1e9}, 2, in_step, 8e-6, 3);
+  EXPECT_EQ(g.ranks, 2);
+  EXPECT_NEAR(g.latency_s, 6e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(g.bandwidth, 1e9);
+  EXPECT_EQ(g.micro_batch, 3);
+  EXPECT_DOUBLE_EQ(in_step_alltoall({1e-5, 1e9}, 2, in_step, 8e-6, 3).latency_s, 1e-5);
+  EXPECT_DOUBLE_EQ(in_step_alltoall({1e-6, 1e9}, 2, {}, 0.0, 3).latency_s, 1e-6);
+}
+
+// The last share's passes give the one of the median time in exchanges; a
+// ring's takes are written as their mean times, a heads group's all-to-all
+// as in_step_alltoall over the bare figures (asked for only then).
+TEST(Profiler, TheSharesFiguresComeFromTheirMedianPass) {
+  const auto pass = [](SimTime forward, SimTime backward) {
+    return ShareExchanges{{2, forward, 800}, {2, backward, 800}};
+  };
+  const ShareExchanges m = median_pass({pass(50, 60), pass(10, 90), pass(30, 30)});
+  EXPECT_EQ(m.forward.wall, 10);
+  EXPECT_THROW(median_pass({}), std::invalid_argument);
+  int bare_asked = 0;
+  const auto bare = [&bare_asked] {
+    ++bare_asked;
+    return TransportFigures{1e-9, 1e12};
+  };
+  Profile ring;
+  write_context_figures(ring, context_share(false), pass(4000, 8000), 3, bare);
+  EXPECT_EQ(ring.context_ring.ranks, 2);
+  EXPECT_DOUBLE_EQ(ring.context_ring.forward_take_s, 2e-6);
+  EXPECT_DOUBLE_EQ(ring.context_ring.backward_take_s, 4e-6);
+  EXPECT_EQ(ring.context_ring.micro_batch, 3);
+  EXPECT_EQ(ring.alltoall_group.ranks, 0);
+  EXPECT_EQ(bare_asked, 0);
+  Profile heads;
+  write_context_figures(heads, context_share(true), pass(4000, 8000), 3, bare);
+  EXPECT_EQ(bare_asked, 1);
+  EXPECT_EQ(heads.context_ring.ranks, 0);
+  EXPECT_EQ(heads.alltoall_group.ranks, 2);
+  // 4 all-to-alls in 12 us, each receiving 400 bytes of an 800-byte buffer.
+  EXPECT_NEAR(heads.alltoall_group.latency_s, 3e-6 - 800 / 1e12, 1e-15);
+}
+
 // The shares' exchanges, measured when asked: the all-to-all of a group
 // trading heads, the ring's takes otherwise; without the option neither.
 TEST(Profiler, MeasuresTheSharesExchangesWhenAsked) {

@@ -158,7 +158,7 @@ TEST(ExpertParallel, OpsRunTheirAllToAllsByHand) {
 TEST(ExpertParallel, AMeasuredGroupPricesItsAllToAlls) {
   Scenario sc = ep_scenario(4, 0);
   auto p = std::make_shared<Profile>();
-  p->alltoall_group = {4, 5e-6, 4e9, 1};
+  p->alltoall_group = {true, 4, 5e-6, 4e9, 1};
   sc.cluster.profile = p;
   const DataParallel dp = data_parallel_ring(sc.cluster, 1, 4, 4);
   EXPECT_EQ(layer_alltoalls(sc.model, dp, 1), (std::vector<SimTime>{2 * 5250, 2 * 5250}));
@@ -167,8 +167,13 @@ TEST(ExpertParallel, AMeasuredGroupPricesItsAllToAlls) {
   p->alltoall_group.ranks = 2;
   EXPECT_EQ(layer_alltoalls(sc.model, data_parallel_ring(sc.cluster, 1, 4, 4), 1),
             (std::vector<SimTime>{2 * 1750, 2 * 1750}));
-  // Not under tensor parallelism, whose groups the profile did not time.
+  // Not a context group's, nor under tensor parallelism, whose groups the
+  // profile did not time.
   p->alltoall_group.ranks = 4;
+  p->alltoall_group.experts = false;
+  EXPECT_EQ(data_parallel_ring(sc.cluster, 1, 4, 4).measured_alltoall.ranks, 0);
+  p->alltoall_group.experts = true;
+  EXPECT_EQ(data_parallel_ring(sc.cluster, 1, 4, 4).measured_alltoall.ranks, 4);
   sc.cluster.tensor_parallel = 2;
   EXPECT_EQ(data_parallel_ring(sc.cluster, 1, 2, 2).measured_alltoall.ranks, 0);
 }

@@ -188,18 +188,21 @@ TEST(ProfileIo, RoundsOfTheMeasurement) {
             std::string::npos);
 }
 
-// A context group's all-to-all round-trips, only when measured; bad figures
-// are refused with the field.
+// A context group's all-to-all round-trips, only when measured, and so does
+// an expert group's; one without its group is a context group's (profiles
+// before the expert ranks'); bad figures are refused with the field.
 TEST(ProfileIo, GroupAllToAll) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   Profile p = uniform_profile(sc, 2);
   EXPECT_FALSE(profile_to_json(p).contains("alltoall_group"));
   EXPECT_EQ(profile_from_json(profile_to_json(p), "p.json").alltoall_group.ranks, 0);
-  p.alltoall_group = GroupAllToAllFigures{2, 6.5e-6, 9.25e9, 4};
+  p.alltoall_group = GroupAllToAllFigures{false, 2, 6.5e-6, 9.25e9, 4};
   const json doc = profile_to_json(p);
-  EXPECT_EQ(doc["alltoall_group"], json::parse(R"({"ranks": 2, "latency_s": 6.5e-6,
-                                                   "bandwidth": 9.25e9, "micro_batch": 4})"));
+  EXPECT_EQ(doc["alltoall_group"],
+            json::parse(R"({"group": "context", "ranks": 2, "latency_s": 6.5e-6,
+                            "bandwidth": 9.25e9, "micro_batch": 4})"));
   const GroupAllToAllFigures q = profile_from_json(doc, "p.json").alltoall_group;
+  EXPECT_FALSE(q.experts);
   EXPECT_EQ(q.ranks, 2);
   EXPECT_EQ(q.latency_s, 6.5e-6);
   EXPECT_EQ(q.bandwidth, 9.25e9);
@@ -219,6 +222,16 @@ TEST(ProfileIo, GroupAllToAll) {
             std::string::npos);
   EXPECT_NE(with("/alltoall_group/micro_batch", 0).find("p.json: alltoall_group.micro_batch:"),
             std::string::npos);
+  EXPECT_EQ(with("/alltoall_group/group", "tensor"),
+            "p.json: alltoall_group.group: unknown group 'tensor' (expected one of: context, "
+            "experts)");
+  json old = doc;
+  old["alltoall_group"].erase("group");
+  EXPECT_FALSE(profile_from_json(old, "p.json").alltoall_group.experts);
+  p.alltoall_group.experts = true;
+  const json experts = profile_to_json(p);
+  EXPECT_EQ(experts["alltoall_group"]["group"], "experts");
+  EXPECT_TRUE(profile_from_json(experts, "p.json").alltoall_group.experts);
 }
 
 // The shares' ring takes round-trip, only when measured; bad figures are
