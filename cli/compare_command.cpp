@@ -304,20 +304,8 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
 // took (the load where compare added it, the group where it priced the
 // all-to-alls).
 void add_group_figures(nlohmann::json& out, const exec::Comparison& c) {
-  if (const ExpertLoadFigures& f = c.expert_load; f.ranks > 1) {
-    out["expert_load"] = {{"ranks", f.ranks},
-                          {"imbalance", f.imbalance},
-                          {"forward_s", f.forward_s},
-                          {"backward_s", f.backward_s},
-                          {"micro_batch", f.micro_batch}};
-  }
-  if (const GroupAllToAllFigures& a = c.alltoall_group; a.ranks > 1) {
-    out["alltoall_group"] = {{"group", a.experts ? "experts" : "context"},
-                             {"ranks", a.ranks},
-                             {"latency_s", a.latency_s},
-                             {"bandwidth", a.bandwidth},
-                             {"micro_batch", a.micro_batch}};
-  }
+  if (c.expert_load.ranks > 1) out["expert_load"] = expert_load_json(c.expert_load);
+  if (c.alltoall_group.ranks > 1) out["alltoall_group"] = alltoall_group_json(c.alltoall_group);
 }
 
 void print_comparison_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,

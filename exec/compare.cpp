@@ -346,20 +346,15 @@ CollectiveMatch match_collectives(const Timeline& predicted, const Timeline& mea
 }
 
 // The group figures the simulation priced the plan's all-to-alls by (the
-// expert ranks', or the context shares' trading heads), or null.
-const GroupAllToAllFigures* priced_group(const Scenario& scenario, const Plan& plan,
-                                         const SimConfig& config) {
-  if (plan.expert_parallel > 1) {
-    return measured_group(config.data_parallel, plan.micro_batch_size);
-  }
-  if (plan.context_parallel > 1 && plan.cp_comm_type == ContextExchange::kAllToAll) {
-    // The cluster's profile's figures, which outlive the group made here.
-    const DataParallel group = context_alltoall_group(scenario.cluster);
-    return measured_group(group, plan.micro_batch_size) != nullptr
-               ? &scenario.cluster.profile->alltoall_group
-               : nullptr;
-  }
-  return nullptr;
+// expert ranks', or the context shares' trading heads); ranks 0: none.
+GroupAllToAllFigures priced_group(const Scenario& scenario, const Plan& plan,
+                                  const SimConfig& config) {
+  const bool heads = plan.context_parallel > 1 && plan.cp_comm_type == ContextExchange::kAllToAll;
+  if (plan.expert_parallel <= 1 && !heads) return {};
+  const DataParallel group =
+      plan.expert_parallel > 1 ? config.data_parallel : context_alltoall_group(scenario.cluster);
+  const GroupAllToAllFigures* g = measured_group(group, plan.micro_batch_size);
+  return g != nullptr ? *g : GroupAllToAllFigures{};
 }
 
 // Step time, throughput and bubble of the prediction against the median step.
@@ -536,7 +531,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   if (plan.tensor_parallel > 1) {
     c.collectives = match_collectives(predicted.timeline, median.timeline, schedule);
   }
-  if (const GroupAllToAllFigures* g = priced_group(scenario, plan, config)) c.alltoall_group = *g;
+  c.alltoall_group = priced_group(scenario, plan, config);
   return c;
 }
 

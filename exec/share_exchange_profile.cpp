@@ -31,10 +31,8 @@ ShareExchanges forward_and_backward(LayerList& layers, const MicroBatch& mine, c
   return out;
 }
 
-}  // namespace
-
-namespace {
-
+// Throws std::invalid_argument unless `model` is one share of a transformer
+// at T = E = 1 and passes >= 1.
 void check_share_model(const ModelSpec& model, int passes) {
   if (model.transformer == nullptr || model.context_parallel < 2 || model.tensor_parallel != 1 ||
       model.expert_parallel != 1) {

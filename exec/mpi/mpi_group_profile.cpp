@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "exec/compute/host_memory.h"
@@ -21,6 +22,14 @@ namespace pipescope::exec {
 
 namespace {
 
+// The exchange times of a pass as integers, and back.
+void pack(const ExchangeTimes& x, std::vector<std::int64_t>& out) {
+  out.insert(out.end(), {x.count, x.wall, x.bytes});
+}
+ExchangeTimes unpack(const std::int64_t* v) {
+  return {static_cast<int>(v[0]), v[1], v[2]};
+}
+
 // One rank's passes as integers: the passes, then each pass's calls (their
 // count, then backward, rows, wall of each) and its all-to-alls (count,
 // wall, bytes).
@@ -31,8 +40,7 @@ std::vector<std::int64_t> packed(const ExpertRankPasses& r) {
     for (const ExpertTally::Call& c : r.calls[p]) {
       out.insert(out.end(), {c.backward ? 1 : 0, c.rows, c.wall});
     }
-    const ExchangeTimes& a = r.alltoalls[p];
-    out.insert(out.end(), {a.count, a.wall, a.bytes});
+    pack(r.alltoalls[p], out);
   }
   return out;
 }
@@ -47,7 +55,8 @@ ExpertRankPasses unpacked(const std::vector<std::int64_t>& v, std::size_t& at) {
     for (std::int64_t c = 0; c < n; ++c, at += 3) {
       calls.push_back({v.at(at) != 0, v.at(at + 1), v.at(at + 2)});
     }
-    r.alltoalls.push_back({static_cast<int>(v.at(at)), v.at(at + 1), v.at(at + 2)});
+    if (at + 3 > v.size()) throw std::out_of_range("the expert ranks' passes were cut short");
+    r.alltoalls.push_back(unpack(&v[at]));
     at += 3;
   }
   return r;
@@ -95,14 +104,6 @@ void on_first_ranks(int n, const std::function<void(const std::shared_ptr<MpiGro
             "MPI_Comm_split");
   if (comm != MPI_COMM_NULL) body(std::make_shared<MpiGroupLink>(comm));
   MpiSession::wait_for_all();
-}
-
-// The exchange times of a pass as integers, and back.
-void pack(const ExchangeTimes& x, std::vector<std::int64_t>& out) {
-  out.insert(out.end(), {x.count, x.wall, x.bytes});
-}
-ExchangeTimes unpack(const std::int64_t* v) {
-  return {static_cast<int>(v[0]), v[1], v[2]};
 }
 
 }  // namespace

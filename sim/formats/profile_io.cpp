@@ -262,23 +262,27 @@ json profile_to_json(const Profile& profile) {
                            {"backward_take_s", f.backward_take_s},
                            {"micro_batch", f.micro_batch}};
   }
-  if (profile.expert_load.ranks > 1) {
-    const ExpertLoadFigures& f = profile.expert_load;
-    doc["expert_load"] = {{"ranks", f.ranks},
-                          {"imbalance", f.imbalance},
-                          {"forward_s", f.forward_s},
-                          {"backward_s", f.backward_s},
-                          {"micro_batch", f.micro_batch}};
-  }
+  if (profile.expert_load.ranks > 1) doc["expert_load"] = expert_load_json(profile.expert_load);
   if (profile.alltoall_group.ranks > 1) {
-    const GroupAllToAllFigures& a = profile.alltoall_group;
-    doc["alltoall_group"] = {{"group", a.experts ? "experts" : "context"},
-                             {"ranks", a.ranks},
-                             {"latency_s", a.latency_s},
-                             {"bandwidth", a.bandwidth},
-                             {"micro_batch", a.micro_batch}};
+    doc["alltoall_group"] = alltoall_group_json(profile.alltoall_group);
   }
   return doc;
+}
+
+json expert_load_json(const ExpertLoadFigures& f) {
+  return {{"ranks", f.ranks},
+          {"imbalance", f.imbalance},
+          {"forward_s", f.forward_s},
+          {"backward_s", f.backward_s},
+          {"micro_batch", f.micro_batch}};
+}
+
+json alltoall_group_json(const GroupAllToAllFigures& a) {
+  return {{"group", a.experts ? "experts" : "context"},
+          {"ranks", a.ranks},
+          {"latency_s", a.latency_s},
+          {"bandwidth", a.bandwidth},
+          {"micro_batch", a.micro_batch}};
 }
 
 Profile profile_from_json(const json& doc, const std::string& file) {
