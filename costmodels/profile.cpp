@@ -71,8 +71,14 @@ void check_profile_covers(const Profile& profile, const ModelSpec& model) {
   }
 }
 
-ProfiledCostModel::ProfiledCostModel(std::shared_ptr<const Profile> profile)
-    : profile_(std::move(profile)) {
+const ExpertLoadFigures* Profile::routed_load(int E, int T, int C) const {
+  const bool measured = expert_load.ranks > 1 && expert_load.ranks == E;
+  return measured && T == 1 && C == 1 ? &expert_load : nullptr;
+}
+
+ProfiledCostModel::ProfiledCostModel(std::shared_ptr<const Profile> profile,
+                                     const ExpertLoadFigures* load)
+    : profile_(std::move(profile)), load_(load) {
   PS_CHECK(profile_ != nullptr, "a profiled cost model needs a profile");
   description_ = "profiled on " +
                  (profile_->machine.empty() ? "an unnamed machine" : profile_->machine) + " (" +
@@ -85,20 +91,41 @@ const LayerProfile& ProfiledCostModel::entry(const LayerSpec& layer) const {
   return *p;
 }
 
+namespace {
+
+// `seconds` measured at `measured` sequences, at `batch`: the busiest rank's
+// rows beyond the mean grow with the tokens routed.
+SimTime at_batch(double seconds, std::int64_t measured, std::int64_t batch) {
+  return seconds_to_simtime(seconds * static_cast<double>(batch) / static_cast<double>(measured));
+}
+
+}  // namespace
+
+SimTime ProfiledCostModel::load_forward(const LayerSpec& layer, std::int64_t batch) const {
+  if (load_ == nullptr || layer.ep_alltoalls == 0) return 0;
+  return at_batch(load_->forward_s, load_->micro_batch, batch);
+}
+
+SimTime ProfiledCostModel::load_backward(const LayerSpec& layer, std::int64_t batch) const {
+  if (load_ == nullptr || layer.ep_alltoalls == 0) return 0;
+  return at_batch(load_->backward_s, load_->micro_batch, batch);
+}
+
 SimTime ProfiledCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
-  return interpolate_time(p.batch_sizes, p.forward, batch);
+  return interpolate_time(p.batch_sizes, p.forward, batch) + load_forward(layer, batch);
 }
 
 SimTime ProfiledCostModel::backward(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
-  return interpolate_time(p.batch_sizes, p.backward, batch);
+  return interpolate_time(p.batch_sizes, p.backward, batch) + load_backward(layer, batch);
 }
 
 SimTime ProfiledCostModel::weight_grad(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
   if (p.weight.empty()) return CostModel::weight_grad(layer, batch);
-  const SimTime w = interpolate_time(p.batch_sizes, p.weight, batch);
+  const SimTime w =
+      interpolate_time(p.batch_sizes, p.weight, batch) + load_backward(layer, batch) / 2;
   // A part of the backward, unless B was timed too (the halves may exceed it).
   return p.input.empty() ? std::min(w, backward(layer, batch)) : w;
 }
@@ -149,12 +176,12 @@ double Profile::mfu_peak_flop_s(const ModelSpec& model) const {
 SimTime ProfiledCostModel::input_grad(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
   if (p.input.empty()) return CostModel::input_grad(layer, batch);
-  return interpolate_time(p.batch_sizes, p.input, batch);
+  return interpolate_time(p.batch_sizes, p.input, batch) + load_backward(layer, batch) / 2;
 }
 
 SimTime ProfiledCostModel::recompute(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
-  return interpolate_time(p.batch_sizes, p.recompute, batch);
+  return interpolate_time(p.batch_sizes, p.recompute, batch) + load_forward(layer, batch);
 }
 
 SimTime ProfiledCostModel::optimizer_step(std::int64_t params) const {

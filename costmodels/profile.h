@@ -98,9 +98,10 @@ struct ContextRingFigures {
 // the ranks' mean, the mean over the mixtures' forwards; forward_s and
 // backward_s what the busiest rank's experts took beyond a rank of the mean
 // load, in a mixture's forward and in its backward (the mean over the
-// mixtures). compare's prediction of a plan of E = ranks at that micro-batch
-// size (T = C = 1) adds them to its mixtures' ops, whose profiled times are
-// a balanced rank's. ranks 0: not measured.
+// mixtures). A simulation of E = ranks (T = C = 1) adds them, in proportion
+// to its micro-batch size over `micro_batch`, to its mixtures' ops, whose
+// profiled times are a balanced rank's (ProfiledCostModel). ranks 0: not
+// measured.
 struct ExpertLoadFigures {
   int ranks = 0;
   double imbalance = 1.0;
@@ -196,6 +197,10 @@ struct Profile {
   // written before it was measured), the fastest op's rate. 0 when the
   // profile covers none of the model's layers.
   double mfu_peak_flop_s(const ModelSpec& model) const;
+  // The routed load a simulation of E expert ranks at T tensor and C context
+  // ways takes from the profile (expert_load): the load's own E at T = C = 1,
+  // where the profile measured it; null otherwise.
+  const ExpertLoadFigures* routed_load(int E, int T, int C) const;
 };
 
 // What makes two layers cost the same: the name without its trailing index
@@ -219,8 +224,20 @@ void check_profile_covers(const Profile& profile, const ModelSpec& model);
 class ProfiledCostModel final : public CostModel {
  public:
   // The profile must cover every layer the model asks about (check_profile_covers);
-  // a layer it lacks is an internal error.
-  explicit ProfiledCostModel(std::shared_ptr<const Profile> profile);
+  // a layer it lacks is an internal error. `load`: the routed load the expert
+  // ranks run under (Profile::routed_load, pointing into `profile`), or null.
+  // Every rank waits for the busiest at each mixture's all-to-all, so a
+  // mixture layer's ops (ep_alltoalls > 0), timed on a rank of the mean load,
+  // take what the busiest rank's experts took beyond it, in proportion to
+  // the micro-batch size (the busiest rank's rows beyond the mean grow with
+  // the tokens routed; at small sizes the router's imbalance may be larger
+  // than at the one measured): the forward (and a recompute) the extra forward, the
+  // backward the extra backward, a split backward's B and W half of it each
+  // (the experts' input and weight gradients are products of one size; W,
+  // deferred, runs outside the all-to-all on the busiest rank alone, which
+  // this may overstate for the zero-bubble schedules).
+  explicit ProfiledCostModel(std::shared_ptr<const Profile> profile,
+                             const ExpertLoadFigures* load = nullptr);
   std::string_view name() const override { return "profiled"; }
   std::string_view description() const override { return description_; }
   SimTime forward(const LayerSpec& layer, std::int64_t batch) const override;
@@ -239,7 +256,12 @@ class ProfiledCostModel final : public CostModel {
 
  private:
   const LayerProfile& entry(const LayerSpec& layer) const;
+  // The busiest rank's extra time in `layer`'s forward (backward) at
+  // `batch`: 0 unless a load applies to it.
+  SimTime load_forward(const LayerSpec& layer, std::int64_t batch) const;
+  SimTime load_backward(const LayerSpec& layer, std::int64_t batch) const;
   std::shared_ptr<const Profile> profile_;
+  const ExpertLoadFigures* load_ = nullptr;
   std::string description_;
 };
 

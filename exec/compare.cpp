@@ -63,48 +63,6 @@ Profile group_profile(Profile p, int ranks, int T) {
   return p;
 }
 
-// The profile as E expert ranks whose router loads them as the profile
-// measured (Profile::expert_load, at this micro-batch size, T = C = 1):
-// each mixture's ops, timed on a balanced rank, take what the busiest
-// rank's experts take beyond it, as every rank waits for it at the
-// all-to-all that brings the outputs back. A split backward's B and W take
-// half of the backward's each: the experts' input gradients and their
-// weight gradients are products of the same size (W, deferred, runs outside
-// the all-to-all on the busiest rank alone, which this may overstate for
-// the zero-bubble schedules). The returned profile keeps expert_load only
-// when some mixture took it (ranks 0 otherwise), for the comparison to say.
-Profile loaded_profile(Profile p, const ModelSpec& model, const Plan& plan) {
-  const ExpertLoadFigures load = p.expert_load;
-  p.expert_load = {};
-  if (load.ranks != plan.expert_parallel || load.micro_batch != plan.micro_batch_size ||
-      plan.tensor_parallel != 1 || plan.context_parallel != 1) {
-    return p;
-  }
-  const auto add = [](std::vector<SimTime>& times, std::size_t at, double s) {
-    if (at < times.size()) times[at] += seconds_to_simtime(s);
-  };
-  std::vector<std::string> done;
-  for (const LayerSpec& layer : model.layers) {
-    const std::string signature = layer_signature(layer);
-    if (layer.ep_alltoalls == 0 || std::find(done.begin(), done.end(), signature) != done.end()) {
-      continue;
-    }
-    done.push_back(signature);
-    for (LayerProfile& l : p.layers) {
-      const auto it = std::find(l.batch_sizes.begin(), l.batch_sizes.end(), load.micro_batch);
-      if (l.signature != signature || it == l.batch_sizes.end()) continue;
-      const auto at = static_cast<std::size_t>(it - l.batch_sizes.begin());
-      add(l.forward, at, load.forward_s);
-      add(l.recompute, at, load.forward_s);
-      add(l.backward, at, load.backward_s);
-      add(l.input, at, load.backward_s / 2);
-      add(l.weight, at, load.backward_s / 2);
-      p.expert_load = load;
-    }
-  }
-  return p;
-}
-
 }  // namespace
 
 Interconnect tensor_group_link(const TensorGroupFigures& group, int T) {
@@ -146,7 +104,9 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.context_parallel_given = C > 1;
   sc.cluster.context_parallel = C;
   sc.training.cp_comm_type = plan.cp_comm_type;  // the ring, or all-to-alls of heads
-  // Expert parallelism: one of the E replicas (cpu_sim_config adds the others).
+  // Expert parallelism: one of the E replicas (cpu_sim_config adds the
+  // others); its mixtures wait for the busiest rank as the profile measured
+  // (make_cost_model takes Profile::routed_load).
   const int E = plan.expert_parallel;
   sc.training.expert_parallel = E;
   sc.training.expert_parallel_given = E > 1;
@@ -154,9 +114,6 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   if (profile && T * C > 1) {
     profile = std::make_shared<const Profile>(group_profile(*profile, T * C, T));
   }
-  // The E ranks wait for the busiest at each mixture.
-  if (profile && E > 1)
-    profile = std::make_shared<const Profile>(loaded_profile(*profile, model, plan));
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;
   if (profile && T > 1 && profile->tensor_group.ranks == T) {
@@ -375,10 +332,22 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   const int ranks = c.tensor_parallel * c.context_parallel * c.expert_parallel;
   c.cores = scenario.cluster.shared_cores * ranks;
   c.shared_cores = c.cores > 0 && c.cores < c.stages * ranks;
-  // cpu_scenario's profile keeps the load only where its mixtures took it.
+  // The load the prediction's mixtures took (make_cost_model's), if any.
   const std::shared_ptr<const Profile>& profile = scenario.cluster.profile;
-  if (profile && c.expert_parallel > 1 && profile->expert_load.ranks == c.expert_parallel) {
-    c.expert_load = profile->expert_load;
+  const ExpertLoadFigures* load =
+      profile ? profile->routed_load(c.expert_parallel, c.tensor_parallel, c.context_parallel)
+              : nullptr;
+  const auto mixtures = [&] {
+    return std::any_of(scenario.model.layers.begin(), scenario.model.layers.end(),
+                       [](const LayerSpec& l) { return l.ep_alltoalls > 0; });
+  };
+  if (load && mixtures()) {  // as the cost model took it at this micro-batch size
+    const std::int64_t b = scenario.training.micro_batch_size();
+    const double scale = static_cast<double>(b) / static_cast<double>(load->micro_batch);
+    c.expert_load = *load;
+    c.expert_load.forward_s *= scale;
+    c.expert_load.backward_s *= scale;
+    c.expert_load.micro_batch = b;
   }
 }
 

@@ -116,7 +116,8 @@ struct Comparison {
   int context_parallel = 1;   // C
   int expert_parallel = 1;    // E
   // E > 1: the routed load the prediction added to its mixtures
-  // (Profile::expert_load, at the plan's micro-batch size); ranks 0: none.
+  // (Profile::routed_load, scaled to the plan's micro-batch size); ranks 0:
+  // none.
   ExpertLoadFigures expert_load;
   // C > 1 trading heads, or E > 1: the group's all-to-all figures the
   // prediction priced its all-to-alls by (Profile::alltoall_group, at the

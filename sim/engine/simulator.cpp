@@ -253,8 +253,11 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
 }
 
 std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario) {
-  if (scenario.cluster.profile) {
-    return std::make_unique<ProfiledCostModel>(scenario.cluster.profile);
+  if (const std::shared_ptr<const Profile>& profile = scenario.cluster.profile) {
+    return std::make_unique<ProfiledCostModel>(
+        profile,
+        profile->routed_load(scenario.training.expert_parallel, scenario.cluster.tensor_parallel,
+                             scenario.cluster.context_parallel));
   }
   if (scenario.cluster.cost_model == CostModelKind::kKernels) {
     const bool fp8 = scenario.model.transformer && scenario.model.transformer->fp8;

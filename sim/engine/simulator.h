@@ -225,8 +225,9 @@ void apply_concurrency_slowdown(const Schedule& schedule, const Cluster& cluster
                                 std::vector<StageCost>& stages);
 
 // The scenario's cost model: the profile's measurements when the cluster carries
-// one (`--cost-model`), else the kernel-level model or the device's roofline, as
-// the cluster's cost_model says.
+// one (`--cost-model`), with the routed load of the scenario's expert ranks
+// where the profile measured it (Profile::routed_load), else the kernel-level
+// model or the device's roofline, as the cluster's cost_model says.
 std::unique_ptr<CostModel> make_cost_model(const Scenario& scenario);
 
 // What device `device` of a run holds at its peak: its stages' weights,

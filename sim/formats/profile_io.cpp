@@ -403,8 +403,14 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
       return e.input.empty() ? at(e.backward, b)
                              : std::max(at(e.backward, b), at(e.input, b) + at(e.weight, b));
     };
-    whole += at(e.forward, batch) + backward(batch) + at(e.recompute, batch);
-    per_one += batch * (at(e.forward, 1) + backward(1) + at(e.recompute, 1));
+    // What the busiest expert rank adds to a mixture's forward, recompute and
+    // backward (ProfiledCostModel), at most once a micro-batch.
+    const ExpertLoadFigures& load = profile->expert_load;
+    const double loaded = layer.ep_alltoalls > 0 && load.ranks > 1
+                              ? (2 * load.forward_s + load.backward_s) * 1e9
+                              : 0.0;
+    whole += at(e.forward, batch) + backward(batch) + at(e.recompute, batch) + loaded;
+    per_one += batch * (at(e.forward, 1) + backward(1) + at(e.recompute, 1) + loaded);
   }
   double worst_slowdown = 1.0;
   for (const double f : profile->concurrency_slowdown) worst_slowdown = std::max(worst_slowdown, f);

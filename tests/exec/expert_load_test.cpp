@@ -1,6 +1,6 @@
 // The expert ranks' routed load (exec/expert_load_profile.h): the busiest
 // rank's rows beyond the mean at the time a further row takes, measured as
-// the ranks' layers run; and compare's prediction, which adds that to each
+// the ranks' layers run; and the profiled cost model, which adds that to each
 // mixture's ops of a balanced rank.
 
 #include "exec/expert_load_profile.h"
@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "../tiny_models.h"
@@ -16,6 +17,7 @@
 #include "costmodels/model_families.h"
 #include "exec/compare.h"
 #include "exec/profiler.h"
+#include "sim/engine/simulator.h"
 
 namespace pipescope::exec {
 namespace {
@@ -160,12 +162,19 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
   EXPECT_EQ(not_asked.alltoall_group.ranks, 0);
 }
 
-// compare's prediction of E = 2 at the measured micro-batch size: each
-// mixture's forward and recompute take the busiest rank's extra forward,
-// its backward the extra backward, a split backward's B and W half of it
-// each; the dense layers keep their times, and the scenario's profile keeps
-// the load to say so. A load measured for another E or micro-batch size
-// changes nothing and is dropped.
+// The prediction of an E plan's replica, its timeline kept.
+SimResult expert_run(const Scenario& sc, const Plan& plan) {
+  SimConfig c = cpu_sim_config(plan, sc);
+  c.record_timeline = true;
+  return simulate(sc, c);
+}
+
+// compare's prediction of E = 2 at the measured micro-batch size (its cost
+// model, make_cost_model's): each mixture's forward and recompute take the
+// busiest rank's extra forward, its backward the extra backward, a split
+// backward's B and W half of it each; the dense layers keep their times, and
+// the comparison names the load. Measured at another micro-batch size, it
+// scales with the tokens routed; measured for another E, it changes nothing.
 TEST(ExpertLoad, ThePredictionAddsItToEachMixture) {
   const ModelSpec m = expert_rank(2);
   Plan plan = plan_of(m, 1, 2, Remat::kNever);
@@ -179,30 +188,69 @@ TEST(ExpertLoad, ThePredictionAddsItToEachMixture) {
   }
   p->expert_load = {2, 1.3, 300e-6, 500e-6, plan.micro_batch_size};
   const Scenario sc = cpu_scenario(plan, m, p, "known.json");
-  EXPECT_EQ(sc.cluster.profile->expert_load.ranks, 2);
+  const std::unique_ptr<CostModel> cost = make_cost_model(sc);
+  const std::int64_t b = plan.micro_batch_size;
   int mixtures = 0;
   for (const LayerSpec& layer : m.layers) {
-    const LayerProfile* l = sc.cluster.profile->find(layer);
-    ASSERT_NE(l, nullptr);
     const bool mixture = layer.ep_alltoalls > 0;
     mixtures += mixture ? 1 : 0;
-    EXPECT_EQ(l->forward.front(), mixture ? 1300000 : 1000000) << layer.name;
-    EXPECT_EQ(l->recompute.front(), mixture ? 1800000 : 1500000) << layer.name;
-    EXPECT_EQ(l->backward.front(), mixture ? 2500000 : 2000000) << layer.name;
-    EXPECT_EQ(l->input.front(), mixture ? 1450000 : 1200000) << layer.name;
-    EXPECT_EQ(l->weight.front(), mixture ? 1150000 : 900000) << layer.name;
+    EXPECT_EQ(cost->forward(layer, b), mixture ? 1300000 : 1000000) << layer.name;
+    EXPECT_EQ(cost->recompute(layer, b), mixture ? 1800000 : 1500000) << layer.name;
+    EXPECT_EQ(cost->backward(layer, b), mixture ? 2500000 : 2000000) << layer.name;
+    EXPECT_EQ(cost->input_grad(layer, b), mixture ? 1450000 : 1200000) << layer.name;
+    EXPECT_EQ(cost->weight_grad(layer, b), mixture ? 1150000 : 900000) << layer.name;
+    // Twice the micro-batch, twice the busiest rank's rows beyond the mean.
+    EXPECT_EQ(cost->forward(layer, 2 * b), mixture ? 2600000 : 2000000) << layer.name;
   }
   EXPECT_EQ(mixtures, 2);
-  for (const auto& [ranks, batch] :
-       {std::pair{4, plan.micro_batch_size}, std::pair{2, 2 * plan.micro_batch_size}}) {
-    p->expert_load.ranks = ranks;
-    p->expert_load.micro_batch = batch;
-    const Scenario other = cpu_scenario(plan, m, p, "known.json");
-    EXPECT_EQ(other.cluster.profile->expert_load.ranks, 0);
-    for (const LayerProfile& l : other.cluster.profile->layers) {
-      EXPECT_EQ(l.forward.front(), 1000000) << l.example;
-    }
+  EXPECT_EQ(
+      compare_run(sc, plan, {as_measured(expert_run(sc, plan), 1.0, 1.0)}, 0).expert_load.ranks, 2);
+  // Measured at twice the plan's micro-batch: half of it, and compare says so.
+  p->expert_load.micro_batch = 2 * b;
+  const Scenario larger = cpu_scenario(plan, m, p, "known.json");
+  const Comparison halved =
+      compare_run(larger, plan, {as_measured(expert_run(larger, plan), 1.0, 1.0)}, 0);
+  EXPECT_EQ(halved.expert_load.micro_batch, b);
+  EXPECT_DOUBLE_EQ(halved.expert_load.forward_s, 150e-6);
+  EXPECT_DOUBLE_EQ(halved.expert_load.backward_s, 250e-6);
+  for (const LayerSpec& layer : m.layers) {
+    EXPECT_EQ(make_cost_model(larger)->forward(layer, b),
+              layer.ep_alltoalls > 0 ? 1150000 : 1000000);
   }
+  // Measured with four ranks: not this plan's.
+  p->expert_load = {4, 1.3, 300e-6, 500e-6, b};
+  const Scenario other = cpu_scenario(plan, m, p, "known.json");
+  EXPECT_EQ(compare_run(other, plan, {as_measured(expert_run(other, plan), 1.0, 1.0)}, 0)
+                .expert_load.ranks,
+            0);
+  for (const LayerSpec& layer : m.layers) {
+    EXPECT_EQ(make_cost_model(other)->forward(layer, b), 1000000) << layer.name;
+  }
+}
+
+// `simulate` with the profile of an E plan prices the mixtures as compare
+// does: the scenario's E expert ranks at T = C = 1 take the load; at another
+// E, or with tensor ranks, none.
+TEST(ExpertLoad, ASimulationOfTheMeasuredRanksTakesItToo) {
+  const ModelSpec m = expert_rank(2);
+  auto p = std::make_shared<Profile>(*known_profile(m, 4));
+  p->expert_load = {2, 1.5, 200e-6, 400e-6, 1};
+  const LayerSpec* mixture = nullptr;
+  for (const LayerSpec& layer : m.layers) {
+    if (layer.ep_alltoalls > 0) mixture = &layer;
+  }
+  ASSERT_NE(mixture, nullptr);
+  Scenario sc;
+  sc.model = m;
+  sc.training.expert_parallel = 2;
+  sc.cluster.profile = p;
+  const SimTime base = p->find(*mixture)->forward.front();
+  EXPECT_EQ(make_cost_model(sc)->forward(*mixture, 1), base + 200000);
+  sc.training.expert_parallel = 4;
+  EXPECT_EQ(make_cost_model(sc)->forward(*mixture, 1), base);
+  sc.training.expert_parallel = 2;
+  sc.cluster.tensor_parallel = 2;
+  EXPECT_EQ(make_cost_model(sc)->forward(*mixture, 1), base);
 }
 
 }  // namespace
