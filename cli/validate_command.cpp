@@ -187,6 +187,38 @@ void print_source_medians(const ValidationReport& report, const std::string& tab
               median_of_source_medians(sources) * 100);
 }
 
+// Each layout study's Spearman rank correlation, simulated against published.
+void print_study_ranks(const ValidationReport& report, const std::string& table) {
+  const std::vector<StudyRank> studies = study_ranks(report, table);
+  if (studies.empty()) return;
+  std::vector<std::string> names, publications;
+  for (const StudyRank& r : studies) {
+    names.push_back(r.study);
+    publications.push_back(r.publication);
+  }
+  const int width = publication_width(names);
+  const int source_width = publication_width(publications);
+  std::printf(
+      "\nLayout studies: how the simulation orders each study's cases against the measured "
+      "order (Spearman's rho, 1: the same order)\n");
+  std::printf("%-*s %-*s %5s %9s\n", width, "study", source_width, "source", "cases", "Spearman");
+  for (const StudyRank& r : studies) {
+    std::printf("%-*s %-*s %5zu %9s\n", width, r.study.c_str(), source_width, r.publication.c_str(),
+                r.figures, format_fixed(r.spearman, 2).c_str());
+  }
+}
+
+nlohmann::json studies_json(const ValidationReport& report, const std::string& table) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StudyRank& r : study_ranks(report, table)) {
+    out.push_back({{"study", r.study},
+                   {"publication", r.publication},
+                   {"cases", r.figures},
+                   {"spearman", r.spearman}});
+  }
+  return out;
+}
+
 void print_leave_one_out(const LeaveOneOutReport& loo) {
   std::string names;
   for (const CalibrationParameter* p : loo.parameters)
@@ -271,6 +303,7 @@ void print_gpu_table(const ValidationReport& report, const std::string& table, c
       "without; median |error| over every case %.1f %%\n",
       cases, cases - gaps - outside, gaps, outside, median_abs_error(report, table) * 100);
   print_source_medians(report, table);
+  if (table == "gpu") print_study_ranks(report, table);
 }
 
 void print_gpu_suite(const ValidationReport& report, const std::optional<LeaveOneOutReport>& loo) {
@@ -349,6 +382,7 @@ int run_validate(const ValidateOptions& o) {
     j["gpu_median_abs_error"] = median_abs_error(report, "gpu");
     j["gpu_sources"] = sources_json(report, "gpu");
     j["gpu_source_median"] = median_of_source_medians(median_abs_error_by_source(report, "gpu"));
+    j["gpu_studies"] = studies_json(report, "gpu");
     if (loo) j["leave_one_source_out"] = leave_one_out_json(*loo);
     j["gpu_memory_median_abs_error"] = median_abs_error(report, "gpu-memory");
     j["gpu_memory_sources"] = sources_json(report, "gpu-memory");

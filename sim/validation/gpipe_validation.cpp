@@ -336,6 +336,7 @@ nlohmann::json validation_json(const ValidationReport& report) {
       j["within_tolerance"] = f.within_tolerance();
     }
     if (!f.note.empty()) j["note"] = f.note;
+    if (!f.study.empty()) j["study"] = f.study;
     figures.push_back(std::move(j));
   }
   nlohmann::json sensitivities = nlohmann::json::array();

@@ -41,6 +41,9 @@ struct PaperFigure {
   // The Table 1 rows ("Naive-1", "Pipeline-8") a capacity figure rests on, so
   // that a row's stated gap reaches exactly the figures built on it.
   std::vector<std::string> capacity_rows;
+  // For the GPU suite: the layout study the case belongs to (GpuCase::study);
+  // empty: none.
+  std::string study;
   // Relative tolerance the test holds the figure to; unset: reported only,
   // because the paper's setup is not known well enough (see note).
   std::optional<double> tolerance;

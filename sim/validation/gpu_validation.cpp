@@ -11,6 +11,7 @@
 #include "sim/engine/simulator.h"
 #include "sim/plan/planner.h"
 #include "sim/scenario/scenario_io.h"
+#include "sim/validation/rank_correlation.h"
 
 namespace pipescope {
 
@@ -104,6 +105,7 @@ GpuCase read_gpu_case(const nlohmann::json& doc, const std::string& file) {
            "much faster than measured the simulation was when that was written (above 0)");
   }
   c.gap_faster = gap_faster.value_or(0.0);
+  if (v.find("study") != nullptr) c.study = non_empty_string(v, "study");
   c.stages = static_cast<int>(v.integer("stages", kPositiveSmallInt));
   c.data_parallel = static_cast<int>(v.opt_integer("data_parallel", kPositiveSmallInt).value_or(1));
   if (v.find("balance") != nullptr) {
@@ -257,6 +259,7 @@ std::vector<PaperFigure> validate_gpu(
     f.tolerance = c.tolerance;
     if (!f.within_tolerance()) f.gap = c.gap;
     f.note = c.file;
+    f.study = c.study;
     out.push_back(f);
     if (c.measured_memory_bytes) {
       f.table = "gpu-memory";
@@ -336,6 +339,32 @@ double median_of_source_medians(const std::vector<SourceMedian>& sources) {
   std::vector<double> medians;
   for (const SourceMedian& m : sources) medians.push_back(m.median_abs_error);
   return median_of(std::move(medians));
+}
+
+std::vector<StudyRank> study_ranks(const ValidationReport& report, const std::string& table) {
+  std::vector<StudyRank> out;
+  std::vector<std::vector<double>> published, simulated;  // of each study, in out's order
+  for (const PaperFigure& f : report.figures) {
+    if (f.table != table || f.study.empty()) continue;
+    const auto it = std::find_if(out.begin(), out.end(),
+                                 [&](const StudyRank& r) { return r.study == f.study; });
+    const auto i = static_cast<std::size_t>(it - out.begin());
+    if (it == out.end()) {
+      out.push_back({f.study, publication_of(f.source), 0, 0.0});
+      published.emplace_back();
+      simulated.emplace_back();
+    }
+    published[i].push_back(f.paper);
+    simulated[i].push_back(f.simulated);
+  }
+  std::vector<StudyRank> ranked;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (published[i].size() < kStudyMinimumCases) continue;
+    out[i].figures = published[i].size();
+    out[i].spearman = spearman(simulated[i], published[i]);
+    ranked.push_back(out[i]);
+  }
+  return ranked;
 }
 
 }  // namespace pipescope

@@ -64,6 +64,11 @@ struct GpuCase {
   // Layers per model stage (K x chunks entries, summing to the model's layers),
   // as the source partitioned them; empty: the simulator's optimal cut.
   std::vector<int> balance;
+  // The layout study the case belongs to: cases of one source that measured
+  // several layouts (or sizes, or schedules) of one model on one kind of
+  // machine, which `validate` ranks against each other (study_ranks); empty:
+  // none.
+  std::string study;
   // The peak memory the source measured on its fullest GPU, in bytes
   // ("measured_memory": a value, its unit, "GiB" or "GB", and a tolerance of
   // its own, kGpuDefaultTolerance when not given); unset: none.
@@ -148,5 +153,19 @@ std::vector<SourceMedian> median_abs_error_by_source(const ValidationReport& rep
 // once, however many of its runs the suite holds (the headline of
 // `validate`); 0 without figures.
 double median_of_source_medians(const std::vector<SourceMedian>& sources);
+
+// How well the simulation orders the cases of one layout study as they were
+// measured: Spearman's rho (sim/validation/rank_correlation.h) of the
+// simulated figures against the published ones.
+struct StudyRank {
+  std::string study;
+  std::string publication;  // of its first case
+  std::size_t figures = 0;
+  double spearman = 0.0;
+};
+// The studies of `table`'s figures (PaperFigure::study) with at least
+// kStudyMinimumCases cases, in the order they first appear.
+inline constexpr std::size_t kStudyMinimumCases = 3;
+std::vector<StudyRank> study_ranks(const ValidationReport& report, const std::string& table);
 
 }  // namespace pipescope

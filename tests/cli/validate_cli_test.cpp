@@ -37,6 +37,12 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   EXPECT_EQ(a["gaps"], 21);
   EXPECT_EQ(a["gpu_sources"].size(), 7u);
   EXPECT_NEAR(a["gpu_source_median"].get<double>(), 0.165, 0.0005);
+  // The layout studies, each ranked (BigScience's six layouts of one model
+  // second, at 0.77).
+  ASSERT_EQ(a["gpu_studies"].size(), 12u);
+  EXPECT_EQ(a["gpu_studies"][1]["study"], "BL-5");
+  EXPECT_EQ(a["gpu_studies"][1]["cases"], 6);
+  EXPECT_NEAR(a["gpu_studies"][1]["spearman"].get<double>(), 0.771, 0.0005);
   EXPECT_FALSE(a.contains("leave_one_source_out"));  // only when asked
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
@@ -60,6 +66,9 @@ TEST(ValidateCli, PrintsTheTables) {
         "without; median |error| over every case 9.2 %",
         "Korthikanti et al. 2022     8           4.9 %      +6.4 %   KO-5 -11.0 %",
         "median of the 7 sources' medians: 16.5 %",
+        "Layout studies: how the simulation orders each study's cases against the measured "
+        "order (Spearman's rho, 1: the same order)",
+        "BL-5    BigScience 2022           6      0.77",
         "(--leave-one-out: each source predicted by the kernel tables fitted on the others)",
         "Published GPU memory: the fullest GPU's peak beside the simulated one",
         "36 cases: 36 within tolerance, 0 outside with the cause stated (gap*), 0 outside "

@@ -204,7 +204,9 @@ TEST(ContextParallelCompare, TheComparisonNamesTheGroupThatPricedTheAllToAlls) {
     const Scenario sc = cpu_scenario(plan, m, p, "known.json");
     const Comparison c = compare_run(sc, plan, {as_measured(predicted(sc, plan), 1.0, 1.0)}, 0);
     EXPECT_EQ(c.alltoall_group.ranks, heads ? kC : 0);
-    if (heads) EXPECT_DOUBLE_EQ(c.alltoall_group.latency_s, 5e-6);
+    if (heads) {
+      EXPECT_DOUBLE_EQ(c.alltoall_group.latency_s, 5e-6);
+    }
     p->alltoall_group.experts = true;
     const Scenario other = cpu_scenario(plan, m, p, "known.json");
     EXPECT_EQ(compare_run(other, plan, {as_measured(predicted(other, plan), 1.0, 1.0)}, 0)

@@ -62,7 +62,9 @@ void expect_shared_params_identical(PipelineRuntime& runtime, int E) {
       for (std::size_t l = 0; l < mine.size(); ++l) {
         for (std::size_t k = 0; k < mine[l]->params().size(); ++k) {
           const Param& p = *mine[l]->params()[k];
-          if (!p.expert) EXPECT_EQ(p.value, first[l]->params()[k]->value) << p.name << " on " << e;
+          if (!p.expert) {
+            EXPECT_EQ(p.value, first[l]->params()[k]->value) << p.name << " on " << e;
+          }
         }
       }
     }

@@ -43,7 +43,7 @@ TEST(MpiRing, PassesEachBlockToTheNextRankInOrder) {
   constexpr int kPosts = 3;
   for (int i = 0; i < kPosts; ++i) {
     for (int k = 0; k < RingExchange::kChannels; ++k) {
-      const Matrix block = Matrix::Constant(r + 1, k + 2, 100.0f * r + 10.0f * k + i);
+      const Matrix block = Matrix::Constant(r + 1, k + 2, static_cast<float>(100 * r + 10 * k + i));
       ring.post(r, k, block);
     }
   }
@@ -56,8 +56,8 @@ TEST(MpiRing, PassesEachBlockToTheNextRankInOrder) {
         ring.take(r, k, got);
         ASSERT_EQ(got.rows(), from + 1) << "post " << i << " on channel " << k;
         ASSERT_EQ(got.cols(), k + 2);
-        EXPECT_EQ(got.minCoeff(), 100.0f * from + 10.0f * k + i);
-        EXPECT_EQ(got.maxCoeff(), 100.0f * from + 10.0f * k + i);
+        EXPECT_EQ(got.minCoeff(), static_cast<float>(100 * from + 10 * k + i));
+        EXPECT_EQ(got.maxCoeff(), static_cast<float>(100 * from + 10 * k + i));
       }
     }
   }

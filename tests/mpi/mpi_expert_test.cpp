@@ -60,7 +60,8 @@ TEST(MpiGroupLink, AllToAllDeliversEachPartToItsRank) {
   TensorGroup group(mpi_group::whole_job());
   const int n = MpiSession::size(), r = MpiSession::rank();
   std::vector<Matrix> parts;
-  for (int d = 0; d < n; ++d) parts.push_back(Matrix::Constant(r + d, 3, 100.0f * r + d));
+  for (int d = 0; d < n; ++d)
+    parts.push_back(Matrix::Constant(r + d, 3, static_cast<float>(100 * r + d)));
   CollectiveTally tally;
   {
     CollectiveScope scope(tally);
@@ -73,8 +74,8 @@ TEST(MpiGroupLink, AllToAllDeliversEachPartToItsRank) {
     ASSERT_EQ(got.rows(), s + r) << "from " << s;
     ASSERT_EQ(got.cols(), 3);
     if (got.size() > 0) {
-      EXPECT_EQ(got.minCoeff(), 100.0f * s + r);
-      EXPECT_EQ(got.maxCoeff(), 100.0f * s + r);
+      EXPECT_EQ(got.minCoeff(), static_cast<float>(100 * s + r));
+      EXPECT_EQ(got.maxCoeff(), static_cast<float>(100 * s + r));
     }
     if (s != r) from_others += got.size();
   }

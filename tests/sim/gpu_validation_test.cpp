@@ -31,6 +31,12 @@ const std::map<std::string, double> kStatedSourceMedians = {
     {"NVIDIA 2024", 0.2509},       {"Kim et al. 2020", 0.1710},
     {"Qi et al. 2024", 0.0820}};
 constexpr double kStatedHeadline = 0.1647;
+// Each layout study's Spearman rank correlation, as docs/validation.md
+// states them.
+const std::map<std::string, double> kStatedStudyRanks = {
+    {"BL-3", 1.0},    {"BL-5", 0.7714}, {"MT", 1.0},      {"NA-1..3", 1.0},
+    {"NA-4..6", 1.0}, {"NA-T", 0.8842}, {"TG-A", 0.9833}, {"TG-R", 1.0},
+    {"ZB-1", 0.8954}, {"ZB-2", 0.9333}, {"ZB-3", 0.8333}, {"ZB-4", 0.9791}};
 
 std::vector<GpuCase> bundled_cases() {
   return testing::validation_cases();
@@ -178,6 +184,12 @@ TEST(GpuValidationCases, BadValidationObjectsNameTheField) {
   d = good_case();
   d["validation"]["setup"] = " ";
   expect_error(d, "validation.setup", "must not be empty");
+  d = good_case();
+  d["validation"]["study"] = "";
+  expect_error(d, "validation.study", "must not be empty");
+  d = good_case();
+  d["validation"]["study"] = 5;
+  expect_error(d, "validation.study", "expected a string");
   d = good_case();
   d["validation"].erase("unstated");
   expect_error(d, "validation.unstated", "missing required key");
@@ -514,6 +526,51 @@ TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
     EXPECT_NEAR(m.median_abs_error, stated.at(m.publication), 0.0005) << m.publication;
   }
   EXPECT_NEAR(median_of_source_medians(sources), kStatedHeadline, 0.0005);
+  const std::vector<StudyRank> studies = study_ranks(report, "gpu");
+  ASSERT_EQ(studies.size(), kStatedStudyRanks.size());
+  for (const StudyRank& r : studies) {
+    ASSERT_EQ(kStatedStudyRanks.count(r.study), 1u) << r.study;
+    EXPECT_NEAR(r.spearman, kStatedStudyRanks.at(r.study), 0.0005) << r.study;
+  }
+}
+
+// A layout study's cases ranked against each other, each study apart, in the
+// order they first appear; the other table's figures, the cases of no study
+// and a study of fewer than three cases are not ranked.
+TEST(GpuValidationMetrics, EachStudyIsRankedOnItsOwn) {
+  ValidationReport r;
+  const auto add = [&](const std::string& study, double paper, double simulated,
+                       const std::string& table = "gpu") {
+    PaperFigure f;
+    f.table = table;
+    f.source = "S 2024, Table " + study;
+    f.study = study;
+    f.paper = paper;
+    f.simulated = simulated;
+    r.figures.push_back(f);
+  };
+  add("B", 3, 30);
+  add("A", 1, 1);
+  add("A", 2, 2);
+  add("B", 2, 10);
+  add("A", 3, 4);
+  add("A", 4, 3);
+  add("B", 1, 20);
+  add("", 5, 0);
+  add("A", 5, 5);
+  add("C", 1, 1);
+  add("C", 2, 2);
+  add("A", 6, 0, "gpu-memory");
+  const std::vector<StudyRank> studies = study_ranks(r, "gpu");
+  ASSERT_EQ(studies.size(), 2u);
+  EXPECT_EQ(studies[0].study, "B");
+  EXPECT_EQ(studies[0].publication, "S 2024");
+  EXPECT_EQ(studies[0].figures, 3u);
+  // Simulated ranks 3, 1, 2 against 3, 2, 1: d = 0, -1, 1, rho = 1 - 6 * 2 / 24.
+  EXPECT_NEAR(studies[0].spearman, 0.5, 1e-12);
+  EXPECT_EQ(studies[1].study, "A");
+  EXPECT_EQ(studies[1].figures, 5u);
+  EXPECT_NEAR(studies[1].spearman, 0.9, 1e-12);  // two neighbours swapped
 }
 
 }  // namespace
