@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +84,59 @@ TEST(MpiGroupLink, AllToAllDeliversEachPartToItsRank) {
   }
   EXPECT_EQ(tally.count, 1);
   EXPECT_EQ(tally.bytes, from_others * static_cast<std::int64_t>(sizeof(float)));
+}
+
+// A collective that the other ranks do not join in time gives up at its
+// tally's limit, naming whom it waited for, and the group refuses the next
+// one (the processes would pair it with the one given up); one the step
+// stops ends at once. Rank 0 calls them; the others then complete the
+// first phase rank 0 left with MPI (each all-to-all first trades its
+// parts' sizes), so that the job ends with nothing pending.
+TEST(MpiGroupLink, ACollectiveNobodyJoinsGivesUp) {
+  const auto link = std::static_pointer_cast<MpiGroupLink>(mpi_group::whole_job());
+  const auto stopped = std::static_pointer_cast<MpiGroupLink>(mpi_group::whole_job());
+  const int n = MpiSession::size(), r = MpiSession::rank();
+  const std::vector<GroupLink::Bytes> parts(static_cast<std::size_t>(n),
+                                            GroupLink::Bytes(4, std::byte{7}));
+  if (r == 0) {
+    CollectiveTally tally;
+    tally.limit = std::chrono::milliseconds(50);
+    try {
+      (void)link->all_to_all(parts, &tally, "an all-to-all");
+      ADD_FAILURE() << "an all-to-all returned without the other ranks";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("an all-to-all waited 50 ms for the other ranks of its group"),
+          std::string::npos)
+          << e.what();
+    }
+    try {
+      (void)link->all_gather(parts[0], &tally, "an all-gather");
+      ADD_FAILURE() << "a group whose collective was given up ran another";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(
+                    "an all-gather on a group whose earlier collective was given up"),
+                std::string::npos)
+          << e.what();
+    }
+    std::atomic<bool> stop{true};
+    tally.abort = &stop;
+    tally.limit = std::chrono::milliseconds(60000);
+    EXPECT_THROW((void)stopped->all_to_all(parts, &tally, "an all-to-all"), CollectiveAborted);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r != 0) {  // the sizes' trade rank 0 left pending, on each group
+    for (const auto& group : {link, stopped}) {
+      std::vector<int> sizes(static_cast<std::size_t>(n), 4), got(static_cast<std::size_t>(n));
+      // Non-blocking, as a blocking collective does not match one that is not.
+      MPI_Request request = MPI_REQUEST_NULL;
+      MPI_Ialltoall(sizes.data(), 1, MPI_INT, got.data(), 1, MPI_INT, group->communicator(),
+                    &request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+      EXPECT_EQ(got[0], 4);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // The tiny transformer with four experts of width 12, two a token, block 0
