@@ -301,8 +301,8 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
 }
 
 // The expert ranks' load and the group's all-to-all figures the prediction
-// took (the load where compare added it, the group where it priced the
-// all-to-alls).
+// took (the load as the cost model took it, at the plan's micro-batch size;
+// the group where it priced the all-to-alls).
 void add_group_figures(nlohmann::json& out, const exec::Comparison& c) {
   if (c.expert_load.ranks > 1) out["expert_load"] = expert_load_json(c.expert_load);
   if (c.alltoall_group.ranks > 1) out["alltoall_group"] = alltoall_group_json(c.alltoall_group);

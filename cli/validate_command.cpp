@@ -87,6 +87,7 @@ std::vector<GpuCase> read_gpu_cases(const std::optional<std::string>& folder,
       labels.push_back(file.string());
       cases.push_back(read_gpu_case(load_scenario_json(file), file.string()));
     }
+    check_studies(cases);
     return cases;
   }
   for (std::size_t i = 0; i < kBundledGpuValidationCount; ++i) {
@@ -95,6 +96,7 @@ std::vector<GpuCase> read_gpu_cases(const std::optional<std::string>& folder,
     labels.push_back(label);
     cases.push_back(read_gpu_case(json_io::parse_json(std::string(b.text), label), label));
   }
+  check_studies(cases);
   return cases;
 }
 
@@ -303,7 +305,6 @@ void print_gpu_table(const ValidationReport& report, const std::string& table, c
       "without; median |error| over every case %.1f %%\n",
       cases, cases - gaps - outside, gaps, outside, median_abs_error(report, table) * 100);
   print_source_medians(report, table);
-  if (table == "gpu") print_study_ranks(report, table);
 }
 
 void print_gpu_suite(const ValidationReport& report, const std::optional<LeaveOneOutReport>& loo) {
@@ -330,6 +331,7 @@ void print_gpu_suite(const ValidationReport& report, const std::optional<LeaveOn
         "recomputes nothing the source does not state (docs/validation.md: \"The GPU "
         "suite\"); its simulated time does not depend on that\n");
   }
+  print_study_ranks(report, "gpu");
   std::printf("\n");
   if (loo) {
     print_leave_one_out(*loo);

@@ -72,7 +72,8 @@ void check_profile_covers(const Profile& profile, const ModelSpec& model) {
 }
 
 const ExpertLoadFigures* Profile::routed_load(int E, int T, int C) const {
-  const bool measured = expert_load.ranks > 1 && expert_load.ranks == E;
+  const bool measured =
+      expert_load.ranks > 1 && expert_load.ranks == E && expert_load.micro_batch > 0;
   return measured && T == 1 && C == 1 ? &expert_load : nullptr;
 }
 
@@ -182,6 +183,14 @@ SimTime ProfiledCostModel::input_grad(const LayerSpec& layer, std::int64_t batch
 SimTime ProfiledCostModel::recompute(const LayerSpec& layer, std::int64_t batch) const {
   const LayerProfile& p = entry(layer);
   return interpolate_time(p.batch_sizes, p.recompute, batch) + load_forward(layer, batch);
+}
+
+SimTime ProfiledCostModel::core_recompute(const LayerSpec& layer, std::int64_t batch) const {
+  const SimTime with_load = CostModel::core_recompute(layer, batch);
+  const SimTime load = load_forward(layer, batch);
+  if (load == 0 || with_load == 0) return with_load;
+  const double share = std::min(1.0, layer.core_fwd_flops / layer.fwd_flops);
+  return std::max<SimTime>(0, with_load - static_cast<SimTime>(std::llround(load * share)));
 }
 
 SimTime ProfiledCostModel::optimizer_step(std::int64_t params) const {

@@ -199,7 +199,8 @@ struct Profile {
   double mfu_peak_flop_s(const ModelSpec& model) const;
   // The routed load a simulation of E expert ranks at T tensor and C context
   // ways takes from the profile (expert_load): the load's own E at T = C = 1,
-  // where the profile measured it; null otherwise.
+  // where the profile measured it (at a micro-batch of at least 1); null
+  // otherwise.
   const ExpertLoadFigures* routed_load(int E, int T, int C) const;
 };
 
@@ -251,6 +252,9 @@ class ProfiledCostModel final : public CostModel {
   // Measured when the profile has it, else CostModel's half of the backward.
   SimTime weight_grad(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime input_grad(const LayerSpec& layer, std::int64_t batch) const override;
+  // The attention core's share of the measured recompute, without the
+  // experts' load: the core waits for no expert.
+  SimTime core_recompute(const LayerSpec& layer, std::int64_t batch) const override;
   SimTime optimizer_step(std::int64_t params) const override;
   const Profile& profile() const { return *profile_; }
 

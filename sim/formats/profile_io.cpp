@@ -404,13 +404,16 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
                              : std::max(at(e.backward, b), at(e.input, b) + at(e.weight, b));
     };
     // What the busiest expert rank adds to a mixture's forward, recompute and
-    // backward (ProfiledCostModel), at most once a micro-batch.
+    // backward (ProfiledCostModel), in proportion to the samples: the same
+    // over a step whatever M (counted whatever the scenario's E, T and C,
+    // which can only raise the bound).
     const ExpertLoadFigures& load = profile->expert_load;
-    const double loaded = layer.ep_alltoalls > 0 && load.ranks > 1
-                              ? (2 * load.forward_s + load.backward_s) * 1e9
+    const double loaded = layer.ep_alltoalls > 0 && load.ranks > 1 && load.micro_batch > 0
+                              ? (2 * load.forward_s + load.backward_s) * 1e9 * batch /
+                                    static_cast<double>(load.micro_batch)
                               : 0.0;
     whole += at(e.forward, batch) + backward(batch) + at(e.recompute, batch) + loaded;
-    per_one += batch * (at(e.forward, 1) + backward(1) + at(e.recompute, 1) + loaded);
+    per_one += batch * (at(e.forward, 1) + backward(1) + at(e.recompute, 1)) + loaded;
   }
   double worst_slowdown = 1.0;
   for (const double f : profile->concurrency_slowdown) worst_slowdown = std::max(worst_slowdown, f);

@@ -341,6 +341,25 @@ double median_of_source_medians(const std::vector<SourceMedian>& sources) {
   return median_of(std::move(medians));
 }
 
+void check_studies(const std::vector<GpuCase>& cases) {
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const GpuCase& c = cases[i];
+    const auto first = std::find_if(cases.begin(), cases.begin() + static_cast<std::ptrdiff_t>(i),
+                                    [&](const GpuCase& o) { return o.study == c.study; });
+    if (c.study.empty() || first == cases.begin() + static_cast<std::ptrdiff_t>(i)) continue;
+    const bool sources = publication_of(first->source) != publication_of(c.source);
+    if (!sources && first->metric == c.metric) continue;
+    throw ScenarioError(
+        c.file, "validation.study",
+        "study '" + c.study + "' holds " +
+            (sources ? "runs of " + publication_of(first->source) + " (" + first->file +
+                           ") and of " + publication_of(c.source)
+                     : std::string("figures in ") + std::string(to_string(first->metric)) + " (" +
+                           first->file + ") and in " + std::string(to_string(c.metric))) +
+            ": a study ranks one source's runs in one metric");
+  }
+}
+
 std::vector<StudyRank> study_ranks(const ValidationReport& report, const std::string& table) {
   std::vector<StudyRank> out;
   std::vector<std::vector<double>> published, simulated;  // of each study, in out's order

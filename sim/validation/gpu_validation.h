@@ -164,8 +164,12 @@ struct StudyRank {
   double spearman = 0.0;
 };
 // The studies of `table`'s figures (PaperFigure::study) with at least
-// kStudyMinimumCases cases, in the order they first appear.
+// kStudyMinimumCases cases, in the order they first appear (their cases
+// one publication's in one metric: check_studies).
 inline constexpr std::size_t kStudyMinimumCases = 3;
+// Throws ScenarioError naming the case file and validation.study where a
+// study holds runs of two publications, or figures in two metrics.
+void check_studies(const std::vector<GpuCase>& cases);
 std::vector<StudyRank> study_ranks(const ValidationReport& report, const std::string& table);
 
 }  // namespace pipescope

@@ -9,6 +9,9 @@
 namespace pipescope {
 
 std::vector<double> ranks_of(const std::vector<double>& values) {
+  if (!std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
+    throw std::invalid_argument("ranks of a value that is not a finite number");
+  }
   std::vector<std::size_t> order(values.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),

@@ -246,6 +246,12 @@ TEST(ExpertLoad, ASimulationOfTheMeasuredRanksTakesItToo) {
   sc.cluster.profile = p;
   const SimTime base = p->find(*mixture)->forward.front();
   EXPECT_EQ(make_cost_model(sc)->forward(*mixture, 1), base + 200000);
+  // A selective recompute's attention core waits for no expert: its share of
+  // the measured recompute alone.
+  ASSERT_GT(mixture->core_fwd_flops, 0.0);
+  const double share = mixture->core_fwd_flops / mixture->fwd_flops;
+  EXPECT_NEAR(static_cast<double>(make_cost_model(sc)->core_recompute(*mixture, 1)),
+              static_cast<double>(p->find(*mixture)->recompute.front()) * share, 1.0);
   sc.training.expert_parallel = 4;
   EXPECT_EQ(make_cost_model(sc)->forward(*mixture, 1), base);
   sc.training.expert_parallel = 2;

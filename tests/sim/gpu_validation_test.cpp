@@ -534,6 +534,35 @@ TEST(GpuValidationSuite, EveryCaseWithinToleranceOrItsStatedGap) {
   }
 }
 
+// A study ranks one source's runs in one metric: another source's run, or a
+// figure in another metric, is refused naming the case's file and field.
+TEST(GpuValidationCases, AStudyHoldsOneSourcesRunsInOneMetric) {
+  std::vector<GpuCase> cases(3);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    cases[i].file = "case" + std::to_string(i) + ".json";
+    cases[i].source = "S 2024, Table 1";
+    cases[i].study = "S-1";
+    cases[i].metric = GpuMetric::kSamplesPerS;
+  }
+  EXPECT_NO_THROW(check_studies(cases));
+  cases[2].source = "T 2023, Table 4";
+  try {
+    check_studies(cases);
+    ADD_FAILURE() << "two sources in one study";
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("case2.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("validation.study"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("runs of S 2024 (case0.json) and of T 2023"),
+              std::string::npos)
+        << e.what();
+  }
+  cases[2].source = cases[0].source;
+  cases[1].metric = GpuMetric::kStepTimeS;
+  EXPECT_THROW(check_studies(cases), ScenarioError);
+  cases[1].study = "S-2";  // a study of its own
+  EXPECT_NO_THROW(check_studies(cases));
+}
+
 // A layout study's cases ranked against each other, each study apart, in the
 // order they first appear; the other table's figures, the cases of no study
 // and a study of fewer than three cases are not ranked.

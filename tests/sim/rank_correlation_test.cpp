@@ -36,6 +36,8 @@ TEST(RankCorrelation, SpearmanOfHandRankedLists) {
 TEST(RankCorrelation, NeedsTwoListsOfOneLength) {
   EXPECT_THROW(spearman({1, 2}, {1, 2, 3}), std::invalid_argument);
   EXPECT_THROW(spearman({1}, {1}), std::invalid_argument);
+  EXPECT_THROW(spearman({1, std::nan("")}, {1, 2}), std::invalid_argument);
+  EXPECT_THROW(ranks_of({1, INFINITY}), std::invalid_argument);
 }
 
 }  // namespace
