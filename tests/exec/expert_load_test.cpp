@@ -246,6 +246,10 @@ TEST(ExpertLoad, ASimulationOfTheMeasuredRanksTakesItToo) {
   sc.cluster.profile = p;
   const SimTime base = p->find(*mixture)->forward.front();
   EXPECT_EQ(make_cost_model(sc)->forward(*mixture, 1), base + 200000);
+  // Without a measured B and W, W is half the loaded backward, B the rest.
+  const SimTime backward = p->find(*mixture)->backward.front() + 400000;
+  EXPECT_EQ(make_cost_model(sc)->weight_grad(*mixture, 1), backward / 2);
+  EXPECT_EQ(make_cost_model(sc)->input_grad(*mixture, 1), backward - backward / 2);
   // A selective recompute's attention core waits for no expert: its share of
   // the measured recompute alone.
   ASSERT_GT(mixture->core_fwd_flops, 0.0);

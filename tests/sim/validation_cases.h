@@ -1,6 +1,7 @@
 #pragma once
 // The GPU validation cases as `pipescope validate` reads them: every
-// scenarios/validation/*.json of the source tree whose file name starts with
+// scenarios/FOLDER/*.json of the source tree (the suite's `validation` by
+// default, or the runs held out, `heldout`) whose file name starts with
 // `prefix` (all of them by default), in file-name order.
 
 #include <algorithm>
@@ -14,9 +15,10 @@
 
 namespace pipescope::testing {
 
-inline std::vector<GpuCase> validation_cases(std::string_view prefix = "") {
+inline std::vector<GpuCase> validation_cases(std::string_view prefix = "",
+                                             std::string_view folder = "validation") {
   const std::filesystem::path dir =
-      std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "scenarios" / "validation";
+      std::filesystem::path(PIPESCOPE_SOURCE_DIR) / "scenarios" / folder;
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
