@@ -145,6 +145,12 @@ struct TransformerParams {
   // the a x s x s probabilities only when unfused (the fused kernel keeps a
   // log-sum-exp per row and head instead).
   bool fused_attention = true;
+  // Unfused attention as PyTorch's eager code runs it (Hugging Face's
+  // `eager` attention): the scale, the mask, a softmax that writes fp32 and
+  // the cast back down, each a pass of its own over the a x s x s scores,
+  // where Megatron-LM fuses them into one (transformer_parts.h,
+  // eager_softmax_kernel). Only with fused_attention false.
+  bool eager_attention = false;
   // Each layer norm as one kernel forward and one backward (Megatron-LM's
   // fused LayerNorm, Transformer Engine's). false: as the separate ops of an
   // unfused implementation (Hugging Face's RMSNorm, PyTorch's nn.RMSNorm

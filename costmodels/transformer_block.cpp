@@ -46,7 +46,7 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
   context.batch_count = heads;
   context.has_weight = false;
   core(scores);
-  core(memory(2 * heads * s * s * e, 3 * heads * s * s * e));
+  core(softmax_kernel(p.eager_attention, heads * s * s, e));
   if (p.dropout) core(memory(heads * s * s * (2 * e + 1), heads * s * s * (2 * e + 1)));
   core(context);
 }
@@ -160,7 +160,12 @@ BlockCosts block_costs(const TransformerParams& p, const TransformerDims& d, boo
   const Bytes activation_out_saved = s * (e - g) * 2 * f / 3;
   const Bytes split_stash =
       s * ((e + projection_in) * q + 2 * e * d_kv + 2 * e * f) - activation_out_saved;
-  const Bytes core_stash = (p.fused_attention ? 4 * a * s : a * s * s * (e + mask * (e + 1))) / t;
+  // Unfused, the probabilities the product with V reads (e; with dropout
+  // also its mask and the dropped copy); eager in 16 bits, the softmax's
+  // fp32 output besides, which its backward reads.
+  const bool fp32_copy = p.eager_attention && e != 4;
+  const Bytes probabilities = fp32_copy ? 4 + e + mask : e + mask * (e + 1);
+  const Bytes core_stash = (p.fused_attention ? 4 * a * s : a * s * s * probabilities) / t;
   const Bytes block_stash = replicated_stash / c + split_stash / t + core_stash;
   // What crosses a cut: the s x h output, whole on every device of the group
   // (each sends its copy to its peer of the next stage), or its s / t rows

@@ -67,6 +67,28 @@ inline Kernel norm_kernel(bool fused, std::int64_t elements, Bytes e) {
   return k;
 }
 
+// Attention's softmax over `elements` scores of e bytes, between the two
+// batched products. Megatron-LM's fused scale-mask-softmax: one kernel that
+// reads and writes them, and a backward that reads the probabilities and
+// their gradient and writes one (2e and 3e bytes an element). PyTorch's
+// eager attention (`eager`; Hugging Face's, `softmax(x, dtype=float32)
+// .to(dtype)`): the scale (2e), the mask's addition (2e), the softmax,
+// which writes fp32 (e + 4), and the cast down (4 + e), 6e + 8 bytes in 4
+// kernels; backward the cast's (e + 4), the softmax's, which reads the
+// fp32 probabilities and their gradient and writes the input's type
+// (8 + e), and the scale's (2e; the mask's addition passes its gradient
+// on), 4e + 12 in 3 kernels. fp32 scores need no cast: 6e in 3 kernels,
+// 5e in 2.
+inline Kernel softmax_kernel(bool eager, std::int64_t elements, Bytes e) {
+  if (!eager) return memory(2 * elements * e, 3 * elements * e);
+  const bool cast = e != 4;
+  Kernel k = cast ? memory(elements * (6 * e + 8), elements * (4 * e + 12))
+                  : memory(elements * 6 * e, elements * 5 * e);
+  k.launches = cast ? 4 : 3;
+  k.bwd_launches = cast ? 3 : 2;
+  return k;
+}
+
 // The sizes make_transformer builds from: s = seq_len, h = d_model, a = heads,
 // v = vocab, f = d_ff, d_kv the width of the K and V projections, e bytes per
 // activation element; t devices share each layer, c of them its replicated

@@ -21,7 +21,7 @@ nlohmann::json transformer_model_json(const TransformerParams& p, const std::str
   if (p.sliding_window != 0) m["sliding_window"] = p.sliding_window;
   if (!p.sliding_pattern.empty()) m["sliding_pattern"] = p.sliding_pattern;
   if (!p.dropout) m["dropout"] = false;
-  if (!p.fused_attention) m["attention"] = "unfused";
+  if (!p.fused_attention) m["attention"] = p.eager_attention ? "eager" : "unfused";
   if (!p.fused_norm) m["norm"] = "unfused";
   if (p.fp8) {
     m["fp8"] = true;

@@ -29,7 +29,17 @@ DType read_dtype(ObjectReader& m) {
   return opt_choice(m, "dtype", "dtype", parse_dtype, "fp32, bf16, fp16").value_or(DType::kFp32);
 }
 
-// "fused" or "unfused" as true or false: model.attention, model.norm.
+// model.attention: fused, unfused (Megatron-LM's fused softmax) or eager
+// (PyTorch's passes one by one).
+enum class AttentionKind { kFused, kUnfused, kEager };
+std::optional<AttentionKind> parse_attention(std::string_view v) {
+  if (v == "fused") return AttentionKind::kFused;
+  if (v == "unfused") return AttentionKind::kUnfused;
+  if (v == "eager") return AttentionKind::kEager;
+  return std::nullopt;
+}
+
+// "fused" or "unfused" as true or false: model.norm.
 std::optional<bool> parse_fused(std::string_view v) {
   if (v == "fused") return true;
   if (v == "unfused") return false;
@@ -152,8 +162,11 @@ ModelSpec read_transformer(ObjectReader& m, const Framework& fw) {
   p.head_dim = m.opt_integer("head_dim", kModelWidth).value_or(0);
   read_sliding_window(m, p);
   p.dropout = m.opt_bool("dropout").value_or(true);
-  p.fused_attention = opt_choice(m, "attention", "attention", parse_fused, "fused, unfused")
-                          .value_or(fw.fused_attention);
+  const AttentionKind attention =
+      opt_choice(m, "attention", "attention", parse_attention, "fused, unfused, eager")
+          .value_or(fw.fused_attention ? AttentionKind::kFused : AttentionKind::kUnfused);
+  p.fused_attention = attention == AttentionKind::kFused;
+  p.eager_attention = attention == AttentionKind::kEager;
   p.fused_norm =
       opt_choice(m, "norm", "norm", parse_fused, "fused, unfused").value_or(fw.fused_norm);
   p.fp8 = m.opt_bool("fp8").value_or(false);

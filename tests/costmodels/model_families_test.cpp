@@ -102,6 +102,47 @@ TEST(Transformer, AttentionCoreByHand) {
   EXPECT_EQ(core_kernels, 1);
 }
 
+// PyTorch's eager attention in bf16 (tiny's 18 scores, two bytes each, no
+// dropout): the scale, the mask, the softmax into fp32 and the cast back,
+// 6e + 8 = 20 bytes a score in 4 kernels, backward 4e + 12 = 20 in 3,
+// against Megatron's fused softmax's 2e and 3e in one each; it stashes the
+// fp32 probabilities beside the bf16 ones the product with V reads (6
+// bytes a score, against 2). In fp32 no cast: 6e in 3, 5e in 2, and the
+// same stash as Megatron's.
+TEST(Transformer, EagerAttentionByHand) {
+  TransformerParams p = tiny();
+  p.dtype = DType::kBf16;
+  p.dropout = false;
+  const auto softmax_of = [](const LayerSpec& l) {
+    int cores = 0;
+    const Kernel* softmax = nullptr;
+    for (const Kernel& k : *l.kernels) {
+      if (!k.attention_core) continue;
+      if (++cores == 2) softmax = &k;
+    }
+    return *softmax;
+  };
+  const LayerSpec megatron = make_transformer(p).layers[1];
+  p.eager_attention = true;
+  const LayerSpec eager = make_transformer(p).layers[1];
+  EXPECT_EQ(softmax_of(megatron).bytes, 18 * 4);
+  EXPECT_EQ(softmax_of(megatron).bwd_bytes, 18 * 6);
+  const Kernel k = softmax_of(eager);
+  EXPECT_EQ(k.bytes, 18 * 20);
+  EXPECT_EQ(k.bwd_bytes, 18 * 20);
+  EXPECT_EQ(k.launches, 4);
+  EXPECT_EQ(k.bwd_launches, 3);
+  EXPECT_EQ(megatron.core_stash_bytes, 18 * 2);
+  EXPECT_EQ(eager.core_stash_bytes, 18 * 6);
+  EXPECT_EQ(eager.stash_bytes - megatron.stash_bytes, 18 * 4);
+  p.dtype = DType::kFp32;
+  const LayerSpec fp32 = make_transformer(p).layers[1];
+  EXPECT_EQ(softmax_of(fp32).bytes, 18 * 24);
+  EXPECT_EQ(softmax_of(fp32).bwd_bytes, 18 * 20);
+  EXPECT_EQ(softmax_of(fp32).launches, 3);
+  EXPECT_EQ(fp32.core_stash_bytes, 18 * 4);
+}
+
 TEST(Transformer, HeadByHand) {
   const LayerSpec l = make_transformer(tiny()).layers[3];
   EXPECT_EQ(l.fwd_flops, 390.0);  // 2*3*4*10 + 5*3*10

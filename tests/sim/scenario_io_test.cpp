@@ -365,6 +365,12 @@ TEST(ScenarioCostModel, AttentionIsFusedOrUnfused) {
   EXPECT_TRUE(parse_scenario(doc, "a.json").model.transformer->fused_attention);
   doc["model"]["attention"] = "unfused";
   EXPECT_FALSE(parse_scenario(doc, "a.json").model.transformer->fused_attention);
+  EXPECT_FALSE(parse_scenario(doc, "a.json").model.transformer->eager_attention);
+  doc["model"]["attention"] = "eager";
+  const Scenario eager = parse_scenario(doc, "a.json");
+  EXPECT_FALSE(eager.model.transformer->fused_attention);
+  EXPECT_TRUE(eager.model.transformer->eager_attention);
+  EXPECT_EQ(transformer_model_json(*eager.model.transformer, "m")["attention"], "eager");
   doc["model"]["attention"] = "flash";
   EXPECT_EQ(error_of(doc).json_path(), "model.attention");
 }
