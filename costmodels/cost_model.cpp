@@ -40,10 +40,14 @@ SimTime AnalyticCostModel::op_time(Flops flops, double bytes) const {
   return seconds_to_simtime(device_.op_overhead_s + std::max(compute_s, memory_s));
 }
 
-SimTime CostModel::core_recompute(const LayerSpec& layer, std::int64_t batch) const {
+SimTime CostModel::core_share_of(const LayerSpec& layer, SimTime recompute) {
   if (layer.core_fwd_flops <= 0.0 || layer.fwd_flops <= 0.0) return 0;
   const double share = std::min(1.0, layer.core_fwd_flops / layer.fwd_flops);
-  return static_cast<SimTime>(std::llround(static_cast<double>(recompute(layer, batch)) * share));
+  return static_cast<SimTime>(std::llround(static_cast<double>(recompute) * share));
+}
+
+SimTime CostModel::core_recompute(const LayerSpec& layer, std::int64_t batch) const {
+  return core_share_of(layer, recompute(layer, batch));
 }
 
 SimTime AnalyticCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {

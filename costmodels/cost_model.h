@@ -71,6 +71,9 @@ class CostModel {
   // core_fwd_flops), which selective recomputation reruns before the
   // backward. By default the recompute's share by FLOPs.
   virtual SimTime core_recompute(const LayerSpec& layer, std::int64_t batch) const;
+  // The attention core's share by FLOPs of `recompute`, a forward of
+  // `layer`: what core_recompute takes of it; 0 without a core.
+  static SimTime core_share_of(const LayerSpec& layer, SimTime recompute);
   // The backward of the layer's attention core alone (which context
   // parallelism's ring exchanges hide behind). By default twice its forward,
   // as the backward's FLOPs are.

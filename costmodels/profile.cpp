@@ -92,24 +92,24 @@ const LayerProfile& ProfiledCostModel::entry(const LayerSpec& layer) const {
   return *p;
 }
 
-namespace {
-
-// `seconds` measured at `measured` sequences, at `batch`: the busiest rank's
-// rows beyond the mean grow with the tokens routed.
-SimTime at_batch(double seconds, std::int64_t measured, std::int64_t batch) {
-  return seconds_to_simtime(seconds * static_cast<double>(batch) / static_cast<double>(measured));
+ExpertLoadFigures ExpertLoadFigures::at(std::int64_t batch) const {
+  if (micro_batch < 1) return *this;
+  ExpertLoadFigures out = *this;
+  const double scale = static_cast<double>(batch) / static_cast<double>(micro_batch);
+  out.forward_s *= scale;
+  out.backward_s *= scale;
+  out.micro_batch = batch;
+  return out;
 }
-
-}  // namespace
 
 SimTime ProfiledCostModel::load_forward(const LayerSpec& layer, std::int64_t batch) const {
   if (load_ == nullptr || layer.ep_alltoalls == 0) return 0;
-  return at_batch(load_->forward_s, load_->micro_batch, batch);
+  return seconds_to_simtime(load_->at(batch).forward_s);
 }
 
 SimTime ProfiledCostModel::load_backward(const LayerSpec& layer, std::int64_t batch) const {
   if (load_ == nullptr || layer.ep_alltoalls == 0) return 0;
-  return at_batch(load_->backward_s, load_->micro_batch, batch);
+  return seconds_to_simtime(load_->at(batch).backward_s);
 }
 
 SimTime ProfiledCostModel::forward(const LayerSpec& layer, std::int64_t batch) const {
@@ -186,11 +186,8 @@ SimTime ProfiledCostModel::recompute(const LayerSpec& layer, std::int64_t batch)
 }
 
 SimTime ProfiledCostModel::core_recompute(const LayerSpec& layer, std::int64_t batch) const {
-  const SimTime with_load = CostModel::core_recompute(layer, batch);
-  const SimTime load = load_forward(layer, batch);
-  if (load == 0 || with_load == 0) return with_load;
-  const double share = std::min(1.0, layer.core_fwd_flops / layer.fwd_flops);
-  return std::max<SimTime>(0, with_load - static_cast<SimTime>(std::llround(load * share)));
+  const LayerProfile& p = entry(layer);
+  return core_share_of(layer, interpolate_time(p.batch_sizes, p.recompute, batch));
 }
 
 SimTime ProfiledCostModel::optimizer_step(std::int64_t params) const {

@@ -108,6 +108,11 @@ struct ExpertLoadFigures {
   double forward_s = 0.0;
   double backward_s = 0.0;
   std::int64_t micro_batch = 0;
+  // The figures at `batch` sequences a rank: forward_s and backward_s in
+  // proportion to batch over micro_batch (the busiest rank's rows beyond
+  // the mean grow with the tokens routed), micro_batch then `batch`. As
+  // they are without a measured micro_batch.
+  ExpertLoadFigures at(std::int64_t batch) const;
 };
 
 // How a CPU profile timed its layers (exec/profiler.h): in rounds, each op on

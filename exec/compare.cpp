@@ -341,14 +341,8 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
     return std::any_of(scenario.model.layers.begin(), scenario.model.layers.end(),
                        [](const LayerSpec& l) { return l.ep_alltoalls > 0; });
   };
-  if (load && mixtures()) {  // as the cost model took it at this micro-batch size
-    const std::int64_t b = scenario.training.micro_batch_size();
-    const double scale = static_cast<double>(b) / static_cast<double>(load->micro_batch);
-    c.expert_load = *load;
-    c.expert_load.forward_s *= scale;
-    c.expert_load.backward_s *= scale;
-    c.expert_load.micro_batch = b;
-  }
+  // As the cost model took it, at this micro-batch size.
+  if (load && mixtures()) c.expert_load = load->at(scenario.training.micro_batch_size());
 }
 
 std::vector<StageComparison> compare_busy(const SimResult& predicted,

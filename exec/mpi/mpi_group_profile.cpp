@@ -95,6 +95,15 @@ bool fits_everywhere(const ModelSpec& spec, std::int64_t batch, int processes) {
   return fits != 0;
 }
 
+// Whether the job's processes can time a group of `ways` (the model's C or
+// E, the other of them and T 1) of a transformer: ways >= 2 processes, and
+// their layers fit (fits_everywhere).
+bool group_measurable(const ModelSpec& spec, int ways, std::int64_t batch) {
+  return ways >= 2 && spec.tensor_parallel == 1 &&
+         spec.context_parallel * spec.expert_parallel == ways && spec.transformer != nullptr &&
+         MpiSession::size() >= ways && fits_everywhere(spec, batch, ways);
+}
+
 // Ranks 0 to n - 1 of the job run body(link), each its rank of a link of
 // their own; then every rank meets the others.
 void on_first_ranks(int n, const std::function<void(const std::shared_ptr<MpiGroupLink>&)>& body) {
@@ -111,10 +120,7 @@ void on_first_ranks(int n, const std::function<void(const std::shared_ptr<MpiGro
 void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t batch,
                          std::uint64_t seed) {
   const int C = spec.context_parallel;
-  if (C < 2 || spec.tensor_parallel != 1 || spec.expert_parallel != 1 ||
-      spec.transformer == nullptr || MpiSession::size() < C || !fits_everywhere(spec, batch, C)) {
-    return;
-  }
+  if (!group_measurable(spec, C, batch)) return;
   ShareExchanges in_step;  // rank 0's, from the last share
   TransportFigures first_bare;
   on_first_ranks(C, [&](const std::shared_ptr<MpiGroupLink>& link) {
@@ -152,10 +158,7 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
 void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t batch,
                          std::uint64_t seed) {
   const int E = spec.expert_parallel;
-  if (E < 2 || spec.tensor_parallel != 1 || spec.context_parallel != 1 ||
-      spec.transformer == nullptr || MpiSession::size() < E || !fits_everywhere(spec, batch, E)) {
-    return;
-  }
+  if (!group_measurable(spec, E, batch)) return;
   std::vector<ExpertRankPasses> all;  // every rank's, at rank 0
   TransportFigures bare;
   on_first_ranks(E, [&](const std::shared_ptr<MpiGroupLink>& link) {

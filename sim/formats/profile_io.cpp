@@ -393,6 +393,14 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
   const auto batch = static_cast<double>(scenario.training.global_batch);
   double whole = 0.0;    // one micro-batch of the whole batch
   double per_one = 0.0;  // micro-batches of one sample
+  // What the busiest expert rank adds to a mixture's forward, recompute and
+  // backward over a step (ProfiledCostModel), in proportion to the samples,
+  // so the same whatever M (counted whatever the scenario's E, T and C,
+  // which can only raise the bound).
+  const ExpertLoadFigures& load = profile->expert_load;
+  const ExpertLoadFigures all = load.at(scenario.training.global_batch);
+  const double mixture_load_ns =
+      load.ranks > 1 && load.micro_batch > 0 ? (2 * all.forward_s + all.backward_s) * 1e9 : 0.0;
   for (const LayerSpec& layer : scenario.model.layers) {
     const LayerProfile& e = *profile->find(layer);
     const auto at = [&](const std::vector<SimTime>& t, double b) {
@@ -403,15 +411,7 @@ void apply_profile(Scenario& scenario, std::shared_ptr<const Profile> profile,
       return e.input.empty() ? at(e.backward, b)
                              : std::max(at(e.backward, b), at(e.input, b) + at(e.weight, b));
     };
-    // What the busiest expert rank adds to a mixture's forward, recompute and
-    // backward (ProfiledCostModel), in proportion to the samples: the same
-    // over a step whatever M (counted whatever the scenario's E, T and C,
-    // which can only raise the bound).
-    const ExpertLoadFigures& load = profile->expert_load;
-    const double loaded = layer.ep_alltoalls > 0 && load.ranks > 1 && load.micro_batch > 0
-                              ? (2 * load.forward_s + load.backward_s) * 1e9 * batch /
-                                    static_cast<double>(load.micro_batch)
-                              : 0.0;
+    const double loaded = layer.ep_alltoalls > 0 ? mixture_load_ns : 0.0;
     whole += at(e.forward, batch) + backward(batch) + at(e.recompute, batch) + loaded;
     per_one += batch * (at(e.forward, 1) + backward(1) + at(e.recompute, 1)) + loaded;
   }
