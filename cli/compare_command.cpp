@@ -300,12 +300,14 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
   return out;
 }
 
-// The expert ranks' load and the group's all-to-all figures the prediction
-// took (the load as the cost model took it, at the plan's micro-batch size;
-// the group where it priced the all-to-alls).
+// The expert ranks' load, the group's all-to-all and the ranks' gradient sum
+// figures the prediction took (the load as the cost model took it, at the
+// plan's micro-batch size; the group where it priced the all-to-alls; the
+// sum where it timed the ranks' gradient reduction).
 void add_group_figures(nlohmann::json& out, const exec::Comparison& c) {
   if (c.expert_load.ranks > 1) out["expert_load"] = expert_load_json(c.expert_load);
   if (c.alltoall_group.ranks > 1) out["alltoall_group"] = alltoall_group_json(c.alltoall_group);
+  if (c.gradient_sum.ranks > 1) out["gradient_sum"] = gradient_sum_json(c.gradient_sum);
 }
 
 void print_comparison_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,
@@ -464,6 +466,19 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
         "(profiled); predicted: its experts take %s more in a mixture's forward and %s in its "
         "backward, within the ops (a measured rank's wait for them is in the collectives rows)\n",
         f.imbalance, format_seconds(f.forward_s).c_str(), format_seconds(f.backward_s).c_str());
+  }
+  if (const int n = c.context_parallel * c.expert_parallel; n > 1) {
+    const GradientSumFigures& g = c.gradient_sum;
+    std::printf(
+        "Gradient sum        the %d %s sum the gradients they all hold before each step; "
+        "measured: laid end to end, all-reduced and laid back (the optimizer's collectives "
+        "row); predicted: %s\n",
+        n, c.expert_parallel > 1 ? "expert ranks" : "shares",
+        g.ranks > 1 ? ("as the profile's group of " + std::to_string(g.ranks) + " " +
+                       (profile.backend == "mpi" ? "processes" : "threads") + " ran it (" +
+                       format_seconds(g.latency_s) + " latency, " + format_rate(g.bandwidth) + ")")
+                          .c_str()
+                    : "as a ring over the transport");
   }
   if (in.plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", in.plan.data_parallel);

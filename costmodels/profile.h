@@ -56,6 +56,19 @@ struct TensorGroupFigures {
   double optimizer_slowdown = 1.0;
 };
 
+// The gradient sum of a stage's `ranks` threads that hold the same
+// parameters (the context shares, or the expert ranks' shared layers) before
+// the optimizer step, as the runtime runs it (exec/gradient_sum.h: laid end
+// to end, all-reduced, laid back), measured with `ranks` threads summing at
+// once: one sum of B bytes a rank takes latency_s + B / bandwidth. A CPU
+// simulation of that many shares or expert ranks at T = 1 times its
+// replicas' gradient reduction by it. ranks 0: not measured.
+struct GradientSumFigures {
+  int ranks = 0;
+  double latency_s = 0.0;
+  double bandwidth = 0.0;  // bytes/s
+};
+
 // A group's all-to-all (TensorGroup::all_to_all), measured with `ranks`
 // threads of one process, or under the MPI backend `ranks` processes,
 // exchanging at once: one all-to-all of B bytes a rank (its
@@ -165,6 +178,10 @@ struct Profile {
   // Measured for the CPU when `compare` profiles a tensor-parallel plan;
   // absent otherwise.
   TensorGroupFigures tensor_group;
+  // Measured on the cpu backend (T = 1, C or E at most the cores) when
+  // `compare` profiles a plan of context shares or expert ranks, or `profile`
+  // such a scenario; absent otherwise.
+  GradientSumFigures gradient_sum;
   // Measured on the cpu backend (T = 1, C at most the cores) when `compare`
   // profiles a plan whose context shares trade heads (training.cp_comm_type
   // a2a), or `profile` such a scenario; absent otherwise.

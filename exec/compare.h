@@ -34,7 +34,10 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
 
 // How to simulate `plan` on cpu_scenario's `sc`: plan_sim_config, and under
 // expert parallelism the E replicas of the run as its data-parallel group (their
-// all-to-alls and gradient all-reduce at the scenario's link).
+// all-to-alls and gradient all-reduce at the scenario's link), under context
+// parallelism the C shares as the group whose gradients reduce; that
+// reduction timed by the profile's gradient sum where it measured one of
+// that many ranks at T = 1 (Profile::gradient_sum).
 SimConfig cpu_sim_config(const Plan& plan, const Scenario& sc);
 
 // The link whose ring all-reduce among T devices, 2 (T - 1) (latency + B / (T
@@ -124,6 +127,10 @@ struct Comparison {
   // plan's micro-batch size); ranks 0: the links between the stages'
   // threads priced them.
   GroupAllToAllFigures alltoall_group;
+  // C or E > 1: the gradient sum figures the prediction timed the ranks'
+  // reduction before the step by (Profile::gradient_sum); ranks 0: the
+  // transport between the stages' threads did.
+  GradientSumFigures gradient_sum;
   CollectiveMatch collectives;  // T > 1
 };
 

@@ -17,6 +17,7 @@
 #include "exec/compute/optimizer.h"
 #include "exec/data.h"
 #include "exec/expert_load_profile.h"
+#include "exec/gradient_sum.h"
 #include "exec/models.h"
 #include "exec/op_list_profile.h"
 #include "exec/optimizer_timing.h"
@@ -117,6 +118,9 @@ struct ModelProfiler::State {
   void add_context_figures(Profile& p) const;
   // The expert ranks' routed load (ProfileOptions::expert_ranks).
   void add_expert_figures(Profile& p) const;
+  // The gradient sum of the context shares or expert ranks at T = 1, up to
+  // the model's `params`.
+  void add_gradient_sum(Profile& p, std::int64_t params) const;
 };
 
 namespace {
@@ -484,6 +488,13 @@ void ModelProfiler::State::add_expert_figures(Profile& p) const {
                                       t.load_waits_s, batch, true);
 }
 
+void ModelProfiler::State::add_gradient_sum(Profile& p, std::int64_t params) const {
+  const int ranks = std::max(options.context_ranks, options.expert_ranks);
+  if (ranks < 2 || ranks > p.cores || options.tensor_ranks > 1) return;
+  const TransportFigures g = profile_gradient_sum(ranks, kGroupRepeats, params);
+  p.gradient_sum = {ranks, g.latency_s, g.bandwidth};
+}
+
 Profile ModelProfiler::finish() {
   State& st = *state_;
   if (st.rounds.empty()) throw std::logic_error("finish() before any measure_pass()");
@@ -533,6 +544,7 @@ Profile ModelProfiler::finish() {
   }
   st.add_context_figures(p);
   st.add_expert_figures(p);
+  st.add_gradient_sum(p, params.all_count);
   return p;
 }
 

@@ -82,6 +82,10 @@ struct ProfileOptions {
   // run it (time_expert_load at the largest batch size, the median of seven
   // passes; Profile::expert_load) and their all-to-all (Profile::alltoall_group,
   // as for the shares, less the ranks' waits for the busiest).
+  // With measure_threads and either of the two at 2 or more (at most the
+  // cores) at T = 1 (tensor_ranks at most 1): finish() also measures their
+  // gradient sum before the optimizer step (Profile::gradient_sum,
+  // profile_gradient_sum).
   int expert_ranks = 0;
   // A device backend (a GPU): the layers measured on `device`, the transport as
   // copies from it to `peer` (another stream of its GPU, or a second GPU), and

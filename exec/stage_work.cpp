@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "exec/gradient_sum.h"
+
 namespace pipescope::exec {
 
 StageWork::StageWork(int stage, LayerList& layers, ParamOptimizer& optimizer, Device* device,
@@ -162,28 +164,8 @@ void StageWork::optimizer_step() {
       if (!p->expert) shared.push_back(p);
     }
   }
-  if (gradients_.group != nullptr) sum_over_shares(shared);
+  if (gradients_.group != nullptr) sum_gradients(*gradients_.group, gradients_.share, shared);
   optimizer_.step(params);
-}
-
-// One all-reduce of every gradient laid end to end (as DistributedDataParallel
-// buckets them): each all-reduce costs its ranks two meetings, whatever its
-// size.
-void StageWork::sum_over_shares(const std::vector<Param*>& params) const {
-  Index total = 0;
-  for (const Param* p : params) total += p->grad.size();
-  Matrix all(1, total);
-  Index at = 0;
-  for (const Param* p : params) {
-    all.middleCols(at, p->grad.size()) = p->grad.reshaped<Eigen::RowMajor>().transpose();
-    at += p->grad.size();
-  }
-  gradients_.group->all_reduce(gradients_.share, all);
-  at = 0;
-  for (Param* p : params) {
-    p->grad.reshaped<Eigen::RowMajor>() = all.middleCols(at, p->grad.size()).transpose();
-    at += p->grad.size();
-  }
 }
 
 void StageWork::release(std::size_t m) {

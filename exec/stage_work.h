@@ -59,8 +59,6 @@ class StageWork {
   // The stage's optimizer step over its parameters (their gradients summed
   // over the shares first, under context parallelism).
   void optimizer_step();
-  // Sums the parameters' gradients over the shares (gradients_).
-  void sum_over_shares(const std::vector<Param*>& params) const;
 
   bool last() const { return stage_ == stages_ - 1; }
   const Context& context(int m) const { return contexts_[static_cast<std::size_t>(m)]; }

@@ -50,23 +50,24 @@ double alltoall_s(int ranks, Eigen::Index floats, int repeats) {
   return static_cast<double>(median(t)) * 1e-9;
 }
 
-// A group collective's figures: `one_s(ranks, floats, repeats)` at 1 KiB to
-// 1 MiB, fitted by fit_transport.
+}  // namespace
+
 TransportFigures group_figures(int ranks, int repeats, const char* what,
-                               const std::function<double(int, Eigen::Index, int)>& one_s) {
+                               const std::function<double(int, Eigen::Index, int)>& one_s,
+                               Eigen::Index largest) {
   if (ranks < 2 || repeats < 1) {
     throw std::invalid_argument(std::string(what) + " needs 2 or more ranks and 1 or more repeats");
   }
+  std::vector<Eigen::Index> sizes{256, 4096, 32768, 262144};
+  if (largest > sizes.back()) sizes.push_back(largest);
   std::vector<double> bytes;
   std::vector<double> seconds;
-  for (const Eigen::Index floats : {256, 4096, 32768, 262144}) {
+  for (const Eigen::Index floats : sizes) {
     bytes.push_back(static_cast<double>(floats) * sizeof(float));
     seconds.push_back(one_s(ranks, floats, repeats));
   }
   return fit_transport(bytes, seconds);
 }
-
-}  // namespace
 
 TransportFigures profile_tensor_allreduce(int ranks, int repeats) {
   return group_figures(ranks, repeats, "an all-reduce", allreduce_s);

@@ -3,10 +3,12 @@
 // one process, between two devices, and as a group's all-reduce and
 // all-to-all, each fitted as latency + bytes / bandwidth.
 
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "exec/compute/group_link.h"
+#include "exec/compute/tensor.h"
 
 namespace pipescope::exec {
 
@@ -41,6 +43,14 @@ TransportFigures profile_group_alltoall(int ranks, int repeats);
 // first rank's is the one to keep). Throws std::invalid_argument for a link
 // of fewer than 2 ranks or repeats < 1.
 TransportFigures profile_linked_alltoall(const std::shared_ptr<GroupLink>& link, int repeats);
+// A group collective's figures: `one_s(ranks, floats, repeats)`, the time of
+// one collective of `floats` values a rank repeated `repeats` times, at 1 KiB
+// to 1 MiB and at `largest` floats where that is more, fitted by
+// fit_transport. Throws std::invalid_argument naming `what` ("an
+// all-reduce") unless ranks >= 2 and repeats >= 1.
+TransportFigures group_figures(int ranks, int repeats, const char* what,
+                               const std::function<double(int, Eigen::Index, int)>& one_s,
+                               Eigen::Index largest = 0);
 // one_way_s = latency + bytes / bandwidth, anchored at the smallest payload
 // (its time, less its bytes over the bandwidth, is the latency) with the
 // least-squares slope through it; a slope at or below zero (noise) gives 1 PB/s

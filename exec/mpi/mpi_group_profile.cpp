@@ -11,6 +11,7 @@
 #include "exec/compute/host_memory.h"
 #include "exec/expert_load_profile.h"
 #include "exec/expert_shard.h"
+#include "exec/gradient_sum.h"
 #include "exec/mpi/mpi_group_link.h"
 #include "exec/mpi/mpi_poll.h"
 #include "exec/mpi/mpi_transport.h"
@@ -115,6 +116,13 @@ void on_first_ranks(int n, const std::function<void(const std::shared_ptr<MpiGro
   MpiSession::wait_for_all();
 }
 
+// The parameters of every layer of `spec` (one share's, one expert rank's).
+Eigen::Index model_params(const ModelSpec& spec) {
+  Eigen::Index n = 0;
+  for (const LayerSpec& layer : spec.layers) n += layer.params;
+  return n;
+}
+
 }  // namespace
 
 void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t batch,
@@ -123,6 +131,7 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
   if (!group_measurable(spec, C, batch)) return;
   ShareExchanges in_step;  // rank 0's, from the last share
   TransportFigures first_bare;
+  TransportFigures first_sum;
   on_first_ranks(C, [&](const std::shared_ptr<MpiGroupLink>& link) {
     const int c = link->rank();
     std::vector<LayerList> shares =
@@ -136,6 +145,8 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
     }
     const TransportFigures bare =
         spec.context_by_heads ? profile_linked_alltoall(link, kGroupRepeats) : TransportFigures{};
+    const TransportFigures sum =
+        profile_linked_gradient_sum(link, kGroupRepeats, model_params(spec));
     // The last share's median pass, as the threads keep it, to the first.
     const ShareExchanges last = median_pass(std::move(mine));
     std::vector<std::int64_t> figures;
@@ -147,11 +158,13 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
     if (c == 0) {
       in_step = {unpack(&figures[0]), unpack(&figures[3])};
       first_bare = bare;
+      first_sum = sum;
     }
   });
   // Once every rank has left the group (a failure here waits for no one).
   if (MpiSession::rank() == 0) {
     write_context_figures(profile, spec, in_step, batch, [&first_bare] { return first_bare; });
+    profile.gradient_sum = {C, first_sum.latency_s, first_sum.bandwidth};
   }
 }
 
@@ -161,6 +174,7 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
   if (!group_measurable(spec, E, batch)) return;
   std::vector<ExpertRankPasses> all;  // every rank's, at rank 0
   TransportFigures bare;
+  TransportFigures sum;  // each rank's; rank 0's kept
   on_first_ranks(E, [&](const std::shared_ptr<MpiGroupLink>& link) {
     const int e = link->rank();
     std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
@@ -172,6 +186,7 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
                                 kExchangePasses, tally);
     }
     bare = profile_linked_alltoall(link, kGroupRepeats);
+    sum = profile_linked_gradient_sum(link, kGroupRepeats, model_params(spec));
     all = gathered(mine, link->communicator());
   });
   // Once every rank has left the group (a failure here waits for no one).
@@ -179,6 +194,7 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
     const ExpertLoadTiming t = expert_load_timing(all, batch);
     profile.expert_load = t.load;
     profile.alltoall_group = in_step_alltoall(bare, E, t.alltoalls, t.load_waits_s, batch, true);
+    profile.gradient_sum = {E, sum.latency_s, sum.bandwidth};
   }
 }
 

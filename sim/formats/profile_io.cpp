@@ -132,6 +132,14 @@ TensorGroupFigures read_tensor_group(ObjectReader r) {
   return t;
 }
 
+// The ranks' gradient sum under their ranks at once.
+GradientSumFigures read_gradient_sum(ObjectReader r) {
+  GradientSumFigures f;
+  read_group_link(r, f);
+  r.finish();
+  return f;
+}
+
 // A group's all-to-all under its ranks at once.
 GroupAllToAllFigures read_alltoall_group(ObjectReader r) {
   GroupAllToAllFigures a;
@@ -255,6 +263,7 @@ json profile_to_json(const Profile& profile) {
                            {"bandwidth", t.bandwidth},
                            {"optimizer_slowdown", t.optimizer_slowdown}};
   }
+  if (profile.gradient_sum.ranks > 1) doc["gradient_sum"] = gradient_sum_json(profile.gradient_sum);
   if (profile.context_ring.ranks > 1) {
     const ContextRingFigures& f = profile.context_ring;
     doc["context_ring"] = {{"ranks", f.ranks},
@@ -283,6 +292,10 @@ json alltoall_group_json(const GroupAllToAllFigures& a) {
           {"latency_s", a.latency_s},
           {"bandwidth", a.bandwidth},
           {"micro_batch", a.micro_batch}};
+}
+
+json gradient_sum_json(const GradientSumFigures& g) {
+  return {{"ranks", g.ranks}, {"latency_s", g.latency_s}, {"bandwidth", g.bandwidth}};
 }
 
 Profile profile_from_json(const json& doc, const std::string& file) {
@@ -353,6 +366,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   if (std::optional<ObjectReader> gemm = top.opt_object("gemm")) p.gemm = read_gemm(*gemm);
   if (std::optional<ObjectReader> tg = top.opt_object("tensor_group")) {
     p.tensor_group = read_tensor_group(*tg);
+  }
+  if (std::optional<ObjectReader> g = top.opt_object("gradient_sum")) {
+    p.gradient_sum = read_gradient_sum(*g);
   }
   if (std::optional<ObjectReader> ring = top.opt_object("context_ring")) {
     p.context_ring = read_context_ring(*ring);

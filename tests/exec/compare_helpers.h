@@ -80,9 +80,10 @@ inline StepResult as_measured(const SimResult& r, double scale, double cpu_share
   return s;
 }
 
-// The plan simulated with its timeline, which as_measured replays.
+// The plan simulated as compare_run simulates it, with its timeline, which
+// as_measured replays.
 inline SimResult predicted(const Scenario& sc, const Plan& plan) {
-  SimConfig c = plan_sim_config(plan);
+  SimConfig c = cpu_sim_config(plan, sc);
   c.record_timeline = true;
   return simulate(sc, c);
 }

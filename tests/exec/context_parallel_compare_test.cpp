@@ -98,6 +98,29 @@ double alltoalls_s(const ModelSpec& m, std::int64_t batch, double latency, doubl
   return s;
 }
 
+// The C shares sum their gradients before the step: the prediction has that
+// reduction over the shares, and times it by the profile's gradient sum of C
+// threads (latency + the stage's gradient bytes over its bandwidth) where it
+// measured one; not at another C.
+TEST(ContextParallelCompare, TheSharesSumTheirGradientsAsTheProfileMeasured) {
+  const ModelSpec m = share(false);
+  const Plan plan = context_plan(m, false);
+  auto p = slowing_profile(m);
+  const auto reduction = [&] {
+    const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+    return simulate(sc, cpu_sim_config(plan, sc)).stage_costs.front();
+  };
+  const StageCost transport = reduction();
+  ASSERT_GT(transport.grad_bytes, 0);
+  EXPECT_GT(transport.allreduce, 0);
+  p->gradient_sum = {kC, 30e-6, 2e9};
+  const StageCost measured = reduction();
+  EXPECT_NEAR(simtime_to_seconds(measured.allreduce),
+              30e-6 + static_cast<double>(measured.grad_bytes) / 2e9, 1e-8);
+  p->gradient_sum.ranks = 4;
+  EXPECT_EQ(reduction().allreduce, transport.allreduce);
+}
+
 // A profile that measured the group's all-to-all of two threads at the
 // plan's micro-batch size times the shares' all-to-alls by it; one of
 // another group size or micro-batch size leaves them to the transport

@@ -155,11 +155,37 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
     EXPECT_EQ(asked.alltoall_group.micro_batch, 4);
     EXPECT_GT(asked.alltoall_group.latency_s, 0.0);
     EXPECT_GT(asked.alltoall_group.bandwidth, 0.0);
+    // and their gradient sum before the step.
+    EXPECT_EQ(asked.gradient_sum.ranks, 2);
+    EXPECT_GT(asked.gradient_sum.bandwidth, 0.0);
   }
   o.expert_ranks = 0;
   const Profile not_asked = profile_model(expert_rank(2), o);
   EXPECT_EQ(not_asked.expert_load.ranks, 0);
   EXPECT_EQ(not_asked.alltoall_group.ranks, 0);
+  EXPECT_EQ(not_asked.gradient_sum.ranks, 0);
+}
+
+// A plan of one stage of E = 2 expert ranks of `m` (one rank's model).
+Plan expert_plan(const ModelSpec& m) {
+  Plan plan = plan_of(m, 1, 2, Remat::kNever);
+  plan.expert_parallel = 2;
+  plan.devices = 2;
+  return plan;
+}
+
+// The E ranks sum the gradients of their shared layers (not the experts')
+// before the step, timed by the profile's gradient sum of E threads.
+TEST(ExpertLoad, TheRanksSumTheirSharedGradientsAsTheProfileMeasured) {
+  const ModelSpec m = expert_rank(2);
+  const Plan plan = expert_plan(m);
+  auto p = std::make_shared<Profile>(*known_profile(m, 4));
+  p->gradient_sum = {2, 30e-6, 2e9};
+  const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+  const StageCost c = simulate(sc, cpu_sim_config(plan, sc)).stage_costs.front();
+  ASSERT_GT(c.expert_params, 0);
+  const double shared = static_cast<double>(c.params - c.expert_params) * sizeof(float);
+  EXPECT_NEAR(simtime_to_seconds(c.allreduce), 30e-6 + shared / 2e9, 1e-8);
 }
 
 // The prediction of an E plan's replica, its timeline kept.
@@ -177,9 +203,7 @@ SimResult expert_run(const Scenario& sc, const Plan& plan) {
 // scales with the tokens routed; measured for another E, it changes nothing.
 TEST(ExpertLoad, ThePredictionAddsItToEachMixture) {
   const ModelSpec m = expert_rank(2);
-  Plan plan = plan_of(m, 1, 2, Remat::kNever);
-  plan.expert_parallel = 2;
-  plan.devices = 2;
+  const Plan plan = expert_plan(m);
   auto p = std::make_shared<Profile>(*known_profile(m, 4));
   for (LayerProfile& l : p->layers) {
     l.batch_sizes = {plan.micro_batch_size};

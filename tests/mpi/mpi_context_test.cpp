@@ -159,10 +159,17 @@ TEST(MpiContextParallel, TheProcessesMeasureTheirExchanges) {
   measure_mpi_context(none, make_transformer(sequences_of_eight(), "tiny"), 2, kSeed);
   EXPECT_EQ(none.context_ring.ranks, 0);
   EXPECT_EQ(none.alltoall_group.ranks, 0);
+  EXPECT_EQ(none.gradient_sum.ranks, 0);
   if (MpiSession::rank() != 0) {
     EXPECT_EQ(ring.context_ring.ranks, 0);
     EXPECT_EQ(heads.alltoall_group.ranks, 0);
+    EXPECT_EQ(ring.gradient_sum.ranks, 0);
     return;
+  }
+  // The shares' gradient sum over their processes, either form.
+  for (const Profile* p : {&ring, &heads}) {
+    EXPECT_EQ(p->gradient_sum.ranks, kC);
+    EXPECT_GT(p->gradient_sum.bandwidth, 0.0);
   }
   EXPECT_EQ(ring.context_ring.ranks, kC);
   EXPECT_EQ(ring.context_ring.micro_batch, 2);

@@ -187,11 +187,16 @@ TEST(MpiExpertParallel, TheProcessesMeasureTheirLoadAndAllToAll) {
   measure_mpi_experts(none, make_transformer(mixture(), "tiny"), 4, kSeed);
   EXPECT_EQ(none.expert_load.ranks, 0);
   EXPECT_EQ(none.alltoall_group.ranks, 0);
+  EXPECT_EQ(none.gradient_sum.ranks, 0);
   if (MpiSession::rank() != 0) {
     EXPECT_EQ(every.expert_load.ranks, 0);
     EXPECT_EQ(routed.alltoall_group.ranks, 0);
+    EXPECT_EQ(every.gradient_sum.ranks, 0);
     return;
   }
+  // The ranks' gradient sum over their processes.
+  EXPECT_EQ(every.gradient_sum.ranks, kE);
+  EXPECT_GT(every.gradient_sum.bandwidth, 0.0);
   EXPECT_EQ(every.expert_load.ranks, kE);
   EXPECT_EQ(every.expert_load.micro_batch, 4);
   EXPECT_DOUBLE_EQ(every.expert_load.imbalance, 1.0);

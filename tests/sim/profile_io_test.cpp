@@ -234,6 +234,33 @@ TEST(ProfileIo, GroupAllToAll) {
   EXPECT_TRUE(profile_from_json(experts, "p.json").alltoall_group.experts);
 }
 
+// The ranks' gradient sum round-trips, only when measured; bad figures are
+// refused with the field.
+TEST(ProfileIo, GradientSum) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("gradient_sum"));
+  p.gradient_sum = GradientSumFigures{2, 1.5e-5, 3.25e9};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["gradient_sum"],
+            json::parse(R"({"ranks": 2, "latency_s": 1.5e-5, "bandwidth": 3.25e9})"));
+  const GradientSumFigures q = profile_from_json(doc, "p.json").gradient_sum;
+  EXPECT_EQ(q.ranks, 2);
+  EXPECT_EQ(q.latency_s, 1.5e-5);
+  EXPECT_EQ(q.bandwidth, 3.25e9);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/gradient_sum/ranks", 1).find("p.json: gradient_sum.ranks:"), std::string::npos);
+  EXPECT_EQ(with("/gradient_sum/latency_s", 7200.0),
+            "p.json: gradient_sum.latency_s: implausible (over an hour)");
+  EXPECT_NE(with("/gradient_sum/bandwidth", 0).find("p.json: gradient_sum.bandwidth:"),
+            std::string::npos);
+  EXPECT_NE(with("/gradient_sum/micro_batch", 4).find("micro_batch"), std::string::npos);
+}
+
 // The shares' ring takes round-trip, only when measured; bad figures are
 // refused with the field.
 TEST(ProfileIo, ContextRing) {
