@@ -129,21 +129,6 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   return sc;
 }
 
-namespace {
-
-// The profile's gradient sum where it measured the plan's C x E ranks at
-// T = 1 (the ranks whose gradients reduce before the step), else null.
-const GradientSumFigures* measured_gradient_sum(const Plan& plan, const Scenario& sc) {
-  const std::shared_ptr<const Profile>& profile = sc.cluster.profile;
-  const int n = plan.context_parallel * plan.expert_parallel;
-  if (!profile || plan.tensor_parallel != 1 || n < 2 || profile->gradient_sum.ranks != n) {
-    return nullptr;
-  }
-  return &profile->gradient_sum;
-}
-
-}  // namespace
-
 SimConfig cpu_sim_config(const Plan& plan, const Scenario& sc) {
   SimConfig config = plan_sim_config(plan);
   const int E = plan.expert_parallel;
@@ -155,15 +140,6 @@ SimConfig cpu_sim_config(const Plan& plan, const Scenario& sc) {
     // The C shares sum their gradients before each step (context_parallel
     // of the scenario's cluster: the shares' ring).
     config.data_parallel = data_parallel_ring(sc.cluster, plan.stages, 1);
-  }
-  // Their sum as the profile measured it (latency + B / bandwidth a rank),
-  // as the ring all-reduce's 2 (n - 1) hops of latency + B / (n bandwidth).
-  if (const GradientSumFigures* g = measured_gradient_sum(plan, sc)) {
-    DataParallel& dp = config.data_parallel;
-    const double n = dp.reducers();
-    dp.nccl = false;
-    dp.latency_s = g->latency_s / (2.0 * (n - 1.0));
-    dp.bandwidth = g->bandwidth * 2.0 * (n - 1.0) / n;
   }
   return config;
 }
@@ -530,7 +506,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
     c.collectives = match_collectives(predicted.timeline, median.timeline, schedule);
   }
   c.alltoall_group = priced_group(scenario, plan, config);
-  if (const GradientSumFigures* g = measured_gradient_sum(plan, scenario)) c.gradient_sum = *g;
+  c.gradient_sum = config.data_parallel.measured_sum;
   return c;
 }
 

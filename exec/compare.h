@@ -35,9 +35,9 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
 // How to simulate `plan` on cpu_scenario's `sc`: plan_sim_config, and under
 // expert parallelism the E replicas of the run as its data-parallel group (their
 // all-to-alls and gradient all-reduce at the scenario's link), under context
-// parallelism the C shares as the group whose gradients reduce; that
-// reduction timed by the profile's gradient sum where it measured one of
-// that many ranks at T = 1 (Profile::gradient_sum).
+// parallelism the C shares as the group whose gradients reduce
+// (data_parallel_ring: timed by the profile's gradient sum where it measured
+// one of that many ranks at T = 1).
 SimConfig cpu_sim_config(const Plan& plan, const Scenario& sc);
 
 // The link whose ring all-reduce among T devices, 2 (T - 1) (latency + B / (T

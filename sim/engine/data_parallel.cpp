@@ -105,6 +105,23 @@ DataParallel with_context_shares(const Cluster& whole, int step, DataParallel dp
   return dp;
 }
 
+// The ring's reduction as the cluster's profile timed the gradient sum of
+// as many ranks at T = 1 (latency + B / bandwidth a rank), as the ring's
+// 2 (n - 1) hops of latency + B / (n bandwidth); otherwise as it is.
+DataParallel with_measured_sum(const Cluster& whole, DataParallel dp) {
+  const int n = dp.reducers();
+  if (!whole.profile || whole.tensor_parallel != 1 || n < 2 ||
+      whole.profile->gradient_sum.ranks != n) {
+    return dp;
+  }
+  const GradientSumFigures& g = whole.profile->gradient_sum;
+  dp.measured_sum = g;
+  dp.nccl = false;
+  dp.latency_s = g.latency_s / (2.0 * (n - 1));
+  dp.bandwidth = g.bandwidth * 2.0 * (n - 1) / n;
+  return dp;
+}
+
 }  // namespace
 
 DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
@@ -119,7 +136,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
   }
   // Replica r's device 0 is the whole cluster's group r x step.
   const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
-  if (replicas <= 1) return with_context_shares(whole, step, dp);
+  if (replicas <= 1) return with_measured_sum(whole, with_context_shares(whole, step, dp));
   if (std::int64_t{stages} * replicas > whole.devices) {
     throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
                       " need " + whole.devices_text(std::int64_t{stages} * replicas) +
@@ -161,7 +178,7 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
         "cannot run");
   }
   if (expert_parallel > 1) set_expert_group(whole, step, expert_parallel, dp);
-  return with_context_shares(whole, step, dp);
+  return with_measured_sum(whole, with_context_shares(whole, step, dp));
 }
 
 void set_collective_links(const Cluster& cluster, const std::vector<int>& members,

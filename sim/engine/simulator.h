@@ -62,6 +62,10 @@ struct DataParallel {
   // `bandwidth`, `latency_s` and `nodes` are those of that ring.
   int context = 1;
   int reducers() const { return replicas * context; }
+  // The gradient sum of as many ranks as the cluster's CPU profile measured
+  // it at T = 1 (Profile::gradient_sum), which `bandwidth` and `latency_s`
+  // then carry; ranks 0: none.
+  GradientSumFigures measured_sum;
   // The nodes spanned by the D / E replicas that hold the same experts
   // (replicas 0, E, 2E, ...), whose ring reduces their gradients.
   int expert_ring_nodes = 1;

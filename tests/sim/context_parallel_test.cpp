@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -167,6 +169,28 @@ TEST(ContextParallel, TheGradientsReduceOverTheShares) {
   }
   // ZeRO shards over D x C.
   EXPECT_EQ(replica_scenario(sc, 1, 2).training.zero_replicas, 4);
+}
+
+// A CPU profile's gradient sum of as many ranks at T = 1 times the
+// shares' reduction (latency + B / bandwidth), in any simulation with the
+// profile; of another count of ranks, or beside T > 1, the links do.
+TEST(ContextParallel, TheProfilesGradientSumTimesTheSharesReduction) {
+  const auto ring = [](const std::string& T, int ranks) {
+    Scenario sc = load({"training.tensor_parallel=" + T, "training.context_parallel=2"});
+    auto profile = std::make_shared<Profile>();
+    profile->gradient_sum = {ranks, 30e-6, 2e9};
+    sc.cluster.profile = profile;
+    return data_parallel_ring(sc.cluster, 2, 1);
+  };
+  const DataParallel measured = ring("1", 2);
+  EXPECT_EQ(measured.measured_sum.ranks, 2);
+  EXPECT_FALSE(measured.nccl);
+  EXPECT_NEAR(simtime_to_seconds(allreduce_time(measured, 1 << 20)), 30e-6 + (1 << 20) / 2e9, 1e-9);
+  const DataParallel other = ring("1", 4);
+  EXPECT_EQ(other.measured_sum.ranks, 0);
+  EXPECT_GT(std::abs(simtime_to_seconds(allreduce_time(other, 1 << 20)) - 30e-6 - (1 << 20) / 2e9),
+            1e-7);
+  EXPECT_EQ(ring("2", 2).measured_sum.ranks, 0);
 }
 
 TEST(ContextParallel, AnOpEndsWithWhatItsExchangesAdd) {
