@@ -416,6 +416,23 @@ std::string alltoall_pricing(const exec::Comparison& c, const Profile& profile) 
          format_seconds(a.latency_s) + " latency, " + format_rate(a.bandwidth) + ")";
 }
 
+// How the prediction timed the C shares' or E expert ranks' gradient sum.
+void print_gradient_sum_note(const exec::Comparison& c, const Profile& profile) {
+  const int n = c.context_parallel * c.expert_parallel;
+  if (n < 2) return;
+  const GradientSumFigures& g = c.gradient_sum;
+  const std::string priced =
+      g.ranks < 2 ? "as a ring over the transport"
+                  : "as the profile's group of " + std::to_string(g.ranks) + " " +
+                        (profile.backend == "mpi" ? "processes" : "threads") + " ran it (" +
+                        format_seconds(g.latency_s) + " latency, " + format_rate(g.bandwidth) + ")";
+  std::printf(
+      "Gradient sum        the %d %s sum the gradients they all hold before each step; "
+      "measured: laid end to end, all-reduced and laid back (the optimizer's collectives row); "
+      "predicted: %s\n",
+      n, c.expert_parallel > 1 ? "expert ranks" : "shares", priced.c_str());
+}
+
 // What the runtime and other work add, shared cores, replicas.
 void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profile& profile,
                  const std::string& note) {
@@ -467,19 +484,7 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
         "backward, within the ops (a measured rank's wait for them is in the collectives rows)\n",
         f.imbalance, format_seconds(f.forward_s).c_str(), format_seconds(f.backward_s).c_str());
   }
-  if (const int n = c.context_parallel * c.expert_parallel; n > 1) {
-    const GradientSumFigures& g = c.gradient_sum;
-    std::printf(
-        "Gradient sum        the %d %s sum the gradients they all hold before each step; "
-        "measured: laid end to end, all-reduced and laid back (the optimizer's collectives "
-        "row); predicted: %s\n",
-        n, c.expert_parallel > 1 ? "expert ranks" : "shares",
-        g.ranks > 1 ? ("as the profile's group of " + std::to_string(g.ranks) + " " +
-                       (profile.backend == "mpi" ? "processes" : "threads") + " ran it (" +
-                       format_seconds(g.latency_s) + " latency, " + format_rate(g.bandwidth) + ")")
-                          .c_str()
-                    : "as a ring over the transport");
-  }
+  print_gradient_sum_note(c, profile);
   if (in.plan.data_parallel > 1) {
     std::printf("(one of the plan's %d data-parallel replicas)\n", in.plan.data_parallel);
   }

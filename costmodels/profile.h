@@ -61,8 +61,9 @@ struct TensorGroupFigures {
 // the optimizer step, as the runtime runs it (exec/gradient_sum.h: laid end
 // to end, all-reduced, laid back), measured with `ranks` threads summing at
 // once: one sum of B bytes a rank takes latency_s + B / bandwidth. A CPU
-// simulation of that many shares or expert ranks at T = 1 times its
-// replicas' gradient reduction by it. ranks 0: not measured.
+// simulation whose shares or expert ranks, one machine's group at T = 1,
+// are that many times their gradient reduction by it
+// (DataParallel::measured_sum). ranks 0: not measured.
 struct GradientSumFigures {
   int ranks = 0;
   double latency_s = 0.0;
@@ -101,6 +102,25 @@ struct ContextRingFigures {
   double forward_take_s = 0.0;
   double backward_take_s = 0.0;
   std::int64_t micro_batch = 0;  // sequences the shares' layers ran on
+};
+
+// How much slower a stage's C context shares compute while all of them run
+// their layers at once, as the shares' passes ran them on the CPU
+// (exec/share_exchange_profile.h: `ranks` threads or MPI processes, each its
+// own copy of the share's layers): the last share's forward, less its
+// exchanges, over the profile's times of those layers' forwards alone (that
+// keep their stashes), and its backward likewise, at `micro_batch`
+// sequences. Each share's thread runs every layer of its stage, where the
+// concurrency slowdown of as many cores has each thread run a part of them
+// (as pipeline stages do), which leaves the caches less contended. A CPU
+// simulation of that many shares at T = 1 and that micro-batch size
+// stretches their forwards (and recomputes) and backwards by them
+// (compare's). ranks 0: not measured.
+struct GroupSlowdownFigures {
+  int ranks = 0;
+  double forward = 1.0;
+  double backward = 1.0;
+  std::int64_t micro_batch = 0;
 };
 
 // The expert ranks' routed load as their layers ran it on the CPU, measured
@@ -178,9 +198,10 @@ struct Profile {
   // Measured for the CPU when `compare` profiles a tensor-parallel plan;
   // absent otherwise.
   TensorGroupFigures tensor_group;
-  // Measured on the cpu backend (T = 1, C or E at most the cores) when
-  // `compare` profiles a plan of context shares or expert ranks, or `profile`
-  // such a scenario; absent otherwise.
+  // Measured on the cpu backend (T = 1, C or E at most the cores) or the
+  // mpi backend (at most the job's processes) when `compare` profiles a plan
+  // of context shares or expert ranks, or `profile` such a scenario; absent
+  // otherwise.
   GradientSumFigures gradient_sum;
   // Measured on the cpu backend (T = 1, C at most the cores) when `compare`
   // profiles a plan whose context shares trade heads (training.cp_comm_type
@@ -190,6 +211,9 @@ struct Profile {
   // profiles a plan whose context shares pass keys and values round the
   // ring, or `profile` such a scenario; absent otherwise.
   ContextRingFigures context_ring;
+  // Measured with context_ring or the shares' alltoall_group; absent
+  // otherwise.
+  GroupSlowdownFigures group_slowdown;
   // Measured on the cpu backend (T = C = 1, E at most the cores) when
   // `compare` profiles a plan of expert ranks, or `profile` such a scenario;
   // absent otherwise.

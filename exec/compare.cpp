@@ -29,35 +29,42 @@ double slowdown_of(const Profile& p, int n) {
 
 // The profile as groups of `ranks` cores see it (a stage's T x C ranks):
 // every op of a group runs while its ranks compute at once, so its layer
-// times take the slowdown of that many cores, and n groups computing are n
-// times as many. The split backward's B and W keep their times when the
-// profile timed them as a stage runs them, as the simulator keeps them (their
-// operands are out of the caches already). The optimizer step takes the
-// slowdown the profile measured with the T tensor ranks stepping at once.
-Profile group_profile(Profile p, int ranks, int T) {
-  const double f = slowdown_of(p, ranks);
-  const auto stretch = [f](std::vector<SimTime>& times) {
+// times take the slowdown of that many cores, or, for C shares at T = 1 and
+// the plan's `micro_batch`, the one the profile measured as the shares run
+// (group_slowdown: each share's thread runs all of its stage's layers); n
+// groups computing are n times as many cores. The split backward's B and W
+// keep their times when the profile timed them as a stage runs them, as the
+// simulator keeps them (their operands are out of the caches already). The
+// optimizer step takes the slowdown the profile measured with the T tensor
+// ranks stepping at once.
+Profile group_profile(Profile p, int ranks, int T, std::int64_t micro_batch) {
+  const double cores = slowdown_of(p, ranks);
+  const GroupSlowdownFigures& g = p.group_slowdown;
+  const bool measured = T == 1 && g.ranks == ranks && g.micro_batch == micro_batch;
+  const double forward = measured ? g.forward : cores;
+  const double backward = measured ? g.backward : cores;
+  const auto stretch = [](std::vector<SimTime>& times, double f) {
     for (SimTime& t : times) t = static_cast<SimTime>(std::llround(static_cast<double>(t) * f));
   };
   const bool split_cold = p.split_unstretched();
   for (LayerProfile& l : p.layers) {
-    stretch(l.forward);
-    stretch(l.backward);
-    stretch(l.recompute);
+    stretch(l.forward, forward);
+    stretch(l.recompute, forward);
+    stretch(l.backward, backward);
     if (!split_cold) {
-      stretch(l.weight);
-      stretch(l.input);
+      stretch(l.weight, backward);
+      stretch(l.input, backward);
     }
   }
   if (p.tensor_group.ranks == T) {
-    const double g = p.tensor_group.optimizer_slowdown;
+    const double steps = p.tensor_group.optimizer_slowdown;
     p.optimizer_overhead =
-        static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * g));
-    p.optimizer_ns_per_param *= g;
+        static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * steps));
+    p.optimizer_ns_per_param *= steps;
   }
   std::vector<double> groups{1.0};
   for (int n = 2; n * ranks <= static_cast<int>(p.concurrency_slowdown.size()); ++n) {
-    groups.push_back(slowdown_of(p, n * ranks) / f);
+    groups.push_back(slowdown_of(p, n * ranks) / cores);
   }
   p.concurrency_slowdown = groups;
   return p;
@@ -112,7 +119,8 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   sc.training.expert_parallel_given = E > 1;
   // The T x C ranks of a group compute at once.
   if (profile && T * C > 1) {
-    profile = std::make_shared<const Profile>(group_profile(*profile, T * C, T));
+    profile =
+        std::make_shared<const Profile>(group_profile(*profile, T * C, T, plan.micro_batch_size));
   }
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;
@@ -390,6 +398,10 @@ std::vector<StageCost> measured_costs(const std::vector<StageCost>& predicted,
     if (m.tp_count[at(EventKind::kBackward)] > 0) {
       cost.tp_backward = m.mean_tp(at(EventKind::kBackward));
       cost.tp_grad_gather = cost.ep_backward = cost.cp_backward = 0;
+    }
+    // The ranks' gradient sum before the step, the simulator's all-reduce.
+    if (m.tp_count[at(EventKind::kOptimizer)] > 0) {
+      cost.allreduce = m.mean_tp(at(EventKind::kOptimizer));
     }
   }
   return costs;

@@ -1,8 +1,8 @@
 #include "exec/gradient_sum.h"
 
 #include <chrono>
-#include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "exec/compute/thread_clock.h"
 #include "exec/timing.h"
@@ -33,13 +33,7 @@ double median_sum_s(TensorGroup& group, int rank, Eigen::Index floats, int repea
     p.grad = Matrix::Zero(1, floats / kParams);
     params.push_back(&p);
   }
-  std::vector<SimTime> t;
-  for (int r = 0; r <= repeats; ++r) {
-    const auto t0 = Clock::now();
-    sum_gradients(group, rank, params);
-    if (r > 0) t.push_back(elapsed(t0));
-  }
-  return static_cast<double>(median(t)) * 1e-9;
+  return median_call_s(repeats, [&] { sum_gradients(group, rank, params); });
 }
 
 }  // namespace
@@ -65,6 +59,12 @@ void sum_gradients(TensorGroup& group, int rank, const std::vector<Param*>& para
       at += p->grad.size();
     }
   });
+}
+
+bool gradient_sum_fits(int ranks, std::int64_t params, const std::optional<HostMemory>& host) {
+  constexpr double kBytesPerParam = 3.0 * sizeof(float);
+  return !host || static_cast<double>(ranks) * static_cast<double>(params) * kBytesPerParam <=
+                      static_cast<double>(host->bytes);
 }
 
 TransportFigures profile_gradient_sum(int ranks, int repeats, Eigen::Index largest) {

@@ -3,9 +3,12 @@
 // shares of a sequence, the expert ranks' shared layers), summed before the
 // optimizer step as the runtime sums them, and what that costs, measured.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "exec/compute/host_memory.h"
 #include "exec/compute/layer.h"
 #include "exec/compute/tensor_group.h"
 #include "exec/transport_profile.h"
@@ -26,6 +29,12 @@ void sum_gradients(TensorGroup& group, int rank, const std::vector<Param*>& para
 // latency + bytes / bandwidth. Throws std::invalid_argument unless
 // ranks >= 2 and repeats >= 1.
 TransportFigures profile_gradient_sum(int ranks, int repeats, Eigen::Index largest = 0);
+// Whether `ranks` threads (or processes of one machine) can sum `params`
+// gradients each with `host` available: each holds the gradients, the
+// matrix they are laid out in and the reduced one, 3 floats a parameter.
+// True when the memory is not known.
+bool gradient_sum_fits(int ranks, std::int64_t params, const std::optional<HostMemory>& host);
+
 // The same for a group whose ranks are processes (exec/compute/group_link.h):
 // every process of `link` calls it at once and gets its own rank's fit (the
 // first rank's is the one to keep). Throws std::invalid_argument for a link

@@ -177,13 +177,15 @@ void timed_pass(LayerList& layers, LayerRange range, const Tensor& input, const 
 }
 
 void step_pass(LayerList& layers, const Tensor& input, const Context& ctx,
-               const std::function<void()>& after_forward) {
+               const std::function<void()>& after_forward,
+               const std::function<void()>& after_backward) {
   std::vector<Stash> stashes(layers.size());
   Tensor x = input;
   for (std::size_t l = 0; l < layers.size(); ++l) x = layers[l]->forward(x, ctx, stashes[l]);
   after_forward();
   Tensor dy = Matrix(Matrix::Ones(x.rows(), x.cols()));
   for (std::size_t l = layers.size(); l-- > 0;) dy = layers[l]->backward(dy, ctx, stashes[l]);
+  if (after_backward) after_backward();
   for (const auto& layer : layers) {
     for (Param* p : layer->params()) zero_grad(*p);
   }

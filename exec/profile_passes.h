@@ -84,10 +84,12 @@ void timed_pass(LayerList& layers, LayerRange range, const Tensor& input, const 
 
 // One F and one B of `layers` on `input`, as a step runs them: the forward
 // keeping its stashes, then `after_forward`, then the backward from a loss
-// gradient of ones; the parameters' gradients are zeroed at the end. For
-// passes whose exchanges or experts a thread-local tally counts.
+// gradient of ones, then `after_backward` (if any); the parameters'
+// gradients are zeroed at the end. For passes whose exchanges or experts a
+// thread-local tally counts.
 void step_pass(LayerList& layers, const Tensor& input, const Context& ctx,
-               const std::function<void()>& after_forward);
+               const std::function<void()>& after_forward,
+               const std::function<void()>& after_backward = {});
 
 // Runs body(i) on n new threads, thread i on cpus[i] (unpinned when cpus is
 // empty), and rethrows the first failure after all have ended. `body` must not

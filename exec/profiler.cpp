@@ -489,8 +489,14 @@ void ModelProfiler::State::add_expert_figures(Profile& p) const {
 }
 
 void ModelProfiler::State::add_gradient_sum(Profile& p, std::int64_t params) const {
-  const int ranks = std::max(options.context_ranks, options.expert_ranks);
-  if (ranks < 2 || ranks > p.cores || options.tensor_ranks > 1) return;
+  const int C = options.context_ranks, E = options.expert_ranks;
+  const int ranks = std::max(C, E);
+  const bool shares = C >= 2 && spec.context_parallel == C && spec.expert_parallel == 1;
+  const bool experts = E >= 2 && spec.expert_parallel == E && spec.context_parallel == 1;
+  if (!(shares || experts) || ranks > p.cores || spec.tensor_parallel != 1 ||
+      !gradient_sum_fits(ranks, params, host_memory_available())) {
+    return;
+  }
   const TransportFigures g = profile_gradient_sum(ranks, kGroupRepeats, params);
   p.gradient_sum = {ranks, g.latency_s, g.bandwidth};
 }

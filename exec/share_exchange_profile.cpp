@@ -17,17 +17,26 @@ namespace pipescope::exec {
 namespace {
 
 // One F and one B of `layers` on a share's rows, as a step runs them: what
-// `tally` counted in each.
+// `tally` counted in each, and each one's time.
 ShareExchanges forward_and_backward(LayerList& layers, const MicroBatch& mine, const Context& ctx,
                                     CollectiveTally& tally) {
   const auto taken = [&tally] { return ExchangeTimes{tally.count, tally.wall, tally.bytes}; };
   ShareExchanges out;
   tally.reset();
-  step_pass(layers, mine.input, ctx, [&] {
-    out.forward = taken();
-    tally.reset();
-  });
-  out.backward = taken();
+  const auto start = Clock::now();
+  auto forward_end = start;
+  step_pass(
+      layers, mine.input, ctx,
+      [&] {
+        out.forward = taken();
+        out.forward_pass = elapsed(start);
+        forward_end = Clock::now();
+        tally.reset();
+      },
+      [&] {
+        out.backward = taken();
+        out.backward_pass = elapsed(forward_end);
+      });
   return out;
 }
 
@@ -100,9 +109,30 @@ GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
           batch};
 }
 
+GroupSlowdownFigures share_compute_slowdown(const Profile& profile, const ModelSpec& model,
+                                            const ShareExchanges& in_step, std::int64_t batch) {
+  double forward = 0.0;
+  double backward = 0.0;
+  for (const LayerSpec& layer : model.layers) {
+    const LayerProfile* e = profile.find(layer);
+    if (e == nullptr || e->recompute.empty() || e->backward.empty()) return {};
+    forward += static_cast<double>(interpolate_time(e->batch_sizes, e->recompute, batch));
+    backward += static_cast<double>(interpolate_time(e->batch_sizes, e->backward, batch));
+  }
+  const auto ns = [](SimTime t) { return static_cast<double>(t); };
+  const double f = ns(in_step.forward_pass - in_step.forward.wall);
+  const double b = ns(in_step.backward_pass - in_step.backward.wall);
+  if (!(forward > 0.0 && backward > 0.0 && f > 0.0 && b > 0.0)) return {};
+  return {model.context_parallel, f / forward, b / backward, batch};
+}
+
 void write_context_figures(Profile& profile, const ModelSpec& model, const ShareExchanges& in_step,
                            std::int64_t batch, const std::function<TransportFigures()>& bare) {
   const int C = model.context_parallel;
+  const GroupSlowdownFigures g = share_compute_slowdown(profile, model, in_step, batch);
+  if (g.ranks > 1 && plausible_slowdown(g.forward) && plausible_slowdown(g.backward)) {
+    profile.group_slowdown = g;
+  }
   if (!model.context_by_heads) {
     profile.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s(), batch};
     return;

@@ -45,10 +45,13 @@ struct ExchangeTimes {
   }
 };
 
-// The last share's exchanges in its forwards and in its backwards.
+// The last share's exchanges in its forwards and in its backwards, and the
+// whole forward and backward on its thread (ns, the exchanges included).
 struct ShareExchanges {
   ExchangeTimes forward;
   ExchangeTimes backward;
+  SimTime forward_pass = 0;
+  SimTime backward_pass = 0;
 };
 
 // The exchanges of the last share of `model` (one share of
@@ -96,11 +99,20 @@ GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
                                       const ExchangeTimes& in_step, double other_waits_s,
                                       std::int64_t batch, bool experts = false);
 
+// How much slower the share computed in its pass `in_step` (its forward and
+// its backward, each less its exchanges) than `profile`'s figures of the
+// layers of `model` alone at `batch` (forwards that keep their stashes, and
+// backwards); ranks 0 when the profile lacks a layer or a part timed
+// nothing.
+GroupSlowdownFigures share_compute_slowdown(const Profile& profile, const ModelSpec& model,
+                                            const ShareExchanges& in_step, std::int64_t batch);
+
 // Writes the shares' figures from the last share's median pass `in_step` of
 // `model` at micro-batch `batch` into `profile`: the ring's takes
 // (context_ring), or for shares that trade heads their all-to-all
 // (alltoall_group, in_step_alltoall over the bare group's figures, which
-// `bare` measures).
+// `bare` measures); and, where `profile` has the layers' times alone, how
+// much slower the share computed among the others (group_slowdown).
 void write_context_figures(Profile& profile, const ModelSpec& model, const ShareExchanges& in_step,
                            std::int64_t batch, const std::function<TransportFigures()>& bare);
 

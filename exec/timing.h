@@ -1,6 +1,6 @@
 #pragma once
 // What the executor's measurements share: a monotonic clock, the median of a
-// set of timings, and n threads run at once.
+// set of timings (and of a call's), and n threads run at once.
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +25,18 @@ template <typename T>
 T median(std::vector<T> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// The median time of `repeats` calls of `once`, seconds, after one untimed
+// call (a group's ranks each call it back to back, and keep the first's).
+inline double median_call_s(int repeats, const std::function<void()>& once) {
+  std::vector<SimTime> t;
+  for (int r = 0; r <= repeats; ++r) {
+    const auto t0 = Clock::now();
+    once();
+    if (r > 0) t.push_back(elapsed(t0));
+  }
+  return static_cast<double>(median(t)) * 1e-9;
 }
 
 // Runs body(i) on n threads at once (i = 0 on the caller), and rethrows the

@@ -1,7 +1,9 @@
 #include "exec/transport_profile.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -22,32 +24,26 @@ namespace {
 // reducing back to back `repeats` times after one untimed call.
 double allreduce_s(int ranks, Eigen::Index floats, int repeats) {
   TensorGroup group(ranks);
-  std::vector<SimTime> t;
+  double first = 0.0;
   run_threads(ranks, [&](int rank) {
     Matrix m = Matrix::Zero(1, floats);
-    for (int r = 0; r <= repeats; ++r) {
-      const auto t0 = Clock::now();
-      group.all_reduce(rank, m);
-      if (rank == 0 && r > 0) t.push_back(elapsed(t0));
-    }
+    const double s = median_call_s(repeats, [&] { group.all_reduce(rank, m); });
+    if (rank == 0) first = s;
   });
-  return static_cast<double>(median(t)) * 1e-9;
+  return first;
 }
 
 // Rank 0's median time of one all-to-all of `floats` values a rank, in
 // `ranks` equal parts, back to back `repeats` times after one untimed call.
 double alltoall_s(int ranks, Eigen::Index floats, int repeats) {
   TensorGroup group(ranks);
-  std::vector<SimTime> t;
+  double first = 0.0;
   run_threads(ranks, [&](int rank) {
     std::vector<Matrix> parts(static_cast<std::size_t>(ranks), Matrix::Zero(1, floats / ranks));
-    for (int r = 0; r <= repeats; ++r) {
-      const auto t0 = Clock::now();
-      group.all_to_all(rank, parts);
-      if (rank == 0 && r > 0) t.push_back(elapsed(t0));
-    }
+    const double s = median_call_s(repeats, [&] { group.all_to_all(rank, parts); });
+    if (rank == 0) first = s;
   });
-  return static_cast<double>(median(t)) * 1e-9;
+  return first;
 }
 
 }  // namespace
@@ -58,13 +54,20 @@ TransportFigures group_figures(int ranks, int repeats, const char* what,
   if (ranks < 2 || repeats < 1) {
     throw std::invalid_argument(std::string(what) + " needs 2 or more ranks and 1 or more repeats");
   }
-  std::vector<Eigen::Index> sizes{256, 4096, 32768, 262144};
-  if (largest > sizes.back()) sizes.push_back(largest);
+  constexpr Eigen::Index kSizes[] = {256, 4096, 32768, 262144};
   std::vector<double> bytes;
   std::vector<double> seconds;
-  for (const Eigen::Index floats : sizes) {
+  const auto measure = [&](Eigen::Index floats, int times) {
     bytes.push_back(static_cast<double>(floats) * sizeof(float));
-    seconds.push_back(one_s(ranks, floats, repeats));
+    seconds.push_back(one_s(ranks, floats, times));
+  };
+  for (const Eigen::Index floats : kSizes) measure(floats, repeats);
+  // A larger size about as many values in all as the last one's repeats.
+  const Eigen::Index last = kSizes[std::size(kSizes) - 1];
+  if (largest > last) {
+    measure(largest, std::max<int>(3, static_cast<int>(static_cast<double>(repeats) *
+                                                       static_cast<double>(last) /
+                                                       static_cast<double>(largest))));
   }
   return fit_transport(bytes, seconds);
 }
@@ -82,13 +85,7 @@ TransportFigures profile_linked_alltoall(const std::shared_ptr<GroupLink>& link,
   return group_figures(ranks, repeats, "an all-to-all", [&](int, Eigen::Index floats, int n) {
     TensorGroup group(link);
     std::vector<Matrix> parts(static_cast<std::size_t>(ranks), Matrix::Zero(1, floats / ranks));
-    std::vector<SimTime> t;
-    for (int r = 0; r <= n; ++r) {
-      const auto t0 = Clock::now();
-      group.all_to_all(link->rank(), parts);
-      if (r > 0) t.push_back(elapsed(t0));
-    }
-    return static_cast<double>(median(t)) * 1e-9;
+    return median_call_s(n, [&] { group.all_to_all(link->rank(), parts); });
   });
 }
 

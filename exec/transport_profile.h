@@ -45,7 +45,8 @@ TransportFigures profile_group_alltoall(int ranks, int repeats);
 TransportFigures profile_linked_alltoall(const std::shared_ptr<GroupLink>& link, int repeats);
 // A group collective's figures: `one_s(ranks, floats, repeats)`, the time of
 // one collective of `floats` values a rank repeated `repeats` times, at 1 KiB
-// to 1 MiB and at `largest` floats where that is more, fitted by
+// to 1 MiB and at `largest` floats where that is more (repeated fewer times,
+// about as many values in all as at 1 MiB, at least 3), fitted by
 // fit_transport. Throws std::invalid_argument naming `what` ("an
 // all-reduce") unless ranks >= 2 and repeats >= 1.
 TransportFigures group_figures(int ranks, int repeats, const char* what,

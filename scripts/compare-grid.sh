@@ -9,6 +9,11 @@
 # (default build/, 20 steps of which compare leaves out 2 for warm-up, and 3
 # rounds). Takes a minute or a few; an otherwise idle machine measures the plan
 # rather than the other processes (the `steal` column says how much they took).
+# GRID_SET adds scenario fields to every command (e.g. the context shares of
+# a C plan: "training.context_parallel=2 model.attention=fused"; expert ranks:
+# "training.expert_parallel=2 model.experts=4 ..."), and GRID_WAYS devices
+# stand for each stage (C or E, the threads each stage runs as; default 1),
+# GRID_REPLICAS of them data-parallel replicas (E's; default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +21,10 @@ build_dir=${1:-build}
 steps=${2:-20}
 rounds=${3:-3}
 ps="$build_dir/cli/pipescope"
+ways=${GRID_WAYS:-1}
+replicas=${GRID_REPLICAS:-1}
+extra=()
+for field in ${GRID_SET:-}; do extra+=(--set "$field"); done
 [ -x "$ps" ] || scripts/build.sh "$build_dir" pipescope
 scenario=scenarios/cpu-small.json
 work=$(mktemp -d)
@@ -27,28 +36,33 @@ trap 'rm -rf "$work"' EXIT
 # default 10 (about 60 ms on the 2026-11-24 machine), or as many more as this
 # machine needs for 50 ms (predicted from a profile of the 10).
 profile_blocks() {
-  "$ps" profile "$scenario" --set "model.layers=$1" -o "$work/profile.json" --repeats 9 >/dev/null
+  "$ps" profile "$scenario" "${extra[@]}" --set "model.layers=$1" -o "$work/profile.json" \
+    --repeats 9 >/dev/null
 }
 if [ -n "${GRID_LAYERS:-}" ]; then
   layers=$GRID_LAYERS
   profile_blocks "$layers"
 else
   profile_blocks 10
-  layers=$("$ps" simulate "$scenario" --set model.layers=10 --set cluster.devices=1 -K 1 -M 1 \
+  layers=$("$ps" simulate "$scenario" "${extra[@]}" --set model.layers=10 \
+    --set cluster.devices="$ways" -K 1 -D "$replicas" -M 1 \
     --cost-model "$work/profile.json" --json | python3 -c '
 import json, math, sys
 step = json.load(sys.stdin)["step_time_s"]
 print(max(10, math.ceil(10 * 0.050 / step)))')
   [ "$layers" -eq 10 ] || profile_blocks "$layers"
 fi
-echo "cpu-small with $layers blocks"
+echo "cpu-small with $layers blocks${GRID_SET:+ and ${GRID_SET}}"
 set_model=(--set "model.layers=$layers")
 printf '%2s %3s %6s %12s %12s %8s %12s %8s %7s %9s %5s\n' K M remat "predicted" "measured" error \
   "cpu-replay" error steal overhead kept
 for K in 1 2; do
   for M in 1 2 4 8 16; do
-    "$ps" plan "$scenario" "${set_model[@]}" --set cluster.devices=$K -K $K -M $M --cost-model "$work/profile.json" \
-      -o "$work/plan.json" >/dev/null
+    if ! "$ps" plan "$scenario" "${extra[@]}" "${set_model[@]}" --set cluster.devices=$((K * ways)) \
+      -K $K -M $M --cost-model "$work/profile.json" -o "$work/plan.json" >/dev/null 2>&1; then
+      printf '%2d %3d  (no plan: M does not divide the batch of each replica)\n' "$K" "$M"
+      continue
+    fi
     "$ps" compare "$work/plan.json" --steps "$steps" --rounds "$rounds" --json \
       >"$work/c-$K-$M.json"
     python3 - "$work/c-$K-$M.json" "$work/plan.json" <<'PY'

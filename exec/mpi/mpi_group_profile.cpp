@@ -134,11 +134,11 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
   TransportFigures first_sum;
   on_first_ranks(C, [&](const std::shared_ptr<MpiGroupLink>& link) {
     const int c = link->rank();
-    std::vector<LayerList> shares =
-        build_context_ranks(*spec.transformer, seed, 1, C, link, spec.context_by_heads);
     CollectiveTally tally;
     std::vector<ShareExchanges> mine;
-    {
+    {  // the layers gone before the gradient sum's buffers come
+      std::vector<LayerList> shares =
+          build_context_ranks(*spec.transformer, seed, 1, C, link, spec.context_by_heads);
       const CollectiveScope scope(tally);
       mine = share_passes(shares[static_cast<std::size_t>(c)], spec, c, batch, seed,
                           kExchangePasses, tally);
@@ -152,11 +152,13 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
     std::vector<std::int64_t> figures;
     pack(last.forward, figures);
     pack(last.backward, figures);
+    figures.push_back(last.forward_pass);
+    figures.push_back(last.backward_pass);
     mpi_check(MPI_Bcast(figures.data(), static_cast<int>(figures.size()), MPI_INT64_T, C - 1,
                         link->communicator()),
               "MPI_Bcast");
     if (c == 0) {
-      in_step = {unpack(&figures[0]), unpack(&figures[3])};
+      in_step = {unpack(&figures[0]), unpack(&figures[3]), figures[6], figures[7]};
       first_bare = bare;
       first_sum = sum;
     }
@@ -177,10 +179,10 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
   TransportFigures sum;  // each rank's; rank 0's kept
   on_first_ranks(E, [&](const std::shared_ptr<MpiGroupLink>& link) {
     const int e = link->rank();
-    std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
     CollectiveTally tally;
     ExpertRankPasses mine;
-    {
+    {  // the layers gone before the gradient sum's buffers come
+      std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
       const CollectiveScope scope(tally);
       mine = expert_rank_passes(ranks[static_cast<std::size_t>(e)], spec, e, batch, seed,
                                 kExchangePasses, tally);

@@ -105,20 +105,18 @@ DataParallel with_context_shares(const Cluster& whole, int step, DataParallel dp
   return dp;
 }
 
-// The ring's reduction as the cluster's profile timed the gradient sum of
-// as many ranks at T = 1 (latency + B / bandwidth a rank), as the ring's
-// 2 (n - 1) hops of latency + B / (n bandwidth); otherwise as it is.
+// The gradient sum the cluster's CPU profile measured for this ring's
+// ranks: those of one machine's group at T = 1 that the executor sums over,
+// the C shares of a replica or its E expert ranks (as many reducers, all on
+// one node); the ring keeps its links for the rest (the expert ring, ZeRO's
+// collectives).
 DataParallel with_measured_sum(const Cluster& whole, DataParallel dp) {
-  const int n = dp.reducers();
-  if (!whole.profile || whole.tensor_parallel != 1 || n < 2 ||
-      whole.profile->gradient_sum.ranks != n) {
-    return dp;
+  const std::shared_ptr<const Profile>& profile = whole.profile;
+  const bool group = dp.replicas == std::max(1, dp.experts.ranks) && dp.nodes <= 1;
+  if (profile && profile->backend != "cuda" && whole.tensor_parallel == 1 && group &&
+      dp.reducers() > 1 && profile->gradient_sum.ranks == dp.reducers()) {
+    dp.measured_sum = profile->gradient_sum;
   }
-  const GradientSumFigures& g = whole.profile->gradient_sum;
-  dp.measured_sum = g;
-  dp.nccl = false;
-  dp.latency_s = g.latency_s / (2.0 * (n - 1));
-  dp.bandwidth = g.bandwidth * 2.0 * (n - 1) / n;
   return dp;
 }
 
@@ -219,6 +217,10 @@ SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost&
 
 SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
   if (dp.reducers() <= 1) return 0;
+  const GradientSumFigures& sum = dp.measured_sum;
+  if (sum.ranks == dp.reducers()) {
+    return seconds_to_simtime(count * sum.latency_s + static_cast<double>(bytes) / sum.bandwidth);
+  }
   const double D = dp.reducers();
   if (dp.nccl) {
     return seconds_to_simtime(count * nccl_seconds(Collective::kAllReduce,

@@ -72,6 +72,7 @@ DataParallel expert_reduction_ring(const DataParallel& dp) {
   ring.replicas = expert_holders(dp.replicas, dp.experts.ranks);
   ring.nodes = std::min(dp.expert_ring_nodes, ring.replicas);
   ring.experts = {};
+  ring.measured_sum = {};  // measured for the ranks that hold the same dense layers
   return ring;
 }
 

@@ -62,9 +62,9 @@ struct DataParallel {
   // `bandwidth`, `latency_s` and `nodes` are those of that ring.
   int context = 1;
   int reducers() const { return replicas * context; }
-  // The gradient sum of as many ranks as the cluster's CPU profile measured
-  // it at T = 1 (Profile::gradient_sum), which `bandwidth` and `latency_s`
-  // then carry; ranks 0: none.
+  // The gradient sum of these ranks as the cluster's CPU profile measured it
+  // at T = 1 (Profile::gradient_sum), which times their all-reduce
+  // (allreduce_time) in place of the ring's links; ranks 0: none.
   GradientSumFigures measured_sum;
   // The nodes spanned by the D / E replicas that hold the same experts
   // (replicas 0, E, 2E, ...), whose ring reduces their gradients.
@@ -96,7 +96,8 @@ void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
 DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
                                 int expert_parallel = 1);
 
-// Ring all-reduce time of `bytes` over `dp` (0 for one replica); `count`
+// Ring all-reduce time of `bytes` over `dp` (0 for one replica), or its
+// measured gradient sum's where it has one of its ranks; `count`
 // all-reduces of `bytes` in all pay the latency `count` times.
 SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 

@@ -173,6 +173,24 @@ ContextRingFigures read_context_ring(ObjectReader r) {
   return f;
 }
 
+// The shares' compute slowdown as their passes ran them.
+GroupSlowdownFigures read_group_slowdown(ObjectReader r) {
+  GroupSlowdownFigures f;
+  f.ranks = static_cast<int>(r.integer("ranks", IntRange{2, 1 << 16}));
+  for (const auto& [key, value] :
+       {std::pair{"forward", &f.forward}, std::pair{"backward", &f.backward}}) {
+    *value = r.number(key, NumberRange::kPositive);
+    if (!plausible_slowdown(*value)) {
+      r.fail(key, "implausible slowdown " + describe(*value) + " (expected " +
+                      describe(kMinConcurrencySlowdown) + " to " +
+                      describe(kMaxConcurrencySlowdown) + ")");
+    }
+  }
+  f.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
+  r.finish();
+  return f;
+}
+
 // The expert ranks' routed load: the busiest rank's share over the mean and
 // its experts' extra time in a mixture's forward and backward.
 ExpertLoadFigures read_expert_load(ObjectReader r) {
@@ -270,6 +288,13 @@ json profile_to_json(const Profile& profile) {
                            {"forward_take_s", f.forward_take_s},
                            {"backward_take_s", f.backward_take_s},
                            {"micro_batch", f.micro_batch}};
+  }
+  if (profile.group_slowdown.ranks > 1) {
+    const GroupSlowdownFigures& g = profile.group_slowdown;
+    doc["group_slowdown"] = {{"ranks", g.ranks},
+                             {"forward", g.forward},
+                             {"backward", g.backward},
+                             {"micro_batch", g.micro_batch}};
   }
   if (profile.expert_load.ranks > 1) doc["expert_load"] = expert_load_json(profile.expert_load);
   if (profile.alltoall_group.ranks > 1) {
@@ -372,6 +397,9 @@ Profile profile_from_json(const json& doc, const std::string& file) {
   }
   if (std::optional<ObjectReader> ring = top.opt_object("context_ring")) {
     p.context_ring = read_context_ring(*ring);
+  }
+  if (std::optional<ObjectReader> g = top.opt_object("group_slowdown")) {
+    p.group_slowdown = read_group_slowdown(*g);
   }
   if (std::optional<ObjectReader> a = top.opt_object("alltoall_group")) {
     p.alltoall_group = read_alltoall_group(*a);

@@ -85,6 +85,13 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   for (const nlohmann::json& op : j["ops"])
     forwards += op["kind"] == "F kept" ? op["count"].get<int>() : 0;
   EXPECT_EQ(forwards, 8);
+  // Each stage's shares sum their gradients before the step: a row of its
+  // own, timed by the profile's sum where the machine has the two cores.
+  int sums = 0;
+  for (const nlohmann::json& op : j["ops"])
+    sums += op["kind"] == "optimizer collectives" ? op["count"].get<int>() : 0;
+  EXPECT_EQ(sums, 2);
+  if (j["cores"].get<int>() >= 2) EXPECT_EQ(j["gradient_sum"]["ranks"], 2);
   // The all-to-all form of the same plan (the shares trade sequence for
   // heads) trains to the same losses, and compare predicts its all-to-alls.
   const std::string traded = (dir / "a2a.json").string();
@@ -102,6 +109,9 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   const CliResult heads_compare = run("compare " + traded + " --steps 3");
   ASSERT_EQ(heads_compare.status, 0) << heads_compare.err;
   EXPECT_NE(heads_compare.out.find("Heads traded        2 shares;"), std::string::npos)
+      << heads_compare.out;
+  EXPECT_NE(heads_compare.out.find("Gradient sum        the 2 shares sum the gradients"),
+            std::string::npos)
       << heads_compare.out;
   fs::remove_all(dir);
 }

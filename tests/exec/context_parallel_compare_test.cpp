@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -61,6 +62,63 @@ TEST(ContextParallelCompare, TheSharesOfAStageComputeAtOnce) {
   EXPECT_EQ(sc.cluster.shared_cores, 2);
   ASSERT_EQ(sc.cluster.concurrency_slowdown.size(), 2u);
   EXPECT_DOUBLE_EQ(sc.cluster.concurrency_slowdown[1], 1.6 / 1.25);
+}
+
+// Where the profile measured the shares' compute among each other at the
+// plan's micro-batch size, their ops take that instead: forwards and
+// recomputes its forward figure, backwards its backward; measured at another
+// size, the cores' slowdown. Two groups at once stay the cores' ratio.
+TEST(ContextParallelCompare, TheSharesTakeTheSlowdownTheirPassesMeasured) {
+  const ModelSpec m = share(false);
+  const Plan plan = context_plan(m, false);
+  auto p = slowing_profile(m);
+  p->group_slowdown = {kC, 1.4, 1.6, plan.micro_batch_size};
+  const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+  const LayerProfile& l = sc.cluster.profile->layers.front();
+  EXPECT_EQ(l.forward.front(), 1400000);
+  EXPECT_EQ(l.recompute.front(), 2100000);
+  EXPECT_EQ(l.backward.front(), 3200000);
+  ASSERT_EQ(sc.cluster.concurrency_slowdown.size(), 2u);
+  EXPECT_DOUBLE_EQ(sc.cluster.concurrency_slowdown[1], 1.6 / 1.25);
+  p->group_slowdown.micro_batch = 2 * plan.micro_batch_size;
+  EXPECT_EQ(cpu_scenario(plan, m, p, "known.json").cluster.profile->layers.front().forward.front(),
+            1250000);
+}
+
+// The shares' gradient sum, recorded after the optimizer's op as the
+// runtime records it, is its own row against the predicted reduction, and
+// the replay takes it in place of the prediction's.
+TEST(ContextParallelCompare, TheOptimizersCollectivesAreTheSharesGradientSum) {
+  const ModelSpec m = share(false);
+  const Plan plan = context_plan(m, false);
+  auto p = slowing_profile(m);
+  p->gradient_sum = {kC, 30e-6, 2e9};
+  const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+  const SimResult r = predicted(sc, plan);
+  const SimTime reduce = r.stage_costs.front().allreduce;
+  ASSERT_GT(reduce, 0);
+  StepResult step = as_measured(r, 1.0, 1.0);
+  const auto optimizer =
+      std::find_if(step.timeline.events.begin(), step.timeline.events.end(),
+                   [](const TimelineEvent& e) { return e.kind == EventKind::kOptimizer; });
+  ASSERT_NE(optimizer, step.timeline.events.end());
+  TimelineEvent sum = *optimizer;
+  sum.lane = Lane::kTensor;
+  sum.kind = EventKind::kTensorAllReduce;
+  sum.start = optimizer->end;
+  sum.end = sum.start + 3 * reduce;
+  step.timeline.events.push_back(sum);
+  const Comparison c = compare_run(sc, plan, {step}, 0);
+  const auto row = std::find_if(c.per_op.begin(), c.per_op.end(), [](const OpComparison& op) {
+    return op.kind == "optimizer collectives";
+  });
+  ASSERT_NE(row, c.per_op.end());
+  EXPECT_NEAR(row->predicted_s, simtime_to_seconds(reduce), 1e-9);
+  EXPECT_NEAR(row->measured_s, simtime_to_seconds(3 * reduce), 1e-9);
+  EXPECT_EQ(c.gradient_sum.ranks, kC);
+  // The replay's reduction is the measured one, three times as long, and
+  // lies on the step's path (the optimizer waits for it).
+  EXPECT_NEAR(c.replayed_step_s - c.predicted_step_s, simtime_to_seconds(2 * reduce), 1e-8);
 }
 
 // Beside T = 2 the ops take the slowdown of the T x C = 4 cores, and the

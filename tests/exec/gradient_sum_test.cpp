@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "exec/compute/tensor_group.h"
@@ -57,13 +59,55 @@ TEST(GradientSum, EveryRankEndsWithTheSumAndTalliesItOnce) {
   }
 }
 
-TEST(GradientSum, TheProfileFitsLatencyAndBandwidth) {
-  const TransportFigures f = profile_gradient_sum(2, 3, 300000);
-  EXPECT_GE(f.latency_s, 0.0);
-  EXPECT_LT(f.latency_s, 1.0);
-  EXPECT_GT(f.bandwidth, 0.0);
+// The copies are the sum's even where no all-reduce runs (a group of one
+// counts none): the tally has their time and no collective.
+TEST(GradientSum, TheLayingOutAndBackIsTallied) {
+  TensorGroup alone(1);
+  std::vector<Param> params = rank_params(0);
+  std::vector<Param*> mine;
+  for (Param& p : params) mine.push_back(&p);
+  CollectiveTally tally;
+  {
+    const CollectiveScope scope(tally);
+    sum_gradients(alone, 0, mine);
+  }
+  EXPECT_EQ(tally.count, 0);
+  EXPECT_EQ(tally.bytes, 0);
+  EXPECT_GT(tally.wall, 0);
+  EXPECT_EQ(params[1].grad(0, 3), 10.0f);  // its own, unchanged
+}
+
+// A group's figures: 1 KiB to 1 MiB a rank at the repeats asked, a larger
+// size where asked (fewer times: about as many values in all, at least 3),
+// fitted as latency + bytes / bandwidth.
+TEST(GradientSum, TheGroupsFiguresFitEachSize) {
+  std::vector<std::pair<Eigen::Index, int>> asked;
+  const auto one_s = [&asked](int ranks, Eigen::Index floats, int repeats) {
+    EXPECT_EQ(ranks, 2);
+    asked.emplace_back(floats, repeats);
+    return 20e-6 + static_cast<double>(floats) * sizeof(float) / 4e9;
+  };
+  const TransportFigures f = group_figures(2, 40, "a test", one_s, 262144 * 4);
+  EXPECT_NEAR(f.latency_s, 20e-6, 1e-12);
+  EXPECT_NEAR(f.bandwidth, 4e9, 1.0);
+  const std::vector<std::pair<Eigen::Index, int>> want{
+      {256, 40}, {4096, 40}, {32768, 40}, {262144, 40}, {262144 * 4, 10}};
+  EXPECT_EQ(asked, want);
+  asked.clear();
+  group_figures(2, 40, "a test", one_s, 262144 * 100);
+  EXPECT_EQ(asked.back().second, 3);
+  asked.clear();
+  group_figures(2, 40, "a test", one_s, 1000);  // not above 1 MiB: no more sizes
+  EXPECT_EQ(asked.size(), 4u);
   EXPECT_THROW(profile_gradient_sum(1, 3), std::invalid_argument);
   EXPECT_THROW(profile_gradient_sum(2, 0), std::invalid_argument);
+}
+
+// Each rank holds its gradients, their laid-out copy and the reduced one.
+TEST(GradientSum, FitsWhereThreeFloatsAParameterAreThereForEachRank) {
+  EXPECT_TRUE(gradient_sum_fits(2, 1000, HostMemory{24000, "test"}));
+  EXPECT_FALSE(gradient_sum_fits(2, 1000, HostMemory{23999, "test"}));
+  EXPECT_TRUE(gradient_sum_fits(2, 1000, std::nullopt));
 }
 
 }  // namespace

@@ -270,6 +270,9 @@ TEST(Profiler, TimesTheSharesExchangesAsTheirLayersRunThem) {
   EXPECT_EQ(a2a.backward.count, 2 * 4);
   EXPECT_EQ(a2a.forward.bytes, Bytes{a2a.forward.count} * 4 * 4 * 8 * 4);
   EXPECT_GT(a2a.forward.wall, 0);
+  // The whole forward and backward hold their exchanges.
+  EXPECT_GT(a2a.forward_pass, a2a.forward.wall);
+  EXPECT_GT(a2a.backward_pass, a2a.backward.wall);
   const ShareExchanges ring = time_share_exchanges(context_share(false), 4, 1, 3);
   EXPECT_EQ(ring.forward.count, 2 * 1);
   EXPECT_EQ(ring.backward.count, 2 * 3);
@@ -349,6 +352,41 @@ TEST(Profiler, TheSharesFiguresComeFromTheirMedianPass) {
   EXPECT_EQ(heads.alltoall_group.ranks, 2);
   // 4 all-to-alls in 12 us, each receiving 400 bytes of an 800-byte buffer.
   EXPECT_NEAR(heads.alltoall_group.latency_s, 3e-6 - 800 / 1e12, 1e-15);
+  // No layers' times alone in these profiles: no compute slowdown.
+  EXPECT_EQ(ring.group_slowdown.ranks, 0);
+}
+
+// How much slower a share computed in its pass than its layers alone: its
+// forward less its exchanges over the layers' forwards that keep their
+// stashes (the profile's recompute), its backward likewise; nothing where
+// the profile lacks a layer.
+TEST(Profiler, TheSharesComputeSlowdownIsTheirPassOverTheLayersAlone) {
+  const ModelSpec m = context_share(false);
+  Profile p;
+  for (const LayerSpec& layer : m.layers) {
+    if (p.find(layer) != nullptr) continue;
+    LayerProfile e;
+    e.signature = layer_signature(layer);
+    e.batch_sizes = {4};
+    e.forward = {1000};
+    e.recompute = {2000};
+    e.backward = {3000};
+    p.layers.push_back(e);
+  }
+  const double layers = static_cast<double>(m.layers.size());
+  ShareExchanges pass{{2, 500, 800}, {6, 1500, 800}, 0, 0};
+  pass.forward_pass = static_cast<SimTime>(2000 * 1.25 * layers) + 500;
+  pass.backward_pass = static_cast<SimTime>(3000 * 1.5 * layers) + 1500;
+  const GroupSlowdownFigures g = share_compute_slowdown(p, m, pass, 4);
+  EXPECT_EQ(g.ranks, 2);
+  EXPECT_NEAR(g.forward, 1.25, 1e-12);
+  EXPECT_NEAR(g.backward, 1.5, 1e-12);
+  EXPECT_EQ(g.micro_batch, 4);
+  write_context_figures(p, m, pass, 4, [] { return TransportFigures{1e-9, 1e12}; });
+  EXPECT_EQ(p.group_slowdown.ranks, 2);
+  EXPECT_NEAR(p.group_slowdown.backward, 1.5, 1e-12);
+  p.layers.pop_back();
+  EXPECT_EQ(share_compute_slowdown(p, m, pass, 4).ranks, 0);
 }
 
 // The shares' exchanges, measured when asked: the all-to-all of a group
@@ -369,11 +407,19 @@ TEST(Profiler, MeasuresTheSharesExchangesWhenAsked) {
     EXPECT_GT(ring.context_ring.forward_take_s, 0.0);
     EXPECT_GT(ring.context_ring.backward_take_s, 0.0);
     EXPECT_EQ(ring.alltoall_group.ranks, 0);
+    // The shares' compute among each other, and their gradient sum.
+    for (const Profile* q : {&a2a, &ring}) {
+      EXPECT_EQ(q->group_slowdown.ranks, 2);
+      EXPECT_EQ(q->group_slowdown.micro_batch, 4);
+      EXPECT_EQ(q->gradient_sum.ranks, 2);
+    }
   }
   o.context_ranks = 0;
   const Profile none = profile_model(context_share(true), o);
   EXPECT_EQ(none.alltoall_group.ranks, 0);
   EXPECT_EQ(none.context_ring.ranks, 0);
+  EXPECT_EQ(none.group_slowdown.ranks, 0);
+  EXPECT_EQ(none.gradient_sum.ranks, 0);
   EXPECT_THROW(profile_group_alltoall(1, 5), std::invalid_argument);
 }
 

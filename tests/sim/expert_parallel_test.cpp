@@ -116,6 +116,10 @@ TEST(ExpertParallel, TheGroupOnNodes) {
   // E = 8, replicas 0, 8, 16, 24 on four.
   EXPECT_EQ(expert_reduction_ring(sixteen).replicas, 2);
   EXPECT_EQ(expert_reduction_ring(sixteen).nodes, 2);
+  // A gradient sum measured for the ranks of the dense layers is not theirs.
+  DataParallel measured = sixteen;
+  measured.measured_sum = {32, 1e-5, 1e9};
+  EXPECT_EQ(expert_reduction_ring(measured).measured_sum.ranks, 0);
   const DataParallel eight = data_parallel_ring(sc.cluster, 1, 32, 8);
   EXPECT_EQ(expert_reduction_ring(eight).nodes, 4);
   EXPECT_EQ(eight.nodes, 4);

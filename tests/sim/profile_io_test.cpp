@@ -261,6 +261,36 @@ TEST(ProfileIo, GradientSum) {
   EXPECT_NE(with("/gradient_sum/micro_batch", 4).find("micro_batch"), std::string::npos);
 }
 
+// The shares' compute slowdown round-trips, only when measured; bad figures
+// are refused with the field.
+TEST(ProfileIo, GroupSlowdown) {
+  const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
+  Profile p = uniform_profile(sc, 2);
+  EXPECT_FALSE(profile_to_json(p).contains("group_slowdown"));
+  p.group_slowdown = GroupSlowdownFigures{2, 1.25, 1.5, 4};
+  const json doc = profile_to_json(p);
+  EXPECT_EQ(doc["group_slowdown"], json::parse(R"({"ranks": 2, "forward": 1.25,
+                                                   "backward": 1.5, "micro_batch": 4})"));
+  const GroupSlowdownFigures q = profile_from_json(doc, "p.json").group_slowdown;
+  EXPECT_EQ(q.ranks, 2);
+  EXPECT_EQ(q.forward, 1.25);
+  EXPECT_EQ(q.backward, 1.5);
+  EXPECT_EQ(q.micro_batch, 4);
+  const auto with = [&](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+  EXPECT_NE(with("/group_slowdown/ranks", 1).find("p.json: group_slowdown.ranks:"),
+            std::string::npos);
+  EXPECT_EQ(with("/group_slowdown/forward", 0.25),
+            "p.json: group_slowdown.forward: implausible slowdown 0.25 (expected 0.5 to 100.0)");
+  EXPECT_NE(with("/group_slowdown/backward", 0).find("p.json: group_slowdown.backward:"),
+            std::string::npos);
+  EXPECT_NE(with("/group_slowdown/micro_batch", 0).find("p.json: group_slowdown.micro_batch:"),
+            std::string::npos);
+}
+
 // The shares' ring takes round-trip, only when measured; bad figures are
 // refused with the field.
 TEST(ProfileIo, ContextRing) {
