@@ -119,8 +119,8 @@ struct ModelProfiler::State {
   // The expert ranks' routed load (ProfileOptions::expert_ranks).
   void add_expert_figures(Profile& p) const;
   // The gradient sum of the context shares or expert ranks at T = 1, up to
-  // the model's `params`.
-  void add_gradient_sum(Profile& p, std::int64_t params) const;
+  // the model's parameters.
+  void add_gradient_sum(Profile& p) const;
 };
 
 namespace {
@@ -488,7 +488,8 @@ void ModelProfiler::State::add_expert_figures(Profile& p) const {
                                       t.load_waits_s, batch, true);
 }
 
-void ModelProfiler::State::add_gradient_sum(Profile& p, std::int64_t params) const {
+void ModelProfiler::State::add_gradient_sum(Profile& p) const {
+  const std::int64_t params = spec.total_params();
   const int C = options.context_ranks, E = options.expert_ranks;
   const int ranks = std::max(C, E);
   const bool shares = C >= 2 && spec.context_parallel == C && spec.expert_parallel == 1;
@@ -550,7 +551,7 @@ Profile ModelProfiler::finish() {
   }
   st.add_context_figures(p);
   st.add_expert_figures(p);
-  st.add_gradient_sum(p, params.all_count);
+  st.add_gradient_sum(p);
   return p;
 }
 

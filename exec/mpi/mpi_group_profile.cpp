@@ -116,13 +116,6 @@ void on_first_ranks(int n, const std::function<void(const std::shared_ptr<MpiGro
   MpiSession::wait_for_all();
 }
 
-// The parameters of every layer of `spec` (one share's, one expert rank's).
-Eigen::Index model_params(const ModelSpec& spec) {
-  Eigen::Index n = 0;
-  for (const LayerSpec& layer : spec.layers) n += layer.params;
-  return n;
-}
-
 }  // namespace
 
 void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t batch,
@@ -146,7 +139,7 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
     const TransportFigures bare =
         spec.context_by_heads ? profile_linked_alltoall(link, kGroupRepeats) : TransportFigures{};
     const TransportFigures sum =
-        profile_linked_gradient_sum(link, kGroupRepeats, model_params(spec));
+        profile_linked_gradient_sum(link, kGroupRepeats, spec.total_params());
     // The last share's median pass, as the threads keep it, to the first.
     const ShareExchanges last = median_pass(std::move(mine));
     std::vector<std::int64_t> figures;
@@ -188,7 +181,7 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
                                 kExchangePasses, tally);
     }
     bare = profile_linked_alltoall(link, kGroupRepeats);
-    sum = profile_linked_gradient_sum(link, kGroupRepeats, model_params(spec));
+    sum = profile_linked_gradient_sum(link, kGroupRepeats, spec.total_params());
     all = gathered(mine, link->communicator());
   });
   // Once every rank has left the group (a failure here waits for no one).
