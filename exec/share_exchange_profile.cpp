@@ -1,6 +1,7 @@
 #include "exec/share_exchange_profile.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <vector>
 
@@ -73,14 +74,39 @@ std::vector<ShareExchanges> share_passes(LayerList& layers, const ModelSpec& mod
   return out;
 }
 
+namespace {
+
+// The median over `passes` of what `of` gives.
+template <typename Of>
+SimTime median_of(const std::vector<ShareExchanges>& passes, Of of) {
+  std::vector<SimTime> v;
+  v.reserve(passes.size());
+  for (const ShareExchanges& p : passes) v.push_back(of(p));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
 ShareExchanges median_pass(std::vector<ShareExchanges> passes) {
   if (passes.empty()) throw std::invalid_argument("no passes of the shares' exchanges");
   // The pass of the median time in exchanges: a pass during which other work
   // took a core (the shares then wait for the one that lost it) is left out.
-  std::sort(passes.begin(), passes.end(), [](const ShareExchanges& a, const ShareExchanges& b) {
+  const auto by_exchanges = [](const ShareExchanges& a, const ShareExchanges& b) {
     return a.forward.wall + a.backward.wall < b.forward.wall + b.backward.wall;
-  });
-  return passes[passes.size() / 2];
+  };
+  std::nth_element(passes.begin(), passes.begin() + static_cast<std::ptrdiff_t>(passes.size() / 2),
+                   passes.end(), by_exchanges);
+  ShareExchanges out = passes[passes.size() / 2];
+  // Its compute, each direction's apart, the median of the passes' (that
+  // pass is the median of its exchanges, not of its compute).
+  out.forward_pass = out.forward.wall + median_of(passes, [](const ShareExchanges& p) {
+                       return p.forward_pass - p.forward.wall;
+                     });
+  out.backward_pass = out.backward.wall + median_of(passes, [](const ShareExchanges& p) {
+                        return p.backward_pass - p.backward.wall;
+                      });
+  return out;
 }
 
 ShareExchanges time_share_exchanges(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,

@@ -77,8 +77,10 @@ std::vector<ShareExchanges> share_passes(LayerList& layers, const ModelSpec& mod
                                          std::int64_t batch, std::uint64_t seed, int passes,
                                          CollectiveTally& tally);
 
-// The pass of the median time in exchanges. Throws std::invalid_argument
-// for none.
+// The pass of the median time in exchanges, its forward_pass and
+// backward_pass those exchanges plus the median over the passes of the
+// compute (the pass less its exchanges) in that direction. Throws
+// std::invalid_argument for none.
 ShareExchanges median_pass(std::vector<ShareExchanges> passes);
 
 // Passes of the shares' (or expert ranks') layers of which the median one's

@@ -322,15 +322,27 @@ TEST(Profiler, AGroupsAllToAllLatencyIsWhatItTookBeyondItsBytes) {
   EXPECT_DOUBLE_EQ(in_step_alltoall({1e-6, 1e9}, 2, {}, 0.0, 3).latency_s, 1e-6);
 }
 
-// The last share's passes give the one of the median time in exchanges; a
-// ring's takes are written as their mean times, a heads group's all-to-all
-// as in_step_alltoall over the bare figures (asked for only then).
+// The last share's passes give the one of the median time in exchanges,
+// with the median compute of each direction over all of them; a ring's
+// takes are written as their mean times, a heads group's all-to-all as
+// in_step_alltoall over the bare figures (asked for only then).
 TEST(Profiler, TheSharesFiguresComeFromTheirMedianPass) {
   const auto pass = [](SimTime forward, SimTime backward) {
     return ShareExchanges{{2, forward, 800}, {2, backward, 800}};
   };
   const ShareExchanges m = median_pass({pass(50, 60), pass(10, 90), pass(30, 30)});
   EXPECT_EQ(m.forward.wall, 10);
+  EXPECT_EQ(m.backward.wall, 90);
+  // Compute (pass less exchanges): forward 1000, 3000, 2000; backward 700,
+  // 500, 600. The median exchanges' pass computed the most forward.
+  const auto timed = [](SimTime fx, SimTime fc, SimTime bx, SimTime bc) {
+    return ShareExchanges{{1, fx, 8}, {1, bx, 8}, fx + fc, bx + bc};
+  };
+  const ShareExchanges c =
+      median_pass({timed(50, 1000, 60, 700), timed(10, 3000, 90, 500), timed(30, 2000, 30, 600)});
+  EXPECT_EQ(c.forward.wall, 10);
+  EXPECT_EQ(c.forward_pass, 10 + 2000);
+  EXPECT_EQ(c.backward_pass, 90 + 600);
   EXPECT_THROW(median_pass({}), std::invalid_argument);
   int bare_asked = 0;
   const auto bare = [&bare_asked] {
