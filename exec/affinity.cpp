@@ -47,4 +47,16 @@ std::vector<int> cpus_for_threads(int threads) {
   return cpus;
 }
 
+std::vector<int> cpus_for_groups(int threads, int group) {
+  std::vector<int> fit = cpus_for_threads(threads);
+  if (!fit.empty()) return fit;
+  const std::vector<int> cpus = allowed_cpus();
+  const int n = static_cast<int>(cpus.size());
+  if (threads < 1 || group < 2 || group > n) return {};
+  std::vector<int> out;
+  out.reserve(static_cast<std::size_t>(threads));
+  for (int i = 0; i < threads; ++i) out.push_back(cpus[static_cast<std::size_t>(i % n)]);
+  return out;
+}
+
 }  // namespace pipescope::exec

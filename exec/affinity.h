@@ -31,4 +31,11 @@ int current_cpu();
 // they share cores and the OS time-slices them.
 std::vector<int> cpus_for_threads(int threads);
 
+// The CPU for each of `threads` threads that come in groups of `group`
+// consecutive ones (a stage's ranks, which exchange with each other within
+// its ops): cpus_for_threads(threads) when they fit; otherwise, when a group
+// fits (2 <= group <= the allowed CPUs), thread i on allowed_cpus()[i mod
+// their count], so that no two threads of a group share a core. Else empty.
+std::vector<int> cpus_for_groups(int threads, int group);
+
 }  // namespace pipescope::exec

@@ -93,8 +93,9 @@ void StepRun::start_workers(std::vector<std::thread>& threads) {
   finished_.assign(n, 0);
   // One thread alone has no other to drift onto its core; under MPI it is the
   // rank's, which mpirun binds.
+  const int group = static_cast<int>(transport_.local_group_ranks(core_->group_ranks()).size());
   const std::vector<int> cpus = core_->options.pin_threads && n >= 2
-                                    ? cpus_for_threads(static_cast<int>(n))
+                                    ? cpus_for_groups(static_cast<int>(n), group)
                                     : std::vector<int>{};
   start_gate_ = std::make_unique<std::latch>(static_cast<std::ptrdiff_t>(n));
   try {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -16,7 +17,9 @@
 #include "exec/data.h"
 #include "exec/models.h"
 #include "exec/runtime.h"
+#include "exec/tensor_shard.h"
 #include "sim/engine/schedule.h"
+#include "sim/scenario/stage_range.h"
 
 namespace pipescope::exec {
 namespace {
@@ -67,6 +70,25 @@ TEST(Affinity, OneCoreEachOrNone) {
   EXPECT_TRUE(cpus_for_threads(0).empty());
 }
 
+// Threads in groups (a stage's ranks) that outnumber the cores take the
+// cores in turn, no two of a group on one core; a group of one, or larger
+// than the cores, is left to the OS.
+TEST(Affinity, AGroupsThreadsHaveCoresOfTheirOwnWhenTheyOutnumberTheCores) {
+  const std::vector<int> cpus = allowed_cpus();
+  const int n = static_cast<int>(cpus.size());
+  EXPECT_EQ(cpus_for_groups(n, 2), cpus);  // they fit: one core each
+  if (n < 2) GTEST_SKIP() << "one CPU allowed: no group of two can have a core each";
+  const std::vector<int> shared = cpus_for_groups(2 * n, 2);
+  ASSERT_EQ(shared.size(), static_cast<std::size_t>(2 * n));
+  for (int i = 0; i < 2 * n; ++i) {
+    EXPECT_EQ(shared[static_cast<std::size_t>(i)], cpus[static_cast<std::size_t>(i % n)]) << i;
+  }
+  for (int i = 0; i + 1 < 2 * n; i += 2) EXPECT_NE(shared[i], shared[i + 1]) << i;
+  EXPECT_TRUE(cpus_for_groups(n + 1, 1).empty());
+  EXPECT_TRUE(cpus_for_groups(2 * n + 2, n + 1).empty());
+  EXPECT_TRUE(cpus_for_groups(0, 2).empty());
+}
+
 // The CPUs each device's thread may run on, as it saw them before every op.
 std::map<int, std::vector<std::vector<int>>> cpus_seen(int K, bool pin) {
   std::mutex mu;
@@ -100,6 +122,37 @@ TEST(RuntimeAffinity, EachDeviceThreadHasACoreOfItsOwnWhenThereAreEnough) {
     for (const std::vector<int>& c : each_op) {
       EXPECT_EQ(c, std::vector<int>{cpus[static_cast<std::size_t>(device)]}) << device;
     }
+  }
+}
+
+// A stage of two tensor ranks on each of as many devices as there are
+// cores: twice the threads the cores hold, a device's two ranks each pinned
+// to a core of its own, device d's rank r to core 2d + r (mod the cores).
+TEST(RuntimeAffinity, AStagesRanksComputeOnCoresOfTheirOwnWhenTheyShareTheCores) {
+  const std::vector<int> cpus = allowed_cpus();
+  const int n = static_cast<int>(cpus.size());
+  if (n < 2) GTEST_SKIP() << "one CPU allowed: two ranks cannot have a core each";
+  std::mutex mu;
+  std::map<int, std::set<std::vector<int>>> seen;  // device -> CPUs its threads saw
+  RuntimeOptions options;
+  options.before_op = [&](int device, const Op&) {
+    std::vector<int> c = allowed_cpus();
+    std::lock_guard lock(mu);
+    seen[device].insert(std::move(c));
+  };
+  const ModelSpec spec = testing::tiny_transformer(4);
+  std::vector<std::vector<LayerList>> ranks;
+  for (LayerList& rank : build_tensor_ranks(*spec.transformer, 3, 2)) {
+    const int L = static_cast<int>(rank.size());
+    ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(L, n)));
+  }
+  PipelineRuntime rt(std::move(ranks), build_gpipe(n, 2, Remat::kNever), options);
+  rt.step(synthetic_batch(task_shape(spec), 4, 2, 0, 5));
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(n));
+  for (const auto& [device, each] : seen) {
+    const std::set<std::vector<int>> want{{cpus[static_cast<std::size_t>((2 * device) % n)]},
+                                          {cpus[static_cast<std::size_t>((2 * device + 1) % n)]}};
+    EXPECT_EQ(each, want) << device;
   }
 }
 
