@@ -218,7 +218,7 @@ SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost&
 SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
   if (dp.reducers() <= 1) return 0;
   const GradientSumFigures& sum = dp.measured_sum;
-  if (sum.ranks == dp.reducers()) {
+  if (dp.sums_on_threads()) {
     return seconds_to_simtime(count * sum.latency_s + static_cast<double>(bytes) / sum.bandwidth);
   }
   const double D = dp.reducers();

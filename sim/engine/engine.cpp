@@ -115,7 +115,7 @@ class Engine {
     reduced_.assign(static_cast<std::size_t>(K_), 0);
     for (int s = 0; s < K_; ++s) {
       const StageCost& c = stages_[static_cast<std::size_t>(s)];
-      if (c.allreduce == 0 && c.zero_reduce_scatter == 0) {
+      if ((c.allreduce == 0 || c.allreduce_in_step) && c.zero_reduce_scatter == 0) {
         reduced_[static_cast<std::size_t>(s)] = 1;
       }
       // ZeRO-2/3: the optimizer step waits for a reduce-scatter per backward.
@@ -457,7 +457,7 @@ class Engine {
   // The stage's gradients are complete: sum them across the replicas.
   void all_reduce(int stage) {
     const StageCost& c = stages_[static_cast<std::size_t>(stage)];
-    if (c.allreduce == 0) return;
+    if (c.allreduce == 0 || c.allreduce_in_step) return;  // the step sums them (op_collectives)
     // Under ZeRO-1 the slot holds the reduce-scatter that the step's
     // all-gather (zero_step_gather) completes.
     const ReplicaCollective what =

@@ -403,6 +403,9 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
     c.allreduce_with_backward = scenario.training.framework.overlap_grad_reduce;
     if (zero == 0) {
       c.allreduce = both([](const DataParallel& d, Bytes b) { return allreduce_time(d, b); });
+      // The CPU executor's ranks sum the gradients they share on their
+      // threads (their experts' are their own).
+      c.allreduce_in_step = dp.sums_on_threads() && (expert_bytes == 0 || experts.reducers() <= 1);
       continue;
     }
     const SimTime gather = step_gather(scenario, dp, c);

@@ -66,6 +66,11 @@ struct DataParallel {
   // at T = 1 (Profile::gradient_sum), which times their all-reduce
   // (allreduce_time) in place of the ring's links; ranks 0: none.
   GradientSumFigures measured_sum;
+  // Whether allreduce_time takes measured_sum: the CPU executor's ranks sum
+  // their gradients on their own threads, in the optimizer op.
+  bool sums_on_threads() const {
+    return measured_sum.ranks > 1 && measured_sum.ranks == reducers();
+  }
   // The nodes spanned by the D / E replicas that hold the same experts
   // (replicas 0, E, 2E, ...), whose ring reduces their gradients.
   int expert_ring_nodes = 1;

@@ -83,8 +83,10 @@ OpCollectives op_collectives(const StageCost& c, OpKind kind) {
               c.ep_bytes,
               c.cp_backward,
               c.cp_backward_bytes};
-    case OpKind::kWeight:
     case OpKind::kOptimizer:
+      if (c.allreduce_in_step) return {c.allreduce, c.grad_bytes, 0, 0, 0, 0};
+      break;
+    case OpKind::kWeight:
       break;
   }
   return {};

@@ -53,6 +53,12 @@ struct StageCost {
   // gradients bucket by bucket as they are produced
   // (Framework::overlap_grad_reduce). The optimizer step still waits for it.
   bool allreduce_with_backward = false;
+  // The all-reduce is the stage's own work, done at its optimizer step, as
+  // the CPU executor's ranks sum their gradients on their threads
+  // (DataParallel::sums_on_threads): the step takes it as its collective
+  // (op_collectives), the device computes nothing else meanwhile, and where
+  // devices share cores it holds one. Not on the link to the replicas.
+  bool allreduce_in_step = false;
   // ZeRO stages 2 and 3 over the replicas (sim/engine/zero.h), in place of
   // `allreduce`: ns, the reduce-scatter of the stage's gradients after each
   // backward (W when split); stage 2's all-gather of the updated weights after
@@ -165,8 +171,9 @@ std::vector<StageCost> compute_stage_costs(const ModelSpec& model,
 // The collectives an op of kind `kind` of stage `c` runs after its compute,
 // in this order, and their bytes: the tensor-parallel ones (with the
 // all-gathers of a split cut), the expert-parallel all-to-alls, the
-// context-parallel exchanges (the backward's twice the bytes). None for W
-// and the optimizer.
+// context-parallel exchanges (the backward's twice the bytes). None for W;
+// for the optimizer, the stage's all-reduce as `tensor` where the step does
+// it (allreduce_in_step), none otherwise.
 struct OpCollectives {
   SimTime tensor = 0;
   Bytes tensor_bytes = 0;

@@ -85,9 +85,9 @@ TEST(ContextParallelCompare, TheSharesTakeTheSlowdownTheirPassesMeasured) {
             1250000);
 }
 
-// The shares' gradient sum, recorded after the optimizer's op as the
-// runtime records it, is its own row against the predicted reduction, and
-// the replay takes it in place of the prediction's.
+// The shares' gradient sum is the optimizer op's, after its compute, in the
+// prediction as the runtime records it: its own row against the predicted
+// reduction, and the replay takes the measured one in place of it.
 TEST(ContextParallelCompare, TheOptimizersCollectivesAreTheSharesGradientSum) {
   const ModelSpec m = share(false);
   const Plan plan = context_plan(m, false);
@@ -97,17 +97,19 @@ TEST(ContextParallelCompare, TheOptimizersCollectivesAreTheSharesGradientSum) {
   const SimResult r = predicted(sc, plan);
   const SimTime reduce = r.stage_costs.front().allreduce;
   ASSERT_GT(reduce, 0);
+  EXPECT_TRUE(r.stage_costs.front().allreduce_in_step);
   StepResult step = as_measured(r, 1.0, 1.0);
   const auto optimizer =
       std::find_if(step.timeline.events.begin(), step.timeline.events.end(),
                    [](const TimelineEvent& e) { return e.kind == EventKind::kOptimizer; });
   ASSERT_NE(optimizer, step.timeline.events.end());
-  TimelineEvent sum = *optimizer;
-  sum.lane = Lane::kTensor;
-  sum.kind = EventKind::kTensorAllReduce;
-  sum.start = optimizer->end;
-  sum.end = sum.start + 3 * reduce;
-  step.timeline.events.push_back(sum);
+  const auto sum = std::find_if(
+      step.timeline.events.begin(), step.timeline.events.end(), [&](const TimelineEvent& e) {
+        return e.lane == Lane::kTensor && e.stage == optimizer->stage && e.start == optimizer->end;
+      });
+  ASSERT_NE(sum, step.timeline.events.end());
+  EXPECT_EQ(sum->end - sum->start, reduce);
+  sum->end = sum->start + 3 * reduce;  // measured three times as long
   const Comparison c = compare_run(sc, plan, {step}, 0);
   const auto row = std::find_if(c.per_op.begin(), c.per_op.end(), [](const OpComparison& op) {
     return op.kind == "optimizer collectives";

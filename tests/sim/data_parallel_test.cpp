@@ -232,5 +232,49 @@ TEST(DataParallel, LastStagesAllReduceOverlapsTheFirstStagesBackward) {
   EXPECT_EQ(read, 2u);
 }
 
+// The CPU executor's ranks sum their gradients on their own threads, in the
+// optimizer op (a measured sum of the ring's 2 ranks: 1 us + 800 B at 0.1
+// GB/s, a = 9 us): the step takes it as its collective, not the link. With
+// a core each, the step is as long as with the sum on the link; where the
+// two stages share one core, stage 0's backward waits for stage 1's step and
+// its sum, which the link would have run beside it.
+TEST(DataParallel, AGradientSumOnTheRanksThreadsIsTheStepsAndHoldsItsCore) {
+  const Scenario whole = dp_scenario(4, 4, 4, 1);
+  SimConfig cfg;
+  cfg.stages = 2;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, 2, 2);
+  Scenario replica = replica_scenario(whole, 2, 2);
+  const SimResult on_link = simulate(replica, cfg);
+  EXPECT_FALSE(on_link.stage_costs[1].allreduce_in_step);
+  cfg.data_parallel.measured_sum = {2, 1e-6, 1e8};
+  const SimTime tf = 4000, tb = 8000, hop = 2000, a = 9000;
+  const SimResult own = simulate(replica, cfg);
+  ASSERT_TRUE(own.stage_costs[1].allreduce_in_step);
+  EXPECT_EQ(own.stage_costs[1].allreduce, a);
+  const SimTime opt = own.stage_costs[0].optimizer;
+  EXPECT_EQ(own.metrics.step_time, 2 * tf + 2 * tb + 2 * hop + a + opt);
+  // Each sum on its device's tensor lane, right after its optimizer's compute;
+  // none on the link.
+  int sums = 0;
+  for (const TimelineEvent& e : own.timeline.events) {
+    EXPECT_NE(e.kind, EventKind::kAllReduce);
+    if (e.lane != Lane::kTensor) continue;
+    ++sums;
+    EXPECT_EQ(e.end - e.start, a);
+    EXPECT_EQ(e.bytes, 800);
+    for (const TimelineEvent& o : own.timeline.events) {
+      if (o.kind == EventKind::kOptimizer && o.stage == e.stage) EXPECT_EQ(o.end, e.start);
+    }
+  }
+  EXPECT_EQ(sums, 2);
+  replica.cluster.shared_cores = 1;
+  EXPECT_EQ(simulate(replica, cfg).metrics.step_time, 2 * tf + 2 * tb + hop + 2 * (opt + a));
+  // On the link, the ring's own time (2 x 2400 ns) runs beside the backward.
+  cfg.data_parallel.measured_sum = {};
+  const SimTime ring = on_link.stage_costs[1].allreduce;
+  EXPECT_EQ(ring, 2 * 2400);
+  EXPECT_EQ(simulate(replica, cfg).metrics.step_time, 2 * tf + 2 * tb + 2 * hop + ring + opt);
+}
+
 }  // namespace
 }  // namespace pipescope
