@@ -104,23 +104,29 @@ struct ContextRingFigures {
   std::int64_t micro_batch = 0;  // sequences the shares' layers ran on
 };
 
-// How much slower a stage's C context shares compute while all of them run
-// their layers at once, as the shares' passes ran them on the CPU
-// (exec/share_exchange_profile.h: `ranks` threads or MPI processes, each its
-// own copy of the share's layers): the last share's forward, less its
-// exchanges, over the profile's times of those layers' forwards alone (that
-// keep their stashes), and its backward likewise, at `micro_batch`
-// sequences. Each share's thread runs every layer of its stage, where the
+// How much slower a stage's C context shares (or E expert ranks) compute
+// while all of them run their layers at once, as their passes ran them on
+// the CPU (exec/share_exchange_profile.h, exec/expert_load_profile.h:
+// `ranks` threads or MPI processes, each its own copy of the share's or
+// rank's layers): the last share's forward less its exchanges (the expert
+// ranks' mean, a rank of the mean load, less their all-to-alls), the median
+// over the passes, over the profile's times of those layers' forwards alone
+// (that keep their stashes), and its backward likewise, at `micro_batch`
+// sequences. Each thread runs every layer of its stage, where the
 // concurrency slowdown of as many cores has each thread run a part of them
 // (as pipeline stages do), which leaves the caches less contended. A CPU
-// simulation of that many shares at T = 1 and that micro-batch size
-// stretches their forwards (and recomputes) and backwards by them
-// (compare's). ranks 0: not measured.
+// simulation of that many shares (expert ranks) at T = 1 and that
+// micro-batch size stretches their forwards (and recomputes) and backwards
+// by them (compare's). ranks 0: not measured.
 struct GroupSlowdownFigures {
   int ranks = 0;
   double forward = 1.0;
   double backward = 1.0;
   std::int64_t micro_batch = 0;
+  // The group is E expert ranks (exec/expert_load_profile.h: each rank's
+  // passes less their all-to-alls, the ranks' mean, over the layers of a
+  // rank of the mean load alone), not C context shares.
+  bool experts = false;
 };
 
 // The expert ranks' routed load as their layers ran it on the CPU, measured

@@ -27,20 +27,21 @@ double slowdown_of(const Profile& p, int n) {
   return s[static_cast<std::size_t>(std::min<int>(n, static_cast<int>(s.size())) - 1)];
 }
 
-// The profile as groups of `ranks` cores see it (a stage's T x C ranks):
-// every op of a group runs while its ranks compute at once, so its layer
-// times take the slowdown of that many cores, or, for C shares at T = 1 and
-// the plan's `micro_batch`, the one the profile measured as the shares run
-// (group_slowdown: each share's thread runs all of its stage's layers); n
-// groups computing are n times as many cores. The split backward's B and W
+// The profile as groups of `ranks` cores see it (a stage's T x C x E
+// ranks): every op of a group runs while its ranks compute at once, so its
+// layer times take the slowdown of that many cores, or, for C shares or E
+// expert ranks at T = 1 and the plan's `micro_batch`, the one the profile
+// measured as they run (group_slowdown: each rank's thread runs all of its
+// stage's layers); n groups computing are n times as many cores. The split backward's B and W
 // keep their times when the profile timed them as a stage runs them, as the
 // simulator keeps them (their operands are out of the caches already). The
 // optimizer step takes the slowdown the profile measured with the T tensor
 // ranks stepping at once.
-Profile group_profile(Profile p, int ranks, int T, std::int64_t micro_batch) {
+Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t micro_batch) {
   const double cores = slowdown_of(p, ranks);
   const GroupSlowdownFigures& g = p.group_slowdown;
-  const bool measured = T == 1 && g.ranks == ranks && g.micro_batch == micro_batch;
+  const bool measured =
+      T == 1 && g.ranks == ranks && g.experts == experts && g.micro_batch == micro_batch;
   const double forward = measured ? g.forward : cores;
   const double backward = measured ? g.backward : cores;
   const auto stretch = [](std::vector<SimTime>& times, double f) {
@@ -117,10 +118,11 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   const int E = plan.expert_parallel;
   sc.training.expert_parallel = E;
   sc.training.expert_parallel_given = E > 1;
-  // The T x C ranks of a group compute at once.
-  if (profile && T * C > 1) {
-    profile =
-        std::make_shared<const Profile>(group_profile(*profile, T * C, T, plan.micro_batch_size));
+  // The T x C x E ranks of a group compute at once (the simulation runs one
+  // of the E replicas).
+  if (profile && T * C * E > 1) {
+    profile = std::make_shared<const Profile>(
+        group_profile(*profile, T * C * E, T, E > 1, plan.micro_batch_size));
   }
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;

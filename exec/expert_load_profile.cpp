@@ -112,10 +112,13 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
     const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
     ExpertTally tally;
     const ExpertScope experts(tally);
-    group.reset();
-    step_pass(layers, mine.input, ctx, [] {});
+    const ShareExchanges pass = timed_forward_and_backward(layers, mine, ctx, group);
     out.calls.push_back(std::move(tally.calls));
-    out.alltoalls.push_back({group.count, group.wall, group.bytes});
+    ExchangeTimes both = pass.forward;
+    both += pass.backward;
+    out.alltoalls.push_back(both);
+    out.compute.push_back(
+        {pass.forward_pass - pass.forward.wall, pass.backward_pass - pass.backward.wall});
   }
   return out;
 }
@@ -125,18 +128,24 @@ ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks,
   if (ranks.size() < 2) throw std::invalid_argument("an expert load needs 2 or more ranks");
   const std::size_t passes = ranks.front().calls.size();
   for (const ExpertRankPasses& r : ranks) {
-    if (r.calls.size() != passes || r.alltoalls.size() != passes || passes < 2) {
+    if (r.calls.size() != passes || r.alltoalls.size() != passes || r.compute.size() != passes ||
+        passes < 2) {
       throw std::invalid_argument("the expert ranks' passes do not pair up");
     }
   }
   std::vector<ExpertLoadTiming> kept;
+  const auto n = static_cast<SimTime>(ranks.size());
   for (std::size_t p = 1; p < passes; ++p) {  // the first warms up
     std::vector<std::vector<ExpertTally::Call>> calls;
     ExpertLoadTiming t;
     for (const ExpertRankPasses& r : ranks) {
       calls.push_back(r.calls[p]);
       t.alltoalls += r.alltoalls[p];
+      t.forward_compute += r.compute[p][0];
+      t.backward_compute += r.compute[p][1];
     }
+    t.forward_compute /= n;
+    t.backward_compute /= n;
     t.load = expert_load_of(calls);
     t.load_waits_s = static_cast<double>(ranks.size()) * load_waits_s(t.load, calls.front());
     kept.push_back(t);
@@ -159,8 +168,22 @@ ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks,
   });
   out.alltoalls = exchanges.alltoalls;
   out.load_waits_s = exchanges.load_waits_s;
+  // Each direction's compute, the median over the passes apart.
+  out.forward_compute =
+      median_by([](const ExpertLoadTiming& t) { return t.forward_compute; }).forward_compute;
+  out.backward_compute =
+      median_by([](const ExpertLoadTiming& t) { return t.backward_compute; }).backward_compute;
   out.load.micro_batch = batch;
   return out;
+}
+
+void write_expert_figures(Profile& profile, const ModelSpec& model, const ExpertLoadTiming& t,
+                          std::int64_t batch, const TransportFigures& bare) {
+  const int E = model.expert_parallel;
+  profile.expert_load = t.load;
+  profile.alltoall_group = in_step_alltoall(bare, E, t.alltoalls, t.load_waits_s, batch, true);
+  keep_group_slowdown(profile, group_compute_slowdown(profile, model, E, t.forward_compute,
+                                                      t.backward_compute, batch, true));
 }
 
 ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,

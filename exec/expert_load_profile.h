@@ -10,6 +10,7 @@
 // rank), so a run's mixtures take longer than its profile by what the
 // busiest rank's experts take beyond it.
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -42,15 +43,22 @@ struct ExpertLoadTiming {
   // part (the ranks' mean wait is the busiest's time over the mean), times
   // the ranks.
   double load_waits_s = 0.0;
+  // The ranks' compute in a pass, a forward's and a backward's time less
+  // their all-to-alls (the waits for the busiest rank with them), the ranks'
+  // mean (a rank of the mean load), the median over the passes; ns.
+  SimTime forward_compute = 0;
+  SimTime backward_compute = 0;
 };
 ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
                                   int passes);
 
 // What one expert rank's passes counted: [pass] (the first warms up) its
-// mixture calls (ExpertTally) and its all-to-alls.
+// mixture calls (ExpertTally), its all-to-alls, and its forward's and
+// backward's times less their all-to-alls (ns).
 struct ExpertRankPasses {
   std::vector<std::vector<ExpertTally::Call>> calls;
   std::vector<ExchangeTimes> alltoalls;
+  std::vector<std::array<SimTime, 2>> compute;
 };
 
 // Rank e's passes over `layers` (its list of build_expert_ranks), as
@@ -66,10 +74,19 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
 
 // time_expert_load's figures from every rank's passes (ranks[e] rank e's, all
 // of as many passes, at least 2): the load of the pass of the median extra
-// time, and the all-to-alls and the ranks' waits for the busiest of the
-// pass of the median time in all-to-alls beyond those waits. Throws
+// time, the all-to-alls and the ranks' waits for the busiest of the pass of
+// the median time in all-to-alls beyond those waits, and the median of the
+// passes' compute. Throws
 // std::invalid_argument for fewer than 2 ranks or passes that do not pair up.
 ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch);
+
+// Writes the expert ranks' figures `t` of `model` at micro-batch `batch`
+// into `profile`: their load (expert_load), their all-to-all
+// (alltoall_group: in_step_alltoall over the bare group's figures `bare`),
+// and, where `profile` has the layers' times alone, how much slower the
+// ranks computed among each other (group_slowdown, keep_group_slowdown).
+void write_expert_figures(Profile& profile, const ModelSpec& model, const ExpertLoadTiming& t,
+                          std::int64_t batch, const TransportFigures& bare);
 
 // One pass's calls, rank by rank: calls[e] is rank e's ExpertTally calls,
 // every rank's in the same order. Returns the figures of the pass (ranks,

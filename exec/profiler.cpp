@@ -483,9 +483,7 @@ void ModelProfiler::State::add_expert_figures(Profile& p) const {
     return;
   }
   const ExpertLoadTiming t = time_expert_load(spec, batch, options.seed, kExchangePasses);
-  p.expert_load = t.load;
-  p.alltoall_group = in_step_alltoall(profile_group_alltoall(E, kGroupRepeats), E, t.alltoalls,
-                                      t.load_waits_s, batch, true);
+  write_expert_figures(p, spec, t, batch, profile_group_alltoall(E, kGroupRepeats));
 }
 
 void ModelProfiler::State::add_gradient_sum(Profile& p) const {

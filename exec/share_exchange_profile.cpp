@@ -15,12 +15,8 @@
 
 namespace pipescope::exec {
 
-namespace {
-
-// One F and one B of `layers` on a share's rows, as a step runs them: what
-// `tally` counted in each, and each one's time.
-ShareExchanges forward_and_backward(LayerList& layers, const MicroBatch& mine, const Context& ctx,
-                                    CollectiveTally& tally) {
+ShareExchanges timed_forward_and_backward(LayerList& layers, const MicroBatch& mine,
+                                          const Context& ctx, CollectiveTally& tally) {
   const auto taken = [&tally] { return ExchangeTimes{tally.count, tally.wall, tally.bytes}; };
   ShareExchanges out;
   tally.reset();
@@ -40,6 +36,8 @@ ShareExchanges forward_and_backward(LayerList& layers, const MicroBatch& mine, c
       });
   return out;
 }
+
+namespace {
 
 // Throws std::invalid_argument unless `model` is one share of a transformer
 // at T = E = 1 and passes >= 1.
@@ -68,7 +66,7 @@ std::vector<ShareExchanges> share_passes(LayerList& layers, const ModelSpec& mod
         whole_batch(task, static_cast<int>(batch), static_cast<std::uint64_t>(p), seed);
     const MicroBatch rows = share_of(whole, c, C);
     const Context ctx = share_context(rows, c, C, std::int64_t{whole.batch} * whole.seq);
-    const ShareExchanges pass = forward_and_backward(layers, rows, ctx, tally);
+    const ShareExchanges pass = timed_forward_and_backward(layers, rows, ctx, tally);
     if (p > 0) out.push_back(pass);  // the first pass warms up
   }
   return out;
@@ -135,8 +133,9 @@ GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
           batch};
 }
 
-GroupSlowdownFigures share_compute_slowdown(const Profile& profile, const ModelSpec& model,
-                                            const ShareExchanges& in_step, std::int64_t batch) {
+GroupSlowdownFigures group_compute_slowdown(const Profile& profile, const ModelSpec& model,
+                                            int ranks, SimTime forward_ns, SimTime backward_ns,
+                                            std::int64_t batch, bool experts) {
   double forward = 0.0;
   double backward = 0.0;
   for (const LayerSpec& layer : model.layers) {
@@ -145,20 +144,28 @@ GroupSlowdownFigures share_compute_slowdown(const Profile& profile, const ModelS
     forward += static_cast<double>(interpolate_time(e->batch_sizes, e->recompute, batch));
     backward += static_cast<double>(interpolate_time(e->batch_sizes, e->backward, batch));
   }
-  const auto ns = [](SimTime t) { return static_cast<double>(t); };
-  const double f = ns(in_step.forward_pass - in_step.forward.wall);
-  const double b = ns(in_step.backward_pass - in_step.backward.wall);
-  if (!(forward > 0.0 && backward > 0.0 && f > 0.0 && b > 0.0)) return {};
-  return {model.context_parallel, f / forward, b / backward, batch};
+  const auto f = static_cast<double>(forward_ns), b = static_cast<double>(backward_ns);
+  if (!(ranks > 1 && forward > 0.0 && backward > 0.0 && f > 0.0 && b > 0.0)) return {};
+  return {ranks, f / forward, b / backward, batch, experts};
+}
+
+GroupSlowdownFigures share_compute_slowdown(const Profile& profile, const ModelSpec& model,
+                                            const ShareExchanges& in_step, std::int64_t batch) {
+  return group_compute_slowdown(profile, model, model.context_parallel,
+                                in_step.forward_pass - in_step.forward.wall,
+                                in_step.backward_pass - in_step.backward.wall, batch, false);
+}
+
+void keep_group_slowdown(Profile& profile, const GroupSlowdownFigures& g) {
+  if (g.ranks > 1 && plausible_slowdown(g.forward) && plausible_slowdown(g.backward)) {
+    profile.group_slowdown = g;
+  }
 }
 
 void write_context_figures(Profile& profile, const ModelSpec& model, const ShareExchanges& in_step,
                            std::int64_t batch, const std::function<TransportFigures()>& bare) {
   const int C = model.context_parallel;
-  const GroupSlowdownFigures g = share_compute_slowdown(profile, model, in_step, batch);
-  if (g.ranks > 1 && plausible_slowdown(g.forward) && plausible_slowdown(g.backward)) {
-    profile.group_slowdown = g;
-  }
+  keep_group_slowdown(profile, share_compute_slowdown(profile, model, in_step, batch));
   if (!model.context_by_heads) {
     profile.context_ring = {C, in_step.forward.mean_s(), in_step.backward.mean_s(), batch};
     return;

@@ -101,13 +101,31 @@ GroupAllToAllFigures in_step_alltoall(const TransportFigures& bare, int ranks,
                                       const ExchangeTimes& in_step, double other_waits_s,
                                       std::int64_t batch, bool experts = false);
 
-// How much slower the share computed in its pass `in_step` (its forward and
-// its backward, each less its exchanges) than `profile`'s figures of the
-// layers of `model` alone at `batch` (forwards that keep their stashes, and
-// backwards); ranks 0 when the profile lacks a layer or a part timed
-// nothing.
+// One forward and one backward of `layers` on `mine` as a step runs them:
+// what `tally` (the calling thread's installed one) counted in each, and
+// each one's time.
+struct MicroBatch;  // exec/runtime.h
+ShareExchanges timed_forward_and_backward(LayerList& layers, const MicroBatch& mine,
+                                          const Context& ctx, CollectiveTally& tally);
+
+// How much slower a group of `ranks` computed (`forward_ns` and
+// `backward_ns`: a forward's and a backward's time less their exchanges)
+// than `profile`'s figures of the layers of `model` alone at `batch`
+// (forwards that keep their stashes, and backwards); `experts` as
+// GroupSlowdownFigures has it. ranks 0 when the profile lacks a layer or a
+// part timed nothing.
+GroupSlowdownFigures group_compute_slowdown(const Profile& profile, const ModelSpec& model,
+                                            int ranks, SimTime forward_ns, SimTime backward_ns,
+                                            std::int64_t batch, bool experts);
+
+// group_compute_slowdown of the shares from the share's pass `in_step` (its
+// forward and its backward, each less its exchanges).
 GroupSlowdownFigures share_compute_slowdown(const Profile& profile, const ModelSpec& model,
                                             const ShareExchanges& in_step, std::int64_t batch);
+
+// Sets profile.group_slowdown to `g` where it was measured (ranks > 1) and
+// both its figures are plausible (plausible_slowdown); leaves it otherwise.
+void keep_group_slowdown(Profile& profile, const GroupSlowdownFigures& g);
 
 // Writes the shares' figures from the last share's median pass `in_step` of
 // `model` at micro-batch `batch` into `profile`: the ring's takes

@@ -32,8 +32,8 @@ ExchangeTimes unpack(const std::int64_t* v) {
 }
 
 // One rank's passes as integers: the passes, then each pass's calls (their
-// count, then backward, rows, wall of each) and its all-to-alls (count,
-// wall, bytes).
+// count, then backward, rows, wall of each), its all-to-alls (count, wall,
+// bytes) and its compute (forward, backward).
 std::vector<std::int64_t> packed(const ExpertRankPasses& r) {
   std::vector<std::int64_t> out{static_cast<std::int64_t>(r.calls.size())};
   for (std::size_t p = 0; p < r.calls.size(); ++p) {
@@ -42,6 +42,7 @@ std::vector<std::int64_t> packed(const ExpertRankPasses& r) {
       out.insert(out.end(), {c.backward ? 1 : 0, c.rows, c.wall});
     }
     pack(r.alltoalls[p], out);
+    out.insert(out.end(), {r.compute[p][0], r.compute[p][1]});
   }
   return out;
 }
@@ -59,6 +60,9 @@ ExpertRankPasses unpacked(const std::vector<std::int64_t>& v, std::size_t& at) {
     if (at + 3 > v.size()) throw std::out_of_range("the expert ranks' passes were cut short");
     r.alltoalls.push_back(unpack(&v[at]));
     at += 3;
+    if (at + 2 > v.size()) throw std::out_of_range("the expert ranks' passes were cut short");
+    r.compute.push_back({v[at], v[at + 1]});
+    at += 2;
   }
   return r;
 }
@@ -186,9 +190,7 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
   });
   // Once every rank has left the group (a failure here waits for no one).
   if (MpiSession::rank() == 0) {
-    const ExpertLoadTiming t = expert_load_timing(all, batch);
-    profile.expert_load = t.load;
-    profile.alltoall_group = in_step_alltoall(bare, E, t.alltoalls, t.load_waits_s, batch, true);
+    write_expert_figures(profile, spec, expert_load_timing(all, batch), batch, bare);
     profile.gradient_sum = {E, sum.latency_s, sum.bandwidth};
   }
 }

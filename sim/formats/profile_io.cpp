@@ -140,19 +140,25 @@ GradientSumFigures read_gradient_sum(ObjectReader r) {
   return f;
 }
 
+// A group's `group` field: true for the expert ranks, false (and absent)
+// for the context shares.
+bool read_group_kind(ObjectReader& r) {
+  return opt_choice(
+             r, "group", "group",
+             [](std::string_view g) -> std::optional<bool> {
+               if (g == "context") return false;
+               if (g == "experts") return true;
+               return std::nullopt;
+             },
+             "context, experts")
+      .value_or(false);
+}
+
 // A group's all-to-all under its ranks at once.
 GroupAllToAllFigures read_alltoall_group(ObjectReader r) {
   GroupAllToAllFigures a;
   // Profiles before the expert ranks' had the context shares' alone.
-  a.experts = opt_choice(
-                  r, "group", "group",
-                  [](std::string_view g) -> std::optional<bool> {
-                    if (g == "context") return false;
-                    if (g == "experts") return true;
-                    return std::nullopt;
-                  },
-                  "context, experts")
-                  .value_or(false);
+  a.experts = read_group_kind(r);
   read_group_link(r, a);
   a.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
   r.finish();
@@ -173,9 +179,11 @@ ContextRingFigures read_context_ring(ObjectReader r) {
   return f;
 }
 
-// The shares' compute slowdown as their passes ran them.
+// A group's compute slowdown as its passes ran them.
 GroupSlowdownFigures read_group_slowdown(ObjectReader r) {
   GroupSlowdownFigures f;
+  // Profiles before the expert ranks' had the context shares' alone.
+  f.experts = read_group_kind(r);
   f.ranks = static_cast<int>(r.integer("ranks", IntRange{2, 1 << 16}));
   for (const auto& [key, value] :
        {std::pair{"forward", &f.forward}, std::pair{"backward", &f.backward}}) {
@@ -291,7 +299,8 @@ json profile_to_json(const Profile& profile) {
   }
   if (profile.group_slowdown.ranks > 1) {
     const GroupSlowdownFigures& g = profile.group_slowdown;
-    doc["group_slowdown"] = {{"ranks", g.ranks},
+    doc["group_slowdown"] = {{"group", g.experts ? "experts" : "context"},
+                             {"ranks", g.ranks},
                              {"forward", g.forward},
                              {"backward", g.backward},
                              {"micro_batch", g.micro_batch}};

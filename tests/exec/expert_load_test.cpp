@@ -85,6 +85,12 @@ TEST(ExpertLoad, TheRanksPassesCombineAtTheMedianPass) {
          {std::pair<SimTime, SimTime>{9, 90000}, {1, 30000}, {3, 50000}, {2, 10000}}) {
       r.calls.push_back({{false, rows, scale * 100 * rows}, {true, rows, scale * 200 * rows}});
       r.alltoalls.push_back({4, alltoalls, 800});
+      // Compute: in the passes after the first, the ranks' (rows 30 and 10)
+      // mean forward 20 000 x (1, 3, 2) ns and backward 25 000 x (3, 1, 2).
+      r.compute.push_back({scale * 1000 * rows, (scale == 1   ? 3
+                                                 : scale == 3 ? 1
+                                                              : scale) *
+                                                    1250 * rows});
     }
     return r;
   };
@@ -98,6 +104,10 @@ TEST(ExpertLoad, TheRanksPassesCombineAtTheMedianPass) {
   EXPECT_EQ(t.alltoalls.wall, 60000);
   EXPECT_EQ(t.alltoalls.bytes, 1600);
   EXPECT_NEAR(t.load_waits_s, 2 * (1e-6 + 2e-6), 1e-15);
+  // Each direction's median over the passes of the ranks' mean compute,
+  // apart from the passes the load and the all-to-alls came from.
+  EXPECT_EQ(t.forward_compute, 2 * 20000);
+  EXPECT_EQ(t.backward_compute, 2 * 25000);
   ExpertRankPasses short_of_one = rank(10);
   short_of_one.calls.pop_back();
   EXPECT_THROW(expert_load_timing({rank(30), short_of_one}, 4), std::invalid_argument);
@@ -158,9 +168,14 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
     // and their gradient sum before the step.
     EXPECT_EQ(asked.gradient_sum.ranks, 2);
     EXPECT_GT(asked.gradient_sum.bandwidth, 0.0);
+    // and their compute among each other.
+    EXPECT_EQ(asked.group_slowdown.ranks, 2);
+    EXPECT_TRUE(asked.group_slowdown.experts);
+    EXPECT_EQ(asked.group_slowdown.micro_batch, 4);
   }
   o.expert_ranks = 0;
   const Profile not_asked = profile_model(expert_rank(2), o);
+  EXPECT_EQ(not_asked.group_slowdown.ranks, 0);
   EXPECT_EQ(not_asked.expert_load.ranks, 0);
   EXPECT_EQ(not_asked.alltoall_group.ranks, 0);
   EXPECT_EQ(not_asked.gradient_sum.ranks, 0);
@@ -186,6 +201,36 @@ TEST(ExpertLoad, TheRanksSumTheirSharedGradientsAsTheProfileMeasured) {
   ASSERT_GT(c.expert_params, 0);
   const double shared = static_cast<double>(c.params - c.expert_params) * sizeof(float);
   EXPECT_NEAR(simtime_to_seconds(c.allreduce), 30e-6 + shared / 2e9, 1e-8);
+}
+
+// The ranks compute as slowly among each other as the profile measured
+// them at the plan's micro-batch size: forwards and recomputes its forward
+// figure, backwards its backward. The shares' figure, or one measured at
+// another size, leaves the ops at the cores' slowdown.
+TEST(ExpertLoad, TheRanksTakeTheSlowdownTheirPassesMeasured) {
+  const ModelSpec m = expert_rank(2);
+  const Plan plan = expert_plan(m);
+  auto p = std::make_shared<Profile>(*known_profile(m, 4));
+  p->concurrency_slowdown = {1.0, 1.25};
+  const LayerProfile& alone = p->layers.back();
+  const auto first = [](const std::vector<SimTime>& t) { return static_cast<double>(t.front()); };
+  const double forward = first(alone.forward), recompute = first(alone.recompute),
+               backward = first(alone.backward);
+  const auto layer = [&](const GroupSlowdownFigures& g) {
+    p->group_slowdown = g;
+    return cpu_scenario(plan, m, p, "known.json").cluster.profile->layers.back();
+  };
+  const LayerProfile measured = layer({2, 1.4, 1.6, plan.micro_batch_size, true});
+  EXPECT_NEAR(first(measured.forward), 1.4 * forward, 1.0);
+  EXPECT_NEAR(first(measured.recompute), 1.4 * recompute, 1.0);
+  EXPECT_NEAR(first(measured.backward), 1.6 * backward, 1.0);
+  for (const GroupSlowdownFigures& other :
+       {GroupSlowdownFigures{2, 1.4, 1.6, plan.micro_batch_size, false},
+        GroupSlowdownFigures{2, 1.4, 1.6, 2 * plan.micro_batch_size, true}}) {
+    const LayerProfile cores = layer(other);
+    EXPECT_NEAR(first(cores.forward), 1.25 * forward, 1.0);
+    EXPECT_NEAR(first(cores.backward), 1.25 * backward, 1.0);
+  }
 }
 
 // The prediction of an E plan's replica, its timeline kept.

@@ -263,7 +263,9 @@ TEST(DataParallel, AGradientSumOnTheRanksThreadsIsTheStepsAndHoldsItsCore) {
     EXPECT_EQ(e.end - e.start, a);
     EXPECT_EQ(e.bytes, 800);
     for (const TimelineEvent& o : own.timeline.events) {
-      if (o.kind == EventKind::kOptimizer && o.stage == e.stage) EXPECT_EQ(o.end, e.start);
+      if (o.kind == EventKind::kOptimizer && o.stage == e.stage) {
+        EXPECT_EQ(o.end, e.start);
+      }
     }
   }
   EXPECT_EQ(sums, 2);

@@ -269,18 +269,28 @@ TEST(ProfileIo, GroupSlowdown) {
   EXPECT_FALSE(profile_to_json(p).contains("group_slowdown"));
   p.group_slowdown = GroupSlowdownFigures{2, 1.25, 1.5, 4};
   const json doc = profile_to_json(p);
-  EXPECT_EQ(doc["group_slowdown"], json::parse(R"({"ranks": 2, "forward": 1.25,
+  EXPECT_EQ(doc["group_slowdown"], json::parse(R"({"group": "context", "ranks": 2, "forward": 1.25,
                                                    "backward": 1.5, "micro_batch": 4})"));
   const GroupSlowdownFigures q = profile_from_json(doc, "p.json").group_slowdown;
   EXPECT_EQ(q.ranks, 2);
   EXPECT_EQ(q.forward, 1.25);
   EXPECT_EQ(q.backward, 1.5);
   EXPECT_EQ(q.micro_batch, 4);
+  EXPECT_FALSE(q.experts);
+  // The expert ranks' say so; a file without the field is the shares'.
+  p.group_slowdown.experts = true;
+  json experts = profile_to_json(p);
+  EXPECT_EQ(experts["group_slowdown"]["group"], "experts");
+  EXPECT_TRUE(profile_from_json(experts, "p.json").group_slowdown.experts);
+  experts["group_slowdown"].erase("group");
+  EXPECT_FALSE(profile_from_json(experts, "p.json").group_slowdown.experts);
   const auto with = [&](const std::string& pointer, const json& value) {
     json d = doc;
     d[json::json_pointer(pointer)] = value;
     return error_of(d);
   };
+  EXPECT_NE(with("/group_slowdown/group", "tensor").find("p.json: group_slowdown.group:"),
+            std::string::npos);
   EXPECT_NE(with("/group_slowdown/ranks", 1).find("p.json: group_slowdown.ranks:"),
             std::string::npos);
   EXPECT_EQ(with("/group_slowdown/forward", 0.25),
