@@ -155,7 +155,19 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
   o.repeats = 1;
   o.batch_sizes = {2, 4};
   o.expert_ranks = 2;
-  const Profile asked = profile_model(expert_rank(2), o);
+  // Wide enough (128) that the ranks' compute, not their all-to-alls'
+  // waits, fills their passes (Profiler.MeasuresTheSharesExchangesWhenAsked).
+  ModelSpec wide = expert_rank(2);
+  {
+    TransformerParams p = *wide.transformer;
+    p.d_model = 128;
+    p.d_ff = 256;
+    p.moe.expert_d_ff = 128;
+    TensorSplit split;
+    split.experts = 2;
+    wide = make_transformer(p, "wide", split);
+  }
+  const Profile asked = profile_model(wide, o);
   if (asked.cores >= 2) {
     EXPECT_EQ(asked.expert_load.ranks, 2);
     EXPECT_EQ(asked.expert_load.micro_batch, 4);
