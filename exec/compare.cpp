@@ -30,13 +30,13 @@ double slowdown_of(const Profile& p, int n) {
 // The profile as groups of `ranks` cores see it (a stage's T x C x E
 // ranks): every op of a group runs while its ranks compute at once, so its
 // layer times take the slowdown of that many cores, or, for C shares or E
-// expert ranks at T = 1 and the plan's `micro_batch`, the one the profile
-// measured as they run (group_slowdown: each rank's thread runs all of its
-// stage's layers); n groups computing are n times as many cores. The split backward's B and W
-// keep their times when the profile timed them as a stage runs them, as the
-// simulator keeps them (their operands are out of the caches already). The
-// optimizer step takes the slowdown the profile measured with the T tensor
-// ranks stepping at once.
+// expert ranks (`experts`) at T = 1 and the plan's `micro_batch`, the one
+// the profile measured as they run (group_slowdown: each rank's thread runs
+// all of its stage's layers); n groups computing are n times as many cores.
+// The split backward's B and W keep their times when the profile timed them
+// as a stage runs them, as the simulator keeps them (their operands are out
+// of the caches already). The optimizer step takes the slowdown the profile
+// measured with the T tensor ranks stepping at once.
 Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t micro_batch) {
   const double cores = slowdown_of(p, ranks);
   const GroupSlowdownFigures& g = p.group_slowdown;

@@ -6,6 +6,7 @@
 #include "exec/data.h"
 #include "exec/expert_shard.h"
 #include "exec/profile_passes.h"
+#include "exec/timing.h"
 
 namespace pipescope::exec {
 
@@ -117,8 +118,7 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
     ExchangeTimes both = pass.forward;
     both += pass.backward;
     out.alltoalls.push_back(both);
-    out.compute.push_back(
-        {pass.forward_pass - pass.forward.wall, pass.backward_pass - pass.backward.wall});
+    out.compute.push_back({pass.forward_compute(), pass.backward_compute()});
   }
   return out;
 }
@@ -169,10 +169,13 @@ ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks,
   out.alltoalls = exchanges.alltoalls;
   out.load_waits_s = exchanges.load_waits_s;
   // Each direction's compute, the median over the passes apart.
-  out.forward_compute =
-      median_by([](const ExpertLoadTiming& t) { return t.forward_compute; }).forward_compute;
-  out.backward_compute =
-      median_by([](const ExpertLoadTiming& t) { return t.backward_compute; }).backward_compute;
+  std::vector<SimTime> forward, backward;
+  for (const ExpertLoadTiming& t : kept) {
+    forward.push_back(t.forward_compute);
+    backward.push_back(t.backward_compute);
+  }
+  out.forward_compute = median(forward);
+  out.backward_compute = median(backward);
   out.load.micro_batch = batch;
   return out;
 }

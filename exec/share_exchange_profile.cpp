@@ -72,20 +72,6 @@ std::vector<ShareExchanges> share_passes(LayerList& layers, const ModelSpec& mod
   return out;
 }
 
-namespace {
-
-// The median over `passes` of what `of` gives.
-template <typename Of>
-SimTime median_of(const std::vector<ShareExchanges>& passes, Of of) {
-  std::vector<SimTime> v;
-  v.reserve(passes.size());
-  for (const ShareExchanges& p : passes) v.push_back(of(p));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
-
 ShareExchanges median_pass(std::vector<ShareExchanges> passes) {
   if (passes.empty()) throw std::invalid_argument("no passes of the shares' exchanges");
   // The pass of the median time in exchanges: a pass during which other work
@@ -98,12 +84,13 @@ ShareExchanges median_pass(std::vector<ShareExchanges> passes) {
   ShareExchanges out = passes[passes.size() / 2];
   // Its compute, each direction's apart, the median of the passes' (that
   // pass is the median of its exchanges, not of its compute).
-  out.forward_pass = out.forward.wall + median_of(passes, [](const ShareExchanges& p) {
-                       return p.forward_pass - p.forward.wall;
-                     });
-  out.backward_pass = out.backward.wall + median_of(passes, [](const ShareExchanges& p) {
-                        return p.backward_pass - p.backward.wall;
-                      });
+  std::vector<SimTime> forward, backward;
+  for (const ShareExchanges& p : passes) {
+    forward.push_back(p.forward_compute());
+    backward.push_back(p.backward_compute());
+  }
+  out.forward_pass = out.forward.wall + median(forward);
+  out.backward_pass = out.backward.wall + median(backward);
   return out;
 }
 
@@ -151,9 +138,8 @@ GroupSlowdownFigures group_compute_slowdown(const Profile& profile, const ModelS
 
 GroupSlowdownFigures share_compute_slowdown(const Profile& profile, const ModelSpec& model,
                                             const ShareExchanges& in_step, std::int64_t batch) {
-  return group_compute_slowdown(profile, model, model.context_parallel,
-                                in_step.forward_pass - in_step.forward.wall,
-                                in_step.backward_pass - in_step.backward.wall, batch, false);
+  return group_compute_slowdown(profile, model, model.context_parallel, in_step.forward_compute(),
+                                in_step.backward_compute(), batch, false);
 }
 
 void keep_group_slowdown(Profile& profile, const GroupSlowdownFigures& g) {

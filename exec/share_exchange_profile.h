@@ -52,6 +52,9 @@ struct ShareExchanges {
   ExchangeTimes backward;
   SimTime forward_pass = 0;
   SimTime backward_pass = 0;
+  // Each pass less its exchanges: the compute (ns).
+  SimTime forward_compute() const { return forward_pass - forward.wall; }
+  SimTime backward_compute() const { return backward_pass - backward.wall; }
 };
 
 // The exchanges of the last share of `model` (one share of

@@ -69,6 +69,16 @@ std::string error_of(const json& doc) {
   return "(accepted)";
 }
 
+// error_of `doc` with the value at a JSON pointer replaced: with(pointer,
+// value).
+auto errors_of(const json& doc) {
+  return [doc](const std::string& pointer, const json& value) {
+    json d = doc;
+    d[json::json_pointer(pointer)] = value;
+    return error_of(d);
+  };
+}
+
 // A measured weight-gradient share round-trips, reaches the cost model, and may
 // not exceed the backward it is part of.
 TEST(ProfileIo, WeightGradientTimes) {
@@ -143,11 +153,7 @@ TEST(ProfileIo, MachineGemmRate) {
   EXPECT_EQ(q.gemm.m, 384);
   EXPECT_EQ(q.gemm.n, 384);
   EXPECT_EQ(q.gemm.k, 384);
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = doc;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(doc);
   EXPECT_NE(with("/gemm/flop_s", 0).find("p.json: gemm.flop_s:"), std::string::npos);
   EXPECT_EQ(with("/gemm/flop_s", 1e19), "p.json: gemm.flop_s: implausible (over 10^18 FLOP/s)");
   EXPECT_NE(with("/gemm/m", 0).find("p.json: gemm.m:"), std::string::npos);
@@ -172,11 +178,7 @@ TEST(ProfileIo, RoundsOfTheMeasurement) {
   EXPECT_EQ(q.discard_above, 0.05);
   EXPECT_EQ(q.other_work, 0.0125);
   EXPECT_TRUE(q.slowdown_of_stages);
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = doc;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(doc);
   EXPECT_NE(with("/rounds/kept", 10).find("p.json: rounds.kept:"), std::string::npos);
   EXPECT_NE(with("/rounds/kept", 0).find("p.json: rounds.kept:"), std::string::npos);
   EXPECT_NE(with("/rounds/measured", 0).find("p.json: rounds.measured:"), std::string::npos);
@@ -207,11 +209,7 @@ TEST(ProfileIo, GroupAllToAll) {
   EXPECT_EQ(q.latency_s, 6.5e-6);
   EXPECT_EQ(q.bandwidth, 9.25e9);
   EXPECT_EQ(q.micro_batch, 4);
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = doc;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(doc);
   EXPECT_NE(with("/alltoall_group/ranks", 1).find("p.json: alltoall_group.ranks:"),
             std::string::npos);
   EXPECT_EQ(with("/alltoall_group/latency_s", 7200.0),
@@ -248,11 +246,7 @@ TEST(ProfileIo, GradientSum) {
   EXPECT_EQ(q.ranks, 2);
   EXPECT_EQ(q.latency_s, 1.5e-5);
   EXPECT_EQ(q.bandwidth, 3.25e9);
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = doc;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(doc);
   EXPECT_NE(with("/gradient_sum/ranks", 1).find("p.json: gradient_sum.ranks:"), std::string::npos);
   EXPECT_EQ(with("/gradient_sum/latency_s", 7200.0),
             "p.json: gradient_sum.latency_s: implausible (over an hour)");
@@ -284,11 +278,7 @@ TEST(ProfileIo, GroupSlowdown) {
   EXPECT_TRUE(profile_from_json(experts, "p.json").group_slowdown.experts);
   experts["group_slowdown"].erase("group");
   EXPECT_FALSE(profile_from_json(experts, "p.json").group_slowdown.experts);
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = doc;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(doc);
   EXPECT_NE(with("/group_slowdown/group", "tensor").find("p.json: group_slowdown.group:"),
             std::string::npos);
   EXPECT_NE(with("/group_slowdown/ranks", 1).find("p.json: group_slowdown.ranks:"),
@@ -316,11 +306,7 @@ TEST(ProfileIo, ContextRing) {
   EXPECT_EQ(q.forward_take_s, 2.5e-5);
   EXPECT_EQ(q.backward_take_s, 4.5e-5);
   EXPECT_EQ(q.micro_batch, 4);
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = doc;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(doc);
   EXPECT_NE(with("/context_ring/ranks", 0).find("p.json: context_ring.ranks:"), std::string::npos);
   EXPECT_NE(with("/context_ring/forward_take_s", -1.0).find("p.json: context_ring.forward_take_s:"),
             std::string::npos);
@@ -350,11 +336,7 @@ TEST(ProfileIo, ExpertLoad) {
   EXPECT_EQ(q.forward_s, 3e-4);
   EXPECT_EQ(q.backward_s, 5e-4);
   EXPECT_EQ(q.micro_batch, 4);
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = doc;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(doc);
   EXPECT_NE(with("/expert_load/ranks", 1).find("p.json: expert_load.ranks:"), std::string::npos);
   for (const double bad : {0.5, 2.5}) {
     EXPECT_NE(with("/expert_load/imbalance", bad)
@@ -378,11 +360,7 @@ TEST(ProfileIoErrors, NameTheFileAndTheField) {
   const Scenario sc = testing::uniform_scenario(4, 2, 1000.0, 8, 4, false);
   const json good = profile_to_json(uniform_profile(sc, 2));
   ASSERT_EQ(error_of(good), "(accepted)");
-  const auto with = [&](const std::string& pointer, const json& value) {
-    json d = good;
-    d[json::json_pointer(pointer)] = value;
-    return error_of(d);
-  };
+  const auto with = errors_of(good);
   const auto contains = [](const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
   };
