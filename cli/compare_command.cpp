@@ -11,14 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/compare_rounds.h"
 #include "cli/gpu_stages.h"
 #include "cli/json_output.h"
 #include "cli/mpi_job.h"
-#include "cli/progress.h"
 #include "cli/scenario_options.h"
 #include "exec/backends.h"
 #include "exec/compare.h"
 #include "exec/compute/kernel_level.h"
+#include "exec/machine_speed.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
 #include "sim/base/format.h"
@@ -55,8 +56,10 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
       ->capture_default_str();
   cmd->add_option("--rounds", o.rounds,
                   "Independent runs (each with its own profile); of those whose run other work "
-                  "left alone (at most 5 % of the ops' wall time taken, or else the least "
-                  "disturbed half), the one with the median error is reported")
+                  "left alone (at most 5 % of the ops' wall time taken) and, on the cpu backend, "
+                  "whose cores kept their speed (or else the least disturbed half), the one with "
+                  "the median error is reported; on the cpu backend a round whose cores changed "
+                  "speed is run again, up to three times as many in all")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--lr", o.learning_rate, "Learning rate")
@@ -74,19 +77,6 @@ void row(const std::string& what, const std::string& predicted, const std::strin
   std::printf("%-18s %12s %12s %9s\n", what.c_str(), predicted.c_str(), measured.c_str(),
               format_signed_percent(error).c_str());
 }
-
-// What every round of `compare` uses.
-struct CompareInputs {
-  Plan plan;
-  ModelSpec model;
-  std::shared_ptr<const Profile> given;  // --profile
-  std::string profile_label;             // how the report names the prediction's profile
-  // A given profile that does not fit the model is refused before any step.
-  std::optional<Scenario> given_scenario;
-  // --backend cuda: every stage on a stream of a GPU, the profile on them too.
-  std::optional<GpuStages> gpus;
-  bool mpi = false;
-};
 
 // Reads and checks the plan, its model and a given profile before any step.
 CompareInputs read_inputs(const CompareOptions& o) {
@@ -117,136 +107,6 @@ CompareInputs read_inputs(const CompareOptions& o) {
   if (in.given)
     in.given_scenario = exec::cpu_scenario(in.plan, in.model, in.given, in.profile_label);
   return in;
-}
-
-// The rounds' progress: profiling passes and steps alike.
-struct RoundsProgress {
-  std::optional<ProgressBar> bar;
-  std::size_t done = 0;
-  std::size_t total = 0;
-
-  void advance() {
-    if (bar) bar->update(++done, total);
-  }
-};
-
-// Profiles the plan's model at its micro-batch size in `passes` clean rounds
-// (exec/profiler.h).
-Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::size_t passes,
-                      RoundsProgress& progress) {
-  exec::ProfileOptions p;
-  p.batch_sizes = {in.plan.micro_batch_size};
-  p.seed = o.seed;
-  p.optimizer = in.plan.optimizer.value_or(Optimizer::kAdam);
-  p.measure_threads = !in.mpi;                 // measure_mpi_machine measures the ranks instead
-  p.tensor_ranks = in.plan.tensor_parallel;    // its group's all-reduce and optimizer
-  p.context_ranks = in.plan.context_parallel;  // the shares' exchanges
-  p.expert_ranks = in.plan.expert_parallel;    // the routed load
-  if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1 && in.plan.context_parallel == 1) {
-    // The ops as the plan's devices run them, each stage's stashes kept from
-    // op to op as in a step.
-    auto stages = std::make_shared<exec::PlanStages>();
-    stages->schedule = in.plan.schedule_ops();
-    for (const StageRange& r : in.plan.stage_ranges()) {
-      stages->stage_layers.push_back(
-          {static_cast<std::size_t>(r.first_layer), static_cast<std::size_t>(r.last_layer) + 1});
-    }
-    p.stages = std::move(stages);
-  }
-  if (in.gpus) {
-    // The layers on stage 0's GPU, the transport to stage 1's, and the GPUs the
-    // stages share.
-    p.device = in.gpus->stage_device(0, 0);
-    p.peer = in.gpus->stage_device(1, 1);
-    p.devices = std::min(in.gpus->gpus, in.plan.stages);
-  }
-  std::unique_ptr<exec::ModelProfiler> profiler;
-  try {
-    profiler = std::make_unique<exec::ModelProfiler>(in.model, p);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(o.plan + ": micro_batch_size: " + e.what());
-  }
-  exec::measure_rounds(*profiler, static_cast<int>(passes), [&] {
-    // A discarded round makes one more.
-    if (static_cast<std::size_t>(profiler->rounds()) > passes) ++progress.total;
-    progress.advance();
-  });
-  return profiler->finish();
-}
-
-// Trains the plan for --steps steps, on the backend's devices and transport.
-std::vector<exec::StepResult> run_steps(const CompareOptions& o, const CompareInputs& in,
-                                        RoundsProgress& progress) {
-  exec::PlanRunOptions run;
-  if (in.gpus) run.stage_device = in.gpus->stage_device;
-  run.steps = o.steps;
-  run.learning_rate = o.learning_rate;
-  run.seed = o.seed;
-  if (in.mpi) run.transport = exec::mpi_backend().transport();
-  run.on_step = [&](int, int, const exec::StepResult&) { progress.advance(); };
-  return exec::run_plan(in.plan, in.model, run);
-}
-
-// The rounds' comparisons (on rank 0; none on the others) and the profile of
-// the last one (the given one with --profile).
-struct Rounds {
-  std::vector<exec::Comparison> comparisons;
-  std::shared_ptr<const Profile> profile;
-};
-
-// Each round, without a given profile, first profiles the plan's model at its
-// micro-batch size, then runs the steps: the profile sees the machine as the
-// run does a moment later, and leaves the run's caches and cores alone while
-// it is measured. A profiling round runs every device's op list twice alone
-// and twice at once (exec/profiler.h), some four steps' work: a third as many
-// rounds as measured steps (at least 3) keep the profile shorter than the run.
-Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
-  Rounds rounds{{}, in.given};
-  const std::size_t passes = static_cast<std::size_t>(std::max(3, (o.steps - o.warmup) / 3));
-  const std::size_t per_round = static_cast<std::size_t>(o.steps) + (in.given ? 0 : passes);
-  RoundsProgress progress;
-  progress.total = per_round * static_cast<std::size_t>(o.rounds);
-  if (rank == 0) progress.bar.emplace("comparing");
-  for (int round = 0; round < o.rounds; ++round) {
-    // Rank 0 alone profiles while the other ranks wait for the first step: as
-    // in the threaded run, one core measures while the others are idle (the
-    // profile's concurrency slowdown covers them computing together).
-    Profile measured;
-    if (!in.given && rank == 0) measured = profile_model(o, in, passes, progress);
-    const std::vector<exec::StepResult> steps = run_steps(o, in, progress);
-    if (!in.given) {
-      if (in.mpi) {
-        exec::mpi_backend().measure_machine(measured, in.model, in.plan.micro_batch_size, o.seed);
-      }
-      if (rank != 0) continue;
-      rounds.profile = std::make_shared<const Profile>(std::move(measured));
-      rounds.comparisons.push_back(
-          exec::compare_run(exec::cpu_scenario(in.plan, in.model, rounds.profile, in.profile_label),
-                            in.plan, steps, o.warmup));
-    } else if (rank == 0) {
-      rounds.comparisons.push_back(exec::compare_run(*in.given_scenario, in.plan, steps, o.warmup));
-    }
-  }
-  return rounds;
-}
-
-// The rounds kept: those whose median step lost at most 5 % of its ops' wall
-// time to other work, or when none did the least disturbed half, as the
-// profile keeps its rounds (exec::kept_rounds). A busy machine's round
-// measures the other processes as much as the plan.
-std::vector<std::size_t> kept_rounds(const std::vector<exec::Comparison>& rounds) {
-  std::vector<double> other_work;
-  for (const exec::Comparison& r : rounds) other_work.push_back(r.steal_fraction);
-  return exec::kept_rounds(other_work);
-}
-
-// Of the kept rounds, the one with the median step-time error.
-const exec::Comparison& median_round(const std::vector<exec::Comparison>& rounds) {
-  std::vector<std::size_t> order = kept_rounds(rounds);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return rounds[a].relative_error < rounds[b].relative_error;
-  });
-  return rounds[order[order.size() / 2]];
 }
 
 nlohmann::json comparison_json(const exec::Comparison& c) {
@@ -323,15 +183,45 @@ void print_comparison_json(const exec::Comparison& c, const std::vector<exec::Co
   if (!note.empty()) out["shared_cores_note"] = note;
   nlohmann::json errors = nlohmann::json::array();
   nlohmann::json steal = nlohmann::json::array();
+  nlohmann::json speed = nlohmann::json::array();
   for (const exec::Comparison& r : rounds) {
     errors.push_back(r.relative_error);
     steal.push_back(r.steal_fraction);
+    speed.push_back(r.speed_spread >= 0.0 ? nlohmann::json(r.speed_spread) : nlohmann::json());
   }
   out["round_relative_errors"] = errors;
   out["round_steal_fractions"] = steal;
+  out["round_speed_spreads"] = speed;
   out["rounds_kept"] = kept_rounds(rounds);
   if (on_host) out["kernels"] = exec::kernel_level();
   print_json(out);
+}
+
+// One line on the rounds: each one's error, the share other work took of its
+// ops, how far the cores' speed moved over it, and which are kept.
+void print_rounds(const std::vector<exec::Comparison>& rounds) {
+  std::string errors;
+  std::string other;
+  std::string speed;
+  for (const exec::Comparison& r : rounds) {
+    errors += (errors.empty() ? "" : ", ") + format_signed_percent(r.relative_error);
+    other += (other.empty() ? "" : ", ") + format_percent(r.steal_fraction);
+    if (r.speed_spread >= 0.0) {
+      speed += (speed.empty() ? "" : ", ") + format_percent(r.speed_spread);
+    }
+  }
+  if (!speed.empty()) speed = "; the cores' speed moved " + speed;
+  const std::size_t kept = kept_rounds(rounds).size();
+  const std::string which =
+      kept == rounds.size()
+          ? "them"
+          : std::to_string(kept) + " kept (other work at most " +
+                format_percent(exec::kDiscardOtherWorkAbove) + " and the speed within " +
+                format_percent(exec::kDiscardSpeedSpreadAbove) + ", or the least disturbed half)";
+  std::printf(
+      "Rounds: %zu (step-time errors %s; other work took %s of the ops' wall time%s); the median "
+      "of %s is shown\n",
+      rounds.size(), errors.c_str(), other.c_str(), speed.c_str(), which.c_str());
 }
 
 // The report's head: the plan, the prediction's profile, the rounds.
@@ -345,11 +235,16 @@ void print_heading(const CompareOptions& o, const CompareInputs& in, const Profi
               in.model.name.c_str(), c.stages, T.c_str(), c.micro_batches,
               static_cast<long long>(in.plan.micro_batch_size),
               std::string(remat_label(in.plan.remat)).c_str(), to_string(in.plan.schedule).data());
+  std::string measured = exec::measured_steps_label(o.steps, c.warmup_steps);
+  if (c.measured_steps < o.steps - c.warmup_steps) {
+    measured += ", the " + std::to_string(c.measured_steps) +
+                " of them whose cores ran at the profile's speed";
+  }
   std::printf("Prediction from %s (%s, %d %s); measurement: %s\n", in.profile_label.c_str(),
               profile.machine.c_str(), profile.cores,
               profile.backend == "cuda" ? (profile.cores == 1 ? "GPU" : "GPUs")
                                         : (profile.cores == 1 ? "core" : "cores"),
-              exec::measured_steps_label(o.steps, c.warmup_steps).c_str());
+              measured.c_str());
   if (!in.gpus) std::printf("Kernels: %s\n", exec::kernel_level_label().c_str());
   if (const ProfileRounds& r = profile.rounds; r.measured > 0) {
     std::printf(
@@ -357,24 +252,7 @@ void print_heading(const CompareOptions& o, const CompareInputs& in, const Profi
         "time; ops timed on their threads' CPU clocks)\n",
         r.measured, r.kept, format_percent(r.other_work).c_str());
   }
-  if (rounds.size() > 1) {
-    std::string errors;
-    std::string other;
-    for (const exec::Comparison& r : rounds) {
-      errors += (errors.empty() ? "" : ", ") + format_signed_percent(r.relative_error);
-      other += (other.empty() ? "" : ", ") + format_percent(r.steal_fraction);
-    }
-    const std::size_t kept = kept_rounds(rounds).size();
-    std::printf(
-        "Rounds: %zu (step-time errors %s; other work took %s of the ops' wall time); the median "
-        "of %s is shown\n",
-        rounds.size(), errors.c_str(), other.c_str(),
-        kept == rounds.size()
-            ? "them"
-            : (std::to_string(kept) + " kept (those with other work at most " +
-               format_percent(exec::kDiscardOtherWorkAbove) + ", or the least disturbed half)")
-                  .c_str());
-  }
+  if (rounds.size() > 1 || rounds.front().speed_spread >= 0.0) print_rounds(rounds);
   std::printf("\n");
 }
 

@@ -113,6 +113,11 @@ struct Comparison {
   double cpu_replayed_step_s = 0.0;
   double cpu_relative_error = 0.0;  // predicted against cpu_replayed_step_s
   double steal_fraction = 0.0;
+  // How far the speed of the cores the run used moved over the round
+  // (exec/machine_speed.h: speed_spread of the checks before the profile,
+  // after each of its passes and after each step). Set by the caller that
+  // checked it; negative where nothing did.
+  double speed_spread = -1.0;
   int cores = 0;              // the machine's, from the profile
   bool shared_cores = false;  // more stages (times T) than cores
   int tensor_parallel = 1;    // T

@@ -91,10 +91,14 @@ void StepRun::start_workers(std::vector<std::thread>& threads) {
   threads.reserve(n);
   running_ = n;
   finished_.assign(n, 0);
-  // One thread alone has no other to drift onto its core; under MPI it is the
-  // rank's, which mpirun binds.
+  // One thread alone has no other to drift onto its core, but a core may run
+  // slower than another for seconds (machine_speed.h): the one thread of a
+  // plan that runs whole in this process goes on the first core, where the
+  // profiler measures a one-device plan's ops. Under MPI a rank's one thread
+  // stays where mpirun bound the rank.
   const int group = static_cast<int>(transport_.local_group_ranks(core_->group_ranks()).size());
-  const std::vector<int> cpus = core_->options.pin_threads && n >= 2
+  const bool whole_plan_here = static_cast<int>(local_.size()) == sched_.devices();
+  const std::vector<int> cpus = core_->options.pin_threads && (n >= 2 || whole_plan_here)
                                     ? cpus_for_groups(static_cast<int>(n), group)
                                     : std::vector<int>{};
   start_gate_ = std::make_unique<std::latch>(static_cast<std::ptrdiff_t>(n));

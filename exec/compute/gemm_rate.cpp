@@ -35,15 +35,17 @@ double best_product_s(const Mat<float>& a, const Mat<float>& b, int repeats) {
   return best;
 }
 
-GemmTiming time_square(std::int64_t n, int repeats) {
+}  // namespace
+
+GemmTiming time_square_gemm(std::int64_t n, int repeats) {
+  if (n < 1 || n > 4096) throw std::invalid_argument("GEMM sizes must be in [1, 4096]");
+  if (repeats < 1) throw std::invalid_argument("GEMM repeats must be at least 1");
   const auto size = static_cast<Index>(n);
   // Values of order one keep every partial sum far from overflow and denormals.
   const Mat<float> a = Mat<float>::Constant(size, size, 0.5f);
   const Mat<float> b = Mat<float>::Constant(size, size, 0.25f);
   return GemmTiming{GemmShape{n, n, n}, best_product_s(a, b, repeats)};
 }
-
-}  // namespace
 
 double gemm_flops(const GemmShape& shape) {
   return 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
@@ -66,8 +68,7 @@ GemmRate measure_gemm_rate(const GemmRateOptions& options) {
   if (options.repeats < 1) throw std::invalid_argument("GEMM repeats must be at least 1");
   std::vector<GemmTiming> timings;
   for (const std::int64_t n : options.sizes) {
-    if (n < 1 || n > 4096) throw std::invalid_argument("GEMM sizes must be in [1, 4096]");
-    timings.push_back(time_square(n, options.repeats));
+    timings.push_back(time_square_gemm(n, options.repeats));
   }
   return best_gemm_rate(timings);
 }

@@ -51,6 +51,12 @@ struct GemmRateOptions {
   int repeats = 5;
 };
 
+// The best of `repeats` timings of the executor's n x n x n product on the
+// calling thread, after an untimed one, each on the thread's CPU clock where
+// there is one and never longer than the wall clock. Throws
+// std::invalid_argument for n outside [1, 4096] or repeats < 1.
+GemmTiming time_square_gemm(std::int64_t n, int repeats);
+
 // Times the executor's product at each size on the calling thread. Throws
 // std::invalid_argument for no sizes, a size outside [1, 4096] or repeats < 1.
 GemmRate measure_gemm_rate(const GemmRateOptions& options = {});

@@ -235,10 +235,14 @@ TEST(CompareCli, JsonKeepsTheContractAndItsArithmetic) {
   EXPECT_NEAR(c["measured_throughput_samples_per_s"].get<double>(), 16.0 / measured, 1e-9);
   EXPECT_GE(c["steal_fraction"].get<double>(), 0.0);
   EXPECT_LT(c["steal_fraction"].get<double>(), 1.0);
+  // One round (a given profile's speed is not known, so no round is run
+  // again), kept whatever other work took from it and however far the
+  // cores' speed moved (the least disturbed half).
   EXPECT_EQ(c["round_relative_errors"].size(), 1u);
-  // One round, kept whatever other work took from it (the least disturbed half).
   ASSERT_EQ(c["round_steal_fractions"].size(), 1u);
   EXPECT_EQ(c["round_steal_fractions"][0], c["steal_fraction"]);
+  ASSERT_EQ(c["round_speed_spreads"].size(), 1u);
+  EXPECT_GE(c["round_speed_spreads"][0].get<double>(), 0.0);
   EXPECT_EQ(c["rounds_kept"], json::parse("[0]"));
 
   const CliResult text = run("compare " + plan.string() + " --steps 2 --warmup 1");
@@ -263,12 +267,21 @@ TEST(CompareCli, JsonKeepsTheContractAndItsArithmetic) {
   ASSERT_EQ(two.status, 0) << two.err;
   const json t = json::parse(two.out);
   const json& steal = t["round_steal_fractions"];
+  const json& spread = t["round_speed_spreads"];
   ASSERT_EQ(steal.size(), 2u);
+  ASSERT_EQ(spread.size(), 2u);
+  // A round whose cores changed speed by more than 10 % counts as more
+  // disturbed than any other work makes one.
+  std::vector<double> disturbed;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double s = spread[i].get<double>();
+    disturbed.push_back(s > 0.10 ? 1.0 + s : steal[i].get<double>());
+  }
   std::vector<std::size_t> kept;
   for (std::size_t i = 0; i < 2; ++i) {
-    if (steal[i].get<double>() <= 0.05) kept.push_back(i);
+    if (disturbed[i] <= 0.05) kept.push_back(i);
   }
-  if (kept.empty()) kept.push_back(steal[0].get<double>() <= steal[1].get<double>() ? 0 : 1);
+  if (kept.empty()) kept.push_back(disturbed[0] <= disturbed[1] ? 0 : 1);
   EXPECT_EQ(t["rounds_kept"].get<std::vector<std::size_t>>(), kept);
   bool reported = false;
   for (const std::size_t i : kept) reported |= t["round_relative_errors"][i] == t["relative_error"];

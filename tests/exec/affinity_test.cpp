@@ -125,6 +125,19 @@ TEST(RuntimeAffinity, EachDeviceThreadHasACoreOfItsOwnWhenThereAreEnough) {
   }
 }
 
+// A one-device plan run whole in this process: its thread on the first CPU,
+// the one the profiler measures a one-device plan's ops on, not wherever the
+// OS puts it (a core may run slower than another for seconds).
+TEST(RuntimeAffinity, AOneDevicePlansThreadRunsOnTheCoreItsOpsWereProfiledOn) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.empty()) GTEST_SKIP() << "the system does not say which CPUs the process may use";
+  const auto seen = cpus_seen(1, true);
+  ASSERT_EQ(seen.size(), 1u);
+  for (const std::vector<int>& c : seen.at(0)) EXPECT_EQ(c, std::vector<int>{cpus[0]});
+  const auto unpinned = cpus_seen(1, false);
+  for (const std::vector<int>& c : unpinned.at(0)) EXPECT_EQ(c, cpus);
+}
+
 // A stage of two tensor ranks on each of as many devices as there are
 // cores: twice the threads the cores hold, a device's two ranks each pinned
 // to a core of its own, device d's rank r to core 2d + r (mod the cores).
