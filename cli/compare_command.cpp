@@ -58,8 +58,9 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& o) {
                   "Independent runs (each with its own profile); of those whose run other work "
                   "left alone (at most 5 % of the ops' wall time taken) and, on the cpu backend, "
                   "whose cores kept their speed (or else the least disturbed half), the one with "
-                  "the median error is reported; on the cpu backend a round whose cores changed "
-                  "speed is run again, up to three times as many in all")
+                  "the median error is reported; on the cpu backend, with 2 or more asked, a "
+                  "round whose cores changed speed is run again, up to three times as many in "
+                  "all")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_option("--lr", o.learning_rate, "Learning rate")

@@ -149,10 +149,11 @@ double disturbance(const exec::Comparison& r) {
 // rounds as measured steps (at least 3) keep the profile shorter than the run.
 // On the cpu backend the speed of the cores the run uses is checked before
 // the profile, after each of its passes and after each step
-// (exec/machine_speed.h), and a round that saw two
-// speeds is run again, up to three times as many rounds as asked in all
-// (with --profile, whose speed is not known, only the checks around the
-// steps are taken, and no round is run again). (The MPI ranks and the GPUs run
+// (exec/machine_speed.h). With two rounds or more asked, a round that saw
+// two speeds is run again, up to three times as many rounds as asked in
+// all; one round asked is one round run, its steps at two speeds said (with
+// --profile, whose speed is not known, only the checks around the steps are
+// taken, and no round is run again). (The MPI ranks and the GPUs run
 // the rounds asked: every rank must run as many.)
 Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
   Rounds rounds{{}, in.given};
@@ -163,7 +164,7 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
   if (rank == 0) progress.bar.emplace("comparing");
   const bool check_speed = !in.mpi && !in.gpus;
   // A given profile's speed is not known: its rounds are the ones asked.
-  const int most = check_speed && !in.given ? 3 * o.rounds : o.rounds;
+  const int most = check_speed && !in.given && o.rounds >= 2 ? 3 * o.rounds : o.rounds;
   int clean = 0;
   for (int round = 0; round < most && clean < o.rounds; ++round) {
     if (round >= o.rounds) progress.total += per_round;
