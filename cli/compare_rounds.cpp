@@ -141,20 +141,7 @@ double disturbance(const exec::Comparison& r) {
 
 }  // namespace
 
-// Each round, without a given profile, first profiles the plan's model at its
-// micro-batch size, then runs the steps: the profile sees the machine as the
-// run does a moment later, and leaves the run's caches and cores alone while
-// it is measured. A profiling round runs every device's op list twice alone
-// and twice at once (exec/profiler.h), some four steps' work: a third as many
-// rounds as measured steps (at least 3) keep the profile shorter than the run.
-// On the cpu backend the speed of the cores the run uses is checked before
-// the profile, after each of its passes and after each step
-// (exec/machine_speed.h). With two rounds or more asked, a round that saw
-// two speeds is run again, up to three times as many rounds as asked in
-// all; one round asked is one round run, its steps at two speeds said (with
-// --profile, whose speed is not known, only the checks around the steps are
-// taken, and no round is run again). (The MPI ranks and the GPUs run
-// the rounds asked: every rank must run as many.)
+// The rounds as compare_rounds.h says.
 Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
   Rounds rounds{{}, in.given};
   const std::size_t passes = static_cast<std::size_t>(std::max(3, (o.steps - o.warmup) / 3));
@@ -212,17 +199,12 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
   return rounds;
 }
 
-// The rounds kept: those whose median step lost at most 5 % of its ops' wall
-// time to other work and whose cores kept their speed, or when none did the
-// least disturbed half, as the profile keeps its rounds (exec::kept_rounds).
-// A busy machine's round measures the other processes as much as the plan.
 std::vector<std::size_t> kept_rounds(const std::vector<exec::Comparison>& rounds) {
   std::vector<double> other_work;
   for (const exec::Comparison& r : rounds) other_work.push_back(disturbance(r));
   return exec::kept_rounds(other_work);
 }
 
-// Of the kept rounds, the one with the median step-time error.
 const exec::Comparison& median_round(const std::vector<exec::Comparison>& rounds) {
   std::vector<std::size_t> order = kept_rounds(rounds);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

@@ -47,11 +47,12 @@ struct Rounds {
 // rounds as measured steps (at least 3) keep the profile shorter than the run.
 // On the cpu backend the speed of the cores the run uses is checked before
 // the profile, after each of its passes and after each step
-// (exec/machine_speed.h), and a round that saw two
-// speeds is run again, up to three times as many rounds as asked in all
-// (with --profile, whose speed is not known, only the checks around the
-// steps are taken, and no round is run again). (The MPI ranks and the GPUs run
-// the rounds asked: every rank must run as many.)
+// (exec/machine_speed.h), and only the steps at the profile's speed are
+// measured. With two rounds or more asked, a round that saw two speeds is
+// run again, up to three times as many rounds as asked in all; one round
+// asked is one round run (with --profile, whose speed is not known, only the
+// checks around the steps are taken, and no round is run again). (The MPI
+// ranks and the GPUs run the rounds asked: every rank must run as many.)
 Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank);
 
 // The rounds kept: those whose median step lost at most 5 % of its ops' wall

@@ -9,8 +9,8 @@
 // cores went. No clock sees it (the thread runs the whole time, so neither the
 // steal time nor the thread's CPU clock moves), yet a profile taken at one
 // speed predicts a run at the other 30-45 % off. A fixed piece of work, timed
-// on every core before the profile, between it and the run and after the run,
-// shows it: the slowest of a core's timings over its fastest.
+// on every core a run uses before the profile, after each of its passes and
+// after each step, shows it: the slowest of a core's timings over its fastest.
 
 #include <cstddef>
 #include <vector>
@@ -18,7 +18,8 @@
 namespace pipescope::exec {
 
 // The reference work: the executor's own 192 x 192 x 192 fp32 product, the
-// best of 5 timings after an untimed one (about a millisecond in all).
+// best of 5 timings after an untimed one (about half a millisecond a core on
+// the machine of docs/executor.md).
 inline constexpr int kReferenceProductSize = 192;
 inline constexpr int kReferenceProductRepeats = 5;
 
@@ -39,8 +40,7 @@ std::vector<double> reference_times(int cores);
 double speed_spread(const std::vector<std::vector<double>>& checks);
 
 // Above this spread a measurement saw two speeds of the machine (a core's
-// two speeds differ by 40 % or more, while the reference work's best of 5
-// moves 1-3 % on a steady core).
+// two speeds differed by 40 % or more on the machine of docs/executor.md).
 inline constexpr double kDiscardSpeedSpreadAbove = 0.10;
 
 // How far each step's speed was from the profile's. `checks` holds the
