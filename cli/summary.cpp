@@ -130,11 +130,18 @@ void print_sharing_lines(std::ostream& out, const Scenario& sc, const SimResult&
 }
 
 // How the data-parallel replicas keep their gradients and optimizer state in
-// step, by ZeRO stage.
-const char* replica_sync(int zero) {
-  return zero == 1   ? "ring all-reduce of each stage's gradients; ZeRO-1: each keeps 1/D "
-                       "of the optimizer state"
-         : zero == 2 ? "ring reduce-scatter of each stage's gradients after every backward, "
+// step, by ZeRO stage (ZeRO-1 summing by a full all-reduce under some
+// frameworks: Framework::zero1_allreduce).
+const char* replica_sync(int zero, bool zero1_allreduce) {
+  if (zero == 1) {
+    return zero1_allreduce ? "ring all-reduce of each stage's gradients, all-gather of its "
+                             "updated weights after the step; ZeRO-1: each keeps 1/D of the "
+                             "optimizer state"
+                           : "ring reduce-scatter of each stage's gradients, all-gather of its "
+                             "updated weights after the step; ZeRO-1: each keeps 1/D of the "
+                             "optimizer state";
+  }
+  return zero == 2   ? "ring reduce-scatter of each stage's gradients after every backward, "
                        "all-gather of its updated weights after the step; ZeRO-2: each keeps 1/D "
                        "of the optimizer state and gradients"
          : zero == 3 ? "ring all-gather of each layer's weights before it computes in every "
@@ -157,8 +164,9 @@ void print_schedule_line(std::ostream& out, const Cluster& c, const SimResult& r
         << ")";
   }
   if (replicas > 1) {
-    out << " x D=" << replicas << " replicas (" << replica_sync(r.zero) << "), ranks "
-        << to_string(c.rank_order);
+    out << " x D=" << replicas << " replicas ("
+        << replica_sync(r.zero, !r.stage_costs.empty() && r.stage_costs.front().zero1_allreduce)
+        << "), ranks " << to_string(c.rank_order);
   } else if (r.stages < c.devices) {
     // Without data parallelism the devices beyond K stay idle and are not counted.
     out << " (on " << r.stages << " of the " << c.devices

@@ -163,6 +163,13 @@ Framework deepspeed() {
   f.grad_accumulation_pass = true;
   f.grad_accumulation_bytes = kDeepSpeedAccumulationBytes;
   f.step_grad_pass_bytes = kDeepSpeedStepPasses;
+  // Stage 1 sets contiguous_gradients false for models without experts
+  // (engine.py's _configure_zero_optimizer, 0.5 to 0.10), so reduce_gradients
+  // all-reduces each bucket of 16-bit gradients whole
+  // (buffered_reduce_fallback); the bf16 optimizer all-reduces its gradients
+  // likewise (the pipeline engine's _bf16_reduce_grads). Both then all-gather
+  // the updated 16-bit weights (all_gather_dp_groups).
+  f.zero1_allreduce = true;
   return f;
 }
 
@@ -270,6 +277,7 @@ const std::vector<FrameworkField>& framework_fields() {
       {"fp32_grad_reduce", &Framework::fp32_grad_reduce, nullptr, 0.0},
       {"overlap_grad_reduce", &Framework::overlap_grad_reduce, nullptr, 0.0, true},
       {"overlap_param_gather", &Framework::overlap_param_gather, nullptr, 0.0, true},
+      {"zero1_allreduce", &Framework::zero1_allreduce, nullptr, 0.0},
       {"tp_backward_overlap", &Framework::tp_backward_overlap, nullptr, 0.0, true},
       {"tp_forward_overlap", &Framework::tp_forward_overlap, nullptr, 0.0, true},
       {"pair_alltoall_overlap", &Framework::pair_alltoall_overlap, nullptr, 0.0, true},

@@ -98,6 +98,12 @@ struct Framework {
   // ZeRO's all-gather of the updated weights runs during the next step's first
   // forward, not at the end of this one.
   bool overlap_param_gather = false;
+  // Under ZeRO-1 the gradients are summed by a full all-reduce, not a
+  // reduce-scatter, before each replica steps its 1/D and the updated weights
+  // are all-gathered: 1.5 times the bytes a replica sends (DeepSpeed's stage 1
+  // without experts, which turns contiguous gradients off, and its bf16
+  // optimizer).
+  bool zero1_allreduce = false;
 
   // --- Tensor parallelism ---
   // A backward's collective on its input gradient runs while the weight

@@ -459,9 +459,10 @@ class Engine {
     const StageCost& c = stages_[static_cast<std::size_t>(stage)];
     if (c.allreduce == 0 || c.allreduce_in_step) return;  // the step sums them (op_collectives)
     // Under ZeRO-1 the slot holds the reduce-scatter that the step's
-    // all-gather (zero_step_gather) completes.
-    const ReplicaCollective what =
-        c.zero_step_gather > 0 ? ReplicaCollective::kReduceScatter : ReplicaCollective::kAllReduce;
+    // all-gather (zero_step_gather) completes, or the framework's all-reduce.
+    const ReplicaCollective what = c.zero_step_gather > 0 && !c.zero1_allreduce
+                                       ? ReplicaCollective::kReduceScatter
+                                       : ReplicaCollective::kAllReduce;
     queue_.push(book_replica_link(device_of(stage), stage, c.allreduce, what), kAllReduceDone,
                 static_cast<std::uint32_t>(stage));
   }

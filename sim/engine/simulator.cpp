@@ -384,8 +384,9 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
   if (dp.reducers() <= 1) return;
   // Gradients and the weights gathered are in the model's dtype. ZeRO 0
   // all-reduces a stage's gradients once a step; 1 reduce-scatters them once
-  // a step, where the all-reduce would be, and all-gathers the updated
-  // weights after the optimizer step; 2 and 3 reduce-scatter them after
+  // a step, where the all-reduce would be (or all-reduces them, under a
+  // framework that does: Framework::zero1_allreduce), and all-gathers the
+  // updated weights after the optimizer step; 2 and 3 reduce-scatter them after
   // every backward, 2 all-gathers the updated weights after the step, 3
   // each layer's weights before it computes in every forward, recompute
   // and backward (docs/models.md, "ZeRO").
@@ -409,8 +410,11 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
       continue;
     }
     const SimTime gather = step_gather(scenario, dp, c);
-    if (zero == 1) {  // one reduce-scatter where the all-reduce would be
-      c.allreduce = both(reduce_scatter_time);
+    if (zero == 1) {  // one reduce-scatter (or all-reduce) where the all-reduce would be
+      c.zero1_allreduce = scenario.training.framework.zero1_allreduce;
+      c.allreduce = c.zero1_allreduce
+                        ? both([](const DataParallel& d, Bytes b) { return allreduce_time(d, b); })
+                        : both(reduce_scatter_time);
       c.zero_step_gather = gather;
       continue;
     }

@@ -68,6 +68,9 @@ struct StageCost {
   // same dtype) and runs on the device's link to the replicas. 0 otherwise.
   SimTime zero_reduce_scatter = 0;
   SimTime zero_step_gather = 0;
+  // ZeRO-1 whose `allreduce` is a full all-reduce before the step's gather
+  // (Framework::zero1_allreduce), not a reduce-scatter.
+  bool zero1_allreduce = false;
   SimTime zero_op_gather = 0;
   // Stage 3: how a forward (one that drops its stash, and one that keeps it),
   // a recompute and a backward (B when split) wait for those gathers; and

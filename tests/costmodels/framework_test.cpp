@@ -79,6 +79,11 @@ TEST(Framework, ProfilesAreWhatTheDocsSay) {
   EXPECT_TRUE(ds.fp32_grads && ds.grad_accumulation_pass);
   EXPECT_FALSE(ds.fp32_grad_reduce || ds.sync_after_p2p || ds.tp_backward_overlap);
   EXPECT_DOUBLE_EQ(ds.grad_accumulation_bytes, 18.0);
+  // Its ZeRO-1 all-reduces the gradients; every other profile's
+  // reduce-scatters them.
+  for (const Framework& f : framework_profiles()) {
+    EXPECT_EQ(f.zero1_allreduce, f.name == "deepspeed") << f.name;
+  }
 
   const Framework titan = *find_framework("torchtitan");
   EXPECT_FALSE(titan.fused_norm);
@@ -99,7 +104,7 @@ TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
       EXPECT_GT(f.max, 0.0) << f.key;
     }
   }
-  EXPECT_EQ(keys.size(), 15u);
+  EXPECT_EQ(keys.size(), 16u);
   EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce") &&
               keys.count("launch_blocking"));
 }

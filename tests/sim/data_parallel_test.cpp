@@ -178,6 +178,45 @@ TEST(DataParallel, AnOverlappedWeightGatherCostsWhatOutlastsAForward) {
   EXPECT_EQ(step_gather(whole, dp, c), 0);
 }
 
+// ZeRO-1 sums the gradients by a reduce-scatter, each replica stepping its
+// quarter, then all-gathers the updated weights; a framework that all-reduces
+// them whole instead (zero1_allreduce, DeepSpeed's) pays the full all-reduce
+// before the same gather. K = 1, D = 4, as above: tf = 8000 ns, tb = 16000
+// ns, 1600 B of gradients and of weights.
+TEST(DataParallel, AZeroOneThatAllReducesPaysTheAllReduceBeforeTheGather) {
+  Scenario whole = dp_scenario(4, 4, 8, 1);
+  whole.training.zero = 1;
+  whole.training.zero_replicas = 4;
+  SimConfig cfg;
+  cfg.stages = 1;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, 1, 4);
+  // A reduce-scatter and an all-gather: (D - 1) steps of a quarter each,
+  // 3 x (2000 + 400) ns.
+  const SimTime half = 3 * 2400;
+  const SimResult rs = simulate(replica_scenario(whole, 1, 4), cfg);
+  ASSERT_EQ(rs.stage_costs.size(), 1u);
+  EXPECT_FALSE(rs.stage_costs[0].zero1_allreduce);
+  EXPECT_EQ(rs.stage_costs[0].allreduce, half);
+  EXPECT_EQ(rs.stage_costs[0].zero_step_gather, half);
+  EXPECT_EQ(rs.metrics.step_time, 8000 + 16000 + half + rs.stage_costs[0].optimizer + half);
+  whole.training.framework.zero1_allreduce = true;
+  const SimResult ar = simulate(replica_scenario(whole, 1, 4), cfg);
+  EXPECT_TRUE(ar.stage_costs[0].zero1_allreduce);
+  EXPECT_EQ(ar.stage_costs[0].allreduce, 6 * 2400);
+  EXPECT_EQ(ar.stage_costs[0].zero_step_gather, half);
+  // The optimizer still steps a quarter of the stage.
+  EXPECT_EQ(ar.stage_costs[0].optimizer, rs.stage_costs[0].optimizer);
+  EXPECT_EQ(ar.metrics.step_time, 8000 + 16000 + 6 * 2400 + ar.stage_costs[0].optimizer + half);
+  // The timeline names the collective an all-reduce, not a reduce-scatter.
+  int allreduces = 0;
+  for (const TimelineEvent& e : ar.timeline.events) {
+    if (e.kind == EventKind::kAllReduce && e.collective == ReplicaCollective::kAllReduce) {
+      ++allreduces;
+    }
+  }
+  EXPECT_EQ(allreduces, 1);
+}
+
 TEST(DataParallel, LastStagesAllReduceOverlapsTheFirstStagesBackward) {
   // K = 2 stages of 2 layers, D = 2, M = 1 micro-batch of 2: tf = 4000, tb =
   // 8000 per stage, and the activation and the gradient each take the 2 us hop
