@@ -189,6 +189,11 @@ struct ModelSpec {
   // shares add up to more: the padded vocabulary, the replicated position
   // add); 0 when whole. model_flops_per_device_sample() uses it.
   Flops whole_flops_per_sample = 0.0;
+  // Under tied embeddings (the head's projection reads the token table), the
+  // table's parameters a device holds (its 1 / T of the vocabulary): a
+  // pipeline that places the head on another device than the embedding keeps
+  // a copy there (sim/engine/simulator.h, add_tied_table_copy). 0: untied.
+  std::int64_t tied_table_params = 0;
 
   std::int64_t total_params() const;
   // Whether a layer has an attention core that selective recomputation drops.

@@ -366,6 +366,7 @@ ModelSpec make_transformer(const TransformerParams& p, const std::string& name, 
   m.layers.push_back(embedding_layer(p, d));
   append_blocks(m, p, d, split);
   m.layers.push_back(head_layer(p, d));
+  if (p.tied_embeddings) m.tied_table_params = d.v_t * d.h;
   return m;
 }
 

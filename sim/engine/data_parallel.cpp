@@ -231,6 +231,22 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count) {
       2.0 * (D - 1.0) * (count * dp.latency_s + static_cast<double>(bytes) / (D * dp.bandwidth)));
 }
 
+SimTime pair_allreduce_time(const Cluster& cluster, int a, int b, Bytes bytes) {
+  DataParallel pair;
+  pair.replicas = 2;
+  const auto [bandwidth, latency] = route_links(cluster.route(a, b));
+  if (!(bandwidth > 0.0)) {
+    throw ConfigError("the link between devices " + std::to_string(a) + " and " +
+                      std::to_string(b) +
+                      " has no bandwidth: the tied token table's gradient all-reduce cannot run");
+  }
+  pair.bandwidth = bandwidth;
+  pair.latency_s = latency;
+  set_collective_links(cluster,
+                       {cluster.first_physical_device(a), cluster.first_physical_device(b)}, pair);
+  return allreduce_time(pair, bytes);
+}
+
 SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes) {
   if (dp.reducers() <= 1) return 0;
   const double D = dp.reducers();

@@ -346,15 +346,50 @@ std::vector<StageRange> stated_or_fastest_cut(const Scenario& scenario, const Si
   return ranges;
 }
 
+// A tied head (ModelSpec::tied_table_params) on another device than the
+// embedding: that stage keeps a copy of the token table, its weights,
+// gradients and optimizer state (Megatron-LM's word embeddings on the last
+// stage, DeepSpeed's TiedLayerSpec on each stage that holds it).
+void add_tied_table_copy(const Scenario& scenario, const CostModel& cost,
+                         const std::vector<int>& stage_device, std::vector<StageCost>& stages) {
+  const std::int64_t tied = scenario.model.tied_table_params;
+  if (tied == 0 || stages.size() < 2 || stage_device.front() == stage_device.back()) return;
+  StageCost& head = stages.back();
+  head.tied_copy_params = tied;
+  head.params += tied;
+  head.static_bytes += std::llround(static_cast<double>(tied) * device_bytes_per_param(scenario));
+  head.optimizer = cost.optimizer_step(head.params);
+}
+
+// The copy's gradient and the table's are summed every step, after the
+// replicas' reduction and before the optimizer steps, by an all-reduce
+// between the two devices (Megatron-LM's _allreduce_word_embedding_grads,
+// DeepSpeed's _exec_reduce_tied_grads), in the model's gradient type.
+void add_tied_table_reduction(const Scenario& scenario, const std::vector<int>& stage_device,
+                              std::vector<StageCost>& stages) {
+  StageCost& head = stages.back();
+  if (head.tied_copy_params == 0) return;
+  const SimTime t = pair_allreduce_time(scenario.cluster, stage_device.front(), stage_device.back(),
+                                        head.tied_copy_params * reduced_gradient_bytes(scenario));
+  for (StageCost* c : {&stages.front(), &head}) {
+    c->tied_allreduce = t;
+    c->allreduce += t;
+  }
+}
+
 // The costs of the stages of `ranges` that do not depend on the schedule's
-// placement: their ops, weights and memory, and under ZeRO 1 to 3 the
-// optimizer step on each replica's share. Throws when no layer takes time.
+// timing: their ops, weights and memory (a tied head's copy of the token
+// table where `stage_device` places it away from the embedding), and under
+// ZeRO 1 to 3 the optimizer step on each replica's share. Throws when no
+// layer takes time.
 std::vector<StageCost> stage_costs_of(const Scenario& scenario, const CostModel& cost,
                                       const Resolved& r, const std::vector<StageRange>& ranges,
-                                      const CustomSchedule* custom, std::int64_t micro_batch_size) {
+                                      const CustomSchedule* custom, std::int64_t micro_batch_size,
+                                      const std::vector<int>& stage_device) {
   std::vector<StageCost> stages = compute_stage_costs(
       scenario.model, ranges, cost, micro_batch_size, device_bytes_per_param(scenario), r.remat,
       scenario.training.checkpoint, splits_backward(r.schedule, custom));
+  add_tied_table_copy(scenario, cost, stage_device, stages);
   // The routed experts shard over D / E replicas, not D (expert_replicas).
   const double expert_extra = expert_bytes_per_param(scenario) - device_bytes_per_param(scenario);
   for (StageCost& c : stages) {
@@ -485,12 +520,12 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
     ranges = choose_partition(scenario, cost, config.partition, r.K * r.chunks, r.M, r.remat,
                               r.schedule, r.chunks, config.custom.get());
   }
-  out.stage_costs =
-      stage_costs_of(scenario, cost, r, ranges, config.custom.get(), out.micro_batch_size);
   const Schedule schedule = config.custom ? build_custom(*config.custom, r.remat)
                                           : build_schedule(r.schedule, r.K, r.M, r.remat, r.chunks);
   const std::string problem = check_schedule(schedule);
   PS_CHECK(problem.empty(), problem);
+  out.stage_costs = stage_costs_of(scenario, cost, r, ranges, config.custom.get(),
+                                   out.micro_batch_size, schedule.stage_device);
   add_tensor_collectives(scenario.model, scenario.cluster, schedule.stage_device,
                          out.micro_batch_size, out.stage_costs, cost, scenario.training.framework,
                          schedule.split);
@@ -504,6 +539,7 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config, const Cost
 
   out.data_parallel = config.data_parallel.replicas;
   add_gradient_reductions(scenario, config.data_parallel, out.stage_costs);
+  add_tied_table_reduction(scenario, schedule.stage_device, out.stage_costs);
   apply_concurrency_slowdown(schedule, scenario.cluster, out.stage_costs);
   // ZeRO-3's flows against the ops' times as they run, slowdown included.
   if (config.data_parallel.replicas > 1 && scenario.training.zero == 3) {

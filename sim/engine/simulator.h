@@ -114,6 +114,12 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 // (expert_reduction_ring, sim/engine/expert_parallel.h).
 SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c);
 
+// The all-reduce of `bytes` between pipeline devices `a` and `b` of
+// `cluster` (the replica's): a ring of two over the route between them, as
+// NCCL runs it where the cluster's collectives are NCCL's. Throws
+// ConfigError where the route has no bandwidth.
+SimTime pair_allreduce_time(const Cluster& cluster, int a, int b, Bytes bytes);
+
 // Ring reduce-scatter (or all-gather) time of `bytes` over `dp`: half an
 // all-reduce, (D - 1) (latency + B / (D bandwidth)); 0 for one replica.
 SimTime reduce_scatter_time(const DataParallel& dp, Bytes bytes);

@@ -128,6 +128,12 @@ struct StageCost {
   SimTime host_wait_input = 0;
   SimTime host_wait_weight = 0;
   std::int64_t params = 0;
+  // Of params, the copy of the token table the stage keeps for a tied head
+  // on another device than the embedding (ModelSpec::tied_table_params):
+  // its gradient is all-reduced with the embedding's every step, in
+  // `allreduce` (tied_allreduce of it), on the first stage's and this one's.
+  std::int64_t tied_copy_params = 0;
+  SimTime tied_allreduce = 0;
   // Of params, the routed experts' under expert parallelism
   // (LayerSpec::expert_params): D / E replicas hold the same ones.
   std::int64_t expert_params = 0;
