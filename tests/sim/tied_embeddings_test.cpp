@@ -83,6 +83,24 @@ TEST(TiedEmbeddings, AHeadOnTheEmbeddingsDeviceKeepsNoCopy) {
   EXPECT_GT(looped.stage_costs.front().tied_allreduce, 0);
 }
 
+// The partitioner's problem holds the copy in the head's memory where the
+// simulation does, so that the cut it chooses leaves room for it.
+TEST(TiedEmbeddings, ThePartitionerWeighsTheCopyWhereTheSimulationKeepsIt) {
+  const Scenario untied = pipeline(0), tied = pipeline(50);
+  const auto head_params = [&](const Scenario& sc, ScheduleKind kind, int stages, int chunks) {
+    return partition_problem(sc, *make_cost_model(sc), stages, 4, Remat::kNever, kind, chunks,
+                             nullptr)
+        .layers.back()
+        .params;
+  };
+  EXPECT_EQ(head_params(tied, ScheduleKind::k1F1B, 2, 1),
+            head_params(untied, ScheduleKind::k1F1B, 2, 1) + 50);
+  EXPECT_EQ(head_params(tied, ScheduleKind::kZbV, 4, 2),
+            head_params(untied, ScheduleKind::kZbV, 4, 2));
+  EXPECT_EQ(head_params(tied, ScheduleKind::k1F1B, 1, 1),
+            head_params(untied, ScheduleKind::k1F1B, 1, 1));
+}
+
 // A transformer with tied embeddings names its table's share of a device:
 // the embedding's parameters (positions not learned), 1 / T of them under
 // tensor parallelism.
