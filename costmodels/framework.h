@@ -102,7 +102,8 @@ struct Framework {
   // reduce-scatter, before each replica steps its 1/D and the updated weights
   // are all-gathered: 1.5 times the bytes a replica sends (DeepSpeed's stage 1
   // without experts, which turns contiguous gradients off, and its bf16
-  // optimizer).
+  // optimizer). Not for a mixture of experts, whose contiguous gradients
+  // DeepSpeed keeps.
   bool zero1_allreduce = false;
 
   // --- Tensor parallelism ---

@@ -362,18 +362,20 @@ void add_tied_table_copy(const Scenario& scenario, const CostModel& cost,
 }
 
 // The copy's gradient and the table's are summed every step, after the
-// replicas' reduction and before the optimizer steps, by an all-reduce
-// between the two devices (Megatron-LM's _allreduce_word_embedding_grads,
-// DeepSpeed's _exec_reduce_tied_grads), in the model's gradient type.
+// replicas' reduction, by an all-reduce between the two devices (Megatron-LM's
+// _allreduce_word_embedding_grads, DeepSpeed's _exec_reduce_tied_grads), in
+// the model's gradient type: the optimizer op's collective on both
+// (op_collectives), whatever the ZeRO stage.
 void add_tied_table_reduction(const Scenario& scenario, const std::vector<int>& stage_device,
                               std::vector<StageCost>& stages) {
   StageCost& head = stages.back();
   if (head.tied_copy_params == 0) return;
-  const SimTime t = pair_allreduce_time(scenario.cluster, stage_device.front(), stage_device.back(),
-                                        head.tied_copy_params * reduced_gradient_bytes(scenario));
+  const Bytes bytes = head.tied_copy_params * reduced_gradient_bytes(scenario);
+  const SimTime t =
+      pair_allreduce_time(scenario.cluster, stage_device.front(), stage_device.back(), bytes);
   for (StageCost* c : {&stages.front(), &head}) {
     c->tied_allreduce = t;
-    c->allreduce += t;
+    c->tied_allreduce_bytes = bytes;
   }
 }
 
@@ -446,7 +448,11 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
     }
     const SimTime gather = step_gather(scenario, dp, c);
     if (zero == 1) {  // one reduce-scatter (or all-reduce) where the all-reduce would be
-      c.zero1_allreduce = scenario.training.framework.zero1_allreduce;
+      // DeepSpeed keeps contiguous gradients for a mixture of experts, whose
+      // stage 1 then reduces each replica's part to it instead.
+      const bool experts =
+          scenario.model.transformer && scenario.model.transformer->moe.experts > 1;
+      c.zero1_allreduce = scenario.training.framework.zero1_allreduce && !experts;
       c.allreduce = c.zero1_allreduce
                         ? both([](const DataParallel& d, Bytes b) { return allreduce_time(d, b); })
                         : both(reduce_scatter_time);

@@ -83,9 +83,15 @@ OpCollectives op_collectives(const StageCost& c, OpKind kind) {
               c.ep_bytes,
               c.cp_backward,
               c.cp_backward_bytes};
-    case OpKind::kOptimizer:
-      if (c.allreduce_in_step) return {c.allreduce, c.grad_bytes, 0, 0, 0, 0};
-      break;
+    case OpKind::kOptimizer: {
+      // A tied head's table sum comes with the step, and the CPU ranks' sum.
+      OpCollectives step{c.tied_allreduce, c.tied_allreduce_bytes, 0, 0, 0, 0};
+      if (c.allreduce_in_step) {
+        step.tensor += c.allreduce;
+        step.tensor_bytes += c.grad_bytes;
+      }
+      return step;
+    }
     case OpKind::kWeight:
       break;
   }

@@ -129,11 +129,13 @@ struct StageCost {
   SimTime host_wait_weight = 0;
   std::int64_t params = 0;
   // Of params, the copy of the token table the stage keeps for a tied head
-  // on another device than the embedding (ModelSpec::tied_table_params):
-  // its gradient is all-reduced with the embedding's every step, in
-  // `allreduce` (tied_allreduce of it), on the first stage's and this one's.
+  // on another device than the embedding (ModelSpec::tied_table_params).
   std::int64_t tied_copy_params = 0;
+  // On the first stage and the tied head's: the all-reduce of the copy's
+  // gradient with the table's, which the optimizer op runs as its
+  // collective (op_collectives), whatever the replicas' reduction.
   SimTime tied_allreduce = 0;
+  Bytes tied_allreduce_bytes = 0;
   // Of params, the routed experts' under expert parallelism
   // (LayerSpec::expert_params): D / E replicas hold the same ones.
   std::int64_t expert_params = 0;

@@ -213,14 +213,20 @@ bool sequence_parallel_choice(const Scenario& sc, int T) {
 // order by simulation). Stage 3 (sim/engine/zero.h: the shard of the weights and at
 // most two adjacent layers gathered) keeps less than 2 where a stage has
 // more than a few layers. Under expert or context parallelism, 1 and 2.
+// Under a framework whose ZeRO-1 all-reduces the gradients whole
+// (Framework::zero1_allreduce) stage 1 moves more than 0 and may move more
+// than 2: 0 is tried too, and the planner orders none of them
+// (planner.cpp, evaluate_shape).
 std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
   if (sc.training.zero_given || data_parallel * sc.training.context_parallel == 1) {
     return {sc.training.zero};
   }
+  std::vector<int> stages = {1, 2, 3};
   // ZeRO-3 beside expert or context parallelism is not modelled
   // (sim/scenario/expert_groups.h, context_groups.h).
-  if (sc.training.expert_parallel > 1 || sc.training.context_parallel > 1) return {1, 2};
-  return {1, 2, 3};
+  if (sc.training.expert_parallel > 1 || sc.training.context_parallel > 1) stages = {1, 2};
+  if (sc.training.framework.zero1_allreduce) stages.insert(stages.begin(), 0);
+  return stages;
 }
 
 // `split` (one T's scenario) at each ZeRO stage it plans, made once.

@@ -303,10 +303,14 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
   });
   for (PlanCandidate* c : order) {
     if (decided(*c) || (round == Round::kRematOff && c->remat != Remat::kNever)) continue;
-    // o fits with remat off at c's stage, or at a lower one with c's mode.
+    // o fits with remat off at c's stage, or at a lower one with c's mode
+    // (not where ZeRO-1 all-reduces whole: stages 0 to 2 are not ordered
+    // then; 3 is still planned only where none of them fits).
+    const bool ordered_stages = !c->scenario->training.framework.zero1_allreduce || c->zero == 3;
     const auto dominates = [&](const PlanCandidate* o) {
       if (o == c || !o->fits || !o->cut_unbound || o->zero > c->zero) return false;
       if (o->zero == c->zero) return o->remat == Remat::kNever;
+      if (!ordered_stages) return false;
       return o->remat == c->remat || o->remat == Remat::kNever;
     };
     const auto by = std::find_if(order.begin(), order.end(), dominates);

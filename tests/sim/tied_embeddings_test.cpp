@@ -56,8 +56,12 @@ TEST(TiedEmbeddings, TheHeadsDeviceKeepsACopyAndBothSumItsGradient) {
   const SimTime sum = 2 * (2000 + grads / 2);
   EXPECT_EQ(first.tied_allreduce, sum);
   EXPECT_EQ(head.tied_allreduce, sum);
-  EXPECT_EQ(first.allreduce, sum);
-  EXPECT_EQ(head.allreduce, sum);
+  EXPECT_EQ(head.tied_allreduce_bytes, grads);
+  // The optimizer op runs it as its collective; the replicas' slot is free.
+  EXPECT_EQ(op_collectives(head, OpKind::kOptimizer).tensor, sum);
+  EXPECT_EQ(op_collectives(head, OpKind::kOptimizer).tensor_bytes, grads);
+  EXPECT_EQ(first.allreduce, 0);
+  EXPECT_EQ(head.allreduce, 0);
   // The first stage ends 1F1B's step: its sum lies on the step's path, and
   // its optimizer step is the untied one's.
   EXPECT_EQ(first.optimizer, untied.stage_costs[0].optimizer);

@@ -148,6 +148,33 @@ TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
   }
 }
 
+// Under a framework whose ZeRO-1 all-reduces the gradients whole
+// (zero1_allreduce: more than ZeRO-0 moves), the search tries ZeRO-0 too and
+// prunes none of stages 0 to 2 by another: its best is the best of each of
+// them planned alone (ZeRO-3 is planned only where they do not fit).
+TEST(ZeroPlanner, AZeroOneThatAllReducesOrdersNoStage) {
+  const json framework = {{"framework", {{"profile", "ideal"}, {"zero1_allreduce", true}}}};
+  PlanRequest req;
+  req.max_micro_batches = 4;
+  const PlanReport searched = run_planner(node(80.0, framework), req);
+  double brute = 0.0;
+  for (int zero = 0; zero <= 2; ++zero) {
+    for (const int T : {1, 2, 4, 8}) {
+      json training = framework;
+      training.update({{"tensor_parallel", T}, {"zero", zero}});
+      brute = std::max(brute, best_of(run_planner(node(80.0, training), req)));
+    }
+  }
+  ASSERT_GT(brute, 0.0);
+  EXPECT_DOUBLE_EQ(best_of(searched), brute);
+  // ZeRO-0 was planned beside 1 and 2 (without the flag it is never tried).
+  const auto planned = [&](int zero) {
+    return std::any_of(searched.ranked.begin(), searched.ranked.end(),
+                       [&](const PlanCandidate& c) { return c.zero == zero; });
+  };
+  EXPECT_TRUE(planned(0) && planned(1) && planned(2));
+}
+
 // Eight replicas of the whole model (T = 1, K = 1, one micro-batch of 4,
 // remat off) at 0.9 GiB a device: ZeRO-2 keeps the whole weights and needs
 // 1005 MiB, ZeRO-1 the whole gradients too (1.17 GiB); ZeRO-3 keeps the
