@@ -132,14 +132,11 @@ void print_sharing_lines(std::ostream& out, const Scenario& sc, const SimResult&
 // How the data-parallel replicas keep their gradients and optimizer state in
 // step, by ZeRO stage (ZeRO-1 summing by a full all-reduce under some
 // frameworks: Framework::zero1_allreduce).
-const char* replica_sync(int zero, bool zero1_allreduce) {
+std::string replica_sync(int zero, bool zero1_allreduce) {
   if (zero == 1) {
-    return zero1_allreduce ? "ring all-reduce of each stage's gradients, all-gather of its "
-                             "updated weights after the step; ZeRO-1: each keeps 1/D of the "
-                             "optimizer state"
-                           : "ring reduce-scatter of each stage's gradients, all-gather of its "
-                             "updated weights after the step; ZeRO-1: each keeps 1/D of the "
-                             "optimizer state";
+    return std::string("ring ") + (zero1_allreduce ? "all-reduce" : "reduce-scatter") +
+           " of each stage's gradients, all-gather of its updated weights after the step; "
+           "ZeRO-1: each keeps 1/D of the optimizer state";
   }
   return zero == 2   ? "ring reduce-scatter of each stage's gradients after every backward, "
                        "all-gather of its updated weights after the step; ZeRO-2: each keeps 1/D "

@@ -192,7 +192,7 @@ struct ModelSpec {
   // Under tied embeddings (the head's projection reads the token table), the
   // table's parameters a device holds (its 1 / T of the vocabulary): a
   // pipeline that places the head on another device than the embedding keeps
-  // a copy there (sim/engine/simulator.h, add_tied_table_copy). 0: untied.
+  // a copy there (sim/engine/simulator.h, tied_copy_params). 0: untied.
   std::int64_t tied_table_params = 0;
 
   std::int64_t total_params() const;

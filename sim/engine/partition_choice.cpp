@@ -77,12 +77,10 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
                                  stash_under_remat(remat, layer) * b});
   }
   // A tied head on another device than the embedding keeps a copy of the
-  // token table (add_tied_table_copy in simulator.cpp): the last stage's
+  // token table (tied_copy_params, sim/engine/simulator.h): the last stage's
   // memory holds it.
-  const std::int64_t tied = sc.model.tied_table_params;
-  if (tied > 0 && !p.layers.empty() && p.stage_device.front() != p.stage_device.back()) {
-    p.layers.back().params += dense_equivalent_params(sc, tied, 0);
-  }
+  const std::int64_t tied = tied_copy_params(sc.model, p.stage_device);
+  if (tied > 0 && !p.layers.empty()) p.layers.back().params += dense_equivalent_params(sc, tied, 0);
   for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
     p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
   }

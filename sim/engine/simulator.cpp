@@ -296,6 +296,11 @@ SimResult simulate(const Scenario& scenario, const SimConfig& config) {
   return simulate(scenario, config, *make_cost_model(scenario));
 }
 
+std::int64_t tied_copy_params(const ModelSpec& model, const std::vector<int>& stage_device) {
+  const bool apart = !stage_device.empty() && stage_device.front() != stage_device.back();
+  return apart ? model.tied_table_params : 0;
+}
+
 namespace {
 
 // A result that names the run (its shape, schedule, parallelism and cost
@@ -352,8 +357,8 @@ std::vector<StageRange> stated_or_fastest_cut(const Scenario& scenario, const Si
 // stage, DeepSpeed's TiedLayerSpec on each stage that holds it).
 void add_tied_table_copy(const Scenario& scenario, const CostModel& cost,
                          const std::vector<int>& stage_device, std::vector<StageCost>& stages) {
-  const std::int64_t tied = scenario.model.tied_table_params;
-  if (tied == 0 || stages.size() < 2 || stage_device.front() == stage_device.back()) return;
+  const std::int64_t tied = tied_copy_params(scenario.model, stage_device);
+  if (tied == 0) return;
   StageCost& head = stages.back();
   head.tied_copy_params = tied;
   head.params += tied;
@@ -429,6 +434,11 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
   // and backward (docs/models.md, "ZeRO").
   const Bytes per_param = reduced_gradient_bytes(scenario);
   const int zero = scenario.training.zero;
+  // DeepSpeed keeps contiguous gradients for a mixture of experts, whose
+  // stage 1 then reduces each replica's part to it instead.
+  const bool zero1_allreduce =
+      scenario.training.framework.zero1_allreduce &&
+      !(scenario.model.transformer && scenario.model.transformer->moe.experts > 1);
   const DataParallel experts = expert_reduction_ring(dp);
   for (StageCost& c : stages) {
     c.grad_bytes = c.params * per_param;
@@ -448,11 +458,7 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
     }
     const SimTime gather = step_gather(scenario, dp, c);
     if (zero == 1) {  // one reduce-scatter (or all-reduce) where the all-reduce would be
-      // DeepSpeed keeps contiguous gradients for a mixture of experts, whose
-      // stage 1 then reduces each replica's part to it instead.
-      const bool experts =
-          scenario.model.transformer && scenario.model.transformer->moe.experts > 1;
-      c.zero1_allreduce = scenario.training.framework.zero1_allreduce && !experts;
+      c.zero1_allreduce = zero1_allreduce;
       c.allreduce = c.zero1_allreduce
                         ? both([](const DataParallel& d, Bytes b) { return allreduce_time(d, b); })
                         : both(reduce_scatter_time);

@@ -114,6 +114,12 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 // (expert_reduction_ring, sim/engine/expert_parallel.h).
 SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c);
 
+// The parameters of the token table's copy that a tied head keeps
+// (ModelSpec::tied_table_params) where `stage_device` places the last stage
+// on another device than the first; 0 where they share one or the model is
+// untied. The simulation's stages and the partitioner's problem both hold it.
+std::int64_t tied_copy_params(const ModelSpec& model, const std::vector<int>& stage_device);
+
 // The all-reduce of `bytes` between pipeline devices `a` and `b` of
 // `cluster` (the replica's): a ring of two over the route between them, as
 // NCCL runs it where the cluster's collectives are NCCL's. Throws
