@@ -28,10 +28,10 @@ struct RoundsProgress {
 };
 
 // The speed of the cores a round's run uses, checked before its profile,
-// after each of the profile's passes and after each step (the steps are timed
-// one by one, without it): exec/machine_speed.h. Off on the MPI and GPU
-// backends, whose ranks are processes of their own or whose ops are not the
-// cores'.
+// after each of the profile's passes (the profiler's own checks,
+// ProfileOptions::check_speed) and after each step (the steps are timed one
+// by one, without it): exec/machine_speed.h. Off on the MPI and GPU backends,
+// whose ranks are processes of their own or whose ops are not the cores'.
 struct SpeedChecks {
   bool on = false;
   int cores = 1;
@@ -54,6 +54,8 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.tensor_ranks = in.plan.tensor_parallel;    // its group's all-reduce and optimizer
   p.context_ranks = in.plan.context_parallel;  // the shares' exchanges
   p.expert_ranks = in.plan.expert_parallel;    // the routed load
+  p.check_speed = speed.on;
+  p.speed_check_cores = speed.cores;
   if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1 && in.plan.context_parallel == 1) {
     // The ops as the plan's devices run them, each stage's stashes kept from
     // op to op as in a step.
@@ -82,8 +84,9 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
     // A discarded round makes one more.
     if (static_cast<std::size_t>(profiler->rounds()) > passes) ++progress.total;
     progress.advance();
-    speed.check();
   });
+  const std::vector<std::vector<double>>& checks = profiler->speed_checks();
+  speed.times.insert(speed.times.end(), checks.begin(), checks.end());
   return profiler->finish();
 }
 
@@ -160,12 +163,15 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
                       in.plan.stages * in.plan.tensor_parallel * in.plan.context_parallel *
                           in.plan.expert_parallel,
                       {}};
-    speed.check();
     // Rank 0 alone profiles while the other ranks wait for the first step: as
     // in the threaded run, one core measures while the others are idle (the
-    // profile's concurrency slowdown covers them computing together).
+    // profile's concurrency slowdown covers them computing together). The
+    // profiler checks the speed before its first pass; a given profile's
+    // round starts from a check of its own.
     Profile measured;
-    if (!in.given && rank == 0) measured = profile_model(o, in, passes, progress, speed);
+    const bool profiles = !in.given && rank == 0;
+    if (!profiles) speed.check();
+    if (profiles) measured = profile_model(o, in, passes, progress, speed);
     const std::size_t profile_checks = speed.times.size();
     const std::vector<exec::StepResult> all_steps = run_steps(o, in, progress, speed);
     const StepsAtSpeed at_speed =

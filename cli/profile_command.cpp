@@ -87,6 +87,8 @@ exec::ProfileOptions profile_options(const ProfileOptions& o, const Scenario& sc
   }
   exec::check_profile_fits_host(scenario.model, p.batch_sizes.back(), o.scenario.file + ": model");
   p.repeats = o.repeats;
+  // Rounds whose cores changed speed are not kept (exec/machine_speed.h).
+  p.check_speed = true;
   p.seed = o.seed;
   p.optimizer = scenario.training.optimizer.value_or(Optimizer::kAdam);
   p.context_ranks = scenario.training.context_parallel;  // the shares' exchanges
@@ -159,10 +161,16 @@ void print_rounds(const Profile& profile) {
         "least disturbed half, kept)",
         format_percent(r.discard_above).c_str(), format_percent(r.other_work).c_str());
   } else if (discarded > 0) {
-    std::printf(" (%d discarded: other work took over %s of their ops' wall time)", discarded,
-                format_percent(r.discard_above).c_str());
+    std::printf(" (%d discarded: other work took over %s of their ops' wall time%s)", discarded,
+                format_percent(r.discard_above).c_str(),
+                r.speed_spread >= 0.0 ? ", or their cores changed speed" : "");
   }
-  std::printf("; each op timed on its thread's CPU clock, which leaves out what other work took\n");
+  std::printf("; each op timed on its thread's CPU clock, which leaves out what other work took");
+  if (r.speed_spread >= 0.0) {
+    std::printf("; the cores' speed moved by at most %s over a kept round",
+                format_percent(r.speed_spread).c_str());
+  }
+  std::printf("\n");
   const std::vector<double>& f = profile.concurrency_slowdown;
   if (r.slowdown_of_stages && f.size() > 1) {
     std::string each;

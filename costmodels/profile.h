@@ -165,6 +165,10 @@ struct ProfileRounds {
   double discard_above = 0.0;  // a round was discarded above this share of other work
   double other_work = 0.0;     // the largest share of wall time other work took in a kept round
   bool slowdown_of_stages = false;  // concurrency_slowdown measured as stages run (below)
+  // The most the cores' speed moved over a kept round (the slowest of a
+  // core's timings of a fixed piece of work before and after the round over
+  // its fastest, minus one); -1: not checked.
+  double speed_spread = -1.0;
 };
 
 // The concurrency slowdowns a profile may hold: a stage's share of the layers

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <barrier>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 
+#include "costmodels/profile.h"
 #include "exec/compute/device.h"
 #include "exec/compute/thread_clock.h"
 #include "exec/timing.h"
@@ -128,6 +130,51 @@ double measure_optimizer_slowdown(const std::vector<Param*>& params, Optimizer k
     together += static_cast<double>(t);
   }
   return alone > 0.0 ? std::max(1.0, together / alone) : 1.0;
+}
+
+namespace {
+
+// The parameters the optimizer is timed on: the whole model's, and those of
+// its smallest layer with parameters.
+struct TimedParams {
+  std::vector<Param*> all;
+  std::vector<Param*> smallest;
+  std::int64_t smallest_count = 0;
+  std::int64_t all_count = 0;
+};
+
+// The parameters of `layers` that the optimizer is timed on.
+TimedParams timed_params(LayerList& layers) {
+  TimedParams out;
+  for (auto& layer : layers) {
+    const std::int64_t n = layer->param_count();
+    if (n > 0 && (out.smallest.empty() || n < out.smallest_count)) {
+      out.smallest = layer->params();
+      out.smallest_count = n;
+    }
+    for (Param* q : layer->params()) out.all.push_back(q);
+    out.all_count += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_optimizer_figures(Profile& p, LayerList& layers, Optimizer kind, int repeats) {
+  const TimedParams params = timed_params(layers);
+  const SimTime t_all = time_optimizer(params.all, kind, repeats);
+  const SimTime t_small =
+      params.smallest.empty() ? 0 : time_optimizer(params.smallest, kind, repeats);
+  if (params.all_count > params.smallest_count) {
+    p.optimizer_ns_per_param =
+        std::max(0.0, static_cast<double>(t_all - t_small) /
+                          static_cast<double>(params.all_count - params.smallest_count));
+  } else if (params.all_count > 0) {
+    p.optimizer_ns_per_param = static_cast<double>(t_all) / static_cast<double>(params.all_count);
+  }
+  p.optimizer_overhead = std::max<SimTime>(
+      0, t_small - static_cast<SimTime>(p.optimizer_ns_per_param *
+                                        static_cast<double>(params.smallest_count)));
 }
 
 }  // namespace pipescope::exec

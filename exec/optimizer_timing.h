@@ -2,12 +2,17 @@
 // How long the executor's optimizer steps a model's parameters: alone, from
 // cold caches (as a stage steps after its backward pass has filled them), and
 // in shares stepped by several threads at once (the ranks of a tensor-parallel
-// group).
+// group); and the profile's optimizer figures taken from those timings.
 
 #include <vector>
 
 #include "costmodels/units.h"
+#include "exec/compute/layer.h"
 #include "exec/compute/optimizer.h"
+
+namespace pipescope {
+struct Profile;  // costmodels/profile.h
+}
 
 namespace pipescope::exec {
 
@@ -24,5 +29,11 @@ SimTime time_optimizer(const std::vector<Param*>& params, Optimizer kind, int re
 // std::invalid_argument unless ranks >= 1 and repeats >= 1.
 double measure_optimizer_slowdown(const std::vector<Param*>& params, Optimizer kind, int ranks,
                                   int repeats);
+
+// A profile's optimizer figures (Profile::optimizer_overhead and
+// optimizer_ns_per_param): overhead + cost per parameter, from `repeats`
+// timings (time_optimizer) of the step of all of `layers`' parameters and of
+// those of its smallest layer with any.
+void add_optimizer_figures(Profile& p, LayerList& layers, Optimizer kind, int repeats);
 
 }  // namespace pipescope::exec

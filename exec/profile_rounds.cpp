@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "costmodels/profile.h"
+#include "exec/machine_speed.h"
 #include "exec/profiler.h"
 #include "exec/timing.h"
 
@@ -48,7 +49,8 @@ std::vector<double> slowdowns(const ProfileRound& round) {
 }  // namespace
 
 double disturbance(const ProfileRound& round) {
-  return round_disturbance(round.clocks.other_work(), slowdowns(round));
+  return speed_checked_disturbance(round_disturbance(round.clocks.other_work(), slowdowns(round)),
+                                   round.speed_spread);
 }
 
 SimTime layer_figure(std::size_t rounds, const std::vector<std::size_t>& layers,

@@ -36,10 +36,15 @@ struct SizeRound {
 struct ProfileRound {
   std::vector<SizeRound> sizes;
   PassClocks clocks;  // every timed op of the round, on every thread
+  // How far the cores' speed moved between the checks before and after the
+  // round (speed_spread, machine_speed.h); 0 where it was not checked
+  // (ProfileOptions::check_speed).
+  double speed_spread = 0.0;
 };
 
 // How disturbed `round` was (round_disturbance): the share of its wall time
-// other work took, or 1 when a slowdown it measured is implausible.
+// other work took, or 1 when a slowdown it measured is implausible; more than
+// either when the cores' speed moved over it (speed_checked_disturbance).
 double disturbance(const ProfileRound& round);
 
 // The figure for one kind of layer: the median of each layer's timings over the

@@ -18,6 +18,7 @@
 #include "exec/data.h"
 #include "exec/expert_load_profile.h"
 #include "exec/gradient_sum.h"
+#include "exec/machine_speed.h"
 #include "exec/models.h"
 #include "exec/op_list_profile.h"
 #include "exec/optimizer_timing.h"
@@ -70,6 +71,9 @@ struct ModelProfiler::State {
   // plan's stage starts or ends.
   std::vector<std::vector<Tensor>> inputs;
   std::vector<ProfileRound> rounds;
+  // With options.check_speed on the host: before the first round and after
+  // each (ModelProfiler::speed_checks).
+  std::vector<std::vector<double>> speed_checks;
   OpClock clock;
   // The concurrency measured: n threads at once for n = 2 .. most, on the
   // first n of the cores this process may run on; the even ranges' passes for
@@ -85,6 +89,14 @@ struct ModelProfiler::State {
   int plan_devices() const { return plan() != nullptr ? plan()->schedule.devices() : 0; }
   // Whether the plan's op lists measure n devices at once.
   bool plan_measures(int n) const { return n >= 2 && n == plan_devices(); }
+  bool checks_speed() const { return on_host() && options.check_speed; }
+  // The cores a check of their speed times: the options', or as many as the
+  // rounds run threads on.
+  int speed_cores() const {
+    if (options.speed_check_cores > 0) return options.speed_check_cores;
+    const int cpus = static_cast<int>(allowed_cpus().size());
+    return std::max({1, most, std::min(plan_devices(), cpus)});
+  }
 
   // Keeps the spec and options and builds the model's layers (on the device,
   // if any) and the seeds.
@@ -278,6 +290,9 @@ double ModelProfiler::measure_pass() {
   State& st = *state_;
   const std::size_t L = st.layers.size();
   ProfileRound round;
+  if (st.checks_speed() && st.speed_checks.empty()) {
+    st.speed_checks.push_back(reference_times(st.speed_cores()));
+  }
   for (std::size_t i = 0; i < st.batches.size(); ++i) {
     SizeRound size;
     if (!st.on_host()) {
@@ -326,8 +341,16 @@ double ModelProfiler::measure_pass() {
     }
     round.sizes.push_back(std::move(size));
   }
+  if (st.checks_speed()) {
+    st.speed_checks.push_back(reference_times(st.speed_cores()));
+    round.speed_spread = speed_spread({st.speed_checks.end()[-2], st.speed_checks.back()});
+  }
   st.rounds.push_back(std::move(round));
   return st.rounds.back().clocks.other_work();
+}
+
+const std::vector<std::vector<double>>& ModelProfiler::speed_checks() const {
+  return state_->speed_checks;
 }
 
 int ModelProfiler::rounds() const {
@@ -343,52 +366,6 @@ int ModelProfiler::clean_rounds() const {
 bool ModelProfiler::wants_round(int wanted) const {
   return clean_rounds() < wanted && rounds() < kMaxRoundsPerWanted * wanted;
 }
-
-namespace {
-
-// The parameters the optimizer is timed on: the whole model's, and those of
-// its smallest layer with parameters.
-struct TimedParams {
-  std::vector<Param*> all;
-  std::vector<Param*> smallest;
-  std::int64_t smallest_count = 0;
-  std::int64_t all_count = 0;
-};
-
-// The parameters of `layers` that the optimizer is timed on.
-TimedParams timed_params(LayerList& layers) {
-  TimedParams out;
-  for (auto& layer : layers) {
-    const std::int64_t n = layer->param_count();
-    if (n > 0 && (out.smallest.empty() || n < out.smallest_count)) {
-      out.smallest = layer->params();
-      out.smallest_count = n;
-    }
-    for (Param* q : layer->params()) out.all.push_back(q);
-    out.all_count += n;
-  }
-  return out;
-}
-
-// The optimizer's figures in `p`: overhead + per-parameter cost, from timing
-// the step of the whole model and of its smallest layer with parameters.
-void add_optimizer_figures(Profile& p, const TimedParams& params, Optimizer kind, int repeats) {
-  const SimTime t_all = time_optimizer(params.all, kind, repeats);
-  const SimTime t_small =
-      params.smallest.empty() ? 0 : time_optimizer(params.smallest, kind, repeats);
-  if (params.all_count > params.smallest_count) {
-    p.optimizer_ns_per_param =
-        std::max(0.0, static_cast<double>(t_all - t_small) /
-                          static_cast<double>(params.all_count - params.smallest_count));
-  } else if (params.all_count > 0) {
-    p.optimizer_ns_per_param = static_cast<double>(t_all) / static_cast<double>(params.all_count);
-  }
-  p.optimizer_overhead = std::max<SimTime>(
-      0, t_small - static_cast<SimTime>(p.optimizer_ns_per_param *
-                                        static_cast<double>(params.smallest_count)));
-}
-
-}  // namespace
 
 void ModelProfiler::State::add_layer_figures(Profile& p,
                                              const std::vector<const ProfileRound*>& kept) const {
@@ -510,19 +487,22 @@ Profile ModelProfiler::finish() {
   for (const std::size_t r : kept_rounds(other_work)) kept.push_back(&st.rounds[r]);
   st.add_layer_figures(p, kept);
   if (st.on_host()) {
-    double worst = 0.0;
-    for (const ProfileRound* r : kept) worst = std::max(worst, r->clocks.other_work());
-    p.rounds = ProfileRounds{rounds(), static_cast<int>(kept.size()), kDiscardOtherWorkAbove, worst,
-                             st.most >= 2};
+    double worst = 0.0, spread = st.checks_speed() ? 0.0 : -1.0;
+    for (const ProfileRound* r : kept) {
+      worst = std::max(worst, r->clocks.other_work());
+      if (st.checks_speed()) spread = std::max(spread, r->speed_spread);
+    }
+    p.rounds = ProfileRounds{
+        rounds(), static_cast<int>(kept.size()), kDiscardOtherWorkAbove, worst, st.most >= 2,
+        spread};
   }
 
   // The optimizer: overhead + per-parameter cost, from the whole model and its
   // smallest layer with parameters.
-  const TimedParams params = timed_params(st.layers);
   const Optimizer kind = st.options.optimizer;
   p.optimizer = std::string(to_string(kind));
   const int repeats = std::max(3, st.options.repeats);
-  add_optimizer_figures(p, params, kind, repeats);
+  add_optimizer_figures(p, st.layers, kind, repeats);
 
   if (st.options.device) {
     // Stages on devices of their own do not slow each other; those sharing one
@@ -545,7 +525,7 @@ Profile ModelProfiler::finish() {
   if (ranks > 1 && ranks <= p.cores) {
     const TransportFigures ar = profile_tensor_allreduce(ranks, kGroupRepeats);
     p.tensor_group = {ranks, ar.latency_s, ar.bandwidth,
-                      measure_optimizer_slowdown(params.all, kind, ranks, repeats)};
+                      measure_optimizer_slowdown(params_of(st.layers), kind, ranks, repeats)};
   }
   st.add_context_figures(p);
   st.add_expert_figures(p);

@@ -23,9 +23,12 @@
 // what other processes (or a hypervisor) took from it while it ran, and a
 // round in which they took more than 5 % of the ops' wall time is not kept:
 // more rounds are measured until `repeats` are clean, or three times as many
-// have been (then the least disturbed half are kept). The profile says how
-// many were measured and kept and how much the worst kept one lost
-// (Profile::rounds).
+// have been (then the least disturbed half are kept). A machine whose cores
+// change speed (machine_speed.h): with ProfileOptions::check_speed each round
+// lies between two checks of the cores' speed, and one whose cores moved by
+// more than 10 % is not kept either, whatever other work took. The profile
+// says how many rounds were measured and kept, how much the worst kept one
+// lost and how far its cores' speed moved (Profile::rounds).
 //
 // With ProfileOptions::device (a GPU) the layers run on that device, timed on
 // the wall clock on the calling thread, and the transport is a copy to
@@ -95,6 +98,13 @@ struct ProfileOptions {
   std::shared_ptr<Device> peer = nullptr;
   int devices = 1;
   std::string backend = "cuda";
+  // On the host: whether each round is timed between two checks of the
+  // cores' speed (reference_times, machine_speed.h) on `speed_check_cores`
+  // cores (0: as many as the rounds run threads on), so that a round whose
+  // cores changed speed is known (ProfileRound::speed_spread) and not kept
+  // while steadier ones are (speed_checked_disturbance).
+  bool check_speed = false;
+  int speed_check_cores = 0;
   // A plan to profile as its devices run it (op_list_profile.h; on the host,
   // at one batch size, the plan's micro-batch's): each round also runs its
   // devices' op lists, each alone and, when each device has a core of its
@@ -131,6 +141,10 @@ class ModelProfiler {
   // Whether to measure another round for `wanted` clean ones: fewer are clean
   // and fewer than kMaxRoundsPerWanted x wanted have been measured.
   bool wants_round(int wanted) const;
+  // With ProfileOptions::check_speed on the host, the checks of the cores'
+  // speed so far (each a reference_times()): one before the first round, then
+  // one after each round. Empty otherwise.
+  const std::vector<std::vector<double>>& speed_checks() const;
   // The medians of the kept rounds (the clean ones; without any, the least
   // disturbed half), then the optimizer and the transport. Throws
   // std::logic_error before the first measure_pass.

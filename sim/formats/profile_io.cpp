@@ -234,6 +234,7 @@ ProfileRounds read_rounds(ObjectReader r) {
   out.discard_above = share("discard_above");
   out.other_work = share("other_work");
   out.slowdown_of_stages = r.boolean("slowdown_of_stages");
+  out.speed_spread = r.opt_number("speed_spread", NumberRange::kNonNegative).value_or(-1.0);
   r.finish();
   return out;
 }
@@ -281,6 +282,7 @@ json profile_to_json(const Profile& profile) {
                      {"discard_above", r.discard_above},
                      {"other_work", r.other_work},
                      {"slowdown_of_stages", r.slowdown_of_stages}};
+    if (r.speed_spread >= 0.0) doc["rounds"]["speed_spread"] = r.speed_spread;
   }
   if (profile.tensor_group.ranks > 1) {
     const TensorGroupFigures& t = profile.tensor_group;

@@ -81,6 +81,9 @@ TEST(ProfileCli, MeasuresEveryKindOfLayerAtTheGivenSizes) {
   EXPECT_LE(rounds["kept"].get<int>(), rounds["measured"].get<int>());
   EXPECT_EQ(rounds["discard_above"].get<double>(), 0.05);
   EXPECT_EQ(rounds["slowdown_of_stages"].get<bool>(), p["concurrency_slowdown"].size() >= 2);
+  // Each round between two checks of the cores' speed.
+  ASSERT_TRUE(rounds.contains("speed_spread"));
+  EXPECT_GE(rounds["speed_spread"].get<double>(), 0.0);
   fs::remove(file);
 }
 
@@ -129,6 +132,7 @@ TEST(ProfileCli, ReportsEachLayersShareOfTheGemmRate) {
       << text.out;
   EXPECT_NE(text.out.find("each op timed on its thread's CPU clock"), std::string::npos)
       << text.out;
+  EXPECT_NE(text.out.find("the cores' speed moved by at most "), std::string::npos) << text.out;
   fs::remove(file);
 }
 

@@ -17,7 +17,9 @@
 #include "costmodels/model_families.h"
 #include "exec/affinity.h"
 #include "exec/compute/host_device.h"
+#include "exec/machine_speed.h"
 #include "exec/optimizer_timing.h"
+#include "exec/profile_rounds.h"
 #include "exec/share_exchange_profile.h"
 #include "exec/transport_profile.h"
 #include "sim/formats/profile_io.h"
@@ -169,6 +171,45 @@ TEST(Profiler, ARoundOfImplausibleSlowdownsIsWhollyDisturbed) {
   EXPECT_EQ(round_disturbance(0.03, {kMinConcurrencySlowdown, kMaxConcurrencySlowdown}), 0.03);
   EXPECT_EQ(kept_rounds({round_disturbance(0.0, {0.3}), round_disturbance(0.04, {1.2})}),
             (std::vector<std::size_t>{1}));
+}
+
+// A round whose cores changed speed by more than kDiscardSpeedSpreadAbove
+// is more disturbed than any share of other work makes one, and not kept
+// while a steadier one is; below that, its share of other work alone counts.
+TEST(Profiler, ARoundAtTwoSpeedsIsNotKept) {
+  ProfileRound steady, moved;
+  steady.speed_spread = 0.05;
+  moved.speed_spread = 0.3;
+  EXPECT_DOUBLE_EQ(disturbance(steady), 0.0);
+  EXPECT_DOUBLE_EQ(disturbance(moved), 1.3);
+  EXPECT_EQ(kept_rounds({disturbance(moved), disturbance(steady)}), (std::vector<std::size_t>{1}));
+}
+
+// With check_speed each round lies between two checks of the cores' speed,
+// one before the first and one after each, on the cores asked for; the
+// profile gives the largest spread of a kept round. Without, no checks and
+// no spread.
+TEST(Profiler, ChecksTheCoresSpeedAroundEachRound) {
+  ProfileOptions o;
+  o.batch_sizes = {2};
+  o.check_speed = true;
+  o.speed_check_cores = 1;
+  ModelProfiler checked(tiny_transformer(1), o);
+  measure_rounds(checked, 2, [] {});
+  ASSERT_EQ(checked.speed_checks().size(), static_cast<std::size_t>(checked.rounds()) + 1);
+  for (const std::vector<double>& check : checked.speed_checks()) {
+    ASSERT_EQ(check.size(), 1u);
+    EXPECT_GT(check[0], 0.0);
+  }
+  const Profile p = checked.finish();
+  EXPECT_GE(p.rounds.speed_spread, 0.0);
+  EXPECT_LE(p.rounds.speed_spread, speed_spread(checked.speed_checks()));
+
+  o.check_speed = false;
+  ModelProfiler unchecked(tiny_transformer(1), o);
+  measure_rounds(unchecked, 1, [] {});
+  EXPECT_TRUE(unchecked.speed_checks().empty());
+  EXPECT_EQ(unchecked.finish().rounds.speed_spread, -1.0);
 }
 
 // The rounds go on while fewer than those wanted are clean, up to three times

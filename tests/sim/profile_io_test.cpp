@@ -178,6 +178,13 @@ TEST(ProfileIo, RoundsOfTheMeasurement) {
   EXPECT_EQ(q.discard_above, 0.05);
   EXPECT_EQ(q.other_work, 0.0125);
   EXPECT_TRUE(q.slowdown_of_stages);
+  EXPECT_EQ(q.speed_spread, -1.0);  // not checked: not written, read as such
+  p.rounds.speed_spread = 0.04;
+  const json checked = profile_to_json(p);
+  EXPECT_EQ(checked["rounds"]["speed_spread"], 0.04);
+  EXPECT_EQ(profile_from_json(checked, "p.json").rounds.speed_spread, 0.04);
+  EXPECT_NE(errors_of(checked)("/rounds/speed_spread", -0.1).find("p.json: rounds.speed_spread:"),
+            std::string::npos);
   const auto with = errors_of(doc);
   EXPECT_NE(with("/rounds/kept", 10).find("p.json: rounds.kept:"), std::string::npos);
   EXPECT_NE(with("/rounds/kept", 0).find("p.json: rounds.kept:"), std::string::npos);
