@@ -169,9 +169,11 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
     // profiler checks the speed before its first pass; a given profile's
     // round starts from a check of its own.
     Profile measured;
-    const bool profiles = !in.given && rank == 0;
-    if (!profiles) speed.check();
-    if (profiles) measured = profile_model(o, in, passes, progress, speed);
+    if (!in.given && rank == 0) {
+      measured = profile_model(o, in, passes, progress, speed);
+    } else {
+      speed.check();
+    }
     const std::size_t profile_checks = speed.times.size();
     const std::vector<exec::StepResult> all_steps = run_steps(o, in, progress, speed);
     const StepsAtSpeed at_speed =

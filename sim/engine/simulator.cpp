@@ -434,11 +434,7 @@ void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
   // and backward (docs/models.md, "ZeRO").
   const Bytes per_param = reduced_gradient_bytes(scenario);
   const int zero = scenario.training.zero;
-  // DeepSpeed keeps contiguous gradients for a mixture of experts, whose
-  // stage 1 then reduces each replica's part to it instead.
-  const bool zero1_allreduce =
-      scenario.training.framework.zero1_allreduce &&
-      !(scenario.model.transformer && scenario.model.transformer->moe.experts > 1);
+  const bool zero1_allreduce = zero1_all_reduces(scenario);
   const DataParallel experts = expert_reduction_ring(dp);
   for (StageCost& c : stages) {
     c.grad_bytes = c.params * per_param;

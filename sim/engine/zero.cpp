@@ -9,6 +9,11 @@
 
 namespace pipescope {
 
+bool zero1_all_reduces(const Scenario& sc) {
+  return sc.training.framework.zero1_allreduce &&
+         !(sc.model.transformer && sc.model.transformer->moe.experts > 1);
+}
+
 ParamBytes param_bytes(double bytes_per_param, DType dtype, Bytes gradient_element) {
   ParamBytes b;
   const double e = static_cast<double>(dtype_bytes(dtype));

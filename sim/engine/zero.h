@@ -26,6 +26,11 @@
 
 namespace pipescope {
 
+// Whether stage 1 sums the gradients by a whole all-reduce before each
+// replica steps its 1/D (Framework::zero1_allreduce), not a reduce-scatter:
+// not for a mixture of experts, whose contiguous gradients DeepSpeed keeps.
+bool zero1_all_reduces(const Scenario& sc);
+
 // A parameter's bytes: weights and gradients in the model's dtype, the rest
 // of bytes_per_param the optimizer's (fp32 master weights and slots; none
 // when bytes_per_param leaves nothing).

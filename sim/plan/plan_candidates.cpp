@@ -213,10 +213,9 @@ bool sequence_parallel_choice(const Scenario& sc, int T) {
 // order by simulation). Stage 3 (sim/engine/zero.h: the shard of the weights and at
 // most two adjacent layers gathered) keeps less than 2 where a stage has
 // more than a few layers. Under expert or context parallelism, 1 and 2.
-// Under a framework whose ZeRO-1 all-reduces the gradients whole
-// (Framework::zero1_allreduce) stage 1 moves more than 0 and may move more
-// than 2: 0 is tried too, and the planner orders none of them
-// (planner.cpp, evaluate_shape).
+// Where ZeRO-1 all-reduces the gradients whole (zero1_all_reduces) stage 1 moves more than 0 and
+// may move more than 2: 0 is tried too, and the planner orders none of them (planner.cpp,
+// evaluate_shape).
 std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
   if (sc.training.zero_given || data_parallel * sc.training.context_parallel == 1) {
     return {sc.training.zero};
@@ -225,7 +224,7 @@ std::vector<int> zero_choices(const Scenario& sc, int data_parallel) {
   // ZeRO-3 beside expert or context parallelism is not modelled
   // (sim/scenario/expert_groups.h, context_groups.h).
   if (sc.training.expert_parallel > 1 || sc.training.context_parallel > 1) stages = {1, 2};
-  if (sc.training.framework.zero1_allreduce) stages.insert(stages.begin(), 0);
+  if (zero1_all_reduces(sc)) stages.insert(stages.begin(), 0);
   return stages;
 }
 

@@ -16,6 +16,7 @@
 #include "sim/base/parallel.h"
 #include "sim/engine/device_partition.h"
 #include "sim/engine/expert_parallel.h"
+#include "sim/engine/zero.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/plan_candidates.h"
 #include "sim/plan/step_floor.h"
@@ -306,7 +307,7 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
     // o fits with remat off at c's stage, or at a lower one with c's mode
     // (not where ZeRO-1 all-reduces whole: stages 0 to 2 are not ordered
     // then; 3 is still planned only where none of them fits).
-    const bool ordered_stages = !c->scenario->training.framework.zero1_allreduce || c->zero == 3;
+    const bool ordered_stages = !zero1_all_reduces(*c->scenario) || c->zero == 3;
     const auto dominates = [&](const PlanCandidate* o) {
       if (o == c || !o->fits || !o->cut_unbound || o->zero > c->zero) return false;
       if (o->zero == c->zero) return o->remat == Remat::kNever;
