@@ -25,6 +25,7 @@
 #include "sim/validation/gpipe_validation.h"
 #include "sim/validation/gpu_validation.h"
 #include "sim/validation/leave_one_out.h"
+#include "sim/validation/pipeline_split.h"
 
 namespace pipescope::cli {
 
@@ -210,6 +211,41 @@ void print_study_ranks(const ValidationReport& report, const std::string& table)
   }
 }
 
+std::string split_cell(const SplitSide& s) {
+  return s.runs == 0 ? "-" : format_signed_percent(s.median_faster);
+}
+
+// Each source's pipelined runs beside its runs on one stage: the median of
+// how much faster the simulation is, so that what a pipeline stage costs is
+// judged apart from what the kernels cost.
+void print_pipeline_split(const ValidationReport& report, const std::string& table) {
+  const std::vector<PipelineSplit> rows = pipeline_split(report, table);
+  if (rows.empty()) return;
+  std::vector<std::string> names;
+  for (const PipelineSplit& r : rows) names.push_back(r.publication);
+  const int width = publication_width(names);
+  std::printf(
+      "\nOne stage and pipelined: each source's median of how much faster the simulation is "
+      "(positive: faster than measured), runs with K = 1 beside runs with K > 1\n");
+  std::printf("%-*s %6s %9s %6s %9s\n", width, "source", "K = 1", "faster", "K > 1", "faster");
+  for (const PipelineSplit& r : rows) {
+    std::printf("%-*s %6zu %9s %6zu %9s\n", width, r.publication.c_str(), r.single.runs,
+                split_cell(r.single).c_str(), r.pipelined.runs, split_cell(r.pipelined).c_str());
+  }
+}
+
+nlohmann::json pipeline_split_json(const ValidationReport& report, const std::string& table) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PipelineSplit& r : pipeline_split(report, table)) {
+    out.push_back({{"publication", r.publication},
+                   {"single_stage_runs", r.single.runs},
+                   {"single_stage_median_faster", r.single.median_faster},
+                   {"pipelined_runs", r.pipelined.runs},
+                   {"pipelined_median_faster", r.pipelined.median_faster}});
+  }
+  return out;
+}
+
 nlohmann::json studies_json(const ValidationReport& report, const std::string& table) {
   nlohmann::json out = nlohmann::json::array();
   for (const StudyRank& r : study_ranks(report, table)) {
@@ -331,6 +367,7 @@ void print_gpu_suite(const ValidationReport& report, const std::optional<LeaveOn
         "recomputes nothing the source does not state (docs/validation.md: \"The GPU "
         "suite\"); its simulated time does not depend on that\n");
   }
+  print_pipeline_split(report, "gpu");
   print_study_ranks(report, "gpu");
   std::printf("\n");
   if (loo) {
@@ -385,6 +422,7 @@ int run_validate(const ValidateOptions& o) {
     j["gpu_sources"] = sources_json(report, "gpu");
     j["gpu_source_median"] = median_of_source_medians(median_abs_error_by_source(report, "gpu"));
     j["gpu_studies"] = studies_json(report, "gpu");
+    j["gpu_pipeline_split"] = pipeline_split_json(report, "gpu");
     if (loo) j["leave_one_source_out"] = leave_one_out_json(*loo);
     j["gpu_memory_median_abs_error"] = median_abs_error(report, "gpu-memory");
     j["gpu_memory_sources"] = sources_json(report, "gpu-memory");

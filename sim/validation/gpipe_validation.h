@@ -44,6 +44,9 @@ struct PaperFigure {
   // For the GPU suite: the layout study the case belongs to (GpuCase::study);
   // empty: none.
   std::string study;
+  // For the GPU suite: the run's pipeline stages K (pipeline_split); unset
+  // elsewhere.
+  std::optional<int> stages;
   // Relative tolerance the test holds the figure to; unset: reported only,
   // because the paper's setup is not known well enough (see note).
   std::optional<double> tolerance;

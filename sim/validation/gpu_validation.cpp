@@ -260,6 +260,7 @@ std::vector<PaperFigure> validate_gpu(
     if (!f.within_tolerance()) f.gap = c.gap;
     f.note = c.file;
     f.study = c.study;
+    f.stages = c.stages;
     out.push_back(f);
     if (c.measured_memory_bytes) {
       f.table = "gpu-memory";

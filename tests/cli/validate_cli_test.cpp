@@ -43,6 +43,19 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   EXPECT_EQ(a["gpu_studies"][1]["study"], "BL-5");
   EXPECT_EQ(a["gpu_studies"][1]["cases"], 6);
   EXPECT_NEAR(a["gpu_studies"][1]["spearman"].get<double>(), 0.771, 0.0005);
+  // Each source's runs on one stage beside its pipelined ones, then all of
+  // them: Kim et al.'s two one-stage runs come out slow, its twelve
+  // pipelined ones fast.
+  const nlohmann::json& split = a["gpu_pipeline_split"];
+  ASSERT_EQ(split.size(), 8u);
+  EXPECT_EQ(split[5]["publication"], "Kim et al. 2020");
+  EXPECT_EQ(split[5]["single_stage_runs"], 2);
+  EXPECT_NEAR(split[5]["single_stage_median_faster"].get<double>(), -0.069, 0.0005);
+  EXPECT_EQ(split[5]["pipelined_runs"], 12);
+  EXPECT_NEAR(split[5]["pipelined_median_faster"].get<double>(), 0.186, 0.0005);
+  EXPECT_EQ(split[7]["publication"], "all");
+  EXPECT_EQ(split[7]["single_stage_runs"], 8);
+  EXPECT_EQ(split[7]["pipelined_runs"], 92);
   EXPECT_FALSE(a.contains("leave_one_source_out"));  // only when asked
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
@@ -57,9 +70,12 @@ TEST(ValidateCli, PrintsTheTables) {
   const CliResult r = run("validate");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* text :
-       {"Largest Transformer on TPU v3 cores of 16 GiB (table 1)", "Pipeline-128 layers",
-        "rematerialization, one core (2.7x)", "Transformer-48 throughput (table 2)",
-        "AmoebaNet-D (18, 256) throughput (table 2)", "M=16 instead of 8:",
+       {"Largest Transformer on TPU v3 cores of 16 GiB (table 1)",
+        "Pipeline-128 layers",
+        "rematerialization, one core (2.7x)",
+        "Transformer-48 throughput (table 2)",
+        "AmoebaNet-D (18, 256) throughput (table 2)",
+        "M=16 instead of 8:",
         "131 of 150 checked figures within tolerance, 19 outside with the cause stated",
         "Published GPU measurements",
         "100 cases: 85 within tolerance, 15 outside with the cause stated (gap*), 0 outside "
@@ -69,6 +85,10 @@ TEST(ValidateCli, PrintsTheTables) {
         "Layout studies: how the simulation orders each study's cases against the measured "
         "order (Spearman's rho, 1: the same order)",
         "BL-5    BigScience 2022           6      0.77",
+        "One stage and pipelined: each source's median of how much faster the simulation is "
+        "(positive: faster than measured), runs with K = 1 beside runs with K > 1",
+        "Kim et al. 2020              2    -6.9 %     12   +18.6 %",
+        "BigScience 2022              0         -     15   +14.7 %",
         "(--leave-one-out: each source predicted by the kernel tables fitted on the others)",
         "Published GPU memory: the fullest GPU's peak beside the simulated one",
         "36 cases: 36 within tolerance, 0 outside with the cause stated (gap*), 0 outside "
