@@ -24,8 +24,8 @@
 #include "sim/validation/calibration.h"
 #include "sim/validation/gpipe_validation.h"
 #include "sim/validation/gpu_validation.h"
+#include "sim/validation/layout_split.h"
 #include "sim/validation/leave_one_out.h"
-#include "sim/validation/pipeline_split.h"
 
 namespace pipescope::cli {
 
@@ -215,33 +215,40 @@ std::string split_cell(const SplitSide& s) {
   return s.runs == 0 ? "-" : format_signed_percent(s.median_faster);
 }
 
-// Each source's pipelined runs beside its runs on one stage: the median of
-// how much faster the simulation is, so that what a pipeline stage costs is
-// judged apart from what the kernels cost.
-void print_pipeline_split(const ValidationReport& report, const std::string& table) {
-  const std::vector<PipelineSplit> rows = pipeline_split(report, table);
+// Each source's runs split by one dimension of their layout: the median of
+// how much faster the simulation is on each side, so that what a pipeline
+// stage or a tensor-parallel split costs is judged apart from what every run
+// pays.
+void print_layout_split(const ValidationReport& report, const std::string& table,
+                        LayoutDimension dimension) {
+  const std::vector<LayoutSplit> rows = layout_split(report, table, dimension);
   if (rows.empty()) return;
   std::vector<std::string> names;
-  for (const PipelineSplit& r : rows) names.push_back(r.publication);
+  for (const LayoutSplit& r : rows) names.push_back(r.publication);
   const int width = publication_width(names);
+  const bool stages = dimension == LayoutDimension::kStages;
   std::printf(
-      "\nOne stage and pipelined: each source's median of how much faster the simulation is "
-      "(positive: faster than measured), runs with K = 1 beside runs with K > 1\n");
-  std::printf("%-*s %6s %9s %6s %9s\n", width, "source", "K = 1", "faster", "K > 1", "faster");
-  for (const PipelineSplit& r : rows) {
-    std::printf("%-*s %6zu %9s %6zu %9s\n", width, r.publication.c_str(), r.single.runs,
-                split_cell(r.single).c_str(), r.pipelined.runs, split_cell(r.pipelined).c_str());
+      "\n%s: each source's median of how much faster the simulation is (positive: faster than "
+      "measured), runs with %s = 1 beside runs with %s > 1\n",
+      stages ? "One stage and pipelined" : "Whole layers and tensor-parallel", stages ? "K" : "T",
+      stages ? "K" : "T");
+  std::printf("%-*s %6s %9s %6s %9s\n", width, "source", stages ? "K = 1" : "T = 1", "faster",
+              stages ? "K > 1" : "T > 1", "faster");
+  for (const LayoutSplit& r : rows) {
+    std::printf("%-*s %6zu %9s %6zu %9s\n", width, r.publication.c_str(), r.one.runs,
+                split_cell(r.one).c_str(), r.more.runs, split_cell(r.more).c_str());
   }
 }
 
-nlohmann::json pipeline_split_json(const ValidationReport& report, const std::string& table) {
+nlohmann::json layout_split_json(const ValidationReport& report, const std::string& table,
+                                 LayoutDimension dimension) {
   nlohmann::json out = nlohmann::json::array();
-  for (const PipelineSplit& r : pipeline_split(report, table)) {
+  for (const LayoutSplit& r : layout_split(report, table, dimension)) {
     out.push_back({{"publication", r.publication},
-                   {"single_stage_runs", r.single.runs},
-                   {"single_stage_median_faster", r.single.median_faster},
-                   {"pipelined_runs", r.pipelined.runs},
-                   {"pipelined_median_faster", r.pipelined.median_faster}});
+                   {"one_runs", r.one.runs},
+                   {"one_median_faster", r.one.median_faster},
+                   {"more_runs", r.more.runs},
+                   {"more_median_faster", r.more.median_faster}});
   }
   return out;
 }
@@ -367,7 +374,8 @@ void print_gpu_suite(const ValidationReport& report, const std::optional<LeaveOn
         "recomputes nothing the source does not state (docs/validation.md: \"The GPU "
         "suite\"); its simulated time does not depend on that\n");
   }
-  print_pipeline_split(report, "gpu");
+  print_layout_split(report, "gpu", LayoutDimension::kStages);
+  print_layout_split(report, "gpu", LayoutDimension::kTensorParallel);
   print_study_ranks(report, "gpu");
   std::printf("\n");
   if (loo) {
@@ -422,7 +430,8 @@ int run_validate(const ValidateOptions& o) {
     j["gpu_sources"] = sources_json(report, "gpu");
     j["gpu_source_median"] = median_of_source_medians(median_abs_error_by_source(report, "gpu"));
     j["gpu_studies"] = studies_json(report, "gpu");
-    j["gpu_pipeline_split"] = pipeline_split_json(report, "gpu");
+    j["gpu_stage_split"] = layout_split_json(report, "gpu", LayoutDimension::kStages);
+    j["gpu_tensor_split"] = layout_split_json(report, "gpu", LayoutDimension::kTensorParallel);
     if (loo) j["leave_one_source_out"] = leave_one_out_json(*loo);
     j["gpu_memory_median_abs_error"] = median_abs_error(report, "gpu-memory");
     j["gpu_memory_sources"] = sources_json(report, "gpu-memory");

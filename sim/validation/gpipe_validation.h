@@ -44,9 +44,10 @@ struct PaperFigure {
   // For the GPU suite: the layout study the case belongs to (GpuCase::study);
   // empty: none.
   std::string study;
-  // For the GPU suite: the run's pipeline stages K (pipeline_split); unset
-  // elsewhere.
+  // For the GPU suite: the run's pipeline stages K and tensor-parallel size
+  // T (layout_split); unset elsewhere.
   std::optional<int> stages;
+  std::optional<int> tensor_parallel;
   // Relative tolerance the test holds the figure to; unset: reported only,
   // because the paper's setup is not known well enough (see note).
   std::optional<double> tolerance;

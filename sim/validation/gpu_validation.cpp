@@ -261,6 +261,7 @@ std::vector<PaperFigure> validate_gpu(
     f.note = c.file;
     f.study = c.study;
     f.stages = c.stages;
+    f.tensor_parallel = c.parsed.training.tensor_parallel;
     out.push_back(f);
     if (c.measured_memory_bytes) {
       f.table = "gpu-memory";

@@ -45,17 +45,27 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   EXPECT_NEAR(a["gpu_studies"][1]["spearman"].get<double>(), 0.771, 0.0005);
   // Each source's runs on one stage beside its pipelined ones, then all of
   // them: Kim et al.'s two one-stage runs come out slow, its twelve
-  // pipelined ones fast.
-  const nlohmann::json& split = a["gpu_pipeline_split"];
-  ASSERT_EQ(split.size(), 8u);
-  EXPECT_EQ(split[5]["publication"], "Kim et al. 2020");
-  EXPECT_EQ(split[5]["single_stage_runs"], 2);
-  EXPECT_NEAR(split[5]["single_stage_median_faster"].get<double>(), -0.069, 0.0005);
-  EXPECT_EQ(split[5]["pipelined_runs"], 12);
-  EXPECT_NEAR(split[5]["pipelined_median_faster"].get<double>(), 0.186, 0.0005);
-  EXPECT_EQ(split[7]["publication"], "all");
-  EXPECT_EQ(split[7]["single_stage_runs"], 8);
-  EXPECT_EQ(split[7]["pipelined_runs"], 92);
+  // pipelined ones fast; and by tensor parallelism: NVIDIA's six runs with
+  // T > 1 come out faster than its two with T = 1.
+  const nlohmann::json& stages = a["gpu_stage_split"];
+  ASSERT_EQ(stages.size(), 8u);
+  EXPECT_EQ(stages[5]["publication"], "Kim et al. 2020");
+  EXPECT_EQ(stages[5]["one_runs"], 2);
+  EXPECT_NEAR(stages[5]["one_median_faster"].get<double>(), -0.069, 0.0005);
+  EXPECT_EQ(stages[5]["more_runs"], 12);
+  EXPECT_NEAR(stages[5]["more_median_faster"].get<double>(), 0.186, 0.0005);
+  EXPECT_EQ(stages[7]["publication"], "all");
+  EXPECT_EQ(stages[7]["one_runs"], 8);
+  EXPECT_EQ(stages[7]["more_runs"], 92);
+  const nlohmann::json& tensor = a["gpu_tensor_split"];
+  ASSERT_EQ(tensor.size(), 8u);
+  EXPECT_EQ(tensor[4]["publication"], "NVIDIA 2024");
+  EXPECT_EQ(tensor[4]["one_runs"], 2);
+  EXPECT_NEAR(tensor[4]["one_median_faster"].get<double>(), 0.081, 0.0005);
+  EXPECT_EQ(tensor[4]["more_runs"], 6);
+  EXPECT_NEAR(tensor[4]["more_median_faster"].get<double>(), 0.276, 0.0005);
+  EXPECT_EQ(tensor[7]["one_runs"], 54);
+  EXPECT_EQ(tensor[7]["more_runs"], 46);
   EXPECT_FALSE(a.contains("leave_one_source_out"));  // only when asked
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
@@ -89,6 +99,9 @@ TEST(ValidateCli, PrintsTheTables) {
         "(positive: faster than measured), runs with K = 1 beside runs with K > 1",
         "Kim et al. 2020              2    -6.9 %     12   +18.6 %",
         "BigScience 2022              0         -     15   +14.7 %",
+        "Whole layers and tensor-parallel: each source's median of how much faster the "
+        "simulation is (positive: faster than measured), runs with T = 1 beside runs with T > 1",
+        "NVIDIA 2024                  2    +8.1 %      6   +27.6 %",
         "(--leave-one-out: each source predicted by the kernel tables fitted on the others)",
         "Published GPU memory: the fullest GPU's peak beside the simulated one",
         "36 cases: 36 within tolerance, 0 outside with the cause stated (gap*), 0 outside "
