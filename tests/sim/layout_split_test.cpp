@@ -11,8 +11,9 @@
 namespace pipescope {
 namespace {
 
-PaperFigure run(const std::string& source, const std::string& metric, double paper,
-                double simulated, std::optional<int> stages, std::optional<int> tensor = 1) {
+PaperFigure split_figure(const std::string& source, const std::string& metric, double paper,
+                         double simulated, std::optional<int> stages,
+                         std::optional<int> tensor = 1) {
   PaperFigure f;
   f.table = "gpu";
   f.name = source + " run";
@@ -31,15 +32,15 @@ PaperFigure run(const std::string& source, const std::string& metric, double pap
 // (+20 %), median +5 %. A figure without its stages and one of another table
 // stay out. All: one stage {+25, -20} -> +2.5 %; pipelined {+10, -10, +20} ->
 // +10 %.
-ValidationReport two_sources() {
+ValidationReport split_report() {
   ValidationReport report;
-  report.figures = {run("A 2020, Table 1", "step_time_s", 10, 8, 1, 4),
-                    run("B 2021", "step_time_s", 9, 10, 4),
-                    run("A 2020, Table 2", "step_time_s", 10, 12.5, 1),
-                    run("A 2020, Table 3", "samples_per_s", 100, 110, 2, 8),
-                    run("B 2021", "step_time_s", 12, 10, 8),
-                    run("C 2022", "step_time_s", 12, 10, std::nullopt, std::nullopt)};
-  PaperFigure other = run("A 2020", "step_time_s", 10, 1, 2, 2);
+  report.figures = {split_figure("A 2020, Table 1", "step_time_s", 10, 8, 1, 4),
+                    split_figure("B 2021", "step_time_s", 9, 10, 4),
+                    split_figure("A 2020, Table 2", "step_time_s", 10, 12.5, 1),
+                    split_figure("A 2020, Table 3", "samples_per_s", 100, 110, 2, 8),
+                    split_figure("B 2021", "step_time_s", 12, 10, 8),
+                    split_figure("C 2022", "step_time_s", 12, 10, std::nullopt, std::nullopt)};
+  PaperFigure other = split_figure("A 2020", "step_time_s", 10, 1, 2, 2);
   other.table = "gpu-memory";
   report.figures.push_back(other);
   return report;
@@ -47,7 +48,7 @@ ValidationReport two_sources() {
 
 TEST(LayoutSplit, MediansOfEachSourcesRunsOnOneStageAndPipelined) {
   const std::vector<LayoutSplit> rows =
-      layout_split(two_sources(), "gpu", LayoutDimension::kStages);
+      layout_split(split_report(), "gpu", LayoutDimension::kStages);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].publication, "A 2020");
   EXPECT_EQ(rows[0].one.runs, 2u);
@@ -71,7 +72,7 @@ TEST(LayoutSplit, MediansOfEachSourcesRunsOnOneStageAndPipelined) {
 // {-10, -20, +20} -> -10 %; T > 1 {+25, +10} -> +17.5 %.
 TEST(LayoutSplit, MediansOfEachSourcesRunsWithAndWithoutTensorParallelism) {
   const std::vector<LayoutSplit> rows =
-      layout_split(two_sources(), "gpu", LayoutDimension::kTensorParallel);
+      layout_split(split_report(), "gpu", LayoutDimension::kTensorParallel);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].publication, "A 2020");
   EXPECT_EQ(rows[0].one.runs, 1u);
@@ -89,10 +90,10 @@ TEST(LayoutSplit, MediansOfEachSourcesRunsWithAndWithoutTensorParallelism) {
 
 TEST(LayoutSplit, NothingWithoutTheDimension) {
   ValidationReport report;
-  report.figures = {run("C 2022", "step_time_s", 12, 10, std::nullopt, std::nullopt)};
+  report.figures = {split_figure("C 2022", "step_time_s", 12, 10, std::nullopt, std::nullopt)};
   EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kStages).empty());
   EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kTensorParallel).empty());
-  report.figures = {run("C 2022", "step_time_s", 12, 10, 2, 2)};
+  report.figures = {split_figure("C 2022", "step_time_s", 12, 10, 2, 2)};
   EXPECT_TRUE(layout_split(report, "memory", LayoutDimension::kStages).empty());
 }
 
