@@ -296,38 +296,41 @@ std::string publication_of(const std::string& source) {
   return source.substr(0, source.find(','));
 }
 
-std::vector<SourceMedian> median_abs_error_by_source(const ValidationReport& report,
-                                                     const std::string& table) {
-  std::vector<SourceMedian> out;
-  std::vector<ValidationReport> figures;  // of each publication, in out's order
+std::vector<PublicationFigures> figures_by_publication(const ValidationReport& report,
+                                                       const std::string& table) {
+  std::vector<PublicationFigures> out;
   for (const PaperFigure& f : report.figures) {
     if (f.table != table) continue;
     const std::string publication = publication_of(f.source);
-    const auto it = std::find_if(out.begin(), out.end(), [&](const SourceMedian& m) {
-      return m.publication == publication;
+    auto it = std::find_if(out.begin(), out.end(), [&](const PublicationFigures& p) {
+      return p.publication == publication;
     });
-    const auto i = static_cast<std::size_t>(it - out.begin());
-    if (it == out.end()) {
-      SourceMedian m;
-      m.publication = publication;
-      out.push_back(m);
-      figures.emplace_back();
-    }
-    figures[i].figures.push_back(f);
+    if (it == out.end()) it = out.insert(out.end(), {publication, {}});
+    it->figures.push_back(&f);
   }
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    SourceMedian& m = out[i];
-    m.median_abs_error = median_abs_error(figures[i], table);
-    m.figures = figures[i].figures.size();
+  return out;
+}
+
+std::vector<SourceMedian> median_abs_error_by_source(const ValidationReport& report,
+                                                     const std::string& table) {
+  std::vector<SourceMedian> out;
+  for (const PublicationFigures& p : figures_by_publication(report, table)) {
+    SourceMedian m;
+    m.publication = p.publication;
+    m.figures = p.figures.size();
+    std::vector<double> errors;
     double sum = 0.0;
-    for (const PaperFigure& f : figures[i].figures) {
-      sum += faster_error(f);
-      if (std::fabs(f.relative_error()) >= std::fabs(m.worst_error)) {
-        m.worst = f.name;
-        m.worst_error = f.relative_error();
+    for (const PaperFigure* f : p.figures) {
+      errors.push_back(std::fabs(f->relative_error()));
+      sum += faster_error(*f);
+      if (std::fabs(f->relative_error()) >= std::fabs(m.worst_error)) {
+        m.worst = f->name;
+        m.worst_error = f->relative_error();
       }
     }
+    m.median_abs_error = median_of(std::move(errors));
     m.mean_faster = sum / static_cast<double>(m.figures);
+    out.push_back(std::move(m));
   }
   return out;
 }

@@ -137,6 +137,15 @@ std::string publication_of(const std::string& source);
 // published over the simulated, less 1. Positive: the simulation is fast.
 double faster_error(const PaperFigure& f);
 
+// `table`'s figures of each publication (publication_of), in the order the
+// publications first appear; the figures point into the report.
+struct PublicationFigures {
+  std::string publication;
+  std::vector<const PaperFigure*> figures;
+};
+std::vector<PublicationFigures> figures_by_publication(const ValidationReport& report,
+                                                       const std::string& table);
+
 struct SourceMedian {
   std::string publication;
   double median_abs_error = 0.0;

@@ -1,6 +1,5 @@
 #include "sim/validation/layout_split.h"
 
-#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -29,23 +28,20 @@ LayoutSplit split_row(std::string publication, SplitErrors e) {
 
 std::vector<LayoutSplit> layout_split(const ValidationReport& report, const std::string& table,
                                       LayoutDimension dimension) {
-  std::vector<std::pair<std::string, SplitErrors>> sources;
-  SplitErrors all;
-  for (const PaperFigure& f : report.figures) {
-    const std::optional<int> size = size_of(f, dimension);
-    if (f.table != table || !size) continue;
-    const std::string publication = publication_of(f.source);
-    auto it = std::find_if(sources.begin(), sources.end(),
-                           [&](const auto& s) { return s.first == publication; });
-    if (it == sources.end()) it = sources.insert(sources.end(), {publication, SplitErrors{}});
-    for (SplitErrors* e : {&it->second, &all})
-      (*size > 1 ? e->more : e->one).push_back(faster_error(f));
-  }
   std::vector<LayoutSplit> out;
-  if (sources.empty()) return out;
-  for (auto& [publication, errors] : sources)
-    out.push_back(split_row(publication, std::move(errors)));
-  out.push_back(split_row("all", std::move(all)));
+  SplitErrors all;
+  for (const PublicationFigures& p : figures_by_publication(report, table)) {
+    SplitErrors errors;
+    for (const PaperFigure* f : p.figures) {
+      const std::optional<int> size = size_of(*f, dimension);
+      if (!size) continue;
+      for (SplitErrors* e : {&errors, &all})
+        (*size > 1 ? e->more : e->one).push_back(faster_error(*f));
+    }
+    if (!errors.one.empty() || !errors.more.empty())
+      out.push_back(split_row(p.publication, std::move(errors)));
+  }
+  if (!out.empty()) out.push_back(split_row("all", std::move(all)));
   return out;
 }
 
