@@ -33,9 +33,13 @@ void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o) {
   cmd.add_option("--seq-len", o.seq_len,
                  "Sequence length for --hf-config (default: its max_position_embeddings)")
       ->check(positive_count());
+  add_framework_option(cmd, o.framework);
+}
+
+void add_framework_option(CLI::App& cmd, std::optional<std::string>& framework) {
   std::vector<std::string> frameworks;
   for (const Framework& f : framework_profiles()) frameworks.push_back(f.name);
-  cmd.add_option("--framework", o.framework,
+  cmd.add_option("--framework", framework,
                  "The training framework that runs the job, as training.framework says: what "
                  "its host pays per kernel, when it synchronises, what it fuses, overlaps and "
                  "reduces in fp32 (" +

@@ -47,6 +47,8 @@ void add_scenario_options(CLI::App& cmd, ScenarioOptions& o);
 // --set, --hf-config, --seq-len and --framework alone, for a command whose
 // scenario is optional.
 void add_scenario_overrides(CLI::App& cmd, ScenarioOptions& o);
+// --framework NAME alone: a training.framework profile by name.
+void add_framework_option(CLI::App& cmd, std::optional<std::string>& framework);
 // --cost-model analytic|kernels|FILE (a cost-model file or a profile), for the
 // commands that time steps (simulate, plan, sweep); see apply_cost_model_argument
 // (sim/formats/cost_model_file.h).

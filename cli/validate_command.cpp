@@ -17,6 +17,7 @@
 #include "cli/bundled_scenarios.h"
 #include "cli/json_output.h"
 #include "cli/progress.h"
+#include "cli/scenario_options.h"
 #include "sim/base/file_io.h"
 #include "sim/base/format.h"
 #include "sim/base/json_reader.h"
@@ -46,6 +47,13 @@ CLI::App* add_validate_command(CLI::App& app, ValidateOptions& o) {
                 "Also fit the kernel tables' efficiencies and per-kernel cost on every source "
                 "of the GPU suite but one and predict that one, for each source (about twenty "
                 "simulations of the suite a source)");
+  cmd->add_option("--set", o.overrides,
+                  "Change a field of every GPU case before it is simulated, e.g. --set "
+                  "training.framework.tp_forward_overlap=false (repeatable): a what-if; the "
+                  "published figures, their tolerances and gaps stay as recorded, and a case "
+                  "without the field refuses it")
+      ->allow_extra_args(false);
+  add_framework_option(*cmd, o.framework);
   return cmd;
 }
 
@@ -68,9 +76,31 @@ Source read_source(const std::optional<std::string>& folder, const char* name,
   return {std::move(doc), label};
 }
 
-// The GPU suite's cases: every *.json of `folder` in name order, or the bundled copies.
-std::vector<GpuCase> read_gpu_cases(const std::optional<std::string>& folder,
-                                    std::vector<std::string>& labels) {
+// The what-if's --set and --framework applied to one case's document, as
+// simulate applies them to a scenario. The validation section is the published
+// record, which they may not change.
+nlohmann::json with_what_if(const ValidateOptions& o, nlohmann::json doc,
+                            const std::string& label) {
+  if (o.overrides.empty() && !o.framework) return doc;
+  for (const std::string& assignment : o.overrides) {
+    if (assignment.rfind("validation", 0) == 0) {
+      throw std::invalid_argument("--set " + assignment +
+                                  ": the validation section is the published record; --set "
+                                  "changes only what is simulated");
+    }
+  }
+  ScenarioOptions what_if;
+  what_if.file = label;
+  what_if.document = std::move(doc);
+  what_if.overrides = o.overrides;
+  what_if.framework = o.framework;
+  return load_document(what_if);
+}
+
+// The GPU suite's cases: every *.json of `folder` in name order, or the bundled
+// copies, each with the what-if applied.
+std::vector<GpuCase> read_gpu_cases(const ValidateOptions& o, std::vector<std::string>& labels) {
+  const std::optional<std::string>& folder = o.gpu_scenarios;
   std::vector<GpuCase> cases;
   if (folder) {
     std::vector<std::filesystem::path> files;
@@ -86,7 +116,8 @@ std::vector<GpuCase> read_gpu_cases(const std::optional<std::string>& folder,
     }
     for (const auto& file : files) {
       labels.push_back(file.string());
-      cases.push_back(read_gpu_case(load_scenario_json(file), file.string()));
+      cases.push_back(
+          read_gpu_case(with_what_if(o, load_scenario_json(file), file.string()), file.string()));
     }
     check_studies(cases);
     return cases;
@@ -95,7 +126,8 @@ std::vector<GpuCase> read_gpu_cases(const std::optional<std::string>& folder,
     const BundledScenario& b = kBundledGpuValidation[i];
     const std::string label = "scenarios/validation/" + std::string(b.name) + " (built in)";
     labels.push_back(label);
-    cases.push_back(read_gpu_case(json_io::parse_json(std::string(b.text), label), label));
+    cases.push_back(read_gpu_case(
+        with_what_if(o, json_io::parse_json(std::string(b.text), label), label), label));
   }
   check_studies(cases);
   return cases;
@@ -400,7 +432,7 @@ int run_validate(const ValidateOptions& o) {
       read_source(o.scenarios, "transformer-tpuv3.json", kBundledGpipeTransformer);
   const Source amoebanet = read_source(o.scenarios, "amoebanet-tpuv2.json", kBundledGpipeAmoebanet);
   std::vector<std::string> gpu_labels;
-  const std::vector<GpuCase> gpu_cases = read_gpu_cases(o.gpu_scenarios, gpu_labels);
+  const std::vector<GpuCase> gpu_cases = read_gpu_cases(o, gpu_labels);
   ValidationReport report;
   {
     ProgressBar bar("validate");
@@ -426,6 +458,10 @@ int run_validate(const ValidateOptions& o) {
     nlohmann::json j = validation_json(report);
     j["scenarios"] = {transformer.label, amoebanet.label};
     j["gpu_scenarios"] = gpu_labels;
+    if (!o.overrides.empty() || o.framework) {
+      j["what_if"] = {{"set", o.overrides}};
+      if (o.framework) j["what_if"]["framework"] = *o.framework;
+    }
     j["gpu_median_abs_error"] = median_abs_error(report, "gpu");
     j["gpu_sources"] = sources_json(report, "gpu");
     j["gpu_source_median"] = median_of_source_medians(median_abs_error_by_source(report, "gpu"));
@@ -441,6 +477,15 @@ int run_validate(const ValidateOptions& o) {
                 transformer.label.c_str(), amoebanet.label.c_str());
     std::printf("GPU cases: %zu from %s\n\n", gpu_cases.size(),
                 o.gpu_scenarios ? o.gpu_scenarios->c_str() : "scenarios/validation/ (built in)");
+    if (!o.overrides.empty() || o.framework) {
+      std::string what;
+      for (const std::string& a : o.overrides) what += " --set " + a;
+      if (o.framework) what += " --framework " + *o.framework;
+      std::printf(
+          "What-if: every GPU case with%s (the published figures, tolerances and gaps "
+          "as recorded)\n\n",
+          what.c_str());
+    }
     print_figures(report, "memory",
                   "Largest Transformer on TPU v3 cores of 16 GiB (table 1); in whole layers, as "
                   "the paper counts; (finer): the share of the next layer that would still fit",

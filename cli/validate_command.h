@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +22,11 @@ struct ValidateOptions {
   // Fit the kernel tables on every source of the GPU suite but one and
   // predict that one (sim/validation/leave_one_out.h), for each source.
   bool leave_one_out = false;
+  // A what-if: --set overrides and a --framework profile applied to every GPU
+  // case before it is simulated (as simulate applies them to a scenario); the
+  // published figures, tolerances and gaps stay as the cases record them.
+  std::vector<std::string> overrides;
+  std::optional<std::string> framework;
 };
 
 CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options);

@@ -87,6 +87,11 @@ void apply_override(json& doc, const std::string& assignment, const std::string&
       const auto it = node->find(segment);
       if (it == node->end()) throw fail("'" + here + "' does not exist");
       node = &*it;
+      // A framework named by its profile alone is that profile with no field
+      // changed, so that a field of it can be set.
+      if (here == "training.framework" && node->is_string()) {
+        *node = json{{"profile", node->get<std::string>()}};
+      }
     } else if (node->is_array()) {
       const std::optional<std::size_t> index = parse_index(segment);
       if (!index || *index >= node->size()) throw fail("'" + here + "' does not exist");

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -166,6 +167,61 @@ TEST(ValidateCli, LeavesEachSourceOut) {
             std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("median of the left-out medians: "), std::string::npos);
+}
+
+// --set and --framework change every GPU case before it is simulated (a
+// what-if), as simulate applies them to one scenario; the published record
+// stays out of their reach.
+TEST(ValidateCli, WhatIfChangesEveryCase) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("pipescope_validate_what_if_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cases = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/validation/";
+  // Both name megatron-lm-2022; KO-1 runs T = 8, ZB-1Fa T = 1.
+  for (const char* c : {"ko-1.json", "zb-1fa.json"}) fs::copy_file(cases + c, dir / c);
+  const std::string folder = " --gpu-scenarios " + dir.string();
+  const CliResult base = run("validate --json" + folder);
+  const CliResult same = run("validate --json --framework megatron-lm-2022" + folder);
+  const std::string set = " --set training.framework.tp_backward_overlap=false";
+  const CliResult what_if = run("validate --json" + set + folder);
+  const CliResult text = run("validate" + set + folder);
+  const CliResult record = run("validate --set validation.measured.value=1" + folder);
+  const CliResult unknown = run("validate --set training.nonsense=1" + folder);
+  fs::remove_all(dir);
+  ASSERT_EQ(base.status, 0) << base.err;
+  ASSERT_EQ(same.status, 0) << same.err;
+  ASSERT_EQ(what_if.status, 0) << what_if.err;
+  const auto simulated = [](const CliResult& r) {
+    std::map<std::string, double> out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    for (const nlohmann::json& f : j["figures"]) {
+      if (f["table"] == "gpu") out[f["name"]] = f["simulated"];
+    }
+    return out;
+  };
+  const std::map<std::string, double> b = simulated(base), w = simulated(what_if);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(simulated(same), b);  // the profile the cases already name
+  // The input gradient's all-reduce no longer hides behind the weight
+  // gradient: only the tensor-parallel case slows (a step time grows).
+  EXPECT_GT(w.at("KO-1"), b.at("KO-1") * 1.01);
+  EXPECT_EQ(w.at("ZB-1Fa"), b.at("ZB-1Fa"));
+  EXPECT_EQ(nlohmann::json::parse(what_if.out)["what_if"]["set"][0],
+            "training.framework.tp_backward_overlap=false");
+  EXPECT_FALSE(nlohmann::json::parse(base.out).contains("what_if"));
+  EXPECT_NE(text.out.find("What-if: every GPU case with --set "
+                          "training.framework.tp_backward_overlap=false"),
+            std::string::npos)
+      << text.out;
+  EXPECT_EQ(record.status, 1);
+  EXPECT_EQ(record.err,
+            "pipescope: error: --set validation.measured.value=1: the validation section is the "
+            "published record; --set changes only what is simulated\n");
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.err.find((dir / "ko-1.json").string() + ": training.nonsense: unknown key"),
+            std::string::npos)
+      << unknown.err;
+  EXPECT_EQ(record.out + unknown.out, "");
 }
 
 TEST(ValidateCli, WrongModelOrBrokenFileIsNamed) {

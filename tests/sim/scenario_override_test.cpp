@@ -44,6 +44,21 @@ TEST(ScenarioOverride, PathAsErrorsPrintIt) {
   EXPECT_EQ(s.model.layers[1].fwd_flops, 321.0);
 }
 
+// A framework named by its profile takes a field as the object form would,
+// and keeps the profile's other fields.
+TEST(ScenarioOverride, FieldOfAFrameworkNamedByItsProfile) {
+  json doc = good_doc();
+  doc["training"]["framework"] = "megatron-lm-2022";
+  const Scenario named = parse_scenario_text(doc.dump(), "o.json", {});
+  ASSERT_TRUE(named.training.framework.tp_backward_overlap);
+  const Scenario s =
+      parse_scenario_text(doc.dump(), "o.json", {"training.framework.tp_backward_overlap=false"});
+  EXPECT_EQ(s.training.framework.name, "megatron-lm-2022");
+  EXPECT_FALSE(s.training.framework.tp_backward_overlap);
+  EXPECT_EQ(s.training.framework.p2p_split, named.training.framework.p2p_split);
+  EXPECT_EQ(s.training.framework.host_launch_s, named.training.framework.host_launch_s);
+}
+
 TEST(ScenarioOverride, NewKeyIsRejectedByValidation) {
   const ScenarioError e = error_of(good_doc(), {"training.foo=1"});
   EXPECT_EQ(e.json_path(), "training.foo");
