@@ -30,6 +30,11 @@ struct OpTimes {
   // backward's and its weight gradients' kernels (the kernel-level model
   // with a framework that pays per launch; 0 otherwise). Where it exceeds
   // the device's time the device waits for the host (sim/engine/host_dispatch.h).
+  // What the forward's row-split GEMMs lose to the reduce-scatters that run
+  // beside them on SMs of their own under Transformer Engine's forward
+  // overlap (the kernel-level model with Framework::tp_forward_overlap; the
+  // engine charges it where the layer has collectives).
+  SimTime tp_overlap_forward = 0;
   SimTime host_forward = 0;
   SimTime host_backward = 0;
   SimTime host_weight = 0;

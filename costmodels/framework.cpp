@@ -29,6 +29,9 @@ constexpr double kMegatronLmStepPasses = 16.0;
 constexpr double kDeepSpeedStepPasses = 20.0;
 // torch's clip_grad_norm_ (the norm, 4; the scaling, 8).
 constexpr double kTorchClipPasses = 12.0;
+// The most SMs a forward overlap's reduce-scatter may take from its GEMM
+// (Transformer Engine's configurations use 1 to 24).
+constexpr double kMostOverlapSms = 32.0;
 
 // DeepSpeed's bf16 optimizer after each backward of a non-last stage
 // (update_hp_grads): each bf16 gradient cast to fp32 and added into the fp32
@@ -79,6 +82,12 @@ Framework megatron_core() {
   // all-reduce (reduce-scatter) runs while the weight gradient computes;
   // --tp-comm-overlap is off.
   f.tp_backward_overlap = true;
+  // Where a run turns on --tp-comm-overlap (tp_forward_overlap) without a
+  // config of its own: Transformer Engine's defaults (initialize_ub, TE 1.x),
+  // the "pipeline" reduce-scatters in 4 chunks on 16 SMs each.
+  f.userbuffers_exposed_share = 0.25;
+  f.userbuffers_attention_output_sms = 16;
+  f.userbuffers_mlp_down_sms = 16;
   f.step_grad_pass_bytes = kMegatronCoreStepPasses;
   return f;
 }
@@ -96,6 +105,12 @@ Framework nemo() {
   f.overlap_grad_reduce = true;
   f.overlap_param_gather = true;
   f.tp_forward_overlap = true;
+  // NeMo's userbuffers configuration for the H100 (tp_overlap_configs,
+  // userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192 and its siblings): the
+  // output projection's reduce-scatter on 24 SMs, the MLP's on 16, each in 4
+  // chunks, the GEMMs kept off those SMs (set_sm_margin).
+  f.userbuffers_attention_output_sms = 24;
+  f.userbuffers_mlp_down_sms = 16;
   return f;
 }
 
@@ -280,6 +295,10 @@ const std::vector<FrameworkField>& framework_fields() {
       {"zero1_allreduce", &Framework::zero1_allreduce, nullptr, 0.0},
       {"tp_backward_overlap", &Framework::tp_backward_overlap, nullptr, 0.0, true},
       {"tp_forward_overlap", &Framework::tp_forward_overlap, nullptr, 0.0, true},
+      {"userbuffers_exposed_share", nullptr, &Framework::userbuffers_exposed_share, 1.0},
+      {"userbuffers_attention_output_sms", nullptr, &Framework::userbuffers_attention_output_sms,
+       kMostOverlapSms},
+      {"userbuffers_mlp_down_sms", nullptr, &Framework::userbuffers_mlp_down_sms, kMostOverlapSms},
       {"pair_alltoall_overlap", &Framework::pair_alltoall_overlap, nullptr, 0.0, true},
       {"step_grad_pass_bytes", nullptr, &Framework::step_grad_pass_bytes, 256.0},
   };

@@ -114,6 +114,14 @@ struct Framework {
   // Engine's userbuffers: Megatron-Core's --tp-comm-overlap, NeMo's
   // performance recipes).
   bool tp_forward_overlap = false;
+  // How that forward overlap runs the reduce-scatter after a row-split GEMM
+  // (Transformer Engine's "pipeline" method): in chunks of which the last
+  // stays exposed (this share of it, 1 / num_splits), on this many SMs taken
+  // from the attention's output projection and the MLP's down projection,
+  // which run on the rest.
+  double userbuffers_exposed_share = 0.0;
+  double userbuffers_attention_output_sms = 0.0;
+  double userbuffers_mlp_down_sms = 0.0;
 
   // --- Expert parallelism ---
   // In an overlapped pair (Op::paired, DualPipe(V)'s F&B) one half's

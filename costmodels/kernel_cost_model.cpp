@@ -190,7 +190,7 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   }
   const double peak = device_.peak_flops(dtype_);
   const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
-  double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0, core_bwd = 0.0;
+  double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0, core_bwd = 0.0, overlap = 0.0;
   int fwd_launches = 0, bwd_launches = 0, w_launches = 0;
   std::int64_t weighted_gemms = 0;
   for (const Kernel& k : *layer.kernels) {
@@ -206,6 +206,7 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
       core += kt.forward;
       core_bwd += kt.backward;
     }
+    overlap += overlap_seconds(k, kt.forward, t.multiprocessors);
     if (k.kind == Kernel::Kind::kGemm && k.has_weight) ++weighted_gemms;
   }
   // The weight gradients' accumulation into the step's, part of W.
@@ -223,10 +224,24 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   OpTimes out{
       forward, forward, backward, weight, forward, backward - weight, seconds_to_simtime(core)};
   out.core_backward = seconds_to_simtime(core_bwd);
+  out.tp_overlap_forward = seconds_to_simtime(overlap);
   out.host_forward = seconds_to_simtime(host * fwd_launches);
   out.host_backward = seconds_to_simtime(host * bwd_launches);
   out.host_weight = seconds_to_simtime(host * w_launches);
   return out;
+}
+
+double KernelCostModel::overlap_seconds(const Kernel& k, double forward, int sms) const {
+  if (!framework_.tp_forward_overlap || sms <= 0) return 0.0;
+  const double taken = k.row_split == Kernel::RowSplit::kAttentionOutput
+                           ? framework_.userbuffers_attention_output_sms
+                       : k.row_split == Kernel::RowSplit::kMlpDown
+                           ? framework_.userbuffers_mlp_down_sms
+                           : 0.0;
+  if (taken <= 0.0) return 0.0;
+  // The GEMM's tiles run on the SMs the reduce-scatter leaves (at least half).
+  const double left = std::max(sms - taken, sms / 2.0);
+  return forward * (sms / left - 1.0);
 }
 
 KernelCostModel::Accumulation KernelCostModel::accumulation(const LayerSpec& layer,

@@ -71,6 +71,12 @@ struct Kernel {
   // or the fused kernel): what selective recomputation reruns before the
   // backward (LayerSpec::core_stash_bytes).
   bool attention_core = false;
+  // kGemm: a row-split projection whose output the tensor-parallel group
+  // reduces (the attention's output projection, the MLP's down projection).
+  // Under Transformer Engine's forward overlap (Framework::tp_forward_overlap)
+  // that reduce-scatter runs beside the GEMM on SMs taken from it.
+  enum class RowSplit : std::uint8_t { kNone, kAttentionOutput, kMlpDown };
+  RowSplit row_split = RowSplit::kNone;
   // The kernels the host launches for it, forward and backward: 1 and 1 (2
   // for a GEMM: input and weight gradients) unless it stands for several
   // (an unfused layer norm's separate ops). Each costs the device

@@ -12,7 +12,9 @@ void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, st
                       std::int64_t t, Bytes e) {
   k.push_back(gemm(s, f / t, h));
   k.push_back(memory(2 * s * (f / t) * e, 3 * s * (f / t) * e));  // bias + GeLU
-  k.push_back(gemm(s, h, f / t));
+  Kernel down = gemm(s, h, f / t);
+  down.row_split = Kernel::RowSplit::kMlpDown;
+  k.push_back(down);
 }
 
 void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
@@ -71,7 +73,9 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
     k.push_back(gemm(s, (p.heads * d + 2 * d_kv) / t, h));
     append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0, split.context,
                           split.heads_over_context);
-    k.push_back(gemm(s, h, a * d));
+    Kernel output = gemm(s, h, a * d);
+    output.row_split = Kernel::RowSplit::kAttentionOutput;
+    k.push_back(output);
   }
   k.push_back(dropout_add);
   k.push_back(layer_norm);

@@ -1,6 +1,7 @@
 #include "sim/engine/tensor_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -105,7 +106,14 @@ int cut_split(const ModelSpec& model, const Cluster& cluster) {
 
 TensorCollectives exposed_collectives(TensorCollectives c, const OpTimes& times,
                                       const Framework& framework, bool split) {
-  if (framework.tp_forward_overlap) c.forward = std::max<SimTime>(0, c.forward - times.forward);
+  if (framework.tp_forward_overlap && c.forward > 0) {
+    // The reduce-scatters (half the forward's bytes beside the all-gathers)
+    // leave their last chunk exposed; the row-split GEMMs run on fewer SMs.
+    const auto last_chunks = static_cast<SimTime>(
+        std::llround(static_cast<double>(c.forward) / 2 * framework.userbuffers_exposed_share));
+    c.forward =
+        std::max<SimTime>({0, c.forward - times.forward, last_chunks}) + times.tp_overlap_forward;
+  }
   if (framework.tp_backward_overlap && !split) {
     c.backward = std::max<SimTime>(0, c.backward - times.weight);
   }

@@ -80,6 +80,15 @@ TEST(TensorParallel, OverlappedCollectivesCostWhatOutlastsTheirCompute) {
   t.weight = 900;
   EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 0);
   EXPECT_EQ(exposed_collectives(c, t, f, false).backward, 0);
+  // Transformer Engine's pipelined reduce-scatters (half of the forward's
+  // 500) leave their last of 4 chunks exposed, 62.5 rounded, and the GEMMs
+  // they slow add theirs; a layer without collectives pays neither.
+  f.userbuffers_exposed_share = 0.25;
+  t.tp_overlap_forward = 40;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 63 + 40);
+  t.forward = 100;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 400 + 40);
+  EXPECT_EQ(exposed_collectives(TensorCollectives{0, 700}, t, f, false).forward, 0);
 }
 
 TEST(TensorParallel, OpsRunTheirAllReducesAfterTheirCompute) {
