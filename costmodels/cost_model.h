@@ -26,15 +26,15 @@ struct OpTimes {
   SimTime input = 0;          // input_grad
   SimTime core = 0;           // core_recompute
   SimTime core_backward = 0;  // core_backward
-  // What the host spends launching the forward's (and a recompute's), the
-  // backward's and its weight gradients' kernels (the kernel-level model
-  // with a framework that pays per launch; 0 otherwise). Where it exceeds
-  // the device's time the device waits for the host (sim/engine/host_dispatch.h).
   // What the forward's row-split GEMMs lose to the reduce-scatters that run
   // beside them on SMs of their own under Transformer Engine's forward
   // overlap (the kernel-level model with Framework::tp_forward_overlap; the
   // engine charges it where the layer has collectives).
   SimTime tp_overlap_forward = 0;
+  // What the host spends launching the forward's (and a recompute's), the
+  // backward's and its weight gradients' kernels (the kernel-level model
+  // with a framework that pays per launch; 0 otherwise). Where it exceeds
+  // the device's time the device waits for the host (sim/engine/host_dispatch.h).
   SimTime host_forward = 0;
   SimTime host_backward = 0;
   SimTime host_weight = 0;
