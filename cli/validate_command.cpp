@@ -76,12 +76,17 @@ Source read_source(const std::optional<std::string>& folder, const char* name,
   return {std::move(doc), label};
 }
 
+// Whether --set or --framework makes this run a what-if.
+bool is_what_if(const ValidateOptions& o) {
+  return !o.overrides.empty() || o.framework;
+}
+
 // The what-if's --set and --framework applied to one case's document, as
 // simulate applies them to a scenario. The validation section is the published
 // record, which they may not change.
 nlohmann::json with_what_if(const ValidateOptions& o, nlohmann::json doc,
                             const std::string& label) {
-  if (o.overrides.empty() && !o.framework) return doc;
+  if (!is_what_if(o)) return doc;
   for (const std::string& assignment : o.overrides) {
     if (assignment.rfind("validation", 0) == 0) {
       throw std::invalid_argument("--set " + assignment +
@@ -458,7 +463,7 @@ int run_validate(const ValidateOptions& o) {
     nlohmann::json j = validation_json(report);
     j["scenarios"] = {transformer.label, amoebanet.label};
     j["gpu_scenarios"] = gpu_labels;
-    if (!o.overrides.empty() || o.framework) {
+    if (is_what_if(o)) {
       j["what_if"] = {{"set", o.overrides}};
       if (o.framework) j["what_if"]["framework"] = *o.framework;
     }
@@ -477,7 +482,7 @@ int run_validate(const ValidateOptions& o) {
                 transformer.label.c_str(), amoebanet.label.c_str());
     std::printf("GPU cases: %zu from %s\n\n", gpu_cases.size(),
                 o.gpu_scenarios ? o.gpu_scenarios->c_str() : "scenarios/validation/ (built in)");
-    if (!o.overrides.empty() || o.framework) {
+    if (is_what_if(o)) {
       std::string what;
       for (const std::string& a : o.overrides) what += " --set " + a;
       if (o.framework) what += " --framework " + *o.framework;
