@@ -13,6 +13,7 @@
 #include "costmodels/device.h"
 #include "costmodels/model.h"
 #include "costmodels/units.h"
+#include "costmodels/userbuffers.h"
 
 namespace pipescope {
 
@@ -26,11 +27,10 @@ struct OpTimes {
   SimTime input = 0;          // input_grad
   SimTime core = 0;           // core_recompute
   SimTime core_backward = 0;  // core_backward
-  // What the forward's row-split GEMMs lose to the reduce-scatters that run
-  // beside them on SMs of their own under Transformer Engine's forward
-  // overlap (the kernel-level model with Framework::tp_forward_overlap; the
-  // engine charges it where the layer has collectives).
-  SimTime tp_overlap_forward = 0;
+  // The times of the GEMMs beside which Transformer Engine's userbuffers
+  // run the layer's tensor-parallel collectives (the kernel-level model;
+  // zero elsewhere), which the engine prices (costmodels/userbuffers.h).
+  TeGemmTimes te_gemms{};
   // What the host spends launching the forward's (and a recompute's), the
   // backward's and its weight gradients' kernels (the kernel-level model
   // with a framework that pays per launch; 0 otherwise). Where it exceeds

@@ -29,8 +29,8 @@ constexpr double kMegatronLmStepPasses = 16.0;
 constexpr double kDeepSpeedStepPasses = 20.0;
 // torch's clip_grad_norm_ (the norm, 4; the scaling, 8).
 constexpr double kTorchClipPasses = 12.0;
-// The most SMs a forward overlap's reduce-scatter may take from its GEMM
-// (Transformer Engine's configurations use 1 to 24).
+// The most SMs a userbuffers overlap may take from its GEMM (Transformer
+// Engine's configurations use 1 to 24).
 constexpr double kMostOverlapSms = 32.0;
 
 // DeepSpeed's bf16 optimizer after each backward of a non-last stage
@@ -83,11 +83,15 @@ Framework megatron_core() {
   // --tp-comm-overlap is off.
   f.tp_backward_overlap = true;
   // Where a run turns on --tp-comm-overlap (tp_forward_overlap) without a
-  // config of its own: Transformer Engine's defaults (initialize_ub, TE 1.x),
-  // the "pipeline" reduce-scatters in 4 chunks on 16 SMs each.
+  // config of its own: Transformer Engine's defaults (initialize_ub, TE 2.x):
+  // every "pipeline" and "bulk" overlap on 16 SMs kept from its GEMM
+  // (set_sm_margin), the reduce-scatters in 4 chunks. (TE 1.x, which
+  // core_r0.8 ran, set no margin.)
   f.userbuffers_exposed_share = 0.25;
-  f.userbuffers_attention_output_sms = 16;
-  f.userbuffers_mlp_down_sms = 16;
+  f.userbuffers_proj_fprop_sms = f.userbuffers_fc2_fprop_sms = 16;
+  f.userbuffers_qkv_dgrad_sms = f.userbuffers_qkv_wgrad_sms = 16;
+  f.userbuffers_fc1_dgrad_sms = f.userbuffers_fc1_wgrad_sms = 16;
+  f.userbuffers_fprop_sm_margin = f.userbuffers_bulk_sm_margin = true;
   f.step_grad_pass_bytes = kMegatronCoreStepPasses;
   return f;
 }
@@ -108,9 +112,16 @@ Framework nemo() {
   // NeMo's userbuffers configuration for the H100 (tp_overlap_configs,
   // userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192 and its siblings): the
   // output projection's reduce-scatter on 24 SMs, the MLP's on 16, each in 4
-  // chunks, the GEMMs kept off those SMs (set_sm_margin).
-  f.userbuffers_attention_output_sms = 24;
-  f.userbuffers_mlp_down_sms = 16;
+  // chunks, the GEMMs kept off those SMs (set_sm_margin); the bulk overlaps
+  // on 4 (qkv_dgrad), 24 (qkv_wgrad), 2 (fc1_dgrad) and 4 (fc1_wgrad) SMs
+  // that their GEMMs share (no margin).
+  f.userbuffers_proj_fprop_sms = 24;
+  f.userbuffers_fc2_fprop_sms = 16;
+  f.userbuffers_qkv_dgrad_sms = 4;
+  f.userbuffers_qkv_wgrad_sms = 24;
+  f.userbuffers_fc1_dgrad_sms = 2;
+  f.userbuffers_fc1_wgrad_sms = 4;
+  f.userbuffers_bulk_sm_margin = false;
   return f;
 }
 
@@ -296,9 +307,20 @@ const std::vector<FrameworkField>& framework_fields() {
       {"tp_backward_overlap", &Framework::tp_backward_overlap, nullptr, 0.0, true},
       {"tp_forward_overlap", &Framework::tp_forward_overlap, nullptr, 0.0, true},
       {"userbuffers_exposed_share", nullptr, &Framework::userbuffers_exposed_share, 1.0},
-      {"userbuffers_attention_output_sms", nullptr, &Framework::userbuffers_attention_output_sms,
+      {"userbuffers_proj_fprop_sms", nullptr, &Framework::userbuffers_proj_fprop_sms,
        kMostOverlapSms},
-      {"userbuffers_mlp_down_sms", nullptr, &Framework::userbuffers_mlp_down_sms, kMostOverlapSms},
+      {"userbuffers_fc2_fprop_sms", nullptr, &Framework::userbuffers_fc2_fprop_sms,
+       kMostOverlapSms},
+      {"userbuffers_qkv_dgrad_sms", nullptr, &Framework::userbuffers_qkv_dgrad_sms,
+       kMostOverlapSms},
+      {"userbuffers_qkv_wgrad_sms", nullptr, &Framework::userbuffers_qkv_wgrad_sms,
+       kMostOverlapSms},
+      {"userbuffers_fc1_dgrad_sms", nullptr, &Framework::userbuffers_fc1_dgrad_sms,
+       kMostOverlapSms},
+      {"userbuffers_fc1_wgrad_sms", nullptr, &Framework::userbuffers_fc1_wgrad_sms,
+       kMostOverlapSms},
+      {"userbuffers_fprop_sm_margin", &Framework::userbuffers_fprop_sm_margin, nullptr, 0.0},
+      {"userbuffers_bulk_sm_margin", &Framework::userbuffers_bulk_sm_margin, nullptr, 0.0},
       {"pair_alltoall_overlap", &Framework::pair_alltoall_overlap, nullptr, 0.0, true},
       {"step_grad_pass_bytes", nullptr, &Framework::step_grad_pass_bytes, 256.0},
   };

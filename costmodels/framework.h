@@ -114,14 +114,25 @@ struct Framework {
   // Engine's userbuffers: Megatron-Core's --tp-comm-overlap, NeMo's
   // performance recipes).
   bool tp_forward_overlap = false;
-  // How that forward overlap runs the reduce-scatter after a row-split GEMM
-  // (Transformer Engine's "pipeline" method): in chunks of which the last
-  // stays exposed (this share of it, 1 / num_splits), on this many SMs taken
-  // from the attention's output projection and the MLP's down projection,
-  // which run on the rest.
+  // How that overlap runs (costmodels/userbuffers.h; Transformer Engine's
+  // names): the reduce-scatter after a row-split GEMM's forward in chunks of
+  // which the last stays exposed (this share of it, 1 / num_splits), on
+  // this many SMs beside the attention's output projection (proj_fprop) and
+  // the MLP's down projection (fc2_fprop); in the backward, the gather of a
+  // column-split projection's input beside its input gradient (qkv_dgrad,
+  // fc1_dgrad) and the reduce-scatter of that gradient beside its weight
+  // gradient (qkv_wgrad, fc1_wgrad), each on this many SMs. With an SM
+  // margin (TE's set_sm_margin) the GEMMs keep off those SMs throughout;
+  // without, they share them while the collective runs.
   double userbuffers_exposed_share = 0.0;
-  double userbuffers_attention_output_sms = 0.0;
-  double userbuffers_mlp_down_sms = 0.0;
+  double userbuffers_proj_fprop_sms = 0.0;
+  double userbuffers_fc2_fprop_sms = 0.0;
+  double userbuffers_qkv_dgrad_sms = 0.0;
+  double userbuffers_qkv_wgrad_sms = 0.0;
+  double userbuffers_fc1_dgrad_sms = 0.0;
+  double userbuffers_fc1_wgrad_sms = 0.0;
+  bool userbuffers_fprop_sm_margin = false;
+  bool userbuffers_bulk_sm_margin = false;
 
   // --- Expert parallelism ---
   // In an overlapped pair (Op::paired, DualPipe(V)'s F&B) one half's

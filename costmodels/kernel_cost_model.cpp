@@ -27,6 +27,44 @@ constexpr double kPartialBytes = 4.0;
 constexpr std::int64_t kWinogradPoints = 16;
 constexpr std::int64_t kWinogradTaps = 9;
 
+// The times of a layer's GEMMs that Transformer Engine's userbuffers run
+// beside (Kernel::te_gemm): the row-split projections' forward, the
+// column-split ones' input and weight gradients.
+struct TeGemmSeconds {
+  double proj_fprop = 0.0, fc2_fprop = 0.0;
+  double qkv_dgrad = 0.0, qkv_wgrad = 0.0, fc1_dgrad = 0.0, fc1_wgrad = 0.0;
+
+  void add(const Kernel& k, const KernelTimes& kt) {
+    switch (k.te_gemm) {
+      case Kernel::TeGemm::kProj:
+        proj_fprop += kt.forward;
+        break;
+      case Kernel::TeGemm::kFc2:
+        fc2_fprop += kt.forward;
+        break;
+      case Kernel::TeGemm::kQkv:
+        qkv_dgrad += kt.backward - kt.weight;
+        qkv_wgrad += kt.weight;
+        break;
+      case Kernel::TeGemm::kFc1:
+        fc1_dgrad += kt.backward - kt.weight;
+        fc1_wgrad += kt.weight;
+        break;
+      case Kernel::TeGemm::kNone:
+        break;
+    }
+  }
+  TeGemmTimes times(int multiprocessors) const {
+    return {seconds_to_simtime(proj_fprop),
+            seconds_to_simtime(fc2_fprop),
+            seconds_to_simtime(qkv_dgrad),
+            seconds_to_simtime(qkv_wgrad),
+            seconds_to_simtime(fc1_dgrad),
+            seconds_to_simtime(fc1_wgrad),
+            multiprocessors};
+  }
+};
+
 }  // namespace
 
 double gemm_seconds(const KernelTable& t, double peak, double mem_bandwidth, Bytes element_bytes,
@@ -190,7 +228,8 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   }
   const double peak = device_.peak_flops(dtype_);
   const double gemm_peak = fp8_ ? t.peak_flops_fp8 : peak;
-  double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0, core_bwd = 0.0, overlap = 0.0;
+  double fwd = 0.0, bwd = 0.0, w = 0.0, core = 0.0, core_bwd = 0.0;
+  TeGemmSeconds te;
   int fwd_launches = 0, bwd_launches = 0, w_launches = 0;
   std::int64_t weighted_gemms = 0;
   for (const Kernel& k : *layer.kernels) {
@@ -206,7 +245,7 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
       core += kt.forward;
       core_bwd += kt.backward;
     }
-    overlap += overlap_seconds(k, kt.forward, t.multiprocessors);
+    te.add(k, kt);
     if (k.kind == Kernel::Kind::kGemm && k.has_weight) ++weighted_gemms;
   }
   // The weight gradients' accumulation into the step's, part of W.
@@ -224,24 +263,11 @@ OpTimes KernelCostModel::compute(const LayerSpec& layer, std::int64_t batch) con
   OpTimes out{
       forward, forward, backward, weight, forward, backward - weight, seconds_to_simtime(core)};
   out.core_backward = seconds_to_simtime(core_bwd);
-  out.tp_overlap_forward = seconds_to_simtime(overlap);
+  out.te_gemms = te.times(t.multiprocessors);
   out.host_forward = seconds_to_simtime(host * fwd_launches);
   out.host_backward = seconds_to_simtime(host * bwd_launches);
   out.host_weight = seconds_to_simtime(host * w_launches);
   return out;
-}
-
-double KernelCostModel::overlap_seconds(const Kernel& k, double forward, int sms) const {
-  if (!framework_.tp_forward_overlap || sms <= 0) return 0.0;
-  const double taken = k.row_split == Kernel::RowSplit::kAttentionOutput
-                           ? framework_.userbuffers_attention_output_sms
-                       : k.row_split == Kernel::RowSplit::kMlpDown
-                           ? framework_.userbuffers_mlp_down_sms
-                           : 0.0;
-  if (taken <= 0.0) return 0.0;
-  // The GEMM's tiles run on the SMs the reduce-scatter leaves (at least half).
-  const double left = std::max(sms - taken, sms / 2.0);
-  return forward * (sms / left - 1.0);
 }
 
 KernelCostModel::Accumulation KernelCostModel::accumulation(const LayerSpec& layer,

@@ -102,9 +102,6 @@ class KernelCostModel final : public CostModel {
     int launches = 0;
   };
   Accumulation accumulation(const LayerSpec& layer, std::int64_t weighted_gemms) const;
-  // What a row-split GEMM of forward time `forward` loses on a device of `sms`
-  // SMs to the reduce-scatter beside it (OpTimes::tp_overlap_forward).
-  double overlap_seconds(const Kernel& k, double forward, int sms) const;
 
   Device device_;
   DType dtype_;

@@ -71,12 +71,14 @@ struct Kernel {
   // or the fused kernel): what selective recomputation reruns before the
   // backward (LayerSpec::core_stash_bytes).
   bool attention_core = false;
-  // kGemm: a row-split projection whose output the tensor-parallel group
-  // reduces (the attention's output projection, the MLP's down projection).
-  // Under Transformer Engine's forward overlap (Framework::tp_forward_overlap)
-  // that reduce-scatter runs beside the GEMM on SMs taken from it.
-  enum class RowSplit : std::uint8_t { kNone, kAttentionOutput, kMlpDown };
-  RowSplit row_split = RowSplit::kNone;
+  // kGemm: which of a block's tensor-parallel projections it is, by
+  // Transformer Engine's names: the column-split QKV (qkv) and MLP up (fc1)
+  // projections, whose input the group gathers, and the row-split output
+  // (proj) and MLP down (fc2) projections, whose output it reduces. Under
+  // TE's userbuffers (Framework::tp_forward_overlap) those collectives run
+  // beside these GEMMs on SMs of their own (costmodels/userbuffers.h).
+  enum class TeGemm : std::uint8_t { kNone, kQkv, kProj, kFc1, kFc2 };
+  TeGemm te_gemm = TeGemm::kNone;
   // The kernels the host launches for it, forward and backward: 1 and 1 (2
   // for a GEMM: input and weight gradients) unless it stands for several
   // (an unfused layer norm's separate ops). Each costs the device

@@ -10,10 +10,12 @@ namespace pipescope::family_parts {
 
 void append_dense_mlp(std::vector<Kernel>& k, std::int64_t s, std::int64_t h, std::int64_t f,
                       std::int64_t t, Bytes e) {
-  k.push_back(gemm(s, f / t, h));
+  Kernel up = gemm(s, f / t, h);
+  up.te_gemm = Kernel::TeGemm::kFc1;
+  k.push_back(up);
   k.push_back(memory(2 * s * (f / t) * e, 3 * s * (f / t) * e));  // bias + GeLU
   Kernel down = gemm(s, h, f / t);
-  down.row_split = Kernel::RowSplit::kMlpDown;
+  down.te_gemm = Kernel::TeGemm::kFc2;
   k.push_back(down);
 }
 
@@ -70,11 +72,13 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   if (p.mla.enabled()) {
     append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
   } else {
-    k.push_back(gemm(s, (p.heads * d + 2 * d_kv) / t, h));
+    Kernel qkv = gemm(s, (p.heads * d + 2 * d_kv) / t, h);
+    qkv.te_gemm = Kernel::TeGemm::kQkv;
+    k.push_back(qkv);
     append_attention_core(k, p, s, a, d, d, e, sliding ? p.sliding_window : 0, split.context,
                           split.heads_over_context);
     Kernel output = gemm(s, h, a * d);
-    output.row_split = Kernel::RowSplit::kAttentionOutput;
+    output.te_gemm = Kernel::TeGemm::kProj;
     k.push_back(output);
   }
   k.push_back(dropout_add);

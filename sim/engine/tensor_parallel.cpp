@@ -106,17 +106,22 @@ int cut_split(const ModelSpec& model, const Cluster& cluster) {
 
 TensorCollectives exposed_collectives(TensorCollectives c, const OpTimes& times,
                                       const Framework& framework, bool split) {
+  // Each of the four collectives of a pass (a gather and a reduce-scatter
+  // for each all-reduce) beside the GEMMs userbuffers slow.
+  const UserbufferCost slowed =
+      userbuffers_cost(times.te_gemms, framework, c.forward / 4, c.backward / 4);
   if (framework.tp_forward_overlap && c.forward > 0) {
     // The reduce-scatters (half the forward's bytes beside the all-gathers)
-    // leave their last chunk exposed; the row-split GEMMs run on fewer SMs.
+    // leave their last chunk exposed.
     const auto last_chunks = static_cast<SimTime>(
         std::llround(static_cast<double>(c.forward) / 2 * framework.userbuffers_exposed_share));
-    c.forward =
-        std::max<SimTime>({0, c.forward - times.forward, last_chunks}) + times.tp_overlap_forward;
+    c.forward = std::max<SimTime>({0, c.forward - times.forward, last_chunks}) + slowed.forward;
   }
+  const bool had_backward = c.backward > 0;
   if (framework.tp_backward_overlap && !split) {
     c.backward = std::max<SimTime>(0, c.backward - times.weight);
   }
+  if (had_backward) c.backward += slowed.backward;
   return c;
 }
 

@@ -70,7 +70,8 @@ void add_tensor_collectives(const ModelSpec& model, const Cluster& cluster,
                             const Framework& framework, bool backward_split);
 
 // A layer's collectives less what `framework` hides of them behind the
-// layer's compute `times`.
+// layer's compute `times`, plus what Transformer Engine's userbuffers cost
+// the GEMMs beside them (costmodels/userbuffers.h).
 TensorCollectives exposed_collectives(TensorCollectives collectives, const OpTimes& times,
                                       const Framework& framework, bool split);
 

@@ -104,7 +104,7 @@ TEST(Framework, FieldsAreFlagsOrBoundedNumbers) {
       EXPECT_GT(f.max, 0.0) << f.key;
     }
   }
-  EXPECT_EQ(keys.size(), 19u);
+  EXPECT_EQ(keys.size(), 25u);
   EXPECT_TRUE(keys.count("host_launch_s") && keys.count("overlap_grad_reduce") &&
               keys.count("launch_blocking"));
 }

@@ -81,14 +81,28 @@ TEST(TensorParallel, OverlappedCollectivesCostWhatOutlastsTheirCompute) {
   EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 0);
   EXPECT_EQ(exposed_collectives(c, t, f, false).backward, 0);
   // Transformer Engine's pipelined reduce-scatters (half of the forward's
-  // 500) leave their last of 4 chunks exposed, 62.5 rounded, and the GEMMs
-  // they slow add theirs; a layer without collectives pays neither.
+  // 500) leave their last of 4 chunks exposed, 62.5 rounded, and the GEMM
+  // they slow adds what it loses (290 ns on 116 of 132 SMs: 40); a layer
+  // without collectives pays neither.
   f.userbuffers_exposed_share = 0.25;
-  t.tp_overlap_forward = 40;
+  f.userbuffers_proj_fprop_sms = 16;
+  f.userbuffers_fprop_sm_margin = true;
+  t.te_gemms.proj_fprop = 290;
+  t.te_gemms.multiprocessors = 132;
   EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 63 + 40);
   t.forward = 100;
   EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 400 + 40);
   EXPECT_EQ(exposed_collectives(TensorCollectives{0, 700}, t, f, false).forward, 0);
+  // The backward's bulk overlaps: a weight gradient of 580 ns kept off 16
+  // SMs loses 80 even where the collectives hide; sharing them, it loses
+  // 16 / 132 of one collective's 700 / 4 (21.2); nothing without collectives.
+  f.userbuffers_qkv_wgrad_sms = 16;
+  f.userbuffers_bulk_sm_margin = true;
+  t.te_gemms.qkv_wgrad = 580;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).backward, 80);
+  f.userbuffers_bulk_sm_margin = false;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).backward, 21);
+  EXPECT_EQ(exposed_collectives(TensorCollectives{500, 0}, t, f, false).backward, 0);
 }
 
 TEST(TensorParallel, OpsRunTheirAllReducesAfterTheirCompute) {
