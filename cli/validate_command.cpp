@@ -263,14 +263,18 @@ void print_layout_split(const ValidationReport& report, const std::string& table
   std::vector<std::string> names;
   for (const LayoutSplit& r : rows) names.push_back(r.publication);
   const int width = publication_width(names);
-  const bool stages = dimension == LayoutDimension::kStages;
+  const auto [title, runs, symbol] =
+      dimension == LayoutDimension::kStages ? std::tuple{"One stage and pipelined", "runs", "K"}
+      : dimension == LayoutDimension::kTensorParallel
+          ? std::tuple{"Whole layers and tensor-parallel", "runs", "T"}
+          : std::tuple{"One chunk and interleaved", "pipelined runs (K > 1)", "v"};
   std::printf(
       "\n%s: each source's median of how much faster the simulation is (positive: faster than "
-      "measured), runs with %s = 1 beside runs with %s > 1\n",
-      stages ? "One stage and pipelined" : "Whole layers and tensor-parallel", stages ? "K" : "T",
-      stages ? "K" : "T");
-  std::printf("%-*s %6s %9s %6s %9s\n", width, "source", stages ? "K = 1" : "T = 1", "faster",
-              stages ? "K > 1" : "T > 1", "faster");
+      "measured), %s with %s = 1 beside %s with %s > 1\n",
+      title, runs, symbol, runs == std::string("runs") ? "runs" : "those", symbol);
+  const std::string one = std::string(symbol) + " = 1", more = std::string(symbol) + " > 1";
+  std::printf("%-*s %6s %9s %6s %9s\n", width, "source", one.c_str(), "faster", more.c_str(),
+              "faster");
   for (const LayoutSplit& r : rows) {
     std::printf("%-*s %6zu %9s %6zu %9s\n", width, r.publication.c_str(), r.one.runs,
                 split_cell(r.one).c_str(), r.more.runs, split_cell(r.more).c_str());
@@ -413,6 +417,7 @@ void print_gpu_suite(const ValidationReport& report, const std::optional<LeaveOn
   }
   print_layout_split(report, "gpu", LayoutDimension::kStages);
   print_layout_split(report, "gpu", LayoutDimension::kTensorParallel);
+  print_layout_split(report, "gpu", LayoutDimension::kChunks);
   print_study_ranks(report, "gpu");
   std::printf("\n");
   if (loo) {
@@ -473,6 +478,7 @@ int run_validate(const ValidateOptions& o) {
     j["gpu_studies"] = studies_json(report, "gpu");
     j["gpu_stage_split"] = layout_split_json(report, "gpu", LayoutDimension::kStages);
     j["gpu_tensor_split"] = layout_split_json(report, "gpu", LayoutDimension::kTensorParallel);
+    j["gpu_chunk_split"] = layout_split_json(report, "gpu", LayoutDimension::kChunks);
     if (loo) j["leave_one_source_out"] = leave_one_out_json(*loo);
     j["gpu_memory_median_abs_error"] = median_abs_error(report, "gpu-memory");
     j["gpu_memory_sources"] = sources_json(report, "gpu-memory");

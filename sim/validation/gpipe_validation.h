@@ -45,9 +45,11 @@ struct PaperFigure {
   // empty: none.
   std::string study;
   // For the GPU suite: the run's pipeline stages K and tensor-parallel size
-  // T (layout_split); unset elsewhere.
+  // T, and a pipelined run's model chunks per device v (1 for a schedule of
+  // one chunk a device; unset at K = 1) (layout_split); unset elsewhere.
   std::optional<int> stages;
   std::optional<int> tensor_parallel;
+  std::optional<int> chunks;
   // Relative tolerance the test holds the figure to; unset: reported only,
   // because the paper's setup is not known well enough (see note).
   std::optional<double> tolerance;

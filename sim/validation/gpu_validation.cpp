@@ -262,6 +262,10 @@ std::vector<PaperFigure> validate_gpu(
     f.study = c.study;
     f.stages = c.stages;
     f.tensor_parallel = c.parsed.training.tensor_parallel;
+    if (c.stages > 1) {
+      const TrainingConfig& t = c.parsed.training;
+      f.chunks = takes_chunks(t.schedule) ? t.chunks : 1;
+    }
     out.push_back(f);
     if (c.measured_memory_bytes) {
       f.table = "gpu-memory";

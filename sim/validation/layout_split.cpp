@@ -13,7 +13,15 @@ struct SplitErrors {
 };
 
 std::optional<int> size_of(const PaperFigure& f, LayoutDimension dimension) {
-  return dimension == LayoutDimension::kStages ? f.stages : f.tensor_parallel;
+  switch (dimension) {
+    case LayoutDimension::kStages:
+      return f.stages;
+    case LayoutDimension::kTensorParallel:
+      return f.tensor_parallel;
+    case LayoutDimension::kChunks:
+      return f.chunks;
+  }
+  return std::nullopt;
 }
 
 SplitSide split_side(std::vector<double> errors) {

@@ -1,10 +1,12 @@
 #pragma once
 // The misses of a source's runs split by one dimension of their layout: its
-// runs on one stage beside its pipelined ones, or its runs without tensor
-// parallelism beside those with it. A source whose runs of one kind agree
+// runs on one stage beside its pipelined ones, its runs without tensor
+// parallelism beside those with it, or its pipelined runs of one model chunk
+// a device beside its interleaved ones. A source whose runs of one kind agree
 // while those of the other come out fast points at what that dimension pays
 // (a pipeline's exchanges, waits and bubbles; tensor parallelism's
-// collectives and narrower kernels), not at what every run pays.
+// collectives and narrower kernels; what each chunk of an interleaved
+// schedule adds), not at what every run pays.
 
 #include <cstddef>
 #include <string>
@@ -14,9 +16,10 @@
 
 namespace pipescope {
 
-// The dimension a split is taken along: K (PaperFigure::stages) or T
-// (PaperFigure::tensor_parallel).
-enum class LayoutDimension { kStages, kTensorParallel };
+// The dimension a split is taken along: K (PaperFigure::stages), T
+// (PaperFigure::tensor_parallel) or, over pipelined runs, v
+// (PaperFigure::chunks).
+enum class LayoutDimension { kStages, kTensorParallel, kChunks };
 
 // One side of a split: how many runs and the median of their faster_error
 // (positive: the simulation is faster than the measurement).
@@ -27,7 +30,7 @@ struct SplitSide {
 
 struct LayoutSplit {
   std::string publication;  // "all" for the row over every source's runs
-  SplitSide one;            // the dimension 1 (K = 1, or T = 1)
+  SplitSide one;            // the dimension 1 (K = 1, T = 1 or v = 1)
   SplitSide more;           // above 1
 };
 

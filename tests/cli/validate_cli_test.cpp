@@ -67,6 +67,17 @@ TEST(ValidateCli, BuiltInScenariosAreTheShippedFiles) {
   EXPECT_NEAR(tensor[4]["more_median_faster"].get<double>(), 0.230, 0.0005);
   EXPECT_EQ(tensor[7]["one_runs"], 54);
   EXPECT_EQ(tensor[7]["more_runs"], 46);
+  // The pipelined runs by v: NeMo's interleaved runs far faster than its
+  // plain ones, the 66 + 26 pipelined runs of the suite and no K = 1 run.
+  const nlohmann::json& chunks = a["gpu_chunk_split"];
+  ASSERT_EQ(chunks.size(), 8u);
+  EXPECT_EQ(chunks[4]["publication"], "NVIDIA 2024");
+  EXPECT_EQ(chunks[4]["one_runs"], 2);
+  EXPECT_NEAR(chunks[4]["one_median_faster"].get<double>(), 0.005, 0.0005);
+  EXPECT_EQ(chunks[4]["more_runs"], 6);
+  EXPECT_NEAR(chunks[4]["more_median_faster"].get<double>(), 0.245, 0.0005);
+  EXPECT_EQ(chunks[7]["one_runs"], 66);
+  EXPECT_EQ(chunks[7]["more_runs"], 26);
   EXPECT_FALSE(a.contains("leave_one_source_out"));  // only when asked
   EXPECT_EQ(a["scenarios"][0], "scenarios/gpipe/transformer-tpuv3.json (built in)");
   const CliResult files = run("validate --json --scenarios " + kGpipe);
@@ -103,6 +114,10 @@ TEST(ValidateCli, PrintsTheTables) {
         "Whole layers and tensor-parallel: each source's median of how much faster the "
         "simulation is (positive: faster than measured), runs with T = 1 beside runs with T > 1",
         "NVIDIA 2024                  2    +8.1 %      6   +23.0 %",
+        "One chunk and interleaved: each source's median of how much faster the simulation is "
+        "(positive: faster than measured), pipelined runs (K > 1) with v = 1 beside those with "
+        "v > 1",
+        "NVIDIA 2024                  2    +0.5 %      6   +24.5 %",
         "(--leave-one-out: each source predicted by the kernel tables fitted on the others)",
         "Published GPU memory: the fullest GPU's peak beside the simulated one",
         "36 cases: 36 within tolerance, 0 outside with the cause stated (gap*), 0 outside "

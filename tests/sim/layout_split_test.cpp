@@ -88,11 +88,38 @@ TEST(LayoutSplit, MediansOfEachSourcesRunsWithAndWithoutTensorParallelism) {
   EXPECT_NEAR(rows[2].more.median_faster, 0.175, 1e-12);
 }
 
+// The pipelined runs by v: A's K = 2 run with v = 3 (+10 %); B's K = 4 run
+// with v = 1 (-10 %) beside its K = 8 one with v = 2 (+20 %); A's K = 1 runs
+// carry no v and stay out. All: v = 1 {-10} -> -10 %; v > 1 {+10, +20} ->
+// +15 %.
+TEST(LayoutSplit, MediansOfEachSourcesPipelinedRunsOfOneChunkAndInterleaved) {
+  ValidationReport report = split_report();
+  for (PaperFigure& f : report.figures) {
+    if (f.source == "A 2020, Table 3") f.chunks = 3;
+    if (f.source == "B 2021") f.chunks = f.stages == 4 ? 1 : 2;
+  }
+  const std::vector<LayoutSplit> rows = layout_split(report, "gpu", LayoutDimension::kChunks);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].publication, "A 2020");
+  EXPECT_EQ(rows[0].one.runs, 0u);
+  EXPECT_EQ(rows[0].more.runs, 1u);
+  EXPECT_NEAR(rows[0].more.median_faster, 0.10, 1e-12);
+  EXPECT_EQ(rows[1].one.runs, 1u);
+  EXPECT_NEAR(rows[1].one.median_faster, -0.10, 1e-12);
+  EXPECT_EQ(rows[1].more.runs, 1u);
+  EXPECT_NEAR(rows[1].more.median_faster, 0.20, 1e-12);
+  EXPECT_EQ(rows[2].publication, "all");
+  EXPECT_EQ(rows[2].one.runs, 1u);
+  EXPECT_EQ(rows[2].more.runs, 2u);
+  EXPECT_NEAR(rows[2].more.median_faster, 0.15, 1e-12);
+}
+
 TEST(LayoutSplit, NothingWithoutTheDimension) {
   ValidationReport report;
   report.figures = {split_figure("C 2022", "step_time_s", 12, 10, std::nullopt, std::nullopt)};
   EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kStages).empty());
   EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kTensorParallel).empty());
+  EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kChunks).empty());
   report.figures = {split_figure("C 2022", "step_time_s", 12, 10, 2, 2)};
   EXPECT_TRUE(layout_split(report, "memory", LayoutDimension::kStages).empty());
 }
