@@ -119,9 +119,11 @@ TEST(LayoutSplit, NothingWithoutTheDimension) {
   report.figures = {split_figure("C 2022", "step_time_s", 12, 10, std::nullopt, std::nullopt)};
   EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kStages).empty());
   EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kTensorParallel).empty());
-  EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kChunks).empty());
   report.figures = {split_figure("C 2022", "step_time_s", 12, 10, 2, 2)};
   EXPECT_TRUE(layout_split(report, "memory", LayoutDimension::kStages).empty());
+  // A pipelined run without its chunks stated splits by K and T, not by v.
+  EXPECT_EQ(layout_split(report, "gpu", LayoutDimension::kStages).size(), 2u);
+  EXPECT_TRUE(layout_split(report, "gpu", LayoutDimension::kChunks).empty());
 }
 
 }  // namespace

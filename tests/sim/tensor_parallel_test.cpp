@@ -93,6 +93,11 @@ TEST(TensorParallel, OverlappedCollectivesCostWhatOutlastsTheirCompute) {
   t.forward = 100;
   EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 400 + 40);
   EXPECT_EQ(exposed_collectives(TensorCollectives{0, 700}, t, f, false).forward, 0);
+  // Sharing its SMs instead, the GEMM loses 16 / 132 of one of the
+  // forward's four collectives (500 / 4): 15.2.
+  f.userbuffers_fprop_sm_margin = false;
+  EXPECT_EQ(exposed_collectives(c, t, f, false).forward, 400 + 15);
+  f.userbuffers_fprop_sm_margin = true;
   // The backward's bulk overlaps: a weight gradient of 580 ns kept off 16
   // SMs loses 80 even where the collectives hide; sharing them, it loses
   // 16 / 132 of one collective's 700 / 4 (21.2); nothing without collectives.
