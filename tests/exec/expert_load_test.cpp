@@ -167,7 +167,13 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
     split.experts = 2;
     wide = make_transformer(p, "wide", split);
   }
-  const Profile asked = profile_model(wide, o);
+  // As for the shares (Profiler.MeasuresTheSharesExchangesWhenAsked): a busy
+  // machine can make the ranks' compute slowdown implausible, which the
+  // profile refuses; up to three profiles for one that keeps it.
+  Profile asked = profile_model(wide, o);
+  for (int tries = 1; tries < 3 && asked.cores >= 2 && asked.group_slowdown.ranks == 0; ++tries) {
+    asked = profile_model(wide, o);
+  }
   if (asked.cores >= 2) {
     EXPECT_EQ(asked.expert_load.ranks, 2);
     EXPECT_EQ(asked.expert_load.micro_batch, 4);

@@ -466,8 +466,20 @@ TEST(Profiler, MeasuresTheSharesExchangesWhenAsked) {
   o.repeats = 1;
   o.batch_sizes = {4};
   o.context_ranks = 2;
-  const Profile a2a = profile_model(wide_context_share(true), o);
-  const Profile ring = profile_model(wide_context_share(false), o);
+  // The shares' compute slowdown is kept only when plausible
+  // (plausible_slowdown): a machine busy with other programs (the suite's
+  // other tests beside this one) can leave a pass's compute, its wall time
+  // less its exchanges' waits, below half the layers' times, a figure the
+  // profile rightly refuses. Up to three profiles, then, for one that keeps it.
+  const auto profiled = [&o](bool heads) {
+    Profile p = profile_model(wide_context_share(heads), o);
+    for (int tries = 1; tries < 3 && p.cores >= 2 && p.group_slowdown.ranks == 0; ++tries) {
+      p = profile_model(wide_context_share(heads), o);
+    }
+    return p;
+  };
+  const Profile a2a = profiled(true);
+  const Profile ring = profiled(false);
   if (a2a.cores >= 2) {
     EXPECT_EQ(a2a.alltoall_group.ranks, 2);
     EXPECT_GT(a2a.alltoall_group.latency_s, 0.0);
