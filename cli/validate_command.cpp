@@ -263,15 +263,18 @@ void print_layout_split(const ValidationReport& report, const std::string& table
   std::vector<std::string> names;
   for (const LayoutSplit& r : rows) names.push_back(r.publication);
   const int width = publication_width(names);
-  const auto [title, runs, symbol] =
-      dimension == LayoutDimension::kStages ? std::tuple{"One stage and pipelined", "runs", "K"}
+  const auto [title, sides, symbol] =
+      dimension == LayoutDimension::kStages
+          ? std::tuple{"One stage and pipelined", "runs with K = 1 beside runs with K > 1", "K"}
       : dimension == LayoutDimension::kTensorParallel
-          ? std::tuple{"Whole layers and tensor-parallel", "runs", "T"}
-          : std::tuple{"One chunk and interleaved", "pipelined runs (K > 1)", "v"};
+          ? std::tuple{"Whole layers and tensor-parallel", "runs with T = 1 beside runs with T > 1",
+                       "T"}
+          : std::tuple{"One chunk and interleaved",
+                       "pipelined runs (K > 1) with v = 1 beside those with v > 1", "v"};
   std::printf(
       "\n%s: each source's median of how much faster the simulation is (positive: faster than "
-      "measured), %s with %s = 1 beside %s with %s > 1\n",
-      title, runs, symbol, runs == std::string("runs") ? "runs" : "those", symbol);
+      "measured), %s\n",
+      title, sides);
   const std::string one = std::string(symbol) + " = 1", more = std::string(symbol) + " > 1";
   std::printf("%-*s %6s %9s %6s %9s\n", width, "source", one.c_str(), "faster", more.c_str(),
               "faster");

@@ -231,7 +231,7 @@ GpuCaseRun simulate_gpu_case(const GpuCase& c) {
   if (!c.balance.empty()) config.stage_ranges = ranges_from_sizes(c.balance);
   try {
     const SimResult r = simulate(replica, config);
-    GpuCaseRun run{r.metrics.step_time_s(), r.metrics.fits(), 0.0};
+    GpuCaseRun run{r.metrics.step_time_s(), r.metrics.fits(), 0.0, r.chunks};
     for (const auto& d : r.metrics.devices) {
       run.peak_memory_bytes = std::max(run.peak_memory_bytes, static_cast<double>(d.peak_memory));
     }
@@ -262,10 +262,7 @@ std::vector<PaperFigure> validate_gpu(
     f.study = c.study;
     f.stages = c.stages;
     f.tensor_parallel = c.parsed.training.tensor_parallel;
-    if (c.stages > 1) {
-      const TrainingConfig& t = c.parsed.training;
-      f.chunks = takes_chunks(t.schedule) ? t.chunks : 1;
-    }
+    if (c.stages > 1) f.chunks = run.chunks;
     out.push_back(f);
     if (c.measured_memory_bytes) {
       f.table = "gpu-memory";

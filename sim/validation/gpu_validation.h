@@ -111,6 +111,7 @@ struct GpuCaseRun {
   double step_time_s = 0.0;
   bool fits = true;
   double peak_memory_bytes = 0.0;  // of the fullest device
+  int chunks = 1;                  // model chunks per device, as the simulation ran them
 };
 GpuCaseRun simulate_gpu_case(const GpuCase& c);
 
