@@ -150,6 +150,16 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
                      {"measured_steps", c.measured_steps},
                      {"cores", c.cores},
                      {"shared_cores", c.shared_cores}};
+  if (c.tensor_parallel * c.context_parallel * c.expert_parallel > 1) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const exec::RankBusy& r : c.measured_ranks) {
+      ranks.push_back({{"device", r.device},
+                       {"rank", r.rank},
+                       {"compute_s", simtime_to_seconds(r.compute)},
+                       {"collectives_s", simtime_to_seconds(r.collectives)}});
+    }
+    out["measured_ranks"] = ranks;
+  }
   if (c.tensor_parallel > 1) {
     const exec::CollectiveMatch& m = c.collectives;
     out["tensor_collectives"] = {{"predicted", m.predicted},

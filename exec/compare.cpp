@@ -504,6 +504,7 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   c.measured_steps = static_cast<int>(steps.size()) - c.warmup_steps;
   const StepResult& median = steps[median_step(steps, c.warmup_steps)];
   compare_step(c, scenario, predicted, median);
+  c.measured_ranks = median.ranks;
 
   // Mean op durations per model stage (K x v of them), busy time per device.
   const Schedule schedule = plan.schedule_ops();

@@ -137,6 +137,9 @@ struct Comparison {
   // transport between the stages' threads did.
   GradientSumFigures gradient_sum;
   CollectiveMatch collectives;  // T > 1
+  // The median step's workers (StepResult::ranks): with T, C or E above 1,
+  // each rank's compute and collectives, where per_op holds rank 0's.
+  std::vector<RankBusy> measured_ranks;
 };
 
 // `scenario` from cpu_scenario; `steps` from run_plan on the same plan.

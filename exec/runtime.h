@@ -65,6 +65,17 @@ struct RuntimeOptions {
   bool pin_threads = true;
 };
 
+// What one worker of a device (a tensor rank of a share or an expert rank:
+// rank r of the device's group, as StepTimer numbers them) spent a step on:
+// its ops' compute, and their collectives (all-reduces, all-to-alls and
+// the ring's passes, each with its waits for the group's other ranks), ns.
+struct RankBusy {
+  int device = 0;
+  int rank = 0;
+  SimTime compute = 0;
+  SimTime collectives = 0;
+};
+
 struct StepResult {
   double loss = 0.0;  // the mini-batch's mean loss (sum over micro-batches)
   // Measured; times in ns from the start of the step. Under tensor parallelism
@@ -72,6 +83,9 @@ struct StepResult {
   // tensor lane (an op's compute event is its wall time less theirs).
   Timeline timeline;
   SimTime step_time = 0;  // ns, from the first op's start to the last op's end
+  // Every worker of this process that ran an op, by device, then rank (under
+  // MPI this process's alone): the timeline holds rank 0's ops alone.
+  std::vector<RankBusy> ranks;
 };
 
 class PipelineRuntime {

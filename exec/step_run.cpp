@@ -193,6 +193,7 @@ StepResult StepRun::result() {
   StepResult r;
   Timeline& t = r.timeline;
   t.events = timer_.finish();
+  r.ranks = timer_.rank_busy();
   // Every tensor rank computes the same loss: tensor rank 0's stages of each
   // share (rank k T) give the step's, the sum of the shares'.
   const int T = core_->tensor_parallel();

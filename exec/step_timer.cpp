@@ -119,6 +119,25 @@ std::vector<TimelineEvent> StepTimer::finish() {
   return all;
 }
 
+std::vector<RankBusy> StepTimer::rank_busy() const {
+  std::vector<RankBusy> out;
+  for (std::size_t i = 0; i < events_.size(); ++i) {
+    RankBusy b;
+    b.device = static_cast<int>(i) / ranks_;
+    b.rank = static_cast<int>(i) % ranks_;
+    bool ran = false;
+    for (const TimelineEvent& e : events_[i]) {
+      if (e.lane == Lane::kCompute) b.compute += e.end - e.start;
+      if (e.lane == Lane::kTensor || e.lane == Lane::kExpert || e.lane == Lane::kContext) {
+        b.collectives += e.end - e.start;
+      }
+      ran = ran || e.lane == Lane::kCompute;
+    }
+    if (ran) out.push_back(b);
+  }
+  return out;
+}
+
 std::optional<std::pair<SimTime, SimTime>> StepTimer::compute_span() const {
   std::optional<std::pair<SimTime, SimTime>> span;
   for (const auto& evs : events_) {

@@ -16,6 +16,7 @@
 
 #include "exec/compute/device.h"
 #include "exec/compute/tensor_group.h"
+#include "exec/runtime.h"
 #include "sim/engine/schedule.h"
 #include "sim/engine/timeline.h"
 
@@ -60,6 +61,9 @@ class StepTimer {
   // Once every worker has returned: every device's events (tensor rank 0's),
   // its device ops timed from their fences.
   std::vector<TimelineEvent> finish();
+  // Each worker's compute and collectives over the step (slot order: device,
+  // then rank), those that recorded an op; after finish().
+  std::vector<RankBusy> rank_busy() const;
   // The first compute op's start and the last one's end over every rank, after
   // finish(); nullopt without any.
   std::optional<std::pair<SimTime, SimTime>> compute_span() const;

@@ -62,6 +62,16 @@ TEST(RunCli, AnExpertParallelPlanTrainsAsTheWholeModelDoes) {
   }
   EXPECT_EQ(forwards, 8);
   EXPECT_EQ(exchanges, 8);
+  // Every rank of both devices, each with its compute and its collectives.
+  ASSERT_TRUE(j.contains("measured_ranks")) << compare.out;
+  ASSERT_EQ(j["measured_ranks"].size(), 4u) << compare.out;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const nlohmann::json& r = j["measured_ranks"][i];
+    EXPECT_EQ(r["device"], static_cast<int>(i / 2));
+    EXPECT_EQ(r["rank"], static_cast<int>(i % 2));
+    EXPECT_GT(r["compute_s"].get<double>(), 0.0);
+    EXPECT_GT(r["collectives_s"].get<double>(), 0.0);
+  }
   // The profile measured the two ranks' load and their group's all-to-all
   // at the plan's micro-batch of 2, and the prediction took both.
   if (std::thread::hardware_concurrency() >= 2) {

@@ -116,6 +116,44 @@ TEST(ExpertParallelTraining, FourRanksOfOneExpertWithASharedExpertMatchToo) {
   expect_same(whole(p, 2), expert_parallel(p, 4, {2, 2, Remat::kExceptLast, ScheduleKind::k1F1B}));
 }
 
+TEST(ExpertParallelTraining, EachRanksComputeAndCollectivesAreMeasured) {
+  // E = 2 ranks on each of K = 2 devices: the step reports all four workers,
+  // the timeline rank 0's alone.
+  const TransformerParams p = params();
+  constexpr int E = 2, K = 2, M = 2;
+  std::vector<std::vector<LayerList>> ranks;
+  for (LayerList& rank : build_expert_ranks(p, kSeed, E)) {
+    const int L = static_cast<int>(rank.size());
+    ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(L, K)));
+  }
+  RuntimeOptions options;
+  options.optimizer = momentum();
+  PipelineRuntime runtime(std::move(ranks),
+                          schedule_of(K, M, Remat::kNever, ScheduleKind::k1F1B, 1, false), options,
+                          1, E);
+  const StepResult r = runtime.step(synthetic_batch(task_of(p), kBatch * M, M, 0, kSeed));
+  ASSERT_EQ(r.ranks.size(), static_cast<std::size_t>(K * E));
+  for (std::size_t i = 0; i < r.ranks.size(); ++i) {
+    const RankBusy& b = r.ranks[i];
+    EXPECT_EQ(b.device, static_cast<int>(i) / E);
+    EXPECT_EQ(b.rank, static_cast<int>(i) % E);
+    EXPECT_GT(b.compute, 0);
+    // Each rank's gradients are summed with the other's before its step.
+    EXPECT_GT(b.collectives, 0);
+  }
+  // Rank 0's figures are its timeline's.
+  for (int d = 0; d < K; ++d) {
+    SimTime compute = 0, collectives = 0;
+    for (const TimelineEvent& e : r.timeline.events) {
+      if (e.device != d) continue;
+      if (e.lane == Lane::kCompute) compute += e.end - e.start;
+      if (e.lane == Lane::kTensor) collectives += e.end - e.start;
+    }
+    EXPECT_EQ(r.ranks[static_cast<std::size_t>(d * E)].compute, compute) << "device " << d;
+    EXPECT_EQ(r.ranks[static_cast<std::size_t>(d * E)].collectives, collectives) << "device " << d;
+  }
+}
+
 // Three ranks, each sending every other a part of its own size: rank r's
 // part for d is r rows of d + 10 r (none from rank 0).
 TEST(AllToAll, EachRankGetsWhatEveryRankSentIt) {
