@@ -128,9 +128,8 @@ std::vector<RankBusy> StepTimer::rank_busy() const {
     bool ran = false;
     for (const TimelineEvent& e : events_[i]) {
       if (e.lane == Lane::kCompute) b.compute += e.end - e.start;
-      if (e.lane == Lane::kTensor || e.lane == Lane::kExpert || e.lane == Lane::kContext) {
-        b.collectives += e.end - e.start;
-      }
+      // compute() draws every collective of an op on the tensor lane.
+      if (e.lane == Lane::kTensor) b.collectives += e.end - e.start;
       ran = ran || e.lane == Lane::kCompute;
     }
     if (ran) out.push_back(b);
