@@ -171,14 +171,16 @@ nlohmann::json comparison_json(const exec::Comparison& c) {
   return out;
 }
 
-// The expert ranks' load, the group's all-to-all and the ranks' gradient sum
-// figures the prediction took (the load as the cost model took it, at the
-// plan's micro-batch size; the group where it priced the all-to-alls; the
-// sum where it timed the ranks' gradient reduction).
+// The expert ranks' load, the group's all-to-all, the ranks' gradient sum
+// and their slowdown together: the figures the prediction took (the load as
+// the cost model took it, at the plan's micro-batch size; the group where it
+// priced the all-to-alls; the sum where it timed the ranks' gradient
+// reduction; the slowdown where it stretched the ranks' layers by it).
 void add_group_figures(nlohmann::json& out, const exec::Comparison& c) {
   if (c.expert_load.ranks > 1) out["expert_load"] = expert_load_json(c.expert_load);
   if (c.alltoall_group.ranks > 1) out["alltoall_group"] = alltoall_group_json(c.alltoall_group);
   if (c.gradient_sum.ranks > 1) out["gradient_sum"] = gradient_sum_json(c.gradient_sum);
+  if (c.group_slowdown.ranks > 1) out["group_slowdown"] = group_slowdown_json(c.group_slowdown);
 }
 
 void print_comparison_json(const exec::Comparison& c, const std::vector<exec::Comparison>& rounds,

@@ -127,6 +127,10 @@ struct GroupSlowdownFigures {
   // passes less their all-to-alls, the ranks' mean, over the layers of a
   // rank of the mean load alone), not C context shares.
   bool experts = false;
+  // Measured from a plan's op lists, every micro-batch's stash in flight as
+  // in its step (exec/expert_load_profile.h, time_expert_op_lists), not from
+  // passes of one micro-batch.
+  bool op_lists = false;
 };
 
 // The expert ranks' routed load as their layers ran it on the CPU, measured

@@ -27,6 +27,17 @@ double slowdown_of(const Profile& p, int n) {
   return s[static_cast<std::size_t>(std::min<int>(n, static_cast<int>(s.size())) - 1)];
 }
 
+// The profile's slowdown of a group of `ranks` ranks computing together
+// where it was measured for this group (T = 1, C shares or E expert ranks as
+// `experts` says, at the plan's `micro_batch`); null otherwise.
+const GroupSlowdownFigures* measured_group_slowdown(const Profile& p, int ranks, int T,
+                                                    bool experts, std::int64_t micro_batch) {
+  const GroupSlowdownFigures& g = p.group_slowdown;
+  const bool measured =
+      T == 1 && g.ranks == ranks && g.experts == experts && g.micro_batch == micro_batch;
+  return measured ? &g : nullptr;
+}
+
 // The profile as groups of `ranks` cores see it (a stage's T x C x E
 // ranks): every op of a group runs while its ranks compute at once, so its
 // layer times take the slowdown of that many cores, or, for C shares or E
@@ -39,11 +50,9 @@ double slowdown_of(const Profile& p, int n) {
 // measured with the T tensor ranks stepping at once.
 Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t micro_batch) {
   const double cores = slowdown_of(p, ranks);
-  const GroupSlowdownFigures& g = p.group_slowdown;
-  const bool measured =
-      T == 1 && g.ranks == ranks && g.experts == experts && g.micro_batch == micro_batch;
-  const double forward = measured ? g.forward : cores;
-  const double backward = measured ? g.backward : cores;
+  const GroupSlowdownFigures* g = measured_group_slowdown(p, ranks, T, experts, micro_batch);
+  const double forward = g != nullptr ? g->forward : cores;
+  const double backward = g != nullptr ? g->backward : cores;
   const auto stretch = [](std::vector<SimTime>& times, double f) {
     for (SimTime& t : times) t = static_cast<SimTime>(std::llround(static_cast<double>(t) * f));
   };
@@ -357,6 +366,13 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   };
   // As the cost model took it, at this micro-batch size.
   if (load && mixtures()) c.expert_load = load->at(scenario.training.micro_batch_size());
+  if (const GroupSlowdownFigures* g =
+          profile
+              ? measured_group_slowdown(*profile, ranks, c.tensor_parallel, c.expert_parallel > 1,
+                                        scenario.training.micro_batch_size())
+              : nullptr) {
+    c.group_slowdown = *g;
+  }
 }
 
 std::vector<StageComparison> compare_busy(const SimResult& predicted,

@@ -136,6 +136,11 @@ struct Comparison {
   // reduction before the step by (Profile::gradient_sum); ranks 0: the
   // transport between the stages' threads did.
   GradientSumFigures gradient_sum;
+  // C or E > 1 at T = 1: how much slower the group's ranks compute together,
+  // which the prediction stretched their layers by (Profile::group_slowdown,
+  // where measured at the plan's micro-batch size); ranks 0: the cores'
+  // concurrency slowdown did.
+  GroupSlowdownFigures group_slowdown;
   CollectiveMatch collectives;  // T > 1
   // The median step's workers (StepResult::ranks): with T, C or E above 1,
   // each rank's compute and collectives, where per_op holds rank 0's.

@@ -1,5 +1,8 @@
 #include "exec/op_list_profile.h"
 
+#include <algorithm>
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -28,12 +31,28 @@ OpListTimes::OpListTimes(std::size_t layers)
       input(layers),
       weight(layers) {}
 
-SimTime OpListTimes::total() const {
+namespace {
+
+SimTime sum_of(std::initializer_list<const KindTimes*> kinds) {
   SimTime t = 0;
-  for (const KindTimes* k : {&forward, &kept, &recompute, &backward, &input, &weight}) {
+  for (const KindTimes* k : kinds) {
     for (const SimTime s : k->sum) t += s;
   }
   return t;
+}
+
+}  // namespace
+
+SimTime OpListTimes::total() const {
+  return forward_total() + backward_total();
+}
+
+SimTime OpListTimes::forward_total() const {
+  return sum_of({&forward, &kept, &recompute});
+}
+
+SimTime OpListTimes::backward_total() const {
+  return sum_of({&backward, &input, &weight});
 }
 
 namespace {
@@ -55,7 +74,7 @@ class OpListRun {
  public:
   OpListRun(LayerList& layers, const PlanStages& plan, const std::vector<Tensor>& inputs,
             const Context& ctx, std::uint64_t seed, const OpClock& clock, OpListTimes* times,
-            PassClocks* clocks)
+            PassClocks* clocks, const CollectiveTally* exchanges)
       : layers_(layers),
         plan_(plan),
         inputs_(inputs),
@@ -63,6 +82,7 @@ class OpListRun {
         clock_(clock),
         times_(times),
         clocks_(clocks),
+        exchanges_(exchanges),
         states_(plan.stage_layers.size()) {
     const auto M = static_cast<std::size_t>(plan.schedule.micro_batches);
     for (std::size_t s = 0; s < states_.size(); ++s) {
@@ -115,8 +135,17 @@ class OpListRun {
   }
 
  private:
-  void record(KindTimes OpListTimes::*kind, std::size_t layer, SimTime t) {
+  // Times `op` as a layer's op of `kind`: without the exchanges' time in it
+  // where they are counted, on the clock the op's is (the thread's CPU
+  // time where it has one, the wall's otherwise).
+  void timed(KindTimes OpListTimes::*kind, std::size_t layer, const std::function<void()>& op) {
+    const SimTime before = exchanges_ != nullptr ? exchanged() : 0;
+    SimTime t = time_op(clock_, clocks_, op);
+    if (exchanges_ != nullptr) t = std::max<SimTime>(0, t - (exchanged() - before));
     if (times_ != nullptr) (times_->*kind).add(layer, t);
+  }
+  SimTime exchanged() const {
+    return clock_.cpu ? std::max<SimTime>(exchanges_->cpu, 0) : exchanges_->wall;
   }
 
   // F (keeping its stash or not) or R (keeping it).
@@ -131,10 +160,10 @@ class OpListRun {
     for (std::size_t l = r.begin; l < r.end; ++l) {
       Stash& stash = keep ? stashes[l - r.begin] : scratch;
       Tensor y;
-      record(kind, l, time_op(clock_, clocks_, [&] {
-               y = layers_[l]->forward(x, ctx_, stash);
-               require_finite(y, *layers_[l], "forward");
-             }));
+      timed(kind, l, [&] {
+        y = layers_[l]->forward(x, ctx_, stash);
+        require_finite(y, *layers_[l], "forward");
+      });
       x = std::move(y);
     }
     if (keep) st.stashes.at(static_cast<std::size_t>(m)) = std::move(stashes);
@@ -150,13 +179,12 @@ class OpListRun {
     for (std::size_t l = r.end; l-- > r.begin;) {
       const Stash& stash = (*stashes)[l - r.begin];
       Tensor dx;
-      record(split ? &OpListTimes::input : &OpListTimes::backward, l, time_op(clock_, clocks_, [&] {
-               dx = split ? layers_[l]->backward_input(
-                                dy, ctx_, stash,
-                                st.deferred[static_cast<std::size_t>(m)][l - r.begin])
-                          : layers_[l]->backward(dy, ctx_, stash);
-               require_finite(dx, *layers_[l], "backward");
-             }));
+      timed(split ? &OpListTimes::input : &OpListTimes::backward, l, [&] {
+        dx = split ? layers_[l]->backward_input(
+                         dy, ctx_, stash, st.deferred[static_cast<std::size_t>(m)][l - r.begin])
+                   : layers_[l]->backward(dy, ctx_, stash);
+        require_finite(dx, *layers_[l], "backward");
+      });
       dy = std::move(dx);
     }
     if (!split) stashes.reset();
@@ -170,9 +198,9 @@ class OpListRun {
     std::vector<WeightGradQueue>& queues = st.deferred.at(static_cast<std::size_t>(m));
     for (std::size_t l = r.end; l-- > r.begin;) {
       WeightGradQueue& queue = queues[l - r.begin];
-      record(&OpListTimes::weight, l, time_op(clock_, clocks_, [&] {
+      timed(&OpListTimes::weight, l, [&] {
         for (const auto& work : queue) work();
-      }));
+      });
       queue.clear();
     }
     st.stashes.at(static_cast<std::size_t>(m)).reset();
@@ -185,6 +213,7 @@ class OpListRun {
   const OpClock& clock_;
   OpListTimes* times_;
   PassClocks* clocks_;
+  const CollectiveTally* exchanges_;
   std::vector<StageState> states_;
   std::vector<Tensor> gradients_;  // [stage]: the stand-in for its output's gradient
 };
@@ -193,8 +222,9 @@ class OpListRun {
 
 void run_op_list(LayerList& layers, const PlanStages& plan, int device,
                  const std::vector<Tensor>& inputs, const Context& ctx, std::uint64_t seed,
-                 const OpClock& clock, OpListTimes* times, PassClocks* clocks) {
-  OpListRun(layers, plan, inputs, ctx, seed, clock, times, clocks).run(device);
+                 const OpClock& clock, OpListTimes* times, PassClocks* clocks,
+                 const CollectiveTally* exchanges) {
+  OpListRun(layers, plan, inputs, ctx, seed, clock, times, clocks, exchanges).run(device);
 }
 
 void op_lists_alone(LayerList& layers, const PlanStages& plan, const std::vector<Tensor>& inputs,

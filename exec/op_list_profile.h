@@ -15,6 +15,7 @@
 
 #include "costmodels/units.h"
 #include "exec/compute/layer.h"
+#include "exec/compute/tensor_group.h"
 #include "exec/profile_passes.h"
 #include "sim/engine/schedule.h"
 
@@ -45,6 +46,10 @@ struct OpListTimes {
   KindTimes forward, kept, recompute, backward, input, weight;
   explicit OpListTimes(std::size_t layers = 0);
   SimTime total() const;  // every op of every kind
+  // Every F, R (kept or not): the forward direction's ops.
+  SimTime forward_total() const;
+  // Every fused backward, B and W: the backward direction's.
+  SimTime backward_total() const;
 };
 
 // Runs device `device`'s op list of `plan` on `layers` (the whole model;
@@ -54,10 +59,14 @@ struct OpListTimes {
 // layer's input; a backward's output gradient is a small normal stand-in (the
 // last stage's, the loss's gradient 1). Every output is checked for being
 // finite, as the runtime does. The stages' parameters' gradients are zeroed at
-// the end.
+// the end. With `exchanges` (the calling thread's installed tally, of layers
+// whose ranks trade rows: expert ranks), an op's time leaves out the time
+// the tally counted during it (on the op's clock: CPU time, or wall time
+// with a clock without), its compute alone.
 void run_op_list(LayerList& layers, const PlanStages& plan, int device,
                  const std::vector<Tensor>& inputs, const Context& ctx, std::uint64_t seed,
-                 const OpClock& clock, OpListTimes* times, PassClocks* clocks);
+                 const OpClock& clock, OpListTimes* times, PassClocks* clocks,
+                 const CollectiveTally* exchanges = nullptr);
 
 // Each device's op list alone, one device after another, device d's on a
 // thread on cpus[d] (unpinned when cpus is empty), each after an untimed run

@@ -209,9 +209,9 @@ void on_cores(int n, const std::vector<int>& cpus, const std::function<void(int)
   }
 }
 
-void on_group_threads(int n, const std::function<void(int, CollectiveTally&)>& body) {
+void on_group_threads(int n, const std::function<void(int, CollectiveTally&)>& body, int group) {
   std::atomic<bool> failed{false};
-  on_cores(n, cpus_for_threads(n), [&](int i) {
+  on_cores(n, cpus_for_groups(n, group > 0 ? group : n), [&](int i) {
     CollectiveTally tally;
     tally.abort = &failed;
     const CollectiveScope scope(tally);

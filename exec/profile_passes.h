@@ -96,12 +96,14 @@ void step_pass(LayerList& layers, const Tensor& input, const Context& ctx,
 // wait for a thread that failed (barriers: arrive_and_drop on failure).
 void on_cores(int n, const std::vector<int>& cpus, const std::function<void(int)>& body);
 
-// Runs body(i, tally) on n new threads, thread i on cpus_for_threads(n)[i],
-// each with a CollectiveTally installed (CollectiveScope) whose abort flag
-// they share: a thread that fails sets it, its partners stop waiting for it
-// at their next exchange and end quietly, and its failure is rethrown once
-// all have ended. For ranks whose layers exchange with each other.
-void on_group_threads(int n, const std::function<void(int, CollectiveTally&)>& body);
+// Runs body(i, tally) on n new threads, thread i on cpus_for_groups(n,
+// group)[i] (by default the group is all n: each on a core of its own, or
+// unpinned where they outnumber the cores), each with a CollectiveTally
+// installed (CollectiveScope) whose abort flag they share: a thread that
+// fails sets it, its partners stop waiting for it at their next exchange
+// and end quietly, and its failure is rethrown once all have ended. For
+// ranks whose layers exchange with each other.
+void on_group_threads(int n, const std::function<void(int, CollectiveTally&)>& body, int group = 0);
 
 // The input of every layer of `layers` for a pass: [l] is what enters layer l
 // (the model's input at 0), from one untimed forward.

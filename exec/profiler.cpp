@@ -54,6 +54,9 @@ std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_
   return out;
 }
 
+// Runs of a plan's op lists by the expert ranks, each beside a rank alone's.
+constexpr int kOpListRuns = 5;
+
 // Rows of one micro-batch's activations: beyond this the executor's int sizes
 // (and this machine's memory) give out.
 constexpr std::int64_t kMaxProfiledTokens = std::int64_t{1} << 24;
@@ -128,8 +131,10 @@ struct ModelProfiler::State {
   void add_concurrency_slowdowns(Profile& p, const std::vector<const ProfileRound*>& kept) const;
   // The context shares' exchanges (ProfileOptions::context_ranks).
   void add_context_figures(Profile& p) const;
-  // The expert ranks' routed load (ProfileOptions::expert_ranks).
-  void add_expert_figures(Profile& p) const;
+  // The expert ranks' routed load, all-to-all and slowdown together
+  // (ProfileOptions::expert_ranks): with a plan, from its op lists (each run
+  // beside one of a rank alone's).
+  void add_expert_figures(Profile& p);
   // The gradient sum of the context shares or expert ranks at T = 1, up to
   // the model's parameters.
   void add_gradient_sum(Profile& p) const;
@@ -451,12 +456,31 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
                         [C] { return profile_group_alltoall(C, kGroupRepeats); });
 }
 
-void ModelProfiler::State::add_expert_figures(Profile& p) const {
+void ModelProfiler::State::add_expert_figures(Profile& p) {
   const int E = options.expert_ranks;
   const std::int64_t batch = options.batch_sizes.back();
+  const std::optional<HostMemory> host = host_memory_available();
   if (E < 2 || E > p.cores || spec.expert_parallel != E || spec.tensor_parallel != 1 ||
       spec.context_parallel != 1 || spec.transformer == nullptr ||
-      !share_exchanges_unfit(spec, batch, host_memory_available()).empty()) {
+      !share_exchanges_unfit(spec, batch, host).empty()) {
+    return;
+  }
+  // A plan's steps keep its micro-batches' stashes in flight: the ranks run
+  // its op lists where those fit, passes of one micro-batch otherwise.
+  const PlanStages* stages = plan();
+  if (stages != nullptr &&
+      share_exchanges_unfit(spec, batch * stages->schedule.micro_batches, host).empty()) {
+    const auto alone = [&] {
+      OpListTimes lists(layers.size());
+      PassClocks clocks;
+      op_lists_alone(layers, *stages, inputs.front(), contexts.front(),
+                     cpus_for_threads(stages->schedule.devices()), options.seed, clock, lists,
+                     clocks);
+      return lists;
+    };
+    write_expert_plan_figures(
+        p, spec, {*stages, batch, options.seed, inputs.front(), clock, kOpListRuns}, alone,
+        profile_group_alltoall(E, kGroupRepeats), static_cast<int>(allowed_cpus().size()));
     return;
   }
   const ExpertLoadTiming t = time_expert_load(spec, batch, options.seed, kExchangePasses);

@@ -140,18 +140,25 @@ GradientSumFigures read_gradient_sum(ObjectReader r) {
   return f;
 }
 
+// An optional field of two names, `off` (false, and when absent) or `on`
+// (true); `what` names it in the error for another.
+bool read_two_way(ObjectReader& r, std::string_view key, const std::string& what,
+                  const std::string& off, const std::string& on) {
+  return opt_choice(
+             r, key, what,
+             [&](std::string_view v) -> std::optional<bool> {
+               if (v == off) return false;
+               if (v == on) return true;
+               return std::nullopt;
+             },
+             off + ", " + on)
+      .value_or(false);
+}
+
 // A group's `group` field: true for the expert ranks, false (and absent)
 // for the context shares.
 bool read_group_kind(ObjectReader& r) {
-  return opt_choice(
-             r, "group", "group",
-             [](std::string_view g) -> std::optional<bool> {
-               if (g == "context") return false;
-               if (g == "experts") return true;
-               return std::nullopt;
-             },
-             "context, experts")
-      .value_or(false);
+  return read_two_way(r, "group", "group", "context", "experts");
 }
 
 // A group's all-to-all under its ranks at once.
@@ -195,6 +202,8 @@ GroupSlowdownFigures read_group_slowdown(ObjectReader r) {
     }
   }
   f.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
+  // Profiles before the plans' op lists had the passes' alone.
+  f.op_lists = read_two_way(r, "measured", "measurement", "passes", "op lists");
   r.finish();
   return f;
 }
@@ -300,12 +309,7 @@ json profile_to_json(const Profile& profile) {
                            {"micro_batch", f.micro_batch}};
   }
   if (profile.group_slowdown.ranks > 1) {
-    const GroupSlowdownFigures& g = profile.group_slowdown;
-    doc["group_slowdown"] = {{"group", g.experts ? "experts" : "context"},
-                             {"ranks", g.ranks},
-                             {"forward", g.forward},
-                             {"backward", g.backward},
-                             {"micro_batch", g.micro_batch}};
+    doc["group_slowdown"] = group_slowdown_json(profile.group_slowdown);
   }
   if (profile.expert_load.ranks > 1) doc["expert_load"] = expert_load_json(profile.expert_load);
   if (profile.alltoall_group.ranks > 1) {
@@ -328,6 +332,15 @@ json alltoall_group_json(const GroupAllToAllFigures& a) {
           {"latency_s", a.latency_s},
           {"bandwidth", a.bandwidth},
           {"micro_batch", a.micro_batch}};
+}
+
+json group_slowdown_json(const GroupSlowdownFigures& g) {
+  return {{"group", g.experts ? "experts" : "context"},
+          {"ranks", g.ranks},
+          {"forward", g.forward},
+          {"backward", g.backward},
+          {"micro_batch", g.micro_batch},
+          {"measured", g.op_lists ? "op lists" : "passes"}};
 }
 
 json gradient_sum_json(const GradientSumFigures& g) {

@@ -16,12 +16,14 @@
 namespace pipescope {
 
 nlohmann::json profile_to_json(const Profile& profile);
-// The profile's `expert_load`, `alltoall_group` and `gradient_sum` objects, as
+// The profile's `expert_load`, `alltoall_group`, `gradient_sum` and
+// `group_slowdown` objects, as
 // profile_to_json writes them (compare's report carries the ones its
 // prediction took).
 nlohmann::json expert_load_json(const ExpertLoadFigures& f);
 nlohmann::json alltoall_group_json(const GroupAllToAllFigures& a);
 nlohmann::json gradient_sum_json(const GradientSumFigures& g);
+nlohmann::json group_slowdown_json(const GroupSlowdownFigures& g);
 // Throws ScenarioError (file + JSON path) for anything malformed or unknown.
 Profile profile_from_json(const nlohmann::json& doc, const std::string& file);
 

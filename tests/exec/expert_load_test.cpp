@@ -16,7 +16,12 @@
 #include "compare_helpers.h"
 #include "costmodels/model_families.h"
 #include "exec/compare.h"
+#include "exec/data.h"
+#include "exec/models.h"
+#include "exec/op_list_profile.h"
+#include "exec/profile_passes.h"
 #include "exec/profiler.h"
+#include "sim/engine/schedule.h"
 #include "sim/engine/simulator.h"
 
 namespace pipescope::exec {
@@ -197,6 +202,109 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
   EXPECT_EQ(not_asked.expert_load.ranks, 0);
   EXPECT_EQ(not_asked.alltoall_group.ranks, 0);
   EXPECT_EQ(not_asked.gradient_sum.ranks, 0);
+}
+
+// A plan's op lists, every device's two ranks at once (or one device's
+// after another's), after a run that warms up: every op's all-to-alls between them counted
+// and taken out of its time, in a forward two a mixture (dispatch and
+// combine) and in a backward two. Two mixtures (block 0 is dense), three
+// micro-batches each forward, recomputed and backward under remat: 2 x 3 x
+// (2 + 2 + 2) a rank, and as many mixture calls. Other models are refused.
+TEST(ExpertLoad, TheRanksRunAPlansOpListsTogether) {
+  const ModelSpec m = expert_rank(2);
+  const std::size_t L = m.layers.size();
+  LayerList alone = build_layers(m, 1);
+  const MicroBatch mb = whole_batch(task_shape(m), 4, 0, 1);
+  const Context ctx = last_share_context(mb, 1);
+  const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, ctx);
+  const PlanStages two{build_1f1b(2, 3, Remat::kAlways), {{0, 2}, {2, L}}};
+  const std::vector<ExpertRankPasses> runs =
+      expert_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 2);
+  ASSERT_EQ(runs.size(), 2u);
+  for (const ExpertRankPasses& rank : runs) {
+    ASSERT_EQ(rank.calls.size(), 3u);
+    for (std::size_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(rank.alltoalls[r].count, 2 * 3 * (2 + 2 + 2)) << r;
+      EXPECT_EQ(rank.calls[r].size(), 2u * 3 * 3) << r;
+      EXPECT_GT(rank.compute[r][0], 0) << r;
+      EXPECT_GT(rank.compute[r][1], 0) << r;
+    }
+  }
+  // One device's ranks after another's: the same all-to-alls.
+  EXPECT_EQ(expert_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 1, false)
+                .back()
+                .alltoalls[1]
+                .count,
+            2 * 3 * (2 + 2 + 2));
+  const ExpertLoadTiming t = expert_load_timing(runs, 4);
+  EXPECT_EQ(t.alltoalls.count, 2 * 2 * 3 * (2 + 2 + 2));
+  EXPECT_GE(t.load.imbalance, 1.0);
+  // Without remat, split: B trades the gradients, W nothing.
+  const PlanStages split{build_zb_h1(1, 3, Remat::kNever), {{0, L}}};
+  EXPECT_EQ(
+      expert_op_list_runs(m, split, 4, 1, inputs, host_op_clock(), 1).front().alltoalls[1].count,
+      2 * 3 * (2 + 2));
+  EXPECT_THROW(expert_op_list_runs(m, split, 4, 1, inputs, host_op_clock(), 0),
+               std::invalid_argument);
+  EXPECT_THROW(
+      expert_op_list_runs(testing::tiny_transformer(2), split, 4, 1, inputs, host_op_clock(), 1),
+      std::invalid_argument);
+}
+
+// The ranks' slowdown in a plan's op lists: their compute in each direction
+// over the median of a rank alone's totals over the profile's kept rounds
+// (forwards 100, 300, 200 ns: 200; backwards 400, 100, 300: 300). Without
+// two ranks, rounds or compute in a direction: none.
+TEST(ExpertLoad, TheRanksOpListSlowdownIsOverTheMedianRoundAlone) {
+  OpListTimes a(2), b(2), c(2);
+  a.kept.add(0, 100);
+  a.backward.add(1, 400);
+  b.kept.add(0, 300);
+  b.input.add(1, 50);
+  b.weight.add(1, 50);
+  c.kept.add(0, 150);
+  c.recompute.add(1, 50);
+  c.backward.add(0, 300);
+  ExpertLoadTiming t;
+  t.forward_compute = 300;
+  t.backward_compute = 450;
+  const GroupSlowdownFigures g = expert_op_list_slowdown(2, t, {&a, &b, &c}, 4);
+  EXPECT_EQ(g.ranks, 2);
+  EXPECT_DOUBLE_EQ(g.forward, 1.5);
+  EXPECT_DOUBLE_EQ(g.backward, 1.5);
+  EXPECT_EQ(g.micro_batch, 4);
+  EXPECT_TRUE(g.experts);
+  EXPECT_TRUE(g.op_lists);
+  EXPECT_EQ(expert_op_list_slowdown(1, t, {&a, &b, &c}, 4).ranks, 0);
+  EXPECT_EQ(expert_op_list_slowdown(2, t, {}, 4).ranks, 0);
+  t.backward_compute = 0;
+  EXPECT_EQ(expert_op_list_slowdown(2, t, {&a, &b, &c}, 4).ranks, 0);
+}
+
+// A profile of a plan with E = 2 takes the ranks' load, all-to-all and
+// slowdown from its op lists, at its micro-batch size.
+TEST(ExpertLoad, APlansProfileTakesTheRanksSlowdownFromItsOpLists) {
+  const ModelSpec m = expert_rank(2);
+  ProfileOptions o;
+  o.repeats = 1;
+  o.batch_sizes = {2};
+  o.expert_ranks = 2;
+  o.stages = std::make_shared<PlanStages>(
+      PlanStages{build_1f1b(1, 2, Remat::kNever), {{0, m.layers.size()}}});
+  // As above: up to three profiles for one whose slowdown is plausible.
+  Profile p = profile_model(m, o);
+  for (int tries = 1; tries < 3 && p.cores >= 2 && p.group_slowdown.ranks == 0; ++tries) {
+    p = profile_model(m, o);
+  }
+  if (p.cores < 2) GTEST_SKIP() << "one core: the ranks cannot compute at once";
+  EXPECT_EQ(p.group_slowdown.ranks, 2);
+  EXPECT_TRUE(p.group_slowdown.experts);
+  EXPECT_TRUE(p.group_slowdown.op_lists);
+  EXPECT_EQ(p.group_slowdown.micro_batch, 2);
+  EXPECT_EQ(p.expert_load.micro_batch, 2);
+  EXPECT_GE(p.expert_load.imbalance, 1.0);
+  EXPECT_EQ(p.alltoall_group.micro_batch, 2);
+  EXPECT_GT(p.alltoall_group.latency_s, 0.0);
 }
 
 // A plan of one stage of E = 2 expert ranks of `m` (one rank's model).

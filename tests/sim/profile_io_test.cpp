@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -271,25 +272,35 @@ TEST(ProfileIo, GroupSlowdown) {
   p.group_slowdown = GroupSlowdownFigures{2, 1.25, 1.5, 4};
   const json doc = profile_to_json(p);
   EXPECT_EQ(doc["group_slowdown"], json::parse(R"({"group": "context", "ranks": 2, "forward": 1.25,
-                                                   "backward": 1.5, "micro_batch": 4})"));
+                                                   "backward": 1.5, "micro_batch": 4,
+                                                   "measured": "passes"})"));
   const GroupSlowdownFigures q = profile_from_json(doc, "p.json").group_slowdown;
   EXPECT_EQ(q.ranks, 2);
   EXPECT_EQ(q.forward, 1.25);
   EXPECT_EQ(q.backward, 1.5);
   EXPECT_EQ(q.micro_batch, 4);
   EXPECT_FALSE(q.experts);
-  // The expert ranks' say so; a file without the field is the shares'.
-  p.group_slowdown.experts = true;
-  json experts = profile_to_json(p);
-  EXPECT_EQ(experts["group_slowdown"]["group"], "experts");
-  EXPECT_TRUE(profile_from_json(experts, "p.json").group_slowdown.experts);
-  experts["group_slowdown"].erase("group");
-  EXPECT_FALSE(profile_from_json(experts, "p.json").group_slowdown.experts);
+  // The expert ranks' say so, as do figures from a plan's op lists; a file
+  // without the field is the shares', measured by passes.
+  for (const auto& [key, value, flag] :
+       {std::tuple{"group", "experts", &GroupSlowdownFigures::experts},
+        std::tuple{"measured", "op lists", &GroupSlowdownFigures::op_lists}}) {
+    Profile q = p;
+    q.group_slowdown.*flag = true;
+    json doc_of = profile_to_json(q);
+    EXPECT_EQ(doc_of["group_slowdown"][key], value);
+    EXPECT_TRUE(profile_from_json(doc_of, "p.json").group_slowdown.*flag) << key;
+    doc_of["group_slowdown"].erase(key);
+    EXPECT_FALSE(profile_from_json(doc_of, "p.json").group_slowdown.*flag) << key;
+  }
   const auto with = errors_of(doc);
   EXPECT_NE(with("/group_slowdown/group", "tensor").find("p.json: group_slowdown.group:"),
             std::string::npos);
   EXPECT_NE(with("/group_slowdown/ranks", 1).find("p.json: group_slowdown.ranks:"),
             std::string::npos);
+  EXPECT_EQ(with("/group_slowdown/measured", "steps"),
+            "p.json: group_slowdown.measured: unknown measurement 'steps' (expected one of: "
+            "passes, op lists)");
   EXPECT_EQ(with("/group_slowdown/forward", 0.25),
             "p.json: group_slowdown.forward: implausible slowdown 0.25 (expected 0.5 to 100.0)");
   EXPECT_NE(with("/group_slowdown/backward", 0).find("p.json: group_slowdown.backward:"),
