@@ -91,7 +91,9 @@ TEST(RunCli, AContextParallelPlanTrainsAsTheWholeSequenceDoes) {
   for (const nlohmann::json& op : j["ops"])
     sums += op["kind"] == "optimizer collectives" ? op["count"].get<int>() : 0;
   EXPECT_EQ(sums, 2);
-  if (j["cores"].get<int>() >= 2) EXPECT_EQ(j["gradient_sum"]["ranks"], 2);
+  if (j["cores"].get<int>() >= 2) {
+    EXPECT_EQ(j["gradient_sum"]["ranks"], 2);
+  }
   // The all-to-all form of the same plan (the shares trade sequence for
   // heads) trains to the same losses, and compare predicts its all-to-alls.
   const std::string traded = (dir / "a2a.json").string();

@@ -285,9 +285,9 @@ TEST(ProfileIo, GroupSlowdown) {
   for (const auto& [key, value, flag] :
        {std::tuple{"group", "experts", &GroupSlowdownFigures::experts},
         std::tuple{"measured", "op lists", &GroupSlowdownFigures::op_lists}}) {
-    Profile q = p;
-    q.group_slowdown.*flag = true;
-    json doc_of = profile_to_json(q);
+    Profile flagged = p;
+    flagged.group_slowdown.*flag = true;
+    json doc_of = profile_to_json(flagged);
     EXPECT_EQ(doc_of["group_slowdown"][key], value);
     EXPECT_TRUE(profile_from_json(doc_of, "p.json").group_slowdown.*flag) << key;
     doc_of["group_slowdown"].erase(key);
