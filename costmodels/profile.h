@@ -128,7 +128,7 @@ struct GroupSlowdownFigures {
   // rank of the mean load alone), not C context shares.
   bool experts = false;
   // Measured from a plan's op lists, every micro-batch's stash in flight as
-  // in its step (exec/expert_load_profile.h, time_expert_op_lists), not from
+  // in its step (exec/expert_load_profile.h, write_expert_plan_figures), not from
   // passes of one micro-batch.
   bool op_lists = false;
 };
