@@ -56,7 +56,7 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.expert_ranks = in.plan.expert_parallel;    // the routed load
   p.check_speed = speed.on;
   p.speed_check_cores = speed.cores;
-  if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1 && in.plan.context_parallel == 1) {
+  if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1) {
     // The ops as the plan's devices run them, each stage's stashes kept from
     // op to op as in a step.
     auto stages = std::make_shared<exec::PlanStages>();

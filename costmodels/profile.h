@@ -128,8 +128,8 @@ struct GroupSlowdownFigures {
   // rank of the mean load alone), not C context shares.
   bool experts = false;
   // Measured from a plan's op lists, every micro-batch's stash in flight as
-  // in its step (exec/expert_load_profile.h, write_expert_plan_figures), not from
-  // passes of one micro-batch.
+  // in its step (exec/group_op_lists.h, paired_slowdown), not from passes of
+  // one micro-batch.
   bool op_lists = false;
 };
 

@@ -125,19 +125,19 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
   return out;
 }
 
-ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks,
-                                    std::int64_t batch) {
+ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch,
+                                    std::size_t warm_ups) {
   if (ranks.size() < 2) throw std::invalid_argument("an expert load needs 2 or more ranks");
   const std::size_t passes = ranks.front().calls.size();
   for (const ExpertRankPasses& r : ranks) {
     if (r.calls.size() != passes || r.alltoalls.size() != passes || r.compute.size() != passes ||
-        passes < 2) {
+        passes <= warm_ups) {
       throw std::invalid_argument("the expert ranks' passes do not pair up");
     }
   }
   std::vector<ExpertLoadTiming> kept;
   const auto n = static_cast<SimTime>(ranks.size());
-  for (std::size_t p = 1; p < passes; ++p) {  // the first warms up
+  for (std::size_t p = warm_ups; p < passes; ++p) {
     std::vector<std::vector<ExpertTally::Call>> calls;
     ExpertLoadTiming t;
     for (const ExpertRankPasses& r : ranks) {
@@ -216,167 +216,38 @@ ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, st
 
 namespace {
 
-// What one device's thread of an expert rank took in one run of its op list.
-struct DeviceRun {
-  std::vector<ExpertTally::Call> calls;
-  ExchangeTimes alltoalls;
-  std::array<SimTime, 2> compute{0, 0};
-};
-
-// Rank e's thread for device d: 1 + runs runs of d's op list on its
-// samples, each untimed then timed.
-std::vector<DeviceRun> device_runs(LayerList& layers, const ModelSpec& model,
-                                   const PlanStages& plan, int d, int e, std::int64_t batch,
-                                   std::uint64_t seed, const std::vector<Tensor>& inputs,
-                                   const OpClock& clock, int runs, CollectiveTally& group) {
-  const int E = model.expert_parallel;
-  const TaskShape task = task_shape(model);
-  std::vector<DeviceRun> out;
-  for (int r = 0; r <= runs; ++r) {
-    // As expert_rank_passes makes a rank's samples.
-    const MicroBatch whole =
-        whole_batch(task, static_cast<int>(batch) * E, static_cast<std::uint64_t>(r), seed);
-    const MicroBatch mine = samples_of(whole, e, E);
-    const Context ctx = share_context(mine, 0, 1, std::int64_t{whole.batch} * whole.seq);
-    std::vector<Tensor> in = inputs;
-    in.at(0) = mine.input;
-    run_op_list(layers, plan, d, in, ctx, seed, clock, nullptr, nullptr, &group);
-    group.reset();
-    OpListTimes times(layers.size());
-    ExpertTally tally;
-    {
-      const ExpertScope experts(tally);
-      run_op_list(layers, plan, d, in, ctx, seed, clock, &times, nullptr, &group);
+// Each rank's runs of a plan's op lists as expert_rank_passes gives a rank's
+// passes.
+std::vector<ExpertRankPasses> passes_of(std::vector<std::vector<GroupRun>>&& ranks) {
+  std::vector<ExpertRankPasses> out(ranks.size());
+  for (std::size_t e = 0; e < ranks.size(); ++e) {
+    for (GroupRun& run : ranks[e]) {
+      out[e].calls.push_back(std::move(run.calls));
+      out[e].alltoalls.push_back(run.exchanges);
+      out[e].compute.push_back(run.compute);
     }
-    out.push_back({std::move(tally.calls),
-                   ExchangeTimes{group.count, group.wall, group.bytes},
-                   {times.forward_total(), times.backward_total()}});
   }
   return out;
 }
 
 }  // namespace
 
-std::vector<ExpertRankPasses> expert_op_list_runs(const ModelSpec& model, const PlanStages& plan,
-                                                  std::int64_t batch, std::uint64_t seed,
-                                                  const std::vector<Tensor>& inputs,
-                                                  const OpClock& clock, int runs, bool together) {
-  check_expert_model(model, runs);
+void write_expert_plan_figures(Profile& profile, const ModelSpec& model, PairedGroupRuns pairs,
+                               const GroupPlanRuns& r, const TransportFigures& bare, int cores) {
   const int E = model.expert_parallel;
-  const int K = plan.schedule.devices();
-  std::vector<LayerList> layers = build_expert_ranks(*model.transformer, seed, E);
-  // [device * E + rank], as a step's workers: every device's ranks at once,
-  // each device's E on cores of their own where the threads outnumber them;
-  // or one device's E after another's.
-  std::vector<std::vector<DeviceRun>> threads(static_cast<std::size_t>(K * E));
-  const auto device = [&](int d, int e, CollectiveTally& group) {
-    threads[static_cast<std::size_t>(d * E + e)] =
-        device_runs(layers[static_cast<std::size_t>(e)], model, plan, d, e, batch, seed, inputs,
-                    clock, runs, group);
-  };
-  if (together) {
-    on_group_threads(
-        K * E, [&](int i, CollectiveTally& group) { device(i / E, i % E, group); }, E);
-  } else {
-    for (int d = 0; d < K; ++d) {
-      on_group_threads(E, [&](int e, CollectiveTally& group) { device(d, e, group); });
-    }
-  }
-  // Each rank's runs over its devices, in device order (every rank's calls
-  // pair up so).
-  std::vector<ExpertRankPasses> out(static_cast<std::size_t>(E));
-  for (int e = 0; e < E; ++e) {
-    ExpertRankPasses& rank = out[static_cast<std::size_t>(e)];
-    for (int r = 0; r <= runs; ++r) {
-      std::vector<ExpertTally::Call> calls;
-      ExchangeTimes alltoalls;
-      std::array<SimTime, 2> compute{0, 0};
-      for (int d = 0; d < K; ++d) {
-        const DeviceRun& run =
-            threads[static_cast<std::size_t>(d * E + e)][static_cast<std::size_t>(r)];
-        calls.insert(calls.end(), run.calls.begin(), run.calls.end());
-        alltoalls += run.alltoalls;
-        compute[0] += run.compute[0];
-        compute[1] += run.compute[1];
-      }
-      rank.calls.push_back(std::move(calls));
-      rank.alltoalls.push_back(alltoalls);
-      rank.compute.push_back(compute);
-    }
-  }
-  return out;
-}
-
-GroupSlowdownFigures expert_op_list_slowdown(int E, const ExpertLoadTiming& t,
-                                             const std::vector<const OpListTimes*>& alone,
-                                             std::int64_t batch) {
-  std::vector<SimTime> forward, backward;
-  for (const OpListTimes* a : alone) {
-    forward.push_back(a->forward_total());
-    backward.push_back(a->backward_total());
-  }
-  if (E < 2 || alone.empty()) return {};
-  const auto f = static_cast<double>(median(forward));
-  const auto b = static_cast<double>(median(backward));
-  if (!(f > 0.0 && b > 0.0 && t.forward_compute > 0 && t.backward_compute > 0)) return {};
-  return {E,
-          static_cast<double>(t.forward_compute) / f,
-          static_cast<double>(t.backward_compute) / b,
-          batch,
-          true,
-          true};
-}
-
-namespace {
-
-// Appends `runs` (expert_op_list_runs' of 1 run) to `merged`: the warm-up
-// and the timed run where merged is empty, the timed run otherwise.
-void append_runs(std::vector<ExpertRankPasses>& merged, std::vector<ExpertRankPasses>&& runs) {
-  if (merged.empty()) {
-    merged = std::move(runs);
-    return;
-  }
-  for (std::size_t e = 0; e < runs.size(); ++e) {
-    ExpertRankPasses& to = merged.at(e);
-    to.calls.push_back(std::move(runs[e].calls.back()));
-    to.alltoalls.push_back(runs[e].alltoalls.back());
-    to.compute.push_back(runs[e].compute.back());
-  }
-}
-
-}  // namespace
-
-void write_expert_plan_figures(Profile& profile, const ModelSpec& model, const ExpertPlanRuns& r,
-                               const std::function<OpListTimes()>& alone,
-                               const TransportFigures& bare, int cores) {
-  const int E = model.expert_parallel;
-  std::vector<double> forward, backward;
-  std::vector<ExpertRankPasses> merged;
-  for (int i = 0; i < r.runs; ++i) {
-    const OpListTimes a = alone();
-    std::vector<ExpertRankPasses> ranks =
-        expert_op_list_runs(model, r.plan, r.batch, r.seed, r.inputs, r.clock, 1, true);
-    const GroupSlowdownFigures g =
-        expert_op_list_slowdown(E, expert_load_timing(ranks, r.batch), {&a}, r.batch);
-    if (g.ranks > 1) {
-      forward.push_back(g.forward);
-      backward.push_back(g.backward);
-    }
-    append_runs(merged, std::move(ranks));
-  }
-  ExpertLoadTiming t = expert_load_timing(merged, r.batch);
+  const GroupSlowdownFigures slowdown = paired_slowdown(pairs, E, r.batch, true);
+  ExpertLoadTiming t = expert_load_timing(passes_of(std::move(pairs.ranks)), r.batch, 0);
   if (r.plan.schedule.devices() * E > cores) {
-    const ExpertLoadTiming apart = expert_load_timing(
-        expert_op_list_runs(model, r.plan, r.batch, r.seed, r.inputs, r.clock, r.runs, false),
-        r.batch);
+    const ExpertLoadTiming apart =
+        expert_load_timing(passes_of(group_op_list_runs(model, r.plan, r.batch, r.seed, r.inputs,
+                                                        r.clock, r.runs, false)),
+                           r.batch, 0);
     t.load = apart.load;
     t.alltoalls = apart.alltoalls;
     t.load_waits_s = apart.load_waits_s;
   }
   write_load_and_alltoall(profile, E, t, r.batch, bare);
-  if (!forward.empty()) {
-    keep_group_slowdown(profile, {E, median(forward), median(backward), r.batch, true, true});
-  }
+  keep_group_slowdown(profile, slowdown);
 }
 
 }  // namespace pipescope::exec

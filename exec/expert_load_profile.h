@@ -20,6 +20,7 @@
 #include "exec/compute/layer.h"
 #include "exec/compute/moe_layers.h"
 #include "exec/compute/tensor_group.h"
+#include "exec/group_op_lists.h"
 #include "exec/op_list_profile.h"
 #include "exec/share_exchange_profile.h"
 
@@ -75,12 +76,14 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
                                     CollectiveTally& group);
 
 // time_expert_load's figures from every rank's passes (ranks[e] rank e's, all
-// of as many passes, at least 2): the load of the pass of the median extra
+// of as many passes, the first `warm_ups` of which are left out, at least
+// one after them): the load of the pass of the median extra
 // time, the all-to-alls and the ranks' waits for the busiest of the pass of
 // the median time in all-to-alls beyond those waits, and the median of the
 // passes' compute. Throws
 // std::invalid_argument for fewer than 2 ranks or passes that do not pair up.
-ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch);
+ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch,
+                                    std::size_t warm_ups = 1);
 
 // Writes the expert ranks' figures `t` of `model` at micro-batch `batch`
 // into `profile`: their load (expert_load), their all-to-all
@@ -90,68 +93,16 @@ ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, 
 void write_expert_figures(Profile& profile, const ModelSpec& model, const ExpertLoadTiming& t,
                           std::int64_t batch, const TransportFigures& bare);
 
-// The E = model.expert_parallel ranks running a plan's op lists as a step
-// of the plan runs them: every device's E ranks at once (`together`; one
-// device's after another's otherwise), each a thread (pinned as a step's
-// workers are) with its rank's layers (as
-// build_expert_ranks builds them) and its samples of a micro-batch of E
-// `batch` sequences, running its device's op list of `plan` (run_op_list),
-// the device's ranks' all-to-alls between them; an untimed run and then a
-// timed one each. A step keeps every micro-batch's stash in flight on every
-// rank's core, the stages' threads share the cores where they outnumber
-// them, and its all-to-alls meet the other rank where the op lists bring
-// it, none of which the passes of one micro-batch (time_expert_load) show.
-// 1 + `runs` runs (the first warms up), each on samples of its own; every
-// rank's, over its devices, as expert_rank_passes gives a pass: its mixture
-// calls, its all-to-alls, and its compute, the forward-direction ops' (F,
-// R) and the backward ones' (B, W, a fused backward) times on `clock` (the
-// thread's CPU time on the host: a core's sharing between threads left
-// out, as the simulator's pool of cores adds it), each op's less its
-// all-to-alls. `inputs` as the profiler keeps them for a rank alone
-// (layer_inputs at `batch`: every stage's first layer's input and its last
-// one's output); stage 0 takes each rank's samples instead.
-// expert_load_timing combines the ranks'. Throws std::invalid_argument as
-// time_expert_load does.
-std::vector<ExpertRankPasses> expert_op_list_runs(const ModelSpec& model, const PlanStages& plan,
-                                                  std::int64_t batch, std::uint64_t seed,
-                                                  const std::vector<Tensor>& inputs,
-                                                  const OpClock& clock, int runs,
-                                                  bool together = true);
-
-// How much slower the E expert ranks computed a plan's op lists (`t`:
-// expert_load_timing of expert_op_list_runs; its compute the ranks' mean)
-// than a rank of the mean load alone (`alone`: its op lists of the same
-// plan, op_lists_alone, in one run or more; the median of their totals in
-// each direction): the ranks' GroupSlowdownFigures at
-// `batch`. ranks 0 when `alone` is empty or a direction timed nothing.
-GroupSlowdownFigures expert_op_list_slowdown(int E, const ExpertLoadTiming& t,
-                                             const std::vector<const OpListTimes*>& alone,
-                                             std::int64_t batch);
-
-// How the expert ranks run a plan's op lists (expert_op_list_runs' arguments).
-struct ExpertPlanRuns {
-  const PlanStages& plan;
-  std::int64_t batch;
-  std::uint64_t seed;
-  const std::vector<Tensor>& inputs;
-  OpClock clock;
-  int runs;
-};
-
-// write_expert_figures' figures for a plan, from `r.runs` runs of its op
-// lists by the ranks (expert_op_list_runs, every device's ranks at once),
-// each just after a run of a rank alone's (`alone`: op_lists_alone's
-// times): their slowdown together, the median over the runs of each run's
-// over the rank alone's beside it (expert_op_list_slowdown), so that a
-// machine whose speed moves moves both; their load and all-to-all from the
-// runs together (expert_load_timing). Where those threads outnumber the
-// `cores`, an all-to-all also waits for a partner whose core another
-// stage's thread holds, which the simulator's pool of cores adds: the load
-// and the all-to-alls then come from runs of one device's ranks at a time,
-// on cores of their own.
-void write_expert_plan_figures(Profile& profile, const ModelSpec& model, const ExpertPlanRuns& r,
-                               const std::function<OpListTimes()>& alone,
-                               const TransportFigures& bare, int cores);
+// write_expert_figures' figures for a plan `r.plan` from `pairs`, the ranks'
+// runs of its op lists each beside a rank alone's (paired_group_runs, every
+// device's ranks at once): their slowdown together (paired_slowdown); their
+// load and all-to-all from the runs together (expert_load_timing). Where
+// those threads outnumber the `cores`, an all-to-all also waits for a
+// partner whose core another stage's thread holds, which the simulator's
+// pool of cores adds: the load and the all-to-alls then come from `r.runs`
+// runs of one device's ranks at a time, on cores of their own.
+void write_expert_plan_figures(Profile& profile, const ModelSpec& model, PairedGroupRuns pairs,
+                               const GroupPlanRuns& r, const TransportFigures& bare, int cores);
 
 // One pass's calls, rank by rank: calls[e] is rank e's ExpertTally calls,
 // every rank's in the same order. Returns the figures of the pass (ranks,

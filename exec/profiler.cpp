@@ -18,6 +18,7 @@
 #include "exec/data.h"
 #include "exec/expert_load_profile.h"
 #include "exec/gradient_sum.h"
+#include "exec/group_op_lists.h"
 #include "exec/machine_speed.h"
 #include "exec/models.h"
 #include "exec/op_list_profile.h"
@@ -54,12 +55,9 @@ std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_
   return out;
 }
 
-// Runs of a plan's op lists by the expert ranks, each beside a rank alone's.
+// Runs of a plan's op lists by the shares or expert ranks, each beside a rank
+// alone's.
 constexpr int kOpListRuns = 5;
-
-// Rows of one micro-batch's activations: beyond this the executor's int sizes
-// (and this machine's memory) give out.
-constexpr std::int64_t kMaxProfiledTokens = std::int64_t{1} << 24;
 
 struct ModelProfiler::State {
   ModelSpec spec;
@@ -129,62 +127,21 @@ struct ModelProfiler::State {
   // The concurrency slowdowns of 2 up to generic_most cores; throws
   // std::runtime_error for an implausible one.
   void add_concurrency_slowdowns(Profile& p, const std::vector<const ProfileRound*>& kept) const;
-  // The context shares' exchanges (ProfileOptions::context_ranks).
-  void add_context_figures(Profile& p) const;
+  // The plan, where the shares' or expert ranks' copies of its layers hold
+  // its M stashes of micro-batch `batch` in this machine's memory; or null.
+  const PlanStages* plan_in_memory(std::int64_t batch) const;
+  // The group's runs of the plan's op lists, each beside a rank alone's.
+  PairedGroupRuns paired_op_lists(const PlanStages& stages, std::int64_t batch);
+  // The context shares' exchanges and slowdown together
+  // (ProfileOptions::context_ranks); with a plan, the slowdown from its op lists.
+  void add_context_figures(Profile& p);
   // The expert ranks' routed load, all-to-all and slowdown together
-  // (ProfileOptions::expert_ranks): with a plan, from its op lists (each run
-  // beside one of a rank alone's).
+  // (ProfileOptions::expert_ranks): with a plan, from its op lists.
   void add_expert_figures(Profile& p);
   // The gradient sum of the context shares or expert ranks at T = 1, up to
   // the model's parameters.
   void add_gradient_sum(Profile& p) const;
 };
-
-namespace {
-
-// Throws std::invalid_argument unless the plan's stages cut the model's
-// `layers` into contiguous ranges in order and its op lists name them.
-void check_plan_stages(const PlanStages& plan, std::size_t layers) {
-  const std::vector<LayerRange>& r = plan.stage_layers;
-  bool ok = !r.empty() && r.front().begin == 0 && r.back().end == layers &&
-            static_cast<int>(r.size()) == plan.schedule.stages &&
-            plan.schedule.stage_device.size() == r.size();
-  for (std::size_t s = 0; ok && s < r.size(); ++s) {
-    ok = r[s].begin < r[s].end && (s == 0 || r[s].begin == r[s - 1].end);
-  }
-  if (!ok) {
-    throw std::invalid_argument("the plan's stages do not cut the model's " +
-                                std::to_string(layers) + " layers in order");
-  }
-}
-
-// Throws std::invalid_argument for options the profiler does not take: its
-// micro-batch sizes, repeats, a plan off the host or at several sizes, or a
-// micro-batch of more tokens than the executor takes.
-void check_profile_options(const ModelSpec& spec, const ProfileOptions& o) {
-  if (o.batch_sizes.empty()) throw std::invalid_argument("no micro-batch sizes to profile");
-  for (std::size_t i = 0; i < o.batch_sizes.size(); ++i) {
-    if (o.batch_sizes[i] < 1 || o.batch_sizes[i] > (1 << 20) ||
-        (i > 0 && o.batch_sizes[i] <= o.batch_sizes[i - 1])) {
-      throw std::invalid_argument("micro-batch sizes must be ascending, distinct and in [1, 2^20]");
-    }
-  }
-  if (o.repeats < 1) throw std::invalid_argument("repeats must be at least 1");
-  if (o.stages && (o.device || o.batch_sizes.size() != 1)) {
-    throw std::invalid_argument(
-        "a plan's op lists are profiled on the host at its one micro-batch size");
-  }
-  const std::int64_t seq = spec.tokens_per_sample;
-  if (o.batch_sizes.back() > kMaxProfiledTokens / std::max<std::int64_t>(1, seq)) {
-    throw std::invalid_argument("micro-batch size " + std::to_string(o.batch_sizes.back()) + " x " +
-                                std::to_string(seq) +
-                                " tokens per sample is more than the executor takes in one "
-                                "micro-batch (" +
-                                std::to_string(kMaxProfiledTokens) + " tokens)");
-  }
-}
-
-}  // namespace
 
 void ModelProfiler::State::build_model(const ModelSpec& model, const ProfileOptions& o) {
   spec = model;
@@ -443,7 +400,27 @@ void ModelProfiler::State::add_concurrency_slowdowns(
   }
 }
 
-void ModelProfiler::State::add_context_figures(Profile& p) const {
+const PlanStages* ModelProfiler::State::plan_in_memory(std::int64_t batch) const {
+  const PlanStages* stages = plan();
+  if (stages == nullptr) return nullptr;
+  const std::int64_t in_flight = batch * stages->schedule.micro_batches;
+  return share_exchanges_unfit(spec, in_flight, host_memory_available()).empty() ? stages : nullptr;
+}
+
+PairedGroupRuns ModelProfiler::State::paired_op_lists(const PlanStages& stages,
+                                                      std::int64_t batch) {
+  const auto alone = [&] {
+    OpListTimes lists(layers.size());
+    PassClocks clocks;
+    op_lists_alone(layers, stages, inputs.front(), contexts.front(),
+                   cpus_for_threads(stages.schedule.devices()), options.seed, clock, lists, clocks);
+    return lists;
+  };
+  return paired_group_runs(spec, {stages, batch, options.seed, inputs.front(), clock, kOpListRuns},
+                           alone);
+}
+
+void ModelProfiler::State::add_context_figures(Profile& p) {
   const int C = options.context_ranks;
   if (C < 2 || C > p.cores || spec.context_parallel != C || spec.tensor_parallel != 1 ||
       spec.expert_parallel != 1 || spec.transformer == nullptr) {
@@ -454,33 +431,29 @@ void ModelProfiler::State::add_context_figures(Profile& p) const {
   const ShareExchanges in_step = time_share_exchanges(spec, batch, options.seed, kExchangePasses);
   write_context_figures(p, spec, in_step, batch,
                         [C] { return profile_group_alltoall(C, kGroupRepeats); });
+  // A plan's steps keep its micro-batches' stashes in flight: the shares'
+  // slowdown from its op lists where those fit (their exchanges stay the
+  // passes').
+  if (const PlanStages* stages = plan_in_memory(batch)) {
+    keep_group_slowdown(p, paired_slowdown(paired_op_lists(*stages, batch), C, batch, false));
+  }
 }
 
 void ModelProfiler::State::add_expert_figures(Profile& p) {
   const int E = options.expert_ranks;
   const std::int64_t batch = options.batch_sizes.back();
-  const std::optional<HostMemory> host = host_memory_available();
   if (E < 2 || E > p.cores || spec.expert_parallel != E || spec.tensor_parallel != 1 ||
       spec.context_parallel != 1 || spec.transformer == nullptr ||
-      !share_exchanges_unfit(spec, batch, host).empty()) {
+      !share_exchanges_unfit(spec, batch, host_memory_available()).empty()) {
     return;
   }
-  // A plan's steps keep its micro-batches' stashes in flight: the ranks run
-  // its op lists where those fit, passes of one micro-batch otherwise.
-  const PlanStages* stages = plan();
-  if (stages != nullptr &&
-      share_exchanges_unfit(spec, batch * stages->schedule.micro_batches, host).empty()) {
-    const auto alone = [&] {
-      OpListTimes lists(layers.size());
-      PassClocks clocks;
-      op_lists_alone(layers, *stages, inputs.front(), contexts.front(),
-                     cpus_for_threads(stages->schedule.devices()), options.seed, clock, lists,
-                     clocks);
-      return lists;
-    };
-    write_expert_plan_figures(
-        p, spec, {*stages, batch, options.seed, inputs.front(), clock, kOpListRuns}, alone,
-        profile_group_alltoall(E, kGroupRepeats), static_cast<int>(allowed_cpus().size()));
+  // As the shares': a plan's op lists where its stashes fit, passes of one
+  // micro-batch otherwise.
+  if (const PlanStages* stages = plan_in_memory(batch)) {
+    write_expert_plan_figures(p, spec, paired_op_lists(*stages, batch),
+                              {*stages, batch, options.seed, inputs.front(), clock, kOpListRuns},
+                              profile_group_alltoall(E, kGroupRepeats),
+                              static_cast<int>(allowed_cpus().size()));
     return;
   }
   const ExpertLoadTiming t = time_expert_load(spec, batch, options.seed, kExchangePasses);

@@ -114,6 +114,15 @@ struct ProfileOptions {
   std::shared_ptr<const PlanStages> stages = nullptr;
 };
 
+// Throws std::invalid_argument for options the profiler does not take: its
+// micro-batch sizes, repeats, a plan off the host or at several sizes, or a
+// micro-batch of more tokens than the executor takes.
+void check_profile_options(const ModelSpec& spec, const ProfileOptions& o);
+
+// Throws std::invalid_argument unless the plan's stages cut the model's
+// `layers` into contiguous ranges in order and its op lists name them.
+void check_plan_stages(const PlanStages& plan, std::size_t layers);
+
 // Throws std::invalid_argument for models the executor cannot build
 // (build_layers) and for bad options.
 Profile profile_model(const ModelSpec& spec, const ProfileOptions& options);

@@ -49,4 +49,15 @@ inline TransformerParams transformer_params(int layers, std::int64_t h, std::int
   return p;
 }
 
+// One of two context shares of the executor's tiny transformer (two blocks,
+// sequences of 8): its attention round a ring, or trading heads.
+inline ModelSpec tiny_context_share(bool heads) {
+  TransformerParams p = tiny_executor_transformer_params(2);
+  p.seq_len = 8;
+  TensorSplit split;
+  split.context = 2;
+  split.heads_over_context = heads;
+  return make_transformer(p, "tiny", split);
+}
+
 }  // namespace pipescope::testing

@@ -205,11 +205,11 @@ TEST(ExpertLoad, TheProfilerMeasuresItWhenAsked) {
 }
 
 // A plan's op lists, every device's two ranks at once (or one device's
-// after another's), after a run that warms up: every op's all-to-alls between them counted
-// and taken out of its time, in a forward two a mixture (dispatch and
-// combine) and in a backward two. Two mixtures (block 0 is dense), three
-// micro-batches each forward, recomputed and backward under remat: 2 x 3 x
-// (2 + 2 + 2) a rank, and as many mixture calls. Other models are refused.
+// after another's), each run after an untimed one: every op's all-to-alls
+// between them counted and taken out of its time, in a forward two a
+// mixture (dispatch and combine) and in a backward two. Two mixtures (block
+// 0 is dense), three micro-batches each forward, recomputed and backward
+// under remat: 2 x 3 x (2 + 2 + 2) a rank, and as many mixture calls.
 TEST(ExpertLoad, TheRanksRunAPlansOpListsTogether) {
   const ModelSpec m = expert_rank(2);
   const std::size_t L = m.layers.size();
@@ -218,67 +218,31 @@ TEST(ExpertLoad, TheRanksRunAPlansOpListsTogether) {
   const Context ctx = last_share_context(mb, 1);
   const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, ctx);
   const PlanStages two{build_1f1b(2, 3, Remat::kAlways), {{0, 2}, {2, L}}};
-  const std::vector<ExpertRankPasses> runs =
-      expert_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 2);
+  const std::vector<std::vector<GroupRun>> runs =
+      group_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 2);
   ASSERT_EQ(runs.size(), 2u);
-  for (const ExpertRankPasses& rank : runs) {
-    ASSERT_EQ(rank.calls.size(), 3u);
-    for (std::size_t r = 0; r < 3; ++r) {
-      EXPECT_EQ(rank.alltoalls[r].count, 2 * 3 * (2 + 2 + 2)) << r;
-      EXPECT_EQ(rank.calls[r].size(), 2u * 3 * 3) << r;
-      EXPECT_GT(rank.compute[r][0], 0) << r;
-      EXPECT_GT(rank.compute[r][1], 0) << r;
+  for (const std::vector<GroupRun>& rank : runs) {
+    ASSERT_EQ(rank.size(), 2u);
+    for (std::size_t r = 0; r < 2; ++r) {
+      EXPECT_EQ(rank[r].exchanges.count, 2 * 3 * (2 + 2 + 2)) << r;
+      EXPECT_EQ(rank[r].calls.size(), 2u * 3 * 3) << r;
+      EXPECT_GT(rank[r].compute[0], 0) << r;
+      EXPECT_GT(rank[r].compute[1], 0) << r;
     }
   }
   // One device's ranks after another's: the same all-to-alls.
-  EXPECT_EQ(expert_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 1, false)
+  EXPECT_EQ(group_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 1, false)
                 .back()
-                .alltoalls[1]
-                .count,
+                .front()
+                .exchanges.count,
             2 * 3 * (2 + 2 + 2));
-  const ExpertLoadTiming t = expert_load_timing(runs, 4);
-  EXPECT_EQ(t.alltoalls.count, 2 * 2 * 3 * (2 + 2 + 2));
-  EXPECT_GE(t.load.imbalance, 1.0);
   // Without remat, split: B trades the gradients, W nothing.
   const PlanStages split{build_zb_h1(1, 3, Remat::kNever), {{0, L}}};
-  EXPECT_EQ(
-      expert_op_list_runs(m, split, 4, 1, inputs, host_op_clock(), 1).front().alltoalls[1].count,
-      2 * 3 * (2 + 2));
-  EXPECT_THROW(expert_op_list_runs(m, split, 4, 1, inputs, host_op_clock(), 0),
-               std::invalid_argument);
-  EXPECT_THROW(
-      expert_op_list_runs(testing::tiny_transformer(2), split, 4, 1, inputs, host_op_clock(), 1),
-      std::invalid_argument);
-}
-
-// The ranks' slowdown in a plan's op lists: their compute in each direction
-// over the median of a rank alone's totals over the profile's kept rounds
-// (forwards 100, 300, 200 ns: 200; backwards 400, 100, 300: 300). Without
-// two ranks, rounds or compute in a direction: none.
-TEST(ExpertLoad, TheRanksOpListSlowdownIsOverTheMedianRoundAlone) {
-  OpListTimes a(2), b(2), c(2);
-  a.kept.add(0, 100);
-  a.backward.add(1, 400);
-  b.kept.add(0, 300);
-  b.input.add(1, 50);
-  b.weight.add(1, 50);
-  c.kept.add(0, 150);
-  c.recompute.add(1, 50);
-  c.backward.add(0, 300);
-  ExpertLoadTiming t;
-  t.forward_compute = 300;
-  t.backward_compute = 450;
-  const GroupSlowdownFigures g = expert_op_list_slowdown(2, t, {&a, &b, &c}, 4);
-  EXPECT_EQ(g.ranks, 2);
-  EXPECT_DOUBLE_EQ(g.forward, 1.5);
-  EXPECT_DOUBLE_EQ(g.backward, 1.5);
-  EXPECT_EQ(g.micro_batch, 4);
-  EXPECT_TRUE(g.experts);
-  EXPECT_TRUE(g.op_lists);
-  EXPECT_EQ(expert_op_list_slowdown(1, t, {&a, &b, &c}, 4).ranks, 0);
-  EXPECT_EQ(expert_op_list_slowdown(2, t, {}, 4).ranks, 0);
-  t.backward_compute = 0;
-  EXPECT_EQ(expert_op_list_slowdown(2, t, {&a, &b, &c}, 4).ranks, 0);
+  EXPECT_EQ(group_op_list_runs(m, split, 4, 1, inputs, host_op_clock(), 1)
+                .front()
+                .front()
+                .exchanges.count,
+            2 * 3 * (2 + 2));
 }
 
 // A profile of a plan with E = 2 takes the ranks' load, all-to-all and

@@ -18,10 +18,12 @@
 #include "exec/affinity.h"
 #include "exec/compute/host_device.h"
 #include "exec/machine_speed.h"
+#include "exec/op_list_profile.h"
 #include "exec/optimizer_timing.h"
 #include "exec/profile_rounds.h"
 #include "exec/share_exchange_profile.h"
 #include "exec/transport_profile.h"
+#include "sim/engine/schedule.h"
 #include "sim/formats/profile_io.h"
 
 #include <nlohmann/json.hpp>
@@ -29,6 +31,7 @@
 namespace pipescope::exec {
 namespace {
 
+using testing::tiny_context_share;
 using testing::tiny_transformer;
 
 TEST(PlanBatchSizes, EveryDivisorTheLargestKept) {
@@ -286,17 +289,6 @@ TEST(Profiler, MeasuresATensorGroupWhenAsked) {
   EXPECT_EQ(profile_from_json(profile_to_json(none), "p.json").tensor_group.ranks, 0);
 }
 
-// One share of the tiny transformer (sequences of 8, two heads) of two
-// shares: round a ring, or trading its heads.
-ModelSpec context_share(bool heads) {
-  TransformerParams p = testing::tiny_executor_transformer_params(2);
-  p.seq_len = 8;
-  TensorSplit split;
-  split.context = 2;
-  split.heads_over_context = heads;
-  return make_transformer(p, "tiny", split);
-}
-
 // The shares' exchanges as their layers run them, a pass (the median of
 // three) of a micro-batch of 4 sequences (each share 4 x 4 rows): trading heads, four
 // all-to-alls in each attention's forward and four in its backward (the
@@ -306,7 +298,7 @@ ModelSpec context_share(bool heads) {
 // in a backward that take, one of the gradients summed so far and the
 // share's own coming home. Any other model is refused.
 TEST(Profiler, TimesTheSharesExchangesAsTheirLayersRunThem) {
-  const ShareExchanges a2a = time_share_exchanges(context_share(true), 4, 1, 3);
+  const ShareExchanges a2a = time_share_exchanges(tiny_context_share(true), 4, 1, 3);
   EXPECT_EQ(a2a.forward.count, 2 * 4);
   EXPECT_EQ(a2a.backward.count, 2 * 4);
   EXPECT_EQ(a2a.forward.bytes, Bytes{a2a.forward.count} * 4 * 4 * 8 * 4);
@@ -314,12 +306,12 @@ TEST(Profiler, TimesTheSharesExchangesAsTheirLayersRunThem) {
   // The whole forward and backward hold their exchanges.
   EXPECT_GT(a2a.forward_pass, a2a.forward.wall);
   EXPECT_GT(a2a.backward_pass, a2a.backward.wall);
-  const ShareExchanges ring = time_share_exchanges(context_share(false), 4, 1, 3);
+  const ShareExchanges ring = time_share_exchanges(tiny_context_share(false), 4, 1, 3);
   EXPECT_EQ(ring.forward.count, 2 * 1);
   EXPECT_EQ(ring.backward.count, 2 * 3);
   EXPECT_EQ(ring.forward.bytes, Bytes{ring.forward.count} * 4 * 4 * 32 * 4);
   EXPECT_EQ(ring.backward.bytes, Bytes{ring.backward.count} * 4 * 4 * 32 * 4);
-  EXPECT_THROW(time_share_exchanges(context_share(true), 4, 1, 0), std::invalid_argument);
+  EXPECT_THROW(time_share_exchanges(tiny_context_share(true), 4, 1, 0), std::invalid_argument);
   EXPECT_THROW(time_share_exchanges(tiny_transformer(2), 4, 1, 1), std::invalid_argument);
 }
 
@@ -327,7 +319,7 @@ TEST(Profiler, TimesTheSharesExchangesAsTheirLayersRunThem) {
 // each with 16 bytes a parameter and its stash at the micro-batch; the
 // timing is left out where that is more than the machine has, and said why.
 TEST(Profiler, TheSharesExchangesAreTimedOnlyWhereTheirLayersFit) {
-  ModelSpec m = context_share(false);
+  ModelSpec m = tiny_context_share(false);
   m.layers.resize(2);
   m.layers[0].params = 10;
   m.layers[0].stash_bytes = 100;
@@ -391,7 +383,7 @@ TEST(Profiler, TheSharesFiguresComeFromTheirMedianPass) {
     return TransportFigures{1e-9, 1e12};
   };
   Profile ring;
-  write_context_figures(ring, context_share(false), pass(4000, 8000), 3, bare);
+  write_context_figures(ring, tiny_context_share(false), pass(4000, 8000), 3, bare);
   EXPECT_EQ(ring.context_ring.ranks, 2);
   EXPECT_DOUBLE_EQ(ring.context_ring.forward_take_s, 2e-6);
   EXPECT_DOUBLE_EQ(ring.context_ring.backward_take_s, 4e-6);
@@ -399,7 +391,7 @@ TEST(Profiler, TheSharesFiguresComeFromTheirMedianPass) {
   EXPECT_EQ(ring.alltoall_group.ranks, 0);
   EXPECT_EQ(bare_asked, 0);
   Profile heads;
-  write_context_figures(heads, context_share(true), pass(4000, 8000), 3, bare);
+  write_context_figures(heads, tiny_context_share(true), pass(4000, 8000), 3, bare);
   EXPECT_EQ(bare_asked, 1);
   EXPECT_EQ(heads.context_ring.ranks, 0);
   EXPECT_EQ(heads.alltoall_group.ranks, 2);
@@ -414,7 +406,7 @@ TEST(Profiler, TheSharesFiguresComeFromTheirMedianPass) {
 // stashes (the profile's recompute), its backward likewise; nothing where
 // the profile lacks a layer.
 TEST(Profiler, TheSharesComputeSlowdownIsTheirPassOverTheLayersAlone) {
-  const ModelSpec m = context_share(false);
+  const ModelSpec m = tiny_context_share(false);
   Profile p;
   for (const LayerSpec& layer : m.layers) {
     if (p.find(layer) != nullptr) continue;
@@ -497,12 +489,37 @@ TEST(Profiler, MeasuresTheSharesExchangesWhenAsked) {
     }
   }
   o.context_ranks = 0;
-  const Profile none = profile_model(context_share(true), o);
+  const Profile none = profile_model(tiny_context_share(true), o);
   EXPECT_EQ(none.alltoall_group.ranks, 0);
   EXPECT_EQ(none.context_ring.ranks, 0);
   EXPECT_EQ(none.group_slowdown.ranks, 0);
   EXPECT_EQ(none.gradient_sum.ranks, 0);
   EXPECT_THROW(profile_group_alltoall(1, 5), std::invalid_argument);
+}
+
+// A profile of a plan with C = 2 takes the shares' slowdown from its op
+// lists (each run beside a rank alone's), at its micro-batch size; their
+// ring's takes still from their passes.
+TEST(Profiler, APlansProfileTakesTheSharesSlowdownFromItsOpLists) {
+  const ModelSpec m = wide_context_share(false);
+  ProfileOptions o;
+  o.repeats = 1;
+  o.batch_sizes = {2};
+  o.context_ranks = 2;
+  o.stages = std::make_shared<PlanStages>(
+      PlanStages{build_1f1b(1, 2, Remat::kNever), {{0, m.layers.size()}}});
+  // As above: up to three profiles for one whose slowdown is plausible.
+  Profile p = profile_model(m, o);
+  for (int tries = 1; tries < 3 && p.cores >= 2 && p.group_slowdown.ranks == 0; ++tries) {
+    p = profile_model(m, o);
+  }
+  if (p.cores < 2) GTEST_SKIP() << "one core: the shares cannot compute at once";
+  EXPECT_EQ(p.group_slowdown.ranks, 2);
+  EXPECT_FALSE(p.group_slowdown.experts);
+  EXPECT_TRUE(p.group_slowdown.op_lists);
+  EXPECT_EQ(p.group_slowdown.micro_batch, 2);
+  EXPECT_EQ(p.context_ring.ranks, 2);
+  EXPECT_GT(p.context_ring.forward_take_s, 0.0);
 }
 
 TEST(Profiler, TensorGroupFiguresAreRefusedOutOfRange) {
