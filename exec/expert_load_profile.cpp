@@ -1,8 +1,6 @@
 #include "exec/expert_load_profile.h"
 
 #include <algorithm>
-#include <array>
-#include <functional>
 #include <stdexcept>
 
 #include "exec/data.h"
@@ -239,9 +237,7 @@ void write_expert_plan_figures(Profile& profile, const ModelSpec& model, PairedG
   ExpertLoadTiming t = expert_load_timing(passes_of(std::move(pairs.ranks)), r.batch, 0);
   if (r.plan.schedule.devices() * E > cores) {
     const ExpertLoadTiming apart =
-        expert_load_timing(passes_of(group_op_list_runs(model, r.plan, r.batch, r.seed, r.inputs,
-                                                        r.clock, r.runs, false)),
-                           r.batch, 0);
+        expert_load_timing(passes_of(group_op_list_runs(model, r, false)), r.batch, 0);
     t.load = apart.load;
     t.alltoalls = apart.alltoalls;
     t.load_waits_s = apart.load_waits_s;

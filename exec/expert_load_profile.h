@@ -12,7 +12,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "costmodels/model.h"
@@ -21,7 +20,6 @@
 #include "exec/compute/moe_layers.h"
 #include "exec/compute/tensor_group.h"
 #include "exec/group_op_lists.h"
-#include "exec/op_list_profile.h"
 #include "exec/share_exchange_profile.h"
 
 namespace pipescope::exec {

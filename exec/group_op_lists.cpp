@@ -84,14 +84,12 @@ std::vector<LayerList> group_layers(const ModelSpec& model, std::uint64_t seed) 
 
 }  // namespace
 
-std::vector<std::vector<GroupRun>> group_op_list_runs(
-    const ModelSpec& model, const PlanStages& plan, std::int64_t batch, std::uint64_t seed,
-    const std::vector<Tensor>& inputs, const OpClock& clock, int runs, bool together) {
-  check_group_model(model, runs);
+std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
+                                                      const GroupPlanRuns& r, bool together) {
+  check_group_model(model, r.runs);
   const int G = group_ranks(model);
-  const int K = plan.schedule.devices();
-  const GroupPlanRuns r{plan, batch, seed, inputs, clock, runs};
-  std::vector<LayerList> layers = group_layers(model, seed);
+  const int K = r.plan.schedule.devices();
+  std::vector<LayerList> layers = group_layers(model, r.seed);
   // [device * G + rank], as a step's workers: every device's ranks at once,
   // each device's G on cores of their own where the threads outnumber them;
   // or one device's G after another's.
@@ -111,7 +109,7 @@ std::vector<std::vector<GroupRun>> group_op_list_runs(
   // Each rank's runs over its devices, in device order (every rank's calls
   // pair up so).
   std::vector<std::vector<GroupRun>> out(static_cast<std::size_t>(G),
-                                         std::vector<GroupRun>(static_cast<std::size_t>(runs)));
+                                         std::vector<GroupRun>(static_cast<std::size_t>(r.runs)));
   for (int g = 0; g < G; ++g) {
     for (int d = 0; d < K; ++d) {
       const std::vector<GroupRun>& mine = threads[static_cast<std::size_t>(d * G + g)];
@@ -147,10 +145,10 @@ PairedGroupRuns paired_group_runs(const ModelSpec& model, const GroupPlanRuns& r
   check_group_model(model, r.runs);
   PairedGroupRuns out;
   out.ranks.resize(static_cast<std::size_t>(group_ranks(model)));
+  const GroupPlanRuns one{r.plan, r.batch, r.seed, r.inputs, r.clock, 1};
   for (int i = 0; i < r.runs; ++i) {
     const OpListTimes a = alone();
-    std::vector<std::vector<GroupRun>> ranks =
-        group_op_list_runs(model, r.plan, r.batch, r.seed, r.inputs, r.clock, 1, true);
+    std::vector<std::vector<GroupRun>> ranks = group_op_list_runs(model, one);
     const ComputeRatio ratio = group_over_alone(ranks, 0, a);
     if (ratio.forward > 0.0) out.ratios.push_back(ratio);
     for (std::size_t g = 0; g < ranks.size(); ++g) {

@@ -36,25 +36,6 @@ struct GroupRun {
   std::array<SimTime, 2> compute{0, 0};
 };
 
-// The ranks of `model`'s group running `plan`'s op lists: `model` one share
-// of model.context_parallel > 1 or one rank of model.expert_parallel > 1 (not
-// both) of a transformer at T = 1. Each rank's part of a micro-batch of
-// `batch` sequences a rank (expert ranks: their samples of E batch; shares:
-// their rows of each of batch sequences, as a step cuts them). `inputs` as
-// the profiler keeps them for a rank alone (layer_inputs at `batch`: every
-// stage's first layer's input); stage 0 takes each rank's own part
-// instead. `runs` timed runs, each on micro-batches of its own and just
-// after an untimed one (its layers and stashes into its core's caches); ops
-// timed on `clock` (the thread's CPU time on the host, so that a core's
-// sharing between threads stays out: the simulator's pool of cores adds
-// it). `together`: every device's ranks at once, as a step runs them;
-// otherwise one device's after another's, each rank on a core of its own.
-// Returns [rank][run]. Throws std::invalid_argument for another model and
-// for runs < 1.
-std::vector<std::vector<GroupRun>> group_op_list_runs(
-    const ModelSpec& model, const PlanStages& plan, std::int64_t batch, std::uint64_t seed,
-    const std::vector<Tensor>& inputs, const OpClock& clock, int runs, bool together = true);
-
 // How the ranks run a plan's op lists (group_op_list_runs' arguments).
 struct GroupPlanRuns {
   const PlanStages& plan;
@@ -64,6 +45,24 @@ struct GroupPlanRuns {
   OpClock clock;
   int runs;
 };
+
+// The ranks of `model`'s group running `r.plan`'s op lists: `model` one share
+// of model.context_parallel > 1 or one rank of model.expert_parallel > 1 (not
+// both) of a transformer at T = 1. Each rank's part of a micro-batch of
+// `r.batch` sequences a rank (expert ranks: their samples of E batch;
+// shares: their rows of each of batch sequences, as a step cuts them).
+// `r.inputs` as the profiler keeps them for a rank alone (layer_inputs at
+// the batch: every stage's first layer's input); stage 0 takes each rank's
+// own part instead. `r.runs` timed runs, each on micro-batches of its own
+// and just after an untimed one (its layers and stashes into its core's
+// caches); ops timed on `r.clock` (the thread's CPU time on the host, so
+// that a core's sharing between threads stays out: the simulator's pool of
+// cores adds it). `together`: every device's ranks at once, as a step runs
+// them; otherwise one device's after another's, each rank on a core of its
+// own. Returns [rank][run]. Throws std::invalid_argument for another model
+// and for runs < 1.
+std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
+                                                      const GroupPlanRuns& r, bool together = true);
 
 // The group's compute in run `run` of `ranks` (group_op_list_runs'), the
 // ranks' mean, over a rank alone's op lists (`alone`: op_lists_alone's) in

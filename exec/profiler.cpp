@@ -130,7 +130,9 @@ struct ModelProfiler::State {
   // The plan, where the shares' or expert ranks' copies of its layers hold
   // its M stashes of micro-batch `batch` in this machine's memory; or null.
   const PlanStages* plan_in_memory(std::int64_t batch) const;
-  // The group's runs of the plan's op lists, each beside a rank alone's.
+  // How the group runs the plan's op lists at micro-batch `batch`, and its
+  // runs of them, each beside a rank alone's.
+  GroupPlanRuns plan_runs(const PlanStages& stages, std::int64_t batch) const;
   PairedGroupRuns paired_op_lists(const PlanStages& stages, std::int64_t batch);
   // The context shares' exchanges and slowdown together
   // (ProfileOptions::context_ranks); with a plan, the slowdown from its op lists.
@@ -416,8 +418,11 @@ PairedGroupRuns ModelProfiler::State::paired_op_lists(const PlanStages& stages,
                    cpus_for_threads(stages.schedule.devices()), options.seed, clock, lists, clocks);
     return lists;
   };
-  return paired_group_runs(spec, {stages, batch, options.seed, inputs.front(), clock, kOpListRuns},
-                           alone);
+  return paired_group_runs(spec, plan_runs(stages, batch), alone);
+}
+
+GroupPlanRuns ModelProfiler::State::plan_runs(const PlanStages& stages, std::int64_t batch) const {
+  return {stages, batch, options.seed, inputs.front(), clock, kOpListRuns};
 }
 
 void ModelProfiler::State::add_context_figures(Profile& p) {
@@ -450,8 +455,7 @@ void ModelProfiler::State::add_expert_figures(Profile& p) {
   // As the shares': a plan's op lists where its stashes fit, passes of one
   // micro-batch otherwise.
   if (const PlanStages* stages = plan_in_memory(batch)) {
-    write_expert_plan_figures(p, spec, paired_op_lists(*stages, batch),
-                              {*stages, batch, options.seed, inputs.front(), clock, kOpListRuns},
+    write_expert_plan_figures(p, spec, paired_op_lists(*stages, batch), plan_runs(*stages, batch),
                               profile_group_alltoall(E, kGroupRepeats),
                               static_cast<int>(allowed_cpus().size()));
     return;

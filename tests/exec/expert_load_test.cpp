@@ -219,7 +219,7 @@ TEST(ExpertLoad, TheRanksRunAPlansOpListsTogether) {
   const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, ctx);
   const PlanStages two{build_1f1b(2, 3, Remat::kAlways), {{0, 2}, {2, L}}};
   const std::vector<std::vector<GroupRun>> runs =
-      group_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 2);
+      group_op_list_runs(m, {two, 4, 1, inputs, host_op_clock(), 2});
   ASSERT_EQ(runs.size(), 2u);
   for (const std::vector<GroupRun>& rank : runs) {
     ASSERT_EQ(rank.size(), 2u);
@@ -231,14 +231,14 @@ TEST(ExpertLoad, TheRanksRunAPlansOpListsTogether) {
     }
   }
   // One device's ranks after another's: the same all-to-alls.
-  EXPECT_EQ(group_op_list_runs(m, two, 4, 1, inputs, host_op_clock(), 1, false)
+  EXPECT_EQ(group_op_list_runs(m, {two, 4, 1, inputs, host_op_clock(), 1}, false)
                 .back()
                 .front()
                 .exchanges.count,
             2 * 3 * (2 + 2 + 2));
   // Without remat, split: B trades the gradients, W nothing.
   const PlanStages split{build_zb_h1(1, 3, Remat::kNever), {{0, L}}};
-  EXPECT_EQ(group_op_list_runs(m, split, 4, 1, inputs, host_op_clock(), 1)
+  EXPECT_EQ(group_op_list_runs(m, {split, 4, 1, inputs, host_op_clock(), 1})
                 .front()
                 .front()
                 .exchanges.count,

@@ -41,7 +41,7 @@ TEST(GroupOpLists, TheSharesRunAPlansOpListsTogether) {
     const ModelSpec m = testing::tiny_context_share(heads);
     const PlanStages two{build_1f1b(2, 3, Remat::kAlways), {{0, 2}, {2, m.layers.size()}}};
     const std::vector<std::vector<GroupRun>> runs =
-        group_op_list_runs(m, two, 4, 1, share_inputs(m), host_op_clock(), 2);
+        group_op_list_runs(m, {two, 4, 1, share_inputs(m), host_op_clock(), 2});
     ASSERT_EQ(runs.size(), 2u) << heads;
     const int count = heads ? 2 * 3 * (4 + 4 + 4) : 2 * 3 * (1 + 1 + 3);
     const Bytes row = heads ? 8 * 4 : 32 * 4;
@@ -63,9 +63,10 @@ TEST(GroupOpLists, RefusesOtherModelsAndNoRuns) {
   const ModelSpec m = testing::tiny_context_share(false);
   const std::vector<Tensor> inputs = share_inputs(m);
   const PlanStages one{build_1f1b(1, 2, Remat::kNever), {{0, m.layers.size()}}};
-  EXPECT_THROW(group_op_list_runs(m, one, 4, 1, inputs, host_op_clock(), 0), std::invalid_argument);
+  EXPECT_THROW(group_op_list_runs(m, {one, 4, 1, inputs, host_op_clock(), 0}),
+               std::invalid_argument);
   EXPECT_THROW(
-      group_op_list_runs(testing::tiny_transformer(2), one, 4, 1, inputs, host_op_clock(), 1),
+      group_op_list_runs(testing::tiny_transformer(2), {one, 4, 1, inputs, host_op_clock(), 1}),
       std::invalid_argument);
 }
 
