@@ -42,6 +42,19 @@ struct SpeedChecks {
   }
 };
 
+// The ops as the plan's devices run them on host cores at T = 1 (each
+// stage's stashes kept from op to op as in a step), or null.
+std::shared_ptr<const exec::PlanStages> plan_stages(const CompareInputs& in) {
+  if (in.gpus || in.plan.tensor_parallel != 1) return nullptr;
+  auto stages = std::make_shared<exec::PlanStages>();
+  stages->schedule = in.plan.schedule_ops();
+  for (const StageRange& r : in.plan.stage_ranges()) {
+    stages->stage_layers.push_back(
+        {static_cast<std::size_t>(r.first_layer), static_cast<std::size_t>(r.last_layer) + 1});
+  }
+  return stages;
+}
+
 // Profiles the plan's model at its micro-batch size in `passes` clean rounds
 // (exec/profiler.h).
 Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::size_t passes,
@@ -56,17 +69,7 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.expert_ranks = in.plan.expert_parallel;    // the routed load
   p.check_speed = speed.on;
   p.speed_check_cores = speed.cores;
-  if (!in.gpus && !in.mpi && in.plan.tensor_parallel == 1) {
-    // The ops as the plan's devices run them, each stage's stashes kept from
-    // op to op as in a step.
-    auto stages = std::make_shared<exec::PlanStages>();
-    stages->schedule = in.plan.schedule_ops();
-    for (const StageRange& r : in.plan.stage_ranges()) {
-      stages->stage_layers.push_back(
-          {static_cast<std::size_t>(r.first_layer), static_cast<std::size_t>(r.last_layer) + 1});
-    }
-    p.stages = std::move(stages);
-  }
+  p.stages = plan_stages(in);
   if (in.gpus) {
     // The layers on stage 0's GPU, the transport to stage 1's, and the GPUs the
     // stages share.
@@ -186,7 +189,8 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
     const int warmup = some ? 0 : o.warmup;
     if (!in.given) {
       if (in.mpi) {
-        exec::mpi_backend().measure_machine(measured, in.model, in.plan.micro_batch_size, o.seed);
+        exec::mpi_backend().measure_machine(measured, in.model, in.plan.micro_batch_size, o.seed,
+                                            plan_stages(in).get());
       }
       if (rank != 0) continue;
       rounds.profile = std::make_shared<const Profile>(std::move(measured));

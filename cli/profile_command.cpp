@@ -139,7 +139,7 @@ int run_profile_mpi(const ProfileOptions& o) {
   Profile profile;
   try {
     if (job.rank() == 0) profile = measure(o, *scenario, p);
-    job.backend().measure_machine(profile, scenario->model, p.batch_sizes.back(), o.seed);
+    job.backend().measure_machine(profile, scenario->model, p.batch_sizes.back(), o.seed, nullptr);
     if (job.rank() == 0) write_profile_file(o.output, profile);
   } catch (const std::exception& e) {
     job.rank_error(e);

@@ -23,8 +23,9 @@ struct Profile;    // costmodels/profile.h
 
 namespace pipescope::exec {
 
-class Device;     // exec/compute/device.h
-class Transport;  // exec/transport.h
+class Device;       // exec/compute/device.h
+struct PlanStages;  // exec/op_list_profile.h
+class Transport;    // exec/transport.h
 
 struct GpuAvailability {
   int devices = 0;
@@ -82,9 +83,10 @@ class MpiBackend {
   // Payloads as MPI point-to-point messages (exec/mpi/mpi_transport.h).
   virtual std::shared_ptr<Transport> transport() const = 0;
   // The MPI transport and the ranks' concurrency slowdown, into `profile`
-  // (measure_mpi_machine); every rank calls it.
+  // (measure_mpi_machine; a group's through `plan`'s op lists where one is
+  // given); every rank calls it.
   virtual void measure_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
-                               std::uint64_t seed) const = 0;
+                               std::uint64_t seed, const PlanStages* plan) const = 0;
 };
 
 class NcclBackend {

@@ -212,10 +212,14 @@ ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, st
   return expert_load_timing(ranks, batch);
 }
 
-namespace {
+std::vector<GroupRun> runs_of(ExpertRankPasses&& passes) {
+  std::vector<GroupRun> out;
+  for (std::size_t p = 0; p < passes.calls.size(); ++p) {
+    out.push_back({std::move(passes.calls[p]), passes.alltoalls.at(p), passes.compute.at(p)});
+  }
+  return out;
+}
 
-// Each rank's runs of a plan's op lists as expert_rank_passes gives a rank's
-// passes.
 std::vector<ExpertRankPasses> passes_of(std::vector<std::vector<GroupRun>>&& ranks) {
   std::vector<ExpertRankPasses> out(ranks.size());
   for (std::size_t e = 0; e < ranks.size(); ++e) {
@@ -228,21 +232,19 @@ std::vector<ExpertRankPasses> passes_of(std::vector<std::vector<GroupRun>>&& ran
   return out;
 }
 
-}  // namespace
-
 void write_expert_plan_figures(Profile& profile, const ModelSpec& model, PairedGroupRuns pairs,
-                               const GroupPlanRuns& r, const TransportFigures& bare, int cores) {
+                               std::vector<std::vector<GroupRun>> apart, std::int64_t batch,
+                               const TransportFigures& bare) {
   const int E = model.expert_parallel;
-  const GroupSlowdownFigures slowdown = paired_slowdown(pairs, E, r.batch, true);
-  ExpertLoadTiming t = expert_load_timing(passes_of(std::move(pairs.ranks)), r.batch, 0);
-  if (r.plan.schedule.devices() * E > cores) {
-    const ExpertLoadTiming apart =
-        expert_load_timing(passes_of(group_op_list_runs(model, r, false)), r.batch, 0);
-    t.load = apart.load;
-    t.alltoalls = apart.alltoalls;
-    t.load_waits_s = apart.load_waits_s;
+  const GroupSlowdownFigures slowdown = paired_slowdown(pairs, E, batch, true);
+  ExpertLoadTiming t = expert_load_timing(passes_of(std::move(pairs.ranks)), batch, 0);
+  if (!apart.empty()) {
+    const ExpertLoadTiming a = expert_load_timing(passes_of(std::move(apart)), batch, 0);
+    t.load = a.load;
+    t.alltoalls = a.alltoalls;
+    t.load_waits_s = a.load_waits_s;
   }
-  write_load_and_alltoall(profile, E, t, r.batch, bare);
+  write_load_and_alltoall(profile, E, t, batch, bare);
   keep_group_slowdown(profile, slowdown);
 }
 

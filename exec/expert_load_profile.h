@@ -91,16 +91,24 @@ ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, 
 void write_expert_figures(Profile& profile, const ModelSpec& model, const ExpertLoadTiming& t,
                           std::int64_t batch, const TransportFigures& bare);
 
-// write_expert_figures' figures for a plan `r.plan` from `pairs`, the ranks'
-// runs of its op lists each beside a rank alone's (paired_group_runs, every
-// device's ranks at once): their slowdown together (paired_slowdown); their
-// load and all-to-all from the runs together (expert_load_timing). Where
-// those threads outnumber the `cores`, an all-to-all also waits for a
-// partner whose core another stage's thread holds, which the simulator's
-// pool of cores adds: the load and the all-to-alls then come from `r.runs`
-// runs of one device's ranks at a time, on cores of their own.
+// write_expert_figures' figures for a plan from `pairs`, the ranks' runs of
+// its op lists on micro-batches of `batch` sequences a rank, each beside a
+// rank alone's (paired_group_runs, every device's ranks at once): their
+// slowdown together (paired_slowdown); their load and all-to-all from the
+// runs together (expert_load_timing). Where the ranks of every device
+// outnumber the cores, an all-to-all also waits for a partner whose core
+// another stage's rank holds, which the simulator's pool of cores adds: the
+// caller then gives `apart`, runs of one device's ranks at a time on cores
+// of their own (group_op_list_runs, together false; [rank][run]), and the
+// load and the all-to-alls come from those.
 void write_expert_plan_figures(Profile& profile, const ModelSpec& model, PairedGroupRuns pairs,
-                               const GroupPlanRuns& r, const TransportFigures& bare, int cores);
+                               std::vector<std::vector<GroupRun>> apart, std::int64_t batch,
+                               const TransportFigures& bare);
+
+// A rank's passes as GroupRuns (one a pass) and back: the same figures, the
+// one the op lists' code keeps and the other the passes' code.
+std::vector<GroupRun> runs_of(ExpertRankPasses&& passes);
+std::vector<ExpertRankPasses> passes_of(std::vector<std::vector<GroupRun>>&& ranks);
 
 // One pass's calls, rank by rank: calls[e] is rank e's ExpertTally calls,
 // every rank's in the same order. Returns the figures of the pass (ranks,

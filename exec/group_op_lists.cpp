@@ -49,10 +49,18 @@ RankBatch rank_batch(const ModelSpec& model, int g, std::int64_t batch, int r, s
   return {experts ? samples_of(whole, g, G) : share_of(whole, g, G), tokens};
 }
 
-// Rank g's thread for device d: `runs` timed runs of d's op list, each after
-// an untimed one.
-std::vector<GroupRun> device_runs(LayerList& layers, const ModelSpec& model, const GroupPlanRuns& r,
-                                  int d, int g, CollectiveTally& tally) {
+std::vector<LayerList> group_layers(const ModelSpec& model, std::uint64_t seed) {
+  const TransformerParams& p = *model.transformer;
+  if (model.expert_parallel > 1) return build_expert_ranks(p, seed, model.expert_parallel);
+  return build_context_ranks(p, seed, 1, model.context_parallel, nullptr, model.context_by_heads);
+}
+
+}  // namespace
+
+std::vector<GroupRun> group_device_runs(LayerList& layers, const ModelSpec& model,
+                                        const GroupPlanRuns& r, int d, int g,
+                                        CollectiveTally& tally) {
+  check_group_model(model, r.runs);
   const bool shares = model.context_parallel > 1;
   std::vector<GroupRun> out;
   for (int run = 1; run <= r.runs; ++run) {
@@ -76,13 +84,25 @@ std::vector<GroupRun> device_runs(LayerList& layers, const ModelSpec& model, con
   return out;
 }
 
-std::vector<LayerList> group_layers(const ModelSpec& model, std::uint64_t seed) {
-  const TransformerParams& p = *model.transformer;
-  if (model.expert_parallel > 1) return build_expert_ranks(p, seed, model.expert_parallel);
-  return build_context_ranks(p, seed, 1, model.context_parallel, nullptr, model.context_by_heads);
+std::vector<std::vector<GroupRun>> runs_over_devices(
+    const std::vector<std::vector<GroupRun>>& by_device, int G) {
+  const std::size_t runs = by_device.empty() ? 0 : by_device.front().size();
+  const auto K = static_cast<int>(by_device.size()) / G;
+  std::vector<std::vector<GroupRun>> out(static_cast<std::size_t>(G), std::vector<GroupRun>(runs));
+  for (int g = 0; g < G; ++g) {
+    for (int d = 0; d < K; ++d) {
+      const std::vector<GroupRun>& mine = by_device.at(static_cast<std::size_t>(d * G + g));
+      for (std::size_t i = 0; i < runs; ++i) {
+        GroupRun& to = out[static_cast<std::size_t>(g)][i];
+        to.calls.insert(to.calls.end(), mine.at(i).calls.begin(), mine.at(i).calls.end());
+        to.exchanges += mine[i].exchanges;
+        to.compute[0] += mine[i].compute[0];
+        to.compute[1] += mine[i].compute[1];
+      }
+    }
+  }
+  return out;
 }
-
-}  // namespace
 
 std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
                                                       const GroupPlanRuns& r, bool together) {
@@ -96,7 +116,7 @@ std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
   std::vector<std::vector<GroupRun>> threads(static_cast<std::size_t>(K * G));
   const auto device = [&](int d, int g, CollectiveTally& tally) {
     threads[static_cast<std::size_t>(d * G + g)] =
-        device_runs(layers[static_cast<std::size_t>(g)], model, r, d, g, tally);
+        group_device_runs(layers[static_cast<std::size_t>(g)], model, r, d, g, tally);
   };
   if (together) {
     on_group_threads(
@@ -106,27 +126,11 @@ std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
       on_group_threads(G, [&](int g, CollectiveTally& tally) { device(d, g, tally); });
     }
   }
-  // Each rank's runs over its devices, in device order (every rank's calls
-  // pair up so).
-  std::vector<std::vector<GroupRun>> out(static_cast<std::size_t>(G),
-                                         std::vector<GroupRun>(static_cast<std::size_t>(r.runs)));
-  for (int g = 0; g < G; ++g) {
-    for (int d = 0; d < K; ++d) {
-      const std::vector<GroupRun>& mine = threads[static_cast<std::size_t>(d * G + g)];
-      for (std::size_t i = 0; i < mine.size(); ++i) {
-        GroupRun& to = out[static_cast<std::size_t>(g)][i];
-        to.calls.insert(to.calls.end(), mine[i].calls.begin(), mine[i].calls.end());
-        to.exchanges += mine[i].exchanges;
-        to.compute[0] += mine[i].compute[0];
-        to.compute[1] += mine[i].compute[1];
-      }
-    }
-  }
-  return out;
+  return runs_over_devices(threads, G);
 }
 
 ComputeRatio group_over_alone(const std::vector<std::vector<GroupRun>>& ranks, std::size_t run,
-                              const OpListTimes& alone) {
+                              const std::array<SimTime, 2>& alone) {
   if (ranks.empty()) return {};
   double forward = 0.0, backward = 0.0;
   for (const std::vector<GroupRun>& rank : ranks) {
@@ -134,8 +138,8 @@ ComputeRatio group_over_alone(const std::vector<std::vector<GroupRun>>& ranks, s
     backward += static_cast<double>(rank.at(run).compute[1]);
   }
   const auto n = static_cast<double>(ranks.size());
-  const auto f = static_cast<double>(alone.forward_total());
-  const auto b = static_cast<double>(alone.backward_total());
+  const auto f = static_cast<double>(alone[0]);
+  const auto b = static_cast<double>(alone[1]);
   if (!(f > 0.0 && b > 0.0 && forward > 0.0 && backward > 0.0)) return {};
   return {forward / n / f, backward / n / b};
 }

@@ -36,6 +36,10 @@ struct GroupRun {
   std::array<SimTime, 2> compute{0, 0};
 };
 
+// The pairs of runs a profile takes of a group's op lists beside a rank
+// alone's (paired_group_runs), and the runs of one device's ranks at a time.
+inline constexpr int kGroupOpListRuns = 5;
+
 // How the ranks run a plan's op lists (group_op_list_runs' arguments).
 struct GroupPlanRuns {
   const PlanStages& plan;
@@ -64,6 +68,21 @@ struct GroupPlanRuns {
 std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
                                                       const GroupPlanRuns& r, bool together = true);
 
+// One thread's (or one process's) part of group_op_list_runs: rank g of the
+// group running device d's op list over `layers` (rank g's of the group),
+// its exchanges counted by `tally`, the calling thread's installed one.
+// Returns its r.runs runs. Throws as group_op_list_runs does.
+std::vector<GroupRun> group_device_runs(LayerList& layers, const ModelSpec& model,
+                                        const GroupPlanRuns& r, int d, int g,
+                                        CollectiveTally& tally);
+
+// Each rank's runs over its devices from every device's ranks' runs
+// (by_device[d * G + g]: rank g's of device d's op list, all of as many runs):
+// [rank][run], its calls in device order (every rank's pair up so), its
+// exchanges and compute summed.
+std::vector<std::vector<GroupRun>> runs_over_devices(
+    const std::vector<std::vector<GroupRun>>& by_device, int G);
+
 // The group's compute in run `run` of `ranks` (group_op_list_runs'), the
 // ranks' mean, over a rank alone's op lists (`alone`: op_lists_alone's) in
 // each direction; nullopt-like {0, 0} where a side timed nothing in a
@@ -73,7 +92,11 @@ struct ComputeRatio {
   double backward = 0.0;
 };
 ComputeRatio group_over_alone(const std::vector<std::vector<GroupRun>>& ranks, std::size_t run,
-                              const OpListTimes& alone);
+                              const std::array<SimTime, 2>& alone);
+inline ComputeRatio group_over_alone(const std::vector<std::vector<GroupRun>>& ranks,
+                                     std::size_t run, const OpListTimes& alone) {
+  return group_over_alone(ranks, run, {alone.forward_total(), alone.backward_total()});
+}
 
 // `r.runs` pairs of runs: one of a rank alone's op lists (`alone`), then one
 // of the group's (group_op_list_runs, every device's ranks at once), so that

@@ -55,10 +55,6 @@ std::vector<std::int64_t> plan_batch_sizes(std::int64_t global_batch, std::size_
   return out;
 }
 
-// Runs of a plan's op lists by the shares or expert ranks, each beside a rank
-// alone's.
-constexpr int kOpListRuns = 5;
-
 struct ModelProfiler::State {
   ModelSpec spec;
   ProfileOptions options;
@@ -422,7 +418,7 @@ PairedGroupRuns ModelProfiler::State::paired_op_lists(const PlanStages& stages,
 }
 
 GroupPlanRuns ModelProfiler::State::plan_runs(const PlanStages& stages, std::int64_t batch) const {
-  return {stages, batch, options.seed, inputs.front(), clock, kOpListRuns};
+  return {stages, batch, options.seed, inputs.front(), clock, kGroupOpListRuns};
 }
 
 void ModelProfiler::State::add_context_figures(Profile& p) {
@@ -455,9 +451,13 @@ void ModelProfiler::State::add_expert_figures(Profile& p) {
   // As the shares': a plan's op lists where its stashes fit, passes of one
   // micro-batch otherwise.
   if (const PlanStages* stages = plan_in_memory(batch)) {
-    write_expert_plan_figures(p, spec, paired_op_lists(*stages, batch), plan_runs(*stages, batch),
-                              profile_group_alltoall(E, kGroupRepeats),
-                              static_cast<int>(allowed_cpus().size()));
+    const GroupPlanRuns r = plan_runs(*stages, batch);
+    PairedGroupRuns pairs = paired_op_lists(*stages, batch);
+    const bool crowded = stages->schedule.devices() * E > static_cast<int>(allowed_cpus().size());
+    write_expert_plan_figures(
+        p, spec, std::move(pairs),
+        crowded ? group_op_list_runs(spec, r, false) : std::vector<std::vector<GroupRun>>{}, batch,
+        profile_group_alltoall(E, kGroupRepeats));
     return;
   }
   const ExpertLoadTiming t = time_expert_load(spec, batch, options.seed, kExchangePasses);

@@ -34,8 +34,8 @@ class Backend final : public MpiBackend {
   std::string broadcast(const std::string& message, int root) const override;
   std::shared_ptr<Transport> transport() const override { return std::make_shared<MpiTransport>(); }
   void measure_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
-                       std::uint64_t seed) const override {
-    measure_mpi_machine(profile, spec, batch, seed);
+                       std::uint64_t seed, const PlanStages* plan) const override {
+    measure_mpi_machine(profile, spec, batch, seed, plan);
   }
 };
 

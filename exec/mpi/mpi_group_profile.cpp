@@ -2,19 +2,26 @@
 
 #include <mpi.h>
 
+#include <array>
+#include <bit>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <vector>
 
+#include "exec/affinity.h"
 #include "exec/compute/host_memory.h"
+#include "exec/data.h"
 #include "exec/expert_load_profile.h"
 #include "exec/expert_shard.h"
 #include "exec/gradient_sum.h"
+#include "exec/group_op_lists.h"
+#include "exec/models.h"
 #include "exec/mpi/mpi_group_link.h"
 #include "exec/mpi/mpi_poll.h"
 #include "exec/mpi/mpi_transport.h"
+#include "exec/profile_passes.h"
 #include "exec/share_exchange_profile.h"
 #include "exec/tensor_shard.h"
 #include "exec/transport_profile.h"
@@ -31,44 +38,42 @@ ExchangeTimes unpack(const std::int64_t* v) {
   return {static_cast<int>(v[0]), v[1], v[2]};
 }
 
-// One rank's passes as integers: the passes, then each pass's calls (their
-// count, then backward, rows, wall of each), its all-to-alls (count, wall,
-// bytes) and its compute (forward, backward).
-std::vector<std::int64_t> packed(const ExpertRankPasses& r) {
-  std::vector<std::int64_t> out{static_cast<std::int64_t>(r.calls.size())};
-  for (std::size_t p = 0; p < r.calls.size(); ++p) {
-    out.push_back(static_cast<std::int64_t>(r.calls[p].size()));
-    for (const ExpertTally::Call& c : r.calls[p]) {
+// One rank's runs as integers: the runs, then each run's calls (their count,
+// then backward, rows, wall of each), its exchanges (count, wall, bytes) and
+// its compute (forward, backward).
+std::vector<std::int64_t> packed(const std::vector<GroupRun>& runs) {
+  std::vector<std::int64_t> out{static_cast<std::int64_t>(runs.size())};
+  for (const GroupRun& run : runs) {
+    out.push_back(static_cast<std::int64_t>(run.calls.size()));
+    for (const ExpertTally::Call& c : run.calls) {
       out.insert(out.end(), {c.backward ? 1 : 0, c.rows, c.wall});
     }
-    pack(r.alltoalls[p], out);
-    out.insert(out.end(), {r.compute[p][0], r.compute[p][1]});
+    pack(run.exchanges, out);
+    out.insert(out.end(), {run.compute[0], run.compute[1]});
   }
   return out;
 }
 
-// The passes `packed` wrote from `at`, which it leaves past them.
-ExpertRankPasses unpacked(const std::vector<std::int64_t>& v, std::size_t& at) {
-  ExpertRankPasses r;
-  const std::int64_t passes = v.at(at++);
-  for (std::int64_t p = 0; p < passes; ++p) {
-    std::vector<ExpertTally::Call>& calls = r.calls.emplace_back();
+// The runs `packed` wrote from `at`, which it leaves past them.
+std::vector<GroupRun> unpacked(const std::vector<std::int64_t>& v, std::size_t& at) {
+  std::vector<GroupRun> out;
+  const std::int64_t runs = v.at(at++);
+  for (std::int64_t p = 0; p < runs; ++p) {
+    GroupRun& run = out.emplace_back();
     const std::int64_t n = v.at(at++);
     for (std::int64_t c = 0; c < n; ++c, at += 3) {
-      calls.push_back({v.at(at) != 0, v.at(at + 1), v.at(at + 2)});
+      run.calls.push_back({v.at(at) != 0, v.at(at + 1), v.at(at + 2)});
     }
-    if (at + 3 > v.size()) throw std::out_of_range("the expert ranks' passes were cut short");
-    r.alltoalls.push_back(unpack(&v[at]));
-    at += 3;
-    if (at + 2 > v.size()) throw std::out_of_range("the expert ranks' passes were cut short");
-    r.compute.push_back({v[at], v[at + 1]});
-    at += 2;
+    if (at + 5 > v.size()) throw std::out_of_range("the group's runs were cut short");
+    run.exchanges = unpack(&v[at]);
+    run.compute = {v[at + 3], v[at + 4]};
+    at += 5;
   }
-  return r;
+  return out;
 }
 
-// Every rank's passes at rank 0 of `comm` (empty elsewhere).
-std::vector<ExpertRankPasses> gathered(const ExpertRankPasses& mine, MPI_Comm comm) {
+// Every rank's runs at rank 0 of `comm`, [rank][run] (empty elsewhere).
+std::vector<std::vector<GroupRun>> gathered(const std::vector<GroupRun>& mine, MPI_Comm comm) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &ranks);
@@ -85,10 +90,10 @@ std::vector<ExpertRankPasses> gathered(const ExpertRankPasses& mine, MPI_Comm co
   mpi_check(MPI_Gatherv(out.data(), count, MPI_INT64_T, all.data(), counts.data(), at.data(),
                         MPI_INT64_T, 0, comm),
             "MPI_Gatherv");
-  std::vector<ExpertRankPasses> passes;
+  std::vector<std::vector<GroupRun>> runs;
   std::size_t next = 0;
-  for (int r = 0; rank == 0 && r < ranks; ++r) passes.push_back(unpacked(all, next));
-  return passes;
+  for (int r = 0; rank == 0 && r < ranks; ++r) runs.push_back(unpacked(all, next));
+  return runs;
 }
 
 // Whether rank 0 finds the layers of `processes` processes of the group fit
@@ -101,12 +106,13 @@ bool fits_everywhere(const ModelSpec& spec, std::int64_t batch, int processes) {
 }
 
 // Whether the job's processes can time a group of `ways` (the model's C or
-// E, the other of them and T 1) of a transformer: ways >= 2 processes, and
-// their layers fit (fits_everywhere).
-bool group_measurable(const ModelSpec& spec, int ways, std::int64_t batch) {
+// E, the other of them and T 1) of a transformer on `processes` (>= ways) of
+// them, with `batch` sequences in flight: the job has that many, and their
+// layers fit (fits_everywhere).
+bool group_measurable(const ModelSpec& spec, int ways, std::int64_t batch, int processes) {
   return ways >= 2 && spec.tensor_parallel == 1 &&
          spec.context_parallel * spec.expert_parallel == ways && spec.transformer != nullptr &&
-         MpiSession::size() >= ways && fits_everywhere(spec, batch, ways);
+         MpiSession::size() >= processes && fits_everywhere(spec, batch, processes);
 }
 
 // Ranks 0 to n - 1 of the job run body(link), each its rank of a link of
@@ -120,12 +126,135 @@ void on_first_ranks(int n, const std::function<void(const std::shared_ptr<MpiGro
   MpiSession::wait_for_all();
 }
 
+// Device d's op list of `plan` alone (no exchanges) over `layers`: an
+// untimed run, then a timed one; its forward and backward totals.
+std::array<SimTime, 2> alone_times(LayerList& layers, const PlanStages& plan, int d,
+                                   const std::vector<Tensor>& inputs, const Context& ctx,
+                                   std::uint64_t seed, const OpClock& clock) {
+  run_op_list(layers, plan, d, inputs, ctx, seed, clock, nullptr, nullptr);
+  OpListTimes times(layers.size());
+  run_op_list(layers, plan, d, inputs, ctx, seed, clock, &times, nullptr);
+  return {times.forward_total(), times.backward_total()};
+}
+
+// One process's part of mpi_plan_runs: process p of `all` runs rank p / K
+// of device p % K, over a link of its device's G processes.
+struct ProcessRuns {
+  std::vector<GroupRun> together;   // one a pair
+  std::vector<std::int64_t> alone;  // each pair's rank-alone (forward, backward), or 0s
+  std::vector<GroupRun> apart;      // where asked
+};
+ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
+                         std::uint64_t seed, bool apart, MPI_Comm all) {
+  const int K = plan.schedule.devices();
+  const int G = spec.context_parallel * spec.expert_parallel;
+  int p = 0;
+  MPI_Comm_rank(all, &p);
+  const int d = p % K, g = p / K;
+  MPI_Comm device = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(all, d, g, &device), "MPI_Comm_split");
+  const auto link = std::make_shared<MpiGroupLink>(device);
+  const TransformerParams& tp = *spec.transformer;
+  std::vector<LayerList> ranks =
+      spec.expert_parallel > 1 ? build_expert_ranks(tp, seed, G, link)
+                               : build_context_ranks(tp, seed, 1, G, link, spec.context_by_heads);
+  LayerList& mine = ranks[static_cast<std::size_t>(g)];
+  // The rank alone as the profiler runs it: its layers, its inputs.
+  LayerList alone = build_layers(spec, seed);
+  const int C = spec.context_parallel;
+  const MicroBatch mb =
+      last_share(whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed), C);
+  const Context ctx = last_share_context(mb, C);
+  const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, ctx);
+  const OpClock clock = host_op_clock();
+  const GroupPlanRuns one{plan, batch, seed, inputs, clock, 1};
+  CollectiveTally tally;
+  const CollectiveScope scope(tally);
+  ProcessRuns out;
+  for (int i = 0; i < kGroupOpListRuns; ++i) {
+    // The rank alone's op lists one device after another, then the group's
+    // all at once.
+    std::array<SimTime, 2> a{0, 0};
+    for (int on = 0; on < K; ++on) {
+      MpiSession::wait_for_all(all);
+      if (g == 0 && d == on) a = alone_times(alone, plan, d, inputs, ctx, seed, clock);
+    }
+    out.alone.insert(out.alone.end(), {a[0], a[1]});
+    MpiSession::wait_for_all(all);
+    out.together.push_back(group_device_runs(mine, spec, one, d, g, tally).front());
+  }
+  for (int on = 0; apart && on < K; ++on) {
+    MpiSession::wait_for_all(all);
+    if (d != on) continue;
+    const GroupPlanRuns runs{plan, batch, seed, inputs, clock, kGroupOpListRuns};
+    out.apart = group_device_runs(mine, spec, runs, d, g, tally);
+  }
+  MpiSession::wait_for_all(all);
+  return out;
+}
+
+// Whether `comm`'s processes outnumber the cores they may run on between
+// them (the union of their allowed CPUs, one node's: mpirun binds each
+// process to a core of its own, or none where they outnumber the cores).
+bool outnumber_cores(MPI_Comm comm) {
+  constexpr int kWords = 16;  // CPUs 0 to 1023
+  std::array<std::uint64_t, kWords> mask{};
+  for (const int cpu : allowed_cpus()) {
+    if (cpu >= 0 && cpu < 64 * kWords) mask[cpu / 64] |= std::uint64_t{1} << (cpu % 64);
+  }
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, mask.data(), kWords, MPI_UINT64_T, MPI_BOR, comm),
+            "MPI_Allreduce");
+  int cores = 0, processes = 0;
+  for (const std::uint64_t word : mask) cores += std::popcount(word);
+  MPI_Comm_size(comm, &processes);
+  return cores > 0 && processes > cores;
+}
+
+// The rank-0 side of mpi_plan_runs: [process][run] into [rank][run].
+std::vector<std::vector<GroupRun>> by_rank(std::vector<std::vector<GroupRun>>&& processes, int K,
+                                           int G) {
+  std::vector<std::vector<GroupRun>> by_device(processes.size());
+  for (std::size_t p = 0; p < processes.size(); ++p) {
+    const int d = static_cast<int>(p) % K, g = static_cast<int>(p) / K;
+    by_device[static_cast<std::size_t>(d * G + g)] = std::move(processes[p]);
+  }
+  return runs_over_devices(by_device, G);
+}
+
 }  // namespace
 
+MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
+                          std::uint64_t seed) {
+  const int G = spec.context_parallel * spec.expert_parallel;
+  const int K = plan.schedule.devices();
+  MpiPlanRuns out;
+  if (!group_measurable(spec, G, batch * plan.schedule.micro_batches, K * G)) return out;
+  out.ran = true;
+  on_first_ranks(K * G, [&](const std::shared_ptr<MpiGroupLink>& all) {
+    const MPI_Comm comm = all->communicator();
+    const bool crowded = outnumber_cores(comm);
+    const ProcessRuns mine = process_runs(spec, plan, batch, seed, crowded, comm);
+    std::vector<std::int64_t> alone(mine.alone.size(), 0);
+    mpi_check(MPI_Reduce(mine.alone.data(), alone.data(), static_cast<int>(alone.size()),
+                         MPI_INT64_T, MPI_SUM, 0, comm),
+              "MPI_Reduce");
+    std::vector<std::vector<GroupRun>> together = gathered(mine.together, comm);
+    std::vector<std::vector<GroupRun>> apart = gathered(mine.apart, comm);
+    if (all->rank() != 0) return;
+    out.pairs.ranks = by_rank(std::move(together), K, G);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(kGroupOpListRuns); ++i) {
+      const ComputeRatio r = group_over_alone(out.pairs.ranks, i, {alone[2 * i], alone[2 * i + 1]});
+      if (r.forward > 0.0) out.pairs.ratios.push_back(r);
+    }
+    if (crowded) out.apart = by_rank(std::move(apart), K, G);
+  });
+  return out;
+}
+
 void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t batch,
-                         std::uint64_t seed) {
+                         std::uint64_t seed, const PlanStages* plan) {
   const int C = spec.context_parallel;
-  if (!group_measurable(spec, C, batch)) return;
+  if (!group_measurable(spec, C, batch, C)) return;
   ShareExchanges in_step;  // rank 0's, from the last share
   TransportFigures first_bare;
   TransportFigures first_sum;
@@ -160,39 +289,53 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
       first_sum = sum;
     }
   });
+  // A plan's steps keep its micro-batches' stashes in flight: the shares'
+  // slowdown from its op lists where the job can run them (their exchanges
+  // stay the passes').
+  const MpiPlanRuns runs =
+      plan != nullptr ? mpi_plan_runs(spec, *plan, batch, seed) : MpiPlanRuns{};
   // Once every rank has left the group (a failure here waits for no one).
   if (MpiSession::rank() == 0) {
     write_context_figures(profile, spec, in_step, batch, [&first_bare] { return first_bare; });
+    if (runs.ran) keep_group_slowdown(profile, paired_slowdown(runs.pairs, C, batch, false));
     profile.gradient_sum = {C, first_sum.latency_s, first_sum.bandwidth};
   }
 }
 
 void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t batch,
-                         std::uint64_t seed) {
+                         std::uint64_t seed, const PlanStages* plan) {
   const int E = spec.expert_parallel;
-  if (!group_measurable(spec, E, batch)) return;
-  std::vector<ExpertRankPasses> all;  // every rank's, at rank 0
+  if (!group_measurable(spec, E, batch, E)) return;
+  // As the shares': a plan's op lists where the job can run them, passes of
+  // one micro-batch otherwise.
+  MpiPlanRuns runs = plan != nullptr ? mpi_plan_runs(spec, *plan, batch, seed) : MpiPlanRuns{};
+  std::vector<std::vector<GroupRun>> passes;  // every rank's, at rank 0
   TransportFigures bare;
   TransportFigures sum;  // each rank's; rank 0's kept
   on_first_ranks(E, [&](const std::shared_ptr<MpiGroupLink>& link) {
     const int e = link->rank();
     CollectiveTally tally;
-    ExpertRankPasses mine;
-    {  // the layers gone before the gradient sum's buffers come
+    std::vector<GroupRun> mine;
+    if (!runs.ran) {  // the layers gone before the gradient sum's buffers come
       std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
       const CollectiveScope scope(tally);
-      mine = expert_rank_passes(ranks[static_cast<std::size_t>(e)], spec, e, batch, seed,
-                                kExchangePasses, tally);
+      mine = runs_of(expert_rank_passes(ranks[static_cast<std::size_t>(e)], spec, e, batch, seed,
+                                        kExchangePasses, tally));
     }
     bare = profile_linked_alltoall(link, kGroupRepeats);
     sum = profile_linked_gradient_sum(link, kGroupRepeats, spec.total_params());
-    all = gathered(mine, link->communicator());
+    passes = gathered(mine, link->communicator());
   });
   // Once every rank has left the group (a failure here waits for no one).
-  if (MpiSession::rank() == 0) {
-    write_expert_figures(profile, spec, expert_load_timing(all, batch), batch, bare);
-    profile.gradient_sum = {E, sum.latency_s, sum.bandwidth};
+  if (MpiSession::rank() != 0) return;
+  if (runs.ran) {
+    write_expert_plan_figures(profile, spec, std::move(runs.pairs), std::move(runs.apart), batch,
+                              bare);
+  } else {
+    write_expert_figures(profile, spec, expert_load_timing(passes_of(std::move(passes)), batch),
+                         batch, bare);
   }
+  profile.gradient_sum = {E, sum.latency_s, sum.bandwidth};
 }
 
 }  // namespace pipescope::exec

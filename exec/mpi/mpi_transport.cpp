@@ -149,9 +149,9 @@ int MpiSession::size() {
   return n;
 }
 
-void MpiSession::wait_for_all() {
+void MpiSession::wait_for_all(MPI_Comm comm) {
   MPI_Request request = MPI_REQUEST_NULL;
-  mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+  mpi_check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
   for (;;) {
     int done = 0;
     mpi_check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -456,12 +456,12 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
 }
 
 void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
-                         std::uint64_t seed) {
+                         std::uint64_t seed, const PlanStages* plan) {
   MpiSession::wait_for_all();
   const TransportFigures tr = profile_mpi_transport(200);
   profile.concurrency_slowdown = measure_mpi_concurrency_slowdown(spec, batch, seed);
-  measure_mpi_context(profile, spec, batch, seed);
-  measure_mpi_experts(profile, spec, batch, seed);
+  measure_mpi_context(profile, spec, batch, seed, plan);
+  measure_mpi_experts(profile, spec, batch, seed, plan);
   profile.backend = "mpi";
   profile.transport_latency_s = tr.latency_s;
   profile.transport_bandwidth = tr.bandwidth;

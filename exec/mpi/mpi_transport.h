@@ -38,9 +38,10 @@ class MpiSession {
 
   static int rank();
   static int size();
-  // A barrier that sleeps between polls, for ranks that wait while another
-  // measures (MPI_Barrier spins and would take a core from it).
-  static void wait_for_all();
+  // A barrier of `comm`'s ranks that sleeps between polls, for ranks that
+  // wait while another measures (MPI_Barrier spins and would take a core
+  // from it).
+  static void wait_for_all(MPI_Comm comm = MPI_COMM_WORLD);
 };
 
 // A payload being sent: its shape and floats stay here until MPI is done
@@ -124,9 +125,10 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
 // other ranks have waited (sleeping) for rank 0, the MPI transport, the
 // ranks' concurrency slowdown at `batch` and, for a context share's or an
 // expert rank's model, the group's exchanges (measure_mpi_context,
-// measure_mpi_experts), written into `profile` with backend "mpi". Every rank calls it; rank 0's
+// measure_mpi_experts, through `plan`'s op lists where one is given),
+// written into `profile` with backend "mpi". Every rank calls it; rank 0's
 // profile is the one to keep.
 void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,
-                         std::uint64_t seed);
+                         std::uint64_t seed, const PlanStages* plan = nullptr);
 
 }  // namespace pipescope::exec

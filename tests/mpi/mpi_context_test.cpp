@@ -119,8 +119,8 @@ TransformerParams sequences_of_eight() {
 
 // C = 2 shares of the model's sequences, over MPI or as threads: round the
 // ring, or trading sequence for heads (the model's two heads, one a share).
-mpi_group::GroupRun shares(bool by_heads = false) {
-  mpi_group::GroupRun g;
+mpi_group::GroupModel shares(bool by_heads = false) {
+  mpi_group::GroupModel g;
   g.params = sequences_of_eight();
   g.context_parallel = kC;
   g.seed = kSeed;
@@ -181,6 +181,29 @@ TEST(MpiContextParallel, TheProcessesMeasureTheirExchanges) {
   EXPECT_GT(heads.alltoall_group.latency_s, 0.0);
   EXPECT_GT(heads.alltoall_group.bandwidth, 0.0);
   EXPECT_EQ(heads.context_ring.ranks, 0);
+}
+
+// The shares' runs of a plan's op lists as processes (mpi_plan_runs), round
+// the ring and trading heads, count what the threads' count; a profile given
+// the plan takes the shares' slowdown from them, at its micro-batch.
+TEST(MpiContextParallel, TheProcessesRunAPlansOpListsAsTheThreadsDo) {
+  for (const bool heads : {false, true}) {
+    const ModelSpec m = testing::tiny_context_share(heads);
+    mpi_group::expect_op_lists_as_threads(m, kSeed);
+    const PlanStages one{build_1f1b(1, 3, Remat::kAlways), {{0, m.layers.size()}}};
+    Profile given, passes;
+    measure_mpi_context(given, m, 4, kSeed, &one);
+    measure_mpi_context(passes, m, 4, kSeed);
+    if (MpiSession::rank() != 0) continue;
+    EXPECT_EQ(given.group_slowdown.ranks, kC) << heads;
+    EXPECT_TRUE(given.group_slowdown.op_lists) << heads;
+    EXPECT_FALSE(given.group_slowdown.experts) << heads;
+    EXPECT_EQ(given.group_slowdown.micro_batch, 4) << heads;
+    EXPECT_GT(given.group_slowdown.forward, 0.0) << heads;
+    EXPECT_GT(given.group_slowdown.backward, 0.0) << heads;
+    // Without the layers' times alone, passes give no slowdown.
+    EXPECT_EQ(passes.group_slowdown.ranks, 0) << heads;
+  }
 }
 
 }  // namespace mpi_context

@@ -148,8 +148,8 @@ TransformerParams mixture() {
 }
 
 // E = 2 expert ranks of the mixture, over MPI or as threads.
-mpi_group::GroupRun experts() {
-  mpi_group::GroupRun g;
+mpi_group::GroupModel experts() {
+  mpi_group::GroupModel g;
   g.params = mixture();
   g.expert_parallel = kE;
   g.samples = 4 * kE;
@@ -209,6 +209,31 @@ TEST(MpiExpertParallel, TheProcessesMeasureTheirLoadAndAllToAll) {
   EXPECT_GT(routed.expert_load.imbalance, 1.0);
   EXPECT_LE(routed.expert_load.imbalance, 2.0);
   EXPECT_EQ(routed.alltoall_group.ranks, kE);
+}
+
+// The expert ranks' runs of a plan's op lists as processes (mpi_plan_runs)
+// count the threads' all-to-alls and make their mixture calls; a profile
+// given the plan takes the ranks' load, all-to-all and slowdown from them.
+TEST(MpiExpertParallel, TheProcessesRunAPlansOpListsAsTheThreadsDo) {
+  TensorSplit split;
+  split.experts = kE;
+  const ModelSpec m = make_transformer(mixture(), "tiny", split);
+  mpi_group::expect_op_lists_as_threads(m, kSeed);
+  const PlanStages one{build_1f1b(1, 3, Remat::kAlways), {{0, m.layers.size()}}};
+  Profile p;
+  measure_mpi_experts(p, m, 4, kSeed, &one);
+  if (MpiSession::rank() != 0) {
+    EXPECT_EQ(p.expert_load.ranks, 0);
+    return;
+  }
+  EXPECT_EQ(p.group_slowdown.ranks, kE);
+  EXPECT_TRUE(p.group_slowdown.op_lists);
+  EXPECT_TRUE(p.group_slowdown.experts);
+  EXPECT_EQ(p.expert_load.ranks, kE);
+  EXPECT_EQ(p.expert_load.micro_batch, 4);
+  EXPECT_GE(p.expert_load.imbalance, 1.0);
+  EXPECT_EQ(p.alltoall_group.ranks, kE);
+  EXPECT_EQ(p.gradient_sum.ranks, kE);
 }
 
 TEST(MpiExpertParallel, RefusesAJobOfTheWrongSize) {

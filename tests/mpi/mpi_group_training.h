@@ -17,15 +17,20 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "exec/data.h"
+#include "exec/group_op_lists.h"
 #include "exec/models.h"
 #include "exec/mpi/mpi_group_link.h"
+#include "exec/mpi/mpi_group_profile.h"
 #include "exec/mpi/mpi_transport.h"
+#include "exec/profile_passes.h"
 #include "exec/runtime.h"
 #include "sim/engine/partition.h"
+#include "sim/engine/schedule.h"
 
 namespace pipescope::exec::mpi_group {
 
@@ -38,10 +43,10 @@ inline std::shared_ptr<GroupLink> whole_job() {
   return std::make_shared<MpiGroupLink>(comm);
 }
 
-// A group run: the model, its G = C or E ranks a device, and how the test
+// A group model: the model, its G = C or E ranks a device, and how the test
 // builds them (every rank's layers, made with `link` where they are
 // processes).
-struct GroupRun {
+struct GroupModel {
   TransformerParams params;
   int context_parallel = 1;
   int expert_parallel = 1;
@@ -58,7 +63,7 @@ struct Training {
 
 // The job's K = size / G devices: over MPI with `transport`, or as threads;
 // the parameters kept are rank `rank`'s.
-inline Training train(const GroupRun& g, ScheduleKind kind, Remat remat,
+inline Training train(const GroupModel& g, ScheduleKind kind, Remat remat,
                       std::shared_ptr<Transport> transport, int rank) {
   const int G = g.group_ranks(), K = MpiSession::size() / G, M = 2;
   const std::shared_ptr<GroupLink> link = transport ? transport->link_group(K, G) : nullptr;
@@ -102,7 +107,7 @@ inline Training train(const GroupRun& g, ScheduleKind kind, Remat remat,
 
 // Trains `g` over MPI and as threads; the losses and this process's stage's
 // parameters must agree.
-inline void expect_threaded_training(const GroupRun& g, ScheduleKind kind, Remat remat) {
+inline void expect_threaded_training(const GroupModel& g, ScheduleKind kind, Remat remat) {
   const int G = g.group_ranks();
   if (MpiSession::size() % G != 0) {
     GTEST_SKIP() << "needs a multiple of " << G << " processes";
@@ -128,6 +133,70 @@ inline void expect_threaded_training(const GroupRun& g, ScheduleKind kind, Remat
     for (std::size_t i = 0; i < want[p].size(); ++i) {
       ASSERT_NEAR(got[p][i], want[p][i], 1e-6f * scale) << "stage " << device << " param " << p;
     }
+  }
+}
+
+// A plan's op lists run by `m`'s group (one share or expert rank, G = 2) as
+// processes (mpi_plan_runs) against the same runs as threads
+// (group_op_list_runs, one run: the same micro-batches): 1F1B with remat
+// over one device of M = 3, then over K = 2 (embedding and block 0, then the
+// rest) where the job has the 4 processes. Every rank's runs count the
+// threads' exchanges, of their bytes, and make their mixture calls of their
+// rows; every pair timed both sides. Where the processes outnumber their
+// cores (certainly where they outnumber the machine's), the runs of one
+// device's ranks at a time count what the threads' runs so count, run by run.
+inline void expect_op_lists_as_threads(const ModelSpec& m, std::uint64_t seed) {
+  constexpr std::int64_t kBatch = 4;
+  const std::size_t L = m.layers.size();
+  const PlanStages one{build_1f1b(1, 3, Remat::kAlways), {{0, L}}};
+  const PlanStages two{build_1f1b(2, 3, Remat::kAlways), {{0, 2}, {2, L}}};
+  for (const PlanStages* plan : {&one, &two}) {
+    const int K = plan->schedule.devices();
+    const MpiPlanRuns mpi = mpi_plan_runs(m, *plan, kBatch, seed);
+    ASSERT_EQ(mpi.ran, MpiSession::size() >= 2 * K) << "K=" << K;
+    if (!mpi.ran || MpiSession::rank() != 0) {
+      EXPECT_TRUE(mpi.pairs.ranks.empty());
+      continue;
+    }
+    LayerList alone = build_layers(m, seed);
+    const MicroBatch mb = last_share(whole_batch(task_shape(m), static_cast<int>(kBatch), 0, seed),
+                                     m.context_parallel);
+    const std::vector<Tensor> inputs =
+        layer_inputs(alone, mb.input, last_share_context(mb, m.context_parallel));
+    const GroupPlanRuns r{*plan, kBatch, seed, inputs, host_op_clock(), kGroupOpListRuns};
+    // Each pair's group runs on the first run's micro-batches, the runs apart
+    // on one a run.
+    const std::vector<std::vector<exec::GroupRun>> threads =
+        group_op_list_runs(m, {*plan, kBatch, seed, inputs, host_op_clock(), 1});
+    EXPECT_EQ(mpi.pairs.ratios.size(), static_cast<std::size_t>(kGroupOpListRuns)) << "K=" << K;
+    const auto expect_as_threads = [&](const std::vector<std::vector<exec::GroupRun>>& ranks,
+                                       const std::vector<std::vector<exec::GroupRun>>& as,
+                                       bool paired) {
+      ASSERT_EQ(ranks.size(), as.size());
+      for (std::size_t g = 0; g < ranks.size(); ++g) {
+        ASSERT_EQ(ranks[g].size(), static_cast<std::size_t>(kGroupOpListRuns));
+        for (std::size_t i = 0; i < ranks[g].size(); ++i) {
+          const exec::GroupRun& run = ranks[g][i];
+          const exec::GroupRun& t = as[g].at(paired ? 0 : i);
+          EXPECT_EQ(run.exchanges.count, t.exchanges.count) << "K=" << K << " rank " << g;
+          EXPECT_EQ(run.exchanges.bytes, t.exchanges.bytes) << "K=" << K << " rank " << g;
+          ASSERT_EQ(run.calls.size(), t.calls.size()) << "K=" << K << " rank " << g;
+          for (std::size_t c = 0; c < t.calls.size(); ++c) {
+            EXPECT_EQ(run.calls[c].rows, t.calls[c].rows) << "K=" << K << " call " << c;
+            EXPECT_EQ(run.calls[c].backward, t.calls[c].backward) << "K=" << K << " call " << c;
+          }
+          EXPECT_GT(run.compute[0], 0);
+          EXPECT_GT(run.compute[1], 0);
+        }
+      }
+    };
+    expect_as_threads(mpi.pairs.ranks, threads, true);
+    // More processes than the machine's CPUs certainly share cores.
+    if (static_cast<unsigned>(2 * K) > std::thread::hardware_concurrency()) {
+      EXPECT_FALSE(mpi.apart.empty()) << "K=" << K;
+    }
+    if (!mpi.apart.empty()) expect_as_threads(mpi.apart, group_op_list_runs(m, r, false), false);
+    EXPECT_GT(threads.front().front().exchanges.count, 0);
   }
 }
 
