@@ -342,8 +342,9 @@ TEST_F(MpiCli, ProfilesTheMpiTransportAndComparesAgainstIt) {
 
 // A context-parallel scenario profiles under MPI as on the threads (the last
 // share's layers on its share of each sequence), and compare of a C = 2 plan
-// over two processes predicts from that profile; cuda still profiles whole
-// sequences and refuses it.
+// over two processes predicts from that profile, or from its own, whose
+// shares' slowdown comes from the processes running the plan's op lists;
+// cuda still profiles whole sequences and refuses it.
 TEST_F(MpiCli, ProfilesASharePerProcessForAContextParallelPlan) {
   const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
   const std::string shares = kTiny + " --set model.attention=fused";
@@ -366,6 +367,15 @@ TEST_F(MpiCli, ProfilesASharePerProcessForAContextParallelPlan) {
   EXPECT_EQ(j["C"], 2);
   EXPECT_EQ(j["measured_steps"], 3);
   EXPECT_GT(j["predicted_step_time_s"].get<double>(), 0.0);
+  // Profiling the plan itself, its two processes run its op lists together.
+  const CliResult own = run_under(mpirun(2), "compare " + cp.string() +
+                                                 " --backend mpi --steps 3 --warmup 1 --rounds 1 "
+                                                 "--json");
+  ASSERT_EQ(own.status, 0) << own.err;
+  const nlohmann::json slowdown = nlohmann::json::parse(own.out)["group_slowdown"];
+  EXPECT_EQ(slowdown["group"], "context");
+  EXPECT_EQ(slowdown["measured"], "op lists");
+  EXPECT_EQ(slowdown["ranks"], 2);
   const CliResult gpu = run("profile " + small + shares +
                             " --set training.context_parallel=2 --backend cuda -o /dev/null");
   EXPECT_EQ(gpu.status, 1);
