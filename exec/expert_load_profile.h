@@ -93,7 +93,8 @@ void write_expert_figures(Profile& profile, const ModelSpec& model, const Expert
 
 // write_expert_figures' figures for a plan from `pairs`, the ranks' runs of
 // its op lists on micro-batches of `batch` sequences a rank, each beside a
-// rank alone's (paired_group_runs, every device's ranks at once): their
+// rank alone's (paired_group_runs, every device's ranks at once; or
+// mpi_plan_runs, processes): their
 // slowdown together (paired_slowdown); their load and all-to-all from the
 // runs together (expert_load_timing). Where the ranks of every device
 // outnumber the cores, an all-to-all also waits for a partner whose core

@@ -18,19 +18,6 @@ int group_ranks(const ModelSpec& model) {
   return model.context_parallel > 1 ? model.context_parallel : model.expert_parallel;
 }
 
-// Throws std::invalid_argument unless `model` is one rank of a group of
-// shares or of expert ranks (not both) of a transformer at T = 1, and runs
-// >= 1.
-void check_group_model(const ModelSpec& model, int runs) {
-  if (model.transformer == nullptr || model.tensor_parallel != 1 ||
-      (model.context_parallel > 1) == (model.expert_parallel > 1)) {
-    throw std::invalid_argument(
-        "a plan's op lists are run by the context shares or the expert ranks of a transformer "
-        "alone");
-  }
-  if (runs < 1) throw std::invalid_argument("running the op lists needs 1 or more runs");
-}
-
 // Rank g's part of the micro-batch of run r, as a step cuts it
 // (StepRun::share_micro_batches): an expert rank's samples of E batch
 // sequences, or a share's rows of each of batch sequences; the loss scaled
@@ -56,6 +43,16 @@ std::vector<LayerList> group_layers(const ModelSpec& model, std::uint64_t seed) 
 }
 
 }  // namespace
+
+void check_group_model(const ModelSpec& model, int runs) {
+  if (model.transformer == nullptr || model.tensor_parallel != 1 ||
+      (model.context_parallel > 1) == (model.expert_parallel > 1)) {
+    throw std::invalid_argument(
+        "a plan's op lists are run by the context shares or the expert ranks of a transformer "
+        "alone");
+  }
+  if (runs < 1) throw std::invalid_argument("running the op lists needs 1 or more runs");
+}
 
 std::vector<GroupRun> group_device_runs(LayerList& layers, const ModelSpec& model,
                                         const GroupPlanRuns& r, int d, int g,

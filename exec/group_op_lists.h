@@ -68,6 +68,11 @@ struct GroupPlanRuns {
 std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
                                                       const GroupPlanRuns& r, bool together = true);
 
+// Throws std::invalid_argument unless `model` is one rank of a group of
+// context shares or of expert ranks (not both) of a transformer at T = 1,
+// and runs >= 1: what group_op_list_runs can run.
+void check_group_model(const ModelSpec& model, int runs);
+
 // One thread's (or one process's) part of group_op_list_runs: rank g of the
 // group running device d's op list over `layers` (rank g's of the group),
 // its exchanges counted by `tally`, the calling thread's installed one.

@@ -158,14 +158,17 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
   std::vector<LayerList> ranks =
       spec.expert_parallel > 1 ? build_expert_ranks(tp, seed, G, link)
                                : build_context_ranks(tp, seed, 1, G, link, spec.context_by_heads);
-  LayerList& mine = ranks[static_cast<std::size_t>(g)];
-  // The rank alone as the profiler runs it: its layers, its inputs.
+  LayerList mine = std::move(ranks[static_cast<std::size_t>(g)]);
+  ranks.clear();  // the other ranks' layers, which other processes run
+  // The rank alone as the profiler runs it: its inputs, and its layers where
+  // this process times them.
   LayerList alone = build_layers(spec, seed);
   const int C = spec.context_parallel;
   const MicroBatch mb =
       last_share(whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed), C);
   const Context ctx = last_share_context(mb, C);
   const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, ctx);
+  if (g != 0) alone.clear();
   const OpClock clock = host_op_clock();
   const GroupPlanRuns one{plan, batch, seed, inputs, clock, 1};
   CollectiveTally tally;
@@ -210,21 +213,34 @@ bool outnumber_cores(MPI_Comm comm) {
   return cores > 0 && processes > cores;
 }
 
-// The rank-0 side of mpi_plan_runs: [process][run] into [rank][run].
+// [process][run] into [rank][run] (by_process_runs').
 std::vector<std::vector<GroupRun>> by_rank(std::vector<std::vector<GroupRun>>&& processes, int K,
                                            int G) {
   std::vector<std::vector<GroupRun>> by_device(processes.size());
   for (std::size_t p = 0; p < processes.size(); ++p) {
     const int d = static_cast<int>(p) % K, g = static_cast<int>(p) / K;
-    by_device[static_cast<std::size_t>(d * G + g)] = std::move(processes[p]);
+    by_device.at(static_cast<std::size_t>(d * G + g)) = std::move(processes[p]);
   }
   return runs_over_devices(by_device, G);
 }
 
 }  // namespace
 
+PairedGroupRuns paired_process_runs(std::vector<std::vector<GroupRun>>&& processes,
+                                    const std::vector<std::int64_t>& alone, int K, int G) {
+  PairedGroupRuns out;
+  out.ranks = by_rank(std::move(processes), K, G);
+  const std::size_t pairs = out.ranks.empty() ? 0 : out.ranks.front().size();
+  for (std::size_t i = 0; i < pairs && 2 * i + 1 < alone.size(); ++i) {
+    const ComputeRatio r = group_over_alone(out.ranks, i, {alone[2 * i], alone[2 * i + 1]});
+    if (r.forward > 0.0) out.ratios.push_back(r);
+  }
+  return out;
+}
+
 MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
                           std::uint64_t seed) {
+  check_group_model(spec, kGroupOpListRuns);  // on every rank, before any collective
   const int G = spec.context_parallel * spec.expert_parallel;
   const int K = plan.schedule.devices();
   MpiPlanRuns out;
@@ -232,7 +248,8 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
   out.ran = true;
   on_first_ranks(K * G, [&](const std::shared_ptr<MpiGroupLink>& all) {
     const MPI_Comm comm = all->communicator();
-    const bool crowded = outnumber_cores(comm);
+    // Only the expert ranks' figures take runs apart (write_expert_plan_figures).
+    const bool crowded = outnumber_cores(comm) && spec.expert_parallel > 1;
     const ProcessRuns mine = process_runs(spec, plan, batch, seed, crowded, comm);
     std::vector<std::int64_t> alone(mine.alone.size(), 0);
     mpi_check(MPI_Reduce(mine.alone.data(), alone.data(), static_cast<int>(alone.size()),
@@ -241,11 +258,7 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
     std::vector<std::vector<GroupRun>> together = gathered(mine.together, comm);
     std::vector<std::vector<GroupRun>> apart = gathered(mine.apart, comm);
     if (all->rank() != 0) return;
-    out.pairs.ranks = by_rank(std::move(together), K, G);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(kGroupOpListRuns); ++i) {
-      const ComputeRatio r = group_over_alone(out.pairs.ranks, i, {alone[2 * i], alone[2 * i + 1]});
-      if (r.forward > 0.0) out.pairs.ratios.push_back(r);
-    }
+    out.pairs = paired_process_runs(std::move(together), alone, K, G);
     if (crowded) out.apart = by_rank(std::move(apart), K, G);
   });
   return out;

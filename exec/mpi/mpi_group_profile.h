@@ -22,8 +22,9 @@ struct MpiPlanRuns {
   bool ran = false;  // on every rank
   // Each pair's runs [rank][pair] and ratios, as paired_group_runs'.
   PairedGroupRuns pairs;
-  // kGroupOpListRuns runs of one device's ranks at a time [rank][run], where
-  // the processes outnumber the cores they may run on (empty otherwise).
+  // kGroupOpListRuns runs of one device's ranks at a time [rank][run], for
+  // expert ranks whose processes outnumber the cores they may run on (empty
+  // otherwise).
   std::vector<std::vector<GroupRun>> apart;
 };
 
@@ -35,11 +36,22 @@ struct MpiPlanRuns {
 // its device's G processes. kGroupOpListRuns pairs, as paired_group_runs
 // pairs the threads': the rank alone's op lists (device d's by process d,
 // one device after another, the others sleeping), then every process's at
-// once (group_device_runs). Where the K G processes outnumber the cores
-// they may run on, then the runs of one device's processes at a time. Every rank
-// calls it; rank 0 gets the runs, the others `ran` alone.
+// once (group_device_runs). Where the K G processes of expert ranks
+// outnumber the cores they may run on, then the runs of one device's
+// processes at a time. Every rank calls it; rank 0 gets the runs, the others
+// `ran` alone. Throws std::invalid_argument on every rank, before any
+// collective, for a model group_op_list_runs refuses (check_group_model).
 MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
                           std::uint64_t seed);
+
+// Rank 0's pairs from the K G processes' runs ([process][pair], process p
+// rank p / K of device p % K) and each pair's rank-alone (forward, backward)
+// totals over the devices (alone[2 i], alone[2 i + 1]): each rank's runs
+// over its devices (runs_over_devices) and each pair's ratio
+// (group_over_alone) where both directions timed something, as
+// paired_group_runs gives the threads'.
+PairedGroupRuns paired_process_runs(std::vector<std::vector<GroupRun>>&& processes,
+                                    const std::vector<std::int64_t>& alone, int K, int G);
 
 // When `spec` is one share of C >= 2 at T = E = 1, the job has C or more
 // ranks and the C processes' layers fit rank 0's machine (share_exchanges_unfit,

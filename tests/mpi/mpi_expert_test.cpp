@@ -236,6 +236,42 @@ TEST(MpiExpertParallel, TheProcessesRunAPlansOpListsAsTheThreadsDo) {
   EXPECT_EQ(p.gradient_sum.ranks, kE);
 }
 
+// Rank 0 combines the processes' runs as a step places them, process p rank
+// p / K of device p % K: K = G = 2, process p's runs make one call of p rows,
+// p + 1 exchanges and compute of 100 (p + 1) + i forward, 1000 (p + 1) + i
+// backward in pair i. Rank 0 runs devices 0 and 1 as processes 0 and 1,
+// rank 1 as 2 and 3: pair 0 forward (300 + 700) / 2 = 500 over the rank
+// alone's 250, backward 5000 over 2500; pair 1's rank alone timed nothing
+// forward, so it gives no ratio.
+TEST(MpiExpertParallel, RankZeroCombinesTheProcessesRunsByRankAndDevice) {
+  std::vector<std::vector<GroupRun>> processes(4, std::vector<GroupRun>(2));
+  for (int p = 0; p < 4; ++p) {
+    for (int i = 0; i < 2; ++i) {
+      GroupRun& run = processes[static_cast<std::size_t>(p)][static_cast<std::size_t>(i)];
+      run.calls = {{false, p, 0}};
+      run.exchanges = {p + 1, 0, 0};
+      run.compute = {100 * (p + 1) + i, 1000 * (p + 1) + i};
+    }
+  }
+  const PairedGroupRuns pairs =
+      paired_process_runs(std::move(processes), {250, 2500, 0, 2500}, 2, 2);
+  ASSERT_EQ(pairs.ranks.size(), 2u);
+  const std::vector<std::int64_t> rows[2] = {{0, 1}, {2, 3}};
+  for (std::size_t g = 0; g < 2; ++g) {
+    ASSERT_EQ(pairs.ranks[g].size(), 2u);
+    for (const GroupRun& run : pairs.ranks[g]) {
+      ASSERT_EQ(run.calls.size(), 2u);
+      EXPECT_EQ(run.calls[0].rows, rows[g][0]);
+      EXPECT_EQ(run.calls[1].rows, rows[g][1]);
+      EXPECT_EQ(run.exchanges.count, g == 0 ? 3 : 7);
+    }
+  }
+  EXPECT_EQ(pairs.ranks[1][1].compute[0], 301 + 401);
+  ASSERT_EQ(pairs.ratios.size(), 1u);
+  EXPECT_DOUBLE_EQ(pairs.ratios[0].forward, 2.0);
+  EXPECT_DOUBLE_EQ(pairs.ratios[0].backward, 2.0);
+}
+
 TEST(MpiExpertParallel, RefusesAJobOfTheWrongSize) {
   MpiTransport t;
   const int n = MpiSession::size();

@@ -142,9 +142,10 @@ inline void expect_threaded_training(const GroupModel& g, ScheduleKind kind, Rem
 // over one device of M = 3, then over K = 2 (embedding and block 0, then the
 // rest) where the job has the 4 processes. Every rank's runs count the
 // threads' exchanges, of their bytes, and make their mixture calls of their
-// rows; every pair timed both sides. Where the processes outnumber their
-// cores (certainly where they outnumber the machine's), the runs of one
-// device's ranks at a time count what the threads' runs so count, run by run.
+// rows; every pair timed both sides. Where expert ranks' processes
+// outnumber their cores (certainly where they outnumber the machine's), the
+// runs of one device's ranks at a time count what the threads' runs so
+// count, run by run.
 inline void expect_op_lists_as_threads(const ModelSpec& m, std::uint64_t seed) {
   constexpr std::int64_t kBatch = 4;
   const std::size_t L = m.layers.size();
@@ -191,8 +192,13 @@ inline void expect_op_lists_as_threads(const ModelSpec& m, std::uint64_t seed) {
       }
     };
     expect_as_threads(mpi.pairs.ranks, threads, true);
-    // More processes than the machine's CPUs certainly share cores.
-    if (static_cast<unsigned>(2 * K) > std::thread::hardware_concurrency()) {
+    // Expert ranks' processes beyond the machine's CPUs certainly share
+    // cores; the shares take no runs apart.
+    if (m.context_parallel > 1) {
+      EXPECT_TRUE(mpi.apart.empty()) << "K=" << K;
+    }
+    if (m.expert_parallel > 1 &&
+        static_cast<unsigned>(2 * K) > std::thread::hardware_concurrency()) {
       EXPECT_FALSE(mpi.apart.empty()) << "K=" << K;
     }
     if (!mpi.apart.empty()) expect_as_threads(mpi.apart, group_op_list_runs(m, r, false), false);
