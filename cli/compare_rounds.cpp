@@ -56,8 +56,9 @@ std::shared_ptr<const exec::PlanStages> plan_stages(const CompareInputs& in) {
 }
 
 // Profiles the plan's model at its micro-batch size in `passes` clean rounds
-// (exec/profiler.h).
-Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::size_t passes,
+// (exec/profiler.h), through `stages` (plan_stages') where it has them.
+Profile profile_model(const CompareOptions& o, const CompareInputs& in,
+                      const std::shared_ptr<const exec::PlanStages>& stages, std::size_t passes,
                       RoundsProgress& progress, SpeedChecks& speed) {
   exec::ProfileOptions p;
   p.batch_sizes = {in.plan.micro_batch_size};
@@ -69,7 +70,7 @@ Profile profile_model(const CompareOptions& o, const CompareInputs& in, std::siz
   p.expert_ranks = in.plan.expert_parallel;    // the routed load
   p.check_speed = speed.on;
   p.speed_check_cores = speed.cores;
-  p.stages = plan_stages(in);
+  p.stages = stages;
   if (in.gpus) {
     // The layers on stage 0's GPU, the transport to stage 1's, and the GPUs the
     // stages share.
@@ -156,6 +157,7 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
   progress.total = per_round * static_cast<std::size_t>(o.rounds);
   if (rank == 0) progress.bar.emplace("comparing");
   const bool check_speed = !in.mpi && !in.gpus;
+  const std::shared_ptr<const exec::PlanStages> stages = plan_stages(in);
   // A given profile's speed is not known: its rounds are the ones asked.
   const int most = check_speed && !in.given && o.rounds >= 2 ? 3 * o.rounds : o.rounds;
   int clean = 0;
@@ -173,7 +175,7 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
     // round starts from a check of its own.
     Profile measured;
     if (!in.given && rank == 0) {
-      measured = profile_model(o, in, passes, progress, speed);
+      measured = profile_model(o, in, stages, passes, progress, speed);
     } else {
       speed.check();
     }
@@ -190,7 +192,7 @@ Rounds run_rounds(const CompareOptions& o, const CompareInputs& in, int rank) {
     if (!in.given) {
       if (in.mpi) {
         exec::mpi_backend().measure_machine(measured, in.model, in.plan.micro_batch_size, o.seed,
-                                            plan_stages(in).get());
+                                            stages.get());
       }
       if (rank != 0) continue;
       rounds.profile = std::make_shared<const Profile>(std::move(measured));

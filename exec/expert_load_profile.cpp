@@ -96,13 +96,13 @@ void check_expert_model(const ModelSpec& model, int passes) {
 
 }  // namespace
 
-ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, int e,
-                                    std::int64_t batch, std::uint64_t seed, int passes,
-                                    CollectiveTally& group) {
+std::vector<GroupRun> expert_rank_passes(LayerList& layers, const ModelSpec& model, int e,
+                                         std::int64_t batch, std::uint64_t seed, int passes,
+                                         CollectiveTally& group) {
   check_expert_model(model, passes);
   const int E = model.expert_parallel;
   const TaskShape task = task_shape(model);
-  ExpertRankPasses out;
+  std::vector<GroupRun> out;
   for (int p = 0; p <= passes; ++p) {
     // As run_plan makes a step's micro-batches (E times a rank's samples)
     // and StepRun::share_micro_batches cuts them: rank e's samples, the
@@ -114,22 +114,20 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
     ExpertTally tally;
     const ExpertScope experts(tally);
     const ShareExchanges pass = timed_forward_and_backward(layers, mine, ctx, group);
-    out.calls.push_back(std::move(tally.calls));
     ExchangeTimes both = pass.forward;
     both += pass.backward;
-    out.alltoalls.push_back(both);
-    out.compute.push_back({pass.forward_compute(), pass.backward_compute()});
+    out.push_back(
+        {std::move(tally.calls), both, {pass.forward_compute(), pass.backward_compute()}});
   }
   return out;
 }
 
-ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch,
-                                    std::size_t warm_ups) {
+ExpertLoadTiming expert_load_timing(const std::vector<std::vector<GroupRun>>& ranks,
+                                    std::int64_t batch, std::size_t warm_ups) {
   if (ranks.size() < 2) throw std::invalid_argument("an expert load needs 2 or more ranks");
-  const std::size_t passes = ranks.front().calls.size();
-  for (const ExpertRankPasses& r : ranks) {
-    if (r.calls.size() != passes || r.alltoalls.size() != passes || r.compute.size() != passes ||
-        passes <= warm_ups) {
+  const std::size_t passes = ranks.front().size();
+  for (const std::vector<GroupRun>& r : ranks) {
+    if (r.size() != passes || passes <= warm_ups) {
       throw std::invalid_argument("the expert ranks' passes do not pair up");
     }
   }
@@ -138,11 +136,11 @@ ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, 
   for (std::size_t p = warm_ups; p < passes; ++p) {
     std::vector<std::vector<ExpertTally::Call>> calls;
     ExpertLoadTiming t;
-    for (const ExpertRankPasses& r : ranks) {
-      calls.push_back(r.calls[p]);
-      t.alltoalls += r.alltoalls[p];
-      t.forward_compute += r.compute[p][0];
-      t.backward_compute += r.compute[p][1];
+    for (const std::vector<GroupRun>& r : ranks) {
+      calls.push_back(r[p].calls);
+      t.alltoalls += r[p].exchanges;
+      t.forward_compute += r[p].compute[0];
+      t.backward_compute += r[p].compute[1];
     }
     t.forward_compute /= n;
     t.backward_compute /= n;
@@ -204,7 +202,7 @@ ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, st
   check_expert_model(model, passes);
   const int E = model.expert_parallel;
   std::vector<LayerList> layers = build_expert_ranks(*model.transformer, seed, E);
-  std::vector<ExpertRankPasses> ranks(static_cast<std::size_t>(E));
+  std::vector<std::vector<GroupRun>> ranks(static_cast<std::size_t>(E));
   on_group_threads(E, [&](int e, CollectiveTally& group) {
     const auto r = static_cast<std::size_t>(e);
     ranks[r] = expert_rank_passes(layers[r], model, e, batch, seed, passes, group);
@@ -212,34 +210,15 @@ ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, st
   return expert_load_timing(ranks, batch);
 }
 
-std::vector<GroupRun> runs_of(ExpertRankPasses&& passes) {
-  std::vector<GroupRun> out;
-  for (std::size_t p = 0; p < passes.calls.size(); ++p) {
-    out.push_back({std::move(passes.calls[p]), passes.alltoalls.at(p), passes.compute.at(p)});
-  }
-  return out;
-}
-
-std::vector<ExpertRankPasses> passes_of(std::vector<std::vector<GroupRun>>&& ranks) {
-  std::vector<ExpertRankPasses> out(ranks.size());
-  for (std::size_t e = 0; e < ranks.size(); ++e) {
-    for (GroupRun& run : ranks[e]) {
-      out[e].calls.push_back(std::move(run.calls));
-      out[e].alltoalls.push_back(run.exchanges);
-      out[e].compute.push_back(run.compute);
-    }
-  }
-  return out;
-}
-
-void write_expert_plan_figures(Profile& profile, const ModelSpec& model, PairedGroupRuns pairs,
-                               std::vector<std::vector<GroupRun>> apart, std::int64_t batch,
+void write_expert_plan_figures(Profile& profile, const ModelSpec& model,
+                               const PairedGroupRuns& pairs,
+                               const std::vector<std::vector<GroupRun>>& apart, std::int64_t batch,
                                const TransportFigures& bare) {
   const int E = model.expert_parallel;
   const GroupSlowdownFigures slowdown = paired_slowdown(pairs, E, batch, true);
-  ExpertLoadTiming t = expert_load_timing(passes_of(std::move(pairs.ranks)), batch, 0);
+  ExpertLoadTiming t = expert_load_timing(pairs.ranks, batch, 0);
   if (!apart.empty()) {
-    const ExpertLoadTiming a = expert_load_timing(passes_of(std::move(apart)), batch, 0);
+    const ExpertLoadTiming a = expert_load_timing(apart, batch, 0);
     t.load = a.load;
     t.alltoalls = a.alltoalls;
     t.load_waits_s = a.load_waits_s;

@@ -10,7 +10,6 @@
 // rank), so a run's mixtures take longer than its profile by what the
 // busiest rank's experts take beyond it.
 
-#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -53,25 +52,18 @@ struct ExpertLoadTiming {
 ExpertLoadTiming time_expert_load(const ModelSpec& model, std::int64_t batch, std::uint64_t seed,
                                   int passes);
 
-// What one expert rank's passes counted: [pass] (the first warms up) its
-// mixture calls (ExpertTally), its all-to-alls, and its forward's and
-// backward's times less their all-to-alls (ns).
-struct ExpertRankPasses {
-  std::vector<std::vector<ExpertTally::Call>> calls;
-  std::vector<ExchangeTimes> alltoalls;
-  std::vector<std::array<SimTime, 2>> compute;
-};
-
 // Rank e's passes over `layers` (its list of build_expert_ranks), as
 // time_expert_load runs each rank's: 1 + `passes` forward-and-backward
 // passes on its samples of a micro-batch of E `batch` sequences, its
 // all-to-alls counted by `group`, the calling thread's installed tally
-// (reset before each pass). For ranks that are processes, each calls it on
-// its own rank and one gathers the results. Throws std::invalid_argument as
-// time_expert_load does.
-ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, int e,
-                                    std::int64_t batch, std::uint64_t seed, int passes,
-                                    CollectiveTally& group);
+// (reset before each pass). One GroupRun a pass (the first warms up): its
+// mixture calls (ExpertTally), its all-to-alls, and its forward's and
+// backward's times less their all-to-alls (ns). For ranks that are
+// processes, each calls it on its own rank and one gathers the results.
+// Throws std::invalid_argument as time_expert_load does.
+std::vector<GroupRun> expert_rank_passes(LayerList& layers, const ModelSpec& model, int e,
+                                         std::int64_t batch, std::uint64_t seed, int passes,
+                                         CollectiveTally& group);
 
 // time_expert_load's figures from every rank's passes (ranks[e] rank e's, all
 // of as many passes, the first `warm_ups` of which are left out, at least
@@ -80,8 +72,8 @@ ExpertRankPasses expert_rank_passes(LayerList& layers, const ModelSpec& model, i
 // the median time in all-to-alls beyond those waits, and the median of the
 // passes' compute. Throws
 // std::invalid_argument for fewer than 2 ranks or passes that do not pair up.
-ExpertLoadTiming expert_load_timing(const std::vector<ExpertRankPasses>& ranks, std::int64_t batch,
-                                    std::size_t warm_ups = 1);
+ExpertLoadTiming expert_load_timing(const std::vector<std::vector<GroupRun>>& ranks,
+                                    std::int64_t batch, std::size_t warm_ups = 1);
 
 // Writes the expert ranks' figures `t` of `model` at micro-batch `batch`
 // into `profile`: their load (expert_load), their all-to-all
@@ -102,14 +94,10 @@ void write_expert_figures(Profile& profile, const ModelSpec& model, const Expert
 // caller then gives `apart`, runs of one device's ranks at a time on cores
 // of their own (group_op_list_runs, together false; [rank][run]), and the
 // load and the all-to-alls come from those.
-void write_expert_plan_figures(Profile& profile, const ModelSpec& model, PairedGroupRuns pairs,
-                               std::vector<std::vector<GroupRun>> apart, std::int64_t batch,
+void write_expert_plan_figures(Profile& profile, const ModelSpec& model,
+                               const PairedGroupRuns& pairs,
+                               const std::vector<std::vector<GroupRun>>& apart, std::int64_t batch,
                                const TransportFigures& bare);
-
-// A rank's passes as GroupRuns (one a pass) and back: the same figures, the
-// one the op lists' code keeps and the other the passes' code.
-std::vector<GroupRun> runs_of(ExpertRankPasses&& passes);
-std::vector<ExpertRankPasses> passes_of(std::vector<std::vector<GroupRun>>&& ranks);
 
 // One pass's calls, rank by rank: calls[e] is rank e's ExpertTally calls,
 // every rank's in the same order. Returns the figures of the pass (ranks,

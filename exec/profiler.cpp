@@ -452,10 +452,10 @@ void ModelProfiler::State::add_expert_figures(Profile& p) {
   // micro-batch otherwise.
   if (const PlanStages* stages = plan_in_memory(batch)) {
     const GroupPlanRuns r = plan_runs(*stages, batch);
-    PairedGroupRuns pairs = paired_op_lists(*stages, batch);
+    const PairedGroupRuns pairs = paired_op_lists(*stages, batch);
     const bool crowded = stages->schedule.devices() * E > static_cast<int>(allowed_cpus().size());
     write_expert_plan_figures(
-        p, spec, std::move(pairs),
+        p, spec, pairs,
         crowded ? group_op_list_runs(spec, r, false) : std::vector<std::vector<GroupRun>>{}, batch,
         profile_group_alltoall(E, kGroupRepeats));
     return;

@@ -332,8 +332,8 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
     if (!runs.ran) {  // the layers gone before the gradient sum's buffers come
       std::vector<LayerList> ranks = build_expert_ranks(*spec.transformer, seed, E, link);
       const CollectiveScope scope(tally);
-      mine = runs_of(expert_rank_passes(ranks[static_cast<std::size_t>(e)], spec, e, batch, seed,
-                                        kExchangePasses, tally));
+      mine = expert_rank_passes(ranks[static_cast<std::size_t>(e)], spec, e, batch, seed,
+                                kExchangePasses, tally);
     }
     bare = profile_linked_alltoall(link, kGroupRepeats);
     sum = profile_linked_gradient_sum(link, kGroupRepeats, spec.total_params());
@@ -342,11 +342,9 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
   // Once every rank has left the group (a failure here waits for no one).
   if (MpiSession::rank() != 0) return;
   if (runs.ran) {
-    write_expert_plan_figures(profile, spec, std::move(runs.pairs), std::move(runs.apart), batch,
-                              bare);
+    write_expert_plan_figures(profile, spec, runs.pairs, runs.apart, batch, bare);
   } else {
-    write_expert_figures(profile, spec, expert_load_timing(passes_of(std::move(passes)), batch),
-                         batch, bare);
+    write_expert_figures(profile, spec, expert_load_timing(passes, batch), batch, bare);
   }
   profile.gradient_sum = {E, sum.latency_s, sum.bandwidth};
 }

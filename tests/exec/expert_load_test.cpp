@@ -85,17 +85,17 @@ ModelSpec expert_rank(int top_k) {
 // up, and one rank, are refused.
 TEST(ExpertLoad, TheRanksPassesCombineAtTheMedianPass) {
   const auto rank = [](Index rows) {
-    ExpertRankPasses r;
+    std::vector<GroupRun> r;
     for (const auto& [scale, alltoalls] :
          {std::pair<SimTime, SimTime>{9, 90000}, {1, 30000}, {3, 50000}, {2, 10000}}) {
-      r.calls.push_back({{false, rows, scale * 100 * rows}, {true, rows, scale * 200 * rows}});
-      r.alltoalls.push_back({4, alltoalls, 800});
       // Compute: in the passes after the first, the ranks' (rows 30 and 10)
       // mean forward 20 000 x (1, 3, 2) ns and backward 25 000 x (3, 1, 2).
-      r.compute.push_back({scale * 1000 * rows, (scale == 1   ? 3
-                                                 : scale == 3 ? 1
-                                                              : scale) *
-                                                    1250 * rows});
+      r.push_back({{{false, rows, scale * 100 * rows}, {true, rows, scale * 200 * rows}},
+                   {4, alltoalls, 800},
+                   {scale * 1000 * rows, (scale == 1   ? 3
+                                          : scale == 3 ? 1
+                                                       : scale) *
+                                             1250 * rows}});
     }
     return r;
   };
@@ -113,8 +113,8 @@ TEST(ExpertLoad, TheRanksPassesCombineAtTheMedianPass) {
   // apart from the passes the load and the all-to-alls came from.
   EXPECT_EQ(t.forward_compute, 2 * 20000);
   EXPECT_EQ(t.backward_compute, 2 * 25000);
-  ExpertRankPasses short_of_one = rank(10);
-  short_of_one.calls.pop_back();
+  std::vector<GroupRun> short_of_one = rank(10);
+  short_of_one.pop_back();
   EXPECT_THROW(expert_load_timing({rank(30), short_of_one}, 4), std::invalid_argument);
   EXPECT_THROW(expert_load_timing({rank(30)}, 4), std::invalid_argument);
 }
