@@ -367,12 +367,21 @@ TEST_F(MpiCli, ProfilesASharePerProcessForAContextParallelPlan) {
   EXPECT_EQ(j["C"], 2);
   EXPECT_EQ(j["measured_steps"], 3);
   EXPECT_GT(j["predicted_step_time_s"].get<double>(), 0.0);
-  // Profiling the plan itself, its two processes run its op lists together.
-  const CliResult own = run_under(mpirun(2), "compare " + cp.string() +
-                                                 " --backend mpi --steps 3 --warmup 1 --rounds 1 "
-                                                 "--json");
-  ASSERT_EQ(own.status, 0) << own.err;
-  const nlohmann::json slowdown = nlohmann::json::parse(own.out)["group_slowdown"];
+  // Profiling the plan itself, its two processes run its op lists together
+  // (up to three tries: a machine busy with other work gives an implausible
+  // slowdown, which the profile drops for the passes').
+  nlohmann::json slowdown;
+  const auto from_op_lists = [&slowdown] {
+    return slowdown.is_object() && slowdown.contains("measured") &&
+           slowdown["measured"] == "op lists";
+  };
+  for (int tries = 0; tries < 3 && !from_op_lists(); ++tries) {
+    const CliResult own = run_under(mpirun(2), "compare " + cp.string() +
+                                                   " --backend mpi --steps 3 --warmup 1 "
+                                                   "--rounds 1 --json");
+    ASSERT_EQ(own.status, 0) << own.err;
+    slowdown = nlohmann::json::parse(own.out)["group_slowdown"];
+  }
   EXPECT_EQ(slowdown["group"], "context");
   EXPECT_EQ(slowdown["measured"], "op lists");
   EXPECT_EQ(slowdown["ranks"], 2);
