@@ -19,6 +19,9 @@
 //     attention; sequence 4,096) on 2,048 H100s in DGX nodes, global batch
 //     15,360 as its report trained with, on one thread: T, E (1 to 256), K,
 //     D, M, schedules, remat and ZeRO searched;
+//   BM_PlanDeepSeekV3At32kOn2048NodesOneCore: the same at sequences of 32,768
+//     (global batch 1,920: the same 63M tokens a step), where C of 1, 2, 4
+//     and 8 is searched too;
 //   BM_PlanScenario/demo and /gpipe_transformer: `plan` for scenarios/demo.json
 //     (the search the desktop app runs when it opens it: 26 layers on 4
 //     devices) and scenarios/gpipe/transformer-tpuv3.json (50 layers on 8),
@@ -28,6 +31,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -123,14 +127,20 @@ void BM_PlanGpt3On1024SharedNicsOneCore(benchmark::State& state) {
   sc.cluster.build_topology();
   plan_loop(state, sc, 1);
 }
-void BM_PlanDeepSeekV3On2048NodesOneCore(benchmark::State& state) {
+Scenario deepseek_v3_on_2048(std::int64_t seq_len, std::int64_t global_batch) {
   const std::string config =
       std::string(PIPESCOPE_SOURCE_DIR) + "/tests/data/hf/deepseek-v3/config.json";
   nlohmann::json doc = {{"name", "deepseek-v3-2048"},
                         {"cluster", {{"preset", "dgx-h100"}, {"devices", 2048}}},
-                        {"training", {{"global_batch", 15360}, {"optimizer", "adam"}}}};
-  doc["model"] = transformer_model_json(read_hf_config(config, 4096), "deepseek-v3");
-  plan_loop(state, parse_scenario_with_hf_model(doc, "deepseek-v3-2048", config, {}), 1);
+                        {"training", {{"global_batch", global_batch}, {"optimizer", "adam"}}}};
+  doc["model"] = transformer_model_json(read_hf_config(config, seq_len), "deepseek-v3");
+  return parse_scenario_with_hf_model(doc, "deepseek-v3-2048", config, {});
+}
+void BM_PlanDeepSeekV3On2048NodesOneCore(benchmark::State& state) {
+  plan_loop(state, deepseek_v3_on_2048(4096, 15360), 1);
+}
+void BM_PlanDeepSeekV3At32kOn2048NodesOneCore(benchmark::State& state) {
+  plan_loop(state, deepseek_v3_on_2048(32768, 1920), 1);
 }
 
 BENCHMARK(BM_PlanGpt3On1024)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -145,6 +155,10 @@ BENCHMARK(BM_PlanGpt3On1024SharedNicsOneCore)
     ->UseRealTime()
     ->Iterations(2);
 BENCHMARK(BM_PlanDeepSeekV3On2048NodesOneCore)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(2);
+BENCHMARK(BM_PlanDeepSeekV3At32kOn2048NodesOneCore)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(2);

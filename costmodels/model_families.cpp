@@ -110,7 +110,6 @@ std::string context_split_problem(const TransformerParams& p, TensorSplit split)
     return "context parallelism runs attention as fused kernels over the ring's blocks; "
            "the model's attention is unfused (expected model.attention fused)";
   }
-  if (p.mla.enabled()) return "context parallelism with latent attention is not modelled";
   const std::int64_t kv = p.kv_heads == 0 ? p.heads : p.kv_heads;
   for (const auto& [n, what] : {std::pair{p.heads, "heads"}, std::pair{kv, "kv_heads"}}) {
     if (split.heads_over_context && (n / split.ways) % C != 0) {
@@ -301,8 +300,17 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
     }
     if (d.cp > 1) {  // the ring's other C - 1 blocks of K and V, this device's heads of them
       block.cp_steps = static_cast<int>(d.cp - 1);
-      block.cp_bytes = 2 * s * (d.d_kv / t) * e;
-      block.cp_q_bytes = s * (d.q / t) * e;
+      if (p.mla.enabled()) {
+        // Latent attention's up-projected keys (d_qk a head) and values
+        // (d_v); the queries are d_qk wide and the output d_v, so the mean
+        // of the two stands for each.
+        const std::int64_t widths = (d.a / t) * (p.mla.qk_head_dim() + p.mla.v_head_dim);
+        block.cp_bytes = s * widths * e;
+        block.cp_q_bytes = s * widths * e / 2;
+      } else {
+        block.cp_bytes = 2 * s * (d.d_kv / t) * e;
+        block.cp_q_bytes = s * (d.q / t) * e;
+      }
     }
   }
 }

@@ -70,7 +70,8 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   std::vector<Kernel> k;
   k.push_back(layer_norm);
   if (p.mla.enabled()) {
-    append_latent_attention(k, p, s, t, split.sequence ? t : 1, e);
+    append_latent_attention(k, p, s, t, split.sequence ? t : 1, e, split.context,
+                            split.heads_over_context);
   } else {
     Kernel qkv = gemm(s, (p.heads * d + 2 * d_kv) / t, h);
     qkv.te_gemm = Kernel::TeGemm::kQkv;

@@ -157,7 +157,8 @@ void append_attention_core(std::vector<Kernel>& k, const TransformerParams& p, s
 // to its output projection, and its share of a block's costs in place of the
 // usual attention's.
 void append_latent_attention(std::vector<Kernel>& k, const TransformerParams& p, std::int64_t s,
-                             std::int64_t t, std::int64_t c, Bytes e);
+                             std::int64_t t, std::int64_t c, Bytes e, int ring = 1,
+                             bool by_heads = false);
 BlockCosts latent_attention_costs(const TransformerParams& p, const TransformerDims& d,
                                   const BlockCosts& usual);
 

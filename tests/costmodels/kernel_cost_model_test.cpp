@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "costmodels/cluster.h"
@@ -170,7 +171,9 @@ double kernel_flops(const std::vector<Kernel>& kernels) {
       flops += 2.0 * d(k.rows) * d(k.n) * d(k.k) * d(k.batch_count);
     if (k.kind == Kernel::Kind::kAttention) {
       const std::int64_t v = k.value_dim > 0 ? k.value_dim : k.head_dim;
-      flops += 2.0 * d(k.seq) * d(k.seq) * d(k.head_dim + v) * d(k.batch_count);
+      // Under context parallelism the device's queries meet all seq keys.
+      flops += 2.0 * d(k.seq) * d(k.seq) * d(k.head_dim + v) * d(k.batch_count) /
+               d(std::max(1, k.context_parallel));
     }
   }
   return flops;
@@ -236,12 +239,14 @@ TEST(KernelCostModel, LatentAttentionKernelsCarryTheBlocksFlops) {
     p.mla = {q, 32, 48, 16, 40};
     for (const bool fused : {true, false}) {
       p.fused_attention = fused;
-      for (const TensorSplit split :
-           {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true}}) {
+      TensorSplit context{2, true};
+      context.context = 2;  // context parallelism needs fused attention
+      for (const TensorSplit split : {TensorSplit{1, false}, TensorSplit{2, false},
+                                      TensorSplit{2, true}, fused ? context : TensorSplit{}}) {
         const LayerSpec block = make_transformer(p, "m", split).layers[1];
         EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops)
             << "q " << q << " fused " << fused << " T=" << split.ways << " sequence "
-            << split.sequence;
+            << split.sequence << " C=" << split.context;
         double core = 0.0;
         for (const Kernel& k : *block.kernels) {
           if (k.attention_core) core += kernel_flops({k});

@@ -537,6 +537,31 @@ TEST(ContextParallel, ThePlannerSearchesC) {
             std::vector<int>{1});
 }
 
+// Latent attention splits its sequence as the usual attention does: the
+// planner searches C for it, and the ring passes the up-projected keys and
+// values, (qk_nope + rope) + v = 24 + 16 wide a head.
+TEST(ContextParallel, ThePlannerSearchesCForLatentAttention) {
+  constexpr const char* kLatent = R"({
+    "model": {"family": "transformer", "layers": 4, "d_model": 256, "heads": 16,
+              "seq_len": 16384, "vocab": 1000, "dtype": "bf16",
+              "latent_attention": {"kv_lora_rank": 32, "qk_nope_head_dim": 16,
+                                   "qk_rope_head_dim": 8, "v_head_dim": 16}},
+    "cluster": {"preset": "dgx-a100", "devices": 32},
+    "training": {"global_batch": 8, "micro_batches": 4, "optimizer": "adam",
+                 "tensor_parallel": 2}
+  })";
+  PlanRequest request;
+  request.schedule = ScheduleKind::k1F1B;
+  const PlanReport report = run_planner(parse_scenario_text(kLatent, "mla.json"), request);
+  EXPECT_EQ(report.context_parallel, (std::vector<int>{1, 2, 4}));
+  ASSERT_FALSE(report.ranked.empty());
+  // C = 2 of T = 2: 8,192 tokens and 8 heads a device, bf16.
+  const Scenario two = parse_scenario_text(kLatent, "mla.json", {"training.context_parallel=2"});
+  const LayerSpec& block = two.model.layers[1];
+  EXPECT_EQ(block.cp_steps, 1);
+  EXPECT_EQ(block.cp_bytes, 8192 * 8 * (24 + 16) * 2);
+}
+
 // PlanRequest::context_parallel fixes C as the scenario's field does; a C
 // the scenario cannot take, or another than the one it splits by, is refused.
 TEST(ContextParallel, APlanRequestFixesC) {
