@@ -167,14 +167,16 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
   const std::vector<int>& es = report.expert_parallel;
   const std::vector<int>& cs = report.context_parallel;
   const std::string tensor = listed(ts), experts = listed(es), contexts = listed(cs);
+  // Under context parallelism the experts spread over the D x C devices.
+  const std::string holders = cs.size() > 1 || cs[0] > 1 ? " x C devices" : " replicas";
   std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
             << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) << " each"
             << (ts.size() > 1 ? "; tensor-parallel T of " + tensor
                 : show_t      ? "; tensor-parallel T=" + tensor
                               : std::string())
-            << (es.size() > 1 ? "; the experts over E of " + experts + " of the D replicas"
-                : es[0] > 1   ? "; the experts over E=" + experts + " of the D replicas"
+            << (es.size() > 1 ? "; the experts over E of " + experts + " of the D" + holders
+                : es[0] > 1   ? "; the experts over E=" + experts + " of the D" + holders
                               : std::string())
             << (cs.size() > 1 ? "; each sequence over C of " + contexts + " devices"
                 : cs[0] > 1   ? "; each sequence over C=" + contexts + " devices"

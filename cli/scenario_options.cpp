@@ -166,9 +166,10 @@ void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parall
 void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel) {
   cmd.add_option("-E,--expert-parallel", expert_parallel,
                  "Expert-parallel replicas (Megatron-LM's --expert-model-parallel-size): a "
-                 "mixture's routed experts spread over E of the D data-parallel replicas, "
-                 "experts / E a device, which exchange each layer's tokens by all-to-all; E "
-                 "divides the experts and D (default: training.expert_parallel, else 1)")
+                 "mixture's routed experts spread over E of the D data-parallel replicas (of "
+                 "the D x C devices under context parallelism), experts / E a device, which "
+                 "exchange each layer's tokens by all-to-all; E divides the experts and D x C "
+                 "(default: training.expert_parallel, else 1)")
       ->check(positive_count());
 }
 

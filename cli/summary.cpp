@@ -86,8 +86,9 @@ void print_cost_source_lines(std::ostream& out, const Scenario& sc) {
   }
   if (sc.training.expert_parallel > 1) {
     const MoeParams& moe = m.transformer->moe;
-    out << "Experts    E=" << sc.training.expert_parallel << " replicas share the " << moe.experts
-        << " experts, " << moe.experts / sc.training.expert_parallel
+    out << "Experts    E=" << sc.training.expert_parallel
+        << (c.context_parallel > 1 ? " of the D x C devices" : " replicas") << " share the "
+        << moe.experts << " experts, " << moe.experts / sc.training.expert_parallel
         << " a device, exchanging tokens by all-to-all"
         << (moe.imbalance > 1.0
                 ? "; the busiest receives " + format_fixed(moe.imbalance, 2) + " times the mean"

@@ -132,8 +132,9 @@ struct LayerSpec {
   Bytes tp_bwd_bytes = 0;
   // Under expert parallelism (ModelSpec::expert_parallel > 1), of `params`
   // the routed experts' this device holds: the replicas that hold the same
-  // experts are D / E of the D, so their gradients reduce, and ZeRO shards
-  // them, over D / E. The layer's forward (and a recompute) runs
+  // experts are D / E of the D (D x C / E of the D x C under context
+  // parallelism), so their gradients reduce, and ZeRO shards them, over
+  // those. The layer's forward (and a recompute) runs
   // `ep_alltoalls` all-to-alls among the E devices, each device sending
   // `ep_bytes` per sample in each (its tokens' copies, the share for itself
   // included): the dispatch to the experts and the combination back; its

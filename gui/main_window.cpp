@@ -1,6 +1,7 @@
 #include "gui/main_window.h"
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include <QApplication>
@@ -31,6 +32,7 @@
 #include "sim/formats/trace_io.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/sweep.h"
+#include "sim/scenario/expert_groups.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope::gui {
@@ -211,10 +213,11 @@ void MainWindow::fill_controls() {
   filling_ = true;
   const Scenario& sc = *scenario_;
   fill_parallel_controls();
-  // Expert parallelism needs D a multiple of E: the first such D.
+  // Expert parallelism needs D x C a multiple of E: the first such D.
   const int E = sc.training.expert_parallel;
-  fill_d(E);
-  fill_k_and_m(sc.cluster.devices / E, sc.training.micro_batches);
+  const int first_d = E / std::gcd(E, sc.training.context_parallel);
+  fill_d(first_d);
+  fill_k_and_m(sc.cluster.devices / first_d, sc.training.micro_batches);
   set_remat(sc.training.remat);
   schedule_combo_->setCurrentText(qs(std::string(to_string(sc.training.schedule))));
   if (takes_chunks(sc.training.schedule)) chunks_spin_->setValue(sc.training.chunks);
@@ -230,7 +233,7 @@ void MainWindow::fill_d(int d) {
   d_combo_->clear();
   for (int v = 1; v <= sc.cluster.devices; ++v) {
     if (sc.cluster.devices % v == 0 && sc.training.global_batch % v == 0 &&
-        v % sc.training.expert_parallel == 0) {
+        experts_divide(sc.training.expert_parallel, v, sc.training.context_parallel)) {
       d_combo_->addItem(QString::number(v), v);
     }
   }

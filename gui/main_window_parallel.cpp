@@ -19,6 +19,7 @@
 
 #include "gui/main_window.h"
 #include "gui/main_window_util.h"
+#include "sim/scenario/expert_groups.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope::gui {
@@ -104,7 +105,8 @@ QComboBox* MainWindow::make_expert_control() {
   e_combo_->setObjectName(QStringLiteral("expert_parallel"));
   e_combo_->setToolTip(
       tr("Expert-parallel replicas E (a mixture of experts): the routed experts spread over E "
-         "of the D replicas, which exchange tokens by all-to-all; D is a multiple of E"));
+         "of the D replicas (of the D x C devices with context parallelism), which exchange "
+         "tokens by all-to-all; D x C is a multiple of E"));
   connect(e_combo_, &QComboBox::currentIndexChanged, this, [this] {
     if (!filling_ && scenario_) set_expert_parallel(e_combo_->currentData().toInt());
   });
@@ -144,7 +146,7 @@ void MainWindow::fill_parallel_controls() {
   std::vector<int> es{1};
   if (p && p->moe.enabled()) {
     for (int e = 2; e <= p->moe.experts; ++e) {
-      if (p->moe.experts % e == 0 && c.devices % e == 0) es.push_back(e);
+      if (p->moe.experts % e == 0 && experts_divide(e, c.devices, C)) es.push_back(e);
     }
   }
   fill_combo(e_combo_, es, scenario_->training.expert_parallel);

@@ -11,6 +11,7 @@
 #include "sim/engine/context_parallel.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/zero.h"
+#include "sim/scenario/expert_groups.h"
 
 namespace pipescope {
 
@@ -32,17 +33,30 @@ std::pair<double, double> route_links(const std::vector<Hop>& route) {
   return {bandwidth, latency};
 }
 
-// The all-to-all group of replicas 0 to E - 1 (groups 0, step, ..., (E - 1)
-// step of `whole`), and the nodes of the ring of the replicas that hold the
-// same experts.
+// The device of slot j of the D x C that hold a stage's weights, shares
+// first as megatron-core orders them (tp-cp-ep-dp): share j % C of replica
+// j / C, whose group is (j / C) step of `whole` (tensor rank 0 of it).
+int slot_device(const Cluster& whole, int step, int j) {
+  const int C = whole.context_parallel;
+  return whole.first_physical_device(j / C * step) + j % C * whole.tensor_parallel;
+}
+
+// The all-to-all group of slots 0 to E - 1 (without context parallelism
+// replicas 0 to E - 1, groups 0, step, ..., (E - 1) step of `whole`), and
+// the nodes of the ring of the slots that hold the same experts.
 void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
+  const int C = whole.context_parallel;
   std::vector<int> members;
-  for (int r = 0; r < E; ++r) members.push_back(whole.first_physical_device(r * step));
-  set_alltoall_group(
-      whole, members, [&](int r) { return whole.route(0, r * step); }, dp,
-      "expert-parallel devices", true);
-  std::vector<int> holders;  // of the experts replica 0 holds
-  for (int r = 0; r < dp.replicas; r += E) holders.push_back(whole.first_physical_device(r * step));
+  for (int j = 0; j < E; ++j) members.push_back(slot_device(whole, step, j));
+  // A share's route from slot 0's device; a replica's first share's as
+  // the replicas' ring routes it.
+  const auto route = [&](int j) {
+    return j % C == 0 ? whole.route(0, j / C * step)
+                      : whole.physical_route(members.front(), members[std::size_t(j)]);
+  };
+  set_alltoall_group(whole, members, route, dp, "expert-parallel devices", true);
+  std::vector<int> holders;  // of the experts slot 0 holds
+  for (int j = 0; j < dp.replicas * C; j += E) holders.push_back(slot_device(whole, step, j));
   DataParallel ring;
   set_collective_links(whole, holders, ring);
   dp.expert_ring_nodes = ring.nodes;
@@ -126,15 +140,23 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
                                 int expert_parallel) {
   DataParallel dp;
   dp.replicas = replicas;
-  if (expert_parallel > 1 && replicas % expert_parallel != 0) {
-    throw ConfigError("expert_parallel " + std::to_string(expert_parallel) +
-                          " does not divide the " + std::to_string(replicas) +
-                          " data-parallel replicas: the experts spread over E of the D",
-                      "training.expert_parallel");
+  if (expert_parallel > 1 && !experts_divide(expert_parallel, replicas, whole.context_parallel)) {
+    throw ConfigError(
+        "expert_parallel " + std::to_string(expert_parallel) + " does not divide the " +
+            (whole.context_parallel > 1
+                 ? std::to_string(replicas) + " data-parallel replicas x " +
+                       std::to_string(whole.context_parallel) +
+                       " context-parallel shares: the experts spread over E of the D x C"
+                 : std::to_string(replicas) +
+                       " data-parallel replicas: the experts spread over E of the D"),
+        "training.expert_parallel");
   }
   // Replica r's device 0 is the whole cluster's group r x step.
   const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
-  if (replicas <= 1) return with_measured_sum(whole, with_context_shares(whole, step, dp));
+  if (replicas <= 1) {
+    if (expert_parallel > 1) set_expert_group(whole, step, expert_parallel, dp);
+    return with_measured_sum(whole, with_context_shares(whole, step, dp));
+  }
   if (std::int64_t{stages} * replicas > whole.devices) {
     throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +
                       " need " + whole.devices_text(std::int64_t{stages} * replicas) +

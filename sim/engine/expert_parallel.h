@@ -1,13 +1,15 @@
 #pragma once
 // The exchanges of expert parallelism (Megatron-LM's, Lepikhin et al. 2020):
-// each of E data-parallel replicas holds experts / E of a mixture's routed
-// experts (ModelSpec::expert_parallel), so every mixture layer sends each
-// token's copies to the devices that hold their experts and brings the
-// outputs back, two all-to-alls among the E in a forward (and in a
-// recompute) and two of the gradients in a backward, within the op and not
-// overlapped with its compute (megatron-core's all-to-all dispatcher without
-// its overlap options). The experts' gradients reduce over the D / E
-// replicas that hold the same experts.
+// each of E data-parallel replicas (under context parallelism E of the
+// D x C devices that hold a stage's weights, the shares first, as
+// megatron-core carves its expert groups) holds experts / E of a mixture's
+// routed experts (ModelSpec::expert_parallel), so every mixture layer sends
+// each of its tokens' copies to the devices that hold their experts and
+// brings the outputs back, two all-to-alls among the E in a forward (and in
+// a recompute) and two of the gradients in a backward, within the op and
+// not overlapped with its compute (megatron-core's all-to-all dispatcher
+// without its overlap options). The experts' gradients reduce over the
+// D x C / E devices that hold the same experts.
 
 #include <cstdint>
 #include <vector>
@@ -56,10 +58,11 @@ void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
 // parallelism: replicas / E, at least 1.
 int expert_holders(int replicas, int expert_parallel);
 
-// The replicas that reduce an expert's gradients: D / E of dp's D, over the
-// nodes they span (DataParallel::expert_ring_nodes) and at dp's bandwidth
-// (the ring through peers E replicas apart crosses the same kind of link as
-// dp's, the network where dp spans nodes).
+// The devices that reduce an expert's gradients: D x C / E of dp's D x C
+// (DataParallel::reducers), over the nodes they span
+// (DataParallel::expert_ring_nodes) and at dp's bandwidth (the ring through
+// peers E slots apart crosses the same kind of link as dp's, the network
+// where dp spans nodes).
 DataParallel expert_reduction_ring(const DataParallel& dp);
 
 }  // namespace pipescope

@@ -45,9 +45,10 @@ struct DataParallel {
   int nodes = 1;
   LinkClass intra = LinkClass::kNvlink;
   // Expert parallelism (sim/engine/expert_parallel.h): the E of the D
-  // replicas among which each mixture layer's all-to-alls run (the first E:
-  // replica r's group is r / E), their links, and the latency of a step
-  // between them. experts.ranks = 1: none.
+  // replicas (of the D x C devices, shares first, under context
+  // parallelism) among which each mixture layer's all-to-alls run (the
+  // first E), their links, and the latency of a step between them.
+  // experts.ranks = 1: none.
   AllToAllGroup experts;
   double experts_latency_s = 0.0;
   // The group's all-to-all as a CPU profile measured it, threads of one
@@ -71,8 +72,8 @@ struct DataParallel {
   bool sums_on_threads() const {
     return measured_sum.ranks > 1 && measured_sum.ranks == reducers();
   }
-  // The nodes spanned by the D / E replicas that hold the same experts
-  // (replicas 0, E, 2E, ...), whose ring reduces their gradients.
+  // The nodes spanned by the D x C / E devices that hold the same experts
+  // (slots 0, E, 2E, ... of the D x C), whose ring reduces their gradients.
   int expert_ring_nodes = 1;
 };
 // The NCCL fields of a ring over `members` (physical devices of `cluster`):

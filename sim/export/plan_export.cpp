@@ -508,7 +508,10 @@ std::string export_megatron(const Plan& p, const std::string& runs) {
   }
   if (p.expert_parallel > 1) {
     o << "# The experts spread over E=" << p.expert_parallel
-      << " of the D replicas; the mixture's own shape (--num-experts,\n"
+      << (p.context_parallel > 1 ? " of the D x C devices (megatron-core's expert groups\n"
+                                   "# take the context-parallel ranks first)"
+                                 : " of the D replicas")
+      << "; the mixture's own shape (--num-experts,\n"
       << "# --moe-router-topk, --moe-ffn-hidden-size, ...) is the run's, as --hidden-size is.\n";
   }
   for (std::size_t i = 0; i < flags.size(); ++i) {

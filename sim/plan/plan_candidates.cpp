@@ -60,10 +60,13 @@ std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanReques
                       std::to_string(sc.model.layers.size()) + " layers");
   }
   const int D = N / K;
-  if (D % sc.training.expert_parallel != 0) {
-    throw ConfigError(what + " leaves D=" + std::to_string(D) +
-                          " replicas, which expert_parallel " +
-                          std::to_string(sc.training.expert_parallel) + " does not divide",
+  if (!experts_divide(sc.training.expert_parallel, D, sc.training.context_parallel)) {
+    throw ConfigError(what + " leaves D=" + std::to_string(D) + " replicas" +
+                          (sc.training.context_parallel > 1
+                               ? " of C=" + std::to_string(sc.training.context_parallel) + " shares"
+                               : std::string()) +
+                          ", which expert_parallel " + std::to_string(sc.training.expert_parallel) +
+                          " does not divide",
                       "training.expert_parallel");
   }
   if (sc.training.global_batch % (std::int64_t{D} * M) != 0) {
@@ -145,7 +148,8 @@ void add_schedules(std::vector<PlanCandidate>& out, const PlanRequest& req, Plan
                                          const Cluster& cluster, int experts) {
   std::string what = "no configuration of " + cluster.devices_text(N);
   if (experts > 1) {
-    what += " with D a multiple of training.expert_parallel " + std::to_string(experts);
+    what += (cluster.context_parallel > 1 ? " with D x C" : " with D") +
+            std::string(" a multiple of training.expert_parallel ") + std::to_string(experts);
   }
   if (req.stages) what += " with K=" + std::to_string(*req.stages);
   if (req.micro_batches) what += " and M=" + std::to_string(*req.micro_batches);
@@ -168,8 +172,11 @@ std::vector<PlanCandidate> enumerate_built_in(const Scenario& sc, const PlanRequ
   for (int K : divisors(N, layers)) {
     if (req.stages && K != *req.stages) continue;
     const int D = N / K;
-    // Expert parallelism spreads the experts over E of the D replicas.
-    if (batch % D != 0 || D % sc.training.expert_parallel != 0) continue;
+    // Expert parallelism spreads the experts over E of the D x C.
+    if (batch % D != 0 ||
+        !experts_divide(sc.training.expert_parallel, D, sc.training.context_parallel)) {
+      continue;
+    }
     for (int M : divisors(batch / D, req.max_micro_batches)) {
       if (req.micro_batches && M != *req.micro_batches) continue;
       PlanCandidate shape;

@@ -19,8 +19,9 @@
 // x D then covers the N / T groups; the search is the union over T, exact for
 // each as above. Expert parallelism: for a mixture of experts, each E of
 // expert_parallel_choices (sim/scenario/expert_groups.h; the scenario's own
-// when it gives one) spreads the experts over E of the D replicas, D a
-// multiple of E; the union over (T, E).
+// when it gives one) spreads the experts over E of the D replicas (of the
+// D x C devices under context parallelism), D x C a multiple of E; the
+// union over (T, E, C).
 
 #include <functional>
 #include <optional>

@@ -21,10 +21,6 @@ std::string context_parallel_problem(const Scenario& sc, int C) {
            sc.cluster.devices_text(sc.cluster.devices) +
            ": each group holds context_parallel shares of the sequence";
   }
-  if (sc.training.expert_parallel > 1) {
-    return "context parallelism beside expert parallelism is not modelled (the expert groups "
-           "carved from D x C devices): expected expert_parallel 1, or context_parallel 1";
-  }
   if (sc.training.zero == 3) {
     return "ZeRO-3 with context parallelism is not modelled: expected training.zero 0 to 2, or "
            "context_parallel 1";

@@ -14,9 +14,9 @@ namespace pipescope {
 
 // Why the sequence of `sc` cannot split over C devices: a model that is not
 // a transformer, a split its attention does not allow (tensor_split_problem:
-// 2 C must divide seq_len, attention fused, neither latent nor sliding), a C
-// that does not divide the cluster's devices (or groups), expert parallelism
-// or ZeRO-3 beside it (not modelled). Empty when it can, and for C = 1.
+// 2 C must divide seq_len, attention fused and not sliding), a C that does
+// not divide the cluster's devices (or groups), or ZeRO-3 beside it (not
+// modelled). Empty when it can, and for C = 1.
 std::string context_parallel_problem(const Scenario& sc, int C);
 
 // The fewest tokens of a sample the planner leaves a device when it tries

@@ -1,9 +1,11 @@
 #pragma once
-// A scenario under expert parallelism: each of E data-parallel replicas holds
+// A scenario under expert parallelism: each of E data-parallel replicas (of
+// the D x C devices under context parallelism) holds
 // experts / E of every mixture layer's routed experts (the model becomes one
 // device's share of them, as under tensor parallelism of its layers). What
 // the E exchange is priced in sim/engine/expert_parallel.h.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,14 @@ std::string expert_parallel_problem(const Scenario& sc, int E);
 // has no experts; otherwise 1 and every E that divides the routed experts and
 // that expert_parallel_problem allows.
 std::vector<int> expert_parallel_choices(const Scenario& sc);
+
+// Whether E expert-parallel devices divide the D replicas x C context
+// shares that hold a stage's weights, from which megatron-core carves its
+// expert groups (the shares first): E of the D x C hold all the experts,
+// D x C / E of them the same ones.
+inline bool experts_divide(int expert_parallel, int replicas, int context_parallel) {
+  return (std::int64_t{replicas} * context_parallel) % expert_parallel == 0;
+}
 
 // `sc` with its model one device's share of the routed experts under E
 // (TrainingConfig::expert_parallel), its tensor split kept.

@@ -222,9 +222,10 @@ struct TrainingConfig {
   bool tensor_parallel_given = false;    // the scenario (or -T) says T; the planner keeps it
   bool sequence_parallel = false;        // Korthikanti et al. 2022; needs T > 1
   bool sequence_parallel_given = false;  // the scenario says; the planner keeps it
-  // E, the data-parallel replicas among which the routed experts of a
-  // mixture spread (expert parallelism; ModelSpec::expert_parallel): each
-  // holds experts / E of them. Divides the experts and D.
+  // E, the data-parallel replicas (with context parallelism the D x C
+  // devices) among which the routed experts of a mixture spread (expert
+  // parallelism; ModelSpec::expert_parallel): each holds experts / E of
+  // them. Divides the experts and D x C.
   int expert_parallel = 1;
   bool expert_parallel_given = false;  // the scenario (or -E) says E; the planner keeps it
   // C, the devices that split each sample's sequence (context parallelism;

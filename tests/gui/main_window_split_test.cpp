@@ -175,5 +175,26 @@ TEST_F(SplitControlsTest, EControlSimulatesAsSimulateWithE) {
   EXPECT_EQ(window.expert_parallel(), 1);
 }
 
+// Beside C the experts spread over E of the D x C devices: on 4 devices in
+// groups of C = 2, E = 4 takes the D = 2 of both groups, as -C 2 -E 4 does.
+TEST_F(SplitControlsTest, EBesideCSpreadsOverTheShares) {
+  const std::string file =
+      write({{"layers", 4}, {"seq_len", 4096}, {"experts", 8}, {"experts_per_token", 2}},
+            "pipescope_gui_ce.json");
+  open(file);
+  ASSERT_FALSE(window.set_context_parallel(2));
+  settle();
+  EXPECT_EQ(choices(*combo("expert_parallel")), (std::vector<int>{1, 2, 4}));
+  ASSERT_FALSE(window.set_expert_parallel(4));
+  settle();
+  EXPECT_EQ(window.expert_parallel(), 4);
+  EXPECT_EQ(window.context_parallel(), 2);
+  EXPECT_EQ(choices(*combo("data_parallel")), (std::vector<int>{2}));
+  const auto r = window.result();
+  EXPECT_GT(r->stage_costs.front().ep_forward, 0);
+  const json j = simulate_cli(file, "-C 2 -E 4 -D 2");
+  EXPECT_DOUBLE_EQ(j["step_time_s"].get<double>(), r->metrics.step_time_s());
+}
+
 }  // namespace
 }  // namespace pipescope::gui
