@@ -41,7 +41,10 @@ real tool on the CPU, in one process (the device mesh in one per rank):
                     the unsplit model's; for C > 1 mesh["cp"] holds each
                     sequence's ranks, the wrapper reduces over mesh["dp", "cp"]
                     and the module's context_parallel shards a sequence as the
-                    plan splits it.
+                    plan splits it; for E > 1 mesh["edp", "ep"] are the replicas,
+                    an all-to-all over mesh["ep"] reaches the plan's expert group,
+                    and the wrapper given an expert module reduces its gradients
+                    over mesh["edp"] alone, the rest over all D.
 
 Prints one line per plan and tool, "accepted" or "rejected" with the tool's own
 message, and exits 1 if any export was rejected. See docs/export-checks.md.
@@ -673,10 +676,11 @@ def megatron_rank_order(args, plan):
     if plan.E > 1:
         # The experts' ranks as initialize_model_parallel makes them: expert
         # tensor parallelism T (Megatron-LM's default), E, their data
-        # parallelism and the pipeline, in the same order.
-        full = "tp-cp-ep-pp-dp" if order == "tp-pp-dp" else "tp-cp-ep-dp-pp"
-        experts = RankGenerator(tp=plan.T, ep=plan.E, dp=plan.D // plan.E, pp=plan.K, cp=1,
-                                order=full)
+        # parallelism (the D x C / E that hold the same experts) and the
+        # pipeline, in the same order.
+        full = "tp-cp-ep-pp-dp" if order.endswith("dp") else "tp-cp-ep-dp-pp"
+        experts = RankGenerator(tp=plan.T, ep=plan.E, dp=plan.D * plan.C // plan.E, pp=plan.K,
+                                cp=1, order=full)
         # What initialize_model_parallel asserts of the two layouts.
         if experts.get_ranks("pp") != gen.get_ranks("pp") or (
                 not order.endswith("pp") and plan.K > 1):
@@ -861,12 +865,16 @@ def same_pipelines(groups, plan, tool):
 
 def same_expert_groups(groups, plan, tool):
     """Each of a tool's expert-parallel groups must be the E replicas the plan
-    spreads the experts over (replicas E k to E k + E - 1, docs/models.md),
-    at one pipeline rank and tensor-parallel rank."""
+    spreads the experts over (replicas E k to E k + E - 1, docs/models.md), or
+    under context parallelism the E slots of the D x C (slot j share j % C of
+    replica j / C), at one pipeline rank and tensor-parallel rank."""
     for group in groups:
-        r, d, t = mesh_coordinates(plan, group[0])
-        first = r - r % plan.E
-        want = [plan_rank(plan, first + i, d, t) for i in range(plan.E)]
+        r, d, local = mesh_coordinates(plan, group[0])
+        c, t = divmod(local, plan.T)
+        slot = r * plan.C + c
+        first = slot - slot % plan.E
+        want = [plan_rank(plan, (first + i) // plan.C, d, (first + i) % plan.C * plan.T + t)
+                for i in range(plan.E)]
         if sorted(group) != sorted(want):
             raise Rejected(f"{tool} groups the experts on ranks {list(group)}, the plan "
                            f"({plan.rank_order}) on {want}")
@@ -1044,9 +1052,75 @@ def full_local(t):
 
 def mesh_names(plan):
     """The mesh's dimensions, row-major, the outermost first; "cp" under context
-    parallelism."""
-    outer = ("pp", "dp") if plan.rank_order == "tp-dp-pp" else ("dp", "pp")
+    parallelism; the replicas' "dp" as "edp" and "ep" under expert parallelism
+    (replica r = g E + e)."""
+    dp = ("edp", "ep") if plan.E > 1 else ("dp",)
+    outer = ("pp",) + dp if plan.rank_order == "tp-dp-pp" else dp + ("pp",)
     return outer + (("cp",) if plan.C > 1 else ()) + ("tp",)
+
+
+def mesh_sizes(plan):
+    return {"dp": plan.D, "edp": plan.D // plan.E, "ep": plan.E, "pp": plan.K, "cp": plan.C,
+            "tp": plan.T}
+
+
+def mesh_experts(ns, mesh, plan, r):
+    """Under expert parallelism: an all-to-all over mesh["ep"] reaches the E
+    replicas of r's group, and the export's wrapper given an expert module
+    reduces its gradients over mesh["edp"] alone and the rest over all D: after
+    a step on inputs of each replica's own the dense weights are equal on every
+    replica, the expert's on the replicas of mesh["edp"] and not across
+    mesh["ep"]."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+
+    ep = mesh["ep"]
+    send = torch.full((plan.E,), float(dist.get_rank()))
+    got = torch.empty(plan.E)
+    dist.all_to_all_single(got, send, group=ep.get_group())
+    if got.tolist() != [float(x) for x in ep.mesh.tolist()]:
+        raise Rejected(f"an all-to-all over mesh['ep'] brought {got.tolist()}, the plan's "
+                       f"expert group is {ep.mesh.tolist()}")
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Linear(4, 4)
+            self.expert = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.expert(self.dense(x))
+
+    torch.manual_seed(0)
+    block = Block()
+    model = ns["pipescope_data_parallel"](block, mesh, experts=[block.expert])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.full((2, 4), float(r + 1))).square().sum().backward()
+    opt.step()
+    sums = {name: float(full(p).detach().sum()) for name, p in model.named_parameters()}
+    dense = sum(v for k, v in sums.items() if "expert" not in k)
+    expert = sum(v for k, v in sums.items() if "expert" in k)
+
+    def gathered(value, group, size):
+        out = [None] * size
+        dist.all_gather_object(out, value, group=group.get_group())
+        return out
+
+    def equal(values):
+        return max(values) - min(values) <= 1e-6 * max(1.0, abs(max(values)))
+
+    dp = mesh["edp", "ep"]._flatten("dp")
+    if not equal(gathered(dense, dp, plan.D)):
+        raise Rejected("the dense weights differ over the replicas after the step")
+    if not equal(gathered(expert, mesh["edp"], plan.D // plan.E)):
+        raise Rejected("the expert's weights differ over mesh['edp'] after the step")
+    if equal(gathered(expert, ep, plan.E)):
+        raise Rejected("the expert's weights are equal over mesh['ep'] after a step on each "
+                       "replica's own inputs: its gradients were reduced over all D")
+    return (f"an all-to-all over mesh['ep'] reaches the {plan.E} replicas of the group; an "
+            f"expert wrapped over mesh['edp'] reduces over its {plan.D // plan.E}, the rest over "
+            f"all {plan.D}")
 
 
 def mesh_context_parallel(ns, mesh, plan, c):
@@ -1091,7 +1165,7 @@ def mesh_worker(rank, job):
             mesh = ns["pipescope_device_mesh"]("cpu")
             coord = tuple(mesh.get_coordinate())
             names = mesh_names(plan)
-            sizes = {"dp": plan.D, "pp": plan.K, "cp": plan.C, "tp": plan.T}
+            sizes = mesh_sizes(plan)
             if (tuple(mesh.mesh.shape) != tuple(sizes[n] for n in names)
                     or tuple(mesh.mesh_dim_names) != names):
                 raise Rejected(f"the mesh is {tuple(mesh.mesh.shape)} named "
@@ -1099,14 +1173,20 @@ def mesh_worker(rank, job):
                                f"{names} = {tuple(sizes[n] for n in names)}")
             r, d, local = mesh_coordinates(plan, rank)
             c, t = divmod(local, plan.T)
-            at = {"dp": r, "pp": d, "cp": c, "tp": t}
+            at = {"dp": r, "edp": r // plan.E, "ep": r % plan.E, "pp": d, "cp": c, "tp": t}
             want = tuple(at[n] for n in names)
             if coord != want:
                 raise Rejected(f"rank {rank} is at {names} = {coord} in the mesh; "
                                f"PipeScope places it at {want}")
             groups = {"tp": [plan_rank(plan, r, d, c * plan.T + i) for i in range(plan.T)],
-                      "pp": [plan_rank(plan, r, i, local) for i in range(plan.K)],
-                      "dp": [plan_rank(plan, i, d, local) for i in range(plan.D)]}
+                      "pp": [plan_rank(plan, r, i, local) for i in range(plan.K)]}
+            if plan.E > 1:
+                first = r - r % plan.E
+                groups["ep"] = [plan_rank(plan, first + i, d, local) for i in range(plan.E)]
+                groups["edp"] = [plan_rank(plan, r % plan.E + i * plan.E, d, local)
+                                 for i in range(plan.D // plan.E)]
+            else:
+                groups["dp"] = [plan_rank(plan, i, d, local) for i in range(plan.D)]
             if plan.C > 1:
                 groups["cp"] = [plan_rank(plan, r, d, i * plan.T + t) for i in range(plan.C)]
             for name, ranks in groups.items():
@@ -1115,12 +1195,16 @@ def mesh_worker(rank, job):
                                    f"{mesh[name].mesh.tolist()}, PipeScope's {name} group {ranks}")
             if plan.C > 1:
                 result["cp"] = mesh_context_parallel(ns, mesh, plan, c)
+            if plan.E > 1:
+                same_expert_groups([mesh["ep"].mesh.tolist()], plan, "mesh['ep']")
+                result["ep"] = mesh_experts(ns, mesh, plan, r)
             loss, held, whole, checksum = mesh_pipeline(ns, mesh, plan, job["csv"])
             result.update(loss=loss, held=held, whole=whole)
             # The weights after the step: equal on every rank that holds them
             # (the replicas, and under context parallelism their C ranks) where
             # the gradients were reduced over them.
-            same = (mesh["dp", "cp"]._flatten("dp_cp") if plan.C > 1 else mesh["dp"])
+            same = (mesh["dp", "cp"]._flatten("dp_cp") if plan.C > 1 else
+                    mesh["edp", "ep"]._flatten("dp") if plan.E > 1 else mesh["dp"])
             sums = [None] * (plan.D * plan.C)
             dist.all_gather_object(sums, checksum, group=same.get_group())
             if len(sums) > 1 and max(sums) - min(sums) > 1e-6 * max(1.0, abs(max(sums))):
@@ -1168,22 +1252,25 @@ def check_torch_mesh(plan, folder):
                        f"over D x C={holders}")
     if plan.zero == 0 and share != 1.0:
         raise Rejected(f"a rank holds {share:.2f} of its optimizer state without ZeRO")
-    over = "mesh['dp', 'cp'] flattened" if plan.C > 1 else "mesh['dp']"
+    over = ("mesh['dp', 'cp'] flattened" if plan.C > 1 else
+            "mesh['edp', 'ep'] flattened" if plan.E > 1 else "mesh['dp']")
     wrapper = ("no data-parallel wrapper" if holders == 1 else
                f"fully_shard over {over}" if plan.zero == 1 else
-               f"replicate over {over}" if plan.T > 1 else
+               f"replicate over {over}" if plan.T > 1 or plan.E > 1 else
                f"DistributedDataParallel over {over}")
     tp = next((r["tp"] for r in results if "tp" in r), None)
     cp = next((r["cp"] for r in results if "cp" in r), None)
+    ep = next((r["ep"] for r in results if "ep" in r), None)
     names = mesh_names(plan)
-    sizes = {"dp": plan.D, "pp": plan.K, "cp": plan.C, "tp": plan.T}
+    sizes = mesh_sizes(plan)
     return (f"init_device_mesh('cpu', {tuple(sizes[n] for n in names)}, {names}) on "
             f"{world} gloo process{'es' if world != 1 else ''}: every rank where PipeScope places it; "
             f"PipelineStages on mesh['pp'] with {wrapper}, the CSV loaded and run one step "
             f"(loss {loss:.3f}), Adam state {share:.2f} of each rank's weights"
             + (", equal on the ranks that hold them after the step" if holders > 1 else "")
             + (f"; TP styles: {tp}" if tp else "")
-            + (f"; context_parallel: {cp}" if cp else ""))
+            + (f"; context_parallel: {cp}" if cp else "")
+            + (f"; experts: {ep}" if ep else ""))
 
 
 # ---------------------------------------------------------------- main

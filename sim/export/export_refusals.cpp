@@ -104,14 +104,20 @@ void check_context_parallel(const Plan& plan, ExportFormat format) {
   }
 }
 
-// Expert parallelism, which only Megatron-LM's export expresses.
+// Expert parallelism, which Megatron-LM's export expresses, and PyTorch's
+// device mesh as dimensions of the replicas without context parallelism.
 void check_expert_parallel(const Plan& plan, ExportFormat format) {
-  if (plan.expert_parallel > 1 && format != ExportFormat::kMegatron) {
+  const bool mesh = format == ExportFormat::kTorchPipelining && plan.context_parallel == 1;
+  if (plan.expert_parallel > 1 && format != ExportFormat::kMegatron && !mesh) {
     throw std::invalid_argument(
         "cannot export this plan to " + std::string(to_string(format)) +
         ": it spreads the experts over E=" + std::to_string(plan.expert_parallel) +
-        " replicas (expert parallelism), which this export does not express; export it to "
-        "megatron");
+        (format == ExportFormat::kTorchPipelining
+             ? " of the D x C devices (expert parallelism beside context parallelism), which "
+               "the device mesh does not lay out; export it to megatron"
+             : " replicas (expert parallelism), which this export does not express; export it "
+               "to megatron" +
+                   std::string(plan.context_parallel == 1 ? " or torch-pipelining" : "")));
   }
   // Megatron-LM's --use-tp-pp-dp-mapping orders the experts' ranks
   // tp-ep-pp-dp, which keeps the pipeline's groups only where the experts'

@@ -166,9 +166,22 @@ void tensor_parallel_section(std::ostream& o, const Plan& p) {
 
 // The mesh the replicas reduce their gradients over: mesh["dp"], or under
 // context parallelism the D x C ranks that hold the same weights (Megatron-LM's
-// data-and-context-parallel group), mesh["dp", "cp"] flattened.
+// data-and-context-parallel group), mesh["dp", "cp"] flattened; under expert
+// parallelism the replicas are the "edp" x "ep" dimensions, flattened.
 std::string reduction_mesh(const Plan& p) {
-  return p.context_parallel > 1 ? "mesh[\"dp\", \"cp\"]._flatten(\"dp_cp\")" : "mesh[\"dp\"]";
+  if (p.context_parallel > 1) return "mesh[\"dp\", \"cp\"]._flatten(\"dp_cp\")";
+  if (p.expert_parallel > 1) return "mesh[\"edp\", \"ep\"]._flatten(\"dp\")";
+  return "mesh[\"dp\"]";
+}
+
+// The wrapper's lines for a mixture's experts under E > 1: each expert
+// module the caller names is wrapped first over mesh["edp"], the D / E
+// replicas that hold the same experts, so that the wrapper of the whole
+// module over all D leaves their parameters to it (FSDP's nested groups).
+std::string expert_wrappers(const Plan& p, const std::string& wrap) {
+  if (p.expert_parallel <= 1) return "";
+  return "    for expert in experts:\n        " + wrap + "(expert, mesh=mesh[\"edp\"]" +
+         (p.zero == 1 ? ", reshard_after_forward=False" : "") + ")\n";
 }
 
 // D replicas over mesh["dp"] (with C > 1, D x C over the flattened "dp_cp"):
@@ -184,6 +197,9 @@ void data_parallel_section(std::ostream& o, const Plan& p) {
       << " context-parallel ranks of each,\n"
       << "# which hold the same weights: their gradients reduce over the D x C = " << D * C
       << " ranks of\n# mesh[\"dp\", \"cp\"], flattened.\n";
+  } else if (p.expert_parallel > 1) {
+    o << "\n\n# Data parallelism over mesh[\"edp\", \"ep\"], flattened: D=" << D
+      << " replicas, each " << p.global_batch / D << " samples a step.\n";
   } else {
     o << "\n\n# Data parallelism over mesh[\"dp\"]: D=" << D << " replicas, each "
       << p.global_batch / D << " samples a step.\n";
@@ -192,6 +208,15 @@ void data_parallel_section(std::ostream& o, const Plan& p) {
     << "# building its PipelineStage; PyTorch pipelining reduces its gradients once, after\n"
     << "# the step's last backward.\n";
   const std::string share = C > 1 ? "(D x C)" : "D";
+  const int E = p.expert_parallel;
+  const std::string args = E > 1 ? "module, mesh, experts=()" : "module, mesh";
+  if (E > 1) {
+    o << "# Under expert parallelism each mixture layer's routed experts on a rank are 1/" << E
+      << " of\n# them, held alike by the D/E=" << D / E
+      << " replicas of mesh[\"edp\"]: pass the stage's expert modules as\n"
+      << "# `experts`, whose gradients then reduce over mesh[\"edp\"] alone, the rest over "
+         "all D.\n";
+  }
   if (p.zero == 1) {
     o << "# ZeRO stage 1: fully_shard shards the weights, gradients and optimizer state over\n"
       << "# the " << (C > 1 ? "D x C ranks" : "replicas")
@@ -201,16 +226,20 @@ void data_parallel_section(std::ostream& o, const Plan& p) {
       << "# reshard_after_forward=False keeps the weights from being gathered again for each\n"
       << "# micro-batch's backward.\n"
       << "from torch.distributed.fsdp import fully_shard\n\n\n"
-      << "def pipescope_data_parallel(module, mesh):\n"
-      << "    return fully_shard(module, mesh=" << over << ", reshard_after_forward=False)\n";
-  } else if (p.tensor_parallel > 1) {
+      << "def pipescope_data_parallel(" << args << "):\n"
+      << expert_wrappers(p, "fully_shard") << "    return fully_shard(module, mesh=" << over
+      << ", reshard_after_forward=False)\n";
+  } else if (p.tensor_parallel > 1 || E > 1) {
     o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
-      << "# FSDP's replicate all-reduces the tensor-parallel (DTensor) gradients, which\n"
-      << "# DistributedDataParallel leaves unset; it is a PyTorch internal\n"
+      << (p.tensor_parallel > 1
+              ? "# FSDP's replicate all-reduces the tensor-parallel (DTensor) gradients, which\n"
+                "# DistributedDataParallel leaves unset; it is a PyTorch internal\n"
+              : "# FSDP's replicate, unlike DistributedDataParallel, leaves the parameters of\n"
+                "# modules it wrapped before to their own group; it is a PyTorch internal\n")
       << "# (torch/distributed/_composable/replicate_with_fsdp.py).\n"
       << "from torch.distributed._composable.replicate_with_fsdp import replicate\n\n\n"
-      << "def pipescope_data_parallel(module, mesh):\n"
-      << "    return replicate(module, mesh=" << over << ")\n";
+      << "def pipescope_data_parallel(" << args << "):\n"
+      << expert_wrappers(p, "replicate") << "    return replicate(module, mesh=" << over << ")\n";
   } else {
     o << "# Every replica keeps its weights, gradients and optimizer state whole (no ZeRO).\n"
       << "from torch.nn.parallel import DistributedDataParallel\n\n\n"
@@ -254,8 +283,16 @@ std::string torch_device_mesh(const Plan& p) {
   const int T = p.tensor_parallel;
   const int C = p.context_parallel;
   PS_CHECK(p.devices == D * K * T * C, "a plan runs on K x D x T x C devices");
+  const int E = p.expert_parallel;
+  PS_CHECK(E == 1 || C == 1, "the mesh has an ep dimension without context parallelism");
   const bool stages_outer = p.rank_order == RankOrder::kTpDpPp;
   const std::string group = stages_outer ? "(d D + r)" : "(r K + d)";
+  // Under expert parallelism the replicas' dimension is two, replica
+  // r = g E + e: its group of E consecutive replicas (Megatron-LM's expert
+  // groups) and its place in it.
+  const std::string dp_shape =
+      E > 1 ? std::to_string(D / E) + ", " + std::to_string(E) : std::to_string(D);
+  const std::string dp_names = E > 1 ? "\"edp\", \"ep\"" : "\"dp\"";
   std::ostringstream o;
   o << "# PyTorch's DeviceMesh (torch.distributed.device_mesh) for the pipelining schedule\n"
     << "# CSV beside this file, from a PipeScope plan for\n"
@@ -271,11 +308,19 @@ std::string torch_device_mesh(const Plan& p) {
     << " processes\n"
     << "# (e.g. torchrun --nproc-per-node ...) and on each: mesh = pipescope_device_mesh()\n"
     << "# (NCCL on GPUs; pipescope_device_mesh(\"cpu\") with gloo).\n"
+    << (E > 1 ? "# The replicas are two dimensions, r = g E + e: mesh[\"ep\"] the E=" +
+                    std::to_string(E) +
+                    " consecutive\n# replicas that exchange a mixture's "
+                    "tokens by all-to-all (each holding 1/E of its\n# routed experts; "
+                    "EP_GROUP = mesh[\"ep\"].get_group() is that group), mesh[\"edp\"] the\n"
+                    "# D/E replicas that hold the same experts.\n"
+              : "")
     << "from torch.distributed.device_mesh import init_device_mesh\n\n"
-    << "MESH_SHAPE = (" << (stages_outer ? K : D) << ", " << (stages_outer ? D : K) << ", "
-    << (C > 1 ? std::to_string(C) + ", " : "") << T << ")\n"
-    << "MESH_DIM_NAMES = (" << (stages_outer ? "\"pp\", \"dp\", " : "\"dp\", \"pp\", ")
-    << (C > 1 ? "\"cp\", " : "") << "\"tp\")\n\n\n"
+    << "MESH_SHAPE = ("
+    << (stages_outer ? std::to_string(K) + ", " + dp_shape : dp_shape + ", " + std::to_string(K))
+    << ", " << (C > 1 ? std::to_string(C) + ", " : "") << T << ")\n"
+    << "MESH_DIM_NAMES = (" << (stages_outer ? "\"pp\", " + dp_names : dp_names + ", \"pp\"")
+    << ", " << (C > 1 ? "\"cp\", " : "") << "\"tp\")\n\n\n"
     << "def pipescope_device_mesh(device_type=\"cuda\"):\n"
     << "    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_DIM_NAMES)\n"
     << "\n\n# Pipeline over mesh[\"pp\"]: pipeline rank d = mesh[\"pp\"].get_local_rank() "

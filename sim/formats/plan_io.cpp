@@ -9,6 +9,7 @@
 #include "sim/engine/custom_schedule.h"
 
 #include "sim/engine/zero.h"
+#include "sim/scenario/expert_groups.h"
 #include "sim/scenario/scenario_io.h"
 
 #include <fstream>
@@ -269,10 +270,13 @@ void check_sizes(const Plan& p, const Where& top) {
     top.key("cluster").key("devices").fail("expected K x D x T x C = " + str(needed) +
                                            " devices, got " + str(p.devices));
   }
-  if (p.data_parallel % p.expert_parallel != 0) {
-    top.key("E").fail("expected a divisor of D = " + str(p.data_parallel) +
-                      " (the experts spread over E of the replicas), got " +
-                      str(p.expert_parallel));
+  if (!experts_divide(p.expert_parallel, p.data_parallel, p.context_parallel)) {
+    top.key("E").fail(
+        p.context_parallel > 1
+            ? "expected a divisor of D x C = " + str(p.data_parallel * p.context_parallel) +
+                  " (the experts spread over E of the D x C devices), got " + str(p.expert_parallel)
+            : "expected a divisor of D = " + str(p.data_parallel) +
+                  " (the experts spread over E of the replicas), got " + str(p.expert_parallel));
   }
   if (p.global_batch % p.data_parallel != 0) {
     top.key("D").fail(str(p.data_parallel) + " replicas do not divide global_batch " +

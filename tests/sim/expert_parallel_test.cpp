@@ -600,6 +600,79 @@ TEST(ExpertParallel, ThePlannerKeepsDTimesCAMultipleOfE) {
   EXPECT_TRUE(tried.count({4, 2})) << "E = 4 beside C = 2 was not tried";
 }
 
+// PyTorch's device mesh lays the replicas out as two dimensions, r = g E +
+// e: "ep" the E consecutive replicas of an expert group, "edp" the D / E
+// that hold the same experts; the wrapper reduces the experts it is given
+// over "edp" and the rest over both. Beside context parallelism it refuses.
+TEST(ExpertParallel, PyTorchsDeviceMeshHasEpDimensions) {
+  const auto plan_of = [](const Scenario& whole, int K, int D) {
+    SimConfig cfg;
+    cfg.stages = K;
+    cfg.schedule = ScheduleKind::k1F1B;
+    cfg.data_parallel = data_parallel_ring(whole.cluster, K, D, whole.training.expert_parallel);
+    const Scenario replica = replica_scenario(whole, K, D);
+    return make_plan(replica, simulate(replica, cfg), D, "optimal");
+  };
+  const auto has = [](const std::string& text, const std::string& part) {
+    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
+  };
+  const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=4"});
+  ASSERT_EQ(sc.cluster.rank_order, RankOrder::kTpDpPp);
+  const Plan plan = plan_of(sc, 2, 8);
+  EXPECT_FALSE(export_plan(plan, ExportFormat::kTorchPipelining).empty());
+  const std::string mesh = export_torch_device_mesh(plan);
+  has(mesh, "MESH_SHAPE = (2, 2, 4, 1)\n");
+  has(mesh, "MESH_DIM_NAMES = (\"pp\", \"edp\", \"ep\", \"tp\")\n");
+  has(mesh,
+      "def pipescope_data_parallel(module, mesh, experts=()):\n"
+      "    for expert in experts:\n"
+      "        replicate(expert, mesh=mesh[\"edp\"])\n"
+      "    return replicate(module, mesh=mesh[\"edp\", \"ep\"]._flatten(\"dp\"))\n");
+  // The replicas outermost, and ZeRO-1's fully_shard.
+  Scenario outer = load_scenario_text(
+      kMoeScenario,
+      {"training.expert_parallel=4", "cluster.rank_order=tp-pp-dp", "training.zero=1"});
+  const std::string sharded = export_torch_device_mesh(plan_of(outer, 2, 8));
+  has(sharded, "MESH_SHAPE = (2, 4, 2, 1)\n");
+  has(sharded, "MESH_DIM_NAMES = (\"edp\", \"ep\", \"pp\", \"tp\")\n");
+  has(sharded, "        fully_shard(expert, mesh=mesh[\"edp\"], reshard_after_forward=False)\n");
+  // Without E the replicas stay one dimension.
+  const std::string dense =
+      export_torch_device_mesh(plan_of(load_scenario_text(kMoeScenario), 2, 8));
+  has(dense, "MESH_DIM_NAMES = (\"pp\", \"dp\", \"tp\")\n");
+  EXPECT_EQ(dense.find("\"ep\""), std::string::npos) << dense;
+  // Beside context parallelism the mesh has no layout for the experts. The
+  // plan's file keeps E of the D x C (D = 16 takes E = 4 either way; the
+  // reader's check is of D x C, so E = 32 of D = 16 reads back).
+  const Scenario both = long_moe({"training.expert_parallel=4"});
+  const Plan shares = plan_of(both, 1, 16);
+  nlohmann::json doc = plan_to_json(shares);
+  EXPECT_EQ(plan_from_json(doc, "p.json").expert_parallel, 4);
+  doc["E"] = 32;
+  doc["model"]["spec"] = nullptr;  // without the spec, which 32 cannot split
+  EXPECT_EQ(plan_from_json(doc, "p.json").expert_parallel, 32);
+  doc["E"] = 64;
+  try {
+    plan_from_json(doc, "p.json");
+    FAIL() << "E=64 of D x C = 32 was read";
+  } catch (const ScenarioError& e) {
+    EXPECT_EQ(e.json_path(), "E");
+    EXPECT_NE(std::string(e.what()).find("expected a divisor of D x C = 32"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(export_plan(shares, ExportFormat::kMegatron));
+  try {
+    export_plan(shares, ExportFormat::kTorchPipelining);
+    FAIL() << "the device mesh took E beside C";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("of the D x C devices (expert parallelism beside "
+                                         "context parallelism), which the device mesh does not "
+                                         "lay out; export it to megatron"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // A plan carries E: in its label and its file, against the scenario it is
 // replayed on, and into Megatron-LM's flags; the exports that cannot run
 // expert parallelism refuse it.
