@@ -154,8 +154,11 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
   // Replica r's device 0 is the whole cluster's group r x step.
   const int step = whole.rank_order == RankOrder::kTpDpPp ? 1 : stages;
   if (replicas <= 1) {
+    // One replica's C shares: their links first, which the experts' group
+    // takes its kind of link from.
+    dp = with_context_shares(whole, step, dp);
     if (expert_parallel > 1) set_expert_group(whole, step, expert_parallel, dp);
-    return with_measured_sum(whole, with_context_shares(whole, step, dp));
+    return with_measured_sum(whole, dp);
   }
   if (std::int64_t{stages} * replicas > whole.devices) {
     throw ConfigError(std::to_string(replicas) + " replicas of K=" + std::to_string(stages) +

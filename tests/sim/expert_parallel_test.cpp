@@ -543,6 +543,13 @@ TEST(ExpertParallel, UnderContextParallelismTheGroupIsTheFirstESlots) {
   EXPECT_EQ(one.experts.ranks, 2);
   EXPECT_EQ(one.experts.per_node, 2);
   EXPECT_EQ(expert_reduction_ring(one).reducers(), 1);
+  // ... on the links of its shares: PCIe through the host on such a server.
+  const Scenario pcie =
+      long_moe({"training.expert_parallel=2", "cluster.preset=h100-pcie", "cluster.devices=8"});
+  const DataParallel host = data_parallel_ring(pcie.cluster, 4, 1, 2);
+  EXPECT_EQ(host.intra, LinkClass::kPcie);
+  EXPECT_EQ(host.experts.intra, LinkClass::kPcie);
+  EXPECT_EQ(host.experts.ranks, 2);
   // D x C = 3 x 2 devices do not take E = 4.
   try {
     data_parallel_ring(sc.cluster, 1, 3, 4);
