@@ -204,6 +204,9 @@ plan moe-tp2-pp2-dp2-ep2 --set cluster.devices=8 "${MOE[@]}" -T 2 -K 2 -E 2 -M 8
 # The experts over E of the D x C devices: E = 4 of D = 2 replicas' C = 2 shares.
 plan moe-cp2-pp2-dp2-ep4 --set cluster.devices=8 "${MOE[@]}" -C 2 -K 2 -E 4 -M 8 \
   --schedule 1f1b --remat off
+# Under tp-pp-dp beside a pipeline megatron-core takes E = C alone.
+plan moe-cp2-pp2-dp2-ep2-tp-pp-dp --set cluster.devices=8 --set cluster.rank_order=tp-pp-dp \
+  "${MOE[@]}" -C 2 -K 2 -E 2 -M 8 --schedule 1f1b --remat off
 
 # The exports (torch-pipelining's -o FILE.csv also writes FILE.mesh.py, the
 # device mesh). One pipescope refuses (exit status 1, "cannot export": an

@@ -683,7 +683,7 @@ def megatron_rank_order(args, plan):
                                 cp=1, order=full)
         # What initialize_model_parallel asserts of the two layouts.
         if experts.get_ranks("pp") != gen.get_ranks("pp") or (
-                not order.endswith("pp") and plan.K > 1):
+                not order.endswith("pp") and plan.K > 1 and plan.D * plan.C // plan.E != plan.D):
             raise Rejected(f"megatron-core's {full} expert ranks cut across the pipelines "
                            f"{gen.get_ranks('pp')}: initialize_model_parallel refuses them")
         same_expert_groups(experts.get_ranks("ep"), plan, f"megatron-core's {order}")

@@ -403,7 +403,8 @@ std::vector<StageCost> stage_costs_of(const Scenario& scenario, const CostModel&
       scenario.model, ranges, cost, micro_batch_size, device_bytes_per_param(scenario), r.remat,
       scenario.training.checkpoint, splits_backward(r.schedule, custom));
   add_tied_table_copy(scenario, cost, stage_device, stages);
-  // The routed experts shard over D / E replicas, not D (expert_replicas).
+  // The routed experts shard over the D x C / E devices that hold them, not
+  // all D x C (expert_replicas).
   const double expert_extra = expert_bytes_per_param(scenario) - device_bytes_per_param(scenario);
   for (StageCost& c : stages) {
     c.static_bytes += std::llround(static_cast<double>(c.expert_params) * expert_extra);
@@ -425,8 +426,8 @@ std::vector<StageCost> stage_costs_of(const Scenario& scenario, const CostModel&
 
 // Adds each stage's gradient reduction over the data-parallel replicas, and
 // ZeRO's gathers of the updated weights; nothing for one replica. The routed
-// experts' reduce over the D / E replicas that hold the same ones
-// (expert_reduction_ring), the rest over all D.
+// experts' reduce over the D x C / E devices that hold the same ones
+// (expert_reduction_ring), the rest over all D x C.
 void add_gradient_reductions(const Scenario& scenario, const DataParallel& dp,
                              std::vector<StageCost>& stages) {
   if (dp.reducers() <= 1) return;

@@ -111,7 +111,7 @@ SimTime allreduce_time(const DataParallel& dp, Bytes bytes, int count = 1);
 // `dp`: the weights in the model's dtype. Where the framework gathers them
 // during the next step's first forward (Framework::overlap_param_gather),
 // only what outlasts that forward (StageCost::forward, one micro-batch's).
-// The routed experts' weights gather over the D / E replicas that hold them
+// The routed experts' weights gather over the D x C / E devices that hold them
 // (expert_reduction_ring, sim/engine/expert_parallel.h).
 SimTime step_gather(const Scenario& sc, const DataParallel& dp, const StageCost& c);
 

@@ -137,7 +137,7 @@ struct StageCost {
   SimTime tied_allreduce = 0;
   Bytes tied_allreduce_bytes = 0;
   // Of params, the routed experts' under expert parallelism
-  // (LayerSpec::expert_params): D / E replicas hold the same ones.
+  // (LayerSpec::expert_params): D x C / E devices hold the same ones.
   std::int64_t expert_params = 0;
   Bytes static_bytes = 0;  // weights + gradients + optimizer state
   // static_bytes' parts (sim/engine/zero.h, split_static_bytes); 0 until split

@@ -121,16 +121,18 @@ void check_expert_parallel(const Plan& plan, ExportFormat format) {
   }
   // Megatron-LM's --use-tp-pp-dp-mapping orders the experts' ranks
   // tp-ep-pp-dp, which keeps the pipeline's groups only where the experts'
-  // data parallelism is the whole D (megatron-core's initialize_model_parallel
-  // asserts it): with a pipeline, E = 1.
+  // data parallelism, D x C / E, is the whole D (megatron-core's
+  // initialize_model_parallel asserts it): with a pipeline, E = C (the
+  // experts over each replica's C shares; E = 1 without them).
   if (plan.expert_parallel > 1 && format == ExportFormat::kMegatron && plan.stages > 1 &&
-      plan.rank_order == RankOrder::kTpPpDp) {
+      plan.rank_order == RankOrder::kTpPpDp && plan.expert_parallel != plan.context_parallel) {
     throw std::invalid_argument(
         "cannot export this plan to megatron: it spreads the experts over E=" +
         std::to_string(plan.expert_parallel) +
         " replicas with the replicas outermost (rank order tp-pp-dp), which megatron-core "
         "refuses beside a pipeline (its --use-tp-pp-dp-mapping needs the experts' data "
-        "parallelism to be the whole D); plan with cluster.rank_order tp-dp-pp");
+        "parallelism, D x C / E, to be the whole D); plan with cluster.rank_order tp-dp-pp" +
+        std::string(plan.context_parallel > 1 ? ", or with E = C" : ""));
   }
 }
 

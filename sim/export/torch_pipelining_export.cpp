@@ -204,7 +204,8 @@ void data_parallel_section(std::ostream& o, const Plan& p) {
     o << "\n\n# Data parallelism over mesh[\"dp\"]: D=" << D << " replicas, each "
       << p.global_batch / D << " samples a step.\n";
   }
-  o << "# Wrap every stage's module with pipescope_data_parallel(module, mesh) before\n"
+  o << "# Wrap every stage's module with pipescope_data_parallel("
+    << (p.expert_parallel > 1 ? "module, mesh, experts" : "module, mesh") << ") before\n"
     << "# building its PipelineStage; PyTorch pipelining reduces its gradients once, after\n"
     << "# the step's last backward.\n";
   const std::string share = C > 1 ? "(D x C)" : "D";
@@ -222,7 +223,10 @@ void data_parallel_section(std::ostream& o, const Plan& p) {
       << "# the " << (C > 1 ? "D x C ranks" : "replicas")
       << " at rest; under pipelining each stage gathers its weights once a step\n"
       << "# and keeps them, and its gradients, whole until the last backward, then\n"
-      << "# reduce-scatters the gradients and steps the optimizer on its 1/" << share << " shard.\n"
+      << "# reduce-scatters the gradients and steps the optimizer on its 1/" << share << " shard"
+      << (p.expert_parallel > 1 ? " (of the experts'\n# parameters 1/(D/E), over mesh[\"edp\"])"
+                                : "")
+      << ".\n"
       << "# reshard_after_forward=False keeps the weights from being gathered again for each\n"
       << "# micro-batch's backward.\n"
       << "from torch.distributed.fsdp import fully_shard\n\n\n"

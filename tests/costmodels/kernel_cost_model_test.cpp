@@ -240,9 +240,12 @@ TEST(KernelCostModel, LatentAttentionKernelsCarryTheBlocksFlops) {
     for (const bool fused : {true, false}) {
       p.fused_attention = fused;
       TensorSplit context{2, true};
-      context.context = 2;  // context parallelism needs fused attention
-      for (const TensorSplit split : {TensorSplit{1, false}, TensorSplit{2, false},
-                                      TensorSplit{2, true}, fused ? context : TensorSplit{}}) {
+      context.context = 2;             // context parallelism needs fused attention
+      TensorSplit by_heads = context;  // its all-to-all form
+      by_heads.heads_over_context = true;
+      for (const TensorSplit split :
+           {TensorSplit{1, false}, TensorSplit{2, false}, TensorSplit{2, true},
+            fused ? context : TensorSplit{}, fused ? by_heads : TensorSplit{}}) {
         const LayerSpec block = make_transformer(p, "m", split).layers[1];
         EXPECT_DOUBLE_EQ(kernel_flops(*block.kernels), block.fwd_flops)
             << "q " << q << " fused " << fused << " T=" << split.ways << " sequence "

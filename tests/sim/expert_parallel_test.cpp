@@ -668,6 +668,23 @@ TEST(ExpertParallel, PyTorchsDeviceMeshHasEpDimensions) {
         << e.what();
   }
   EXPECT_NO_THROW(export_plan(shares, ExportFormat::kMegatron));
+  // Megatron-LM under tp-pp-dp beside a pipeline: only E = C keeps the
+  // experts' data parallelism, D x C / E, the whole D that megatron-core
+  // asks for.
+  const Plan e_is_c =
+      plan_of(long_moe({"training.expert_parallel=2", "cluster.rank_order=tp-pp-dp"}), 2, 8);
+  EXPECT_NO_THROW(export_plan(e_is_c, ExportFormat::kMegatron));
+  const Plan e_over_c =
+      plan_of(long_moe({"training.expert_parallel=4", "cluster.rank_order=tp-pp-dp"}), 2, 8);
+  try {
+    export_plan(e_over_c, ExportFormat::kMegatron);
+    FAIL() << "megatron took E=4 beside C=2 under tp-pp-dp with K=2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("D x C / E, to be the whole D); plan with "
+                                         "cluster.rank_order tp-dp-pp, or with E = C"),
+              std::string::npos)
+        << e.what();
+  }
   try {
     export_plan(shares, ExportFormat::kTorchPipelining);
     FAIL() << "the device mesh took E beside C";
