@@ -109,12 +109,8 @@ DataParallel with_context_shares(const Cluster& whole, int step, DataParallel dp
   const DataParallel shares = context_ring(whole);
   dp.latency_s = std::max(dp.latency_s, shares.latency_s);
   dp.bandwidth = dp.bandwidth == 0.0 ? shares.bandwidth : std::min(dp.bandwidth, shares.bandwidth);
-  std::vector<int> members;
-  for (int r = 0; r < dp.replicas; ++r) {
-    for (int c = 0; c < C; ++c) {
-      members.push_back(whole.first_physical_device(r * step) + c * whole.tensor_parallel);
-    }
-  }
+  std::vector<int> members;  // every slot of the D x C
+  for (int j = 0; j < dp.replicas * C; ++j) members.push_back(slot_device(whole, step, j));
   set_collective_links(whole, members, dp);
   return dp;
 }

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "sim/engine/simulator.h"
 #include "sim/formats/plan_io.h"
+#include "sim/plan/plan.h"
+#include "sim/plan/planner.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope::testing {
@@ -48,6 +51,17 @@ inline Plan sample_plan() {
   p.bubble_fraction = 1.0 / 3.0;
   p.fits = true;
   return p;
+}
+
+// The plan of `whole` on K stages x D replicas from its simulated 1F1B step,
+// the experts (training.expert_parallel) over the replicas' ring.
+inline Plan simulated_plan(const Scenario& whole, int K, int D) {
+  SimConfig cfg;
+  cfg.stages = K;
+  cfg.schedule = ScheduleKind::k1F1B;
+  cfg.data_parallel = data_parallel_ring(whole.cluster, K, D, whole.training.expert_parallel);
+  const Scenario replica = replica_scenario(whole, K, D);
+  return make_plan(replica, simulate(replica, cfg), D, "optimal");
 }
 
 // A file in the temporary folder named after the running test.
