@@ -293,12 +293,12 @@ KernelCostModel::Accumulation KernelCostModel::accumulation(const LayerSpec& lay
 OpTimes KernelCostModel::times(const LayerSpec& layer, std::int64_t batch) const {
   const Key key{layer.kernels.get(), batch};
   {
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const std::shared_lock lock(mutex_);
     const auto it = cache_.find(key);
     if (it != cache_.end()) return it->second.times;
   }
   const OpTimes t = compute(layer, batch);
-  const std::lock_guard<std::mutex> lock(mutex_);
+  const std::lock_guard lock(mutex_);
   cache_.emplace(key, Entry{layer.kernels, t});
   return t;
 }

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -125,7 +126,9 @@ class KernelCostModel final : public CostModel {
     KernelList kernels;
     OpTimes times;
   };
-  mutable std::mutex mutex_;
+  // Read under a shared lock: one model serves every thread of a planner's
+  // search (most calls find their entry).
+  mutable std::shared_mutex mutex_;
   mutable std::unordered_map<Key, Entry, KeyHash> cache_;
 };
 

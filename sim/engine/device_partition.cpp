@@ -296,7 +296,32 @@ PartitionResult none_can_fit(const PartitionProblem& p, int devices, const NoCut
   return r;
 }
 
+// What partition_devices returns where NoCutFits proves that no cut fits
+// `limit`; none where it does not (or no limit).
+std::optional<PartitionResult> proven_unfit(const PartitionProblem& p, const StagePrices& prices,
+                                            const LayerCountBound& count, int devices,
+                                            std::optional<Bytes> limit) {
+  if (!limit) return std::nullopt;
+  const NoCutFits proof(p, prices, count, devices);
+  if (!proof.proven(*limit)) return std::nullopt;
+  return none_can_fit(p, devices, proof, *limit);
+}
+
+// The limit partition_devices holds the cut to.
+std::optional<Bytes> device_limit(const PartitionProblem& p, int devices,
+                                  std::optional<Bytes> device_capacity) {
+  return devices == p.stages ? p.memory_capacity : device_capacity;
+}
+
 }  // namespace
+
+std::optional<PartitionResult> no_cut_fits(const PartitionProblem& p, int devices,
+                                           std::optional<Bytes> device_capacity) {
+  PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
+  const StagePrices prices(p);
+  const LayerCountBound count(p, prices, devices);
+  return proven_unfit(p, prices, count, devices, device_limit(p, devices, device_capacity));
+}
 
 bool no_cut_is_faster(const PartitionProblem& p, int devices, SimTime busiest) {
   const StagePrices prices(p);
@@ -310,13 +335,12 @@ PartitionResult partition_devices(const PartitionProblem& p, int devices,
   PS_CHECK(devices >= 1 && p.stages % devices == 0, "stages must be a multiple of the devices");
   // With one stage a device the stage-optimal partitioner below holds the
   // problem's own limit; refuse by that one.
-  const std::optional<Bytes> limit = devices == p.stages ? p.memory_capacity : device_capacity;
+  const std::optional<Bytes> limit = device_limit(p, devices, device_capacity);
   if (devices == p.stages && !limit) return partition_optimal(p);
   const StagePrices prices(p);
   const LayerCountBound count(p, prices, devices);
-  if (limit) {
-    const NoCutFits proof(p, prices, count, devices);
-    if (proof.proven(*limit)) return none_can_fit(p, devices, proof, *limit);
+  if (std::optional<PartitionResult> none = proven_unfit(p, prices, count, devices, limit)) {
+    return *std::move(none);
   }
   if (devices == p.stages) return partition_optimal(p);
   PartitionResult best;

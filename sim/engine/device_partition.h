@@ -78,6 +78,13 @@ std::vector<DeviceLoad> device_loads(const PartitionProblem& p, const std::vecto
 // memory limit): false says nothing.
 bool no_cut_is_faster(const PartitionProblem& p, int devices, SimTime busiest);
 
+// The proof partition_devices tries before it searches (the stages' least
+// memory shared out, and the larger layers counted whole): where it shows
+// that no cut of p on `devices` fits, partition_devices' answer (no stages,
+// memory_needed every cut needs at least); none where it does not.
+std::optional<PartitionResult> no_cut_fits(const PartitionProblem& p, int devices,
+                                           std::optional<Bytes> device_capacity);
+
 // With one stage a device (devices == p.stages) the cut is partition_optimal's
 // under p.memory_capacity, and `device_capacity` is not read.
 inline constexpr long kMaxExhaustiveNodes = 200000;

@@ -15,12 +15,10 @@
 
 namespace pipescope {
 
-PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
-                                   int micro_batches, Remat remat, ScheduleKind schedule,
-                                   int chunks, const CustomSchedule* custom) {
+PartitionProblem memory_problem(const Scenario& sc, int stages, int micro_batches, Remat remat,
+                                ScheduleKind schedule, int chunks, const CustomSchedule* custom) {
   const std::int64_t b = sc.training.global_batch / micro_batches;
   const std::vector<int>* placement = custom ? &custom->stage_rank : nullptr;
-  const bool split = splits_backward(schedule, custom);
   PartitionProblem p;
   p.stages = stages;
   for (int s = 0; s < stages; ++s) {
@@ -36,7 +34,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   p.forwards_first = schedule == ScheduleKind::kGpipe || schedule == ScheduleKind::kLoopedBfs;
   p.bytes_per_param = device_bytes_per_param(sc);
   p.gathered_bytes_per_param = gathered_bytes_per_param(sc);
-  p.backward_split = split;
+  p.backward_split = splits_backward(schedule, custom);
   // Each of a device's stages gets its share of the memory. A custom schedule
   // may run any order: its micro-batches in flight are bounded by M, as under
   // GPipe, and the simulated memory curve, from the actual order, decides
@@ -58,6 +56,32 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
       p.order_held = most;
     }
   }
+  const double per_param = p.bytes_per_param;
+  const double per_expert_param = expert_bytes_per_param(sc);
+  for (const LayerSpec& layer : sc.model.layers) {
+    p.layers.push_back(LayerCost{
+        0, 0, 0,
+        dense_equivalent_params(per_param, per_expert_param, layer.params, layer.expert_params),
+        stash_under_remat(remat, layer) * b});
+  }
+  // A tied head on another device than the embedding keeps a copy of the
+  // token table (tied_copy_params, sim/engine/simulator.h): the last stage's
+  // memory holds it.
+  const std::int64_t tied = tied_copy_params(sc.model, p.stage_device);
+  if (tied > 0 && !p.layers.empty()) p.layers.back().params += dense_equivalent_params(sc, tied, 0);
+  for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
+    p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
+  }
+  p.cut_split = cut_split(sc.model, sc.cluster);
+  return p;
+}
+
+PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, int stages,
+                                   int micro_batches, Remat remat, ScheduleKind schedule,
+                                   int chunks, const CustomSchedule* custom) {
+  PartitionProblem p = memory_problem(sc, stages, micro_batches, remat, schedule, chunks, custom);
+  const std::int64_t b = sc.training.global_batch / micro_batches;
+  const bool split = p.backward_split;
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
   const DataParallel ring = tensor_ring(sc.cluster);
@@ -70,21 +94,11 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
                            (1.0 - recomputed) * static_cast<double>(t.forward_kept);
     // A split backward costs its B and W, which a measured profile may put
     // above the whole.
-    const SimTime backward = (split ? t.input + t.weight : t.backward) + tp.backward;
-    p.layers.push_back(LayerCost{static_cast<SimTime>(std::llround(forward)) + tp.forward, backward,
-                                 t.recompute + tp.forward,
-                                 dense_equivalent_params(sc, layer.params, layer.expert_params),
-                                 stash_under_remat(remat, layer) * b});
+    LayerCost& c = p.layers[l];
+    c.forward = static_cast<SimTime>(std::llround(forward)) + tp.forward;
+    c.backward = (split ? t.input + t.weight : t.backward) + tp.backward;
+    c.recompute = t.recompute + tp.forward;
   }
-  // A tied head on another device than the embedding keeps a copy of the
-  // token table (tied_copy_params, sim/engine/simulator.h): the last stage's
-  // memory holds it.
-  const std::int64_t tied = tied_copy_params(sc.model, p.stage_device);
-  if (tied > 0 && !p.layers.empty()) p.layers.back().params += dense_equivalent_params(sc, tied, 0);
-  for (std::size_t i = 0; i <= sc.model.layers.size(); ++i) {
-    p.cut_bytes.push_back(sc.model.input_bytes_of(static_cast<int>(i)) * b);
-  }
-  p.cut_split = cut_split(sc.model, sc.cluster);
   // Neighbouring stages run on neighbouring devices; their route sets the cost.
   if (sc.cluster.devices > 1) {
     double bottleneck = 0.0;
@@ -95,6 +109,18 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     p.link_bandwidth = bottleneck;
   }
   return p;
+}
+
+Bytes least_weight_share(const Scenario& sc, int devices) {
+  PS_CHECK(devices >= 1, "at least one device");
+  std::int64_t params = 0;
+  for (const LayerSpec& layer : sc.model.layers) {
+    params += dense_equivalent_params(sc, layer.params, layer.expert_params);
+  }
+  const auto layers = static_cast<Bytes>(sc.model.layers.size());
+  const auto total = static_cast<Bytes>(static_cast<double>(params) * device_bytes_per_param(sc));
+  const Bytes least = std::max<Bytes>(0, total - layers);
+  return (least + devices - 1) / devices;
 }
 
 std::vector<StageRange> choose_partition(const Scenario& sc, const CostModel& cost,

@@ -199,6 +199,13 @@ struct SimResult {
   bool split_backward() const { return splits_backward(schedule, custom.get()); }
 };
 
+// partition_problem's memory alone: every layer's time 0 and no link, what
+// the proof that no cut fits (no_cut_fits, sim/engine/device_partition.h)
+// reads.
+PartitionProblem memory_problem(const Scenario& scenario, int stages, int micro_batches,
+                                Remat remat, ScheduleKind schedule = ScheduleKind::kGpipe,
+                                int chunks = 1, const CustomSchedule* custom = nullptr);
+
 // The optimal partitioner's inputs for a scenario at `stages` model stages (K x
 // chunks) and M micro-batches: per-layer times from `cost`, cut sizes, the
 // device's memory and the link between neighbouring stages. With v chunks a
@@ -210,6 +217,13 @@ PartitionProblem partition_problem(const Scenario& scenario, const CostModel& co
                                    int micro_batches, Remat remat,
                                    ScheduleKind schedule = ScheduleKind::kGpipe, int chunks = 1,
                                    const CustomSchedule* custom = nullptr);
+
+// The least memory some device of `devices` needs on any cut of the
+// scenario's layers, under any schedule, M and remat: its share of what every
+// stage keeps per parameter (partition_problem's params at bytes_per_param,
+// the weights, gradients and optimizer state), less a byte a layer for the
+// stages' rounding. The tied head's copy and all activations come on top.
+Bytes least_weight_share(const Scenario& scenario, int devices);
 
 // The cut `method` makes. The optimal method respects memory and, when nothing
 // fits, returns its best cut without the memory limit (the simulation then shows

@@ -178,12 +178,17 @@ double expert_bytes_per_param(const Scenario& sc) {
                               expert_replicas(sc), sc.training.gradient_bytes);
 }
 
+std::int64_t dense_equivalent_params(double dense, double expert, std::int64_t params,
+                                     std::int64_t expert_params) {
+  if (expert_params == 0 || !(dense > 0.0)) return params;
+  const double extra = expert / dense - 1.0;
+  return params + std::llround(static_cast<double>(expert_params) * extra);
+}
+
 std::int64_t dense_equivalent_params(const Scenario& sc, std::int64_t params,
                                      std::int64_t expert_params) {
-  const double dense = device_bytes_per_param(sc);
-  if (expert_params == 0 || !(dense > 0.0)) return params;
-  const double extra = expert_bytes_per_param(sc) / dense - 1.0;
-  return params + std::llround(static_cast<double>(expert_params) * extra);
+  return dense_equivalent_params(device_bytes_per_param(sc), expert_bytes_per_param(sc), params,
+                                 expert_params);
 }
 
 Bytes reduced_gradient_bytes(const Scenario& sc) {

@@ -95,6 +95,10 @@ double expert_bytes_per_param(const Scenario& sc);
 // partitioner that prices every parameter alike weighs a layer at.
 std::int64_t dense_equivalent_params(const Scenario& sc, std::int64_t params,
                                      std::int64_t expert_params);
+// The same with the device's bytes a parameter, `dense`, and an expert's,
+// `expert`, worked out once (device_bytes_per_param, expert_bytes_per_param).
+std::int64_t dense_equivalent_params(double dense, double expert, std::int64_t params,
+                                     std::int64_t expert_params);
 // Bytes of a gradient element as the replicas reduce it: 4 where a bf16 run's
 // framework reduces its fp32 gradients (Framework::fp32_grad_reduce), else
 // the dtype's.

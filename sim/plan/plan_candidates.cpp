@@ -29,9 +29,8 @@ void add_remat_modes(std::vector<PlanCandidate>& out, const PlanRequest& req,
   for (const Remat remat : kAllRemats) {
     if (req.remat && remat != *req.remat) continue;
     if (remat == Remat::kExceptLast && shape.micro_batches == 1 && !req.remat) continue;
-    PlanCandidate c = shape;
-    c.remat = remat;
-    out.push_back(std::move(c));
+    out.push_back(shape);
+    out.back().remat = remat;
   }
 }
 
@@ -338,14 +337,16 @@ std::vector<PlanCandidate> candidates_of(const std::shared_ptr<const Scenario>& 
                                          const PlanRequest& req, int N) {
   const int T = split->cluster.tensor_parallel;
   ZeroVariants variants(split);
+  std::vector<PlanCandidate> unstaged = enumerate(*split, req, N);
   std::vector<PlanCandidate> out;
-  for (PlanCandidate& c : enumerate(*split, req, N)) {
+  // D = 2 tries every stage the split plans (zero_choices), D = 1 no more.
+  out.reserve(unstaged.size() * zero_choices(*split, 2).size());
+  for (PlanCandidate& c : unstaged) {
     c.tensor_parallel = T;
     for (const int zero : zero_choices(*split, c.data_parallel)) {
-      PlanCandidate z = c;
-      z.zero = zero;
-      z.scenario = variants.at(zero);
-      out.push_back(std::move(z));
+      out.push_back(c);
+      out.back().zero = zero;
+      out.back().scenario = variants.at(zero);
     }
   }
   return out;

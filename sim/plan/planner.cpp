@@ -2,21 +2,19 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <functional>
-#include <limits>
+#include <iterator>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
-#include "sim/base/format.h"
 #include "sim/base/parallel.h"
 #include "sim/engine/device_partition.h"
-#include "sim/engine/expert_parallel.h"
 #include "sim/engine/zero.h"
+#include "sim/plan/candidate_evaluation.h"
 #include "sim/plan/plan.h"
 #include "sim/plan/plan_candidates.h"
 #include "sim/plan/step_floor.h"
@@ -32,14 +30,33 @@ int PlanCandidate::context_parallel() const {
 }
 
 std::string PlanCandidate::label() const {
-  const int E = expert_parallel();
-  return (tensor_parallel > 1 ? "T=" + std::to_string(tensor_parallel) + " " : "") +
-         "K=" + std::to_string(stages) + " D=" + std::to_string(data_parallel) +
-         (E > 1 ? " E=" + std::to_string(E) : "") +
-         (context_parallel() > 1 ? " C=" + std::to_string(context_parallel()) : "") +
-         " M=" + std::to_string(micro_batches) + " remat " + std::string(remat_label(remat)) + " " +
-         std::string(to_string(schedule)) + (chunks > 1 ? " v=" + std::to_string(chunks) : "") +
-         (zero > 0 ? " ZeRO-" + std::to_string(zero) : "");
+  // Appended in place: the planner labels every candidate it leaves out.
+  std::string out;
+  out.reserve(96);
+  const auto add = [&](std::string_view name, int value) {
+    out += name;
+    out += std::to_string(value);
+    out += ' ';
+  };
+  if (tensor_parallel > 1) add("T=", tensor_parallel);
+  add("K=", stages);
+  add("D=", data_parallel);
+  if (expert_parallel() > 1) add("E=", expert_parallel());
+  if (context_parallel() > 1) add("C=", context_parallel());
+  add("M=", micro_batches);
+  out += "remat ";
+  out += remat_label(remat);
+  out += ' ';
+  out += to_string(schedule);
+  if (chunks > 1) {
+    out += " v=";
+    out += std::to_string(chunks);
+  }
+  if (zero > 0) {
+    out += " ZeRO-";
+    out += std::to_string(zero);
+  }
+  return out;
 }
 
 Scenario replica_scenario(const Scenario& scenario, int stages, int data_parallel) {
@@ -68,176 +85,24 @@ PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan) {
 
 namespace {
 
-// The mixtures' all-to-alls over `ring` that the ops of a candidate with
-// `micro_batches` on `replica` wait for (PartitionProblem::exchanges).
-std::vector<SimTime> floor_exchanges(const Scenario& replica, const DataParallel& ring,
-                                     int micro_batches) {
-  if (replica.training.framework.pair_alltoall_overlap) return {};
-  return layer_alltoalls(replica.model, ring, replica.training.global_batch / micro_batches);
-}
-
-}  // namespace
-
-PartitionProblem candidate_problem(const Scenario& replica, const CostModel& cost,
-                                   const PlanCandidate& c, const DataParallel& ring) {
-  PartitionProblem p = partition_problem(replica, cost, c.stages * c.chunks, c.micro_batches,
-                                         c.remat, c.schedule, c.chunks, c.custom.get());
-  p.gathers = zero_gathers(replica, ring);
-  p.exchanges = floor_exchanges(replica, ring, c.micro_batches);
-  add_zero_reduce_scatters(p, replica, ring);
-  return p;
-}
-
-namespace {
-
-// A candidate of several chunks is evaluated in two passes. The first, over
-// every candidate, screens: it stops the device partitioner's exhaustive
-// search at PlanRequest::screening_nodes partial cuts (enough for models of
-// tens of layers; larger ones keep the local search's cut) and simulates the
-// device partitioner's cut alone (the others fastest_chunked_cut compares only
-// when that one does not fit). The second, over the kRefined best, runs as
-// `simulate` does: the full search, the fastest of every cut.
-constexpr std::size_t kRefined = 16;
-
-struct Pass {
-  long exhaustive_nodes;  // partition_devices' max_exhaustive_nodes
-  bool every_cut;         // simulate every cut fastest_chunked_cut compares
-};
-
-// The candidate's replica on the cut `cut` of the device partitioner, or with
-// several chunks the fastest of the cuts `pass` asks for.
-SimResult simulate_candidate(const Scenario& replica, SimConfig config, const CostModel& cost,
-                             const PartitionProblem& problem, const std::vector<StageRange>& cut,
-                             Pass pass) {
-  config.stage_ranges = cut;
-  if (config.chunks == 1) return simulate(replica, config, cost);
-  if (!pass.every_cut) {
-    SimResult r = simulate(replica, config, cost);
-    if (r.metrics.fits()) return r;
-  }
-  return *fastest_chunked_cut(replica, config, cost, problem, cut);
-}
-
-// The most samples a second the whole batch can reach in a step of `floor`.
-double ceiling_of(const Scenario& sc, SimTime floor) {
-  return floor <= 0 ? std::numeric_limits<double>::infinity()
-                    : static_cast<double>(sc.training.global_batch) / simtime_to_seconds(floor);
-}
-
-// Marks `c` as not simulated: at most `ceiling` samples/s, less than
-// `threshold`, the exact_top-th best simulated.
-void bound_out(PlanCandidate& c, double ceiling, double threshold) {
-  c.bounded = true;
-  char text[160];
-  std::snprintf(text, sizeof text,
-                ": cannot reach %.4g samples/s, the best plans' least (at most %.4g by its "
-                "busiest device's compute; not simulated)",
-                threshold, ceiling);
-  c.rejected = c.label() + text;
-}
-
-// Whether the partitioner's cut `cut` of `problem` on `devices` is, provably,
-// as good by its objective (the busiest stage or device) as any cut with no
-// memory limit: the count shows no cut is faster, or the search without the
-// limit, carried to its end, finds none.
-bool memory_did_not_bind(PartitionProblem problem, int devices, const PartitionResult& cut,
-                         Pass pass) {
-  if (no_cut_is_faster(problem, devices, cut.bottleneck)) return true;
-  problem.memory_capacity.reset();
-  const PartitionResult free =
-      partition_devices(problem, devices, std::nullopt, pass.exhaustive_nodes);
-  return free.exact && free.bottleneck >= cut.bottleneck;
-}
-
-// The ring of candidate c's D replicas (and its E's group).
-DataParallel ring_of(const PlanCandidate& c) {
-  return data_parallel_ring(c.scenario->cluster, c.stages, c.data_parallel, c.expert_parallel());
-}
-
-// The rings of a search, each made once: the candidates of one split (its
-// scenario: the cluster, T, C and E), K and D share theirs, whatever their
-// M, schedule, remat or ZeRO stage. Safe to call from the search's threads.
-class Rings {
- public:
-  const DataParallel& of(const PlanCandidate& c) {
-    const std::lock_guard lock(mu_);
-    std::unique_ptr<DataParallel>& ring = rings_[{c.scenario.get(), c.stages, c.data_parallel}];
-    if (!ring) ring = std::make_unique<DataParallel>(ring_of(c));
-    return *ring;
-  }
-
- private:
-  std::mutex mu_;
-  std::map<std::tuple<const Scenario*, int, int>, std::unique_ptr<DataParallel>> rings_;
-};
-
-// Evaluates c, whose ring_of is `ring`. `threshold`: where set, a candidate
-// whose step_floor gives less throughput is not simulated (bound_out).
-void evaluate(const Scenario& sc, PlanCandidate& c, Pass pass, const DataParallel& ring,
-              std::optional<double> threshold = std::nullopt) {
-  const Scenario replica = replica_scenario(sc, c.stages, c.data_parallel);
-  const std::unique_ptr<CostModel> cost_model = make_cost_model(replica);
-  const CostModel& cost = *cost_model;
-  const PartitionProblem problem = candidate_problem(replica, cost, c, ring);
-  // The floor under every cut first: where it cannot reach the threshold,
-  // neither can the cut the partitioner would search for.
-  if (threshold) {
-    const double ceiling = ceiling_of(sc, step_floor_any_cut(problem, c.stages));
-    if (ceiling < *threshold) return bound_out(c, ceiling, *threshold);
-  }
-  PartitionResult cut = partition_devices(problem, c.stages, replica.cluster.device.memory_bytes,
-                                          pass.exhaustive_nodes);
-  const std::string capacity =
-      " of " + format_bytes(static_cast<double>(replica.cluster.device.memory_bytes));
-  const auto reject = [&](const char* what, int index, Bytes needed) {
-    c.memory_needed = needed;
-    // The stage-optimal partitioner's least-memory cut is exact; the device
-    // partitioner's, the least stage by stage, is the best it found.
-    const char* which =
-        c.chunks > 1 ? " in the best cut found" : " even in the cut that needs least";
-    c.rejected = c.label() + ": " + what + std::to_string(index) + " needs " +
-                 format_bytes(static_cast<double>(needed)) + capacity +
-                 (cut.stages.empty() ? which : "");
-  };
-  if (cut.stages.empty() && !cut.fullest_stage) {  // proven without a cut
-    c.memory_needed = *cut.memory_needed;
-    c.memory_needed_at_least = true;
-    c.rejected = c.label() + ": every cut needs at least " +
-                 format_bytes(static_cast<double>(*cut.memory_needed)) + capacity +
-                 " on some device";
-    return;
-  }
-  if (cut.stages.empty()) {
-    reject(c.chunks > 1 ? "device " : "stage ", *cut.fullest_stage, *cut.memory_needed);
-    return;
-  }
-  if (threshold) {
-    const double ceiling = ceiling_of(sc, step_floor(problem, cut.stages, c.stages));
-    if (ceiling < *threshold) return bound_out(c, ceiling, *threshold);
-  }
-  SimConfig config;
-  config.stages = c.stages;
-  config.micro_batches = c.micro_batches;
-  config.schedule = c.schedule;
-  config.chunks = c.chunks;
-  config.remat = c.remat;
-  config.custom = c.custom;
-  config.data_parallel = ring;
-  config.record_timeline = false;
-  c.result = simulate_candidate(replica, config, cost, problem, cut.stages, pass);
-  c.fits = c.result.metrics.fits();
-  if (c.fits) c.cut_unbound = memory_did_not_bind(problem, c.stages, cut, pass);
-  c.samples_per_s = c.result.metrics.samples_per_s * c.data_parallel;
-  if (!c.fits) {
-    // The partitioner's memory model and the simulated curve disagree: report the
-    // simulated peak, which is the one that counts.
-    const auto& devices = c.result.metrics.devices;
-    const auto fullest = std::max_element(
-        devices.begin(), devices.end(),
-        [](const auto& a, const auto& b) { return a.peak_memory < b.peak_memory; });
-    // Device d holds stage d, or with chunks the stages d, d + K, ...
-    reject(c.chunks > 1 ? "device " : "stage ", static_cast<int>(fullest - devices.begin()),
-           fullest->peak_memory);
+// The candidates whose devices cannot hold the model's weights, gradients
+// and optimizer state, activations aside (least_weight_share), rejected
+// before anything else is made for them: whatever their M, schedule and
+// remat, none fits. The share is worked out once for each scenario (its T,
+// C, E and ZeRO stage), K and D.
+void reject_by_weights(std::vector<PlanCandidate>& all) {
+  std::map<std::tuple<const Scenario*, int, int>, Bytes> shares;
+  for (PlanCandidate& c : all) {
+    const auto [at, added] = shares.try_emplace({c.scenario.get(), c.stages, c.data_parallel}, 0);
+    if (added) {
+      at->second =
+          least_weight_share(replica_scenario(*c.scenario, c.stages, c.data_parallel), c.stages);
+    }
+    const Bytes capacity = c.scenario->cluster.device.memory_bytes;
+    if (at->second > capacity) {
+      reject_every_cut(c, at->second, capacity,
+                       " for its weights, gradients and optimizer state alone");
+    }
   }
 }
 
@@ -266,11 +131,6 @@ std::vector<std::size_t> shape_starts(const std::vector<PlanCandidate>& all) {
 // others at each ZeRO stage), so what dominates what does not change.
 enum class Round { kRematOff, kRest };
 
-// Whether c has been evaluated, or found dominated or bounded.
-bool decided(const PlanCandidate& c) {
-  return c.fits || c.dominated || c.bounded || !c.rejected.empty();
-}
-
 // The remat modes of one shape at each ZeRO stage it tries (zero_choices),
 // the stages lowest first and within one remat off first. Where remat off
 // fits at a stage, the other modes fit too (they keep less) but cannot be
@@ -295,7 +155,7 @@ bool decided(const PlanCandidate& c) {
 void evaluate_shape(std::vector<PlanCandidate>::iterator first,
                     std::vector<PlanCandidate>::iterator last, Pass pass,
                     std::optional<double> threshold, double shape_ceiling, Round round,
-                    Rings& rings) {
+                    SearchCache& cache) {
   std::vector<PlanCandidate*> order;
   for (auto c = first; c != last; ++c) order.push_back(&*c);
   std::stable_sort(order.begin(), order.end(), [](const PlanCandidate* a, const PlanCandidate* b) {
@@ -314,7 +174,18 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
       if (!ordered_stages) return false;
       return o->remat == c->remat || o->remat == Remat::kNever;
     };
+    // o, at c's remat and a lower ZeRO stage, cannot reach the threshold on
+    // any cut: nor can c, whose higher stage only adds to that floor (its
+    // reduce-scatters after each backward, its gathers) and leaves the
+    // layers' times as they are.
+    const auto bounds = [&](const PlanCandidate* o) {
+      return o->bounded && o->ceiling_any_cut && o->remat == c->remat && o->zero < c->zero;
+    };
     const auto by = std::find_if(order.begin(), order.end(), dominates);
+    const auto under = std::find_if(order.begin(), order.end(), bounds);
+    const auto sharded = std::find_if(order.begin(), order.end(), [&](const PlanCandidate* o) {
+      return o->remat == c->remat && o->zero == 2;
+    });
     if (by != order.end()) {
       c->dominated = true;
       c->rejected =
@@ -323,10 +194,15 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
                ? ": fits, but recomputes what remat off, which fits at the same shape, keeps"
                : ": fits, but " + (*by)->label() + " fits too and shards less") +
           " (not simulated)";
+    } else if (threshold && under != order.end()) {
+      bound_out(*c, (*under)->ceiling, *threshold, true,
+                " at ZeRO-" + std::to_string((*under)->zero) + " at its shape and remat");
     } else if (threshold && shape_ceiling < *threshold) {
-      bound_out(*c, shape_ceiling, *threshold);
+      bound_out(*c, shape_ceiling, *threshold, true);
+    } else if (sharded != order.end() && unfit_as_sharded(*c, **sharded, cache)) {
+      continue;
     } else {
-      evaluate(*c->scenario, *c, pass, rings.of(*c), threshold);
+      evaluate(*c, pass, cache, threshold);
     }
   }
 }
@@ -334,9 +210,16 @@ void evaluate_shape(std::vector<PlanCandidate>::iterator first,
 }  // namespace
 
 const PlanCandidate* closest_rejected(const PlanReport& report) {
+  // Those refused by a rule last: their figure is the rule's floor, below
+  // what their own proof would say (a ZeRO-1 refused by its ZeRO-2
+  // sibling's proof: the sibling, which needs less, is closer).
+  const auto before = [](const PlanCandidate& a, const PlanCandidate& b) {
+    return std::make_pair(a.memory_by_rule, a.memory_needed) <
+           std::make_pair(b.memory_by_rule, b.memory_needed);
+  };
   const PlanCandidate* best = nullptr;
   for (const PlanCandidate& c : report.rejected) {
-    if (best == nullptr || c.memory_needed < best->memory_needed) best = &c;
+    if (best == nullptr || before(c, *best)) best = &c;
   }
   return best;
 }
@@ -368,9 +251,19 @@ void rank(std::vector<PlanCandidate>& ranked) {
                    });
 }
 
+// A candidate of several chunks is evaluated in two passes (Pass). The
+// first, over every candidate, screens: it stops the device partitioner's
+// exhaustive search at PlanRequest::screening_nodes partial cuts (enough for
+// models of tens of layers; larger ones keep the local search's cut) and
+// simulates the device partitioner's cut alone (the others
+// fastest_chunked_cut compares only when that one does not fit). The second,
+// over the kRefined best, runs as `simulate` does: the full search, the
+// fastest of every cut.
+constexpr std::size_t kRefined = 16;
+
 // The second pass over the kRefined best candidates of several
 // chunks: keeps the faster of each one's two simulated steps, and ranks again.
-void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
+void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads, SearchCache& cache) {
   std::vector<std::size_t> best;
   for (std::size_t i = 0; i < ranked.size() && best.size() < kRefined; ++i) {
     if (ranked[i].chunks > 1) best.push_back(i);
@@ -379,7 +272,7 @@ void refine_best(std::vector<PlanCandidate>& ranked, unsigned threads) {
   parallel_for(best.size(), threads, [&](std::size_t i) {
     PlanCandidate& c = ranked[best[i]];
     PlanCandidate again = c;
-    evaluate(*c.scenario, again, Pass{kMaxExhaustiveNodes, true}, ring_of(c));
+    evaluate(again, Pass{kMaxExhaustiveNodes, true}, cache);
     if (again.fits && again.samples_per_s > c.samples_per_s) c = std::move(again);
   });
   rank(ranked);
@@ -397,18 +290,17 @@ struct ShapeOutlook {
 // close to its step where the layers are alike. Both count the all-to-alls,
 // which every candidate of the shape waits for alike.
 ShapeOutlook shape_outlook(std::vector<PlanCandidate>::const_iterator first,
-                           std::vector<PlanCandidate>::const_iterator last, Rings& rings) {
+                           std::vector<PlanCandidate>::const_iterator last, SearchCache& cache) {
   const auto lead =
       std::min_element(first, last, [](const PlanCandidate& a, const PlanCandidate& b) {
         return remat_rank(a.remat) < remat_rank(b.remat);
       });
-  const Scenario replica = replica_scenario(*lead->scenario, lead->stages, lead->data_parallel);
-  const std::unique_ptr<CostModel> cost = make_cost_model(replica);
+  const Scenario& replica = cache.replica(*lead);
   // Without ZeRO-3's gathers, which raise the floor of that stage alone.
-  PartitionProblem p =
-      partition_problem(replica, *cost, lead->stages * lead->chunks, lead->micro_batches,
-                        lead->remat, lead->schedule, lead->chunks, lead->custom.get());
-  p.exchanges = floor_exchanges(replica, rings.of(*lead), lead->micro_batches);
+  PartitionProblem p = partition_problem(replica, cache.cost(*lead), lead->stages * lead->chunks,
+                                         lead->micro_batches, lead->remat, lead->schedule,
+                                         lead->chunks, lead->custom.get());
+  p.exchanges = floor_exchanges(replica, cache.ring(*lead), lead->micro_batches);
   const std::vector<StageRange> even =
       partition_uniform(static_cast<int>(p.layers.size()), p.stages);
   return {ceiling_of(*lead->scenario, step_floor_any_cut(p, lead->stages)),
@@ -450,16 +342,18 @@ constexpr std::size_t kBatch = 8;
 // first (by its outlook's estimate), in batches; after each batch the
 // threshold rises to the exact_top-th best so far, and a candidate that
 // cannot reach it is not simulated.
-void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
+void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request, SearchCache& cache) {
   const std::vector<std::size_t> starts = shape_starts(all);
   const std::size_t shapes = starts.size() - 1;
   const auto begin = [&](std::size_t i) {
     return all.begin() + static_cast<std::ptrdiff_t>(starts[i]);
   };
-  Rings rings;
   std::vector<ShapeOutlook> outlook(shapes);
-  parallel_for(shapes, request.threads,
-               [&](std::size_t i) { outlook[i] = shape_outlook(begin(i), begin(i + 1), rings); });
+  parallel_for(shapes, request.threads, [&](std::size_t i) {
+    // A shape whose candidates are all rejected already is looked at last.
+    if (std::all_of(begin(i), begin(i + 1), decided)) return;
+    outlook[i] = shape_outlook(begin(i), begin(i + 1), cache);
+  });
   std::vector<std::size_t> order(shapes);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -485,7 +379,7 @@ void evaluate_all(std::vector<PlanCandidate>& all, const PlanRequest& request) {
       parallel_for(n, request.threads, [&](std::size_t k) {
         const std::size_t i = batch[k];
         evaluate_shape(begin(i), begin(i + 1), Pass{request.screening_nodes, false}, threshold,
-                       outlook[i].ceiling, round, rings);
+                       outlook[i].ceiling, round, cache);
       });
       for (const std::size_t i : batch) {
         for (std::size_t c = starts[i]; c < starts[i + 1]; ++c) {
@@ -524,6 +418,7 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
       searched.push_back(value);
     }
   };
+  std::vector<std::vector<PlanCandidate>> splits;
   for (const std::shared_ptr<const Scenario>& split : parallel_splits(scenario, request)) {
     const int T = split->cluster.tensor_parallel;
     const int group = split->cluster.group_size();  // T x C
@@ -538,10 +433,18 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
         note(report.expert_parallel, split->training.expert_parallel);
         note(report.context_parallel, split->training.context_parallel);
       }
-      for (PlanCandidate& c : of_split) all.push_back(std::move(c));
+      splits.push_back(std::move(of_split));
     } catch (const ConfigError& e) {
       if (!first_error) first_error = e;
     }
+  }
+  // Moved once into place: hundreds of thousands of candidates on a large search.
+  std::size_t total = 0;
+  for (const std::vector<PlanCandidate>& of_split : splits) total += of_split.size();
+  all.reserve(total);
+  for (std::vector<PlanCandidate>& of_split : splits) {
+    std::move(of_split.begin(), of_split.end(), std::back_inserter(all));
+    std::vector<PlanCandidate>().swap(of_split);  // its storage freed as it goes
   }
   // Each split without candidates throws (enumerate_built_in), so this is
   // the first of their errors; the lists of T and E searched are not empty
@@ -551,16 +454,22 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
                       : ConfigError("no configuration of the " + std::to_string(report.devices) +
                                     " devices to plan");
   }
-  evaluate_all(all, request);
-  for (PlanCandidate& c : all) {
-    (c.fits        ? report.ranked
-     : c.dominated ? report.dominated
-     : c.bounded   ? report.bounded
-                   : report.rejected)
-        .push_back(std::move(c));
-  }
+  reject_by_weights(all);
+  SearchCache cache;
+  evaluate_all(all, request, cache);
+  // Each candidate's list, counted first so that each is allocated once.
+  std::vector<PlanCandidate>* lists[] = {&report.ranked, &report.dominated, &report.bounded,
+                                         &report.rejected};
+  const auto list_of = [](const PlanCandidate& c) {
+    return c.fits ? 0 : c.dominated ? 1 : c.bounded ? 2 : 3;
+  };
+  std::size_t sizes[4] = {};
+  for (const PlanCandidate& c : all) ++sizes[list_of(c)];
+  for (int k = 0; k < 4; ++k) lists[k]->reserve(sizes[k]);
+  for (PlanCandidate& c : all) lists[list_of(c)]->push_back(std::move(c));
+  std::vector<PlanCandidate>().swap(all);
   rank(report.ranked);
-  refine_best(report.ranked, request.threads);
+  refine_best(report.ranked, request.threads, cache);
   return report;
 }
 

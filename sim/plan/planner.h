@@ -82,14 +82,22 @@ struct PlanCandidate {
   // limit: memory did not shape it (what lets it stand for others of its
   // shape, PlanReport::dominated).
   bool cut_unbound = false;
-  bool dominated = false;   // fits, not simulated (PlanReport::dominated)
-  bool bounded = false;     // not simulated: cannot reach the best (PlanReport::bounded)
+  bool dominated = false;  // fits, not simulated (PlanReport::dominated)
+  bool bounded = false;    // not simulated: cannot reach the best (PlanReport::bounded)
+  // When bounded: the most samples a second it can reach, and whether on
+  // every cut (its floor under any cut) or on the cut found for it.
+  double ceiling = 0.0;
+  bool ceiling_any_cut = false;
   std::string rejected;     // why it does not fit, one sentence; empty when it fits
   Bytes memory_needed = 0;  // when rejected: the least memory per device that would fit
   // memory_needed is a floor: every cut needs at least that much (the
   // partitioner proved that none fits without searching for the cut that
-  // needs least).
+  // needs least, or a rule did: memory_by_rule).
   bool memory_needed_at_least = false;
+  // Refused by a rule before its own problem was built (its weights alone,
+  // or its ZeRO-2 sibling's proof): memory_needed is that rule's floor, which
+  // may lie below what its own proof would give.
+  bool memory_by_rule = false;
   double samples_per_s = 0.0;  // all D replicas together
   SimResult result;            // the replica's simulation (no timeline); empty when rejected
 
@@ -117,7 +125,8 @@ struct PlanReport {
   // Candidates not simulated because a floor under their step shows they
   // cannot beat the PlanRequest::exact_top-th best plan (their `rejected`
   // says by how much); the partitioner's memory model finds a cut for them,
-  // or did not look (their whole shape was that slow).
+  // or did not look (their whole shape was that slow, or a lower ZeRO stage
+  // at their shape and remat was, on any cut).
   std::vector<PlanCandidate> bounded;
 };
 
@@ -141,7 +150,8 @@ struct PlanSimulation {
 PlanSimulation plan_simulation(const Scenario& scenario, const Plan& plan);
 
 // Among rejected candidates, the one that needs the least memory (for "no plan
-// fits: the closest needs ..."); null when there are none.
+// fits: the closest needs ..."), those refused by a rule (memory_by_rule)
+// only where no other was; null when there are none.
 const PlanCandidate* closest_rejected(const PlanReport& report);
 
 // Every candidate is simulated on the device partitioner's cut; candidates of

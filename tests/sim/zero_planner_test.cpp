@@ -16,6 +16,7 @@
 
 #include "costmodels/cost_model.h"
 #include "floor_fixtures.h"
+#include "planner_fixtures.h"
 #include "scenario_docs.h"
 #include "sim/engine/device_partition.h"
 #include "sim/engine/schedule.h"
@@ -29,24 +30,7 @@ namespace pipescope {
 namespace {
 
 using nlohmann::json;
-
-// A transformer of 8 blocks of 1024 on one DGX A100 node of 8 GPUs, whose
-// device memory `gib` makes memory matter; `training` adds training fields.
-Scenario node(double gib, const json& training = json::object()) {
-  json doc = testing::docs::good_doc();
-  doc["model"] = {{"family", "transformer"}, {"layers", 8},   {"d_model", 1024}, {"heads", 16},
-                  {"seq_len", 512},          {"vocab", 8192}, {"dtype", "bf16"}};
-  doc["cluster"] = {{"preset", "dgx-a100"}, {"devices", 8}};
-  // No framework's costs (training.framework ideal): these tests are about
-  // the ZeRO stages' memory and collectives, on a model small enough for its
-  // kernels to be shorter than a framework's launches.
-  doc["training"] = {
-      {"global_batch", 32}, {"micro_batches", 4}, {"optimizer", "adam"}, {"framework", "ideal"}};
-  doc["training"].update(training);
-  Scenario sc = parse_scenario(doc, "node.json");
-  sc.cluster.device.memory_bytes = static_cast<Bytes>(gib * (1 << 30));
-  return sc;
-}
+using testing::small_node;
 
 struct Outcome {
   SimTime step = 0;
@@ -56,7 +40,7 @@ struct Outcome {
 // One configuration of `node` at T = 2, K stages and D = 4 / K replicas.
 Outcome run(int zero, bool sequence, ScheduleKind schedule, Remat remat, int K) {
   const Scenario sc =
-      node(80.0, {{"tensor_parallel", 2}, {"zero", zero}, {"sequence_parallel", sequence}});
+      small_node(80.0, {{"tensor_parallel", 2}, {"zero", zero}, {"sequence_parallel", sequence}});
   const int D = 4 / K;
   SimConfig config;
   config.stages = K;
@@ -127,15 +111,15 @@ TEST(ZeroPlanner, BestPlanIsTheBestOfEveryStageAndSplitPlannedAlone) {
     SCOPED_TRACE(gib);
     PlanRequest req;
     req.max_micro_batches = 4;
-    const PlanReport searched = run_planner(node(gib), req);
+    const PlanReport searched = run_planner(small_node(gib), req);
     double brute = 0.0;
     double with_three = 0.0;
     for (int zero = 0; zero <= 3; ++zero) {
       for (const bool sequence : {false, true}) {
         for (const int T : {1, 2, 4, 8}) {
           if (sequence && T == 1) continue;
-          const Scenario sc =
-              node(gib, {{"tensor_parallel", T}, {"zero", zero}, {"sequence_parallel", sequence}});
+          const Scenario sc = small_node(
+              gib, {{"tensor_parallel", T}, {"zero", zero}, {"sequence_parallel", sequence}});
           const double best = best_of(run_planner(sc, req));
           with_three = std::max(with_three, best);
           if (zero < 3) brute = std::max(brute, best);
@@ -156,13 +140,13 @@ TEST(ZeroPlanner, AZeroOneThatAllReducesOrdersNoStage) {
   const json framework = {{"framework", {{"profile", "ideal"}, {"zero1_allreduce", true}}}};
   PlanRequest req;
   req.max_micro_batches = 4;
-  const PlanReport searched = run_planner(node(80.0, framework), req);
+  const PlanReport searched = run_planner(small_node(80.0, framework), req);
   double brute = 0.0;
   for (int zero = 0; zero <= 2; ++zero) {
     for (const int T : {1, 2, 4, 8}) {
       json training = framework;
       training.update({{"tensor_parallel", T}, {"zero", zero}});
-      brute = std::max(brute, best_of(run_planner(node(80.0, training), req)));
+      brute = std::max(brute, best_of(run_planner(small_node(80.0, training), req)));
     }
   }
   ASSERT_GT(brute, 0.0);
@@ -187,7 +171,7 @@ TEST(ZeroPlanner, ZeroThreeFitsWhereTwoDoesNot) {
     return c.stages == 1 && c.data_parallel == 8 && c.remat == Remat::kNever &&
            c.micro_batches == 1;
   };
-  const PlanReport searched = run_planner(node(0.9, {{"tensor_parallel", 1}}), req);
+  const PlanReport searched = run_planner(small_node(0.9, {{"tensor_parallel", 1}}), req);
   int refused = 0;
   for (const PlanCandidate& c : searched.rejected) {
     if (!whole_model(c)) continue;
@@ -235,7 +219,7 @@ TEST(ZeroPlanner, ACutSqueezedIntoMemoryStandsForNoOther) {
 TEST(ZeroPlanner, TightMemoryChoosesAStageThatFits) {
   PlanRequest req;
   req.max_micro_batches = 4;
-  const PlanReport r = run_planner(node(0.6), req);
+  const PlanReport r = run_planner(small_node(0.6), req);
   ASSERT_FALSE(r.ranked.empty());
   const PlanCandidate& best = r.ranked.front();
   EXPECT_EQ(best.zero, best.scenario->training.zero);
@@ -257,11 +241,11 @@ TEST(StepFloor, IsNeverAboveTheSimulatedStep) {
   int zero3 = 0;         // ZeRO-3 candidates with replicas, all on two nodes
   int gathers_set = 0;   // candidates whose floor the gathers raise
   int scatters_set = 0;  // ZeRO-2/3 candidates whose floor the reduce-scatters raise
-  Scenario two_nodes = node(80.0, {{"tensor_parallel", 1}, {"zero", 3}});
+  Scenario two_nodes = small_node(80.0, {{"tensor_parallel", 1}, {"zero", 3}});
   two_nodes.cluster.rank_order = RankOrder::kTpPpDp;  // the replicas in different nodes
   two_nodes.cluster.devices = 16;
   two_nodes.cluster.build_topology();
-  for (const Scenario& sc : {node(80.0), node(1.0), two_nodes}) {
+  for (const Scenario& sc : {small_node(80.0), small_node(1.0), two_nodes}) {
     PlanRequest req;
     req.max_micro_batches = 8;
     req.exact_top = 100000;  // simulate everything not dominated
@@ -386,8 +370,8 @@ TEST(StepFloor, CandidatesLeftOutCannotBeatTheBest) {
   bounded.max_micro_batches = 8;
   PlanRequest every = bounded;
   every.exact_top = 100000;
-  const PlanReport a = run_planner(node(80.0), bounded);
-  const PlanReport b = run_planner(node(80.0), every);
+  const PlanReport a = run_planner(small_node(80.0), bounded);
+  const PlanReport b = run_planner(small_node(80.0), every);
   EXPECT_FALSE(a.bounded.empty());
   EXPECT_TRUE(b.bounded.empty());
   ASSERT_GE(a.ranked.size(), 16u);
@@ -397,24 +381,6 @@ TEST(StepFloor, CandidatesLeftOutCannotBeatTheBest) {
   }
   for (const PlanCandidate& c : a.bounded) {
     EXPECT_NE(c.rejected.find("not simulated"), std::string::npos);
-  }
-}
-
-// Every cut of `layers` layers into `stages` stages of at least a layer each.
-void for_each_cut(int layers, int stages, std::vector<StageRange>& cut,
-                  const std::function<void(const std::vector<StageRange>&)>& visit) {
-  const int first = cut.empty() ? 0 : cut.back().last_layer + 1;
-  if (static_cast<int>(cut.size()) == stages - 1) {
-    cut.push_back({first, layers - 1});
-    visit(cut);
-    cut.pop_back();
-    return;
-  }
-  const int left = stages - static_cast<int>(cut.size()) - 1;  // stages after this one
-  for (int last = first; last < layers - left; ++last) {
-    cut.push_back({first, last});
-    for_each_cut(layers, stages, cut, visit);
-    cut.pop_back();
   }
 }
 
@@ -463,10 +429,10 @@ TEST(StepFloor, AnyCutIsTheLeastOverEveryCut) {
     }
     SimTime least = std::numeric_limits<SimTime>::max();
     std::vector<StageRange> cut;
-    for_each_cut(static_cast<int>(p.layers.size()), p.stages, cut,
-                 [&](const std::vector<StageRange>& c) {
-                   least = std::min(least, step_floor(p, c, devices));
-                 });
+    testing::for_each_cut(static_cast<int>(p.layers.size()), p.stages, cut,
+                          [&](const std::vector<StageRange>& c) {
+                            least = std::min(least, step_floor(p, c, devices));
+                          });
     const SimTime any = step_floor_any_cut(p, devices);
     EXPECT_LE(any, least) << trial << " " << to_string(schedule);
     if (gathers) {
@@ -485,7 +451,7 @@ TEST(StepFloor, AnyCutIsTheLeastOverEveryCut) {
 
 // A small transformer whose blocks, embedding and head vary with `rng`, on a
 // DGX A100 node of 8 GPUs.
-Scenario random_node(std::mt19937_64& rng) {
+Scenario random_small_node(std::mt19937_64& rng) {
   json doc = testing::docs::good_doc();
   const int d = 256 << (rng() % 3);
   doc["model"] = {{"family", "transformer"},
@@ -520,7 +486,7 @@ TEST(StepFloor, IsNeverAboveTheSimulatedStepOfRandomCuts) {
   std::mt19937_64 rng(27);
   int checked = 0;
   for (int trial = 0; trial < 40; ++trial) {
-    const Scenario sc = random_node(rng);
+    const Scenario sc = random_small_node(rng);
     const int layers = static_cast<int>(sc.model.layers.size());
     for (const ScheduleKind schedule : kAllSchedules) {
       const int K = 1 << (rng() % 3);
