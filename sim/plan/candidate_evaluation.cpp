@@ -188,6 +188,12 @@ bool decided(const PlanCandidate& c) {
   return c.fits || c.dominated || c.bounded || !c.rejected.empty();
 }
 
+namespace {
+
+// Whether candidate o is proven, before any cut is searched, not to fit in
+// memory (no_cut_fits, on its stages' memory alone); where it is, it is
+// rejected with the figure and sentence evaluate's partitioner would give
+// (evaluate might have left it out by its floor first).
 bool proven_unfit(PlanCandidate& o, SearchCache& cache) {
   if (decided(o)) return !o.fits && o.memory_needed_at_least;
   const Scenario& replica = cache.replica(o);
@@ -200,6 +206,8 @@ bool proven_unfit(PlanCandidate& o, SearchCache& cache) {
   reject_every_cut(o, *none->memory_needed, capacity);
   return true;
 }
+
+}  // namespace
 
 bool unfit_as_sharded(PlanCandidate& c, PlanCandidate& sharded, SearchCache& cache) {
   if (c.zero != 1 || sharded.zero != 2 || sharded.remat != c.remat) return false;

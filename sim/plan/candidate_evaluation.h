@@ -79,12 +79,6 @@ void evaluate(PlanCandidate& c, Pass pass, SearchCache& cache,
 // Whether c has been evaluated, or found dominated or bounded.
 bool decided(const PlanCandidate& c);
 
-// Whether candidate o is proven, before any cut is searched, not to fit in
-// memory (no_cut_fits, on its stages' memory alone); where it is, it is
-// rejected with the figure and sentence evaluate's partitioner would give
-// (evaluate might have left it out by its floor first).
-bool proven_unfit(PlanCandidate& o, SearchCache& cache);
-
 // c at ZeRO-1 does not fit where its shape's candidate at its remat and
 // ZeRO-2 (`sharded`) is proven not to: ZeRO-2 keeps every stage's
 // activations as 1 does and less per parameter (the gradients sharded too),

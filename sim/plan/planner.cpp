@@ -89,14 +89,13 @@ namespace {
 // and optimizer state, activations aside (least_weight_share), rejected
 // before anything else is made for them: whatever their M, schedule and
 // remat, none fits. The share is worked out once for each scenario (its T,
-// C, E and ZeRO stage), K and D.
-void reject_by_weights(std::vector<PlanCandidate>& all) {
+// C, E and ZeRO stage), K and D, on the replica the search then shares.
+void reject_by_weights(std::vector<PlanCandidate>& all, SearchCache& cache) {
   std::map<std::tuple<const Scenario*, int, int>, Bytes> shares;
   for (PlanCandidate& c : all) {
     const auto [at, added] = shares.try_emplace({c.scenario.get(), c.stages, c.data_parallel}, 0);
     if (added) {
-      at->second =
-          least_weight_share(replica_scenario(*c.scenario, c.stages, c.data_parallel), c.stages);
+      at->second = least_weight_share(cache.replica(c), c.stages);
     }
     const Bytes capacity = c.scenario->cluster.device.memory_bytes;
     if (at->second > capacity) {
@@ -454,8 +453,8 @@ PlanReport run_planner(const Scenario& scenario, const PlanRequest& request) {
                       : ConfigError("no configuration of the " + std::to_string(report.devices) +
                                     " devices to plan");
   }
-  reject_by_weights(all);
   SearchCache cache;
+  reject_by_weights(all, cache);
   evaluate_all(all, request, cache);
   // Each candidate's list, counted first so that each is allocated once.
   std::vector<PlanCandidate>* lists[] = {&report.ranked, &report.dominated, &report.bounded,

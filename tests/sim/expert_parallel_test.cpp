@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "plan_fixtures.h"
+#include "planner_fixtures.h"
 #include "scenario_docs.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/engine/pair_hold.h"
@@ -20,9 +20,6 @@
 #include "sim/engine/simulator.h"
 #include "sim/engine/timeline.h"
 #include "sim/engine/zero.h"
-#include "sim/export/plan_export.h"
-#include "sim/formats/plan_io.h"
-#include "sim/plan/plan.h"
 #include "sim/plan/plan_candidates.h"
 #include "sim/plan/planner.h"
 #include "sim/scenario/scenario_io.h"
@@ -30,6 +27,8 @@
 
 namespace pipescope {
 namespace {
+
+using testing::kMoeScenario;
 
 // Two layers of 1000 FLOPs a sample on exact devices linked at 1 GB/s with
 // 1 us latency; 100 parameters a layer, 60 of them its device's share of
@@ -361,13 +360,6 @@ TEST(ExpertParallel, TheRunNeedsItsReplicas) {
   }
 }
 
-constexpr const char* kMoeScenario = R"({
-  "model": {"family": "transformer", "layers": 4, "d_model": 64, "heads": 4, "seq_len": 32,
-            "vocab": 100, "experts": 8, "experts_per_token": 2},
-  "cluster": {"preset": "dgx-a100", "devices": 16},
-  "training": {"global_batch": 64, "micro_batches": 4, "optimizer": "adam"}
-})";
-
 TEST(ExpertParallel, TheScenarioField) {
   const Scenario whole = load_scenario_text(kMoeScenario);
   const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=4"});
@@ -496,111 +488,6 @@ TEST(ExpertParallel, ThePlannerSearchesE) {
   EXPECT_EQ(
       run_planner(testing::uniform_scenario(4, 4, 1000.0, 8, 4, false), request).expert_parallel,
       std::vector<int>{1});
-}
-
-// PyTorch's device mesh lays the replicas out as two dimensions, r = g E +
-// e: "ep" the E consecutive replicas of an expert group, "edp" the D / E
-// that hold the same experts; the wrapper reduces the experts it is given
-// over "edp" and the rest over both (beside context parallelism:
-// tests/sim/expert_context_parallel_test.cpp).
-TEST(ExpertParallel, PyTorchsDeviceMeshHasEpDimensions) {
-  const auto has = [](const std::string& text, const std::string& part) {
-    EXPECT_NE(text.find(part), std::string::npos) << part << "\n" << text;
-  };
-  const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=4"});
-  ASSERT_EQ(sc.cluster.rank_order, RankOrder::kTpDpPp);
-  const Plan plan = testing::simulated_plan(sc, 2, 8);
-  EXPECT_FALSE(export_plan(plan, ExportFormat::kTorchPipelining).empty());
-  const std::string mesh = export_torch_device_mesh(plan);
-  has(mesh, "MESH_SHAPE = (2, 2, 4, 1)\n");
-  has(mesh, "MESH_DIM_NAMES = (\"pp\", \"edp\", \"ep\", \"tp\")\n");
-  has(mesh,
-      "def pipescope_data_parallel(module, mesh, experts=()):\n"
-      "    for expert in experts:\n"
-      "        replicate(expert, mesh=mesh[\"edp\"])\n"
-      "    return replicate(module, mesh=mesh[\"edp\", \"ep\"]._flatten(\"dp\"))\n");
-  // The replicas outermost, and ZeRO-1's fully_shard.
-  Scenario outer = load_scenario_text(
-      kMoeScenario,
-      {"training.expert_parallel=4", "cluster.rank_order=tp-pp-dp", "training.zero=1"});
-  const std::string sharded = export_torch_device_mesh(testing::simulated_plan(outer, 2, 8));
-  has(sharded, "MESH_SHAPE = (2, 4, 2, 1)\n");
-  has(sharded, "MESH_DIM_NAMES = (\"edp\", \"ep\", \"pp\", \"tp\")\n");
-  has(sharded, "        fully_shard(expert, mesh=mesh[\"edp\"], reshard_after_forward=False)\n");
-  // Without E the replicas stay one dimension.
-  const std::string dense =
-      export_torch_device_mesh(testing::simulated_plan(load_scenario_text(kMoeScenario), 2, 8));
-  has(dense, "MESH_DIM_NAMES = (\"pp\", \"dp\", \"tp\")\n");
-  EXPECT_EQ(dense.find("\"ep\""), std::string::npos) << dense;
-}
-
-// A plan carries E: in its label and its file, against the scenario it is
-// replayed on, and into Megatron-LM's flags; the exports that cannot run
-// expert parallelism refuse it.
-TEST(ExpertParallel, PlansCarryE) {
-  const Scenario sc = load_scenario_text(kMoeScenario, {"training.expert_parallel=8"});
-  PlanRequest request;
-  request.stages = 2;
-  request.schedule = ScheduleKind::k1F1B;
-  const PlanReport report = run_planner(sc, request);
-  ASSERT_FALSE(report.ranked.empty());
-  const PlanCandidate& best = report.ranked.front();
-  EXPECT_NE(best.label().find(" D=8 E=8 "), std::string::npos) << best.label();
-  const Plan plan = make_plan(replica_scenario(*best.scenario, best.stages, best.data_parallel),
-                              best.result, best.data_parallel, "optimal");
-  EXPECT_EQ(plan.expert_parallel, 8);
-  const nlohmann::json doc = plan_to_json(plan);
-  EXPECT_EQ(doc["E"], 8);
-  EXPECT_EQ(plan_from_json(doc, "p.json").expert_parallel, 8);
-  nlohmann::json odd = doc;
-  odd["E"] = 3;  // without the spec, which 3 cannot split
-  odd["model"]["spec"] = nullptr;
-  try {
-    plan_from_json(odd, "p.json");
-    FAIL() << "E=3 of D=8 was read";
-  } catch (const ScenarioError& e) {
-    EXPECT_EQ(e.json_path(), "E");
-  }
-  EXPECT_NO_THROW(check_plan_matches(plan, sc, "p.json"));
-  const Scenario other = load_scenario_text(kMoeScenario, {"training.expert_parallel=4"});
-  try {
-    check_plan_matches(plan, other, "p.json");
-    FAIL() << "a plan of E=8 matched a scenario of E=4";
-  } catch (const ScenarioError& e) {
-    EXPECT_NE(std::string(e.what()).find("this plan spreads the experts over E=8 replicas, the "
-                                         "scenario over E=4"),
-              std::string::npos)
-        << e.what();
-  }
-  const std::string megatron = export_plan(plan, ExportFormat::kMegatron);
-  for (const char* flag :
-       {"--expert-model-parallel-size 8", "--moe-token-dispatcher-type alltoall"}) {
-    EXPECT_NE(megatron.find(flag), std::string::npos) << flag << " in\n" << megatron;
-  }
-  try {
-    export_plan(plan, ExportFormat::kDeepSpeed);
-    FAIL() << "deepspeed took expert parallelism";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("it spreads the experts over E=8 replicas"),
-              std::string::npos)
-        << e.what();
-  }
-  // With the replicas outermost and a pipeline, megatron-core refuses
-  // expert parallelism (its tp-ep-pp-dp expert ranks would cut across the
-  // pipelines); tp-dp-pp, or one stage, it takes.
-  Plan outer = plan;
-  outer.rank_order = RankOrder::kTpPpDp;
-  try {
-    export_plan(outer, ExportFormat::kMegatron);
-    FAIL() << "megatron took E=8 under tp-pp-dp with K=2";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("rank order tp-pp-dp), which megatron-core refuses "
-                                         "beside a pipeline"),
-              std::string::npos)
-        << e.what();
-  }
-  outer.rank_order = RankOrder::kTpDpPp;
-  EXPECT_NO_THROW(export_plan(outer, ExportFormat::kMegatron));
 }
 
 }  // namespace

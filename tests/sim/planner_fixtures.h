@@ -1,6 +1,7 @@
 #pragma once
-// The planner's tests' scenario where memory decides (a small transformer on
-// one node, its device memory set by the test), and every cut of a few layers.
+// The planner's tests' scenarios: where memory decides (a small transformer
+// on one node, its device memory set by the test) and a small mixture of
+// experts; and every cut of a few layers.
 
 #include <functional>
 #include <vector>
@@ -12,6 +13,14 @@
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope::testing {
+
+// A mixture of 8 experts (top 2) of 4 blocks on two DGX A100 nodes.
+inline constexpr const char* kMoeScenario = R"({
+  "model": {"family": "transformer", "layers": 4, "d_model": 64, "heads": 4, "seq_len": 32,
+            "vocab": 100, "experts": 8, "experts_per_token": 2},
+  "cluster": {"preset": "dgx-a100", "devices": 16},
+  "training": {"global_batch": 64, "micro_batches": 4, "optimizer": "adam"}
+})";
 
 // A transformer of 8 blocks of 1024 on one DGX A100 node of 8 GPUs, whose
 // device memory `gib` makes memory matter; `training` adds training fields,
