@@ -510,6 +510,18 @@ EngineResult run_recorded(const Scenario& scenario, const SimConfig& config,
   return run;
 }
 
+// The peak MFU is measured against: the device's dense rate in the model's
+// dtype, or in FP8 where the model's GEMMs run in it (model.fp8) and the
+// device has an FP8 peak: the fastest any of the step's work runs, so MFU
+// stays at or below 100 %. A profile times what it measured, FP8 or not.
+double mfu_peak(const Scenario& scenario) {
+  const Device& device = scenario.cluster.device;
+  const bool fp8 =
+      scenario.model.transformer && scenario.model.transformer->fp8 && !scenario.cluster.profile;
+  if (fp8 && device.kernels.peak_flops_fp8 > 0.0) return device.kernels.peak_flops_fp8;
+  return device.peak_flops(scenario.model.dtype);
+}
+
 // What the metrics read from the scenario: the step's samples and tokens, the
 // model's FLOPs and the device's peak and memory.
 MetricsInput metrics_input(const Scenario& scenario) {
@@ -518,7 +530,7 @@ MetricsInput metrics_input(const Scenario& scenario) {
   in.tokens_per_sample = scenario.model.tokens_per_sample;
   in.model_flops = scenario.model.model_flops_per_device_sample() *
                    static_cast<double>(scenario.training.global_batch);
-  in.peak_flops = scenario.cluster.device.peak_flops(scenario.model.dtype);
+  in.peak_flops = mfu_peak(scenario);
   in.memory_capacity = scenario.cluster.device.memory_bytes;
   return in;
 }
