@@ -113,12 +113,15 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
 
 Bytes least_weight_share(const Scenario& sc, int devices) {
   PS_CHECK(devices >= 1, "at least one device");
+  const double per_param = device_bytes_per_param(sc);
+  const double per_expert_param = expert_bytes_per_param(sc);
   std::int64_t params = 0;
   for (const LayerSpec& layer : sc.model.layers) {
-    params += dense_equivalent_params(sc, layer.params, layer.expert_params);
+    params +=
+        dense_equivalent_params(per_param, per_expert_param, layer.params, layer.expert_params);
   }
   const auto layers = static_cast<Bytes>(sc.model.layers.size());
-  const auto total = static_cast<Bytes>(static_cast<double>(params) * device_bytes_per_param(sc));
+  const auto total = static_cast<Bytes>(static_cast<double>(params) * per_param);
   const Bytes least = std::max<Bytes>(0, total - layers);
   return (least + devices - 1) / devices;
 }
