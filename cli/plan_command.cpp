@@ -190,8 +190,7 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
             << (report.bounded.empty()
                     ? std::string()
                     : "; " + std::to_string(report.bounded.size()) +
-                          " not simulated: their busiest device's compute alone cannot reach"
-                          " the best " +
+                          " not simulated: the floor under their step cannot reach the best " +
                           std::to_string(exact_top(o)))
             << "\n\n";
   if (!report.ranked.empty()) {

@@ -38,6 +38,10 @@ struct LayerCost {
   // the bytes a device keeps of them (dense_equivalent_params, sim/engine/zero.h).
   std::int64_t params = 0;
   Bytes stash_bytes = 0;  // for the micro-batch
+  // The least a micro-batch's forward takes, keeping its stash or dropping
+  // it: what one micro-batch waits for on its way through the layer (the
+  // planner's step floors, sim/plan/step_floor.h). 0: not known.
+  SimTime least_forward = 0;
 };
 
 // What the optimal partitioner minimises and respects.

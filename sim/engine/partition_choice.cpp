@@ -98,6 +98,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     c.forward = static_cast<SimTime>(std::llround(forward)) + tp.forward;
     c.backward = (split ? t.input + t.weight : t.backward) + tp.backward;
     c.recompute = t.recompute + tp.forward;
+    c.least_forward = std::min(t.forward, t.forward_kept) + tp.forward;
   }
   // Neighbouring stages run on neighbouring devices; their route sets the cost.
   if (sc.cluster.devices > 1) {

@@ -115,8 +115,8 @@ void bound_out(PlanCandidate& c, double ceiling, double threshold, bool any_cut,
   c.ceiling_any_cut = any_cut;
   char text[160];
   std::snprintf(text, sizeof text,
-                ": cannot reach %.4g samples/s, the best plans' least (at most %.4g by its "
-                "busiest device's compute%.*s; not simulated)",
+                ": cannot reach %.4g samples/s, the best plans' least (at most %.4g by the "
+                "floor under its step%.*s; not simulated)",
                 threshold, ceiling, static_cast<int>(whose.size()), whose.data());
   c.rejected = c.label() + text;
 }

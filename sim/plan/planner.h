@@ -57,7 +57,7 @@ struct PlanRequest {
   // with the full search; planner.cpp, kRefined).
   long screening_nodes = 1000;
   // The best plans found for certain: a candidate is not simulated when a
-  // floor under its step (step_floor: its busiest device's compute) shows it
+  // floor under its step (sim/plan/step_floor.h) shows it
   // cannot beat the exact_top-th best simulated so far.
   std::size_t exact_top = 16;
   unsigned threads = 0;  // 0: one per core

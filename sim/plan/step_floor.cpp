@@ -32,6 +32,25 @@ SimTime exchanged(const PartitionProblem& p, int first, int last) {
   return 2 * sum;
 }
 
+// The least step of any cut and schedule by the chain of one micro-batch:
+// its forward through every layer and then its backward back through them,
+// each waiting for the one before and for its all-to-alls (under a split
+// backward the forwards alone: B's share of a layer's backward is not known
+// here, and W need not follow); the micro-batch whose forward comes last on
+// the first layer's device starts it after M - 1 others, each at least that
+// layer's forward. The transfers between stages, which lengthen the chain,
+// are left out.
+SimTime chain_floor(const PartitionProblem& p) {
+  if (p.layers.empty()) return 0;
+  SimTime chain = 0;
+  for (std::size_t i = 0; i < p.layers.size(); ++i) {
+    const LayerCost& l = p.layers[i];
+    const SimTime exchange = p.exchanges.empty() ? 0 : p.exchanges[i];
+    chain += l.least_forward + exchange + (p.backward_split ? 0 : l.backward + exchange);
+  }
+  return chain + (p.micro_batches - 1) * p.layers.front().least_forward;
+}
+
 }  // namespace
 
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices) {
@@ -74,6 +93,7 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
     // drain, and the link's whole load ends the step at the earliest.
     floor = std::max(floor, start + gathers + scattering[d] * M);
   }
+  floor = std::max(floor, chain_floor(p));
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
 
@@ -150,6 +170,7 @@ SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
   const SimTime linked = gathers * M - gathers / 2 + p.stage_reduce_scatter(0, L - 1) * M;
   SimTime floor =
       std::max((prices.compute(0, L - 1) + exchanged(p, 0, L - 1)) / devices * M, linked / devices);
+  floor = std::max(floor, chain_floor(p));
   if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }

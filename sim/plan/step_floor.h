@@ -29,15 +29,22 @@ namespace pipescope {
 // follows on that link: the step lasts at least the fill and the link's
 // whole load, the last reduce-scatter beside the drain. Not the transfers,
 // which may overlap, nor anything else the simulation adds (the rest of the
-// bubble, collectives): those only lengthen the step. Less a nanosecond a
-// layer and micro-batch for the rounding of averaged forwards.
+// bubble, collectives): those only lengthen the step. And at least the
+// chain of one micro-batch, whatever the cut: its forward through every
+// layer (LayerCost::least_forward) and then, unless the backward is split,
+// its backward back through them, each op with its all-to-alls, after the
+// M - 1 other micro-batches' forwards of the first layer (where M is small
+// against the stages, the fill and drain the devices' sums leave out).
+// Less a nanosecond a layer and micro-batch for the rounding of averaged
+// forwards.
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices);
 // A floor under step_floor of every cut: where device d runs stage d alone
 // (GPipe, 1F1B, ZB-H1), the least step_floor over every cut, to 2^-24 of it
 // below (without the gathers); otherwise, and at least, the devices' mean
 // compute and all-to-alls for M micro-batches, or their links' mean load
 // (ZeRO's gathers less each layer's forward one once, and one
-// reduce-scatter of all the layers' gradients a micro-batch) if more.
+// reduce-scatter of all the layers' gradients a micro-batch), or the chain
+// of one micro-batch, whichever is more.
 SimTime step_floor_any_cut(const PartitionProblem& p, int devices);
 
 }  // namespace pipescope

@@ -1,0 +1,90 @@
+// The chain of one micro-batch under every floor (sim/plan/step_floor.h):
+// its forward through every layer, then its backward back through them.
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "sim/engine/partition.h"
+#include "sim/engine/simulator.h"
+#include "sim/plan/step_floor.h"
+#include "sim_fixtures.h"
+
+namespace pipescope {
+namespace {
+
+// Eight layers of forward 100 ns and backward 200 ns (a kept and a dropped
+// forward alike), cut into 8 stages on 4 devices (two chunks each).
+PartitionProblem eight_layers(int micro_batches, bool split) {
+  PartitionProblem p;
+  p.layers.assign(8, LayerCost{100, 200, 100, 0, 0, 100});
+  p.cut_bytes.assign(9, 0);
+  p.stages = 8;
+  p.micro_batches = micro_batches;
+  p.remat = Remat::kNever;
+  p.backward_split = split;
+  return p;
+}
+
+// The rounding slack step_floor takes off: a nanosecond a layer and
+// micro-batch, and one more a layer.
+SimTime slack(const PartitionProblem& p) {
+  return static_cast<SimTime>(p.layers.size()) * (p.micro_batches + 1);
+}
+
+// One micro-batch on four devices: the devices' mean compute (8 x 300 / 4
+// = 600 ns) is a quarter of what the micro-batch waits for on its way
+// through every layer and back (2,400 ns); with M = 3 the last micro-batch
+// starts after two others' first layer (2,600 ns against a mean of 1,800).
+// Under a split backward only the forwards are on the chain (800 ns), and
+// at M = 3 the mean compute is the larger again.
+TEST(ChainFloor, OneMicroBatchWaitsForEveryLayerInTurn) {
+  const PartitionProblem one = eight_layers(1, false);
+  EXPECT_EQ(step_floor_any_cut(one, 4), 2400 - slack(one));
+  const PartitionProblem three = eight_layers(3, false);
+  EXPECT_EQ(step_floor_any_cut(three, 4), 2600 - slack(three));
+  const PartitionProblem split = eight_layers(1, true);
+  EXPECT_EQ(step_floor_any_cut(split, 4), 800 - slack(split));
+  const PartitionProblem split_three = eight_layers(3, true);
+  EXPECT_EQ(step_floor_any_cut(split_three, 4), 1800 - slack(split_three));
+  // The floor of a cut is never below the floor under every cut.
+  std::vector<StageRange> cut;
+  for (int l = 0; l < 8; ++l) cut.push_back({l, l});
+  EXPECT_EQ(step_floor(one, cut, 4), 2400 - slack(one));
+}
+
+// A micro-batch's forwards are the least of a kept and a dropped one's, as
+// a step that recomputes all but the last micro-batch may run either.
+TEST(ChainFloor, TakesTheLeastForward) {
+  PartitionProblem p = eight_layers(1, false);
+  for (LayerCost& l : p.layers) l.least_forward = 40;
+  EXPECT_EQ(step_floor_any_cut(p, 4), 8 * 240 - slack(p));
+}
+
+// On 8 equal layers, 8 stages on 4 devices (looped
+// breadth-first, two chunks) with 1, 2 and 4 micro-batches, the simulated step is at least
+// the floor under every cut, which is at least the chain.
+TEST(ChainFloor, IsNeverAboveTheSimulatedStep) {
+  const Scenario sc = testing::uniform_scenario(8, 4, 1e9, 8, 1, false);
+  for (const int M : {1, 2, 4}) {
+    const std::unique_ptr<CostModel> cost = make_cost_model(sc);
+    const PartitionProblem p =
+        partition_problem(sc, *cost, 8, M, Remat::kNever, ScheduleKind::kLoopedBfs, 2, nullptr);
+    SimConfig config;
+    config.stages = 4;
+    config.chunks = 2;
+    config.micro_batches = M;
+    config.schedule = ScheduleKind::kLoopedBfs;
+    config.remat = Remat::kNever;
+    config.record_timeline = false;
+    const SimResult r = simulate(sc, config, *cost);
+    SimTime chain = (M - 1) * p.layers.front().least_forward;
+    for (const LayerCost& l : p.layers) chain += l.least_forward + l.backward;
+    EXPECT_LE(step_floor_any_cut(p, 4), r.metrics.step_time) << M;
+    EXPECT_GE(step_floor_any_cut(p, 4), chain - slack(p)) << M;
+  }
+}
+
+}  // namespace
+}  // namespace pipescope
