@@ -97,6 +97,11 @@ struct PartitionProblem {
   // DualPipe pair's (then empty, as without experts). The step floors count
   // them; the cuts do not.
   std::vector<SimTime> exchanges;
+  // The least factor the simulation may scale the layers' compute by (a
+  // profile's concurrency slowdown below 1 where a stage's share of the
+  // layers runs faster than the whole model; sim/engine/simulator.h): the
+  // chain of one micro-batch counts it (sim/plan/step_floor.h). 1 otherwise.
+  double chain_scale = 1.0;
   // ZeRO-2/3 (add_zero_reduce_scatters, sim/engine/simulator.h): after
   // every backward a stage reduce-scatters its gradients on its device's
   // link to the replicas, one after another: each layer's bytes of them, the

@@ -85,9 +85,11 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
   const DataParallel ring = tensor_ring(sc.cluster);
+  p.chain_scale = least_concurrency_factor(sc.cluster);
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
-    const OpTimes t = under_remat(remat, cost.op_times(layer, b));
+    const OpTimes raw = cost.op_times(layer, b);
+    const OpTimes t = under_remat(remat, raw);
     const TensorCollectives tp =
         exposed_collectives(tensor_collectives(layer, b, ring), t, sc.training.framework, split);
     const double forward = recomputed * static_cast<double>(t.forward) +
@@ -98,7 +100,12 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     c.forward = static_cast<SimTime>(std::llround(forward)) + tp.forward;
     c.backward = (split ? t.input + t.weight : t.backward) + tp.backward;
     c.recompute = t.recompute + tp.forward;
-    c.least_forward = std::min(t.forward, t.forward_kept) + tp.forward;
+    // The engine exposes the collectives beside the layer's own forwards,
+    // which under selective recomputation are not t's.
+    const TensorCollectives tp_raw =
+        exposed_collectives(tensor_collectives(layer, b, ring), raw, sc.training.framework, split);
+    c.least_forward =
+        std::min(raw.forward, raw.forward_kept) + std::min(tp.forward, tp_raw.forward);
   }
   // Neighbouring stages run on neighbouring devices; their route sets the cost.
   if (sc.cluster.devices > 1) {

@@ -209,6 +209,12 @@ std::vector<std::string> route_names(const Schedule& schedule, const Cluster& cl
 
 }  // namespace
 
+double least_concurrency_factor(const Cluster& cluster) {
+  const std::vector<double>& slowdown = cluster.concurrency_slowdown;
+  if (slowdown.size() < 2) return 1.0;
+  return std::min(1.0, *std::min_element(slowdown.begin(), slowdown.end()));
+}
+
 double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing) {
   if (slowdown.empty() || computing <= 1.0) return 1.0;
   const double last = static_cast<double>(slowdown.size());

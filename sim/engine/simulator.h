@@ -250,6 +250,9 @@ std::optional<SimResult> fastest_chunked_cut(const Scenario& scenario, SimConfig
 // linear between the cluster's measured points (concurrency_slowdown[n - 1] for
 // n devices), the last one beyond them, 1 for one device or none measured.
 double concurrency_slowdown_at(const std::vector<double>& slowdown, double computing);
+// The least factor apply_concurrency_slowdown may scale an op by on
+// `cluster`: its least measured slowdown where below 1, else 1.
+double least_concurrency_factor(const Cluster& cluster);
 
 // Devices that share caches and memory bandwidth (the cores of one CPU) slow
 // each other down. With the cluster's concurrency_slowdown measured, every op of

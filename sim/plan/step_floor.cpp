@@ -48,7 +48,8 @@ SimTime chain_floor(const PartitionProblem& p) {
     const SimTime exchange = p.exchanges.empty() ? 0 : p.exchanges[i];
     chain += l.least_forward + exchange + (p.backward_split ? 0 : l.backward + exchange);
   }
-  return chain + (p.micro_batches - 1) * p.layers.front().least_forward;
+  chain += (p.micro_batches - 1) * p.layers.front().least_forward;
+  return static_cast<SimTime>(static_cast<double>(chain) * std::min(1.0, p.chain_scale));
 }
 
 }  // namespace
