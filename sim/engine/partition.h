@@ -100,8 +100,9 @@ struct PartitionProblem {
   // The least factor the simulation may scale the layers' compute by (a
   // profile's concurrency slowdown below 1 where a stage's share of the
   // layers runs faster than the whole model; sim/engine/simulator.h): the
-  // chain of one micro-batch counts it (sim/plan/step_floor.h). 1 otherwise.
-  double chain_scale = 1.0;
+  // step floors scale the compute they count by it (sim/plan/step_floor.h),
+  // not the links' gathers and reduce-scatters. 1 otherwise.
+  double compute_scale = 1.0;
   // ZeRO-2/3 (add_zero_reduce_scatters, sim/engine/simulator.h): after
   // every backward a stage reduce-scatters its gradients on its device's
   // link to the replicas, one after another: each layer's bytes of them, the

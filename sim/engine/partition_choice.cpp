@@ -85,7 +85,7 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
   const double recomputed =
       static_cast<double>(recomputed_count(remat, micro_batches)) / micro_batches;
   const DataParallel ring = tensor_ring(sc.cluster);
-  p.chain_scale = least_concurrency_factor(sc.cluster);
+  p.compute_scale = least_concurrency_factor(sc.cluster);
   for (std::size_t l = 0; l < sc.model.layers.size(); ++l) {
     const LayerSpec& layer = sc.model.layers[l];
     const OpTimes raw = cost.op_times(layer, b);

@@ -9,6 +9,13 @@ namespace pipescope {
 
 namespace {
 
+// Compute time `t` as the simulation may scale it at the least
+// (PartitionProblem::compute_scale).
+SimTime scaled(const PartitionProblem& p, SimTime t) {
+  if (p.compute_scale >= 1.0) return t;
+  return static_cast<SimTime>(static_cast<double>(t) * p.compute_scale);
+}
+
 // The rounding slack of step_floor: a nanosecond a layer and micro-batch.
 SimTime rounding_slack(const PartitionProblem& p) {
   return static_cast<SimTime>(p.layers.size()) * (p.micro_batches + 1);
@@ -49,7 +56,7 @@ SimTime chain_floor(const PartitionProblem& p) {
     chain += l.least_forward + exchange + (p.backward_split ? 0 : l.backward + exchange);
   }
   chain += (p.micro_batches - 1) * p.layers.front().least_forward;
-  return static_cast<SimTime>(static_cast<double>(chain) * std::min(1.0, p.chain_scale));
+  return scaled(p, chain);
 }
 
 }  // namespace
@@ -68,12 +75,12 @@ SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut
   for (std::size_t s = 0; s < cut.size(); ++s) {
     const std::size_t d = device_of_stage(p, s, devices);
     const int first = cut[s].first_layer, last = cut[s].last_layer;
-    busy[d] += prices.compute(first, last) + exchanged(p, first, last);
+    busy[d] += scaled(p, prices.compute(first, last)) + exchanged(p, first, last);
     gathering[d] += gathered(p, first, last);
     scattering[d] += p.stage_reduce_scatter(first, last);
     if (!fill[d]) {
-      fill[d] = forwards;
-      drain[d] = p.backward_split ? 0 : backwards;
+      fill[d] = scaled(p, forwards);
+      drain[d] = p.backward_split ? 0 : scaled(p, backwards);
       lead[d] = gathered(p, first, last) / 2;  // its forward's
     }
     for (int l = first; l <= last; ++l) {
@@ -170,9 +177,14 @@ SimTime step_floor_any_cut(const PartitionProblem& p, int devices) {
   const SimTime gathers = gathered(p, 0, L - 1);
   const SimTime linked = gathers * M - gathers / 2 + p.stage_reduce_scatter(0, L - 1) * M;
   SimTime floor =
-      std::max((prices.compute(0, L - 1) + exchanged(p, 0, L - 1)) / devices * M, linked / devices);
+      std::max((scaled(p, prices.compute(0, L - 1)) + exchanged(p, 0, L - 1)) / devices * M,
+               linked / devices);
   floor = std::max(floor, chain_floor(p));
-  if (one_stage_a_device_in_order(p, devices)) floor = std::max(floor, least_pipeline_floor(p));
+  // The least over the cuts of unscaled terms, scaled: never above the least
+  // of scaled ones (the all-to-alls, unscaled there, count in full).
+  if (one_stage_a_device_in_order(p, devices)) {
+    floor = std::max(floor, scaled(p, least_pipeline_floor(p)));
+  }
   return std::max<SimTime>(0, floor - rounding_slack(p));
 }
 

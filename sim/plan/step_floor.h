@@ -35,7 +35,8 @@ namespace pipescope {
 // its backward back through them, each op with its all-to-alls, after the
 // M - 1 other micro-batches' forwards of the first layer (where M is small
 // against the stages, the fill and drain the devices' sums leave out), all
-// times p.chain_scale (a profile's concurrency slowdown below 1).
+// times p.compute_scale. Every compute term above is scaled by it too (a
+// profile's concurrency slowdown below 1), the links' terms are not.
 // Less a nanosecond a layer and micro-batch for the rounding of averaged
 // forwards.
 SimTime step_floor(const PartitionProblem& p, const std::vector<StageRange>& cut, int devices);

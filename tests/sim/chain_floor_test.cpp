@@ -111,15 +111,32 @@ TEST(ChainFloor, TheProblemGivesTheLeastForwardAndTheLeastSlowdown) {
     const PartitionProblem p =
         partition_problem(sc, cost, 4, 2, remat, ScheduleKind::kGpipe, 1, nullptr);
     for (const LayerCost& l : p.layers) EXPECT_EQ(l.least_forward, 60);
-    EXPECT_EQ(p.chain_scale, 1.0);
+    EXPECT_EQ(p.compute_scale, 1.0);
   }
   sc.cluster.concurrency_slowdown = {1.0, 0.8, 1.2};
   const PartitionProblem slowed =
       partition_problem(sc, cost, 4, 2, Remat::kNever, ScheduleKind::kGpipe, 1, nullptr);
-  EXPECT_EQ(slowed.chain_scale, 0.8);
+  EXPECT_EQ(slowed.compute_scale, 0.8);
   PartitionProblem half = eight_layers(1, false);
-  half.chain_scale = 0.5;
+  half.compute_scale = 0.5;
   EXPECT_EQ(step_floor_any_cut(half, 4), 1200 - slack(half));
+}
+
+// Under a profile's concurrency slowdown below 1 the simulation scales
+// every op down, so the devices' compute terms scale too: M = 8 on the
+// eight layers, one a stage. The floor of that cut is device 3's fill (three
+// forwards, 300 ns), its two stages' compute for 8 micro-batches (4,800) and
+// its drain (three backwards, 600); the floor under every cut the mean
+// compute, 4,800. Halved, 2,850 and 2,400.
+TEST(ChainFloor, ComputeScalesWithTheLeastSlowdown) {
+  PartitionProblem p = eight_layers(8, false);
+  std::vector<StageRange> cut;
+  for (int l = 0; l < 8; ++l) cut.push_back({l, l});
+  EXPECT_EQ(step_floor(p, cut, 4), 5700 - slack(p));
+  EXPECT_EQ(step_floor_any_cut(p, 4), 4800 - slack(p));
+  p.compute_scale = 0.5;
+  EXPECT_EQ(step_floor(p, cut, 4), 2850 - slack(p));
+  EXPECT_EQ(step_floor_any_cut(p, 4), 2400 - slack(p));
 }
 
 }  // namespace
