@@ -90,8 +90,8 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     const LayerSpec& layer = sc.model.layers[l];
     const OpTimes raw = cost.op_times(layer, b);
     const OpTimes t = under_remat(remat, raw);
-    const TensorCollectives tp =
-        exposed_collectives(tensor_collectives(layer, b, ring), t, sc.training.framework, split);
+    const TensorCollectives whole = tensor_collectives(layer, b, ring);
+    const TensorCollectives tp = exposed_collectives(whole, t, sc.training.framework, split);
     const double forward = recomputed * static_cast<double>(t.forward) +
                            (1.0 - recomputed) * static_cast<double>(t.forward_kept);
     // A split backward costs its B and W, which a measured profile may put
@@ -102,10 +102,11 @@ PartitionProblem partition_problem(const Scenario& sc, const CostModel& cost, in
     c.recompute = t.recompute + tp.forward;
     // The engine exposes the collectives beside the layer's own forwards,
     // which under selective recomputation are not t's.
-    const TensorCollectives tp_raw =
-        exposed_collectives(tensor_collectives(layer, b, ring), raw, sc.training.framework, split);
-    c.least_forward =
-        std::min(raw.forward, raw.forward_kept) + std::min(tp.forward, tp_raw.forward);
+    const SimTime tp_raw =
+        remat == Remat::kSelective
+            ? exposed_collectives(whole, raw, sc.training.framework, split).forward
+            : tp.forward;
+    c.least_forward = std::min(raw.forward, raw.forward_kept) + std::min(tp.forward, tp_raw);
   }
   // Neighbouring stages run on neighbouring devices; their route sets the cost.
   if (sc.cluster.devices > 1) {
