@@ -317,11 +317,18 @@ void print_gradient_sum_note(const exec::Comparison& c, const Profile& profile) 
                   : "as the profile's group of " + std::to_string(g.ranks) + " " +
                         (profile.backend == "mpi" ? "processes" : "threads") + " ran it (" +
                         format_seconds(g.latency_s) + " latency, " + format_rate(g.bandwidth) + ")";
+  const std::string who =
+      c.context_parallel > 1 && c.expert_parallel > 1
+          ? std::to_string(n) + " ranks (" + std::to_string(c.expert_parallel) +
+                " expert ranks of " + std::to_string(c.context_parallel) +
+                " shares) sum the gradients they all hold, and each expert's over the shares of "
+                "its rank,"
+          : std::to_string(n) + (c.expert_parallel > 1 ? " expert ranks" : " shares") +
+                " sum the gradients they all hold";
   std::printf(
-      "Gradient sum        the %d %s sum the gradients they all hold before each step; "
-      "measured: laid end to end, all-reduced and laid back (the optimizer's collectives row); "
-      "predicted: %s\n",
-      n, c.expert_parallel > 1 ? "expert ranks" : "shares", priced.c_str());
+      "Gradient sum        the %s before each step; measured: laid end to end, all-reduced and "
+      "laid back (the optimizer's collectives row); predicted: %s\n",
+      who.c_str(), priced.c_str());
 }
 
 // What the runtime and other work add, shared cores, replicas.

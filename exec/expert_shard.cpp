@@ -7,17 +7,26 @@
 
 #include "exec/compute/moe_layers.h"
 #include "exec/models.h"
+#include "exec/tensor_shard.h"
 
 namespace pipescope::exec {
 
 namespace {
 
-// Layer `whole` as rank `rank`'s: a copy, or for a mixture its rank's share of
-// the routed experts (the parameters ParamShape::expert marks, in expert order).
-std::unique_ptr<Layer> rank_layer(Layer& whole, const TensorRank& rank) {
+// Layer `whole` (build_transformer's i-th of `count`) as rank `rank`'s of
+// share `ring`: a copy, or for a mixture its rank's share of the routed
+// experts (the parameters ParamShape::expert marks, in expert order); under
+// context parallelism (a ring) the dense layers are shares too.
+std::unique_ptr<Layer> rank_layer(const TransformerParams& p, Layer& whole, std::size_t i,
+                                  std::size_t count, const TensorRank& rank,
+                                  const ContextRing& ring) {
   const auto* block = dynamic_cast<const MoeBlock*>(&whole);
   const std::vector<Param*> params = whole.params();
   std::vector<Matrix> values;
+  if (block == nullptr && (ring.ring || ring.heads)) {
+    return shard_layer(p, whole, i, count, TensorRank(std::make_shared<TensorGroup>(1), 0, 1),
+                       ring);
+  }
   if (block == nullptr) {
     for (const Param* p : params) values.push_back(p->value);
     if (const auto* dense = dynamic_cast<const TransformerBlock*>(&whole)) {
@@ -30,7 +39,7 @@ std::unique_ptr<Layer> rank_layer(Layer& whole, const TensorRank& rank) {
     return std::make_unique<LmHead>(whole.name(), head.math(), std::move(values));
   }
   const MoeBlockMath& m = block->math();
-  MoeBlockMath mine(m.d_model(), m.heads(), m.kv_heads(), m.moe(), rank);
+  MoeBlockMath mine(m.d_model(), m.heads(), m.kv_heads(), m.moe(), rank, ring);
   const std::size_t per_rank = 4 * static_cast<std::size_t>(mine.local_experts());
   std::size_t expert = 0;  // expert parameters seen
   for (const Param* p : params) {
@@ -55,30 +64,48 @@ void require_mixture(const TransformerParams& params, int E) {
 }  // namespace
 
 std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::uint64_t seed,
-                                          int E, const std::shared_ptr<GroupLink>& link) {
+                                          int E, const std::shared_ptr<GroupLink>& link, int C,
+                                          bool by_heads) {
   require_mixture(params, E);
-  if (link && link->ranks() != E) {
-    throw std::invalid_argument("E=" + std::to_string(E) + " expert ranks over a link of " +
-                                std::to_string(link->ranks()) + " processes");
+  require_context_shares(params, C);
+  if (link && (link->ranks() != E * C || (E > 1 && C > 1))) {
+    throw std::invalid_argument("E=" + std::to_string(E) + " x C=" + std::to_string(C) +
+                                " ranks over a link of " + std::to_string(link->ranks()) +
+                                " processes (processes run the expert ranks or the shares of a "
+                                "sequence, not both)");
   }
   LayerList whole = build_transformer(params, seed);
-  std::vector<LayerList> ranks(static_cast<std::size_t>(E));
-  for (auto& layer : whole) {
-    const auto group =
-        link ? std::make_shared<TensorGroup>(link) : std::make_shared<TensorGroup>(E);
-    for (int r = 0; r < E; ++r) {
-      ranks[static_cast<std::size_t>(r)].push_back(rank_layer(*layer, TensorRank(group, r, E)));
+  const auto e_ranks = static_cast<std::size_t>(E), c_shares = static_cast<std::size_t>(C);
+  std::vector<LayerList> ranks(e_ranks * c_shares);
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    // A ring for each expert rank, over its C shares; the experts' group of
+    // each share, over the E expert ranks.
+    std::vector<ContextRing> rings;
+    for (int e = 0; e < E; ++e) rings.push_back(context_ring(C, by_heads, C > 1 ? link : nullptr));
+    for (int c = 0; c < C; ++c) {
+      const auto group =
+          link && E > 1 ? std::make_shared<TensorGroup>(link) : std::make_shared<TensorGroup>(E);
+      for (int e = 0; e < E; ++e) {
+        ContextRing ring = rings[static_cast<std::size_t>(e)];
+        ring.share = {c, C};
+        ranks[static_cast<std::size_t>(e * C + c)].push_back(
+            rank_layer(params, *whole[i], i, whole.size(), TensorRank(group, e, E), ring));
+      }
     }
   }
   return ranks;
 }
 
-LayerList build_expert_rank_alone(const TransformerParams& params, std::uint64_t seed, int E) {
+LayerList build_expert_rank_alone(const TransformerParams& params, std::uint64_t seed, int E, int C,
+                                  bool by_heads) {
   require_mixture(params, E);
+  require_context_shares(params, C);
   LayerList whole = build_transformer(params, seed);
   LayerList out;
-  for (auto& layer : whole) {
-    out.push_back(rank_layer(*layer, TensorRank(std::make_shared<TensorGroup>(1), 0, E)));
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    out.push_back(rank_layer(params, *whole[i], i, whole.size(),
+                             TensorRank(std::make_shared<TensorGroup>(1), 0, E),
+                             context_ring_alone(C, by_heads)));
   }
   return out;
 }

@@ -19,16 +19,26 @@ namespace pipescope::exec {
 // each mixture's E blocks share one TensorGroup, rank r holding experts
 // r L .. r L + L - 1 (L = experts / E). With a `link` the ranks are processes
 // (exec/compute/group_link.h): the groups are linked ones, and only the
-// link's rank of the lists is to be run here. Throws std::invalid_argument
-// for what build_transformer refuses, unless the model has a mixture whose
-// experts E divides, and for a link of another size.
+// link's rank of the lists is to be run here.
+// Under context parallelism too (C > 1): E x C lists, rank e C + c holding
+// share c of expert rank e's sequences, every block attending round the ring
+// of its expert rank's C shares (`by_heads`: trading heads among them, as
+// build_context_ranks), each mixture's tokens going to the E ranks of its
+// share (exec/compute/moe_layers.h); a link then runs the shares of one
+// expert rank (E = 1) as processes, not E x C of them.
+// Throws std::invalid_argument for what build_transformer refuses, unless
+// the model has a mixture whose experts E divides (E > 1) and 2C divides
+// seq_len, and for a link of another size or over both E and C.
 std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::uint64_t seed,
-                                          int E, const std::shared_ptr<GroupLink>& link = nullptr);
+                                          int E, const std::shared_ptr<GroupLink>& link = nullptr,
+                                          int C = 1, bool by_heads = false);
 
 // Rank 0's layers alone, its all-to-alls returning at once (a group of one):
 // what a rank with a balanced share of the routed tokens computes, for the
-// profiler to time.
-LayerList build_expert_rank_alone(const TransformerParams& params, std::uint64_t seed, int E);
+// profiler to time; under context parallelism its ring of one playing the
+// last share (build_tensor_rank_alone).
+LayerList build_expert_rank_alone(const TransformerParams& params, std::uint64_t seed, int E,
+                                  int C = 1, bool by_heads = false);
 
 // Every parameter's whole value from the ranks' layers (ranks[r] is rank r's
 // list): layer by layer, rank 0's copy of a parameter every rank holds and

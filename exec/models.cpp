@@ -102,10 +102,9 @@ void check_runnable(const ModelSpec& spec) {
                                 "its latent attention is not implemented (it runs multi-head "
                                 "and grouped-query attention)");
   }
-  if (t->moe.enabled() && (spec.tensor_parallel > 1 || spec.context_parallel > 1)) {
+  if (t->moe.enabled() && spec.tensor_parallel > 1) {
     throw std::invalid_argument(cannot +
-                                "it runs mixtures of experts without tensor or context "
-                                "parallelism (T=1, C=1)");
+                                "it runs mixtures of experts without tensor parallelism (T=1)");
   }
   if (t->head_dim != 0 && t->head_dim * t->heads != t->d_model) {
     throw std::invalid_argument(cannot + "its attention heads are " + std::to_string(t->head_dim) +
@@ -137,13 +136,15 @@ LayerList build_layers(const ModelSpec& spec, std::uint64_t seed) {
                   spec.name + "' cannot run at C=" + std::to_string(spec.context_parallel));
     }
     const bool split = spec.tensor_parallel > 1 || spec.context_parallel > 1;
-    LayerList layers = split
-                           ? build_tensor_rank_alone(*spec.transformer, seed, spec.tensor_parallel,
-                                                     spec.context_parallel, spec.context_by_heads)
-                       : spec.expert_parallel > 1
-                           ? build_expert_rank_alone(*spec.transformer, seed, spec.expert_parallel)
-                       : spec.transformer != nullptr ? build_transformer(*spec.transformer, seed)
-                                                     : build_mlp(*spec.mlp, seed);
+    const bool experts = spec.transformer != nullptr && spec.transformer->moe.enabled() &&
+                         (split || spec.expert_parallel > 1);
+    LayerList layers =
+        experts ? build_expert_rank_alone(*spec.transformer, seed, spec.expert_parallel,
+                                          spec.context_parallel, spec.context_by_heads)
+        : split ? build_tensor_rank_alone(*spec.transformer, seed, spec.tensor_parallel,
+                                          spec.context_parallel, spec.context_by_heads)
+        : spec.transformer != nullptr ? build_transformer(*spec.transformer, seed)
+                                      : build_mlp(*spec.mlp, seed);
     require_same(layers, spec);
     return layers;
   }

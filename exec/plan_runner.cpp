@@ -105,6 +105,15 @@ RankSplit rank_split(const Plan& plan, char letter) {
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
+  if (backend == "mpi" && plan.context_parallel > 1 && plan.expert_parallel > 1) {
+    throw std::invalid_argument(
+        plan_file +
+        ": E, C: --backend mpi runs the expert ranks (E) or the shares of each "
+        "sequence (C) as processes, not both, and this plan has E=" +
+        std::to_string(plan.expert_parallel) + " and C=" + std::to_string(plan.context_parallel) +
+        "; the cpu backend runs it (a thread per expert rank and share), or plan with -E 1 or "
+        "-C 1");
+  }
   for (const char which : {'E', 'C', 'T'}) {
     const RankSplit r = rank_split(plan, which);
     if (r.ways == 1 || backend == "cpu" || (backend == "mpi" && r.mpi())) continue;
@@ -252,8 +261,8 @@ void check_plan_fits_host(const Plan& plan, const std::string& plan_file) {
 namespace {
 
 // Each rank's stages: the plan's cut of the model, or of each rank's shards
-// (exec/tensor_shard.h, exec/expert_shard.h), rank c T + t for share c and
-// tensor rank t, or expert rank e.
+// (exec/tensor_shard.h, exec/expert_shard.h), rank (e C + c) T + t for
+// expert rank e, share c and tensor rank t.
 std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec& model,
                                                std::uint64_t seed,
                                                const std::shared_ptr<GroupLink>& link) {
@@ -266,9 +275,11 @@ std::vector<std::vector<LayerList>> plan_ranks(const Plan& plan, const ModelSpec
   PS_CHECK(model.transformer != nullptr,
            "tensor, context and expert parallelism split transformers");
   check_runnable(model);
+  const bool experts = model.transformer->moe.enabled();
   for (LayerList& rank :
-       E > 1 ? build_expert_ranks(*model.transformer, seed, E, link)
-             : build_context_ranks(*model.transformer, seed, T, C, link, model.context_by_heads)) {
+       experts
+           ? build_expert_ranks(*model.transformer, seed, E, link, C, model.context_by_heads)
+           : build_context_ranks(*model.transformer, seed, T, C, link, model.context_by_heads)) {
     ranks.push_back(cut_into_stages(std::move(rank), plan.stage_ranges()));
   }
   return ranks;
@@ -283,6 +294,13 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   // T, then C, then E: shares and expert ranks as processes, whose transport
   // links each device's (MPI), once the others are known to run.
   std::shared_ptr<GroupLink> link;
+  if (plan.context_parallel > 1 && plan.expert_parallel > 1 && (o.transport || o.stage_device)) {
+    throw std::invalid_argument(
+        "E=" + std::to_string(plan.expert_parallel) +
+        " x C=" + std::to_string(plan.context_parallel) +
+        ": expert ranks and shares of each sequence together run on the cpu backend only (a "
+        "thread per expert rank and share); the mpi backend runs one of them as processes");
+  }
   for (const char letter : {'T', 'C', 'E'}) {
     const RankSplit r = rank_split(plan, letter);
     if (r.ways == 1) continue;

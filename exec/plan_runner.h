@@ -44,9 +44,11 @@ void check_profile_fits_host(const ModelSpec& model, std::int64_t batch, const s
 // ScenarioError when the spec is malformed.
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file);
 
-// Throws std::invalid_argument naming `plan_file` and T when the plan splits
-// its layers over tensor ranks (T > 1) and `backend` is not "cpu", the one
-// backend that runs them (a thread per rank).
+// Throws std::invalid_argument naming `plan_file` and the split when
+// `backend` does not run the plan's splits: tensor ranks (T > 1) on the cpu
+// backend alone (a thread per rank), shares of each sequence (C > 1) and
+// expert ranks (E > 1) on the cpu and mpi backends, but both together on the
+// cpu backend alone.
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend);
 // `run -T N` and `compare -T N`: the plan carries its T (made with `plan -T`);

@@ -137,10 +137,6 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
               ranks.size() % static_cast<std::size_t>(context_parallel * expert_parallel) == 0,
           "E=" + std::to_string(expert_parallel) + " x C=" + std::to_string(context_parallel) +
               " shares do not divide the " + std::to_string(ranks.size()) + " ranks");
-  // An expert's gradient would be summed over the C shares of its rank alone.
-  require(context_parallel == 1 || expert_parallel == 1,
-          "expert parallelism (E=" + std::to_string(expert_parallel) +
-              ") runs without context parallelism (C=" + std::to_string(context_parallel) + ")");
   core_->ranks = std::move(ranks);
   core_->context_parallel = context_parallel;
   core_->expert_parallel = expert_parallel;
@@ -177,6 +173,11 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
   // A transport that runs each share or expert rank as a process of its own
   // links them (exec/transport.h); the gradients are summed over the link
   // then. (Tensor ranks exchange in shared memory: threads only.)
+  const bool both = context_parallel > 1 && expert_parallel > 1;
+  require(!(core_->options.transport && both),
+          "E=" + std::to_string(expert_parallel) + " x C=" + std::to_string(context_parallel) +
+              ": expert ranks and shares of each sequence together run as threads of one "
+              "process, with in-process channels, not another transport");
   const std::shared_ptr<GroupLink> link =
       core_->options.transport && ranks_per_device > 1 && T == 1
           ? core_->options.transport->link_group(sched.devices(), ranks_per_device)
@@ -188,6 +189,12 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
         stages.push_back(link ? std::make_shared<TensorGroup>(link)
                               : std::make_shared<TensorGroup>(core_->shares()));
       }
+    }
+  }
+  if (both) {
+    core_->expert_gradient_groups.resize(static_cast<std::size_t>(expert_parallel));
+    for (auto& stages : core_->expert_gradient_groups) {
+      for (int s = 0; s < K; ++s) stages.push_back(std::make_shared<TensorGroup>(context_parallel));
     }
   }
   core_->devices = stage_devices(core_->ranks[0]);

@@ -123,8 +123,13 @@ class PipelineRuntime {
   // b samples (b a multiple of E), as E data-parallel replicas would; the
   // step's loss is the sum of the ranks', and before each optimizer step the
   // E ranks sum the gradients of every parameter but their experts'
-  // (Param::expert). Throws std::invalid_argument as above, unless E divides
-  // the ranks, and for E > 1 with C > 1.
+  // (Param::expert). Throws std::invalid_argument as above and unless E
+  // divides the ranks.
+  //
+  // Both (build_expert_ranks with C > 1): ranks[e C + c] holds share c of
+  // expert rank e's samples (T = 1); the experts' gradients are summed over
+  // the C shares of their rank, every other over all E C ranks. Threads
+  // only: throws std::invalid_argument with another transport.
   PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
                   RuntimeOptions options, int context_parallel, int expert_parallel = 1);
   ~PipelineRuntime();

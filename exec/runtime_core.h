@@ -31,6 +31,9 @@ struct RuntimeCore {
   // gradients are summed over this group before each optimizer step
   // ([t][stage]; empty for E C = 1).
   std::vector<std::vector<std::shared_ptr<TensorGroup>>> gradient_groups;
+  // Under both, the C shares of expert rank e hold its experts: theirs are
+  // summed over this group ([e][stage]; empty unless E > 1 and C > 1).
+  std::vector<std::vector<std::shared_ptr<TensorGroup>>> expert_gradient_groups;
   std::vector<Device*> devices;  // per stage: its layers' device, null on the host
 
   // The threads of each device: E x C x T.

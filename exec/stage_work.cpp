@@ -157,14 +157,17 @@ void StageWork::weight(int m) {
 }
 
 void StageWork::optimizer_step() {
-  std::vector<Param*> params, shared;
+  std::vector<Param*> params, shared, experts;
   for (auto& layer : layers_) {
     for (Param* p : layer->params()) {
       params.push_back(p);
-      if (!p->expert) shared.push_back(p);
+      (p->expert ? experts : shared).push_back(p);
     }
   }
   if (gradients_.group != nullptr) sum_gradients(*gradients_.group, gradients_.share, shared);
+  if (gradients_.experts != nullptr && !experts.empty()) {
+    sum_gradients(*gradients_.experts, gradients_.context, experts);
+  }
   optimizer_.step(params);
 }
 

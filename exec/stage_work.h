@@ -22,10 +22,15 @@ namespace pipescope::exec {
 // Under context or expert parallelism the ranks that hold a stage's
 // parameters for the other shares of each micro-batch: the gradients (but an
 // expert rank's experts', Param::expert) are summed over `group` (this rank
-// its `share`) before the optimizer step. Null: none.
+// its `share`) before the optimizer step, and the experts' over `experts`,
+// the C shares of this expert rank (this one its `context`; under context
+// parallelism alone the same group as `group`).
+// Null: none.
 struct StageGradients {
   TensorGroup* group = nullptr;
   int share = 0;
+  TensorGroup* experts = nullptr;
+  int context = 0;
 };
 
 class StageWork {

@@ -34,9 +34,18 @@ StepRun::StepRun(std::shared_ptr<RuntimeCore> core, std::vector<MicroBatch> micr
           core_->gradient_groups.empty()
               ? nullptr
               : core_->gradient_groups[static_cast<std::size_t>(r % T)][i].get();
-      stages_.emplace_back(s, core_->ranks[rank][i], core_->optimizers[rank][i], core_->devices[i],
-                           sched_, contexts_[k], inputs_[k],
-                           StageGradients{gradients, static_cast<int>(k)});
+      // An expert's C shares: of its rank, or with one expert rank all the
+      // shares (the same group as the others' gradients).
+      const int C = core_->context_parallel;
+      TensorGroup* experts =
+          !core_->expert_gradient_groups.empty()
+              ? core_->expert_gradient_groups[k / static_cast<std::size_t>(C)][i].get()
+          : core_->expert_parallel == 1 ? gradients
+                                        : nullptr;
+      stages_.emplace_back(
+          s, core_->ranks[rank][i], core_->optimizers[rank][i], core_->devices[i], sched_,
+          contexts_[k], inputs_[k],
+          StageGradients{gradients, static_cast<int>(k), experts, static_cast<int>(k) % C});
     }
   }
 }

@@ -49,12 +49,19 @@ Index shard_extent(const ShardRule& rule, int T) {
   return n;
 }
 
-// The whole transformer's layer `i` (of build_transformer's `count`) as the
-// shard of `rank`, its values sliced from `whole`'s; a block attends round
-// `ring`.
+void require_dense(const TransformerParams& params) {
+  if (params.moe.enabled()) {
+    throw std::invalid_argument(
+        "the executor runs mixtures of experts without tensor parallelism (T=1; "
+        "exec/expert_shard.h splits them over expert ranks and shares of each sequence)");
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Layer> shard_layer(const TransformerParams& p, Layer& whole, std::size_t i,
                                    std::size_t count, const TensorRank& rank,
-                                   const ContextRing& ring = {}) {
+                                   const ContextRing& ring) {
   const Index f = p.d_ff == 0 ? 4 * p.d_model : p.d_ff;
   auto slice = [&](const std::vector<ShardRule>& r) {
     std::vector<Matrix> values;
@@ -76,14 +83,36 @@ std::unique_ptr<Layer> shard_layer(const TransformerParams& p, Layer& whole, std
   return std::make_unique<TensorBlock>(whole.name(), m, slice(m.shard_rules()));
 }
 
-void require_dense(const TransformerParams& params) {
-  if (params.moe.enabled()) {
-    throw std::invalid_argument(
-        "the executor runs mixtures of experts without tensor or context parallelism (T=1, C=1)");
+ContextRing context_ring(int C, bool by_heads, const std::shared_ptr<GroupLink>& link) {
+  ContextRing r;
+  if (C == 1) return r;
+  if (by_heads) {
+    r.heads = link ? std::make_shared<TensorGroup>(link) : std::make_shared<TensorGroup>(C);
+  } else {
+    r.ring = link ? std::make_shared<RingExchange>(link) : std::make_shared<RingExchange>(C);
   }
+  return r;
 }
 
-}  // namespace
+ContextRing context_ring_alone(int C, bool by_heads) {
+  // A ring of one plays every share's block with its own: the work of each
+  // step, not its exchange. The last share's: after the first step every
+  // share computes half a block (ring_detail::visible), so any share's work
+  // is the others'. Trading heads, a group of one takes back its own rows as
+  // every share's.
+  ContextRing ring{nullptr, {C - 1, C}, nullptr};
+  if (C > 1 && by_heads) ring.heads = std::make_shared<TensorGroup>(1);
+  if (C > 1 && !by_heads) ring.ring = std::make_shared<RingExchange>(1);
+  return ring;
+}
+
+void require_context_shares(const TransformerParams& params, int C) {
+  if (C < 1) throw std::invalid_argument("context parallelism needs C >= 1");
+  if (C > 1 && params.seq_len % (2 * C) != 0) {
+    throw std::invalid_argument("C=" + std::to_string(C) + ": 2C chunks do not divide seq_len " +
+                                std::to_string(params.seq_len));
+  }
+}
 
 Matrix shard_value(const Matrix& whole, const ShardRule& rule, int T, int r) {
   if (rule.axis == Axis::kWhole) return whole;
@@ -140,12 +169,8 @@ std::vector<LayerList> build_tensor_ranks(const TransformerParams& params, std::
 std::vector<LayerList> build_context_ranks(const TransformerParams& params, std::uint64_t seed,
                                            int T, int C, const std::shared_ptr<GroupLink>& link,
                                            bool by_heads) {
-  if (C < 1) throw std::invalid_argument("context parallelism needs C >= 1");
+  require_context_shares(params, C);
   require_dense(params);
-  if (C > 1 && params.seq_len % (2 * C) != 0) {
-    throw std::invalid_argument("C=" + std::to_string(C) + ": 2C chunks do not divide seq_len " +
-                                std::to_string(params.seq_len));
-  }
   if (link && (T != 1 || link->ranks() != C)) {
     throw std::invalid_argument("C=" + std::to_string(C) + " shares over a link of " +
                                 std::to_string(link->ranks()) + " processes" +
@@ -156,15 +181,8 @@ std::vector<LayerList> build_context_ranks(const TransformerParams& params, std:
   for (std::size_t i = 0; i < whole.size(); ++i) {
     // A ring (or a group trading heads) for each tensor rank, over the C
     // shares; a tensor group for each share.
-    std::vector<ContextRing> rings(static_cast<std::size_t>(T));
-    for (ContextRing& r : rings) {
-      if (C == 1) continue;
-      if (by_heads) {
-        r.heads = link ? std::make_shared<TensorGroup>(link) : std::make_shared<TensorGroup>(C);
-      } else {
-        r.ring = link ? std::make_shared<RingExchange>(link) : std::make_shared<RingExchange>(C);
-      }
-    }
+    std::vector<ContextRing> rings;
+    for (int t = 0; t < T; ++t) rings.push_back(context_ring(C, by_heads, link));
     for (int c = 0; c < C; ++c) {
       const auto group = std::make_shared<TensorGroup>(T);
       for (int t = 0; t < T; ++t) {
@@ -184,14 +202,7 @@ LayerList build_tensor_rank_alone(const TransformerParams& params, std::uint64_t
   LayerList whole = build_transformer(params, seed);
   LayerList out;
   for (std::size_t i = 0; i < whole.size(); ++i) {
-    // A ring of one plays every share's block with its own: the work of each
-    // step, not its exchange. The last share's: after the first step every
-    // share computes half a block (ring_detail::visible), so any share's
-    // work is the others'. Trading heads, a group of one takes back its own
-    // rows as every share's.
-    ContextRing ring{nullptr, {C - 1, C}, nullptr};
-    if (C > 1 && by_heads) ring.heads = std::make_shared<TensorGroup>(1);
-    if (C > 1 && !by_heads) ring.ring = std::make_shared<RingExchange>(1);
+    const ContextRing ring = context_ring_alone(C, by_heads);
     out.push_back(shard_layer(params, *whole[i], i, whole.size(),
                               TensorRank(std::make_shared<TensorGroup>(1), 0, T), ring));
   }

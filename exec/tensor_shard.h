@@ -29,6 +29,24 @@ Matrix unshard_value(const std::vector<const Matrix*>& shards, const ShardRule& 
 // std::invalid_argument for a layer that is not a shard.
 std::vector<ShardRule> shard_rules_of(const Layer& layer);
 
+// The whole transformer's layer `i` (of build_transformer's `count`) as the
+// dense shard of `rank` (exec/compute/tensor_layers.h), its values sliced
+// from `whole`'s; a block attends round `ring`. Not for a mixture's blocks
+// (exec/expert_shard.h builds those).
+std::unique_ptr<Layer> shard_layer(const TransformerParams& p, Layer& whole, std::size_t i,
+                                   std::size_t count, const TensorRank& rank,
+                                   const ContextRing& ring = {});
+
+// One layer's exchange among C context-parallel shares, its share not yet
+// set: a ring (or with `by_heads` a group trading heads) of C threads, or of
+// the processes of `link`; none for C = 1.
+ContextRing context_ring(int C, bool by_heads, const std::shared_ptr<GroupLink>& link = nullptr);
+// The same for the profiler: a ring (or group) of one that plays share
+// C - 1 with its own keys and values (build_tensor_rank_alone).
+ContextRing context_ring_alone(int C, bool by_heads);
+// Throws std::invalid_argument unless C >= 1 and 2C divides seq_len.
+void require_context_shares(const TransformerParams& params, int C);
+
 // The transformer of `params` split over T ranks: one LayerList per rank, the
 // layers of each in the whole model's order and names, each layer's T shards
 // sharing one TensorGroup. Throws std::invalid_argument for what

@@ -17,11 +17,12 @@ namespace {
 
 thread_local ExpertTally* current_expert_tally = nullptr;
 
-// Stash order after the dense block's kX .. kLn2Out (layer_math.h).
+// Stash order after the dense block's (layer_math.h: kX .. kLn2Out, and
+// kHeadsQkv when the attention half trades heads).
 enum MoeStash : std::size_t {
-  kRoute = kFc1Out,  // (n, 2 top_k): each token's experts, then their weights
-  kExpertOut,        // (n top_k, h): each copy's expert output, token by token
-  kReceivedExpert,   // (R, 1): the local expert of each row this rank received
+  kRoute = kBlockStashSize,  // (n, 2 top_k): each token's experts, then their weights
+  kExpertOut,                // (n top_k, h): each copy's expert output, token by token
+  kReceivedExpert,           // (R, 1): the local expert of each row this rank received
   kSharedFc1,
   kSharedGelu,
   kExpertStash,  // then per local expert: its rows' input, fc1 output, GeLU output
@@ -55,8 +56,12 @@ void scatter(Mat<T>& out, const std::vector<Index>& rows, const Mat<T>& m) {
 }  // namespace
 
 MoeBlockMath::MoeBlockMath(Index d_model, Index heads, Index kv_heads, MoeShape moe,
-                           TensorRank experts)
+                           TensorRank experts, ContextRing ring)
     : whole_(d_model, heads, kv_heads, moe.d_ff), moe_(moe), rank_(std::move(experts)) {
+  if (ring.ring || ring.heads) {
+    context_.emplace(d_model, heads, kv_heads, moe.d_ff,
+                     TensorRank(std::make_shared<TensorGroup>(1), 0, 1), std::move(ring));
+  }
   if (moe.experts < 1 || moe.top_k < 1 || moe.top_k > moe.experts) {
     throw std::invalid_argument("a mixture of " + str(moe.experts) + " experts cannot route " +
                                 str(moe.top_k) + " a token (1 <= top_k <= experts)");
@@ -215,7 +220,11 @@ template <typename T>
 Mat<T> MoeBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
                              std::vector<Mat<T>>& st) const {
   st.assign(kExpertStash + 3 * static_cast<std::size_t>(local_experts()), Mat<T>());
-  whole_.forward_attention(w, x, ctx, st);
+  if (context_) {
+    context_->forward_attention(w, x, ctx, st);
+  } else {
+    whole_.forward_attention(w, x, ctx, st);
+  }
   st[kLn2Out] = layernorm_forward(st[kX2], *w[kLn2Gain], *w[kLn2Bias], st[kLn2Stats]);
   route(w, st);
   const Mat<T>& u = st[kLn2Out];
@@ -291,6 +300,7 @@ Mat<T> MoeBlockMath::backward(const Values<T>& w, const Grads<T>& dw, const Mat<
   }
   layernorm_params(dw, du, st[kX2], st[kLn2Stats], kLn2Gain, kLn2Bias);
   const Mat<T> dx2 = dy + layernorm_backward_input(du, st[kX2], st[kLn2Stats], *w[kLn2Gain]);
+  if (context_) return context_->backward_attention(w, dw, dx2, ctx, st);
   return whole_.backward_attention(w, dw, dx2, ctx, st);
 }
 

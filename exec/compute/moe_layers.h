@@ -24,7 +24,17 @@
 // A group of one with E > 1 (the profiler's) computes every part it would
 // send as if it came back from another rank, each row with its own expert of
 // the same local index: a balanced rank's work, without its exchanges.
+//
+// Under context parallelism as well (E x C ranks, rank e C + c) the block is
+// share c of each sequence of expert rank e's samples: its attention half
+// passes the keys and values round the ring of expert rank e's C shares (or
+// trades heads among them) as a dense block's (exec/compute/tensor_layers.h),
+// and its tokens go to the experts of the E ranks of share c. Routing is per
+// token, so a share's tokens need nothing from the other shares'. An
+// expert's gradients are then summed over the C shares of its rank, the
+// others over all E C ranks (the runtime's).
 
+#include <optional>
 #include <vector>
 
 #include "costmodels/units.h"
@@ -70,8 +80,11 @@ class MoeBlockMath {
   // `experts`: the block's place among the E expert-parallel ranks (a group
   // of E, or of one). Throws std::invalid_argument as TransformerBlockMath
   // does, and unless 1 <= top_k <= experts, d_ff > 0, shared_d_ff >= 0 and E
-  // divides experts.
-  MoeBlockMath(Index d_model, Index heads, Index kv_heads, MoeShape moe, TensorRank experts);
+  // divides experts. `ring`: the block's place among the C shares of
+  // context parallelism (none: whole sequences), checked as
+  // TensorBlockMath checks it.
+  MoeBlockMath(Index d_model, Index heads, Index kv_heads, MoeShape moe, TensorRank experts,
+               ContextRing ring = {});
   // The attention half's and the second LayerNorm's (the dense block's
   // first eight), "router.weight", the shared expert's "shared.fc1.weight" ..
   // "shared.fc2.bias" when there is one, then for each of the rank's experts
@@ -84,6 +97,12 @@ class MoeBlockMath {
   Index local_experts() const { return moe_.experts / rank_.ranks; }
   int expert_rank() const { return rank_.rank; }
   int expert_ranks() const { return rank_.ranks; }
+  // The block's ring of context-parallel shares, or none.
+  const ContextRing* ring() const { return context_ ? &context_->ring() : nullptr; }
+  // Empties the ring's mailboxes (Layer::reset_exchanges).
+  void reset_exchanges() const {
+    if (context_) context_->reset_exchanges();
+  }
   // x and out are (b*s, h).
   template <typename T>
   Mat<T> forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
@@ -113,6 +132,8 @@ class MoeBlockMath {
   std::size_t expert_param(Index local, int which) const;  // which: 0..3, fc1 w/b, fc2 w/b
 
   TransformerBlockMath whole_;  // the attention half and the checks
+  // The attention half of a share of each sequence (context parallelism).
+  std::optional<TensorBlockMath> context_;
   MoeShape moe_;
   TensorRank rank_;
 };

@@ -179,18 +179,8 @@ Mat<T> TensorBlockMath::attend_backward(const Mat<T>& dattn, const Context& ctx,
 template <typename T>
 Mat<T> TensorBlockMath::forward(const Values<T>& w, const Mat<T>& x, const Context& ctx,
                                 std::vector<Mat<T>>& st) const {
-  check_input(x, ctx, whole_.d_model(), "transformer block");
   st.assign(kBlockStashSize, Mat<T>());
-  st[kX] = x;
-  st[kLn1Out] = layernorm_forward(x, *w[kLn1Gain], *w[kLn1Bias], st[kLn1Stats]);
-  st[kQkv] = linear_forward(st[kLn1Out], *w[kQkvWeight], *w[kQkvBias]);
-  st[kAttn] = attend(st[kQkv], ctx, st);
-  if (ring_.heads) st[kQkv] = Mat<T>();  // the backward reads the traded copy alone
-  // Row-split: each rank's heads give a partial product; the bias once, after the sum.
-  Mat<T> attn_out = st[kAttn] * *w[kProjWeight];
-  rank_.all_reduce(attn_out);
-  attn_out.rowwise() += w[kProjBias]->row(0);
-  st[kX2] = x + attn_out;
+  forward_attention(w, x, ctx, st);
   st[kLn2Out] = layernorm_forward(st[kX2], *w[kLn2Gain], *w[kLn2Bias], st[kLn2Stats]);
   st[kFc1Out] = linear_forward(st[kLn2Out], *w[kFc1Weight], *w[kFc1Bias]);
   st[kGeluOut] = gelu_forward(st[kFc1Out]);
@@ -213,6 +203,30 @@ Mat<T> TensorBlockMath::backward(const Values<T>& w, const Grads<T>& dw, const M
   rank_.all_reduce(dln2);
   layernorm_params(dw, dln2, st[kX2], st[kLn2Stats], kLn2Gain, kLn2Bias);
   dx2 += layernorm_backward_input(dln2, st[kX2], st[kLn2Stats], *w[kLn2Gain]);
+  return backward_attention(w, dw, dx2, ctx, st);
+}
+
+template <typename T>
+Mat<T> TensorBlockMath::forward_attention(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                                          std::vector<Mat<T>>& st) const {
+  check_input(x, ctx, whole_.d_model(), "transformer block");
+  st[kX] = x;
+  st[kLn1Out] = layernorm_forward(x, *w[kLn1Gain], *w[kLn1Bias], st[kLn1Stats]);
+  st[kQkv] = linear_forward(st[kLn1Out], *w[kQkvWeight], *w[kQkvBias]);
+  st[kAttn] = attend(st[kQkv], ctx, st);
+  if (ring_.heads) st[kQkv] = Mat<T>();  // the backward reads the traded copy alone
+  // Row-split: each rank's heads give a partial product; the bias once, after the sum.
+  Mat<T> attn_out = st[kAttn] * *w[kProjWeight];
+  rank_.all_reduce(attn_out);
+  attn_out.rowwise() += w[kProjBias]->row(0);
+  st[kX2] = x + attn_out;
+  return st[kX2];
+}
+
+template <typename T>
+Mat<T> TensorBlockMath::backward_attention(const Values<T>& w, const Grads<T>& dw,
+                                           const Mat<T>& dx2, const Context& ctx,
+                                           const std::vector<Mat<T>>& st) const {
   linear_params(dw, dx2, st[kAttn], kProjWeight, kProjBias);
   const Mat<T> dattn = linear_backward_input(dx2, *w[kProjWeight]);
   const Mat<T> dqkv = attend_backward(dattn, ctx, st);
@@ -306,5 +320,15 @@ Mat<T> VocabHeadMath::backward(const Values<T>& w, const Grads<T>& dw, const Mat
 PIPESCOPE_INSTANTIATE_SHARD(VocabEmbeddingMath)
 PIPESCOPE_INSTANTIATE_SHARD(TensorBlockMath)
 PIPESCOPE_INSTANTIATE_SHARD(VocabHeadMath)
+
+#define PIPESCOPE_INSTANTIATE_ATTENTION_HALF(T)                                             \
+  template Mat<T> TensorBlockMath::forward_attention<T>(                                    \
+      const Values<T>&, const Mat<T>&, const Context&, std::vector<Mat<T>>&) const;         \
+  template Mat<T> TensorBlockMath::backward_attention<T>(const Values<T>&, const Grads<T>&, \
+                                                         const Mat<T>&, const Context&,     \
+                                                         const std::vector<Mat<T>>&) const;
+
+PIPESCOPE_INSTANTIATE_ATTENTION_HALF(float)
+PIPESCOPE_INSTANTIATE_ATTENTION_HALF(double)
 
 }  // namespace pipescope::exec

@@ -116,6 +116,18 @@ class TensorBlockMath {
   template <typename T>
   Mat<T> backward(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dy, const Context& ctx,
                   const std::vector<Mat<T>>& stash) const;
+  // The attention half, which a mixture-of-experts block under context
+  // parallelism shares (exec/compute/moe_layers.h), as
+  // TransformerBlockMath's: x2 kept with its inputs in stash[kX .. kX2]
+  // (kHeadsQkv too when trading heads; the stash sized by the caller), and
+  // its backward from the whole gradient reaching x2, returning dx.
+  template <typename T>
+  Mat<T> forward_attention(const Values<T>& w, const Mat<T>& x, const Context& ctx,
+                           std::vector<Mat<T>>& stash) const;
+  template <typename T>
+  Mat<T> backward_attention(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dx2,
+                            const Context& ctx, const std::vector<Mat<T>>& stash) const;
+  const ContextRing& ring() const { return ring_; }
   // Empties the ring's mailboxes (Layer::reset_exchanges).
   void reset_exchanges() const {
     if (ring_.ring) ring_.ring->reset();

@@ -2,10 +2,11 @@
 // replicas holding experts / E of each mixture's experts (exec/expert_shard.h,
 // exec/compute/moe_layers.h), the tokens dispatched to their experts' ranks
 // and combined back by all-to-alls, every other gradient summed before each
-// optimizer step. Training with E = 2 and E = 4 matches single-device training
-// of the whole model (relative 1e-5, as the pipeline consistency tests); the
-// ranks' copies of every shared parameter stay identical; what cannot be
-// split is refused.
+// optimizer step. Training with E = 2 and E = 4, and with E = 2 expert ranks
+// of C = 2 shares of each sequence, matches single-device training of the
+// whole model (relative 1e-5, as the pipeline consistency tests); the ranks'
+// copies of every shared parameter stay identical; what cannot be split is
+// refused.
 
 #include <gtest/gtest.h>
 
@@ -26,6 +27,7 @@
 #include "exec/models.h"
 #include "exec/plan_runner.h"
 #include "exec/runtime.h"
+#include "exec/transport.h"
 #include "sim/engine/partition.h"
 
 namespace pipescope::exec {
@@ -41,39 +43,46 @@ TransformerParams params(std::int64_t shared = 0) {
   return p;
 }
 
-// Rank 0's parameters with every rank's experts, in the whole model's order.
-std::vector<std::vector<float>> whole_params(PipelineRuntime& runtime, int E) {
+// Share 0's parameters with every expert rank's experts, in the whole
+// model's order (ranks e C + c: share c of expert rank e).
+std::vector<std::vector<float>> whole_params(PipelineRuntime& runtime, int E, int C = 1) {
   std::vector<std::vector<float>> out;
   for (std::size_t s = 0; s < runtime.stages(0).size(); ++s) {
     std::vector<const LayerList*> ranks;
-    for (int e = 0; e < E; ++e) ranks.push_back(&runtime.stages(e)[s]);
+    for (int e = 0; e < E; ++e) ranks.push_back(&runtime.stages(e * C)[s]);
     for (const Matrix& m : whole_expert_params(ranks))
       out.emplace_back(m.data(), m.data() + m.size());
   }
   return out;
 }
 
-// Every rank holds rank 0's values of every parameter but its experts.
-void expect_shared_params_identical(PipelineRuntime& runtime, int E) {
-  for (int e = 1; e < E; ++e) {
+// Every rank holds rank 0's values of every parameter but its experts, and
+// its expert rank's first share's of those.
+void expect_shared_params_identical(PipelineRuntime& runtime, int E, int C = 1) {
+  for (int r = 1; r < E * C; ++r) {
     for (std::size_t s = 0; s < runtime.stages(0).size(); ++s) {
-      const LayerList& mine = runtime.stages(e)[s];
+      const LayerList& mine = runtime.stages(r)[s];
       const LayerList& first = runtime.stages(0)[s];
+      const LayerList& share0 = runtime.stages(r - r % C)[s];
       for (std::size_t l = 0; l < mine.size(); ++l) {
         for (std::size_t k = 0; k < mine[l]->params().size(); ++k) {
-          const Param& p = *mine[l]->params()[k];
-          if (!p.expert) {
-            EXPECT_EQ(p.value, first[l]->params()[k]->value) << p.name << " on " << e;
-          }
+          const Param& q = *mine[l]->params()[k];
+          const Param& want = q.expert ? *share0[l]->params()[k] : *first[l]->params()[k];
+          EXPECT_EQ(q.value, want.value) << q.name << " on rank " << r;
         }
       }
     }
   }
 }
 
-Trace expert_parallel(const TransformerParams& p, int E, const Case& c) {
+// E expert ranks, each of C shares of every sequence (C > 1: every block
+// attending round the ring of its expert rank's shares, or trading heads
+// among them with `by_heads`; each mixture's tokens going to the E ranks of
+// their share).
+Trace expert_parallel(const TransformerParams& p, int E, const Case& c, int C = 1,
+                      bool by_heads = false) {
   std::vector<std::vector<LayerList>> ranks;
-  for (LayerList& rank : build_expert_ranks(p, kSeed, E)) {
+  for (LayerList& rank : build_expert_ranks(p, kSeed, E, nullptr, C, by_heads)) {
     const int L = static_cast<int>(rank.size());
     ranks.push_back(cut_into_stages(std::move(rank), partition_uniform(L, c.K * c.chunks)));
   }
@@ -81,7 +90,7 @@ Trace expert_parallel(const TransformerParams& p, int E, const Case& c) {
   options.optimizer = momentum();
   PipelineRuntime runtime(std::move(ranks),
                           schedule_of(c.K, c.M, c.remat, c.schedule, c.chunks, c.split_custom),
-                          options, 1, E);
+                          options, C, E);
   Trace t;
   for (int step = 0; step < kSteps; ++step) {
     // kBatch samples a micro-batch of each of the M: the E ranks take kBatch / E each.
@@ -89,8 +98,8 @@ Trace expert_parallel(const TransformerParams& p, int E, const Case& c) {
         synthetic_batch(task_of(p), kBatch * c.M, c.M, static_cast<std::uint64_t>(step), kSeed));
     t.losses.push_back(r.loss);
   }
-  t.params = whole_params(runtime, E);
-  expect_shared_params_identical(runtime, E);
+  t.params = whole_params(runtime, E, C);
+  expect_shared_params_identical(runtime, E, C);
   return t;
 }
 
@@ -114,6 +123,30 @@ TEST(ExpertParallelTraining, TwoRanksMatchSingleDeviceTraining) {
 TEST(ExpertParallelTraining, FourRanksOfOneExpertWithASharedExpertMatchToo) {
   const TransformerParams p = params(8);
   expect_same(whole(p, 2), expert_parallel(p, 4, {2, 2, Remat::kExceptLast, ScheduleKind::k1F1B}));
+}
+
+// The tiny mixture with sequences of 8 tokens (2C chunks for C = 2).
+TransformerParams long_params(std::int64_t shared = 0) {
+  TransformerParams p = params(shared);
+  p.seq_len = 8;
+  return p;
+}
+
+TEST(ExpertContextParallelTraining, TwoExpertRanksOfTwoSharesMatchSingleDeviceTraining) {
+  const TransformerParams p = long_params();
+  expect_same(whole(p, 1), expert_parallel(p, 2, {1, 1, Remat::kNever, ScheduleKind::kGpipe}, 2));
+  expect_same(whole(p, 2), expert_parallel(p, 2, {2, 2, Remat::kAlways, ScheduleKind::k1F1B}, 2));
+  expect_same(whole(p, 2), expert_parallel(p, 2, {2, 2, Remat::kNever, ScheduleKind::kZbH1}, 2));
+}
+
+TEST(ExpertContextParallelTraining, SharesTradingHeadsAndOneExpertRankMatchToo) {
+  const TransformerParams p = long_params(8);
+  // The all-to-all form of the shares' attention, with a shared expert.
+  expect_same(whole(p, 2),
+              expert_parallel(p, 2, {2, 2, Remat::kExceptLast, ScheduleKind::k1F1B}, 2, true));
+  // A mixture over the shares of each sequence alone (E = 1), whole experts
+  // on every share.
+  expect_same(whole(p, 2), expert_parallel(p, 1, {2, 2, Remat::kNever, ScheduleKind::k1F1B}, 2));
 }
 
 TEST(ExpertParallelTraining, EachRanksComputeAndCollectivesAreMeasured) {
@@ -281,13 +314,26 @@ TEST(ExpertParallelRefusals, WhatCannotBeSplit) {
               std::string::npos)
         << e.what();
   }
-  // Nor beside context parallelism, whose shares would sum an expert's gradient.
+  // Beside context parallelism as threads only: not over another transport.
+  TransformerParams p = long_params();
   std::vector<std::vector<LayerList>> four;
-  for (int r = 0; r < 2; ++r) {
-    for (LayerList& rank : build_expert_ranks(params(), kSeed, 2)) {
-      four.push_back(cut_into_stages(std::move(rank), partition_uniform(5, 1)));
-    }
+  for (LayerList& rank : build_expert_ranks(p, kSeed, 2, nullptr, 2)) {
+    four.push_back(cut_into_stages(std::move(rank), partition_uniform(5, 1)));
   }
+  RuntimeOptions linked;
+  linked.transport = std::make_shared<InProcessTransport>();
+  try {
+    PipelineRuntime(std::move(four), build_schedule(ScheduleKind::kGpipe, 1, 1, Remat::kNever),
+                    linked, 2, 2);
+    ADD_FAILURE() << "E x C ranks over a transport";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("E=2 x C=2: expert ranks and shares of each sequence "
+                                         "together run as threads of one process"),
+              std::string::npos)
+        << e.what();
+  }
+  p.seq_len = 6;  // 2C = 4 chunks do not cut sequences of 6
+  EXPECT_THROW(build_expert_ranks(p, kSeed, 2, nullptr, 2), std::invalid_argument);
   // Elsewhere than the cpu backend's threads and the mpi backend's
   // processes, by name.
   Plan plan;
@@ -301,10 +347,18 @@ TEST(ExpertParallelRefusals, WhatCannotBeSplit) {
         << e.what();
   }
   EXPECT_NO_THROW(check_tensor_parallel_backend(plan, "ep.json", "mpi"));
-  EXPECT_THROW(
-      PipelineRuntime(std::move(four), build_schedule(ScheduleKind::kGpipe, 1, 1, Remat::kNever),
-                      RuntimeOptions{}, 2, 2),
-      std::invalid_argument);
+  plan.context_parallel = 2;
+  EXPECT_NO_THROW(check_tensor_parallel_backend(plan, "ep.json", "cpu"));
+  try {
+    check_tensor_parallel_backend(plan, "ep.json", "mpi");
+    ADD_FAILURE() << "the mpi backend accepted E=2 x C=2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ep.json: E, C: --backend mpi runs the expert ranks (E) "
+                                         "or the shares of each sequence (C) as processes, not "
+                                         "both"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -64,19 +65,24 @@ TEST(ModelParams, TiedEmbeddingsAreRejected) {
 }
 
 // A mixture of experts builds as the simulator counts it, whole or as one
-// of E = 2 expert ranks (the profiler's); under tensor parallelism, and latent
-// attention anywhere, it is refused by name.
+// of E = 2 expert ranks, of C = 2 shares of each sequence or both (the
+// profiler's); under tensor parallelism, and latent attention anywhere, it is
+// refused by name.
 TEST(ModelParams, MixturesOfExpertsBuildAsCounted) {
   TransformerParams p = testing::transformer_params(2, 8, 0, 2, 0, 3, 11, false);
   p.moe = {4, 2, 16, 0, 0};
-  for (const int E : {1, 2}) {
+  // Over expert ranks, shares of each sequence (C = 2) or both.
+  p.seq_len = 4;
+  for (const auto& [E, C] : {std::pair{1, 1}, {2, 1}, {1, 2}, {2, 2}}) {
     TensorSplit split;
     split.experts = E;
+    split.context = C;
     const ModelSpec spec = make_transformer(p, "moe", split);
     LayerList layers = build_layers(spec, 1);
     ASSERT_EQ(layers.size(), spec.layers.size());
     for (std::size_t i = 0; i < layers.size(); ++i) {
-      EXPECT_EQ(layers[i]->param_count(), spec.layers[i].params) << "E=" << E << " layer " << i;
+      EXPECT_EQ(layers[i]->param_count(), spec.layers[i].params)
+          << "E=" << E << " C=" << C << " layer " << i;
     }
   }
   TensorSplit tensor;
@@ -87,7 +93,7 @@ TEST(ModelParams, MixturesOfExpertsBuildAsCounted) {
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(),
                  "the executor cannot run model 'moe': it runs mixtures of experts without "
-                 "tensor or context parallelism (T=1, C=1)");
+                 "tensor parallelism (T=1)");
   }
   p.mla = {0, 4, 4, 2, 4};
   try {
