@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -27,6 +28,15 @@ double slowdown_of(const Profile& p, int n) {
   return s[static_cast<std::size_t>(std::min<int>(n, static_cast<int>(s.size())) - 1)];
 }
 
+// How much longer each of n threads (or processes) computing at once takes
+// on a CPU profile's machine: the slowdown of the cores they run on, and
+// where they outnumber its cores, time-sliced n / cores times as long (the
+// OS shares each core among them). A GPU profile's streams are not cores.
+double threads_slowdown(const Profile& p, int n) {
+  if (p.backend == "cuda" || p.cores < 1 || n <= p.cores) return slowdown_of(p, n);
+  return slowdown_of(p, p.cores) * static_cast<double>(n) / static_cast<double>(p.cores);
+}
+
 // The profile's slowdown of a group of `ranks` ranks computing together
 // where it was measured for this group (T = 1, C shares or E expert ranks as
 // `experts` says, at the plan's `micro_batch`); null otherwise.
@@ -44,12 +54,14 @@ const GroupSlowdownFigures* measured_group_slowdown(const Profile& p, int ranks,
 // expert ranks (`experts`) at T = 1 and the plan's `micro_batch`, the one
 // the profile measured as they run (group_slowdown: each rank's thread runs
 // all of its stage's layers); n groups computing are n times as many cores.
+// A group of more ranks than the machine has cores runs time-sliced
+// (threads_slowdown), and its profile was not measured as it runs.
 // The split backward's B and W keep their times when the profile timed them
 // as a stage runs them, as the simulator keeps them (their operands are out
 // of the caches already). The optimizer step takes the slowdown the profile
 // measured with the T tensor ranks stepping at once.
 Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t micro_batch) {
-  const double cores = slowdown_of(p, ranks);
+  const double cores = threads_slowdown(p, ranks);
   const GroupSlowdownFigures* g = measured_group_slowdown(p, ranks, T, experts, micro_batch);
   const double forward = g != nullptr ? g->forward : cores;
   const double backward = g != nullptr ? g->backward : cores;
@@ -175,17 +187,22 @@ std::string shared_cores_note(int stages, int cores, const std::string& what, in
   const std::string who = what == "GPU" ? "each GPU interleaves the streams' kernels"
                                         : "the OS time-slices the " + runners;
   const auto count = [&](int n) { return std::to_string(n) + " " + (n == 1 ? what : many); };
+  char stretch[32];
+  std::snprintf(stretch, sizeof stretch, "%.3g", static_cast<double>(ranks) / std::max(1, cores));
   const std::string pool =
-      ranks > 1 ? "a pool of " + count(std::max(1, cores / ranks)) + " for each rank's stages"
-                : "a pool of that many " + many;
+      ranks > cores ? "each stage's " + std::to_string(ranks) + " ranks' ops " + stretch +
+                          " times as long as alone (time-sliced on the " + count(cores) + ")"
+      : ranks > 1 ? "a pool of " + count(std::max(1, cores / ranks)) + " for each rank's stages"
+                  : "a pool of that many " + many;
+  const std::string holding = ranks > cores ? ", one stage's ops at a time"
+                                            : ", each op holding one for its whole duration";
   return std::to_string(stages) + " stages" +
          (ranks > 1 ? " of " + std::to_string(ranks) + " ranks each (" +
                           std::to_string(stages * ranks) + " " + runners + ")"
                     : "") +
-         " share " + count(cores) + ": predicted with " + pool +
-         ", each op holding one for its whole duration and ops served in the order they became "
-         "ready (" +
-         who + " instead, so the order, not the total work, is approximate" +
+         " share " + count(cores) + ": predicted with " + pool + holding +
+         " and ops served in the order they became ready (" + who +
+         " instead, so the order, not the total work, is approximate" +
          (ranks > 1 ? "; a rank's exchanges also wait while its partners' " + many +
                           " run their other stages, which the prediction leaves out"
                     : "") +
@@ -354,6 +371,10 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   // A stage's threads.
   const int ranks = c.tensor_parallel * c.context_parallel * c.expert_parallel;
   c.cores = scenario.cluster.shared_cores * ranks;
+  // A group of more threads than the machine has cores shares them all.
+  if (const auto& p = scenario.cluster.profile; p && p->backend != "cuda" && p->cores < c.cores) {
+    c.cores = p->cores;
+  }
   c.shared_cores = c.cores > 0 && c.cores < c.stages * ranks;
   // The load the prediction's mixtures took (make_cost_model's), if any.
   const std::shared_ptr<const Profile>& profile = scenario.cluster.profile;

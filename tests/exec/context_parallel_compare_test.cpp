@@ -64,6 +64,34 @@ TEST(ContextParallelCompare, TheSharesOfAStageComputeAtOnce) {
   EXPECT_DOUBLE_EQ(sc.cluster.concurrency_slowdown[1], 1.6 / 1.25);
 }
 
+// Shares that outnumber the machine's cores run time-sliced: on two cores,
+// the 2 shares of each of two stages (4 threads) take the two cores' slowdown
+// each, and the 4 shares of one stage twice that (4 threads on 2 cores), one
+// stage's group at a time; on a GPU profile the streams are not cores.
+TEST(ContextParallelCompare, SharesOutnumberingTheCoresRunTimeSliced) {
+  const ModelSpec m = share(false);
+  auto p = std::make_shared<Profile>(*known_profile(m, 2));
+  p->concurrency_slowdown = {1.0, 1.25};
+  const Scenario fits = cpu_scenario(context_plan(m, false), m, p, "known.json");
+  EXPECT_EQ(fits.cluster.profile->layers.front().forward.front(), 1250000);
+  Plan four = context_plan(m, false);
+  four.context_parallel = 4;
+  four.devices = 4;
+  const Scenario sliced = cpu_scenario(four, m, p, "known.json");
+  EXPECT_EQ(sliced.cluster.profile->layers.front().forward.front(), 2500000);
+  EXPECT_EQ(sliced.cluster.profile->layers.front().backward.front(), 5000000);
+  EXPECT_EQ(sliced.cluster.shared_cores, 1);
+  EXPECT_NE(shared_cores_note(2, 2, "core", 4)
+                .find("2 stages of 4 ranks each (8 threads) share 2 cores: predicted with each "
+                      "stage's 4 ranks' ops 2 times as long as alone (time-sliced on the 2 "
+                      "cores), one stage's ops at a time"),
+            std::string::npos)
+      << shared_cores_note(2, 2, "core", 4);
+  p->backend = "cuda";
+  EXPECT_EQ(cpu_scenario(four, m, p, "known.json").cluster.profile->layers.front().forward.front(),
+            1250000);
+}
+
 // Where the profile measured the shares' compute among each other at the
 // plan's micro-batch size, their ops take that instead: forwards and
 // recomputes its forward figure, backwards its backward; measured at another
