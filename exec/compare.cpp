@@ -78,7 +78,14 @@ Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t mi
       stretch(l.input, backward);
     }
   }
-  if (p.tensor_group.ranks == T) {
+  // The group's optimizer steps run at once too: time-sliced where its ranks
+  // outnumber the cores (the tensor ranks' measured slowdown otherwise).
+  const double sliced = threads_slowdown(p, ranks) / slowdown_of(p, ranks);
+  if (sliced > 1.0) {
+    p.optimizer_overhead =
+        static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * sliced));
+    p.optimizer_ns_per_param *= sliced;
+  } else if (p.tensor_group.ranks == T) {
     const double steps = p.tensor_group.optimizer_slowdown;
     p.optimizer_overhead =
         static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * steps));

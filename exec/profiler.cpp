@@ -467,10 +467,13 @@ void ModelProfiler::State::add_expert_figures(Profile& p) {
 void ModelProfiler::State::add_gradient_sum(Profile& p) const {
   const std::int64_t params = spec.total_params();
   const int C = options.context_ranks, E = options.expert_ranks;
-  const int ranks = std::max(C, E);
   const bool shares = C >= 2 && spec.context_parallel == C && spec.expert_parallel == 1;
   const bool experts = E >= 2 && spec.expert_parallel == E && spec.context_parallel == 1;
-  if (!(shares || experts) || ranks > p.cores || spec.tensor_parallel != 1 ||
+  // Expert ranks of shares sum over all E x C, however many cores: time-sliced
+  // where they outnumber them, as their run's threads sum.
+  const bool both = C >= 2 && E >= 2 && spec.context_parallel == C && spec.expert_parallel == E;
+  const int ranks = both ? C * E : std::max(C, E);
+  if (!(shares || experts || both) || (ranks > p.cores && !both) || spec.tensor_parallel != 1 ||
       !gradient_sum_fits(ranks, params, host_memory_available())) {
     return;
   }

@@ -67,11 +67,14 @@ TEST(ContextParallelCompare, TheSharesOfAStageComputeAtOnce) {
 // Shares that outnumber the machine's cores run time-sliced: on two cores,
 // the 2 shares of each of two stages (4 threads) take the two cores' slowdown
 // each, and the 4 shares of one stage twice that (4 threads on 2 cores), one
-// stage's group at a time; on a GPU profile the streams are not cores.
+// stage's group at a time, their optimizer steps twice the profile's; on a
+// GPU profile the streams are not cores.
 TEST(ContextParallelCompare, SharesOutnumberingTheCoresRunTimeSliced) {
   const ModelSpec m = share(false);
   auto p = std::make_shared<Profile>(*known_profile(m, 2));
   p->concurrency_slowdown = {1.0, 1.25};
+  p->optimizer_overhead = 1000;
+  p->optimizer_ns_per_param = 0.5;
   const Scenario fits = cpu_scenario(context_plan(m, false), m, p, "known.json");
   EXPECT_EQ(fits.cluster.profile->layers.front().forward.front(), 1250000);
   Plan four = context_plan(m, false);
@@ -81,6 +84,9 @@ TEST(ContextParallelCompare, SharesOutnumberingTheCoresRunTimeSliced) {
   EXPECT_EQ(sliced.cluster.profile->layers.front().forward.front(), 2500000);
   EXPECT_EQ(sliced.cluster.profile->layers.front().backward.front(), 5000000);
   EXPECT_EQ(sliced.cluster.shared_cores, 1);
+  // Their optimizer steps too: twice the profile's.
+  EXPECT_EQ(sliced.cluster.profile->optimizer_overhead, 2 * p->optimizer_overhead);
+  EXPECT_DOUBLE_EQ(sliced.cluster.profile->optimizer_ns_per_param, 2 * p->optimizer_ns_per_param);
   EXPECT_NE(shared_cores_note(2, 2, "core", 4)
                 .find("2 stages of 4 ranks each (8 threads) share 2 cores: predicted with each "
                       "stage's 4 ranks' ops 2 times as long as alone (time-sliced on the 2 "

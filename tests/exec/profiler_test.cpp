@@ -497,6 +497,30 @@ TEST(Profiler, MeasuresTheSharesExchangesWhenAsked) {
   EXPECT_THROW(profile_group_alltoall(1, 5), std::invalid_argument);
 }
 
+// Expert ranks of context shares: their gradient sum over all E x C threads
+// is measured whatever the cores (time-sliced where fewer, as the run sums
+// it); the shares' and the expert ranks' own figures are left out.
+TEST(Profiler, MeasuresTheGradientSumOfExpertRanksOfShares) {
+  TransformerParams p = testing::tiny_executor_transformer_params(2);
+  p.seq_len = 8;
+  p.moe = {4, 2, 12, 0, 1, 1.0};
+  TensorSplit split;
+  split.context = 2;
+  split.experts = 2;
+  ProfileOptions o;
+  o.repeats = 1;
+  o.batch_sizes = {2};
+  o.context_ranks = 2;
+  o.expert_ranks = 2;
+  const Profile both = profile_model(make_transformer(p, "moe", split), o);
+  EXPECT_EQ(both.gradient_sum.ranks, 4);
+  EXPECT_GT(both.gradient_sum.latency_s, 0.0);
+  EXPECT_GT(both.gradient_sum.bandwidth, 0.0);
+  EXPECT_EQ(both.group_slowdown.ranks, 0);
+  EXPECT_EQ(both.context_ring.ranks, 0);
+  EXPECT_EQ(both.routed_load(2, 1, 2), nullptr);
+}
+
 // A profile of a plan with C = 2 takes the shares' slowdown from its op
 // lists (each run beside a rank alone's), at its micro-batch size; their
 // ring's takes still from their passes.
