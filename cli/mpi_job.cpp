@@ -38,6 +38,10 @@ void MpiJob::rank_error(const std::exception& e) const {
 }
 
 ProcessGroup process_group(const Plan& plan) {
+  if (plan.expert_parallel > 1 && plan.context_parallel > 1) {
+    return {plan.expert_parallel * plan.context_parallel, 'E', "expert ranks' shares",
+            "their tokens and their keys and values"};
+  }
   if (plan.expert_parallel > 1) {
     return {plan.expert_parallel, 'E', "expert ranks", "their tokens"};
   }

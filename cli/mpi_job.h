@@ -27,7 +27,7 @@ namespace pipescope::cli {
 struct ProcessGroup {
   int ranks = 1;
   char letter = 0;             // none for a group of one
-  const char* name = "ranks";  // "shares", "expert ranks"
+  const char* name = "ranks";  // "shares", "expert ranks", "expert ranks' shares"
   const char* what = "";       // what they exchange
 };
 ProcessGroup process_group(const Plan& plan);

@@ -239,12 +239,14 @@ int run_mpi(const RunOptions& o) {
     job.rank_error(e);
   }
   if (job.rank() != 0) return 0;
-  return report(o, plan, spec, steps,
-                "over MPI (" + std::to_string(job.size()) + " processes, one per device" +
-                    (plan.expert_parallel > 1    ? " and expert rank"
-                     : plan.context_parallel > 1 ? " and share"
-                                                 : "") +
-                    (o.device == "cuda" ? ", each on a GPU, payloads over NCCL)" : ")"));
+  return report(
+      o, plan, spec, steps,
+      "over MPI (" + std::to_string(job.size()) + " processes, one per device" +
+          (plan.expert_parallel > 1 && plan.context_parallel > 1 ? " and expert rank's share"
+           : plan.expert_parallel > 1                            ? " and expert rank"
+           : plan.context_parallel > 1                           ? " and share"
+                                                                 : "") +
+          (o.device == "cuda" ? ", each on a GPU, payloads over NCCL)" : ")"));
 }
 
 }  // namespace

@@ -63,17 +63,28 @@ void require_mixture(const TransformerParams& params, int E) {
 
 }  // namespace
 
+SubLinks sub_links(const std::shared_ptr<GroupLink>& link, int E, int C) {
+  if (!link) return {};
+  if (E == 1) return {link, nullptr};
+  if (C == 1) return {nullptr, link};
+  const int e = link->rank() / C, c = link->rank() % C;
+  std::shared_ptr<GroupLink> shares = link->split(e, c);
+  return {std::move(shares), link->split(c, e)};
+}
+
 std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::uint64_t seed,
                                           int E, const std::shared_ptr<GroupLink>& link, int C,
                                           bool by_heads) {
   require_mixture(params, E);
   require_context_shares(params, C);
-  if (link && (link->ranks() != E * C || (E > 1 && C > 1))) {
+  if (link && link->ranks() != E * C) {
     throw std::invalid_argument("E=" + std::to_string(E) + " x C=" + std::to_string(C) +
                                 " ranks over a link of " + std::to_string(link->ranks()) +
-                                " processes (processes run the expert ranks or the shares of a "
-                                "sequence, not both)");
+                                " processes");
   }
+  // As processes, this one's rank e C + c meets its expert rank's shares
+  // round the ring and its share's expert ranks in the mixtures.
+  const SubLinks sub = sub_links(link, E, C);
   LayerList whole = build_transformer(params, seed);
   const auto e_ranks = static_cast<std::size_t>(E), c_shares = static_cast<std::size_t>(C);
   std::vector<LayerList> ranks(e_ranks * c_shares);
@@ -81,10 +92,10 @@ std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::
     // A ring for each expert rank, over its C shares; the experts' group of
     // each share, over the E expert ranks.
     std::vector<ContextRing> rings;
-    for (int e = 0; e < E; ++e) rings.push_back(context_ring(C, by_heads, C > 1 ? link : nullptr));
+    for (int e = 0; e < E; ++e) rings.push_back(context_ring(C, by_heads, sub.shares));
     for (int c = 0; c < C; ++c) {
-      const auto group =
-          link && E > 1 ? std::make_shared<TensorGroup>(link) : std::make_shared<TensorGroup>(E);
+      const auto group = sub.experts ? std::make_shared<TensorGroup>(sub.experts)
+                                     : std::make_shared<TensorGroup>(E);
       for (int e = 0; e < E; ++e) {
         ContextRing ring = rings[static_cast<std::size_t>(e)];
         ring.share = {c, C};

@@ -15,6 +15,16 @@
 
 namespace pipescope::exec {
 
+// A device's E x C ranks as processes of one link (rank e C + c): the link of
+// this process's expert rank's C shares and that of its share's E expert
+// ranks, each split from `link` (every rank calls this at once), or `link`
+// itself where the other is 1; none without a link or where C (E) is 1.
+struct SubLinks {
+  std::shared_ptr<GroupLink> shares;
+  std::shared_ptr<GroupLink> experts;
+};
+SubLinks sub_links(const std::shared_ptr<GroupLink>& link, int E, int C);
+
 // One LayerList per rank, each layer in the whole model's order and names;
 // each mixture's E blocks share one TensorGroup, rank r holding experts
 // r L .. r L + L - 1 (L = experts / E). With a `link` the ranks are processes
@@ -24,11 +34,11 @@ namespace pipescope::exec {
 // share c of expert rank e's sequences, every block attending round the ring
 // of its expert rank's C shares (`by_heads`: trading heads among them, as
 // build_context_ranks), each mixture's tokens going to the E ranks of its
-// share (exec/compute/moe_layers.h); a link then runs the shares of one
-// expert rank (E = 1) as processes, not E x C of them.
+// share (exec/compute/moe_layers.h); with a link of E x C processes the
+// rings and mixtures meet over its sub_links.
 // Throws std::invalid_argument for what build_transformer refuses, unless
 // the model has a mixture whose experts E divides (E > 1) and 2C divides
-// seq_len, and for a link of another size or over both E and C.
+// seq_len, and for a link of another size than E x C.
 std::vector<LayerList> build_expert_ranks(const TransformerParams& params, std::uint64_t seed,
                                           int E, const std::shared_ptr<GroupLink>& link = nullptr,
                                           int C = 1, bool by_heads = false);

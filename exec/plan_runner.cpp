@@ -105,15 +105,6 @@ RankSplit rank_split(const Plan& plan, char letter) {
 
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend) {
-  if (backend == "mpi" && plan.context_parallel > 1 && plan.expert_parallel > 1) {
-    throw std::invalid_argument(
-        plan_file +
-        ": E, C: --backend mpi runs the expert ranks (E) or the shares of each "
-        "sequence (C) as processes, not both, and this plan has E=" +
-        std::to_string(plan.expert_parallel) + " and C=" + std::to_string(plan.context_parallel) +
-        "; the cpu backend runs it (a thread per expert rank and share), or plan with -E 1 or "
-        "-C 1");
-  }
   for (const char which : {'E', 'C', 'T'}) {
     const RankSplit r = rank_split(plan, which);
     if (r.ways == 1 || backend == "cpu" || (backend == "mpi" && r.mpi())) continue;
@@ -294,18 +285,13 @@ std::vector<StepResult> run_plan(const Plan& plan, const ModelSpec& model,
   // T, then C, then E: shares and expert ranks as processes, whose transport
   // links each device's (MPI), once the others are known to run.
   std::shared_ptr<GroupLink> link;
-  if (plan.context_parallel > 1 && plan.expert_parallel > 1 && (o.transport || o.stage_device)) {
-    throw std::invalid_argument(
-        "E=" + std::to_string(plan.expert_parallel) +
-        " x C=" + std::to_string(plan.context_parallel) +
-        ": expert ranks and shares of each sequence together run on the cpu backend only (a "
-        "thread per expert rank and share); the mpi backend runs one of them as processes");
-  }
+  // (Both C and E: one link of a device's C x E processes.)
   for (const char letter : {'T', 'C', 'E'}) {
     const RankSplit r = rank_split(plan, letter);
     if (r.ways == 1) continue;
-    if (r.mpi() && o.transport && !o.stage_device) {
-      link = o.transport->link_group(schedule.devices(), r.ways);
+    if (r.mpi() && o.transport && !o.stage_device && !link) {
+      link =
+          o.transport->link_group(schedule.devices(), plan.context_parallel * plan.expert_parallel);
     }
     if (!o.stage_device && (!o.transport || link)) continue;
     throw std::invalid_argument(

@@ -47,8 +47,7 @@ ModelSpec plan_model(const Plan& plan, const std::string& plan_file);
 // Throws std::invalid_argument naming `plan_file` and the split when
 // `backend` does not run the plan's splits: tensor ranks (T > 1) on the cpu
 // backend alone (a thread per rank), shares of each sequence (C > 1) and
-// expert ranks (E > 1) on the cpu and mpi backends, but both together on the
-// cpu backend alone.
+// expert ranks (E > 1), or both, on the cpu and mpi backends.
 void check_tensor_parallel_backend(const Plan& plan, const std::string& plan_file,
                                    const std::string& backend);
 // `run -T N` and `compare -T N`: the plan carries its T (made with `plan -T`);

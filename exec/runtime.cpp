@@ -174,10 +174,6 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
   // links them (exec/transport.h); the gradients are summed over the link
   // then. (Tensor ranks exchange in shared memory: threads only.)
   const bool both = context_parallel > 1 && expert_parallel > 1;
-  require(!(core_->options.transport && both),
-          "E=" + std::to_string(expert_parallel) + " x C=" + std::to_string(context_parallel) +
-              ": expert ranks and shares of each sequence together run as threads of one "
-              "process, with in-process channels, not another transport");
   const std::shared_ptr<GroupLink> link =
       core_->options.transport && ranks_per_device > 1 && T == 1
           ? core_->options.transport->link_group(sched.devices(), ranks_per_device)
@@ -192,9 +188,18 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
     }
   }
   if (both) {
+    // As processes, this one's expert rank's shares (rank e C + c; the
+    // entry of every expert rank: only its own runs here), as sub_links
+    // (exec/expert_shard.h) splits them.
+    const std::shared_ptr<GroupLink> shares =
+        link ? link->split(link->rank() / context_parallel, link->rank() % context_parallel)
+             : nullptr;
     core_->expert_gradient_groups.resize(static_cast<std::size_t>(expert_parallel));
     for (auto& stages : core_->expert_gradient_groups) {
-      for (int s = 0; s < K; ++s) stages.push_back(std::make_shared<TensorGroup>(context_parallel));
+      for (int s = 0; s < K; ++s) {
+        stages.push_back(shares ? std::make_shared<TensorGroup>(shares)
+                                : std::make_shared<TensorGroup>(context_parallel));
+      }
     }
   }
   core_->devices = stage_devices(core_->ranks[0]);

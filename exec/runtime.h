@@ -128,8 +128,9 @@ class PipelineRuntime {
   //
   // Both (build_expert_ranks with C > 1): ranks[e C + c] holds share c of
   // expert rank e's samples (T = 1); the experts' gradients are summed over
-  // the C shares of their rank, every other over all E C ranks. Threads
-  // only: throws std::invalid_argument with another transport.
+  // the C shares of their rank, every other over all E C ranks; as
+  // processes, over the transport's link of the E C and its split
+  // (exec/expert_shard.h, sub_links).
   PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Schedule schedule,
                   RuntimeOptions options, int context_parallel, int expert_parallel = 1);
   ~PipelineRuntime();

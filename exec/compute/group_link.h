@@ -10,6 +10,7 @@
 // parallelism's shares as processes), on channels of their own.
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 namespace pipescope::exec {
@@ -43,6 +44,12 @@ class GroupLink {
   // What rank `from` sent this one next on `channel`, once it is here. Waits
   // and throws as all_gather.
   virtual Bytes receive(int from, int channel, const CollectiveTally* tally, const char* what) = 0;
+  // A link of the ranks that pass the same `color`, ranked by `key` (then by
+  // their rank here): every rank of this link calls it at once, in the same
+  // order as its other splits. Under expert parallelism beside context
+  // parallelism a device's E x C processes split into each expert rank's
+  // shares and each share's expert ranks.
+  virtual std::shared_ptr<GroupLink> split(int color, int key) = 0;
 };
 
 }  // namespace pipescope::exec

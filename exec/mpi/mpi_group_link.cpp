@@ -90,6 +90,13 @@ MpiGroupLink::MpiGroupLink(MPI_Comm comm) : comm_(comm) {
   mpi_check(MPI_Comm_size(comm_, &ranks_), "MPI_Comm_size");
 }
 
+std::shared_ptr<GroupLink> MpiGroupLink::split(int color, int key) {
+  check_usable("a split");
+  MPI_Comm part = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+  return std::make_shared<MpiGroupLink>(part);
+}
+
 MpiGroupLink::~MpiGroupLink() {
   // A collective given up may still write into its buffers, and a send that
   // nobody received still read from its own: they are left to MPI (the

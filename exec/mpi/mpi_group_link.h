@@ -41,6 +41,8 @@ class MpiGroupLink final : public GroupLink {
                                 const char* what) override;
   void send(int to, int channel, Bytes bytes, const char* what) override;
   Bytes receive(int from, int channel, const CollectiveTally* tally, const char* what) override;
+  // MPI_Comm_split of the link's communicator.
+  std::shared_ptr<GroupLink> split(int color, int key) override;
 
  private:
   // One collective's buffers, which MPI uses until its requests complete.

@@ -99,9 +99,9 @@ TEST(RunCli, AnExpertParallelPlanTrainsAsTheWholeModelDoes) {
 
 // The same mixture (fused attention, as context parallelism runs it) planned
 // with E = 2 expert ranks of C = 2 shares of each sequence on 8 cores trains
-// to the losses of its plan without either; the mpi backend, which runs one
-// of the two as processes, refuses it by name; `compare` tells what each
-// rank's gradient sum covers.
+// to the losses of its plan without either (the same plan over MPI:
+// tests/cli/mpi_cli_test.cpp); `compare` tells what each rank's gradient sum
+// covers.
 TEST(RunCli, AnExpertAndContextParallelPlanTrainsAsTheWholeModelDoes) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "pipescope_cli_expert_context_run";
@@ -113,12 +113,6 @@ TEST(RunCli, AnExpertAndContextParallelPlanTrainsAsTheWholeModelDoes) {
   const std::string both =
       expect_trains_as_whole(dir, scenario, "--set cluster.devices=8 -E 2 -C 2",
                              "K=2, C=2, E=2, M=4, batch 8 an expert rank");
-  const CliResult mpi = run("run " + both + " --backend mpi --steps 1");
-  EXPECT_EQ(mpi.status, 1);
-  EXPECT_NE(mpi.err.find(": E, C: --backend mpi runs the expert ranks (E) or the shares of each "
-                         "sequence (C) as processes, not both"),
-            std::string::npos)
-      << mpi.err;
   const CliResult compare = run("compare " + both + " --steps 3");
   ASSERT_EQ(compare.status, 0) << compare.err;
   EXPECT_NE(compare.out.find("Gradient sum        the 4 ranks (2 expert ranks of 2 shares) sum "

@@ -224,6 +224,36 @@ TEST_F(MpiCli, AContextParallelPlanRunsAProcessPerShare) {
   fs::remove(cp);
 }
 
+// A plan of E = 2 expert ranks of C = 2 shares over MPI: the four processes
+// of its one device, training to the threads' losses; a job of another size
+// is told how many it needs, once, and `compare --backend mpi`, which
+// profiles one of the two as processes, says so once.
+TEST_F(MpiCli, ExpertRanksOfSharesRunAProcessEach) {
+  const fs::path ec = temp("mpi_expert_context_plan.json");
+  const std::string small = std::string(PIPESCOPE_SOURCE_DIR) + "/scenarios/cpu-small.json";
+  ASSERT_EQ(run("plan " + small + kTiny +
+                " --set model.experts=4 --set model.experts_per_token=2 --set "
+                "model.expert_d_ff=16 --set model.attention=fused --set cluster.devices=4 -E 2 "
+                "-C 2 -K 1 -M 2 --remat off -o " +
+                ec.string())
+                .status,
+            0);
+  const CliResult threads = run("run " + ec.string() + " --steps 3 --json");
+  ASSERT_EQ(threads.status, 0) << threads.err;
+  const CliResult mpi =
+      run_under(mpirun(4), "run " + ec.string() + " --backend mpi --steps 3 --json");
+  ASSERT_EQ(mpi.status, 0) << mpi.err;
+  expect_same_losses(mpi, threads, 3);
+  expect_refused_once(run_under(mpirun(2), "run " + ec.string() + " --backend mpi --steps 1"),
+                      "the plan runs on 1 device of 4 expert ranks' shares each (4 processes) "
+                      "but this MPI job has 2 processes; start it with mpirun -np 4");
+  expect_refused_once(
+      run_under(mpirun(4), "compare " + ec.string() + " --backend mpi --steps 2 --warmup 1"),
+      ": E, C: compare --backend mpi profiles the expert ranks (E) or the shares of each "
+      "sequence (C) as processes, not both");
+  fs::remove(ec);
+}
+
 TEST_F(MpiCli, TheWrongNumberOfProcessesIsRefusedOnce) {
   expect_refused_once(run_under(mpirun(3), "run " + plan_.string() + " --backend mpi --steps 1"),
                       "the plan runs on 2 devices but this MPI job has 3 processes; start it "

@@ -1,11 +1,11 @@
 // Expert parallelism over MPI: each device's E expert ranks as processes of
 // their own (exec/mpi/mpi_group_link.h), rank e K + d running expert rank e of
 // device d. Under `mpirun -np 2` one device of E = 2, under `-np 4` K = 2
-// devices of E = 2. Every process also trains the same model with the
-// threaded runtime (E threads a device) and checks that the job's losses and
-// the parameters of its rank's stages agree within 1e-6 (relative). Before
-// that, the linked group's collectives against hand-computed values over the
-// whole job; and the profile's measurement of the ranks' load.
+// devices of E = 2, and one device of E = 2 expert ranks of C = 2 shares. Every process also trains
+// the same model with the threaded runtime (E threads a device) and checks that the job's losses
+// and the parameters of its rank's stages agree within 1e-6 (relative). Before that, the linked
+// group's collectives against hand-computed values over the whole job; and the profile's
+// measurement of the ranks' load.
 
 #include <gtest/gtest.h>
 
@@ -139,6 +139,23 @@ TEST(MpiGroupLink, ACollectiveNobodyJoinsGivesUp) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// The job split in two by rank parity (ranked by rank, descending): each
+// half's all-reduce sums its own ranks alone, and its ranks are renumbered.
+TEST(MpiGroupLink, ASplitLinksEachColoursRanksAlone) {
+  const std::shared_ptr<GroupLink> whole = mpi_group::whole_job();
+  const int n = MpiSession::size(), r = MpiSession::rank();
+  const std::shared_ptr<GroupLink> half = whole->split(r % 2, -r);
+  const int mine = (n - r % 2 + 1) / 2;  // ranks of this parity
+  ASSERT_EQ(half->ranks(), mine);
+  EXPECT_EQ(half->rank(), (mine - 1) - r / 2);
+  TensorGroup group(half);
+  Matrix m = Matrix::Constant(1, 2, static_cast<float>(r));
+  group.all_reduce(half->rank(), m);
+  float want = 0.0f;
+  for (int q = r % 2; q < n; q += 2) want += static_cast<float>(q);
+  EXPECT_EQ(m(0, 1), want);
+}
+
 // The tiny transformer with four experts of width 12, two a token, block 0
 // dense (the executor's expert tests' model).
 TransformerParams mixture() {
@@ -166,6 +183,19 @@ TEST(MpiExpertParallel, GpipeMatchesTheThreadedBackend) {
 
 TEST(MpiExpertParallel, OneFOneBWithRematMatchesTheThreadedBackend) {
   mpi_group::expect_threaded_training(experts(), ScheduleKind::k1F1B, Remat::kAlways);
+}
+
+// E = 2 expert ranks of C = 2 shares of each sequence (sequences of 8): the
+// four processes of a device (under -np 4) meet round their expert rank's
+// ring and in their share's mixtures over links split from the device's.
+TEST(MpiExpertParallel, ExpertRanksOfSharesMatchTheThreadedBackend) {
+  mpi_group::GroupModel g = experts();
+  g.params.seq_len = 8;
+  g.context_parallel = 2;
+  g.build = [p = g.params](const std::shared_ptr<GroupLink>& link) {
+    return build_expert_ranks(p, kSeed, kE, link, 2);
+  };
+  mpi_group::expect_threaded_training(g, ScheduleKind::k1F1B, Remat::kAlways);
 }
 
 // The expert ranks' load and all-to-all as E = 2 of the job's processes
