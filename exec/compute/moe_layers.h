@@ -97,8 +97,6 @@ class MoeBlockMath {
   Index local_experts() const { return moe_.experts / rank_.ranks; }
   int expert_rank() const { return rank_.rank; }
   int expert_ranks() const { return rank_.ranks; }
-  // The block's ring of context-parallel shares, or none.
-  const ContextRing* ring() const { return context_ ? &context_->ring() : nullptr; }
   // Empties the ring's mailboxes (Layer::reset_exchanges).
   void reset_exchanges() const {
     if (context_) context_->reset_exchanges();

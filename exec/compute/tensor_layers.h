@@ -127,7 +127,6 @@ class TensorBlockMath {
   template <typename T>
   Mat<T> backward_attention(const Values<T>& w, const Grads<T>& dw, const Mat<T>& dx2,
                             const Context& ctx, const std::vector<Mat<T>>& stash) const;
-  const ContextRing& ring() const { return ring_; }
   // Empties the ring's mailboxes (Layer::reset_exchanges).
   void reset_exchanges() const {
     if (ring_.ring) ring_.ring->reset();
