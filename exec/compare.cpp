@@ -28,13 +28,20 @@ double slowdown_of(const Profile& p, int n) {
   return s[static_cast<std::size_t>(std::min<int>(n, static_cast<int>(s.size())) - 1)];
 }
 
-// How much longer each of n threads (or processes) computing at once takes
-// on a CPU profile's machine: the slowdown of the cores they run on, and
-// where they outnumber its cores, time-sliced n / cores times as long (the
-// OS shares each core among them). A GPU profile's streams are not cores.
+// How many times as long n threads (or processes) computing at once take
+// where they outnumber a CPU profile's cores: n / cores (the OS shares each
+// core among them); 1 where they do not. A GPU profile's streams are not
+// cores.
+double time_slicing(const Profile& p, int n) {
+  if (p.backend == "cuda" || p.cores < 1 || n <= p.cores) return 1.0;
+  return static_cast<double>(n) / static_cast<double>(p.cores);
+}
+
+// How much longer each of n threads computing at once takes: the slowdown
+// of the cores they run on, time-sliced.
 double threads_slowdown(const Profile& p, int n) {
-  if (p.backend == "cuda" || p.cores < 1 || n <= p.cores) return slowdown_of(p, n);
-  return slowdown_of(p, p.cores) * static_cast<double>(n) / static_cast<double>(p.cores);
+  const double sliced = time_slicing(p, n);
+  return sliced > 1.0 ? slowdown_of(p, p.cores) * sliced : slowdown_of(p, n);
 }
 
 // The profile's slowdown of a group of `ranks` ranks computing together
@@ -80,17 +87,13 @@ Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t mi
   }
   // The group's optimizer steps run at once too: time-sliced where its ranks
   // outnumber the cores (the tensor ranks' measured slowdown otherwise).
-  const double sliced = threads_slowdown(p, ranks) / slowdown_of(p, ranks);
-  if (sliced > 1.0) {
-    p.optimizer_overhead =
-        static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * sliced));
-    p.optimizer_ns_per_param *= sliced;
-  } else if (p.tensor_group.ranks == T) {
-    const double steps = p.tensor_group.optimizer_slowdown;
-    p.optimizer_overhead =
-        static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * steps));
-    p.optimizer_ns_per_param *= steps;
-  }
+  const double sliced = time_slicing(p, ranks);
+  const double steps = sliced > 1.0                ? sliced
+                       : p.tensor_group.ranks == T ? p.tensor_group.optimizer_slowdown
+                                                   : 1.0;
+  p.optimizer_overhead =
+      static_cast<SimTime>(std::llround(static_cast<double>(p.optimizer_overhead) * steps));
+  p.optimizer_ns_per_param *= steps;
   std::vector<double> groups{1.0};
   for (int n = 2; n * ranks <= static_cast<int>(p.concurrency_slowdown.size()); ++n) {
     groups.push_back(slowdown_of(p, n * ranks) / cores);

@@ -157,15 +157,18 @@ void StageWork::weight(int m) {
 }
 
 void StageWork::optimizer_step() {
+  // Experts summed over the same group as the rest (one expert rank of
+  // several shares) go in the same sum.
+  const bool together = gradients_.experts == gradients_.group;
   std::vector<Param*> params, shared, experts;
   for (auto& layer : layers_) {
     for (Param* p : layer->params()) {
       params.push_back(p);
-      (p->expert ? experts : shared).push_back(p);
+      (p->expert && !together ? experts : shared).push_back(p);
     }
   }
   if (gradients_.group != nullptr) sum_gradients(*gradients_.group, gradients_.share, shared);
-  if (gradients_.experts != nullptr && !experts.empty()) {
+  if (gradients_.experts != nullptr && !together && !experts.empty()) {
     sum_gradients(*gradients_.experts, gradients_.context, experts);
   }
   optimizer_.step(params);
