@@ -22,6 +22,7 @@
 #include "exec/machine_speed.h"
 #include "exec/plan_runner.h"
 #include "exec/profiler.h"
+#include "exec/shared_cores_note.h"
 #include "sim/base/format.h"
 #include "sim/formats/plan_io.h"
 #include "sim/formats/profile_io.h"
@@ -305,10 +306,16 @@ void print_table(const exec::Comparison& c) {
   }
 }
 
+// How the prediction priced a time-sliced group's exchanges.
+const char* const in_sliced_ops =
+    "within the group's ops (the slowdown the profile measured as the group ran time-sliced "
+    "holds them)";
+
 // How the prediction priced a group's all-to-alls: as the profile measured
 // the group (threads, or the MPI backend's processes), or over the transport
 // between two stages' threads.
 std::string alltoall_pricing(const exec::Comparison& c, const Profile& profile) {
+  if (c.group_slowdown.time_sliced) return in_sliced_ops;
   const GroupAllToAllFigures& a = c.alltoall_group;
   if (a.ranks < 2) return "over the transport";
   return "as the profile's group of " + std::to_string(a.ranks) + " " +
@@ -373,9 +380,9 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
   } else if (c.context_parallel > 1) {
     std::printf(
         "Ring exchanges      %d shares; measured: each share's waits for the keys and values "
-        "and their gradients (the collectives rows); predicted: within the step, on the "
-        "context lane\n",
-        c.context_parallel);
+        "and their gradients (the collectives rows); predicted: %s\n",
+        c.context_parallel,
+        c.group_slowdown.time_sliced ? in_sliced_ops : "within the step, on the context lane");
   }
   if (c.expert_parallel > 1) {
     std::printf(
@@ -403,7 +410,8 @@ void report(const CompareOptions& o, const CompareInputs& in, const Rounds& roun
   const std::string note =
       c.shared_cores ? exec::shared_cores_note(
                            c.stages, c.cores, in.gpus ? "GPU" : "core",
-                           c.tensor_parallel * c.context_parallel * c.expert_parallel, in.mpi)
+                           c.tensor_parallel * c.context_parallel * c.expert_parallel, in.mpi,
+                           c.group_slowdown.time_sliced ? &c.group_slowdown : nullptr)
                      : "";
   if (o.json) {
     print_comparison_json(c, rounds.comparisons, note, !in.gpus, *rounds.profile);

@@ -131,6 +131,17 @@ struct GroupSlowdownFigures {
   // in its step (exec/group_op_lists.h, paired_slowdown), not from passes of
   // one micro-batch.
   bool op_lists = false;
+  // Measured where a device's ranks outnumbered the cores: one device's
+  // ranks at a time on the wall clock, their exchanges in their ops' times
+  // (exec/group_op_lists.h, GroupPlanRuns::crowded). The OS time-slices
+  // such a group, and a rank waits in its exchanges for partners that have
+  // no core: the figures hold the slicing and the exchanges both, and a
+  // simulation that takes them prices the group's ring and all-to-alls at
+  // nothing beside them.
+  bool time_sliced = false;
+  // The C shares each of the E expert ranks' samples is cut into, for a
+  // group of E x C ranks (`experts` true, ranks E x C); 1 otherwise.
+  int shares = 1;
 };
 
 // The expert ranks' routed load as their layers ran it on the CPU, measured

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -44,32 +45,44 @@ double threads_slowdown(const Profile& p, int n) {
   return sliced > 1.0 ? slowdown_of(p, p.cores) * sliced : slowdown_of(p, n);
 }
 
-// The profile's slowdown of a group of `ranks` ranks computing together
-// where it was measured for this group (T = 1, C shares or E expert ranks as
-// `experts` says, at the plan's `micro_batch`); null otherwise.
-const GroupSlowdownFigures* measured_group_slowdown(const Profile& p, int ranks, int T,
-                                                    bool experts, std::int64_t micro_batch) {
+// The profile's slowdown of a stage's T x C x E ranks computing together
+// where it was measured for this group (T = 1, the C shares of each of the
+// E expert ranks, at the plan's `micro_batch`); null otherwise.
+const GroupSlowdownFigures* measured_group_slowdown(const Profile& p, int T, int C, int E,
+                                                    std::int64_t micro_batch) {
   const GroupSlowdownFigures& g = p.group_slowdown;
-  const bool measured =
-      T == 1 && g.ranks == ranks && g.experts == experts && g.micro_batch == micro_batch;
+  const bool measured = T == 1 && g.ranks == C * E && g.experts == (E > 1) &&
+                        g.shares == (E > 1 ? C : 1) && g.micro_batch == micro_batch;
   return measured ? &g : nullptr;
 }
 
-// The profile as groups of `ranks` cores see it (a stage's T x C x E
-// ranks): every op of a group runs while its ranks compute at once, so its
-// layer times take the slowdown of that many cores, or, for C shares or E
-// expert ranks (`experts`) at T = 1 and the plan's `micro_batch`, the one
-// the profile measured as they run (group_slowdown: each rank's thread runs
-// all of its stage's layers); n groups computing are n times as many cores.
-// A group of more ranks than the machine has cores runs time-sliced
-// (threads_slowdown), and its profile was not measured as it runs.
+// A time-sliced group's measured slowdown holds its exchanges
+// (GroupSlowdownFigures::time_sliced): its ring's takes and its experts'
+// all-to-alls are priced at nothing beside it, as a measured ring of free
+// takes and a measured all-to-all of no latency and unbounded bandwidth.
+void exchanges_in_slowdown(Profile& p, int C, int E, std::int64_t micro_batch) {
+  if (C > 1) p.context_ring = {C, 0.0, 0.0, micro_batch};
+  if (E > 1) {
+    p.alltoall_group = {true, E, 0.0, std::numeric_limits<double>::infinity(), micro_batch};
+  }
+}
+
+// The profile as groups of T x C x E cores see it (a stage's ranks): every
+// op of a group runs while its ranks compute at once, so its layer times
+// take the slowdown of that many cores, or, for C shares of E expert ranks
+// at T = 1 and the plan's `micro_batch`, the one the profile measured as
+// they run (group_slowdown: each rank's thread runs all of its stage's
+// layers); n groups computing are n times as many cores. A group of more
+// ranks than the machine has cores runs time-sliced (threads_slowdown),
+// which a measured slowdown has in it.
 // The split backward's B and W keep their times when the profile timed them
 // as a stage runs them, as the simulator keeps them (their operands are out
 // of the caches already). The optimizer step takes the slowdown the profile
 // measured with the T tensor ranks stepping at once.
-Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t micro_batch) {
+Profile group_profile(Profile p, int T, int C, int E, std::int64_t micro_batch) {
+  const int ranks = T * C * E;
   const double cores = threads_slowdown(p, ranks);
-  const GroupSlowdownFigures* g = measured_group_slowdown(p, ranks, T, experts, micro_batch);
+  const GroupSlowdownFigures* g = measured_group_slowdown(p, T, C, E, micro_batch);
   const double forward = g != nullptr ? g->forward : cores;
   const double backward = g != nullptr ? g->backward : cores;
   const auto stretch = [](std::vector<SimTime>& times, double f) {
@@ -99,6 +112,7 @@ Profile group_profile(Profile p, int ranks, int T, bool experts, std::int64_t mi
     groups.push_back(slowdown_of(p, n * ranks) / cores);
   }
   p.concurrency_slowdown = groups;
+  if (g != nullptr && g->time_sliced) exchanges_in_slowdown(p, C, E, micro_batch);
   return p;
 }
 
@@ -152,8 +166,8 @@ Scenario cpu_scenario(const Plan& plan, const ModelSpec& model,
   // The T x C x E ranks of a group compute at once (the simulation runs one
   // of the E replicas).
   if (profile && T * C * E > 1) {
-    profile = std::make_shared<const Profile>(
-        group_profile(*profile, T * C * E, T, E > 1, plan.micro_batch_size));
+    profile =
+        std::make_shared<const Profile>(group_profile(*profile, T, C, E, plan.micro_batch_size));
   }
   // apply_profile takes the profile's transport; a measured group's link replaces it.
   std::optional<Interconnect> link;
@@ -188,35 +202,6 @@ SimConfig cpu_sim_config(const Plan& plan, const Scenario& sc) {
 double relative_error(double predicted, double measured) {
   if (measured == 0.0) return predicted == 0.0 ? 0.0 : INFINITY;
   return (predicted - measured) / measured;
-}
-
-std::string shared_cores_note(int stages, int cores, const std::string& what, int ranks,
-                              bool processes) {
-  const std::string many = what + "s";
-  const std::string runners = processes ? "processes" : "threads";
-  const std::string who = what == "GPU" ? "each GPU interleaves the streams' kernels"
-                                        : "the OS time-slices the " + runners;
-  const auto count = [&](int n) { return std::to_string(n) + " " + (n == 1 ? what : many); };
-  char stretch[32];
-  std::snprintf(stretch, sizeof stretch, "%.3g", static_cast<double>(ranks) / std::max(1, cores));
-  const std::string pool =
-      ranks > cores ? "each stage's " + std::to_string(ranks) + " ranks' ops " + stretch +
-                          " times as long as alone (time-sliced on the " + count(cores) + ")"
-      : ranks > 1 ? "a pool of " + count(std::max(1, cores / ranks)) + " for each rank's stages"
-                  : "a pool of that many " + many;
-  const std::string holding = ranks > cores ? ", one stage's ops at a time"
-                                            : ", each op holding one for its whole duration";
-  return std::to_string(stages) + " stages" +
-         (ranks > 1 ? " of " + std::to_string(ranks) + " ranks each (" +
-                          std::to_string(stages * ranks) + " " + runners + ")"
-                    : "") +
-         " share " + count(cores) + ": predicted with " + pool + holding +
-         " and ops served in the order they became ready (" + who +
-         " instead, so the order, not the total work, is approximate" +
-         (ranks > 1 ? "; a rank's exchanges also wait while its partners' " + many +
-                          " run their other stages, which the prediction leaves out"
-                    : "") +
-         ")";
 }
 
 namespace {
@@ -398,10 +383,9 @@ void compare_step(Comparison& c, const Scenario& scenario, const SimResult& pred
   // As the cost model took it, at this micro-batch size.
   if (load && mixtures()) c.expert_load = load->at(scenario.training.micro_batch_size());
   if (const GroupSlowdownFigures* g =
-          profile
-              ? measured_group_slowdown(*profile, ranks, c.tensor_parallel, c.expert_parallel > 1,
-                                        scenario.training.micro_batch_size())
-              : nullptr) {
+          profile ? measured_group_slowdown(*profile, c.tensor_parallel, c.context_parallel,
+                                            c.expert_parallel, scenario.training.micro_batch_size())
+                  : nullptr) {
     c.group_slowdown = *g;
   }
 }

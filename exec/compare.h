@@ -152,10 +152,4 @@ struct Comparison {
 Comparison compare_run(const Scenario& scenario, const Plan& plan,
                        const std::vector<StepResult>& steps, int warmup);
 
-// One line on how shared cores (or GPUs: `what` is "GPU") were modelled, for
-// the report: `stages`, each of `ranks` threads (tensor, context or expert
-// ranks; `processes`: the MPI backend's), on `cores` in all.
-std::string shared_cores_note(int stages, int cores, const std::string& what = "core",
-                              int ranks = 1, bool processes = false);
-
 }  // namespace pipescope::exec

@@ -28,7 +28,7 @@ std::unique_ptr<Layer> rank_layer(const TransformerParams& p, Layer& whole, std:
                        ring);
   }
   if (block == nullptr) {
-    for (const Param* p : params) values.push_back(p->value);
+    for (const Param* param : params) values.push_back(param->value);
     if (const auto* dense = dynamic_cast<const TransformerBlock*>(&whole)) {
       return std::make_unique<TransformerBlock>(whole.name(), dense->math(), std::move(values));
     }
@@ -42,11 +42,11 @@ std::unique_ptr<Layer> rank_layer(const TransformerParams& p, Layer& whole, std:
   MoeBlockMath mine(m.d_model(), m.heads(), m.kv_heads(), m.moe(), rank, ring);
   const std::size_t per_rank = 4 * static_cast<std::size_t>(mine.local_experts());
   std::size_t expert = 0;  // expert parameters seen
-  for (const Param* p : params) {
-    if (!p->expert) {
-      values.push_back(p->value);
+  for (const Param* param : params) {
+    if (!param->expert) {
+      values.push_back(param->value);
     } else if (expert++ / per_rank == static_cast<std::size_t>(rank.rank)) {
-      values.push_back(p->value);
+      values.push_back(param->value);
     }
   }
   return std::make_unique<MoeBlock>(whole.name(), mine, std::move(values));

@@ -13,43 +13,41 @@ namespace pipescope::exec {
 
 namespace {
 
-// The ranks of the group `model` is one of: its shares or its expert ranks.
+// The ranks of the group `model` is one of: its E x C expert ranks' shares.
 int group_ranks(const ModelSpec& model) {
-  return model.context_parallel > 1 ? model.context_parallel : model.expert_parallel;
+  return model.context_parallel * model.expert_parallel;
 }
 
 // Rank g's part of the micro-batch of run r, as a step cuts it
-// (StepRun::share_micro_batches): an expert rank's samples of E batch
-// sequences, or a share's rows of each of batch sequences; the loss scaled
-// by the whole micro-batch's tokens.
+// (StepRun::share_micro_batches): of E batch sequences, expert rank g / C's
+// samples, of each of them share g % C's rows; the loss scaled by the whole
+// micro-batch's tokens.
 struct RankBatch {
   MicroBatch mine;
   std::int64_t tokens = 0;  // of the whole micro-batch
 };
 RankBatch rank_batch(const ModelSpec& model, int g, std::int64_t batch, int r, std::uint64_t seed) {
-  const int G = group_ranks(model);
-  const bool experts = model.expert_parallel > 1;
-  const MicroBatch whole =
-      whole_batch(task_shape(model), static_cast<int>(batch) * (experts ? G : 1),
-                  static_cast<std::uint64_t>(r), seed);
+  const int C = model.context_parallel, E = model.expert_parallel;
+  const MicroBatch whole = whole_batch(task_shape(model), static_cast<int>(batch) * E,
+                                       static_cast<std::uint64_t>(r), seed);
   const std::int64_t tokens = std::int64_t{whole.batch} * whole.seq;
-  return {experts ? samples_of(whole, g, G) : share_of(whole, g, G), tokens};
+  return {share_of(samples_of(whole, g / C, E), g % C, C), tokens};
 }
 
 std::vector<LayerList> group_layers(const ModelSpec& model, std::uint64_t seed) {
   const TransformerParams& p = *model.transformer;
-  if (model.expert_parallel > 1) return build_expert_ranks(p, seed, model.expert_parallel);
-  return build_context_ranks(p, seed, 1, model.context_parallel, nullptr, model.context_by_heads);
+  const int C = model.context_parallel, E = model.expert_parallel;
+  if (E > 1) return build_expert_ranks(p, seed, E, nullptr, C, model.context_by_heads);
+  return build_context_ranks(p, seed, 1, C, nullptr, model.context_by_heads);
 }
 
 }  // namespace
 
 void check_group_model(const ModelSpec& model, int runs) {
-  if (model.transformer == nullptr || model.tensor_parallel != 1 ||
-      (model.context_parallel > 1) == (model.expert_parallel > 1)) {
+  if (model.transformer == nullptr || model.tensor_parallel != 1 || group_ranks(model) < 2) {
     throw std::invalid_argument(
-        "a plan's op lists are run by the context shares or the expert ranks of a transformer "
-        "alone");
+        "a plan's op lists are run by the context shares or the expert ranks (or both) of a "
+        "transformer alone");
   }
   if (runs < 1) throw std::invalid_argument("running the op lists needs 1 or more runs");
 }
@@ -58,21 +56,23 @@ std::vector<GroupRun> group_device_runs(LayerList& layers, const ModelSpec& mode
                                         const GroupPlanRuns& r, int d, int g,
                                         CollectiveTally& tally) {
   check_group_model(model, r.runs);
-  const bool shares = model.context_parallel > 1;
+  const int C = model.context_parallel;
+  // A crowded group's ops on the wall clock, their exchanges' waits in them.
+  const OpClock clock = r.crowded ? OpClock{false, 0} : r.clock;
+  const CollectiveTally* less = r.crowded ? nullptr : &tally;
   std::vector<GroupRun> out;
   for (int run = 1; run <= r.runs; ++run) {
     const RankBatch b = rank_batch(model, g, r.batch, run, r.seed);
-    const Context ctx =
-        share_context(b.mine, shares ? g : 0, shares ? group_ranks(model) : 1, b.tokens);
+    const Context ctx = share_context(b.mine, g % C, C, b.tokens);
     std::vector<Tensor> in = r.inputs;
     in.at(0) = b.mine.input;
-    run_op_list(layers, r.plan, d, in, ctx, r.seed, r.clock, nullptr, nullptr, &tally);
+    run_op_list(layers, r.plan, d, in, ctx, r.seed, clock, nullptr, nullptr, less);
     tally.reset();
     OpListTimes times(layers.size());
     ExpertTally experts;
     {
       const ExpertScope scope(experts);
-      run_op_list(layers, r.plan, d, in, ctx, r.seed, r.clock, &times, nullptr, &tally);
+      run_op_list(layers, r.plan, d, in, ctx, r.seed, clock, &times, nullptr, less);
     }
     out.push_back({std::move(experts.calls),
                    ExchangeTimes{tally.count, tally.wall, tally.bytes},
@@ -115,7 +115,7 @@ std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
     threads[static_cast<std::size_t>(d * G + g)] =
         group_device_runs(layers[static_cast<std::size_t>(g)], model, r, d, g, tally);
   };
-  if (together) {
+  if (together && !r.crowded) {
     on_group_threads(
         K * G, [&](int i, CollectiveTally& tally) { device(i / G, i % G, tally); }, G);
   } else {
@@ -146,7 +146,7 @@ PairedGroupRuns paired_group_runs(const ModelSpec& model, const GroupPlanRuns& r
   check_group_model(model, r.runs);
   PairedGroupRuns out;
   out.ranks.resize(static_cast<std::size_t>(group_ranks(model)));
-  const GroupPlanRuns one{r.plan, r.batch, r.seed, r.inputs, r.clock, 1};
+  const GroupPlanRuns one{r.plan, r.batch, r.seed, r.inputs, r.clock, 1, r.crowded};
   for (int i = 0; i < r.runs; ++i) {
     const OpListTimes a = alone();
     std::vector<std::vector<GroupRun>> ranks = group_op_list_runs(model, one);
@@ -160,14 +160,14 @@ PairedGroupRuns paired_group_runs(const ModelSpec& model, const GroupPlanRuns& r
 }
 
 GroupSlowdownFigures paired_slowdown(const PairedGroupRuns& pairs, int ranks, std::int64_t batch,
-                                     bool experts) {
+                                     bool experts, int shares, bool time_sliced) {
   if (ranks < 2 || pairs.ratios.empty()) return {};
   std::vector<double> forward, backward;
   for (const ComputeRatio& r : pairs.ratios) {
     forward.push_back(r.forward);
     backward.push_back(r.backward);
   }
-  return {ranks, median(forward), median(backward), batch, experts, true};
+  return {ranks, median(forward), median(backward), batch, experts, true, time_sliced, shares};
 }
 
 }  // namespace pipescope::exec

@@ -41,6 +41,11 @@ struct GroupRun {
 inline constexpr int kGroupOpListRuns = 5;
 
 // How the ranks run a plan's op lists (group_op_list_runs' arguments).
+// `crowded`: a device's ranks outnumber the cores, so the OS time-slices
+// them and a rank waiting in an exchange for a partner that has no core
+// gives its own to another: one device's ranks at a time, each op timed on
+// the wall clock with its exchanges' waits in it (what the slicing costs
+// the group), `clock` left for the rank alone.
 struct GroupPlanRuns {
   const PlanStages& plan;
   std::int64_t batch;
@@ -48,29 +53,31 @@ struct GroupPlanRuns {
   const std::vector<Tensor>& inputs;
   OpClock clock;
   int runs;
+  bool crowded = false;
 };
 
-// The ranks of `model`'s group running `r.plan`'s op lists: `model` one share
-// of model.context_parallel > 1 or one rank of model.expert_parallel > 1 (not
-// both) of a transformer at T = 1. Each rank's part of a micro-batch of
-// `r.batch` sequences a rank (expert ranks: their samples of E batch;
-// shares: their rows of each of batch sequences, as a step cuts them).
+// The ranks of `model`'s group running `r.plan`'s op lists: `model` one rank
+// of model.expert_parallel x model.context_parallel > 1 of a transformer at
+// T = 1, rank g = e C + c share c of expert rank e. Each rank's part of a
+// micro-batch of `r.batch` sequences an expert rank (its samples of E batch,
+// of each of them its share's rows, as a step cuts them).
 // `r.inputs` as the profiler keeps them for a rank alone (layer_inputs at
 // the batch: every stage's first layer's input); stage 0 takes each rank's
 // own part instead. `r.runs` timed runs, each on micro-batches of its own
 // and just after an untimed one (its layers and stashes into its core's
 // caches); ops timed on `r.clock` (the thread's CPU time on the host, so
 // that a core's sharing between threads stays out: the simulator's pool of
-// cores adds it). `together`: every device's ranks at once, as a step runs
-// them; otherwise one device's after another's, each rank on a core of its
-// own. Returns [rank][run]. Throws std::invalid_argument for another model
+// cores adds it), less their exchanges. `together`: every device's ranks at
+// once, as a step runs them; otherwise one device's after another's, each
+// rank on a core of its own while they fit. `r.crowded` times as it says,
+// one device's ranks at a time. Returns [rank][run]. Throws std::invalid_argument for another model
 // and for runs < 1.
 std::vector<std::vector<GroupRun>> group_op_list_runs(const ModelSpec& model,
                                                       const GroupPlanRuns& r, bool together = true);
 
 // Throws std::invalid_argument unless `model` is one rank of a group of
-// context shares or of expert ranks (not both) of a transformer at T = 1,
-// and runs >= 1: what group_op_list_runs can run.
+// context shares, expert ranks or both of a transformer at T = 1, and
+// runs >= 1: what group_op_list_runs can run.
 void check_group_model(const ModelSpec& model, int runs);
 
 // One thread's (or one process's) part of group_op_list_runs: rank g of the
@@ -116,9 +123,10 @@ PairedGroupRuns paired_group_runs(const ModelSpec& model, const GroupPlanRuns& r
                                   const std::function<OpListTimes()>& alone);
 
 // The group's slowdown together from `pairs`: each direction's median ratio,
-// at micro-batch `batch`, measured over op lists; `experts` as
-// GroupSlowdownFigures has it. ranks 0 without a ratio.
+// at micro-batch `batch`, measured over op lists; `experts`, `shares` and
+// `time_sliced` (runs of GroupPlanRuns::crowded) as GroupSlowdownFigures
+// has them. ranks 0 without a ratio.
 GroupSlowdownFigures paired_slowdown(const PairedGroupRuns& pairs, int ranks, std::int64_t batch,
-                                     bool experts);
+                                     bool experts, int shares = 1, bool time_sliced = false);
 
 }  // namespace pipescope::exec

@@ -129,13 +129,15 @@ struct ModelProfiler::State {
   // How the group runs the plan's op lists at micro-batch `batch`, and its
   // runs of them, each beside a rank alone's.
   GroupPlanRuns plan_runs(const PlanStages& stages, std::int64_t batch) const;
-  PairedGroupRuns paired_op_lists(const PlanStages& stages, std::int64_t batch);
+  PairedGroupRuns paired_op_lists(const GroupPlanRuns& runs);
   // The context shares' exchanges and slowdown together
   // (ProfileOptions::context_ranks); with a plan, the slowdown from its op lists.
   void add_context_figures(Profile& p);
   // The expert ranks' routed load, all-to-all and slowdown together
   // (ProfileOptions::expert_ranks): with a plan, from its op lists.
   void add_expert_figures(Profile& p);
+  // The E x C ranks' slowdown together, from the plan's op lists.
+  void add_expert_share_figures(Profile& p);
   // The gradient sum of the context shares or expert ranks at T = 1, up to
   // the model's parameters.
   void add_gradient_sum(Profile& p) const;
@@ -405,8 +407,8 @@ const PlanStages* ModelProfiler::State::plan_in_memory(std::int64_t batch) const
   return share_exchanges_unfit(spec, in_flight, host_memory_available()).empty() ? stages : nullptr;
 }
 
-PairedGroupRuns ModelProfiler::State::paired_op_lists(const PlanStages& stages,
-                                                      std::int64_t batch) {
+PairedGroupRuns ModelProfiler::State::paired_op_lists(const GroupPlanRuns& runs) {
+  const PlanStages& stages = runs.plan;
   const auto alone = [&] {
     OpListTimes lists(layers.size());
     PassClocks clocks;
@@ -414,7 +416,7 @@ PairedGroupRuns ModelProfiler::State::paired_op_lists(const PlanStages& stages,
                    cpus_for_threads(stages.schedule.devices()), options.seed, clock, lists, clocks);
     return lists;
   };
-  return paired_group_runs(spec, plan_runs(stages, batch), alone);
+  return paired_group_runs(spec, runs, alone);
 }
 
 GroupPlanRuns ModelProfiler::State::plan_runs(const PlanStages& stages, std::int64_t batch) const {
@@ -436,7 +438,8 @@ void ModelProfiler::State::add_context_figures(Profile& p) {
   // slowdown from its op lists where those fit (their exchanges stay the
   // passes').
   if (const PlanStages* stages = plan_in_memory(batch)) {
-    keep_group_slowdown(p, paired_slowdown(paired_op_lists(*stages, batch), C, batch, false));
+    keep_group_slowdown(
+        p, paired_slowdown(paired_op_lists(plan_runs(*stages, batch)), C, batch, false));
   }
 }
 
@@ -452,7 +455,7 @@ void ModelProfiler::State::add_expert_figures(Profile& p) {
   // micro-batch otherwise.
   if (const PlanStages* stages = plan_in_memory(batch)) {
     const GroupPlanRuns r = plan_runs(*stages, batch);
-    const PairedGroupRuns pairs = paired_op_lists(*stages, batch);
+    const PairedGroupRuns pairs = paired_op_lists(r);
     const bool crowded = stages->schedule.devices() * E > static_cast<int>(allowed_cpus().size());
     write_expert_plan_figures(
         p, spec, pairs,
@@ -462,6 +465,23 @@ void ModelProfiler::State::add_expert_figures(Profile& p) {
   }
   const ExpertLoadTiming t = time_expert_load(spec, batch, options.seed, kExchangePasses);
   write_expert_figures(p, spec, t, batch, profile_group_alltoall(E, kGroupRepeats));
+}
+
+void ModelProfiler::State::add_expert_share_figures(Profile& p) {
+  const int C = options.context_ranks, E = options.expert_ranks;
+  const std::int64_t batch = options.batch_sizes.back();
+  // From the plan's op lists alone (passes of one micro-batch read the
+  // slowdown smaller); their ring, all-to-alls and routed load stay priced
+  // from the transport and a rank of the mean load. A device's E x C ranks
+  // may outnumber the cores, which time-slice them.
+  const PlanStages* stages = plan_in_memory(batch);
+  if (C < 2 || E < 2 || spec.context_parallel != C || spec.expert_parallel != E ||
+      spec.tensor_parallel != 1 || spec.transformer == nullptr || stages == nullptr) {
+    return;
+  }
+  GroupPlanRuns r = plan_runs(*stages, batch);
+  r.crowded = C * E > std::min(p.cores, static_cast<int>(allowed_cpus().size()));
+  keep_group_slowdown(p, paired_slowdown(paired_op_lists(r), C * E, batch, true, C, r.crowded));
 }
 
 void ModelProfiler::State::add_gradient_sum(Profile& p) const {
@@ -533,6 +553,7 @@ Profile ModelProfiler::finish() {
   }
   st.add_context_figures(p);
   st.add_expert_figures(p);
+  st.add_expert_share_figures(p);
   st.add_gradient_sum(p);
   return p;
 }

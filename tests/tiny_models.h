@@ -60,4 +60,15 @@ inline ModelSpec tiny_context_share(bool heads) {
   return make_transformer(p, "tiny", split);
 }
 
+// One rank of E = 2 expert ranks of C = 2 shares of a transformer shaped as
+// `p` with 4 experts of width `expert_d_ff`, 2 a token, its first block
+// dense.
+inline ModelSpec experts_of_shares(TransformerParams p, std::int64_t expert_d_ff = 12) {
+  p.moe = {4, 2, expert_d_ff, 0, 1, 1.0};
+  TensorSplit split;
+  split.context = 2;
+  split.experts = 2;
+  return make_transformer(p, "moe", split);
+}
+
 }  // namespace pipescope::testing

@@ -202,8 +202,20 @@ GroupSlowdownFigures read_group_slowdown(ObjectReader r) {
     }
   }
   f.micro_batch = r.integer("micro_batch", IntRange{1, 1 << 24});
+  // Expert ranks of context shares: C of them to each rank's samples.
+  if (const std::optional<std::int64_t> C = r.opt_integer("shares", IntRange{2, 1 << 16})) {
+    if (!f.experts || f.ranks % *C != 0 || *C == f.ranks) {
+      r.fail("shares", "expert ranks' shares need \"group\": \"experts\" and divide its " +
+                           std::to_string(f.ranks) + " ranks into 2 or more expert ranks");
+    }
+    f.shares = static_cast<int>(*C);
+  }
   // Profiles before the plans' op lists had the passes' alone.
   f.op_lists = read_two_way(r, "measured", "measurement", "passes", "op lists");
+  f.time_sliced = r.opt_bool("time_sliced").value_or(false);
+  if (f.time_sliced && !f.op_lists) {
+    r.fail("time_sliced", "a time-sliced group is measured over \"op lists\"");
+  }
   r.finish();
   return f;
 }
@@ -335,12 +347,15 @@ json alltoall_group_json(const GroupAllToAllFigures& a) {
 }
 
 json group_slowdown_json(const GroupSlowdownFigures& g) {
-  return {{"group", g.experts ? "experts" : "context"},
-          {"ranks", g.ranks},
-          {"forward", g.forward},
-          {"backward", g.backward},
-          {"micro_batch", g.micro_batch},
-          {"measured", g.op_lists ? "op lists" : "passes"}};
+  json j = {{"group", g.experts ? "experts" : "context"},
+            {"ranks", g.ranks},
+            {"forward", g.forward},
+            {"backward", g.backward},
+            {"micro_batch", g.micro_batch},
+            {"measured", g.op_lists ? "op lists" : "passes"}};
+  if (g.shares > 1) j["shares"] = g.shares;
+  if (g.time_sliced) j["time_sliced"] = true;
+  return j;
 }
 
 json gradient_sum_json(const GradientSumFigures& g) {

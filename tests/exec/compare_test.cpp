@@ -4,6 +4,7 @@
 // time taken away from the ops.
 
 #include "exec/compare.h"
+#include "exec/shared_cores_note.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,7 @@
 #include "compare_helpers.h"
 #include "costmodels/model_families.h"
 #include "exec/compare.h"
+#include "exec/shared_cores_note.h"
 #include "sim/engine/simulator.h"
 
 namespace pipescope::exec {

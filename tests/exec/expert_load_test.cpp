@@ -21,6 +21,7 @@
 #include "exec/op_list_profile.h"
 #include "exec/profile_passes.h"
 #include "exec/profiler.h"
+#include "exec/shared_cores_note.h"
 #include "sim/engine/schedule.h"
 #include "sim/engine/simulator.h"
 
@@ -321,6 +322,70 @@ TEST(ExpertLoad, TheRanksTakeTheSlowdownTheirPassesMeasured) {
     EXPECT_NEAR(first(cores.forward), 1.25 * forward, 1.0);
     EXPECT_NEAR(first(cores.backward), 1.25 * backward, 1.0);
   }
+}
+
+// E = 2 expert ranks of C = 2 shares take the slowdown measured for such a
+// group (its shares 2); an E = 4 group's, with as many ranks, is not theirs.
+// Unmeasured, four ranks on a profile of two cores take the two cores'
+// slowdown twice (time-sliced); the measured one holds the slicing already.
+TEST(ExpertLoad, ExpertRanksOfSharesTakeTheSlowdownMeasuredForThem) {
+  const ModelSpec m = expert_rank(2);
+  Plan plan = expert_plan(m);
+  plan.context_parallel = 2;
+  plan.devices = 4;
+  auto p = std::make_shared<Profile>(*known_profile(m, 2));
+  p->concurrency_slowdown = {1.0, 1.25};
+  const auto first = [](const std::vector<SimTime>& t) { return static_cast<double>(t.front()); };
+  const double forward = first(p->layers.back().forward),
+               backward = first(p->layers.back().backward);
+  const auto layer = [&](const GroupSlowdownFigures& g) {
+    p->group_slowdown = g;
+    return cpu_scenario(plan, m, p, "known.json").cluster.profile->layers.back();
+  };
+  const LayerProfile measured = layer({4, 1.4, 3.6, plan.micro_batch_size, true, true, false, 2});
+  EXPECT_NEAR(first(measured.forward), 1.4 * forward, 1.0);
+  EXPECT_NEAR(first(measured.backward), 3.6 * backward, 1.0);
+  const LayerProfile sliced = layer({4, 1.4, 3.6, plan.micro_batch_size, true, true, false, 1});
+  EXPECT_NEAR(first(sliced.forward), 2.5 * forward, 1.0);
+  EXPECT_NEAR(first(sliced.backward), 2.5 * backward, 1.0);
+}
+
+// A group measured time-sliced has its exchanges in its slowdown: the
+// prediction takes its ring and all-to-alls at nothing beside it; measured
+// otherwise, over the transport. The report's note says what it took.
+TEST(ExpertLoad, ATimeSlicedGroupsSlowdownHoldsItsExchanges) {
+  TransformerParams params = testing::tiny_executor_transformer_params(3);
+  params.seq_len = 8;
+  const ModelSpec m = testing::experts_of_shares(params);
+  Plan plan = expert_plan(m);
+  plan.context_parallel = 2;
+  plan.devices = 4;
+  auto p = std::make_shared<Profile>(*known_profile(m, 2));
+  p->concurrency_slowdown = {1.0, 1.25};
+  // A slow transport: the ring's takes outlast the attention they overlap.
+  p->transport_latency_s = 5e-3;
+  p->transport_bandwidth = 1e9;
+  const auto stage = [&](bool time_sliced) {
+    p->group_slowdown = {4, 1.4, 3.6, plan.micro_batch_size, true, true, time_sliced, 2};
+    const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+    return simulate(sc, cpu_sim_config(plan, sc)).stage_costs.front();
+  };
+  const StageCost apart = stage(false);
+  EXPECT_GT(apart.ep_forward, 0);
+  EXPECT_GT(apart.ep_backward, 0);
+  EXPECT_GT(apart.cp_forward, 0);
+  const StageCost in = stage(true);
+  EXPECT_EQ(in.ep_forward, 0);
+  EXPECT_EQ(in.ep_backward, 0);
+  EXPECT_EQ(in.cp_forward, 0);
+  EXPECT_EQ(in.cp_backward, 0);
+  EXPECT_EQ(in.forward, apart.forward);  // the same slowdown
+  EXPECT_NE(shared_cores_note(1, 2, "core", 4, false, &p->group_slowdown)
+                .find("ops 1.4 (forwards) and 3.6 (backwards) times as long as alone (as the "
+                      "profile measured them time-sliced on the 2 cores, their exchanges in "
+                      "them)"),
+            std::string::npos)
+      << shared_cores_note(1, 2, "core", 4, false, &p->group_slowdown);
 }
 
 // The prediction of an E plan's replica, its timeline kept.

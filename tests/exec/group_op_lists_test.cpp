@@ -58,6 +58,39 @@ TEST(GroupOpLists, TheSharesRunAPlansOpListsTogether) {
   }
 }
 
+// E = 2 expert ranks of C = 2 shares (two blocks, block 1 a mixture) under
+// 1F1B on one device, three micro-batches of 2 sequences an expert rank:
+// each block's attention takes the other share's keys and values once in a
+// forward and three times in a backward, and the mixture makes two
+// all-to-alls in each: 3 x (2 x (1 + 3) + (2 + 2)) exchanges a rank, the
+// same where the ranks are crowded onto the cores, whose ops then keep
+// their exchanges' waits (each op's wall time holds its exchanges').
+TEST(GroupOpLists, ExpertRanksOfSharesRunAPlansOpListsTogether) {
+  TransformerParams p = testing::tiny_executor_transformer_params(2);
+  p.seq_len = 8;
+  const ModelSpec m = testing::experts_of_shares(p);
+  LayerList alone = build_layers(m, 1);
+  const MicroBatch mb = last_share(whole_batch(task_shape(m), 2, 0, 1), 2);
+  const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, last_share_context(mb, 2));
+  const PlanStages one{build_1f1b(1, 3, Remat::kNever), {{0, m.layers.size()}}};
+  for (const bool crowded : {false, true}) {
+    const std::vector<std::vector<GroupRun>> runs =
+        group_op_list_runs(m, {one, 2, 1, inputs, host_op_clock(), 1, crowded});
+    ASSERT_EQ(runs.size(), 4u) << crowded;
+    for (const std::vector<GroupRun>& rank : runs) {
+      ASSERT_EQ(rank.size(), 1u);
+      const GroupRun& run = rank.front();
+      EXPECT_EQ(run.exchanges.count, 3 * (2 * (1 + 3) + (2 + 2))) << crowded;
+      EXPECT_EQ(run.calls.size(), 3u * 2) << crowded;
+      EXPECT_GT(run.compute[0], 0);
+      EXPECT_GT(run.compute[1], 0);
+      if (crowded) {
+        EXPECT_GE(run.compute[0] + run.compute[1], run.exchanges.wall);
+      }
+    }
+  }
+}
+
 // Only one group of a transformer at T = 1, and at least one run.
 TEST(GroupOpLists, RefusesOtherModelsAndNoRuns) {
   const ModelSpec m = testing::tiny_context_share(false);

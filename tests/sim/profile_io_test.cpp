@@ -307,6 +307,36 @@ TEST(ProfileIo, GroupSlowdown) {
             std::string::npos);
   EXPECT_NE(with("/group_slowdown/micro_batch", 0).find("p.json: group_slowdown.micro_batch:"),
             std::string::npos);
+  // E = 2 expert ranks of C = 2 shares: their shares, only then; a context
+  // group's shares, or shares that do not divide the ranks into expert
+  // ranks, are refused.
+  Profile both = p;
+  both.group_slowdown.ranks = 4;
+  both.group_slowdown.experts = true;
+  both.group_slowdown.shares = 2;
+  json doc_both = profile_to_json(both);
+  EXPECT_EQ(doc_both["group_slowdown"]["shares"], 2);
+  EXPECT_EQ(profile_from_json(doc_both, "p.json").group_slowdown.shares, 2);
+  EXPECT_EQ(q.shares, 1);
+  const std::string refused =
+      "p.json: group_slowdown.shares: expert ranks' shares need \"group\": \"experts\" and "
+      "divide its 4 ranks into 2 or more expert ranks";
+  EXPECT_EQ(errors_of(doc_both)("/group_slowdown/shares", 4), refused);
+  EXPECT_EQ(errors_of(doc_both)("/group_slowdown/shares", 3), refused);
+  EXPECT_EQ(errors_of(doc_both)("/group_slowdown/group", "context"), refused);
+  EXPECT_NE(errors_of(doc_both)("/group_slowdown/shares", 1).find("p.json: group_slowdown.shares:"),
+            std::string::npos);
+  // Measured time-sliced over op lists: said so, only then.
+  both.group_slowdown.op_lists = true;
+  both.group_slowdown.time_sliced = true;
+  doc_both = profile_to_json(both);
+  EXPECT_EQ(doc_both["group_slowdown"]["time_sliced"], true);
+  EXPECT_TRUE(profile_from_json(doc_both, "p.json").group_slowdown.time_sliced);
+  EXPECT_FALSE(q.time_sliced);
+  EXPECT_FALSE(doc.at("group_slowdown").contains("time_sliced"));
+  EXPECT_EQ(errors_of(doc_both)("/group_slowdown/measured", "passes"),
+            "p.json: group_slowdown.time_sliced: a time-sliced group is measured over \"op "
+            "lists\"");
 }
 
 // The shares' ring takes round-trip, only when measured; bad figures are
