@@ -92,15 +92,6 @@ CompareInputs read_inputs(const CompareOptions& o) {
   in.plan = read_plan_file(o.plan);
   exec::check_requested_tensor_parallel(in.plan, o.plan, o.tensor_parallel);
   exec::check_tensor_parallel_backend(in.plan, o.plan, o.backend);
-  if (in.mpi && in.plan.context_parallel > 1 && in.plan.expert_parallel > 1) {
-    throw std::invalid_argument(
-        o.plan +
-        ": E, C: compare --backend mpi profiles the expert ranks (E) or the shares of "
-        "each sequence (C) as processes, not both, and this plan has E=" +
-        std::to_string(in.plan.expert_parallel) +
-        " and C=" + std::to_string(in.plan.context_parallel) +
-        "; `run --backend mpi` runs it, and `compare` on the cpu backend compares it");
-  }
   in.model = exec::plan_model(in.plan, o.plan);
   if (model_hash(in.model) != in.plan.model_hash) {
     throw std::invalid_argument(o.plan +

@@ -71,4 +71,16 @@ inline ModelSpec experts_of_shares(TransformerParams p, std::int64_t expert_d_ff
   return make_transformer(p, "moe", split);
 }
 
+// The same, two blocks of width 64 on sequences of 32: ops long enough to
+// outlast the waits of ranks time-sliced onto fewer cores many times over,
+// even where other work shares the cores (a tiny model's measured slowdown
+// came to over 100 beside two busy loops).
+inline ModelSpec wide_experts_of_shares() {
+  TransformerParams p = tiny_executor_transformer_params(2);
+  p.d_model = 64;
+  p.d_ff = 128;
+  p.seq_len = 32;
+  return experts_of_shares(p, 64);
+}
+
 }  // namespace pipescope::testing

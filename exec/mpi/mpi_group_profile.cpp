@@ -145,9 +145,8 @@ struct ProcessRuns {
   std::vector<GroupRun> apart;      // where asked
 };
 ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
-                         std::uint64_t seed, bool apart, MPI_Comm all) {
+                         std::uint64_t seed, bool apart, bool sliced, MPI_Comm all) {
   const int K = plan.schedule.devices();
-  const int G = spec.context_parallel * spec.expert_parallel;
   int p = 0;
   MPI_Comm_rank(all, &p);
   const int d = p % K, g = p / K;
@@ -155,22 +154,23 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
   mpi_check(MPI_Comm_split(all, d, g, &device), "MPI_Comm_split");
   const auto link = std::make_shared<MpiGroupLink>(device);
   const TransformerParams& tp = *spec.transformer;
+  const int C = spec.context_parallel;
   std::vector<LayerList> ranks =
-      spec.expert_parallel > 1 ? build_expert_ranks(tp, seed, G, link)
-                               : build_context_ranks(tp, seed, 1, G, link, spec.context_by_heads);
+      spec.expert_parallel > 1
+          ? build_expert_ranks(tp, seed, spec.expert_parallel, link, C, spec.context_by_heads)
+          : build_context_ranks(tp, seed, 1, C, link, spec.context_by_heads);
   LayerList mine = std::move(ranks[static_cast<std::size_t>(g)]);
   ranks.clear();  // the other ranks' layers, which other processes run
   // The rank alone as the profiler runs it: its inputs, and its layers where
   // this process times them.
   LayerList alone = build_layers(spec, seed);
-  const int C = spec.context_parallel;
   const MicroBatch mb =
       last_share(whole_batch(task_shape(spec), static_cast<int>(batch), 0, seed), C);
   const Context ctx = last_share_context(mb, C);
   const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, ctx);
   if (g != 0) alone.clear();
   const OpClock clock = host_op_clock();
-  const GroupPlanRuns one{plan, batch, seed, inputs, clock, 1};
+  const GroupPlanRuns one{plan, batch, seed, inputs, clock, 1, sliced};
   CollectiveTally tally;
   const CollectiveScope scope(tally);
   ProcessRuns out;
@@ -183,8 +183,12 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
       if (g == 0 && d == on) a = alone_times(alone, plan, d, inputs, ctx, seed, clock);
     }
     out.alone.insert(out.alone.end(), {a[0], a[1]});
-    MpiSession::wait_for_all(all);
-    out.together.push_back(group_device_runs(mine, spec, one, d, g, tally).front());
+    // Time-sliced, one device's processes at a time (GroupPlanRuns::crowded).
+    for (int on = 0; on < (sliced ? K : 1); ++on) {
+      MpiSession::wait_for_all(all);
+      if (!sliced || d == on)
+        out.together.push_back(group_device_runs(mine, spec, one, d, g, tally).front());
+    }
   }
   for (int on = 0; apart && on < K; ++on) {
     MpiSession::wait_for_all(all);
@@ -196,10 +200,10 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
   return out;
 }
 
-// Whether `comm`'s processes outnumber the cores they may run on between
-// them (the union of their allowed CPUs, one node's: mpirun binds each
-// process to a core of its own, or none where they outnumber the cores).
-bool outnumber_cores(MPI_Comm comm) {
+// The cores `comm`'s processes may run on between them (the union of their
+// allowed CPUs, one node's: mpirun binds each process to a core of its own,
+// or none where they outnumber the cores); 0 where the system cannot say.
+int shared_cores(MPI_Comm comm) {
   constexpr int kWords = 16;  // CPUs 0 to 1023
   std::array<std::uint64_t, kWords> mask{};
   for (const int cpu : allowed_cpus()) {
@@ -207,10 +211,9 @@ bool outnumber_cores(MPI_Comm comm) {
   }
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, mask.data(), kWords, MPI_UINT64_T, MPI_BOR, comm),
             "MPI_Allreduce");
-  int cores = 0, processes = 0;
+  int cores = 0;
   for (const std::uint64_t word : mask) cores += std::popcount(word);
-  MPI_Comm_size(comm, &processes);
-  return cores > 0 && processes > cores;
+  return cores;
 }
 
 // [process][run] into [rank][run] (by_process_runs').
@@ -248,9 +251,13 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
   out.ran = true;
   on_first_ranks(K * G, [&](const std::shared_ptr<MpiGroupLink>& all) {
     const MPI_Comm comm = all->communicator();
-    // Only the expert ranks' figures take runs apart (write_expert_plan_figures).
-    const bool crowded = outnumber_cores(comm) && spec.expert_parallel > 1;
-    const ProcessRuns mine = process_runs(spec, plan, batch, seed, crowded, comm);
+    const int cores = shared_cores(comm);
+    // Only the expert ranks' figures take runs apart (write_expert_plan_figures),
+    // and only expert ranks of shares are timed time-sliced.
+    const bool both = spec.expert_parallel > 1 && spec.context_parallel > 1;
+    const bool crowded = cores > 0 && K * G > cores && spec.expert_parallel > 1 && !both;
+    out.time_sliced = cores > 0 && G > cores && both;
+    const ProcessRuns mine = process_runs(spec, plan, batch, seed, crowded, out.time_sliced, comm);
     std::vector<std::int64_t> alone(mine.alone.size(), 0);
     mpi_check(MPI_Reduce(mine.alone.data(), alone.data(), static_cast<int>(alone.size()),
                          MPI_INT64_T, MPI_SUM, 0, comm),
@@ -347,6 +354,26 @@ void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t b
     write_expert_figures(profile, spec, expert_load_timing(passes, batch), batch, bare);
   }
   profile.gradient_sum = {E, sum.latency_s, sum.bandwidth};
+}
+
+void measure_mpi_expert_shares(Profile& profile, const ModelSpec& spec, std::int64_t batch,
+                               std::uint64_t seed, const PlanStages* plan) {
+  const int C = spec.context_parallel, E = spec.expert_parallel;
+  if (C < 2 || E < 2 || !group_measurable(spec, C * E, batch, C * E)) return;
+  const MpiPlanRuns runs =
+      plan != nullptr ? mpi_plan_runs(spec, *plan, batch, seed) : MpiPlanRuns{};
+  TransportFigures sum;  // rank 0's
+  on_first_ranks(C * E, [&](const std::shared_ptr<MpiGroupLink>& link) {
+    const TransportFigures mine =
+        profile_linked_gradient_sum(link, kGroupRepeats, spec.total_params());
+    if (link->rank() == 0) sum = mine;
+  });
+  if (MpiSession::rank() != 0) return;
+  if (runs.ran) {
+    keep_group_slowdown(profile,
+                        paired_slowdown(runs.pairs, C * E, batch, true, C, runs.time_sliced));
+  }
+  profile.gradient_sum = {C * E, sum.latency_s, sum.bandwidth};
 }
 
 }  // namespace pipescope::exec

@@ -26,10 +26,14 @@ struct MpiPlanRuns {
   // expert ranks whose processes outnumber the cores they may run on (empty
   // otherwise).
   std::vector<std::vector<GroupRun>> apart;
+  // Expert ranks of shares whose G processes outnumber the cores: the pairs'
+  // group runs went one device's processes at a time, on the wall clock with
+  // their exchanges in (GroupPlanRuns::crowded).
+  bool time_sliced = false;
 };
 
-// `plan`'s op lists run by a group (`spec` one share of C >= 2 or one expert
-// rank of E >= 2, T = 1) as a step's processes run them, when the job has
+// `plan`'s op lists run by a group (`spec` one share of C >= 2, one expert
+// rank of E >= 2 or one of E x C, T = 1) as a step's processes run them, when the job has
 // K G of them and their layers and the M micro-batches' stashes of `batch`
 // sequences fit (share_exchanges_unfit): process p is rank p / K of device
 // p % K (MpiTransport::link_group's placing), its exchanges over a link of
@@ -38,9 +42,10 @@ struct MpiPlanRuns {
 // one device after another, the others sleeping), then every process's at
 // once (group_device_runs). Where the K G processes of expert ranks
 // outnumber the cores they may run on, then the runs of one device's
-// processes at a time. Every rank calls it; rank 0 gets the runs, the others
-// `ran` alone. Throws std::invalid_argument on every rank, before any
-// collective, for a model group_op_list_runs refuses (check_group_model).
+// processes at a time; where a device's E x C processes do, each pair's
+// group runs one device's processes at a time (`time_sliced`). Every rank calls it; rank 0 gets the
+// runs, the others `ran` alone. Throws std::invalid_argument on every rank, before any collective,
+// for a model group_op_list_runs refuses (check_group_model).
 MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
                           std::uint64_t seed);
 
@@ -79,5 +84,15 @@ void measure_mpi_context(Profile& profile, const ModelSpec& spec, std::int64_t b
 // pair of runs beside a rank alone's (write_expert_plan_figures).
 void measure_mpi_experts(Profile& profile, const ModelSpec& spec, std::int64_t batch,
                          std::uint64_t seed, const PlanStages* plan = nullptr);
+
+// The same for one rank of E x C >= 2 x 2 at T = 1, when the job has E x C
+// or more ranks and their layers fit: ranks 0 to E C - 1 time the gradient
+// sum over all of them (profile_linked_gradient_sum), and with a `plan` as
+// above the group's slowdown comes from the plan's op lists (group_slowdown
+// with `shares` C; time-sliced where a device's processes outnumber the
+// cores). Their ring, all-to-alls and routed load stay unmeasured, as the
+// threads' (ModelProfiler). Every rank calls it; the others wait.
+void measure_mpi_expert_shares(Profile& profile, const ModelSpec& spec, std::int64_t batch,
+                               std::uint64_t seed, const PlanStages* plan = nullptr);
 
 }  // namespace pipescope::exec

@@ -462,6 +462,7 @@ void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t b
   profile.concurrency_slowdown = measure_mpi_concurrency_slowdown(spec, batch, seed);
   measure_mpi_context(profile, spec, batch, seed, plan);
   measure_mpi_experts(profile, spec, batch, seed, plan);
+  measure_mpi_expert_shares(profile, spec, batch, seed, plan);
   profile.backend = "mpi";
   profile.transport_latency_s = tr.latency_s;
   profile.transport_bandwidth = tr.bandwidth;

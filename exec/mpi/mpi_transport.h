@@ -123,9 +123,10 @@ std::vector<double> measure_mpi_concurrency_slowdown(const ModelSpec& spec, std:
 
 // What a profile of the MPI backend measures beyond the layers: after the
 // other ranks have waited (sleeping) for rank 0, the MPI transport, the
-// ranks' concurrency slowdown at `batch` and, for a context share's or an
-// expert rank's model, the group's exchanges (measure_mpi_context,
-// measure_mpi_experts, through `plan`'s op lists where one is given),
+// ranks' concurrency slowdown at `batch` and, for a context share's, an
+// expert rank's or an expert rank's share's model, the group's figures
+// (measure_mpi_context, measure_mpi_experts, measure_mpi_expert_shares,
+// through `plan`'s op lists where one is given),
 // written into `profile` with backend "mpi". Every rank calls it; rank 0's
 // profile is the one to keep.
 void measure_mpi_machine(Profile& profile, const ModelSpec& spec, std::int64_t batch,

@@ -522,14 +522,7 @@ TEST(Profiler, MeasuresTheGradientSumOfExpertRanksOfShares) {
 // they outnumber them, time-sliced as a step runs them); their ring,
 // all-to-alls and routed load stay unmeasured.
 TEST(Profiler, APlansProfileTakesTheSlowdownOfExpertRanksOfShares) {
-  // Wide enough that an op outlasts the waits of ranks sliced onto the cores
-  // many times over even where other work shares them (a tiny model's
-  // slowdown came to over 100 beside two busy loops).
-  TransformerParams p = testing::tiny_executor_transformer_params(2);
-  p.d_model = 64;
-  p.d_ff = 128;
-  p.seq_len = 32;
-  const ModelSpec m = testing::experts_of_shares(p, 64);
+  const ModelSpec m = testing::wide_experts_of_shares();
   ProfileOptions o;
   o.repeats = 1;
   o.batch_sizes = {2};

@@ -266,6 +266,30 @@ TEST(MpiExpertParallel, TheProcessesRunAPlansOpListsAsTheThreadsDo) {
   EXPECT_EQ(p.gradient_sum.ranks, kE);
 }
 
+// E = 2 expert ranks of C = 2 shares as four of the job's processes
+// (measure_mpi_expert_shares): given a plan, their slowdown together from
+// its op lists (time-sliced where the four outnumber the cores) and their
+// gradient sum over all four, at rank 0; a job of two measures nothing.
+TEST(MpiExpertParallel, ExpertRanksOfSharesMeasureTheirSlowdownAndSum) {
+  const ModelSpec m = testing::wide_experts_of_shares();
+  const PlanStages one{build_1f1b(1, 2, Remat::kNever), {{0, m.layers.size()}}};
+  const Profile q = mpi_group::with_kept_slowdown(
+      [&](Profile& r) { measure_mpi_expert_shares(r, m, 2, kSeed, &one); });
+  if (MpiSession::size() < 4 || MpiSession::rank() != 0) {
+    EXPECT_EQ(q.gradient_sum.ranks, 0);
+    EXPECT_EQ(q.group_slowdown.ranks, 0);
+    return;
+  }
+  EXPECT_EQ(q.group_slowdown.ranks, 4);
+  EXPECT_EQ(q.group_slowdown.shares, 2);
+  EXPECT_TRUE(q.group_slowdown.experts);
+  EXPECT_TRUE(q.group_slowdown.op_lists);
+  EXPECT_EQ(q.group_slowdown.micro_batch, 2);
+  EXPECT_EQ(q.gradient_sum.ranks, 4);
+  EXPECT_GT(q.gradient_sum.bandwidth, 0.0);
+  EXPECT_EQ(q.context_ring.ranks, 0);
+}
+
 // Rank 0 combines the processes' runs as a step places them, process p rank
 // p / K of device p % K: K = G = 2, process p's runs make one call of p rows,
 // p + 1 exchanges and compute of 100 (p + 1) + i forward, 1000 (p + 1) + i
