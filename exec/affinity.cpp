@@ -59,4 +59,11 @@ std::vector<int> cpus_for_groups(int threads, int group) {
   return out;
 }
 
+std::vector<int> step_worker_cpus(int threads, int group, int local_devices, int devices,
+                                  int ranks) {
+  const bool whole_plan_here = local_devices == devices && group == ranks;
+  if (threads < 2 && !whole_plan_here) return {};
+  return cpus_for_groups(threads, group);
+}
+
 }  // namespace pipescope::exec

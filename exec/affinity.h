@@ -38,4 +38,16 @@ std::vector<int> cpus_for_threads(int threads);
 // their count], so that no two threads of a group share a core. Else empty.
 std::vector<int> cpus_for_groups(int threads, int group);
 
+// The CPUs for the `threads` worker threads a process runs in a step, each
+// of its devices' `group` ranks (cpus_for_groups), where it holds
+// `local_devices` of the plan's `devices` and `group` of each device's
+// `ranks`; empty (do not pin) for one thread of a plan that other processes
+// share, which stays where mpirun bound its process. One thread of a plan
+// run whole here goes on the first allowed CPU, where the profiler measures
+// a one-device plan's ops. (Pinned, the one thread of each of a one-device
+// plan's rank processes would all share that first CPU where mpirun binds
+// none of them, oversubscribed.)
+std::vector<int> step_worker_cpus(int threads, int group, int local_devices, int devices,
+                                  int ranks);
+
 }  // namespace pipescope::exec

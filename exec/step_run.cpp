@@ -101,15 +101,13 @@ void StepRun::start_workers(std::vector<std::thread>& threads) {
   running_ = n;
   finished_.assign(n, 0);
   // One thread alone has no other to drift onto its core, but a core may run
-  // slower than another for seconds (machine_speed.h): the one thread of a
-  // plan that runs whole in this process goes on the first core, where the
-  // profiler measures a one-device plan's ops. Under MPI a rank's one thread
-  // stays where mpirun bound the rank.
+  // slower than another for seconds (machine_speed.h): step_worker_cpus.
   const int group = static_cast<int>(transport_.local_group_ranks(core_->group_ranks()).size());
-  const bool whole_plan_here = static_cast<int>(local_.size()) == sched_.devices();
-  const std::vector<int> cpus = core_->options.pin_threads && (n >= 2 || whole_plan_here)
-                                    ? cpus_for_groups(static_cast<int>(n), group)
-                                    : std::vector<int>{};
+  const std::vector<int> cpus =
+      core_->options.pin_threads
+          ? step_worker_cpus(static_cast<int>(n), group, static_cast<int>(local_.size()),
+                             sched_.devices(), core_->group_ranks())
+          : std::vector<int>{};
   start_gate_ = std::make_unique<std::latch>(static_cast<std::ptrdiff_t>(n));
   try {
     for (std::size_t i = 0; i < n; ++i) {

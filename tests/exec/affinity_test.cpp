@@ -89,6 +89,20 @@ TEST(Affinity, AGroupsThreadsHaveCoresOfTheirOwnWhenTheyOutnumberTheCores) {
   EXPECT_TRUE(cpus_for_groups(0, 2).empty());
 }
 
+// A step's worker threads: a one-device plan run whole here puts its one
+// thread on the first CPU; the one thread of one of its four rank processes
+// (MPI) is left where mpirun put the process, as is one of a two-device
+// plan's two device processes; two or more threads take their groups' CPUs.
+TEST(Affinity, AStepPinsItsOneThreadOnlyWhereItRunsThePlanWhole) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.empty()) GTEST_SKIP() << "the system does not say which CPUs this process may use";
+  EXPECT_EQ(step_worker_cpus(1, 1, 1, 1, 1), std::vector<int>{cpus.front()});
+  EXPECT_TRUE(step_worker_cpus(1, 1, 1, 1, 4).empty());
+  EXPECT_TRUE(step_worker_cpus(1, 1, 1, 2, 1).empty());
+  EXPECT_EQ(step_worker_cpus(4, 4, 1, 1, 4), cpus_for_groups(4, 4));
+  EXPECT_EQ(step_worker_cpus(2, 1, 2, 2, 1), cpus_for_groups(2, 1));
+}
+
 // The CPUs each device's thread may run on, as it saw them before every op.
 std::map<int, std::vector<std::vector<int>>> cpus_seen(int K, bool pin) {
   std::mutex mu;
