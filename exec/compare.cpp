@@ -112,7 +112,9 @@ Profile group_profile(Profile p, int T, int C, int E, std::int64_t micro_batch) 
     groups.push_back(slowdown_of(p, n * ranks) / cores);
   }
   p.concurrency_slowdown = groups;
-  if (g != nullptr && g->time_sliced) exchanges_in_slowdown(p, C, E, micro_batch);
+  if (g != nullptr && g->time_sliced && p.backend != "cuda") {
+    exchanges_in_slowdown(p, C, E, micro_batch);
+  }
   return p;
 }
 
@@ -551,7 +553,9 @@ Comparison compare_run(const Scenario& scenario, const Plan& plan,
   if (plan.tensor_parallel > 1) {
     c.collectives = match_collectives(predicted.timeline, median.timeline, schedule);
   }
-  c.alltoall_group = priced_group(scenario, plan, config);
+  // A time-sliced group's all-to-alls are in its measured slowdown: no
+  // figures of their own (exchanges_in_slowdown's stand-ins are none).
+  if (!c.group_slowdown.time_sliced) c.alltoall_group = priced_group(scenario, plan, config);
   c.gradient_sum = config.data_parallel.measured_sum;
   return c;
 }

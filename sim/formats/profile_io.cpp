@@ -213,8 +213,9 @@ GroupSlowdownFigures read_group_slowdown(ObjectReader r) {
   // Profiles before the plans' op lists had the passes' alone.
   f.op_lists = read_two_way(r, "measured", "measurement", "passes", "op lists");
   f.time_sliced = r.opt_bool("time_sliced").value_or(false);
-  if (f.time_sliced && !f.op_lists) {
-    r.fail("time_sliced", "a time-sliced group is measured over \"op lists\"");
+  if (f.time_sliced && (!f.op_lists || f.shares < 2)) {
+    r.fail("time_sliced",
+           "a time-sliced group is expert ranks' shares (\"shares\") measured over \"op lists\"");
   }
   r.finish();
   return f;

@@ -257,6 +257,7 @@ TEST_F(MpiCli, ExpertRanksOfSharesRunAProcessEach) {
     ASSERT_EQ(own.status, 0) << own.err;
     c = nlohmann::json::parse(own.out);
   }
+  ASSERT_TRUE(c.contains("group_slowdown")) << "no plausible slowdown in three tries";
   EXPECT_EQ(c["C"], 2);
   EXPECT_EQ(c["E"], 2);
   EXPECT_EQ(c["measured_steps"], 2);

@@ -350,6 +350,13 @@ TEST(ExpertLoad, ExpertRanksOfSharesTakeTheSlowdownMeasuredForThem) {
   EXPECT_NEAR(first(sliced.backward), 2.5 * backward, 1.0);
 }
 
+// The prediction of an E plan's replica, its timeline kept.
+SimResult expert_run(const Scenario& sc, const Plan& plan) {
+  SimConfig c = cpu_sim_config(plan, sc);
+  c.record_timeline = true;
+  return simulate(sc, c);
+}
+
 // A group measured time-sliced has its exchanges in its slowdown: the
 // prediction takes its ring and all-to-alls at nothing beside it; measured
 // otherwise, over the transport. The report's note says what it took.
@@ -375,6 +382,11 @@ TEST(ExpertLoad, ATimeSlicedGroupsSlowdownHoldsItsExchanges) {
   EXPECT_GT(apart.ep_backward, 0);
   EXPECT_GT(apart.cp_forward, 0);
   const StageCost in = stage(true);
+  // The comparison gives the all-to-alls no figures of their own.
+  const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+  const Comparison c = compare_run(sc, plan, {as_measured(expert_run(sc, plan), 1.0, 1.0)}, 0);
+  EXPECT_TRUE(c.group_slowdown.time_sliced);
+  EXPECT_EQ(c.alltoall_group.ranks, 0);
   EXPECT_EQ(in.ep_forward, 0);
   EXPECT_EQ(in.ep_backward, 0);
   EXPECT_EQ(in.cp_forward, 0);
@@ -386,13 +398,6 @@ TEST(ExpertLoad, ATimeSlicedGroupsSlowdownHoldsItsExchanges) {
                       "them)"),
             std::string::npos)
       << shared_cores_note(1, 2, "core", 4, false, &p->group_slowdown);
-}
-
-// The prediction of an E plan's replica, its timeline kept.
-SimResult expert_run(const Scenario& sc, const Plan& plan) {
-  SimConfig c = cpu_sim_config(plan, sc);
-  c.record_timeline = true;
-  return simulate(sc, c);
 }
 
 // compare's prediction of E = 2 at the measured micro-batch size (its cost

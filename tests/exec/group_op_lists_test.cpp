@@ -91,7 +91,8 @@ TEST(GroupOpLists, ExpertRanksOfSharesRunAPlansOpListsTogether) {
   }
 }
 
-// Only one group of a transformer at T = 1, and at least one run.
+// A group (shares, expert ranks or both) of a transformer at T = 1, and at
+// least one run.
 TEST(GroupOpLists, RefusesOtherModelsAndNoRuns) {
   const ModelSpec m = testing::tiny_context_share(false);
   const std::vector<Tensor> inputs = share_inputs(m);

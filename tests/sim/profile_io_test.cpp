@@ -334,9 +334,14 @@ TEST(ProfileIo, GroupSlowdown) {
   EXPECT_TRUE(profile_from_json(doc_both, "p.json").group_slowdown.time_sliced);
   EXPECT_FALSE(q.time_sliced);
   EXPECT_FALSE(doc.at("group_slowdown").contains("time_sliced"));
-  EXPECT_EQ(errors_of(doc_both)("/group_slowdown/measured", "passes"),
-            "p.json: group_slowdown.time_sliced: a time-sliced group is measured over \"op "
-            "lists\"");
+  const std::string sliced_refused =
+      "p.json: group_slowdown.time_sliced: a time-sliced group is expert ranks' shares "
+      "(\"shares\") measured over \"op lists\"";
+  EXPECT_EQ(errors_of(doc_both)("/group_slowdown/measured", "passes"), sliced_refused);
+  json sliced_context = doc;
+  sliced_context["group_slowdown"]["measured"] = "op lists";
+  sliced_context["group_slowdown"]["time_sliced"] = true;
+  EXPECT_EQ(error_of(sliced_context), sliced_refused);
 }
 
 // The shares' ring takes round-trip, only when measured; bad figures are
