@@ -47,6 +47,11 @@ std::vector<int> cpus_for_threads(int threads) {
   return cpus;
 }
 
+int spread_cpu(const std::vector<int>& cpus, int i) {
+  if (cpus.empty() || i < 0) return -1;
+  return cpus[static_cast<std::size_t>(i) % cpus.size()];
+}
+
 std::vector<int> cpus_for_groups(int threads, int group) {
   std::vector<int> fit = cpus_for_threads(threads);
   if (!fit.empty()) return fit;
@@ -55,7 +60,7 @@ std::vector<int> cpus_for_groups(int threads, int group) {
   if (threads < 1 || group < 2 || group > n) return {};
   std::vector<int> out;
   out.reserve(static_cast<std::size_t>(threads));
-  for (int i = 0; i < threads; ++i) out.push_back(cpus[static_cast<std::size_t>(i % n)]);
+  for (int i = 0; i < threads; ++i) out.push_back(spread_cpu(cpus, i));
   return out;
 }
 

@@ -38,6 +38,11 @@ std::vector<int> cpus_for_threads(int threads);
 // their count], so that no two threads of a group share a core. Else empty.
 std::vector<int> cpus_for_groups(int threads, int group);
 
+// The CPU of thread or process `i` of those that time-slice `cpus` between
+// them, spread evenly: cpus[i mod their count]; -1 (do not pin) for no CPUs
+// or i < 0.
+int spread_cpu(const std::vector<int>& cpus, int i);
+
 // The CPUs for the `threads` worker threads a process runs in a step, each
 // of its devices' `group` ranks (cpus_for_groups), where it holds
 // `local_devices` of the plan's `devices` and `group` of each device's

@@ -3,7 +3,6 @@
 #include <mpi.h>
 
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -138,14 +137,15 @@ std::array<SimTime, 2> alone_times(LayerList& layers, const PlanStages& plan, in
 }
 
 // One process's part of mpi_plan_runs: process p of `all` runs rank p / K
-// of device p % K, over a link of its device's G processes.
+// of device p % K, over a link of its device's G processes; time-sliced
+// (`sliced`), on CPU `spread` (-1: where the OS puts it).
 struct ProcessRuns {
   std::vector<GroupRun> together;   // one a pair
   std::vector<std::int64_t> alone;  // each pair's rank-alone (forward, backward), or 0s
   std::vector<GroupRun> apart;      // where asked
 };
 ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
-                         std::uint64_t seed, bool apart, bool sliced, MPI_Comm all) {
+                         std::uint64_t seed, bool apart, bool sliced, int spread, MPI_Comm all) {
   const int K = plan.schedule.devices();
   int p = 0;
   MPI_Comm_rank(all, &p);
@@ -183,11 +183,15 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
       if (g == 0 && d == on) a = alone_times(alone, plan, d, inputs, ctx, seed, clock);
     }
     out.alone.insert(out.alone.end(), {a[0], a[1]});
-    // Time-sliced, one device's processes at a time (GroupPlanRuns::crowded).
+    // Time-sliced, one device's processes at a time (GroupPlanRuns::crowded),
+    // each on its core of the spread.
     for (int on = 0; on < (sliced ? K : 1); ++on) {
       MpiSession::wait_for_all(all);
-      if (!sliced || d == on)
+      if (sliced && d != on) continue;
+      on_cores(1, spread >= 0 ? std::vector<int>{spread} : std::vector<int>{}, [&](int) {
+        const CollectiveScope here(tally);
         out.together.push_back(group_device_runs(mine, spec, one, d, g, tally).front());
+      });
     }
   }
   for (int on = 0; apart && on < K; ++on) {
@@ -200,10 +204,11 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
   return out;
 }
 
-// The cores `comm`'s processes may run on between them (the union of their
-// allowed CPUs, one node's: mpirun binds each process to a core of its own,
-// or none where they outnumber the cores); 0 where the system cannot say.
-int shared_cores(MPI_Comm comm) {
+// The CPUs `comm`'s processes may run on between them, ascending (the union
+// of their allowed CPUs, one node's: mpirun binds each process to a core of
+// its own, or none where they outnumber the cores); empty where the system
+// cannot say.
+std::vector<int> shared_cpus(MPI_Comm comm) {
   constexpr int kWords = 16;  // CPUs 0 to 1023
   std::array<std::uint64_t, kWords> mask{};
   for (const int cpu : allowed_cpus()) {
@@ -211,9 +216,11 @@ int shared_cores(MPI_Comm comm) {
   }
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, mask.data(), kWords, MPI_UINT64_T, MPI_BOR, comm),
             "MPI_Allreduce");
-  int cores = 0;
-  for (const std::uint64_t word : mask) cores += std::popcount(word);
-  return cores;
+  std::vector<int> out;
+  for (int cpu = 0; cpu < 64 * kWords; ++cpu) {
+    if ((mask[cpu / 64] >> (cpu % 64) & 1U) != 0) out.push_back(cpu);
+  }
+  return out;
 }
 
 // [process][run] into [rank][run] (by_process_runs').
@@ -251,13 +258,21 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
   out.ran = true;
   on_first_ranks(K * G, [&](const std::shared_ptr<MpiGroupLink>& all) {
     const MPI_Comm comm = all->communicator();
-    const int cores = shared_cores(comm);
+    const std::vector<int> cpus = shared_cpus(comm);
+    const int cores = static_cast<int>(cpus.size());
     // Only the expert ranks' figures take runs apart (write_expert_plan_figures),
     // and only expert ranks of shares are timed time-sliced.
     const bool both = spec.expert_parallel > 1 && spec.context_parallel > 1;
     const bool crowded = cores > 0 && K * G > cores && spec.expert_parallel > 1 && !both;
     out.time_sliced = cores > 0 && G > cores && both;
-    const ProcessRuns mine = process_runs(spec, plan, batch, seed, crowded, out.time_sliced, comm);
+    // Time-sliced, a device's processes run spread evenly over the cores, as
+    // they settle in a step: left to the OS after the rank alone's runs
+    // (the others asleep at a barrier meanwhile), they woke crowded onto
+    // fewer cores in about half the runs, which read twice as slow.
+    const int g = all->rank() / K;
+    const int spread = out.time_sliced ? spread_cpu(cpus, g) : -1;
+    const ProcessRuns mine =
+        process_runs(spec, plan, batch, seed, crowded, out.time_sliced, spread, comm);
     std::vector<std::int64_t> alone(mine.alone.size(), 0);
     mpi_check(MPI_Reduce(mine.alone.data(), alone.data(), static_cast<int>(alone.size()),
                          MPI_INT64_T, MPI_SUM, 0, comm),

@@ -89,6 +89,18 @@ TEST(Affinity, AGroupsThreadsHaveCoresOfTheirOwnWhenTheyOutnumberTheCores) {
   EXPECT_TRUE(cpus_for_groups(0, 2).empty());
 }
 
+// Processes that time-slice cores (an MPI group's, more of them than cores)
+// go round the cores in turn, whichever CPUs those are.
+TEST(Affinity, ProcessesThatShareCoresGoRoundThemInTurn) {
+  const std::vector<int> cpus{4, 6, 9};
+  EXPECT_EQ(spread_cpu(cpus, 0), 4);
+  EXPECT_EQ(spread_cpu(cpus, 2), 9);
+  EXPECT_EQ(spread_cpu(cpus, 3), 4);
+  EXPECT_EQ(spread_cpu(cpus, 7), 6);
+  EXPECT_EQ(spread_cpu({}, 0), -1);
+  EXPECT_EQ(spread_cpu(cpus, -1), -1);
+}
+
 // A step's worker threads: a one-device plan run whole here puts its one
 // thread on the first CPU; the one thread of one of its four rank processes
 // (MPI) is left where mpirun put the process, as is one of a two-device
