@@ -470,14 +470,14 @@ void ModelProfiler::State::add_expert_figures(Profile& p) {
 void ModelProfiler::State::add_expert_share_figures(Profile& p) {
   const int C = options.context_ranks, E = options.expert_ranks;
   const std::int64_t batch = options.batch_sizes.back();
-  // From the plan's op lists alone (passes of one micro-batch read it
-  // smaller). Where a device's E x C ranks outnumber the cores, which
-  // time-slice them, it holds their exchanges too.
-  const PlanStages* stages = plan_in_memory(batch);
+  // From the plan's op lists alone; where a device's E x C ranks outnumber
+  // the cores, which time-slice them, it holds their exchanges too.
   if (C < 2 || E < 2 || spec.context_parallel != C || spec.expert_parallel != E ||
-      spec.tensor_parallel != 1 || spec.transformer == nullptr || stages == nullptr) {
+      spec.tensor_parallel != 1 || spec.transformer == nullptr) {
     return;
   }
+  const PlanStages* stages = plan_in_memory(batch);
+  if (stages == nullptr) return;
   GroupPlanRuns r = plan_runs(*stages, batch);
   const std::size_t allowed = allowed_cpus().size();  // 0: the system cannot say
   r.crowded = C * E > (allowed == 0 ? p.cores : std::min(p.cores, static_cast<int>(allowed)));
