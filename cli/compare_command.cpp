@@ -302,14 +302,14 @@ const char* const in_sliced_ops =
     "within the group's ops (the slowdown the profile measured as the group ran time-sliced "
     "holds them)";
 
-// How the prediction priced a group's all-to-alls (the expert ranks' or,
-// `experts` false, the shares' trading heads): as the profile measured the
-// group (threads, or the MPI backend's processes), or over the transport
-// between two stages' threads.
-std::string alltoall_pricing(const exec::Comparison& c, const Profile& profile, bool experts) {
-  // A time-sliced group's slowdown holds the experts' all-to-alls; the
-  // shares' trading heads stay over the transport beside it.
-  if (c.group_slowdown.time_sliced) return experts ? in_sliced_ops : "over the transport";
+// How the prediction priced a group's all-to-alls (the expert ranks' or the
+// shares' trading heads): as the profile measured the group (threads, or
+// the MPI backend's processes), or over the transport between two stages'
+// threads.
+std::string alltoall_pricing(const exec::Comparison& c, const Profile& profile) {
+  // A time-sliced group's slowdown holds its all-to-alls, the experts' and
+  // the shares' trading heads.
+  if (c.group_slowdown.time_sliced) return in_sliced_ops;
   const GroupAllToAllFigures& a = c.alltoall_group;
   if (a.ranks < 2) return "over the transport";
   return "as the profile's group of " + std::to_string(a.ranks) + " " +
@@ -370,7 +370,7 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
         "Heads traded        %d shares; measured: each share's all-to-alls of the queries, keys "
         "and values and of the output, waits for the others included (the collectives rows); "
         "predicted: four all-to-alls in each forward and each backward, %s\n",
-        c.context_parallel, alltoall_pricing(c, profile, false).c_str());
+        c.context_parallel, alltoall_pricing(c, profile).c_str());
   } else if (c.context_parallel > 1) {
     std::printf(
         "Ring exchanges      %d shares; measured: each share's waits for the keys and values "
@@ -383,7 +383,7 @@ void print_notes(const CompareInputs& in, const exec::Comparison& c, const Profi
         "All-to-alls         %d expert ranks, each a replica of its own; measured: each rank's "
         "dispatch and combination, waits for the others included (the collectives rows); "
         "predicted: two all-to-alls a mixture in each forward and each backward, %s\n",
-        c.expert_parallel, alltoall_pricing(c, profile, true).c_str());
+        c.expert_parallel, alltoall_pricing(c, profile).c_str());
   }
   if (const ExpertLoadFigures& f = c.expert_load; f.ranks > 1) {
     std::printf(

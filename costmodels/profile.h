@@ -88,6 +88,11 @@ struct GroupAllToAllFigures {
   double latency_s = 0.0;
   double bandwidth = 0.0;        // bytes/s
   std::int64_t micro_batch = 0;  // sequences the shares' layers ran on
+  // Held by the ops' measured times (a time-sliced group's slowdown, which
+  // compare's prediction takes): whichever group's all-to-alls these
+  // figures then price, of whatever size, at this micro-batch. Never read
+  // from or written to a profile file.
+  bool within_ops = false;
 };
 
 // The context shares' ring as their layers ran it on the CPU, measured with

@@ -57,14 +57,14 @@ const GroupSlowdownFigures* measured_group_slowdown(const Profile& p, int T, int
 }
 
 // A time-sliced group's measured slowdown holds its exchanges
-// (GroupSlowdownFigures::time_sliced): its ring's takes and its experts'
-// all-to-alls are priced at nothing beside it, as a measured ring of free
-// takes and a measured all-to-all of no latency and unbounded bandwidth.
+// (GroupSlowdownFigures::time_sliced): its ring's takes and its all-to-alls
+// (the experts', and the shares' trading heads) are priced at nothing beside
+// it, as a measured ring of free takes and measured all-to-alls of no
+// latency and unbounded bandwidth.
 void exchanges_in_slowdown(Profile& p, int C, int E, std::int64_t micro_batch) {
   if (C > 1) p.context_ring = {C, 0.0, 0.0, micro_batch};
-  if (E > 1) {
-    p.alltoall_group = {true, E, 0.0, std::numeric_limits<double>::infinity(), micro_batch};
-  }
+  p.alltoall_group = {
+      E > 1, std::max(C, E), 0.0, std::numeric_limits<double>::infinity(), micro_batch, true};
 }
 
 // The profile as groups of T x C x E cores see it (a stage's ranks): every

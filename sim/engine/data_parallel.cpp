@@ -90,8 +90,10 @@ void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,
     throw ConfigError("the link between " + what +
                       " has no bandwidth: their all-to-alls cannot run");
   }
+  const GroupAllToAllFigures& measured =
+      cluster.profile ? cluster.profile->alltoall_group : GroupAllToAllFigures{};
   if (cluster.profile && cluster.tensor_parallel == 1 &&
-      cluster.profile->alltoall_group.experts == experts) {
+      (measured.experts == experts || measured.within_ops)) {
     dp.measured_alltoall = cluster.profile->alltoall_group;
   }
 }

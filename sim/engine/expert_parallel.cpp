@@ -16,7 +16,7 @@ const GroupAllToAllFigures* measured_group(const DataParallel& dp, std::int64_t 
   const AllToAllGroup& g = dp.experts;
   const GroupAllToAllFigures& m = dp.measured_alltoall;
   const int n = g.ranks;
-  const bool same = !dp.nccl && n >= 2 && g.per_node == n && m.ranks == n &&
+  const bool same = !dp.nccl && n >= 2 && g.per_node == n && (m.ranks == n || m.within_ops) &&
                     m.micro_batch == micro_batch_size && m.bandwidth > 0.0;
   return same ? &m : nullptr;
 }

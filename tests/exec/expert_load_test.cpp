@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -357,34 +358,54 @@ SimResult expert_run(const Scenario& sc, const Plan& plan) {
   return simulate(sc, c);
 }
 
+// E = 2 expert ranks of C = 2 shares of the tiny transformer on sequences
+// of 8 (the shares trading heads where `heads`, passing keys and values
+// round a ring otherwise), on a profile of 2 cores whose slow transport
+// makes every exchange outlast the ops it overlaps.
+struct SlicedGroup {
+  ModelSpec m;
+  Plan plan;
+  std::shared_ptr<Profile> p;
+
+  explicit SlicedGroup(bool heads) {
+    TransformerParams params = testing::tiny_executor_transformer_params(3);
+    params.seq_len = 8;
+    params.moe = {4, 2, 12, 0, 1, 1.0};
+    TensorSplit split;
+    split.context = 2;
+    split.experts = 2;
+    split.heads_over_context = heads;
+    m = make_transformer(params, "moe", split);
+    plan = expert_plan(m);
+    plan.context_parallel = 2;
+    plan.devices = 4;
+    plan.cp_comm_type = heads ? ContextExchange::kAllToAll : ContextExchange::kP2p;
+    p = std::make_shared<Profile>(*known_profile(m, 2));
+    p->concurrency_slowdown = {1.0, 1.25};
+    p->transport_latency_s = 5e-3;
+    p->transport_bandwidth = 1e9;
+  }
+  // The stage's costs with the group's slowdown measured time-sliced or not.
+  StageCost stage(bool time_sliced) {
+    p->group_slowdown = {4, 1.4, 3.6, plan.micro_batch_size, true, true, time_sliced, 2};
+    const Scenario sc = cpu_scenario(plan, m, p, "known.json");
+    return simulate(sc, cpu_sim_config(plan, sc)).stage_costs.front();
+  }
+};
+
 // A group measured time-sliced has its exchanges in its slowdown: the
 // prediction takes its ring and all-to-alls at nothing beside it; measured
 // otherwise, over the transport. The report's note says what it took.
 TEST(ExpertLoad, ATimeSlicedGroupsSlowdownHoldsItsExchanges) {
-  TransformerParams params = testing::tiny_executor_transformer_params(3);
-  params.seq_len = 8;
-  const ModelSpec m = testing::experts_of_shares(params);
-  Plan plan = expert_plan(m);
-  plan.context_parallel = 2;
-  plan.devices = 4;
-  auto p = std::make_shared<Profile>(*known_profile(m, 2));
-  p->concurrency_slowdown = {1.0, 1.25};
-  // A slow transport: the ring's takes outlast the attention they overlap.
-  p->transport_latency_s = 5e-3;
-  p->transport_bandwidth = 1e9;
-  const auto stage = [&](bool time_sliced) {
-    p->group_slowdown = {4, 1.4, 3.6, plan.micro_batch_size, true, true, time_sliced, 2};
-    const Scenario sc = cpu_scenario(plan, m, p, "known.json");
-    return simulate(sc, cpu_sim_config(plan, sc)).stage_costs.front();
-  };
-  const StageCost apart = stage(false);
+  SlicedGroup g(false);
+  const StageCost apart = g.stage(false);
   EXPECT_GT(apart.ep_forward, 0);
   EXPECT_GT(apart.ep_backward, 0);
   EXPECT_GT(apart.cp_forward, 0);
-  const StageCost in = stage(true);
+  const StageCost in = g.stage(true);
   // The comparison gives the all-to-alls no figures of their own.
-  const Scenario sc = cpu_scenario(plan, m, p, "known.json");
-  const Comparison c = compare_run(sc, plan, {as_measured(expert_run(sc, plan), 1.0, 1.0)}, 0);
+  const Scenario sc = cpu_scenario(g.plan, g.m, g.p, "known.json");
+  const Comparison c = compare_run(sc, g.plan, {as_measured(expert_run(sc, g.plan), 1.0, 1.0)}, 0);
   EXPECT_TRUE(c.group_slowdown.time_sliced);
   EXPECT_EQ(c.alltoall_group.ranks, 0);
   EXPECT_EQ(in.ep_forward, 0);
@@ -392,12 +413,30 @@ TEST(ExpertLoad, ATimeSlicedGroupsSlowdownHoldsItsExchanges) {
   EXPECT_EQ(in.cp_forward, 0);
   EXPECT_EQ(in.cp_backward, 0);
   EXPECT_EQ(in.forward, apart.forward);  // the same slowdown
-  EXPECT_NE(shared_cores_note(1, 2, "core", 4, false, &p->group_slowdown)
-                .find("ops 1.4 (forwards) and 3.6 (backwards) times as long as alone (as the "
+  const std::string note = shared_cores_note(1, 2, "core", 4, false, &g.p->group_slowdown);
+  EXPECT_NE(note.find("ops 1.4 (forwards) and 3.6 (backwards) times as long as alone (as the "
                       "profile measured them time-sliced on the 2 cores, their exchanges in "
                       "them)"),
             std::string::npos)
-      << shared_cores_note(1, 2, "core", 4, false, &p->group_slowdown);
+      << note;
+}
+
+// Where the shares trade heads (cp_comm_type a2a) instead of passing keys
+// and values round a ring, their all-to-alls are in the time-sliced
+// slowdown too: priced at nothing beside it, as the experts' are.
+TEST(ExpertLoad, ATimeSlicedGroupsSlowdownHoldsTheSharesTradedHeads) {
+  SlicedGroup g(true);
+  ASSERT_TRUE(g.m.context_by_heads);
+  const StageCost apart = g.stage(false);
+  EXPECT_GT(apart.cp_forward, 0);
+  EXPECT_GT(apart.cp_backward, 0);
+  EXPECT_GT(apart.ep_forward, 0);
+  const StageCost in = g.stage(true);
+  EXPECT_EQ(in.cp_forward, 0);
+  EXPECT_EQ(in.cp_backward, 0);
+  EXPECT_EQ(in.ep_forward, 0);
+  EXPECT_EQ(in.ep_backward, 0);
+  EXPECT_EQ(in.forward, apart.forward);  // the same slowdown
 }
 
 // compare's prediction of E = 2 at the measured micro-batch size (its cost
