@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "exec/compute/device_layers.h"
+#include "exec/expert_shard.h"
 #include "exec/runtime_core.h"
 #include "exec/step_run.h"
 #include "exec/transport.h"
@@ -189,11 +190,9 @@ PipelineRuntime::PipelineRuntime(std::vector<std::vector<LayerList>> ranks, Sche
   }
   if (both) {
     // As processes, this one's expert rank's shares (rank e C + c; the
-    // entry of every expert rank: only its own runs here), as sub_links
-    // (exec/expert_shard.h) splits them.
+    // entry of every expert rank: only its own runs here).
     const std::shared_ptr<GroupLink> shares =
-        link ? link->split(link->rank() / context_parallel, link->rank() % context_parallel)
-             : nullptr;
+        sub_links(link, expert_parallel, context_parallel).shares;
     core_->expert_gradient_groups.resize(static_cast<std::size_t>(expert_parallel));
     for (auto& stages : core_->expert_gradient_groups) {
       for (int s = 0; s < K; ++s) {
