@@ -183,16 +183,13 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
       if (g == 0 && d == on) a = alone_times(alone, plan, d, inputs, ctx, seed, clock);
     }
     out.alone.insert(out.alone.end(), {a[0], a[1]});
-    // Time-sliced, one device's processes at a time (GroupPlanRuns::crowded),
-    // each on its core of the spread.
-    for (int on = 0; on < (sliced ? K : 1); ++on) {
-      MpiSession::wait_for_all(all);
-      if (sliced && d != on) continue;
-      on_cores(1, spread >= 0 ? std::vector<int>{spread} : std::vector<int>{}, [&](int) {
-        const CollectiveScope here(tally);
-        out.together.push_back(group_device_runs(mine, spec, one, d, g, tally).front());
-      });
-    }
+    // Every device's processes at once, as a step runs them; time-sliced
+    // (GroupPlanRuns::crowded), each on its core of the spread.
+    MpiSession::wait_for_all(all);
+    on_cores(1, spread >= 0 ? std::vector<int>{spread} : std::vector<int>{}, [&](int) {
+      const CollectiveScope here(tally);
+      out.together.push_back(group_device_runs(mine, spec, one, d, g, tally).front());
+    });
   }
   for (int on = 0; apart && on < K; ++on) {
     MpiSession::wait_for_all(all);
@@ -265,12 +262,13 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
     const bool both = spec.expert_parallel > 1 && spec.context_parallel > 1;
     const bool crowded = cores > 0 && K * G > cores && spec.expert_parallel > 1 && !both;
     out.time_sliced = cores > 0 && G > cores && both;
-    // Time-sliced, a device's processes run spread evenly over the cores, as
-    // they settle in a step: left to the OS after the rank alone's runs
-    // (the others asleep at a barrier meanwhile), they woke crowded onto
-    // fewer cores in about half the runs, which read twice as slow.
-    const int g = all->rank() / K;
-    const int spread = out.time_sliced ? spread_cpu(cpus, g) : -1;
+    // Time-sliced, the processes run spread evenly over the cores, each
+    // device's over all of them, as they settle in a step: left to the OS
+    // after the rank alone's runs (the others asleep at a barrier meanwhile),
+    // they woke crowded onto fewer cores in about half the runs, which read
+    // twice as slow.
+    const int d = all->rank() % K, g = all->rank() / K;
+    const int spread = out.time_sliced ? spread_cpu(cpus, d * G + g) : -1;
     const ProcessRuns mine =
         process_runs(spec, plan, batch, seed, crowded, out.time_sliced, spread, comm);
     std::vector<std::int64_t> alone(mine.alone.size(), 0);
@@ -281,6 +279,16 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
     std::vector<std::vector<GroupRun>> apart = gathered(mine.apart, comm);
     if (all->rank() != 0) return;
     out.pairs = paired_process_runs(std::move(together), alone, K, G);
+    // The K devices' groups ran at once on the shared cores, where the
+    // prediction runs one stage's ops at a time: one op's slowdown there is
+    // theirs over K (their exchanges' waits behind the other stages' processes
+    // in it, which a device's group run alone leaves out).
+    if (out.time_sliced) {
+      for (ComputeRatio& r : out.pairs.ratios) {
+        r.forward /= K;
+        r.backward /= K;
+      }
+    }
     if (crowded) out.apart = by_rank(std::move(apart), K, G);
   });
   return out;

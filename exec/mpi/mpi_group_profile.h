@@ -27,8 +27,9 @@ struct MpiPlanRuns {
   // otherwise).
   std::vector<std::vector<GroupRun>> apart;
   // Expert ranks of shares whose G processes outnumber the cores: the pairs'
-  // group runs went one device's processes at a time, on the wall clock with
-  // their exchanges in (GroupPlanRuns::crowded).
+  // group runs went on the wall clock with their exchanges in
+  // (GroupPlanRuns::crowded), each process pinned in turn over the cores,
+  // and each ratio is the K devices' groups' over K.
   bool time_sliced = false;
 };
 
@@ -43,7 +44,7 @@ struct MpiPlanRuns {
 // once (group_device_runs). Where the K G processes of expert ranks
 // outnumber the cores they may run on, then the runs of one device's
 // processes at a time; where a device's E x C processes do, each pair's
-// group runs one device's processes at a time (`time_sliced`). Every rank calls it; rank 0 gets the
+// group runs are time-sliced (`time_sliced`). Every rank calls it; rank 0 gets the
 // runs, the others `ran` alone. Throws std::invalid_argument on every rank, before any collective,
 // for a model group_op_list_runs refuses (check_group_model).
 MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
