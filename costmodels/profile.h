@@ -82,7 +82,7 @@ struct GradientSumFigures {
 // on the CPU. ranks 0: not measured.
 struct GroupAllToAllFigures {
   // Whose: the expert ranks' (true) or the context shares' (false); it
-  // prices only that group's all-to-alls.
+  // prices only that group's all-to-alls (unless within_ops).
   bool experts = false;
   int ranks = 0;
   double latency_s = 0.0;

@@ -43,9 +43,10 @@ inline constexpr int kGroupOpListRuns = 5;
 // How the ranks run a plan's op lists (group_op_list_runs' arguments).
 // `crowded`: a device's ranks outnumber the cores, so the OS time-slices
 // them and a rank waiting in an exchange for a partner that has no core
-// gives its own to another: one device's ranks at a time, each op timed on
-// the wall clock with its exchanges' waits in it (what the slicing costs
-// the group), `clock` left for the rank alone.
+// gives its own to another: each op timed on the wall clock with its
+// exchanges' waits in it (what the slicing costs the group), `clock` left
+// for the rank alone; group_op_list_runs then runs one device's ranks at a
+// time (the MPI profile, mpi_plan_runs, every device's at once).
 struct GroupPlanRuns {
   const PlanStages& plan;
   std::int64_t batch;

@@ -2,10 +2,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -183,12 +185,19 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
       if (g == 0 && d == on) a = alone_times(alone, plan, d, inputs, ctx, seed, clock);
     }
     out.alone.insert(out.alone.end(), {a[0], a[1]});
-    // Every device's processes at once, as a step runs them; time-sliced
-    // (GroupPlanRuns::crowded), each on its core of the spread.
+    // Every device's processes at once, as a step runs them; time-sliced,
+    // timed as GroupPlanRuns::crowded says, each on its core of the spread.
     MpiSession::wait_for_all(all);
-    on_cores(1, spread >= 0 ? std::vector<int>{spread} : std::vector<int>{}, [&](int) {
-      const CollectiveScope here(tally);
+    const auto together = [&] {
       out.together.push_back(group_device_runs(mine, spec, one, d, g, tally).front());
+    };
+    if (spread < 0) {
+      together();
+      continue;
+    }
+    on_cores(1, {spread}, [&](int) {
+      const CollectiveScope here(tally);
+      together();
     });
   }
   for (int on = 0; apart && on < K; ++on) {
@@ -231,15 +240,37 @@ std::vector<std::vector<GroupRun>> by_rank(std::vector<std::vector<GroupRun>>&& 
   return runs_over_devices(by_device, G);
 }
 
+// How many of the K devices' groups ran at once in pair `pair` on the mean
+// (paired_process_runs' `at_once`).
+double devices_at_once(const std::vector<std::vector<GroupRun>>& processes, std::size_t pair,
+                       int K) {
+  std::vector<double> span(static_cast<std::size_t>(K), 0.0);
+  for (std::size_t p = 0; p < processes.size(); ++p) {
+    const GroupRun& run = processes[p].at(pair);
+    double& s = span[p % static_cast<std::size_t>(K)];
+    s = std::max(s, static_cast<double>(run.compute[0] + run.compute[1]));
+  }
+  const double longest = *std::max_element(span.begin(), span.end());
+  if (!(longest > 0.0)) return 1.0;
+  return std::accumulate(span.begin(), span.end(), 0.0) / longest;
+}
+
 }  // namespace
 
 PairedGroupRuns paired_process_runs(std::vector<std::vector<GroupRun>>&& processes,
-                                    const std::vector<std::int64_t>& alone, int K, int G) {
+                                    const std::vector<std::int64_t>& alone, int K, int G,
+                                    bool at_once) {
+  std::vector<double> concurrency;
+  const std::size_t runs = processes.empty() ? 0 : processes.front().size();
+  for (std::size_t i = 0; i < runs; ++i) {
+    concurrency.push_back(at_once ? devices_at_once(processes, i, K) : 1.0);
+  }
   PairedGroupRuns out;
   out.ranks = by_rank(std::move(processes), K, G);
-  const std::size_t pairs = out.ranks.empty() ? 0 : out.ranks.front().size();
-  for (std::size_t i = 0; i < pairs && 2 * i + 1 < alone.size(); ++i) {
-    const ComputeRatio r = group_over_alone(out.ranks, i, {alone[2 * i], alone[2 * i + 1]});
+  for (std::size_t i = 0; i < runs && 2 * i + 1 < alone.size(); ++i) {
+    ComputeRatio r = group_over_alone(out.ranks, i, {alone[2 * i], alone[2 * i + 1]});
+    r.forward /= concurrency[i];
+    r.backward /= concurrency[i];
     if (r.forward > 0.0) out.ratios.push_back(r);
   }
   return out;
@@ -278,17 +309,7 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
     std::vector<std::vector<GroupRun>> together = gathered(mine.together, comm);
     std::vector<std::vector<GroupRun>> apart = gathered(mine.apart, comm);
     if (all->rank() != 0) return;
-    out.pairs = paired_process_runs(std::move(together), alone, K, G);
-    // The K devices' groups ran at once on the shared cores, where the
-    // prediction runs one stage's ops at a time: one op's slowdown there is
-    // theirs over K (their exchanges' waits behind the other stages' processes
-    // in it, which a device's group run alone leaves out).
-    if (out.time_sliced) {
-      for (ComputeRatio& r : out.pairs.ratios) {
-        r.forward /= K;
-        r.backward /= K;
-      }
-    }
+    out.pairs = paired_process_runs(std::move(together), alone, K, G, out.time_sliced);
     if (crowded) out.apart = by_rank(std::move(apart), K, G);
   });
   return out;

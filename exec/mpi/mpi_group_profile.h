@@ -5,7 +5,8 @@
 // (MpiGroupLink), timed as the threaded profiler times them
 // (exec/share_exchange_profile.h, exec/expert_load_profile.h,
 // exec/group_op_lists.h: the same passes and a plan's same op lists, the
-// same figures).
+// same figures; a time-sliced group's devices at once, where the threads
+// run one device's at a time: mpi_plan_runs).
 
 #include <cstdint>
 #include <vector>
@@ -28,8 +29,9 @@ struct MpiPlanRuns {
   std::vector<std::vector<GroupRun>> apart;
   // Expert ranks of shares whose G processes outnumber the cores: the pairs'
   // group runs went on the wall clock with their exchanges in
-  // (GroupPlanRuns::crowded), each process pinned in turn over the cores,
-  // and each ratio is the K devices' groups' over K.
+  // (GroupPlanRuns::crowded), every device's processes at once, each device's
+  // spread over the cores, and each ratio over how many devices ran at once
+  // (paired_process_runs' `at_once`).
   bool time_sliced = false;
 };
 
@@ -55,9 +57,14 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
 // totals over the devices (alone[2 i], alone[2 i + 1]): each rank's runs
 // over its devices (runs_over_devices) and each pair's ratio
 // (group_over_alone) where both directions timed something, as
-// paired_group_runs gives the threads'.
+// paired_group_runs gives the threads'. `at_once`: the K devices' groups
+// ran at once on shared cores, where the prediction runs one stage's ops at
+// a time, so each ratio is divided by how many devices ran at once on the
+// mean: the devices' spans (each its longest process's compute, forward
+// and backward) over the longest.
 PairedGroupRuns paired_process_runs(std::vector<std::vector<GroupRun>>&& processes,
-                                    const std::vector<std::int64_t>& alone, int K, int G);
+                                    const std::vector<std::int64_t>& alone, int K, int G,
+                                    bool at_once = false);
 
 // When `spec` is one share of C >= 2 at T = E = 1, the job has C or more
 // ranks and the C processes' layers fit rank 0's machine (share_exchanges_unfit,

@@ -27,8 +27,8 @@ namespace pipescope {
 SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
 
 // dp with its all-to-all group priced as a CPU profile measured it
-// (dp.measured_alltoall) when that was a group of as many ranks at
-// `micro_batch_size`: the ranks' own exchange (threads through shared
+// (dp.measured_alltoall) when that was a group of as many ranks (or of any
+// size, within_ops) at `micro_batch_size`: the ranks' own exchange (threads through shared
 // memory, or the MPI backend's processes over their communicator), where
 // the cluster's links are the profile's transport, a payload handed
 // between two stages. The measurement counts each rank's whole buffer,

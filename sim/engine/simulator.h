@@ -86,7 +86,7 @@ void set_collective_links(const Cluster& cluster, const std::vector<int>& member
 // and to one on another node, the longest route's latency; and
 // dp.measured_alltoall, the cluster's profile's at T = 1 when it measured
 // this kind of group (`experts`: the expert ranks, else the context
-// shares). Throws ConfigError
+// shares) or its figures are held by the ops (within_ops). Throws ConfigError
 // naming `what` ("expert-parallel devices") when a link the group needs has
 // no bandwidth.
 void set_alltoall_group(const Cluster& cluster, const std::vector<int>& members,

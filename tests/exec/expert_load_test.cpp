@@ -419,6 +419,17 @@ TEST(ExpertLoad, ATimeSlicedGroupsSlowdownHoldsItsExchanges) {
                       "them)"),
             std::string::npos)
       << note;
+  // Under MPI the profile runs every stage's processes at once: their waits
+  // behind each other are in the slowdown, not left out.
+  const std::string mpi = shared_cores_note(2, 2, "core", 4, true, &g.p->group_slowdown);
+  EXPECT_NE(mpi.find("with every stage's processes at once, over how many stages ran at once; "
+                     "their exchanges and their waits behind the other stages' processes in them"),
+            std::string::npos)
+      << mpi;
+  EXPECT_EQ(mpi.find("which the prediction leaves out"), std::string::npos) << mpi;
+  EXPECT_NE(shared_cores_note(2, 2, "core", 4, false, &g.p->group_slowdown)
+                .find("which the prediction leaves out"),
+            std::string::npos);
 }
 
 // Where the shares trade heads (cp_comm_type a2a) instead of passing keys

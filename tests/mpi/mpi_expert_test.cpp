@@ -326,6 +326,22 @@ TEST(MpiExpertParallel, RankZeroCombinesTheProcessesRunsByRankAndDevice) {
   EXPECT_DOUBLE_EQ(pairs.ratios[0].backward, 2.0);
 }
 
+// Time-sliced, the devices' groups ran at once: each pair's ratio over how
+// many ran at once on the mean. With the runs above, pair 0's device 0
+// spans 3,300 (process 2: 300 + 3,000) and device 1 4,400 (process 3), so
+// 7,700 / 4,400 = 1.75 devices at once, and the ratio of 2 reads 2 / 1.75.
+TEST(MpiExpertParallel, DevicesRunAtOnceDivideTheRatioByHowManyRan) {
+  std::vector<std::vector<GroupRun>> processes(4, std::vector<GroupRun>(1));
+  for (int p = 0; p < 4; ++p) {
+    processes[static_cast<std::size_t>(p)][0].compute = {100 * (p + 1), 1000 * (p + 1)};
+  }
+  const PairedGroupRuns pairs = paired_process_runs(std::move(processes), {250, 2500}, 2, 2, true);
+  ASSERT_EQ(pairs.ratios.size(), 1u);
+  EXPECT_DOUBLE_EQ(pairs.ratios[0].forward, 2.0 / 1.75);
+  EXPECT_DOUBLE_EQ(pairs.ratios[0].backward, 2.0 / 1.75);
+  EXPECT_EQ(pairs.ranks[1][0].compute[0], 300 + 400);  // the runs themselves as they were
+}
+
 TEST(MpiExpertParallel, RefusesAJobOfTheWrongSize) {
   MpiTransport t;
   const int n = MpiSession::size();
