@@ -136,9 +136,10 @@ struct GroupSlowdownFigures {
   // in its step (exec/group_op_lists.h, paired_slowdown), not from passes of
   // one micro-batch.
   bool op_lists = false;
-  // Measured where a device's ranks outnumbered the cores: one device's
-  // ranks at a time on the wall clock, their exchanges in their ops' times
-  // (exec/group_op_lists.h, GroupPlanRuns::crowded). The OS time-slices
+  // Measured where a device's ranks outnumbered the cores: on the wall
+  // clock, their exchanges in their ops' times (exec/group_op_lists.h,
+  // GroupPlanRuns::crowded; threads one device's ranks at a time, MPI
+  // processes every device's at once, exec/mpi/mpi_group_profile.h). The OS time-slices
   // such a group, and a rank waits in its exchanges for partners that have
   // no core: the figures hold the slicing and the exchanges both, and a
   // simulation that takes them prices the group's ring and all-to-alls at

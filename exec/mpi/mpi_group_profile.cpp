@@ -139,15 +139,15 @@ std::array<SimTime, 2> alone_times(LayerList& layers, const PlanStages& plan, in
 }
 
 // One process's part of mpi_plan_runs: process p of `all` runs rank p / K
-// of device p % K, over a link of its device's G processes; time-sliced
-// (`sliced`), on CPU `spread` (-1: where the OS puts it).
+// of device p % K, over a link of its device's G processes; time-sliced on
+// CPU `spread` where that is one (-1: not time-sliced, where the OS puts it).
 struct ProcessRuns {
   std::vector<GroupRun> together;   // one a pair
   std::vector<std::int64_t> alone;  // each pair's rank-alone (forward, backward), or 0s
   std::vector<GroupRun> apart;      // where asked
 };
 ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int64_t batch,
-                         std::uint64_t seed, bool apart, bool sliced, int spread, MPI_Comm all) {
+                         std::uint64_t seed, bool apart, int spread, MPI_Comm all) {
   const int K = plan.schedule.devices();
   int p = 0;
   MPI_Comm_rank(all, &p);
@@ -172,7 +172,7 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
   const std::vector<Tensor> inputs = layer_inputs(alone, mb.input, ctx);
   if (g != 0) alone.clear();
   const OpClock clock = host_op_clock();
-  const GroupPlanRuns one{plan, batch, seed, inputs, clock, 1, sliced};
+  const GroupPlanRuns one{plan, batch, seed, inputs, clock, 1, spread >= 0};
   CollectiveTally tally;
   const CollectiveScope scope(tally);
   ProcessRuns out;
@@ -193,12 +193,12 @@ ProcessRuns process_runs(const ModelSpec& spec, const PlanStages& plan, std::int
     };
     if (spread < 0) {
       together();
-      continue;
+    } else {
+      on_cores(1, {spread}, [&](int) {
+        const CollectiveScope here(tally);
+        together();
+      });
     }
-    on_cores(1, {spread}, [&](int) {
-      const CollectiveScope here(tally);
-      together();
-    });
   }
   for (int on = 0; apart && on < K; ++on) {
     MpiSession::wait_for_all(all);
@@ -300,8 +300,7 @@ MpiPlanRuns mpi_plan_runs(const ModelSpec& spec, const PlanStages& plan, std::in
     // twice as slow.
     const int d = all->rank() % K, g = all->rank() / K;
     const int spread = out.time_sliced ? spread_cpu(cpus, d * G + g) : -1;
-    const ProcessRuns mine =
-        process_runs(spec, plan, batch, seed, crowded, out.time_sliced, spread, comm);
+    const ProcessRuns mine = process_runs(spec, plan, batch, seed, crowded, spread, comm);
     std::vector<std::int64_t> alone(mine.alone.size(), 0);
     mpi_check(MPI_Reduce(mine.alone.data(), alone.data(), static_cast<int>(alone.size()),
                          MPI_INT64_T, MPI_SUM, 0, comm),
