@@ -42,7 +42,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& o) {
   add_remat_option(*cmd, o.remat, "fixes it (default: try each)");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
-  add_expert_parallel_option(*cmd, o.expert_parallel);
+  add_expert_parallel_option(*cmd, o.expert_parallel, o.expert_tensor_parallel);
   add_context_parallel_option(*cmd, o.context_parallel);
   cmd->add_option("--schedule", o.schedule, "Fix the schedule (default: try each)")
       ->check(CLI::IsMember(schedule_choices(true)));
@@ -167,8 +167,13 @@ void print_table(const Scenario& sc, const PlanReport& report, const PlanOptions
   const std::vector<int>& es = report.expert_parallel;
   const std::vector<int>& cs = report.context_parallel;
   const std::string tensor = listed(ts), experts = listed(es), contexts = listed(cs);
-  // Under context parallelism the experts spread over the D x C devices.
-  const std::string holders = cs.size() > 1 || cs[0] > 1 ? " x C devices" : " replicas";
+  // Under context parallelism the experts spread over the D x C devices; kept
+  // whole (expert_tensor_parallel 1), over the T x D (x C) devices.
+  const bool folded = sc.training.expert_tensor_parallel == 1 && show_t;
+  const std::string holders = std::string(cs.size() > 1 || cs[0] > 1 ? " x C" : "") +
+                              (folded                       ? " x T devices, whole experts on each"
+                               : cs.size() > 1 || cs[0] > 1 ? " devices"
+                                                            : " replicas");
   std::cout << "Plans for " << sc.name << " on " << report.devices << " x "
             << sc.cluster.device.name << " ("
             << format_bytes(static_cast<double>(sc.cluster.device.memory_bytes)) << " each"
@@ -271,6 +276,7 @@ int run_plan(const PlanOptions& o) {
                                             .checkpoint = o.checkpoint,
                                             .tensor_parallel = o.tensor_parallel,
                                             .expert_parallel = o.expert_parallel,
+                                            .expert_tensor_parallel = o.expert_tensor_parallel,
                                             .context_parallel = o.context_parallel}));
   PlanRequest request;
   request.exact_top = exact_top(o);

@@ -16,11 +16,12 @@ struct PlanOptions {
   std::optional<int> stages;
   std::optional<int> micro_batches;
   std::optional<std::string> remat;
-  std::optional<std::string> checkpoint;  // --checkpoint
-  std::optional<int> chunks;              // v, interleaved-1f1b
-  std::optional<int> tensor_parallel;     // T, fixed
-  std::optional<int> expert_parallel;     // E
-  std::optional<int> context_parallel;    // C
+  std::optional<std::string> checkpoint;      // --checkpoint
+  std::optional<int> chunks;                  // v, interleaved-1f1b
+  std::optional<int> tensor_parallel;         // T, fixed
+  std::optional<int> expert_parallel;         // E
+  std::optional<int> expert_tensor_parallel;  // --expert-tensor-parallel
+  std::optional<int> context_parallel;        // C
   std::optional<std::string> schedule;
   std::optional<std::string> schedule_file;  // custom schedule, per-rank action CSV
   int max_micro_batches = 512;

@@ -163,13 +163,22 @@ void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parall
       ->check(positive_count());
 }
 
-void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel) {
+void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel,
+                                std::optional<int>& expert_tensor_parallel) {
   cmd.add_option("-E,--expert-parallel", expert_parallel,
                  "Expert-parallel replicas (Megatron-LM's --expert-model-parallel-size): a "
                  "mixture's routed experts spread over E of the D data-parallel replicas (of "
-                 "the D x C devices under context parallelism), experts / E a device, which "
-                 "exchange each layer's tokens by all-to-all; E divides the experts and D x C "
+                 "the D x C devices under context parallelism, of the T x D x C devices with "
+                 "--expert-tensor-parallel 1), experts / E a device, which exchange each "
+                 "layer's tokens by all-to-all; E divides the experts and D x C (T x D x C) "
                  "(default: training.expert_parallel, else 1)")
+      ->check(positive_count());
+  cmd.add_option("--expert-tensor-parallel", expert_tensor_parallel,
+                 "Devices that split each routed expert (Megatron-LM's "
+                 "--expert-tensor-parallel-size): T, as the dense layers split, or 1, whole "
+                 "experts beside T > 1, each of a tensor group's devices routing its own tokens "
+                 "and counting as an expert rank (megatron-core's parallel folding; needs "
+                 "sequence parallelism) (default: training.expert_tensor_parallel, else T)")
       ->check(positive_count());
 }
 
@@ -239,6 +248,10 @@ ScenarioOptions with_training_flags(ScenarioOptions o, const TrainingFlags& f) {
     out.push_back(
         {"-E " + std::to_string(*f.expert_parallel), "expert_parallel", *f.expert_parallel});
   }
+  if (f.expert_tensor_parallel) {
+    out.push_back({"--expert-tensor-parallel " + std::to_string(*f.expert_tensor_parallel),
+                   "expert_tensor_parallel", *f.expert_tensor_parallel});
+  }
   if (f.context_parallel) {
     out.push_back(
         {"-C " + std::to_string(*f.context_parallel), "context_parallel", *f.context_parallel});
@@ -250,8 +263,9 @@ namespace {
 
 // The training fields a plan fixes (sim/plan/plan.h).
 constexpr const char* kPlanFixedFields[] = {
-    "micro_batches", "chunks", "tensor_parallel",   "expert_parallel", "context_parallel", "zero",
-    "schedule",      "remat",  "sequence_parallel", "balance",         "megatron"};
+    "micro_batches",    "chunks",  "tensor_parallel", "expert_parallel", "expert_tensor_parallel",
+    "context_parallel", "zero",    "schedule",        "remat",           "sequence_parallel",
+    "balance",          "megatron"};
 
 // The training field a --set names ("training.remat=off": "remat"), if any.
 std::optional<std::string> training_field(const std::string& assignment) {
@@ -280,6 +294,10 @@ std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
   if (field == "chunks") return value != p.chunks;
   if (field == "tensor_parallel") return value != p.tensor_parallel;
   if (field == "expert_parallel") return value != p.expert_parallel;
+  if (field == "expert_tensor_parallel") {  // 1: whole experts; T (or 0 in the plan): split
+    const bool whole = value == 1 && p.tensor_parallel > 1;
+    return whole != (p.expert_tensor_parallel == 1);
+  }
   if (field == "context_parallel") return value != p.context_parallel;
   if (field == "zero") return value != p.zero;
   if (field == "sequence_parallel") return value != p.sequence_parallel;

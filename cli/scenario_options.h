@@ -65,8 +65,10 @@ void add_checkpoint_option(CLI::App& cmd, std::optional<std::string>& checkpoint
 CLI::Option* add_partition_option(CLI::App& cmd, std::string& partition);
 // -T/--tensor-parallel N: training.tensor_parallel.
 void add_tensor_parallel_option(CLI::App& cmd, std::optional<int>& tensor_parallel);
-// -E/--expert-parallel N: training.expert_parallel.
-void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel);
+// -E/--expert-parallel N: training.expert_parallel; --expert-tensor-parallel
+// N: training.expert_tensor_parallel.
+void add_expert_parallel_option(CLI::App& cmd, std::optional<int>& expert_parallel,
+                                std::optional<int>& expert_tensor_parallel);
 // -C/--context-parallel N: training.context_parallel.
 void add_context_parallel_option(CLI::App& cmd, std::optional<int>& context_parallel);
 // The names --schedule takes: the built-in schedules (kAllSchedules), and
@@ -150,15 +152,16 @@ decltype(auto) naming_scenario_fields(const ScenarioOptions& o, Fn&& fn) {
 }
 // The flags of the training section, as a command took them.
 struct TrainingFlags {
-  std::optional<int> micro_batches;       // -M
-  std::optional<std::string> schedule;    // --schedule
-  std::optional<int> chunks;              // --chunks
-  std::optional<std::string> remat;       // --remat
-  std::optional<std::string> checkpoint;  // --checkpoint
-  std::optional<int> tensor_parallel;     // -T
-  std::optional<int> expert_parallel;     // -E
-  std::optional<int> context_parallel;    // -C
-  bool micro_batches_vary = false;        // -M took a list (sweep)
+  std::optional<int> micro_batches;           // -M
+  std::optional<std::string> schedule;        // --schedule
+  std::optional<int> chunks;                  // --chunks
+  std::optional<std::string> remat;           // --remat
+  std::optional<std::string> checkpoint;      // --checkpoint
+  std::optional<int> tensor_parallel;         // -T
+  std::optional<int> expert_parallel;         // -E
+  std::optional<int> expert_tensor_parallel;  // --expert-tensor-parallel
+  std::optional<int> context_parallel;        // -C
+  bool micro_batches_vary = false;            // -M took a list (sweep)
 };
 // `o` with those flags as its field_flags. A schedule that runs one chunk per
 // device, given without --chunks, also removes the file's chunk count, which

@@ -46,7 +46,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& o) {
                   "over a ring of the replicas before its optimizer step (default: 1)")
       ->check(positive_count());
   add_tensor_parallel_option(*cmd, opts->tensor_parallel);
-  add_expert_parallel_option(*cmd, opts->expert_parallel);
+  add_expert_parallel_option(*cmd, opts->expert_parallel, opts->expert_tensor_parallel);
   add_context_parallel_option(*cmd, opts->context_parallel);
   cmd->add_option("--chunks", opts->chunks, chunks_help("default: training.chunks"))
       ->check(positive_count());
@@ -87,8 +87,8 @@ void add_cut_comparison(nlohmann::json& j, const SimResult& given, const SimResu
 bool layout_left_open(const SimulateOptions& o, const Scenario& scenario) {
   return !o.plan && !o.stages && !o.micro_batches && !o.schedule && !o.chunks && !o.remat &&
          !o.schedule_file && !o.data_parallel && !o.tensor_parallel && !o.expert_parallel &&
-         !o.context_parallel && !o.balance && !o.partition_given && !scenario.training.cut &&
-         !sets_a_plan_field(o.scenario);
+         !o.expert_tensor_parallel && !o.context_parallel && !o.balance && !o.partition_given &&
+         !scenario.training.cut && !sets_a_plan_field(o.scenario);
 }
 
 // The planner's best plan where the default layout cannot run or does not
@@ -131,16 +131,17 @@ struct SimulatedScenario {
 // and the plan's T splits the scenario's layers.
 ScenarioOptions flag_scenario_options(const SimulateOptions& o, const std::optional<Plan>& plan) {
   return o.plan ? with_plan_split(o.scenario, *plan, *o.plan)
-                : with_balance(
-                      with_training_flags(o.scenario, {.micro_batches = o.micro_batches,
-                                                       .schedule = o.schedule,
-                                                       .chunks = o.chunks,
-                                                       .remat = o.remat,
-                                                       .checkpoint = o.checkpoint,
-                                                       .tensor_parallel = o.tensor_parallel,
-                                                       .expert_parallel = o.expert_parallel,
-                                                       .context_parallel = o.context_parallel}),
-                      o.balance);
+                : with_balance(with_training_flags(
+                                   o.scenario, {.micro_batches = o.micro_batches,
+                                                .schedule = o.schedule,
+                                                .chunks = o.chunks,
+                                                .remat = o.remat,
+                                                .checkpoint = o.checkpoint,
+                                                .tensor_parallel = o.tensor_parallel,
+                                                .expert_parallel = o.expert_parallel,
+                                                .expert_tensor_parallel = o.expert_tensor_parallel,
+                                                .context_parallel = o.context_parallel}),
+                               o.balance);
 }
 
 // Loads the scenario as the flags or --plan lay it out. A scenario that fixes
@@ -166,12 +167,12 @@ SimulatedScenario scenario_to_simulate(const SimulateOptions& o) {
 // them all.
 void refuse_layout_flags(const SimulateOptions& o) {
   if (o.stages || o.micro_batches || o.schedule || o.chunks || o.remat || o.schedule_file ||
-      o.data_parallel || o.tensor_parallel || o.expert_parallel || o.context_parallel ||
-      o.balance || o.checkpoint || o.partition_given) {
+      o.data_parallel || o.tensor_parallel || o.expert_parallel || o.expert_tensor_parallel ||
+      o.context_parallel || o.balance || o.checkpoint || o.partition_given) {
     throw std::invalid_argument(
         "--plan fixes K, D, T, E, C, M, the schedule, its chunks, remat and the cut; drop -K, "
-        "--data-parallel, -T, -E, -C, -M, --schedule, --schedule-file, --chunks, --remat, "
-        "--checkpoint, --partition and --balance");
+        "--data-parallel, -T, -E, --expert-tensor-parallel, -C, -M, --schedule, "
+        "--schedule-file, --chunks, --remat, --checkpoint, --partition and --balance");
   }
 }
 

@@ -18,14 +18,15 @@ struct SimulateOptions {
   std::optional<int> stages;
   std::optional<int> micro_batches;
   std::optional<std::string> schedule;
-  std::optional<std::string> schedule_file;  // custom schedule, per-rank action CSV
-  std::optional<int> chunks;                 // v, interleaved-1f1b
-  std::optional<int> data_parallel;          // D replicas
-  std::optional<int> tensor_parallel;        // T
-  std::optional<int> expert_parallel;        // E
-  std::optional<int> context_parallel;       // C
-  std::optional<std::string> remat;          // "on" | "off" | "always" | "never" | "except-last"
-  std::optional<std::string> checkpoint;     // "stage" | "layer"
+  std::optional<std::string> schedule_file;   // custom schedule, per-rank action CSV
+  std::optional<int> chunks;                  // v, interleaved-1f1b
+  std::optional<int> data_parallel;           // D replicas
+  std::optional<int> tensor_parallel;         // T
+  std::optional<int> expert_parallel;         // E
+  std::optional<int> expert_tensor_parallel;  // --expert-tensor-parallel
+  std::optional<int> context_parallel;        // C
+  std::optional<std::string> remat;           // "on" | "off" | "always" | "never" | "except-last"
+  std::optional<std::string> checkpoint;      // "stage" | "layer"
   std::string partition = "optimal";
   bool partition_given = false;        // --partition was on the command line
   std::optional<std::string> balance;  // the cut to simulate, "3,2,2"

@@ -86,10 +86,17 @@ void print_cost_source_lines(std::ostream& out, const Scenario& sc) {
   }
   if (sc.training.expert_parallel > 1) {
     const MoeParams& moe = m.transformer->moe;
-    out << "Experts    E=" << sc.training.expert_parallel
-        << (c.context_parallel > 1 ? " of the D x C devices" : " replicas") << " share the "
-        << moe.experts << " experts, " << moe.experts / sc.training.expert_parallel
-        << " a device, exchanging tokens by all-to-all"
+    const std::string over =
+        c.expert_fold > 1
+            ? (c.context_parallel > 1 ? " of the T x D x C devices" : " of the T x D devices")
+        : c.context_parallel > 1 ? " of the D x C devices"
+                                 : " replicas";
+    out << "Experts    E=" << sc.training.expert_parallel << over << " share the " << moe.experts
+        << " experts, " << moe.experts / sc.training.expert_parallel
+        << (c.expert_fold > 1 ? " whole on each device (expert tensor parallelism 1), each "
+                                "routing its own tokens"
+                              : " a device")
+        << ", exchanging tokens by all-to-all"
         << (moe.imbalance > 1.0
                 ? "; the busiest receives " + format_fixed(moe.imbalance, 2) + " times the mean"
                 : std::string())

@@ -33,7 +33,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepOptions& o) {
   add_remat_option(*cmd, o.remat, "default: training.remat");
   add_checkpoint_option(*cmd, o.checkpoint);
   add_tensor_parallel_option(*cmd, o.tensor_parallel);
-  add_expert_parallel_option(*cmd, o.expert_parallel);
+  add_expert_parallel_option(*cmd, o.expert_parallel, o.expert_tensor_parallel);
   add_context_parallel_option(*cmd, o.context_parallel);
   cmd->add_option("--schedule", o.schedule, "Pipeline schedule (default: training.schedule)")
       ->check(CLI::IsMember(schedule_choices(false)));
@@ -90,6 +90,7 @@ int run_sweep_command(const SweepOptions& o) {
   flags.checkpoint = o.checkpoint;
   flags.tensor_parallel = o.tensor_parallel;
   flags.expert_parallel = o.expert_parallel;
+  flags.expert_tensor_parallel = o.expert_tensor_parallel;
   flags.context_parallel = o.context_parallel;
   const Scenario sc = load(with_balance(with_training_flags(o.scenario, flags), o.balance));
   SweepRequest req;

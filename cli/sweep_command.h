@@ -16,11 +16,12 @@ struct SweepOptions {
   std::vector<int> stages;
   std::vector<int> micro_batches;
   std::optional<std::string> remat;
-  std::optional<std::string> checkpoint;  // --checkpoint
-  std::optional<int> tensor_parallel;     // T
-  std::optional<int> expert_parallel;     // E
-  std::optional<int> context_parallel;    // C
-  int data_parallel = 1;                  // D replicas
+  std::optional<std::string> checkpoint;      // --checkpoint
+  std::optional<int> tensor_parallel;         // T
+  std::optional<int> expert_parallel;         // E
+  std::optional<int> expert_tensor_parallel;  // --expert-tensor-parallel
+  std::optional<int> context_parallel;        // C
+  int data_parallel = 1;                      // D replicas
   std::optional<std::string> schedule;
   std::optional<int> chunks;  // v, interleaved-1f1b
   std::string partition = "optimal";

@@ -72,6 +72,11 @@ struct Cluster {
   int tensor_parallel = 1;
   int context_parallel = 1;
   int group_size() const { return tensor_parallel * context_parallel; }
+  // How many of the expert-parallel ranks one share's T devices hold: 1
+  // where the experts split over the T as the dense layers do, T where each
+  // device holds whole experts ("parallel folding", TensorSplit::expert_ways
+  // 1): the E then spread over E of the T x C x D devices, tensor ranks first.
+  int expert_fold = 1;
   RankOrder rank_order = RankOrder::kTpPpDp;
   P2pMode p2p = P2pMode::kOverlapped;
   // The same in schedules of several chunks a device (interleaved), where

@@ -94,6 +94,24 @@ std::string expert_split_problem(const MoeParams& moe, int E) {
   return "";
 }
 
+// Expert tensor parallelism other than T: whole experts (1) beside T > 1,
+// whose tokens arrive split over the T devices (sequence parallelism).
+std::string expert_ways_problem(const MoeParams& moe, TensorSplit split) {
+  const int u = split.expert_ways;
+  if (u == 0 || u == split.ways) return "";
+  if (u != 1) {
+    return "expert tensor parallelism " + std::to_string(u) +
+           " is modelled as 1 or the tensor parallelism (" + std::to_string(split.ways) + ")";
+  }
+  if (!moe.enabled()) return "";  // no experts to split: the same model either way
+  if (!split.sequence) {
+    return "whole experts (expert tensor parallelism 1) beside tensor parallelism " +
+           std::to_string(split.ways) +
+           " take each device's own tokens: they need sequence parallelism";
+  }
+  return "";
+}
+
 // Context parallelism: each of C devices holds two of 2C chunks of the
 // sequence (and 1 / T of its share under sequence parallelism).
 std::string context_split_problem(const TransformerParams& p, TensorSplit split) {
@@ -146,6 +164,7 @@ std::string tensor_split_problem(const TransformerParams& p, TensorSplit split) 
     if (!problem.empty()) return problem;
   }
   if (std::string problem = context_split_problem(p, split); !problem.empty()) return problem;
+  if (std::string problem = expert_ways_problem(p.moe, split); !problem.empty()) return problem;
   return expert_split_problem(p.moe, split.experts);
 }
 
@@ -198,7 +217,8 @@ TransformerDims transformer_dims(const TransformerParams& p, TensorSplit split) 
   // the layer norms, dropouts and residuals: t with sequence parallelism).
   const std::int64_t t = split.ways, c = split.sequence ? t : 1;
   const std::int64_t v_t = (v + t - 1) / t;  // vocabulary rows per device, padded
-  return {s, h, a, v, f, d_kv, q, e, t, c, v_t, split.experts, split.context};
+  return {
+      s, h, a, v, f, d_kv, q, e, t, c, v_t, split.experts, split.context, split.expert_ways_or_t()};
 }
 
 // Throws std::overflow_error when a block's or the head's stash per sample, or
@@ -290,13 +310,16 @@ void append_blocks(ModelSpec& m, const TransformerParams& p, const TransformerDi
     block.core_stash_bytes = costs.core_stash;
     block.core_fwd_flops = costs.core_fwd;
     if (t > 1) {  // after the output and the MLP down projections; in the backward before
-      block.tp_fwd_allreduces = block.tp_bwd_allreduces = 2;
-      block.tp_fwd_bytes = block.tp_bwd_bytes = 2 * s * h * e;
+      // Whole experts (d.etp 1) take their tokens from the all-to-alls, not
+      // from the group: only a shared MLP's output sums over the T.
+      const int mlp = mixture && d.etp < t ? (p.moe.shared_d_ff > 0 ? 1 : 0) : 1;
+      block.tp_fwd_allreduces = block.tp_bwd_allreduces = 1 + mlp;
+      block.tp_fwd_bytes = block.tp_bwd_bytes = (1 + mlp) * s * h * e;
     }
     if (mixture && d.ep > 1) {  // the dispatch and the combination: each token's k copies
       block.expert_params = costs.expert_params;
       block.ep_alltoalls = 2;
-      block.ep_bytes = s * p.moe.experts_per_token * h * e;
+      block.ep_bytes = d.expert_tokens() * p.moe.experts_per_token * h * e;
     }
     if (d.cp > 1) {  // the ring's other C - 1 blocks of K and V, this device's heads of them
       block.cp_steps = static_cast<int>(d.cp - 1);

@@ -191,6 +191,16 @@ struct TensorSplit {
   // them whole (or split by `ways`), the tokens dispatched to them and
   // combined back by all-to-alls among the E devices.
   int experts = 1;
+  // The devices that split each routed expert (expert tensor parallelism,
+  // Megatron-LM's --expert-tensor-parallel-size): 0 for `ways` (each expert
+  // split as the dense MLP is), or 1 with `ways` above 1 and `sequence`
+  // ("parallel folding"): each of a tensor group's devices routes its own
+  // s / T tokens to whole experts, so a group holds T of the E expert ranks.
+  int expert_ways = 0;
+  // The devices that split each expert, and how many expert ranks a tensor
+  // group holds (T / expert_ways_or_t()).
+  int expert_ways_or_t() const { return expert_ways > 0 ? expert_ways : ways; }
+  int expert_fold() const { return ways / expert_ways_or_t(); }
   // C, the devices that split each sample's sequence (context parallelism,
   // Megatron-LM's --context-parallel-size; Liu et al. 2023's ring attention
   // as Transformer Engine runs it): each holds seq_len / C tokens of every
@@ -211,7 +221,8 @@ struct TensorSplit {
 // neither latent nor sliding, the forms whose ring exchange is modelled);
 // empty when it can. Each expert splits over the
 // ways as a dense MLP does (Megatron-LM's expert tensor parallelism equal to
-// its tensor parallelism); the router runs whole on every device.
+// its tensor parallelism), or stays whole (expert_ways 1, which needs
+// sequence parallelism); the router runs whole on every device.
 std::string tensor_split_problem(const TransformerParams& p, TensorSplit split);
 // One device's share of the model under `split`. Throws std::overflow_error
 // when the sizes do not fit in 64-bit integers, InternalError when

@@ -85,7 +85,8 @@ std::vector<Kernel> block_kernels(const TransformerParams& p, std::int64_t f, st
   k.push_back(dropout_add);
   k.push_back(layer_norm);
   if (moe) {
-    append_moe_mlp(k, p.moe, s, h, t, split.sequence ? t : 1, split.experts, e);
+    append_moe_mlp(k, p.moe, s, h, t, split.sequence ? t : 1, split.experts,
+                   split.expert_ways_or_t(), e);
   } else {
     append_dense_mlp(k, s, h, f, t, e);
   }

@@ -102,6 +102,10 @@ struct TransformerDims {
   Bytes e = 0;
   std::int64_t t = 1, c = 1, v_t = 0, ep = 1;
   std::int64_t cp = 1;  // C, the devices that share the sequence (s is one's share)
+  // u, the devices that split each routed expert (t, or 1 under sequence
+  // parallelism: TensorSplit::expert_ways); t / u groups of u share the s tokens.
+  std::int64_t etp = 1;
+  std::int64_t expert_tokens() const { return s * etp / t; }
 };
 
 // What one Transformer block costs on one device: its forward FLOPs, its
@@ -163,10 +167,10 @@ BlockCosts latent_attention_costs(const TransformerParams& p, const TransformerD
                                   const BlockCosts& usual);
 
 // mixture_of_experts.cpp: the mixture's kernels and its share of a block's
-// costs, in place of the dense MLP's, on one of t devices of a tensor split
-// and of ep of an expert split.
+// costs, in place of the dense MLP's, on one of t devices of a tensor split,
+// of ep of an expert split and of u that split each expert (t or 1).
 void append_moe_mlp(std::vector<Kernel>& k, const MoeParams& moe, std::int64_t s, std::int64_t h,
-                    std::int64_t t, std::int64_t c, std::int64_t ep, Bytes e);
+                    std::int64_t t, std::int64_t c, std::int64_t ep, std::int64_t u, Bytes e);
 BlockCosts moe_block_costs(const TransformerParams& p, const TransformerDims& d,
                            const BlockCosts& dense);
 

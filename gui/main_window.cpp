@@ -233,7 +233,8 @@ void MainWindow::fill_d(int d) {
   d_combo_->clear();
   for (int v = 1; v <= sc.cluster.devices; ++v) {
     if (sc.cluster.devices % v == 0 && sc.training.global_batch % v == 0 &&
-        experts_divide(sc.training.expert_parallel, v, sc.training.context_parallel)) {
+        experts_divide(sc.training.expert_parallel, v, sc.training.context_parallel,
+                       sc.cluster.expert_fold)) {
       d_combo_->addItem(QString::number(v), v);
     }
   }

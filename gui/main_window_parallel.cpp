@@ -146,7 +146,8 @@ void MainWindow::fill_parallel_controls() {
   std::vector<int> es{1};
   if (p && p->moe.enabled()) {
     for (int e = 2; e <= p->moe.experts; ++e) {
-      if (p->moe.experts % e == 0 && experts_divide(e, c.devices, C)) es.push_back(e);
+      if (p->moe.experts % e == 0 && experts_divide(e, c.devices, C, c.expert_fold))
+        es.push_back(e);
     }
   }
   fill_combo(e_combo_, es, scenario_->training.expert_parallel);

@@ -47,8 +47,8 @@ def _plan_file(plan, folder):
 def simulate(scenario, **options):
     """One training step (`pipescope simulate`): a SimulateResult. Options:
     stages/K, micro_batches/M, schedule, chunks, data_parallel/D,
-    tensor_parallel/T, expert_parallel/E, context_parallel/C, remat,
-    checkpoint, partition, balance, plan, schedule_file, cost_model, trace (a
+    tensor_parallel/T, expert_parallel/E, expert_tensor_parallel,
+    context_parallel/C, remat, checkpoint, partition, balance, plan, schedule_file, cost_model, trace (a
     file to write)."""
     scenario = as_scenario(scenario)
     options = dict(options)
@@ -77,8 +77,8 @@ def simulate(scenario, **options):
 def plan(scenario, **options):
     """The planner (`pipescope plan`): a PlanResult, whose best is a Plan.
     Options: devices, stages/K, micro_batches/M, remat, checkpoint, chunks,
-    tensor_parallel/T, expert_parallel/E, context_parallel/C, schedule,
-    schedule_file, max_micro_batches, top, output (a file for the best plan),
+    tensor_parallel/T, expert_parallel/E, expert_tensor_parallel,
+    context_parallel/C, schedule, schedule_file, max_micro_batches, top, output (a file for the best plan),
     cost_model."""
     scenario = as_scenario(scenario)
     with ScratchFolder() as folder:
@@ -94,8 +94,8 @@ def plan(scenario, **options):
 def sweep(scenario, **options):
     """Every K x M pair (`pipescope sweep`): a SweepResult. Options: stages/K
     and micro_batches/M (lists), remat, checkpoint, tensor_parallel/T,
-    expert_parallel/E, context_parallel/C, schedule, chunks, data_parallel/D,
-    partition, balance, csv, cost_model."""
+    expert_parallel/E, expert_tensor_parallel, context_parallel/C, schedule,
+    chunks, data_parallel/D, partition, balance, csv, cost_model."""
     outcome = _run(["sweep"] + option_args(options) + ["--json"], as_scenario(scenario))
     return SweepResult(outcome.document, outcome.notes)
 

@@ -41,22 +41,36 @@ int slot_device(const Cluster& whole, int step, int j) {
   return whole.first_physical_device(j / C * step) + j % C * whole.tensor_parallel;
 }
 
-// The all-to-all group of slots 0 to E - 1 (without context parallelism
-// replicas 0 to E - 1, groups 0, step, ..., (E - 1) step of `whole`), and
-// the nodes of the ring of the slots that hold the same experts.
+// The device of expert rank i of a stage's D x C x fold (Cluster::
+// expert_fold): slot i / fold's tensor rank i % fold, as megatron-core
+// orders expert ranks (the tensor ranks of whole experts first).
+int expert_rank_device(const Cluster& whole, int step, int i) {
+  const int fold = whole.expert_fold;
+  return slot_device(whole, step, i / fold) + i % fold;
+}
+
+// The all-to-all group of expert ranks 0 to E - 1 (without context
+// parallelism and with experts split over T, replicas 0 to E - 1: groups 0,
+// step, ..., (E - 1) step of `whole`), and the nodes of the ring of the
+// ranks that hold the same experts.
 void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
-  const int C = whole.context_parallel;
+  const int C = whole.context_parallel, fold = whole.expert_fold;
   std::vector<int> members;
-  for (int j = 0; j < E; ++j) members.push_back(slot_device(whole, step, j));
-  // A share's route from slot 0's device; a replica's first share's as
-  // the replicas' ring routes it.
-  const auto route = [&](int j) {
-    return j % C == 0 ? whole.route(0, j / C * step)
-                      : whole.physical_route(members.front(), members[std::size_t(j)]);
+  for (int i = 0; i < E; ++i) members.push_back(expert_rank_device(whole, step, i));
+  // A rank's route from rank 0's device; a replica's first device's as the
+  // replicas' ring routes it.
+  const auto route = [&](int i) {
+    const int j = i / fold;
+    return i % fold == 0 && j % C == 0
+               ? whole.route(0, j / C * step)
+               : whole.physical_route(members.front(), members[std::size_t(i)]);
   };
   set_alltoall_group(whole, members, route, dp, "expert-parallel devices", true);
-  std::vector<int> holders;  // of the experts slot 0 holds
-  for (int j = 0; j < dp.replicas * C; j += E) holders.push_back(slot_device(whole, step, j));
+  dp.expert_fold = fold;
+  std::vector<int> holders;  // of the experts rank 0 holds
+  for (int i = 0; i < dp.replicas * C * fold; i += E) {
+    holders.push_back(expert_rank_device(whole, step, i));
+  }
   DataParallel ring;
   set_collective_links(whole, holders, ring);
   dp.expert_ring_nodes = ring.nodes;
@@ -138,15 +152,20 @@ DataParallel data_parallel_ring(const Cluster& whole, int stages, int replicas,
                                 int expert_parallel) {
   DataParallel dp;
   dp.replicas = replicas;
-  if (expert_parallel > 1 && !experts_divide(expert_parallel, replicas, whole.context_parallel)) {
+  const int fold = whole.expert_fold;
+  if (expert_parallel > 1 &&
+      !experts_divide(expert_parallel, replicas, whole.context_parallel, fold)) {
+    const std::string folded =
+        fold > 1 ? " x " + std::to_string(fold) + " tensor ranks with whole experts" : "";
     throw ConfigError(
         "expert_parallel " + std::to_string(expert_parallel) + " does not divide the " +
             (whole.context_parallel > 1
                  ? std::to_string(replicas) + " data-parallel replicas x " +
-                       std::to_string(whole.context_parallel) +
-                       " context-parallel shares: the experts spread over E of the D x C"
-                 : std::to_string(replicas) +
-                       " data-parallel replicas: the experts spread over E of the D"),
+                       std::to_string(whole.context_parallel) + " context-parallel shares" +
+                       folded + ": the experts spread over E of the D x C" +
+                       (fold > 1 ? " x T" : "")
+                 : std::to_string(replicas) + " data-parallel replicas" + folded +
+                       ": the experts spread over E of the D" + (fold > 1 ? " x T" : "")),
         "training.expert_parallel");
   }
   // Replica r's device 0 is the whole cluster's group r x step.

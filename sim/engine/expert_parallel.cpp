@@ -69,7 +69,7 @@ int expert_holders(int replicas, int expert_parallel) {
 
 DataParallel expert_reduction_ring(const DataParallel& dp) {
   DataParallel ring = dp;
-  ring.replicas = expert_holders(dp.reducers(), dp.experts.ranks);
+  ring.replicas = expert_holders(dp.reducers() * dp.expert_fold, dp.experts.ranks);
   ring.context = 1;
   ring.nodes = std::min(dp.expert_ring_nodes, ring.replicas);
   ring.experts = {};

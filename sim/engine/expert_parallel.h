@@ -58,8 +58,10 @@ void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
 // parallelism: replicas / E, at least 1.
 int expert_holders(int replicas, int expert_parallel);
 
-// The devices that reduce an expert's gradients: D x C / E of dp's D x C
-// (DataParallel::reducers), over the nodes they span
+// The devices that reduce an expert's gradients: D x C x fold / E of dp's
+// D x C (DataParallel::reducers) x fold (DataParallel::expert_fold: the T
+// devices of a share each an expert rank where they hold whole experts),
+// over the nodes they span
 // (DataParallel::expert_ring_nodes) and at dp's bandwidth (the ring through
 // peers E slots apart crosses the same kind of link as dp's, the network
 // where dp spans nodes).

@@ -72,9 +72,12 @@ struct DataParallel {
   bool sums_on_threads() const {
     return measured_sum.ranks > 1 && measured_sum.ranks == reducers();
   }
-  // The nodes spanned by the D x C / E devices that hold the same experts
-  // (slots 0, E, 2E, ... of the D x C), whose ring reduces their gradients.
+  // The nodes spanned by the D x C x fold / E devices that hold the same
+  // experts (expert ranks 0, E, 2E, ... of the D x C x fold), whose ring
+  // reduces their gradients; fold is Cluster::expert_fold (T where each
+  // device holds whole experts, else 1).
   int expert_ring_nodes = 1;
+  int expert_fold = 1;
 };
 // The NCCL fields of a ring over `members` (physical devices of `cluster`):
 // whether it is timed as NCCL, the nodes it spans, its links inside a node.

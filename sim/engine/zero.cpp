@@ -170,7 +170,8 @@ double device_bytes_per_param(const Scenario& sc) {
 }
 
 int expert_replicas(const Scenario& sc) {
-  return expert_holders(sc.training.zero_replicas, sc.training.expert_parallel);
+  return expert_holders(sc.training.zero_replicas * sc.cluster.expert_fold,
+                        sc.training.expert_parallel);
 }
 
 double expert_bytes_per_param(const Scenario& sc) {

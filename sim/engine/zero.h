@@ -86,7 +86,9 @@ void add_gather_flows(const Scenario& sc, const CostModel& cost, std::int64_t mi
 // over its training.zero_replicas (set by replica_scenario).
 double device_bytes_per_param(const Scenario& sc);
 // Under expert parallelism, the replicas that hold the same routed experts
-// and shard them: zero_replicas / expert_parallel (1 at least); and what a
+// and shard them: zero_replicas x Cluster::expert_fold / expert_parallel (1
+// at least; the fold counts a share's T devices where each holds whole
+// experts); and what a
 // device keeps per parameter of those experts, its stage over them.
 int expert_replicas(const Scenario& sc);
 double expert_bytes_per_param(const Scenario& sc);

@@ -119,20 +119,37 @@ void check_expert_parallel(const Plan& plan, ExportFormat format) {
                "to megatron" +
                    std::string(plan.context_parallel == 1 ? " or torch-pipelining" : "")));
   }
+  // Whole experts beside T (megatron-core's parallel folding): its expert
+  // tensor parallelism, which only Megatron-LM's export states.
+  const int fold = plan.split().expert_fold();
+  if (fold > 1 && format != ExportFormat::kMegatron) {
+    throw std::invalid_argument(
+        "cannot export this plan to " + std::string(to_string(format)) +
+        ": it keeps each expert whole beside T=" + std::to_string(plan.tensor_parallel) +
+        " (expert tensor parallelism 1), which this export does not express; export it to "
+        "megatron");
+  }
   // Megatron-LM's --use-tp-pp-dp-mapping orders the experts' ranks
-  // tp-ep-pp-dp, which keeps the pipeline's groups only where the experts'
-  // data parallelism, D x C / E, is the whole D (megatron-core's
-  // initialize_model_parallel asserts it): with a pipeline, E = C (the
-  // experts over each replica's C shares; E = 1 without them).
+  // tp-ep-pp-dp (tp their expert tensor parallelism), which keeps the
+  // pipeline's groups only where the experts' data parallelism,
+  // D x C x fold / E, is the whole D (megatron-core's
+  // initialize_model_parallel asserts it): with a pipeline, E = C x fold
+  // (the experts over each replica's C shares and, whole, its T; E = 1
+  // without either).
   if (plan.expert_parallel > 1 && format == ExportFormat::kMegatron && plan.stages > 1 &&
-      plan.rank_order == RankOrder::kTpPpDp && plan.expert_parallel != plan.context_parallel) {
+      plan.rank_order == RankOrder::kTpPpDp &&
+      plan.expert_parallel != plan.context_parallel * fold) {
+    const std::string whole = fold > 1 ? " x T" : "";
     throw std::invalid_argument(
         "cannot export this plan to megatron: it spreads the experts over E=" +
         std::to_string(plan.expert_parallel) +
         " replicas with the replicas outermost (rank order tp-pp-dp), which megatron-core "
         "refuses beside a pipeline (its --use-tp-pp-dp-mapping needs the experts' data "
-        "parallelism, D x C / E, to be the whole D); plan with cluster.rank_order tp-dp-pp" +
-        std::string(plan.context_parallel > 1 ? ", or with E = C" : ""));
+        "parallelism, D x C" +
+        whole + " / E, to be the whole D); plan with cluster.rank_order tp-dp-pp" +
+        (fold > 1 ? ", or with E = C x T = " + std::to_string(plan.context_parallel * fold)
+         : plan.context_parallel > 1 ? std::string(", or with E = C")
+                                     : std::string()));
   }
 }
 

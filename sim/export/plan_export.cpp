@@ -342,6 +342,8 @@ std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
     flags.push_back("--expert-model-parallel-size " + str(p.expert_parallel));
     flags.push_back("--moe-token-dispatcher-type alltoall");
   }
+  // Whole experts beside T (megatron-core's default is T).
+  if (p.split().expert_fold() > 1) flags.push_back("--expert-tensor-parallel-size 1");
   // Megatron-LM's distributed optimizer shards the optimizer's state (its fp32
   // main weights and slots) over the data-parallel ranks: ZeRO stage 1.
   if (p.zero > 0) flags.push_back("--use-distributed-optimizer");

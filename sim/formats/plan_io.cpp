@@ -270,7 +270,14 @@ void check_sizes(const Plan& p, const Where& top) {
     top.key("cluster").key("devices").fail("expected K x D x T x C = " + str(needed) +
                                            " devices, got " + str(p.devices));
   }
-  if (!experts_divide(p.expert_parallel, p.data_parallel, p.context_parallel)) {
+  const int fold = p.split().expert_fold();
+  if (fold > 1 && !experts_divide(p.expert_parallel, p.data_parallel, p.context_parallel, fold)) {
+    top.key("E").fail(
+        "expected a divisor of D x C x T = " + str(p.data_parallel * p.context_parallel * fold) +
+        " (whole experts: the experts spread over E of the devices), got " +
+        str(p.expert_parallel));
+  }
+  if (fold == 1 && !experts_divide(p.expert_parallel, p.data_parallel, p.context_parallel, 1)) {
     top.key("E").fail(
         p.context_parallel > 1
             ? "expected a divisor of D x C = " + str(p.data_parallel * p.context_parallel) +
@@ -335,6 +342,7 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["T"] = plan.tensor_parallel;
   doc["sequence_parallel"] = plan.sequence_parallel;
   if (plan.expert_parallel > 1) doc["E"] = plan.expert_parallel;
+  if (plan.expert_tensor_parallel == 1) doc["expert_tensor_parallel"] = 1;
   if (plan.context_parallel > 1) {
     doc["C"] = plan.context_parallel;
     doc["cp_comm_type"] = std::string(to_string(plan.cp_comm_type));
@@ -379,6 +387,13 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   }
   // Absent where the experts are not spread (or there are none).
   p.expert_parallel = static_cast<int>(top.opt_integer("E", kExpertCount).value_or(1));
+  // 1 where each expert is whole beside T > 1; absent where the experts split
+  // over T as the dense layers do.
+  if (top.opt_integer("expert_tensor_parallel", IntRange{1, 1})) p.expert_tensor_parallel = 1;
+  if (p.expert_tensor_parallel == 1 && p.tensor_parallel > 1 && !p.sequence_parallel) {
+    top.fail("expert_tensor_parallel",
+             "whole experts beside T > 1 need sequence parallelism (sequence_parallel true)");
+  }
   // Absent where the sequence is whole on each device.
   p.context_parallel = static_cast<int>(top.opt_integer("C", kDeviceCount).value_or(1));
   // Absent from plans written before the all-gather form: the ring.
@@ -506,6 +521,15 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                         "this plan spreads the experts over E=" + str(plan.expert_parallel) +
                             " replicas, the scenario over E=" + str(t.expert_parallel) +
                             " (training.expert_parallel, -E)");
+  }
+  if (plan.split().expert_fold() != t.split().expert_fold()) {
+    const auto experts = [](int fold) {
+      return std::string(fold > 1 ? "whole (expert_tensor_parallel 1)" : "split over T");
+    };
+    throw ScenarioError(plan_file, "expert_tensor_parallel",
+                        "this plan's experts are " + experts(plan.split().expert_fold()) +
+                            ", the scenario's " + experts(t.split().expert_fold()) +
+                            " (training.expert_tensor_parallel)");
   }
   if (plan.context_parallel != t.context_parallel) {
     throw ScenarioError(plan_file, "C",

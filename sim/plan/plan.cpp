@@ -62,8 +62,8 @@ SimConfig plan_sim_config(const Plan& plan) {
 }
 
 TensorSplit Plan::split() const {
-  return split_of(tensor_parallel, sequence_parallel, expert_parallel, context_parallel,
-                  cp_comm_type);
+  return split_of(tensor_parallel, sequence_parallel, expert_parallel, expert_tensor_parallel,
+                  context_parallel, cp_comm_type);
 }
 
 std::vector<StageRange> Plan::stage_ranges() const {
@@ -128,6 +128,7 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.p2p_split = scenario.cluster.p2p_split;
   p.sequence_parallel = scenario.training.sequence_parallel;
   p.expert_parallel = scenario.training.expert_parallel;
+  p.expert_tensor_parallel = scenario.training.split().expert_fold() > 1 ? 1 : 0;
   p.context_parallel = scenario.training.context_parallel;
   p.cp_comm_type = scenario.training.cp_comm_type;
   p.zero = scenario.training.zero;

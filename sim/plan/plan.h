@@ -71,6 +71,9 @@ struct Plan {
   // E, the replicas a mixture's routed experts spread over
   // (training.expert_parallel); the stage plans hold a device's share of them
   int expert_parallel = 1;
+  // The devices that split each expert (training.expert_tensor_parallel): 0
+  // for T, 1 for whole experts (each of a tensor group's T an expert rank).
+  int expert_tensor_parallel = 0;
   // C, the devices each sample's sequence splits over
   // (training.context_parallel); the stage plans hold a device's share of it
   int context_parallel = 1;

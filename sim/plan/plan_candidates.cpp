@@ -59,14 +59,19 @@ std::vector<PlanCandidate> enumerate_custom(const Scenario& sc, const PlanReques
                       std::to_string(sc.model.layers.size()) + " layers");
   }
   const int D = N / K;
-  if (!experts_divide(sc.training.expert_parallel, D, sc.training.context_parallel)) {
-    throw ConfigError(what + " leaves D=" + std::to_string(D) + " replicas" +
-                          (sc.training.context_parallel > 1
-                               ? " of C=" + std::to_string(sc.training.context_parallel) + " shares"
-                               : std::string()) +
-                          ", which expert_parallel " + std::to_string(sc.training.expert_parallel) +
-                          " does not divide",
-                      "training.expert_parallel");
+  if (!experts_divide(sc.training.expert_parallel, D, sc.training.context_parallel,
+                      sc.cluster.expert_fold)) {
+    throw ConfigError(
+        what + " leaves D=" + std::to_string(D) + " replicas" +
+            (sc.training.context_parallel > 1
+                 ? " of C=" + std::to_string(sc.training.context_parallel) + " shares"
+                 : std::string()) +
+            (sc.cluster.expert_fold > 1
+                 ? " of T=" + std::to_string(sc.cluster.expert_fold) + " devices with whole experts"
+                 : std::string()) +
+            ", which expert_parallel " + std::to_string(sc.training.expert_parallel) +
+            " does not divide",
+        "training.expert_parallel");
   }
   if (sc.training.global_batch % (std::int64_t{D} * M) != 0) {
     throw ConfigError("D=" + std::to_string(D) + " replicas x M=" + std::to_string(M) +
@@ -172,8 +177,8 @@ std::vector<PlanCandidate> enumerate_built_in(const Scenario& sc, const PlanRequ
     if (req.stages && K != *req.stages) continue;
     const int D = N / K;
     // Expert parallelism spreads the experts over E of the D x C.
-    if (batch % D != 0 ||
-        !experts_divide(sc.training.expert_parallel, D, sc.training.context_parallel)) {
+    if (batch % D != 0 || !experts_divide(sc.training.expert_parallel, D,
+                                          sc.training.context_parallel, sc.cluster.expert_fold)) {
       continue;
     }
     for (int M : divisors(batch / D, req.max_micro_batches)) {
@@ -197,17 +202,6 @@ std::vector<PlanCandidate> enumerate(const Scenario& sc, const PlanRequest& req,
     std::erase_if(out, [](const PlanCandidate& c) { return c.remat == Remat::kSelective; });
   }
   return out;
-}
-
-// Whether the planner splits the sequence too under T > 1: as the scenario
-// says when it says; otherwise wherever T divides the sequence, since
-// sequence parallelism moves what the all-reduces move, splits the layer
-// norms' and dropouts' work and their activations by T, and so is never
-// slower nor larger (docs/models.md, "Tensor parallelism").
-bool sequence_parallel_choice(const Scenario& sc, int T) {
-  if (T == 1) return false;
-  if (sc.training.sequence_parallel_given) return sc.training.sequence_parallel;
-  return tensor_parallel_problem(sc, T, true).empty();
 }
 
 // The ZeRO stages a candidate of D replicas tries, lowest first: the
@@ -271,10 +265,11 @@ std::vector<Scenario> tensor_splits(const Scenario& sc, const PlanRequest& req) 
   const std::vector<int> choices =
       req.tensor_parallel ? std::vector<int>{*req.tensor_parallel} : tensor_parallel_choices(sc);
   for (const int T : choices) {
-    if (const std::string problem = tensor_parallel_problem(sc, T, false); !problem.empty()) {
+    const bool sequence = sequence_parallel_choice(sc, T);
+    if (const std::string problem = tensor_parallel_problem(sc, T, sequence); !problem.empty()) {
       throw ConfigError("T=" + std::to_string(T) + ": " + problem);
     }
-    out.push_back(with_tensor_parallel(sc, T, sequence_parallel_choice(sc, T)));
+    out.push_back(with_tensor_parallel(sc, T, sequence));
   }
   return out;
 }

@@ -13,7 +13,7 @@
 namespace pipescope {
 
 // The (T, E, C) to plan, each with its scenario: split by T (and by the
-// sequence, sequence_parallel_choice in plan_candidates.cpp), devices grouped
+// sequence, sequence_parallel_choice in sim/scenario/tensor_groups.h), devices grouped
 // by T; for each T every E of expert_parallel_choices, the experts spread
 // over E (sim/scenario/expert_groups.h); for each every C of
 // context_parallel_choices, the sequence split over C

@@ -22,6 +22,21 @@ std::string expert_parallel_problem(const Scenario& sc, int E) {
   return "";
 }
 
+std::string expert_tensor_parallel_problem(const Scenario& sc) {
+  if (sc.training.expert_tensor_parallel == 0) return "";
+  if (!sc.model.transformer || !sc.model.transformer->moe.enabled()) {
+    return "expert tensor parallelism splits a mixture's experts; model '" + sc.model.name +
+           "' has none (leave the field out)";
+  }
+  const int T = sc.training.tensor_parallel;
+  if (T > 1 && !sc.training.sequence_parallel) {
+    return "whole experts (1) beside tensor_parallel " + std::to_string(T) +
+           " route each device's own tokens: they need training.sequence_parallel true "
+           "(megatron-core asks it of every mixture under tensor parallelism)";
+  }
+  return "";
+}
+
 std::vector<int> expert_parallel_choices(const Scenario& sc) {
   const bool mixture = sc.model.transformer && sc.model.transformer->moe.enabled();
   if (sc.training.expert_parallel_given || !mixture) return {sc.training.expert_parallel};

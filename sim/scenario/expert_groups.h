@@ -26,12 +26,19 @@ std::string expert_parallel_problem(const Scenario& sc, int E);
 std::vector<int> expert_parallel_choices(const Scenario& sc);
 
 // Whether E expert-parallel devices divide the D replicas x C context
-// shares that hold a stage's weights, from which megatron-core carves its
-// expert groups (the shares first): E of the D x C hold all the experts,
-// D x C / E of them the same ones.
-inline bool experts_divide(int expert_parallel, int replicas, int context_parallel) {
-  return (std::int64_t{replicas} * context_parallel) % expert_parallel == 0;
+// shares that hold a stage's weights (x T, `fold`, where each device holds
+// whole experts: Cluster::expert_fold), from which megatron-core carves its
+// expert groups (the tensor ranks of whole experts first, then the shares):
+// E of them hold all the experts, D x C x fold / E of them the same ones.
+inline bool experts_divide(int expert_parallel, int replicas, int context_parallel, int fold) {
+  return (std::int64_t{replicas} * context_parallel * fold) % expert_parallel == 0;
 }
+
+// Why `sc` cannot keep its experts whole beside its T
+// (TrainingConfig::expert_tensor_parallel 1): a model without experts, or T
+// > 1 without sequence parallelism. Empty when it can, and where the experts
+// split over T.
+std::string expert_tensor_parallel_problem(const Scenario& sc);
 
 // `sc` with its model one device's share of the routed experts under E
 // (TrainingConfig::expert_parallel), its tensor split kept.

@@ -158,14 +158,16 @@ std::optional<ContextExchange> parse_context_exchange(std::string_view name);
 inline constexpr const char* kContextExchangeNames = "p2p, all_gather, a2a";
 
 // How a model's layers split over the devices: T (with sequence parallelism
-// or not), E, C, and whether the C trade heads (the a2a form). The one home
-// of a scenario's and a plan's split.
+// or not), E and the devices that split each expert, C, and whether the C
+// trade heads (the a2a form). The one home of a scenario's and a plan's split.
 inline TensorSplit split_of(int tensor_parallel, bool sequence_parallel, int expert_parallel,
-                            int context_parallel, ContextExchange form) {
+                            int expert_tensor_parallel, int context_parallel,
+                            ContextExchange form) {
   TensorSplit s;
   s.ways = tensor_parallel;
   s.sequence = sequence_parallel;
   s.experts = expert_parallel;
+  s.expert_ways = expert_tensor_parallel;
   s.context = context_parallel;
   s.heads_over_context = form == ContextExchange::kAllToAll;
   return s;
@@ -228,6 +230,13 @@ struct TrainingConfig {
   // them. Divides the experts and D x C.
   int expert_parallel = 1;
   bool expert_parallel_given = false;  // the scenario (or -E) says E; the planner keeps it
+  // The devices that split each routed expert (Megatron-LM's
+  // --expert-tensor-parallel-size; TensorSplit::expert_ways): 0 for T, as
+  // the dense layers split; 1 for whole experts beside T > 1 ("parallel
+  // folding": the E then spread over E of the T x D x C devices, each of a
+  // tensor group's T routing its own tokens), which needs sequence
+  // parallelism. The planner keeps it as it varies T.
+  int expert_tensor_parallel = 0;
   // C, the devices that split each sample's sequence (context parallelism;
   // ModelSpec::context_parallel): the model is then one device's share and
   // each of the cluster's groups C sets of T devices (Cluster::
@@ -255,8 +264,8 @@ struct TrainingConfig {
   // How the model's layers split over the devices: T (with sequence
   // parallelism or not), E, C.
   TensorSplit split() const {
-    return split_of(tensor_parallel, sequence_parallel, expert_parallel, context_parallel,
-                    cp_comm_type);
+    return split_of(tensor_parallel, sequence_parallel, expert_parallel, expert_tensor_parallel,
+                    context_parallel, cp_comm_type);
   }
 };
 

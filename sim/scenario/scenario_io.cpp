@@ -94,6 +94,20 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
       t.opt_integer("expert_parallel", kExpertCount);
   cfg.expert_parallel = static_cast<int>(expert_parallel.value_or(1));
   cfg.expert_parallel_given = expert_parallel.has_value();
+  // 1, or T (stored as 0: as the dense layers split); checked against the
+  // model in parse_scenario (expert_tensor_parallel_problem).
+  if (const std::optional<std::int64_t> etp =
+          t.opt_integer("expert_tensor_parallel", kTensorParallel)) {
+    if (*etp != 1 && *etp != cfg.tensor_parallel) {
+      t.fail("expert_tensor_parallel", "expected 1 (whole experts) or training.tensor_parallel (" +
+                                           std::to_string(cfg.tensor_parallel) + "), got " +
+                                           std::to_string(*etp));
+    }
+    // Whole experts are kept as the planner varies T where the scenario
+    // leaves T to it.
+    const bool whole = *etp == 1 && (cfg.tensor_parallel != 1 || !tensor_parallel);
+    cfg.expert_tensor_parallel = whole ? 1 : 0;
+  }
   const std::optional<std::int64_t> context_parallel =
       t.opt_integer("context_parallel", kTensorParallel);
   cfg.context_parallel = static_cast<int>(context_parallel.value_or(1));
@@ -247,6 +261,11 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   if (s.training.cut) check_stated_cut(*s.training.cut, s.model, file);
   // Under tensor parallelism the model becomes one device's share and the
   // cluster's devices groups of T.
+  // Whole experts beside T, before T's own check, which also asks them
+  // sequence parallelism.
+  if (const std::string problem = expert_tensor_parallel_problem(s); !problem.empty()) {
+    Where{file, ""}.key("training").key("expert_tensor_parallel").fail(problem);
+  }
   const int t = s.training.tensor_parallel;
   const bool sequence = s.training.sequence_parallel;
   if (const std::string problem = tensor_parallel_problem(s, t, sequence); !problem.empty()) {

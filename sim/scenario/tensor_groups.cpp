@@ -19,6 +19,7 @@ std::string tensor_parallel_problem(const Scenario& sc, int T, bool sequence) {
   split.sequence = sequence;
   split.context = sc.cluster.context_parallel;
   split.heads_over_context = sc.training.split().heads_over_context;
+  split.expert_ways = sc.training.expert_tensor_parallel;
   if (std::string problem = tensor_split_problem(*sc.model.transformer, split); !problem.empty()) {
     return problem;
   }
@@ -40,7 +41,14 @@ Scenario with_tensor_parallel(const Scenario& sc, int T, bool sequence) {
   out.model = make_transformer(*sc.model.transformer, sc.model.name, applied_split(out));
   out.cluster.devices /= T;
   out.cluster.tensor_parallel = T;
+  out.cluster.expert_fold = out.training.split().expert_fold();
   return out;
+}
+
+bool sequence_parallel_choice(const Scenario& sc, int T) {
+  if (T == 1) return false;
+  if (sc.training.sequence_parallel_given) return sc.training.sequence_parallel;
+  return tensor_parallel_problem(sc, T, true).empty();
 }
 
 std::vector<int> tensor_parallel_choices(const Scenario& sc) {
@@ -48,7 +56,8 @@ std::vector<int> tensor_parallel_choices(const Scenario& sc) {
   const Interconnect& ic = sc.cluster.interconnect;
   if (sc.cluster.profile || ic.topology != TopologyKind::kNodes) return out;
   for (int T = 2; T <= ic.devices_per_node; ++T) {
-    if (ic.devices_per_node % T == 0 && tensor_parallel_problem(sc, T, false).empty()) {
+    if (ic.devices_per_node % T == 0 &&
+        tensor_parallel_problem(sc, T, sequence_parallel_choice(sc, T)).empty()) {
       out.push_back(T);
     }
   }

@@ -21,9 +21,16 @@ std::string tensor_parallel_problem(const Scenario& sc, int T, bool sequence);
 // be empty.
 Scenario with_tensor_parallel(const Scenario& sc, int T, bool sequence);
 
+// Whether `sc` (whole) splits its layers over T with sequence parallelism:
+// as the scenario says, else wherever it can, since sequence parallelism
+// moves what the all-reduces move, splits the layer norms' and dropouts'
+// work and their activations by T, and so is never slower nor larger
+// (docs/models.md, "Tensor parallelism").
+bool sequence_parallel_choice(const Scenario& sc, int T);
+
 // The T the planner tries on `sc` (whole) when none is given: 1, and on a
 // cluster of nodes every T > 1 that divides a node's devices and that
-// tensor_parallel_problem allows (without sequence parallelism), so that a
+// tensor_parallel_problem allows (with sequence_parallel_choice), so that a
 // group stays on one node's links. A measured profile times whole layers:
 // 1 alone.
 std::vector<int> tensor_parallel_choices(const Scenario& sc);

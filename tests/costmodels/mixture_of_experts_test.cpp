@@ -108,6 +108,73 @@ TEST(MixtureOfExperts, TensorParallelismSplitsTheExperts) {
             "2 tensor-parallel devices do not divide shared_d_ff 3");
 }
 
+// Whole experts beside T = 2 under sequence parallelism (megatron-core's
+// expert tensor parallelism 1): each device routes its own s / 2 tokens to
+// experts it holds whole, where split experts see the group's s tokens at
+// half their width. The same FLOPs; each expert's parameters whole; half
+// the routed tokens' stash; no tensor-parallel sum after the routed
+// experts, and half the all-to-all's bytes.
+TEST(MixtureOfExperts, WholeExpertsBesideTensorParallelism) {
+  TransformerParams p = tiny_moe();
+  const TensorSplit split{2, true};
+  TensorSplit whole = split;
+  whole.expert_ways = 1;
+  EXPECT_EQ(whole.expert_fold(), 2);
+  EXPECT_EQ(split.expert_fold(), 1);
+  const LayerSpec s = make_transformer(p, "t", split).layers[1];
+  const LayerSpec w = make_transformer(p, "t", whole).layers[1];
+  EXPECT_DOUBLE_EQ(w.fwd_flops, s.fwd_flops);
+  // Attention 58, 4 experts of 2hf_e + f_e + h = 76 (not (2hf_e + f_e) / 2
+  // + h = 40), the shared MLP's 22, the router's 16.
+  EXPECT_EQ(w.params, 58 + 4 * 76 + 22 + 16);
+  EXPECT_EQ(s.params, 58 + 4 * 40 + 22 + 16);
+  // The experts' inputs e*rh: r = s / 2 x k = 4 copies instead of 8 (-64
+  // bytes); their GeLU and down-projection inputs 2e*r*f_e: 4 x 8 wide
+  // instead of 8 x 4, the same.
+  EXPECT_EQ(w.stash_bytes, s.stash_bytes - 64);
+  // The shared MLP still sums over the T (with the attention's, 2 x s x h x
+  // e = 128 bytes); without it only the attention's does.
+  EXPECT_EQ(w.tp_fwd_allreduces, 2);
+  EXPECT_EQ(w.tp_fwd_bytes, s.tp_fwd_bytes);
+  p.moe.shared_d_ff = 0;
+  const LayerSpec alone = make_transformer(p, "t", whole).layers[1];
+  EXPECT_EQ(alone.tp_fwd_allreduces, 1);
+  EXPECT_EQ(alone.tp_bwd_allreduces, 1);
+  EXPECT_EQ(alone.tp_fwd_bytes, 64);
+  // The expert GEMMs: 4 copies over the 4 experts, one row each, 8 wide.
+  for (const Kernel& k : *alone.kernels) {
+    if (!k.grouped) continue;
+    EXPECT_EQ(k.rows, 1);
+    EXPECT_EQ(k.batch_count, 4);
+  }
+  // E = 2 of them: 2 experts whole a device, the device's own 2 tokens' 4
+  // copies of h = 4 fp32 elements to trade, 64 bytes against 128.
+  TensorSplit spread = whole;
+  spread.experts = 2;
+  TensorSplit spread_split = split;
+  spread_split.experts = 2;
+  const LayerSpec e = make_transformer(tiny_moe(), "t", spread).layers[1];
+  EXPECT_EQ(e.expert_params, 2 * 76);
+  EXPECT_EQ(e.ep_bytes, 64);
+  EXPECT_EQ(make_transformer(tiny_moe(), "t", spread_split).layers[1].ep_bytes, 128);
+}
+
+TEST(MixtureOfExperts, WholeExpertsNeedSequenceParallelism) {
+  const TransformerParams p = tiny_moe();
+  TensorSplit whole{2, false};
+  whole.expert_ways = 1;
+  EXPECT_EQ(tensor_split_problem(p, whole),
+            "whole experts (expert tensor parallelism 1) beside tensor parallelism 2 take each "
+            "device's own tokens: they need sequence parallelism");
+  whole.sequence = true;
+  EXPECT_EQ(tensor_split_problem(p, whole), "");
+  whole.expert_ways = 3;
+  EXPECT_EQ(tensor_split_problem(p, whole),
+            "expert tensor parallelism 3 is modelled as 1 or the tensor parallelism (2)");
+  whole.expert_ways = 2;  // T: the experts split as the dense layers do
+  EXPECT_EQ(tensor_split_problem(p, whole), "");
+}
+
 // Under expert parallelism a device holds experts / E of the experts and
 // computes them over the tokens the E devices route to them: the same FLOPs
 // as a whole device's on a balanced router, and two all-to-alls of each
