@@ -59,10 +59,10 @@ TEST(ExpertTensorParallel, TheScenarioField) {
   EXPECT_EQ(whole.model.layers[1].expert_params, 2 * split.model.layers[1].expert_params - h);
   EXPECT_DOUBLE_EQ(whole.model.layers[1].fwd_flops, split.model.layers[1].fwd_flops);
   // Stated as T, the experts split as the dense layers do.
-  const Scenario stated = parse_scenario_text(
-      kMoeScenario, "etp.json",
-      {"training.tensor_parallel=2", "training.sequence_parallel=true",
-       "training.expert_tensor_parallel=2"});
+  const Scenario stated =
+      parse_scenario_text(kMoeScenario, "etp.json",
+                          {"training.tensor_parallel=2", "training.sequence_parallel=true",
+                           "training.expert_tensor_parallel=2"});
   EXPECT_EQ(stated.training.expert_tensor_parallel, 0);
   // Without T the planner's T keeps them whole.
   EXPECT_EQ(parse_scenario_text(kMoeScenario, "etp.json", {"training.expert_tensor_parallel=1"})
@@ -124,8 +124,7 @@ TEST(ExpertTensorParallel, EMayExceedTheReplicas) {
     data_parallel_ring(tensor_moe(8, true).cluster, 2, 2, 8);
     FAIL() << "E=8 of 2 replicas x 2 tensor ranks was laid out";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("x 2 tensor ranks with whole experts"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("x 2 tensor ranks with whole experts"), std::string::npos)
         << e.what();
   }
 }
