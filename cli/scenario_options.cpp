@@ -347,6 +347,9 @@ ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::
   o.field_flags.push_back(
       {"--plan " + plan_file + " (E=" + std::to_string(plan.expert_parallel) + ")",
        "expert_parallel", plan.expert_parallel});
+  // Whole experts (1), or split over the plan's T.
+  o.field_flags.push_back({"--plan " + plan_file, "expert_tensor_parallel",
+                           plan.expert_tensor_parallel == 1 ? 1 : plan.tensor_parallel});
   o.field_flags.push_back(
       {"--plan " + plan_file + " (C=" + std::to_string(plan.context_parallel) + ")",
        "context_parallel", plan.context_parallel});

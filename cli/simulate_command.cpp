@@ -296,10 +296,12 @@ int run_simulate(const SimulateOptions& o) {
   int replicas = 1;
   if (s.plan) {
     replicas = follow_plan(o, s, config);
-  } else if ((o.data_parallel && *o.data_parallel > 1) || whole_cluster.context_parallel > 1) {
+  } else if ((o.data_parallel && *o.data_parallel > 1) || whole_cluster.context_parallel > 1 ||
+             whole_cluster.expert_fold > 1) {
     // D replicas of a K-device pipeline: simulate one, on its share of the
     // batch. Under context parallelism one replica too: its C shares reduce
-    // their gradients, and ZeRO shards, over the C.
+    // their gradients, and ZeRO shards, over the C; with whole experts its T
+    // devices are expert ranks.
     replicas = replicate_pipeline(o, whole_cluster, s.scenario, config);
   }
   apply_layout_flags(o, config);

@@ -182,10 +182,12 @@ MainWindow::Split MainWindow::split() const {
 }
 
 std::optional<QString> MainWindow::set_tensor_parallel(int t) {
-  // Sequence parallelism splits among the T devices: none without them.
+  // Sequence parallelism splits among the T devices: none without them;
+  // whole experts beside T > 1 need it (expert_tensor_parallel_problem).
   Split s = split();
   s.t = t;
-  s.sequence = t > 1 && s.sequence;
+  const bool whole_experts = scenario_ && scenario_->training.expert_tensor_parallel == 1;
+  s.sequence = t > 1 && (s.sequence || whole_experts);
   return resplit(s);
 }
 

@@ -1,6 +1,10 @@
 #include "sim/engine/expert_parallel.h"
 
 #include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "sim/scenario/expert_groups.h"
 
 namespace pipescope {
 
@@ -75,6 +79,35 @@ DataParallel expert_reduction_ring(const DataParallel& dp) {
   ring.experts = {};
   ring.measured_sum = {};  // measured for the ranks that hold the same dense layers
   return ring;
+}
+
+void check_expert_group(const Scenario& sc, const SimConfig& cfg) {
+  const int E = sc.training.expert_parallel;
+  PS_CHECK(sc.model.expert_parallel == E, "the model is one device's share of the experts");
+  if (const std::string problem = whole_experts_problem(sc.cluster.expert_fold, E);
+      !problem.empty()) {
+    throw ConfigError(problem, "training.expert_parallel");
+  }
+  if (E <= 1 || cfg.data_parallel.experts.ranks == E) return;
+  const int C = sc.cluster.context_parallel, D = cfg.data_parallel.replicas;
+  if (sc.cluster.expert_fold > 1) {
+    throw ConfigError("expert_parallel " + std::to_string(E) +
+                          " spreads whole experts over E of the T x D x C devices, and this run "
+                          "has " +
+                          std::to_string(sc.cluster.expert_fold) + " x " + std::to_string(D) +
+                          " x " + std::to_string(C) + " (give --data-parallel a multiple of " +
+                          std::to_string(E / std::gcd(E, sc.cluster.expert_fold * C)) + ")",
+                      "training.expert_parallel");
+  }
+  const std::string has =
+      C > 1 ? "the D x C devices (replicas x context-parallel shares), and this run has " +
+                  std::to_string(D) + " x " + std::to_string(C) + " (give --data-parallel a " +
+                  "multiple of " + std::to_string(E / std::gcd(E, C)) + ")"
+            : "the data-parallel replicas, and this run has " + std::to_string(D) +
+                  " (give --data-parallel a multiple of E)";
+  throw ConfigError(
+      "expert_parallel " + std::to_string(E) + " spreads the experts over E of " + has,
+      "training.expert_parallel");
 }
 
 }  // namespace pipescope

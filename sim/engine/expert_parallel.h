@@ -67,4 +67,11 @@ int expert_holders(int replicas, int expert_parallel);
 // where dp spans nodes).
 DataParallel expert_reduction_ring(const DataParallel& dp);
 
+// Throws ConfigError (at training.expert_parallel) where the run cannot
+// spread sc's experts over E: whole experts with E not a multiple of T
+// (whole_experts_problem), or an all-to-all group that data_parallel_ring
+// did not give E ranks (E of the run's D replicas, of its D x C devices
+// under context parallelism, of its T x D x C with whole experts).
+void check_expert_group(const Scenario& sc, const SimConfig& cfg);
+
 }  // namespace pipescope

@@ -126,25 +126,6 @@ void check_remat(const Scenario& sc, const SimConfig& cfg, const Resolved& r) {
   }
 }
 
-// Expert parallelism spreads the experts over E of the run's D replicas (of
-// its D x C devices under context parallelism), which data_parallel_ring
-// gave their all-to-all group.
-void check_expert_group(const Scenario& sc, const SimConfig& cfg) {
-  const int E = sc.training.expert_parallel;
-  PS_CHECK(sc.model.expert_parallel == E, "the model is one device's share of the experts");
-  if (E <= 1 || cfg.data_parallel.experts.ranks == E) return;
-  const int C = sc.cluster.context_parallel, D = cfg.data_parallel.replicas;
-  const std::string has =
-      C > 1 ? "the D x C devices (replicas x context-parallel shares), and this run has " +
-                  std::to_string(D) + " x " + std::to_string(C) + " (give --data-parallel a " +
-                  "multiple of " + std::to_string(E / std::gcd(E, C)) + ")"
-            : "the data-parallel replicas, and this run has " + std::to_string(D) +
-                  " (give --data-parallel a multiple of E)";
-  throw ConfigError(
-      "expert_parallel " + std::to_string(E) + " spreads the experts over E of " + has,
-      "training.expert_parallel");
-}
-
 // The run's K, M, schedule, remat and chunks: the config's where it sets them,
 // else the scenario's. Throws ConfigError when they do not suit the scenario.
 Resolved resolve(const Scenario& sc, const SimConfig& cfg) {

@@ -5,7 +5,21 @@
 
 namespace pipescope {
 
+std::string whole_experts_problem(int fold, int E) {
+  if (fold <= 1 || E % fold == 0) return "";
+  return "whole experts beside T=" + std::to_string(fold) + " need expert_parallel a multiple of " +
+         std::to_string(fold) + " (got " + std::to_string(E) +
+         "): the T devices of a replica are expert ranks of their own, and fewer E would have "
+         "them sum the same experts' gradients among themselves, which is not modelled";
+}
+
 std::string expert_parallel_problem(const Scenario& sc, int E) {
+  // The E the planner tries under whole experts; a scenario's E at its key.
+  const int fold = applied_split(sc).expert_fold();
+  if (sc.model.transformer && sc.model.transformer->moe.enabled() &&
+      (E > 1 || sc.training.expert_parallel_given)) {
+    if (std::string problem = whole_experts_problem(fold, E); !problem.empty()) return problem;
+  }
   if (E == 1) return "";
   if (!sc.model.transformer || !sc.model.transformer->moe.enabled()) {
     return "expert parallelism spreads a mixture's experts; model '" + sc.model.name +
@@ -42,8 +56,12 @@ std::vector<int> expert_parallel_choices(const Scenario& sc) {
   if (sc.training.expert_parallel_given || !mixture) return {sc.training.expert_parallel};
   std::vector<int> out;
   const int experts = sc.model.transformer->moe.experts;
+  const int fold = applied_split(sc).expert_fold();
   for (int E = 1; E <= experts; ++E) {
-    if (experts % E == 0 && expert_parallel_problem(sc, E).empty()) out.push_back(E);
+    if (experts % E == 0 && whole_experts_problem(fold, E).empty() &&
+        expert_parallel_problem(sc, E).empty()) {
+      out.push_back(E);
+    }
   }
   return out;
 }

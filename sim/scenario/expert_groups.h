@@ -22,7 +22,8 @@ std::string expert_parallel_problem(const Scenario& sc, int E);
 // The E the planner tries for `sc` (one T's scenario), smallest first: the
 // scenario's own when it gives one (TrainingConfig::expert_parallel_given) or
 // has no experts; otherwise 1 and every E that divides the routed experts and
-// that expert_parallel_problem allows.
+// that expert_parallel_problem allows (with whole experts beside T, the
+// multiples of T: whole_experts_problem).
 std::vector<int> expert_parallel_choices(const Scenario& sc);
 
 // Whether E expert-parallel devices divide the D replicas x C context
@@ -33,6 +34,14 @@ std::vector<int> expert_parallel_choices(const Scenario& sc);
 inline bool experts_divide(int expert_parallel, int replicas, int context_parallel, int fold) {
   return (std::int64_t{replicas} * context_parallel * fold) % expert_parallel == 0;
 }
+
+// Why whole experts beside T (Cluster::expert_fold = T > 1) cannot spread
+// over E expert ranks: E not a multiple of T. With E a multiple of T the
+// devices that hold the same experts are tensor rank 0 of distinct replicas
+// (or shares), whose ring the model prices; below it the T of a replica
+// would sum their experts' gradients among themselves, which it does not.
+// Empty when they can, and for fold 1.
+std::string whole_experts_problem(int fold, int E);
 
 // Why `sc` cannot keep its experts whole beside its T
 // (TrainingConfig::expert_tensor_parallel 1): a model without experts, or T

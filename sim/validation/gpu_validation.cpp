@@ -224,7 +224,7 @@ GpuCaseRun simulate_gpu_case(const GpuCase& c) {
   SimConfig config;
   config.stages = c.stages;
   config.record_timeline = false;
-  if (c.data_parallel > 1) {
+  if (c.data_parallel > 1 || c.parsed.cluster.expert_fold > 1) {
     config.data_parallel = data_parallel_ring(c.parsed.cluster, c.stages, c.data_parallel,
                                               c.parsed.training.expert_parallel);
   }

@@ -141,12 +141,18 @@ TEST(MixtureOfExperts, WholeExpertsBesideTensorParallelism) {
   EXPECT_EQ(alone.tp_fwd_allreduces, 1);
   EXPECT_EQ(alone.tp_bwd_allreduces, 1);
   EXPECT_EQ(alone.tp_fwd_bytes, 64);
-  // The expert GEMMs: 4 copies over the 4 experts, one row each, 8 wide.
+  // The expert GEMMs: 4 copies over the 4 experts, one row each, f_e = 8
+  // wide (up, h = 4 deep) and back (down, 8 deep).
+  int expert_gemms = 0;
   for (const Kernel& k : *alone.kernels) {
     if (!k.grouped) continue;
+    ++expert_gemms;
     EXPECT_EQ(k.rows, 1);
     EXPECT_EQ(k.batch_count, 4);
+    EXPECT_EQ(k.n * k.k, 8 * 4);
+    EXPECT_TRUE((k.n == 8 && k.k == 4) || (k.n == 4 && k.k == 8)) << k.n << " x " << k.k;
   }
+  EXPECT_EQ(expert_gemms, 2);
   // E = 2 of them: 2 experts whole a device, the device's own 2 tokens' 4
   // copies of h = 4 fp32 elements to trade, 64 bytes against 128.
   TensorSplit spread = whole;
