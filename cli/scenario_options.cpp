@@ -263,9 +263,9 @@ namespace {
 
 // The training fields a plan fixes (sim/plan/plan.h).
 constexpr const char* kPlanFixedFields[] = {
-    "micro_batches",    "chunks",  "tensor_parallel", "expert_parallel", "expert_tensor_parallel",
-    "context_parallel", "zero",    "schedule",        "remat",           "sequence_parallel",
-    "balance",          "megatron"};
+    "micro_batches",    "chunks",   "tensor_parallel", "expert_parallel", "expert_tensor_parallel",
+    "context_parallel", "zero",     "schedule",        "remat",           "sequence_parallel",
+    "balance",          "megatron", "moe_dispatcher"};
 
 // The training field a --set names ("training.remat=off": "remat"), if any.
 std::optional<std::string> training_field(const std::string& assignment) {
@@ -294,6 +294,9 @@ std::optional<bool> differs_from_plan(const Plan& p, const std::string& field,
   if (field == "chunks") return value != p.chunks;
   if (field == "tensor_parallel") return value != p.tensor_parallel;
   if (field == "expert_parallel") return value != p.expert_parallel;
+  if (field == "moe_dispatcher") {
+    return names(parse_moe_dispatcher, std::optional(p.moe_dispatcher));
+  }
   if (field == "expert_tensor_parallel") {  // 1: whole experts; T (or 0 in the plan): split
     const bool whole = value == 1 && p.tensor_parallel > 1;
     return whole != (p.expert_tensor_parallel == 1);
@@ -347,6 +350,8 @@ ScenarioOptions with_plan_split(ScenarioOptions o, const Plan& plan, const std::
   o.field_flags.push_back(
       {"--plan " + plan_file + " (E=" + std::to_string(plan.expert_parallel) + ")",
        "expert_parallel", plan.expert_parallel});
+  o.field_flags.push_back(
+      {"--plan " + plan_file, "moe_dispatcher", std::string(to_string(plan.moe_dispatcher))});
   // Whole experts (1), or split over the plan's T.
   o.field_flags.push_back({"--plan " + plan_file, "expert_tensor_parallel",
                            plan.expert_tensor_parallel == 1 ? 1 : plan.tensor_parallel});

@@ -96,7 +96,10 @@ void print_cost_source_lines(std::ostream& out, const Scenario& sc) {
         << (c.expert_fold > 1 ? " whole on each device (expert tensor parallelism 1), each "
                                 "routing its own tokens"
                               : " a device")
-        << ", exchanging tokens by all-to-all"
+        << (sc.training.moe_dispatcher == MoeDispatcher::kDeepEp
+                ? ", exchanging tokens by DeepEP (each once to each node and GPU that holds "
+                  "any of its experts)"
+                : ", exchanging tokens by all-to-all")
         << (moe.imbalance > 1.0
                 ? "; the busiest receives " + format_fixed(moe.imbalance, 2) + " times the mean"
                 : std::string())

@@ -77,6 +77,10 @@ struct Cluster {
   // device holds whole experts ("parallel folding", TensorSplit::expert_ways
   // 1): the E then spread over E of the T x C x D devices, tensor ranks first.
   int expert_fold = 1;
+  // The expert ranks exchange tokens by DeepEP's kernels (training.
+  // moe_dispatcher deepep; deepep_alltoall_seconds) instead of NCCL's
+  // all-to-all.
+  bool deepep = false;
   RankOrder rank_order = RankOrder::kTpPpDp;
   P2pMode p2p = P2pMode::kOverlapped;
   // The same in schedules of several chunks a device (interleaved), where

@@ -85,6 +85,43 @@ double nccl_alltoall_seconds(double bytes, const AllToAllGroup& g) {
   return (simple.base_ring_us + hop_us) * 1e-6 + alltoall_wire_seconds(bytes, g, simple.bw_ring);
 }
 
+namespace {
+
+// The chance that a token's top_k of `experts`, drawn without repeats, miss
+// all `held` of them: C(experts - held, k) / C(experts, k).
+double miss_all(int experts, int top_k, int held) {
+  double p = 1.0;
+  for (int i = 0; i < top_k; ++i) {
+    p *= std::max(0.0, static_cast<double>(experts - held - i)) / (experts - i);
+  }
+  return p;
+}
+
+}  // namespace
+
+DeepEpCopies deepep_copies(int experts, int top_k, const AllToAllGroup& g) {
+  if (g.ranks <= 1 || experts <= 0 || top_k <= 0) return {};
+  const int per_node = std::clamp(g.per_node, 1, g.ranks);
+  const int nodes = (g.ranks + per_node - 1) / per_node;
+  const int per_rank = experts / g.ranks;
+  const double rank_hit = 1.0 - miss_all(experts, top_k, per_rank);
+  const double node_hit = 1.0 - miss_all(experts, top_k, per_rank * per_node);
+  return {(nodes - 1) * node_hit, (g.ranks - nodes) * rank_hit};
+}
+
+double deepep_alltoall_seconds(double token_bytes, int experts, int top_k, const AllToAllGroup& g) {
+  if (g.ranks <= 1 || token_bytes <= 0.0) return 0.0;
+  const Protocol& simple = kProtocols[2];
+  const DeepEpCopies c = deepep_copies(experts, top_k, g);
+  const bool crosses = g.per_node < g.ranks;
+  const double hop_us = crosses ? simple.net_ring_us : intra_hop_us(simple, g.intra, false);
+  const double inside =
+      c.nvlink > 0.0 ? token_bytes * c.nvlink / (g.intra_bw * simple.bw_ring) : 0.0;
+  const double outside =
+      c.network > 0.0 ? token_bytes * c.network / (g.inter_bw * simple.bw_ring) : 0.0;
+  return (simple.base_ring_us + hop_us) * 1e-6 + std::max(inside, outside);
+}
+
 double nccl_seconds(Collective c, double bytes, const CollectiveGroup& g) {
   if (g.ranks <= 1 || bytes <= 0.0) return 0.0;
   double best = std::numeric_limits<double>::infinity();

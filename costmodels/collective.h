@@ -63,4 +63,28 @@ double alltoall_wire_seconds(double bytes, const AllToAllGroup& group, double ef
 // one step, then the wire time at its efficiency; 0 for one rank or no bytes.
 double nccl_alltoall_seconds(double bytes, const AllToAllGroup& group);
 
+// How many copies of a token DeepEP's normal kernels move (DeepSeek-AI 2025,
+// github.com/deepseek-ai/DeepEP; the DeepSeek-V3 report, section 3.2.2): a
+// token goes once over the network to each other node that holds any of its
+// top_k experts, landing on the GPU of its sender's index there, and from
+// there, as from its sender on its own node, once over NVLink to each other
+// GPU that holds any of them. With `experts` spread evenly over the group's
+// ranks and a token's top_k drawn at random without repeats (a balanced
+// router), a rank is hit with p_r = 1 - C(experts - x, k) / C(experts, k)
+// for its x experts, a node with p_n likewise for its per_node x: the
+// network carries (nodes - 1) p_n copies, the node's links (ranks - nodes)
+// p_r. The combine sends the same back, reduced within a node first.
+struct DeepEpCopies {
+  double network = 0.0;
+  double nvlink = 0.0;
+};
+DeepEpCopies deepep_copies(int experts, int top_k, const AllToAllGroup& group);
+// One DeepEP dispatch (or combine) in which each device routes tokens of
+// `token_bytes` in all (one copy each): the copies above over the two
+// links at once, at NCCL's Simple protocol's efficiency and latency (DeepEP
+// publishes no model of its own; its kernels move the data as NCCL's do,
+// over the same links), the slower setting the time; 0 for one rank.
+double deepep_alltoall_seconds(double token_bytes, int experts, int top_k,
+                               const AllToAllGroup& group);
+
 }  // namespace pipescope

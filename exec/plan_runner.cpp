@@ -128,6 +128,12 @@ void check_requested_tensor_parallel(const Plan& plan, const std::string& plan_f
 }
 
 ModelSpec plan_model(const Plan& plan, const std::string& plan_file) {
+  if (plan.moe_dispatcher != MoeDispatcher::kAllToAll) {
+    throw std::invalid_argument(plan_file + ": moe_dispatcher: the executor exchanges the " +
+                                "experts' tokens by its own all-to-all, not by " +
+                                std::string(to_string(plan.moe_dispatcher)) +
+                                " (plan with training.moe_dispatcher alltoall to run it)");
+  }
   if (plan.sequence_parallel) {
     throw std::invalid_argument(
         plan_file +

@@ -67,6 +67,7 @@ void set_expert_group(const Cluster& whole, int step, int E, DataParallel& dp) {
   };
   set_alltoall_group(whole, members, route, dp, "expert-parallel devices", true);
   dp.expert_fold = fold;
+  dp.deepep = whole.deepep;
   std::vector<int> holders;  // of the experts rank 0 holds
   for (int i = 0; i < dp.replicas * C * fold; i += E) {
     holders.push_back(expert_rank_device(whole, step, i));

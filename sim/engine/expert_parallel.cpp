@@ -6,6 +6,9 @@
 
 #include "sim/scenario/expert_groups.h"
 
+#include "costmodels/collective.h"
+#include "costmodels/model_families.h"
+
 namespace pipescope {
 
 SimTime alltoall_time(const DataParallel& dp, Bytes bytes) {
@@ -35,6 +38,16 @@ DataParallel measured_alltoalls(DataParallel dp, std::int64_t micro_batch_size) 
   return dp;
 }
 
+SimTime expert_alltoall_time(const ModelSpec& model, const DataParallel& dp, Bytes bytes) {
+  const MoeParams* moe = model.transformer ? &model.transformer->moe : nullptr;
+  if (!dp.deepep || !dp.nccl || moe == nullptr || !moe->enabled()) return alltoall_time(dp, bytes);
+  // ep_bytes counts each token's k copies; DeepEP moves a token's bytes once
+  // a destination.
+  const double token_bytes = static_cast<double>(bytes) / moe->experts_per_token;
+  return seconds_to_simtime(
+      deepep_alltoall_seconds(token_bytes, moe->experts, moe->experts_per_token, dp.experts));
+}
+
 std::vector<SimTime> layer_alltoalls(const ModelSpec& model, const DataParallel& measured_or_not,
                                      std::int64_t micro_batch_size) {
   if (measured_or_not.experts.ranks <= 1) return {};
@@ -44,7 +57,8 @@ std::vector<SimTime> layer_alltoalls(const ModelSpec& model, const DataParallel&
   for (const LayerSpec& layer : model.layers) {
     out.push_back(layer.ep_alltoalls == 0
                       ? 0
-                      : layer.ep_alltoalls * alltoall_time(dp, layer.ep_bytes * micro_batch_size));
+                      : layer.ep_alltoalls *
+                            expert_alltoall_time(model, dp, layer.ep_bytes * micro_batch_size));
   }
   return out;
 }

@@ -25,6 +25,12 @@ namespace pipescope {
 // latency and the slower of the node's and the network's shares at their
 // bandwidths. 0 without expert parallelism.
 SimTime alltoall_time(const DataParallel& dp, Bytes bytes);
+// One of a mixture layer's all-to-alls of `bytes` a device (its tokens' k
+// copies): alltoall_time, or on NCCL's clusters with dp.deepep DeepEP's
+// dispatch of the same tokens (deepep_alltoall_seconds, costmodels/
+// collective.h: each token once to each node and GPU that holds any of its
+// experts), the model's own experts and top-k.
+SimTime expert_alltoall_time(const ModelSpec& model, const DataParallel& dp, Bytes bytes);
 
 // dp with its all-to-all group priced as a CPU profile measured it
 // (dp.measured_alltoall) when that was a group of as many ranks (or of any

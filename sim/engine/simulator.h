@@ -78,6 +78,8 @@ struct DataParallel {
   // device holds whole experts, else 1).
   int expert_ring_nodes = 1;
   int expert_fold = 1;
+  // The expert ranks' tokens travel by DeepEP's kernels (Cluster::deepep).
+  bool deepep = false;
 };
 // The NCCL fields of a ring over `members` (physical devices of `cluster`):
 // whether it is timed as NCCL, the nodes it spans, its links inside a node.

@@ -119,6 +119,12 @@ void check_expert_parallel(const Plan& plan, ExportFormat format) {
                "to megatron" +
                    std::string(plan.context_parallel == 1 ? " or torch-pipelining" : "")));
   }
+  // DeepEP's dispatch, which only megatron-core's flex dispatcher runs.
+  if (plan.moe_dispatcher == MoeDispatcher::kDeepEp && format != ExportFormat::kMegatron) {
+    throw std::invalid_argument("cannot export this plan to " + std::string(to_string(format)) +
+                                ": its experts exchange tokens by DeepEP, which this export does "
+                                "not run; export it to megatron");
+  }
   // Whole experts beside T (megatron-core's parallel folding): its expert
   // tensor parallelism, which only Megatron-LM's export states.
   const int fold = plan.split().expert_fold();

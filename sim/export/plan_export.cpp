@@ -338,9 +338,15 @@ std::vector<std::string> megatron_parallel_flags(const Plan& p, int total) {
   }
   // The plan times the all-to-all dispatcher (sim/engine/expert_parallel.h),
   // not megatron-core's default all-gather one.
+  // With DeepEP megatron-core's flex dispatcher runs its kernels.
   if (p.expert_parallel > 1) {
     flags.push_back("--expert-model-parallel-size " + str(p.expert_parallel));
-    flags.push_back("--moe-token-dispatcher-type alltoall");
+    if (p.moe_dispatcher == MoeDispatcher::kDeepEp) {
+      flags.push_back("--moe-token-dispatcher-type flex");
+      flags.push_back("--moe-enable-deepep");
+    } else {
+      flags.push_back("--moe-token-dispatcher-type alltoall");
+    }
   }
   // Whole experts beside T (megatron-core's default is T).
   if (p.split().expert_fold() > 1) flags.push_back("--expert-tensor-parallel-size 1");

@@ -343,6 +343,9 @@ nlohmann::ordered_json plan_to_ordered_json(const Plan& plan) {
   doc["sequence_parallel"] = plan.sequence_parallel;
   if (plan.expert_parallel > 1) doc["E"] = plan.expert_parallel;
   if (plan.expert_tensor_parallel == 1) doc["expert_tensor_parallel"] = 1;
+  if (plan.moe_dispatcher != MoeDispatcher::kAllToAll) {
+    doc["moe_dispatcher"] = std::string(to_string(plan.moe_dispatcher));
+  }
   if (plan.context_parallel > 1) {
     doc["C"] = plan.context_parallel;
     doc["cp_comm_type"] = std::string(to_string(plan.cp_comm_type));
@@ -387,6 +390,10 @@ Plan plan_from_json(const json& doc, const std::string& file) {
   }
   // Absent where the experts are not spread (or there are none).
   p.expert_parallel = static_cast<int>(top.opt_integer("E", kExpertCount).value_or(1));
+  // Absent: the all-to-all.
+  p.moe_dispatcher = opt_choice(top, "moe_dispatcher", "expert dispatcher", parse_moe_dispatcher,
+                                kMoeDispatcherNames)
+                         .value_or(MoeDispatcher::kAllToAll);
   // 1 where each expert is whole beside T > 1; absent where the experts split
   // over T as the dense layers do.
   if (top.opt_integer("expert_tensor_parallel", IntRange{1, 1})) p.expert_tensor_parallel = 1;
@@ -530,6 +537,13 @@ void check_plan_matches(const Plan& plan, const Scenario& scenario, const std::s
                         "this plan's experts are " + experts(plan.split().expert_fold()) +
                             ", the scenario's " + experts(t.split().expert_fold()) +
                             " (training.expert_tensor_parallel)");
+  }
+  if (plan.moe_dispatcher != t.moe_dispatcher) {
+    throw ScenarioError(plan_file, "moe_dispatcher",
+                        "this plan's experts exchange tokens by " +
+                            std::string(to_string(plan.moe_dispatcher)) + ", the scenario's by " +
+                            std::string(to_string(t.moe_dispatcher)) +
+                            " (training.moe_dispatcher)");
   }
   if (plan.context_parallel != t.context_parallel) {
     throw ScenarioError(plan_file, "C",

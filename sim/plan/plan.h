@@ -74,6 +74,8 @@ struct Plan {
   // The devices that split each expert (training.expert_tensor_parallel): 0
   // for T, 1 for whole experts (each of a tensor group's T an expert rank).
   int expert_tensor_parallel = 0;
+  // How the expert ranks exchange tokens (training.moe_dispatcher).
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // C, the devices each sample's sequence splits over
   // (training.context_parallel); the stage plans hold a device's share of it
   int context_parallel = 1;

@@ -51,6 +51,23 @@ std::string expert_tensor_parallel_problem(const Scenario& sc) {
   return "";
 }
 
+std::string moe_dispatcher_problem(const Scenario& sc) {
+  if (sc.training.moe_dispatcher == MoeDispatcher::kAllToAll) return "";
+  if (!sc.model.transformer || !sc.model.transformer->moe.enabled()) {
+    return "deepep dispatches a mixture's tokens to their experts; model '" + sc.model.name +
+           "' has none (expected alltoall)";
+  }
+  if (sc.training.expert_parallel_given && sc.training.expert_parallel == 1) {
+    return "deepep exchanges tokens among expert-parallel devices: expert_parallel 1 has none "
+           "to exchange (expected alltoall, or expert_parallel above 1)";
+  }
+  if (!sc.cluster.nccl()) {
+    return "deepep runs on GPUs' NVLink and RDMA; cluster '" + sc.cluster.name +
+           "' times its collectives otherwise (expected alltoall)";
+  }
+  return "";
+}
+
 std::vector<int> expert_parallel_choices(const Scenario& sc) {
   const bool mixture = sc.model.transformer && sc.model.transformer->moe.enabled();
   if (sc.training.expert_parallel_given || !mixture) return {sc.training.expert_parallel};

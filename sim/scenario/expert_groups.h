@@ -49,6 +49,13 @@ std::string whole_experts_problem(int fold, int E);
 // split over T.
 std::string expert_tensor_parallel_problem(const Scenario& sc);
 
+// Why `sc` cannot exchange its experts' tokens by DeepEP
+// (TrainingConfig::moe_dispatcher): a model without experts, E stated as 1
+// (nothing to exchange), or a cluster whose collectives are not NCCL's
+// (DeepEP's kernels run on GPUs' NVLink and RDMA). Empty when it can, and for
+// the all-to-all.
+std::string moe_dispatcher_problem(const Scenario& sc);
+
 // `sc` with its model one device's share of the routed experts under E
 // (TrainingConfig::expert_parallel), its tensor split kept.
 // expert_parallel_problem must be empty.

@@ -110,6 +110,16 @@ std::optional<ContextExchange> parse_context_exchange(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view to_string(MoeDispatcher d) {
+  return d == MoeDispatcher::kDeepEp ? "deepep" : "alltoall";
+}
+
+std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name) {
+  if (name == "alltoall") return MoeDispatcher::kAllToAll;
+  if (name == "deepep") return MoeDispatcher::kDeepEp;
+  return std::nullopt;
+}
+
 std::optional<Checkpoint> parse_checkpoint(std::string_view name) {
   if (name == "stage") return Checkpoint::kStage;
   if (name == "layer") return Checkpoint::kLayer;

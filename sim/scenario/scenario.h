@@ -157,6 +157,16 @@ std::string_view to_string(ContextExchange c);
 std::optional<ContextExchange> parse_context_exchange(std::string_view name);
 inline constexpr const char* kContextExchangeNames = "p2p, all_gather, a2a";
 
+// How a mixture's expert ranks exchange their tokens (training.moe_dispatcher,
+// sim/engine/expert_parallel.h): by NCCL's all-to-all, each token's k copies
+// (megatron-core's alltoall dispatcher), or by DeepEP's kernels, each token
+// once to each node and GPU that holds any of its experts (megatron-core's
+// flex dispatcher with --moe-enable-deepep).
+enum class MoeDispatcher : std::uint8_t { kAllToAll, kDeepEp };
+std::string_view to_string(MoeDispatcher d);
+std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view name);
+inline constexpr const char* kMoeDispatcherNames = "alltoall, deepep";
+
 // How a model's layers split over the devices: T (with sequence parallelism
 // or not), E and the devices that split each expert, C, and whether the C
 // trade heads (the a2a form). The one home of a scenario's and a plan's split.
@@ -237,6 +247,8 @@ struct TrainingConfig {
   // tensor group's T routing its own tokens), which needs sequence
   // parallelism. The planner keeps it as it varies T.
   int expert_tensor_parallel = 0;
+  // How the expert ranks exchange tokens (MoeDispatcher); DeepEP needs GPUs.
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // C, the devices that split each sample's sequence (context parallelism;
   // ModelSpec::context_parallel): the model is then one device's share and
   // each of the cluster's groups C sets of T devices (Cluster::

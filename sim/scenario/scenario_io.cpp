@@ -108,6 +108,9 @@ TrainingConfig read_training(ObjectReader t, DType dtype) {
     const bool whole = *etp == 1 && (cfg.tensor_parallel != 1 || !tensor_parallel);
     cfg.expert_tensor_parallel = whole ? 1 : 0;
   }
+  cfg.moe_dispatcher = opt_choice(t, "moe_dispatcher", "expert dispatcher", parse_moe_dispatcher,
+                                  kMoeDispatcherNames)
+                           .value_or(MoeDispatcher::kAllToAll);
   const std::optional<std::int64_t> context_parallel =
       t.opt_integer("context_parallel", kTensorParallel);
   cfg.context_parallel = static_cast<int>(context_parallel.value_or(1));
@@ -261,6 +264,10 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   if (s.training.cut) check_stated_cut(*s.training.cut, s.model, file);
   // Under tensor parallelism the model becomes one device's share and the
   // cluster's devices groups of T.
+  if (const std::string problem = moe_dispatcher_problem(s); !problem.empty()) {
+    Where{file, ""}.key("training").key("moe_dispatcher").fail(problem);
+  }
+  s.cluster.deepep = s.training.moe_dispatcher == MoeDispatcher::kDeepEp;
   // Whole experts beside T, before T's own check, which also asks them
   // sequence parallelism.
   if (const std::string problem = expert_tensor_parallel_problem(s); !problem.empty()) {

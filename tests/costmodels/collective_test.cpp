@@ -88,5 +88,33 @@ TEST(Collective, AnAllToAllAcrossNodesWaitsForTheNetwork) {
   EXPECT_NEAR(nccl_alltoall_seconds(64e6, spread), (8.4 + 28.0) * kUs + 64e6 * 3 / 4 / 50e9, 1e-12);
 }
 
+// DeepEP sends a token once to each other node that holds any of its
+// experts and once to each other GPU: 4 experts over 4 ranks, 2 a node, a
+// token's 2 of them one of 6 pairs. The other node is missed only by the
+// pair of the sender's own node's two (1 / 6): 5 / 6 of a copy over the
+// network. A GPU is hit by the 3 pairs that hold its expert (1 / 2), and
+// each token lands on one GPU a node: (4 ranks - 2 landings) x 1 / 2 = 1
+// copy over NVLink.
+TEST(Collective, DeepEpSendsATokenOnceToEachNodeAndGpu) {
+  const AllToAllGroup two_nodes{4, 2, LinkClass::kNvlink, 240e9, 50e9};
+  const DeepEpCopies c = deepep_copies(4, 2, two_nodes);
+  EXPECT_NEAR(c.network, 5.0 / 6.0, 1e-12);
+  EXPECT_NEAR(c.nvlink, 1.0, 1e-12);
+  // 64 MB of tokens: the network's 5 / 6 copy at 50 GB/s sets the time,
+  // after NCCL's latency across nodes (8.4 + 28 us); NCCL's all-to-all of
+  // the 2 copies sends 2 / 4 of 128 MB over the network.
+  EXPECT_NEAR(deepep_alltoall_seconds(64e6, 4, 2, two_nodes),
+              (8.4 + 28.0) * kUs + 64e6 * 5.0 / 6.0 / 50e9, 1e-12);
+  EXPECT_NEAR(nccl_alltoall_seconds(128e6, two_nodes), (8.4 + 28.0) * kUs + 128e6 * 2 / 4 / 50e9,
+              1e-12);
+  // One node of 8, 2 of 16 experts a GPU: a GPU is missed by C(14, 2) /
+  // C(16, 2) = 91 / 120 of the pairs, so 7 x 29 / 120 copies over NVLink.
+  const AllToAllGroup node{8, 8, LinkClass::kNvlink, 240e9, 0.0};
+  EXPECT_EQ(deepep_copies(16, 2, node).network, 0.0);
+  EXPECT_NEAR(deepep_alltoall_seconds(64e6, 16, 2, node),
+              (8.4 + 3.4) * kUs + 64e6 * 7.0 * 29.0 / 120.0 / 240e9, 1e-12);
+  EXPECT_EQ(deepep_alltoall_seconds(64e6, 16, 2, {1, 1, LinkClass::kNvlink, 240e9, 0.0}), 0.0);
+}
+
 }  // namespace
 }  // namespace pipescope

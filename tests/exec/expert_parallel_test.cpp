@@ -334,6 +334,16 @@ TEST(ExpertParallelRefusals, WhatCannotBeSplit) {
   EXPECT_NO_THROW(check_tensor_parallel_backend(plan, "ep.json", "cpu"));
   EXPECT_NO_THROW(check_tensor_parallel_backend(plan, "ep.json", "mpi"));
   EXPECT_THROW(check_tensor_parallel_backend(plan, "ep.json", "cuda"), std::invalid_argument);
+  // DeepEP's dispatch is not the executor's all-to-all: refused before the
+  // model is read.
+  plan.moe_dispatcher = MoeDispatcher::kDeepEp;
+  try {
+    plan_model(plan, "ep.json");
+    ADD_FAILURE() << "the executor took a plan of DeepEP";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("ep.json: moe_dispatcher: the executor exchanges", 0), 0u)
+        << e.what();
+  }
 }
 
 }  // namespace

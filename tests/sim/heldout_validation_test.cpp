@@ -41,7 +41,7 @@ TEST(GpuValidationHeldOut, TheFiguresTheDocsState) {
       {"NVIDIA NeMo 24.07 performance summary 2024", 0.291},
       {"Megatron MoE Model Zoo 2025 (NVIDIA's Megatron-Core MoE team; GitHub "
        "yanring/Megatron-MoE-ModelZoo)",
-       0.318},
+       0.244},
       {"torchtitan benchmarks 2024", 0.300},
       {"torchtitan benchmarks 2025", 0.305}};
   testing::expect_source_medians(report, stated, 0.188);
