@@ -131,6 +131,9 @@ class Plan:
         self.K, self.D, self.M = p["K"], p["D"], p["M"]
         self.T = p.get("T", 1)
         self.E = p.get("E", 1)
+        # 1 where the experts are whole beside T (expert tensor parallelism 1).
+        self.etp = 1 if p.get("expert_tensor_parallel") == 1 else self.T
+        self.moe_dispatcher = p.get("moe_dispatcher", "alltoall")
         self.C = p.get("C", 1)
         self.cp_comm_type = p.get("cp_comm_type", "p2p")
         self.rank_order = p["cluster"].get("rank_order", "tp-pp-dp")
@@ -430,6 +433,7 @@ def check_deepspeed(plan, text):
 MEGATRON_FLAGS = {
     "--tensor-model-parallel-size": ("tensor_model_parallel_size", int),
     "--expert-model-parallel-size": ("expert_model_parallel_size", int),
+    "--expert-tensor-parallel-size": ("expert_tensor_parallel_size", int),
     "--moe-token-dispatcher-type": ("moe_token_dispatcher_type", str),
     "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
     "--context-parallel-size": ("context_parallel_size", int),
@@ -456,6 +460,7 @@ MEGATRON_SWITCHES = {
     "--use-distributed-optimizer": "use_distributed_optimizer",
     "--use-tp-pp-dp-mapping": "use_tp_pp_dp_mapping",
     "--overlap-p2p-communication-warmup-flush": "overlap_p2p_comm_warmup_flush",
+    "--moe-enable-deepep": "moe_enable_deepep",
 }
 # Flags that turn a field off: Megatron-LM's --no-overlap-p2p-communication
 # (overlap_p2p_comm, on by default in Megatron-LM's arguments for the
@@ -675,15 +680,16 @@ def megatron_rank_order(args, plan):
         same_context_groups(gen.get_ranks("cp"), plan, f"megatron-core's {order}")
     if plan.E > 1:
         # The experts' ranks as initialize_model_parallel makes them: expert
-        # tensor parallelism T (Megatron-LM's default), E, their data
-        # parallelism (the D x C / E that hold the same experts) and the
-        # pipeline, in the same order.
+        # tensor parallelism (T, Megatron-LM's default, or 1 for whole
+        # experts), E, their data parallelism (the D x C x T / (E x ETP) that
+        # hold the same experts) and the pipeline, in the same order.
         full = "tp-cp-ep-pp-dp" if order.endswith("dp") else "tp-cp-ep-dp-pp"
-        experts = RankGenerator(tp=plan.T, ep=plan.E, dp=plan.D * plan.C // plan.E, pp=plan.K,
-                                cp=1, order=full)
+        expert_dp = plan.D * plan.C * plan.T // (plan.E * plan.etp)
+        experts = RankGenerator(tp=plan.etp, ep=plan.E, dp=expert_dp, pp=plan.K, cp=1,
+                                order=full)
         # What initialize_model_parallel asserts of the two layouts.
         if experts.get_ranks("pp") != gen.get_ranks("pp") or (
-                not order.endswith("pp") and plan.K > 1 and plan.D * plan.C // plan.E != plan.D):
+                not order.endswith("pp") and plan.K > 1 and expert_dp != plan.D):
             raise Rejected(f"megatron-core's {full} expert ranks cut across the pipelines "
                            f"{gen.get_ranks('pp')}: initialize_model_parallel refuses them")
         same_expert_groups(experts.get_ranks("ep"), plan, f"megatron-core's {order}")
@@ -731,6 +737,15 @@ def check_megatron(plan, text):
     if args.get("expert_model_parallel_size", 1) != plan.E:
         raise Rejected(f"expert_model_parallel_size {args.get('expert_model_parallel_size', 1)}, "
                        f"the plan E={plan.E}")
+    if args.get("expert_tensor_parallel_size", plan.T) != plan.etp:
+        raise Rejected(f"expert_tensor_parallel_size {args.get('expert_tensor_parallel_size')}, "
+                       f"the plan's {plan.etp}")
+    deepep = plan.moe_dispatcher == "deepep"
+    if plan.E > 1 and (args.get("moe_enable_deepep", False) != deepep or
+                       args.get("moe_token_dispatcher_type") != ("flex" if deepep else "alltoall")):
+        raise Rejected(f"moe_token_dispatcher_type {args.get('moe_token_dispatcher_type')} "
+                       f"(moe_enable_deepep {args.get('moe_enable_deepep', False)}), the plan's "
+                       f"{plan.moe_dispatcher}")
     if args.get("use_distributed_optimizer", False) != (plan.zero == 1):
         raise Rejected(f"use_distributed_optimizer is not the plan's (ZeRO stage {plan.zero})")
     heads = 4 * plan.T  # a multiple of T, as megatron-core checks

@@ -1,6 +1,7 @@
 #include "sim/engine/expert_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -68,6 +69,14 @@ void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
                             bool pair_overlap) {
   const std::vector<SimTime> alltoalls = layer_alltoalls(model, dp, micro_batch_size);
   if (alltoalls.empty()) return;
+  // The bytes a device's exchange carries: its tokens' k copies, or under
+  // DeepEP each token once a node and GPU it reaches.
+  double carried = 1.0;
+  if (const MoeParams* moe = model.transformer ? &model.transformer->moe : nullptr;
+      dp.deepep && dp.nccl && moe != nullptr && moe->enabled()) {
+    const DeepEpCopies copies = deepep_copies(moe->experts, moe->experts_per_token, dp.experts);
+    carried = (copies.network + copies.nvlink) / moe->experts_per_token;
+  }
   for (StageCost& c : stages) {
     c.ep_forward = c.ep_backward = 0;
     c.ep_bytes = 0;
@@ -75,7 +84,8 @@ void add_expert_collectives(const ModelSpec& model, const DataParallel& dp,
     for (int l = c.layers.first_layer; l <= c.layers.last_layer; ++l) {
       const LayerSpec& layer = model.layers[static_cast<std::size_t>(l)];
       c.ep_forward += alltoalls[static_cast<std::size_t>(l)];
-      c.ep_bytes += layer.ep_alltoalls * layer.ep_bytes * micro_batch_size;
+      c.ep_bytes += std::llround(
+          carried * static_cast<double>(layer.ep_alltoalls * layer.ep_bytes * micro_batch_size));
     }
     c.ep_backward = c.ep_forward;
   }

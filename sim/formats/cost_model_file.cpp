@@ -14,6 +14,7 @@
 #include "sim/base/input_file.h"
 #include "sim/base/json_reader.h"
 #include "sim/formats/profile_io.h"
+#include "sim/scenario/expert_groups.h"
 #include "sim/scenario/scenario_io.h"
 
 namespace pipescope {
@@ -217,6 +218,11 @@ void apply_cost_model_argument(Scenario& scenario, const CostModelArgument& arg)
 
 void apply_cost_model_argument(Scenario& scenario, const std::string& arg) {
   apply_cost_model_argument(scenario, read_cost_model_argument(arg));
+  // DeepEP's dispatch is priced on GPUs timed kernel by kernel: a cost model
+  // that times them otherwise would drop it.
+  if (const std::string problem = moe_dispatcher_problem(scenario); !problem.empty()) {
+    throw std::invalid_argument("--cost-model " + arg + ": training.moe_dispatcher: " + problem);
+  }
 }
 
 }  // namespace pipescope

@@ -129,7 +129,9 @@ Plan make_plan(const Scenario& scenario, const SimResult& result, int data_paral
   p.sequence_parallel = scenario.training.sequence_parallel;
   p.expert_parallel = scenario.training.expert_parallel;
   p.expert_tensor_parallel = scenario.training.split().expert_fold() > 1 ? 1 : 0;
-  p.moe_dispatcher = scenario.training.moe_dispatcher;
+  // The dispatcher of the plan's exchanges: none with E = 1.
+  p.moe_dispatcher =
+      p.expert_parallel > 1 ? scenario.training.moe_dispatcher : MoeDispatcher::kAllToAll;
   p.context_parallel = scenario.training.context_parallel;
   p.cp_comm_type = scenario.training.cp_comm_type;
   p.zero = scenario.training.zero;

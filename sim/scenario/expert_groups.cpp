@@ -57,13 +57,13 @@ std::string moe_dispatcher_problem(const Scenario& sc) {
     return "deepep dispatches a mixture's tokens to their experts; model '" + sc.model.name +
            "' has none (expected alltoall)";
   }
-  if (sc.training.expert_parallel_given && sc.training.expert_parallel == 1) {
-    return "deepep exchanges tokens among expert-parallel devices: expert_parallel 1 has none "
-           "to exchange (expected alltoall, or expert_parallel above 1)";
-  }
   if (!sc.cluster.nccl()) {
+    return "deepep runs on GPUs' NVLink and RDMA, timed kernel by kernel; cluster '" +
+           sc.cluster.name + "' times its collectives otherwise (expected alltoall)";
+  }
+  if (sc.cluster.interconnect.topology == TopologyKind::kPcieHost) {
     return "deepep runs on GPUs' NVLink and RDMA; cluster '" + sc.cluster.name +
-           "' times its collectives otherwise (expected alltoall)";
+           "' links its GPUs over PCIe (expected alltoall)";
   }
   return "";
 }

@@ -50,10 +50,10 @@ std::string whole_experts_problem(int fold, int E);
 std::string expert_tensor_parallel_problem(const Scenario& sc);
 
 // Why `sc` cannot exchange its experts' tokens by DeepEP
-// (TrainingConfig::moe_dispatcher): a model without experts, E stated as 1
-// (nothing to exchange), or a cluster whose collectives are not NCCL's
-// (DeepEP's kernels run on GPUs' NVLink and RDMA). Empty when it can, and for
-// the all-to-all.
+// (TrainingConfig::moe_dispatcher): a model without experts, or a cluster
+// whose collectives are not NCCL's or whose GPUs meet over PCIe (DeepEP's
+// kernels run on NVLink and RDMA). Empty when it can, and for the
+// all-to-all; with E = 1 there is nothing to exchange and it prices nothing.
 std::string moe_dispatcher_problem(const Scenario& sc);
 
 // `sc` with its model one device's share of the routed experts under E

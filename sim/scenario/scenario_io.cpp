@@ -262,12 +262,12 @@ Scenario parse_scenario(const json& doc, const std::string& file) {
   s.training = read_training(std::move(training), s.model.dtype);
   with_framework_gradients(s.training, s.model.dtype, framework);
   if (s.training.cut) check_stated_cut(*s.training.cut, s.model, file);
-  // Under tensor parallelism the model becomes one device's share and the
-  // cluster's devices groups of T.
   if (const std::string problem = moe_dispatcher_problem(s); !problem.empty()) {
     Where{file, ""}.key("training").key("moe_dispatcher").fail(problem);
   }
   s.cluster.deepep = s.training.moe_dispatcher == MoeDispatcher::kDeepEp;
+  // Under tensor parallelism the model becomes one device's share and the
+  // cluster's devices groups of T.
   // Whole experts beside T, before T's own check, which also asks them
   // sequence parallelism.
   if (const std::string problem = expert_tensor_parallel_problem(s); !problem.empty()) {

@@ -114,6 +114,14 @@ TEST(Collective, DeepEpSendsATokenOnceToEachNodeAndGpu) {
   EXPECT_NEAR(deepep_alltoall_seconds(64e6, 16, 2, node),
               (8.4 + 3.4) * kUs + 64e6 * 7.0 * 29.0 / 120.0 / 240e9, 1e-12);
   EXPECT_EQ(deepep_alltoall_seconds(64e6, 16, 2, {1, 1, LinkClass::kNvlink, 240e9, 0.0}), 0.0);
+  // A top-8 token of 128 experts over 32 GPUs in 4 nodes (4 experts a GPU,
+  // 32 a node): it misses a node with C(96, 8) / C(128, 8) = 0.0927 and a
+  // GPU with C(124, 8) / C(128, 8) = 0.7700, so 3 x 0.9073 = 2.72 copies
+  // cross the network (NCCL's all-to-all: 8 x 24 / 32 = 6) and 28 x 0.2300
+  // = 6.44 NVLink (NCCL's: 8 x 7 / 32 = 1.75).
+  const DeepEpCopies wide = deepep_copies(128, 8, {32, 8, LinkClass::kNvlink, 240e9, 50e9});
+  EXPECT_NEAR(wide.network, 2.72, 0.005);
+  EXPECT_NEAR(wide.nvlink, 6.44, 0.005);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "scenario_docs.h"
 #include "sim/engine/expert_parallel.h"
 #include "sim/export/plan_export.h"
+#include "sim/formats/cost_model_file.h"
 #include "sim/formats/plan_io.h"
 #include "sim/scenario/scenario_io.h"
 #include "sim_fixtures.h"
@@ -67,18 +68,15 @@ TEST(DeepEp, TheLayersAllToAllsCarryWhatDeepEpSends) {
                              static_cast<double>(block.ep_bytes * 2) / 2, 8, 2, dp.experts)));
   const std::vector<SimTime> without =
       layer_alltoalls(nccl.model, data_parallel_ring(nccl.cluster, 1, 16, 4), 2);
-  EXPECT_EQ(without[1], block.ep_alltoalls *
-                            seconds_to_simtime(nccl_alltoall_seconds(
-                                static_cast<double>(block.ep_bytes * 2), dp.experts)));
+  EXPECT_EQ(without[1],
+            block.ep_alltoalls * seconds_to_simtime(nccl_alltoall_seconds(
+                                     static_cast<double>(block.ep_bytes * 2), dp.experts)));
   EXPECT_LT(with[1], without[1]);
   EXPECT_EQ(with[0], 0);  // the embedding has no experts
 }
 
 TEST(DeepEp, ScenarioErrors) {
-  expect_error({"training.moe_dispatcher=\"deepep\"", "training.expert_parallel=1"},
-               "expert_parallel 1 has none to exchange");
-  expect_error({"training.moe_dispatcher=\"nccl\""},
-               "expected one of: alltoall, deepep");
+  expect_error({"training.moe_dispatcher=\"nccl\""}, "expected one of: alltoall, deepep");
   expect_error({"training.moe_dispatcher=\"deepep\""}, "has none (expected alltoall)", R"({
     "model": {"family": "transformer", "layers": 2, "d_model": 64, "heads": 4, "seq_len": 32,
               "vocab": 100},
@@ -87,6 +85,29 @@ TEST(DeepEp, ScenarioErrors) {
   })");
   expect_error({"training.moe_dispatcher=\"deepep\"", "cluster.cost_model=\"analytic\""},
                "runs on GPUs' NVLink and RDMA");
+  // A cost model given after the scenario is read is checked too: the
+  // roofline would drop DeepEP's dispatch.
+  Scenario sc = moe("deepep");
+  try {
+    apply_cost_model_argument(sc, "analytic");
+    FAIL() << "the roofline took DeepEP's dispatch";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--cost-model analytic: training.moe_dispatcher: ", 0),
+              0u)
+        << e.what();
+  }
+  EXPECT_NO_THROW(apply_cost_model_argument(sc, "kernels"));
+}
+
+// With E = 1 nothing is exchanged: the scenario takes the field, and a plan
+// of E = 1 (which the planner may choose) records no dispatcher, so that
+// replaying it asks nothing of DeepEP.
+TEST(DeepEp, OneExpertRankExchangesNothing) {
+  const Scenario sc = moe("deepep", 1);
+  EXPECT_TRUE(sc.cluster.deepep);
+  const Plan plan = testing::simulated_plan(sc, 1, 16);
+  EXPECT_EQ(plan.moe_dispatcher, MoeDispatcher::kAllToAll);
+  EXPECT_FALSE(plan_to_json(plan).contains("moe_dispatcher"));
 }
 
 TEST(DeepEp, PlansCarryItMegatronRunsItTheOthersRefuse) {
@@ -95,8 +116,8 @@ TEST(DeepEp, PlansCarryItMegatronRunsItTheOthersRefuse) {
   EXPECT_EQ(plan.moe_dispatcher, MoeDispatcher::kDeepEp);
   const nlohmann::json doc = plan_to_json(plan);
   EXPECT_EQ(doc["moe_dispatcher"], "deepep");
-  EXPECT_FALSE(plan_to_json(testing::simulated_plan(moe("alltoall"), 1, 16))
-                   .contains("moe_dispatcher"));
+  EXPECT_FALSE(
+      plan_to_json(testing::simulated_plan(moe("alltoall"), 1, 16)).contains("moe_dispatcher"));
   EXPECT_EQ(plan_from_json(doc, "p.json").moe_dispatcher, MoeDispatcher::kDeepEp);
   try {
     check_plan_matches(plan, moe("alltoall"), "p.json");
