@@ -5,10 +5,10 @@
 #include <numeric>
 #include <string>
 
-#include "sim/scenario/expert_groups.h"
-
+#include "costmodels/check.h"
 #include "costmodels/collective.h"
 #include "costmodels/model_families.h"
+#include "sim/scenario/expert_groups.h"
 
 namespace pipescope {
 
